@@ -1,0 +1,38 @@
+"""What every task shares: turning gpuenv errors into one-line messages with exit codes."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, TypeVar
+
+from invoke.exceptions import Exit
+
+from gpuenv.errors import GpuenvError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: help= texts for the stack options that several tasks share, so they read the same everywhere.
+STACK_HELP = {
+    "cuda": "CUDA minor version, e.g. 12.1, or 'cpu' for a CPU-only stack (default: newest the driver runs)",
+    "framework": "torch or tensorflow (default: torch)",
+    "torch": "pin the PyTorch release, e.g. 2.3.1 or 2.3",
+    "tensorflow": "pin the TensorFlow release, e.g. 2.15",
+    "python": "pin the Python version, e.g. 3.11",
+    "driver": "NVIDIA driver version to plan for, e.g. 535.104.05 (default: read from this host through NVML)",
+    "gpu_arch": "GPU compute capability to plan for, e.g. 8.6 or sm_86; comma-separated for several (default: detected)",
+}
+
+
+def user_errors(func: F) -> F:
+    """Map GpuenvError to `Exit(message, code)`: a user mistake prints one line, never a traceback."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except GpuenvError as err:
+            raise Exit(f"gpuenv: {err.render()}", code=err.exit_code) from None
+        except KeyboardInterrupt:
+            raise Exit("gpuenv: interrupted", code=130) from None
+
+    return wrapper  # type: ignore[return-value]

@@ -1,0 +1,48 @@
+"""Tasks that read the compatibility data: doctor, matrix, resolve."""
+
+from __future__ import annotations
+
+import json
+
+from invoke import task
+
+from gpuenv.cli.common import STACK_HELP, user_errors
+
+
+@task(help={"json": "print the report as JSON instead of a table"})
+@user_errors
+def doctor(c, json_=False):
+    """The host as seen from here: driver, GPUs, Docker and NVIDIA runtime, and the stack gpuenv recommends."""
+    from gpuenv.doctor import collect_report, format_report
+
+    report = collect_report()
+    print(json.dumps(report, indent=2) if json_ else format_report(report))
+
+
+@task(help={"json": "print the whole validated data as JSON (for machines)"})
+@user_errors
+def matrix(c, json_=False):
+    """Show the compatibility data (envs/compat.yaml): CUDA releases, images, PyTorch, TensorFlow, GPUs."""
+    from gpuenv.compat import load_matrix
+    from gpuenv.matrix_view import format_matrix
+
+    data = load_matrix()
+    print(json.dumps(data.to_dict(), indent=2) if json_ else format_matrix(data))
+
+
+@task(
+    help={
+        **STACK_HELP,
+        "json": "print the stack as JSON (keys: cuda, cuda_version, min_driver, base_image, python, framework, framework_version, wheel_variant, index_url, reasons, ...)",
+    }
+)
+@user_errors
+def resolve(c, driver=None, cuda=None, framework=None, torch=None, tensorflow=None, python=None, gpu_arch=None, json_=False):
+    """Choose the stack (CUDA, base image, framework build, Python) for this host and your wishes."""
+    from gpuenv.host import request_for_host
+    from gpuenv.resolve import resolve_stack
+    from gpuenv.stack_view import format_stack
+
+    request = request_for_host(driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch)
+    stack = resolve_stack(request)
+    print(json.dumps(stack.to_dict(), indent=2) if json_ else format_stack(stack))

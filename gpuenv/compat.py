@@ -1,0 +1,391 @@
+"""Load and validate envs/compat.yaml, the compatibility facts the resolver decides from.
+
+The facts live in data, each entry with its source; this module only checks that the file is
+well-formed and consistent, so a bad edit fails loudly at load time naming the entry.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from packaging.version import InvalidVersion, Version
+
+from gpuenv import PROJECT_ROOT
+from gpuenv.errors import DataError
+
+COMPAT_FILE = PROJECT_ROOT / "envs" / "compat.yaml"
+_MINOR = re.compile(r"^\d+\.\d+$")
+_PATCH = re.compile(r"^\d+\.\d+\.\d+$")
+_DRIVER = re.compile(r"^\d+\.\d+(\.\d+)?$")
+_SECTIONS = (
+    "cpu_base_image",
+    "cuda_majors",
+    "cuda_releases",
+    "images",
+    "gpu_architectures",
+    "torch_releases",
+    "tensorflow_releases",
+)
+
+
+def version_key(text: str) -> Version:
+    """Order CUDA, driver, framework and Python versions numerically (12.10 > 12.9)."""
+    return Version(text)
+
+
+@dataclass(frozen=True)
+class CudaMajor:
+    major: int
+    minor_compat_min_driver: str
+    limits: str
+    source: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CudaRelease:
+    minor: str
+    latest_patch: str
+    min_driver: str
+    source: tuple[str, ...]
+
+    @property
+    def major(self) -> int:
+        return int(self.minor.split(".")[0])
+
+
+@dataclass(frozen=True)
+class CudnnTag:
+    tag: str
+    flavours: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CudaImage:
+    version: str
+    flavours: tuple[str, ...]
+    cudnn: CudnnTag | None
+    ubuntu: tuple[str, ...]
+    require_cuda: str
+    source: tuple[str, ...]
+
+    @property
+    def minor(self) -> str:
+        return ".".join(self.version.split(".")[:2])
+
+    def tags(self) -> list[str]:
+        """Every tag this entry says exists, e.g. ``12.1.1-cudnn8-runtime-ubuntu22.04``."""
+        out = [f"{self.version}-{f}-ubuntu{u}" for f in self.flavours for u in self.ubuntu]
+        if self.cudnn:
+            out += [
+                f"{self.version}-{self.cudnn.tag}-{f}-ubuntu{u}"
+                for f in self.cudnn.flavours
+                for u in self.ubuntu
+            ]
+        return out
+
+
+@dataclass(frozen=True)
+class GpuArchitecture:
+    name: str
+    compute_capabilities: tuple[str, ...]
+    first_cuda: str
+    last_cuda: str | None
+    source: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TorchVariant:
+    name: str
+    cuda: str | None
+    archs: tuple[str, ...] = ()
+    ptx: str | None = None
+
+
+@dataclass(frozen=True)
+class TorchRelease:
+    series: str
+    patches: tuple[str, ...]
+    python: tuple[str, ...]
+    pypi_default_cuda: str | None
+    variants: tuple[TorchVariant, ...]
+    source: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TensorflowRelease:
+    series: str
+    patches: tuple[str, ...]
+    cuda: str
+    cudnn: str
+    python: tuple[str, ...]
+    source: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """Everything in envs/compat.yaml, checked for consistency."""
+
+    cpu_base_image: str
+    cpu_base_image_source: tuple[str, ...]
+    cuda_majors: tuple[CudaMajor, ...]
+    cuda_releases: tuple[CudaRelease, ...]
+    images: tuple[CudaImage, ...]
+    gpu_architectures: tuple[GpuArchitecture, ...]
+    torch_releases: tuple[TorchRelease, ...]
+    tensorflow_releases: tuple[TensorflowRelease, ...]
+    path: Path = field(default=COMPAT_FILE, compare=False)
+
+    def cuda_release(self, minor: str) -> CudaRelease | None:
+        return next((c for c in self.cuda_releases if c.minor == minor), None)
+
+    def cuda_major(self, major: int) -> CudaMajor | None:
+        return next((m for m in self.cuda_majors if m.major == major), None)
+
+    def image(self, version: str) -> CudaImage | None:
+        return next((i for i in self.images if i.version == version), None)
+
+    def architecture_of(self, capability: str) -> GpuArchitecture | None:
+        return next((a for a in self.gpu_architectures if capability in a.compute_capabilities), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The validated data as plain JSON-ready structures (for `invoke matrix --json`)."""
+        from dataclasses import asdict
+
+        data = asdict(self)
+        data["path"] = str(self.path)
+        return data
+
+
+class _Checker:
+    """Reads one section entry, turning every problem into a DataError naming file and entry."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, where: str, problem: str) -> DataError:
+        return DataError(f"{self.path}: {where}: {problem}", fix="correct the entry (every fact needs a source)")
+
+    def mapping(self, value: Any, where: str, keys: tuple[str, ...]) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(where, f"expected a mapping, got {type(value).__name__}")
+        missing = [k for k in keys if k not in value]
+        if missing:
+            raise self.fail(where, f"missing key(s) {', '.join(missing)}")
+        return value
+
+    def text(self, value: Any, where: str, pattern: re.Pattern[str] | None = None) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(where, f"expected a non-empty string (quote versions), got {value!r}")
+        if pattern and not pattern.match(value):
+            raise self.fail(where, f"{value!r} is not of the form {pattern.pattern}")
+        if pattern is not None:
+            try:
+                Version(value)
+            except InvalidVersion:
+                raise self.fail(where, f"{value!r} is not a version") from None
+        return value
+
+    def texts(self, value: Any, where: str, pattern: re.Pattern[str] | None = None) -> tuple[str, ...]:
+        if not isinstance(value, list) or not value:
+            raise self.fail(where, f"expected a non-empty list, got {value!r}")
+        return tuple(self.text(v, f"{where}[{i}]", pattern) for i, v in enumerate(value))
+
+    def source(self, entry: dict[str, Any], where: str) -> tuple[str, ...]:
+        raw = entry.get("source")
+        urls = [raw] if isinstance(raw, str) else raw
+        if not isinstance(urls, list) or not urls or not all(
+            isinstance(u, str) and u.startswith(("https://", "http://")) for u in urls
+        ):
+            raise self.fail(where, f"source must be a URL or a list of URLs, got {raw!r}")
+        return tuple(urls)
+
+
+def _entries(data: dict[str, Any], section: str, check: _Checker) -> list[tuple[str, dict[str, Any]]]:
+    items = data.get(section)
+    if not isinstance(items, list) or not items:
+        raise check.fail(section, "expected a non-empty list")
+    return [(f"{section}[{i}]", item) for i, item in enumerate(items)]
+
+
+def parse_matrix(data: Any, path: Path = COMPAT_FILE) -> Matrix:
+    """Build a Matrix from the parsed YAML, raising DataError on the first bad or inconsistent entry."""
+    check = _Checker(path)
+    top = check.mapping(data, "top level", ("schema",) + _SECTIONS)
+    if top["schema"] != 1:
+        raise check.fail("schema", f"unsupported schema {top['schema']!r} (this gpuenv reads 1)")
+
+    cpu = check.mapping(top["cpu_base_image"], "cpu_base_image", ("image", "source"))
+    cpu_image = check.text(cpu["image"], "cpu_base_image.image")
+    cpu_source = check.source(cpu, "cpu_base_image")
+
+    majors = []
+    for where, e in _entries(top, "cuda_majors", check):
+        check.mapping(e, where, ("major", "minor_compat_min_driver", "limits", "source"))
+        if not isinstance(e["major"], int):
+            raise check.fail(where, f"major must be an integer, got {e['major']!r}")
+        majors.append(
+            CudaMajor(
+                e["major"],
+                check.text(e["minor_compat_min_driver"], where + ".minor_compat_min_driver", _DRIVER),
+                check.text(e["limits"], where + ".limits"),
+                check.source(e, where),
+            )
+        )
+
+    releases = []
+    for where, e in _entries(top, "cuda_releases", check):
+        check.mapping(e, where, ("minor", "latest_patch", "min_driver", "source"))
+        rel = CudaRelease(
+            check.text(e["minor"], where + ".minor", _MINOR),
+            check.text(e["latest_patch"], where + ".latest_patch", _PATCH),
+            check.text(e["min_driver"], where + ".min_driver", _DRIVER),
+            check.source(e, where),
+        )
+        if not rel.latest_patch.startswith(rel.minor + "."):
+            raise check.fail(where, f"latest_patch {rel.latest_patch} is not a patch of {rel.minor}")
+        releases.append(rel)
+
+    images = []
+    for where, e in _entries(top, "images", check):
+        check.mapping(e, where, ("version", "flavours", "cudnn", "ubuntu", "require_cuda", "source"))
+        cudnn = None
+        if e["cudnn"] is not None:
+            c = check.mapping(e["cudnn"], where + ".cudnn", ("tag", "flavours"))
+            cudnn = CudnnTag(check.text(c["tag"], where + ".cudnn.tag"), check.texts(c["flavours"], where + ".cudnn.flavours"))
+        images.append(
+            CudaImage(
+                check.text(e["version"], where + ".version", _PATCH),
+                check.texts(e["flavours"], where + ".flavours"),
+                cudnn,
+                check.texts(e["ubuntu"], where + ".ubuntu", _MINOR),
+                check.text(e["require_cuda"], where + ".require_cuda"),
+                check.source(e, where),
+            )
+        )
+
+    archs = []
+    for where, e in _entries(top, "gpu_architectures", check):
+        check.mapping(e, where, ("name", "compute_capabilities", "first_cuda", "last_cuda", "source"))
+        archs.append(
+            GpuArchitecture(
+                check.text(e["name"], where + ".name"),
+                check.texts(e["compute_capabilities"], where + ".compute_capabilities", _MINOR),
+                check.text(e["first_cuda"], where + ".first_cuda", _MINOR),
+                None if e["last_cuda"] is None else check.text(e["last_cuda"], where + ".last_cuda", _MINOR),
+                check.source(e, where),
+            )
+        )
+
+    torches = []
+    for where, e in _entries(top, "torch_releases", check):
+        check.mapping(e, where, ("series", "patches", "python", "pypi_default_cuda", "variants", "source"))
+        variants = []
+        if not isinstance(e["variants"], dict) or not e["variants"]:
+            raise check.fail(where + ".variants", "expected a non-empty mapping of wheel variants")
+        for name, v in e["variants"].items():
+            vwhere = f"{where}.variants.{name}"
+            if name == "cpu":
+                variants.append(TorchVariant("cpu", None))
+                continue
+            v = check.mapping(v, vwhere, ("cuda", "archs"))
+            variants.append(
+                TorchVariant(
+                    name,
+                    check.text(v["cuda"], vwhere + ".cuda", _MINOR),
+                    check.texts(v["archs"], vwhere + ".archs", _MINOR),
+                    None if v.get("ptx") is None else check.text(v["ptx"], vwhere + ".ptx", _MINOR),
+                )
+            )
+        default = e["pypi_default_cuda"]
+        torches.append(
+            TorchRelease(
+                check.text(e["series"], where + ".series", _MINOR),
+                check.texts(e["patches"], where + ".patches", _PATCH),
+                check.texts(e["python"], where + ".python", _MINOR),
+                None if default is None else check.text(default, where + ".pypi_default_cuda", _MINOR),
+                tuple(variants),
+                check.source(e, where),
+            )
+        )
+
+    tfs = []
+    for where, e in _entries(top, "tensorflow_releases", check):
+        check.mapping(e, where, ("series", "patches", "cuda", "cudnn", "python", "source"))
+        tfs.append(
+            TensorflowRelease(
+                check.text(e["series"], where + ".series", _MINOR),
+                check.texts(e["patches"], where + ".patches", _PATCH),
+                check.text(e["cuda"], where + ".cuda", _MINOR),
+                check.text(str(e["cudnn"]), where + ".cudnn"),
+                check.texts(e["python"], where + ".python", _MINOR),
+                check.source(e, where),
+            )
+        )
+
+    matrix = Matrix(cpu_image, cpu_source, tuple(majors), tuple(releases), tuple(images), tuple(archs), tuple(torches), tuple(tfs), path)
+    _check_consistency(matrix, check)
+    return matrix
+
+
+def _check_consistency(m: Matrix, check: _Checker) -> None:
+    """Cross-references: every CUDA a framework names must be a release with an image, and so on."""
+    minors = {c.minor for c in m.cuda_releases}
+    if len(minors) != len(m.cuda_releases):
+        raise check.fail("cuda_releases", "a CUDA minor is listed twice")
+    for c in m.cuda_releases:
+        if m.cuda_major(c.major) is None:
+            raise check.fail(f"cuda_releases ({c.minor})", f"no cuda_majors entry for major {c.major}")
+        image = m.image(c.latest_patch)
+        if image is None:
+            raise check.fail(f"cuda_releases ({c.minor})", f"no images entry for its latest_patch {c.latest_patch}")
+        if "base" not in image.flavours:
+            raise check.fail(f"images ({image.version})", "has no 'base' flavour, which gpuenv builds on")
+    for i in m.images:
+        if i.minor not in minors:
+            raise check.fail(f"images ({i.version})", f"CUDA {i.minor} is not in cuda_releases")
+    known_ccs = {cc for a in m.gpu_architectures for cc in a.compute_capabilities}
+    for t in m.torch_releases:
+        for p in t.patches:
+            if not p.startswith(t.series + "."):
+                raise check.fail(f"torch_releases ({t.series})", f"patch {p} is not of series {t.series}")
+        for v in t.variants:
+            if v.cuda is None:
+                continue
+            if v.cuda not in minors:
+                raise check.fail(f"torch_releases ({t.series}).variants.{v.name}", f"CUDA {v.cuda} is not in cuda_releases")
+            if v.name != "cu" + v.cuda.replace(".", ""):
+                raise check.fail(f"torch_releases ({t.series}).variants.{v.name}", f"name does not match its CUDA {v.cuda}")
+            unknown = [a for a in v.archs + ((v.ptx,) if v.ptx else ()) if a not in known_ccs]
+            if unknown:
+                raise check.fail(f"torch_releases ({t.series}).variants.{v.name}", f"arch(s) {', '.join(unknown)} not in gpu_architectures")
+    for tf in m.tensorflow_releases:
+        for p in tf.patches:
+            if not p.startswith(tf.series + "."):
+                raise check.fail(f"tensorflow_releases ({tf.series})", f"patch {p} is not of series {tf.series}")
+        if tf.cuda not in minors:
+            raise check.fail(f"tensorflow_releases ({tf.series})", f"CUDA {tf.cuda} is not in cuda_releases")
+
+
+def load_matrix(path: Path | None = None) -> Matrix:
+    """Read and validate the compatibility file (cached per path)."""
+    return _load(Path(path or COMPAT_FILE).resolve())
+
+
+@lru_cache(maxsize=4)
+def _load(path: Path) -> Matrix:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise DataError(f"cannot read compatibility data {path}: {err.strerror}", fix="restore envs/compat.yaml from the repository") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark else ""
+        raise DataError(f"{path}:{line} is not valid YAML ({getattr(err, 'problem', err)})", fix="fix the syntax") from None
+    return parse_matrix(data, path)

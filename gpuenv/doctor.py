@@ -1,0 +1,102 @@
+"""`invoke doctor`: the host as gpuenv sees it. A diagnostic never crashes.
+
+Each probe returns its value or {"available": False, "why": ...}, in the manner of
+torch/utils/collect_env.py, so the report is useful precisely on the machines that are broken.
+"""
+
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+from typing import Any
+
+from gpuenv.errors import GpuenvError
+from gpuenv.tables import format_table
+
+#: Where the NVIDIA Container Toolkit writes CDI specs (nvidia-ctk cdi generate).
+CDI_DIRS = (Path("/etc/cdi"), Path("/var/run/cdi"))
+
+
+def probe_nvml() -> dict[str, Any]:
+    from gpuenv.host import read_host
+
+    host = read_host()
+    if host.error:
+        return {"available": False, "why": host.error}
+    return {"available": True, **host.to_dict()}
+
+
+def probe_docker() -> dict[str, Any]:
+    """Does the daemon answer, and can it hand GPUs to containers (nvidia runtime or CDI)?"""
+    from gpuenv import engine
+
+    try:
+        info = engine.daemon_info()
+    except GpuenvError as err:
+        return {"available": False, "why": err.render()}
+    runtimes = sorted((info.get("Runtimes") or {}).keys())
+    cdi_files = sorted(str(p) for d in CDI_DIRS if d.is_dir() for p in d.glob("*") if p.suffix in (".yaml", ".yml", ".json"))
+    nvidia_cdi = [f for f in cdi_files if "nvidia" in Path(f).name]
+    return {
+        "available": True,
+        "server_version": info.get("ServerVersion"),
+        "runtimes": runtimes,
+        "default_runtime": info.get("DefaultRuntime"),
+        "nvidia_runtime": "nvidia" in runtimes,
+        "cdi_spec_dirs": info.get("CDISpecDirs"),
+        "nvidia_cdi_specs": nvidia_cdi,
+        "gpu_ready": "nvidia" in runtimes or bool(nvidia_cdi),
+    }
+
+
+def probe_recommendation(framework: str) -> dict[str, Any]:
+    from gpuenv.host import request_for_host
+    from gpuenv.resolve import resolve_stack
+
+    try:
+        stack = resolve_stack(request_for_host(framework=framework))
+    except GpuenvError as err:
+        return {"available": False, "why": err.render()}
+    return {"available": True, **stack.to_dict()}
+
+
+def _safe(probe, *args) -> dict[str, Any]:
+    try:
+        return probe(*args)
+    except Exception as err:  # a diagnostic reports, it never dies
+        return {"available": False, "why": f"could not collect: {type(err).__name__}: {err}"}
+
+
+def collect_report() -> dict[str, Any]:
+    return {
+        "host": {"hostname": platform.node(), "os": platform.platform(), "python": platform.python_version()},
+        "nvml": _safe(probe_nvml),
+        "docker": _safe(probe_docker),
+        "recommended": {fw: _safe(probe_recommendation, fw) for fw in ("torch", "tensorflow")},
+    }
+
+
+def format_report(report: dict[str, Any]) -> str:
+    lines = [f"host      {report['host']['hostname']}  ({report['host']['os']}, Python {report['host']['python']})"]
+    nvml = report["nvml"]
+    if nvml.get("available"):
+        lines.append(f"driver    {nvml['driver_version']}  (CUDA driver API {nvml['cuda_driver_version']})")
+        rows = [
+            (g["index"], g["name"], g["uuid"], g["compute_capability"], f"{g['memory_total_bytes'] / 2**30:.1f} GiB")
+            for g in nvml["gpus"]
+        ]
+        lines.append(format_table(("gpu", "name", "uuid", "cc", "memory"), rows) if rows else "gpus      none")
+    else:
+        lines.append(f"driver    not available: {nvml['why']}")
+    docker = report["docker"]
+    if docker.get("available"):
+        gpu = "yes" if docker["gpu_ready"] else "no (install the NVIDIA Container Toolkit, then nvidia-ctk runtime configure or cdi generate)"
+        lines.append(f"docker    {docker['server_version']}; runtimes: {', '.join(docker['runtimes']) or '-'}; GPUs to containers: {gpu}")
+    else:
+        lines.append(f"docker    not available: {docker['why']}")
+    for fw, rec in report["recommended"].items():
+        if rec.get("available"):
+            lines.append(f"{fw:<10}{rec['stack_id']}  base {rec['base_image']}  ({rec['pip_requirement']})")
+        else:
+            lines.append(f"{fw:<10}no stack: {rec['why']}")
+    return "\n".join(lines)

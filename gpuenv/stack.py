@@ -1,0 +1,59 @@
+"""The resolved stack: the one record every other part (locks, images, validation) is built from."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+CPU = "cpu"
+FRAMEWORKS = ("torch", "tensorflow")
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A combination of CUDA, base image, Python and framework build that exists and works together.
+
+    `cuda` is the CUDA minor ("12.1") or "cpu"; `cuda_version` the full version the base image
+    ships ("12.1.1"). `pip_requirement` is the exact requirement line that installs the framework
+    build (with `index_url` as its extra index when not PyPI).
+    """
+
+    cuda: str
+    cuda_version: str | None
+    min_driver: str | None
+    base_image: str
+    python: str
+    framework: str
+    framework_version: str
+    wheel_variant: str | None
+    index_url: str | None
+    pip_requirement: str
+    cudnn: str | None = None
+    require_cuda: str | None = None
+    gpu_archs: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.cuda == CPU
+
+    @property
+    def stack_id(self) -> str:
+        """A short name safe for folders and image tags, e.g. ``torch2.5.1-cu121-py3.11``."""
+        accel = self.wheel_variant or (CPU if self.is_cpu else f"cuda{self.cuda}")
+        return f"{self.framework}{self.framework_version}-{accel}-py{self.python}"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["gpu_archs"] = list(self.gpu_archs)
+        data["reasons"] = list(self.reasons)
+        data["stack_id"] = self.stack_id
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Stack":
+        known = {f for f in cls.__dataclass_fields__}
+        values = {k: v for k, v in data.items() if k in known}
+        values["gpu_archs"] = tuple(values.get("gpu_archs") or ())
+        values["reasons"] = tuple(values.get("reasons") or ())
+        return cls(**values)
