@@ -383,7 +383,8 @@ def _load(path: Path) -> Matrix:
     except OSError as err:
         raise DataError(f"cannot read compatibility data {path}: {err.strerror}", fix="restore envs/compat.yaml from the repository") from None
     try:
-        data = yaml.safe_load(text)
+        # libyaml's loader when present: the pure-Python one is most of `invoke resolve`'s time
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark else ""

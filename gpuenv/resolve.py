@@ -277,7 +277,8 @@ def resolve_stack(request: Request, matrix: Matrix | None = None) -> Stack:
     if driver and cuda_wish != CPU:
         kept = [c for c in cands if _driver_ok(driver, c.cuda)]
         if not kept:
-            raise NoCompatibleStack(*_driver_failure(matrix, framework, pin, python, archs, driver, cands, cuda_wish))
+            message, fix = _driver_failure(matrix, framework, pin, python, archs, driver, cands, cuda_wish)
+            raise NoCompatibleStack(message, fix=fix)
         cands = kept
 
     best = max(cands, key=_Candidate.sort_key)
@@ -295,7 +296,7 @@ def _driver_failure(matrix, framework, pin, python, archs, driver, cands, cuda_w
     if fitting and cuda_wish:
         options.append(f"use --cuda {max((c.cuda.minor for c in fitting), key=V)}")
     elif not fitting:
-        options.append("or use --cuda cpu")
+        options.append("use --cuda cpu")
     major = matrix.cuda_major(needed.cuda.major)
     if major and V(driver) >= V(major.minor_compat_min_driver):
         message += f" (CUDA {needed.cuda.major}.x minor-version compatibility from {major.minor_compat_min_driver} would start it, but {major.limits.rstrip('.')}; gpuenv does not plan for that)"

@@ -32,6 +32,13 @@ def user_errors(func: F) -> F:
             return func(*args, **kwargs)
         except GpuenvError as err:
             raise Exit(f"gpuenv: {err.render()}", code=err.exit_code) from None
+        except BrokenPipeError:
+            # the reader (`| head`) went away: stop quietly, as Unix tools do
+            import os
+            import sys
+
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise Exit(code=0) from None
         except KeyboardInterrupt:
             raise Exit("gpuenv: interrupted", code=130) from None
 

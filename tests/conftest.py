@@ -1,0 +1,24 @@
+"""Shared test helpers: run the real `invoke` in a subprocess, from the repository root."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+INVOKE = [sys.executable, "-m", "invoke"]
+
+
+def run_invoke(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run `invoke ARGS` as a user would, capturing output (never through the shell)."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([*INVOKE, "--search-root", str(ROOT), *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def invoke_cli():
+    return run_invoke
