@@ -1,0 +1,275 @@
+"""The one module that builds conda-lock and uv command lines and runs them.
+
+Command lines are built by pure functions (tested on their output); `run_*` execute them,
+capture the output, and turn a failure into a one-line `ToolError` (the solver's own reason,
+not a stack trace). conda-lock's Python parser is also only imported here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from gpuenv.errors import BadInput, ToolError
+
+CONDA_LOCK_FILE = "conda-lock.yml"
+UV_LOCK_FILE = "requirements.lock.txt"
+#: Where a lock that needs a channel may take long: a solve that hangs is cut off.
+SOLVE_TIMEOUT_S = 1800
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+#: Lines of solver output that carry the reason, in the order they are looked for.
+_UV_ERROR = re.compile(r"^error: (.*)")
+_UV_CAUSE = re.compile(r"^\s*(?:cause|Caused by|╰─▶): (.*)|^\s*╰─▶ (.*)")
+_SOLVER_LINE = re.compile(r"(Could not solve for environment specs.*|nothing provides .*|The following packages are incompatible.*)")
+_PY_EXCEPTION = re.compile(r"^(?:\w+\.)*(\w*(?:Error|Exception|Unsatisfiable\w*|NotFound\w*): .+)$")
+
+
+class IndexUnreachable(ToolError):
+    """A package index named for the lock did not answer; `url` is the one that failed."""
+
+    def __init__(self, message: str, *, url: str, fix: str | None = None) -> None:
+        self.url = url
+        super().__init__(message, fix=fix)
+
+
+# ---------------------------------------------------------------- command lines (pure)
+
+
+def uv_python_platform(platform: str, glibc: str) -> str:
+    """uv's --python-platform for a conda subdir and the base image's glibc, e.g. x86_64-manylinux_2_35."""
+    arch = {"linux-64": "x86_64", "linux-aarch64": "aarch64"}.get(platform)
+    if arch is None:
+        raise BadInput(f"unknown platform {platform!r}", fix="use linux-64 or linux-aarch64")
+    return f"{arch}-manylinux_{glibc.replace('.', '_')}"
+
+
+def uv_compile_command(
+    *,
+    uv: str,
+    requirements: Path,
+    output: Path,
+    python: str,
+    python_platform: str,
+    extra_index_urls: Sequence[str] = (),
+    find_links: Path | None = None,
+) -> list[str]:
+    """`uv pip compile` for the stack's Python and target platform (not this host), with hashes.
+
+    The wheelhouse is a flat `--find-links` source; the extra indexes are written into the lock
+    (`--emit-index-url`) so `pip install --require-hashes -r` finds the same files. The
+    wheelhouse path is not written: it is a folder of this host.
+    """
+    cmd = [
+        uv, "pip", "compile", str(requirements),
+        "--output-file", str(output),
+        "--python-version", python,
+        "--python-platform", python_platform,
+        "--generate-hashes",
+        "--no-header",
+        "--emit-index-url",
+        "--quiet",
+        "--no-config",
+    ]
+    for url in extra_index_urls:
+        cmd += ["--extra-index-url", url]
+    if find_links is not None:
+        cmd += ["--find-links", str(find_links)]
+    return cmd
+
+
+def conda_lock_command(
+    *,
+    spec: Path,
+    lockfile: Path,
+    platforms: Sequence[str],
+    virtual_packages: Path,
+    mapping: Path,
+) -> list[str]:
+    """`conda-lock lock` of one spec into the unified lockfile, for the given platforms.
+
+    The virtual packages file sets `__cuda` (and `__glibc`) from the stack, so a GPU-less host
+    locks the CUDA builds; the local PyPI-to-conda mapping keeps the lock from downloading one.
+    """
+    cmd = [
+        sys.executable, "-m", "conda_lock", "lock",
+        "--file", str(spec),
+        "--lockfile", str(lockfile),
+        "--kind", "lock",
+        "--virtual-package-spec", str(virtual_packages),
+        "--pypi_to_conda_lookup_file", str(mapping),
+        "--log-level", "WARNING",
+    ]
+    for platform in platforms:
+        cmd += ["--platform", platform]
+    return cmd
+
+
+# ---------------------------------------------------------------- running
+
+
+def uv_binary() -> str:
+    """The uv that came with the `uv` Python package (a pinned version), else one on PATH."""
+    try:
+        from uv import find_uv_bin
+
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        from shutil import which
+
+        found = which("uv")
+        if found is None:
+            raise ToolError("uv is not installed", fix="pip install uv") from None
+        return found
+
+
+def tool_versions(backend: str) -> dict[str, str]:
+    """Versions of the tools that made a lock, for the lock's metadata."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    versions: dict[str, str] = {}
+    names = ("conda-lock",) if backend == "conda-lock" else ("uv",)
+    for name in names:
+        try:
+            versions[name] = version(name)
+        except PackageNotFoundError:
+            versions[name] = "not installed"
+    if backend == "uv" and versions["uv"] == "not installed":
+        out = subprocess.run([uv_binary(), "--version"], capture_output=True, text=True, check=False)
+        versions["uv"] = out.stdout.strip().removeprefix("uv ") or "unknown"
+    return versions
+
+
+def run_uv_compile(cmd: list[str], *, cwd: Path) -> None:
+    """Run a uv compile; an unreachable index or a failed resolution becomes a one-line error."""
+    env = {**os.environ, "UV_NO_PROGRESS": "1", "NO_COLOR": "1"}
+    # uv would read a uv.toml or pyproject of the working directory: lock in a clean one.
+    done = _run(cmd, cwd=cwd, env=env, tool="uv")
+    if done.returncode != 0:
+        output = done.stderr + done.stdout
+        url = unreachable_url(output)
+        if url is not None:
+            causes = [next(g for g in m.groups() if g) for m in map(_UV_CAUSE.match, output.splitlines()) if m]
+            reason = causes[-1].strip() if causes else summarize_tool_output(output)
+            raise IndexUnreachable(f"uv could not reach {url} ({reason})", url=url)
+        raise ToolError(f"uv could not lock: {summarize_tool_output(output)}", fix="change the pins in the team file, or choose another stack")
+
+
+def channel_problem(channels: Sequence[str], timeout: float = 15) -> str | None:
+    """Why the first unreachable conda channel cannot be used, or None when all answer.
+
+    Checked before conda-lock runs: otherwise it spends minutes retrying (it first fetches a
+    conda executable from the same servers) before failing with a network traceback.
+    """
+    import urllib.error
+    import urllib.request
+
+    for channel in channels:
+        base = channel.rstrip("/") if "://" in channel else f"https://conda.anaconda.org/{channel}"
+        url = f"{base}/noarch/repodata.json"
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout):
+                pass
+        except urllib.error.HTTPError:
+            continue  # it answered
+        except (urllib.error.URLError, OSError) as err:
+            return f"the conda channel {base} is unreachable ({getattr(err, 'reason', err)})"
+    return None
+
+
+def run_conda_lock(cmd: list[str], *, cwd: Path) -> None:
+    """Run conda-lock; a failed solve becomes a one-line error with the solver's reason."""
+    done = _run(cmd, cwd=cwd, env=dict(os.environ), tool="conda-lock")
+    if done.returncode != 0:
+        output = done.stderr + done.stdout
+        raise ToolError(
+            f"conda-lock could not lock: {summarize_tool_output(output)}",
+            fix="check that the conda channel answers and the pins exist (or use --backend uv)",
+        )
+
+
+def _run(cmd: list[str], *, cwd: Path, env: dict[str, str], tool: str) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=SOLVE_TIMEOUT_S, check=False)
+    except FileNotFoundError:
+        raise ToolError(f"{tool} is not installed ({cmd[0]} not found)", fix=f"pip install {tool}") from None
+    except subprocess.TimeoutExpired:
+        raise ToolError(f"{tool} did not finish within {SOLVE_TIMEOUT_S} s", fix="check the network, then run it again") from None
+
+
+def unreachable_url(output: str) -> str | None:
+    """The index URL uv failed to fetch because of the network (DNS, connect, timeout), if any."""
+    text = _ANSI.sub("", output)
+    match = re.search(r"Failed to fetch: `?(\S+?)`?\s*$", text, re.MULTILINE)
+    if match and re.search(r"dns error|client error \(Connect\)|timed out|operation timed out|Connection refused", text):
+        return match.group(1)
+    return None
+
+
+def summarize_tool_output(output: str, limit: int = 400) -> str:
+    """The solver's reason in one line, never the trace.
+
+    uv: its `error:` line, the first cause (the resolver's explanation) and the last (the root
+    cause). conda-lock: the solver's problem lines, and the last Python exception line of a
+    traceback. Else the last line printed.
+    """
+    lines = [_ANSI.sub("", line).rstrip() for line in output.splitlines() if line.strip()]
+    picked: list[str] = []
+    errors = [m.group(1) for m in map(_UV_ERROR.match, lines) if m]
+    causes = [next(g for g in m.groups() if g) for m in map(_UV_CAUSE.match, lines) if m]
+    picked += errors[:1] + causes[:1] + causes[-1:]
+    picked += [m.group(1) for m in map(_SOLVER_LINE.search, lines) if m]
+    exceptions = [m.group(1) for m in map(_PY_EXCEPTION.match, lines) if m]
+    picked += exceptions[-1:]
+    picked = list(dict.fromkeys(p.strip() for p in picked if p.strip())) or lines[-1:] or ["no output"]
+    text = "; ".join(picked)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# ---------------------------------------------------------------- conda-lock's own parser
+
+
+def parse_spec_with_conda_lock(spec: Path, platforms: Sequence[str], mapping: Path, source: Path | None = None) -> dict[str, list[str]]:
+    """Parse a spec with conda-lock's own parser, offline; returns the dependency names per platform.
+
+    Catches what the YAML checks cannot (conda-lock's requirement rules). A failure is a
+    BadInput naming `source` (the file the user wrote; default the spec itself) and the line
+    there that holds the entry conda-lock names.
+    """
+    from conda_lock.src_parser import make_lock_spec
+
+    try:
+        lock_spec = make_lock_spec(src_files=[spec], platform_overrides=list(platforms), mapping_url=str(mapping))
+    except Exception as err:  # conda-lock raises plain ValueError/RuntimeError for bad specs
+        raise _spec_error(source or spec, err) from None
+    return {platform: [dep.name for dep in deps] for platform, deps in lock_spec.dependencies.items()}
+
+
+def conda_spec_problem(value: str) -> str | None:
+    """Why conda-lock's MatchSpec rejects `value` (e.g. "Invalid version '1..2'"), or None when it parses."""
+    from conda_lock.src_parser.conda_common import conda_spec_to_versioned_dep
+
+    try:
+        conda_spec_to_versioned_dep(value, "main")
+    except Exception as err:  # it wraps conda's InvalidMatchSpec in a RuntimeError
+        cause = err.__cause__ or err
+        return str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+    return None
+
+
+def _spec_error(spec: Path, err: Exception) -> BadInput:
+    reason = str(err) or type(err).__name__
+    if err.__cause__ is not None:
+        reason = f"{reason} ({err.__cause__})"
+    quoted = re.findall(r"[`'](.+?)[`']", reason)
+    line_no = 1
+    text = spec.read_text(encoding="utf-8") if spec.is_file() else ""
+    for number, line in enumerate(text.splitlines(), start=1):
+        if any(q and q in line for q in quoted):
+            line_no = number
+            break
+    return BadInput(f"{spec}:{line_no}: conda-lock cannot parse it: {reason.splitlines()[0]}", fix="write the entry as a conda spec (name=1.2) or pip requirement (name==1.2)")

@@ -1,0 +1,456 @@
+"""Make (or reuse) the lock of a stack: the bytes everyone who builds the stack installs.
+
+`ensure_lock` renders the inputs (spec, virtual packages or requirements, wheelhouse listing),
+hashes them, and returns the existing lock when the hash is unchanged. Otherwise it locks into a
+temporary sibling of the lock directory, checks the result (every line hashed; a GPU stack did
+not fall back to CPU-only builds) and renames it into place, so a failed or interrupted lock
+leaves the previous one intact.
+
+The wheelhouse and the framework index (uv backend): the wheelhouse is searched first (uv
+`--find-links`). When it holds a wheel of the stack's exact framework build for every locked
+platform, the framework index is not named at all, so a host that cannot reach
+download.pytorch.org still locks (dependencies come from PyPI). Otherwise the framework index is
+named as an extra index; if it does not answer, the error says so and names the wheel to put in
+the wheelhouse.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import yaml
+from packaging.requirements import Requirement
+from packaging.tags import Tag
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from gpuenv import lockers, spec
+from gpuenv.errors import BadInput, DataError, ToolError
+from gpuenv.stack import Stack
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+ENVS_DIR = REPO_ROOT / "envs"
+DEFAULT_TEAM_FILE = ENVS_DIR / "team.yml"
+MAPPING_FILE = ENVS_DIR / "pypi-to-conda.yaml"
+LOCKS_ENV_VAR = "GPUENV_LOCKS_DIR"
+BACKENDS = ("conda-lock", "uv")
+METADATA_FILE = "stack.json"
+SPEC_FILE = "environment.yml"
+#: Bump when the lock directory layout or the hashed inputs change: old locks are then relocked.
+LOCK_FORMAT = 1
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class LockResult:
+    """Where the lock of a stack lives and whether this call had to make it."""
+
+    directory: Path
+    backend: str
+    input_hash: str
+    skipped: bool
+    files: Path
+
+
+@dataclass(frozen=True)
+class LockedPackage:
+    """One entry of a lock, whichever tool wrote it."""
+
+    name: str
+    version: str
+    manager: str  # "conda" or "pip"
+    platform: str
+    build: str = ""
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Everything that decides a lock's content; its hash is the lock's input hash."""
+
+    backend: str
+    platforms: tuple[str, ...]
+    spec_text: str
+    packages: spec.Packages
+    virtual_packages: str
+    extra_index_urls: tuple[str, ...]
+    wheelhouse: Path | None
+    wheelhouse_listing: tuple[str, ...]
+    source: str
+    channels: tuple[str, ...] = spec.CHANNELS
+    origin: Path | None = None  # the file the user wrote (team file or --file), for messages
+
+    def input_hash(self) -> str:
+        data = {
+            "format": LOCK_FORMAT,
+            "backend": self.backend,
+            "platforms": list(self.platforms),
+            "spec": self.spec_text,
+            "virtual_packages": self.virtual_packages,
+            "extra_index_urls": list(self.extra_index_urls),
+            "wheelhouse": list(self.wheelhouse_listing),
+        }
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def locks_root() -> Path:
+    """envs/locks, or $GPUENV_LOCKS_DIR (tests and CI lock into their own folders)."""
+    override = os.environ.get(LOCKS_ENV_VAR)
+    return Path(override) if override else ENVS_DIR / "locks"
+
+
+def lock_directory(stack: Stack) -> Path:
+    return locks_root() / stack.stack_id
+
+
+def lock_file_name(backend: str) -> str:
+    return lockers.CONDA_LOCK_FILE if backend == "conda-lock" else lockers.UV_LOCK_FILE
+
+
+def ensure_lock(
+    stack: Stack,
+    *,
+    backend: str = "conda-lock",
+    platforms: list[str] | None = None,
+    wheelhouse: Path | None = None,
+    team_file: Path | None = None,
+    env_file: Path | None = None,
+    force: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> LockResult:
+    """Lock `stack` into its lock directory unless an identical lock is already there.
+
+    `team_file` defaults to envs/team.yml; `env_file` locks a received environment.yml instead of
+    the rendered spec (the team file is then not merged: the received file is the whole spec).
+    """
+    say = progress or (lambda _msg: None)
+    plan = plan_lock(stack, backend=backend, platforms=platforms, wheelhouse=wheelhouse, team_file=team_file, env_file=env_file)
+    input_hash = plan.input_hash()
+    directory = lock_directory(stack)
+    lock_path = directory / lock_file_name(plan.backend)
+    if not force and _is_current(directory, lock_path, plan.backend, input_hash):
+        say(f"lock of {stack.stack_id} is up to date ({plan.backend}, inputs {input_hash[:12]}): {lock_path}")
+        return LockResult(directory=directory, backend=plan.backend, input_hash=input_hash, skipped=True, files=lock_path)
+
+    say(f"checking the spec with conda-lock's parser ({', '.join(plan.platforms)})")
+    _parse_like_conda_lock(plan.spec_text, plan.platforms, plan.origin)
+    root = directory.parent
+    root.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{stack.stack_id}.", suffix=".tmp", dir=root))
+    work.chmod(0o755)  # mkdtemp makes it private; a lock directory is shared with the team
+    try:
+        _lock_into(work, stack, plan, input_hash, say)
+        say(f"writing {directory}")
+        _replace_dir(work, directory)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return LockResult(directory=directory, backend=plan.backend, input_hash=input_hash, skipped=False, files=lock_path)
+
+
+def plan_lock(
+    stack: Stack,
+    *,
+    backend: str = "conda-lock",
+    platforms: Iterable[str] | None = None,
+    wheelhouse: Path | None = None,
+    team_file: Path | None = None,
+    env_file: Path | None = None,
+) -> _Plan:
+    """Read and check every input before anything is written: bad input ends here."""
+    if backend not in BACKENDS:
+        raise BadInput(f"--backend {backend!r} is not known", fix=f"use one of {', '.join(BACKENDS)}")
+    if wheelhouse is not None and backend == "conda-lock":
+        raise BadInput("--wheelhouse works with --backend uv only", fix="conda-lock reads pip packages from indexes; use --backend uv for an air-gapped lock")
+    if env_file is not None:
+        text = _read(env_file, "--file")
+        received = spec.parse_environment_file(text, str(env_file), lockers.conda_spec_problem)
+        chosen = spec.check_platforms(platforms or received.platforms or ())
+        spec_text = spec.render_environment_file(received, chosen)
+        packages = received.packages
+        channels = received.channels or spec.CHANNELS
+        source = str(env_file)
+        origin: Path | None = env_file
+    else:
+        team_path = team_file if team_file is not None else DEFAULT_TEAM_FILE
+        if team_file is not None and not team_path.is_file():
+            raise BadInput(f"--team-file {team_file}: no such file", fix="give the path of a team file like envs/team.yml")
+        team: spec.Packages | None = spec.parse_team_file(_read(team_path, "--team-file"), str(team_path), lockers.conda_spec_problem) if team_path.is_file() else None
+        chosen = spec.check_platforms(platforms or ())
+        spec_text = spec.render_environment(stack, team, chosen)
+        packages = spec.merge_packages(stack, team)
+        channels = spec.CHANNELS
+        source = f"rendered from the stack and {team_path}" if team else "rendered from the stack"
+        origin = team_path if team else None
+    listing: tuple[str, ...] = ()
+    if wheelhouse is not None:
+        if not wheelhouse.is_dir():
+            raise BadInput(f"--wheelhouse {wheelhouse}: no such folder", fix="give a folder that holds .whl files")
+        listing = tuple(sorted(f"{p.name} {p.stat().st_size}" for p in wheelhouse.glob("*.whl")))
+    extra_index: tuple[str, ...] = ()
+    virtual_packages = ""
+    if backend == "uv":
+        extra = [c for c in packages.conda if spec.conda_name(c) not in ("python", "pip")]
+        if extra:
+            raise BadInput(
+                f"the uv backend is pip-only and cannot lock conda packages: {', '.join(extra)}",
+                fix="move them to the pip list of the team file, or use --backend conda-lock",
+            )
+        extra_index = tuple(
+            url for url in packages.pip_repositories
+            if not (url == stack.index_url and wheelhouse_has_framework(wheelhouse, stack, chosen))
+        )
+    else:
+        virtual_packages = spec.render_virtual_packages(stack, chosen)
+    return _Plan(
+        backend=backend,
+        platforms=chosen,
+        spec_text=spec_text,
+        packages=packages,
+        virtual_packages=virtual_packages,
+        extra_index_urls=extra_index,
+        wheelhouse=wheelhouse,
+        wheelhouse_listing=listing,
+        source=source,
+        channels=tuple(c for c in channels if c != "nodefaults"),
+        origin=origin,
+    )
+
+
+def _parse_like_conda_lock(spec_text: str, platforms: tuple[str, ...], source: Path | None) -> None:
+    """conda-lock's own parser must accept the spec (both backends), before any lock folder exists."""
+    with tempfile.TemporaryDirectory(prefix="gpuenv-spec-") as tmp:
+        path = Path(tmp) / SPEC_FILE
+        path.write_text(spec_text, encoding="utf-8")
+        lockers.parse_spec_with_conda_lock(path, platforms, MAPPING_FILE, source=source)
+
+
+def wheelhouse_has_framework(wheelhouse: Path | None, stack: Stack, platforms: Iterable[str]) -> bool:
+    """Whether the wheelhouse holds the stack's exact framework build for the stack's Python on every platform."""
+    if wheelhouse is None or not wheelhouse.is_dir():
+        return False
+    req = Requirement(stack.pip_requirement)
+    name = canonicalize_name(req.name)
+    py = "cp" + stack.python.replace(".", "")
+    found: set[str] = set()
+    for path in wheelhouse.glob("*.whl"):
+        try:
+            wheel_name, version, _build, tags = parse_wheel_filename(path.name)
+        except InvalidWheelFilename:
+            continue
+        if wheel_name != name or not req.specifier.contains(version, prereleases=True):
+            continue
+        for tag in tags:
+            if tag.interpreter in (py, "py3") and _arch_of(tag) is not None:
+                found.add(_arch_of(tag))  # type: ignore[arg-type]
+    return all(spec.PLATFORM_ARCH[p] in found for p in platforms)
+
+
+def _arch_of(tag: Tag) -> str | None:
+    for arch in spec.PLATFORM_ARCH.values():
+        if tag.platform.endswith(arch) and tag.platform.startswith(("manylinux", "linux")):
+            return arch
+    return None
+
+
+def _lock_into(work: Path, stack: Stack, plan: _Plan, input_hash: str, say: Progress) -> None:
+    """Make the whole lock directory inside `work` (nothing outside it is touched)."""
+    (work / SPEC_FILE).write_text(plan.spec_text, encoding="utf-8")
+    if plan.backend == "uv":
+        packages = _lock_with_uv(work, stack, plan, say)
+    else:
+        packages = _lock_with_conda_lock(work, stack, plan, say)
+    say("checking the lock: hashes on every entry, GPU builds for a GPU stack")
+    problem = cpu_only_problem(stack, packages, plan.platforms)
+    if problem:
+        raise ToolError(f"the lock of GPU stack {stack.stack_id} resolved to CPU-only builds: {problem}", fix="check the framework pin and its wheel index (or the wheelhouse)")
+    metadata = {
+        **stack.to_dict(),
+        "backend": plan.backend,
+        "input_hash": input_hash,
+        "tool_versions": lockers.tool_versions(plan.backend),
+        "platforms": list(plan.platforms),
+        "source": plan.source,
+        "extra_index_urls": list(plan.extra_index_urls),
+        "wheelhouse": str(plan.wheelhouse) if plan.wheelhouse else None,
+        "lock_format": LOCK_FORMAT,
+    }
+    (work / METADATA_FILE).write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _lock_with_uv(work: Path, stack: Stack, plan: _Plan, say: Progress) -> list[LockedPackage]:
+    requirements = work / "requirements.in"
+    requirements.write_text("".join(f"{line}\n" for line in plan.packages.pip), encoding="utf-8")
+    uv = lockers.uv_binary()
+    glibc = spec.glibc_for(stack)
+    packages: list[LockedPackage] = []
+    for index, platform in enumerate(plan.platforms):
+        out = work / (lockers.UV_LOCK_FILE if index == 0 else f"requirements.{platform}.lock.txt")
+        target = lockers.uv_python_platform(platform, glibc)
+        sources = ", ".join([*(["wheelhouse " + str(plan.wheelhouse)] if plan.wheelhouse else []), *plan.extra_index_urls, "PyPI"])
+        say(f"locking with uv for Python {stack.python} on {target} from {sources}")
+        cmd = lockers.uv_compile_command(
+            uv=uv, requirements=requirements, output=out, python=stack.python, python_platform=target,
+            extra_index_urls=plan.extra_index_urls, find_links=plan.wheelhouse,
+        )
+        try:
+            lockers.run_uv_compile(cmd, cwd=work)
+        except lockers.IndexUnreachable as err:
+            fix = f"this host cannot reach {err.url}"
+            if stack.index_url and err.url.startswith(stack.index_url):
+                fix = f"put the {stack.pip_requirement} wheel for Python {stack.python} ({platform}) in a folder and pass --wheelhouse DIR"
+            raise ToolError(err.message, fix=fix) from None
+        packages += read_requirements_lock(out, platform)
+    return packages
+
+
+def _lock_with_conda_lock(work: Path, stack: Stack, plan: _Plan, say: Progress) -> list[LockedPackage]:
+    virtual = work / "virtual-packages.yml"
+    virtual.write_text(plan.virtual_packages, encoding="utf-8")
+    lockfile = work / lockers.CONDA_LOCK_FILE
+    say(f"checking that the conda channels answer: {', '.join(plan.channels)}")
+    problem = lockers.channel_problem(plan.channels)
+    if problem:
+        raise ToolError(problem, fix="lock where the channel answers, or use --backend uv (pip-only, needs PyPI)")
+    cuda = "no CUDA" if stack.is_cpu else f"__cuda={stack.cuda}"
+    say(f"locking with conda-lock for {', '.join(plan.platforms)} ({cuda}, glibc {spec.glibc_for(stack)}); this may take minutes")
+    cmd = lockers.conda_lock_command(spec=work / SPEC_FILE, lockfile=lockfile, platforms=plan.platforms, virtual_packages=virtual, mapping=MAPPING_FILE)
+    lockers.run_conda_lock(cmd, cwd=work)
+    return read_conda_lock(lockfile)
+
+
+# ---------------------------------------------------------------- reading and checking locks
+
+
+def read_requirements_lock(path: Path, platform: str = "linux-64") -> list[LockedPackage]:
+    """The pins of a uv lock; a pin without a hash is an error (the build installs with --require-hashes)."""
+    packages: list[LockedPackage] = []
+    entry: list[str] = []
+
+    def flush() -> None:
+        if not entry:
+            return
+        text = " ".join(entry)
+        head = text.split()[0]
+        if "--hash=sha256:" not in text:
+            raise DataError(f"{path}: {head} has no hash", fix="relock with `invoke lock --force`")
+        name, _, version = head.partition("==")
+        packages.append(LockedPackage(name=canonicalize_name(name), version=version, manager="pip", platform=platform))
+        entry.clear()
+
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = raw.split("#", 1)[0].rstrip() if not raw.lstrip().startswith("--hash") else raw.rstrip()
+        if not line.strip() or line.lstrip().startswith(("--index-url", "--extra-index-url", "--find-links")):
+            continue
+        if not raw.startswith((" ", "\t")):
+            flush()
+        entry.append(line.rstrip("\\").strip())
+    flush()
+    return packages
+
+
+def read_conda_lock(path: Path) -> list[LockedPackage]:
+    """The entries of conda-lock's unified lockfile; an entry without a hash is an error."""
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    packages = []
+    for item in data.get("package", []):
+        hashes = item.get("hash") or {}
+        if not (hashes.get("sha256") or hashes.get("md5")):
+            raise DataError(f"{path}: {item.get('name')} has no hash", fix="relock with `invoke lock --force`")
+        packages.append(
+            LockedPackage(
+                name=str(item["name"]), version=str(item["version"]), manager=str(item["manager"]),
+                platform=str(item["platform"]), build=str(item.get("build") or ""),
+            )
+        )
+    return packages
+
+
+def cpu_only_problem(stack: Stack, packages: list[LockedPackage], platforms: Iterable[str]) -> str | None:
+    """Why a GPU stack's lock holds CPU-only builds, or None when it is fine (and always for CPU stacks).
+
+    The framework build must carry the stack's CUDA local label (torch `+cu121`), or, for builds
+    that take CUDA from pip packages (TensorFlow `[and-cuda]`, PyPI's torch), the lock must hold
+    NVIDIA's CUDA wheels (`nvidia-*`) or conda CUDA packages (`cuda-*`, `cudatoolkit`).
+    """
+    if stack.is_cpu:
+        return None
+    framework = canonicalize_name(Requirement(stack.pip_requirement).name)
+    for platform in platforms:
+        here = [p for p in packages if p.platform == platform]
+        names = {canonicalize_name(p.name) for p in here}
+        if "tensorflow-cpu" in names:
+            return f"tensorflow-cpu is in the lock for {platform}"
+        build = next((p for p in here if canonicalize_name(p.name) == framework and p.manager == "pip"), None)
+        if build is None:
+            return f"{framework} is not in the lock for {platform}"
+        local = _local_label(build.version)
+        if local == "cpu":
+            return f"{framework}=={build.version} is the CPU build ({platform})"
+        if stack.wheel_variant and stack.wheel_variant.startswith("cu") and local is not None and local != stack.wheel_variant:
+            return f"{framework}=={build.version} is not the {stack.wheel_variant} build ({platform})"
+        has_cuda_libs = any(n.startswith("nvidia-") for n in names) or any(
+            p.manager == "conda" and (p.name.startswith("cuda-") or p.name == "cudatoolkit") for p in here
+        )
+        if local is None and not has_cuda_libs:
+            return f"{framework}=={build.version} comes without CUDA libraries on {platform} (no nvidia-* packages)"
+    return None
+
+
+def _local_label(version: str) -> str | None:
+    try:
+        return Version(version).local
+    except InvalidVersion:
+        return None
+
+
+def read_metadata(directory: Path) -> dict[str, Any] | None:
+    """stack.json of a lock directory, or None when there is no lock there."""
+    path = directory / METADATA_FILE
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise DataError(f"{path}:{err.lineno}: not valid JSON ({err.msg})", fix="relock with `invoke lock --force`") from None
+
+
+def _is_current(directory: Path, lock_path: Path, backend: str, input_hash: str) -> bool:
+    try:
+        meta = read_metadata(directory)
+    except DataError:
+        return False
+    return bool(meta and meta.get("backend") == backend and meta.get("input_hash") == input_hash and lock_path.is_file())
+
+
+def _replace_dir(new: Path, target: Path) -> None:
+    """Put `new` in place of `target`: the old lock stays whole until the new one is complete."""
+    old = None
+    if target.exists():
+        old = target.with_name(f".{target.name}.old-{os.getpid()}")
+        os.replace(target, old)
+    try:
+        os.replace(new, target)
+    except BaseException:
+        if old is not None:
+            os.replace(old, target)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _read(path: Path, option: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInput(f"{option} {path}: no such file", fix="check the path") from None
+    except (UnicodeDecodeError, IsADirectoryError) as err:
+        raise BadInput(f"{option} {path}: cannot be read as text ({err.__class__.__name__})", fix="give a YAML file") from None
+

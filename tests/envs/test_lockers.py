@@ -1,0 +1,79 @@
+"""The conda-lock and uv command lines (pure) and the one-line reading of their failures (recorded output)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuenv import lockers
+from gpuenv.errors import BadInput
+from lockcases import FIXTURES
+
+OUTPUTS = FIXTURES / "tool-output"
+
+
+def option(cmd: list[str], name: str) -> list[str]:
+    return [cmd[i + 1] for i, part in enumerate(cmd) if part == name]
+
+
+def test_uv_command_targets_the_stack_python_and_platform_not_this_host():
+    cmd = lockers.uv_compile_command(
+        uv="uv", requirements=Path("req.in"), output=Path("out.txt"), python="3.10",
+        python_platform="aarch64-manylinux_2_35", extra_index_urls=["https://download.pytorch.org/whl/cu121"],
+        find_links=Path("/srv/wheels"),
+    )
+    assert cmd[:4] == ["uv", "pip", "compile", "req.in"]
+    assert option(cmd, "--python-version") == ["3.10"]
+    assert option(cmd, "--python-platform") == ["aarch64-manylinux_2_35"]
+    assert option(cmd, "--extra-index-url") == ["https://download.pytorch.org/whl/cu121"]
+    assert option(cmd, "--find-links") == ["/srv/wheels"]
+    assert "--generate-hashes" in cmd and "--no-config" in cmd
+
+
+def test_uv_command_without_wheelhouse_or_index():
+    cmd = lockers.uv_compile_command(uv="uv", requirements=Path("r"), output=Path("o"), python="3.11", python_platform="x86_64-manylinux_2_28")
+    assert "--find-links" not in cmd and "--extra-index-url" not in cmd
+
+
+@pytest.mark.parametrize("platform, glibc, expected", [("linux-64", "2.35", "x86_64-manylinux_2_35"), ("linux-aarch64", "2.28", "aarch64-manylinux_2_28")])
+def test_uv_python_platform(platform, glibc, expected):
+    assert lockers.uv_python_platform(platform, glibc) == expected
+
+
+def test_uv_python_platform_refuses_unknown():
+    with pytest.raises(BadInput, match="osx-arm64"):
+        lockers.uv_python_platform("osx-arm64", "2.28")
+
+
+def test_conda_lock_command_sets_virtual_packages_mapping_and_platforms():
+    cmd = lockers.conda_lock_command(
+        spec=Path("env.yml"), lockfile=Path("conda-lock.yml"), platforms=["linux-64", "linux-aarch64"],
+        virtual_packages=Path("vp.yml"), mapping=Path("map.yaml"),
+    )
+    assert cmd[1:4] == ["-m", "conda_lock", "lock"]
+    assert option(cmd, "--virtual-package-spec") == ["vp.yml"]
+    assert option(cmd, "--pypi_to_conda_lookup_file") == ["map.yaml"]
+    assert option(cmd, "--platform") == ["linux-64", "linux-aarch64"]
+    assert option(cmd, "--file") == ["env.yml"] and option(cmd, "--lockfile") == ["conda-lock.yml"]
+
+
+def test_unreachable_index_is_found_in_uv_output():
+    text = (OUTPUTS / "uv-unreachable.txt").read_text()
+    assert lockers.unreachable_url(text) == "https://download.pytorch.org/whl/cpu/torch/"
+    assert lockers.unreachable_url((OUTPUTS / "uv-no-solution.txt").read_text()) is None
+
+
+def test_uv_resolution_failure_in_one_line():
+    line = lockers.summarize_tool_output((OUTPUTS / "uv-no-solution.txt").read_text())
+    assert "\n" not in line
+    assert line.startswith("No solution found when resolving dependencies; Because there is no version of numpy==0.0.1")
+
+
+def test_conda_lock_traceback_in_one_line_keeps_the_reason_drops_the_trace():
+    output = (OUTPUTS / "conda-lock-no-channel.txt").read_text()
+    assert "Traceback" in output
+    line = lockers.summarize_tool_output(output)
+    assert "\n" not in line and "Traceback" not in line and 'File "' not in line
+    assert "api.anaconda.org" in line
+    assert len(line) <= 400
