@@ -1,0 +1,72 @@
+"""The GPU peak table: every entry valid and sourced, matched by NVML name, loadable without PyYAML."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from validate.peaks import PEAKS_FILE, PeakTableError, load_peaks, parse_simple_yaml, parse_table, peaks_for
+
+
+def test_table_loads_and_every_entry_has_a_source():
+    table = load_peaks()
+    assert len(table) >= 10
+    for entry in table:
+        assert entry.source.startswith("https://")
+        assert entry.fp32_tflops > 0 and entry.memory_bandwidth_gbs > 0
+
+
+def test_subset_reader_agrees_with_pyyaml():
+    text = PEAKS_FILE.read_text(encoding="utf-8")
+    assert parse_simple_yaml(text) == yaml.safe_load(text)
+
+
+@pytest.mark.parametrize(
+    ("nvml_name", "model", "bf16"),
+    [
+        ("NVIDIA A100-SXM4-80GB", "NVIDIA A100 SXM4 80GB", 312.0),
+        ("NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM5", 989.5),
+        ("NVIDIA H100 PCIe", "NVIDIA H100 PCIe", 756.5),
+        ("nvidia l4", "NVIDIA L4", 121.0),
+        ("Tesla T4", "Tesla T4", None),
+    ],
+)
+def test_match_by_nvml_name(nvml_name, model, bf16):
+    entry = peaks_for(nvml_name, load_peaks())
+    assert entry is not None and entry.model == model
+    assert entry.peak("bf16_tflops") == bf16
+
+
+def test_unknown_model_has_no_entry():
+    assert peaks_for("NVIDIA GeForce GTX 1080", load_peaks()) is None
+
+
+def _entry(**changes):
+    entry = {
+        "model": "X", "nvml_names": ["X"], "fp32_tflops": 1, "tf32_tflops": None, "bf16_tflops": None,
+        "fp16_tflops": None, "memory_bandwidth_gbs": 100, "source": "https://example.com/x.pdf",
+    }
+    entry.update(changes)
+    return entry
+
+
+@pytest.mark.parametrize(
+    ("entries", "message"),
+    [
+        ([_entry(source=None)], "'source' must be an https:// URL"),
+        ([_entry(source="http://example.com")], "'source' must be an https:// URL"),
+        ([_entry(fp32_tflops=-3)], "fp32_tflops must be a positive number"),
+        ([_entry(memory_bandwidth_gbs=None)], "memory_bandwidth_gbs must be a positive number"),
+        ([_entry(nvml_names=[])], "'nvml_names' must be a non-empty list"),
+        ([_entry(), _entry(model="Y")], "NVML name 'X' is also listed by X"),
+    ],
+)
+def test_malformed_tables_are_refused_with_the_entry_named(entries, message):
+    with pytest.raises(PeakTableError, match="gpus\\[") as err:
+        parse_table({"gpus": entries})
+    assert message in str(err.value)
+
+
+def test_subset_reader_refuses_what_it_does_not_understand():
+    with pytest.raises(PeakTableError, match="line 2"):
+        parse_simple_yaml("gpus:\n  - model X\n")

@@ -1,0 +1,186 @@
+"""The suite run for real on this host, as `python -m validate` in a subprocess.
+
+On a machine without a GPU (CI) the CPU checks run and pass, every GPU check skips with NVML's
+exact reason, and `--expect-gpus 1` turns those into failures. With a GPU present these no-GPU
+expectations do not apply, so those tests skip saying so.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from validate import nvml
+
+REPO = Path(__file__).resolve().parents[2]
+NO_DRIVER = "NVML: libnvidia-ml.so.1 not found (no NVIDIA driver on this host)"
+MISSING = [m for m in ("torch", "tensorflow") if importlib.util.find_spec(m) is None]
+
+pytestmark = [
+    pytest.mark.frameworks,
+    pytest.mark.skipif(bool(MISSING), reason=f"needs PyTorch and TensorFlow; not importable here: {', '.join(MISSING)}"),
+]
+
+HOST = nvml.read_host()
+no_gpu_only = pytest.mark.skipif(
+    bool(HOST.gpus), reason=f"NVML sees {len(HOST.gpus)} GPU(s): the no-GPU behaviour cannot be checked here"
+)
+
+
+def run_suite(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {k: v for k, v in os.environ.items() if k not in ("NVIDIA_VISIBLE_DEVICES", "GPUENV_STACK_FILE")}
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "validate", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("quick")
+    done = run_suite("--quick", "--json", str(out / "report.json"), "--junit", str(out / "report.xml"))
+    return done, json.loads((out / "report.json").read_text()), ET.parse(out / "report.xml").getroot()
+
+
+@no_gpu_only
+def test_quick_run_passes_on_cpu_with_gpu_checks_skipped(quick_run):
+    done, _, _ = quick_run
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "validate: every check passed (or skipped with its reason)" in done.stdout
+    table = done.stdout[done.stdout.index("gpuenv validation report"):]
+    assert "check" in table and "threshold" in table and "verdict" in table
+    assert f"skip: matmul throughput [host]: {NO_DRIVER}" in table
+    assert f"skip: cuda visible devices [torch] [host]: {NO_DRIVER}" in table
+
+
+@no_gpu_only
+def test_json_report_has_cpu_results_and_exact_skip_reasons(quick_run):
+    _, data, _ = quick_run
+    assert data["host"]["nvml"]["error"] == NO_DRIVER
+    assert data["summary"]["ok"] is True and data["summary"]["failed"] == 0
+    checks = {c["check"]: c for c in data["host"]["checks"]}
+    assert checks["torch matmul correct (cpu)"]["verdict"] == "pass"
+    assert checks["tensorflow matmul correct (/CPU:0)"]["verdict"] == "pass"
+    loss = next(c for name, c in checks.items() if name.startswith("cnn training loss (cpu"))
+    assert loss["verdict"] == "pass"
+    first, last = (float(x) for x in loss["measured"].split(" -> "))
+    assert last < first
+    samples = checks["cnn training samples/s (cpu)"]
+    assert samples["value"] > 0 and samples["verdict"] == "no reference"
+    assert checks["memory bandwidth"]["verdict"] == "skip"
+    assert checks["memory bandwidth"]["reason"] == NO_DRIVER
+    assert data["host"]["frameworks"]["torch"]["version"].startswith("2.")
+    assert data["host"]["frameworks"]["tensorflow"]["is_cuda_build"] in (True, False)
+    assert all(c["seconds"] is not None for c in data["host"]["checks"])
+
+
+@no_gpu_only
+def test_junit_xml_lists_every_check_and_skip_reason(quick_run):
+    _, _, root = quick_run
+    suite = root.find("testsuite") if root.tag == "testsuites" else root
+    assert suite is not None
+    cases = {case.get("name"): case for case in suite.iter("testcase")}
+    assert "test_training_loop_cpu" in cases and cases["test_training_loop_cpu"].find("skipped") is None
+    skipped = cases["test_matmul_throughput[no-gpu]"].find("skipped")
+    assert skipped is not None and skipped.get("message") == NO_DRIVER
+    assert int(suite.get("failures")) == 0 and int(suite.get("errors")) == 0
+
+
+@no_gpu_only
+def test_expecting_a_gpu_fails_and_says_what_was_seen(tmp_path):
+    done = run_suite("--quick", "--expect-gpus", "1", "--json", str(tmp_path / "r.json"), "-k", "count or driver or sees")
+    assert done.returncode == 1, done.stdout[-3000:]
+    assert "validate: NOT READY: some checks failed" in done.stdout
+    assert f"NVML sees 0 GPU(s), expected exactly 1 GPU(s) (--expect-gpus 1): {NO_DRIVER}" in done.stdout
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["summary"]["ok"] is False and data["summary"]["failed"] >= 3
+
+
+@no_gpu_only
+def test_nvidia_visible_devices_asking_for_gpus_fails_too():
+    done = run_suite("--quick", "-k", "nvml_gpu_count", env={"NVIDIA_VISIBLE_DEVICES": "all"})
+    assert done.returncode == 1
+    assert "NVML sees 0 GPU(s), expected at least 1 GPU(s) (NVIDIA_VISIBLE_DEVICES=all)" in done.stdout
+
+
+def test_no_checks_collected_is_not_success():
+    done = run_suite("-k", "no_check_has_this_name")
+    assert done.returncode == 1
+    assert "validate: NOT READY: no checks were collected" in done.stdout
+
+
+def test_stack_claims_compared_with_installed_build(tmp_path):
+    import torch
+
+    stack = tmp_path / "stack.json"
+    stack.write_text(json.dumps({"framework": "torch", "framework_version": "9.9.9", "cuda": "cpu", "stack_id": "torch9.9.9-cpu-py3.11"}))
+    done = run_suite("-k", "stack_matches", env={"GPUENV_STACK_FILE": str(stack)})
+    assert done.returncode == 1
+    assert f"framework {torch.__version__} installed, image claims 9.9.9" in done.stdout
+    stack.write_text(json.dumps({"framework": "torch", "framework_version": torch.__version__.split("+")[0], "cuda": torch.version.cuda or "cpu"}))
+    assert run_suite("-k", "stack_matches", env={"GPUENV_STACK_FILE": str(stack)}).returncode == 0
+
+
+def test_runs_from_a_copy_of_the_validate_folder_alone(tmp_path):
+    """Inside an image only validate/ is copied: no gpuenv package, no repository files."""
+    shutil.copytree(REPO / "validate", tmp_path / "validate", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {"PYTHONPATH": ""}
+    done = run_suite("-k", "computes_on_cpu or torch_build", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "torch matmul correct (cpu)" in done.stdout
+    assert str(REPO) not in done.stdout
+
+
+def test_baseline_saved_then_used(tmp_path):
+    baseline = tmp_path / "baseline.json"
+    saved = run_suite("-k", "training_loop_cpu", "--save-baseline", str(baseline))
+    assert saved.returncode == 0, saved.stdout[-3000:]
+    models = json.loads(baseline.read_text())["models"]
+    assert models["host"]["cnn training samples/s (cpu)"] > 0
+    used = run_suite("-k", "training_loop_cpu", "--baseline", str(baseline), "--json", str(tmp_path / "r.json"))
+    row = next(c for c in json.loads((tmp_path / "r.json").read_text())["host"]["checks"] if c["check"] == "cnn training samples/s (cpu)")
+    # The verdict depends on this machine's load; what must hold is that the baseline was the reference.
+    assert row["threshold"].startswith(">= 0.85 x baseline")
+    assert row["verdict"] in ("pass", "fail") and used.returncode == (0 if row["verdict"] == "pass" else 1)
+
+
+def test_unusable_baseline_is_a_usage_error(tmp_path):
+    done = run_suite("--baseline", str(tmp_path / "missing.json"))
+    assert done.returncode == 4
+    assert f"validate: baseline file {tmp_path / 'missing.json'} does not exist (make one with --save-baseline)" in done.stdout + done.stderr
+
+
+def _site_without_frameworks(folder: Path) -> Path:
+    """A site folder holding only what the suite needs (pytest and its dependencies, nvidia-ml-py):
+    no torch, no tensorflow, no PyYAML. Links to the installed packages, nothing copied or faked."""
+    folder.mkdir()
+    for name in ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "pynvml", "py"):
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            continue
+        origin = Path(spec.origin)
+        source = origin.parent if origin.name == "__init__.py" else origin
+        (folder / source.name).symlink_to(source)
+    return folder
+
+
+def test_missing_frameworks_skip_saying_so(tmp_path):
+    site = _site_without_frameworks(tmp_path / "site")
+    done = subprocess.run(
+        [sys.executable, "-S", "-m", "validate", "--quick", "--json", str(tmp_path / "r.json")],
+        cwd=REPO, env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(site)}, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    checks = {c["check"]: c for c in json.loads((tmp_path / "r.json").read_text())["host"]["checks"]}
+    assert checks["torch build"]["verdict"] == "skip"
+    assert checks["torch build"]["reason"] == "PyTorch is not installed here (No module named 'torch')"
+    assert checks["tensorflow build"]["reason"].startswith("TensorFlow is not installed here")
+    assert checks["training loop cpu"]["verdict"] == "skip"

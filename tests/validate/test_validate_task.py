@@ -1,0 +1,58 @@
+"""The `invoke validate` task: argument mapping (pure) and the --local path run for real."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+from invoke import Context
+from invoke.exceptions import Exit
+
+from gpuenv.cli.validation import container_path, suite_arguments, validate
+from gpuenv.errors import BadInput
+from validate import nvml
+
+MISSING = [m for m in ("torch", "tensorflow") if importlib.util.find_spec(m) is None]
+HOST = nvml.read_host()
+
+
+def test_suite_arguments():
+    assert suite_arguments(None, None, None, False, None, None) == []
+    assert suite_arguments("2", "r.json", "r.xml", True, "b.json", None) == [
+        "--expect-gpus", "2", "--json", "r.json", "--junit", "r.xml", "--save-baseline", "b.json", "--quick",
+    ]
+
+
+@pytest.mark.parametrize("bad", ["two", "-1"])
+def test_bad_gpu_count_is_bad_input(bad):
+    with pytest.raises(BadInput, match="--expect-gpus"):
+        suite_arguments(bad, None, None, False, None, None)
+
+
+def test_container_paths_must_be_under_the_mounted_folder(tmp_path):
+    assert container_path(str(tmp_path / "out" / "r.json"), tmp_path) == "/workspace/out/r.json"
+    with pytest.raises(BadInput, match="outside the current folder"):
+        container_path("/etc/r.json", tmp_path)
+
+
+def test_local_with_a_stack_option_is_refused_with_exit_2():
+    with pytest.raises(Exit) as err:
+        validate(Context(), local=True, cuda="12.1")
+    assert err.value.code == 2
+    assert "--local runs on this host's Python" in str(err.value.message)
+
+
+@pytest.mark.frameworks
+@pytest.mark.skipif(bool(MISSING), reason=f"needs PyTorch and TensorFlow; not importable here: {', '.join(MISSING)}")
+@pytest.mark.skipif(bool(HOST.gpus), reason=f"NVML sees {len(HOST.gpus)} GPU(s): the no-GPU outcome cannot be checked here")
+def test_local_run_without_gpu_passes_and_expecting_one_fails(tmp_path):
+    report = tmp_path / "r.json"
+    assert validate(Context(), local=True, quick=True, json=str(report)) is None
+    assert json.loads(report.read_text())["summary"]["ok"] is True
+    with pytest.raises(Exit) as err:
+        validate(Context(), local=True, quick=True, expect_gpus="1", json=str(report))
+    assert err.value.code == 1
+    assert json.loads(report.read_text())["summary"]["ok"] is False
+
+

@@ -1,0 +1,221 @@
+"""Verdict logic on observations in the shape the checks record them."""
+
+from __future__ import annotations
+
+import pytest
+
+from validate.nvml import BAD_THROTTLE_REASONS, cuda_version_text, throttle_reason_names
+from validate.thresholds import (
+    FAIL,
+    NO_REFERENCE,
+    PASS,
+    SKIP,
+    cache_holds_verdict,
+    cache_released_verdict,
+    claims_verdict,
+    cudnn_version_text,
+    driver_runs_runtime_verdict,
+    ecc_verdict,
+    expected_gpus,
+    gpu_count_verdict,
+    growth_off_verdict,
+    growth_on_verdict,
+    host_to_device_verdict,
+    kernel_image_verdict,
+    loss_falls_verdict,
+    pcie_link_theoretical_gbs,
+    pcie_width_verdict,
+    throttle_verdict,
+    throughput_verdict,
+)
+
+GIB = 2**30
+
+
+class TestThroughput:
+    def test_healthy_bf16_passes_against_peak(self):
+        verdict = throughput_verdict("bf16_tflops", 265.0, peak=312.0)
+        assert verdict.verdict == PASS
+        assert "0.35 x peak 312" in verdict.threshold
+
+    def test_power_capped_gpu_fails_and_says_by_how_much(self):
+        verdict = throughput_verdict("bf16_tflops", 80.0, peak=312.0)
+        assert verdict.verdict == FAIL
+        assert "80 is below 109.2" in verdict.reason
+
+    def test_unknown_model_is_no_reference_not_failure(self):
+        verdict = throughput_verdict("fp32_tflops", 12.0, peak=None)
+        assert verdict.verdict == NO_REFERENCE
+        assert not verdict.failed
+
+    def test_baseline_wins_over_peak(self):
+        # Far above the peak fraction, but 20% under the known-good server: fails.
+        verdict = throughput_verdict("fp32_tflops", 14.0, peak=19.5, baseline=17.5)
+        assert verdict.verdict == FAIL
+        assert "baseline 17.5" in verdict.threshold
+        assert throughput_verdict("fp32_tflops", 15.5, peak=19.5, baseline=17.5).verdict == PASS
+
+    def test_metric_without_peak_fraction_uses_baseline_only(self):
+        assert throughput_verdict("cnn samples/s", 900.0, peak=None).verdict == NO_REFERENCE
+        assert throughput_verdict("cnn samples/s", 900.0, peak=None, baseline=1000.0).verdict == PASS
+        assert throughput_verdict("cnn samples/s", 800.0, peak=None, baseline=1000.0).verdict == FAIL
+
+
+class TestPcie:
+    def test_link_bandwidth_table(self):
+        assert pcie_link_theoretical_gbs(4, 16) == pytest.approx(31.5, rel=1e-3)
+        assert pcie_link_theoretical_gbs(5, 16) == pytest.approx(63.0, rel=1e-3)
+        assert pcie_link_theoretical_gbs(None, 16) is None
+
+    def test_pinned_copy_on_gen4_x16(self):
+        assert host_to_device_verdict(24.8, 4, 16).verdict == PASS
+        slow = host_to_device_verdict(6.1, 4, 16)
+        assert slow.verdict == FAIL and "pinned host-to-device" in slow.reason
+
+    def test_unknown_link_is_no_reference(self):
+        assert host_to_device_verdict(24.8, None, None).verdict == NO_REFERENCE
+
+    def test_width_degraded(self):
+        assert pcie_width_verdict(16, 16).verdict == PASS
+        verdict = pcie_width_verdict(8, 16)
+        assert verdict.verdict == FAIL and "x8" in verdict.reason
+        assert pcie_width_verdict(None, 16).verdict == SKIP
+
+
+class TestHealth:
+    def test_ecc(self):
+        assert ecc_verdict(0).verdict == PASS
+        assert ecc_verdict(3).verdict == FAIL
+        assert ecc_verdict(None).verdict == SKIP
+
+    def test_throttle_reasons_from_nvml_mask(self):
+        assert throttle_reason_names(0x1) == ["gpu_idle"]
+        assert throttle_reason_names(0x4 | 0x40) == ["sw_power_cap", "hw_thermal_slowdown"]
+        assert throttle_reason_names(0x1000) == ["0x1000"]
+        assert throttle_verdict(["gpu_idle"], BAD_THROTTLE_REASONS).verdict == PASS
+        hot = throttle_verdict(["sw_power_cap", "hw_thermal_slowdown"], BAD_THROTTLE_REASONS)
+        assert hot.verdict == FAIL and hot.reason == "clocks held down by hw_thermal_slowdown"
+
+    def test_cuda_version_encoding(self):
+        assert cuda_version_text(12040) == "12.4"
+        assert cuda_version_text(11080) == "11.8"
+
+
+class TestMemory:
+    def test_tensorflow_growth_on_holds_little(self):
+        # TF with growth on, one 512x512 matmul: about 0.4 GiB (context + pool) of 80 GiB.
+        assert growth_on_verdict(int(0.42 * GIB), 80 * GIB).verdict == PASS
+        # Growth silently off: TF mapped 76 GiB.
+        assert growth_on_verdict(76 * GIB, 80 * GIB).verdict == FAIL
+
+    def test_tensorflow_growth_off_maps_most_free_memory(self):
+        assert growth_off_verdict(int(75.9 * GIB), 79 * GIB).verdict == PASS
+        failed = growth_off_verdict(int(0.4 * GIB), 79 * GIB)
+        assert failed.verdict == FAIL and "not seeing it" in failed.reason
+
+    def test_torch_cache_keeps_then_releases(self):
+        assert cache_holds_verdict(2 * GIB, 2 * GIB).verdict == PASS
+        assert cache_holds_verdict(0, 2 * GIB).verdict == FAIL
+        assert cache_released_verdict(int(0.5 * GIB), int(0.5 * GIB), 2 * GIB).verdict == PASS
+        assert cache_released_verdict(int(2.5 * GIB), int(0.5 * GIB), 2 * GIB).verdict == FAIL
+
+
+class TestKernelImage:
+    TORCH_CU121 = ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"]
+
+    @pytest.mark.parametrize("capability", ["7.0", "7.5", "8.0", "8.6", "8.9", "9.0"])
+    def test_covered(self, capability):
+        assert kernel_image_verdict(capability, self.TORCH_CU121).verdict == PASS
+
+    def test_newer_gpu_than_the_build_says_no_kernel_image(self):
+        verdict = kernel_image_verdict("10.0", self.TORCH_CU121)
+        assert verdict.verdict == FAIL
+        assert verdict.reason.startswith("no kernel image for sm_100")
+
+    def test_old_gpu_dropped_from_build(self):
+        assert kernel_image_verdict("3.7", ["sm_50", "sm_60"]).verdict == FAIL
+
+    def test_ptx_jits_forward(self):
+        assert kernel_image_verdict("9.0", ["sm_70", "compute_80"]).verdict == PASS
+        assert kernel_image_verdict("7.5", ["compute_80"]).verdict == FAIL
+
+    def test_arch_specific_cubin_only_on_its_own_gpu(self):
+        assert kernel_image_verdict("9.0", ["sm_90a"]).verdict == PASS
+        assert kernel_image_verdict("10.0", ["sm_90a"]).verdict == FAIL
+        assert kernel_image_verdict("8.9", ["sm_80"]).verdict == PASS  # same major, higher minor
+
+
+class TestDriverAndClaims:
+    def test_driver_supports_runtime(self):
+        assert driver_runs_runtime_verdict("12.4", "12.1").verdict == PASS
+        minor = driver_runs_runtime_verdict("12.2", "12.4")
+        assert minor.verdict == PASS and "minor-version compatibility" in minor.reason
+        old = driver_runs_runtime_verdict("11.4", "12.1")
+        assert old.verdict == FAIL and "update the driver" in old.reason
+        assert driver_runs_runtime_verdict(None, "12.1").verdict == SKIP
+
+    def test_nccl_version_text(self):
+        from validate.probe import nccl_version_text
+
+        assert nccl_version_text((2, 18, 1)) == "2.18.1"
+        assert nccl_version_text(2708) == "2.7.8"
+
+    def test_cudnn_version_text(self):
+        assert cudnn_version_text(8902) == "8.9.2"
+        assert cudnn_version_text(90100) == "9.1.0"
+        assert cudnn_version_text(None) is None
+
+    def test_claims_match(self):
+        claimed = {"framework_version": "2.5.1", "cuda": "12.1", "cudnn": "9.1"}
+        installed = {"framework_version": "2.5.1+cu121", "cuda": "12.1", "cudnn": "9.1.0"}
+        assert claims_verdict(claimed, installed).verdict == PASS
+
+    def test_claims_mismatch_names_each_difference(self):
+        claimed = {"framework_version": "2.5.1", "cuda": "12.4", "cudnn": None}
+        installed = {"framework_version": "2.4.0+cu121", "cuda": "12.1", "cudnn": "9.1.0"}
+        verdict = claims_verdict(claimed, installed)
+        assert verdict.verdict == FAIL
+        assert "framework 2.4.0+cu121 installed, image claims 2.5.1" in verdict.reason
+        assert "built for CUDA 12.1, image claims 12.4" in verdict.reason
+
+    def test_cpu_claim(self):
+        assert claims_verdict({"framework_version": "2.13.0", "cuda": "cpu"}, {"framework_version": "2.13.0+cpu", "cuda": None}).verdict == PASS
+        assert claims_verdict({"cuda": "cpu"}, {"cuda": "12.1"}).verdict == FAIL
+
+
+class TestExpectations:
+    def test_option_wins(self):
+        expectation = expected_gpus(2, "all")
+        assert expectation is not None and expectation.count == 2 and expectation.exact
+        assert expected_gpus(0, "all") is None
+
+    @pytest.mark.parametrize("value", [None, "", "void", "none", "NONE"])
+    def test_no_gpus_asked(self, value):
+        assert expected_gpus(None, value) is None
+
+    def test_nvidia_visible_devices(self):
+        everything = expected_gpus(None, "all")
+        assert everything is not None and everything.count == 1 and not everything.exact
+        listed = expected_gpus(None, "0,2")
+        assert listed is not None and listed.count == 2 and listed.exact
+
+    def test_cpu_stack_image_does_not_ask_for_gpus(self):
+        # gpuenv images set NVIDIA_VISIBLE_DEVICES=all for every stack, CPU ones included.
+        assert expected_gpus(None, "all", cpu_stack=True) is None
+        assert expected_gpus(1, "all", cpu_stack=True) is not None
+
+    def test_count_verdicts(self):
+        assert gpu_count_verdict(0, None, "NVML").verdict == SKIP
+        assert gpu_count_verdict(4, None, "NVML").verdict == PASS
+        expect1 = expected_gpus(1, None)
+        failed = gpu_count_verdict(0, expect1, "PyTorch")
+        assert failed.verdict == FAIL
+        assert failed.reason == "PyTorch sees 0 GPU(s), expected exactly 1 GPU(s) (--expect-gpus 1)"
+        assert gpu_count_verdict(8, expected_gpus(None, "all"), "NVML").verdict == PASS
+
+
+def test_loss_falls():
+    assert loss_falls_verdict(2.31, 0.28).verdict == PASS
+    flat = loss_falls_verdict(2.31, 2.29)
+    assert flat.verdict == FAIL and "does not learn" in flat.reason
+

@@ -1,0 +1,116 @@
+"""Check 2, GPU visibility: NVML, PyTorch and TensorFlow see the same GPUs, as many as expected;
+each GPU computes a correct result; each GPU's architecture is among the build's kernels."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from validate.devices import MAX_RELATIVE_ERROR, compiled_archs, tf_gpu_uuids, torch_gpus
+from validate.masking import expected_visible
+from validate.thresholds import FAIL, PASS, SKIP, Verdict, gpu_count_verdict, kernel_image_verdict
+
+CORRECT = f"relative error <= {MAX_RELATIVE_ERROR:g}"
+
+
+def _expected_for_frameworks(suite) -> list[str]:
+    """The NVML GPUs a framework in this process should see, given CUDA_VISIBLE_DEVICES."""
+    return expected_visible(os.environ.get("CUDA_VISIBLE_DEVICES"), [g.uuid for g in suite.host.gpus])
+
+
+def _compare(who: str, seen: list[str], suite, record, build_note: str = "") -> None:
+    expected = _expected_for_frameworks(suite)
+    if not seen and not expected and suite.expectation is None:
+        pytest.skip(f"{suite.no_gpu_reason()}; {who} sees no GPU either{build_note}")
+    count = gpu_count_verdict(len(seen), suite.expectation, who)
+    if count.verdict != SKIP:
+        record.add(f"{who} GPU count", str(len(seen)), count)
+    if sorted(seen) == sorted(expected):
+        same = Verdict(PASS, f"NVML's {len(expected)} GPU(s)")
+    else:
+        same = Verdict(FAIL, f"NVML's {len(expected)} GPU(s)", f"{who} sees {seen or 'none'}{build_note}, NVML expects {expected or 'none'}")
+    record.add(f"{who} sees NVML's GPUs", ", ".join(u[:12] for u in seen) or "none", same)
+    record.finish()
+
+
+def test_nvml_gpu_count(suite, record):
+    """NVML sees as many GPUs as expected (--expect-gpus or NVIDIA_VISIBLE_DEVICES)."""
+    seen = len(suite.host.gpus)
+    verdict = gpu_count_verdict(seen, suite.expectation, "NVML")
+    if verdict.verdict == SKIP:
+        pytest.skip(suite.no_gpu_reason())
+    if verdict.verdict == FAIL and suite.host.error:
+        verdict = Verdict(FAIL, verdict.threshold, f"{verdict.reason}: {suite.host.error}")
+    record.add("NVML GPU count", str(seen), verdict)
+    record.finish()
+
+
+def test_torch_sees_gpus(torch, suite, record):
+    """PyTorch sees exactly the GPUs NVML lists (after CUDA_VISIBLE_DEVICES), by UUID."""
+    note = " (PyTorch is a CPU build)" if torch.version.cuda is None else ""
+    _compare("PyTorch", torch_gpus(torch), suite, record, note)
+
+
+def test_tensorflow_sees_gpus(tf_info, suite, record):
+    """TensorFlow sees exactly the GPUs NVML lists, matched by PCI bus id."""
+    note = "" if tf_info["is_cuda_build"] else " (TensorFlow is a CPU build)"
+    _compare("TensorFlow", tf_gpu_uuids(tf_info["gpus"], suite.host.gpus), suite, record, note)
+
+
+def test_torch_computes_on_cpu(torch, record):
+    """A small float32 product on the CPU matches float64."""
+    generator = torch.Generator().manual_seed(0)
+    a, b = torch.randn(128, 64, generator=generator), torch.randn(64, 32, generator=generator)
+    expected = a.double() @ b.double()
+    error = float((a @ b).double().sub(expected).abs().max() / expected.abs().max())
+    record.add("torch matmul correct (cpu)", f"{error:.2e}", Verdict(PASS if error <= MAX_RELATIVE_ERROR else FAIL, CORRECT, "" if error <= MAX_RELATIVE_ERROR else "wrong product on CPU"))
+    record.finish()
+
+
+def test_torch_computes_on_gpu(gpu, torch, cuda_device, record):
+    """A small product on this GPU matches float64 on the CPU."""
+    device = cuda_device
+    generator = torch.Generator().manual_seed(0)
+    a, b = torch.randn(128, 64, generator=generator), torch.randn(64, 32, generator=generator)
+    expected = a.double() @ b.double()
+    product = (a.to(device) @ b.to(device)).cpu()
+    error = float(product.double().sub(expected).abs().max() / expected.abs().max())
+    ok = error <= MAX_RELATIVE_ERROR
+    record.add("torch matmul correct", f"{error:.2e}", Verdict(PASS if ok else FAIL, CORRECT, "" if ok else "wrong product on this GPU"), gpu=gpu.uuid)
+    record.finish()
+
+
+def test_tensorflow_computes(tf_info, suite, record):
+    """A small product on TensorFlow's CPU and on each of its GPUs matches float64."""
+    gpu_uuids = tf_gpu_uuids(tf_info["gpus"], suite.host.gpus)
+    for result in tf_info["compute"]:
+        device = result["device"]
+        uuid = gpu_uuids[int(device.rsplit(":", 1)[1])] if device.startswith("/GPU") else None
+        ok = result["relative_error"] <= MAX_RELATIVE_ERROR
+        record.add(
+            f"tensorflow matmul correct ({device})",
+            f"{result['relative_error']:.2e}",
+            Verdict(PASS if ok else FAIL, CORRECT, "" if ok else f"wrong product on {device}"),
+            gpu=uuid if uuid and uuid.startswith("GPU-") else None,
+        )
+    record.finish()
+
+
+def test_torch_kernel_image(gpu, torch, record):
+    """This GPU's compute capability is among PyTorch's compiled architectures."""
+    if torch.version.cuda is None:
+        pytest.skip("PyTorch is a CPU build: it has no CUDA kernels (the visibility check reports it)")
+    verdict = kernel_image_verdict(gpu.compute_capability or "0.0", compiled_archs(torch))
+    record.add("torch kernel image", f"sm_{(gpu.compute_capability or '?').replace('.', '')}", verdict, gpu=gpu.uuid)
+    record.finish()
+
+
+def test_tensorflow_kernel_image(gpu, tf_info, record):
+    """This GPU's compute capability is among TensorFlow's compiled architectures."""
+    archs = tf_info.get("compute_capabilities")
+    if not archs:
+        pytest.skip("TensorFlow's build info lists no CUDA compute capabilities (CPU build)")
+    verdict = kernel_image_verdict(gpu.compute_capability or "0.0", list(archs))
+    record.add("tensorflow kernel image", f"sm_{(gpu.compute_capability or '?').replace('.', '')}", verdict, gpu=gpu.uuid)
+    record.finish()

@@ -1,0 +1,129 @@
+"""Check 3, memory behaviour, measured from outside fresh processes through NVML.
+
+TensorFlow: with memory growth on (set in code, or TF_FORCE_GPU_ALLOW_GROWTH=true) a small
+computation holds little; with growth off it maps most of the GPU, which proves the measurement
+can see a failure. PyTorch: the caching allocator keeps freed blocks until empty_cache(), and
+the allocator settings from the environment (PYTORCH_NO_CUDA_MEMORY_CACHING,
+PYTORCH_CUDA_ALLOC_CONF) are honoured.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any, Callable
+
+import pytest
+
+from validate import nvml
+from validate.subproc import run_stepped_probe
+from validate.thresholds import (
+    FAIL,
+    PASS,
+    Verdict,
+    cache_holds_verdict,
+    cache_released_verdict,
+    growth_off_verdict,
+    growth_on_verdict,
+)
+
+TF_MODES: dict[str, dict[str, str | None]] = {
+    "growth-code": {"TF_FORCE_GPU_ALLOW_GROWTH": None},
+    "growth-env": {"TF_FORCE_GPU_ALLOW_GROWTH": "true"},
+    "no-growth": {"TF_FORCE_GPU_ALLOW_GROWTH": None},
+}
+TORCH_MODES: dict[str, dict[str, str | None]] = {
+    "caching": {"PYTORCH_NO_CUDA_MEMORY_CACHING": None, "PYTORCH_CUDA_ALLOC_CONF": None},
+    "no-caching": {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "PYTORCH_CUDA_ALLOC_CONF": None},
+    "alloc-conf": {"PYTORCH_NO_CUDA_MEMORY_CACHING": None, "PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"},
+}
+QUICK_MODES = {"growth-env", "no-growth", "caching"}
+
+
+def _first_gpu(suite) -> nvml.GpuInfo:
+    suite.require_gpus()
+    return suite.host.gpus[0]
+
+
+def _need(module: str, label: str) -> None:
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{label} is not installed here (no module named {module!r})")
+
+
+def _measurer(uuid: str) -> tuple[int, Callable[[str, int], dict[str, Any]]]:
+    """Used bytes before the child starts, and a function measuring the child at each step."""
+    before = nvml.gpu_used_memory(uuid) or 0
+
+    def measure(step: str, pid: int) -> dict[str, Any]:
+        own = nvml.process_used_memory(pid, uuid)
+        if own is not None:
+            return {"bytes": own, "method": "NVML per-process"}
+        used = nvml.gpu_used_memory(uuid)
+        return {"bytes": None if used is None else max(used - before, 0), "method": "NVML GPU used minus before"}
+
+    return before, measure
+
+
+def _gib(n: int | None) -> str:
+    return "unknown" if n is None else f"{n / 2**30:.2f} GiB"
+
+
+def _skip_outside_quick(suite, mode: str) -> None:
+    if suite.quick and mode not in QUICK_MODES:
+        pytest.skip(f"--quick runs only {', '.join(sorted(QUICK_MODES))}")
+
+
+@pytest.mark.isolated
+@pytest.mark.parametrize("mode", list(TF_MODES))
+def test_tensorflow_memory_growth(mode, suite, record):
+    """TensorFlow's memory with growth on (code / environment) and off, seen from outside."""
+    _need("tensorflow", "TensorFlow")
+    gpu = _first_gpu(suite)
+    _skip_outside_quick(suite, mode)
+    before, measure = _measurer(gpu.uuid)
+    env = {**TF_MODES[mode], "CUDA_VISIBLE_DEVICES": gpu.uuid, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    result = run_stepped_probe(["tf-memory", mode], env, measure)
+    if result.error:
+        pytest.fail(result.error, pytrace=False)
+    held = result.steps.get("small", {}).get("bytes")
+    if held is None:
+        pytest.fail("NVML could not measure the child's GPU memory", pytrace=False)
+    verdict = growth_off_verdict(held, gpu.memory_total_bytes - before) if mode == "no-growth" else growth_on_verdict(held, gpu.memory_total_bytes)
+    record.add(f"tensorflow memory {mode}", f"{_gib(held)} ({result.steps['small']['method']})", verdict, gpu=gpu.uuid, seconds=result.seconds)
+    record.finish()
+
+
+@pytest.mark.isolated
+@pytest.mark.parametrize("mode", list(TORCH_MODES))
+def test_torch_caching_allocator(mode, suite, record):
+    """PyTorch's caching allocator and the allocator settings it reads from the environment."""
+    _need("torch", "PyTorch")
+    gpu = _first_gpu(suite)
+    _skip_outside_quick(suite, mode)
+    alloc = min(2 * 2**30, gpu.memory_total_bytes // 8)
+    _, measure = _measurer(gpu.uuid)
+    env = {**TORCH_MODES[mode], "CUDA_VISIBLE_DEVICES": gpu.uuid, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    result = run_stepped_probe(["torch-memory", mode, str(alloc)], env, measure)
+    if result.error:
+        pytest.fail(result.error, pytrace=False)
+    small, freed, emptied = (result.steps.get(s, {}).get("bytes") for s in ("small", "freed", "emptied"))
+    if small is None or freed is None or emptied is None:
+        pytest.fail("NVML could not measure the child's GPU memory", pytrace=False)
+    uuid = gpu.uuid
+    record.add(f"torch {mode}: small work", _gib(small), growth_on_verdict(small, gpu.memory_total_bytes), gpu=uuid, seconds=result.seconds)
+    if mode == "caching":
+        record.add(f"torch {mode}: freed block kept", _gib(freed), cache_holds_verdict(freed - small, alloc), gpu=uuid, seconds=0)
+        record.add(f"torch {mode}: empty_cache releases", _gib(emptied), cache_released_verdict(emptied, small, alloc), gpu=uuid, seconds=0)
+    elif mode == "no-caching":
+        record.add(f"torch {mode}: freed block released", _gib(freed), cache_released_verdict(freed, small, alloc), gpu=uuid, seconds=0)
+    else:
+        backend = (result.data or {}).get("allocator_backend")
+        ok = backend == "cudaMallocAsync"
+        record.add(
+            f"torch {mode}: allocator backend",
+            str(backend),
+            Verdict(PASS if ok else FAIL, "cudaMallocAsync", "" if ok else "PYTORCH_CUDA_ALLOC_CONF was not honoured"),
+            gpu=uuid,
+            seconds=0,
+        )
+        record.add(f"torch {mode}: empty_cache releases", _gib(emptied), cache_released_verdict(emptied, small, alloc), gpu=uuid, seconds=0)
+    record.finish()

@@ -1,0 +1,56 @@
+"""Check 4, CUDA_VISIBLE_DEVICES masking: each case in a fresh process per framework, the GPUs
+it reports compared by UUID with what the CUDA rules (validate.masking) say it must see."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from validate.devices import tf_gpu_uuids
+from validate.masking import MaskCase, env_for_case, masking_cases
+from validate.subproc import ProbeResult, run_probe
+from validate.thresholds import FAIL, PASS, Verdict
+
+QUICK_CASES = ("unset, PCI_BUS_ID order", "index 0", "empty string", "-1", "invalid entry cuts the list")
+PROBES = {"torch": ["torch-devices"], "tensorflow": ["tf-info", "--no-compute"]}
+
+
+def _short(uuids: list[str] | tuple[str, ...]) -> str:
+    return ",".join(u[:12] for u in uuids) or "none"
+
+
+@pytest.mark.isolated
+@pytest.mark.parametrize("framework", ["torch", "tensorflow"])
+def test_cuda_visible_devices(framework, suite, record):
+    """Every masking case maps to the expected physical GPUs, in order, for this framework."""
+    if importlib.util.find_spec(framework) is None:
+        pytest.skip(f"{framework} is not installed here (no module named {framework!r})")
+    suite.require_gpus()
+    uuids = [g.uuid for g in suite.host.gpus]
+    cases = masking_cases(uuids)
+    if suite.quick:
+        last = f"uuid of GPU {len(uuids) - 1}"
+        cases = [c for c in cases if c.name in QUICK_CASES or c.name == last]
+
+    def run(case: MaskCase) -> ProbeResult:
+        env = {**env_for_case(case), "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+        return run_probe(PROBES[framework], env)
+
+    with ThreadPoolExecutor(max_workers=max(1, min(8, (os.cpu_count() or 2)))) as pool:
+        results = list(pool.map(run, cases))
+    for case, result in zip(cases, results):
+        check = f"{framework} CUDA_VISIBLE_DEVICES={case.visible_devices!s} ({case.name})"
+        if result.error or result.data is None:
+            record.add(check, "-", Verdict(FAIL, _short(case.expected_uuids), result.error or "no result"), seconds=result.seconds)
+            continue
+        if framework == "torch":
+            seen = [g["uuid"] for g in result.data["gpus"]]
+        else:
+            seen = tf_gpu_uuids(result.data["gpus"], suite.host.gpus)
+        ok = tuple(seen) == case.expected_uuids
+        reason = "" if ok else f"saw {_short(seen)}, expected {_short(case.expected_uuids)}"
+        record.add(check, _short(seen), Verdict(PASS if ok else FAIL, _short(case.expected_uuids), reason), seconds=result.seconds)
+    record.finish()

@@ -1,0 +1,310 @@
+"""The suite's pytest plugin: options, shared fixtures, per-check records and the final report.
+
+Each check adds records (check, GPU UUID, measured, threshold, verdict, seconds) through the
+`record` fixture; skips and unexpected errors become records too. At the end the table is
+printed, the JSON report written (`--json`), a baseline saved (`--save-baseline`); JUnit XML
+comes from pytest's own `--junitxml`. Teams add checks as `test_*.py` files in `checks/`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import pytest
+
+from validate import nvml
+from validate.baseline import BaselineError, baseline_value, load_baseline, save_baseline
+from validate.devices import compiled_archs, torch_gpus
+from validate.peaks import PeakTableError, load_peaks, peaks_for
+from validate.probe import nccl_version_text
+from validate.report import Record, build_json, render_table, write_json
+from validate.subproc import ProbeResult, run_probe
+from validate.thresholds import FAIL, INFO, PASS, SKIP, GpuExpectation, Verdict, expected_gpus
+
+SUITE = pytest.StashKey["Suite"]()
+RECORDS = pytest.StashKey[list[Record]]()
+SETUP_SECONDS = pytest.StashKey[float]()
+
+
+def _cpu_stack() -> bool:
+    """Inside a gpuenv image built for a CPU stack (stack.json says cuda "cpu")."""
+    path = os.environ.get("GPUENV_STACK_FILE")
+    if not path:
+        return False
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle).get("cuda") == "cpu"
+    except (OSError, ValueError, AttributeError):
+        return False  # the environment check reports an unreadable stack file
+
+
+class Suite:
+    """What every check shares for one run: options, NVML's view, expectations, cached probes."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.quick: bool = config.getoption("validate_quick")
+        self.host = nvml.read_host()
+        self.expectation: GpuExpectation | None = expected_gpus(
+            config.getoption("validate_expect_gpus"), os.environ.get("NVIDIA_VISIBLE_DEVICES"), _cpu_stack()
+        )
+        self.records: list[Record] = []
+        self.frameworks: dict[str, Any] = {}
+        self.json_path: str | None = config.getoption("validate_json")
+        self.save_baseline_path: str | None = config.getoption("validate_save_baseline")
+        try:
+            self.peaks = load_peaks()
+        except (OSError, PeakTableError) as err:
+            raise pytest.UsageError(f"validate: the GPU peak table cannot be used: {err}") from None
+        baseline_path = config.getoption("validate_baseline")
+        try:
+            self.baseline = load_baseline(baseline_path) if baseline_path else None
+        except BaselineError as err:
+            raise pytest.UsageError(f"validate: {err}") from None
+        self._tf_info: ProbeResult | None = None
+
+    @property
+    def gpu_names(self) -> dict[str, str]:
+        return {gpu.uuid: gpu.name for gpu in self.host.gpus}
+
+    def no_gpu_reason(self) -> str:
+        return self.host.error or "NVML sees no GPU on this host"
+
+    def require_gpus(self) -> None:
+        """No GPU: skip with the exact reason, or fail when GPUs are expected."""
+        if self.host.gpus:
+            return
+        reason = self.no_gpu_reason()
+        if self.expectation is not None:
+            pytest.fail(f"expected {self.expectation.describe()}, saw 0: {reason}", pytrace=False)
+        pytest.skip(reason)
+
+    def peak(self, gpu_name: str, metric: str) -> float | None:
+        entry = peaks_for(gpu_name, self.peaks)
+        return entry.peak(metric) if entry else None
+
+    def baseline_for(self, gpu_name: str | None, check: str) -> float | None:
+        return baseline_value(self.baseline, gpu_name, check)
+
+    def tf_info(self) -> ProbeResult:
+        """TensorFlow's build and devices, read once in a child (growth on, so it maps little)."""
+        if self._tf_info is None:
+            self._tf_info = run_probe(["tf-info"], {"TF_FORCE_GPU_ALLOW_GROWTH": "true"})
+            if self._tf_info.data and not self._tf_info.error:
+                self.frameworks["tensorflow"] = {k: v for k, v in self._tf_info.data.items() if k != "compute"}
+        return self._tf_info
+
+
+class Recorder:
+    """The `record` fixture: checks add report lines; `finish()` fails the test if any line failed."""
+
+    def __init__(self, item: pytest.Item) -> None:
+        self.item = item
+        self.started = time.perf_counter()
+        item.stash[RECORDS] = []
+
+    @property
+    def records(self) -> list[Record]:
+        return self.item.stash[RECORDS]
+
+    def add(
+        self,
+        check: str,
+        measured: str,
+        verdict: Verdict | str = INFO,
+        gpu: str | None = None,
+        value: float | None = None,
+        seconds: float | None = None,
+        threshold: str = "",
+    ) -> Record:
+        if isinstance(verdict, Verdict):
+            word, threshold, reason = verdict.verdict, threshold or verdict.threshold, verdict.reason
+        else:
+            word, reason = verdict, ""
+        if seconds is None:
+            seconds = time.perf_counter() - self.started
+        self.started = time.perf_counter()
+        record = Record(check, gpu, measured, threshold, word, round(seconds, 3), reason, value, self.item.nodeid)
+        self.records.append(record)
+        return record
+
+    def finish(self) -> None:
+        failed = [r for r in self.records if r.verdict == FAIL]
+        if failed:
+            pytest.fail("; ".join(f"{r.check}: {r.reason or r.measured}" for r in failed), pytrace=False)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("validate", "gpuenv server validation")
+    group.addoption("--expect-gpus", dest="validate_expect_gpus", type=int, default=None,
+                    help="number of GPUs this server must show; fewer (or none) fails the run")
+    group.addoption("--json", dest="validate_json", default=None, metavar="PATH",
+                    help="write the JSON report (keyed by GPU UUID, plus 'host') to PATH")
+    group.addoption("--quick", dest="validate_quick", action="store_true", default=False,
+                    help="smaller sizes and fewer cases, to finish within about a minute")
+    group.addoption("--save-baseline", dest="validate_save_baseline", default=None, metavar="PATH",
+                    help="save this run's figures as the known-good baseline for its GPU model")
+    group.addoption("--baseline", dest="validate_baseline", default=None, metavar="PATH",
+                    help="compare figures with a baseline saved on a known-good server of the same model")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[SUITE] = Suite(config)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run each per-GPU check once per GPU NVML sees (once with None when there is none)."""
+    if "gpu" in metafunc.fixturenames:
+        gpus = metafunc.config.stash[SUITE].host.gpus
+        params: list[Any] = list(gpus) or [None]
+        ids = [f"gpu{g.index}" for g in gpus] or ["no-gpu"]
+        metafunc.parametrize("gpu", params, ids=ids, indirect=True)
+
+
+@pytest.fixture(scope="session")
+def suite(request: pytest.FixtureRequest) -> Suite:
+    return request.config.stash[SUITE]
+
+
+@pytest.fixture
+def gpu(request: pytest.FixtureRequest, suite: Suite) -> nvml.GpuInfo:
+    if request.param is None:
+        suite.require_gpus()
+    return request.param
+
+
+@pytest.fixture
+def record(request: pytest.FixtureRequest) -> Recorder:
+    return Recorder(request.node)
+
+
+@pytest.fixture(scope="session")
+def torch(suite: Suite) -> Any:
+    """PyTorch, imported in this process (it maps no GPU memory until used); skip when missing."""
+    try:
+        import torch as torch_module
+    except ModuleNotFoundError as err:
+        if err.name != "torch":
+            pytest.fail(f"PyTorch is installed but its import fails: {err}", pytrace=False)
+        pytest.skip(f"PyTorch is not installed here ({err})")
+    except ImportError as err:  # installed but broken (a CUDA library missing, ...): that is a failure
+        pytest.fail(f"PyTorch is installed but its import fails: {err}", pytrace=False)
+    cudnn = torch_module.backends.cudnn.version() if torch_module.backends.cudnn.is_available() else None
+    try:
+        nccl = nccl_version_text(torch_module.cuda.nccl.version()) if torch_module.version.cuda else None
+    except Exception as err:  # NCCL missing from the build
+        nccl = f"not available: {err}"
+    suite.frameworks["torch"] = {
+        "version": torch_module.__version__,
+        "cuda": torch_module.version.cuda,
+        "cudnn": cudnn,
+        "nccl": nccl,
+        "arch_list": compiled_archs(torch_module),
+        "cuda_available": torch_module.cuda.is_available(),
+        "device_count": torch_module.cuda.device_count() if torch_module.version.cuda else 0,
+    }
+    return torch_module
+
+
+@pytest.fixture
+def cuda_device(gpu: nvml.GpuInfo, torch: Any) -> Any:
+    """'cuda:N' for this NVML GPU in this PyTorch process (matched by UUID); frees the cache after."""
+    if torch.version.cuda is None:
+        pytest.fail(f"PyTorch is a CPU build but NVML sees {gpu.name}", pytrace=False)
+    if not torch.cuda.is_available():
+        pytest.fail(f"PyTorch cannot use CUDA although NVML sees {gpu.name} (driver too old for its CUDA?)", pytrace=False)
+    visible = torch_gpus(torch)
+    if gpu.uuid not in visible:
+        pytest.skip(f"GPU {gpu.index} is hidden from this process by CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}")
+    yield f"cuda:{visible.index(gpu.uuid)}"
+    torch.cuda.empty_cache()
+
+
+@pytest.fixture(scope="session")
+def tf_info(suite: Suite) -> dict[str, Any]:
+    """TensorFlow's build and devices from a child process; skip when TensorFlow is missing."""
+    result = suite.tf_info()
+    if result.error:
+        if result.data and result.data.get("missing") == "tensorflow":
+            pytest.skip(f"TensorFlow is not installed here ({result.data['error']})")
+        pytest.fail(f"TensorFlow probe failed: {result.error}", pytrace=False)
+    assert result.data is not None
+    return result.data
+
+
+def _check_name(item: pytest.Item) -> str:
+    """'test_tensorflow_memory_growth[growth-env]' -> 'tensorflow memory growth [growth-env]'."""
+    name = getattr(item, "originalname", item.name).removeprefix("test_").replace("_", " ")
+    callspec = getattr(item, "callspec", None)
+    params = [str(v) for k, v in (callspec.params.items() if callspec else []) if k != "gpu"]
+    return f"{name} [{', '.join(params)}]" if params else name
+
+
+def _gpu_of(item: pytest.Item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    gpu = callspec.params.get("gpu") if callspec else None
+    return gpu.uuid if isinstance(gpu, nvml.GpuInfo) else None
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return str(longrepr)
+
+
+def _failure_reason(call: pytest.CallInfo[None]) -> str:
+    if call.excinfo is None:
+        return "failed"
+    text = call.excinfo.exconly().strip()
+    return text.removeprefix("Failed: ").splitlines()[0] if text else "failed"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    """Turn a check's records (and its skip or error) into report lines and JUnit properties."""
+    records = item.stash.get(RECORDS, [])
+    if call.when == "call":
+        if records and records[0].seconds is not None:  # session probes started in setup count too
+            records[0].seconds = round(records[0].seconds + item.stash.get(SETUP_SECONDS, 0.0), 3)
+        for r in records:
+            item.user_properties.append((f"{r.check} [{r.gpu or 'host'}]", f"{r.measured} | {r.threshold} | {r.verdict}"))
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    if call.when == "setup":
+        item.stash[SETUP_SECONDS] = report.duration
+    if call.when == "teardown" or (call.when == "setup" and report.passed):
+        return
+    suite = item.config.stash[SUITE]
+    extra: list[Record] = []
+    check, gpu = _check_name(item), _gpu_of(item)
+    if report.skipped:
+        extra.append(Record(check, gpu, "-", "-", SKIP, round(report.duration, 3), _skip_reason(report), None, item.nodeid))
+    elif report.failed and not any(r.verdict == FAIL for r in records):
+        extra.append(Record(check, gpu, "-", "-", FAIL, round(report.duration, 3), _failure_reason(call), None, item.nodeid))
+    elif report.passed and not records:
+        extra.append(Record(check, gpu, "ok", "-", PASS, round(report.duration, 3), "", None, item.nodeid))
+    suite.records.extend(records + extra)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    suite = config.stash[SUITE]
+    index = {gpu.uuid: gpu.index for gpu in suite.host.gpus}
+    terminalreporter.section("gpuenv validation report")
+    driver = suite.host.driver_version or "-"
+    terminalreporter.write_line(
+        f"driver {driver}, CUDA driver {suite.host.cuda_driver_version or '-'}, "
+        + (", ".join(f"GPU {g.index}: {g.name} ({g.uuid})" for g in suite.host.gpus) or suite.no_gpu_reason())
+    )
+    terminalreporter.write_line(render_table(suite.records, index))
+    if suite.json_path:
+        data = build_json(
+            suite.records, suite.host.to_dict(), [g.to_dict() for g in suite.host.gpus], suite.frameworks, int(exitstatus)
+        )
+        write_json(suite.json_path, data)
+        terminalreporter.write_line(f"JSON report: {suite.json_path}")
+    if suite.save_baseline_path:
+        save_baseline(suite.save_baseline_path, suite.records, suite.gpu_names)
+        terminalreporter.write_line(f"baseline saved: {suite.save_baseline_path}")

@@ -1,0 +1,223 @@
+"""Child side of the isolated checks: run as `python -m validate.probe COMMAND ...` in a fresh process.
+
+Masking and memory checks need a process that has not touched CUDA yet, with its own
+environment; TensorFlow also runs here so it never maps GPU memory inside the pytest process.
+Each command prints one line `VALIDATE-RESULT {json}`; the memory commands also print
+`VALIDATE-STEP name` and wait for a line on stdin, so the parent can measure from outside.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from typing import Any
+
+RESULT = "VALIDATE-RESULT "
+STEP = "VALIDATE-STEP "
+
+
+def emit(data: dict[str, Any]) -> None:
+    print(RESULT + json.dumps(data, default=str), flush=True)
+
+
+def step(name: str) -> None:
+    """Tell the parent we reached a state worth measuring, and wait until it has measured."""
+    print(STEP + name, flush=True)
+    sys.stdin.readline()
+
+
+def _check_matmul(result: Any, a: Any, b: Any) -> float:
+    """Largest error of a float32 product against numpy's float64 one, relative to its largest entry.
+
+    TF32 (TensorFlow's default on Ampere and newer) stays near 1e-3; a wrong kernel is near 1.
+    """
+    import numpy as np
+
+    expected = np.asarray(a, dtype=np.float64) @ np.asarray(b, dtype=np.float64)
+    error = np.max(np.abs(np.asarray(result, dtype=np.float64) - expected))
+    return float(error / np.max(np.abs(expected)))
+
+
+def _inputs() -> tuple[Any, Any]:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((128, 64), dtype=np.float32), rng.standard_normal((64, 32), dtype=np.float32)
+
+
+_PCI = re.compile(r"pci bus id:\s*([0-9a-fA-F:.]+)")
+_CC = re.compile(r"compute capability:\s*([0-9.]+)")
+
+
+def tf_info(compute: bool) -> dict[str, Any]:
+    """TensorFlow's build, the GPUs it sees (PCI bus ids) and a small product on every device."""
+    import tensorflow as tf
+    from tensorflow.python.client import device_lib
+
+    build = dict(tf.sysconfig.get_build_info())
+    devices = []
+    for dev in device_lib.list_local_devices():
+        if dev.device_type != "GPU":
+            continue
+        desc = dev.physical_device_desc or ""
+        pci, cc = _PCI.search(desc), _CC.search(desc)
+        devices.append(
+            {"name": dev.name, "pci_bus_id": pci.group(1) if pci else None, "compute_capability": cc.group(1) if cc else None, "desc": desc}
+        )
+    results = []
+    if compute:
+        a, b = _inputs()
+        for name in ["/CPU:0"] + [f"/GPU:{i}" for i in range(len(devices))]:
+            with tf.device(name):
+                product = tf.matmul(tf.constant(a), tf.constant(b)).numpy()
+            results.append({"device": name, "relative_error": _check_matmul(product, a, b)})
+    return {
+        "version": tf.version.VERSION,
+        "is_cuda_build": bool(build.get("is_cuda_build")),
+        "cuda_version": build.get("cuda_version"),
+        "cudnn_version": build.get("cudnn_version"),
+        "compute_capabilities": build.get("cuda_compute_capabilities"),
+        "gpus": devices,
+        "compute": results,
+    }
+
+
+def torch_devices() -> dict[str, Any]:
+    """The GPUs PyTorch sees (UUIDs, as NVML writes them) and a small product on each."""
+    import torch
+
+    a, b = _inputs()
+    gpus = []
+    if torch.cuda.is_available():
+        for index in range(torch.cuda.device_count()):
+            uuid = str(torch.cuda.get_device_properties(index).uuid)
+            product = (torch.from_numpy(a).to(f"cuda:{index}") @ torch.from_numpy(b).to(f"cuda:{index}")).cpu().numpy()
+            gpus.append({"index": index, "uuid": uuid if uuid.startswith("GPU-") else f"GPU-{uuid}", "relative_error": _check_matmul(product, a, b)})
+    return {"version": torch.__version__, "cuda": torch.version.cuda, "gpus": gpus}
+
+
+def tf_memory(mode: str) -> dict[str, Any]:
+    """Hold a small TensorFlow computation on GPU 0 under one memory-growth mode."""
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        return {"error": "TensorFlow sees no GPU in the child process"}
+    if mode == "growth-code":
+        for gpu in gpus:
+            tf.config.experimental.set_memory_growth(gpu, True)
+    with tf.device("/GPU:0"):
+        x = tf.random.uniform((512, 512))
+        float(tf.reduce_sum(tf.matmul(x, x)).numpy())
+    step("small")
+    return {"mode": mode, "gpus": len(gpus)}
+
+
+def torch_memory(mode: str, alloc_bytes: int) -> dict[str, Any]:
+    """Walk PyTorch's caching allocator through small work, a freed large block, and release."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return {"error": "PyTorch sees no GPU in the child process"}
+    small = torch.ones((512, 512), device="cuda:0")
+    float((small @ small).sum().item())
+    torch.cuda.synchronize()
+    step("small")
+    block = torch.empty(alloc_bytes, dtype=torch.uint8, device="cuda:0")
+    block.fill_(1)
+    torch.cuda.synchronize()
+    del block
+    step("freed")
+    torch.cuda.empty_cache()
+    torch.cuda.synchronize()
+    step("emptied")
+    backend = torch.cuda.get_allocator_backend() if hasattr(torch.cuda, "get_allocator_backend") else None
+    return {"mode": mode, "allocator_backend": backend}
+
+
+def nccl_version_text(version: Any) -> str:
+    """torch.cuda.nccl.version() is a tuple (2, 18, 1) in new releases, an int (2708) in old ones."""
+    if isinstance(version, int):
+        return f"{version // 1000}.{(version % 1000) // 100}.{version % 100}"
+    return ".".join(str(part) for part in version)
+
+
+def _allreduce_worker(rank: int, world: int, port: int, nbytes: int, iters: int, out_path: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    tensor = torch.ones(nbytes // 4, dtype=torch.float32, device=f"cuda:{rank}")
+    for _ in range(5):
+        dist.all_reduce(tensor)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        dist.barrier(device_ids=[rank])
+        start.record()
+        dist.all_reduce(tensor)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1000.0)
+    if rank == 0:
+        times.sort()
+        seconds = times[len(times) // 2]
+        algbw = nbytes / seconds / 1e9
+        with open(out_path, "w", encoding="utf-8") as handle:
+            json.dump({"seconds": seconds, "algbw_gbs": algbw, "busbw_gbs": algbw * 2 * (world - 1) / world, "world": world, "bytes": nbytes, "nccl": nccl_version_text(torch.cuda.nccl.version())}, handle)
+    dist.destroy_process_group()
+
+
+def allreduce(nbytes: int, iters: int) -> dict[str, Any]:
+    """NCCL all-reduce over every visible GPU, one process per GPU; bus bandwidth as nccl-tests."""
+    import socket
+    import tempfile
+
+    import torch
+    import torch.multiprocessing as mp
+
+    world = torch.cuda.device_count()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "allreduce.json")
+        mp.spawn(_allreduce_worker, args=(world, port, nbytes, iters, out), nprocs=world, join=True)
+        with open(out, encoding="utf-8") as handle:
+            return json.load(handle)
+
+
+def main(argv: list[str]) -> int:
+    command, args = argv[0], argv[1:]
+    try:
+        if command == "tf-info":
+            emit(tf_info(compute="--no-compute" not in args))
+        elif command == "torch-devices":
+            emit(torch_devices())
+        elif command == "tf-memory":
+            emit(tf_memory(args[0]))
+        elif command == "torch-memory":
+            emit(torch_memory(args[0], int(args[1])))
+        elif command == "allreduce":
+            emit(allreduce(int(args[0]), int(args[1])))
+        else:
+            emit({"error": f"unknown probe command {command!r}"})
+            return 2
+    except ModuleNotFoundError as err:
+        if err.name in ("torch", "tensorflow"):
+            emit({"error": f"{err.name} is not installed ({err})", "missing": err.name})
+        else:
+            emit({"error": f"import failed: {err}"})
+        return 1
+    except ImportError as err:  # installed but broken, e.g. a CUDA library it links against is missing
+        emit({"error": f"import failed: {err}"})
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

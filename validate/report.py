@@ -1,0 +1,124 @@
+"""Per-check records and their three renderings: the table for people, JSON keyed by GPU UUID,
+and (through pytest's --junitxml) JUnit XML. Rendering is pure; only `write_json` touches disk."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from validate.thresholds import FAIL, PASS, SKIP
+
+REPORT_FORMAT = "gpuenv-validate-report/1"
+
+
+@dataclass
+class Record:
+    """One line of the report. `gpu` is a GPU UUID, or None for host-wide checks."""
+
+    check: str
+    gpu: str | None
+    measured: str
+    threshold: str
+    verdict: str
+    seconds: float | None = None
+    reason: str = ""
+    value: float | None = None  # the number a baseline compares, when there is one
+    test: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _gpu_label(uuid: str | None, gpu_index: dict[str, int]) -> str:
+    if uuid is None:
+        return "host"
+    index = gpu_index.get(uuid)
+    short = uuid[:12]
+    return f"{index} {short}" if index is not None else short
+
+
+def render_table(records: list[Record], gpu_index: dict[str, int]) -> str:
+    """A plain-text table (check, GPU, measured, threshold, verdict, time) and the reasons below it."""
+    header = ("check", "GPU", "measured", "threshold", "verdict", "time")
+    rows = [
+        (
+            r.check,
+            _gpu_label(r.gpu, gpu_index),
+            r.measured,
+            r.threshold,
+            r.verdict,
+            "" if r.seconds is None else f"{r.seconds:.2f}s",
+        )
+        for r in records
+    ]
+    widths = [min(max(len(row[i]) for row in [header, *rows]), 48) for i in range(len(header))]
+
+    def line(cells: tuple[str, ...]) -> str:
+        return "  ".join(cell[:48].ljust(width) for cell, width in zip(cells, widths)).rstrip()
+
+    out = [line(header), line(tuple("-" * w for w in widths))]
+    out += [line(row) for row in rows]
+    notes = [(n, r) for n, r in enumerate(records, start=1) if r.reason and r.verdict != PASS]
+    if notes:
+        out.append("")
+        out += [f"{r.verdict}: {r.check} [{_gpu_label(r.gpu, gpu_index)}]: {r.reason}" for _, r in notes]
+    return "\n".join(out)
+
+
+def summarise(records: list[Record]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for record in records:
+        counts[record.verdict] = counts.get(record.verdict, 0) + 1
+    return counts
+
+
+def build_json(
+    records: list[Record],
+    host: dict[str, Any],
+    gpus: list[dict[str, Any]],
+    frameworks: dict[str, Any],
+    exit_status: int,
+) -> dict[str, Any]:
+    """The JSON report: a "host" section, one section per GPU UUID, and a summary."""
+    report: dict[str, Any] = {
+        "format": REPORT_FORMAT,
+        "host": {
+            "nvml": host,
+            "frameworks": frameworks,
+            "checks": [r.to_dict() for r in records if r.gpu is None],
+        },
+    }
+    for gpu in gpus:
+        report[gpu["uuid"]] = {
+            "gpu": gpu,
+            "checks": [r.to_dict() for r in records if r.gpu == gpu["uuid"]],
+        }
+    counts = summarise(records)
+    report["summary"] = {
+        "verdicts": counts,
+        "failed": counts.get(FAIL, 0),
+        "skipped": counts.get(SKIP, 0),
+        "pytest_exit_status": exit_status,
+        "ok": exit_status == 0 and counts.get(FAIL, 0) == 0,
+        "seconds": round(sum(r.seconds or 0.0 for r in records), 2),
+    }
+    return report
+
+
+def write_json(path: str | Path, data: Any) -> None:
+    """Write JSON atomically (temp file in the same folder, then os.replace)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2, sort_keys=False, default=str)
+            handle.write("\n")
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

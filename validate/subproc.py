@@ -1,0 +1,142 @@
+"""Parent side of the isolated checks: start `python -m validate.probe ...` with its own
+environment and a timeout, and read its result (and, for memory checks, measure at each step)."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from validate.probe import RESULT, STEP
+
+PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
+DEFAULT_TIMEOUT = float(os.environ.get("VALIDATE_PROBE_TIMEOUT", "180"))
+
+
+@dataclass
+class ProbeResult:
+    """What one child process said: its result dict, or `error` with the reason and stderr tail."""
+
+    data: dict[str, Any] | None
+    error: str | None
+    seconds: float
+    steps: dict[str, Any] = field(default_factory=dict)
+
+
+def probe_env(changes: dict[str, str | None]) -> dict[str, str]:
+    """This process's environment with `changes` applied (None removes a variable)."""
+    env = dict(os.environ)
+    for key, value in changes.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    return env
+
+
+def _python() -> list[str]:
+    """This interpreter, with -S when we run without site-packages (children see what we see)."""
+    return [sys.executable, "-S"] if sys.flags.no_site else [sys.executable]
+
+
+def _parse(stdout_lines: list[str]) -> dict[str, Any] | None:
+    for line in reversed(stdout_lines):
+        if line.startswith(RESULT):
+            return json.loads(line[len(RESULT):])
+    return None
+
+
+def _tail(text: str, lines: int = 6) -> str:
+    return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:])
+
+
+def run_probe(args: list[str], env: dict[str, str | None] | None = None, timeout: float = DEFAULT_TIMEOUT) -> ProbeResult:
+    """Run one probe to completion."""
+    started = time.perf_counter()
+    command = [*_python(), "-m", "validate.probe", *args]
+    try:
+        done = subprocess.run(command, env=probe_env(env or {}), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return ProbeResult(None, f"probe {' '.join(args)} did not finish within {timeout:.0f}s", time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    data = _parse(done.stdout.splitlines())
+    if data is None:
+        return ProbeResult(None, f"probe {' '.join(args)} exited {done.returncode} without a result: {_tail(done.stderr)}", seconds)
+    if "error" in data:
+        return ProbeResult(data, f"probe {' '.join(args)}: {data['error']}", seconds)
+    return ProbeResult(data, None, seconds)
+
+
+def run_stepped_probe(
+    args: list[str],
+    env: dict[str, str | None],
+    measure: Callable[[str, int], Any],
+    timeout: float = DEFAULT_TIMEOUT,
+) -> ProbeResult:
+    """Run a probe that pauses at named steps; call `measure(step, pid)` at each, then let it go on."""
+    started = time.perf_counter()
+    deadline = started + timeout
+    proc = subprocess.Popen(
+        [*_python(), "-m", "validate.probe", *args],
+        env=probe_env(env),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: queue.Queue[str | None] = queue.Queue()
+    stderr_chunks: list[str] = []
+
+    def pump_stdout() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line.rstrip("\n"))
+        lines.put(None)
+
+    def pump_stderr() -> None:
+        assert proc.stderr is not None
+        stderr_chunks.append(proc.stderr.read())
+
+    threading.Thread(target=pump_stdout, daemon=True).start()
+    threading.Thread(target=pump_stderr, daemon=True).start()
+    steps: dict[str, Any] = {}
+    seen: list[str] = []
+    try:
+        while True:
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                raise TimeoutError
+            try:
+                line = lines.get(timeout=remaining)
+            except queue.Empty:
+                raise TimeoutError from None
+            if line is None:
+                break
+            seen.append(line)
+            if line.startswith(STEP):
+                name = line[len(STEP):].strip()
+                steps[name] = measure(name, proc.pid)
+                assert proc.stdin is not None
+                proc.stdin.write("next\n")
+                proc.stdin.flush()
+        proc.wait(timeout=max(deadline - time.perf_counter(), 1))
+    except (TimeoutError, subprocess.TimeoutExpired):
+        proc.kill()
+        proc.wait()
+        return ProbeResult(None, f"probe {' '.join(args)} did not finish within {timeout:.0f}s", time.perf_counter() - started, steps)
+    seconds = time.perf_counter() - started
+    data = _parse(seen)
+    if data is None:
+        return ProbeResult(None, f"probe {' '.join(args)} exited {proc.returncode} without a result: {_tail(''.join(stderr_chunks))}", seconds, steps)
+    if "error" in data:
+        return ProbeResult(data, f"probe {' '.join(args)}: {data['error']}", seconds, steps)
+    return ProbeResult(data, None, seconds, steps)
