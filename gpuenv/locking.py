@@ -396,12 +396,22 @@ def cpu_only_problem(stack: Stack, packages: list[LockedPackage], platforms: Ite
             return f"{framework}=={build.version} is the CPU build ({platform})"
         if stack.wheel_variant and stack.wheel_variant.startswith("cu") and local is not None and local != stack.wheel_variant:
             return f"{framework}=={build.version} is not the {stack.wheel_variant} build ({platform})"
-        has_cuda_libs = any(n.startswith("nvidia-") for n in names) or any(
+        has_cuda_libs = any(is_cuda_wheel(n) for n in names) or any(
             p.manager == "conda" and (p.name.startswith("cuda-") or p.name == "cudatoolkit") for p in here
         )
         if local is None and not has_cuda_libs:
             return f"{framework}=={build.version} comes without CUDA libraries on {platform} (no nvidia-* packages)"
     return None
+
+
+#: `nvidia-*` names that carry no CUDA libraries (NVML's Python bindings, which every spec holds).
+NOT_CUDA_WHEELS = frozenset({"nvidia-ml-py", "nvidia-ml-py3"})
+
+
+def is_cuda_wheel(name: str) -> bool:
+    """NVIDIA's pip-packaged CUDA libraries (nvidia-cublas-cu12, nvidia-cudnn-cu12, ...)."""
+    name = canonicalize_name(name)
+    return name.startswith("nvidia-") and name not in NOT_CUDA_WHEELS
 
 
 def _local_label(version: str) -> str | None:

@@ -25,6 +25,7 @@ from packaging.utils import canonicalize_name
 
 from gpuenv.errors import BadInput
 from gpuenv.stack import Stack
+from validate import REQUIREMENTS as VALIDATE_REQUIREMENTS
 
 CHANNELS = ("conda-forge", "nodefaults")
 #: conda subdirs gpuenv locks for (the images are Linux; aarch64 for Grace/Jetson-class servers).
@@ -126,6 +127,10 @@ def framework_packages(stack: Stack) -> set[str]:
     return names
 
 
+#: The validation suite runs inside every environment gpuenv renders (`invoke validate`).
+SUITE_REQUIREMENTS = VALIDATE_REQUIREMENTS
+
+
 def merge_packages(stack: Stack, team: Packages | None = None) -> Packages:
     """The stack's own lines plus the team's; the team may not re-pin what the stack decides."""
     team = team or Packages()
@@ -136,7 +141,7 @@ def merge_packages(stack: Stack, team: Packages | None = None) -> Packages:
         if canonicalize_name(Requirement(line).name) in framework_packages(stack):
             raise BadInput(f"{team.where.get(line, 'team file')}: {line!r} pins the framework", fix="remove it: the stack decides the framework build (use --torch/--tensorflow)")
     conda = (f"python={stack.python}", "pip", *team.conda)
-    pip = (stack.pip_requirement, *team.pip)
+    pip = (stack.pip_requirement, *SUITE_REQUIREMENTS, *team.pip)
     repos = _unique(([stack.index_url] if stack.index_url else []) + list(team.pip_repositories))
     return Packages(conda=conda, pip=pip, pip_repositories=tuple(repos))
 

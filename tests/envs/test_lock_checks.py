@@ -26,6 +26,8 @@ CASES = [
     (TORCH_CU121, [pip("torch", "2.5.1+cu121", "linux-64"), pip("torch", "2.5.1", "linux-aarch64")], "linux-aarch64"),
     (TF_CUDA, [pip("tensorflow", "2.15.1"), pip("nvidia-cublas-cu12", "12.2.5.6")], None),
     (TF_CUDA, [pip("tensorflow", "2.15.1")], "comes without CUDA libraries"),
+    # NVML's bindings (locked for the validation suite) are not CUDA libraries
+    (TF_CUDA, [pip("tensorflow", "2.15.1"), pip("nvidia-ml-py", "13.615.71")], "comes without CUDA libraries"),
     (TF_CUDA, [pip("tensorflow-cpu", "2.15.1"), pip("tensorflow", "2.15.1")], "tensorflow-cpu is in the lock"),
     (TF_CUDA, [pip("tensorflow", "2.15.1"), LockedPackage("cuda-cudart", "12.2.140", "conda", "linux-64")], None),
     (TORCH_CPU, [pip("torch", "2.13.0+cpu")], None),

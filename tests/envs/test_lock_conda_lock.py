@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from gpuenv.errors import ToolError
-from gpuenv.locking import ensure_lock, read_conda_lock
+from gpuenv.locking import ensure_lock, is_cuda_wheel, read_conda_lock
 from lockcases import TORCH_CPU, TORCH_CU121, unreachable
 
 pytestmark = pytest.mark.network
@@ -33,7 +33,7 @@ def test_gpu_torch_stack_locks_cuda_build_with_conda_lock(conda_channel, pypi, l
     by_name = {(p.manager, p.name): p for p in packages}
     assert by_name[("conda", "python")].version.startswith("3.11.")
     assert by_name[("pip", "torch")].version == "2.5.1+cu121"
-    assert any(p.manager == "pip" and p.name.startswith("nvidia-") for p in packages)
+    assert any(p.manager == "pip" and is_cuda_wheel(p.name) for p in packages)
     lock = yaml.safe_load(result.files.read_text())
     assert lock["metadata"]["platforms"] == ["linux-64"]
     meta = json.loads((result.directory / "stack.json").read_text())
@@ -47,7 +47,7 @@ def test_cpu_torch_stack_with_conda_lock_has_no_cuda(conda_channel, pypi, locks_
     result = ensure_lock(TORCH_CPU, backend="conda-lock")
     packages = read_conda_lock(result.files)
     assert {p.name: p.version for p in packages if p.manager == "pip"}["torch"] == "2.13.0+cpu"
-    assert not any(p.name.startswith("nvidia-") for p in packages)
+    assert not any(is_cuda_wheel(p.name) for p in packages)
 
 
 def test_unreachable_channel_fails_fast_in_one_line_and_keeps_the_previous_lock(locks_dir):

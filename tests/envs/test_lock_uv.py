@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpuenv.errors import ToolError
-from gpuenv.locking import ensure_lock, read_requirements_lock
+from gpuenv.locking import ensure_lock, is_cuda_wheel, read_requirements_lock
 from lockcases import TF_CPU, TF_CUDA, TORCH_CPU
 
 pytestmark = pytest.mark.network
@@ -40,7 +40,8 @@ def test_cpu_torch_lock_from_wheelhouse_and_pypi_has_hashes_and_skips_when_uncha
     pins = {p.name: p.version for p in read_requirements_lock(first.files)}  # raises if a pin has no hash
     assert pins["torch"] == "2.13.0+cpu"
     assert pins["six"] == "1.17.0"
-    assert not any(name.startswith("nvidia-") for name in pins), "a CPU lock pulls no CUDA wheels"
+    assert not any(is_cuda_wheel(name) for name in pins), "a CPU lock pulls no CUDA wheels"
+    assert "nvidia-ml-py" in pins and "pytest" in pins, "the validation suite's needs are locked too"
     assert text.count("--hash=sha256:") >= len(pins)
     assert "download.pytorch.org" not in text, "the wheelhouse held torch: the unreachable index is not named"
     meta = json.loads((first.directory / "stack.json").read_text())
@@ -107,7 +108,7 @@ def test_unreachable_framework_index_is_a_one_line_error_naming_the_wheelhouse(p
         ensure_lock(stack, backend="uv", wheelhouse=empty)
     message = err.value.render()
     assert "\n" not in message
-    assert "could not reach https://download.pytorch.invalid/whl/cpu/torch/" in message
+    assert "could not reach https://download.pytorch.invalid/whl/cpu/" in message
     assert "pass --wheelhouse DIR" in message and "torch==2.13.0+cpu" in message
     assert not locks_dir.exists() or not any(locks_dir.iterdir())
 

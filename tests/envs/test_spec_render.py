@@ -13,6 +13,10 @@ from gpuenv.errors import BadInput
 from lockcases import FIXTURES, TF_CPU, TF_CUDA, TORCH_CPU, TORCH_CU121
 
 
+#: the validation suite's own needs, in every environment so `python -m validate` runs in every image
+SUITE = ["pytest>=7", "nvidia-ml-py>=12.535"]
+
+
 def team_basic() -> spec.Packages:
     path = FIXTURES / "team-basic" / "team.yml"
     return spec.parse_team_file(path.read_text(), str(path))
@@ -27,32 +31,32 @@ def test_torch_gpu_stack_pins_cuda_build_from_pytorch_index_as_pip_repository():
     assert data["channels"] == ["conda-forge", "nodefaults"]
     assert data["pip-repositories"] == ["https://download.pytorch.org/whl/cu121"]
     assert data["dependencies"][:2] == ["python=3.11", "pip"]
-    assert pip_section(data) == ["torch==2.5.1+cu121"]
+    assert pip_section(data) == ["torch==2.5.1+cu121", *SUITE]
     assert not any(line.startswith("-") for line in pip_section(data)), "no pip options: conda-lock cannot parse them"
 
 
 def test_cpu_stack_uses_cpu_build_and_cpu_index():
     data = yaml.safe_load(spec.render_environment(TORCH_CPU))
-    assert pip_section(data) == ["torch==2.13.0+cpu"]
+    assert pip_section(data) == ["torch==2.13.0+cpu", *SUITE]
     assert data["pip-repositories"] == ["https://download.pytorch.org/whl/cpu"]
 
 
 def test_tensorflow_gpu_is_and_cuda_from_pypi_without_extra_index():
     data = yaml.safe_load(spec.render_environment(TF_CUDA))
-    assert pip_section(data) == ["tensorflow[and-cuda]==2.15.1"]
+    assert pip_section(data) == ["tensorflow[and-cuda]==2.15.1", *SUITE]
     assert "pip-repositories" not in data
 
 
 def test_tensorflow_cpu_stack_uses_tensorflow_cpu():
     data = yaml.safe_load(spec.render_environment(TF_CPU))
-    assert pip_section(data) == ["tensorflow-cpu==2.15.1"]
+    assert pip_section(data) == ["tensorflow-cpu==2.15.1", *SUITE]
 
 
 def test_team_packages_are_merged_after_the_stack_pins():
     data = yaml.safe_load(spec.render_environment(TORCH_CU121, team_basic(), ["linux-64", "linux-aarch64"]))
     assert data["platforms"] == ["linux-64", "linux-aarch64"]
     assert data["dependencies"][:4] == ["python=3.11", "pip", "numpy >=1.26,<3", "jupyterlab=4.2"]
-    assert pip_section(data) == ["torch==2.5.1+cu121", "transformers==4.44.2", "accelerate>=0.33 ; sys_platform == 'linux'"]
+    assert pip_section(data) == ["torch==2.5.1+cu121", *SUITE, "transformers==4.44.2", "accelerate>=0.33 ; sys_platform == 'linux'"]
     assert data["pip-repositories"] == ["https://download.pytorch.org/whl/cu121", "https://pypi.example.com/simple"]
 
 
@@ -138,4 +142,4 @@ def test_tensorflow_stack_refuses_team_tensorflow_builds_but_not_other_framework
     with pytest.raises(BadInput, match="tensorflow-cpu"):
         spec.render_environment(TF_CUDA, spec.Packages(pip=("tensorflow-cpu==2.15.1",)))
     data = yaml.safe_load(spec.render_environment(TF_CUDA, spec.Packages(pip=("keras-nlp==0.12.1",))))
-    assert pip_section(data) == ["tensorflow[and-cuda]==2.15.1", "keras-nlp==0.12.1"]
+    assert pip_section(data) == ["tensorflow[and-cuda]==2.15.1", *SUITE, "keras-nlp==0.12.1"]
