@@ -43,6 +43,12 @@ class _Candidate:
     variant: TorchVariant | None = None
     tf: TensorflowRelease | None = None
 
+    @property
+    def release(self) -> CudaRelease:
+        """The CUDA release of a GPU candidate (only asked of candidates filtered to GPU builds)."""
+        assert self.cuda is not None, "a CPU candidate has no CUDA release"
+        return self.cuda
+
     def sort_key(self) -> tuple:
         return (V(self.framework_version), V(self.cuda.minor) if self.cuda else V("0"), V(self.python))
 
@@ -120,7 +126,7 @@ def _pick_patch(pin: str | None, name: str, releases: list, option: str) -> list
     pairs.sort(key=lambda rp: V(rp[1]), reverse=True)
     if pin is None:
         # Within a series only the newest patch is offered unless pinned: patches fix bugs.
-        newest = {}
+        newest: dict[str, tuple[object, str]] = {}
         for r, p in pairs:
             newest.setdefault(r.series, (r, p))
         return list(newest.values())
@@ -188,6 +194,10 @@ def _tf_candidates(matrix: Matrix, pin: str | None) -> list[_Candidate]:
     return out
 
 
+def _candidates(matrix: Matrix, framework: str, pin: str | None) -> list[_Candidate]:
+    return _torch_candidates(matrix, pin) if framework == "torch" else _tf_candidates(matrix, pin)
+
+
 def _covers(c: _Candidate, archs: list[str]) -> bool:
     if c.cuda is None:
         return True
@@ -233,7 +243,7 @@ def resolve_stack(request: Request, matrix: Matrix | None = None) -> Stack:
     name = "PyTorch" if framework == "torch" else "TensorFlow"
     pin = request.torch if framework == "torch" else request.tensorflow
 
-    cands = _torch_candidates(matrix, pin) if framework == "torch" else _tf_candidates(matrix, pin)
+    cands = _candidates(matrix, framework, pin)
     what = f"{name} {pin}" if pin else name
 
     # 1. the CUDA wish
@@ -244,10 +254,10 @@ def resolve_stack(request: Request, matrix: Matrix | None = None) -> Stack:
     else:
         gpu = [c for c in cands if c.cuda is not None]
         if cuda_wish:
-            cands = [c for c in gpu if c.cuda.minor == cuda_wish]
+            cands = [c for c in gpu if c.release.minor == cuda_wish]
             if not cands:
-                have = _fmt(c.cuda.minor for c in gpu)
-                others = _fmt(c.framework_version for c in (_torch_candidates(matrix, None) if framework == "torch" else _tf_candidates(matrix, None)) if c.cuda and c.cuda.minor == cuda_wish)
+                have = _fmt(c.release.minor for c in gpu)
+                others = _fmt(c.framework_version for c in _candidates(matrix, framework, None) if c.cuda and c.release.minor == cuda_wish)
                 alt = f" or pick a {name} release built for it ({others})" if others and pin else ""
                 raise NoCompatibleStack(f"{what} has no build for CUDA {cuda_wish} (it has CUDA {have})", fix=f"use --cuda with one of {have}{alt}")
         else:
@@ -265,17 +275,17 @@ def resolve_stack(request: Request, matrix: Matrix | None = None) -> Stack:
     if archs and cuda_wish != CPU:
         kept = [c for c in cands if _fits(matrix, c, archs)]
         if not kept:
-            widest = [c for c in (_torch_candidates(matrix, None) if framework == "torch" else _tf_candidates(matrix, None)) if c.cuda and _fits(matrix, c, archs)]
+            widest = [c for c in _candidates(matrix, framework, None) if c.cuda and _fits(matrix, c, archs)]
             fix = "use --cuda cpu, or a GPU the data knows builds for"
             if widest:
-                first = min(widest, key=lambda c: V(c.cuda.minor))
-                fix = f"use --cuda {first.cuda.minor} or newer (needs driver >= {first.cuda.min_driver}) with {name} {first.framework_version} or newer"
+                first = min(widest, key=lambda c: V(c.release.minor))
+                fix = f"use --cuda {first.release.minor} or newer (needs driver >= {first.release.min_driver}) with {name} {first.framework_version} or newer"
             raise NoCompatibleStack(f"no {what} build{' for CUDA ' + cuda_wish if cuda_wish else ''} has kernels for compute capability {', '.join(archs)}", fix=fix)
         cands = kept
 
     # 4. the driver
     if driver and cuda_wish != CPU:
-        kept = [c for c in cands if _driver_ok(driver, c.cuda)]
+        kept = [c for c in cands if _driver_ok(driver, c.release)]
         if not kept:
             message, fix = _driver_failure(matrix, framework, pin, python, archs, driver, cands, cuda_wish)
             raise NoCompatibleStack(message, fix=fix)
@@ -287,19 +297,19 @@ def resolve_stack(request: Request, matrix: Matrix | None = None) -> Stack:
 
 def _driver_failure(matrix, framework, pin, python, archs, driver, cands, cuda_wish) -> tuple[str, str]:
     """The message when the driver is too old: which CUDA it needed, and the nearest fix."""
-    needed = min(cands, key=lambda c: V(c.cuda.min_driver))
-    message = f"driver {driver} is older than {needed.cuda.min_driver} needed by CUDA {needed.cuda.minor}"
+    needed = min(cands, key=lambda c: V(c.release.min_driver))
+    message = f"driver {driver} is older than {needed.release.min_driver} needed by CUDA {needed.release.minor}"
     # What would fit this driver if the CUDA wish were dropped (other wishes kept)?
-    pool = _torch_candidates(matrix, pin) if framework == "torch" else _tf_candidates(matrix, pin)
-    fitting = [c for c in pool if c.cuda and _driver_ok(driver, c.cuda) and (not python or c.python == python) and _fits(matrix, c, archs)]
-    options = [f"upgrade the driver to >= {needed.cuda.min_driver}"]
+    pool = _candidates(matrix, framework, pin)
+    fitting = [c for c in pool if c.cuda and _driver_ok(driver, c.release) and (not python or c.python == python) and _fits(matrix, c, archs)]
+    options = [f"upgrade the driver to >= {needed.release.min_driver}"]
     if fitting and cuda_wish:
-        options.append(f"use --cuda {max((c.cuda.minor for c in fitting), key=V)}")
+        options.append(f"use --cuda {max((c.release.minor for c in fitting), key=V)}")
     elif not fitting:
         options.append("use --cuda cpu")
-    major = matrix.cuda_major(needed.cuda.major)
+    major = matrix.cuda_major(needed.release.major)
     if major and V(driver) >= V(major.minor_compat_min_driver):
-        message += f" (CUDA {needed.cuda.major}.x minor-version compatibility from {major.minor_compat_min_driver} would start it, but {major.limits.rstrip('.')}; gpuenv does not plan for that)"
+        message += f" (CUDA {needed.release.major}.x minor-version compatibility from {major.minor_compat_min_driver} would start it, but {major.limits.rstrip('.')}; gpuenv does not plan for that)"
     branch = driver.split(".")[0]
     if needed.image and re.search(rf"driver>={branch},driver<{int(branch) + 1}\b", needed.image.require_cuda):
         message += f"; on a data-center GPU, CUDA forward compatibility (the cuda-compat package) supports the {branch} branch for this image"
@@ -315,17 +325,17 @@ def _to_stack(matrix: Matrix, c: _Candidate, framework: str, request: Request, d
         reasons.append("CPU only: requested with --cuda cpu")
     else:
         how = "requested with --cuda" if cuda_wish else f"the newest CUDA with a {name} {c.framework_version} build" + (" this driver runs" if driver else "")
-        reasons.append(f"CUDA {c.cuda.minor} (image {c.cuda.latest_patch}): {how}; needs driver >= {c.cuda.min_driver}")
+        reasons.append(f"CUDA {c.release.minor} (image {c.cuda.latest_patch}): {how}; needs driver >= {c.release.min_driver}")
         if driver:
-            reasons.append(f"driver {driver} ({request.driver_source}) >= {c.cuda.min_driver}")
+            reasons.append(f"driver {driver} ({request.driver_source}) >= {c.release.min_driver}")
         else:
-            reasons.append("driver not checked: none given and none detected on this host; the server needs >= " + c.cuda.min_driver)
+            reasons.append("driver not checked: none given and none detected on this host; the server needs >= " + c.release.min_driver)
         reasons.append("base flavour of nvidia/cuda: the framework wheels carry their own CUDA libraries (cuBLAS, cuDNN, NCCL), so runtime/devel layers would only add size")
     for cc in archs:
         if c.variant is not None and c.cuda is not None:
             reasons.append(f"GPU compute capability {cc}: {c.variant.name} has kernels ({kernel_coverage(cc, c.variant)})")
         elif c.cuda is not None:
-            reasons.append(f"GPU compute capability {cc}: supported by CUDA {c.cuda.minor}")
+            reasons.append(f"GPU compute capability {cc}: supported by CUDA {c.release.minor}")
     reasons.append(f"Python {c.python}: " + ("requested with --python" if python else f"the newest Python {name} {c.framework_version} publishes wheels for"))
 
     if framework == "torch":
@@ -348,9 +358,9 @@ def _to_stack(matrix: Matrix, c: _Candidate, framework: str, request: Request, d
             reasons.append(f"cuDNN {c.tf.cudnn}: TensorFlow {c.tf.series}'s tested build configuration (installed by tensorflow[and-cuda])")
     base = _image_tag(c.image) if c.image else matrix.cpu_base_image
     return Stack(
-        cuda=c.cuda.minor if c.cuda else CPU,
+        cuda=c.release.minor if c.cuda else CPU,
         cuda_version=c.cuda.latest_patch if c.cuda else None,
-        min_driver=c.cuda.min_driver if c.cuda else None,
+        min_driver=c.release.min_driver if c.cuda else None,
         base_image=base,
         python=c.python,
         framework=framework,
