@@ -1,0 +1,346 @@
+"""The Docker engine, through the Docker SDK for Python: the only module that imports `docker`.
+
+A thin layer that turns the SDK's exceptions and streams into gpuenv errors with the fix in the
+message. It builds with the classic builder (the SDK cannot drive BuildKit), tags only after a
+build succeeded, and removes every container it starts.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any, Callable, Iterator
+
+from gpuenv.errors import BadInput, GpuenvError, ToolError
+
+Progress = Callable[[str], None]
+
+#: Shared memory for PyTorch data loader workers and NCCL: Docker's default /dev/shm is 64 MiB,
+#: which makes multi-worker DataLoaders and NCCL fail with "bus error" / "unable to allocate".
+DEFAULT_SHM_SIZE = "8g"
+#: Where `run_container` mounts the folder it is given.
+WORKDIR_IN_CONTAINER = "/workspace"
+ENGINE_FIX = "start the Docker engine (sudo systemctl start docker, or sudo scripts/install-docker.sh) or set DOCKER_HOST"
+_STEP = re.compile(r"^Step \d+/\d+ : ")
+_BUILT = re.compile(r"Successfully built ([0-9a-f]{12,64})")
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    """What `invoke images` and the tests need to know about one local image."""
+
+    id: str
+    tags: list[str]
+    size: int
+    created: str
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class BuildResult:
+    """A successful build: the image, the tags it got, and the log the engine streamed."""
+
+    image: ImageInfo
+    log: list[str]
+
+
+def client() -> Any:
+    """A Docker SDK client that has answered a ping (DOCKER_HOST and friends are honoured)."""
+    import docker
+
+    where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    try:
+        cli = docker.from_env()
+        cli.ping()
+    except Exception as err:  # DockerException, or requests' connection errors that ping lets through
+        raise ToolError(f"the Docker engine at {where} does not answer ({_short(err)})", fix=ENGINE_FIX) from None
+    return cli
+
+
+def _short(err: BaseException) -> str:
+    text = str(getattr(err, "explanation", None) or err).strip().splitlines()
+    return text[-1][:300] if text else type(err).__name__
+
+
+def _info(image: Any) -> ImageInfo:
+    attrs = image.attrs
+    return ImageInfo(
+        id=image.id,
+        tags=list(image.tags),
+        size=int(attrs.get("Size", 0)),
+        created=str(attrs.get("Created", "")),
+        labels=dict((attrs.get("Config") or {}).get("Labels") or {}),
+    )
+
+
+# ---------------------------------------------------------------- images
+
+
+def image_info(ref: str) -> ImageInfo | None:
+    """The local image `ref` (name:tag or id), or None when the engine has no such image."""
+    from docker.errors import ImageNotFound
+
+    try:
+        return _info(client().images.get(ref))
+    except ImageNotFound:
+        return None
+
+
+def find_images(labels: dict[str, str | None]) -> list[ImageInfo]:
+    """Local images carrying all `labels` (a None value matches any value of that label)."""
+    filters = [k if v is None else f"{k}={v}" for k, v in labels.items()]
+    return [_info(img) for img in client().images.list(filters={"label": filters})]
+
+
+def remove_image(ref: str) -> None:
+    """Remove a local image and its tags (used by tests and benchmarks to clean up)."""
+    from docker.errors import ImageNotFound
+
+    try:
+        client().images.remove(ref, force=True)
+    except ImageNotFound:
+        pass
+
+
+def image_history(ref: str) -> list[dict[str, Any]]:
+    """The layer history of an image (CreatedBy, Size, ...) as the engine reports it."""
+    return client().api.history(ref)
+
+
+def build_image(
+    context: IO[bytes],
+    *,
+    dockerfile: str,
+    tags: list[str],
+    buildargs: dict[str, str],
+    nocache: bool = False,
+    progress: Progress | None = None,
+) -> BuildResult:
+    """Build from a tar build context with the classic builder; tag only when it succeeded.
+
+    Failure is read from the stream (an `error` record, or no image id at the end) and raises
+    ToolError with the failing step and the engine's reason; nothing is tagged then. forcerm
+    removes the intermediate containers of failed steps. On KeyboardInterrupt the connection is
+    closed, which makes the engine cancel the build, and the interrupt propagates untagged.
+    """
+    from docker.errors import APIError
+
+    emit = progress or _print
+    cli = client()
+    log: list[str] = []
+    step = ""
+    image_id: str | None = None
+    try:
+        stream = cli.api.build(
+            fileobj=context,
+            custom_context=True,
+            dockerfile=dockerfile,
+            buildargs=buildargs,
+            nocache=nocache,
+            rm=True,
+            forcerm=True,
+            pull=False,
+            decode=True,
+        )
+        for record in stream:
+            if "error" in record or "errorDetail" in record:
+                reason = (record.get("errorDetail") or {}).get("message") or record.get("error", "")
+                raise ToolError(
+                    f"docker build failed{' at ' + step if step else ''}: {reason.strip()}",
+                    fix=_build_fix(reason, log),
+                )
+            if "aux" in record and isinstance(record["aux"], dict) and record["aux"].get("ID"):
+                image_id = record["aux"]["ID"]
+            text = record.get("stream") or record.get("status") or ""
+            if not text.strip():
+                continue
+            for line in text.rstrip("\n").splitlines():
+                log.append(line)
+                if _STEP.match(line):
+                    step = line.split(" : ", 1)[0]
+                if match := _BUILT.search(line):
+                    image_id = image_id or match.group(1)
+            emit(text if text.endswith("\n") else text + "\n")
+    except KeyboardInterrupt:
+        cli.close()  # drops the connection: the engine cancels the build
+        raise
+    except APIError as err:
+        raise ToolError(f"docker build was refused: {_short(err)}", fix=_build_fix(str(err), log)) from None
+    if not image_id:
+        raise ToolError(
+            "docker build ended without an image" + (f" (last step: {step})" if step else ""),
+            fix="see the build log above",
+        )
+    image = cli.images.get(image_id)
+    for ref in tags:
+        repo, _, tag = ref.rpartition(":") if ":" in ref.split("/")[-1] else (ref, "", "latest")
+        image.tag(repo, tag)
+    return BuildResult(image=_info(cli.images.get(image_id)), log=log)
+
+
+def _build_fix(reason: str, log: list[str]) -> str:
+    text = reason.lower()
+    if any(word in text for word in ("pull access denied", "manifest unknown", "registry", "no such host", "manifest for")):
+        return "the base image is not present locally and cannot be pulled: pull it, or pass --base-image with a local image"
+    if "certificate" in text or any("CERTIFICATE_VERIFY_FAILED" in line for line in log[-40:]):
+        return "HTTPS inside the build does not trust your proxy: pass --ca-cert /etc/ssl/certs/ca-certificates.crt"
+    return "see the build log above; nothing was tagged"
+
+
+def _print(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+# ---------------------------------------------------------------- containers
+
+
+def device_requests(gpus: str) -> list[Any]:
+    """The SDK's device requests for `--gpus all|none|0,1` (the `docker run --gpus` values)."""
+    from docker.types import DeviceRequest
+
+    value = (gpus or "").strip().lower()
+    if value in ("none", "", "0-none"):
+        return []
+    if value == "all":
+        return [DeviceRequest(count=-1, capabilities=[["gpu"]])]
+    ids = [part.strip() for part in value.split(",") if part.strip()]
+    if not ids or not all(re.fullmatch(r"\d+|GPU-[0-9a-f-]+|MIG-[0-9a-zA-Z/-]+", i, re.I) for i in ids):
+        raise BadInput(f"--gpus {gpus!r} is not all, none or a list of GPU indices/UUIDs", fix="use e.g. --gpus all, --gpus none or --gpus 0,1")
+    return [DeviceRequest(device_ids=ids, capabilities=[["gpu"]])]
+
+
+def run_container(
+    image: str,
+    command: list[str],
+    *,
+    gpus: str = "all",
+    workdir_mount: Path | None = None,
+    env: dict[str, str] | None = None,
+    stream: Progress | None = None,
+    shm_size: str = DEFAULT_SHM_SIZE,
+) -> int:
+    """Run `command` in `image`, stream its output, remove the container, return its exit code.
+
+    `workdir_mount` (default: the current folder) is mounted read-write at /workspace, the
+    working directory. GPUs are requested the way `docker run --gpus` does. The image must be
+    present: this never pulls.
+    """
+    from docker.errors import APIError, ImageNotFound
+    from docker.types import Ulimit
+
+    emit = stream or _print
+    cli = client()
+    mount = Path(workdir_mount if workdir_mount is not None else Path.cwd()).resolve()
+    try:
+        cli.images.get(image)
+    except ImageNotFound:
+        raise GpuenvError(f"image {image} is not present on this engine", fix="build it with invoke build") from None
+    requests = device_requests(gpus)
+    # NVIDIA's recommendation for NCCL/RDMA: unlimited locked memory, 64 MiB stack. Only with
+    # GPUs: unprivileged or nested engines refuse to raise RLIMIT_MEMLOCK, and CPU runs need none.
+    ulimits = [Ulimit(name="memlock", soft=-1, hard=-1), Ulimit(name="stack", soft=67108864, hard=67108864)] if requests else []
+    environment = dict(env or {})
+    if not requests:
+        # nvidia/cuda images set NVIDIA_VISIBLE_DEVICES=all; on an engine whose default runtime is
+        # nvidia that alone would hand out every GPU. `--gpus none` means none.
+        environment.setdefault("NVIDIA_VISIBLE_DEVICES", "void")
+    # Files written to the mounted folder should belong to the caller: run as the caller's uid
+    # when it is not root (like `docker run -u $(id -u):$(id -g)`); a root caller keeps the
+    # image's non-root user. That uid has no home in the image, hence HOME=/tmp.
+    user = None
+    if os.getuid() != 0:
+        user = f"{os.getuid()}:{os.getgid()}"
+        environment.setdefault("HOME", "/tmp")
+    kwargs: dict[str, Any] = dict(
+        image=image,
+        command=command or None,
+        user=user,
+        environment=environment,
+        device_requests=requests,
+        shm_size=shm_size,
+        ulimits=ulimits,
+        volumes={str(mount): {"bind": WORKDIR_IN_CONTAINER, "mode": "rw"}},
+        working_dir=WORKDIR_IN_CONTAINER,
+        init=True,  # a real PID 1 reaps data-loader workers and forwards signals
+        detach=True,
+    )
+    container = None
+    try:
+        container = cli.containers.create(**kwargs)
+        container.start()
+        for chunk in container.logs(stream=True, follow=True):
+            emit(chunk.decode("utf-8", errors="replace"))
+        return int(container.wait().get("StatusCode", 1))
+    except KeyboardInterrupt:
+        if container is not None:
+            _quietly(container.kill)
+        raise
+    except APIError as err:
+        raise ToolError(f"could not run {image}: {_short(err)}", fix=_run_fix(str(err), gpus)) from None
+    finally:
+        if container is not None:
+            _quietly(lambda: container.remove(force=True))
+
+
+def _run_fix(reason: str, gpus: str) -> str:
+    if "could not select device driver" in reason or "nvidia" in reason.lower():
+        return "this engine cannot give GPUs to containers: install the NVIDIA Container Toolkit and restart dockerd, or pass --gpus none"
+    return f"check the command and the image (gpus={gpus})"
+
+
+def _quietly(action: Callable[[], Any]) -> None:
+    from docker.errors import DockerException
+
+    try:
+        action()
+    except DockerException:
+        pass
+
+
+def containers_created_since(since: float) -> list[str]:
+    """Ids of all containers (running or not) created at or after `since` (epoch seconds).
+
+    A classic build's RUN steps run in containers; tests use this to check that failed and
+    interrupted builds, and `run_container`, leave none behind.
+    """
+    return [c["Id"] for c in client().api.containers(all=True) if c.get("Created", 0) >= int(since)]
+
+
+def remove_untagged_since(since: float) -> list[str]:
+    """Remove untagged top-level images created at or after `since` (what a failed build left).
+
+    The classic builder keeps the layers of the steps that succeeded before a failure as build
+    cache; tests remove them to leave the engine as they found it. Returns the removed ids.
+    """
+    from docker.errors import APIError
+
+    removed = []
+    for image in client().images.list(filters={"dangling": True}):
+        created = datetime.fromisoformat(image.attrs["Created"][:19]).replace(tzinfo=timezone.utc).timestamp()
+        if created >= int(since):
+            try:
+                client().images.remove(image.id)
+                removed.append(image.id)
+            except APIError:
+                pass  # still used by a container or another image: not ours to force
+    return removed
+
+
+def save_image(ref: str) -> Iterator[bytes]:
+    """The image as `docker save` writes it (every layer, the config and the history), in chunks."""
+    return client().images.get(ref).save(named=False)
+
+
+def daemon_info() -> dict[str, Any]:
+    """The engine's `docker info` record (version, runtimes, CDI spec folders, ...)."""
+    return client().info()
+
+
+def engine_runtimes() -> list[str]:
+    """The container runtimes the engine knows (e.g. runc, nvidia)."""
+    return sorted((daemon_info().get("Runtimes") or {}).keys())

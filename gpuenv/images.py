@@ -1,0 +1,337 @@
+"""What an image of a stack is called, what it carries and what its build is made of.
+
+Render, then act: everything here is decided from the stack and the lock directory alone, so it
+is tested on its output. The Docker engine is touched only by `gpuenv.engine`; the two helpers at
+the end (`image_for_stack`, `built_images`) ask it through that module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tarfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Callable, Iterable
+
+from gpuenv import PROJECT_ROOT, __version__
+from gpuenv.errors import DataError, GpuenvError
+from gpuenv.stack import Stack
+
+if TYPE_CHECKING:  # the engine module imports the Docker SDK: only at run time, lazily
+    from gpuenv.engine import BuildResult, ImageInfo
+
+#: Every gpuenv image lives under this repository prefix: gpuenv/<stack_id>:<lock-hash-12>.
+REPOSITORY_PREFIX = "gpuenv"
+#: The moving tag that always names the newest build of a stack.
+MOVING_TAG = "latest"
+#: Characters of the lock hash used in the tag (the full hash is in a label).
+TAG_HASH_LENGTH = 12
+LABEL_PREFIX = "io.gpuenv."
+STACK_LABEL = LABEL_PREFIX + "stack"
+LOCK_HASH_LABEL = LABEL_PREFIX + "lock_hash"
+SOURCE_URL = "https://github.com/gpuenv/gpuenv"
+
+DOCKER_DIR = PROJECT_ROOT / "docker"
+VALIDATE_DIR = PROJECT_ROOT / "validate"
+#: Path of the Dockerfile inside the build context.
+DOCKERFILE_IN_CONTEXT = "docker/Dockerfile"
+#: Lock files, by backend, in the order `invoke build` looks for them.
+LOCK_FILES = {"conda-lock": "conda-lock.yml", "uv": "requirements.lock.txt"}
+#: Files and folders never sent to the engine (bytecode, editor litter).
+_SKIP_NAMES = {"__pycache__", ".pytest_cache", ".mypy_cache", ".DS_Store"}
+
+
+# ---------------------------------------------------------------- names and labels
+
+
+def image_repository(stack: Stack) -> str:
+    """``gpuenv/torch2.13.0-cpu-py3.11``: one repository per stack (Docker wants lower case)."""
+    return f"{REPOSITORY_PREFIX}/{stack.stack_id}".lower()
+
+
+def image_tags(stack: Stack, lock_hash: str, extra: Iterable[str] = ()) -> list[str]:
+    """The tags a successful build gets: the stack with its lock hash, the moving tag, extras."""
+    repo = image_repository(stack)
+    tags = [f"{repo}:{lock_hash[:TAG_HASH_LENGTH]}", f"{repo}:{MOVING_TAG}"]
+    return tags + [t for t in extra if t and t not in tags]
+
+
+def require_cuda(stack: Stack) -> str:
+    """NVIDIA_REQUIRE_CUDA for the stack: the runtime refuses drivers that cannot run it.
+
+    The matrix's own constraint (copied from the nvidia/cuda image) wins; otherwise CUDA and the
+    minimum driver are ANDed (comma) in the NVIDIA container runtime's constraint syntax. Empty
+    for CPU stacks: there is nothing to require.
+    """
+    if stack.is_cpu:
+        return ""
+    if stack.require_cuda:
+        return stack.require_cuda
+    parts = [f"cuda>={stack.cuda}"]
+    if stack.min_driver:
+        parts.append(f"driver>={stack.min_driver}")
+    return ",".join(parts)
+
+
+def stack_json(stack: Stack) -> str:
+    """The stack record as compact, stable JSON (label value and /opt/gpuenv/stack.json)."""
+    return json.dumps(stack.to_dict(), sort_keys=True, separators=(",", ":"))
+
+
+def image_labels(stack: Stack, lock_hash: str, backend: str) -> dict[str, str]:
+    """The io.gpuenv.* labels a built image of `stack` carries (CONTRACTS.md, "Image labels")."""
+    return {
+        STACK_LABEL: stack.stack_id,
+        LABEL_PREFIX + "cuda": stack.cuda,
+        LABEL_PREFIX + "cuda_version": stack.cuda_version or "",
+        LABEL_PREFIX + "framework": stack.framework,
+        LABEL_PREFIX + "framework_version": stack.framework_version,
+        LABEL_PREFIX + "python": stack.python,
+        LABEL_PREFIX + "min_driver": stack.min_driver or "",
+        LOCK_HASH_LABEL: lock_hash,
+        LABEL_PREFIX + "lock_backend": backend,
+        LABEL_PREFIX + "stack_json": stack_json(stack),
+    }
+
+
+def stack_from_labels(labels: dict[str, str]) -> Stack | None:
+    """The stack an image was built for, read back from its labels (None for foreign images)."""
+    raw = labels.get(LABEL_PREFIX + "stack_json")
+    if not raw:
+        return None
+    try:
+        return Stack.from_dict(json.loads(raw))
+    except (ValueError, TypeError):
+        return None
+
+
+# ---------------------------------------------------------------- the lock
+
+
+@dataclass(frozen=True)
+class LockFile:
+    """The one file of a lock directory that the image installs, and its identity."""
+
+    path: Path
+    backend: str
+    sha256: str
+
+
+def read_lock(lock_dir: Path) -> LockFile:
+    """Find the lock file in `lock_dir` and hash its bytes: the hash names the image."""
+    for backend, name in LOCK_FILES.items():
+        path = Path(lock_dir) / name
+        if path.is_file():
+            return LockFile(path, backend, hashlib.sha256(path.read_bytes()).hexdigest())
+    raise DataError(
+        f"no {' or '.join(LOCK_FILES.values())} in lock directory {lock_dir}",
+        fix="run invoke lock for this stack (or invoke build, which locks when the lock is missing)",
+    )
+
+
+# ---------------------------------------------------------------- the build
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    """Everything one `docker build` needs, decided before the engine is asked anything."""
+
+    stack: Stack
+    lock: LockFile
+    lock_dir: Path
+    base_image: str
+    tags: list[str]
+    buildargs: dict[str, str]
+    labels: dict[str, str]
+    ca_cert: Path | None = None
+    wheelhouse: Path | None = None
+    validate_dir: Path = VALIDATE_DIR
+    docker_dir: Path = DOCKER_DIR
+    dockerfile: str = DOCKERFILE_IN_CONTEXT
+    nocache: bool = False
+
+
+def build_args(
+    stack: Stack, lock: LockFile, *, base_image: str | None = None, build_date: str | None = None
+) -> dict[str, str]:
+    """The Dockerfile's build arguments for `stack` (names match the ARGs in docker/Dockerfile)."""
+    return {
+        "BASE_IMAGE": base_image or stack.base_image,
+        "PYTHON_VERSION": stack.python,
+        "REQUIRE_CUDA": require_cuda(stack),
+        "STACK_ID": stack.stack_id,
+        "CUDA": stack.cuda,
+        "CUDA_VERSION": stack.cuda_version or "",
+        "FRAMEWORK": stack.framework,
+        "FRAMEWORK_VERSION": stack.framework_version,
+        "MIN_DRIVER": stack.min_driver or "",
+        "LOCK_HASH": lock.sha256,
+        "LOCK_BACKEND": lock.backend,
+        "STACK_JSON": stack_json(stack),
+        "GPUENV_VERSION": __version__,
+        "BUILD_DATE": build_date or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "SOURCE_URL": SOURCE_URL,
+    }
+
+
+def plan_build(
+    stack: Stack,
+    lock_dir: Path,
+    *,
+    base_image: str | None = None,
+    tag: str | None = None,
+    ca_cert: Path | None = None,
+    wheelhouse: Path | None = None,
+    nocache: bool = False,
+    validate_dir: Path = VALIDATE_DIR,
+    build_date: str | None = None,
+) -> BuildPlan:
+    """Check the user's paths and decide tags, build arguments and labels for one build."""
+    lock = read_lock(lock_dir)
+    if ca_cert is not None:
+        ca_cert = Path(ca_cert)
+        if not ca_cert.is_file():
+            raise GpuenvError(f"--ca-cert {ca_cert}: no such file", fix="give the path of a PEM CA bundle")
+    if wheelhouse is not None:
+        wheelhouse = Path(wheelhouse)
+        if not wheelhouse.is_dir():
+            raise GpuenvError(f"--wheelhouse {wheelhouse}: no such folder", fix="give a folder of .whl files")
+    if not Path(validate_dir).is_dir():
+        raise DataError(f"validation suite folder {validate_dir} is missing", fix="restore validate/ from the repository")
+    if tag is not None and (not tag or any(c.isspace() for c in tag) or tag != tag.lower()):
+        raise GpuenvError(f"--tag {tag!r} is not a valid image name", fix="use lower case, e.g. myteam/torch:1")
+    return BuildPlan(
+        stack=stack,
+        lock=lock,
+        lock_dir=Path(lock_dir),
+        base_image=base_image or stack.base_image,
+        tags=image_tags(stack, lock.sha256, [tag] if tag else []),
+        buildargs=build_args(stack, lock, base_image=base_image, build_date=build_date),
+        labels=image_labels(stack, lock.sha256, lock.backend),
+        ca_cert=ca_cert,
+        wheelhouse=wheelhouse,
+        validate_dir=Path(validate_dir),
+        nocache=nocache,
+    )
+
+
+def context_entries(plan: BuildPlan) -> list[tuple[str, Path | bytes]]:
+    """The build context as (path in context, source file or bytes), in a stable order.
+
+    The CA bundle and the wheelhouse are always present (empty when not asked for) so the
+    Dockerfile's COPY lines stay the same and the install layer's cache depends on content only.
+    """
+    entries: list[tuple[str, Path | bytes]] = [
+        ("docker/Dockerfile", plan.docker_dir / "Dockerfile"),
+        ("docker/install-env.sh", plan.docker_dir / "install-env.sh"),
+        ("ca/ca-bundle.crt", plan.ca_cert if plan.ca_cert else b""),
+        ("wheels/.keep", b""),
+    ]
+    if plan.wheelhouse:
+        entries += [(f"wheels/{w.name}", w) for w in sorted(plan.wheelhouse.glob("*.whl"))]
+    # Only the lock file: the install layer's cache then depends on exactly the bytes whose hash
+    # names the image (stack.json of the lock directory holds paths and tool versions).
+    entries.append((f"lock/{plan.lock.path.name}", plan.lock.path))
+    entries.append(("stack.json", (stack_json(plan.stack) + "\n").encode()))
+    entries += [(f"validate/{p.relative_to(plan.validate_dir)}", p) for p in _files_under(plan.validate_dir)]
+    return entries
+
+
+def _files_under(root: Path) -> list[Path]:
+    return sorted(
+        p for p in root.rglob("*") if p.is_file() and not (set(p.relative_to(root).parts) & _SKIP_NAMES)
+    )
+
+
+def write_context(plan: BuildPlan, out: IO[bytes]) -> None:
+    """Write the build context as a tar stream to `out`.
+
+    Owners and times are normalised so the classic builder's COPY cache depends on file content
+    and mode only: rebuilding after a `touch` (or a fresh checkout) reuses the install layer.
+    """
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for name, source in context_entries(plan):
+            if isinstance(source, bytes):
+                info = tarfile.TarInfo(name)
+                info.size = len(source)
+                info.mode = 0o644
+                tar.addfile(_normalised(info), io.BytesIO(source))
+            else:
+                info = tar.gettarinfo(str(source), arcname=name)
+                with open(source, "rb") as fh:
+                    tar.addfile(_normalised(info), fh)
+
+
+def _normalised(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    info.mtime = 0
+    info.mode = 0o755 if info.mode & 0o111 else 0o644
+    return info
+
+
+# ---------------------------------------------------------------- images present on the engine
+
+
+def build_hint(stack: Stack) -> str:
+    """The command that builds `stack`, for error messages."""
+    args = f"--cuda {stack.cuda} --framework {stack.framework}"
+    args += f" --{'torch' if stack.framework == 'torch' else 'tensorflow'} {stack.framework_version}"
+    return f"run invoke build {args} --python {stack.python}"
+
+
+def image_for_stack(stack: Stack) -> str:
+    """The id of the newest gpuenv image built for `stack` (found by label, not by tag name).
+
+    Raises GpuenvError with the build command when there is none: `invoke run` and the
+    validation task never pull.
+    """
+    from gpuenv import engine
+
+    found = engine.find_images({STACK_LABEL: stack.stack_id})
+    if not found:
+        raise GpuenvError(f"no gpuenv image for stack {stack.stack_id}", fix=build_hint(stack))
+    return max(found, key=lambda img: img.created).id
+
+
+def built_images() -> list[ImageInfo]:
+    """All gpuenv images on the engine, newest first."""
+    from gpuenv import engine
+
+    return sorted(engine.find_images({STACK_LABEL: None}), key=lambda img: img.created, reverse=True)
+
+
+def build_stack_image(plan: BuildPlan, progress: Callable[[str], None] | None = None) -> BuildResult:
+    """Assemble the context of `plan` in a temporary file and build it through the engine.
+
+    The engine tags the image only when the build succeeded; a failed or interrupted build
+    leaves every tag of the stack where it was.
+    """
+    import tempfile
+
+    from gpuenv import engine
+
+    with tempfile.TemporaryFile(prefix="gpuenv-context-") as context:
+        write_context(plan, context)
+        context.seek(0)
+        return engine.build_image(
+            context,
+            dockerfile=plan.dockerfile,
+            tags=plan.tags,
+            buildargs=plan.buildargs,
+            nocache=plan.nocache,
+            progress=progress,
+        )
+
+
+def format_size(size: int) -> str:
+    """Bytes as the engine's CLI shows them (decimal units), e.g. ``1.93 GB``."""
+    value = float(size)
+    for unit in ("B", "kB", "MB", "GB"):
+        if value < 1000 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.2f} {unit}"
+        value /= 1000
+    return f"{value:.2f} GB"

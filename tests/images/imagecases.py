@@ -1,0 +1,53 @@
+"""Shared helpers of the image tests: where things are, and running the tasks as a user would."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+BASE_IMAGE = os.environ.get("GPUENV_TEST_BASE_IMAGE", "gpuenv-test-base:bookworm")
+WHEELHOUSE = Path(os.environ.get("GPUENV_TEST_WHEELHOUSE", "/opt/wheels"))
+HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+#: Written into the test CA bundle (outside any PEM block, so TLS ignores it); the final image
+#: must not contain it anywhere. Fixed, so a second local run reuses the build cache.
+CA_MARKER = "gpuenv-test-ca-marker-3f9c1e"
+#: The CPU stack of the integration image, as the options of every task that names it.
+CPU_STACK_ARGS = ("--cuda", "cpu", "--framework", "torch", "--torch", "2.13.0", "--python", "3.11")
+
+
+def _tasks_wired() -> bool:
+    tasks = ROOT / "tasks.py"
+    return tasks.is_file() and re.search(r"\bimages\b", tasks.read_text()) is not None
+
+
+def run_task(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
+    """Run a task of gpuenv/cli/images.py as a user would: `invoke ARGS` in a subprocess.
+
+    Through tasks.py once the lead has wired the module in; until then through an Invoke
+    Program over the module itself (same parser, same `--` remainder, same exit codes).
+    """
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    return subprocess.run(task_argv(*args), cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+
+
+#: `invoke` over gpuenv/cli/images.py alone (used by run_task and the interrupt test).
+PROGRAM = (
+    "import sys; from invoke import Collection, Program; import gpuenv.cli.images as m; "
+    "Program(namespace=Collection.from_module(m), binary='invoke').run(['invoke', *sys.argv[1:]])"
+)
+
+
+def task_argv(*args: str) -> list[str]:
+    """The argv `run_task` would use, for tests that need a Popen (to send Ctrl-C)."""
+    if _tasks_wired():
+        return [sys.executable, "-m", "invoke", "--search-root", str(ROOT), *args]
+    return [sys.executable, "-c", PROGRAM, *args]
+
+
+def build_args(base_image: str, ca_bundle: Path) -> list[str]:
+    return ["build", *CPU_STACK_ARGS, "--base-image", base_image, "--ca-cert", str(ca_bundle), "--wheelhouse", str(WHEELHOUSE)]

