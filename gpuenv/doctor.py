@@ -50,11 +50,10 @@ def probe_docker() -> dict[str, Any]:
 
 
 def probe_recommendation(framework: str) -> dict[str, Any]:
-    from gpuenv.host import request_for_host
-    from gpuenv.resolve import resolve_stack
+    from gpuenv.host import resolve_for_host
 
     try:
-        stack = resolve_stack(request_for_host(framework=framework))
+        stack = resolve_for_host(framework=framework)
     except GpuenvError as err:
         return {"available": False, "why": err.render()}
     return {"available": True, **stack.to_dict()}

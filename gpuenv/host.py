@@ -5,7 +5,8 @@ The resolver stays pure; this is the one place that decides which host facts go 
 
 from __future__ import annotations
 
-from gpuenv.resolve import Request, split_arch_list
+from gpuenv.resolve import Request, resolve_stack, split_arch_list
+from gpuenv.stack import Stack
 
 
 def read_host():
@@ -47,3 +48,8 @@ def request_for_host(
         gpu_archs=archs,
         driver_source=source,
     )
+
+
+def resolve_for_host(**options: str | None) -> Stack:
+    """The stack for these command-line options on this host: what every task that takes them uses."""
+    return resolve_stack(request_for_host(**options))  # type: ignore[arg-type]

@@ -39,10 +39,8 @@ def matrix(c, json_=False):
 @user_errors
 def resolve(c, driver=None, cuda=None, framework=None, torch=None, tensorflow=None, python=None, gpu_arch=None, json_=False):
     """Choose the stack (CUDA, base image, framework build, Python) for this host and your wishes."""
-    from gpuenv.host import request_for_host
-    from gpuenv.resolve import resolve_stack
+    from gpuenv.host import resolve_for_host
     from gpuenv.stack_view import format_stack
 
-    request = request_for_host(driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch)
-    stack = resolve_stack(request)
+    stack = resolve_for_host(driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch)
     print(json.dumps(stack.to_dict(), indent=2) if json_ else format_stack(stack))

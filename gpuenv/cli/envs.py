@@ -21,14 +21,6 @@ _LOCK_HELP = {
 }
 
 
-def _stack(driver, cuda, framework, torch, tensorflow, python, gpu_arch):
-    """Resolve the stack the same way `invoke resolve` does; no GPU is needed to lock a GPU stack."""
-    from gpuenv.host import request_for_host
-    from gpuenv.resolve import resolve_stack
-
-    request = request_for_host(driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch)
-    return resolve_stack(request)
-
 
 @task(help=_LOCK_HELP, iterable=["platform"])
 @user_errors
@@ -38,8 +30,9 @@ def lock(
 ):
     """Pin every package of the stack's environment into envs/locks/<stack>/ (skipped when nothing changed)."""
     from gpuenv.locking import ensure_lock
+    from gpuenv.host import resolve_for_host
 
-    stack = _stack(driver, cuda, framework, torch, tensorflow, python, gpu_arch)
+    stack = resolve_for_host(driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch)
     print(f"stack: {stack.stack_id}")
     result = ensure_lock(
         stack,
@@ -66,8 +59,9 @@ def lock(
 def export(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None, output="environment.yml", team_file=None):
     """Write an environment.yml for conda/mamba: pinned from the stack's lock when there is one."""
     from gpuenv.export import export_environment
+    from gpuenv.host import resolve_for_host
 
-    stack = _stack(driver, cuda, framework, torch, tensorflow, python, gpu_arch)
+    stack = resolve_for_host(driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch)
     result = export_environment(stack, Path(output), team_file=Path(team_file) if team_file else None)
     how = f"pinned from {result.lock}" if result.lock else "not pinned (no lock yet: run `invoke lock` first)"
     print(f"wrote {result.path} for {stack.stack_id}, {how}")

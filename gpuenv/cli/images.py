@@ -23,14 +23,6 @@ _BUILD_HELP = {
 }
 
 
-def _stack(driver, cuda, framework, torch, tensorflow, python, gpu_arch):
-    """Resolve the stack exactly as `invoke lock` and `invoke resolve` do."""
-    from gpuenv.host import request_for_host
-    from gpuenv.resolve import resolve_stack
-
-    request = request_for_host(driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch)
-    return resolve_stack(request)
-
 
 def _remainder_argv(remainder: str) -> list[str]:
     """The words after `--`, exactly as the shell passed them.
@@ -59,8 +51,9 @@ def build(
     """Build the stack's image from its lock (locking first when there is none) and tag it."""
     from gpuenv import images
     from gpuenv.locking import ensure_lock, lock_directory
+    from gpuenv.host import resolve_for_host
 
-    stack = _stack(driver, cuda, framework, torch, tensorflow, python, gpu_arch)
+    stack = resolve_for_host(driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch)
     print(f"stack: {stack.stack_id}")
     lock_dir = lock_directory(stack)
     if not any((lock_dir / name).is_file() for name in images.LOCK_FILES.values()):
@@ -113,7 +106,9 @@ def run(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, 
     from gpuenv import engine, images
 
     command = _remainder_argv(c.remainder or "")
-    stack = _stack(driver, cuda, framework, torch, tensorflow, python, gpu_arch)
+    from gpuenv.host import resolve_for_host
+
+    stack = resolve_for_host(driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch)
     image = images.image_for_stack(stack)
     options = {"shm_size": shm_size} if shm_size else {}
     code = engine.run_container(image, command, gpus=gpus, workdir_mount=Path.cwd(), **options)

@@ -95,13 +95,12 @@ def validate(
         code = run_local(suite_arguments(expect_gpus, json, junit, quick, save_baseline, baseline))
     else:
         from gpuenv import engine, images
-        from gpuenv.host import request_for_host
-        from gpuenv.resolve import resolve_stack
+        from gpuenv.host import resolve_for_host
 
         workdir = Path.cwd()
         args = suite_arguments(expect_gpus, json, junit, quick, save_baseline, baseline,
                                path_for=lambda p: container_path(p, workdir))
-        stack = resolve_stack(request_for_host(cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python))
+        stack = resolve_for_host(cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python)
         image = images.image_for_stack(stack)
         gpus = gpus or ("none" if stack.is_cpu else "all")
         print(f"validating in {stack.stack_id} ({image[:19]}), GPUs: {gpus}", flush=True)
