@@ -81,6 +81,23 @@ def test_validation_suite_runs_in_the_image(cpu_image, tmp_path):
     assert proc.returncode == 0 and "suite deps ok" in proc.stdout, proc.stdout[-2000:]
 
 
+def test_invoke_validate_in_the_image_reports_and_exits_by_verdict(cpu_image, cpu_stack, tmp_path):
+    """The main job's second half: `invoke validate --cuda cpu` inside the built image."""
+    tmp_path.chmod(0o777)  # the container's user writes the reports into the mounted folder
+    proc = run_task("validate", *CPU_STACK_ARGS, "--quick", "--json", "report.json", "--junit", "report.xml", cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert f"validating in {cpu_stack.stack_id}" in proc.stdout
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert "host" in report
+    checks = json.dumps(report)
+    assert f"torch build vs {cpu_stack.stack_id}" in checks, "inside the image the suite compares builds with the image's claims"
+    assert "<testsuite" in (tmp_path / "report.xml").read_text()
+    # no GPU here: asking for one makes the same run fail, saying what it saw
+    proc = run_task("validate", *CPU_STACK_ARGS, "--quick", "--expect-gpus", "1", cwd=tmp_path, timeout=600)
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    assert "saw 0" in proc.stdout + proc.stderr
+
+
 def test_run_returns_the_exit_code_and_removes_the_container(cpu_image, tmp_path):
     from gpuenv import engine
 
