@@ -17,17 +17,9 @@ from gpuenv import images
 from gpuenv.errors import BadInput, DataError, GpuenvError
 from gpuenv.stack import Stack
 from imagecases import ROOT
+from stackcases import TORCH_CPU, TORCH_CU121
 
-CPU = Stack(
-    cuda="cpu", cuda_version=None, min_driver=None, base_image="ubuntu:22.04", python="3.11", framework="torch",
-    framework_version="2.13.0", wheel_variant="cpu", index_url="https://download.pytorch.org/whl/cpu",
-    pip_requirement="torch==2.13.0+cpu",
-)
-GPU = Stack(
-    cuda="12.1", cuda_version="12.1.1", min_driver="530.30.02", base_image="nvidia/cuda:12.1.1-base-ubuntu22.04",
-    python="3.11", framework="torch", framework_version="2.5.1", wheel_variant="cu121",
-    index_url="https://download.pytorch.org/whl/cu121", pip_requirement="torch==2.5.1+cu121",
-)
+CPU, GPU = TORCH_CPU, TORCH_CU121
 DOCKERFILE = ROOT / "docker" / "Dockerfile"
 
 
