@@ -31,12 +31,11 @@ from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from gpuenv import lockers, spec
+from gpuenv import PROJECT_ROOT, lockers, spec
 from gpuenv.errors import BadInput, DataError, ToolError
 from gpuenv.stack import Stack
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-ENVS_DIR = REPO_ROOT / "envs"
+ENVS_DIR = PROJECT_ROOT / "envs"
 DEFAULT_TEAM_FILE = ENVS_DIR / "team.yml"
 MAPPING_FILE = ENVS_DIR / "pypi-to-conda.yaml"
 LOCKS_ENV_VAR = "GPUENV_LOCKS_DIR"
@@ -248,8 +247,9 @@ def wheelhouse_has_framework(wheelhouse: Path | None, stack: Stack, platforms: I
         if wheel_name != name or not req.specifier.contains(version, prereleases=True):
             continue
         for tag in tags:
-            if tag.interpreter in (py, "py3") and _arch_of(tag) is not None:
-                found.add(_arch_of(tag))  # type: ignore[arg-type]
+            arch = _arch_of(tag)
+            if tag.interpreter in (py, "py3") and arch is not None:
+                found.add(arch)
     return all(spec.PLATFORM_ARCH[p] in found for p in platforms)
 
 
