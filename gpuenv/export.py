@@ -11,7 +11,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuenv import lockers, locking, spec
+from gpuenv import locking, spec
 from gpuenv.errors import BadInput
 from gpuenv.stack import Stack
 
@@ -54,10 +54,7 @@ def export_environment(stack: Stack, output: Path, *, team_file: Path | None = N
         pinned, packages, lock_path = found
         text = spec.render_export(stack, packages, pinned)
     else:
-        team_path = team_file if team_file is not None else locking.DEFAULT_TEAM_FILE
-        if team_file is not None and not team_path.is_file():
-            raise BadInput(f"--team-file {team_file}: no such file", fix="give the path of a team file like envs/team.yml")
-        team = spec.parse_team_file(team_path.read_text(encoding="utf-8"), str(team_path), lockers.conda_spec_problem) if team_path.is_file() else None
+        _, team = locking.read_team_file(team_file)
         text = spec.render_export(stack, spec.merge_packages(stack, team), None)
         lock_path = None
     write_atomic(output, text)

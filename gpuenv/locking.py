@@ -178,10 +178,7 @@ def plan_lock(
         source = str(env_file)
         origin: Path | None = env_file
     else:
-        team_path = team_file if team_file is not None else DEFAULT_TEAM_FILE
-        if team_file is not None and not team_path.is_file():
-            raise BadInput(f"--team-file {team_file}: no such file", fix="give the path of a team file like envs/team.yml")
-        team: spec.Packages | None = spec.parse_team_file(_read(team_path, "--team-file"), str(team_path), lockers.conda_spec_problem) if team_path.is_file() else None
+        team_path, team = read_team_file(team_file)
         chosen = spec.check_platforms(platforms or ())
         spec_text = spec.render_environment(stack, team, chosen)
         packages = spec.merge_packages(stack, team)
@@ -221,6 +218,16 @@ def plan_lock(
         channels=tuple(c for c in channels if c != "nodefaults"),
         origin=origin,
     )
+
+
+def read_team_file(team_file: Path | None) -> tuple[Path, spec.Packages | None]:
+    """The team file given (which must exist), else envs/team.yml if present; parsed and checked."""
+    team_path = team_file if team_file is not None else DEFAULT_TEAM_FILE
+    if team_file is not None and not team_path.is_file():
+        raise BadInput(f"--team-file {team_file}: no such file", fix="give the path of a team file like envs/team.yml")
+    if not team_path.is_file():
+        return team_path, None
+    return team_path, spec.parse_team_file(_read(team_path, "--team-file"), str(team_path), lockers.conda_spec_problem)
 
 
 def _parse_like_conda_lock(spec_text: str, platforms: tuple[str, ...], source: Path | None) -> None:
