@@ -16,8 +16,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Callable, Iterable
 
-from gpuenv import PROJECT_ROOT, __version__
-from gpuenv.errors import DataError, GpuenvError
+from gpuenv import PROJECT_ROOT, __version__, lockers
+from gpuenv.errors import BadInput, DataError, GpuenvError
 from gpuenv.stack import Stack
 
 if TYPE_CHECKING:  # the engine module imports the Docker SDK: only at run time, lazily
@@ -39,7 +39,7 @@ VALIDATE_DIR = PROJECT_ROOT / "validate"
 #: Path of the Dockerfile inside the build context.
 DOCKERFILE_IN_CONTEXT = "docker/Dockerfile"
 #: Lock files, by backend, in the order `invoke build` looks for them.
-LOCK_FILES = {"conda-lock": "conda-lock.yml", "uv": "requirements.lock.txt"}
+LOCK_FILES = {"conda-lock": lockers.CONDA_LOCK_FILE, "uv": lockers.UV_LOCK_FILE}
 #: Files and folders never sent to the engine (bytecode, editor litter).
 _SKIP_NAMES = {"__pycache__", ".pytest_cache", ".mypy_cache", ".DS_Store"}
 
@@ -194,15 +194,15 @@ def plan_build(
     if ca_cert is not None:
         ca_cert = Path(ca_cert)
         if not ca_cert.is_file():
-            raise GpuenvError(f"--ca-cert {ca_cert}: no such file", fix="give the path of a PEM CA bundle")
+            raise BadInput(f"--ca-cert {ca_cert}: no such file", fix="give the path of a PEM CA bundle")
     if wheelhouse is not None:
         wheelhouse = Path(wheelhouse)
         if not wheelhouse.is_dir():
-            raise GpuenvError(f"--wheelhouse {wheelhouse}: no such folder", fix="give a folder of .whl files")
+            raise BadInput(f"--wheelhouse {wheelhouse}: no such folder", fix="give a folder of .whl files")
     if not Path(validate_dir).is_dir():
         raise DataError(f"validation suite folder {validate_dir} is missing", fix="restore validate/ from the repository")
     if tag is not None and (not tag or any(c.isspace() for c in tag) or tag != tag.lower()):
-        raise GpuenvError(f"--tag {tag!r} is not a valid image name", fix="use lower case, e.g. myteam/torch:1")
+        raise BadInput(f"--tag {tag!r} is not a valid image name", fix="use lower case, e.g. myteam/torch:1")
     return BuildPlan(
         stack=stack,
         lock=lock,

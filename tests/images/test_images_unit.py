@@ -85,11 +85,12 @@ def test_read_lock_names_the_fix_when_no_lock_is_there(tmp_path):
 
 
 def test_plan_refuses_missing_ca_cert_and_wheelhouse(lock_dir, tmp_path):
-    with pytest.raises(GpuenvError, match="--ca-cert"):
+    # user mistakes: exit 2 through the task layer
+    with pytest.raises(BadInput, match="--ca-cert"):
         images.plan_build(CPU, lock_dir, ca_cert=tmp_path / "nope.crt")
-    with pytest.raises(GpuenvError, match="--wheelhouse"):
+    with pytest.raises(BadInput, match="--wheelhouse"):
         images.plan_build(CPU, lock_dir, wheelhouse=tmp_path / "nope")
-    with pytest.raises(GpuenvError, match="--tag"):
+    with pytest.raises(BadInput, match="--tag"):
         images.plan_build(CPU, lock_dir, tag="Has Space")
 
 
