@@ -14,10 +14,9 @@ from invoke import task
 from invoke.exceptions import Exit
 
 from gpuenv.cli.common import STACK_HELP, user_errors
+from gpuenv.engine import WORKDIR_IN_CONTAINER  # cheap: engine imports the Docker SDK lazily
 from gpuenv.errors import BadInput
 
-#: The engine mounts the current folder here, read-write, as the container's working directory.
-WORKDIR_IN_CONTAINER = "/workspace"
 
 _HELP = {
     "local": "run the suite on this host with this Python (`python -m validate`) instead of inside an image",
