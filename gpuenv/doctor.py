@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuenv.errors import GpuenvError
-from gpuenv.tables import format_table
+from validate.tables import format_table
 
 #: Where the NVIDIA Container Toolkit writes CDI specs (nvidia-ctk cdi generate).
 CDI_DIRS = (Path("/etc/cdi"), Path("/var/run/cdi"))

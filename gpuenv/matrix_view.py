@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpuenv.compat import Matrix, version_key as V
-from gpuenv.tables import format_table
+from validate.tables import format_table
 
 
 def format_matrix(m: Matrix) -> str:

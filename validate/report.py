@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from validate.tables import format_table
 from validate.thresholds import FAIL, PASS, SKIP
 
 REPORT_FORMAT = "gpuenv-validate-report/1"
@@ -55,13 +56,7 @@ def render_table(records: list[Record], gpu_index: dict[str, int]) -> str:
         )
         for r in records
     ]
-    widths = [min(max(len(row[i]) for row in [header, *rows]), 48) for i in range(len(header))]
-
-    def line(cells: tuple[str, ...]) -> str:
-        return "  ".join(cell[:48].ljust(width) for cell, width in zip(cells, widths)).rstrip()
-
-    out = [line(header), line(tuple("-" * w for w in widths))]
-    out += [line(row) for row in rows]
+    out = [format_table(header, rows, max_width=48)]
     notes = [(n, r) for n, r in enumerate(records, start=1) if r.reason and r.verdict != PASS]
     if notes:
         out.append("")

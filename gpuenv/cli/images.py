@@ -121,7 +121,7 @@ def run(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, 
 def images(c):
     """List the gpuenv images on this engine, newest first, with their stack and size."""
     from gpuenv import images as images_mod
-    from gpuenv.tables import format_table
+    from validate.tables import format_table
 
     found = images_mod.built_images()
     if not found:
