@@ -6,14 +6,13 @@ else the rendered spec as is. The pip section names the index the framework buil
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from gpuenv import locking, spec
 from gpuenv.errors import BadInput
 from gpuenv.stack import Stack
+from validate.files import write_text_atomic
 
 
 @dataclass(frozen=True)
@@ -57,19 +56,5 @@ def export_environment(stack: Stack, output: Path, *, team_file: Path | None = N
         _, team = locking.read_team_file(team_file)
         text = spec.render_export(stack, spec.merge_packages(stack, team), None)
         lock_path = None
-    write_atomic(output, text)
+    write_text_atomic(output, text)
     return ExportResult(path=output, lock=lock_path)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Temp file in the same folder, then os.replace: readers see the old file or the new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -4,12 +4,11 @@ and (through pytest's --junitxml) JUnit XML. Rendering is pure; only `write_json
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from validate.files import write_text_atomic
 from validate.tables import format_table
 from validate.thresholds import FAIL, PASS, SKIP
 
@@ -106,14 +105,4 @@ def build_json(
 
 def write_json(path: str | Path, data: Any) -> None:
     """Write JSON atomically (temp file in the same folder, then os.replace)."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, sort_keys=False, default=str)
-            handle.write("\n")
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
