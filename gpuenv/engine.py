@@ -344,3 +344,63 @@ def daemon_info() -> dict[str, Any]:
 def engine_runtimes() -> list[str]:
     """The container runtimes the engine knows (e.g. runc, nvidia)."""
     return sorted((daemon_info().get("Runtimes") or {}).keys())
+
+
+# ---------------------------------------------------------------- base images
+
+
+def architecture() -> str:
+    """The engine's CPU architecture as `docker info` reports it (x86_64, aarch64): the image's."""
+    return str(daemon_info().get("Architecture") or "unknown")
+
+
+def ensure_image(ref: str, progress: Progress | None = None) -> None:
+    """Make sure `ref` is on the engine, pulling it once when it is not (the build needs it anyway)."""
+    from docker.errors import APIError, ImageNotFound
+
+    cli = client()
+    try:
+        cli.images.get(ref)
+        return
+    except ImageNotFound:
+        pass
+    (progress or _print)(f"pulling the base image {ref}\n")
+    repo, _, tag = ref.rpartition(":") if ":" in ref.split("/")[-1] else (ref, "", "latest")
+    try:
+        cli.images.pull(repo, tag=tag or "latest")
+    except APIError as err:
+        raise ToolError(
+            f"the base image {ref} is not on this engine and cannot be pulled ({_short(err)})",
+            fix="pull it where a registry is reachable (docker save/load), or pass --base-image with a local image",
+        ) from None
+
+
+#: Prints the path of a python of the wanted X.Y that can make a venv, or exits 3. POSIX sh only:
+#: the base may have nothing else.
+_PYTHON_PROBE = (
+    'for p in "python$0" python3; do '
+    'if command -v "$p" >/dev/null 2>&1 '
+    '&& [ "$("$p" -c "import sys; print(\'%d.%d\' % sys.version_info[:2])" 2>/dev/null)" = "$0" ] '
+    '&& "$p" -c "import venv, ensurepip" >/dev/null 2>&1; then command -v "$p"; exit 0; fi; done; exit 3'
+)
+
+
+def image_python(image: str, version: str) -> str | None:
+    """The path of a usable Python `version` (X.Y) inside `image`, or None when it has none.
+
+    Runs a throwaway container with the image's entrypoint replaced (nvidia/cuda's prints a
+    banner), no network, and removes it.
+    """
+    from docker.errors import APIError, ContainerError
+
+    try:
+        out = client().containers.run(
+            image, ["-c", _PYTHON_PROBE, version], entrypoint=["/bin/sh"], user="0:0",
+            network_disabled=True, remove=True, stdout=True, stderr=False,
+        )
+    except ContainerError:
+        return None
+    except APIError as err:
+        raise ToolError(f"cannot look for Python {version} in {image}: {_short(err)}", fix="check that the image has /bin/sh") from None
+    text = out.decode("utf-8", "replace").strip() if isinstance(out, bytes) else str(out).strip()
+    return text or None

@@ -273,3 +273,72 @@ def _spec_error(spec: Path, err: Exception) -> BadInput:
             line_no = number
             break
     return BadInput(f"{spec}:{line_no}: conda-lock cannot parse it: {reason.splitlines()[0]}", fix="write the entry as a conda spec (name=1.2) or pip requirement (name==1.2)")
+
+
+# ---------------------------------------------------------------- uv's managed Pythons (for images)
+
+
+def python_request(version: str, arch: str) -> str:
+    """uv's request for a glibc CPython X.Y of one architecture, e.g. ``cpython-3.11-linux-x86_64-gnu``.
+
+    Explicit, so a Python fetched on one host fits the engine's architecture, and never a
+    musl or free-threaded build. nvidia/cuda and ubuntu bases are glibc.
+    """
+    return f"cpython-{version}-linux-{arch}-gnu"
+
+
+def python_install_command(uv: str, request: str, install_dir: Path) -> list[str]:
+    """`uv python install` into gpuenv's own cache folder (not the user's uv Pythons)."""
+    return [uv, "python", "install", request, "--install-dir", str(install_dir), "--no-bin"]
+
+
+def python_find_command(uv: str, request: str) -> list[str]:
+    """`uv python find` restricted to managed Pythons (the install dir comes from the environment)."""
+    return [uv, "python", "find", request, "--managed-python", "--no-project"]
+
+
+#: What to tell a user whose host cannot download the standalone Python.
+PYTHON_MIRROR_FIX = (
+    "set UV_PYTHON_INSTALL_MIRROR to a mirror of python-build-standalone's releases, "
+    "or build on a base image that has this Python (--base-image)"
+)
+
+
+def install_standalone_python(
+    version: str, arch: str, install_dir: Path, *, ca_cert: Path | None = None
+) -> Path:
+    """Install (or reuse) uv's managed CPython X.Y for `arch` in `install_dir`; return its root.
+
+    The root is the folder holding bin/ and lib/: a relocatable python-build-standalone tree
+    that the image build copies as it is. UV_PYTHON_PREFERENCE=only-managed keeps uv from
+    answering with a system Python; UV_PYTHON_INSTALL_MIRROR in the environment is honoured.
+    A download that fails becomes one line naming the URL and the setting that points elsewhere.
+    """
+    install_dir.mkdir(parents=True, exist_ok=True)
+    uv = uv_binary()
+    request = python_request(version, arch)
+    env = {
+        **os.environ,
+        "UV_PYTHON_PREFERENCE": "only-managed",
+        "UV_PYTHON_INSTALL_DIR": str(install_dir),
+        "UV_NO_PROGRESS": "1",
+        "NO_COLOR": "1",
+    }
+    if ca_cert is not None:
+        env["SSL_CERT_FILE"] = str(ca_cert)
+    done = _run(python_install_command(uv, request, install_dir), cwd=install_dir, env=env, tool="uv")
+    if done.returncode != 0:
+        output = _ANSI.sub("", done.stderr + done.stdout)
+        url = re.search(r"((?:https?|file)://[^\s`'\")]+)", output)
+        where = url.group(1) if url else os.environ.get("UV_PYTHON_INSTALL_MIRROR") or "python-build-standalone"
+        causes = [next(g for g in m.groups() if g) for m in map(_UV_CAUSE.match, output.splitlines()) if m]
+        reason = causes[-1].strip() if causes else summarize_tool_output(output)
+        raise ToolError(f"cannot download Python {version} ({arch}) for the image from {where} ({reason})", fix=PYTHON_MIRROR_FIX)
+    found = _run(python_find_command(uv, request), cwd=install_dir, env=env, tool="uv")
+    executable = found.stdout.strip().splitlines()[-1] if found.returncode == 0 and found.stdout.strip() else ""
+    if not executable:
+        raise ToolError(
+            f"uv installed Python {version} ({arch}) but cannot find it in {install_dir}: {summarize_tool_output(found.stderr)}",
+            fix=f"remove {install_dir} and build again",
+        )
+    return Path(executable).resolve().parent.parent
