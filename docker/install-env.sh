@@ -3,12 +3,15 @@
 #
 #   install-env.sh BUILD_DIR
 #
-# BUILD_DIR holds lock/ (the lock file), ca/ca-bundle.crt (optional extra CA bundle, may be
-# empty) and wheels/ (optional local wheelhouse, may be empty). The lock decides the installer:
-#   conda-lock.yml        -> micromamba (pinned, checksum verified) creates the prefix,
-#                            pip entries of the lock included
-#   requirements.lock.txt -> pip (or uv) installs with --require-hashes: every byte is pinned
-# Pins come from build arguments (MICROMAMBA_*, UV_*, PYTHON_VERSION) declared in the Dockerfile.
+# BUILD_DIR holds lock/ (the lock file), tools/ (installers the host supplied), ca/ca-bundle.crt
+# (optional extra CA bundle, may be empty) and wheels/ (optional local wheelhouse, may be empty).
+# Nothing is downloaded here but the lock's packages: real base images (nvidia/cuda, ubuntu) have
+# no curl, wget or python3, so the host supplies every installer (gpuenv/buildtools.py):
+#   conda-lock.yml        -> tools/micromamba (pinned, verified on the host) creates the prefix,
+#                            the lock's pip entries included, each with its hash
+#   requirements.lock.txt -> a venv on the base's python3 of the stack's X.Y, or on the
+#                            standalone CPython in tools/python; tools/uv installs the lock with
+#                            every hash required
 set -euo pipefail
 
 BUILD_DIR=${1:?usage: install-env.sh BUILD_DIR}
@@ -16,18 +19,21 @@ PREFIX=/opt/gpuenv
 ENV_DIR=$PREFIX/env
 LOCK_DIR=$BUILD_DIR/lock
 WHEELS=$BUILD_DIR/wheels
+TOOLS=$BUILD_DIR/tools
 CA=$BUILD_DIR/ca/ca-bundle.crt
-TOOLS=$(mktemp -d)
-trap 'rm -rf "$TOOLS"' EXIT
+SCRATCH=$(mktemp -d)
+trap 'rm -rf "$SCRATCH"' EXIT
 
 say() { echo "gpuenv-install: $*"; }
 die() { echo "gpuenv-install: error: $*" >&2; exit 1; }
 
-# A CA bundle for corporate proxies: visible to every downloader of this RUN only. It lives in
-# BUILD_DIR, which the Dockerfile removes in the same RUN and never copies to the final stage.
+# A CA bundle for corporate proxies, for every downloader of this RUN (micromamba included,
+# which ignores REQUESTS_CA_BUNDLE). It lives in BUILD_DIR, which the Dockerfile removes in the
+# same RUN and never copies to the final stage.
 if [ -s "$CA" ]; then
     say "using the extra CA bundle for HTTPS"
-    export SSL_CERT_FILE=$CA REQUESTS_CA_BUNDLE=$CA PIP_CERT=$CA CURL_CA_BUNDLE=$CA
+    # shellcheck source=/dev/null  # docker/ca-env.sh, copied beside this script
+    . "$BUILD_DIR/ca-env.sh" "$CA"
 fi
 
 find_links=()
@@ -36,34 +42,10 @@ if compgen -G "$WHEELS/*.whl" >/dev/null; then
     find_links=(--find-links "$WHEELS")
 fi
 
-# Download URL to FILE with whatever the base image has: curl, wget, or Python.
-fetch() {
-    local url=$1 out=$2
-    if command -v curl >/dev/null 2>&1; then
-        curl -fsSL --retry 3 -o "$out" "$url"
-    elif command -v wget >/dev/null 2>&1; then
-        wget -q -O "$out" "$url"
-    elif command -v python3 >/dev/null 2>&1; then
-        python3 -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' "$url" "$out"
-    else
-        die "no curl, wget or python3 in the base image to download $url"
-    fi
-}
-
-verify() {
-    local file=$1 sha=$2
-    echo "$sha  $file" | sha256sum --check --status \
-        || die "checksum mismatch for $(basename "$file"): expected sha256 $sha"
-}
-
 install_conda_lock() {
-    : "${MICROMAMBA_VERSION:?}" "${MICROMAMBA_SHA256:?}"
-    local url="https://github.com/mamba-org/micromamba-releases/releases/download/${MICROMAMBA_VERSION}/micromamba-linux-64"
-    say "micromamba $MICROMAMBA_VERSION from $url"
-    fetch "$url" "$TOOLS/micromamba"
-    verify "$TOOLS/micromamba" "$MICROMAMBA_SHA256"
-    chmod +x "$TOOLS/micromamba"
-    export MAMBA_ROOT_PREFIX=$TOOLS/mamba-root
+    [ -x "$TOOLS/micromamba" ] || die "tools/micromamba is missing from the build context (gpuenv supplies it for conda locks)"
+    say "micromamba $("$TOOLS/micromamba" --version) (supplied by the host)"
+    export MAMBA_ROOT_PREFIX=$SCRATCH/mamba-root
     if [ ${#find_links[@]} -gt 0 ]; then
         export PIP_FIND_LINKS=$WHEELS
     fi
@@ -74,7 +56,7 @@ install_conda_lock() {
     rm -rf "$ENV_DIR/pkgs" "$MAMBA_ROOT_PREFIX"
 }
 
-# The base image's python3 when its X.Y is the stack's Python, else a uv-managed Python.
+# The base image's python of the stack's X.Y that can make a venv, if any.
 system_python() {
     local py
     for py in "python${PYTHON_VERSION}" python3; do
@@ -88,47 +70,34 @@ system_python() {
     return 1
 }
 
-fetch_uv() {
-    : "${UV_WHEEL_URL:?}" "${UV_WHEEL_SHA256:?}"
-    say "uv $UV_VERSION from $UV_WHEEL_URL"
-    fetch "$UV_WHEEL_URL" "$TOOLS/uv.whl"
-    verify "$TOOLS/uv.whl" "$UV_WHEEL_SHA256"
-    # A wheel is a zip; the binary sits under uv-<version>.data/scripts/.
-    if command -v python3 >/dev/null 2>&1; then
-        python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$TOOLS/uv.whl" "$TOOLS/uvw"
+stack_python() {
+    if [ -x "$TOOLS/python/bin/python$PYTHON_VERSION" ]; then
+        # Relocatable (python-build-standalone): it lives on in the image, beside the env.
+        mv "$TOOLS/python" "$PREFIX/python"
+        say "Python $PYTHON_VERSION: the standalone CPython the host supplied ($PREFIX/python)" >&2
+        echo "$PREFIX/python/bin/python$PYTHON_VERSION"
+    elif system_python; then
+        say "Python $PYTHON_VERSION from the base image" >&2
     else
-        command -v unzip >/dev/null 2>&1 || {
-            apt-get update -qq && apt-get install -y -qq --no-install-recommends unzip >/dev/null
-            rm -rf /var/lib/apt/lists/*
-        }
-        unzip -q "$TOOLS/uv.whl" -d "$TOOLS/uvw"
+        die "the base image has no Python $PYTHON_VERSION and the host supplied none in tools/python"
     fi
-    install -m 0755 "$TOOLS/uvw/uv-${UV_VERSION}.data/scripts/uv" "$TOOLS/uv"
 }
 
 install_requirements_lock() {
     local lock=$LOCK_DIR/requirements.lock.txt py
     : "${PYTHON_VERSION:?}"
-    if py=$(system_python); then
-        # Same X.Y as the stack: a venv on the base image's Python, pip with hashes required.
-        say "Python $PYTHON_VERSION from the base image ($py)"
-        "$py" -m venv "$ENV_DIR"
-        "$ENV_DIR/bin/python" -m pip install --no-cache-dir --disable-pip-version-check --progress-bar off \
-            --require-hashes --no-deps "${find_links[@]}" -r "$lock"
-    else
-        # No matching Python in the base (nvidia/cuda images have none): uv installs the stack's
-        # Python under /opt/gpuenv/python, which the final stage copies with the environment.
-        say "Python $PYTHON_VERSION not in the base image: installing it with uv"
-        fetch_uv
-        export UV_PYTHON_INSTALL_DIR=$PREFIX/python UV_NO_CACHE=1
-        if [ -n "${SSL_CERT_FILE:-}" ]; then export UV_NATIVE_TLS=1; fi
-        "$TOOLS/uv" python install "$PYTHON_VERSION"
-        "$TOOLS/uv" venv --python "$PYTHON_VERSION" --seed "$ENV_DIR"
-        "$TOOLS/uv" pip install --python "$ENV_DIR/bin/python" --require-hashes --no-deps \
-            "${find_links[@]}" -r "$lock"
-    fi
-    # The .pyc files pip wrote stay: the non-root user cannot write them at run time, and
-    # recompiling TensorFlow on every start would cost seconds. pip's cache was never written.
+    [ -x "$TOOLS/uv" ] || die "tools/uv is missing from the build context (gpuenv supplies it)"
+    py=$(stack_python)
+    # ensurepip puts pip into the venv offline, so users can still `pip install` extras.
+    "$py" -m venv "$ENV_DIR"
+    # Every file must match a hash of the lock, so the order uv asks the lock's indexes in cannot
+    # change what is installed; best-match lets a package come from whichever index the lock
+    # found it on (uv's first-index default would stop at the framework index).
+    UV_NO_CACHE=1 UV_NO_PROGRESS=1 "$TOOLS/uv" pip install --python "$ENV_DIR/bin/python" \
+        --require-hashes --no-deps --index-strategy unsafe-best-match --compile-bytecode \
+        "${find_links[@]}" -r "$lock"
+    # The .pyc files stay: the non-root user cannot write them at run time, and recompiling
+    # TensorFlow on every start would cost seconds.
 }
 
 mkdir -p "$PREFIX"

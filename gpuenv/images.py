@@ -21,6 +21,8 @@ from gpuenv.errors import BadInput, DataError, GpuenvError
 from gpuenv.stack import Stack
 
 if TYPE_CHECKING:  # the engine module imports the Docker SDK: only at run time, lazily
+    from gpuenv.buildtools import BuildTools
+    from gpuenv.compat import Matrix
     from gpuenv.engine import BuildResult, ImageInfo
 
 #: Every gpuenv image lives under this repository prefix: gpuenv/<stack_id>:<lock-hash-12>.
@@ -152,6 +154,26 @@ class BuildPlan:
     docker_dir: Path = DOCKER_DIR
     dockerfile: str = DOCKERFILE_IN_CONTEXT
     nocache: bool = False
+    #: Installers the host supplies (uv, micromamba, a standalone Python); None: not gathered yet.
+    tools: BuildTools | None = None
+
+
+def cuda_driver_floors(stack: Stack, matrix: Matrix | None = None) -> str:
+    """``"12.4=550.54.14 12.1=530.30.02 ..."``: what the image's start-up driver gate suggests.
+
+    The CUDA releases of the stack's major at or below its own, newest first, each with the
+    driver it needs, so a container on an older driver can name the `--cuda` it could run.
+    Empty for CPU stacks (no gate).
+    """
+    if stack.is_cpu or not stack.min_driver:
+        return ""
+    from gpuenv.compat import load_matrix, version_key
+
+    matrix = matrix or load_matrix()
+    own = version_key(stack.cuda)
+    mine = [r for r in matrix.cuda_releases if r.major == own.major and version_key(r.minor) <= own]
+    mine.sort(key=lambda r: version_key(r.minor), reverse=True)
+    return " ".join(f"{r.minor}={r.min_driver}" for r in mine)
 
 
 def build_args(
@@ -162,6 +184,7 @@ def build_args(
         "BASE_IMAGE": base_image or stack.base_image,
         "PYTHON_VERSION": stack.python,
         "REQUIRE_CUDA": require_cuda(stack),
+        "CUDA_DRIVER_FLOORS": cuda_driver_floors(stack),
         "STACK_ID": stack.stack_id,
         "CUDA": stack.cuda,
         "CUDA_VERSION": stack.cuda_version or "",
@@ -218,18 +241,34 @@ def plan_build(
     )
 
 
-def context_entries(plan: BuildPlan) -> list[tuple[str, Path | bytes]]:
+@dataclass(frozen=True)
+class Tree:
+    """A folder copied into the context as it is, its inner symbolic links kept as links."""
+
+    root: Path
+
+
+def context_entries(plan: BuildPlan) -> list[tuple[str, Path | bytes | Tree]]:
     """The build context as (path in context, source file or bytes), in a stable order.
 
     The CA bundle and the wheelhouse are always present (empty when not asked for) so the
     Dockerfile's COPY lines stay the same and the install layer's cache depends on content only.
     """
-    entries: list[tuple[str, Path | bytes]] = [
+    entries: list[tuple[str, Path | bytes | Tree]] = [
         ("docker/Dockerfile", plan.docker_dir / "Dockerfile"),
         ("docker/install-env.sh", plan.docker_dir / "install-env.sh"),
+        ("docker/ca-env.sh", plan.docker_dir / "ca-env.sh"),
+        ("docker/entrypoint.sh", plan.docker_dir / "entrypoint.sh"),
         ("ca/ca-bundle.crt", plan.ca_cert if plan.ca_cert else b""),
         ("wheels/.keep", b""),
+        ("tools/.keep", b""),
     ]
+    if plan.tools is not None:
+        entries.append(("tools/uv", plan.tools.uv))
+        if plan.tools.micromamba is not None:
+            entries.append(("tools/micromamba", plan.tools.micromamba))
+        if plan.tools.python is not None:
+            entries.append(("tools/python", Tree(plan.tools.python)))
     if plan.wheelhouse:
         entries += [(f"wheels/{w.name}", w) for w in sorted(plan.wheelhouse.glob("*.whl"))]
     # Only the lock file: the install layer's cache then depends on exactly the bytes whose hash
@@ -259,6 +298,9 @@ def write_context(plan: BuildPlan, out: IO[bytes]) -> None:
                 info.size = len(source)
                 info.mode = 0o644
                 tar.addfile(_normalised(info), io.BytesIO(source))
+            elif isinstance(source, Tree):
+                # A standalone Python: relocatable, with relative links (python3 -> python3.11).
+                tar.add(str(source.root), arcname=name, recursive=True, filter=_normalised)
             else:
                 info = tar.gettarinfo(str(source), arcname=name)
                 with open(source, "rb") as fh:
@@ -304,6 +346,30 @@ def built_images() -> list[ImageInfo]:
     return sorted(engine.find_images({STACK_LABEL: None}), key=lambda img: img.created, reverse=True)
 
 
+def supply_tools(plan: BuildPlan, progress: Callable[[str], None] | None = None) -> BuildPlan:
+    """`plan` with the installers its install stage needs, gathered on the host (gpuenv.buildtools).
+
+    The base image is made present first (pulled once when missing, as the build would) and
+    asked whether it has the stack's Python; when it has none, a standalone CPython goes in.
+    """
+    from dataclasses import replace
+
+    from gpuenv import buildtools, engine
+
+    engine.ensure_image(plan.base_image, progress=(lambda text: progress(text.rstrip())) if progress else None)
+    needs_python = plan.lock.backend != "conda-lock"  # a conda lock brings its own Python
+    has_python = not needs_python or engine.image_python(plan.base_image, plan.stack.python) is not None
+    tools = buildtools.gather(
+        backend=plan.lock.backend,
+        python=plan.stack.python,
+        arch=engine.architecture(),
+        base_has_python=has_python,
+        ca_cert=plan.ca_cert,
+        progress=progress,
+    )
+    return replace(plan, tools=tools)
+
+
 def build_stack_image(plan: BuildPlan, progress: Callable[[str], None] | None = None) -> BuildResult:
     """Assemble the context of `plan` in a temporary file and build it through the engine.
 
@@ -313,6 +379,9 @@ def build_stack_image(plan: BuildPlan, progress: Callable[[str], None] | None = 
     import tempfile
 
     from gpuenv import engine
+
+    if plan.tools is None:
+        plan = supply_tools(plan, progress)
 
     with tempfile.TemporaryFile(prefix="gpuenv-context-") as context:
         write_context(plan, context)

@@ -77,6 +77,7 @@ def build(
     )
     print(f"lock: {plan.lock.path} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})")
     print(f"base image: {plan.base_image}", flush=True)
+    plan = images.supply_tools(plan, progress=_say)
     result = images.build_stack_image(plan)
     image = result.image
     print(f"built {image.id}")

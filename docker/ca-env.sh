@@ -1,0 +1,18 @@
+# shellcheck shell=sh
+# Sourced with a CA bundle path: point every downloader of the install stage at it.
+#
+#   . ca-env.sh /path/to/ca-bundle.crt
+#
+# Each tool reads its own setting, and a missed one fails only behind a TLS-inspecting proxy, so
+# all of them are set together here and tests/images/test_ca_env.py checks each against a
+# loopback HTTPS server signed by a private CA.
+_gpuenv_ca=${1:?usage: . ca-env.sh CA_BUNDLE}
+export SSL_CERT_FILE="$_gpuenv_ca"       # uv (and OpenSSL-based tools, Python's ssl module)
+export REQUESTS_CA_BUNDLE="$_gpuenv_ca"  # requests, pip's vendored requests
+export PIP_CERT="$_gpuenv_ca"            # pip, also when micromamba runs it for a lock's pip entries
+export CURL_CA_BUNDLE="$_gpuenv_ca"      # curl
+# micromamba ignores REQUESTS_CA_BUNDLE (mamba-org/mamba#2650): its own ssl_verify setting takes
+# a bundle path, and cacert_path names the bundle too.
+export MAMBA_SSL_VERIFY="$_gpuenv_ca"
+export MAMBA_CACERT_PATH="$_gpuenv_ca"
+unset _gpuenv_ca
