@@ -204,6 +204,14 @@ def plan_lock(
             if not (url == stack.index_url and wheelhouse_has_framework(wheelhouse, stack, chosen))
         )
     else:
+        if not stack.is_cpu and "linux-aarch64" in chosen:
+            # conda-lock's pip resolver evaluates no platform_machine marker, so the x86_64-only
+            # nvidia-* and triton wheels of a GPU build would enter the linux-aarch64 lock.
+            raise BadInput(
+                f"conda-lock locks GPU stacks ({stack.stack_id}) for linux-64 only, not linux-aarch64: its pip resolver "
+                "has no platform_machine marker, so x86_64-only nvidia-* and triton wheels would enter the aarch64 lock",
+                fix="drop linux-aarch64 from --platform (or the file's platforms:), or lock aarch64 with --backend uv",
+            )
         virtual_packages = spec.render_virtual_packages(stack, chosen)
     return _Plan(
         backend=backend,

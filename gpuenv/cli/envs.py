@@ -10,7 +10,7 @@ from gpuenv.cli.common import STACK_HELP, user_errors
 
 _LOCK_HELP = {
     **STACK_HELP,
-    "platform": "conda platform to lock for: linux-64 (default) or linux-aarch64; repeat for several",
+    "platform": "conda platform to lock for: linux-64 (default) or linux-aarch64; repeat for several (GPU stacks with conda-lock: linux-64 only)",
     "backend": "conda-lock (default: conda-forge Python + pip packages, needs a conda channel) or uv (pip-only, with hashes)",
     "wheelhouse": "folder of .whl files searched before the indexes (uv backend; the same option `invoke build` takes), "
     "for air-gapped servers; when it holds the framework build, the framework's wheel index is not contacted",

@@ -80,3 +80,30 @@ def test_the_machines_wheelhouse_holds_the_cpu_build():
     if not CPU_TORCH_WHEEL.is_file():
         pytest.skip(f"{CPU_TORCH_WHEEL} is not on this machine")
     assert wheelhouse_has_framework(CPU_TORCH_WHEEL.parent, TORCH_CPU, ["linux-64"])
+
+
+@pytest.mark.parametrize(
+    "stack, backend, refused",
+    [
+        (TORCH_CU121, "conda-lock", True),   # x86_64-only nvidia-*/triton wheels would enter the aarch64 lock
+        (TF_CUDA, "conda-lock", True),
+        (TORCH_CPU, "conda-lock", False),    # no CUDA wheels: nothing x86_64-only to leak
+        (TORCH_CU121, "uv", False),          # uv resolves each platform with its own markers
+    ],
+)
+def test_conda_lock_gpu_stacks_lock_linux_64_only(stack, backend, refused, tmp_path):
+    from gpuenv.errors import BadInput
+    from gpuenv.locking import plan_lock
+
+    team = tmp_path / "team.yml"
+    team.write_text("pip: []\n")
+    platforms = ["linux-64", "linux-aarch64"]
+    if refused:
+        with pytest.raises(BadInput) as caught:
+            plan_lock(stack, backend=backend, platforms=platforms, team_file=team)
+        assert "linux-64 only" in caught.value.message and "platform_machine" in caught.value.message
+        assert "--backend uv" in caught.value.fix
+    else:
+        assert plan_lock(stack, backend=backend, platforms=platforms, team_file=team).platforms == tuple(platforms)
+    # linux-64 alone is always fine
+    assert plan_lock(stack, backend=backend, platforms=["linux-64"], team_file=team).platforms == ("linux-64",)
