@@ -88,3 +88,27 @@ def test_the_cpu_stack_builds_on_a_bare_base_or_names_the_python_download(bare_b
     finally:
         engine.remove_image(image.id)
         engine.remove_untagged_since(since)
+
+
+def test_the_real_nvidia_cuda_base_is_pulled_or_named_in_one_line(docker_engine):
+    """The production default stays the real nvidia/cuda tag; where no registry answers, one line says so."""
+    from gpuenv import engine
+    from gpuenv.errors import ToolError
+    from gpuenv.resolve import Request, resolve_stack
+
+    stack = resolve_stack(Request(cuda="12.1", framework="torch", python="3.11"))
+    assert stack.base_image.startswith("nvidia/cuda:12.1") and "-base-ubuntu" in stack.base_image
+    if engine.image_info(stack.base_image) is not None:
+        pytest.skip(f"{stack.base_image} is already on this engine: nothing to pull")
+    try:
+        engine.ensure_image(stack.base_image, progress=lambda _: None)
+    except ToolError as err:
+        text = err.render()
+        assert "\n" not in text
+        assert f"the base image {stack.base_image} is not on this engine and cannot be pulled" in text
+        assert "--base-image" in text
+        pytest.skip(f"no image registry reachable here (checked the one-line error): {text}")
+    try:
+        assert engine.image_python(stack.base_image, stack.python) is None, "nvidia/cuda base images ship no Python"
+    finally:
+        engine.remove_image(stack.base_image)
