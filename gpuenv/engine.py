@@ -27,6 +27,7 @@ WORKDIR_IN_CONTAINER = "/workspace"
 ENGINE_FIX = "start the Docker engine (sudo systemctl start docker, or sudo scripts/install-docker.sh) or set DOCKER_HOST"
 _STEP = re.compile(r"^Step \d+/\d+ : ")
 _BUILT = re.compile(r"Successfully built ([0-9a-f]{12,64})")
+_TLS_FAILURE = re.compile(r"CERTIFICATE_VERIFY_FAILED|invalid peer certificate|UnknownIssuer|certificate verify failed", re.I)
 
 
 @dataclass(frozen=True)
@@ -48,13 +49,16 @@ class BuildResult:
     log: list[str]
 
 
-def client() -> Any:
-    """A Docker SDK client that has answered a ping (DOCKER_HOST and friends are honoured)."""
+def client(timeout: int = 60) -> Any:
+    """A Docker SDK client that has answered a ping (DOCKER_HOST and friends are honoured).
+
+    `timeout` is the SDK's read timeout: calls that stream large data (saving an image) need more.
+    """
     import docker
 
     where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
     try:
-        cli = docker.from_env()
+        cli = docker.from_env(timeout=timeout)
         cli.ping()
     except Exception as err:  # DockerException, or requests' connection errors that ping lets through
         raise ToolError(f"the Docker engine at {where} does not answer ({_short(err)})", fix=ENGINE_FIX) from None
@@ -186,7 +190,8 @@ def _build_fix(reason: str, log: list[str]) -> str:
     text = reason.lower()
     if any(word in text for word in ("pull access denied", "manifest unknown", "registry", "no such host", "manifest for")):
         return "the base image is not present locally and cannot be pulled: pull it, or pass --base-image with a local image"
-    if "certificate" in text or any("CERTIFICATE_VERIFY_FAILED" in line for line in log[-40:]):
+    # pip/requests say CERTIFICATE_VERIFY_FAILED, uv "invalid peer certificate: UnknownIssuer".
+    if "certificate" in text or any(_TLS_FAILURE.search(line) for line in log[-40:]):
         return "HTTPS inside the build does not trust your proxy: pass --ca-cert /etc/ssl/certs/ca-certificates.crt"
     return "see the build log above; nothing was tagged"
 
@@ -333,7 +338,8 @@ def remove_untagged_since(since: float) -> list[str]:
 
 def save_image(ref: str) -> Iterator[bytes]:
     """The image as `docker save` writes it (every layer, the config and the history), in chunks."""
-    return client().images.get(ref).save(named=False)
+    # An image of a few GB can take minutes before its first bytes on a slow storage driver.
+    return client(timeout=900).images.get(ref).save(named=False)
 
 
 def daemon_info() -> dict[str, Any]:
