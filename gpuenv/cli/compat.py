@@ -6,7 +6,7 @@ import json
 
 from invoke import task
 
-from gpuenv.cli.common import STACK_HELP, user_errors
+from gpuenv.cli.common import STACK_HELP, STRICT_DRIVER_HELP, user_errors
 
 
 @task(help={"json": "print the report as JSON instead of a table"})
@@ -33,14 +33,19 @@ def matrix(c, json_=False):
 @task(
     help={
         **STACK_HELP,
-        "json": "print the stack as JSON (keys: cuda, cuda_version, min_driver, base_image, python, framework, framework_version, wheel_variant, index_url, reasons, ...)",
+        "json": "print the stack as JSON (keys: cuda and cuda_version of the image, framework_cuda of the build, min_driver, base_image, python, framework, framework_version, wheel_variant, index_url, reasons, ...)",
+        "strict_driver": STRICT_DRIVER_HELP,
+        "wheelhouse": "folder of .whl files (air-gapped servers): when it holds framework wheels, only the releases, builds and Pythons it holds are considered",
     }
 )
 @user_errors
-def resolve(c, driver=None, cuda=None, framework=None, torch=None, tensorflow=None, python=None, gpu_arch=None, json_=False):
+def resolve(c, driver=None, cuda=None, framework=None, torch=None, tensorflow=None, python=None, gpu_arch=None, json_=False, strict_driver=False, wheelhouse=None):
     """Choose the stack (CUDA, base image, framework build, Python) for this host and your wishes."""
     from gpuenv.host import resolve_for_host
     from gpuenv.stack_view import format_stack
 
-    stack = resolve_for_host(driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch)
+    stack = resolve_for_host(
+        driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch,
+        strict_driver=strict_driver, wheelhouse=wheelhouse,
+    )
     print(json.dumps(stack.to_dict(), indent=2) if json_ else format_stack(stack))
