@@ -472,7 +472,7 @@ def resolve_stack(request: Request, matrix: Matrix | None = None) -> Stack:
 
     # 0. the wheelhouse: only what it holds, when it holds the framework at all
     if request.wheelhouse is not None:
-        cands, note = _wheelhouse_filter(matrix, request, framework, cands, what)
+        cands, note = _wheelhouse_filter(matrix, request, framework, cands, what, python)
         notes.append(note)
 
     # 1. CPU or GPU, and the CUDA rule
@@ -566,12 +566,14 @@ def _fix_text(stack: Stack | None, fallback: str) -> str:
     return f"use {how} (gives {_describe(stack)})"
 
 
-def _wheelhouse_filter(matrix: Matrix, request: Request, framework: str, cands: list[_Candidate], what: str) -> tuple[list[_Candidate], str]:
+def _wheelhouse_filter(matrix: Matrix, request: Request, framework: str, cands: list[_Candidate], what: str, python: str | None) -> tuple[list[_Candidate], str]:
     folder = request.wheelhouse_dir or "the wheelhouse"
     wheels = framework_wheels(request.wheelhouse or (), framework)
     name = _NAMES[framework]
     if not wheels:
         return cands, f"wheelhouse {folder} holds no {name} wheel: the framework comes from its index"
+    if python:
+        cands = [c for c in cands if c.python == python] or cands
     kept = [c for c in cands if any(_wheel_serves(w, c, framework) for w in wheels)]
     if framework == "torch":
         kept += [p for c in cands for p in _pypi_torch_candidates(matrix, c, wheels)]

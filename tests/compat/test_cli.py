@@ -60,8 +60,9 @@ def test_matrix_table_and_json_agree(invoke_cli):
     m = load_matrix()
     assert len(parsed["cuda_releases"]) == len(m.cuda_releases)
     for c in m.cuda_releases:
-        assert c.latest_patch in table.stdout
-    assert all(e["source"] for e in parsed["cuda_releases"])
+        assert all(u.version in table.stdout for u in c.updates)
+    assert all(u["source"] for e in parsed["cuda_releases"] for u in e["updates"])
+    assert parsed["checked"] == m.checked.isoformat()
 
 
 def test_doctor_on_a_machine_without_gpu(invoke_cli):
