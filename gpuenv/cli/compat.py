@@ -19,15 +19,34 @@ def doctor(c, json_=False):
     print(json.dumps(report, indent=2) if json_ else format_report(report))
 
 
-@task(help={"json": "print the whole validated data as JSON (for machines)"})
+@task(
+    help={
+        "json": "print the whole validated data as JSON (for machines); with --check, the drift report as JSON",
+        "check": "compare the data with PyPI (JSON API and wheel METADATA through range requests, never whole wheels; "
+        "pip's index-url, proxy and cert are honoured): exit 1 when upstream has moved on, 0 when current",
+    }
+)
 @user_errors
-def matrix(c, json_=False):
+def matrix(c, json_=False, check=False):
     """Show the compatibility data (envs/compat.yaml): CUDA releases, images, PyTorch, TensorFlow, GPUs."""
     from gpuenv.compat import load_matrix
-    from gpuenv.matrix_view import format_matrix
+    from gpuenv.matrix_view import format_drift, format_matrix
 
     data = load_matrix()
-    print(json.dumps(data.to_dict(), indent=2) if json_ else format_matrix(data))
+    if not check:
+        print(json.dumps(data.to_dict(), indent=2) if json_ else format_matrix(data))
+        return
+    from invoke.exceptions import Exit
+
+    from gpuenv.drift import compare, gather
+    from gpuenv.pypi import PyPI
+
+    client = PyPI()
+    report = compare(data, gather(client, data), index=client.settings.index_url)
+    report.notes.append(f"{client.requests} requests, {client.bytes_fetched / 2**20:.1f} MiB read from {client.settings.json_base}")
+    print(json.dumps(report.to_dict(), indent=2) if json_ else format_drift(report))
+    if report.drift:
+        raise Exit(code=1)
 
 
 @task(
