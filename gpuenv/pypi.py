@@ -80,7 +80,20 @@ def settings_from_pip_config(config: dict[str, tuple[str, str]], timeout: float 
 
 
 def read_index_settings(timeout: float = 20.0) -> IndexSettings:
-    """pip's configuration on this machine (files and PIP_* variables) through `pip config list`."""
+    """pip's configuration on this machine (files and PIP_* variables), as `pip config list` shows it.
+
+    pip's own Configuration class is read in-process when it imports (the `pip config list`
+    subprocess costs seconds, too slow for doctor); the subprocess is the fallback.
+    """
+    try:
+        from pip._internal.configuration import Configuration
+
+        config = Configuration(isolated=False)
+        config.load()
+        lines = "\n".join(f"{key}={value!r}" for key, value in config.items())
+        return settings_from_pip_config(parse_pip_config(lines), timeout)
+    except Exception:  # pip's internals moved: ask the public command instead
+        pass
     try:
         done = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=30, check=False)
         text = done.stdout if done.returncode == 0 else ""

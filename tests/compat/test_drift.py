@@ -211,3 +211,30 @@ def test_real_pypi_drift_check():
     assert "2.15.0" in upstream["versions"]["torch"]
     assert upstream["metadata"]["torch"]["2.15.0"]["requires_dist"], url
     assert client.bytes_fetched < 200 * 2**20, "METADATA through range requests, never whole wheels"
+
+
+# ---------------------------------------------------------------- doctor's freshness probe
+
+
+def test_doctor_warns_when_the_data_is_old_and_says_why_pypi_was_not_checked(monkeypatch):
+    import time
+
+    from gpuenv.doctor import compat_data_lines, probe_compat_data
+
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")  # PyPI unreachable, as on an offline server
+    started = time.monotonic()
+    data = probe_compat_data(today=date(2027, 3, 1))
+    elapsed = time.monotonic() - started
+    assert data["stale_days"] == (date(2027, 3, 1) - load_matrix().checked).days
+    assert data["pypi"].startswith("not checked: cannot reach the package index at https://pypi.org/pypi/")
+    lines = compat_data_lines(data)
+    assert any(line.startswith("warning") and "checked" in line and "days ago" in line for line in lines)
+    assert any("not checked" in line for line in lines)
+    print(f"freshness probe offline: {elapsed:.1f} s")
+
+
+def test_doctor_warns_when_pypi_has_newer_releases():
+    from gpuenv.doctor import compat_data_lines
+
+    lines = compat_data_lines({"available": True, "checked": "2026-11-23", "stale_days": None, "stale_after_days": 60, "newer_on_pypi": ["torch 2.16.0"]})
+    assert lines[-1] == "warning   PyPI has releases newer than the data (torch 2.16.0): run `invoke matrix --check`"
