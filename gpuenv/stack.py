@@ -37,6 +37,11 @@ class Stack:
     #: None in stack.json files written before it existed: the build's CUDA was then `cuda`.
     framework_cuda: str | None = None
 
+    def __post_init__(self) -> None:
+        # A stack written without framework_cuda (older stack.json, hand-written) has its build on its own CUDA.
+        if self.framework_cuda is None and self.cuda != CPU:
+            object.__setattr__(self, "framework_cuda", self.cuda)
+
     @property
     def is_cpu(self) -> bool:
         return self.cuda == CPU
@@ -62,6 +67,4 @@ class Stack:
         values = {k: v for k, v in data.items() if k in known}
         values["gpu_archs"] = tuple(values.get("gpu_archs") or ())
         values["reasons"] = tuple(values.get("reasons") or ())
-        if values.get("framework_cuda") is None and values.get("cuda") not in (None, CPU):
-            values["framework_cuda"] = values["cuda"]
         return cls(**values)

@@ -12,7 +12,7 @@ _LOCK_HELP = {
     **STACK_HELP,
     "platform": "conda platform to lock for: linux-64 (default) or linux-aarch64; repeat for several",
     "backend": "conda-lock (default: conda-forge Python + pip packages, needs a conda channel) or uv (pip-only, with hashes; "
-    "the default with --wheelhouse)",
+    "the default when a wheelhouse folder is given)",
     "wheelhouse": "folder of .whl files searched before the indexes (uv backend; the same option `invoke build` takes), "
     "for air-gapped servers; only the framework releases, builds and Pythons it holds are considered, and when it holds "
     "the framework build, the framework's wheel index is not contacted",

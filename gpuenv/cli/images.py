@@ -18,7 +18,7 @@ _BUILD_HELP = {
     "no_cache": "rebuild every layer instead of reusing the engine's build cache",
     "ca_cert": "CA bundle (PEM) trusted for HTTPS during the build, e.g. a corporate proxy's; it stays out of every layer of the image",
     "wheelhouse": "folder of .whl files installed from before any index (air-gapped servers); also used to lock when the lock is missing",
-    "backend": "lock backend when the lock is missing: conda-lock (default) or uv (the default with --wheelhouse)",
+    "backend": "lock backend when the lock is missing: conda-lock (default) or uv (the default when a wheelhouse folder is given)",
     "strict_driver": STRICT_DRIVER_HELP,
     "team_file": "the team's extra packages, when the lock is missing (default: envs/team.yml)",
 }

@@ -79,3 +79,62 @@ def test_doctor_on_a_machine_without_gpu(invoke_cli):
     assert rec["available"], rec
     if not data["nvml"]["available"]:
         assert any("driver not checked" in r for r in rec["reasons"])
+
+
+def test_resolve_json_keeps_image_cuda_and_adds_framework_cuda(invoke_cli):
+    out = invoke_cli("resolve", "--cuda", "12.2", "--framework", "torch", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert (data["cuda"], data["cuda_version"], data["framework_cuda"]) == ("12.2", "12.2.2", "12.1")
+    assert data["base_image"] == "nvidia/cuda:12.2.2-base-ubuntu22.04"
+
+
+def test_resolve_strict_driver_flag(invoke_cli):
+    relaxed = json.loads(invoke_cli("resolve", "--driver", "535.104.05", "--gpu-arch", "8.0", "--json").stdout)
+    strict = json.loads(invoke_cli("resolve", "--driver", "535.104.05", "--gpu-arch", "8.0", "--strict-driver", "--json").stdout)
+    assert relaxed["framework_cuda"] == "12.6" and relaxed["cuda"] == "12.2"
+    assert strict["framework_cuda"] == strict["cuda"] == "12.1"
+
+
+def test_resolve_with_the_real_wheelhouse(invoke_cli):
+    from pathlib import Path
+
+    if not any(Path("/opt/wheels").glob("torch-2.13.0+cpu-cp311-*.whl")):
+        pytest.skip("/opt/wheels holds no torch-2.13.0+cpu cp311 wheel on this machine")
+    out = invoke_cli("resolve", "--cuda", "cpu", "--wheelhouse", "/opt/wheels", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert (data["framework_version"], data["python"]) == ("2.13.0", "3.11")
+
+
+@pytest.mark.parametrize(
+    "args, code, fragment",
+    [
+        (["resolve", "--cuda", "cpu", "--wheelhouse", "/nonexistent/wheels"], 2, "--wheelhouse /nonexistent/wheels: no such folder"),
+        (["lock", "--cuda", "cpu", "--wheelhouse", "/nonexistent/wheels"], 2, "--wheelhouse /nonexistent/wheels: no such folder"),
+        (["resolve", "--cuda", "13.0", "--gpu-arch", "7.0"], 3, "CUDA 13 dropped Volta"),
+        (["resolve", "--torch", "2.1", "--cuda", "13.2"], 3, "never crosses a CUDA major"),
+    ],
+)
+def test_new_errors_are_one_line(invoke_cli, args, code, fragment):
+    out = invoke_cli(*args)
+    assert out.returncode == code, (out.stdout, out.stderr)
+    assert fragment in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.network
+def test_lock_with_wheelhouse_picks_uv_and_the_wheel_it_holds(invoke_cli, tmp_path):
+    from pathlib import Path
+
+    if not any(Path("/opt/wheels").glob("torch-2.13.0+cpu-cp311-*.whl")):
+        pytest.skip("/opt/wheels holds no torch-2.13.0+cpu cp311 wheel on this machine")
+    out = invoke_cli("lock", "--cuda", "cpu", "--framework", "torch", "--wheelhouse", "/opt/wheels",
+                     env={"GPUENV_LOCKS_DIR": str(tmp_path)}, timeout=600)
+    if out.returncode != 0 and "could not reach" in out.stderr:
+        pytest.skip(f"an index was unreachable: {out.stderr.strip()}")
+    assert out.returncode == 0, out.stderr
+    assert "backend: uv (--wheelhouse given" in out.stdout
+    assert "stack: torch2.13.0-cpu-py3.11" in out.stdout
+    lock = (tmp_path / "torch2.13.0-cpu-py3.11" / "requirements.lock.txt").read_text()
+    assert "torch==2.13.0+cpu" in lock
