@@ -486,7 +486,9 @@ def resolve_stack(request: Request, matrix: Matrix | None = None) -> Stack:
         if not gpu:
             series = sorted({c.framework_version for c in _candidates(matrix, framework, None) if c.cuda}, key=V)
             fix = f"use --cuda cpu, or pin a {name} release with CUDA builds (newest: {series[-1]})" if series else "use --cuda cpu"
-            raise NoCompatibleStack(f"{what} has only a CPU build{' in the wheelhouse' if request.wheelhouse else ' in the data'}", fix=fix)
+            if request.wheelhouse is not None:
+                fix = f"use --cuda cpu, or add the wheel of a {name} CUDA build to {request.wheelhouse_dir or 'the wheelhouse'}"
+            raise NoCompatibleStack(f"{what} has only a CPU build{' in the wheelhouse' if request.wheelhouse is not None else ' in the data'}", fix=fix)
         cands = gpu
         if cuda_wish:
             cands = _cuda_rule(matrix, request, framework, cands, cuda_wish, what)
@@ -548,14 +550,16 @@ def _cuda_rule(matrix: Matrix, request: Request, framework: str, cands: list[_Ca
     else:
         message = f"{what} has no CUDA {major}.x build (it has CUDA {have}), and gpuenv never crosses a CUDA major"
         stack = _suggest(request, matrix, cuda=None)
+    if stack is None or stack.is_cpu:
+        stack = _suggest(request, matrix, cuda=None)
     if stack is not None and not stack.is_cpu:
         fix = f"use --cuda {stack.cuda} (gives {_describe(stack)})"
     else:
         fix = f"use --cuda with one of {have}"
     if request.torch or request.tensorflow:
-        others = _fmt(c.framework_version for c in _candidates(matrix, framework, None) if c.cuda and c.release.major == major and V(c.release.minor) <= V(wish))
-        if others != "none":
-            fix += f", or pin a release built for CUDA {major}.x up to {wish} ({others})"
+        others = sorted({c.framework_version for c in _candidates(matrix, framework, None) if c.cuda and c.release.major == major and V(c.release.minor) <= V(wish)}, key=V)
+        if others:
+            fix += f", or pin a release built for CUDA {major}.x up to {wish} (newest: {', '.join(others[-3:])})"
     raise NoCompatibleStack(message, fix=fix)
 
 
@@ -637,7 +641,15 @@ def _driver_failure(matrix: Matrix, request: Request, cands: list[_Candidate], d
         return f"no driver floor is known for {what}", _fix_text(_suggest(request, matrix, cuda=None), "use --cuda with a release `invoke matrix` lists with a driver floor")
     message = f"driver {driver} is older than {needed} needed by {what}"
     options = [f"upgrade the driver to >= {needed}"]
-    alt = _suggest(request, matrix, cuda=None, strict_driver=strict) if cuda_wish else None
+    alt = None
+    if cuda_wish:
+        # the newest CUDA of the same major whose image this driver runs, then any stack it runs
+        major_no = int(cuda_wish.split(".")[0])
+        lower = sorted((r.minor for r in matrix.cuda_releases if r.major == major_no and V(r.minor) < V(cuda_wish)), key=V, reverse=True)
+        for minor in lower:
+            if _runnable_images(matrix, minor, driver, False) and (alt := _suggest(request, matrix, cuda=minor)) is not None:
+                break
+        alt = alt or _suggest(request, matrix, cuda=None)
     if alt is not None and not alt.is_cpu:
         options.append(f"use --cuda {alt.cuda} (gives {_describe(alt)})")
     elif alt is None and cuda_wish is None and strict:
@@ -649,7 +661,7 @@ def _driver_failure(matrix: Matrix, request: Request, cands: list[_Candidate], d
     major_no = int((cuda_wish or cands[0].release.minor).split(".")[0])
     major = matrix.cuda_major(major_no)
     if major and V(driver) >= V(major.minor_compat_min_driver):
-        message += f" (CUDA {major_no}.x minor-version compatibility from {major.minor_compat_min_driver} runs CUDA {major_no}.x wheels on it, but the --cuda image needs the driver it was built for; {major.limits.rstrip('.')})"
+        message += f" (CUDA {major_no}.x wheels run on it by minor-version compatibility, from {major.minor_compat_min_driver}, but the CUDA {cuda_wish or cands[0].release.minor} image needs its own driver floor)"
     branch = driver.split(".")[0]
     images = matrix.images_of(cuda_wish) if cuda_wish else []
     if images and images[-1].require_cuda and re.search(rf"driver>={branch},driver<{int(branch) + 1}\b", images[-1].require_cuda):

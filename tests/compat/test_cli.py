@@ -41,7 +41,7 @@ def test_resolve_table_for_people(invoke_cli):
         (["--cuda", "abc"], 2, "is not a CUDA version"),
         (["--driver", "x.y"], 2, "is not an NVIDIA driver version"),
         (["--framework", "jax"], 2, "'jax' is not supported"),
-        (["--driver", "525.60.13", "--cuda", "12.1"], 3, "upgrade the driver to >= 530.30.02 or use --cuda 11.8"),
+        (["--driver", "525.60.13", "--cuda", "12.1"], 3, "upgrade the driver to >= 530.30.02 or use --cuda 12.0 (gives PyTorch"),
     ],
 )
 def test_errors_are_one_line_with_exit_codes(invoke_cli, args, code, fragment):

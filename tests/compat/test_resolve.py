@@ -251,8 +251,16 @@ def test_driver_too_old_names_the_needed_driver_and_a_stack_that_fits():
     text = failure(driver="525.60.13", cuda="12.1")
     assert "driver 525.60.13 is older than 530.30.02 needed by CUDA 12.1" in text
     assert "upgrade the driver to >= 530.30.02" in text
-    assert "use --cuda 11.8 (gives PyTorch 2.7.1 cu118" in text
+    # 12.0.0's image needs only 525.60.13, and a cu126 build runs on it by minor-version compatibility
+    assert "use --cuda 12.0 (gives PyTorch 2.14.1 cu126" in text
     assert "minor-version compatibility" in text
+    check(resolve(driver="525.60.13", cuda="12.0"), dict(cuda_version="12.0.0", min_driver="525.60.13"))
+
+
+def test_driver_too_old_for_the_wished_cuda_gets_the_newest_cuda_it_runs():
+    text = failure(driver="570.86.10", cuda="12.9")
+    assert "driver 570.86.10 is older than 575.51.03 needed by CUDA 12.9" in text
+    assert "use --cuda 12.8 (gives PyTorch 2.14.1 cu126, Python 3.14 on nvidia/cuda 12.8.0, driver >= 570.26)" in text
 
 
 def test_forward_compat_branch_is_mentioned():
