@@ -504,7 +504,15 @@ def resolve_stack(request: Request, matrix: Matrix | None = None) -> Stack:
 
     # 3. the driver: a base image it runs, and the build under the CUDA or minor-version rule
     if cuda_wish != CPU:
-        placed = [replace(c, placement=p) for c in cands if (p := _place(matrix, c, cuda_wish, driver, strict)) is not None]
+        # a placement depends only on the build's CUDA and whether it needs a cuDNN image: compute each once
+        memo: dict[tuple[str, bool], _Placement | None] = {}
+        placed = []
+        for c in cands:
+            key = (c.release.minor, c.tf is not None and not c.tf.and_cuda)
+            if key not in memo:
+                memo[key] = _place(matrix, c, cuda_wish, driver, strict)
+            if memo[key] is not None:
+                placed.append(replace(c, placement=memo[key]))
         if not placed:
             if driver is None:
                 minors = _fmt(c.release.minor for c in cands)
