@@ -638,13 +638,16 @@ def _arch_failure(matrix: Matrix, request: Request, cands: list[_Candidate], arc
 
 def _driver_failure(matrix: Matrix, request: Request, cands: list[_Candidate], driver: str, cuda_wish: str | None, strict: bool) -> tuple[str, str]:
     """The message when the driver is too old: which CUDA it needed, and the nearest fix."""
+    def image_floor(minor: str) -> str | None:
+        """The lowest driver that runs an image of this CUDA in the data (an update without an image does not count)."""
+        floors = [_image_floor(matrix, i) for i in matrix.images_of(minor)]
+        return min(floors, key=V) if floors else None
+
     if cuda_wish:
-        release = matrix.cuda_release(cuda_wish)
-        assert release is not None
-        needed, what = release.floor, f"CUDA {cuda_wish}"
+        needed, what = image_floor(cuda_wish), f"CUDA {cuda_wish}"
     else:
-        lowest = min(cands, key=lambda c: V(c.release.floor or "9999"))
-        needed, what = lowest.release.floor, f"CUDA {lowest.release.minor}"
+        lowest = min(cands, key=lambda c: V(image_floor(c.release.minor) or "9999"))
+        needed, what = image_floor(lowest.release.minor), f"CUDA {lowest.release.minor}"
     if needed is None:
         return f"no driver floor is known for {what}", _fix_text(_suggest(request, matrix, cuda=None), "use --cuda with a release `invoke matrix` lists with a driver floor")
     message = f"driver {driver} is older than {needed} needed by {what}"

@@ -138,3 +138,20 @@ def test_lock_with_wheelhouse_picks_uv_and_the_wheel_it_holds(invoke_cli, tmp_pa
     assert "stack: torch2.13.0-cpu-py3.11" in out.stdout
     lock = (tmp_path / "torch2.13.0-cpu-py3.11" / "requirements.lock.txt").read_text()
     assert "torch==2.13.0+cpu" in lock
+
+
+def test_matrix_check_unreachable_index_is_one_line(invoke_cli):
+    out = invoke_cli("matrix", "--check", env={"HTTPS_PROXY": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9"})
+    assert out.returncode == 1
+    assert out.stderr.strip().startswith("gpuenv: cannot reach the package index at https://pypi.org/pypi/")
+    assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+
+
+@pytest.mark.network
+def test_matrix_check_exit_code_follows_the_report(invoke_cli):
+    out = invoke_cli("matrix", "--check", "--json", timeout=300)
+    if out.returncode == 1 and "cannot reach" in out.stderr:
+        pytest.skip(f"PyPI unreachable: {out.stderr.strip()}")
+    report = json.loads(out.stdout)
+    assert out.returncode == (1 if report["drift"] else 0)
+    assert report["curated"] and all(f["source"].startswith("https://") for f in report["findings"])
