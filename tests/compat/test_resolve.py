@@ -259,7 +259,7 @@ def test_driver_too_old_names_the_needed_driver_and_a_stack_that_fits():
 
 def test_driver_too_old_for_the_wished_cuda_gets_the_newest_cuda_it_runs():
     text = failure(driver="570.86.10", cuda="12.9")
-    assert "driver 570.86.10 is older than 575.51.03 needed by CUDA 12.9" in text
+    assert "driver 570.86.10 is older than 575.57.08 needed by CUDA 12.9" in text  # its only image, 12.9.1
     assert "use --cuda 12.8 (gives PyTorch 2.14.1 cu126, Python 3.14 on nvidia/cuda 12.8.0, driver >= 570.26)" in text
 
 
