@@ -127,10 +127,11 @@ class PyPI:
         try:
             response = self.session.get(url, headers=headers or {}, timeout=self.settings.timeout)
         except requests.RequestException as err:
-            reason = type(err).__name__
-            inner = getattr(err, "args", [None])[0]
-            if inner is not None and not isinstance(inner, str):
-                reason += f": {type(getattr(inner, 'reason', inner)).__name__}"
+            # urllib3 buries the cause in a long text: keep its class ("Caused by NameResolutionError(...)")
+            import re
+
+            causes = re.findall(r"Caused by (\w+)\(", str(err))
+            reason = type(err).__name__ + (f": {causes[-1]}" if causes and causes[-1] != type(err).__name__ else "")
             raise IndexUnreachable(url, reason) from None
         if response.status_code >= 400:
             raise IndexUnreachable(url, f"HTTP {response.status_code}")
