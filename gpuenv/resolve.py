@@ -687,6 +687,17 @@ def _to_stack(matrix: Matrix, c: _Candidate, framework: str, request: Request, d
     reasons.append(f"{name} {c.framework_version}: " + (f"matches --{framework} {pinned}" if pinned else "the newest release that fits every other constraint"))
     reasons += notes
     place = c.placement
+    if cuda_wish and cuda_wish != CPU and c.cuda is not None and not pinned:
+        newer = [
+            x for x in _candidates(matrix, framework, None)
+            if x.cuda and x.release.major == c.release.major and V(x.framework_version) > V(c.framework_version)
+        ]
+        if newer:
+            top = max(newer, key=_Candidate.sort_key)
+            reasons.append(
+                f"newer {name} releases (up to {top.framework_version}) have only newer CUDA {c.release.major}.x builds: use --cuda {top.release.minor} "
+                f"for {top.framework_version} {_build_name(top)}, or drop --cuda to let a driver that runs CUDA {cuda_wish} use them by minor-version compatibility"
+            )
     if c.cuda is None:
         reasons.append("CPU only: requested with --cuda cpu")
     else:

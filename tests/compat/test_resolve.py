@@ -124,6 +124,12 @@ def test_cuda_rule(wishes, expected):
         assert any("Cog's rule" in r or "minor-version compatibility" in r for r in stack.reasons), stack.reasons
 
 
+def test_cuda_rule_says_what_newer_releases_need():
+    stack = resolve(cuda="12.2")
+    assert any("newer PyTorch releases (up to 2.14.1)" in r and "use --cuda 12.6" in r for r in stack.reasons), stack.reasons
+    assert not any(r.startswith("newer PyTorch") for r in resolve(cuda="13.2").reasons)
+
+
 def test_min_driver_is_the_higher_of_image_and_build():
     m = load_matrix()
     for cuda in ("12.2", "12.3", "12.5", "12.8", "13.1"):
