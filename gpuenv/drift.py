@@ -56,6 +56,7 @@ class DriftReport:
     index: str
     findings: list[Finding] = field(default_factory=list)
     curated: list[str] = field(default_factory=lambda: list(CURATED))
+    pending: list[str] = field(default_factory=list)  # entries of the data still unknown or unconfirmed
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -201,6 +202,7 @@ def _page(project: str, version: str | None = None) -> str:
 def compare(matrix: Matrix, upstream: dict[str, Any], index: str = "https://pypi.org/simple") -> DriftReport:
     """Findings: releases the data lacks, and facts that disagree with PyPI's metadata."""
     report = DriftReport(str(matrix.path), matrix.checked.isoformat(), index)
+    report.pending = pending_curation(matrix)
     add = report.findings.append
     versions, metadata = upstream["versions"], upstream["metadata"]
 
@@ -250,6 +252,17 @@ def compare(matrix: Matrix, upstream: dict[str, Any], index: str = "https://pypi
         elif v not in listed:
             add(Finding("CUDA update", v, None, f"cuda-toolkit {v} on PyPI (needs its driver floor)", _page("cuda-toolkit", v)))
     return report
+
+
+def pending_curation(matrix: Matrix) -> list[str]:
+    """The data's own open items: unknown driver floors and facts marked unconfirmed."""
+    out = [f"CUDA {u.version}: driver floor unknown" for c in matrix.cuda_releases for u in c.updates if u.min_driver is None]
+    out += [f"CUDA {u.version}: driver floor {u.min_driver} unconfirmed" for c in matrix.cuda_releases for u in c.updates if u.min_driver and not u.confirmed]
+    out += [f"nvidia/cuda {i.version}: image entry unconfirmed" for i in matrix.images if not i.confirmed]
+    out += [f"nvidia/cuda {i.version}: cuDNN tags unconfirmed" for i in matrix.images if i.cudnn and not i.cudnn.confirmed]
+    out += [f"torch {t.series} {v.name}: unconfirmed" for t in matrix.torch_releases for v in t.variants if not v.confirmed]
+    out += [f"Python {p.version}.0 release date unconfirmed" for p in matrix.python_releases if not p.confirmed]
+    return out
 
 
 def newest_upstream(upstream_versions: dict[str, list[str]], matrix: Matrix) -> list[str]:

@@ -67,6 +67,8 @@ def format_drift(report: "DriftReport") -> str:
     lines.append("")
     lines.append("PyPI cannot give these; they need a curated update when the above changes:")
     lines += [f"  - {item}" for item in report.curated]
+    if report.pending:
+        lines.append(f"Open in the data ({len(report.pending)}): " + "; ".join(report.pending))
     for note in report.notes:
         lines.append(f"note: {note}")
     return "\n".join(lines)
