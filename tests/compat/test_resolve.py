@@ -181,6 +181,10 @@ DRIVER_RULE = [
     (dict(driver="580.65.06", gpu_archs=("10.0",)), dict(cuda="13.0", cuda_version="13.0.0", framework_cuda="13.2", wheel_variant="cu132",
                                                         framework_version="2.15.0", min_driver="580.65.06")),
     (dict(driver="999.99"), dict(framework_version="2.15.0", wheel_variant="cu132", cuda="13.2")),
+    # a 525.60.x driver runs CUDA 12.0.0's image: a CUDA 12 build, never the cu118 one
+    (dict(driver="525.60.13"), dict(cuda="12.0", cuda_version="12.0.0", framework_cuda="12.6", min_driver="525.60.13")),
+    # TensorFlow follows the same rule: 2.21 (CUDA 12.5 and-cuda libraries) on the 12.2 image of a 535 driver
+    (dict(driver="535.104.05", framework="tf"), dict(cuda="12.2", framework_cuda="12.5", framework_version="2.21.0", min_driver="535.104.05")),
 ]
 
 
