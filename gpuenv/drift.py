@@ -12,7 +12,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import date
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
@@ -37,7 +37,7 @@ CURATED = (
 class Client(Protocol):
     def project(self, name: str) -> dict[str, Any]: ...
     def file_url(self, name: str, url: str) -> str: ...
-    def wheel_metadata(self, url: str, size: int) -> str: ...
+    def wheel_metadata(self, url: str, size: int, pep658: bool = False) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -103,8 +103,10 @@ def linux_wheel(files: list[dict[str, Any]]) -> dict[str, Any] | None:
     return best[1] if best else None
 
 
-def gather(client: Client, matrix: Matrix, workers: int = 8) -> dict[str, Any]:
+def gather(client: Client, matrix: Matrix, workers: int = 8, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """What the comparison needs, as plain JSON (so a recorded copy can be replayed in tests)."""
+    say = progress or (lambda line: None)
+    say(f"reading the release lists of {', '.join(PROJECTS)}")
     docs = {name: client.project(name) for name in PROJECTS}
     wanted: dict[str, list[str]] = {}
     for name, releases in (("torch", matrix.torch_releases), ("tensorflow", matrix.tensorflow_releases)):
@@ -124,11 +126,13 @@ def gather(client: Client, matrix: Matrix, workers: int = 8) -> dict[str, Any]:
         for v in versions:
             wheel = linux_wheel(docs[name]["releases"].get(v, []))
             if wheel is not None:
-                jobs.append((name, v, client.file_url(name, wheel["url"]), int(wheel["size"]), wheel["filename"]))
+                pep658 = bool(wheel.get("core_metadata") or wheel.get("data-dist-info-metadata"))
+                jobs.append((name, v, client.file_url(name, wheel["url"]), int(wheel["size"]), wheel["filename"], pep658))
+    say(f"reading the METADATA of {len(jobs)} wheels (PEP 658 files or range requests, never whole wheels)")
 
     def read(job):
-        name, v, url, size, filename = job
-        text = client.wheel_metadata(url, size)
+        name, v, url, size, filename, pep658 = job
+        text = client.wheel_metadata(url, size, pep658)
         return name, v, filename, [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Requires-Dist:")]
 
     metadata: dict[str, dict[str, Any]] = {"torch": {}, "tensorflow": {}}

@@ -146,8 +146,14 @@ class PyPI:
         """File URLs in the JSON API may be relative (mirrors): resolve them against the document's URL."""
         return urljoin(self.json_url(name), url)
 
-    def wheel_metadata(self, url: str, size: int) -> str:
-        """The METADATA of a remote wheel, read with range requests on its central directory."""
+    def wheel_metadata(self, url: str, size: int, pep658: bool = False) -> str:
+        """The METADATA of a remote wheel: its PEP 658 file when the index says it has one, else
+        read with range requests on the wheel's central directory."""
+        if pep658:
+            try:
+                return self._get(url + ".metadata").text
+            except IndexUnreachable:
+                pass  # announced but not served (some mirrors): fall back to range requests
         remote = _RangeFile(self, url, size)
         with zipfile.ZipFile(remote) as wheel:
             names = [n for n in wheel.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]

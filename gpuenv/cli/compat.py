@@ -41,8 +41,11 @@ def matrix(c, json_=False, check=False):
     from gpuenv.drift import compare, gather
     from gpuenv.pypi import PyPI
 
+    import sys
+
     client = PyPI()
-    report = compare(data, gather(client, data), index=client.settings.index_url)
+    say = lambda line: print(f"  {line}", file=sys.stderr, flush=True)  # noqa: E731 (progress goes to stderr: --json stays clean)
+    report = compare(data, gather(client, data, progress=say), index=client.settings.index_url)
     report.notes.append(f"{client.requests} requests, {client.bytes_fetched / 2**20:.1f} MiB read from {client.settings.json_base}")
     print(json.dumps(report.to_dict(), indent=2) if json_ else format_drift(report))
     if report.drift:

@@ -40,7 +40,7 @@ class Replay:
     def file_url(self, name, url):
         return url
 
-    def wheel_metadata(self, url, size):
+    def wheel_metadata(self, url, size, pep658=False):
         return self.metadata[url.rsplit("/", 1)[1]]
 
 
