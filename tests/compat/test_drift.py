@@ -144,7 +144,15 @@ class _RangeHandler(http.server.BaseHTTPRequestHandler):
     body = b""
     ranges: list[str] = []
 
+    metadata: bytes | None = None
+
     def do_GET(self):  # noqa: N802 (http.server's name)
+        if self.path.endswith(".metadata"):
+            type(self).ranges.append("metadata")
+            self.send_response(200 if self.metadata else 404)
+            self.end_headers()
+            self.wfile.write(self.metadata or b"")
+            return
         spec = self.headers.get("Range")
         type(self).ranges.append(spec or "whole")
         if not spec:
@@ -183,6 +191,26 @@ def test_metadata_is_read_with_range_requests_not_the_whole_wheel():
     assert "Requires-Dist: cuda-toolkit==13.2.2" in text
     assert "whole" not in handler.ranges
     assert client.bytes_fetched < len(handler.body) / 10, (client.bytes_fetched, len(handler.body))
+
+
+@pytest.mark.parametrize("served", [True, False])
+def test_pep658_metadata_is_used_when_served(served):
+    body = io.BytesIO()
+    with zipfile.ZipFile(body, "w") as z:
+        z.writestr("fake-1.0.dist-info/METADATA", "Name: fake\nRequires-Dist: from-the-wheel\n")
+    handler = type("H", (_RangeHandler,), {"body": body.getvalue(), "ranges": [], "metadata": b"Name: fake\nRequires-Dist: from-pep658\n" if served else None})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = PyPI(IndexSettings())
+        text = client.wheel_metadata(f"http://127.0.0.1:{server.server_address[1]}/fake.whl", len(handler.body), pep658=True)
+    finally:
+        server.shutdown()
+        server.server_close()
+    if served:
+        assert "from-pep658" in text and handler.ranges == ["metadata"]
+    else:  # announced but 404 (this machine's route to PyPI): range requests instead
+        assert "from-the-wheel" in text and handler.ranges[0] == "metadata" and "whole" not in handler.ranges
 
 
 def test_unreachable_index_is_one_line_naming_it():
