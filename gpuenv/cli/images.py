@@ -101,11 +101,12 @@ def build(
         "gpus": "GPUs given to the container: all (default), none, or indices/UUIDs like 0,1",
         "shm_size": "size of /dev/shm for data loaders and NCCL (default: 8g)",
         "strict_driver": STRICT_DRIVER_HELP,
+        "wheelhouse": "the wheel folder the image was built with (`invoke build --wheelhouse`), so the same stack is chosen",
     },
     auto_shortflags=False,
 )
 @user_errors
-def run(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None, gpus="all", shm_size=None, strict_driver=False):
+def run(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None, gpus="all", shm_size=None, strict_driver=False, wheelhouse=None):
     """Run a command in the stack's image: `invoke run --cuda 12.1 -- python train.py`.
 
     The current folder is mounted at /workspace (the working directory), logs are streamed,
@@ -116,7 +117,10 @@ def run(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, 
     command = _remainder_argv(c.remainder or "")
     from gpuenv.host import resolve_for_host
 
-    stack = resolve_for_host(driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch, strict_driver=strict_driver)
+    stack = resolve_for_host(
+        driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch,
+        strict_driver=strict_driver, wheelhouse=wheelhouse,
+    )
     image = images.image_for_stack(stack)
     options = {"shm_size": shm_size} if shm_size else {}
     code = engine.run_container(image, command, gpus=gpus, workdir_mount=Path.cwd(), **options)
