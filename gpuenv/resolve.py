@@ -649,7 +649,7 @@ def _driver_failure(matrix: Matrix, request: Request, cands: list[_Candidate], d
         lowest = min(cands, key=lambda c: V(image_floor(c.release.minor) or "9999"))
         needed, what = image_floor(lowest.release.minor), f"CUDA {lowest.release.minor}"
     if needed is None:
-        return f"no driver floor is known for {what}", _fix_text(_suggest(request, matrix, cuda=None), "use --cuda with a release `invoke matrix` lists with a driver floor")
+        return f"no nvidia/cuda image with a known driver floor is in the data for {what} (see `invoke matrix`)", _fix_text(_suggest(request, matrix, cuda=None), "use --cuda with a release `invoke matrix` lists with a driver floor")
     message = f"driver {driver} is older than {needed} needed by {what}"
     options = [f"upgrade the driver to >= {needed}"]
     alt = None
