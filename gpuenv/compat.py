@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import date
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,11 @@ COMPAT_FILE = PROJECT_ROOT / "envs" / "compat.yaml"
 _MINOR = re.compile(r"^\d+\.\d+$")
 _PATCH = re.compile(r"^\d+\.\d+\.\d+$")
 _DRIVER = re.compile(r"^\d+\.\d+(\.\d+)?$")
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+SCHEMA = 2
 _SECTIONS = (
+    "checked",
+    "python_releases",
     "cpu_base_image",
     "cuda_majors",
     "cuda_releases",
@@ -47,21 +52,45 @@ class CudaMajor:
 
 
 @dataclass(frozen=True)
+class CudaUpdate:
+    """One shipped toolkit version (12.8.0 GA, 12.8.1 Update 1) and the driver it needs (None: unknown)."""
+
+    version: str
+    min_driver: str | None
+    confirmed: bool
+    note: str | None
+    source: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class CudaRelease:
     minor: str
-    latest_patch: str
-    min_driver: str
-    source: tuple[str, ...]
+    updates: tuple[CudaUpdate, ...]
 
     @property
     def major(self) -> int:
         return int(self.minor.split(".")[0])
+
+    @property
+    def floor(self) -> str | None:
+        """The lowest driver that runs any update of this minor natively (its GA floor, when known)."""
+        known = [u.min_driver for u in self.updates if u.min_driver]
+        return min(known, key=Version) if known else None
+
+    @property
+    def source(self) -> tuple[str, ...]:
+        return tuple(url for u in self.updates for url in u.source)
+
+    def update(self, version: str) -> CudaUpdate | None:
+        return next((u for u in self.updates if u.version == version), None)
 
 
 @dataclass(frozen=True)
 class CudnnTag:
     tag: str
     flavours: tuple[str, ...]
+    ubuntu: tuple[str, ...] | None = None
+    confirmed: bool = True
 
 
 @dataclass(frozen=True)
@@ -70,8 +99,9 @@ class CudaImage:
     flavours: tuple[str, ...]
     cudnn: CudnnTag | None
     ubuntu: tuple[str, ...]
-    require_cuda: str
+    require_cuda: str | None
     source: tuple[str, ...]
+    confirmed: bool = True
 
     @property
     def minor(self) -> str:
@@ -84,7 +114,7 @@ class CudaImage:
             out += [
                 f"{self.version}-{self.cudnn.tag}-{f}-ubuntu{u}"
                 for f in self.cudnn.flavours
-                for u in self.ubuntu
+                for u in (self.cudnn.ubuntu or self.ubuntu)
             ]
         return out
 
@@ -104,6 +134,7 @@ class TorchVariant:
     cuda: str | None
     archs: tuple[str, ...] = ()
     ptx: str | None = None
+    confirmed: bool = True
 
 
 @dataclass(frozen=True)
@@ -124,6 +155,15 @@ class TensorflowRelease:
     cudnn: str
     python: tuple[str, ...]
     source: tuple[str, ...]
+    and_cuda: bool = True
+
+
+@dataclass(frozen=True)
+class PythonRelease:
+    version: str
+    released: date
+    confirmed: bool
+    source: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -138,7 +178,20 @@ class Matrix:
     gpu_architectures: tuple[GpuArchitecture, ...]
     torch_releases: tuple[TorchRelease, ...]
     tensorflow_releases: tuple[TensorflowRelease, ...]
+    checked: date
+    python_releases: tuple[PythonRelease, ...]
     path: Path = field(default=COMPAT_FILE, compare=False)
+
+    def python_release(self, version: str) -> PythonRelease | None:
+        return next((p for p in self.python_releases if p.version == version), None)
+
+    def images_of(self, minor: str) -> list[CudaImage]:
+        """The images of a CUDA minor whose update has a known driver floor, oldest first."""
+        release = self.cuda_release(minor)
+        if release is None:
+            return []
+        usable = [i for i in self.images if i.minor == minor and (u := release.update(i.version)) and u.min_driver]
+        return sorted(usable, key=lambda i: Version(i.version))
 
     def cuda_release(self, minor: str) -> CudaRelease | None:
         return next((c for c in self.cuda_releases if c.minor == minor), None)
@@ -158,6 +211,9 @@ class Matrix:
 
         data = asdict(self)
         data["path"] = str(self.path)
+        data["checked"] = self.checked.isoformat()
+        for p in data["python_releases"]:
+            p["released"] = p["released"].isoformat()
         return data
 
 
@@ -195,6 +251,30 @@ class _Checker:
             raise self.fail(where, f"expected a non-empty list, got {value!r}")
         return tuple(self.text(v, f"{where}[{i}]", pattern) for i, v in enumerate(value))
 
+    def flag(self, entry: dict[str, Any], where: str, key: str = "confirmed") -> bool:
+        value = entry.get(key, True)
+        if not isinstance(value, bool):
+            raise self.fail(where, f"{key} must be true or false, got {value!r}")
+        return value
+
+    def day(self, value: Any, where: str) -> date:
+        if isinstance(value, date):
+            return value
+        text = self.text(value, where)
+        try:
+            if not _DATE.match(text):
+                raise ValueError
+            return date.fromisoformat(text)
+        except ValueError:
+            raise self.fail(where, f"{text!r} is not a date (YYYY-MM-DD)") from None
+
+    def unique(self, values: list[str], where: str, what: str) -> None:
+        seen: set[str] = set()
+        for v in values:
+            if v in seen:
+                raise self.fail(where, f"{what} {v} is listed twice")
+            seen.add(v)
+
     def source(self, entry: dict[str, Any], where: str) -> tuple[str, ...]:
         raw = entry.get("source")
         urls = [raw] if isinstance(raw, str) else raw
@@ -216,8 +296,22 @@ def parse_matrix(data: Any, path: Path = COMPAT_FILE) -> Matrix:
     """Build a Matrix from the parsed YAML, raising DataError on the first bad or inconsistent entry."""
     check = _Checker(path)
     top = check.mapping(data, "top level", ("schema",) + _SECTIONS)
-    if top["schema"] != 1:
-        raise check.fail("schema", f"unsupported schema {top['schema']!r} (this gpuenv reads 1)")
+    if top["schema"] != SCHEMA:
+        raise check.fail("schema", f"unsupported schema {top['schema']!r} (this gpuenv reads {SCHEMA})")
+    checked = check.day(top["checked"], "checked")
+
+    pythons = []
+    for where, e in _entries(top, "python_releases", check):
+        check.mapping(e, where, ("version", "released", "source"))
+        pythons.append(
+            PythonRelease(
+                check.text(e["version"], where + ".version", _MINOR),
+                check.day(e["released"], where + ".released"),
+                check.flag(e, where),
+                check.source(e, where),
+            )
+        )
+    check.unique([p.version for p in pythons], "python_releases", "Python")
 
     cpu = check.mapping(top["cpu_base_image"], "cpu_base_image", ("image", "source"))
     cpu_image = check.text(cpu["image"], "cpu_base_image.image")
@@ -239,16 +333,34 @@ def parse_matrix(data: Any, path: Path = COMPAT_FILE) -> Matrix:
 
     releases = []
     for where, e in _entries(top, "cuda_releases", check):
-        check.mapping(e, where, ("minor", "latest_patch", "min_driver", "source"))
-        rel = CudaRelease(
-            check.text(e["minor"], where + ".minor", _MINOR),
-            check.text(e["latest_patch"], where + ".latest_patch", _PATCH),
-            check.text(e["min_driver"], where + ".min_driver", _DRIVER),
-            check.source(e, where),
-        )
-        if not rel.latest_patch.startswith(rel.minor + "."):
-            raise check.fail(where, f"latest_patch {rel.latest_patch} is not a patch of {rel.minor}")
-        releases.append(rel)
+        check.mapping(e, where, ("minor", "updates"))
+        minor = check.text(e["minor"], where + ".minor", _MINOR)
+        if not isinstance(e["updates"], list) or not e["updates"]:
+            raise check.fail(where + ".updates", "expected a non-empty list of updates")
+        updates = []
+        for i, u in enumerate(e["updates"]):
+            uwhere = f"{where}.updates[{i}]"
+            check.mapping(u, uwhere, ("version", "min_driver", "source"))
+            confirmed = check.flag(u, uwhere)
+            driver = None if u["min_driver"] is None else check.text(u["min_driver"], uwhere + ".min_driver", _DRIVER)
+            if driver is None and confirmed:
+                raise check.fail(uwhere, "min_driver is null but the entry does not say confirmed: false")
+            update = CudaUpdate(
+                check.text(u["version"], uwhere + ".version", _PATCH),
+                driver,
+                confirmed,
+                None if u.get("note") is None else check.text(u["note"], uwhere + ".note"),
+                check.source(u, uwhere),
+            )
+            if not update.version.startswith(minor + "."):
+                raise check.fail(uwhere, f"{update.version} is not an update of CUDA {minor}")
+            updates.append(update)
+        check.unique([u.version for u in updates], where, "update")
+        known = [u for u in sorted(updates, key=lambda u: Version(u.version)) if u.min_driver]
+        for older, newer in zip(known, known[1:]):
+            if Version(newer.min_driver) < Version(older.min_driver):  # type: ignore[arg-type]
+                raise check.fail(where, f"update {newer.version} needs driver {newer.min_driver}, lower than {older.version}'s {older.min_driver}")
+        releases.append(CudaRelease(minor, tuple(updates)))
 
     images = []
     for where, e in _entries(top, "images", check):
@@ -256,15 +368,23 @@ def parse_matrix(data: Any, path: Path = COMPAT_FILE) -> Matrix:
         cudnn = None
         if e["cudnn"] is not None:
             c = check.mapping(e["cudnn"], where + ".cudnn", ("tag", "flavours"))
-            cudnn = CudnnTag(check.text(c["tag"], where + ".cudnn.tag"), check.texts(c["flavours"], where + ".cudnn.flavours"))
+            cudnn = CudnnTag(
+                check.text(c["tag"], where + ".cudnn.tag"),
+                check.texts(c["flavours"], where + ".cudnn.flavours"),
+                None if c.get("ubuntu") is None else check.texts(c["ubuntu"], where + ".cudnn.ubuntu", _MINOR),
+                check.flag(c, where + ".cudnn"),
+            )
+        ubuntu = check.texts(e["ubuntu"], where + ".ubuntu", _MINOR)
+        check.unique(list(ubuntu), where + ".ubuntu", "Ubuntu")
         images.append(
             CudaImage(
                 check.text(e["version"], where + ".version", _PATCH),
                 check.texts(e["flavours"], where + ".flavours"),
                 cudnn,
-                check.texts(e["ubuntu"], where + ".ubuntu", _MINOR),
-                check.text(e["require_cuda"], where + ".require_cuda"),
+                ubuntu,
+                None if e["require_cuda"] is None else check.text(e["require_cuda"], where + ".require_cuda"),
                 check.source(e, where),
+                check.flag(e, where),
             )
         )
 
@@ -299,6 +419,7 @@ def parse_matrix(data: Any, path: Path = COMPAT_FILE) -> Matrix:
                     check.text(v["cuda"], vwhere + ".cuda", _MINOR),
                     check.texts(v["archs"], vwhere + ".archs", _MINOR),
                     None if v.get("ptx") is None else check.text(v["ptx"], vwhere + ".ptx", _MINOR),
+                    check.flag(v, vwhere),
                 )
             )
         default = e["pypi_default_cuda"]
@@ -324,51 +445,98 @@ def parse_matrix(data: Any, path: Path = COMPAT_FILE) -> Matrix:
                 check.text(str(e["cudnn"]), where + ".cudnn"),
                 check.texts(e["python"], where + ".python", _MINOR),
                 check.source(e, where),
+                check.flag(e, where, "and_cuda"),
             )
         )
 
-    matrix = Matrix(cpu_image, cpu_source, tuple(majors), tuple(releases), tuple(images), tuple(archs), tuple(torches), tuple(tfs), path)
+    matrix = Matrix(
+        cpu_image, cpu_source, tuple(majors), tuple(releases), tuple(images), tuple(archs), tuple(torches), tuple(tfs),
+        checked, tuple(pythons), path,
+    )
     _check_consistency(matrix, check)
     return matrix
 
 
 def _check_consistency(m: Matrix, check: _Checker) -> None:
-    """Cross-references: every CUDA a framework names must be a release with an image, and so on."""
+    """Cross-references and contradictions: duplicates, CUDA a framework names without a release, ..."""
+    check.unique([str(x.major) for x in m.cuda_majors], "cuda_majors", "major")
+    check.unique([c.minor for c in m.cuda_releases], "cuda_releases", "CUDA minor")
+    check.unique([i.version for i in m.images], "images", "image version")
+    check.unique([a.name for a in m.gpu_architectures], "gpu_architectures", "family")
+    check.unique([cc for a in m.gpu_architectures for cc in a.compute_capabilities], "gpu_architectures", "compute capability")
+    check.unique([t.series for t in m.torch_releases], "torch_releases", "series")
+    check.unique([t.series for t in m.tensorflow_releases], "tensorflow_releases", "series")
     minors = {c.minor for c in m.cuda_releases}
-    if len(minors) != len(m.cuda_releases):
-        raise check.fail("cuda_releases", "a CUDA minor is listed twice")
     for c in m.cuda_releases:
-        if m.cuda_major(c.major) is None:
+        major = m.cuda_major(c.major)
+        if major is None:
             raise check.fail(f"cuda_releases ({c.minor})", f"no cuda_majors entry for major {c.major}")
-        image = m.image(c.latest_patch)
-        if image is None:
-            raise check.fail(f"cuda_releases ({c.minor})", f"no images entry for its latest_patch {c.latest_patch}")
-        if "base" not in image.flavours:
-            raise check.fail(f"images ({image.version})", "has no 'base' flavour, which gpuenv builds on")
+        if c.floor and Version(c.floor) < Version(major.minor_compat_min_driver):
+            raise check.fail(f"cuda_releases ({c.minor})", f"driver floor {c.floor} is below the CUDA {c.major}.x minor-version floor {major.minor_compat_min_driver}")
     for i in m.images:
-        if i.minor not in minors:
+        release = m.cuda_release(i.minor)
+        if release is None:
             raise check.fail(f"images ({i.version})", f"CUDA {i.minor} is not in cuda_releases")
+        if release.update(i.version) is None:
+            raise check.fail(f"images ({i.version})", f"{i.version} is not an update listed under cuda_releases {i.minor}")
+        if "base" not in i.flavours:
+            raise check.fail(f"images ({i.version})", "has no 'base' flavour, which gpuenv builds on")
+    for a in m.gpu_architectures:
+        if a.last_cuda is not None and Version(a.last_cuda) < Version(a.first_cuda):
+            raise check.fail(f"gpu_architectures ({a.name})", f"last_cuda {a.last_cuda} is before first_cuda {a.first_cuda}")
     known_ccs = {cc for a in m.gpu_architectures for cc in a.compute_capabilities}
     for t in m.torch_releases:
+        where = f"torch_releases ({t.series})"
+        check.unique(list(t.patches), where, "patch")
+        check.unique(list(t.python), where, "Python")
         for p in t.patches:
             if not p.startswith(t.series + "."):
-                raise check.fail(f"torch_releases ({t.series})", f"patch {p} is not of series {t.series}")
+                raise check.fail(where, f"patch {p} is not of series {t.series}")
+        for py in t.python:
+            if m.python_release(py) is None:
+                raise check.fail(where, f"Python {py} is not in python_releases")
         for v in t.variants:
             if v.cuda is None:
                 continue
             if v.cuda not in minors:
-                raise check.fail(f"torch_releases ({t.series}).variants.{v.name}", f"CUDA {v.cuda} is not in cuda_releases")
+                raise check.fail(f"{where}.variants.{v.name}", f"CUDA {v.cuda} is not in cuda_releases")
             if v.name != "cu" + v.cuda.replace(".", ""):
-                raise check.fail(f"torch_releases ({t.series}).variants.{v.name}", f"name does not match its CUDA {v.cuda}")
+                raise check.fail(f"{where}.variants.{v.name}", f"name does not match its CUDA {v.cuda}")
             unknown = [a for a in v.archs + ((v.ptx,) if v.ptx else ()) if a not in known_ccs]
             if unknown:
-                raise check.fail(f"torch_releases ({t.series}).variants.{v.name}", f"arch(s) {', '.join(unknown)} not in gpu_architectures")
+                raise check.fail(f"{where}.variants.{v.name}", f"arch(s) {', '.join(unknown)} not in gpu_architectures")
+            check.unique(list(v.archs), f"{where}.variants.{v.name}", "arch")
+            for cc in v.archs:
+                arch = m.architecture_of(cc)
+                if arch and arch.last_cuda and Version(v.cuda) > Version(arch.last_cuda):
+                    raise check.fail(f"{where}.variants.{v.name}", f"arch {cc} ({arch.name}) is not supported by CUDA {v.cuda} (its last CUDA is {arch.last_cuda})")
     for tf in m.tensorflow_releases:
+        where = f"tensorflow_releases ({tf.series})"
+        check.unique(list(tf.patches), where, "patch")
+        check.unique(list(tf.python), where, "Python")
         for p in tf.patches:
             if not p.startswith(tf.series + "."):
-                raise check.fail(f"tensorflow_releases ({tf.series})", f"patch {p} is not of series {tf.series}")
+                raise check.fail(where, f"patch {p} is not of series {tf.series}")
         if tf.cuda not in minors:
-            raise check.fail(f"tensorflow_releases ({tf.series})", f"CUDA {tf.cuda} is not in cuda_releases")
+            raise check.fail(where, f"CUDA {tf.cuda} is not in cuda_releases")
+        for py in tf.python:
+            if m.python_release(py) is None:
+                raise check.fail(where, f"Python {py} is not in python_releases")
+        if not tf.and_cuda and not any(i.cudnn for i in m.images_of(tf.cuda)):
+            raise check.fail(where, f"and_cuda is false but no CUDA {tf.cuda} image has cuDNN")
+
+
+class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """libyaml's parser when present (the pure-Python one is most of `invoke resolve`'s time), refusing duplicate keys."""
+
+    def construct_mapping(self, node, deep=False):  # type: ignore[no-untyped-def]
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 def load_matrix(path: Path | None = None) -> Matrix:
@@ -379,12 +547,13 @@ def load_matrix(path: Path | None = None) -> Matrix:
 @lru_cache(maxsize=4)
 def _load(path: Path) -> Matrix:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_bytes().decode("utf-8")
     except OSError as err:
         raise DataError(f"cannot read compatibility data {path}: {err.strerror}", fix="restore envs/compat.yaml from the repository") from None
+    except UnicodeDecodeError as err:
+        raise DataError(f"{path} is not UTF-8 text (byte {err.start})", fix="save it as UTF-8") from None
     try:
-        # libyaml's loader when present: the pure-Python one is most of `invoke resolve`'s time
-        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark else ""

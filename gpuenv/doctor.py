@@ -59,6 +59,34 @@ def probe_recommendation(framework: str) -> dict[str, Any]:
     return {"available": True, **stack.to_dict()}
 
 
+#: doctor must stay quick offline: PyPI gets this long before the freshness probe says "not checked".
+PYPI_TIMEOUT_S = 3.0
+
+
+def probe_compat_data(today=None) -> dict[str, Any]:
+    """Is the compatibility data current? Its check date, and whether PyPI has newer frameworks."""
+    from datetime import date
+
+    from gpuenv.compat import load_matrix
+    from gpuenv.drift import STALE_AFTER_DAYS, newest_upstream, stale_days
+
+    m = load_matrix()
+    age = stale_days(m.checked, today or date.today())
+    out: dict[str, Any] = {"available": True, "checked": m.checked.isoformat(), "stale_days": age, "stale_after_days": STALE_AFTER_DAYS}
+    try:
+        from gpuenv.drift import final_versions
+        from gpuenv.pypi import PyPI, read_index_settings
+
+        settings = read_index_settings(timeout=PYPI_TIMEOUT_S)
+        client = PyPI(settings)
+        versions = {name: final_versions(client.project(name)) for name in ("torch", "tensorflow")}
+        out["newer_on_pypi"] = newest_upstream(versions, m)
+    except GpuenvError as err:
+        out["newer_on_pypi"] = None
+        out["pypi"] = f"not checked: {err.message}"
+    return out
+
+
 def _safe(probe, *args) -> dict[str, Any]:
     try:
         return probe(*args)
@@ -72,6 +100,7 @@ def collect_report() -> dict[str, Any]:
         "nvml": _safe(probe_nvml),
         "docker": _safe(probe_docker),
         "recommended": {fw: _safe(probe_recommendation, fw) for fw in ("torch", "tensorflow")},
+        "compat_data": _safe(probe_compat_data),
     }
 
 
@@ -98,4 +127,19 @@ def format_report(report: dict[str, Any]) -> str:
             lines.append(f"{fw:<10}{rec['stack_id']}  base {rec['base_image']}  ({rec['pip_requirement']})")
         else:
             lines.append(f"{fw:<10}no stack: {rec['why']}")
+    lines += compat_data_lines(report.get("compat_data") or {})
     return "\n".join(lines)
+
+
+def compat_data_lines(data: dict[str, Any]) -> list[str]:
+    """The data-freshness line(s): warnings when the check date is old or PyPI has newer releases."""
+    if not data.get("available"):
+        return [f"data      not available: {data.get('why')}"]
+    lines = [f"data      envs/compat.yaml checked {data['checked']}"]
+    if data.get("stale_days"):
+        lines.append(f"warning   the compatibility data was checked {data['stale_days']} days ago (over {data['stale_after_days']}): run `invoke matrix --check` and update envs/compat.yaml")
+    if data.get("newer_on_pypi"):
+        lines.append(f"warning   PyPI has releases newer than the data ({', '.join(data['newer_on_pypi'])}): run `invoke matrix --check`")
+    elif data.get("pypi"):
+        lines.append(f"data      newer releases on PyPI {data['pypi']}")
+    return lines

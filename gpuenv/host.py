@@ -26,8 +26,16 @@ def request_for_host(
     python: str | None = None,
     gpu_arch: str | None = None,
     detect: bool = True,
+    strict_driver: bool = False,
+    wheelhouse: str | None = None,
 ) -> Request:
-    """A Request from command-line values; the driver and GPU architectures come from NVML when not given."""
+    """A Request from command-line values; the driver and GPU architectures come from NVML when not given.
+
+    With a wheelhouse folder the resolver considers only the framework wheels it holds.
+    """
+    from gpuenv.wheelhouse import wheel_names
+
+    wheels = wheel_names(wheelhouse) if wheelhouse else None
     archs = tuple(split_arch_list(gpu_arch))
     source = "--driver"
     wants_gpu = str(cuda or "").strip().lower() not in ("cpu", "none")
@@ -47,9 +55,12 @@ def request_for_host(
         python=python,
         gpu_archs=archs,
         driver_source=source,
+        strict_driver=bool(strict_driver),
+        wheelhouse=wheels,
+        wheelhouse_dir=str(wheelhouse) if wheelhouse else None,
     )
 
 
-def resolve_for_host(**options: str | None) -> Stack:
+def resolve_for_host(**options: str | bool | None) -> Stack:
     """The stack for these command-line options on this host: what every task that takes them uses."""
     return resolve_stack(request_for_host(**options))  # type: ignore[arg-type]

@@ -171,9 +171,9 @@ def cuda_driver_floors(stack: Stack, matrix: Matrix | None = None) -> str:
 
     matrix = matrix or load_matrix()
     own = version_key(stack.cuda)
-    mine = [r for r in matrix.cuda_releases if r.major == own.major and version_key(r.minor) <= own]
+    mine = [r for r in matrix.cuda_releases if r.major == own.major and version_key(r.minor) <= own and r.floor]
     mine.sort(key=lambda r: version_key(r.minor), reverse=True)
-    return " ".join(f"{r.minor}={r.min_driver}" for r in mine)
+    return " ".join(f"{r.minor}={r.floor}" for r in mine)
 
 
 def build_args(

@@ -39,6 +39,46 @@ class IndexUnreachable(ToolError):
 
 # ---------------------------------------------------------------- command lines (pure)
 
+#: The packages a framework index (download.pytorch.org/whl/<variant>) may serve; every other name
+#: comes from PyPI, so a name the framework index also hosts (numpy, jinja2, ...) cannot be swapped in.
+FRAMEWORK_INDEX_PACKAGES = ("torch", "torchvision", "torchaudio")
+UV_PROJECT_FILE = "pyproject.toml"
+
+
+def uv_lock_project(requirements: Sequence[str], framework_index: str, pinned: Sequence[str] = FRAMEWORK_INDEX_PACKAGES) -> str:
+    """A pyproject.toml for `uv pip compile` that pins the framework packages to an explicit index.
+
+    uv's explicit index (`explicit = true` plus `[tool.uv.sources]`) is used only for the
+    packages that name it, unlike `--extra-index-url`, from which uv's first-index rule would
+    take any package the index also hosts (dependency confusion).
+    """
+    import json
+
+    names = {re.split(r"[\s\[<>=!~;@]", r.strip(), maxsplit=1)[0].lower() for r in requirements if r.strip()}
+    deps = "".join(f"    {json.dumps(r.strip())},\n" for r in requirements if r.strip())
+    sources = "".join(f'{name} = {{ index = "framework" }}\n' for name in pinned if name in names)
+    return (
+        "# Rendered by gpuenv for uv pip compile: the framework index serves the framework packages only.\n"
+        '[project]\nname = "gpuenv-lock"\nversion = "0"\n'
+        f"dependencies = [\n{deps}]\n\n"
+        f"[tool.uv.sources]\n{sources}\n"
+        f'[[tool.uv.index]]\nname = "framework"\nurl = {json.dumps(framework_index)}\nexplicit = true\n'
+    )
+
+
+def with_install_index(lock_text: str, framework_index: str) -> str:
+    """The lock with the framework index added for `pip install --require-hashes`.
+
+    uv does not emit an explicit index; pip needs it to find the framework wheel. Every pin
+    carries its hashes, so pip cannot take another file (a decoy numpy) from that index.
+    """
+    line = f"--extra-index-url {framework_index}\n"
+    if line in lock_text:
+        return lock_text
+    lines = lock_text.splitlines(keepends=True)
+    at = max((i + 1 for i, l in enumerate(lines) if l.startswith(("--index-url", "--extra-index-url"))), default=0)
+    return "".join(lines[:at] + [line] + lines[at:])
+
 
 def uv_python_platform(platform: str, glibc: str) -> str:
     """uv's --python-platform for a conda subdir and the base image's glibc, e.g. x86_64-manylinux_2_35."""

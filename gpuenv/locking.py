@@ -303,6 +303,12 @@ def _lock_into(work: Path, stack: Stack, plan: _Plan, input_hash: str, say: Prog
 def _lock_with_uv(work: Path, stack: Stack, plan: _Plan, say: Progress) -> list[LockedPackage]:
     requirements = work / "requirements.in"
     requirements.write_text("".join(f"{line}\n" for line in plan.packages.pip), encoding="utf-8")
+    # The framework index serves the framework packages only (uv explicit index, lockers.uv_lock_project).
+    framework_index = stack.index_url if stack.index_url in plan.extra_index_urls else None
+    extra_index = tuple(u for u in plan.extra_index_urls if u != framework_index)
+    if framework_index:
+        requirements = work / lockers.UV_PROJECT_FILE
+        requirements.write_text(lockers.uv_lock_project(plan.packages.pip, framework_index), encoding="utf-8")
     uv = lockers.uv_binary()
     glibc = spec.glibc_for(stack)
     packages: list[LockedPackage] = []
@@ -313,7 +319,7 @@ def _lock_with_uv(work: Path, stack: Stack, plan: _Plan, say: Progress) -> list[
         say(f"locking with uv for Python {stack.python} on {target} from {sources}")
         cmd = lockers.uv_compile_command(
             uv=uv, requirements=requirements, output=out, python=stack.python, python_platform=target,
-            extra_index_urls=plan.extra_index_urls, find_links=plan.wheelhouse,
+            extra_index_urls=extra_index, find_links=plan.wheelhouse,
         )
         try:
             lockers.run_uv_compile(cmd, cwd=work)
@@ -322,6 +328,8 @@ def _lock_with_uv(work: Path, stack: Stack, plan: _Plan, say: Progress) -> list[
             if stack.index_url and err.url.startswith(stack.index_url):
                 fix = f"put the {stack.pip_requirement} wheel for Python {stack.python} ({platform}) in a folder and pass --wheelhouse DIR"
             raise ToolError(err.message, fix=fix) from None
+        if framework_index:
+            out.write_text(lockers.with_install_index(out.read_text(encoding="utf-8"), framework_index), encoding="utf-8")
         packages += read_requirements_lock(out, platform)
     return packages
 

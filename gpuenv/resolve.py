@@ -1,28 +1,60 @@
 """Pick a stack that exists and works: the compatibility engine's decision logic.
 
-Pure: it reads the Matrix and the Request and nothing else (the host is probed by the caller),
-so every rule is tested table-driven. It prefers the newest framework release, then the newest
-CUDA, then the newest Python that fit every constraint, and when nothing fits it names the
-constraint that emptied the candidates and the nearest fix.
+Pure: it reads the Matrix and the Request and nothing else (the host and the wheelhouse folder
+are read by the caller), so every rule is tested table-driven. The rules, in the order they
+apply (README "How the stack is chosen"):
+
+- CUDA rule: `--cuda X.Y` is the container's CUDA (base image, and the most the driver runs).
+  The framework build is the newest whose CUDA is at most X.Y within the same major: the wheels
+  carry their own CUDA libraries and an older runtime runs on a newer driver (Cog's rule).
+- Driver rule: without `--cuda`, the base image is one the driver runs natively and the build
+  the newest of that major under minor-version compatibility (12.x wheels run from 525.60.13),
+  unless `--strict-driver`. The minimum driver is the higher of the image's and the build's.
+- Default Python: the newest the release supports whose X.Y.0 is at least six months old.
+- Wheelhouse: with wheels of the framework in it, only the releases, builds and Pythons it holds.
+
+It prefers the newest framework release, then the newest build CUDA; when nothing fits it names
+the constraint that emptied the candidates and a concrete set of values that does work.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import date
 from typing import Iterable
 
-from gpuenv.compat import CudaImage, CudaRelease, Matrix, TensorflowRelease, TorchRelease, TorchVariant, load_matrix, version_key as V
-from gpuenv.errors import BadInput, NoCompatibleStack
+from packaging.tags import Tag
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+from gpuenv.compat import (
+    CudaImage,
+    CudaRelease,
+    Matrix,
+    TensorflowRelease,
+    TorchRelease,
+    TorchVariant,
+    load_matrix,
+    version_key as V,
+)
+from gpuenv.errors import BadInput, GpuenvError, NoCompatibleStack
 from gpuenv.stack import CPU, FRAMEWORKS, Stack
 
 TORCH_INDEX = "https://download.pytorch.org/whl/{variant}"
+#: How old a Python's X.Y.0 must be before it is the default (most packages support it by then).
+DEFAULT_PYTHON_MIN_AGE_MONTHS = 6
 _FRAMEWORK_ALIASES = {"torch": "torch", "pytorch": "torch", "tensorflow": "tensorflow", "tf": "tensorflow"}
+_NAMES = {"torch": "PyTorch", "tensorflow": "TensorFlow"}
+_LINUX_X86 = re.compile(r"^(manylinux\w*|linux)_x86_64$")
 
 
 @dataclass(frozen=True)
 class Request:
-    """What the user wants; every field optional. Values are raw strings as typed on the command line."""
+    """What the user wants; every field optional. Values are raw strings as typed on the command line.
+
+    `wheelhouse` holds the file names of a wheel folder (None: no wheelhouse), `wheelhouse_dir`
+    its path for messages; `today` fixes the date for the default-Python rule (tests).
+    """
 
     driver: str | None = None
     cuda: str | None = None
@@ -32,25 +64,44 @@ class Request:
     python: str | None = None
     gpu_archs: tuple[str, ...] = ()
     driver_source: str = "--driver"
+    strict_driver: bool = False
+    wheelhouse: tuple[str, ...] | None = None
+    wheelhouse_dir: str | None = None
+    today: date | None = None
 
 
 @dataclass(frozen=True)
 class _Candidate:
+    """One framework build for one Python; `placement` is filled once the base image is chosen."""
+
     framework_version: str
     python: str
-    cuda: CudaRelease | None
-    image: CudaImage | None
+    cuda: CudaRelease | None  # the build's CUDA (framework_cuda)
     variant: TorchVariant | None = None
     tf: TensorflowRelease | None = None
+    from_pypi: bool = False  # the wheelhouse holds the PyPI wheel (no +local tag) of this build
+    placement: "_Placement | None" = None
 
     @property
     def release(self) -> CudaRelease:
-        """The CUDA release of a GPU candidate (only asked of candidates filtered to GPU builds)."""
         assert self.cuda is not None, "a CPU candidate has no CUDA release"
         return self.cuda
 
     def sort_key(self) -> tuple:
-        return (V(self.framework_version), V(self.cuda.minor) if self.cuda else V("0"), V(self.python))
+        """Newest CUDA major first (never a CUDA 11 build when a CUDA 12 one runs), then newest release and build."""
+        if self.cuda is None:
+            return (0, V(self.framework_version), V("0"))
+        return (self.cuda.major, V(self.framework_version), V(self.cuda.minor))
+
+
+@dataclass(frozen=True)
+class _Placement:
+    """The container CUDA and base image a GPU build runs on, and why the driver can run it."""
+
+    container: CudaRelease
+    image: CudaImage
+    min_driver: str
+    minor_compat: bool = False
 
 
 # ---------------------------------------------------------------- input parsing
@@ -65,7 +116,7 @@ def parse_cuda(value: str | None, matrix: Matrix) -> str | None:
     match = re.fullmatch(r"(\d+)\.(\d+)(?:\.\d+)?", text)
     known = ", ".join(c.minor for c in sorted(matrix.cuda_releases, key=lambda c: V(c.minor)))
     if not match:
-        raise BadInput(f"--cuda {value!r} is not a CUDA version", fix=f"use X.Y such as 12.1 (known: {known}) or 'cpu'")
+        raise BadInput(f"--cuda {value!r} is not a CUDA version", fix=f"use X.Y such as 12.4 (known: {known}) or 'cpu'")
     minor = f"{int(match[1])}.{int(match[2])}"
     if matrix.cuda_release(minor) is None:
         raise BadInput(f"--cuda {value}: no CUDA {minor} release is known", fix=f"use one of {known}, or 'cpu'")
@@ -141,7 +192,7 @@ def _pick_patch(pin: str | None, name: str, releases: list, option: str) -> list
     return chosen
 
 
-# ---------------------------------------------------------------- kernel coverage
+# ---------------------------------------------------------------- rules as small pure functions
 
 def kernel_coverage(cc: str, variant: TorchVariant) -> str | None:
     """How a build runs on compute capability `cc`: 'sm_XY' (native), 'PTX JIT from sm_XY', or None.
@@ -159,13 +210,188 @@ def kernel_coverage(cc: str, variant: TorchVariant) -> str | None:
     return None
 
 
-def _driver_ok(driver: str | None, cuda: CudaRelease) -> bool:
-    return driver is None or V(driver) >= V(cuda.min_driver)
+def _add_months(day: date, months: int) -> date:
+    month = day.month - 1 + months
+    year, month = day.year + month // 12, month % 12 + 1
+    for last in (31, 30, 29, 28):
+        try:
+            return date(year, month, min(day.day, last))
+        except ValueError:
+            continue
+    raise AssertionError("unreachable")
 
 
-def _image_tag(image: CudaImage) -> str:
-    ubuntu = max(image.ubuntu, key=V)
-    return f"nvidia/cuda:{image.version}-base-ubuntu{ubuntu}"
+def default_python(matrix: Matrix, pythons: Iterable[str], today: date) -> tuple[str, str]:
+    """The default Python among `pythons` and the reason: the newest whose X.Y.0 is six months old."""
+    offered = sorted(set(pythons), key=V)
+    mature = []
+    for py in offered:
+        rel = matrix.python_release(py)
+        if rel is not None and _add_months(rel.released, DEFAULT_PYTHON_MIN_AGE_MONTHS) <= today:
+            mature.append(py)
+    if mature:
+        chosen = mature[-1]
+        rel = matrix.python_release(chosen)
+        newer = [p for p in offered if V(p) > V(chosen)]
+        why = f"the newest Python it supports whose {chosen}.0 is at least {DEFAULT_PYTHON_MIN_AGE_MONTHS} months old (released {rel.released})"
+        if newer:
+            why += f"; {', '.join(newer)} is newer than that, pick it with --python"
+        return chosen, why
+    chosen = offered[0]
+    return chosen, f"the oldest Python it supports: none of {', '.join(offered)} is {DEFAULT_PYTHON_MIN_AGE_MONTHS} months old yet"
+
+
+def _cuda_supports_arch(matrix: Matrix, minor: str, cc: str) -> bool:
+    arch = matrix.architecture_of(cc)
+    if arch is None:
+        return False
+    if V(minor) < V(arch.first_cuda):
+        return False
+    return arch.last_cuda is None or V(minor) <= V(arch.last_cuda)
+
+
+def _kernels_ok(matrix: Matrix, c: _Candidate, archs: list[str]) -> bool:
+    """Every GPU has kernels in the build (a native cubin under minor-version compat: no PTX JIT)."""
+    if c.cuda is None:
+        return True
+    if not all(_cuda_supports_arch(matrix, c.release.minor, cc) for cc in archs):
+        return False
+    if c.variant is None:
+        return True  # TensorFlow publishes no per-arch list we can cite; the CUDA range above applies
+    minor_compat = c.placement is not None and c.placement.minor_compat
+    for cc in archs:
+        how = kernel_coverage(cc, c.variant)
+        if how is None or (minor_compat and how.startswith("PTX")):
+            return False
+    return True
+
+
+def _runnable_images(matrix: Matrix, minor: str, driver: str | None, cudnn: bool) -> list[CudaImage]:
+    """Images of a CUDA minor (oldest first) whose update's floor the driver meets (all when no driver)."""
+    out = []
+    release = matrix.cuda_release(minor)
+    for image in matrix.images_of(minor):
+        if cudnn and image.cudnn is None:
+            continue
+        floor = release.update(image.version).min_driver  # type: ignore[union-attr]
+        if driver is None or V(driver) >= V(floor):
+            out.append(image)
+    return out
+
+
+def _image_floor(matrix: Matrix, image: CudaImage) -> str:
+    update = matrix.cuda_release(image.minor).update(image.version)  # type: ignore[union-attr]
+    assert update is not None and update.min_driver is not None
+    return update.min_driver
+
+
+def _higher(a: str, b: str | None) -> str:
+    return a if b is None or V(a) >= V(b) else b
+
+
+def _place(matrix: Matrix, c: _Candidate, cuda_wish: str | None, driver: str | None, strict: bool) -> _Placement | None:
+    """Choose the container CUDA and base image for a GPU build, or None when this driver runs none."""
+    build = c.release
+    cudnn = c.tf is not None and not c.tf.and_cuda
+    if cuda_wish:
+        container = matrix.cuda_release(cuda_wish)
+        assert container is not None
+        images = _runnable_images(matrix, cuda_wish, driver, cudnn)
+        if not images:
+            return None
+        image = images[-1]
+        if V(build.minor) > V(cuda_wish):  # only newer builds of this major exist (see _cuda_rule)
+            major = matrix.cuda_major(build.major)
+            assert major is not None
+            return _Placement(container, image, _higher(_image_floor(matrix, image), major.minor_compat_min_driver), minor_compat=True)
+        return _Placement(container, image, _higher(_image_floor(matrix, image), build.floor))
+    images = _runnable_images(matrix, build.minor, driver, cudnn)
+    if images:
+        image = images[-1]
+        return _Placement(build, image, _higher(_image_floor(matrix, image), build.floor if driver is None else None))
+    if driver is None or strict:
+        return None
+    major = matrix.cuda_major(build.major)
+    if major is None or V(driver) < V(major.minor_compat_min_driver):
+        return None
+    # Minor-version compatibility: an image of the same major the driver runs natively, older than the build.
+    older = sorted(
+        (r for r in matrix.cuda_releases if r.major == build.major and V(r.minor) < V(build.minor)),
+        key=lambda r: V(r.minor), reverse=True,
+    )
+    for release in older:
+        images = _runnable_images(matrix, release.minor, driver, cudnn)
+        if images:
+            image = images[-1]
+            return _Placement(release, image, _higher(_image_floor(matrix, image), major.minor_compat_min_driver), minor_compat=True)
+    return None
+
+
+# ---------------------------------------------------------------- wheelhouse
+
+@dataclass(frozen=True)
+class WheelBuild:
+    """A framework wheel a wheelhouse holds: which release, build and Python it serves."""
+
+    filename: str
+    framework: str
+    version: str  # public version, e.g. 2.13.0
+    local: str | None  # cpu, cu126, ... (torch); None for a PyPI wheel
+    python: str | None  # 3.11 for cp311, None for py3/abi3
+    platform: str  # first platform tag
+    linux_x86_64: bool
+
+    def describe(self) -> str:
+        local = f"+{self.local}" if self.local else ""
+        py = f"cp{self.python.replace('.', '')}" if self.python else "any Python"
+        return f"{self.framework} {self.version}{local} ({py}, {self.platform})"
+
+
+def framework_wheels(names: Iterable[str], framework: str) -> list[WheelBuild]:
+    """The wheels of `framework` among file names (tensorflow also as tensorflow_cpu), read with packaging."""
+    wanted = {"torch": ("torch",), "tensorflow": ("tensorflow", "tensorflow-cpu")}[framework]
+    out = []
+    for filename in names:
+        if not filename.endswith(".whl"):
+            continue
+        try:
+            name, version, _build, tags = parse_wheel_filename(filename)
+        except InvalidWheelFilename:
+            continue
+        if name not in wanted:
+            continue
+        tag: Tag = sorted(tags, key=str)[0]
+        python = None
+        if re.fullmatch(r"cp3\d+", tag.interpreter) and tag.abi != "abi3":
+            python = f"3.{tag.interpreter[3:]}"
+        platforms = sorted({t.platform for t in tags})
+        label = "tensorflow-cpu" if name == "tensorflow-cpu" else framework
+        out.append(
+            WheelBuild(filename, label, version.public, version.local, python, platforms[0], any(_LINUX_X86.match(p) for p in platforms))
+        )
+    return out
+
+
+def _wheel_serves(w: WheelBuild, c: _Candidate, framework: str) -> bool:
+    if not w.linux_x86_64 or w.version != c.framework_version:
+        return False
+    if w.python is not None and w.python != c.python:
+        return False
+    if framework == "torch":
+        assert c.variant is not None
+        return w.local == c.variant.name
+    return (w.framework == "tensorflow-cpu") == (c.cuda is None)
+
+
+def _pypi_torch_candidates(matrix: Matrix, c: _Candidate, wheels: list[WheelBuild]) -> list[_Candidate]:
+    """A PyPI torch wheel (no +local) is the build of its release's pypi_default_cuda."""
+    out = []
+    for w in wheels:
+        if w.local is None and w.linux_x86_64 and w.version == c.framework_version and (w.python in (None, c.python)):
+            release = next(t for t in matrix.torch_releases if c.framework_version in t.patches)
+            if c.variant is not None and release.pypi_default_cuda == c.variant.cuda:
+                out.append(replace(c, from_pypi=True))
+    return out
 
 
 # ---------------------------------------------------------------- candidates
@@ -176,9 +402,8 @@ def _torch_candidates(matrix: Matrix, pin: str | None) -> list[_Candidate]:
         assert isinstance(release, TorchRelease)
         for variant in release.variants:
             cuda = matrix.cuda_release(variant.cuda) if variant.cuda else None
-            image = matrix.image(cuda.latest_patch) if cuda else None
             for py in release.python:
-                out.append(_Candidate(patch, py, cuda, image, variant=variant))
+                out.append(_Candidate(patch, py, cuda, variant=variant))
     return out
 
 
@@ -186,11 +411,9 @@ def _tf_candidates(matrix: Matrix, pin: str | None) -> list[_Candidate]:
     out = []
     for release, patch in _pick_patch(pin, "TensorFlow", list(matrix.tensorflow_releases), "--tensorflow"):
         assert isinstance(release, TensorflowRelease)
-        cuda = matrix.cuda_release(release.cuda)
-        image = matrix.image(cuda.latest_patch) if cuda else None
         for py in release.python:
-            out.append(_Candidate(patch, py, cuda, image, tf=release))
-            out.append(_Candidate(patch, py, None, None, tf=release))  # the CPU build
+            out.append(_Candidate(patch, py, matrix.cuda_release(release.cuda), tf=release))
+            out.append(_Candidate(patch, py, None, tf=release))  # the CPU build
     return out
 
 
@@ -198,30 +421,29 @@ def _candidates(matrix: Matrix, framework: str, pin: str | None) -> list[_Candid
     return _torch_candidates(matrix, pin) if framework == "torch" else _tf_candidates(matrix, pin)
 
 
-def _covers(c: _Candidate, archs: list[str]) -> bool:
-    if c.cuda is None:
-        return True
-    if c.variant is not None:
-        return all(kernel_coverage(cc, c.variant) for cc in archs)
-    # TensorFlow publishes no per-arch list we can cite; rely on the CUDA release's own arch range.
-    return True
-
-
-def _cuda_supports_arch(matrix: Matrix, cuda: CudaRelease, cc: str) -> bool:
-    arch = matrix.architecture_of(cc)
-    if arch is None:
-        return False
-    if V(cuda.minor) < V(arch.first_cuda):
-        return False
-    return arch.last_cuda is None or V(cuda.minor) <= V(arch.last_cuda)
-
-
-def _fits(matrix: Matrix, c: _Candidate, archs: list[str]) -> bool:
-    return _covers(c, archs) and (c.cuda is None or all(_cuda_supports_arch(matrix, c.cuda, cc) for cc in archs))
-
-
 def _fmt(versions: Iterable[str]) -> str:
-    return ", ".join(sorted(set(versions), key=V))
+    return ", ".join(sorted(set(versions), key=V)) or "none"
+
+
+def _build_name(c: _Candidate) -> str:
+    if c.variant is not None:
+        return c.variant.name
+    return f"CUDA {c.release.minor}" if c.cuda else "CPU"
+
+
+def _describe(stack: Stack) -> str:
+    name = _NAMES[stack.framework]
+    build = stack.wheel_variant or ("CPU" if stack.is_cpu else f"CUDA {stack.framework_cuda}")
+    where = "" if stack.is_cpu else f" on nvidia/cuda {stack.cuda_version}, driver >= {stack.min_driver}"
+    return f"{name} {stack.framework_version} {build}, Python {stack.python}{where}"
+
+
+def _suggest(request: Request, matrix: Matrix, **changes: object) -> Stack | None:
+    """The stack that the request gives with some wishes changed, or None (for concrete fixes)."""
+    try:
+        return resolve_stack(replace(request, **changes), matrix)  # type: ignore[arg-type]
+    except GpuenvError:
+        return None
 
 
 # ---------------------------------------------------------------- main entry
@@ -240,128 +462,315 @@ def resolve_stack(request: Request, matrix: Matrix | None = None) -> Stack:
     if framework and implied and framework != implied:
         raise BadInput(f"--{implied} was given with --framework {framework}", fix=f"drop one, or use --framework {implied}")
     framework = framework or implied or "torch"
-    name = "PyTorch" if framework == "torch" else "TensorFlow"
+    name = _NAMES[framework]
     pin = request.torch if framework == "torch" else request.tensorflow
+    what = f"{name} {pin}" if pin else name
+    strict = request.strict_driver
 
     cands = _candidates(matrix, framework, pin)
-    what = f"{name} {pin}" if pin else name
+    notes: list[str] = []
 
-    # 1. the CUDA wish
+    # 0. the wheelhouse: only what it holds, when it holds the framework at all
+    if request.wheelhouse is not None:
+        cands, note = _wheelhouse_filter(matrix, request, framework, cands, what, python)
+        notes.append(note)
+
+    # 1. CPU or GPU, and the CUDA rule
     if cuda_wish == CPU:
-        cands = [c for c in cands if c.cuda is None]
-        if not cands:
+        kept = [c for c in cands if c.cuda is None]
+        if not kept:
             raise NoCompatibleStack(f"{what} has no CPU build in the data", fix="drop the version pin or use a CUDA version")
+        cands = kept
     else:
         gpu = [c for c in cands if c.cuda is not None]
+        if not gpu:
+            series = sorted({c.framework_version for c in _candidates(matrix, framework, None) if c.cuda}, key=V)
+            fix = f"use --cuda cpu, or pin a {name} release with CUDA builds (newest: {series[-1]})" if series else "use --cuda cpu"
+            if request.wheelhouse is not None:
+                fix = f"use --cuda cpu, or add the wheel of a {name} CUDA build to {request.wheelhouse_dir or 'the wheelhouse'}"
+            raise NoCompatibleStack(f"{what} has only a CPU build{' in the wheelhouse' if request.wheelhouse is not None else ' in the data'}", fix=fix)
+        cands = gpu
         if cuda_wish:
-            cands = [c for c in gpu if c.release.minor == cuda_wish]
-            if not cands:
-                have = _fmt(c.release.minor for c in gpu)
-                others = _fmt(c.framework_version for c in _candidates(matrix, framework, None) if c.cuda and c.release.minor == cuda_wish)
-                alt = f" or pick a {name} release built for it ({others})" if others and pin else ""
-                raise NoCompatibleStack(f"{what} has no build for CUDA {cuda_wish} (it has CUDA {have})", fix=f"use --cuda with one of {have}{alt}")
-        else:
-            cands = gpu
+            cands = _cuda_rule(matrix, request, framework, cands, cuda_wish, what)
 
     # 2. the Python pin
     if python:
         kept = [c for c in cands if c.python == python]
         if not kept:
             have = _fmt(c.python for c in cands)
-            raise NoCompatibleStack(f"Python {python} is not supported by {what}{' for CUDA ' + cuda_wish if cuda_wish and cuda_wish != CPU else ''} (supported: {have})", fix=f"use --python with one of {have}, or pin another release")
+            scope = f" for CUDA {cuda_wish}" if cuda_wish and cuda_wish != CPU else ""
+            raise NoCompatibleStack(f"Python {python} is not supported by {what}{scope} (supported: {have})", fix=f"use --python with one of {have}, or pin another release")
         cands = kept
 
-    # 3. the GPUs: kernels for every compute capability
+    # 3. the driver: a base image it runs, and the build under the CUDA or minor-version rule
+    if cuda_wish != CPU:
+        # a placement depends only on the build's CUDA and whether it needs a cuDNN image: compute each once
+        memo: dict[tuple[str, bool], _Placement | None] = {}
+        placed = []
+        for c in cands:
+            key = (c.release.minor, c.tf is not None and not c.tf.and_cuda)
+            if key not in memo:
+                memo[key] = _place(matrix, c, cuda_wish, driver, strict)
+            if memo[key] is not None:
+                placed.append(replace(c, placement=memo[key]))
+        if not placed:
+            if driver is None:
+                minors = _fmt(c.release.minor for c in cands)
+                raise NoCompatibleStack(f"no nvidia/cuda image with a known driver floor is in the data for CUDA {cuda_wish or minors}", fix=_fix_text(_suggest(request, matrix, cuda=None), "use --cuda with a release `invoke matrix` lists with images"))
+            message, fix = _driver_failure(matrix, request, cands, driver, cuda_wish, strict)
+            raise NoCompatibleStack(message, fix=fix)
+        cands = placed
+
+    # 4. the GPUs: kernels for every compute capability
     if archs and cuda_wish != CPU:
-        kept = [c for c in cands if _fits(matrix, c, archs)]
+        kept = [c for c in cands if _kernels_ok(matrix, c, archs)]
         if not kept:
-            widest = [c for c in _candidates(matrix, framework, None) if c.cuda and _fits(matrix, c, archs)]
-            fix = "use --cuda cpu, or a GPU the data knows builds for"
-            if widest:
-                first = min(widest, key=lambda c: V(c.release.minor))
-                fix = f"use --cuda {first.release.minor} or newer (needs driver >= {first.release.min_driver}) with {name} {first.framework_version} or newer"
-            raise NoCompatibleStack(f"no {what} build{' for CUDA ' + cuda_wish if cuda_wish else ''} has kernels for compute capability {', '.join(archs)}", fix=fix)
-        cands = kept
-
-    # 4. the driver
-    if driver and cuda_wish != CPU:
-        kept = [c for c in cands if _driver_ok(driver, c.release)]
-        if not kept:
-            message, fix = _driver_failure(matrix, framework, pin, python, archs, driver, cands, cuda_wish)
+            message, fix = _arch_failure(matrix, request, cands, archs, cuda_wish, what)
             raise NoCompatibleStack(message, fix=fix)
         cands = kept
 
     best = max(cands, key=_Candidate.sort_key)
-    return _to_stack(matrix, best, framework, request, driver, cuda_wish, python, archs)
+    same_build = [c for c in cands if c.sort_key() == best.sort_key() and _build_name(c) == _build_name(best) and c.from_pypi == best.from_pypi]
+    if python:
+        chosen, py_reason = best, "requested with --python"
+    else:
+        today = request.today or date.today()
+        py, why = default_python(matrix, (c.python for c in same_build), today)
+        chosen = next(c for c in same_build if c.python == py)
+        py_reason = why
+    return _to_stack(matrix, chosen, framework, request, driver, cuda_wish, archs, py_reason, notes)
 
 
-def _driver_failure(matrix, framework, pin, python, archs, driver, cands, cuda_wish) -> tuple[str, str]:
+def _cuda_rule(matrix: Matrix, request: Request, framework: str, cands: list[_Candidate], wish: str, what: str) -> list[_Candidate]:
+    """Builds of the same major whose CUDA is at most the wished container CUDA."""
+    major = int(wish.split(".")[0])
+    kept = [c for c in cands if c.release.major == major and V(c.release.minor) <= V(wish)]
+    if kept:
+        return kept
+    same_major = sorted({c.release.minor for c in cands if c.release.major == major}, key=V)
+    if same_major and not request.strict_driver:
+        # Only newer builds of this major: they run on the X.Y image by minor-version compatibility.
+        return [c for c in cands if c.release.major == major]
+    have = _fmt(c.release.minor for c in cands)
+    if same_major:
+        message = f"{what} has no build for CUDA {wish} or an older CUDA {major}.x (its CUDA {major}.x builds: {', '.join(same_major)})"
+        stack = _suggest(request, matrix, cuda=same_major[0])
+    else:
+        message = f"{what} has no CUDA {major}.x build (it has CUDA {have}), and gpuenv never crosses a CUDA major"
+        stack = _suggest(request, matrix, cuda=None)
+    if stack is None or stack.is_cpu:
+        stack = _suggest(request, matrix, cuda=None)
+    if stack is not None and not stack.is_cpu:
+        fix = f"use --cuda {stack.cuda} (gives {_describe(stack)})"
+    else:
+        fix = f"use --cuda with one of {have}"
+    if request.torch or request.tensorflow:
+        others = sorted({c.framework_version for c in _candidates(matrix, framework, None) if c.cuda and c.release.major == major and V(c.release.minor) <= V(wish)}, key=V)
+        if others:
+            fix += f", or pin a release built for CUDA {major}.x up to {wish} (newest: {', '.join(others[-3:])})"
+    raise NoCompatibleStack(message, fix=fix)
+
+
+def _fix_text(stack: Stack | None, fallback: str) -> str:
+    if stack is None:
+        return fallback
+    how = "--cuda cpu" if stack.is_cpu else f"--cuda {stack.cuda}"
+    return f"use {how} (gives {_describe(stack)})"
+
+
+def _wheelhouse_filter(matrix: Matrix, request: Request, framework: str, cands: list[_Candidate], what: str, python: str | None) -> tuple[list[_Candidate], str]:
+    folder = request.wheelhouse_dir or "the wheelhouse"
+    wheels = framework_wheels(request.wheelhouse or (), framework)
+    name = _NAMES[framework]
+    if not wheels:
+        return cands, f"wheelhouse {folder} holds no {name} wheel: the framework comes from its index"
+    if python:
+        cands = [c for c in cands if c.python == python] or cands
+    kept = [c for c in cands if any(_wheel_serves(w, c, framework) for w in wheels)]
+    if framework == "torch":
+        kept += [p for c in cands for p in _pypi_torch_candidates(matrix, c, wheels)]
+    if not kept:
+        holds = "; ".join(w.describe() for w in wheels)
+        wanted = _fmt(c.python for c in cands)
+        versions = _fmt(c.framework_version for c in cands)
+        raise NoCompatibleStack(
+            f"wheelhouse {folder} holds {holds}, but {what} needs one of {versions} for Python {wanted} on Linux x86_64",
+            fix="add the wheel, or pin the release and Python the folder holds (--torch/--tensorflow, --python)",
+        )
+    held = ", ".join(sorted({w.describe() for w in wheels}))
+    return kept, f"wheelhouse {folder}: only the {name} builds it holds ({held}) are considered"
+
+
+def _arch_failure(matrix: Matrix, request: Request, cands: list[_Candidate], archs: list[str], cuda_wish: str | None, what: str) -> tuple[str, str]:
+    """Why no build has kernels for these GPUs, and concrete values that do work."""
+    scope = f" for CUDA {cuda_wish}" if cuda_wish else ""
+    message = f"no {what} build{scope} has kernels for compute capability {', '.join(archs)}"
+    dropped = []
+    for cc in archs:
+        arch = matrix.architecture_of(cc)
+        if arch and arch.last_cuda and cuda_wish and V(cuda_wish) > V(arch.last_cuda):
+            dropped.append((cc, arch))
+    early = [(cc, matrix.architecture_of(cc)) for cc in archs]
+    early = [(cc, a) for cc, a in early if a and cuda_wish and V(cuda_wish) < V(a.first_cuda)]
+    if early:
+        cc, arch = early[0]
+        message += f" (CUDA {cuda_wish} predates {arch.name}: its first CUDA is {arch.first_cuda})"  # type: ignore[union-attr]
+    if dropped:
+        cc, arch = dropped[0]
+        major = cuda_wish.split(".")[0]  # type: ignore[union-attr]
+        message = f"CUDA {major} dropped {arch.name} (compute capability {cc}): CUDA {arch.last_cuda} is the last CUDA for it"
+        usable = sorted((r.minor for r in matrix.cuda_releases if V(r.minor) <= V(arch.last_cuda) and matrix.images_of(r.minor)), key=V, reverse=True)
+        for minor in usable:
+            stack = _suggest(request, matrix, cuda=minor)
+            if stack is not None:
+                return message, f"use --cuda {minor} (gives {_describe(stack)})"
+        return message, "use --cuda cpu"
+    stack = _suggest(request, matrix, cuda=None) if cuda_wish else None
+    if stack is None and (request.torch or request.tensorflow):
+        stack = _suggest(request, matrix, cuda=None, torch=None, tensorflow=None)
+    if stack is not None and not stack.is_cpu:
+        pin = f" --{stack.framework} {stack.framework_version}" if (request.torch or request.tensorflow) else ""
+        return message, f"use --cuda {stack.cuda}{pin} (gives {_describe(stack)})"
+    if any(c.placement and c.placement.minor_compat for c in cands):
+        return message, "upgrade the driver (newer builds need a newer driver to run natively), or use --cuda cpu"
+    return message, "use --cuda cpu, or a GPU the data knows builds for"
+
+
+def _driver_failure(matrix: Matrix, request: Request, cands: list[_Candidate], driver: str, cuda_wish: str | None, strict: bool) -> tuple[str, str]:
     """The message when the driver is too old: which CUDA it needed, and the nearest fix."""
-    needed = min(cands, key=lambda c: V(c.release.min_driver))
-    message = f"driver {driver} is older than {needed.release.min_driver} needed by CUDA {needed.release.minor}"
-    # What would fit this driver if the CUDA wish were dropped (other wishes kept)?
-    pool = _candidates(matrix, framework, pin)
-    fitting = [c for c in pool if c.cuda and _driver_ok(driver, c.release) and (not python or c.python == python) and _fits(matrix, c, archs)]
-    options = [f"upgrade the driver to >= {needed.release.min_driver}"]
-    if fitting and cuda_wish:
-        options.append(f"use --cuda {max((c.release.minor for c in fitting), key=V)}")
-    elif not fitting:
+    def image_floor(minor: str) -> str | None:
+        """The lowest driver that runs an image of this CUDA in the data (an update without an image does not count)."""
+        floors = [_image_floor(matrix, i) for i in matrix.images_of(minor)]
+        return min(floors, key=V) if floors else None
+
+    if cuda_wish:
+        needed, what = image_floor(cuda_wish), f"CUDA {cuda_wish}"
+    else:
+        lowest = min(cands, key=lambda c: V(image_floor(c.release.minor) or "9999"))
+        needed, what = image_floor(lowest.release.minor), f"CUDA {lowest.release.minor}"
+    if needed is None:
+        return f"no nvidia/cuda image with a known driver floor is in the data for {what} (see `invoke matrix`)", _fix_text(_suggest(request, matrix, cuda=None), "use --cuda with a release `invoke matrix` lists with a driver floor")
+    message = f"driver {driver} is older than {needed} needed by {what}"
+    options = [f"upgrade the driver to >= {needed}"]
+    alt = None
+    if cuda_wish:
+        # the newest CUDA of the same major whose image this driver runs, then any stack it runs
+        major_no = int(cuda_wish.split(".")[0])
+        lower = sorted((r.minor for r in matrix.cuda_releases if r.major == major_no and V(r.minor) < V(cuda_wish)), key=V, reverse=True)
+        for minor in lower:
+            if _runnable_images(matrix, minor, driver, False) and (alt := _suggest(request, matrix, cuda=minor)) is not None:
+                break
+        alt = alt or _suggest(request, matrix, cuda=None)
+    if alt is not None and not alt.is_cpu:
+        options.append(f"use --cuda {alt.cuda} (gives {_describe(alt)})")
+    elif alt is None and cuda_wish is None and strict:
+        relaxed = _suggest(request, matrix, strict_driver=False)
+        if relaxed is not None:
+            options.append(f"drop --strict-driver (gives {_describe(relaxed)} under minor-version compatibility)")
+    if len(options) == 1:
         options.append("use --cuda cpu")
-    major = matrix.cuda_major(needed.release.major)
+    major_no = int((cuda_wish or cands[0].release.minor).split(".")[0])
+    major = matrix.cuda_major(major_no)
     if major and V(driver) >= V(major.minor_compat_min_driver):
-        message += f" (CUDA {needed.release.major}.x minor-version compatibility from {major.minor_compat_min_driver} would start it, but {major.limits.rstrip('.')}; gpuenv does not plan for that)"
+        message += f" (CUDA {major_no}.x wheels run on it by minor-version compatibility, from {major.minor_compat_min_driver}, but the CUDA {cuda_wish or cands[0].release.minor} image needs its own driver floor)"
     branch = driver.split(".")[0]
-    if needed.image and re.search(rf"driver>={branch},driver<{int(branch) + 1}\b", needed.image.require_cuda):
+    images = matrix.images_of(cuda_wish) if cuda_wish else []
+    if images and images[-1].require_cuda and re.search(rf"driver>={branch},driver<{int(branch) + 1}\b", images[-1].require_cuda):
         message += f"; on a data-center GPU, CUDA forward compatibility (the cuda-compat package) supports the {branch} branch for this image"
     return message, " or ".join(options)
 
 
-def _to_stack(matrix: Matrix, c: _Candidate, framework: str, request: Request, driver, cuda_wish, python, archs) -> Stack:
+def _to_stack(matrix: Matrix, c: _Candidate, framework: str, request: Request, driver, cuda_wish, archs, py_reason: str, notes: list[str]) -> Stack:
     reasons: list[str] = []
-    name = "PyTorch" if framework == "torch" else "TensorFlow"
+    name = _NAMES[framework]
     pinned = request.torch if framework == "torch" else request.tensorflow
     reasons.append(f"{name} {c.framework_version}: " + (f"matches --{framework} {pinned}" if pinned else "the newest release that fits every other constraint"))
+    reasons += notes
+    place = c.placement
+    if cuda_wish and cuda_wish != CPU and c.cuda is not None and not pinned:
+        newer = [
+            x for x in _candidates(matrix, framework, None)
+            if x.cuda and x.release.major == c.release.major and V(x.framework_version) > V(c.framework_version)
+        ]
+        if newer:
+            top = max(newer, key=_Candidate.sort_key)
+            reasons.append(
+                f"newer {name} releases (up to {top.framework_version}) have only newer CUDA {c.release.major}.x builds: use --cuda {top.release.minor} "
+                f"for {top.framework_version} {_build_name(top)}, or drop --cuda to let a driver that runs CUDA {cuda_wish} use them by minor-version compatibility"
+            )
     if c.cuda is None:
         reasons.append("CPU only: requested with --cuda cpu")
     else:
-        how = "requested with --cuda" if cuda_wish else f"the newest CUDA with a {name} {c.framework_version} build" + (" this driver runs" if driver else "")
-        reasons.append(f"CUDA {c.release.minor} (image {c.cuda.latest_patch}): {how}; needs driver >= {c.release.min_driver}")
-        if driver:
-            reasons.append(f"driver {driver} ({request.driver_source}) >= {c.release.min_driver}")
+        assert place is not None
+        image_cuda = place.container.minor
+        if cuda_wish and not place.minor_compat:
+            if c.release.minor == cuda_wish:
+                reasons.append(f"CUDA {cuda_wish} (image {place.image.version}): requested with --cuda; {name} has a build for exactly it ({_build_name(c)})")
+            else:
+                reasons.append(
+                    f"CUDA {cuda_wish} (image {place.image.version}): requested with --cuda, the container's CUDA; {name} {c.framework_version} has no CUDA {cuda_wish} build, "
+                    f"so its newest CUDA {c.release.major}.x build at most {cuda_wish} ({_build_name(c)}, CUDA {c.release.minor}) runs on it: the wheels carry their own "
+                    f"CUDA libraries and an older runtime runs on a newer driver (Cog's rule); never across a CUDA major"
+                )
+        elif place.minor_compat:
+            major = matrix.cuda_major(c.release.major)
+            assert major is not None
+            picked = f"requested with --cuda, and {name} {c.framework_version} has no CUDA {c.release.major}.x build at most {cuda_wish}" if cuda_wish else f"the newest CUDA {c.release.major}.x image driver {driver} runs natively"
+            reasons.append(
+                f"CUDA {image_cuda} (image {place.image.version}): {picked}; "
+                f"the {_build_name(c)} build (CUDA {c.release.minor}) runs on it by CUDA minor-version compatibility (CUDA {c.release.major}.x wheels run on any driver from "
+                f"{major.minor_compat_min_driver}); its limits: {major.limits}; use --strict-driver to require a build the driver runs natively"
+            )
         else:
-            reasons.append("driver not checked: none given and none detected on this host; the server needs >= " + c.release.min_driver)
-        reasons.append("base flavour of nvidia/cuda: the framework wheels carry their own CUDA libraries (cuBLAS, cuDNN, NCCL), so runtime/devel layers would only add size")
+            how = f"the CUDA of the newest {name} build" + (" this driver runs natively" if driver else "")
+            reasons.append(f"CUDA {image_cuda} (image {place.image.version}): {how}")
+        if driver:
+            reasons.append(f"driver {driver} ({request.driver_source}) >= {place.min_driver}, the higher of the image's and the build's minimum")
+        else:
+            reasons.append(f"driver not checked: none given and none detected on this host; the server needs >= {place.min_driver} (the higher of the image's and the build's minimum)")
+        if c.tf is not None and not c.tf.and_cuda:
+            reasons.append(f"cudnn runtime flavour of nvidia/cuda: TensorFlow {c.tf.series} has no and-cuda extra, so cuDNN {c.tf.cudnn} comes from the image")
+        else:
+            reasons.append("base flavour of nvidia/cuda: the framework wheels carry their own CUDA libraries (cuBLAS, cuDNN, NCCL), so runtime/devel layers would only add size")
     for cc in archs:
         if c.variant is not None and c.cuda is not None:
             reasons.append(f"GPU compute capability {cc}: {c.variant.name} has kernels ({kernel_coverage(cc, c.variant)})")
         elif c.cuda is not None:
             reasons.append(f"GPU compute capability {cc}: supported by CUDA {c.release.minor}")
-    reasons.append(f"Python {c.python}: " + ("requested with --python" if python else f"the newest Python {name} {c.framework_version} publishes wheels for"))
+    reasons.append(f"Python {c.python}: {py_reason}")
+    if c.variant is not None and not c.variant.confirmed:
+        reasons.append(f"{c.variant.name} of {name} {c.framework_version} is marked unconfirmed in the data (see envs/compat.yaml)")
 
     if framework == "torch":
         variant = c.variant
         assert variant is not None
-        local = variant.name
-        requirement = f"torch=={c.framework_version}+{local}"
-        index_url = TORCH_INDEX.format(variant=local)
-        wheel_variant = local
+        wheel_variant = variant.name
+        if c.from_pypi:
+            requirement, index_url = f"torch=={c.framework_version}", None
+            reasons.append(f"the wheelhouse holds the PyPI wheel of torch {c.framework_version}, a {variant.name} build (its Requires-Dist pins CUDA {variant.cuda})")
+        else:
+            requirement, index_url = f"torch=={c.framework_version}+{variant.name}", TORCH_INDEX.format(variant=variant.name)
         gpu_archs = variant.archs
         cudnn = None
     else:
         assert c.tf is not None
-        requirement = f"tensorflow[and-cuda]=={c.framework_version}" if c.cuda else f"tensorflow-cpu=={c.framework_version}"
+        if c.cuda is None:
+            requirement = f"tensorflow-cpu=={c.framework_version}"
+        elif c.tf.and_cuda:
+            requirement = f"tensorflow[and-cuda]=={c.framework_version}"
+        else:
+            requirement = f"tensorflow=={c.framework_version}"
         index_url = None
         wheel_variant = None
         gpu_archs = ()
         cudnn = c.tf.cudnn if c.cuda else None
-        if c.cuda:
+        if c.cuda and c.tf.and_cuda:
             reasons.append(f"cuDNN {c.tf.cudnn}: TensorFlow {c.tf.series}'s tested build configuration (installed by tensorflow[and-cuda])")
-    base = _image_tag(c.image) if c.image else matrix.cpu_base_image
     return Stack(
-        cuda=c.release.minor if c.cuda else CPU,
-        cuda_version=c.cuda.latest_patch if c.cuda else None,
-        min_driver=c.release.min_driver if c.cuda else None,
-        base_image=base,
+        cuda=place.container.minor if place else CPU,
+        cuda_version=place.image.version if place else None,
+        min_driver=place.min_driver if place else None,
+        base_image=_image_tag(place.image, c) if place else matrix.cpu_base_image,
         python=c.python,
         framework=framework,
         framework_version=c.framework_version,
@@ -369,7 +778,16 @@ def _to_stack(matrix: Matrix, c: _Candidate, framework: str, request: Request, d
         index_url=index_url,
         pip_requirement=requirement,
         cudnn=cudnn,
-        require_cuda=c.image.require_cuda if c.image else None,
+        require_cuda=place.image.require_cuda if place else None,
         gpu_archs=tuple(gpu_archs),
         reasons=tuple(reasons),
+        framework_cuda=c.release.minor if c.cuda else None,
     )
+
+
+def _image_tag(image: CudaImage, c: _Candidate) -> str:
+    if c.tf is not None and not c.tf.and_cuda and image.cudnn:
+        ubuntu = max(image.cudnn.ubuntu or image.ubuntu, key=V)
+        return f"nvidia/cuda:{image.version}-{image.cudnn.tag}-runtime-ubuntu{ubuntu}"
+    ubuntu = max(image.ubuntu, key=V)
+    return f"nvidia/cuda:{image.version}-base-ubuntu{ubuntu}"

@@ -13,9 +13,11 @@ FRAMEWORKS = ("torch", "tensorflow")
 class Stack:
     """A combination of CUDA, base image, Python and framework build that exists and works together.
 
-    `cuda` is the CUDA minor ("12.1") or "cpu"; `cuda_version` the full version the base image
-    ships ("12.1.1"). `pip_requirement` is the exact requirement line that installs the framework
-    build (with `index_url` as its extra index when not PyPI).
+    `cuda` is the container's CUDA minor ("12.1") or "cpu"; `cuda_version` the full version the
+    base image ships ("12.1.1"); `framework_cuda` the CUDA the framework build was made for, which
+    may be older (CUDA rule) or, under minor-version compatibility, newer within the same major.
+    `pip_requirement` is the exact requirement line that installs the framework build (with
+    `index_url` as its index when not PyPI).
     """
 
     cuda: str
@@ -32,6 +34,13 @@ class Stack:
     require_cuda: str | None = None
     gpu_archs: tuple[str, ...] = ()
     reasons: tuple[str, ...] = field(default=(), compare=False)
+    #: None in stack.json files written before it existed: the build's CUDA was then `cuda`.
+    framework_cuda: str | None = None
+
+    def __post_init__(self) -> None:
+        # A stack written without framework_cuda (older stack.json, hand-written) has its build on its own CUDA.
+        if self.framework_cuda is None and self.cuda != CPU:
+            object.__setattr__(self, "framework_cuda", self.cuda)
 
     @property
     def is_cpu(self) -> bool:
@@ -41,6 +50,8 @@ class Stack:
     def stack_id(self) -> str:
         """A short name safe for folders and image tags, e.g. ``torch2.5.1-cu121-py3.11``."""
         accel = self.wheel_variant or (CPU if self.is_cpu else f"cuda{self.cuda}")
+        if self.wheel_variant and not self.is_cpu and self.framework_cuda and self.framework_cuda != self.cuda:
+            accel += f"-cuda{self.cuda}"  # the same build on another base image is another stack
         return f"{self.framework}{self.framework_version}-{accel}-py{self.python}"
 
     def to_dict(self) -> dict[str, Any]:

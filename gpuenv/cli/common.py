@@ -13,7 +13,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 #: help= texts for the stack options that several tasks share, so they read the same everywhere.
 STACK_HELP = {
-    "cuda": "CUDA minor version, e.g. 12.1, or 'cpu' for a CPU-only stack (default: newest the driver runs)",
+    "cuda": "the container's CUDA, e.g. 12.2 as nvidia-smi shows it, or 'cpu' for a CPU-only stack; the framework build is "
+    "the newest of that major whose CUDA is at most this (default: the newest the driver runs)",
     "framework": "torch or tensorflow (default: torch)",
     "torch": "pin the PyTorch release, e.g. 2.3.1 or 2.3",
     "tensorflow": "pin the TensorFlow release, e.g. 2.15",
@@ -21,6 +22,13 @@ STACK_HELP = {
     "driver": "NVIDIA driver version to plan for, e.g. 535.104.05 (default: read from this host through NVML)",
     "gpu_arch": "GPU compute capability to plan for, e.g. 8.6 or sm_86; comma-separated for several (default: detected)",
 }
+
+
+#: help= for --strict-driver, on the tasks that choose a stack for new work.
+STRICT_DRIVER_HELP = (
+    "only builds whose CUDA the driver runs natively, on their own CUDA's image (default: a build of the same CUDA major "
+    "may run on an older image by CUDA minor-version compatibility, e.g. a cu126 wheel on a 535 driver)"
+)
 
 
 def user_errors(func: F) -> F:

@@ -6,7 +6,7 @@ import json
 
 from invoke import task
 
-from gpuenv.cli.common import STACK_HELP, user_errors
+from gpuenv.cli.common import STACK_HELP, STRICT_DRIVER_HELP, user_errors
 
 
 @task(help={"json": "print the report as JSON instead of a table"})
@@ -19,28 +19,55 @@ def doctor(c, json_=False):
     print(json.dumps(report, indent=2) if json_ else format_report(report))
 
 
-@task(help={"json": "print the whole validated data as JSON (for machines)"})
+@task(
+    help={
+        "json": "print the whole validated data as JSON (for machines); with --check, the drift report as JSON",
+        "check": "compare the data with PyPI (JSON API and wheel METADATA through range requests, never whole wheels; "
+        "pip's index-url, proxy and cert are honoured): exit 1 when upstream has moved on, 0 when current",
+    }
+)
 @user_errors
-def matrix(c, json_=False):
+def matrix(c, json_=False, check=False):
     """Show the compatibility data (envs/compat.yaml): CUDA releases, images, PyTorch, TensorFlow, GPUs."""
     from gpuenv.compat import load_matrix
-    from gpuenv.matrix_view import format_matrix
+    from gpuenv.matrix_view import format_drift, format_matrix
 
     data = load_matrix()
-    print(json.dumps(data.to_dict(), indent=2) if json_ else format_matrix(data))
+    if not check:
+        print(json.dumps(data.to_dict(), indent=2) if json_ else format_matrix(data))
+        return
+    from invoke.exceptions import Exit
+
+    from gpuenv.drift import compare, gather
+    from gpuenv.pypi import PyPI
+
+    import sys
+
+    client = PyPI()
+    say = lambda line: print(f"  {line}", file=sys.stderr, flush=True)  # noqa: E731 (progress goes to stderr: --json stays clean)
+    report = compare(data, gather(client, data, progress=say), index=client.settings.index_url)
+    report.notes.append(f"{client.requests} requests, {client.bytes_fetched / 2**20:.1f} MiB read from {client.settings.json_base}")
+    print(json.dumps(report.to_dict(), indent=2) if json_ else format_drift(report))
+    if report.drift:
+        raise Exit(code=1)
 
 
 @task(
     help={
         **STACK_HELP,
-        "json": "print the stack as JSON (keys: cuda, cuda_version, min_driver, base_image, python, framework, framework_version, wheel_variant, index_url, reasons, ...)",
+        "json": "print the stack as JSON (keys: cuda and cuda_version of the image, framework_cuda of the build, min_driver, base_image, python, framework, framework_version, wheel_variant, index_url, reasons, ...)",
+        "strict_driver": STRICT_DRIVER_HELP,
+        "wheelhouse": "folder of .whl files (air-gapped servers): when it holds framework wheels, only the releases, builds and Pythons it holds are considered",
     }
 )
 @user_errors
-def resolve(c, driver=None, cuda=None, framework=None, torch=None, tensorflow=None, python=None, gpu_arch=None, json_=False):
+def resolve(c, driver=None, cuda=None, framework=None, torch=None, tensorflow=None, python=None, gpu_arch=None, json_=False, strict_driver=False, wheelhouse=None):
     """Choose the stack (CUDA, base image, framework build, Python) for this host and your wishes."""
     from gpuenv.host import resolve_for_host
     from gpuenv.stack_view import format_stack
 
-    stack = resolve_for_host(driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch)
+    stack = resolve_for_host(
+        driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch,
+        strict_driver=strict_driver, wheelhouse=wheelhouse,
+    )
     print(json.dumps(stack.to_dict(), indent=2) if json_ else format_stack(stack))

@@ -6,14 +6,17 @@ from pathlib import Path
 
 from invoke import task
 
-from gpuenv.cli.common import STACK_HELP, user_errors
+from gpuenv.cli.common import STACK_HELP, STRICT_DRIVER_HELP, user_errors
 
 _LOCK_HELP = {
     **STACK_HELP,
     "platform": "conda platform to lock for: linux-64 (default) or linux-aarch64; repeat for several (GPU stacks with conda-lock: linux-64 only)",
-    "backend": "conda-lock (default: conda-forge Python + pip packages, needs a conda channel) or uv (pip-only, with hashes)",
+    "backend": "conda-lock (default: conda-forge Python + pip packages, needs a conda channel) or uv (pip-only, with hashes; "
+    "the default when a wheelhouse folder is given)",
     "wheelhouse": "folder of .whl files searched before the indexes (uv backend; the same option `invoke build` takes), "
-    "for air-gapped servers; when it holds the framework build, the framework's wheel index is not contacted",
+    "for air-gapped servers; only the framework releases, builds and Pythons it holds are considered, and when it holds "
+    "the framework build, the framework's wheel index is not contacted",
+    "strict_driver": STRICT_DRIVER_HELP,
     "file": "lock this environment.yml (e.g. one received from a colleague) instead of the rendered spec; "
     "the team file is not merged into it",
     "force": "relock even when the inputs are unchanged since the last lock",
@@ -26,13 +29,20 @@ _LOCK_HELP = {
 @user_errors
 def lock(
     c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None,
-    platform=None, backend="conda-lock", wheelhouse=None, file=None, force=False, team_file=None,
+    platform=None, backend=None, wheelhouse=None, file=None, force=False, team_file=None, strict_driver=False,
 ):
     """Pin every package of the stack's environment into envs/locks/<stack>/ (skipped when nothing changed)."""
     from gpuenv.locking import ensure_lock
     from gpuenv.host import resolve_for_host
 
-    stack = resolve_for_host(driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch)
+    stack = resolve_for_host(
+        driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch,
+        strict_driver=strict_driver, wheelhouse=wheelhouse,
+    )
+    if backend is None:
+        backend = "uv" if wheelhouse else "conda-lock"
+        if wheelhouse:
+            print("backend: uv (--wheelhouse given: conda-lock cannot lock from a wheel folder)")
     print(f"stack: {stack.stack_id}")
     result = ensure_lock(
         stack,
@@ -53,15 +63,16 @@ def lock(
         **STACK_HELP,
         "output": "where to write the environment.yml (default: environment.yml in the current folder)",
         "team_file": "the team's extra packages (default: envs/team.yml)",
+        "strict_driver": STRICT_DRIVER_HELP,
     }
 )
 @user_errors
-def export(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None, output="environment.yml", team_file=None):
+def export(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None, output="environment.yml", team_file=None, strict_driver=False):
     """Write an environment.yml for conda/mamba: pinned from the stack's lock when there is one."""
     from gpuenv.export import export_environment
     from gpuenv.host import resolve_for_host
 
-    stack = resolve_for_host(driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch)
+    stack = resolve_for_host(driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch, strict_driver=strict_driver)
     result = export_environment(stack, Path(output), team_file=Path(team_file) if team_file else None)
     how = f"pinned from {result.lock}" if result.lock else "not pinned (no lock yet: run `invoke lock` first)"
     print(f"wrote {result.path} for {stack.stack_id}, {how}")

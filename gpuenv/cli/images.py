@@ -9,7 +9,7 @@ from pathlib import Path
 from invoke import task
 from invoke.exceptions import Exit
 
-from gpuenv.cli.common import STACK_HELP, user_errors
+from gpuenv.cli.common import STACK_HELP, STRICT_DRIVER_HELP, user_errors
 
 _BUILD_HELP = {
     **STACK_HELP,
@@ -18,7 +18,8 @@ _BUILD_HELP = {
     "no_cache": "rebuild every layer instead of reusing the engine's build cache",
     "ca_cert": "CA bundle (PEM) trusted for HTTPS during the build, e.g. a corporate proxy's; it stays out of every layer of the image",
     "wheelhouse": "folder of .whl files installed from before any index (air-gapped servers); also used to lock when the lock is missing",
-    "backend": "lock backend when the lock is missing: conda-lock (default) or uv",
+    "backend": "lock backend when the lock is missing: conda-lock (default) or uv (the default when a wheelhouse folder is given)",
+    "strict_driver": STRICT_DRIVER_HELP,
     "team_file": "the team's extra packages, when the lock is missing (default: envs/team.yml)",
 }
 
@@ -46,18 +47,24 @@ def _say(line: str) -> None:
 @user_errors
 def build(
     c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None,
-    base_image=None, tag=None, no_cache=False, ca_cert=None, wheelhouse=None, backend=None, team_file=None,
+    base_image=None, tag=None, no_cache=False, ca_cert=None, wheelhouse=None, backend=None, team_file=None, strict_driver=False,
 ):
     """Build the stack's image from its lock (locking first when there is none) and tag it."""
     from gpuenv import images
     from gpuenv.locking import ensure_lock, lock_directory
     from gpuenv.host import resolve_for_host
 
-    stack = resolve_for_host(driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch)
+    stack = resolve_for_host(
+        driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch,
+        strict_driver=strict_driver, wheelhouse=wheelhouse,
+    )
     print(f"stack: {stack.stack_id}")
     lock_dir = lock_directory(stack)
     if not any((lock_dir / name).is_file() for name in images.LOCK_FILES.values()):
         print(f"no lock in {lock_dir}: locking first", flush=True)
+        if backend is None and wheelhouse:
+            backend = "uv"
+            print("backend: uv (--wheelhouse given: conda-lock cannot lock from a wheel folder)")
         options = {"backend": backend} if backend else {}
         ensure_lock(
             stack,
@@ -94,11 +101,13 @@ def build(
         **STACK_HELP,
         "gpus": "GPUs given to the container: all (default), none, or indices/UUIDs like 0,1",
         "shm_size": "size of /dev/shm for data loaders and NCCL (default: 8g)",
+        "strict_driver": STRICT_DRIVER_HELP,
+        "wheelhouse": "the wheel folder the image was built with (`invoke build --wheelhouse`), so the same stack is chosen",
     },
     auto_shortflags=False,
 )
 @user_errors
-def run(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None, gpus="all", shm_size=None):
+def run(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None, gpus="all", shm_size=None, strict_driver=False, wheelhouse=None):
     """Run a command in the stack's image: `invoke run --cuda 12.1 -- python train.py`.
 
     The current folder is mounted at /workspace (the working directory), logs are streamed,
@@ -109,7 +118,10 @@ def run(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, 
     command = _remainder_argv(c.remainder or "")
     from gpuenv.host import resolve_for_host
 
-    stack = resolve_for_host(driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch)
+    stack = resolve_for_host(
+        driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch,
+        strict_driver=strict_driver, wheelhouse=wheelhouse,
+    )
     image = images.image_for_stack(stack)
     options = {"shm_size": shm_size} if shm_size else {}
     code = engine.run_container(image, command, gpus=gpus, workdir_mount=Path.cwd(), **options)

@@ -41,7 +41,7 @@ def test_resolve_table_for_people(invoke_cli):
         (["--cuda", "abc"], 2, "is not a CUDA version"),
         (["--driver", "x.y"], 2, "is not an NVIDIA driver version"),
         (["--framework", "jax"], 2, "'jax' is not supported"),
-        (["--driver", "525.60.13", "--cuda", "12.1"], 3, "upgrade the driver to >= 530.30.02 or use --cuda 11.8"),
+        (["--driver", "525.60.13", "--cuda", "12.1"], 3, "upgrade the driver to >= 530.30.02 or use --cuda 12.0 (gives PyTorch"),
     ],
 )
 def test_errors_are_one_line_with_exit_codes(invoke_cli, args, code, fragment):
@@ -60,8 +60,9 @@ def test_matrix_table_and_json_agree(invoke_cli):
     m = load_matrix()
     assert len(parsed["cuda_releases"]) == len(m.cuda_releases)
     for c in m.cuda_releases:
-        assert c.latest_patch in table.stdout
-    assert all(e["source"] for e in parsed["cuda_releases"])
+        assert all(u.version in table.stdout for u in c.updates)
+    assert all(u["source"] for e in parsed["cuda_releases"] for u in e["updates"])
+    assert parsed["checked"] == m.checked.isoformat()
 
 
 def test_doctor_on_a_machine_without_gpu(invoke_cli):
@@ -78,3 +79,80 @@ def test_doctor_on_a_machine_without_gpu(invoke_cli):
     assert rec["available"], rec
     if not data["nvml"]["available"]:
         assert any("driver not checked" in r for r in rec["reasons"])
+
+
+def test_resolve_json_keeps_image_cuda_and_adds_framework_cuda(invoke_cli):
+    out = invoke_cli("resolve", "--cuda", "12.2", "--framework", "torch", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert (data["cuda"], data["cuda_version"], data["framework_cuda"]) == ("12.2", "12.2.2", "12.1")
+    assert data["base_image"] == "nvidia/cuda:12.2.2-base-ubuntu22.04"
+
+
+def test_resolve_strict_driver_flag(invoke_cli):
+    relaxed = json.loads(invoke_cli("resolve", "--driver", "535.104.05", "--gpu-arch", "8.0", "--json").stdout)
+    strict = json.loads(invoke_cli("resolve", "--driver", "535.104.05", "--gpu-arch", "8.0", "--strict-driver", "--json").stdout)
+    assert relaxed["framework_cuda"] == "12.6" and relaxed["cuda"] == "12.2"
+    assert strict["framework_cuda"] == strict["cuda"] == "12.1"
+
+
+def test_resolve_with_the_real_wheelhouse(invoke_cli):
+    from pathlib import Path
+
+    if not any(Path("/opt/wheels").glob("torch-2.13.0+cpu-cp311-*.whl")):
+        pytest.skip("/opt/wheels holds no torch-2.13.0+cpu cp311 wheel on this machine")
+    out = invoke_cli("resolve", "--cuda", "cpu", "--wheelhouse", "/opt/wheels", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert (data["framework_version"], data["python"]) == ("2.13.0", "3.11")
+
+
+@pytest.mark.parametrize(
+    "args, code, fragment",
+    [
+        (["resolve", "--cuda", "cpu", "--wheelhouse", "/nonexistent/wheels"], 2, "--wheelhouse /nonexistent/wheels: no such folder"),
+        (["lock", "--cuda", "cpu", "--wheelhouse", "/nonexistent/wheels"], 2, "--wheelhouse /nonexistent/wheels: no such folder"),
+        (["resolve", "--cuda", "13.0", "--gpu-arch", "7.0"], 3, "CUDA 13 dropped Volta"),
+        (["resolve", "--torch", "2.1", "--cuda", "13.2"], 3, "never crosses a CUDA major"),
+    ],
+)
+def test_new_errors_are_one_line(invoke_cli, args, code, fragment):
+    out = invoke_cli(*args)
+    assert out.returncode == code, (out.stdout, out.stderr)
+    assert fragment in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.network
+def test_lock_with_wheelhouse_picks_uv_and_the_wheel_it_holds(invoke_cli, tmp_path):
+    from pathlib import Path
+
+    if not any(Path("/opt/wheels").glob("torch-2.13.0+cpu-cp311-*.whl")):
+        pytest.skip("/opt/wheels holds no torch-2.13.0+cpu cp311 wheel on this machine")
+    out = invoke_cli("lock", "--cuda", "cpu", "--framework", "torch", "--wheelhouse", "/opt/wheels",
+                     env={"GPUENV_LOCKS_DIR": str(tmp_path)}, timeout=600)
+    if out.returncode != 0 and "could not reach" in out.stderr:
+        pytest.skip(f"an index was unreachable: {out.stderr.strip()}")
+    assert out.returncode == 0, out.stderr
+    assert "backend: uv (--wheelhouse given" in out.stdout
+    assert "stack: torch2.13.0-cpu-py3.11" in out.stdout
+    lock = (tmp_path / "torch2.13.0-cpu-py3.11" / "requirements.lock.txt").read_text()
+    assert "torch==2.13.0+cpu" in lock
+
+
+def test_matrix_check_unreachable_index_is_one_line(invoke_cli):
+    out = invoke_cli("matrix", "--check", env={"HTTPS_PROXY": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9"})
+    assert out.returncode == 1
+    errors = [line for line in out.stderr.splitlines() if not line.startswith("  ")]  # "  ..." lines are progress
+    assert len(errors) == 1 and errors[0].startswith("gpuenv: cannot reach the package index at https://pypi.org/pypi/"), out.stderr
+    assert "Traceback" not in out.stderr and out.stdout == ""
+
+
+@pytest.mark.network
+def test_matrix_check_exit_code_follows_the_report(invoke_cli):
+    out = invoke_cli("matrix", "--check", "--json", timeout=300)
+    if out.returncode == 1 and "cannot reach" in out.stderr:
+        pytest.skip(f"PyPI unreachable: {out.stderr.strip()}")
+    report = json.loads(out.stdout)
+    assert out.returncode == (1 if report["drift"] else 0)
+    assert report["curated"] and all(f["source"].startswith("https://") for f in report["findings"])

@@ -96,7 +96,10 @@ def test_stack_matches_image_labels(suite, record, request):
     """The framework build installed is the one the image's labels (stack.json) claim."""
     stack = _stack_claims()
     framework = stack.get("framework")
-    claimed = {"framework_version": stack.get("framework_version"), "cuda": stack.get("cuda"), "cudnn": stack.get("cudnn")}
+    # the build's CUDA (framework_cuda) can differ from the image's (`cuda`): older by the CUDA rule, or
+    # newer within the major by minor-version compatibility; stack.json files without it predate that
+    build_cuda = stack.get("framework_cuda") or stack.get("cuda")
+    claimed = {"framework_version": stack.get("framework_version"), "cuda": build_cuda, "cudnn": stack.get("cudnn")}
     if framework == "torch":
         info = request.getfixturevalue("torch") and suite.frameworks["torch"]
         installed = {"framework_version": info["version"], "cuda": info["cuda"], "cudnn": cudnn_version_text(info["cudnn"])}
