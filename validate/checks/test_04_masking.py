@@ -9,12 +9,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from validate.devices import tf_gpu_uuids
+from validate.devices import nvml_uuid, tf_gpu_uuids
 from validate.masking import MaskCase, env_for_case, masking_cases
 from validate.subproc import ProbeResult, run_probe
-from validate.thresholds import FAIL, PASS, Verdict
+from validate.thresholds import FAIL, PASS, Verdict, probe_parallelism
 
-QUICK_CASES = ("unset, PCI_BUS_ID order", "index 0", "empty string", "-1", "invalid entry cuts the list")
+QUICK_CASES = ("unset, PCI_BUS_ID order", "index 0", "empty string", "-1", "invalid entry cuts the list", "repeated entry hides every GPU")
 PROBES = {"torch": ["torch-devices"], "tensorflow": ["tf-info", "--no-compute"]}
 
 
@@ -29,6 +29,8 @@ def test_cuda_visible_devices(framework, suite, record):
     if importlib.util.find_spec(framework) is None:
         pytest.skip(f"{framework} is not installed here (no module named {framework!r})")
     suite.require_gpus()
+    if suite.host.mig_gpus:
+        pytest.skip("a GPU is in MIG mode: masking is checked on hosts without MIG (each instance is validated on its own)")
     uuids = [g.uuid for g in suite.host.gpus]
     cases = masking_cases(uuids)
     if suite.quick:
@@ -39,7 +41,9 @@ def test_cuda_visible_devices(framework, suite, record):
         env = {**env_for_case(case), "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
         return run_probe(PROBES[framework], env)
 
-    with ThreadPoolExecutor(max_workers=max(1, min(8, (os.cpu_count() or 2)))) as pool:
+    # Exclusive_Process mode takes one process per GPU: parallel probes would all get "busy".
+    workers = probe_parallelism([g.compute_mode for g in suite.host.gpus], os.cpu_count() or 2)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
         results = list(pool.map(run, cases))
     for case, result in zip(cases, results):
         check = f"{framework} CUDA_VISIBLE_DEVICES={case.visible_devices!s} ({case.name})"
@@ -47,7 +51,7 @@ def test_cuda_visible_devices(framework, suite, record):
             record.add(check, "-", Verdict(FAIL, _short(case.expected_uuids), result.error or "no result"), seconds=result.seconds)
             continue
         if framework == "torch":
-            seen = [g["uuid"] for g in result.data["gpus"]]
+            seen = [nvml_uuid(g["uuid"], suite.nvml_uuids) for g in result.data["gpus"]]
         else:
             seen = tf_gpu_uuids(result.data["gpus"], suite.host.gpus)
         ok = tuple(seen) == case.expected_uuids
