@@ -47,6 +47,18 @@ def test_driver_gate(suite, record):
     record.finish()
 
 
+def test_device_order(suite, record):
+    """The suite runs with CUDA_DEVICE_ORDER=PCI_BUS_ID (NVML's order), whatever the caller set:
+    otherwise CUDA numbers a mixed-GPU machine fastest first and ordinals in CUDA_VISIBLE_DEVICES
+    name other GPUs than NVML's."""
+    value = os.environ.get("CUDA_DEVICE_ORDER")
+    was = suite.device_order_was
+    measured = f"{value}" + (f" (was {was})" if was and was != value else "")
+    ok = value == "PCI_BUS_ID"
+    record.add("cuda device order", measured, Verdict(PASS if ok else FAIL, "PCI_BUS_ID", "" if ok else "CUDA_DEVICE_ORDER was not set by the suite"))
+    record.finish()
+
+
 def test_driver(suite, record):
     """NVIDIA driver and the CUDA version it supports."""
     if suite.host.error:
