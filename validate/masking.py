@@ -104,6 +104,19 @@ def masking_cases(uuids: list[str]) -> list[MaskCase]:
     return cases
 
 
+#: What --quick keeps: one case per rule ("-1" follows the same rule as "", hiding every GPU),
+#: plus the last GPU's UUID.
+QUICK_CASES = ("unset, PCI_BUS_ID order", "index 0", "empty string", "invalid entry cuts the list", "repeated entry hides every GPU")
+#: The case a process already running the suite answers without a new child, when the caller
+#: left CUDA_VISIBLE_DEVICES unset (PyTorch in the pytest process, TensorFlow's info probe).
+UNSET_CASE = "unset, PCI_BUS_ID order"
+
+
+def quick_cases(cases: list[MaskCase], uuids: list[str]) -> list[MaskCase]:
+    last = f"uuid of GPU {len(uuids) - 1}"
+    return [c for c in cases if c.name in QUICK_CASES or c.name == last]
+
+
 def env_for_case(case: MaskCase) -> dict[str, str | None]:
     """Environment changes for one case (None = remove the variable)."""
     value = None if case.visible_devices == "<unset>" else case.visible_devices

@@ -15,6 +15,7 @@ from typing import Any, Callable
 import pytest
 
 from validate import nvml
+from validate.memory_modes import QUICK_MODES, TF_MODES, TORCH_MODES
 from validate.subproc import run_stepped_probe
 from validate.thresholds import (
     FAIL,
@@ -26,22 +27,16 @@ from validate.thresholds import (
     growth_on_verdict,
 )
 
-TF_MODES: dict[str, dict[str, str | None]] = {
-    "growth-code": {"TF_FORCE_GPU_ALLOW_GROWTH": None},
-    "growth-env": {"TF_FORCE_GPU_ALLOW_GROWTH": "true"},
-    "no-growth": {"TF_FORCE_GPU_ALLOW_GROWTH": None},
-}
-TORCH_MODES: dict[str, dict[str, str | None]] = {
-    "caching": {"PYTORCH_NO_CUDA_MEMORY_CACHING": None, "PYTORCH_CUDA_ALLOC_CONF": None},
-    "no-caching": {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "PYTORCH_CUDA_ALLOC_CONF": None},
-    "alloc-conf": {"PYTORCH_NO_CUDA_MEMORY_CACHING": None, "PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"},
-}
-QUICK_MODES = {"growth-env", "no-growth", "caching"}
 
 
 def _first_gpu(suite) -> nvml.GpuInfo:
     suite.require_gpus()
-    return suite.host.gpus[0]
+    gpu = suite.host.gpus[0]
+    if gpu.mig_enabled:
+        pytest.skip(f"GPU {gpu.index} is in MIG mode: memory is measured on whole GPUs (see the MIG check)")
+    if gpu.memory_total_bytes is None:
+        pytest.skip(f"NVML cannot read GPU {gpu.index}'s memory here, so the child's use cannot be measured")
+    return gpu
 
 
 def _need(module: str, label: str) -> None:

@@ -1,0 +1,36 @@
+"""The quick suite's process budget (issue 11, Time): processes importing PyTorch or TensorFlow,
+counted from the checks' own case lists, and the unset masking case answered without a child."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from validate.budget import framework_processes, masking_waves
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_quick_on_one_gpu_starts_few_framework_processes():
+    processes = framework_processes(1, quick=True)
+    assert processes["masking probes (torch)"] == 5  # index 0, uuid, "", invalid entry, repeated entry
+    assert processes["all-reduce probe and its workers (torch)"] == 0
+    assert sum(processes.values()) == 15
+    # Without sharing the unset case with the pytest process and the TF info probe: two more.
+    assert sum(framework_processes(1, quick=True, reuse_unset=False).values()) == 17
+
+
+def test_eight_gpus_add_only_the_all_reduce_workers_in_quick_mode():
+    one, eight = framework_processes(1, quick=True), framework_processes(8, quick=True)
+    assert eight["masking probes (tensorflow)"] == one["masking probes (tensorflow)"]
+    assert eight["all-reduce probe and its workers (torch)"] == 9
+    assert masking_waves(8, True, cpus=16) == 1 and masking_waves(8, False, cpus=2) > 1
+
+
+def test_the_task_runs_the_suite_baked_into_the_image():
+    """`invoke validate` runs the image's suite by file path, where the Dockerfile copies it."""
+    from gpuenv.cli.validation import SUITE_IN_IMAGE
+
+    dockerfile = (REPO / "docker" / "Dockerfile").read_text()
+    folder = SUITE_IN_IMAGE.rsplit("/", 1)[0]
+    assert f"COPY validate/ {folder}/" in dockerfile
+    assert SUITE_IN_IMAGE.endswith("/__main__.py")
