@@ -180,7 +180,7 @@ def main(argv: list[str]) -> int:
         return 1
 
     junit_tmp = None
-    if args.junit:
+    if args.junit and not (Path(args.junit).exists() and not Path(args.junit).is_file()):  # /dev/stdout: direct
         folder = Path(args.junit).resolve().parent
         folder.mkdir(parents=True, exist_ok=True)
         fd, junit_tmp = tempfile.mkstemp(prefix=f".{Path(args.junit).name}.", suffix=".tmp", dir=folder)

@@ -26,7 +26,7 @@ from validate.thresholds import (
 SIZES = {
     # quick, full. Matmuls stay at n = 8192 in both: the references were measured there.
     "matmul_repeats": (3, 5),
-    "copy_bytes": (256 * 2**20, 1024 * 2**20),
+    "copy_bytes": (1024 * 2**20, 1024 * 2**20),
     "h2d_bytes": (128 * 2**20, 512 * 2**20),
     "train_steps_gpu": (40, 100),
     "train_batch_gpu": (128, 256),
