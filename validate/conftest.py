@@ -22,10 +22,13 @@ from validate.peaks import PeakTableError, load_peaks, peaks_for
 from validate.probe import nccl_version_text
 from validate.report import Record, build_json, render_table, write_json
 from validate.stackfile import read_stack_file
-from validate.subproc import ProbeResult, run_probe
-from validate.thresholds import FAIL, INFO, PASS, SKIP, GpuExpectation, Verdict, expected_gpus, probe_parallelism
+from validate.subproc import DEFAULT_TIMEOUT, ProbeResult, run_probe
+from validate.tfbuild import installed_build_info
+from validate.thresholds import FAIL, INFO, PASS, SKIP, GpuExpectation, Verdict, expected_gpus, probe_parallelism, ptx_only
 
 DEVICE_ORDER = "PCI_BUS_ID"
+#: How long TensorFlow's probe may take when it must JIT-compile PTX for a GPU (seconds).
+TF_JIT_TIMEOUT = float(os.environ.get("VALIDATE_TF_JIT_TIMEOUT", "1800"))
 SUITE = pytest.StashKey["Suite"]()
 RECORDS = pytest.StashKey[list[Record]]()
 SETUP_SECONDS = pytest.StashKey[float]()
@@ -40,6 +43,7 @@ class Suite:
     """What every check shares for one run: options, NVML's view, expectations, cached probes."""
 
     def __init__(self, config: pytest.Config) -> None:
+        self.config = config
         self.quick: bool = config.getoption("validate_quick")
         # Before anything initialises CUDA: ordinals in CUDA_VISIBLE_DEVICES then mean NVML's
         # (PCI bus) order, not CUDA's default "fastest first", on mixed-GPU machines too.
@@ -109,10 +113,32 @@ class Suite:
     def baseline_for(self, gpu_name: str | None, check: str) -> float | None:
         return baseline_value(self.baseline, gpu_name, check)
 
+    def say_now(self, line: str) -> None:
+        """A line on the terminal now, not after the check (pytest captures output meanwhile)."""
+        reporter = self.config.pluginmanager.getplugin("terminalreporter")
+        capture = self.config.pluginmanager.getplugin("capturemanager")
+        if reporter is None or capture is None:
+            return
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(line)
+
     def tf_info(self) -> ProbeResult:
-        """TensorFlow's build and devices, read once in a child (growth on, so it maps little)."""
+        """TensorFlow's build and devices, read once in a child (growth on, so it maps little).
+
+        A build with only PTX for a GPU JIT-compiles at first use, which can take many minutes:
+        say so before starting, and give the probe TF_JIT_TIMEOUT instead of the usual timeout."""
         if self._tf_info is None:
-            self._tf_info = run_probe(["tf-info"], {"TF_FORCE_GPU_ALLOW_GROWTH": "true"})
+            archs = list((installed_build_info() or {}).get("cuda_compute_capabilities") or [])
+            jit = [g for g in self.host.gpus if g.compute_capability and archs and ptx_only(g.compute_capability, archs)]
+            timeout = DEFAULT_TIMEOUT
+            if jit:
+                timeout = max(DEFAULT_TIMEOUT, TF_JIT_TIMEOUT)
+                names = ", ".join(f"GPU {g.index} (sm_{g.compute_capability.replace('.', '')})" for g in jit)  # type: ignore[union-attr]
+                self.say_now(
+                    f"validate: warning: TensorFlow ships only PTX for {names}: its first use JIT-compiles the kernels, "
+                    f"which can take many minutes; waiting up to {timeout:.0f} s (VALIDATE_TF_JIT_TIMEOUT)"
+                )
+            self._tf_info = run_probe(["tf-info"], {"TF_FORCE_GPU_ALLOW_GROWTH": "true"}, timeout=timeout)
             if self._tf_info.data and not self._tf_info.error:
                 self.frameworks["tensorflow"] = {k: v for k, v in self._tf_info.data.items() if k != "compute"}
         return self._tf_info

@@ -136,3 +136,21 @@ def test_tensorflow_cudnn_major_only_agrees_with_the_label():
     assert wrong.verdict == FAIL and "cuDNN 9 loaded, image claims 8.9" in wrong.reason
     assert versions_agree("12.5", "12.5.1") and not versions_agree("12.4", "12.5.1")
     assert not versions_agree("9.3", None)
+
+
+def test_tensorflow_build_info_is_read_without_importing_tensorflow():
+    """The file TensorFlow 2.18's GPU wheel ships, parsed as a literal, never executed."""
+    from validate.tfbuild import installed_build_info, parse_build_info
+
+    text = (
+        '"""Auto-generated module providing information about the build."""\nimport collections\n\n'
+        "build_info = collections.OrderedDict([('cpu_compiler', '/usr/lib/llvm-18/bin/clang'), "
+        "('cuda_compute_capabilities', ['sm_60', 'sm_70', 'sm_80', 'sm_89', 'compute_90']), ('cuda_version', '12.5.1'), "
+        "('cudnn_version', '9'), ('is_cuda_build', True), ('is_rocm_build', False), ('is_tensorrt_build', False)])\n"
+    )
+    assert parse_build_info(text) == TF_218_BUILD_INFO
+    assert parse_build_info("build_info = os.system('x')\n") is None
+    assert parse_build_info("not python (") is None
+    installed = installed_build_info()
+    if installed is not None:  # the real file of the TensorFlow installed here
+        assert isinstance(installed["is_cuda_build"], bool)
