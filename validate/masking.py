@@ -1,10 +1,11 @@
 """What a framework should see for a given CUDA_VISIBLE_DEVICES: pure logic, tested on observations.
 
 The CUDA runtime reads CUDA_VISIBLE_DEVICES as a comma-separated list of entries, each either an
-ordinal (in CUDA_DEVICE_ORDER; we always set PCI_BUS_ID, which is NVML's order) or a GPU UUID (or
-a unique prefix of one, "GPU-..."). The first entry that names no GPU ends the list: the GPUs
-before it are visible, none after it. So "" and "-1" hide every GPU, and "0,7,1" on a 2-GPU host
-shows only GPU 0; "0,0" names a GPU twice, which hides every GPU. The masking check compares what PyTorch and TensorFlow report with this.
+ordinal (in CUDA_DEVICE_ORDER; the suite always sets PCI_BUS_ID, which is NVML's order) or a UUID
+(or a unique prefix of one: "GPU-..." for whole GPUs, "MIG-..." for MIG instances). The first
+entry that names no device ends the list: the devices before it are visible, none after it. So
+"" and "-1" hide every GPU, "0,7,1" on a 2-GPU host shows only GPU 0, and "0,0" names a GPU twice,
+which hides every GPU. The masking check compares what PyTorch and TensorFlow report with this.
 """
 
 from __future__ import annotations

@@ -99,3 +99,27 @@ def test_fp32_precision_falls_back_on_old_torch():
     restore = bench.fp32_precision_setter(old)("tf32")
     restore()
     assert calls == ["high", "highest"]
+
+
+def test_sustained_load_keeps_every_gpu_busy_and_samples_meanwhile():
+    """The load loop with real CPU matmuls standing in for GPU kernels: every device gets work in
+    every round, launched with that device current, and NVML is sampled during the load."""
+    cuda = RecordingCuda()
+    launched: dict[int, int] = {}
+
+    def mm(a, b, out):
+        launched[cuda.current] = launched.get(cuda.current, 0) + 1
+        return torch.mm(a, b, out=out)
+
+    fake = types.SimpleNamespace(
+        cuda=cuda, device=torch.device, float32=torch.float32, bfloat16=torch.bfloat16, float16=torch.float16,
+        randn=lambda n, m, device, dtype: torch.randn(n, m, dtype=torch.float32),
+        empty_like=torch.empty_like, mm=mm,
+    )
+    cuda.Event.__init__ = lambda self, enable_timing=False: setattr(self, "device", None)  # type: ignore[method-assign]
+    samples: list[float] = []
+    tflops = bench.sustained_load(fake, {"cuda:0": "bf16", "cuda:3": "fp32"}, 0.3, lambda: samples.append(0.0), every=0.05, n=64)
+    assert set(tflops) == {"cuda:0", "cuda:3"} and all(v > 0 for v in tflops.values())
+    assert set(launched) == {0, 3} and launched[0] == launched[3] >= 4
+    assert len(samples) >= 4  # first, a few during, last
+    assert cuda.current == 0

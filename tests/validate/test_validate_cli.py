@@ -142,3 +142,12 @@ def test_main_run_as_a_file_imports_its_own_package(tmp_path):
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert f"suite: {(opt / 'validate').resolve()}" in done.stdout
+
+
+def test_the_suite_runs_in_pci_bus_order_whatever_the_caller_set(tmp_path):
+    """CUDA's default order is "fastest first": on a mixed-GPU workstation ordinals in
+    CUDA_VISIBLE_DEVICES would name other GPUs than NVML's. The suite sets PCI_BUS_ID first."""
+    done = run_suite("-k", "device_order", "--json", str(tmp_path / "r.json"), env={"CUDA_DEVICE_ORDER": "FASTEST_FIRST"}, timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:]
+    row = next(c for c in json.loads((tmp_path / "r.json").read_text())["host"]["checks"] if c["check"] == "cuda device order")
+    assert row["measured"] == "PCI_BUS_ID (was FASTEST_FIRST)" and row["verdict"] == "pass"
