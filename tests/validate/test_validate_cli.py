@@ -151,3 +151,22 @@ def test_the_suite_runs_in_pci_bus_order_whatever_the_caller_set(tmp_path):
     assert done.returncode == 0, done.stdout[-2000:]
     row = next(c for c in json.loads((tmp_path / "r.json").read_text())["host"]["checks"] if c["check"] == "cuda device order")
     assert row["measured"] == "PCI_BUS_ID (was FASTEST_FIRST)" and row["verdict"] == "pass"
+
+
+def test_a_full_disk_at_the_end_leaves_no_partial_report(tmp_path):
+    """The report folder fills up during the run: one line naming the report, exit 2, and no
+    half-written file (the atomic writer keeps the old one, here none)."""
+    folder = tmp_path / "full"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.strip()}")
+    try:
+        # Room for the start-up check's empty file, none for a report.
+        subprocess.run(["dd", "if=/dev/zero", f"of={folder / 'filler'}", "bs=4k", "count=64"], capture_output=True)
+        done = run_suite("-k", "device_order", "--json", str(folder / "r.json"), timeout=120)
+        assert done.returncode == 2, done.stdout[-2000:]
+        assert f"validate: cannot write the JSON report {folder / 'r.json'}: No space left on device" in done.stdout
+        assert sorted(p.name for p in folder.iterdir()) == ["filler"]
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
