@@ -7,20 +7,23 @@ from __future__ import annotations
 import math
 
 from validate.masking import UNSET_CASE, masking_cases, quick_cases
-from validate.memory_modes import QUICK_MODES, TF_MODES, TORCH_MODES
+from validate.memory_modes import QUICK_MODES, SHARED_TF_MODE, TF_MODES, TORCH_MODES
 from validate.thresholds import probe_parallelism
 
 
-def framework_processes(gpus: int, quick: bool, reuse_unset: bool = True) -> dict[str, int]:
-    """Processes importing torch or tensorflow in one run on `gpus` GPUs (both frameworks installed)."""
+def framework_processes(gpus: int, quick: bool, share_work: bool = True) -> dict[str, int]:
+    """Processes importing torch or tensorflow in one run on `gpus` GPUs (both frameworks
+    installed). `share_work`: the unset masking case and TensorFlow's growth-env memory figure
+    come from processes that run anyway (the pytest process, the TensorFlow info probe)."""
     uuids = [f"GPU-{i:08x}-0000-0000-0000-000000000000" for i in range(gpus)]
     cases = masking_cases(uuids)
     if quick:
         cases = quick_cases(cases, uuids)
-    per_framework = len([c for c in cases if not (reuse_unset and c.name == UNSET_CASE)]) if gpus else 0
+    per_framework = len([c for c in cases if not (share_work and c.name == UNSET_CASE)]) if gpus else 0
 
     def modes(names: dict) -> int:
-        return len([m for m in names if not quick or m in QUICK_MODES]) if gpus else 0
+        kept = [m for m in names if (not quick or m in QUICK_MODES) and not (share_work and m == SHARED_TF_MODE)]
+        return len(kept) if gpus else 0
 
     return {
         "pytest process (torch)": 1,

@@ -22,7 +22,8 @@ from validate.peaks import PeakTableError, load_peaks, peaks_for
 from validate.probe import nccl_version_text
 from validate.report import Record, build_json, render_table, write_json
 from validate.stackfile import read_stack_file
-from validate.subproc import DEFAULT_TIMEOUT, ProbeResult, run_probe
+from validate.memory_modes import outside_measurer
+from validate.subproc import DEFAULT_TIMEOUT, ProbeResult, run_probe, run_stepped_probe
 from validate.tfbuild import installed_build_info
 from validate.thresholds import FAIL, INFO, PASS, SKIP, GpuExpectation, Verdict, expected_gpus, probe_parallelism, ptx_only
 
@@ -71,6 +72,7 @@ class Suite:
         except BaselineError as err:
             raise pytest.UsageError(f"validate: {err}") from None
         self._tf_info: ProbeResult | None = None
+        self._tf_memory: tuple[int, ProbeResult] | None = None
 
     @property
     def gpu_names(self) -> dict[str, str]:
@@ -138,10 +140,24 @@ class Suite:
                     f"validate: warning: TensorFlow ships only PTX for {names}: its first use JIT-compiles the kernels, "
                     f"which can take many minutes; waiting up to {timeout:.0f} s (VALIDATE_TF_JIT_TIMEOUT)"
                 )
-            self._tf_info = run_probe(["tf-info"], {"TF_FORCE_GPU_ALLOW_GROWTH": "true"}, timeout=timeout)
+            env: dict[str, str | None] = {"TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+            first = self.host.gpus[0] if self.host.gpus else None
+            if first is not None and first.memory_total_bytes is not None and not first.mig_enabled:
+                # Pause after the small products so the memory check can measure growth-env here.
+                before, measure = outside_measurer(first.uuid)
+                self._tf_info = run_stepped_probe(["tf-info", "--pause"], env, measure, timeout=timeout)
+                self._tf_memory = (before, self._tf_info)
+            else:
+                self._tf_info = run_probe(["tf-info"], env, timeout=timeout)
             if self._tf_info.data and not self._tf_info.error:
                 self.frameworks["tensorflow"] = {k: v for k, v in self._tf_info.data.items() if k != "compute"}
         return self._tf_info
+
+    def tf_memory_on_the_way(self) -> tuple[int, ProbeResult] | None:
+        """(GPU 0's used bytes before, the TensorFlow info probe's result with its "small" step),
+        when that probe measured GPU 0 on the way; None otherwise."""
+        self.tf_info()
+        return self._tf_memory
 
 
 class Recorder:

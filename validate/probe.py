@@ -199,7 +199,10 @@ def main(argv: list[str]) -> int:
     command, args = argv[0], argv[1:]
     try:
         if command == "tf-info":
-            emit(tf_info(compute="--no-compute" not in args))
+            data = tf_info(compute="--no-compute" not in args)
+            if "--pause" in args:  # let the parent measure this process's GPU memory first
+                step("small")
+            emit(data)
         elif command == "torch-devices":
             emit(torch_devices())
         elif command == "tf-memory":

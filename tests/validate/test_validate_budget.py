@@ -14,9 +14,10 @@ def test_quick_on_one_gpu_starts_few_framework_processes():
     processes = framework_processes(1, quick=True)
     assert processes["masking probes (torch)"] == 5  # index 0, uuid, "", invalid entry, repeated entry
     assert processes["all-reduce probe and its workers (torch)"] == 0
-    assert sum(processes.values()) == 15
-    # Without sharing the unset case with the pytest process and the TF info probe: two more.
-    assert sum(framework_processes(1, quick=True, reuse_unset=False).values()) == 17
+    assert processes["memory probes (tensorflow)"] == 1  # no-growth; growth-env is measured in the info probe
+    assert sum(processes.values()) == 14
+    # Without sharing (the unset case twice, growth-env once): three more.
+    assert sum(framework_processes(1, quick=True, share_work=False).values()) == 17
 
 
 def test_eight_gpus_add_only_the_all_reduce_workers_in_quick_mode():

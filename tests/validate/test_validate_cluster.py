@@ -154,3 +154,19 @@ def test_tensorflow_build_info_is_read_without_importing_tensorflow():
     installed = installed_build_info()
     if installed is not None:  # the real file of the TensorFlow installed here
         assert isinstance(installed["is_cuda_build"], bool)
+
+
+def test_tensorflow_info_probe_pauses_for_the_memory_measurement():
+    """Shared work: the info probe stops after its products so the parent measures TensorFlow's
+    memory with growth on there, instead of starting a second TensorFlow for it."""
+    pytest.importorskip("tensorflow", reason="TensorFlow is not installed in this venv")
+    from validate.subproc import run_stepped_probe
+
+    seen: list[tuple[str, int]] = []
+    result = run_stepped_probe(
+        ["tf-info", "--pause"], {"CUDA_VISIBLE_DEVICES": "", "TF_FORCE_GPU_ALLOW_GROWTH": "true"},
+        lambda step, pid: seen.append((step, pid)) or {"bytes": 0, "method": "test"},
+    )
+    assert result.error is None, result.error
+    assert [step for step, _ in seen] == ["small"] and seen[0][1] > 0
+    assert result.steps["small"]["bytes"] == 0 and result.data["compute"][0]["device"] == "/CPU:0"
