@@ -97,12 +97,16 @@ def main() -> int:
     median = statistics.median(walls)
     gpus_in_report = len([k for k in report if k.startswith("GPU-")])
     print(f"median wall time of the quick suite: {median:.1f}s on {gpus_in_report} GPU(s) (budget {BUDGET_SECONDS:.0f}s on one GPU)")
-    guess = estimate(median, report, args.gpus, cpus)
-    if gpus_in_report != 1:
-        print(f"  (the {args.gpus}-GPU estimate assumes a one-GPU run; this one saw {gpus_in_report}: per-GPU time is a guess)")
-    print(f"estimated quick suite on {args.gpus} GPUs ({cpus} CPUs):")
-    for name, seconds in guess.items():
-        print(f"  {seconds:7.1f}s  {name}")
+    guess: dict[str, float] = {}
+    if gpus_in_report == 0:
+        print(f"no GPU in this run: the {args.gpus}-GPU estimate needs a one-GPU --quick report (--from-report R --wall S)")
+    else:
+        guess = estimate(median, report, args.gpus, cpus)
+        if gpus_in_report != 1:
+            print(f"  (the estimate scales a one-GPU run; this one saw {gpus_in_report} GPUs, so it overestimates)")
+        print(f"estimated quick suite on {args.gpus} GPUs ({cpus} CPUs):")
+        for name, seconds in guess.items():
+            print(f"  {seconds:7.1f}s  {name}")
     if args.json:
         Path(args.json).write_text(json.dumps({"walls": walls, "median": median, "estimate": guess}, indent=2))
     return 0 if median <= BUDGET_SECONDS else 1

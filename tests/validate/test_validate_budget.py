@@ -35,3 +35,22 @@ def test_the_task_runs_the_suite_baked_into_the_image():
     folder = SUITE_IN_IMAGE.rsplit("/", 1)[0]
     assert f"COPY validate/ {folder}/" in dockerfile
     assert SUITE_IN_IMAGE.endswith("/__main__.py")
+
+
+def test_eight_gpu_estimate_scales_per_gpu_checks_not_the_shared_load():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("validate_quick_budget", REPO / "benchmarks" / "validate_quick_budget.py")
+    budget = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(budget)
+    report = {
+        "host": {"checks": [{"check": "torch CUDA_VISIBLE_DEVICES=0 (index 0)", "gpu": None, "seconds": 6.0}]},
+        "GPU-a": {"checks": [
+            {"check": "matmul bf16 TFLOPS", "gpu": "GPU-a", "seconds": 2.0},
+            {"check": "sustained load", "gpu": "GPU-a", "seconds": 10.0},  # all GPUs at once: not scaled
+        ]},
+    }
+    guess = budget.estimate(45.0, report, gpus=8, cpus=16)
+    assert guess["per-GPU checks x extra GPUs"] == 14.0
+    assert guess["all-reduce"] == 12.0  # two child start-ups of 6 s
+    assert guess["total"] == 45.0 + 14.0 + 12.0
