@@ -217,16 +217,23 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SUITE] = Suite(config)
 
 
-def exclusive_first(items: list[Any], isolated: Callable[[Any], bool]) -> list[Any]:
+def exclusive_first(items: list[Any], isolated: Callable[[Any], bool], first: Callable[[Any], bool] = lambda i: False) -> list[Any]:
     """The checks that run in child processes first, in their order, then the rest. In
     Exclusive_Process mode a GPU serves one process: once this process has used a GPU (the
-    in-process checks), every child would get "device busy"."""
-    return [i for i in items if isolated(i)] + [i for i in items if not isolated(i)]
+    in-process checks), every child would get "device busy". Checks marked `first` (the driver
+    gate) stay ahead of everything."""
+    head = [i for i in items if first(i)]
+    rest = [i for i in items if not first(i)]
+    return head + [i for i in rest if isolated(i)] + [i for i in rest if not isolated(i)]
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.stash[SUITE].exclusive:
-        items[:] = exclusive_first(items, lambda item: item.get_closest_marker("isolated") is not None)
+        items[:] = exclusive_first(
+            items,
+            lambda item: item.get_closest_marker("isolated") is not None,
+            lambda item: getattr(item, "originalname", item.name) == "test_driver_gate",
+        )
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

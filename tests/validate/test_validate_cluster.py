@@ -76,9 +76,10 @@ def test_exclusive_process_runs_masking_probes_one_at_a_time():
 
 
 def test_exclusive_process_runs_child_process_checks_first():
-    items = ["driver", "torch computes", "memory[growth]", "masking[torch]", "matmul", "nccl"]
+    items = ["driver gate", "driver", "torch computes", "memory[growth]", "masking[torch]", "matmul", "nccl"]
     isolated = {"memory[growth]", "masking[torch]", "nccl"}
-    assert exclusive_first(items, isolated.__contains__) == ["memory[growth]", "masking[torch]", "nccl", "driver", "torch computes", "matmul"]
+    ordered = exclusive_first(items, isolated.__contains__, lambda item: item == "driver gate")
+    assert ordered == ["driver gate", "memory[growth]", "masking[torch]", "nccl", "driver", "torch computes", "matmul"]
 
 
 def test_tensorflow_with_only_ptx_for_the_gpu_is_flagged():
