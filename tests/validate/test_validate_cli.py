@@ -81,8 +81,9 @@ def test_a_folder_as_baseline_is_one_line(tmp_path):
     assert preflight(args) == f"--baseline: baseline {tmp_path} is a folder, not a file saved with --save-baseline"
 
 
-def test_collect_only_is_not_validation():
-    done = run_suite("--collect-only", "-q", timeout=120)
+@pytest.mark.parametrize("mode", ["--collect-only", "--setup-only", "--setup-plan", "--fixtures"])
+def test_pytest_modes_that_run_no_check_are_not_validation(mode):
+    done = run_suite(mode, "-k", "device_order or computes_on_cpu", timeout=120)
     assert done.returncode == 1
     assert "every check passed" not in done.stdout
     assert "validate: NOT VALIDATED: no check ran" in done.stdout
