@@ -1,5 +1,7 @@
 """Matmul TFLOPS by matrix size and precision on each GPU: how large the speed check's matrices
-must be to reach a stable fraction of peak (the check uses 4096 with --quick, 8192 otherwise).
+must be to reach a stable fraction of peak (the check uses n = 8192 in both modes, where the
+per-model references in gpu_peaks.yaml were measured). Each GPU is timed inside its own
+torch.cuda.device context (validate.bench), so GPUs 1..7 are not timed on GPU 0's stream.
 
     .venv/bin/python benchmarks/validate_matmul_sizes.py --sizes 1024 2048 4096 8192
 

@@ -110,7 +110,7 @@ def format_report(report: dict[str, Any]) -> str:
     if nvml.get("available"):
         lines.append(f"driver    {nvml['driver_version']}  (CUDA driver API {nvml['cuda_driver_version']})")
         rows = [
-            (g["index"], g["name"], g["uuid"], g["compute_capability"], f"{g['memory_total_bytes'] / 2**30:.1f} GiB")
+            (g["index"], g["name"], g["uuid"], g["compute_capability"], f"{g['memory_total_bytes'] / 2**30:.1f} GiB" if g["memory_total_bytes"] is not None else "not readable")
             for g in nvml["gpus"]
         ]
         lines.append(format_table(("gpu", "name", "uuid", "cc", "memory"), rows) if rows else "gpus      none")

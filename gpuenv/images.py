@@ -325,18 +325,45 @@ def build_hint(stack: Stack) -> str:
     return f"run invoke build {args} --python {stack.python}"
 
 
-def image_for_stack(stack: Stack) -> str:
-    """The id of the newest gpuenv image built for `stack` (found by label, not by tag name).
+def pick_image(found: list[ImageInfo], stack: Stack, lock_hash: str | None) -> str:
+    """The id of the newest image of `stack` built from the lock with `lock_hash` (its
+    io.gpuenv.lock_hash label); with no lock to compare (None), the newest image of the stack.
+
+    Raises GpuenvError saying which lock was wanted and what exists: an image built from an
+    older lock is never used silently.
+    """
+    if not found:
+        raise GpuenvError(f"no gpuenv image for stack {stack.stack_id}", fix=build_hint(stack))
+    matching = found if lock_hash is None else [img for img in found if img.labels.get(LOCK_HASH_LABEL) == lock_hash]
+    if not matching:
+        others = ", ".join(sorted({(img.labels.get(LOCK_HASH_LABEL) or "none")[:TAG_HASH_LENGTH] for img in found}))
+        raise GpuenvError(
+            f"no image of stack {stack.stack_id} was built from the current lock {lock_hash[:TAG_HASH_LENGTH]} "  # type: ignore[index]
+            f"(images here were built from locks {others})",
+            fix=build_hint(stack) + " to build it from the current lock",
+        )
+    return max(matching, key=lambda img: img.created).id
+
+
+def image_for_stack(stack: Stack, lock_dir: Path | None = None) -> str:
+    """The id of the newest gpuenv image of `stack` built from its current lock (found by labels,
+    not by tag name). `lock_dir` defaults to the stack's lock directory; without a lock file
+    there, the newest image of the stack.
 
     Raises GpuenvError with the build command when there is none: `invoke run` and the
     validation task never pull.
     """
     from gpuenv import engine
 
-    found = engine.find_images({STACK_LABEL: stack.stack_id})
-    if not found:
-        raise GpuenvError(f"no gpuenv image for stack {stack.stack_id}", fix=build_hint(stack))
-    return max(found, key=lambda img: img.created).id
+    if lock_dir is None:
+        from gpuenv.locking import lock_directory  # not at module level: locking is heavier
+
+        lock_dir = lock_directory(stack)
+    try:
+        lock_hash: str | None = read_lock(lock_dir).sha256
+    except DataError:
+        lock_hash = None
+    return pick_image(engine.find_images({STACK_LABEL: stack.stack_id}), stack, lock_hash)
 
 
 def built_images() -> list[ImageInfo]:

@@ -36,15 +36,26 @@ def save_baseline(path: str | Path, records: list[Record], gpu_names: dict[str, 
 
 
 def load_baseline(path: str | Path) -> dict[str, dict[str, float]]:
-    """Read a baseline file: {model: {check: value}}."""
+    """Read a baseline file: {model: {check: value}}; every way it can be unusable is one line."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise BaselineError(f"baseline file {path} does not exist (make one with --save-baseline)") from None
+    except IsADirectoryError:
+        raise BaselineError(f"baseline {path} is a folder, not a file saved with --save-baseline") from None
+    except UnicodeDecodeError:
+        raise BaselineError(f"baseline file {path} is not text (binary data): give a file saved with --save-baseline") from None
     except json.JSONDecodeError as err:
         raise BaselineError(f"baseline file {path} is not JSON: {err}") from None
+    except OSError as err:
+        raise BaselineError(f"baseline file {path} cannot be read: {err.strerror or err}") from None
     if not isinstance(data, dict) or data.get("format") != BASELINE_FORMAT or not isinstance(data.get("models"), dict):
         raise BaselineError(f"baseline file {path} is not a {BASELINE_FORMAT} file")
+    for model, checks in data["models"].items():
+        if not isinstance(checks, dict) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in checks.values()
+        ):
+            raise BaselineError(f"baseline file {path}: model {model!r} must map check names to numbers")
     return data["models"]
 
 

@@ -14,40 +14,88 @@ from typing import Any, Callable
 WARMUP = 3
 
 
-def _time_cuda(torch: Any, work: Callable[[], None], repeats: int, inner: int) -> float:
-    """Median seconds of one `work()` call, timed with CUDA events over `inner` calls per repeat."""
-    for _ in range(WARMUP):
-        work()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(repeats):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(inner):
+def _device_index(torch: Any, device: str | int) -> int:
+    """'cuda:3' -> 3 (torch.device(...).index); a bare 'cuda' means the current device."""
+    if isinstance(device, int):
+        return device
+    index = torch.device(device).index
+    return torch.cuda.current_device() if index is None else int(index)
+
+
+def _time_cuda(torch: Any, device: str | int, work: Callable[[], None], repeats: int, inner: int) -> float:
+    """Median seconds of one `work()` call on `device`, timed with CUDA events over `inner` calls.
+
+    Everything happens inside `torch.cuda.device(device)`: the events are recorded on that
+    device's current stream and synchronised there. Recorded on the process's current device
+    (GPU 0) instead, GPUs 1..7 would time only the launches and report many times their peak.
+    """
+    index = _device_index(torch, device)
+    with torch.cuda.device(index):
+        stream = torch.cuda.current_stream(index)
+        for _ in range(WARMUP):
             work()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) / 1000.0 / inner)
+        torch.cuda.synchronize(index)
+        samples = []
+        for _ in range(repeats):
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record(stream)
+            for _ in range(inner):
+                work()
+            end.record(stream)
+            end.synchronize()
+            samples.append(start.elapsed_time(end) / 1000.0 / inner)
     return statistics.median(samples)
 
 
-def matmul_tflops(torch: Any, device: str, precision: str, n: int, repeats: int = 5, inner: int = 10) -> float:
+def fp32_precision_setter(torch: Any) -> Callable[[str], Callable[[], None]]:
+    """A function that sets float32 matmul precision to "tf32" or "ieee" and returns a restorer.
+
+    PyTorch 2.9 deprecates torch.set_float32_matmul_precision for
+    torch.backends.cuda.matmul.fp32_precision; older releases only have the former.
+    """
+    matmul = torch.backends.cuda.matmul
+    try:
+        previous = matmul.fp32_precision
+    except (AttributeError, RuntimeError):
+        previous = None
+    if previous is not None:
+
+        def set_new(mode: str) -> Callable[[], None]:
+            matmul.fp32_precision = mode
+            return lambda: setattr(matmul, "fp32_precision", previous)
+
+        return set_new
+    old = torch.get_float32_matmul_precision()
+
+    def set_old(mode: str) -> Callable[[], None]:
+        torch.set_float32_matmul_precision("high" if mode == "tf32" else "highest")
+        return lambda: torch.set_float32_matmul_precision(old)
+
+    return set_old
+
+
+#: Matmul size for the speed floors: the per-model references were measured at this n (at
+#: n = 4096 a bf16 product sits well below its large-matrix throughput on an H100).
+MATMUL_N = 8192
+
+
+def matmul_tflops(torch: Any, device: str, precision: str, n: int = MATMUL_N, repeats: int = 5, inner: int = 10) -> float:
     """Dense n x n matrix multiply throughput in TFLOPS (2 n^3 flops per product).
 
     precision: "fp32" (full IEEE fp32, TF32 off), "tf32" (fp32 inputs on TF32 Tensor Cores),
     "bf16" or "fp16" (half-precision inputs, fp32 accumulate).
     """
     dtype = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("high" if precision == "tf32" else "highest")
+    restore = fp32_precision_setter(torch)("tf32" if precision == "tf32" else "ieee")
     try:
-        a = torch.randn(n, n, device=device, dtype=dtype)
-        b = torch.randn(n, n, device=device, dtype=dtype)
-        out = torch.empty(n, n, device=device, dtype=dtype)
-        seconds = _time_cuda(torch, lambda: torch.mm(a, b, out=out), repeats, inner)
+        with torch.cuda.device(_device_index(torch, device)):
+            a = torch.randn(n, n, device=device, dtype=dtype)
+            b = torch.randn(n, n, device=device, dtype=dtype)
+            out = torch.empty(n, n, device=device, dtype=dtype)
+        seconds = _time_cuda(torch, device, lambda: torch.mm(a, b, out=out), repeats, inner)
     finally:
-        torch.set_float32_matmul_precision(previous)
+        restore()
     return 2 * n**3 / seconds / 1e12
 
 
@@ -55,7 +103,7 @@ def device_copy_gbs(torch: Any, device: str, nbytes: int, repeats: int = 5, inne
     """Device-memory bandwidth in GB/s from a device-to-device copy (reads + writes nbytes each)."""
     src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).fill_(1.0)
     dst = torch.empty_like(src)
-    seconds = _time_cuda(torch, lambda: dst.copy_(src), repeats, inner)
+    seconds = _time_cuda(torch, device, lambda: dst.copy_(src), repeats, inner)
     return 2 * nbytes / seconds / 1e9
 
 
@@ -63,7 +111,7 @@ def host_to_device_gbs(torch: Any, device: str, nbytes: int, pinned: bool, repea
     """Host-to-device copy bandwidth in GB/s from pinned or pageable host memory."""
     host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pinned).fill_(1)
     target = torch.empty(nbytes, dtype=torch.uint8, device=device)
-    seconds = _time_cuda(torch, lambda: target.copy_(host, non_blocking=pinned), repeats, 1)
+    seconds = _time_cuda(torch, device, lambda: target.copy_(host, non_blocking=pinned), repeats, 1)
     return nbytes / seconds / 1e9
 
 
@@ -136,3 +184,50 @@ def train_cnn(torch: Any, device: str, steps: int, batch: int, image: int = 32, 
         "steps": steps,
         "batch": batch,
     }
+
+
+def sustained_load(
+    torch: Any,
+    devices: dict[str, str],
+    seconds: float,
+    sample: Callable[[], None],
+    every: float = 0.5,
+    n: int = 4096,
+) -> dict[str, float]:
+    """Keep every GPU in `devices` ({device: precision}) busy at once with matmuls for `seconds`,
+    calling `sample()` about every `every` seconds; returns each device's TFLOPS over the load.
+
+    One thread launches on all GPUs in turn and waits on the previous round's events, so at most
+    two rounds are queued per GPU and the clocks NVML reads are those of a GPU under full load.
+    """
+    dtypes = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+    per_round = 4
+    work = {}
+    for device, precision in devices.items():
+        with torch.cuda.device(_device_index(torch, device)):
+            a = torch.randn(n, n, device=device, dtype=dtypes[precision])
+            work[device] = (a, torch.randn(n, n, device=device, dtype=dtypes[precision]), torch.empty_like(a))
+    pending: dict[str, Any] = {}
+    rounds = 0
+    started = last_sample = time.perf_counter()
+    sample()
+    while time.perf_counter() - started < seconds:
+        for device, (a, b, out) in work.items():
+            index = _device_index(torch, device)
+            with torch.cuda.device(index):
+                for _ in range(per_round):
+                    torch.mm(a, b, out=out)
+                event = torch.cuda.Event()
+                event.record(torch.cuda.current_stream(index))
+            if device in pending:
+                pending[device].synchronize()
+            pending[device] = event
+        rounds += 1
+        if time.perf_counter() - last_sample >= every:
+            sample()
+            last_sample = time.perf_counter()
+    for event in pending.values():
+        event.synchronize()
+    elapsed = time.perf_counter() - started
+    sample()
+    return {device: 2 * n**3 * per_round * rounds / elapsed / 1e12 for device in devices}

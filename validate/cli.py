@@ -1,13 +1,19 @@
 """Command line of the suite: translate our options into a pytest run and its exit status.
 
-pytest's "no tests collected" (5) and "interrupted" (2) must never read as success, so
-every status other than 0 becomes non-zero here with a line saying why.
+Exit status: 0 every check ran and passed (or skipped with its reason); 1 not ready (a check
+failed, or nothing was validated: no check collected, or a pytest mode that runs none such as
+--collect-only); 2 bad input (a report path that cannot be written, an unusable baseline, a
+pytest usage error), said in one line before any slow work; 3 pytest's internal error; 130 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 
 SUITE_DIR = Path(__file__).resolve().parent
 
@@ -18,32 +24,39 @@ EXIT_MEANING = {
     4: "pytest was called wrongly",
     5: "no checks were collected",
 }
+#: pytest's exit status -> ours (see the module docstring).
+EXIT_STATUS = {0: 0, 1: 1, 2: 130, 3: 3, 4: 2, 5: 1}
 
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(
         prog="python -m validate",
         description="Check that this server is ready for the team's PyTorch and TensorFlow images. "
+        "Outside an image at least one GPU is expected (--expect-gpus 0 for a CPU-only host). "
         "Other arguments are passed to pytest (e.g. -k masking, -x).",
     )
     parser.add_argument("--expect-gpus", type=int, metavar="N", help="GPUs this server must show; fewer fails the run")
     parser.add_argument("--json", metavar="PATH", help="write the JSON report (keyed by GPU UUID, plus 'host')")
     parser.add_argument("--junit", metavar="PATH", help="write JUnit XML (pytest's --junitxml)")
-    parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer cases: about a minute on one GPU")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer cases, a 10 s load: about a minute on one GPU")
     parser.add_argument("--save-baseline", metavar="PATH", help="save this run's figures as a known-good baseline")
     parser.add_argument("--baseline", metavar="PATH", help="compare with a baseline from a known-good server of the same GPU model")
     return parser.parse_known_args(argv)
 
 
-def pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
-    """The pytest command line for these options (pure, so it is tested directly)."""
+def pytest_args(args: argparse.Namespace, extra: list[str], junit_path: str | None = None) -> list[str]:
+    """The pytest command line for these options (pure, so it is tested directly).
+
+    `junit_path` is where pytest writes the XML: a temporary file beside --junit, moved into
+    place only when the run is over, so no half-written report is ever left.
+    """
     out = [str(SUITE_DIR), "--rootdir", str(SUITE_DIR), "-c", str(SUITE_DIR / "pytest.ini"), "-q", "-rN", "--tb=no"]
     if args.expect_gpus is not None:
         out += ["--expect-gpus", str(args.expect_gpus)]
     if args.json:
         out += ["--json", args.json]
     if args.junit:
-        out += [f"--junitxml={args.junit}"]
+        out += [f"--junitxml={junit_path or args.junit}"]
     if args.quick:
         out += ["--quick"]
     if args.save_baseline:
@@ -53,10 +66,112 @@ def pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
     return out + extra
 
 
-def main(argv: list[str]) -> int:
-    args, extra = parse_args(argv)
+def unwritable(path: str) -> str | None:
+    """Why a report cannot be written at `path`, or None. Checked before any measuring: the
+    nearest existing folder must take a new file (a read-only mount or a root-owned folder
+    fails here, not after minutes of measurements)."""
+    target = Path(path)
+    if target.is_dir():
+        return f"{path} is a folder: give a file name"
+    if target.exists() and not target.is_file():
+        return None  # /dev/null, a FIFO, /dev/stdout: written through
+    folder = target.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"cannot write {path}: {folder} is not a folder"
+    try:
+        with tempfile.TemporaryFile(dir=folder, prefix=".validate-check-"):
+            pass
+    except OSError as err:
+        return f"cannot write {path}: {err.strerror or err} in {folder}"
+    return None
+
+
+def preflight(args: argparse.Namespace) -> str | None:
+    """Every problem with the options that would otherwise show after the measurements."""
+    for flag, value in (("--json", args.json), ("--junit", args.junit), ("--save-baseline", args.save_baseline)):
+        if value:
+            problem = unwritable(value)
+            if problem:
+                return f"{flag}: {problem}"
+    if args.baseline:
+        from validate.baseline import BaselineError, load_baseline
+
+        try:
+            load_baseline(args.baseline)
+        except BaselineError as err:
+            return f"--baseline: {err}"
     if args.expect_gpus is not None and args.expect_gpus < 0:
-        print(f"validate: --expect-gpus must be 0 or more, got {args.expect_gpus}")
+        return f"--expect-gpus must be 0 or more, got {args.expect_gpus}"
+    return None
+
+
+def image_suite(stack_file: str | None, running: Path = SUITE_DIR) -> Path | None:
+    """The suite baked into the image (beside its stack file), when the one running is another:
+    inside the image `python -m validate` in a mounted checkout finds the checkout's validate/
+    first, and a server must be judged by the suite the image was built with."""
+    if not stack_file:
+        return None
+    baked = Path(stack_file).resolve().parent / "validate"
+    if (baked / "__main__.py").is_file() and baked.resolve() != running.resolve():
+        return baked
+    return None
+
+
+class RunOutcome:
+    """A pytest plugin that counts the checks that ran, so a run that validated nothing
+    (--collect-only, --fixtures, -k matching nothing) never reads as success."""
+
+    def __init__(self) -> None:
+        self.ran = 0
+        self.write_errors: list[str] = []
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        if report.when == "call" or (report.when == "setup" and report.skipped):
+            self.ran += 1
+
+    def pytest_unconfigure(self, config: Any) -> None:
+        from validate.conftest import SUITE
+
+        suite = config.stash.get(SUITE, None)
+        if suite is not None:
+            self.write_errors = list(suite.write_errors)
+
+
+def verdict(status: int, ran: int) -> tuple[int, str]:
+    """Our exit status and last line from pytest's status and the number of checks that ran."""
+    if status == 0 and ran == 0:
+        return 1, "validate: NOT VALIDATED: no check ran (pytest mode that runs none, e.g. --collect-only)"
+    if status == 0:
+        return 0, "validate: every check passed (or skipped with its reason)"
+    code = EXIT_STATUS.get(status, 1)
+    return code, f"validate: NOT READY: {EXIT_MEANING.get(status, f'pytest exit status {status}')}"
+
+
+def _move_junit(tmp: str, target: str) -> str | None:
+    """Put the finished JUnit file in place through the atomic writer; the reason on failure."""
+    from validate.files import write_text_atomic
+
+    try:
+        if Path(tmp).is_file():
+            write_text_atomic(target, Path(tmp).read_text(encoding="utf-8"))
+        return None
+    except OSError as err:
+        return f"cannot write the JUnit report {target}: {err.strerror or err}"
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def main(argv: list[str]) -> int:
+    baked = image_suite(os.environ.get("GPUENV_STACK_FILE"))
+    if baked is not None:
+        print(f"validate: running the image's own suite {baked}, not {SUITE_DIR}", flush=True)
+        os.execv(sys.executable, [sys.executable, str(baked / "__main__.py"), *argv])
+    args, extra = parse_args(argv)
+    problem = preflight(args)
+    if problem:
+        print(f"validate: {problem}")
         return 2
     try:
         import pytest
@@ -64,9 +179,20 @@ def main(argv: list[str]) -> int:
         print("validate: pytest is not installed in this Python environment: pip install pytest nvidia-ml-py")
         return 1
 
-    status = int(pytest.main(pytest_args(args, extra)))
-    if status == 0:
-        print("validate: every check passed (or skipped with its reason)")
-        return 0
-    print(f"validate: NOT READY: {EXIT_MEANING.get(status, f'pytest exit status {status}')}")
-    return status if status in (1, 2, 3, 4) else 1
+    junit_tmp = None
+    if args.junit and not (Path(args.junit).exists() and not Path(args.junit).is_file()):  # /dev/stdout: direct
+        folder = Path(args.junit).resolve().parent
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, junit_tmp = tempfile.mkstemp(prefix=f".{Path(args.junit).name}.", suffix=".tmp", dir=folder)
+        os.close(fd)
+    outcome = RunOutcome()
+    try:
+        status = int(pytest.main(pytest_args(args, extra, junit_tmp), plugins=[outcome]))
+    finally:
+        junit_problem = _move_junit(junit_tmp, args.junit) if junit_tmp else None
+    code, line = verdict(status, outcome.ran)
+    print(line)
+    problems = outcome.write_errors + ([junit_problem] if junit_problem else [])
+    for problem in problems:
+        print(f"validate: {problem}")
+    return 2 if problems and code == 0 else code

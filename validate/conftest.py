@@ -8,22 +8,28 @@ comes from pytest's own `--junitxml`. Teams add checks as `test_*.py` files in `
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
 from validate import nvml
 from validate.baseline import BaselineError, baseline_value, load_baseline, save_baseline
-from validate.devices import compiled_archs, torch_gpus
+from validate.devices import all_nvml_uuids, compiled_archs, device_for_gpu, torch_gpus
 from validate.peaks import PeakTableError, load_peaks, peaks_for
 from validate.probe import nccl_version_text
 from validate.report import Record, build_json, render_table, write_json
-from validate.subproc import ProbeResult, run_probe
-from validate.thresholds import FAIL, INFO, PASS, SKIP, GpuExpectation, Verdict, expected_gpus
+from validate.stackfile import read_stack_file
+from validate.memory_modes import outside_measurer
+from validate.subproc import DEFAULT_TIMEOUT, ProbeResult, run_probe, run_stepped_probe
+from validate.tfbuild import installed_build_info
+from validate.thresholds import FAIL, INFO, PASS, SKIP, GpuExpectation, Verdict, expected_gpus, probe_parallelism, ptx_only
 
+DEVICE_ORDER = "PCI_BUS_ID"
+#: How long TensorFlow's probe may take when it must JIT-compile PTX for a GPU (seconds).
+TF_JIT_TIMEOUT = float(os.environ.get("VALIDATE_TF_JIT_TIMEOUT", "1800"))
 SUITE = pytest.StashKey["Suite"]()
 RECORDS = pytest.StashKey[list[Record]]()
 SETUP_SECONDS = pytest.StashKey[float]()
@@ -31,26 +37,28 @@ SETUP_SECONDS = pytest.StashKey[float]()
 
 def _cpu_stack() -> bool:
     """Inside a gpuenv image built for a CPU stack (stack.json says cuda "cpu")."""
-    path = os.environ.get("GPUENV_STACK_FILE")
-    if not path:
-        return False
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle).get("cuda") == "cpu"
-    except (OSError, ValueError, AttributeError):
-        return False  # the environment check reports an unreadable stack file
+    return (read_stack_file() or {}).get("cuda") == "cpu"
 
 
 class Suite:
     """What every check shares for one run: options, NVML's view, expectations, cached probes."""
 
     def __init__(self, config: pytest.Config) -> None:
+        self.config = config
         self.quick: bool = config.getoption("validate_quick")
+        # Before anything initialises CUDA: ordinals in CUDA_VISIBLE_DEVICES then mean NVML's
+        # (PCI bus) order, not CUDA's default "fastest first", on mixed-GPU machines too.
+        self.device_order_was = os.environ.get("CUDA_DEVICE_ORDER")
+        os.environ["CUDA_DEVICE_ORDER"] = DEVICE_ORDER
         self.host = nvml.read_host()
         self.expectation: GpuExpectation | None = expected_gpus(
-            config.getoption("validate_expect_gpus"), os.environ.get("NVIDIA_VISIBLE_DEVICES"), _cpu_stack()
+            config.getoption("validate_expect_gpus"),
+            os.environ.get("NVIDIA_VISIBLE_DEVICES"),
+            _cpu_stack(),
+            in_image=bool(os.environ.get("GPUENV_STACK_FILE")),
         )
         self.records: list[Record] = []
+        self.write_errors: list[str] = []
         self.frameworks: dict[str, Any] = {}
         self.json_path: str | None = config.getoption("validate_json")
         self.save_baseline_path: str | None = config.getoption("validate_save_baseline")
@@ -64,10 +72,25 @@ class Suite:
         except BaselineError as err:
             raise pytest.UsageError(f"validate: {err}") from None
         self._tf_info: ProbeResult | None = None
+        self._tf_memory: tuple[int, ProbeResult] | None = None
 
     @property
     def gpu_names(self) -> dict[str, str]:
         return {gpu.uuid: gpu.name for gpu in self.host.gpus}
+
+    @property
+    def nvml_uuids(self) -> list[str]:
+        return all_nvml_uuids(self.host.gpus)
+
+    @property
+    def selected_mig(self) -> str | None:
+        """The MIG instance CUDA_VISIBLE_DEVICES names, when this run validates one."""
+        value = (os.environ.get("CUDA_VISIBLE_DEVICES") or "").strip()
+        return value.split(",")[0].strip() if value.startswith("MIG-") else None
+
+    @property
+    def exclusive(self) -> bool:
+        return probe_parallelism([g.compute_mode for g in self.host.gpus], 2) == 1
 
     def no_gpu_reason(self) -> str:
         return self.host.error or "NVML sees no GPU on this host"
@@ -85,16 +108,56 @@ class Suite:
         entry = peaks_for(gpu_name, self.peaks)
         return entry.peak(metric) if entry else None
 
+    def reference(self, gpu_name: str, metric: str) -> tuple[float, str] | None:
+        entry = peaks_for(gpu_name, self.peaks)
+        return entry.reference_for(metric) if entry else None
+
     def baseline_for(self, gpu_name: str | None, check: str) -> float | None:
         return baseline_value(self.baseline, gpu_name, check)
 
+    def say_now(self, line: str) -> None:
+        """A line on the terminal now, not after the check (pytest captures output meanwhile)."""
+        reporter = self.config.pluginmanager.getplugin("terminalreporter")
+        capture = self.config.pluginmanager.getplugin("capturemanager")
+        if reporter is None or capture is None:
+            return
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(line)
+
     def tf_info(self) -> ProbeResult:
-        """TensorFlow's build and devices, read once in a child (growth on, so it maps little)."""
+        """TensorFlow's build and devices, read once in a child (growth on, so it maps little).
+
+        A build with only PTX for a GPU JIT-compiles at first use, which can take many minutes:
+        say so before starting, and give the probe TF_JIT_TIMEOUT instead of the usual timeout."""
         if self._tf_info is None:
-            self._tf_info = run_probe(["tf-info"], {"TF_FORCE_GPU_ALLOW_GROWTH": "true"})
+            archs = list((installed_build_info() or {}).get("cuda_compute_capabilities") or [])
+            jit = [g for g in self.host.gpus if g.compute_capability and archs and ptx_only(g.compute_capability, archs)]
+            timeout = DEFAULT_TIMEOUT
+            if jit:
+                timeout = max(DEFAULT_TIMEOUT, TF_JIT_TIMEOUT)
+                names = ", ".join(f"GPU {g.index} (sm_{g.compute_capability.replace('.', '')})" for g in jit)  # type: ignore[union-attr]
+                self.say_now(
+                    f"validate: warning: TensorFlow ships only PTX for {names}: its first use JIT-compiles the kernels, "
+                    f"which can take many minutes; waiting up to {timeout:.0f} s (VALIDATE_TF_JIT_TIMEOUT)"
+                )
+            env: dict[str, str | None] = {"TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+            first = self.host.gpus[0] if self.host.gpus else None
+            if first is not None and first.memory_total_bytes is not None and not first.mig_enabled:
+                # Pause after the small products so the memory check can measure growth-env here.
+                before, measure = outside_measurer(first.uuid)
+                self._tf_info = run_stepped_probe(["tf-info", "--pause"], env, measure, timeout=timeout)
+                self._tf_memory = (before, self._tf_info)
+            else:
+                self._tf_info = run_probe(["tf-info"], env, timeout=timeout)
             if self._tf_info.data and not self._tf_info.error:
                 self.frameworks["tensorflow"] = {k: v for k, v in self._tf_info.data.items() if k != "compute"}
         return self._tf_info
+
+    def tf_memory_on_the_way(self) -> tuple[int, ProbeResult] | None:
+        """(GPU 0's used bytes before, the TensorFlow info probe's result with its "small" step),
+        when that probe measured GPU 0 on the way; None otherwise."""
+        self.tf_info()
+        return self._tf_memory
 
 
 class Recorder:
@@ -154,6 +217,25 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SUITE] = Suite(config)
 
 
+def exclusive_first(items: list[Any], isolated: Callable[[Any], bool], first: Callable[[Any], bool] = lambda i: False) -> list[Any]:
+    """The checks that run in child processes first, in their order, then the rest. In
+    Exclusive_Process mode a GPU serves one process: once this process has used a GPU (the
+    in-process checks), every child would get "device busy". Checks marked `first` (the driver
+    gate) stay ahead of everything."""
+    head = [i for i in items if first(i)]
+    rest = [i for i in items if not first(i)]
+    return head + [i for i in rest if isolated(i)] + [i for i in rest if not isolated(i)]
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.stash[SUITE].exclusive:
+        items[:] = exclusive_first(
+            items,
+            lambda item: item.get_closest_marker("isolated") is not None,
+            lambda item: getattr(item, "originalname", item.name) == "test_driver_gate",
+        )
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Run each per-GPU check once per GPU NVML sees (once with None when there is none)."""
     if "gpu" in metafunc.fixturenames:
@@ -209,16 +291,18 @@ def torch(suite: Suite) -> Any:
 
 
 @pytest.fixture
-def cuda_device(gpu: nvml.GpuInfo, torch: Any) -> Any:
+def cuda_device(gpu: nvml.GpuInfo, torch: Any, request: pytest.FixtureRequest) -> Any:
     """'cuda:N' for this NVML GPU in this PyTorch process (matched by UUID); frees the cache after."""
     if torch.version.cuda is None:
         pytest.fail(f"PyTorch is a CPU build but NVML sees {gpu.name}", pytrace=False)
+    if gpu.mig_enabled and not request.config.stash[SUITE].selected_mig:
+        pytest.skip(f"GPU {gpu.index} is in MIG mode: its instances are validated one per run (see the MIG check)")
     if not torch.cuda.is_available():
         pytest.fail(f"PyTorch cannot use CUDA although NVML sees {gpu.name} (driver too old for its CUDA?)", pytrace=False)
-    visible = torch_gpus(torch)
-    if gpu.uuid not in visible:
+    index = device_for_gpu(gpu, torch_gpus(torch, request.config.stash[SUITE].nvml_uuids))
+    if index is None:
         pytest.skip(f"GPU {gpu.index} is hidden from this process by CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}")
-    yield f"cuda:{visible.index(gpu.uuid)}"
+    yield f"cuda:{index}"
     torch.cuda.empty_cache()
 
 
@@ -298,13 +382,24 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         f"driver {driver}, CUDA driver {suite.host.cuda_driver_version or '-'}, "
         + (", ".join(f"GPU {g.index}: {g.name} ({g.uuid})" for g in suite.host.gpus) or suite.no_gpu_reason())
     )
+    for lost in suite.host.unreadable:
+        terminalreporter.write_line(lost.error)
+    terminalreporter.write_line(f"suite: {Path(__file__).resolve().parent}, CUDA_DEVICE_ORDER={DEVICE_ORDER}")
     terminalreporter.write_line(render_table(suite.records, index))
     if suite.json_path:
         data = build_json(
             suite.records, suite.host.to_dict(), [g.to_dict() for g in suite.host.gpus], suite.frameworks, int(exitstatus)
         )
-        write_json(suite.json_path, data)
-        terminalreporter.write_line(f"JSON report: {suite.json_path}")
+        try:
+            write_json(suite.json_path, data)
+            terminalreporter.write_line(f"JSON report: {suite.json_path}")
+        except OSError as err:  # atomic: the old report (or none) stays, never half of one
+            suite.write_errors.append(f"cannot write the JSON report {suite.json_path}: {err.strerror or err}")
     if suite.save_baseline_path:
-        save_baseline(suite.save_baseline_path, suite.records, suite.gpu_names)
-        terminalreporter.write_line(f"baseline saved: {suite.save_baseline_path}")
+        try:
+            save_baseline(suite.save_baseline_path, suite.records, suite.gpu_names)
+            terminalreporter.write_line(f"baseline saved: {suite.save_baseline_path}")
+        except OSError as err:
+            suite.write_errors.append(f"cannot write the baseline {suite.save_baseline_path}: {err.strerror or err}")
+    for problem in suite.write_errors:
+        terminalreporter.write_line(f"validate: {problem}")

@@ -11,17 +11,51 @@ from validate.nvml import GpuInfo
 MAX_RELATIVE_ERROR = 1e-2
 
 
-def torch_uuid(torch: Any, index: int) -> str:
-    """PyTorch prints UUIDs without NVML's "GPU-" prefix; add it so they compare equal."""
-    uuid = str(torch.cuda.get_device_properties(index).uuid)
-    return uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
+def uuid_body(uuid: str) -> str:
+    """The UUID without NVML's "GPU-" / "MIG-" prefix: PyTorch prints only the body, for whole
+    GPUs and MIG instances alike, so devices are matched on the body."""
+    text = uuid.strip().lower()
+    for prefix in ("gpu-", "mig-"):
+        if text.startswith(prefix):
+            return text[len(prefix):]
+    return text
 
 
-def torch_gpus(torch: Any) -> list[str]:
-    """UUIDs of the GPUs this PyTorch process sees, in its own index order."""
+def nvml_uuid(body: str, nvml_uuids: list[str]) -> str:
+    """A framework's UUID written as NVML writes it: the matching NVML UUID (GPU- or MIG-), or
+    "GPU-<body>" when NVML lists no such device (never rewrite a MIG instance as a GPU)."""
+    wanted = uuid_body(body)
+    for uuid in nvml_uuids:
+        if uuid_body(uuid) == wanted:
+            return uuid
+    return body if body.upper().startswith(("GPU-", "MIG-")) else f"GPU-{body}"
+
+
+def all_nvml_uuids(gpus: list[GpuInfo]) -> list[str]:
+    """Every device NVML knows: whole GPUs and their MIG instances."""
+    return [gpu.uuid for gpu in gpus] + [mig.uuid for gpu in gpus for mig in gpu.mig_devices]
+
+
+def torch_uuid(torch: Any, index: int, nvml_uuids: list[str] | None = None) -> str:
+    """PyTorch's UUID of device `index`, written as NVML writes it."""
+    return nvml_uuid(str(torch.cuda.get_device_properties(index).uuid), nvml_uuids or [])
+
+
+def device_for_gpu(gpu: GpuInfo, visible: list[str]) -> int | None:
+    """The framework index that runs on this NVML GPU: the GPU itself, or the one MIG instance
+    of it that CUDA_VISIBLE_DEVICES selected; None when the process cannot see it."""
+    own = {uuid_body(gpu.uuid)} | {uuid_body(m.uuid) for m in gpu.mig_devices}
+    for index, uuid in enumerate(visible):
+        if uuid_body(uuid) in own:
+            return index
+    return None
+
+
+def torch_gpus(torch: Any, nvml_uuids: list[str] | None = None) -> list[str]:
+    """UUIDs of the GPUs this PyTorch process sees, in its own index order (NVML's spelling)."""
     if torch.version.cuda is None or not torch.cuda.is_available():
         return []
-    return [torch_uuid(torch, i) for i in range(torch.cuda.device_count())]
+    return [torch_uuid(torch, i, nvml_uuids) for i in range(torch.cuda.device_count())]
 
 
 def compiled_archs(torch: Any) -> list[str]:

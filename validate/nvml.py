@@ -2,12 +2,17 @@
 
 It runs on bare hosts and inside images where only `validate/` is copied, so it needs nothing but
 the stdlib and nvidia-ml-py. Like torch/utils/collect_env.py it never crashes: when NVML cannot be
-used, `HostInfo.error` says why, and each optional per-GPU field that one driver or GPU does not
-support stays None rather than failing the whole read.
+used, `HostInfo.error` says why; a GPU that cannot be read (lost, fallen off the bus) is listed in
+`HostInfo.unreadable` while the others are still read; each optional per-GPU field that one driver
+or GPU does not support (memory inside a MIG container, PCIe on a SoC, ...) stays None.
+
+Every reader takes the NVML module as an argument (default: pynvml), so the tests feed recorded
+observations of real servers through the same code.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, TypeVar
 
@@ -27,9 +32,22 @@ THROTTLE_REASONS = {
 }
 
 #: Reasons that mean the GPU is held below its clocks by something wrong (heat, power, hardware).
+#: sw_power_cap is not among them: a GPU under full load at its (default) power limit shows it.
 BAD_THROTTLE_REASONS = frozenset(
     {"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
 )
+
+#: nvmlDeviceGetComputeMode values, named as nvidia-smi prints them.
+COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
+
+
+@dataclass
+class MigDevice:
+    """One MIG instance of a GPU in MIG mode; CUDA sees it as a device of its own."""
+
+    index: int
+    uuid: str
+    memory_total_bytes: int | None = None
 
 
 @dataclass
@@ -41,19 +59,33 @@ class GpuInfo:
     uuid: str
     pci_bus_id: str
     compute_capability: str | None
-    memory_total_bytes: int
-    memory_used_bytes: int
+    memory_total_bytes: int | None
+    memory_used_bytes: int | None
     ecc_enabled: bool | None = None
     ecc_uncorrected_volatile: int | None = None
     pcie_link_gen: int | None = None
-    pcie_link_gen_max: int | None = None
+    pcie_link_gen_max: int | None = None  # what GPU and slot together allow
+    pcie_link_gen_gpu_max: int | None = None  # what the GPU itself can run
     pcie_link_width: int | None = None
     pcie_link_width_max: int | None = None
-    power_limit_watts: float | None = None
-    throttle_reasons: list[str] | None = None
+    power_limit_watts: float | None = None  # enforced
+    power_default_limit_watts: float | None = None
+    throttle_reasons: list[str] | None = None  # at idle, when the host was read
+    compute_mode: str | None = None
+    mig_enabled: bool | None = None
+    mig_devices: list[MigDevice] = field(default_factory=list)
+    nvlink_active_links: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass
+class UnreadableGpu:
+    """A GPU NVML counts but cannot read (GpuIsLost, Unknown error, ...): reported, never hidden."""
+
+    index: int
+    error: str
 
 
 @dataclass
@@ -64,14 +96,20 @@ class HostInfo:
     cuda_driver_version: str | None = None
     gpus: list[GpuInfo] = field(default_factory=list)
     error: str | None = None
+    unreadable: list[UnreadableGpu] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "driver_version": self.driver_version,
             "cuda_driver_version": self.cuda_driver_version,
             "gpus": [gpu.to_dict() for gpu in self.gpus],
+            "unreadable": [asdict(u) for u in self.unreadable],
             "error": self.error,
         }
+
+    @property
+    def mig_gpus(self) -> list[GpuInfo]:
+        return [gpu for gpu in self.gpus if gpu.mig_enabled]
 
 
 def _text(value: Any) -> str:
@@ -83,8 +121,13 @@ def _optional(probe: Callable[[], T]) -> T | None:
     """One optional NVML query: its value, or None when this GPU/driver does not support it."""
     try:
         return probe()
-    except Exception:  # NVMLError_NotSupported, _NoPermission, missing symbol in an old driver ...
+    except Exception:  # NVMLError_NotSupported, _NoPermission, a symbol missing in an old driver ...
         return None
+
+
+def _describe(err: BaseException) -> str:
+    text = str(err)
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
 def cuda_version_text(encoded: int) -> str:
@@ -101,75 +144,133 @@ def throttle_reason_names(mask: int) -> list[str]:
     return names
 
 
-def _init() -> tuple[Any, str | None]:
-    """Import pynvml and initialise NVML: (module, None) or (None, why not)."""
+def _import() -> tuple[Any, str | None]:
     try:
         import pynvml
     except ImportError:
         return None, "NVML: nvidia-ml-py is not installed (pip install nvidia-ml-py)"
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError_LibraryNotFound:
-        return None, "NVML: libnvidia-ml.so.1 not found (no NVIDIA driver on this host)"
-    except pynvml.NVMLError_DriverNotLoaded:
-        return None, "NVML: the NVIDIA kernel driver is not loaded (is the GPU passed into this container?)"
-    except pynvml.NVMLError_NoPermission:
-        return None, "NVML: no permission to open the GPU device files (/dev/nvidia*)"
-    except pynvml.NVMLError as err:
-        return None, f"NVML: initialisation failed: {err}"
     return pynvml, None
+
+
+def _init(nv: Any = None) -> tuple[Any, str | None]:
+    """Initialise NVML: (module, None) or (None, why not). Catches every error, not only NVMLError:
+    nvidia-ml-py raises NVMLLibraryMismatchError (not an NVMLError) when it and the library differ."""
+    if nv is None:
+        nv, error = _import()
+        if nv is None:
+            return None, error
+    try:
+        nv.nvmlInit()
+    except nv.NVMLError_LibraryNotFound:
+        return None, "NVML: libnvidia-ml.so.1 not found (no NVIDIA driver on this host)"
+    except nv.NVMLError_DriverNotLoaded:
+        return None, "NVML: the NVIDIA kernel driver is not loaded (is the GPU passed into this container?)"
+    except nv.NVMLError_NoPermission:
+        return None, "NVML: no permission to open the GPU device files (/dev/nvidia*)"
+    except Exception as err:  # NVMLError_LibRmVersionMismatch, NVMLLibraryMismatchError, OSError ...
+        return None, f"NVML: initialisation failed: {_describe(err)}"
+    return nv, None
+
+
+def _clock_event_reasons(nv: Any, handle: Any) -> int | None:
+    """nvmlDeviceGetCurrentClocksEventReasons (nvidia-ml-py 12.535+), else its older name."""
+    for name in ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"):
+        function = getattr(nv, name, None)
+        if function is not None:
+            value = _optional(lambda: function(handle))
+            if value is not None:
+                return int(value)
+    return None
+
+
+def _nvlink_active(nv: Any, handle: Any) -> int | None:
+    """Active NVLinks of a GPU, or None when it has no NVLink (every link query unsupported)."""
+    supported, active = False, 0
+    for link in range(int(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18))):
+        state = _optional(lambda: nv.nvmlDeviceGetNvLinkState(handle, link))
+        if state is None:
+            continue
+        supported = True
+        active += 1 if state else 0
+    return active if supported else None
+
+
+def _mig_devices(nv: Any, handle: Any) -> list[MigDevice]:
+    out = []
+    count = _optional(lambda: nv.nvmlDeviceGetMaxMigDeviceCount(handle)) or 0
+    for slot in range(int(count)):
+        mig = _optional(lambda: nv.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot))
+        if mig is None:  # an empty slot: NVML_ERROR_NOT_FOUND
+            continue
+        uuid = _optional(lambda: _text(nv.nvmlDeviceGetUUID(mig)))
+        if uuid is None:
+            continue
+        memory = _optional(lambda: nv.nvmlDeviceGetMemoryInfo(mig))
+        out.append(MigDevice(slot, uuid, None if memory is None else int(memory.total)))
+    return out
 
 
 def _read_gpu(nv: Any, index: int) -> GpuInfo:
     handle = nv.nvmlDeviceGetHandleByIndex(index)
-    memory = nv.nvmlDeviceGetMemoryInfo(handle)
+    # Memory is optional: inside a container a MIG GPU answers NoPermission for the parent.
+    memory = _optional(lambda: nv.nvmlDeviceGetMemoryInfo(handle))
     capability = _optional(lambda: nv.nvmlDeviceGetCudaComputeCapability(handle))
     ecc_mode = _optional(lambda: nv.nvmlDeviceGetCurrentEccMode(handle))
     power_mw = _optional(lambda: nv.nvmlDeviceGetEnforcedPowerLimit(handle))
-    reasons = _optional(lambda: nv.nvmlDeviceGetCurrentClocksEventReasons(handle))
-    if reasons is None:
-        reasons = _optional(lambda: nv.nvmlDeviceGetCurrentClocksThrottleReasons(handle))
+    default_mw = _optional(lambda: nv.nvmlDeviceGetPowerManagementDefaultLimit(handle))
+    reasons = _clock_event_reasons(nv, handle)
+    mode = _optional(lambda: nv.nvmlDeviceGetComputeMode(handle))
+    mig_mode = _optional(lambda: nv.nvmlDeviceGetMigMode(handle))
+    mig_enabled = None if mig_mode is None else bool(mig_mode[0] == getattr(nv, "NVML_DEVICE_MIG_ENABLE", 1))
     return GpuInfo(
         index=index,
         name=_text(nv.nvmlDeviceGetName(handle)),
         uuid=_text(nv.nvmlDeviceGetUUID(handle)),
-        pci_bus_id=_text(nv.nvmlDeviceGetPciInfo(handle).busId),
+        pci_bus_id=_optional(lambda: _text(nv.nvmlDeviceGetPciInfo(handle).busId)) or "unknown",
         compute_capability=f"{capability[0]}.{capability[1]}" if capability else None,
-        memory_total_bytes=int(memory.total),
-        memory_used_bytes=int(memory.used),
+        memory_total_bytes=None if memory is None else int(memory.total),
+        memory_used_bytes=None if memory is None else int(memory.used),
         ecc_enabled=None if ecc_mode is None else bool(ecc_mode),
         ecc_uncorrected_volatile=_optional(
             lambda: int(
-                nv.nvmlDeviceGetTotalEccErrors(
-                    handle, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC
-                )
+                nv.nvmlDeviceGetTotalEccErrors(handle, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC)
             )
         ),
         pcie_link_gen=_optional(lambda: nv.nvmlDeviceGetCurrPcieLinkGeneration(handle)),
         pcie_link_gen_max=_optional(lambda: nv.nvmlDeviceGetMaxPcieLinkGeneration(handle)),
+        pcie_link_gen_gpu_max=_optional(lambda: nv.nvmlDeviceGetGpuMaxPcieLinkGeneration(handle)),
         pcie_link_width=_optional(lambda: nv.nvmlDeviceGetCurrPcieLinkWidth(handle)),
         pcie_link_width_max=_optional(lambda: nv.nvmlDeviceGetMaxPcieLinkWidth(handle)),
         power_limit_watts=None if power_mw is None else power_mw / 1000.0,
-        throttle_reasons=None if reasons is None else throttle_reason_names(int(reasons)),
+        power_default_limit_watts=None if default_mw is None else default_mw / 1000.0,
+        throttle_reasons=None if reasons is None else throttle_reason_names(reasons),
+        compute_mode=None if mode is None else COMPUTE_MODES.get(int(mode), str(mode)),
+        mig_enabled=mig_enabled,
+        mig_devices=_mig_devices(nv, handle) if mig_enabled else [],
+        nvlink_active_links=_nvlink_active(nv, handle),
     )
 
 
-def read_host() -> HostInfo:
-    """Driver, CUDA driver version and every GPU; never raises (see `HostInfo.error`)."""
-    nv, error = _init()
+def read_host(nv: Any = None) -> HostInfo:
+    """Driver, CUDA driver version and every GPU, each read on its own; never raises."""
+    nv, error = _init(nv)
     if nv is None:
         return HostInfo(error=error)
     try:
         info = HostInfo(
-            driver_version=_text(nv.nvmlSystemGetDriverVersion()),
-            cuda_driver_version=_optional(
-                lambda: cuda_version_text(nv.nvmlSystemGetCudaDriverVersion_v2())
-            ),
+            driver_version=_optional(lambda: _text(nv.nvmlSystemGetDriverVersion())),
+            cuda_driver_version=_optional(lambda: cuda_version_text(nv.nvmlSystemGetCudaDriverVersion_v2())),
         )
-        info.gpus = [_read_gpu(nv, i) for i in range(nv.nvmlDeviceGetCount())]
+        try:
+            count = int(nv.nvmlDeviceGetCount())
+        except Exception as err:
+            return HostInfo(info.driver_version, info.cuda_driver_version, error=f"NVML: counting the GPUs failed: {_describe(err)}")
+        for index in range(count):
+            try:
+                info.gpus.append(_read_gpu(nv, index))
+            except Exception as err:  # one lost GPU must not hide the others
+                info.unreadable.append(UnreadableGpu(index, f"NVML cannot read GPU {index}: {_describe(err)}"))
         return info
-    except nv.NVMLError as err:
-        return HostInfo(error=f"NVML: reading the GPUs failed: {err}")
     finally:
         _optional(nv.nvmlShutdown)
 
@@ -178,26 +279,26 @@ def _handle_by_uuid(nv: Any, uuid: str) -> Any:
     return nv.nvmlDeviceGetHandleByUUID(uuid.encode() if isinstance(uuid, str) else uuid)
 
 
-def gpu_used_memory(uuid: str) -> int | None:
+def gpu_used_memory(uuid: str, nv: Any = None) -> int | None:
     """Bytes in use on one GPU (all processes together), or None when NVML cannot say."""
-    nv, _ = _init()
+    nv, _ = _init(nv)
     if nv is None:
         return None
     try:
         return int(nv.nvmlDeviceGetMemoryInfo(_handle_by_uuid(nv, uuid)).used)
-    except nv.NVMLError:
+    except Exception:
         return None
     finally:
         _optional(nv.nvmlShutdown)
 
 
-def process_used_memory(pid: int, uuid: str) -> int | None:
+def process_used_memory(pid: int, uuid: str, nv: Any = None) -> int | None:
     """Bytes one process holds on one GPU, read from outside that process.
 
     None when NVML does not list the process (inside a container NVML reports host PIDs, so
     the caller falls back to `gpu_used_memory` before and after) or cannot tell its usage.
     """
-    nv, _ = _init()
+    nv, _ = _init(nv)
     if nv is None:
         return None
     try:
@@ -206,7 +307,67 @@ def process_used_memory(pid: int, uuid: str) -> int | None:
             if proc.pid == pid and proc.usedGpuMemory is not None:
                 return int(proc.usedGpuMemory)
         return None
-    except nv.NVMLError:
+    except Exception:
         return None
     finally:
         _optional(nv.nvmlShutdown)
+
+
+@dataclass
+class Sample:
+    """One reading of one GPU during the sustained load."""
+
+    uuid: str
+    seconds: float
+    sm_clock_mhz: int | None
+    max_sm_clock_mhz: int | None
+    power_watts: float | None
+    temperature_c: int | None
+    pcie_link_gen: int | None
+    reasons: list[str] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Sampler:
+    """Keeps NVML open over a load and reads clocks, power, PCIe generation and clock-event
+    reasons of the given GPUs on each `sample()`; a failed field reads None, never raises."""
+
+    def __init__(self, uuids: list[str], nv: Any = None) -> None:
+        self.nv, self.error = _init(nv)
+        self.handles: dict[str, Any] = {}
+        self.started = time.perf_counter()
+        if self.nv is not None:
+            for uuid in uuids:
+                handle = _optional(lambda: _handle_by_uuid(self.nv, uuid))
+                if handle is not None:
+                    self.handles[uuid] = handle
+
+    def sample(self) -> list[Sample]:
+        nv, out = self.nv, []
+        if nv is None:
+            return out
+        now = time.perf_counter() - self.started
+        sm = getattr(nv, "NVML_CLOCK_SM", 1)
+        for uuid, handle in self.handles.items():
+            power_mw = _optional(lambda: nv.nvmlDeviceGetPowerUsage(handle))
+            reasons = _clock_event_reasons(nv, handle)
+            out.append(
+                Sample(
+                    uuid=uuid,
+                    seconds=round(now, 3),
+                    sm_clock_mhz=_optional(lambda: int(nv.nvmlDeviceGetClockInfo(handle, sm))),
+                    max_sm_clock_mhz=_optional(lambda: int(nv.nvmlDeviceGetMaxClockInfo(handle, sm))),
+                    power_watts=None if power_mw is None else power_mw / 1000.0,
+                    temperature_c=_optional(lambda: int(nv.nvmlDeviceGetTemperature(handle, getattr(nv, "NVML_TEMPERATURE_GPU", 0)))),
+                    pcie_link_gen=_optional(lambda: int(nv.nvmlDeviceGetCurrPcieLinkGeneration(handle))),
+                    reasons=None if reasons is None else throttle_reason_names(reasons),
+                )
+            )
+        return out
+
+    def close(self) -> None:
+        if self.nv is not None:
+            _optional(self.nv.nvmlShutdown)
+            self.nv = None

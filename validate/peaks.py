@@ -22,6 +22,21 @@ class PeakTableError(ValueError):
 
 
 @dataclass(frozen=True)
+class Reference:
+    """Figures a healthy GPU of this model measured, with the suite's own method: the floors are
+    DCGM's 75% of these. `where` says whose measurement it is (source, date, how)."""
+
+    figures: dict[str, float]
+    source: str
+    date: str
+    method: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.source}, {self.date}"
+
+
+@dataclass(frozen=True)
 class GpuPeaks:
     """Datasheet peaks of one GPU model (None where the model has no such mode)."""
 
@@ -33,16 +48,34 @@ class GpuPeaks:
     bf16_tflops: float | None
     fp16_tflops: float | None
     memory_bandwidth_gbs: float
+    nvlink_gbs: float | None = None  # datasheet NVLink bandwidth per GPU, both directions
+    reference: Reference | None = None
 
     def peak(self, metric: str) -> float | None:
         return getattr(self, metric)
+
+    def reference_for(self, metric: str) -> tuple[float, str] | None:
+        """(measured figure, where it comes from) for this metric, or None: datasheet rule."""
+        if self.reference is None or metric not in self.reference.figures:
+            return None
+        return self.reference.figures[metric], self.reference.where
+
+
+@dataclass(frozen=True)
+class Interconnect:
+    """The NCCL all-reduce floor for one kind of GPU-to-GPU link."""
+
+    name: str
+    min_fraction: float
+    of: str
+    source: str
 
 
 def _scalar(text: str) -> Any:
     text = text.strip()
     if text in ("null", "~", ""):
         return None
-    if text.startswith(("[", '"')):
+    if text.startswith(("[", '"', "{")):
         return json.loads(text)
     try:
         return float(text) if any(c in text for c in ".eE") else int(text)
@@ -88,6 +121,41 @@ def _number(entry: dict[str, Any], key: str, where: str, optional: bool) -> floa
     return float(value)
 
 
+def _reference(entry: dict[str, Any], where: str) -> Reference | None:
+    raw = entry.get("reference")
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise PeakTableError(f"{where}: 'reference' must be a mapping")
+    for key in ("source", "date", "method"):
+        if not isinstance(raw.get(key), str) or not raw[key]:
+            raise PeakTableError(f"{where}: reference needs a '{key}'")
+    unknown = set(raw) - set(METRICS) - {"source", "date", "method"}
+    if unknown:
+        raise PeakTableError(f"{where}: reference has unknown keys {sorted(unknown)}")
+    figures = {k: v for k, v in raw.items() if k in METRICS}
+    if not figures or any(isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0 for v in figures.values()):
+        raise PeakTableError(f"{where}: reference needs positive figures named like {', '.join(METRICS)}")
+    return Reference({k: float(v) for k, v in figures.items()}, raw["source"], str(raw["date"]), raw["method"])
+
+
+def parse_interconnects(data: Any) -> dict[str, Interconnect]:
+    """The 'interconnects:' list: NCCL floors per link kind, each with its source."""
+    out: dict[str, Interconnect] = {}
+    for position, entry in enumerate(data.get("interconnects") or [] if isinstance(data, dict) else []):
+        where = f"interconnects[{position}]"
+        if not isinstance(entry, dict) or entry.get("name") not in ("nvlink", "pcie"):
+            raise PeakTableError(f"{where}: 'name' must be nvlink or pcie")
+        fraction = entry.get("min_fraction")
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
+            raise PeakTableError(f"{where}: 'min_fraction' must be a number in (0, 1]")
+        source = entry.get("source")
+        if not isinstance(source, str) or not source.startswith("https://"):
+            raise PeakTableError(f"{where}: 'source' must be an https:// URL, got {source!r}")
+        out[entry["name"]] = Interconnect(entry["name"], float(fraction), str(entry.get("of", "")), source)
+    return out
+
+
 def parse_table(data: Any) -> list[GpuPeaks]:
     """Validate the loaded document and build the entries (every entry needs a source URL)."""
     if not isinstance(data, dict) or not isinstance(data.get("gpus"), list):
@@ -121,19 +189,40 @@ def parse_table(data: Any) -> list[GpuPeaks]:
                 bf16_tflops=_number(entry, "bf16_tflops", where, optional=True),
                 fp16_tflops=_number(entry, "fp16_tflops", where, optional=True),
                 memory_bandwidth_gbs=_number(entry, "memory_bandwidth_gbs", where, optional=False),  # type: ignore[arg-type]
+                nvlink_gbs=_number(entry, "nvlink_gbs", where, optional=True),
+                reference=_reference(entry, where),
             )
         )
     return entries
 
 
-def load_peaks(path: Path = PEAKS_FILE) -> list[GpuPeaks]:
-    """Load and validate the table, with PyYAML when installed, else with the subset reader."""
+def _load(path: Path) -> Any:
     text = path.read_text(encoding="utf-8")
     try:
         import yaml
     except ImportError:
-        return parse_table(parse_simple_yaml(text))
-    return parse_table(yaml.safe_load(text))
+        return parse_simple_yaml(text)
+    return yaml.safe_load(text)
+
+
+def load_peaks(path: Path = PEAKS_FILE) -> list[GpuPeaks]:
+    """Load and validate the table, with PyYAML when installed, else with the subset reader."""
+    return parse_table(_load(path))
+
+
+def load_interconnects(path: Path = PEAKS_FILE) -> dict[str, Interconnect]:
+    return parse_interconnects(_load(path))
+
+
+def nccl_floor(
+    interconnect: str, link_gbs: float | None, rules: dict[str, Interconnect]
+) -> tuple[float, str] | None:
+    """(minimum bus bandwidth GB/s, the rule in words) for an all-reduce over this interconnect,
+    or None when the link bandwidth or the rule is unknown."""
+    rule = rules.get(interconnect)
+    if rule is None or not link_gbs:
+        return None
+    return rule.min_fraction * link_gbs, f">= {rule.min_fraction:.2f} x {link_gbs:.4g} GB/s ({rule.of})"
 
 
 def peaks_for(gpu_name: str, table: list[GpuPeaks]) -> GpuPeaks | None:
@@ -143,3 +232,17 @@ def peaks_for(gpu_name: str, table: list[GpuPeaks]) -> GpuPeaks | None:
         if any(wanted == name.lower() for name in entry.nvml_names):
             return entry
     return None
+
+
+def interconnect_of(gpus: list[Any], table: list[GpuPeaks]) -> tuple[str, float | None]:
+    """How the GPUs talk to each other, and the one-way GB/s per GPU an all-reduce can use:
+    ("nvlink", datasheet NVLink / 2) when every GPU has active NVLinks (NVML), else ("pcie", the
+    slowest GPU's link). The figure is None when unknown (then only --baseline judges)."""
+    from validate.thresholds import pcie_link_theoretical_gbs
+
+    if gpus and all(g.nvlink_active_links for g in gpus):
+        entries = [peaks_for(g.name, table) for g in gpus]
+        figures = [e.nvlink_gbs for e in entries if e is not None and e.nvlink_gbs]
+        return "nvlink", (min(figures) / 2 if len(figures) == len(gpus) else None)
+    links = [pcie_link_theoretical_gbs(g.pcie_link_gen_max, g.pcie_link_width_max) for g in gpus]
+    return "pcie", (min(links) if links and all(links) else None)  # type: ignore[type-var]

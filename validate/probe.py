@@ -12,6 +12,7 @@ import json
 import os
 import re
 import sys
+import time
 from typing import Any
 
 RESULT = "VALIDATE-RESULT "
@@ -70,9 +71,11 @@ def tf_info(compute: bool) -> dict[str, Any]:
     if compute:
         a, b = _inputs()
         for name in ["/CPU:0"] + [f"/GPU:{i}" for i in range(len(devices))]:
+            started = time.perf_counter()  # the first op on a GPU with only PTX JIT-compiles
             with tf.device(name):
                 product = tf.matmul(tf.constant(a), tf.constant(b)).numpy()
-            results.append({"device": name, "relative_error": _check_matmul(product, a, b)})
+            seconds = time.perf_counter() - started
+            results.append({"device": name, "relative_error": _check_matmul(product, a, b), "first_op_seconds": round(seconds, 3)})
     return {
         "version": tf.version.VERSION,
         "is_cuda_build": bool(build.get("is_cuda_build")),
@@ -94,7 +97,8 @@ def torch_devices() -> dict[str, Any]:
         for index in range(torch.cuda.device_count()):
             uuid = str(torch.cuda.get_device_properties(index).uuid)
             product = (torch.from_numpy(a).to(f"cuda:{index}") @ torch.from_numpy(b).to(f"cuda:{index}")).cpu().numpy()
-            gpus.append({"index": index, "uuid": uuid if uuid.startswith("GPU-") else f"GPU-{uuid}", "relative_error": _check_matmul(product, a, b)})
+            # The bare UUID as PyTorch prints it: the parent writes it as NVML does (GPU- or MIG-).
+            gpus.append({"index": index, "uuid": uuid, "relative_error": _check_matmul(product, a, b)})
     return {"version": torch.__version__, "cuda": torch.version.cuda, "gpus": gpus}
 
 
@@ -195,7 +199,10 @@ def main(argv: list[str]) -> int:
     command, args = argv[0], argv[1:]
     try:
         if command == "tf-info":
-            emit(tf_info(compute="--no-compute" not in args))
+            data = tf_info(compute="--no-compute" not in args)
+            if "--pause" in args:  # let the parent measure this process's GPU memory first
+                step("small")
+            emit(data)
         elif command == "torch-devices":
             emit(torch_devices())
         elif command == "tf-memory":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -59,18 +60,48 @@ def _tail(text: str, lines: int = 6) -> str:
     return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:])
 
 
-def run_probe(args: list[str], env: dict[str, str | None] | None = None, timeout: float = DEFAULT_TIMEOUT) -> ProbeResult:
-    """Run one probe to completion."""
-    started = time.perf_counter()
-    command = [*_python(), "-m", "validate.probe", *args]
+def kill_group(proc: subprocess.Popen[str]) -> None:
+    """Kill the probe and everything it started (NCCL workers, TF's helpers): they share its
+    process group, so one killpg reaches grandchildren that would otherwise keep holding GPUs."""
     try:
-        done = subprocess.run(command, env=probe_env(env or {}), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.kill()
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def run_command(command: list[str], env: dict[str, str], timeout: float) -> tuple[int | None, str, str, float]:
+    """Run `command` in a process group of its own: (exit status or None on timeout, stdout,
+    stderr, seconds). On a timeout the whole group is killed, not only the direct child."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        return ProbeResult(None, f"probe {' '.join(args)} did not finish within {timeout:.0f}s", time.perf_counter() - started)
-    seconds = time.perf_counter() - started
-    data = _parse(done.stdout.splitlines())
+        kill_group(proc)
+        stdout, stderr = proc.communicate()
+        return None, stdout or "", stderr or "", time.perf_counter() - started
+    except BaseException:  # Ctrl-C: leave nothing running on the GPUs
+        kill_group(proc)
+        raise
+    return proc.returncode, stdout, stderr, time.perf_counter() - started
+
+
+def run_probe(args: list[str], env: dict[str, str | None] | None = None, timeout: float = DEFAULT_TIMEOUT) -> ProbeResult:
+    """Run one probe to completion (in its own process group, killed as a group on timeout)."""
+    status, stdout, stderr, seconds = run_command([*_python(), "-m", "validate.probe", *args], probe_env(env or {}), timeout)
+    if status is None:
+        return ProbeResult(None, f"probe {' '.join(args)} did not finish within {timeout:.0f}s (its process group was killed)", seconds)
+    data = _parse(stdout.splitlines())
     if data is None:
-        return ProbeResult(None, f"probe {' '.join(args)} exited {done.returncode} without a result: {_tail(done.stderr)}", seconds)
+        return ProbeResult(None, f"probe {' '.join(args)} exited {status} without a result: {_tail(stderr)}", seconds)
     if "error" in data:
         return ProbeResult(data, f"probe {' '.join(args)}: {data['error']}", seconds)
     return ProbeResult(data, None, seconds)
@@ -92,6 +123,7 @@ def run_stepped_probe(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,
     )
     lines: queue.Queue[str | None] = queue.Queue()
     stderr_chunks: list[str] = []
@@ -129,9 +161,11 @@ def run_stepped_probe(
                 proc.stdin.write("next\n")
                 proc.stdin.flush()
         proc.wait(timeout=max(deadline - time.perf_counter(), 1))
+    except KeyboardInterrupt:
+        kill_group(proc)
+        raise
     except (TimeoutError, subprocess.TimeoutExpired):
-        proc.kill()
-        proc.wait()
+        kill_group(proc)
         return ProbeResult(None, f"probe {' '.join(args)} did not finish within {timeout:.0f}s", time.perf_counter() - started, steps)
     seconds = time.perf_counter() - started
     data = _parse(seen)

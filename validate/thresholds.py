@@ -14,17 +14,25 @@ PASS = "pass"
 FAIL = "fail"
 SKIP = "skip"
 INFO = "info"  # reported figure without a pass/fail line (e.g. pageable copies)
+WARN = "warn"  # works, but a user will notice (PTX JIT at first use): never fails the run
 NO_REFERENCE = "no reference"  # unknown GPU model and no baseline: measured, not judged
 
-#: Lowest healthy fraction of the datasheet peak per metric. Matmul at the sizes we time reaches
-#: 0.8-0.95 of fp32 peak and 0.6-0.8 of Tensor Core peaks on healthy data-centre GPUs; a copy
-#: kernel reaches 0.8-0.9 of the memory bandwidth. Half of that means a sick server.
+#: DCGM's rule: a GPU passes at 75% of what a healthy GPU of the same model measured with the same
+#: method (NVIDIA/DCGM, nvvs plugins and their per-SKU configuration). References live in
+#: gpu_peaks.yaml, each with its source, date and method.
+REFERENCE_FRACTION = 0.75
+#: Without a measured reference: a fraction of the datasheet peak that still catches a GPU at half
+#: its healthy speed. Half of any healthy figure is at most 0.5 x datasheet (nothing beats the
+#: datasheet), so 0.55 fails every GPU held to half speed, with 10% margin for noise, and passes
+#: healthy GPUs that reach 55% of the datasheet (large matmuls and copies reach 75-95%).
+DATASHEET_FRACTION = 0.55
+#: Metrics judged against the peak table (others only against --baseline).
 MIN_FRACTION_OF_PEAK = {
-    "fp32_tflops": 0.5,
-    "tf32_tflops": 0.35,
-    "bf16_tflops": 0.35,
-    "fp16_tflops": 0.35,
-    "memory_bandwidth_gbs": 0.5,
+    "fp32_tflops": DATASHEET_FRACTION,
+    "tf32_tflops": DATASHEET_FRACTION,
+    "bf16_tflops": DATASHEET_FRACTION,
+    "fp16_tflops": DATASHEET_FRACTION,
+    "memory_bandwidth_gbs": DATASHEET_FRACTION,
 }
 #: A server of the same model may be this much slower than the saved known-good baseline.
 BASELINE_TOLERANCE = 0.15
@@ -32,8 +40,12 @@ BASELINE_TOLERANCE = 0.15
 PCIE_LANE_GBS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 #: Pinned host-to-device copies reach 0.8-0.9 of the link; below half the link is degraded.
 MIN_FRACTION_OF_PCIE = 0.5
-#: With memory growth on, a small computation should hold at most this share of the GPU.
-GROWTH_MAX_FRACTION = 0.25
+#: With memory growth on, a small computation holds the CUDA context (0.3-1.2 GiB, depending on
+#: the GPU, the framework's kernels and CUDA_MODULE_LOADING) and a few MiB of tensors: 2 GiB is a
+#: generous ceiling; growth silently off maps about 90% of the GPU, far above it.
+GROWTH_MAX_BYTES = 2 * 2**30
+#: ... and on a small GPU, never more than half of it.
+GROWTH_MAX_FRACTION = 0.5
 #: With growth off, TensorFlow maps most of the free memory (about 90% by default).
 NO_GROWTH_MIN_FRACTION = 0.5
 #: A training loop "learns" when its loss falls by at least this share.
@@ -65,18 +77,26 @@ def throughput_verdict(
     peak: float | None,
     baseline: float | None = None,
     tolerance: float = BASELINE_TOLERANCE,
+    reference: float | None = None,
+    reference_note: str = "",
 ) -> Verdict:
-    """Judge a higher-is-better figure against a baseline (preferred) or the datasheet peak."""
+    """Judge a higher-is-better figure, saying which rule set the floor:
+
+    1. `--baseline` (this team's known-good server of the same model): within `tolerance`;
+    2. a measured per-model reference (gpu_peaks.yaml): DCGM's 75%;
+    3. the datasheet peak: DATASHEET_FRACTION, which still catches half speed.
+    """
     if baseline is not None:
         minimum = baseline * (1 - tolerance)
+        return _at_least(measured, minimum, f">= {1 - tolerance:.2f} x baseline {baseline:.4g}", metric)
+    if reference is not None:
+        note = f" ({reference_note})" if reference_note else ""
         return _at_least(
-            measured, minimum, f">= {1 - tolerance:.2f} x baseline {baseline:.4g}", metric
+            measured, REFERENCE_FRACTION * reference, f">= {REFERENCE_FRACTION:.2f} x measured reference {reference:.4g}{note}", metric
         )
     if peak is not None and metric in MIN_FRACTION_OF_PEAK:
         fraction = MIN_FRACTION_OF_PEAK[metric]
-        return _at_least(
-            measured, fraction * peak, f">= {fraction:.2f} x peak {peak:.4g}", metric
-        )
+        return _at_least(measured, fraction * peak, f">= {fraction:.2f} x datasheet {peak:.4g} (no measured reference)", metric)
     return Verdict(NO_REFERENCE, "no datasheet peak, no --baseline")
 
 
@@ -126,10 +146,10 @@ def throttle_verdict(reasons: list[str] | None, bad: frozenset[str]) -> Verdict:
     return Verdict(FAIL, "no thermal/power-brake slowdown", "clocks held down by " + ", ".join(found))
 
 
-def growth_on_verdict(used_bytes: int, total_bytes: int) -> Verdict:
-    """Memory growth on: a small computation keeps a small share of the GPU."""
-    limit = GROWTH_MAX_FRACTION * total_bytes
-    threshold = f"<= {GROWTH_MAX_FRACTION:.2f} x {total_bytes / 2**30:.1f} GiB"
+def growth_on_verdict(used_bytes: int, total_bytes: int | None) -> Verdict:
+    """Memory growth on: a small computation keeps little (the context and a few MiB)."""
+    limit = GROWTH_MAX_BYTES if not total_bytes else min(GROWTH_MAX_BYTES, GROWTH_MAX_FRACTION * total_bytes)
+    threshold = f"<= {limit / 2**30:.1f} GiB"
     if used_bytes <= limit:
         return Verdict(PASS, threshold)
     return Verdict(FAIL, threshold, f"holds {used_bytes / 2**30:.2f} GiB: memory growth is not in effect")
@@ -197,6 +217,22 @@ def kernel_image_verdict(compute_capability: str, arch_list: list[str]) -> Verdi
     )
 
 
+def _parts(version: str | None) -> tuple[int, ...] | None:
+    """'9.3.0' -> (9, 3, 0); '9' -> (9,); None when it does not start with a number."""
+    match = re.match(r"^(\d+(?:\.\d+)*)", (version or "").strip())
+    return tuple(int(p) for p in match.group(1).split(".")) if match else None
+
+
+def versions_agree(claimed: str | None, installed: str | None, depth: int = 2) -> bool:
+    """Compare only what both sides state, up to `depth` parts: TensorFlow's build info gives
+    cuDNN as "9" while the image's label says "9.3" -- they agree; "8" and "9.3" do not."""
+    want, have = _parts(claimed), _parts(installed)
+    if want is None or have is None:
+        return False
+    common = min(len(want), len(have), depth)
+    return want[:common] == have[:common]
+
+
 def _major_minor(version: str | None) -> tuple[int, int] | None:
     if not version:
         return None
@@ -234,7 +270,8 @@ def cudnn_version_text(version: int | None) -> str | None:
 def claims_verdict(claimed: dict[str, str | None], installed: dict[str, str | None]) -> Verdict:
     """Compare what the image's labels claim (framework version, CUDA, cuDNN) with what is installed.
 
-    CUDA and cuDNN compare on major.minor; a claim of None or "cpu" for CUDA means no CUDA build.
+    CUDA and cuDNN compare on major.minor, or on what both state when one side says less
+    (TensorFlow reports cuDNN "9"); a claim of "cpu" for CUDA means no CUDA build.
     """
     problems: list[str] = []
     want_version = claimed.get("framework_version")
@@ -246,11 +283,11 @@ def claims_verdict(claimed: dict[str, str | None], installed: dict[str, str | No
     if want_cuda == "cpu":
         if have_cuda:
             problems.append(f"CUDA {have_cuda} build installed, image claims a CPU build")
-    elif want_cuda and _major_minor(want_cuda) != _major_minor(have_cuda):
+    elif want_cuda and not versions_agree(want_cuda, have_cuda):
         problems.append(f"built for CUDA {have_cuda}, image claims {want_cuda}")
     want_cudnn = claimed.get("cudnn")
     have_cudnn = installed.get("cudnn")
-    if want_cudnn and _major_minor(want_cudnn) != _major_minor(have_cudnn):
+    if want_cudnn and not versions_agree(want_cudnn, have_cudnn):
         problems.append(f"cuDNN {have_cudnn} loaded, image claims {want_cudnn}")
     threshold = ", ".join(f"{k}={v}" for k, v in claimed.items() if v) or "nothing claimed"
     if problems:
@@ -270,19 +307,24 @@ class GpuExpectation:
         return f"{'exactly' if self.exact else 'at least'} {self.count} GPU(s) ({self.source})"
 
 
+#: Where the default expectation of a bare host comes from (and how to lift it).
+BARE_HOST = "a GPU server outside any image; --expect-gpus 0 for a CPU-only host"
+
+
 def expected_gpus(
-    option: int | None, nvidia_visible_devices: str | None, cpu_stack: bool = False
+    option: int | None, nvidia_visible_devices: str | None, cpu_stack: bool = False, in_image: bool = True
 ) -> GpuExpectation | None:
     """`--expect-gpus N` wins; else NVIDIA_VISIBLE_DEVICES (set by the NVIDIA container runtime
     and by CUDA base images) asking for "all" or a list means GPUs must be there, except in an
-    image whose stack is a CPU build (gpuenv images set the variable for every stack)."""
+    image whose stack is a CPU build (gpuenv images set the variable for every stack). On a bare
+    host (`in_image` False) at least one GPU is expected: a broken driver must not read READY."""
     if option is not None:
         return GpuExpectation(option, exact=True, source=f"--expect-gpus {option}") if option > 0 else None
     if cpu_stack:
         return None
     value = (nvidia_visible_devices or "").strip()
     if value.lower() in ("", "void", "none"):
-        return None
+        return None if in_image else GpuExpectation(1, exact=False, source=BARE_HOST)
     source = f"NVIDIA_VISIBLE_DEVICES={value}"
     if value.lower() == "all":
         return GpuExpectation(1, exact=False, source=source)
@@ -296,3 +338,129 @@ def gpu_count_verdict(seen: int, expectation: GpuExpectation | None, who: str) -
     if ok:
         return Verdict(PASS, expectation.describe())
     return Verdict(FAIL, expectation.describe(), f"{who} sees {seen} GPU(s), expected {expectation.describe()}")
+
+
+def power_limit_verdict(enforced_watts: float | None, default_watts: float | None) -> Verdict:
+    """The enforced power limit against the GPU's default: a cap set below it (nvidia-smi -pl,
+    a BMC policy) slows every kernel that reaches the cap."""
+    if enforced_watts is None or default_watts is None:
+        return Verdict(SKIP, "enforced >= 0.95 x default", "NVML does not report the power limits")
+    threshold = f">= 0.95 x default {default_watts:.0f} W"
+    if enforced_watts >= 0.95 * default_watts:
+        return Verdict(PASS, threshold)
+    return Verdict(
+        FAIL, threshold,
+        f"power limit {enforced_watts:.0f} W is below the default {default_watts:.0f} W: "
+        f"restore it (nvidia-smi -pl {default_watts:.0f}) or ask who capped it",
+    )
+
+
+def pcie_gen_verdict(under_load: int | None, gpu_max: int | None, slot_max: int | None = None) -> Verdict:
+    """The PCIe generation reached under load against the GPU's own maximum. Judged under load
+    because an idle link drops to Gen1 to save power; against the GPU's maximum (not NVML's
+    GPU-and-slot maximum) so that a Gen5 card trained down to Gen4 fails."""
+    if under_load is None or gpu_max is None:
+        return Verdict(SKIP, "GPU's own PCIe generation", "NVML does not report the PCIe generation under load")
+    threshold = f"gen{gpu_max} (the GPU's own maximum)"
+    if under_load >= gpu_max:
+        return Verdict(PASS, threshold)
+    where = f"; GPU and slot together allow gen{slot_max}: the slot, riser or BIOS setting limits it" if slot_max and slot_max < gpu_max else ""
+    return Verdict(FAIL, threshold, f"PCIe link runs at gen{under_load} under load, the GPU supports gen{gpu_max}{where}")
+
+
+#: Share of the loaded samples that may show a bad clock-event reason before the GPU fails.
+MAX_BAD_SAMPLE_SHARE = 0.1
+
+
+def sustained_clocks_verdict(samples: list[dict]) -> Verdict:
+    """Clock-event reasons sampled under the sustained load (dicts as nvml.Sample.to_dict()).
+
+    Thermal, hardware and power-brake slowdowns in more than MAX_BAD_SAMPLE_SHARE of the samples
+    fail; sw_power_cap is what a GPU at its default limit shows under full load and passes.
+    """
+    from validate.nvml import BAD_THROTTLE_REASONS
+
+    read = [s for s in samples if s.get("reasons") is not None]
+    threshold = f"thermal/hardware slowdown in <= {MAX_BAD_SAMPLE_SHARE:.0%} of samples"
+    if not read:
+        return Verdict(SKIP, threshold, "NVML reported no clock-event reasons during the load")
+    bad: dict[str, int] = {}
+    for s in read:
+        for reason in set(s["reasons"]) & BAD_THROTTLE_REASONS:
+            bad[reason] = bad.get(reason, 0) + 1
+    worst = max(bad.values(), default=0)
+    if worst <= MAX_BAD_SAMPLE_SHARE * len(read):
+        return Verdict(PASS, threshold)
+    listed = ", ".join(f"{name} in {count}/{len(read)} samples" for name, count in sorted(bad.items()))
+    return Verdict(FAIL, threshold, f"clocks held down under load: {listed}")
+
+
+def clock_summary(samples: list[dict]) -> str:
+    """'1980/1980 MHz median, 690 W, 71 C' over the samples that have the figures."""
+    def median(key: str) -> float | None:
+        values = sorted(s[key] for s in samples if s.get(key) is not None)
+        return values[len(values) // 2] if values else None
+
+    sm, top, watts, temp = median("sm_clock_mhz"), median("max_sm_clock_mhz"), median("power_watts"), median("temperature_c")
+    parts = [f"SM {sm:.0f}/{top:.0f} MHz" if sm is not None and top else "SM clock unknown"]
+    if watts is not None:
+        parts.append(f"{watts:.0f} W")
+    if temp is not None:
+        parts.append(f"{temp:.0f} C")
+    return ", ".join(parts) + f" (median of {len(samples)} samples)"
+
+
+#: NCCL's shared-memory transport and PyTorch's DataLoader workers need more than Docker's
+#: default 64 MB /dev/shm; NVIDIA's NCCL troubleshooting guide runs containers with
+#: --shm-size=1g (or --ipc=host).
+MIN_SHM_BYTES = 1 * 2**30
+
+
+def shm_verdict(shm_bytes: int | None, gpus: int) -> Verdict:
+    threshold = f">= {MIN_SHM_BYTES / 2**30:.0f} GiB"
+    if shm_bytes is None:
+        return Verdict(SKIP, threshold, "/dev/shm is not mounted here")
+    if shm_bytes >= MIN_SHM_BYTES:
+        return Verdict(PASS, threshold)
+    verdict = FAIL if gpus >= 2 else INFO
+    return Verdict(
+        verdict, threshold,
+        f"/dev/shm holds only {shm_bytes / 2**20:.0f} MiB: NCCL across GPUs and DataLoader workers need more; "
+        "run the container with --shm-size=1g or --ipc=host",
+    )
+
+
+def ptx_only(compute_capability: str, arch_list: list[str]) -> bool:
+    """True when the build has no cubin for this GPU and only PTX would run (JIT-compiled at
+    first use, which for TensorFlow can take many minutes)."""
+    major, minor = (int(part) for part in compute_capability.split("."))
+    cubin = False
+    for arch in arch_list:
+        match = _ARCH.match(arch.strip())
+        if not match or match.group(1) != "sm":
+            continue
+        a_major, a_minor, suffix = int(match.group(2)), int(match.group(3)), match.group(4)
+        if (suffix and (major, minor) == (a_major, a_minor)) or (not suffix and major == a_major and minor >= a_minor):
+            cubin = True
+    return not cubin and kernel_image_verdict(compute_capability, arch_list).verdict == PASS
+
+
+def probe_parallelism(compute_modes: list[str | None], cpus: int) -> int:
+    """How many masking probes may run at once. In Exclusive_Process mode a GPU takes one process
+    at a time, so parallel probes would all get "device busy": one at a time then."""
+    if any(mode in ("Exclusive_Process", "Exclusive_Thread") for mode in compute_modes):
+        return 1
+    return max(1, min(8, cpus))
+
+
+def mig_verdict(gpu_index: int, mig_uuids: list[str], selected: str | None) -> Verdict:
+    """A GPU in MIG mode is validated one instance at a time (CUDA_VISIBLE_DEVICES=MIG-...):
+    NVML lists the parent while CUDA sees instances, and PyTorch's device count then trips
+    (pytorch#131650)."""
+    threshold = "one MIG instance per run"
+    if selected:
+        return Verdict(PASS, threshold, f"validating MIG instance {selected}")
+    if not mig_uuids:
+        return Verdict(FAIL, threshold, f"GPU {gpu_index} is in MIG mode with no instance: create instances (nvidia-smi mig -cgi ... -C) or disable MIG")
+    runs = "; ".join(f"CUDA_VISIBLE_DEVICES={uuid} python -m validate" for uuid in mig_uuids)
+    return Verdict(FAIL, threshold, f"GPU {gpu_index} is in MIG mode: validate each instance on its own: {runs}")

@@ -18,6 +18,10 @@ from gpuenv.engine import WORKDIR_IN_CONTAINER  # cheap: engine imports the Dock
 from gpuenv.errors import BadInput
 
 
+#: The suite baked into every image (docker/Dockerfile: COPY validate/ /opt/gpuenv/validate/). Run
+#: by file path: `python -m validate` in /workspace would import a mounted checkout's validate/.
+SUITE_IN_IMAGE = "/opt/gpuenv/validate/__main__.py"
+
 _HELP = {
     "local": "run the suite on this host with this Python (`python -m validate`) instead of inside an image",
     "cuda": STACK_HELP["cuda"] + "; picks the image to validate in (default without --local: the stack resolved for this host)",
@@ -26,7 +30,7 @@ _HELP = {
     "tensorflow": STACK_HELP["tensorflow"],
     "python": STACK_HELP["python"],
     "gpus": "GPUs given to the container, as `docker run --gpus`: all, none, or 0,1 / GPU UUIDs (default: all; none for a CPU stack)",
-    "expect_gpus": "number of GPUs the server must show; fewer (or none) fails the run",
+    "expect_gpus": "number of GPUs the server must show; fewer (or none) fails the run (with --local at least 1 is expected unless 0 is given)",
     "json": "write the JSON report (keyed by GPU UUID, plus 'host') to this file",
     "junit": "write JUnit XML to this file (for CI dashboards)",
     "quick": "smaller sizes and fewer cases: about a minute on a one-GPU server",
@@ -103,6 +107,6 @@ def validate(
         image = images.image_for_stack(stack)
         gpus = gpus or ("none" if stack.is_cpu else "all")
         print(f"validating in {stack.stack_id} ({image[:19]}), GPUs: {gpus}", flush=True)
-        code = engine.run_container(image, ["python", "-m", "validate", *args], gpus=gpus, workdir_mount=workdir)
+        code = engine.run_container(image, ["python", SUITE_IN_IMAGE, *args], gpus=gpus, workdir_mount=workdir)
     if code != 0:
         raise Exit(code=code)

@@ -37,10 +37,41 @@ HOST = [
         ("GPU-9a0c", HOST[2:3]),  # a unique prefix names one GPU
         ("GPU-", []),  # a prefix of every GPU names none
         ("GPU-ffffffff-0000-0000-0000-000000000000,0", []),
+        # A device named twice makes the whole list empty (torch/cuda/__init__.py mirrors CUDA).
+        ("0,0", []),
+        ("1,2,1", []),
+        (f"{HOST[1]},{HOST[1]}", []),
+        (f"{HOST[1]},GPU-7d1e", []),  # a prefix naming the same GPU again
+        ("1gpu,0", [HOST[1], HOST[0]]),  # read like strtoul: "1gpu" is 1
+        (" 2 , 3", [HOST[2], HOST[3]]),
+        (f"{HOST[0]},1", HOST[:1]),  # an ordinal after UUIDs ends the list
     ],
 )
 def test_expected_visible(value, expected):
     assert expected_visible(value, HOST) == expected
+
+
+MIG = ["MIG-1a2b3c4d-0000-5e6f-7a8b-9c0d1e2f3a4b", "MIG-5e6f7a8b-1111-2c3d-4e5f-6a7b8c9d0e1f"]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (MIG[1], MIG[1:]),
+        ("MIG-1a2b", MIG[:1]),
+        (f"{MIG[0]},{MIG[0]}", []),
+        (f"{MIG[0]},0", MIG[:1]),
+        ("MIG-", []),  # ambiguous prefix
+    ],
+)
+def test_mig_instances_are_named_by_their_own_uuids(value, expected):
+    assert expected_visible(value, HOST, MIG) == expected
+
+
+def test_repeated_entry_case_is_in_the_suite():
+    cases = {case.name: case for case in masking_cases(HOST)}
+    assert cases["repeated entry hides every GPU"].visible_devices == "0,0"
+    assert cases["repeated entry hides every GPU"].expected_uuids == ()
 
 
 def test_no_gpus_means_nothing_is_visible():

@@ -21,7 +21,7 @@ def _nvml_library_present() -> bool:
 def test_read_host_never_raises_and_serialises():
     host = nvml.read_host()
     data = host.to_dict()
-    assert set(data) == {"driver_version", "cuda_driver_version", "gpus", "error"}
+    assert set(data) == {"driver_version", "cuda_driver_version", "gpus", "unreadable", "error"}
     assert (host.error is None) or (host.gpus == [] and host.driver_version is None)
 
 

@@ -1,7 +1,8 @@
 """The suite run for real on this host, as `python -m validate` in a subprocess.
 
-On a machine without a GPU (CI) the CPU checks run and pass, every GPU check skips with NVML's
-exact reason, and `--expect-gpus 1` turns those into failures. With a GPU present these no-GPU
+On a machine without a GPU (CI) told `--expect-gpus 0` the CPU checks run and pass and every GPU
+check skips with NVML's exact reason; without it a bare host is expected to have a GPU, so the
+same run fails, and `--expect-gpus 1` fails it too. With a GPU present these no-GPU
 expectations do not apply, so those tests skip saying so.
 """
 
@@ -46,7 +47,7 @@ def run_suite(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None) -
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("quick")
-    done = run_suite("--quick", "--json", str(out / "report.json"), "--junit", str(out / "report.xml"))
+    done = run_suite("--quick", "--expect-gpus", "0", "--json", str(out / "report.json"), "--junit", str(out / "report.xml"))
     return done, json.loads((out / "report.json").read_text()), ET.parse(out / "report.xml").getroot()
 
 
@@ -105,6 +106,18 @@ def test_expecting_a_gpu_fails_and_says_what_was_seen(tmp_path):
 
 
 @no_gpu_only
+def test_bare_host_without_a_working_gpu_is_not_ready_by_default(tmp_path):
+    """No --expect-gpus on a bare host: a broken driver must not read READY."""
+    done = run_suite("--quick", "-k", "nvml_gpu_count or computes_on_cpu", "--json", str(tmp_path / "r.json"))
+    assert done.returncode == 1, done.stdout[-3000:]
+    assert "validate: every check passed" not in done.stdout
+    assert (
+        "NVML sees 0 GPU(s), expected at least 1 GPU(s) (a GPU server outside any image; "
+        f"--expect-gpus 0 for a CPU-only host): {NO_DRIVER}"
+    ) in done.stdout
+
+
+@no_gpu_only
 def test_nvidia_visible_devices_asking_for_gpus_fails_too():
     done = run_suite("--quick", "-k", "nvml_gpu_count", env={"NVIDIA_VISIBLE_DEVICES": "all"})
     assert done.returncode == 1
@@ -152,10 +165,10 @@ def test_baseline_saved_then_used(tmp_path):
     assert row["verdict"] in ("pass", "fail") and used.returncode == (0 if row["verdict"] == "pass" else 1)
 
 
-def test_unusable_baseline_is_a_usage_error(tmp_path):
+def test_unusable_baseline_is_bad_input_named_in_one_line(tmp_path):
     done = run_suite("--baseline", str(tmp_path / "missing.json"))
-    assert done.returncode == 4
-    assert f"validate: baseline file {tmp_path / 'missing.json'} does not exist (make one with --save-baseline)" in done.stdout + done.stderr
+    assert done.returncode == 2
+    assert done.stdout == f"validate: --baseline: baseline file {tmp_path / 'missing.json'} does not exist (make one with --save-baseline)\n"
 
 
 def _site_without_frameworks(folder: Path) -> Path:
@@ -175,7 +188,7 @@ def _site_without_frameworks(folder: Path) -> Path:
 def test_missing_frameworks_skip_saying_so(tmp_path):
     site = _site_without_frameworks(tmp_path / "site")
     done = subprocess.run(
-        [sys.executable, "-S", "-m", "validate", "--quick", "--json", str(tmp_path / "r.json")],
+        [sys.executable, "-S", "-m", "validate", "--quick", "--expect-gpus", "0", "--json", str(tmp_path / "r.json")],
         cwd=REPO, env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(site)}, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]

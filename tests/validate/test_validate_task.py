@@ -48,7 +48,7 @@ def test_local_with_a_stack_option_is_refused_with_exit_2():
 @pytest.mark.skipif(bool(HOST.gpus), reason=f"NVML sees {len(HOST.gpus)} GPU(s): the no-GPU outcome cannot be checked here")
 def test_local_run_without_gpu_passes_and_expecting_one_fails(tmp_path):
     report = tmp_path / "r.json"
-    assert validate(Context(), local=True, quick=True, json=str(report)) is None
+    assert validate(Context(), local=True, quick=True, expect_gpus="0", json=str(report)) is None
     assert json.loads(report.read_text())["summary"]["ok"] is True
     with pytest.raises(Exit) as err:
         validate(Context(), local=True, quick=True, expect_gpus="1", json=str(report))

@@ -1,5 +1,6 @@
-"""Check 1, environment: the driver and every GPU from NVML, the framework builds, and whether
-the installed builds are the ones the image's labels claim."""
+"""Check 1, environment: the driver gate (is the driver new enough for this image?), the driver and
+every GPU from NVML, the framework builds, and whether the installed builds are the ones the
+image's labels claim."""
 
 from __future__ import annotations
 
@@ -10,15 +11,52 @@ from typing import Any
 import pytest
 
 from validate import nvml
+from validate.stackfile import read_stack_file
+from validate.driver_gate import driver_too_old
 from validate.thresholds import (
+    FAIL,
+    INFO,
+    PASS,
     Verdict,
     claims_verdict,
     cudnn_version_text,
     driver_runs_runtime_verdict,
     ecc_verdict,
+    mig_verdict,
     pcie_width_verdict,
-    throttle_verdict,
+    power_limit_verdict,
+    shm_verdict,
 )
+
+
+def test_driver_gate(suite, record):
+    """First check: the host's driver is at least the image's min_driver (stack.json). The NVIDIA
+    container toolkit skips its own NVIDIA_REQUIRE_CUDA gate when GPUs come through CDI."""
+    stack = read_stack_file()
+    if stack is None:
+        pytest.skip("GPUENV_STACK_FILE is not set or unreadable: not inside a gpuenv image, no min_driver to compare")
+    min_driver = stack.get("min_driver")
+    if not min_driver:
+        pytest.skip(f"the image's stack ({stack.get('stack_id', 'unknown')}) names no min_driver (CPU stack)")
+    if suite.host.driver_version is None:
+        suite.require_gpus()
+        pytest.skip(f"NVML does not report the driver version: {suite.no_gpu_reason()}")
+    problem = driver_too_old(suite.host.driver_version, str(min_driver), suite.host.cuda_driver_version)
+    threshold = f">= {min_driver}"
+    record.add("driver gate", suite.host.driver_version, Verdict(FAIL, threshold, problem) if problem else Verdict(PASS, threshold))
+    record.finish()
+
+
+def test_device_order(suite, record):
+    """The suite runs with CUDA_DEVICE_ORDER=PCI_BUS_ID (NVML's order), whatever the caller set:
+    otherwise CUDA numbers a mixed-GPU machine fastest first and ordinals in CUDA_VISIBLE_DEVICES
+    name other GPUs than NVML's."""
+    value = os.environ.get("CUDA_DEVICE_ORDER")
+    was = suite.device_order_was
+    measured = f"{value}" + (f" (was {was})" if was and was != value else "")
+    ok = value == "PCI_BUS_ID"
+    record.add("cuda device order", measured, Verdict(PASS if ok else FAIL, "PCI_BUS_ID", "" if ok else "CUDA_DEVICE_ORDER was not set by the suite"))
+    record.finish()
 
 
 def test_driver(suite, record):
@@ -29,24 +67,75 @@ def test_driver(suite, record):
     record.add("CUDA driver version", suite.host.cuda_driver_version or "unknown")
 
 
+def test_every_gpu_readable(suite, record):
+    """Every GPU NVML counts can be read; a lost GPU fails here while the others are still checked."""
+    if suite.host.error:
+        suite.require_gpus()
+        pytest.skip(suite.no_gpu_reason())
+    for lost in suite.host.unreadable:
+        record.add(f"GPU {lost.index} readable", "no", Verdict(FAIL, "readable through NVML", lost.error))
+    if not suite.host.unreadable:
+        record.add("every GPU readable", f"{len(suite.host.gpus)} GPU(s)", Verdict(PASS, "readable through NVML"))
+    record.finish()
+
+
+def _memory_text(gpu: nvml.GpuInfo) -> str:
+    if gpu.memory_total_bytes is None or gpu.memory_used_bytes is None:
+        return "not readable here (MIG parent inside a container?)"
+    return f"{gpu.memory_total_bytes / 2**30:.1f} GiB total, {gpu.memory_used_bytes / 2**30:.2f} GiB used"
+
+
 def test_gpu_health(gpu: nvml.GpuInfo, record):
-    """One GPU's identity and health: ECC errors, PCIe link width, clock slowdowns, power limit."""
+    """One GPU's identity and health: ECC errors, PCIe link width, power limit against its default,
+    compute mode. Clock slowdowns and the PCIe generation are judged under the sustained load."""
     record.add("gpu identity", f"{gpu.name} cc {gpu.compute_capability} {gpu.pci_bus_id}", gpu=gpu.uuid)
-    record.add("memory", f"{gpu.memory_total_bytes / 2**30:.1f} GiB total, {gpu.memory_used_bytes / 2**30:.2f} GiB used", gpu=gpu.uuid)
+    record.add("memory", _memory_text(gpu), gpu=gpu.uuid)
     record.add("ecc uncorrected errors", str(gpu.ecc_uncorrected_volatile), ecc_verdict(gpu.ecc_uncorrected_volatile), gpu=gpu.uuid)
     record.add(
-        "pcie link",
-        f"gen{gpu.pcie_link_gen} x{gpu.pcie_link_width} (max gen{gpu.pcie_link_gen_max} x{gpu.pcie_link_width_max})",
+        "pcie link width",
+        f"gen{gpu.pcie_link_gen} x{gpu.pcie_link_width} at idle (GPU max gen{gpu.pcie_link_gen_gpu_max}, "
+        f"with slot gen{gpu.pcie_link_gen_max} x{gpu.pcie_link_width_max})",
         pcie_width_verdict(gpu.pcie_link_width, gpu.pcie_link_width_max),
         gpu=gpu.uuid,
     )
     record.add(
-        "clock slowdown",
-        ",".join(gpu.throttle_reasons or []) or ("none" if gpu.throttle_reasons is not None else "unknown"),
-        throttle_verdict(gpu.throttle_reasons, nvml.BAD_THROTTLE_REASONS),
+        "power limit",
+        f"{gpu.power_limit_watts:.0f} W" if gpu.power_limit_watts else "unknown",
+        power_limit_verdict(gpu.power_limit_watts, gpu.power_default_limit_watts),
         gpu=gpu.uuid,
     )
-    record.add("power limit", f"{gpu.power_limit_watts:.0f} W" if gpu.power_limit_watts else "unknown", gpu=gpu.uuid)
+    record.add("clock events at idle", ",".join(gpu.throttle_reasons or []) or ("none" if gpu.throttle_reasons is not None else "unknown"), gpu=gpu.uuid)
+    mode = gpu.compute_mode or "unknown"
+    note = "masking probes run one at a time, child-process checks first" if mode == "Exclusive_Process" else ""
+    record.add("compute mode", mode, Verdict(INFO, "", note), gpu=gpu.uuid)
+    if mode == "Prohibited":
+        record.add("compute mode allows work", mode, Verdict(FAIL, "Default or Exclusive_Process", "compute mode Prohibited: no process may use this GPU (nvidia-smi -c DEFAULT)"), gpu=gpu.uuid)
+    record.finish()
+
+
+def test_mig_mode(gpu: nvml.GpuInfo, suite, record):
+    """A GPU in MIG mode is validated one instance per run (CUDA_VISIBLE_DEVICES=MIG-...)."""
+    if not gpu.mig_enabled:
+        pytest.skip(f"GPU {gpu.index} is not in MIG mode")
+    uuids = [m.uuid for m in gpu.mig_devices]
+    selected = suite.selected_mig if suite.selected_mig in uuids else None
+    record.add("mig mode", f"{len(uuids)} instance(s)", mig_verdict(gpu.index, uuids, selected), gpu=gpu.uuid)
+    record.finish()
+
+
+def _shm_bytes() -> int | None:
+    try:
+        stat = os.statvfs("/dev/shm")
+    except OSError:
+        return None
+    return stat.f_frsize * stat.f_blocks
+
+
+def test_shared_memory(suite, record):
+    """/dev/shm is large enough for NCCL between GPUs and DataLoader workers (containers get 64 MB)."""
+    size = _shm_bytes()
+    verdict = shm_verdict(size, len(suite.host.gpus))
+    record.add("/dev/shm size", "not mounted" if size is None else f"{size / 2**20:.0f} MiB", verdict)
     record.finish()
 
 

@@ -9,14 +9,23 @@ import pytest
 
 from validate.devices import MAX_RELATIVE_ERROR, compiled_archs, tf_gpu_uuids, torch_gpus
 from validate.masking import expected_visible
-from validate.thresholds import FAIL, PASS, SKIP, Verdict, gpu_count_verdict, kernel_image_verdict
+from validate.thresholds import FAIL, PASS, SKIP, WARN, Verdict, gpu_count_verdict, kernel_image_verdict, ptx_only
 
 CORRECT = f"relative error <= {MAX_RELATIVE_ERROR:g}"
 
 
 def _expected_for_frameworks(suite) -> list[str]:
-    """The NVML GPUs a framework in this process should see, given CUDA_VISIBLE_DEVICES."""
-    return expected_visible(os.environ.get("CUDA_VISIBLE_DEVICES"), [g.uuid for g in suite.host.gpus])
+    """The NVML GPUs (or the MIG instance) a framework in this process should see, given
+    CUDA_VISIBLE_DEVICES."""
+    mig = [m.uuid for g in suite.host.gpus for m in g.mig_devices]
+    return expected_visible(os.environ.get("CUDA_VISIBLE_DEVICES"), [g.uuid for g in suite.host.gpus], mig)
+
+
+def _skip_whole_mig_host(suite) -> None:
+    """With a GPU in MIG mode and no instance chosen, CUDA sees instances while PyTorch counts
+    parent GPUs and trips its own assert (pytorch#131650): the MIG check says what to run."""
+    if suite.host.mig_gpus and not suite.selected_mig:
+        pytest.skip("a GPU is in MIG mode: each instance is validated in its own run (see the MIG check)")
 
 
 def _compare(who: str, seen: list[str], suite, record, build_note: str = "") -> None:
@@ -42,18 +51,22 @@ def test_nvml_gpu_count(suite, record):
         pytest.skip(suite.no_gpu_reason())
     if verdict.verdict == FAIL and suite.host.error:
         verdict = Verdict(FAIL, verdict.threshold, f"{verdict.reason}: {suite.host.error}")
+    elif verdict.verdict == FAIL and suite.host.unreadable:
+        verdict = Verdict(FAIL, verdict.threshold, f"{verdict.reason}: " + "; ".join(u.error for u in suite.host.unreadable))
     record.add("NVML GPU count", str(seen), verdict)
     record.finish()
 
 
 def test_torch_sees_gpus(torch, suite, record):
     """PyTorch sees exactly the GPUs NVML lists (after CUDA_VISIBLE_DEVICES), by UUID."""
+    _skip_whole_mig_host(suite)
     note = " (PyTorch is a CPU build)" if torch.version.cuda is None else ""
-    _compare("PyTorch", torch_gpus(torch), suite, record, note)
+    _compare("PyTorch", torch_gpus(torch, suite.nvml_uuids), suite, record, note)
 
 
 def test_tensorflow_sees_gpus(tf_info, suite, record):
     """TensorFlow sees exactly the GPUs NVML lists, matched by PCI bus id."""
+    _skip_whole_mig_host(suite)
     note = "" if tf_info["is_cuda_build"] else " (TensorFlow is a CPU build)"
     _compare("TensorFlow", tf_gpu_uuids(tf_info["gpus"], suite.host.gpus), suite, record, note)
 
@@ -106,11 +119,29 @@ def test_torch_kernel_image(gpu, torch, record):
     record.finish()
 
 
-def test_tensorflow_kernel_image(gpu, tf_info, record):
-    """This GPU's compute capability is among TensorFlow's compiled architectures."""
+def test_tensorflow_kernel_image(gpu, tf_info, suite, record):
+    """This GPU's compute capability is among TensorFlow's compiled architectures. Only PTX for it
+    works but is JIT-compiled at first use (it can take half an hour): warned, with the first op timed."""
     archs = tf_info.get("compute_capabilities")
     if not archs:
         pytest.skip("TensorFlow's build info lists no CUDA compute capabilities (CPU build)")
-    verdict = kernel_image_verdict(gpu.compute_capability or "0.0", list(archs))
-    record.add("tensorflow kernel image", f"sm_{(gpu.compute_capability or '?').replace('.', '')}", verdict, gpu=gpu.uuid)
+    capability = gpu.compute_capability or "0.0"
+    verdict = kernel_image_verdict(capability, list(archs))
+    sm = f"sm_{capability.replace('.', '')}"
+    record.add("tensorflow kernel image", sm, verdict, gpu=gpu.uuid)
+    if verdict.verdict == PASS and ptx_only(capability, list(archs)):
+        uuids = tf_gpu_uuids(tf_info["gpus"], suite.host.gpus)
+        first = next(
+            (r.get("first_op_seconds") for r in tf_info.get("compute", []) if r["device"].startswith("/GPU")
+             and uuids[int(r["device"].rsplit(":", 1)[1])] == gpu.uuid),
+            None,
+        )
+        timed = f"first op took {first:.1f} s" if first is not None else "first op not timed"
+        record.add(
+            "tensorflow PTX JIT",
+            timed,
+            Verdict(WARN, "a cubin for this GPU", f"TensorFlow ships only PTX for {sm}: every new process JIT-compiles its kernels "
+                    f"({timed}); raise CUDA_CACHE_MAXSIZE to keep them, or use a TensorFlow build with {sm} kernels"),
+            gpu=gpu.uuid,
+        )
     record.finish()

@@ -15,6 +15,7 @@ from typing import Any, Callable
 import pytest
 
 from validate import nvml
+from validate.memory_modes import QUICK_MODES, SHARED_TF_MODE, TF_MODES, TORCH_MODES, outside_measurer
 from validate.subproc import run_stepped_probe
 from validate.thresholds import (
     FAIL,
@@ -26,41 +27,21 @@ from validate.thresholds import (
     growth_on_verdict,
 )
 
-TF_MODES: dict[str, dict[str, str | None]] = {
-    "growth-code": {"TF_FORCE_GPU_ALLOW_GROWTH": None},
-    "growth-env": {"TF_FORCE_GPU_ALLOW_GROWTH": "true"},
-    "no-growth": {"TF_FORCE_GPU_ALLOW_GROWTH": None},
-}
-TORCH_MODES: dict[str, dict[str, str | None]] = {
-    "caching": {"PYTORCH_NO_CUDA_MEMORY_CACHING": None, "PYTORCH_CUDA_ALLOC_CONF": None},
-    "no-caching": {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "PYTORCH_CUDA_ALLOC_CONF": None},
-    "alloc-conf": {"PYTORCH_NO_CUDA_MEMORY_CACHING": None, "PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"},
-}
-QUICK_MODES = {"growth-env", "no-growth", "caching"}
 
 
 def _first_gpu(suite) -> nvml.GpuInfo:
     suite.require_gpus()
-    return suite.host.gpus[0]
+    gpu = suite.host.gpus[0]
+    if gpu.mig_enabled:
+        pytest.skip(f"GPU {gpu.index} is in MIG mode: memory is measured on whole GPUs (see the MIG check)")
+    if gpu.memory_total_bytes is None:
+        pytest.skip(f"NVML cannot read GPU {gpu.index}'s memory here, so the child's use cannot be measured")
+    return gpu
 
 
 def _need(module: str, label: str) -> None:
     if importlib.util.find_spec(module) is None:
         pytest.skip(f"{label} is not installed here (no module named {module!r})")
-
-
-def _measurer(uuid: str) -> tuple[int, Callable[[str, int], dict[str, Any]]]:
-    """Used bytes before the child starts, and a function measuring the child at each step."""
-    before = nvml.gpu_used_memory(uuid) or 0
-
-    def measure(step: str, pid: int) -> dict[str, Any]:
-        own = nvml.process_used_memory(pid, uuid)
-        if own is not None:
-            return {"bytes": own, "method": "NVML per-process"}
-        used = nvml.gpu_used_memory(uuid)
-        return {"bytes": None if used is None else max(used - before, 0), "method": "NVML GPU used minus before"}
-
-    return before, measure
 
 
 def _gib(n: int | None) -> str:
@@ -79,9 +60,15 @@ def test_tensorflow_memory_growth(mode, suite, record):
     _need("tensorflow", "TensorFlow")
     gpu = _first_gpu(suite)
     _skip_outside_quick(suite, mode)
-    before, measure = _measurer(gpu.uuid)
-    env = {**TF_MODES[mode], "CUDA_VISIBLE_DEVICES": gpu.uuid, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-    result = run_stepped_probe(["tf-memory", mode], env, measure)
+    shared = suite.tf_memory_on_the_way() if mode == SHARED_TF_MODE else None
+    if shared is not None and shared[1].steps.get("small", {}).get("bytes") is not None:
+        # The TensorFlow info probe runs with TF_FORCE_GPU_ALLOW_GROWTH=true and paused after its
+        # small products for this measurement: no second TensorFlow start-up for the same thing.
+        before, result = shared
+    else:
+        before, measure = outside_measurer(gpu.uuid)
+        env = {**TF_MODES[mode], "CUDA_VISIBLE_DEVICES": gpu.uuid, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+        result = run_stepped_probe(["tf-memory", mode], env, measure)
     if result.error:
         pytest.fail(result.error, pytrace=False)
     held = result.steps.get("small", {}).get("bytes")
@@ -100,7 +87,7 @@ def test_torch_caching_allocator(mode, suite, record):
     gpu = _first_gpu(suite)
     _skip_outside_quick(suite, mode)
     alloc = min(2 * 2**30, gpu.memory_total_bytes // 8)
-    _, measure = _measurer(gpu.uuid)
+    _, measure = outside_measurer(gpu.uuid)
     env = {**TORCH_MODES[mode], "CUDA_VISIBLE_DEVICES": gpu.uuid, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     result = run_stepped_probe(["torch-memory", mode, str(alloc)], env, measure)
     if result.error:

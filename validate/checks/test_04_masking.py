@@ -9,12 +9,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from validate.devices import tf_gpu_uuids
-from validate.masking import MaskCase, env_for_case, masking_cases
+from validate.devices import nvml_uuid, tf_gpu_uuids, torch_gpus
+from validate.masking import UNSET_CASE, MaskCase, env_for_case, masking_cases, quick_cases
 from validate.subproc import ProbeResult, run_probe
-from validate.thresholds import FAIL, PASS, Verdict
+from validate.thresholds import FAIL, PASS, Verdict, probe_parallelism
 
-QUICK_CASES = ("unset, PCI_BUS_ID order", "index 0", "empty string", "-1", "invalid entry cuts the list")
 PROBES = {"torch": ["torch-devices"], "tensorflow": ["tf-info", "--no-compute"]}
 
 
@@ -24,22 +23,37 @@ def _short(uuids: list[str] | tuple[str, ...]) -> str:
 
 @pytest.mark.isolated
 @pytest.mark.parametrize("framework", ["torch", "tensorflow"])
-def test_cuda_visible_devices(framework, suite, record):
+def test_cuda_visible_devices(framework, suite, record, request):
     """Every masking case maps to the expected physical GPUs, in order, for this framework."""
     if importlib.util.find_spec(framework) is None:
         pytest.skip(f"{framework} is not installed here (no module named {framework!r})")
     suite.require_gpus()
+    if suite.host.mig_gpus:
+        pytest.skip("a GPU is in MIG mode: masking is checked on hosts without MIG (each instance is validated on its own)")
     uuids = [g.uuid for g in suite.host.gpus]
     cases = masking_cases(uuids)
     if suite.quick:
-        last = f"uuid of GPU {len(uuids) - 1}"
-        cases = [c for c in cases if c.name in QUICK_CASES or c.name == last]
+        cases = quick_cases(cases, uuids)
+    # Shared work: with CUDA_VISIBLE_DEVICES unset here, the unset case is what this process's
+    # PyTorch and the TensorFlow info probe already see; no new child for it (except under
+    # Exclusive_Process, where this process must not touch the GPUs before the children).
+    unset: ProbeResult | None = None
+    if os.environ.get("CUDA_VISIBLE_DEVICES") is None and not suite.exclusive:
+        if framework == "torch":
+            seen = torch_gpus(request.getfixturevalue("torch"), suite.nvml_uuids)
+            unset = ProbeResult({"gpus": [{"uuid": u} for u in seen]}, None, 0.0)
+        else:
+            unset = suite.tf_info()
 
     def run(case: MaskCase) -> ProbeResult:
+        if unset is not None and case.name == UNSET_CASE:
+            return unset
         env = {**env_for_case(case), "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
         return run_probe(PROBES[framework], env)
 
-    with ThreadPoolExecutor(max_workers=max(1, min(8, (os.cpu_count() or 2)))) as pool:
+    # Exclusive_Process mode takes one process per GPU: parallel probes would all get "busy".
+    workers = probe_parallelism([g.compute_mode for g in suite.host.gpus], os.cpu_count() or 2)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
         results = list(pool.map(run, cases))
     for case, result in zip(cases, results):
         check = f"{framework} CUDA_VISIBLE_DEVICES={case.visible_devices!s} ({case.name})"
@@ -47,7 +61,7 @@ def test_cuda_visible_devices(framework, suite, record):
             record.add(check, "-", Verdict(FAIL, _short(case.expected_uuids), result.error or "no result"), seconds=result.seconds)
             continue
         if framework == "torch":
-            seen = [g["uuid"] for g in result.data["gpus"]]
+            seen = [nvml_uuid(g["uuid"], suite.nvml_uuids) for g in result.data["gpus"]]
         else:
             seen = tf_gpu_uuids(result.data["gpus"], suite.host.gpus)
         ok = tuple(seen) == case.expected_uuids

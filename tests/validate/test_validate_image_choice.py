@@ -1,0 +1,55 @@
+"""`invoke run` and `invoke validate` use the image built from the current lock (issue 11 item
+11b): chosen by the io.gpuenv.lock_hash label, never silently an image of an older lock."""
+
+from __future__ import annotations
+
+import pytest
+from stackcases import TORCH_CPU
+
+from gpuenv.engine import ImageInfo
+from gpuenv.errors import GpuenvError
+from gpuenv.images import LOCK_HASH_LABEL, STACK_LABEL, image_for_stack, pick_image
+
+CURRENT, OLDER = "a" * 64, "b" * 64
+
+
+def _image(id_: str, lock_hash: str, created: str) -> ImageInfo:
+    return ImageInfo(id_, [], 1, created, {STACK_LABEL: TORCH_CPU.stack_id, LOCK_HASH_LABEL: lock_hash})
+
+
+def test_the_image_of_the_current_lock_wins_over_a_newer_one_of_an_older_lock():
+    found = [
+        _image("sha256:current-old", CURRENT, "2026-11-01T10:00:00Z"),
+        _image("sha256:older-lock-newest", OLDER, "2026-11-20T10:00:00Z"),
+        _image("sha256:current-new", CURRENT, "2026-11-02T10:00:00Z"),
+    ]
+    assert pick_image(found, TORCH_CPU, CURRENT) == "sha256:current-new"
+
+
+def test_no_image_of_the_current_lock_says_so_and_how_to_build_it():
+    with pytest.raises(GpuenvError) as err:
+        pick_image([_image("sha256:x", OLDER, "2026-11-20T10:00:00Z")], TORCH_CPU, CURRENT)
+    text = str(err.value)
+    assert f"no image of stack {TORCH_CPU.stack_id} was built from the current lock {CURRENT[:12]}" in text
+    assert f"built from locks {OLDER[:12]}" in text
+    assert "invoke build" in text
+
+
+def test_without_a_lock_the_newest_image_of_the_stack_is_used():
+    found = [_image("sha256:a", OLDER, "2026-11-01T10:00:00Z"), _image("sha256:b", CURRENT, "2026-11-02T10:00:00Z")]
+    assert pick_image(found, TORCH_CPU, None) == "sha256:b"
+    with pytest.raises(GpuenvError, match="no gpuenv image for stack"):
+        pick_image([], TORCH_CPU, None)
+
+
+def test_image_for_stack_hashes_the_lock_it_is_given(tmp_path, monkeypatch):
+    """The real lock file is read and hashed; the engine's answer is the recorded image list."""
+    import hashlib
+
+    from gpuenv import engine, lockers
+
+    (tmp_path / lockers.UV_LOCK_FILE).write_text("torch==2.13.0 --hash=sha256:00\\n")
+    current = hashlib.sha256((tmp_path / lockers.UV_LOCK_FILE).read_bytes()).hexdigest()
+    found = [_image("sha256:older", OLDER, "2026-11-20T10:00:00Z"), _image("sha256:mine", current, "2026-11-01T10:00:00Z")]
+    monkeypatch.setattr(engine, "find_images", lambda labels: found if labels == {STACK_LABEL: TORCH_CPU.stack_id} else [])
+    assert image_for_stack(TORCH_CPU, tmp_path) == "sha256:mine"
