@@ -324,8 +324,11 @@ def write_scripts(job: SlurmJob, baseline: bytes | None = None) -> None:
 def submit(job: SlurmJob) -> str:
     proc = _run(sbatch_command(job))
     if proc.returncode != 0:
-        raise ToolError(f"sbatch refused the job: {(proc.stderr or proc.stdout).strip().splitlines()[-1] if (proc.stderr or proc.stdout).strip() else proc.returncode}",
-                        fix="check --partition/--nodes/--nodelist/--time against sinfo")
+        text = (proc.stderr or proc.stdout).strip()
+        reason = text.splitlines()[-1] if text else f"exit status {proc.returncode}"
+        fix = ("run it on a Slurm login node, or set SLURM_CONF to the cluster's slurm.conf" if "configuration" in reason
+               else "check --partition/--nodes/--nodelist/--time against sinfo -s")
+        raise ToolError(f"sbatch refused the job ({reason})", fix=fix)
     return parse_sbatch(proc.stdout)
 
 

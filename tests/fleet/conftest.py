@@ -85,9 +85,11 @@ def ssh_server(tmp_path):
 
 
 @pytest.fixture
-def slurm_cluster(tmp_path):
+def slurm_cluster(tmp_path, monkeypatch):
+    """The cluster, with SLURM_CONF pointing the client commands (sbatch, squeue ...) at it."""
     reason = servers.missing("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel")
     if reason:
         pytest.skip(f"Slurm test cluster: {reason}")
     with servers.slurm_cluster(tmp_path / "slurm") as cluster:
+        monkeypatch.setenv("SLURM_CONF", str(cluster.conf))
         yield cluster
