@@ -356,7 +356,7 @@ def plot_svg(fleet: Fleet, check: str, label: str) -> str | None:
         return None
     bars.sort(key=lambda item: (item[0].model or "", item[0].host, item[0].index or 0))
     xs = list(range(len(bars)))
-    fig = MplFigure(figsize=(max(6.0, 0.55 * len(bars) + 2.5), 3.6))
+    fig = MplFigure(figsize=(max(6.0, 0.55 * len(bars) + 2.5) + 2.2, 3.6))  # + room for the legend on the right
     ax = fig.add_subplot()
     ax.bar(xs, [f.value for _, f in bars], color=["#c62828" if f.outlier else "#1565c0" for _, f in bars],
            label="measured")
@@ -383,7 +383,9 @@ def plot_svg(fleet: Fleet, check: str, label: str) -> str | None:
                   rotation=30 if len(bars) > 6 else 0, ha="right" if len(bars) > 6 else "center")
     ax.set_ylabel(label)
     ax.set_title(f"{label} per GPU")
-    ax.legend(fontsize=7, loc="lower right")
+    if any(f.outlier for _, f in bars):
+        ax.bar([xs[0]], [0], color="#c62828", label=f"outlier (< {OUTLIER_FRACTION:.0%} of median)")  # legend entry only
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, markerscale=0.4)  # beside the bars
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     out = io.StringIO()
