@@ -153,7 +153,7 @@ def _baseline_tar(data: bytes) -> bytes:
     """A tar holding RUN_DIR/baseline.json, writable by the image's non-root user."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        folder = tarfile.TarInfo(RUN_DIR.strip("/").split("/", 1)[1])
+        folder = tarfile.TarInfo(RUN_DIR.strip("/"))  # put_archive extracts it at /
         folder.type, folder.mode = tarfile.DIRTYPE, 0o1777
         tar.addfile(folder)
         info = tarfile.TarInfo(f"{folder.name}/baseline.json")

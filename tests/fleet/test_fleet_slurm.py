@@ -40,8 +40,11 @@ def test_cpu_suite_through_sbatch_from_a_prefix(slurm_cluster, tmp_path):
     if not (PREFIX / "bin" / "python").exists():
         pytest.skip(f"no python in the prefix {PREFIX}")
     rundir = tmp_path / "run"
+    baseline = tmp_path / "baseline.json"  # CPU figures live under "host"; a low bar this machine clears
+    baseline.write_text(json.dumps({"format": "gpuenv-validate-baseline/1", "models": {"host": {"cnn training samples/s (cpu)": 1.0}}}))
     proc = invoke_slurm(slurm_cluster, tmp_path, "--nodes", "1", "--prefix", str(PREFIX), "--time", "10", "--expect-gpus", "0",
-                        "--quick", "--rundir", str(rundir), "--json", "fleet.json", "--junit", "fleet.xml", "--report", "fleet.html")
+                        "--quick", "--rundir", str(rundir), "--baseline", str(baseline),
+                        "--json", "fleet.json", "--junit", "fleet.xml", "--report", "fleet.html")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "job " in proc.stdout and "running" in proc.stdout and "completed" in proc.stdout  # progress lines
     data = json.loads((tmp_path / "fleet.json").read_text())
@@ -50,6 +53,9 @@ def test_cpu_suite_through_sbatch_from_a_prefix(slurm_cluster, tmp_path):
     checks = {c["check"]: c for c in node["host"]["checks"]}
     assert checks["torch version"]["verdict"] == "info" and checks["torch version"]["measured"].endswith("+cpu")
     assert checks["cnn training loss (cpu, bfloat16 autocast)"]["verdict"] == "pass"
+    speed = checks["cnn training samples/s (cpu)"]
+    assert speed["verdict"] == "pass" and speed["threshold"] == ">= 0.85 x baseline 1"  # the node read the baseline
+    assert node["figures"]["cnn training samples/s (cpu)"]["reference"] == "baseline"  # and so did the fleet report
     assert (rundir / "nodes" / slurm_cluster.node / "report.json").is_file()
     assert "<testsuite " in (tmp_path / "fleet.xml").read_text() and (tmp_path / "fleet.html").stat().st_size > 1000
     assert "1 of 1 host(s) ready" in proc.stdout

@@ -35,6 +35,8 @@ def test_two_hosts_one_unreachable_real_suite_through_invoke(ssh_server, suite_i
     the fleet exits 1 and writes JSON, JUnit and HTML."""
     dead = f"ssh://{ssh_server.user}@127.0.0.1:{free_port()}"
     out = tmp_path / "out"
+    baseline = tmp_path / "baseline.json"  # copied into the container; a missing file would stop the suite
+    baseline.write_text(json.dumps({"format": "gpuenv-validate-baseline/1", "models": {"host": {"cnn training samples/s (cpu)": 1.0}}}))
     env = {**os.environ, "HOME": str(ssh_server.home), "PYTHONPATH": str(ROOT)}
     env.pop("SSH_AUTH_SOCK", None)
     import subprocess
@@ -42,7 +44,7 @@ def test_two_hosts_one_unreachable_real_suite_through_invoke(ssh_server, suite_i
 
     proc = subprocess.run(
         [sys.executable, "-m", "invoke", "--search-root", str(ROOT), "validate", "--hosts", f"{ssh_server.url},{dead}",
-         "--image", suite_image, "--gpus", "none", "--expect-gpus", "0", "--quick", "--parallel", "2",
+         "--image", suite_image, "--gpus", "none", "--expect-gpus", "0", "--quick", "--parallel", "2", "--baseline", str(baseline),
          "--json", str(out / "fleet.json"), "--junit", str(out / "fleet.xml"), "--report", str(out / "fleet.html")],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
     )
