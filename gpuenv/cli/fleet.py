@@ -62,7 +62,12 @@ def merge_options(cli: dict[str, Any], config: dict[str, Any]) -> FleetOptions:
         value = cli.get(name)
         return value if value not in (None, "") else section.get(name)
 
-    hosts = pick("hosts")
+    hosts = cli.get("hosts")
+    if hosts is True:  # a bare --hosts: the team's list from invoke.yaml
+        hosts = config.get("hosts")
+        if not hosts:
+            raise BadInput("--hosts without a value, and invoke.yaml has no gpuenv.fleet.hosts",
+                           fix="give --hosts ssh://user@host,... or list them under gpuenv: fleet: hosts: in invoke.yaml")
     if isinstance(hosts, (list, tuple)):
         hosts = ",".join(str(h) for h in hosts)
     parallel = pick("parallel")
@@ -101,9 +106,11 @@ def merge_options(cli: dict[str, Any], config: dict[str, Any]) -> FleetOptions:
     )
 
 
-def wants_fleet(cli: dict[str, Any], config: dict[str, Any]) -> bool:
-    """A fleet run: --hosts or --slurm on the command line, or hosts in invoke.yaml (unless --local)."""
-    return bool(cli.get("hosts") or cli.get("slurm") or (config.get("hosts") and not cli.get("local")))
+def wants_fleet(cli: dict[str, Any]) -> bool:
+    """A fleet run is asked for on the command line (--hosts, bare or with hosts, or --slurm): hosts
+    listed in a shared invoke.yaml must not turn someone's `invoke validate` of their own machine
+    into a run across the rack."""
+    return bool(cli.get("hosts") or cli.get("slurm"))
 
 
 def _read_baseline(path: str | None) -> tuple[bytes | None, dict[str, dict[str, float]] | None]:

@@ -128,8 +128,16 @@ def _gpu_runtime_missing(reason: str) -> bool:
     return "could not select device driver" in text or "nvidia-container-cli" in text or "unknown or invalid runtime name: nvidia" in text
 
 
+def pull_progress_text(layers: dict[str, tuple[int, int]]) -> str:
+    """'3 layers, 412.0 of 1843.2 MiB' from the engine's per-layer (current, total) bytes."""
+    done = sum(current for current, _ in layers.values())
+    total = sum(total for _, total in layers.values())
+    return f"{len(layers)} layer(s), {done / 2**20:.1f} of {total / 2**20:.1f} MiB"
+
+
 def ensure_image(client: Any, ref: str, say: Callable[[str], None]) -> str:
-    """The image `ref` on this engine; pulled (by digest when the reference has one) if missing."""
+    """The image `ref` on this engine; pulled (by digest when the reference has one) if missing,
+    with the bytes transferred as progress."""
     from docker.errors import APIError, ImageNotFound
 
     try:
@@ -138,8 +146,24 @@ def ensure_image(client: Any, ref: str, say: Callable[[str], None]) -> str:
         pass
     how = "by digest" if "@sha256:" in ref else "by tag (pin it by digest: invoke push prints one)"
     say(f"pulling {ref} {how}")
+    repo, sep, digest = ref.partition("@")
+    if not sep:
+        last = ref.rsplit("/", 1)[-1]
+        repo, tag = (ref.rsplit(":", 1) if ":" in last else (ref, "latest"))
+    else:
+        tag = digest
+    layers: dict[str, tuple[int, int]] = {}
+    shown = 0.0
     try:
-        client.images.pull(ref)  # the SDK splits name@sha256:... and pulls exactly that digest
+        for event in client.api.pull(repo, tag=tag, stream=True, decode=True):
+            if "error" in event:
+                raise APIError(event.get("error", "pull failed"))
+            detail = event.get("progressDetail") or {}
+            if event.get("id") and detail.get("total"):
+                layers[event["id"]] = (int(detail.get("current", 0)), int(detail["total"]))
+                if time.monotonic() - shown > 2:  # a line every 2 s at most
+                    say(pull_progress_text(layers))
+                    shown = time.monotonic()
         return client.images.get(ref).id
     except (APIError, ImageNotFound) as err:
         raise _RunFailed(f"image {ref} is not on this host and cannot be pulled ({_short(err)}): push it with invoke push and pass --image HOST/gpuenv/...@sha256:...") from None

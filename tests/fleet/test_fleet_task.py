@@ -24,7 +24,7 @@ def test_config_section_is_read_from_invokes_config_and_may_be_absent():
 
 def test_command_line_beats_config_beats_defaults():
     cfg = fleet_config(Config(overrides=TEAM))
-    opts = merge_options({}, cfg)
+    opts = merge_options({"hosts": True}, cfg)  # a bare --hosts
     assert opts.hosts == ["ssh://ops@gpu1", "ssh://ops@gpu2:2222"] and opts.parallel == 4
     opts = merge_options({"hosts": "ssh://me@other", "parallel": "2"}, cfg)
     assert opts.hosts == ["ssh://me@other"] and opts.parallel == 2
@@ -33,10 +33,19 @@ def test_command_line_beats_config_beats_defaults():
     assert merge_options({"hosts": "ssh://a"}, {}).parallel == 8
 
 
-def test_hosts_in_config_make_a_fleet_run_unless_local():
-    cfg = fleet_config(Config(overrides=TEAM))
-    assert wants_fleet({}, cfg) and not wants_fleet({"local": True}, cfg) and not wants_fleet({}, {})
-    assert wants_fleet({"slurm": True}, {})
+def test_only_the_command_line_asks_for_a_fleet_run():
+    """Hosts in a shared invoke.yaml do not turn `invoke validate` of this machine into a rack run."""
+    assert not wants_fleet({}) and wants_fleet({"hosts": True}) and wants_fleet({"hosts": "ssh://a"})
+    assert wants_fleet({"slurm": True})
+
+
+def test_bare_hosts_flag_through_invoke_reads_invoke_yaml(tmp_path, invoke_cli):
+    (tmp_path / "team.yaml").write_text("gpuenv:\n  fleet:\n    hosts: [gpu1.example]\n")
+    proc = invoke_cli("-f", str(tmp_path / "team.yaml"), "validate", "--hosts")
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        "gpuenv: host 'gpu1.example' is not an ssh:// URL: write it as ssh://user@host or ssh://user@host:2222")
+    proc = invoke_cli("validate", "--hosts")
+    assert proc.returncode == 2 and "--hosts without a value, and invoke.yaml has no gpuenv.fleet.hosts" in proc.stderr
 
 
 @pytest.mark.parametrize("given, config, word", [
