@@ -106,6 +106,22 @@ def merge_options(cli: dict[str, Any], config: dict[str, Any]) -> FleetOptions:
     )
 
 
+def time_limit_seconds(text: str) -> float:
+    """Slurm's --time forms (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S) in seconds, for SSH hosts too."""
+    import re
+
+    match = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d{1,2}))?(?::(\d{1,2}))?", text.strip())
+    if not match:
+        raise BadInput(f"--time {text!r} is not a time limit", fix="use minutes (30), M:S (0:30), H:M:S (1:00:00) or D-H (1-0)")
+    days, first, second, third = match.groups()
+    if days is not None:  # D-H[:M[:S]]
+        parts = [int(days) * 24 + int(first), int(second or 0), int(third or 0)]
+        return float(parts[0] * 3600 + parts[1] * 60 + parts[2])
+    if third is not None:  # H:M:S
+        return float(int(first) * 3600 + int(second) * 60 + int(third))
+    return float(int(first) * 60 + int(second or 0))  # M or M:S
+
+
 def wants_fleet(cli: dict[str, Any]) -> bool:
     """A fleet run is asked for on the command line (--hosts, bare or with hosts, or --slurm): hosts
     listed in a shared invoke.yaml must not turn someone's `invoke validate` of their own machine
@@ -141,7 +157,7 @@ class HostProgress:
 
         self.console = Console(file=stream or sys.stdout, highlight=False)
         self.started = time.monotonic()
-        self.state: dict[str, tuple[str, str, float]] = {}
+        self.state: dict[str, tuple[str, str, float, float | None]] = {}  # phase, detail, start, end
         self.live: Any = None
 
     def __enter__(self) -> "HostProgress":
@@ -164,14 +180,14 @@ class HostProgress:
         for column in ("host", "phase", "detail", "time"):
             table.add_column(column)
         now = time.monotonic()
-        for host, (phase, detail, since) in self.state.items():
+        for host, (phase, detail, since, ended) in self.state.items():
             style = "green" if detail == "ready" else "red" if phase == "done" else ""
-            table.add_row(host, phase, detail, f"{now - since:.0f}s", style=style)
+            table.add_row(host, phase, detail, f"{(ended or now) - since:.0f}s", style=style)
         return table
 
     def __call__(self, host: str, phase: str, detail: str) -> None:
-        since = self.state.get(host, (None, None, time.monotonic()))[2]
-        self.state[host] = (phase, detail, since)
+        since = self.state[host][2] if host in self.state else time.monotonic()
+        self.state[host] = (phase, detail, since, time.monotonic() if phase == "done" else None)
         if self.live is not None:
             self.live.update(self._table())
         else:
@@ -214,8 +230,11 @@ def run_fleet(opts: FleetOptions, suite_args: list[str], say: Callable[[str], No
     from gpuenv.fleet import sshhosts
 
     assert opts.hosts
+    if opts.time and opts.time.upper() not in ("UNLIMITED", "INFINITE"):
+        time_limit_seconds(opts.time)  # a bad value stops here, before any host is contacted
     image = opts.image or _stack_image_ref()
-    run = sshhosts.SuiteRun(image=image, suite_args=suite_args, gpus=opts.gpus or "all", baseline=baseline_bytes)
+    timeout = time_limit_seconds(opts.time) if opts.time and opts.time.upper() not in ("UNLIMITED", "INFINITE") else None
+    run = sshhosts.SuiteRun(image=image, suite_args=suite_args, gpus=opts.gpus or "all", baseline=baseline_bytes, timeout_s=timeout)
     say(f"validating {len(opts.hosts)} host(s) over SSH, {min(opts.parallel, len(opts.hosts))} at a time, in {image}")
     with HostProgress() as progress:
         return sshhosts.validate_hosts(opts.hosts, run, parallel=opts.parallel, progress=progress)

@@ -41,7 +41,7 @@ _HELP = {
     "partition": "with --slurm: the partition to submit to (default: gpuenv.fleet.slurm.partition, else Slurm's default)",
     "nodes": "with --slurm: validate this many nodes (default: 1)",
     "nodelist": "with --slurm: validate exactly these nodes, e.g. gpu[01-04] (instead of --nodes)",
-    "time": "with --slurm: the job's time limit, e.g. 30 (minutes) or 1:00:00",
+    "time": "time limit: with --slurm the job's, with --hosts each host's suite; e.g. 30 (minutes), 0:30 (M:S) or 1:00:00",
     "prefix": "with --slurm: on nodes without Docker, run the suite from this prefix on a shared path (made by invoke install --prefix)",
     "rundir": "with --slurm: shared folder for the job's scripts and per-node reports (default: ./gpuenv-fleet/slurm-TIME)",
 }

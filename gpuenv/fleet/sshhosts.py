@@ -20,7 +20,7 @@ from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from gpuenv.errors import BadInput
-from gpuenv.fleet.outcome import FAILED, NO_GPU_RUNTIME, UNREACHABLE, HostOutcome, status_from_report
+from gpuenv.fleet.outcome import FAILED, NO_GPU_RUNTIME, TIMEOUT, UNREACHABLE, HostOutcome, status_from_report
 from gpuenv.fleet.report import load_suite_report
 
 #: Folder inside the container where the suite writes its report and finds the baseline.
@@ -266,9 +266,11 @@ def validate_host(url: str, run: SuiteRun, progress: Progress | None = None, liv
             return outcome(FAILED, f"could not start the suite in {run.image}: {reason}")
         try:
             result = container.wait(timeout=run.timeout_s) if run.timeout_s else container.wait()
-        except Exception as err:  # requests' ReadTimeout when the suite overran --timeout
-            container.kill()
-            return outcome(FAILED, f"the suite did not finish within {run.timeout_s:.0f}s ({_short(err)})")
+        except Exception as err:  # requests' ReadTimeout (or the SSH channel's timeout) past --time
+            if not run.timeout_s:
+                raise
+            return outcome(TIMEOUT, f"the suite did not finish within --time ({run.timeout_s:.0f}s); stopped it: give a longer --time "
+                           f"or look at the host ({_short(err)})")
         code = int(result.get("StatusCode", 1))
         say("collecting", "report")
         text = _read_from_container(container, REPORT_IN_CONTAINER)

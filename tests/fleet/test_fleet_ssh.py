@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from conftest import ROOT
-from gpuenv.fleet.outcome import FAILED, NO_GPU_RUNTIME, READY, UNREACHABLE
+from gpuenv.fleet.outcome import FAILED, NO_GPU_RUNTIME, READY, TIMEOUT, UNREACHABLE
 from gpuenv.fleet.sshhosts import SuiteRun, parse_hosts, validate_hosts
 from gpuenv.errors import BadInput
 from servers import free_port
@@ -87,6 +87,13 @@ def test_a_digest_that_cannot_be_pulled_fails_that_host(ssh_server, ssh_home, do
     [outcome] = validate_hosts([ssh_server.url], SuiteRun(image=ref, gpus="none"), progress=lambda *e: events.append(e))
     assert outcome.status == FAILED and "cannot be pulled" in outcome.reason and "invoke push" in outcome.reason
     assert (ssh_server.url, "pulling", f"pulling {ref} by digest") in events
+
+
+def test_a_suite_past_its_time_limit_is_stopped(ssh_server, ssh_home, suite_image, docker_engine):
+    """--time for SSH hosts: the real suite takes seconds; a 1 s limit stops it and says so."""
+    [outcome] = validate_hosts([ssh_server.url], SuiteRun(image=suite_image, gpus="none", timeout_s=1))
+    assert outcome.status == TIMEOUT and "did not finish within --time (1s)" in outcome.reason
+    assert leftover_containers(docker_engine) == []
 
 
 def test_unknown_host_key_is_unreachable_with_the_fix(ssh_server, ssh_home):

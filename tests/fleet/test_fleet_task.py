@@ -75,3 +75,16 @@ def test_task_refuses_mistakes_with_exit_2_before_any_work(kwargs, word):
     with pytest.raises(Exit) as err:
         validate(Context(Config()), **kwargs)
     assert err.value.code == 2 and word in str(err.value.message)
+
+
+@pytest.mark.parametrize("text, seconds", [("30", 1800), ("0:30", 30), ("1:00:00", 3600), ("2-0", 172800), ("1-2:03", 93780), ("0-0:0:5", 5)])
+def test_time_limits_in_slurm_forms(text, seconds):
+    from gpuenv.cli.fleet import time_limit_seconds
+
+    assert time_limit_seconds(text) == seconds
+
+
+def test_bad_time_for_hosts_stops_before_any_host():
+    with pytest.raises(Exit) as err:
+        validate(Context(Config()), hosts="ssh://a", image="x", time="soon")
+    assert err.value.code == 2 and "--time 'soon' is not a time limit" in err.value.message
