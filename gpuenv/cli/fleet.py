@@ -193,6 +193,7 @@ class HostProgress:
         else:
             elapsed = time.monotonic() - self.started
             self.console.print(f"[{elapsed:6.1f}s] {host:<{_PAD}} {phase}{': ' + detail if detail else ''}", markup=False)
+            self.console.file.flush()  # CI reads the log while it runs
 
 
 def _stack_image_ref() -> str:
@@ -210,7 +211,7 @@ def _stack_image_ref() -> str:
     return info.tags[0]
 
 
-def run_fleet(opts: FleetOptions, suite_args: list[str], say: Callable[[str], None] = print) -> list[HostOutcome]:
+def run_fleet(opts: FleetOptions, suite_args: list[str], say: Callable[[str], None] = lambda text: print(text, flush=True)) -> list[HostOutcome]:
     """Run the chosen backend with progress and return every host's outcome."""
     baseline_bytes, _ = _read_baseline(opts.baseline)
     if opts.slurm:

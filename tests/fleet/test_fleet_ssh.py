@@ -96,6 +96,20 @@ def test_a_suite_past_its_time_limit_is_stopped(ssh_server, ssh_home, suite_imag
     assert leftover_containers(docker_engine) == []
 
 
+def test_ctrl_c_removes_the_containers_it_started(ssh_server, ssh_home, suite_image, docker_engine):
+    """Ctrl-C (SIGINT to this process) while the suite runs on a host: the container goes, the interrupt propagates."""
+    import signal
+    import threading
+
+    def progress(host, phase, detail):
+        if phase == "running":  # the container exists and is about to start
+            threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+
+    with pytest.raises(KeyboardInterrupt):
+        validate_hosts([ssh_server.url], SuiteRun(image=suite_image, gpus="none"), progress=progress)
+    assert leftover_containers(docker_engine) == []
+
+
 def test_unknown_host_key_is_unreachable_with_the_fix(ssh_server, ssh_home):
     (ssh_home / ".ssh" / "known_hosts").write_text("")
     [outcome] = validate_hosts([ssh_server.url], SuiteRun(image="x", gpus="none"))
