@@ -56,7 +56,8 @@ class Figure:
 
     def reference(self) -> tuple[str, float] | None:
         """What the figure is judged against: the baseline, else the datasheet, else the fleet."""
-        for name, ref in (("baseline", self.baseline), ("peak", self.peak), ("fleet median", self.median)):
+        fleet = self.median if self.samples > 1 else None  # a median of one is the figure itself
+        for name, ref in (("baseline", self.baseline), ("peak", self.peak), ("fleet median", fleet)):
             if ref:
                 return name, ref
         return None
@@ -234,7 +235,7 @@ def render_table(fleet: Fleet) -> str:
         worst = row.worst_figure()
         verdicts = row.area_verdicts() if row.checks else {a: "-" for a in AREAS}
         lines.append((row.host, row.gpu_label, row.status, *(verdicts[a] for a in AREAS), _figure_text(*worst) if worst else "-"))
-    out = [format_table(headers, lines, max_width=60)]
+    out = [format_table(headers, lines, max_width=80)]
     ready = sum(1 for o in fleet.outcomes if o.ready)
     out.append("")
     out.append(f"{ready} of {len(fleet.outcomes)} host(s) ready" + (", baseline applied per GPU model" if fleet.baseline_applied else ""))

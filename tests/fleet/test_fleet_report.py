@@ -95,11 +95,18 @@ def test_text_table_has_host_gpu_area_verdicts_and_worst_figure():
     assert "outlier: ssh://ops@gpu2 GPU 1" in text
 
 
-def test_text_table_of_a_cpu_host_uses_the_real_suite_report():
-    fleet = analyse([HostOutcome("ssh://root@127.0.0.1:2222", READY, report=cpu_report())], PEAKS)
-    line = render_table(fleet).splitlines()[2]
+def test_text_table_of_cpu_hosts_uses_the_real_suite_report():
+    one = analyse([HostOutcome("ssh://root@127.0.0.1:2222", READY, report=cpu_report())], PEAKS)
+    line = render_table(one).splitlines()[2]
     assert line.split()[:3] == ["ssh://root@127.0.0.1:2222", "-", "ready"]
-    assert "cnn training samples/s (cpu)" in line  # the host-wide figure, judged against the fleet median (100%)
+    assert line.split()[-1] == "-"  # one host: no peak, no baseline, and a median of one is no reference
+    slower = cpu_report()
+    for check in slower["host"]["checks"]:
+        if check["value"] is not None:
+            check["value"] *= 0.5
+    two = analyse([HostOutcome("a", READY, report=cpu_report()), HostOutcome("b", READY, report=slower)], PEAKS)
+    rows = render_table(two).splitlines()
+    assert "(133% of fleet median)" in rows[2] and "(67% of fleet median) OUTLIER" in rows[3]
 
 
 def test_json_is_keyed_by_host_then_gpu_uuid():
