@@ -386,17 +386,24 @@ def run_job(job: SlurmJob, *, baseline: bytes | None = None, progress: Progress 
     started = time.monotonic()
     last: tuple[str, str] | None = None
     state: JobState | None = None
+    node_phase: dict[str, str] = {}
     try:
         while True:
             state = query(job_id)
             if state is None:
                 raise ToolError(f"Slurm no longer knows job {job_id}", fix=f"see {job.rundir}/slurm-{job_id}.out")
             nodes = expand_nodelist(state.nodelist) if state.nodelist else []
-            done = sum(1 for n in nodes if read_node_files(job.rundir, n).exit is not None)
+            files = {n: read_node_files(job.rundir, n) for n in nodes}
+            done = sum(1 for f in files.values() if f.exit is not None)
             detail = f"{state.reason}" if state.state == "PENDING" else f"{done}/{len(nodes)} node(s) done, {state.elapsed}"
             if (state.state, detail) != last:
                 say(f"job {job_id}", state.state.lower(), detail)
                 last = (state.state, detail)
+            for node, f in files.items():  # progress per node, from what each node wrote so far
+                phase = "done" if f.exit is not None else "running" if f.started else "queued"
+                if node_phase.get(node) != phase:
+                    node_phase[node] = phase
+                    say(node, phase, f"suite exited {f.exit}" if f.exit is not None else (f.runner or ""))
             if state.final:
                 break
             time.sleep(poll_s)
@@ -410,4 +417,5 @@ def run_job(job: SlurmJob, *, baseline: bytes | None = None, progress: Progress 
     for outcome in outcomes:
         outcome.seconds = outcome.seconds or elapsed
         outcome.details["log"] = f"{job.rundir}/slurm-{job_id}.out"
+        say(outcome.host, "done", outcome.status)
     return outcomes

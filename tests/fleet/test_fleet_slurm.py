@@ -84,7 +84,10 @@ def test_a_job_past_its_time_limit_says_timeout_per_node(slurm_cluster, tmp_path
                      progress=lambda *e: events.append(e), poll_s=1)
     assert node.host == slurm_cluster.node and node.status == TIMEOUT
     assert "time limit (--time 0:05)" in node.reason and node.details["job_state"] == "TIMEOUT"
-    assert any(phase == "running" for _, phase, _ in events) and events[-1][1] == "timeout"
+    job_events = [(phase, detail) for who, phase, detail in events if who.startswith("job ")]
+    node_events = [(phase, detail) for who, phase, detail in events if who == slurm_cluster.node]
+    assert ("running", "0/1 node(s) done") in [(p, d.split(",")[0]) for p, d in job_events] and job_events[-1][0] == "timeout"
+    assert node_events[0][0] == "running" and node_events[-1] == ("done", TIMEOUT)
     print(f"timeout noticed after {time.monotonic() - started:.0f}s")
 
 
