@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Install the Debian packages the fleet tests start as real servers on loopback: an SSH server
 # (openssh-server), a one-node Slurm cluster (slurm-wlm: slurmctld + slurmd + the client
-# commands, and munge for its authentication) and a headless browser (chromium) that renders
-# the fleet report. Idempotent: packages already present are not reinstalled. Nothing is started
+# commands, and munge for its authentication), a headless browser (chromium) that renders
+# the fleet report, and a registry (docker-registry) that SSH hosts pull an image from by digest. Idempotent: packages already present are not reinstalled. Nothing is started
 # or enabled here: each test starts its own server on 127.0.0.1 and stops it.
 # Run as root; used by CI (.ci/run) and by developers who want the fleet tests to run, not skip.
 set -euo pipefail
@@ -20,9 +20,10 @@ command -v slurmd >/dev/null 2>&1 || need+=(slurmd)
 command -v sbatch >/dev/null 2>&1 || need+=(slurm-client)
 command -v munged >/dev/null 2>&1 || need+=(munge)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v docker-registry >/dev/null 2>&1 || need+=(docker-registry)
 
 if [ ${#need[@]} -eq 0 ]; then
-    echo "install-test-servers: openssh-server, slurm-wlm, munge and chromium already installed"
+    echo "install-test-servers: openssh-server, slurm-wlm, munge, chromium and docker-registry already installed"
     exit 0
 fi
 

@@ -246,3 +246,27 @@ PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP
     finally:
         for pid in reversed(pids):
             _stop(pid)
+
+
+# ---------------------------------------------------------------- registry
+
+
+@contextmanager
+def registry(folder: Path) -> Iterator[str]:
+    """Debian's docker-registry (distribution 2.x) on 127.0.0.1:<free port>, storage in `folder`.
+    Yields HOST:PORT; the engine trusts 127.0.0.0/8 registries without TLS."""
+    folder.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    config = folder / "config.yml"
+    config.write_text(
+        "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
+        f"    rootdirectory: {folder / 'data'}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n"
+    )
+    log = folder / "registry.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, proc, log)
+        yield f"127.0.0.1:{port}"
+    finally:
+        _stop(proc.pid)

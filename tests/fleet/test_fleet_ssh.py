@@ -81,6 +81,38 @@ def test_gpus_asked_of_an_engine_without_gpu_runtime(ssh_server, ssh_home, suite
     assert leftover_containers(docker_engine) == []
 
 
+def test_a_missing_image_is_pulled_by_digest_over_ssh(ssh_server, ssh_home, suite_image, docker_engine, tmp_path):
+    """Push the suite image to a real registry on loopback, drop that reference, then validate
+    with REGISTRY/...@sha256:...: the host's engine pulls it by digest and runs the suite."""
+    import servers
+
+    reason = servers.missing("docker-registry")
+    if reason:
+        pytest.skip(f"registry: {reason}")
+    with servers.registry(tmp_path / "registry") as address:
+        repo = f"{address}/gpuenv/fleet-test-suite"
+        docker_engine.images.get(suite_image).tag(repo, "push")
+        try:
+            for event in docker_engine.api.push(repo, tag="push", stream=True, decode=True):
+                assert "error" not in event, event
+            digest = docker_engine.images.get(f"{repo}:push").attrs["RepoDigests"][0]
+            assert digest.startswith(f"{repo}@sha256:")
+            docker_engine.images.remove(f"{repo}:push")  # the engine no longer knows the digest reference
+            events = []
+            [outcome] = validate_hosts([ssh_server.url], SuiteRun(image=digest, gpus="none", suite_args=["--expect-gpus", "0", "--quick"]),
+                                       progress=lambda *e: events.append(e))
+            assert (ssh_server.url, "pulling", f"pulling {digest} by digest") in events
+            assert outcome.status == READY, outcome.reason
+            assert outcome.details["image_id"] == docker_engine.images.get(suite_image).id
+        finally:
+            for ref in (f"{repo}:push", digest if "digest" in locals() else None):
+                if ref:
+                    try:
+                        docker_engine.images.remove(ref)
+                    except Exception:
+                        pass
+
+
 def test_a_digest_that_cannot_be_pulled_fails_that_host(ssh_server, ssh_home, docker_engine):
     ref = "127.0.0.1:9/gpuenv/nothing@sha256:" + "0" * 64  # a registry port nobody listens on (loopback)
     events = []
