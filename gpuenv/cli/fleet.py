@@ -213,7 +213,10 @@ def _stack_image_ref() -> str:
 
 def run_fleet(opts: FleetOptions, suite_args: list[str], say: Callable[[str], None] = lambda text: print(text, flush=True)) -> list[HostOutcome]:
     """Run the chosen backend with progress and return every host's outcome."""
+    from gpuenv.engine import device_requests
+
     baseline_bytes, _ = _read_baseline(opts.baseline)
+    device_requests(opts.gpus or "all")  # a bad --gpus stops here, before any host is contacted
     if opts.slurm:
         from gpuenv.fleet import slurm
 

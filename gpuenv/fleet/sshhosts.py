@@ -110,8 +110,9 @@ def _ssh_reason(url: str, err: BaseException) -> str:
     text = _short(err)
     name = type(err).__name__
     host = urlsplit(url).hostname or url
-    if "known_hosts" in text or "not found in known_hosts" in text:
-        return f"SSH host key of {host} is unknown ({text}): add it with ssh-keyscan -p PORT {host} >> ~/.ssh/known_hosts"
+    if "known_hosts" in text:
+        keyscan = f"ssh-keyscan -p {urlsplit(url).port} {host}" if urlsplit(url).port else f"ssh-keyscan {host}"
+        return f"SSH host key of {host} is unknown ({text}): check it, then add it with {keyscan} >> ~/.ssh/known_hosts"
     if name in ("AuthenticationException", "BadAuthenticationType", "PasswordRequiredException"):
         return f"SSH login refused ({text}): give this user's key (ssh-copy-id, or IdentityFile in ~/.ssh/config)"
     if name == "BadHostKeyException":

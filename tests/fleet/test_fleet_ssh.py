@@ -146,7 +146,7 @@ def test_unknown_host_key_is_unreachable_with_the_fix(ssh_server, ssh_home):
     (ssh_home / ".ssh" / "known_hosts").write_text("")
     [outcome] = validate_hosts([ssh_server.url], SuiteRun(image="x", gpus="none"))
     assert outcome.status == UNREACHABLE
-    assert "host key" in outcome.reason and "ssh-keyscan" in outcome.reason
+    assert "host key" in outcome.reason and f"ssh-keyscan -p {ssh_server.port} 127.0.0.1 >> ~/.ssh/known_hosts" in outcome.reason
 
 
 @pytest.mark.parametrize("parallel", [1, 2])
