@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from gpuenv.fleet.outcome import CANCELLED, READY, TIMEOUT
+from gpuenv.fleet.outcome import READY, TIMEOUT
 from gpuenv.fleet.slurm import SlurmJob, parse_scontrol_job, run_job, scontrol_job_command
 
 #: A prefix with Python, pytest, PyTorch CPU and TensorFlow CPU: the venv the tests run in.
