@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from gpuenv.fleet.outcome import READY, TIMEOUT
+from gpuenv.fleet.outcome import CANCELLED, FAILED, READY, TIMEOUT
 from gpuenv.fleet.slurm import SlurmJob, parse_scontrol_job, run_job, scontrol_job_command
 
 #: A prefix with Python, pytest, PyTorch CPU and TensorFlow CPU: the venv the tests run in.
@@ -112,3 +112,26 @@ def test_ctrl_c_cancels_the_job(slurm_cluster, tmp_path):
         time.sleep(0.2)
     assert state.state == "CANCELLED"
     assert not (rundir / "nodes" / slurm_cluster.node / "exit").exists()  # the suite was stopped, not finished
+
+
+def test_a_node_that_cannot_run_the_suite_fails_with_why(slurm_cluster, tmp_path):
+    """No Docker image given and the prefix is not on this node: the job fails, the node says why."""
+    [node] = run_job(SlurmJob(rundir=str(tmp_path / "run"), nodes=1, prefix=str(tmp_path / "not-shared-prefix"), time="5"), poll_s=0.5)
+    assert node.host == slurm_cluster.node and node.status == FAILED
+    assert node.details["job_state"] == "FAILED" and node.exit_code == 127
+    assert f"no {tmp_path / 'not-shared-prefix'}/bin/python" in node.reason
+
+
+def test_a_job_cancelled_by_someone_else_says_so_per_node(slurm_cluster, tmp_path):
+    """scancel from outside while the real suite runs: the node is reported cancelled."""
+    job_ids = []
+
+    def progress(who, phase, detail):
+        if who.startswith("job ") and not job_ids:
+            job_ids.append(who.split()[1])
+        if who == slurm_cluster.node and phase == "running":
+            subprocess.run(["scancel", job_ids[0]], check=True)
+
+    [node] = run_job(SlurmJob(rundir=str(tmp_path / "run"), nodes=1, prefix=str(PREFIX), suite_args=["--expect-gpus", "0"]),
+                     progress=progress, poll_s=0.5)
+    assert node.status == CANCELLED and "was cancelled while this node's suite ran" in node.reason
