@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
 from gpuenv.fleet.outcome import CANCELLED, FAILED, READY, TIMEOUT
 from gpuenv.fleet.slurm import SlurmJob, parse_scontrol_job, run_job, scontrol_job_command
+
+ROOT = Path(__file__).resolve().parents[2]  # the repository (tests/fleet/../..)
 
 #: A prefix with Python, pytest, PyTorch CPU and TensorFlow CPU: the venv the tests run in.
 PREFIX = Path(sys.prefix)

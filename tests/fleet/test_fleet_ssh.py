@@ -6,14 +6,16 @@ from __future__ import annotations
 import json
 import os
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
 from gpuenv.fleet.outcome import FAILED, NO_GPU_RUNTIME, READY, TIMEOUT, UNREACHABLE
 from gpuenv.fleet.sshhosts import SuiteRun, parse_hosts, validate_hosts
 from gpuenv.errors import BadInput
 from servers import free_port
+
+ROOT = Path(__file__).resolve().parents[2]  # the repository (tests/fleet/../..)
 
 pytestmark = pytest.mark.docker
 
