@@ -31,11 +31,23 @@ _HELP = {
     "python": STACK_HELP["python"],
     "gpus": "GPUs given to the container, as `docker run --gpus`: all, none, or 0,1 / GPU UUIDs (default: all; none for a CPU stack)",
     "expect_gpus": "number of GPUs the server must show; fewer (or none) fails the run (with --local at least 1 is expected unless 0 is given)",
-    "json": "write the JSON report (keyed by GPU UUID, plus 'host') to this file",
-    "junit": "write JUnit XML to this file (for CI dashboards)",
+    "json": "write the JSON report (keyed by GPU UUID, plus 'host') to this file; with --hosts/--slurm the fleet's, keyed by host then GPU UUID",
+    "junit": "write JUnit XML to this file (for CI dashboards); with --hosts/--slurm one testsuite per host",
     "quick": "smaller sizes and fewer cases: about a minute on a one-GPU server",
     "save_baseline": "save this run's figures as the known-good baseline for this GPU model",
     "baseline": "compare figures with a baseline saved on a known-good server of the same GPU model",
+    # fleet validation (gpuenv/cli/fleet.py); defaults from the gpuenv.fleet section of invoke.yaml
+    "hosts": "validate these Docker hosts over SSH, comma-separated ssh://user@host[:port]; --hosts alone: the hosts in invoke.yaml (gpuenv.fleet.hosts)",
+    "image": "image to validate in, e.g. REGISTRY/gpuenv/STACK@sha256:... (pulled by digest where missing); default: the stack's local image",
+    "parallel": "with --hosts: validate at most N hosts at once (default: 8)",
+    "report": "with --hosts/--slurm: write the fleet report as one self-contained HTML page (e.g. fleet.html)",
+    "slurm": "validate the nodes of a Slurm job (one task per node) instead of this host",
+    "partition": "with --slurm: the partition to submit to (default: gpuenv.fleet.slurm.partition, else Slurm's default)",
+    "nodes": "with --slurm: validate this many nodes (default: 1)",
+    "nodelist": "with --slurm: validate exactly these nodes, e.g. gpu[01-04] (instead of --nodes)",
+    "time": "time limit: with --slurm the job's, with --hosts each host's suite; e.g. 30 (minutes), 0:30 (M:S) or 1:00:00",
+    "prefix": "with --slurm: on nodes without Docker, run the suite from this prefix on a shared path (made by invoke install --prefix)",
+    "rundir": "with --slurm: shared folder for the job's scripts and per-node reports (default: ./gpuenv-fleet/slurm-TIME)",
 }
 
 
@@ -84,17 +96,38 @@ def run_local(args: list[str]) -> int:
     return subprocess.run([sys.executable, "-m", "validate", *args], check=False).returncode
 
 
-@task(help=_HELP)
+@task(help=_HELP, optional=["hosts"])
 @user_errors
 def validate(
     c, local=False, cuda=None, framework=None, torch=None, tensorflow=None, python=None, gpus=None,
     expect_gpus=None, json=None, junit=None, quick=False, save_baseline=None, baseline=None,
+    hosts=None, image=None, parallel=None, report=None, slurm=False, partition=None, nodes=None, nodelist=None,
+    time=None, prefix=None, rundir=None,
 ):
-    """Tell whether this server is ready for the team's images, and why not (exit 0 only when ready)."""
+    """Tell whether this server (or a fleet: --hosts, --slurm) is ready for the team's images, and why not (exit 0 only when ready)."""
+    from gpuenv.cli import fleet
+
+    given = dict(hosts=hosts, image=image, parallel=parallel, report=report, slurm=slurm, partition=partition, nodes=nodes,
+                 nodelist=nodelist, time=time, prefix=prefix, rundir=rundir, json=json, junit=junit, baseline=baseline,
+                 gpus=gpus, local=local)
+    if fleet.wants_fleet(given):
+        if local or save_baseline or any(v is not None for v in (cuda, framework, torch, tensorflow, python)):
+            raise BadInput("a fleet run validates other servers in one image, so --local, --save-baseline and the stack options do not apply",
+                           fix="drop them (give --image REF for the image), or drop --hosts/--slurm")
+        if hosts and slurm:
+            raise BadInput("--hosts and --slurm both given", fix="validate SSH Docker hosts or a Slurm job, one at a time")
+        opts = fleet.merge_options(given, fleet.fleet_config(c.config))
+        code = fleet.fleet_validate(opts, suite_arguments(expect_gpus, None, None, quick, None, None))
+        if code != 0:
+            raise Exit(code=code)
+        return
+    if any(v not in (None, False) for v in (parallel, report, partition, nodes, nodelist, time, prefix, rundir)):
+        raise BadInput("--parallel/--report/--partition/--nodes/--nodelist/--time/--prefix/--rundir are fleet options",
+                       fix="add --hosts ssh://user@host,... or --slurm")
     if local:
-        if any(v is not None for v in (cuda, framework, torch, tensorflow, python, gpus)):
+        if any(v is not None for v in (cuda, framework, torch, tensorflow, python, gpus, image)):
             raise BadInput("--local runs on this host's Python, so a stack option makes no sense with it",
-                           fix="drop --cuda/--framework/--torch/--tensorflow/--python/--gpus, or drop --local")
+                           fix="drop --cuda/--framework/--torch/--tensorflow/--python/--gpus/--image, or drop --local")
         code = run_local(suite_arguments(expect_gpus, json, junit, quick, save_baseline, baseline))
     else:
         from gpuenv import engine, images
@@ -104,7 +137,7 @@ def validate(
         args = suite_arguments(expect_gpus, json, junit, quick, save_baseline, baseline,
                                path_for=lambda p: container_path(p, workdir))
         stack = resolve_for_host(cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python)
-        image = images.image_for_stack(stack)
+        image = image or images.image_for_stack(stack)
         gpus = gpus or ("none" if stack.is_cpu else "all")
         print(f"validating in {stack.stack_id} ({image[:19]}), GPUs: {gpus}", flush=True)
         code = engine.run_container(image, ["python", SUITE_IN_IMAGE, *args], gpus=gpus, workdir_mount=workdir)

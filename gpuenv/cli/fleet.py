@@ -1,0 +1,260 @@
+"""`invoke validate --hosts ...` and `invoke validate --slurm ...`: the fleet side of the validate task.
+
+Thin on purpose: check every option, call the backend (gpuenv.fleet.sshhosts or .slurm), show
+progress per host, then render the fleet report and turn "every host ready" into the exit code.
+The task in validation.py reads invoke.yaml (`gpuenv.fleet`) and hands plain values here.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from gpuenv.errors import BadInput
+from gpuenv.fleet.outcome import HostOutcome
+
+#: Width of the host column in the plain progress lines.
+_PAD = 28
+
+
+@dataclass(frozen=True)
+class FleetOptions:
+    """The fleet settings after command line over invoke.yaml over defaults."""
+
+    hosts: list[str] | None = None
+    slurm: bool = False
+    image: str | None = None
+    parallel: int = 8
+    partition: str | None = None
+    nodes: int | None = None
+    nodelist: str | None = None
+    time: str | None = None
+    prefix: str | None = None
+    rundir: str | None = None
+    report: str | None = None  # HTML
+    json: str | None = None
+    junit: str | None = None
+    baseline: str | None = None
+    gpus: str | None = None
+
+
+def fleet_config(config: Any) -> dict[str, Any]:
+    """The `gpuenv.fleet` section of Invoke's config as a plain dict ({} when there is none)."""
+    try:
+        section = config.get("gpuenv", {}) or {}
+        fleet = section.get("fleet", {}) or {}
+    except (AttributeError, TypeError):
+        return {}
+    return {k: (dict(v) if hasattr(v, "items") else v) for k, v in dict(fleet).items()}
+
+
+def merge_options(cli: dict[str, Any], config: dict[str, Any]) -> FleetOptions:
+    """Command line beats invoke.yaml beats defaults; slurm settings live under `slurm:` in the file."""
+    slurm_cfg = config.get("slurm") or {}
+    if not isinstance(slurm_cfg, dict):
+        raise BadInput(f"gpuenv.fleet.slurm in invoke.yaml is {slurm_cfg!r}, not a mapping", fix="write slurm: {partition: gpu, time: '30'}")
+
+    def pick(name: str, *, section: dict[str, Any] = config) -> Any:
+        value = cli.get(name)
+        return value if value not in (None, "") else section.get(name)
+
+    hosts = cli.get("hosts")
+    if hosts is True:  # a bare --hosts: the team's list from invoke.yaml
+        hosts = config.get("hosts")
+        if not hosts:
+            raise BadInput("--hosts without a value, and invoke.yaml has no gpuenv.fleet.hosts",
+                           fix="give --hosts ssh://user@host,... or list them under gpuenv: fleet: hosts: in invoke.yaml")
+    if isinstance(hosts, (list, tuple)):
+        hosts = ",".join(str(h) for h in hosts)
+    parallel = pick("parallel")
+    try:
+        parallel = int(parallel) if parallel not in (None, "") else 8
+    except (TypeError, ValueError):
+        raise BadInput(f"--parallel {parallel!r} is not a number", fix="give how many hosts to validate at once, e.g. --parallel 8") from None
+    if parallel < 1:
+        raise BadInput(f"--parallel {parallel} is less than 1", fix="give 1 or more, e.g. --parallel 8")
+    nodes = cli.get("nodes") if cli.get("nodes") not in (None, "") else slurm_cfg.get("nodes")
+    if nodes not in (None, ""):
+        try:
+            nodes = int(nodes)
+        except (TypeError, ValueError):
+            raise BadInput(f"--nodes {nodes!r} is not a number", fix="give the node count, e.g. --nodes 4") from None
+    else:
+        nodes = None
+    from gpuenv.fleet.sshhosts import parse_hosts
+
+    return FleetOptions(
+        hosts=parse_hosts(hosts) if hosts and not cli.get("slurm") else None,
+        slurm=bool(cli.get("slurm")),
+        image=pick("image"),
+        parallel=parallel,
+        partition=pick("partition", section=slurm_cfg),
+        nodes=nodes,
+        nodelist=pick("nodelist", section=slurm_cfg),
+        time=str(pick("time", section=slurm_cfg)) if pick("time", section=slurm_cfg) not in (None, "") else None,
+        prefix=pick("prefix", section=slurm_cfg),
+        rundir=pick("rundir", section=slurm_cfg),
+        report=cli.get("report"),
+        json=cli.get("json"),
+        junit=cli.get("junit"),
+        baseline=cli.get("baseline"),
+        gpus=cli.get("gpus"),
+    )
+
+
+def time_limit_seconds(text: str) -> float:
+    """Slurm's --time forms (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S) in seconds, for SSH hosts too."""
+    import re
+
+    match = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d{1,2}))?(?::(\d{1,2}))?", text.strip())
+    if not match:
+        raise BadInput(f"--time {text!r} is not a time limit", fix="use minutes (30), M:S (0:30), H:M:S (1:00:00) or D-H (1-0)")
+    days, first, second, third = match.groups()
+    if days is not None:  # D-H[:M[:S]]
+        parts = [int(days) * 24 + int(first), int(second or 0), int(third or 0)]
+        return float(parts[0] * 3600 + parts[1] * 60 + parts[2])
+    if third is not None:  # H:M:S
+        return float(int(first) * 3600 + int(second) * 60 + int(third))
+    return float(int(first) * 60 + int(second or 0))  # M or M:S
+
+
+def wants_fleet(cli: dict[str, Any]) -> bool:
+    """A fleet run is asked for on the command line (--hosts, bare or with hosts, or --slurm): hosts
+    listed in a shared invoke.yaml must not turn someone's `invoke validate` of their own machine
+    into a run across the rack."""
+    return bool(cli.get("hosts") or cli.get("slurm"))
+
+
+def _read_baseline(path: str | None) -> tuple[bytes | None, dict[str, dict[str, float]] | None]:
+    if not path:
+        return None, None
+    from validate.baseline import BaselineError, load_baseline
+
+    try:
+        models = load_baseline(path)
+    except BaselineError as err:
+        raise BadInput(str(err), fix="make one on a known-good server with --save-baseline") from None
+    return Path(path).read_bytes(), models
+
+
+def _check_outputs(opts: FleetOptions) -> None:
+    for flag, path in (("--report", opts.report), ("--json", opts.json), ("--junit", opts.junit)):
+        if path and Path(path).is_dir():
+            raise BadInput(f"{flag} {path} is a folder", fix=f"give a file name, e.g. {flag} fleet.{'html' if flag == '--report' else flag[2:]}")
+    if opts.report and not opts.report.lower().endswith((".html", ".htm")):
+        raise BadInput(f"--report {opts.report} is not an .html file", fix="give e.g. --report fleet.html (use --json/--junit for the other formats)")
+
+
+class HostProgress:
+    """Progress per host: a live rich table on a terminal, plain lines (no control codes) otherwise."""
+
+    def __init__(self, stream: Any = None) -> None:
+        from rich.console import Console
+
+        self.console = Console(file=stream or sys.stdout, highlight=False)
+        self.started = time.monotonic()
+        self.state: dict[str, tuple[str, str, float, float | None]] = {}  # phase, detail, start, end
+        self.live: Any = None
+
+    def __enter__(self) -> "HostProgress":
+        if self.console.is_terminal:
+            from rich.live import Live
+
+            self.live = Live(self._table(), console=self.console, refresh_per_second=4, transient=False)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.live is not None:
+            self.live.update(self._table())
+            self.live.__exit__(*exc)
+
+    def _table(self) -> Any:
+        from rich.table import Table
+
+        table = Table(title="fleet validation", show_edge=False)
+        for column in ("host", "phase", "detail", "time"):
+            table.add_column(column)
+        now = time.monotonic()
+        for host, (phase, detail, since, ended) in self.state.items():
+            style = "green" if detail == "ready" else "red" if phase == "done" else ""
+            table.add_row(host, phase, detail, f"{(ended or now) - since:.0f}s", style=style)
+        return table
+
+    def __call__(self, host: str, phase: str, detail: str) -> None:
+        since = self.state[host][2] if host in self.state else time.monotonic()
+        self.state[host] = (phase, detail, since, time.monotonic() if phase == "done" else None)
+        if self.live is not None:
+            self.live.update(self._table())
+        else:
+            elapsed = time.monotonic() - self.started
+            self.console.print(f"[{elapsed:6.1f}s] {host:<{_PAD}} {phase}{': ' + detail if detail else ''}", markup=False)
+            self.console.file.flush()  # CI reads the log while it runs
+
+
+def _stack_image_ref() -> str:
+    """Without --image: the local image of the stack resolved for this host, by its tag."""
+    from gpuenv import engine, images
+    from gpuenv.host import resolve_for_host
+
+    stack = resolve_for_host()
+    image_id = images.image_for_stack(stack)
+    info = engine.image_info(image_id)
+    if info is None or not info.tags:
+        raise BadInput(f"the local image of {stack.stack_id} has no tag the hosts could know it by",
+                       fix="push it (invoke push) and pass --image HOST/gpuenv/...@sha256:...")
+    print(f"no --image: using {info.tags[0]} (hosts that lack it pull it by tag; share images by digest with invoke push)", flush=True)
+    return info.tags[0]
+
+
+def run_fleet(opts: FleetOptions, suite_args: list[str], say: Callable[[str], None] = lambda text: print(text, flush=True)) -> list[HostOutcome]:
+    """Run the chosen backend with progress and return every host's outcome."""
+    from gpuenv.engine import device_requests
+
+    baseline_bytes, _ = _read_baseline(opts.baseline)
+    device_requests(opts.gpus or "all")  # a bad --gpus stops here, before any host is contacted
+    if opts.slurm:
+        from gpuenv.fleet import slurm
+
+        rundir = opts.rundir or str(Path.cwd() / "gpuenv-fleet" / datetime.now(timezone.utc).strftime("slurm-%Y%m%dT%H%M%SZ"))
+        job = slurm.SlurmJob(
+            rundir=str(Path(rundir).absolute()), nodes=opts.nodes, nodelist=opts.nodelist, partition=opts.partition,
+            time=opts.time, image=opts.image, prefix=opts.prefix, gpus=opts.gpus or "all", suite_args=suite_args,
+            baseline=baseline_bytes is not None,
+        )
+        slurm.check_job(job)
+        say(f"validating through Slurm: {opts.nodelist or (str(opts.nodes) + ' node(s)' if opts.nodes else '1 node')}, "
+            f"run folder {job.rundir}")
+        with HostProgress() as progress:
+            return slurm.run_job(job, baseline=baseline_bytes, progress=progress)
+    from gpuenv.fleet import sshhosts
+
+    assert opts.hosts
+    if opts.time and opts.time.upper() not in ("UNLIMITED", "INFINITE"):
+        time_limit_seconds(opts.time)  # a bad value stops here, before any host is contacted
+    image = opts.image or _stack_image_ref()
+    timeout = time_limit_seconds(opts.time) if opts.time and opts.time.upper() not in ("UNLIMITED", "INFINITE") else None
+    run = sshhosts.SuiteRun(image=image, suite_args=suite_args, gpus=opts.gpus or "all", baseline=baseline_bytes, timeout_s=timeout)
+    say(f"validating {len(opts.hosts)} host(s) over SSH, {min(opts.parallel, len(opts.hosts))} at a time, in {image}")
+    with HostProgress() as progress:
+        return sshhosts.validate_hosts(opts.hosts, run, parallel=opts.parallel, progress=progress)
+
+
+def fleet_validate(opts: FleetOptions, suite_args: list[str]) -> int:
+    """The whole fleet run: outcomes, table, report files; 0 only if every host is ready."""
+    from gpuenv.fleet import report
+    from validate.peaks import load_peaks
+
+    _check_outputs(opts)
+    _, baseline_models = _read_baseline(opts.baseline)
+    outcomes = run_fleet(opts, suite_args)
+    fleet = report.analyse(outcomes, load_peaks(), baseline_models)
+    print()
+    print(report.render_table(fleet))
+    for path in report.write_reports(fleet, json_path=opts.json, junit_path=opts.junit, html_path=opts.report):
+        print(f"written: {path}")
+    return 0 if fleet.ready else 1

@@ -1,0 +1,7 @@
+"""Fleet validation: run the suite on many servers through engines the team already runs
+(Docker hosts over SSH, Slurm) and merge the per-host reports into one fleet report.
+
+Each backend turns "these servers" into a list of `HostOutcome` (outcome.py); the report
+(report.py) is a pure render of that list. See docs/fleet-backends.md for the shape a new
+backend (a Kubernetes Job, say) follows.
+"""

@@ -1,0 +1,70 @@
+"""What a fleet backend hands back for one server: its status, why, and the suite's JSON report.
+
+Backend-neutral on purpose: the SSH-hosts and Slurm backends (and a Kubernetes one later) all end
+in a list of these, and the fleet report renders that list without knowing which engine ran it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+#: The server ran the suite and every check passed (or skipped with its reason).
+READY = "ready"
+#: The suite ran and some check failed (the report says which).
+NOT_READY = "not ready"
+#: The engine could not be reached at all (SSH refused, Docker not answering, node down).
+UNREACHABLE = "unreachable"
+#: The engine answered but cannot give GPUs to a container (no NVIDIA container toolkit).
+NO_GPU_RUNTIME = "no gpu runtime"
+#: The run itself broke (image missing and not pullable, the suite crashed, no report came back).
+FAILED = "failed"
+#: The scheduler stopped the run: its time limit was reached.
+TIMEOUT = "timeout"
+#: The run was cancelled (scancel, Ctrl-C) before the suite finished.
+CANCELLED = "cancelled"
+
+STATUSES = (READY, NOT_READY, UNREACHABLE, NO_GPU_RUNTIME, FAILED, TIMEOUT, CANCELLED)
+#: Phases a backend reports as progress while a host runs (free text is allowed too).
+PHASES = ("queued", "connecting", "pulling", "running", "collecting", "done")
+
+
+@dataclass
+class HostOutcome:
+    """One server's result. `report` is the suite's JSON (gpuenv-validate-report/1) when one came back."""
+
+    host: str
+    status: str
+    reason: str = ""
+    report: dict[str, Any] | None = None
+    seconds: float | None = None
+    exit_code: int | None = None
+    details: dict[str, Any] = field(default_factory=dict)  # backend facts: image digest, job id, node ...
+
+    @property
+    def ready(self) -> bool:
+        return self.status == READY
+
+
+def status_from_report(report: dict[str, Any] | None, exit_code: int | None) -> tuple[str, str]:
+    """Status and reason of a host whose suite ran: ready only with a report that says ok."""
+    if report is None:
+        return FAILED, f"the suite exited with {exit_code} and wrote no JSON report" if exit_code is not None else "no JSON report came back"
+    summary = report.get("summary") or {}
+    if summary.get("ok") and exit_code in (0, None):
+        return READY, ""
+    failed = [
+        f"{check.get('check')}{' [' + str(check.get('gpu'))[:12] + ']' if check.get('gpu') else ''}"
+        for section in report.values()
+        if isinstance(section, dict)
+        for check in section.get("checks", [])
+        if check.get("verdict") == "fail"
+    ]
+    if failed:
+        return NOT_READY, f"{len(failed)} check(s) failed: " + ", ".join(failed[:5]) + (" ..." if len(failed) > 5 else "")
+    return NOT_READY, f"the suite exited with {exit_code if exit_code is not None else summary.get('pytest_exit_status')}"
+
+
+def fleet_ready(outcomes: list[HostOutcome]) -> bool:
+    """Exit 0 only if every host is ready (an empty fleet is not ready: nothing was proven)."""
+    return bool(outcomes) and all(o.ready for o in outcomes)

@@ -1,0 +1,104 @@
+"""Fixtures of the fleet tests: the local Docker engine, a small image that holds the real suite,
+and real servers on loopback (tests/fleet/servers.py). Everything a test starts, it stops; the
+image is removed at the end of the session."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import servers  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE_IMAGE = "gpuenv-test-base:bookworm"
+SUITE_IMAGE = "gpuenv-fleet-test-suite:latest"
+#: What `python -m validate` imports besides itself, copied from this venv (same Python 3.11 ABI
+#: as the base image). No torch: the suite skips the framework checks with that reason.
+SUITE_PACKAGES = ("_pytest", "pytest", "pluggy", "iniconfig", "packaging", "pygments", "yaml", "_yaml", "py.py", "pynvml.py")
+
+
+@pytest.fixture(scope="session")
+def docker_engine():
+    from gpuenv import engine
+    from gpuenv.errors import ToolError
+
+    try:
+        return engine.client()
+    except ToolError as err:
+        pytest.skip(f"no Docker engine: {err.render()}")
+
+
+def _suite_context() -> bytes:
+    import pytest as pytest_module
+
+    site = Path(pytest_module.__file__).resolve().parents[1]
+    dockerfile = (
+        f"FROM {BASE_IMAGE}\n"
+        "# the suite and the few pure-Python packages it imports; python -> python3 as in gpuenv images\n"
+        "COPY lib/ /opt/suite/lib/\nCOPY validate/ /opt/suite/validate/\nCOPY bin/ /usr/local/bin/\n"
+        "ENV PYTHONPATH=/opt/suite/lib:/opt/suite\nUSER 1000:1000\nWORKDIR /tmp\n"
+        'CMD ["python", "-m", "validate"]\n'
+    )
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        data = dockerfile.encode()
+        info = tarfile.TarInfo("Dockerfile")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+        link = tarfile.TarInfo("bin/python")
+        link.type, link.linkname = tarfile.SYMTYPE, "/usr/bin/python3"
+        tar.addfile(link)
+        for name in SUITE_PACKAGES:
+            if (site / name).exists():
+                tar.add(site / name, f"lib/{name}", filter=lambda t: None if "__pycache__" in t.name else t)
+        tar.add(ROOT / "validate", "validate", filter=lambda t: None if "__pycache__" in t.name else t)
+    buf.seek(0)
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="session")
+def suite_image(docker_engine) -> str:
+    """A small image with the real suite (no frameworks), built once; removed at the end."""
+    from gpuenv import engine
+
+    if engine.image_info(BASE_IMAGE) is None:
+        pytest.skip(f"the local base image {BASE_IMAGE} is missing: make it with scripts/make-test-base-image.sh")
+    result = engine.build_image(io.BytesIO(_suite_context()), dockerfile="Dockerfile", tags=[SUITE_IMAGE], buildargs={},
+                                progress=lambda text: None)
+    yield SUITE_IMAGE
+    engine.remove_image(result.image.id)
+
+
+@pytest.fixture
+def ssh_server(tmp_path):
+    reason = servers.missing(servers.SSHD, "ssh-keygen", "docker")
+    if reason:
+        pytest.skip(f"sshd test server: {reason}")
+    with servers.sshd(tmp_path / "sshd") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster(tmp_path_factory):
+    """One cluster for the module's tests (starting and stopping slurmd takes seconds), with
+    SLURM_CONF pointing the client commands (sbatch, squeue ...) at it while it runs."""
+    reason = servers.missing("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel")
+    if reason:
+        pytest.skip(f"Slurm test cluster: {reason}")
+    old = os.environ.get("SLURM_CONF")
+    with servers.slurm_cluster(tmp_path_factory.mktemp("slurm")) as cluster:
+        os.environ["SLURM_CONF"] = str(cluster.conf)
+        try:
+            yield cluster
+        finally:
+            if old is None:
+                os.environ.pop("SLURM_CONF", None)
+            else:
+                os.environ["SLURM_CONF"] = old
