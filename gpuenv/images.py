@@ -7,7 +7,6 @@ the end (`image_for_stack`, `built_images`) ask it through that module.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import tarfile
@@ -16,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Callable, Iterable
 
-from gpuenv import PROJECT_ROOT, __version__, lockers
+from gpuenv import PROJECT_ROOT, __version__, lockdir, lockers
 from gpuenv.errors import BadInput, DataError, GpuenvError
 from gpuenv.stack import Stack
 
@@ -39,7 +38,7 @@ VALIDATE_DIR = PROJECT_ROOT / "validate"
 #: Path of the Dockerfile inside the build context.
 DOCKERFILE_IN_CONTEXT = "docker/Dockerfile"
 #: Lock files, by backend, in the order `invoke build` looks for them.
-LOCK_FILES = {"conda-lock": lockers.CONDA_LOCK_FILE, "uv": lockers.UV_LOCK_FILE}
+LOCK_FILES = lockdir.LOCK_FILES
 #: Files and folders never sent to the engine (bytecode, editor litter).
 _SKIP_NAMES = {"__pycache__", ".pytest_cache", ".mypy_cache", ".DS_Store"}
 
@@ -120,16 +119,14 @@ class LockFile:
     sha256: str
 
 
-def read_lock(lock_dir: Path) -> LockFile:
-    """Find the lock file in `lock_dir` and hash its bytes: the hash names the image."""
-    for backend, name in LOCK_FILES.items():
-        path = Path(lock_dir) / name
-        if path.is_file():
-            return LockFile(path, backend, hashlib.sha256(path.read_bytes()).hexdigest())
-    raise DataError(
-        f"no {' or '.join(LOCK_FILES.values())} in lock directory {lock_dir}",
-        fix="run invoke lock for this stack (or invoke build, which locks when the lock is missing)",
-    )
+def read_lock(lock_dir: Path, stack: Stack | None = None) -> LockFile:
+    """The lock file of `lock_dir`, verified against its metadata (and `stack`): its hash names the image.
+
+    Through gpuenv.lockdir, the owner of the lock directory: the backend's file that the metadata
+    names (never a stray file of the other backend), unchanged since it was locked.
+    """
+    lock = lockdir.verify(Path(lock_dir), stack)
+    return LockFile(lock.path, lock.backend, lock.sha256)
 
 
 # ---------------------------------------------------------------- the build
@@ -190,7 +187,7 @@ def plan_build(
     build_date: str | None = None,
 ) -> BuildPlan:
     """Check the user's paths and decide tags, build arguments and labels for one build."""
-    lock = read_lock(lock_dir)
+    lock = read_lock(lock_dir, stack)
     if ca_cert is not None:
         ca_cert = Path(ca_cert)
         if not ca_cert.is_file():

@@ -49,14 +49,14 @@ def build(
     base_image=None, tag=None, no_cache=False, ca_cert=None, wheelhouse=None, backend=None, team_file=None,
 ):
     """Build the stack's image from its lock (locking first when there is none) and tag it."""
-    from gpuenv import images
+    from gpuenv import images, lockdir
     from gpuenv.locking import ensure_lock, lock_directory
     from gpuenv.host import resolve_for_host
 
     stack = resolve_for_host(driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch)
     print(f"stack: {stack.stack_id}")
     lock_dir = lock_directory(stack)
-    if not any((lock_dir / name).is_file() for name in images.LOCK_FILES.values()):
+    if not lockdir.has_lock(lock_dir):
         print(f"no lock in {lock_dir}: locking first", flush=True)
         options = {"backend": backend} if backend else {}
         ensure_lock(

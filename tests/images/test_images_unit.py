@@ -23,13 +23,29 @@ CPU, GPU = TORCH_CPU, TORCH_CU121
 DOCKERFILE = ROOT / "docker" / "Dockerfile"
 
 
+def write_uv_lock(d: Path, stack: Stack, text: str) -> Path:
+    """A uv lock directory as `invoke lock` leaves it: the lock file and metadata vouching for it."""
+    from gpuenv import lockdir
+
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "requirements.lock.txt").write_text(text)
+    meta = lockdir.LockMetadata(
+        stack=stack, backend="uv", input_hash="i" * 64, lock_sha256=lockdir.file_sha256(d / "requirements.lock.txt"),
+        platforms=("linux-64",), source="rendered from the stack",
+    )
+    lockdir.write_metadata(d, meta)
+    return d
+
+
+CPU_LOCK_TEXT = (
+    "six==1.17.0 \\\n    --hash=sha256:" + "a" * 64 + "\n"
+    "torch==2.13.0+cpu \\\n    --hash=sha256:" + "b" * 64 + "\n"
+)
+
+
 @pytest.fixture
 def lock_dir(tmp_path: Path) -> Path:
-    d = tmp_path / "lock"
-    d.mkdir()
-    (d / "requirements.lock.txt").write_text("six==1.17.0 \\\n    --hash=sha256:" + "a" * 64 + "\n")
-    (d / "stack.json").write_text(json.dumps(CPU.to_dict()))
-    return d
+    return write_uv_lock(tmp_path / "lock", CPU, CPU_LOCK_TEXT)
 
 
 def test_tags_name_the_stack_and_the_lock_hash():
