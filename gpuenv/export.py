@@ -52,6 +52,8 @@ def check_team_file_unchanged(meta: lockdir.LockMetadata, team_file: Path | None
         what = f"{path} was added since the lock"
     elif sha is None:
         what = f"the team file {meta.team_file} is gone since the lock"
+    elif Path(meta.team_file or "").resolve() != path.resolve():
+        what = f"it merged {meta.team_file}, this export reads {path}"
     else:
         what = f"{path} changed since the lock"
     raise DataError(
