@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import tarfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -56,6 +57,54 @@ def image_tags(stack: Stack, lock_hash: str, extra: Iterable[str] = ()) -> list[
     repo = image_repository(stack)
     tags = [f"{repo}:{lock_hash[:TAG_HASH_LENGTH]}", f"{repo}:{MOVING_TAG}"]
     return tags + [t for t in extra if t and t not in tags]
+
+
+# The grammar of distribution/reference (reference.go / regexp.go), which the engine applies:
+#   name      := [domain "/"] path-component ("/" path-component)*   (a domain has '.' or ':' or is localhost)
+#   domain    := host [":" port]            host: DNS name, IPv4 or [IPv6]
+#   path-component := [a-z0-9]+ (separator [a-z0-9]+)*    separator := [_.] | "__" | "-"+
+#   tag       := [\w][\w.-]{0,127}          (upper case allowed in tags, never in paths)
+# A name is at most 255 characters, and the engine refuses a 64-hex name (it is an image id).
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_HOST = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[a-fA-F0-9:]+\])"
+_DOMAIN = rf"{_HOST}(?::[0-9]+)?"
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_REFERENCE = re.compile(
+    rf"(?:(?P<domain>{_DOMAIN})/)?(?P<path>{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)(?::(?P<tag>[\w][\w.-]{{0,127}}))?",
+    re.ASCII,  # Go's \w: [A-Za-z0-9_], not every Unicode letter
+)
+_IMAGE_ID = re.compile(r"[a-f0-9]{64}")
+MAX_NAME_LENGTH = 255
+
+
+def check_image_reference(value: str, option: str = "--tag") -> str:
+    """`value` as a full reference (`repo:tag`, the tag `latest` when none), or BadInput naming it.
+
+    Follows distribution/reference, so what passes here the engine accepts too: `x:Prod` and
+    `registry.local:5000/team/torch:v1` pass; `foo:bar:baz`, `Team/torch`, `a b` do not.
+    """
+    match = _REFERENCE.fullmatch(value) if isinstance(value, str) else None
+    fix = "use [registry[:port]/]path[:tag]: a lower-case path such as myteam/torch, a tag of letters, digits, '_', '.', '-' (at most 128)"
+    if not match:
+        raise BadInput(f"{option} {value!r} is not a valid image reference", fix=fix)
+    domain = match.group("domain")
+    if domain and not ("." in domain or ":" in domain or domain == "localhost") and domain != domain.lower():
+        # Not a host (no '.', ':' or localhost): engines before distribution/reference v0.5 read it
+        # as the first path component, which must be lower case, and refuse it.
+        raise BadInput(f"{option} {value!r}: the repository path must be lower case", fix=fix)
+    name = value if match.group("tag") is None else value[: -len(match.group("tag")) - 1]
+    if len(name) > MAX_NAME_LENGTH:
+        raise BadInput(f"{option} {value[:40]!r}...: the name is {len(name)} characters, the limit is {MAX_NAME_LENGTH}", fix="use a shorter name")
+    if _IMAGE_ID.fullmatch(match.group("path")) and not match.group("domain"):
+        raise BadInput(f"{option} {value!r} is a 64-hex image id, which the engine refuses as a name", fix="use a name such as myteam/torch")
+    return value if match.group("tag") is not None else f"{value}:latest"
+
+
+def split_reference(ref: str) -> tuple[str, str]:
+    """("repo", "tag") of a checked reference; a registry port is not mistaken for a tag."""
+    full = check_image_reference(ref)
+    repo, _, tag = full.rpartition(":")
+    return repo, tag
 
 
 def require_cuda(stack: Stack) -> str:
@@ -174,6 +223,23 @@ def build_args(
     }
 
 
+def check_build_options(
+    *, tag: str | None = None, ca_cert: str | Path | None = None, wheelhouse: str | Path | None = None,
+    team_file: str | Path | None = None, backend: str | None = None,
+) -> None:
+    """The build's own options, checked before the stack is resolved, locked or built (BadInput)."""
+    if tag is not None:
+        check_image_reference(tag)
+    if ca_cert is not None and not Path(ca_cert).is_file():
+        raise BadInput(f"--ca-cert {ca_cert}: no such file", fix="give the path of a PEM CA bundle")
+    if wheelhouse is not None and not Path(wheelhouse).is_dir():
+        raise BadInput(f"--wheelhouse {wheelhouse}: no such folder", fix="give a folder of .whl files")
+    if team_file is not None and not Path(team_file).is_file():
+        raise BadInput(f"--team-file {team_file}: no such file", fix="give the path of a team file like envs/team.yml")
+    if backend is not None and backend not in LOCK_FILES:
+        raise BadInput(f"--backend {backend!r} is not known", fix=f"use one of {', '.join(LOCK_FILES)}")
+
+
 def plan_build(
     stack: Stack,
     lock_dir: Path,
@@ -187,6 +253,8 @@ def plan_build(
     build_date: str | None = None,
 ) -> BuildPlan:
     """Check the user's paths and decide tags, build arguments and labels for one build."""
+    if tag is not None:
+        check_image_reference(tag)
     lock = read_lock(lock_dir, stack)
     if ca_cert is not None:
         ca_cert = Path(ca_cert)
@@ -198,8 +266,6 @@ def plan_build(
             raise BadInput(f"--wheelhouse {wheelhouse}: no such folder", fix="give a folder of .whl files")
     if not Path(validate_dir).is_dir():
         raise DataError(f"validation suite folder {validate_dir} is missing", fix="restore validate/ from the repository")
-    if tag is not None and (not tag or any(c.isspace() for c in tag) or tag != tag.lower()):
-        raise BadInput(f"--tag {tag!r} is not a valid image name", fix="use lower case, e.g. myteam/torch:1")
     return BuildPlan(
         stack=stack,
         lock=lock,

@@ -53,6 +53,9 @@ def build(
     from gpuenv.locking import ensure_lock, lock_directory
     from gpuenv.host import resolve_for_host
 
+    # Every option is checked before anything slow: resolving, locking, the engine.
+    images.check_build_options(tag=tag, ca_cert=ca_cert, wheelhouse=wheelhouse, team_file=team_file, backend=backend)
+
     stack = resolve_for_host(driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch)
     print(f"stack: {stack.stack_id}")
     lock_dir = lock_directory(stack)
@@ -91,13 +94,13 @@ def build(
 @task(
     help={
         **STACK_HELP,
-        "gpus": "GPUs given to the container: all (default), none, or indices/UUIDs like 0,1",
+        "gpus": "GPUs given to the container: all, none, or indices/UUIDs like 0,1 (default: all; none for a CPU stack)",
         "shm_size": "size of /dev/shm for data loaders and NCCL (default: 8g)",
     },
     auto_shortflags=False,
 )
 @user_errors
-def run(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None, gpus="all", shm_size=None):
+def run(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None, gpus=None, shm_size=None):
     """Run a command in the stack's image: `invoke run --cuda 12.1 -- python train.py`.
 
     The current folder is mounted at /workspace (the working directory), logs are streamed,
@@ -108,7 +111,13 @@ def run(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, 
     command = _remainder_argv(c.remainder or "")
     from gpuenv.host import resolve_for_host
 
+    if gpus is not None:
+        engine.parse_gpus(gpus)  # checked before the stack is resolved or the engine asked
+    if shm_size is not None:
+        engine.parse_shm_size(shm_size)
     stack = resolve_for_host(driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch)
+    # A CPU stack asks for no GPU by default: it then runs on hosts without the NVIDIA runtime.
+    gpus = gpus if gpus is not None else ("none" if stack.is_cpu else "all")
     image = images.image_for_stack(stack)
     options = {"shm_size": shm_size} if shm_size else {}
     code = engine.run_container(image, command, gpus=gpus, workdir_mount=Path.cwd(), **options)
