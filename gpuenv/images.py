@@ -323,8 +323,11 @@ def write_context(plan: BuildPlan, out: IO[bytes]) -> None:
                 info.mode = 0o644
                 tar.addfile(_normalised(info), io.BytesIO(source))
             else:
-                info = tar.gettarinfo(str(source), arcname=name)
-                with open(source, "rb") as fh:
+                # Links are followed: a symlinked CA bundle (/etc/ssl/certs/ca-bundle.crt on RHEL)
+                # or wheel must reach the build as its content, not as a link that dangles there.
+                real = Path(source).resolve(strict=True)
+                info = tar.gettarinfo(str(real), arcname=name)
+                with open(real, "rb") as fh:
                     tar.addfile(_normalised(info), fh)
 
 

@@ -306,3 +306,31 @@ def test_shm_sizes_the_sdk_rejects_are_bad_input(value):
 
     with pytest.raises(BadInput, match=rf"--shm-size {re.escape(repr(value))} is not a size"):
         engine.parse_shm_size(value)
+
+
+def test_symlinked_ca_cert_and_wheels_reach_the_context_as_their_content(lock_dir, tmp_path):
+    # RHEL's /etc/ssl/certs/ca-bundle.crt is a link into /etc/pki; wheelhouses are often links too.
+    pem = b"-----BEGIN CERTIFICATE-----\nMIIBlink\n-----END CERTIFICATE-----\n"
+    (tmp_path / "pki").mkdir()
+    (tmp_path / "pki" / "tls-ca-bundle.pem").write_bytes(pem)
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    (certs / "ca-bundle.crt").symlink_to("../pki/tls-ca-bundle.pem")  # relative, as RHEL ships it
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "demo-1.0-py3-none-any.whl").write_bytes(b"PK\x03\x04wheel")
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "demo-1.0-py3-none-any.whl").symlink_to(store / "demo-1.0-py3-none-any.whl")
+    ctx = _context(images.plan_build(CPU, lock_dir, ca_cert=certs / "ca-bundle.crt", wheelhouse=wheels))
+    data = ctx.pop("__data__")
+    for name in ("ca/ca-bundle.crt", "wheels/demo-1.0-py3-none-any.whl"):
+        assert ctx[name].isfile(), f"{name} is a {ctx[name].type!r} entry, not a file"
+    assert data["ca/ca-bundle.crt"] == pem
+    assert data["wheels/demo-1.0-py3-none-any.whl"] == b"PK\x03\x04wheel"
+
+
+def test_a_dangling_ca_cert_link_is_bad_input(lock_dir, tmp_path):
+    (tmp_path / "ca.crt").symlink_to(tmp_path / "gone.pem")
+    with pytest.raises(BadInput, match="--ca-cert"):
+        images.plan_build(CPU, lock_dir, ca_cert=tmp_path / "ca.crt")
