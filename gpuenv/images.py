@@ -266,12 +266,15 @@ def plan_build(
             raise BadInput(f"--wheelhouse {wheelhouse}: no such folder", fix="give a folder of .whl files")
     if not Path(validate_dir).is_dir():
         raise DataError(f"validation suite folder {validate_dir} is missing", fix="restore validate/ from the repository")
+    tags = image_tags(stack, lock.sha256, [tag] if tag else [])
+    for ref in tags:  # every tag, before the build: the engine must not refuse one after it
+        check_image_reference(ref, "image tag")
     return BuildPlan(
         stack=stack,
         lock=lock,
         lock_dir=Path(lock_dir),
         base_image=base_image or stack.base_image,
-        tags=image_tags(stack, lock.sha256, [tag] if tag else []),
+        tags=tags,
         buildargs=build_args(stack, lock, base_image=base_image, build_date=build_date),
         labels=image_labels(stack, lock.sha256, lock.backend),
         ca_cert=ca_cert,
