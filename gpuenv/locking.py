@@ -281,6 +281,11 @@ def check_received_against_stack(packages: spec.Packages, stack: Stack, source: 
         pin = Requirement(line)
         if canonicalize_name(pin.name) not in names:
             continue
+        if canonicalize_name(pin.name) != framework:
+            raise BadInput(
+                f"{where(line)}: {line!r} is not the stack's build ({stack.pip_requirement})",
+                fix=f"write {stack.pip_requirement} (or choose the stack that installs {pin.name})",
+            )
         found = True
         if pin.url or (pin.specifier and not pin.specifier.contains(exact, prereleases=True)):
             raise BadInput(

@@ -191,6 +191,15 @@ def test_lock_file_is_checked_against_the_stack_before_locking(locks_dir, tmp_pa
     assert not locks_dir.exists() or not any(locks_dir.iterdir())
 
 
+def test_lock_file_with_another_build_of_the_framework_is_refused(tmp_path):
+    from lockcases import TF_CPU
+
+    shared = tmp_path / "shared.yml"
+    shared.write_text("dependencies:\n  - python=3.11\n  - pip\n  - pip:\n    - tensorflow==2.15.1\n")
+    with pytest.raises(BadInput, match=r"shared.yml:5: 'tensorflow==2.15.1' is not the stack's build \(tensorflow-cpu==2.15.1\)"):
+        locking.plan_lock(TF_CPU, backend="uv", env_file=shared)
+
+
 def test_lock_file_matching_the_stack_passes_the_check(tmp_path):
     shared = tmp_path / "shared.yml"
     shared.write_text("dependencies:\n  - python=3.11\n  - pip\n  - pip:\n    - torch==2.13.0\n    - six\n")
