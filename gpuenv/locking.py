@@ -34,6 +34,7 @@ from packaging.version import InvalidVersion, Version
 from gpuenv import PROJECT_ROOT, lockdir, lockers, spec
 from gpuenv.errors import BadInput, DataError, GpuenvError, ToolError
 from gpuenv.stack import Stack
+from validate.files import os_error_reason
 
 ENVS_DIR = PROJECT_ROOT / "envs"
 DEFAULT_TEAM_FILE = ENVS_DIR / "team.yml"
@@ -150,25 +151,13 @@ def ensure_lock(
         work = None
     except OSError as err:
         raise GpuenvError(
-            f"cannot write the lock under {root}: {_os_reason(err)}",
+            f"cannot write the lock under {root}: {os_error_reason(err)}",
             fix=f"make {root} writable (or set {LOCKS_ENV_VAR} to a writable folder); the previous lock is unchanged",
         ) from None
     finally:
         if work is not None:
             shutil.rmtree(work, ignore_errors=True)
     return LockResult(directory=directory, backend=plan.backend, input_hash=input_hash, skipped=False, files=lock_path)
-
-
-def _os_reason(err: OSError) -> str:
-    import errno
-
-    if err.errno == errno.ENOSPC:
-        return "no space left on the device"
-    if err.errno == errno.EROFS:
-        return "the file system is read-only"
-    if err.errno in (errno.EACCES, errno.EPERM):
-        return "permission denied"
-    return err.strerror or type(err).__name__
 
 
 def plan_lock(

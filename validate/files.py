@@ -43,7 +43,8 @@ class WriteFailed(OSError):
         return f"cannot write {self.path}: {self.reason}"
 
 
-def _reason(err: OSError) -> str:
+def os_error_reason(err: OSError) -> str:
+    """An OSError as the few words a one-line message needs ("permission denied")."""
     if err.errno == errno.ENOSPC:
         return "no space left on the device (the previous file, if any, is unchanged)"
     if err.errno == errno.EROFS:
@@ -70,7 +71,7 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     except FileNotFoundError:
         st = None
     except OSError as err:
-        raise WriteFailed(given, _reason(err), err.errno) from None
+        raise WriteFailed(given, os_error_reason(err), err.errno) from None
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise WriteFailed(given, "it is a folder", errno.EISDIR)
     if st is not None and stat.S_ISSOCK(st.st_mode):
@@ -93,7 +94,7 @@ def _write_in_place(given: Path, target: Path, data: bytes) -> None:
         finally:
             os.close(fd)
     except OSError as err:
-        raise WriteFailed(given, _reason(err), err.errno) from None
+        raise WriteFailed(given, os_error_reason(err), err.errno) from None
 
 
 def _replace(given: Path, target: Path, data: bytes, old: os.stat_result | None) -> None:
@@ -118,7 +119,7 @@ def _replace(given: Path, target: Path, data: bytes, old: os.stat_result | None)
         os.replace(tmp, target)
         tmp = None
     except OSError as err:
-        raise WriteFailed(given, _reason(err), err.errno) from None
+        raise WriteFailed(given, os_error_reason(err), err.errno) from None
     finally:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
