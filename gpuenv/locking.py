@@ -484,17 +484,28 @@ def _local_label(version: str) -> str | None:
 
 
 def _read(path: Path, option: str) -> str:
+    """The text of a user's file, read at most MAX_SPEC_BYTES + 1 bytes deep (so /dev/zero or a
+    50 MB file is refused at once instead of being parsed)."""
     try:
-        size = path.stat().st_size
-        if size > MAX_SPEC_BYTES:
-            raise BadInput(
-                f"{option} {path}: {size / 2**20:.1f} MiB is far larger than any environment file (limit {MAX_SPEC_BYTES // 2**20} MiB)",
-                fix="give the environment file itself, a list of packages of a few kB",
-            )
-        return path.read_text(encoding="utf-8")
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_SPEC_BYTES + 1)
     except FileNotFoundError:
         raise BadInput(f"{option} {path}: no such file", fix="check the path") from None
-    except (UnicodeDecodeError, IsADirectoryError) as err:
-        raise BadInput(f"{option} {path}: cannot be read as text ({err.__class__.__name__})", fix="give a YAML file") from None
+    except IsADirectoryError:
+        raise BadInput(f"{option} {path}: is a folder", fix="give a YAML file") from None
     except PermissionError:
         raise BadInput(f"{option} {path}: permission denied", fix="make it readable") from None
+    if len(data) > MAX_SPEC_BYTES:
+        try:
+            size = path.stat().st_size
+        except OSError:
+            size = 0
+        known = f" ({size / 2**20:.1f} MiB)" if size else ""  # devices and pipes report no size
+        raise BadInput(
+            f"{option} {path}: larger than the {MAX_SPEC_BYTES // 2**20} MiB an environment file may be{known}",
+            fix="give the environment file itself, a list of packages of a few kB",
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise BadInput(f"{option} {path}: cannot be read as text ({err.__class__.__name__})", fix="give a YAML file") from None

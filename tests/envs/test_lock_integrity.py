@@ -247,10 +247,12 @@ def test_a_huge_environment_file_is_refused_before_it_is_read(tmp_path):
         line = "    - package-with-a-long-name-0000000\n"
         fh.write(line * (50 * 2**20 // len(line)))
     started = time.monotonic()
-    with pytest.raises(BadInput, match=r"--file .*big.yml: 50.0 MiB is far larger than any environment file"):
+    with pytest.raises(BadInput, match=r"--file .*big.yml: larger than the 1 MiB an environment file may be \(50.0 MiB\)"):
         locking.plan_lock(TORCH_CPU, backend="uv", env_file=big)
-    with pytest.raises(BadInput, match=r"--team-file .*big.yml: 50.0 MiB"):
+    with pytest.raises(BadInput, match=r"--team-file .*big.yml: larger than the 1 MiB an environment file may be \(50.0 MiB\)"):
         locking.plan_lock(TORCH_CPU, backend="uv", team_file=big)
+    with pytest.raises(BadInput, match=r"--file /dev/zero: larger than the 1 MiB an environment file may be: "):
+        locking.plan_lock(TORCH_CPU, backend="uv", env_file=Path("/dev/zero"))
     assert time.monotonic() - started < 1
 
 
