@@ -65,9 +65,8 @@ def final_target(path: str | Path) -> Path:
 def write_text_atomic(path: str | Path, text: str) -> None:
     """Write `text` to `path` without ever leaving half a file or destroying a special file."""
     given = Path(path)
-    target = final_target(given)
     try:
-        st = os.stat(target)
+        st = os.stat(given)  # follows links, /proc's magic ones too (/dev/stdout into a pipe)
     except FileNotFoundError:
         st = None
     except OSError as err:
@@ -78,9 +77,9 @@ def write_text_atomic(path: str | Path, text: str) -> None:
         raise WriteFailed(given, "it is a socket", errno.ENXIO)
     data = text.encode("utf-8")
     if st is not None and not stat.S_ISREG(st.st_mode):
-        _write_in_place(given, target, data)
+        _write_in_place(given, given, data)
     else:
-        _replace(given, target, data, st)
+        _replace(given, final_target(given), data, st)
 
 
 def _write_in_place(given: Path, target: Path, data: bytes) -> None:
