@@ -46,6 +46,10 @@ _TEMP = re.compile(r"^\.(?P<stack>.+)\.(?P<pid>\d+)\.[^.]+\.tmp$")
 _OLD = re.compile(r"^\.(?P<stack>.+)\.old-(?P<pid>\d+)$")
 
 
+class OlderLockFormat(DataError):
+    """The lock was made by a gpuenv whose lock format differs: `invoke lock` simply relocks it."""
+
+
 @dataclass(frozen=True)
 class LockedPackage:
     """One entry of a lock, whichever tool wrote it."""
@@ -99,8 +103,10 @@ class LockMetadata:
         """Parse stack.json; any wrong shape is one DataError line naming the file and the key."""
         if not isinstance(data, dict):
             raise DataError(f"{where}: not a JSON object", fix=RELOCK)
+        if not isinstance(data.get("lock_format"), int) or isinstance(data.get("lock_format"), bool):
+            raise DataError(f"{where}: no lock_format: not a gpuenv lock's metadata", fix=RELOCK)
         if data.get("lock_format") != LOCK_FORMAT:
-            raise DataError(f"{where}: made by another gpuenv (lock format {data.get('lock_format')!r}, this one reads {LOCK_FORMAT})", fix=RELOCK)
+            raise OlderLockFormat(f"{where}: made by another gpuenv (lock format {data.get('lock_format')!r}, this one reads {LOCK_FORMAT})", fix=RELOCK)
         for key in ("backend", "input_hash", "lock_sha256", "source", "stack_id"):
             if not isinstance(data.get(key), str) or not data[key]:
                 raise DataError(f"{where}: {key!r} is missing or not a string", fix=RELOCK)

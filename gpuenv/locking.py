@@ -315,7 +315,10 @@ def python_pin_allows(line: str, python: str) -> bool:
 
 def _is_current(directory: Path, stack: Stack, backend: str, input_hash: str) -> bool:
     """Whether the lock there was made from the same inputs; a damaged lock is an error, not "unchanged"."""
-    meta = lockdir.read_metadata(directory)
+    try:
+        meta = lockdir.read_metadata(directory)
+    except lockdir.OlderLockFormat:
+        return False  # made by another gpuenv version: relocked, as LOCK_FORMAT promises
     if meta is None or meta.backend != backend or meta.input_hash != input_hash:
         return False
     lockdir.verify(directory, stack)  # raises DataError naming the mismatch

@@ -123,7 +123,7 @@ def test_a_lock_file_without_metadata_is_not_trusted(locks_dir):
         (b"{not json", "stack.json:1: not valid JSON"),
         (b"\xff\xfe\x00binary", "stack.json: not UTF-8 text"),
         (b"[1, 2]", "stack.json: not a JSON object"),
-        (b"{}", "made by another gpuenv (lock format None"),
+        (b"{}", "stack.json: no lock_format: not a gpuenv lock's metadata"),
         (json.dumps({"lock_format": lockdir.LOCK_FORMAT, "backend": "uv"}).encode(), "'input_hash' is missing"),
         (json.dumps({"lock_format": lockdir.LOCK_FORMAT, "backend": "pip", "input_hash": "x", "lock_sha256": "y", "source": "s", "stack_id": "z"}).encode(), "unknown backend 'pip'"),
     ],
@@ -140,6 +140,19 @@ def test_corrupt_metadata_is_one_line_everywhere(locks_dir, tmp_path, content, f
         with pytest.raises(DataError) as caught:
             use()
         assert fragment in caught.value.render() and "\n" not in caught.value.render()
+
+
+def test_a_lock_of_an_older_format_is_relocked_by_lock_and_refused_by_build(locks_dir, monkeypatch):
+    directory = make_lock(locks_dir)
+    meta = json.loads((directory / "stack.json").read_text())
+    (directory / "stack.json").write_text(json.dumps({**meta, "lock_format": 1}))
+    with pytest.raises(DataError, match="made by another gpuenv"):
+        images.read_lock(directory, TORCH_CPU)
+    calls = []
+    monkeypatch.setattr(locking, "_lock_into", lambda *args: calls.append(args) or (_ for _ in ()).throw(RuntimeError("stop here")))
+    with pytest.raises(RuntimeError, match="stop here"):  # it went on to lock again instead of refusing
+        locking.ensure_lock(TORCH_CPU, backend="uv", team_file=locks_dir.parent / "team.yml")
+    assert calls and not any(p.name.endswith(".tmp") for p in locks_dir.iterdir())
 
 
 def test_metadata_of_another_stack_is_refused(locks_dir):
