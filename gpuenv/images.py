@@ -234,7 +234,7 @@ def check_build_options(
         raise BadInput(f"--ca-cert {ca_cert}: no such file", fix="give the path of a PEM CA bundle")
     if wheelhouse is not None and not Path(wheelhouse).is_dir():
         raise BadInput(f"--wheelhouse {wheelhouse}: no such folder", fix="give a folder of .whl files")
-    if team_file is not None and not Path(team_file).is_file():
+    if team_file is not None and not Path(team_file).exists():
         raise BadInput(f"--team-file {team_file}: no such file", fix="give the path of a team file like envs/team.yml")
     if backend is not None and backend not in LOCK_FILES:
         raise BadInput(f"--backend {backend!r} is not known", fix=f"use one of {', '.join(LOCK_FILES)}")

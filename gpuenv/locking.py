@@ -239,9 +239,9 @@ def read_team_file(team_file: Path | None) -> tuple[Path, spec.Packages | None]:
 def read_team_file_hashed(team_file: Path | None) -> tuple[Path, spec.Packages | None, str | None]:
     """read_team_file, plus the sha256 of the bytes parsed (None when there is no team file)."""
     team_path = team_file if team_file is not None else DEFAULT_TEAM_FILE
-    if team_file is not None and not team_path.is_file():
+    if team_file is not None and not team_path.exists():
         raise BadInput(f"--team-file {team_file}: no such file", fix="give the path of a team file like envs/team.yml")
-    if not team_path.is_file():
+    if not team_path.exists():
         return team_path, None, None
     text = _read(team_path, "--team-file")
     sha = hashlib.sha256(text.encode("utf-8")).hexdigest()

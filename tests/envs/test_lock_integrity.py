@@ -266,6 +266,8 @@ def test_a_huge_environment_file_is_refused_before_it_is_read(tmp_path):
         locking.plan_lock(TORCH_CPU, backend="uv", team_file=big)
     with pytest.raises(BadInput, match=r"--file /dev/zero: larger than the 1 MiB an environment file may be: "):
         locking.plan_lock(TORCH_CPU, backend="uv", env_file=Path("/dev/zero"))
+    with pytest.raises(BadInput, match=r"--team-file /dev/zero: larger than the 1 MiB"):
+        locking.plan_lock(TORCH_CPU, backend="uv", team_file=Path("/dev/zero"))
     assert time.monotonic() - started < 1
 
 
