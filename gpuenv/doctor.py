@@ -104,29 +104,37 @@ def collect_report() -> dict[str, Any]:
     }
 
 
+#: Width of the label column: the longest label ("tensorflow") and two spaces, so no label runs into its value.
+LABEL_WIDTH = len("tensorflow") + 2
+
+
+def _line(label: str, value: str) -> str:
+    return f"{label:<{LABEL_WIDTH - 2}}  {value}"
+
+
 def format_report(report: dict[str, Any]) -> str:
-    lines = [f"host      {report['host']['hostname']}  ({report['host']['os']}, Python {report['host']['python']})"]
+    lines = [_line("host", f"{report['host']['hostname']}  ({report['host']['os']}, Python {report['host']['python']})")]
     nvml = report["nvml"]
     if nvml.get("available"):
-        lines.append(f"driver    {nvml['driver_version']}  (CUDA driver API {nvml['cuda_driver_version']})")
+        lines.append(_line("driver", f"{nvml['driver_version']}  (CUDA driver API {nvml['cuda_driver_version']})"))
         rows = [
             (g["index"], g["name"], g["uuid"], g["compute_capability"], f"{g['memory_total_bytes'] / 2**30:.1f} GiB" if g["memory_total_bytes"] is not None else "not readable")
             for g in nvml["gpus"]
         ]
-        lines.append(format_table(("gpu", "name", "uuid", "cc", "memory"), rows) if rows else "gpus      none")
+        lines.append(format_table(("gpu", "name", "uuid", "cc", "memory"), rows) if rows else _line("gpus", "none"))
     else:
-        lines.append(f"driver    not available: {nvml['why']}")
+        lines.append(_line("driver", f"not available: {nvml['why']}"))
     docker = report["docker"]
     if docker.get("available"):
         gpu = "yes" if docker["gpu_ready"] else "no (install the NVIDIA Container Toolkit, then nvidia-ctk runtime configure or cdi generate)"
-        lines.append(f"docker    {docker['server_version']}; runtimes: {', '.join(docker['runtimes']) or '-'}; GPUs to containers: {gpu}")
+        lines.append(_line("docker", f"{docker['server_version']}; runtimes: {', '.join(docker['runtimes']) or '-'}; GPUs to containers: {gpu}"))
     else:
-        lines.append(f"docker    not available: {docker['why']}")
+        lines.append(_line("docker", f"not available: {docker['why']}"))
     for fw, rec in report["recommended"].items():
         if rec.get("available"):
-            lines.append(f"{fw:<10}{rec['stack_id']}  base {rec['base_image']}  ({rec['pip_requirement']})")
+            lines.append(_line(fw, f"{rec['stack_id']}  base {rec['base_image']}  ({rec['pip_requirement']})"))
         else:
-            lines.append(f"{fw:<10}no stack: {rec['why']}")
+            lines.append(_line(fw, f"no stack: {rec['why']}"))
     lines += compat_data_lines(report.get("compat_data") or {})
     return "\n".join(lines)
 

@@ -179,11 +179,60 @@ def build_image(
             "docker build ended without an image" + (f" (last step: {step})" if step else ""),
             fix="see the build log above",
         )
-    image = cli.images.get(image_id)
-    for ref in tags:
-        repo, _, tag = ref.rpartition(":") if ":" in ref.split("/")[-1] else (ref, "", "latest")
-        image.tag(repo, tag)
+    tag_all_or_none(cli, image_id, tags)
     return BuildResult(image=_info(cli.images.get(image_id)), log=log)
+
+
+def _split(ref: str) -> tuple[str, str]:
+    return (ref.rpartition(":")[0], ref.rpartition(":")[2]) if ":" in ref.split("/")[-1] else (ref, "latest")
+
+
+def tag_all_or_none(cli: Any, image_id: str, tags: list[str]) -> None:
+    """Give `image_id` every tag in `tags`, or, when the engine refuses one, put back the ones moved.
+
+    Tags move together: a refused tag (a name the engine will not take) must not leave the
+    stack's `latest` on the new image while the team's tag stays on the old one.
+    """
+    from docker.errors import APIError, ImageNotFound
+
+    moved: list[tuple[str, str | None]] = []  # (ref, the image it named before)
+    for ref in tags:
+        repo, tag = _split(ref)
+        try:
+            try:
+                before: str | None = cli.images.get(f"{repo}:{tag}").id
+            except ImageNotFound:
+                before = None
+            cli.api.tag(image_id, repo, tag, force=True)
+        except APIError as err:
+            for done_ref, previous in reversed(moved):
+                _quietly(lambda r=done_ref, p=previous: _restore_tag(cli, r, p))
+            raise ToolError(
+                f"the engine refused the tag {ref} after the build: {_short(err)}",
+                fix="no tag was moved; choose a valid --tag and build again (the layers are cached)",
+            ) from None
+        moved.append((f"{repo}:{tag}", before))
+
+
+def _restore_tag(cli: Any, ref: str, previous: str | None) -> None:
+    if previous is None:
+        cli.api.remove_image(ref, noprune=True)  # only removes the name: the image keeps its other tags
+    else:
+        repo, tag = _split(ref)
+        cli.api.tag(previous, repo, tag, force=True)
+
+
+def image_name(ref: str) -> str:
+    """How a message names an image: by a tag when it has one, else by its short id (never sha256:...)."""
+    if not re.fullmatch(r"(sha256:)?[0-9a-f]{12,64}", ref):
+        return ref  # already a name
+    try:
+        info = image_info(ref)
+    except GpuenvError:
+        info = None
+    if info is not None and info.tags:
+        return sorted(info.tags, key=lambda t: (t.endswith(":latest"), t))[0]
+    return ref.removeprefix("sha256:")[:12]
 
 
 def _build_fix(reason: str, log: list[str]) -> str:
@@ -204,19 +253,54 @@ def _print(text: str) -> None:
 # ---------------------------------------------------------------- containers
 
 
+_GPU_ID = re.compile(r"\d+|GPU-[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}|MIG-[0-9a-zA-Z/-]+", re.I)
+
+
+def parse_gpus(gpus: str) -> str | list[str]:
+    """`--gpus` checked without the engine: "all", "none", or the list of GPU indices/UUIDs.
+
+    Every entry must be one: `0,,1`, `0,`, `1,1` and `-1` are mistakes to name, not to tidy up.
+    """
+    value = (gpus or "").strip()
+    if value.lower() in ("all", "none"):
+        return value.lower()
+    fix = "use --gpus all, --gpus none, or indices/UUIDs such as --gpus 0,1"
+    parts = [part.strip() for part in value.split(",")]
+    if not value or any(not part for part in parts):
+        raise BadInput(f"--gpus {gpus!r} has an empty entry", fix=fix)
+    bad = [part for part in parts if not _GPU_ID.fullmatch(part)]
+    if bad:
+        raise BadInput(f"--gpus {gpus!r}: {bad[0]!r} is not a GPU index or UUID", fix=fix)
+    if len(set(parts)) != len(parts):
+        raise BadInput(f"--gpus {gpus!r} names a GPU twice", fix=fix)
+    return parts
+
+
+def parse_shm_size(value: str | int) -> int:
+    """`--shm-size` in bytes, checked by the SDK's own parser before anything is asked of the engine."""
+    from docker.errors import DockerException
+    from docker.utils import parse_bytes
+
+    text = str(value).strip()
+    try:
+        size = parse_bytes(text)
+    except (DockerException, ValueError, OverflowError):
+        size = None
+    if not isinstance(size, int) or size <= 0 or size > 2**53:
+        raise BadInput(f"--shm-size {value!r} is not a size", fix="give a positive size with a unit, e.g. 8g, 512m or 1073741824b")
+    return size
+
+
 def device_requests(gpus: str) -> list[Any]:
     """The SDK's device requests for `--gpus all|none|0,1` (the `docker run --gpus` values)."""
     from docker.types import DeviceRequest
 
-    value = (gpus or "").strip().lower()
-    if value in ("none", "", "0-none"):
+    parsed = parse_gpus(gpus)
+    if parsed == "none":
         return []
-    if value == "all":
+    if parsed == "all":
         return [DeviceRequest(count=-1, capabilities=[["gpu"]])]
-    ids = [part.strip() for part in value.split(",") if part.strip()]
-    if not ids or not all(re.fullmatch(r"\d+|GPU-[0-9a-f-]+|MIG-[0-9a-zA-Z/-]+", i, re.I) for i in ids):
-        raise BadInput(f"--gpus {gpus!r} is not all, none or a list of GPU indices/UUIDs", fix="use e.g. --gpus all, --gpus none or --gpus 0,1")
-    return [DeviceRequest(device_ids=ids, capabilities=[["gpu"]])]
+    return [DeviceRequest(device_ids=list(parsed), capabilities=[["gpu"]])]
 
 
 def run_container(
@@ -239,13 +323,14 @@ def run_container(
     from docker.types import Ulimit
 
     emit = stream or _print
+    requests = device_requests(gpus)
+    shm_bytes = parse_shm_size(shm_size)
     cli = client()
     mount = Path(workdir_mount if workdir_mount is not None else Path.cwd()).resolve()
     try:
         cli.images.get(image)
     except ImageNotFound:
-        raise GpuenvError(f"image {image} is not present on this engine", fix="build it with invoke build") from None
-    requests = device_requests(gpus)
+        raise GpuenvError(f"image {image_name(image)} is not present on this engine", fix="build it with invoke build") from None
     # NVIDIA's recommendation for NCCL/RDMA: unlimited locked memory, 64 MiB stack. Only with
     # GPUs: unprivileged or nested engines refuse to raise RLIMIT_MEMLOCK, and CPU runs need none.
     ulimits = [Ulimit(name="memlock", soft=-1, hard=-1), Ulimit(name="stack", soft=67108864, hard=67108864)] if requests else []
@@ -254,20 +339,22 @@ def run_container(
         # nvidia/cuda images set NVIDIA_VISIBLE_DEVICES=all; on an engine whose default runtime is
         # nvidia that alone would hand out every GPU. `--gpus none` means none.
         environment.setdefault("NVIDIA_VISIBLE_DEVICES", "void")
-    # Files written to the mounted folder should belong to the caller: run as the caller's uid
-    # when it is not root (like `docker run -u $(id -u):$(id -g)`); a root caller keeps the
-    # image's non-root user. That uid has no home in the image, hence HOME=/tmp.
-    user = None
-    if os.getuid() != 0:
-        user = f"{os.getuid()}:{os.getgid()}"
-        environment.setdefault("HOME", "/tmp")
+    # The container runs as the caller's uid:gid, root included (like `docker run -u $(id -u):$(id -g)`).
+    # What it writes into the mounted folder (reports, checkpoints) must be writable there and
+    # belong to the caller: the image's own user (1000) cannot write a folder that root or anyone
+    # else owns with mode 0755/0700, and making it world-writable would be the wrong fix. Running
+    # as root is no escalation for a root caller, who already commands the engine; the image stays
+    # non-root for everyone who runs it without gpuenv. The caller's uid has no home in the image,
+    # hence HOME=/tmp.
+    user = caller_user()
+    environment.setdefault("HOME", "/tmp")
     kwargs: dict[str, Any] = dict(
         image=image,
         command=command or None,
         user=user,
         environment=environment,
         device_requests=requests,
-        shm_size=shm_size,
+        shm_size=shm_bytes,
         ulimits=ulimits,
         volumes={str(mount): {"bind": WORKDIR_IN_CONTAINER, "mode": "rw"}},
         working_dir=WORKDIR_IN_CONTAINER,
@@ -286,10 +373,15 @@ def run_container(
             _quietly(container.kill)
         raise
     except APIError as err:
-        raise ToolError(f"could not run {image}: {_short(err)}", fix=_run_fix(str(err), gpus)) from None
+        raise ToolError(f"could not run {image_name(image)}: {_short(err)}", fix=_run_fix(str(err), gpus)) from None
     finally:
         if container is not None:
             _quietly(lambda: container.remove(force=True))
+
+
+def caller_user() -> str:
+    """`uid:gid` of this process, the user a container runs as (see run_container)."""
+    return f"{os.getuid()}:{os.getgid()}"
 
 
 def _run_fix(reason: str, gpus: str) -> str:

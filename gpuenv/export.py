@@ -1,7 +1,9 @@
 """Export a stack's environment as an environment.yml a colleague can use with conda or mamba.
 
 Pinned from the stack's lock when one exists (every conda and pip package at its locked version),
-else the rendered spec as is. The pip section names the index the framework build needs.
+else the rendered spec as is. The pip section names the index the framework build needs. A lock
+is used only after `lockdir.verify` vouched for it, and only while the team file it merged is
+unchanged: a stale or damaged lock is an error, never a silently wrong "pinned" export.
 """
 
 from __future__ import annotations
@@ -9,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuenv import locking, spec
-from gpuenv.errors import BadInput
+from gpuenv import lockdir, locking, spec
+from gpuenv.errors import BadInput, DataError, GpuenvError
 from gpuenv.stack import Stack
-from validate.files import write_text_atomic
+from validate.files import WriteFailed, write_text_atomic
 
 
 @dataclass(frozen=True)
@@ -21,40 +23,65 @@ class ExportResult:
     lock: Path | None  # the lock file the pins came from, None when unpinned
 
 
-def pinned_from_lock(directory: Path) -> tuple[spec.Pinned, spec.Packages, Path] | None:
-    """Pins and spec packages of the lock in `directory`, or None when there is no lock."""
-    meta = locking.read_metadata(directory)
-    if meta is None:
+def pinned_from_lock(directory: Path, stack: Stack | None = None) -> tuple[spec.Pinned, spec.Packages, Path] | None:
+    """Pins and spec packages of the verified lock in `directory`, or None when there is no lock."""
+    if lockdir.read_metadata(directory) is None and not lockdir.has_lock(directory):
         return None
-    backend = meta.get("backend", "conda-lock")
-    platform = (meta.get("platforms") or ["linux-64"])[0]
-    lock_path = directory / locking.lock_file_name(backend)
-    spec_path = directory / locking.SPEC_FILE
-    if not lock_path.is_file() or not spec_path.is_file():
-        return None
-    packages = spec.parse_environment_file(spec_path.read_text(encoding="utf-8"), str(spec_path)).packages
-    if backend == "uv":
-        entries = locking.read_requirements_lock(lock_path, platform)
-        pinned = spec.Pinned(conda=(), pip=tuple(f"{p.name}=={p.version}" for p in entries), platform=platform)
+    lock = lockdir.verify(directory, stack)
+    platform = lock.metadata.platforms[0]
+    spec_path = directory / lockdir.SPEC_FILE
+    try:
+        spec_text = spec_path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise DataError(f"{spec_path}: cannot be read ({type(err).__name__})", fix=lockdir.RELOCK) from None
+    packages = spec.parse_environment_file(spec_text, str(spec_path)).packages
+    entries = [p for p in lock.packages if p.platform == platform]
+    conda = tuple(f"{p.name}={p.version}={p.build}" if p.build else f"{p.name}={p.version}" for p in entries if p.manager == "conda")
+    pip = tuple(f"{p.name}=={p.version}" for p in entries if p.manager == "pip")
+    return spec.Pinned(conda=conda, pip=pip, platform=platform), packages, lock.path
+
+
+def check_team_file_unchanged(meta: lockdir.LockMetadata, team_file: Path | None) -> None:
+    """The lock merged a team file: the one in use now must be the same bytes, or the pins are stale."""
+    if meta.env_file:
+        return  # a received file was locked as the whole spec; the team file was not part of it
+    path, _team, sha = locking.read_team_file_hashed(team_file)
+    if sha == meta.team_file_sha256:
+        return
+    if meta.team_file_sha256 is None:
+        what = f"{path} was added since the lock"
+    elif sha is None:
+        what = f"the team file {meta.team_file} is gone since the lock"
+    elif Path(meta.team_file or "").resolve() != path.resolve():
+        what = f"it merged {meta.team_file}, this export reads {path}"
     else:
-        entries = [p for p in locking.read_conda_lock(lock_path) if p.platform == platform]
-        conda = tuple(f"{p.name}={p.version}={p.build}" if p.build else f"{p.name}={p.version}" for p in entries if p.manager == "conda")
-        pip = tuple(f"{p.name}=={p.version}" for p in entries if p.manager == "pip")
-        pinned = spec.Pinned(conda=conda, pip=pip, platform=platform)
-    return pinned, packages, lock_path
+        what = f"{path} changed since the lock"
+    raise DataError(
+        f"the lock of {meta.stack.stack_id} is out of date: {what}",
+        fix="run invoke lock with the same stack options, then export again",
+    )
 
 
 def export_environment(stack: Stack, output: Path, *, team_file: Path | None = None) -> ExportResult:
     """Write the environment.yml for `stack` to `output` atomically."""
     if output.is_dir():
         raise BadInput(f"--output {output} is a folder", fix="give a file name such as environment.yml")
-    found = pinned_from_lock(locking.lock_directory(stack))
+    directory = locking.lock_directory(stack)
+    found = pinned_from_lock(directory, stack)
     if found is not None:
+        meta = lockdir.read_metadata(directory)
+        assert meta is not None  # verified just now
+        check_team_file_unchanged(meta, team_file)
         pinned, packages, lock_path = found
         text = spec.render_export(stack, packages, pinned)
     else:
         _, team = locking.read_team_file(team_file)
         text = spec.render_export(stack, spec.merge_packages(stack, team), None)
         lock_path = None
-    write_text_atomic(output, text)
+    try:
+        write_text_atomic(output, text)
+    except WriteFailed as err:
+        if err.user_fault:
+            raise BadInput(f"--output {err}", fix="give a path in a folder you can write") from None
+        raise GpuenvError(f"--output {err}", fix="free some space and run it again") from None
     return ExportResult(path=output, lock=lock_path)

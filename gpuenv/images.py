@@ -7,16 +7,16 @@ the end (`image_for_stack`, `built_images`) ask it through that module.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
+import re
 import tarfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Callable, Iterable
 
-from gpuenv import PROJECT_ROOT, __version__, lockers
+from gpuenv import PROJECT_ROOT, __version__, lockdir, lockers
 from gpuenv.errors import BadInput, DataError, GpuenvError
 from gpuenv.stack import Stack
 
@@ -41,7 +41,7 @@ VALIDATE_DIR = PROJECT_ROOT / "validate"
 #: Path of the Dockerfile inside the build context.
 DOCKERFILE_IN_CONTEXT = "docker/Dockerfile"
 #: Lock files, by backend, in the order `invoke build` looks for them.
-LOCK_FILES = {"conda-lock": lockers.CONDA_LOCK_FILE, "uv": lockers.UV_LOCK_FILE}
+LOCK_FILES = lockdir.LOCK_FILES
 #: Files and folders never sent to the engine (bytecode, editor litter).
 _SKIP_NAMES = {"__pycache__", ".pytest_cache", ".mypy_cache", ".DS_Store"}
 
@@ -59,6 +59,54 @@ def image_tags(stack: Stack, lock_hash: str, extra: Iterable[str] = ()) -> list[
     repo = image_repository(stack)
     tags = [f"{repo}:{lock_hash[:TAG_HASH_LENGTH]}", f"{repo}:{MOVING_TAG}"]
     return tags + [t for t in extra if t and t not in tags]
+
+
+# The grammar of distribution/reference (reference.go / regexp.go), which the engine applies:
+#   name      := [domain "/"] path-component ("/" path-component)*   (a domain has '.' or ':' or is localhost)
+#   domain    := host [":" port]            host: DNS name, IPv4 or [IPv6]
+#   path-component := [a-z0-9]+ (separator [a-z0-9]+)*    separator := [_.] | "__" | "-"+
+#   tag       := [\w][\w.-]{0,127}          (upper case allowed in tags, never in paths)
+# A name is at most 255 characters, and the engine refuses a 64-hex name (it is an image id).
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_HOST = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[a-fA-F0-9:]+\])"
+_DOMAIN = rf"{_HOST}(?::[0-9]+)?"
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_REFERENCE = re.compile(
+    rf"(?:(?P<domain>{_DOMAIN})/)?(?P<path>{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)(?::(?P<tag>[\w][\w.-]{{0,127}}))?",
+    re.ASCII,  # Go's \w: [A-Za-z0-9_], not every Unicode letter
+)
+_IMAGE_ID = re.compile(r"[a-f0-9]{64}")
+MAX_NAME_LENGTH = 255
+
+
+def check_image_reference(value: str, option: str = "--tag") -> str:
+    """`value` as a full reference (`repo:tag`, the tag `latest` when none), or BadInput naming it.
+
+    Follows distribution/reference, so what passes here the engine accepts too: `x:Prod` and
+    `registry.local:5000/team/torch:v1` pass; `foo:bar:baz`, `Team/torch`, `a b` do not.
+    """
+    match = _REFERENCE.fullmatch(value) if isinstance(value, str) else None
+    fix = "use [registry[:port]/]path[:tag]: a lower-case path such as myteam/torch, a tag of letters, digits, '_', '.', '-' (at most 128)"
+    if not match:
+        raise BadInput(f"{option} {value!r} is not a valid image reference", fix=fix)
+    domain = match.group("domain")
+    if domain and not ("." in domain or ":" in domain or domain == "localhost") and domain != domain.lower():
+        # Not a host (no '.', ':' or localhost): engines before distribution/reference v0.5 read it
+        # as the first path component, which must be lower case, and refuse it.
+        raise BadInput(f"{option} {value!r}: the repository path must be lower case", fix=fix)
+    name = value if match.group("tag") is None else value[: -len(match.group("tag")) - 1]
+    if len(name) > MAX_NAME_LENGTH:
+        raise BadInput(f"{option} {value[:40]!r}...: the name is {len(name)} characters, the limit is {MAX_NAME_LENGTH}", fix="use a shorter name")
+    if _IMAGE_ID.fullmatch(match.group("path")) and not match.group("domain"):
+        raise BadInput(f"{option} {value!r} is a 64-hex image id, which the engine refuses as a name", fix="use a name such as myteam/torch")
+    return value if match.group("tag") is not None else f"{value}:latest"
+
+
+def split_reference(ref: str) -> tuple[str, str]:
+    """("repo", "tag") of a checked reference; a registry port is not mistaken for a tag."""
+    full = check_image_reference(ref)
+    repo, _, tag = full.rpartition(":")
+    return repo, tag
 
 
 def require_cuda(stack: Stack) -> str:
@@ -122,16 +170,14 @@ class LockFile:
     sha256: str
 
 
-def read_lock(lock_dir: Path) -> LockFile:
-    """Find the lock file in `lock_dir` and hash its bytes: the hash names the image."""
-    for backend, name in LOCK_FILES.items():
-        path = Path(lock_dir) / name
-        if path.is_file():
-            return LockFile(path, backend, hashlib.sha256(path.read_bytes()).hexdigest())
-    raise DataError(
-        f"no {' or '.join(LOCK_FILES.values())} in lock directory {lock_dir}",
-        fix="run invoke lock for this stack (or invoke build, which locks when the lock is missing)",
-    )
+def read_lock(lock_dir: Path, stack: Stack | None = None) -> LockFile:
+    """The lock file of `lock_dir`, verified against its metadata (and `stack`): its hash names the image.
+
+    Through gpuenv.lockdir, the owner of the lock directory: the backend's file that the metadata
+    names (never a stray file of the other backend), unchanged since it was locked.
+    """
+    lock = lockdir.verify(Path(lock_dir), stack)
+    return LockFile(lock.path, lock.backend, lock.sha256)
 
 
 # ---------------------------------------------------------------- the build
@@ -200,6 +246,23 @@ def build_args(
     }
 
 
+def check_build_options(
+    *, tag: str | None = None, ca_cert: str | Path | None = None, wheelhouse: str | Path | None = None,
+    team_file: str | Path | None = None, backend: str | None = None,
+) -> None:
+    """The build's own options, checked before the stack is resolved, locked or built (BadInput)."""
+    if tag is not None:
+        check_image_reference(tag)
+    if ca_cert is not None and not Path(ca_cert).is_file():
+        raise BadInput(f"--ca-cert {ca_cert}: no such file", fix="give the path of a PEM CA bundle")
+    if wheelhouse is not None and not Path(wheelhouse).is_dir():
+        raise BadInput(f"--wheelhouse {wheelhouse}: no such folder", fix="give a folder of .whl files")
+    if team_file is not None and not Path(team_file).exists():
+        raise BadInput(f"--team-file {team_file}: no such file", fix="give the path of a team file like envs/team.yml")
+    if backend is not None and backend not in LOCK_FILES:
+        raise BadInput(f"--backend {backend!r} is not known", fix=f"use one of {', '.join(LOCK_FILES)}")
+
+
 def plan_build(
     stack: Stack,
     lock_dir: Path,
@@ -213,7 +276,9 @@ def plan_build(
     build_date: str | None = None,
 ) -> BuildPlan:
     """Check the user's paths and decide tags, build arguments and labels for one build."""
-    lock = read_lock(lock_dir)
+    if tag is not None:
+        check_image_reference(tag)
+    lock = read_lock(lock_dir, stack)
     if ca_cert is not None:
         ca_cert = Path(ca_cert)
         if not ca_cert.is_file():
@@ -224,14 +289,15 @@ def plan_build(
             raise BadInput(f"--wheelhouse {wheelhouse}: no such folder", fix="give a folder of .whl files")
     if not Path(validate_dir).is_dir():
         raise DataError(f"validation suite folder {validate_dir} is missing", fix="restore validate/ from the repository")
-    if tag is not None and (not tag or any(c.isspace() for c in tag) or tag != tag.lower()):
-        raise BadInput(f"--tag {tag!r} is not a valid image name", fix="use lower case, e.g. myteam/torch:1")
+    tags = image_tags(stack, lock.sha256, [tag] if tag else [])
+    for ref in tags:  # every tag, before the build: the engine must not refuse one after it
+        check_image_reference(ref, "image tag")
     return BuildPlan(
         stack=stack,
         lock=lock,
         lock_dir=Path(lock_dir),
         base_image=base_image or stack.base_image,
-        tags=image_tags(stack, lock.sha256, [tag] if tag else []),
+        tags=tags,
         buildargs=build_args(stack, lock, base_image=base_image, build_date=build_date),
         labels=image_labels(stack, lock.sha256, lock.backend),
         ca_cert=ca_cert,
@@ -302,8 +368,11 @@ def write_context(plan: BuildPlan, out: IO[bytes]) -> None:
                 # A standalone Python: relocatable, with relative links (python3 -> python3.11).
                 tar.add(str(source.root), arcname=name, recursive=True, filter=_normalised)
             else:
-                info = tar.gettarinfo(str(source), arcname=name)
-                with open(source, "rb") as fh:
+                # Links are followed: a symlinked CA bundle (/etc/ssl/certs/ca-bundle.crt on RHEL)
+                # or wheel must reach the build as its content, not as a link that dangles there.
+                real = Path(source).resolve(strict=True)
+                info = tar.gettarinfo(str(real), arcname=name)
+                with open(real, "rb") as fh:
                     tar.addfile(_normalised(info), fh)
 
 

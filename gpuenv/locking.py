@@ -31,19 +31,27 @@ from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from gpuenv import PROJECT_ROOT, lockers, spec
-from gpuenv.errors import BadInput, DataError, ToolError
+from gpuenv import PROJECT_ROOT, lockdir, lockers, spec
+from gpuenv.errors import BadInput, DataError, GpuenvError, ToolError
 from gpuenv.stack import Stack
+from validate.files import os_error_reason
 
 ENVS_DIR = PROJECT_ROOT / "envs"
 DEFAULT_TEAM_FILE = ENVS_DIR / "team.yml"
 MAPPING_FILE = ENVS_DIR / "pypi-to-conda.yaml"
 LOCKS_ENV_VAR = "GPUENV_LOCKS_DIR"
 BACKENDS = ("conda-lock", "uv")
-METADATA_FILE = "stack.json"
-SPEC_FILE = "environment.yml"
-#: Bump when the lock directory layout or the hashed inputs change: old locks are then relocked.
-LOCK_FORMAT = 1
+METADATA_FILE = lockdir.METADATA_FILE
+SPEC_FILE = lockdir.SPEC_FILE
+LOCK_FORMAT = lockdir.LOCK_FORMAT
+#: Read-back of locks lives in gpuenv.lockdir; these names stay importable from here.
+LockedPackage = lockdir.LockedPackage
+read_requirements_lock = lockdir.read_requirements_lock
+read_conda_lock = lockdir.read_conda_lock
+read_metadata = lockdir.read_metadata
+#: Team and environment files larger than this are refused before anything reads them as YAML:
+#: a real one is a few kB, and a 50 MB one made uv look up hundreds of thousands of names.
+MAX_SPEC_BYTES = 1024 * 1024
 
 Progress = Callable[[str], None]
 
@@ -57,17 +65,6 @@ class LockResult:
     input_hash: str
     skipped: bool
     files: Path
-
-
-@dataclass(frozen=True)
-class LockedPackage:
-    """One entry of a lock, whichever tool wrote it."""
-
-    name: str
-    version: str
-    manager: str  # "conda" or "pip"
-    platform: str
-    build: str = ""
 
 
 @dataclass(frozen=True)
@@ -85,6 +82,8 @@ class _Plan:
     source: str
     channels: tuple[str, ...] = spec.CHANNELS
     origin: Path | None = None  # the file the user wrote (team file or --file), for messages
+    team_file_sha256: str | None = None  # of the team file merged in (the export checks it later)
+    env_file: Path | None = None  # the received file locked instead of the rendered spec
 
     def input_hash(self) -> str:
         data = {
@@ -110,7 +109,7 @@ def lock_directory(stack: Stack) -> Path:
 
 
 def lock_file_name(backend: str) -> str:
-    return lockers.CONDA_LOCK_FILE if backend == "conda-lock" else lockers.UV_LOCK_FILE
+    return lockdir.lock_file_name(backend)
 
 
 def ensure_lock(
@@ -134,23 +133,30 @@ def ensure_lock(
     input_hash = plan.input_hash()
     directory = lock_directory(stack)
     lock_path = directory / lock_file_name(plan.backend)
-    if not force and _is_current(directory, lock_path, plan.backend, input_hash):
+    if not force and _is_current(directory, stack, plan.backend, input_hash):
         say(f"lock of {stack.stack_id} is up to date ({plan.backend}, inputs {input_hash[:12]}): {lock_path}")
         return LockResult(directory=directory, backend=plan.backend, input_hash=input_hash, skipped=True, files=lock_path)
 
     say(f"checking the spec with conda-lock's parser ({', '.join(plan.platforms)})")
     _parse_like_conda_lock(plan.spec_text, plan.platforms, plan.origin)
     root = directory.parent
-    root.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{stack.stack_id}.", suffix=".tmp", dir=root))
-    work.chmod(0o755)  # mkdtemp makes it private; a lock directory is shared with the team
+    work: Path | None = None
     try:
+        for stale in lockdir.clean_stale(root):
+            say(f"removed {stale.name}, left by a lock that did not finish")
+        work = lockdir.new_work_dir(root, stack.stack_id)
         _lock_into(work, stack, plan, input_hash, say)
         say(f"writing {directory}")
-        _replace_dir(work, directory)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
+        lockdir.replace_directory(work, directory)
+        work = None
+    except OSError as err:
+        raise GpuenvError(
+            f"cannot write the lock under {root}: {os_error_reason(err)}",
+            fix=f"make {root} writable (or set {LOCKS_ENV_VAR} to a writable folder); the previous lock is unchanged",
+        ) from None
+    finally:
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
     return LockResult(directory=directory, backend=plan.backend, input_hash=input_hash, skipped=False, files=lock_path)
 
 
@@ -171,14 +177,16 @@ def plan_lock(
     if env_file is not None:
         text = _read(env_file, "--file")
         received = spec.parse_environment_file(text, str(env_file), lockers.conda_spec_problem)
+        check_received_against_stack(received.packages, stack, env_file, text)
         chosen = spec.check_platforms(platforms or received.platforms or ())
         spec_text = spec.render_environment_file(received, chosen)
         packages = received.packages
         channels = received.channels or spec.CHANNELS
         source = str(env_file)
         origin: Path | None = env_file
+        team_sha = None
     else:
-        team_path, team = read_team_file(team_file)
+        team_path, team, team_sha = read_team_file_hashed(team_file)
         chosen = spec.check_platforms(platforms or ())
         spec_text = spec.render_environment(stack, team, chosen)
         packages = spec.merge_packages(stack, team)
@@ -225,17 +233,104 @@ def plan_lock(
         source=source,
         channels=tuple(c for c in channels if c != "nodefaults"),
         origin=origin,
+        team_file_sha256=team_sha,
+        env_file=env_file,
     )
 
 
 def read_team_file(team_file: Path | None) -> tuple[Path, spec.Packages | None]:
     """The team file given (which must exist), else envs/team.yml if present; parsed and checked."""
+    path, team, _sha = read_team_file_hashed(team_file)
+    return path, team
+
+
+def read_team_file_hashed(team_file: Path | None) -> tuple[Path, spec.Packages | None, str | None]:
+    """read_team_file, plus the sha256 of the bytes parsed (None when there is no team file)."""
     team_path = team_file if team_file is not None else DEFAULT_TEAM_FILE
-    if team_file is not None and not team_path.is_file():
+    if team_file is not None and not team_path.exists():
         raise BadInput(f"--team-file {team_file}: no such file", fix="give the path of a team file like envs/team.yml")
-    if not team_path.is_file():
-        return team_path, None
-    return team_path, spec.parse_team_file(_read(team_path, "--team-file"), str(team_path), lockers.conda_spec_problem)
+    if not team_path.exists():
+        return team_path, None, None
+    text = _read(team_path, "--team-file")
+    sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return team_path, spec.parse_team_file(text, str(team_path), lockers.conda_spec_problem), sha
+
+
+def check_received_against_stack(packages: spec.Packages, stack: Stack, source: Path, text: str = "") -> None:
+    """A received environment.yml locked for a stack must hold that stack's framework and Python.
+
+    Otherwise the lock would be filed under the stack's name while holding something else
+    (torch 2.1.0 in a `torch2.3.1-...` lock). Pins that contradict the stack, and a file without
+    the framework, are bad input naming the line.
+    """
+    req = Requirement(stack.pip_requirement)
+    framework = canonicalize_name(req.name)
+    exact = next((Version(s.version) for s in req.specifier if s.operator in ("==", "===")), Version(stack.framework_version))
+
+    def where(line: str) -> str:
+        number = next((n for n, raw in enumerate(text.splitlines(), 1) if line in raw), None)
+        return packages.where.get(line) or (f"{source}:{number}" if number else str(source))
+
+    names = {framework} | ({"tensorflow", "tensorflow-cpu"} if stack.framework == "tensorflow" else set())
+    option = "--torch" if stack.framework == "torch" else "--tensorflow"
+    found = False
+    for line in packages.pip:
+        pin = Requirement(line)
+        if canonicalize_name(pin.name) not in names:
+            continue
+        if canonicalize_name(pin.name) != framework:
+            raise BadInput(
+                f"{where(line)}: {line!r} is not the stack's build ({stack.pip_requirement})",
+                fix=f"write {stack.pip_requirement} (or choose the stack that installs {pin.name})",
+            )
+        found = True
+        if pin.url or (pin.specifier and not pin.specifier.contains(exact, prereleases=True)):
+            raise BadInput(
+                f"{where(line)}: {line!r} contradicts the stack {stack.stack_id} "
+                f"({stack.framework} {stack.framework_version})",
+                fix=f"lock it with {option} matching the file, or change the pin",
+            )
+    for line in packages.conda:
+        name = spec.conda_name(line)
+        if canonicalize_name(name) in names:
+            raise BadInput(f"{where(line)}: {line!r} installs {name} from conda", fix=f"the stack installs {stack.pip_requirement} with pip: move it to the pip list")
+        if name == "python" and not python_pin_allows(line, stack.python):
+            raise BadInput(f"{where(line)}: {line!r} contradicts the stack's Python {stack.python}", fix="lock it with --python matching the file, or change the pin")
+    if not found:
+        raise BadInput(
+            f"{source}: has no {framework} requirement, but the stack {stack.stack_id} is built around it",
+            fix=f"add '{stack.pip_requirement}' to its pip list (or lock the rendered spec without --file)",
+        )
+
+
+def python_pin_allows(line: str, python: str) -> bool:
+    """Whether a conda `python` spec (python=3.11, python=3.11.4, python>=3.10,<3.12) allows X.Y."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    rest = line.split("::")[-1].strip()[len("python"):].replace(" ", "")
+    if not rest or rest == "*":
+        return True
+    if rest.startswith("=") or (rest.startswith("==") and "*" not in rest):
+        parts = rest.lstrip("=").rstrip("*").rstrip(".").split(".")  # conda's =3.11 means 3.11.*
+        return parts[: len(python.split("."))] == python.split(".")[: len(parts)]
+    try:
+        allowed = SpecifierSet(rest)
+    except InvalidSpecifier:
+        return True  # conda's parser has accepted it already; do not guess
+    v = Version(python)
+    return any(allowed.contains(Version(f"{v.major}.{v.minor}.{patch}")) for patch in (0, 5, 30))
+
+
+def _is_current(directory: Path, stack: Stack, backend: str, input_hash: str) -> bool:
+    """Whether the lock there was made from the same inputs; a damaged lock is an error, not "unchanged"."""
+    try:
+        meta = lockdir.read_metadata(directory)
+    except lockdir.OlderLockFormat:
+        return False  # made by another gpuenv version: relocked, as LOCK_FORMAT promises
+    if meta is None or meta.backend != backend or meta.input_hash != input_hash:
+        return False
+    lockdir.verify(directory, stack)  # raises DataError naming the mismatch
+    return True
 
 
 def _parse_like_conda_lock(spec_text: str, platforms: tuple[str, ...], source: Path | None) -> None:
@@ -286,18 +381,25 @@ def _lock_into(work: Path, stack: Stack, plan: _Plan, input_hash: str, say: Prog
     problem = cpu_only_problem(stack, packages, plan.platforms)
     if problem:
         raise ToolError(f"the lock of GPU stack {stack.stack_id} resolved to CPU-only builds: {problem}", fix="check the framework pin and its wheel index (or the wheelhouse)")
-    metadata = {
-        **stack.to_dict(),
-        "backend": plan.backend,
-        "input_hash": input_hash,
-        "tool_versions": lockers.tool_versions(plan.backend),
-        "platforms": list(plan.platforms),
-        "source": plan.source,
-        "extra_index_urls": list(plan.extra_index_urls),
-        "wheelhouse": str(plan.wheelhouse) if plan.wheelhouse else None,
-        "lock_format": LOCK_FORMAT,
-    }
-    (work / METADATA_FILE).write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    lock_file = work / lock_file_name(plan.backend)
+    metadata = lockdir.LockMetadata(
+        stack=stack,
+        backend=plan.backend,
+        input_hash=input_hash,
+        lock_sha256=lockdir.file_sha256(lock_file),
+        platforms=plan.platforms,
+        source=plan.source,
+        tool_versions=lockers.tool_versions(plan.backend),
+        extra_index_urls=plan.extra_index_urls,
+        wheelhouse=str(plan.wheelhouse) if plan.wheelhouse else None,
+        team_file=str(plan.origin) if plan.team_file_sha256 else None,
+        team_file_sha256=plan.team_file_sha256,
+        env_file=str(plan.env_file) if plan.env_file else None,
+    )
+    problem = lockdir.content_problem(stack, packages, plan.platforms, plan.backend)
+    if problem:
+        raise ToolError(f"the new lock of {stack.stack_id} does not hold the stack: {problem}", fix="check the pins of the file you locked")
+    lockdir.write_metadata(work, metadata)
 
 
 def _lock_with_uv(work: Path, stack: Stack, plan: _Plan, say: Progress) -> list[LockedPackage]:
@@ -349,51 +451,7 @@ def _lock_with_conda_lock(work: Path, stack: Stack, plan: _Plan, say: Progress) 
     return read_conda_lock(lockfile)
 
 
-# ---------------------------------------------------------------- reading and checking locks
-
-
-def read_requirements_lock(path: Path, platform: str = "linux-64") -> list[LockedPackage]:
-    """The pins of a uv lock; a pin without a hash is an error (the build installs with --require-hashes)."""
-    packages: list[LockedPackage] = []
-    entry: list[str] = []
-
-    def flush() -> None:
-        if not entry:
-            return
-        text = " ".join(entry)
-        head = text.split()[0]
-        if "--hash=sha256:" not in text:
-            raise DataError(f"{path}: {head} has no hash", fix="relock with `invoke lock --force`")
-        name, _, version = head.partition("==")
-        packages.append(LockedPackage(name=canonicalize_name(name), version=version, manager="pip", platform=platform))
-        entry.clear()
-
-    for raw in path.read_text(encoding="utf-8").splitlines():
-        line = raw.split("#", 1)[0].rstrip() if not raw.lstrip().startswith("--hash") else raw.rstrip()
-        if not line.strip() or line.lstrip().startswith(("--index-url", "--extra-index-url", "--find-links")):
-            continue
-        if not raw.startswith((" ", "\t")):
-            flush()
-        entry.append(line.rstrip("\\").strip())
-    flush()
-    return packages
-
-
-def read_conda_lock(path: Path) -> list[LockedPackage]:
-    """The entries of conda-lock's unified lockfile; an entry without a hash is an error."""
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    packages = []
-    for item in data.get("package", []):
-        hashes = item.get("hash") or {}
-        if not (hashes.get("sha256") or hashes.get("md5")):
-            raise DataError(f"{path}: {item.get('name')} has no hash", fix="relock with `invoke lock --force`")
-        packages.append(
-            LockedPackage(
-                name=str(item["name"]), version=str(item["version"]), manager=str(item["manager"]),
-                platform=str(item["platform"]), build=str(item.get("build") or ""),
-            )
-        )
-    return packages
+# ---------------------------------------------------------------- checking locks
 
 
 def cpu_only_problem(stack: Stack, packages: list[LockedPackage], platforms: Iterable[str]) -> str | None:
@@ -444,46 +502,29 @@ def _local_label(version: str) -> str | None:
         return None
 
 
-def read_metadata(directory: Path) -> dict[str, Any] | None:
-    """stack.json of a lock directory, or None when there is no lock there."""
-    path = directory / METADATA_FILE
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise DataError(f"{path}:{err.lineno}: not valid JSON ({err.msg})", fix="relock with `invoke lock --force`") from None
-
-
-def _is_current(directory: Path, lock_path: Path, backend: str, input_hash: str) -> bool:
-    try:
-        meta = read_metadata(directory)
-    except DataError:
-        return False
-    return bool(meta and meta.get("backend") == backend and meta.get("input_hash") == input_hash and lock_path.is_file())
-
-
-def _replace_dir(new: Path, target: Path) -> None:
-    """Put `new` in place of `target`: the old lock stays whole until the new one is complete."""
-    old = None
-    if target.exists():
-        old = target.with_name(f".{target.name}.old-{os.getpid()}")
-        os.replace(target, old)
-    try:
-        os.replace(new, target)
-    except BaseException:
-        if old is not None:
-            os.replace(old, target)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
 def _read(path: Path, option: str) -> str:
+    """The text of a user's file, read at most MAX_SPEC_BYTES + 1 bytes deep (so /dev/zero or a
+    50 MB file is refused at once instead of being parsed)."""
     try:
-        return path.read_text(encoding="utf-8")
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_SPEC_BYTES + 1)
     except FileNotFoundError:
         raise BadInput(f"{option} {path}: no such file", fix="check the path") from None
-    except (UnicodeDecodeError, IsADirectoryError) as err:
+    except IsADirectoryError:
+        raise BadInput(f"{option} {path}: is a folder", fix="give a YAML file") from None
+    except PermissionError:
+        raise BadInput(f"{option} {path}: permission denied", fix="make it readable") from None
+    if len(data) > MAX_SPEC_BYTES:
+        try:
+            size = path.stat().st_size
+        except OSError:
+            size = 0
+        known = f" ({size / 2**20:.1f} MiB)" if size else ""  # devices and pipes report no size
+        raise BadInput(
+            f"{option} {path}: larger than the {MAX_SPEC_BYTES // 2**20} MiB an environment file may be{known}",
+            fix="give the environment file itself, a list of packages of a few kB",
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
         raise BadInput(f"{option} {path}: cannot be read as text ({err.__class__.__name__})", fix="give a YAML file") from None
-

@@ -127,6 +127,10 @@ def framework_packages(stack: Stack) -> set[str]:
     return names
 
 
+#: Installed beside every framework build: torch does not depend on numpy, yet warns at every
+#: import ("Failed to initialize NumPy") without it, and nearly every training script uses it.
+FRAMEWORK_COMPANIONS = ("numpy",)
+
 #: The validation suite runs inside every environment gpuenv renders (`invoke validate`).
 SUITE_REQUIREMENTS = VALIDATE_REQUIREMENTS
 
@@ -141,7 +145,9 @@ def merge_packages(stack: Stack, team: Packages | None = None) -> Packages:
         if canonicalize_name(Requirement(line).name) in framework_packages(stack):
             raise BadInput(f"{team.where.get(line, 'team file')}: {line!r} pins the framework", fix="remove it: the stack decides the framework build (use --torch/--tensorflow)")
     conda = (f"python={stack.python}", "pip", *team.conda)
-    pip = (stack.pip_requirement, *SUITE_REQUIREMENTS, *team.pip)
+    named = {conda_name(c) for c in team.conda} | {canonicalize_name(Requirement(p).name) for p in team.pip}
+    companions = tuple(c for c in FRAMEWORK_COMPANIONS if c not in named)  # the team's own pin wins
+    pip = (stack.pip_requirement, *companions, *SUITE_REQUIREMENTS, *team.pip)
     repos = _unique(([stack.index_url] if stack.index_url else []) + list(team.pip_repositories))
     return Packages(conda=conda, pip=pip, pip_repositories=tuple(repos))
 

@@ -1,25 +1,130 @@
 """Atomic file writes: readers see the old file or the new one, never half of it.
 
 In validate/ because the suite runs where only this folder is copied; gpuenv's exports use it too.
+
+What a destination already is decides how it is written, so that a write never destroys
+something it was not asked to replace:
+- a regular file: a temporary sibling that is renamed over it, keeping the file's mode (and
+  owner, where this process may set it);
+- a symbolic link: the link stays, and its final target is written the same way;
+- a device node or a FIFO (`--output /dev/null`, `--output /dev/stdout`, a named pipe): opened
+  and written in place; it is never replaced, since replacing /dev/null as root deletes it;
+- a folder or a socket: refused.
+Every failure is a `WriteFailed`, an OSError whose text is one line naming the path.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 from pathlib import Path
 
 
-def write_text_atomic(path: str | Path, text: str) -> None:
-    """Temp file in the same folder, then os.replace; the temp file is removed on any failure."""
+class WriteFailed(OSError):
+    """A destination could not be written; `str()` is one line naming the path and the reason.
+
+    `user_fault` is True when the destination itself is wrong (unwritable, read-only, a folder),
+    False when the system failed (disk full, I/O error): callers map them to different exit codes.
+    """
+
+    def __init__(self, path: Path, reason: str, code: int | None = None) -> None:
+        super().__init__(code or 0, reason)
+        self.path = path
+        self.reason = reason
+        self.errno = code
+
+    @property
+    def user_fault(self) -> bool:
+        return self.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EIO)
+
+    def __str__(self) -> str:
+        return f"cannot write {self.path}: {self.reason}"
+
+
+def os_error_reason(err: OSError) -> str:
+    """An OSError as the few words a one-line message needs ("permission denied")."""
+    if err.errno == errno.ENOSPC:
+        return "no space left on the device (the previous file, if any, is unchanged)"
+    if err.errno == errno.EROFS:
+        return "the file system is read-only"
+    if err.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    return err.strerror or type(err).__name__
+
+
+def final_target(path: str | Path) -> Path:
+    """The path a write to `path` lands on: symbolic links followed to their end (even dangling)."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    if target.is_symlink():
+        return Path(os.path.realpath(target))
+    return target
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write `text` to `path` without ever leaving half a file or destroying a special file."""
+    given = Path(path)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; reports and exports are shared files
+        st = os.stat(given)  # follows links, /proc's magic ones too (/dev/stdout into a pipe)
+    except FileNotFoundError:
+        st = None
+    except OSError as err:
+        raise WriteFailed(given, os_error_reason(err), err.errno) from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise WriteFailed(given, "it is a folder", errno.EISDIR)
+    if st is not None and stat.S_ISSOCK(st.st_mode):
+        raise WriteFailed(given, "it is a socket", errno.ENXIO)
+    data = text.encode("utf-8")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        _write_in_place(given, given, data)
+    else:
+        _replace(given, final_target(given), data, st)
+
+
+def _write_in_place(given: Path, target: Path, data: bytes) -> None:
+    """Device nodes and FIFOs: write through, as `cat > /dev/null` does."""
+    try:
+        fd = os.open(target, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+    except OSError as err:
+        raise WriteFailed(given, os_error_reason(err), err.errno) from None
+
+
+def _replace(given: Path, target: Path, data: bytes, old: os.stat_result | None) -> None:
+    """Temp file in the same folder, then os.replace; the temp file is removed on any failure."""
+    tmp: str | None = None
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if old is not None:
+            os.chmod(tmp, stat.S_IMODE(old.st_mode))
+            if (old.st_uid, old.st_gid) != (os.getuid(), os.getgid()):
+                try:
+                    os.chown(tmp, old.st_uid, old.st_gid)
+                except PermissionError:
+                    pass  # only root may give a file away; the content is still right
+        else:
+            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600; a new file follows the umask
         os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        tmp = None
+    except OSError as err:
+        raise WriteFailed(given, os_error_reason(err), err.errno) from None
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from typing import Any, Callable, TypeVar
+import signal
+import threading
+from typing import Any, Callable, Iterator, TypeVar
 
 from invoke.exceptions import Exit
 
@@ -31,13 +34,44 @@ STRICT_DRIVER_HELP = (
 )
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a cancelled CI job, `kill`, `docker stop`), raised where the program is.
+
+    A KeyboardInterrupt, so every cleanup that Ctrl-C runs (temporary lock folders removed,
+    containers killed, builds cancelled) runs for SIGTERM too.
+    """
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """Turn SIGTERM into `Terminated` while a task runs (main thread only, where signals land)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def user_errors(func: F) -> F:
-    """Map GpuenvError to `Exit(message, code)`: a user mistake prints one line, never a traceback."""
+    """Map GpuenvError to `Exit(message, code)`: a user mistake prints one line, never a traceback.
+
+    SIGTERM and Ctrl-C end the task cleanly (cleanups run) with 143 and 130, as shells report them.
+    """
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return func(*args, **kwargs)
+            with terminate_as_interrupt():
+                return func(*args, **kwargs)
+        except Terminated:
+            raise Exit("gpuenv: terminated (SIGTERM); nothing half-written was left", code=143) from None
         except GpuenvError as err:
             raise Exit(f"gpuenv: {err.render()}", code=err.exit_code) from None
         except BrokenPipeError:

@@ -50,9 +50,12 @@ def build(
     base_image=None, tag=None, no_cache=False, ca_cert=None, wheelhouse=None, backend=None, team_file=None, strict_driver=False,
 ):
     """Build the stack's image from its lock (locking first when there is none) and tag it."""
-    from gpuenv import images
+    from gpuenv import images, lockdir
     from gpuenv.locking import ensure_lock, lock_directory
     from gpuenv.host import resolve_for_host
+
+    # Every option is checked before anything slow: resolving, locking, the engine.
+    images.check_build_options(tag=tag, ca_cert=ca_cert, wheelhouse=wheelhouse, team_file=team_file, backend=backend)
 
     stack = resolve_for_host(
         driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch,
@@ -60,7 +63,7 @@ def build(
     )
     print(f"stack: {stack.stack_id}")
     lock_dir = lock_directory(stack)
-    if not any((lock_dir / name).is_file() for name in images.LOCK_FILES.values()):
+    if not lockdir.has_lock(lock_dir):
         print(f"no lock in {lock_dir}: locking first", flush=True)
         if backend is None and wheelhouse:
             backend = "uv"
@@ -99,7 +102,7 @@ def build(
 @task(
     help={
         **STACK_HELP,
-        "gpus": "GPUs given to the container: all (default), none, or indices/UUIDs like 0,1",
+        "gpus": "GPUs given to the container: all, none, or indices/UUIDs like 0,1 (default: all; none for a CPU stack)",
         "shm_size": "size of /dev/shm for data loaders and NCCL (default: 8g)",
         "strict_driver": STRICT_DRIVER_HELP,
         "wheelhouse": "the wheel folder the image was built with (`invoke build --wheelhouse`), so the same stack is chosen",
@@ -107,7 +110,7 @@ def build(
     auto_shortflags=False,
 )
 @user_errors
-def run(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None, gpus="all", shm_size=None, strict_driver=False, wheelhouse=None):
+def run(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None, gpus=None, shm_size=None, strict_driver=False, wheelhouse=None):
     """Run a command in the stack's image: `invoke run --cuda 12.1 -- python train.py`.
 
     The current folder is mounted at /workspace (the working directory), logs are streamed,
@@ -118,10 +121,16 @@ def run(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, 
     command = _remainder_argv(c.remainder or "")
     from gpuenv.host import resolve_for_host
 
+    if gpus is not None:
+        engine.parse_gpus(gpus)  # checked before the stack is resolved or the engine asked
+    if shm_size is not None:
+        engine.parse_shm_size(shm_size)
     stack = resolve_for_host(
         driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch,
         strict_driver=strict_driver, wheelhouse=wheelhouse,
     )
+    # A CPU stack asks for no GPU by default: it then runs on hosts without the NVIDIA runtime.
+    gpus = gpus if gpus is not None else ("none" if stack.is_cpu else "all")
     image = images.image_for_stack(stack)
     options = {"shm_size": shm_size} if shm_size else {}
     code = engine.run_container(image, command, gpus=gpus, workdir_mount=Path.cwd(), **options)

@@ -134,12 +134,14 @@ def validate(
         from gpuenv.host import resolve_for_host
 
         workdir = Path.cwd()
+        if gpus is not None:
+            engine.parse_gpus(gpus)  # before the stack is resolved or the engine asked
         args = suite_arguments(expect_gpus, json, junit, quick, save_baseline, baseline,
                                path_for=lambda p: container_path(p, workdir))
         stack = resolve_for_host(cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python)
         image = image or images.image_for_stack(stack)
         gpus = gpus or ("none" if stack.is_cpu else "all")
-        print(f"validating in {stack.stack_id} ({image[:19]}), GPUs: {gpus}", flush=True)
+        print(f"validating in {stack.stack_id} ({engine.image_name(image)}), GPUs: {gpus}", flush=True)
         code = engine.run_container(image, ["python", SUITE_IN_IMAGE, *args], gpus=gpus, workdir_mount=workdir)
     if code != 0:
         raise Exit(code=code)

@@ -14,7 +14,7 @@ from lockcases import FIXTURES, TF_CPU, TF_CUDA, TORCH_CPU, TORCH_CU121
 
 
 #: the validation suite's own needs, in every environment so `python -m validate` runs in every image
-SUITE = ["pytest>=7", "nvidia-ml-py>=12.535"]
+SUITE = ["numpy", "pytest>=7", "nvidia-ml-py>=12.535"]  # numpy: the framework companion, then the suite's needs
 
 
 def team_basic() -> spec.Packages:
@@ -56,7 +56,8 @@ def test_team_packages_are_merged_after_the_stack_pins():
     data = yaml.safe_load(spec.render_environment(TORCH_CU121, team_basic(), ["linux-64", "linux-aarch64"]))
     assert data["platforms"] == ["linux-64", "linux-aarch64"]
     assert data["dependencies"][:4] == ["python=3.11", "pip", "numpy >=1.26,<3", "jupyterlab=4.2"]
-    assert pip_section(data) == ["torch==2.5.1+cu121", *SUITE, "transformers==4.44.2", "accelerate>=0.33 ; sys_platform == 'linux'"]
+    # the team's conda numpy wins: no second numpy from pip
+    assert pip_section(data) == ["torch==2.5.1+cu121", *SUITE[1:], "transformers==4.44.2", "accelerate>=0.33 ; sys_platform == 'linux'"]
     assert data["pip-repositories"] == ["https://download.pytorch.org/whl/cu121", "https://pypi.example.com/simple"]
 
 

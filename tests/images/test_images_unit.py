@@ -23,13 +23,29 @@ CPU, GPU = TORCH_CPU, TORCH_CU121
 DOCKERFILE = ROOT / "docker" / "Dockerfile"
 
 
+def write_uv_lock(d: Path, stack: Stack, text: str) -> Path:
+    """A uv lock directory as `invoke lock` leaves it: the lock file and metadata vouching for it."""
+    from gpuenv import lockdir
+
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "requirements.lock.txt").write_text(text)
+    meta = lockdir.LockMetadata(
+        stack=stack, backend="uv", input_hash="i" * 64, lock_sha256=lockdir.file_sha256(d / "requirements.lock.txt"),
+        platforms=("linux-64",), source="rendered from the stack",
+    )
+    lockdir.write_metadata(d, meta)
+    return d
+
+
+CPU_LOCK_TEXT = (
+    "six==1.17.0 \\\n    --hash=sha256:" + "a" * 64 + "\n"
+    "torch==2.13.0+cpu \\\n    --hash=sha256:" + "b" * 64 + "\n"
+)
+
+
 @pytest.fixture
 def lock_dir(tmp_path: Path) -> Path:
-    d = tmp_path / "lock"
-    d.mkdir()
-    (d / "requirements.lock.txt").write_text("six==1.17.0 \\\n    --hash=sha256:" + "a" * 64 + "\n")
-    (d / "stack.json").write_text(json.dumps(CPU.to_dict()))
-    return d
+    return write_uv_lock(tmp_path / "lock", CPU, CPU_LOCK_TEXT)
 
 
 def test_tags_name_the_stack_and_the_lock_hash():
@@ -174,3 +190,147 @@ def test_shellcheck_passes_on_the_scripts():
     scripts = [ROOT / "scripts" / "install-docker.sh", ROOT / "scripts" / "make-test-base-image.sh", *(ROOT / "docker").glob("*.sh")]
     proc = subprocess.run([binary, *map(str, scripts)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# ---------------------------------------------------------------- --tag: the Docker reference grammar
+
+VALID_REFERENCES = [
+    ("x:Prod", "x:Prod"),  # upper case is allowed in tags
+    ("myteam/torch", "myteam/torch:latest"),
+    ("myteam/torch:1", "myteam/torch:1"),
+    ("a/b/c/d:v1.2-rc_3", "a/b/c/d:v1.2-rc_3"),
+    ("registry.local:5000/team/torch:v1", "registry.local:5000/team/torch:v1"),
+    ("localhost:5000/torch", "localhost:5000/torch:latest"),  # the port is not a tag
+    ("Registry.Example.com/team/torch", "Registry.Example.com/team/torch:latest"),  # hosts may have upper case
+    ("[fe80::1]:5000/torch:x", "[fe80::1]:5000/torch:x"),
+    ("my__team/torch-gpu..x", None),
+    ("a.b_c__d---e/f:_", "a.b_c__d---e/f:_"),
+    ("torch:" + "t" * 128, "torch:" + "t" * 128),
+    ("ab" * 30 + "/" + "c" * 100, "ab" * 30 + "/" + "c" * 100 + ":latest"),
+]
+INVALID_REFERENCES = [
+    "foo:bar:baz",
+    "Bad Tag!",
+    "Team/torch",  # not a host (no '.' or ':'), so a path component: lower case only
+    "team/Torch",
+    "",
+    "torch:",
+    ":tag",
+    "torch:-x",  # a tag starts with a word character
+    "torch:.x",
+    "torch:" + "t" * 129,
+    "-torch",
+    "torch-",
+    "to..rch",
+    "torch/",
+    "/torch",
+    "team//torch",
+    "torch@sha256:" + "a" * 64,  # a digest is not a tag
+    "a" * 64,  # an image id
+    "x" * 256,
+    "torch:tag\n",
+    "tørch",
+    "torch:tâg",
+]
+
+
+@pytest.mark.parametrize("value, normalised", VALID_REFERENCES, ids=[v[:30] for v, _ in VALID_REFERENCES])
+def test_valid_references_pass(value, normalised):
+    if normalised is None:  # "my__team/torch-gpu..x": '..' is no separator
+        with pytest.raises(BadInput):
+            images.check_image_reference(value)
+        return
+    assert images.check_image_reference(value) == normalised
+
+
+@pytest.mark.parametrize("value", INVALID_REFERENCES, ids=[repr(v[:30]) for v in INVALID_REFERENCES])
+def test_invalid_references_are_one_line_naming_the_value(value):
+    with pytest.raises(BadInput) as caught:
+        images.check_image_reference(value)
+    message = caught.value.render()
+    assert message.startswith("--tag ") and "\n" not in message.replace(repr(value), "")
+    assert repr(value)[:30] in message
+
+
+def test_split_reference_keeps_a_registry_port_in_the_repository():
+    assert images.split_reference("localhost:5000/team/torch") == ("localhost:5000/team/torch", "latest")
+    assert images.split_reference("localhost:5000/team/torch:v2") == ("localhost:5000/team/torch", "v2")
+
+
+def test_build_options_are_checked_without_a_lock(tmp_path):
+    with pytest.raises(BadInput, match=r"--tag 'Bad Tag!' is not a valid image reference"):
+        images.check_build_options(tag="Bad Tag!")
+    with pytest.raises(BadInput, match="--ca-cert"):
+        images.check_build_options(ca_cert=tmp_path / "nope.pem")
+    with pytest.raises(BadInput, match="--team-file"):
+        images.check_build_options(team_file=tmp_path / "nope.yml")
+    with pytest.raises(BadInput, match="--backend 'pip'"):
+        images.check_build_options(backend="pip")
+    images.check_build_options(tag="x:Prod", ca_cert=None, wheelhouse=tmp_path, backend="uv")
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [("all", "all"), ("NONE", "none"), ("0", ["0"]), ("0,1", ["0", "1"]), (" 3 , 2 ", ["3", "2"]),
+     ("GPU-12345678-abcd-abcd-abcd-123456789abc", ["GPU-12345678-abcd-abcd-abcd-123456789abc"])],
+)
+def test_gpus_values_that_docker_takes(value, expected):
+    from gpuenv import engine
+
+    assert engine.parse_gpus(value) == expected
+
+
+@pytest.mark.parametrize(
+    "value, fragment",
+    [("0,,1", "has an empty entry"), ("0,", "has an empty entry"), ("", "has an empty entry"), ("1,1", "names a GPU twice"),
+     ("-1", "'-1' is not a GPU index or UUID"), ("gpu0", "'gpu0' is not"), ("0;rm -rf /", "is not a GPU index")],
+)
+def test_gpus_mistakes_are_named(value, fragment):
+    from gpuenv import engine
+
+    with pytest.raises(BadInput) as caught:
+        engine.parse_gpus(value)
+    assert caught.value.render().startswith(f"--gpus {value!r}") and fragment in caught.value.render()
+
+
+@pytest.mark.parametrize("value, size", [("8g", 8 * 2**30), ("512m", 512 * 2**20), ("1.5g", int(1.5 * 2**30)), ("1073741824b", 2**30), (65536, 65536)])
+def test_shm_sizes_the_sdk_accepts(value, size):
+    from gpuenv import engine
+
+    assert engine.parse_shm_size(value) == size
+
+
+@pytest.mark.parametrize("value", ["abc", "8x", "0", "-1", "", "1e9999g", "10000000000000000000000g"])
+def test_shm_sizes_the_sdk_rejects_are_bad_input(value):
+    from gpuenv import engine
+
+    with pytest.raises(BadInput, match=rf"--shm-size {re.escape(repr(value))} is not a size"):
+        engine.parse_shm_size(value)
+
+
+def test_symlinked_ca_cert_and_wheels_reach_the_context_as_their_content(lock_dir, tmp_path):
+    # RHEL's /etc/ssl/certs/ca-bundle.crt is a link into /etc/pki; wheelhouses are often links too.
+    pem = b"-----BEGIN CERTIFICATE-----\nMIIBlink\n-----END CERTIFICATE-----\n"
+    (tmp_path / "pki").mkdir()
+    (tmp_path / "pki" / "tls-ca-bundle.pem").write_bytes(pem)
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    (certs / "ca-bundle.crt").symlink_to("../pki/tls-ca-bundle.pem")  # relative, as RHEL ships it
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "demo-1.0-py3-none-any.whl").write_bytes(b"PK\x03\x04wheel")
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "demo-1.0-py3-none-any.whl").symlink_to(store / "demo-1.0-py3-none-any.whl")
+    ctx = _context(images.plan_build(CPU, lock_dir, ca_cert=certs / "ca-bundle.crt", wheelhouse=wheels))
+    data = ctx.pop("__data__")
+    for name in ("ca/ca-bundle.crt", "wheels/demo-1.0-py3-none-any.whl"):
+        assert ctx[name].isfile(), f"{name} is a {ctx[name].type!r} entry, not a file"
+    assert data["ca/ca-bundle.crt"] == pem
+    assert data["wheels/demo-1.0-py3-none-any.whl"] == b"PK\x03\x04wheel"
+
+
+def test_a_dangling_ca_cert_link_is_bad_input(lock_dir, tmp_path):
+    (tmp_path / "ca.crt").symlink_to(tmp_path / "gone.pem")
+    with pytest.raises(BadInput, match="--ca-cert"):
+        images.plan_build(CPU, lock_dir, ca_cert=tmp_path / "ca.crt")

@@ -1,0 +1,147 @@
+"""The engine's side of "nothing silently wrong": tags move together, containers run as the caller,
+a CPU stack runs without GPUs, and messages name images by tag. Against the real Docker engine.
+
+The images here are tiny (the test base image plus one LABEL, no RUN step: seconds to build),
+named under gpuenv-safety-test/ or labelled for a stack no other test uses, and removed by the test.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tarfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from imagecases import run_task
+
+pytestmark = pytest.mark.docker
+
+#: A stack no other test builds, so the image labelled for it here is the only one found.
+STACK_ARGS = ("--cuda", "cpu", "--framework", "torch", "--torch", "2.13.0", "--python", "3.12")
+STACK_ID = "torch2.13.0-cpu-py3.12"
+
+
+def _context(dockerfile: str) -> io.BytesIO:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        data = dockerfile.encode()
+        info = tarfile.TarInfo("Dockerfile")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    buf.seek(0)
+    return buf
+
+
+@pytest.fixture
+def tiny_build(base_image):
+    """Build FROM the base image plus labels; every image and tag made is removed afterwards."""
+    from gpuenv import engine
+
+    made: list[str] = []
+
+    def build(tags: list[str], labels: dict[str, str] | None = None):
+        lines = [f"FROM {base_image}"] + [f"LABEL {k}={json.dumps(v)}" for k, v in (labels or {}).items()]
+        lines.append(f'LABEL gpuenv.safety-test="{uuid.uuid4().hex}"')  # a new image each time
+        try:
+            result = engine.build_image(_context("\n".join(lines) + "\n"), dockerfile="Dockerfile", tags=tags, buildargs={}, progress=lambda _t: None)
+        finally:
+            made.extend(info.id for info in engine.find_images({"gpuenv.safety-test": None}) if info.id not in made)
+        return result
+
+    yield build
+    for image_id in made:
+        engine.remove_image(image_id)
+
+
+def test_a_tag_the_engine_refuses_moves_no_tag(tiny_build, base_image):
+    from gpuenv import engine
+    from gpuenv.errors import ToolError
+
+    run = uuid.uuid4().hex[:8]
+    moved_before = f"gpuenv-safety-test/stack:{run}"  # names the base image before the build
+    new_name = f"gpuenv-safety-test/extra:{run}"  # does not exist before the build
+    refused = "a" * 64  # the grammar allows it, the engine refuses it (it is an image id)
+    cli = engine.client()
+    base_id = cli.images.get(base_image).id
+    cli.api.tag(base_id, *moved_before.split(":"))
+    try:
+        with pytest.raises(ToolError) as caught:
+            tiny_build([moved_before, new_name, refused])
+        message = caught.value.render()
+        assert message.startswith(f"the engine refused the tag {refused} after the build: ")
+        assert "no tag was moved" in message and "\n" not in message
+        assert cli.images.get(moved_before).id == base_id, "a tag moved to the new image although the build's tags failed"
+        assert engine.image_info(new_name) is None, "a new tag was left on the new image"
+    finally:
+        engine.remove_image(moved_before) if cli.images.get(moved_before).id != base_id else cli.api.remove_image(moved_before, noprune=True)
+    assert engine.image_info(base_image) is not None
+
+
+def test_all_tags_move_when_the_engine_accepts_them(tiny_build):
+    from gpuenv import engine
+
+    run = uuid.uuid4().hex[:8]
+    tags = [f"gpuenv-safety-test/stack:{run}", f"gpuenv-safety-test/stack:latest-{run}", f"localhost:5000/gpuenv-safety-test/x:Prod{run}"]
+    result = tiny_build(tags)
+    assert sorted(result.image.tags) == sorted(tags)
+    assert all(engine.image_info(t).id == result.image.id for t in tags)
+
+
+def test_the_container_runs_as_the_caller_and_writes_a_folder_only_the_caller_may(tiny_build, tmp_path):
+    """`invoke validate --json` into a root-owned folder: the container's files belong to the caller."""
+    from gpuenv import engine
+
+    run = uuid.uuid4().hex[:8]
+    image = tiny_build([f"gpuenv-safety-test/run:{run}"]).image
+    folder = tmp_path / "reports"
+    folder.mkdir(mode=0o700)  # private to the caller, as pytest's own tmp_path is: no chmod 0777
+    out: list[str] = []
+    code = engine.run_container(
+        image.id, ["sh", "-c", "id -u; id -g; echo report > /workspace/report.json; echo HOME=$HOME"],
+        gpus="none", workdir_mount=folder, stream=out.append,
+    )
+    text = "".join(out)
+    assert code == 0, text
+    assert text.split()[:2] == [str(os.getuid()), str(os.getgid())]
+    assert "HOME=/tmp" in text
+    report = folder / "report.json"
+    assert report.read_text() == "report\n"
+    assert (report.stat().st_uid, report.stat().st_gid) == (os.getuid(), os.getgid())
+
+
+def test_errors_name_the_image_by_its_tag_not_its_sha256(tiny_build, tmp_path):
+    from gpuenv import engine
+    from gpuenv.errors import ToolError
+
+    if "nvidia" in engine.engine_runtimes():
+        pytest.skip("this engine has the NVIDIA runtime: the GPU request that fails here would be granted")
+    tag = f"gpuenv-safety-test/run:{uuid.uuid4().hex[:8]}"
+    image = tiny_build([tag]).image
+    since = time.time()
+    with pytest.raises(ToolError) as caught:  # the engine cannot give GPUs: the run fails at start
+        engine.run_container(image.id, ["true"], gpus="0", workdir_mount=tmp_path, stream=lambda _t: None)
+    assert caught.value.render().startswith(f"could not run {tag}: "), caught.value.render()
+    assert "sha256" not in caught.value.render()
+    assert engine.containers_created_since(since) == []
+
+
+def test_invoke_run_on_a_cpu_stack_asks_for_no_gpu_by_default(tiny_build, tmp_path):
+    """On this engine there is no NVIDIA runtime: asking for GPUs would fail the run."""
+    from gpuenv import engine
+
+    if "nvidia" in engine.engine_runtimes():
+        pytest.skip("this engine has the NVIDIA runtime: a GPU request would be granted, which proves nothing here")
+    tiny_build([f"gpuenv-safety-test/{STACK_ID}:{uuid.uuid4().hex[:8]}"], labels={"io.gpuenv.stack": STACK_ID})
+    since = time.time()
+    done = run_task("run", *STACK_ARGS, "--", "sh", "-c", "echo visible=$NVIDIA_VISIBLE_DEVICES", cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "visible=void" in done.stdout
+    # and asking explicitly still asks, and says why the engine cannot
+    done = run_task("run", *STACK_ARGS, "--gpus", "all", "--", "true", cwd=tmp_path, timeout=300)
+    assert done.returncode == 1 and "NVIDIA Container Toolkit" in done.stderr
+    assert engine.containers_created_since(since) == []
