@@ -1,11 +1,8 @@
-"""gpuenv's Invoke tasks: one flat namespace composed from gpuenv/cli/* (logic lives in gpuenv/)."""
+"""gpuenv's Invoke tasks: one flat namespace composed by gpuenv.cli (logic lives in gpuenv/).
 
-from invoke import Collection, Task
+The same tasks run from any folder as the `gpuenv` command (gpuenv/cli/program.py).
+"""
 
-from gpuenv.cli import compat, envs, images, validation
+from gpuenv.cli import namespace
 
-ns = Collection()
-for module in (compat, envs, images, validation):
-    for task in vars(module).values():
-        if isinstance(task, Task):
-            ns.add_task(task)
+ns = namespace()

@@ -1,22 +1,42 @@
-"""Tasks that read the compatibility data: doctor, matrix, resolve."""
+"""Tasks that read the compatibility data and the team's settings: doctor, matrix, resolve."""
 
 from __future__ import annotations
 
 import json
 
-from invoke import task
+from gpuenv.cli.common import STACK_HELP, resolve, stack_request, task, team_settings, user_errors
 
-from gpuenv.cli.common import STACK_HELP, user_errors
+
+def settings_report(c) -> dict:
+    """The effective `gpuenv:` settings and where each came from; a bad file is reported, not raised."""
+    from gpuenv.config import effective_rows
+    from gpuenv.errors import GpuenvError
+
+    try:
+        rows = effective_rows(team_settings(c))
+    except GpuenvError as err:
+        return {"available": False, "why": err.render()}
+    return {"available": True, "values": [{"key": k, "value": v, "source": s} for k, v, s in rows]}
+
+
+def format_settings(report: dict) -> str:
+    from validate.tables import format_table
+
+    if not report.get("available"):
+        return f"settings  not available: {report['why']}"
+    rows = [(row["key"], row["value"], row["source"]) for row in report["values"]]
+    return "settings (invoke.yaml `gpuenv:`; the command line wins over these)\n" + format_table(("key", "value", "from"), rows)
 
 
 @task(help={"json": "print the report as JSON instead of a table"})
 @user_errors
 def doctor(c, json_=False):
-    """The host as seen from here: driver, GPUs, Docker and NVIDIA runtime, and the stack gpuenv recommends."""
+    """The host as seen from here: driver, GPUs, Docker and NVIDIA runtime, the team's settings and where each came from, and the recommended stack."""
     from gpuenv.doctor import collect_report, format_report
 
     report = collect_report()
-    print(json.dumps(report, indent=2) if json_ else format_report(report))
+    report["settings"] = settings_report(c)
+    print(json.dumps(report, indent=2) if json_ else format_report(report) + "\n" + format_settings(report["settings"]))
 
 
 @task(help={"json": "print the whole validated data as JSON (for machines)"})
@@ -31,16 +51,17 @@ def matrix(c, json_=False):
 
 
 @task(
+    name="resolve",
     help={
         **STACK_HELP,
         "json": "print the stack as JSON (keys: cuda, cuda_version, min_driver, base_image, python, framework, framework_version, wheel_variant, index_url, reasons, ...)",
     }
 )
 @user_errors
-def resolve(c, driver=None, cuda=None, framework=None, torch=None, tensorflow=None, python=None, gpu_arch=None, json_=False):
-    """Choose the stack (CUDA, base image, framework build, Python) for this host and your wishes."""
-    from gpuenv.host import resolve_for_host
+def resolve_(c, driver=None, cuda=None, framework=None, torch=None, tensorflow=None, python=None, gpu_arch=None, json_=False):
+    """Choose the stack (CUDA, base image, framework build, Python) for this host, your wishes and the team's invoke.yaml."""
     from gpuenv.stack_view import format_stack
 
-    stack = resolve_for_host(driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch)
+    request = stack_request(c, driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch)
+    stack = resolve(request)
     print(json.dumps(stack.to_dict(), indent=2) if json_ else format_stack(stack))

@@ -10,10 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from invoke import task
 from invoke.exceptions import Exit
 
-from gpuenv.cli.common import STACK_HELP, user_errors
+from gpuenv.cli.common import OUTPUT_HELP, STACK_HELP, is_dry, reporter, resolve, stack_request, task, user_errors
 from gpuenv.engine import WORKDIR_IN_CONTAINER  # cheap: engine imports the Docker SDK lazily
 from gpuenv.errors import BadInput
 
@@ -25,6 +24,7 @@ _HELP = {
     "torch": STACK_HELP["torch"],
     "tensorflow": STACK_HELP["tensorflow"],
     "python": STACK_HELP["python"],
+    "image": "validate in this image instead of the stack's, e.g. HOST/gpuenv/<stack>@sha256:... as invoke push printed it; pulled (by digest) when missing",
     "gpus": "GPUs given to the container, as `docker run --gpus`: all, none, or 0,1 / GPU UUIDs (default: all; none for a CPU stack)",
     "expect_gpus": "number of GPUs the server must show; fewer (or none) fails the run",
     "json": "write the JSON report (keyed by GPU UUID, plus 'host') to this file",
@@ -32,6 +32,7 @@ _HELP = {
     "quick": "smaller sizes and fewer cases: about a minute on a one-GPU server",
     "save_baseline": "save this run's figures as the known-good baseline for this GPU model",
     "baseline": "compare figures with a baseline saved on a known-good server of the same GPU model",
+    **OUTPUT_HELP,
 }
 
 
@@ -83,26 +84,44 @@ def run_local(args: list[str]) -> int:
 @task(help=_HELP)
 @user_errors
 def validate(
-    c, local=False, cuda=None, framework=None, torch=None, tensorflow=None, python=None, gpus=None,
-    expect_gpus=None, json=None, junit=None, quick=False, save_baseline=None, baseline=None,
+    c, local=False, cuda=None, framework=None, torch=None, tensorflow=None, python=None, image=None, gpus=None,
+    expect_gpus=None, json=None, junit=None, quick=False, save_baseline=None, baseline=None, verbose=False, quiet=False,
 ):
     """Tell whether this server is ready for the team's images, and why not (exit 0 only when ready)."""
     if local:
-        if any(v is not None for v in (cuda, framework, torch, tensorflow, python, gpus)):
+        if any(v is not None for v in (cuda, framework, torch, tensorflow, python, gpus, image)):
             raise BadInput("--local runs on this host's Python, so a stack option makes no sense with it",
-                           fix="drop --cuda/--framework/--torch/--tensorflow/--python/--gpus, or drop --local")
+                           fix="drop --cuda/--framework/--torch/--tensorflow/--python/--image/--gpus, or drop --local")
         code = run_local(suite_arguments(expect_gpus, json, junit, quick, save_baseline, baseline))
     else:
-        from gpuenv import engine, images
-        from gpuenv.host import resolve_for_host
+        from gpuenv import engine, images, share
 
         workdir = Path.cwd()
         args = suite_arguments(expect_gpus, json, junit, quick, save_baseline, baseline,
                                path_for=lambda p: container_path(p, workdir))
-        stack = resolve_for_host(cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python)
-        image = images.image_for_stack(stack)
-        gpus = gpus or ("none" if stack.is_cpu else "all")
-        print(f"validating in {stack.stack_id} ({image[:19]}), GPUs: {gpus}", flush=True)
+        if image:
+            given = [f"--{k}" for k, v in (("cuda", cuda), ("framework", framework), ("torch", torch), ("tensorflow", tensorflow), ("python", python)) if v]
+            if given:
+                raise BadInput(f"--image names the image, so {', '.join(given)} cannot choose one", fix="drop " + " ".join(given) + " or --image")
+            ref = share.parse_image_ref(image)
+            if is_dry(c):
+                print(f"would validate in {ref} (pulled by digest if missing); nothing run (--dry)")
+                return
+            report = reporter(verbose, quiet)
+            with report:
+                info = share.ensure_image(ref, progress=report.layer, say=report.phase)
+            image, name = ref, ref
+            stack = images.stack_from_labels(info.labels)
+            cpu = stack.is_cpu if stack else False
+        else:
+            stack = resolve(stack_request(c, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python))
+            image = images.image_for_stack(stack)
+            name, cpu = f"{stack.stack_id} ({image[:19]})", stack.is_cpu
+            if is_dry(c):
+                print(f"would validate in {name}; nothing run (--dry)")
+                return
+        gpus = gpus or ("none" if cpu else "all")
+        print(f"validating in {name}, GPUs: {gpus}", flush=True)
         code = engine.run_container(image, ["python", "-m", "validate", *args], gpus=gpus, workdir_mount=workdir)
     if code != 0:
         raise Exit(code=code)

@@ -1,0 +1,47 @@
+"""The `gpuenv` console command: gpuenv's tasks from any folder, through Invoke's own Program.
+
+`gpuenv build --cuda 12.1` is `invoke build --cuda 12.1` without needing tasks.py in the current
+folder. The project config (invoke.yaml with the team's `gpuenv:` section) is the nearest one in
+this folder or above it, else the one beside the gpuenv checkout.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from invoke import Program
+
+from gpuenv import PROJECT_ROOT, __version__
+
+CONFIG_NAMES = ("invoke.yaml", "invoke.yml", "invoke.json")
+
+
+def project_dir(start: Path) -> Path | None:
+    """The nearest folder, from `start` up, holding an Invoke project config; else gpuenv's checkout."""
+    for folder in (start, *start.parents):
+        if any((folder / name).is_file() for name in CONFIG_NAMES):
+            return folder
+    if any((PROJECT_ROOT / name).is_file() for name in CONFIG_NAMES):
+        return PROJECT_ROOT
+    return None
+
+
+class GpuenvProgram(Program):
+    """Invoke's Program over gpuenv's namespace that also loads the team's invoke.yaml."""
+
+    def parse_collection(self) -> None:
+        super().parse_collection()
+        folder = project_dir(Path.cwd())
+        if folder is not None:
+            self.config.set_project_location(str(folder))
+            self.config.load_project()
+
+
+def main() -> None:
+    from gpuenv.cli import namespace
+
+    GpuenvProgram(name="gpuenv", binary="gpuenv", version=__version__, namespace=namespace()).run()
+
+
+if __name__ == "__main__":
+    main()
