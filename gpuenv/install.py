@@ -44,6 +44,7 @@ class InstallPlan:
     prefix: Path
     wheelhouse: Path | None
     validate_dir: Path = VALIDATE_DIR
+    offline: bool = False
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,9 @@ class InstallResult:
     lock_sha256: str
 
 
-def plan_install(stack: Stack, lock_dir: Path, prefix: Path, *, wheelhouse: Path | None = None, validate_dir: Path = VALIDATE_DIR) -> InstallPlan:
+def plan_install(
+    stack: Stack, lock_dir: Path, prefix: Path, *, wheelhouse: Path | None = None, offline: bool = False, validate_dir: Path = VALIDATE_DIR,
+) -> InstallPlan:
     """Check the prefix and the lock; a folder that is not ours is never replaced."""
     lock = read_lock(lock_dir)
     prefix = Path(os.path.abspath(os.path.expanduser(str(prefix))))
@@ -65,7 +68,12 @@ def plan_install(stack: Stack, lock_dir: Path, prefix: Path, *, wheelhouse: Path
         raise BadInput("--prefix / is the root folder", fix="give a folder such as /opt/envs/torch")
     if wheelhouse is not None and not Path(wheelhouse).is_dir():
         raise BadInput(f"--wheelhouse {wheelhouse}: no such folder", fix="give a folder of .whl files")
-    return InstallPlan(stack=stack, lock=lock, prefix=prefix, wheelhouse=Path(wheelhouse) if wheelhouse else None, validate_dir=validate_dir)
+    if offline and wheelhouse is None:
+        raise BadInput("--offline needs --wheelhouse", fix="give the folder that holds every wheel of the lock (see the README's offline recipe)")
+    if offline and lock.backend != "uv":
+        raise BadInput("--offline works with uv locks only", fix="lock with --backend uv, or install the conda lock where its channel answers")
+    return InstallPlan(stack=stack, lock=lock, prefix=prefix, wheelhouse=Path(wheelhouse) if wheelhouse else None,
+                       validate_dir=validate_dir, offline=offline)
 
 
 def read_record(prefix: Path) -> dict | None:
@@ -127,9 +135,9 @@ def _install_uv(plan: InstallPlan, work: Path, say: Say, output: Say) -> None:
                           env={})
     if not (work / "bin" / "python").exists():
         raise ToolError(f"uv made no interpreter in {work}", fix=f"install Python {plan.stack.python} on this host")
-    source = f" (wheelhouse {plan.wheelhouse})" if plan.wheelhouse else ""
+    source = f" (wheelhouse {plan.wheelhouse}{', offline' if plan.offline else ''})" if plan.wheelhouse else ""
     say(f"installing {plan.lock.path.name} with hashes required{source}")
-    lockers.run_installer(lockers.uv_install_command(uv=uv, prefix=work, lock=plan.lock.path, find_links=plan.wheelhouse),
+    lockers.run_installer(lockers.uv_install_command(uv=uv, prefix=work, lock=plan.lock.path, find_links=plan.wheelhouse, offline=plan.offline),
                           on_line=output, tool="uv pip install")
 
 

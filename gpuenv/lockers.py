@@ -287,8 +287,11 @@ def uv_venv_command(*, uv: str, prefix: Path, python: str) -> list[str]:
     return [uv, "venv", "--relocatable", "--no-python-downloads", "--no-config", "--python", python, str(prefix)]
 
 
-def uv_install_command(*, uv: str, prefix: Path, lock: Path, find_links: Path | None = None) -> list[str]:
-    """`uv pip install` of a uv lock with every hash required and no dependency resolution."""
+def uv_install_command(*, uv: str, prefix: Path, lock: Path, find_links: Path | None = None, offline: bool = False) -> list[str]:
+    """`uv pip install` of a uv lock with every hash required and no dependency resolution.
+
+    `offline`: no index is asked; every wheel must be in `find_links` (air-gapped servers).
+    """
     cmd = [
         uv, "pip", "install", "--python", str(prefix / "bin" / "python"),
         "--require-hashes", "--no-deps", "--no-config", "--compile-bytecode",
@@ -296,6 +299,8 @@ def uv_install_command(*, uv: str, prefix: Path, lock: Path, find_links: Path | 
     ]
     if find_links is not None:
         cmd += ["--find-links", str(find_links)]
+    if offline:
+        cmd.append("--offline")
     return cmd
 
 

@@ -14,6 +14,7 @@ import os
 import re
 import sys
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -21,6 +22,10 @@ LIVE, PLAIN, VERBOSE, QUIET = "live", "plain", "verbose", "quiet"
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\r")
 #: Layer states that mean "all of its bytes are there" (push and pull wording of the engine).
+#: Lines gpuenv's own scripts print inside a build (docker/install-env.sh): steps, not noise.
+_OWN_STEP = "gpuenv-install:"
+#: Tool output shown when the work fails without --verbose: the tool's reason is in there.
+FAILURE_TAIL = 40
 _DONE = ("pushed", "layer already exists", "mounted from", "download complete", "pull complete", "already exists")
 
 
@@ -93,6 +98,7 @@ class Reporter:
         self._live: Any = None
         self._console = console
         self._partial = ""
+        self._recent: deque[str] = deque(maxlen=FAILURE_TAIL)
 
     @classmethod
     def choose(cls, *, verbose: bool = False, quiet: bool = False, out: IO[str] | None = None) -> "Reporter":
@@ -110,11 +116,16 @@ class Reporter:
             self._live.start()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
         self._flush_partial()
         if self._live is not None:
             self._live.stop()
             self._live = None
+        if exc_type is not None and exc_type is not KeyboardInterrupt and self.mode != VERBOSE and self._recent:
+            # The work failed: the tool's last lines say why (the error line itself is one line).
+            self._print(f"last {len(self._recent)} lines of output:", always=True)
+            for line in self._recent:
+                self._print(f"    {line}", always=True)
 
     # -- events
 
@@ -181,6 +192,11 @@ class Reporter:
         step = build_step(line)
         if step is not None:
             self.phase(step)
+            return
+        self._recent.append(line)
+        if line.startswith(_OWN_STEP):
+            self._emit(line)
+            self.state.last_line = line.strip()
             return
         self.state.last_line = line.strip()
         if self.mode == VERBOSE:

@@ -106,13 +106,14 @@ def export(c, cuda=None, framework=None, torch=None, tensorflow=None, python=Non
         "prefix": "the folder to install into, e.g. /shared/envs/torch (built beside it, then renamed into place)",
         "wheelhouse": "folder of .whl files the lock's wheels are also looked for in (default: the one the lock was made with, if it still exists)",
         "force": "reinstall even when the prefix already holds this lock",
+        "offline": "ask no index: every wheel of the (uv) lock must be in --wheelhouse (air-gapped servers)",
         **OUTPUT_HELP,
     }
 )
 @user_errors
 def install(
     c, prefix=None, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None,
-    wheelhouse=None, force=False, verbose=False, quiet=False,
+    wheelhouse=None, force=False, offline=False, verbose=False, quiet=False,
 ):
     """Install the stack's lock into a folder on this host, without Docker (servers and clusters); then `PREFIX/bin/python -m validate` checks it."""
     from gpuenv import install as installer
@@ -126,11 +127,11 @@ def install(
     stack = resolve(request)
     lock_dir = lock_directory(stack)
     wheels = Path(wheelhouse) if wheelhouse else None
-    if wheels is None:
+    if wheels is None and not offline:
         recorded = (read_metadata(lock_dir) or {}).get("wheelhouse") if lock_dir.is_dir() else None
         if recorded and Path(recorded).is_dir():
             wheels = Path(recorded)
-    plan = installer.plan_install(stack, lock_dir, Path(prefix), wheelhouse=wheels)
+    plan = installer.plan_install(stack, lock_dir, Path(prefix), wheelhouse=wheels, offline=offline)
     if is_dry(c):
         state = "holds this lock: nothing would be done" if installer.is_current(plan) and not force else "would be (re)installed"
         print(f"stack: {stack.stack_id}\nlock: {plan.lock.path} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})\n"

@@ -117,3 +117,66 @@ def test_install_without_prefix_or_lock_is_one_line(tmp_path):
     assert proc.returncode == 2 and "--prefix is missing" in proc.stderr
     proc = run_invoke("install", *CPU_STACK_ARGS, "--prefix", str(tmp_path / "p"), env={"GPUENV_LOCKS_DIR": str(tmp_path)})
     assert proc.returncode == 1 and "run invoke lock" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.network
+def test_the_offline_recipe_of_the_readme(cpu_uv_lock, locks_dir, tmp_path):
+    """README "Air-gapped servers": download the lock's wheels where PyPI answers, install with no index."""
+    import sys
+
+    wheelhouse = tmp_path / "wheelhouse"
+    lock_file = cpu_uv_lock.directory / "requirements.lock.txt"
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--require-hashes", "--dest", str(wheelhouse),
+         "--find-links", str(WHEELHOUSE), "-r", str(lock_file)],
+        capture_output=True, text=True, timeout=900,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"pip download of the lock's wheels failed (PyPI needed): {done.stderr.strip()[-300:]}")
+    prefix = tmp_path / "torch-cpu"
+    proc = install(prefix, locks_dir, "--wheelhouse", str(wheelhouse), "--offline")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    done = subprocess.run([str(prefix / "bin" / "python"), "-c", "import torch, pytest, pynvml; print(torch.__version__)"], capture_output=True, text=True)
+    assert done.stdout.strip() == "2.13.0+cpu", done.stderr
+
+    # --offline without every wheel: one line naming uv's reason, and no prefix.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    proc = install(tmp_path / "other", locks_dir, "--wheelhouse", str(empty), "--offline", "--force")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "other").exists()
+
+
+def test_a_conda_lock_without_micromamba_is_one_line_and_leaves_nothing(cpu_stack, tmp_path):
+    """The conda path needs micromamba on PATH; without it the error names it and no prefix is made."""
+    if shutil.which("micromamba"):
+        pytest.skip("micromamba is on PATH here: the missing-tool message cannot be provoked")
+    locks = tmp_path / "locks"
+    lock_dir = locks / cpu_stack.stack_id
+    lock_dir.mkdir(parents=True)
+    (lock_dir / "conda-lock.yml").write_text("version: 1\nmetadata: {}\npackage: []\n")
+    proc = install(tmp_path / "envs" / "conda", locks, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stderr.strip() == "gpuenv: micromamba is not installed; it installs conda locks: install micromamba (https://mamba.readthedocs.io), or lock with --backend uv"
+    assert list((tmp_path / "envs").iterdir()) == []
+
+
+@pytest.mark.network
+def test_install_a_conda_lock_with_micromamba(cpu_stack, tmp_path):
+    """Lock the CPU stack with conda-lock and install it with micromamba (needs a conda channel)."""
+    from gpuenv import lockers
+
+    problem = lockers.channel_problem(("conda-forge",), timeout=10)
+    if problem:
+        pytest.skip(problem)
+    if not shutil.which("micromamba"):
+        pytest.skip("micromamba is not on PATH (it comes from https://github.com/mamba-org/micromamba-releases)")
+    locks = tmp_path / "locks"
+    args = ("--cuda", "cpu", "--torch", "2.13.0", "--python", "3.11")
+    lock = run_invoke("lock", *args, env={"GPUENV_LOCKS_DIR": str(locks)}, timeout=1800)
+    assert lock.returncode == 0, lock.stderr
+    prefix = tmp_path / "conda-env"
+    proc = install(prefix, locks, timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    done = subprocess.run([str(prefix / "bin" / "python"), "-m", "validate", "--quick"], capture_output=True, text=True, cwd=tmp_path, timeout=900)
+    assert done.returncode == 0, done.stdout[-2000:]

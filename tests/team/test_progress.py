@@ -89,3 +89,18 @@ def test_plain_transfers_print_each_finished_layer_once():
     lines = out.getvalue().splitlines()
     assert lines == ["  layer abcdef123456: pushed (20 B)"]
     assert report.transferred() == (20, 20, 1, 1)
+
+
+def test_a_failure_shows_the_tools_last_lines_even_without_verbose():
+    out = io.StringIO()
+    try:
+        with Reporter(PLAIN, out=out) as report:
+            report.output("Step 2/3 : RUN install-env.sh\ngpuenv-install: Python 3.11 from the base image\n")
+            report.output("".join(f"noise {i}\n" for i in range(100)) + "ERROR: THESE PACKAGES DO NOT MATCH THE HASHES\n")
+            raise RuntimeError("build failed")
+    except RuntimeError:
+        pass
+    text = out.getvalue()
+    assert "gpuenv-install: Python 3.11 from the base image" in text  # gpuenv's own steps are shown
+    assert "ERROR: THESE PACKAGES DO NOT MATCH THE HASHES" in text
+    assert "noise 0\n" not in text and "noise 99" in text

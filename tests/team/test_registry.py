@@ -44,6 +44,7 @@ def test_push_then_pull_by_digest_then_run_and_validate(team_image, registry, lo
     from gpuenv import engine
 
     env = {"GPUENV_LOCKS_DIR": str(locks_dir)}
+    tmp_path.chmod(0o777)  # the container's user writes the report into the mounted folder
     proc = run_invoke("push", *CPU_STACK_ARGS, "--registry", registry.host, env=env, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "\x1b" not in proc.stdout + proc.stderr, "output to a pipe must carry no control codes"
