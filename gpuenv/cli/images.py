@@ -176,6 +176,9 @@ def run(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, 
     command = _remainder_argv(c.remainder or "")
     ref = _image_or_stack(c, image, dict(cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python,
                                          driver=driver, gpu_arch=gpu_arch), verbose, quiet)
+    if is_dry(c):
+        print(f"would run {shlex.join(command) or '(the image command)'} in {ref} with GPUs {gpus}, {Path.cwd()} at /workspace; nothing run (--dry)")
+        return
     options = {"shm_size": shm_size} if shm_size else {}
     code = engine.run_container(ref, command, gpus=gpus, workdir_mount=Path.cwd(), **options)
     if code:

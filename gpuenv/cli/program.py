@@ -38,9 +38,17 @@ class GpuenvProgram(Program):
 
 
 def main() -> None:
+    import os
+    import sys
+
     from gpuenv.cli import namespace
 
-    GpuenvProgram(name="gpuenv", binary="gpuenv", version=__version__, namespace=namespace()).run()
+    try:
+        GpuenvProgram(name="gpuenv", binary="gpuenv", version=__version__, namespace=namespace()).run()
+    except BrokenPipeError:
+        # `gpuenv --list | head`: the reader went away; stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)
 
 
 if __name__ == "__main__":

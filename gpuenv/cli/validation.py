@@ -92,7 +92,11 @@ def validate(
         if any(v is not None for v in (cuda, framework, torch, tensorflow, python, gpus, image)):
             raise BadInput("--local runs on this host's Python, so a stack option makes no sense with it",
                            fix="drop --cuda/--framework/--torch/--tensorflow/--python/--image/--gpus, or drop --local")
-        code = run_local(suite_arguments(expect_gpus, json, junit, quick, save_baseline, baseline))
+        args = suite_arguments(expect_gpus, json, junit, quick, save_baseline, baseline)
+        if is_dry(c):
+            print(f"would run {sys.executable} -m validate {' '.join(args)}; nothing run (--dry)".replace("  ", " "))
+            return
+        code = run_local(args)
     else:
         from gpuenv import engine, images, share
 

@@ -199,3 +199,17 @@ def test_short_flags_mean_the_same_in_every_task():
         assert "-p STRING, --python=STRING" in proc.stdout, name
     for name in ("lock", "build", "push", "install"):
         assert "-v, --verbose" in run_invoke(name, "--help").stdout, name
+
+
+def test_the_gpuenv_command_is_declared_and_runs_outside_the_project(tmp_path):
+    import tomllib
+
+    from teamcases import ROOT
+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["gpuenv"] == "gpuenv.cli.program:main"
+    proc = run_gpuenv("--list", cwd=tmp_path, env={"HOME": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    for name in ("build", "push", "install", "lock", "validate", "doctor"):
+        assert f"  {name} " in proc.stdout
+    assert run_gpuenv("--version", cwd=tmp_path).stdout.strip() == "gpuenv 0.1.0"

@@ -48,6 +48,17 @@ def test_dry_build_prints_stack_build_arguments_and_dockerfile(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_dry_run_and_validate_run_nothing(tmp_path):
+    ref = "127.0.0.1:1/gpuenv/x@sha256:" + "a" * 64  # nothing listens there: a pull would fail
+    proc = run_invoke("--dry", "run", "--image", ref, "--", "touch", "made", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert f"would run touch made in {ref}" in proc.stdout and not (tmp_path / "made").exists()
+    proc = run_invoke("--dry", "validate", "--image", ref, cwd=tmp_path)
+    assert proc.returncode == 0 and "nothing run (--dry)" in proc.stdout, proc.stderr
+    proc = run_invoke("--dry", "validate", "--local", "--json", str(tmp_path / "r.json"), cwd=tmp_path)
+    assert proc.returncode == 0 and "-m validate --json" in proc.stdout and not (tmp_path / "r.json").exists()
+
+
 # ---------------------------------------------------------------- install
 
 
