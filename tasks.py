@@ -1,4 +1,5 @@
-"""gpuenv's Invoke tasks: one flat namespace composed by gpuenv.cli (logic lives in gpuenv/).
+"""gpuenv's Invoke tasks: one flat namespace composed by gpuenv.cli from its modules (compat,
+envs, images, validation); logic lives in gpuenv/.
 
 The same tasks run from any folder as the `gpuenv` command (gpuenv/cli/program.py).
 """
