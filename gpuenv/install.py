@@ -66,6 +66,10 @@ def plan_install(
         raise BadInput(f"--prefix {prefix} is a folder gpuenv did not make", fix="give a new or empty folder; gpuenv replaces only prefixes it made")
     if prefix == Path(prefix.anchor):
         raise BadInput("--prefix / is the root folder", fix="give a folder such as /opt/envs/torch")
+    existing = next(p for p in prefix.parents if p.exists())
+    if not os.access(existing, os.W_OK | os.X_OK) or (prefix.parent.exists() and not os.access(prefix.parent, os.W_OK | os.X_OK)):
+        raise BadInput(f"--prefix {prefix}: {existing} is not writable by this user",
+                       fix="choose a folder you can write, or ask for one on the shared path")
     if wheelhouse is not None and not Path(wheelhouse).is_dir():
         raise BadInput(f"--wheelhouse {wheelhouse}: no such folder", fix="give a folder of .whl files")
     if offline and wheelhouse is None:
