@@ -37,6 +37,19 @@ class GpuenvProgram(Program):
             self.config.load_project()
 
 
+def config_file_problem(err: BaseException) -> str | None:
+    """One line for a config file Invoke could not load (bad YAML, a value where a section goes)."""
+    from invoke.config import AmbiguousMergeError
+
+    mark = getattr(err, "problem_mark", None)
+    if mark is not None and hasattr(err, "problem"):  # yaml.MarkedYAMLError, Invoke's vendored copy or not
+        return f"{mark.name}:{mark.line + 1}: not valid YAML ({err.problem}): fix the file (see the committed invoke.yaml)"
+    if isinstance(err, AmbiguousMergeError):
+        return ("a config file sets a section (`gpuenv:`, `gpuenv.fleet:` or `gpuenv.fleet.slurm:`) to a single value: "
+                "write it as indented `key: value` lines (see the committed invoke.yaml)")
+    return None
+
+
 def main() -> None:
     import os
     import sys
@@ -45,6 +58,12 @@ def main() -> None:
 
     try:
         GpuenvProgram(name="gpuenv", binary="gpuenv", version=__version__, namespace=namespace()).run()
+    except Exception as err:
+        problem = config_file_problem(err)
+        if problem is None:
+            raise
+        print(f"gpuenv: {problem}", file=sys.stderr)
+        sys.exit(2)  # bad input, as every task's one-line errors
     except BrokenPipeError:
         # `gpuenv --list | head`: the reader went away; stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -185,6 +185,23 @@ def test_a_bad_file_value_is_one_line_with_exit_2(tmp_path):
     assert proc.stderr.startswith("gpuenv: invoke.yaml: gpuenv.python")
 
 
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("gpuenv: {\n", ["invoke.yaml:2: not valid YAML"]),
+        ("gpuenv:\n  fleet: 3\n", ["sets a section", "gpuenv.fleet:"]),
+        ("gpuenv: [torch]\n", ["sets a section"]),
+    ],
+)
+def test_a_file_invoke_cannot_load_is_one_line_for_the_gpuenv_command(tmp_path, text, words):
+    write(tmp_path, "invoke.yaml", text)
+    proc = run_gpuenv("resolve", cwd=tmp_path, env={"HOME": str(tmp_path)})
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stderr.strip().count("\n") == 0, proc.stderr
+    for word in words:
+        assert word in proc.stderr
+
+
 def test_tasks_py_takes_a_runtime_file_too(tmp_path):
     other = write(tmp_path, "team.yaml", 'gpuenv:\n  cuda: cpu\n  python: "3.12"\n')
     stack = resolve_json(run_invoke("-f", str(other), "resolve", "--json"))
