@@ -207,7 +207,7 @@ def _image_or_stack(c, image, stack_options: dict, verbose: bool, quiet: bool) -
 @task()
 @user_errors
 def images(c):
-    """List the gpuenv images on this engine, newest first, with their stack, size and registry digests."""
+    """List the gpuenv images on this engine, newest first, with their stack and size."""
     from gpuenv import images as images_mod
 
     found = images_mod.built_images()
