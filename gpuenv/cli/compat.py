@@ -19,6 +19,17 @@ def settings_report(c) -> dict:
     return {"available": True, "values": [{"key": k, "value": v, "source": s} for k, v, s in rows]}
 
 
+def team_stack_report(c) -> dict:
+    """The stack every task resolves from the team's settings alone (no command-line options)."""
+    from gpuenv.errors import GpuenvError
+
+    try:
+        stack = resolve(stack_request(c))
+    except GpuenvError as err:
+        return {"available": False, "why": err.render()}
+    return {"available": True, **stack.to_dict()}
+
+
 def format_settings(report: dict) -> str:
     from validate.tables import format_table
 
@@ -36,7 +47,14 @@ def doctor(c, json_=False):
 
     report = collect_report()
     report["settings"] = settings_report(c)
-    print(json.dumps(report, indent=2) if json_ else format_report(report) + "\n" + format_settings(report["settings"]))
+    report["team_stack"] = team_stack_report(c) if report["settings"].get("available") else {"available": False, "why": "the settings cannot be used"}
+    if json_:
+        print(json.dumps(report, indent=2))
+        return
+    team = report["team_stack"]
+    line = (f"team      {team['stack_id']}  base {team['base_image']}  ({team['pip_requirement']}): what tasks build with no stack options"
+            if team.get("available") else f"team      no stack: {team['why']}")
+    print(format_report(report) + "\n" + format_settings(report["settings"]) + "\n" + line)
 
 
 @task(help={"json": "print the whole validated data as JSON (for machines)"})

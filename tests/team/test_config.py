@@ -161,7 +161,9 @@ def test_doctor_shows_each_value_and_its_origin(tmp_path):
     write(tmp_path, "invoke.yaml", 'gpuenv:\n  cuda: cpu\n  registry: 127.0.0.1:5000\n')
     proc = run_gpuenv("doctor", "--json", cwd=tmp_path, env={"INVOKE_GPUENV_BACKEND": "uv", "HOME": str(tmp_path)})
     assert proc.returncode == 0, proc.stderr
-    rows = {row["key"]: row for row in json.loads(proc.stdout)["settings"]["values"]}
+    report = json.loads(proc.stdout)
+    assert report["team_stack"]["cuda"] == "cpu", "the stack the tasks build from the settings alone"
+    rows = {row["key"]: row for row in report["settings"]["values"]}
     assert rows["cuda"]["value"] == "cpu" and rows["cuda"]["source"] == "invoke.yaml"
     assert rows["backend"]["value"] == "uv" and rows["backend"]["source"] == "INVOKE_GPUENV_BACKEND"
     assert rows["registry"]["value"] == "127.0.0.1:5000"
