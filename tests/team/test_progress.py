@@ -104,3 +104,4 @@ def test_a_failure_shows_the_tools_last_lines_even_without_verbose():
     assert "gpuenv-install: Python 3.11 from the base image" in text  # gpuenv's own steps are shown
     assert "ERROR: THESE PACKAGES DO NOT MATCH THE HASHES" in text
     assert "noise 0\n" not in text and "noise 99" in text
+
