@@ -59,6 +59,14 @@ def test_dry_run_and_validate_run_nothing(tmp_path):
     assert proc.returncode == 0 and "-m validate --json" in proc.stdout and not (tmp_path / "r.json").exists()
 
 
+def test_dry_push_names_what_it_would_push(cpu_uv_lock, locks_dir):
+    proc = run_invoke("--dry", "push", *CPU_STACK_ARGS, "-r", "127.0.0.1:1", env={"GPUENV_LOCKS_DIR": str(locks_dir)})
+    assert proc.returncode == 0, proc.stderr
+    repo = "127.0.0.1:1/gpuenv/torch2.13.0-cpu-py3.11"
+    assert f"would push: {repo}:{cpu_uv_lock.sha256[:12]}, {repo}:latest" in proc.stdout
+    assert "nothing pushed (--dry)" in proc.stdout
+
+
 # ---------------------------------------------------------------- install
 
 
