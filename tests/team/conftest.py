@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.request
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from teamcases import BASE_IMAGE, CPU_STACK_ARGS, HOST_CA_BUNDLE, ROOT, WHEELHOUSE, run_gpuenv
+from teamcases import BASE_IMAGE, CPU_STACK_ARGS, HOST_CA_BUNDLE, ROOT, WHEELHOUSE, free_port, run_gpuenv
 
 REGISTRY_BINARY = os.environ.get("GPUENV_TEST_REGISTRY_BINARY", "docker-registry")
 
@@ -34,12 +33,6 @@ def docker_engine():
         return engine.client()
     except ToolError as err:
         pytest.skip(f"no Docker engine: {err.render()}")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass(frozen=True)
@@ -106,15 +99,8 @@ def readonly_registry(tmp_path):
 
 @pytest.fixture(scope="session")
 def locks_dir(tmp_path_factory):
-    """Locks go to a temporary folder (GPUENV_LOCKS_DIR), never into envs/locks."""
-    root = tmp_path_factory.mktemp("team-locks")
-    old = os.environ.get("GPUENV_LOCKS_DIR")
-    os.environ["GPUENV_LOCKS_DIR"] = str(root)
-    yield root
-    if old is None:
-        os.environ.pop("GPUENV_LOCKS_DIR", None)
-    else:
-        os.environ["GPUENV_LOCKS_DIR"] = old
+    """This session's lock folder; tasks get it as GPUENV_LOCKS_DIR, never envs/locks."""
+    return tmp_path_factory.mktemp("team-locks")
 
 
 @pytest.fixture(scope="session")
@@ -139,10 +125,17 @@ def cpu_uv_lock(locks_dir, cpu_stack) -> CpuLock:
 
     if not any(WHEELHOUSE.glob("torch-2.13.0+cpu-*.whl")):
         pytest.skip(f"no torch-2.13.0+cpu wheel in {WHEELHOUSE}")
+    old = os.environ.get("GPUENV_LOCKS_DIR")
+    os.environ["GPUENV_LOCKS_DIR"] = str(locks_dir)  # only for this call: other test folders set their own
     try:
         result = ensure_lock(cpu_stack, backend="uv", wheelhouse=WHEELHOUSE)
     except ToolError as err:
         pytest.skip(f"cannot lock the CPU stack with uv (PyPI needed): {err.render()}")
+    finally:
+        if old is None:
+            os.environ.pop("GPUENV_LOCKS_DIR", None)
+        else:
+            os.environ["GPUENV_LOCKS_DIR"] = old
     return CpuLock(result.directory, images.read_lock(result.directory).sha256)
 
 

@@ -13,8 +13,7 @@ import urllib.request
 
 import pytest
 
-from conftest import free_port
-from teamcases import CPU_STACK_ARGS, run_invoke
+from teamcases import CPU_STACK_ARGS, free_port, run_invoke
 
 pytestmark = pytest.mark.docker
 
