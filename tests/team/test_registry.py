@@ -86,10 +86,15 @@ def test_push_then_pull_by_digest_then_run_and_validate(team_image, registry, lo
             engine.untag(ref)  # and no reference to this session's registry left behind
 
 
-def test_push_to_a_registry_that_is_down_is_one_line_and_removes_nothing(team_image, locks_dir):
+def test_push_to_a_registry_that_is_down_is_one_line_and_removes_nothing(team_image, locks_dir, tmp_path):
     before = local_tags(team_image.id)
     host = f"127.0.0.1:{free_port()}"  # nothing listens there
-    proc = run_invoke("push", *CPU_STACK_ARGS, "--registry", host, env={"GPUENV_LOCKS_DIR": str(locks_dir)}, timeout=300)
+    home, docker_config = tmp_path / "home", tmp_path / "docker-config"
+    home.mkdir()
+    docker_config.mkdir()
+    env = {"GPUENV_LOCKS_DIR": str(locks_dir), "HOME": str(home), "DOCKER_CONFIG": str(docker_config)}
+    proc = run_invoke("push", *CPU_STACK_ARGS, "--registry", host, env=env, timeout=300)
+    assert list(home.iterdir()) == [] and list(docker_config.iterdir()) == [], "gpuenv writes no credentials or config"
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and "Traceback" not in proc.stderr
     assert f"the registry {host} does not answer" in proc.stderr
