@@ -502,3 +502,138 @@ def image_python(image: str, version: str) -> str | None:
         raise ToolError(f"cannot look for Python {version} in {image}: {_short(err)}", fix="check that the image has /bin/sh") from None
     text = out.decode("utf-8", "replace").strip() if isinstance(out, bytes) else str(out).strip()
     return text or None
+
+
+# ---------------------------------------------------------------- registries: push and pull by digest
+#
+# Credentials are the Docker credential store's, read by the SDK itself (~/.docker/config.json,
+# its credHelpers/credsStore, or DOCKER_CONFIG): gpuenv passes no auth_config and writes nothing.
+
+
+@dataclass(frozen=True)
+class LayerProgress:
+    """One record of a push or pull stream: a layer (or '' for the whole image) and its bytes."""
+
+    layer: str
+    status: str
+    current: int | None = None
+    total: int | None = None
+
+
+LayerCallback = Callable[[LayerProgress], None]
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def registry_problem(reason: str, registry: str) -> tuple[str, str]:
+    """(what happened, the fix) for an engine error while talking to `registry`. Pure."""
+    text = reason.lower()
+    if "connection refused" in text or "connect: no route" in text or "i/o timeout" in text or "connection reset" in text:
+        return (f"the registry {registry} does not answer", f"start it or check --registry {registry} (HOST[:PORT]); nothing local was removed")
+    if "no such host" in text or "server misbehaving" in text or "lookup " in text:
+        return (f"the registry host {registry.split(':')[0]} is unknown", "check the spelling of --registry (HOST[:PORT]); nothing local was removed")
+    if "server gave http response to https client" in text:
+        return (f"the registry {registry} speaks plain HTTP", f"serve it with TLS, or add \"{registry}\" to insecure-registries in /etc/docker/daemon.json and restart dockerd")
+    if any(word in text for word in ("unauthorized", "authentication required", "denied", "forbidden", "no basic auth credentials")):
+        return (f"the registry {registry} refused the credentials", f"run docker login {registry} (gpuenv uses the Docker credential store)")
+    if "manifest unknown" in text or "not found" in text:
+        return (f"the registry {registry} has no such image", "check the reference (copy the HOST/gpuenv/<stack>@sha256:... that invoke push printed)")
+    return (f"the registry {registry} refused the request", "see the engine's reason above; nothing local was removed")
+
+
+def _registry_of(ref: str) -> str:
+    first = ref.split("/", 1)[0]
+    return first if "/" in ref and ("." in first or ":" in first or first == "localhost") else "docker.io"
+
+
+def _stream(records: Any, progress: LayerCallback | None, ref: str, action: str) -> str | None:
+    """Follow a push/pull stream; the digest it announces; an error record raises ToolError."""
+    digest = None
+    for record in records:
+        if "error" in record or "errorDetail" in record:
+            reason = ((record.get("errorDetail") or {}).get("message") or record.get("error") or "").strip()
+            what, fix = registry_problem(reason, _registry_of(ref))
+            raise ToolError(f"{action} {ref} failed: {what} ({reason[:200]})", fix=fix)
+        aux = record.get("aux")
+        if isinstance(aux, dict) and aux.get("Digest"):
+            digest = aux["Digest"]
+        status = str(record.get("status") or "")
+        if digest is None and (match := _DIGEST.search(status)) and "digest" in status.lower():
+            digest = match.group(0)
+        if progress is not None and status:
+            detail = record.get("progressDetail") or {}
+            progress(LayerProgress(str(record.get("id") or ""), status, detail.get("current"), detail.get("total")))
+    return digest
+
+
+def push_image(source: str, repository: str, tags: list[str], *, progress: LayerCallback | None = None) -> str:
+    """Tag local image `source` as repository:TAG for each tag, push them, return the manifest digest.
+
+    If the push fails, the tags this call added are taken off again and nothing else is touched:
+    the image and its gpuenv/<stack> tags stay.
+    """
+    from docker.errors import APIError, DockerException, ImageNotFound
+
+    cli = client()
+    try:
+        image = cli.images.get(source)
+    except ImageNotFound:
+        raise GpuenvError(f"image {source} is not present on this engine", fix="build it with invoke build") from None
+    added: list[str] = []
+    try:
+        for tag in tags:
+            ref = f"{repository}:{tag}"
+            if ref not in image.tags:
+                image.tag(repository, tag)
+                added.append(ref)
+        digest = None
+        for tag in tags:
+            found = _stream(cli.api.push(repository, tag=tag, stream=True, decode=True), progress, f"{repository}:{tag}", "push")
+            digest = digest or found
+    except BaseException as err:
+        for ref in added:
+            _quietly(lambda ref=ref: cli.api.remove_image(ref, noprune=True))
+        if isinstance(err, APIError):
+            what, fix = registry_problem(_short(err), _registry_of(repository))
+            raise ToolError(f"push {repository} failed: {what} ({_short(err)[:200]})", fix=fix) from None
+        if isinstance(err, DockerException):
+            raise ToolError(f"push {repository} failed: {_short(err)}", fix="check the Docker engine and the registry") from None
+        raise
+    if not digest:
+        raise ToolError(f"push {repository} ended without a digest", fix="check the registry's log; the engine said nothing went wrong")
+    return digest
+
+
+def pull_image(ref: str, *, progress: LayerCallback | None = None) -> ImageInfo:
+    """Pull `ref` (name@sha256:... or name:tag) into the engine; the image, as image_info gives it."""
+    from docker.errors import APIError
+
+    cli = client()
+    try:
+        _stream(cli.api.pull(ref, stream=True, decode=True), progress, ref, "pull")
+    except APIError as err:
+        what, fix = registry_problem(_short(err), _registry_of(ref))
+        raise ToolError(f"pull {ref} failed: {what} ({_short(err)[:200]})", fix=fix) from None
+    info = image_info(ref)
+    if info is None:
+        raise ToolError(f"pull {ref} ended but the engine has no such image", fix="check the reference and the registry")
+    return info
+
+
+def repo_digests(ref: str) -> list[str]:
+    """The `name@sha256:...` references the engine knows for a local image (empty if none)."""
+    from docker.errors import ImageNotFound
+
+    try:
+        return list(client().images.get(ref).attrs.get("RepoDigests") or [])
+    except ImageNotFound:
+        return []
+
+
+def untag(ref: str) -> None:
+    """Remove one tag (tests use it to make an image 'missing' locally); the image stays if other tags hold it."""
+    from docker.errors import ImageNotFound
+
+    try:
+        client().api.remove_image(ref, noprune=True)
+    except ImageNotFound:
+        pass

@@ -435,6 +435,16 @@ def image_for_stack(stack: Stack, lock_dir: Path | None = None) -> str:
     return pick_image(engine.find_images({STACK_LABEL: stack.stack_id}), stack, lock_hash)
 
 
+def default_gpus(ref: str) -> str:
+    """`--gpus` when the user gave none: none for a CPU image (so it runs on hosts without the
+    NVIDIA runtime), all otherwise, and for an image gpuenv did not label."""
+    from gpuenv import engine
+
+    info = engine.image_info(ref)
+    cuda = (info.labels if info else {}).get(LABEL_PREFIX + "cuda")
+    return "none" if cuda == "cpu" else "all"
+
+
 def built_images() -> list[ImageInfo]:
     """All gpuenv images on the engine, newest first."""
     from gpuenv import engine

@@ -12,7 +12,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from gpuenv.errors import BadInput, ToolError
 
@@ -382,3 +382,66 @@ def install_standalone_python(
             fix=f"remove {install_dir} and build again",
         )
     return Path(executable).resolve().parent.parent
+
+
+# ---------------------------------------------------------------- installing a lock into a prefix (invoke install)
+
+
+def uv_venv_command(*, uv: str, prefix: Path, python: str) -> list[str]:
+    """`uv venv` for the stack's Python, found on this host (never downloaded), relocatable.
+
+    Relocatable, because the prefix is built beside its target and renamed into place: entry
+    points and activate scripts then find the interpreter relative to themselves.
+    """
+    return [uv, "venv", "--relocatable", "--no-python-downloads", "--no-config", "--python", python, str(prefix)]
+
+
+def uv_install_command(*, uv: str, prefix: Path, lock: Path, find_links: Path | None = None, offline: bool = False) -> list[str]:
+    """`uv pip install` of a uv lock with every hash required and no dependency resolution.
+
+    `offline`: no index is asked; every wheel must be in `find_links` (air-gapped servers).
+    """
+    cmd = [
+        uv, "pip", "install", "--python", str(prefix / "bin" / "python"),
+        "--require-hashes", "--no-deps", "--no-config", "--compile-bytecode",
+        "-r", str(lock),
+    ]
+    if find_links is not None:
+        cmd += ["--find-links", str(find_links)]
+    if offline:
+        cmd.append("--offline")
+    return cmd
+
+
+def micromamba_create_command(*, micromamba: str, build_dir: Path, target: Path, lock: Path) -> list[str]:
+    """`micromamba create` from conda-lock's unified lockfile into `build_dir`, for use at `target`.
+
+    Conda packages write their prefix into files; --relocate-prefix makes them name the final
+    path while the files go to the folder that is renamed there afterwards.
+    """
+    return [
+        micromamba, "create", "--yes", "--prefix", str(build_dir), "--relocate-prefix", str(target),
+        "--file", str(lock),
+    ]
+
+
+def run_installer(cmd: list[str], *, on_line: Callable[[str], None], tool: str, env: dict[str, str] | None = None) -> None:
+    """Run an installer, handing each line it prints to `on_line`; failure is a one-line ToolError."""
+    environment = {**os.environ, "NO_COLOR": "1", "UV_NO_PROGRESS": "1", **(env or {})}
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment)
+    except FileNotFoundError:
+        raise ToolError(f"{tool} is not installed ({cmd[0]} not found)", fix=f"install {tool}") from None
+    lines: list[str] = []
+    assert proc.stdout is not None
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            on_line(line)
+        code = proc.wait()
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    if code != 0:
+        raise ToolError(f"{tool} could not install: {summarize_tool_output(''.join(lines))}", fix="see --verbose for the installer's full output")

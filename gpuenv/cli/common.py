@@ -1,13 +1,20 @@
-"""What every task shares: turning gpuenv errors into one-line messages with exit codes."""
+"""What every task shares: the Task class (fixed short flags), the team's settings read from
+Invoke's config, the one StackRequest, progress, --dry, and errors mapped to exit codes.
+
+This is the only place that reads Invoke's config: the library gets plain values.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import signal
 import threading
+from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
+import invoke
 from invoke.exceptions import Exit
 
 from gpuenv.errors import GpuenvError
@@ -17,14 +24,56 @@ F = TypeVar("F", bound=Callable[..., Any])
 #: help= texts for the stack options that several tasks share, so they read the same everywhere.
 STACK_HELP = {
     "cuda": "the container's CUDA, e.g. 12.2 as nvidia-smi shows it, or 'cpu' for a CPU-only stack; the framework build is "
-    "the newest of that major whose CUDA is at most this (default: the newest the driver runs)",
-    "framework": "torch or tensorflow (default: torch)",
+    "the newest of that major whose CUDA is at most this (default: invoke.yaml gpuenv.cuda, else the newest the driver runs)",
+    "framework": "torch or tensorflow (default: invoke.yaml gpuenv.framework, else torch)",
     "torch": "pin the PyTorch release, e.g. 2.3.1 or 2.3",
     "tensorflow": "pin the TensorFlow release, e.g. 2.15",
-    "python": "pin the Python version, e.g. 3.11",
+    "python": "pin the Python version, e.g. 3.11 (default: invoke.yaml gpuenv.python)",
     "driver": "NVIDIA driver version to plan for, e.g. 535.104.05 (default: read from this host through NVML)",
     "gpu_arch": "GPU compute capability to plan for, e.g. 8.6 or sm_86; comma-separated for several (default: detected)",
 }
+#: Options for long work, the same in every task that has them.
+OUTPUT_HELP = {
+    "verbose": "print the full log of the tools (every builder and installer line) instead of progress",
+    "quiet": "print only the result and errors",
+}
+
+#: One short flag per meaning, the same in every task (Invoke's automatic ones differ per task).
+SHORT_FLAGS = {
+    "cuda": "c",
+    "framework": "f",
+    "python": "p",
+    "backend": "b",
+    "registry": "r",
+    "image": "i",
+    "gpus": "g",
+    "tag": "t",
+    "wheelhouse": "w",
+    "output": "o",
+    "json": "j",
+    "json_": "j",
+    "verbose": "v",
+    "quiet": "q",
+}
+
+
+class GpuenvTask(invoke.Task):
+    """An Invoke task whose short flags come from SHORT_FLAGS, so `-c` is --cuda everywhere."""
+
+    def arg_opts(self, name: str, default: Any, taken_names: set[str]) -> dict[str, Any]:
+        opts = super().arg_opts(name, default, taken_names)
+        short = SHORT_FLAGS.get(name)
+        if short and short not in taken_names and short not in opts["names"]:
+            opts["names"].append(short)
+            taken_names.add(short)
+        return opts
+
+
+def task(**options: Any) -> Callable[[F], Any]:
+    """`@task(help=...)`: Invoke's decorator with gpuenv's Task class and short flags."""
+    options.setdefault("klass", GpuenvTask)
+    options["auto_shortflags"] = False
+    return invoke.task(**options)
 
 
 #: help= for --strict-driver, on the tasks that choose a stack for new work.
@@ -76,7 +125,6 @@ def user_errors(func: F) -> F:
             raise Exit(f"gpuenv: {err.render()}", code=err.exit_code) from None
         except BrokenPipeError:
             # the reader (`| head`) went away: stop quietly, as Unix tools do
-            import os
             import sys
 
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -85,3 +133,78 @@ def user_errors(func: F) -> F:
             raise Exit("gpuenv: interrupted", code=130) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------- the team's settings (Invoke's config)
+
+
+def _label(path: Any, fallback: str) -> str:
+    if not path:
+        return fallback
+    p = Path(str(path))
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p)
+
+
+def config_layers(config: Any) -> list[Any]:
+    """Invoke's layers, in its merge order, as (label, `gpuenv` section) for gpuenv.config.
+
+    Invoke merges them but keeps each one on the Config object; reading them here is how
+    `invoke doctor` knows where a value came from.
+    """
+    from gpuenv.config import DEFAULT_ORIGIN, SECTION, Layer
+
+    def section(name: str) -> Any:
+        data = getattr(config, f"_{name}", None) or {}
+        return data.get(SECTION) if isinstance(data, dict) else None
+
+    return [
+        Layer(DEFAULT_ORIGIN, section("defaults") or {}),
+        Layer(DEFAULT_ORIGIN, section("collection") or {}),
+        Layer(_label(getattr(config, "_system_path", None), "system config"), section("system")),
+        Layer(_label(getattr(config, "_user_path", None), "user config"), section("user")),
+        Layer(_label(getattr(config, "_project_path", None), "project config"), section("project")),
+        Layer("environment", section("env") or {}, is_env=True),
+        Layer(_label(getattr(config, "_runtime_path", None), "-f file"), section("runtime")),
+    ]
+
+
+def team_settings(c: Any) -> Any:
+    """The checked `gpuenv:` settings of this run (BadInput naming file, key and fix when bad)."""
+    from gpuenv.config import SECTION, settings_from
+
+    merged = c.config.get(SECTION) if hasattr(c, "config") else None
+    return settings_from(dict(merged or {}), config_layers(c.config))
+
+
+def stack_request(c: Any, **cli: Any) -> Any:
+    """The one StackRequest of a task: command-line values over invoke.yaml over defaults."""
+    from gpuenv.config import stack_request as build
+
+    return build(cli, team_settings(c))
+
+
+def resolve(request: Any) -> Any:
+    """The stack for a StackRequest on this host."""
+    from gpuenv.host import resolve_for_host
+
+    return resolve_for_host(**request.resolver_options())
+
+
+def is_dry(c: Any) -> bool:
+    """Invoke's own `--dry` (`invoke --dry build ...`): print the plan, change nothing."""
+    try:
+        return bool(c.config.run.dry)
+    except AttributeError:
+        return False
+
+
+def reporter(verbose: bool = False, quiet: bool = False) -> Any:
+    from gpuenv.errors import BadInput
+    from gpuenv.progress import Reporter
+
+    if verbose and quiet:
+        raise BadInput("--verbose and --quiet contradict each other", fix="give one of them")
+    return Reporter.choose(verbose=verbose, quiet=quiet)

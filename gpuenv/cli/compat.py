@@ -1,22 +1,60 @@
-"""Tasks that read the compatibility data: doctor, matrix, resolve."""
+"""Tasks that read the compatibility data and the team's settings: doctor, matrix, resolve."""
 
 from __future__ import annotations
 
 import json
 
-from invoke import task
+from gpuenv.cli.common import STACK_HELP, STRICT_DRIVER_HELP, resolve, stack_request, task, team_settings, user_errors
 
-from gpuenv.cli.common import STACK_HELP, STRICT_DRIVER_HELP, user_errors
+
+def settings_report(c) -> dict:
+    """The effective `gpuenv:` settings and where each came from; a bad file is reported, not raised."""
+    from gpuenv.config import effective_rows
+    from gpuenv.errors import GpuenvError
+
+    try:
+        rows = effective_rows(team_settings(c))
+    except GpuenvError as err:
+        return {"available": False, "why": err.render()}
+    return {"available": True, "values": [{"key": k, "value": v, "source": s} for k, v, s in rows]}
+
+
+def team_stack_report(c) -> dict:
+    """The stack every task resolves from the team's settings alone (no command-line options)."""
+    from gpuenv.errors import GpuenvError
+
+    try:
+        stack = resolve(stack_request(c))
+    except GpuenvError as err:
+        return {"available": False, "why": err.render()}
+    return {"available": True, **stack.to_dict()}
+
+
+def format_settings(report: dict) -> str:
+    from validate.tables import format_table
+
+    if not report.get("available"):
+        return f"settings  not available: {report['why']}"
+    rows = [(row["key"], row["value"], row["source"]) for row in report["values"]]
+    return "settings (invoke.yaml `gpuenv:`; the command line wins over these)\n" + format_table(("key", "value", "from"), rows)
 
 
 @task(help={"json": "print the report as JSON instead of a table"})
 @user_errors
 def doctor(c, json_=False):
-    """The host as seen from here: driver, GPUs, Docker and NVIDIA runtime, and the stack gpuenv recommends."""
+    """The host as seen from here: driver, GPUs, Docker and NVIDIA runtime, the team's settings and where each came from, and the recommended stack."""
     from gpuenv.doctor import collect_report, format_report
 
     report = collect_report()
-    print(json.dumps(report, indent=2) if json_ else format_report(report))
+    report["settings"] = settings_report(c)
+    report["team_stack"] = team_stack_report(c) if report["settings"].get("available") else {"available": False, "why": "the settings cannot be used"}
+    if json_:
+        print(json.dumps(report, indent=2))
+        return
+    team = report["team_stack"]
+    line = (f"team      {team['stack_id']}  base {team['base_image']}  ({team['pip_requirement']}): what tasks build with no stack options"
+            if team.get("available") else f"team      no stack: {team['why']}")
+    print(format_report(report) + "\n" + format_settings(report["settings"]) + "\n" + line)
 
 
 @task(
@@ -53,6 +91,7 @@ def matrix(c, json_=False, check=False):
 
 
 @task(
+    name="resolve",
     help={
         **STACK_HELP,
         "json": "print the stack as JSON (keys: cuda and cuda_version of the image, framework_cuda of the build, min_driver, base_image, python, framework, framework_version, wheel_variant, index_url, reasons, ...)",
@@ -61,13 +100,13 @@ def matrix(c, json_=False, check=False):
     }
 )
 @user_errors
-def resolve(c, driver=None, cuda=None, framework=None, torch=None, tensorflow=None, python=None, gpu_arch=None, json_=False, strict_driver=False, wheelhouse=None):
-    """Choose the stack (CUDA, base image, framework build, Python) for this host and your wishes."""
-    from gpuenv.host import resolve_for_host
+def resolve_(c, driver=None, cuda=None, framework=None, torch=None, tensorflow=None, python=None, gpu_arch=None, json_=False, strict_driver=False, wheelhouse=None):
+    """Choose the stack (CUDA, base image, framework build, Python) for this host, your wishes and the team's invoke.yaml."""
     from gpuenv.stack_view import format_stack
 
-    stack = resolve_for_host(
-        driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch,
+    request = stack_request(
+        c, driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch,
         strict_driver=strict_driver, wheelhouse=wheelhouse,
     )
+    stack = resolve(request)
     print(json.dumps(stack.to_dict(), indent=2) if json_ else format_stack(stack))

@@ -1,18 +1,18 @@
-"""Tasks that pin environments: lock (conda-lock or uv) and export (an environment.yml to share)."""
+"""Tasks that pin and install environments: lock (conda-lock or uv), export (an environment.yml
+to share) and install (the lock into a folder on a host without Docker)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from invoke import task
-
-from gpuenv.cli.common import STACK_HELP, STRICT_DRIVER_HELP, user_errors
+from gpuenv.cli.common import OUTPUT_HELP, STACK_HELP, STRICT_DRIVER_HELP, is_dry, reporter, resolve, stack_request, task, user_errors
 
 _LOCK_HELP = {
     **STACK_HELP,
-    "platform": "conda platform to lock for: linux-64 (default) or linux-aarch64; repeat for several (GPU stacks with conda-lock: linux-64 only)",
-    "backend": "conda-lock (default: conda-forge Python + pip packages, needs a conda channel) or uv (pip-only, with hashes; "
-    "the default when a wheelhouse folder is given)",
+    "platform": "conda platform to lock for: linux-64 (default: invoke.yaml gpuenv.platforms, else linux-64) or linux-aarch64; "
+    "repeat for several (GPU stacks with conda-lock: linux-64 only)",
+    "backend": "conda-lock (default: invoke.yaml gpuenv.backend, else conda-lock; needs a conda channel) or uv (pip-only, "
+    "with hashes; the default when a wheelhouse folder is given)",
     "wheelhouse": "folder of .whl files searched before the indexes (uv backend; the same option `invoke build` takes), "
     "for air-gapped servers; only the framework releases, builds and Pythons it holds are considered, and when it holds "
     "the framework build, the framework's wheel index is not contacted",
@@ -21,41 +21,66 @@ _LOCK_HELP = {
     "the team file is not merged into it",
     "force": "relock even when the inputs are unchanged since the last lock",
     "team_file": "the team's extra packages (default: envs/team.yml)",
+    **OUTPUT_HELP,
 }
 
+
+def _lock_plan_text(stack, request, wheelhouse, team_file, file) -> str:
+    """What `invoke --dry lock` prints: the resolved stack, the lock it would make or reuse, the spec."""
+    from gpuenv import locking
+
+    plan = locking.plan_lock(
+        stack, backend=request.backend or ("uv" if wheelhouse else "conda-lock"), platforms=list(request.platforms),
+        wheelhouse=Path(wheelhouse) if wheelhouse else None, team_file=Path(team_file) if team_file else None,
+        env_file=Path(file) if file else None,
+    )
+    directory = locking.lock_directory(stack)
+    meta = locking.read_metadata(directory) if directory.is_dir() else None
+    current = bool(meta and meta.get("input_hash") == plan.input_hash() and meta.get("backend") == plan.backend)
+    lines = [
+        f"stack: {stack.stack_id} (base {stack.base_image}, {stack.pip_requirement})",
+        f"backend: {plan.backend}; platforms: {', '.join(plan.platforms)}; inputs {plan.input_hash()[:12]}",
+        f"lock directory: {directory} ({'up to date: nothing would be done' if current else 'would be (re)locked'})",
+        "spec:",
+        *(f"  {line}" for line in plan.spec_text.rstrip().splitlines()),
+    ]
+    return "\n".join(lines)
 
 
 @task(help=_LOCK_HELP, iterable=["platform"])
 @user_errors
 def lock(
     c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None,
-    platform=None, backend=None, wheelhouse=None, file=None, force=False, team_file=None, strict_driver=False,
+    platform=None, backend=None, wheelhouse=None, file=None, force=False, team_file=None, strict_driver=False, verbose=False, quiet=False,
 ):
     """Pin every package of the stack's environment into envs/locks/<stack>/ (skipped when nothing changed)."""
     from gpuenv.locking import ensure_lock
-    from gpuenv.host import resolve_for_host
 
-    stack = resolve_for_host(
-        driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch,
-        strict_driver=strict_driver, wheelhouse=wheelhouse,
-    )
-    if backend is None:
-        backend = "uv" if wheelhouse else "conda-lock"
-        if wheelhouse:
-            print("backend: uv (--wheelhouse given: conda-lock cannot lock from a wheel folder)")
-    print(f"stack: {stack.stack_id}")
-    result = ensure_lock(
-        stack,
-        backend=backend,
-        platforms=list(platform or []),
-        wheelhouse=Path(wheelhouse) if wheelhouse else None,
-        team_file=Path(team_file) if team_file else None,
-        env_file=Path(file) if file else None,
-        force=force,
-        progress=lambda line: print(f"  {line}", flush=True),
-    )
+    request = stack_request(c, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python,
+                            driver=driver, gpu_arch=gpu_arch, backend=backend, platforms=list(platform or []),
+                            strict_driver=strict_driver, wheelhouse=wheelhouse)
+    report = reporter(verbose, quiet)
+    stack = resolve(request)
+    if is_dry(c):
+        print(_lock_plan_text(stack, request, wheelhouse, team_file, file))
+        return
+    chosen_backend = request.backend or ("uv" if wheelhouse else "conda-lock")
+    with report:
+        report.say(f"stack: {stack.stack_id}")
+        if request.backend is None and wheelhouse:
+            report.say("backend: uv (--wheelhouse given: conda-lock cannot lock from a wheel folder)")
+        result = ensure_lock(
+            stack,
+            backend=chosen_backend,
+            platforms=list(request.platforms),
+            wheelhouse=Path(wheelhouse) if wheelhouse else None,
+            team_file=Path(team_file) if team_file else None,
+            env_file=Path(file) if file else None,
+            force=force,
+            progress=report.phase,
+        )
     state = "unchanged" if result.skipped else "locked"
-    print(f"{state}: {result.files} (backend {result.backend}, inputs {result.input_hash[:12]})")
+    report.result(f"{state}: {result.files} (backend {result.backend}, inputs {result.input_hash[:12]})")
 
 
 @task(
@@ -69,10 +94,63 @@ def lock(
 @user_errors
 def export(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None, output="environment.yml", team_file=None, strict_driver=False):
     """Write an environment.yml for conda/mamba: pinned from the stack's lock when there is one."""
-    from gpuenv.export import export_environment
-    from gpuenv.host import resolve_for_host
+    from gpuenv.export import export_environment, pinned_from_lock
+    from gpuenv.locking import lock_directory
 
-    stack = resolve_for_host(driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch, strict_driver=strict_driver)
+    request = stack_request(c, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, driver=driver,
+                            gpu_arch=gpu_arch, strict_driver=strict_driver)
+    stack = resolve(request)
+    if is_dry(c):
+        found = pinned_from_lock(lock_directory(stack))
+        how = f"pinned from {found[2]}" if found else "not pinned (no lock yet)"
+        print(f"would write {output} for {stack.stack_id}, {how}; nothing written (--dry)")
+        return
     result = export_environment(stack, Path(output), team_file=Path(team_file) if team_file else None)
     how = f"pinned from {result.lock}" if result.lock else "not pinned (no lock yet: run `invoke lock` first)"
     print(f"wrote {result.path} for {stack.stack_id}, {how}")
+
+
+@task(
+    help={
+        **STACK_HELP,
+        "prefix": "the folder to install into, e.g. /shared/envs/torch (built beside it, then renamed into place)",
+        "wheelhouse": "folder of .whl files the lock's wheels are also looked for in (default: the one the lock was made with, if it still exists)",
+        "force": "reinstall even when the prefix already holds this lock",
+        "offline": "ask no index: every wheel of the (uv) lock must be in --wheelhouse (air-gapped servers)",
+        **OUTPUT_HELP,
+    }
+)
+@user_errors
+def install(
+    c, prefix=None, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None,
+    wheelhouse=None, force=False, offline=False, verbose=False, quiet=False,
+):
+    """Install the stack's lock into a folder on this host, without Docker (servers and clusters); then `PREFIX/bin/python -m validate` checks it."""
+    from gpuenv import install as installer
+    from gpuenv.errors import BadInput
+    from gpuenv.locking import lock_directory, read_metadata
+
+    if not prefix:
+        raise BadInput("--prefix is missing", fix="give the folder to install into, e.g. --prefix /shared/envs/torch")
+    request = stack_request(c, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, driver=driver, gpu_arch=gpu_arch)
+    report = reporter(verbose, quiet)
+    stack = resolve(request)
+    lock_dir = lock_directory(stack)
+    wheels = Path(wheelhouse) if wheelhouse else None
+    if wheels is None and not offline:
+        recorded = (read_metadata(lock_dir) or {}).get("wheelhouse") if lock_dir.is_dir() else None
+        if recorded and Path(recorded).is_dir():
+            wheels = Path(recorded)
+    plan = installer.plan_install(stack, lock_dir, Path(prefix), wheelhouse=wheels, offline=offline)
+    if is_dry(c):
+        state = "holds this lock: nothing would be done" if installer.is_current(plan) and not force else "would be (re)installed"
+        print(f"stack: {stack.stack_id}\nlock: {plan.lock.path} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})\n"
+              f"prefix: {plan.prefix} ({state})\nwheelhouse: {plan.wheelhouse or 'none'}")
+        return
+    with report:
+        report.say(f"stack: {stack.stack_id}; lock {plan.lock.path.name} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})")
+        result = installer.install(plan, say=report.phase, output=report.output, force=force)
+    if result.skipped:
+        report.result(f"unchanged: {result.prefix} holds lock {result.lock_sha256[:12]}")
+    else:
+        report.result(f"installed {stack.stack_id} into {result.prefix}\ncheck this host with: {result.prefix}/bin/python -m validate")

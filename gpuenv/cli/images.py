@@ -1,4 +1,4 @@
-"""Tasks that make and use images: build (lock if needed, then docker build), run, images."""
+"""Tasks that make, share and use images: build (lock if needed, then docker build), push, run, images."""
 
 from __future__ import annotations
 
@@ -6,23 +6,23 @@ import shlex
 import sys
 from pathlib import Path
 
-from invoke import task
 from invoke.exceptions import Exit
 
-from gpuenv.cli.common import STACK_HELP, STRICT_DRIVER_HELP, user_errors
+from gpuenv.cli.common import OUTPUT_HELP, STACK_HELP, STRICT_DRIVER_HELP, is_dry, reporter, resolve, stack_request, task, team_settings, user_errors
 
 _BUILD_HELP = {
     **STACK_HELP,
-    "base_image": "build FROM this image instead of the stack's nvidia/cuda tag (a local image on air-gapped servers)",
+    "base_image": "build FROM this image instead of the stack's nvidia/cuda tag (default: invoke.yaml gpuenv.base_image; a local image on air-gapped servers)",
     "tag": "an extra tag for the image, e.g. myteam/torch:prod (it always gets gpuenv/<stack>:<lock-hash> and :latest)",
     "no_cache": "rebuild every layer instead of reusing the engine's build cache",
     "ca_cert": "CA bundle (PEM) trusted for HTTPS during the build, e.g. a corporate proxy's; it stays out of every layer of the image",
     "wheelhouse": "folder of .whl files installed from before any index (air-gapped servers); also used to lock when the lock is missing",
-    "backend": "lock backend when the lock is missing: conda-lock (default) or uv (the default when a wheelhouse folder is given)",
+    "backend": "lock backend when the lock is missing: conda-lock or uv (default: invoke.yaml gpuenv.backend, else conda-lock; uv when a wheelhouse folder is given)",
     "strict_driver": STRICT_DRIVER_HELP,
     "team_file": "the team's extra packages, when the lock is missing (default: envs/team.yml)",
+    **OUTPUT_HELP,
 }
-
+_IMAGE_HELP = "run in this image instead of the stack's, e.g. HOST/gpuenv/<stack>@sha256:... as invoke push printed it; pulled (by digest) when missing"
 
 
 def _remainder_argv(remainder: str) -> list[str]:
@@ -39,111 +39,193 @@ def _remainder_argv(remainder: str) -> list[str]:
     return shlex.split(remainder)
 
 
-def _say(line: str) -> None:
-    print(f"  {line}", flush=True)
+def _build_plan_text(plan, lock_missing: bool) -> str:
+    """What `invoke --dry build` prints: stack, lock, build arguments, labels, and the Dockerfile."""
+    lines = [f"stack: {plan.stack.stack_id}"]
+    if lock_missing:
+        lines.append(f"lock: none in {plan.lock_dir}: it would be locked first")
+    else:
+        lines.append(f"lock: {plan.lock.path} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})")
+    lines.append(f"base image: {plan.base_image}")
+    lines.append(f"tags: {', '.join(plan.tags)}")
+    lines.append("build arguments:")
+    lines += [f"  {k}={v}" for k, v in sorted(plan.buildargs.items())]
+    lines.append(f"Dockerfile ({plan.docker_dir / 'Dockerfile'}):")
+    lines += [f"  {line}" for line in (plan.docker_dir / "Dockerfile").read_text(encoding="utf-8").splitlines()]
+    lines.append("nothing was built (--dry)")
+    return "\n".join(lines)
 
 
-@task(help=_BUILD_HELP, auto_shortflags=False)
+@task(help=_BUILD_HELP)
 @user_errors
 def build(
     c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None,
     base_image=None, tag=None, no_cache=False, ca_cert=None, wheelhouse=None, backend=None, team_file=None, strict_driver=False,
+    verbose=False, quiet=False,
 ):
     """Build the stack's image from its lock (locking first when there is none) and tag it."""
     from gpuenv import images, lockdir
     from gpuenv.locking import ensure_lock, lock_directory
-    from gpuenv.host import resolve_for_host
 
     # Every option is checked before anything slow: resolving, locking, the engine.
     images.check_build_options(tag=tag, ca_cert=ca_cert, wheelhouse=wheelhouse, team_file=team_file, backend=backend)
-
-    stack = resolve_for_host(
-        driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch,
-        strict_driver=strict_driver, wheelhouse=wheelhouse,
-    )
-    print(f"stack: {stack.stack_id}")
+    request = stack_request(c, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python,
+                            driver=driver, gpu_arch=gpu_arch, backend=backend, base_image=base_image,
+                            strict_driver=strict_driver, wheelhouse=wheelhouse)
+    report = reporter(verbose, quiet)
+    stack = resolve(request)
     lock_dir = lock_directory(stack)
-    if not lockdir.has_lock(lock_dir):
-        print(f"no lock in {lock_dir}: locking first", flush=True)
-        if backend is None and wheelhouse:
-            backend = "uv"
-            print("backend: uv (--wheelhouse given: conda-lock cannot lock from a wheel folder)")
-        options = {"backend": backend} if backend else {}
-        ensure_lock(
-            stack,
-            wheelhouse=Path(wheelhouse) if wheelhouse else None,
-            team_file=Path(team_file) if team_file else None,
-            progress=_say,
-            **options,
-        )
-    plan = images.plan_build(
-        stack,
-        lock_dir,
-        base_image=base_image,
-        tag=tag,
-        ca_cert=Path(ca_cert) if ca_cert else None,
-        wheelhouse=Path(wheelhouse) if wheelhouse else None,
-        nocache=no_cache,
-    )
-    print(f"lock: {plan.lock.path} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})")
-    print(f"base image: {plan.base_image}", flush=True)
-    plan = images.supply_tools(plan, progress=_say)
-    result = images.build_stack_image(plan)
+    lock_missing = not lockdir.has_lock(lock_dir)
+    lock_backend = request.backend or ("uv" if wheelhouse else "conda-lock")
+    options = dict(base_image=request.base_image, tag=tag, ca_cert=Path(ca_cert) if ca_cert else None,
+                   wheelhouse=Path(wheelhouse) if wheelhouse else None, nocache=no_cache)
+    if is_dry(c):
+        if lock_missing:
+            plan = _plan_without_lock(images, stack, lock_dir, lock_backend, options)
+        else:
+            plan = images.plan_build(stack, lock_dir, **options)
+        print(_build_plan_text(plan, lock_missing))
+        return
+    with report:
+        report.say(f"stack: {stack.stack_id}")
+        if lock_missing:
+            report.phase(f"no lock in {lock_dir}: locking first")
+            if request.backend is None and wheelhouse:
+                report.say("backend: uv (--wheelhouse given: conda-lock cannot lock from a wheel folder)")
+            ensure_lock(
+                stack,
+                backend=lock_backend,
+                platforms=list(request.platforms),
+                wheelhouse=Path(wheelhouse) if wheelhouse else None,
+                team_file=Path(team_file) if team_file else None,
+                progress=report.phase,
+            )
+        plan = images.plan_build(stack, lock_dir, **options)
+        report.say(f"lock: {plan.lock.path} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})")
+        report.say(f"base image: {plan.base_image}")
+        plan = images.supply_tools(plan, progress=report.phase)
+        report.phase("sending the build context")
+        result = images.build_stack_image(plan, progress=report.output)
     image = result.image
-    print(f"built {image.id}")
-    print(f"tags: {', '.join(plan.tags)}")
-    print(f"size: {images.format_size(image.size)}")
-    print("labels:")
-    for key in sorted(image.labels):
-        if key != images.LABEL_PREFIX + "stack_json":
-            print(f"  {key}={image.labels[key]}")
+    lines = [f"built {image.id}", f"tags: {', '.join(plan.tags)}", f"size: {images.format_size(image.size)}", "labels:"]
+    lines += [f"  {key}={image.labels[key]}" for key in sorted(image.labels) if key != images.LABEL_PREFIX + "stack_json"]
+    report.result("\n".join(lines))
+
+
+def _plan_without_lock(images, stack, lock_dir, backend: str, options: dict):
+    """A build plan for --dry when there is no lock yet (the lock hash is not known)."""
+    from dataclasses import replace
+
+    placeholder = images.LockFile(lock_dir / "(not locked yet)", backend, "0" * 64)
+    probe = images.BuildPlan(
+        stack=stack, lock=placeholder, lock_dir=lock_dir, base_image=options["base_image"] or stack.base_image,
+        tags=images.image_tags(stack, placeholder.sha256, [options["tag"]] if options["tag"] else []),
+        buildargs=images.build_args(stack, placeholder, base_image=options["base_image"]),
+        labels=images.image_labels(stack, placeholder.sha256, placeholder.backend),
+    )
+    return replace(probe, tags=[t.replace("0" * images.TAG_HASH_LENGTH, "<lock-hash>") for t in probe.tags])
 
 
 @task(
     help={
         **STACK_HELP,
+        "registry": "the registry, HOST[:PORT] (default: invoke.yaml gpuenv.registry); the image goes to HOST/gpuenv/<stack>",
+        **OUTPUT_HELP,
+    }
+)
+@user_errors
+def push(c, registry=None, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None, verbose=False, quiet=False):
+    """Push the stack's image (built from its current lock) to a registry; prints HOST/gpuenv/<stack>@sha256:... to share."""
+    from gpuenv import share
+    from gpuenv.config import parse_registry
+    from gpuenv.errors import BadInput
+    from gpuenv.locking import lock_directory
+
+    settings = team_settings(c)
+    if registry:
+        host = parse_registry(registry)
+    elif settings.registry:
+        host = settings.registry
+    else:
+        raise BadInput("no registry given", fix="pass --registry HOST[:PORT], or set gpuenv.registry in invoke.yaml")
+    request = stack_request(c, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, driver=driver, gpu_arch=gpu_arch)
+    report = reporter(verbose, quiet)
+    stack = resolve(request)
+    plan = share.plan_push(stack, lock_directory(stack), host)
+    if is_dry(c):
+        print(f"stack: {stack.stack_id}\nimage: {plan.source}\nwould push: {', '.join(f'{plan.repository}:{t}' for t in plan.tags)}\nnothing pushed (--dry)")
+        return
+    with report:
+        report.phase(f"pushing {plan.source} to {plan.repository} ({', '.join(plan.tags)})")
+        ref = share.push(plan, progress=report.layer)
+    report.result(ref)
+
+
+@task(
+    help={
+        **STACK_HELP,
+        "image": _IMAGE_HELP,
         "gpus": "GPUs given to the container: all, none, or indices/UUIDs like 0,1 (default: all; none for a CPU stack)",
         "shm_size": "size of /dev/shm for data loaders and NCCL (default: 8g)",
         "strict_driver": STRICT_DRIVER_HELP,
         "wheelhouse": "the wheel folder the image was built with (`invoke build --wheelhouse`), so the same stack is chosen",
-    },
-    auto_shortflags=False,
+        **OUTPUT_HELP,
+    }
 )
 @user_errors
-def run(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None, gpus=None, shm_size=None, strict_driver=False, wheelhouse=None):
+def run(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None, image=None,
+        gpus=None, shm_size=None, strict_driver=False, wheelhouse=None, verbose=False, quiet=False):
     """Run a command in the stack's image: `invoke run --cuda 12.1 -- python train.py`.
 
     The current folder is mounted at /workspace (the working directory), logs are streamed,
-    the container is removed, and the command's exit code is returned. Never pulls.
+    the container is removed, and the command's exit code is returned. With --image REF a
+    missing image is pulled (by digest); the stack's own image is never pulled.
     """
     from gpuenv import engine, images
 
     command = _remainder_argv(c.remainder or "")
-    from gpuenv.host import resolve_for_host
-
     if gpus is not None:
         engine.parse_gpus(gpus)  # checked before the stack is resolved or the engine asked
     if shm_size is not None:
         engine.parse_shm_size(shm_size)
-    stack = resolve_for_host(
-        driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch,
-        strict_driver=strict_driver, wheelhouse=wheelhouse,
-    )
+    ref = _image_or_stack(c, image, dict(cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python,
+                                         driver=driver, gpu_arch=gpu_arch, strict_driver=strict_driver, wheelhouse=wheelhouse),
+                          verbose, quiet)
     # A CPU stack asks for no GPU by default: it then runs on hosts without the NVIDIA runtime.
-    gpus = gpus if gpus is not None else ("none" if stack.is_cpu else "all")
-    image = images.image_for_stack(stack)
+    gpus = gpus if gpus is not None else images.default_gpus(ref)
+    if is_dry(c):
+        print(f"would run {shlex.join(command) or '(the image command)'} in {ref} with GPUs {gpus}, {Path.cwd()} at /workspace; nothing run (--dry)")
+        return
     options = {"shm_size": shm_size} if shm_size else {}
-    code = engine.run_container(image, command, gpus=gpus, workdir_mount=Path.cwd(), **options)
+    code = engine.run_container(ref, command, gpus=gpus, workdir_mount=Path.cwd(), **options)
     if code:
         raise Exit(code=code)
 
 
-@task
+def _image_or_stack(c, image, stack_options: dict, verbose: bool, quiet: bool) -> str:
+    """--image REF (pulled when missing), or the image of the stack the options resolve to."""
+    from gpuenv import images, share
+    from gpuenv.errors import BadInput
+
+    if image:
+        given = [f"--{k.replace('_', '-')}" for k, v in stack_options.items() if v]
+        if given:
+            raise BadInput(f"--image names the image, so {', '.join(given)} cannot choose one", fix="drop " + " ".join(given) + " or --image")
+        ref = share.parse_image_ref(image)
+        if is_dry(c):
+            return ref
+        report = reporter(verbose, quiet)
+        with report:
+            share.ensure_image(ref, progress=report.layer, say=report.phase)
+        return ref
+    return images.image_for_stack(resolve(stack_request(c, **stack_options)))
+
+
+@task()
 @user_errors
 def images(c):
     """List the gpuenv images on this engine, newest first, with their stack and size."""
     from gpuenv import images as images_mod
-    from validate.tables import format_table
 
     found = images_mod.built_images()
     if not found:
@@ -154,7 +236,7 @@ def images(c):
         labels = img.labels
         rows.append(
             [
-                ", ".join(sorted(img.tags)) or "<untagged>",
+                "\n".join(sorted(img.tags)) or "<untagged>",
                 labels.get(images_mod.STACK_LABEL, ""),
                 labels.get(images_mod.LABEL_PREFIX + "cuda", ""),
                 labels.get(images_mod.LABEL_PREFIX + "min_driver", "") or "-",
@@ -162,4 +244,20 @@ def images(c):
                 img.created[:19].replace("T", " "),
             ]
         )
-    print(format_table(["IMAGE", "STACK", "CUDA", "MIN DRIVER", "SIZE", "CREATED"], rows))
+    print_table(["IMAGE", "STACK", "CUDA", "MIN DRIVER", "SIZE", "CREATED"], rows)
+
+
+def print_table(headers: list[str], rows: list[list[str]]) -> None:
+    """A rich table on a terminal; the plain formatter's columns when piped (scripts parse them)."""
+    if sys.stdout.isatty():
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(*headers, box=None, header_style="bold")
+        for row in rows:
+            table.add_row(*row)
+        Console().print(table)
+    else:
+        from validate.tables import format_table
+
+        print(format_table(headers, [[cell.replace("\n", ", ") for cell in row] for row in rows]))

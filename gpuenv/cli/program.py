@@ -1,10 +1,14 @@
-"""Invoke's Program, with a command line it cannot parse treated as bad input: one line, exit 2.
+"""Invoke's Program for gpuenv: the `gpuenv` console command, and parse errors as bad input.
+
+`gpuenv build --cuda 12.1` is `invoke build --cuda 12.1` without needing tasks.py in the current
+folder. The project config (invoke.yaml with the team's `gpuenv:` section) is the nearest one in
+this folder or above it, else the one beside the gpuenv checkout.
 
 Invoke exits 1 on its own parse errors (an unknown option or task, a flag without its value),
 which CI cannot tell from a failed check. `GpuenvProgram` maps them to exit 2, like every other
-bad input of gpuenv; a console command built on Invoke's Program can use it as it is. The plain
-`invoke` command has already started when it loads tasks.py, so `adopt_running_invoke` gives
-that running Program the same behaviour for the parsing still ahead of it (the task's options).
+bad input of gpuenv. The plain `invoke` command has already started when it loads tasks.py, so
+`adopt_running_invoke` gives that running Program the same behaviour for the parsing still ahead
+of it (the task's options).
 """
 
 from __future__ import annotations
@@ -12,11 +16,13 @@ from __future__ import annotations
 import contextlib
 import re
 import sys
+from pathlib import Path
 from typing import Iterator, List, Optional
 
 from invoke import Program
 from invoke.exceptions import Exit, ParseError
 
+from gpuenv import PROJECT_ROOT, __version__
 from gpuenv.errors import EXIT_BAD_INPUT
 
 _NEEDS_VALUE = re.compile(r"Flag <Argument: (?P<names>[^>]*)> needed value and was not given one!")
@@ -42,7 +48,7 @@ def _parse_errors_are_bad_input() -> Iterator[None]:
         raise Exit(parse_error_message(err), code=EXIT_BAD_INPUT) from None
 
 
-class GpuenvProgram(Program):
+class ParseErrorsAreBadInput(Program):
     """Invoke's Program whose parse errors exit 2 with one line."""
 
     def parse_core(self, argv: Optional[List[str]]) -> None:
@@ -67,4 +73,64 @@ def adopt_running_invoke() -> None:
     main = sys.modules.get("invoke.main")
     program = getattr(main, "program", None)
     if type(program) is Program:
-        program.__class__ = GpuenvProgram
+        program.__class__ = ParseErrorsAreBadInput
+
+CONFIG_NAMES = ("invoke.yaml", "invoke.yml", "invoke.json")
+
+
+def project_dir(start: Path) -> Path | None:
+    """The nearest folder, from `start` up, holding an Invoke project config; else gpuenv's checkout."""
+    for folder in (start, *start.parents):
+        if any((folder / name).is_file() for name in CONFIG_NAMES):
+            return folder
+    if any((PROJECT_ROOT / name).is_file() for name in CONFIG_NAMES):
+        return PROJECT_ROOT
+    return None
+
+
+class GpuenvProgram(ParseErrorsAreBadInput):
+    """The `gpuenv` command: gpuenv's namespace, the team's invoke.yaml, parse errors exit 2."""
+
+    def parse_collection(self) -> None:
+        super().parse_collection()
+        folder = project_dir(Path.cwd())
+        if folder is not None:
+            self.config.set_project_location(str(folder))
+            self.config.load_project()
+
+
+def config_file_problem(err: BaseException) -> str | None:
+    """One line for a config file Invoke could not load (bad YAML, a value where a section goes)."""
+    from invoke.config import AmbiguousMergeError
+
+    mark = getattr(err, "problem_mark", None)
+    if mark is not None and hasattr(err, "problem"):  # yaml.MarkedYAMLError, Invoke's vendored copy or not
+        return f"{mark.name}:{mark.line + 1}: not valid YAML ({err.problem}): fix the file (see the committed invoke.yaml)"
+    if isinstance(err, AmbiguousMergeError):
+        return ("a config file sets a section (`gpuenv:`, `gpuenv.fleet:` or `gpuenv.fleet.slurm:`) to a single value: "
+                "write it as indented `key: value` lines (see the committed invoke.yaml)")
+    return None
+
+
+def main() -> None:
+    import os
+    import sys
+
+    from gpuenv.cli import namespace
+
+    try:
+        GpuenvProgram(name="gpuenv", binary="gpuenv", version=__version__, namespace=namespace()).run()
+    except Exception as err:
+        problem = config_file_problem(err)
+        if problem is None:
+            raise
+        print(f"gpuenv: {problem}", file=sys.stderr)
+        sys.exit(2)  # bad input, as every task's one-line errors
+    except BrokenPipeError:
+        # `gpuenv --list | head`: the reader went away; stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -10,10 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from invoke import task
 from invoke.exceptions import Exit
 
-from gpuenv.cli.common import STACK_HELP, user_errors
+from gpuenv.cli.common import OUTPUT_HELP, STACK_HELP, is_dry, reporter, resolve, stack_request, task, user_errors
 from gpuenv.engine import WORKDIR_IN_CONTAINER  # cheap: engine imports the Docker SDK lazily
 from gpuenv.errors import BadInput
 
@@ -29,6 +28,7 @@ _HELP = {
     "torch": STACK_HELP["torch"],
     "tensorflow": STACK_HELP["tensorflow"],
     "python": STACK_HELP["python"],
+    "image": "validate in this image instead of the stack's, e.g. HOST/gpuenv/<stack>@sha256:... as invoke push printed it; pulled (by digest) when missing",
     "gpus": "GPUs given to the container, as `docker run --gpus`: all, none, or 0,1 / GPU UUIDs (default: all; none for a CPU stack)",
     "expect_gpus": "number of GPUs the server must show; fewer (or none) fails the run (with --local at least 1 is expected unless 0 is given)",
     "json": "write the JSON report (keyed by GPU UUID, plus 'host') to this file; with --hosts/--slurm the fleet's, keyed by host then GPU UUID",
@@ -38,7 +38,6 @@ _HELP = {
     "baseline": "compare figures with a baseline saved on a known-good server of the same GPU model",
     # fleet validation (gpuenv/cli/fleet.py); defaults from the gpuenv.fleet section of invoke.yaml
     "hosts": "validate these Docker hosts over SSH, comma-separated ssh://user@host[:port]; --hosts alone: the hosts in invoke.yaml (gpuenv.fleet.hosts)",
-    "image": "image to validate in, e.g. REGISTRY/gpuenv/STACK@sha256:... (pulled by digest where missing); default: the stack's local image",
     "parallel": "with --hosts: validate at most N hosts at once (default: 8)",
     "report": "with --hosts/--slurm: write the fleet report as one self-contained HTML page (e.g. fleet.html)",
     "slurm": "validate the nodes of a Slurm job (one task per node) instead of this host",
@@ -48,6 +47,7 @@ _HELP = {
     "time": "time limit: with --slurm the job's, with --hosts each host's suite; e.g. 30 (minutes), 0:30 (M:S) or 1:00:00",
     "prefix": "with --slurm: on nodes without Docker, run the suite from this prefix on a shared path (made by invoke install --prefix)",
     "rundir": "with --slurm: shared folder for the job's scripts and per-node reports (default: ./gpuenv-fleet/slurm-TIME)",
+    **OUTPUT_HELP,
 }
 
 
@@ -99,10 +99,10 @@ def run_local(args: list[str]) -> int:
 @task(help=_HELP, optional=["hosts"])
 @user_errors
 def validate(
-    c, local=False, cuda=None, framework=None, torch=None, tensorflow=None, python=None, gpus=None,
+    c, local=False, cuda=None, framework=None, torch=None, tensorflow=None, python=None, image=None, gpus=None,
     expect_gpus=None, json=None, junit=None, quick=False, save_baseline=None, baseline=None,
-    hosts=None, image=None, parallel=None, report=None, slurm=False, partition=None, nodes=None, nodelist=None,
-    time=None, prefix=None, rundir=None,
+    hosts=None, parallel=None, report=None, slurm=False, partition=None, nodes=None, nodelist=None,
+    time=None, prefix=None, rundir=None, verbose=False, quiet=False,
 ):
     """Tell whether this server (or a fleet: --hosts, --slurm) is ready for the team's images, and why not (exit 0 only when ready)."""
     from gpuenv.cli import fleet
@@ -127,21 +127,43 @@ def validate(
     if local:
         if any(v is not None for v in (cuda, framework, torch, tensorflow, python, gpus, image)):
             raise BadInput("--local runs on this host's Python, so a stack option makes no sense with it",
-                           fix="drop --cuda/--framework/--torch/--tensorflow/--python/--gpus/--image, or drop --local")
-        code = run_local(suite_arguments(expect_gpus, json, junit, quick, save_baseline, baseline))
+                           fix="drop --cuda/--framework/--torch/--tensorflow/--python/--image/--gpus, or drop --local")
+        args = suite_arguments(expect_gpus, json, junit, quick, save_baseline, baseline)
+        if is_dry(c):
+            print(f"would run {sys.executable} -m validate {' '.join(args)}; nothing run (--dry)".replace("  ", " "))
+            return
+        code = run_local(args)
     else:
-        from gpuenv import engine, images
-        from gpuenv.host import resolve_for_host
+        from gpuenv import engine, images, share
 
         workdir = Path.cwd()
         if gpus is not None:
             engine.parse_gpus(gpus)  # before the stack is resolved or the engine asked
         args = suite_arguments(expect_gpus, json, junit, quick, save_baseline, baseline,
                                path_for=lambda p: container_path(p, workdir))
-        stack = resolve_for_host(cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python)
-        image = image or images.image_for_stack(stack)
-        gpus = gpus or ("none" if stack.is_cpu else "all")
-        print(f"validating in {stack.stack_id} ({engine.image_name(image)}), GPUs: {gpus}", flush=True)
+        if image:
+            given = [f"--{k}" for k, v in (("cuda", cuda), ("framework", framework), ("torch", torch), ("tensorflow", tensorflow), ("python", python)) if v]
+            if given:
+                raise BadInput(f"--image names the image, so {', '.join(given)} cannot choose one", fix="drop " + " ".join(given) + " or --image")
+            ref = share.parse_image_ref(image)
+            if is_dry(c):
+                print(f"would validate in {ref} (pulled by digest if missing); nothing run (--dry)")
+                return
+            progress = reporter(verbose, quiet)
+            with progress:
+                info = share.ensure_image(ref, progress=progress.layer, say=progress.phase)
+            image, name = ref, ref
+            stack = images.stack_from_labels(info.labels)
+            cpu = stack.is_cpu if stack else False
+        else:
+            stack = resolve(stack_request(c, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python))
+            image = images.image_for_stack(stack)
+            name, cpu = f"{stack.stack_id} ({engine.image_name(image)})", stack.is_cpu
+            if is_dry(c):
+                print(f"would validate in {name}; nothing run (--dry)")
+                return
+        gpus = gpus or ("none" if cpu else "all")
+        print(f"validating in {name}, GPUs: {gpus}", flush=True)
         code = engine.run_container(image, ["python", SUITE_IN_IMAGE, *args], gpus=gpus, workdir_mount=workdir)
     if code != 0:
         raise Exit(code=code)

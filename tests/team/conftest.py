@@ -1,0 +1,178 @@
+"""Fixtures for the team-workflow tests: a real registry on loopback and one small CPU image.
+
+The image is PyTorch CPU (from the wheelhouse /opt/wheels) locked with uv, on the local test base
+image: the smallest real gpuenv image. It is built once per session through `invoke build`, or
+reused when an image built from the very same lock is already on the engine (uv locks are
+reproducible, so a second session reuses the first one's). An image this session built is
+removed at the end unless GPUENV_TEST_KEEP_IMAGES=1.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from teamcases import BASE_IMAGE, CPU_STACK_ARGS, HOST_CA_BUNDLE, ROOT, WHEELHOUSE, free_port, run_gpuenv
+
+REGISTRY_BINARY = os.environ.get("GPUENV_TEST_REGISTRY_BINARY", "docker-registry")
+
+
+@pytest.fixture(scope="session")
+def docker_engine():
+    from gpuenv import engine
+    from gpuenv.errors import ToolError
+
+    try:
+        return engine.client()
+    except ToolError as err:
+        pytest.skip(f"no Docker engine: {err.render()}")
+
+
+@dataclass(frozen=True)
+class Registry:
+    host: str  # 127.0.0.1:PORT
+    root: Path
+
+
+def _start_registry(tmp: Path, *, readonly: bool = False):
+    binary = shutil.which(REGISTRY_BINARY) or (REGISTRY_BINARY if Path(REGISTRY_BINARY).is_file() else None)
+    if binary is None:
+        pytest.skip(f"no {REGISTRY_BINARY} binary (Debian package docker-registry: run scripts/install-test-servers.sh as root)")
+    port = free_port()
+    storage = tmp / "storage"
+    storage.mkdir(parents=True)
+    maintenance = "\n  maintenance:\n    readonly:\n      enabled: true" if readonly else ""
+    config = tmp / "config.yml"
+    config.write_text(
+        "version: 0.1\nlog:\n  level: warn\n"
+        f"storage:\n  filesystem:\n    rootdirectory: {storage}\n  delete:\n    enabled: true{maintenance}\n"
+        f"http:\n  addr: 127.0.0.1:{port}\n"
+    )
+    log = open(tmp / "registry.log", "w")
+    proc = subprocess.Popen([binary, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=1):
+                return proc, log, Registry(f"127.0.0.1:{port}", storage)
+        except OSError:
+            if proc.poll() is not None:
+                break
+            time.sleep(0.2)
+    proc.kill()
+    log.close()
+    pytest.fail(f"the registry did not start: {(tmp / 'registry.log').read_text()[-800:]}")
+
+
+def _stop(proc, log) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    log.close()
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory):
+    """Debian's docker-registry serving on 127.0.0.1:<free port>, storage in a temporary folder."""
+    proc, log, reg = _start_registry(tmp_path_factory.mktemp("registry"))
+    yield reg
+    _stop(proc, log)
+
+
+@pytest.fixture
+def readonly_registry(tmp_path):
+    """A registry that refuses every push (read-only maintenance mode)."""
+    proc, log, reg = _start_registry(tmp_path / "ro", readonly=True)
+    yield reg
+    _stop(proc, log)
+
+
+@pytest.fixture(scope="session")
+def locks_dir(tmp_path_factory):
+    """This session's lock folder; tasks get it as GPUENV_LOCKS_DIR, never envs/locks."""
+    return tmp_path_factory.mktemp("team-locks")
+
+
+@pytest.fixture(scope="session")
+def cpu_stack():
+    from gpuenv.resolve import Request, resolve_stack
+
+    return resolve_stack(Request(cuda="cpu", framework="torch", torch="2.13.0", python="3.11"))
+
+
+@dataclass(frozen=True)
+class CpuLock:
+    directory: Path
+    sha256: str
+
+
+@pytest.fixture(scope="session")
+def cpu_uv_lock(locks_dir, cpu_stack) -> CpuLock:
+    """The uv lock of the CPU torch stack (torch from the wheelhouse, the rest from PyPI)."""
+    from gpuenv import images
+    from gpuenv.errors import ToolError
+    from gpuenv.locking import ensure_lock
+
+    if not any(WHEELHOUSE.glob("torch-2.13.0+cpu-*.whl")):
+        pytest.skip(f"no torch-2.13.0+cpu wheel in {WHEELHOUSE}")
+    old = os.environ.get("GPUENV_LOCKS_DIR")
+    os.environ["GPUENV_LOCKS_DIR"] = str(locks_dir)  # only for this call: other test folders set their own
+    try:
+        result = ensure_lock(cpu_stack, backend="uv", wheelhouse=WHEELHOUSE)
+    except ToolError as err:
+        pytest.skip(f"cannot lock the CPU stack with uv (PyPI needed): {err.render()}")
+    finally:
+        if old is None:
+            os.environ.pop("GPUENV_LOCKS_DIR", None)
+        else:
+            os.environ["GPUENV_LOCKS_DIR"] = old
+    return CpuLock(result.directory, images.read_lock(result.directory).sha256)
+
+
+@pytest.fixture(scope="session")
+def base_image(docker_engine) -> str:
+    from gpuenv import engine
+
+    if engine.image_info(BASE_IMAGE) is None:
+        proc = subprocess.run([str(ROOT / "scripts" / "make-test-base-image.sh"), BASE_IMAGE], capture_output=True, text=True, timeout=900)
+        if proc.returncode != 0:
+            pytest.skip(f"cannot make the base image {BASE_IMAGE}: {(proc.stderr or proc.stdout).strip()[-500:]}")
+    return BASE_IMAGE
+
+
+@dataclass(frozen=True)
+class TeamImage:
+    id: str
+    tag: str  # gpuenv/<stack>:<lock-hash>
+    built_output: str
+
+
+@pytest.fixture(scope="session")
+def team_image(base_image, cpu_uv_lock, cpu_stack, locks_dir) -> TeamImage:
+    from gpuenv import engine, images
+
+    tag = images.image_tags(cpu_stack, cpu_uv_lock.sha256)[0]
+    found = engine.image_info(tag)
+    if found is not None:
+        yield TeamImage(found.id, tag, "")
+        return
+    args = ["build", *CPU_STACK_ARGS, "--base-image", base_image, "--backend", "uv", "--wheelhouse", str(WHEELHOUSE)]
+    if HOST_CA_BUNDLE.is_file():
+        args += ["--ca-cert", str(HOST_CA_BUNDLE)]
+    proc = run_gpuenv(*args, env={"GPUENV_LOCKS_DIR": str(locks_dir)}, timeout=1800)
+    assert proc.returncode == 0, f"invoke build failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    info = engine.image_info(tag)
+    assert info is not None, f"{tag} is missing after a successful build"
+    yield TeamImage(info.id, tag, proc.stdout)
+    if not os.environ.get("GPUENV_TEST_KEEP_IMAGES"):
+        engine.remove_image(info.id)
