@@ -145,16 +145,20 @@ def _install_uv(plan: InstallPlan, work: Path, say: Say, output: Say) -> None:
                           on_line=output, tool="uv pip install")
 
 
-def micromamba_binary() -> str:
-    found = shutil.which("micromamba")
-    if found is None:
-        raise ToolError("micromamba is not installed; it installs conda locks",
-                        fix="install micromamba (https://mamba.readthedocs.io), or lock with --backend uv")
-    return found
+def micromamba_binary(say: Say | None = None) -> str:
+    """The micromamba that images use too: pinned, sha256-verified, cached (gpuenv.buildtools)."""
+    import platform
+
+    from gpuenv import buildtools
+
+    conda_platform = buildtools.CONDA_PLATFORMS.get(buildtools.normalise_arch(platform.machine()))
+    if conda_platform is None:
+        raise ToolError(f"no micromamba build for this host's architecture {platform.machine()}", fix="lock with --backend uv")
+    return str(buildtools.micromamba(conda_platform, progress=say))
 
 
 def _install_conda(plan: InstallPlan, work: Path, say: Say, output: Say) -> None:
-    micromamba = micromamba_binary()
+    micromamba = micromamba_binary(say)
     say(f"creating the conda prefix from {plan.lock.path.name} with micromamba")
     root = Path(tempfile.mkdtemp(prefix="gpuenv-mamba-root-"))
     try:

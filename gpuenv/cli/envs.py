@@ -36,7 +36,7 @@ def _lock_plan_text(stack, request, wheelhouse, team_file, file) -> str:
     )
     directory = locking.lock_directory(stack)
     meta = locking.read_metadata(directory) if directory.is_dir() else None
-    current = bool(meta and meta.get("input_hash") == plan.input_hash() and meta.get("backend") == plan.backend)
+    current = bool(meta and meta.input_hash == plan.input_hash() and meta.backend == plan.backend)
     lines = [
         f"stack: {stack.stack_id} (base {stack.base_image}, {stack.pip_requirement})",
         f"backend: {plan.backend}; platforms: {', '.join(plan.platforms)}; inputs {plan.input_hash()[:12]}",
@@ -138,7 +138,8 @@ def install(
     lock_dir = lock_directory(stack)
     wheels = Path(wheelhouse) if wheelhouse else None
     if wheels is None and not offline:
-        recorded = (read_metadata(lock_dir) or {}).get("wheelhouse") if lock_dir.is_dir() else None
+        meta = read_metadata(lock_dir) if lock_dir.is_dir() else None
+        recorded = meta.wheelhouse if meta else None
         if recorded and Path(recorded).is_dir():
             wheels = Path(recorded)
     plan = installer.plan_install(stack, lock_dir, Path(prefix), wheelhouse=wheels, offline=offline)

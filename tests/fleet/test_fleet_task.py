@@ -70,8 +70,8 @@ def test_bad_values_are_one_line_errors(given, config, word):
     (dict(slurm=True), "nothing to run on the nodes"),
     (dict(hosts="ssh://a", report="fleet.pdf"), "--report fleet.pdf is not an .html file"),
     (dict(hosts="ssh://a", baseline="/nonexistent/b.json", image="x"), "baseline file /nonexistent/b.json does not exist"),
-    (dict(hosts="ssh://a", image="x", gpus="some"), "--gpus 'some' is not all, none or a list"),
-    (dict(slurm=True, prefix="/p", gpus="two"), "--gpus 'two' is not all, none or a list"),
+    (dict(hosts="ssh://a", image="x", gpus="some"), "--gpus 'some': 'some' is not a GPU index or UUID"),
+    (dict(slurm=True, prefix="/p", gpus="two"), "--gpus 'two': 'two' is not a GPU index or UUID"),
 ])
 def test_task_refuses_mistakes_with_exit_2_before_any_work(kwargs, word):
     with pytest.raises(Exit) as err:

@@ -71,8 +71,8 @@ def test_dry_push_names_what_it_would_push(cpu_uv_lock, locks_dir):
 
 
 
-def install(prefix: Path, locks_dir: Path, *extra: str, timeout: float = 1200) -> subprocess.CompletedProcess:
-    return run_invoke("install", *CPU_STACK_ARGS, "--prefix", str(prefix), *extra, env={"GPUENV_LOCKS_DIR": str(locks_dir)}, timeout=timeout)
+def install(prefix: Path, locks_dir: Path, *extra: str, timeout: float = 1200, env: dict | None = None) -> subprocess.CompletedProcess:
+    return run_invoke("install", *CPU_STACK_ARGS, "--prefix", str(prefix), *extra, env={"GPUENV_LOCKS_DIR": str(locks_dir), **(env or {})}, timeout=timeout)
 
 
 @pytest.mark.network
@@ -166,17 +166,35 @@ def test_the_offline_recipe_of_the_readme(cpu_uv_lock, locks_dir, tmp_path):
     assert not (tmp_path / "other").exists()
 
 
-def test_a_conda_lock_without_micromamba_is_one_line_and_leaves_nothing(cpu_stack, tmp_path):
-    """The conda path needs micromamba on PATH; without it the error names it and no prefix is made."""
-    if shutil.which("micromamba"):
-        pytest.skip("micromamba is on PATH here: the missing-tool message cannot be provoked")
+def test_a_conda_lock_without_micromamba_is_one_line_and_leaves_nothing(cpu_stack, tmp_path, monkeypatch):
+    """The conda path needs the pinned micromamba; where it cannot be fetched the error names the
+    download and the mirror setting, and no prefix is made."""
+    import hashlib
+    import socket
+
+    from gpuenv import lockdir
+
+    with socket.socket() as s:  # a loopback port nobody listens on: the mirror is down
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     locks = tmp_path / "locks"
     lock_dir = locks / cpu_stack.stack_id
     lock_dir.mkdir(parents=True)
-    (lock_dir / "conda-lock.yml").write_text("version: 1\nmetadata: {}\npackage: []\n")
-    proc = install(tmp_path / "envs" / "conda", locks, timeout=120)
+    lock_file = lock_dir / "conda-lock.yml"
+    zeros = "0" * 64
+    lock_file.write_text(  # conda-lock's unified format, with the stack's Python and torch build
+        "version: 1\nmetadata: {platforms: [linux-64]}\npackage:\n"
+        f"- {{name: python, version: 3.11.10, manager: conda, platform: linux-64, hash: {{md5: '{zeros[:32]}'}}}}\n"
+        f"- {{name: torch, version: 2.13.0+cpu, manager: pip, platform: linux-64, hash: {{sha256: '{zeros}'}}}}\n"
+    )
+    lockdir.write_metadata(lock_dir, lockdir.LockMetadata(
+        stack=cpu_stack, backend="conda-lock", input_hash="0" * 64, lock_sha256=hashlib.sha256(lock_file.read_bytes()).hexdigest(),
+        platforms=("linux-64",), source="written by the test"))
+    proc = install(tmp_path / "envs" / "conda", locks, timeout=120,
+                   env={"GPUENV_MICROMAMBA_MIRROR": f"http://127.0.0.1:{port}/mm", "GPUENV_CACHE_DIR": str(tmp_path / "cache")})
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert proc.stderr.strip() == "gpuenv: micromamba is not installed; it installs conda locks: install micromamba (https://mamba.readthedocs.io), or lock with --backend uv"
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"gpuenv: cannot download http://127.0.0.1:{port}/mm/") and "GPUENV_MICROMAMBA_MIRROR" in line, proc.stderr
     assert list((tmp_path / "envs").iterdir()) == []
 
 
@@ -188,8 +206,13 @@ def test_install_a_conda_lock_with_micromamba(cpu_stack, tmp_path):
     problem = lockers.channel_problem(("conda-forge",), timeout=10)
     if problem:
         pytest.skip(problem)
-    if not shutil.which("micromamba"):
-        pytest.skip("micromamba is not on PATH (it comes from https://github.com/mamba-org/micromamba-releases)")
+    from gpuenv import buildtools
+    from gpuenv.errors import ToolError
+
+    try:
+        buildtools.micromamba("linux-64")
+    except ToolError as err:
+        pytest.skip(f"micromamba cannot be fetched on this host: {err.message}")
     locks = tmp_path / "locks"
     args = ("--cuda", "cpu", "--torch", "2.13.0", "--python", "3.11")
     lock = run_invoke("lock", *args, env={"GPUENV_LOCKS_DIR": str(locks)}, timeout=1800)
