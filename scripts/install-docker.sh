@@ -3,10 +3,22 @@
 # wait until its socket answers. Idempotent: a running engine is left alone, installed packages are
 # not reinstalled. Used by CI (.ci/run) and by the README set-up on a fresh server.
 #
+#   scripts/install-docker.sh [--with-test-servers]
+#
+# --with-test-servers also installs the Debian packages the tests start as servers on loopback
+# (scripts/install-test-servers.sh): a development or CI machine, not a GPU server.
+#
 # Why these dockerd flags: CI and sandbox machines often run inside a container or micro-VM where
 # overlayfs-on-overlayfs and iptables are not available. GPUENV_DOCKERD_FLAGS overrides them on a
 # real server (set it to "" to use the defaults).
 set -euo pipefail
+
+if [ "${1:-}" = "--with-test-servers" ]; then
+    bash "$(dirname "$0")/install-test-servers.sh"
+elif [ -n "${1:-}" ]; then
+    echo "install-docker: unknown option $1 (the only one is --with-test-servers)" >&2
+    exit 2
+fi
 
 SOCKET=/var/run/docker.sock
 LOG=${GPUENV_DOCKERD_LOG:-/var/log/gpuenv-dockerd.log}
