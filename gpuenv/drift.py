@@ -215,7 +215,7 @@ def compare(matrix: Matrix, upstream: dict[str, Any], index: str = "https://pypi
     for v in versions["torch"]:
         if v not in torch_known and Version(v) > oldest:
             cuda = torch_cuda(metadata["torch"].get(v, {}).get("requires_dist", []))
-            add(Finding("torch release", v, None, f"on PyPI" + (f"; its wheel pins CUDA {cuda}" if cuda else ""), _page("torch", v)))
+            add(Finding("torch release", v, None, "on PyPI" + (f"; its wheel pins CUDA {cuda}" if cuda else ""), _page("torch", v)))
     for v, seen in sorted(metadata["torch"].items(), key=lambda kv: Version(kv[0])):
         release = torch_known.get(v)
         if release is None:

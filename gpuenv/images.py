@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Callable, Iterable
 
-from gpuenv import PROJECT_ROOT, __version__, lockdir, lockers
+from gpuenv import PROJECT_ROOT, __version__, lockdir
 from gpuenv.errors import BadInput, DataError, GpuenvError
 from gpuenv.stack import Stack
 

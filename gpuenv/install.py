@@ -25,6 +25,7 @@ from gpuenv import __version__, lockers
 from gpuenv.errors import BadInput, DataError, ToolError
 from gpuenv.images import VALIDATE_DIR, LockFile, read_lock, stack_json
 from gpuenv.stack import Stack
+from validate.files import replace_dir
 
 #: The record a prefix keeps of what it was made from.
 RECORD_FILE = "gpuenv-prefix.json"
@@ -125,7 +126,7 @@ def install(plan: InstallPlan, *, say: Say, output: Say, force: bool = False) ->
         (work / RECORD_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         work.chmod(0o755)
         say(f"moving it into place: {plan.prefix}")
-        _replace_dir(work, plan.prefix)
+        replace_dir(work, plan.prefix)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
@@ -176,19 +177,3 @@ def _site_packages(prefix: Path) -> Path:
     if not found:
         raise DataError(f"no lib/python3.*/site-packages in {prefix}", fix="the installer made no Python environment; see --verbose")
     return found[0]
-
-
-def _replace_dir(new: Path, target: Path) -> None:
-    """Put `new` in place of `target`: the old prefix stays whole until the new one is complete."""
-    old = None
-    if target.exists():
-        old = target.with_name(f".{target.name}.old-{os.getpid()}")
-        os.replace(target, old)
-    try:
-        os.replace(new, target)
-    except BaseException:
-        if old is not None:
-            os.replace(old, target)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)

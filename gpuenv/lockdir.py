@@ -13,21 +13,21 @@ together take turns; temporary folders of processes that are gone are removed at
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
 import re
 import shutil
 import tempfile
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+
+from validate.files import replace_dir
 from packaging.version import InvalidVersion, Version
 
 from gpuenv import lockers
@@ -373,40 +373,11 @@ def _process_start(pid: int) -> float | None:
         return None
 
 
-@contextmanager
-def _swap_lock(root: Path) -> Iterator[None]:
-    """An exclusive fcntl lock on the locks folder itself: concurrent writers take turns at the swap.
-
-    Held for two renames only, so one lock for the whole folder costs nothing, and it leaves no
-    lock file behind.
-    """
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
-
-
 def replace_directory(new: Path, target: Path) -> None:
     """Put `new` in place of `target`: the old lock stays whole until the new one is complete.
 
-    Under the stack's swap lock, so two writers that finish together take turns: neither renames
+    Two writers that finish together take turns (validate.files.replace_dir): neither renames
     the other's half-swapped folder away, and the loser's lock simply becomes the newer one.
     """
-    with _swap_lock(target.parent):
-        old = None
-        if target.exists():
-            old = target.with_name(f".{target.name}.old-{os.getpid()}")
-            if old.exists():
-                shutil.rmtree(old)
-            os.replace(target, old)
-        try:
-            os.replace(new, target)
-        except BaseException:
-            if old is not None:
-                os.replace(old, target)
-            raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    replace_dir(new, target)
 

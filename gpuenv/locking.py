@@ -23,16 +23,15 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Callable, Iterable
 
-import yaml
 from packaging.requirements import Requirement
 from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from gpuenv import PROJECT_ROOT, lockdir, lockers, spec
-from gpuenv.errors import BadInput, DataError, GpuenvError, ToolError
+from gpuenv.errors import BadInput, GpuenvError, ToolError
 from gpuenv.stack import Stack
 from validate.files import os_error_reason
 

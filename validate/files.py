@@ -16,10 +16,14 @@ Every failure is a `WriteFailed`, an OSError whose text is one line naming the p
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
+import shutil
 import stat
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 
 class WriteFailed(OSError):
@@ -128,3 +132,41 @@ def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+@contextmanager
+def _folder_lock(folder: Path) -> Iterator[None]:
+    """An exclusive fcntl lock on a folder itself: concurrent writers take turns at a swap.
+
+    Held for two renames only, and it leaves no lock file behind.
+    """
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def replace_dir(new: Path, target: Path) -> None:
+    """Put the finished folder `new` in place of `target` (a lock, an installed prefix).
+
+    Readers see the old folder or the new one, never a mix: the old one is renamed aside, the new
+    one renamed in, the old one removed last (and put back if the second rename fails). Writers
+    that finish together take turns under a lock on the parent folder.
+    """
+    old = None
+    with _folder_lock(target.parent):
+        if target.exists():
+            old = target.with_name(f".{target.name}.old-{os.getpid()}")
+            if old.exists():
+                shutil.rmtree(old)
+            os.replace(target, old)
+        try:
+            os.replace(new, target)
+        except BaseException:
+            if old is not None:
+                os.replace(old, target)
+            raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

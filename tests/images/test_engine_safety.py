@@ -13,7 +13,6 @@ import os
 import tarfile
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 

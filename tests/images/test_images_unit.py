@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpuenv import images
-from gpuenv.errors import BadInput, DataError, GpuenvError
+from gpuenv.errors import BadInput, DataError
 from gpuenv.stack import Stack
 from imagecases import ROOT
 from stackcases import TORCH_CPU, TORCH_CU121

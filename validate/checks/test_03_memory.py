@@ -10,7 +10,6 @@ PYTORCH_CUDA_ALLOC_CONF) are honoured.
 from __future__ import annotations
 
 import importlib.util
-from typing import Any, Callable
 
 import pytest
 
