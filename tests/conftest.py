@@ -22,3 +22,23 @@ def run_invoke(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None, 
 @pytest.fixture
 def invoke_cli():
     return run_invoke
+
+
+@pytest.fixture(scope="session")
+def docker_engine():
+    """The engine gpuenv talks to; skips the Docker tests with the engine's own reason when down."""
+    from gpuenv import engine
+    from gpuenv.errors import ToolError
+
+    try:
+        return engine.client()
+    except ToolError as err:
+        pytest.skip(f"no Docker engine: {err.render()}")
+
+
+@pytest.fixture(scope="session")
+def cpu_stack():
+    """The CPU stack the image, registry and install tests build: torch 2.13.0+cpu (the wheel on disk), Python 3.11."""
+    from gpuenv.resolve import Request, resolve_stack
+
+    return resolve_stack(Request(cuda="cpu", framework="torch", torch="2.13.0", python="3.11"))

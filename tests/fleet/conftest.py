@@ -24,17 +24,6 @@ SUITE_IMAGE = "gpuenv-fleet-test-suite:latest"
 SUITE_PACKAGES = ("_pytest", "pytest", "pluggy", "iniconfig", "packaging", "pygments", "yaml", "_yaml", "py.py", "pynvml.py")
 
 
-@pytest.fixture(scope="session")
-def docker_engine():
-    from gpuenv import engine
-    from gpuenv.errors import ToolError
-
-    try:
-        return engine.client()
-    except ToolError as err:
-        pytest.skip(f"no Docker engine: {err.render()}")
-
-
 def _suite_context() -> bytes:
     import pytest as pytest_module
 

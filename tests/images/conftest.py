@@ -19,18 +19,6 @@ from imagecases import BASE_IMAGE, CA_MARKER, FIXTURES, HOST_CA_BUNDLE, ROOT, WH
 
 
 @pytest.fixture(scope="session")
-def docker_engine():
-    """The engine gpuenv talks to; skips the Docker tests with the engine's own reason when down."""
-    from gpuenv import engine
-    from gpuenv.errors import ToolError
-
-    try:
-        return engine.client()
-    except ToolError as err:
-        pytest.skip(f"no Docker engine: {err.render()}")
-
-
-@pytest.fixture(scope="session")
 def base_image(docker_engine) -> str:
     """The local base image (debootstrapped bookworm, Python 3.11), made once and kept by name."""
     from gpuenv import engine
@@ -55,13 +43,6 @@ def locks_root(tmp_path_factory):
         os.environ.pop("GPUENV_LOCKS_DIR", None)
     else:
         os.environ["GPUENV_LOCKS_DIR"] = old
-
-
-@pytest.fixture(scope="session")
-def cpu_stack():
-    from gpuenv.resolve import Request, resolve_stack
-
-    return resolve_stack(Request(cuda="cpu", framework="torch", torch="2.13.0", python="3.11"))
 
 
 @dataclass(frozen=True)

@@ -24,17 +24,6 @@ from teamcases import BASE_IMAGE, CPU_STACK_ARGS, HOST_CA_BUNDLE, ROOT, WHEELHOU
 REGISTRY_BINARY = os.environ.get("GPUENV_TEST_REGISTRY_BINARY", "docker-registry")
 
 
-@pytest.fixture(scope="session")
-def docker_engine():
-    from gpuenv import engine
-    from gpuenv.errors import ToolError
-
-    try:
-        return engine.client()
-    except ToolError as err:
-        pytest.skip(f"no Docker engine: {err.render()}")
-
-
 @dataclass(frozen=True)
 class Registry:
     host: str  # 127.0.0.1:PORT
@@ -101,13 +90,6 @@ def readonly_registry(tmp_path):
 def locks_dir(tmp_path_factory):
     """This session's lock folder; tasks get it as GPUENV_LOCKS_DIR, never envs/locks."""
     return tmp_path_factory.mktemp("team-locks")
-
-
-@pytest.fixture(scope="session")
-def cpu_stack():
-    from gpuenv.resolve import Request, resolve_stack
-
-    return resolve_stack(Request(cuda="cpu", framework="torch", torch="2.13.0", python="3.11"))
 
 
 @dataclass(frozen=True)
