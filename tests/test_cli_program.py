@@ -97,3 +97,28 @@ def test_doctor_labels_never_run_into_their_values():
         assert line[:column] == f"{label:<{column}}", f"{line!r}: the label column is not padded"
         assert line[column] != " ", f"{line!r}: the value does not start in the value column"
     assert lines[4].startswith("tensorflow  tensorflow2.21.0-cuda12.5-py3.13")
+
+
+BROKEN_YAML = "gpuenv:\n  python: [3.11\n"
+
+
+def test_a_runtime_config_that_is_not_yaml_is_one_line_exit_2(tmp_path):
+    bad = tmp_path / "team.yaml"
+    bad.write_text(BROKEN_YAML)
+    done = invoke("-f", str(bad), "resolve", *CPU, tmp_path=tmp_path)
+    assert done.returncode == 2
+    line = one_line(done)
+    assert line.startswith(f"gpuenv: {bad}:3: not valid YAML")
+
+
+def test_a_project_invoke_yaml_that_is_not_yaml_is_one_line_exit_2(tmp_path):
+    """Invoke loads the invoke.yaml beside tasks.py from code gpuenv cannot wrap: tasks.py checks it first."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "tasks.py").write_text((ROOT / "tasks.py").read_text())
+    (project / "invoke.yaml").write_text(BROKEN_YAML)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GPUENV_LOCKS_DIR": str(tmp_path / "locks")}
+    done = subprocess.run([sys.executable, "-m", "invoke", "resolve", *CPU], cwd=project, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert one_line(done).startswith(f"gpuenv: {project / 'invoke.yaml'}:3: not valid YAML")

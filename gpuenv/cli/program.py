@@ -63,6 +63,37 @@ class ParseErrorsAreBadInput(Program):
         with _parse_errors_are_bad_input():
             super().parse_cleanup()
 
+    def update_config(self, merge: bool = True) -> None:
+        # where Invoke loads a `-f FILE` (runtime) config
+        with _config_problems_are_bad_input():
+            super().update_config(merge)
+
+
+@contextlib.contextmanager
+def _config_problems_are_bad_input() -> Iterator[None]:
+    try:
+        yield
+    except Exception as err:  # YAML errors, Invoke's merge errors: anything config_file_problem names
+        problem = config_file_problem(err)
+        if problem is None:
+            raise
+        raise Exit(f"gpuenv: {problem}", code=EXIT_BAD_INPUT) from None
+
+
+def check_project_config(folder: Path) -> None:
+    """One line and exit 2 for a project invoke.yaml that is not valid YAML.
+
+    Invoke loads the project config right after importing tasks.py, from code gpuenv cannot
+    wrap, so tasks.py asks this first: a broken team file must not end in a traceback.
+    """
+    import yaml
+
+    for name in ("invoke.yaml", "invoke.yml"):
+        path = folder / name
+        if path.is_file():
+            with _config_problems_are_bad_input(), open(path, encoding="utf-8", errors="replace") as stream:
+                yaml.safe_load(stream)  # a stream, so the error names the file
+
 
 def adopt_running_invoke() -> None:
     """Give the running `invoke` command (invoke.main.program) GpuenvProgram's parse errors.
