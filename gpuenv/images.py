@@ -428,21 +428,21 @@ def image_for_stack(stack: Stack, lock_dir: Path | None = None) -> str:
         from gpuenv.locking import lock_directory  # not at module level: locking is heavier
 
         lock_dir = lock_directory(stack)
-    try:
-        lock_hash: str | None = read_lock(lock_dir).sha256
-    except DataError:
-        lock_hash = None
+    # No lock: the newest image of the stack. A lock that fails its checks is an error, never
+    # a silent fallback to whatever image is newest.
+    lock_hash = read_lock(lock_dir).sha256 if lockdir.has_lock(lock_dir) else None
     return pick_image(engine.find_images({STACK_LABEL: stack.stack_id}), stack, lock_hash)
 
 
-def default_gpus(ref: str) -> str:
-    """`--gpus` when the user gave none: none for a CPU image (so it runs on hosts without the
-    NVIDIA runtime), all otherwise, and for an image gpuenv did not label."""
+def is_cpu_image(ref: str) -> bool:
+    """Whether a local image was built for a CPU stack (its labels say so): `invoke run --image`
+    then asks for no GPU by default, so it runs on hosts without the NVIDIA runtime."""
     from gpuenv import engine
 
     info = engine.image_info(ref)
-    cuda = (info.labels if info else {}).get(LABEL_PREFIX + "cuda")
-    return "none" if cuda == "cpu" else "all"
+    labels = info.labels if info else {}
+    stack = stack_from_labels(labels)
+    return stack.is_cpu if stack else labels.get(LABEL_PREFIX + "cuda") == "cpu"
 
 
 def built_images() -> list[ImageInfo]:

@@ -188,11 +188,11 @@ def run(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, 
         engine.parse_gpus(gpus)  # checked before the stack is resolved or the engine asked
     if shm_size is not None:
         engine.parse_shm_size(shm_size)
-    ref = _image_or_stack(c, image, dict(cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python,
+    ref, cpu = _image_or_stack(c, image, dict(cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python,
                                          driver=driver, gpu_arch=gpu_arch, strict_driver=strict_driver, wheelhouse=wheelhouse),
                           verbose, quiet)
     # A CPU stack asks for no GPU by default: it then runs on hosts without the NVIDIA runtime.
-    gpus = gpus if gpus is not None else images.default_gpus(ref)
+    gpus = gpus if gpus is not None else ("none" if cpu else "all")
     if is_dry(c):
         print(f"would run {shlex.join(command) or '(the image command)'} in {ref} with GPUs {gpus}, {Path.cwd()} at /workspace; nothing run (--dry)")
         return
@@ -202,8 +202,9 @@ def run(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, 
         raise Exit(code=code)
 
 
-def _image_or_stack(c, image, stack_options: dict, verbose: bool, quiet: bool) -> str:
-    """--image REF (pulled when missing), or the image of the stack the options resolve to."""
+def _image_or_stack(c, image, stack_options: dict, verbose: bool, quiet: bool) -> tuple[str, bool]:
+    """--image REF (pulled when missing), or the image of the stack the options resolve to; and
+    whether it is a CPU image (from the stack, or from REF's labels)."""
     from gpuenv import images, share
     from gpuenv.errors import BadInput
 
@@ -213,12 +214,13 @@ def _image_or_stack(c, image, stack_options: dict, verbose: bool, quiet: bool) -
             raise BadInput(f"--image names the image, so {', '.join(given)} cannot choose one", fix="drop " + " ".join(given) + " or --image")
         ref = share.parse_image_ref(image)
         if is_dry(c):
-            return ref
+            return ref, False
         report = reporter(verbose, quiet)
         with report:
             share.ensure_image(ref, progress=report.layer, say=report.phase)
-        return ref
-    return images.image_for_stack(resolve(stack_request(c, **stack_options)))
+        return ref, images.is_cpu_image(ref)
+    stack = resolve(stack_request(c, **stack_options))
+    return images.image_for_stack(stack), stack.is_cpu
 
 
 @task()

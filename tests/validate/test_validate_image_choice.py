@@ -48,8 +48,12 @@ def test_image_for_stack_hashes_the_lock_it_is_given(tmp_path, monkeypatch):
 
     from gpuenv import engine, lockers
 
-    (tmp_path / lockers.UV_LOCK_FILE).write_text("torch==2.13.0 --hash=sha256:00\\n")
+    from gpuenv import lockdir
+
+    (tmp_path / lockers.UV_LOCK_FILE).write_text("torch==2.13.0+cpu --hash=sha256:00\\n")
     current = hashlib.sha256((tmp_path / lockers.UV_LOCK_FILE).read_bytes()).hexdigest()
+    lockdir.write_metadata(tmp_path, lockdir.LockMetadata(stack=TORCH_CPU, backend="uv", input_hash="0" * 64, lock_sha256=current,
+                                                          platforms=("linux-64",), source="written by the test"))
     found = [_image("sha256:older", OLDER, "2026-11-20T10:00:00Z"), _image("sha256:mine", current, "2026-11-01T10:00:00Z")]
     monkeypatch.setattr(engine, "find_images", lambda labels: found if labels == {STACK_LABEL: TORCH_CPU.stack_id} else [])
     assert image_for_stack(TORCH_CPU, tmp_path) == "sha256:mine"
