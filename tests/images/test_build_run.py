@@ -35,7 +35,10 @@ def test_build_tags_after_success_and_prints_image_size_labels(cpu_image, cpu_st
     assert images.image_for_stack(cpu_stack) == cpu_image.id
     assert engine.client().images.get(cpu_image.id).attrs["Config"]["User"] == "1000:1000"
     expected = images.image_labels(cpu_stack, cpu_lock.sha256, "uv")
-    assert {k: cpu_image.labels.get(k) for k in expected} == expected
+    stack_json = images.LABEL_PREFIX + "stack_json"
+    # the stack record: the same stack (its reasons may say more: --wheelhouse was given)
+    assert images.stack_from_labels(cpu_image.labels) == cpu_stack
+    assert {k: cpu_image.labels.get(k) for k in expected if k != stack_json} == {k: v for k, v in expected.items() if k != stack_json}
     for key in ("title", "created", "version", "source", "base.name"):
         assert cpu_image.labels.get(f"org.opencontainers.image.{key}"), key
     assert cpu_image.labels["org.opencontainers.image.base.name"] == "gpuenv-test-base:bookworm"
@@ -159,7 +162,10 @@ def test_cached_rebuild_after_a_suite_change_keeps_the_environment(cpu_image, cp
     suite = tmp_path / "validate"
     shutil.copytree(ROOT / "validate", suite, ignore=shutil.ignore_patterns("__pycache__"))
     (suite / "CHANGED_BY_TEST").write_text("a change to the validation suite\n")
-    plan = images.plan_build(cpu_stack, cpu_lock.directory, base_image=base_image, ca_cert=ca_bundle, wheelhouse=WHEELHOUSE, validate_dir=suite)
+    # The stack exactly as the image was built for it (the reasons, which the wheelhouse adds to, included)
+    built_for = images.stack_from_labels(cpu_image.labels)
+    assert built_for == cpu_stack
+    plan = images.plan_build(built_for, cpu_lock.directory, base_image=base_image, ca_cert=ca_bundle, wheelhouse=WHEELHOUSE, validate_dir=suite)
     plan = dataclasses.replace(plan, tags=["gpuenv-test/rebuild:suite-change"])
     started = time.monotonic()
     result = images.build_stack_image(plan, progress=lambda _text: None)
