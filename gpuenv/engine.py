@@ -453,22 +453,16 @@ def architecture() -> str:
 
 
 def ensure_image(ref: str, progress: Progress | None = None) -> None:
-    """Make sure `ref` is on the engine, pulling it once when it is not (the build needs it anyway)."""
-    from docker.errors import APIError, ImageNotFound
-
-    cli = client()
-    try:
-        cli.images.get(ref)
+    """Make sure the base image `ref` is on the engine, pulling it once when it is not (the build
+    needs it anyway); a pull that fails names the base image and --base-image."""
+    if image_info(ref) is not None:
         return
-    except ImageNotFound:
-        pass
     (progress or _print)(f"pulling the base image {ref}\n")
-    repo, _, tag = ref.rpartition(":") if ":" in ref.split("/")[-1] else (ref, "", "latest")
     try:
-        cli.images.pull(repo, tag=tag or "latest")
-    except APIError as err:
+        pull_image(ref)
+    except ToolError as err:
         raise ToolError(
-            f"the base image {ref} is not on this engine and cannot be pulled ({_short(err)})",
+            f"the base image {ref} is not on this engine and cannot be pulled ({err.message})",
             fix="pull it where a registry is reachable (docker save/load), or pass --base-image with a local image",
         ) from None
 
