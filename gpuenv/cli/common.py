@@ -208,3 +208,26 @@ def reporter(verbose: bool = False, quiet: bool = False) -> Any:
     if verbose and quiet:
         raise BadInput("--verbose and --quiet contradict each other", fix="give one of them")
     return Reporter.choose(verbose=verbose, quiet=quiet)
+
+
+def image_or_stack(c: Any, image: str | None, stack_options: dict[str, Any], verbose: bool, quiet: bool) -> tuple[str, str, bool]:
+    """The image `run` and `validate` use: --image REF (pulled when missing), or the image of the
+    stack the options resolve to. Returns (reference, its name for people, whether it is a CPU
+    image: from the stack, or from REF's labels)."""
+    from gpuenv import engine, images, share
+    from gpuenv.errors import BadInput
+
+    if image:
+        given = [f"--{k.replace('_', '-')}" for k, v in stack_options.items() if v]
+        if given:
+            raise BadInput(f"--image names the image, so {', '.join(given)} cannot choose one", fix="drop " + " ".join(given) + " or --image")
+        ref = share.parse_image_ref(image)
+        if is_dry(c):
+            return ref, ref, False
+        report = reporter(verbose, quiet)
+        with report:
+            share.ensure_image(ref, progress=report.layer, say=report.phase)
+        return ref, ref, images.is_cpu_image(ref)
+    stack = resolve(stack_request(c, **stack_options))
+    ref = images.image_for_stack(stack)
+    return ref, f"{stack.stack_id} ({engine.image_name(ref)})", stack.is_cpu

@@ -8,7 +8,10 @@ from pathlib import Path
 
 from invoke.exceptions import Exit
 
-from gpuenv.cli.common import OUTPUT_HELP, STACK_HELP, STRICT_DRIVER_HELP, is_dry, reporter, resolve, stack_request, task, team_settings, user_errors
+from gpuenv.cli.common import (
+    OUTPUT_HELP, STACK_HELP, STRICT_DRIVER_HELP, image_or_stack, is_dry, reporter, resolve, stack_request, task, team_settings,
+    user_errors,
+)
 
 _BUILD_HELP = {
     **STACK_HELP,
@@ -181,14 +184,14 @@ def run(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, 
     the container is removed, and the command's exit code is returned. With --image REF a
     missing image is pulled (by digest); the stack's own image is never pulled.
     """
-    from gpuenv import engine, images
+    from gpuenv import engine
 
     command = _remainder_argv(c.remainder or "")
     if gpus is not None:
         engine.parse_gpus(gpus)  # checked before the stack is resolved or the engine asked
     if shm_size is not None:
         engine.parse_shm_size(shm_size)
-    ref, cpu = _image_or_stack(c, image, dict(cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python,
+    ref, _name, cpu = image_or_stack(c, image, dict(cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python,
                                          driver=driver, gpu_arch=gpu_arch, strict_driver=strict_driver, wheelhouse=wheelhouse),
                           verbose, quiet)
     # A CPU stack asks for no GPU by default: it then runs on hosts without the NVIDIA runtime.
@@ -200,27 +203,6 @@ def run(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, 
     code = engine.run_container(ref, command, gpus=gpus, workdir_mount=Path.cwd(), **options)
     if code:
         raise Exit(code=code)
-
-
-def _image_or_stack(c, image, stack_options: dict, verbose: bool, quiet: bool) -> tuple[str, bool]:
-    """--image REF (pulled when missing), or the image of the stack the options resolve to; and
-    whether it is a CPU image (from the stack, or from REF's labels)."""
-    from gpuenv import images, share
-    from gpuenv.errors import BadInput
-
-    if image:
-        given = [f"--{k.replace('_', '-')}" for k, v in stack_options.items() if v]
-        if given:
-            raise BadInput(f"--image names the image, so {', '.join(given)} cannot choose one", fix="drop " + " ".join(given) + " or --image")
-        ref = share.parse_image_ref(image)
-        if is_dry(c):
-            return ref, False
-        report = reporter(verbose, quiet)
-        with report:
-            share.ensure_image(ref, progress=report.layer, say=report.phase)
-        return ref, images.is_cpu_image(ref)
-    stack = resolve(stack_request(c, **stack_options))
-    return images.image_for_stack(stack), stack.is_cpu
 
 
 @task()

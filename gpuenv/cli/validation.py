@@ -12,7 +12,7 @@ from pathlib import Path
 
 from invoke.exceptions import Exit
 
-from gpuenv.cli.common import OUTPUT_HELP, STACK_HELP, is_dry, reporter, resolve, stack_request, task, user_errors
+from gpuenv.cli.common import OUTPUT_HELP, STACK_HELP, image_or_stack, is_dry, task, user_errors
 from gpuenv.engine import WORKDIR_IN_CONTAINER  # cheap: engine imports the Docker SDK lazily
 from gpuenv.errors import BadInput
 
@@ -134,36 +134,20 @@ def validate(
             return
         code = run_local(args)
     else:
-        from gpuenv import engine, images, share
+        from gpuenv import engine
 
         workdir = Path.cwd()
         if gpus is not None:
             engine.parse_gpus(gpus)  # before the stack is resolved or the engine asked
         args = suite_arguments(expect_gpus, json, junit, quick, save_baseline, baseline,
                                path_for=lambda p: container_path(p, workdir))
-        if image:
-            given = [f"--{k}" for k, v in (("cuda", cuda), ("framework", framework), ("torch", torch), ("tensorflow", tensorflow), ("python", python)) if v]
-            if given:
-                raise BadInput(f"--image names the image, so {', '.join(given)} cannot choose one", fix="drop " + " ".join(given) + " or --image")
-            ref = share.parse_image_ref(image)
-            if is_dry(c):
-                print(f"would validate in {ref} (pulled by digest if missing); nothing run (--dry)")
-                return
-            progress = reporter(verbose, quiet)
-            with progress:
-                info = share.ensure_image(ref, progress=progress.layer, say=progress.phase)
-            image, name = ref, ref
-            stack = images.stack_from_labels(info.labels)
-            cpu = stack.is_cpu if stack else False
-        else:
-            stack = resolve(stack_request(c, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python))
-            image = images.image_for_stack(stack)
-            name, cpu = f"{stack.stack_id} ({engine.image_name(image)})", stack.is_cpu
-            if is_dry(c):
-                print(f"would validate in {name}; nothing run (--dry)")
-                return
+        ref, name, cpu = image_or_stack(c, image, dict(cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python),
+                                          verbose, quiet)
+        if is_dry(c):
+            print(f"would validate in {name}{' (pulled by digest if missing)' if image else ''}; nothing run (--dry)")
+            return
         gpus = gpus or ("none" if cpu else "all")
         print(f"validating in {name}, GPUs: {gpus}", flush=True)
-        code = engine.run_container(image, ["python", SUITE_IN_IMAGE, *args], gpus=gpus, workdir_mount=workdir)
+        code = engine.run_container(ref, ["python", SUITE_IN_IMAGE, *args], gpus=gpus, workdir_mount=workdir)
     if code != 0:
         raise Exit(code=code)
