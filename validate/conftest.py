@@ -18,7 +18,7 @@ import pytest
 from validate import nvml
 from validate.baseline import BaselineError, baseline_value, load_baseline, save_baseline
 from validate.devices import all_nvml_uuids, compiled_archs, device_for_gpu, torch_gpus
-from validate.peaks import PeakTableError, load_peaks, peaks_for
+from validate.peaks import PeakTableError, ReferenceFigure, load_peaks, peaks_for
 from validate.probe import nccl_version_text
 from validate.report import Record, build_json, render_table, write_json
 from validate.stackfile import read_stack_file
@@ -108,9 +108,17 @@ class Suite:
         entry = peaks_for(gpu_name, self.peaks)
         return entry.peak(metric) if entry else None
 
-    def reference(self, gpu_name: str, metric: str) -> tuple[float, str] | None:
+    def reference(self, gpu_name: str, metric: str) -> ReferenceFigure | None:
+        """What healthy GPUs of this model measured (gpu_peaks.yaml), or None: not judged."""
         entry = peaks_for(gpu_name, self.peaks)
         return entry.reference_for(metric) if entry else None
+
+    def selected_mig_device(self, gpu: nvml.GpuInfo) -> nvml.MigDevice | None:
+        """The MIG instance of this GPU that this run validates (CUDA_VISIBLE_DEVICES=MIG-...)."""
+        wanted = self.selected_mig
+        if not wanted:
+            return None
+        return next((m for m in gpu.mig_devices if m.uuid.startswith(wanted) or wanted.startswith(m.uuid)), None)
 
     def baseline_for(self, gpu_name: str | None, check: str) -> float | None:
         return baseline_value(self.baseline, gpu_name, check)

@@ -48,6 +48,7 @@ class MigDevice:
     index: int
     uuid: str
     memory_total_bytes: int | None = None
+    multiprocessor_count: int | None = None
 
 
 @dataclass
@@ -75,6 +76,7 @@ class GpuInfo:
     mig_enabled: bool | None = None
     mig_devices: list[MigDevice] = field(default_factory=list)
     nvlink_active_links: int | None = None
+    multiprocessor_count: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

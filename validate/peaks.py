@@ -1,4 +1,5 @@
-"""The GPU datasheet peak table (gpu_peaks.yaml): loaded, validated, matched by NVML's GPU name.
+"""The GPU table (gpu_peaks.yaml): datasheet peaks and the figures healthy GPUs measured (each
+with its public source), loaded, validated, and matched by NVML's GPU name.
 
 Images get only `validate/`, and PyYAML is not always there, so the file is kept to a strict
 YAML subset that `parse_simple_yaml` reads when PyYAML is missing (a test checks both agree).
@@ -21,19 +22,53 @@ class PeakTableError(ValueError):
     """The peak table is malformed; the message names the entry and the field."""
 
 
-@dataclass(frozen=True)
-class Reference:
-    """Figures a healthy GPU of this model measured, with the suite's own method: the floors are
-    DCGM's 75% of these. `where` says whose measurement it is (source, date, how)."""
+#: The suite's own matmul (validate/bench.py): a measurement taken this way confirms a floor.
+SUITE_MATMUL_METHODS = ("torch.matmul", "torch.mm")
+SUITE_MATMUL_N = 8192
+_DTYPES = {"fp32", "tf32", "bf16", "fp16", "bytes"}
 
-    figures: dict[str, float]
+
+@dataclass(frozen=True)
+class Measurement:
+    """One figure a healthy GPU of a model measured, with how and where (a public source)."""
+
+    metric: str
+    value: float
+    method: str
+    n: int | None
+    dtype: str
     source: str
     date: str
-    method: str
+    note: str = ""
 
     @property
-    def where(self) -> str:
-        return f"{self.source}, {self.date}"
+    def matches_suite(self) -> bool:
+        """Taken like the suite's own figure (torch.matmul at n = 8192, same dtype)?"""
+        return (
+            self.method in SUITE_MATMUL_METHODS
+            and self.n == SUITE_MATMUL_N
+            and self.metric == f"{self.dtype}_tflops"
+        )
+
+    def describe(self) -> str:
+        size = f"n={self.n}" if self.n else "no single n"
+        return f"{self.method} {self.dtype} {size}, {self.source}"
+
+
+@dataclass(frozen=True)
+class ReferenceFigure:
+    """The figure a floor is drawn from: the lowest confirmed measurement, else the lowest
+    unconfirmed one (then a figure below the floor warns instead of failing)."""
+
+    value: float
+    confirmed: bool
+    measurements: tuple[Measurement, ...]
+
+    def describe(self) -> str:
+        lowest = min(self.measurements, key=lambda m: m.value)
+        extra = f", lowest of {len(self.measurements)} units" if len(self.measurements) > 1 else ""
+        kind = "" if self.confirmed else "unconfirmed: "
+        return f"{kind}{lowest.describe()}{extra}"
 
 
 @dataclass(frozen=True)
@@ -49,16 +84,20 @@ class GpuPeaks:
     fp16_tflops: float | None
     memory_bandwidth_gbs: float
     nvlink_gbs: float | None = None  # datasheet NVLink bandwidth per GPU, both directions
-    reference: Reference | None = None
+    measured: tuple[Measurement, ...] = ()
 
     def peak(self, metric: str) -> float | None:
+        """The datasheet figure: shown beside a measurement, never a floor."""
         return getattr(self, metric)
 
-    def reference_for(self, metric: str) -> tuple[float, str] | None:
-        """(measured figure, where it comes from) for this metric, or None: datasheet rule."""
-        if self.reference is None or metric not in self.reference.figures:
+    def reference_for(self, metric: str) -> ReferenceFigure | None:
+        """What the floor for this metric is drawn from, or None: the figure is not judged."""
+        mine = [m for m in self.measured if m.metric == metric]
+        confirmed = [m for m in mine if m.matches_suite]
+        chosen = confirmed or mine
+        if not chosen:
             return None
-        return self.reference.figures[metric], self.reference.where
+        return ReferenceFigure(min(m.value for m in chosen), bool(confirmed), tuple(chosen))
 
 
 @dataclass(frozen=True)
@@ -121,22 +160,42 @@ def _number(entry: dict[str, Any], key: str, where: str, optional: bool) -> floa
     return float(value)
 
 
-def _reference(entry: dict[str, Any], where: str) -> Reference | None:
-    raw = entry.get("reference")
-    if raw is None:
-        return None
-    if not isinstance(raw, dict):
-        raise PeakTableError(f"{where}: 'reference' must be a mapping")
-    for key in ("source", "date", "method"):
-        if not isinstance(raw.get(key), str) or not raw[key]:
-            raise PeakTableError(f"{where}: reference needs a '{key}'")
-    unknown = set(raw) - set(METRICS) - {"source", "date", "method"}
-    if unknown:
-        raise PeakTableError(f"{where}: reference has unknown keys {sorted(unknown)}")
-    figures = {k: v for k, v in raw.items() if k in METRICS}
-    if not figures or any(isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0 for v in figures.values()):
-        raise PeakTableError(f"{where}: reference needs positive figures named like {', '.join(METRICS)}")
-    return Reference({k: float(v) for k, v in figures.items()}, raw["source"], str(raw["date"]), raw["method"])
+def _measurements(entry: dict[str, Any], where: str) -> tuple[Measurement, ...]:
+    """The `measured_<metric>` lists: each item needs a value, method, n, dtype and an https source."""
+    out: list[Measurement] = []
+    for key, raw in entry.items():
+        if not key.startswith("measured_"):
+            continue
+        metric = key.removeprefix("measured_")
+        if metric not in METRICS:
+            raise PeakTableError(f"{where}: {key}: unknown metric (use one of {', '.join(METRICS)})")
+        if not isinstance(raw, list) or not raw:
+            raise PeakTableError(f"{where}: {key} must be a non-empty list of measurements")
+        for position, item in enumerate(raw):
+            at = f"{where}: {key}[{position}]"
+            if not isinstance(item, dict):
+                raise PeakTableError(f"{at} must be a mapping")
+            unknown = set(item) - {"value", "method", "n", "dtype", "source", "date", "note"}
+            if unknown:
+                raise PeakTableError(f"{at} has unknown keys {sorted(unknown)}")
+            value = item.get("value")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise PeakTableError(f"{at}: 'value' must be a positive number, got {value!r}")
+            for field in ("method", "date"):
+                if not isinstance(item.get(field), str) or not item[field]:
+                    raise PeakTableError(f"{at} needs a '{field}'")
+            if item.get("dtype") not in _DTYPES:
+                raise PeakTableError(f"{at}: 'dtype' must be one of {', '.join(sorted(_DTYPES))}")
+            size = item.get("n", "missing")
+            if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size <= 0):
+                raise PeakTableError(f"{at}: 'n' must be a matrix size or null, got {size!r}")
+            source = item.get("source")
+            if not isinstance(source, str) or not source.startswith("https://"):
+                raise PeakTableError(f"{at}: 'source' must be an https:// URL a reader can open, got {source!r}")
+            out.append(
+                Measurement(metric, float(value), item["method"], size, item["dtype"], source, str(item["date"]), str(item.get("note") or ""))
+            )
+    return tuple(out)
 
 
 def parse_interconnects(data: Any) -> dict[str, Interconnect]:
@@ -190,7 +249,7 @@ def parse_table(data: Any) -> list[GpuPeaks]:
                 fp16_tflops=_number(entry, "fp16_tflops", where, optional=True),
                 memory_bandwidth_gbs=_number(entry, "memory_bandwidth_gbs", where, optional=False),  # type: ignore[arg-type]
                 nvlink_gbs=_number(entry, "nvlink_gbs", where, optional=True),
-                reference=_reference(entry, where),
+                measured=_measurements(entry, where),
             )
         )
     return entries

@@ -8,8 +8,10 @@ from validate.nvml import BAD_THROTTLE_REASONS, cuda_version_text, throttle_reas
 from validate.thresholds import (
     FAIL,
     NO_REFERENCE,
+    NOT_JUDGED,
     PASS,
     SKIP,
+    WARN,
     cache_holds_verdict,
     cache_released_verdict,
     claims_verdict,
@@ -33,32 +35,32 @@ GIB = 2**30
 
 
 class TestThroughput:
-    def test_healthy_bf16_passes_against_peak(self):
-        verdict = throughput_verdict("bf16_tflops", 265.0, peak=312.0)
-        assert verdict.verdict == PASS
-        assert verdict.threshold == ">= 0.55 x datasheet 312 (no measured reference)"
-
-    def test_power_capped_gpu_fails_and_says_by_how_much(self):
-        verdict = throughput_verdict("bf16_tflops", 80.0, peak=312.0)
-        assert verdict.verdict == FAIL
-        assert "80 is below 171.6" in verdict.reason
-
-    def test_unknown_model_is_no_reference_not_failure(self):
-        verdict = throughput_verdict("fp32_tflops", 12.0, peak=None)
-        assert verdict.verdict == NO_REFERENCE
+    def test_unknown_model_is_not_judged_not_failure(self):
+        verdict = throughput_verdict("fp32_tflops", 12.0)
+        assert verdict.verdict == NOT_JUDGED == "not judged"
         assert not verdict.failed
 
-    def test_baseline_wins_over_peak(self):
-        # Far above the peak fraction, but 20% under the known-good server: fails.
-        verdict = throughput_verdict("fp32_tflops", 14.0, peak=19.5, baseline=17.5)
+    def test_confirmed_reference_fails_below_75_percent_and_says_by_how_much(self):
+        verdict = throughput_verdict("bf16_tflops", 40.0, reference=59.4, reference_note="torch.matmul bf16 n=8192")
+        assert verdict.verdict == FAIL and "40 is below 44.55" in verdict.reason
+        assert verdict.threshold == ">= 0.75 x measured reference 59.4 (torch.matmul bf16 n=8192)"
+        assert throughput_verdict("bf16_tflops", 45.0, reference=59.4).verdict == PASS
+
+    def test_unconfirmed_reference_warns_instead_of_failing(self):
+        verdict = throughput_verdict("fp32_tflops", 2.0, reference=5.5, confirmed=False)
+        assert verdict.verdict == WARN and "unconfirmed reference 5.5" in verdict.threshold
+
+    def test_baseline_wins_over_the_reference(self):
+        # Far above the reference floor, but 20% under the known-good server: fails.
+        verdict = throughput_verdict("fp32_tflops", 14.0, baseline=17.5, reference=15.0)
         assert verdict.verdict == FAIL
         assert "baseline 17.5" in verdict.threshold
-        assert throughput_verdict("fp32_tflops", 15.5, peak=19.5, baseline=17.5).verdict == PASS
+        assert throughput_verdict("fp32_tflops", 15.5, baseline=17.5).verdict == PASS
 
-    def test_metric_without_peak_fraction_uses_baseline_only(self):
-        assert throughput_verdict("cnn samples/s", 900.0, peak=None).verdict == NO_REFERENCE
-        assert throughput_verdict("cnn samples/s", 900.0, peak=None, baseline=1000.0).verdict == PASS
-        assert throughput_verdict("cnn samples/s", 800.0, peak=None, baseline=1000.0).verdict == FAIL
+    def test_metric_without_reference_uses_baseline_only(self):
+        assert throughput_verdict("cnn samples/s", 900.0).verdict == NOT_JUDGED
+        assert throughput_verdict("cnn samples/s", 900.0, baseline=1000.0).verdict == PASS
+        assert throughput_verdict("cnn samples/s", 800.0, baseline=1000.0).verdict == FAIL
 
 
 class TestPcie:
