@@ -18,6 +18,7 @@ import pytest
 from validate import nvml
 from validate.baseline import BaselineError, baseline_value, load_baseline, save_baseline
 from validate.devices import all_nvml_uuids, compiled_archs, device_for_gpu, torch_gpus
+from validate.masking import device_list, expected_visible
 from validate.peaks import PeakTableError, ReferenceFigure, load_peaks, peaks_for
 from validate.probe import nccl_version_text
 from validate.report import Record, build_json, render_table, write_json
@@ -49,13 +50,17 @@ class Suite:
         # Before anything initialises CUDA: ordinals in CUDA_VISIBLE_DEVICES then mean NVML's
         # (PCI bus) order, not CUDA's default "fastest first", on mixed-GPU machines too.
         self.device_order_was = os.environ.get("CUDA_DEVICE_ORDER")
+        #: The caller's CUDA_VISIBLE_DEVICES: every child probe narrows it, never widens it.
+        self.caller_mask: str | None = os.environ.get("CUDA_VISIBLE_DEVICES")
         os.environ["CUDA_DEVICE_ORDER"] = DEVICE_ORDER
         self.host = nvml.read_host()
+        nvidia_visible = os.environ.get("NVIDIA_VISIBLE_DEVICES")
         self.expectation: GpuExpectation | None = expected_gpus(
             config.getoption("validate_expect_gpus"),
-            os.environ.get("NVIDIA_VISIBLE_DEVICES"),
+            nvidia_visible,
             _cpu_stack(),
             in_image=bool(os.environ.get("GPUENV_STACK_FILE")),
+            mounted=device_list(nvidia_visible) if (nvidia_visible or "").strip().startswith("/") else None,
         )
         self.records: list[Record] = []
         self.write_errors: list[str] = []
@@ -87,6 +92,18 @@ class Suite:
         """The MIG instance CUDA_VISIBLE_DEVICES names, when this run validates one."""
         value = (os.environ.get("CUDA_VISIBLE_DEVICES") or "").strip()
         return value.split(",")[0].strip() if value.startswith("MIG-") else None
+
+    def visible_gpus(self) -> list[nvml.GpuInfo]:
+        """NVML's GPUs that the caller's CUDA_VISIBLE_DEVICES lets this run use, in the order CUDA
+        numbers them (the first is a child's device 0; a GPU counts when it or one of its MIG
+        instances is named). Children only narrow this."""
+        owner = {g.uuid: g for g in self.host.gpus} | {m.uuid: g for g in self.host.gpus for m in g.mig_devices}
+        named = expected_visible(self.caller_mask, [g.uuid for g in self.host.gpus], [m.uuid for g in self.host.gpus for m in g.mig_devices])
+        out: list[nvml.GpuInfo] = []
+        for uuid in named:
+            if owner[uuid] not in out:
+                out.append(owner[uuid])
+        return out
 
     @property
     def exclusive(self) -> bool:
@@ -149,7 +166,8 @@ class Suite:
                     f"which can take many minutes; waiting up to {timeout:.0f} s (VALIDATE_TF_JIT_TIMEOUT)"
                 )
             env: dict[str, str | None] = {"TF_FORCE_GPU_ALLOW_GROWTH": "true"}
-            first = self.host.gpus[0] if self.host.gpus else None
+            visible = self.visible_gpus()
+            first = visible[0] if visible else None  # TensorFlow's /GPU:0 in the child (which keeps the caller's mask)
             if first is not None and first.memory_total_bytes is not None and not first.mig_enabled:
                 # Pause after the small products so the memory check can measure growth-env here.
                 before, measure = outside_measurer(first.uuid)
@@ -162,8 +180,8 @@ class Suite:
         return self._tf_info
 
     def tf_memory_on_the_way(self) -> tuple[int, ProbeResult] | None:
-        """(GPU 0's used bytes before, the TensorFlow info probe's result with its "small" step),
-        when that probe measured GPU 0 on the way; None otherwise."""
+        """(the first visible GPU's used bytes before, the TensorFlow info probe's result with its
+        "small" step), when that probe measured that GPU on the way; None otherwise."""
         self.tf_info()
         return self._tf_memory
 

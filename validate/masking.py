@@ -6,12 +6,22 @@ ordinal (in CUDA_DEVICE_ORDER; the suite always sets PCI_BUS_ID, which is NVML's
 entry that names no device ends the list: the devices before it are visible, none after it. So
 "" and "-1" hide every GPU, "0,7,1" on a 2-GPU host shows only GPU 0, and "0,0" names a GPU twice,
 which hides every GPU. The masking check compares what PyTorch and TensorFlow report with this.
+
+Children only ever NARROW the caller's mask: a suite started with CUDA_VISIBLE_DEVICES=1,3 (or in a
+container given GPUs 1 and 3) measures memory and masking on those GPUs only, never on 0 and 2.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
+from typing import Callable
+
+#: NVIDIA_VISIBLE_DEVICES under Kubernetes' "volume-mounts" device-list strategy: the device
+#: plugin mounts one file per device under this folder, named by the device's UUID or index, and
+#: the NVIDIA container runtime reads the names (NVIDIA/k8s-device-plugin, DEVICE_LIST_STRATEGY).
+VOLUME_MOUNTS_DIR = "/var/run/nvidia-container-devices"
 
 
 @dataclass(frozen=True)
@@ -80,19 +90,26 @@ def expected_visible(visible_devices: str | None, uuids: list[str], mig_uuids: l
     return out
 
 
-def masking_cases(uuids: list[str]) -> list[MaskCase]:
-    """The experiments the suite runs on a host with these GPUs (NVML order)."""
-    raw: list[tuple[str, str | None]] = [("unset, PCI_BUS_ID order", None)]
-    for index, uuid in enumerate(uuids):
-        raw.append((f"index {index}", str(index)))
-        raw.append((f"uuid of GPU {index}", uuid))
-    if len(uuids) > 1:
-        raw.append(("reversed", ",".join(str(i) for i in reversed(range(len(uuids))))))
+def masking_cases(uuids: list[str], caller: str | None = None) -> list[MaskCase]:
+    """The experiments the suite runs on a host with these GPUs (NVML order), inside the caller's
+    CUDA_VISIBLE_DEVICES (`caller`; None: unset). Every case names only GPUs the caller lets the
+    suite see (by their ordinals in PCI order, which is what CUDA reads with
+    CUDA_DEVICE_ORDER=PCI_BUS_ID), so a child sees the caller's GPUs or fewer, never others."""
+    visible = expected_visible(caller, uuids)
+    ordinal = {uuid: number for number, uuid in enumerate(uuids)}
+    raw: list[tuple[str, str | None]] = [(UNSET_CASE, None) if caller is None else (CALLER_CASE, caller)]
+    for uuid in visible:
+        raw.append((f"index {ordinal[uuid]}", str(ordinal[uuid])))
+        raw.append((f"uuid of GPU {ordinal[uuid]}", uuid))
+    if len(visible) > 1:
+        raw.append(("reversed", ",".join(str(ordinal[u]) for u in reversed(visible))))
     raw.append(("empty string", ""))
     raw.append(("-1", "-1"))
-    if uuids:
-        raw.append(("invalid entry cuts the list", f"0,{len(uuids) + 7},1"))
-        raw.append(("repeated entry hides every GPU", "0,0"))
+    if visible:
+        first = ordinal[visible[0]]
+        after = f",{ordinal[visible[1]]}" if len(visible) > 1 else ""
+        raw.append(("invalid entry cuts the list", f"{first},{len(uuids) + 7}{after}"))
+        raw.append(("repeated entry hides every GPU", f"{first},{first}"))
     cases = []
     for name, value in raw:
         cases.append(
@@ -106,22 +123,61 @@ def masking_cases(uuids: list[str]) -> list[MaskCase]:
 
 
 #: What --quick keeps: one case per rule ("-1" follows the same rule as "", hiding every GPU),
-#: plus the last GPU's UUID.
-QUICK_CASES = ("unset, PCI_BUS_ID order", "index 0", "empty string", "invalid entry cuts the list", "repeated entry hides every GPU")
+#: plus the first ordinal and the last GPU's UUID.
+QUICK_CASES = ("empty string", "invalid entry cuts the list", "repeated entry hides every GPU")
 #: The case a process already running the suite answers without a new child, when the caller
 #: left CUDA_VISIBLE_DEVICES unset (PyTorch in the pytest process, TensorFlow's info probe).
 UNSET_CASE = "unset, PCI_BUS_ID order"
+#: The first case when the caller set CUDA_VISIBLE_DEVICES: the child keeps the caller's value.
+CALLER_CASE = "as the caller set it"
 
 
 def quick_cases(cases: list[MaskCase], uuids: list[str]) -> list[MaskCase]:
-    last = f"uuid of GPU {len(uuids) - 1}"
-    return [c for c in cases if c.name in QUICK_CASES or c.name == last]
+    indexes = [c for c in cases if c.name.startswith("index ")]
+    uuid_cases = [c for c in cases if c.name.startswith("uuid of GPU ")]
+    keep = {UNSET_CASE, CALLER_CASE, *QUICK_CASES}
+    keep |= {indexes[0].name} if indexes else set()
+    keep |= {uuid_cases[-1].name} if uuid_cases else set()
+    return [c for c in cases if c.name in keep]
 
 
 def env_for_case(case: MaskCase) -> dict[str, str | None]:
     """Environment changes for one case (None = remove the variable)."""
     value = None if case.visible_devices == "<unset>" else case.visible_devices
     return {"CUDA_VISIBLE_DEVICES": value, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+
+
+def narrows(child: str | None, caller: str | None, uuids: list[str], mig_uuids: list[str] | None = None) -> bool:
+    """Does a child given CUDA_VISIBLE_DEVICES=`child` see only devices the caller's value lets it see?"""
+    allowed = set(expected_visible(caller, uuids, mig_uuids))
+    return set(expected_visible(child, uuids, mig_uuids)) <= allowed
+
+
+def child_mask_for(uuid: str, caller: str | None, uuids: list[str], mig_uuids: list[str] | None = None) -> str | None:
+    """CUDA_VISIBLE_DEVICES for a child that must use only this device: its UUID when the caller's
+    mask lets the suite see it, else None (the caller hid it: the child must not use it)."""
+    return uuid if uuid in expected_visible(caller, uuids, mig_uuids) else None
+
+
+def first_visible(gpu_uuids: list[str], caller: str | None, skip: Callable[[str], bool] = lambda uuid: False) -> str | None:
+    """The first GPU (NVML order) the caller's CUDA_VISIBLE_DEVICES lets the suite use, passing `skip`."""
+    return next((u for u in expected_visible(caller, gpu_uuids) if not skip(u)), None)
+
+
+def device_list(value: str | None, listdir: Callable[[str], list[str]] = os.listdir) -> list[str] | None:
+    """The devices NVIDIA_VISIBLE_DEVICES asks for: its comma-separated entries, or, for a path
+    (Kubernetes' volume-mounts strategy, VOLUME_MOUNTS_DIR), the names of the files mounted there
+    (UUIDs or indexes), sorted. None when the value is unset/void/none, or the folder is unreadable."""
+    text = (value or "").strip()
+    if text.lower() in ("", "void", "none"):
+        return None
+    if text.startswith("/"):
+        try:
+            names = listdir(text)
+        except OSError:
+            return None
+        return sorted(n for n in names if n and not n.startswith("."))
+    return [entry.strip() for entry in text.split(",") if entry.strip()]
 
 
 def normalise_pci_bus_id(bus_id: str) -> str:

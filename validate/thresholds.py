@@ -357,12 +357,17 @@ BARE_HOST = "a GPU server outside any image; --expect-gpus 0 for a CPU-only host
 
 
 def expected_gpus(
-    option: int | None, nvidia_visible_devices: str | None, cpu_stack: bool = False, in_image: bool = True
+    option: int | None,
+    nvidia_visible_devices: str | None,
+    cpu_stack: bool = False,
+    in_image: bool = True,
+    mounted: list[str] | None = None,
 ) -> GpuExpectation | None:
     """`--expect-gpus N` wins; else NVIDIA_VISIBLE_DEVICES (set by the NVIDIA container runtime
     and by CUDA base images) asking for "all" or a list means GPUs must be there, except in an
     image whose stack is a CPU build (gpuenv images set the variable for every stack). On a bare
-    host (`in_image` False) at least one GPU is expected: a broken driver must not read READY."""
+    host (`in_image` False) at least one GPU is expected: a broken driver must not read READY.
+    A path (Kubernetes' volume-mounts strategy) counts the device files `mounted` under it."""
     if option is not None:
         return GpuExpectation(option, exact=True, source=f"--expect-gpus {option}") if option > 0 else None
     if cpu_stack:
@@ -373,6 +378,16 @@ def expected_gpus(
     source = f"NVIDIA_VISIBLE_DEVICES={value}"
     if value.lower() == "all":
         return GpuExpectation(1, exact=False, source=source)
+    if value.startswith("/"):
+        # Kubernetes' volume-mounts strategy: the devices are the files mounted in that folder
+        # (`mounted`, read by the caller with validate.masking.device_list), not one GPU.
+        if mounted is None:
+            return GpuExpectation(1, exact=False, source=f"{source} (its device list could not be read)")
+        if any(name.lower() == "all" for name in mounted):
+            return GpuExpectation(1, exact=False, source=f"{source} (mounts 'all')")
+        if not mounted:
+            return None
+        return GpuExpectation(len(mounted), exact=True, source=f"{source} ({len(mounted)} device(s) mounted there)")
     return GpuExpectation(len([v for v in value.split(",") if v.strip()]), exact=True, source=source)
 
 

@@ -9,7 +9,18 @@ from __future__ import annotations
 
 import pytest
 
-from validate.masking import env_for_case, expected_visible, masking_cases, normalise_pci_bus_id
+from validate.masking import (
+    VOLUME_MOUNTS_DIR,
+    child_mask_for,
+    device_list,
+    env_for_case,
+    expected_visible,
+    first_visible,
+    masking_cases,
+    narrows,
+    normalise_pci_bus_id,
+    quick_cases,
+)
 
 HOST = [
     "GPU-2b6f3c1e-7f3a-1b6c-9e1d-0f8c2f5a1a01",
@@ -117,3 +128,82 @@ def test_env_for_case_sets_pci_order_and_unsets_when_asked():
 )
 def test_normalise_pci_bus_id(bus_id, normal):
     assert normalise_pci_bus_id(bus_id) == normal
+
+
+# Probes respect the caller's mask (issue 17 item 6): a run started with CUDA_VISIBLE_DEVICES=1,3
+# (or a container given GPUs 1 and 3) checks those GPUs, and no child ever sees another one.
+
+
+@pytest.mark.parametrize("caller", [None, "1,3", "3,1", f"{HOST[2]}", "2", "0,1,2,3", "1,9,2", ""])
+def test_every_masking_case_narrows_the_callers_mask(caller):
+    cases = masking_cases(HOST, caller)
+    allowed = set(expected_visible(caller, HOST))
+    for case in cases:
+        value = None if case.visible_devices == "<unset>" else case.visible_devices
+        assert narrows(value, caller, HOST), (caller, case)
+        assert set(case.expected_uuids) <= allowed, (caller, case)
+
+
+def test_masking_cases_inside_gpus_1_and_3():
+    cases = {case.name: case for case in masking_cases(HOST, "1,3")}
+    assert "unset, PCI_BUS_ID order" not in cases  # unsetting would widen to all four GPUs
+    assert cases["as the caller set it"].visible_devices == "1,3"
+    assert cases["as the caller set it"].expected_uuids == (HOST[1], HOST[3])
+    assert set(n for n in cases if n.startswith("index ")) == {"index 1", "index 3"}
+    assert cases["index 3"].expected_uuids == (HOST[3],)
+    assert cases["uuid of GPU 1"].visible_devices == HOST[1]
+    assert cases["reversed"].visible_devices == "3,1" and cases["reversed"].expected_uuids == (HOST[3], HOST[1])
+    assert cases["invalid entry cuts the list"].visible_devices == "1,11,3"
+    assert cases["invalid entry cuts the list"].expected_uuids == (HOST[1],)
+    assert cases["repeated entry hides every GPU"].visible_devices == "1,1"
+    quick = [case.name for case in quick_cases(list(cases.values()), HOST)]
+    assert quick == ["as the caller set it", "index 1", "uuid of GPU 3", "empty string", "invalid entry cuts the list", "repeated entry hides every GPU"]
+
+
+def test_old_behaviour_would_have_widened_the_mask():
+    """Before: the cases were built for every NVML GPU and the unset case removed the variable."""
+    for case in masking_cases(HOST):  # caller unset: the old cases, unchanged
+        assert narrows(None if case.visible_devices == "<unset>" else case.visible_devices, None, HOST)
+    assert not narrows(None, "1,3", HOST)  # unset in the child: all four GPUs
+    assert not narrows("0", "1,3", HOST)
+
+
+def test_child_mask_for_one_gpu_and_the_first_visible_gpu():
+    assert child_mask_for(HOST[3], "1,3", HOST) == HOST[3]
+    assert child_mask_for(HOST[0], "1,3", HOST) is None  # the caller hid GPU 0
+    assert child_mask_for(HOST[0], None, HOST) == HOST[0]
+    assert first_visible(HOST, "1,3") == HOST[1]
+    assert first_visible(HOST, "3,1") == HOST[3]  # the caller's order: CUDA's device 0 is GPU 3
+    assert first_visible(HOST, "1,3", skip=lambda uuid: uuid == HOST[1]) == HOST[3]
+    assert first_visible(HOST, "") is None
+
+
+def test_volume_mounted_device_list_is_read_from_the_folder():
+    listing = {VOLUME_MOUNTS_DIR: [HOST[3], HOST[1], ".hidden"]}
+
+    def listdir(path):
+        if path not in listing:
+            raise FileNotFoundError(path)
+        return listing[path]
+
+    assert device_list(VOLUME_MOUNTS_DIR, listdir) == sorted([HOST[1], HOST[3]])
+    assert device_list("/var/run/elsewhere", listdir) is None  # unreadable: the caller says so
+    assert device_list("0,2", listdir) == ["0", "2"]
+    assert device_list("void", listdir) is None and device_list(None, listdir) is None
+
+
+def test_volume_mounts_count_the_mounted_devices_not_one(tmp_path):
+    from validate.thresholds import expected_gpus
+
+    folder = tmp_path / "nvidia-container-devices"
+    folder.mkdir()
+    for name in (HOST[0], HOST[2]):
+        (folder / name).touch()
+    value = str(folder)
+    mounted = device_list(value)  # the real folder, read with os.listdir
+    expectation = expected_gpus(None, value, mounted=mounted)
+    assert expectation.count == 2 and expectation.exact and "2 device(s) mounted there" in expectation.source
+    unreadable = expected_gpus(None, "/var/run/nvidia-container-devices-missing", mounted=device_list("/var/run/nvidia-container-devices-missing"))
+    assert unreadable.count == 1 and not unreadable.exact and "could not be read" in unreadable.source
+    assert expected_gpus(None, value, mounted=["all"]).exact is False
+    assert expected_gpus(None, value, mounted=[]) is None

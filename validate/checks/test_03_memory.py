@@ -29,10 +29,17 @@ from validate.thresholds import (
 
 
 def _first_gpu(suite) -> nvml.GpuInfo:
+    """The first GPU the caller's CUDA_VISIBLE_DEVICES lets the suite use that is not in MIG mode
+    (a mixed host keeps the check on its whole GPUs); the child is masked to it alone, which
+    narrows the caller's mask, never widens it."""
     suite.require_gpus()
-    gpu = suite.host.gpus[0]
-    if gpu.mig_enabled:
-        pytest.skip(f"GPU {gpu.index} is in MIG mode: memory is measured on whole GPUs (see the MIG check)")
+    visible = suite.visible_gpus()
+    if not visible:
+        pytest.skip(f"CUDA_VISIBLE_DEVICES={suite.caller_mask!r} hides every GPU NVML lists: nothing to measure")
+    whole = [g for g in visible if not g.mig_enabled]
+    if not whole:
+        pytest.skip("every visible GPU is in MIG mode: memory is measured on whole GPUs (see the MIG check)")
+    gpu = whole[0]
     if gpu.memory_total_bytes is None:
         pytest.skip(f"NVML cannot read GPU {gpu.index}'s memory here, so the child's use cannot be measured")
     return gpu
@@ -59,14 +66,15 @@ def test_tensorflow_memory_growth(mode, suite, record):
     _need("tensorflow", "TensorFlow")
     gpu = _first_gpu(suite)
     _skip_outside_quick(suite, mode)
-    shared = suite.tf_memory_on_the_way() if mode == SHARED_TF_MODE else None
+    # The TensorFlow info probe measured the first visible GPU on the way: only that one counts.
+    shared = suite.tf_memory_on_the_way() if mode == SHARED_TF_MODE and suite.visible_gpus()[0] is gpu else None
     if shared is not None and shared[1].steps.get("small", {}).get("bytes") is not None:
         # The TensorFlow info probe runs with TF_FORCE_GPU_ALLOW_GROWTH=true and paused after its
         # small products for this measurement: no second TensorFlow start-up for the same thing.
         before, result = shared
     else:
         before, measure = outside_measurer(gpu.uuid)
-        env = {**TF_MODES[mode], "CUDA_VISIBLE_DEVICES": gpu.uuid, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+        env = {**TF_MODES[mode], "CUDA_VISIBLE_DEVICES": gpu.uuid, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}  # within the caller's mask
         result = run_stepped_probe(["tf-memory", mode], env, measure)
     if result.error:
         pytest.fail(result.error, pytrace=False)

@@ -31,7 +31,11 @@ def test_cuda_visible_devices(framework, suite, record, request):
     if suite.host.mig_gpus:
         pytest.skip("a GPU is in MIG mode: masking is checked on hosts without MIG (each instance is validated on its own)")
     uuids = [g.uuid for g in suite.host.gpus]
-    cases = masking_cases(uuids)
+    # Cases inside the caller's CUDA_VISIBLE_DEVICES: a container or job given GPUs 1,3 is
+    # checked on GPUs 1 and 3 only, and no child ever sees a GPU the caller hid.
+    cases = masking_cases(uuids, suite.caller_mask)
+    if not any(case.expected_uuids for case in cases):
+        pytest.skip(f"CUDA_VISIBLE_DEVICES={suite.caller_mask!r} hides every GPU NVML lists: no masking case can show a GPU")
     if suite.quick:
         cases = quick_cases(cases, uuids)
     # Shared work: with CUDA_VISIBLE_DEVICES unset here, the unset case is what this process's
