@@ -8,6 +8,7 @@ asynchronous launches. `torch` is passed in so this module imports without it.
 from __future__ import annotations
 
 import statistics
+import threading
 import time
 from typing import Any, Callable
 
@@ -186,48 +187,93 @@ def train_cnn(torch: Any, device: str, steps: int, batch: int, image: int = 32, 
     }
 
 
+def _load_one_gpu(
+    torch: Any, device: str, precision: str, n: int, stop: threading.Event, ready: threading.Barrier, out: dict[str, float]
+) -> None:
+    """One GPU's share of the sustained load, in its own thread: matmuls until `stop`, at most two
+    rounds queued, timed with CUDA events on this GPU's stream. Its figure is its own work over its
+    own time, whatever the other GPUs do."""
+    dtypes = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+    index = _device_index(torch, device)
+    with torch.cuda.device(index):  # the current device is per thread in PyTorch
+        a = torch.randn(n, n, device=device, dtype=dtypes[precision])
+        b = torch.randn(n, n, device=device, dtype=dtypes[precision])
+        product = torch.empty_like(a)
+        stream = torch.cuda.current_stream(index)
+        ready.wait()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record(stream)
+        previous = None
+        rounds = 0
+        while not stop.is_set():
+            for _ in range(SUSTAINED_PER_ROUND):
+                torch.mm(a, b, out=product)
+            event = torch.cuda.Event()
+            event.record(stream)
+            if previous is not None:
+                previous.synchronize()  # keeps one round queued behind the running one
+            previous = event
+            rounds += 1
+        end.record(stream)
+        end.synchronize()
+        seconds = start.elapsed_time(end) / 1000.0
+    out[device] = 2 * n**3 * SUSTAINED_PER_ROUND * rounds / seconds / 1e12 if seconds > 0 else float("nan")
+
+
+#: Products per round of the sustained load (a round is what one GPU has queued at most twice).
+SUSTAINED_PER_ROUND = 4
+
+
 def sustained_load(
     torch: Any,
     devices: dict[str, str],
     seconds: float,
     sample: Callable[[], None],
     every: float = 0.5,
-    n: int = 4096,
+    n: int = MATMUL_N,
 ) -> dict[str, float]:
     """Keep every GPU in `devices` ({device: precision}) busy at once with matmuls for `seconds`,
-    calling `sample()` about every `every` seconds; returns each device's TFLOPS over the load.
+    calling `sample()` about every `every` seconds; returns each device's own TFLOPS over the load.
 
-    One thread launches on all GPUs in turn and waits on the previous round's events, so at most
-    two rounds are queued per GPU and the clocks NVML reads are those of a GPU under full load.
+    Each GPU is driven by its own thread and timed on its own stream, so a slow GPU slows only its
+    own figure: eight GPUs report eight figures, not the slowest one's eight times (one thread
+    waiting on every GPU in turn ran them in lockstep). n is the speed check's size, so the
+    figures compare with the same measured references.
     """
-    dtypes = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-    per_round = 4
-    work = {}
-    for device, precision in devices.items():
-        with torch.cuda.device(_device_index(torch, device)):
-            a = torch.randn(n, n, device=device, dtype=dtypes[precision])
-            work[device] = (a, torch.randn(n, n, device=device, dtype=dtypes[precision]), torch.empty_like(a))
-    pending: dict[str, Any] = {}
-    rounds = 0
+    stop = threading.Event()
+    ready = threading.Barrier(len(devices) + 1)
+    figures: dict[str, float] = {}
+    errors: list[BaseException] = []
+
+    def run(device: str, precision: str) -> None:
+        try:
+            _load_one_gpu(torch, device, precision, n, stop, ready, figures)
+        except BaseException as err:  # re-raised in the caller's thread below
+            errors.append(err)
+            ready.abort()
+
+    threads = [threading.Thread(target=run, args=item, name=f"load-{item[0]}", daemon=True) for item in devices.items()]
+    for thread in threads:
+        thread.start()
+    try:
+        ready.wait()
+    except threading.BrokenBarrierError:
+        pass
     started = last_sample = time.perf_counter()
-    sample()
-    while time.perf_counter() - started < seconds:
-        for device, (a, b, out) in work.items():
-            index = _device_index(torch, device)
-            with torch.cuda.device(index):
-                for _ in range(per_round):
-                    torch.mm(a, b, out=out)
-                event = torch.cuda.Event()
-                event.record(torch.cuda.current_stream(index))
-            if device in pending:
-                pending[device].synchronize()
-            pending[device] = event
-        rounds += 1
-        if time.perf_counter() - last_sample >= every:
+    try:
+        if not errors:
             sample()
-            last_sample = time.perf_counter()
-    for event in pending.values():
-        event.synchronize()
-    elapsed = time.perf_counter() - started
-    sample()
-    return {device: 2 * n**3 * per_round * rounds / elapsed / 1e12 for device in devices}
+        while not errors and time.perf_counter() - started < seconds:
+            time.sleep(min(every / 5, max(seconds - (time.perf_counter() - started), 0)))
+            if time.perf_counter() - last_sample >= every:
+                sample()
+                last_sample = time.perf_counter()
+        if not errors:
+            sample()  # the last one while the GPUs are still loaded
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    if errors:
+        raise errors[0]
+    return figures

@@ -26,7 +26,19 @@ from validate.stackfile import read_stack_file
 from validate.memory_modes import outside_measurer
 from validate.subproc import DEFAULT_TIMEOUT, ProbeResult, run_probe, run_stepped_probe
 from validate.tfbuild import installed_build_info
-from validate.thresholds import FAIL, INFO, PASS, SKIP, GpuExpectation, Verdict, expected_gpus, probe_parallelism, ptx_only
+from validate.thresholds import (
+    FAIL,
+    INFO,
+    PASS,
+    SKIP,
+    GpuExpectation,
+    Verdict,
+    expected_gpus,
+    judge_figure,
+    mig_share,
+    probe_parallelism,
+    ptx_only,
+)
 
 DEVICE_ORDER = "PCI_BUS_ID"
 #: How long TensorFlow's probe may take when it must JIT-compile PTX for a GPU (seconds).
@@ -136,6 +148,21 @@ class Suite:
         if not wanted:
             return None
         return next((m for m in gpu.mig_devices if m.uuid.startswith(wanted) or wanted.startswith(m.uuid)), None)
+
+    def judge(self, gpu: nvml.GpuInfo, check: str, metric: str, value: float, unit: str) -> tuple[str, Verdict]:
+        """Measured text and verdict for a higher-is-better figure on this NVML GPU (or the MIG
+        instance of it this run validates): --baseline, else 75% of the model's measured
+        reference, else not judged. The datasheet share is shown for orientation only."""
+        peak = self.peak(gpu.name, metric)
+        mig = self.selected_mig_device(gpu) if gpu.mig_enabled else None
+        share = mig_share(mig.multiprocessor_count, gpu.multiprocessor_count) if mig is not None else None
+        verdict = judge_figure(
+            metric, value, self.reference(gpu.name, metric), self.baseline_for(gpu.name, check), mig=mig is not None, share=share
+        )
+        if mig is not None:
+            peak = peak * share if peak and share else None
+        measured = f"{value:.1f} {unit}" + (f" ({value / peak:.0%} of datasheet)" if peak else "")
+        return measured, verdict
 
     def baseline_for(self, gpu_name: str | None, check: str) -> float | None:
         return baseline_value(self.baseline, gpu_name, check)

@@ -145,6 +145,23 @@ def judge_figure(
     )
 
 
+#: Under the same load at the same time, GPUs of one model in one server run within a few percent
+#: of each other; one below this share of their median is the odd one out (cooling, power, clocks).
+MIN_SHARE_OF_PEERS = 0.85
+
+
+def peer_verdict(measured: float, peers: list[float]) -> Verdict:
+    """This GPU's sustained figure against the median of the same-model GPUs loaded with it (its
+    own figure included). Judges GPUs no reference covers too; needs at least two GPUs."""
+    if len(peers) < 2:
+        return Verdict(NOT_JUDGED, "no other GPU of this model under the same load")
+    ordered = sorted(peers)
+    middle = len(ordered) // 2
+    median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+    threshold = f">= {MIN_SHARE_OF_PEERS:.2f} x median {median:.4g} of {len(peers)} same-model GPUs under the same load"
+    return _at_least(measured, MIN_SHARE_OF_PEERS * median, threshold, "sustained TFLOPS")
+
+
 def pcie_link_theoretical_gbs(generation: int | None, width: int | None) -> float | None:
     """Usable one-direction bandwidth of a PCIe link (GB/s), or None when unknown."""
     if not generation or not width or generation not in PCIE_LANE_GBS:

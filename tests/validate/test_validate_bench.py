@@ -4,8 +4,11 @@ a GPU could run it: the stand-in records which device is current at every CUDA c
 
 from __future__ import annotations
 
+import threading
+import time
 import types
 
+import pytest
 import torch
 
 from validate import bench
@@ -101,14 +104,64 @@ def test_fp32_precision_falls_back_on_old_torch():
     assert calls == ["high", "highest"]
 
 
-def test_sustained_load_keeps_every_gpu_busy_and_samples_meanwhile():
-    """The load loop with real CPU matmuls standing in for GPU kernels: every device gets work in
-    every round, launched with that device current, and NVML is sampled during the load."""
-    cuda = RecordingCuda()
+class ThreadCuda:
+    """torch.cuda as far as the sustained load uses it: the current device is per thread (as
+    PyTorch's is) and events carry the time they were recorded, so elapsed_time is the real time
+    of the (CPU) work between them."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        outer = self
+
+        class Event:
+            def __init__(self, enable_timing: bool = False) -> None:
+                self.at = 0.0
+
+            def record(self, stream: object = None) -> None:
+                self.at = time.perf_counter()
+
+            def synchronize(self) -> None:
+                pass
+
+            def elapsed_time(self, other: "Event") -> float:
+                return (other.at - self.at) * 1000.0
+
+        class Device:
+            def __init__(self, index: int) -> None:
+                self.index, self.previous = index, 0
+
+            def __enter__(self) -> None:
+                self.previous, outer.current = outer.current, self.index
+
+            def __exit__(self, *exc: object) -> None:
+                outer.current = self.previous
+
+        self.Event, self.device = Event, Device
+
+    @property
+    def current(self) -> int:
+        return getattr(self._local, "current", 0)
+
+    @current.setter
+    def current(self, value: int) -> None:
+        self._local.current = value
+
+    def current_stream(self, device: int | None = None) -> str:
+        return f"stream-of-{device}"
+
+    def current_device(self) -> int:
+        return self.current
+
+
+def _fake_load_torch(cuda: ThreadCuda, slow: dict[int, float]) -> tuple[types.SimpleNamespace, dict[int, int]]:
     launched: dict[int, int] = {}
+    lock = threading.Lock()
 
     def mm(a, b, out):
-        launched[cuda.current] = launched.get(cuda.current, 0) + 1
+        device = cuda.current
+        with lock:
+            launched[device] = launched.get(device, 0) + 1
+        time.sleep(slow.get(device, 0.0))  # a slow GPU: each product takes longer there
         return torch.mm(a, b, out=out)
 
     fake = types.SimpleNamespace(
@@ -116,10 +169,35 @@ def test_sustained_load_keeps_every_gpu_busy_and_samples_meanwhile():
         randn=lambda n, m, device, dtype: torch.randn(n, m, dtype=torch.float32),
         empty_like=torch.empty_like, mm=mm,
     )
-    cuda.Event.__init__ = lambda self, enable_timing=False: setattr(self, "device", None)  # type: ignore[method-assign]
+    return fake, launched
+
+
+def test_sustained_load_measures_each_gpu_on_its_own_all_at_once():
+    """Issue 17 item 8: with one slow GPU, the fast GPUs keep their own figures (before, one
+    thread drove every GPU in turn, so all of them reported the slowest one's figure)."""
+    cuda = ThreadCuda()
+    fake, launched = _fake_load_torch(cuda, {3: 0.02})
     samples: list[float] = []
-    tflops = bench.sustained_load(fake, {"cuda:0": "bf16", "cuda:3": "fp32"}, 0.3, lambda: samples.append(0.0), every=0.05, n=64)
-    assert set(tflops) == {"cuda:0", "cuda:3"} and all(v > 0 for v in tflops.values())
-    assert set(launched) == {0, 3} and launched[0] == launched[3] >= 4
-    assert len(samples) >= 4  # first, a few during, last
-    assert cuda.current == 0
+    tflops = bench.sustained_load(fake, {"cuda:0": "bf16", "cuda:1": "bf16", "cuda:3": "fp32"}, 0.6, lambda: samples.append(time.perf_counter()), every=0.05, n=64)
+    assert set(tflops) == {"cuda:0", "cuda:1", "cuda:3"} and all(v > 0 for v in tflops.values())
+    assert set(launched) == {0, 1, 3}
+    assert launched[0] > 3 * launched[3] and launched[1] > 3 * launched[3]  # not lockstep
+    assert tflops["cuda:0"] > 3 * tflops["cuda:3"] and tflops["cuda:1"] > 3 * tflops["cuda:3"]
+    assert len(samples) >= 5  # first, several during the load, last
+
+
+def test_sustained_load_error_on_one_gpu_stops_the_others_and_is_raised():
+    cuda = ThreadCuda()
+    fake, _ = _fake_load_torch(cuda, {})
+    real_randn = fake.randn
+
+    def randn(n, m, device, dtype):
+        if device == "cuda:2":
+            raise RuntimeError("CUDA error: out of memory")
+        return real_randn(n, m, device, dtype)
+
+    fake.randn = randn
+    started = time.perf_counter()
+    with pytest.raises(RuntimeError, match="out of memory"):
+        bench.sustained_load(fake, {"cuda:0": "bf16", "cuda:2": "bf16"}, 30.0, lambda: None, n=32)
+    assert time.perf_counter() - started < 5  # not the whole 30 s

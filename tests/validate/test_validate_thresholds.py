@@ -221,3 +221,20 @@ def test_loss_falls():
     flat = loss_falls_verdict(2.31, 2.29)
     assert flat.verdict == FAIL and "does not learn" in flat.reason
 
+
+
+class TestPeers:
+    """Sustained figures of same-model GPUs loaded at the same time (issue 17 item 8)."""
+
+    def test_the_odd_gpu_out_fails_and_the_others_pass(self):
+        from validate.thresholds import peer_verdict
+
+        figures = [690.0, 702.0, 695.0, 410.0, 688.0, 699.0, 701.0, 693.0]  # GPU 3 throttles
+        verdicts = [peer_verdict(f, figures) for f in figures]
+        assert [v.verdict for v in verdicts] == [PASS, PASS, PASS, FAIL, PASS, PASS, PASS, PASS]
+        assert "median 694 of 8 same-model GPUs" in verdicts[3].threshold
+
+    def test_one_gpu_has_no_peers(self):
+        from validate.thresholds import peer_verdict
+
+        assert peer_verdict(100.0, [100.0]).verdict == NOT_JUDGED

@@ -21,9 +21,7 @@ from validate.thresholds import (
     NOT_JUDGED,
     Verdict,
     host_to_device_verdict,
-    judge_figure,
     loss_falls_verdict,
-    mig_share,
     throughput_verdict,
 )
 
@@ -44,21 +42,6 @@ def size(suite, name: str) -> int:
     return quick if suite.quick else full
 
 
-def against(suite, gpu, check: str, metric: str, value: float, unit: str):
-    """Measured text and verdict for a higher-is-better figure on this NVML GPU (or the MIG
-    instance of it this run validates): --baseline, else the measured reference, else not judged.
-    The datasheet share is shown for orientation only."""
-    peak = suite.peak(gpu.name, metric)
-    reference = suite.reference(gpu.name, metric)
-    mig = suite.selected_mig_device(gpu) if gpu.mig_enabled else None
-    share = mig_share(mig.multiprocessor_count, gpu.multiprocessor_count) if mig is not None else None
-    verdict = judge_figure(metric, value, reference, suite.baseline_for(gpu.name, check), mig=mig is not None, share=share)
-    if mig is not None and share is not None and peak:
-        peak *= share
-    measured = f"{value:.1f} {unit}" + (f" ({value / peak:.0%} of datasheet)" if peak else "")
-    return measured, verdict
-
-
 def _precisions(capability: str | None) -> list[str]:
     major = int((capability or "0.0").split(".")[0])
     if major >= 8:
@@ -73,7 +56,7 @@ def test_matmul_throughput(gpu, torch, cuda_device, suite, record):
     for precision in _precisions(gpu.compute_capability):
         tflops = bench.matmul_tflops(torch, cuda_device, precision, bench.MATMUL_N, repeats=repeats, inner=2 * repeats)
         check = f"matmul {precision} TFLOPS"
-        measured, verdict = against(suite, gpu, check, f"{precision}_tflops", tflops, "TFLOPS")
+        measured, verdict = suite.judge(gpu, check, f"{precision}_tflops", tflops, "TFLOPS")
         record.add(check, measured, verdict, gpu=gpu.uuid, value=tflops)
     record.finish()
 
@@ -83,7 +66,7 @@ def test_memory_bandwidth(gpu, torch, cuda_device, suite, record):
     measured reference where there is one."""
     gbs = bench.device_copy_gbs(torch, cuda_device, size(suite, "copy_bytes"))
     check = "device memory GB/s"
-    measured, verdict = against(suite, gpu, check, "memory_bandwidth_gbs", gbs, "GB/s")
+    measured, verdict = suite.judge(gpu, check, "memory_bandwidth_gbs", gbs, "GB/s")
     record.add(check, measured, verdict, gpu=gpu.uuid, value=gbs)
     record.finish()
 
