@@ -1,6 +1,6 @@
 """Matmul TFLOPS by matrix size and precision on each GPU: how large the speed check's matrices
-must be to reach a stable fraction of peak (the check uses n = 8192 in both modes, where the
-per-model references in gpu_peaks.yaml were measured). Each GPU is timed inside its own
+must be to reach a stable figure, beside the datasheet and the measured reference (the check uses
+n = 8192 in both modes, the size of the like-for-like references in gpu_peaks.yaml). Each GPU is timed inside its own
 torch.cuda.device context (validate.bench), so GPUs 1..7 are not timed on GPU 0's stream.
 
     .venv/bin/python benchmarks/validate_matmul_sizes.py --sizes 1024 2048 4096 8192
@@ -42,7 +42,11 @@ def main() -> int:
             for n in args.sizes:
                 tflops = bench.matmul_tflops(torch, f"cuda:{index}", precision, n)
                 peak = entry.peak(f"{precision}_tflops") if entry else None
-                share = f"{tflops / peak:6.1%} of {peak:g}" if peak else "no reference"
+                reference = entry.reference_for(f"{precision}_tflops") if entry else None
+                share = f"{tflops / peak:6.1%} of datasheet {peak:g}" if peak else "no datasheet figure"
+                if reference is not None:
+                    kind = "reference" if reference.confirmed else "unconfirmed reference"
+                    share += f", {tflops / reference.value:6.1%} of {kind} {reference.value:g}"
                 print(f"  {precision:5s} n={n:5d}  {tflops:8.1f} TFLOPS  {share}")
     return 0
 

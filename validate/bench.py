@@ -76,6 +76,15 @@ def fp32_precision_setter(torch: Any) -> Callable[[str], Callable[[], None]]:
     return set_old
 
 
+def precisions_for(capability: str | None) -> list[str]:
+    """The matmul precisions a GPU of this compute capability runs on Tensor Cores (or plain fp32
+    before Volta): tf32 and bf16 from Ampere (8.0), fp16 from Volta (7.0)."""
+    major = int((capability or "0.0").split(".")[0])
+    if major >= 8:
+        return ["fp32", "tf32", "bf16"]
+    return ["fp32", "fp16"] if major >= 7 else ["fp32"]
+
+
 #: Matmul size for the speed floors: the per-model references were measured at this n (at
 #: n = 4096 a bf16 product sits well below its large-matrix throughput on an H100).
 MATMUL_N = 8192

@@ -193,17 +193,19 @@ class Suite:
                     f"which can take many minutes; waiting up to {timeout:.0f} s (VALIDATE_TF_JIT_TIMEOUT)"
                 )
             env: dict[str, str | None] = {"TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+            # The speed figures come from the same child, after the memory step: one TensorFlow start.
+            speed = "--speed-quick" if self.quick else "--speed"
             visible = self.visible_gpus()
             first = visible[0] if visible else None  # TensorFlow's /GPU:0 in the child (which keeps the caller's mask)
             if first is not None and first.memory_total_bytes is not None and not first.mig_enabled:
                 # Pause after the small products so the memory check can measure growth-env here.
                 before, measure = outside_measurer(first.uuid)
-                self._tf_info = run_stepped_probe(["tf-info", "--pause"], env, measure, timeout=timeout)
+                self._tf_info = run_stepped_probe(["tf-info", "--pause", speed], env, measure, timeout=timeout)
                 self._tf_memory = (before, self._tf_info)
             else:
-                self._tf_info = run_probe(["tf-info"], env, timeout=timeout)
+                self._tf_info = run_probe(["tf-info", speed], env, timeout=timeout)
             if self._tf_info.data and not self._tf_info.error:
-                self.frameworks["tensorflow"] = {k: v for k, v in self._tf_info.data.items() if k != "compute"}
+                self.frameworks["tensorflow"] = {k: v for k, v in self._tf_info.data.items() if k not in ("compute", "speed")}
         return self._tf_info
 
     def tf_memory_on_the_way(self) -> tuple[int, ProbeResult] | None:
@@ -369,6 +371,16 @@ def tf_info(suite: Suite) -> dict[str, Any]:
         pytest.fail(f"TensorFlow probe failed: {result.error}", pytrace=False)
     assert result.data is not None
     return result.data
+
+
+@pytest.fixture(scope="session")
+def tf_speed(tf_info: dict[str, Any]) -> dict[str, Any]:
+    """TensorFlow's speed figures (matmuls per GPU, a convolutional training run per GPU and on the
+    CPU), measured by the same child as its info."""
+    speed = tf_info.get("speed")
+    if not isinstance(speed, dict):
+        pytest.fail("TensorFlow's probe returned no speed figures", pytrace=False)
+    return speed
 
 
 def _check_name(item: pytest.Item) -> str:

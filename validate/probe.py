@@ -87,6 +87,152 @@ def tf_info(compute: bool) -> dict[str, Any]:
     }
 
 
+#: TensorFlow speed sizes: (matmul n, repeats, training steps, batch, image side). On a GPU the
+#: matmul is the speed check's n (validate.bench.MATMUL_N), so the same references judge it; on
+#: the CPU (CI's tensorflow-cpu) the same code runs at sizes that take a second, and is not judged.
+TF_GPU_SIZES = {"quick": (8192, 3, 30, 64, 32), "full": (8192, 5, 60, 128, 32)}
+TF_CPU_SIZES = (256, 2, 25, 16, 16)
+
+
+def tf_matmul_tflops(tf: Any, device: str, precision: str, n: int, repeats: int, inner: int = 4) -> float:
+    """Dense n x n products on `device` in TensorFlow, TFLOPS (2 n^3 flops per product).
+
+    precision as in validate.bench: "fp32" (TF32 off), "tf32", "bf16", "fp16". The products are
+    chained (c = c @ b, b scaled by 1/sqrt(n) so values stay near 1) inside one tf.function, so
+    graph optimisation cannot merge them, and each timed call ends by reading one element back:
+    the host clock then spans finished GPU work, not queued launches. Median of `repeats` calls."""
+    import numpy as np
+
+    dtype = {"fp32": tf.float32, "tf32": tf.float32, "bf16": tf.bfloat16, "fp16": tf.float16}[precision]
+    previous = tf.config.experimental.tensor_float_32_execution_enabled()
+    tf.config.experimental.enable_tensor_float_32_execution(precision == "tf32")
+    try:
+        with tf.device(device):
+            a = tf.cast(tf.random.normal((n, n), seed=1), dtype)
+            b = tf.cast(tf.random.normal((n, n), seed=2) / float(np.sqrt(n)), dtype)
+
+            @tf.function
+            def chain(c: Any, b: Any) -> Any:
+                for _ in range(inner):
+                    c = tf.matmul(c, b)
+                return c[0, 0]
+
+            float(chain(a, b).numpy())  # trace, and warm up (cuBLAS picks its kernel here)
+            samples = []
+            for _ in range(repeats):
+                started = time.perf_counter()
+                float(chain(a, b).numpy())
+                samples.append(time.perf_counter() - started)
+    finally:
+        tf.config.experimental.enable_tensor_float_32_execution(previous)
+    samples.sort()
+    return 2 * n**3 * inner / samples[len(samples) // 2] / 1e12
+
+
+def tf_conv_training(tf: Any, device: str, steps: int, batch: int, image: int, classes: int = 10) -> dict[str, Any]:
+    """A short training run of a small convolutional network on `device` (on a GPU, Conv2D and its
+    gradients run through cuDNN: a missing or broken cuDNN fails here, at run time). Synthetic,
+    learnable data as in validate.bench.train_cnn. Returns first/last loss (mean of 3 steps),
+    samples/s after warm-up, and the device the convolution's output was placed on."""
+    generator = tf.random.Generator.from_seed(0)
+    with tf.device(device):
+        prototypes = generator.normal((classes, image, image, 3))
+        weights = [  # plain variables: no Keras import (seconds) for five layers
+            tf.Variable(generator.normal((3, 3, 3, 16)) * 0.2),
+            tf.Variable(tf.zeros((16,))),
+            tf.Variable(generator.normal((3, 3, 16, 32)) * 0.1),
+            tf.Variable(tf.zeros((32,))),
+            tf.Variable(generator.normal(((image // 2) * (image // 2) * 32, classes)) * 0.01),
+            tf.Variable(tf.zeros((classes,))),
+        ]
+        velocity = [tf.Variable(tf.zeros_like(w)) for w in weights]
+        batches = []
+        for _ in range(min(steps, 8)):
+            labels = generator.uniform((batch,), 0, classes, dtype=tf.int32)
+            inputs = tf.gather(prototypes, labels) + 0.5 * generator.normal((batch, image, image, 3))
+            batches.append((inputs, labels))
+
+        def forward(x: Any) -> Any:
+            x = tf.nn.relu(tf.nn.conv2d(x, weights[0], 1, "SAME") + weights[1])
+            x = tf.nn.max_pool2d(x, 2, 2, "SAME")
+            x = tf.nn.relu(tf.nn.conv2d(x, weights[2], 1, "SAME") + weights[3])
+            x = tf.reshape(x, (tf.shape(x)[0], -1))
+            return tf.matmul(x, weights[4]) + weights[5]
+
+        @tf.function
+        def train_step(x: Any, y: Any) -> Any:
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=forward(x)))
+            for w, v, g in zip(weights, velocity, tape.gradient(loss, weights)):
+                v.assign(0.9 * v + g)
+                w.assign_sub(0.01 * v)
+            return loss
+
+        placed = tf.nn.conv2d(batches[0][0][:1], weights[0], 1, "SAME").device  # eager: where it ran
+        losses = []
+        timed_from = None
+        for number in range(steps):
+            if number == 3:
+                float(losses[-1].numpy())
+                timed_from = time.perf_counter()
+            x, y = batches[number % len(batches)]
+            losses.append(train_step(x, y))
+        values = [float(loss.numpy()) for loss in losses]
+        elapsed = time.perf_counter() - (timed_from or time.perf_counter())
+    return {
+        "first_loss": sum(values[:3]) / 3,
+        "last_loss": sum(values[-3:]) / 3,
+        "samples_per_s": (steps - 3) * batch / elapsed if elapsed > 0 else None,
+        "conv_device": placed,
+        "steps": steps,
+        "batch": batch,
+    }
+
+
+def tf_speed(quick: bool) -> dict[str, Any]:
+    """TensorFlow's matmul throughput in the dtypes each GPU supports and a short convolutional
+    training run on each GPU (cuDNN at run time) and on the CPU. Errors are kept per device, so a
+    broken cuDNN is a result to judge, not a crashed probe."""
+    import tensorflow as tf
+
+    from validate.bench import precisions_for
+
+    out: dict[str, Any] = {"gpus": [], "cpu": {}}
+    gpus = tf.config.list_physical_devices("GPU")
+    n, repeats, steps, batch, image = TF_GPU_SIZES["quick" if quick else "full"]
+    for index, gpu in enumerate(gpus):
+        name = f"/GPU:{index}"
+        details = _gpu_details(tf, gpu)
+        entry: dict[str, Any] = {"device": name, **details, "matmul": {}, "errors": {}}
+        for precision in precisions_for(details.get("compute_capability")):
+            try:
+                entry["matmul"][precision] = tf_matmul_tflops(tf, name, precision, n, repeats)
+            except Exception as err:  # a kernel that cannot run is a finding, reported per precision
+                entry["errors"][f"matmul {precision}"] = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        try:
+            entry["conv"] = tf_conv_training(tf, name, steps, batch, image)
+        except Exception as err:
+            entry["errors"]["conv"] = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        entry["n"] = n
+        out["gpus"].append(entry)
+    n, repeats, steps, batch, image = TF_CPU_SIZES
+    out["cpu"] = {"n": n, "matmul": {"fp32": tf_matmul_tflops(tf, "/CPU:0", "fp32", n, repeats, inner=2)}, "conv": tf_conv_training(tf, "/CPU:0", steps, batch, image)}
+    return out
+
+
+def _gpu_details(tf: Any, gpu: Any) -> dict[str, Any]:
+    """Compute capability ("8.9") and PCI bus id of a TensorFlow GPU, where TensorFlow says them."""
+    try:
+        details = tf.config.experimental.get_device_details(gpu)
+    except Exception:
+        details = {}
+    capability = details.get("compute_capability")
+    return {
+        "compute_capability": f"{capability[0]}.{capability[1]}" if capability else None,
+        "name": details.get("device_name"),
+    }
+
+
 def torch_devices() -> dict[str, Any]:
     """The GPUs PyTorch sees (UUIDs, as NVML writes them) and a small product on each."""
     import torch
@@ -202,6 +348,8 @@ def main(argv: list[str]) -> int:
             data = tf_info(compute="--no-compute" not in args)
             if "--pause" in args:  # let the parent measure this process's GPU memory first
                 step("small")
+            if "--speed" in args or "--speed-quick" in args:  # after the memory step: one TensorFlow start for both
+                data["speed"] = tf_speed(quick="--speed-quick" in args)
             emit(data)
         elif command == "torch-devices":
             emit(torch_devices())

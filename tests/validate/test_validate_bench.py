@@ -201,3 +201,12 @@ def test_sustained_load_error_on_one_gpu_stops_the_others_and_is_raised():
     with pytest.raises(RuntimeError, match="out of memory"):
         bench.sustained_load(fake, {"cuda:0": "bf16", "cuda:2": "bf16"}, 30.0, lambda: None, n=32)
     assert time.perf_counter() - started < 5  # not the whole 30 s
+
+
+@pytest.mark.parametrize(
+    ("capability", "precisions"),
+    [("9.0", ["fp32", "tf32", "bf16"]), ("8.9", ["fp32", "tf32", "bf16"]), ("7.5", ["fp32", "fp16"]), ("6.0", ["fp32"]), (None, ["fp32"])],
+)
+def test_precisions_follow_the_tensor_core_modes(capability, precisions):
+    """Shared by PyTorch's and TensorFlow's matmul checks: T4 (7.5) has fp16 Tensor Cores, no bf16/tf32."""
+    assert bench.precisions_for(capability) == precisions

@@ -185,3 +185,27 @@ def test_nccl_floor_on_pcie_and_unknown_links():
     assert minimum == pytest.approx(0.25 * 1.969 * 8) and "PCIe" in rule
     # NVLink on a model without a datasheet NVLink figure: no floor, only --baseline judges.
     assert nccl_floor(*interconnect_of([_gpu("NVIDIA A40", 4)] * 2, load_peaks()), load_interconnects()) is None
+
+
+def test_readme_table_lists_every_reference_with_its_floor():
+    """README "What the suite checks and how it judges" stays true to gpu_peaks.yaml."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    names = {"fp32_tflops": "fp32 TFLOPS", "tf32_tflops": "tf32 TFLOPS", "bf16_tflops": "bf16 TFLOPS", "fp16_tflops": "fp16 TFLOPS", "memory_bandwidth_gbs": "memory GB/s"}
+    rows = [line for line in readme.splitlines() if line.startswith("| ")]
+    expected = 0
+    for entry in load_peaks():
+        for metric, label in names.items():
+            reference = entry.reference_for(metric)
+            if reference is None:
+                continue
+            expected += 1
+            prefix = f"| {entry.model} | {label} | {reference.value:g} ("
+            row = next((r for r in rows if r.startswith(prefix)), None)
+            assert row is not None, prefix
+            assert f"| {0.75 * reference.value:.4g}" in row and (("(warns)" in row) != reference.confirmed)
+            for m in reference.measurements:
+                assert m.source in row
+    table = [r for r in rows if r.split("|")[2].strip() in names.values()]
+    assert len(table) == expected  # no row for a reference that is gone

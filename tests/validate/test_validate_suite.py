@@ -76,6 +76,16 @@ def test_json_report_has_cpu_results_and_exact_skip_reasons(quick_run):
     assert last < first
     samples = checks["cnn training samples/s (cpu)"]
     assert samples["value"] > 0 and samples["verdict"] == "not judged"
+    # TensorFlow's speed path ran on the CPU (issue 17 item 5): a convolutional training run whose
+    # loss fell, and a matmul figure recorded but not judged (no reference for a CPU).
+    tf_loss = checks["tensorflow conv training loss (cpu)"]
+    assert tf_loss["verdict"] == "pass"
+    first, last = (float(x) for x in tf_loss["measured"].split(" -> "))
+    assert last <= 0.7 * first
+    tf_matmul = checks["tensorflow matmul fp32 TFLOPS (cpu)"]
+    assert tf_matmul["verdict"] == "not judged" and tf_matmul["value"] > 0
+    assert checks["tensorflow matmul throughput"]["verdict"] == "skip" and checks["tensorflow matmul throughput"]["reason"] == NO_DRIVER
+    assert checks["tensorflow conv training gpu"]["verdict"] == "skip"
     assert checks["memory bandwidth"]["verdict"] == "skip"
     assert checks["memory bandwidth"]["reason"] == NO_DRIVER
     assert data["host"]["frameworks"]["torch"]["version"].startswith("2.")

@@ -14,9 +14,11 @@ from __future__ import annotations
 import pytest
 
 from validate import bench
+from validate.devices import tf_gpu_uuids
 from validate.peaks import interconnect_of, load_interconnects, nccl_floor
 from validate.subproc import run_probe
 from validate.thresholds import (
+    FAIL,
     INFO,
     NOT_JUDGED,
     Verdict,
@@ -42,18 +44,11 @@ def size(suite, name: str) -> int:
     return quick if suite.quick else full
 
 
-def _precisions(capability: str | None) -> list[str]:
-    major = int((capability or "0.0").split(".")[0])
-    if major >= 8:
-        return ["fp32", "tf32", "bf16"]
-    return ["fp32", "fp16"] if major >= 7 else ["fp32"]
-
-
 def test_matmul_throughput(gpu, torch, cuda_device, suite, record):
     """fp32, tf32 and bf16/fp16 matrix-multiply TFLOPS (n = 8192, as the references were measured)
     against 75% of what healthy GPUs of this model measured."""
     repeats = size(suite, "matmul_repeats")
-    for precision in _precisions(gpu.compute_capability):
+    for precision in bench.precisions_for(gpu.compute_capability):
         tflops = bench.matmul_tflops(torch, cuda_device, precision, bench.MATMUL_N, repeats=repeats, inner=2 * repeats)
         check = f"matmul {precision} TFLOPS"
         measured, verdict = suite.judge(gpu, check, f"{precision}_tflops", tflops, "TFLOPS")
@@ -143,4 +138,78 @@ def test_nccl_all_reduce(torch, suite, record):
         minimum, rule = floor
         verdict = Verdict("pass", rule) if busbw >= minimum else Verdict("fail", rule, f"{kind} all-reduce busbw {busbw:.1f} GB/s is below {minimum:.1f}")
     record.add(check, f"{busbw:.1f} GB/s over {kind} (NCCL {result.data['nccl']})", verdict, value=busbw, seconds=result.seconds)
+    record.finish()
+
+
+# TensorFlow (issue 17 item 5): the same references and verdicts as PyTorch's figures above, from
+# TensorFlow's own matmuls, plus a short convolutional training run that needs cuDNN on a GPU.
+
+
+def _tf_gpu_entry(gpu, tf_info, tf_speed, suite) -> dict:
+    """TensorFlow's speed entry for this NVML GPU (matched by PCI bus id), or skip saying why."""
+    if not tf_info["is_cuda_build"]:
+        pytest.skip("TensorFlow is a CPU build: it has no GPU to measure (its CPU figures are in 'tensorflow ... (cpu)')")
+    if gpu.mig_enabled and suite.selected_mig_device(gpu) is None:
+        pytest.skip(f"GPU {gpu.index} is in MIG mode: its instances are validated one per run (see the MIG check)")
+    if gpu not in suite.visible_gpus():
+        pytest.skip(f"GPU {gpu.index} is hidden from this run by CUDA_VISIBLE_DEVICES={suite.caller_mask!r}")
+    uuids = tf_gpu_uuids(tf_info["gpus"], suite.host.gpus)
+    for entry, uuid in zip(tf_speed["gpus"], uuids):
+        if uuid == gpu.uuid:
+            return entry
+    pytest.skip(f"TensorFlow does not list GPU {gpu.index} (the visibility check says why)")
+
+
+def test_tensorflow_matmul_throughput(gpu, tf_info, tf_speed, suite, record):
+    """TensorFlow's matmul TFLOPS in the dtypes this GPU supports, against the same measured
+    references as PyTorch's (n = 8192)."""
+    entry = _tf_gpu_entry(gpu, tf_info, tf_speed, suite)
+    for precision, tflops in entry["matmul"].items():
+        check = f"tensorflow matmul {precision} TFLOPS"
+        measured, verdict = suite.judge(gpu, check, f"{precision}_tflops", tflops, "TFLOPS")
+        record.add(check, measured, verdict, gpu=gpu.uuid, value=tflops)
+    for what, error in entry["errors"].items():
+        if what.startswith("matmul"):
+            record.add(f"tensorflow {what}", "-", Verdict(FAIL, "runs", error), gpu=gpu.uuid)
+    record.finish()
+
+
+def _tf_training(record, suite, result: dict, where: str, gpu_name: str | None, uuid: str | None, note: str = "") -> None:
+    record.add(
+        f"tensorflow conv training loss ({where}{note})",
+        f"{result['first_loss']:.3f} -> {result['last_loss']:.3f}",
+        loss_falls_verdict(result["first_loss"], result["last_loss"]),
+        gpu=uuid,
+    )
+    check = f"tensorflow conv training samples/s ({where})"
+    rate = result.get("samples_per_s")
+    if rate:
+        verdict = throughput_verdict(check, rate, suite.baseline_for(gpu_name, check))
+        record.add(check, f"{rate:.0f} samples/s", verdict, gpu=uuid, value=rate, seconds=0)
+
+
+def test_tensorflow_conv_training_gpu(gpu, tf_info, tf_speed, suite, record):
+    """A short training run of a small convolutional network on this GPU: its Conv2D runs through
+    cuDNN, so a missing or mismatched cuDNN fails here at run time; the loss must fall."""
+    entry = _tf_gpu_entry(gpu, tf_info, tf_speed, suite)
+    cudnn = tf_info.get("cudnn_version") or "?"
+    if "conv" in entry["errors"]:
+        record.add("tensorflow conv training (gpu, cuDNN)", "-", Verdict(FAIL, "runs on the GPU", f"cuDNN {cudnn}: {entry['errors']['conv']}"), gpu=gpu.uuid)
+        record.finish()
+    conv = entry["conv"]
+    placed = conv.get("conv_device") or ""
+    if "GPU" not in placed.upper():
+        record.add("tensorflow conv on the GPU", placed or "unknown", Verdict(FAIL, "GPU", f"TensorFlow ran the convolution on {placed or 'an unknown device'}"), gpu=gpu.uuid)
+    _tf_training(record, suite, conv, "gpu", gpu.name, gpu.uuid, f", cuDNN {cudnn}")
+    record.finish()
+
+
+def test_tensorflow_cpu_speed(tf_info, tf_speed, suite, record):
+    """The same TensorFlow code on the CPU (what CI's tensorflow-cpu runs): the training loss must
+    fall; the CPU matmul figure is recorded, not judged (no reference for CPUs)."""
+    cpu = tf_speed["cpu"]
+    for precision, tflops in cpu["matmul"].items():
+        check = f"tensorflow matmul {precision} TFLOPS (cpu)"
+        record.add(check, f"{tflops:.3f} TFLOPS at n={cpu['n']}", throughput_verdict(check, tflops, suite.baseline_for(None, check)), value=tflops)
+    _tf_training(record, suite, cpu["conv"], "cpu", None, None)
     record.finish()
