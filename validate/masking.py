@@ -90,25 +90,40 @@ def expected_visible(visible_devices: str | None, uuids: list[str], mig_uuids: l
     return out
 
 
-def masking_cases(uuids: list[str], caller: str | None = None) -> list[MaskCase]:
+#: A UUID no GPU has: in a list of UUIDs it ends the list, as an ordinal past the last GPU does.
+NO_SUCH_UUID = "GPU-ffffffff-ffff-ffff-ffff-ffffffffffff"
+
+
+def masking_cases(uuids: list[str], caller: str | None = None, only: list[str] | None = None) -> list[MaskCase]:
     """The experiments the suite runs on a host with these GPUs (NVML order), inside the caller's
     CUDA_VISIBLE_DEVICES (`caller`; None: unset). Every case names only GPUs the caller lets the
     suite see (by their ordinals in PCI order, which is what CUDA reads with
-    CUDA_DEVICE_ORDER=PCI_BUS_ID), so a child sees the caller's GPUs or fewer, never others."""
+    CUDA_DEVICE_ORDER=PCI_BUS_ID), so a child sees the caller's GPUs or fewer, never others.
+
+    `only` (a host with some GPUs in MIG mode): the whole GPUs to check. CUDA numbers MIG
+    instances among the GPUs, so ordinals and "every GPU" cannot be predicted there; those GPUs
+    are then named by UUID only."""
     visible = expected_visible(caller, uuids)
+    if only is not None:
+        visible = [u for u in visible if u in only]
     ordinal = {uuid: number for number, uuid in enumerate(uuids)}
-    raw: list[tuple[str, str | None]] = [(UNSET_CASE, None) if caller is None else (CALLER_CASE, caller)]
+    name = (lambda u: u) if only is not None else (lambda u: str(ordinal[u]))
+    raw: list[tuple[str, str | None]] = []
+    if only is None:
+        raw.append((UNSET_CASE, None) if caller is None else (CALLER_CASE, caller))
     for uuid in visible:
-        raw.append((f"index {ordinal[uuid]}", str(ordinal[uuid])))
+        if only is None:
+            raw.append((f"index {ordinal[uuid]}", str(ordinal[uuid])))
         raw.append((f"uuid of GPU {ordinal[uuid]}", uuid))
     if len(visible) > 1:
-        raw.append(("reversed", ",".join(str(ordinal[u]) for u in reversed(visible))))
+        raw.append(("reversed", ",".join(name(u) for u in reversed(visible))))
     raw.append(("empty string", ""))
     raw.append(("-1", "-1"))
     if visible:
-        first = ordinal[visible[0]]
-        after = f",{ordinal[visible[1]]}" if len(visible) > 1 else ""
-        raw.append(("invalid entry cuts the list", f"{first},{len(uuids) + 7}{after}"))
+        first = name(visible[0])
+        bogus = NO_SUCH_UUID if only is not None else str(len(uuids) + 7)
+        after = f",{name(visible[1])}" if len(visible) > 1 else ""
+        raw.append(("invalid entry cuts the list", f"{first},{bogus}{after}"))
         raw.append(("repeated entry hides every GPU", f"{first},{first}"))
     cases = []
     for name, value in raw:

@@ -134,8 +134,8 @@ def tf_conv_training(tf: Any, device: str, steps: int, batch: int, image: int, c
     gradients run through cuDNN: a missing or broken cuDNN fails here, at run time). Synthetic,
     learnable data as in validate.bench.train_cnn. Returns first/last loss (mean of 3 steps),
     samples/s after warm-up, and the device the convolution's output was placed on."""
-    generator = tf.random.Generator.from_seed(0)
     with tf.device(device):
+        generator = tf.random.Generator.from_seed(0)  # its state lives on this device too
         prototypes = generator.normal((classes, image, image, 3))
         weights = [  # plain variables: no Keras import (seconds) for five layers
             tf.Variable(generator.normal((3, 3, 3, 16)) * 0.2),

@@ -207,3 +207,18 @@ def test_volume_mounts_count_the_mounted_devices_not_one(tmp_path):
     assert unreadable.count == 1 and not unreadable.exact and "could not be read" in unreadable.source
     assert expected_gpus(None, value, mounted=["all"]).exact is False
     assert expected_gpus(None, value, mounted=[]) is None
+
+
+def test_mixed_mig_host_checks_its_whole_gpus_by_uuid():
+    """MIG on GPU 0 only: GPUs 1-3 keep the masking check, named by UUID (CUDA numbers MIG
+    instances among the GPUs, so ordinals cannot be predicted), and GPU 0 is never named."""
+    cases = {case.name: case for case in masking_cases(HOST, None, only=HOST[1:])}
+    assert "unset, PCI_BUS_ID order" not in cases and not any(n.startswith("index ") for n in cases)
+    assert cases["uuid of GPU 2"].expected_uuids == (HOST[2],)
+    assert cases["reversed"].visible_devices == ",".join(HOST[:0:-1])
+    assert cases["invalid entry cuts the list"].visible_devices.split(",")[1].startswith("GPU-ffffffff")
+    assert cases["invalid entry cuts the list"].expected_uuids == (HOST[1],)
+    assert cases["repeated entry hides every GPU"].expected_uuids == ()
+    assert all(HOST[0] not in case.visible_devices for case in cases.values())
+    inside = masking_cases(HOST, "0,3", only=HOST[1:])  # the caller's mask still applies
+    assert {c.name for c in inside if c.name.startswith("uuid")} == {"uuid of GPU 3"}

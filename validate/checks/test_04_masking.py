@@ -28,12 +28,15 @@ def test_cuda_visible_devices(framework, suite, record, request):
     if importlib.util.find_spec(framework) is None:
         pytest.skip(f"{framework} is not installed here (no module named {framework!r})")
     suite.require_gpus()
-    if suite.host.mig_gpus:
-        pytest.skip("a GPU is in MIG mode: masking is checked on hosts without MIG (each instance is validated on its own)")
     uuids = [g.uuid for g in suite.host.gpus]
+    # On a host with some GPUs in MIG mode the whole GPUs keep the check, named by UUID (CUDA
+    # numbers MIG instances among them, so ordinals cannot be predicted there).
+    whole = [g.uuid for g in suite.host.gpus if not g.mig_enabled] if suite.host.mig_gpus else None
+    if whole is not None and not whole:
+        pytest.skip("every GPU is in MIG mode: masking is checked on whole GPUs (each instance is validated on its own)")
     # Cases inside the caller's CUDA_VISIBLE_DEVICES: a container or job given GPUs 1,3 is
     # checked on GPUs 1 and 3 only, and no child ever sees a GPU the caller hid.
-    cases = masking_cases(uuids, suite.caller_mask)
+    cases = masking_cases(uuids, suite.caller_mask, only=whole)
     if not any(case.expected_uuids for case in cases):
         pytest.skip(f"CUDA_VISIBLE_DEVICES={suite.caller_mask!r} hides every GPU NVML lists: no masking case can show a GPU")
     if suite.quick:

@@ -117,20 +117,29 @@ def test_nccl_all_reduce(torch, suite, record):
     suite.require_gpus()
     if torch.version.cuda is None:
         pytest.fail("PyTorch is a CPU build: no NCCL", pytrace=False)
+    env: dict[str, str | None] = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}  # the caller's mask is inherited
+    gpus = suite.host.gpus
     if suite.host.mig_gpus:
-        pytest.skip("a GPU is in MIG mode: NCCL does not run across MIG instances")
-    # The world is what PyTorch (and so each worker) can use, not what NVML lists: masking and
-    # MIG make them differ.
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        # NCCL does not run across MIG instances; the whole GPUs of a mixed host keep the check,
+        # masked to them by UUID (within the caller's mask: a narrowing, never a widening).
+        gpus = [g for g in suite.visible_gpus() if not g.mig_enabled]
+        if len(gpus) < 2:
+            pytest.skip(f"all-reduce needs 2 or more whole GPUs; {len(gpus)} visible GPU(s) are not in MIG mode")
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(g.uuid for g in gpus)
+        count = len(gpus)
+    else:
+        # The world is what PyTorch (and so each worker) can use, not what NVML lists: masking
+        # makes them differ.
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if count < 2:
         pytest.skip(f"all-reduce needs 2 or more GPUs; PyTorch sees {count}")
-    result = run_probe(["allreduce", str(size(suite, "allreduce_bytes")), "10" if suite.quick else "20"], {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
+    result = run_probe(["allreduce", str(size(suite, "allreduce_bytes")), "10" if suite.quick else "20"], env)
     if result.error or result.data is None:
         pytest.fail(f"NCCL all-reduce failed: {result.error}", pytrace=False)
     busbw = float(result.data["busbw_gbs"])
     check = f"nccl all-reduce busbw GB/s ({result.data['world']} GPUs)"
-    baseline = suite.baseline_for(suite.host.gpus[0].name, check)
-    kind, link = interconnect_of(suite.host.gpus, suite.peaks)
+    baseline = suite.baseline_for(gpus[0].name, check)
+    kind, link = interconnect_of(gpus, suite.peaks)
     floor = nccl_floor(kind, link, load_interconnects())
     if baseline is not None or floor is None:
         verdict = throughput_verdict(check, busbw, baseline)
@@ -176,8 +185,8 @@ def test_tensorflow_matmul_throughput(gpu, tf_info, tf_speed, suite, record):
 
 def _tf_training(record, suite, result: dict, where: str, gpu_name: str | None, uuid: str | None, note: str = "") -> None:
     record.add(
-        f"tensorflow conv training loss ({where}{note})",
-        f"{result['first_loss']:.3f} -> {result['last_loss']:.3f}",
+        f"tensorflow conv training loss ({where})",
+        f"{result['first_loss']:.3f} -> {result['last_loss']:.3f}{note}",
         loss_falls_verdict(result["first_loss"], result["last_loss"]),
         gpu=uuid,
     )
@@ -194,13 +203,13 @@ def test_tensorflow_conv_training_gpu(gpu, tf_info, tf_speed, suite, record):
     entry = _tf_gpu_entry(gpu, tf_info, tf_speed, suite)
     cudnn = tf_info.get("cudnn_version") or "?"
     if "conv" in entry["errors"]:
-        record.add("tensorflow conv training (gpu, cuDNN)", "-", Verdict(FAIL, "runs on the GPU", f"cuDNN {cudnn}: {entry['errors']['conv']}"), gpu=gpu.uuid)
+        record.add("tensorflow conv training loss (gpu)", "-", Verdict(FAIL, "runs on the GPU", f"cuDNN {cudnn}: {entry['errors']['conv']}"), gpu=gpu.uuid)
         record.finish()
     conv = entry["conv"]
     placed = conv.get("conv_device") or ""
     if "GPU" not in placed.upper():
         record.add("tensorflow conv on the GPU", placed or "unknown", Verdict(FAIL, "GPU", f"TensorFlow ran the convolution on {placed or 'an unknown device'}"), gpu=gpu.uuid)
-    _tf_training(record, suite, conv, "gpu", gpu.name, gpu.uuid, f", cuDNN {cudnn}")
+    _tf_training(record, suite, conv, "gpu", gpu.name, gpu.uuid, f" (cuDNN {cudnn})")
     record.finish()
 
 
