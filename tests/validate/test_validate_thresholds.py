@@ -46,9 +46,11 @@ class TestThroughput:
         assert verdict.threshold == ">= 0.75 x measured reference 59.4 (torch.matmul bf16 n=8192)"
         assert throughput_verdict("bf16_tflops", 45.0, reference=59.4).verdict == PASS
 
-    def test_unconfirmed_reference_warns_instead_of_failing(self):
-        verdict = throughput_verdict("fp32_tflops", 2.0, reference=5.5, confirmed=False)
+    def test_unconfirmed_reference_warns_and_fails_only_half_speed(self):
+        verdict = throughput_verdict("fp32_tflops", 3.5, reference=5.5, confirmed=False)
         assert verdict.verdict == WARN and "unconfirmed reference 5.5" in verdict.threshold
+        assert throughput_verdict("fp32_tflops", 2.75, reference=5.5, confirmed=False).verdict == FAIL
+        assert throughput_verdict("fp32_tflops", 4.2, reference=5.5, confirmed=False).verdict == PASS
 
     def test_baseline_wins_over_the_reference(self):
         # Far above the reference floor, but 20% under the known-good server: fails.
