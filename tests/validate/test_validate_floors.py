@@ -32,6 +32,7 @@ HEALTHY = [
     ("NVIDIA H100 80GB HBM3", "fp32_tflops", 51.81, ZZC + "79"),
     ("NVIDIA H100 PCIe", "bf16_tflops", 492.84, ZZC + "95"),
     ("NVIDIA H100 PCIe", "tf32_tflops", 240.43, ZZC + "95"),
+    ("NVIDIA A100-PCIE-40GB", "bf16_tflops", 215.26, ZZC + "108"),
     ("NVIDIA GeForce RTX 5090", "fp32_tflops", 65.92, ZZC + "96"),
     ("NVIDIA GeForce RTX 5090", "fp32_tflops", 56.06, ZZC + "200"),  # the slow unit that failed 0.55 x datasheet
     ("NVIDIA GeForce RTX 5090", "bf16_tflops", 174.68, ZZC + "200"),
