@@ -21,7 +21,7 @@ from validate.devices import all_nvml_uuids, compiled_archs, device_for_gpu, tor
 from validate.masking import device_list, expected_visible
 from validate.peaks import PeakTableError, ReferenceFigure, load_peaks, peaks_for
 from validate.probe import nccl_version_text
-from validate.report import Record, build_json, render_table, write_json
+from validate.report import Record, build_json, not_judged_note, render_table, write_json
 from validate.stackfile import read_stack_file
 from validate.memory_modes import outside_measurer
 from validate.subproc import DEFAULT_TIMEOUT, ProbeResult, run_probe, run_stepped_probe
@@ -451,6 +451,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.write_line(lost.error)
     terminalreporter.write_line(f"suite: {Path(__file__).resolve().parent}, CUDA_DEVICE_ORDER={DEVICE_ORDER}")
     terminalreporter.write_line(render_table(suite.records, index))
+    note = not_judged_note(suite.records, suite.gpu_names)
+    if note:
+        terminalreporter.write_line(note)
     if suite.json_path:
         data = build_json(
             suite.records, suite.host.to_dict(), [g.to_dict() for g in suite.host.gpus], suite.frameworks, int(exitstatus)

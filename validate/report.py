@@ -106,3 +106,19 @@ def build_json(
 def write_json(path: str | Path, data: Any) -> None:
     """Write JSON atomically (temp file in the same folder, then os.replace)."""
     write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def not_judged_note(records: list[Record], gpu_names: dict[str, str]) -> str | None:
+    """One line under the table when figures were measured but not judged (no like-for-like
+    reference for the model, no --baseline), naming the models, so "not judged" is never read
+    as a pass; None when every figure was judged."""
+    from validate.thresholds import NOT_JUDGED_WORDS
+
+    figures = [r for r in records if r.verdict in NOT_JUDGED_WORDS and r.value is not None]
+    if not figures:
+        return None
+    models = sorted({gpu_names.get(r.gpu, "this host's CPU") if r.gpu else "this host's CPU" for r in figures})
+    return (
+        f"validate: {len(figures)} figure(s) measured but not judged (no measured reference for {', '.join(models)}): "
+        "save a baseline on a known-good server (--save-baseline, then --baseline) or compare the fleet median"
+    )

@@ -72,3 +72,16 @@ def test_cli_options_become_pytest_options():
         start = out.index(expected[0])
         assert out[start : start + len(expected)] == expected
     assert "--junitxml=r.xml" in out
+
+
+def test_not_judged_figures_are_named_under_the_table():
+    from validate.report import Record, not_judged_note
+
+    records = [
+        Record("matmul bf16 TFLOPS", "GPU-b200", "2100.0 TFLOPS", "no measured reference, no --baseline", "not judged", value=2100.0),
+        Record("matmul bf16 TFLOPS", "GPU-h100", "790.0 TFLOPS", ">= 0.75 x measured reference 797.5", "pass", value=790.0),
+        Record("cnn training samples/s (cpu)", None, "900 samples/s", "no measured reference, no --baseline", "no reference", value=900.0),
+    ]
+    note = not_judged_note(records, {"GPU-b200": "NVIDIA B200", "GPU-h100": "NVIDIA H100 80GB HBM3"})
+    assert note.startswith("validate: 2 figure(s) measured but not judged (no measured reference for NVIDIA B200, this host's CPU)")
+    assert not_judged_note(records[1:2], {}) is None
