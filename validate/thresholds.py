@@ -139,10 +139,16 @@ def judge_figure(
 ) -> Verdict:
     """A speed figure against the model's measured reference (gpu_peaks.yaml) or --baseline.
 
-    For a MIG instance (`mig`) the reference is the parent GPU's scaled by the instance's share of
-    SMs (`share`, see mig_share); with the share unknown the figure is not judged. A whole-GPU
-    baseline says nothing about one instance, so it is not used there."""
+    For a MIG instance (`mig`) a TFLOPS reference is the parent GPU's scaled by the instance's share
+    of SMs (`share`, see mig_share); with the share unknown, or for memory bandwidth (which follows
+    memory slices, not SMs), the figure is not judged. A whole-GPU baseline says nothing about one
+    instance, so it is not used there."""
     if mig:
+        if not metric.endswith("_tflops"):
+            return Verdict(
+                NOT_JUDGED, "MIG instance: no share for this figure",
+                "a MIG instance's memory bandwidth follows its memory slices, not its share of SMs",
+            )
         if share is None:
             return Verdict(NOT_JUDGED, "MIG instance's share of SMs unknown", "NVML did not give the instance's or the GPU's multiprocessor count")
         if reference is None:

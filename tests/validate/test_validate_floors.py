@@ -143,6 +143,10 @@ class TestMig:
         # Against the whole GPU's reference the healthy instance would have failed.
         assert _judge(H100_SXM, "bf16_tflops", healthy).verdict == FAIL
 
+    def test_memory_bandwidth_of_an_instance_is_not_scaled_by_sms(self):
+        verdict = _judge(H100_SXM, "memory_bandwidth_gbs", 900.0, mig=True, share=mig_share(60, 132))
+        assert verdict.verdict == NOT_JUDGED and "memory slices" in verdict.reason
+
     def test_unknown_share_is_not_judged_and_a_whole_gpu_baseline_is_not_used(self):
         verdict = _judge(H100_SXM, "bf16_tflops", 300.0, mig=True, share=None, baseline=800.0)
         assert verdict.verdict == NOT_JUDGED and "multiprocessor count" in verdict.reason
