@@ -165,9 +165,16 @@ def test_tensorflow_info_probe_pauses_for_the_memory_measurement():
 
     seen: list[tuple[str, int]] = []
     result = run_stepped_probe(
-        ["tf-info", "--pause"], {"CUDA_VISIBLE_DEVICES": "", "TF_FORCE_GPU_ALLOW_GROWTH": "true"},
+        ["tf-info", "--pause", "--speed-quick"], {"CUDA_VISIBLE_DEVICES": "", "TF_FORCE_GPU_ALLOW_GROWTH": "true"},
         lambda step, pid: seen.append((step, pid)) or {"bytes": 0, "method": "test"},
     )
     assert result.error is None, result.error
     assert [step for step, _ in seen] == ["small"] and seen[0][1] > 0
     assert result.steps["small"]["bytes"] == 0 and result.data["compute"][0]["device"] == "/CPU:0"
+    # The speed figures come from the same TensorFlow, after the memory step (issue 17 item 5):
+    # no GPU here, so only the CPU ran the matmul and the convolutional training.
+    speed = result.data["speed"]
+    assert speed["gpus"] == []
+    assert speed["cpu"]["matmul"]["fp32"] > 0
+    conv = speed["cpu"]["conv"]
+    assert conv["conv_device"].endswith("CPU:0") and conv["last_loss"] <= 0.7 * conv["first_loss"]
