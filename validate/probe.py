@@ -221,7 +221,8 @@ def tf_speed(quick: bool) -> dict[str, Any]:
 
 
 def _gpu_details(tf: Any, gpu: Any) -> dict[str, Any]:
-    """Compute capability ("8.9") and PCI bus id of a TensorFlow GPU, where TensorFlow says them."""
+    """Compute capability ("8.9") and device name of a TensorFlow GPU, where TensorFlow says them
+    (the PCI bus id, which matches it to NVML, is in tf_info's device list, in the same order)."""
     try:
         details = tf.config.experimental.get_device_details(gpu)
     except Exception:
