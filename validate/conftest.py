@@ -17,8 +17,8 @@ import pytest
 
 from validate import nvml
 from validate.baseline import BaselineError, baseline_value, load_baseline, save_baseline
-from validate.devices import all_nvml_uuids, compiled_archs, device_for_gpu, torch_gpus
-from validate.masking import device_list, expected_visible
+from validate.devices import all_nvml_uuids, compiled_archs, device_for_gpu, torch_gpus, visible_gpus
+from validate.masking import device_list
 from validate.peaks import PeakTableError, ReferenceFigure, load_peaks, peaks_for
 from validate.probe import nccl_version_text
 from validate.report import Record, build_json, not_judged_note, render_table, write_json
@@ -106,16 +106,8 @@ class Suite:
         return value.split(",")[0].strip() if value.startswith("MIG-") else None
 
     def visible_gpus(self) -> list[nvml.GpuInfo]:
-        """NVML's GPUs that the caller's CUDA_VISIBLE_DEVICES lets this run use, in the order CUDA
-        numbers them (the first is a child's device 0; a GPU counts when it or one of its MIG
-        instances is named). Children only narrow this."""
-        owner = {g.uuid: g for g in self.host.gpus} | {m.uuid: g for g in self.host.gpus for m in g.mig_devices}
-        named = expected_visible(self.caller_mask, [g.uuid for g in self.host.gpus], [m.uuid for g in self.host.gpus for m in g.mig_devices])
-        out: list[nvml.GpuInfo] = []
-        for uuid in named:
-            if owner[uuid] not in out:
-                out.append(owner[uuid])
-        return out
+        """NVML's GPUs the caller's CUDA_VISIBLE_DEVICES lets this run use, in CUDA's order."""
+        return visible_gpus(self.host.gpus, self.caller_mask)
 
     @property
     def exclusive(self) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from validate.masking import normalise_pci_bus_id
+from validate.masking import expected_visible, normalise_pci_bus_id
 from validate.nvml import GpuInfo
 
 #: Largest relative error a small float32 product may have (TF32 included) to count as correct.
@@ -80,4 +80,17 @@ def tf_gpu_uuids(tf_gpus: list[dict[str, Any]], gpus: list[GpuInfo]) -> list[str
         bus = dev.get("pci_bus_id")
         key = normalise_pci_bus_id(bus) if bus else None
         out.append(by_pci.get(key, f"pci:{bus}") if key else "pci:unknown")
+    return out
+
+
+def visible_gpus(gpus: list[GpuInfo], caller_mask: str | None) -> list[GpuInfo]:
+    """The GPUs (NVML's) that a caller's CUDA_VISIBLE_DEVICES lets a run use, in the order CUDA
+    numbers them: the first is a child's device 0. A GPU counts when it or one of its MIG
+    instances is named. Children of the suite only ever narrow this set."""
+    owner = {g.uuid: g for g in gpus} | {m.uuid: g for g in gpus for m in g.mig_devices}
+    named = expected_visible(caller_mask, [g.uuid for g in gpus], [m.uuid for g in gpus for m in g.mig_devices])
+    out: list[GpuInfo] = []
+    for uuid in named:
+        if all(owner[uuid] is not seen for seen in out):
+            out.append(owner[uuid])
     return out

@@ -222,3 +222,16 @@ def test_mixed_mig_host_checks_its_whole_gpus_by_uuid():
     assert all(HOST[0] not in case.visible_devices for case in cases.values())
     inside = masking_cases(HOST, "0,3", only=HOST[1:])  # the caller's mask still applies
     assert {c.name for c in inside if c.name.startswith("uuid")} == {"uuid of GPU 3"}
+
+
+def test_visible_gpus_follow_the_callers_mask_in_cuda_order():
+    from validate.devices import visible_gpus
+    from validate.nvml import GpuInfo, MigDevice
+
+    mig = "MIG-1a2b3c4d-0000-5e6f-7a8b-9c0d1e2f3a4b"
+    gpus = [GpuInfo(i, "NVIDIA H100 80GB HBM3", uuid, f"00000000:{i:02x}:00.0", "9.0", None, None) for i, uuid in enumerate(HOST)]
+    gpus[0].mig_enabled, gpus[0].mig_devices = True, [MigDevice(0, mig)]
+    assert [g.index for g in visible_gpus(gpus, None)] == [0, 1, 2, 3]
+    assert [g.index for g in visible_gpus(gpus, "3,1")] == [3, 1]  # the child's device 0 is GPU 3
+    assert [g.index for g in visible_gpus(gpus, mig)] == [0]  # a MIG instance counts as its GPU
+    assert visible_gpus(gpus, "-1") == []
