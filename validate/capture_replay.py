@@ -76,6 +76,7 @@ class ReplayNvml:
         self.system: dict[str, Any] = recording.get("system", {})
         self.devices: list[dict[str, Any]] = recording.get("devices", [])
         self.source: str = str(recording.get("source", "recording"))
+        self.replayed_from: str = self.source  # read_host marks the host as replayed
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("NVMLError"):

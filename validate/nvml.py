@@ -57,7 +57,7 @@ class MigDevice:
     index: int
     uuid: str
     memory_total_bytes: int | None = None
-    multiprocessor_count: int | None = None  # its share of the parent's SMs
+    multiprocessor_count: int | None = None
 
 
 @dataclass
@@ -199,9 +199,22 @@ def _import() -> tuple[Any, str | None]:
     return pynvml, None
 
 
+#: The NVML module every reader uses when given none: pynvml, or what `use_module` set (a replayed
+#: capture for --replay, a recorder around pynvml for --record).
+_MODULE: Any = None
+
+
+def use_module(nv: Any) -> None:
+    """Make every reader (read_host, the memory readers, the Sampler) use this NVML module."""
+    global _MODULE
+    _MODULE = nv
+
+
 def _init(nv: Any = None) -> tuple[Any, str | None]:
     """Initialise NVML: (module, None) or (None, why not). Catches every error, not only NVMLError:
     nvidia-ml-py raises NVMLLibraryMismatchError (not an NVMLError) when it and the library differ."""
+    if nv is None:
+        nv = _MODULE
     if nv is None:
         nv, error = _import()
         if nv is None:
@@ -364,11 +377,12 @@ def read_host(nv: Any = None) -> HostInfo:
     """Driver, CUDA driver version and every GPU, each read on its own; never raises."""
     nv, error = _init(nv)
     if nv is None:
-        return HostInfo(error=error)
+        return HostInfo(error=error, replayed_from=getattr(_MODULE, "replayed_from", None))
     try:
         info = HostInfo(
             driver_version=_optional(lambda: _text(nv.nvmlSystemGetDriverVersion())),
             cuda_driver_version=_optional(lambda: cuda_version_text(nv.nvmlSystemGetCudaDriverVersion_v2())),
+            replayed_from=getattr(nv, "replayed_from", None),
         )
         try:
             count = int(nv.nvmlDeviceGetCount())

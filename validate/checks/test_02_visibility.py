@@ -43,9 +43,17 @@ def _compare(who: str, seen: list[str], suite, record, build_note: str = "") -> 
     record.finish()
 
 
+def nvml_devices(gpus) -> list[str]:
+    """The devices CUDA can be given: each whole GPU, and each MIG instance in place of its
+    MIG-mode parent (NVIDIA_VISIBLE_DEVICES=MIG-... gives a container instances, not GPUs)."""
+    return [m.uuid for g in gpus for m in g.mig_devices] + [g.uuid for g in gpus if not g.mig_enabled]
+
+
 def test_nvml_gpu_count(suite, record):
-    """NVML sees as many GPUs as expected (--expect-gpus or NVIDIA_VISIBLE_DEVICES)."""
-    seen = len(suite.host.gpus)
+    """NVML sees as many devices as expected (--expect-gpus or NVIDIA_VISIBLE_DEVICES); a MIG
+    instance counts as a device, its parent does not."""
+    devices = nvml_devices(suite.host.gpus)
+    seen = len(devices) if suite.host.mig_gpus else len(suite.host.gpus)
     verdict = gpu_count_verdict(seen, suite.expectation, "NVML")
     if verdict.verdict == SKIP:
         pytest.skip(suite.no_gpu_reason())
@@ -53,7 +61,9 @@ def test_nvml_gpu_count(suite, record):
         verdict = Verdict(FAIL, verdict.threshold, f"{verdict.reason}: {suite.host.error}")
     elif verdict.verdict == FAIL and suite.host.unreadable:
         verdict = Verdict(FAIL, verdict.threshold, f"{verdict.reason}: " + "; ".join(u.error for u in suite.host.unreadable))
-    record.add("NVML GPU count", str(seen), verdict)
+    mig = sum(len(g.mig_devices) for g in suite.host.mig_gpus)
+    measured = str(seen) + (f" ({seen - mig} GPU(s) + {mig} MIG instance(s))" if suite.host.mig_gpus else "")
+    record.add("NVML GPU count", measured, verdict)
     record.finish()
 
 
