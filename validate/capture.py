@@ -189,7 +189,8 @@ class _Answers:
 
 
 def _first_error(*raws: str | None) -> str | None:
-    return next((e for e in (_error_of(r) for r in raws) if e), None)
+    """The first raw value that is one of nvidia-smi's error words ("GPU is lost"), or None."""
+    return next((r for r in raws if _error_of(r)), None)
 
 
 # --- one GPU --------------------------------------------------------------------------------

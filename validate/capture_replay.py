@@ -177,7 +177,8 @@ class RecordingNvml:
 
     def __init__(self, nv: Any, source: str = "") -> None:
         self.nv = nv
-        self.source = source
+        replayed = getattr(nv, "replayed_from", None) if isinstance(nv, ReplayNvml) else None
+        self.source = f"{source}, replaying {replayed}" if replayed else source
         self.system: dict[str, Any] = {}
         self.devices: dict[int, dict[str, Any]] = {}
 

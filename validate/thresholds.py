@@ -473,7 +473,8 @@ def mig_verdict(gpu_index: int, mig_uuids: list[str], selected: str | None) -> V
         return Verdict(FAIL, threshold, f"GPU {gpu_index} is in MIG mode with no instance: create instances (nvidia-smi mig -cgi ... -C) or disable MIG (nvidia-smi -i {gpu_index} -mig 0)")
     if selected:
         return Verdict(PASS, threshold, f"validating MIG instance {selected}")
-    return Verdict(PASS, threshold, f"{len(mig_uuids)} instance(s); PyTorch checks run per instance: CUDA_VISIBLE_DEVICES=<MIG UUID> python -m validate")
+    return Verdict(PASS, threshold, f"{len(mig_uuids)} instance(s); the framework checks run one instance per run, "
+                   f"e.g. CUDA_VISIBLE_DEVICES={mig_uuids[0]} python -m validate")
 
 
 # --- health as DCGM reads it: each fault names the GPU and the fix ---------------------------
