@@ -151,10 +151,11 @@ VARIANTS = {
 }
 
 
-def run_suite(*args: str) -> dict:
+def run_suite(*args: str, env_extra: dict[str, str] | None = None) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for name in ("GPUENV_STACK_FILE", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
         env.pop(name, None)
+    env.update(env_extra or {})
     done = subprocess.run([sys.executable, "-m", "validate", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     return {"status": done.returncode, "out": done.stdout + done.stderr}
 
@@ -249,7 +250,7 @@ def test_a_mig_host_reads_ready_with_its_instances_as_devices(name, replays):
     report = replays[name]["json"]
     rows = {c["check"]: c for c in checks(report)}
     assert rows["mig mode"]["verdict"] == "pass"
-    assert rows["NVML GPU count"]["verdict"] == "pass" and "MIG instance(s)" in rows["NVML GPU count"]["measured"]
+    assert rows["NVML GPU count"]["verdict"] == "pass" and "in MIG mode with" in rows["NVML GPU count"]["measured"]
     gpu = report["host"]["nvml"]["gpus"][0]
     assert gpu["mig_enabled"] and all(m["multiprocessor_count"] for m in gpu["mig_devices"])
 
@@ -289,3 +290,27 @@ def test_a_recording_made_through_the_replay_seam_replays_to_the_same_verdicts(n
     after = {k: v for k, v in verdicts(second["json"]).items() if v != "skip"}
     assert before == after and before
     assert first["status"] == second["status"]
+
+
+MIG_TEXT = TEXT / "linux-x86_64__nvidia-h100-mig__590.48.01.txt"
+MIG_UUIDS = [f"MIG-0000000{i}-0000-0000-0000-00000000000{i}" for i in range(4)]
+
+
+@pytest.mark.parametrize(
+    ("env", "status", "expected"),
+    [
+        ({"NVIDIA_VISIBLE_DEVICES": ",".join(MIG_UUIDS)}, 0, ("NVML GPU count", "pass")),
+        ({"NVIDIA_VISIBLE_DEVICES": ",".join(MIG_UUIDS[:2])}, 1, ("NVML GPU count", "fail")),
+        ({"CUDA_VISIBLE_DEVICES": MIG_UUIDS[2]}, 0, ("visible devices", "pass")),
+        ({"CUDA_VISIBLE_DEVICES": "MIG-11111111-typo"}, 1, ("visible devices", "fail")),
+    ],
+    ids=["all-instances-given", "two-of-four-given", "one-instance-selected", "typo-in-mig-uuid"],
+)
+def test_mig_instances_are_the_devices_expected(env, status, expected, tmp_path):
+    """A container given MIG instances (NVIDIA_VISIBLE_DEVICES=MIG-...) must see them as its
+    devices; CUDA_VISIBLE_DEVICES naming an instance validates that one, and a typo fails."""
+    result = run_suite("--replay", str(MIG_TEXT), "--json", str(tmp_path / "r.json"), env_extra=env)
+    assert result["status"] == status, result["out"][-2000:]
+    rows = {c["check"]: c for c in checks(json.loads((tmp_path / "r.json").read_text(encoding="utf-8")))}
+    check, verdict = expected
+    assert rows[check]["verdict"] == verdict, rows[check]
