@@ -448,6 +448,7 @@ class Sample:
     temperature_c: int | None
     pcie_link_gen: int | None
     reasons: list[str] | None
+    pcie_link_width: int | None = None  # under load: an idle link may narrow, a loaded one must not
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -486,6 +487,7 @@ class Sampler:
                     temperature_c=_optional(lambda: int(nv.nvmlDeviceGetTemperature(handle, getattr(nv, "NVML_TEMPERATURE_GPU", 0)))),
                     pcie_link_gen=_optional(lambda: int(nv.nvmlDeviceGetCurrPcieLinkGeneration(handle))),
                     reasons=None if reasons is None else throttle_reason_names(reasons),
+                    pcie_link_width=_optional(lambda: int(nv.nvmlDeviceGetCurrPcieLinkWidth(handle))),
                 )
             )
         return out

@@ -314,3 +314,20 @@ def test_mig_instances_are_the_devices_expected(env, status, expected, tmp_path)
     rows = {c["check"]: c for c in checks(json.loads((tmp_path / "r.json").read_text(encoding="utf-8")))}
     check, verdict = expected
     assert rows[check]["verdict"] == verdict, rows[check]
+
+
+def test_replay_runs_with_only_the_validate_folder(tmp_path):
+    """Images and bare servers get only validate/: the replay needs nothing else (stdlib XML,
+    no PyYAML, no nvidia-ml-py: the replay answers NVML's calls itself)."""
+    import shutil
+
+    shutil.copytree(ROOT / "validate", tmp_path / "validate", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GPUENV_STACK_FILE", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")}
+    done = subprocess.run(
+        [sys.executable, "-m", "validate", "--replay", str(XML / "MOCK-gb200-gpu-lost.xml"), "--json", str(tmp_path / "r.json")],
+        cwd=tmp_path, env={**env, "PYTHONPATH": str(tmp_path)}, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    assert f"suite: {tmp_path / 'validate'}" in done.stdout
+    report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert any(c["check"] == "GPU 1 readable" and c["verdict"] == "fail" for c in checks(report))
