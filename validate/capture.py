@@ -146,7 +146,8 @@ def _text_tree(lines: list[str]) -> Node:
 
 
 def _error_of(text: str | None) -> str | None:
-    return ERROR_WORDS.get((text or "").strip().lower())
+    """The NVML error nvidia-smi printed in place of a value ("GPU is lost", "[Unknown Error]")."""
+    return ERROR_WORDS.get((text or "").strip().strip("[]").strip().lower())
 
 
 def _number(text: str | None) -> float | None:

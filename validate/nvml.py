@@ -150,7 +150,8 @@ class GpuLost(Exception):
 
 
 def _lost(err: BaseException) -> bool:
-    return type(err).__name__ == "NVMLError_GpuIsLost" or getattr(err, "value", None) == 15  # NVML_ERROR_GPU_IS_LOST
+    """GpuIsLost (15) or ResetRequired (16): the GPU cannot be used until it is reset."""
+    return type(err).__name__ in ("NVMLError_GpuIsLost", "NVMLError_ResetRequired") or getattr(err, "value", None) in (15, 16)
 
 
 def _optional(probe: Callable[[], T]) -> T | None:
@@ -369,7 +370,11 @@ def _unreadable(nv: Any, index: int, err: BaseException) -> UnreadableGpu:
     bus = quietly(lambda: _text(nv.nvmlDeviceGetPciInfo(handle).busId)) if handle is not None else None
     named = ", ".join(x for x in (bus, uuid) if x)
     where = f"GPU {index}" + (f" ({named})" if named else "")
-    fix = "; the GPU fell off the bus: drain the node, then reset the GPU (nvidia-smi -r) or reboot, and check dmesg for Xid errors" if "GpuIsLost" in reason else ""
+    fix = ""
+    if "GpuIsLost" in reason:
+        fix = "; the GPU fell off the bus: drain the node, then reset the GPU (nvidia-smi -r) or reboot, and check dmesg for Xid errors"
+    elif "ResetRequired" in reason:
+        fix = f"; the GPU needs a reset: drain it, then nvidia-smi -r -i {index} (or reboot)"
     return UnreadableGpu(index, f"NVML cannot read {where}: {reason}{fix}", uuid, bus)
 
 

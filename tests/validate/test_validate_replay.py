@@ -86,6 +86,13 @@ def test_the_mock_lost_gpu_is_unreadable_and_named():
     assert lost.pci_bus_id == "0000:0B:00.0" and "NVMLError_GpuIsLost" in lost.error and "reset the GPU" in lost.error
 
 
+def test_a_gpu_that_needs_a_reset_is_reported_with_the_fix():
+    text = variant(2, lambda b: b.replace("<used>0 MiB</used>", "<used>[GPU requires reset]</used>", 1))
+    host = nvml.read_host(ReplayNvml(parse_capture(text, "reset.xml")))
+    assert [u.index for u in host.unreadable] == [2] and len(host.gpus) == 7
+    assert "NVMLError_ResetRequired" in host.unreadable[0].error and "nvidia-smi -r -i 2" in host.unreadable[0].error
+
+
 @pytest.mark.parametrize("path", [H100, TEXT / "linux-x86_64__nvidia-h100-mig__590.48.01.txt", XML / "MOCK-gb200-gpu-lost.xml"], ids=lambda p: p.name)
 def test_recording_through_the_replay_seam_replays_the_same_host(path):
     """RecordingNvml keeps every answer read_host used; replaying that recording reads the same host."""
