@@ -186,7 +186,9 @@ class RecordingNvml:
         target = getattr(self.nv, name)
         if not name.startswith("nvml") or not callable(target):
             return target  # constants and error classes pass through
-        if name in ("nvmlInit", "nvmlShutdown"):
+        if name == "nvmlInit":  # a host whose NVML cannot start replays as that host
+            return lambda: self._keep(self.system, "nvmlInit", target)
+        if name == "nvmlShutdown":
             return target
         if name == "nvmlDeviceGetHandleByIndex":
             return self._by_index

@@ -338,3 +338,22 @@ def test_replay_runs_with_only_the_validate_folder(tmp_path):
     assert f"suite: {tmp_path / 'validate'}" in done.stdout
     report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     assert any(c["check"] == "GPU 1 readable" and c["verdict"] == "fail" for c in checks(report))
+
+
+def test_a_recording_holds_the_framework_measurements_of_its_host(tmp_path):
+    """--record on this machine (no GPU: NVML's start-up failure is recorded too) keeps what
+    PyTorch measured; --replay of it shows that measurement as recorded instead of skipping."""
+    pytest.importorskip("torch")
+    recorded = run_suite("--record", str(tmp_path / "rec"), "--expect-gpus", "0", "-k", "torch_computes_on_cpu or test_driver")
+    assert recorded["status"] == 0, recorded["out"][-2000:]
+    path = next((tmp_path / "rec").glob("gpuenv-recording-*.json"))
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert "nvmlInit" in data["system"]
+    replayed = run_suite("--replay", str(path), "--expect-gpus", "0", "--json", str(tmp_path / "r.json"), "-k", "torch_computes_on_cpu or recorded or test_driver")
+    assert replayed["status"] == 0, replayed["out"][-2000:]
+    rows = {c["check"]: c for c in checks(json.loads((tmp_path / "r.json").read_text(encoding="utf-8")))}
+    assert rows["recorded: torch matmul correct (cpu)"]["verdict"] == "pass"
+    assert rows["torch computes on cpu"]["verdict"] == "skip" and "recorded measurements" in rows["torch computes on cpu"]["reason"]
+    nvml_error = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["host"]["nvml"]["error"]
+    live = nvml.read_host()
+    assert nvml_error == live.error  # the recorded host's NVML state, replayed
