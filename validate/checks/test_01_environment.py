@@ -95,8 +95,9 @@ def _memory_text(gpu: nvml.GpuInfo) -> str:
 
 
 def test_gpu_health(gpu: nvml.GpuInfo, suite, record):
-    """One GPU's identity and health: ECC errors, PCIe link width, power limit against its default,
-    compute mode. Clock slowdowns and the PCIe generation are judged under the sustained load."""
+    """One GPU's identity and health: ECC errors, the PCIe link against the platform, power limit
+    against its default, compute mode. The link is judged only when read under load (else the
+    sustained load judges it); clock slowdowns are judged under the sustained load."""
     record.add("gpu identity", f"{gpu.name} cc {gpu.compute_capability} {gpu.pci_bus_id}", gpu=gpu.uuid)
     record.add("memory", _memory_text(gpu), gpu=gpu.uuid)
     record.add("ecc uncorrected errors", str(gpu.ecc_uncorrected_volatile), ecc_verdict(gpu.ecc_uncorrected_volatile), gpu=gpu.uuid)
@@ -131,10 +132,12 @@ def _pcie(gpu: nvml.GpuInfo, suite, record) -> None:
     if loaded:
         baseline = suite.baseline_for(gpu.name, "pcie generation")
         gen = pcie_gen_verdict(gpu.pcie_link_gen, gpu.pcie_link_gen_gpu_max, gpu.pcie_link_gen_max, baseline)
-    else:
+    elif gpu.pcie_link_gen_max is None:
+        gen = Verdict(SKIP, "the platform's PCIe generation", "NVML does not report the PCIe generation")
+    else:  # at idle only what the platform allows is told (a slot slower than the GPU is as built)
         expected = pcie_gen_verdict(gpu.pcie_link_gen_max, gpu.pcie_link_gen_gpu_max, gpu.pcie_link_gen_max)
-        note = expected.reason if expected.verdict == INFO else ""
-        gen = Verdict(INFO if gpu.pcie_link_gen_max else SKIP, expected.threshold, (note + "; " if note else "") + "read at idle: judged under load")
+        note = expected.reason + "; " if expected.verdict == INFO else ""
+        gen = Verdict(INFO, expected.threshold, note + "read at idle: judged under load")
     record.add(
         "pcie generation",
         f"gen{gpu.pcie_link_gen} {when} (GPU max gen{gpu.pcie_link_gen_gpu_max}, with slot gen{gpu.pcie_link_gen_max})",
