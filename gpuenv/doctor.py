@@ -17,10 +17,10 @@ from validate.tables import format_table
 CDI_DIRS = (Path("/etc/cdi"), Path("/var/run/cdi"))
 
 
-def probe_nvml() -> dict[str, Any]:
+def probe_nvml(host_file: str | None = None) -> dict[str, Any]:
     from gpuenv.host import read_host
 
-    host = read_host()
+    host = read_host(host_file)
     if host.error:
         return {"available": False, "why": host.error}
     return {"available": True, **host.to_dict()}
@@ -49,11 +49,11 @@ def probe_docker() -> dict[str, Any]:
     }
 
 
-def probe_recommendation(framework: str) -> dict[str, Any]:
+def probe_recommendation(framework: str, host_file: str | None = None) -> dict[str, Any]:
     from gpuenv.host import resolve_for_host
 
     try:
-        stack = resolve_for_host(framework=framework)
+        stack = resolve_for_host(framework=framework, host_file=host_file)
     except GpuenvError as err:
         return {"available": False, "why": err.render()}
     return {"available": True, **stack.to_dict()}
@@ -94,14 +94,23 @@ def _safe(probe, *args) -> dict[str, Any]:
         return {"available": False, "why": f"could not collect: {type(err).__name__}: {err}"}
 
 
-def collect_report() -> dict[str, Any]:
-    return {
+def collect_report(host_file: str | None = None) -> dict[str, Any]:
+    """The report; with `host_file` the driver, GPUs and recommended stacks are the captured
+    server's (Docker, the data and the settings stay this machine's)."""
+    from gpuenv.host import read_host
+
+    if host_file:
+        read_host(host_file)  # a file that is no capture is the user's mistake: one line, exit 2
+    report = {
         "host": {"hostname": platform.node(), "os": platform.platform(), "python": platform.python_version()},
-        "nvml": _safe(probe_nvml),
+        "nvml": _safe(probe_nvml, host_file),
         "docker": _safe(probe_docker),
-        "recommended": {fw: _safe(probe_recommendation, fw) for fw in ("torch", "tensorflow")},
+        "recommended": {fw: _safe(probe_recommendation, fw, host_file) for fw in ("torch", "tensorflow")},
         "compat_data": _safe(probe_compat_data),
     }
+    if host_file:
+        report["host_file"] = host_file
+    return report
 
 
 #: Width of the label column: the longest label ("tensorflow") and two spaces, so no label runs into its value.
@@ -114,6 +123,8 @@ def _line(label: str, value: str) -> str:
 
 def format_report(report: dict[str, Any]) -> str:
     lines = [_line("host", f"{report['host']['hostname']}  ({report['host']['os']}, Python {report['host']['python']})")]
+    if report.get("host_file"):
+        lines.append(_line("captured", f"{report['host_file']}: driver, GPUs and recommended stacks below are that server's"))
     nvml = report["nvml"]
     if nvml.get("available"):
         lines.append(_line("driver", f"{nvml['driver_version']}  (CUDA driver API {nvml['cuda_driver_version']})"))

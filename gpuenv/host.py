@@ -9,11 +9,39 @@ from gpuenv.resolve import Request, resolve_stack, split_arch_list
 from gpuenv.stack import Stack
 
 
-def read_host():
-    """This host's driver and GPUs through NVML (`validate.nvml`, the one module that talks to it)."""
+def read_host(host_file: str | None = None):
+    """The driver and GPUs through NVML (`validate.nvml`, the one module that talks to it): this
+    host's, or a server's from a capture (`nvidia-smi -q -x`, `-q`, or a `python -m validate
+    --record` file) replayed through the same readers, so a stack is chosen for a server from a
+    workstation. A file that is no capture is a BadInput naming it."""
     from validate.nvml import read_host as _read
 
-    return _read()
+    if not host_file:
+        return _read()
+    from gpuenv.errors import BadInput
+    from validate.capture import CaptureError, load_capture
+    from validate.capture_replay import ReplayNvml
+
+    try:
+        recording = load_capture(host_file)
+    except CaptureError as err:
+        raise BadInput(f"--host {err}", fix="capture the server with: nvidia-smi -q -x > server.xml") from None
+    return _read(ReplayNvml(recording))
+
+
+def capture_archs(host, host_file: str) -> tuple[str, ...]:
+    """The compute capabilities of a captured server's GPUs. nvidia-smi does not print them, so they
+    come from validate/gpu_archs.yaml by product name; a product not there is an error that says
+    so (never a guess) and how to go on."""
+    from gpuenv.errors import BadInput
+
+    unknown = sorted({g.name for g in host.gpus if not g.compute_capability})
+    if unknown:
+        raise BadInput(
+            f"--host {host_file}: the compute capability of {', '.join(unknown)} is unknown (not in validate/gpu_archs.yaml)",
+            fix="give it with --gpu-arch X.Y (https://developer.nvidia.com/cuda-gpus), or add the product there with its source",
+        )
+    return tuple(sorted({g.compute_capability for g in host.gpus if g.compute_capability}))
 
 
 def request_for_host(
@@ -28,8 +56,10 @@ def request_for_host(
     detect: bool = True,
     strict_driver: bool = False,
     wheelhouse: str | None = None,
+    host_file: str | None = None,
 ) -> Request:
-    """A Request from command-line values; the driver and GPU architectures come from NVML when not given.
+    """A Request from command-line values; the driver and GPU architectures come from NVML when not given
+    (from a captured server's with `host_file`).
 
     With a wheelhouse folder the resolver considers only the framework wheels it holds.
     """
@@ -39,7 +69,17 @@ def request_for_host(
     archs = tuple(split_arch_list(gpu_arch))
     source = "--driver"
     wants_gpu = str(cuda or "").strip().lower() not in ("cpu", "none")
-    if detect and wants_gpu and (driver is None or not archs):
+    if host_file and wants_gpu and (driver is None or not archs):
+        host = read_host(host_file)
+        if host.error or not host.driver_version:
+            from gpuenv.errors import BadInput
+
+            raise BadInput(f"--host {host_file}: the capture names no driver ({host.error or 'no driver version'})", fix="capture it with nvidia-smi -q -x on the server")
+        if driver is None:
+            driver, source = host.driver_version, f"read from {host_file}"
+        if not archs:
+            archs = capture_archs(host, host_file)
+    elif detect and wants_gpu and (driver is None or not archs):
         host = read_host()
         if host.error is None and host.driver_version:
             if driver is None:

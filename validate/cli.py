@@ -41,6 +41,10 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer cases, a 10 s load: about a minute on one GPU")
     parser.add_argument("--save-baseline", metavar="PATH", help="save this run's figures as a known-good baseline")
     parser.add_argument("--baseline", metavar="PATH", help="compare with a baseline from a known-good server of the same GPU model")
+    parser.add_argument("--replay", metavar="FILE", help="judge a recorded host instead of this one: an nvidia-smi -q -x (or -q) capture, "
+                        "or a file written by --record; checks that need a framework on that host skip")
+    parser.add_argument("--record", metavar="DIR", help="also write this host's NVML answers, probe results and figures to DIR "
+                        "(gpuenv-nvml-recording/1 JSON, for a bug report or a later --replay)")
     return parser.parse_known_args(argv)
 
 
@@ -63,6 +67,10 @@ def pytest_args(args: argparse.Namespace, extra: list[str], junit_path: str | No
         out += ["--save-baseline", args.save_baseline]
     if args.baseline:
         out += ["--baseline", args.baseline]
+    if args.replay:
+        out += ["--replay", args.replay]
+    if args.record:
+        out += ["--record", args.record]
     return out + extra
 
 
@@ -102,6 +110,20 @@ def preflight(args: argparse.Namespace) -> str | None:
             load_baseline(args.baseline)
         except BaselineError as err:
             return f"--baseline: {err}"
+    if args.replay:
+        from validate.capture import CaptureError, load_capture
+
+        try:
+            load_capture(args.replay)
+        except CaptureError as err:
+            return f"--replay: {err}"
+    if args.record:
+        folder = Path(args.record)
+        if folder.exists() and not folder.is_dir():
+            return f"--record: {args.record} is a file: give a folder for the recording"
+        problem = unwritable(str(folder / "gpuenv-recording.json"))
+        if problem:
+            return f"--record: {problem}"
     if args.expect_gpus is not None and args.expect_gpus < 0:
         return f"--expect-gpus must be 0 or more, got {args.expect_gpus}"
     return None

@@ -8,7 +8,9 @@ comes from pytest's own `--junitxml`. Teams add checks as `test_*.py` files in `
 
 from __future__ import annotations
 
+import json
 import os
+import platform
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -65,6 +67,11 @@ class Suite:
         #: The caller's CUDA_VISIBLE_DEVICES: every child probe narrows it, never widens it.
         self.caller_mask: str | None = os.environ.get("CUDA_VISIBLE_DEVICES")
         os.environ["CUDA_DEVICE_ORDER"] = DEVICE_ORDER
+        self.replay: dict[str, Any] | None = None  # the recording judged instead of this host
+        self.recorder: Any = None  # records this host's NVML answers (--record)
+        self.record_dir: str | None = config.getoption("validate_record")
+        self.framework_tests: set[str] = set()  # checks that cannot run on a replayed host
+        self._use_nvml(config.getoption("validate_replay"))
         self.host = nvml.read_host()
         nvidia_visible = os.environ.get("NVIDIA_VISIBLE_DEVICES")
         self.expectation: GpuExpectation | None = expected_gpus(
@@ -90,6 +97,31 @@ class Suite:
             raise pytest.UsageError(f"validate: {err}") from None
         self._tf_info: ProbeResult | None = None
         self._tf_memory: tuple[int, ProbeResult] | None = None
+
+    def _use_nvml(self, replay_path: str | None) -> None:
+        """Replay a capture instead of this host's NVML, and/or record every answer used."""
+        from validate.capture import CaptureError, load_capture
+        from validate.capture_replay import RecordingNvml, ReplayNvml
+
+        module: Any = None
+        if replay_path:
+            try:
+                self.replay = load_capture(replay_path)
+            except CaptureError as err:
+                raise pytest.UsageError(f"validate: --replay: {err}") from None
+            module = ReplayNvml(self.replay)
+        if self.record_dir:
+            if module is None:
+                module, error = nvml._import()
+                if module is None:
+                    raise pytest.UsageError(f"validate: --record: {error}")
+            self.recorder = RecordingNvml(module, source=f"python -m validate --record on {platform.node() or 'this host'}")
+            module = self.recorder
+        nvml.use_module(module)
+
+    @property
+    def replayed_from(self) -> str | None:
+        return self.host.replayed_from
 
     @property
     def gpu_names(self) -> dict[str, str]:
@@ -158,6 +190,27 @@ class Suite:
 
     def baseline_for(self, gpu_name: str | None, check: str) -> float | None:
         return baseline_value(self.baseline, gpu_name, check)
+
+    def recorded_records(self, nodeid: str | None = None) -> list[dict[str, Any]]:
+        """The report lines a --record run kept, of checks this replay cannot run (one, or all)."""
+        kept = (self.replay or {}).get("records") or []
+        wanted = self.framework_tests if nodeid is None else {nodeid}
+        # lines a replay wrote were never measured on a host: only a live run's lines count
+        return [r for r in kept if isinstance(r, dict) and r.get("test") in wanted and not r.get("replayed")]
+
+    def write_recording(self, exit_status: int) -> str:
+        """Write gpuenv's recording of this run into --record DIR; returns its path."""
+        from validate.files import write_text_atomic
+
+        data = self.recorder.recording()
+        data["records"] = [r.to_dict() for r in self.records]
+        data["frameworks"] = self.frameworks
+        data["pytest_exit_status"] = exit_status
+        folder = Path(self.record_dir or ".")
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"gpuenv-recording-{platform.node() or 'host'}-{time.strftime('%Y%m%dT%H%M%S')}.json"
+        write_text_atomic(path, json.dumps(data, indent=1, default=str) + "\n")
+        return str(path)
 
     def say_now(self, line: str) -> None:
         """A line on the terminal now, not after the check (pytest captures output meanwhile)."""
@@ -258,6 +311,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="save this run's figures as the known-good baseline for its GPU model")
     group.addoption("--baseline", dest="validate_baseline", default=None, metavar="PATH",
                     help="compare figures with a baseline saved on a known-good server of the same model")
+    group.addoption("--replay", dest="validate_replay", default=None, metavar="FILE",
+                    help="judge a recorded host (nvidia-smi -q -x or -q capture, or a --record file) instead of this one")
+    group.addoption("--record", dest="validate_record", default=None, metavar="DIR",
+                    help="write this host's NVML answers, probe results and figures to DIR (gpuenv-nvml-recording/1)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -274,7 +331,27 @@ def exclusive_first(items: list[Any], isolated: Callable[[Any], bool], first: Ca
     return head + [i for i in rest if isolated(i)] + [i for i in rest if not isolated(i)]
 
 
+#: Fixtures that need a framework running on the host itself: a replayed host cannot give them.
+FRAMEWORK_FIXTURES = frozenset({"torch", "tf_info", "cuda_device"})
+#: Checks about this process and machine (its environment, its /dev/shm), not the recorded host.
+LOCAL_CHECKS = frozenset({"test_device_order", "test_shared_memory"})
+
+
+def needs_this_host(item: pytest.Item) -> str | None:
+    """Why a check cannot run on a replayed host (None: it is NVML-driven and replays)."""
+    name = getattr(item, "originalname", item.name)
+    if name in LOCAL_CHECKS:
+        return "it checks this machine, not the recorded host"
+    fixtures = set(getattr(item, "fixturenames", ()))
+    if fixtures & FRAMEWORK_FIXTURES or item.get_closest_marker("isolated") is not None:
+        return "it runs PyTorch/TensorFlow on the host itself"
+    return None
+
+
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    suite = config.stash[SUITE]
+    if suite.replayed_from:
+        suite.framework_tests = {item.nodeid for item in items if needs_this_host(item)}
     if config.stash[SUITE].exclusive:
         items[:] = exclusive_first(
             items,
@@ -290,6 +367,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         params: list[Any] = list(gpus) or [None]
         ids = [f"gpu{g.index}" for g in gpus] or ["no-gpu"]
         metafunc.parametrize("gpu", params, ids=ids, indirect=True)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """On a replayed host, checks that need the host itself skip with that reason."""
+    suite = item.config.stash[SUITE]
+    if suite.replayed_from:
+        why = needs_this_host(item)
+        if why:
+            held = " (the recording's result is under 'recorded measurements')" if suite.recorded_records(item.nodeid) else ""
+            pytest.skip(f"replayed host ({suite.replayed_from}): {why}{held}")
 
 
 @pytest.fixture(scope="session")
@@ -407,6 +495,8 @@ def _failure_reason(call: pytest.CallInfo[None]) -> str:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
     """Turn a check's records (and its skip or error) into report lines and JUnit properties."""
     records = item.stash.get(RECORDS, [])
+    if call.when == "setup" and item.config.stash[SUITE].replayed_from:
+        item.user_properties.append(("replayed", str(item.config.stash[SUITE].replayed_from)))
     if call.when == "call":
         if records and records[0].seconds is not None:  # session probes started in setup count too
             records[0].seconds = round(records[0].seconds + item.stash.get(SETUP_SECONDS, 0.0), 3)
@@ -427,6 +517,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
         extra.append(Record(check, gpu, "-", "-", FAIL, round(report.duration, 3), _failure_reason(call), None, item.nodeid))
     elif report.passed and not records:
         extra.append(Record(check, gpu, "ok", "-", PASS, round(report.duration, 3), "", None, item.nodeid))
+    if suite.replayed_from:
+        for r in records + extra:
+            r.replayed = True
     suite.records.extend(records + extra)
 
 
@@ -434,6 +527,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     suite = config.stash[SUITE]
     index = {gpu.uuid: gpu.index for gpu in suite.host.gpus}
     terminalreporter.section("gpuenv validation report")
+    if suite.replayed_from:
+        terminalreporter.write_line(f"REPLAYED: every line judges the recorded host {suite.replayed_from}, not this machine")
     driver = suite.host.driver_version or "-"
     terminalreporter.write_line(
         f"driver {driver}, CUDA driver {suite.host.cuda_driver_version or '-'}, "
@@ -461,5 +556,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             terminalreporter.write_line(f"baseline saved: {suite.save_baseline_path}")
         except OSError as err:
             suite.write_errors.append(f"cannot write the baseline {suite.save_baseline_path}: {err.strerror or err}")
+    if suite.recorder is not None:
+        try:
+            terminalreporter.write_line(f"recording: {suite.write_recording(int(exitstatus))}")
+        except OSError as err:
+            suite.write_errors.append(f"cannot write the recording into {suite.record_dir}: {err.strerror or err}")
     for problem in suite.write_errors:
         terminalreporter.write_line(f"validate: {problem}")

@@ -196,7 +196,11 @@ def device_list(value: str | None, listdir: Callable[[str], list[str]] = os.list
 
 
 def normalise_pci_bus_id(bus_id: str) -> str:
-    """NVML says "00000000:17:00.0", TensorFlow "0000:17:00.0": compare them in one form."""
+    """NVML says "00000000:17:00.0", TensorFlow "0000:17:00.0": compare them in one form.
+    Anything else ("unknown" when NVML could not read it) comes back lower-cased as it is, so
+    it matches no real bus id instead of raising."""
     parts = bus_id.strip().lower().split(":")
+    if len(parts) not in (2, 3) or not all(re.fullmatch(r"[0-9a-f]+(\.[0-9a-f]+)?", p) for p in parts):
+        return bus_id.strip().lower()
     domain = int(parts[0], 16) if len(parts) == 3 else 0
     return f"{domain:04x}:{parts[-2]}:{parts[-1]}"

@@ -42,6 +42,15 @@ COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclu
 
 
 @dataclass
+class GpuProcess:
+    """A process holding a GPU (host PID; NVML cannot always say how much memory it holds)."""
+
+    pid: int
+    used_bytes: int | None = None
+    name: str | None = None
+
+
+@dataclass
 class MigDevice:
     """One MIG instance of a GPU in MIG mode; CUDA sees it as a device of its own."""
 
@@ -76,6 +85,17 @@ class GpuInfo:
     mig_enabled: bool | None = None
     mig_devices: list[MigDevice] = field(default_factory=list)
     nvlink_active_links: int | None = None
+    # Health as DCGM reads it (None: not supported or not reported by this GPU / driver).
+    compute_processes: list[GpuProcess] = field(default_factory=list)  # compute-only processes
+    graphics_processes: list[GpuProcess] = field(default_factory=list)  # graphics and compute+graphics
+    retired_pages_pending: bool | None = None
+    remapped_rows_pending: bool | None = None
+    remapped_rows_failure: bool | None = None
+    remapped_rows_uncorrectable: int | None = None
+    applications_clocks_mhz: tuple[int | None, int | None] | None = None  # (graphics, memory) set
+    default_applications_clocks_mhz: tuple[int | None, int | None] | None = None
+    persistence_mode: bool | None = None
+    utilization_percent: int | None = None  # GPU busy when the host was read (PCIe is judged under load)
     multiprocessor_count: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -88,6 +108,8 @@ class UnreadableGpu:
 
     index: int
     error: str
+    uuid: str | None = None
+    pci_bus_id: str | None = None
 
 
 @dataclass
@@ -99,15 +121,19 @@ class HostInfo:
     gpus: list[GpuInfo] = field(default_factory=list)
     error: str | None = None
     unreadable: list[UnreadableGpu] = field(default_factory=list)
+    replayed_from: str | None = None  # the capture or recording this host was read from, if any
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "driver_version": self.driver_version,
             "cuda_driver_version": self.cuda_driver_version,
             "gpus": [gpu.to_dict() for gpu in self.gpus],
             "unreadable": [asdict(u) for u in self.unreadable],
             "error": self.error,
         }
+        if self.replayed_from:
+            data["replayed_from"] = self.replayed_from
+        return data
 
     @property
     def mig_gpus(self) -> list[GpuInfo]:
@@ -119,11 +145,31 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+class GpuLost(Exception):
+    """A query answered GpuIsLost: the GPU fell off the bus, so none of its answers count."""
+
+
+def _lost(err: BaseException) -> bool:
+    """GpuIsLost (15) or ResetRequired (16): the GPU cannot be used until it is reset."""
+    return type(err).__name__ in ("NVMLError_GpuIsLost", "NVMLError_ResetRequired") or getattr(err, "value", None) in (15, 16)
+
+
 def _optional(probe: Callable[[], T]) -> T | None:
     """One optional NVML query: its value, or None when this GPU/driver does not support it."""
     try:
         return probe()
     except Exception:  # NVMLError_NotSupported, _NoPermission, a symbol missing in an old driver ...
+        return None
+
+
+def _gpu_field(probe: Callable[[], T]) -> T | None:
+    """One optional field of a GPU being read: None when unsupported, but GpuIsLost is raised,
+    so a lost GPU is reported lost (read_host's `unreadable`), never half-read."""
+    try:
+        return probe()
+    except Exception as err:
+        if _lost(err):
+            raise GpuLost(_describe(err)) from err
         return None
 
 
@@ -154,9 +200,22 @@ def _import() -> tuple[Any, str | None]:
     return pynvml, None
 
 
+#: The NVML module every reader uses when given none: pynvml, or what `use_module` set (a replayed
+#: capture for --replay, a recorder around pynvml for --record).
+_MODULE: Any = None
+
+
+def use_module(nv: Any) -> None:
+    """Make every reader (read_host, the memory readers, the Sampler) use this NVML module."""
+    global _MODULE
+    _MODULE = nv
+
+
 def _init(nv: Any = None) -> tuple[Any, str | None]:
     """Initialise NVML: (module, None) or (None, why not). Catches every error, not only NVMLError:
     nvidia-ml-py raises NVMLLibraryMismatchError (not an NVMLError) when it and the library differ."""
+    if nv is None:
+        nv = _MODULE
     if nv is None:
         nv, error = _import()
         if nv is None:
@@ -208,41 +267,73 @@ def _mig_devices(nv: Any, handle: Any) -> list[MigDevice]:
         if uuid is None:
             continue
         memory = _optional(lambda: nv.nvmlDeviceGetMemoryInfo(mig))
-        out.append(MigDevice(slot, uuid, None if memory is None else int(memory.total)))
+        out.append(MigDevice(slot, uuid, None if memory is None else int(memory.total), _multiprocessors(nv, mig)))
     return out
+
+
+def _multiprocessors(nv: Any, handle: Any) -> int | None:
+    """SM count from nvmlDeviceGetAttributes (MIG instances; whole GPUs where supported)."""
+    attributes = _optional(lambda: nv.nvmlDeviceGetAttributes(handle))
+    count = getattr(attributes, "multiprocessorCount", None) if attributes is not None else None
+    return int(count) if count else None
+
+
+def _processes(nv: Any, handle: Any, function: str) -> list[GpuProcess] | None:
+    listed = _optional(lambda: getattr(nv, function)(handle))
+    if listed is None:
+        return None
+    out = []
+    for proc in listed:
+        used = getattr(proc, "usedGpuMemory", None)
+        name = _optional(lambda: _text(nv.nvmlSystemGetProcessName(proc.pid)))
+        out.append(GpuProcess(int(proc.pid), None if used is None else int(used), name))
+    return out
+
+
+def _clock_pair(nv: Any, handle: Any, function: str) -> tuple[int | None, int | None] | None:
+    graphics = _optional(lambda: int(getattr(nv, function)(handle, getattr(nv, "NVML_CLOCK_GRAPHICS", 0))))
+    memory = _optional(lambda: int(getattr(nv, function)(handle, getattr(nv, "NVML_CLOCK_MEM", 2))))
+    return None if graphics is None and memory is None else (graphics, memory)
 
 
 def _read_gpu(nv: Any, index: int) -> GpuInfo:
     handle = nv.nvmlDeviceGetHandleByIndex(index)
     # Memory is optional: inside a container a MIG GPU answers NoPermission for the parent.
-    memory = _optional(lambda: nv.nvmlDeviceGetMemoryInfo(handle))
-    capability = _optional(lambda: nv.nvmlDeviceGetCudaComputeCapability(handle))
-    ecc_mode = _optional(lambda: nv.nvmlDeviceGetCurrentEccMode(handle))
-    power_mw = _optional(lambda: nv.nvmlDeviceGetEnforcedPowerLimit(handle))
-    default_mw = _optional(lambda: nv.nvmlDeviceGetPowerManagementDefaultLimit(handle))
+    memory = _gpu_field(lambda: nv.nvmlDeviceGetMemoryInfo(handle))
+    capability = _gpu_field(lambda: nv.nvmlDeviceGetCudaComputeCapability(handle))
+    ecc_mode = _gpu_field(lambda: nv.nvmlDeviceGetCurrentEccMode(handle))
+    power_mw = _gpu_field(lambda: nv.nvmlDeviceGetEnforcedPowerLimit(handle))
+    default_mw = _gpu_field(lambda: nv.nvmlDeviceGetPowerManagementDefaultLimit(handle))
     reasons = _clock_event_reasons(nv, handle)
-    mode = _optional(lambda: nv.nvmlDeviceGetComputeMode(handle))
-    mig_mode = _optional(lambda: nv.nvmlDeviceGetMigMode(handle))
+    mode = _gpu_field(lambda: nv.nvmlDeviceGetComputeMode(handle))
+    mig_mode = _gpu_field(lambda: nv.nvmlDeviceGetMigMode(handle))
     mig_enabled = None if mig_mode is None else bool(mig_mode[0] == getattr(nv, "NVML_DEVICE_MIG_ENABLE", 1))
+    compute = _processes(nv, handle, "nvmlDeviceGetComputeRunningProcesses") or []
+    graphics = _processes(nv, handle, "nvmlDeviceGetGraphicsRunningProcesses") or []
+    graphic_pids = {p.pid for p in graphics}
+    rows = _gpu_field(lambda: nv.nvmlDeviceGetRemappedRows(handle))
+    pending = _gpu_field(lambda: nv.nvmlDeviceGetRetiredPagesPendingStatus(handle))
+    persistence = _gpu_field(lambda: nv.nvmlDeviceGetPersistenceMode(handle))
+    utilization = _gpu_field(lambda: nv.nvmlDeviceGetUtilizationRates(handle))
     return GpuInfo(
         index=index,
         name=_text(nv.nvmlDeviceGetName(handle)),
         uuid=_text(nv.nvmlDeviceGetUUID(handle)),
-        pci_bus_id=_optional(lambda: _text(nv.nvmlDeviceGetPciInfo(handle).busId)) or "unknown",
+        pci_bus_id=_gpu_field(lambda: _text(nv.nvmlDeviceGetPciInfo(handle).busId)) or "unknown",
         compute_capability=f"{capability[0]}.{capability[1]}" if capability else None,
         memory_total_bytes=None if memory is None else int(memory.total),
         memory_used_bytes=None if memory is None else int(memory.used),
         ecc_enabled=None if ecc_mode is None else bool(ecc_mode),
-        ecc_uncorrected_volatile=_optional(
+        ecc_uncorrected_volatile=_gpu_field(
             lambda: int(
                 nv.nvmlDeviceGetTotalEccErrors(handle, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC)
             )
         ),
-        pcie_link_gen=_optional(lambda: nv.nvmlDeviceGetCurrPcieLinkGeneration(handle)),
-        pcie_link_gen_max=_optional(lambda: nv.nvmlDeviceGetMaxPcieLinkGeneration(handle)),
-        pcie_link_gen_gpu_max=_optional(lambda: nv.nvmlDeviceGetGpuMaxPcieLinkGeneration(handle)),
-        pcie_link_width=_optional(lambda: nv.nvmlDeviceGetCurrPcieLinkWidth(handle)),
-        pcie_link_width_max=_optional(lambda: nv.nvmlDeviceGetMaxPcieLinkWidth(handle)),
+        pcie_link_gen=_gpu_field(lambda: nv.nvmlDeviceGetCurrPcieLinkGeneration(handle)),
+        pcie_link_gen_max=_gpu_field(lambda: nv.nvmlDeviceGetMaxPcieLinkGeneration(handle)),
+        pcie_link_gen_gpu_max=_gpu_field(lambda: nv.nvmlDeviceGetGpuMaxPcieLinkGeneration(handle)),
+        pcie_link_width=_gpu_field(lambda: nv.nvmlDeviceGetCurrPcieLinkWidth(handle)),
+        pcie_link_width_max=_gpu_field(lambda: nv.nvmlDeviceGetMaxPcieLinkWidth(handle)),
         power_limit_watts=None if power_mw is None else power_mw / 1000.0,
         power_default_limit_watts=None if default_mw is None else default_mw / 1000.0,
         throttle_reasons=None if reasons is None else throttle_reason_names(reasons),
@@ -250,18 +341,53 @@ def _read_gpu(nv: Any, index: int) -> GpuInfo:
         mig_enabled=mig_enabled,
         mig_devices=_mig_devices(nv, handle) if mig_enabled else [],
         nvlink_active_links=_nvlink_active(nv, handle),
+        compute_processes=[p for p in compute if p.pid not in graphic_pids],
+        graphics_processes=graphics,
+        retired_pages_pending=None if pending is None else bool(pending == getattr(nv, "NVML_FEATURE_ENABLED", 1)),
+        remapped_rows_pending=None if rows is None else bool(rows[2]),
+        remapped_rows_failure=None if rows is None else bool(rows[3]),
+        remapped_rows_uncorrectable=None if rows is None else int(rows[1]),
+        applications_clocks_mhz=_clock_pair(nv, handle, "nvmlDeviceGetApplicationsClock"),
+        default_applications_clocks_mhz=_clock_pair(nv, handle, "nvmlDeviceGetDefaultApplicationsClock"),
+        persistence_mode=None if persistence is None else bool(persistence),
+        utilization_percent=None if utilization is None else int(utilization.gpu),
+        multiprocessor_count=_multiprocessors(nv, handle),
     )
+
+
+def _unreadable(nv: Any, index: int, err: BaseException) -> UnreadableGpu:
+    """A GPU that could not be read, named by what NVML still says about it (UUID, PCI bus)."""
+    reason = str(err) if isinstance(err, GpuLost) else _describe(err)
+
+    def quietly(read: Callable[[], str]) -> str | None:
+        try:
+            return read()
+        except Exception:
+            return None
+
+    handle = quietly(lambda: nv.nvmlDeviceGetHandleByIndex(index))
+    uuid = quietly(lambda: _text(nv.nvmlDeviceGetUUID(handle))) if handle is not None else None
+    bus = quietly(lambda: _text(nv.nvmlDeviceGetPciInfo(handle).busId)) if handle is not None else None
+    named = ", ".join(x for x in (bus, uuid) if x)
+    where = f"GPU {index}" + (f" ({named})" if named else "")
+    fix = ""
+    if "GpuIsLost" in reason:
+        fix = "; the GPU fell off the bus: drain the node, then reset the GPU (nvidia-smi -r) or reboot, and check dmesg for Xid errors"
+    elif "ResetRequired" in reason:
+        fix = f"; the GPU needs a reset: drain it, then nvidia-smi -r -i {index} (or reboot)"
+    return UnreadableGpu(index, f"NVML cannot read {where}: {reason}{fix}", uuid, bus)
 
 
 def read_host(nv: Any = None) -> HostInfo:
     """Driver, CUDA driver version and every GPU, each read on its own; never raises."""
     nv, error = _init(nv)
     if nv is None:
-        return HostInfo(error=error)
+        return HostInfo(error=error, replayed_from=getattr(_MODULE, "replayed_from", None))
     try:
         info = HostInfo(
             driver_version=_optional(lambda: _text(nv.nvmlSystemGetDriverVersion())),
             cuda_driver_version=_optional(lambda: cuda_version_text(nv.nvmlSystemGetCudaDriverVersion_v2())),
+            replayed_from=getattr(nv, "replayed_from", None),
         )
         try:
             count = int(nv.nvmlDeviceGetCount())
@@ -271,7 +397,7 @@ def read_host(nv: Any = None) -> HostInfo:
             try:
                 info.gpus.append(_read_gpu(nv, index))
             except Exception as err:  # one lost GPU must not hide the others
-                info.unreadable.append(UnreadableGpu(index, f"NVML cannot read GPU {index}: {_describe(err)}"))
+                info.unreadable.append(_unreadable(nv, index, err))
         return info
     finally:
         _optional(nv.nvmlShutdown)
@@ -327,6 +453,7 @@ class Sample:
     temperature_c: int | None
     pcie_link_gen: int | None
     reasons: list[str] | None
+    pcie_link_width: int | None = None  # under load: an idle link may narrow, a loaded one must not
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -365,6 +492,7 @@ class Sampler:
                     temperature_c=_optional(lambda: int(nv.nvmlDeviceGetTemperature(handle, getattr(nv, "NVML_TEMPERATURE_GPU", 0)))),
                     pcie_link_gen=_optional(lambda: int(nv.nvmlDeviceGetCurrPcieLinkGeneration(handle))),
                     reasons=None if reasons is None else throttle_reason_names(reasons),
+                    pcie_link_width=_optional(lambda: int(nv.nvmlDeviceGetCurrPcieLinkWidth(handle))),
                 )
             )
         return out

@@ -28,6 +28,7 @@ class Record:
     reason: str = ""
     value: float | None = None  # the number a baseline compares, when there is one
     test: str = ""
+    replayed: bool = False  # judged on a recorded host (--replay), not on this one
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -50,7 +51,7 @@ def render_table(records: list[Record], gpu_index: dict[str, int]) -> str:
             _gpu_label(r.gpu, gpu_index),
             r.measured,
             r.threshold,
-            r.verdict,
+            f"{r.verdict} (replayed)" if r.replayed else r.verdict,
             "" if r.seconds is None else f"{r.seconds:.2f}s",
         )
         for r in records

@@ -199,13 +199,19 @@ def host_to_device_verdict(measured_gbs: float, generation: int | None, width: i
     )
 
 
-def pcie_width_verdict(current: int | None, maximum: int | None) -> Verdict:
-    """A link trained narrower than the GPU and slot allow (x8 of x16) halves every copy."""
+def pcie_width_verdict(current: int | None, maximum: int | None, under_load: bool = False) -> Verdict:
+    """The link width against what the GPU and slot allow together (NVML's maximum is already the
+    lower of the two, so an as-built x8 slot reads x8 of x8). Judged only under load: an idle link
+    may train down to save power, so a narrow idle reading is information, not a fault."""
     if current is None or maximum is None:
         return Verdict(SKIP, "link width not reported", "NVML does not report the PCIe link width")
+    threshold = f"x{maximum} under load"
+    if not under_load:
+        note = "" if current >= maximum else f"x{current} of x{maximum} at idle: links narrow at idle, the width is judged under load"
+        return Verdict(INFO, threshold, note)
     if current >= maximum:
-        return Verdict(PASS, f"x{maximum}")
-    return Verdict(FAIL, f"x{maximum}", f"PCIe link runs at x{current}, the GPU and slot allow x{maximum}")
+        return Verdict(PASS, threshold, "" if maximum >= 16 else f"as built: the slot gives x{maximum} (not a GPU fault)")
+    return Verdict(FAIL, threshold, f"PCIe link runs at x{current} under load, the GPU and slot allow x{maximum}: reseat the GPU or check the riser/slot")
 
 
 def ecc_verdict(uncorrected: int | None) -> Verdict:
@@ -449,17 +455,23 @@ def power_limit_verdict(enforced_watts: float | None, default_watts: float | Non
     )
 
 
-def pcie_gen_verdict(under_load: int | None, gpu_max: int | None, slot_max: int | None = None) -> Verdict:
-    """The PCIe generation reached under load against the GPU's own maximum. Judged under load
-    because an idle link drops to Gen1 to save power; against the GPU's maximum (not NVML's
-    GPU-and-slot maximum) so that a Gen5 card trained down to Gen4 fails."""
-    if under_load is None or gpu_max is None:
-        return Verdict(SKIP, "GPU's own PCIe generation", "NVML does not report the PCIe generation under load")
-    threshold = f"gen{gpu_max} (the GPU's own maximum)"
-    if under_load >= gpu_max:
-        return Verdict(PASS, threshold)
-    where = f"; GPU and slot together allow gen{slot_max}: the slot, riser or BIOS setting limits it" if slot_max and slot_max < gpu_max else ""
-    return Verdict(FAIL, threshold, f"PCIe link runs at gen{under_load} under load, the GPU supports gen{gpu_max}{where}")
+def pcie_gen_verdict(under_load: int | None, gpu_max: int | None, slot_max: int | None = None, baseline: int | None = None) -> Verdict:
+    """The PCIe generation reached under load against the platform: the lower of the GPU's own
+    maximum and what GPU and slot allow together (NVML's maximum). Judged under load because an
+    idle link drops to Gen1. A slot slower than the GPU (a Gen4 card in a Gen3 host, GB200's gen5
+    of device max 6) is how the server is built: information, not a GPU fault. Below the
+    platform's maximum, or below what the same model reached before (`baseline`), fails."""
+    expected = min(x for x in (gpu_max, slot_max) if x) if (gpu_max or slot_max) else None
+    if under_load is None or expected is None:
+        return Verdict(SKIP, "the platform's PCIe generation", "NVML does not report the PCIe generation under load")
+    threshold = f"gen{expected} (lower of GPU gen{gpu_max or '?'} and slot gen{slot_max or '?'})"
+    if under_load < expected:
+        return Verdict(FAIL, threshold, f"PCIe link runs at gen{under_load} under load, GPU and slot allow gen{expected}: reseat the GPU, check the riser and the BIOS PCIe setting")
+    if baseline is not None and under_load < baseline:
+        return Verdict(FAIL, f"{threshold}, baseline gen{baseline:.0f}", f"PCIe link runs at gen{under_load}, below the gen{baseline:.0f} this model reached on the baseline server")
+    if gpu_max and slot_max and slot_max < gpu_max:
+        return Verdict(INFO, threshold, f"as built: the host allows gen{slot_max}, the GPU gen{gpu_max}; not a GPU fault")
+    return Verdict(PASS, threshold)
 
 
 #: Share of the loaded samples that may show a bad clock-event reason before the GPU fails.
@@ -548,13 +560,96 @@ def probe_parallelism(compute_modes: list[str | None], cpus: int) -> int:
 
 
 def mig_verdict(gpu_index: int, mig_uuids: list[str], selected: str | None) -> Verdict:
-    """A GPU in MIG mode is validated one instance at a time (CUDA_VISIBLE_DEVICES=MIG-...):
-    NVML lists the parent while CUDA sees instances, and PyTorch's device count then trips
-    (pytorch#131650)."""
-    threshold = "one MIG instance per run"
+    """A GPU in MIG mode is a normal way to run: each instance is a device of its own (CUDA
+    sees instances, not the parent). It fails only with no instance, when nothing can use it."""
+    threshold = "at least one MIG instance"
+    if not mig_uuids:
+        return Verdict(FAIL, threshold, f"GPU {gpu_index} is in MIG mode with no instance: create instances (nvidia-smi mig -cgi ... -C) or disable MIG (nvidia-smi -i {gpu_index} -mig 0)")
     if selected:
         return Verdict(PASS, threshold, f"validating MIG instance {selected}")
-    if not mig_uuids:
-        return Verdict(FAIL, threshold, f"GPU {gpu_index} is in MIG mode with no instance: create instances (nvidia-smi mig -cgi ... -C) or disable MIG")
-    runs = "; ".join(f"CUDA_VISIBLE_DEVICES={uuid} python -m validate" for uuid in mig_uuids)
-    return Verdict(FAIL, threshold, f"GPU {gpu_index} is in MIG mode: validate each instance on its own: {runs}")
+    return Verdict(PASS, threshold, f"{len(mig_uuids)} instance(s); the framework checks run one instance per run, "
+                   f"e.g. CUDA_VISIBLE_DEVICES={mig_uuids[0]} python -m validate")
+
+
+# --- health as DCGM reads it: each fault names the GPU and the fix ---------------------------
+
+
+def _gib_text(n: int | None) -> str:
+    return "memory unknown" if n is None else f"{n / 2**30:.2f} GiB"
+
+
+def _listed(processes: list[dict]) -> str:
+    return ", ".join(f"PID {p['pid']}{' (' + p['name'] + ')' if p.get('name') else ''} holding {_gib_text(p.get('used_bytes'))}" for p in processes)
+
+
+def compute_processes_verdict(gpu_index: int, processes: list[dict]) -> Verdict:
+    """Other compute processes on the GPU (dicts of nvml.GpuProcess) take its memory and time:
+    every figure measured meanwhile is wrong, and the job they belong to is disturbed."""
+    threshold = "no other compute process"
+    if not processes:
+        return Verdict(PASS, threshold)
+    return Verdict(FAIL, threshold, f"GPU {gpu_index} is in use by {_listed(processes)}: stop them or drain the GPU before validating "
+                   "(nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv)")
+
+
+def graphics_processes_verdict(gpu_index: int, processes: list[dict]) -> Verdict:
+    """A display server or desktop on the GPU: it works, but holds memory and time (a warning)."""
+    threshold = "no graphics process"
+    if not processes:
+        return Verdict(PASS, threshold)
+    return Verdict(WARN, threshold, f"GPU {gpu_index} drives graphics: {_listed(processes)}; "
+                   "for training run the server headless (systemctl set-default multi-user.target) or use another GPU for display")
+
+
+def row_remap_verdict(gpu_index: int, pending: bool | None, failure: bool | None, uncorrectable: int | None = None) -> Verdict:
+    """Row remapping (A100 and newer): a pending remap waits for a GPU reset; a failure means the
+    GPU has no spare rows left for a failing memory row."""
+    threshold = "no pending remap, no remap failure"
+    if pending is None and failure is None:
+        return Verdict(SKIP, threshold, "this GPU does not report row remapping (older than Ampere, or a MIG/consumer part)")
+    if failure:
+        return Verdict(FAIL, threshold, f"GPU {gpu_index} failed to remap a memory row ({uncorrectable or 0} uncorrectable remaps): "
+                       "drain the node and replace the GPU (RMA), as NVIDIA's memory error guide says")
+    if pending:
+        return Verdict(FAIL, threshold, f"GPU {gpu_index} has a row remap pending: drain it, then reset the GPU (nvidia-smi -r -i {gpu_index}) or reboot to apply it")
+    return Verdict(PASS, threshold)
+
+
+def retired_pages_verdict(gpu_index: int, pending: bool | None) -> Verdict:
+    """Page retirement (before Ampere): retired pages wait for a reload of the driver."""
+    threshold = "no page retirement pending"
+    if pending is None:
+        return Verdict(SKIP, threshold, "this GPU does not report page retirement (Ampere and newer remap rows instead)")
+    if pending:
+        return Verdict(FAIL, threshold, f"GPU {gpu_index} has retired pages pending: reset the GPU (nvidia-smi -r -i {gpu_index}) or reboot so they take effect")
+    return Verdict(PASS, threshold)
+
+
+def clocks_verdict(gpu_index: int, applications: tuple | None, default: tuple | None, reasons: list[str] | None) -> Verdict:
+    """Clocks a user set: applications clocks away from their default, or the clock event
+    "applications clocks setting" (which NVML also reports for clocks locked with -lgc/-lmc)."""
+    threshold = "default clocks"
+    changed = applications is not None and default is not None and any(
+        a is not None and d is not None and a != d for a, d in zip(applications, default)
+    )
+    held = reasons is not None and "applications_clocks_setting" in reasons
+    if not changed and not held:
+        if applications is None and reasons is None:
+            return Verdict(SKIP, threshold, "NVML reports neither applications clocks nor clock event reasons")
+        return Verdict(PASS, threshold)
+    what = f"applications clocks set to {applications[0]}/{applications[1]} MHz, default {default[0]}/{default[1]} MHz" if changed else "clocks held by an applications/locked clocks setting"  # type: ignore[index]
+    return Verdict(FAIL, threshold, f"GPU {gpu_index}: {what}: reset them (nvidia-smi -i {gpu_index} -rac; -rgc and -rmc for locked clocks) or ask who set them")
+
+
+def persistence_verdict(gpu_index: int, enabled: bool | None) -> Verdict:
+    """Persistence mode: information only (it slows the first use of an idle GPU, no more)."""
+    if enabled is None:
+        return Verdict(INFO, "", "persistence mode not reported")
+    if enabled:
+        return Verdict(INFO, "")
+    return Verdict(INFO, "", f"GPU {gpu_index}: persistence mode is off: the driver sets the GPU up again for each first process "
+                   "(seconds per start); run nvidia-persistenced (or nvidia-smi -pm 1)")
+
+
+#: GPU utilisation at or above which a reading counts as "under load" (a capture of a busy GPU).
+LOADED_UTILISATION = 50

@@ -10,7 +10,7 @@ import pytest
 
 from nvml_recorded import RecordedNvml
 from validate import nvml
-from validate.thresholds import FAIL, PASS, SKIP, pcie_gen_verdict, power_limit_verdict, sustained_clocks_verdict
+from validate.thresholds import FAIL, INFO, PASS, SKIP, pcie_gen_verdict, power_limit_verdict, sustained_clocks_verdict
 
 GIB = 2**30
 # Two GPUs of a DGX H100 as nvidia-smi -q shows them (driver 550.54.15, CUDA 12.4).
@@ -107,15 +107,19 @@ def test_power_limit_against_its_default():
     assert power_limit_verdict(None, 700.0).verdict == SKIP
 
 
-def test_gen5_card_trained_to_gen4_fails_against_its_own_maximum():
-    """NVML's max generation is min(GPU, slot): 4 for a Gen5 H100 in a Gen4 slot. Judged against
-    the GPU's own maximum, the link fails and the reason names the slot."""
+def test_gen5_card_in_a_gen4_slot_is_as_built_and_below_the_slot_fails():
+    """NVML's max generation is min(GPU, slot): 4 for a Gen5 H100 in a Gen4 slot. At gen4 the
+    link is what the platform allows (information naming the host, not a GPU fault); at gen3 in
+    the same slot it fails."""
     gpu = nvml.read_host(recorded({**HOST, "gpus": [{**H100, "pcie": (4, 4, 5, 16, 16)}]})).gpus[0]
     verdict = pcie_gen_verdict(gpu.pcie_link_gen, gpu.pcie_link_gen_gpu_max, gpu.pcie_link_gen_max)
-    assert verdict.verdict == FAIL
-    assert "gen4 under load, the GPU supports gen5" in verdict.reason and "slot" in verdict.reason
+    assert verdict.verdict == INFO and "as built: the host allows gen4, the GPU gen5" in verdict.reason
+    slow = pcie_gen_verdict(3, gpu.pcie_link_gen_gpu_max, gpu.pcie_link_gen_max)
+    assert slow.verdict == FAIL and "gen3 under load, GPU and slot allow gen4" in slow.reason
     assert pcie_gen_verdict(5, 5, 5).verdict == PASS
     assert pcie_gen_verdict(None, 5).verdict == SKIP
+    # below what the same model reached on the baseline server
+    assert pcie_gen_verdict(4, 5, 4, baseline=5).verdict == FAIL
 
 
 def test_sampler_reads_a_throttling_gpu_under_load():

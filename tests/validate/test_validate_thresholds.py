@@ -6,6 +6,7 @@ import pytest
 
 from validate.nvml import BAD_THROTTLE_REASONS, cuda_version_text, throttle_reason_names
 from validate.thresholds import (
+    INFO,
     FAIL,
     NO_REFERENCE,
     NOT_JUDGED,
@@ -80,10 +81,20 @@ class TestPcie:
         assert host_to_device_verdict(24.8, None, None).verdict == NO_REFERENCE
 
     def test_width_degraded(self):
-        assert pcie_width_verdict(16, 16).verdict == PASS
-        verdict = pcie_width_verdict(8, 16)
+        assert pcie_width_verdict(16, 16, under_load=True).verdict == PASS
+        verdict = pcie_width_verdict(8, 16, under_load=True)
         assert verdict.verdict == FAIL and "x8" in verdict.reason
         assert pcie_width_verdict(None, 16).verdict == SKIP
+
+    def test_width_at_idle_is_not_judged(self):
+        """Links narrow at idle: a narrow idle reading is information, never a fault."""
+        idle = pcie_width_verdict(8, 16)
+        assert idle.verdict == INFO and "at idle" in idle.reason
+
+    def test_as_built_x8_slot_passes_with_a_note(self):
+        """AWS g4dn (T4) and g6e (L40S) slots are x8: NVML's maximum is then x8 (GPU and slot)."""
+        verdict = pcie_width_verdict(8, 8, under_load=True)
+        assert verdict.verdict == PASS and "as built" in verdict.reason
 
 
 class TestHealth:

@@ -16,15 +16,24 @@ from validate.driver_gate import driver_too_old
 from validate.thresholds import (
     FAIL,
     INFO,
+    LOADED_UTILISATION,
     PASS,
+    SKIP,
     Verdict,
     claims_verdict,
+    clocks_verdict,
+    compute_processes_verdict,
     cudnn_version_text,
     driver_runs_runtime_verdict,
     ecc_verdict,
+    graphics_processes_verdict,
     mig_verdict,
+    pcie_gen_verdict,
     pcie_width_verdict,
+    persistence_verdict,
     power_limit_verdict,
+    retired_pages_verdict,
+    row_remap_verdict,
     shm_verdict,
 )
 
@@ -85,19 +94,14 @@ def _memory_text(gpu: nvml.GpuInfo) -> str:
     return f"{gpu.memory_total_bytes / 2**30:.1f} GiB total, {gpu.memory_used_bytes / 2**30:.2f} GiB used"
 
 
-def test_gpu_health(gpu: nvml.GpuInfo, record):
-    """One GPU's identity and health: ECC errors, PCIe link width, power limit against its default,
-    compute mode. Clock slowdowns and the PCIe generation are judged under the sustained load."""
+def test_gpu_health(gpu: nvml.GpuInfo, suite, record):
+    """One GPU's identity and health: ECC errors, the PCIe link against the platform, power limit
+    against its default, compute mode. The link is judged only when read under load (else the
+    sustained load judges it); clock slowdowns are judged under the sustained load."""
     record.add("gpu identity", f"{gpu.name} cc {gpu.compute_capability} {gpu.pci_bus_id}", gpu=gpu.uuid)
     record.add("memory", _memory_text(gpu), gpu=gpu.uuid)
     record.add("ecc uncorrected errors", str(gpu.ecc_uncorrected_volatile), ecc_verdict(gpu.ecc_uncorrected_volatile), gpu=gpu.uuid)
-    record.add(
-        "pcie link width",
-        f"gen{gpu.pcie_link_gen} x{gpu.pcie_link_width} at idle (GPU max gen{gpu.pcie_link_gen_gpu_max}, "
-        f"with slot gen{gpu.pcie_link_gen_max} x{gpu.pcie_link_width_max})",
-        pcie_width_verdict(gpu.pcie_link_width, gpu.pcie_link_width_max),
-        gpu=gpu.uuid,
-    )
+    _pcie(gpu, suite, record)
     record.add(
         "power limit",
         f"{gpu.power_limit_watts:.0f} W" if gpu.power_limit_watts else "unknown",
@@ -113,8 +117,74 @@ def test_gpu_health(gpu: nvml.GpuInfo, record):
     record.finish()
 
 
+def _pcie(gpu: nvml.GpuInfo, suite, record) -> None:
+    """PCIe against the platform: generation and width as the slot allows, judged only when the
+    link was read under load (an idle link narrows and drops to Gen1). A host read while busy (a
+    capture of a loaded GPU) counts as under load; the sustained check reads it under our load."""
+    loaded = gpu.utilization_percent is not None and gpu.utilization_percent >= LOADED_UTILISATION
+    when = f"at {gpu.utilization_percent}% load" if loaded else "at idle"
+    width = pcie_width_verdict(gpu.pcie_link_width, gpu.pcie_link_width_max, under_load=loaded)
+    record.add(
+        "pcie link width",
+        f"x{gpu.pcie_link_width} {when} (with slot x{gpu.pcie_link_width_max})",
+        width, gpu=gpu.uuid, value=float(gpu.pcie_link_width) if loaded and gpu.pcie_link_width else None,
+    )
+    if loaded:
+        baseline = suite.baseline_for(gpu.name, "pcie generation")
+        gen = pcie_gen_verdict(gpu.pcie_link_gen, gpu.pcie_link_gen_gpu_max, gpu.pcie_link_gen_max, baseline)
+    elif gpu.pcie_link_gen_max is None:
+        gen = Verdict(SKIP, "the platform's PCIe generation", "NVML does not report the PCIe generation")
+    else:  # at idle only what the platform allows is told (a slot slower than the GPU is as built)
+        expected = pcie_gen_verdict(gpu.pcie_link_gen_max, gpu.pcie_link_gen_gpu_max, gpu.pcie_link_gen_max)
+        note = expected.reason + "; " if expected.verdict == INFO else ""
+        gen = Verdict(INFO, expected.threshold, note + "read at idle: judged under load")
+    record.add(
+        "pcie generation",
+        f"gen{gpu.pcie_link_gen} {when} (GPU max gen{gpu.pcie_link_gen_gpu_max}, with slot gen{gpu.pcie_link_gen_max})",
+        gen, gpu=gpu.uuid, value=float(gpu.pcie_link_gen) if loaded and gpu.pcie_link_gen else None,
+    )
+
+
+def _processes(processes: list[nvml.GpuProcess]) -> list[dict]:
+    return [p.__dict__ for p in processes]
+
+
+def test_gpu_health_dcgm(gpu: nvml.GpuInfo, record):
+    """The health checks DCGM runs before a job: other processes on the GPU, memory repairs
+    waiting for a reset (row remaps, retired pages) or failed, clocks a user set, persistence."""
+    compute, graphics = _processes(gpu.compute_processes), _processes(gpu.graphics_processes)
+    record.add("other compute processes", f"{len(compute)}", compute_processes_verdict(gpu.index, compute), gpu=gpu.uuid)
+    record.add("graphics processes", f"{len(graphics)}", graphics_processes_verdict(gpu.index, graphics), gpu=gpu.uuid)
+    rows = "not reported" if gpu.remapped_rows_pending is None else f"pending {'yes' if gpu.remapped_rows_pending else 'no'}, failure {'yes' if gpu.remapped_rows_failure else 'no'}"
+    record.add("row remapping", rows, row_remap_verdict(gpu.index, gpu.remapped_rows_pending, gpu.remapped_rows_failure, gpu.remapped_rows_uncorrectable), gpu=gpu.uuid)
+    pages = "not reported" if gpu.retired_pages_pending is None else ("pending" if gpu.retired_pages_pending else "none pending")
+    record.add("retired pages", pages, retired_pages_verdict(gpu.index, gpu.retired_pages_pending), gpu=gpu.uuid)
+    clocks = "applications clocks " + ("/".join(str(c) for c in gpu.applications_clocks_mhz) + " MHz" if gpu.applications_clocks_mhz else "not reported")
+    record.add("user-set clocks", clocks, clocks_verdict(gpu.index, gpu.applications_clocks_mhz, gpu.default_applications_clocks_mhz, gpu.throttle_reasons), gpu=gpu.uuid)
+    mode = "unknown" if gpu.persistence_mode is None else ("on" if gpu.persistence_mode else "off")
+    record.add("persistence mode", mode, persistence_verdict(gpu.index, gpu.persistence_mode), gpu=gpu.uuid)
+    record.finish()
+
+
+def test_recorded_measurements(suite, record):
+    """On a replayed gpuenv recording: the figures and verdicts of the checks that ran PyTorch or
+    TensorFlow on the recorded host (they cannot run here), shown as recorded."""
+    if not suite.replayed_from:
+        pytest.skip("not a replay (--replay FILE)")
+    kept = suite.recorded_records()
+    if not kept:
+        pytest.skip("the replayed file holds no measurements (an nvidia-smi capture, or a --record run without frameworks)")
+    for r in kept:
+        record.add(
+            f"recorded: {r.get('check')}", str(r.get("measured", "")),
+            Verdict(str(r.get("verdict", INFO)), str(r.get("threshold", "")), str(r.get("reason", ""))),
+            gpu=r.get("gpu"), value=r.get("value"), seconds=0,
+        )
+    record.finish()
+
+
 def test_mig_mode(gpu: nvml.GpuInfo, suite, record):
-    """A GPU in MIG mode is validated one instance per run (CUDA_VISIBLE_DEVICES=MIG-...)."""
+    """A GPU in MIG mode: each instance is a device of its own; the GPU fails only with none."""
     if not gpu.mig_enabled:
         pytest.skip(f"GPU {gpu.index} is not in MIG mode")
     uuids = [m.uuid for m in gpu.mig_devices]

@@ -9,7 +9,7 @@ import pytest
 
 from validate.devices import MAX_RELATIVE_ERROR, compiled_archs, tf_gpu_uuids, torch_gpus
 from validate.masking import expected_visible
-from validate.thresholds import FAIL, PASS, SKIP, WARN, Verdict, gpu_count_verdict, kernel_image_verdict, ptx_only
+from validate.thresholds import FAIL, INFO, PASS, SKIP, WARN, Verdict, gpu_count_verdict, kernel_image_verdict, ptx_only
 
 CORRECT = f"relative error <= {MAX_RELATIVE_ERROR:g}"
 
@@ -43,9 +43,25 @@ def _compare(who: str, seen: list[str], suite, record, build_note: str = "") -> 
     record.finish()
 
 
+def nvml_devices(gpus) -> list[str]:
+    """The devices CUDA can be given: each whole GPU, and each MIG instance in place of its
+    MIG-mode parent (NVIDIA_VISIBLE_DEVICES=MIG-... gives a container instances, not GPUs)."""
+    return [m.uuid for g in gpus for m in g.mig_devices] + [g.uuid for g in gpus if not g.mig_enabled]
+
+
+def mig_requested(nvidia_visible_devices: str | None) -> bool:
+    """NVIDIA_VISIBLE_DEVICES names MIG instances (MIG-<uuid> or GPU:instance): the container
+    was given instances, so instances are what it must see."""
+    entries = [e.strip() for e in (nvidia_visible_devices or "").split(",") if e.strip()]
+    return any(e.upper().startswith("MIG-") or ":" in e for e in entries)
+
+
 def test_nvml_gpu_count(suite, record):
-    """NVML sees as many GPUs as expected (--expect-gpus or NVIDIA_VISIBLE_DEVICES)."""
-    seen = len(suite.host.gpus)
+    """NVML sees as many GPUs as expected (--expect-gpus or NVIDIA_VISIBLE_DEVICES); when the
+    container was given MIG instances (NVIDIA_VISIBLE_DEVICES=MIG-...), its instances are the
+    devices counted."""
+    devices = nvml_devices(suite.host.gpus)
+    seen = len(devices) if mig_requested(os.environ.get("NVIDIA_VISIBLE_DEVICES")) else len(suite.host.gpus)
     verdict = gpu_count_verdict(seen, suite.expectation, "NVML")
     if verdict.verdict == SKIP:
         pytest.skip(suite.no_gpu_reason())
@@ -53,7 +69,32 @@ def test_nvml_gpu_count(suite, record):
         verdict = Verdict(FAIL, verdict.threshold, f"{verdict.reason}: {suite.host.error}")
     elif verdict.verdict == FAIL and suite.host.unreadable:
         verdict = Verdict(FAIL, verdict.threshold, f"{verdict.reason}: " + "; ".join(u.error for u in suite.host.unreadable))
-    record.add("NVML GPU count", str(seen), verdict)
+    mig = sum(len(g.mig_devices) for g in suite.host.mig_gpus)
+    whole = len(suite.host.gpus) - len(suite.host.mig_gpus)
+    measured = str(seen) + (f" ({whole} whole GPU(s), {len(suite.host.mig_gpus)} in MIG mode with {mig} instance(s))" if suite.host.mig_gpus else "")
+    record.add("NVML GPU count", measured, verdict)
+    record.finish()
+
+
+def test_visible_devices(suite, record):
+    """The devices this run validates: CUDA_VISIBLE_DEVICES applied to NVML's GPUs and MIG
+    instances (by index or UUID, as CUDA reads it). A value that names no device fails: a typo
+    in a MIG UUID would otherwise validate nothing and read as skipped."""
+    if not suite.host.gpus:
+        pytest.skip(suite.no_gpu_reason())
+    value = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if value is None:
+        devices = nvml_devices(suite.host.gpus)
+        record.add("visible devices", f"{len(devices)}: " + ", ".join(u[:12] for u in devices), Verdict(INFO, "CUDA_VISIBLE_DEVICES unset: every device"))
+        return record.finish()
+    devices = _expected_for_frameworks(suite)
+    shown = ", ".join(u[:12] for u in devices) or "none"
+    threshold = f"CUDA_VISIBLE_DEVICES={value}"
+    if devices or suite.expectation is None:
+        record.add("visible devices", shown, Verdict(PASS if devices else INFO, threshold))
+    else:
+        known = ", ".join(nvml_devices(suite.host.gpus))
+        record.add("visible devices", shown, Verdict(FAIL, threshold, f"CUDA_VISIBLE_DEVICES={value!r} names no device NVML lists ({known}): use an index or a UUID from nvidia-smi -L"))
     record.finish()
 
 

@@ -4,8 +4,8 @@ Judged per GPU: its sustained matmul TFLOPS against 75% of the model's measured 
 same n = 8192 as the speed check; DCGM's targeted stress uses its short-test figure too) and
 against the median of the same-model GPUs loaded with it; clock-event reasons under load
 (thermal, hardware and power-brake slowdowns fail; a GPU at its power cap does not); and the PCIe
-generation reached under load against the GPU's own maximum (an idle link drops to Gen1, so only
-load tells)."""
+generation and width reached under load against what GPU and slot allow (an idle link drops to
+Gen1 and may narrow, so only load tells)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,15 @@ import pytest
 
 from validate import bench, nvml
 from validate.devices import device_for_gpu, torch_gpus
-from validate.thresholds import INFO, Verdict, clock_summary, pcie_gen_verdict, peer_verdict, sustained_clocks_verdict
+from validate.thresholds import (
+    INFO,
+    Verdict,
+    clock_summary,
+    pcie_gen_verdict,
+    pcie_width_verdict,
+    peer_verdict,
+    sustained_clocks_verdict,
+)
 
 SECONDS = {True: 10.0, False: 30.0}  # --quick, full
 
@@ -65,10 +73,20 @@ def test_sustained_load(torch, suite, record):
             record.add("sustained vs same-model GPUs", f"{tflops[device]:.1f} TFLOPS", peer, gpu=gpu.uuid, seconds=0)
         record.add("clock events under load", _reasons(mine), sustained_clocks_verdict(mine), gpu=gpu.uuid, seconds=0)
         gens = [s["pcie_link_gen"] for s in mine if s.get("pcie_link_gen") is not None]
+        check = "pcie generation under load"
         record.add(
-            "pcie generation under load",
+            check,
             f"gen{max(gens)}" if gens else "unknown",
-            pcie_gen_verdict(max(gens) if gens else None, gpu.pcie_link_gen_gpu_max, gpu.pcie_link_gen_max),
+            pcie_gen_verdict(max(gens) if gens else None, gpu.pcie_link_gen_gpu_max, gpu.pcie_link_gen_max, suite.baseline_for(gpu.name, check)),
+            gpu=gpu.uuid,
+            value=float(max(gens)) if gens else None,
+            seconds=0,
+        )
+        widths = [s["pcie_link_width"] for s in mine if s.get("pcie_link_width") is not None]
+        record.add(
+            "pcie link width under load",
+            f"x{max(widths)}" if widths else "unknown",
+            pcie_width_verdict(max(widths) if widths else None, gpu.pcie_link_width_max, under_load=True),
             gpu=gpu.uuid,
             seconds=0,
         )

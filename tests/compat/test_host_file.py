@@ -1,0 +1,53 @@
+"""`invoke resolve --host FILE` and `invoke doctor --host FILE`: a stack chosen for a server from
+its capture (real captures in tests/validate/captures/), as a user runs them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+CAPTURES = Path(__file__).resolve().parents[1] / "validate" / "captures"
+GB200 = CAPTURES / "nvidia-smi-xml" / "gb200x4-arm64.xml"
+A100 = CAPTURES / "nvidia-smi-xml" / "a100-sxm4-40gb-570.148.08.xml"
+
+
+def _ok(result) -> dict:
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_resolve_reads_the_driver_and_gpus_of_a_capture(invoke_cli):
+    stack = _ok(invoke_cli("resolve", "--host", str(A100), "--framework", "torch", "--json"))
+    assert any("570.148.08 (read from" in reason for reason in stack["reasons"])
+    assert any("compute capability 8.0" in reason for reason in stack["reasons"])
+
+
+def test_command_line_driver_wins_over_the_capture(invoke_cli):
+    stack = _ok(invoke_cli("resolve", "--host", str(GB200), "--driver", "535.104.05", "--gpu-arch", "8.0", "--json"))
+    assert not any("read from" in reason for reason in stack["reasons"])
+
+
+def test_doctor_shows_the_captured_server(invoke_cli):
+    data = _ok(invoke_cli("doctor", "--host", str(GB200), "--json"))
+    assert data["host_file"] == str(GB200)
+    assert data["nvml"]["driver_version"] == "580.173.02" and len(data["nvml"]["gpus"]) == 4
+    assert data["nvml"]["gpus"][0]["compute_capability"] == "10.0"
+    assert data["recommended"]["torch"]["available"], data["recommended"]["torch"]
+
+
+def test_an_unknown_product_is_said_not_guessed(invoke_cli, tmp_path):
+    capture = tmp_path / "mystery.xml"
+    capture.write_text(A100.read_text(encoding="utf-8").replace("NVIDIA A100-SXM4-40GB", "NVIDIA Mystery 9000"), encoding="utf-8")
+    out = invoke_cli("resolve", "--host", str(capture))
+    assert out.returncode == 2, out.stderr
+    assert "NVIDIA Mystery 9000 is unknown (not in validate/gpu_archs.yaml)" in out.stderr and "--gpu-arch" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_a_file_that_is_no_capture_is_one_line_exit_2(invoke_cli, tmp_path):
+    bad = tmp_path / "notes.txt"
+    bad.write_text("hello\n", encoding="utf-8")
+    for task in ("resolve", "doctor"):
+        out = invoke_cli(task, "--host", str(bad))
+        assert out.returncode == 2, out.stderr
+        assert out.stderr.strip().count("\n") == 0 and "nvidia-smi -q -x" in out.stderr
