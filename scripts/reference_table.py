@@ -1,0 +1,56 @@
+"""Print the README's table of measured references ("What the suite checks and how it judges")
+from validate/gpu_peaks.yaml, to paste there when a reference changes; tests/validate/
+test_validate_floors.py fails while the README and the data disagree.
+
+    python scripts/reference_table.py
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from validate.peaks import load_peaks  # noqa: E402
+from validate.thresholds import REFERENCE_FRACTION, UNCONFIRMED_FAIL_FRACTION  # noqa: E402
+
+LABELS = {
+    "fp32_tflops": "fp32 TFLOPS",
+    "tf32_tflops": "tf32 TFLOPS",
+    "bf16_tflops": "bf16 TFLOPS",
+    "fp16_tflops": "fp16 TFLOPS",
+    "memory_bandwidth_gbs": "memory GB/s",
+}
+
+
+def _link(source: str) -> str:
+    if "zzc0721" in source:
+        return f"[zzc0721 #{source.rstrip('/').split('/')[-1]}]({source})"
+    if "NVIDIA/DCGM" in source:
+        return f"[DCGM]({source})"
+    return source
+
+
+def rows() -> list[str]:
+    out = ["| model | metric | measured reference | floor | source |", "|---|---|---|---|---|"]
+    for entry in load_peaks():
+        for metric, label in LABELS.items():
+            ref = entry.reference_for(metric)
+            if ref is None:
+                continue
+            units = f", lowest of {len(ref.measurements)} units" if len(ref.measurements) > 1 else ""
+            if ref.confirmed:
+                how = "torch.matmul, n=8192" + units
+                floor = f"{REFERENCE_FRACTION * ref.value:.4g}"
+            else:
+                kinds = sorted({"best of n=1024..10240" if m.method == "torch.matmul" else m.method for m in ref.measurements})
+                how = "unconfirmed: " + "; ".join(kinds) + units
+                floor = f"{REFERENCE_FRACTION * ref.value:.4g} (warns; fails below {UNCONFIRMED_FAIL_FRACTION * ref.value:.4g})"
+            sources = ", ".join(dict.fromkeys(_link(m.source) for m in ref.measurements))
+            out.append(f"| {entry.model} | {label} | {ref.value:g} ({how}) | {floor} | {sources} |")
+    return out
+
+
+if __name__ == "__main__":
+    print("\n".join(rows()))
