@@ -357,3 +357,17 @@ def test_a_recording_holds_the_framework_measurements_of_its_host(tmp_path):
     nvml_error = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["host"]["nvml"]["error"]
     live = nvml.read_host()
     assert nvml_error == live.error  # the recorded host's NVML state, replayed
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--replay", "/nonexistent/server.xml"], "--replay: /nonexistent/server.xml does not exist"),
+        (["--replay", str(CAPTURES / "README.md")], "no '==NVSMI LOG==' block"),
+        (["--record", str(H100)], "is a file: give a folder for the recording"),
+    ],
+)
+def test_bad_replay_or_record_is_one_line_before_any_check(args, said):
+    result = run_suite(*args)
+    assert result["status"] == 2 and said in result["out"]
+    assert result["out"].strip().count("\n") == 0 and "Traceback" not in result["out"]
