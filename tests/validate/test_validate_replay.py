@@ -371,3 +371,17 @@ def test_bad_replay_or_record_is_one_line_before_any_check(args, said):
     result = run_suite(*args)
     assert result["status"] == 2 and said in result["out"]
     assert result["out"].strip().count("\n") == 0 and "Traceback" not in result["out"]
+
+
+def test_older_driver_element_names_are_read():
+    """Drivers before the 'clocks event' rename print clocks_throttle_reasons and power_readings
+    (with enforced_power_limit): the same answers come out."""
+    text = (XML / "a100-sxm4-40gb-570.148.08.xml").read_text(encoding="utf-8")
+    old = (text.replace("clocks_event_reason", "clocks_throttle_reason")
+               .replace("<gpu_power_readings>", "<power_readings>").replace("</gpu_power_readings>", "</power_readings>")
+               .replace("current_power_limit>", "enforced_power_limit>")
+               .replace("<clocks_throttle_reason_sw_power_cap>Not Active", "<clocks_throttle_reason_sw_power_cap>Active"))
+    new_gpu = nvml.read_host(ReplayNvml(parse_capture(text, "new.xml"))).gpus[0]
+    old_gpu = nvml.read_host(ReplayNvml(parse_capture(old, "old.xml"))).gpus[0]
+    assert old_gpu.power_limit_watts == new_gpu.power_limit_watts == 400.0
+    assert old_gpu.throttle_reasons == ["gpu_idle", "sw_power_cap"] and new_gpu.throttle_reasons == ["gpu_idle"]
