@@ -385,3 +385,21 @@ def test_older_driver_element_names_are_read():
     old_gpu = nvml.read_host(ReplayNvml(parse_capture(old, "old.xml"))).gpus[0]
     assert old_gpu.power_limit_watts == new_gpu.power_limit_watts == 400.0
     assert old_gpu.throttle_reasons == ["gpu_idle", "sw_power_cap"] and new_gpu.throttle_reasons == ["gpu_idle"]
+
+
+def test_xml_mig_devices_with_and_without_uuids():
+    """An XML capture of a MIG GPU: instances keep the UUID the driver printed; a driver that
+    prints none gives a name that says so, never an invented UUID."""
+    mig = ("<mig_mode><current_mig>Enabled</current_mig><pending_mig>Enabled</pending_mig></mig_mode><mig_devices>"
+           "<mig_device><index>0</index><gpu_instance_id>1</gpu_instance_id><compute_instance_id>0</compute_instance_id>"
+           "<uuid>MIG-aaaaaaaa-0000-0000-0000-000000000000</uuid><device_attributes><shared><multiprocessor_count>42"
+           "</multiprocessor_count></shared></device_attributes><fb_memory_usage><total>19968 MiB</total><used>13 MiB</used>"
+           "</fb_memory_usage></mig_device><mig_device><index>1</index><fb_memory_usage><total>9728 MiB</total>"
+           "<used>0 MiB</used></fb_memory_usage></mig_device></mig_devices>")
+    text = (XML / "a100-sxm4-40gb-570.148.08.xml").read_text(encoding="utf-8")
+    text = re.sub(r"<mig_mode>.*?</mig_devices>", mig, text, count=1, flags=re.S)
+    gpu = nvml.read_host(ReplayNvml(parse_capture(text, "mig.xml"))).gpus[0]
+    assert gpu.mig_enabled
+    assert [(m.uuid, m.multiprocessor_count, m.memory_total_bytes) for m in gpu.mig_devices] == [
+        ("MIG-aaaaaaaa-0000-0000-0000-000000000000", 42, 19968 * 2**20), ("MIG-unrecorded-gpu0-instance1", None, 9728 * 2**20),
+    ]
