@@ -28,13 +28,10 @@ def test_cuda_visible_devices(framework, suite, record, request):
     if importlib.util.find_spec(framework) is None:
         pytest.skip(f"{framework} is not installed here (no module named {framework!r})")
     suite.require_gpus()
-    whole = [g.uuid for g in suite.host.gpus if not g.mig_enabled]
-    if not whole:
-        pytest.skip("every GPU is in MIG mode: masking is checked on whole GPUs (each instance is validated on its own)")
-    uuids = whole
+    if suite.host.mig_gpus:
+        pytest.skip("a GPU is in MIG mode: masking is checked on hosts without MIG (each instance is validated on its own)")
+    uuids = [g.uuid for g in suite.host.gpus]
     cases = masking_cases(uuids)
-    if suite.host.mig_gpus:  # a mixed host: CUDA numbers MIG instances among the GPUs, so only UUIDs are unambiguous
-        cases = [c for c in cases if c.name.startswith("uuid of GPU") or c.name in ("empty string", "-1")]
     if suite.quick:
         cases = quick_cases(cases, uuids)
     # Shared work: with CUDA_VISIBLE_DEVICES unset here, the unset case is what this process's

@@ -131,17 +131,14 @@ def test_nccl_all_reduce(torch, suite, record):
     suite.require_gpus()
     if torch.version.cuda is None:
         pytest.fail("PyTorch is a CPU build: no NCCL", pytrace=False)
-    # The world is what PyTorch (and so each worker) can use, not what NVML lists: masking and
-    # MIG make them differ. NCCL does not run across MIG instances: on a mixed host it runs
-    # across the whole GPUs.
-    env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if suite.host.mig_gpus:
-        whole = [g.uuid for g in suite.host.gpus if not g.mig_enabled]
-        env["CUDA_VISIBLE_DEVICES"], count = ",".join(whole), len(whole)
+        pytest.skip("a GPU is in MIG mode: NCCL does not run across MIG instances")
+    # The world is what PyTorch (and so each worker) can use, not what NVML lists: masking and
+    # MIG make them differ.
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if count < 2:
-        pytest.skip(f"all-reduce needs 2 or more GPUs; PyTorch sees {count}" + (" whole GPU(s) (MIG instances do not run NCCL)" if suite.host.mig_gpus else ""))
-    result = run_probe(["allreduce", str(size(suite, "allreduce_bytes")), "10" if suite.quick else "20"], env)
+        pytest.skip(f"all-reduce needs 2 or more GPUs; PyTorch sees {count}")
+    result = run_probe(["allreduce", str(size(suite, "allreduce_bytes")), "10" if suite.quick else "20"], {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
     if result.error or result.data is None:
         pytest.fail(f"NCCL all-reduce failed: {result.error}", pytrace=False)
     busbw = float(result.data["busbw_gbs"])
