@@ -268,7 +268,7 @@ def test_the_mock_lost_gpu_fails_naming_it(replays):
     failed = {(c["check"], c["gpu"]): c["reason"] for c in checks(result["json"]) if c["verdict"] == "fail"}
     assert "0000:0B:00.0" in failed[("GPU 1 readable", None)] and "GpuIsLost" in failed[("GPU 1 readable", None)]
     gpu0 = "GPU-b200b200-0000-0000-0000-000000000000"
-    assert "5 uncorrected ECC errors" in failed[("ecc uncorrected errors", gpu0)]
+    assert "GPU 0: 5 uncorrected ECC errors" in failed[("ecc uncorrected errors", gpu0)]
     assert "GPU 0 failed to remap a memory row" in failed[("row remapping", gpu0)]
 
 
@@ -281,9 +281,9 @@ def test_each_fault_made_from_a_real_capture_fails_naming_the_gpu(name, replays)
     assert [c["check"] for c in failed] == [check], failed
     gpu3 = "GPU-00000003-0000-0000-0000-000000000003"
     assert failed[0]["gpu"] == (None if name == "lost-gpu" else gpu3)
-    assert reason in failed[0]["reason"] and ("GPU 3" in failed[0]["reason"] or name in ("power-cap-half",))
+    assert reason in failed[0]["reason"] and "GPU 3" in failed[0]["reason"]
     if name == "power-cap-half":
-        assert "nvidia-smi -pl 700" in failed[0]["reason"]
+        assert "nvidia-smi -i 3 -pl 700" in failed[0]["reason"]
 
 
 @pytest.mark.parametrize("name", ROUND_TRIP)
