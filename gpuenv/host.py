@@ -9,6 +9,19 @@ from gpuenv.resolve import Request, resolve_stack, split_arch_list
 from gpuenv.stack import Stack
 
 
+#: The capture every host read of this process uses instead of this machine (`--host FILE`).
+_HOST_FILE: str | None = None
+
+
+def use_host_file(path: str | None) -> None:
+    """Make every host read of this task (detection, the pinned-stack check, doctor's probes) use
+    a server's capture; checked now, so a file that is no capture fails before any work."""
+    global _HOST_FILE
+    if path:
+        read_host(path)
+    _HOST_FILE = path or None
+
+
 def read_host(host_file: str | None = None):
     """The driver and GPUs through NVML (`validate.nvml`, the one module that talks to it): this
     host's, or a server's from a capture (`nvidia-smi -q -x`, `-q`, or a `python -m validate
@@ -16,6 +29,7 @@ def read_host(host_file: str | None = None):
     workstation. A file that is no capture is a BadInput naming it."""
     from validate.nvml import read_host as _read
 
+    host_file = host_file or _HOST_FILE
     if not host_file:
         return _read()
     from gpuenv.errors import BadInput
@@ -69,7 +83,8 @@ def request_for_host(
     archs = tuple(split_arch_list(gpu_arch))
     source = "--driver"
     wants_gpu = str(cuda or "").strip().lower() not in ("cpu", "none")
-    if host_file and wants_gpu and (driver is None or not archs):
+    host_file = host_file or _HOST_FILE
+    if host_file and detect and wants_gpu and (driver is None or not archs):
         host = read_host(host_file)
         if host.error or not host.driver_version:
             from gpuenv.errors import BadInput

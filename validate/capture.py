@@ -265,7 +265,9 @@ def _mig_devices(gpu: Node, mig_uuids: dict[int, str], gpu_index: int) -> dict[s
         answers = _Answers()
         # Older drivers and the text form print no MIG UUID; `nvidia-smi -L` does. Without it the
         # instance keeps a name that says so, never an invented UUID.
-        answers.put("nvmlDeviceGetUUID", None, mig_uuids.get(slot) or f"MIG-unrecorded-gpu{gpu_index}-instance{slot}")
+        own = node.value("uuid|UUID|MIG UUID") or ""
+        uuid = own if own.upper().startswith("MIG-") else mig_uuids.get(slot)
+        answers.put("nvmlDeviceGetUUID", None, uuid or f"MIG-unrecorded-gpu{gpu_index}-instance{slot}")
         total = node.value("fb_memory_usage/total|Shared FB Memory Usage/Total|FB Memory Usage/Total")
         used = node.value("fb_memory_usage/used|Shared FB Memory Usage/Used|FB Memory Usage/Used")
         if _bytes(total) is not None:

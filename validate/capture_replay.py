@@ -7,8 +7,12 @@ calls it does not hold raise NVMLError_NotSupported, as NVML does for a feature 
 It needs no nvidia-ml-py: a workstation without a GPU replays a server's capture.
 
 `RecordingNvml(nv)` wraps a real pynvml module (or a replay) and keeps each answer the suite
-used, per device and argument: the model is NVIDIA DCGM's nvml_api_recorder. Its `recording()`
-is gpuenv's own `gpuenv-nvml-recording/1` file, which replays like a capture.
+used, per device and argument. The model is NVIDIA DCGM's nvml_api_recorder.py and NVML
+injection (NVIDIA/DCGM, nvml-injection/README.md): there each NVML function's return value or
+error is stored under the function and its extra arguments in a YAML file that the injection
+library answers from. DCGM's recorder calls every NVML function; this one keeps only the calls
+the suite made, as JSON (no PyYAML in images). Its `recording()` is gpuenv's own
+`gpuenv-nvml-recording/1` file, which replays like a capture.
 """
 
 from __future__ import annotations

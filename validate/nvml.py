@@ -84,7 +84,6 @@ class GpuInfo:
     compute_mode: str | None = None
     mig_enabled: bool | None = None
     mig_devices: list[MigDevice] = field(default_factory=list)
-    nvlink_active_links: int | None = None
     # Health as DCGM reads it (None: not supported or not reported by this GPU / driver).
     compute_processes: list[GpuProcess] = field(default_factory=list)  # compute-only processes
     graphics_processes: list[GpuProcess] = field(default_factory=list)  # graphics and compute+graphics
@@ -96,6 +95,7 @@ class GpuInfo:
     default_applications_clocks_mhz: tuple[int | None, int | None] | None = None
     persistence_mode: bool | None = None
     utilization_percent: int | None = None  # GPU busy when the host was read (PCIe is judged under load)
+    nvlink_active_links: int | None = None
     multiprocessor_count: int | None = None
 
     def to_dict(self) -> dict[str, Any]:

@@ -214,12 +214,14 @@ def pcie_width_verdict(current: int | None, maximum: int | None, under_load: boo
     return Verdict(FAIL, threshold, f"PCIe link runs at x{current} under load, the GPU and slot allow x{maximum}: reseat the GPU or check the riser/slot")
 
 
-def ecc_verdict(uncorrected: int | None) -> Verdict:
+def ecc_verdict(uncorrected: int | None, gpu_index: int | None = None) -> Verdict:
     if uncorrected is None:
         return Verdict(SKIP, "0 uncorrected", "ECC is off or not reported on this GPU")
     if uncorrected == 0:
         return Verdict(PASS, "0 uncorrected")
-    return Verdict(FAIL, "0 uncorrected", f"{uncorrected} uncorrected ECC errors since the driver loaded")
+    who = f"GPU {gpu_index}: " if gpu_index is not None else ""
+    return Verdict(FAIL, "0 uncorrected", f"{who}{uncorrected} uncorrected ECC errors since the driver loaded: drain it, check dmesg for "
+                   "Xid 48/94/95, and reset the GPU so the bad memory is remapped or retired")
 
 
 def throttle_verdict(reasons: list[str] | None, bad: frozenset[str]) -> Verdict:
@@ -440,7 +442,7 @@ def gpu_count_verdict(seen: int, expectation: GpuExpectation | None, who: str) -
     return Verdict(FAIL, expectation.describe(), f"{who} sees {seen} GPU(s), expected {expectation.describe()}")
 
 
-def power_limit_verdict(enforced_watts: float | None, default_watts: float | None) -> Verdict:
+def power_limit_verdict(enforced_watts: float | None, default_watts: float | None, gpu_index: int | None = None) -> Verdict:
     """The enforced power limit against the GPU's default: a cap set below it (nvidia-smi -pl,
     a BMC policy) slows every kernel that reaches the cap."""
     if enforced_watts is None or default_watts is None:
@@ -450,8 +452,8 @@ def power_limit_verdict(enforced_watts: float | None, default_watts: float | Non
         return Verdict(PASS, threshold)
     return Verdict(
         FAIL, threshold,
-        f"power limit {enforced_watts:.0f} W is below the default {default_watts:.0f} W: "
-        f"restore it (nvidia-smi -pl {default_watts:.0f}) or ask who capped it",
+        (f"GPU {gpu_index}: " if gpu_index is not None else "") + f"power limit {enforced_watts:.0f} W is below the default {default_watts:.0f} W: "
+        f"restore it (nvidia-smi{f' -i {gpu_index}' if gpu_index is not None else ''} -pl {default_watts:.0f}) or ask who capped it",
     )
 
 

@@ -48,7 +48,9 @@ HOST_HELP = ("a capture of a server (nvidia-smi -q -x > server.xml, nvidia-smi -
 def doctor(c, json_=False, host=None):
     """The host as seen from here: driver, GPUs, Docker and NVIDIA runtime, the team's settings and where each came from, and the recommended stack."""
     from gpuenv.doctor import collect_report, format_report
+    from gpuenv.host import use_host_file
 
+    use_host_file(host)  # --host: the team's stack below is chosen for that server too
     report = collect_report(host)
     report["settings"] = settings_report(c)
     report["team_stack"] = team_stack_report(c) if report["settings"].get("available") else {"available": False, "why": "the settings cannot be used"}
@@ -98,25 +100,22 @@ def matrix(c, json_=False, check=False):
     name="resolve",
     help={
         **STACK_HELP,
+        "host": HOST_HELP + " (--driver and --gpu-arch still win)",
         "json": "print the stack as JSON (keys: cuda and cuda_version of the image, framework_cuda of the build, min_driver, base_image, python, framework, framework_version, wheel_variant, index_url, reasons, ...)",
         "strict_driver": STRICT_DRIVER_HELP,
         "wheelhouse": "folder of .whl files (air-gapped servers): when it holds framework wheels, only the releases, builds and Pythons it holds are considered",
-        "host": HOST_HELP + " (--driver and --gpu-arch still win)",
     }
 )
 @user_errors
 def resolve_(c, driver=None, cuda=None, framework=None, torch=None, tensorflow=None, python=None, gpu_arch=None, json_=False, strict_driver=False, wheelhouse=None, host=None):
     """Choose the stack (CUDA, base image, framework build, Python) for this host, your wishes and the team's invoke.yaml."""
+    from gpuenv.host import use_host_file
     from gpuenv.stack_view import format_stack
+    use_host_file(host)  # --host: that server's driver and GPUs instead of this machine's (checked now)
 
     request = stack_request(
         c, driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch,
         strict_driver=strict_driver, wheelhouse=wheelhouse,
     )
-    if host:
-        from gpuenv.host import resolve_for_host
-
-        stack = resolve_for_host(**request.resolver_options(), host_file=host)
-    else:
-        stack = resolve(request)
+    stack = resolve(request)
     print(json.dumps(stack.to_dict(), indent=2) if json_ else format_stack(stack))

@@ -268,7 +268,7 @@ def test_the_mock_lost_gpu_fails_naming_it(replays):
     failed = {(c["check"], c["gpu"]): c["reason"] for c in checks(result["json"]) if c["verdict"] == "fail"}
     assert "0000:0B:00.0" in failed[("GPU 1 readable", None)] and "GpuIsLost" in failed[("GPU 1 readable", None)]
     gpu0 = "GPU-b200b200-0000-0000-0000-000000000000"
-    assert "5 uncorrected ECC errors" in failed[("ecc uncorrected errors", gpu0)]
+    assert "GPU 0: 5 uncorrected ECC errors" in failed[("ecc uncorrected errors", gpu0)]
     assert "GPU 0 failed to remap a memory row" in failed[("row remapping", gpu0)]
 
 
@@ -281,9 +281,9 @@ def test_each_fault_made_from_a_real_capture_fails_naming_the_gpu(name, replays)
     assert [c["check"] for c in failed] == [check], failed
     gpu3 = "GPU-00000003-0000-0000-0000-000000000003"
     assert failed[0]["gpu"] == (None if name == "lost-gpu" else gpu3)
-    assert reason in failed[0]["reason"] and ("GPU 3" in failed[0]["reason"] or name in ("power-cap-half",))
+    assert reason in failed[0]["reason"] and "GPU 3" in failed[0]["reason"]
     if name == "power-cap-half":
-        assert "nvidia-smi -pl 700" in failed[0]["reason"]
+        assert "nvidia-smi -i 3 -pl 700" in failed[0]["reason"]
 
 
 @pytest.mark.parametrize("name", ROUND_TRIP)
@@ -357,3 +357,49 @@ def test_a_recording_holds_the_framework_measurements_of_its_host(tmp_path):
     nvml_error = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["host"]["nvml"]["error"]
     live = nvml.read_host()
     assert nvml_error == live.error  # the recorded host's NVML state, replayed
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--replay", "/nonexistent/server.xml"], "--replay: /nonexistent/server.xml does not exist"),
+        (["--replay", str(CAPTURES / "README.md")], "no '==NVSMI LOG==' block"),
+        (["--record", str(H100)], "is a file: give a folder for the recording"),
+    ],
+)
+def test_bad_replay_or_record_is_one_line_before_any_check(args, said):
+    result = run_suite(*args)
+    assert result["status"] == 2 and said in result["out"]
+    assert result["out"].strip().count("\n") == 0 and "Traceback" not in result["out"]
+
+
+def test_older_driver_element_names_are_read():
+    """Drivers before the 'clocks event' rename print clocks_throttle_reasons and power_readings
+    (with enforced_power_limit): the same answers come out."""
+    text = (XML / "a100-sxm4-40gb-570.148.08.xml").read_text(encoding="utf-8")
+    old = (text.replace("clocks_event_reason", "clocks_throttle_reason")
+               .replace("<gpu_power_readings>", "<power_readings>").replace("</gpu_power_readings>", "</power_readings>")
+               .replace("current_power_limit>", "enforced_power_limit>")
+               .replace("<clocks_throttle_reason_sw_power_cap>Not Active", "<clocks_throttle_reason_sw_power_cap>Active"))
+    new_gpu = nvml.read_host(ReplayNvml(parse_capture(text, "new.xml"))).gpus[0]
+    old_gpu = nvml.read_host(ReplayNvml(parse_capture(old, "old.xml"))).gpus[0]
+    assert old_gpu.power_limit_watts == new_gpu.power_limit_watts == 400.0
+    assert old_gpu.throttle_reasons == ["gpu_idle", "sw_power_cap"] and new_gpu.throttle_reasons == ["gpu_idle"]
+
+
+def test_xml_mig_devices_with_and_without_uuids():
+    """An XML capture of a MIG GPU: instances keep the UUID the driver printed; a driver that
+    prints none gives a name that says so, never an invented UUID."""
+    mig = ("<mig_mode><current_mig>Enabled</current_mig><pending_mig>Enabled</pending_mig></mig_mode><mig_devices>"
+           "<mig_device><index>0</index><gpu_instance_id>1</gpu_instance_id><compute_instance_id>0</compute_instance_id>"
+           "<uuid>MIG-aaaaaaaa-0000-0000-0000-000000000000</uuid><device_attributes><shared><multiprocessor_count>42"
+           "</multiprocessor_count></shared></device_attributes><fb_memory_usage><total>19968 MiB</total><used>13 MiB</used>"
+           "</fb_memory_usage></mig_device><mig_device><index>1</index><fb_memory_usage><total>9728 MiB</total>"
+           "<used>0 MiB</used></fb_memory_usage></mig_device></mig_devices>")
+    text = (XML / "a100-sxm4-40gb-570.148.08.xml").read_text(encoding="utf-8")
+    text = re.sub(r"<mig_mode>.*?</mig_devices>", mig, text, count=1, flags=re.S)
+    gpu = nvml.read_host(ReplayNvml(parse_capture(text, "mig.xml"))).gpus[0]
+    assert gpu.mig_enabled
+    assert [(m.uuid, m.multiprocessor_count, m.memory_total_bytes) for m in gpu.mig_devices] == [
+        ("MIG-aaaaaaaa-0000-0000-0000-000000000000", 42, 19968 * 2**20), ("MIG-unrecorded-gpu0-instance1", None, 9728 * 2**20),
+    ]

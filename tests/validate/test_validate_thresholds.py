@@ -7,6 +7,7 @@ import pytest
 from validate.nvml import BAD_THROTTLE_REASONS, cuda_version_text, throttle_reason_names
 from validate.thresholds import (
     INFO,
+    pcie_gen_verdict,
     FAIL,
     NO_REFERENCE,
     NOT_JUDGED,
@@ -90,6 +91,19 @@ class TestPcie:
         """Links narrow at idle: a narrow idle reading is information, never a fault."""
         idle = pcie_width_verdict(8, 16)
         assert idle.verdict == INFO and "at idle" in idle.reason
+
+    @pytest.mark.parametrize(
+        ("platform", "under_load", "gpu_max", "slot_max", "verdict"),
+        [
+            ("Gen4 card (L40S, A100 PCIe) in a Gen3 host", 3, 4, 3, INFO),
+            ("GB200: gen5 of device max 6", 5, 6, 5, INFO),
+            ("H100 SXM at its own gen5", 5, 5, 5, PASS),
+            ("Gen4 card trained to gen3 in a Gen4 slot", 3, 4, 4, FAIL),
+            ("Gen4 card in a Gen3 host, trained to gen2", 2, 4, 3, FAIL),
+        ],
+    )
+    def test_generation_against_the_platform(self, platform, under_load, gpu_max, slot_max, verdict):
+        assert pcie_gen_verdict(under_load, gpu_max, slot_max).verdict == verdict, platform
 
     def test_as_built_x8_slot_passes_with_a_note(self):
         """AWS g4dn (T4) and g6e (L40S) slots are x8: NVML's maximum is then x8 (GPU and slot)."""

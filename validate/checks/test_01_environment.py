@@ -100,12 +100,12 @@ def test_gpu_health(gpu: nvml.GpuInfo, suite, record):
     sustained load judges it); clock slowdowns are judged under the sustained load."""
     record.add("gpu identity", f"{gpu.name} cc {gpu.compute_capability} {gpu.pci_bus_id}", gpu=gpu.uuid)
     record.add("memory", _memory_text(gpu), gpu=gpu.uuid)
-    record.add("ecc uncorrected errors", str(gpu.ecc_uncorrected_volatile), ecc_verdict(gpu.ecc_uncorrected_volatile), gpu=gpu.uuid)
+    record.add("ecc uncorrected errors", str(gpu.ecc_uncorrected_volatile), ecc_verdict(gpu.ecc_uncorrected_volatile, gpu.index), gpu=gpu.uuid)
     _pcie(gpu, suite, record)
     record.add(
         "power limit",
         f"{gpu.power_limit_watts:.0f} W" if gpu.power_limit_watts else "unknown",
-        power_limit_verdict(gpu.power_limit_watts, gpu.power_default_limit_watts),
+        power_limit_verdict(gpu.power_limit_watts, gpu.power_default_limit_watts, gpu.index),
         gpu=gpu.uuid,
     )
     record.add("clock events at idle", ",".join(gpu.throttle_reasons or []) or ("none" if gpu.throttle_reasons is not None else "unknown"), gpu=gpu.uuid)
