@@ -587,11 +587,6 @@ def _check_consistency(m: Matrix, check: _Checker) -> None:
             raise check.fail("driver_branches/integrated_gpus", f"compute capability {cc} is not in gpu_architectures")
     for tf in m.tensorflow_releases:
         where = f"tensorflow_releases ({tf.series})"
-        unknown = [a for a in tf.archs + ((tf.ptx,) if tf.ptx else ()) if a not in known_ccs]
-        if unknown:
-            raise check.fail(where + ".kernels", f"arch(s) {', '.join(unknown)} not in gpu_architectures")
-        if tf.kernels_cuda and ".".join(tf.kernels_cuda.split(".")[:2]) != tf.cuda:
-            raise check.fail(where + ".kernels", f"build_info's CUDA {tf.kernels_cuda} is not the release's CUDA {tf.cuda}")
         check.unique(list(tf.patches), where, "patch")
         check.unique(list(tf.python), where, "Python")
         for p in tf.patches:
@@ -599,6 +594,11 @@ def _check_consistency(m: Matrix, check: _Checker) -> None:
                 raise check.fail(where, f"patch {p} is not of series {tf.series}")
         if tf.cuda not in minors:
             raise check.fail(where, f"CUDA {tf.cuda} is not in cuda_releases")
+        unknown = [a for a in tf.archs + ((tf.ptx,) if tf.ptx else ()) if a not in known_ccs]
+        if unknown:
+            raise check.fail(where + ".kernels", f"arch(s) {', '.join(unknown)} not in gpu_architectures")
+        if tf.kernels_cuda and ".".join(tf.kernels_cuda.split(".")[:2]) != tf.cuda:
+            raise check.fail(where + ".kernels", f"build_info's CUDA {tf.kernels_cuda} is not the release's CUDA {tf.cuda}")
         for py in tf.python:
             if m.python_release(py) is None:
                 raise check.fail(where, f"Python {py} is not in python_releases")
