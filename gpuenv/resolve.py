@@ -515,7 +515,13 @@ def _options_text(changes: dict[str, object]) -> str:
 
 
 def _fix(request: Request, matrix: Matrix, **changes: object) -> tuple[str, Stack] | None:
-    """A fix as the exact options to change and what resolving exactly those gives, or None when they fail too."""
+    """A fix as the exact options to change and what resolving exactly those gives, or None when they fail too.
+
+    Only for the user's own request: the re-resolutions behind a fix (explain=False) suggest nothing
+    themselves, so fixes never recurse.
+    """
+    if not request.explain:
+        return None
     stack = _suggest(request, matrix, **changes)
     if stack is None:
         return None
