@@ -629,7 +629,8 @@ def resolve_stack(request: Request, matrix: Matrix | None = None) -> Stack:
     if cuda_wish == CPU:
         kept = [c for c in cands if c.cuda is None]
         if not kept:
-            raise NoCompatibleStack(f"{what} has no CPU build in the data", fix="drop the version pin or use a CUDA version")
+            fix = _join_fixes([_fix(request, matrix, **{framework: None}) if pin else None, _fix(request, matrix, cuda=None)], "drop the version pin or use a CUDA version")
+            raise NoCompatibleStack(f"{what} has no CPU build in the data", fix=fix)
         cands = kept
     else:
         gpu = [c for c in cands if c.cuda is not None]
@@ -652,7 +653,10 @@ def resolve_stack(request: Request, matrix: Matrix | None = None) -> Stack:
         if not kept:
             have = _fmt(c.python for c in cands)
             scope = f" for CUDA {cuda_wish}" if cuda_wish and cuda_wish != CPU else ""
-            raise NoCompatibleStack(f"Python {python} is not supported by {what}{scope} (supported: {have})", fix=f"use --python with one of {have}, or pin another release")
+            tries = [{"python": p} for p in sorted({c.python for c in cands}, key=V, reverse=True)]
+            fix = _join_fixes([_first_fix(request, matrix, tries), _fix(request, matrix, **{framework: None}) if pin else None],
+                              f"use --python with one of {have}, or pin another release")
+            raise NoCompatibleStack(f"Python {python} is not supported by {what}{scope} (supported: {have})", fix=fix)
         cands = kept
 
     # 3. the driver: a base image it runs, and the build under the CUDA or minor-version rule
