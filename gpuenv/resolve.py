@@ -286,7 +286,7 @@ def _kernel_min_driver(matrix: Matrix, c: _Candidate, archs: list[str], driver: 
             need = _higher(need, floor)
         branch = matrix.driver_branch(cc)
         if branch is not None:
-            need = _higher(need, branch.branch)
+            need = _higher(need, branch.branch + ".0")  # the lowest version of that branch
     return need
 
 

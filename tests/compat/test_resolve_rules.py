@@ -143,7 +143,7 @@ def test_cuda11_image_gate_and_nvidia_require_cuda_agree():
 
 def test_driver_branch_raises_min_driver_when_no_driver_is_given():
     stack = resolve(gpu_archs=B200, cuda="12.8")
-    assert V(stack.min_driver) >= V("570")
+    assert V(stack.min_driver) >= V("570.0")
 
 
 def test_h100_535_cuda13_fix_is_the_exact_command_re_resolved():
