@@ -4,19 +4,26 @@ Pure: it reads the Matrix and the Request and nothing else (the host and the whe
 are read by the caller), so every rule is tested table-driven. The rules, in the order they
 apply (README "How the stack is chosen"):
 
+- GPUs first: Jetson modules are refused (JetPack targets them), and a driver older than the
+  first branch that knows a GPU is refused under every rule.
 - CUDA rule: `--cuda X.Y` is the container's CUDA (base image, and the most the driver runs).
-  The framework build is the newest whose CUDA is at most X.Y within the same major: the wheels
-  carry their own CUDA libraries and an older runtime runs on a newer driver (Cog's rule).
+  The build CUDA is chosen first: the newest at or below X.Y within X's major, else the lowest
+  above it (on the X.Y image by minor-version compatibility); then the newest release with that
+  build. The wheels carry their own CUDA libraries (Cog's rule); a major is never crossed.
 - Driver rule: without `--cuda`, the base image is one the driver runs natively and the build
-  the newest of that major under minor-version compatibility (12.x wheels run from 525.60.13),
-  unless `--strict-driver`. The minimum driver is the higher of the image's and the build's.
+  the newest of that major under minor-version compatibility (11.x from 450.80.02, 12.x from
+  525.60.13); when no image of the major runs natively (CUDA 11 hosts), the image itself runs by
+  minor-version compatibility. Not with `--strict-driver`.
+- Kernels: SASS of the GPU's major at or below its minor, or PTX the driver JIT-compiles, which
+  needs a driver that runs the build's CUDA natively (TensorFlow's from its build_info.py).
+  The minimum driver is the highest of the image's, the build's, the PTX JIT's and the GPUs'.
 - Default Python: the newest the release supports whose X.Y.0 is at least six months old.
 - Wheelhouse: with wheels of the framework in it, only the releases, builds and Pythons it holds.
 
-It prefers the newest framework release, then the newest build CUDA; when nothing fits it names
-the constraint that emptied the candidates and a concrete set of values that does work.
+It prefers the newest framework release, then a confirmed build, then the newest build CUDA;
+when nothing fits it names the constraint that emptied the candidates and fixes that are the
+exact options to change, each resolved before it is printed.
 """
-
 from __future__ import annotations
 
 import re
@@ -545,7 +552,7 @@ def _join_fixes(fixes: Iterable[tuple[str, Stack] | None], fallback: str) -> str
     return ", or ".join(text for text, _ in out[:2]) if out else fallback
 
 
-def _cuda_tries(matrix: Matrix, minors: Iterable[str]) -> list[dict[str, object]]:
+def _cuda_tries(minors: Iterable[str]) -> list[dict[str, object]]:
     return [{"cuda": m} for m in minors]
 
 
@@ -673,7 +680,7 @@ def resolve_stack(request: Request, matrix: Matrix | None = None) -> Stack:
         if not placed:
             if driver is None:
                 minors = _fmt(c.release.minor for c in cands)
-                fix = _join_fixes([_first_fix(request, matrix, _cuda_tries(matrix, _image_minors(matrix))), _fix(request, matrix, cuda=None)],
+                fix = _join_fixes([_first_fix(request, matrix, _cuda_tries(_image_minors(matrix))), _fix(request, matrix, cuda=None)],
                                   "use --cuda with a release `invoke matrix` lists with images")
                 raise NoCompatibleStack(f"no nvidia/cuda image with a known driver floor is in the data for CUDA {cuda_wish or minors}", fix=fix)
             message, fix = _driver_failure(matrix, request, cands, driver, cuda_wish, strict)
@@ -751,10 +758,10 @@ def _cuda_rule(matrix: Matrix, request: Request, framework: str, cands: list[_Ca
     have = _fmt(c.release.minor for c in cands)
     if minors:
         message = f"{what} has no build for CUDA {wish} or an older CUDA {major}.x (its CUDA {major}.x builds: {', '.join(minors)})"
-        tries = _cuda_tries(matrix, minors) + [{"strict_driver": False}]
+        tries = _cuda_tries(minors) + [{"strict_driver": False}]
     else:
         message = f"{what} has no CUDA {major}.x build (it has CUDA {have}), and gpuenv never crosses a CUDA major"
-        tries = _cuda_tries(matrix, sorted({c.release.minor for c in cands}, key=V, reverse=True))
+        tries = _cuda_tries(sorted({c.release.minor for c in cands}, key=V, reverse=True))
     fixes = [_first_fix(request, matrix, tries)]
     if not minors:
         fixes.append(_fix(request, matrix, cuda=None))
@@ -811,14 +818,14 @@ def _arch_failure(matrix: Matrix, request: Request, cands: list[_Candidate], arc
         major = cuda_wish.split(".")[0]  # type: ignore[union-attr]
         message = f"CUDA {major} dropped {arch.name} (compute capability {cc}): CUDA {arch.last_cuda} is the last CUDA for it"
         usable = [m for m in _image_minors(matrix) if V(m) <= V(arch.last_cuda)]
-        return message, _join_fixes([_first_fix(request, matrix, _cuda_tries(matrix, usable))], "use --cuda cpu")
+        return message, _join_fixes([_first_fix(request, matrix, _cuda_tries(usable))], "use --cuda cpu")
     tries: list[dict[str, object]] = []
     if cuda_wish:
         wish_major = int(cuda_wish.split(".")[0])
         # the nearest newer CUDA of the same major first (the first to know the GPU), then the others, newest first
         above = sorted((m for m in _image_minors(matrix) if int(m.split(".")[0]) == wish_major and V(m) > V(cuda_wish)), key=V)
         rest = [m for m in _image_minors(matrix) if m not in above and m != cuda_wish]
-        tries = _cuda_tries(matrix, above + rest)
+        tries = _cuda_tries(above + rest)
     fixes = [_first_fix(request, matrix, tries)]
     if cuda_wish:
         fixes.append(_fix(request, matrix, cuda=None))
@@ -846,7 +853,7 @@ def _driver_failure(matrix: Matrix, request: Request, cands: list[_Candidate], d
         lowest = min(cands, key=lambda c: V(image_floor(c.release.minor) or "9999"))
         needed, what = image_floor(lowest.release.minor), f"CUDA {lowest.release.minor}"
     if needed is None:
-        fix = _join_fixes([_first_fix(request, matrix, _cuda_tries(matrix, _image_minors(matrix))), _fix(request, matrix, cuda=None)],
+        fix = _join_fixes([_first_fix(request, matrix, _cuda_tries(_image_minors(matrix))), _fix(request, matrix, cuda=None)],
                           "use --cuda with a release `invoke matrix` lists with a driver floor")
         return f"no nvidia/cuda image with a known driver floor is in the data for {what} (see `invoke matrix`)", fix
     message = f"driver {driver} is older than {needed} needed by {what}"
@@ -856,7 +863,7 @@ def _driver_failure(matrix: Matrix, request: Request, cands: list[_Candidate], d
         major_no = int(cuda_wish.split(".")[0])
         runnable = [m for m in _image_minors(matrix) if m != cuda_wish and _runnable_images(matrix, m, driver, False)]
         same = [m for m in runnable if int(m.split(".")[0]) == major_no and V(m) < V(cuda_wish)]
-        fixes.append(_first_fix(request, matrix, _cuda_tries(matrix, same + [m for m in runnable if m not in same])))
+        fixes.append(_first_fix(request, matrix, _cuda_tries(same + [m for m in runnable if m not in same])))
         fixes.append(_fix(request, matrix, cuda=None))
     elif strict:
         fixes.append(_fix(request, matrix, strict_driver=False))
