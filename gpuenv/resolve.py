@@ -506,10 +506,19 @@ def _suggest(request: Request, matrix: Matrix, **changes: object) -> Stack | Non
 _OPTION_NAMES = {"gpu_archs": "--gpu-arch", "strict_driver": "--strict-driver"}
 
 
+def _drop_pin(request: Request) -> dict[str, object]:
+    """Changes that drop the --torch/--tensorflow pin and keep its framework (else it would fall back to PyTorch)."""
+    pinned = "torch" if request.torch else "tensorflow" if request.tensorflow else None
+    if pinned is None:
+        return {}
+    return {pinned: None} if request.framework else {"framework": pinned, pinned: None}
+
+
 def _options_text(changes: dict[str, object]) -> str:
-    """'--cuda 12.2', 'drop --cuda', '--cuda 12.6 and drop --torch': exactly the options a fix changes."""
+    """'use --cuda 12.2', 'drop --cuda', 'use --framework tensorflow and drop --tensorflow': exactly the options a fix changes."""
     parts = []
-    for key, value in changes.items():
+    dropped = lambda kv: kv[1] is None or kv[1] is False or kv[1] == ()  # noqa: E731
+    for key, value in sorted(changes.items(), key=dropped):  # what to use first, then what to drop
         flag = _OPTION_NAMES.get(key, "--" + key.replace("_", "-"))
         if value is None or value is False or value == ():
             parts.append(f"drop {flag}")
@@ -636,7 +645,7 @@ def resolve_stack(request: Request, matrix: Matrix | None = None) -> Stack:
     if cuda_wish == CPU:
         kept = [c for c in cands if c.cuda is None]
         if not kept:
-            fix = _join_fixes([_fix(request, matrix, **{framework: None}) if pin else None, _fix(request, matrix, cuda=None)], "drop the version pin or use a CUDA version")
+            fix = _join_fixes([_fix(request, matrix, **_drop_pin(request)) if pin else None, _fix(request, matrix, cuda=None)], "drop the version pin or use a CUDA version")
             raise NoCompatibleStack(f"{what} has no CPU build in the data", fix=fix)
         cands = kept
     else:
@@ -661,7 +670,7 @@ def resolve_stack(request: Request, matrix: Matrix | None = None) -> Stack:
             have = _fmt(c.python for c in cands)
             scope = f" for CUDA {cuda_wish}" if cuda_wish and cuda_wish != CPU else ""
             tries = [{"python": p} for p in sorted({c.python for c in cands}, key=V, reverse=True)]
-            fix = _join_fixes([_first_fix(request, matrix, tries), _fix(request, matrix, **{framework: None}) if pin else None],
+            fix = _join_fixes([_first_fix(request, matrix, tries), _fix(request, matrix, **_drop_pin(request)) if pin else None],
                               f"use --python with one of {have}, or pin another release")
             raise NoCompatibleStack(f"Python {python} is not supported by {what}{scope} (supported: {have})", fix=fix)
         cands = kept
@@ -829,11 +838,10 @@ def _arch_failure(matrix: Matrix, request: Request, cands: list[_Candidate], arc
     fixes = [_first_fix(request, matrix, tries)]
     if cuda_wish:
         fixes.append(_fix(request, matrix, cuda=None))
-    pinned = "torch" if request.torch else "tensorflow" if request.tensorflow else None
-    if pinned:
-        fixes.append(_fix(request, matrix, **{pinned: None}))
+    if _drop_pin(request):
+        fixes.append(_fix(request, matrix, **_drop_pin(request)))
         if cuda_wish:
-            fixes.append(_fix(request, matrix, cuda=None, **{pinned: None}))
+            fixes.append(_fix(request, matrix, cuda=None, **_drop_pin(request)))
     fallback = "use --cuda cpu, or a GPU the data knows builds for"
     if any(c.placement and c.placement.minor_compat for c in cands):
         fallback = "upgrade the driver (newer builds need a newer driver to run natively), or use --cuda cpu"
@@ -867,6 +875,9 @@ def _driver_failure(matrix: Matrix, request: Request, cands: list[_Candidate], d
         fixes.append(_fix(request, matrix, cuda=None))
     elif strict:
         fixes.append(_fix(request, matrix, strict_driver=False))
+    if _drop_pin(request):
+        fixes.append(_fix(request, matrix, **_drop_pin(request)))
+    fixes.append(_fix(request, matrix, cuda=CPU))
     options = [f"upgrade the driver to >= {needed}", _join_fixes(fixes, "use --cuda cpu")]
     major_no = int((cuda_wish or cands[0].release.minor).split(".")[0])
     major = matrix.cuda_major(major_no)

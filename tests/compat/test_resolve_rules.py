@@ -260,3 +260,10 @@ def test_the_build_is_at_or_below_the_wish_when_one_exists():
         assert stack.framework_cuda == expected, c.minor
         newest = max((p for t in m.torch_releases for v in t.variants if v.cuda == expected for p in t.patches), key=V)
         assert stack.framework_version == newest, c.minor
+
+
+def test_dropping_a_pin_keeps_its_framework_and_reproduces():
+    wishes = dict(driver="535.104.05", gpu_archs=H100, tensorflow="2.21")
+    text = failure(**wishes)
+    assert "use --framework tensorflow and drop --tensorflow (gives TensorFlow 2.15.1" in text
+    assert assert_fixes_reproduce(wishes, text) >= 1
