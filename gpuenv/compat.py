@@ -41,8 +41,10 @@ _SECTIONS = (
 )
 
 
+@lru_cache(maxsize=4096)
 def version_key(text: str) -> Version:
-    """Order CUDA, driver, framework and Python versions numerically (12.10 > 12.9)."""
+    """Order CUDA, driver, framework and Python versions numerically (12.10 > 12.9); cached, as the
+    resolver compares the same few hundred strings many times."""
     return Version(text)
 
 

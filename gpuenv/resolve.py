@@ -699,10 +699,14 @@ def resolve_stack(request: Request, matrix: Matrix | None = None) -> Stack:
     # 4. the GPUs: kernels for every compute capability (SASS, or PTX the driver can JIT), and the driver branch each needs
     if cuda_wish != CPU:
         kept = []
+        plans: dict[tuple[int, int], _Placement | None] = {}  # per placement and build: the same for every Python
         for c in cands:
-            need = _kernel_min_driver(matrix, c, archs, driver)
-            if need is not None:
-                kept.append(replace(c, placement=replace(c.placement, min_driver=need)))  # type: ignore[arg-type]
+            key = (id(c.placement), id(c.kernels))
+            if key not in plans:
+                need = _kernel_min_driver(matrix, c, archs, driver)
+                plans[key] = None if need is None else replace(c.placement, min_driver=need)  # type: ignore[arg-type]
+            if plans[key] is not None:
+                kept.append(replace(c, placement=plans[key]))
         if not kept:
             message, fix = _arch_failure(matrix, request, cands, archs, cuda_wish, what)
             raise NoCompatibleStack(message, fix=fix)
