@@ -511,7 +511,7 @@ def _drop_pin(request: Request) -> dict[str, object]:
     pinned = "torch" if request.torch else "tensorflow" if request.tensorflow else None
     if pinned is None:
         return {}
-    return {pinned: None} if request.framework else {"framework": pinned, pinned: None}
+    return {pinned: None} if request.framework or pinned == "torch" else {"framework": pinned, pinned: None}
 
 
 def _options_text(changes: dict[str, object]) -> str:
@@ -814,8 +814,7 @@ def _arch_failure(matrix: Matrix, request: Request, cands: list[_Candidate], arc
     """Why no build has kernels for these GPUs (that this driver can run), and re-resolved values that work."""
     scope = f" for CUDA {cuda_wish}" if cuda_wish else ""
     message = f"no {what} build{scope} has kernels for compute capability {', '.join(archs)}"
-    if request.driver:
-        message += f" that driver {request.driver} can run (PTX is JIT-compiled only by a driver that runs the build's CUDA natively)"
+    jit = f" that driver {request.driver} can run (PTX is JIT-compiled only by a driver that runs the build's CUDA natively)" if request.driver else ""
     dropped = []
     for cc in archs:
         arch = matrix.architecture_of(cc)
@@ -823,9 +822,16 @@ def _arch_failure(matrix: Matrix, request: Request, cands: list[_Candidate], arc
             dropped.append((cc, arch))
     early = [(cc, matrix.architecture_of(cc)) for cc in archs]
     early = [(cc, a) for cc, a in early if a and cuda_wish and V(cuda_wish) < V(a.first_cuda)]
+    newest = max((c.release.minor for c in cands if c.cuda is not None), key=V, default=None)
+    predates = [(cc, a) for cc, a in ((cc, matrix.architecture_of(cc)) for cc in archs) if newest and a and V(newest) < V(a.first_cuda)]
     if early:
         cc, arch = early[0]
         message += f" (CUDA {cuda_wish} predates {arch.name}: its first CUDA is {arch.first_cuda})"  # type: ignore[union-attr]
+    elif predates:
+        cc, arch = predates[0]
+        message += f" (its newest build is for CUDA {newest}, which predates {arch.name}: its first CUDA is {arch.first_cuda})"  # type: ignore[union-attr]
+    else:
+        message += jit
     if dropped:
         cc, arch = dropped[0]
         major = cuda_wish.split(".")[0]  # type: ignore[union-attr]
@@ -849,6 +855,8 @@ def _arch_failure(matrix: Matrix, request: Request, cands: list[_Candidate], arc
     fallback = "use --cuda cpu, or a GPU the data knows builds for"
     if any(c.placement and c.placement.minor_compat for c in cands):
         fallback = "upgrade the driver (newer builds need a newer driver to run natively), or use --cuda cpu"
+    if not any(fixes):
+        fixes.append(_fix(request, matrix, cuda=CPU))
     return message, _join_fixes(fixes, fallback)
 
 
