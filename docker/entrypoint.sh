@@ -8,6 +8,9 @@
 # container that cannot see it (no NVIDIA driver on the host) is not gated here, and the
 # validation suite's first check says the same thing through NVML.
 # GPUENV_SKIP_DRIVER_GATE=1 skips it (data-center forward compatibility packages, on purpose).
+# For a stack that runs by CUDA minor-version compatibility (a CUDA 11 image on a driver older than
+# the image's own floor), GPUENV_MIN_DRIVER is that compatibility floor (450.80.02 for 11.x) and the
+# image's NVIDIA_REQUIRE_CUDA says the same (cuda>=11.0,driver>=450.80.02), so the two gates agree.
 set -eu
 
 min=${GPUENV_MIN_DRIVER:-}
@@ -35,7 +38,7 @@ if [ -n "$min" ] && [ "${GPUENV_SKIP_DRIVER_GATE:-0}" != 1 ] && [ -r "$version_f
         if [ -n "$hint" ]; then
             echo "gpuenv: driver $driver is older than $min needed by this image: upgrade the driver to >= $min, or build for --cuda $hint" >&2
         else
-            echo "gpuenv: driver $driver is older than $min needed by this image: upgrade the driver to >= $min, or build for an older CUDA (invoke resolve --driver $driver)" >&2
+            echo "gpuenv: driver $driver is older than $min needed by this image: upgrade the driver to >= $min, or build the stack this driver runs (invoke resolve --driver $driver)" >&2
         fi
         exit 1
     fi

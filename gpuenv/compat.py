@@ -33,13 +33,18 @@ _SECTIONS = (
     "cuda_releases",
     "images",
     "gpu_architectures",
+    "driver_branches",
+    "integrated_gpus",
+    "jetson_use",
     "torch_releases",
     "tensorflow_releases",
 )
 
 
+@lru_cache(maxsize=4096)
 def version_key(text: str) -> Version:
-    """Order CUDA, driver, framework and Python versions numerically (12.10 > 12.9)."""
+    """Order CUDA, driver, framework and Python versions numerically (12.10 > 12.9); cached, as the
+    resolver compares the same few hundred strings many times."""
     return Version(text)
 
 
@@ -129,6 +134,27 @@ class GpuArchitecture:
 
 
 @dataclass(frozen=True)
+class DriverBranch:
+    """The first driver branch (its leading number, "570") that runs GPUs of these compute capabilities."""
+
+    name: str
+    compute_capabilities: tuple[str, ...]
+    branch: str
+    confirmed: bool
+    note: str | None
+    source: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class IntegratedGpu:
+    """A Jetson module: gpuenv's x86_64 images and wheels do not target it."""
+
+    name: str
+    compute_capabilities: tuple[str, ...]
+    source: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class TorchVariant:
     name: str
     cuda: str | None
@@ -156,6 +182,11 @@ class TensorflowRelease:
     python: tuple[str, ...]
     source: tuple[str, ...]
     and_cuda: bool = True
+    #: From the wheel's tensorflow/python/platform/build_info.py: SASS archs, the PTX arch, the exact CUDA.
+    archs: tuple[str, ...] = ()
+    ptx: str | None = None
+    kernels_cuda: str | None = None
+    kernels_source: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -180,7 +211,17 @@ class Matrix:
     tensorflow_releases: tuple[TensorflowRelease, ...]
     checked: date
     python_releases: tuple[PythonRelease, ...]
+    driver_branches: tuple[DriverBranch, ...] = ()
+    integrated_gpus: tuple[IntegratedGpu, ...] = ()
+    jetson_use: str = ""
+    jetson_use_source: tuple[str, ...] = ()
     path: Path = field(default=COMPAT_FILE, compare=False)
+
+    def driver_branch(self, capability: str) -> DriverBranch | None:
+        return next((b for b in self.driver_branches if capability in b.compute_capabilities), None)
+
+    def integrated_gpu(self, capability: str) -> IntegratedGpu | None:
+        return next((g for g in self.integrated_gpus if capability in g.compute_capabilities), None)
 
     def python_release(self, version: str) -> PythonRelease | None:
         return next((p for p in self.python_releases if p.version == version), None)
@@ -434,9 +475,36 @@ def parse_matrix(data: Any, path: Path = COMPAT_FILE) -> Matrix:
             )
         )
 
+    branches = []
+    for where, e in _entries(top, "driver_branches", check):
+        check.mapping(e, where, ("name", "compute_capabilities", "branch", "source"))
+        branch = check.text(str(e["branch"]), where + ".branch")
+        if not branch.isdigit():
+            raise check.fail(where, f"branch must be the driver's leading number (e.g. 570), got {branch!r}")
+        branches.append(
+            DriverBranch(
+                check.text(e["name"], where + ".name"),
+                check.texts(e["compute_capabilities"], where + ".compute_capabilities", _MINOR),
+                branch,
+                check.flag(e, where),
+                None if e.get("note") is None else check.text(e["note"], where + ".note"),
+                check.source(e, where),
+            )
+        )
+
+    integrated = []
+    for where, e in _entries(top, "integrated_gpus", check):
+        check.mapping(e, where, ("name", "compute_capabilities", "source"))
+        integrated.append(
+            IntegratedGpu(check.text(e["name"], where + ".name"), check.texts(e["compute_capabilities"], where + ".compute_capabilities", _MINOR), check.source(e, where))
+        )
+    jetson = check.mapping(top["jetson_use"], "jetson_use", ("text", "source"))
+    jetson_text, jetson_source = check.text(jetson["text"], "jetson_use.text"), check.source(jetson, "jetson_use")
+
     tfs = []
     for where, e in _entries(top, "tensorflow_releases", check):
-        check.mapping(e, where, ("series", "patches", "cuda", "cudnn", "python", "source"))
+        check.mapping(e, where, ("series", "patches", "cuda", "cudnn", "python", "kernels", "source"))
+        k = check.mapping(e["kernels"], where + ".kernels", ("cuda", "archs", "ptx", "source"))
         tfs.append(
             TensorflowRelease(
                 check.text(e["series"], where + ".series", _MINOR),
@@ -446,12 +514,16 @@ def parse_matrix(data: Any, path: Path = COMPAT_FILE) -> Matrix:
                 check.texts(e["python"], where + ".python", _MINOR),
                 check.source(e, where),
                 check.flag(e, where, "and_cuda"),
+                check.texts(k["archs"], where + ".kernels.archs", _MINOR),
+                None if k["ptx"] is None else check.text(k["ptx"], where + ".kernels.ptx", _MINOR),
+                check.text(k["cuda"], where + ".kernels.cuda", _DRIVER),
+                check.source(k, where + ".kernels"),
             )
         )
 
     matrix = Matrix(
         cpu_image, cpu_source, tuple(majors), tuple(releases), tuple(images), tuple(archs), tuple(torches), tuple(tfs),
-        checked, tuple(pythons), path,
+        checked, tuple(pythons), tuple(branches), tuple(integrated), jetson_text, jetson_source, path,
     )
     _check_consistency(matrix, check)
     return matrix
@@ -510,6 +582,11 @@ def _check_consistency(m: Matrix, check: _Checker) -> None:
                 arch = m.architecture_of(cc)
                 if arch and arch.last_cuda and Version(v.cuda) > Version(arch.last_cuda):
                     raise check.fail(f"{where}.variants.{v.name}", f"arch {cc} ({arch.name}) is not supported by CUDA {v.cuda} (its last CUDA is {arch.last_cuda})")
+    check.unique([cc for b in m.driver_branches for cc in b.compute_capabilities], "driver_branches", "compute capability")
+    check.unique([cc for g in m.integrated_gpus for cc in g.compute_capabilities], "integrated_gpus", "compute capability")
+    for cc in [cc for b in m.driver_branches for cc in b.compute_capabilities] + [cc for g in m.integrated_gpus for cc in g.compute_capabilities]:
+        if cc not in known_ccs:
+            raise check.fail("driver_branches/integrated_gpus", f"compute capability {cc} is not in gpu_architectures")
     for tf in m.tensorflow_releases:
         where = f"tensorflow_releases ({tf.series})"
         check.unique(list(tf.patches), where, "patch")
@@ -519,6 +596,11 @@ def _check_consistency(m: Matrix, check: _Checker) -> None:
                 raise check.fail(where, f"patch {p} is not of series {tf.series}")
         if tf.cuda not in minors:
             raise check.fail(where, f"CUDA {tf.cuda} is not in cuda_releases")
+        unknown = [a for a in tf.archs + ((tf.ptx,) if tf.ptx else ()) if a not in known_ccs]
+        if unknown:
+            raise check.fail(where + ".kernels", f"arch(s) {', '.join(unknown)} not in gpu_architectures")
+        if tf.kernels_cuda and ".".join(tf.kernels_cuda.split(".")[:2]) != tf.cuda:
+            raise check.fail(where + ".kernels", f"build_info's CUDA {tf.kernels_cuda} is not the release's CUDA {tf.cuda}")
         for py in tf.python:
             if m.python_release(py) is None:
                 raise check.fail(where, f"Python {py} is not in python_releases")

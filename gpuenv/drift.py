@@ -8,6 +8,7 @@ download.pytorch.org variants) are listed as needing a curated update.
 
 from __future__ import annotations
 
+import ast
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -30,6 +31,7 @@ CURATED = (
     "nvidia/cuda image tags and their NVIDIA_REQUIRE_CUDA (gitlab.com/nvidia/container-images/cuda, Docker Hub)",
     "torch wheel variants on download.pytorch.org and their GPU architectures (pytorch/pytorch RELEASE.md CUDA support matrix)",
     "TensorFlow's tested cuDNN where the and-cuda extra pins only a range (tensorflow.org/install/source#gpu)",
+    "the first driver branch of each GPU family (NVIDIA driver and CUDA release notes) and Jetson compute capabilities (developer.nvidia.com/cuda-gpus)",
     "GPU architectures per CUDA release (NVIDIA CUDA release notes) and Python X.Y.0 release dates (python.org PEPs)",
 )
 
@@ -38,6 +40,11 @@ class Client(Protocol):
     def project(self, name: str) -> dict[str, Any]: ...
     def file_url(self, name: str, url: str) -> str: ...
     def wheel_metadata(self, url: str, size: int, pep658: bool = False) -> str: ...
+    def wheel_member(self, url: str, size: int, wanted: str) -> str: ...
+
+
+#: The file of a TensorFlow wheel that records the CUDA, cuDNN and GPU architectures it was built for.
+TF_BUILD_INFO = "tensorflow/python/platform/build_info.py"
 
 
 @dataclass(frozen=True)
@@ -139,10 +146,71 @@ def gather(client: Client, matrix: Matrix, workers: int = 8, progress: Callable[
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for name, v, filename, requires in pool.map(read, jobs):
             metadata[name][v] = {"wheel": filename, "requires_dist": requires}
+
+    # TensorFlow's GPU kernels: build_info.py of the newest patch of every series in the data, and of new releases
+    tf_known = {p for r in matrix.tensorflow_releases for p in r.patches}
+    tf_versions = [v for v in final_versions(docs["tensorflow"]) if v.count(".") == 2]
+    newest: dict[str, str] = {}
+    for v in tf_versions:
+        newest[".".join(v.split(".")[:2])] = v
+    series = {r.series for r in matrix.tensorflow_releases}
+    oldest = min((Version(p) for p in tf_known), default=Version("0"))
+    picks = sorted({v for s, v in newest.items() if s in series} | {v for v in tf_versions if v not in tf_known and Version(v) > oldest}, key=Version)
+    info_jobs = []
+    for v in picks:
+        wheel = linux_wheel(docs["tensorflow"]["releases"].get(v, []))
+        if wheel is not None:
+            info_jobs.append((v, client.file_url("tensorflow", wheel["url"]), int(wheel["size"]), wheel["filename"]))
+    say(f"reading {TF_BUILD_INFO} of {len(info_jobs)} TensorFlow wheels (range requests)")
+
+    def read_info(job):
+        v, url, size, filename = job
+        return v, filename, client.wheel_member(url, size, TF_BUILD_INFO)
+
+    build_info: dict[str, Any] = {}
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for v, filename, text in pool.map(read_info, info_jobs):
+            build_info[v] = {"wheel": filename, "text": text}
     return {
         "versions": {name: final_versions(docs[name]) for name in PROJECTS},
         "metadata": metadata,
+        "tensorflow_build_info": build_info,
     }
+
+
+def parse_build_info(text: str) -> dict[str, Any]:
+    """TensorFlow's build_info.py (an OrderedDict literal) -> {cuda, archs (SASS, 'X.Y'), ptx ('X.Y' or None)}.
+
+    Read with ast.literal_eval, never executed. `cuda_compute_capabilities` lists sm_XY (SASS) and
+    compute_XY (PTX) entries.
+    """
+    values: dict[str, Any] = {}
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "build_info" for t in node.targets):
+            call = node.value
+            arg = call.args[0] if isinstance(call, ast.Call) and call.args else call
+            values = dict(ast.literal_eval(arg))
+    caps = [str(c) for c in values.get("cuda_compute_capabilities", [])]
+
+    def cc(tag: str) -> str:
+        digits = re.sub(r"\D", "", tag)
+        return f"{digits[:-1]}.{digits[-1]}"
+
+    ptx = [cc(c) for c in caps if c.startswith("compute_")]
+    return {
+        "cuda": values.get("cuda_version"),
+        "archs": [cc(c) for c in caps if c.startswith("sm_")],
+        "ptx": max(ptx, key=Version) if ptx else None,
+    }
+
+
+def torch_cuda_update(requires: list[str]) -> str | None:
+    """The exact CUDA update a PyPI torch wheel installs (cuda-toolkit==X.Y.Z, torch 2.11 on); None before."""
+    req = _pins(requires).get("cuda-toolkit")
+    if req is None:
+        return None
+    exact = [s.version for s in req.specifier if s.operator == "=="]
+    return exact[0] if exact else None
 
 
 # ---------------------------------------------------------------- pure comparison
@@ -241,6 +309,15 @@ def compare(matrix: Matrix, upstream: dict[str, Any], index: str = "https://pypi
             continue
         if cuda != release.cuda or (cudnn and cudnn != release.cudnn):
             add(Finding("tensorflow and-cuda", release.series, f"CUDA {release.cuda}, cuDNN {release.cudnn}", f"CUDA {cuda}, cuDNN {cudnn or '?'} (and-cuda of {seen['wheel']})", _page("tensorflow", v)))
+    for v, seen in sorted(upstream.get("tensorflow_build_info", {}).items(), key=lambda kv: Version(kv[0])):
+        release = tf_known.get(v)
+        got = parse_build_info(seen["text"])
+        upstream_text = f"CUDA {got['cuda']}, SASS {' '.join(got['archs']) or 'none'}, PTX {got['ptx'] or 'none'} (build_info.py of {seen['wheel']})"
+        if release is None:
+            continue  # a release the data lacks is reported above
+        if (list(release.archs), release.ptx, release.kernels_cuda) != (got["archs"], got["ptx"], got["cuda"]):
+            data = f"CUDA {release.kernels_cuda}, SASS {' '.join(release.archs)}, PTX {release.ptx or 'none'}"
+            add(Finding("tensorflow kernels", release.series, data, upstream_text, _page("tensorflow", v)))
 
     listed = {u.version for c in matrix.cuda_releases for u in c.updates}
     minors = {c.minor for c in matrix.cuda_releases}
@@ -255,6 +332,12 @@ def compare(matrix: Matrix, upstream: dict[str, Any], index: str = "https://pypi
             minors.add(minor)
         elif v not in listed:
             add(Finding("CUDA update", v, None, f"cuda-toolkit {v} on PyPI (needs its driver floor)", _page("cuda-toolkit", v)))
+    # a CUDA update a current torch wheel installs must have a driver floor: the resolver cannot place it otherwise
+    floors = {u.version: u.min_driver for c in matrix.cuda_releases for u in c.updates}
+    for v, seen in sorted(metadata["torch"].items(), key=lambda kv: Version(kv[0])):
+        update = torch_cuda_update(seen["requires_dist"])
+        if update and update in floors and floors[update] is None:
+            add(Finding("CUDA update without driver floor", update, "min_driver unknown", f"torch {v}'s PyPI wheel installs cuda-toolkit {update} ({seen['wheel']})", _page("torch", v)))
     return report
 
 
@@ -265,7 +348,8 @@ def pending_curation(matrix: Matrix) -> list[str]:
     out += [f"nvidia/cuda {i.version}: image entry unconfirmed" for i in matrix.images if not i.confirmed]
     out += [f"nvidia/cuda {i.version}: cuDNN tags unconfirmed" for i in matrix.images if i.cudnn and not i.cudnn.confirmed]
     out += [f"torch {t.series} {v.name}: unconfirmed" for t in matrix.torch_releases for v in t.variants if not v.confirmed]
-    out += [f"Python {p.version}.0 release date unconfirmed" for p in matrix.python_releases if not p.confirmed]
+    out += [f"driver branch of {b.name} ({', '.join(b.compute_capabilities)}): R{b.branch} unconfirmed" for b in matrix.driver_branches if not b.confirmed]
+    out += [f"Python {p.version}.0: release date unconfirmed" for p in matrix.python_releases if not p.confirmed]
     return out
 
 

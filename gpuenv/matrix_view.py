@@ -41,14 +41,22 @@ def format_matrix(m: Matrix) -> str:
     parts.append("")
     parts.append("TensorFlow")
     rows = [
-        (t.series, " ".join(t.patches), t.cuda, t.cudnn, "and-cuda extra" if t.and_cuda else "cudnn image", " ".join(t.python))
+        (t.series, " ".join(t.patches), t.cuda, t.cudnn, "and-cuda extra" if t.and_cuda else "cudnn image",
+         " ".join("sm_" + a.replace(".", "") for a in t.archs), "compute_" + t.ptx.replace(".", "") if t.ptx else "-", " ".join(t.python))
         for t in sorted(m.tensorflow_releases, key=lambda t: V(t.series), reverse=True)
     ]
-    parts.append(format_table(("series", "patches", "cuda", "cudnn", "cuda libraries from", "python"), rows))
+    parts.append(format_table(("series", "patches", "cuda", "cudnn", "cuda libraries from", "sass (build_info.py)", "ptx", "python"), rows))
     parts.append("")
     parts.append("GPU architectures")
     rows = [(a.name, " ".join(a.compute_capabilities), a.first_cuda, a.last_cuda or "-") for a in m.gpu_architectures]
     parts.append(format_table(("family", "compute capability", "first cuda", "last cuda"), rows))
+    parts.append("")
+    parts.append("First driver branch per GPU (minor-version compatibility cannot make a driver run a GPU it predates)")
+    rows = [(b.name, " ".join(b.compute_capabilities), "R" + b.branch + ("" if b.confirmed else UNCONFIRMED)) for b in m.driver_branches]
+    parts.append(format_table(("gpus", "compute capability", "first branch"), rows))
+    parts.append("")
+    parts.append(f"Integrated GPUs (refused: use {m.jetson_use})")
+    parts.append(format_table(("module", "compute capability"), [(g.name, " ".join(g.compute_capabilities)) for g in m.integrated_gpus]))
     parts.append("")
     parts.append("Python releases (the default Python's X.Y.0 is at least six months old)")
     rows = [(p.version, p.released.isoformat() + ("" if p.confirmed else UNCONFIRMED)) for p in m.python_releases]
@@ -68,7 +76,10 @@ def format_drift(report: "DriftReport") -> str:
     lines.append("PyPI cannot give these; they need a curated update when the above changes:")
     lines += [f"  - {item}" for item in report.curated]
     if report.pending:
-        lines.append(f"Open in the data ({len(report.pending)}): " + "; ".join(report.pending))
+        lines.append("")
+        lines.append(f"Open in the data ({len(report.pending)}): facts no primary source confirmed yet")
+        rows = [item.split(": ", 1) if ": " in item else (item, "") for item in report.pending]
+        lines.append(format_table(("fact", "state"), rows))
     for note in report.notes:
         lines.append(f"note: {note}")
     return "\n".join(lines)

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import zipfile
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import urljoin
 
 from gpuenv.errors import ToolError
@@ -154,11 +154,17 @@ class PyPI:
                 return self._get(url + ".metadata").text
             except IndexUnreachable:
                 pass  # announced but not served (some mirrors): fall back to range requests
+        return self.wheel_member(url, size, lambda n: n.count("/") == 1 and n.endswith(".dist-info/METADATA"), ".dist-info/METADATA")
+
+    def wheel_member(self, url: str, size: int, wanted: "Callable[[str], bool] | str", what: str | None = None) -> str:
+        """One text file of a remote wheel (the first whose name `wanted` accepts, or that ends with it),
+        read with range requests on the zip's central directory and that member only."""
+        match = wanted if callable(wanted) else (lambda n: n.endswith(wanted))  # type: ignore[operator]
         remote = _RangeFile(self, url, size)
         with zipfile.ZipFile(remote) as wheel:
-            names = [n for n in wheel.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
+            names = [n for n in wheel.namelist() if match(n)]
             if not names:
-                raise ToolError(f"{url} has no .dist-info/METADATA", fix="report it to the project")
+                raise ToolError(f"{url} has no {what or wanted}", fix="report it to the project")
             return wheel.read(names[0]).decode("utf-8", "replace")
 
 

@@ -42,6 +42,9 @@ def test_resolve_table_for_people(invoke_cli):
         (["--driver", "x.y"], 2, "is not an NVIDIA driver version"),
         (["--framework", "jax"], 2, "'jax' is not supported"),
         (["--driver", "525.60.13", "--cuda", "12.1"], 3, "upgrade the driver to >= 530.30.02 or use --cuda 12.0 (gives PyTorch"),
+        # issue 18: a GPU the driver predates, and Jetson
+        (["--driver", "560.35.03", "--gpu-arch", "10.0"], 3, "the first driver branch that runs it is R570"),
+        (["--driver", "540.4.0", "--gpu-arch", "8.7"], 3, "Jetson AGX Orin"),
     ],
 )
 def test_errors_are_one_line_with_exit_codes(invoke_cli, args, code, fragment):
@@ -156,3 +159,11 @@ def test_matrix_check_exit_code_follows_the_report(invoke_cli):
     report = json.loads(out.stdout)
     assert out.returncode == (1 if report["drift"] else 0)
     assert report["curated"] and all(f["source"].startswith("https://") for f in report["findings"])
+
+
+def test_resolve_a_t4_on_470_as_json(invoke_cli):
+    out = invoke_cli("resolve", "--driver", "470.82.01", "--gpu-arch", "7.5", "--tensorflow", "2.12", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert (data["framework_version"], data["min_driver"], data["require_cuda"]) == ("2.12.1", "450.80.02", "cuda>=11.0,driver>=450.80.02")
+    assert data["base_image"] == "nvidia/cuda:11.8.0-cudnn8-runtime-ubuntu22.04"

@@ -149,6 +149,15 @@ def _first_update(d):
         (lambda d: _first_update(d).update(min_driver="400.1"), r"driver floor 400.1 is below the CUDA 11.x minor-version floor"),
         (lambda d: d["torch_releases"][-1]["variants"]["cu132"].update(archs=["7.0"]), r"arch 7.0 \(Volta\) is not supported by CUDA 13.2"),
         (lambda d: d["torch_releases"][0]["python"].append("3.99"), r"Python 3.99 is not in python_releases"),
+        # issue 18: TensorFlow kernels, driver branches, Jetson
+        (lambda d: d["tensorflow_releases"][0].pop("kernels"), r"tensorflow_releases\[0\]: missing key\(s\) kernels"),
+        (lambda d: d["tensorflow_releases"][0]["kernels"].update(archs=["9.9"]), r"arch\(s\) 9.9 not in gpu_architectures"),
+        (lambda d: d["tensorflow_releases"][0]["kernels"].update(cuda="12.2"), r"build_info's CUDA 12.2 is not the release's CUDA 11.8"),
+        (lambda d: d["tensorflow_releases"][0]["kernels"].pop("source"), r"kernels: missing key\(s\) source"),
+        (lambda d: d["driver_branches"][0].update(branch="R410"), r"branch must be the driver's leading number"),
+        (lambda d: d["driver_branches"][0]["compute_capabilities"].append("8.0"), r"driver_branches: compute capability 8.0 is listed twice"),
+        (lambda d: d["integrated_gpus"][0]["compute_capabilities"].append("4.2"), r"compute capability 4.2 is not in gpu_architectures"),
+        (lambda d: d.pop("jetson_use"), r"missing key\(s\) jetson_use"),
     ],
 )
 def test_bad_edits_are_named(raw, mutate, expected):
@@ -181,3 +190,29 @@ def test_non_utf8_file_is_one_line_naming_it(tmp_path):
         load_matrix(bad)
     assert str(bad) in err.value.render() and "is not UTF-8" in err.value.render()
     assert "\n" not in err.value.render()
+
+
+def test_second_round_facts():
+    m = load_matrix()
+    # TensorFlow's kernels (build_info.py): from 2.17 no Maxwell SASS, and Hopper only as PTX
+    tf = {t.series: t for t in m.tensorflow_releases}
+    assert tf["2.21"].archs == ("6.0", "7.0", "8.0", "8.9") and tf["2.21"].ptx == "9.0" and tf["2.21"].kernels_cuda == "12.5.1"
+    assert "5.0" in tf["2.16"].archs and "5.0" not in tf["2.17"].archs
+    assert all(t.kernels_source and t.kernels_source[0].startswith("https://files.pythonhosted.org/packages/") for t in m.tensorflow_releases)
+    # every GPU family the resolver can place on a driver of the data has a first branch
+    assert m.driver_branch("10.0").branch == m.driver_branch("12.0").branch == "570" and m.driver_branch("10.0").confirmed
+    for cc in ("7.5", "8.0", "8.6", "8.9", "9.0", "10.3", "12.1"):
+        assert m.driver_branch(cc) is not None, cc
+    # Jetson (NVIDIA's CUDA GPUs list): refused, never placed
+    assert {cc for g in m.integrated_gpus for cc in g.compute_capabilities} == {"5.3", "6.2", "7.2", "8.7", "10.1", "11.0"}
+    # runfile names fill the floors the issue lists; 12.8.0 keeps its release-notes floor and notes the runfile's driver
+    floors = {u.version: u.min_driver for c in m.cuda_releases for u in c.updates}
+    assert (floors["12.8.2"], floors["12.9.2"], floors["13.0.3"], floors["13.1.2"], floors["13.2.1"], floors["13.2.2"]) == (
+        "570.211.01", "575.57.08", "580.126.20", "590.48.01", "595.58.03", "595.71.05")
+    u = m.cuda_release("12.8").update("12.8.0")
+    assert u.min_driver == "570.26" and "570.86.10" in u.note and any("cuda_12.8.0_570.86.10_linux.run" in s for s in u.source)
+    # images the issue names
+    tags = {t for i in m.images for t in i.tags()}
+    assert {"13.0.0-cudnn-devel-ubuntu22.04", "13.0.0-cudnn-devel-ubuntu24.04", "13.2.0-cudnn-devel-ubuntu22.04"} <= tags
+    assert {"13.0.3-base-ubuntu24.04", "13.1.2-base-ubuntu24.04", "13.2.1-base-ubuntu24.04"} <= tags
+    assert "cu129" in {v.name for t in m.torch_releases if t.series == "2.11" for v in t.variants}

@@ -19,11 +19,12 @@ from pathlib import Path
 import pytest
 
 from gpuenv.compat import load_matrix
-from gpuenv.drift import compare, gather, newest_upstream, stale_days, tensorflow_cuda, torch_cuda
+from gpuenv.drift import compare, gather, newest_upstream, parse_build_info, stale_days, tensorflow_cuda, torch_cuda, torch_cuda_update
 from gpuenv.matrix_view import format_drift
 from gpuenv.pypi import PyPI, IndexSettings, IndexUnreachable, parse_pip_config, settings_from_pip_config
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pypi"
+BUILD_INFO = Path(__file__).parent / "fixtures" / "tensorflow_build_info"
 
 
 class Replay:
@@ -42,6 +43,11 @@ class Replay:
 
     def wheel_metadata(self, url, size, pep658=False):
         return self.metadata[url.rsplit("/", 1)[1]]
+
+    def wheel_member(self, url, size, wanted):
+        assert wanted == "tensorflow/python/platform/build_info.py", wanted
+        version = url.rsplit("/", 1)[1].split("-")[1]
+        return (BUILD_INFO / f"{version}.py").read_text()
 
 
 def test_recorded_pypi_agrees_with_the_data():
@@ -77,6 +83,12 @@ def _drop_torch(m, series):
         (lambda m: replace(m, cuda_releases=tuple(c for c in m.cuda_releases if c.minor != "13.5")), "CUDA minor", "13.5", "cuda-toolkit 13.5.0"),
         (lambda m: replace(m, cuda_releases=tuple(replace(c, updates=c.updates[:-1]) if c.minor == "13.4" else c for c in m.cuda_releases)),
          "CUDA update", "13.4.3", "needs its driver floor"),
+        # TensorFlow's kernels disagree with the wheel's build_info.py (2.21 has SASS for 8.9, PTX 9.0)
+        (lambda m: replace(m, tensorflow_releases=tuple(replace(t, archs=("6.0", "7.0", "8.0", "8.9", "9.0"), ptx=None) if t.series == "2.21" else t for t in m.tensorflow_releases)),
+         "tensorflow kernels", "2.21", "SASS 6.0 7.0 8.0 8.9, PTX 9.0"),
+        # the update torch 2.15.0's wheel installs (cuda-toolkit==13.2.2) has no driver floor in the data
+        (lambda m: replace(m, cuda_releases=tuple(replace(c, updates=tuple(replace(u, min_driver=None, confirmed=False) if u.version == "13.2.2" else u for u in c.updates)) for c in m.cuda_releases)),
+         "CUDA update without driver floor", "13.2.2", "torch 2.15.0's PyPI wheel installs cuda-toolkit 13.2.2"),
     ],
 )
 def test_drift_is_reported_with_its_source(mutate, kind, subject, fragment):
@@ -268,3 +280,68 @@ def test_doctor_warns_when_pypi_has_newer_releases():
 
     lines = compat_data_lines({"available": True, "checked": "2026-11-23", "stale_days": None, "stale_after_days": 60, "newer_on_pypi": ["torch 2.16.0"]})
     assert lines[-1] == "warning   PyPI has releases newer than the data (torch 2.16.0): run `invoke matrix --check`"
+
+
+# ---------------------------------------------------------------- TensorFlow's build_info.py
+
+#: What each recorded wheel says (tests/compat/fixtures/tensorflow_build_info), read by hand from the files.
+BUILD_INFO_EXPECTED = {
+    "2.12.1": ("11.8", ["3.5", "5.0", "6.0", "7.0", "7.5"], "8.0"),
+    "2.15.1": ("12.2", ["5.0", "6.0", "7.0", "7.5"], "8.0"),
+    "2.16.2": ("12.3", ["5.0", "6.0", "7.0", "8.0"], "9.0"),
+    "2.17.1": ("12.3", ["6.0", "7.0", "8.0", "8.9"], "9.0"),
+    "2.21.0": ("12.5.1", ["6.0", "7.0", "8.0", "8.9"], "9.0"),
+}
+
+
+@pytest.mark.parametrize("version, expected", sorted(BUILD_INFO_EXPECTED.items()))
+def test_build_info_is_parsed_without_running_it(version, expected):
+    got = parse_build_info((BUILD_INFO / f"{version}.py").read_text())
+    assert (got["cuda"], got["archs"], got["ptx"]) == expected
+
+
+def test_recorded_build_info_agrees_with_the_data():
+    m = load_matrix()
+    for release in m.tensorflow_releases:
+        newest = max(release.patches, key=lambda p: tuple(map(int, p.split("."))))
+        got = parse_build_info((BUILD_INFO / f"{newest}.py").read_text())
+        assert (list(release.archs), release.ptx, release.kernels_cuda) == (got["archs"], got["ptx"], got["cuda"]), release.series
+        # every patch of a series was built the same way
+        for patch in release.patches:
+            assert parse_build_info((BUILD_INFO / f"{patch}.py").read_text()) == got, patch
+
+
+def test_torch_cuda_update_is_the_exact_cuda_toolkit_pin():
+    assert torch_cuda_update(['cuda-toolkit[cublas,cudart]==13.2.2; platform_system == "Linux"']) == "13.2.2"
+    assert torch_cuda_update(['nvidia-cuda-runtime-cu12==12.8.90; platform_system == "Linux"']) is None
+
+
+def test_drift_report_is_one_row_per_open_item():
+    m = load_matrix()
+    report = compare(m, gather(Replay(), m))
+    text = format_drift(report)
+    lines = text.splitlines()
+    for item in report.pending:
+        subject, state = item.split(": ", 1)
+        assert sum(1 for line in lines if line.startswith(subject) and state in line) == 1, item
+    assert max(len(line) for line in lines) < 200, "no one long line"
+
+
+@pytest.mark.network
+def test_real_tensorflow_kernels_agree_with_pypi():
+    """TensorFlow's build_info.py of the data's releases, read from PyPI now (range requests)."""
+    client = PyPI()
+    try:
+        client.project("tensorflow")
+    except IndexUnreachable as err:
+        pytest.skip(f"PyPI unreachable: {err.url} ({err.message})")
+    m = load_matrix()
+    doc = client.project("tensorflow")
+    from gpuenv.drift import TF_BUILD_INFO, linux_wheel
+
+    for release in m.tensorflow_releases:
+        newest = max(release.patches, key=lambda p: tuple(map(int, p.split("."))))
+        wheel = linux_wheel(doc["releases"][newest])
+        text = client.wheel_member(client.file_url("tensorflow", wheel["url"]), int(wheel["size"]), TF_BUILD_INFO)
+        got = parse_build_info(text)
+        assert (list(release.archs), release.ptx, release.kernels_cuda) == (got["archs"], got["ptx"], got["cuda"]), (release.series, wheel["filename"])

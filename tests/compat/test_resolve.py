@@ -102,12 +102,14 @@ CUDA_RULE = [
                                                   base_image="nvidia/cuda:12.2.2-base-ubuntu22.04")),
     (dict(cuda="12.3"), dict(cuda="12.3", cuda_version="12.3.2", framework_cuda="12.1", min_driver="545.23.08")),
     (dict(cuda="12.5"), dict(cuda="12.5", cuda_version="12.5.1", framework_cuda="12.4", wheel_variant="cu124", framework_version="2.6.0")),
-    (dict(cuda="13.1"), dict(cuda="13.1", cuda_version="13.1.1", framework_cuda="13.0", wheel_variant="cu130", framework_version="2.15.0",
+    (dict(cuda="13.1"), dict(cuda="13.1", cuda_version="13.1.2", framework_cuda="13.0", wheel_variant="cu130", framework_version="2.15.0",
                              min_driver="590.48.01")),
     (dict(cuda="12.6"), dict(cuda="12.6", framework_cuda="12.6", wheel_variant="cu126", framework_version="2.14.1")),
     (dict(cuda="12.2", torch="2.1"), dict(framework_cuda="12.1", wheel_variant="cu121", framework_version="2.1.2", cuda_version="12.2.2")),
-    # 12.0: no build at most 12.0 in CUDA 12 -> the newest 12.x build by minor-version compatibility
-    (dict(cuda="12.0"), dict(cuda="12.0", cuda_version="12.0.1", framework_cuda="12.6", framework_version="2.14.1", min_driver="525.85.12")),
+    # 12.0: no build at most 12.0 in CUDA 12 -> the lowest above it (cu121) by minor-version compatibility, its newest release
+    (dict(cuda="12.0"), dict(cuda="12.0", cuda_version="12.0.1", framework_cuda="12.1", wheel_variant="cu121", framework_version="2.5.1", min_driver="525.85.12")),
+    # 12.8: the cu128 build the user asked for (2.11.0 is the newest release that has it), not 2.14.1 cu126
+    (dict(cuda="12.8"), dict(cuda="12.8", framework_cuda="12.8", wheel_variant="cu128", framework_version="2.11.0")),
     # TensorFlow follows the same rule: 2.21 is built for 12.5
     (dict(framework="tf", cuda="12.8"), dict(cuda="12.8", framework_cuda="12.5", framework_version="2.21.0", pip_requirement="tensorflow[and-cuda]==2.21.0")),
     (dict(framework="tf", cuda="12.4"), dict(cuda="12.4", framework_cuda="12.3", framework_version="2.17.1")),
@@ -125,8 +127,11 @@ def test_cuda_rule(wishes, expected):
 
 
 def test_cuda_rule_says_what_newer_releases_need():
-    stack = resolve(cuda="12.2")
-    assert any("newer PyTorch releases (up to 2.14.1)" in r and "use --cuda 12.6" in r for r in stack.reasons), stack.reasons
+    stack = resolve(cuda="12.2", driver="550.54.15")
+    assert any(r.startswith("newer PyTorch releases need a newer CUDA 12.x build: use --cuda 12.4 (gives PyTorch 2.6.0 cu124") for r in stack.reasons), stack.reasons
+    # the driver rule would give a newer release on this host: the reason names the exact command, without --cuda
+    assert any("without --cuda the driver rule gives a newer release on driver 550.54.15: `invoke resolve --driver 550.54.15` gives PyTorch 2.14.1 cu126" in r
+               for r in stack.reasons), stack.reasons
     assert not any(r.startswith("newer PyTorch") for r in resolve(cuda="13.2").reasons)
 
 
@@ -194,7 +199,7 @@ def test_driver_rule(wishes, expected):
     check(stack, expected)
     assert V(stack.min_driver) <= V(wishes["driver"])
     if stack.framework_cuda != stack.cuda:
-        assert any("minor-version compatibility" in r and "no PTX JIT" in r for r in stack.reasons), stack.reasons
+        assert any("minor-version compatibility" in r and "cannot JIT-compile PTX" in r for r in stack.reasons), stack.reasons
 
 
 STRICT = [
@@ -241,10 +246,11 @@ def test_kernels_under_minor_compat_must_be_native():
 def test_volta_asked_for_cuda13_is_told_cuda13_dropped_volta_with_working_values():
     text = failure(cuda="13.0", gpu_archs=("7.0",))
     assert "CUDA 13 dropped Volta (compute capability 7.0)" in text
-    assert "use --cuda 12.9 (gives PyTorch 2.14.1 cu126" in text
+    # --cuda 12.9: the newest build at most 12.9 with sm_70 is 2.8.0's cu129
+    assert "use --cuda 12.9 (gives PyTorch 2.8.0 cu129" in text
     assert "--cuda 13.0" not in text
     # and the suggestion really works
-    check(resolve(cuda="12.9", gpu_archs=("7.0",)), dict(wheel_variant="cu126", framework_version="2.14.1"))
+    check(resolve(cuda="12.9", gpu_archs=("7.0",)), dict(wheel_variant="cu129", framework_version="2.8.0"))
 
 
 def test_no_kernels_names_a_release_that_has_them():
@@ -262,15 +268,15 @@ def test_driver_too_old_names_the_needed_driver_and_a_stack_that_fits():
     assert "driver 525.60.13 is older than 530.30.02 needed by CUDA 12.1" in text
     assert "upgrade the driver to >= 530.30.02" in text
     # 12.0.0's image needs only 525.60.13, and a cu126 build runs on it by minor-version compatibility
-    assert "use --cuda 12.0 (gives PyTorch 2.14.1 cu126" in text
+    assert "use --cuda 12.0 (gives PyTorch 2.5.1 cu121" in text
     assert "minor-version compatibility" in text
-    check(resolve(driver="525.60.13", cuda="12.0"), dict(cuda_version="12.0.0", min_driver="525.60.13"))
+    check(resolve(driver="525.60.13", cuda="12.0"), dict(cuda_version="12.0.0", min_driver="525.60.13", wheel_variant="cu121"))
 
 
 def test_driver_too_old_for_the_wished_cuda_gets_the_newest_cuda_it_runs():
     text = failure(driver="570.86.10", cuda="12.9")
     assert "driver 570.86.10 is older than 575.57.08 needed by CUDA 12.9" in text  # its only image, 12.9.1
-    assert "use --cuda 12.8 (gives PyTorch 2.14.1 cu126, Python 3.14 on nvidia/cuda 12.8.0, driver >= 570.26)" in text
+    assert "use --cuda 12.8 (gives PyTorch 2.11.0 cu128, Python 3.14 on nvidia/cuda 12.8.0, driver >= 570.26)" in text
 
 
 def test_forward_compat_branch_is_mentioned():
@@ -296,7 +302,7 @@ def test_pinned_release_without_that_cuda_major():
 def test_cuda_without_a_known_driver_floor_or_image():
     text = failure(cuda="13.5")
     assert "no nvidia/cuda image with a known driver floor is in the data for CUDA 13.5" in text
-    assert "use --cuda 13.2" in text
+    assert "use --cuda 13.3 (gives PyTorch 2.15.0 cu132" in text
 
 
 def test_python_not_supported():
