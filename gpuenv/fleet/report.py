@@ -273,12 +273,12 @@ def _checked(outcome: HostOutcome) -> HostOutcome:
 
 
 def _outlier_reason(rows: list[Row], floor: float) -> str:
+    """'3 figure(s) below 90% of the fleet median; lowest: GPU 2 matmul bf16 TFLOPS 391.8 is 56% of
+    the fleet median 699.5 of NVIDIA H100 80GB HBM3'."""
     found = [(row, name, fig) for row in rows for name, fig in row.outliers()]
-    found.sort(key=lambda item: item[2].value / item[2].median)  # type: ignore[operator]
-    parts = [f"GPU {row.index} {name} {fig.value:.1f} is {fig.value / fig.median:.0%} of the fleet median "  # type: ignore[operator]
-             f"{fig.median:.1f} of {row.model or 'this host type'}" for row, name, fig in found[:3]]
-    more = f" (+{len(found) - 3} more)" if len(found) > 3 else ""
-    return f"below {floor:.0%} of the fleet median: " + "; ".join(parts) + more
+    row, name, fig = min(found, key=lambda item: item[2].value / item[2].median)  # type: ignore[operator]
+    return (f"{len(found)} figure(s) below {floor:.0%} of the fleet median; lowest: GPU {row.index} {name} {fig.value:.1f} "
+            f"is {fig.value / fig.median:.0%} of the fleet median {fig.median:.1f} of {row.model or 'this host type'}")  # type: ignore[operator]
 
 
 def analyse(
@@ -497,34 +497,41 @@ def _finite(value: Any) -> Any:
     return str(value)
 
 
-def build_json(fleet: Fleet) -> dict[str, Any]:
-    """JSON keyed by host, then GPU UUID: each host's status and suite report, with the fleet's
-    comparisons (peak, baseline, median, outlier) beside every figure."""
-    hosts: dict[str, Any] = {}
-    for outcome, rows in fleet.hosts():
-        report = outcome.report or {}
-        entry: dict[str, Any] = {
-            "status": outcome.status,
-            "ready": outcome.ready,
-            "reason": outcome.reason,
-            "seconds": outcome.seconds,
-            "exit_code": outcome.exit_code,
-            "details": outcome.details,
-            "host": report.get("host"),
-            "summary": report.get("summary"),
-            "gpus": {},
-        }
-        for row in rows:
-            figures = {name: fig.to_dict() for name, fig in row.figures.items()}
-            if row.uuid is None:
-                entry["figures"] = figures
-                continue
-            section = dict(report.get(row.uuid) or {})
-            section["model"] = row.model
-            section["figures"] = figures
-            entry["gpus"][row.uuid] = section
-        key = outcome.host if outcome.host not in hosts else f"{outcome.host} ({len(hosts)})"
-        hosts[key] = entry
+def _host_entry(outcome: HostOutcome, rows: list[Row]) -> dict[str, Any]:
+    report = outcome.report or {}
+    entry: dict[str, Any] = {
+        "status": outcome.status,
+        "ready": outcome.ready,
+        "reason": outcome.reason,
+        "seconds": outcome.seconds,
+        "exit_code": outcome.exit_code,
+        "details": outcome.details,
+        "host": report.get("host"),
+        "summary": report.get("summary"),
+        "gpus": {},
+    }
+    for row in rows:
+        figures = {name: fig.to_dict() for name, fig in row.figures.items()}
+        if row.uuid is None:
+            entry["figures"] = figures
+            continue
+        section = dict(report.get(row.uuid) or {})
+        section["model"] = row.model
+        section["figures"] = figures
+        entry["gpus"][row.uuid] = section
+    return entry
+
+
+def _json_hosts(fleet: Fleet) -> Iterable[tuple[str, dict[str, Any]]]:
+    """(key, entry) per host, one at a time (so fleet.json never holds every host twice)."""
+    seen: set[str] = set()
+    for n, (outcome, rows) in enumerate(fleet.hosts()):
+        key = outcome.host if outcome.host not in seen else f"{outcome.host} ({n})"
+        seen.add(key)
+        yield key, _host_entry(outcome, rows)
+
+
+def _json_head(fleet: Fleet) -> dict[str, Any]:
     return {
         "format": FLEET_FORMAT,
         "ready": fleet.ready,
@@ -535,17 +542,31 @@ def build_json(fleet: Fleet) -> dict[str, Any]:
         "baseline_applied": fleet.baseline_applied,
         "outlier_fraction": fleet.floor,
         "fleet_medians": fleet.medians,
-        "hosts": hosts,
     }
 
 
-def render_json(fleet: Fleet) -> str:
-    """fleet.json's text: strict JSON (no bare NaN or Infinity)."""
-    data = build_json(fleet)
+def build_json(fleet: Fleet) -> dict[str, Any]:
+    """JSON keyed by host, then GPU UUID: each host's status and suite report, with the fleet's
+    comparisons (peak, baseline, median, outlier) beside every figure."""
+    return {**_json_head(fleet), "hosts": dict(_json_hosts(fleet))}
+
+
+def _strict(value: Any) -> str:
     try:
-        return json.dumps(data, indent=1, allow_nan=False, default=str) + "\n"
+        return json.dumps(value, allow_nan=False, default=str)
     except ValueError:  # a non-finite number from a backend's details: mapped to null
-        return json.dumps(_finite(data), indent=1, allow_nan=False) + "\n"
+        return json.dumps(_finite(value), allow_nan=False)
+
+
+def render_json(fleet: Fleet) -> str:
+    """fleet.json's text, build_json's content with one host per line: strict JSON (no bare NaN or
+    Infinity), encoded host by host so its cost and memory stay linear."""
+    head = _strict(_json_head(fleet))
+    lines = [head[:-1] + ', "hosts": {']
+    hosts = [f"{json.dumps(key)}: {_strict(entry)}" for key, entry in _json_hosts(fleet)]
+    lines.append(",\n".join(hosts))
+    lines.append("}}")
+    return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------- JUnit
@@ -664,9 +685,10 @@ def plot_distributions(fleet: Fleet, model: str) -> str | None:
             lo, hi = min(values + refs), max(values + refs)
             span = (hi - lo) or max(abs(hi), 1.0) * 0.1
             bins = [lo - span * 0.02 + i * span * 1.04 / 40 for i in range(41)]
-            ax.hist([v for _, f in points if not f.outlier for v in (f.value,)], bins=bins, color="#1565c0", label="GPUs")
+            # a log count axis, so that one slow GPU among thousands is still a visible bar
+            ax.hist([f.value for _, f in points if not f.outlier], bins=bins, color="#1565c0", label="GPUs", log=True)
             if low:
-                ax.hist(low, bins=bins, color="#c62828", label=f"outliers ({len(low)})")
+                ax.hist(low, bins=bins, color="#c62828", label=f"outliers ({len(low)})", log=True)
             if sample.median and sample.samples > 1:
                 ax.axvline(sample.median, color="#ef6c00", linestyle="--", linewidth=1.2, label="fleet median")
                 ax.axvline(fleet.floor * sample.median, color="#ef6c00", linestyle=":", linewidth=1, label=f"{fleet.floor:.0%} of median")
@@ -675,7 +697,7 @@ def plot_distributions(fleet: Fleet, model: str) -> str | None:
             if sample.baseline:
                 ax.axvline(sample.baseline, color="#2e7d32", linewidth=1.2, label="team baseline")
             ax.set_title(f"{check} ({len(values)} GPUs)", fontsize=8)
-            ax.set_ylabel("GPUs")
+            ax.set_ylabel("GPUs (log)")
             ax.tick_params(labelsize=7)
             ax.legend(fontsize=6, frameon=False, loc="upper left")
             ax.grid(axis="x", alpha=0.3)
@@ -871,7 +893,7 @@ def render_html(fleet: Fleet, title: str = "gpuenv fleet validation", generated:
             if any(r.uuid or r.checks for r in rows):
                 parts += _gpu_rows_html(rows)
             index = {r.uuid: r.index for r in rows if r.uuid}
-            noted = [c for c in _host_checks(outcome) if c["verdict"] not in ("pass", "info")]
+            noted = [c for c in _host_checks(outcome) if c["verdict"] in ("fail", "warn")]
             if noted:
                 parts.append("<table><thead><tr><th>check</th><th>GPU</th><th>measured</th><th>threshold</th>"
                              "<th>verdict</th><th>reason</th></tr></thead><tbody>")
