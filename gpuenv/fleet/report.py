@@ -730,8 +730,7 @@ def plot_heatmap(fleet: Fleet, model: str) -> str | None:
     import matplotlib
 
     with _mpl_context():
-        cmap = matplotlib.colormaps["RdYlGn"].copy()
-        cmap.set_bad("#bdbdbd")
+        cmap = matplotlib.colormaps["RdYlGn"].with_extremes(bad="#bdbdbd")
         norm = TwoSlopeNorm(vmin=min(0.5, fleet.floor - 0.05), vcenter=fleet.floor, vmax=1.1)
         two = len(hosts) > WORST_LABELLED
         fig = MplFigure(figsize=(10, 0.5 + 0.16 * len(labelled) + 0.9))

@@ -181,10 +181,8 @@ def check_report(data: Any) -> CheckedReport:
     }
     indexes: dict[int, str] = {}
     for key, value in data.items():
-        if key in ("format", "host", "summary") or not isinstance(value, dict) or "gpu" not in value:
+        if key in ("format", "host", "summary") or not isinstance(value, dict) or not isinstance(value.get("gpu"), dict):
             continue  # a section of a later format, or not a GPU: ignored
-        if not isinstance(value["gpu"], dict):
-            raise MalformedReport(f"GPU {safe_text(key, limit=60)}: 'gpu' is a {type(value['gpu']).__name__}, not an object")
         section = _gpu(key, value)
         index = section["gpu"]["index"]
         if index in indexes:

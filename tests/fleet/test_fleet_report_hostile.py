@@ -1,0 +1,205 @@
+"""A node's report is untrusted input: each hostile report in fixtures/hostile/ (plus a few made
+here because they are big or special files) sits in a folder beside two good hosts, is read through
+the --from-reports path, and every format is rendered. The bad node must come out "malformed
+report: <why>" and the good ones unharmed in the table, JSON, JUnit and HTML; the readable-*
+reports must be read, with their text made safe for the terminal, XML and JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from gpuenv.fleet.collected import read_report_folder
+from gpuenv.fleet.outcome import MALFORMED, READY, HostOutcome, status_from_report
+from gpuenv.fleet.report import analyse, load_suite_report, render_html, render_json, render_junit, render_table
+from gpuenv.fleet.suitereport import MAX_REPORT_BYTES, safe_text
+from suitecases import FIXTURES, gpu, gpu_report
+from validate.peaks import load_peaks
+
+HOSTILE = FIXTURES / "hostile"
+ROOT = Path(__file__).resolve().parents[2]
+PEAKS = load_peaks()
+GOOD = ("good-a", "good-b")
+
+#: fixture (or made case) -> what "malformed report: ..." must say
+MALFORMED_CASES = {
+    "gpu-index-x.json": "index 'x' is not a GPU index",
+    "host-is-a-string.json": "'host' is a str, not an object",
+    "checks-are-strings.json": "host check 0 is a str, not an object",
+    "gpu-checks-a-string.json": "'checks' is a str, not a list",
+    "seconds-fast.json": "'seconds' is 'fast', not a number",
+    "check-without-name.json": "has no name ('check')",
+    "value-10-pow-400.json": "a 401-digit number",
+    "value-nan.json": "NaN is not a JSON number",
+    "value-infinity.json": "Infinity is not a JSON number",
+    "not-json.json": "not JSON",
+    "not-utf8.json": "not UTF-8 text (byte 0xff",
+    "top-level-list.json": "the report is a JSON list, not an object",
+    "wrong-format.json": "format 'someone-elses-report/1' is not gpuenv-validate-report/N",
+    "made:deep.json": "JSON nested too deep",
+    "made:oversize.json": f"over the {MAX_REPORT_BYTES // 2**20} MiB limit",
+    "made:dev-zero.json": "not a regular file",
+    "made:fifo.json": "not a regular file",
+}
+
+
+def _place(case: str, folder: Path) -> str:
+    """Put the hostile report of `case` in `folder` as host "bad"; returns that host's name."""
+    target = folder / "bad.json"
+    if not case.startswith("made:"):
+        shutil.copy(HOSTILE / case, target)
+    elif case == "made:deep.json":
+        target.write_text("[" * 100_000 + "]" * 100_000)
+    elif case == "made:oversize.json":
+        with open(target, "wb") as handle:  # sparse: costs no disk
+            handle.truncate(MAX_REPORT_BYTES + 1)
+    elif case == "made:dev-zero.json":
+        target.symlink_to("/dev/zero")
+    elif case == "made:fifo.json":
+        os.mkfifo(target)  # a reader that blocked on it would hang the test: it must not
+    return "bad"
+
+
+def _folder(tmp_path: Path, case: str) -> Path:
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    for n, host in enumerate(GOOD):
+        report = gpu_report([(gpu(0, host=n + 1), 700.0 + n, 3000.0), (gpu(1, host=n + 1), 701.0, 3002.0)])
+        (folder / f"{host}.json").write_text(json.dumps(report))
+    _place(case, folder)
+    return folder
+
+
+def _strict_json(text: str) -> dict:
+    def refuse(name: str) -> None:
+        raise AssertionError(f"bare {name} in fleet.json")
+    return json.loads(text, parse_constant=refuse)
+
+
+def _render_all(outcomes: list[HostOutcome]) -> tuple[str, dict, ET.Element, str]:
+    fleet = analyse(outcomes, PEAKS)
+    return render_table(fleet, verbose=True), _strict_json(render_json(fleet)), ET.fromstring(render_junit(fleet)), render_html(fleet)
+
+
+def _assert_good_hosts_survive(table: str, data: dict, junit: ET.Element, page: str) -> None:
+    for host in GOOD:
+        assert data["hosts"][host]["status"] == READY and len(data["hosts"][host]["gpus"]) == 2
+        assert re.search(rf"^{host}\s+2\s+ready\s", table, re.M), table
+        suite = junit.find(f"testsuite[@name='{host}']")
+        assert suite is not None and suite.get("failures") == "0" and int(suite.get("tests")) > 5
+        assert f"<td>{host}</td><td>2</td>" in page
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED_CASES))
+def test_a_malformed_report_sinks_only_its_node(tmp_path, case):
+    outcomes = read_report_folder(_folder(tmp_path, case))
+    assert [o.host for o in outcomes] == ["bad", *GOOD]
+    bad = outcomes[0]
+    assert bad.status == MALFORMED and bad.reason.startswith("malformed report: "), bad.reason
+    assert MALFORMED_CASES[case] in bad.reason
+    table, data, junit, page = _render_all(outcomes)
+    _assert_good_hosts_survive(table, data, junit, page)
+    why = MALFORMED_CASES[case]
+    assert data["hosts"]["bad"]["status"] == MALFORMED and why in data["hosts"]["bad"]["reason"]
+    assert f"malformed: bad: malformed report: " in table and why in table
+    error = junit.find("testsuite[@name='bad']/testcase/error")
+    assert error is not None and why in error.get("message")
+    assert "malformed report: " in page and '<td class="st-bad">malformed</td>' in page
+    assert data["not_ready"] == ["bad"]
+
+
+def test_a_readable_report_with_tex_in_the_gpu_name_is_plotted_as_written(tmp_path):
+    outcomes = read_report_folder(_folder(tmp_path, "readable-tex-gpu-name.json"))
+    assert outcomes[0].status == READY
+    table, data, junit, page = _render_all(outcomes)
+    _assert_good_hosts_survive(table, data, junit, page)
+    name = "NVIDIA $\\frac{a}{b}$ H100 $unbalanced"
+    assert data["hosts"]["bad"]["gpus"][gpu(0, host=66)["uuid"]]["model"] == name
+    assert html_text(name) in page  # in the model table and the plot titles, not typeset
+    assert page.count("<svg") >= 3  # both models' distributions and at least one heatmap were drawn
+
+
+def html_text(text: str) -> str:
+    import html
+
+    return html.escape(text)
+
+
+def test_escape_sequences_from_a_node_never_reach_the_terminal_or_the_xml(tmp_path):
+    outcomes = read_report_folder(_folder(tmp_path, "readable-escape-sequences.json"))
+    table, data, junit, page = _render_all(outcomes)
+    _assert_good_hosts_survive(table, data, junit, page)
+    raw = render_table(analyse(outcomes, PEAKS), verbose=True)
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", raw), "a control character reached the terminal"
+    assert "\\x1b[1;1H\\x1b[Jcleared" in raw  # shown, escaped, so the operator sees what was sent
+    assert data["hosts"]["bad"]["status"] == "not ready"
+    assert data["hosts"]["bad"]["host"]["checks"][0]["measured"] == "550\\x1b[31m red \\x00\\x0b\\x1f\\x7f\\x9b"
+    failure = junit.find("testsuite[@name='bad']/testcase/failure")
+    assert failure is not None and "\\x1b[1;1H" in failure.get("message")  # fleet.xml parsed above
+    assert "\x1b" not in page and "\x00" not in page
+
+
+def test_a_later_report_format_with_unknown_keys_is_read(tmp_path):
+    outcomes = read_report_folder(_folder(tmp_path, "readable-future-format.json"))
+    assert outcomes[0].status == READY, outcomes[0].reason
+    table, data, junit, page = _render_all(outcomes)
+    _assert_good_hosts_survive(table, data, junit, page)
+    assert len(data["hosts"]["bad"]["gpus"]) == 2
+    row = re.search(r"^bad\s+2\s+ready\s.*$", table, re.M).group(0)
+    assert "pass, 1 warn" in row  # warn and not judged are neither pass nor fail
+
+
+def test_backends_reports_are_checked_too():
+    """sshhosts and slurm hand reports to status_from_report and analyse: the same checks apply."""
+    hostile = (HOSTILE / "checks-are-strings.json").read_text()
+    assert status_from_report(load_suite_report(hostile), 0) == (MALFORMED, "malformed report: host check 0 is a str, not an object")
+    deep = load_suite_report("[" * 100_000 + "]" * 100_000)
+    assert deep is None or status_from_report(deep, 0)[0] == MALFORMED
+    big = load_suite_report('{"format": "gpuenv-validate-report/1", "host": {"checks": [{"value": ' + "9" * 400 + "}]}}")
+    assert status_from_report(big, 0) == (MALFORMED, "malformed report: a 400-digit number")
+    good = gpu_report([(gpu(0, host=1), 700.0, 3000.0)])
+    raw = [HostOutcome("raw", READY, report=json.loads((HOSTILE / "seconds-fast.json").read_text())), HostOutcome("good", READY, report=good)]
+    fleet = analyse(raw, PEAKS)
+    assert [o.status for o in fleet.outcomes] == [MALFORMED, READY]
+    assert "malformed report: " in fleet.outcomes[0].reason and "'seconds' is 'fast'" in fleet.outcomes[0].reason
+
+
+def test_safe_text_escapes_controls_and_keeps_the_rest():
+    assert safe_text("a\x1b[2Jb\tc\nd") == "a\\x1b[2Jb\\x09c\\x0ad"
+    assert safe_text("a\nb", newlines=True) == "a\nb"
+    assert safe_text("NVIDIA H100 — ü") == "NVIDIA H100 — ü"
+    assert safe_text("\ud800x") == "\\ud800x"
+
+
+def test_validate_from_reports_writes_every_format(tmp_path):
+    """The task end to end: a folder with a malformed node renders every format; exit 1 (not ready)."""
+    folder = _folder(tmp_path, "host-is-a-string.json")
+    out = tmp_path / "out"
+    run = subprocess.run(
+        [sys.executable, "-m", "invoke", "validate", "--from-reports", str(folder), "--report", str(out / "fleet.html"),
+         "--json", str(out / "fleet.json"), "--junit", str(out / "fleet.xml"), "--outlier-floor", "0.8"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert run.stdout.splitlines()[2].startswith("2 of 3 host(s) ready")  # after "read 3 host report(s)" and a blank line
+    assert "malformed: bad: malformed report: 'host' is a str, not an object" in run.stdout
+    assert "2 ready host(s) not listed (--verbose lists them" in run.stdout
+    data = _strict_json((out / "fleet.json").read_text())
+    assert data["outlier_fraction"] == 0.8 and data["counts"]["malformed"] == 1
+    ET.parse(out / "fleet.xml")
+    assert (out / "fleet.html").read_text().startswith("<!DOCTYPE html>")
+
+
+def test_from_reports_refuses_a_folder_without_reports(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "invoke", "validate", "--from-reports", str(tmp_path)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and "holds no *.json report" in run.stderr
+    assert "Traceback" not in run.stderr
