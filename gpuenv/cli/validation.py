@@ -116,9 +116,11 @@ def validate(
         if local or save_baseline or any(v is not None for v in (cuda, framework, torch, tensorflow, python)):
             raise BadInput("a fleet run validates other servers in one image, so --local, --save-baseline and the stack options do not apply",
                            fix="drop them (give --image REF for the image), or drop --hosts/--slurm")
-        if sum(bool(v) for v in (hosts, slurm, from_reports)) > 1:
-            raise BadInput("more than one of --hosts, --slurm and --from-reports given",
-                           fix="validate SSH Docker hosts, a Slurm job, or render collected reports, one at a time")
+        if hosts and slurm:
+            raise BadInput("--hosts and --slurm both given", fix="validate SSH Docker hosts or a Slurm job, one at a time")
+        if from_reports and (hosts or slurm):
+            raise BadInput("--from-reports renders reports already collected, so --hosts/--slurm do not apply",
+                           fix="drop --hosts/--slurm, or drop --from-reports to run the suite on the servers")
         opts = fleet.merge_options(given, fleet.fleet_config(c.config))
         code = fleet.fleet_validate(opts, suite_arguments(expect_gpus, None, None, quick, None, None))
         if code != 0:

@@ -466,7 +466,8 @@ def render_live(state: dict[str, tuple[str, str, float, float | None]], total: i
         " (" + ", ".join(f"{n} {safe_text(s, limit=40)}" for s, n in sorted(statuses.items(), key=lambda kv: _RANK.get(kv[0], 99))) + ")"
         if statuses else "")
     waiting = max(0, total - len(state))
-    table = Table(title=title, show_edge=False, caption=f"{len(running)} running, {waiting} waiting" if total else None)
+    table = Table(title=title, show_edge=False, caption=f"{len(running)} running, {waiting} waiting" if total else None,
+                  title_justify="left", min_width=len(title))
     for column in ("host", "phase", "detail", "time"):
         table.add_column(column)
     shown = 0
