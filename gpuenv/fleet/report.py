@@ -812,7 +812,7 @@ def _not_ready_html(fleet: Fleet, bad: list[tuple[HostOutcome, list[Row]]]) -> l
         return parts + ['<p class="st-ready">Every host is ready.</p></section>']
     parts.append('<table id="not-ready-table"><thead><tr><th>#</th><th>host</th><th>status</th><th>reason</th></tr></thead><tbody>')
     for n, (outcome, rows) in enumerate(bad, start=1):
-        why = _failure_lines(outcome, rows, limit=5)
+        why = _failure_lines(outcome, rows, limit=3)
         detail = ('<ul class="why">' + "".join(f"<li>{_e(w)}</li>" for w in why) + "</ul>") if why else ""
         parts.append(f'<tr class="bad" data-status="{html.escape(outcome.status)}"><td>{n}</td><td>{_e(outcome.host)}</td>'
                      f'<td class="{_status_class(outcome.status)}">{html.escape(outcome.status)}</td>'
