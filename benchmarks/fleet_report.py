@@ -90,7 +90,7 @@ def measure(folder: Path, formats: list[str], out: Path) -> dict:
     from gpuenv.fleet import report
 
     result: dict = {}
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     try:
         from gpuenv.fleet.collected import read_report_folder
     except ImportError:  # the code before --from-reports existed: the same reading, by hand
@@ -107,9 +107,9 @@ def measure(folder: Path, formats: list[str], out: Path) -> dict:
     from validate.peaks import load_peaks
 
     fleet = report.analyse(outcomes, load_peaks(), None)
-    result["read+analyse"] = (time.perf_counter() - start, None)
+    result["read+analyse"] = (time.perf_counter() - start, None, time.process_time() - cpu)
     for fmt in formats:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         if fmt == "table":
             path = out / "table.txt"
             text = report.render_table(fleet)
@@ -123,7 +123,7 @@ def measure(folder: Path, formats: list[str], out: Path) -> dict:
         else:
             path = out / "fleet.html"
             report.write_reports(fleet, html_path=str(path))
-        result[fmt] = (time.perf_counter() - start, path.stat().st_size)
+        result[fmt] = (time.perf_counter() - start, path.stat().st_size, time.process_time() - cpu)
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return result
 
@@ -153,7 +153,8 @@ def main() -> None:
         print(json.dumps(measure(Path(folder), formats.split(","), Path(out))))
         return
     formats = args.formats.split(",")
-    print(f"{'hosts':>6} {'read+analyse':>13} " + " ".join(f"{f:>20}" for f in formats) + f" {'total':>8} {'peak RSS':>9}"
+    print("seconds are wall (CPU) of this process; the machine may be shared, so CPU time is the fairer figure")
+    print(f"{'hosts':>6} {'read+analyse':>15} " + " ".join(f"{f:>26}" for f in formats) + f" {'total':>16} {'peak RSS':>9}"
           + (" chromium" if args.chromium else ""))
     with tempfile.TemporaryDirectory(prefix="gpuenv-fleet-bench-") as tmp:
         for size in (int(s) for s in args.sizes.split(",")):
@@ -168,11 +169,14 @@ def main() -> None:
                 continue
             res = json.loads(run.stdout.strip().splitlines()[-1])
             total = sum(v[0] for k, v in res.items() if k != "peak_rss_mb")
+            total_cpu = sum(v[2] for k, v in res.items() if k != "peak_rss_mb")
             cells = []
             for fmt in formats:
-                secs, size_b = res[fmt]
-                cells.append(f"{secs:7.2f} s {size_b / 1e6:8.2f} MB")
-            line = f"{size:>6} {res['read+analyse'][0]:11.2f} s " + " ".join(f"{c:>20}" for c in cells) + f" {total:6.1f} s {res['peak_rss_mb']:6.0f} MB"
+                secs, size_b, cpu = res[fmt]
+                cells.append(f"{secs:6.2f} ({cpu:6.2f}) s {size_b / 1e6:7.2f} MB")
+            read = res["read+analyse"]
+            line = (f"{size:>6} {read[0]:5.2f} ({read[2]:5.2f}) s " + " ".join(f"{c:>26}" for c in cells)
+                    + f" {total:6.1f} ({total_cpu:6.1f}) s {res['peak_rss_mb']:6.0f} MB")
             if args.chromium and "html" in formats:
                 load = chromium_load(out / "fleet.html")
                 line += f" {load:6.1f} s" if load is not None else "   (no chromium)"

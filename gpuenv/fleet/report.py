@@ -66,6 +66,7 @@ _AREA = re.compile(r"test_\d+_([a-z_]+)\.py")
 #: How many names a plot's caption, a host's list of failures or the heatmap's labels hold.
 NAMED = 12
 WORST_LABELLED = 40
+MAX_COLUMNS = 64  # GPUs per host the heatmap shows
 
 
 @dataclass
@@ -715,18 +716,20 @@ def plot_heatmap(fleet: Fleet, model: str) -> str | None:
     from matplotlib.figure import Figure as MplFigure
 
     hosts: list[tuple[str, dict[int, float | None]]] = []
-    width = 0
+    indexes: set[int] = set()
     for outcome, rows in fleet.hosts():
         mine = [r for r in rows if r.uuid and (r.model or "unknown GPU") == model]
         if not mine:
             continue
         cells = {r.index or 0: r.lowest_of_median() for r in mine}
-        width = max(width, max(cells) + 1)
+        indexes.update(cells)
         hosts.append((outcome.host, cells))
     if not hosts or not any(v is not None for _, cells in hosts for v in cells.values()):
         return None
+    columns = sorted(indexes)[:MAX_COLUMNS]  # the GPU indexes seen (a report may skip or invent some)
+    width = len(columns)
     hosts.sort(key=lambda hc: (min((v for v in hc[1].values() if v is not None), default=9.0), hc[0]))
-    grid = [[(cells.get(i) if cells.get(i) is not None else math.nan) for i in range(width)] for _, cells in hosts]
+    grid = [[(cells.get(i) if cells.get(i) is not None else math.nan) for i in columns] for _, cells in hosts]
     labelled = grid[:WORST_LABELLED]
     import matplotlib
 
@@ -739,13 +742,13 @@ def plot_heatmap(fleet: Fleet, model: str) -> str | None:
         ax = axes[0]
         image = ax.imshow(labelled, cmap=cmap, norm=norm, aspect="auto", interpolation="nearest")
         ax.set_yticks(range(len(labelled)), [h.removeprefix("ssh://")[:40] for h, _ in hosts[:WORST_LABELLED]], fontsize=6)
-        ax.set_xticks(range(width), [str(i) for i in range(width)], fontsize=7)
+        ax.set_xticks(range(width), [str(i) for i in columns], fontsize=7)
         ax.set_xlabel("GPU index")
         ax.set_title(f"worst {len(labelled)} of {len(hosts)} hosts" if two else f"{len(hosts)} hosts, worst first", fontsize=8)
         if two:
             whole = axes[1]
             whole.imshow(grid, cmap=cmap, norm=norm, aspect="auto", interpolation="nearest")
-            whole.set_xticks(range(width), [str(i) for i in range(width)], fontsize=7)
+            whole.set_xticks(range(width), [str(i) for i in columns], fontsize=7)
             whole.set_xlabel("GPU index")
             whole.set_ylabel("host rank (worst first)")
             whole.set_title(f"all {len(hosts)} hosts, worst first", fontsize=8)

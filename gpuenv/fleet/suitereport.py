@@ -24,8 +24,10 @@ MAX_TEXT = 2000
 _FORMAT = re.compile(r"^gpuenv-validate-report/([1-9][0-9]{0,5})$")
 # C0 and C1 control characters (ESC starts terminal escape sequences), DEL, lone surrogates and
 # the two code points XML 1.0 forbids; tab is kept, newlines too where the caller allows them.
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
-_CONTROL_NL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+# Bidirectional overrides and line separators too: they would make a terminal line read other
+# than it is.
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
+_CONTROL_NL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
 _CHECK_TEXT = ("measured", "threshold", "verdict", "reason", "test")
 
 
@@ -145,7 +147,7 @@ def _gpu(uuid: str, raw: dict[str, Any]) -> dict[str, Any]:
     info = raw["gpu"]
     label = f"GPU {safe_text(uuid, limit=60)}"
     index = info.get("index")
-    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < 100_000:
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < 4096:
         raise MalformedReport(f"{label}: index {safe_text(repr(index), limit=40)} is not a GPU index")
     gpu: dict[str, Any] = {k: v for k, v in info.items() if isinstance(v, (int, float, bool)) or v is None}
     gpu.update({k: safe_text(v, limit=200) for k, v in info.items() if isinstance(v, str)})

@@ -51,9 +51,9 @@ MALFORMED_CASES = {
 }
 
 
-def _place(case: str, folder: Path) -> str:
-    """Put the hostile report of `case` in `folder` as host "bad"; returns that host's name."""
-    target = folder / "bad.json"
+def _place(case: str, folder: Path, host: str = "bad") -> str:
+    """Put the hostile report of `case` in `folder` as `host`; returns that host's name."""
+    target = folder / f"{host}.json"
     if not case.startswith("made:"):
         shutil.copy(HOSTILE / case, target)
     elif case == "made:deep.json":
@@ -65,15 +65,19 @@ def _place(case: str, folder: Path) -> str:
         target.symlink_to("/dev/zero")
     elif case == "made:fifo.json":
         os.mkfifo(target)  # a reader that blocked on it would hang the test: it must not
-    return "bad"
+    return host
+
+
+def _good(folder: Path) -> None:
+    for n, host in enumerate(GOOD):
+        report = gpu_report([(gpu(0, host=n + 1), 700.0 + n, 3000.0), (gpu(1, host=n + 1), 701.0, 3002.0)])
+        (folder / f"{host}.json").write_text(json.dumps(report))
 
 
 def _folder(tmp_path: Path, case: str) -> Path:
     folder = tmp_path / "reports"
     folder.mkdir()
-    for n, host in enumerate(GOOD):
-        report = gpu_report([(gpu(0, host=n + 1), 700.0 + n, 3000.0), (gpu(1, host=n + 1), 701.0, 3002.0)])
-        (folder / f"{host}.json").write_text(json.dumps(report))
+    _good(folder)
     _place(case, folder)
     return folder
 
@@ -98,22 +102,46 @@ def _assert_good_hosts_survive(table: str, data: dict, junit: ET.Element, page: 
         assert f"<td>{host}</td><td>2</td>" in page
 
 
+@pytest.fixture(scope="module")
+def hostile_rack(tmp_path_factory):
+    """Every malformed case as its own host ("bad-<n>") beside the good hosts, read and rendered
+    once in every format (rendering is the slow part; each case is then checked on its own)."""
+    folder = tmp_path_factory.mktemp("hostile") / "reports"
+    folder.mkdir()
+    _good(folder)
+    hosts = {case: _place(case, folder, f"bad-{n:02d}") for n, case in enumerate(sorted(MALFORMED_CASES))}
+    outcomes = read_report_folder(folder)
+    return hosts, outcomes, _render_all(outcomes)
+
+
+def test_good_hosts_survive_every_malformed_neighbour(hostile_rack):
+    hosts, outcomes, rendered = hostile_rack
+    assert sorted(o.host for o in outcomes) == sorted([*hosts.values(), *GOOD])
+    _assert_good_hosts_survive(*rendered)
+
+
 @pytest.mark.parametrize("case", sorted(MALFORMED_CASES))
-def test_a_malformed_report_sinks_only_its_node(tmp_path, case):
-    outcomes = read_report_folder(_folder(tmp_path, case))
-    assert [o.host for o in outcomes] == ["bad", *GOOD]
-    bad = outcomes[0]
-    assert bad.status == MALFORMED and bad.reason.startswith("malformed report: "), bad.reason
-    assert MALFORMED_CASES[case] in bad.reason
-    table, data, junit, page = _render_all(outcomes)
-    _assert_good_hosts_survive(table, data, junit, page)
+def test_a_malformed_report_sinks_only_its_node(hostile_rack, case):
+    hosts, outcomes, (table, data, junit, page) = hostile_rack
+    host = hosts[case]
     why = MALFORMED_CASES[case]
-    assert data["hosts"]["bad"]["status"] == MALFORMED and why in data["hosts"]["bad"]["reason"]
-    assert f"malformed: bad: malformed report: " in table and why in table
-    error = junit.find("testsuite[@name='bad']/testcase/error")
+    outcome = next(o for o in outcomes if o.host == host)
+    assert outcome.status == MALFORMED and outcome.reason.startswith("malformed report: "), outcome.reason
+    assert why in outcome.reason
+    assert data["hosts"][host]["status"] == MALFORMED and why in data["hosts"][host]["reason"]
+    assert host in data["not_ready"]
+    line = next(line for line in table.splitlines() if line.startswith(f"malformed: {host}: "))
+    assert line.startswith(f"malformed: {host}: malformed report: ") and why in line
+    error = junit.find(f"testsuite[@name='{host}']/testcase/error")
     assert error is not None and why in error.get("message")
-    assert "malformed report: " in page and '<td class="st-bad">malformed</td>' in page
-    assert data["not_ready"] == ["bad"]
+    row = re.search(rf'<tr class="bad" data-status="malformed"><td>\d+</td><td>{host}</td>.*?</tr>', page)
+    assert row and "malformed report: " in row.group(0)
+
+
+def test_one_malformed_report_alone_beside_good_ones(tmp_path):
+    outcomes = read_report_folder(_folder(tmp_path, "gpu-index-x.json"))
+    assert [o.status for o in outcomes] == [MALFORMED, READY, READY]
+    _assert_good_hosts_survive(*_render_all(outcomes))
 
 
 def test_a_readable_report_with_tex_in_the_gpu_name_is_plotted_as_written(tmp_path):
@@ -157,6 +185,16 @@ def test_a_later_report_format_with_unknown_keys_is_read(tmp_path):
     assert "pass, 1 warn" in row  # warn and not judged are neither pass nor fail
 
 
+def test_gpu_indexes_far_apart_keep_the_heatmap_small(tmp_path):
+    report = gpu_report([(gpu(0, host=7), 700.0, 3000.0), (gpu(4000, host=7), 400.0, 3000.0)])
+    other = gpu_report([(gpu(0, host=8), 702.0, 3001.0), (gpu(1, host=8), 701.0, 2999.0)])
+    fleet = analyse([HostOutcome("far", READY, report=report), HostOutcome("near", READY, report=other)], PEAKS)
+    page = render_html(fleet)
+    assert fleet.outcomes[0].status == "degraded" and len(page) < 400_000
+    assert gpu_report([(gpu(5000, host=9), 1.0, 1.0)]) and status_from_report(
+        gpu_report([(gpu(5000, host=9), 1.0, 1.0)]), 0) == (MALFORMED, f"malformed report: GPU {gpu(5000, host=9)['uuid']}: index 5000 is not a GPU index")
+
+
 def test_backends_reports_are_checked_too():
     """sshhosts and slurm hand reports to status_from_report and analyse: the same checks apply."""
     hostile = (HOSTILE / "checks-are-strings.json").read_text()
@@ -177,6 +215,7 @@ def test_safe_text_escapes_controls_and_keeps_the_rest():
     assert safe_text("a\nb", newlines=True) == "a\nb"
     assert safe_text("NVIDIA H100 — ü") == "NVIDIA H100 — ü"
     assert safe_text("\ud800x") == "\\ud800x"
+    assert safe_text("evil\u202egnp.exe") == "evil\\u202egnp.exe"  # a bidi override would make the line lie
 
 
 def test_validate_from_reports_writes_every_format(tmp_path):
