@@ -278,3 +278,16 @@ def test_small_helpers():
     assert status_from_report(load_suite_report('{"format": "other"}'), 0) == (
         "malformed", "malformed report: format 'other' is not gpuenv-validate-report/N")
     assert load_suite_report(json.dumps(cpu_report()))["summary"]["ok"] is True
+
+
+def test_plain_progress_lines_count_done_of_total_and_escape_node_text():
+    from gpuenv.cli.fleet import HostProgress
+
+    out = io.StringIO()
+    with HostProgress(stream=out, total=3) as progress:  # not a terminal: plain lines, no live view
+        progress("ssh://a", "running", "suite")
+        progress("ssh://a", "done", "ready")
+        progress("ssh://b", "done", "failed: \x1b[2Jboom")
+    lines = out.getvalue().splitlines()
+    assert [re.search(r"\d+/3\]", line).group(0) for line in lines] == ["0/3]", "1/3]", "2/3]"]
+    assert "\x1b" not in out.getvalue() and "failed: \\x1b[2Jboom" in lines[-1]
