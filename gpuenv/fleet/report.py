@@ -639,12 +639,12 @@ def render_junit(fleet: Fleet) -> str:
 
 
 def _mpl_context() -> Any:
-    """matplotlib settings for every plot: text as text (small SVG), no mathtext (a GPU name or
-    host from a node's report is shown as written, `$\\frac{a}{b}$` included), stable ids."""
+    """matplotlib settings for every plot: text as text (small SVG), no TeX, stable ids. Text from
+    a node's report (a GPU name, a check, a host) is drawn with parse_math=False, so that
+    `$\\frac{a}{b}$` or a lone `$` is shown as written, never handed to mathtext."""
     import matplotlib
 
-    return matplotlib.rc_context({"text.parse_math": False, "text.usetex": False, "svg.fonttype": "none",
-                                  "svg.hashsalt": "gpuenv-fleet", "font.size": 8})
+    return matplotlib.rc_context({"text.usetex": False, "svg.fonttype": "none", "svg.hashsalt": "gpuenv-fleet", "font.size": 8})
 
 
 def _svg(fig: Any) -> str:
@@ -698,12 +698,12 @@ def plot_distributions(fleet: Fleet, model: str) -> str | None:
                 ax.axvline(sample.peak, color="black", linewidth=1.2, label="datasheet peak")
             if sample.baseline:
                 ax.axvline(sample.baseline, color="#2e7d32", linewidth=1.2, label="team baseline")
-            ax.set_title(f"{check} ({len(values)} GPUs)", fontsize=8)
+            ax.set_title(f"{check} ({len(values)} GPUs)", fontsize=8, parse_math=False)
             ax.set_ylabel("GPUs (log)")
             ax.tick_params(labelsize=7)
             ax.legend(fontsize=6, frameon=False, loc="upper left")
             ax.grid(axis="x", alpha=0.3)
-        fig.suptitle(model, fontsize=9)
+        fig.suptitle(model, fontsize=9, parse_math=False)
         fig.tight_layout()
         return _svg(fig)
 
@@ -737,11 +737,12 @@ def plot_heatmap(fleet: Fleet, model: str) -> str | None:
         cmap = matplotlib.colormaps["RdYlGn"].with_extremes(bad="#bdbdbd")
         norm = TwoSlopeNorm(vmin=min(0.5, fleet.floor - 0.05), vcenter=fleet.floor, vmax=1.1)
         two = len(hosts) > WORST_LABELLED
-        fig = MplFigure(figsize=(10, 0.5 + 0.16 * len(labelled) + 0.9))
+        fig = MplFigure(figsize=(10, max(2.6, 1.4 + 0.16 * len(labelled))), layout="constrained")
         axes = fig.subplots(1, 2 if two else 1, width_ratios=[1, 1] if two else None, squeeze=False)[0]
         ax = axes[0]
         image = ax.imshow(labelled, cmap=cmap, norm=norm, aspect="auto", interpolation="nearest")
-        ax.set_yticks(range(len(labelled)), [h.removeprefix("ssh://")[:40] for h, _ in hosts[:WORST_LABELLED]], fontsize=6)
+        ax.set_yticks(range(len(labelled)), [h.removeprefix("ssh://")[:40] for h, _ in hosts[:WORST_LABELLED]], fontsize=6,
+                      parse_math=False)
         ax.set_xticks(range(width), [str(i) for i in columns], fontsize=7)
         ax.set_xlabel("GPU index")
         ax.set_title(f"worst {len(labelled)} of {len(hosts)} hosts" if two else f"{len(hosts)} hosts, worst first", fontsize=8)
@@ -755,7 +756,7 @@ def plot_heatmap(fleet: Fleet, model: str) -> str | None:
         bar = fig.colorbar(image, ax=list(axes), fraction=0.04, pad=0.02)
         bar.set_label("lowest figure / fleet median", fontsize=7)
         bar.ax.axhline(fleet.floor, color="black", linewidth=1)
-        fig.suptitle(f"{model}: each GPU's lowest figure against the fleet median", fontsize=9)
+        fig.suptitle(f"{model}: each GPU's lowest figure against the fleet median", fontsize=9, parse_math=False)
         return _svg(fig)
 
 

@@ -153,6 +153,8 @@ def test_a_readable_report_with_tex_in_the_gpu_name_is_plotted_as_written(tmp_pa
     assert data["hosts"]["bad"]["gpus"][gpu(0, host=66)["uuid"]]["model"] == name
     assert html_text(name) in page  # in the model table and the plot titles, not typeset
     assert page.count("<svg") >= 3  # both models' distributions and at least one heatmap were drawn
+    svg_text = [t for t in re.findall(r"<text[^>]*>([^<]*)</text>", page) if "frac" in t]
+    assert svg_text and all(html_text(name) in t for t in svg_text)  # drawn as written, not typeset by mathtext
 
 
 def html_text(text: str) -> str:
