@@ -830,7 +830,7 @@ def _plots_html(fleet: Fleet) -> list[str]:
     parts = ['<section id="fleet-distributions"><h2>Figures per GPU model, against the reference and the fleet median</h2>']
     plotted = False
     for model in models:
-        svg = plot_distributions(fleet, model)
+        svg = _drawn(plot_distributions, fleet, model, parts)
         if not svg:
             continue
         plotted = True
@@ -848,13 +848,24 @@ def _plots_html(fleet: Fleet) -> list[str]:
         parts.append('<p class="noplot">No GPU in this fleet reported a figure to plot.</p>')
     parts.append('</section><section id="fleet-heatmap"><h2>Host &times; GPU: lowest figure against the fleet median</h2>')
     for model in models:
-        svg = plot_heatmap(fleet, model)
+        svg = _drawn(plot_heatmap, fleet, model, parts)
         if svg:
             slug = re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")
             parts.append(f'<figure id="heat-{slug}" class="plot">{svg}<figcaption>Red: below {fleet.floor:.0%} of the fleet median '
                          f"of {_e(model)}; grey: no figure.</figcaption></figure>")
     parts.append("</section>")
     return parts
+
+
+def _drawn(plot: Any, fleet: Fleet, model: str, parts: list[str]) -> str | None:
+    """A plot, or None with a line on the page saying why it could not be drawn: the page and the
+    other formats are still written (the figures come from reports we do not control)."""
+    try:
+        return plot(fleet, model)
+    except Exception as err:  # noqa: BLE001 - a diagnostic never crashes; the reason is shown
+        parts.append(f'<p class="noplot">{html.escape(plot.__name__)} of {_e(model)} could not be drawn: '
+                     f"{_e(type(err).__name__)}: {_e(str(err)[:300])}</p>")
+        return None
 
 
 def _gpu_rows_html(rows: list[Row]) -> list[str]:

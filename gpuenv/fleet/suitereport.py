@@ -21,6 +21,9 @@ from typing import Any
 MAX_REPORT_BYTES = 16 * 2**20
 #: Longest text kept from any one field of a report (measured, reason, a GPU name ...).
 MAX_TEXT = 2000
+#: Largest magnitude of a figure: far above any real one (bytes, FLOPS), far below overflow when
+#: figures are added for a median.
+MAX_VALUE = 1e18
 _FORMAT = re.compile(r"^gpuenv-validate-report/([1-9][0-9]{0,5})$")
 # C0 and C1 control characters (ESC starts terminal escape sequences), DEL, lone surrogates and
 # the two code points XML 1.0 forbids; tab is kept, newlines too where the caller allows them.
@@ -65,7 +68,7 @@ def parse_report(data: bytes) -> CheckedReport:
     if len(data) > MAX_REPORT_BYTES:
         raise MalformedReport(f"{len(data) / 2**20:.1f} MiB, over the {MAX_REPORT_BYTES // 2**20} MiB limit")
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # a byte-order mark (a file that went through Windows) is fine
     except UnicodeDecodeError as err:
         raise MalformedReport(f"not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start})") from None
     return check_report(load_json(text))
@@ -108,6 +111,8 @@ def _number(value: Any, what: str) -> float | None:
         raise MalformedReport(f"{what} is {safe_text(repr(value), limit=40)}, not a number")
     if not math.isfinite(float(value)):
         raise MalformedReport(f"{what} is not a finite number")
+    if abs(value) > MAX_VALUE:
+        raise MalformedReport(f"{what} {float(value):.3g} is out of range")
     return float(value)
 
 
@@ -172,6 +177,8 @@ def check_report(data: Any) -> CheckedReport:
     if not isinstance(fmt, str) or not _FORMAT.match(fmt):
         raise MalformedReport(f"format {safe_text(repr(fmt), limit=60)} is not gpuenv-validate-report/N")
     host = data.get("host")
+    if host is None:
+        raise MalformedReport("no 'host' section")
     if not isinstance(host, dict):
         raise MalformedReport(f"'host' is a {type(host).__name__}, not an object")
     clean = CheckedReport(format=fmt)

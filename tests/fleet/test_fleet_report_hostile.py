@@ -244,3 +244,26 @@ def test_from_reports_refuses_a_folder_without_reports(tmp_path):
                          cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and "holds no *.json report" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_edge_values_are_refused_or_read_without_harm():
+    report = gpu_report([(gpu(0, host=3), 700.0, 3000.0)])
+    report[gpu(0, host=3)["uuid"]]["checks"][2]["value"] = 1e300  # finite, but would overflow a median
+    assert status_from_report(report, 0)[1].endswith("'value' 1e+300 is out of range")
+    assert status_from_report({"format": "gpuenv-validate-report/1"}, 0) == (MALFORMED, "malformed report: no 'host' section")
+    from gpuenv.fleet.suitereport import parse_report
+
+    bom = b"\xef\xbb\xbf" + json.dumps(gpu_report([(gpu(0, host=3), 700.0, 3000.0)])).encode()
+    assert parse_report(bom)["summary"]["ok"] is True  # a byte-order mark is not a reason to refuse
+
+
+def test_a_plot_that_cannot_be_drawn_is_said_on_the_page(monkeypatch):
+    from gpuenv.fleet import report as fleet_report
+
+    def broken(fleet, model):
+        raise ValueError("bins must increase")
+    monkeypatch.setattr(fleet_report, "plot_heatmap", broken)
+    good = [HostOutcome(h, READY, report=gpu_report([(gpu(0, host=n), 700.0 + n, 3000.0)])) for n, h in enumerate(GOOD)]
+    page = render_html(analyse(good, PEAKS))
+    assert "broken of NVIDIA H100 80GB HBM3 could not be drawn: ValueError: bins must increase" in page
+    assert 'id="fleet-ready"' in page
