@@ -267,3 +267,19 @@ def test_a_plot_that_cannot_be_drawn_is_said_on_the_page(monkeypatch):
     page = render_html(analyse(good, PEAKS))
     assert "broken of NVIDIA H100 80GB HBM3 could not be drawn: ValueError: bins must increase" in page
     assert 'id="fleet-ready"' in page
+
+
+def test_a_slurm_run_folder_and_loose_files_are_read_by_host_name(tmp_path):
+    """HOST.json at the top, NODE/report.json below (a Slurm run folder's nodes/NODE/report.json);
+    a host name given twice keeps both, by path."""
+    folder = tmp_path / "collected"
+    (folder / "nodes" / "gpu07").mkdir(parents=True)
+    (folder / "nodes" / "gpu01").mkdir(parents=True)
+    (folder / "nodes" / "scripts.txt").write_text("not a report\n")
+    report = json.dumps(gpu_report([(gpu(0, host=1), 700.0, 3000.0)]))
+    (folder / "nodes" / "gpu07" / "report.json").write_text(report)
+    (folder / "nodes" / "gpu01" / "report.json").write_text(report)
+    (folder / "gpu01.json").write_text(report)
+    (folder / "login1.json").write_text(report)
+    hosts = [o.host for o in read_report_folder(folder)]
+    assert hosts == ["gpu01.json", "gpu07", "login1", "nodes/gpu01/report.json"]
