@@ -1,7 +1,8 @@
 """`invoke validate --hosts ...` and `invoke validate --slurm ...`: the fleet side of the validate task.
 
-Thin on purpose: check every option, call the backend (gpuenv.fleet.sshhosts or .slurm), show
-progress per host, then render the fleet report and turn "every host ready" into the exit code.
+Thin on purpose: check every option, call the backend (gpuenv.fleet.sshhosts or .slurm) or read
+reports already collected (`--from-reports`, gpuenv.fleet.collected), show progress per host, then
+render the fleet report and turn "every host ready" into the exit code.
 The task in validation.py reads invoke.yaml (`gpuenv.fleet`) and hands plain values here.
 """
 
@@ -145,7 +146,8 @@ def time_limit_seconds(text: str) -> float:
 
 
 def wants_fleet(cli: dict[str, Any]) -> bool:
-    """A fleet run is asked for on the command line (--hosts, bare or with hosts, or --slurm): hosts
+    """A fleet run is asked for on the command line (--hosts, bare or with hosts, --slurm, or
+    --from-reports for reports already collected): hosts
     listed in a shared invoke.yaml must not turn someone's `invoke validate` of their own machine
     into a run across the rack."""
     return bool(cli.get("hosts") or cli.get("slurm") or cli.get("from_reports"))
