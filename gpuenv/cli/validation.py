@@ -106,7 +106,7 @@ def validate(
     hosts=None, parallel=None, report=None, slurm=False, partition=None, nodes=None, nodelist=None,
     time=None, prefix=None, rundir=None, verbose=False, quiet=False, from_reports=None, outlier_floor=None,
 ):
-    """Tell whether this server (or a fleet: --hosts, --slurm) is ready for the team's images, and why not (exit 0 only when ready)."""
+    """Tell whether this server (or a fleet: --hosts, --slurm, --from-reports DIR) is ready for the team's images, and why not (exit 0 only when ready)."""
     from gpuenv.cli import fleet
 
     given = dict(hosts=hosts, image=image, parallel=parallel, report=report, slurm=slurm, partition=partition, nodes=nodes,
