@@ -67,6 +67,10 @@ _AREA = re.compile(r"test_\d+_([a-z_]+)\.py")
 NAMED = 12
 WORST_LABELLED = 40
 MAX_COLUMNS = 64  # GPUs per host the heatmap shows
+#: Plots per page: the GPU models with the most hosts, and per model the figures most GPUs gave
+#: (headline figures first). Bounds the page whatever the reports hold; the JSON has the rest.
+MAX_MODELS = 6
+MAX_FIGURES = 12
 
 
 @dataclass
@@ -661,8 +665,8 @@ def _model_figures(fleet: Fleet, model: str) -> list[tuple[str, list[tuple[Row, 
         if row.uuid and (row.model or "unknown GPU") == model:
             for name, fig in row.figures.items():
                 by_check.setdefault(name, []).append((row, fig))
-    order = [c for c in PLOTTED if c in by_check] + sorted(c for c in by_check if c not in PLOTTED)
-    return [(c, by_check[c]) for c in order]
+    order = [c for c in PLOTTED if c in by_check] + sorted((c for c in by_check if c not in PLOTTED), key=lambda c: (-len(by_check[c]), c))
+    return [(c, by_check[c]) for c in order[:MAX_FIGURES]]
 
 
 def plot_distributions(fleet: Fleet, model: str) -> str | None:
@@ -826,8 +830,12 @@ def _not_ready_html(fleet: Fleet, bad: list[tuple[HostOutcome, list[Row]]]) -> l
 
 
 def _plots_html(fleet: Fleet) -> list[str]:
-    models = [m for m in fleet.models() if m != "no GPU shown"]
+    every = [m for m in fleet.models() if m != "no GPU shown"]
+    models = every[:MAX_MODELS]
     parts = ['<section id="fleet-distributions"><h2>Figures per GPU model, against the reference and the fleet median</h2>']
+    if len(every) > len(models):
+        parts.append(f'<p class="noplot">{len(every) - len(models)} more GPU model(s) not plotted (the {len(models)} with the most '
+                     f"hosts are): {_e(', '.join(every[len(models):][:NAMED]))}{' ...' if len(every) - len(models) > NAMED else ''}</p>")
     plotted = False
     for model in models:
         svg = _drawn(plot_distributions, fleet, model, parts)

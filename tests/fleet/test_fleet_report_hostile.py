@@ -283,3 +283,25 @@ def test_a_slurm_run_folder_and_loose_files_are_read_by_host_name(tmp_path):
     (folder / "login1.json").write_text(report)
     hosts = [o.host for o in read_report_folder(folder)]
     assert hosts == ["gpu01.json", "gpu07", "login1", "nodes/gpu01/report.json"]
+
+
+def test_a_report_with_many_models_and_figures_keeps_the_page_bounded(monkeypatch):
+    """One report with 12 GPUs of 12 made-up models, each with 30 made-up figures: the page plots
+    at most MAX_MODELS models x MAX_FIGURES figures (made small here, to keep the test fast) and
+    says what it left out."""
+    from gpuenv.fleet import report as fleet_report
+
+    monkeypatch.setattr(fleet_report, "MAX_MODELS", 2)
+    monkeypatch.setattr(fleet_report, "MAX_FIGURES", 3)
+    infos = [gpu(i, f"Made-up GPU {i:02d}", host=5) for i in range(12)]
+    report = gpu_report([(info, 100.0, 1000.0) for info in infos])
+    for info in infos:
+        report[info["uuid"]]["checks"] += [
+            {"check": f"figure {k}", "gpu": info["uuid"], "measured": "1", "threshold": "-", "verdict": "info",
+             "seconds": 0.0, "reason": "", "value": float(k + 1), "test": "checks/test_09_new.py::test_new"} for k in range(30)]
+    twin = json.loads(json.dumps(report))
+    fleet = analyse([HostOutcome("many", READY, report=report), HostOutcome("twin", READY, report=twin)], PEAKS)
+    assert len(fleet_report._model_figures(fleet, "Made-up GPU 00")) == 3
+    page = render_html(fleet)
+    assert page.count('<figure id="dist-') == 2 and page.count('<figure id="heat-') == 2
+    assert "10 more GPU model(s) not plotted (the 2 with the most hosts are)" in page
