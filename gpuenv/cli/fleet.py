@@ -1,12 +1,14 @@
 """`invoke validate --hosts ...` and `invoke validate --slurm ...`: the fleet side of the validate task.
 
-Thin on purpose: check every option, call the backend (gpuenv.fleet.sshhosts or .slurm), show
-progress per host, then render the fleet report and turn "every host ready" into the exit code.
+Thin on purpose: check every option, call the backend (gpuenv.fleet.sshhosts or .slurm) or read
+reports already collected (`--from-reports`, gpuenv.fleet.collected), show progress per host, then
+render the fleet report and turn "every host ready" into the exit code.
 The task in validation.py reads invoke.yaml (`gpuenv.fleet`) and hands plain values here.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from dataclasses import dataclass
@@ -40,6 +42,9 @@ class FleetOptions:
     junit: str | None = None
     baseline: str | None = None
     gpus: str | None = None
+    from_reports: str | None = None  # a folder of per-host suite reports collected by any means
+    outlier_floor: float = 0.9  # a GPU below this share of its model's fleet median degrades its host
+    verbose: bool = False  # the table lists ready hosts too
 
 
 def fleet_config(config: Any) -> dict[str, Any]:
@@ -87,6 +92,7 @@ def merge_options(cli: dict[str, Any], config: dict[str, Any]) -> FleetOptions:
         nodes = None
     from gpuenv.fleet.sshhosts import parse_hosts
 
+    floor = pick("outlier_floor")
     return FleetOptions(
         hosts=parse_hosts(hosts) if hosts and not cli.get("slurm") else None,
         slurm=bool(cli.get("slurm")),
@@ -103,7 +109,24 @@ def merge_options(cli: dict[str, Any], config: dict[str, Any]) -> FleetOptions:
         junit=cli.get("junit"),
         baseline=cli.get("baseline"),
         gpus=cli.get("gpus"),
+        from_reports=cli.get("from_reports") or None,
+        outlier_floor=outlier_floor(floor),
+        verbose=bool(cli.get("verbose")),
     )
+
+
+def outlier_floor(value: Any) -> float:
+    """--outlier-floor / gpuenv.fleet.outlier_floor: a share of the fleet median in (0, 1]."""
+    if value in (None, ""):
+        return 0.9
+    try:
+        floor = float(value)
+    except (TypeError, ValueError):
+        floor = math.nan
+    if isinstance(value, bool) or not 0 < floor <= 1:
+        raise BadInput(f"--outlier-floor {value!r} is not a share of the fleet median in (0, 1]",
+                       fix="give e.g. --outlier-floor 0.9 (a GPU below 90% of its model's fleet median degrades its host)")
+    return floor
 
 
 def time_limit_seconds(text: str) -> float:
@@ -123,10 +146,11 @@ def time_limit_seconds(text: str) -> float:
 
 
 def wants_fleet(cli: dict[str, Any]) -> bool:
-    """A fleet run is asked for on the command line (--hosts, bare or with hosts, or --slurm): hosts
+    """A fleet run is asked for on the command line (--hosts, bare or with hosts, --slurm, or
+    --from-reports for reports already collected): hosts
     listed in a shared invoke.yaml must not turn someone's `invoke validate` of their own machine
     into a run across the rack."""
-    return bool(cli.get("hosts") or cli.get("slurm"))
+    return bool(cli.get("hosts") or cli.get("slurm") or cli.get("from_reports"))
 
 
 def _read_baseline(path: str | None) -> tuple[bytes | None, dict[str, dict[str, float]] | None]:
@@ -152,10 +176,11 @@ def _check_outputs(opts: FleetOptions) -> None:
 class HostProgress:
     """Progress per host: a live rich table on a terminal, plain lines (no control codes) otherwise."""
 
-    def __init__(self, stream: Any = None) -> None:
+    def __init__(self, stream: Any = None, total: int = 0) -> None:
         from rich.console import Console
 
         self.console = Console(file=stream or sys.stdout, highlight=False)
+        self.total = total  # hosts in the run (0: not known yet, e.g. a Slurm job's nodes)
         self.started = time.monotonic()
         self.state: dict[str, tuple[str, str, float, float | None]] = {}  # phase, detail, start, end
         self.live: Any = None
@@ -174,16 +199,9 @@ class HostProgress:
             self.live.__exit__(*exc)
 
     def _table(self) -> Any:
-        from rich.table import Table
+        from gpuenv.fleet.report import render_live
 
-        table = Table(title="fleet validation", show_edge=False)
-        for column in ("host", "phase", "detail", "time"):
-            table.add_column(column)
-        now = time.monotonic()
-        for host, (phase, detail, since, ended) in self.state.items():
-            style = "green" if detail == "ready" else "red" if phase == "done" else ""
-            table.add_row(host, phase, detail, f"{(ended or now) - since:.0f}s", style=style)
-        return table
+        return render_live(self.state, max(self.total, len(self.state)), time.monotonic())
 
     def __call__(self, host: str, phase: str, detail: str) -> None:
         since = self.state[host][2] if host in self.state else time.monotonic()
@@ -191,8 +209,12 @@ class HostProgress:
         if self.live is not None:
             self.live.update(self._table())
         else:
+            from gpuenv.fleet.suitereport import safe_text
+
             elapsed = time.monotonic() - self.started
-            self.console.print(f"[{elapsed:6.1f}s] {host:<{_PAD}} {phase}{': ' + detail if detail else ''}", markup=False)
+            done = sum(1 for s in self.state.values() if s[0] == "done")
+            line = f"{host:<{_PAD}} {phase}{': ' + detail if detail else ''}"
+            self.console.print(f"[{elapsed:6.1f}s {done}/{max(self.total, len(self.state))}] {safe_text(line)}", markup=False)
             self.console.file.flush()  # CI reads the log while it runs
 
 
@@ -229,7 +251,7 @@ def run_fleet(opts: FleetOptions, suite_args: list[str], say: Callable[[str], No
         slurm.check_job(job)
         say(f"validating through Slurm: {opts.nodelist or (str(opts.nodes) + ' node(s)' if opts.nodes else '1 node')}, "
             f"run folder {job.rundir}")
-        with HostProgress() as progress:
+        with HostProgress(total=opts.nodes or 0) as progress:
             return slurm.run_job(job, baseline=baseline_bytes, progress=progress)
     from gpuenv.fleet import sshhosts
 
@@ -240,7 +262,7 @@ def run_fleet(opts: FleetOptions, suite_args: list[str], say: Callable[[str], No
     timeout = time_limit_seconds(opts.time) if opts.time and opts.time.upper() not in ("UNLIMITED", "INFINITE") else None
     run = sshhosts.SuiteRun(image=image, suite_args=suite_args, gpus=opts.gpus or "all", baseline=baseline_bytes, timeout_s=timeout)
     say(f"validating {len(opts.hosts)} host(s) over SSH, {min(opts.parallel, len(opts.hosts))} at a time, in {image}")
-    with HostProgress() as progress:
+    with HostProgress(total=len(opts.hosts)) as progress:
         return sshhosts.validate_hosts(opts.hosts, run, parallel=opts.parallel, progress=progress)
 
 
@@ -251,10 +273,16 @@ def fleet_validate(opts: FleetOptions, suite_args: list[str]) -> int:
 
     _check_outputs(opts)
     _, baseline_models = _read_baseline(opts.baseline)
-    outcomes = run_fleet(opts, suite_args)
-    fleet = report.analyse(outcomes, load_peaks(), baseline_models)
+    if opts.from_reports:
+        from gpuenv.fleet.collected import read_report_folder
+
+        outcomes = read_report_folder(opts.from_reports)
+        print(f"read {len(outcomes)} host report(s) from {opts.from_reports}", flush=True)
+    else:
+        outcomes = run_fleet(opts, suite_args)
+    fleet = report.analyse(outcomes, load_peaks(), baseline_models, outlier_floor=opts.outlier_floor)
     print()
-    print(report.render_table(fleet))
+    print(report.render_table(fleet, verbose=opts.verbose))
     for path in report.write_reports(fleet, json_path=opts.json, junit_path=opts.junit, html_path=opts.report):
         print(f"written: {path}")
     return 0 if fleet.ready else 1

@@ -47,6 +47,8 @@ _HELP = {
     "time": "time limit: with --slurm the job's, with --hosts each host's suite; e.g. 30 (minutes), 0:30 (M:S) or 1:00:00",
     "prefix": "with --slurm: on nodes without Docker, run the suite from this prefix on a shared path (made by invoke install --prefix)",
     "rundir": "with --slurm: shared folder for the job's scripts and per-node reports (default: ./gpuenv-fleet/slurm-TIME)",
+    "from_reports": "render the fleet report (table, --report/--json/--junit) from a folder of per-host `python -m validate --json` reports named HOST.json, collected by any means (Slurm, pdsh, Ansible, cron)",
+    "outlier_floor": "fleet: a GPU below this share of its model's fleet median makes its host degraded, not ready (default: gpuenv.fleet.outlier_floor, else 0.9)",
     **OUTPUT_HELP,
 }
 
@@ -102,28 +104,31 @@ def validate(
     c, local=False, cuda=None, framework=None, torch=None, tensorflow=None, python=None, image=None, gpus=None,
     expect_gpus=None, json=None, junit=None, quick=False, save_baseline=None, baseline=None,
     hosts=None, parallel=None, report=None, slurm=False, partition=None, nodes=None, nodelist=None,
-    time=None, prefix=None, rundir=None, verbose=False, quiet=False,
+    time=None, prefix=None, rundir=None, verbose=False, quiet=False, from_reports=None, outlier_floor=None,
 ):
-    """Tell whether this server (or a fleet: --hosts, --slurm) is ready for the team's images, and why not (exit 0 only when ready)."""
+    """Tell whether this server (or a fleet: --hosts, --slurm, --from-reports DIR) is ready for the team's images, and why not (exit 0 only when ready)."""
     from gpuenv.cli import fleet
 
     given = dict(hosts=hosts, image=image, parallel=parallel, report=report, slurm=slurm, partition=partition, nodes=nodes,
                  nodelist=nodelist, time=time, prefix=prefix, rundir=rundir, json=json, junit=junit, baseline=baseline,
-                 gpus=gpus, local=local)
+                 gpus=gpus, local=local, from_reports=from_reports, outlier_floor=outlier_floor, verbose=verbose)
     if fleet.wants_fleet(given):
         if local or save_baseline or any(v is not None for v in (cuda, framework, torch, tensorflow, python)):
             raise BadInput("a fleet run validates other servers in one image, so --local, --save-baseline and the stack options do not apply",
                            fix="drop them (give --image REF for the image), or drop --hosts/--slurm")
         if hosts and slurm:
             raise BadInput("--hosts and --slurm both given", fix="validate SSH Docker hosts or a Slurm job, one at a time")
+        if from_reports and (hosts or slurm):
+            raise BadInput("--from-reports renders reports already collected, so --hosts/--slurm do not apply",
+                           fix="drop --hosts/--slurm, or drop --from-reports to run the suite on the servers")
         opts = fleet.merge_options(given, fleet.fleet_config(c.config))
         code = fleet.fleet_validate(opts, suite_arguments(expect_gpus, None, None, quick, None, None))
         if code != 0:
             raise Exit(code=code)
         return
-    if any(v not in (None, False) for v in (parallel, report, partition, nodes, nodelist, time, prefix, rundir)):
-        raise BadInput("--parallel/--report/--partition/--nodes/--nodelist/--time/--prefix/--rundir are fleet options",
-                       fix="add --hosts ssh://user@host,... or --slurm")
+    if any(v not in (None, False) for v in (parallel, report, partition, nodes, nodelist, time, prefix, rundir, outlier_floor)):
+        raise BadInput("--parallel/--report/--partition/--nodes/--nodelist/--time/--prefix/--rundir/--outlier-floor are fleet options",
+                       fix="add --hosts ssh://user@host,..., --slurm or --from-reports DIR")
     if local:
         if any(v is not None for v in (cuda, framework, torch, tensorflow, python, gpus, image)):
             raise BadInput("--local runs on this host's Python, so a stack option makes no sense with it",

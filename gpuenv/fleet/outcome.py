@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuenv.fleet.suitereport import MalformedReport, check_report
+
 #: The server ran the suite and every check passed (or skipped with its reason).
 READY = "ready"
 #: The suite ran and some check failed (the report says which).
@@ -23,8 +25,12 @@ FAILED = "failed"
 TIMEOUT = "timeout"
 #: The run was cancelled (scancel, Ctrl-C) before the suite finished.
 CANCELLED = "cancelled"
+#: Every check passed, but a GPU is below the outlier floor of its model's fleet median.
+DEGRADED = "degraded"
+#: The node sent a report that cannot be read (its reason says why); the other nodes are unaffected.
+MALFORMED = "malformed"
 
-STATUSES = (READY, NOT_READY, UNREACHABLE, NO_GPU_RUNTIME, FAILED, TIMEOUT, CANCELLED)
+STATUSES = (READY, NOT_READY, DEGRADED, UNREACHABLE, NO_GPU_RUNTIME, FAILED, TIMEOUT, CANCELLED, MALFORMED)
 #: Phases a backend reports as progress while a host runs (free text is allowed too).
 PHASES = ("queued", "connecting", "pulling", "running", "collecting", "done")
 
@@ -47,18 +53,23 @@ class HostOutcome:
 
 
 def status_from_report(report: dict[str, Any] | None, exit_code: int | None) -> tuple[str, str]:
-    """Status and reason of a host whose suite ran: ready only with a report that says ok."""
+    """Status and reason of a host whose suite ran: ready only with a report that says ok. A report
+    that cannot be read is MALFORMED with "malformed report: why" (the node's file is untrusted)."""
     if report is None:
         return FAILED, f"the suite exited with {exit_code} and wrote no JSON report" if exit_code is not None else "no JSON report came back"
-    summary = report.get("summary") or {}
-    if summary.get("ok") and exit_code in (0, None):
+    try:
+        report = check_report(report)
+    except MalformedReport as err:
+        return MALFORMED, f"malformed report: {err}"
+    summary = report["summary"]
+    if summary["ok"] and exit_code in (0, None):
         return READY, ""
     failed = [
-        f"{check.get('check')}{' [' + str(check.get('gpu'))[:12] + ']' if check.get('gpu') else ''}"
+        f"{check['check']}{' [' + check['gpu'][:12] + ']' if check['gpu'] else ''}"
         for section in report.values()
         if isinstance(section, dict)
-        for check in section.get("checks", [])
-        if check.get("verdict") == "fail"
+        for check in section.get("checks", ())
+        if check["verdict"] == "fail"
     ]
     if failed:
         return NOT_READY, f"{len(failed)} check(s) failed: " + ", ".join(failed[:5]) + (" ..." if len(failed) > 5 else "")

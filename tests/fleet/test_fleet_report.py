@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import json
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
 
-from gpuenv.fleet.outcome import FAILED, NOT_READY, READY, UNREACHABLE, HostOutcome, fleet_ready, status_from_report
+from gpuenv.fleet.outcome import DEGRADED, FAILED, NOT_READY, READY, UNREACHABLE, HostOutcome, fleet_ready, status_from_report
 from gpuenv.fleet.report import (
-    analyse, build_json, check_area, load_suite_report, render_html, render_junit, render_table, summarise_verdicts,
+    AREAS, analyse, build_json, check_area, load_suite_report, render_html, render_json, render_junit, render_live, render_table,
+    summarise_verdicts,
 )
 from suitecases import A100, cpu_report, gpu, gpu_report
 from validate.peaks import load_peaks
@@ -79,43 +82,120 @@ def test_unknown_model_without_peak_is_judged_against_the_fleet():
     assert fig.outlier  # 80 < 0.9 * 90
 
 
-def test_text_table_has_host_gpu_area_verdicts_and_worst_figure():
+def test_text_table_puts_the_summary_and_the_worst_hosts_first():
     text = render_table(analyse(rack(), PEAKS))
     lines = text.splitlines()
-    assert lines[0].split() == ["host", "GPU", "status", "environment", "visibility", "memory", "masking", "speed", "worst", "figure"]
-    gpu2 = next(line for line in lines if line.startswith("ssh://ops@gpu2") and " 1 NVIDIA" in line)
-    assert "matmul bf16 TFLOPS 400.0 (40% of peak) OUTLIER" in gpu2
-    gpu4 = next(line for line in lines if line.startswith("ssh://ops@gpu4"))
+    assert lines[0] == ("2 of 5 host(s) ready (2 ready, 1 not ready, 1 degraded, 1 unreachable); "
+                        "outlier floor 90% of the fleet median")
+    assert lines[1] == "  NVIDIA H100 80GB HBM3: 3 host(s), 5 GPU(s): 1 degraded, 2 ready"
+    assert lines[2] == "  NVIDIA A100-SXM4-80GB: 1 host(s), 1 GPU(s): 1 not ready"
+    assert lines[5] == "not ready, worst first (3):"
+    hosts = [line.split(": ")[1] for line in lines[6:] if line and not line.startswith(" ") and ": " in line][:3]
+    assert hosts == ["ssh://ops@gpu4", "ssh://ops@gpu5", "ssh://ops@gpu2"]  # failed, then unreachable, then slow
+    assert "  fail: tensorflow memory growth [growth-env] [GPU 0]: tensorflow memory growth [growth-env] below threshold" in lines
+    assert ("degraded: ssh://ops@gpu2: 1 figure(s) below 90% of the fleet median; lowest: GPU 1 matmul bf16 TFLOPS 400.0 "
+            "is 57% of the fleet median 700.0 of NVIDIA H100 80GB HBM3") in lines
+    header = next(n for n, line in enumerate(lines) if line.startswith("host "))
+    assert lines[header].split() == ["host", "GPU", "status", *AREAS, "worst", "figure"]
+    gpu2 = next(line for line in lines[header:] if line.startswith("ssh://ops@gpu2") and " 1 NVIDIA" in line)
+    assert "matmul bf16 TFLOPS 400.0 (40% of peak) OUTLIER" in gpu2 and "degraded" in gpu2
+    gpu4 = next(line for line in lines[header:] if line.startswith("ssh://ops@gpu4"))
     assert "not ready" in gpu4 and "FAIL 1" in gpu4
-    gpu5 = next(line for line in lines if line.startswith("ssh://ops@gpu5"))
-    assert "unreachable" in gpu5
-    assert "3 of 5 host(s) ready" in text
-    assert "unreachable: ssh://ops@gpu5: cannot reach gpu5" in text
-    assert "  fail: tensorflow memory growth [growth-env] [GPU 0]: tensorflow memory growth [growth-env] below threshold" in text
-    assert "outlier: ssh://ops@gpu2 GPU 1" in text
+    assert not any(line.startswith(("ssh://ops@gpu1", "ssh://ops@gpu3")) for line in lines)  # ready: collapsed
+    assert lines[-1].startswith("2 ready host(s) not listed (--verbose lists them")
+
+
+def test_text_table_lists_ready_hosts_with_verbose():
+    lines = render_table(analyse(rack(), PEAKS), verbose=True).splitlines()
+    start = lines.index("ready (2):")
+    assert lines[start + 1].split()[:3] == ["host", "GPUs", "status"]
+    assert [line.split()[:3] for line in lines[start + 3:]] == [["ssh://ops@gpu1", "2", "ready"], ["ssh://ops@gpu3", "1", "ready"]]
+
+
+def test_an_outlier_makes_its_host_degraded_and_the_floor_is_a_setting():
+    fleet = analyse(rack(), PEAKS)
+    gpu2 = next(o for o in fleet.outcomes if o.host == "ssh://ops@gpu2")
+    assert gpu2.status == DEGRADED and not gpu2.ready and not fleet.ready
+    assert "400.0 is 57% of the fleet median 700.0" in gpu2.reason
+    assert fleet.counts() == {READY: 2, NOT_READY: 1, DEGRADED: 1, UNREACHABLE: 1, "malformed": 0}
+    lenient = analyse(rack(), PEAKS, outlier_floor=0.5)  # 57% is above a 50% floor
+    assert next(o for o in lenient.outcomes if o.host == "ssh://ops@gpu2").status == READY
+    assert lenient.outliers() == []
+    assert [o.status for o in rack()][1] == READY  # the caller's outcomes are not changed
+
+
+def test_every_area_has_a_column_and_unknown_checks_go_to_other():
+    assert AREAS == ("environment", "visibility", "memory", "masking", "speed", "sustained", "other")
+    assert check_area({"test": "checks/test_06_sustained.py::test_sustained_load", "check": "sustained load"}) == "sustained"
+    assert check_area({"test": "", "check": "clock events under load"}) == "sustained"
+    assert check_area({"test": "checks/test_07_nvlink.py::test_x", "check": "nvlink GB/s"}) == "other"
+    report = gpu_report([(gpu(0, host=1), 700.0, 3000.0)])
+    uuid = gpu(0, host=1)["uuid"]
+    report[uuid]["checks"] += [
+        {"check": "clock events under load", "gpu": uuid, "measured": "HW_SLOWDOWN", "threshold": "none", "verdict": "fail",
+         "seconds": 0.0, "reason": "throttled", "value": None, "test": "checks/test_06_sustained.py::test_sustained_load"},
+        {"check": "nvlink GB/s", "gpu": uuid, "measured": "400", "threshold": "-", "verdict": "not judged",
+         "seconds": 1.0, "reason": "", "value": 400.0, "test": "checks/test_07_nvlink.py::test_nvlink"},
+    ]
+    status, reason = status_from_report(report, 1)
+    fleet = analyse([HostOutcome("hot", status, reason, report=report)], PEAKS)
+    verdicts = fleet.rows[0].area_verdicts()
+    assert verdicts["sustained"] == "FAIL 1" and verdicts["other"] == "not judged" and verdicts["speed"] == "pass"
+
+
+def test_neutral_verdicts_are_neither_pass_nor_fail():
+    assert summarise_verdicts(["info"]) == "info"
+    assert summarise_verdicts(["not judged", "no reference"]) == "not judged"
+    assert summarise_verdicts(["pass", "warn", "not judged"]) == "pass, 1 warn"
+    report = gpu_report([(gpu(0, host=1), 700.0, 3000.0)])
+    for check in report[gpu(0, host=1)["uuid"]]["checks"]:
+        check["verdict"] = {"pass": "not judged"}.get(check["verdict"], check["verdict"])
+    assert status_from_report(report, 0) == (READY, "")
+
+
+def test_live_view_counts_done_and_shows_the_hosts_still_running():
+    from rich.console import Console
+
+    state = {f"h{n:03d}": ("done", READY, 0.0, 5.0) for n in range(40)}
+    state["h040"] = ("done", "unreachable", 0.0, 20.0)
+    state.update({f"r{n}": ("running", "suite", float(n), None) for n in range(25)})
+    console = Console(width=160, record=True, file=io.StringIO())
+    console.print(render_live(state, total=100, now=30.0, limit=20))
+    text = console.export_text()
+    assert "fleet validation: 41/100 done (1 unreachable, 40 ready)" in text
+    assert "25 running, 34 waiting" in text
+    assert "r0 " in text and "30s" in text  # the longest-running host first, with its time
+    assert "h000" not in text  # finished ready hosts are not shown
+    assert "... 5 more running" in text
 
 
 def test_text_table_of_cpu_hosts_uses_the_real_suite_report():
     one = analyse([HostOutcome("ssh://root@127.0.0.1:2222", READY, report=cpu_report())], PEAKS)
-    line = render_table(one).splitlines()[2]
-    assert line.split()[:3] == ["ssh://root@127.0.0.1:2222", "-", "ready"]
+    line = render_table(one, verbose=True).splitlines()[-1]
+    assert line.split()[:3] == ["ssh://root@127.0.0.1:2222", "0", "ready"]
     assert line.split()[-1] == "-"  # one host: no peak, no baseline, and a median of one is no reference
     slower = cpu_report()
     for check in slower["host"]["checks"]:
         if check["value"] is not None:
             check["value"] *= 0.5
     two = analyse([HostOutcome("a", READY, report=cpu_report()), HostOutcome("b", READY, report=slower)], PEAKS)
-    rows = render_table(two).splitlines()
-    assert "(133% of fleet median)" in rows[2] and "(67% of fleet median) OUTLIER" in rows[3]
+    lines = render_table(two, verbose=True).splitlines()
+    assert "(67% of fleet median) OUTLIER" in next(line for line in lines if line.startswith("b  ") and "degraded" in line)
+    assert "(133% of fleet median)" in next(line for line in lines if line.startswith("a  "))
 
 
 def test_json_is_keyed_by_host_then_gpu_uuid():
     outs = rack()
-    data = json.loads(json.dumps(build_json(analyse(outs, PEAKS))))
+    fleet = analyse(outs, PEAKS)
+    data = json.loads(render_json(fleet), parse_constant=lambda name: pytest.fail(f"bare {name}"))
+    assert data == json.loads(json.dumps(build_json(fleet)))
     assert data["format"] == "gpuenv-fleet-report/1" and data["ready"] is False
     assert list(data["hosts"]) == [o.host for o in outs]
+    assert data["not_ready"] == ["ssh://ops@gpu4", "ssh://ops@gpu5", "ssh://ops@gpu2"]
+    assert data["counts"] == {"ready": 2, "not ready": 1, "degraded": 1, "unreachable": 1, "malformed": 0}
     slow_uuid = gpu(1, host=2)["uuid"]
     entry = data["hosts"]["ssh://ops@gpu2"]["gpus"][slow_uuid]
+    assert data["hosts"]["ssh://ops@gpu2"]["status"] == "degraded"
     assert entry["gpu"]["index"] == 1 and entry["model"] == "NVIDIA H100 80GB HBM3"
     assert entry["figures"]["matmul bf16 TFLOPS"]["outlier"] is True
     assert entry["figures"]["matmul bf16 TFLOPS"]["fraction_of_median"] == pytest.approx(400 / 700, abs=1e-4)
@@ -123,29 +203,63 @@ def test_json_is_keyed_by_host_then_gpu_uuid():
     assert data["hosts"]["ssh://ops@gpu5"]["status"] == "unreachable" and data["hosts"]["ssh://ops@gpu5"]["gpus"] == {}
 
 
+def test_json_maps_non_finite_numbers_from_backends_to_null():
+    outs = rack()
+    outs[4].details = {"connect_seconds": float("inf"), "ratio": float("nan")}
+    data = json.loads(render_json(analyse(outs, PEAKS)), parse_constant=lambda name: pytest.fail(f"bare {name}"))
+    assert data["hosts"]["ssh://ops@gpu5"]["details"] == {"connect_seconds": None, "ratio": None}
+
+
 def test_junit_has_one_testsuite_per_host():
     root = ET.fromstring(render_junit(analyse(rack(), PEAKS)))
     suites = root.findall("testsuite")
     assert [s.get("name") for s in suites] == [f"ssh://ops@gpu{i}" for i in range(1, 6)]
+    gpu2 = suites[1]
+    outlier = gpu2.find("testcase[@classname='ssh://ops@gpu2.fleet']/failure")
+    assert gpu2.get("failures") == "1" and "400.0 is 57% of the fleet median 700.0" in outlier.get("message")
     gpu4 = suites[3]
     assert gpu4.get("failures") == "1" and gpu4.find("testcase/failure") is not None
     gpu5 = suites[4]
     assert gpu5.get("errors") == "1" and "unreachable" in gpu5.find("testcase/error").get("message")
     assert int(root.get("tests")) == sum(int(s.get("tests")) for s in suites)
-    assert root.get("failures") == "1" and root.get("errors") == "1"
+    assert root.get("failures") == "2" and root.get("errors") == "1"
 
 
-def test_html_is_self_contained_with_svg_plots_and_outliers():
+def test_html_puts_summary_and_worst_hosts_first_and_is_self_contained():
     page = render_html(analyse(rack(), PEAKS), generated="2026-01-01 00:00 UTC")
     assert page.startswith("<!DOCTYPE html>")
-    for marker in ('id="fleet-table"', 'id="plot-matmul-bf16-tflops"', 'id="plot-device-memory-gb-s"', 'id="fleet-outliers"'):
-        assert marker in page
-    assert page.count("<svg") == 2
-    assert 'data-hosts="5" data-ready="3" data-outliers="1"' in page
+    order = ['id="fleet-summary"', 'id="fleet-counts"', 'id="fleet-models"', 'id="fleet-not-ready"', 'id="fleet-distributions"',
+             'id="fleet-heatmap"', 'id="fleet-not-ready-details"', 'id="fleet-ready"']
+    assert [page.index(marker) for marker in order] == sorted(page.index(marker) for marker in order)
+    worst = re.findall(r'<tr class="bad" data-status="([^"]+)"><td>\d+</td><td>([^<]+)</td>', page)
+    assert worst == [("not ready", "ssh://ops@gpu4"), ("unreachable", "ssh://ops@gpu5"), ("degraded", "ssh://ops@gpu2")]
+    assert 'data-hosts="5" data-ready="2" data-not-ready="3" data-outliers="1"' in page
+    assert page.count("<svg") == 3  # distributions of both models, the H100 heatmap (one A100 GPU has no median)
+    assert "1 outlier(s) below 90% of the fleet median: ssh://ops@gpu2 GPU 1 matmul bf16 TFLOPS 400.0 (57%)" in page
+    ready = page[page.index('id="fleet-ready"'):]
+    assert "<details><summary>2 ready host(s)" in ready and ready.count('<tr class="ready">') == 2
     # no network assets: nothing fetched from http(s), no scripts, no external stylesheets or images
     assert "<script" not in page and "<link" not in page and "<img" not in page
     assert "http://www.w3.org" in page  # the SVG namespace, which is an identifier, not a fetch
-    assert not [u for u in __import__("re").findall(r'(?:src|href)="(https?:[^"]+)"', page)]
+    assert not [u for u in re.findall(r'(?:src|href)="(https?:[^"]+)"', page)]
+
+
+def test_html_plot_size_does_not_grow_with_the_fleet():
+    def fleet_of(hosts: int) -> list[HostOutcome]:
+        outs = []
+        for h in range(hosts):
+            report = gpu_report([(gpu(i, host=h), 700.0 + (h * 7 + i) % 13, 3000.0 + (h * 3 + i) % 17) for i in range(8)])
+            outs.append(HostOutcome(f"n{h:04d}", READY, report=report))
+        return outs
+    small = analyse(fleet_of(60), PEAKS)  # past the heatmap's labelled worst hosts, sizes are fixed
+    large = analyse(fleet_of(400), PEAKS)
+    from gpuenv.fleet.report import plot_distributions, plot_heatmap
+
+    for plot in (plot_distributions, plot_heatmap):
+        a, b = plot(small, "NVIDIA H100 80GB HBM3"), plot(large, "NVIDIA H100 80GB HBM3")
+        size = re.compile(r'<svg[^>]* width="([\d.]+)pt" height="([\d.]+)pt"')
+        assert size.search(a).groups() == size.search(b).groups()
+        assert len(b) < 3 * len(a)
 
 
 def test_html_without_gpus_says_there_is_nothing_to_plot():
@@ -160,5 +274,20 @@ def test_small_helpers():
     assert summarise_verdicts(["pass", "fail", "fail"]) == "FAIL 2"
     assert check_area({"test": "checks/test_05_speed.py::test_x[gpu0]"}) == "speed"
     assert check_area({"test": "checks/test_99_custom_site.py::test_y"}) == "other"
-    assert load_suite_report("not json") is None and load_suite_report('{"format": "other"}') is None
+    assert load_suite_report("not json") is None
+    assert status_from_report(load_suite_report('{"format": "other"}'), 0) == (
+        "malformed", "malformed report: format 'other' is not gpuenv-validate-report/N")
     assert load_suite_report(json.dumps(cpu_report()))["summary"]["ok"] is True
+
+
+def test_plain_progress_lines_count_done_of_total_and_escape_node_text():
+    from gpuenv.cli.fleet import HostProgress
+
+    out = io.StringIO()
+    with HostProgress(stream=out, total=3) as progress:  # not a terminal: plain lines, no live view
+        progress("ssh://a", "running", "suite")
+        progress("ssh://a", "done", "ready")
+        progress("ssh://b", "done", "failed: \x1b[2Jboom")
+    lines = out.getvalue().splitlines()
+    assert [re.search(r"\d+/3\]", line).group(0) for line in lines] == ["0/3]", "1/3]", "2/3]"]
+    assert "\x1b" not in out.getvalue() and "failed: \\x1b[2Jboom" in lines[-1]

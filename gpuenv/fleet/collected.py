@@ -1,0 +1,86 @@
+"""Per-host suite reports collected by any means (a Slurm run folder, pdsh, Ansible, a cron job),
+read from one folder into the `HostOutcome`s every fleet backend returns.
+
+So a team with its own orchestration gets gpuenv's fleet report without its backends:
+`invoke validate --from-reports DIR`. Each file is `python -m validate --json` output named after
+its host (`gpu017.json` is host `gpu017`); a `report.json` in a subfolder is named after that
+folder, which is how a Slurm run folder keeps them (`nodes/<node>/report.json`).
+
+Each file is untrusted: one that is too big, not a regular file, not UTF-8, not JSON or not a
+suite report makes its host MALFORMED with the reason, and every other host is read as usual.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from gpuenv.errors import BadInput
+from gpuenv.fleet.outcome import MALFORMED, HostOutcome, status_from_report
+from gpuenv.fleet.suitereport import MAX_REPORT_BYTES, MalformedReport, parse_report, safe_text
+
+#: How deep below the folder a `report.json` is looked for (DIR/nodes/NODE/report.json is 2).
+_DEPTH = 3
+
+
+def report_files(folder: Path) -> list[tuple[str, Path]]:
+    """(host, file) for each report in the folder, sorted by host; a host name seen twice keeps
+    its path so that neither is lost."""
+    found: list[tuple[str, Path]] = []
+    for path in sorted(folder.glob("*.json")):
+        found.append((path.stem, path))
+    for depth in range(1, _DEPTH + 1):
+        for path in sorted(folder.glob("/".join(["*"] * depth) + "/report.json")):
+            found.append((path.parent.name, path))
+    seen: dict[str, int] = {}
+    for host, _ in found:
+        seen[host] = seen.get(host, 0) + 1
+    named = [(host if seen[host] == 1 else str(path.relative_to(folder)), path) for host, path in found]
+    return sorted(named, key=lambda item: item[0])
+
+
+def read_bounded(path: Path, limit: int = MAX_REPORT_BYTES) -> bytes:
+    """The bytes of a regular file, at most `limit` + 1 of them; MalformedReport otherwise. Opened
+    without blocking, so a FIFO in the folder cannot hang the read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as err:
+        raise MalformedReport(f"cannot open it ({err.strerror or type(err).__name__})") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise MalformedReport("not a regular file")
+        if info.st_size > limit:
+            raise MalformedReport(f"{info.st_size / 2**20:.1f} MiB, over the {limit // 2**20} MiB limit")
+        try:
+            return handle.read(limit + 1)
+        except OSError as err:
+            raise MalformedReport(f"cannot read it ({err.strerror or type(err).__name__})") from None
+
+
+def read_report(host: str, path: Path) -> HostOutcome:
+    """One host's outcome from its report file (MALFORMED with the reason when it cannot be read)."""
+    try:
+        report = parse_report(read_bounded(path))
+    except MalformedReport as err:
+        return HostOutcome(host, MALFORMED, f"malformed report: {err}", details={"report_file": str(path)})
+    status, reason = status_from_report(report, None)
+    return HostOutcome(host, status, reason, report=report, seconds=report["summary"]["seconds"],
+                       exit_code=report["summary"]["pytest_exit_status"], details={"report_file": str(path)})
+
+
+def read_report_folder(folder: str | Path) -> list[HostOutcome]:
+    """Every host's outcome from a folder of per-host suite reports; BadInput when there are none."""
+    where = Path(folder)
+    if not where.is_dir():
+        raise BadInput(f"--from-reports {safe_text(folder)}: {'no such folder' if not where.exists() else 'not a folder'}",
+                       fix="give the folder that holds one `python -m validate --json` report per host, named HOST.json")
+    try:
+        files = report_files(where)
+    except OSError as err:
+        raise BadInput(f"--from-reports {safe_text(folder)}: cannot list it ({err.strerror})", fix="check its permissions") from None
+    if not files:
+        raise BadInput(f"--from-reports {safe_text(folder)} holds no *.json report",
+                       fix="put one `python -m validate --json HOST.json` report per host in it")
+    return [read_report(safe_text(host, limit=200), path) for host, path in files]

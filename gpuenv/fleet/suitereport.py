@@ -1,0 +1,231 @@
+"""One node's suite report (`python -m validate --json`) read as untrusted input.
+
+A node's report is written by a process on a machine we do not control, and it may be cut short,
+tampered with, or simply from a newer suite. Everything the fleet report reads of it goes through
+`check_report`, which either returns a clean copy (known fields with known types, text without
+control characters) or raises `MalformedReport(why)` naming the first thing it could not read. The
+fleet then marks that one node "malformed report: why" and renders every other node as usual.
+
+Forward compatible: format `gpuenv-validate-report/1` and every later `/N` are read; keys we do not
+know are ignored, never refused. Only what cannot be read is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+#: A report bigger than this is refused unread (an 8-GPU report is about 60 kB).
+MAX_REPORT_BYTES = 16 * 2**20
+#: Longest text kept from any one field of a report (measured, reason, a GPU name ...).
+MAX_TEXT = 2000
+#: Largest magnitude of a figure: far above any real one (bytes, FLOPS), far below overflow when
+#: figures are added for a median.
+MAX_VALUE = 1e18
+_FORMAT = re.compile(r"^gpuenv-validate-report/([1-9][0-9]{0,5})$")
+# C0 and C1 control characters (ESC starts terminal escape sequences), DEL, lone surrogates and
+# the two code points XML 1.0 forbids; tab is kept, newlines too where the caller allows them.
+# Bidirectional overrides and line separators too: they would make a terminal line read other
+# than it is.
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
+_CONTROL_NL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
+_CHECK_TEXT = ("measured", "threshold", "verdict", "reason", "test")
+
+
+class MalformedReport(ValueError):
+    """A node's report that cannot be read; `str()` says why, in a few words."""
+
+
+class CheckedReport(dict):
+    """A report that went through `check_report` (so it is not checked twice)."""
+
+
+class UnreadableReport(dict):
+    """Stands for a report file that was there but could not be parsed, so that a backend can hand
+    it on like a report and `check_report` turns it into "malformed report: why"."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(format="unreadable")
+        self.why = why
+
+
+def safe_text(value: Any, *, newlines: bool = False, limit: int = MAX_TEXT) -> str:
+    """Text any output can carry: control characters shown as \\xNN, never passed on raw (a node's
+    report must not drive the operator's terminal, or make fleet.xml invalid XML)."""
+    text = value if isinstance(value, str) else str(value)
+    if len(text) > limit:
+        text = text[:limit] + "..."
+    if text.isprintable():  # the common case, checked in C
+        return text
+    pattern = _CONTROL if newlines else _CONTROL_NL
+    return pattern.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
+
+
+def parse_report(data: bytes) -> CheckedReport:
+    """Bytes of a node's report file -> a checked report, or MalformedReport(why)."""
+    if len(data) > MAX_REPORT_BYTES:
+        raise MalformedReport(f"{len(data) / 2**20:.1f} MiB, over the {MAX_REPORT_BYTES // 2**20} MiB limit")
+    try:
+        text = data.decode("utf-8-sig")  # a byte-order mark (a file that went through Windows) is fine
+    except UnicodeDecodeError as err:
+        raise MalformedReport(f"not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start})") from None
+    return check_report(load_json(text))
+
+
+def load_json(text: str) -> Any:
+    """JSON with every number a finite float or a small int: a 400-digit integer or NaN is refused
+    here rather than overflowing later."""
+    def big_int(digits: str) -> int:
+        if len(digits.lstrip("-")) > 30:
+            raise MalformedReport(f"a {len(digits)}-digit number")
+        return int(digits)
+
+    def constant(name: str) -> Any:
+        raise MalformedReport(f"{name} is not a JSON number")
+
+    def real(digits: str) -> float:
+        value = float(digits)
+        if not math.isfinite(value):
+            raise MalformedReport(f"{safe_text(digits, limit=40)} is not a finite number")
+        return value
+
+    try:
+        return json.loads(text, parse_int=big_int, parse_constant=constant, parse_float=real)
+    except RecursionError:
+        raise MalformedReport("JSON nested too deep") from None
+    except json.JSONDecodeError as err:
+        raise MalformedReport(f"not JSON ({err.msg} at line {err.lineno} column {err.colno})") from None
+
+
+def _where(section: str, index: int, check: dict[str, Any] | None = None) -> str:
+    name = check.get("check") if isinstance(check, dict) else None
+    return f"{section} check {index}" + (f" ({safe_text(name, limit=60)!r})" if isinstance(name, str) else "")
+
+
+def _number(value: Any, what: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise MalformedReport(f"{what} is {safe_text(repr(value), limit=40)}, not a number")
+    if not math.isfinite(float(value)):
+        raise MalformedReport(f"{what} is not a finite number")
+    if abs(value) > MAX_VALUE:
+        raise MalformedReport(f"{what} {float(value):.3g} is out of range")
+    return float(value)
+
+
+def _check(raw: Any, section: str, index: int, gpu: str | None) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise MalformedReport(f"{section} check {index} is a {type(raw).__name__}, not an object")
+    where = _where(section, index, raw)
+    name = raw.get("check")
+    if not isinstance(name, str) or not name.strip():
+        raise MalformedReport(f"{where} has no name ('check')")
+    verdict = raw.get("verdict")
+    if not isinstance(verdict, str):
+        raise MalformedReport(f"{where} has no verdict")
+    check: dict[str, Any] = {"check": safe_text(name, limit=200)}
+    owner = raw.get("gpu", gpu)
+    if owner is not None and not isinstance(owner, str):
+        raise MalformedReport(f"{where}: 'gpu' is {safe_text(repr(owner), limit=40)}, not a GPU UUID")
+    check["gpu"] = safe_text(owner, limit=200) if owner is not None else gpu
+    for key in _CHECK_TEXT:
+        value = raw.get(key)
+        check[key] = "" if value is None else safe_text(value, newlines=key == "reason")
+    check["verdict"] = check["verdict"].strip().lower()
+    check["seconds"] = _number(raw.get("seconds"), f"{where}: 'seconds'")
+    check["value"] = _number(raw.get("value"), f"{where}: 'value'")
+    return check
+
+
+def _checks(raw: Any, section: str, gpu: str | None) -> list[dict[str, Any]]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise MalformedReport(f"{section} 'checks' is a {type(raw).__name__}, not a list")
+    return [_check(c, section, i, gpu) for i, c in enumerate(raw)]
+
+
+def _gpu(uuid: str, raw: dict[str, Any]) -> dict[str, Any]:
+    info = raw["gpu"]
+    label = f"GPU {safe_text(uuid, limit=60)}"
+    index = info.get("index")
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < 4096:
+        raise MalformedReport(f"{label}: index {safe_text(repr(index), limit=40)} is not a GPU index")
+    gpu: dict[str, Any] = {k: v for k, v in info.items() if isinstance(v, (int, float, bool)) or v is None}
+    gpu.update({k: safe_text(v, limit=200) for k, v in info.items() if isinstance(v, str)})
+    gpu["index"] = index
+    gpu["uuid"] = safe_text(uuid, limit=200)
+    name = info.get("name")
+    if name is not None and not isinstance(name, str):
+        raise MalformedReport(f"{label}: name is {safe_text(repr(name), limit=40)}, not text")
+    gpu["name"] = safe_text(name, limit=200) if name else None
+    return {"gpu": gpu, "checks": _checks(raw.get("checks"), label, gpu["uuid"])}
+
+
+def check_report(data: Any) -> CheckedReport:
+    """A parsed report -> its checked, cleaned copy; MalformedReport(why) when it cannot be read."""
+    if isinstance(data, CheckedReport):
+        return data
+    if isinstance(data, UnreadableReport):
+        raise MalformedReport(data.why)
+    if not isinstance(data, dict):
+        raise MalformedReport(f"the report is a JSON {type(data).__name__}, not an object")
+    fmt = data.get("format")
+    if not isinstance(fmt, str) or not _FORMAT.match(fmt):
+        raise MalformedReport(f"format {safe_text(repr(fmt), limit=60)} is not gpuenv-validate-report/N")
+    host = data.get("host")
+    if host is None:
+        raise MalformedReport("no 'host' section")
+    if not isinstance(host, dict):
+        raise MalformedReport(f"'host' is a {type(host).__name__}, not an object")
+    clean = CheckedReport(format=fmt)
+    nvml = host.get("nvml")
+    clean["host"] = {
+        "nvml": _plain(nvml) if isinstance(nvml, dict) else None,
+        "frameworks": _plain(host.get("frameworks")) if isinstance(host.get("frameworks"), dict) else None,
+        "checks": _checks(host.get("checks"), "host", None),
+    }
+    indexes: dict[int, str] = {}
+    for key, value in data.items():
+        if key in ("format", "host", "summary") or not isinstance(value, dict) or not isinstance(value.get("gpu"), dict):
+            continue  # a section of a later format, or not a GPU: ignored
+        section = _gpu(key, value)
+        index = section["gpu"]["index"]
+        if index in indexes:
+            raise MalformedReport(f"GPU index {index} given twice ({safe_text(indexes[index], limit=60)} and {safe_text(key, limit=60)})")
+        indexes[index] = key
+        clean[section["gpu"]["uuid"]] = section
+    summary = data.get("summary")
+    if summary is not None and not isinstance(summary, dict):
+        raise MalformedReport(f"'summary' is a {type(summary).__name__}, not an object")
+    failed = sum(c["verdict"] == "fail" for s in clean.values() if isinstance(s, dict) for c in s.get("checks") or ())
+    summary = summary or {}
+    exit_status = summary.get("pytest_exit_status")
+    if exit_status is not None and (isinstance(exit_status, bool) or not isinstance(exit_status, int)):
+        raise MalformedReport(f"summary: pytest_exit_status is {safe_text(repr(exit_status), limit=40)}, not a whole number")
+    verdicts = summary.get("verdicts")
+    clean["summary"] = {
+        "verdicts": {safe_text(k, limit=60): v for k, v in verdicts.items() if isinstance(v, int)} if isinstance(verdicts, dict) else {},
+        "failed": failed,
+        "pytest_exit_status": exit_status,
+        # a report whose checks failed is not ok, whatever its summary claims
+        "ok": summary.get("ok") is True and failed == 0,
+        "seconds": _number(summary.get("seconds"), "summary: 'seconds'"),
+    }
+    return clean
+
+
+def _plain(value: Any, depth: int = 0) -> Any:
+    """Free-form sections (NVML facts, framework versions): kept as plain JSON, text made safe."""
+    if depth > 8:
+        return None
+    if isinstance(value, dict):
+        return {safe_text(k, limit=200): _plain(v, depth + 1) for k, v in list(value.items())[:500]}
+    if isinstance(value, list):
+        return [_plain(v, depth + 1) for v in value[:500]]
+    if isinstance(value, str):
+        return safe_text(value)
+    return value
