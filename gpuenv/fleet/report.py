@@ -1,8 +1,8 @@
 """The fleet report: every host's suite report merged, then rendered for people and machines.
 
 `analyse()` turns the backends' `HostOutcome`s into one `Fleet`: each report checked as untrusted
-input (suitereport.py), a row per GPU, figures compared with the datasheet peak, the team's
-baseline and the fleet median of the same GPU model, and hosts with a GPU below the outlier floor
+input (suitereport.py), a row per GPU, figures compared with the team's baseline, the measured
+reference of the model and the fleet median of the same GPU model, and hosts with a GPU below the outlier floor
 marked "degraded". The renderers are pure functions of that, and read at any fleet size: what a
 person needs first (the summary, then the hosts that are not ready, worst first) comes first, the
 plots are distributions whose size does not grow with the host count, and ready hosts come last,
@@ -79,7 +79,8 @@ class Figure:
 
     check: str
     value: float
-    peak: float | None = None  # datasheet
+    peak: float | None = None  # datasheet: shown for orientation, never a reference
+    measured: float | None = None  # what a healthy unit of this model measured (gpu_peaks.yaml)
     baseline: float | None = None  # the team's known-good server of this model
     median: float | None = None  # fleet median of this model
     samples: int = 0  # how many GPUs of this model gave the median
@@ -93,9 +94,11 @@ class Figure:
         return self.value / self.median if self.median and self.samples > 1 else None
 
     def reference(self) -> tuple[str, float] | None:
-        """What the figure is judged against: the baseline, else the datasheet, else the fleet."""
+        """What the figure is compared with: the team's baseline, else a healthy unit's measured
+        reference, else the fleet median. Never the datasheet: healthy power-capped parts sit far
+        below it (the suite's own rule, validate/thresholds.py)."""
         fleet = self.median if self.samples > 1 else None  # a median of one is the figure itself
-        for name, ref in (("baseline", self.baseline), ("peak", self.peak), ("fleet median", fleet)):
+        for name, ref in (("baseline", self.baseline), ("reference", self.measured), ("fleet median", fleet)):
             if ref:
                 return name, ref
         return None
@@ -109,6 +112,7 @@ class Figure:
         return {
             "value": self.value,
             "datasheet_peak": self.peak,
+            "measured_reference": self.measured,
             "baseline": self.baseline,
             "fleet_median": self.median,
             "fraction_of_median": round(self.value / self.median, 4) if self.median else None,
@@ -343,6 +347,8 @@ def analyse(
             fig.samples = len(by_model[(model, name)])
             metric = _peak_metric(name)
             fig.peak = entry.peak(metric) if (entry and metric) else None
+            measured = entry.reference_for(metric) if (entry and metric) else None
+            fig.measured = measured.value if (measured and measured.confirmed) else None  # measured like the suite
             ref = (baseline or {}).get(model, {}).get(name)
             fig.baseline = float(ref) if isinstance(ref, (int, float)) and not isinstance(ref, bool) else None
     final = []
@@ -671,7 +677,7 @@ def _model_figures(fleet: Fleet, model: str) -> list[tuple[str, list[tuple[Row, 
 
 def plot_distributions(fleet: Fleet, model: str) -> str | None:
     """One SVG per GPU model: a histogram per figure of every GPU of that model, with the fleet
-    median, the outlier floor, the datasheet peak and the team baseline as lines, outliers in red.
+    median, the outlier floor, the measured reference and the team baseline as lines, outliers in red.
     Its size depends on the number of figures, never on the number of hosts."""
     from matplotlib.figure import Figure as MplFigure
 
@@ -687,7 +693,7 @@ def plot_distributions(fleet: Fleet, model: str) -> str | None:
             values = [f.value for _, f in points]
             low = [f.value for _, f in points if f.outlier]
             sample = points[0][1]
-            refs = [v for v in (sample.median, sample.peak, sample.baseline) if v]
+            refs = [v for v in (sample.median, sample.measured, sample.baseline) if v]
             lo, hi = min(values + refs), max(values + refs)
             span = (hi - lo) or max(abs(hi), 1.0) * 0.1
             bins = [lo - span * 0.02 + i * span * 1.04 / 40 for i in range(41)]
@@ -698,8 +704,8 @@ def plot_distributions(fleet: Fleet, model: str) -> str | None:
             if sample.median and sample.samples > 1:
                 ax.axvline(sample.median, color="#ef6c00", linestyle="--", linewidth=1.2, label="fleet median")
                 ax.axvline(fleet.floor * sample.median, color="#ef6c00", linestyle=":", linewidth=1, label=f"{fleet.floor:.0%} of median")
-            if sample.peak:
-                ax.axvline(sample.peak, color="black", linewidth=1.2, label="datasheet peak")
+            if sample.measured:
+                ax.axvline(sample.measured, color="black", linewidth=1.2, label="measured reference")
             if sample.baseline:
                 ax.axvline(sample.baseline, color="#2e7d32", linewidth=1.2, label="team baseline")
             ax.set_title(f"{check} ({len(values)} GPUs)", fontsize=8, parse_math=False)

@@ -58,7 +58,8 @@ def test_analyse_medians_are_per_gpu_model_and_flag_outliers():
     assert outliers == [("ssh://ops@gpu2", 1, "matmul bf16 TFLOPS")]
     slow = next(r for r in fleet.rows if r.host == "ssh://ops@gpu2" and r.index == 1)
     fig = slow.figures["matmul bf16 TFLOPS"]
-    assert fig.peak == 989.5 and fig.outlier and fig.reference() == ("peak", 989.5)
+    # the datasheet is shown, never the reference: a healthy unit's measured figure is
+    assert fig.peak == 989.5 and fig.outlier and fig.reference() == ("reference", 797.51)
     assert slow.worst_figure()[0] == "matmul bf16 TFLOPS"
 
 
@@ -68,7 +69,8 @@ def test_baseline_applies_per_gpu_model():
     h100 = next(r for r in fleet.rows if r.host == "ssh://ops@gpu1" and r.index == 0)
     a100 = next(r for r in fleet.rows if r.host == "ssh://ops@gpu4")
     assert h100.figures["matmul bf16 TFLOPS"].reference() == ("baseline", 720.0)
-    assert h100.figures["device memory GB/s"].reference() == ("peak", 3350.0)  # no baseline for that check
+    # no baseline for that check, and no reference measured like the suite's copy: the fleet judges
+    assert h100.figures["device memory GB/s"].reference()[0] == "fleet median"
     assert a100.figures["device memory GB/s"].reference() == ("baseline", 1900.0)
     assert a100.figures["matmul bf16 TFLOPS"].baseline is None  # the H100 figure does not leak to the A100
     assert "baseline applied per GPU model" in render_table(fleet)
@@ -98,7 +100,7 @@ def test_text_table_puts_the_summary_and_the_worst_hosts_first():
     header = next(n for n, line in enumerate(lines) if line.startswith("host "))
     assert lines[header].split() == ["host", "GPU", "status", *AREAS, "worst", "figure"]
     gpu2 = next(line for line in lines[header:] if line.startswith("ssh://ops@gpu2") and " 1 NVIDIA" in line)
-    assert "matmul bf16 TFLOPS 400.0 (40% of peak) OUTLIER" in gpu2 and "degraded" in gpu2
+    assert "matmul bf16 TFLOPS 400.0 (50% of reference) OUTLIER" in gpu2 and "degraded" in gpu2
     gpu4 = next(line for line in lines[header:] if line.startswith("ssh://ops@gpu4"))
     assert "not ready" in gpu4 and "FAIL 1" in gpu4
     assert not any(line.startswith(("ssh://ops@gpu1", "ssh://ops@gpu3")) for line in lines)  # ready: collapsed
