@@ -595,33 +595,65 @@ class Engine:
             raise ToolError(f"push {repository} ended without a digest", fix="check the registry's log; the engine said nothing went wrong")
         return digest
 
-    def pull_image(self, ref: str, *, progress: LayerCallback | None = None, deadline: float | None = None) -> ImageInfo:
+    def pull_image(self, ref: str, *, progress: LayerCallback | None = None, deadline: float | None = None,
+                   stall_timeout: float | None = None) -> ImageInfo:
         """Pull `ref` (name@sha256:... or name:tag) into the engine; the image, as image_info gives it.
 
-        Bounded twice: a registry that stalls mid-download makes the stream go quiet, which the
-        client's read timeout ends; a pull that trickles on is stopped at `deadline` (a
-        time.monotonic() value; default PULL_LIMIT from now). Either closes the connection, which
-        makes the engine cancel the pull.
+        Bounded twice. The SDK's own pull reads with no timeout at all (it passes timeout=None), so
+        a registry that stalls mid-download would hang it forever; this sends the same request
+        (the same auth header from the credential store) with a read timeout of `stall_timeout`
+        (default: the client's), and closes it at `deadline` (a time.monotonic() value; default
+        PULL_LIMIT from now). Closing the request makes the engine cancel the pull.
         """
-        from docker.errors import APIError
+        from docker import auth
+        from docker.utils import parse_repository_tag
+        from docker.utils.json_stream import json_stream
 
+        api = self.client.api
+        stall = float(stall_timeout or api.timeout or READ_TIMEOUT)
         end = deadline if deadline is not None else time.monotonic() + PULL_LIMIT
+        repository, tag = parse_repository_tag(ref)
+        registry, _ = auth.resolve_repository_name(repository)
+        headers = {}
+        header = auth.get_config_header(api, registry)
+        if header:
+            headers["X-Registry-Auth"] = header
+        late = threading.Event()
+        response = None
+        timer = None
         try:
-            records = self.client.api.pull(ref, stream=True, decode=True)
-            _stream(records, progress, ref, "pull", deadline=end)
-        except APIError as err:
-            what, fix = registry_problem(_short(err), _registry_of(ref))
-            raise ToolError(f"pull {ref} failed: {what} ({_short(err)[:200]})", fix=fix) from None
+            response = api.post(f"{api.base_url}/v{api.api_version}/images/create", params={"fromImage": repository, "tag": tag or "latest"},
+                                headers=headers, stream=True, timeout=(stall, stall))
+            if response.status_code >= 400:
+                reason = _response_message(response)
+                what, fix = registry_problem(reason, _registry_of(ref))
+                raise ToolError(f"pull {ref} failed: {what} ({reason[:200]})", fix=fix)
+
+            def expire(resp: Any = response) -> None:
+                late.set()
+                _quietly(resp.close)  # the read blocked in the other thread ends now
+
+            timer = threading.Timer(max(0.0, end - time.monotonic()), expire)
+            timer.daemon = True
+            timer.start()
+            _stream(json_stream(response.iter_content(chunk_size=None, decode_unicode=False)), progress, ref, "pull", deadline=end)
+            if late.is_set():
+                raise _PastDeadline()
         except _PastDeadline:
-            self.close()  # the engine cancels a pull whose client went away
             raise ToolError(f"pull {ref} did not finish in time", fix="the registry is slow or stalled; try again, or pull it there by hand") from None
-        except _transport_errors() as err:
-            timeout = self.client.api.timeout
-            self.close()
+        except ToolError:
+            raise
+        except (*_transport_errors(), ValueError) as err:
+            if late.is_set():
+                raise ToolError(f"pull {ref} did not finish in time", fix="the registry is slow or stalled; try again, or pull it there by hand") from None
             stalled = "timed out" in str(err).lower() or isinstance(err, (TimeoutError, socket.timeout))
-            what = (f"the download stalled (nothing for {timeout:.0f}s)" if stalled
-                    else f"the connection to the engine broke ({_short(err)})")
+            what = f"the download stalled (nothing for {stall:.0f}s)" if stalled else f"the connection to the engine broke ({_short(err)})"
             raise ToolError(f"pull {ref} failed: {what}", fix="check the registry (it stopped sending) and try again") from None
+        finally:
+            if timer is not None:
+                timer.cancel()
+            if response is not None:
+                _quietly(response.close)  # an unfinished pull is cancelled by the engine
         info = self.image_info(ref)
         if info is None:
             raise ToolError(f"pull {ref} ended but the engine has no such image", fix="check the reference and the registry")
@@ -1055,6 +1087,14 @@ def _registry_of(ref: str) -> str:
 
 class _PastDeadline(Exception):
     pass
+
+
+def _response_message(response: Any) -> str:
+    """The engine's `message` of an error answer, else its text."""
+    try:
+        return str(response.json().get("message") or response.text).strip()
+    except ValueError:
+        return (response.text or f"HTTP {response.status_code}").strip()
 
 
 def _stream(records: Any, progress: LayerCallback | None, ref: str, action: str, deadline: float | None = None) -> str | None:

@@ -102,9 +102,9 @@ def normalise_host_url(url: str) -> str:
         raise BadInput(f"host {url!r} has no usable host name", fix=fix)
     port = None
     if port_text or hostport.endswith(":"):
-        if not port_text.isdigit() or len(port_text) > 5:
+        if not port_text.isdigit() or len(port_text.lstrip("0")) > 5:
             raise BadInput(f"host {url!r} has a bad port", fix=fix)
-        port = int(port_text)
+        port = int(port_text)  # :052222 is :52222
         if not 0 < port < 65536:
             raise BadInput(f"host {url!r} has port {port} out of range", fix=fix)
     netloc = (f"{user}@" if at else "") + hostname.lower() + (f":{port}" if port not in (None, 22) else "")
