@@ -631,7 +631,7 @@ class Engine:
 
             def expire(resp: Any = response) -> None:
                 late.set()
-                _quietly(resp.close)  # the read blocked in the other thread ends now
+                _abort(resp)  # the read blocked in the other thread ends now
 
             timer = threading.Timer(max(0.0, end - time.monotonic()), expire)
             timer.daemon = True
@@ -1087,6 +1087,18 @@ def _registry_of(ref: str) -> str:
 
 class _PastDeadline(Exception):
     pass
+
+
+def _abort(response: Any) -> None:
+    """End a streamed response now, even while another thread is blocked reading it: close()
+    alone does not wake a blocked recv(), shutting the socket (or SSH channel) down does."""
+    sock = getattr(getattr(response.raw, "connection", None), "sock", None)
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except (OSError, AttributeError, TypeError):
+            pass
+    _quietly(response.close)
 
 
 def _response_message(response: Any) -> str:

@@ -301,6 +301,9 @@ def fleet_validate(opts: FleetOptions, suite_args: list[str]) -> int:
     try:
         outcomes = run_fleet(opts, suite_args)
     except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM: the backend stopped what it started
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # we are leaving: another Ctrl-C must not become a traceback
         signal_name, code = ("SIGTERM", 143) if isinstance(err, Terminated) else ("Ctrl-C", 130)
         done = getattr(err, "cleanup", None) or "nothing had been started on any host"
         raise Exit(f"gpuenv: interrupted ({signal_name}): {done}; no fleet report was written", code=code) from None
