@@ -930,31 +930,35 @@ class GpuRuntimeCause:
     fix: str
 
 
-#: Matched in order; the recorded engine errors in tests/engine/nvidia_container_errors.yaml say
-#: where each pattern was seen.
+#: Matched in order, first match wins. Each pattern is tested against real engine errors recorded
+#: from public reports in tests/engine/nvidia_container_errors.yaml, which names where each came from.
 GPU_RUNTIME_CAUSES: tuple[GpuRuntimeCause, ...] = (
-    GpuRuntimeCause("driver too old", r"requirement error: unsatisfied condition: (cuda|brand|arch|driver)",
-                    "the host's NVIDIA driver is older than the image's CUDA needs: upgrade the driver, or use an image "
-                    "built for an older CUDA (invoke resolve picks one for this driver)"),
-    GpuRuntimeCause("driver/library mismatch", r"driver/library version mismatch|rm version mismatch|nvml error: driver/library",
+    GpuRuntimeCause("driver too old", r"requirement error: unsatisfied condition: cuda",
+                    "the host's NVIDIA driver is older than the CUDA of the image: upgrade the driver there, or use an image "
+                    "built for an older CUDA (invoke resolve --driver VERSION picks one)"),
+    GpuRuntimeCause("driver/library mismatch", r"driver/library version mismatch|rm version mismatch|api mismatch",
                     "the loaded NVIDIA kernel module and the driver's libraries differ (a driver upgrade without a reboot): "
-                    "reboot the host, or unload and reload the nvidia modules"),
-    GpuRuntimeCause("gpu lost", r"gpu is lost|gpu has fallen off the bus|nvml error: gpu is lost",
-                    "a GPU fell off the bus: drain the host, then reset the GPU (nvidia-smi -r) or power-cycle it"),
-    GpuRuntimeCause("unknown device", r"unknown device|invalid device|device .* not found|no such device",
-                    "--gpus names a GPU this host does not have: check the indices/UUIDs with nvidia-smi -L"),
-    GpuRuntimeCause("driver not installed", r"load library failed: libnvidia-ml\.so|libnvidia-ml\.so\.1: cannot open shared object|"
-                    r"nvml error: driver not loaded|driver not loaded",
-                    "the NVIDIA driver is not installed or not loaded on the host: install the driver (nvidia-smi must work), "
+                    "reboot the host, or unload and reload the nvidia kernel modules"),
+    GpuRuntimeCause("gpu lost", r"gpu is lost|fallen off the bus",
+                    "a GPU fell off the bus: drain the host, then reset the GPU (nvidia-smi -r) or power-cycle the host"),
+    GpuRuntimeCause("unknown device", r"device error: .*unknown device",
+                    "--gpus names a GPU this host does not have (or the toolkit lost track of it): check the indices/UUIDs "
+                    "with nvidia-smi -L there"),
+    GpuRuntimeCause("driver not installed", r"load library failed: libnvidia-ml\.so|libnvidia-ml\.so\.1: cannot open shared object",
+                    "the NVIDIA driver is not installed (or not loaded) on the host: install it so nvidia-smi works there, "
                     "then restart dockerd"),
-    GpuRuntimeCause("permission", r"nvidia-container-cli: (mount|ldcache) error: .*permission denied|"
-                    r"bpf_prog_query.*operation not permitted|cgroup.*permission denied",
-                    "the toolkit may not set up the container (rootless Docker or a restricted cgroup): set "
-                    "no-cgroups = true in /etc/nvidia-container-runtime/config.toml for rootless engines"),
-    GpuRuntimeCause("no gpu runtime", r"could not select device driver .*capabilities: \[\[gpu\]\]|unknown or invalid runtime name: nvidia|"
-                    r"nvidia-container-cli|nvidia-container-runtime",
+    GpuRuntimeCause("driver rpc failed", r"driver rpc error|driver error: failed to process request",
+                    "the driver did not answer the toolkit: enable persistence mode there (nvidia-smi -pm 1, or run "
+                    "nvidia-persistenced)"),
+    GpuRuntimeCause("driver broken", r"nvml error: unknown error",
+                    "NVML fails on the host, usually a broken driver install: run nvidia-smi there; if it fails too, reinstall "
+                    "the driver"),
+    GpuRuntimeCause("no gpu runtime", r"could not select device driver .*capabilities: \[\[gpu\]\]|unknown or invalid runtime name: nvidia",
                     "this engine cannot give GPUs to containers: install the NVIDIA Container Toolkit and restart dockerd, "
                     "or pass --gpus none"),
+    GpuRuntimeCause("toolkit failed", r"nvidia-container-cli|nvidia-container-runtime",
+                    "the NVIDIA Container Toolkit could not set up the container: run nvidia-container-cli -k -d /dev/tty info "
+                    "on the host to see why"),
 )
 
 
