@@ -118,3 +118,18 @@ def test_one_line_exit_2_through_invoke(invoke_cli, tmp_path):
         "gpuenv: host 'ssh://h/' has a path, query or fragment; an SSH host has none: write it as ssh://user@host or ssh://user@host:2222")
     proc = invoke_cli("validate", "--hosts", "ssh://h", "--image", "x", "--json", "/proc/fleet.json")
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "/proc cannot be written" in proc.stderr
+
+
+def test_plain_progress_lines_are_never_cut_at_80_columns():
+    """Off a terminal (CI logs) each progress line stays one line, however long (issue 20, item 4)."""
+    import io
+
+    from gpuenv.cli.fleet import HostProgress
+
+    out = io.StringIO()
+    detail = "waiting: ReqNodeNotAvail, UnavailableNodes:gpu[001-064],gpu[101-164] " + "x" * 80
+    with HostProgress(out) as progress:
+        progress("job 123456", "pending", detail)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 1 and lines[0].endswith(detail) and len(lines[0]) > 150
+    assert "\x1b[" not in out.getvalue()

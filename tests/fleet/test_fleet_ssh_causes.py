@@ -183,3 +183,13 @@ def test_time_covers_the_pull_on_a_host(tmp_path, monkeypatch, docker_engine):
         assert seconds < 5 + 6, seconds
     finally:
         context.__exit__(None, None, None)
+
+
+def test_the_test_registry_listens_on_loopback_only(tmp_path):
+    reason = servers.missing("docker-registry")
+    if reason:
+        pytest.skip(f"registry: {reason}")
+    pids: list[int] = []
+    with servers.registry(tmp_path / "registry", pids) as address:
+        addresses = servers.listening_addresses(pids[0])
+        assert address in addresses and all(a.startswith("127.0.0.1:") for a in addresses), addresses
