@@ -159,8 +159,10 @@ def check_output_path(flag: str, path: str, example: str) -> None:
     if target.exists() and not os.access(target, os.W_OK):
         raise BadInput(f"{flag} {path} is not writable", fix=fix)
     folder = target.parent if str(target.parent) else Path(".")
+    while not folder.exists() and folder != folder.parent:  # the report writer makes missing folders
+        folder = folder.parent
     if not folder.is_dir():
-        raise BadInput(f"{flag} {path}: the folder {folder} does not exist", fix=fix)
+        raise BadInput(f"{flag} {path}: {folder} is not a folder", fix=fix)
     from gpuenv.fleet.slurm import writable_folder_problem
 
     problem = writable_folder_problem(folder)  # tried, not guessed: root passes every access() check
@@ -280,9 +282,13 @@ def run_fleet(opts: FleetOptions, suite_args: list[str], say: Callable[[str], No
     if opts.time and opts.time.upper() not in ("UNLIMITED", "INFINITE"):
         time_limit_seconds(opts.time)  # a bad value stops here, before any host is contacted
     image = opts.image or _stack_image_ref()
-    timeout = time_limit_seconds(opts.time) if opts.time and opts.time.upper() not in ("UNLIMITED", "INFINITE") else None
+    if not opts.time:
+        timeout: float | None = sshhosts.DEFAULT_HOST_TIME_S  # every wait is bounded, the suite's too
+    else:
+        timeout = time_limit_seconds(opts.time) if opts.time.upper() not in ("UNLIMITED", "INFINITE") else None
     run = sshhosts.SuiteRun(image=image, suite_args=suite_args, gpus=opts.gpus or "all", baseline=baseline_bytes, timeout_s=timeout)
-    say(f"validating {len(opts.hosts)} host(s) over SSH, {min(opts.parallel, len(opts.hosts))} at a time, in {image}")
+    limit = f", each within {timeout / 60:g} min (--time)" if timeout else ""
+    say(f"validating {len(opts.hosts)} host(s) over SSH, {min(opts.parallel, len(opts.hosts))} at a time, in {image}{limit}")
     with HostProgress() as progress:
         return sshhosts.validate_hosts(opts.hosts, run, parallel=opts.parallel, progress=progress)
 

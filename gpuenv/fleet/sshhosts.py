@@ -39,6 +39,9 @@ DEFAULT_PARALLEL = 8
 CONNECT_TIMEOUT = engines.CONNECT_TIMEOUT
 #: Seconds without a byte from an engine before a read fails (a stalled pull, a hung call).
 READ_TIMEOUT = 60
+#: A host's whole visit when --time is not given (--time UNLIMITED lifts it): the full suite,
+#: sustained load included, takes well under this on a healthy server.
+DEFAULT_HOST_TIME_S = 2 * 3600
 #: Labels on every suite container: what it is, and which run made it (so an interrupt finds them all).
 LABEL = "io.gpuenv.fleet"
 RUN_LABEL = "io.gpuenv.fleet.run"
@@ -384,9 +387,8 @@ def validate_hosts(hosts: list[str], run: SuiteRun, parallel: int = DEFAULT_PARA
     try:
         for worker in workers:
             worker.start()
-        while any(worker.is_alive() for worker in workers):
-            for worker in workers:
-                worker.join(0.2)  # in slices: the main thread must see Ctrl-C and SIGTERM
+        while alive := [worker for worker in workers if worker.is_alive()]:
+            alive[0].join(0.2)  # in slices: the main thread must see Ctrl-C and SIGTERM, and hosts past --time
             state.expire()
     except KeyboardInterrupt as interrupt:
         with shielded():

@@ -38,9 +38,19 @@ def test_an_output_in_a_folder_that_cannot_be_written(flag):
     assert f"--{flag} /proc/{name}: the folder /proc cannot be written" in message
 
 
-def test_an_output_in_a_missing_folder(tmp_path):
-    message = refused(hosts=HOST, image="x", json=str(tmp_path / "no" / "fleet.json"))
-    assert f"the folder {tmp_path / 'no'} does not exist" in message
+def test_an_output_under_a_file_or_in_an_unmakeable_folder(tmp_path):
+    (tmp_path / "file").write_text("")
+    message = refused(hosts=HOST, image="x", json=str(tmp_path / "file" / "sub" / "fleet.json"))
+    assert f"{tmp_path / 'file'} is not a folder" in message
+    assert "the folder /proc cannot be written" in refused(hosts=HOST, image="x", json="/proc/gpuenv/sub/fleet.json")
+
+
+def test_an_output_in_a_folder_yet_to_be_made_is_fine(tmp_path):
+    """The report writer makes missing folders: only a folder that cannot be made is refused."""
+    from gpuenv.cli.fleet import check_output_path
+
+    check_output_path("--json", str(tmp_path / "new" / "deeper" / "fleet.json"), "fleet.json")
+    assert not (tmp_path / "new").exists()  # checked, not made
 
 
 def test_an_output_name_over_255_bytes(tmp_path):
