@@ -166,6 +166,7 @@ class FleetState:
         self.containers: dict[str, engines.Container] = {}
         self.phase: dict[str, str] = {}
         self.deadline: dict[str, float] = {}
+        self.left: list[str] = []  # containers a host's own cleanup could not remove
 
     def set_phase(self, url: str, phase: str) -> None:
         with self.lock:
@@ -229,10 +230,16 @@ class FleetState:
             remaining = dict(self.engines)
         for url, engine in remaining.items():  # a container created while we stopped: find it by the run's label
             if not engine.closed:
-                ok, _ = engines.bounded_call(lambda e=engine: e.remove_containers({RUN_LABEL: self.run_id}), 5, on_late=lambda _r: None)
+                try:
+                    ok, _ = engines.bounded_call(lambda e=engine: e.remove_containers({RUN_LABEL: self.run_id}), 5,
+                                                 on_late=lambda _r: None)
+                except Exception:  # noqa: BLE001 - the engine went away under us
+                    ok = engine.closed  # closed by its own worker, which removed its container first
                 if not ok:
                     left.append(f"{url} (containers labelled {RUN_LABEL}={self.run_id})")
             engine.close()
+        with self.lock:
+            left += self.left
         return sum(1 for ok in results.values() if ok), left
 
 
@@ -343,8 +350,9 @@ def validate_host(url: str, run: SuiteRun, progress: Progress | None = None, sta
             return outcome(UNREACHABLE, f"lost the connection to {url} ({_short(err)})")
         return outcome(FAILED, f"the engine failed: {_short(err)}")
     finally:
-        if container is not None:
-            container.remove()
+        if container is not None and not container.remove():
+            with state.lock:
+                state.left.append(f"{url} (container {container.id[:12]})")
         state.forget(url)
         if engine is not None:
             engine.close()
