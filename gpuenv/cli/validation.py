@@ -44,7 +44,8 @@ _HELP = {
     "partition": "with --slurm: the partition to submit to (default: gpuenv.fleet.slurm.partition, else Slurm's default)",
     "nodes": "with --slurm: validate this many nodes (default: 1)",
     "nodelist": "with --slurm: validate exactly these nodes, e.g. gpu[01-04] (instead of --nodes)",
-    "time": "time limit: with --slurm the job's, with --hosts each host's suite; e.g. 30 (minutes), 0:30 (M:S) or 1:00:00",
+    "time": "time limit, at most 7-0: with --slurm the job's, with --hosts each host's whole visit (connect, pull, suite); e.g. 30 (minutes), 0:30 (M:S) or 1:00:00",
+    "queue_time": "with --slurm: cancel the job if it waits in the queue longer than this (default 1:00:00, at most 7-0); a job that can never start is cancelled at once",
     "prefix": "with --slurm: on nodes without Docker, run the suite from this prefix on a shared path (made by invoke install --prefix)",
     "rundir": "with --slurm: shared folder for the job's scripts and per-node reports (default: ./gpuenv-fleet/slurm-TIME)",
     "from_reports": "render the fleet report (table, --report/--json/--junit) from a folder of per-host `python -m validate --json` reports named HOST.json, collected by any means (Slurm, pdsh, Ansible, cron)",
@@ -104,13 +105,13 @@ def validate(
     c, local=False, cuda=None, framework=None, torch=None, tensorflow=None, python=None, image=None, gpus=None,
     expect_gpus=None, json=None, junit=None, quick=False, save_baseline=None, baseline=None,
     hosts=None, parallel=None, report=None, slurm=False, partition=None, nodes=None, nodelist=None,
-    time=None, prefix=None, rundir=None, verbose=False, quiet=False, from_reports=None, outlier_floor=None,
+    time=None, prefix=None, rundir=None, verbose=False, quiet=False, queue_time=None, from_reports=None, outlier_floor=None,
 ):
     """Tell whether this server (or a fleet: --hosts, --slurm, --from-reports DIR) is ready for the team's images, and why not (exit 0 only when ready)."""
     from gpuenv.cli import fleet
 
     given = dict(hosts=hosts, image=image, parallel=parallel, report=report, slurm=slurm, partition=partition, nodes=nodes,
-                 nodelist=nodelist, time=time, prefix=prefix, rundir=rundir, json=json, junit=junit, baseline=baseline,
+                 nodelist=nodelist, time=time, prefix=prefix, rundir=rundir, json=json, junit=junit, baseline=baseline, queue_time=queue_time,
                  gpus=gpus, local=local, from_reports=from_reports, outlier_floor=outlier_floor, verbose=verbose)
     if fleet.wants_fleet(given):
         if local or save_baseline or any(v is not None for v in (cuda, framework, torch, tensorflow, python)):
@@ -126,8 +127,8 @@ def validate(
         if code != 0:
             raise Exit(code=code)
         return
-    if any(v not in (None, False) for v in (parallel, report, partition, nodes, nodelist, time, prefix, rundir, outlier_floor)):
-        raise BadInput("--parallel/--report/--partition/--nodes/--nodelist/--time/--prefix/--rundir/--outlier-floor are fleet options",
+    if any(v not in (None, False) for v in (parallel, report, partition, nodes, nodelist, time, prefix, rundir, queue_time, outlier_floor)):
+        raise BadInput("--parallel/--report/--partition/--nodes/--nodelist/--time/--queue-time/--prefix/--rundir/--outlier-floor are fleet options",
                        fix="add --hosts ssh://user@host,..., --slurm or --from-reports DIR")
     if local:
         if any(v is not None for v in (cuda, framework, torch, tensorflow, python, gpus, image)):

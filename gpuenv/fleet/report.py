@@ -28,7 +28,8 @@ from xml.sax.saxutils import quoteattr
 from xml.sax.saxutils import escape as xml_escape
 
 from gpuenv.fleet.outcome import (
-    CANCELLED, DEGRADED, FAILED, MALFORMED, NO_GPU_RUNTIME, NOT_READY, READY, TIMEOUT, UNREACHABLE, HostOutcome,
+    AUTH_REFUSED, CANCELLED, DEGRADED, ENGINE_NOT_ANSWERING, FAILED, MALFORMED, NO_DOCKER, NO_GPU_RUNTIME, NOT_READY, READY, TIMEOUT,
+    UNREACHABLE, HostOutcome,
     fleet_ready,
 )
 from gpuenv.fleet.suitereport import MalformedReport, check_report, safe_text
@@ -58,7 +59,8 @@ AREA_OF_CHECK = {
 #: reference ("not judged"; "no reference" is its older name). The fleet median judges those here.
 NEUTRAL = ("info", "warn", "not judged", "no reference")
 #: Hosts that are not ready, worst first: proven broken, then cannot run, then unknown, then slow.
-STATUS_ORDER = (NOT_READY, NO_GPU_RUNTIME, FAILED, TIMEOUT, MALFORMED, UNREACHABLE, CANCELLED, DEGRADED, READY)
+STATUS_ORDER = (NOT_READY, NO_GPU_RUNTIME, FAILED, TIMEOUT, MALFORMED, ENGINE_NOT_ANSWERING, NO_DOCKER, AUTH_REFUSED, UNREACHABLE,
+                CANCELLED, DEGRADED, READY)
 _RANK = {status: n for n, status in enumerate(STATUS_ORDER)}
 HOST_MODEL = "host"  # baseline key of host-wide (CPU) figures, as validate/baseline.py writes it
 _PEAK_METRIC = re.compile(r"^matmul (fp32|tf32|bf16|fp16) TFLOPS$")

@@ -293,3 +293,10 @@ def test_plain_progress_lines_count_done_of_total_and_escape_node_text():
     lines = out.getvalue().splitlines()
     assert [re.search(r"\d+/3\]", line).group(0) for line in lines] == ["0/3]", "1/3]", "2/3]"]
     assert "\x1b" not in out.getvalue() and "failed: \\x1b[2Jboom" in lines[-1]
+
+
+def test_every_backend_status_has_a_place_in_the_worst_first_order():
+    from gpuenv.fleet.outcome import STATUSES
+    from gpuenv.fleet.report import STATUS_ORDER
+
+    assert sorted(STATUS_ORDER) == sorted(STATUSES)
