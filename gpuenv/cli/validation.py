@@ -96,6 +96,21 @@ def run_local(args: list[str]) -> int:
     return subprocess.run([sys.executable, "-m", "validate", *args], check=False).returncode
 
 
+def check_paths(**paths: str | None) -> None:
+    """Paths no file system takes (a 300-byte name, a NUL) and folders under /proc or /sys: one
+    line before anything runs, for the local, image and fleet runs alike."""
+    from validate.files import path_problem
+
+    folders = {"rundir", "prefix"}  # folders to make (or find on the nodes); the rest are files
+    for name, value in paths.items():
+        if value:
+            problem = path_problem(str(value), folder=name in folders)
+            if problem:
+                text = str(value) if len(str(value)) <= 80 else str(value)[:60] + "..."
+                flag = "--" + name.replace("_", "-")
+                raise BadInput(f"{flag} {text}: {problem}", fix=f"give {flag} a usable path")
+
+
 @task(help=_HELP, optional=["hosts"])
 @user_errors
 def validate(
@@ -107,6 +122,7 @@ def validate(
     """Tell whether this server (or a fleet: --hosts, --slurm) is ready for the team's images, and why not (exit 0 only when ready)."""
     from gpuenv.cli import fleet
 
+    check_paths(json=json, junit=junit, save_baseline=save_baseline, baseline=baseline, report=report, rundir=rundir, prefix=prefix)
     given = dict(hosts=hosts, image=image, parallel=parallel, report=report, slurm=slurm, partition=partition, nodes=nodes,
                  nodelist=nodelist, time=time, prefix=prefix, rundir=rundir, json=json, junit=junit, baseline=baseline,
                  gpus=gpus, local=local)
