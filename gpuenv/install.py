@@ -16,6 +16,7 @@ from (gpuenv-prefix.json): a second run on an unchanged lock does nothing.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -75,6 +76,16 @@ class InstallResult:
 
 
 def check_prefix(prefix: str | Path | None) -> tuple[Path, Path]:
+    """(the prefix as given, made absolute; the real folder to replace), or BadInput in one line
+    (see _check_prefix); a folder this user may not even look into is one line too."""
+    try:
+        return _check_prefix(prefix)
+    except OSError as err:
+        raise BadInput(f"--prefix {_short(str(prefix))}: {err.strerror or err} ({_short(str(err.filename))})",
+                       fix="give a folder this user can reach and write") from None
+
+
+def _check_prefix(prefix: str | Path | None) -> tuple[Path, Path]:
     """(the prefix as given, made absolute; the real folder to replace), or BadInput in one line.
 
     Run before any slow work. Refused: a missing value, impossible names (NUL, over 255 bytes
@@ -177,8 +188,9 @@ def install(plan: InstallPlan, *, say: Say, output: Say, force: bool = False) ->
     folder = plan.folder
     step = f"making {folder.parent}"
     work: Path | None = None
+    made: list[Path] = []
     try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
+        made = _make_parents(folder.parent)
         step = "making the build folder beside it"
         work = Path(tempfile.mkdtemp(prefix=f".{folder.name}.{os.getpid()}.", suffix=".tmp", dir=folder.parent))
         work.rmdir()  # the installers want to create the folder themselves
@@ -211,9 +223,12 @@ def install(plan: InstallPlan, *, say: Say, output: Say, force: bool = False) ->
         step = "moving it into place"
         arrived = replace_dir(work, folder, redeliver=False)
     except BaseException as err:
-        if work is not None:
-            with held_signals():  # a second Ctrl-C must not stop the removal halfway
+        with held_signals():  # a second Ctrl-C must not stop the removal halfway
+            if work is not None:
                 shutil.rmtree(work, ignore_errors=True)
+            for parent in reversed(made):  # folders this run made for the prefix, when still empty
+                with contextlib.suppress(OSError):
+                    parent.rmdir()
         if isinstance(err, OSError):
             raise ToolError(f"install into {folder} failed while {step}: {err.strerror or err}",
                             fix=f"{_os_fix(err)}; {plan.prefix} is as it was and nothing was left beside it") from None
@@ -221,7 +236,22 @@ def install(plan: InstallPlan, *, say: Say, output: Say, force: bool = False) ->
     return InstallResult(plan.prefix, False, plan.lock.sha256, tuple(arrived))
 
 
-def share_like_parent(root: Path, parent: Path) -> None:
+def _make_parents(folder: Path) -> list[Path]:
+    """Make `folder` and the missing folders above it, each with the access its own parent
+    gives (share_like_parent), not the umask's; the folders made, outermost first."""
+    missing = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    made = []
+    for path in reversed(missing):
+        path.mkdir()
+        made.append(path)
+        share_like_parent(path, path.parent, walk=False)
+    return made
+
+
+def share_like_parent(root: Path, parent: Path, *, walk: bool = True) -> None:
     """Give the new prefix the access its parent folder gives, whatever the caller's umask.
 
     Under `umask 077` uv and copies make everything private to the installer, and a shared
@@ -250,6 +280,8 @@ def share_like_parent(root: Path, parent: Path) -> None:
             os.chmod(path, wanted)
 
     fix(str(root), True)
+    if not walk:
+        return
     for folder, dirs, files in os.walk(root):
         for name in dirs:
             fix(os.path.join(folder, name), True)
