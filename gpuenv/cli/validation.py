@@ -123,6 +123,10 @@ def validate(
     from gpuenv.cli import fleet
 
     check_paths(json=json, junit=junit, save_baseline=save_baseline, baseline=baseline, report=report, rundir=rundir, prefix=prefix)
+    if image:  # the engine's grammar and length limit, before any host (the fleet) or engine (run in an image) is asked
+        from gpuenv.share import parse_image_ref
+
+        parse_image_ref(image)
     given = dict(hosts=hosts, image=image, parallel=parallel, report=report, slurm=slurm, partition=partition, nodes=nodes,
                  nodelist=nodelist, time=time, prefix=prefix, rundir=rundir, json=json, junit=junit, baseline=baseline,
                  gpus=gpus, local=local)
