@@ -172,7 +172,8 @@ def held_signals() -> Iterator[list[int]]:
         yield arrived
     finally:
         for signum, handler in previous.items():
-            signal.signal(signum, handler)
+            # None: a handler set outside Python, which cannot be put back; the default is the nearest
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
 def deliver(signums: list[int]) -> None:
