@@ -190,7 +190,7 @@ def install(plan: InstallPlan, *, say: Say, output: Say, force: bool = False) ->
     work: Path | None = None
     made: list[Path] = []
     try:
-        made = _make_parents(folder.parent)
+        _make_parents(folder.parent, made)
         step = "making the build folder beside it"
         work = Path(tempfile.mkdtemp(prefix=f".{folder.name}.{os.getpid()}.", suffix=".tmp", dir=folder.parent))
         work.rmdir()  # the installers want to create the folder themselves
@@ -236,14 +236,15 @@ def install(plan: InstallPlan, *, say: Say, output: Say, force: bool = False) ->
     return InstallResult(plan.prefix, False, plan.lock.sha256, tuple(arrived))
 
 
-def _make_parents(folder: Path) -> list[Path]:
+def _make_parents(folder: Path, made: list[Path] | None = None) -> list[Path]:
     """Make `folder` and the missing folders above it, each with the access its own parent
-    gives (share_like_parent), not the umask's; the folders made, outermost first."""
+    gives (share_like_parent), not the umask's; the folders made, outermost first, are also
+    added to `made` as they are made (so a failure halfway knows what to remove)."""
     missing = []
     while not folder.exists():
         missing.append(folder)
         folder = folder.parent
-    made = []
+    made = made if made is not None else []
     for path in reversed(missing):
         path.mkdir()
         made.append(path)
