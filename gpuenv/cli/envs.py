@@ -54,8 +54,10 @@ def lock(
     platform=None, backend=None, wheelhouse=None, file=None, force=False, team_file=None, strict_driver=False, verbose=False, quiet=False,
 ):
     """Pin every package of the stack's environment into envs/locks/<stack>/ (skipped when nothing changed)."""
+    from gpuenv.cli.paths import check_paths
     from gpuenv.locking import ensure_lock
 
+    check_paths(wheelhouse=wheelhouse, file=file, team_file=team_file)
     request = stack_request(c, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python,
                             driver=driver, gpu_arch=gpu_arch, backend=backend, platforms=list(platform or []),
                             strict_driver=strict_driver, wheelhouse=wheelhouse)
@@ -94,9 +96,11 @@ def lock(
 @user_errors
 def export(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None, output="environment.yml", team_file=None, strict_driver=False):
     """Write an environment.yml for conda/mamba: pinned from the stack's lock when there is one."""
+    from gpuenv.cli.paths import check_paths
     from gpuenv.export import export_environment, pinned_from_lock
     from gpuenv.locking import lock_directory
 
+    check_paths(output=output, team_file=team_file)
     request = stack_request(c, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, driver=driver,
                             gpu_arch=gpu_arch, strict_driver=strict_driver)
     stack = resolve(request)
@@ -131,9 +135,11 @@ def install(
     from invoke.exceptions import Exit
 
     from gpuenv import install as installer
+    from gpuenv.cli.paths import check_paths
     from gpuenv.locking import lock_directory, read_metadata
 
     installer.check_prefix(prefix)  # before anything slow: a bad prefix is one line at once
+    check_paths(wheelhouse=wheelhouse)
     request = stack_request(c, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, driver=driver, gpu_arch=gpu_arch)
     report = reporter(verbose, quiet)
     stack = resolve(request)

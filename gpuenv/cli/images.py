@@ -68,9 +68,11 @@ def build(
 ):
     """Build the stack's image from its lock (locking first when there is none) and tag it."""
     from gpuenv import images, lockdir, share
+    from gpuenv.cli.paths import check_paths
     from gpuenv.locking import ensure_lock, lock_directory
 
     # Every option is checked before anything slow: resolving, locking, the engine.
+    check_paths(ca_cert=ca_cert, wheelhouse=wheelhouse, team_file=team_file)
     images.check_build_options(tag=tag, ca_cert=ca_cert, wheelhouse=wheelhouse, team_file=team_file, backend=backend)
     request = stack_request(c, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python,
                             driver=driver, gpu_arch=gpu_arch, backend=backend, base_image=base_image,

@@ -96,21 +96,6 @@ def run_local(args: list[str]) -> int:
     return subprocess.run([sys.executable, "-m", "validate", *args], check=False).returncode
 
 
-def check_paths(**paths: str | None) -> None:
-    """Paths no file system takes (a 300-byte name, a NUL) and folders under /proc or /sys: one
-    line before anything runs, for the local, image and fleet runs alike."""
-    from validate.files import path_problem
-
-    folders = {"rundir", "prefix"}  # folders to make (or find on the nodes); the rest are files
-    for name, value in paths.items():
-        if value:
-            problem = path_problem(str(value), folder=name in folders)
-            if problem:
-                text = str(value) if len(str(value)) <= 80 else str(value)[:60] + "..."
-                flag = "--" + name.replace("_", "-")
-                raise BadInput(f"{flag} {text}: {problem}", fix=f"give {flag} a usable path")
-
-
 @task(help=_HELP, optional=["hosts"])
 @user_errors
 def validate(
@@ -122,7 +107,10 @@ def validate(
     """Tell whether this server (or a fleet: --hosts, --slurm) is ready for the team's images, and why not (exit 0 only when ready)."""
     from gpuenv.cli import fleet
 
-    check_paths(json=json, junit=junit, save_baseline=save_baseline, baseline=baseline, report=report, rundir=rundir, prefix=prefix)
+    from gpuenv.cli.paths import check_paths
+
+    check_paths(json=json, junit=junit, save_baseline=save_baseline, baseline=baseline, report=report, rundir=rundir, prefix=prefix,
+                folders=("rundir", "prefix"))
     if image:  # the engine's grammar and length limit, before any host (the fleet) or engine (run in an image) is asked
         from gpuenv.share import parse_image_ref
 

@@ -81,3 +81,25 @@ def test_the_suite_itself_refuses_an_over_long_report_name_in_one_line():
     done = subprocess.run([sys.executable, "-m", "validate", "--json", f"/tmp/{LONG}.json"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert done.stdout.startswith("validate: --json: cannot write /tmp/nnn") and "a file or folder name is at most 255" in done.stdout
+
+
+@pytest.mark.parametrize("task, options, flag", [
+    ("envs.lock", dict(team_file=f"/tmp/{LONG}.yml"), "--team-file"),
+    ("envs.lock", dict(wheelhouse=f"/tmp/{LONG}"), "--wheelhouse"),
+    ("envs.lock", dict(file=f"/tmp/{LONG}/environment.yml"), "--file"),
+    ("envs.export", dict(output=f"/tmp/{LONG}.yml"), "--output"),
+    ("envs.install", dict(prefix="/tmp/gpuenv-env", wheelhouse=f"/tmp/{LONG}"), "--wheelhouse"),
+    ("images.build", dict(ca_cert=f"/tmp/{LONG}.pem"), "--ca-cert"),
+    ("images.build", dict(wheelhouse=f"/tmp/{LONG}"), "--wheelhouse"),
+])
+def test_over_long_path_options_are_one_line_before_any_work(tmp_path, monkeypatch, task, options, flag):
+    import importlib
+
+    module, name = task.split(".")
+    function = getattr(importlib.import_module(f"gpuenv.cli.{module}"), name)
+    monkeypatch.setenv("GPUENV_LOCKS_DIR", str(tmp_path))
+    with pytest.raises(Exit) as err:
+        function(context(), cuda="cpu", torch="2.13.0", python="3.11", **options)
+    assert err.value.code == 2 and err.value.message.startswith(f"gpuenv: {flag} /tmp/nnnn"), err.value.message
+    assert "a file or folder name is at most 255" in err.value.message and "\n" not in err.value.message
+    assert list(tmp_path.iterdir()) == []
