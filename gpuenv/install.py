@@ -150,6 +150,10 @@ def plan_install(
 ) -> InstallPlan:
     """Check the prefix and the lock (against `stack`, as a build does); a folder that is not ours is never replaced."""
     given, target = check_prefix(prefix)
+    suite = Path(os.path.realpath(validate_dir))
+    if target == suite or suite in target.parents:
+        raise BadInput(f"--prefix {given} is inside the validation suite's folder {suite}, which is copied into every prefix",
+                       fix="give a folder outside the gpuenv checkout, e.g. /opt/envs/torch")
     if wheelhouse is not None and not Path(wheelhouse).is_dir():
         raise BadInput(f"--wheelhouse {wheelhouse}: no such folder", fix="give a folder of .whl files")
     lock = lockdir.verify(Path(lock_dir), stack)
