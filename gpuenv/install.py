@@ -137,8 +137,12 @@ def _check_prefix(prefix: str | Path | None) -> tuple[Path, Path]:
     existing = next(p for p in target.parents if p.exists())
     if not existing.is_dir():
         raise BadInput(f"--prefix {given}: {existing} is a file, not a folder", fix="give a path under a folder")
-    if _read_only(existing):
+    flags = _mount_flags(existing)
+    if flags & os.ST_RDONLY:
         raise BadInput(f"--prefix {given}: {existing} is on a read-only file system", fix="choose a folder on a writable file system")
+    if flags & os.ST_NOEXEC:
+        raise BadInput(f"--prefix {given}: {existing} is on a file system mounted noexec, where the prefix's programs and "
+                       "libraries (torch's .so files) could not be loaded", fix="choose a folder on a file system mounted with exec")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise BadInput(f"--prefix {given}: {existing} is not writable by this user",
                        fix="choose a folder you can write, or ask for one on the shared path")
@@ -324,11 +328,12 @@ def _copy_tree(source: Path, dest: Path) -> None:
                 shutil.copymode(os.path.join(folder, name), into / name)
 
 
-def _read_only(folder: Path) -> bool:
+def _mount_flags(folder: Path) -> int:
+    """The statvfs flags of the file system holding `folder` (ST_RDONLY, ST_NOEXEC); 0 when unknown."""
     try:
-        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+        return os.statvfs(folder).f_flag
     except OSError:
-        return False
+        return 0
 
 
 def _os_fix(err: OSError) -> str:

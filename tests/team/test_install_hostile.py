@@ -3,7 +3,7 @@ as `build`.
 
 - Prefixes refused in one line before any slow work: the kernel's folders, names no file system
   takes, dangling links, files, mount points (real tmpfs mounts), folders holding a mount, and
-  read-only file systems. These need no lock: the prefix is checked first.
+  read-only and noexec file systems. These need no lock: the prefix is checked first.
 - A lock is verified against the stack: a torch lock copied under a TensorFlow stack's name is
   refused by install and push.
 - Real installs of the CPU lock (the wheelhouse, uv's cache): under `umask 077` through a
@@ -74,6 +74,7 @@ def test_prefixes_that_cannot_be_installed_into_are_one_line_in_dry_and_real_run
     (tmp_path / "outer" / RECORD).write_text("{}")  # a gpuenv prefix, but a mount inside it
     mount(tmp_path / "outer" / "data")
     mount(tmp_path / "ro", "size=1m,ro")
+    mount(tmp_path / "noexec", "size=1m,noexec")
     cases = {
         "/proc/gpuenv-env": "it is under /proc, which the kernel provides",
         "/sys/fs/gpuenv": "it is under /sys, which the kernel provides",
@@ -85,6 +86,7 @@ def test_prefixes_that_cannot_be_installed_into_are_one_line_in_dry_and_real_run
         str(tmp_path / "mnt"): "is a mount point, which cannot be replaced by a rename",
         str(tmp_path / "outer"): f"holds the mount point {tmp_path / 'outer' / 'data'}",
         str(tmp_path / "ro" / "env"): f"{tmp_path / 'ro'} is on a read-only file system",
+        str(tmp_path / "noexec" / "env"): f"{tmp_path / 'noexec'} is on a file system mounted noexec",
     }
     before = sorted(p.name for p in tmp_path.iterdir())
     for prefix, words in cases.items():
@@ -95,7 +97,7 @@ def test_prefixes_that_cannot_be_installed_into_are_one_line_in_dry_and_real_run
             assert len(line) < 400, "a 300-byte name is shortened in the message"
             assert time.monotonic() - started < 60
     assert sorted(p.name for p in tmp_path.iterdir()) == before, "nothing was made"
-    assert not locks.exists() and os.listdir(tmp_path / "mnt") == [] and os.listdir(tmp_path / "ro") == []
+    assert not locks.exists() and all(os.listdir(tmp_path / name) == [] for name in ("mnt", "ro", "noexec"))
 
 
 # ---------------------------------------------------------------- the lock belongs to the stack
