@@ -249,3 +249,11 @@ def test_a_full_disk_while_copying_the_suite_is_one_line_and_leaves_nothing(link
     assert f"install into {disk / 'env'} failed while copying the validation suite: No space left on device" in text
     assert "\n" not in text and "nothing was left beside it" in text
     assert os.listdir(disk) == [], "a temporary folder was left on the full disk"
+
+
+@pytest.mark.network
+def test_a_full_disk_while_uv_installs_is_one_line_with_the_systems_words_and_leaves_nothing(cpu_uv_lock, locks_dir, tmp_path, mount):
+    disk = mount(tmp_path / "disk", "size=2m")
+    line = one_line(run_invoke(*install_args(disk / "env"), env={"GPUENV_LOCKS_DIR": str(locks_dir)}, timeout=600), code=1)
+    assert line.startswith("gpuenv: uv pip install could not install") and "No space left on device (os error 28)" in line, line
+    assert os.listdir(disk) == [], "a temporary folder was left on the full disk"
