@@ -57,17 +57,19 @@ def read_baseline_bytes(path: str | Path) -> bytes:
     bytes again (the fleet copies them to every host) keep these rather than reading twice.
     """
     try:
+        _check_kind(path, os.stat(path).st_mode)  # a device is never even opened (a tape would rewind)
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise BaselineError(f"baseline file {path} does not exist (make one with --save-baseline)") from None
     except OSError as err:
         raise BaselineError(f"baseline file {path} cannot be read: {err.strerror or err}") from None
+    except BaselineError:
+        raise
+    except ValueError:  # a NUL byte in the path
+        raise BaselineError(f"baseline file {path!r} is not a path (it holds a NUL byte)") from None
     try:
         st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise BaselineError(f"baseline {path} is a folder, not a file saved with --save-baseline")
-        if not stat.S_ISREG(st.st_mode):
-            raise BaselineError(f"baseline {path} is {_file_kind(st.st_mode)}, not a file saved with --save-baseline")
+        _check_kind(path, st.st_mode)  # again on what was opened: the path may have been swapped meanwhile
         if st.st_size > MAX_BASELINE_BYTES:
             raise BaselineError(f"baseline file {path} is {st.st_size} bytes; a baseline is at most {MAX_BASELINE_BYTES} (1 MiB)")
         chunks: list[bytes] = []
@@ -165,6 +167,13 @@ def _nesting_depth(text: str) -> int:
         elif char in "]}":
             depth -= 1
     return deepest
+
+
+def _check_kind(path: str | Path, mode: int) -> None:
+    if stat.S_ISDIR(mode):
+        raise BaselineError(f"baseline {path} is a folder, not a file saved with --save-baseline")
+    if not stat.S_ISREG(mode):
+        raise BaselineError(f"baseline {path} is {_file_kind(mode)}, not a file saved with --save-baseline")
 
 
 def _file_kind(mode: int) -> str:

@@ -71,6 +71,8 @@ def test_only_regular_files_of_at_most_one_mib(tmp_path):
         tmp_path: "is a folder, not a file",
         big: f"is {MAX_BASELINE_BYTES + 1} bytes; a baseline is at most {MAX_BASELINE_BYTES} (1 MiB)",
         tmp_path / "missing.json": "does not exist",
+        Path("/tmp/nul\0byte"): "holds a NUL byte",
+        tmp_path / ("n" * 300): "cannot be read: File name too long",
     }
     for path, words in cases.items():
         started = time.monotonic()
