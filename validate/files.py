@@ -167,7 +167,10 @@ def held_signals() -> Iterator[list[int]]:
     if threading.current_thread() is not threading.main_thread():
         yield arrived
         return
-    previous = {signum: signal.signal(signum, lambda signum, _frame: arrived.append(signum)) for signum in HELD_SIGNALS}
+    # A signal the program ignores (nohup, a background job) stays ignored: holding it would revive it.
+    ignored = {signum for signum in HELD_SIGNALS if signal.getsignal(signum) is signal.SIG_IGN}
+    previous = {signum: signal.signal(signum, lambda signum, _frame: arrived.append(signum))
+                for signum in HELD_SIGNALS if signum not in ignored}
     try:
         yield arrived
     finally:

@@ -76,3 +76,17 @@ def test_a_swap_without_signals_returns_none_held(tmp_path):
     assert replace_dir(tmp_path / "new", tmp_path / "target", redeliver=False) == []
     assert sorted(os.listdir(tmp_path)) == ["target"] and (tmp_path / "target" / "d0" / "f0").read_text() == "new\n"
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "the program's own handler is back"
+
+
+def test_a_signal_the_program_ignores_stays_ignored(tmp_path):
+    """nohup makes SIGHUP ignored: holding it during a swap must not turn it into a delivery."""
+    from validate.files import held_signals
+
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with held_signals() as arrived:
+            os.kill(os.getpid(), signal.SIGHUP)
+            time.sleep(0.05)
+        assert arrived == [] and signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, previous)
