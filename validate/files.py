@@ -136,18 +136,17 @@ def _umask() -> int:
     return mask
 
 
-@contextmanager
-def _folder_lock(folder: Path) -> Iterator[None]:
-    """An exclusive fcntl lock on a folder itself: concurrent writers take turns at a swap.
-
-    Held for two renames only, and it leaves no lock file behind.
-    """
+def _lock_folder(folder: Path) -> int:
+    """An exclusive fcntl lock on a folder itself, as an open descriptor (closing it releases the
+    lock): concurrent writers take turns at a swap. Held for two renames only, and it leaves no
+    lock file behind."""
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 #: The signals that end a run from outside (Ctrl-C, kill, a closed terminal).
@@ -192,23 +191,28 @@ def replace_dir(new: Path, target: Path, *, redeliver: bool = True) -> list[int]
     one renamed in, the old one removed last (and put back if the second rename fails). Writers
     that finish together take turns under a lock on the parent folder.
 
-    Once the lock is taken, interrupts are held until the swap and the removal of the old folder
-    are done, so none leaves an `.old` folder or a missing target. They are then delivered
-    (`redeliver`), or returned for a caller that reports the finished swap itself.
+    Once the lock is taken (Ctrl-C may stop the wait for it), interrupts are held until the swap
+    and the removal of the old folder are done, so none leaves an `.old` folder or a missing
+    target. They are then delivered (`redeliver`), or returned for a caller that reports the
+    finished swap itself. The lock is released after the renames: the removal needs none.
     """
     old = None
-    with _folder_lock(target.parent), held_signals() as arrived:
-        if target.exists():
-            old = target.with_name(f".{target.name}.old-{os.getpid()}")
-            if old.exists():
-                shutil.rmtree(old)
-            os.replace(target, old)
+    lock = _lock_folder(target.parent)
+    with held_signals() as arrived:
         try:
-            os.replace(new, target)
-        except BaseException:
-            if old is not None:
-                os.replace(old, target)
-            raise
+            if target.exists():
+                old = target.with_name(f".{target.name}.old-{os.getpid()}")
+                if old.exists():
+                    shutil.rmtree(old)
+                os.replace(target, old)
+            try:
+                os.replace(new, target)
+            except BaseException:
+                if old is not None:
+                    os.replace(old, target)
+                raise
+        finally:
+            os.close(lock)  # the other writers' turn
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
     if redeliver:
