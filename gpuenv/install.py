@@ -83,6 +83,11 @@ def check_prefix(prefix: str | Path | None) -> tuple[Path, Path]:
     except OSError as err:
         raise BadInput(f"--prefix {_short(str(prefix))}: {err.strerror or err} ({_short(str(err.filename))})",
                        fix="give a folder this user can reach and write") from None
+    except BadInput as err:
+        if err.message.isprintable():
+            raise
+        # A path may hold a newline or an escape sequence: the message stays one line, and inert.
+        raise BadInput(_printable(err.message), fix=err.fix) from None
 
 
 def _check_prefix(prefix: str | Path | None) -> tuple[Path, Path]:
@@ -346,6 +351,10 @@ def _os_fix(err: OSError) -> str:
 
 def _short(text: str) -> str:
     return text if len(text) <= 80 else text[:60] + "..." + text[-12:]
+
+
+def _printable(text: str) -> str:
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _install_uv(plan: InstallPlan, work: Path, say: Say, output: Say) -> None:

@@ -87,6 +87,7 @@ def test_prefixes_that_cannot_be_installed_into_are_one_line_in_dry_and_real_run
         str(tmp_path / "outer"): f"holds the mount point {tmp_path / 'outer' / 'data'}",
         str(tmp_path / "ro" / "env"): f"{tmp_path / 'ro'} is on a read-only file system",
         str(tmp_path / "noexec" / "env"): f"{tmp_path / 'noexec'} is on a file system mounted noexec",
+        "/proc/a\nb\x1b[31m": "--prefix /proc/a\\nb\\x1b[31m: it is under /proc",  # one line, the escape made inert
     }
     before = sorted(p.name for p in tmp_path.iterdir())
     for prefix, words in cases.items():
