@@ -199,6 +199,8 @@ def install(plan: InstallPlan, *, say: Say, output: Say, force: bool = False) ->
         say(f"{plan.prefix} already holds lock {plan.lock.sha256[:12]} ({plan.lock.backend}): nothing to do")
         return InstallResult(plan.prefix, True, plan.lock.sha256)
     folder = plan.folder
+    for path in leftovers(folder):
+        say(f"left by an install that was killed (its process is gone): {path}; remove it with rm -rf once no install runs")
     step = f"making {folder.parent}"
     work: Path | None = None
     made: list[Path] = []
@@ -247,6 +249,32 @@ def install(plan: InstallPlan, *, say: Say, output: Say, force: bool = False) ->
                             fix=f"{_os_fix(err)}; {plan.prefix} is as it was and nothing was left beside it") from None
         raise
     return InstallResult(plan.prefix, False, plan.lock.sha256, tuple(arrived))
+
+
+def leftovers(folder: Path) -> list[Path]:
+    """Hidden folders beside `folder` that an install of it made (.NAME.PID.XXXXXXXX.tmp, and
+    .NAME.old-PID from the swap) whose process no longer runs on this host: what a SIGKILL or a
+    power cut leaves. Named, never removed: on a shared file system the process may be another
+    host's, still running."""
+    if not folder.parent.is_dir():
+        return []
+    pattern = re.compile(rf"^\.{re.escape(folder.name)}\.(?:(\d+)\.[^.]+\.tmp|old-(\d+))$")
+    found = []
+    for entry in sorted(folder.parent.iterdir()):
+        match = pattern.match(entry.name)
+        if match and entry.is_dir() and not entry.is_symlink() and not _running(int(match.group(1) or match.group(2))):
+            found.append(entry)
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
 
 
 def _make_parents(folder: Path, made: list[Path] | None = None) -> list[Path]:

@@ -1,5 +1,6 @@
 """The access an installed prefix gets follows its parent folder, not the installer's umask
-(gpuenv.install.share_like_parent): real files and folders made under `umask 077`."""
+(gpuenv.install.share_like_parent): real files and folders made under `umask 077`. And what a
+killed install leaves beside a prefix is named, never removed (gpuenv.install.leftovers)."""
 
 from __future__ import annotations
 
@@ -62,3 +63,23 @@ def test_missing_parents_are_made_with_their_parents_access_not_the_umask(tmp_pa
         os.umask(old)
     assert made == [top / "envs", top / "envs" / "team"]
     assert mode(top / "envs") == 0o755 and mode(top / "envs" / "team") == 0o755
+
+
+def test_leftovers_of_killed_installs_are_named_never_removed(tmp_path):
+    """SIGKILL cannot be held: what it leaves beside a prefix is named at the next install (the
+    process may be another host's on a shared file system, so nothing is removed)."""
+    import subprocess
+
+    from gpuenv.install import leftovers
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    prefix = tmp_path / "torch"
+    names = [f".torch.{gone.pid}.abcd1234.tmp", f".torch.old-{gone.pid}", f".torch.{os.getpid()}.efgh5678.tmp",
+             f".other.{gone.pid}.abcd1234.tmp", ".torch.notapid.tmp"]
+    for name in names:
+        (tmp_path / name).mkdir()
+    found = leftovers(prefix)
+    assert [p.name for p in found] == sorted([f".torch.{gone.pid}.abcd1234.tmp", f".torch.old-{gone.pid}"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names)
+    assert leftovers(tmp_path / "missing" / "torch") == []
