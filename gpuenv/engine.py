@@ -561,8 +561,10 @@ class Engine:
     def push_image(self, source: str, repository: str, tags: list[str], *, progress: LayerCallback | None = None) -> str:
         """Tag image `source` as repository:TAG for each tag, push them, return the manifest digest.
 
-        If the push fails, the tags this call added are taken off again and nothing else is touched:
-        the image and its gpuenv/<stack> tags stay.
+        If the push fails, every local name this call set is put back as it was: a name it created
+        is taken off, a name that was on another image (a `latest` pulled earlier) goes back to that
+        image, and a name already on this image is not touched. The image and its gpuenv/<stack>
+        tags stay.
         """
         from docker.errors import APIError, DockerException, ImageNotFound
 
@@ -571,20 +573,24 @@ class Engine:
             image = cli.images.get(source)
         except ImageNotFound:
             raise GpuenvError(f"image {source} is not present on this engine", fix="build it with invoke build") from None
-        added: list[str] = []
+        moved: list[tuple[str, str | None]] = []  # (ref, the image it named before; None: it did not exist)
         try:
             for tag in tags:
                 ref = f"{repository}:{tag}"
                 if ref not in image.tags:
+                    try:
+                        before: str | None = cli.images.get(ref).id
+                    except ImageNotFound:
+                        before = None
                     image.tag(repository, tag)
-                    added.append(ref)
+                    moved.append((ref, before))
             digest = None
             for tag in tags:
                 found = _stream(cli.api.push(repository, tag=tag, stream=True, decode=True), progress, f"{repository}:{tag}", "push")
                 digest = digest or found
         except BaseException as err:
-            for ref in added:
-                _quietly(lambda ref=ref: cli.api.remove_image(ref, noprune=True))
+            for ref, before in reversed(moved):
+                _quietly(lambda ref=ref, before=before: self._restore_tag(ref, before))
             if isinstance(err, APIError):
                 what, fix = registry_problem(_short(err), _registry_of(repository))
                 raise ToolError(f"push {repository} failed: {what} ({_short(err)[:200]})", fix=fix) from None

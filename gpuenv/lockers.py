@@ -267,7 +267,14 @@ def summarize_tool_output(output: str, limit: int = 400) -> str:
     picked += exceptions[-1:]
     picked = list(dict.fromkeys(p.strip() for p in picked if p.strip())) or lines[-1:] or ["no output"]
     text = "; ".join(picked)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    if len(text) <= limit:
+        return text
+    # Too long: cut the front, never the root cause at the end ("...: No space left on device").
+    last = picked[-1]
+    if len(last) > limit - 3:
+        return "..." + last[-(limit - 3):]
+    room = limit - len(last) - 5
+    return ("; ".join(picked[:-1])[:room] + "...; " if room > 0 else "...; ") + last
 
 
 # ---------------------------------------------------------------- conda-lock's own parser

@@ -10,15 +10,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuenv import images
+from gpuenv import images, lockdir
 from gpuenv.engine import ImageInfo, LayerCallback
 from gpuenv.errors import BadInput, GpuenvError
 from gpuenv.stack import Stack
 
-_REF = re.compile(
-    r"(?P<name>[a-z0-9]+(?:[._-][a-z0-9]+)*(?::\d+)?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)"
-    r"(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?"
-)
+#: The digest registries and the engine use for content addresses.
+_SHA256 = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -40,20 +38,44 @@ def digest_reference(repository: str, digest: str) -> str:
     return f"{repository}@{digest}"
 
 
-def parse_image_ref(value: str) -> str:
-    """Check an image reference (name[:tag][@sha256:...]) before any engine call."""
+def parse_image_ref(value: str, option: str = "--image") -> str:
+    """Check an image reference (name[:tag][@sha256:...]) before any engine call: the name by
+    the same distribution/reference grammar `--tag` is checked with (images.check_image_reference:
+    lower-case path, at most 255 characters), the digest as sha256 and 64 hex digits."""
     text = str(value or "").strip()
-    match = _REF.fullmatch(text)
-    if not match:
-        hint = " (a digest is sha256: and 64 hex digits)" if "@" in text else ""
-        raise BadInput(f"--image {text!r} is not an image reference{hint}",
+    name, at, digest = text.partition("@")
+    if at and not _SHA256.fullmatch(digest):
+        raise BadInput(f"{option} {_shown(text)} is not an image reference (a digest is sha256: and 64 hex digits)",
                        fix="give e.g. registry.example.com/gpuenv/<stack>@sha256:<64 hex>, as invoke push printed it")
+    try:
+        images.check_image_reference(name, option)
+    except BadInput as err:
+        reason = _reason(err.message, option, name)
+        fix = ("give e.g. registry.example.com/gpuenv/<stack>@sha256:<64 hex>, as invoke push printed it" if option == "--image"
+               else str(err.fix))
+        raise BadInput(f"{option} {_shown(text)} is not an image reference" + (f" ({reason})" if reason else ""), fix=fix) from None
     return text
 
 
+def _shown(text: str) -> str:
+    return repr(text) if len(text) <= 80 else repr(text[:60]) + f"... ({len(text)} characters)"
+
+
+def _reason(message: str, option: str, name: str) -> str:
+    """images.check_image_reference's reason, without its own repetition of the option and value."""
+    for head in (f"{option} {name!r}: ", f"{option} {name!r} ", f"{option} {name[:40]!r}...: "):
+        if message.startswith(head):
+            message = message[len(head):]
+            break
+    return "" if message == "is not a valid image reference" else message
+
+
 def plan_push(stack: Stack, lock_dir: Path, registry: str) -> PushPlan:
-    """The image of `stack` built from its current lock, and its registry names (lock hash, latest)."""
-    lock = images.read_lock(lock_dir)
+    """The image of `stack` built from its current lock, and its registry names (lock hash, latest).
+
+    The lock is verified against `stack`, as a build does: a lock copied under another stack's
+    name names no image of this stack."""
+    lock = lockdir.verify(Path(lock_dir), stack)
     local = images.image_tags(stack, lock.sha256)[0]
     hash_tag = local.rsplit(":", 1)[1]
     return PushPlan(stack=stack, source=local, repository=remote_repository(registry, stack), tags=(hash_tag, images.MOVING_TAG))

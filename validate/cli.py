@@ -78,6 +78,11 @@ def unwritable(path: str) -> str | None:
     """Why a report cannot be written at `path`, or None. Checked before any measuring: the
     nearest existing folder must take a new file (a read-only mount or a root-owned folder
     fails here, not after minutes of measurements)."""
+    from validate.files import path_problem
+
+    impossible = path_problem(path)  # a 300-character name makes every stat below raise
+    if impossible:
+        return f"cannot write {path}: {impossible}"
     target = Path(path)
     if target.is_dir():
         return f"{path} is a folder: give a file name"

@@ -19,8 +19,10 @@ import errno
 import fcntl
 import os
 import shutil
+import signal
 import stat
 import tempfile
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -49,8 +51,8 @@ class WriteFailed(OSError):
 
 def os_error_reason(err: OSError) -> str:
     """An OSError as the few words a one-line message needs ("permission denied")."""
-    if err.errno == errno.ENOSPC:
-        return "no space left on the device (the previous file, if any, is unchanged)"
+    if err.errno == errno.ENOSPC:  # the system's own words, whole: people search for them
+        return "No space left on device (the previous file, if any, is unchanged)"
     if err.errno == errno.EROFS:
         return "the file system is read-only"
     if err.errno in (errno.EACCES, errno.EPERM):
@@ -134,39 +136,117 @@ def _umask() -> int:
     return mask
 
 
-@contextmanager
-def _folder_lock(folder: Path) -> Iterator[None]:
-    """An exclusive fcntl lock on a folder itself: concurrent writers take turns at a swap.
-
-    Held for two renames only, and it leaves no lock file behind.
-    """
+def _lock_folder(folder: Path) -> int:
+    """An exclusive fcntl lock on a folder itself, as an open descriptor (closing it releases the
+    lock): concurrent writers take turns at a swap. Held for two renames only, and it leaves no
+    lock file behind."""
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+#: The signals that end a run from outside (Ctrl-C, kill, a closed terminal).
+HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextmanager
+def held_signals() -> Iterator[list[int]]:
+    """Hold Ctrl-C, SIGTERM and SIGHUP while a few steps must finish together (a swap and its
+    cleanup); yields the list of those that arrived, for the caller to act on afterwards.
+
+    Python runs signal handlers between bytecodes, so an interrupt could otherwise land between
+    two renames, or halfway through removing the old folder, and leave it behind. Only the main
+    thread can set handlers (signals are delivered there): elsewhere nothing is held.
+    """
+    arrived: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield arrived
+        return
+    # A signal the program ignores (nohup, a background job) stays ignored: holding it would revive it.
+    ignored = {signum for signum in HELD_SIGNALS if signal.getsignal(signum) is signal.SIG_IGN}
+    previous = {signum: signal.signal(signum, lambda signum, _frame: arrived.append(signum))
+                for signum in HELD_SIGNALS if signum not in ignored}
+    try:
+        yield arrived
     finally:
-        os.close(fd)  # releases the lock
+        for signum, handler in previous.items():
+            # None: a handler set outside Python, which cannot be put back; the default is the nearest
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
-def replace_dir(new: Path, target: Path) -> None:
+def deliver(signums: list[int]) -> None:
+    """Deliver held signals now, to the handlers the program had (KeyboardInterrupt for Ctrl-C)."""
+    for signum in dict.fromkeys(signums):
+        signal.raise_signal(signum)
+
+
+def replace_dir(new: Path, target: Path, *, redeliver: bool = True) -> list[int]:
     """Put the finished folder `new` in place of `target` (a lock, an installed prefix).
 
     Readers see the old folder or the new one, never a mix: the old one is renamed aside, the new
     one renamed in, the old one removed last (and put back if the second rename fails). Writers
     that finish together take turns under a lock on the parent folder.
+
+    Once the lock is taken (Ctrl-C may stop the wait for it), interrupts are held until the swap
+    and the removal of the old folder are done, so none leaves an `.old` folder or a missing
+    target. They are then delivered (`redeliver`), or returned for a caller that reports the
+    finished swap itself. The lock is released after the renames: the removal needs none.
     """
     old = None
-    with _folder_lock(target.parent):
-        if target.exists():
-            old = target.with_name(f".{target.name}.old-{os.getpid()}")
-            if old.exists():
-                shutil.rmtree(old)
-            os.replace(target, old)
+    lock = _lock_folder(target.parent)
+    with held_signals() as arrived:
         try:
-            os.replace(new, target)
-        except BaseException:
-            if old is not None:
-                os.replace(old, target)
-            raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+            if target.exists():
+                old = target.with_name(f".{target.name}.old-{os.getpid()}")
+                if old.exists():
+                    shutil.rmtree(old)
+                os.replace(target, old)
+            try:
+                os.replace(new, target)
+            except BaseException:
+                if old is not None:
+                    os.replace(old, target)
+                raise
+        finally:
+            os.close(lock)  # the other writers' turn
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    if redeliver:
+        deliver(arrived)
+        return []
+    return arrived
+
+
+def path_problem(path: str | Path, *, folder: bool = False) -> str | None:
+    """Why `path` can never be written by this program, or None: a NUL byte, a name longer than
+    the file system allows (255 bytes on Linux) or a path past PATH_MAX. For a folder to make
+    (`folder`), also a place under /proc, /sys or /dev (but /dev/shm), the kernel's pseudo file
+    systems: a file there (/dev/stdout, /proc/self/fd/1) may be written, a folder never made."""
+    text = os.fspath(path)
+    if "\0" in text:
+        return "it contains a NUL byte"
+    absolute = os.path.abspath(text)
+    if len(os.fsencode(absolute)) >= PATH_MAX:
+        return f"the path is {len(os.fsencode(absolute))} bytes long; Linux allows {PATH_MAX - 1}"
+    for part in Path(absolute).parts[1:]:
+        size = len(os.fsencode(part))
+        if size > NAME_MAX:
+            return f"the name {part[:24]}... is {size} bytes long; a file or folder name is at most {NAME_MAX}"
+    if folder:
+        for candidate in (absolute, os.path.realpath(absolute)):
+            parts = Path(candidate).parts[1:3]
+            if parts and parts[0] in KERNEL_PLACES and parts[:2] != ("dev", "shm"):
+                return f"it is under /{parts[0]}, which the kernel provides: no folder can be made there"
+    return None
+
+
+#: The longest file name Linux file systems take (ext4, xfs, btrfs, tmpfs: NAME_MAX).
+NAME_MAX = 255
+#: The longest path Linux takes, with its final NUL (PATH_MAX).
+PATH_MAX = 4096
+#: Top-level folders that are the kernel's pseudo file systems, not storage.
+KERNEL_PLACES = ("proc", "sys", "dev")

@@ -54,8 +54,10 @@ def lock(
     platform=None, backend=None, wheelhouse=None, file=None, force=False, team_file=None, strict_driver=False, verbose=False, quiet=False,
 ):
     """Pin every package of the stack's environment into envs/locks/<stack>/ (skipped when nothing changed)."""
+    from gpuenv.cli.paths import check_paths
     from gpuenv.locking import ensure_lock
 
+    check_paths(wheelhouse=wheelhouse, file=file, team_file=team_file)
     request = stack_request(c, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python,
                             driver=driver, gpu_arch=gpu_arch, backend=backend, platforms=list(platform or []),
                             strict_driver=strict_driver, wheelhouse=wheelhouse)
@@ -94,9 +96,11 @@ def lock(
 @user_errors
 def export(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None, output="environment.yml", team_file=None, strict_driver=False):
     """Write an environment.yml for conda/mamba: pinned from the stack's lock when there is one."""
+    from gpuenv.cli.paths import check_paths
     from gpuenv.export import export_environment, pinned_from_lock
     from gpuenv.locking import lock_directory
 
+    check_paths(output=output, team_file=team_file)
     request = stack_request(c, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, driver=driver,
                             gpu_arch=gpu_arch, strict_driver=strict_driver)
     stack = resolve(request)
@@ -126,12 +130,16 @@ def install(
     wheelhouse=None, force=False, offline=False, verbose=False, quiet=False,
 ):
     """Install the stack's lock into a folder on this host, without Docker (servers and clusters); then `PREFIX/bin/python -m validate` checks it."""
+    import signal
+
+    from invoke.exceptions import Exit
+
     from gpuenv import install as installer
-    from gpuenv.errors import BadInput
+    from gpuenv.cli.paths import check_paths
     from gpuenv.locking import lock_directory, read_metadata
 
-    if not prefix:
-        raise BadInput("--prefix is missing", fix="give the folder to install into, e.g. --prefix /shared/envs/torch")
+    installer.check_prefix(prefix)  # before anything slow: a bad prefix is one line at once
+    check_paths(wheelhouse=wheelhouse)
     request = stack_request(c, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, driver=driver, gpu_arch=gpu_arch)
     report = reporter(verbose, quiet)
     stack = resolve(request)
@@ -142,16 +150,23 @@ def install(
         recorded = meta.wheelhouse if meta else None
         if recorded and Path(recorded).is_dir():
             wheels = Path(recorded)
-    plan = installer.plan_install(stack, lock_dir, Path(prefix), wheelhouse=wheels, offline=offline)
+    plan = installer.plan_install(stack, lock_dir, prefix, wheelhouse=wheels, offline=offline)
+    where = f"{plan.prefix}" + (f" (a link to {plan.folder})" if plan.folder != plan.prefix else "")
     if is_dry(c):
         state = "holds this lock: nothing would be done" if installer.is_current(plan) and not force else "would be (re)installed"
         print(f"stack: {stack.stack_id}\nlock: {plan.lock.path} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})\n"
-              f"prefix: {plan.prefix} ({state})\nwheelhouse: {plan.wheelhouse or 'none'}")
+              f"prefix: {where} ({state})\nwheelhouse: {plan.wheelhouse or 'none'}")
         return
     with report:
         report.say(f"stack: {stack.stack_id}; lock {plan.lock.path.name} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})")
         result = installer.install(plan, say=report.phase, output=report.output, force=force)
     if result.skipped:
-        report.result(f"unchanged: {result.prefix} holds lock {result.lock_sha256[:12]}")
+        report.result(f"unchanged: {where} holds lock {result.lock_sha256[:12]}")
+    elif result.interrupted:
+        # The interrupt came during the swap, which was let finish: say so, and exit as interrupted.
+        signum = result.interrupted[0]
+        raise Exit(f"gpuenv: {signal.Signals(signum).name} arrived while the new prefix was moved into place; the move was "
+                   f"finished first: {where} holds lock {result.lock_sha256[:12]}, the old one (if any) was removed and nothing was left beside it",
+                   code=128 + signum)
     else:
-        report.result(f"installed {stack.stack_id} into {result.prefix}\ncheck this host with: {result.prefix}/bin/python -m validate")
+        report.result(f"installed {stack.stack_id} into {where}\ncheck this host with: {result.prefix}/bin/python -m validate")

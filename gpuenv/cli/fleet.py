@@ -150,13 +150,13 @@ def wants_fleet(cli: dict[str, Any]) -> bool:
 def _read_baseline(path: str | None) -> tuple[bytes | None, dict[str, dict[str, float]] | None]:
     if not path:
         return None, None
-    from validate.baseline import BaselineError, load_baseline
+    from validate.baseline import BaselineError, parse_baseline, read_baseline_bytes
 
-    try:
-        models = load_baseline(path)
+    try:  # read once: the same bytes are checked here and copied to every host (a FIFO has no second read)
+        data = read_baseline_bytes(path)
+        return data, parse_baseline(data, path)
     except BaselineError as err:
         raise BadInput(str(err), fix="make one on a known-good server with --save-baseline") from None
-    return Path(path).read_bytes(), models
 
 
 def _check_outputs(opts: FleetOptions) -> None:
@@ -279,11 +279,13 @@ def _stack_image_ref() -> str:
     return info.tags[0]
 
 
-def run_fleet(opts: FleetOptions, suite_args: list[str], say: Callable[[str], None] = lambda text: print(text, flush=True)) -> list[HostOutcome]:
-    """Run the chosen backend with progress and return every host's outcome."""
+def run_fleet(opts: FleetOptions, suite_args: list[str], say: Callable[[str], None] = lambda text: print(text, flush=True),
+              baseline: bytes | None = None) -> list[HostOutcome]:
+    """Run the chosen backend with progress and return every host's outcome (`baseline`: the
+    --baseline file's bytes when the caller read them already)."""
     from gpuenv.engine import device_requests
 
-    baseline_bytes, _ = _read_baseline(opts.baseline)
+    baseline_bytes = baseline if baseline is not None else _read_baseline(opts.baseline)[0]
     device_requests(opts.gpus or "all")  # a bad --gpus stops here, before any host is contacted
     if opts.slurm:
         from gpuenv.fleet import slurm
@@ -326,7 +328,7 @@ def fleet_validate(opts: FleetOptions, suite_args: list[str]) -> int:
     from gpuenv.cli.common import Terminated
 
     check_fleet_options(opts)
-    _, baseline_models = _read_baseline(opts.baseline)
+    baseline_bytes, baseline_models = _read_baseline(opts.baseline)
     if opts.from_reports:
         from gpuenv.fleet.collected import read_report_folder
 
@@ -334,7 +336,7 @@ def fleet_validate(opts: FleetOptions, suite_args: list[str]) -> int:
         print(f"read {len(outcomes)} host report(s) from {opts.from_reports}", flush=True)
     else:
         try:
-            outcomes = run_fleet(opts, suite_args)
+            outcomes = run_fleet(opts, suite_args, baseline=baseline_bytes)
         except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM: the backend stopped what it started
             import signal
 

@@ -67,14 +67,18 @@ def build(
     verbose=False, quiet=False,
 ):
     """Build the stack's image from its lock (locking first when there is none) and tag it."""
-    from gpuenv import images, lockdir
+    from gpuenv import images, lockdir, share
+    from gpuenv.cli.paths import check_paths
     from gpuenv.locking import ensure_lock, lock_directory
 
     # Every option is checked before anything slow: resolving, locking, the engine.
+    check_paths(ca_cert=ca_cert, wheelhouse=wheelhouse, team_file=team_file)
     images.check_build_options(tag=tag, ca_cert=ca_cert, wheelhouse=wheelhouse, team_file=team_file, backend=backend)
     request = stack_request(c, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python,
                             driver=driver, gpu_arch=gpu_arch, backend=backend, base_image=base_image,
                             strict_driver=strict_driver, wheelhouse=wheelhouse)
+    if request.base_image:  # the engine's grammar, as for --tag: 'x y' or 'Ubuntu' is one line here, not a failed pull
+        share.parse_image_ref(request.base_image, "--base-image" if base_image else "gpuenv.base_image")
     report = reporter(verbose, quiet)
     stack = resolve(request)
     lock_dir = lock_directory(stack)

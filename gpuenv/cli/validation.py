@@ -110,6 +110,14 @@ def validate(
     """Tell whether this server (or a fleet: --hosts, --slurm, --from-reports DIR) is ready for the team's images, and why not (exit 0 only when ready)."""
     from gpuenv.cli import fleet
 
+    from gpuenv.cli.paths import check_paths
+
+    check_paths(json=json, junit=junit, save_baseline=save_baseline, baseline=baseline, report=report, rundir=rundir, prefix=prefix,
+                folders=("rundir", "prefix"))
+    if image:  # the engine's grammar and length limit, before any host (the fleet) or engine (run in an image) is asked
+        from gpuenv.share import parse_image_ref
+
+        parse_image_ref(image)
     given = dict(hosts=hosts, image=image, parallel=parallel, report=report, slurm=slurm, partition=partition, nodes=nodes,
                  nodelist=nodelist, time=time, prefix=prefix, rundir=rundir, json=json, junit=junit, baseline=baseline, queue_time=queue_time,
                  gpus=gpus, local=local, from_reports=from_reports, outlier_floor=outlier_floor, verbose=verbose)

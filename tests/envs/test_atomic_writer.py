@@ -99,7 +99,7 @@ def test_full_device_gives_one_line(tmp_path):
     _mknod_char(full, 1, 7)  # /dev/full: every write fails with ENOSPC
     with pytest.raises(WriteFailed) as caught:
         write_text_atomic(full, "x\n")
-    assert str(caught.value) == f"cannot write {full}: no space left on the device (the previous file, if any, is unchanged)"
+    assert str(caught.value) == f"cannot write {full}: No space left on device (the previous file, if any, is unchanged)"
     assert stat.S_ISCHR(full.lstat().st_mode)
 
 
@@ -166,7 +166,7 @@ def test_read_only_mount_gives_one_line_and_keeps_the_old_file(read_only_dir):
 def test_full_tmpfs_gives_one_line_and_keeps_the_old_file(tiny_tmpfs):
     with pytest.raises(WriteFailed) as caught:
         write_text_atomic(tiny_tmpfs / "old.txt", "x" * 1024 * 1024)
-    assert "no space left on the device" in str(caught.value)
+    assert "No space left on device" in str(caught.value)
     assert not caught.value.user_fault
     assert (tiny_tmpfs / "old.txt").read_text() == "old\n"
     assert [p.name for p in tiny_tmpfs.iterdir()] == ["old.txt"], "the temporary file was left behind"

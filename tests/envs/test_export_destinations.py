@@ -86,7 +86,7 @@ def test_export_to_a_full_mount_is_one_line_and_keeps_the_old_file(tmp_path):
         done = export(view / "environment.yml", tmp_path)
         assert done.returncode == 1, done.stderr
         assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
-        assert "no space left on the device" in done.stderr
+        assert "No space left on device" in done.stderr
         assert (view / "environment.yml").read_text() == "old\n"
         assert sorted(p.name for p in view.iterdir()) == ["environment.yml", "filler"]
     finally:

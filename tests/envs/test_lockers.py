@@ -77,3 +77,12 @@ def test_conda_lock_traceback_in_one_line_keeps_the_reason_drops_the_trace():
     assert "\n" not in line and "Traceback" not in line and 'File "' not in line
     assert "api.anaconda.org" in line
     assert len(line) <= 400
+
+
+def test_a_long_disk_full_line_keeps_the_root_cause_whole():
+    """uv's disk-full output (recorded on a 1 MiB tmpfs) names two long paths before the reason:
+    the one line cuts the front, never "No space left on device"."""
+    line = lockers.summarize_tool_output((OUTPUTS / "uv-disk-full.txt").read_text())
+    assert "\n" not in line and len(line) <= 400
+    assert line.startswith("Failed to install: filelock-4.2.12")
+    assert line.endswith("No space left on device (os error 28)")

@@ -136,3 +136,28 @@ def test_bad_options_are_one_line_before_any_engine_call(args, words, tmp_path):
     assert "Traceback" not in proc.stderr and proc.stderr.strip().count("\n") == 0
     for word in words:
         assert word in proc.stderr
+
+
+def test_a_refused_push_keeps_local_tags_it_did_not_create(team_image, readonly_registry, locks_dir, base_image, cpu_stack):
+    """Issue 21 item 5: the registry names of the push already exist locally, one on another image
+    (a `latest` pulled earlier), one on this image. The refused push must leave both where they
+    were: it removes only the tags it created."""
+    from gpuenv import engine
+
+    repo = f"{readonly_registry.host}/gpuenv/{cpu_stack.stack_id}"
+    hash_tag = team_image.tag.rsplit(":", 1)[1]
+    other = engine.image_info(base_image)
+    client = engine.client()
+    client.images.get(other.id).tag(repo, "latest")  # an older image's tag, as a pull would leave it
+    client.images.get(team_image.id).tag(repo, hash_tag)
+    try:
+        before = {ref: engine.image_info(ref).id for ref in (f"{repo}:latest", f"{repo}:{hash_tag}")}
+        proc = run_invoke("push", *CPU_STACK_ARGS, "--registry", readonly_registry.host, env={"GPUENV_LOCKS_DIR": str(locks_dir)}, timeout=600)
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert proc.stderr.strip().count("\n") == 0 and "Traceback" not in proc.stderr
+        after = {ref: (engine.image_info(ref).id if engine.image_info(ref) else None) for ref in before}
+        assert after == before, "a local tag the push did not create was removed or moved"
+        assert team_image.tag in local_tags(team_image.id)
+    finally:
+        for ref in (f"{repo}:latest", f"{repo}:{hash_tag}"):
+            engine.untag(ref)

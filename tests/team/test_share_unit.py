@@ -48,3 +48,17 @@ def test_registry_errors_map_to_one_cause_and_fix():
     for reason, (what, fix) in cases.items():
         got_what, got_fix = registry_problem(reason, "reg.example.com")
         assert what in got_what and fix in got_fix, (reason, got_what, got_fix)
+
+
+@pytest.mark.parametrize("ref, words", [
+    ("r.io/" + "x" * 300 + ":1", "the name is 305 characters, the limit is 255"),
+    ("r.io/" + "x" * 300 + "@sha256:" + "0" * 64, "the name is 305 characters, the limit is 255"),
+    ("Ubuntu:22.04", "'Ubuntu:22.04' is not an image reference"),
+    ("x y", "'x y' is not an image reference"),
+])
+def test_image_references_use_the_tag_grammar_and_its_length_limit(ref, words):
+    """One grammar for --tag, --image and --base-image (images.check_image_reference)."""
+    with pytest.raises(BadInput) as caught:
+        share.parse_image_ref(ref)
+    assert words in caught.value.message and "\n" not in caught.value.render()
+    assert len(caught.value.render()) < 400, "a 300-character name is shortened in the message"

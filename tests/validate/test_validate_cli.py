@@ -167,7 +167,7 @@ def test_a_full_disk_at_the_end_leaves_no_partial_report(tmp_path):
         subprocess.run(["dd", "if=/dev/zero", f"of={folder / 'filler'}", "bs=4k", "count=64"], capture_output=True)
         done = run_suite("-k", "device_order", "--json", str(folder / "r.json"), timeout=120)
         assert done.returncode == 2, done.stdout[-2000:]
-        assert f"validate: cannot write the JSON report {folder / 'r.json'}: no space left on the device" in done.stdout
+        assert f"validate: cannot write the JSON report {folder / 'r.json'}: No space left on device" in done.stdout
         assert sorted(p.name for p in folder.iterdir()) == ["filler"]
     finally:
         subprocess.run(["umount", str(folder)], check=True)
