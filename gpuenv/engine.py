@@ -131,9 +131,14 @@ def _transport_errors() -> tuple[type[BaseException], ...]:
 
 
 def _quiet_paramiko() -> None:
-    """paramiko logs a traceback per failed connection from its transport thread; its errors reach
-    us as exceptions with their reason, so only its critical records are worth printing."""
-    logging.getLogger("paramiko").setLevel(logging.CRITICAL)
+    """paramiko logs a traceback per failed connection from its transport thread, which Python's
+    last-resort handler prints to stderr; its errors reach us as exceptions with their reason.
+    A handler of its own that drops them (the SDK resets the logger's level on every connect, so
+    a level alone does not hold)."""
+    log = logging.getLogger("paramiko")
+    if not any(isinstance(h, logging.NullHandler) for h in log.handlers):
+        log.addHandler(logging.NullHandler())
+    log.propagate = False
 
 
 # ---------------------------------------------------------------- reaching an engine

@@ -209,10 +209,9 @@ def check_fleet_options(opts: FleetOptions) -> None:
         from gpuenv.fleet.slurm import limit_seconds
 
         limit_seconds(opts.queue_time or "1:00:00", "--queue-time", unlimited=False)
-        if opts.rundir:
-            from gpuenv.fleet.slurm import check_rundir
+        from gpuenv.fleet.slurm import check_rundir
 
-            check_rundir(str(Path(opts.rundir).absolute()))
+        check_rundir(str(Path(opts.rundir or Path.cwd() / "gpuenv-fleet").absolute()))  # the default goes under ./
     elif opts.queue_time:
         raise BadInput("--queue-time is a Slurm option", fix="drop it, or validate through --slurm")
 

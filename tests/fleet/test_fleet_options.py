@@ -143,3 +143,8 @@ def test_plain_progress_lines_are_never_cut_at_80_columns():
     lines = out.getvalue().splitlines()
     assert len(lines) == 1 and lines[0].endswith(detail) and len(lines[0]) > 150
     assert "\x1b[" not in out.getvalue()
+
+
+def test_the_default_slurm_rundir_is_checked_too(monkeypatch):
+    monkeypatch.chdir("/proc")
+    assert "--rundir /proc/gpuenv-fleet: /proc cannot be written" in refused(slurm=True, prefix="/p")

@@ -193,3 +193,35 @@ def test_the_test_registry_listens_on_loopback_only(tmp_path):
     with servers.registry(tmp_path / "registry", pids) as address:
         addresses = servers.listening_addresses(pids[0])
         assert address in addresses and all(a.startswith("127.0.0.1:") for a in addresses), addresses
+
+
+_NOISE = textwrap.dedent("""
+    import socket, sys, threading
+    from gpuenv.fleet.sshhosts import SuiteRun, validate_hosts
+    # not SSH: accepts and answers garbage, so paramiko's transport thread fails on the banner
+    server = socket.socket(); server.bind(("127.0.0.1", 0)); server.listen(8)
+    def serve():
+        while True:
+            conn, _ = server.accept(); conn.sendall(b"HTTP/1.0 400 nope\\r\\n\\r\\n"); conn.close()
+    threading.Thread(target=serve, daemon=True).start()
+    good, bad = sys.argv[1], f"ssh://root@127.0.0.1:{server.getsockname()[1]}"
+    # the good host first: the SDK's own connect resets paramiko's log level on the way
+    outcomes = validate_hosts([good, bad, bad.replace("root@", "")], SuiteRun(image="gpuenv-never-pulled:x", gpus="none",
+                              connect_timeout_s=3), parallel=1)
+    print([o.status for o in outcomes])
+""")
+
+
+def test_paramiko_prints_no_traceback_for_a_host_that_is_not_ssh(tmp_path, monkeypatch):
+    """Issue 21, item 11: no traceback per bad host on stderr, even after a good host's connect."""
+    context, server = _server(tmp_path, monkeypatch)
+    try:
+        script = tmp_path / "noise.py"
+        script.write_text(_NOISE)
+        proc = subprocess.run([sys.executable, str(script), server.url], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(server.home)})
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert proc.stdout.strip().splitlines()[-1] == "['failed', 'unreachable', 'unreachable']", proc.stdout
+        assert proc.stderr.strip() == "", proc.stderr[-2000:]
+    finally:
+        context.__exit__(None, None, None)
