@@ -79,9 +79,11 @@ def test_a_read_only_mount_is_refused(tmp_path):
         subprocess.run(["umount", str(folder)], check=True)
 
 
-def test_an_unmakeable_slurm_rundir():
+def test_an_unmakeable_slurm_rundir(tmp_path):
     assert "--rundir /proc/gpuenv-run: it is under /proc" in refused(slurm=True, prefix="/p", rundir="/proc/gpuenv-run")
-    assert "is not a folder" in refused(slurm=True, prefix="/p", rundir="/dev/null/run")
+    (tmp_path / "a-file").write_text("")
+    message = refused(slurm=True, prefix="/p", rundir=str(tmp_path / "a-file" / "run"))
+    assert message.startswith("gpuenv: --rundir ") and "a-file" in message and "file" in message.split("a-file", 1)[1]
 
 
 @pytest.mark.parametrize("image", ["Bad Image!", "x@sha256:123", "UPPER/case"])
