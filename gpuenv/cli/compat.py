@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from gpuenv.cli.common import STACK_HELP, STRICT_DRIVER_HELP, resolve, stack_request, task, team_settings, user_errors
+from gpuenv.cli.common import STACK_HELP, resolve, stack_options, stack_request, task, team_settings, user_errors
 
 
 def settings_report(c) -> dict:
@@ -95,8 +95,6 @@ def matrix(c, json_=False, check=False):
     help={
         **STACK_HELP,
         "json": "print the stack as JSON (keys: cuda and cuda_version of the image, framework_cuda of the build, min_driver, base_image, python, framework, framework_version, wheel_variant, index_url, reasons, ...)",
-        "strict_driver": STRICT_DRIVER_HELP,
-        "wheelhouse": "folder of .whl files (air-gapped servers): when it holds framework wheels, only the releases, builds and Pythons it holds are considered",
     }
 )
 @user_errors
@@ -104,9 +102,6 @@ def resolve_(c, driver=None, cuda=None, framework=None, torch=None, tensorflow=N
     """Choose the stack (CUDA, base image, framework build, Python) for this host, your wishes and the team's invoke.yaml."""
     from gpuenv.stack_view import format_stack
 
-    request = stack_request(
-        c, driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch,
-        strict_driver=strict_driver, wheelhouse=wheelhouse,
-    )
+    request = stack_request(c, **stack_options(locals()))
     stack = resolve(request)
     print(json.dumps(stack.to_dict(), indent=2) if json_ else format_stack(stack))

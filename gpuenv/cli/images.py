@@ -9,7 +9,7 @@ from pathlib import Path
 from invoke.exceptions import Exit
 
 from gpuenv.cli.common import (
-    OUTPUT_HELP, STACK_HELP, STRICT_DRIVER_HELP, image_or_stack, is_dry, reporter, resolve, stack_request, task, team_settings,
+    OUTPUT_HELP, STACK_HELP, image_or_stack, is_dry, reporter, resolve, stack_options, stack_request, task, team_settings,
     user_errors,
 )
 
@@ -19,9 +19,9 @@ _BUILD_HELP = {
     "tag": "an extra tag for the image, e.g. myteam/torch:prod (it always gets gpuenv/<stack>:<lock-hash> and :latest)",
     "no_cache": "rebuild every layer instead of reusing the engine's build cache",
     "ca_cert": "CA bundle (PEM) trusted for HTTPS during the build, e.g. a corporate proxy's; it stays out of every layer of the image",
-    "wheelhouse": "folder of .whl files installed from before any index (air-gapped servers); also used to lock when the lock is missing",
+    "wheelhouse": "folder of .whl files installed from before any index; when it holds every wheel of the lock the build asks "
+    "no index and runs without network (air-gapped servers); also used to lock when the lock is missing (default: invoke.yaml gpuenv.wheelhouse)",
     "backend": "lock backend when the lock is missing: conda-lock or uv (default: invoke.yaml gpuenv.backend, else conda-lock; uv when a wheelhouse folder is given)",
-    "strict_driver": STRICT_DRIVER_HELP,
     "team_file": "the team's extra packages, when the lock is missing (default: envs/team.yml)",
     **OUTPUT_HELP,
 }
@@ -72,9 +72,8 @@ def build(
 
     # Every option is checked before anything slow: resolving, locking, the engine.
     images.check_build_options(tag=tag, ca_cert=ca_cert, wheelhouse=wheelhouse, team_file=team_file, backend=backend)
-    request = stack_request(c, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python,
-                            driver=driver, gpu_arch=gpu_arch, backend=backend, base_image=base_image,
-                            strict_driver=strict_driver, wheelhouse=wheelhouse)
+    request = stack_request(c, **stack_options(locals()), backend=backend, base_image=base_image)
+    wheelhouse = request.wheelhouse
     report = reporter(verbose, quiet)
     stack = resolve(request)
     lock_dir = lock_directory(stack)
@@ -137,7 +136,8 @@ def _plan_without_lock(images, stack, lock_dir, backend: str, options: dict):
     }
 )
 @user_errors
-def push(c, registry=None, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None, verbose=False, quiet=False):
+def push(c, registry=None, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None,
+         strict_driver=False, wheelhouse=None, verbose=False, quiet=False):
     """Push the stack's image (built from its current lock) to a registry; prints HOST/gpuenv/<stack>@sha256:... to share."""
     from gpuenv import share
     from gpuenv.config import parse_registry
@@ -151,7 +151,7 @@ def push(c, registry=None, cuda=None, framework=None, torch=None, tensorflow=Non
         host = settings.registry
     else:
         raise BadInput("no registry given", fix="pass --registry HOST[:PORT], or set gpuenv.registry in invoke.yaml")
-    request = stack_request(c, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, driver=driver, gpu_arch=gpu_arch)
+    request = stack_request(c, **stack_options(locals()))
     report = reporter(verbose, quiet)
     stack = resolve(request)
     plan = share.plan_push(stack, lock_directory(stack), host)
@@ -170,8 +170,8 @@ def push(c, registry=None, cuda=None, framework=None, torch=None, tensorflow=Non
         "image": _IMAGE_HELP,
         "gpus": "GPUs given to the container: all, none, or indices/UUIDs like 0,1 (default: all; none for a CPU stack)",
         "shm_size": "size of /dev/shm for data loaders and NCCL (default: 8g)",
-        "strict_driver": STRICT_DRIVER_HELP,
-        "wheelhouse": "the wheel folder the image was built with (`invoke build --wheelhouse`), so the same stack is chosen",
+        "wheelhouse": "the wheel folder the image was built with (`invoke build --wheelhouse`), so the same stack is chosen "
+        "(default: invoke.yaml gpuenv.wheelhouse)",
         **OUTPUT_HELP,
     }
 )
@@ -191,9 +191,7 @@ def run(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, 
         engine.parse_gpus(gpus)  # checked before the stack is resolved or the engine asked
     if shm_size is not None:
         engine.parse_shm_size(shm_size)
-    ref, _name, cpu = image_or_stack(c, image, dict(cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python,
-                                         driver=driver, gpu_arch=gpu_arch, strict_driver=strict_driver, wheelhouse=wheelhouse),
-                          verbose, quiet)
+    ref, _name, cpu = image_or_stack(c, image, stack_options(locals()), verbose, quiet)
     # A CPU stack asks for no GPU by default: it then runs on hosts without the NVIDIA runtime.
     gpus = gpus if gpus is not None else ("none" if cpu else "all")
     if is_dry(c):
