@@ -20,14 +20,27 @@ def settings_report(c) -> dict:
 
 
 def team_stack_report(c) -> dict:
-    """The stack every task resolves from the team's settings alone (no command-line options)."""
+    """The stack every task resolves from the team's settings alone (no command-line options), and
+    whether the team pinned it (the same stack on every server) or it floats (resolved per host)."""
     from gpuenv.errors import GpuenvError
 
     try:
-        stack = resolve(stack_request(c))
+        request = stack_request(c)
+        pinned = request.pinned
+        stack = resolve(request)
     except GpuenvError as err:
         return {"available": False, "why": err.render()}
-    return {"available": True, **stack.to_dict()}
+    return {"available": True, "pinned": pinned, **stack.to_dict()}
+
+
+def format_team_stack(team: dict) -> str:
+    if not team.get("available"):
+        return f"team      no stack: {team['why']}"
+    line = f"team      {team['stack_id']}  base {team['base_image']}  ({team['pip_requirement']}): what tasks build with no stack options"
+    if team.get("pinned"):
+        return line + "\n          pinned (invoke.yaml): every server addresses this stack; a driver that cannot run it is an error"
+    return (line + "\n          the stack floats: each host resolves its own from its driver and the data; pin gpuenv.cuda, "
+            "gpuenv.python and gpuenv.torch (or tensorflow) in invoke.yaml for one stack everywhere")
 
 
 def format_settings(report: dict) -> str:
@@ -42,7 +55,9 @@ def format_settings(report: dict) -> str:
 @task(help={"json": "print the report as JSON instead of a table"})
 @user_errors
 def doctor(c, json_=False):
-    """The host as seen from here: driver, GPUs, Docker and NVIDIA runtime, the team's settings and where each came from, and the recommended stack."""
+    """The host as seen from here: driver, GPUs, Docker and NVIDIA runtime, the team's settings and where each came from, and the recommended stack (exit 2 when the settings are invalid)."""
+    from invoke.exceptions import Exit
+
     from gpuenv.doctor import collect_report, format_report
 
     report = collect_report()
@@ -50,11 +65,10 @@ def doctor(c, json_=False):
     report["team_stack"] = team_stack_report(c) if report["settings"].get("available") else {"available": False, "why": "the settings cannot be used"}
     if json_:
         print(json.dumps(report, indent=2))
-        return
-    team = report["team_stack"]
-    line = (f"team      {team['stack_id']}  base {team['base_image']}  ({team['pip_requirement']}): what tasks build with no stack options"
-            if team.get("available") else f"team      no stack: {team['why']}")
-    print(format_report(report) + "\n" + format_settings(report["settings"]) + "\n" + line)
+    else:
+        print(format_report(report) + "\n" + format_settings(report["settings"]) + "\n" + format_team_stack(report["team_stack"]))
+    if not report["settings"].get("available"):
+        raise Exit(f"gpuenv: the settings are invalid: {report['settings']['why']}", code=2)
 
 
 @task(
