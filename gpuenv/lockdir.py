@@ -59,6 +59,8 @@ class LockedPackage:
     manager: str  # "conda" or "pip"
     platform: str
     build: str = ""
+    #: The sha256 hashes a uv lock allows for this pin (every file of the release), for the wheelhouse check.
+    hashes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -271,7 +273,8 @@ def read_requirements_lock(path: Path, platform: str = "linux-64") -> list[Locke
         if "--hash=sha256:" not in text:
             raise DataError(f"{path}: {head} has no hash", fix=RELOCK)
         name, _, version = head.partition("==")
-        packages.append(LockedPackage(name=canonicalize_name(name), version=version, manager="pip", platform=platform))
+        hashes = tuple(re.findall(r"--hash=sha256:([0-9a-f]{64})", text))
+        packages.append(LockedPackage(name=canonicalize_name(name), version=version, manager="pip", platform=platform, hashes=hashes))
         entry.clear()
 
     for raw in _text(path).splitlines():

@@ -110,6 +110,22 @@ def export(c, cuda=None, framework=None, torch=None, tensorflow=None, python=Non
     print(f"wrote {result.path} for {stack.stack_id}, {how}")
 
 
+def _no_index_when_complete(plan, offline: bool):
+    """The install plan asking no index when its wheelhouse holds every locked wheel; with
+    --offline, every missing wheel named in one line before anything is installed."""
+    import dataclasses
+    import platform
+
+    from gpuenv import wheelhouse
+
+    if plan.wheelhouse is None or plan.lock.backend != "uv":
+        return plan
+    cover = wheelhouse.lock_coverage(plan.lock.path, plan.wheelhouse, python=plan.stack.python, arch=platform.machine())
+    if offline:
+        wheelhouse.require_complete(cover)
+    return dataclasses.replace(plan, offline=True) if cover.complete else plan
+
+
 @task(
     help={
         **STACK_HELP,
@@ -144,10 +160,12 @@ def install(
         if recorded and Path(recorded).is_dir():
             wheels = Path(recorded)
     plan = installer.plan_install(stack, lock_dir, Path(prefix), wheelhouse=wheels, offline=offline)
+    plan = _no_index_when_complete(plan, offline)
     if is_dry(c):
         state = "holds this lock: nothing would be done" if installer.is_current(plan) and not force else "would be (re)installed"
         print(f"stack: {stack.stack_id}\nlock: {plan.lock.path} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})\n"
-              f"prefix: {plan.prefix} ({state})\nwheelhouse: {plan.wheelhouse or 'none'}")
+              f"prefix: {plan.prefix} ({state})\nwheelhouse: {plan.wheelhouse or 'none'}"
+              f"{' (holds every locked wheel: no index is asked)' if plan.offline else ''}")
         return
     with report:
         report.say(f"stack: {stack.stack_id}; lock {plan.lock.path.name} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})")
