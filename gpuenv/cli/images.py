@@ -23,6 +23,8 @@ _BUILD_HELP = {
     "no index and runs without network (air-gapped servers); also used to lock when the lock is missing (default: invoke.yaml gpuenv.wheelhouse)",
     "backend": "lock backend when the lock is missing: conda-lock or uv (default: invoke.yaml gpuenv.backend, else conda-lock; uv when a wheelhouse folder is given)",
     "team_file": "the team's extra packages, when the lock is missing (default: envs/team.yml)",
+    "offline": "ask no index and build with no network: every wheel of the (uv) lock must be in --wheelhouse (the missing ones "
+    "are named first), the lock and the base image must be here (a complete wheelhouse does this without --offline too)",
     **OUTPUT_HELP,
 }
 _IMAGE_HELP = "run in this image instead of the stack's, e.g. HOST/gpuenv/<stack>@sha256:... as invoke push printed it; pulled (by digest) when missing"
@@ -51,8 +53,12 @@ def _build_plan_text(plan, lock_missing: bool) -> str:
         lines.append(f"lock: {plan.lock.path} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})")
     lines.append(f"base image: {plan.base_image}")
     lines.append(f"tags: {', '.join(plan.tags)}")
+    if plan.no_index:
+        lines.append(f"network: none (the wheelhouse {plan.wheelhouse} holds every wheel of the lock)")
     lines.append("build arguments:")
     lines += [f"  {k}={v}" for k, v in sorted(plan.buildargs.items())]
+    lines.append("labels:")
+    lines += [f"  {k}={v}" for k, v in sorted(plan.labels.items())]
     lines.append(f"Dockerfile ({plan.docker_dir / 'Dockerfile'}):")
     lines += [f"  {line}" for line in (plan.docker_dir / "Dockerfile").read_text(encoding="utf-8").splitlines()]
     lines.append("nothing was built (--dry)")
@@ -64,7 +70,7 @@ def _build_plan_text(plan, lock_missing: bool) -> str:
 def build(
     c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None,
     base_image=None, tag=None, no_cache=False, ca_cert=None, wheelhouse=None, backend=None, team_file=None, strict_driver=False,
-    verbose=False, quiet=False,
+    offline=False, verbose=False, quiet=False,
 ):
     """Build the stack's image from its lock (locking first when there is none) and tag it."""
     from gpuenv import images, lockdir
@@ -79,13 +85,18 @@ def build(
     lock_dir = lock_directory(stack)
     lock_missing = not lockdir.has_lock(lock_dir)
     lock_backend = request.backend or ("uv" if wheelhouse else "conda-lock")
+    if offline and lock_missing:
+        from gpuenv.errors import BadInput
+
+        raise BadInput(f"--offline: there is no lock in {lock_dir}, and locking needs an index",
+                       fix="run invoke lock (same stack options, --backend uv) where PyPI answers, then carry envs/locks/ here")
     options = dict(base_image=request.base_image, tag=tag, ca_cert=Path(ca_cert) if ca_cert else None,
                    wheelhouse=Path(wheelhouse) if wheelhouse else None, nocache=no_cache)
     if is_dry(c):
         if lock_missing:
             plan = _plan_without_lock(images, stack, lock_dir, lock_backend, options)
         else:
-            plan = images.plan_build(stack, lock_dir, **options)
+            plan = images.plan_build(stack, lock_dir, offline=offline, **options)
         print(_build_plan_text(plan, lock_missing))
         return
     with report:
@@ -102,14 +113,17 @@ def build(
                 team_file=Path(team_file) if team_file else None,
                 progress=report.phase,
             )
-        plan = images.plan_build(stack, lock_dir, **options)
+        plan = images.plan_build(stack, lock_dir, offline=offline, **options)
         report.say(f"lock: {plan.lock.path} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})")
         report.say(f"base image: {plan.base_image}")
+        if plan.no_index:
+            report.say(f"wheelhouse {plan.wheelhouse} holds every wheel of the lock: no index, and no network during the build")
         plan = images.supply_tools(plan, progress=report.phase)
         report.phase("sending the build context")
         result = images.build_stack_image(plan, progress=report.output)
     image = result.image
-    lines = [f"built {image.id}", f"tags: {', '.join(plan.tags)}", f"size: {images.format_size(image.size)}", "labels:"]
+    first = f"unchanged: reused {image.id} (same lock and inputs: every step came from the build cache)" if result.reused else f"built {image.id}"
+    lines = [first, f"tags: {', '.join(plan.tags)}", f"size: {images.format_size(image.size)}", "labels:"]
     lines += [f"  {key}={image.labels[key]}" for key in sorted(image.labels) if key != images.LABEL_PREFIX + "stack_json"]
     report.result("\n".join(lines))
 
@@ -123,7 +137,8 @@ def _plan_without_lock(images, stack, lock_dir, backend: str, options: dict):
         stack=stack, lock=placeholder, lock_dir=lock_dir, base_image=options["base_image"] or stack.base_image,
         tags=images.image_tags(stack, placeholder.sha256, [options["tag"]] if options["tag"] else []),
         buildargs=images.build_args(stack, placeholder, base_image=options["base_image"]),
-        labels=images.image_labels(stack, placeholder.sha256, placeholder.backend),
+        labels={**images.image_labels(stack, placeholder.sha256, placeholder.backend),
+                **images.oci_labels(stack, placeholder, options["base_image"] or stack.base_image)},
     )
     return replace(probe, tags=[t.replace("0" * images.TAG_HASH_LENGTH, "<lock-hash>") for t in probe.tags])
 
