@@ -13,6 +13,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import dockercases
 import pytest
 
 from imagecases import BASE_IMAGE, CA_MARKER, FIXTURES, HOST_CA_BUNDLE, ROOT, WHEELHOUSE, build_args, run_task
@@ -102,4 +103,4 @@ def cpu_image(base_image, cpu_lock, cpu_stack, ca_bundle, locks_root):
     engine.remove_image(info.id)
     if not os.environ.get("GPUENV_TEST_KEEP_BUILD_CACHE"):
         # The install stage's image (untagged build cache): kept only when asked, for fast reruns.
-        engine.remove_untagged_since(since)
+        dockercases.remove_untagged_since(since)

@@ -11,11 +11,11 @@ import io
 import json
 import os
 import tarfile
-import time
 import uuid
 
 import pytest
 
+from dockercases import containers_labelled
 from imagecases import run_task
 
 pytestmark = pytest.mark.docker
@@ -121,12 +121,12 @@ def test_errors_name_the_image_by_its_tag_not_its_sha256(tiny_build, tmp_path):
         pytest.skip("this engine has the NVIDIA runtime: the GPU request that fails here would be granted")
     tag = f"gpuenv-safety-test/run:{uuid.uuid4().hex[:8]}"
     image = tiny_build([tag]).image
-    since = time.time()
+    mine = image.labels["gpuenv.safety-test"]  # this image's own: its containers carry it, no one else's do
     with pytest.raises(ToolError) as caught:  # the engine cannot give GPUs: the run fails at start
         engine.run_container(image.id, ["true"], gpus="0", workdir_mount=tmp_path, stream=lambda _t: None)
     assert caught.value.render().startswith(f"could not run {tag}: "), caught.value.render()
     assert "sha256" not in caught.value.render()
-    assert engine.containers_created_since(since) == []
+    assert containers_labelled("gpuenv.safety-test", mine) == [], "the failed run left its container"
 
 
 def test_invoke_run_on_a_cpu_stack_asks_for_no_gpu_by_default(tiny_build, tmp_path):
@@ -135,12 +135,11 @@ def test_invoke_run_on_a_cpu_stack_asks_for_no_gpu_by_default(tiny_build, tmp_pa
 
     if "nvidia" in engine.engine_runtimes():
         pytest.skip("this engine has the NVIDIA runtime: a GPU request would be granted, which proves nothing here")
-    tiny_build([f"gpuenv-safety-test/{STACK_ID}:{uuid.uuid4().hex[:8]}"], labels={"io.gpuenv.stack": STACK_ID})
-    since = time.time()
+    mine = tiny_build([f"gpuenv-safety-test/{STACK_ID}:{uuid.uuid4().hex[:8]}"], labels={"io.gpuenv.stack": STACK_ID}).image.labels["gpuenv.safety-test"]
     done = run_task("run", *STACK_ARGS, "--", "sh", "-c", "echo visible=$NVIDIA_VISIBLE_DEVICES", cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "visible=void" in done.stdout
     # and asking explicitly still asks, and says why the engine cannot
     done = run_task("run", *STACK_ARGS, "--gpus", "all", "--", "true", cwd=tmp_path, timeout=300)
     assert done.returncode == 1 and "NVIDIA Container Toolkit" in done.stderr
-    assert engine.containers_created_since(since) == []
+    assert containers_labelled("gpuenv.safety-test", mine) == []
