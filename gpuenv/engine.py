@@ -1,19 +1,32 @@
-"""The Docker engine, through the Docker SDK for Python: the only module that imports `docker`.
+"""Docker engines, through the Docker SDK for Python: the only gpuenv module that imports `docker`
+(and paramiko, the SDK's SSH transport). tests/test_engine_owner.py keeps that true.
 
-A thin layer that turns the SDK's exceptions and streams into gpuenv errors with the fix in the
-message. It builds with the classic builder (the SDK cannot drive BuildKit), tags only after a
-build succeeded, and removes every container it starts.
+An `Engine` wraps one `docker.DockerClient` and serves every call made of that engine, as the
+SDK's own `DockerClient` wraps one `APIClient`: `Engine.local()` for this machine's engine
+(DOCKER_HOST and friends honoured) and `Engine.connect("ssh://user@host")` for a remote one.
+Every wait is bounded: the SSH connect, the API handshake (a version is given, never negotiated
+without a limit) and every read. The SDK's exceptions and streams become gpuenv errors with the
+fix in the message. Builds use the classic builder (the SDK cannot drive BuildKit) and tag only
+after a build succeeded; every container started here is removed.
+
+The module-level functions below are thin wrappers over the local engine, kept because most
+callers only ever talk to this machine.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+import socket
 import sys
+import threading
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator
+from urllib.parse import urlsplit
 
 from gpuenv.errors import BadInput, GpuenvError, ToolError
 
@@ -25,9 +38,39 @@ DEFAULT_SHM_SIZE = "8g"
 #: Where `run_container` mounts the folder it is given.
 WORKDIR_IN_CONTAINER = "/workspace"
 ENGINE_FIX = "start the Docker engine (sudo systemctl start docker, or sudo scripts/install-docker.sh) or set DOCKER_HOST"
+#: Seconds for the SDK's reads of the local engine (a call that streams nothing for this long fails).
+READ_TIMEOUT = 60
+#: Seconds to reach a remote engine: the TCP connect, SSH banner, key exchange and login, and then
+#: `docker version` over that connection, each within this limit.
+CONNECT_TIMEOUT = 20
+#: Longest a pull may take in all when the caller gives no deadline of its own.
+PULL_LIMIT = 2 * 3600
 _STEP = re.compile(r"^Step \d+/\d+ : ")
 _BUILT = re.compile(r"Successfully built ([0-9a-f]{12,64})")
 _TLS_FAILURE = re.compile(r"CERTIFICATE_VERIFY_FAILED|invalid peer certificate|UnknownIssuer|certificate verify failed", re.I)
+
+# Why a remote engine cannot be used (EngineUnavailable.cause); the fleet maps each to a status.
+UNREACHABLE = "unreachable"
+AUTH_REFUSED = "auth refused"
+NO_DOCKER = "no docker"
+ENGINE_NOT_ANSWERING = "engine not answering"
+
+
+class EngineUnavailable(ToolError):
+    """A remote engine cannot be used; `cause` says which step failed (UNREACHABLE, AUTH_REFUSED,
+    NO_DOCKER, ENGINE_NOT_ANSWERING) so a fleet can report each in its own words."""
+
+    def __init__(self, cause: str, message: str, *, fix: str | None = None) -> None:
+        self.cause = cause
+        super().__init__(message, fix=fix)
+
+
+class GpuRuntimeError(ToolError):
+    """The engine could not give GPUs to a container; `cause` names why (see gpu_runtime_problem)."""
+
+    def __init__(self, cause: str, message: str, *, fix: str | None = None) -> None:
+        self.cause = cause
+        super().__init__(message, fix=fix)
 
 
 @dataclass(frozen=True)
@@ -49,22 +92,6 @@ class BuildResult:
     log: list[str]
 
 
-def client(timeout: int = 60) -> Any:
-    """A Docker SDK client that has answered a ping (DOCKER_HOST and friends are honoured).
-
-    `timeout` is the SDK's read timeout: calls that stream large data (saving an image) need more.
-    """
-    import docker
-
-    where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-    try:
-        cli = docker.from_env(timeout=timeout)
-        cli.ping()
-    except Exception as err:  # DockerException, or requests' connection errors that ping lets through
-        raise ToolError(f"the Docker engine at {where} does not answer ({_short(err)})", fix=ENGINE_FIX) from None
-    return cli
-
-
 def _short(err: BaseException) -> str:
     text = str(getattr(err, "explanation", None) or err).strip().splitlines()
     return text[-1][:300] if text else type(err).__name__
@@ -81,176 +108,833 @@ def _info(image: Any) -> ImageInfo:
     )
 
 
-# ---------------------------------------------------------------- images
+def _print(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
 
 
-def image_info(ref: str) -> ImageInfo | None:
-    """The local image `ref` (name:tag or id), or None when the engine has no such image."""
-    from docker.errors import ImageNotFound
-
-    try:
-        return _info(client().images.get(ref))
-    except ImageNotFound:
-        return None
-
-
-def find_images(labels: dict[str, str | None]) -> list[ImageInfo]:
-    """Local images carrying all `labels` (a None value matches any value of that label)."""
-    filters = [k if v is None else f"{k}={v}" for k, v in labels.items()]
-    return [_info(img) for img in client().images.list(filters={"label": filters})]
-
-
-def remove_image(ref: str) -> None:
-    """Remove a local image and its tags (used by tests and benchmarks to clean up)."""
-    from docker.errors import ImageNotFound
+def _quietly(action: Callable[[], Any]) -> None:
+    from docker.errors import DockerException
 
     try:
-        client().images.remove(ref, force=True)
-    except ImageNotFound:
+        action()
+    except (DockerException, OSError, _transport_errors()):
         pass
 
 
-def image_history(ref: str) -> list[dict[str, Any]]:
-    """The layer history of an image (CreatedBy, Size, ...) as the engine reports it."""
-    return client().api.history(ref)
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    """What a read or connect below the SDK raises when the wire fails or times out."""
+    import requests
+    import urllib3
+
+    return (requests.RequestException, urllib3.exceptions.HTTPError, OSError, EOFError)
 
 
-def build_image(
-    context: IO[bytes],
-    *,
-    dockerfile: str,
-    tags: list[str],
-    buildargs: dict[str, str],
-    nocache: bool = False,
-    progress: Progress | None = None,
-) -> BuildResult:
-    """Build from a tar build context with the classic builder; tag only when it succeeded.
+def _quiet_paramiko() -> None:
+    """paramiko logs a traceback per failed connection from its transport thread; its errors reach
+    us as exceptions with their reason, so only its critical records are worth printing."""
+    logging.getLogger("paramiko").setLevel(logging.CRITICAL)
 
-    Failure is read from the stream (an `error` record, or no image id at the end) and raises
-    ToolError with the failing step and the engine's reason; nothing is tagged then. forcerm
-    removes the intermediate containers of failed steps. On KeyboardInterrupt the connection is
-    closed, which makes the engine cancel the build, and the interrupt propagates untagged.
-    """
-    from docker.errors import APIError
 
-    emit = progress or _print
-    cli = client()
-    log: list[str] = []
-    step = ""
-    image_id: str | None = None
-    try:
-        stream = cli.api.build(
-            fileobj=context,
-            custom_context=True,
-            dockerfile=dockerfile,
-            buildargs=buildargs,
-            nocache=nocache,
-            rm=True,
-            forcerm=True,
-            pull=False,
-            decode=True,
-        )
-        for record in stream:
-            if "error" in record or "errorDetail" in record:
-                reason = (record.get("errorDetail") or {}).get("message") or record.get("error", "")
+# ---------------------------------------------------------------- reaching an engine
+
+
+@dataclass(frozen=True)
+class SshTarget:
+    """Where `ssh://user@host:port` really goes, after ~/.ssh/config (as the SDK reads it)."""
+
+    alias: str
+    hostname: str
+    port: int
+    username: str | None
+    key_filename: Any = None
+    proxy_command: str | None = None
+
+
+def ssh_target(url: str) -> SshTarget:
+    """Read ~/.ssh/config the way the SDK's paramiko transport does (HostName, Port, User,
+    IdentityFile, ProxyCommand), so the bounded probe goes where the SDK will go."""
+    import paramiko
+
+    parts = urlsplit(url)
+    alias = parts.hostname or ""
+    params: dict[str, Any] = {"hostname": alias, "port": parts.port, "username": parts.username}
+    config_file = os.path.expanduser("~/.ssh/config")
+    proxy = None
+    if os.path.exists(config_file):
+        conf = paramiko.SSHConfig()
+        with open(config_file) as handle:
+            conf.parse(handle)
+        host = conf.lookup(alias)
+        proxy = host.get("proxycommand")
+        params["hostname"] = host.get("hostname", alias)
+        if parts.port is None and "port" in host:
+            params["port"] = int(host["port"])
+        if parts.username is None and "user" in host:
+            params["username"] = host["user"]
+        params["key_filename"] = host.get("identityfile")
+    return SshTarget(alias, params["hostname"], int(params["port"] or 22), params["username"], params.get("key_filename"), proxy)
+
+
+def ssh_problem(target: SshTarget, err: BaseException, limit: float) -> EngineUnavailable:
+    """The cause and the fix of a failed SSH connect (pure: the exception decides)."""
+    name = type(err).__name__
+    text = _short(err)
+    where = f"{target.hostname}:{target.port}"
+    keyscan = f"ssh-keyscan -p {target.port} {target.hostname}" if target.port != 22 else f"ssh-keyscan {target.hostname}"
+    if name == "BadHostKeyException":
+        return EngineUnavailable(AUTH_REFUSED, f"SSH host key of {target.hostname} changed ({text})",
+                                 fix="check the server, then fix its line in ~/.ssh/known_hosts")
+    if "known_hosts" in text:
+        return EngineUnavailable(AUTH_REFUSED, f"SSH host key of {target.hostname} is unknown ({text})",
+                                 fix=f"check it, then add it with {keyscan} >> ~/.ssh/known_hosts")
+    if name in ("AuthenticationException", "BadAuthenticationType", "PasswordRequiredException") or "authentication methods" in text:
+        return EngineUnavailable(AUTH_REFUSED, f"SSH login to {where} as {target.username or 'this user'} refused ({text})",
+                                 fix="give this user's key (ssh-copy-id, or IdentityFile in ~/.ssh/config)")
+    if isinstance(err, socket.gaierror):
+        return EngineUnavailable(UNREACHABLE, f"cannot reach {target.hostname} over SSH: the name does not resolve ({text})",
+                                 fix="check the host name (or its HostName in ~/.ssh/config)")
+    if isinstance(err, (TimeoutError, socket.timeout)) or "timed out" in text.lower():
+        return EngineUnavailable(UNREACHABLE, f"cannot reach {where} over SSH: no answer within {limit:.0f}s",
+                                 fix="the host is down or a firewall drops the packets; check it, or drop it from --hosts")
+    if "banner" in text.lower():
+        return EngineUnavailable(UNREACHABLE, f"cannot reach {where} over SSH: no SSH greeting within {limit:.0f}s ({text})",
+                                 fix="check that sshd runs on that port and is not overloaded")
+    if "refused" in text.lower() or "Unable to connect" in text:
+        return EngineUnavailable(UNREACHABLE, f"cannot reach {where} over SSH: connection refused",
+                                 fix="check that sshd runs there and the port is right")
+    return EngineUnavailable(UNREACHABLE, f"cannot reach {target.hostname} over SSH ({name}: {text})",
+                             fix="try ssh to it by hand to see why")
+
+
+#: Run over SSH before the SDK is given the host: `docker` must be on the login's PATH (the SDK
+#: runs `docker system dial-stdio` there) and its engine must answer; prints the engine's API version.
+_REMOTE_PROBE = "command -v docker >/dev/null 2>&1 || exit 127; exec docker version --format '{{.Server.APIVersion}}'"
+
+
+def remote_engine_problem(target: SshTarget, status: int | None, out: str, err: str, limit: float) -> EngineUnavailable | None:
+    """Why the remote `docker version` did not give an API version (pure), or None when it did."""
+    who = f"{target.username}@{target.hostname}" if target.username else target.hostname
+    last = (err.strip().splitlines() or [""])[-1][:300]
+    if status is None:
+        return EngineUnavailable(ENGINE_NOT_ANSWERING, f"SSH to {who} works but its Docker engine did not answer within {limit:.0f}s",
+                                 fix="the engine hangs: look at dockerd there (systemctl status docker, journalctl -u docker) and restart it")
+    if status == 127:
+        return EngineUnavailable(NO_DOCKER, f"SSH to {who} works but there is no `docker` command on its PATH",
+                                 fix="install Docker there (the SDK runs `docker system dial-stdio` over SSH), or put docker on that user's PATH")
+    if status == 0 and re.fullmatch(r"\d+\.\d+", out.strip()):
+        return None
+    if "permission denied" in err.lower():
+        return EngineUnavailable(ENGINE_NOT_ANSWERING, f"SSH to {who} works but that user may not use its Docker engine ({last})",
+                                 fix="add the user to the docker group there (sudo usermod -aG docker USER), then log in again")
+    return EngineUnavailable(ENGINE_NOT_ANSWERING, f"SSH to {who} works but its Docker engine does not answer ({last or f'docker version exited {status}'})",
+                             fix="start dockerd there (sudo systemctl start docker)")
+
+
+def bounded_call(action: Callable[[], Any], seconds: float, on_late: Callable[[Any], None]) -> tuple[bool, Any]:
+    """Run `action` in a daemon thread for at most `seconds`: (True, result) or (False, None).
+
+    For the few SDK calls that take no timeout of their own; when one returns after we gave up,
+    `on_late` gets its result (to close it) and the thread ends."""
+    box: dict[str, Any] = {}
+    gave_up = threading.Event()
+    lock = threading.Lock()
+
+    def run() -> None:
+        try:
+            value = action()
+        except BaseException as err:  # handed to the caller
+            box["error"] = err
+            return
+        with lock:
+            if gave_up.is_set():
+                on_late(value)
+            else:
+                box["value"] = value
+
+    thread = threading.Thread(target=run, daemon=True, name="gpuenv-engine-connect")
+    thread.start()
+    thread.join(seconds)
+    with lock:
+        if thread.is_alive():
+            gave_up.set()
+            return False, None
+    if "error" in box:
+        raise box["error"]
+    return True, box.get("value")
+
+
+class Engine:
+    """One Docker engine and the one SDK client that serves every call made of it."""
+
+    def __init__(self, client: Any, where: str, *, remote: bool = False) -> None:
+        self.client = client  # docker.DockerClient
+        self.where = where
+        self.remote = remote
+        self._closed = False
+
+    # ------------------------------------------------------------ construction
+
+    @classmethod
+    def local(cls, timeout: float = READ_TIMEOUT) -> "Engine":
+        """This machine's engine (DOCKER_HOST honoured), after it answered a ping.
+
+        `timeout` is the SDK's read timeout: calls that stream large data (saving an image) need more.
+        """
+        import docker
+
+        where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+        try:
+            cli = docker.from_env(timeout=timeout)
+            cli.ping()
+        except Exception as err:  # DockerException, or requests' connection errors that ping lets through
+            raise ToolError(f"the Docker engine at {where} does not answer ({_short(err)})", fix=ENGINE_FIX) from None
+        return cls(cli, where)
+
+    @classmethod
+    def connect(cls, url: str, *, connect_timeout: float = CONNECT_TIMEOUT, read_timeout: float = READ_TIMEOUT) -> "Engine":
+        """The engine behind `ssh://user@host[:port]`, or EngineUnavailable with the step that failed.
+
+        The SDK's paramiko connect takes no timeout and its constructor negotiates the API version
+        with no limit of its own, so first a bounded SSH login of our own runs `docker version`
+        there (unreachable, login refused, no docker, engine not answering each say so within
+        `connect_timeout`), then the SDK is given that API version and its connect is bounded too.
+        """
+        import docker
+        import paramiko
+
+        _quiet_paramiko()
+        target = ssh_target(url)
+        version = _probe_remote(target, connect_timeout)
+
+        def make() -> Any:
+            return docker.DockerClient(base_url=url, version=version, timeout=read_timeout, use_ssh_client=False)
+
+        try:
+            done, client = bounded_call(make, connect_timeout, on_late=lambda late: _quietly(late.close))
+        except (paramiko.SSHException, *_transport_errors()) as err:
+            raise ssh_problem(target, err, connect_timeout) from None
+        except docker.errors.DockerException as err:
+            raise EngineUnavailable(ENGINE_NOT_ANSWERING, f"the Docker engine behind {url} refused the SDK ({_short(err)})",
+                                    fix="check dockerd there") from None
+        if not done:
+            raise EngineUnavailable(UNREACHABLE, f"cannot reach {target.hostname}:{target.port} over SSH: the SDK's connection "
+                                    f"did not open within {connect_timeout:.0f}s", fix="check the host and its sshd")
+        engine = cls(client, url, remote=True)
+        try:
+            client.ping()
+        except Exception as err:
+            engine.close()
+            raise EngineUnavailable(ENGINE_NOT_ANSWERING, f"SSH to {target.hostname} works but its Docker engine does not answer "
+                                    f"the SDK ({_short(err)})", fix="look at dockerd there and restart it") from None
+        return engine
+
+    def close(self) -> None:
+        """Drop the connection (and, for ssh://, the SSH session): every read in flight on it ends."""
+        self._closed = True
+        _quietly(self.client.close)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ daemon
+
+    def info(self) -> dict[str, Any]:
+        """The engine's `docker info` record (version, runtimes, CDI spec folders, ...)."""
+        return self.client.info()
+
+    def runtimes(self) -> list[str]:
+        """The container runtimes the engine knows (e.g. runc, nvidia)."""
+        return sorted((self.info().get("Runtimes") or {}).keys())
+
+    def architecture(self) -> str:
+        """The engine's CPU architecture as `docker info` reports it (x86_64, aarch64): the image's."""
+        return str(self.info().get("Architecture") or "unknown")
+
+    # ------------------------------------------------------------ images
+
+    def image_info(self, ref: str) -> ImageInfo | None:
+        """The image `ref` (name:tag or id) on this engine, or None when it has no such image."""
+        from docker.errors import ImageNotFound
+
+        try:
+            return _info(self.client.images.get(ref))
+        except ImageNotFound:
+            return None
+
+    def find_images(self, labels: dict[str, str | None]) -> list[ImageInfo]:
+        """Images carrying all `labels` (a None value matches any value of that label)."""
+        filters = [k if v is None else f"{k}={v}" for k, v in labels.items()]
+        return [_info(img) for img in self.client.images.list(filters={"label": filters})]
+
+    def remove_image(self, ref: str) -> None:
+        """Remove an image and its tags (used by tests and benchmarks to clean up)."""
+        from docker.errors import ImageNotFound
+
+        try:
+            self.client.images.remove(ref, force=True)
+        except ImageNotFound:
+            pass
+
+    def untag(self, ref: str) -> None:
+        """Remove one tag; the image stays if other tags hold it."""
+        from docker.errors import ImageNotFound
+
+        try:
+            self.client.api.remove_image(ref, noprune=True)
+        except ImageNotFound:
+            pass
+
+    def image_history(self, ref: str) -> list[dict[str, Any]]:
+        """The layer history of an image (CreatedBy, Size, ...) as the engine reports it."""
+        return self.client.api.history(ref)
+
+    def repo_digests(self, ref: str) -> list[str]:
+        """The `name@sha256:...` references the engine knows for an image (empty if none)."""
+        from docker.errors import ImageNotFound
+
+        try:
+            return list(self.client.images.get(ref).attrs.get("RepoDigests") or [])
+        except ImageNotFound:
+            return []
+
+    def image_name(self, ref: str) -> str:
+        """How a message names an image: by a tag when it has one, else by its short id (never sha256:...)."""
+        if not re.fullmatch(r"(sha256:)?[0-9a-f]{12,64}", ref):
+            return ref  # already a name
+        try:
+            info = self.image_info(ref)
+        except (GpuenvError, *_transport_errors()):
+            info = None
+        if info is not None and info.tags:
+            return sorted(info.tags, key=lambda t: (t.endswith(":latest"), t))[0]
+        return ref.removeprefix("sha256:")[:12]
+
+    def tag_all_or_none(self, image_id: str, tags: list[str]) -> None:
+        """Give `image_id` every tag in `tags`, or, when the engine refuses one, put back the ones moved.
+
+        Tags move together: a refused tag (a name the engine will not take) must not leave the
+        stack's `latest` on the new image while the team's tag stays on the old one.
+        """
+        from docker.errors import APIError, ImageNotFound
+
+        cli = self.client
+        moved: list[tuple[str, str | None]] = []  # (ref, the image it named before)
+        for ref in tags:
+            repo, tag = _split(ref)
+            try:
+                try:
+                    before: str | None = cli.images.get(f"{repo}:{tag}").id
+                except ImageNotFound:
+                    before = None
+                cli.api.tag(image_id, repo, tag, force=True)
+            except APIError as err:
+                for done_ref, previous in reversed(moved):
+                    _quietly(lambda r=done_ref, p=previous: self._restore_tag(r, p))
                 raise ToolError(
-                    f"docker build failed{' at ' + step if step else ''}: {reason.strip()}",
-                    fix=_build_fix(reason, log),
-                )
-            if "aux" in record and isinstance(record["aux"], dict) and record["aux"].get("ID"):
-                image_id = record["aux"]["ID"]
-            text = record.get("stream") or record.get("status") or ""
-            if not text.strip():
-                continue
-            for line in text.rstrip("\n").splitlines():
-                log.append(line)
-                if _STEP.match(line):
-                    step = line.split(" : ", 1)[0]
-                if match := _BUILT.search(line):
-                    image_id = image_id or match.group(1)
-            emit(text if text.endswith("\n") else text + "\n")
-    except KeyboardInterrupt:
-        cli.close()  # drops the connection: the engine cancels the build
-        raise
-    except APIError as err:
-        raise ToolError(f"docker build was refused: {_short(err)}", fix=_build_fix(str(err), log)) from None
-    if not image_id:
-        raise ToolError(
-            "docker build ended without an image" + (f" (last step: {step})" if step else ""),
-            fix="see the build log above",
-        )
-    tag_all_or_none(cli, image_id, tags)
-    return BuildResult(image=_info(cli.images.get(image_id)), log=log)
+                    f"the engine refused the tag {ref} after the build: {_short(err)}",
+                    fix="no tag was moved; choose a valid --tag and build again (the layers are cached)",
+                ) from None
+            moved.append((f"{repo}:{tag}", before))
+
+    def _restore_tag(self, ref: str, previous: str | None) -> None:
+        if previous is None:
+            self.client.api.remove_image(ref, noprune=True)  # only removes the name: the image keeps its other tags
+        else:
+            repo, tag = _split(ref)
+            self.client.api.tag(previous, repo, tag, force=True)
+
+    def build_image(
+        self,
+        context: IO[bytes],
+        *,
+        dockerfile: str,
+        tags: list[str],
+        buildargs: dict[str, str],
+        nocache: bool = False,
+        progress: Progress | None = None,
+    ) -> BuildResult:
+        """Build from a tar build context with the classic builder; tag only when it succeeded.
+
+        Failure is read from the stream (an `error` record, or no image id at the end) and raises
+        ToolError with the failing step and the engine's reason; nothing is tagged then. forcerm
+        removes the intermediate containers of failed steps. On KeyboardInterrupt the connection is
+        closed, which makes the engine cancel the build, and the interrupt propagates untagged.
+        """
+        from docker.errors import APIError
+
+        emit = progress or _print
+        log: list[str] = []
+        step = ""
+        image_id: str | None = None
+        try:
+            stream = self.client.api.build(
+                fileobj=context,
+                custom_context=True,
+                dockerfile=dockerfile,
+                buildargs=buildargs,
+                nocache=nocache,
+                rm=True,
+                forcerm=True,
+                pull=False,
+                decode=True,
+            )
+            for record in stream:
+                if "error" in record or "errorDetail" in record:
+                    reason = (record.get("errorDetail") or {}).get("message") or record.get("error", "")
+                    raise ToolError(
+                        f"docker build failed{' at ' + step if step else ''}: {reason.strip()}",
+                        fix=_build_fix(reason, log),
+                    )
+                if "aux" in record and isinstance(record["aux"], dict) and record["aux"].get("ID"):
+                    image_id = record["aux"]["ID"]
+                text = record.get("stream") or record.get("status") or ""
+                if not text.strip():
+                    continue
+                for line in text.rstrip("\n").splitlines():
+                    log.append(line)
+                    if _STEP.match(line):
+                        step = line.split(" : ", 1)[0]
+                    if match := _BUILT.search(line):
+                        image_id = image_id or match.group(1)
+                emit(text if text.endswith("\n") else text + "\n")
+        except KeyboardInterrupt:
+            self.close()  # drops the connection: the engine cancels the build
+            raise
+        except APIError as err:
+            raise ToolError(f"docker build was refused: {_short(err)}", fix=_build_fix(str(err), log)) from None
+        if not image_id:
+            raise ToolError(
+                "docker build ended without an image" + (f" (last step: {step})" if step else ""),
+                fix="see the build log above",
+            )
+        self.tag_all_or_none(image_id, tags)
+        return BuildResult(image=_info(self.client.images.get(image_id)), log=log)
+
+    def ensure_image(self, ref: str, progress: Progress | None = None) -> None:
+        """Make sure the base image `ref` is on the engine, pulling it once when it is not (the build
+        needs it anyway); a pull that fails names the base image and --base-image."""
+        if self.image_info(ref) is not None:
+            return
+        (progress or _print)(f"pulling the base image {ref}\n")
+        try:
+            self.pull_image(ref)
+        except ToolError as err:
+            raise ToolError(
+                f"the base image {ref} is not on this engine and cannot be pulled ({err.message})",
+                fix="pull it where a registry is reachable (docker save/load), or pass --base-image with a local image",
+            ) from None
+
+    def image_python(self, image: str, version: str) -> str | None:
+        """The path of a usable Python `version` (X.Y) inside `image`, or None when it has none.
+
+        Runs a throwaway container with the image's entrypoint replaced (nvidia/cuda's prints a
+        banner), no network, and removes it.
+        """
+        from docker.errors import APIError, ContainerError
+
+        try:
+            out = self.client.containers.run(
+                image, ["-c", _PYTHON_PROBE, version], entrypoint=["/bin/sh"], user="0:0",
+                network_disabled=True, remove=True, stdout=True, stderr=False,
+            )
+        except ContainerError:
+            return None
+        except APIError as err:
+            raise ToolError(f"cannot look for Python {version} in {image}: {_short(err)}", fix="check that the image has /bin/sh") from None
+        text = out.decode("utf-8", "replace").strip() if isinstance(out, bytes) else str(out).strip()
+        return text or None
+
+    def save_image(self, ref: str) -> Iterator[bytes]:
+        """The image as `docker save` writes it (every layer, the config and the history), in chunks."""
+        return self.client.images.get(ref).save(named=False)
+
+    # ------------------------------------------------------------ registries
+
+    def push_image(self, source: str, repository: str, tags: list[str], *, progress: LayerCallback | None = None) -> str:
+        """Tag image `source` as repository:TAG for each tag, push them, return the manifest digest.
+
+        If the push fails, the tags this call added are taken off again and nothing else is touched:
+        the image and its gpuenv/<stack> tags stay.
+        """
+        from docker.errors import APIError, DockerException, ImageNotFound
+
+        cli = self.client
+        try:
+            image = cli.images.get(source)
+        except ImageNotFound:
+            raise GpuenvError(f"image {source} is not present on this engine", fix="build it with invoke build") from None
+        added: list[str] = []
+        try:
+            for tag in tags:
+                ref = f"{repository}:{tag}"
+                if ref not in image.tags:
+                    image.tag(repository, tag)
+                    added.append(ref)
+            digest = None
+            for tag in tags:
+                found = _stream(cli.api.push(repository, tag=tag, stream=True, decode=True), progress, f"{repository}:{tag}", "push")
+                digest = digest or found
+        except BaseException as err:
+            for ref in added:
+                _quietly(lambda ref=ref: cli.api.remove_image(ref, noprune=True))
+            if isinstance(err, APIError):
+                what, fix = registry_problem(_short(err), _registry_of(repository))
+                raise ToolError(f"push {repository} failed: {what} ({_short(err)[:200]})", fix=fix) from None
+            if isinstance(err, DockerException):
+                raise ToolError(f"push {repository} failed: {_short(err)}", fix="check the Docker engine and the registry") from None
+            raise
+        if not digest:
+            raise ToolError(f"push {repository} ended without a digest", fix="check the registry's log; the engine said nothing went wrong")
+        return digest
+
+    def pull_image(self, ref: str, *, progress: LayerCallback | None = None, deadline: float | None = None) -> ImageInfo:
+        """Pull `ref` (name@sha256:... or name:tag) into the engine; the image, as image_info gives it.
+
+        Bounded twice: a registry that stalls mid-download makes the stream go quiet, which the
+        client's read timeout ends; a pull that trickles on is stopped at `deadline` (a
+        time.monotonic() value; default PULL_LIMIT from now). Either closes the connection, which
+        makes the engine cancel the pull.
+        """
+        from docker.errors import APIError
+
+        end = deadline if deadline is not None else time.monotonic() + PULL_LIMIT
+        try:
+            records = self.client.api.pull(ref, stream=True, decode=True)
+            _stream(records, progress, ref, "pull", deadline=end)
+        except APIError as err:
+            what, fix = registry_problem(_short(err), _registry_of(ref))
+            raise ToolError(f"pull {ref} failed: {what} ({_short(err)[:200]})", fix=fix) from None
+        except _PastDeadline:
+            self.close()  # the engine cancels a pull whose client went away
+            raise ToolError(f"pull {ref} did not finish in time", fix="the registry is slow or stalled; try again, or pull it there by hand") from None
+        except _transport_errors() as err:
+            timeout = self.client.api.timeout
+            self.close()
+            stalled = "timed out" in str(err).lower() or isinstance(err, (TimeoutError, socket.timeout))
+            what = (f"the download stalled (nothing for {timeout:.0f}s)" if stalled
+                    else f"the connection to the engine broke ({_short(err)})")
+            raise ToolError(f"pull {ref} failed: {what}", fix="check the registry (it stopped sending) and try again") from None
+        info = self.image_info(ref)
+        if info is None:
+            raise ToolError(f"pull {ref} ended but the engine has no such image", fix="check the reference and the registry")
+        return info
+
+    # ------------------------------------------------------------ containers
+
+    def run_container(
+        self,
+        image: str,
+        command: list[str],
+        *,
+        gpus: str = "all",
+        workdir_mount: Path | None = None,
+        env: dict[str, str] | None = None,
+        stream: Progress | None = None,
+        shm_size: str = DEFAULT_SHM_SIZE,
+    ) -> int:
+        """Run `command` in `image`, stream its output, remove the container, return its exit code.
+
+        `workdir_mount` (default: the current folder) is mounted read-write at /workspace, the
+        working directory. GPUs are requested the way `docker run --gpus` does. The image must be
+        present: this never pulls.
+        """
+        from docker.errors import APIError, ImageNotFound
+
+        emit = stream or _print
+        options = container_options(gpus, shm_size, env)
+        mount = Path(workdir_mount if workdir_mount is not None else Path.cwd()).resolve()
+        try:
+            self.client.images.get(image)
+        except ImageNotFound:
+            raise GpuenvError(f"image {self.image_name(image)} is not present on this engine", fix="build it with invoke build") from None
+        # The container runs as the caller's uid:gid, root included (like `docker run -u $(id -u):$(id -g)`).
+        # What it writes into the mounted folder (reports, checkpoints) must be writable there and
+        # belong to the caller: the image's own user (1000) cannot write a folder that root or anyone
+        # else owns with mode 0755/0700, and making it world-writable would be the wrong fix. Running
+        # as root is no escalation for a root caller, who already commands the engine; the image stays
+        # non-root for everyone who runs it without gpuenv. The caller's uid has no home in the image,
+        # hence HOME=/tmp.
+        options["environment"].setdefault("HOME", "/tmp")
+        container = None
+        try:
+            container = self.client.containers.create(
+                image=image, command=command or None, user=caller_user(),
+                volumes={str(mount): {"bind": WORKDIR_IN_CONTAINER, "mode": "rw"}}, working_dir=WORKDIR_IN_CONTAINER,
+                **options,
+            )
+            container.start()
+            for chunk in container.logs(stream=True, follow=True):
+                emit(chunk.decode("utf-8", errors="replace"))
+            return int(container.wait().get("StatusCode", 1))
+        except KeyboardInterrupt:
+            if container is not None:
+                _quietly(container.kill)
+            raise
+        except APIError as err:
+            raise _run_error(err, self.image_name(image), gpus) from None
+        finally:
+            if container is not None:
+                _quietly(lambda: container.remove(force=True))
+
+    def start_container(
+        self,
+        image: str,
+        command: list[str],
+        *,
+        gpus: str = "all",
+        labels: dict[str, str] | None = None,
+        files: bytes | None = None,
+        shm_size: str = DEFAULT_SHM_SIZE,
+        on_created: Callable[["Container"], None] | None = None,
+    ) -> "Container":
+        """Create and start a detached container with the run options of `run_container` (GPUs,
+        /dev/shm, memlock, init) as the image's own user; `files` is a tar put at / before it starts.
+
+        `on_created` sees the container before it starts (a caller tracking what to remove on
+        Ctrl-C); whatever fails after it exists removes it again.
+        """
+        from docker.errors import APIError
+
+        options = container_options(gpus, shm_size, None)
+        try:
+            raw = self.client.containers.create(image=image, command=command, labels=labels or {}, **options)
+        except APIError as err:
+            raise _run_error(err, image, gpus) from None
+        container = Container(self, raw)
+        try:
+            if on_created is not None:
+                on_created(container)
+            if files is not None:
+                raw.put_archive("/", files)
+            raw.start()
+        except APIError as err:
+            container.remove()
+            raise _run_error(err, image, gpus) from None
+        except BaseException:
+            container.remove()
+            raise
+        return container
+
+    def remove_containers(self, labels: dict[str, str]) -> list[str]:
+        """Remove (force) every container carrying `labels`; their ids."""
+        filters = [f"{k}={v}" for k, v in labels.items()]
+        removed = []
+        for raw in self.client.containers.list(all=True, filters={"label": filters}):
+            _quietly(lambda raw=raw: raw.remove(force=True))
+            removed.append(raw.id)
+        return removed
+
+    def containers_created_since(self, since: float) -> list[str]:
+        """Ids of all containers (running or not) created at or after `since` (epoch seconds)."""
+        return [c["Id"] for c in self.client.api.containers(all=True) if c.get("Created", 0) >= int(since)]
+
+    def remove_untagged_since(self, since: float) -> list[str]:
+        """Remove untagged top-level images created at or after `since` (what a failed build left)."""
+        from docker.errors import APIError
+
+        removed = []
+        for image in self.client.images.list(filters={"dangling": True}):
+            created = datetime.fromisoformat(image.attrs["Created"][:19]).replace(tzinfo=timezone.utc).timestamp()
+            if created >= int(since):
+                try:
+                    self.client.images.remove(image.id)
+                    removed.append(image.id)
+                except APIError:
+                    pass  # still used by a container or another image: not ours to force
+        return removed
+
+
+class Container:
+    """A container an Engine started; every call is bounded and answers in gpuenv terms."""
+
+    def __init__(self, engine: Engine, raw: Any) -> None:
+        self.engine = engine
+        self.raw = raw
+        self.id = raw.id
+        self._removed = False
+
+    def wait(self, timeout: float | None) -> int | None:
+        """The exit code, or None when it is still running after `timeout` seconds."""
+        try:
+            result = self.raw.wait(timeout=timeout) if timeout is not None else self.raw.wait()
+        except _transport_errors() as err:
+            if timeout is not None and ("timed out" in str(err).lower() or isinstance(err, (TimeoutError, socket.timeout))):
+                return None
+            raise
+        return int(result.get("StatusCode", 1))
+
+    def read_file(self, path: str, limit: int = 64 * 2**20) -> bytes | None:
+        """The regular file at `path` in the container (None when absent, or not a regular file:
+        a symlink there is the container's word, not a file), at most `limit` bytes."""
+        import io
+        import tarfile
+
+        from docker.errors import NotFound
+
+        try:
+            stream, stat = self.raw.get_archive(path)
+        except NotFound:
+            return None
+        if int(stat.get("size", 0)) > limit:
+            return None
+        data = bytearray()
+        for chunk in stream:
+            data += chunk
+            if len(data) > limit + 1024 * 1024:
+                return None
+        with tarfile.open(fileobj=io.BytesIO(bytes(data))) as tar:
+            member = tar.next()
+            if member is None or not member.isreg():
+                return None
+            handle = tar.extractfile(member)
+            return handle.read(limit) if handle else None
+
+    def log_tail(self, lines: int = 5) -> list[str]:
+        try:
+            return self.raw.logs(tail=lines).decode("utf-8", errors="replace").strip().splitlines()
+        except Exception:  # a tail for a message only: never worth failing over
+            return []
+
+    def remove(self) -> bool:
+        """Remove it (kill first if running): True when it is gone. Never raises."""
+        from docker.errors import NotFound
+
+        if self._removed:
+            return True
+        try:
+            self.raw.remove(force=True)
+        except NotFound:
+            pass
+        except Exception:  # the engine is closed or gone: the caller names what is left
+            return False
+        self._removed = True
+        return True
 
 
 def _split(ref: str) -> tuple[str, str]:
     return (ref.rpartition(":")[0], ref.rpartition(":")[2]) if ":" in ref.split("/")[-1] else (ref, "latest")
 
 
-def tag_all_or_none(cli: Any, image_id: str, tags: list[str]) -> None:
-    """Give `image_id` every tag in `tags`, or, when the engine refuses one, put back the ones moved.
+def _probe_remote(target: SshTarget, limit: float) -> str:
+    """Log in over SSH with every step bounded, run `docker version` there; its API version."""
+    import paramiko
 
-    Tags move together: a refused tag (a name the engine will not take) must not leave the
-    stack's `latest` on the new image while the team's tag stays on the old one.
-    """
-    from docker.errors import APIError, ImageNotFound
-
-    moved: list[tuple[str, str | None]] = []  # (ref, the image it named before)
-    for ref in tags:
-        repo, tag = _split(ref)
-        try:
-            try:
-                before: str | None = cli.images.get(f"{repo}:{tag}").id
-            except ImageNotFound:
-                before = None
-            cli.api.tag(image_id, repo, tag, force=True)
-        except APIError as err:
-            for done_ref, previous in reversed(moved):
-                _quietly(lambda r=done_ref, p=previous: _restore_tag(cli, r, p))
-            raise ToolError(
-                f"the engine refused the tag {ref} after the build: {_short(err)}",
-                fix="no tag was moved; choose a valid --tag and build again (the layers are cached)",
-            ) from None
-        moved.append((f"{repo}:{tag}", before))
-
-
-def _restore_tag(cli: Any, ref: str, previous: str | None) -> None:
-    if previous is None:
-        cli.api.remove_image(ref, noprune=True)  # only removes the name: the image keeps its other tags
-    else:
-        repo, tag = _split(ref)
-        cli.api.tag(previous, repo, tag, force=True)
-
-
-def image_name(ref: str) -> str:
-    """How a message names an image: by a tag when it has one, else by its short id (never sha256:...)."""
-    if not re.fullmatch(r"(sha256:)?[0-9a-f]{12,64}", ref):
-        return ref  # already a name
+    client = paramiko.SSHClient()
+    client.load_system_host_keys()
+    client.set_missing_host_key_policy(paramiko.RejectPolicy())
     try:
-        info = image_info(ref)
-    except GpuenvError:
-        info = None
-    if info is not None and info.tags:
-        return sorted(info.tags, key=lambda t: (t.endswith(":latest"), t))[0]
-    return ref.removeprefix("sha256:")[:12]
+        try:
+            client.connect(
+                target.hostname, port=target.port, username=target.username, key_filename=target.key_filename,
+                sock=paramiko.ProxyCommand(target.proxy_command) if target.proxy_command else None,
+                timeout=limit, banner_timeout=limit, auth_timeout=limit, channel_timeout=limit,
+            )
+        except (paramiko.SSHException, OSError, EOFError) as err:
+            raise ssh_problem(target, err, limit) from None
+        try:
+            _, stdout, stderr = client.exec_command(_REMOTE_PROBE, timeout=limit)
+            channel = stdout.channel
+            status = channel.recv_exit_status() if channel.status_event.wait(limit) else None
+            out = stdout.read().decode("utf-8", "replace") if status is not None else ""
+            err_text = stderr.read().decode("utf-8", "replace") if status is not None else ""
+        except (paramiko.SSHException, OSError, EOFError) as err:
+            raise EngineUnavailable(ENGINE_NOT_ANSWERING, f"SSH to {target.hostname} works but running docker there failed ({_short(err)})",
+                                    fix="check that the user may run commands (no ForceCommand or restricted shell)") from None
+        problem = remote_engine_problem(target, status, out, err_text, limit)
+        if problem is not None:
+            raise problem
+        return out.strip()
+    finally:
+        client.close()
 
 
-def _build_fix(reason: str, log: list[str]) -> str:
-    text = reason.lower()
-    if any(word in text for word in ("pull access denied", "manifest unknown", "registry", "no such host", "manifest for")):
-        return "the base image is not present locally and cannot be pulled: pull it, or pass --base-image with a local image"
-    # pip/requests say CERTIFICATE_VERIFY_FAILED, uv "invalid peer certificate: UnknownIssuer".
-    if "certificate" in text or any(_TLS_FAILURE.search(line) for line in log[-40:]):
-        return "HTTPS inside the build does not trust your proxy: pass --ca-cert /etc/ssl/certs/ca-certificates.crt"
-    return "see the build log above; nothing was tagged"
+def container_options(gpus: str, shm_size: str | int, env: dict[str, str] | None) -> dict[str, Any]:
+    """The SDK's create() options every gpuenv container gets: GPUs as `docker run --gpus` asks,
+    /dev/shm, NCCL's ulimits when there are GPUs, a real init, detached."""
+    from docker.types import Ulimit
+
+    requests = device_requests(gpus)
+    environment = dict(env or {})
+    if not requests:
+        # nvidia/cuda images set NVIDIA_VISIBLE_DEVICES=all; on an engine whose default runtime is
+        # nvidia that alone would hand out every GPU. `--gpus none` means none.
+        environment.setdefault("NVIDIA_VISIBLE_DEVICES", "void")
+    # NVIDIA's recommendation for NCCL/RDMA: unlimited locked memory, 64 MiB stack. Only with
+    # GPUs: unprivileged or nested engines refuse to raise RLIMIT_MEMLOCK, and CPU runs need none.
+    ulimits = [Ulimit(name="memlock", soft=-1, hard=-1), Ulimit(name="stack", soft=67108864, hard=67108864)] if requests else []
+    return dict(
+        environment=environment, device_requests=requests, shm_size=parse_shm_size(shm_size), ulimits=ulimits,
+        init=True,  # a real PID 1 reaps data-loader workers and forwards signals
+        detach=True,
+    )
 
 
-def _print(text: str) -> None:
-    sys.stdout.write(text)
-    sys.stdout.flush()
+def _run_error(err: Any, image: str, gpus: str) -> ToolError:
+    reason = _short(err)
+    problem = gpu_runtime_problem(str(err))
+    if problem is not None:
+        cause, fix = problem
+        return GpuRuntimeError(cause, f"could not run {image}: {reason}", fix=fix)
+    return ToolError(f"could not run {image}: {reason}", fix=f"check the command and the image (gpus={gpus})")
 
 
-# ---------------------------------------------------------------- containers
+# ---------------------------------------------------------------- why a GPU container did not start
+
+
+@dataclass(frozen=True)
+class GpuRuntimeCause:
+    """One reason the engine could not give GPUs to a container, how it reads, and its fix."""
+
+    cause: str
+    pattern: str  # a regular expression, matched case-insensitively against the engine's error
+    fix: str
+
+
+#: Matched in order; the recorded engine errors in tests/engine/nvidia_container_errors.yaml say
+#: where each pattern was seen.
+GPU_RUNTIME_CAUSES: tuple[GpuRuntimeCause, ...] = (
+    GpuRuntimeCause("driver too old", r"requirement error: unsatisfied condition: (cuda|brand|arch|driver)",
+                    "the host's NVIDIA driver is older than the image's CUDA needs: upgrade the driver, or use an image "
+                    "built for an older CUDA (invoke resolve picks one for this driver)"),
+    GpuRuntimeCause("driver/library mismatch", r"driver/library version mismatch|rm version mismatch|nvml error: driver/library",
+                    "the loaded NVIDIA kernel module and the driver's libraries differ (a driver upgrade without a reboot): "
+                    "reboot the host, or unload and reload the nvidia modules"),
+    GpuRuntimeCause("gpu lost", r"gpu is lost|gpu has fallen off the bus|nvml error: gpu is lost",
+                    "a GPU fell off the bus: drain the host, then reset the GPU (nvidia-smi -r) or power-cycle it"),
+    GpuRuntimeCause("unknown device", r"unknown device|invalid device|device .* not found|no such device",
+                    "--gpus names a GPU this host does not have: check the indices/UUIDs with nvidia-smi -L"),
+    GpuRuntimeCause("driver not installed", r"load library failed: libnvidia-ml\.so|libnvidia-ml\.so\.1: cannot open shared object|"
+                    r"nvml error: driver not loaded|driver not loaded",
+                    "the NVIDIA driver is not installed or not loaded on the host: install the driver (nvidia-smi must work), "
+                    "then restart dockerd"),
+    GpuRuntimeCause("permission", r"nvidia-container-cli: (mount|ldcache) error: .*permission denied|"
+                    r"bpf_prog_query.*operation not permitted|cgroup.*permission denied",
+                    "the toolkit may not set up the container (rootless Docker or a restricted cgroup): set "
+                    "no-cgroups = true in /etc/nvidia-container-runtime/config.toml for rootless engines"),
+    GpuRuntimeCause("no gpu runtime", r"could not select device driver .*capabilities: \[\[gpu\]\]|unknown or invalid runtime name: nvidia|"
+                    r"nvidia-container-cli|nvidia-container-runtime",
+                    "this engine cannot give GPUs to containers: install the NVIDIA Container Toolkit and restart dockerd, "
+                    "or pass --gpus none"),
+)
+
+
+def gpu_runtime_problem(reason: str) -> tuple[str, str] | None:
+    """(cause, fix) when an engine error says GPUs could not be given to a container, else None. Pure."""
+    for entry in GPU_RUNTIME_CAUSES:
+        if re.search(entry.pattern, reason, re.I):
+            return entry.cause, entry.fix
+    return None
+
+
+# ---------------------------------------------------------------- pure checks of run options
 
 
 _GPU_ID = re.compile(r"\d+|GPU-[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}|MIG-[0-9a-zA-Z/-]+", re.I)
@@ -303,168 +987,19 @@ def device_requests(gpus: str) -> list[Any]:
     return [DeviceRequest(device_ids=list(parsed), capabilities=[["gpu"]])]
 
 
-def run_container(
-    image: str,
-    command: list[str],
-    *,
-    gpus: str = "all",
-    workdir_mount: Path | None = None,
-    env: dict[str, str] | None = None,
-    stream: Progress | None = None,
-    shm_size: str = DEFAULT_SHM_SIZE,
-) -> int:
-    """Run `command` in `image`, stream its output, remove the container, return its exit code.
-
-    `workdir_mount` (default: the current folder) is mounted read-write at /workspace, the
-    working directory. GPUs are requested the way `docker run --gpus` does. The image must be
-    present: this never pulls.
-    """
-    from docker.errors import APIError, ImageNotFound
-    from docker.types import Ulimit
-
-    emit = stream or _print
-    requests = device_requests(gpus)
-    shm_bytes = parse_shm_size(shm_size)
-    cli = client()
-    mount = Path(workdir_mount if workdir_mount is not None else Path.cwd()).resolve()
-    try:
-        cli.images.get(image)
-    except ImageNotFound:
-        raise GpuenvError(f"image {image_name(image)} is not present on this engine", fix="build it with invoke build") from None
-    # NVIDIA's recommendation for NCCL/RDMA: unlimited locked memory, 64 MiB stack. Only with
-    # GPUs: unprivileged or nested engines refuse to raise RLIMIT_MEMLOCK, and CPU runs need none.
-    ulimits = [Ulimit(name="memlock", soft=-1, hard=-1), Ulimit(name="stack", soft=67108864, hard=67108864)] if requests else []
-    environment = dict(env or {})
-    if not requests:
-        # nvidia/cuda images set NVIDIA_VISIBLE_DEVICES=all; on an engine whose default runtime is
-        # nvidia that alone would hand out every GPU. `--gpus none` means none.
-        environment.setdefault("NVIDIA_VISIBLE_DEVICES", "void")
-    # The container runs as the caller's uid:gid, root included (like `docker run -u $(id -u):$(id -g)`).
-    # What it writes into the mounted folder (reports, checkpoints) must be writable there and
-    # belong to the caller: the image's own user (1000) cannot write a folder that root or anyone
-    # else owns with mode 0755/0700, and making it world-writable would be the wrong fix. Running
-    # as root is no escalation for a root caller, who already commands the engine; the image stays
-    # non-root for everyone who runs it without gpuenv. The caller's uid has no home in the image,
-    # hence HOME=/tmp.
-    user = caller_user()
-    environment.setdefault("HOME", "/tmp")
-    kwargs: dict[str, Any] = dict(
-        image=image,
-        command=command or None,
-        user=user,
-        environment=environment,
-        device_requests=requests,
-        shm_size=shm_bytes,
-        ulimits=ulimits,
-        volumes={str(mount): {"bind": WORKDIR_IN_CONTAINER, "mode": "rw"}},
-        working_dir=WORKDIR_IN_CONTAINER,
-        init=True,  # a real PID 1 reaps data-loader workers and forwards signals
-        detach=True,
-    )
-    container = None
-    try:
-        container = cli.containers.create(**kwargs)
-        container.start()
-        for chunk in container.logs(stream=True, follow=True):
-            emit(chunk.decode("utf-8", errors="replace"))
-        return int(container.wait().get("StatusCode", 1))
-    except KeyboardInterrupt:
-        if container is not None:
-            _quietly(container.kill)
-        raise
-    except APIError as err:
-        raise ToolError(f"could not run {image_name(image)}: {_short(err)}", fix=_run_fix(str(err), gpus)) from None
-    finally:
-        if container is not None:
-            _quietly(lambda: container.remove(force=True))
-
-
 def caller_user() -> str:
     """`uid:gid` of this process, the user a container runs as (see run_container)."""
     return f"{os.getuid()}:{os.getgid()}"
 
 
-def _run_fix(reason: str, gpus: str) -> str:
-    if "could not select device driver" in reason or "nvidia" in reason.lower():
-        return "this engine cannot give GPUs to containers: install the NVIDIA Container Toolkit and restart dockerd, or pass --gpus none"
-    return f"check the command and the image (gpus={gpus})"
-
-
-def _quietly(action: Callable[[], Any]) -> None:
-    from docker.errors import DockerException
-
-    try:
-        action()
-    except DockerException:
-        pass
-
-
-def containers_created_since(since: float) -> list[str]:
-    """Ids of all containers (running or not) created at or after `since` (epoch seconds).
-
-    A classic build's RUN steps run in containers; tests use this to check that failed and
-    interrupted builds, and `run_container`, leave none behind.
-    """
-    return [c["Id"] for c in client().api.containers(all=True) if c.get("Created", 0) >= int(since)]
-
-
-def remove_untagged_since(since: float) -> list[str]:
-    """Remove untagged top-level images created at or after `since` (what a failed build left).
-
-    The classic builder keeps the layers of the steps that succeeded before a failure as build
-    cache; tests remove them to leave the engine as they found it. Returns the removed ids.
-    """
-    from docker.errors import APIError
-
-    removed = []
-    for image in client().images.list(filters={"dangling": True}):
-        created = datetime.fromisoformat(image.attrs["Created"][:19]).replace(tzinfo=timezone.utc).timestamp()
-        if created >= int(since):
-            try:
-                client().images.remove(image.id)
-                removed.append(image.id)
-            except APIError:
-                pass  # still used by a container or another image: not ours to force
-    return removed
-
-
-def save_image(ref: str) -> Iterator[bytes]:
-    """The image as `docker save` writes it (every layer, the config and the history), in chunks."""
-    # An image of a few GB can take minutes before its first bytes on a slow storage driver.
-    return client(timeout=900).images.get(ref).save(named=False)
-
-
-def daemon_info() -> dict[str, Any]:
-    """The engine's `docker info` record (version, runtimes, CDI spec folders, ...)."""
-    return client().info()
-
-
-def engine_runtimes() -> list[str]:
-    """The container runtimes the engine knows (e.g. runc, nvidia)."""
-    return sorted((daemon_info().get("Runtimes") or {}).keys())
-
-
-# ---------------------------------------------------------------- base images
-
-
-def architecture() -> str:
-    """The engine's CPU architecture as `docker info` reports it (x86_64, aarch64): the image's."""
-    return str(daemon_info().get("Architecture") or "unknown")
-
-
-def ensure_image(ref: str, progress: Progress | None = None) -> None:
-    """Make sure the base image `ref` is on the engine, pulling it once when it is not (the build
-    needs it anyway); a pull that fails names the base image and --base-image."""
-    if image_info(ref) is not None:
-        return
-    (progress or _print)(f"pulling the base image {ref}\n")
-    try:
-        pull_image(ref)
-    except ToolError as err:
-        raise ToolError(
-            f"the base image {ref} is not on this engine and cannot be pulled ({err.message})",
-            fix="pull it where a registry is reachable (docker save/load), or pass --base-image with a local image",
-        ) from None
+def _build_fix(reason: str, log: list[str]) -> str:
+    text = reason.lower()
+    if any(word in text for word in ("pull access denied", "manifest unknown", "registry", "no such host", "manifest for")):
+        return "the base image is not present locally and cannot be pulled: pull it, or pass --base-image with a local image"
+    # pip/requests say CERTIFICATE_VERIFY_FAILED, uv "invalid peer certificate: UnknownIssuer".
+    if "certificate" in text or any(_TLS_FAILURE.search(line) for line in log[-40:]):
+        return "HTTPS inside the build does not trust your proxy: pass --ca-cert /etc/ssl/certs/ca-certificates.crt"
+    return "see the build log above; nothing was tagged"
 
 
 #: Prints the path of a python of the wanted X.Y that can make a venv, or exits 3. POSIX sh only:
@@ -475,27 +1010,6 @@ _PYTHON_PROBE = (
     '&& [ "$("$p" -c "import sys; print(\'%d.%d\' % sys.version_info[:2])" 2>/dev/null)" = "$0" ] '
     '&& "$p" -c "import venv, ensurepip" >/dev/null 2>&1; then command -v "$p"; exit 0; fi; done; exit 3'
 )
-
-
-def image_python(image: str, version: str) -> str | None:
-    """The path of a usable Python `version` (X.Y) inside `image`, or None when it has none.
-
-    Runs a throwaway container with the image's entrypoint replaced (nvidia/cuda's prints a
-    banner), no network, and removes it.
-    """
-    from docker.errors import APIError, ContainerError
-
-    try:
-        out = client().containers.run(
-            image, ["-c", _PYTHON_PROBE, version], entrypoint=["/bin/sh"], user="0:0",
-            network_disabled=True, remove=True, stdout=True, stderr=False,
-        )
-    except ContainerError:
-        return None
-    except APIError as err:
-        raise ToolError(f"cannot look for Python {version} in {image}: {_short(err)}", fix="check that the image has /bin/sh") from None
-    text = out.decode("utf-8", "replace").strip() if isinstance(out, bytes) else str(out).strip()
-    return text or None
 
 
 # ---------------------------------------------------------------- registries: push and pull by digest
@@ -539,10 +1053,16 @@ def _registry_of(ref: str) -> str:
     return first if "/" in ref and ("." in first or ":" in first or first == "localhost") else "docker.io"
 
 
-def _stream(records: Any, progress: LayerCallback | None, ref: str, action: str) -> str | None:
+class _PastDeadline(Exception):
+    pass
+
+
+def _stream(records: Any, progress: LayerCallback | None, ref: str, action: str, deadline: float | None = None) -> str | None:
     """Follow a push/pull stream; the digest it announces; an error record raises ToolError."""
     digest = None
     for record in records:
+        if deadline is not None and time.monotonic() > deadline:
+            raise _PastDeadline()
         if "error" in record or "errorDetail" in record:
             reason = ((record.get("errorDetail") or {}).get("message") or record.get("error") or "").strip()
             what, fix = registry_problem(reason, _registry_of(ref))
@@ -559,75 +1079,104 @@ def _stream(records: Any, progress: LayerCallback | None, ref: str, action: str)
     return digest
 
 
-def push_image(source: str, repository: str, tags: list[str], *, progress: LayerCallback | None = None) -> str:
-    """Tag local image `source` as repository:TAG for each tag, push them, return the manifest digest.
+# ---------------------------------------------------------------- the local engine, for callers that only know this machine
 
-    If the push fails, the tags this call added are taken off again and nothing else is touched:
-    the image and its gpuenv/<stack> tags stay.
-    """
-    from docker.errors import APIError, DockerException, ImageNotFound
-
-    cli = client()
-    try:
-        image = cli.images.get(source)
-    except ImageNotFound:
-        raise GpuenvError(f"image {source} is not present on this engine", fix="build it with invoke build") from None
-    added: list[str] = []
-    try:
-        for tag in tags:
-            ref = f"{repository}:{tag}"
-            if ref not in image.tags:
-                image.tag(repository, tag)
-                added.append(ref)
-        digest = None
-        for tag in tags:
-            found = _stream(cli.api.push(repository, tag=tag, stream=True, decode=True), progress, f"{repository}:{tag}", "push")
-            digest = digest or found
-    except BaseException as err:
-        for ref in added:
-            _quietly(lambda ref=ref: cli.api.remove_image(ref, noprune=True))
-        if isinstance(err, APIError):
-            what, fix = registry_problem(_short(err), _registry_of(repository))
-            raise ToolError(f"push {repository} failed: {what} ({_short(err)[:200]})", fix=fix) from None
-        if isinstance(err, DockerException):
-            raise ToolError(f"push {repository} failed: {_short(err)}", fix="check the Docker engine and the registry") from None
-        raise
-    if not digest:
-        raise ToolError(f"push {repository} ended without a digest", fix="check the registry's log; the engine said nothing went wrong")
-    return digest
+_LOCAL: dict[tuple[str | None, float], Engine] = {}
+_LOCAL_LOCK = threading.Lock()
 
 
-def pull_image(ref: str, *, progress: LayerCallback | None = None) -> ImageInfo:
-    """Pull `ref` (name@sha256:... or name:tag) into the engine; the image, as image_info gives it."""
-    from docker.errors import APIError
-
-    cli = client()
-    try:
-        _stream(cli.api.pull(ref, stream=True, decode=True), progress, ref, "pull")
-    except APIError as err:
-        what, fix = registry_problem(_short(err), _registry_of(ref))
-        raise ToolError(f"pull {ref} failed: {what} ({_short(err)[:200]})", fix=fix) from None
-    info = image_info(ref)
-    if info is None:
-        raise ToolError(f"pull {ref} ended but the engine has no such image", fix="check the reference and the registry")
-    return info
+def local(timeout: float = READ_TIMEOUT) -> Engine:
+    """The local engine, one per DOCKER_HOST and read timeout for the life of the process."""
+    key = (os.environ.get("DOCKER_HOST"), timeout)
+    with _LOCAL_LOCK:
+        engine = _LOCAL.get(key)
+        if engine is None or engine.closed:
+            engine = _LOCAL[key] = Engine.local(timeout)
+        return engine
 
 
-def repo_digests(ref: str) -> list[str]:
-    """The `name@sha256:...` references the engine knows for a local image (empty if none)."""
-    from docker.errors import ImageNotFound
+def client(timeout: float = READ_TIMEOUT) -> Any:
+    """The local engine's SDK client (tests and benchmarks inspect images through it)."""
+    return local(timeout).client
 
-    try:
-        return list(client().images.get(ref).attrs.get("RepoDigests") or [])
-    except ImageNotFound:
-        return []
+
+def image_info(ref: str) -> ImageInfo | None:
+    return local().image_info(ref)
+
+
+def find_images(labels: dict[str, str | None]) -> list[ImageInfo]:
+    return local().find_images(labels)
+
+
+def remove_image(ref: str) -> None:
+    local().remove_image(ref)
 
 
 def untag(ref: str) -> None:
-    """Remove one tag (tests use it to make an image 'missing' locally); the image stays if other tags hold it."""
-    from docker.errors import ImageNotFound
+    local().untag(ref)
 
+
+def image_history(ref: str) -> list[dict[str, Any]]:
+    return local().image_history(ref)
+
+
+def repo_digests(ref: str) -> list[str]:
+    return local().repo_digests(ref)
+
+
+def image_name(ref: str) -> str:
+    if not re.fullmatch(r"(sha256:)?[0-9a-f]{12,64}", ref):
+        return ref
     try:
-        client().api.remove_image(ref, noprune=True)
-    except ImageNotFound:
-        pass
+        return local().image_name(ref)
+    except GpuenvError:
+        return ref.removeprefix("sha256:")[:12]
+
+
+def build_image(context: IO[bytes], **kwargs: Any) -> BuildResult:
+    return local().build_image(context, **kwargs)
+
+
+def ensure_image(ref: str, progress: Progress | None = None) -> None:
+    local().ensure_image(ref, progress)
+
+
+def image_python(image: str, version: str) -> str | None:
+    return local().image_python(image, version)
+
+
+def run_container(image: str, command: list[str], **kwargs: Any) -> int:
+    return local().run_container(image, command, **kwargs)
+
+
+def push_image(source: str, repository: str, tags: list[str], *, progress: LayerCallback | None = None) -> str:
+    return local().push_image(source, repository, tags, progress=progress)
+
+
+def pull_image(ref: str, *, progress: LayerCallback | None = None, deadline: float | None = None) -> ImageInfo:
+    return local().pull_image(ref, progress=progress, deadline=deadline)
+
+
+def save_image(ref: str) -> Iterator[bytes]:
+    # An image of a few GB can take minutes before its first bytes on a slow storage driver.
+    return local(timeout=900).save_image(ref)
+
+
+def daemon_info() -> dict[str, Any]:
+    return local().info()
+
+
+def engine_runtimes() -> list[str]:
+    return local().runtimes()
+
+
+def architecture() -> str:
+    return local().architecture()
+
+
+def containers_created_since(since: float) -> list[str]:
+    return local().containers_created_since(since)
+
+
+def remove_untagged_since(since: float) -> list[str]:
+    return local().remove_untagged_since(since)

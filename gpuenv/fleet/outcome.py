@@ -23,8 +23,14 @@ FAILED = "failed"
 TIMEOUT = "timeout"
 #: The run was cancelled (scancel, Ctrl-C) before the suite finished.
 CANCELLED = "cancelled"
+#: SSH answered but would not let us in (login refused, host key unknown or changed).
+AUTH_REFUSED = "auth refused"
+#: SSH works but there is no `docker` command for that login.
+NO_DOCKER = "no docker"
+#: SSH works and `docker` is there, but its engine does not answer (down, hung, no permission).
+ENGINE_NOT_ANSWERING = "engine not answering"
 
-STATUSES = (READY, NOT_READY, UNREACHABLE, NO_GPU_RUNTIME, FAILED, TIMEOUT, CANCELLED)
+STATUSES = (READY, NOT_READY, UNREACHABLE, AUTH_REFUSED, NO_DOCKER, ENGINE_NOT_ANSWERING, NO_GPU_RUNTIME, FAILED, TIMEOUT, CANCELLED)
 #: Phases a backend reports as progress while a host runs (free text is allowed too).
 PHASES = ("queued", "connecting", "pulling", "running", "collecting", "done")
 

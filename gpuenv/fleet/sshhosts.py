@@ -1,26 +1,33 @@
-"""Docker hosts over SSH: the one module that drives remote Docker engines (the SDK's ssh:// transport).
+"""Docker hosts over SSH: run the suite on each host's engine, reached through `gpuenv.engine`.
 
-For each host: connect through SSH (paramiko, honouring ~/.ssh/config and known_hosts), make
+For each host: `Engine.connect` (bounded SSH login, `docker` there, its engine answering), make
 sure the image is there (pulled by digest when missing), run the suite in it with the GPUs, and
 copy the suite's JSON report out of the container. Hosts run in parallel up to a bound; each
-ends in a `HostOutcome`, so one host that cannot be reached never stops the others.
+ends in a `HostOutcome`, so one host that cannot be reached never stops the others. `--time`
+covers a host's whole visit, the pull included. Ctrl-C or SIGTERM stops every host: no new
+container starts, every container started is removed, every connection closed.
 """
 
 from __future__ import annotations
 
 import io
+import queue
 import re
 import tarfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
-from gpuenv.errors import BadInput
-from gpuenv.fleet.outcome import FAILED, NO_GPU_RUNTIME, TIMEOUT, UNREACHABLE, HostOutcome, status_from_report
+from gpuenv import engine as engines
+from gpuenv.errors import BadInput, GpuenvError, ToolError
+from gpuenv.fleet.interrupts import shielded
+from gpuenv.fleet.outcome import (
+    AUTH_REFUSED, CANCELLED, ENGINE_NOT_ANSWERING, FAILED, NO_DOCKER, NO_GPU_RUNTIME, TIMEOUT, UNREACHABLE, HostOutcome,
+    status_from_report,
+)
 from gpuenv.fleet.report import load_suite_report
 
 #: Folder inside the container where the suite writes its report and finds the baseline.
@@ -28,9 +35,18 @@ RUN_DIR = "/tmp/gpuenv-fleet"
 REPORT_IN_CONTAINER = f"{RUN_DIR}/report.json"
 BASELINE_IN_CONTAINER = f"{RUN_DIR}/baseline.json"
 DEFAULT_PARALLEL = 8
-#: Seconds to wait for SSH and the engine's first answer before calling a host unreachable.
-CONNECT_TIMEOUT = 20
+#: Seconds for each step of reaching a host (TCP, SSH login, `docker version` there).
+CONNECT_TIMEOUT = engines.CONNECT_TIMEOUT
+#: Seconds without a byte from an engine before a read fails (a stalled pull, a hung call).
+READ_TIMEOUT = 60
+#: Labels on every suite container: what it is, and which run made it (so an interrupt finds them all).
+LABEL = "io.gpuenv.fleet"
+RUN_LABEL = "io.gpuenv.fleet.run"
 _HOST = re.compile(r"^[A-Za-z0-9._-]+$|^\[[0-9A-Fa-f:.]+\]$")
+_CAUSE_STATUS = {
+    engines.UNREACHABLE: UNREACHABLE, engines.AUTH_REFUSED: AUTH_REFUSED, engines.NO_DOCKER: NO_DOCKER,
+    engines.ENGINE_NOT_ANSWERING: ENGINE_NOT_ANSWERING,
+}
 
 Progress = Callable[[str, str, str], None]  # (host, phase, detail)
 
@@ -43,35 +59,56 @@ class SuiteRun:
     suite_args: list[str] = field(default_factory=list)
     gpus: str = "all"
     baseline: bytes | None = None  # a gpuenv-validate-baseline/1 file, copied into each container
-    timeout_s: float | None = None  # per host, for the suite itself
+    timeout_s: float | None = None  # per host, for its whole visit: connect, pull and the suite
+    connect_timeout_s: float = CONNECT_TIMEOUT
+
+
+# ---------------------------------------------------------------- host URLs (pure)
 
 
 def parse_hosts(text: str | list[str]) -> list[str]:
-    """`ssh://user@host[:port],...` -> the list of URLs, each checked; duplicates dropped in order."""
+    """`ssh://user@host[:port],...` -> the list of URLs, each checked and written one way
+    (`:052222` is `:52222`, `:22` is no port, the host name in lower case); duplicates dropped in order."""
     items = text if isinstance(text, list) else str(text).split(",")
     hosts = [h.strip() for h in items if h and h.strip()]
     if not hosts:
         raise BadInput("--hosts is empty", fix="give ssh://user@host[:port], comma-separated")
-    for host in hosts:
-        check_host_url(host)
-    return list(dict.fromkeys(hosts))
+    return list(dict.fromkeys(normalise_host_url(host) for host in hosts))
 
 
 def check_host_url(url: str) -> None:
     """One-line error for a host that is not `ssh://[user@]host[:port]`."""
+    normalise_host_url(url)
+
+
+def normalise_host_url(url: str) -> str:
+    """`ssh://[user@]host[:port]` checked and in one spelling, or BadInput naming what is wrong."""
     fix = "write it as ssh://user@host or ssh://user@host:2222"
     parts = urlsplit(url)
     if parts.scheme != "ssh":
         raise BadInput(f"host {url!r} is not an ssh:// URL", fix=fix)
-    try:
-        port = parts.port
-    except ValueError:
-        raise BadInput(f"host {url!r} has a bad port", fix=fix) from None
-    hostname = parts.netloc.rpartition("@")[2].rsplit(":", 1)[0] if port else parts.netloc.rpartition("@")[2]
-    if not hostname or not _HOST.match(hostname) or parts.path not in ("", "/") or parts.query or parts.fragment:
+    if parts.path or parts.query or parts.fragment or "?" in url or "#" in url:
+        raise BadInput(f"host {url!r} has a path, query or fragment; an SSH host has none", fix=fix)
+    user, at, hostport = parts.netloc.rpartition("@")
+    hostname, port_text = hostport, ""
+    if hostport.startswith("["):
+        close = hostport.find("]")
+        hostname, port_text = hostport[: close + 1], hostport[close + 2:] if hostport[close + 1: close + 2] == ":" else ""
+        if close < 0 or hostport[close + 1:] not in ("", ":" + port_text):
+            raise BadInput(f"host {url!r} has no usable host name", fix=fix)
+    elif ":" in hostport:
+        hostname, _, port_text = hostport.rpartition(":")
+    if not hostname or not _HOST.match(hostname) or (at and not re.fullmatch(r"[A-Za-z0-9._-]+", user)):
         raise BadInput(f"host {url!r} has no usable host name", fix=fix)
-    if port is not None and not 0 < port < 65536:
-        raise BadInput(f"host {url!r} has port {port} out of range", fix=fix)
+    port = None
+    if port_text or hostport.endswith(":"):
+        if not port_text.isdigit() or len(port_text) > 5:
+            raise BadInput(f"host {url!r} has a bad port", fix=fix)
+        port = int(port_text)
+        if not 0 < port < 65536:
+            raise BadInput(f"host {url!r} has port {port} out of range", fix=fix)
+    netloc = (f"{user}@" if at else "") + hostname.lower() + (f":{port}" if port not in (None, 22) else "")
+    return f"ssh://{netloc}"
 
 
 def suite_command(suite_args: list[str], with_baseline: bool) -> list[str]:
@@ -82,96 +119,11 @@ def suite_command(suite_args: list[str], with_baseline: bool) -> list[str]:
     return command
 
 
-def _short(err: BaseException) -> str:
-    text = str(getattr(err, "explanation", None) or err).strip().splitlines()
-    return (text[-1] if text else type(err).__name__)[:300]
-
-
-def _connect(url: str) -> Any:
-    """A Docker SDK client for the engine behind `url`, or raise _Unreachable with why."""
-    import docker
-
-    try:
-        client = docker.DockerClient(base_url=url, timeout=CONNECT_TIMEOUT)
-    except Exception as err:  # paramiko's SSHException, socket errors, BadHostKeyException, ...
-        raise _Unreachable(_ssh_reason(url, err)) from None
-    try:
-        client.ping()
-    except Exception as err:
-        client.close()
-        raise _Unreachable(
-            f"SSH works but the Docker engine does not answer ({_short(err)}): install Docker there and "
-            "give this user access to it (docker group), and make sure `docker` is on its PATH"
-        ) from None
-    return client
-
-
-def _ssh_reason(url: str, err: BaseException) -> str:
-    text = _short(err)
-    name = type(err).__name__
-    host = urlsplit(url).hostname or url
-    if "known_hosts" in text:
-        keyscan = f"ssh-keyscan -p {urlsplit(url).port} {host}" if urlsplit(url).port else f"ssh-keyscan {host}"
-        return f"SSH host key of {host} is unknown ({text}): check it, then add it with {keyscan} >> ~/.ssh/known_hosts"
-    if name in ("AuthenticationException", "BadAuthenticationType", "PasswordRequiredException"):
-        return f"SSH login refused ({text}): give this user's key (ssh-copy-id, or IdentityFile in ~/.ssh/config)"
-    if name == "BadHostKeyException":
-        return f"SSH host key of {host} changed ({text}): check the server, then fix ~/.ssh/known_hosts"
-    return f"cannot reach {host} over SSH ({name}: {text})"
-
-
-class _Unreachable(Exception):
-    pass
-
-
-def _gpu_runtime_missing(reason: str) -> bool:
-    text = reason.lower()
-    return "could not select device driver" in text or "nvidia-container-cli" in text or "unknown or invalid runtime name: nvidia" in text
-
-
 def pull_progress_text(layers: dict[str, tuple[int, int]]) -> str:
     """'3 layers, 412.0 of 1843.2 MiB' from the engine's per-layer (current, total) bytes."""
     done = sum(current for current, _ in layers.values())
     total = sum(total for _, total in layers.values())
     return f"{len(layers)} layer(s), {done / 2**20:.1f} of {total / 2**20:.1f} MiB"
-
-
-def ensure_image(client: Any, ref: str, say: Callable[[str], None]) -> str:
-    """The image `ref` on this engine; pulled (by digest when the reference has one) if missing,
-    with the bytes transferred as progress."""
-    from docker.errors import APIError, ImageNotFound
-
-    try:
-        return client.images.get(ref).id
-    except ImageNotFound:
-        pass
-    how = "by digest" if "@sha256:" in ref else "by tag (pin it by digest: invoke push prints one)"
-    say(f"pulling {ref} {how}")
-    repo, sep, digest = ref.partition("@")
-    if not sep:
-        last = ref.rsplit("/", 1)[-1]
-        repo, tag = (ref.rsplit(":", 1) if ":" in last else (ref, "latest"))
-    else:
-        tag = digest
-    layers: dict[str, tuple[int, int]] = {}
-    shown = 0.0
-    try:
-        for event in client.api.pull(repo, tag=tag, stream=True, decode=True):
-            if "error" in event:
-                raise APIError(event.get("error", "pull failed"))
-            detail = event.get("progressDetail") or {}
-            if event.get("id") and detail.get("total"):
-                layers[event["id"]] = (int(detail.get("current", 0)), int(detail["total"]))
-                if time.monotonic() - shown > 2:  # a line every 2 s at most
-                    say(pull_progress_text(layers))
-                    shown = time.monotonic()
-        return client.images.get(ref).id
-    except (APIError, ImageNotFound) as err:
-        raise _RunFailed(f"image {ref} is not on this host and cannot be pulled ({_short(err)}): push it with invoke push and pass --image HOST/gpuenv/...@sha256:...") from None
-
-
-class _RunFailed(Exception):
-    pass
 
 
 def _baseline_tar(data: bytes) -> bytes:
@@ -187,148 +139,261 @@ def _baseline_tar(data: bytes) -> bytes:
     return buf.getvalue()
 
 
-def _read_from_container(container: Any, path: str) -> str | None:
-    from docker.errors import NotFound
-
-    try:
-        stream, _ = container.get_archive(path)
-    except NotFound:
-        return None
-    data = b"".join(stream)
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        member = tar.next()
-        handle = tar.extractfile(member) if member else None
-        return handle.read().decode("utf-8", errors="replace") if handle else None
+def _short(err: BaseException) -> str:
+    text = str(getattr(err, "explanation", None) or err).strip().splitlines()
+    return (text[-1] if text else type(err).__name__)[:300]
 
 
-class _Live:
-    """Containers now running on any host, so Ctrl-C can stop them all."""
+# ---------------------------------------------------------------- one run across the fleet
+
+
+class _Stopped(Exception):
+    """The run was interrupted: this host starts nothing more."""
+
+
+class FleetState:
+    """What is open on every host right now, so an interrupt can stop it all: engines, the
+    containers started, and which step each host is in."""
 
     def __init__(self) -> None:
+        self.run_id = uuid.uuid4().hex[:12]
+        self.stop = threading.Event()
         self.lock = threading.Lock()
-        self.containers: dict[str, Any] = {}
+        self.engines: dict[str, engines.Engine] = {}
+        self.containers: dict[str, engines.Container] = {}
+        self.phase: dict[str, str] = {}
+        self.deadline: dict[str, float] = {}
 
-    def kill_all(self) -> None:
+    def set_phase(self, url: str, phase: str) -> None:
         with self.lock:
-            for container in list(self.containers.values()):
-                try:
-                    container.remove(force=True)
-                except Exception:
-                    pass
+            if self.stop.is_set():
+                raise _Stopped()
+            self.phase[url] = phase
+
+    def track_engine(self, url: str, engine: engines.Engine) -> None:
+        with self.lock:
+            if self.stop.is_set():
+                engine.close()
+                raise _Stopped()
+            self.engines[url] = engine
+
+    def track_container(self, url: str, container: engines.Container) -> None:
+        with self.lock:
+            if self.stop.is_set():
+                raise _Stopped()  # start_container removes it: nothing starts after an interrupt
+            self.containers[url] = container
+
+    def forget(self, url: str) -> None:
+        with self.lock:
+            self.engines.pop(url, None)
+            self.containers.pop(url, None)
+            self.phase.pop(url, None)
+            self.deadline.pop(url, None)
+
+    def expire(self) -> None:
+        """Close the engine of every host past its --time while it is not running the suite (a
+        stalled read then ends at once; a running suite is stopped by its own bounded wait)."""
+        now = time.monotonic()
+        with self.lock:
+            late = [url for url, end in self.deadline.items() if now > end + 1 and url not in self.containers]
+            for url in late:
+                self.deadline.pop(url, None)
+                if url in self.engines:
+                    self.engines[url].close()
+
+    def stop_all(self, workers: list[threading.Thread], grace: float = 5.0) -> tuple[int, list[str]]:
+        """Stop every host: no new container, each one started removed, each connection closed.
+        (containers removed, what could not be removed: host and container id)."""
+        self.stop.set()
+        with self.lock:
+            containers = dict(self.containers)
+            idle = [e for url, e in self.engines.items() if url not in containers and self.phase.get(url) != "creating"]
+        for engine in idle:  # connecting or pulling: closing ends a stalled read now
+            engine.close()
+        results: dict[str, bool] = {}
+
+        def remove(url: str, container: engines.Container) -> None:
+            results[url] = container.remove()
+
+        removers = [threading.Thread(target=remove, args=item, daemon=True) for item in containers.items()]
+        for thread in removers:
+            thread.start()
+        end = time.monotonic() + grace
+        for thread in [*removers, *workers]:
+            thread.join(max(0.0, end - time.monotonic()))
+        left = [f"{url} (container {c.id[:12]})" for url, c in containers.items() if not results.get(url)]
+        with self.lock:
+            remaining = dict(self.engines)
+        for url, engine in remaining.items():  # a container created while we stopped: find it by the run's label
+            if not engine.closed:
+                ok, _ = engines.bounded_call(lambda e=engine: e.remove_containers({RUN_LABEL: self.run_id}), 5, on_late=lambda _r: None)
+                if not ok:
+                    left.append(f"{url} (containers labelled {RUN_LABEL}={self.run_id})")
+            engine.close()
+        return sum(1 for ok in results.values() if ok), left
 
 
-def validate_host(url: str, run: SuiteRun, progress: Progress | None = None, live: _Live | None = None) -> HostOutcome:
+def validate_host(url: str, run: SuiteRun, progress: Progress | None = None, state: FleetState | None = None) -> HostOutcome:
     """Run the suite on one host; never raises for a problem of that host (it becomes the outcome)."""
-    from docker.errors import APIError, DockerException
-    from docker.types import Ulimit
-
-    from gpuenv.engine import DEFAULT_SHM_SIZE, device_requests
-
+    state = state or FleetState()
     say = (lambda phase, detail="": progress(url, phase, detail)) if progress else (lambda phase, detail="": None)
     started = time.monotonic()
+    deadline = started + run.timeout_s if run.timeout_s else None
     details: dict[str, Any] = {"image": run.image, "gpus": run.gpus}
 
     def outcome(status: str, reason: str, **kw: Any) -> HostOutcome:
         say("done", status)
         return HostOutcome(url, status, reason, seconds=round(time.monotonic() - started, 2), details=details, **kw)
 
-    say("connecting")
+    def remaining() -> float | None:
+        return None if deadline is None else deadline - time.monotonic()
+
+    def timed_out(step: str) -> HostOutcome:
+        return outcome(TIMEOUT, f"--time ({run.timeout_s:.0f}s) ran out {step}: give a longer --time or look at the host")
+
+    engine: engines.Engine | None = None
+    container: engines.Container | None = None
     try:
-        client = _connect(url)
-    except _Unreachable as err:
-        return outcome(UNREACHABLE, str(err))
-    container = None
-    try:
-        info = client.info()
+        say("connecting")
+        state.set_phase(url, "connecting")
+        if deadline is not None:
+            with state.lock:
+                state.deadline[url] = deadline
+        limit = run.connect_timeout_s if deadline is None else max(0.5, min(run.connect_timeout_s, remaining() or 0))
+        try:
+            engine = engines.Engine.connect(url, connect_timeout=limit, read_timeout=READ_TIMEOUT)
+        except engines.EngineUnavailable as err:
+            if state.stop.is_set():
+                raise _Stopped() from None
+            if deadline is not None and (remaining() or 0) <= 0:
+                return timed_out("while connecting")
+            return outcome(_CAUSE_STATUS.get(err.cause, UNREACHABLE), err.render())
+        state.track_engine(url, engine)
+        info = engine.info()
         details["engine"] = {"name": info.get("Name"), "server_version": info.get("ServerVersion"),
                              "runtimes": sorted((info.get("Runtimes") or {}).keys())}
-        requests = device_requests(run.gpus)
-        details["image_id"] = ensure_image(client, run.image, lambda text: say("pulling", text))
-        environment = {} if requests else {"NVIDIA_VISIBLE_DEVICES": "void"}
-        ulimits = [Ulimit(name="memlock", soft=-1, hard=-1), Ulimit(name="stack", soft=67108864, hard=67108864)] if requests else []
+        image = engine.image_info(run.image)
+        if image is None:
+            state.set_phase(url, "pulling")
+            how = "by digest" if "@sha256:" in run.image else "by tag (pin it by digest: invoke push prints one)"
+            say("pulling", f"pulling {run.image} {how}")
+            layers: dict[str, tuple[int, int]] = {}
+            shown = [0.0]
+
+            def pulled(record: engines.LayerProgress) -> None:
+                if record.layer and record.total:
+                    layers[record.layer] = (int(record.current or 0), int(record.total))
+                    if time.monotonic() - shown[0] > 2:  # a line every 2 s at most
+                        say("pulling", pull_progress_text(layers))
+                        shown[0] = time.monotonic()
+
+            try:
+                image = engine.pull_image(run.image, progress=pulled, deadline=deadline)
+            except ToolError as err:
+                if state.stop.is_set():
+                    raise _Stopped() from None
+                if deadline is not None and (remaining() or 0) <= 0:
+                    return timed_out(f"while pulling {run.image}")
+                return outcome(FAILED, f"image {run.image} is not on this host and cannot be pulled ({err.message}): push it with "
+                               "invoke push and pass --image HOST/gpuenv/...@sha256:...")
+        details["image_id"] = image.id
+        if deadline is not None and (remaining() or 0) <= 0:
+            return timed_out("before the suite could start")
+        state.set_phase(url, "creating")
         try:
-            container = client.containers.create(
-                image=run.image, command=suite_command(run.suite_args, run.baseline is not None),
-                environment=environment, device_requests=requests, shm_size=DEFAULT_SHM_SIZE, ulimits=ulimits,
-                init=True, detach=True, labels={"io.gpuenv.fleet": "validate"},
+            container = engine.start_container(
+                run.image, suite_command(run.suite_args, run.baseline is not None), gpus=run.gpus,
+                labels={LABEL: "validate", RUN_LABEL: state.run_id},
+                files=_baseline_tar(run.baseline) if run.baseline is not None else None,
+                on_created=lambda c: state.track_container(url, c),
             )
-            if run.baseline is not None:
-                container.put_archive("/", _baseline_tar(run.baseline))
-            if live:
-                with live.lock:
-                    live.containers[url] = container
-            say("running", "the suite")
-            container.start()
-        except APIError as err:
-            reason = _short(err)
-            if _gpu_runtime_missing(str(err)):
-                return outcome(NO_GPU_RUNTIME, f"the engine cannot give GPUs to containers ({reason}): install the NVIDIA "
-                               "Container Toolkit there and restart dockerd (or pass --gpus none for a CPU check)")
-            return outcome(FAILED, f"could not start the suite in {run.image}: {reason}")
-        try:
-            result = container.wait(timeout=run.timeout_s) if run.timeout_s else container.wait()
-        except Exception as err:  # requests' ReadTimeout (or the SSH channel's timeout) past --time
-            if not run.timeout_s:
-                raise
+        except engines.GpuRuntimeError as err:
+            return outcome(NO_GPU_RUNTIME, f"the engine cannot give GPUs to containers ({err.message}): {err.fix} "
+                           "(on that host; or pass --gpus none for a CPU check)")
+        except ToolError as err:
+            return outcome(FAILED, f"could not start the suite in {run.image}: {err.message}")
+        state.set_phase(url, "running")
+        say("running", "the suite")
+        left = remaining()
+        code = container.wait(max(1.0, left) if left is not None else None)
+        if code is None:
             return outcome(TIMEOUT, f"the suite did not finish within --time ({run.timeout_s:.0f}s); stopped it: give a longer --time "
-                           f"or look at the host ({_short(err)})")
-        code = int(result.get("StatusCode", 1))
+                           "or look at the host")
         say("collecting", "report")
-        text = _read_from_container(container, REPORT_IN_CONTAINER)
-        report = load_suite_report(text) if text else None
+        data = container.read_file(REPORT_IN_CONTAINER)
+        report = load_suite_report(data.decode("utf-8", errors="replace")) if data else None
         status, reason = status_from_report(report, code)
         if report is None:
-            tail = container.logs(tail=5).decode("utf-8", errors="replace").strip().splitlines()
+            tail = container.log_tail(5)
             reason += f": {tail[-1][:300]}" if tail else ""
         return outcome(status, reason, report=report, exit_code=code)
-    except _RunFailed as err:
-        return outcome(FAILED, str(err))
+    except _Stopped:
+        return outcome(CANCELLED, "stopped by an interrupt before the suite finished")
     except BadInput:
         raise
-    except DockerException as err:
-        return outcome(FAILED, f"the engine refused: {_short(err)}")
-    except OSError as err:  # the SSH channel dropped mid-run
-        return outcome(UNREACHABLE, f"lost the SSH connection ({_short(err)})")
+    except (GpuenvError, Exception) as err:  # the engine or the SSH channel failed mid-visit
+        if state.stop.is_set():
+            return outcome(CANCELLED, "stopped by an interrupt before the suite finished")
+        if deadline is not None and (remaining() or 0) <= 0:
+            return timed_out(f"while talking to the engine ({_short(err)})")
+        if engine is not None and engine.closed:
+            return outcome(UNREACHABLE, f"lost the connection to {url} ({_short(err)})")
+        return outcome(FAILED, f"the engine failed: {_short(err)}")
     finally:
-        if live:
-            with live.lock:
-                live.containers.pop(url, None)
         if container is not None:
-            try:
-                container.remove(force=True)
-            except Exception:
-                pass
-        client.close()
+            container.remove()
+        state.forget(url)
+        if engine is not None:
+            engine.close()
 
 
-def validate_hosts(hosts: list[str], run: SuiteRun, parallel: int = DEFAULT_PARALLEL, progress: Progress | None = None) -> list[HostOutcome]:
+def validate_hosts(hosts: list[str], run: SuiteRun, parallel: int = DEFAULT_PARALLEL, progress: Progress | None = None,
+                   state: FleetState | None = None) -> list[HostOutcome]:
     """Every host, at most `parallel` at once; outcomes in the order the hosts were given.
 
-    Ctrl-C stops the containers already started on every host, then propagates.
+    Workers are daemon threads, so an interrupted run never waits for a stalled host to exit.
+    Ctrl-C or SIGTERM (KeyboardInterrupt here) stops every host (FleetState.stop_all, shielded
+    from a second interrupt), then propagates with `.cleanup` saying what was removed.
     """
     if parallel < 1:
         raise BadInput(f"--parallel {parallel} is less than 1", fix="give 1 or more, e.g. --parallel 8")
-    live = _Live()
+    state = state or FleetState()
     if progress:
         for host in hosts:
             progress(host, "queued", "")
-    pool = ThreadPoolExecutor(max_workers=min(parallel, len(hosts)) or 1, thread_name_prefix="gpuenv-host")
-    futures: list[Any] = []
+    todo: queue.Queue[tuple[int, str]] = queue.Queue()
+    for item in enumerate(hosts):
+        todo.put(item)
+    results: dict[int, HostOutcome] = {}
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        while not state.stop.is_set():
+            try:
+                index, host = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                results[index] = validate_host(host, run, progress, state)
+            except BaseException as err:  # a bug or a bad option: handed to the main thread
+                errors.append(err)
+                state.stop.set()
+                return
+
+    workers = [threading.Thread(target=work, daemon=True, name=f"gpuenv-host-{n}") for n in range(min(parallel, len(hosts)) or 1)]
     try:
-        futures = [pool.submit(validate_host, host, run, progress, live) for host in hosts]
-        results = []
-        for future in futures:
-            while True:  # wait in slices so the main thread sees Ctrl-C
-                try:
-                    results.append(future.result(timeout=0.5))
-                    break
-                except FutureTimeout:
-                    continue
-        return results
-    except KeyboardInterrupt:
-        for future in futures:
-            future.cancel()
-        live.kill_all()
+        for worker in workers:
+            worker.start()
+        while any(worker.is_alive() for worker in workers):
+            for worker in workers:
+                worker.join(0.2)  # in slices: the main thread must see Ctrl-C and SIGTERM
+            state.expire()
+    except KeyboardInterrupt as interrupt:
+        with shielded():
+            removed, left = state.stop_all(workers)
+        interrupt.cleanup = (f"removed {removed} suite container(s)" if removed else "no suite container was running") + (
+            f"; could NOT remove: {', '.join(left)} (docker rm -f them there)" if left else "")
         raise
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+    if errors:
+        raise errors[0]
+    return [results[i] for i in range(len(hosts))]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuenv.fleet.outcome import FAILED, NO_GPU_RUNTIME, READY, TIMEOUT, UNREACHABLE
+from gpuenv.fleet.outcome import AUTH_REFUSED, FAILED, NO_GPU_RUNTIME, READY, TIMEOUT, UNREACHABLE
 from gpuenv.fleet.sshhosts import SuiteRun, parse_hosts, validate_hosts
 from gpuenv.errors import BadInput
 from servers import free_port
@@ -65,7 +65,7 @@ def test_two_hosts_one_unreachable_real_suite_through_invoke(ssh_server, suite_i
     assert checks["torch build"]["verdict"] == "skip" and "PyTorch is not installed" in checks["torch build"]["reason"]
     assert checks["driver"]["verdict"] == "skip" and "libnvidia-ml.so.1 not found" in checks["driver"]["reason"]
     assert good["details"]["engine"]["server_version"]
-    assert bad["status"] == UNREACHABLE and "cannot reach 127.0.0.1 over SSH" in bad["reason"]
+    assert bad["status"] == UNREACHABLE and f"cannot reach 127.0.0.1:{dead.rsplit(':', 1)[1]} over SSH: connection refused" in bad["reason"]
     assert data["ready"] is False
     suites = ET.parse(out / "fleet.xml").getroot().findall("testsuite")
     assert [s.get("name") for s in suites] == [ssh_server.url, dead]
@@ -165,10 +165,10 @@ def test_ctrl_c_removes_the_containers_it_started(ssh_server, ssh_home, suite_im
     assert leftover_containers(docker_engine) == []
 
 
-def test_unknown_host_key_is_unreachable_with_the_fix(ssh_server, ssh_home):
+def test_unknown_host_key_is_refused_with_the_fix(ssh_server, ssh_home):
     (ssh_home / ".ssh" / "known_hosts").write_text("")
     [outcome] = validate_hosts([ssh_server.url], SuiteRun(image="x", gpus="none"))
-    assert outcome.status == UNREACHABLE
+    assert outcome.status == AUTH_REFUSED
     assert "host key" in outcome.reason and f"ssh-keyscan -p {ssh_server.port} 127.0.0.1 >> ~/.ssh/known_hosts" in outcome.reason
 
 
