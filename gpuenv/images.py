@@ -54,6 +54,16 @@ def image_repository(stack: Stack) -> str:
     return f"{REPOSITORY_PREFIX}/{stack.stack_id}".lower()
 
 
+#: Where a build keeps its install stage (the build cache of the next rebuild), instead of leaving
+#: it as a dangling <none> image: gpuenv-cache/<stack_id>:<lock-hash-12>.
+CACHE_REPOSITORY = "gpuenv-cache"
+
+
+def build_cache_tag(stack: Stack, lock_hash: str) -> str:
+    """``gpuenv-cache/torch2.13.0-cpu-py3.11:5ff00e74a961``: the install stage of that stack and lock."""
+    return f"{CACHE_REPOSITORY}/{stack.stack_id}".lower() + f":{lock_hash[:TAG_HASH_LENGTH]}"
+
+
 def image_tags(stack: Stack, lock_hash: str, extra: Iterable[str] = ()) -> list[str]:
     """The tags a successful build gets: the stack with its lock hash, the moving tag, extras."""
     repo = image_repository(stack)
@@ -559,6 +569,7 @@ def build_stack_image(plan: BuildPlan, progress: Callable[[str], None] | None = 
             buildargs=plan.buildargs,
             labels=plan.labels,
             network_mode="none" if plan.no_index else None,
+            cache_tag=build_cache_tag(plan.stack, plan.lock.sha256),
             nocache=plan.nocache,
             progress=progress,
         )

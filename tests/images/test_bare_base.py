@@ -88,7 +88,7 @@ def test_the_cpu_stack_builds_on_a_bare_base_or_names_the_python_download(bare_b
         assert "(3, 11)" in line and "/opt/gpuenv/python" in line and "2.13.0+cpu" in line
     finally:
         engine.remove_image(image.id)
-        dockercases.remove_untagged_since(since)
+        dockercases.remove_build_cache(image.labels)
 
 
 def test_the_real_nvidia_cuda_base_is_pulled_or_named_in_one_line(docker_engine):

@@ -317,6 +317,7 @@ def test_conda_lock_backend_installs_with_micromamba(docker_engine, base_image, 
         assert code == 0
     finally:
         engine.remove_image(result.image.id)
+        dockercases.remove_build_cache(result.image.labels)
 
 
 def test_build_behind_a_tls_proxy_names_the_ca_cert_fix(cpu_image, cpu_lock, base_image, locks_root, tmp_path):

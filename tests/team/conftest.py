@@ -158,3 +158,4 @@ def team_image(base_image, cpu_uv_lock, cpu_stack, locks_dir) -> TeamImage:
     yield TeamImage(info.id, tag, proc.stdout)
     if not os.environ.get("GPUENV_TEST_KEEP_IMAGES"):
         engine.remove_image(info.id)
+        engine.remove_image(images.build_cache_tag(cpu_stack, cpu_uv_lock.sha256))  # the install stage the build kept
