@@ -145,7 +145,7 @@ def _quietly(action: Callable[[], Any]) -> None:
 
     try:
         action()
-    except (DockerException, OSError, _transport_errors()):
+    except (DockerException, *_transport_errors()):
         pass
 
 
