@@ -8,6 +8,7 @@ named under gpuenv-safety-test/ or labelled for a stack no other test uses, and 
 from __future__ import annotations
 
 import io
+import re
 import json
 import os
 import tarfile
@@ -143,3 +144,48 @@ def test_invoke_run_on_a_cpu_stack_asks_for_no_gpu_by_default(tiny_build, tmp_pa
     done = run_task("run", *STACK_ARGS, "--gpus", "all", "--", "true", cwd=tmp_path, timeout=300)
     assert done.returncode == 1 and "NVIDIA Container Toolkit" in done.stderr
     assert containers_labelled("gpuenv.safety-test", mine) == []
+
+
+def _dangling() -> set[str]:
+    from gpuenv import engine
+
+    return {image.id for image in engine.client().images.list(filters={"dangling": True})}
+
+
+@pytest.mark.parametrize("fails_in", [None, "install", "final"])
+def test_a_build_leaves_no_dangling_image_failed_or_not(base_image, fails_in):
+    """Two stages like gpuenv's Dockerfile: the install stage is kept under its cache tag, every
+    other untagged image the build made is removed, whether the build succeeds or fails."""
+    from gpuenv import engine
+    from gpuenv.errors import ToolError
+
+    run = uuid.uuid4().hex[:8]
+    dockerfile = "\n".join([
+        f"FROM {base_image} AS install",
+        f"RUN echo {run} > /made",
+        "RUN false" if fails_in == "install" else "RUN true",
+        f"FROM {base_image}",
+        "COPY --from=install /made /made",
+        "RUN false" if fails_in == "final" else "RUN cat /made",
+    ]) + "\n"
+    cache_tag = f"gpuenv-safety-test/cache:{run}"
+    tag = f"gpuenv-safety-test/two-stage:{run}"
+    before = _dangling()
+    log: list[str] = []
+    try:
+        if fails_in:
+            with pytest.raises(ToolError):
+                engine.build_image(_context(dockerfile), dockerfile="Dockerfile", tags=[tag], buildargs={}, cache_tag=cache_tag,
+                                   labels={"gpuenv.safety-test": run}, progress=log.append)
+        else:
+            result = engine.build_image(_context(dockerfile), dockerfile="Dockerfile", tags=[tag], buildargs={}, cache_tag=cache_tag,
+                                        labels={"gpuenv.safety-test": run}, progress=log.append)
+            assert result.image.labels["gpuenv.safety-test"] == run, "labels= reaches the image"
+        made = set(re.findall(r"^ ---> ([0-9a-f]{12})$", "".join(log), re.M))
+        left = {i for i in _dangling() - before if i.removeprefix("sha256:")[:12] in made}
+        assert not left, f"the build left dangling images {left}"
+        kept = engine.image_info(cache_tag)
+        assert (kept is not None) == (fails_in != "install"), "the install stage is kept (tagged) once it was built"
+    finally:
+        for ref in (tag, cache_tag):
+            engine.remove_image(ref)
