@@ -51,7 +51,7 @@ def test_the_shared_help_covers_every_stack_option():
 def documented_short_flags() -> dict[str, str]:
     """`-c` cuda, `-f` framework, ... as the README's `gpuenv` section lists them."""
     text = (ROOT / "README.md").read_text()
-    section = text.split("### The `gpuenv` command", 1)[1].split("\n## ", 1)[0]
+    section = text.split("Short flags mean the same in every task:", 1)[1].split(".", 1)[0]
     found = dict((flag, name) for flag, name in re.findall(r"`(-[a-z])` ([a-z-]+)", section))
     assert found, "the README lists no short flags"
     return found
