@@ -69,12 +69,16 @@ def short_flag_hint(argv: List[str], task_names: Any = (), core: dict[str, str] 
     ours = {f"-{flag}": f"--{name.rstrip('_').replace('_', '-')}" for name, flag in SHORT_FLAGS.items()}
     core = CORE_SHORT_FLAGS if core is None else core
     names = set(task_names)
-    for word in argv[1:]:
+    words = argv[1:]
+    for at, word in enumerate(words):
         if word in names or not word.startswith("-"):
             if word in names:
                 break
             continue
         flag = word.split("=", 1)[0]
+        value = word.split("=", 1)[1] if "=" in word else (words[at + 1] if at + 1 < len(words) else "")
+        if flag == "-f" and value.lower().endswith((".yaml", ".yml", ".json")):
+            continue  # a config file, meant as one: its own error says what is wrong with it
         if flag in ours:
             if flag in core:
                 return f"before the task name {flag} is Invoke's {core[flag]}, not {ours[flag]}: task options go after the task name"
