@@ -37,6 +37,14 @@ def main() -> int:
         subprocess.run([sys.executable, "-m", "gpuenv.cli.program", "resolve", "--json"], cwd=folder, check=True, capture_output=True,
                        env={"PYTHONPATH": str(ROOT), "HOME": tmp, "PATH": "/usr/bin:/bin"})
         print(f"plain {big.stat().st_size / 1000:.0f} KB file, gpuenv resolve {time.perf_counter() - started:7.3f} s")
+        wide = folder / "wide"
+        wide.mkdir()
+        (wide / "invoke.yaml").write_text("gpuenv:\n  cuda: cpu\nextra:\n" + "".join(f"  key{i:06d}: value number {i} with some padding\n" for i in range(14000)))
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "gpuenv.cli.program", "resolve", "--json"], cwd=wide, check=True, capture_output=True,
+                       env={"PYTHONPATH": str(ROOT), "HOME": tmp, "PATH": "/usr/bin:/bin"})
+        size = (wide / "invoke.yaml").stat().st_size / 1000
+        print(f"{size:.0f} KB file, a 14,000-key section, gpuenv resolve {time.perf_counter() - started:7.3f} s  (Invoke's own env crawl: ~12 s)")
         for name, text in (("alias bomb", BOMB), ("2**30 values", DEEP)):
             path = folder / f"{name.replace(' ', '-').replace('*', '')}.yaml"
             path.write_text(text)

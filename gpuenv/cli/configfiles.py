@@ -195,6 +195,40 @@ class GpuenvConfig(Config):
                 return
         super()._load_file(prefix, absolute, merge)
 
+    def load_shell_env(self) -> None:
+        """INVOKE_* variables, as Invoke reads them, at a cost that does not grow with the files.
+
+        Invoke crawls every key of the merged config and copies its map of variable names at each
+        step: a file with a 14,000-key section costs seconds per command. Only the sections some
+        INVOKE_* variable names are crawled here. The `gpuenv` section is read against its
+        defaults (all unset), so every variable arrives as text for gpuenv.config to check: a value
+        a file set to a list or a number cannot turn a variable into a traceback.
+        """
+        import copy
+
+        from invoke.env import Environment
+        from invoke.exceptions import AmbiguousEnvVar, UncastableEnvVar
+
+        from gpuenv.config import DEFAULTS
+
+        self.merge()
+        prefix = self._env_prefix or ""
+        names = [name for name in os.environ if name.startswith(prefix)]
+
+        def named(key: str) -> bool:
+            upper = prefix + str(key).upper()
+            return any(name == upper or name.startswith(upper + "_") for name in names)
+
+        basis = {key: value for key, value in self._config.items() if key != SECTION and named(key)}
+        if named(SECTION):
+            basis[SECTION] = copy.deepcopy(DEFAULTS)
+        try:
+            data = Environment(config=basis, prefix=prefix).load() if basis else {}
+        except (AmbiguousEnvVar, UncastableEnvVar, ValueError, TypeError) as err:
+            raise ConfigFileError(f"an {prefix}* variable cannot be used ({err})", fix="unset it, or give it a value of the key's type") from None
+        self._set(_env=data)
+        self.merge()
+
     def _load_yaml(self, path: Any) -> Any:
         return load_file(str(path))
 

@@ -127,6 +127,11 @@ class ParseErrorsAreBadInput(Program):
         with _config_problems_are_bad_input(self):
             super().update_config(merge)
 
+    def execute(self) -> None:
+        # where Invoke reads the INVOKE_* variables (GpuenvConfig.load_shell_env)
+        with _config_problems_are_bad_input(self):
+            super().execute()
+
 
 @contextlib.contextmanager
 def _config_problems_are_bad_input(program: Any = None) -> Iterator[None]:

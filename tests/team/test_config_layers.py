@@ -261,3 +261,14 @@ def test_without_pins_doctor_says_the_stack_floats(project):
     doctor = run_gpuenv("doctor", cwd=project / "team", env={"HOME": str(project / "home")})
     assert doctor.returncode == 0, doctor.stderr
     assert "the stack floats: each host resolves its own" in doctor.stdout
+
+
+def test_a_variable_over_a_file_value_of_another_type_is_checked_not_a_traceback(project):
+    write(project / "team", "invoke.yaml", "gpuenv:\n  fleet:\n    parallel: 4\n    hosts: [ssh://a]\n")
+    env = {"HOME": str(project / "home"), "INVOKE_GPUENV_FLEET_PARALLEL": "x"}
+    line = one_line_exit_2(run_gpuenv("resolve", cwd=project / "team", env=env))
+    assert line.startswith("gpuenv: INVOKE_GPUENV_FLEET_PARALLEL: gpuenv.fleet.parallel 'x' is not a number")
+    env = {"HOME": str(project / "home"), "INVOKE_GPUENV_FLEET_HOSTS": "ssh://b,ssh://c"}
+    proc = run_gpuenv("doctor", "--json", cwd=project / "team", env=env)
+    rows = {row["key"]: row for row in json.loads(proc.stdout)["settings"]["values"]}
+    assert rows["fleet.hosts"]["value"] == "ssh://b, ssh://c" and rows["fleet.hosts"]["source"] == "INVOKE_GPUENV_FLEET_HOSTS"
