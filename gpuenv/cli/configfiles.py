@@ -41,10 +41,10 @@ _Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class _Loader(_Base):  # type: ignore[misc, valid-type]
-    """PyYAML's safe loader (libyaml when present) without YAML 1.1's base-60 numbers.
+    """PyYAML's safe loader (libyaml when present) without YAML 1.1's base-60 and leading-zero octal numbers.
 
-    `1:00:00` stays the text "1:00:00" (Slurm reads it as an hour) instead of the number 3600;
-    every other implicit type is PyYAML's own.
+    `1:00:00` stays the text "1:00:00" (Slurm reads it as an hour) instead of the number 3600, and
+    `010` the text "010" instead of the number 8; every other implicit type is PyYAML's own.
     """
 
 
@@ -56,7 +56,7 @@ def _without_sexagesimal() -> dict:
             if tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float"):
                 # drop the alternatives with '(?::' (the base-60 forms), keep the rest as PyYAML has them
                 body = regexp.pattern.strip().removeprefix("^(?:").removesuffix(")$")
-                kept_alternatives = [alt.strip() for alt in body.split("\n") if "(?::" not in alt]
+                kept_alternatives = [alt.strip() for alt in body.split("\n") if "(?::" not in alt and "0[0-7_]+" not in alt]
                 regexp = re.compile("^(?:" + "".join(kept_alternatives).lstrip("|") + ")$", re.X)
             kept.append((tag, regexp))
         resolvers[first] = kept
@@ -141,6 +141,9 @@ def load_text(text: str, name: str, kind: str) -> dict:
     if not isinstance(data, dict):
         what = {list: "a list", str: "a text"}.get(type(data), f"a {type(data).__name__}")
         raise ConfigFileError(f"{name}: the top level is {what}, not a mapping", fix="write `gpuenv:` followed by indented `key: value` lines")
+    near = [key for key in data if isinstance(key, str) and key != SECTION and _near_section(key)]
+    if near:
+        raise ConfigFileError(f"{name}: unknown section {near[0]!r}", fix=f"did you mean `{SECTION}:`?")
     if _count(data, MAX_NODES) > MAX_NODES:
         raise ConfigFileError(f"{name} expands to more than {MAX_NODES} values", fix="write a smaller file")
     if SECTION in data:
@@ -150,6 +153,14 @@ def load_text(text: str, name: str, kind: str) -> dict:
         else:
             data[SECTION] = section
     return data
+
+
+def _near_section(key: str) -> bool:
+    """`gpuenvs:`, `gpu_env:`, `GPUenv:`: a mistyped `gpuenv:` section, whose keys would be ignored."""
+    import difflib
+
+    folded = key.lower().replace("_", "").replace("-", "").strip()
+    return folded == SECTION or difflib.SequenceMatcher(None, folded, SECTION).ratio() >= 0.8
 
 
 def _without_nulls(value: Any) -> Any:

@@ -158,8 +158,9 @@ def test_home_and_system_files_take_effect_beside_the_committed_file_and_doctor_
         (b"gpuenv:\n  cuda: \xff\xfe\n", "gpuenv: {path}:2: not UTF-8 text (byte 0xff)"),
         ("gpuenv:\n  cuda: [\n", "gpuenv: {path}:3: not valid YAML"),
         ("x" * (1024 * 1024 + 1), "gpuenv: {path} is 1024 KiB; a config file may be at most 1024 KiB"),
+        ("gpuenvs:\n  cuda: cpu\n", "gpuenv: {path}: unknown section 'gpuenvs': did you mean `gpuenv:`?"),
     ],
-    ids=["typo", "bool-count", "list", "string", "not-utf8", "bad-yaml", "too-big"],
+    ids=["typo", "bool-count", "list", "string", "not-utf8", "bad-yaml", "too-big", "section-typo"],
 )
 def test_a_bad_project_file_is_one_line_exit_2(project, text, expected):
     path = write(project / "team", "invoke.yaml", text)
@@ -221,6 +222,13 @@ def test_base_60_is_read_as_the_text_written(project):
     proc = run_gpuenv("doctor", "--json", cwd=project / "team", env={"HOME": str(project / "home")})
     rows = {row["key"]: row["value"] for row in json.loads(proc.stdout)["settings"]["values"]}
     assert rows["fleet.slurm.time"] == "1:00:00", "YAML 1.1 would read 1:00:00 as 3600 (60 hours for Slurm)"
+
+
+def test_yaml_1_1_number_traps_are_read_as_written():
+    from gpuenv.cli.configfiles import load_text
+
+    data = load_text("a: 1:00:00\nb: 010\nc: 8\nd: 0.9\ne: 3.10\n", "x.yaml", "yaml")
+    assert data == {"a": "1:00:00", "b": "010", "c": 8, "d": 0.9, "e": 3.1}  # 3.1: refused by the version checks
 
 
 def test_a_plain_large_config_is_read_quickly(tmp_path):
