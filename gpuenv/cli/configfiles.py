@@ -29,6 +29,8 @@ MAX_CONFIG_BYTES = 1024 * 1024
 MAX_ALIASES = 64
 #: Values (mappings, lists, scalars) a file may expand to, aliases followed: bounds the merge's work.
 MAX_NODES = 100_000
+#: Nesting of mappings and lists (invoke.yaml needs 4).
+MAX_DEPTH = 50
 SUFFIXES = ("yaml", "yml", "json")
 FIX = "fix the file (see the committed invoke.yaml)"
 
@@ -117,6 +119,8 @@ def _count(value: Any, budget: int) -> int:
 def load_text(text: str, name: str, kind: str) -> dict:
     """The data of one config file's text (kind: yaml, yml or json), checked; ConfigFileError otherwise."""
     if kind == "json":
+        if _json_depth(text) > MAX_DEPTH:  # json's decoder recurses: refuse deep nesting before it does
+            raise ConfigFileError(f"{name}: nested more than {MAX_DEPTH} levels deep", fix=FIX)
         try:
             data = json.loads(text)
         except json.JSONDecodeError as err:
@@ -124,8 +128,17 @@ def load_text(text: str, name: str, kind: str) -> dict:
         except RecursionError:
             raise ConfigFileError(f"{name}: nested too deeply", fix=FIX) from None
     else:
+        aliases = depth = 0
         try:
-            aliases = sum(1 for event in yaml.parse(text, Loader=_Loader) if isinstance(event, yaml.AliasEvent))
+            for event in yaml.parse(text, Loader=_Loader):  # events only: no nesting is built yet
+                if isinstance(event, yaml.AliasEvent):
+                    aliases += 1
+                elif isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+                    depth += 1
+                    if depth > MAX_DEPTH:  # libyaml's composer recurses in C: deeper would crash the process
+                        raise ConfigFileError(f"{name}: nested more than {MAX_DEPTH} levels deep", fix=FIX)
+                elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+                    depth -= 1
         except yaml.YAMLError as err:
             raise ConfigFileError(_yaml_problem(err, name), fix=FIX) from None
         if aliases > MAX_ALIASES:
@@ -171,6 +184,28 @@ def _without_nulls(value: Any) -> Any:
         kept = {k: v for k, v in kept.items() if v is not None}
         return kept or None
     return value
+
+
+def _json_depth(text: str) -> int:
+    """The deepest nesting of arrays and objects in JSON text (brackets inside strings not counted)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
 
 
 def _yaml_problem(err: yaml.YAMLError, name: str) -> str:

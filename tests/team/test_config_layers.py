@@ -188,7 +188,8 @@ BOMB = "".join(
         ("notes.txt", "gpuenv: {}\n", "gpuenv: -f {path}: not a .yaml, .yml or .json file"),
         ("/dev/null", None, "gpuenv: /dev/null is not a regular file"),
         ("bad.json", '{"gpuenv": {"cuda": }', "gpuenv: {path}:1: not valid JSON"),
-        ("deep.json", "[" * 100_000 + "]" * 100_000, "gpuenv: {path}: nested too deeply"),
+        ("deep.json", "[" * 100_000 + "]" * 100_000, "gpuenv: {path}: nested more than 50 levels deep"),
+        ("deep.yaml", "a: " + "[" * 100_000 + "]" * 100_000, "gpuenv: {path}: nested more than 50 levels deep"),
         ("bomb.yaml", BOMB, "gpuenv: {path} uses 72 YAML aliases; at most 64 are allowed"),
     ],
 )
