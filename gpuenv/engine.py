@@ -686,33 +686,65 @@ class Engine:
             raise ToolError(f"push {repository} ended without a digest", fix="check the registry's log; the engine said nothing went wrong")
         return digest
 
-    def pull_image(self, ref: str, *, progress: LayerCallback | None = None, deadline: float | None = None) -> ImageInfo:
+    def pull_image(self, ref: str, *, progress: LayerCallback | None = None, deadline: float | None = None,
+                   stall_timeout: float | None = None) -> ImageInfo:
         """Pull `ref` (name@sha256:... or name:tag) into the engine; the image, as image_info gives it.
 
-        Bounded twice: a registry that stalls mid-download makes the stream go quiet, which the
-        client's read timeout ends; a pull that trickles on is stopped at `deadline` (a
-        time.monotonic() value; default PULL_LIMIT from now). Either closes the connection, which
-        makes the engine cancel the pull.
+        Bounded twice. The SDK's own pull reads with no timeout at all (it passes timeout=None), so
+        a registry that stalls mid-download would hang it forever; this sends the same request
+        (the same auth header from the credential store) with a read timeout of `stall_timeout`
+        (default: the client's), and closes it at `deadline` (a time.monotonic() value; default
+        PULL_LIMIT from now). Closing the request makes the engine cancel the pull.
         """
-        from docker.errors import APIError
+        from docker import auth
+        from docker.utils import parse_repository_tag
+        from docker.utils.json_stream import json_stream
 
+        api = self.client.api
+        stall = float(stall_timeout or api.timeout or READ_TIMEOUT)
         end = deadline if deadline is not None else time.monotonic() + PULL_LIMIT
+        repository, tag = parse_repository_tag(ref)
+        registry, _ = auth.resolve_repository_name(repository)
+        headers = {}
+        header = auth.get_config_header(api, registry)
+        if header:
+            headers["X-Registry-Auth"] = header
+        late = threading.Event()
+        response = None
+        timer = None
         try:
-            records = self.client.api.pull(ref, stream=True, decode=True)
-            _stream(records, progress, ref, "pull", deadline=end)
-        except APIError as err:
-            what, fix = registry_problem(_short(err), _registry_of(ref))
-            raise ToolError(f"pull {ref} failed: {what} ({_short(err)[:200]})", fix=fix) from None
+            response = api.post(f"{api.base_url}/v{api.api_version}/images/create", params={"fromImage": repository, "tag": tag or "latest"},
+                                headers=headers, stream=True, timeout=(stall, stall))
+            if response.status_code >= 400:
+                reason = _response_message(response)
+                what, fix = registry_problem(reason, _registry_of(ref))
+                raise ToolError(f"pull {ref} failed: {what} ({reason[:200]})", fix=fix)
+
+            def expire(resp: Any = response) -> None:
+                late.set()
+                _abort(resp)  # the read blocked in the other thread ends now
+
+            timer = threading.Timer(max(0.0, end - time.monotonic()), expire)
+            timer.daemon = True
+            timer.start()
+            _stream(json_stream(response.iter_content(chunk_size=None, decode_unicode=False)), progress, ref, "pull", deadline=end)
+            if late.is_set():
+                raise _PastDeadline()
         except _PastDeadline:
-            self.close()  # the engine cancels a pull whose client went away
             raise ToolError(f"pull {ref} did not finish in time", fix="the registry is slow or stalled; try again, or pull it there by hand") from None
-        except _transport_errors() as err:
-            timeout = self.client.api.timeout
-            self.close()
+        except ToolError:
+            raise
+        except (*_transport_errors(), ValueError) as err:
+            if late.is_set():
+                raise ToolError(f"pull {ref} did not finish in time", fix="the registry is slow or stalled; try again, or pull it there by hand") from None
             stalled = "timed out" in str(err).lower() or isinstance(err, (TimeoutError, socket.timeout))
-            what = (f"the download stalled (nothing for {timeout:.0f}s)" if stalled
-                    else f"the connection to the engine broke ({_short(err)})")
+            what = f"the download stalled (nothing for {stall:.0f}s)" if stalled else f"the connection to the engine broke ({_short(err)})"
             raise ToolError(f"pull {ref} failed: {what}", fix="check the registry (it stopped sending) and try again") from None
+        finally:
+            if timer is not None:
+                timer.cancel()
+            if response is not None:
+                _quietly(response.close)  # an unfinished pull is cancelled by the engine
         info = self.image_info(ref)
         if info is None:
             raise ToolError(f"pull {ref} ended but the engine has no such image", fix="check the reference and the registry")
@@ -970,31 +1002,35 @@ class GpuRuntimeCause:
     fix: str
 
 
-#: Matched in order; the recorded engine errors in tests/engine/nvidia_container_errors.yaml say
-#: where each pattern was seen.
+#: Matched in order, first match wins. Each pattern is tested against real engine errors recorded
+#: from public reports in tests/engine/nvidia_container_errors.yaml, which names where each came from.
 GPU_RUNTIME_CAUSES: tuple[GpuRuntimeCause, ...] = (
-    GpuRuntimeCause("driver too old", r"requirement error: unsatisfied condition: (cuda|brand|arch|driver)",
-                    "the host's NVIDIA driver is older than the image's CUDA needs: upgrade the driver, or use an image "
-                    "built for an older CUDA (invoke resolve picks one for this driver)"),
-    GpuRuntimeCause("driver/library mismatch", r"driver/library version mismatch|rm version mismatch|nvml error: driver/library",
+    GpuRuntimeCause("driver too old", r"requirement error: unsatisfied condition: cuda",
+                    "the host's NVIDIA driver is older than the CUDA of the image: upgrade the driver there, or use an image "
+                    "built for an older CUDA (invoke resolve --driver VERSION picks one)"),
+    GpuRuntimeCause("driver/library mismatch", r"driver/library version mismatch|rm version mismatch|api mismatch",
                     "the loaded NVIDIA kernel module and the driver's libraries differ (a driver upgrade without a reboot): "
-                    "reboot the host, or unload and reload the nvidia modules"),
-    GpuRuntimeCause("gpu lost", r"gpu is lost|gpu has fallen off the bus|nvml error: gpu is lost",
-                    "a GPU fell off the bus: drain the host, then reset the GPU (nvidia-smi -r) or power-cycle it"),
-    GpuRuntimeCause("unknown device", r"unknown device|invalid device|device .* not found|no such device",
-                    "--gpus names a GPU this host does not have: check the indices/UUIDs with nvidia-smi -L"),
-    GpuRuntimeCause("driver not installed", r"load library failed: libnvidia-ml\.so|libnvidia-ml\.so\.1: cannot open shared object|"
-                    r"nvml error: driver not loaded|driver not loaded",
-                    "the NVIDIA driver is not installed or not loaded on the host: install the driver (nvidia-smi must work), "
+                    "reboot the host, or unload and reload the nvidia kernel modules"),
+    GpuRuntimeCause("gpu lost", r"gpu is lost|fallen off the bus",
+                    "a GPU fell off the bus: drain the host, then reset the GPU (nvidia-smi -r) or power-cycle the host"),
+    GpuRuntimeCause("unknown device", r"device error: .*unknown device",
+                    "--gpus names a GPU this host does not have (or the toolkit lost track of it): check the indices/UUIDs "
+                    "with nvidia-smi -L there"),
+    GpuRuntimeCause("driver not installed", r"load library failed: libnvidia-ml\.so|libnvidia-ml\.so\.1: cannot open shared object",
+                    "the NVIDIA driver is not installed (or not loaded) on the host: install it so nvidia-smi works there, "
                     "then restart dockerd"),
-    GpuRuntimeCause("permission", r"nvidia-container-cli: (mount|ldcache) error: .*permission denied|"
-                    r"bpf_prog_query.*operation not permitted|cgroup.*permission denied",
-                    "the toolkit may not set up the container (rootless Docker or a restricted cgroup): set "
-                    "no-cgroups = true in /etc/nvidia-container-runtime/config.toml for rootless engines"),
-    GpuRuntimeCause("no gpu runtime", r"could not select device driver .*capabilities: \[\[gpu\]\]|unknown or invalid runtime name: nvidia|"
-                    r"nvidia-container-cli|nvidia-container-runtime",
+    GpuRuntimeCause("driver rpc failed", r"driver rpc error|driver error: failed to process request",
+                    "the driver did not answer the toolkit: enable persistence mode there (nvidia-smi -pm 1, or run "
+                    "nvidia-persistenced)"),
+    GpuRuntimeCause("driver broken", r"nvml error: unknown error",
+                    "NVML fails on the host, usually a broken driver install: run nvidia-smi there; if it fails too, reinstall "
+                    "the driver"),
+    GpuRuntimeCause("no gpu runtime", r"could not select device driver .*capabilities: \[\[gpu\]\]|unknown or invalid runtime name: nvidia",
                     "this engine cannot give GPUs to containers: install the NVIDIA Container Toolkit and restart dockerd, "
                     "or pass --gpus none"),
+    GpuRuntimeCause("toolkit failed", r"nvidia-container-cli|nvidia-container-runtime",
+                    "the NVIDIA Container Toolkit could not set up the container: run nvidia-container-cli -k -d /dev/tty info "
+                    "on the host to see why"),
 )
 
 
@@ -1127,6 +1163,26 @@ def _registry_of(ref: str) -> str:
 
 class _PastDeadline(Exception):
     pass
+
+
+def _abort(response: Any) -> None:
+    """End a streamed response now, even while another thread is blocked reading it: close()
+    alone does not wake a blocked recv(), shutting the socket (or SSH channel) down does."""
+    sock = getattr(getattr(response.raw, "connection", None), "sock", None)
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except (OSError, AttributeError, TypeError):
+            pass
+    _quietly(response.close)
+
+
+def _response_message(response: Any) -> str:
+    """The engine's `message` of an error answer, else its text."""
+    try:
+        return str(response.json().get("message") or response.text).strip()
+    except ValueError:
+        return (response.text or f"HTTP {response.status_code}").strip()
 
 
 def _stream(records: Any, progress: LayerCallback | None, ref: str, action: str, deadline: float | None = None) -> str | None:

@@ -40,6 +40,7 @@ class FleetOptions:
     junit: str | None = None
     baseline: str | None = None
     gpus: str | None = None
+    queue_time: str | None = None  # Slurm: longest wait in the queue
 
 
 def fleet_config(config: Any) -> dict[str, Any]:
@@ -103,23 +104,16 @@ def merge_options(cli: dict[str, Any], config: dict[str, Any]) -> FleetOptions:
         junit=cli.get("junit"),
         baseline=cli.get("baseline"),
         gpus=cli.get("gpus"),
+        queue_time=pick("queue_time", section=slurm_cfg),
     )
 
 
 def time_limit_seconds(text: str) -> float:
-    """Slurm's --time forms (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S) in seconds, for SSH hosts too."""
-    import re
+    """Slurm's --time forms (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S) in seconds, for SSH hosts too;
+    at most 7 days (gpuenv.fleet.slurm.MAX_LIMIT_S)."""
+    from gpuenv.fleet.slurm import limit_seconds
 
-    match = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d{1,2}))?(?::(\d{1,2}))?", text.strip())
-    if not match:
-        raise BadInput(f"--time {text!r} is not a time limit", fix="use minutes (30), M:S (0:30), H:M:S (1:00:00) or D-H (1-0)")
-    days, first, second, third = match.groups()
-    if days is not None:  # D-H[:M[:S]]
-        parts = [int(days) * 24 + int(first), int(second or 0), int(third or 0)]
-        return float(parts[0] * 3600 + parts[1] * 60 + parts[2])
-    if third is not None:  # H:M:S
-        return float(int(first) * 3600 + int(second) * 60 + int(third))
-    return float(int(first) * 60 + int(second or 0))  # M or M:S
+    return limit_seconds(text, "--time", unlimited=False) or 0.0
 
 
 def wants_fleet(cli: dict[str, Any]) -> bool:
@@ -143,10 +137,60 @@ def _read_baseline(path: str | None) -> tuple[bytes | None, dict[str, dict[str, 
 
 def _check_outputs(opts: FleetOptions) -> None:
     for flag, path in (("--report", opts.report), ("--json", opts.json), ("--junit", opts.junit)):
-        if path and Path(path).is_dir():
-            raise BadInput(f"{flag} {path} is a folder", fix=f"give a file name, e.g. {flag} fleet.{'html' if flag == '--report' else flag[2:]}")
+        if path:
+            check_output_path(flag, path, f"fleet.{'html' if flag == '--report' else flag[2:]}")
     if opts.report and not opts.report.lower().endswith((".html", ".htm")):
         raise BadInput(f"--report {opts.report} is not an .html file", fix="give e.g. --report fleet.html (use --json/--junit for the other formats)")
+
+
+def check_output_path(flag: str, path: str, example: str) -> None:
+    """An output file the run will write at its end, checked now: a writable folder, a name the
+    file system takes, no folder or special file in its place."""
+    import os
+
+    target = Path(path)
+    fix = f"give a file name in a folder you can write, e.g. {flag} {example}"
+    if any(len(part.encode()) > 255 for part in target.parts):
+        raise BadInput(f"{flag} {path}: a name in it is longer than 255 bytes", fix=fix)
+    if target.is_dir():
+        raise BadInput(f"{flag} {path} is a folder", fix=fix)
+    if target.exists() and not target.is_file():
+        raise BadInput(f"{flag} {path} is not a regular file", fix=fix)
+    if target.exists() and not os.access(target, os.W_OK):
+        raise BadInput(f"{flag} {path} is not writable", fix=fix)
+    folder = target.parent if str(target.parent) else Path(".")
+    while not folder.exists() and folder != folder.parent:  # the report writer makes missing folders
+        folder = folder.parent
+    if not folder.is_dir():
+        raise BadInput(f"{flag} {path}: {folder} is not a folder", fix=fix)
+    from gpuenv.fleet.slurm import writable_folder_problem
+
+    problem = writable_folder_problem(folder)  # tried, not guessed: root passes every access() check
+    if problem:
+        raise BadInput(f"{flag} {path}: the folder {folder} cannot be written ({problem})", fix=fix)
+
+
+def check_fleet_options(opts: FleetOptions) -> None:
+    """Every fleet option and output, before any host, job or engine is touched: one line each."""
+    from gpuenv.engine import parse_gpus
+    from gpuenv.share import parse_image_ref
+
+    _check_outputs(opts)
+    parse_gpus(opts.gpus or "all")
+    if opts.image:
+        parse_image_ref(opts.image)
+    if opts.time and opts.time.strip().upper() not in ("UNLIMITED", "INFINITE"):
+        time_limit_seconds(opts.time)
+    if opts.slurm:
+        from gpuenv.fleet.slurm import limit_seconds
+
+        limit_seconds(opts.queue_time or "1:00:00", "--queue-time", unlimited=False)
+        if opts.rundir:
+            from gpuenv.fleet.slurm import check_rundir
+
+            check_rundir(str(Path(opts.rundir).absolute()))
+    elif opts.queue_time:
+        raise BadInput("--queue-time is a Slurm option", fix="drop it, or validate through --slurm")
 
 
 class HostProgress:
@@ -192,7 +236,8 @@ class HostProgress:
             self.live.update(self._table())
         else:
             elapsed = time.monotonic() - self.started
-            self.console.print(f"[{elapsed:6.1f}s] {host:<{_PAD}} {phase}{': ' + detail if detail else ''}", markup=False)
+            # soft_wrap: a long line stays one line in a CI log, never cut at the console's 80 columns
+            self.console.print(f"[{elapsed:6.1f}s] {host:<{_PAD}} {phase}{': ' + detail if detail else ''}", markup=False, soft_wrap=True)
             self.console.file.flush()  # CI reads the log while it runs
 
 
@@ -224,7 +269,7 @@ def run_fleet(opts: FleetOptions, suite_args: list[str], say: Callable[[str], No
         job = slurm.SlurmJob(
             rundir=str(Path(rundir).absolute()), nodes=opts.nodes, nodelist=opts.nodelist, partition=opts.partition,
             time=opts.time, image=opts.image, prefix=opts.prefix, gpus=opts.gpus or "all", suite_args=suite_args,
-            baseline=baseline_bytes is not None,
+            baseline=baseline_bytes is not None, queue_time=opts.queue_time,
         )
         slurm.check_job(job)
         say(f"validating through Slurm: {opts.nodelist or (str(opts.nodes) + ' node(s)' if opts.nodes else '1 node')}, "
@@ -237,9 +282,13 @@ def run_fleet(opts: FleetOptions, suite_args: list[str], say: Callable[[str], No
     if opts.time and opts.time.upper() not in ("UNLIMITED", "INFINITE"):
         time_limit_seconds(opts.time)  # a bad value stops here, before any host is contacted
     image = opts.image or _stack_image_ref()
-    timeout = time_limit_seconds(opts.time) if opts.time and opts.time.upper() not in ("UNLIMITED", "INFINITE") else None
+    if not opts.time:
+        timeout: float | None = sshhosts.DEFAULT_HOST_TIME_S  # every wait is bounded, the suite's too
+    else:
+        timeout = time_limit_seconds(opts.time) if opts.time.upper() not in ("UNLIMITED", "INFINITE") else None
     run = sshhosts.SuiteRun(image=image, suite_args=suite_args, gpus=opts.gpus or "all", baseline=baseline_bytes, timeout_s=timeout)
-    say(f"validating {len(opts.hosts)} host(s) over SSH, {min(opts.parallel, len(opts.hosts))} at a time, in {image}")
+    limit = f", each within {timeout / 60:g} min (--time)" if timeout else ""
+    say(f"validating {len(opts.hosts)} host(s) over SSH, {min(opts.parallel, len(opts.hosts))} at a time, in {image}{limit}")
     with HostProgress() as progress:
         return sshhosts.validate_hosts(opts.hosts, run, parallel=opts.parallel, progress=progress)
 
@@ -249,9 +298,21 @@ def fleet_validate(opts: FleetOptions, suite_args: list[str]) -> int:
     from gpuenv.fleet import report
     from validate.peaks import load_peaks
 
-    _check_outputs(opts)
+    from invoke.exceptions import Exit
+
+    from gpuenv.cli.common import Terminated
+
+    check_fleet_options(opts)
     _, baseline_models = _read_baseline(opts.baseline)
-    outcomes = run_fleet(opts, suite_args)
+    try:
+        outcomes = run_fleet(opts, suite_args)
+    except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM: the backend stopped what it started
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # we are leaving: another Ctrl-C must not become a traceback
+        signal_name, code = ("SIGTERM", 143) if isinstance(err, Terminated) else ("Ctrl-C", 130)
+        done = getattr(err, "cleanup", None) or "nothing had been started on any host"
+        raise Exit(f"gpuenv: interrupted ({signal_name}): {done}; no fleet report was written", code=code) from None
     fleet = report.analyse(outcomes, load_peaks(), baseline_models)
     print()
     print(report.render_table(fleet))

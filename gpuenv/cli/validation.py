@@ -41,7 +41,8 @@ _HELP = {
     "partition": "with --slurm: the partition to submit to (default: gpuenv.fleet.slurm.partition, else Slurm's default)",
     "nodes": "with --slurm: validate this many nodes (default: 1)",
     "nodelist": "with --slurm: validate exactly these nodes, e.g. gpu[01-04] (instead of --nodes)",
-    "time": "time limit: with --slurm the job's, with --hosts each host's suite; e.g. 30 (minutes), 0:30 (M:S) or 1:00:00",
+    "time": "time limit, at most 7-0: with --slurm the job's, with --hosts each host's whole visit (connect, pull, suite); e.g. 30 (minutes), 0:30 (M:S) or 1:00:00",
+    "queue_time": "with --slurm: cancel the job if it waits in the queue longer than this (default 1:00:00, at most 7-0); a job that can never start is cancelled at once",
     "prefix": "with --slurm: on nodes without Docker, run the suite from this prefix on a shared path (made by invoke install --prefix)",
     "rundir": "with --slurm: shared folder for the job's scripts and per-node reports (default: ./gpuenv-fleet/slurm-TIME)",
     **OUTPUT_HELP,
@@ -100,7 +101,7 @@ def validate(
     strict_driver=False, wheelhouse=None, image=None, gpus=None,
     expect_gpus=None, json=None, junit=None, quick=False, save_baseline=None, baseline=None,
     hosts=None, parallel=None, report=None, slurm=False, partition=None, nodes=None, nodelist=None,
-    time=None, prefix=None, rundir=None, verbose=False, quiet=False,
+    time=None, prefix=None, rundir=None, verbose=False, quiet=False, queue_time=None,
 ):
     """Tell whether this server (or a fleet: --hosts, --slurm) is ready for the team's images, and why not (exit 0 only when ready)."""
     from gpuenv.cli import fleet
@@ -108,7 +109,7 @@ def validate(
     stack = stack_options(locals())
     named = [f"--{k.replace('_', '-')}" for k in STACK_OPTIONS if stack[k] not in (None, False)]
     given = dict(hosts=hosts, image=image, parallel=parallel, report=report, slurm=slurm, partition=partition, nodes=nodes,
-                 nodelist=nodelist, time=time, prefix=prefix, rundir=rundir, json=json, junit=junit, baseline=baseline,
+                 nodelist=nodelist, time=time, prefix=prefix, rundir=rundir, json=json, junit=junit, baseline=baseline, queue_time=queue_time,
                  gpus=gpus, local=local)
     if fleet.wants_fleet(given):
         if local or save_baseline or named:
@@ -121,8 +122,8 @@ def validate(
         if code != 0:
             raise Exit(code=code)
         return
-    if any(v not in (None, False) for v in (parallel, report, partition, nodes, nodelist, time, prefix, rundir)):
-        raise BadInput("--parallel/--report/--partition/--nodes/--nodelist/--time/--prefix/--rundir are fleet options",
+    if any(v not in (None, False) for v in (parallel, report, partition, nodes, nodelist, time, prefix, rundir, queue_time)):
+        raise BadInput("--parallel/--report/--partition/--nodes/--nodelist/--time/--queue-time/--prefix/--rundir are fleet options",
                        fix="add --hosts ssh://user@host,... or --slurm")
     if local:
         if named or gpus is not None or image is not None:

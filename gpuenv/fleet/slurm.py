@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from gpuenv.errors import BadInput, ToolError
+from gpuenv.fleet.interrupts import shielded
 from gpuenv.fleet.outcome import CANCELLED, FAILED, TIMEOUT, UNREACHABLE, HostOutcome, status_from_report
 from gpuenv.fleet.report import read_suite_report
 
@@ -35,7 +36,47 @@ _NAME = re.compile(r"^[A-Za-z0-9._\-]+$")
 FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
                 "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED"}
 
+#: The longest --time or --queue-time taken: a validation run is minutes to hours; a value past
+#: this is a typo (and past it Python's waits and Slurm's limits overflow or turn "unlimited").
+MAX_LIMIT_S = 7 * 24 * 3600
+#: How long a job may wait in the queue when --queue-time is not given.
+DEFAULT_QUEUE_TIME = "1:00:00"
+
 Progress = Callable[[str, str, str], None]  # (job or node, phase, detail)
+
+
+# ---------------------------------------------------------------- pending reasons that cannot clear (data)
+
+#: Where the reason words and their meaning come from.
+REASONS_SOURCE = "https://slurm.schedmd.com/job_reason_codes.html"
+
+
+@dataclass(frozen=True)
+class StuckReason:
+    """A pending reason that no amount of waiting clears: the job is cancelled at once with `fix`."""
+
+    reason: str
+    meaning: str  # Slurm's own description, shortened (REASONS_SOURCE)
+    fix: str
+
+
+STUCK_REASONS: dict[str, StuckReason] = {r.reason: r for r in (
+    StuckReason("PartitionNodeLimit", "the number of nodes asked for is outside the partition's limits",
+                "ask for fewer nodes (--nodes) or another partition; sinfo -s shows each partition's nodes"),
+    StuckReason("PartitionTimeLimit", "the time limit asked for is past the partition's limit",
+                "give a shorter --time; sinfo -s shows each partition's limit"),
+    StuckReason("BadConstraints", "the job's constraints cannot be satisfied",
+                "check --nodelist and any --constraint against sinfo"),
+    StuckReason("InvalidAccount", "the job's account is invalid", "submit with an account you belong to (sacctmgr show assoc user=$USER)"),
+    StuckReason("InvalidQOS", "the job's QOS is invalid", "submit with a QOS you may use (sacctmgr show assoc user=$USER)"),
+    StuckReason("AccountNotAllowed", "the job's account may not use this partition", "choose another --partition or account"),
+    StuckReason("QOSNotAllowed", "the job's QOS may not use this partition", "choose another --partition or QOS"),
+    StuckReason("DependencyNeverSatisfied", "a dependency of the job can never be satisfied", "drop the dependency"),
+    StuckReason("JobHeldAdmin", "the job is held by an administrator", "ask the administrators to release it (scontrol release)"),
+    StuckReason("JobHeldUser", "the job is held by its user", "scontrol release JOBID, or drop the hold from the sbatch options"),
+)}
+#: States sinfo prints for a node that will not take a job until someone acts ("*": not responding).
+_DEAD_NODE_STATES = ("down", "drained", "draining", "drain", "fail", "failing", "inval", "maint", "future", "not_responding")
 
 
 @dataclass(frozen=True)
@@ -53,6 +94,7 @@ class SlurmJob:
     suite_args: list[str] = field(default_factory=list)
     baseline: bool = False  # RUNDIR/baseline.json is handed to the suite
     extra_sbatch: list[str] = field(default_factory=list)
+    queue_time: str | None = None  # longest wait in the queue before the job is cancelled (default DEFAULT_QUEUE_TIME)
 
 
 def check_job(job: SlurmJob) -> None:
@@ -65,12 +107,73 @@ def check_job(job: SlurmJob) -> None:
         raise BadInput(f"--nodelist {job.nodelist!r} is not a Slurm host list", fix="write it as gpu[01-04],gpu07")
     if job.partition and not _NAME.match(job.partition):
         raise BadInput(f"--partition {job.partition!r} is not a partition name", fix="see sinfo -s for the partitions")
-    if job.time and not _TIME.match(job.time):
-        raise BadInput(f"--time {job.time!r} is not a Slurm time limit", fix="use minutes (30), H:M:S (1:00:00) or D-H (1-0)")
+    if job.time:
+        limit_seconds(job.time, "--time")
+    limit_seconds(job.queue_time or DEFAULT_QUEUE_TIME, "--queue-time", unlimited=False)
     if not job.image and not job.prefix:
         raise BadInput("nothing to run on the nodes", fix="give --image REF (nodes with Docker) and/or --prefix PATH (made by invoke install --prefix on a shared path)")
     if job.prefix and not Path(job.prefix).is_absolute():
         raise BadInput(f"--prefix {job.prefix} is not an absolute path", fix="give the prefix's absolute path on the shared file system")
+
+
+def limit_seconds(text: str, flag: str = "--time", *, unlimited: bool = True) -> float | None:
+    """Slurm's time forms (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S) in seconds; None for UNLIMITED or
+    INFINITE when `unlimited`. A value past MAX_LIMIT_S or of zero is a mistake to name."""
+    value = str(text).strip()
+    fix = "use minutes (30), M:S (0:30), H:M:S (1:00:00) or D-H (1-0)"
+    if value.upper() in ("UNLIMITED", "INFINITE"):
+        if unlimited:
+            return None
+        raise BadInput(f"{flag} {text!r} has no end", fix=f"give a limit of at most 7 days, e.g. {flag} 1:00:00")
+    if not _TIME.match(value) or len(value) > 20:
+        raise BadInput(f"{flag} {text!r} is not a time limit", fix=fix)
+    match = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d{1,2}))?(?::(\d{1,2}))?", value)
+    assert match  # _TIME accepted it
+    days, first, second, third = match.groups()
+    if days is not None:  # D-H[:M[:S]]
+        seconds = (int(days) * 24 + int(first)) * 3600 + int(second or 0) * 60 + int(third or 0)
+    elif third is not None:  # H:M:S
+        seconds = int(first) * 3600 + int(second) * 60 + int(third)
+    else:  # M or M:S
+        seconds = int(first) * 60 + int(second or 0)
+    if seconds <= 0:
+        raise BadInput(f"{flag} {text!r} is no time at all", fix=fix)
+    if seconds > MAX_LIMIT_S:
+        raise BadInput(f"{flag} {text!r} is more than the maximum of 7 days (7-0)", fix=f"give at most {flag} 7-0")
+    return float(seconds)
+
+
+def check_rundir(rundir: str) -> None:
+    """The run folder can be made and written, checked before anything is submitted."""
+    import os
+
+    path = Path(rundir)
+    fix = "give --rundir a folder on a shared path you can write (home is shared on most clusters)"
+    if len(path.name.encode()) > 255 or any(len(p.encode()) > 255 for p in path.parts):
+        raise BadInput(f"--rundir {rundir}: a name in it is longer than 255 bytes", fix=fix)
+    existing = path
+    while not existing.exists():
+        if existing.is_symlink():
+            raise BadInput(f"--rundir {rundir}: {existing} is a dangling symlink", fix=fix)
+        existing = existing.parent
+    if not existing.is_dir():
+        raise BadInput(f"--rundir {rundir}: {existing} is not a folder", fix=fix)
+    problem = writable_folder_problem(existing)
+    if problem:
+        raise BadInput(f"--rundir {rundir}: {existing} cannot be written ({problem})", fix=fix)
+
+
+def writable_folder_problem(folder: Path) -> str | None:
+    """Why nothing can be made in `folder`, found by making (and removing) an empty folder there;
+    None when it can. Tried rather than asked of access(): root passes every access() check, and
+    a read-only mount or /proc only says no when asked to write."""
+    import tempfile
+
+    try:
+        Path(tempfile.mkdtemp(prefix=".gpuenv-write-check-", dir=folder)).rmdir()
+    except OSError as err:
+        return err.strerror or type(err).__name__
+    return None
 
 
 # ---------------------------------------------------------------- command lines (pure)
@@ -251,6 +354,47 @@ def parse_scontrol_job(output: str, job_id: str) -> JobState | None:
                     reason=fields.get("Reason", ""), elapsed=fields.get("RunTime", ""), exit_code=fields.get("ExitCode", ""))
 
 
+def unavailable_nodes(reason: str) -> str:
+    """The host list in 'ReqNodeNotAvail, UnavailableNodes:gpu[01-02]' ('' when none is named)."""
+    match = re.search(r"UnavailableNodes:(\S*)", reason)
+    return match.group(1).strip("(),") if match else ""
+
+
+def parse_sinfo_states(output: str) -> dict[str, str]:
+    """`sinfo --noheader --Node --format=%N|%T` -> {node: state}."""
+    states = {}
+    for line in output.splitlines():
+        node, sep, state = line.strip().partition("|")
+        if sep:
+            states[node] = state.strip().lower()
+    return states
+
+
+def stuck(state: JobState, node_states: dict[str, str] | None = None) -> str | None:
+    """Why a pending job can never start as asked (then it is cancelled at once), or None while
+    waiting may still help. Pure: `node_states` are the states of the nodes a ReqNodeNotAvail
+    names; it counts as stuck only when every one of them is down, drained or failed, because
+    busy schedulers show ReqNodeNotAvail for healthy nodes too (reframe-hpc/reframe#1049)."""
+    if state.state != "PENDING":
+        return None
+    word = state.reason.split(",")[0].strip().strip("()")
+    if word in STUCK_REASONS:
+        entry = STUCK_REASONS[word]
+        return f"{word}: {entry.meaning}: {entry.fix}"
+    if word == "ReqNodeNotAvail" and node_states:
+        dead = sorted(node for node, s in node_states.items() if s.rstrip("*~#!%$@^-") in _DEAD_NODE_STATES or s.endswith("*"))
+        if dead and len(dead) == len(node_states):
+            listed = ", ".join(f"{node} ({node_states[node]})" for node in dead)
+            return f"ReqNodeNotAvail: the node(s) it needs are down or drained: {listed}: ask for other nodes, or have them resumed"
+    return None
+
+
+def pending_text(reason: str) -> str:
+    """A pending job's progress detail: its reason, or what 'None' means."""
+    word = (reason or "").strip()
+    return "waiting in the queue" if word in ("", "None", "(null)") else f"waiting: {word}"
+
+
 @dataclass
 class NodeFiles:
     """What a node left in its folder of the run (read by `read_node_files`)."""
@@ -346,8 +490,34 @@ def query(job_id: str) -> JobState | None:
     return final or state
 
 
-def cancel(job_id: str) -> None:
-    _run(scancel_command(job_id))
+def cancel(job_id: str) -> bool:
+    """scancel the job; True when Slurm took the request."""
+    try:
+        return _run(scancel_command(job_id), timeout=30).returncode == 0
+    except ToolError:
+        return False
+
+
+def node_states(nodelist: str) -> dict[str, str]:
+    """{node: state} from sinfo for a host list ({} when sinfo cannot tell)."""
+    try:
+        proc = _run(["sinfo", "--noheader", "--Node", f"--nodes={nodelist}", "--format=%N|%T"], timeout=30)
+    except ToolError:
+        return {}
+    return parse_sinfo_states(proc.stdout) if proc.returncode == 0 else {}
+
+
+def jobs_of_rundir(rundir: str) -> list[str]:
+    """Ids of this user's gpuenv jobs whose batch script is in `rundir` (a submit cut short by
+    Ctrl-C may have queued one before it printed its id)."""
+    import getpass
+
+    try:
+        proc = _run(["squeue", "--noheader", f"--user={getpass.getuser()}", f"--name={JOB_NAME}", "--format=%i|%o"], timeout=30)
+    except ToolError:
+        return []
+    script = f"{rundir}/{BATCH_SCRIPT}"
+    return [line.split("|", 1)[0].strip() for line in proc.stdout.splitlines() if line.strip().endswith(script)]
 
 
 def expand_nodelist(nodelist: str) -> list[str]:
@@ -377,25 +547,43 @@ def read_node_files(rundir: str, node: str) -> NodeFiles:
 
 
 def run_job(job: SlurmJob, *, baseline: bytes | None = None, progress: Progress | None = None, poll_s: float = 2.0) -> list[HostOutcome]:
-    """Submit, wait with progress, collect every node's outcome. Ctrl-C cancels the job (scancel)."""
+    """Submit, wait with progress, collect every node's outcome.
+
+    A job pending for a reason that cannot clear (STUCK_REASONS, or nodes it needs that are
+    down) is cancelled at once with that reason; one that waits past --queue-time is cancelled
+    too. Ctrl-C or SIGTERM cancels the job (scancel, shielded from a second interrupt) and
+    propagates with `.cleanup` saying so.
+    """
     say = progress or (lambda who, phase, detail: None)
     check_job(job)
-    write_scripts(job, baseline)
-    job_id = submit(job)
-    say(f"job {job_id}", "queued", f"submitted to {job.partition or 'the default partition'}")
-    started = time.monotonic()
-    last: tuple[str, str] | None = None
-    state: JobState | None = None
-    node_phase: dict[str, str] = {}
+    queue_limit = limit_seconds(job.queue_time or DEFAULT_QUEUE_TIME, "--queue-time", unlimited=False) or float(MAX_LIMIT_S)
     try:
+        write_scripts(job, baseline)
+    except OSError as err:
+        raise ToolError(f"cannot write the run folder {job.rundir} ({err.strerror or err})",
+                        fix="give --rundir a folder on a shared path with free space you can write") from None
+    job_id: str | None = None
+    started = time.monotonic()
+    try:
+        job_id = submit(job)
+        say(f"job {job_id}", "queued", f"submitted to {job.partition or 'the default partition'}")
+        last: tuple[str, str] | None = None
+        state: JobState | None = None
+        node_phase: dict[str, str] = {}
         while True:
             state = query(job_id)
             if state is None:
                 raise ToolError(f"Slurm no longer knows job {job_id}", fix=f"see {job.rundir}/slurm-{job_id}.out")
-            nodes = expand_nodelist(state.nodelist) if state.nodelist else []
+            if state.state == "PENDING":
+                names = unavailable_nodes(state.reason)
+                why = stuck(state, node_states(names) if names else None)
+                waited = time.monotonic() - started
+                if why is not None or waited > queue_limit:
+                    return _give_up(job, job_id, state, why, waited, say)
+            nodes = expand_nodelist(state.nodelist) if state.nodelist and state.state != "PENDING" else []
             files = {n: read_node_files(job.rundir, n) for n in nodes}
             done = sum(1 for f in files.values() if f.exit is not None)
-            detail = f"{state.reason}" if state.state == "PENDING" else f"{done}/{len(nodes)} node(s) done, {state.elapsed}"
+            detail = pending_text(state.reason) if state.state == "PENDING" else f"{done}/{len(nodes)} node(s) done, {state.elapsed}"
             if (state.state, detail) != last:
                 say(f"job {job_id}", state.state.lower(), detail)
                 last = (state.state, detail)
@@ -407,9 +595,17 @@ def run_job(job: SlurmJob, *, baseline: bytes | None = None, progress: Progress 
             if state.final:
                 break
             time.sleep(poll_s)
-    except KeyboardInterrupt:
-        cancel(job_id)
-        say(f"job {job_id}", "cancelled", "scancel sent after Ctrl-C")
+    except KeyboardInterrupt as interrupt:
+        with shielded():
+            ids = [job_id] if job_id else jobs_of_rundir(job.rundir)
+            cancelled = [i for i in ids if cancel(i)]
+            failed = [i for i in ids if i not in cancelled]
+        interrupt.cleanup = (  # type: ignore[attr-defined]
+            (f"cancelled job {', '.join(cancelled)} (scancel)" if cancelled else "no job was queued")
+            + (f"; could NOT cancel job {', '.join(failed)}: scancel {' '.join(failed)}" if failed else "")
+            + f"; the run folder {job.rundir} keeps what the nodes wrote")
+        if job_id:
+            say(f"job {job_id}", "cancelled", "scancel sent after the interrupt" if cancelled else "scancel FAILED")
         raise
     nodes = expand_nodelist(state.nodelist)
     outcomes = job_outcomes(nodes, {n: read_node_files(job.rundir, n) for n in nodes}, state, job.time)
@@ -419,3 +615,27 @@ def run_job(job: SlurmJob, *, baseline: bytes | None = None, progress: Progress 
         outcome.details["log"] = f"{job.rundir}/slurm-{job_id}.out"
         say(outcome.host, "done", outcome.status)
     return outcomes
+
+
+def _give_up(job: SlurmJob, job_id: str, state: JobState, why: str | None, waited: float, say: Progress) -> list[HostOutcome]:
+    """Cancel a job that cannot start (`why`) or waited past --queue-time; its one outcome."""
+    ok = cancel(job_id)
+    for _ in range(20):  # let the cancel land, so the state we report is Slurm's, not a guess
+        final = query(job_id)
+        if final is None or final.final:
+            break
+        time.sleep(0.25)
+    cancelled = "cancelled it" if ok else f"scancel {job_id} FAILED: cancel it by hand"
+    if why is not None:
+        status, reason = FAILED, f"job {job_id} can never start as asked ({why}); {cancelled}"
+    else:
+        limit = job.queue_time or DEFAULT_QUEUE_TIME
+        status = TIMEOUT
+        reason = (f"job {job_id} waited {waited:.0f}s in the queue, past --queue-time {limit} "
+                  f"({pending_text(state.reason)}); {cancelled}: give a longer --queue-time or a less busy partition")
+    say(f"job {job_id}", "cancelled" if ok else "pending", reason[:60])
+    outcome = HostOutcome(f"slurm job {job_id}", status, reason, seconds=round(waited, 2),
+                          details={"job_id": job_id, "job_state": "PENDING", "pending_reason": state.reason,
+                                   "log": f"{job.rundir}/slurm-{job_id}.out"})
+    say(outcome.host, "done", status)
+    return [outcome]

@@ -39,6 +39,9 @@ DEFAULT_PARALLEL = 8
 CONNECT_TIMEOUT = engines.CONNECT_TIMEOUT
 #: Seconds without a byte from an engine before a read fails (a stalled pull, a hung call).
 READ_TIMEOUT = 60
+#: A host's whole visit when --time is not given (--time UNLIMITED lifts it): the full suite,
+#: sustained load included, takes well under this on a healthy server.
+DEFAULT_HOST_TIME_S = 2 * 3600
 #: Labels on every suite container: what it is, and which run made it (so an interrupt finds them all).
 LABEL = "io.gpuenv.fleet"
 RUN_LABEL = "io.gpuenv.fleet.run"
@@ -102,9 +105,9 @@ def normalise_host_url(url: str) -> str:
         raise BadInput(f"host {url!r} has no usable host name", fix=fix)
     port = None
     if port_text or hostport.endswith(":"):
-        if not port_text.isdigit() or len(port_text) > 5:
+        if not port_text.isdigit() or len(port_text.lstrip("0")) > 5:
             raise BadInput(f"host {url!r} has a bad port", fix=fix)
-        port = int(port_text)
+        port = int(port_text)  # :052222 is :52222
         if not 0 < port < 65536:
             raise BadInput(f"host {url!r} has port {port} out of range", fix=fix)
     netloc = (f"{user}@" if at else "") + hostname.lower() + (f":{port}" if port not in (None, 22) else "")
@@ -384,9 +387,8 @@ def validate_hosts(hosts: list[str], run: SuiteRun, parallel: int = DEFAULT_PARA
     try:
         for worker in workers:
             worker.start()
-        while any(worker.is_alive() for worker in workers):
-            for worker in workers:
-                worker.join(0.2)  # in slices: the main thread must see Ctrl-C and SIGTERM
+        while alive := [worker for worker in workers if worker.is_alive()]:
+            alive[0].join(0.2)  # in slices: the main thread must see Ctrl-C and SIGTERM, and hosts past --time
             state.expire()
     except KeyboardInterrupt as interrupt:
         with shielded():

@@ -51,6 +51,12 @@ def wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout: float =
     raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout}s: {log.read_text()[-2000:] if log.exists() else ''}")
 
 
+def listening_addresses(pid: int) -> list[str]:
+    """`ADDRESS:PORT` of every TCP socket process `pid` listens on, as `ss` reports them."""
+    proc = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True, check=True)
+    return [line.split()[3] for line in proc.stdout.splitlines() if f"pid={pid}," in line]
+
+
 def _stop(pid: int, timeout: float = 10) -> None:
     try:
         os.kill(pid, signal.SIGTERM)
@@ -84,6 +90,8 @@ class SshServer:
     user: str
     home: Path  # a HOME with .ssh/config (IdentityFile) and .ssh/known_hosts for this server
     key: Path
+    pid: int = 0
+    authorized_keys: Path | None = None
 
     @property
     def url(self) -> str:
@@ -95,12 +103,14 @@ def _keygen(path: Path, comment: str) -> None:
 
 
 @contextmanager
-def sshd(folder: Path) -> Iterator[SshServer]:
+def sshd(folder: Path, environment: dict[str, str] | None = None) -> Iterator[SshServer]:
     """sshd on 127.0.0.1:<free port>, key login only, for the current (root) user.
 
     The client side is a HOME folder of its own: ~/.ssh/config names the test's key and
     ~/.ssh/known_hosts the server's host key, which is how paramiko (the Docker SDK's SSH
-    transport) finds both. Nothing of the real ~/.ssh is read or written.
+    transport) finds both. Nothing of the real ~/.ssh is read or written. `environment` is set
+    for every command the login runs (ForceCommand env ... "$SSH_ORIGINAL_COMMAND"), so a test
+    can give the remote side no docker on PATH or a DOCKER_HOST that hangs.
     """
     folder.mkdir(parents=True, exist_ok=True)
     os.chmod(folder, 0o755)  # StrictModes would refuse a group/world-writable path to the keys
@@ -117,6 +127,8 @@ def sshd(folder: Path) -> Iterator[SshServer]:
         f"AuthorizedKeysFile {authorized}\nPermitRootLogin prohibit-password\nPasswordAuthentication no\n"
         "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nX11Forwarding no\nAllowTcpForwarding no\n"
         "PrintMotd no\nLogLevel VERBOSE\nSubsystem sftp internal-sftp\n"
+        + (("ForceCommand env " + " ".join(f"{k}={v}" for k, v in environment.items()) + ' /bin/sh -c "$SSH_ORIGINAL_COMMAND"\n')
+           if environment else "")
     )
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation directory
     log = folder / "sshd.log"
@@ -129,7 +141,7 @@ def sshd(folder: Path) -> Iterator[SshServer]:
         pub = host_key.with_suffix(".pub").read_text().split()
         (home / ".ssh" / "known_hosts").write_text("".join(f"[{name}]:{port} {pub[0]} {pub[1]}\n" for name in ("127.0.0.1", "localhost")))
         (home / ".ssh" / "config").write_text(f"Host 127.0.0.1 localhost\n    IdentityFile {user_key}\n")
-        yield SshServer(port, os.environ.get("USER") or "root", home, user_key)
+        yield SshServer(port, os.environ.get("USER") or "root", home, user_key, proc.pid, authorized)
     finally:
         _stop(proc.pid)
 
@@ -143,6 +155,7 @@ class SlurmCluster:
     node: str
     partition: str
     folder: Path
+    pids: tuple[int, ...] = ()  # munged, slurmctld, slurmd
 
     @property
     def env(self) -> dict[str, str]:
@@ -187,6 +200,9 @@ ClusterName=gpuenvtest
 SlurmctldHost={node}(127.0.0.1)
 SlurmctldPort={ctld_port}
 SlurmdPort={slurmd_port}
+# Loopback only: slurmctld binds its SlurmctldHost address, slurmd and the clients (srun's I/O
+# ports) the node's NodeAddr, instead of every address (slurm.conf(5), CommunicationParameters).
+CommunicationParameters=NoCtldInAddrAny,NoInAddrAny
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -242,7 +258,7 @@ PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP
         else:
             logs = "".join((folder / "log" / f).read_text()[-1500:] for f in ("slurmctld.log", "slurmd.log") if (folder / "log" / f).exists())
             raise RuntimeError(f"node {node} is {state or 'not reported'} after 30s:\n{logs}")
-        yield SlurmCluster(conf, node, "debug", folder)
+        yield SlurmCluster(conf, node, "debug", folder, tuple(pids))
     finally:
         for pid in reversed(pids):
             _stop(pid)
@@ -252,7 +268,7 @@ PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP
 
 
 @contextmanager
-def registry(folder: Path) -> Iterator[str]:
+def registry(folder: Path, pids: list[int] | None = None) -> Iterator[str]:
     """Debian's docker-registry (distribution 2.x) on 127.0.0.1:<free port>, storage in `folder`.
     Yields HOST:PORT; the engine trusts 127.0.0.0/8 registries without TLS."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -265,8 +281,139 @@ def registry(folder: Path) -> Iterator[str]:
     log = folder / "registry.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    if pids is not None:
+        pids.append(proc.pid)
     try:
         wait_for_port(port, proc, log)
         yield f"127.0.0.1:{port}"
     finally:
         _stop(proc.pid)
+
+
+# ---------------------------------------------------------------- servers that stall
+
+
+@contextmanager
+def hung_unix_socket(path: Path) -> Iterator[Path]:
+    """A unix socket that accepts every connection and never answers: a hung Docker engine
+    (point DOCKER_HOST=unix://PATH at it). Closed, with every connection, when the context ends."""
+    import threading
+
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(16)
+    server.settimeout(0.2)
+    held: list[socket.socket] = []
+    done = threading.Event()
+
+    def accept() -> None:
+        while not done.is_set():
+            try:
+                conn, _ = server.accept()
+                held.append(conn)
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield path
+    finally:
+        done.set()
+        thread.join(2)
+        for conn in held:
+            conn.close()
+        server.close()
+
+
+@dataclass(frozen=True)
+class StallingRegistry:
+    address: str  # 127.0.0.1:PORT
+    reference: str  # ADDRESS/gpuenv/stall@sha256:... of an image whose one layer never finishes
+    served: list  # (method, path) of every request, for the test to look at
+
+
+@contextmanager
+def stalling_registry(layer_bytes: int = 4 * 2**20) -> Iterator[StallingRegistry]:
+    """A registry (distribution's HTTP API v2, the few calls a pull makes) on 127.0.0.1 that serves
+    one image whose only layer stops after half its bytes and never sends the rest, as a registry
+    or proxy that hangs mid-download does. Stopped, with every connection, when the context ends."""
+    import gzip
+    import hashlib
+    import io
+    import json
+    import tarfile
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        data = os.urandom(layer_bytes)  # random: gzip cannot shrink it, so half is a real half
+        info = tarfile.TarInfo("stall.bin")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    layer = gzip.compress(raw.getvalue(), compresslevel=1)
+    sha = lambda b: "sha256:" + hashlib.sha256(b).hexdigest()  # noqa: E731
+    config = json.dumps({"architecture": "amd64", "os": "linux", "config": {},
+                         "rootfs": {"type": "layers", "diff_ids": [sha(raw.getvalue())]}}).encode()
+    manifest = json.dumps({
+        "schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+        "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "size": len(config), "digest": sha(config)},
+        "layers": [{"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip", "size": len(layer), "digest": sha(layer)}],
+    }).encode()
+    blobs = {sha(config): config, sha(layer): layer}
+    stop = threading.Event()
+    served: list = []
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def _send(self, code: int, body: bytes, kind: str = "application/json", digest: str | None = None) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Docker-Distribution-API-Version", "registry/2.0")
+            if digest:
+                self.send_header("Docker-Content-Digest", digest)
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        def do_HEAD(self) -> None:
+            self.do_GET()
+
+        def do_GET(self) -> None:
+            served.append((self.command, self.path))
+            if self.path == "/v2/":
+                return self._send(200, b"{}")
+            if "/manifests/" in self.path:
+                return self._send(200, manifest, "application/vnd.docker.distribution.manifest.v2+json", sha(manifest))
+            digest = self.path.rsplit("/", 1)[-1]
+            if "/blobs/" in self.path and digest in blobs:
+                body = blobs[digest]
+                if body is not layer or self.command == "HEAD":
+                    return self._send(200, body, "application/octet-stream", digest)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body[: len(body) // 2])
+                self.wfile.flush()
+                stop.wait()  # and never the rest
+                return
+            self._send(404, b'{"errors":[{"code":"NOT_FOUND"}]}')
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    address = f"127.0.0.1:{server.server_address[1]}"
+    try:
+        yield StallingRegistry(address, f"{address}/gpuenv/stall@{sha(manifest)}", served)
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()

@@ -96,7 +96,8 @@ def test_a_job_past_its_time_limit_says_timeout_per_node(slurm_cluster, tmp_path
     print(f"timeout noticed after {time.monotonic() - started:.0f}s")
 
 
-def test_ctrl_c_cancels_the_job(slurm_cluster, tmp_path):
+@pytest.mark.parametrize("sig, code, name", [(signal.SIGINT, 130, "Ctrl-C"), (signal.SIGTERM, 143, "SIGTERM")])
+def test_an_interrupt_cancels_the_job(slurm_cluster, tmp_path, sig, code, name):
     rundir = tmp_path / "run"
     proc = invoke_slurm(slurm_cluster, tmp_path, "--nodes", "1", "--prefix", str(PREFIX), "--expect-gpus", "0",
                         "--rundir", str(rundir), background=True)
@@ -105,11 +106,15 @@ def test_ctrl_c_cancels_the_job(slurm_cluster, tmp_path):
     while not started.exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.2)
     assert started.exists(), "the node never started the suite"
-    proc.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, out[-2000:] + err[-2000:]
-    assert "gpuenv: interrupted" in err and "Traceback" not in err
+    print(f"{name} to exit (Slurm): {time.monotonic() - sent:.1f}s")
+    assert proc.returncode == code, out[-2000:] + err[-2000:]
+    assert "Traceback" not in err and "nothing half-written" not in err
     job_id = next(p.name.split("-")[1].split(".")[0] for p in rundir.glob("slurm-*.out"))
+    assert err.strip().splitlines()[-1] == (f"gpuenv: interrupted ({name}): cancelled job {job_id} (scancel); the run folder {rundir} "
+                                            "keeps what the nodes wrote; no fleet report was written")
     for _ in range(50):
         state = job_state(slurm_cluster, job_id)
         if state and state.final:
@@ -140,3 +145,67 @@ def test_a_job_cancelled_by_someone_else_says_so_per_node(slurm_cluster, tmp_pat
     [node] = run_job(SlurmJob(rundir=str(tmp_path / "run"), nodes=1, prefix=str(PREFIX), suite_args=["--expect-gpus", "0"]),
                      progress=progress, poll_s=0.5)
     assert node.status == CANCELLED and "was cancelled while this node's suite ran" in node.reason
+
+
+def test_slurm_daemons_listen_on_loopback_only(slurm_cluster):
+    """slurmctld and slurmd bind 127.0.0.1 (CommunicationParameters in tests/fleet/servers.py), as `ss` sees them."""
+    import servers
+
+    daemons = slurm_cluster.pids[1:]  # munged talks over a unix socket only
+    assert len(daemons) == 2
+    for pid in daemons:
+        addresses = servers.listening_addresses(pid)
+        assert addresses and all(a.startswith("127.0.0.1:") for a in addresses), (pid, addresses)
+
+
+def test_a_job_that_can_never_start_fails_at_once_with_the_reason(slurm_cluster, tmp_path):
+    """--nodes 2 on a one-node partition: Slurm keeps it pending (PartitionNodeLimit) forever;
+    gpuenv cancels it at once and says why."""
+    events = []
+    started = time.monotonic()
+    [outcome] = run_job(SlurmJob(rundir=str(tmp_path / "run"), nodes=2, prefix=str(PREFIX), time="5"),
+                        progress=lambda *e: events.append(e), poll_s=0.5)
+    seconds = time.monotonic() - started
+    assert outcome.status == FAILED, outcome.reason
+    assert "can never start as asked (PartitionNodeLimit" in outcome.reason and "ask for fewer nodes" in outcome.reason
+    assert "cancelled it" in outcome.reason
+    assert seconds < 30, seconds
+    job_id = outcome.details["job_id"]
+    state = job_state(slurm_cluster, job_id)
+    assert state is not None and state.state == "CANCELLED"
+    assert not any("None" in detail for _, _, detail in events), events  # never "pending: None"
+
+
+def test_a_job_pending_past_queue_time_is_cancelled(slurm_cluster, tmp_path):
+    """A job that may start only in an hour (--begin) waits for a reason that can clear; the
+    queue-time limit (3 s here) cancels it."""
+    started = time.monotonic()
+    [outcome] = run_job(SlurmJob(rundir=str(tmp_path / "run"), nodes=1, prefix=str(PREFIX), time="5", queue_time="0:03",
+                                 extra_sbatch=["--begin=now+1hour"]), poll_s=0.5)
+    seconds = time.monotonic() - started
+    assert outcome.status == TIMEOUT, outcome.reason
+    assert "past --queue-time 0:03" in outcome.reason and "BeginTime" in outcome.reason and "cancelled it" in outcome.reason
+    assert seconds < 3 + 20, seconds
+    state = job_state(slurm_cluster, outcome.details["job_id"])
+    assert state is not None and state.state == "CANCELLED"
+
+
+def test_a_job_for_a_down_node_fails_at_once(slurm_cluster, tmp_path):
+    """ReqNodeNotAvail for a node that is down cannot clear by waiting: cancelled at once, the node named."""
+    env = {**os.environ, **slurm_cluster.env}
+    node = slurm_cluster.node
+    subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=gpuenv-test"], env=env, check=True)
+    try:
+        started = time.monotonic()
+        [outcome] = run_job(SlurmJob(rundir=str(tmp_path / "run"), nodelist=node, prefix=str(PREFIX), time="5"), poll_s=0.5)
+        assert outcome.status == FAILED, outcome.reason
+        assert f"ReqNodeNotAvail: the node(s) it needs are down or drained: {node} (down" in outcome.reason
+        assert time.monotonic() - started < 30
+    finally:
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=env, check=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            state = subprocess.run(["sinfo", "--noheader", "--nodes", node, "--format=%T"], env=env, capture_output=True, text=True).stdout.strip()
+            if state in ("idle", "mixed", "allocated"):
+                break
+            time.sleep(0.3)

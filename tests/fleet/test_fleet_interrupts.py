@@ -1,0 +1,122 @@
+"""Ctrl-C and SIGTERM stop a fleet run (issue 21, item 1): within seconds, every container the
+run started removed, no new one started, exit 130 or 143, one line that says what was cleaned
+up, and a second Ctrl-C is no traceback. Signals are sent to a real `invoke validate` at chosen
+moments: while a pull stalls (a registry on loopback that stops mid-layer) and while the suite
+runs (an image whose `python` hangs)."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import servers
+from conftest import BASE_IMAGE
+
+ROOT = Path(__file__).resolve().parents[2]
+HANGING = "gpuenv-fleet-hanging-interrupt:test"
+
+pytestmark = pytest.mark.docker
+
+
+class Run:
+    """`invoke validate ...` in the background, its output read as it comes."""
+
+    def __init__(self, args: list[str], home: Path, cwd: Path) -> None:
+        env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(ROOT)}
+        env.pop("SSH_AUTH_SOCK", None)
+        self.proc = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(ROOT), "validate", *args], cwd=cwd, env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.out: list[str] = []
+        self.err: list[str] = []
+        for stream, sink in ((self.proc.stdout, self.out), (self.proc.stderr, self.err)):
+            threading.Thread(target=lambda s=stream, k=sink: k.extend(iter(s.readline, "")), daemon=True).start()
+
+    def wait_for(self, text: str, timeout: float = 180) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if any(text in line for line in self.out):
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"never saw {text!r}: {''.join(self.out)[-2000:]} {''.join(self.err)[-2000:]}")
+
+    def stop(self, *signals: int, gap: float = 0.3) -> tuple[int, float]:
+        started = time.monotonic()
+        for n, sig in enumerate(signals):
+            if n:
+                time.sleep(gap)
+            self.proc.send_signal(sig)
+        code = self.proc.wait(timeout=60)
+        seconds = time.monotonic() - started
+        time.sleep(0.2)  # the reader threads take the last lines
+        return code, seconds
+
+
+def fleet_containers(docker_engine) -> list[str]:
+    return [c.id for c in docker_engine.containers.list(all=True, filters={"label": "io.gpuenv.fleet"})]
+
+
+@pytest.fixture
+def hanging_image(docker_engine):
+    """An image whose `python` sleeps: a suite that never finishes, as on a wedged GPU."""
+    from gpuenv import engine
+
+    dockerfile = f"FROM {BASE_IMAGE}\nCOPY python /usr/local/bin/python\nUSER 1000:1000\n".encode()
+    script = b"#!/bin/sh\nexec sleep 600\n"
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data, mode in (("Dockerfile", dockerfile, 0o644), ("python", script, 0o755)):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+    buf.seek(0)
+    if engine.image_info(BASE_IMAGE) is None:
+        pytest.skip(f"the local base image {BASE_IMAGE} is missing: make it with scripts/make-test-base-image.sh")
+    built = engine.build_image(buf, dockerfile="Dockerfile", tags=[HANGING], buildargs={}, progress=lambda _t: None)
+    yield HANGING
+    engine.remove_image(built.image.id)
+
+
+def test_sigterm_during_a_stalled_pull(ssh_server, tmp_path, docker_engine):
+    with servers.stalling_registry() as registry:
+        run = Run(["--hosts", ssh_server.url, "--image", registry.reference, "--gpus", "none", "--json", "fleet.json"],
+                  ssh_server.home, tmp_path)
+        run.wait_for("pulling")
+        time.sleep(1)  # well into the stalled layer
+        code, seconds = run.stop(signal.SIGTERM)
+    err = "".join(run.err)
+    print(f"SIGTERM during a stalled pull: exit after {seconds:.1f}s")
+    assert code == 143, err[-2000:]
+    assert seconds < 10, seconds
+    assert "Traceback" not in err and "nothing half-written" not in err
+    assert err.strip().splitlines()[-1] == (
+        "gpuenv: interrupted (SIGTERM): no suite container was running; no fleet report was written")
+    assert not (tmp_path / "fleet.json").exists()
+    assert fleet_containers(docker_engine) == []
+
+
+def test_ctrl_c_twice_during_the_suite_removes_it_and_starts_nothing_more(ssh_server, tmp_path, docker_engine, hanging_image):
+    """Two entries for the server, one at a time: Ctrl-C while the first runs its suite, a second
+    Ctrl-C 0.3 s later. The first container goes, the second host never starts one."""
+    second = f"ssh://127.0.0.1:{ssh_server.port}"  # the same server under another name: another host entry
+    run = Run(["--hosts", f"{ssh_server.url},{second}", "--image", hanging_image, "--gpus", "none", "--parallel", "1"],
+              ssh_server.home, tmp_path)
+    run.wait_for("running: the suite")
+    assert len(fleet_containers(docker_engine)) == 1
+    code, seconds = run.stop(signal.SIGINT, signal.SIGINT)
+    err, out = "".join(run.err), "".join(run.out)
+    print(f"Ctrl-C twice during the suite: exit after {seconds:.1f}s")
+    assert code == 130, err[-2000:]
+    assert seconds < 15, seconds
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert "gpuenv: interrupted (Ctrl-C): removed 1 suite container(s); no fleet report was written" in err
+    assert not any(second in line and "running" in line for line in out.splitlines()), out
+    assert fleet_containers(docker_engine) == []
