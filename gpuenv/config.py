@@ -470,7 +470,7 @@ class StackRequest:
     @property
     def pinned(self) -> bool:
         """Whether these options name one stack whatever the host: CUDA, Python and the framework release."""
-        release = self.tensorflow if (self.framework or "") in ("tensorflow", "tf") else self.torch
+        release = self.tensorflow if self.framework == "tensorflow" else self.torch
         return bool(self.cuda and self.python and release)
 
     def resolver_options(self) -> dict[str, str | bool | None]:
@@ -511,7 +511,8 @@ def stack_request(cli: Mapping[str, Any], settings: Settings) -> StackRequest:
             framework = "torch"
     from gpuenv.resolve import parse_framework
 
-    name = parse_framework(framework) or "torch"  # the resolver's default
+    framework = parse_framework(framework)  # "PyTorch", "TF": one spelling from here on
+    name = framework or "torch"  # the resolver's default
     torch = given("torch") or (settings.torch if name == "torch" and not given("tensorflow") else None)
     tensorflow = given("tensorflow") or (settings.tensorflow if name == "tensorflow" and not given("torch") else None)
     platforms = cli.get("platforms") or settings.platforms

@@ -281,3 +281,17 @@ def test_a_variable_over_a_file_value_of_another_type_is_checked_not_a_traceback
     proc = run_gpuenv("doctor", "--json", cwd=project / "team", env=env)
     rows = {row["key"]: row for row in json.loads(proc.stdout)["settings"]["values"]}
     assert rows["fleet.hosts"]["value"] == "ssh://b, ssh://c" and rows["fleet.hosts"]["source"] == "INVOKE_GPUENV_FLEET_HOSTS"
+
+
+def test_the_team_s_pins_reach_every_request_and_only_their_framework():
+    from gpuenv.config import Settings, stack_request
+
+    team = Settings(cuda="12.1", python="3.11", torch="2.3.1", tensorflow="2.15.1", wheelhouse="/w", strict_driver=True)
+    request = stack_request({}, team)
+    assert (request.framework, request.torch, request.tensorflow) == (None, "2.3.1", None)
+    assert request.pinned and request.strict_driver and request.wheelhouse == "/w"
+    request = stack_request({"framework": "TF"}, team)
+    assert (request.framework, request.torch, request.tensorflow) == ("tensorflow", None, "2.15.1") and request.pinned
+    request = stack_request({"tensorflow": "2.16"}, team)
+    assert (request.framework, request.torch, request.tensorflow) == ("tensorflow", None, "2.16")
+    assert not stack_request({}, Settings(cuda="12.1", torch="2.3.1")).pinned, "no Python pinned: the stack still floats"
