@@ -1,10 +1,11 @@
 """Fixtures for the team-workflow tests: a real registry on loopback and one small CPU image.
 
 The image is PyTorch CPU (from the wheelhouse /opt/wheels) locked with uv, on the local test base
-image: the smallest real gpuenv image. It is built once per session through `invoke build`, or
-reused when an image built from the very same lock is already on the engine (uv locks are
-reproducible, so a second session reuses the first one's). An image this session built is
-removed at the end unless GPUENV_TEST_KEEP_IMAGES=1.
+image: the smallest real gpuenv image. It is built once per session through `gpuenv build` from a
+wheelhouse holding every locked wheel (no network in the build); an image an earlier session built
+from the same inputs is reused (uv locks and gpuenv images are reproducible: the build says
+"unchanged: reused"). An image this session built is removed at the end unless
+GPUENV_TEST_KEEP_IMAGES=1.
 """
 
 from __future__ import annotations
@@ -162,15 +163,14 @@ def team_image(base_image, cpu_uv_lock, cpu_stack, locks_dir, complete_wheelhous
     from gpuenv import engine, images
 
     tag = images.image_tags(cpu_stack, cpu_uv_lock.sha256)[0]
-    found = engine.image_info(tag)
-    if found is not None:
-        yield TeamImage(found.id, tag, "")
-        return
+    # Always through `gpuenv build`: the same inputs give the same image, so when an earlier session
+    # left it, the build says "unchanged: reused" in seconds (an image found by its tag alone could
+    # be one built otherwise, by another session on a shared engine).
     proc = run_gpuenv(*team_build_args(base_image, complete_wheelhouse), env={"GPUENV_LOCKS_DIR": str(locks_dir)}, timeout=1800)
     assert proc.returncode == 0, f"invoke build failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     info = engine.image_info(tag)
     assert info is not None, f"{tag} is missing after a successful build"
     yield TeamImage(info.id, tag, proc.stdout)
-    if not os.environ.get("GPUENV_TEST_KEEP_IMAGES"):
+    if "unchanged: reused" not in proc.stdout and not os.environ.get("GPUENV_TEST_KEEP_IMAGES"):
         engine.remove_image(info.id)
         engine.remove_image(images.build_cache_tag(cpu_stack, cpu_uv_lock.sha256))  # the install stage the build kept
