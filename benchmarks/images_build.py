@@ -43,7 +43,6 @@ def main() -> int:
         from gpuenv.resolve import Request, resolve_stack
 
         engine.client()
-        bench_start = time.time()
         if engine.image_info(args.base_image) is None:
             print(f"base image {args.base_image} missing: run scripts/make-test-base-image.sh", file=sys.stderr)
             return 1
@@ -79,7 +78,7 @@ def main() -> int:
         if not args.keep:
             for built in (warm, cold):
                 engine.remove_image(built.image.id)
-            engine.remove_untagged_since(bench_start)  # the install stage of the cold build
+            engine.remove_image(images.build_cache_tag(stack, cold_plan.lock.sha256))  # the install stage the build kept
     return 0
 
 

@@ -41,6 +41,13 @@ if compgen -G "$WHEELS/*.whl" >/dev/null; then
     say "local wheelhouse: $(find "$WHEELS" -name '*.whl' | wc -l) wheels"
     find_links=(--find-links "$WHEELS")
 fi
+# The host checked that the wheelhouse holds every wheel of the lock (gpuenv/wheelhouse.py): ask
+# no index at all (the lock's --index-url lines included); the build runs without network.
+index=(--index-strategy unsafe-best-match)
+if [ -f "$WHEELS/.no-index" ]; then
+    say "the wheelhouse holds every wheel of the lock: no index is asked"
+    index=(--no-index --offline)
+fi
 
 install_conda_lock() {
     [ -x "$TOOLS/micromamba" ] || die "tools/micromamba is missing from the build context (gpuenv supplies it for conda locks)"
@@ -94,7 +101,7 @@ install_requirements_lock() {
     # change what is installed; best-match lets a package come from whichever index the lock
     # found it on (uv's first-index default would stop at the framework index).
     UV_NO_CACHE=1 UV_NO_PROGRESS=1 "$TOOLS/uv" pip install --python "$ENV_DIR/bin/python" \
-        --require-hashes --no-deps --index-strategy unsafe-best-match --compile-bytecode \
+        --require-hashes --no-deps "${index[@]}" --compile-bytecode \
         "${find_links[@]}" -r "$lock"
     # The .pyc files stay: the non-root user cannot write them at run time, and recompiling
     # TensorFlow on every start would cost seconds.

@@ -86,10 +86,37 @@ class ImageInfo:
 
 @dataclass
 class BuildResult:
-    """A successful build: the image, the tags it got, and the log the engine streamed."""
+    """A successful build: the image, the tags it got, and the log the engine streamed.
+
+    `reused`: the first tag already named this very image (nothing changed since that build).
+    """
 
     image: ImageInfo
     log: list[str]
+    reused: bool = False
+
+
+_STEP_IMAGE = re.compile(r"^ ---> ([0-9a-f]{12,64})$")
+
+
+@dataclass
+class _BuildTrace:
+    """What one build made, read from its stream: the images of the steps it ran (not the cached
+    ones, not a FROM), and each stage's final image (the `aux` ID records, in order)."""
+
+    made: set[str] = field(default_factory=set)
+    stages: list[str] = field(default_factory=list)
+    _cached: bool = False
+    _from: bool = False
+
+    def line(self, text: str) -> None:
+        if _STEP.match(text):
+            self._cached = False
+            self._from = text.split(" : ", 1)[1].upper().startswith("FROM ")
+        elif text.strip() == "---> Using cache":
+            self._cached = True
+        elif (match := _STEP_IMAGE.match(text)) and not self._cached and not self._from:
+            self.made.add(match.group(1))
 
 
 def _short(err: BaseException) -> str:
@@ -463,6 +490,9 @@ class Engine:
         dockerfile: str,
         tags: list[str],
         buildargs: dict[str, str],
+        labels: dict[str, str] | None = None,
+        network_mode: str | None = None,
+        cache_tag: str | None = None,
         nocache: bool = False,
         progress: Progress | None = None,
     ) -> BuildResult:
@@ -472,6 +502,12 @@ class Engine:
         ToolError with the failing step and the engine's reason; nothing is tagged then. forcerm
         removes the intermediate containers of failed steps. On KeyboardInterrupt the connection is
         closed, which makes the engine cancel the build, and the interrupt propagates untagged.
+
+        `labels` are set on the image (one source, no LABEL in the Dockerfile); `network_mode`
+        "none" runs every RUN step without network. No build leaves a dangling image, failed or
+        not: an earlier stage's image (the install stage: the build cache of the next rebuild) is
+        kept under `cache_tag`, and every other untagged image this build made is removed. Images
+        made by other builds are never touched.
         """
         from docker.errors import APIError
 
@@ -479,6 +515,10 @@ class Engine:
         log: list[str] = []
         step = ""
         image_id: str | None = None
+        trace = _BuildTrace()
+        options: dict[str, Any] = {"labels": labels} if labels else {}
+        if network_mode:
+            options["network_mode"] = network_mode
         try:
             stream = self.client.api.build(
                 fileobj=context,
@@ -490,6 +530,7 @@ class Engine:
                 forcerm=True,
                 pull=False,
                 decode=True,
+                **options,
             )
             for record in stream:
                 if "error" in record or "errorDetail" in record:
@@ -500,11 +541,13 @@ class Engine:
                     )
                 if "aux" in record and isinstance(record["aux"], dict) and record["aux"].get("ID"):
                     image_id = record["aux"]["ID"]
+                    trace.stages.append(image_id)
                 text = record.get("stream") or record.get("status") or ""
                 if not text.strip():
                     continue
                 for line in text.rstrip("\n").splitlines():
                     log.append(line)
+                    trace.line(line)
                     if _STEP.match(line):
                         step = line.split(" : ", 1)[0]
                     if match := _BUILT.search(line):
@@ -512,16 +555,64 @@ class Engine:
                 emit(text if text.endswith("\n") else text + "\n")
         except KeyboardInterrupt:
             self.close()  # drops the connection: the engine cancels the build
+            try:  # a fresh client: this one was closed to cancel the build
+                Engine.local()._leave_no_dangling(trace, None, cache_tag)
+            except Exception:  # noqa: BLE001 (best effort: the interrupt is what the user sees)
+                pass
             raise
         except APIError as err:
+            self._leave_no_dangling(trace, None, cache_tag)
             raise ToolError(f"docker build was refused: {_short(err)}", fix=_build_fix(str(err), log)) from None
+        except ToolError:
+            self._leave_no_dangling(trace, None, cache_tag)
+            raise
         if not image_id:
+            self._leave_no_dangling(trace, None, cache_tag)
             raise ToolError(
                 "docker build ended without an image" + (f" (last step: {step})" if step else ""),
                 fix="see the build log above",
             )
-        self.tag_all_or_none(image_id, tags)
+        try:
+            self.tag_all_or_none(image_id, tags)
+        except ToolError:
+            self._leave_no_dangling(trace, None, cache_tag)
+            raise
+        self._leave_no_dangling(trace, image_id, cache_tag)
         return BuildResult(image=_info(self.client.images.get(image_id)), log=log)
+
+    def _leave_no_dangling(self, trace: _BuildTrace, final: str | None, cache_tag: str | None) -> None:
+        """Keep the last earlier stage's image under `cache_tag`; remove every other untagged
+        top-level image this build made (what `docker images` would show as <none>)."""
+        from docker.errors import APIError, ImageNotFound
+
+        earlier = [i for i in trace.stages if i != final]
+        if cache_tag and earlier:
+            repo, tag = _split(cache_tag)
+            try:
+                previous: str | None = self.client.images.get(cache_tag).id
+            except (ImageNotFound, APIError):
+                previous = None
+            _quietly(lambda: self.client.api.tag(earlier[-1], repo, tag, force=True))
+            if previous and previous != earlier[-1]:
+                # the tag moved off an install stage gpuenv kept: untagged now, it is nobody's cache
+                _quietly(lambda: self._remove_if_dangling(previous))
+        made = {i.removeprefix("sha256:")[:12] for i in trace.made | set(trace.stages)}
+        if final:
+            made.discard(final.removeprefix("sha256:")[:12])
+        if not made:
+            return
+        try:
+            dangling = self.client.images.list(filters={"dangling": True})
+        except APIError:
+            return
+        for image in dangling:
+            if image.id.removeprefix("sha256:")[:12] in made:
+                _quietly(lambda image=image: self.client.images.remove(image.id))
+
+    def _remove_if_dangling(self, image_id: str) -> None:
+        image = self.client.images.get(image_id)
+        if not image.tags:
+            self.client.images.remove(image.id)
 
     def ensure_image(self, ref: str, progress: Progress | None = None) -> None:
         """Make sure the base image `ref` is on the engine, pulling it once when it is not (the build
@@ -773,25 +864,6 @@ class Engine:
         for raw in self.client.containers.list(all=True, filters={"label": filters}):
             _quietly(lambda raw=raw: raw.remove(force=True))
             removed.append(raw.id)
-        return removed
-
-    def containers_created_since(self, since: float) -> list[str]:
-        """Ids of all containers (running or not) created at or after `since` (epoch seconds)."""
-        return [c["Id"] for c in self.client.api.containers(all=True) if c.get("Created", 0) >= int(since)]
-
-    def remove_untagged_since(self, since: float) -> list[str]:
-        """Remove untagged top-level images created at or after `since` (what a failed build left)."""
-        from docker.errors import APIError
-
-        removed = []
-        for image in self.client.images.list(filters={"dangling": True}):
-            created = datetime.fromisoformat(image.attrs["Created"][:19]).replace(tzinfo=timezone.utc).timestamp()
-            if created >= int(since):
-                try:
-                    self.client.images.remove(image.id)
-                    removed.append(image.id)
-                except APIError:
-                    pass  # still used by a container or another image: not ours to force
         return removed
 
 
@@ -1239,11 +1311,3 @@ def engine_runtimes() -> list[str]:
 
 def architecture() -> str:
     return local().architecture()
-
-
-def containers_created_since(since: float) -> list[str]:
-    return local().containers_created_since(since)
-
-
-def remove_untagged_since(since: float) -> list[str]:
-    return local().remove_untagged_since(since)

@@ -8,6 +8,7 @@ unchanged: a stale or damaged lock is an error, never a silently wrong "pinned" 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,10 +63,19 @@ def check_team_file_unchanged(meta: lockdir.LockMetadata, team_file: Path | None
     )
 
 
-def export_environment(stack: Stack, output: Path, *, team_file: Path | None = None) -> ExportResult:
-    """Write the environment.yml for `stack` to `output` atomically."""
+def check_output(output: Path) -> None:
+    """`--output` must name a file in a folder that exists: a typo in a folder is named, never created."""
     if output.is_dir():
         raise BadInput(f"--output {output} is a folder", fix="give a file name such as environment.yml")
+    parent = Path(os.path.abspath(output)).parent
+    if not parent.is_dir():
+        what = "is not a folder" if parent.exists() else "does not exist"
+        raise BadInput(f"--output {output}: the folder {parent} {what}", fix="create it first, or give a path in an existing folder")
+
+
+def export_environment(stack: Stack, output: Path, *, team_file: Path | None = None) -> ExportResult:
+    """Write the environment.yml for `stack` to `output` atomically."""
+    check_output(output)
     directory = locking.lock_directory(stack)
     found = pinned_from_lock(directory, stack)
     if found is not None:

@@ -54,6 +54,16 @@ def image_repository(stack: Stack) -> str:
     return f"{REPOSITORY_PREFIX}/{stack.stack_id}".lower()
 
 
+#: Where a build keeps its install stage (the build cache of the next rebuild), instead of leaving
+#: it as a dangling <none> image: gpuenv-cache/<stack_id>:<lock-hash-12>.
+CACHE_REPOSITORY = "gpuenv-cache"
+
+
+def build_cache_tag(stack: Stack, lock_hash: str) -> str:
+    """``gpuenv-cache/torch2.13.0-cpu-py3.11:5ff00e74a961``: the install stage of that stack and lock."""
+    return f"{CACHE_REPOSITORY}/{stack.stack_id}".lower() + f":{lock_hash[:TAG_HASH_LENGTH]}"
+
+
 def image_tags(stack: Stack, lock_hash: str, extra: Iterable[str] = ()) -> list[str]:
     """The tags a successful build gets: the stack with its lock hash, the moving tag, extras."""
     repo = image_repository(stack)
@@ -147,6 +157,37 @@ def image_labels(stack: Stack, lock_hash: str, backend: str) -> dict[str, str]:
     }
 
 
+def oci_labels(stack: Stack, lock: "LockFile", base_image: str) -> dict[str, str]:
+    """The org.opencontainers.image.* labels: what the image is, from the stack and the lock alone.
+
+    No build time: `created` is the lock's date (SOURCE_DATE_EPOCH when set, else when the lock
+    was made), so the same inputs give the same labels, and the same image.
+    """
+    labels = {
+        "org.opencontainers.image.title": f"gpuenv {stack.stack_id}",
+        "org.opencontainers.image.description": (f"Locked {stack.framework} {stack.framework_version} environment "
+                                                 f"(CUDA {stack.cuda}, Python {stack.python}) built by gpuenv"),
+        "org.opencontainers.image.version": lock.sha256,
+        "org.opencontainers.image.source": SOURCE_URL,
+        "org.opencontainers.image.base.name": base_image,
+        "org.opencontainers.image.vendor": f"gpuenv {__version__}",
+    }
+    epoch = source_date_epoch(lock)
+    if epoch is not None:
+        labels["org.opencontainers.image.created"] = datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return labels
+
+
+def source_date_epoch(lock: "LockFile") -> int | None:
+    """The image's date: SOURCE_DATE_EPOCH (the reproducible-builds convention) when set, else the lock's."""
+    import os
+
+    value = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if value.isdigit():
+        return int(value)
+    return lock.locked_at
+
+
 def stack_from_labels(labels: dict[str, str]) -> Stack | None:
     """The stack an image was built for, read back from its labels (None for foreign images)."""
     raw = labels.get(LABEL_PREFIX + "stack_json")
@@ -168,6 +209,8 @@ class LockFile:
     path: Path
     backend: str
     sha256: str
+    #: When it was locked (epoch seconds), from its metadata; None for locks made before gpuenv recorded it.
+    locked_at: int | None = None
 
 
 def read_lock(lock_dir: Path, stack: Stack | None = None) -> LockFile:
@@ -177,7 +220,7 @@ def read_lock(lock_dir: Path, stack: Stack | None = None) -> LockFile:
     names (never a stray file of the other backend), unchanged since it was locked.
     """
     lock = lockdir.verify(Path(lock_dir), stack)
-    return LockFile(lock.path, lock.backend, lock.sha256)
+    return LockFile(lock.path, lock.backend, lock.sha256, lock.metadata.locked_at)
 
 
 # ---------------------------------------------------------------- the build
@@ -200,6 +243,8 @@ class BuildPlan:
     docker_dir: Path = DOCKER_DIR
     dockerfile: str = DOCKERFILE_IN_CONTEXT
     nocache: bool = False
+    #: The wheelhouse holds every wheel of the lock: the install asks no index and the build has no network.
+    no_index: bool = False
     #: Installers the host supplies (uv, micromamba, a standalone Python); None: not gathered yet.
     tools: BuildTools | None = None
 
@@ -222,27 +267,18 @@ def cuda_driver_floors(stack: Stack, matrix: Matrix | None = None) -> str:
     return " ".join(f"{r.minor}={r.floor}" for r in mine)
 
 
-def build_args(
-    stack: Stack, lock: LockFile, *, base_image: str | None = None, build_date: str | None = None
-) -> dict[str, str]:
-    """The Dockerfile's build arguments for `stack` (names match the ARGs in docker/Dockerfile)."""
+def build_args(stack: Stack, lock: LockFile, *, base_image: str | None = None) -> dict[str, str]:
+    """The Dockerfile's build arguments for `stack` (names match the ARGs in docker/Dockerfile).
+
+    Only what the instructions use: the labels are given to the build once (`BuildPlan.labels`),
+    and nothing here depends on when the build runs.
+    """
     return {
         "BASE_IMAGE": base_image or stack.base_image,
         "PYTHON_VERSION": stack.python,
         "REQUIRE_CUDA": require_cuda(stack),
         "CUDA_DRIVER_FLOORS": cuda_driver_floors(stack),
-        "STACK_ID": stack.stack_id,
-        "CUDA": stack.cuda,
-        "CUDA_VERSION": stack.cuda_version or "",
-        "FRAMEWORK": stack.framework,
-        "FRAMEWORK_VERSION": stack.framework_version,
         "MIN_DRIVER": stack.min_driver or "",
-        "LOCK_HASH": lock.sha256,
-        "LOCK_BACKEND": lock.backend,
-        "STACK_JSON": stack_json(stack),
-        "GPUENV_VERSION": __version__,
-        "BUILD_DATE": build_date or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "SOURCE_URL": SOURCE_URL,
     }
 
 
@@ -273,9 +309,14 @@ def plan_build(
     wheelhouse: Path | None = None,
     nocache: bool = False,
     validate_dir: Path = VALIDATE_DIR,
-    build_date: str | None = None,
+    offline: bool = False,
+    arch: str | None = None,
 ) -> BuildPlan:
-    """Check the user's paths and decide tags, build arguments and labels for one build."""
+    """Check the user's paths and decide tags, build arguments and labels for one build.
+
+    A wheelhouse that holds every wheel of a uv lock makes the build ask no index and run
+    without network (`no_index`); `offline` requires that, naming every missing wheel first.
+    """
     if tag is not None:
         check_image_reference(tag)
     lock = read_lock(lock_dir, stack)
@@ -289,6 +330,7 @@ def plan_build(
             raise BadInput(f"--wheelhouse {wheelhouse}: no such folder", fix="give a folder of .whl files")
     if not Path(validate_dir).is_dir():
         raise DataError(f"validation suite folder {validate_dir} is missing", fix="restore validate/ from the repository")
+    no_index = _wheels_only(stack, lock, wheelhouse, offline, arch)
     tags = image_tags(stack, lock.sha256, [tag] if tag else [])
     for ref in tags:  # every tag, before the build: the engine must not refuse one after it
         check_image_reference(ref, "image tag")
@@ -298,13 +340,37 @@ def plan_build(
         lock_dir=Path(lock_dir),
         base_image=base_image or stack.base_image,
         tags=tags,
-        buildargs=build_args(stack, lock, base_image=base_image, build_date=build_date),
-        labels=image_labels(stack, lock.sha256, lock.backend),
+        buildargs=build_args(stack, lock, base_image=base_image),
+        labels={**image_labels(stack, lock.sha256, lock.backend), **oci_labels(stack, lock, base_image or stack.base_image)},
         ca_cert=ca_cert,
         wheelhouse=wheelhouse,
         validate_dir=Path(validate_dir),
         nocache=nocache,
+        no_index=no_index,
     )
+
+
+#: `docker info` / uname architectures, as wheel platform tags end.
+_WHEEL_ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
+
+
+def _wheels_only(stack: Stack, lock: LockFile, wheelhouse: Path | None, offline: bool, arch: str | None) -> bool:
+    """Whether the build installs from the wheelhouse alone (no index, no network)."""
+    import platform
+
+    from gpuenv import wheelhouse as wheels
+
+    if offline and wheelhouse is None:
+        raise BadInput("--offline needs --wheelhouse", fix="give the folder that holds every wheel of the lock (see the README's air-gapped recipe)")
+    if offline and lock.backend != "uv":
+        raise BadInput("--offline builds need a uv lock", fix="lock with --backend uv (conda packages come from a channel)")
+    if wheelhouse is None or lock.backend != "uv":
+        return False
+    machine = arch or platform.machine()
+    cover = wheels.lock_coverage(lock.path, wheelhouse, python=stack.python, arch=_WHEEL_ARCH.get(machine.lower(), machine))
+    if offline:
+        wheels.require_complete(cover)
+    return cover.complete
 
 
 @dataclass(frozen=True)
@@ -327,6 +393,7 @@ def context_entries(plan: BuildPlan) -> list[tuple[str, Path | bytes | Tree]]:
         ("docker/entrypoint.sh", plan.docker_dir / "entrypoint.sh"),
         ("ca/ca-bundle.crt", plan.ca_cert if plan.ca_cert else b""),
         ("wheels/.keep", b""),
+        *([("wheels/.no-index", b"")] if plan.no_index else []),
         ("tools/.keep", b""),
     ]
     if plan.tools is not None:
@@ -446,10 +513,11 @@ def is_cpu_image(ref: str) -> bool:
 
 
 def built_images() -> list[ImageInfo]:
-    """All gpuenv images on the engine, newest first."""
+    """The tagged gpuenv images on the engine, newest first (an untagged one is no image to use)."""
     from gpuenv import engine
 
-    return sorted(engine.find_images({STACK_LABEL: None}), key=lambda img: img.created, reverse=True)
+    found = [img for img in engine.find_images({STACK_LABEL: None}) if img.tags]
+    return sorted(found, key=lambda img: img.created, reverse=True)
 
 
 def supply_tools(plan: BuildPlan, progress: Callable[[str], None] | None = None) -> BuildPlan:
@@ -480,7 +548,9 @@ def build_stack_image(plan: BuildPlan, progress: Callable[[str], None] | None = 
     """Assemble the context of `plan` in a temporary file and build it through the engine.
 
     The engine tags the image only when the build succeeded; a failed or interrupted build
-    leaves every tag of the stack where it was.
+    leaves every tag of the stack where it was. The labels are given here, once; with a
+    complete wheelhouse the build runs with no network. `BuildResult.reused` says that the
+    first tag already named the very image the build gave (nothing changed).
     """
     import tempfile
 
@@ -488,18 +558,23 @@ def build_stack_image(plan: BuildPlan, progress: Callable[[str], None] | None = 
 
     if plan.tools is None:
         plan = supply_tools(plan, progress)
-
+    before = engine.image_info(plan.tags[0])
     with tempfile.TemporaryFile(prefix="gpuenv-context-") as context:
         write_context(plan, context)
         context.seek(0)
-        return engine.build_image(
+        result = engine.build_image(
             context,
             dockerfile=plan.dockerfile,
             tags=plan.tags,
             buildargs=plan.buildargs,
+            labels=plan.labels,
+            network_mode="none" if plan.no_index else None,
+            cache_tag=build_cache_tag(plan.stack, plan.lock.sha256),
             nocache=plan.nocache,
             progress=progress,
         )
+    result.reused = before is not None and before.id == result.image.id
+    return result
 
 
 def format_size(size: int) -> str:

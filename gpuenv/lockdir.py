@@ -59,6 +59,8 @@ class LockedPackage:
     manager: str  # "conda" or "pip"
     platform: str
     build: str = ""
+    #: The sha256 hashes a uv lock allows for this pin (every file of the release), for the wheelhouse check.
+    hashes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,9 @@ class LockMetadata:
     team_file_sha256: str | None = None
     #: The received environment.yml locked instead of the rendered spec (`invoke lock --file`).
     env_file: str | None = None
+    #: When it was locked (epoch seconds): an image built from the lock takes its date from here
+    #: (SOURCE_DATE_EPOCH, org.opencontainers.image.created), never from the build. None: older locks.
+    locked_at: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -96,6 +101,7 @@ class LockMetadata:
             "team_file": self.team_file,
             "team_file_sha256": self.team_file_sha256,
             "env_file": self.env_file,
+            "locked_at": self.locked_at,
         }
 
     @classmethod
@@ -135,6 +141,7 @@ class LockMetadata:
             team_file=data.get("team_file"),
             team_file_sha256=data.get("team_file_sha256"),
             env_file=data.get("env_file"),
+            locked_at=data["locked_at"] if isinstance(data.get("locked_at"), int) and not isinstance(data.get("locked_at"), bool) and data["locked_at"] >= 0 else None,
         )
 
 
@@ -271,7 +278,8 @@ def read_requirements_lock(path: Path, platform: str = "linux-64") -> list[Locke
         if "--hash=sha256:" not in text:
             raise DataError(f"{path}: {head} has no hash", fix=RELOCK)
         name, _, version = head.partition("==")
-        packages.append(LockedPackage(name=canonicalize_name(name), version=version, manager="pip", platform=platform))
+        hashes = tuple(re.findall(r"--hash=sha256:([0-9a-f]{64})", text))
+        packages.append(LockedPackage(name=canonicalize_name(name), version=version, manager="pip", platform=platform, hashes=hashes))
         entry.clear()
 
     for raw in _text(path).splitlines():

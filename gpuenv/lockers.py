@@ -406,7 +406,8 @@ def uv_venv_command(*, uv: str, prefix: Path, python: str) -> list[str]:
 def uv_install_command(*, uv: str, prefix: Path, lock: Path, find_links: Path | None = None, offline: bool = False) -> list[str]:
     """`uv pip install` of a uv lock with every hash required and no dependency resolution.
 
-    `offline`: no index is asked; every wheel must be in `find_links` (air-gapped servers).
+    `offline`: no index is asked (`--no-index`, which also ignores the lock's own --index-url
+    lines) and nothing is fetched (`--offline`); every wheel must be in `find_links`.
     """
     cmd = [
         uv, "pip", "install", "--python", str(prefix / "bin" / "python"),
@@ -416,7 +417,7 @@ def uv_install_command(*, uv: str, prefix: Path, lock: Path, find_links: Path | 
     if find_links is not None:
         cmd += ["--find-links", str(find_links)]
     if offline:
-        cmd.append("--offline")
+        cmd += ["--no-index", "--offline"]
     return cmd
 
 

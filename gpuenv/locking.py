@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -394,6 +395,7 @@ def _lock_into(work: Path, stack: Stack, plan: _Plan, input_hash: str, say: Prog
         team_file=str(plan.origin) if plan.team_file_sha256 else None,
         team_file_sha256=plan.team_file_sha256,
         env_file=str(plan.env_file) if plan.env_file else None,
+        locked_at=int(time.time()),
     )
     problem = lockdir.content_problem(stack, packages, plan.platforms, plan.backend)
     if problem:

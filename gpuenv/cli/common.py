@@ -26,11 +26,16 @@ STACK_HELP = {
     "cuda": "the container's CUDA, e.g. 12.2 as nvidia-smi shows it, or 'cpu' for a CPU-only stack; the framework build is "
     "the newest of that major whose CUDA is at most this (default: invoke.yaml gpuenv.cuda, else the newest the driver runs)",
     "framework": "torch or tensorflow (default: invoke.yaml gpuenv.framework, else torch)",
-    "torch": "pin the PyTorch release, e.g. 2.3.1 or 2.3",
-    "tensorflow": "pin the TensorFlow release, e.g. 2.15",
+    "torch": "pin the PyTorch release, e.g. 2.3.1 or 2.3 (default: invoke.yaml gpuenv.torch)",
+    "tensorflow": "pin the TensorFlow release, e.g. 2.15 (default: invoke.yaml gpuenv.tensorflow)",
     "python": "pin the Python version, e.g. 3.11 (default: invoke.yaml gpuenv.python)",
     "driver": "NVIDIA driver version to plan for, e.g. 535.104.05 (default: read from this host through NVML)",
     "gpu_arch": "GPU compute capability to plan for, e.g. 8.6 or sm_86; comma-separated for several (default: detected)",
+    "strict_driver": "only builds whose CUDA the driver runs natively, on their own CUDA's image (default: invoke.yaml "
+    "gpuenv.strict_driver, else a build of the same CUDA major may run on an older image by CUDA minor-version "
+    "compatibility, e.g. a cu126 wheel on a 535 driver)",
+    "wheelhouse": "folder of .whl files (air-gapped servers): when it holds framework wheels, only the releases, builds "
+    "and Pythons it holds are considered (default: invoke.yaml gpuenv.wheelhouse)",
 }
 #: Options for long work, the same in every task that has them.
 OUTPUT_HELP = {
@@ -76,11 +81,8 @@ def task(**options: Any) -> Callable[[F], Any]:
     return invoke.task(**options)
 
 
-#: help= for --strict-driver, on the tasks that choose a stack for new work.
-STRICT_DRIVER_HELP = (
-    "only builds whose CUDA the driver runs natively, on their own CUDA's image (default: a build of the same CUDA major "
-    "may run on an older image by CUDA minor-version compatibility, e.g. a cu126 wheel on a 535 driver)"
-)
+#: help= for --strict-driver (kept for callers; the same text as STACK_HELP's).
+STRICT_DRIVER_HELP = STACK_HELP["strict_driver"]
 
 
 class Terminated(KeyboardInterrupt):
@@ -149,10 +151,11 @@ def _label(path: Any, fallback: str) -> str:
 
 
 def config_layers(config: Any) -> list[Any]:
-    """Invoke's layers, in its merge order, as (label, `gpuenv` section) for gpuenv.config.
+    """Invoke's layers, in its merge order, as (label, `gpuenv` section, folder) for gpuenv.config.
 
     Invoke merges them but keeps each one on the Config object; reading them here is how
-    `invoke doctor` knows where a value came from.
+    `invoke doctor` knows where a value came from, and how a `null` in one file is kept from
+    hiding another file's value.
     """
     from gpuenv.config import DEFAULT_ORIGIN, SECTION, Layer
 
@@ -160,23 +163,29 @@ def config_layers(config: Any) -> list[Any]:
         data = getattr(config, f"_{name}", None) or {}
         return data.get(SECTION) if isinstance(data, dict) else None
 
+    def file_layer(name: str, fallback: str) -> Any:
+        path = getattr(config, f"_{name}_path", None)
+        folder = str(Path(str(path)).expanduser().resolve().parent) if path else None
+        return Layer(_label(path, fallback), section(name), folder=folder)
+
     return [
         Layer(DEFAULT_ORIGIN, section("defaults") or {}),
         Layer(DEFAULT_ORIGIN, section("collection") or {}),
-        Layer(_label(getattr(config, "_system_path", None), "system config"), section("system")),
-        Layer(_label(getattr(config, "_user_path", None), "user config"), section("user")),
-        Layer(_label(getattr(config, "_project_path", None), "project config"), section("project")),
+        file_layer("system", "system config"),
+        file_layer("user", "user config"),
+        file_layer("project", "project config"),
         Layer("environment", section("env") or {}, is_env=True),
-        Layer(_label(getattr(config, "_runtime_path", None), "-f file"), section("runtime")),
+        file_layer("runtime", "-f file"),
+        Layer("overrides", section("overrides") or {}),  # Invoke's last layer: a program's own Config(overrides=...)
     ]
 
 
 def team_settings(c: Any) -> Any:
-    """The checked `gpuenv:` settings of this run (BadInput naming file, key and fix when bad)."""
-    from gpuenv.config import SECTION, settings_from
+    """The checked `gpuenv:` settings of this run (BadInput naming file, key or variable, and the fix)."""
+    from gpuenv.config import check_variables, settings_from
 
-    merged = c.config.get(SECTION) if hasattr(c, "config") else None
-    return settings_from(dict(merged or {}), config_layers(c.config))
+    check_variables(os.environ)
+    return settings_from(None, config_layers(c.config))
 
 
 def stack_request(c: Any, **cli: Any) -> Any:
@@ -186,11 +195,47 @@ def stack_request(c: Any, **cli: Any) -> Any:
     return build(cli, team_settings(c))
 
 
+#: The stack options, the same in every task that addresses a stack (tests/team walks every task's
+#: signature against this list): what `stack_options(locals())` hands to stack_request.
+STACK_OPTIONS = ("cuda", "framework", "torch", "tensorflow", "python", "driver", "gpu_arch", "strict_driver", "wheelhouse")
+
+
+def stack_options(values: dict[str, Any]) -> dict[str, Any]:
+    """The stack options out of a task's arguments (`stack_options(locals())`)."""
+    return {name: values.get(name) for name in STACK_OPTIONS}
+
+
+PIN_FIX = "upgrade the driver, or pin another stack (gpuenv.cuda / gpuenv.torch / gpuenv.tensorflow in invoke.yaml)"
+
+
 def resolve(request: Any) -> Any:
-    """The stack for a StackRequest on this host."""
+    """The stack for a StackRequest on this host.
+
+    A pinned request (CUDA, Python and the framework release, from invoke.yaml or the command
+    line) names one stack whatever the host: it is resolved without the host's driver and GPUs,
+    which are then only checked. A host that cannot run it is an error that says so, never a
+    silently different stack.
+    """
+    from gpuenv.errors import GpuenvError, NoCompatibleStack
     from gpuenv.host import resolve_for_host
 
-    return resolve_for_host(**request.resolver_options())
+    options = request.resolver_options()
+    if not request.pinned:
+        return resolve_for_host(**options)
+    stack = resolve_for_host(**{**options, "driver": None, "gpu_arch": None}, detect=False)
+    if stack.is_cpu:
+        return stack
+    try:
+        here = resolve_for_host(**options)
+    except NoCompatibleStack as err:
+        raise NoCompatibleStack(f"this host cannot run the pinned stack {stack.stack_id}: {err.message}",
+                                fix=PIN_FIX) from None
+    except GpuenvError:
+        raise
+    if here.stack_id != stack.stack_id:
+        raise NoCompatibleStack(f"on this host the pinned options give {here.stack_id}, not the team's {stack.stack_id} (driver >= {stack.min_driver})",
+                                fix=PIN_FIX)
+    return stack
 
 
 def is_dry(c: Any) -> bool:

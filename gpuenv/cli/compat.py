@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from gpuenv.cli.common import STACK_HELP, STRICT_DRIVER_HELP, resolve, stack_request, task, team_settings, user_errors
+from gpuenv.cli.common import STACK_HELP, resolve, stack_options, stack_request, task, team_settings, user_errors
 
 
 def settings_report(c) -> dict:
@@ -20,14 +20,27 @@ def settings_report(c) -> dict:
 
 
 def team_stack_report(c) -> dict:
-    """The stack every task resolves from the team's settings alone (no command-line options)."""
+    """The stack every task resolves from the team's settings alone (no command-line options), and
+    whether the team pinned it (the same stack on every server) or it floats (resolved per host)."""
     from gpuenv.errors import GpuenvError
 
     try:
-        stack = resolve(stack_request(c))
+        request = stack_request(c)
+        pinned = request.pinned
+        stack = resolve(request)
     except GpuenvError as err:
         return {"available": False, "why": err.render()}
-    return {"available": True, **stack.to_dict()}
+    return {"available": True, "pinned": pinned, **stack.to_dict()}
+
+
+def format_team_stack(team: dict) -> str:
+    if not team.get("available"):
+        return f"team      no stack: {team['why']}"
+    line = f"team      {team['stack_id']}  base {team['base_image']}  ({team['pip_requirement']}): what tasks build with no stack options"
+    if team.get("pinned"):
+        return line + "\n          pinned (invoke.yaml): every server addresses this stack; a driver that cannot run it is an error"
+    return (line + "\n          the stack floats: each host resolves its own from its driver and the data; pin gpuenv.cuda, "
+            "gpuenv.python and gpuenv.torch (or tensorflow) in invoke.yaml for one stack everywhere")
 
 
 def format_settings(report: dict) -> str:
@@ -46,7 +59,9 @@ HOST_HELP = ("a capture of a server (nvidia-smi -q -x > server.xml, nvidia-smi -
 @task(help={"json": "print the report as JSON instead of a table", "host": HOST_HELP})
 @user_errors
 def doctor(c, json_=False, host=None):
-    """The host as seen from here: driver, GPUs, Docker and NVIDIA runtime, the team's settings and where each came from, and the recommended stack."""
+    """The host as seen from here: driver, GPUs, Docker and NVIDIA runtime, the team's settings and where each came from, and the recommended stack (exit 2 when the settings are invalid)."""
+    from invoke.exceptions import Exit
+
     from gpuenv.doctor import collect_report, format_report
     from gpuenv.host import use_host_file
 
@@ -56,11 +71,10 @@ def doctor(c, json_=False, host=None):
     report["team_stack"] = team_stack_report(c) if report["settings"].get("available") else {"available": False, "why": "the settings cannot be used"}
     if json_:
         print(json.dumps(report, indent=2))
-        return
-    team = report["team_stack"]
-    line = (f"team      {team['stack_id']}  base {team['base_image']}  ({team['pip_requirement']}): what tasks build with no stack options"
-            if team.get("available") else f"team      no stack: {team['why']}")
-    print(format_report(report) + "\n" + format_settings(report["settings"]) + "\n" + line)
+    else:
+        print(format_report(report) + "\n" + format_settings(report["settings"]) + "\n" + format_team_stack(report["team_stack"]))
+    if not report["settings"].get("available"):
+        raise Exit(f"gpuenv: the settings are invalid: {report['settings']['why']}", code=2)
 
 
 @task(
@@ -102,8 +116,6 @@ def matrix(c, json_=False, check=False):
         **STACK_HELP,
         "host": HOST_HELP + " (--driver and --gpu-arch still win)",
         "json": "print the stack as JSON (keys: cuda and cuda_version of the image, framework_cuda of the build, min_driver, base_image, python, framework, framework_version, wheel_variant, index_url, reasons, ...)",
-        "strict_driver": STRICT_DRIVER_HELP,
-        "wheelhouse": "folder of .whl files (air-gapped servers): when it holds framework wheels, only the releases, builds and Pythons it holds are considered",
     }
 )
 @user_errors
@@ -113,9 +125,6 @@ def resolve_(c, driver=None, cuda=None, framework=None, torch=None, tensorflow=N
     from gpuenv.stack_view import format_stack
     use_host_file(host)  # --host: that server's driver and GPUs instead of this machine's (checked now)
 
-    request = stack_request(
-        c, driver=driver, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, gpu_arch=gpu_arch,
-        strict_driver=strict_driver, wheelhouse=wheelhouse,
-    )
+    request = stack_request(c, **stack_options(locals()))
     stack = resolve(request)
     print(json.dumps(stack.to_dict(), indent=2) if json_ else format_stack(stack))

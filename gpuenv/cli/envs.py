@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuenv.cli.common import OUTPUT_HELP, STACK_HELP, STRICT_DRIVER_HELP, is_dry, reporter, resolve, stack_request, task, user_errors
+from gpuenv.cli.common import OUTPUT_HELP, STACK_HELP, is_dry, reporter, resolve, stack_options, stack_request, task, user_errors
 
 _LOCK_HELP = {
     **STACK_HELP,
@@ -15,8 +15,7 @@ _LOCK_HELP = {
     "with hashes; the default when a wheelhouse folder is given)",
     "wheelhouse": "folder of .whl files searched before the indexes (uv backend; the same option `invoke build` takes), "
     "for air-gapped servers; only the framework releases, builds and Pythons it holds are considered, and when it holds "
-    "the framework build, the framework's wheel index is not contacted",
-    "strict_driver": STRICT_DRIVER_HELP,
+    "the framework build, the framework's wheel index is not contacted (default: invoke.yaml gpuenv.wheelhouse)",
     "file": "lock this environment.yml (e.g. one received from a colleague) instead of the rendered spec; "
     "the team file is not merged into it",
     "force": "relock even when the inputs are unchanged since the last lock",
@@ -58,9 +57,8 @@ def lock(
     from gpuenv.locking import ensure_lock
 
     check_paths(wheelhouse=wheelhouse, file=file, team_file=team_file)
-    request = stack_request(c, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python,
-                            driver=driver, gpu_arch=gpu_arch, backend=backend, platforms=list(platform or []),
-                            strict_driver=strict_driver, wheelhouse=wheelhouse)
+    request = stack_request(c, **stack_options(locals()), backend=backend, platforms=list(platform or []))
+    wheelhouse = request.wheelhouse
     report = reporter(verbose, quiet)
     stack = resolve(request)
     if is_dry(c):
@@ -90,19 +88,21 @@ def lock(
         **STACK_HELP,
         "output": "where to write the environment.yml (default: environment.yml in the current folder)",
         "team_file": "the team's extra packages (default: envs/team.yml)",
-        "strict_driver": STRICT_DRIVER_HELP,
     }
 )
 @user_errors
-def export(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None, output="environment.yml", team_file=None, strict_driver=False):
+def export(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None, output="environment.yml",
+           team_file=None, strict_driver=False, wheelhouse=None):
     """Write an environment.yml for conda/mamba: pinned from the stack's lock when there is one."""
     from gpuenv.cli.paths import check_paths
     from gpuenv.export import export_environment, pinned_from_lock
     from gpuenv.locking import lock_directory
 
+    from gpuenv.export import check_output
+
     check_paths(output=output, team_file=team_file)
-    request = stack_request(c, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, driver=driver,
-                            gpu_arch=gpu_arch, strict_driver=strict_driver)
+    check_output(Path(output))  # before the stack is resolved: a missing folder is named, never made
+    request = stack_request(c, **stack_options(locals()))
     stack = resolve(request)
     if is_dry(c):
         found = pinned_from_lock(lock_directory(stack))
@@ -114,20 +114,37 @@ def export(c, cuda=None, framework=None, torch=None, tensorflow=None, python=Non
     print(f"wrote {result.path} for {stack.stack_id}, {how}")
 
 
+def _no_index_when_complete(plan, offline: bool):
+    """The install plan asking no index when its wheelhouse holds every locked wheel; with
+    --offline, every missing wheel named in one line before anything is installed."""
+    import dataclasses
+    import platform
+
+    from gpuenv import wheelhouse
+
+    if plan.wheelhouse is None or plan.lock.backend != "uv":
+        return plan
+    cover = wheelhouse.lock_coverage(plan.lock.path, plan.wheelhouse, python=plan.stack.python, arch=platform.machine())
+    if offline:
+        wheelhouse.require_complete(cover)
+    return dataclasses.replace(plan, offline=True) if cover.complete else plan
+
+
 @task(
     help={
         **STACK_HELP,
         "prefix": "the folder to install into, e.g. /shared/envs/torch (built beside it, then renamed into place)",
-        "wheelhouse": "folder of .whl files the lock's wheels are also looked for in (default: the one the lock was made with, if it still exists)",
+        "wheelhouse": "folder of .whl files the lock's wheels are looked for in; when it holds every wheel of the lock no index is "
+        "asked (default: invoke.yaml gpuenv.wheelhouse, else the one the lock was made with, if it still exists)",
         "force": "reinstall even when the prefix already holds this lock",
-        "offline": "ask no index: every wheel of the (uv) lock must be in --wheelhouse (air-gapped servers)",
+        "offline": "ask no index: every wheel of the (uv) lock must be in --wheelhouse; the missing ones are named before anything is installed (air-gapped servers)",
         **OUTPUT_HELP,
     }
 )
 @user_errors
 def install(
     c, prefix=None, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None,
-    wheelhouse=None, force=False, offline=False, verbose=False, quiet=False,
+    wheelhouse=None, force=False, offline=False, strict_driver=False, verbose=False, quiet=False,
 ):
     """Install the stack's lock into a folder on this host, without Docker (servers and clusters); then `PREFIX/bin/python -m validate` checks it."""
     import signal
@@ -140,22 +157,24 @@ def install(
 
     installer.check_prefix(prefix)  # before anything slow: a bad prefix is one line at once
     check_paths(wheelhouse=wheelhouse)
-    request = stack_request(c, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, driver=driver, gpu_arch=gpu_arch)
+    request = stack_request(c, **stack_options(locals()))
     report = reporter(verbose, quiet)
     stack = resolve(request)
     lock_dir = lock_directory(stack)
-    wheels = Path(wheelhouse) if wheelhouse else None
+    wheels = Path(request.wheelhouse) if request.wheelhouse else None
     if wheels is None and not offline:
         meta = read_metadata(lock_dir) if lock_dir.is_dir() else None
         recorded = meta.wheelhouse if meta else None
         if recorded and Path(recorded).is_dir():
             wheels = Path(recorded)
     plan = installer.plan_install(stack, lock_dir, prefix, wheelhouse=wheels, offline=offline)
+    plan = _no_index_when_complete(plan, offline)
     where = f"{plan.prefix}" + (f" (a link to {plan.folder})" if plan.folder != plan.prefix else "")
     if is_dry(c):
         state = "holds this lock: nothing would be done" if installer.is_current(plan) and not force else "would be (re)installed"
         print(f"stack: {stack.stack_id}\nlock: {plan.lock.path} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})\n"
-              f"prefix: {where} ({state})\nwheelhouse: {plan.wheelhouse or 'none'}")
+              f"prefix: {where} ({state})\nwheelhouse: {plan.wheelhouse or 'none'}"
+              f"{' (holds every locked wheel: no index is asked)' if plan.offline else ''}")
         return
     with report:
         report.say(f"stack: {stack.stack_id}; lock {plan.lock.path.name} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})")

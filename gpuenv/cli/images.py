@@ -9,7 +9,7 @@ from pathlib import Path
 from invoke.exceptions import Exit
 
 from gpuenv.cli.common import (
-    OUTPUT_HELP, STACK_HELP, STRICT_DRIVER_HELP, image_or_stack, is_dry, reporter, resolve, stack_request, task, team_settings,
+    OUTPUT_HELP, STACK_HELP, image_or_stack, is_dry, reporter, resolve, stack_options, stack_request, task, team_settings,
     user_errors,
 )
 
@@ -19,10 +19,12 @@ _BUILD_HELP = {
     "tag": "an extra tag for the image, e.g. myteam/torch:prod (it always gets gpuenv/<stack>:<lock-hash> and :latest)",
     "no_cache": "rebuild every layer instead of reusing the engine's build cache",
     "ca_cert": "CA bundle (PEM) trusted for HTTPS during the build, e.g. a corporate proxy's; it stays out of every layer of the image",
-    "wheelhouse": "folder of .whl files installed from before any index (air-gapped servers); also used to lock when the lock is missing",
+    "wheelhouse": "folder of .whl files installed from before any index; when it holds every wheel of the lock the build asks "
+    "no index and runs without network (air-gapped servers); also used to lock when the lock is missing (default: invoke.yaml gpuenv.wheelhouse)",
     "backend": "lock backend when the lock is missing: conda-lock or uv (default: invoke.yaml gpuenv.backend, else conda-lock; uv when a wheelhouse folder is given)",
-    "strict_driver": STRICT_DRIVER_HELP,
     "team_file": "the team's extra packages, when the lock is missing (default: envs/team.yml)",
+    "offline": "ask no index and build with no network: every wheel of the (uv) lock must be in --wheelhouse (the missing ones "
+    "are named first), the lock and the base image must be here (a complete wheelhouse does this without --offline too)",
     **OUTPUT_HELP,
 }
 _IMAGE_HELP = "run in this image instead of the stack's, e.g. HOST/gpuenv/<stack>@sha256:... as invoke push printed it; pulled (by digest) when missing"
@@ -51,8 +53,12 @@ def _build_plan_text(plan, lock_missing: bool) -> str:
         lines.append(f"lock: {plan.lock.path} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})")
     lines.append(f"base image: {plan.base_image}")
     lines.append(f"tags: {', '.join(plan.tags)}")
+    if plan.no_index:
+        lines.append(f"network: none (the wheelhouse {plan.wheelhouse} holds every wheel of the lock)")
     lines.append("build arguments:")
     lines += [f"  {k}={v}" for k, v in sorted(plan.buildargs.items())]
+    lines.append("labels:")
+    lines += [f"  {k}={v}" for k, v in sorted(plan.labels.items())]
     lines.append(f"Dockerfile ({plan.docker_dir / 'Dockerfile'}):")
     lines += [f"  {line}" for line in (plan.docker_dir / "Dockerfile").read_text(encoding="utf-8").splitlines()]
     lines.append("nothing was built (--dry)")
@@ -64,7 +70,7 @@ def _build_plan_text(plan, lock_missing: bool) -> str:
 def build(
     c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None,
     base_image=None, tag=None, no_cache=False, ca_cert=None, wheelhouse=None, backend=None, team_file=None, strict_driver=False,
-    verbose=False, quiet=False,
+    offline=False, verbose=False, quiet=False,
 ):
     """Build the stack's image from its lock (locking first when there is none) and tag it."""
     from gpuenv import images, lockdir, share
@@ -74,9 +80,8 @@ def build(
     # Every option is checked before anything slow: resolving, locking, the engine.
     check_paths(ca_cert=ca_cert, wheelhouse=wheelhouse, team_file=team_file)
     images.check_build_options(tag=tag, ca_cert=ca_cert, wheelhouse=wheelhouse, team_file=team_file, backend=backend)
-    request = stack_request(c, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python,
-                            driver=driver, gpu_arch=gpu_arch, backend=backend, base_image=base_image,
-                            strict_driver=strict_driver, wheelhouse=wheelhouse)
+    request = stack_request(c, **stack_options(locals()), backend=backend, base_image=base_image)
+    wheelhouse = request.wheelhouse
     if request.base_image:  # the engine's grammar, as for --tag: 'x y' or 'Ubuntu' is one line here, not a failed pull
         share.parse_image_ref(request.base_image, "--base-image" if base_image else "gpuenv.base_image")
     report = reporter(verbose, quiet)
@@ -84,13 +89,18 @@ def build(
     lock_dir = lock_directory(stack)
     lock_missing = not lockdir.has_lock(lock_dir)
     lock_backend = request.backend or ("uv" if wheelhouse else "conda-lock")
+    if offline and lock_missing:
+        from gpuenv.errors import BadInput
+
+        raise BadInput(f"--offline: there is no lock in {lock_dir}, and locking needs an index",
+                       fix="run invoke lock (same stack options, --backend uv) where PyPI answers, then carry envs/locks/ here")
     options = dict(base_image=request.base_image, tag=tag, ca_cert=Path(ca_cert) if ca_cert else None,
                    wheelhouse=Path(wheelhouse) if wheelhouse else None, nocache=no_cache)
     if is_dry(c):
         if lock_missing:
             plan = _plan_without_lock(images, stack, lock_dir, lock_backend, options)
         else:
-            plan = images.plan_build(stack, lock_dir, **options)
+            plan = images.plan_build(stack, lock_dir, offline=offline, **options)
         print(_build_plan_text(plan, lock_missing))
         return
     with report:
@@ -107,14 +117,17 @@ def build(
                 team_file=Path(team_file) if team_file else None,
                 progress=report.phase,
             )
-        plan = images.plan_build(stack, lock_dir, **options)
+        plan = images.plan_build(stack, lock_dir, offline=offline, **options)
         report.say(f"lock: {plan.lock.path} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})")
         report.say(f"base image: {plan.base_image}")
+        if plan.no_index:
+            report.say(f"wheelhouse {plan.wheelhouse} holds every wheel of the lock: no index, and no network during the build")
         plan = images.supply_tools(plan, progress=report.phase)
         report.phase("sending the build context")
         result = images.build_stack_image(plan, progress=report.output)
     image = result.image
-    lines = [f"built {image.id}", f"tags: {', '.join(plan.tags)}", f"size: {images.format_size(image.size)}", "labels:"]
+    first = f"unchanged: reused {image.id} (same lock and inputs: every step came from the build cache)" if result.reused else f"built {image.id}"
+    lines = [first, f"tags: {', '.join(plan.tags)}", f"size: {images.format_size(image.size)}", "labels:"]
     lines += [f"  {key}={image.labels[key]}" for key in sorted(image.labels) if key != images.LABEL_PREFIX + "stack_json"]
     report.result("\n".join(lines))
 
@@ -128,7 +141,8 @@ def _plan_without_lock(images, stack, lock_dir, backend: str, options: dict):
         stack=stack, lock=placeholder, lock_dir=lock_dir, base_image=options["base_image"] or stack.base_image,
         tags=images.image_tags(stack, placeholder.sha256, [options["tag"]] if options["tag"] else []),
         buildargs=images.build_args(stack, placeholder, base_image=options["base_image"]),
-        labels=images.image_labels(stack, placeholder.sha256, placeholder.backend),
+        labels={**images.image_labels(stack, placeholder.sha256, placeholder.backend),
+                **images.oci_labels(stack, placeholder, options["base_image"] or stack.base_image)},
     )
     return replace(probe, tags=[t.replace("0" * images.TAG_HASH_LENGTH, "<lock-hash>") for t in probe.tags])
 
@@ -141,7 +155,8 @@ def _plan_without_lock(images, stack, lock_dir, backend: str, options: dict):
     }
 )
 @user_errors
-def push(c, registry=None, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None, verbose=False, quiet=False):
+def push(c, registry=None, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None,
+         strict_driver=False, wheelhouse=None, verbose=False, quiet=False):
     """Push the stack's image (built from its current lock) to a registry; prints HOST/gpuenv/<stack>@sha256:... to share."""
     from gpuenv import share
     from gpuenv.config import parse_registry
@@ -155,7 +170,7 @@ def push(c, registry=None, cuda=None, framework=None, torch=None, tensorflow=Non
         host = settings.registry
     else:
         raise BadInput("no registry given", fix="pass --registry HOST[:PORT], or set gpuenv.registry in invoke.yaml")
-    request = stack_request(c, cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python, driver=driver, gpu_arch=gpu_arch)
+    request = stack_request(c, **stack_options(locals()))
     report = reporter(verbose, quiet)
     stack = resolve(request)
     plan = share.plan_push(stack, lock_directory(stack), host)
@@ -174,8 +189,8 @@ def push(c, registry=None, cuda=None, framework=None, torch=None, tensorflow=Non
         "image": _IMAGE_HELP,
         "gpus": "GPUs given to the container: all, none, or indices/UUIDs like 0,1 (default: all; none for a CPU stack)",
         "shm_size": "size of /dev/shm for data loaders and NCCL (default: 8g)",
-        "strict_driver": STRICT_DRIVER_HELP,
-        "wheelhouse": "the wheel folder the image was built with (`invoke build --wheelhouse`), so the same stack is chosen",
+        "wheelhouse": "the wheel folder the image was built with (`invoke build --wheelhouse`), so the same stack is chosen "
+        "(default: invoke.yaml gpuenv.wheelhouse)",
         **OUTPUT_HELP,
     }
 )
@@ -195,9 +210,7 @@ def run(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, 
         engine.parse_gpus(gpus)  # checked before the stack is resolved or the engine asked
     if shm_size is not None:
         engine.parse_shm_size(shm_size)
-    ref, _name, cpu = image_or_stack(c, image, dict(cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python,
-                                         driver=driver, gpu_arch=gpu_arch, strict_driver=strict_driver, wheelhouse=wheelhouse),
-                          verbose, quiet)
+    ref, _name, cpu = image_or_stack(c, image, stack_options(locals()), verbose, quiet)
     # A CPU stack asks for no GPU by default: it then runs on hosts without the NVIDIA runtime.
     gpus = gpus if gpus is not None else ("none" if cpu else "all")
     if is_dry(c):

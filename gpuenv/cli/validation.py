@@ -12,7 +12,7 @@ from pathlib import Path
 
 from invoke.exceptions import Exit
 
-from gpuenv.cli.common import OUTPUT_HELP, STACK_HELP, image_or_stack, is_dry, task, user_errors
+from gpuenv.cli.common import OUTPUT_HELP, STACK_HELP, STACK_OPTIONS, image_or_stack, is_dry, stack_options, task, team_settings, user_errors
 from gpuenv.engine import WORKDIR_IN_CONTAINER  # cheap: engine imports the Docker SDK lazily
 from gpuenv.errors import BadInput
 
@@ -23,11 +23,8 @@ SUITE_IN_IMAGE = "/opt/gpuenv/validate/__main__.py"
 
 _HELP = {
     "local": "run the suite on this host with this Python (`python -m validate`) instead of inside an image",
+    **STACK_HELP,
     "cuda": STACK_HELP["cuda"] + "; picks the image to validate in (default without --local: the stack resolved for this host)",
-    "framework": STACK_HELP["framework"],
-    "torch": STACK_HELP["torch"],
-    "tensorflow": STACK_HELP["tensorflow"],
-    "python": STACK_HELP["python"],
     "image": "validate in this image instead of the stack's, e.g. HOST/gpuenv/<stack>@sha256:... as invoke push printed it; pulled (by digest) when missing",
     "gpus": "GPUs given to the container, as `docker run --gpus`: all, none, or 0,1 / GPU UUIDs (default: all; none for a CPU stack)",
     "expect_gpus": "number of GPUs the server must show; fewer (or none) fails the run (with --local at least 1 is expected unless 0 is given)",
@@ -102,7 +99,8 @@ def run_local(args: list[str]) -> int:
 @task(help=_HELP, optional=["hosts"])
 @user_errors
 def validate(
-    c, local=False, cuda=None, framework=None, torch=None, tensorflow=None, python=None, image=None, gpus=None,
+    c, local=False, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None,
+    strict_driver=False, wheelhouse=None, image=None, gpus=None,
     expect_gpus=None, json=None, junit=None, quick=False, save_baseline=None, baseline=None,
     hosts=None, parallel=None, report=None, slurm=False, partition=None, nodes=None, nodelist=None,
     time=None, prefix=None, rundir=None, verbose=False, quiet=False, queue_time=None, from_reports=None, outlier_floor=None,
@@ -118,11 +116,14 @@ def validate(
         from gpuenv.share import parse_image_ref
 
         parse_image_ref(image)
+
+    stack = stack_options(locals())
+    named = [f"--{k.replace('_', '-')}" for k in STACK_OPTIONS if stack[k] not in (None, False)]
     given = dict(hosts=hosts, image=image, parallel=parallel, report=report, slurm=slurm, partition=partition, nodes=nodes,
                  nodelist=nodelist, time=time, prefix=prefix, rundir=rundir, json=json, junit=junit, baseline=baseline, queue_time=queue_time,
                  gpus=gpus, local=local, from_reports=from_reports, outlier_floor=outlier_floor, verbose=verbose)
     if fleet.wants_fleet(given):
-        if local or save_baseline or any(v is not None for v in (cuda, framework, torch, tensorflow, python)):
+        if local or save_baseline or named:
             raise BadInput("a fleet run validates other servers in one image, so --local, --save-baseline and the stack options do not apply",
                            fix="drop them (give --image REF for the image), or drop --hosts/--slurm")
         if hosts and slurm:
@@ -130,7 +131,7 @@ def validate(
         if from_reports and (hosts or slurm):
             raise BadInput("--from-reports renders reports already collected, so --hosts/--slurm do not apply",
                            fix="drop --hosts/--slurm, or drop --from-reports to run the suite on the servers")
-        opts = fleet.merge_options(given, fleet.fleet_config(c.config))
+        opts = fleet.merge_options(given, team_settings(c).fleet.as_config())
         code = fleet.fleet_validate(opts, suite_arguments(expect_gpus, None, None, quick, None, None))
         if code != 0:
             raise Exit(code=code)
@@ -139,9 +140,9 @@ def validate(
         raise BadInput("--parallel/--report/--partition/--nodes/--nodelist/--time/--queue-time/--prefix/--rundir/--outlier-floor are fleet options",
                        fix="add --hosts ssh://user@host,..., --slurm or --from-reports DIR")
     if local:
-        if any(v is not None for v in (cuda, framework, torch, tensorflow, python, gpus, image)):
+        if named or gpus is not None or image is not None:
             raise BadInput("--local runs on this host's Python, so a stack option makes no sense with it",
-                           fix="drop --cuda/--framework/--torch/--tensorflow/--python/--image/--gpus, or drop --local")
+                           fix=f"drop {' '.join(named + ['--gpus'] * (gpus is not None) + ['--image'] * (image is not None))}, or drop --local")
         args = suite_arguments(expect_gpus, json, junit, quick, save_baseline, baseline)
         if is_dry(c):
             print(f"would run {sys.executable} -m validate {' '.join(args)}; nothing run (--dry)".replace("  ", " "))
@@ -155,8 +156,7 @@ def validate(
             engine.parse_gpus(gpus)  # before the stack is resolved or the engine asked
         args = suite_arguments(expect_gpus, json, junit, quick, save_baseline, baseline,
                                path_for=lambda p: container_path(p, workdir))
-        ref, name, cpu = image_or_stack(c, image, dict(cuda=cuda, framework=framework, torch=torch, tensorflow=tensorflow, python=python),
-                                          verbose, quiet)
+        ref, name, cpu = image_or_stack(c, image, stack, verbose, quiet)
         if is_dry(c):
             print(f"would validate in {name}{' (pulled by digest if missing)' if image else ''}; nothing run (--dry)")
             return

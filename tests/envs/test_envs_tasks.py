@@ -57,8 +57,17 @@ def test_lock_user_mistakes_are_one_line_exit_2_and_write_nothing(args, fragment
     assert not locks.exists()
 
 
+def test_export_into_a_missing_folder_names_it_and_makes_nothing(tmp_path):
+    out = tmp_path / "missing" / "dir" / "environment.yml"
+    done = run_task("export", "--cuda", "12.1", "--torch", "2.5", "--python", "3.11", "-o", str(out), locks=tmp_path / "locks")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (f"gpuenv: --output {out}: the folder {out.parent} does not exist: "
+                                   "create it first, or give a path in an existing folder")
+    assert not (tmp_path / "missing").exists()
+
+
 def test_export_writes_an_environment_file_without_a_lock(tmp_path):
-    out = tmp_path / "env" / "environment.yml"
+    out = tmp_path / "environment.yml"
     done = run_task("export", "--cuda", "12.1", "--torch", "2.5", "--python", "3.11", "--output", str(out), locks=tmp_path / "locks")
     assert done.returncode == 0, done.stderr
     assert "not pinned" in done.stdout

@@ -17,6 +17,7 @@ def pip_section(data: dict) -> list[str]:
 
 def test_export_without_lock_is_the_spec_with_the_index_in_the_pip_section(locks_dir, tmp_path):
     out = tmp_path / "shared" / "environment.yml"
+    out.parent.mkdir()  # export names a missing folder instead of making it
     result = export_environment(TORCH_CU121, out, team_file=FIXTURES / "team-basic" / "team.yml")
     assert result.lock is None and result.path == out
     data = yaml.safe_load(out.read_text())

@@ -13,6 +13,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import dockercases
 import pytest
 
 from imagecases import BASE_IMAGE, CA_MARKER, FIXTURES, HOST_CA_BUNDLE, ROOT, WHEELHOUSE, build_args, run_task
@@ -92,7 +93,6 @@ def cpu_image(base_image, cpu_lock, cpu_stack, ca_bundle, locks_root):
 
     import time
 
-    since = time.time()
     proc = run_task(*build_args(base_image, ca_bundle), env={"GPUENV_LOCKS_DIR": str(locks_root)}, timeout=1800)
     assert proc.returncode == 0, f"invoke build failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     tags = images.image_tags(cpu_stack, cpu_lock.sha256)
@@ -101,5 +101,5 @@ def cpu_image(base_image, cpu_lock, cpu_stack, ca_bundle, locks_root):
     yield BuiltImage(info.id, tags, info.labels, proc.stdout)
     engine.remove_image(info.id)
     if not os.environ.get("GPUENV_TEST_KEEP_BUILD_CACHE"):
-        # The install stage's image (untagged build cache): kept only when asked, for fast reruns.
-        engine.remove_untagged_since(since)
+        # The install stage the build kept as gpuenv-cache/<stack>:<lock-hash>: kept only when asked, for fast reruns.
+        dockercases.remove_build_cache(info.labels)

@@ -16,6 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import dockercases
 import pytest
 
 from imagecases import CA_MARKER, CPU_STACK_ARGS, ROOT, WHEELHOUSE, build_args, run_task, task_argv
@@ -109,7 +110,7 @@ def test_run_returns_the_exit_code_and_removes_the_container(cpu_image, tmp_path
     proc = _run_in_image(tmp_path, "python", "-c", "import sys; print('bye'); sys.exit(5)")
     assert proc.returncode == 5, proc.stderr
     assert "bye" in proc.stdout
-    assert engine.containers_created_since(since) == []
+    assert dockercases.containers_created_since(since) == []
 
 
 def test_run_asks_for_gpus_and_says_why_the_engine_cannot(cpu_image, tmp_path):
@@ -122,7 +123,7 @@ def test_run_asks_for_gpus_and_says_why_the_engine_cannot(cpu_image, tmp_path):
     assert proc.returncode == 1
     assert "NVIDIA Container Toolkit" in proc.stderr and "--gpus none" in proc.stderr
     assert "Traceback" not in proc.stderr
-    assert engine.containers_created_since(since) == []
+    assert dockercases.containers_created_since(since) == []
 
 
 def test_run_without_an_image_says_how_to_build_it(docker_engine, tmp_path):
@@ -143,13 +144,13 @@ def test_images_lists_the_stack_and_size(cpu_image, cpu_stack):
 def test_ca_bundle_is_in_no_layer_and_no_history_of_the_image(cpu_image):
     from gpuenv import engine
 
-    for entry in engine.image_history(cpu_image.id):
+    for entry in dockercases.image_history(cpu_image.id):
         assert CA_MARKER not in (entry.get("CreatedBy") or "")
         assert "ca-bundle" not in (entry.get("CreatedBy") or "")
     marker = CA_MARKER.encode()
     tail = b""
     scanned = 0
-    for chunk in engine.save_image(cpu_image.id):
+    for chunk in dockercases.save_image(cpu_image.id):
         assert marker not in tail + chunk, "the CA bundle given with --ca-cert leaked into the image"
         tail = chunk[-len(marker):]
         scanned += len(chunk)
@@ -238,8 +239,8 @@ def test_failed_build_tags_nothing_and_leaves_no_container(cpu_image, cpu_lock, 
     assert "returned a non-zero code" in message[0] and "Traceback" not in proc.stderr
     assert "Hash mismatch for `" in proc.stdout
     _stack_tags_unchanged(cpu_image, bad)
-    assert engine.containers_created_since(since) == []
-    engine.remove_untagged_since(since)  # the cached layers of the steps before the failure
+    assert dockercases.containers_created_since(since) == []
+    dockercases.remove_untagged_since(since)  # the cached layers of the steps before the failure
 
 
 def test_interrupted_build_tags_nothing_and_leaves_no_container(cpu_image, cpu_lock, ca_bundle, base_image, tmp_path):
@@ -264,10 +265,10 @@ def test_interrupted_build_tags_nothing_and_leaves_no_container(cpu_image, cpu_l
     assert err.strip().splitlines()[-1] == "gpuenv: interrupted"
     _stack_tags_unchanged(cpu_image, changed)
     deadline = time.monotonic() + 60
-    while engine.containers_created_since(since) and time.monotonic() < deadline:
+    while dockercases.containers_created_since(since) and time.monotonic() < deadline:
         time.sleep(1)  # the engine cancels the step and removes its container (forcerm)
-    assert engine.containers_created_since(since) == [], "the interrupted step's container was left behind"
-    engine.remove_untagged_since(since)
+    assert dockercases.containers_created_since(since) == [], "the interrupted step's container was left behind"
+    dockercases.remove_untagged_since(since)
 
 
 def test_engine_down_is_one_clear_line(tmp_path):
@@ -316,6 +317,7 @@ def test_conda_lock_backend_installs_with_micromamba(docker_engine, base_image, 
         assert code == 0
     finally:
         engine.remove_image(result.image.id)
+        dockercases.remove_build_cache(result.image.labels)
 
 
 def test_build_behind_a_tls_proxy_names_the_ca_cert_fix(cpu_image, cpu_lock, base_image, locks_root, tmp_path):
@@ -334,8 +336,8 @@ def test_build_behind_a_tls_proxy_names_the_ca_cert_fix(cpu_image, cpu_lock, bas
     assert len(message) == 1 and "pass --ca-cert" in message[0], proc.stderr
     latest = engine.image_info(cpu_image.tags[1])
     assert latest is not None and latest.id == cpu_image.id
-    assert engine.containers_created_since(since) == []
-    engine.remove_untagged_since(since)
+    assert dockercases.containers_created_since(since) == []
+    dockercases.remove_untagged_since(since)
 
 
 def test_cpu_image_hands_out_no_gpus_by_itself_and_gates_on_the_driver(cpu_image):

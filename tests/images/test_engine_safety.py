@@ -8,14 +8,15 @@ named under gpuenv-safety-test/ or labelled for a stack no other test uses, and 
 from __future__ import annotations
 
 import io
+import re
 import json
 import os
 import tarfile
-import time
 import uuid
 
 import pytest
 
+from dockercases import containers_labelled
 from imagecases import run_task
 
 pytestmark = pytest.mark.docker
@@ -121,12 +122,12 @@ def test_errors_name_the_image_by_its_tag_not_its_sha256(tiny_build, tmp_path):
         pytest.skip("this engine has the NVIDIA runtime: the GPU request that fails here would be granted")
     tag = f"gpuenv-safety-test/run:{uuid.uuid4().hex[:8]}"
     image = tiny_build([tag]).image
-    since = time.time()
+    mine = image.labels["gpuenv.safety-test"]  # this image's own: its containers carry it, no one else's do
     with pytest.raises(ToolError) as caught:  # the engine cannot give GPUs: the run fails at start
         engine.run_container(image.id, ["true"], gpus="0", workdir_mount=tmp_path, stream=lambda _t: None)
     assert caught.value.render().startswith(f"could not run {tag}: "), caught.value.render()
     assert "sha256" not in caught.value.render()
-    assert engine.containers_created_since(since) == []
+    assert containers_labelled("gpuenv.safety-test", mine) == [], "the failed run left its container"
 
 
 def test_invoke_run_on_a_cpu_stack_asks_for_no_gpu_by_default(tiny_build, tmp_path):
@@ -135,12 +136,56 @@ def test_invoke_run_on_a_cpu_stack_asks_for_no_gpu_by_default(tiny_build, tmp_pa
 
     if "nvidia" in engine.engine_runtimes():
         pytest.skip("this engine has the NVIDIA runtime: a GPU request would be granted, which proves nothing here")
-    tiny_build([f"gpuenv-safety-test/{STACK_ID}:{uuid.uuid4().hex[:8]}"], labels={"io.gpuenv.stack": STACK_ID})
-    since = time.time()
+    mine = tiny_build([f"gpuenv-safety-test/{STACK_ID}:{uuid.uuid4().hex[:8]}"], labels={"io.gpuenv.stack": STACK_ID}).image.labels["gpuenv.safety-test"]
     done = run_task("run", *STACK_ARGS, "--", "sh", "-c", "echo visible=$NVIDIA_VISIBLE_DEVICES", cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "visible=void" in done.stdout
     # and asking explicitly still asks, and says why the engine cannot
     done = run_task("run", *STACK_ARGS, "--gpus", "all", "--", "true", cwd=tmp_path, timeout=300)
     assert done.returncode == 1 and "NVIDIA Container Toolkit" in done.stderr
-    assert engine.containers_created_since(since) == []
+    assert containers_labelled("gpuenv.safety-test", mine) == []
+
+
+def _dangling() -> set[str]:
+    from gpuenv import engine
+
+    return {image.id for image in engine.client().images.list(filters={"dangling": True})}
+
+
+@pytest.mark.parametrize("fails_in", [None, "install", "final"])
+def test_a_build_leaves_no_dangling_image_failed_or_not(base_image, fails_in):
+    """Two stages like gpuenv's Dockerfile: the install stage is kept under its cache tag, every
+    other untagged image the build made is removed, whether the build succeeds or fails."""
+    from gpuenv import engine
+    from gpuenv.errors import ToolError
+
+    run = uuid.uuid4().hex[:8]
+    dockerfile = "\n".join([
+        f"FROM {base_image} AS install",
+        f"RUN echo {run} > /made",
+        "RUN false" if fails_in == "install" else "RUN true",
+        f"FROM {base_image}",
+        "COPY --from=install /made /made",
+        "RUN false" if fails_in == "final" else "RUN cat /made",
+    ]) + "\n"
+    cache_tag = f"gpuenv-safety-test/cache:{run}"
+    tag = f"gpuenv-safety-test/two-stage:{run}"
+    before = _dangling()
+    log: list[str] = []
+    try:
+        if fails_in:
+            with pytest.raises(ToolError):
+                engine.build_image(_context(dockerfile), dockerfile="Dockerfile", tags=[tag], buildargs={}, cache_tag=cache_tag,
+                                   labels={"gpuenv.safety-test": run}, progress=log.append)
+        else:
+            result = engine.build_image(_context(dockerfile), dockerfile="Dockerfile", tags=[tag], buildargs={}, cache_tag=cache_tag,
+                                        labels={"gpuenv.safety-test": run}, progress=log.append)
+            assert result.image.labels["gpuenv.safety-test"] == run, "labels= reaches the image"
+        made = set(re.findall(r"^ ---> ([0-9a-f]{12})$", "".join(log), re.M))
+        left = {i for i in _dangling() - before if i.removeprefix("sha256:")[:12] in made}
+        assert not left, f"the build left dangling images {left}"
+        kept = engine.image_info(cache_tag)
+        assert (kept is not None) == (fails_in != "install"), "the install stage is kept (tagged) once it was built"
+    finally:
+        for ref in (tag, cache_tag):
+            engine.remove_image(ref)

@@ -76,20 +76,35 @@ def test_labels_follow_the_contract_and_round_trip_the_stack():
 def test_every_build_argument_is_declared_in_the_dockerfile(lock_dir):
     # The classic builder warns about, and ignores, build arguments no ARG declares.
     declared = set(re.findall(r"^ARG (\w+)", DOCKERFILE.read_text(), re.M))
-    args = images.build_args(CPU, images.read_lock(lock_dir), base_image="local/base:1", build_date="2026-01-01T00:00:00Z")
+    args = images.build_args(CPU, images.read_lock(lock_dir), base_image="local/base:1")
     assert set(args) <= declared
     assert args["BASE_IMAGE"] == "local/base:1"
     assert args["REQUIRE_CUDA"] == ""
-    assert json.loads(args["STACK_JSON"])["stack_id"] == CPU.stack_id
+
+
+def test_labels_are_given_once_and_carry_no_build_time(lock_dir, monkeypatch):
+    """The Dockerfile has no LABEL (one source: the plan's labels), and the date is the lock's, so
+    two plans of the same inputs made at different times are the same."""
+    import time
+
+    assert not re.search(r"^LABEL\b", DOCKERFILE.read_text(), re.M)
+    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
+    first = images.plan_build(CPU, lock_dir, base_image="local/base:1")
+    time.sleep(1.1)
+    second = images.plan_build(CPU, lock_dir, base_image="local/base:1")
+    assert (first.labels, first.buildargs) == (second.labels, second.buildargs)
+    assert first.labels["io.gpuenv.stack"] == CPU.stack_id
+    assert first.labels["org.opencontainers.image.base.name"] == "local/base:1"
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    assert images.plan_build(CPU, lock_dir).labels["org.opencontainers.image.created"] == "2023-11-14T22:13:20Z"
 
 
 def test_dockerfile_installs_before_it_copies_the_suite():
     """A change to validate/ must not invalidate the install layer: order of instructions."""
-    lines = [line for line in DOCKERFILE.read_text().splitlines() if re.match(r"^(FROM|RUN|COPY|USER|LABEL)\b", line)]
+    lines = [line for line in DOCKERFILE.read_text().splitlines() if re.match(r"^(FROM|RUN|COPY|USER)\b", line)]
     index = {key: next(i for i, line in enumerate(lines) if line.startswith(key)) for key in (
-        "RUN /opt/gpuenv-build/install-env.sh", "COPY --from=install", "COPY validate/", "USER", "LABEL")}
+        "RUN /opt/gpuenv-build/install-env.sh", "COPY --from=install", "COPY validate/", "USER")}
     assert index["RUN /opt/gpuenv-build/install-env.sh"] < index["COPY --from=install"] < index["COPY validate/"]
-    assert index["COPY validate/"] < index["LABEL"]
     assert sum(line.startswith("FROM") for line in lines) == 2, "the CA bundle is kept out by a separate install stage"
     final_stage = "\n".join(lines[[i for i, line in enumerate(lines) if line.startswith("FROM")][1]:])
     assert "ca/" not in final_stage and "wheels/" not in final_stage

@@ -1,10 +1,11 @@
 """Fixtures for the team-workflow tests: a real registry on loopback and one small CPU image.
 
 The image is PyTorch CPU (from the wheelhouse /opt/wheels) locked with uv, on the local test base
-image: the smallest real gpuenv image. It is built once per session through `invoke build`, or
-reused when an image built from the very same lock is already on the engine (uv locks are
-reproducible, so a second session reuses the first one's). An image this session built is
-removed at the end unless GPUENV_TEST_KEEP_IMAGES=1.
+image: the smallest real gpuenv image. It is built once per session through `gpuenv build` from a
+wheelhouse holding every locked wheel (no network in the build); an image an earlier session built
+from the same inputs is reused (uv locks and gpuenv images are reproducible: the build says
+"unchanged: reused"). An image this session built is removed at the end unless
+GPUENV_TEST_KEEP_IMAGES=1.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from teamcases import BASE_IMAGE, CPU_STACK_ARGS, HOST_CA_BUNDLE, ROOT, WHEELHOUSE, free_port, run_gpuenv
+from teamcases import BASE_IMAGE, ROOT, WHEELHOUSE, free_port, run_gpuenv, team_build_args
 
 REGISTRY_BINARY = os.environ.get("GPUENV_TEST_REGISTRY_BINARY", "docker-registry")
 
@@ -122,6 +123,23 @@ def cpu_uv_lock(locks_dir, cpu_stack) -> CpuLock:
 
 
 @pytest.fixture(scope="session")
+def complete_wheelhouse(cpu_uv_lock, tmp_path_factory) -> Path:
+    """Every wheel of the CPU lock in one folder (pip download, as the README's air-gapped recipe)."""
+    import shutil as _shutil
+
+    python = _shutil.which("python3.11")
+    if python is None:
+        pytest.skip("no python3.11 on PATH to download the lock's wheels for CPython 3.11")
+    folder = tmp_path_factory.mktemp("wheelhouse")
+    proc = subprocess.run([python, "-m", "pip", "download", "--quiet", "--no-deps", "--require-hashes", "--dest", str(folder),
+                           "--find-links", str(WHEELHOUSE), "-r", str(cpu_uv_lock.directory / "requirements.lock.txt")],
+                          capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot download the lock's wheels (PyPI needed): {(proc.stderr or proc.stdout).strip()[-400:]}")
+    return folder
+
+
+@pytest.fixture(scope="session")
 def base_image(docker_engine) -> str:
     from gpuenv import engine
 
@@ -140,21 +158,19 @@ class TeamImage:
 
 
 @pytest.fixture(scope="session")
-def team_image(base_image, cpu_uv_lock, cpu_stack, locks_dir) -> TeamImage:
+def team_image(base_image, cpu_uv_lock, cpu_stack, locks_dir, complete_wheelhouse) -> TeamImage:
+    """Built from a wheelhouse that holds every locked wheel: no index, no network in the build."""
     from gpuenv import engine, images
 
     tag = images.image_tags(cpu_stack, cpu_uv_lock.sha256)[0]
-    found = engine.image_info(tag)
-    if found is not None:
-        yield TeamImage(found.id, tag, "")
-        return
-    args = ["build", *CPU_STACK_ARGS, "--base-image", base_image, "--backend", "uv", "--wheelhouse", str(WHEELHOUSE)]
-    if HOST_CA_BUNDLE.is_file():
-        args += ["--ca-cert", str(HOST_CA_BUNDLE)]
-    proc = run_gpuenv(*args, env={"GPUENV_LOCKS_DIR": str(locks_dir)}, timeout=1800)
+    # Always through `gpuenv build`: the same inputs give the same image, so when an earlier session
+    # left it, the build says "unchanged: reused" in seconds (an image found by its tag alone could
+    # be one built otherwise, by another session on a shared engine).
+    proc = run_gpuenv(*team_build_args(base_image, complete_wheelhouse), env={"GPUENV_LOCKS_DIR": str(locks_dir)}, timeout=1800)
     assert proc.returncode == 0, f"invoke build failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     info = engine.image_info(tag)
     assert info is not None, f"{tag} is missing after a successful build"
     yield TeamImage(info.id, tag, proc.stdout)
-    if not os.environ.get("GPUENV_TEST_KEEP_IMAGES"):
+    if "unchanged: reused" not in proc.stdout and not os.environ.get("GPUENV_TEST_KEEP_IMAGES"):
         engine.remove_image(info.id)
+        engine.remove_image(images.build_cache_tag(cpu_stack, cpu_uv_lock.sha256))  # the install stage the build kept

@@ -34,3 +34,8 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def team_build_args(base_image: str, wheelhouse: Path) -> list[str]:
+    """`build` of the team's CPU image from a wheelhouse holding every locked wheel (no network needed)."""
+    return ["build", *CPU_STACK_ARGS, "--base-image", base_image, "--backend", "uv", "--wheelhouse", str(wheelhouse)]

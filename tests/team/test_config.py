@@ -172,11 +172,12 @@ def test_doctor_shows_each_value_and_its_origin(tmp_path):
     assert "INVOKE_GPUENV" not in table and "invoke.yaml" in table
 
 
-def test_doctor_reports_a_bad_file_instead_of_failing(tmp_path):
+def test_doctor_reports_a_bad_file_and_exits_2(tmp_path):
     write(tmp_path, "invoke.yaml", "gpuenv:\n  backend: pip\n")
     proc = run_gpuenv("doctor", cwd=tmp_path, env={"HOME": str(tmp_path)})
-    assert proc.returncode == 0
+    assert proc.returncode == 2, "doctor must not pass while the settings are invalid"
     assert "settings  not available: invoke.yaml: gpuenv.backend 'pip' is not a lock backend" in proc.stdout
+    assert proc.stderr.strip().startswith("gpuenv: the settings are invalid: invoke.yaml: gpuenv.backend") and "Traceback" not in proc.stderr
 
 
 def test_a_bad_file_value_is_one_line_with_exit_2(tmp_path):

@@ -11,6 +11,7 @@ import json
 import re
 import urllib.request
 
+import dockercases
 import pytest
 
 from teamcases import CPU_STACK_ARGS, free_port, run_invoke
@@ -83,7 +84,7 @@ def test_push_then_pull_by_digest_then_run_and_validate(team_image, registry, lo
         if engine.image_info(ref) is not None:
             repository, tag = team_image.tag.rsplit(":", 1)
             engine.client().images.get(ref).tag(repository, tag)  # the session fixture's tag, back
-            engine.untag(ref)  # and no reference to this session's registry left behind
+            dockercases.untag(ref)  # and no reference to this session's registry left behind
 
 
 def test_push_to_a_registry_that_is_down_is_one_line_and_removes_nothing(team_image, locks_dir, tmp_path):

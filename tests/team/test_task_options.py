@@ -1,0 +1,106 @@
+"""One set of stack options in every task that addresses a stack (issue 19 item 4), and no traceback
+from the `gpuenv` command line whatever short flag comes before or after the task name (item 5).
+
+The option test walks every task's real signature; the flag test runs `gpuenv` (its real Program,
+in this process: a traceback would fail the test) with each short flag the README documents.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import sys
+
+import pytest
+
+from gpuenv.cli import namespace
+from gpuenv.cli.common import SHORT_FLAGS, STACK_HELP, STACK_OPTIONS
+from teamcases import ROOT
+
+#: The tasks that address a stack (they resolve one from the stack options).
+STACK_TASKS = {"build", "push", "run", "lock", "export", "install", "resolve", "validate"}
+
+
+def tasks():
+    ns = namespace()
+    return {name: ns[name] for name in ns.task_names}
+
+
+def parameters(task) -> list[str]:
+    return list(inspect.signature(task.body).parameters)[1:]
+
+
+def test_every_task_that_addresses_a_stack_takes_every_stack_option():
+    found = {name for name, task in tasks().items() if "cuda" in parameters(task)}
+    assert found == STACK_TASKS, "a task that addresses a stack must be listed here (and take every stack option)"
+    for name in sorted(STACK_TASKS):
+        task = tasks()[name]
+        missing = [option for option in STACK_OPTIONS if option not in parameters(task)]
+        assert not missing, f"invoke {name} lacks --{', --'.join(m.replace('_', '-') for m in missing)}"
+        for option in STACK_OPTIONS:
+            assert task.help.get(option), f"invoke {name} --{option.replace('_', '-')} has no help"
+        defaults = inspect.signature(task.body).parameters
+        assert defaults["strict_driver"].default is False, f"invoke {name} --strict-driver must be a flag"
+        assert all(defaults[o].default is None for o in STACK_OPTIONS if o != "strict_driver"), name
+
+
+def test_the_shared_help_covers_every_stack_option():
+    assert set(STACK_OPTIONS) <= set(STACK_HELP)
+
+
+def documented_short_flags() -> dict[str, str]:
+    """`-c` cuda, `-f` framework, ... as the README's `gpuenv` section lists them."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("Short flags mean the same in every task:", 1)[1].split(".", 1)[0]
+    found = dict((flag, name) for flag, name in re.findall(r"`(-[a-z])` ([a-z-]+)", section))
+    assert found, "the README lists no short flags"
+    return found
+
+
+def test_the_readme_documents_the_short_flags_the_code_has():
+    documented = documented_short_flags()
+    code = {f"-{flag}": name.rstrip("_").replace("_", "-") for name, flag in SHORT_FLAGS.items()}
+    assert documented == code
+
+
+def task_with(option: str) -> str:
+    """A task that has `option` (stack tasks first, so a value like 'cpu' makes sense)."""
+    for name in ("resolve", "build", "run", "push", "export", "lock", "install", "validate", "doctor"):
+        if option.replace("-", "_") in parameters(tasks()[name]) or option == "json" and "json_" in parameters(tasks()[name]):
+            return name
+    raise AssertionError(f"no task has --{option}")
+
+
+VALUES = {"cuda": "cpu", "framework": "torch", "python": "3.11", "backend": "uv", "registry": "127.0.0.1:5000", "image": "x:y",
+          "gpus": "none", "tag": "x:y", "wheelhouse": "/opt/wheels", "output": "env.yml"}
+
+
+def run_gpuenv(argv: list[str], monkeypatch, capsys) -> tuple[int, str]:
+    from gpuenv.cli import program
+
+    monkeypatch.setattr(sys, "argv", ["gpuenv", *argv])
+    with pytest.raises(SystemExit) as done:
+        program.main()
+    code = done.value.code if isinstance(done.value.code, int) else (0 if done.value.code is None else 1)
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", sorted(documented_short_flags()))
+def test_each_short_flag_before_and_after_the_task_name_is_never_a_traceback(flag, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "invoke.yaml").write_text("gpuenv: {}\n")
+    option = documented_short_flags()[flag]
+    name = task_with(option)
+    value = [VALUES[option]] if option in VALUES else []
+    # after the task name: the task's option (--help: parsed, nothing run)
+    code, err = run_gpuenv([name, flag, *value, "--help"], monkeypatch, capsys)
+    assert code == 0, err
+    # before the task name: Invoke's own option of that letter, or none; never a traceback
+    code, err = run_gpuenv([flag, *value, name, "--help"], monkeypatch, capsys)
+    assert "Traceback" not in err
+    assert code in (0, 2), err
+    if code == 2:
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("gpuenv: "), err
+        assert "after the task name" in lines[0], "the line says where task options go"
