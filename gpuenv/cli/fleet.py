@@ -48,16 +48,6 @@ class FleetOptions:
     queue_time: str | None = None  # Slurm: longest wait in the queue
 
 
-def fleet_config(config: Any) -> dict[str, Any]:
-    """The `gpuenv.fleet` section of Invoke's config as a plain dict ({} when there is none)."""
-    try:
-        section = config.get("gpuenv", {}) or {}
-        fleet = section.get("fleet", {}) or {}
-    except (AttributeError, TypeError):
-        return {}
-    return {k: (dict(v) if hasattr(v, "items") else v) for k, v in dict(fleet).items()}
-
-
 def merge_options(cli: dict[str, Any], config: dict[str, Any]) -> FleetOptions:
     """Command line beats invoke.yaml beats defaults; slurm settings live under `slurm:` in the file."""
     slurm_cfg = config.get("slurm") or {}

@@ -7,7 +7,8 @@ import pytest
 from invoke import Config, Context
 from invoke.exceptions import Exit
 
-from gpuenv.cli.fleet import fleet_config, merge_options, wants_fleet
+from gpuenv.cli.common import team_settings
+from gpuenv.cli.fleet import merge_options, wants_fleet
 from gpuenv.cli.validation import validate
 from gpuenv.errors import BadInput
 
@@ -15,9 +16,14 @@ TEAM = {"gpuenv": {"fleet": {"hosts": ["ssh://ops@gpu1", "ssh://ops@gpu2:2222"],
                              "slurm": {"partition": "gpu", "time": "30", "prefix": "/shared/envs/torch"}}}}
 
 
+def fleet_config(config: Config) -> dict:
+    """The fleet section as the validate task reads it: checked once, as config.FleetSettings."""
+    return team_settings(Context(config)).fleet.as_config()
+
+
 def test_config_section_is_read_from_invokes_config_and_may_be_absent():
-    assert fleet_config(Config()) == {}
-    assert fleet_config(Config(overrides={"gpuenv": {"python": "3.11"}})) == {}
+    assert fleet_config(Config()) == {"outlier_floor": 0.9, "slurm": {}}
+    assert fleet_config(Config(overrides={"gpuenv": {"python": "3.11"}})) == {"outlier_floor": 0.9, "slurm": {}}
     cfg = fleet_config(Config(overrides=TEAM))
     assert cfg["hosts"] == ["ssh://ops@gpu1", "ssh://ops@gpu2:2222"] and cfg["slurm"]["partition"] == "gpu"
 
