@@ -497,7 +497,7 @@ def image_for_stack(stack: Stack, lock_dir: Path | None = None) -> str:
         lock_dir = lock_directory(stack)
     # No lock: the newest image of the stack. A lock that fails its checks is an error, never
     # a silent fallback to whatever image is newest.
-    lock_hash = read_lock(lock_dir).sha256 if lockdir.has_lock(lock_dir) else None
+    lock_hash = read_lock(lock_dir, stack).sha256 if lockdir.has_lock(lock_dir) else None
     return pick_image(engine.find_images({STACK_LABEL: stack.stack_id}), stack, lock_hash)
 
 

@@ -57,3 +57,23 @@ def test_image_for_stack_hashes_the_lock_it_is_given(tmp_path, monkeypatch):
     found = [_image("sha256:older", OLDER, "2026-11-20T10:00:00Z"), _image("sha256:mine", current, "2026-11-01T10:00:00Z")]
     monkeypatch.setattr(engine, "find_images", lambda labels: found if labels == {STACK_LABEL: TORCH_CPU.stack_id} else [])
     assert image_for_stack(TORCH_CPU, tmp_path) == "sha256:mine"
+
+
+def test_image_for_stack_refuses_a_lock_of_another_stack(tmp_path, monkeypatch):
+    """A lock copied under this stack's folder is refused, as build, install and push refuse it:
+    never an image chosen by the hash of another stack's lock."""
+    import hashlib
+
+    from gpuenv import engine, lockdir, lockers
+    from gpuenv.errors import GpuenvError
+
+    from stackcases import TF_CPU
+
+    (tmp_path / lockers.UV_LOCK_FILE).write_text("tensorflow-cpu==2.15.1 --hash=sha256:00\\n")
+    digest = hashlib.sha256((tmp_path / lockers.UV_LOCK_FILE).read_bytes()).hexdigest()
+    lockdir.write_metadata(tmp_path, lockdir.LockMetadata(stack=TF_CPU, backend="uv", input_hash="0" * 64, lock_sha256=digest,
+                                                          platforms=("linux-64",), source="written by the test"))
+    monkeypatch.setattr(engine, "find_images", lambda labels: [_image("sha256:any", digest, "2026-11-01T10:00:00Z")])
+    with pytest.raises(GpuenvError) as err:
+        image_for_stack(TORCH_CPU, tmp_path)
+    assert TF_CPU.stack_id in str(err.value) and TORCH_CPU.stack_id in str(err.value)
