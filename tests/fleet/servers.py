@@ -417,3 +417,32 @@ def stalling_registry(layer_bytes: int = 4 * 2**20) -> Iterator[StallingRegistry
         stop.set()
         server.shutdown()
         server.server_close()
+
+
+@contextmanager
+def hanging_suite_image(base_image: str, tag: str, sleep_s: int) -> Iterator[str]:
+    """A local image whose `python` only sleeps: a suite that never finishes, as on a wedged GPU
+    (the real CPU suite finishes inside any limit short enough for a test). Removed afterwards."""
+    import io
+    import tarfile
+
+    import pytest
+
+    from gpuenv import engine
+
+    if engine.image_info(base_image) is None:
+        pytest.skip(f"the local base image {base_image} is missing: make it with scripts/make-test-base-image.sh")
+    dockerfile = f"FROM {base_image}\nCOPY python /usr/local/bin/python\nUSER 1000:1000\n".encode()
+    script = f"#!/bin/sh\nexec sleep {sleep_s}\n".encode()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data, mode in (("Dockerfile", dockerfile, 0o644), ("python", script, 0o755)):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+    buf.seek(0)
+    built = engine.build_image(buf, dockerfile="Dockerfile", tags=[tag], buildargs={}, progress=lambda _t: None)
+    try:
+        yield tag
+    finally:
+        engine.remove_image(built.image.id)

@@ -6,12 +6,10 @@ runs (an image whose `python` hangs)."""
 
 from __future__ import annotations
 
-import io
 import os
 import signal
 import subprocess
 import sys
-import tarfile
 import threading
 import time
 from pathlib import Path
@@ -67,22 +65,8 @@ def fleet_containers(docker_engine) -> list[str]:
 @pytest.fixture
 def hanging_image(docker_engine):
     """An image whose `python` sleeps: a suite that never finishes, as on a wedged GPU."""
-    from gpuenv import engine
-
-    dockerfile = f"FROM {BASE_IMAGE}\nCOPY python /usr/local/bin/python\nUSER 1000:1000\n".encode()
-    script = b"#!/bin/sh\nexec sleep 600\n"
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, data, mode in (("Dockerfile", dockerfile, 0o644), ("python", script, 0o755)):
-            info = tarfile.TarInfo(name)
-            info.size, info.mode = len(data), mode
-            tar.addfile(info, io.BytesIO(data))
-    buf.seek(0)
-    if engine.image_info(BASE_IMAGE) is None:
-        pytest.skip(f"the local base image {BASE_IMAGE} is missing: make it with scripts/make-test-base-image.sh")
-    built = engine.build_image(buf, dockerfile="Dockerfile", tags=[HANGING], buildargs={}, progress=lambda _t: None)
-    yield HANGING
-    engine.remove_image(built.image.id)
+    with servers.hanging_suite_image(BASE_IMAGE, HANGING, 600) as tag:
+        yield tag
 
 
 def test_sigterm_during_a_stalled_pull(ssh_server, tmp_path, docker_engine):

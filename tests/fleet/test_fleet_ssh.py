@@ -127,28 +127,13 @@ def test_a_suite_past_its_time_limit_is_stopped(ssh_server, ssh_home, docker_eng
     """--time for SSH hosts: a suite that hangs (a wedged GPU, here a `python` that sleeps) is
     stopped at the limit and reported as such. A hanging stand-in, because the real CPU suite can
     finish inside any limit short enough for a test."""
-    import io
-    import tarfile
-
-    from gpuenv import engine
     from conftest import BASE_IMAGE
+    from servers import hanging_suite_image
 
-    dockerfile = f"FROM {BASE_IMAGE}\nCOPY python /usr/local/bin/python\nUSER 1000:1000\n".encode()
-    script = b"#!/bin/sh\nexec sleep 120\n"
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, data, mode in (("Dockerfile", dockerfile, 0o644), ("python", script, 0o755)):
-            info = tarfile.TarInfo(name)
-            info.size, info.mode = len(data), mode
-            tar.addfile(info, io.BytesIO(data))
-    buf.seek(0)
-    hanging = engine.build_image(buf, dockerfile="Dockerfile", tags=["gpuenv-fleet-hanging:test"], buildargs={}, progress=lambda _t: None)
-    try:
-        [outcome] = validate_hosts([ssh_server.url], SuiteRun(image="gpuenv-fleet-hanging:test", gpus="none", timeout_s=3))
+    with hanging_suite_image(BASE_IMAGE, "gpuenv-fleet-hanging:test", 120) as hanging:
+        [outcome] = validate_hosts([ssh_server.url], SuiteRun(image=hanging, gpus="none", timeout_s=3))
         assert outcome.status == TIMEOUT and "did not finish within --time (3s)" in outcome.reason, outcome.reason
         assert leftover_containers(docker_engine) == []
-    finally:
-        engine.remove_image(hanging.image.id)
 
 
 def test_ctrl_c_removes_the_containers_it_started(ssh_server, ssh_home, suite_image, docker_engine):
