@@ -39,7 +39,7 @@ def read_host(host_file: str | None = None):
     try:
         recording = load_capture(host_file)
     except CaptureError as err:
-        raise BadInput(f"--host {err}", fix="capture the server with: nvidia-smi -q -x > server.xml") from None
+        raise BadInput(f"--host {err}") from None  # each CaptureError names its own fix
     return _read(ReplayNvml(recording))
 
 

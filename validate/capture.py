@@ -410,7 +410,7 @@ def parse_xml(text: str, source: str = "nvidia-smi -q -x") -> dict[str, Any]:
     try:
         element = ET.fromstring(re.sub(r"<!DOCTYPE[^>]*>", "", text, count=1))
     except ET.ParseError as err:
-        raise CaptureError(f"{source}: not well-formed nvidia-smi XML ({err})") from None
+        raise CaptureError(f"{source}: not well-formed nvidia-smi XML ({err}): capture it again with nvidia-smi -q -x > server.xml") from None
     if element.tag != "nvidia_smi_log":
         raise CaptureError(f"{source}: XML root is <{element.tag}>, not nvidia-smi's <nvidia_smi_log> (make it with nvidia-smi -q -x)")
     return recording_from_tree(_from_element(element), source)
@@ -475,7 +475,7 @@ def check_recording(data: Any, source: str) -> dict[str, Any]:
     if data["format"] != RECORDING_FORMAT:
         raise CaptureError(f"{source}: recording format {data['format']} is newer than this suite reads ({RECORDING_FORMAT}): update gpuenv")
     if not isinstance(data.get("system"), dict) or not isinstance(data.get("devices"), list) or not all(isinstance(d, dict) for d in data["devices"]):
-        raise CaptureError(f"{source}: {RECORDING_FORMAT} file without 'system' and 'devices': it is damaged")
+        raise CaptureError(f"{source}: {RECORDING_FORMAT} file without 'system' and 'devices': it is damaged; record it again with python -m validate --record DIR")
     return data
 
 
@@ -488,7 +488,7 @@ def parse_capture(text: str, source: str = "capture") -> dict[str, Any]:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as err:
-            raise CaptureError(f"{source}: not JSON ({err})") from None
+            raise CaptureError(f"{source}: not JSON ({err}): give a recording python -m validate --record DIR wrote, unchanged") from None
         return check_recording(data, source)
     return parse_text(text, source)
 
@@ -504,7 +504,7 @@ def load_capture(path: str | Path) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise CaptureError(f"{path} is not text: give an nvidia-smi -q -x capture or a gpuenv recording") from None
     except OSError as err:
-        raise CaptureError(f"{path} cannot be read: {err.strerror or err}") from None
+        raise CaptureError(f"{path} cannot be read: {err.strerror or err}: give a capture file this user can read") from None
     return parse_capture(text, str(path))
 
 
