@@ -13,6 +13,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from validate.files import json_nesting_depth
 from validate.report import Record, write_json
 
 BASELINE_FORMAT = "gpuenv-validate-baseline/1"
@@ -99,7 +100,7 @@ def parse_baseline(data: bytes, path: str | Path) -> dict[str, dict[str, float]]
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise BaselineError(f"baseline file {path} is not text (binary data): give a file saved with --save-baseline") from None
-    depth = _nesting_depth(text)
+    depth = json_nesting_depth(text, stop_above=MAX_DEPTH)
     if depth > MAX_DEPTH:
         raise BaselineError(f"baseline file {path} is nested more than {MAX_DEPTH} levels deep, which no baseline is")
     try:
@@ -141,32 +142,6 @@ def _number(literal: str) -> float:
 
 def _constant(name: str) -> float:
     raise _BadNumber(f"{name} is not a figure (NaN and Infinity are not measurements)")
-
-
-def _nesting_depth(text: str) -> int:
-    """How deep the JSON's brackets go (outside strings), without parsing it: json's own
-    parser recurses once per level and would fail on deep input."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            if depth > deepest:
-                deepest = depth
-                if deepest > MAX_DEPTH:
-                    return deepest
-        elif char in "]}":
-            depth -= 1
-    return deepest
 
 
 def _check_kind(path: str | Path, mode: int) -> None:

@@ -250,3 +250,30 @@ NAME_MAX = 255
 PATH_MAX = 4096
 #: Top-level folders that are the kernel's pseudo file systems, not storage.
 KERNEL_PLACES = ("proc", "sys", "dev")
+
+
+def json_nesting_depth(text: str, stop_above: int | None = None) -> int:
+    """How deep JSON's brackets go (outside strings), without parsing it: json's decoder recurses
+    once per level and fails on deep input, so callers refuse deep files before decoding. Stops
+    counting once the depth passes `stop_above`."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if stop_above is not None and deepest > stop_above:
+                    return deepest
+        elif char in "]}":
+            depth -= 1
+    return deepest

@@ -22,6 +22,7 @@ from invoke.config import Config
 
 from gpuenv.config import SECTION
 from gpuenv.errors import BadInput
+from validate.files import json_nesting_depth
 
 #: A config file is a page of settings: far bigger is a mistake (or an attack), refused unread.
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -119,7 +120,7 @@ def _count(value: Any, budget: int) -> int:
 def load_text(text: str, name: str, kind: str) -> dict:
     """The data of one config file's text (kind: yaml, yml or json), checked; ConfigFileError otherwise."""
     if kind == "json":
-        if _json_depth(text) > MAX_DEPTH:  # json's decoder recurses: refuse deep nesting before it does
+        if json_nesting_depth(text, stop_above=MAX_DEPTH) > MAX_DEPTH:  # json's decoder recurses: refuse deep nesting before it does
             raise ConfigFileError(f"{name}: nested more than {MAX_DEPTH} levels deep", fix=FIX)
         try:
             data = json.loads(text)
@@ -184,28 +185,6 @@ def _without_nulls(value: Any) -> Any:
         kept = {k: v for k, v in kept.items() if v is not None}
         return kept or None
     return value
-
-
-def _json_depth(text: str) -> int:
-    """The deepest nesting of arrays and objects in JSON text (brackets inside strings not counted)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in "]}":
-            depth -= 1
-    return deepest
 
 
 def _yaml_problem(err: yaml.YAMLError, name: str) -> str:
