@@ -88,16 +88,25 @@ def test_host_to_device(gpu, torch, cuda_device, suite, record):
 def _training(suite, record, torch, device: str, gpu_name: str | None, uuid: str | None, steps: int, batch: int) -> None:
     result = bench.train_cnn(torch, device, steps=steps, batch=batch)
     where = "gpu" if uuid else "cpu"
+    _record_training(record, suite, "cnn training", result, where, gpu_name, uuid, loss_where=f"{where}, {result['amp_dtype']} autocast")
+    record.finish()
+
+
+def _record_training(record, suite, name: str, result: dict, where: str, gpu_name: str | None, uuid: str | None,
+                     note: str = "", loss_where: str | None = None) -> None:
+    """A training run's two rows, the same for both frameworks: the loss must fall, and the
+    samples/s figure is judged against the baseline (no reference: a CNN is no standard load)."""
     record.add(
-        f"cnn training loss ({where}, {result['amp_dtype']} autocast)",
-        f"{result['first_loss']:.3f} -> {result['last_loss']:.3f}",
+        f"{name} loss ({loss_where or where})",
+        f"{result['first_loss']:.3f} -> {result['last_loss']:.3f}{note}",
         loss_falls_verdict(result["first_loss"], result["last_loss"]),
         gpu=uuid,
     )
-    check = f"cnn training samples/s ({where})"
-    verdict = throughput_verdict(check, result["samples_per_s"], suite.baseline_for(gpu_name, check))
-    record.add(check, f"{result['samples_per_s']:.0f} samples/s", verdict, gpu=uuid, value=result["samples_per_s"], seconds=0)
-    record.finish()
+    check = f"{name} samples/s ({where})"
+    rate = result.get("samples_per_s")
+    if rate:
+        verdict = throughput_verdict(check, rate, suite.baseline_for(gpu_name, check))
+        record.add(check, f"{rate:.0f} samples/s", verdict, gpu=uuid, value=rate, seconds=0)
 
 
 def test_training_loop_gpu(gpu, torch, cuda_device, suite, record):
@@ -183,20 +192,6 @@ def test_tensorflow_matmul_throughput(gpu, tf_info, tf_speed, suite, record):
     record.finish()
 
 
-def _tf_training(record, suite, result: dict, where: str, gpu_name: str | None, uuid: str | None, note: str = "") -> None:
-    record.add(
-        f"tensorflow conv training loss ({where})",
-        f"{result['first_loss']:.3f} -> {result['last_loss']:.3f}{note}",
-        loss_falls_verdict(result["first_loss"], result["last_loss"]),
-        gpu=uuid,
-    )
-    check = f"tensorflow conv training samples/s ({where})"
-    rate = result.get("samples_per_s")
-    if rate:
-        verdict = throughput_verdict(check, rate, suite.baseline_for(gpu_name, check))
-        record.add(check, f"{rate:.0f} samples/s", verdict, gpu=uuid, value=rate, seconds=0)
-
-
 def test_tensorflow_conv_training_gpu(gpu, tf_info, tf_speed, suite, record):
     """A short training run of a small convolutional network on this GPU: its Conv2D runs through
     cuDNN, so a missing or mismatched cuDNN fails here at run time; the loss must fall."""
@@ -209,7 +204,7 @@ def test_tensorflow_conv_training_gpu(gpu, tf_info, tf_speed, suite, record):
     placed = conv.get("conv_device") or ""
     if "GPU" not in placed.upper():
         record.add("tensorflow conv on the GPU", placed or "unknown", Verdict(FAIL, "GPU", f"TensorFlow ran the convolution on {placed or 'an unknown device'}"), gpu=gpu.uuid)
-    _tf_training(record, suite, conv, "gpu", gpu.name, gpu.uuid, f" (cuDNN {cudnn})")
+    _record_training(record, suite, "tensorflow conv training", conv, "gpu", gpu.name, gpu.uuid, f" (cuDNN {cudnn})")
     record.finish()
 
 
@@ -220,5 +215,5 @@ def test_tensorflow_cpu_speed(tf_info, tf_speed, suite, record):
     for precision, tflops in cpu["matmul"].items():
         check = f"tensorflow matmul {precision} TFLOPS (cpu)"
         record.add(check, f"{tflops:.3f} TFLOPS at n={cpu['n']}", throughput_verdict(check, tflops, suite.baseline_for(None, check)), value=tflops)
-    _tf_training(record, suite, cpu["conv"], "cpu", None, None)
+    _record_training(record, suite, "tensorflow conv training", cpu["conv"], "cpu", None, None)
     record.finish()
