@@ -164,8 +164,11 @@ def check_output_path(flag: str, path: str, example: str) -> None:
 
     target = Path(path)
     fix = f"give a file name in a folder you can write, e.g. {flag} {example}"
-    if any(len(part.encode()) > 255 for part in target.parts):
-        raise BadInput(f"{flag} {path}: a name in it is longer than 255 bytes", fix=fix)
+    from validate.files import path_problem
+
+    problem = path_problem(path)  # the one check of names and lengths (gpuenv/cli/paths.py uses it too)
+    if problem:
+        raise BadInput(f"{flag} {path}: {problem}", fix=fix)
     if target.is_dir():
         raise BadInput(f"{flag} {path} is a folder", fix=fix)
     if target.exists() and not target.is_file():

@@ -149,8 +149,11 @@ def check_rundir(rundir: str) -> None:
 
     path = Path(rundir)
     fix = "give --rundir a folder on a shared path you can write (home is shared on most clusters)"
-    if len(path.name.encode()) > 255 or any(len(p.encode()) > 255 for p in path.parts):
-        raise BadInput(f"--rundir {rundir}: a name in it is longer than 255 bytes", fix=fix)
+    from validate.files import path_problem
+
+    problem = path_problem(rundir)  # names and lengths: the task layer's one check
+    if problem:
+        raise BadInput(f"--rundir {rundir}: {problem}", fix=fix)
     existing = path
     while not existing.exists():
         if existing.is_symlink():
