@@ -428,15 +428,6 @@ class Engine:
         """The layer history of an image (CreatedBy, Size, ...) as the engine reports it."""
         return self.client.api.history(ref)
 
-    def repo_digests(self, ref: str) -> list[str]:
-        """The `name@sha256:...` references the engine knows for an image (empty if none)."""
-        from docker.errors import ImageNotFound
-
-        try:
-            return list(self.client.images.get(ref).attrs.get("RepoDigests") or [])
-        except ImageNotFound:
-            return []
-
     def image_name(self, ref: str) -> str:
         """How a message names an image: by a tag when it has one, else by its short id (never sha256:...)."""
         if not re.fullmatch(r"(sha256:)?[0-9a-f]{12,64}", ref):
@@ -1257,10 +1248,6 @@ def untag(ref: str) -> None:
 
 def image_history(ref: str) -> list[dict[str, Any]]:
     return local().image_history(ref)
-
-
-def repo_digests(ref: str) -> list[str]:
-    return local().repo_digests(ref)
 
 
 def image_name(ref: str) -> str:
