@@ -141,6 +141,8 @@ def load_text(text: str, name: str, kind: str) -> dict:
                 elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
                     depth -= 1
         except yaml.YAMLError as err:
+            if "nesting depth" in str(getattr(err, "problem", "") or ""):  # PyYAML >= 6.0.3's libyaml refuses deep nesting before we count it
+                raise ConfigFileError(f"{name}: nested more than {MAX_DEPTH} levels deep", fix=FIX) from None
             raise ConfigFileError(_yaml_problem(err, name), fix=FIX) from None
         if aliases > MAX_ALIASES:
             raise ConfigFileError(f"{name} uses {aliases} YAML aliases; at most {MAX_ALIASES} are allowed", fix="write the values out")
