@@ -32,7 +32,7 @@ def time_cli(args: list[str], repeats: int = 5) -> list[float]:
 
 def heavy_imports() -> list[str]:
     code = (
-        "import sys; from gpuenv.host import request_for_host; from gpuenv.resolve import resolve_stack;"
+        "import sys; from gpuenv.compat.host import request_for_host; from gpuenv.compat.resolve import resolve_stack;"
         "resolve_stack(request_for_host(cuda='12.1'));"
         f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
     )

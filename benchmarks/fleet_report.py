@@ -1,7 +1,7 @@
 """Print what the fleet report costs at 10, 100, 1,000 and 4,000 hosts x 8 GPUs, per format.
 
 The per-host suite reports are synthetic but written by the suite's own writer
-(`validate.report.build_json`), with a realistic spread: two GPU models, a few percent of noise,
+(`validate.report.record.build_json`), with a realistic spread: two GPU models, a few percent of noise,
 one slow GPU in about 150, a failed check on one host in 100 and one unreadable file in 500. They
 go into a folder, one file per host, and are rendered through the `--from-reports` path
 (`gpuenv.fleet.collected.read_report_folder`), each size in its own subprocess so that its peak
@@ -34,7 +34,7 @@ MODELS = (("NVIDIA H100 80GB HBM3", 700.0, 3000.0, 520.0), ("NVIDIA A100-SXM4-80
 
 def host_report(rng: random.Random, host: int, gpus: int = 8) -> dict:
     """One host's suite report through the suite's own writer."""
-    from validate.report import Record, build_json
+    from validate.report.record import Record, build_json
 
     name, bf16, bandwidth, sustained = MODELS[0] if host % 3 else MODELS[1]
     infos = [{
@@ -104,7 +104,7 @@ def measure(folder: Path, formats: list[str], out: Path) -> dict:
                 outs.append(HostOutcome(file.stem, status, reason, report=data))
             return outs
     outcomes = read_report_folder(folder)
-    from validate.peaks import load_peaks
+    from validate.judge.peaks import load_peaks
 
     fleet = report.analyse(outcomes, load_peaks(), None)
     result["read+analyse"] = (time.perf_counter() - start, None, time.process_time() - cpu)

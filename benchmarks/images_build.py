@@ -38,9 +38,10 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="gpuenv-bench-") as tmp:
         os.environ["GPUENV_LOCKS_DIR"] = str(Path(tmp) / "locks")
-        from gpuenv import engine, images
-        from gpuenv.locking import ensure_lock
-        from gpuenv.resolve import Request, resolve_stack
+        from gpuenv import engine
+        from gpuenv.images import plan as images
+        from gpuenv.envs.locking import ensure_lock
+        from gpuenv.compat.resolve import Request, resolve_stack
 
         engine.client()
         if engine.image_info(args.base_image) is None:

@@ -21,7 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gpuenv import engine, images  # noqa: E402
+from gpuenv import engine
+from gpuenv.images import plan as images  # noqa: E402
 from gpuenv.progress import format_bytes  # noqa: E402
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gpuenv.compat import load_matrix  # noqa: E402
+from gpuenv.compat.matrix import load_matrix  # noqa: E402
 from gpuenv.errors import GpuenvError  # noqa: E402
-from gpuenv.resolve import Request, resolve_stack  # noqa: E402
+from gpuenv.compat.resolve import Request, resolve_stack  # noqa: E402
 
 CASES = {
     "no wishes": Request(),
@@ -45,8 +45,8 @@ def main() -> None:
             times.append((time.perf_counter() - t) * 1000)
         print(f"resolve {name}: median {statistics.median(times):.1f} ms")
     if "--drift" in sys.argv:
-        from gpuenv.drift import compare, gather
-        from gpuenv.pypi import PyPI
+        from gpuenv.compat.drift import compare, gather
+        from gpuenv.compat.pypi import PyPI
 
         client = PyPI()
         t = time.perf_counter()

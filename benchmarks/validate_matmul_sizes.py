@@ -1,7 +1,7 @@
 """Matmul TFLOPS by matrix size and precision on each GPU: how large the speed check's matrices
 must be to reach a stable figure, beside the datasheet and the measured reference (the check uses
 n = 8192 in both modes, the size of the like-for-like references in gpu_peaks.yaml). Each GPU is timed inside its own
-torch.cuda.device context (validate.bench), so GPUs 1..7 are not timed on GPU 0's stream.
+torch.cuda.device context (validate.measure.bench), so GPUs 1..7 are not timed on GPU 0's stream.
 
     .venv/bin/python benchmarks/validate_matmul_sizes.py --sizes 1024 2048 4096 8192
 
@@ -16,8 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, installed or not
 
-from validate import bench, nvml  # noqa: E402
-from validate.peaks import load_peaks, peaks_for  # noqa: E402
+from validate.measure import bench
+from validate.host import nvml  # noqa: E402
+from validate.judge.peaks import load_peaks, peaks_for  # noqa: E402
 
 
 def main() -> int:

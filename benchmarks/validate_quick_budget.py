@@ -28,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from validate.budget import framework_processes, masking_waves  # noqa: E402
+from validate.measure.budget import framework_processes, masking_waves  # noqa: E402
 
 BUDGET_SECONDS = 60.0
 

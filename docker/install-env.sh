@@ -6,7 +6,7 @@
 # BUILD_DIR holds lock/ (the lock file), tools/ (installers the host supplied), ca/ca-bundle.crt
 # (optional extra CA bundle, may be empty) and wheels/ (optional local wheelhouse, may be empty).
 # Nothing is downloaded here but the lock's packages: real base images (nvidia/cuda, ubuntu) have
-# no curl, wget or python3, so the host supplies every installer (gpuenv/buildtools.py):
+# no curl, wget or python3, so the host supplies every installer (gpuenv/envs/buildtools.py):
 #   conda-lock.yml        -> tools/micromamba (pinned, verified on the host) creates the prefix,
 #                            the lock's pip entries included, each with its hash
 #   requirements.lock.txt -> a venv on the base's python3 of the stack's X.Y, or on the
@@ -41,7 +41,7 @@ if compgen -G "$WHEELS/*.whl" >/dev/null; then
     say "local wheelhouse: $(find "$WHEELS" -name '*.whl' | wc -l) wheels"
     find_links=(--find-links "$WHEELS")
 fi
-# The host checked that the wheelhouse holds every wheel of the lock (gpuenv/wheelhouse.py): ask
+# The host checked that the wheelhouse holds every wheel of the lock (gpuenv/envs/wheelhouse.py): ask
 # no index at all (the lock's --index-url lines included); the build runs without network.
 index=(--index-strategy unsafe-best-match)
 if [ -f "$WHEELS/.no-index" ]; then

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -68,3 +69,8 @@ class Stack:
         values["gpu_archs"] = tuple(values.get("gpu_archs") or ())
         values["reasons"] = tuple(values.get("reasons") or ())
         return cls(**values)
+
+
+def stack_json(stack: Stack) -> str:
+    """The stack record as compact, stable JSON (label value and /opt/gpuenv/stack.json)."""
+    return json.dumps(stack.to_dict(), sort_keys=True, separators=(",", ":"))

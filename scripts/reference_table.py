@@ -1,5 +1,5 @@
 """Print the README's table of measured references ("What the suite checks and how it judges")
-from validate/gpu_peaks.yaml, to paste there when a reference changes; tests/validate/
+from validate/judge/gpu_peaks.yaml, to paste there when a reference changes; tests/validate/
 test_validate_floors.py fails while the README and the data disagree.
 
     python scripts/reference_table.py
@@ -12,8 +12,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from validate.peaks import load_peaks  # noqa: E402
-from validate.thresholds import REFERENCE_FRACTION, UNCONFIRMED_FAIL_FRACTION  # noqa: E402
+from validate.judge.peaks import load_peaks  # noqa: E402
+from validate.judge.thresholds import REFERENCE_FRACTION, UNCONFIRMED_FAIL_FRACTION  # noqa: E402
 
 LABELS = {
     "fp32_tflops": "fp32 TFLOPS",

@@ -91,7 +91,7 @@ def image_history(ref: str) -> list[dict[str, Any]]:
 def remove_build_cache(labels: dict[str, str]) -> None:
     """Remove the install stage a build kept as gpuenv-cache/<stack>:<lock-hash> for the image with `labels`."""
     from gpuenv import engine
-    from gpuenv.images import CACHE_REPOSITORY, LOCK_HASH_LABEL, STACK_LABEL, TAG_HASH_LENGTH
+    from gpuenv.images.plan import CACHE_REPOSITORY, LOCK_HASH_LABEL, STACK_LABEL, TAG_HASH_LENGTH
 
     if labels.get(STACK_LABEL) and labels.get(LOCK_HASH_LABEL):
         engine.remove_image(f"{CACHE_REPOSITORY}/{labels[STACK_LABEL]}:{labels[LOCK_HASH_LABEL][:TAG_HASH_LENGTH]}".lower())

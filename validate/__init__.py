@@ -2,7 +2,7 @@
 
 Runs on a bare host (`python -m validate`) and inside images where only this folder is copied:
 it needs the stdlib, pytest, nvidia-ml-py, and whichever of PyTorch and TensorFlow are installed.
-`validate.nvml` is also the library gpuenv uses to read the driver and GPUs.
+`validate.host.nvml` is also the library gpuenv uses to read the driver and GPUs.
 """
 
 #: What the suite needs besides the frameworks; gpuenv adds these to every rendered environment,

@@ -109,14 +109,14 @@ def preflight(args: argparse.Namespace) -> str | None:
             if problem:
                 return f"{flag}: {problem}"
     if args.baseline:
-        from validate.baseline import BaselineError, load_baseline
+        from validate.report.baseline import BaselineError, load_baseline
 
         try:
             load_baseline(args.baseline)
         except BaselineError as err:
             return f"--baseline: {err}"
     if args.replay:
-        from validate.capture import CaptureError, load_capture
+        from validate.host.capture import CaptureError, load_capture
 
         try:
             load_capture(args.replay)

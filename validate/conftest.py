@@ -17,18 +17,18 @@ from typing import Any, Callable
 
 import pytest
 
-from validate import nvml
-from validate.baseline import BaselineError, baseline_value, load_baseline, save_baseline
-from validate.devices import all_nvml_uuids, compiled_archs, device_for_gpu, torch_gpus, visible_gpus
-from validate.masking import device_list
-from validate.peaks import PeakTableError, ReferenceFigure, load_peaks, peaks_for
-from validate.probe import nccl_version_text
-from validate.report import Record, build_json, not_judged_note, render_table, write_json
-from validate.stackfile import read_stack_file
-from validate.memory_modes import outside_measurer
-from validate.subproc import DEFAULT_TIMEOUT, ProbeResult, run_probe, run_stepped_probe
-from validate.tfbuild import installed_build_info
-from validate.thresholds import (
+from validate.host import nvml
+from validate.report.baseline import BaselineError, baseline_value, load_baseline, save_baseline
+from validate.host.devices import all_nvml_uuids, compiled_archs, device_for_gpu, torch_gpus, visible_gpus
+from validate.host.masking import device_list
+from validate.judge.peaks import PeakTableError, ReferenceFigure, load_peaks, peaks_for
+from validate.measure.probe import nccl_version_text
+from validate.report.record import Record, build_json, not_judged_note, render_table, write_json
+from validate.host.stackfile import read_stack_file
+from validate.measure.memory_modes import outside_measurer
+from validate.measure.subproc import DEFAULT_TIMEOUT, ProbeResult, run_probe, run_stepped_probe
+from validate.host.tfbuild import installed_build_info
+from validate.judge.thresholds import (
     FAIL,
     INFO,
     PASS,
@@ -100,8 +100,8 @@ class Suite:
 
     def _use_nvml(self, replay_path: str | None) -> None:
         """Replay a capture instead of this host's NVML, and/or record every answer used."""
-        from validate.capture import CaptureError, load_capture
-        from validate.capture_replay import RecordingNvml, ReplayNvml
+        from validate.host.capture import CaptureError, load_capture
+        from validate.host.replay import RecordingNvml, ReplayNvml
 
         module: Any = None
         if replay_path:

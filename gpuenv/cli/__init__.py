@@ -14,7 +14,7 @@ def namespace() -> Collection:
     import copy
 
     from gpuenv.cli import compat, envs, images, validation
-    from gpuenv.config import DEFAULTS, SECTION
+    from gpuenv.cli.config import DEFAULTS, SECTION
 
     ns = Collection()
     for module in (compat, envs, images, validation):

@@ -151,13 +151,13 @@ def _label(path: Any, fallback: str) -> str:
 
 
 def config_layers(config: Any) -> list[Any]:
-    """Invoke's layers, in its merge order, as (label, `gpuenv` section, folder) for gpuenv.config.
+    """Invoke's layers, in its merge order, as (label, `gpuenv` section, folder) for gpuenv.cli.config.
 
     Invoke merges them but keeps each one on the Config object; reading them here is how
     `invoke doctor` knows where a value came from, and how a `null` in one file is kept from
     hiding another file's value.
     """
-    from gpuenv.config import DEFAULT_ORIGIN, SECTION, Layer
+    from gpuenv.cli.config import DEFAULT_ORIGIN, SECTION, Layer
 
     def section(name: str) -> Any:
         data = getattr(config, f"_{name}", None) or {}
@@ -182,7 +182,7 @@ def config_layers(config: Any) -> list[Any]:
 
 def team_settings(c: Any) -> Any:
     """The checked `gpuenv:` settings of this run (BadInput naming file, key or variable, and the fix)."""
-    from gpuenv.config import check_variables, settings_from
+    from gpuenv.cli.config import check_variables, settings_from
 
     check_variables(os.environ)
     return settings_from(None, config_layers(c.config))
@@ -190,7 +190,7 @@ def team_settings(c: Any) -> Any:
 
 def stack_request(c: Any, **cli: Any) -> Any:
     """The one StackRequest of a task: command-line values over invoke.yaml over defaults."""
-    from gpuenv.config import stack_request as build
+    from gpuenv.cli.config import stack_request as build
 
     return build(cli, team_settings(c))
 
@@ -217,7 +217,7 @@ def resolve(request: Any) -> Any:
     silently different stack.
     """
     from gpuenv.errors import GpuenvError, NoCompatibleStack
-    from gpuenv.host import resolve_for_host
+    from gpuenv.compat.host import resolve_for_host
 
     options = request.resolver_options()
     if not request.pinned:
@@ -259,7 +259,8 @@ def image_or_stack(c: Any, image: str | None, stack_options: dict[str, Any], ver
     """The image `run` and `validate` use: --image REF (pulled when missing), or the image of the
     stack the options resolve to. Returns (reference, its name for people, whether it is a CPU
     image: from the stack, or from REF's labels)."""
-    from gpuenv import engine, images, share
+    from gpuenv import engine
+    from gpuenv.images import plan as images, share
     from gpuenv.errors import BadInput
 
     if image:

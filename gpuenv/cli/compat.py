@@ -9,7 +9,7 @@ from gpuenv.cli.common import STACK_HELP, resolve, stack_options, stack_request,
 
 def settings_report(c) -> dict:
     """The effective `gpuenv:` settings and where each came from; a bad file is reported, not raised."""
-    from gpuenv.config import effective_rows
+    from gpuenv.cli.config import effective_rows
     from gpuenv.errors import GpuenvError
 
     try:
@@ -44,7 +44,7 @@ def format_team_stack(team: dict) -> str:
 
 
 def format_settings(report: dict) -> str:
-    from validate.tables import format_table
+    from validate.report.tables import format_table
 
     if not report.get("available"):
         return f"settings  not available: {report['why']}"
@@ -62,8 +62,8 @@ def doctor(c, json_=False, host=None):
     """The host as seen from here: driver, GPUs, Docker and NVIDIA runtime, the team's settings and where each came from, and the recommended stack (exit 2 when the settings are invalid)."""
     from invoke.exceptions import Exit
 
-    from gpuenv.doctor import collect_report, format_report
-    from gpuenv.host import use_host_file
+    from gpuenv.compat.doctor import collect_report, format_report
+    from gpuenv.compat.host import use_host_file
 
     use_host_file(host)  # --host: the team's stack below is chosen for that server too
     report = collect_report(host)
@@ -87,8 +87,8 @@ def doctor(c, json_=False, host=None):
 @user_errors
 def matrix(c, json_=False, check=False):
     """Show the compatibility data (envs/compat.yaml): CUDA releases, images, PyTorch, TensorFlow, GPUs."""
-    from gpuenv.compat import load_matrix
-    from gpuenv.matrix_view import format_drift, format_matrix
+    from gpuenv.compat.matrix import load_matrix
+    from gpuenv.compat.matrix_view import format_drift, format_matrix
 
     data = load_matrix()
     if not check:
@@ -96,8 +96,8 @@ def matrix(c, json_=False, check=False):
         return
     from invoke.exceptions import Exit
 
-    from gpuenv.drift import compare, gather
-    from gpuenv.pypi import PyPI
+    from gpuenv.compat.drift import compare, gather
+    from gpuenv.compat.pypi import PyPI
 
     import sys
 
@@ -121,8 +121,8 @@ def matrix(c, json_=False, check=False):
 @user_errors
 def resolve_(c, driver=None, cuda=None, framework=None, torch=None, tensorflow=None, python=None, gpu_arch=None, json_=False, strict_driver=False, wheelhouse=None, host=None):
     """Choose the stack (CUDA, base image, framework build, Python) for this host, your wishes and the team's invoke.yaml."""
-    from gpuenv.host import use_host_file
-    from gpuenv.stack_view import format_stack
+    from gpuenv.compat.host import use_host_file
+    from gpuenv.compat.stack_view import format_stack
     use_host_file(host)  # --host: that server's driver and GPUs instead of this machine's (checked now)
 
     request = stack_request(c, **stack_options(locals()))

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 from invoke.config import Config
 
-from gpuenv.config import SECTION
+from gpuenv.cli.config import SECTION
 from gpuenv.errors import BadInput
 from validate.files import json_nesting_depth
 
@@ -228,7 +228,7 @@ class GpuenvConfig(Config):
         Invoke crawls every key of the merged config and copies its map of variable names at each
         step: a file with a 14,000-key section costs seconds per command. Only the sections some
         INVOKE_* variable names are crawled here. The `gpuenv` section is read against its
-        defaults (all unset), so every variable arrives as text for gpuenv.config to check: a value
+        defaults (all unset), so every variable arrives as text for gpuenv.cli.config to check: a value
         a file set to a list or a number cannot turn a variable into a traceback.
         """
         import copy
@@ -236,7 +236,7 @@ class GpuenvConfig(Config):
         from invoke.env import Environment
         from invoke.exceptions import AmbiguousEnvVar, UncastableEnvVar
 
-        from gpuenv.config import DEFAULTS
+        from gpuenv.cli.config import DEFAULTS
 
         self.merge()
         prefix = self._env_prefix or ""

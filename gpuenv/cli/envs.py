@@ -26,7 +26,7 @@ _LOCK_HELP = {
 
 def _lock_plan_text(stack, request, wheelhouse, team_file, file) -> str:
     """What `invoke --dry lock` prints: the resolved stack, the lock it would make or reuse, the spec."""
-    from gpuenv import locking
+    from gpuenv.envs import locking
 
     plan = locking.plan_lock(
         stack, backend=request.backend or ("uv" if wheelhouse else "conda-lock"), platforms=list(request.platforms),
@@ -54,7 +54,7 @@ def lock(
 ):
     """Pin every package of the stack's environment into envs/locks/<stack>/ (skipped when nothing changed)."""
     from gpuenv.cli.paths import check_paths
-    from gpuenv.locking import ensure_lock
+    from gpuenv.envs.locking import ensure_lock
 
     check_paths(wheelhouse=wheelhouse, file=file, team_file=team_file)
     request = stack_request(c, **stack_options(locals()), backend=backend, platforms=list(platform or []))
@@ -95,10 +95,10 @@ def export(c, cuda=None, framework=None, torch=None, tensorflow=None, python=Non
            team_file=None, strict_driver=False, wheelhouse=None):
     """Write an environment.yml for conda/mamba: pinned from the stack's lock when there is one."""
     from gpuenv.cli.paths import check_paths
-    from gpuenv.export import export_environment, pinned_from_lock
-    from gpuenv.locking import lock_directory
+    from gpuenv.envs.export import export_environment, pinned_from_lock
+    from gpuenv.envs.locking import lock_directory
 
-    from gpuenv.export import check_output
+    from gpuenv.envs.export import check_output
 
     check_paths(output=output, team_file=team_file)
     check_output(Path(output))  # before the stack is resolved: a missing folder is named, never made
@@ -120,7 +120,7 @@ def _no_index_when_complete(plan, offline: bool):
     import dataclasses
     import platform
 
-    from gpuenv import wheelhouse
+    from gpuenv.envs import wheelhouse
 
     if plan.wheelhouse is None or plan.lock.backend != "uv":
         return plan
@@ -151,9 +151,9 @@ def install(
 
     from invoke.exceptions import Exit
 
-    from gpuenv import install as installer
+    from gpuenv.envs import install as installer
     from gpuenv.cli.paths import check_paths
-    from gpuenv.locking import lock_directory, read_metadata
+    from gpuenv.envs.locking import lock_directory, read_metadata
 
     installer.check_prefix(prefix)  # before anything slow: a bad prefix is one line at once
     check_paths(wheelhouse=wheelhouse)

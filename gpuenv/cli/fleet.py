@@ -140,7 +140,7 @@ def wants_fleet(cli: dict[str, Any]) -> bool:
 def _read_baseline(path: str | None) -> tuple[bytes | None, dict[str, dict[str, float]] | None]:
     if not path:
         return None, None
-    from validate.baseline import BaselineError, parse_baseline, read_baseline_bytes
+    from validate.report.baseline import BaselineError, parse_baseline, read_baseline_bytes
 
     try:  # read once: the same bytes are checked here and copied to every host (a FIFO has no second read)
         data = read_baseline_bytes(path)
@@ -190,7 +190,7 @@ def check_output_path(flag: str, path: str, example: str) -> None:
 def check_fleet_options(opts: FleetOptions) -> None:
     """Every fleet option and output, before any host, job or engine is touched: one line each."""
     from gpuenv.engine import parse_gpus
-    from gpuenv.share import parse_image_ref
+    from gpuenv.images.share import parse_image_ref
 
     _check_outputs(opts)
     parse_gpus(opts.gpus or "all")
@@ -258,8 +258,9 @@ class HostProgress:
 
 def _stack_image_ref() -> str:
     """Without --image: the local image of the stack resolved for this host, by its tag."""
-    from gpuenv import engine, images
-    from gpuenv.host import resolve_for_host
+    from gpuenv import engine
+    from gpuenv.images import plan as images
+    from gpuenv.compat.host import resolve_for_host
 
     stack = resolve_for_host()
     image_id = images.image_for_stack(stack)
@@ -313,7 +314,7 @@ def run_fleet(opts: FleetOptions, suite_args: list[str], say: Callable[[str], No
 def fleet_validate(opts: FleetOptions, suite_args: list[str]) -> int:
     """The whole fleet run: outcomes, table, report files; 0 only if every host is ready."""
     from gpuenv.fleet import report
-    from validate.peaks import load_peaks
+    from validate.judge.peaks import load_peaks
 
     from invoke.exceptions import Exit
 

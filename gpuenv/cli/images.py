@@ -73,9 +73,10 @@ def build(
     offline=False, verbose=False, quiet=False,
 ):
     """Build the stack's image from its lock (locking first when there is none) and tag it."""
-    from gpuenv import images, lockdir, share
+    from gpuenv.images import plan as images, share
+    from gpuenv.envs import lockdir
     from gpuenv.cli.paths import check_paths
-    from gpuenv.locking import ensure_lock, lock_directory
+    from gpuenv.envs.locking import ensure_lock, lock_directory
 
     # Every option is checked before anything slow: resolving, locking, the engine.
     check_paths(ca_cert=ca_cert, wheelhouse=wheelhouse, team_file=team_file)
@@ -158,10 +159,10 @@ def _plan_without_lock(images, stack, lock_dir, backend: str, options: dict):
 def push(c, registry=None, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None,
          strict_driver=False, wheelhouse=None, verbose=False, quiet=False):
     """Push the stack's image (built from its current lock) to a registry; prints HOST/gpuenv/<stack>@sha256:... to share."""
-    from gpuenv import share
-    from gpuenv.config import parse_registry
+    from gpuenv.images import share
+    from gpuenv.cli.config import parse_registry
     from gpuenv.errors import BadInput
-    from gpuenv.locking import lock_directory
+    from gpuenv.envs.locking import lock_directory
 
     settings = team_settings(c)
     if registry:
@@ -226,7 +227,7 @@ def run(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, 
 @user_errors
 def images(c):
     """List the gpuenv images on this engine, newest first, with their stack and size."""
-    from gpuenv import images as images_mod
+    from gpuenv.images import plan as images_mod
 
     found = images_mod.built_images()
     if not found:
@@ -259,6 +260,6 @@ def print_table(headers: list[str], rows: list[list[str]]) -> None:
             table.add_row(*row)
         Console().print(table)
     else:
-        from validate.tables import format_table
+        from validate.report.tables import format_table
 
         print(format_table(headers, [[cell.replace("\n", ", ") for cell in row] for row in rows]))

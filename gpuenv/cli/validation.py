@@ -113,7 +113,7 @@ def validate(
     check_paths(json=json, junit=junit, save_baseline=save_baseline, baseline=baseline, report=report, rundir=rundir, prefix=prefix,
                 folders=("rundir", "prefix"))
     if image:  # the engine's grammar and length limit, before any host (the fleet) or engine (run in an image) is asked
-        from gpuenv.share import parse_image_ref
+        from gpuenv.images.share import parse_image_ref
 
         parse_image_ref(image)
 

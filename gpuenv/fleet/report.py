@@ -34,7 +34,7 @@ from gpuenv.fleet.outcome import (
 )
 from gpuenv.fleet.suitereport import MalformedReport, check_report, safe_text
 from validate.files import write_text_atomic
-from validate.tables import format_table
+from validate.report.tables import format_table
 
 FLEET_FORMAT = "gpuenv-fleet-report/1"
 #: Default outlier floor: a figure below this share of the fleet median of its GPU model makes its
@@ -62,7 +62,7 @@ NEUTRAL = ("info", "warn", "not judged", "no reference")
 STATUS_ORDER = (NOT_READY, NO_GPU_RUNTIME, FAILED, TIMEOUT, MALFORMED, ENGINE_NOT_ANSWERING, NO_DOCKER, AUTH_REFUSED, UNREACHABLE,
                 CANCELLED, DEGRADED, READY)
 _RANK = {status: n for n, status in enumerate(STATUS_ORDER)}
-HOST_MODEL = "host"  # baseline key of host-wide (CPU) figures, as validate/baseline.py writes it
+HOST_MODEL = "host"  # baseline key of host-wide (CPU) figures, as validate/report/baseline.py writes it
 _PEAK_METRIC = re.compile(r"^matmul (fp32|tf32|bf16|fp16) TFLOPS$")
 _AREA = re.compile(r"test_\d+_([a-z_]+)\.py")
 #: How many names a plot's caption, a host's list of failures or the heatmap's labels hold.
@@ -98,7 +98,7 @@ class Figure:
     def reference(self) -> tuple[str, float] | None:
         """What the figure is compared with: the team's baseline, else a healthy unit's measured
         reference, else the fleet median. Never the datasheet: healthy power-capped parts sit far
-        below it (the suite's own rule, validate/thresholds.py)."""
+        below it (the suite's own rule, validate/judge/thresholds.py)."""
         fleet = self.median if self.samples > 1 else None  # a median of one is the figure itself
         for name, ref in (("baseline", self.baseline), ("reference", self.measured), ("fleet median", fleet)):
             if ref:
@@ -300,12 +300,12 @@ def analyse(
 ) -> Fleet:
     """Rows per GPU with figures against peak, baseline (per GPU model) and the fleet median.
 
-    `peaks` is validate.peaks' table (list of GpuPeaks) or None; `baseline` the models section of
+    `peaks` is validate.judge.peaks' table (list of GpuPeaks) or None; `baseline` the models section of
     a gpuenv-validate-baseline/1 file. Both are plain data so this stays a pure function. A host
     whose checks all passed but which has a GPU below `outlier_floor` of its model's fleet median
     comes back DEGRADED (not ready), with the figure and the median in its reason.
     """
-    from validate.peaks import peaks_for
+    from validate.judge.peaks import peaks_for
 
     checked = [_checked(o) for o in outcomes]
     rows: list[Row] = []

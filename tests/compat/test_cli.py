@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gpuenv.compat import load_matrix
+from gpuenv.compat.matrix import load_matrix
 
 
 def test_list_shows_the_tasks(invoke_cli):

@@ -7,7 +7,7 @@ import copy
 import pytest
 import yaml
 
-from gpuenv.compat import COMPAT_FILE, load_matrix, parse_matrix, version_key as V
+from gpuenv.compat.matrix import COMPAT_FILE, load_matrix, parse_matrix, version_key as V
 from gpuenv.errors import DataError
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from gpuenv import PROJECT_ROOT
-from gpuenv.images import cuda_driver_floors, require_cuda
-from gpuenv.resolve import Request, resolve_stack
+from gpuenv.images.plan import cuda_driver_floors, require_cuda
+from gpuenv.compat.resolve import Request, resolve_stack
 
 ENTRYPOINT = PROJECT_ROOT / "docker" / "entrypoint.sh"
 

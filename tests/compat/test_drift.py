@@ -18,17 +18,17 @@ from pathlib import Path
 
 import pytest
 
-from gpuenv.compat import load_matrix
-from gpuenv.drift import compare, gather, newest_upstream, parse_build_info, stale_days, tensorflow_cuda, torch_cuda, torch_cuda_update
-from gpuenv.matrix_view import format_drift
-from gpuenv.pypi import PyPI, IndexSettings, IndexUnreachable, parse_pip_config, settings_from_pip_config
+from gpuenv.compat.matrix import load_matrix
+from gpuenv.compat.drift import compare, gather, newest_upstream, parse_build_info, stale_days, tensorflow_cuda, torch_cuda, torch_cuda_update
+from gpuenv.compat.matrix_view import format_drift
+from gpuenv.compat.pypi import PyPI, IndexSettings, IndexUnreachable, parse_pip_config, settings_from_pip_config
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pypi"
 BUILD_INFO = Path(__file__).parent / "fixtures" / "tensorflow_build_info"
 
 
 class Replay:
-    """Answers like gpuenv.pypi.PyPI from recorded responses (observations, not logic)."""
+    """Answers like gpuenv.compat.pypi.PyPI from recorded responses (observations, not logic)."""
 
     def __init__(self, overrides: dict | None = None) -> None:
         self.docs = {p.stem: json.loads(p.read_text()) for p in FIXTURES.glob("*.json") if p.stem != "metadata"}
@@ -261,7 +261,7 @@ def test_real_pypi_drift_check():
 def test_doctor_warns_when_the_data_is_old_and_says_why_pypi_was_not_checked(monkeypatch):
     import time
 
-    from gpuenv.doctor import compat_data_lines, probe_compat_data
+    from gpuenv.compat.doctor import compat_data_lines, probe_compat_data
 
     monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")  # PyPI unreachable, as on an offline server
     started = time.monotonic()
@@ -276,7 +276,7 @@ def test_doctor_warns_when_the_data_is_old_and_says_why_pypi_was_not_checked(mon
 
 
 def test_doctor_warns_when_pypi_has_newer_releases():
-    from gpuenv.doctor import compat_data_lines
+    from gpuenv.compat.doctor import compat_data_lines
 
     lines = compat_data_lines({"available": True, "checked": "2026-11-23", "stale_days": None, "stale_after_days": 60, "newer_on_pypi": ["torch 2.16.0"]})
     assert lines[-1] == "warning   PyPI has releases newer than the data (torch 2.16.0): run `invoke matrix --check`"
@@ -337,7 +337,7 @@ def test_real_tensorflow_kernels_agree_with_pypi():
         pytest.skip(f"PyPI unreachable: {err.url} ({err.message})")
     m = load_matrix()
     doc = client.project("tensorflow")
-    from gpuenv.drift import TF_BUILD_INFO, linux_wheel
+    from gpuenv.compat.drift import TF_BUILD_INFO, linux_wheel
 
     for release in m.tensorflow_releases:
         newest = max(release.patches, key=lambda p: tuple(map(int, p.split("."))))

@@ -40,7 +40,7 @@ def test_an_unknown_product_is_said_not_guessed(invoke_cli, tmp_path):
     capture.write_text(A100.read_text(encoding="utf-8").replace("NVIDIA A100-SXM4-40GB", "NVIDIA Mystery 9000"), encoding="utf-8")
     out = invoke_cli("resolve", "--host", str(capture))
     assert out.returncode == 2, out.stderr
-    assert "NVIDIA Mystery 9000 is unknown (not in validate/gpu_archs.yaml)" in out.stderr and "--gpu-arch" in out.stderr
+    assert "NVIDIA Mystery 9000 is unknown (not in validate/host/gpu_archs.yaml)" in out.stderr and "--gpu-arch" in out.stderr
     assert "Traceback" not in out.stderr
 
 

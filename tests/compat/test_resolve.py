@@ -11,9 +11,9 @@ from datetime import date
 
 import pytest
 
-from gpuenv.compat import TorchVariant, load_matrix, version_key as V
+from gpuenv.compat.matrix import TorchVariant, load_matrix, version_key as V
 from gpuenv.errors import BadInput, NoCompatibleStack
-from gpuenv.resolve import Request, default_python, framework_wheels, kernel_coverage, resolve_stack
+from gpuenv.compat.resolve import Request, default_python, framework_wheels, kernel_coverage, resolve_stack
 from gpuenv.stack import Stack
 
 TODAY = date(2026, 11, 23)
@@ -409,7 +409,7 @@ def test_framework_wheels_reads_names_with_packaging():
 def test_real_wheel_in_opt_wheels():
     from pathlib import Path
 
-    from gpuenv.wheelhouse import wheel_names
+    from gpuenv.envs.wheelhouse import wheel_names
 
     folder = Path("/opt/wheels")
     if not any(folder.glob("torch-2.13.0+cpu-cp311-*.whl")):
@@ -419,7 +419,7 @@ def test_real_wheel_in_opt_wheels():
 
 
 def test_missing_wheelhouse_folder_is_bad_input(tmp_path):
-    from gpuenv.wheelhouse import wheel_names
+    from gpuenv.envs.wheelhouse import wheel_names
 
     with pytest.raises(BadInput, match="--wheelhouse .*nope: no such folder"):
         wheel_names(tmp_path / "nope")

@@ -18,10 +18,10 @@ from datetime import date
 
 import pytest
 
-from gpuenv.compat import load_matrix, version_key as V
+from gpuenv.compat.matrix import load_matrix, version_key as V
 from gpuenv.errors import GpuenvError, NoCompatibleStack
-from gpuenv.images import require_cuda
-from gpuenv.resolve import Request, command_for, resolve_stack
+from gpuenv.images.plan import require_cuda
+from gpuenv.compat.resolve import Request, command_for, resolve_stack
 from gpuenv.stack import Stack
 
 TODAY = date(2026, 11, 23)
@@ -171,7 +171,7 @@ def test_command_for_names_every_option():
 # ---------------------------------------------------------------- properties over the whole data
 
 def _describe(stack: Stack) -> str:
-    from gpuenv.resolve import _describe as d
+    from gpuenv.compat.resolve import _describe as d
 
     return d(stack)
 

@@ -6,8 +6,8 @@ import pytest
 import yaml
 
 from gpuenv.errors import BadInput
-from gpuenv.export import export_environment
-from gpuenv.locking import ensure_lock, read_requirements_lock
+from gpuenv.envs.export import export_environment
+from gpuenv.envs.locking import ensure_lock, read_requirements_lock
 from lockcases import FIXTURES, TORCH_CPU, TORCH_CU121
 
 

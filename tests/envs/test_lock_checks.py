@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from gpuenv.errors import DataError
-from gpuenv.locking import LockedPackage, cpu_only_problem, read_requirements_lock, wheelhouse_has_framework
+from gpuenv.envs.locking import LockedPackage, cpu_only_problem, read_requirements_lock, wheelhouse_has_framework
 from lockcases import CPU_TORCH_WHEEL, TF_CPU, TF_CUDA, TORCH_CPU, TORCH_CU121
 
 
@@ -93,7 +93,7 @@ def test_the_machines_wheelhouse_holds_the_cpu_build():
 )
 def test_conda_lock_gpu_stacks_lock_linux_64_only(stack, backend, refused, tmp_path):
     from gpuenv.errors import BadInput
-    from gpuenv.locking import plan_lock
+    from gpuenv.envs.locking import plan_lock
 
     team = tmp_path / "team.yml"
     team.write_text("pip: []\n")

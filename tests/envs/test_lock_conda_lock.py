@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from gpuenv.errors import ToolError
-from gpuenv.locking import ensure_lock, is_cuda_wheel, read_conda_lock
+from gpuenv.envs.locking import ensure_lock, is_cuda_wheel, read_conda_lock
 from lockcases import TORCH_CPU, TORCH_CU121, unreachable
 
 pytestmark = pytest.mark.network

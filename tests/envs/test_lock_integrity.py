@@ -1,7 +1,7 @@
 """A lock is checked against its metadata and the stack every time it is used; bad ones are one line.
 
 The lock directories here are real files laid out as `invoke lock` leaves them (metadata written
-by gpuenv.lockdir, the input hash from the real plan), then damaged the ways people damage them.
+by gpuenv.envs.lockdir, the input hash from the real plan), then damaged the ways people damage them.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from gpuenv import images, lockdir, locking
+from gpuenv.images import plan as images
+from gpuenv.envs import lockdir, locking
 from gpuenv.errors import BadInput, DataError
-from gpuenv.export import export_environment
+from gpuenv.envs.export import export_environment
 from lockcases import CPU_TORCH_WHEEL, TORCH_CPU, WHEELHOUSE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -320,7 +321,7 @@ def test_stale_temp_folders_of_gone_processes_are_removed(tmp_path):
 _SWAPPER = """
 import sys
 from pathlib import Path
-from gpuenv import lockdir
+from gpuenv.envs import lockdir
 root, who, rounds = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 target = root / "torch2.13.0-cpu-py3.11"
 for i in range(rounds):

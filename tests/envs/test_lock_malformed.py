@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from gpuenv.errors import BadInput
-from gpuenv.locking import ensure_lock
+from gpuenv.envs.locking import ensure_lock
 from lockcases import FIXTURES, TORCH_CPU, TORCH_CU121
 
 CASES = sorted(p for p in (FIXTURES / "malformed").iterdir() if p.is_dir())

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpuenv.errors import ToolError
-from gpuenv.locking import ensure_lock, is_cuda_wheel, read_requirements_lock
+from gpuenv.envs.locking import ensure_lock, is_cuda_wheel, read_requirements_lock
 from lockcases import TF_CPU, TF_CUDA, TORCH_CPU
 
 pytestmark = pytest.mark.network

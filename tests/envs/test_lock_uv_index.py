@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuenv import lockers
-from gpuenv.locking import ensure_lock, read_requirements_lock
+from gpuenv.envs import lockers
+from gpuenv.envs.locking import ensure_lock, read_requirements_lock
 from lockcases import CPU_TORCH_WHEEL, TORCH_CPU
 
 pytestmark = pytest.mark.network

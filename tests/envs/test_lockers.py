@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuenv import lockers
+from gpuenv.envs import lockers
 from gpuenv.errors import BadInput
 from lockcases import FIXTURES
 

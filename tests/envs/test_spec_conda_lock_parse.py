@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpuenv import lockers, spec
-from gpuenv.locking import MAPPING_FILE
+from gpuenv.envs import lockers, spec
+from gpuenv.envs.locking import MAPPING_FILE
 from lockcases import ALL_STACKS, FIXTURES
 
 
@@ -115,7 +115,7 @@ RESOLVER_REQUESTS = [
 
 @pytest.mark.parametrize("wish", RESOLVER_REQUESTS, ids=lambda w: f"{w['framework']}-{w['cuda']}")
 def test_specs_of_resolved_stacks_parse_with_conda_lock(tmp_path, wish):
-    from gpuenv.resolve import Request, resolve_stack
+    from gpuenv.compat.resolve import Request, resolve_stack
 
     stack = resolve_stack(Request(**wish))
     path = tmp_path / "environment.yml"

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 import yaml
 
-from gpuenv import spec
+from gpuenv.envs import spec
 from gpuenv.errors import BadInput
 
 from lockcases import FIXTURES, TF_CPU, TF_CUDA, TORCH_CPU, TORCH_CU121

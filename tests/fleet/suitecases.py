@@ -1,4 +1,4 @@
-"""Suite reports for the fleet tests, written by the suite's own writer (validate.report.build_json)
+"""Suite reports for the fleet tests, written by the suite's own writer (validate.report.record.build_json)
 so their shape is always the suite's. The figures are inputs chosen for each case, not results."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from validate.report import Record, build_json
+from validate.report.record import Record, build_json
 
 FIXTURES = Path(__file__).parent / "fixtures"
-H100 = "NVIDIA H100 80GB HBM3"  # an NVML name in validate/gpu_peaks.yaml
+H100 = "NVIDIA H100 80GB HBM3"  # an NVML name in validate/judge/gpu_peaks.yaml
 A100 = "NVIDIA A100-SXM4-80GB"
 
 

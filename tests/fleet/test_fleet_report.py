@@ -15,7 +15,7 @@ from gpuenv.fleet.report import (
     summarise_verdicts,
 )
 from suitecases import A100, cpu_report, gpu, gpu_report
-from validate.peaks import load_peaks
+from validate.judge.peaks import load_peaks
 
 PEAKS = load_peaks()
 

@@ -22,7 +22,7 @@ from gpuenv.fleet.outcome import MALFORMED, READY, HostOutcome, status_from_repo
 from gpuenv.fleet.report import analyse, load_suite_report, render_html, render_json, render_junit, render_table
 from gpuenv.fleet.suitereport import MAX_REPORT_BYTES, safe_text
 from suitecases import FIXTURES, gpu, gpu_report
-from validate.peaks import load_peaks
+from validate.judge.peaks import load_peaks
 
 HOSTILE = FIXTURES / "hostile"
 ROOT = Path(__file__).resolve().parents[2]

@@ -55,9 +55,9 @@ class Lock:
 @pytest.fixture(scope="session")
 def cpu_lock(locks_root, cpu_stack) -> Lock:
     """The uv lock of the CPU stack with TensorFlow CPU added (fixtures/environment.yml)."""
-    from gpuenv import images
+    from gpuenv.images import plan as images
     from gpuenv.errors import ToolError
-    from gpuenv.locking import ensure_lock
+    from gpuenv.envs.locking import ensure_lock
 
     if not any(WHEELHOUSE.glob("torch-2.13.0+cpu-*.whl")):
         pytest.skip(f"no torch-2.13.0+cpu wheel in {WHEELHOUSE} (the CPU image installs it from there)")
@@ -89,7 +89,8 @@ class BuiltImage:
 @pytest.fixture(scope="session")
 def cpu_image(base_image, cpu_lock, cpu_stack, ca_bundle, locks_root):
     """One real CPU image for the whole session, built with `invoke build`; removed at the end."""
-    from gpuenv import engine, images
+    from gpuenv import engine
+    from gpuenv.images import plan as images
 
     import time
 

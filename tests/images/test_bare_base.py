@@ -1,7 +1,7 @@
 """The main job on a base as bare as the real ones: no python3, no curl, no wget.
 
 `nvidia/cuda:*-base-*` and `ubuntu:*` ship none of them, so the image build must need no
-downloader in the base: the host supplies uv and a standalone CPython (gpuenv/buildtools.py).
+downloader in the base: the host supplies uv and a standalone CPython (gpuenv/envs/buildtools.py).
 Where the standalone Python can be fetched, the image builds and `invoke run` works in it. Where
 it cannot (these machines reach PyPI but not github.com), the build must stop before the engine
 builds anything, with one line naming the Python download and the setting that points elsewhere.
@@ -95,7 +95,7 @@ def test_the_real_nvidia_cuda_base_is_pulled_or_named_in_one_line(docker_engine)
     """The production default stays the real nvidia/cuda tag; where no registry answers, one line says so."""
     from gpuenv import engine
     from gpuenv.errors import ToolError
-    from gpuenv.resolve import Request, resolve_stack
+    from gpuenv.compat.resolve import Request, resolve_stack
 
     stack = resolve_stack(Request(cuda="12.1", framework="torch", python="3.11"))
     assert stack.base_image.startswith("nvidia/cuda:12.1") and "-base-ubuntu" in stack.base_image

@@ -29,7 +29,7 @@ def _run_in_image(cwd: Path, *command: str, gpus: str = "none", env: dict | None
 
 
 def test_build_tags_after_success_and_prints_image_size_labels(cpu_image, cpu_stack, cpu_lock):
-    from gpuenv import images
+    from gpuenv.images import plan as images
 
     from gpuenv import engine
 
@@ -82,7 +82,7 @@ def test_run_gives_user_env_frameworks_mount_and_shm(cpu_image, cpu_stack, tmp_p
 def test_validation_suite_runs_in_the_image(cpu_image, tmp_path):
     proc = _run_in_image(tmp_path, "python", "-m", "validate", "--help")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    proc = _run_in_image(tmp_path, "python", "-c", "import pytest, pynvml, validate.nvml; print('suite deps ok')")
+    proc = _run_in_image(tmp_path, "python", "-c", "import pytest, pynvml, validate.host.nvml; print('suite deps ok')")
     assert proc.returncode == 0 and "suite deps ok" in proc.stdout, proc.stdout[-2000:]
 
 
@@ -158,7 +158,8 @@ def test_ca_bundle_is_in_no_layer_and_no_history_of_the_image(cpu_image):
 
 
 def test_cached_rebuild_after_a_suite_change_keeps_the_environment(cpu_image, cpu_stack, cpu_lock, ca_bundle, base_image, tmp_path):
-    from gpuenv import engine, images
+    from gpuenv import engine
+    from gpuenv.images import plan as images
 
     suite = tmp_path / "validate"
     shutil.copytree(ROOT / "validate", suite, ignore=shutil.ignore_patterns("__pycache__"))
@@ -189,7 +190,7 @@ def test_cached_rebuild_after_a_suite_change_keeps_the_environment(cpu_image, cp
 
 def _broken_locks_root(tmp_path: Path, cpu_lock, lock_text: str) -> Path:
     """A copy of the lock with `lock_text`, its metadata vouching for it (build verifies the hash)."""
-    from gpuenv import lockdir
+    from gpuenv.envs import lockdir
 
     root = tmp_path / "locks"
     directory = root / cpu_lock.directory.name
@@ -296,9 +297,11 @@ def _unreachable(url: str) -> str | None:
 
 def test_conda_lock_backend_installs_with_micromamba(docker_engine, base_image, cpu_stack, tmp_path, monkeypatch):
     """The micromamba path of the Dockerfile: a conda-lock lock installed into the image."""
-    from gpuenv import buildtools, engine, images
+    from gpuenv.envs import buildtools
+    from gpuenv import engine
+    from gpuenv.images import plan as images
     from gpuenv.errors import ToolError
-    from gpuenv.locking import ensure_lock
+    from gpuenv.envs.locking import ensure_lock
 
     try:
         buildtools.micromamba("linux-64")  # the host supplies it, verified by its pinned sha256

@@ -1,4 +1,4 @@
-"""The installers the host supplies to the build (gpuenv/buildtools.py), with real downloads.
+"""The installers the host supplies to the build (gpuenv/envs/buildtools.py), with real downloads.
 
 The happy paths need github.com (micromamba, python-build-standalone), which these machines do
 not reach; the paths that guard the build do not: the pinned checksum, the mirror settings, the
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuenv import buildtools, lockers
+from gpuenv.envs import buildtools, lockers
 from gpuenv.errors import ToolError
 
 

@@ -118,7 +118,7 @@ def _both_ways(ca: Path, command: list[str], tmp_path: Path) -> None:
 
 
 def test_uv_gets_the_ca(private_ca, https_server, tmp_path):
-    from gpuenv.lockers import uv_binary
+    from gpuenv.envs.lockers import uv_binary
 
     ca = private_ca[0]
     _both_ways(ca, [uv_binary(), "pip", "install", "--target", str(tmp_path / "t"), "--no-deps",
@@ -141,7 +141,7 @@ def test_curl_gets_the_ca(private_ca, https_server, tmp_path):
 
 def test_micromamba_gets_the_ca(private_ca, https_server, tmp_path):
     """micromamba ignores REQUESTS_CA_BUNDLE (mamba#2650): only its own settings reach it."""
-    from gpuenv import buildtools
+    from gpuenv.envs import buildtools
     from gpuenv.errors import ToolError
 
     try:

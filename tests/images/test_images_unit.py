@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuenv import images
+from gpuenv.images import plan as images
 from gpuenv.errors import BadInput, DataError
 from gpuenv.stack import Stack
 from imagecases import ROOT
@@ -25,7 +25,7 @@ DOCKERFILE = ROOT / "docker" / "Dockerfile"
 
 def write_uv_lock(d: Path, stack: Stack, text: str) -> Path:
     """A uv lock directory as `invoke lock` leaves it: the lock file and metadata vouching for it."""
-    from gpuenv import lockdir
+    from gpuenv.envs import lockdir
 
     d.mkdir(parents=True, exist_ok=True)
     (d / "requirements.lock.txt").write_text(text)

@@ -102,9 +102,9 @@ class CpuLock:
 @pytest.fixture(scope="session")
 def cpu_uv_lock(locks_dir, cpu_stack) -> CpuLock:
     """The uv lock of the CPU torch stack (torch from the wheelhouse, the rest from PyPI)."""
-    from gpuenv import images
+    from gpuenv.images import plan as images
     from gpuenv.errors import ToolError
-    from gpuenv.locking import ensure_lock
+    from gpuenv.envs.locking import ensure_lock
 
     if not any(WHEELHOUSE.glob("torch-2.13.0+cpu-*.whl")):
         pytest.skip(f"no torch-2.13.0+cpu wheel in {WHEELHOUSE}")
@@ -160,7 +160,8 @@ class TeamImage:
 @pytest.fixture(scope="session")
 def team_image(base_image, cpu_uv_lock, cpu_stack, locks_dir, complete_wheelhouse) -> TeamImage:
     """Built from a wheelhouse that holds every locked wheel: no index, no network in the build."""
-    from gpuenv import engine, images
+    from gpuenv import engine
+    from gpuenv.images import plan as images
 
     tag = images.image_tags(cpu_stack, cpu_uv_lock.sha256)[0]
     # Always through `gpuenv build`: the same inputs give the same image, so when an earlier session

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuenv.config import (
+from gpuenv.cli.config import (
     DEFAULT_ORIGIN,
     Layer,
     Settings,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpuenv.config import DEFAULT_ORIGIN, DEFAULTS, IMPLIED, KNOWN_KEYS, Layer, flatten, settings_from
+from gpuenv.cli.config import DEFAULT_ORIGIN, DEFAULTS, IMPLIED, KNOWN_KEYS, Layer, flatten, settings_from
 from gpuenv.errors import BadInput
 from teamcases import ROOT, run_gpuenv
 
@@ -44,7 +44,7 @@ def committed_keys() -> dict[str, str]:
 
 def test_committed_invoke_yaml_lists_every_key_with_its_true_default():
     listed = committed_keys()
-    assert tuple(listed) == KNOWN_KEYS, "invoke.yaml and gpuenv.config.DEFAULTS list different keys (or order)"
+    assert tuple(listed) == KNOWN_KEYS, "invoke.yaml and gpuenv.cli.config.DEFAULTS list different keys (or order)"
     assert listed == {key: IMPLIED[key] for key in KNOWN_KEYS}
     assert listed["fleet.parallel"] == "8"
     assert set(flatten(DEFAULTS)) == set(IMPLIED)
@@ -284,7 +284,7 @@ def test_a_variable_over_a_file_value_of_another_type_is_checked_not_a_traceback
 
 
 def test_the_team_s_pins_reach_every_request_and_only_their_framework():
-    from gpuenv.config import Settings, stack_request
+    from gpuenv.cli.config import Settings, stack_request
 
     team = Settings(cuda="12.1", python="3.11", torch="2.3.1", tensorflow="2.15.1", wheelhouse="/w", strict_driver=True)
     request = stack_request({}, team)

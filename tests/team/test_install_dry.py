@@ -160,7 +160,7 @@ def test_a_conda_lock_without_micromamba_is_one_line_and_leaves_nothing(cpu_stac
     import hashlib
     import socket
 
-    from gpuenv import lockdir
+    from gpuenv.envs import lockdir
 
     with socket.socket() as s:  # a loopback port nobody listens on: the mirror is down
         s.bind(("127.0.0.1", 0))
@@ -189,12 +189,12 @@ def test_a_conda_lock_without_micromamba_is_one_line_and_leaves_nothing(cpu_stac
 @pytest.mark.network
 def test_install_a_conda_lock_with_micromamba(cpu_stack, tmp_path):
     """Lock the CPU stack with conda-lock and install it with micromamba (needs a conda channel)."""
-    from gpuenv import lockers
+    from gpuenv.envs import lockers
 
     problem = lockers.channel_problem(("conda-forge",), timeout=10)
     if problem:
         pytest.skip(problem)
-    from gpuenv import buildtools
+    from gpuenv.envs import buildtools
     from gpuenv.errors import ToolError
 
     try:

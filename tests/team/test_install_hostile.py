@@ -107,7 +107,7 @@ def test_prefixes_that_cannot_be_installed_into_are_one_line_in_dry_and_real_run
 def _tf_locks_holding_the_torch_lock(cpu_uv_lock, where: Path, *, rewrite_metadata: bool) -> Path:
     """The CPU torch lock copied under the TensorFlow stack's name (and, when asked, its metadata
     rewritten to claim the TensorFlow stack, as a hand edit would)."""
-    from gpuenv.resolve import Request, resolve_stack
+    from gpuenv.compat.resolve import Request, resolve_stack
 
     locks = where / "locks"
     lock_dir = locks / TF_STACK_ID
@@ -225,9 +225,9 @@ def test_a_full_disk_while_copying_the_suite_is_one_line_and_leaves_nothing(link
 
     The room is measured from the real prefix the module installed, counted as tmpfs counts
     (whole pages per file)."""
-    from gpuenv import install as installer
+    from gpuenv.envs import install as installer
     from gpuenv.errors import ToolError
-    from gpuenv.images import VALIDATE_DIR
+    from gpuenv import VALIDATE_DIR
 
     _, real, _ = linked_install
     page = os.sysconf("SC_PAGE_SIZE")

@@ -1,6 +1,6 @@
 """The access an installed prefix gets follows its parent folder, not the installer's umask
-(gpuenv.install.share_like_parent): real files and folders made under `umask 077`. And what a
-killed install leaves beside a prefix is named, never removed (gpuenv.install.leftovers)."""
+(gpuenv.envs.install.share_like_parent): real files and folders made under `umask 077`. And what a
+killed install leaves beside a prefix is named, never removed (gpuenv.envs.install.leftovers)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuenv.install import _make_parents, share_like_parent
+from gpuenv.envs.install import _make_parents, share_like_parent
 
 
 def mode(path: Path) -> int:
@@ -70,7 +70,7 @@ def test_leftovers_of_killed_installs_are_named_never_removed(tmp_path):
     process may be another host's on a shared file system, so nothing is removed)."""
     import subprocess
 
-    from gpuenv.install import leftovers
+    from gpuenv.envs.install import leftovers
 
     gone = subprocess.Popen(["true"])
     gone.wait()

@@ -25,7 +25,8 @@ def dangling_ids() -> set[str]:
 
 def test_a_rebuild_with_nothing_changed_is_the_same_image_and_says_so(team_image, base_image, complete_wheelhouse, locks_dir, cpu_stack,
                                                                      cpu_uv_lock, tmp_path):
-    from gpuenv import engine, images
+    from gpuenv import engine
+    from gpuenv.images import plan as images
 
     cache = tmp_path / "empty-uv-cache"
     cache.mkdir()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuenv import share
+from gpuenv.images import share
 from gpuenv.errors import BadInput
 from stackcases import TORCH_CPU
 

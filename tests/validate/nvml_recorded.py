@@ -1,6 +1,6 @@
 """Recorded NVML observations replayed through nvidia-ml-py's own names.
 
-`RecordedNvml(host)` answers the nvml* calls validate/nvml.py makes from a dict of what a server
+`RecordedNvml(host)` answers the nvml* calls validate/host/nvml.py makes from a dict of what a server
 reported, and raises nvidia-ml-py's real exception classes (NVMLError_NoPermission, _GpuIsLost,
 NVMLLibraryMismatchError, ...) where the recording says that call failed. Constants and error
 classes come from the installed pynvml, so a renamed constant breaks these tests too.

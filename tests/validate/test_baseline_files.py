@@ -14,10 +14,10 @@ import pytest
 from invoke import Config, Context
 from invoke.exceptions import Exit
 
-from validate.baseline import (
+from validate.report.baseline import (
     BASELINE_FORMAT, MAX_BASELINE_BYTES, BaselineError, build_baseline, load_baseline, parse_baseline, read_baseline_bytes,
 )
-from validate.report import Record
+from validate.report.record import Record
 
 REPO = Path(__file__).resolve().parent.parent.parent
 GOOD = b'{"format": "gpuenv-validate-baseline/1", "models": {"host": {"matmul fp32 TFLOPS": 1.25, "steps/s": 40}}}'
@@ -138,7 +138,7 @@ def test_the_fleet_reads_the_file_once_and_hands_the_same_bytes_down(tmp_path, m
     path = tmp_path / "b.json"
     path.write_bytes(GOOD)
     reads: list[str] = []
-    import validate.baseline as baseline_mod
+    import validate.report.baseline as baseline_mod
 
     real = baseline_mod.read_baseline_bytes
 

@@ -11,7 +11,7 @@ import types
 import pytest
 import torch
 
-from validate import bench
+from validate.measure import bench
 
 
 class RecordingCuda:

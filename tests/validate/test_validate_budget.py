@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from validate.budget import framework_processes, masking_waves
+from validate.measure.budget import framework_processes, masking_waves
 
 REPO = Path(__file__).resolve().parents[2]
 

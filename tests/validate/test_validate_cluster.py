@@ -11,8 +11,8 @@ import time
 import pytest
 
 from validate.conftest import exclusive_first
-from validate.subproc import probe_env, run_command, run_probe
-from validate.thresholds import (
+from validate.measure.subproc import probe_env, run_command, run_probe
+from validate.judge.thresholds import (
     BARE_HOST,
     FAIL,
     INFO,
@@ -141,7 +141,7 @@ def test_tensorflow_cudnn_major_only_agrees_with_the_label():
 
 def test_tensorflow_build_info_is_read_without_importing_tensorflow():
     """The file TensorFlow 2.18's GPU wheel ships, parsed as a literal, never executed."""
-    from validate.tfbuild import installed_build_info, parse_build_info
+    from validate.host.tfbuild import installed_build_info, parse_build_info
 
     text = (
         '"""Auto-generated module providing information about the build."""\nimport collections\n\n'
@@ -161,7 +161,7 @@ def test_tensorflow_info_probe_pauses_for_the_memory_measurement():
     """Shared work: the info probe stops after its products so the parent measures TensorFlow's
     memory with growth on there, instead of starting a second TensorFlow for it."""
     pytest.importorskip("tensorflow", reason="TensorFlow is not installed in this venv")
-    from validate.subproc import run_stepped_probe
+    from validate.measure.subproc import run_stepped_probe
 
     seen: list[tuple[str, int]] = []
     result = run_stepped_probe(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from validate.driver_gate import driver_too_old, version_tuple
+from validate.judge.driver_gate import driver_too_old, version_tuple
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from validate.nvml import GpuInfo
-from validate.peaks import PeakTableError, interconnect_of, load_interconnects, load_peaks, nccl_floor, parse_table, peaks_for
-from validate.thresholds import FAIL, NOT_JUDGED, NO_REFERENCE, NOT_JUDGED_WORDS, PASS, WARN, judge_figure, mig_share
+from validate.host.nvml import GpuInfo
+from validate.judge.peaks import PeakTableError, interconnect_of, load_interconnects, load_peaks, nccl_floor, parse_table, peaks_for
+from validate.judge.thresholds import FAIL, NOT_JUDGED, NO_REFERENCE, NOT_JUDGED_WORDS, PASS, WARN, judge_figure, mig_share
 
 H100_SXM = "NVIDIA H100 80GB HBM3"
 ZZC = "https://github.com/zzc0721/torch-performance-test-data/issues/"
@@ -81,7 +81,7 @@ def test_unconfirmed_reference_warns_below_75_percent_and_fails_half_speed(name,
 
 def test_the_unconfirmed_fail_line_is_below_the_widest_published_gap():
     """L4 fp32: n=8192 10.66 against its best of sizes 15.38 (issue #120): 0.69, above 0.55."""
-    from validate.thresholds import UNCONFIRMED_FAIL_FRACTION
+    from validate.judge.thresholds import UNCONFIRMED_FAIL_FRACTION
 
     assert 10.66 / 15.38 > UNCONFIRMED_FAIL_FRACTION > 0.5
 

@@ -8,7 +8,7 @@ from stackcases import TORCH_CPU
 
 from gpuenv.engine import ImageInfo
 from gpuenv.errors import GpuenvError
-from gpuenv.images import LOCK_HASH_LABEL, STACK_LABEL, image_for_stack, pick_image
+from gpuenv.images.plan import LOCK_HASH_LABEL, STACK_LABEL, image_for_stack, pick_image
 
 CURRENT, OLDER = "a" * 64, "b" * 64
 
@@ -46,9 +46,10 @@ def test_image_for_stack_hashes_the_lock_it_is_given(tmp_path, monkeypatch):
     """The real lock file is read and hashed; the engine's answer is the recorded image list."""
     import hashlib
 
-    from gpuenv import engine, lockers
+    from gpuenv import engine
+    from gpuenv.envs import lockers
 
-    from gpuenv import lockdir
+    from gpuenv.envs import lockdir
 
     (tmp_path / lockers.UV_LOCK_FILE).write_text("torch==2.13.0+cpu --hash=sha256:00\\n")
     current = hashlib.sha256((tmp_path / lockers.UV_LOCK_FILE).read_bytes()).hexdigest()
@@ -64,7 +65,8 @@ def test_image_for_stack_refuses_a_lock_of_another_stack(tmp_path, monkeypatch):
     never an image chosen by the hash of another stack's lock."""
     import hashlib
 
-    from gpuenv import engine, lockdir, lockers
+    from gpuenv import engine
+    from gpuenv.envs import lockdir, lockers
     from gpuenv.errors import GpuenvError
 
     from stackcases import TF_CPU

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from validate.masking import (
+from validate.host.masking import (
     VOLUME_MOUNTS_DIR,
     child_mask_for,
     device_list,
@@ -193,7 +193,7 @@ def test_volume_mounted_device_list_is_read_from_the_folder():
 
 
 def test_volume_mounts_count_the_mounted_devices_not_one(tmp_path):
-    from validate.thresholds import expected_gpus
+    from validate.judge.thresholds import expected_gpus
 
     folder = tmp_path / "nvidia-container-devices"
     folder.mkdir()
@@ -225,8 +225,8 @@ def test_mixed_mig_host_checks_its_whole_gpus_by_uuid():
 
 
 def test_visible_gpus_follow_the_callers_mask_in_cuda_order():
-    from validate.devices import visible_gpus
-    from validate.nvml import GpuInfo, MigDevice
+    from validate.host.devices import visible_gpus
+    from validate.host.nvml import GpuInfo, MigDevice
 
     mig = "MIG-1a2b3c4d-0000-5e6f-7a8b-9c0d1e2f3a4b"
     gpus = [GpuInfo(i, "NVIDIA H100 80GB HBM3", uuid, f"00000000:{i:02x}:00.0", "9.0", None, None) for i, uuid in enumerate(HOST)]

@@ -7,7 +7,7 @@ import importlib.util
 
 import pytest
 
-from validate import nvml
+from validate.host import nvml
 
 
 def _nvml_library_present() -> bool:

@@ -1,4 +1,4 @@
-"""validate/nvml.py on recorded NVML observations: MIG handles, a lost GPU, library mismatches,
+"""validate/host/nvml.py on recorded NVML observations: MIG handles, a lost GPU, library mismatches,
 power limits, PCIe generations and the sustained-load sampler, through nvidia-ml-py's real names
 and exception classes (see nvml_recorded.py)."""
 
@@ -9,8 +9,8 @@ import copy
 import pytest
 
 from nvml_recorded import RecordedNvml
-from validate import nvml
-from validate.thresholds import FAIL, INFO, PASS, SKIP, pcie_gen_verdict, power_limit_verdict, sustained_clocks_verdict
+from validate.host import nvml
+from validate.judge.thresholds import FAIL, INFO, PASS, SKIP, pcie_gen_verdict, power_limit_verdict, sustained_clocks_verdict
 
 GIB = 2**30
 # Two GPUs of a DGX H100 as nvidia-smi -q shows them (driver 550.54.15, CUDA 12.4).

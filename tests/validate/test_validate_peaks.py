@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from validate.peaks import PEAKS_FILE, PeakTableError, load_peaks, parse_simple_yaml, parse_table, peaks_for
+from validate.judge.peaks import PEAKS_FILE, PeakTableError, load_peaks, parse_simple_yaml, parse_table, peaks_for
 
 
 def test_table_loads_and_every_entry_has_a_source():

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from validate import nvml
-from validate.capture import CaptureError, compute_capability_for, load_capture, parse_capture
-from validate.capture_replay import RecordingNvml, ReplayNvml
-from validate.masking import normalise_pci_bus_id
+from validate.host import nvml
+from validate.host.capture import CaptureError, compute_capability_for, load_capture, parse_capture
+from validate.host.replay import RecordingNvml, ReplayNvml
+from validate.host.masking import normalise_pci_bus_id
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = Path(__file__).parent / "captures"
@@ -45,7 +45,7 @@ def test_every_capture_reads_every_gpu(path):
     for gpu in host.gpus:
         assert gpu.uuid.startswith("GPU-") and gpu.name.startswith(("NVIDIA", "Tesla"))
         assert gpu.memory_total_bytes and gpu.power_limit_watts and gpu.pcie_link_gen_max
-        assert gpu.compute_capability, f"{gpu.name} is in validate/gpu_archs.yaml"
+        assert gpu.compute_capability, f"{gpu.name} is in validate/host/gpu_archs.yaml"
 
 
 def test_counts_and_fields_of_real_hosts():

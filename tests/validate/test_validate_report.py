@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from validate.baseline import BaselineError, baseline_value, load_baseline, save_baseline
+from validate.report.baseline import BaselineError, baseline_value, load_baseline, save_baseline
 from validate.cli import parse_args, pytest_args
-from validate.report import Record, build_json, render_table, write_json
+from validate.report.record import Record, build_json, render_table, write_json
 
 UUID0 = "GPU-2b6f3c1e-7f3a-1b6c-9e1d-0f8c2f5a1a01"
 UUID1 = "GPU-7d1e9a44-03c2-5e8b-bb1f-61c0e2d9b302"
@@ -75,7 +75,7 @@ def test_cli_options_become_pytest_options():
 
 
 def test_not_judged_figures_are_named_under_the_table():
-    from validate.report import Record, not_judged_note
+    from validate.report.record import Record, not_judged_note
 
     records = [
         Record("matmul bf16 TFLOPS", "GPU-b200", "2100.0 TFLOPS", "no measured reference, no --baseline", "not judged", value=2100.0),

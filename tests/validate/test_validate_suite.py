@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from validate import nvml
+from validate.host import nvml
 
 REPO = Path(__file__).resolve().parents[2]
 NO_DRIVER = "NVML: libnvidia-ml.so.1 not found (no NVIDIA driver on this host)"

@@ -11,7 +11,7 @@ from invoke.exceptions import Exit
 
 from gpuenv.cli.validation import container_path, suite_arguments, validate
 from gpuenv.errors import BadInput
-from validate import nvml
+from validate.host import nvml
 
 MISSING = [m for m in ("torch", "tensorflow") if importlib.util.find_spec(m) is None]
 HOST = nvml.read_host()

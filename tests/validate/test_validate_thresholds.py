@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from validate.nvml import BAD_THROTTLE_REASONS, cuda_version_text, throttle_reason_names
-from validate.thresholds import (
+from validate.host.nvml import BAD_THROTTLE_REASONS, cuda_version_text, throttle_reason_names
+from validate.judge.thresholds import (
     INFO,
     pcie_gen_verdict,
     FAIL,
@@ -184,7 +184,7 @@ class TestDriverAndClaims:
         assert driver_runs_runtime_verdict(None, "12.1").verdict == SKIP
 
     def test_nccl_version_text(self):
-        from validate.probe import nccl_version_text
+        from validate.measure.probe import nccl_version_text
 
         assert nccl_version_text((2, 18, 1)) == "2.18.1"
         assert nccl_version_text(2708) == "2.7.8"
@@ -254,7 +254,7 @@ class TestPeers:
     """Sustained figures of same-model GPUs loaded at the same time (issue 17 item 8)."""
 
     def test_the_odd_gpu_out_fails_and_the_others_pass(self):
-        from validate.thresholds import peer_verdict
+        from validate.judge.thresholds import peer_verdict
 
         figures = [690.0, 702.0, 695.0, 410.0, 688.0, 699.0, 701.0, 693.0]  # GPU 3 throttles
         verdicts = [peer_verdict(f, figures) for f in figures]
@@ -262,6 +262,6 @@ class TestPeers:
         assert "median 694 of 8 same-model GPUs" in verdicts[3].threshold
 
     def test_one_gpu_has_no_peers(self):
-        from validate.thresholds import peer_verdict
+        from validate.judge.thresholds import peer_verdict
 
         assert peer_verdict(100.0, [100.0]).verdict == NOT_JUDGED

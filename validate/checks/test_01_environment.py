@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from validate import nvml
-from validate.stackfile import read_stack_file
-from validate.driver_gate import driver_too_old
-from validate.thresholds import (
+from validate.host import nvml
+from validate.host.stackfile import read_stack_file
+from validate.judge.driver_gate import driver_too_old
+from validate.judge.thresholds import (
     FAIL,
     INFO,
     LOADED_UTILISATION,

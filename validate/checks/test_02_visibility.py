@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from validate.devices import MAX_RELATIVE_ERROR, compiled_archs, tf_gpu_uuids, torch_gpus
-from validate.masking import expected_visible
-from validate.thresholds import FAIL, INFO, PASS, SKIP, WARN, Verdict, gpu_count_verdict, kernel_image_verdict, ptx_only
+from validate.host.devices import MAX_RELATIVE_ERROR, compiled_archs, tf_gpu_uuids, torch_gpus
+from validate.host.masking import expected_visible
+from validate.judge.thresholds import FAIL, INFO, PASS, SKIP, WARN, Verdict, gpu_count_verdict, kernel_image_verdict, ptx_only
 
 CORRECT = f"relative error <= {MAX_RELATIVE_ERROR:g}"
 

@@ -13,10 +13,10 @@ import importlib.util
 
 import pytest
 
-from validate import nvml
-from validate.memory_modes import QUICK_MODES, SHARED_TF_MODE, TF_MODES, TORCH_MODES, outside_measurer
-from validate.subproc import run_stepped_probe
-from validate.thresholds import (
+from validate.host import nvml
+from validate.measure.memory_modes import QUICK_MODES, SHARED_TF_MODE, TF_MODES, TORCH_MODES, outside_measurer
+from validate.measure.subproc import run_stepped_probe
+from validate.judge.thresholds import (
     FAIL,
     PASS,
     Verdict,

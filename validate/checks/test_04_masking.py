@@ -1,5 +1,5 @@
 """Check 4, CUDA_VISIBLE_DEVICES masking: each case in a fresh process per framework, the GPUs
-it reports compared by UUID with what the CUDA rules (validate.masking) say it must see."""
+it reports compared by UUID with what the CUDA rules (validate.host.masking) say it must see."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from validate.devices import nvml_uuid, tf_gpu_uuids, torch_gpus
-from validate.masking import UNSET_CASE, MaskCase, env_for_case, masking_cases, quick_cases
-from validate.subproc import ProbeResult, run_probe
-from validate.thresholds import FAIL, PASS, Verdict, probe_parallelism
+from validate.host.devices import nvml_uuid, tf_gpu_uuids, torch_gpus
+from validate.host.masking import UNSET_CASE, MaskCase, env_for_case, masking_cases, quick_cases
+from validate.measure.subproc import ProbeResult, run_probe
+from validate.judge.thresholds import FAIL, PASS, Verdict, probe_parallelism
 
 PROBES = {"torch": ["torch-devices"], "tensorflow": ["tf-info", "--no-compute"]}
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import pytest
 
-from validate import bench
-from validate.devices import tf_gpu_uuids
-from validate.peaks import interconnect_of, load_interconnects, nccl_floor
-from validate.subproc import run_probe
-from validate.thresholds import (
+from validate.measure import bench
+from validate.host.devices import tf_gpu_uuids
+from validate.judge.peaks import interconnect_of, load_interconnects, nccl_floor
+from validate.measure.subproc import run_probe
+from validate.judge.thresholds import (
     FAIL,
     INFO,
     NOT_JUDGED,

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from validate import bench, nvml
-from validate.devices import device_for_gpu, torch_gpus
-from validate.thresholds import (
+from validate.measure import bench
+from validate.host import nvml
+from validate.host.devices import device_for_gpu, torch_gpus
+from validate.judge.thresholds import (
     INFO,
     Verdict,
     clock_summary,

@@ -1,0 +1,164 @@
+"""`invoke doctor`: the host as gpuenv sees it. A diagnostic never crashes.
+
+Each probe returns its value or {"available": False, "why": ...}, in the manner of
+torch/utils/collect_env.py, so the report is useful precisely on the machines that are broken.
+"""
+
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+from typing import Any
+
+from gpuenv.errors import GpuenvError
+from validate.report.tables import format_table
+
+#: Where the NVIDIA Container Toolkit writes CDI specs (nvidia-ctk cdi generate).
+CDI_DIRS = (Path("/etc/cdi"), Path("/var/run/cdi"))
+
+
+def probe_nvml(host_file: str | None = None) -> dict[str, Any]:
+    from gpuenv.compat.host import read_host
+
+    host = read_host(host_file)
+    if host.error:
+        return {"available": False, "why": host.error}
+    return {"available": True, **host.to_dict()}
+
+
+def probe_docker() -> dict[str, Any]:
+    """Does the daemon answer, and can it hand GPUs to containers (nvidia runtime or CDI)?"""
+    from gpuenv import engine
+
+    try:
+        info = engine.daemon_info()
+    except GpuenvError as err:
+        return {"available": False, "why": err.render()}
+    runtimes = sorted((info.get("Runtimes") or {}).keys())
+    cdi_files = sorted(str(p) for d in CDI_DIRS if d.is_dir() for p in d.glob("*") if p.suffix in (".yaml", ".yml", ".json"))
+    nvidia_cdi = [f for f in cdi_files if "nvidia" in Path(f).name]
+    return {
+        "available": True,
+        "server_version": info.get("ServerVersion"),
+        "runtimes": runtimes,
+        "default_runtime": info.get("DefaultRuntime"),
+        "nvidia_runtime": "nvidia" in runtimes,
+        "cdi_spec_dirs": info.get("CDISpecDirs"),
+        "nvidia_cdi_specs": nvidia_cdi,
+        "gpu_ready": "nvidia" in runtimes or bool(nvidia_cdi),
+    }
+
+
+def probe_recommendation(framework: str, host_file: str | None = None) -> dict[str, Any]:
+    from gpuenv.compat.host import resolve_for_host
+
+    try:
+        stack = resolve_for_host(framework=framework, host_file=host_file)
+    except GpuenvError as err:
+        return {"available": False, "why": err.render()}
+    return {"available": True, **stack.to_dict()}
+
+
+#: doctor must stay quick offline: PyPI gets this long before the freshness probe says "not checked".
+PYPI_TIMEOUT_S = 3.0
+
+
+def probe_compat_data(today=None) -> dict[str, Any]:
+    """Is the compatibility data current? Its check date, and whether PyPI has newer frameworks."""
+    from datetime import date
+
+    from gpuenv.compat.matrix import load_matrix
+    from gpuenv.compat.drift import STALE_AFTER_DAYS, newest_upstream, stale_days
+
+    m = load_matrix()
+    age = stale_days(m.checked, today or date.today())
+    out: dict[str, Any] = {"available": True, "checked": m.checked.isoformat(), "stale_days": age, "stale_after_days": STALE_AFTER_DAYS}
+    try:
+        from gpuenv.compat.drift import final_versions
+        from gpuenv.compat.pypi import PyPI, read_index_settings
+
+        settings = read_index_settings(timeout=PYPI_TIMEOUT_S)
+        client = PyPI(settings)
+        versions = {name: final_versions(client.project(name)) for name in ("torch", "tensorflow")}
+        out["newer_on_pypi"] = newest_upstream(versions, m)
+    except GpuenvError as err:
+        out["newer_on_pypi"] = None
+        out["pypi"] = f"not checked: {err.message}"
+    return out
+
+
+def _safe(probe, *args) -> dict[str, Any]:
+    try:
+        return probe(*args)
+    except Exception as err:  # a diagnostic reports, it never dies
+        return {"available": False, "why": f"could not collect: {type(err).__name__}: {err}"}
+
+
+def collect_report(host_file: str | None = None) -> dict[str, Any]:
+    """The report; with `host_file` the driver, GPUs and recommended stacks are the captured
+    server's (Docker, the data and the settings stay this machine's)."""
+    from gpuenv.compat.host import read_host
+
+    if host_file:
+        read_host(host_file)  # a file that is no capture is the user's mistake: one line, exit 2
+    report = {
+        "host": {"hostname": platform.node(), "os": platform.platform(), "python": platform.python_version()},
+        "nvml": _safe(probe_nvml, host_file),
+        "docker": _safe(probe_docker),
+        "recommended": {fw: _safe(probe_recommendation, fw, host_file) for fw in ("torch", "tensorflow")},
+        "compat_data": _safe(probe_compat_data),
+    }
+    if host_file:
+        report["host_file"] = host_file
+    return report
+
+
+#: Width of the label column: the longest label ("tensorflow") and two spaces, so no label runs into its value.
+LABEL_WIDTH = len("tensorflow") + 2
+
+
+def _line(label: str, value: str) -> str:
+    return f"{label:<{LABEL_WIDTH - 2}}  {value}"
+
+
+def format_report(report: dict[str, Any]) -> str:
+    lines = [_line("host", f"{report['host']['hostname']}  ({report['host']['os']}, Python {report['host']['python']})")]
+    if report.get("host_file"):
+        lines.append(_line("captured", f"{report['host_file']}: driver, GPUs and recommended stacks below are that server's"))
+    nvml = report["nvml"]
+    if nvml.get("available"):
+        lines.append(_line("driver", f"{nvml['driver_version']}  (CUDA driver API {nvml['cuda_driver_version']})"))
+        rows = [
+            (g["index"], g["name"], g["uuid"], g["compute_capability"], f"{g['memory_total_bytes'] / 2**30:.1f} GiB" if g["memory_total_bytes"] is not None else "not readable")
+            for g in nvml["gpus"]
+        ]
+        lines.append(format_table(("gpu", "name", "uuid", "cc", "memory"), rows) if rows else _line("gpus", "none"))
+    else:
+        lines.append(_line("driver", f"not available: {nvml['why']}"))
+    docker = report["docker"]
+    if docker.get("available"):
+        gpu = "yes" if docker["gpu_ready"] else "no (install the NVIDIA Container Toolkit, then nvidia-ctk runtime configure or cdi generate)"
+        lines.append(_line("docker", f"{docker['server_version']}; runtimes: {', '.join(docker['runtimes']) or '-'}; GPUs to containers: {gpu}"))
+    else:
+        lines.append(_line("docker", f"not available: {docker['why']}"))
+    for fw, rec in report["recommended"].items():
+        if rec.get("available"):
+            lines.append(_line(fw, f"{rec['stack_id']}  base {rec['base_image']}  ({rec['pip_requirement']})"))
+        else:
+            lines.append(_line(fw, f"no stack: {rec['why']}"))
+    lines += compat_data_lines(report.get("compat_data") or {})
+    return "\n".join(lines)
+
+
+def compat_data_lines(data: dict[str, Any]) -> list[str]:
+    """The data-freshness line(s): warnings when the check date is old or PyPI has newer releases."""
+    if not data.get("available"):
+        return [f"data      not available: {data.get('why')}"]
+    lines = [f"data      envs/compat.yaml checked {data['checked']}"]
+    if data.get("stale_days"):
+        lines.append(f"warning   the compatibility data was checked {data['stale_days']} days ago (over {data['stale_after_days']}): run `invoke matrix --check` and update envs/compat.yaml")
+    if data.get("newer_on_pypi"):
+        lines.append(f"warning   PyPI has releases newer than the data ({', '.join(data['newer_on_pypi'])}): run `invoke matrix --check`")
+    elif data.get("pypi"):
+        lines.append(f"data      newer releases on PyPI {data['pypi']}")
+    return lines

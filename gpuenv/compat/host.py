@@ -1,0 +1,121 @@
+"""Fill a resolver Request from this host's NVIDIA driver and GPUs where the user left gaps.
+
+The resolver stays pure; this is the one place that decides which host facts go into a request.
+"""
+
+from __future__ import annotations
+
+from gpuenv.compat.resolve import Request, resolve_stack, split_arch_list
+from gpuenv.stack import Stack
+
+
+#: The capture every host read of this process uses instead of this machine (`--host FILE`).
+_HOST_FILE: str | None = None
+
+
+def use_host_file(path: str | None) -> None:
+    """Make every host read of this task (detection, the pinned-stack check, doctor's probes) use
+    a server's capture; checked now, so a file that is no capture fails before any work."""
+    global _HOST_FILE
+    if path:
+        read_host(path)
+    _HOST_FILE = path or None
+
+
+def read_host(host_file: str | None = None):
+    """The driver and GPUs through NVML (`validate.host.nvml`, the one module that talks to it): this
+    host's, or a server's from a capture (`nvidia-smi -q -x`, `-q`, or a `python -m validate
+    --record` file) replayed through the same readers, so a stack is chosen for a server from a
+    workstation. A file that is no capture is a BadInput naming it."""
+    from validate.host.nvml import read_host as _read
+
+    host_file = host_file or _HOST_FILE
+    if not host_file:
+        return _read()
+    from gpuenv.errors import BadInput
+    from validate.host.capture import CaptureError, load_capture
+    from validate.host.replay import ReplayNvml
+
+    try:
+        recording = load_capture(host_file)
+    except CaptureError as err:
+        raise BadInput(f"--host {err}") from None  # each CaptureError names its own fix
+    return _read(ReplayNvml(recording))
+
+
+def capture_archs(host, host_file: str) -> tuple[str, ...]:
+    """The compute capabilities of a captured server's GPUs. nvidia-smi does not print them, so they
+    come from validate/host/gpu_archs.yaml by product name; a product not there is an error that says
+    so (never a guess) and how to go on."""
+    from gpuenv.errors import BadInput
+
+    unknown = sorted({g.name for g in host.gpus if not g.compute_capability})
+    if unknown:
+        raise BadInput(
+            f"--host {host_file}: the compute capability of {', '.join(unknown)} is unknown (not in validate/host/gpu_archs.yaml)",
+            fix="give it with --gpu-arch X.Y (https://developer.nvidia.com/cuda-gpus), or add the product there with its source",
+        )
+    return tuple(sorted({g.compute_capability for g in host.gpus if g.compute_capability}))
+
+
+def request_for_host(
+    *,
+    driver: str | None = None,
+    cuda: str | None = None,
+    framework: str | None = None,
+    torch: str | None = None,
+    tensorflow: str | None = None,
+    python: str | None = None,
+    gpu_arch: str | None = None,
+    detect: bool = True,
+    strict_driver: bool = False,
+    wheelhouse: str | None = None,
+    host_file: str | None = None,
+) -> Request:
+    """A Request from command-line values; the driver and GPU architectures come from NVML when not given
+    (from a captured server's with `host_file`).
+
+    With a wheelhouse folder the resolver considers only the framework wheels it holds.
+    """
+    from gpuenv.envs.wheelhouse import wheel_names
+
+    wheels = wheel_names(wheelhouse) if wheelhouse else None
+    archs = tuple(split_arch_list(gpu_arch))
+    source = "--driver"
+    wants_gpu = str(cuda or "").strip().lower() not in ("cpu", "none")
+    host_file = host_file or _HOST_FILE
+    if host_file and detect and wants_gpu and (driver is None or not archs):
+        host = read_host(host_file)
+        if host.error or not host.driver_version:
+            from gpuenv.errors import BadInput
+
+            raise BadInput(f"--host {host_file}: the capture names no driver ({host.error or 'no driver version'})", fix="capture it with nvidia-smi -q -x on the server")
+        if driver is None:
+            driver, source = host.driver_version, f"read from {host_file}"
+        if not archs:
+            archs = capture_archs(host, host_file)
+    elif detect and wants_gpu and (driver is None or not archs):
+        host = read_host()
+        if host.error is None and host.driver_version:
+            if driver is None:
+                driver, source = host.driver_version, "detected by NVML"
+            if not archs:
+                archs = tuple(sorted({g.compute_capability for g in host.gpus if g.compute_capability}))
+    return Request(
+        driver=driver,
+        cuda=cuda,
+        framework=framework,
+        torch=torch,
+        tensorflow=tensorflow,
+        python=python,
+        gpu_archs=archs,
+        driver_source=source,
+        strict_driver=bool(strict_driver),
+        wheelhouse=wheels,
+        wheelhouse_dir=str(wheelhouse) if wheelhouse else None,
+    )
+
+
+def resolve_for_host(**options: str | bool | None) -> Stack:
+    """The stack for these command-line options on this host: what every task that takes them uses."""
+    return resolve_stack(request_for_host(**options))  # type: ignore[arg-type]

@@ -1,0 +1,111 @@
+"""A wheel folder for air-gapped servers: the one place that lists it (the resolver reads names only)
+and the one place that says whether it holds every wheel of a lock.
+
+A wheelhouse that holds every locked wheel (same name, version, a hash the lock allows, and tags
+this Python and architecture can install) lets `install` and `build` ask no index at all
+(`--no-index`, and a build without network). When `--offline` is asked and wheels are missing,
+they are all named in one line before anything is installed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from gpuenv.errors import BadInput
+
+
+def wheel_names(folder: str | Path) -> tuple[str, ...]:
+    """The .whl file names in `folder`; a missing folder or a file given instead is bad input."""
+    path = Path(folder).expanduser()
+    if not path.exists():
+        raise BadInput(f"--wheelhouse {folder}: no such folder", fix="give the folder that holds the .whl files")
+    if not path.is_dir():
+        raise BadInput(f"--wheelhouse {folder} is a file, not a folder", fix="give the folder that holds the .whl files")
+    return tuple(sorted(p.name for p in path.iterdir() if p.name.endswith(".whl")))
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How much of a lock a wheelhouse holds: the pins, and the ones it lacks (as name==version)."""
+
+    folder: Path
+    locked: int
+    missing: tuple[str, ...]
+
+    @property
+    def complete(self) -> bool:
+        return self.locked > 0 and not self.missing
+
+    def describe(self) -> str:
+        return f"{len(self.missing)} of the lock's {self.locked} wheels are not in {self.folder}: {', '.join(self.missing)}"
+
+
+def installable(tags: Iterable[object], python: str, arch: str) -> bool:
+    """Whether a wheel with these packaging Tags installs on CPython `python` (X.Y) on Linux `arch` (glibc)."""
+    major, minor = (int(part) for part in python.split(".")[:2])
+    for tag in tags:
+        interpreter, abi, platform = tag.interpreter, tag.abi, tag.platform  # type: ignore[attr-defined]
+        python_ok = interpreter in ("py3", f"py{major}", f"py{major}{minor}", f"cp{major}{minor}") or (
+            abi == "abi3" and interpreter.startswith(f"cp{major}") and interpreter[2:].isdigit() and int(interpreter[3:] or 0) <= minor
+        )
+        platform_ok = platform == "any" or (platform.startswith(("manylinux", "linux")) and platform.endswith(arch))
+        if python_ok and platform_ok:
+            return True
+    return False
+
+
+def coverage(packages: Iterable[object], folder: str | Path, *, python: str, arch: str) -> Coverage:
+    """Which pins of a uv lock (lockdir.LockedPackage, with hashes) `folder` holds a usable wheel for."""
+    from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
+    root = Path(folder).expanduser()
+    by_pin: dict[tuple[str, str], list[tuple[Path, frozenset]]] = {}
+    for name in wheel_names(root):
+        try:
+            project, version, _build, tags = parse_wheel_filename(name)
+        except InvalidWheelFilename:
+            continue
+        by_pin.setdefault((canonicalize_name(project), str(version)), []).append((root / name, tags))
+    pins = [p for p in packages if getattr(p, "manager", "pip") == "pip"]
+    missing = []
+    for pin in pins:
+        candidates = [path for path, tags in by_pin.get((canonicalize_name(pin.name), _normal(pin.version)), []) if installable(tags, python, arch)]
+        allowed = set(getattr(pin, "hashes", ()) or ())
+        if not any(not allowed or _sha256(path) in allowed for path in candidates):
+            missing.append(f"{pin.name}=={pin.version}")
+    return Coverage(folder=root, locked=len(pins), missing=tuple(missing))
+
+
+def _normal(version: str) -> str:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return str(Version(version))
+    except InvalidVersion:
+        return version
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def lock_coverage(lock_path: Path, folder: str | Path, *, python: str, arch: str) -> Coverage:
+    """The coverage of the uv lock file at `lock_path` by `folder`."""
+    from gpuenv.envs.lockdir import read_requirements_lock
+
+    return coverage(read_requirements_lock(Path(lock_path)), folder, python=python, arch=arch)
+
+
+def require_complete(cover: Coverage, option: str = "--offline") -> None:
+    """One line naming every missing wheel, before anything is installed or built."""
+    if not cover.complete:
+        raise BadInput(f"{option}: {cover.describe()}",
+                       fix="download them where an index answers (pip download --no-deps --require-hashes -r LOCK, see the README's "
+                       "air-gapped recipe), or drop --offline")

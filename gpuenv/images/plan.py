@@ -1,0 +1,583 @@
+"""What an image of a stack is called, what it carries and what its build is made of.
+
+Render, then act: everything here is decided from the stack and the lock directory alone, so it
+is tested on its output. The Docker engine is touched only by `gpuenv.engine`; the two helpers at
+the end (`image_for_stack`, `built_images`) ask it through that module.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import tarfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Callable, Iterable
+
+from gpuenv import PROJECT_ROOT, VALIDATE_DIR, __version__
+from gpuenv.envs import lockdir
+from gpuenv.errors import BadInput, DataError, GpuenvError
+from gpuenv.stack import Stack, stack_json
+
+if TYPE_CHECKING:  # the engine module imports the Docker SDK: only at run time, lazily
+    from gpuenv.envs.buildtools import BuildTools
+    from gpuenv.compat.matrix import Matrix
+    from gpuenv.engine import BuildResult, ImageInfo
+
+#: Every gpuenv image lives under this repository prefix: gpuenv/<stack_id>:<lock-hash-12>.
+REPOSITORY_PREFIX = "gpuenv"
+#: The moving tag that always names the newest build of a stack.
+MOVING_TAG = "latest"
+#: Characters of the lock hash used in the tag (the full hash is in a label).
+TAG_HASH_LENGTH = 12
+LABEL_PREFIX = "io.gpuenv."
+STACK_LABEL = LABEL_PREFIX + "stack"
+LOCK_HASH_LABEL = LABEL_PREFIX + "lock_hash"
+SOURCE_URL = "https://github.com/gpuenv/gpuenv"
+
+DOCKER_DIR = PROJECT_ROOT / "docker"
+#: Path of the Dockerfile inside the build context.
+DOCKERFILE_IN_CONTEXT = "docker/Dockerfile"
+#: Lock files, by backend, in the order `invoke build` looks for them.
+LOCK_FILES = lockdir.LOCK_FILES
+#: Files and folders never sent to the engine (bytecode, editor litter).
+_SKIP_NAMES = {"__pycache__", ".pytest_cache", ".mypy_cache", ".DS_Store"}
+
+
+# ---------------------------------------------------------------- names and labels
+
+
+def image_repository(stack: Stack) -> str:
+    """``gpuenv/torch2.13.0-cpu-py3.11``: one repository per stack (Docker wants lower case)."""
+    return f"{REPOSITORY_PREFIX}/{stack.stack_id}".lower()
+
+
+#: Where a build keeps its install stage (the build cache of the next rebuild), instead of leaving
+#: it as a dangling <none> image: gpuenv-cache/<stack_id>:<lock-hash-12>.
+CACHE_REPOSITORY = "gpuenv-cache"
+
+
+def build_cache_tag(stack: Stack, lock_hash: str) -> str:
+    """``gpuenv-cache/torch2.13.0-cpu-py3.11:5ff00e74a961``: the install stage of that stack and lock."""
+    return f"{CACHE_REPOSITORY}/{stack.stack_id}".lower() + f":{lock_hash[:TAG_HASH_LENGTH]}"
+
+
+def image_tags(stack: Stack, lock_hash: str, extra: Iterable[str] = ()) -> list[str]:
+    """The tags a successful build gets: the stack with its lock hash, the moving tag, extras."""
+    repo = image_repository(stack)
+    tags = [f"{repo}:{lock_hash[:TAG_HASH_LENGTH]}", f"{repo}:{MOVING_TAG}"]
+    return tags + [t for t in extra if t and t not in tags]
+
+
+# The grammar of distribution/reference (reference.go / regexp.go), which the engine applies:
+#   name      := [domain "/"] path-component ("/" path-component)*   (a domain has '.' or ':' or is localhost)
+#   domain    := host [":" port]            host: DNS name, IPv4 or [IPv6]
+#   path-component := [a-z0-9]+ (separator [a-z0-9]+)*    separator := [_.] | "__" | "-"+
+#   tag       := [\w][\w.-]{0,127}          (upper case allowed in tags, never in paths)
+# A name is at most 255 characters, and the engine refuses a 64-hex name (it is an image id).
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_HOST = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[a-fA-F0-9:]+\])"
+_DOMAIN = rf"{_HOST}(?::[0-9]+)?"
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_REFERENCE = re.compile(
+    rf"(?:(?P<domain>{_DOMAIN})/)?(?P<path>{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)(?::(?P<tag>[\w][\w.-]{{0,127}}))?",
+    re.ASCII,  # Go's \w: [A-Za-z0-9_], not every Unicode letter
+)
+_IMAGE_ID = re.compile(r"[a-f0-9]{64}")
+MAX_NAME_LENGTH = 255
+
+
+def check_image_reference(value: str, option: str = "--tag") -> str:
+    """`value` as a full reference (`repo:tag`, the tag `latest` when none), or BadInput naming it.
+
+    Follows distribution/reference, so what passes here the engine accepts too: `x:Prod` and
+    `registry.local:5000/team/torch:v1` pass; `foo:bar:baz`, `Team/torch`, `a b` do not.
+    """
+    match = _REFERENCE.fullmatch(value) if isinstance(value, str) else None
+    fix = "use [registry[:port]/]path[:tag]: a lower-case path such as myteam/torch, a tag of letters, digits, '_', '.', '-' (at most 128)"
+    if not match:
+        raise BadInput(f"{option} {value!r} is not a valid image reference", fix=fix)
+    domain = match.group("domain")
+    if domain and not ("." in domain or ":" in domain or domain == "localhost") and domain != domain.lower():
+        # Not a host (no '.', ':' or localhost): engines before distribution/reference v0.5 read it
+        # as the first path component, which must be lower case, and refuse it.
+        raise BadInput(f"{option} {value!r}: the repository path must be lower case", fix=fix)
+    name = value if match.group("tag") is None else value[: -len(match.group("tag")) - 1]
+    if len(name) > MAX_NAME_LENGTH:
+        raise BadInput(f"{option} {value[:40]!r}...: the name is {len(name)} characters, the limit is {MAX_NAME_LENGTH}", fix="use a shorter name")
+    if _IMAGE_ID.fullmatch(match.group("path")) and not match.group("domain"):
+        raise BadInput(f"{option} {value!r} is a 64-hex image id, which the engine refuses as a name", fix="use a name such as myteam/torch")
+    return value if match.group("tag") is not None else f"{value}:latest"
+
+
+def split_reference(ref: str) -> tuple[str, str]:
+    """("repo", "tag") of a checked reference; a registry port is not mistaken for a tag."""
+    full = check_image_reference(ref)
+    repo, _, tag = full.rpartition(":")
+    return repo, tag
+
+
+def require_cuda(stack: Stack) -> str:
+    """NVIDIA_REQUIRE_CUDA for the stack: the runtime refuses drivers that cannot run it.
+
+    The matrix's own constraint (copied from the nvidia/cuda image) wins; otherwise CUDA and the
+    minimum driver are ANDed (comma) in the NVIDIA container runtime's constraint syntax. Empty
+    for CPU stacks: there is nothing to require.
+    """
+    if stack.is_cpu:
+        return ""
+    if stack.require_cuda:
+        return stack.require_cuda
+    parts = [f"cuda>={stack.cuda}"]
+    if stack.min_driver:
+        parts.append(f"driver>={stack.min_driver}")
+    return ",".join(parts)
+
+
+def image_labels(stack: Stack, lock_hash: str, backend: str) -> dict[str, str]:
+    """The io.gpuenv.* labels a built image of `stack` carries (CONTRACTS.md, "Image labels")."""
+    return {
+        STACK_LABEL: stack.stack_id,
+        LABEL_PREFIX + "cuda": stack.cuda,
+        LABEL_PREFIX + "cuda_version": stack.cuda_version or "",
+        LABEL_PREFIX + "framework": stack.framework,
+        LABEL_PREFIX + "framework_version": stack.framework_version,
+        LABEL_PREFIX + "python": stack.python,
+        LABEL_PREFIX + "min_driver": stack.min_driver or "",
+        LOCK_HASH_LABEL: lock_hash,
+        LABEL_PREFIX + "lock_backend": backend,
+        LABEL_PREFIX + "stack_json": stack_json(stack),
+    }
+
+
+def oci_labels(stack: Stack, lock: "LockFile", base_image: str) -> dict[str, str]:
+    """The org.opencontainers.image.* labels: what the image is, from the stack and the lock alone.
+
+    No build time: `created` is the lock's date (SOURCE_DATE_EPOCH when set, else when the lock
+    was made), so the same inputs give the same labels, and the same image.
+    """
+    labels = {
+        "org.opencontainers.image.title": f"gpuenv {stack.stack_id}",
+        "org.opencontainers.image.description": (f"Locked {stack.framework} {stack.framework_version} environment "
+                                                 f"(CUDA {stack.cuda}, Python {stack.python}) built by gpuenv"),
+        "org.opencontainers.image.version": lock.sha256,
+        "org.opencontainers.image.source": SOURCE_URL,
+        "org.opencontainers.image.base.name": base_image,
+        "org.opencontainers.image.vendor": f"gpuenv {__version__}",
+    }
+    epoch = source_date_epoch(lock)
+    if epoch is not None:
+        labels["org.opencontainers.image.created"] = datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return labels
+
+
+def source_date_epoch(lock: "LockFile") -> int | None:
+    """The image's date: SOURCE_DATE_EPOCH (the reproducible-builds convention) when set, else the lock's."""
+    import os
+
+    value = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if value.isdigit():
+        return int(value)
+    return lock.locked_at
+
+
+def stack_from_labels(labels: dict[str, str]) -> Stack | None:
+    """The stack an image was built for, read back from its labels (None for foreign images)."""
+    raw = labels.get(LABEL_PREFIX + "stack_json")
+    if not raw:
+        return None
+    try:
+        return Stack.from_dict(json.loads(raw))
+    except (ValueError, TypeError):
+        return None
+
+
+# ---------------------------------------------------------------- the lock
+
+
+@dataclass(frozen=True)
+class LockFile:
+    """The one file of a lock directory that the image installs, and its identity."""
+
+    path: Path
+    backend: str
+    sha256: str
+    #: When it was locked (epoch seconds), from its metadata; None for locks made before gpuenv recorded it.
+    locked_at: int | None = None
+
+
+def read_lock(lock_dir: Path, stack: Stack | None = None) -> LockFile:
+    """The lock file of `lock_dir`, verified against its metadata (and `stack`): its hash names the image.
+
+    Through gpuenv.envs.lockdir, the owner of the lock directory: the backend's file that the metadata
+    names (never a stray file of the other backend), unchanged since it was locked.
+    """
+    lock = lockdir.verify(Path(lock_dir), stack)
+    return LockFile(lock.path, lock.backend, lock.sha256, lock.metadata.locked_at)
+
+
+# ---------------------------------------------------------------- the build
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    """Everything one `docker build` needs, decided before the engine is asked anything."""
+
+    stack: Stack
+    lock: LockFile
+    lock_dir: Path
+    base_image: str
+    tags: list[str]
+    buildargs: dict[str, str]
+    labels: dict[str, str]
+    ca_cert: Path | None = None
+    wheelhouse: Path | None = None
+    validate_dir: Path = VALIDATE_DIR
+    docker_dir: Path = DOCKER_DIR
+    dockerfile: str = DOCKERFILE_IN_CONTEXT
+    nocache: bool = False
+    #: The wheelhouse holds every wheel of the lock: the install asks no index and the build has no network.
+    no_index: bool = False
+    #: Installers the host supplies (uv, micromamba, a standalone Python); None: not gathered yet.
+    tools: BuildTools | None = None
+
+
+def cuda_driver_floors(stack: Stack, matrix: Matrix | None = None) -> str:
+    """``"12.4=550.54.14 12.1=530.30.02 ..."``: what the image's start-up driver gate suggests.
+
+    The CUDA releases of the stack's major at or below its own, newest first, each with the
+    driver it needs, so a container on an older driver can name the `--cuda` it could run.
+    Empty for CPU stacks (no gate).
+    """
+    if stack.is_cpu or not stack.min_driver:
+        return ""
+    from gpuenv.compat.matrix import load_matrix, version_key
+
+    matrix = matrix or load_matrix()
+    own = version_key(stack.cuda)
+    mine = [r for r in matrix.cuda_releases if r.major == own.major and version_key(r.minor) <= own and r.floor]
+    mine.sort(key=lambda r: version_key(r.minor), reverse=True)
+    return " ".join(f"{r.minor}={r.floor}" for r in mine)
+
+
+def build_args(stack: Stack, lock: LockFile, *, base_image: str | None = None) -> dict[str, str]:
+    """The Dockerfile's build arguments for `stack` (names match the ARGs in docker/Dockerfile).
+
+    Only what the instructions use: the labels are given to the build once (`BuildPlan.labels`),
+    and nothing here depends on when the build runs.
+    """
+    return {
+        "BASE_IMAGE": base_image or stack.base_image,
+        "PYTHON_VERSION": stack.python,
+        "REQUIRE_CUDA": require_cuda(stack),
+        "CUDA_DRIVER_FLOORS": cuda_driver_floors(stack),
+        "MIN_DRIVER": stack.min_driver or "",
+    }
+
+
+def check_build_options(
+    *, tag: str | None = None, ca_cert: str | Path | None = None, wheelhouse: str | Path | None = None,
+    team_file: str | Path | None = None, backend: str | None = None,
+) -> None:
+    """The build's own options, checked before the stack is resolved, locked or built (BadInput)."""
+    if tag is not None:
+        check_image_reference(tag)
+    if ca_cert is not None and not Path(ca_cert).is_file():
+        raise BadInput(f"--ca-cert {ca_cert}: no such file", fix="give the path of a PEM CA bundle")
+    if wheelhouse is not None and not Path(wheelhouse).is_dir():
+        raise BadInput(f"--wheelhouse {wheelhouse}: no such folder", fix="give a folder of .whl files")
+    if team_file is not None and not Path(team_file).exists():
+        raise BadInput(f"--team-file {team_file}: no such file", fix="give the path of a team file like envs/team.yml")
+    if backend is not None and backend not in LOCK_FILES:
+        raise BadInput(f"--backend {backend!r} is not known", fix=f"use one of {', '.join(LOCK_FILES)}")
+
+
+def plan_build(
+    stack: Stack,
+    lock_dir: Path,
+    *,
+    base_image: str | None = None,
+    tag: str | None = None,
+    ca_cert: Path | None = None,
+    wheelhouse: Path | None = None,
+    nocache: bool = False,
+    validate_dir: Path = VALIDATE_DIR,
+    offline: bool = False,
+    arch: str | None = None,
+) -> BuildPlan:
+    """Check the user's paths and decide tags, build arguments and labels for one build.
+
+    A wheelhouse that holds every wheel of a uv lock makes the build ask no index and run
+    without network (`no_index`); `offline` requires that, naming every missing wheel first.
+    """
+    if tag is not None:
+        check_image_reference(tag)
+    lock = read_lock(lock_dir, stack)
+    if ca_cert is not None:
+        ca_cert = Path(ca_cert)
+        if not ca_cert.is_file():
+            raise BadInput(f"--ca-cert {ca_cert}: no such file", fix="give the path of a PEM CA bundle")
+    if wheelhouse is not None:
+        wheelhouse = Path(wheelhouse)
+        if not wheelhouse.is_dir():
+            raise BadInput(f"--wheelhouse {wheelhouse}: no such folder", fix="give a folder of .whl files")
+    if not Path(validate_dir).is_dir():
+        raise DataError(f"validation suite folder {validate_dir} is missing", fix="restore validate/ from the repository")
+    no_index = _wheels_only(stack, lock, wheelhouse, offline, arch)
+    tags = image_tags(stack, lock.sha256, [tag] if tag else [])
+    for ref in tags:  # every tag, before the build: the engine must not refuse one after it
+        check_image_reference(ref, "image tag")
+    return BuildPlan(
+        stack=stack,
+        lock=lock,
+        lock_dir=Path(lock_dir),
+        base_image=base_image or stack.base_image,
+        tags=tags,
+        buildargs=build_args(stack, lock, base_image=base_image),
+        labels={**image_labels(stack, lock.sha256, lock.backend), **oci_labels(stack, lock, base_image or stack.base_image)},
+        ca_cert=ca_cert,
+        wheelhouse=wheelhouse,
+        validate_dir=Path(validate_dir),
+        nocache=nocache,
+        no_index=no_index,
+    )
+
+
+#: `docker info` / uname architectures, as wheel platform tags end.
+_WHEEL_ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
+
+
+def _wheels_only(stack: Stack, lock: LockFile, wheelhouse: Path | None, offline: bool, arch: str | None) -> bool:
+    """Whether the build installs from the wheelhouse alone (no index, no network)."""
+    import platform
+
+    from gpuenv.envs import wheelhouse as wheels
+
+    if offline and wheelhouse is None:
+        raise BadInput("--offline needs --wheelhouse", fix="give the folder that holds every wheel of the lock (see the README's air-gapped recipe)")
+    if offline and lock.backend != "uv":
+        raise BadInput("--offline builds need a uv lock", fix="lock with --backend uv (conda packages come from a channel)")
+    if wheelhouse is None or lock.backend != "uv":
+        return False
+    machine = arch or platform.machine()
+    cover = wheels.lock_coverage(lock.path, wheelhouse, python=stack.python, arch=_WHEEL_ARCH.get(machine.lower(), machine))
+    if offline:
+        wheels.require_complete(cover)
+    return cover.complete
+
+
+@dataclass(frozen=True)
+class Tree:
+    """A folder copied into the context as it is, its inner symbolic links kept as links."""
+
+    root: Path
+
+
+def context_entries(plan: BuildPlan) -> list[tuple[str, Path | bytes | Tree]]:
+    """The build context as (path in context, source file or bytes), in a stable order.
+
+    The CA bundle and the wheelhouse are always present (empty when not asked for) so the
+    Dockerfile's COPY lines stay the same and the install layer's cache depends on content only.
+    """
+    entries: list[tuple[str, Path | bytes | Tree]] = [
+        ("docker/Dockerfile", plan.docker_dir / "Dockerfile"),
+        ("docker/install-env.sh", plan.docker_dir / "install-env.sh"),
+        ("docker/ca-env.sh", plan.docker_dir / "ca-env.sh"),
+        ("docker/entrypoint.sh", plan.docker_dir / "entrypoint.sh"),
+        ("ca/ca-bundle.crt", plan.ca_cert if plan.ca_cert else b""),
+        ("wheels/.keep", b""),
+        *([("wheels/.no-index", b"")] if plan.no_index else []),
+        ("tools/.keep", b""),
+    ]
+    if plan.tools is not None:
+        entries.append(("tools/uv", plan.tools.uv))
+        if plan.tools.micromamba is not None:
+            entries.append(("tools/micromamba", plan.tools.micromamba))
+        if plan.tools.python is not None:
+            entries.append(("tools/python", Tree(plan.tools.python)))
+    if plan.wheelhouse:
+        entries += [(f"wheels/{w.name}", w) for w in sorted(plan.wheelhouse.glob("*.whl"))]
+    # Only the lock file: the install layer's cache then depends on exactly the bytes whose hash
+    # names the image (stack.json of the lock directory holds paths and tool versions).
+    entries.append((f"lock/{plan.lock.path.name}", plan.lock.path))
+    entries.append(("stack.json", (stack_json(plan.stack) + "\n").encode()))
+    entries += [(f"validate/{p.relative_to(plan.validate_dir)}", p) for p in _files_under(plan.validate_dir)]
+    return entries
+
+
+def _files_under(root: Path) -> list[Path]:
+    return sorted(
+        p for p in root.rglob("*") if p.is_file() and not (set(p.relative_to(root).parts) & _SKIP_NAMES)
+    )
+
+
+def write_context(plan: BuildPlan, out: IO[bytes]) -> None:
+    """Write the build context as a tar stream to `out`.
+
+    Owners and times are normalised so the classic builder's COPY cache depends on file content
+    and mode only: rebuilding after a `touch` (or a fresh checkout) reuses the install layer.
+    """
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for name, source in context_entries(plan):
+            if isinstance(source, bytes):
+                info = tarfile.TarInfo(name)
+                info.size = len(source)
+                info.mode = 0o644
+                tar.addfile(_normalised(info), io.BytesIO(source))
+            elif isinstance(source, Tree):
+                # A standalone Python: relocatable, with relative links (python3 -> python3.11).
+                tar.add(str(source.root), arcname=name, recursive=True, filter=_normalised)
+            else:
+                # Links are followed: a symlinked CA bundle (/etc/ssl/certs/ca-bundle.crt on RHEL)
+                # or wheel must reach the build as its content, not as a link that dangles there.
+                real = Path(source).resolve(strict=True)
+                info = tar.gettarinfo(str(real), arcname=name)
+                with open(real, "rb") as fh:
+                    tar.addfile(_normalised(info), fh)
+
+
+def _normalised(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    info.mtime = 0
+    info.mode = 0o755 if info.mode & 0o111 else 0o644
+    return info
+
+
+# ---------------------------------------------------------------- images present on the engine
+
+
+def build_hint(stack: Stack) -> str:
+    """The command that builds `stack`, for error messages."""
+    args = f"--cuda {stack.cuda} --framework {stack.framework}"
+    args += f" --{'torch' if stack.framework == 'torch' else 'tensorflow'} {stack.framework_version}"
+    return f"run invoke build {args} --python {stack.python}"
+
+
+def pick_image(found: list[ImageInfo], stack: Stack, lock_hash: str | None) -> str:
+    """The id of the newest image of `stack` built from the lock with `lock_hash` (its
+    io.gpuenv.lock_hash label); with no lock to compare (None), the newest image of the stack.
+
+    Raises GpuenvError saying which lock was wanted and what exists: an image built from an
+    older lock is never used silently.
+    """
+    if not found:
+        raise GpuenvError(f"no gpuenv image for stack {stack.stack_id}", fix=build_hint(stack))
+    matching = found if lock_hash is None else [img for img in found if img.labels.get(LOCK_HASH_LABEL) == lock_hash]
+    if not matching:
+        others = ", ".join(sorted({(img.labels.get(LOCK_HASH_LABEL) or "none")[:TAG_HASH_LENGTH] for img in found}))
+        raise GpuenvError(
+            f"no image of stack {stack.stack_id} was built from the current lock {lock_hash[:TAG_HASH_LENGTH]} "  # type: ignore[index]
+            f"(images here were built from locks {others})",
+            fix=build_hint(stack) + " to build it from the current lock",
+        )
+    return max(matching, key=lambda img: img.created).id
+
+
+def image_for_stack(stack: Stack, lock_dir: Path | None = None) -> str:
+    """The id of the newest gpuenv image of `stack` built from its current lock (found by labels,
+    not by tag name). `lock_dir` defaults to the stack's lock directory; without a lock file
+    there, the newest image of the stack.
+
+    Raises GpuenvError with the build command when there is none: `invoke run` and the
+    validation task never pull.
+    """
+    from gpuenv import engine
+
+    if lock_dir is None:
+        from gpuenv.envs.locking import lock_directory  # not at module level: locking is heavier
+
+        lock_dir = lock_directory(stack)
+    # No lock: the newest image of the stack. A lock that fails its checks is an error, never
+    # a silent fallback to whatever image is newest.
+    lock_hash = read_lock(lock_dir, stack).sha256 if lockdir.has_lock(lock_dir) else None
+    return pick_image(engine.find_images({STACK_LABEL: stack.stack_id}), stack, lock_hash)
+
+
+def is_cpu_image(ref: str) -> bool:
+    """Whether a local image was built for a CPU stack (its labels say so): `invoke run --image`
+    then asks for no GPU by default, so it runs on hosts without the NVIDIA runtime."""
+    from gpuenv import engine
+
+    info = engine.image_info(ref)
+    labels = info.labels if info else {}
+    stack = stack_from_labels(labels)
+    return stack.is_cpu if stack else labels.get(LABEL_PREFIX + "cuda") == "cpu"
+
+
+def built_images() -> list[ImageInfo]:
+    """The tagged gpuenv images on the engine, newest first (an untagged one is no image to use)."""
+    from gpuenv import engine
+
+    found = [img for img in engine.find_images({STACK_LABEL: None}) if img.tags]
+    return sorted(found, key=lambda img: img.created, reverse=True)
+
+
+def supply_tools(plan: BuildPlan, progress: Callable[[str], None] | None = None) -> BuildPlan:
+    """`plan` with the installers its install stage needs, gathered on the host (gpuenv.envs.buildtools).
+
+    The base image is made present first (pulled once when missing, as the build would) and
+    asked whether it has the stack's Python; when it has none, a standalone CPython goes in.
+    """
+    from dataclasses import replace
+
+    from gpuenv.envs import buildtools
+    from gpuenv import engine
+
+    engine.ensure_image(plan.base_image, progress=(lambda text: progress(text.rstrip())) if progress else None)
+    needs_python = plan.lock.backend != "conda-lock"  # a conda lock brings its own Python
+    has_python = not needs_python or engine.image_python(plan.base_image, plan.stack.python) is not None
+    tools = buildtools.gather(
+        backend=plan.lock.backend,
+        python=plan.stack.python,
+        arch=engine.architecture(),
+        base_has_python=has_python,
+        ca_cert=plan.ca_cert,
+        progress=progress,
+    )
+    return replace(plan, tools=tools)
+
+
+def build_stack_image(plan: BuildPlan, progress: Callable[[str], None] | None = None) -> BuildResult:
+    """Assemble the context of `plan` in a temporary file and build it through the engine.
+
+    The engine tags the image only when the build succeeded; a failed or interrupted build
+    leaves every tag of the stack where it was. The labels are given here, once; with a
+    complete wheelhouse the build runs with no network. `BuildResult.reused` says that the
+    first tag already named the very image the build gave (nothing changed).
+    """
+    import tempfile
+
+    from gpuenv import engine
+
+    if plan.tools is None:
+        plan = supply_tools(plan, progress)
+    before = engine.image_info(plan.tags[0])
+    with tempfile.TemporaryFile(prefix="gpuenv-context-") as context:
+        write_context(plan, context)
+        context.seek(0)
+        result = engine.build_image(
+            context,
+            dockerfile=plan.dockerfile,
+            tags=plan.tags,
+            buildargs=plan.buildargs,
+            labels=plan.labels,
+            network_mode="none" if plan.no_index else None,
+            cache_tag=build_cache_tag(plan.stack, plan.lock.sha256),
+            nocache=plan.nocache,
+            progress=progress,
+        )
+    result.reused = before is not None and before.id == result.image.id
+    return result
+
+
+def format_size(size: int) -> str:
+    """Bytes as the engine's CLI shows them (decimal units), e.g. ``1.93 GB``."""
+    value = float(size)
+    for unit in ("B", "kB", "MB", "GB"):
+        if value < 1000 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.2f} {unit}"
+        value /= 1000
+    return f"{value:.2f} GB"

@@ -1,0 +1,557 @@
+"""Recorded hosts as input: `nvidia-smi -q -x` (XML), `nvidia-smi -q` (text) and gpuenv's own
+recording, each turned into one recording of NVML answers (pure, stdlib only).
+
+The recording is what NVIDIA DCGM's `nvml_api_recorder` keeps: for each NVML function the suite
+calls, per device and per argument, the answer or the error. `capture_replay.ReplayNvml` answers
+the suite's pynvml calls from it, so a captured server goes through the same `validate/host/nvml.py`
+readers and the same verdicts as a live one. nvidia-smi prints values it could not read as
+"N/A" (not recorded: NVML answers NotSupported) or as the error ("GPU is lost": recorded as
+NVMLError_GpuIsLost, so the GPU reads as lost). What a capture cannot hold (compute capability,
+NVLink state, SM counts of whole GPUs) stays unrecorded, and the readers leave it None.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+RECORDING_FORMAT = "gpuenv-nvml-recording/1"
+ERROR_KEY = "$error"
+
+#: NVML constants the recorded argument keys use (same values as nvidia-ml-py's).
+NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
+NVML_VOLATILE_ECC = 0
+NVML_CLOCK_GRAPHICS = 0
+NVML_CLOCK_SM = 1
+NVML_CLOCK_MEM = 2
+NVML_TEMPERATURE_GPU = 0
+
+#: nvidia-smi's words for a value it could not read, and the NVML error each stands for.
+ERROR_WORDS = {
+    "gpu is lost": "NVMLError_GpuIsLost",
+    "unknown error": "NVMLError_Unknown",
+    "insufficient permissions": "NVMLError_NoPermission",
+    "gpu requires reset": "NVMLError_ResetRequired",
+}
+NOT_AVAILABLE = {"", "n/a", "[n/a]", "not supported", "[not supported]", "none", "requested functionality has been deprecated"}
+
+#: Clock-event reasons: NVML bit, nvidia-smi XML tag suffix, nvidia-smi text label.
+CLOCK_EVENTS = (
+    (0x1, "gpu_idle", "Idle"),
+    (0x2, "applications_clocks_setting", "Applications Clocks Setting"),
+    (0x4, "sw_power_cap", "SW Power Cap"),
+    (0x8, "hw_slowdown", "HW Slowdown"),
+    (0x10, "sync_boost", "Sync Boost"),
+    (0x20, "sw_thermal_slowdown", "SW Thermal Slowdown"),
+    (0x40, "hw_thermal_slowdown", "HW Thermal Slowdown"),
+    (0x80, "hw_power_brake_slowdown", "HW Power Brake Slowdown"),
+    (0x100, "display_clocks_setting", "Display Clock Setting"),
+)
+
+
+class CaptureError(ValueError):
+    """The file is not a capture this suite reads; the message names the file and what to give."""
+
+
+def call_key(function: str, *args: Any) -> str:
+    """The recording's key of one NVML call: its name, and its arguments after the handle."""
+    return f"{function}({','.join(str(a) for a in args)})" if args else function
+
+
+def error_answer(name: str) -> dict[str, str]:
+    return {ERROR_KEY: name}
+
+
+# --- one tree for both nvidia-smi forms -----------------------------------------------------
+
+
+@dataclass
+class Node:
+    """One element of nvidia-smi's output: a tag (XML) or label (text), its value, its children."""
+
+    tag: str
+    text: str = ""
+    children: list["Node"] = field(default_factory=list)
+
+    def child(self, name: str) -> "Node | None":
+        wanted = name.lower()
+        return next((c for c in self.children if c.tag.lower() == wanted), None)
+
+    def all(self, name: str) -> list["Node"]:
+        wanted = name.lower()
+        return [c for c in self.children if c.tag.lower() == wanted]
+
+    def find(self, paths: str) -> "Node | None":
+        """The first node on any of the '|'-separated paths ('a/b|A/B')."""
+        for path in paths.split("|"):
+            node: Node | None = self
+            for part in path.split("/"):
+                node = node.child(part) if node is not None else None
+            if node is not None:
+                return node
+        return None
+
+    def descendant(self, name: str) -> "Node | None":
+        """The first node of this name at any depth (text output nests some labels)."""
+        for c in self.children:
+            if c.tag.lower() == name.lower():
+                return c
+            found = c.descendant(name)
+            if found is not None:
+                return found
+        return None
+
+    def value(self, paths: str) -> str | None:
+        node = self.find(paths)
+        return None if node is None else node.text.strip()
+
+
+def _from_element(element: ET.Element) -> Node:
+    return Node(element.tag, (element.text or "").strip(), [_from_element(c) for c in element])
+
+
+_GPU_HEAD = re.compile(r"^GPU\s+([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f]+)$")
+_TEXT_LINE = re.compile(r"^(?P<indent> *)(?P<label>[^:]+?)\s*(?::\s?(?P<value>.*))?$")
+
+
+def _text_tree(lines: list[str]) -> Node:
+    """`nvidia-smi -q` text: indentation (4 spaces a level) nests labels; 'Label : value'."""
+    root = Node("nvidia_smi_log")
+    stack: list[tuple[int, Node]] = [(-1, root)]
+    for raw in lines:
+        if not raw.strip() or raw.startswith("="):
+            continue
+        match = _TEXT_LINE.match(raw.rstrip())
+        if match is None:
+            continue
+        depth = len(match.group("indent")) // 4
+        label, value = match.group("label").strip(), (match.group("value") or "").strip()
+        gpu_head = _GPU_HEAD.match(raw.strip())
+        if depth == 0 and gpu_head:
+            node = Node("gpu", gpu_head.group(1))  # "GPU 00000000:18:00.0" opens a GPU
+        else:
+            node = Node(label, value)
+        while stack and stack[-1][0] >= depth:
+            stack.pop()
+        stack[-1][1].children.append(node)
+        stack.append((depth, node))
+    return root
+
+
+# --- values ---------------------------------------------------------------------------------
+
+
+def _error_of(text: str | None) -> str | None:
+    """The NVML error nvidia-smi printed in place of a value ("GPU is lost", "[Unknown Error]")."""
+    return ERROR_WORDS.get((text or "").strip().strip("[]").strip().lower())
+
+
+def _number(text: str | None) -> float | None:
+    """'40960 MiB' -> 40960.0, '16x' -> 16, '400.00 W' -> 400.0; None when not a number."""
+    match = re.match(r"^\s*(-?\d+(?:\.\d+)?)", text or "")
+    return float(match.group(1)) if match else None
+
+
+def _bytes(text: str | None) -> int | None:
+    number = _number(text)
+    if number is None:
+        return None
+    unit = (text or "").split()[-1].lower() if len((text or "").split()) > 1 else "mib"
+    scale = {"b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "kb": 10**3, "mb": 10**6, "gb": 10**9}.get(unit, 2**20)
+    return int(number * scale)
+
+
+def _yes(text: str | None) -> bool | None:
+    word = (text or "").strip().lower()
+    if word in ("yes", "enabled", "active", "true"):
+        return True
+    if word in ("no", "disabled", "not active", "false"):
+        return False
+    return None
+
+
+class _Answers:
+    """Collects one device's answers; a value nvidia-smi could not read is left out (NotSupported)
+    or recorded as the error it printed."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, Any] = {}
+
+    def put(self, key: str, raw: str | None, value: Any) -> None:
+        error = _error_of(raw)
+        if error:
+            self.calls[key] = error_answer(error)
+        elif value is not None:
+            self.calls[key] = value
+
+
+def _first_error(*raws: str | None) -> str | None:
+    """The first raw value that is one of nvidia-smi's error words ("GPU is lost"), or None."""
+    return next((r for r in raws if _error_of(r)), None)
+
+
+# --- one GPU --------------------------------------------------------------------------------
+
+
+def _ecc_uncorrected(gpu: Node) -> tuple[str | None, int | None]:
+    """Volatile uncorrected ECC errors: DRAM and SRAM uncorrectable (new drivers) or the
+    double-bit total (old drivers); (raw text of the first, the sum)."""
+    volatile = gpu.find("ecc_errors/volatile|ECC Errors/Volatile")
+    if volatile is None:
+        return None, None
+    old = volatile.find("double_bit/total|Double Bit/Total")
+    if old is not None:
+        return old.text, None if _number(old.text) is None else int(_number(old.text))  # type: ignore[arg-type]
+    parts = [c for c in volatile.children if "uncorrect" in c.tag.lower() and "threshold" not in c.tag.lower()]
+    raws = [c.text for c in parts]
+    numbers = [_number(t) for t in raws]
+    known = [int(n) for n in numbers if n is not None]
+    return (_first_error(*raws) or (raws[0] if raws else None)), (sum(known) if known else None)
+
+
+def _clock_events(gpu: Node) -> tuple[str | None, int | None]:
+    section = gpu.find("clocks_event_reasons|clocks_throttle_reasons|Clocks Event Reasons|Clocks Throttle Reasons")
+    if section is None:
+        return None, None
+    mask, seen, raw = 0, False, None
+    for bit, tag, label in CLOCK_EVENTS:
+        node = None
+        for name in (f"clocks_event_reason_{tag}", f"clocks_throttle_reason_{tag}", label):
+            node = section.descendant(name)
+            if node is not None:
+                break
+        if node is None and tag == "display_clocks_setting":
+            node = section.descendant("clocks_event_reason_display_clock_setting")
+        if node is None:
+            continue
+        raw = raw or (node.text if _error_of(node.text) else None)
+        state = _yes(node.text)
+        if state is not None:
+            seen = True
+            mask |= bit if state else 0
+    return raw, mask if seen else None
+
+
+def _processes(gpu: Node) -> list[dict[str, Any]]:
+    """Each process nvidia-smi lists: pid, type (C, G, C+G), name, used bytes (None if N/A)."""
+    section = gpu.find("processes|Processes")
+    if section is None:
+        return []
+    out = []
+    for info in section.all("process_info"):  # XML
+        out.append({
+            "pid": int(_number(info.value("pid")) or 0), "type": info.value("type") or "C",
+            "name": info.value("process_name") or "", "used": _bytes(info.value("used_memory")),
+        })
+    for info in section.all("Process ID"):  # text: details nest under the pid
+        out.append({
+            "pid": int(_number(info.text) or 0), "type": info.value("Type") or "C",
+            "name": info.value("Name") or "", "used": _bytes(info.value("Used GPU Memory")),
+        })
+    return out
+
+
+def _mig_devices(gpu: Node, mig_uuids: dict[int, str], gpu_index: int) -> dict[str, dict[str, Any]]:
+    section = gpu.find("mig_devices|MIG Devices")
+    nodes = (section.all("mig_device") if section is not None else []) + gpu.all("MIG Device")
+    out: dict[str, dict[str, Any]] = {}
+    for position, node in enumerate(nodes):
+        index = _number(node.value("index|Index"))
+        slot = int(index) if index is not None else position
+        answers = _Answers()
+        # Older drivers and the text form print no MIG UUID; `nvidia-smi -L` does. Without it the
+        # instance keeps a name that says so, never an invented UUID.
+        own = node.value("uuid|UUID|MIG UUID") or ""
+        uuid = own if own.upper().startswith("MIG-") else mig_uuids.get(slot)
+        answers.put("nvmlDeviceGetUUID", None, uuid or f"MIG-unrecorded-gpu{gpu_index}-instance{slot}")
+        total = node.value("fb_memory_usage/total|Shared FB Memory Usage/Total|FB Memory Usage/Total")
+        used = node.value("fb_memory_usage/used|Shared FB Memory Usage/Used|FB Memory Usage/Used")
+        if _bytes(total) is not None:
+            answers.put("nvmlDeviceGetMemoryInfo", total, {"total": _bytes(total), "used": _bytes(used) or 0, "free": (_bytes(total) or 0) - (_bytes(used) or 0)})
+        sms = node.value("device_attributes/shared/multiprocessor_count|Device Attributes/Shared/Multiprocessor count")
+        if _number(sms) is not None:
+            answers.put("nvmlDeviceGetAttributes", sms, {"multiprocessorCount": int(_number(sms))})  # type: ignore[arg-type]
+        out[str(slot)] = answers.calls
+    return out
+
+
+def _descendant_value(section: Node | None, *names: str) -> str | None:
+    """The first of these labels anywhere under a section (new drivers nest power limits one
+    level deeper, under "GPU Ceiling Power Limit")."""
+    if section is None:
+        return None
+    for name in names:
+        node = section.descendant(name)
+        if node is not None:
+            return node.text
+    return None
+
+
+def _gpu_answers(gpu: Node, index: int, mig_uuids: dict[int, str]) -> dict[str, Any]:
+    a = _Answers()
+    name = gpu.value("product_name|Product Name")
+    a.put("nvmlDeviceGetName", name, name)
+    uuid = gpu.value("uuid|GPU UUID")
+    a.put("nvmlDeviceGetUUID", uuid, uuid)
+    bus = gpu.value("pci/pci_bus_id|PCI/Bus Id") or gpu.text
+    a.put("nvmlDeviceGetPciInfo", bus, {"busId": bus} if bus else None)
+    total, used = gpu.value("fb_memory_usage/total|FB Memory Usage/Total"), gpu.value("fb_memory_usage/used|FB Memory Usage/Used")
+    if _bytes(total) is not None and _bytes(used) is not None:
+        a.put("nvmlDeviceGetMemoryInfo", None, {"total": _bytes(total), "used": _bytes(used), "free": _bytes(total) - _bytes(used)})  # type: ignore[operator]
+    else:
+        a.put("nvmlDeviceGetMemoryInfo", _first_error(total, used), None)
+    ecc = gpu.value("ecc_mode/current_ecc|ECC Mode/Current")
+    a.put("nvmlDeviceGetCurrentEccMode", ecc, None if _yes(ecc) is None else int(bool(_yes(ecc))))
+    raw, uncorrected = _ecc_uncorrected(gpu)
+    a.put(call_key("nvmlDeviceGetTotalEccErrors", NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC), raw, uncorrected)
+    link = "pci/pci_gpu_link_info|PCI/GPU Link Info"
+    for key, path in (
+        ("nvmlDeviceGetCurrPcieLinkGeneration", "pcie_gen/current_link_gen|PCIe Generation/Current"),
+        ("nvmlDeviceGetMaxPcieLinkGeneration", "pcie_gen/max_link_gen|PCIe Generation/Max"),
+        ("nvmlDeviceGetGpuMaxPcieLinkGeneration", "pcie_gen/max_device_link_gen|PCIe Generation/Device Max"),
+        ("nvmlDeviceGetCurrPcieLinkWidth", "link_widths/current_link_width|Link Width/Current"),
+        ("nvmlDeviceGetMaxPcieLinkWidth", "link_widths/max_link_width|Link Width/Max"),
+    ):
+        section = gpu.find(link)
+        text = section.value(path) if section is not None else None
+        number = _number(text)
+        a.put(key, text, int(number) if number else None)  # 0 (host max on some hosts) means unknown
+    power = gpu.find("gpu_power_readings|power_readings|GPU Power Readings|Power Readings")
+    limit = _descendant_value(power, "current_power_limit", "enforced_power_limit", "Current Power Limit", "Enforced Power Limit", "power_limit", "Power Limit")
+    default = _descendant_value(power, "default_power_limit", "Default Power Limit")
+    draw = _descendant_value(power, "instant_power_draw", "power_draw", "Instantaneous Power Draw", "Power Draw")
+    a.put("nvmlDeviceGetEnforcedPowerLimit", limit, None if _number(limit) is None else int(_number(limit) * 1000))  # type: ignore[operator]
+    a.put("nvmlDeviceGetPowerManagementDefaultLimit", default, None if _number(default) is None else int(_number(default) * 1000))  # type: ignore[operator]
+    a.put("nvmlDeviceGetPowerUsage", draw, None if _number(draw) is None else int(_number(draw) * 1000))  # type: ignore[operator]
+    raw, mask = _clock_events(gpu)
+    a.put("nvmlDeviceGetCurrentClocksEventReasons", raw, mask)
+    mode = gpu.value("compute_mode|Compute Mode")
+    modes = {"default": 0, "exclusive_thread": 1, "prohibited": 2, "exclusive_process": 3}
+    a.put("nvmlDeviceGetComputeMode", mode, modes.get((mode or "").lower().replace(" ", "_")))
+    persistence = gpu.value("persistence_mode|Persistence Mode")
+    a.put("nvmlDeviceGetPersistenceMode", persistence, None if _yes(persistence) is None else int(bool(_yes(persistence))))
+    util = gpu.value("utilization/gpu_util|Utilization/GPU")
+    mem_util = gpu.value("utilization/memory_util|Utilization/Memory")
+    a.put("nvmlDeviceGetUtilizationRates", util, None if _number(util) is None else {"gpu": int(_number(util)), "memory": int(_number(mem_util) or 0)})  # type: ignore[arg-type]
+    for key, path in (
+        (call_key("nvmlDeviceGetClockInfo", NVML_CLOCK_SM), "clocks/sm_clock|Clocks/SM"),
+        (call_key("nvmlDeviceGetMaxClockInfo", NVML_CLOCK_SM), "max_clocks/sm_clock|Max Clocks/SM"),
+        (call_key("nvmlDeviceGetApplicationsClock", NVML_CLOCK_GRAPHICS), "applications_clocks/graphics_clock|Applications Clocks/Graphics"),
+        (call_key("nvmlDeviceGetDefaultApplicationsClock", NVML_CLOCK_GRAPHICS), "default_applications_clocks/graphics_clock|Default Applications Clocks/Graphics"),
+        (call_key("nvmlDeviceGetApplicationsClock", NVML_CLOCK_MEM), "applications_clocks/mem_clock|Applications Clocks/Memory"),
+        (call_key("nvmlDeviceGetDefaultApplicationsClock", NVML_CLOCK_MEM), "default_applications_clocks/mem_clock|Default Applications Clocks/Memory"),
+        (call_key("nvmlDeviceGetTemperature", NVML_TEMPERATURE_GPU), "temperature/gpu_temp|Temperature/GPU Current Temp"),
+    ):
+        text = gpu.value(path)
+        a.put(key, text, None if _number(text) is None else int(_number(text)))  # type: ignore[arg-type]
+    pending = gpu.value("retired_pages/pending_retirement|retired_pages/pending_blacklist"
+                        "|Retired Pages/Pending Page Retirement|Retired Pages/Pending Page Blacklist|Retired Pages/Pending")
+    a.put("nvmlDeviceGetRetiredPagesPendingStatus", pending, None if _yes(pending) is None else int(bool(_yes(pending))))
+    rows = gpu.find("remapped_rows|Remapped Rows")
+    if rows is not None and rows.children:
+        corr = rows.value("remapped_row_corr|Correctable Error")
+        unc = rows.value("remapped_row_unc|Uncorrectable Error")
+        row_pending = rows.value("remapped_row_pending|Pending")
+        failure = rows.value("remapped_row_failure|Remapping Failure Occurred")
+        if _yes(row_pending) is not None and _yes(failure) is not None:
+            a.put("nvmlDeviceGetRemappedRows", None, [int(_number(corr) or 0), int(_number(unc) or 0), int(bool(_yes(row_pending))), int(bool(_yes(failure)))])
+        else:
+            a.put("nvmlDeviceGetRemappedRows", _first_error(corr, unc, row_pending, failure), None)
+    mig = gpu.value("mig_mode/current_mig|MIG Mode/Current")
+    pending_mig = gpu.value("mig_mode/pending_mig|MIG Mode/Pending")
+    if _yes(mig) is not None:
+        a.put("nvmlDeviceGetMigMode", mig, [int(bool(_yes(mig))), int(bool(_yes(pending_mig) if _yes(pending_mig) is not None else _yes(mig)))])
+        if _yes(mig):
+            devices = _mig_devices(gpu, mig_uuids, index)
+            a.calls["mig"] = devices
+            a.calls["nvmlDeviceGetMaxMigDeviceCount"] = max([7] + [int(k) + 1 for k in devices])
+    processes = _processes(gpu)
+    compute = [p for p in processes if "C" in p["type"].upper()]
+    graphics = [p for p in processes if "G" in p["type"].upper()]
+    if gpu.find("processes|Processes") is not None:
+        a.calls["nvmlDeviceGetComputeRunningProcesses"] = [{"pid": p["pid"], "usedGpuMemory": p["used"]} for p in compute]
+        a.calls["nvmlDeviceGetGraphicsRunningProcesses"] = [{"pid": p["pid"], "usedGpuMemory": p["used"]} for p in graphics]
+    a.calls["process_names"] = {str(p["pid"]): p["name"] for p in processes if p["name"]}
+    return a.calls
+
+
+# --- whole captures -------------------------------------------------------------------------
+
+
+def _cuda_encoded(text: str | None) -> int | None:
+    match = re.match(r"^\s*(\d+)\.(\d+)", text or "")
+    return int(match.group(1)) * 1000 + int(match.group(2)) * 10 if match else None
+
+
+def recording_from_tree(root: Node, source: str, mig_uuids: dict[int, dict[int, str]] | None = None) -> dict[str, Any]:
+    """A recording of NVML answers from nvidia-smi's tree (XML or text)."""
+    gpus = root.all("gpu")
+    system: dict[str, Any] = {}
+    driver = re.match(r"^\s*(\d+(?:\.\d+)+)", root.value("driver_version|Driver Version|KMD Version") or "")
+    if driver:  # "610.57.04 [Deprecated ...]" on new drivers: the version only
+        system["nvmlSystemGetDriverVersion"] = driver.group(1)
+    cuda = _cuda_encoded(root.value("cuda_version|CUDA Version"))
+    if cuda is not None:
+        system["nvmlSystemGetCudaDriverVersion_v2"] = cuda
+    system["nvmlDeviceGetCount"] = len(gpus)
+    devices = [_gpu_answers(gpu, i, (mig_uuids or {}).get(i, {})) for i, gpu in enumerate(gpus)]
+    names = {pid: name for d in devices for pid, name in d.pop("process_names", {}).items()}
+    for pid, name in names.items():
+        system[call_key("nvmlSystemGetProcessName", pid)] = name
+    return with_compute_capabilities({"format": RECORDING_FORMAT, "source": source, "system": system, "devices": devices})
+
+
+def parse_xml(text: str, source: str = "nvidia-smi -q -x") -> dict[str, Any]:
+    """An `nvidia-smi -q -x` capture as a recording. The DOCTYPE is not fetched (stdlib parser)."""
+    try:
+        element = ET.fromstring(re.sub(r"<!DOCTYPE[^>]*>", "", text, count=1))
+    except ET.ParseError as err:
+        raise CaptureError(f"{source}: not well-formed nvidia-smi XML ({err}): capture it again with nvidia-smi -q -x > server.xml") from None
+    if element.tag != "nvidia_smi_log":
+        raise CaptureError(f"{source}: XML root is <{element.tag}>, not nvidia-smi's <nvidia_smi_log> (make it with nvidia-smi -q -x)")
+    return recording_from_tree(_from_element(element), source)
+
+
+_MIG_LINE = re.compile(r"^\s+MIG\s.*Device\s+(\d+):\s+\(UUID:\s*(MIG-[^)\s]+)\)")
+_GPU_LINE = re.compile(r"^GPU\s+(\d+):.*\(UUID:\s*(GPU-[^)\s]+)\)")
+
+
+def _mig_uuids_from_list(lines: list[str]) -> dict[int, dict[int, str]]:
+    """`nvidia-smi -L`: MIG instance UUIDs per GPU index and MIG device index."""
+    out: dict[int, dict[int, str]] = {}
+    gpu = None
+    for line in lines:
+        head = _GPU_LINE.match(line)
+        if head:
+            gpu = int(head.group(1))
+            continue
+        mig = _MIG_LINE.match(line)
+        if mig and gpu is not None:
+            out.setdefault(gpu, {})[int(mig.group(1))] = mig.group(2)
+    return out
+
+
+def _log_blocks(lines: list[str]) -> Iterator[tuple[str, list[str]]]:
+    """Each `nvidia-smi -q` block ("==NVSMI LOG==" up to the next "####" banner), with the
+    banner line above it (a capture file may hold idle and load runs)."""
+    banner, block = "", None
+    for line in lines:
+        if line.startswith("# ") and "::" in line:
+            banner = line
+        if "NVSMI LOG" in line:
+            block = []
+            continue
+        if block is not None:
+            if line.startswith("####"):
+                yield banner, block
+                block = None
+            else:
+                block.append(line)
+    if block is not None:
+        yield banner, block
+
+
+def parse_text(text: str, source: str = "nvidia-smi -q") -> dict[str, Any]:
+    """An `nvidia-smi -q` text capture as a recording. A file holding several runs (idle and
+    under load) gives the idle one: the state a server is validated in. MIG UUIDs come from an
+    `nvidia-smi -L` listing in the same file when there is one."""
+    lines = text.splitlines()
+    blocks = list(_log_blocks(lines))
+    if not blocks:
+        raise CaptureError(f"{source}: no '==NVSMI LOG==' block: give the output of nvidia-smi -q or nvidia-smi -q -x")
+    banner, block = next(((b, l) for b, l in blocks if "idle" in b.lower()), blocks[0])
+    recording = recording_from_tree(_text_tree(block), source + (f" ({banner.lstrip('# ').strip()})" if banner else ""), _mig_uuids_from_list(lines))
+    return recording
+
+
+def check_recording(data: Any, source: str) -> dict[str, Any]:
+    """gpuenv's own recording, checked enough that replay cannot trip on its shape."""
+    if not isinstance(data, dict) or not str(data.get("format", "")).startswith("gpuenv-nvml-recording/"):
+        raise CaptureError(f"{source}: JSON but not a {RECORDING_FORMAT} file (make one with python -m validate --record DIR)")
+    if data["format"] != RECORDING_FORMAT:
+        raise CaptureError(f"{source}: recording format {data['format']} is newer than this suite reads ({RECORDING_FORMAT}): update gpuenv")
+    if not isinstance(data.get("system"), dict) or not isinstance(data.get("devices"), list) or not all(isinstance(d, dict) for d in data["devices"]):
+        raise CaptureError(f"{source}: {RECORDING_FORMAT} file without 'system' and 'devices': it is damaged; record it again with python -m validate --record DIR")
+    return data
+
+
+def parse_capture(text: str, source: str = "capture") -> dict[str, Any]:
+    """Any capture this suite reads, by its content: XML, gpuenv JSON, or nvidia-smi -q text."""
+    head = text.lstrip()[:200]
+    if head.startswith("<"):
+        return parse_xml(text, source)
+    if head.startswith("{"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise CaptureError(f"{source}: not JSON ({err}): give a recording python -m validate --record DIR wrote, unchanged") from None
+        return check_recording(data, source)
+    return parse_text(text, source)
+
+
+def load_capture(path: str | Path) -> dict[str, Any]:
+    """Read a capture file; every way it is unusable is a CaptureError naming the file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CaptureError(f"{path} does not exist (give an nvidia-smi -q -x capture or a gpuenv recording)") from None
+    except IsADirectoryError:
+        raise CaptureError(f"{path} is a folder: give a capture file (nvidia-smi -q -x > host.xml)") from None
+    except UnicodeDecodeError:
+        raise CaptureError(f"{path} is not text: give an nvidia-smi -q -x capture or a gpuenv recording") from None
+    except OSError as err:
+        raise CaptureError(f"{path} cannot be read: {err.strerror or err}: give a capture file this user can read") from None
+    return parse_capture(text, str(path))
+
+
+# --- compute capability by product name (captures do not hold it) --------------------------
+
+ARCHS_FILE = Path(__file__).with_name("gpu_archs.yaml")
+
+
+@dataclass(frozen=True)
+class KnownArch:
+    compute_capability: str
+    source: str
+
+
+def load_archs(path: Path = ARCHS_FILE) -> dict[str, KnownArch]:
+    """Product name (lower case) -> compute capability and its source, from gpu_archs.yaml."""
+    from validate.simpleyaml import parse_simple_yaml
+
+    out: dict[str, KnownArch] = {}
+    for number, entry in enumerate(parse_simple_yaml(path.read_text(encoding="utf-8")).get("gpus", []), start=1):
+        names, cc, source = entry.get("nvml_names"), entry.get("compute_capability"), entry.get("source")
+        if not isinstance(names, list) or not isinstance(cc, str) or not re.match(r"^\d+\.\d+$", cc) or not source:
+            raise CaptureError(f"{path}: entry {number} needs nvml_names (list), compute_capability (\"X.Y\") and source")
+        for name in names:
+            out[str(name).strip().lower()] = KnownArch(cc, str(source))
+    return out
+
+
+def compute_capability_for(product_name: str, table: dict[str, KnownArch] | None = None) -> KnownArch | None:
+    """The compute capability of a product nvidia-smi names, or None: unknown, never guessed."""
+    return (table if table is not None else load_archs()).get(product_name.strip().lower())
+
+
+def with_compute_capabilities(recording: dict[str, Any]) -> dict[str, Any]:
+    """A capture's recording with nvmlDeviceGetCudaComputeCapability answered from gpu_archs.yaml
+    for the products it lists (NVML would answer it; nvidia-smi does not print it). Products not
+    in the table stay unanswered, so they read as unknown. Each filled answer is listed under
+    "derived" with its source."""
+    table = load_archs()
+    derived = recording.setdefault("derived", {})
+    for index, calls in enumerate(recording.get("devices", [])):
+        name = calls.get("nvmlDeviceGetName")
+        if "nvmlDeviceGetCudaComputeCapability" in calls or not isinstance(name, str):
+            continue
+        known = table.get(name.strip().lower())
+        if known is not None:
+            major, minor = (int(p) for p in known.compute_capability.split("."))
+            calls["nvmlDeviceGetCudaComputeCapability"] = [major, minor]
+            derived[f"GPU {index} compute capability"] = f"{known.compute_capability} for {name} ({known.source})"
+    return recording

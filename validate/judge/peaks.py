@@ -1,0 +1,263 @@
+"""The GPU table (gpu_peaks.yaml): datasheet peaks and the figures healthy GPUs measured (each
+with its public source), loaded, validated, and matched by NVML's GPU name.
+
+Images get only `validate/`, and PyYAML is not always there, so the file is kept to a strict
+YAML subset that `parse_simple_yaml` reads when PyYAML is missing (a test checks both agree).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from validate.simpleyaml import PeakTableError, parse_simple_yaml
+
+PEAKS_FILE = Path(__file__).with_name("gpu_peaks.yaml")
+
+#: Metric name -> field of the table; the speed checks use these names.
+METRICS = ("fp32_tflops", "tf32_tflops", "bf16_tflops", "fp16_tflops", "memory_bandwidth_gbs")
+
+#: The suite's own matmul (validate/measure/bench.py): a measurement taken this way confirms a floor.
+SUITE_MATMUL_METHODS = ("torch.matmul", "torch.mm")
+SUITE_MATMUL_N = 8192
+_DTYPES = {"fp32", "tf32", "bf16", "fp16", "bytes"}
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One figure a healthy GPU of a model measured, with how and where (a public source)."""
+
+    metric: str
+    value: float
+    method: str
+    n: int | None
+    dtype: str
+    source: str
+    date: str
+    note: str = ""
+
+    @property
+    def matches_suite(self) -> bool:
+        """Taken like the suite's own figure (torch.matmul at n = 8192, same dtype)?"""
+        return (
+            self.method in SUITE_MATMUL_METHODS
+            and self.n == SUITE_MATMUL_N
+            and self.metric == f"{self.dtype}_tflops"
+        )
+
+    def describe(self) -> str:
+        size = f"n={self.n}" if self.n else "no single n"
+        return f"{self.method} {self.dtype} {size}, {self.source}"
+
+
+@dataclass(frozen=True)
+class ReferenceFigure:
+    """The figure a floor is drawn from: the lowest confirmed measurement, else the lowest
+    unconfirmed one (then a figure below the floor warns instead of failing)."""
+
+    value: float
+    confirmed: bool
+    measurements: tuple[Measurement, ...]
+
+    def describe(self) -> str:
+        lowest = min(self.measurements, key=lambda m: m.value)
+        extra = f", lowest of {len(self.measurements)} units" if len(self.measurements) > 1 else ""
+        kind = "" if self.confirmed else "unconfirmed: "
+        return f"{kind}{lowest.describe()}{extra}"
+
+
+@dataclass(frozen=True)
+class GpuPeaks:
+    """Datasheet peaks of one GPU model (None where the model has no such mode)."""
+
+    model: str
+    nvml_names: tuple[str, ...]
+    source: str
+    fp32_tflops: float
+    tf32_tflops: float | None
+    bf16_tflops: float | None
+    fp16_tflops: float | None
+    memory_bandwidth_gbs: float
+    nvlink_gbs: float | None = None  # datasheet NVLink bandwidth per GPU, both directions
+    measured: tuple[Measurement, ...] = ()
+
+    def peak(self, metric: str) -> float | None:
+        """The datasheet figure: shown beside a measurement, never a floor."""
+        return getattr(self, metric)
+
+    def reference_for(self, metric: str) -> ReferenceFigure | None:
+        """What the floor for this metric is drawn from, or None: the figure is not judged."""
+        mine = [m for m in self.measured if m.metric == metric]
+        confirmed = [m for m in mine if m.matches_suite]
+        chosen = confirmed or mine
+        if not chosen:
+            return None
+        return ReferenceFigure(min(m.value for m in chosen), bool(confirmed), tuple(chosen))
+
+
+@dataclass(frozen=True)
+class Interconnect:
+    """The NCCL all-reduce floor for one kind of GPU-to-GPU link."""
+
+    name: str
+    min_fraction: float
+    of: str
+    source: str
+
+
+def _number(entry: dict[str, Any], key: str, where: str, optional: bool) -> float | None:
+    value = entry.get(key)
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise PeakTableError(f"{where}: {key} must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _measurements(entry: dict[str, Any], where: str) -> tuple[Measurement, ...]:
+    """The `measured_<metric>` lists: each item needs a value, method, n, dtype and an https source."""
+    out: list[Measurement] = []
+    for key, raw in entry.items():
+        if not key.startswith("measured_"):
+            continue
+        metric = key.removeprefix("measured_")
+        if metric not in METRICS:
+            raise PeakTableError(f"{where}: {key}: unknown metric (use one of {', '.join(METRICS)})")
+        if not isinstance(raw, list) or not raw:
+            raise PeakTableError(f"{where}: {key} must be a non-empty list of measurements")
+        for position, item in enumerate(raw):
+            at = f"{where}: {key}[{position}]"
+            if not isinstance(item, dict):
+                raise PeakTableError(f"{at} must be a mapping")
+            unknown = set(item) - {"value", "method", "n", "dtype", "source", "date", "note"}
+            if unknown:
+                raise PeakTableError(f"{at} has unknown keys {sorted(unknown)}")
+            value = item.get("value")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise PeakTableError(f"{at}: 'value' must be a positive number, got {value!r}")
+            for field in ("method", "date"):
+                if not isinstance(item.get(field), str) or not item[field]:
+                    raise PeakTableError(f"{at} needs a '{field}'")
+            if item.get("dtype") not in _DTYPES:
+                raise PeakTableError(f"{at}: 'dtype' must be one of {', '.join(sorted(_DTYPES))}")
+            size = item.get("n", "missing")
+            if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size <= 0):
+                raise PeakTableError(f"{at}: 'n' must be a matrix size or null, got {size!r}")
+            source = item.get("source")
+            if not isinstance(source, str) or not source.startswith("https://"):
+                raise PeakTableError(f"{at}: 'source' must be an https:// URL a reader can open, got {source!r}")
+            out.append(
+                Measurement(metric, float(value), item["method"], size, item["dtype"], source, str(item["date"]), str(item.get("note") or ""))
+            )
+    return tuple(out)
+
+
+def parse_interconnects(data: Any) -> dict[str, Interconnect]:
+    """The 'interconnects:' list: NCCL floors per link kind, each with its source."""
+    out: dict[str, Interconnect] = {}
+    for position, entry in enumerate(data.get("interconnects") or [] if isinstance(data, dict) else []):
+        where = f"interconnects[{position}]"
+        if not isinstance(entry, dict) or entry.get("name") not in ("nvlink", "pcie"):
+            raise PeakTableError(f"{where}: 'name' must be nvlink or pcie")
+        fraction = entry.get("min_fraction")
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
+            raise PeakTableError(f"{where}: 'min_fraction' must be a number in (0, 1]")
+        source = entry.get("source")
+        if not isinstance(source, str) or not source.startswith("https://"):
+            raise PeakTableError(f"{where}: 'source' must be an https:// URL, got {source!r}")
+        out[entry["name"]] = Interconnect(entry["name"], float(fraction), str(entry.get("of", "")), source)
+    return out
+
+
+def parse_table(data: Any) -> list[GpuPeaks]:
+    """Validate the loaded document and build the entries (every entry needs a source URL)."""
+    if not isinstance(data, dict) or not isinstance(data.get("gpus"), list):
+        raise PeakTableError("the peak table must have a top-level 'gpus:' list")
+    entries: list[GpuPeaks] = []
+    seen: dict[str, str] = {}
+    for position, entry in enumerate(data["gpus"]):
+        if not isinstance(entry, dict):
+            raise PeakTableError(f"gpus[{position}] must be a mapping")
+        where = f"gpus[{position}] ({entry.get('model', '?')})"
+        model = entry.get("model")
+        names = entry.get("nvml_names")
+        source = entry.get("source")
+        if not isinstance(model, str) or not model:
+            raise PeakTableError(f"{where}: 'model' is missing")
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+            raise PeakTableError(f"{where}: 'nvml_names' must be a non-empty list of names")
+        if not isinstance(source, str) or not source.startswith("https://"):
+            raise PeakTableError(f"{where}: 'source' must be an https:// URL, got {source!r}")
+        for name in names:
+            if name.lower() in seen:
+                raise PeakTableError(f"{where}: NVML name {name!r} is also listed by {seen[name.lower()]}")
+            seen[name.lower()] = model
+        entries.append(
+            GpuPeaks(
+                model=model,
+                nvml_names=tuple(names),
+                source=source,
+                fp32_tflops=_number(entry, "fp32_tflops", where, optional=False),  # type: ignore[arg-type]
+                tf32_tflops=_number(entry, "tf32_tflops", where, optional=True),
+                bf16_tflops=_number(entry, "bf16_tflops", where, optional=True),
+                fp16_tflops=_number(entry, "fp16_tflops", where, optional=True),
+                memory_bandwidth_gbs=_number(entry, "memory_bandwidth_gbs", where, optional=False),  # type: ignore[arg-type]
+                nvlink_gbs=_number(entry, "nvlink_gbs", where, optional=True),
+                measured=_measurements(entry, where),
+            )
+        )
+    return entries
+
+
+def _load(path: Path) -> Any:
+    text = path.read_text(encoding="utf-8")
+    try:
+        import yaml
+    except ImportError:
+        return parse_simple_yaml(text)
+    return yaml.safe_load(text)
+
+
+def load_peaks(path: Path = PEAKS_FILE) -> list[GpuPeaks]:
+    """Load and validate the table, with PyYAML when installed, else with the subset reader."""
+    return parse_table(_load(path))
+
+
+def load_interconnects(path: Path = PEAKS_FILE) -> dict[str, Interconnect]:
+    return parse_interconnects(_load(path))
+
+
+def nccl_floor(
+    interconnect: str, link_gbs: float | None, rules: dict[str, Interconnect]
+) -> tuple[float, str] | None:
+    """(minimum bus bandwidth GB/s, the rule in words) for an all-reduce over this interconnect,
+    or None when the link bandwidth or the rule is unknown."""
+    rule = rules.get(interconnect)
+    if rule is None or not link_gbs:
+        return None
+    return rule.min_fraction * link_gbs, f">= {rule.min_fraction:.2f} x {link_gbs:.4g} GB/s ({rule.of})"
+
+
+def peaks_for(gpu_name: str, table: list[GpuPeaks]) -> GpuPeaks | None:
+    """The entry whose NVML names include this name (case-insensitive), or None: no reference."""
+    wanted = gpu_name.strip().lower()
+    for entry in table:
+        if any(wanted == name.lower() for name in entry.nvml_names):
+            return entry
+    return None
+
+
+def interconnect_of(gpus: list[Any], table: list[GpuPeaks]) -> tuple[str, float | None]:
+    """How the GPUs talk to each other, and the one-way GB/s per GPU an all-reduce can use:
+    ("nvlink", datasheet NVLink / 2) when every GPU has active NVLinks (NVML), else ("pcie", the
+    slowest GPU's link). The figure is None when unknown (then only --baseline judges)."""
+    from validate.judge.thresholds import pcie_link_theoretical_gbs
+
+    if gpus and all(g.nvlink_active_links for g in gpus):
+        entries = [peaks_for(g.name, table) for g in gpus]
+        figures = [e.nvlink_gbs for e in entries if e is not None and e.nvlink_gbs]
+        return "nvlink", (min(figures) / 2 if len(figures) == len(gpus) else None)
+    links = [pcie_link_theoretical_gbs(g.pcie_link_gen_max, g.pcie_link_width_max) for g in gpus]
+    return "pcie", (min(links) if links and all(links) else None)  # type: ignore[type-var]

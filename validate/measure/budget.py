@@ -1,0 +1,42 @@
+"""How many processes a run starts that import PyTorch or TensorFlow, and what the quick suite
+should cost on N GPUs: each such process pays the framework import and a CUDA start-up (seconds),
+so they are the budget's unit. Counted from the same case lists the checks use."""
+
+from __future__ import annotations
+
+import math
+
+from validate.host.masking import UNSET_CASE, masking_cases, quick_cases
+from validate.measure.memory_modes import QUICK_MODES, SHARED_TF_MODE, TF_MODES, TORCH_MODES
+from validate.judge.thresholds import probe_parallelism
+
+
+def framework_processes(gpus: int, quick: bool, share_work: bool = True) -> dict[str, int]:
+    """Processes importing torch or tensorflow in one run on `gpus` GPUs (both frameworks
+    installed). `share_work`: the unset masking case and TensorFlow's growth-env memory figure
+    come from processes that run anyway (the pytest process, the TensorFlow info probe)."""
+    uuids = [f"GPU-{i:08x}-0000-0000-0000-000000000000" for i in range(gpus)]
+    cases = masking_cases(uuids)
+    if quick:
+        cases = quick_cases(cases, uuids)
+    per_framework = len([c for c in cases if not (share_work and c.name == UNSET_CASE)]) if gpus else 0
+
+    def modes(names: dict) -> int:
+        kept = [m for m in names if (not quick or m in QUICK_MODES) and not (share_work and m == SHARED_TF_MODE)]
+        return len(kept) if gpus else 0
+
+    return {
+        "pytest process (torch)": 1,
+        "tensorflow info probe": 1,
+        "memory probes (tensorflow)": modes(TF_MODES),
+        "memory probes (torch)": modes(TORCH_MODES),
+        "masking probes (torch)": per_framework,
+        "masking probes (tensorflow)": per_framework,
+        "all-reduce probe and its workers (torch)": 1 + gpus if gpus >= 2 else 0,
+    }
+
+
+def masking_waves(gpus: int, quick: bool, cpus: int) -> int:
+    """Rounds of parallel masking children per framework (they run `probe_parallelism` at a time)."""
+    count = framework_processes(gpus, quick)["masking probes (torch)"]
+    return math.ceil(count / probe_parallelism(["Default"], cpus)) if count else 0

@@ -1,0 +1,125 @@
+"""Per-check records and their three renderings: the table for people, JSON keyed by GPU UUID,
+and (through pytest's --junitxml) JUnit XML. Rendering is pure; only `write_json` touches disk."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from validate.files import write_text_atomic
+from validate.report.tables import format_table
+from validate.judge.thresholds import FAIL, PASS, SKIP
+
+REPORT_FORMAT = "gpuenv-validate-report/1"
+
+
+@dataclass
+class Record:
+    """One line of the report. `gpu` is a GPU UUID, or None for host-wide checks."""
+
+    check: str
+    gpu: str | None
+    measured: str
+    threshold: str
+    verdict: str
+    seconds: float | None = None
+    reason: str = ""
+    value: float | None = None  # the number a baseline compares, when there is one
+    test: str = ""
+    replayed: bool = False  # judged on a recorded host (--replay), not on this one
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _gpu_label(uuid: str | None, gpu_index: dict[str, int]) -> str:
+    if uuid is None:
+        return "host"
+    index = gpu_index.get(uuid)
+    short = uuid[:12]
+    return f"{index} {short}" if index is not None else short
+
+
+def render_table(records: list[Record], gpu_index: dict[str, int]) -> str:
+    """A plain-text table (check, GPU, measured, threshold, verdict, time) and the reasons below it."""
+    header = ("check", "GPU", "measured", "threshold", "verdict", "time")
+    rows = [
+        (
+            r.check,
+            _gpu_label(r.gpu, gpu_index),
+            r.measured,
+            r.threshold,
+            f"{r.verdict} (replayed)" if r.replayed else r.verdict,
+            "" if r.seconds is None else f"{r.seconds:.2f}s",
+        )
+        for r in records
+    ]
+    out = [format_table(header, rows, max_width=48)]
+    notes = [(n, r) for n, r in enumerate(records, start=1) if r.reason and r.verdict != PASS]
+    if notes:
+        out.append("")
+        out += [f"{r.verdict}: {r.check} [{_gpu_label(r.gpu, gpu_index)}]: {r.reason}" for _, r in notes]
+    return "\n".join(out)
+
+
+def summarise(records: list[Record]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for record in records:
+        counts[record.verdict] = counts.get(record.verdict, 0) + 1
+    return counts
+
+
+def build_json(
+    records: list[Record],
+    host: dict[str, Any],
+    gpus: list[dict[str, Any]],
+    frameworks: dict[str, Any],
+    exit_status: int,
+) -> dict[str, Any]:
+    """The JSON report: a "host" section, one section per GPU UUID, and a summary."""
+    report: dict[str, Any] = {
+        "format": REPORT_FORMAT,
+        "host": {
+            "nvml": host,
+            "frameworks": frameworks,
+            "checks": [r.to_dict() for r in records if r.gpu is None],
+        },
+    }
+    for gpu in gpus:
+        report[gpu["uuid"]] = {
+            "gpu": gpu,
+            "checks": [r.to_dict() for r in records if r.gpu == gpu["uuid"]],
+        }
+    counts = summarise(records)
+    report["summary"] = {
+        "verdicts": counts,
+        "failed": counts.get(FAIL, 0),
+        "skipped": counts.get(SKIP, 0),
+        "pytest_exit_status": exit_status,
+        "ok": exit_status == 0 and counts.get(FAIL, 0) == 0,
+        "seconds": round(sum(r.seconds or 0.0 for r in records), 2),
+    }
+    return report
+
+
+def write_json(path: str | Path, data: Any) -> None:
+    """Write JSON atomically (temp file in the same folder, then os.replace)."""
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def not_judged_note(records: list[Record], gpu_names: dict[str, str]) -> str | None:
+    """One line under the table when figures were measured but not judged (no like-for-like
+    reference for the model, no --baseline), naming the models, so "not judged" is never read
+    as a pass; None when every figure was judged."""
+    from validate.judge.thresholds import NOT_JUDGED_WORDS
+
+    figures = [r for r in records if r.verdict in NOT_JUDGED_WORDS and r.value is not None]
+    if not figures:
+        return None
+    models = sorted({gpu_names.get(r.gpu, "this host's CPU") if r.gpu else "this host's CPU" for r in figures})
+    return (
+        f"validate: {len(figures)} figure(s) measured but not judged (no measured reference for {', '.join(models)}): "
+        "save a baseline on a known-good server (--save-baseline, then --baseline) or compare the fleet median"
+    )
