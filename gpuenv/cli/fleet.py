@@ -258,13 +258,13 @@ class HostProgress:
 
 def _stack_image_ref() -> str:
     """Without --image: the local image of the stack resolved for this host, by its tag."""
-    from gpuenv import engine
-    from gpuenv.images import plan as images
     from gpuenv.compat.host import resolve_for_host
+    from gpuenv.engine import Engine
+    from gpuenv.images import plan as images
 
     stack = resolve_for_host()
     image_id = images.image_for_stack(stack)
-    info = engine.image_info(image_id)
+    info = Engine.local().image_info(image_id)
     if info is None or not info.tags:
         raise BadInput(f"the local image of {stack.stack_id} has no tag the hosts could know it by",
                        fix="push it (invoke push) and pass --image HOST/gpuenv/...@sha256:...")
