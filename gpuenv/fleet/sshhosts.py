@@ -28,7 +28,7 @@ from gpuenv.fleet.outcome import (
     AUTH_REFUSED, CANCELLED, ENGINE_NOT_ANSWERING, FAILED, NO_DOCKER, NO_GPU_RUNTIME, TIMEOUT, UNREACHABLE, HostOutcome,
     status_from_report,
 )
-from gpuenv.fleet.report import load_suite_report
+from gpuenv.fleet.suitereport import load_suite_report
 
 #: Folder inside the container where the suite writes its report and finds the baseline.
 RUN_DIR = "/tmp/gpuenv-fleet"
