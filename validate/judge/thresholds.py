@@ -499,8 +499,10 @@ def sustained_clocks_verdict(samples: list[dict]) -> Verdict:
     worst = max(bad.values(), default=0)
     if worst <= MAX_BAD_SAMPLE_SHARE * len(read):
         return Verdict(PASS, threshold)
+    from validate.judge.health import clock_event_causes
+
     listed = ", ".join(f"{name} in {count}/{len(read)} samples" for name, count in sorted(bad.items()))
-    return Verdict(FAIL, threshold, f"clocks held down under load: {listed}")
+    return Verdict(FAIL, threshold, f"clocks held down under load: {listed}; {clock_event_causes(list(bad))}")
 
 
 def clock_summary(samples: list[dict]) -> str:
@@ -584,19 +586,24 @@ def _listed(processes: list[dict]) -> str:
     return ", ".join(f"PID {p['pid']}{' (' + p['name'] + ')' if p.get('name') else ''} holding {_gib_text(p.get('used_bytes'))}" for p in processes)
 
 
-def compute_processes_verdict(gpu_index: int, processes: list[dict]) -> Verdict:
+def compute_processes_verdict(gpu_index: int, processes: list[dict] | None) -> Verdict:
     """Other compute processes on the GPU (dicts of nvml.GpuProcess) take its memory and time:
-    every figure measured meanwhile is wrong, and the job they belong to is disturbed."""
+    every figure measured meanwhile is wrong, and the job they belong to is disturbed. None: NVML
+    could not list them (NoPermission, NotSupported, a capture without the section): a skip."""
     threshold = "no other compute process"
+    if processes is None:
+        return Verdict(SKIP, threshold, f"GPU {gpu_index}: the process list is not reported (NVML could not list it, or the capture lacks it)")
     if not processes:
         return Verdict(PASS, threshold)
     return Verdict(FAIL, threshold, f"GPU {gpu_index} is in use by {_listed(processes)}: stop them or drain the GPU before validating "
                    "(nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv)")
 
 
-def graphics_processes_verdict(gpu_index: int, processes: list[dict]) -> Verdict:
+def graphics_processes_verdict(gpu_index: int, processes: list[dict] | None) -> Verdict:
     """A display server or desktop on the GPU: it works, but holds memory and time (a warning)."""
     threshold = "no graphics process"
+    if processes is None:
+        return Verdict(SKIP, threshold, f"GPU {gpu_index}: graphics processes are not reported (NVML could not list them, or the capture lists compute processes only)")
     if not processes:
         return Verdict(PASS, threshold)
     return Verdict(WARN, threshold, f"GPU {gpu_index} drives graphics: {_listed(processes)}; "
@@ -638,6 +645,9 @@ def clocks_verdict(gpu_index: int, applications: tuple | None, default: tuple | 
     if not changed and not held:
         if applications is None and reasons is None:
             return Verdict(SKIP, threshold, "NVML reports neither applications clocks nor clock event reasons")
+        comparable = default is not None and any(a is not None and d is not None for a, d in zip(applications or (), default))
+        if applications is not None and not comparable:  # set clocks read, their defaults not: unknown, not default
+            return Verdict(SKIP, threshold, f"GPU {gpu_index}: applications clocks read, their defaults not reported: cannot tell whether someone set them")
         return Verdict(PASS, threshold)
     what = f"applications clocks set to {applications[0]}/{applications[1]} MHz, default {default[0]}/{default[1]} MHz" if changed else "clocks held by an applications/locked clocks setting"  # type: ignore[index]
     return Verdict(FAIL, threshold, f"GPU {gpu_index}: {what}: reset them (nvidia-smi -i {gpu_index} -rac; -rgc and -rmc for locked clocks) or ask who set them")
