@@ -16,8 +16,8 @@ from validate.host import nvml
 from validate.host.archs import identity_text, load_archs
 from validate.host.capture import parse_capture
 from validate.host.replay import RecordingNvml, ReplayNvml
-from validate.judge.health import clock_events_verdict, fabric_verdict
-from validate.judge.thresholds import FAIL, PASS, SKIP, clocks_verdict, compute_processes_verdict, graphics_processes_verdict
+from validate.judge.health import clock_events_verdict, clocks_verdict, compute_processes_verdict, fabric_verdict, graphics_processes_verdict
+from validate.judge.thresholds import FAIL, PASS, SKIP
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = Path(__file__).parent / "captures"

@@ -14,7 +14,18 @@ from validate.host import nvml
 from validate.host.archs import identity_text
 from validate.host.stackfile import read_stack_file
 from validate.judge.driver_gate import driver_too_old
-from validate.judge.health import clock_events_verdict, fabric_text, fabric_verdict, reasons_text
+from validate.judge.health import (
+    clock_events_verdict,
+    clocks_verdict,
+    compute_processes_verdict,
+    fabric_text,
+    fabric_verdict,
+    graphics_processes_verdict,
+    persistence_verdict,
+    reasons_text,
+    retired_pages_verdict,
+    row_remap_verdict,
+)
 from validate.judge.thresholds import (
     FAIL,
     INFO,
@@ -23,19 +34,13 @@ from validate.judge.thresholds import (
     SKIP,
     Verdict,
     claims_verdict,
-    clocks_verdict,
-    compute_processes_verdict,
     cudnn_version_text,
     driver_runs_runtime_verdict,
     ecc_verdict,
-    graphics_processes_verdict,
     mig_verdict,
     pcie_gen_verdict,
     pcie_width_verdict,
-    persistence_verdict,
     power_limit_verdict,
-    retired_pages_verdict,
-    row_remap_verdict,
     shm_verdict,
 )
 

@@ -7,7 +7,10 @@ the suite's pynvml calls from it, so a captured server goes through the same `va
 readers and the same verdicts as a live one. nvidia-smi prints values it could not read as
 "N/A" (not recorded: NVML answers NotSupported) or as the error ("GPU is lost": recorded as
 NVMLError_GpuIsLost, so the GPU reads as lost). What a capture cannot hold (compute capability,
-NVLink state, SM counts of whole GPUs) stays unrecorded, and the readers leave it None.
+NVLink state, SM counts of whole GPUs), and any section a driver generation does not print
+(the process list, clock event reasons, the NVSwitch fabric), stays unrecorded: the readers
+leave it None and the checks say "not reported", never "none found". Sections whose spelling
+changed across driver generations are parsed in validate/host/smi_sections.py.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from validate.host import smi_sections
-from validate.host.smi_values import ERROR_WORDS, NOT_AVAILABLE  # noqa: F401  (kept importable from here)
+from validate.host.archs import compute_capability_for, load_archs
 from validate.host.smi_values import error_of as _error_of, number as _number, to_bytes as _bytes, yes as _yes
 
 RECORDING_FORMAT = "gpuenv-nvml-recording/1"
@@ -470,8 +473,7 @@ def load_capture(path: str | Path) -> dict[str, Any]:
 
 
 # --- compute capability by product name (captures do not hold it) --------------------------
-# The table and its matching live in validate/host/archs.py; the names stay importable from here.
-from validate.host.archs import ARCHS_FILE, KnownArch, compute_capability_for, load_archs  # noqa: E402,F401
+# The table and its matching live in validate/host/archs.py.
 
 
 def with_compute_capabilities(recording: dict[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ Each fault names its cause and its fix. Sources:
 
 from __future__ import annotations
 
-from validate.judge.thresholds import FAIL, PASS, SKIP, Verdict
+from validate.judge.thresholds import FAIL, INFO, PASS, SKIP, WARN, Verdict
 
 #: Clock event reasons that mean something is wrong, each with its cause and its fix.
 BAD_CLOCK_EVENTS = {
@@ -94,3 +94,90 @@ def fabric_text(state: str | None, status: str | None) -> str:
 def reasons_text(reasons: list[str] | None) -> str:
     return "not reported" if reasons is None else (",".join(reasons) or "none")
 
+
+# --- health as DCGM reads it: each fault names the GPU and the fix ---------------------------
+
+
+def _gib_text(n: int | None) -> str:
+    return "memory unknown" if n is None else f"{n / 2**30:.2f} GiB"
+
+
+def _listed(processes: list[dict]) -> str:
+    return ", ".join(f"PID {p['pid']}{' (' + p['name'] + ')' if p.get('name') else ''} holding {_gib_text(p.get('used_bytes'))}" for p in processes)
+
+
+def compute_processes_verdict(gpu_index: int, processes: list[dict] | None) -> Verdict:
+    """Other compute processes on the GPU (dicts of nvml.GpuProcess) take its memory and time:
+    every figure measured meanwhile is wrong, and the job they belong to is disturbed. None: NVML
+    could not list them (NoPermission, NotSupported, a capture without the section): a skip."""
+    threshold = "no other compute process"
+    if processes is None:
+        return Verdict(SKIP, threshold, f"GPU {gpu_index}: the process list is not reported (NVML could not list it, or the capture lacks it)")
+    if not processes:
+        return Verdict(PASS, threshold)
+    return Verdict(FAIL, threshold, f"GPU {gpu_index} is in use by {_listed(processes)}: stop them or drain the GPU before validating "
+                   "(nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv)")
+
+
+def graphics_processes_verdict(gpu_index: int, processes: list[dict] | None) -> Verdict:
+    """A display server or desktop on the GPU: it works, but holds memory and time (a warning)."""
+    threshold = "no graphics process"
+    if processes is None:
+        return Verdict(SKIP, threshold, f"GPU {gpu_index}: graphics processes are not reported (NVML could not list them, or the capture lists compute processes only)")
+    if not processes:
+        return Verdict(PASS, threshold)
+    return Verdict(WARN, threshold, f"GPU {gpu_index} drives graphics: {_listed(processes)}; "
+                   "for training run the server headless (systemctl set-default multi-user.target) or use another GPU for display")
+
+
+def row_remap_verdict(gpu_index: int, pending: bool | None, failure: bool | None, uncorrectable: int | None = None) -> Verdict:
+    """Row remapping (A100 and newer): a pending remap waits for a GPU reset; a failure means the
+    GPU has no spare rows left for a failing memory row."""
+    threshold = "no pending remap, no remap failure"
+    if pending is None and failure is None:
+        return Verdict(SKIP, threshold, "this GPU does not report row remapping (older than Ampere, or a MIG/consumer part)")
+    if failure:
+        return Verdict(FAIL, threshold, f"GPU {gpu_index} failed to remap a memory row ({uncorrectable or 0} uncorrectable remaps): "
+                       "drain the node and replace the GPU (RMA), as NVIDIA's memory error guide says")
+    if pending:
+        return Verdict(FAIL, threshold, f"GPU {gpu_index} has a row remap pending: drain it, then reset the GPU (nvidia-smi -r -i {gpu_index}) or reboot to apply it")
+    return Verdict(PASS, threshold)
+
+
+def retired_pages_verdict(gpu_index: int, pending: bool | None) -> Verdict:
+    """Page retirement (before Ampere): retired pages wait for a reload of the driver."""
+    threshold = "no page retirement pending"
+    if pending is None:
+        return Verdict(SKIP, threshold, "this GPU does not report page retirement (Ampere and newer remap rows instead)")
+    if pending:
+        return Verdict(FAIL, threshold, f"GPU {gpu_index} has retired pages pending: reset the GPU (nvidia-smi -r -i {gpu_index}) or reboot so they take effect")
+    return Verdict(PASS, threshold)
+
+
+def clocks_verdict(gpu_index: int, applications: tuple | None, default: tuple | None, reasons: list[str] | None) -> Verdict:
+    """Clocks a user set: applications clocks away from their default, or the clock event
+    "applications clocks setting" (which NVML also reports for clocks locked with -lgc/-lmc)."""
+    threshold = "default clocks"
+    changed = applications is not None and default is not None and any(
+        a is not None and d is not None and a != d for a, d in zip(applications, default)
+    )
+    held = reasons is not None and "applications_clocks_setting" in reasons
+    if not changed and not held:
+        if applications is None and reasons is None:
+            return Verdict(SKIP, threshold, "NVML reports neither applications clocks nor clock event reasons")
+        comparable = default is not None and any(a is not None and d is not None for a, d in zip(applications or (), default))
+        if applications is not None and not comparable:  # set clocks read, their defaults not: unknown, not default
+            return Verdict(SKIP, threshold, f"GPU {gpu_index}: applications clocks read, their defaults not reported: cannot tell whether someone set them")
+        return Verdict(PASS, threshold)
+    what = f"applications clocks set to {applications[0]}/{applications[1]} MHz, default {default[0]}/{default[1]} MHz" if changed else "clocks held by an applications/locked clocks setting"  # type: ignore[index]
+    return Verdict(FAIL, threshold, f"GPU {gpu_index}: {what}: reset them (nvidia-smi -i {gpu_index} -rac; -rgc and -rmc for locked clocks) or ask who set them")
+
+
+def persistence_verdict(gpu_index: int, enabled: bool | None) -> Verdict:
+    """Persistence mode: information only (it slows the first use of an idle GPU, no more)."""
+    if enabled is None:
+        return Verdict(INFO, "", "persistence mode not reported")
+    if enabled:
+        return Verdict(INFO, "")
+    return Verdict(INFO, "", f"GPU {gpu_index}: persistence mode is off: the driver sets the GPU up again for each first process "
+                   "(seconds per start); run nvidia-persistenced (or nvidia-smi -pm 1)")
