@@ -208,3 +208,23 @@ def test_replayed_power_brake_host_is_not_ready(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode != 0
     assert "power brake" in done.stdout and "BMC" in done.stdout
+
+
+def test_clock_events_survive_gpuenvs_own_recording():
+    recorder = RecordingNvml(ReplayNvml(parse_capture(v.power_brake_at_idle(), "synthetic")))
+    nvml.read_host(recorder)
+    again = nvml.read_host(ReplayNvml(recorder.recording())).gpus
+    assert len(again) == 8
+    assert all(clock_events_verdict(g.index, g.throttle_reasons).verdict == FAIL for g in again)
+
+
+def test_a_recorded_process_list_error_stays_not_reported():
+    """A live host whose NVML answered NoPermission for the process list records that error, and
+    its replay skips the row as the live run did (never an empty list)."""
+    recording = parse_capture(v.A100_XML.read_text(encoding="utf-8"), "synthetic")
+    recording["devices"][0]["nvmlDeviceGetComputeRunningProcesses"] = {"$error": "NVMLError_NoPermission"}
+    recorder = RecordingNvml(ReplayNvml(recording))
+    live = nvml.read_host(recorder).gpus[0]
+    replayed = nvml.read_host(ReplayNvml(recorder.recording())).gpus[0]
+    assert live.compute_processes is None and replayed.compute_processes is None
+    assert recorder.recording()["devices"][0]["nvmlDeviceGetComputeRunningProcesses"] == {"$error": "NVMLError_NoPermission"}
