@@ -25,3 +25,13 @@ def test_current_gpus_get_no_line_and_unknown_ones_say_what_to_do():
     assert "unknown product" in unknown and "--gpu-arch" in unknown
     (none,) = legacy_lines([{"name": "Tesla K10.G1.8GB", "compute_capability": "3.0"}], "470.256.02", matrix)
     assert "no driver branch or CUDA release line gpuenv knows serves it" in none
+
+
+def test_the_suites_legacy_table_agrees_with_the_compatibility_data():
+    """validate/host/gpu_archs.yaml repeats envs/compat.yaml's last driver branch and CUDA per
+    legacy architecture (images carry only validate/): the two must say the same."""
+    from validate.host.archs import load_archs
+
+    suite = {arch: (branch, cuda) for arch, branch, cuda in load_archs().legacy}
+    data = {a.name: (a.last_driver_branch, a.last_cuda) for a in load_matrix().gpu_architectures if a.last_driver_branch}
+    assert suite == data and set(suite) == {"Kepler", "Maxwell", "Pascal", "Volta"}

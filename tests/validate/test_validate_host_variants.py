@@ -48,7 +48,7 @@ def test_driver_340_compute_processes_are_read_and_fail():
 def test_driver_340_clock_reasons_and_kepler_identity():
     gpu = host(v.driver340_kepler()).gpus[0]
     assert gpu.throttle_reasons is not None and "gpu_idle" in gpu.throttle_reasons  # clocks_throttle_* spelling
-    assert (gpu.compute_capability, identity_text(gpu.name, gpu.compute_capability)) == ("3.5", "Kepler, cc 3.5")
+    assert (gpu.compute_capability, identity_text(gpu.name, gpu.compute_capability)) == ("3.5", "Kepler, cc 3.5: legacy, last driver branch R470, last CUDA 11.8")
 
 
 @pytest.mark.parametrize("text", [v.without(v.A100_XML, "processes"), v.section_not_available(v.A100_XML, "processes")],
@@ -175,7 +175,7 @@ def test_every_gpu_in_the_records_has_a_known_identity(path):
 @pytest.mark.parametrize("name, expected", [
     ("A100-SXM4-40GB", "Ampere, cc 8.0"),  # driver 460 spells it without "NVIDIA "
     ("NVIDIA GB300", "Blackwell Ultra, cc 10.3"),
-    ("Tesla K80", "Kepler, cc 3.7"),
+    ("Tesla K80", "Kepler, cc 3.7: legacy, last driver branch R470, last CUDA 11.8"),
     ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "Blackwell, cc 12.0"),
 ])
 def test_renamed_gpus_are_identified(name, expected):

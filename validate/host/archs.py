@@ -33,6 +33,7 @@ class ArchTable:
 
     exact: dict[str, KnownArch]
     products: tuple[tuple[str, KnownArch], ...]  # longest first
+    legacy: tuple[tuple[str, str, str], ...] = ()  # (architecture, last driver branch, last CUDA)
 
     def get(self, name: str, default: KnownArch | None = None) -> KnownArch | None:
         return lookup(name, self) or default
@@ -74,7 +75,8 @@ def load_archs(path: Path = ARCHS_FILE) -> ArchTable:
 
     exact: dict[str, KnownArch] = {}
     products: dict[str, KnownArch] = {}
-    for number, entry in enumerate(parse_simple_yaml(path.read_text(encoding="utf-8")).get("gpus", []), start=1):
+    data = parse_simple_yaml(path.read_text(encoding="utf-8"))
+    for number, entry in enumerate(data.get("gpus", []), start=1):
         known, names, prods = _entry(number, entry, path)
         for store, keys in ((exact, names), (products, prods)):
             for key in map(normalise, keys):
@@ -82,7 +84,17 @@ def load_archs(path: Path = ARCHS_FILE) -> ArchTable:
                     raise ArchsFileError(f"{path}: {key!r} is listed twice with different answers (entry {number})")
                 store[key] = known
     ordered = tuple(sorted(products.items(), key=lambda item: -len(item[0])))
-    return ArchTable(exact, ordered)
+    return ArchTable(exact, ordered, _legacy(data.get("legacy", []), path))
+
+
+def _legacy(entries: list, path: Path) -> tuple[tuple[str, str, str], ...]:
+    out = []
+    for number, entry in enumerate(entries, start=1):
+        arch, branch, cuda = entry.get("architecture"), entry.get("last_driver_branch"), entry.get("last_cuda")
+        if not arch or not re.match(r"^\d{3}$", str(branch)) or not re.match(r"^\d+\.\d+$", str(cuda)) or not entry.get("source"):
+            raise ArchsFileError(f"{path}: legacy entry {number} needs architecture, last_driver_branch (\"470\"), last_cuda (\"11.8\") and source")
+        out.append((str(arch), str(branch), str(cuda)))
+    return tuple(out)
 
 
 def compute_capability_for(product_name: str, table: ArchTable | None = None) -> KnownArch | None:
@@ -92,11 +104,13 @@ def compute_capability_for(product_name: str, table: ArchTable | None = None) ->
 
 def identity_text(name: str, compute_capability: str | None, table: ArchTable | None = None) -> str:
     """'Hopper, cc 9.0' for the identity row, or what to do when the product is unknown."""
+    table = table if table is not None else load_archs()
     known = compute_capability_for(name, table)
     if known is not None:
         note = "" if known.confirmed else " (unconfirmed)"
         cc = compute_capability or known.compute_capability
-        return f"{known.architecture}, cc {cc}{note}"
+        legacy = next((f": legacy, last driver branch R{b}, last CUDA {c}" for a, b, c in table.legacy if a == known.architecture), "")
+        return f"{known.architecture}, cc {cc}{note}{legacy}"
     if compute_capability:
         return f"cc {compute_capability} (product not in validate/host/gpu_archs.yaml)"
     return "unknown product: compute capability not reported; add it to validate/host/gpu_archs.yaml from https://developer.nvidia.com/cuda-gpus"
