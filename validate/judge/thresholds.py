@@ -499,8 +499,10 @@ def sustained_clocks_verdict(samples: list[dict]) -> Verdict:
     worst = max(bad.values(), default=0)
     if worst <= MAX_BAD_SAMPLE_SHARE * len(read):
         return Verdict(PASS, threshold)
+    from validate.judge.health import clock_event_causes
+
     listed = ", ".join(f"{name} in {count}/{len(read)} samples" for name, count in sorted(bad.items()))
-    return Verdict(FAIL, threshold, f"clocks held down under load: {listed}")
+    return Verdict(FAIL, threshold, f"clocks held down under load: {listed}; {clock_event_causes(list(bad))}")
 
 
 def clock_summary(samples: list[dict]) -> str:
@@ -573,84 +575,8 @@ def mig_verdict(gpu_index: int, mig_uuids: list[str], selected: str | None) -> V
                    f"e.g. CUDA_VISIBLE_DEVICES={mig_uuids[0]} python -m validate")
 
 
-# --- health as DCGM reads it: each fault names the GPU and the fix ---------------------------
-
-
-def _gib_text(n: int | None) -> str:
-    return "memory unknown" if n is None else f"{n / 2**30:.2f} GiB"
-
-
-def _listed(processes: list[dict]) -> str:
-    return ", ".join(f"PID {p['pid']}{' (' + p['name'] + ')' if p.get('name') else ''} holding {_gib_text(p.get('used_bytes'))}" for p in processes)
-
-
-def compute_processes_verdict(gpu_index: int, processes: list[dict]) -> Verdict:
-    """Other compute processes on the GPU (dicts of nvml.GpuProcess) take its memory and time:
-    every figure measured meanwhile is wrong, and the job they belong to is disturbed."""
-    threshold = "no other compute process"
-    if not processes:
-        return Verdict(PASS, threshold)
-    return Verdict(FAIL, threshold, f"GPU {gpu_index} is in use by {_listed(processes)}: stop them or drain the GPU before validating "
-                   "(nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv)")
-
-
-def graphics_processes_verdict(gpu_index: int, processes: list[dict]) -> Verdict:
-    """A display server or desktop on the GPU: it works, but holds memory and time (a warning)."""
-    threshold = "no graphics process"
-    if not processes:
-        return Verdict(PASS, threshold)
-    return Verdict(WARN, threshold, f"GPU {gpu_index} drives graphics: {_listed(processes)}; "
-                   "for training run the server headless (systemctl set-default multi-user.target) or use another GPU for display")
-
-
-def row_remap_verdict(gpu_index: int, pending: bool | None, failure: bool | None, uncorrectable: int | None = None) -> Verdict:
-    """Row remapping (A100 and newer): a pending remap waits for a GPU reset; a failure means the
-    GPU has no spare rows left for a failing memory row."""
-    threshold = "no pending remap, no remap failure"
-    if pending is None and failure is None:
-        return Verdict(SKIP, threshold, "this GPU does not report row remapping (older than Ampere, or a MIG/consumer part)")
-    if failure:
-        return Verdict(FAIL, threshold, f"GPU {gpu_index} failed to remap a memory row ({uncorrectable or 0} uncorrectable remaps): "
-                       "drain the node and replace the GPU (RMA), as NVIDIA's memory error guide says")
-    if pending:
-        return Verdict(FAIL, threshold, f"GPU {gpu_index} has a row remap pending: drain it, then reset the GPU (nvidia-smi -r -i {gpu_index}) or reboot to apply it")
-    return Verdict(PASS, threshold)
-
-
-def retired_pages_verdict(gpu_index: int, pending: bool | None) -> Verdict:
-    """Page retirement (before Ampere): retired pages wait for a reload of the driver."""
-    threshold = "no page retirement pending"
-    if pending is None:
-        return Verdict(SKIP, threshold, "this GPU does not report page retirement (Ampere and newer remap rows instead)")
-    if pending:
-        return Verdict(FAIL, threshold, f"GPU {gpu_index} has retired pages pending: reset the GPU (nvidia-smi -r -i {gpu_index}) or reboot so they take effect")
-    return Verdict(PASS, threshold)
-
-
-def clocks_verdict(gpu_index: int, applications: tuple | None, default: tuple | None, reasons: list[str] | None) -> Verdict:
-    """Clocks a user set: applications clocks away from their default, or the clock event
-    "applications clocks setting" (which NVML also reports for clocks locked with -lgc/-lmc)."""
-    threshold = "default clocks"
-    changed = applications is not None and default is not None and any(
-        a is not None and d is not None and a != d for a, d in zip(applications, default)
-    )
-    held = reasons is not None and "applications_clocks_setting" in reasons
-    if not changed and not held:
-        if applications is None and reasons is None:
-            return Verdict(SKIP, threshold, "NVML reports neither applications clocks nor clock event reasons")
-        return Verdict(PASS, threshold)
-    what = f"applications clocks set to {applications[0]}/{applications[1]} MHz, default {default[0]}/{default[1]} MHz" if changed else "clocks held by an applications/locked clocks setting"  # type: ignore[index]
-    return Verdict(FAIL, threshold, f"GPU {gpu_index}: {what}: reset them (nvidia-smi -i {gpu_index} -rac; -rgc and -rmc for locked clocks) or ask who set them")
-
-
-def persistence_verdict(gpu_index: int, enabled: bool | None) -> Verdict:
-    """Persistence mode: information only (it slows the first use of an idle GPU, no more)."""
-    if enabled is None:
-        return Verdict(INFO, "", "persistence mode not reported")
-    if enabled:
-        return Verdict(INFO, "")
-    return Verdict(INFO, "", f"GPU {gpu_index}: persistence mode is off: the driver sets the GPU up again for each first process "
-                   "(seconds per start); run nvidia-persistenced (or nvidia-smi -pm 1)")
+# The health rows DCGM reads (processes, row remapping, retired pages, user-set clocks,
+# persistence, clock events, the fabric) are judged in validate/judge/health.py.
 
 
 #: GPU utilisation at or above which a reading counts as "under load" (a capture of a busy GPU).
