@@ -14,7 +14,45 @@ Each fault names its cause and its fix. Sources:
 
 from __future__ import annotations
 
-from validate.judge.thresholds import FAIL, INFO, PASS, SKIP, WARN, Verdict
+from validate.judge.verdict import FAIL, INFO, PASS, SKIP, WARN, Verdict
+
+#: GPU utilisation at or above which a reading counts as "under load" (a capture of a busy GPU).
+LOADED_UTILISATION = 50
+
+
+def ecc_verdict(uncorrected: int | None, gpu_index: int | None = None) -> Verdict:
+    if uncorrected is None:
+        return Verdict(SKIP, "0 uncorrected", "ECC is off or not reported on this GPU")
+    if uncorrected == 0:
+        return Verdict(PASS, "0 uncorrected")
+    who = f"GPU {gpu_index}: " if gpu_index is not None else ""
+    return Verdict(FAIL, "0 uncorrected", f"{who}{uncorrected} uncorrected ECC errors since the driver loaded: drain it, check dmesg for "
+                   "Xid 48/94/95, and reset the GPU so the bad memory is remapped or retired")
+
+
+def throttle_verdict(reasons: list[str] | None, bad: frozenset[str]) -> Verdict:
+    if reasons is None:
+        return Verdict(SKIP, "no thermal/power-brake slowdown", "NVML does not report clock-event reasons")
+    found = sorted(set(reasons) & bad)
+    if not found:
+        return Verdict(PASS, "no thermal/power-brake slowdown")
+    return Verdict(FAIL, "no thermal/power-brake slowdown", "clocks held down by " + ", ".join(found))
+
+
+def power_limit_verdict(enforced_watts: float | None, default_watts: float | None, gpu_index: int | None = None) -> Verdict:
+    """The enforced power limit against the GPU's default: a cap set below it (nvidia-smi -pl,
+    a BMC policy) slows every kernel that reaches the cap."""
+    if enforced_watts is None or default_watts is None:
+        return Verdict(SKIP, "enforced >= 0.95 x default", "NVML does not report the power limits")
+    threshold = f">= 0.95 x default {default_watts:.0f} W"
+    if enforced_watts >= 0.95 * default_watts:
+        return Verdict(PASS, threshold)
+    return Verdict(
+        FAIL, threshold,
+        (f"GPU {gpu_index}: " if gpu_index is not None else "") + f"power limit {enforced_watts:.0f} W is below the default {default_watts:.0f} W: "
+        f"restore it (nvidia-smi{f' -i {gpu_index}' if gpu_index is not None else ''} -pl {default_watts:.0f}) or ask who capped it",
+    )
+
 
 #: Clock event reasons that mean something is wrong, each with its cause and its fix.
 BAD_CLOCK_EVENTS = {
