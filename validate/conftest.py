@@ -21,6 +21,7 @@ from validate.host import nvml
 from validate.report.baseline import BaselineError, baseline_value, load_baseline, save_baseline
 from validate.host.devices import all_nvml_uuids, compiled_archs, device_for_gpu, torch_gpus, visible_gpus
 from validate.host.masking import device_list
+from validate.judge.evidence import missing_evidence
 from validate.judge.peaks import PeakTableError, ReferenceFigure, load_peaks, peaks_for
 from validate.measure.probe import nccl_version_text
 from validate.report.record import Record, build_json, not_judged_note, render_table, write_json
@@ -97,6 +98,9 @@ class Suite:
             raise pytest.UsageError(f"validate: {err}") from None
         self._tf_info: ProbeResult | None = None
         self._tf_memory: tuple[int, ProbeResult] | None = None
+        self.health_only: bool = config.getoption("validate_health_only")
+        #: Why this run proves no ready host though pytest passed (set at session finish), or None.
+        self.not_validated: str | None = None
 
     def _use_nvml(self, replay_path: str | None) -> None:
         """Replay a capture instead of this host's NVML, and/or record every answer used."""
@@ -315,6 +319,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="judge a recorded host (nvidia-smi -q -x or -q capture, or a --record file) instead of this one")
     group.addoption("--record", dest="validate_record", default=None, metavar="DIR",
                     help="write this host's NVML answers, probe results and figures to DIR (gpuenv-nvml-recording/1)")
+    group.addoption("--health-only", dest="validate_health_only", action="store_true", default=False,
+                    help="judge the GPUs' health alone: no framework has to prove that each GPU computes")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -523,6 +529,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     suite.records.extend(records + extra)
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A run that passed without evidence (no GPU computed, say) fails: see validate/judge/evidence.py."""
+    suite = session.config.stash.get(SUITE, None)
+    if suite is None or exitstatus != 0 or suite.replayed_from or not suite.host.gpus:
+        return  # a replay judges recorded NVML answers only; a host with no GPU proves none
+    labels = {g.uuid: f"GPU {g.index} ({g.name})" for g in suite.visible_gpus()}
+    suite.not_validated = missing_evidence([r.to_dict() for r in suite.records], labels, frameworks=suite.frameworks,
+                                           exit_status=0, health_only=suite.health_only)
+    if suite.not_validated:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     suite = config.stash[SUITE]
     index = {gpu.uuid: gpu.index for gpu in suite.host.gpus}
@@ -543,7 +561,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.write_line(note)
     if suite.json_path:
         data = build_json(
-            suite.records, suite.host.to_dict(), [g.to_dict() for g in suite.host.gpus], suite.frameworks, int(exitstatus)
+            suite.records, suite.host.to_dict(), [g.to_dict() for g in suite.host.gpus], suite.frameworks, int(exitstatus),
+            not_validated=suite.not_validated, health_only=suite.health_only,
         )
         try:
             write_json(suite.json_path, data)
