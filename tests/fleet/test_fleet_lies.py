@@ -1,0 +1,87 @@
+"""Fleet verdicts resist lies: impossible figures and reports of one machine under two names are set
+aside ("implausible report", "duplicate report"), not ready, and feed no median.
+
+Reports are written by the suite's own writer (suitecases.gpu_report) and read as the fleet reads them.
+"""
+
+from __future__ import annotations
+
+import pytest
+from suitecases import A100, H100, gpu, gpu_report
+
+from gpuenv.fleet.outcome import READY, HostOutcome
+from gpuenv.fleet.plausible import DUPLICATE, IMPLAUSIBLE, PEAK_MARGIN, figure_metric, impossible_figures, screen
+from gpuenv.fleet.suitereport import check_report
+from validate.judge.peaks import load_peaks, peaks_for
+
+PEAKS = load_peaks()
+
+
+def _host(name: str, host: int, bf16: float, bandwidth: float = 3000.0, model: str = H100) -> HostOutcome:
+    report = check_report(gpu_report([(gpu(0, model, host=host), bf16, bandwidth), (gpu(1, model, host=host), bf16, bandwidth)]))
+    return HostOutcome(name, READY, report=report)
+
+
+def test_every_published_healthy_measurement_is_plausible():
+    # Figures healthy GPUs measured, from the public sources in gpu_peaks.yaml: none derives from the margin.
+    checked = 0
+    for entry in PEAKS:
+        for m in entry.measured:
+            check = {"bf16_tflops": "matmul bf16 TFLOPS", "fp16_tflops": "matmul fp16 TFLOPS", "fp32_tflops": "matmul fp32 TFLOPS",
+                     "tf32_tflops": "matmul tf32 TFLOPS", "memory_bandwidth_gbs": "device memory GB/s"}[m.metric]
+            report = {"G": {"gpu": {"index": 0, "name": entry.nvml_names[0]}, "checks": [{"check": check, "value": m.value}]}}
+            assert impossible_figures(report, PEAKS) == [], (entry.model, m)
+            checked += 1
+    assert checked >= 10
+
+
+def test_the_issues_liars_are_implausible_and_the_honest_host_stays_ready():
+    # Two reports claiming 1e17 TFLOPS beside one honest H100 host at 790 TFLOPS (the issue's case).
+    liars = [_host("liar-a", 1, 1e17), _host("liar-b", 2, 1e17)]
+    honest = _host("honest", 3, 790.0)
+    out = {o.host: o for o in screen(liars + [honest], PEAKS)}
+    assert out["honest"].status == READY and out["honest"].report is not None
+    for name in ("liar-a", "liar-b"):
+        assert out[name].status == IMPLAUSIBLE and out[name].report is None  # no figure of it reaches a median
+        assert "matmul bf16 TFLOPS 1e+17 is above" in out[name].reason and "datasheet peak" in out[name].reason
+
+
+def test_the_bound_is_the_models_datasheet_peak_with_its_margin():
+    peak = peaks_for(H100, PEAKS).peak("bf16_tflops")
+    assert figure_metric("matmul bf16 TFLOPS") == figure_metric("tensorflow matmul bf16 TFLOPS") == "bf16_tflops"
+    assert screen([_host("at", 1, peak * PEAK_MARGIN * 0.99)], PEAKS)[0].status == READY
+    assert screen([_host("above", 1, peak * PEAK_MARGIN * 1.01)], PEAKS)[0].status == IMPLAUSIBLE
+    # An A100's datasheet peak is lower: the same H100-class figure is impossible on it.
+    a100_peak = peaks_for(A100, PEAKS).peak("bf16_tflops")
+    assert a100_peak * PEAK_MARGIN < 790.0
+    assert screen([_host("a100", 1, 790.0, model=A100)], PEAKS)[0].status == IMPLAUSIBLE
+
+
+def test_a_model_the_table_does_not_know_is_bounded_by_the_fastest_it_knows():
+    assert screen([_host("new", 1, 5000.0, model="NVIDIA Future GPU")], PEAKS)[0].status == READY
+    assert screen([_host("forged", 1, 1e9, model="NVIDIA Future GPU")], PEAKS)[0].status == IMPLAUSIBLE
+
+
+@pytest.mark.parametrize("bandwidth", [-1.0, 1e12])
+def test_negative_or_impossible_bandwidth_is_implausible(bandwidth):
+    [outcome] = screen([_host("bw", 1, 700.0, bandwidth=bandwidth)], PEAKS)
+    assert outcome.status == IMPLAUSIBLE and "device memory GB/s" in outcome.reason
+
+
+def test_one_report_under_two_host_names_flags_both():
+    original = _host("gpu01", 1, 700.0)
+    copy = HostOutcome("gpu02", READY, report=original.report)
+    other = _host("gpu03", 3, 700.0)
+    out = {o.host: o for o in screen([original, copy, other], PEAKS)}
+    assert out["gpu01"].status == out["gpu02"].status == DUPLICATE
+    assert "the same report as gpu02" in out["gpu01"].reason and "the same report as gpu01" in out["gpu02"].reason
+    assert out["gpu03"].status == READY
+
+
+def test_two_hosts_claiming_one_gpu_are_flagged():
+    first = _host("gpu01", 1, 700.0)
+    second = check_report(gpu_report([(gpu(0, host=1), 702.0, 3001.0), (gpu(1, host=9), 702.0, 3001.0)]))
+    out = {o.host: o for o in screen([first, HostOutcome("gpu02", READY, report=second)], PEAKS)}
+    uuid = gpu(0, host=1)["uuid"]
+    assert out["gpu01"].status == out["gpu02"].status == DUPLICATE
+    assert f"GPU {uuid} is also in the report of gpu02" in out["gpu01"].reason
