@@ -22,7 +22,7 @@ from validate.report.baseline import BaselineError, baseline_value, load_baselin
 from validate.host.devices import all_nvml_uuids, compiled_archs, device_for_gpu, torch_gpus, visible_gpus
 from validate.host.masking import device_list
 from validate.judge.evidence import missing_evidence
-from validate.judge.peaks import PeakTableError, ReferenceFigure, load_peaks, peaks_for
+from validate.judge.peaks import SUITE_MATMUL_METHODS, PeakTableError, ReferenceFigure, load_peaks, peaks_for
 from validate.measure.probe import nccl_version_text
 from validate.report.record import Record, build_json, not_judged_note, render_table, write_json
 from validate.host.stackfile import read_stack_file
@@ -165,10 +165,11 @@ class Suite:
         entry = peaks_for(gpu_name, self.peaks)
         return entry.peak(metric) if entry else None
 
-    def reference(self, gpu_name: str, metric: str) -> ReferenceFigure | None:
-        """What healthy GPUs of this model measured (gpu_peaks.yaml), or None: not judged."""
+    def reference(self, gpu_name: str, metric: str, methods: tuple[str, ...] = SUITE_MATMUL_METHODS) -> ReferenceFigure | None:
+        """What healthy GPUs of this model measured (gpu_peaks.yaml), or None: not judged;
+        confirmed only by a measurement taken with `methods` (how the judged figure was taken)."""
         entry = peaks_for(gpu_name, self.peaks)
-        return entry.reference_for(metric) if entry else None
+        return entry.reference_for(metric, methods) if entry else None
 
     def selected_mig_device(self, gpu: nvml.GpuInfo) -> nvml.MigDevice | None:
         """The MIG instance of this GPU that this run validates (CUDA_VISIBLE_DEVICES=MIG-...)."""
@@ -177,7 +178,9 @@ class Suite:
             return None
         return next((m for m in gpu.mig_devices if m.uuid.startswith(wanted) or wanted.startswith(m.uuid)), None)
 
-    def judge(self, gpu: nvml.GpuInfo, check: str, metric: str, value: float, unit: str) -> tuple[str, Verdict]:
+    def judge(
+        self, gpu: nvml.GpuInfo, check: str, metric: str, value: float, unit: str, methods: tuple[str, ...] = SUITE_MATMUL_METHODS
+    ) -> tuple[str, Verdict]:
         """Measured text and verdict for a higher-is-better figure on this NVML GPU (or the MIG
         instance of it this run validates): --baseline, else 75% of the model's measured
         reference, else not judged. The datasheet share is shown for orientation only."""
@@ -185,7 +188,7 @@ class Suite:
         mig = self.selected_mig_device(gpu) if gpu.mig_enabled else None
         share = mig_share(mig.multiprocessor_count, gpu.multiprocessor_count) if mig is not None else None
         verdict = judge_figure(
-            metric, value, self.reference(gpu.name, metric), self.baseline_for(gpu.name, check), mig=mig is not None, share=share
+            metric, value, self.reference(gpu.name, metric, methods), self.baseline_for(gpu.name, check), mig=mig is not None, share=share
         )
         if mig is not None:
             peak = peak * share if peak and share else None
