@@ -16,6 +16,7 @@ import re
 from typing import Any, Iterable
 
 from gpuenv.fleet.outcome import HostOutcome
+from gpuenv.fleet.suitereport import CheckedReport, MalformedReport, check_report
 
 #: The status of a host whose report holds a figure no GPU of its model can reach.
 IMPLAUSIBLE = "implausible report"
@@ -93,7 +94,7 @@ def duplicate_reasons(outcomes: list[HostOutcome]) -> dict[int, str]:
     same: dict[str, list[int]] = {}
     owners: dict[str, list[int]] = {}
     for n, outcome in enumerate(outcomes):
-        if outcome.report is None:
+        if not isinstance(outcome.report, CheckedReport):
             continue
         same.setdefault(_same(outcome.report), []).append(n)
         for uuid in _gpu_uuids(outcome.report):
@@ -111,16 +112,27 @@ def duplicate_reasons(outcomes: list[HostOutcome]) -> dict[int, str]:
     return reasons
 
 
+def _checked(outcome: HostOutcome) -> HostOutcome:
+    """The outcome with its report checked; one that cannot be read is left for the analysis to call malformed."""
+    if outcome.report is None:
+        return outcome
+    try:
+        report = check_report(outcome.report)
+    except (MalformedReport, RecursionError):
+        return outcome
+    return outcome if report is outcome.report else dataclasses.replace(outcome, report=report)
+
+
 def screen(outcomes: Iterable[HostOutcome], peaks: list[Any] | None) -> list[HostOutcome]:
     """The outcomes with every lying report set aside: DUPLICATE or IMPLAUSIBLE with the reason, and
-    no report (so none of its figures reaches a median). `outcomes` must hold checked reports."""
-    outcomes = list(outcomes)
+    no report (so none of its figures reaches a median)."""
+    outcomes = [_checked(o) for o in outcomes]
     duplicates = duplicate_reasons(outcomes)
     screened: list[HostOutcome] = []
     for n, outcome in enumerate(outcomes):
         if n in duplicates:
             outcome = dataclasses.replace(outcome, status=DUPLICATE, reason=duplicates[n], report=None)
-        elif outcome.report is not None:
+        elif isinstance(outcome.report, CheckedReport):
             impossible = impossible_figures(outcome.report, peaks or [])
             if impossible:
                 more = f" (and {len(impossible) - 1} more)" if len(impossible) > 1 else ""

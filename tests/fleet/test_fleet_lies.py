@@ -85,3 +85,13 @@ def test_two_hosts_claiming_one_gpu_are_flagged():
     uuid = gpu(0, host=1)["uuid"]
     assert out["gpu01"].status == out["gpu02"].status == DUPLICATE
     assert f"GPU {uuid} is also in the report of gpu02" in out["gpu01"].reason
+
+
+def test_raw_reports_are_checked_first_and_an_unreadable_one_is_left_to_the_analysis():
+    raw = gpu_report([(gpu(0, host=1), 1e17, 3000.0)])
+    broken = {"format": "not a suite report"}
+    out = screen([HostOutcome("raw", READY, report=raw), HostOutcome("broken", READY, report=broken),
+                  HostOutcome("broken-too", READY, report=dict(broken))], PEAKS)
+    assert out[0].status == IMPLAUSIBLE
+    assert out[1].report is broken and out[1].status == READY  # two unreadable reports are no duplicates: malformed later
+    assert out[2].status == READY
