@@ -30,6 +30,10 @@ CANCELLED = "cancelled"
 DEGRADED = "degraded"
 #: The node sent a report that cannot be read (its reason says why); the other nodes are unaffected.
 MALFORMED = "malformed"
+#: The report holds a figure no GPU of its model can reach: it feeds no median (report/analysis.py).
+IMPLAUSIBLE = "implausible report"
+#: The report is another host's too, or claims a GPU another host claims: it feeds no median.
+DUPLICATE = "duplicate report"
 #: SSH answered but would not let us in (login refused, host key unknown or changed).
 AUTH_REFUSED = "auth refused"
 #: SSH works but there is no `docker` command for that login.
@@ -38,7 +42,7 @@ NO_DOCKER = "no docker"
 ENGINE_NOT_ANSWERING = "engine not answering"
 
 STATUSES = (READY, NOT_READY, DEGRADED, UNREACHABLE, AUTH_REFUSED, NO_DOCKER, ENGINE_NOT_ANSWERING, NO_GPU_RUNTIME, FAILED,
-            TIMEOUT, CANCELLED, MALFORMED)
+            TIMEOUT, CANCELLED, MALFORMED, IMPLAUSIBLE, DUPLICATE)
 #: Phases a backend reports as progress while a host runs (free text is allowed too).
 PHASES = ("queued", "connecting", "pulling", "running", "collecting", "done")
 

@@ -9,12 +9,17 @@ from __future__ import annotations
 import pytest
 from suitecases import A100, H100, gpu, gpu_report
 
-from gpuenv.fleet.outcome import READY, HostOutcome
-from gpuenv.fleet.plausible import DUPLICATE, IMPLAUSIBLE, PEAK_MARGIN, figure_metric, impossible_figures, screen
+from gpuenv.fleet.outcome import DEGRADED, DUPLICATE, IMPLAUSIBLE, MALFORMED, READY, HostOutcome
+from gpuenv.fleet.report.analysis import PEAK_MARGIN, analyse, figure_metric, impossible_figures
 from gpuenv.fleet.suitereport import check_report
 from validate.judge.peaks import load_peaks, peaks_for
 
 PEAKS = load_peaks()
+
+
+def screen(outcomes: list[HostOutcome], peaks) -> list[HostOutcome]:
+    """The fleet analysis's verdict per host (the real analyse(), nothing else)."""
+    return analyse(outcomes, peaks).outcomes
 
 
 def _host(name: str, host: int, bf16: float, bandwidth: float = 3000.0, model: str = H100) -> HostOutcome:
@@ -36,14 +41,18 @@ def test_every_published_healthy_measurement_is_plausible():
 
 
 def test_the_issues_liars_are_implausible_and_the_honest_host_stays_ready():
-    # Two reports claiming 1e17 TFLOPS beside one honest H100 host at 790 TFLOPS (the issue's case).
+    # Two reports claiming 1e17 TFLOPS beside one honest H100 host at 790 TFLOPS (the issue's case):
+    # before, the liars read "ready" and the honest host "degraded" against their median.
     liars = [_host("liar-a", 1, 1e17), _host("liar-b", 2, 1e17)]
     honest = _host("honest", 3, 790.0)
-    out = {o.host: o for o in screen(liars + [honest], PEAKS)}
-    assert out["honest"].status == READY and out["honest"].report is not None
+    fleet = analyse(liars + [honest], PEAKS)
+    out = {o.host: o for o in fleet.outcomes}
+    assert out["honest"].status == READY != DEGRADED
     for name in ("liar-a", "liar-b"):
-        assert out[name].status == IMPLAUSIBLE and out[name].report is None  # no figure of it reaches a median
+        assert out[name].status == IMPLAUSIBLE and out[name].report is None
         assert "matmul bf16 TFLOPS 1e+17 is above" in out[name].reason and "datasheet peak" in out[name].reason
+    assert fleet.medians[H100]["matmul bf16 TFLOPS"] == 790.0  # the median holds the honest host's GPUs only
+    assert not fleet.ready
 
 
 def test_the_bound_is_the_models_datasheet_peak_with_its_margin():
@@ -87,11 +96,8 @@ def test_two_hosts_claiming_one_gpu_are_flagged():
     assert f"GPU {uuid} is also in the report of gpu02" in out["gpu01"].reason
 
 
-def test_raw_reports_are_checked_first_and_an_unreadable_one_is_left_to_the_analysis():
-    raw = gpu_report([(gpu(0, host=1), 1e17, 3000.0)])
+def test_an_unreadable_report_stays_malformed_and_is_no_duplicate():
     broken = {"format": "not a suite report"}
-    out = screen([HostOutcome("raw", READY, report=raw), HostOutcome("broken", READY, report=broken),
-                  HostOutcome("broken-too", READY, report=dict(broken))], PEAKS)
-    assert out[0].status == IMPLAUSIBLE
-    assert out[1].report is broken and out[1].status == READY  # two unreadable reports are no duplicates: malformed later
-    assert out[2].status == READY
+    out = screen([HostOutcome("broken", READY, report=broken), HostOutcome("broken-too", READY, report=dict(broken)),
+                  _host("fine", 1, 700.0)], PEAKS)
+    assert [o.status for o in out] == [MALFORMED, MALFORMED, READY]
