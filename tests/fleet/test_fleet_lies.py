@@ -101,3 +101,27 @@ def test_an_unreadable_report_stays_malformed_and_is_no_duplicate():
     out = screen([HostOutcome("broken", READY, report=broken), HostOutcome("broken-too", READY, report=dict(broken)),
                   _host("fine", 1, 700.0)], PEAKS)
     assert [o.status for o in out] == [MALFORMED, MALFORMED, READY]
+
+
+def test_from_reports_end_to_end_sets_the_liars_and_the_copy_aside(tmp_path):
+    """`invoke validate --from-reports`: the issue's liars, a report copied under a second name, an
+    honest host; the honest host alone is ready, the fleet is not (exit 1), the JSON says why."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    folder, out = tmp_path / "reports", tmp_path / "fleet.json"
+    folder.mkdir()
+    for name, host, bf16 in (("liar-a", 1, 1e17), ("liar-b", 2, 1e17), ("honest", 3, 790.0), ("copied", 4, 700.0)):
+        (folder / f"{name}.json").write_text(json.dumps(gpu_report([(gpu(0, host=host), bf16, 3000.0)])))
+    (folder / "copied-again.json").write_text((folder / "copied.json").read_text())
+    run = subprocess.run([sys.executable, "-m", "invoke", "validate", "--from-reports", str(folder), "--json", str(out)],
+                         cwd=root, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(root)})
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "1 of 5 host(s) ready" in run.stdout
+    hosts = json.loads(out.read_text())["hosts"]
+    statuses = {name: hosts[name]["status"] for name in hosts}
+    assert statuses == {"liar-a": IMPLAUSIBLE, "liar-b": IMPLAUSIBLE, "honest": READY, "copied": DUPLICATE, "copied-again": DUPLICATE}
