@@ -53,8 +53,8 @@ def test_a_lock_uv_cannot_solve_fails_the_team_tests_that_need_it(broken_wheelho
     assert proc.returncode == 1
 
 
-def test_a_lock_uv_cannot_solve_fails_the_image_tests_that_need_it(broken_wheelhouse, docker_engine):
-    # The base image comes first among the fixtures: only its absence on a live engine is a skip.
+def test_a_lock_uv_cannot_solve_fails_the_image_tests_that_need_it(broken_wheelhouse):
+    # The image fixture asks for the lock before the engine: the lock's failure is what shows.
     proc = _pytest("tests/images/test_build_run.py::test_build_tags_after_success_and_prints_image_size_labels",
                    {"GPUENV_TEST_WHEELHOUSE": str(broken_wheelhouse)})
     summary = _summary(proc)

@@ -2,8 +2,9 @@
 
 Exit status: 0 every check ran and passed (or skipped with its reason) and each GPU computed (or
 --health-only); 1 not ready (a check failed, or nothing was validated: no check collected, a pytest
-mode that runs none such as --collect-only, or a GPU host where no framework proved a GPU computes); 2 bad input (a report path that cannot be written, an unusable baseline, a
-pytest usage error), said in one line before any slow work; 3 pytest's internal error; 130 interrupted.
+mode that runs none such as --collect-only, or a GPU host where no framework proved each GPU
+computes); 2 bad input (a report path that cannot be written, an unusable baseline, a pytest usage
+error), said in one line before any slow work; 3 pytest's internal error; 130 interrupted.
 """
 
 from __future__ import annotations

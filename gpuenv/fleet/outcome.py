@@ -74,8 +74,8 @@ def report_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def unproven(report: dict[str, Any]) -> str | None:
-    """Why a checked report that says ok proves no ready host (validate/judge/evidence.py), or None:
-    its summary must agree with its rows, every verdict must be known, and each GPU must have computed."""
+    """Why a checked report is no proof of a ready host (validate/judge/evidence.py), or None: its
+    summary must agree with its rows, every verdict must be known, and each GPU must have computed."""
     summary = report["summary"]
     rows = report_rows(report)
     counted: dict[str, int] = {}

@@ -90,8 +90,9 @@ class BuiltImage:
 
 
 @pytest.fixture(scope="session")
-def cpu_image(base_image, cpu_lock, cpu_stack, ca_bundle, locks_root):
-    """One real CPU image for the whole session, built with `invoke build`; removed at the end."""
+def cpu_image(cpu_lock, base_image, cpu_stack, ca_bundle, locks_root):
+    """One real CPU image for the whole session, built with `invoke build`; removed at the end.
+    The lock comes first: a lock that fails says so before the engine is asked anything."""
     from gpuenv.engine import Engine
     from gpuenv.images import plan as images
 
