@@ -106,3 +106,32 @@ def test_health_only_is_asked_by_name_and_documented():
     assert not parse_args([])[0].health_only and "--health-only" not in pytest_args(*parse_args([]))
     done = subprocess.run([sys.executable, "-m", "validate", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "--health-only" in done.stdout and "'not validated'" in " ".join(done.stdout.split())
+
+
+def _suite_on_a_synthetic_gpu_host(tmp_path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """`python -m validate` in a subprocess on the SYNTHETIC two-GPU host of synthetic_gpu_host.py."""
+    import os
+
+    report = tmp_path / "report.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(Path(__file__).parent)])}
+    done = subprocess.run([sys.executable, "-m", "validate", "--json", str(report), "-p", "synthetic_gpu_host", *args],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert report.is_file(), done.stdout[-3000:] + done.stderr[-2000:]
+    return done, json.loads(report.read_text())
+
+
+def test_a_gpu_run_where_no_gpu_computed_exits_1_not_validated_and_health_only_is_the_named_way_out(tmp_path):
+    # Only the NVML health checks run (-k): every row passes, yet no GPU computed.
+    done, report = _suite_on_a_synthetic_gpu_host(tmp_path, "-k", "gpu_health and not dcgm")
+    last = done.stdout.strip().splitlines()[-1]
+    assert done.returncode == 1, done.stdout[-3000:]
+    assert last.startswith("validate: NOT VALIDATED: no check proved that GPU 0 (NVIDIA H100 80GB HBM3), GPU 1"), last
+    assert "--health-only" in last
+    assert not [r for r in report["host"]["checks"] if r["verdict"] == "fail"]
+    assert report["summary"]["ok"] is False and report["summary"]["pytest_exit_status"] == 0
+    assert report["summary"]["not_validated"].startswith("not validated: no check proved")
+
+    done, report = _suite_on_a_synthetic_gpu_host(tmp_path, "--health-only", "-k", "gpu_health and not dcgm")
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "validate: every check passed (or skipped with its reason)"
+    assert report["summary"]["ok"] is True and report["summary"]["health_only"] is True
