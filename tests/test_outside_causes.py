@@ -44,22 +44,17 @@ def _summary(proc: subprocess.CompletedProcess) -> str:
     return lines[-1] if lines else ""
 
 
-def test_a_lock_uv_cannot_solve_fails_the_team_tests_that_need_it(broken_wheelhouse):
-    proc = _pytest("tests/team/test_install_dry.py::test_dry_push_names_what_it_would_push",
-                   {"GPUENV_TEST_WHEELHOUSE": str(broken_wheelhouse)})
+@pytest.mark.parametrize("node", [
+    "tests/team/test_install_dry.py::test_dry_push_names_what_it_would_push",
+    # The image fixture asks for the lock before the engine: the lock's failure is what shows.
+    "tests/images/test_build_run.py::test_build_tags_after_success_and_prints_image_size_labels",
+], ids=["team", "images"])
+def test_a_lock_uv_cannot_solve_fails_the_tests_that_need_it(broken_wheelhouse, node):
+    proc = _pytest(node, {"GPUENV_TEST_WHEELHOUSE": str(broken_wheelhouse)})
     summary = _summary(proc)
     assert "1 error" in summary and "skipped" not in summary, proc.stdout[-2000:]
     assert "uv could not lock" in proc.stdout, proc.stdout[-2000:]
     assert proc.returncode == 1
-
-
-def test_a_lock_uv_cannot_solve_fails_the_image_tests_that_need_it(broken_wheelhouse):
-    # The image fixture asks for the lock before the engine: the lock's failure is what shows.
-    proc = _pytest("tests/images/test_build_run.py::test_build_tags_after_success_and_prints_image_size_labels",
-                   {"GPUENV_TEST_WHEELHOUSE": str(broken_wheelhouse)})
-    summary = _summary(proc)
-    assert "1 error" in summary and "skipped" not in summary, proc.stdout[-2000:]
-    assert "uv could not lock" in proc.stdout, proc.stdout[-2000:]
 
 
 def _tiny_wheel(folder: Path) -> Path:
