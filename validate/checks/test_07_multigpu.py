@@ -14,39 +14,21 @@ from typing import Any
 import pytest
 
 from validate.checks.world import whole_gpus
-from validate.host.devices import uuid_body
 from validate.judge.peaks import interconnect_of
 from validate.judge.scaling import (
     dataparallel_verdict,
     efficiency_verdict,
     identical_verdict,
     load_scaling,
+    no_p2p_text,
+    rank_labels,
     slowest_rank_verdict,
 )
 from validate.judge.thresholds import FAIL, PASS, Verdict, loss_falls_verdict, throughput_verdict
+from validate.measure.budget import CPU_RANKS  # gloo ranks without GPUs: two, as CI's two cores allow
 from validate.measure.ddp import JOIN_TIMEOUT, RUN_TIMEOUT
 from validate.measure.subproc import DEFAULT_TIMEOUT, run_probe
 
-#: Ranks on a machine without GPUs (gloo): two, as CI's two cores allow.
-CPU_RANKS = 2
-
-
-def rank_labels(uuids: list[str | None], gpus: list[Any]) -> list[str]:
-    """'rank 1 (GPU 1 GPU-3f2a6b...)' per rank, matched to NVML by UUID; 'rank 1 (cpu)' on the CPU."""
-    labels = []
-    for rank, uuid in enumerate(uuids):
-        gpu = next((g for g in gpus if uuid and uuid_body(g.uuid) == uuid_body(uuid)), None)
-        where = f"GPU {gpu.index} {gpu.uuid[:12]}" if gpu else (f"GPU {uuid_body(uuid)[:8]}" if uuid else "cpu")
-        labels.append(f"rank {rank} ({where})")
-    return labels
-
-
-def _no_p2p(peer_access: dict[str, bool] | None, kind: str | None) -> str | None:
-    """'GPU pairs without peer access: 0-1, 1-0' on a PCIe host where P2P is off, else None."""
-    if kind != "pcie" or not peer_access:
-        return None
-    off = sorted(pair for pair, ok in peer_access.items() if not ok)
-    return f"PCIe without P2P between {', '.join(off)}" if off else None
 
 
 @pytest.mark.isolated
@@ -80,7 +62,7 @@ def test_ddp_training(torch, suite, record):
     model = gpus[0].name if gpus else None
     for check, rate in ((f"ddp samples/s ({where})", data["samples_per_s"]), (f"ddp samples/s (1 rank, {backend})", data["single_samples_per_s"])):
         record.add(check, f"{rate:.0f} samples/s", throughput_verdict(check, rate, suite.baseline_for(model, check)), value=rate, seconds=0)
-    no_p2p = _no_p2p(data.get("peer_access"), kind)
+    no_p2p = no_p2p_text(data.get("peer_access"), kind)
     check = f"ddp scaling efficiency ({where})"
     verdict = efficiency_verdict(data["efficiency"], kind, world, load_scaling(), suite.baseline_for(model, check), no_p2p=bool(no_p2p))
     over = no_p2p or (kind and f"over {kind}") or "ranks sharing this CPU"
@@ -108,3 +90,43 @@ def _record_failure(record: Any, where: str, failed: dict | None, error: str | N
     stage = {"join": "ddp ranks joined", "run": "ddp training steps", "crash": "ddp training"}.get(failed.get("stage"), "ddp training")
     bound = f"every rank within {failed['bound']:.0f} s" if failed.get("bound") else "every rank finishes"
     record.add(f"{stage} ({where})", "-", Verdict(FAIL, bound, f"{named} {failed.get('error')}"))
+
+
+#: Logical CPU devices MirroredStrategy runs over on a machine without GPUs.
+CPU_REPLICAS = 2
+
+
+@pytest.mark.isolated
+def test_tensorflow_mirrored(suite, record):
+    """tf.distribute.MirroredStrategy over every GPU TensorFlow sees (NCCL all-reduce), or over
+    CPU_REPLICAS logical CPU devices without GPUs: identical variables on every replica, the loss
+    falls, samples/s on N and on one replica, and the efficiency. One process: a hang is the
+    probe's timeout, which kills it and says so."""
+    result = run_probe(["tf-mirrored", str(CPU_REPLICAS), "quick" if suite.quick else "full"], {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
+    data = result.data or {}
+    if data.get("missing") == "tensorflow":
+        pytest.skip(f"TensorFlow is not installed here ({data['error']})")
+    if result.error:
+        pytest.fail(f"MirroredStrategy training failed: {result.error}", pytrace=False)
+    replicas = data["replicas"]
+    if replicas < 2:
+        pytest.skip(f"MirroredStrategy needs 2 or more GPUs; TensorFlow sees {replicas}")
+    on_gpus = str(data["devices"][0]).startswith("/gpu")
+    where = f"{replicas} replicas, {data['reduction']}"
+    labels = [f"replica {i} ({device})" for i, device in enumerate(data["devices"])]
+    record.add(f"tensorflow mirrored variables identical ({where})", f"sha256 {data['checksums'][0][:12]}... on {replicas} replicas",
+               identical_verdict(data["checksums"], labels), seconds=result.seconds)
+    record.add(f"tensorflow mirrored training loss ({where})", f"{data['first_loss']:.3f} -> {data['last_loss']:.3f}",
+               loss_falls_verdict(data["first_loss"], data["last_loss"]), seconds=0)
+    visible = [g for g in suite.visible_gpus() if not g.mig_enabled] if on_gpus else []
+    model = visible[0].name if visible else None
+    for check, rate in ((f"tensorflow mirrored samples/s ({where})", data["samples_per_s"]),
+                        (f"tensorflow mirrored samples/s (1 replica, {'gpu' if on_gpus else 'cpu'})", data["single_samples_per_s"])):
+        record.add(check, f"{rate:.0f} samples/s", throughput_verdict(check, rate, suite.baseline_for(model, check)), value=rate, seconds=0)
+    kind = interconnect_of(visible, suite.peaks)[0] if len(visible) >= 2 else None
+    check = f"tensorflow mirrored scaling efficiency ({where})"
+    verdict = efficiency_verdict(data["efficiency"], kind, replicas, load_scaling(), suite.baseline_for(model, check))
+    over = f"over {kind}" if kind else ("replicas sharing this CPU" if not on_gpus else "interconnect unknown")
+    record.add(check, f"{data['efficiency']:.2f} (speedup {data['speedup']:.2f} on {replicas}; {over})", verdict,
+               value=data["efficiency"], seconds=0)
+    record.finish()

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from validate.host.devices import uuid_body
 from validate.judge.thresholds import (
     FAIL,
     INFO,
@@ -143,3 +144,21 @@ def dataparallel_verdict(dp_rate: float | None, ddp_rate: float, error: str | No
     if error or not dp_rate:
         return "-", Verdict(WARN, threshold, f"DataParallel did not run: {error or 'no figure'}")
     return (f"{dp_rate:.0f} samples/s; DDP's {ddp_rate:.0f} is {ddp_rate / dp_rate:.2f}x it", Verdict(INFO, threshold))
+
+
+def rank_labels(uuids: list[str | None], gpus: list[Any]) -> list[str]:
+    """'rank 1 (GPU 1 GPU-3f2a6b...)' per rank, matched to NVML by UUID; 'rank 1 (cpu)' on the CPU."""
+    labels = []
+    for rank, uuid in enumerate(uuids):
+        gpu = next((g for g in gpus if uuid and uuid_body(g.uuid) == uuid_body(uuid)), None)
+        where = f"GPU {gpu.index} {gpu.uuid[:12]}" if gpu else (f"GPU {uuid_body(uuid)[:8]}" if uuid else "cpu")
+        labels.append(f"rank {rank} ({where})")
+    return labels
+
+
+def no_p2p_text(peer_access: dict[str, bool] | None, kind: str | None) -> str | None:
+    """'PCIe without P2P between 0-1, 1-0' (the GPU pairs without peer access) on a PCIe host, else None."""
+    if kind != "pcie" or not peer_access:
+        return None
+    off = sorted(pair for pair, ok in peer_access.items() if not ok)
+    return f"PCIe without P2P between {', '.join(off)}" if off else None
