@@ -269,6 +269,20 @@ InactiveLimit=0
             _stop(pid)
 
 
+def running_cluster(folder: Path, nodes: int = 1) -> Iterator[SlurmCluster]:
+    """slurm_cluster with SLURM_CONF set in this process while it runs (a fixture's body)."""
+    old = os.environ.get("SLURM_CONF")
+    with slurm_cluster(folder, nodes=nodes) as cluster:
+        os.environ["SLURM_CONF"] = str(cluster.conf)
+        try:
+            yield cluster
+        finally:
+            if old is None:
+                os.environ.pop("SLURM_CONF", None)
+            else:
+                os.environ["SLURM_CONF"] = old
+
+
 # ---------------------------------------------------------------- registry
 
 

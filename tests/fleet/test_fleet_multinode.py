@@ -95,18 +95,7 @@ def two_nodes(tmp_path_factory):
     reason = servers.missing("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel", "srun")
     if reason:
         pytest.skip(f"Slurm test cluster: {reason}")
-    import os
-
-    old = os.environ.get("SLURM_CONF")
-    with servers.slurm_cluster(tmp_path_factory.mktemp("slurm2"), nodes=2) as cluster:
-        os.environ["SLURM_CONF"] = str(cluster.conf)
-        try:
-            yield cluster
-        finally:
-            if old is None:
-                os.environ.pop("SLURM_CONF", None)
-            else:
-                os.environ["SLURM_CONF"] = old
+    yield from servers.running_cluster(tmp_path_factory.mktemp("slurm2"), nodes=2)
 
 
 @pytest.mark.frameworks

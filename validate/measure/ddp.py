@@ -89,6 +89,16 @@ def _mark(folder: str, rank: int, what: str, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def rank_device(torch: Any, backend: str, local_rank: int, threads: int) -> tuple[Any, str | None]:
+    """(device, GPU UUID) of a rank on this node: its own GPU with NCCL (made current, as NCCL
+    requires), else the CPU with `threads` threads."""
+    if backend == "nccl":
+        torch.cuda.set_device(local_rank)
+        return torch.device("cuda", local_rank), str(torch.cuda.get_device_properties(local_rank).uuid)
+    torch.set_num_threads(threads)
+    return torch.device("cpu"), None
+
+
 def _batches(loader: Any, sampler: Any, device: Any, count: int) -> list[tuple[Any, Any]]:
     """`count` batches from the DistributedSampler's share, epoch after epoch (set_epoch reshuffles)."""
     out: list[tuple[Any, Any]] = []
@@ -100,7 +110,7 @@ def _batches(loader: Any, sampler: Any, device: Any, count: int) -> list[tuple[A
     return out[:count]
 
 
-def _train(torch: Any, model: Any, batches: list[tuple[Any, Any]], device: Any, delay: float) -> tuple[list[Any], float]:
+def train_steps(torch: Any, model: Any, batches: list[tuple[Any, Any]], device: Any, delay: float) -> tuple[list[Any], float]:
     """SGD over `batches`; (losses, seconds of the steps after WARMUP). `delay` is the slow fault."""
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     losses: list[Any] = []
@@ -133,13 +143,7 @@ def worker(rank: int, world: int, port: int, backend: str, sizes: tuple[int, int
     if injected == ("absent", rank):
         time.sleep(10 * join_timeout)  # never reaches the rendezvous; the launcher's bound ends it
     delay = SLOW_STEP_SECONDS if injected == ("slow", rank) else 0.0
-    if backend == "nccl":
-        torch.cuda.set_device(rank)
-        device = torch.device("cuda", rank)
-        uuid = str(torch.cuda.get_device_properties(rank).uuid)
-    else:
-        device, uuid = torch.device("cpu"), None
-        torch.set_num_threads(cpu_threads(world))
+    device, uuid = rank_device(torch, backend, rank, cpu_threads(world))
     _mark(folder, rank, "arrived", {"pid": os.getpid(), "uuid": uuid})
     began = time.perf_counter()
     # The framework's own timeout is longer than the launcher's join bound, so the launcher names
@@ -163,13 +167,13 @@ def worker(rank: int, world: int, port: int, backend: str, sizes: tuple[int, int
     # every rank at the same time, before and after the DDP steps; the faster of the two counts
     # (other load on the host only ever slows a run down).
     dist.barrier()
-    _, local_seconds = _train(torch, copy.deepcopy(model), batches, device, delay)
+    _, local_seconds = train_steps(torch, copy.deepcopy(model), batches, device, delay)
     ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank] if backend == "nccl" else None)
     dist.barrier()
-    losses, seconds = _train(torch, ddp, batches, device, delay)
+    losses, seconds = train_steps(torch, ddp, batches, device, delay)
     checksum = state_checksum(ddp.module)
     dist.barrier()
-    _, again = _train(torch, copy.deepcopy(ddp.module), batches, device, delay)
+    _, again = train_steps(torch, copy.deepcopy(ddp.module), batches, device, delay)
     local_seconds = min(local_seconds, again)
     values = [float(v) for v in losses]
     _mark(folder, rank, "result", {
@@ -267,7 +271,7 @@ def dataparallel(world: int, quick: bool) -> dict[str, Any]:
     batches: list[tuple[Any, Any]] = []
     while len(batches) < WARMUP + steps:
         batches += [(x.to(device), y.to(device)) for x, y in loader]
-    losses, seconds = _train(torch, model, batches[:WARMUP + steps], device, 0.0)
+    losses, seconds = train_steps(torch, model, batches[:WARMUP + steps], device, 0.0)
     values = [float(v) for v in losses]
     return {"gpus": gpus, "samples_per_s": steps * world * batch / seconds if seconds > 0 else None,
             "first_loss": sum(values[:3]) / 3, "last_loss": sum(values[-3:]) / 3}

@@ -97,17 +97,11 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import torch.distributed as dist
 
-    from validate.measure.ddp import WARMUP, _train, dataset, small_cnn, state_checksum
+    from validate.measure.ddp import WARMUP, dataset, rank_device, small_cnn, state_checksum, train_steps
 
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     backend = "nccl" if torch.cuda.is_available() else "gloo"
-    if backend == "nccl":
-        torch.cuda.set_device(local_rank)
-        device = torch.device("cuda", local_rank)
-        uuid = str(torch.cuda.get_device_properties(local_rank).uuid)
-    else:
-        device, uuid = torch.device("cpu"), None
-        torch.set_num_threads(1)
+    device, uuid = rank_device(torch, backend, local_rank, threads=1)
     began = time.perf_counter()
     dist.init_process_group(backend, timeout=timedelta(seconds=TIMEOUT))
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -130,8 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     loader = torch.utils.data.DataLoader(data, batch_size=batch, sampler=sampler, drop_last=True)
     batches = [(x.to(device), y.to(device)) for x, y in loader][: WARMUP + steps]
     ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local_rank] if backend == "nccl" else None)
-    losses, ddp_seconds = _train(torch, ddp, batches, device, 0.0)
-    _, local_seconds = _train(torch, small_cnn(torch, image).to(device), batches, device, 0.0)  # this rank's compute alone
+    losses, ddp_seconds = train_steps(torch, ddp, batches, device, 0.0)
+    _, local_seconds = train_steps(torch, small_cnn(torch, image).to(device), batches, device, 0.0)  # this rank's compute alone
     mine = {**me, "checksum": state_checksum(ddp.module), "local_samples_per_s": steps * batch / local_seconds,
             "ddp_seconds": ddp_seconds, "first_loss": float(losses[0]), "last_loss": float(losses[-1])}
     ranks: list[Any] = [None] * world
