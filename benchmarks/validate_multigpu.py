@@ -36,7 +36,7 @@ def main() -> int:
     for world in args.worlds:
         jobs = {f"ddp {world} ranks ({args.backend}) + DataParallel": ["ddp", str(world), args.backend, size, "--dataparallel"]}
         if not args.skip_tensorflow:
-            jobs[f"mirrored {world} replicas"] = ["tf-mirrored", str(world), size]
+            jobs[f"mirrored {world} replicas"] = ["tf-mirrored", str(world), size] + ([] if args.backend == "nccl" else ["--cpu"])
         for name, probe in jobs.items():
             walls = []
             for _ in range(args.repeats):

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from validate.checks.world import whole_gpus
+from validate.host.devices import uuid_body
 from validate.judge.peaks import interconnect_of
 from validate.judge.scaling import (
     dataparallel_verdict,
@@ -29,6 +30,12 @@ from validate.measure.budget import CPU_RANKS  # gloo ranks without GPUs: two, a
 from validate.measure.ddp import JOIN_TIMEOUT, RUN_TIMEOUT
 from validate.measure.subproc import DEFAULT_TIMEOUT, run_probe
 
+
+
+def lead_gpu(uuid: str | None, gpus: list[Any]) -> Any:
+    """The NVML GPU of rank 0 (None on the CPU). The job's figures are filed under it: a baseline
+    then keeps them under its model, and the fleet report compares them with that model's median."""
+    return next((g for g in gpus if uuid and uuid_body(g.uuid) == uuid_body(uuid)), None)
 
 
 @pytest.mark.isolated
@@ -59,21 +66,23 @@ def test_ddp_training(torch, suite, record):
                identical_verdict(data["checksums"], labels), seconds=0)
     first, last = max(data["losses"], key=lambda pair: pair[1] / pair[0])  # the rank that learnt least
     record.add(f"ddp training loss ({where})", f"{first:.3f} -> {last:.3f} (worst rank)", loss_falls_verdict(first, last), seconds=0)
-    model = gpus[0].name if gpus else None
+    lead = lead_gpu(data["uuids"][0], gpus)
+    model = lead.name if lead else None
     for check, rate in ((f"ddp samples/s ({where})", data["samples_per_s"]), (f"ddp samples/s (1 rank, {backend})", data["single_samples_per_s"])):
-        record.add(check, f"{rate:.0f} samples/s", throughput_verdict(check, rate, suite.baseline_for(model, check)), value=rate, seconds=0)
+        record.add(check, f"{rate:.0f} samples/s", throughput_verdict(check, rate, suite.baseline_for(model, check)), value=rate, seconds=0,
+                   gpu=lead.uuid if lead else None)
     no_p2p = no_p2p_text(data.get("peer_access"), kind)
     check = f"ddp scaling efficiency ({where})"
     verdict = efficiency_verdict(data["efficiency"], kind, world, load_scaling(), suite.baseline_for(model, check), no_p2p=bool(no_p2p))
     over = no_p2p or (kind and f"over {kind}") or "ranks sharing this CPU"
     record.add(check, f"{data['efficiency']:.2f} (speedup {data['speedup']:.2f} on {world}; {over})", verdict,
-               value=data["efficiency"], seconds=0)
+               value=data["efficiency"], seconds=0, gpu=lead.uuid if lead else None)
     measured, verdict = slowest_rank_verdict(data["rank_samples_per_s"], labels, on_cpu=backend == "gloo")
     record.add(f"ddp slowest rank ({where})", measured, verdict, seconds=0)
     dp = data.get("dataparallel") or {}
     measured, verdict = dataparallel_verdict(dp.get("samples_per_s"), data["samples_per_s"], dp.get("error"))
     record.add(f"dataparallel samples/s ({dp.get('gpus', world)} GPUs, one process)", measured, verdict,
-               value=dp.get("samples_per_s"), seconds=0)
+               value=dp.get("samples_per_s"), seconds=0, gpu=lead.uuid if lead else None)
     record.finish()
 
 
@@ -102,7 +111,8 @@ def test_tensorflow_mirrored(suite, record):
     CPU_REPLICAS logical CPU devices without GPUs: identical variables on every replica, the loss
     falls, samples/s on N and on one replica, and the efficiency. One process: a hang is the
     probe's timeout, which kills it and says so."""
-    result = run_probe(["tf-mirrored", str(CPU_REPLICAS), "quick" if suite.quick else "full"], {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
+    args = ["tf-mirrored", str(CPU_REPLICAS), "quick" if suite.quick else "full"] + ([] if suite.host.gpus else ["--cpu"])
+    result = run_probe(args, {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
     data = result.data or {}
     if data.get("missing") == "tensorflow":
         pytest.skip(f"TensorFlow is not installed here ({data['error']})")
@@ -110,7 +120,7 @@ def test_tensorflow_mirrored(suite, record):
         pytest.fail(f"MirroredStrategy training failed: {result.error}", pytrace=False)
     replicas = data["replicas"]
     if replicas < 2:
-        pytest.skip(f"MirroredStrategy needs 2 or more GPUs; TensorFlow sees {replicas}")
+        pytest.skip(f"MirroredStrategy needs 2 or more GPUs; TensorFlow sees {replicas} (a CPU build sees none)")
     on_gpus = str(data["devices"][0]).startswith("/gpu")
     where = f"{replicas} replicas, {data['reduction']}"
     labels = [f"replica {i} ({device})" for i, device in enumerate(data["devices"])]
@@ -119,14 +129,16 @@ def test_tensorflow_mirrored(suite, record):
     record.add(f"tensorflow mirrored training loss ({where})", f"{data['first_loss']:.3f} -> {data['last_loss']:.3f}",
                loss_falls_verdict(data["first_loss"], data["last_loss"]), seconds=0)
     visible = [g for g in suite.visible_gpus() if not g.mig_enabled] if on_gpus else []
-    model = visible[0].name if visible else None
+    lead = visible[0] if visible else None  # TensorFlow's /gpu:0
+    model = lead.name if lead else None
     for check, rate in ((f"tensorflow mirrored samples/s ({where})", data["samples_per_s"]),
                         (f"tensorflow mirrored samples/s (1 replica, {'gpu' if on_gpus else 'cpu'})", data["single_samples_per_s"])):
-        record.add(check, f"{rate:.0f} samples/s", throughput_verdict(check, rate, suite.baseline_for(model, check)), value=rate, seconds=0)
+        record.add(check, f"{rate:.0f} samples/s", throughput_verdict(check, rate, suite.baseline_for(model, check)), value=rate, seconds=0,
+                   gpu=lead.uuid if lead else None)
     kind = interconnect_of(visible, suite.peaks)[0] if len(visible) >= 2 else None
     check = f"tensorflow mirrored scaling efficiency ({where})"
     verdict = efficiency_verdict(data["efficiency"], kind, replicas, load_scaling(), suite.baseline_for(model, check))
     over = f"over {kind}" if kind else ("replicas sharing this CPU" if not on_gpus else "interconnect unknown")
     record.add(check, f"{data['efficiency']:.2f} (speedup {data['speedup']:.2f} on {replicas}; {over})", verdict,
-               value=data["efficiency"], seconds=0)
+               value=data["efficiency"], seconds=0, gpu=lead.uuid if lead else None)
     record.finish()

@@ -1,5 +1,5 @@
 """TensorFlow's multi-GPU training, tf.distribute.MirroredStrategy, as a probe command
-(`python -m validate.measure.probe tf-mirrored REPLICAS quick|full`): one replica per GPU with
+(`python -m validate.measure.probe tf-mirrored REPLICAS quick|full [--cpu]`): one replica per GPU with
 NCCL all-reduce, or several logical CPU devices on a machine without GPUs (CI), same code.
 
 Gradients are summed across replicas with the replica context's all_reduce, then each replica's
@@ -19,11 +19,12 @@ WARMUP = 3
 CLASSES = 10
 
 
-def _devices(tf: Any, replicas: int) -> tuple[list[str], Any, str]:
-    """(devices, cross-device ops, their name): every GPU with NCCL, else `replicas` logical CPUs.
-    Logical devices must be set before TensorFlow's runtime starts: this runs first."""
+def _devices(tf: Any, replicas: int, cpu: bool) -> tuple[list[str], Any, str]:
+    """(devices, cross-device ops, their name): every GPU with NCCL, or with `cpu` (a machine
+    without GPUs) `replicas` logical CPUs. Logical devices must be set before TensorFlow's
+    runtime starts: this runs first."""
     gpus = tf.config.list_physical_devices("GPU")
-    if gpus:
+    if gpus or not cpu:
         return [f"/gpu:{i}" for i in range(len(gpus))], tf.distribute.NcclAllReduce(), "nccl"
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(replicas)])
@@ -85,12 +86,13 @@ def _train(tf: Any, strategy: Any, steps: int, batch: int, image: int) -> dict[s
             "last_loss": sum(values[-3:]) / 3, "checksums": checksums}
 
 
-def mirrored(replicas: int, quick: bool) -> dict[str, Any]:
-    """MirroredStrategy over every GPU (or `replicas` logical CPUs), then the same job on one
-    replica: identical variables, speed on N and on 1, efficiency speedup / N."""
+def mirrored(replicas: int, quick: bool, cpu: bool) -> dict[str, Any]:
+    """MirroredStrategy over every GPU (or, with `cpu`, `replicas` logical CPUs), then the same
+    job on one replica: identical variables, speed on N and on 1, efficiency speedup / N. Fewer
+    than two devices: only the device list (the check skips saying so)."""
     import tensorflow as tf
 
-    devices, ops, reduction = _devices(tf, replicas)
+    devices, ops, reduction = _devices(tf, replicas, cpu)
     if len(devices) < 2:
         return {"replicas": len(devices), "devices": devices}
     steps, batch, image = SIZES["quick" if quick else "full"]

@@ -364,10 +364,10 @@ def main(argv: list[str]) -> int:
             from validate.measure.ddp import probe as ddp_probe
 
             emit(ddp_probe(int(args[0]), args[1], args[2] == "quick", "--dataparallel" in args))
-        elif command == "tf-mirrored":  # REPLICAS-ON-THE-CPU quick|full
+        elif command == "tf-mirrored":  # REPLICAS-ON-THE-CPU quick|full [--cpu]
             from validate.measure.mirrored import mirrored
 
-            emit(mirrored(int(args[0]), args[1] == "quick"))
+            emit(mirrored(int(args[0]), args[1] == "quick", "--cpu" in args))
         else:
             emit({"error": f"unknown probe command {command!r}"})
             return 2
