@@ -116,3 +116,27 @@ def test_two_slurm_nodes_run_their_suites_then_one_job_across_them(two_nodes, tm
     assert {(link["source"], link["target"]) for link in result["links"]} == {tuple(two_nodes.nodes), tuple(reversed(two_nodes.nodes))}
     assert result["allreduce"]["busbw_gbs"] > 0
     assert any(who.startswith("multi-node job") and phase == "done" for who, phase, _ in seen)
+
+
+@pytest.mark.frameworks
+def test_invoke_validate_slurm_nodes_2_adds_the_multinode_row(two_nodes, tmp_path):
+    """The task's own entry point: `invoke validate --slurm --nodes 2` runs both nodes' suites,
+    then the multi-node job, and the fleet report (text and JSON) has its row."""
+    import os
+    import subprocess
+
+    if not (PREFIX / "bin" / "python").exists():
+        pytest.skip(f"no python in the prefix {PREFIX}")
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, **two_nodes.env, "PYTHONPATH": str(root)}
+    proc = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(root), "validate", "--slurm", "--nodes", "2",
+                           "--prefix", str(PREFIX), "--time", "30", "--expect-gpus", "0", "--quick", "--rundir", str(tmp_path / "run"),
+                           "--json", "fleet.json", "--verbose"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=3000)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
+    name = f"multi-node job ({','.join(two_nodes.nodes)})"
+    assert name in proc.stdout and "multi-node job" in proc.stdout
+    host = json.loads((tmp_path / "fleet.json").read_text())["hosts"][name]
+    assert host["status"] == READY
+    checks = {c["check"].split(" (")[0]: c for c in host["host"]["checks"]}
+    assert checks["multi-node ddp parameters identical"]["verdict"] == "pass"
+    assert checks["multi-node all-reduce busbw GB/s"]["value"] > 0
