@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuenv.fleet import slurm
-from gpuenv.fleet.outcome import CANCELLED, FAILED, READY, TIMEOUT, HostOutcome
+from gpuenv.fleet.outcome import CANCELLED, FAILED, MULTINODE_HOST, MULTINODE_TEST, READY, TIMEOUT, HostOutcome
 from validate.judge.scaling import CPU_MIN_SHARE, identical_verdict
 from validate.judge.thresholds import FAIL, INFO, MIN_SHARE_OF_PEERS, NOT_JUDGED, PASS, Verdict, loss_falls_verdict
 from validate.report.record import Record, build_json
@@ -136,7 +136,8 @@ def result_records(result: dict[str, Any], node_busbw: dict[str, float]) -> list
     labels = [f"rank {r['rank']} ({r['node']}" + (f" GPU {str(r['uuid'])[:8]})" if r.get("uuid") else ")") for r in ranks]
 
     def line(check: str, measured: str, verdict: Verdict, value: float | None = None) -> Record:
-        return Record(check, None, measured, verdict.threshold, verdict.verdict, 0.0, verdict.reason, value, "multinode")
+        # MULTINODE_TEST: the fleet report's "multigpu" column and its multi-node section
+        return Record(check, None, measured, verdict.threshold, verdict.verdict, 0.0, verdict.reason, value, MULTINODE_TEST)
 
     out = [line(f"multi-node ranks joined ({where})", f"{world}/{world} after {result['join_seconds']:.1f} s",
                 Verdict(PASS, f"every node within {JOIN_TIMEOUT} s (torchrun's join_timeout)"))]
@@ -176,7 +177,7 @@ def multinode_outcome(
 ) -> HostOutcome:
     """The job as one outcome: READY when every line passed, else the failing lines (or which
     node never started, exited badly, or timed out) in its reason."""
-    host = f"multi-node job ({','.join(nodes)})"
+    host = f"{MULTINODE_HOST} ({','.join(nodes)})"
     details: dict[str, Any] = {"job_id": job_id, "job_state": state.state if state else "UNKNOWN", "nodes": nodes}
     if result is not None:
         try:
@@ -251,7 +252,7 @@ def run_multinode(job: slurm.SlurmJob, outcomes: list[HostOutcome], say: slurm.P
     write_scripts(job)
     proc = slurm._run(sbatch_command(job, nodes))
     if proc.returncode != 0:
-        return HostOutcome(f"multi-node job ({','.join(nodes)})", FAILED, f"sbatch refused the multi-node job: {proc.stderr.strip()[:300]}")
+        return HostOutcome(f"{MULTINODE_HOST} ({','.join(nodes)})", FAILED, f"sbatch refused the multi-node job: {proc.stderr.strip()[:300]}")
     job_id = slurm.parse_sbatch(proc.stdout)
     say(f"multi-node job {job_id}", "queued", f"{len(nodes)} nodes: {','.join(nodes)}")
     limit = (slurm.limit_seconds(job.time or DEFAULT_TIME) or 3600.0) + (slurm.limit_seconds(job.queue_time or slurm.DEFAULT_QUEUE_TIME, unlimited=False) or 3600.0)

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 import servers
-from gpuenv.fleet import multinode, report, slurm
+from gpuenv.fleet import multinode, slurm
+from gpuenv.fleet.report import analysis, jsonreport, junitreport, terminal
 from gpuenv.fleet.outcome import FAILED, READY, TIMEOUT, HostOutcome
 
 FIXTURE = Path(__file__).parent / "fixtures" / "multinode" / "result-gloo-2nodes.json"
@@ -81,13 +82,15 @@ def test_a_job_without_a_result_names_the_node_and_the_time_limit():
 
 def test_the_fleet_report_shows_the_job_as_its_own_row(result):
     joint = multinode.multinode_outcome(["node0", "node1"], "7", None, result, {}, {}, {})
-    fleet = report.analyse([HostOutcome("node0", READY), HostOutcome("node1", READY), joint])
+    fleet = analysis.analyse([HostOutcome("node0", READY), HostOutcome("node1", READY), joint])
     assert fleet.ready
-    text = report.render_table(fleet, verbose=True)
-    assert "multi-node job (node0,node1)" in text
-    data = json.loads(report.render_json(fleet))
+    text = terminal.render_table(fleet, verbose=True)
+    section = text[text.index("\nmulti-node job (node0,node1): ready"):]  # its own section, after the tables
+    assert "pass: multi-node slowest link" in section and "slowest link node0 -> node1" in section
+    assert "not judged: multi-node all-reduce busbw GB/s" in section
+    data = json.loads(jsonreport.render_json(fleet))
     assert "multi-node job (node0,node1)" in data["hosts"]
-    assert 'name="multi-node job (node0,node1)"' in report.render_junit(fleet)
+    assert 'name="multi-node job (node0,node1)"' in junitreport.render_junit(fleet)
 
 
 @pytest.fixture(scope="module")
