@@ -134,7 +134,10 @@ def test_invoke_validate_slurm_nodes_2_adds_the_multinode_row(two_nodes, tmp_pat
     env = {**os.environ, **two_nodes.env, "PYTHONPATH": str(root)}
     proc = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(root), "validate", "--slurm", "--nodes", "2",
                            "--prefix", str(PREFIX), "--time", "30", "--expect-gpus", "0", "--quick", "--rundir", str(tmp_path / "run"),
-                           "--json", "fleet.json", "--verbose"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=3000)
+                           "--json", "fleet.json", "--verbose",
+                           # both "nodes" share this two-core machine: their CPU figures differ by load, not
+                           # health, so the fleet median must not degrade either of them here
+                           "--outlier-floor", "0.05"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=3000)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
     name = f"multi-node job ({','.join(two_nodes.nodes)})"
     assert name in proc.stdout and "multi-node job" in proc.stdout

@@ -24,9 +24,10 @@ from validate.judge.thresholds import (
 from validate.simpleyaml import PeakTableError, parse_simple_yaml
 
 SCALING_FILE = Path(__file__).with_name("scaling.yaml")
-#: Ranks that share one CPU (gloo in CI) vary with whatever else runs there: only a rank below half
-#: the median is named slow. GPUs each run alone, so the peers' rule (0.85 of the median) holds.
-CPU_MIN_SHARE = 0.5
+#: Ranks that share one CPU (gloo in CI) vary with whatever else runs there: two suites on one
+#: busy two-core machine put a healthy rank at 0.45 of the median. Only a rank below a quarter of
+#: it is named slow there. GPUs each run alone, so the peers' rule (0.85 of the median) holds.
+CPU_MIN_SHARE = 0.25
 INTERCONNECTS = ("nvlink", "pcie", "infiniband", "ethernet")
 
 

@@ -30,8 +30,9 @@ JOIN_TIMEOUT = float(os.environ.get("VALIDATE_DDP_JOIN_TIMEOUT", "90"))
 #: Seconds the training steps may take once every rank joined.
 RUN_TIMEOUT = float(os.environ.get("VALIDATE_DDP_RUN_TIMEOUT", "120"))
 FAULT_ENV = "VALIDATE_DDP_FAULT"
-#: The slow fault's extra seconds per step on its rank: a GPU at about a third of its peers' speed.
-SLOW_STEP_SECONDS = 0.15
+#: The slow fault's extra seconds per step on its rank: on the CPU (steps of 10 to 30 ms) a rank
+#: at a tenth of its peers' speed or less, well below CPU_MIN_SHARE of their median.
+SLOW_STEP_SECONDS = 0.3
 #: (timed steps, batch per rank, image side) for the quick and full suite; 3 warm-up steps before.
 SIZES = {"quick": (30, 32, 16), "full": (60, 64, 32)}
 WARMUP = 3
