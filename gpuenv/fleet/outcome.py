@@ -44,6 +44,10 @@ ENGINE_NOT_ANSWERING = "engine not answering"
 STATUSES = (READY, NOT_READY, DEGRADED, UNREACHABLE, AUTH_REFUSED, NO_DOCKER, ENGINE_NOT_ANSWERING, NO_GPU_RUNTIME, FAILED,
             TIMEOUT, CANCELLED, MALFORMED, IMPLAUSIBLE, DUPLICATE)
 #: Phases a backend reports as progress while a host runs (free text is allowed too).
+#: The fleet's multi-node job is one more outcome named "multi-node job (NODES)" (gpuenv/fleet/multinode.py);
+#: its report lines carry test MULTINODE_TEST.
+MULTINODE_HOST = "multi-node job"
+MULTINODE_TEST = "multinode"
 PHASES = ("queued", "connecting", "pulling", "running", "collecting", "done")
 
 

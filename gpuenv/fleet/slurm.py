@@ -33,6 +33,7 @@ from gpuenv.fleet.slurm_job import (
     parse_sbatch,
     render_batch_script,
     render_node_script,
+    run_slurm,
     sbatch_command,
     submit,
     suite_command,
@@ -69,7 +70,7 @@ __all__ = [
     "REASONS_SOURCE", "STUCK_REASONS", "JobState", "NodeFiles", "Progress", "SlurmJob", "StuckReason", "cancel", "check_job",
     "check_rundir", "docker_run_command", "expand_nodelist", "hostnames_command", "job_outcomes", "jobs_of_rundir",
     "limit_seconds", "node_outcome", "node_states", "parse_sacct", "parse_sbatch", "parse_scontrol_job", "parse_sinfo_states",
-    "parse_squeue", "pending_text", "query", "read_node_files", "render_batch_script", "render_node_script", "run_job",
+    "parse_squeue", "pending_text", "query", "read_node_files", "render_batch_script", "render_node_script", "run_job", "run_slurm",
     "sacct_command", "sbatch_command", "scancel_command", "scontrol_job_command", "squeue_command", "state_word", "stuck",
     "submit", "suite_command", "unavailable_nodes", "writable_folder_problem", "write_scripts",
 ]

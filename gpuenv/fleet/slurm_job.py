@@ -1,5 +1,5 @@
 """Slurm, the job: `SlurmJob` and its checks, the batch and node scripts, the sbatch line, and
-the submission (pure builders, tested on recorded text; `write_scripts`, `submit` and `_run` run them)."""
+the submission (pure builders, tested on recorded text; `write_scripts`, `submit` and `run_slurm` run them)."""
 
 from __future__ import annotations
 
@@ -235,7 +235,7 @@ def parse_sbatch(output: str) -> str:
     return job_id
 
 
-def _run(cmd: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
+def run_slurm(cmd: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
     try:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     except FileNotFoundError:
@@ -258,7 +258,7 @@ def write_scripts(job: SlurmJob, baseline: bytes | None = None) -> None:
 
 
 def submit(job: SlurmJob) -> str:
-    proc = _run(sbatch_command(job))
+    proc = run_slurm(sbatch_command(job))
     if proc.returncode != 0:
         text = (proc.stderr or proc.stdout).strip()
         reason = text.splitlines()[-1] if text else f"exit status {proc.returncode}"

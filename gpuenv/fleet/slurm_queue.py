@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 from gpuenv.errors import ToolError
-from gpuenv.fleet.slurm_job import BATCH_SCRIPT, JOB_NAME, _run
+from gpuenv.fleet.slurm_job import BATCH_SCRIPT, JOB_NAME, run_slurm
 
 
 #: Job states that are over, as squeue/sacct/scontrol print them (sacct adds "by UID" to CANCELLED).
@@ -161,14 +161,14 @@ def pending_text(reason: str) -> str:
 
 def query(job_id: str) -> JobState | None:
     """The job's state: squeue while it is known there, else sacct, else scontrol (no accounting)."""
-    proc = _run(squeue_command(job_id))
+    proc = run_slurm(squeue_command(job_id))
     state = parse_squeue(proc.stdout, job_id) if proc.returncode == 0 else None
     if state is not None and not state.final:
         return state
-    acct = _run(sacct_command(job_id))
+    acct = run_slurm(sacct_command(job_id))
     final = parse_sacct(acct.stdout, job_id) if acct.returncode == 0 else None
     if final is None or not final.final:
-        shown = _run(scontrol_job_command(job_id))
+        shown = run_slurm(scontrol_job_command(job_id))
         final = parse_scontrol_job(shown.stdout, job_id) if shown.returncode == 0 else final
     return final or state
 
@@ -176,7 +176,7 @@ def query(job_id: str) -> JobState | None:
 def cancel(job_id: str) -> bool:
     """scancel the job; True when Slurm took the request."""
     try:
-        return _run(scancel_command(job_id), timeout=30).returncode == 0
+        return run_slurm(scancel_command(job_id), timeout=30).returncode == 0
     except ToolError:
         return False
 
@@ -184,7 +184,7 @@ def cancel(job_id: str) -> bool:
 def node_states(nodelist: str) -> dict[str, str]:
     """{node: state} from sinfo for a host list ({} when sinfo cannot tell)."""
     try:
-        proc = _run(["sinfo", "--noheader", "--Node", f"--nodes={nodelist}", "--format=%N|%T"], timeout=30)
+        proc = run_slurm(["sinfo", "--noheader", "--Node", f"--nodes={nodelist}", "--format=%N|%T"], timeout=30)
     except ToolError:
         return {}
     return parse_sinfo_states(proc.stdout) if proc.returncode == 0 else {}
@@ -196,7 +196,7 @@ def jobs_of_rundir(rundir: str) -> list[str]:
     import getpass
 
     try:
-        proc = _run(["squeue", "--noheader", f"--user={getpass.getuser()}", f"--name={JOB_NAME}", "--format=%i|%o"], timeout=30)
+        proc = run_slurm(["squeue", "--noheader", f"--user={getpass.getuser()}", f"--name={JOB_NAME}", "--format=%i|%o"], timeout=30)
     except ToolError:
         return []
     script = f"{rundir}/{BATCH_SCRIPT}"

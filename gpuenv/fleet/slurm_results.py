@@ -9,7 +9,7 @@ from typing import Any
 
 from gpuenv.fleet.collected import read_suite_report
 from gpuenv.fleet.outcome import CANCELLED, FAILED, TIMEOUT, UNREACHABLE, HostOutcome, status_from_report
-from gpuenv.fleet.slurm_job import NODES_DIR, _run
+from gpuenv.fleet.slurm_job import NODES_DIR, run_slurm
 from gpuenv.fleet.slurm_queue import JobState
 
 
@@ -65,7 +65,7 @@ def job_outcomes(nodes: list[str], node_files: dict[str, NodeFiles], job: JobSta
 def expand_nodelist(nodelist: str) -> list[str]:
     if not nodelist:
         return []
-    proc = _run(hostnames_command(nodelist))
+    proc = run_slurm(hostnames_command(nodelist))
     return [line.strip() for line in proc.stdout.splitlines() if line.strip()] if proc.returncode == 0 else [nodelist]
 
 

@@ -129,7 +129,9 @@ def test_an_outlier_makes_its_host_degraded_and_the_floor_is_a_setting():
 
 
 def test_every_area_has_a_column_and_unknown_checks_go_to_other():
-    assert AREAS == ("environment", "visibility", "memory", "masking", "speed", "sustained", "other")
+    assert AREAS == ("environment", "visibility", "memory", "masking", "speed", "sustained", "multigpu", "other")
+    assert check_area({"test": "checks/test_07_multigpu.py::test_ddp_training", "check": "ddp scaling efficiency (8 ranks, nccl)"}) == "multigpu"
+    assert check_area({"test": "multinode", "check": "multi-node slowest link (16 ranks on 2 nodes, nccl)"}) == "multigpu"
     assert check_area({"test": "checks/test_06_sustained.py::test_sustained_load", "check": "sustained load"}) == "sustained"
     assert check_area({"test": "", "check": "clock events under load"}) == "sustained"
     assert check_area({"test": "checks/test_07_nvlink.py::test_x", "check": "nvlink GB/s"}) == "other"

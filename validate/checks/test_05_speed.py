@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 
 from validate.measure import bench
+from validate.checks.world import whole_gpus
 from validate.host.devices import tf_gpu_uuids
 from validate.judge.peaks import SUITE_TF_MATMUL_METHODS, interconnect_of, load_interconnects, nccl_floor
 from validate.measure.subproc import run_probe
@@ -126,22 +127,7 @@ def test_nccl_all_reduce(torch, suite, record):
     suite.require_gpus()
     if torch.version.cuda is None:
         pytest.fail("PyTorch is a CPU build: no NCCL", pytrace=False)
-    env: dict[str, str | None] = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}  # the caller's mask is inherited
-    gpus = suite.host.gpus
-    if suite.host.mig_gpus:
-        # NCCL does not run across MIG instances; the whole GPUs of a mixed host keep the check,
-        # masked to them by UUID (within the caller's mask: a narrowing, never a widening).
-        gpus = [g for g in suite.visible_gpus() if not g.mig_enabled]
-        if len(gpus) < 2:
-            pytest.skip(f"all-reduce needs 2 or more whole GPUs; {len(gpus)} visible GPU(s) are not in MIG mode")
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(g.uuid for g in gpus)
-        count = len(gpus)
-    else:
-        # The world is what PyTorch (and so each worker) can use, not what NVML lists: masking
-        # makes them differ.
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if count < 2:
-        pytest.skip(f"all-reduce needs 2 or more GPUs; PyTorch sees {count}")
+    _, env, gpus = whole_gpus(suite, torch, "all-reduce")
     result = run_probe(["allreduce", str(size(suite, "allreduce_bytes")), "10" if suite.quick else "20"], env)
     if result.error or result.data is None:
         pytest.fail(f"NCCL all-reduce failed: {result.error}", pytrace=False)

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from gpuenv.fleet.outcome import (
-    AUTH_REFUSED, CANCELLED, DEGRADED, DUPLICATE, ENGINE_NOT_ANSWERING, FAILED, IMPLAUSIBLE, MALFORMED, NO_DOCKER, NO_GPU_RUNTIME,
-    NOT_READY, READY, TIMEOUT, UNREACHABLE, HostOutcome,
+    AUTH_REFUSED, CANCELLED, DEGRADED, DUPLICATE, ENGINE_NOT_ANSWERING, FAILED, IMPLAUSIBLE, MALFORMED, MULTINODE_TEST, NO_DOCKER,
+    NO_GPU_RUNTIME, NOT_READY, READY, TIMEOUT, UNREACHABLE, HostOutcome,
     fleet_ready,
 )
 from gpuenv.fleet.suitereport import CheckedReport, MalformedReport, check_report
@@ -37,8 +37,10 @@ PLOTTED = {
 }
 #: Suite areas, one column each, in report order. A check's area comes from its test file
 #: (validate/checks/test_NN_<area>.py), else from its name below; anything else is "other".
-AREAS = ("environment", "visibility", "memory", "masking", "speed", "sustained", "other")
+AREAS = ("environment", "visibility", "memory", "masking", "speed", "sustained", "multigpu", "other")
 AREA_OF_FILE = {area: area for area in AREAS if area != "other"}
+#: Report lines that come from no test file: the fleet's multi-node job (gpuenv/fleet/multinode.py).
+AREA_OF_TEST = {MULTINODE_TEST: "multigpu"}
 AREA_OF_CHECK = {
     "sustained load": "sustained",
     "clock events under load": "sustained",
@@ -176,6 +178,8 @@ def check_area(check: dict[str, Any]) -> str:
     match = _AREA.search(str(check.get("test") or ""))
     if match and match.group(1) in AREA_OF_FILE:
         return AREA_OF_FILE[match.group(1)]
+    if check.get("test") in AREA_OF_TEST:
+        return AREA_OF_TEST[check["test"]]
     return AREA_OF_CHECK.get(str(check.get("check")), "other")
 
 
