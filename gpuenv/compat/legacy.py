@@ -10,12 +10,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuenv.compat.matrix import Matrix
+from gpuenv.compat.matrix import GpuArchitecture, Matrix
 
 
 def _branch(driver: str | None) -> int | None:
     head = (driver or "").split(".")[0]
     return int(head) if head.isdigit() else None
+
+
+def last_served(arch: GpuArchitecture, cc: str) -> str:
+    """What still serves a legacy GPU, in the words `doctor` and the resolver's refusal share:
+    "Kepler (cc 3.5): the last driver branch that runs it is R470, the last CUDA that builds for it 11.8"."""
+    return f"{arch.name} (cc {cc}): the last driver branch that runs it is R{arch.last_driver_branch}, the last CUDA that builds for it {arch.last_cuda}"
 
 
 def legacy_lines(gpus: list[dict[str, Any]], driver: str | None, matrix: Matrix) -> list[str]:
@@ -39,7 +45,7 @@ def legacy_lines(gpus: list[dict[str, Any]], driver: str | None, matrix: Matrix)
         if arch.last_driver_branch is None:
             continue
         last = int(arch.last_driver_branch)
-        where = f"{name}: {arch.name} (cc {cc}): the last driver branch that runs it is R{last}, the last CUDA that builds for it {arch.last_cuda}"
+        where = f"{name}: {last_served(arch, cc)}"
         have = _branch(driver)
         if have is not None and have < last:
             lines.append(f"{where}: driver {driver} is older: install an R{last} driver, then a CUDA {arch.last_cuda} (or older) stack (--cuda {arch.last_cuda})")

@@ -4,8 +4,9 @@ Pure: it reads the Matrix and the Request and nothing else (the host and the whe
 are read by the caller), so every rule is tested table-driven. The rules, in the order they
 apply (README "How the stack is chosen"):
 
-- GPUs first: Jetson modules are refused (JetPack targets them), and a driver older than the
-  first branch that knows a GPU is refused under every rule.
+- GPUs first: Jetson modules are refused (JetPack targets them), a driver older than the
+  first branch that knows a GPU is refused under every rule, and so is a legacy GPU (Kepler)
+  no build of the framework can run on, even on its last driver branch.
 - CUDA rule: `--cuda X.Y` is the container's CUDA (base image, and the most the driver runs).
   The build CUDA is chosen first: the newest at or below X.Y within X's major, else the lowest
   above it (on the X.Y image by minor-version compatibility); then the newest release with that
@@ -44,7 +45,7 @@ from gpuenv.compat.rules.frameworks import (
     _Placement,
     default_python,
 )
-from gpuenv.compat.rules.gpus import _check_driver_branches, _kernel_min_driver, _refuse_integrated, kernel_coverage
+from gpuenv.compat.rules.gpus import _check_driver_branches, _kernel_min_driver, _refuse_integrated, _refuse_legacy, kernel_coverage
 from gpuenv.compat.rules.reasons import TORCH_INDEX, _arch_failure, _cuda_alternatives, _driver_failure, _to_stack
 from gpuenv.compat.rules.request import (
     _NAMES,
@@ -93,6 +94,7 @@ def resolve_stack(request: Request, matrix: Matrix | None = None) -> Stack:
     if cuda_wish != CPU:
         _refuse_integrated(matrix, archs)
         _check_driver_branches(matrix, archs, driver, request.driver_source)
+        _refuse_legacy(matrix, request, framework, archs)
 
     # 0. the wheelhouse: only what it holds, when it holds the framework at all
     if request.wheelhouse is not None:
@@ -150,7 +152,7 @@ def resolve_stack(request: Request, matrix: Matrix | None = None) -> Stack:
                 fix = _join_fixes([_first_fix(request, matrix, _cuda_tries(_image_minors(matrix))), _fix(request, matrix, cuda=None)],
                                   "use --cuda with a release `invoke matrix` lists with images")
                 raise NoCompatibleStack(f"no nvidia/cuda image with a known driver floor is in the data for CUDA {cuda_wish or minors}", fix=fix)
-            message, fix = _driver_failure(matrix, request, cands, driver, cuda_wish, strict)
+            message, fix = _driver_failure(matrix, request, cands, driver, cuda_wish, strict, archs)
             raise NoCompatibleStack(message, fix=fix)
         cands = placed
 

@@ -72,3 +72,34 @@ def test_doctor_reads_an_old_drivers_a100_name(invoke_cli, tmp_path):
     data = _ok(invoke_cli("doctor", "--host", str(capture), "--json"))
     assert data["nvml"]["gpus"][0]["compute_capability"] == "8.0" and data["legacy"]["lines"] == []
     assert data["recommended"]["torch"]["available"], data["recommended"]["torch"]
+
+
+def test_resolve_refuses_a_kepler_host_as_doctor_describes_it(invoke_cli, tmp_path):
+    """SYNTHETIC driver, real name: the A100 capture as driver 340.24 prints a Tesla K20m (Kepler, cc
+    3.5), for which no PyTorch build has kernels: the refusal names R470 and CUDA 11.8, as doctor
+    does, never a driver no Kepler card runs."""
+    from tests.validate.host_variants import driver340_kepler
+
+    capture = tmp_path / "k20m-340.xml"
+    capture.write_text(driver340_kepler(), encoding="utf-8")
+    out = invoke_cli("resolve", "--host", str(capture))
+    assert out.returncode == 3, out.stderr
+    assert out.stderr.strip().count("\n") == 0, out.stderr
+    assert "Kepler (cc 3.5): the last driver branch that runs it is R470, the last CUDA that builds for it 11.8" in out.stderr
+    assert "no PyTorch stack gpuenv knows runs on it" in out.stderr and "--framework tensorflow on an R470 driver" in out.stderr
+    assert "520.61.05" not in out.stderr and "upgrade the driver" not in out.stderr
+
+
+def test_resolve_tells_a_k80_on_an_old_driver_its_last_branch(invoke_cli, tmp_path):
+    """SYNTHETIC driver, real name: a Tesla K80 (cc 3.7) on driver 340.24. PyTorch's CUDA 11.8
+    builds have sm_37, so an R470 driver runs one (minor-version compatibility): the fix is that
+    branch, re-resolved, not the CUDA 11.8 image's own floor 520.61.05."""
+    from tests.validate.host_variants import driver340_kepler
+
+    capture = tmp_path / "k80-340.xml"
+    capture.write_text(driver340_kepler().replace("Tesla K20m", "Tesla K80"), encoding="utf-8")
+    out = invoke_cli("resolve", "--host", str(capture))
+    assert out.returncode == 3, out.stderr
+    assert out.stderr.strip().count("\n") == 0, out.stderr
+    assert "Kepler (cc 3.7): the last driver branch that runs it is R470" in out.stderr
+    assert "install an R470 driver (gives PyTorch 2.7.1 cu118" in out.stderr and "upgrade the driver" not in out.stderr

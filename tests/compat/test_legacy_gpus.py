@@ -1,10 +1,14 @@
-"""Legacy GPUs in `doctor`: the last driver branch and CUDA line from envs/compat.yaml, or that
+"""Legacy GPUs in `doctor` and the resolver: the last driver branch and CUDA line from envs/compat.yaml, or that
 none serves the GPU (pure, on the real compatibility data)."""
 
 from __future__ import annotations
 
-from gpuenv.compat.legacy import legacy_lines
+import pytest
+
+from gpuenv.compat.legacy import last_served, legacy_lines
 from gpuenv.compat.matrix import load_matrix
+from gpuenv.compat.resolve import Request, resolve_stack
+from gpuenv.errors import NoCompatibleStack
 
 
 def test_kepler_on_its_last_branch_is_told_to_stay():
@@ -35,3 +39,22 @@ def test_the_suites_legacy_table_agrees_with_the_compatibility_data():
     suite = {arch: (branch, cuda) for arch, branch, cuda in load_archs().legacy}
     data = {a.name: (a.last_driver_branch, a.last_cuda) for a in load_matrix().gpu_architectures if a.last_driver_branch}
     assert suite == data and set(suite) == {"Kepler", "Maxwell", "Pascal", "Volta"}
+
+
+def test_the_resolver_refuses_legacy_gpus_in_doctors_words():
+    """The resolver's refusal for a Kepler 3.5 GPU, which no PyTorch release has kernels for, reuses
+    legacy.py's line (R470, CUDA 11.8) whatever the driver and the pin."""
+    kepler = load_matrix().architecture_of("3.5")
+    for driver in ("340.24", "470.256.02", "580.105.08"):
+        with pytest.raises(NoCompatibleStack) as err:
+            resolve_stack(Request(driver=driver, gpu_archs=("3.5",), torch="2.7"))
+        text = err.value.render()
+        assert last_served(kepler, "3.5") in text and "no PyTorch stack gpuenv knows runs on it" in text, text
+        assert "--framework tensorflow" not in text, "a --torch pin is not changed into another framework"
+
+
+def test_a_maxwell_gpu_on_an_old_driver_is_still_told_to_upgrade():
+    """Maxwell's last branch (R580) runs current builds: the ordinary driver refusal stands."""
+    with pytest.raises(NoCompatibleStack) as err:
+        resolve_stack(Request(driver="390.157", gpu_archs=("5.2",)))
+    assert "upgrade the driver to >= 520.61.05" in err.value.render() and "R580" not in err.value.render()

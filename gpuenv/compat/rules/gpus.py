@@ -1,10 +1,15 @@
 """The GPU rules: the kernels a build has for a compute capability (SASS or PTX JIT), the driver
-that needs, and the GPUs refused outright (Jetson modules, a driver branch older than the GPU)."""
+that needs, and the GPUs refused outright (Jetson modules, a driver branch older than the GPU, a
+legacy GPU no build of the request targets)."""
 from __future__ import annotations
 
+from gpuenv.compat.legacy import last_served
 from gpuenv.compat.matrix import Matrix, TensorflowRelease, TorchVariant, version_key as V
 from gpuenv.compat.rules.cuda import _higher
-from gpuenv.compat.rules.frameworks import _Candidate
+from gpuenv.compat.rules.fixes import _fix, _join_fixes
+from gpuenv.compat.rules.frameworks import _Candidate, _candidates
+from gpuenv.compat.rules.request import _NAMES, Request
+from gpuenv.stack import CPU
 from gpuenv.errors import NoCompatibleStack
 
 
@@ -86,3 +91,45 @@ def _check_driver_branches(matrix: Matrix, archs: list[str], driver: str | None,
                 f"R{branch.branch}, and minor-version compatibility cannot make a driver run a GPU it predates",
                 fix=f"install a driver of branch R{branch.branch} or newer",
             )
+
+
+def _runs_on_branch(matrix: Matrix, c: _Candidate, cc: str, branch: int) -> bool:
+    """Whether build `c` could run on compute capability `cc` under a driver of `branch` at best:
+    its CUDA knows the family, it has SASS (run from the CUDA major's minor-version floor) or PTX
+    (JIT-compiled only by a driver that runs its CUDA natively) for it. Generous on purpose: the
+    other rules decide the rest, this one only refuses when nothing could run."""
+    if not _cuda_supports_arch(matrix, c.release.minor, cc):
+        return False
+    how = kernel_coverage(cc, c.kernels)
+    if how is None:
+        return False
+    major = matrix.cuda_major(c.release.major)
+    floor = c.release.floor if how.startswith("PTX") or major is None else major.minor_compat_min_driver
+    return floor is not None and int(floor.split(".")[0]) <= branch
+
+
+def _refuse_legacy(matrix: Matrix, request: Request, framework: str, archs: list[str]) -> None:
+    """A GPU past its last driver branch (Kepler) that no release of the framework can run on, even
+    on that branch, is refused as `doctor` describes it (gpuenv/compat/legacy.py): its last driver
+    branch and CUDA line, never a newer driver it cannot run; the other framework when it still has
+    builds for it. When only the pinned release lacks them, the kernel rule's message names the
+    releases that have them."""
+    name = _NAMES[framework]
+    for cc in archs:
+        arch = matrix.architecture_of(cc)
+        if arch is None or arch.last_driver_branch is None:
+            continue
+        last = int(arch.last_driver_branch)
+        if any(_runs_on_branch(matrix, c, cc, last) for c in _candidates(matrix, framework, None) if c.cuda is not None):
+            continue
+        fix = _join_fixes([_fix(request, matrix, cuda=CPU)], "use --cuda cpu")
+        other = "tensorflow" if framework == "torch" else "torch"
+        if not (request.torch or request.tensorflow) and any(
+            _runs_on_branch(matrix, c, cc, last) for c in _candidates(matrix, other, None) if c.cuda is not None
+        ):
+            fix = f"use --framework {other} on an R{last} driver (its CUDA {arch.last_cuda} or older builds still target {arch.name}), or {fix}"
+        raise NoCompatibleStack(
+            f"{last_served(arch, cc)}; no {name} build gpuenv knows has kernels for it that such a driver runs, "
+            f"so no {name} stack gpuenv knows runs on it",
+            fix=fix,
+        )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from gpuenv.compat.legacy import last_served
 from gpuenv.compat.matrix import CudaImage, Matrix, version_key as V
 from gpuenv.compat.rules.cuda import _image_floor, _image_minors, _runnable_images
 from gpuenv.compat.rules.fixes import _cuda_tries, _describe, _drop_pin, _first_fix, _fix, _join_fixes, _suggest, command_for
@@ -66,8 +67,10 @@ def _arch_failure(matrix: Matrix, request: Request, cands: list[_Candidate], arc
     return message, _join_fixes(fixes, fallback)
 
 
-def _driver_failure(matrix: Matrix, request: Request, cands: list[_Candidate], driver: str, cuda_wish: str | None, strict: bool) -> tuple[str, str]:
-    """The message when the driver is too old: which CUDA it needed, and the nearest re-resolved fixes."""
+def _driver_failure(matrix: Matrix, request: Request, cands: list[_Candidate], driver: str, cuda_wish: str | None, strict: bool,
+                    archs: list[str]) -> tuple[str, str]:
+    """The message when the driver is too old: which CUDA it needed, and the nearest re-resolved fixes
+    (never a driver past a legacy GPU's last branch: that GPU's last branch instead)."""
     def image_floor(minor: str) -> str | None:
         """The lowest driver that runs an image of this CUDA in the data (an update without an image does not count)."""
         floors = [_image_floor(matrix, i) for i in matrix.images_of(minor)]
@@ -97,6 +100,22 @@ def _driver_failure(matrix: Matrix, request: Request, cands: list[_Candidate], d
         fixes.append(_fix(request, matrix, **_drop_pin(request)))
     fixes.append(_fix(request, matrix, cuda=CPU))
     options = [f"upgrade the driver to >= {needed}", _join_fixes(fixes, "use --cuda cpu")]
+    for cc in archs:
+        arch = matrix.architecture_of(cc)
+        if arch is None or arch.last_driver_branch is None or int(needed.split(".")[0]) <= int(arch.last_driver_branch):
+            continue
+        last = arch.last_driver_branch
+        message += f"; {last_served(arch, cc)}, so no driver that runs it reaches {needed}"
+        options[0] = f"install an R{last} driver"
+        if request.explain:  # a re-resolution behind a suggestion suggests nothing (fixes never recurse)
+            # the lowest driver of the last branch: if it gives a stack, every driver of that branch does
+            on_last = _suggest(request, matrix, driver=f"{last}.0")
+            if on_last is not None:
+                options[0] += f" (gives {_describe(on_last)})"
+            else:
+                message += f", and no stack gpuenv knows with these options runs on it on R{last}"
+                options.pop(0)
+        break
     major_no = int((cuda_wish or cands[0].release.minor).split(".")[0])
     major = matrix.cuda_major(major_no)
     if major and V(driver) >= V(major.minor_compat_min_driver):
