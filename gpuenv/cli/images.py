@@ -46,13 +46,15 @@ def _remainder_argv(remainder: str) -> list[str]:
 
 def _build_plan_text(plan, lock_missing: bool) -> str:
     """What `invoke --dry build` prints: stack, lock, build arguments, labels, and the Dockerfile."""
+    from gpuenv.images import plan as images
+
     lines = [f"stack: {plan.stack.stack_id}"]
     if lock_missing:
         lines.append(f"lock: none in {plan.lock_dir}: it would be locked first")
     else:
         lines.append(f"lock: {plan.lock.path} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})")
     lines.append(f"base image: {plan.base_image}")
-    lines.append(f"tags: {', '.join(plan.tags)}")
+    lines.append(f"tags: {', '.join(plan.tags or images.pending_tags(plan))}")
     if plan.no_index:
         lines.append(f"network: none (the wheelhouse {plan.wheelhouse} holds every wheel of the lock)")
     lines.append("build arguments:")
@@ -135,17 +137,14 @@ def build(
 
 def _plan_without_lock(images, stack, lock_dir, backend: str, options: dict):
     """A build plan for --dry when there is no lock yet (the lock hash is not known)."""
-    from dataclasses import replace
-
     placeholder = images.LockFile(lock_dir / "(not locked yet)", backend, "0" * 64)
-    probe = images.BuildPlan(
+    return images.BuildPlan(
         stack=stack, lock=placeholder, lock_dir=lock_dir, base_image=options["base_image"] or stack.base_image,
-        tags=images.image_tags(stack, placeholder.sha256, [options["tag"]] if options["tag"] else []),
+        tags=[], extra_tags=(options["tag"],) if options["tag"] else (),
         buildargs=images.build_args(stack, placeholder, base_image=options["base_image"]),
         labels={**images.image_labels(stack, placeholder.sha256, placeholder.backend),
                 **images.oci_labels(stack, placeholder, options["base_image"] or stack.base_image)},
     )
-    return replace(probe, tags=[t.replace("0" * images.TAG_HASH_LENGTH, "<lock-hash>") for t in probe.tags])
 
 
 @task(
