@@ -19,9 +19,6 @@ from typing import Iterable
 
 from gpuenv.images.context import Source, Tree
 
-#: Context folders that reach only the install stage and never a layer of the image: the CA bundle
-#: (trust for HTTPS) and the wheelhouse (the lock's hashes decide what is installed from it).
-OUTSIDE_IMAGE = ("install/ca/", "install/wheels/")
 #: Context entries the install stage copies or is defined by (the Dockerfile is under docker/).
 INSTALL_STAGE = ("docker/", "install/")
 #: Placeholder for the hash in tags printed before the inputs are known (`invoke --dry build`).
@@ -72,13 +69,12 @@ def inputs_hash(
     base_id: str,
     labels: dict[str, str] | None = None,
     only: tuple[str, ...] = (),
-    skip: tuple[str, ...] = (),
 ) -> str:
-    """sha256 over the chosen context entries (`only` these prefixes, minus `skip`), the build
+    """sha256 over the context entries (`only` those under these prefixes, when given), the build
     arguments, the labels and the base image's id, in a stable order."""
     digest = hashlib.sha256()
     for name, source in sorted(entries, key=lambda entry: entry[0]):
-        if (only and not name.startswith(only)) or (skip and name.startswith(skip)):
+        if only and not name.startswith(only):
             continue
         digest.update(f"entry {name} {entry_digest(name, source)}\n".encode())
     for key, value in sorted(buildargs.items()):
@@ -90,8 +86,9 @@ def inputs_hash(
 
 
 def image_hash(entries: list[tuple[str, Source]], *, buildargs: dict[str, str], labels: dict[str, str], base_id: str) -> str:
-    """The identity of the final image: every input that reaches it (not the CA bundle or the wheelhouse)."""
-    return inputs_hash(entries, buildargs=buildargs, labels=labels, base_id=base_id, skip=OUTSIDE_IMAGE)
+    """The identity of the final image: every input of the build. Even the CA bundle and the wheels,
+    which reach no layer, name the install stage the image records (its io.gpuenv.install_hash label)."""
+    return inputs_hash(entries, buildargs=buildargs, labels=labels, base_id=base_id)
 
 
 def install_hash(entries: list[tuple[str, Source]], *, buildargs: dict[str, str], base_id: str) -> str:

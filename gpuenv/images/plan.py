@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from gpuenv import PROJECT_ROOT, VALIDATE_DIR, __version__
 from gpuenv.envs import lockdir
 from gpuenv.images import identity
-from gpuenv.images.context import Tree, context_entries, suite_entries, write_context  # noqa: F401 (the build's context, named here too)
+from gpuenv.images.context import Tree, context_entries, suite_entries, write_context  # noqa: F401 (Tree and write_context: the build's context, named here too)
 from gpuenv.errors import BadInput, DataError, GpuenvError
 from gpuenv.stack import Stack, stack_json
 
@@ -44,6 +44,8 @@ SUITE_LABEL = LABEL_PREFIX + "suite"
 BASE_ID_LABEL = LABEL_PREFIX + "base_id"
 #: Set by docker/Dockerfile on the install stage: the mark that an image under the cache name is gpuenv's.
 INSTALL_STAGE_LABEL = LABEL_PREFIX + "build_cache"
+#: The hash of the install stage's inputs: its cache name (build_cache_tag) holds the first 12 characters.
+INSTALL_HASH_LABEL = LABEL_PREFIX + "install_hash"
 SOURCE_URL = "https://github.com/gpuenv/gpuenv"
 
 DOCKER_DIR = PROJECT_ROOT / "docker"
@@ -375,11 +377,11 @@ def pending_tags(plan: BuildPlan) -> list[str]:
 def identify(plan: BuildPlan, base_id: str) -> BuildPlan:
     """`plan` named from its inputs: the image's tags (unless a caller named them), its inputs and
     base labels, and the install stage's cache name. Needs the installers and the base's id."""
-    labels = {**plan.labels, BASE_ID_LABEL: base_id}
-    labels.pop(INPUTS_LABEL, None)
     entries = context_entries(plan)
-    inputs = identity.image_hash(entries, buildargs=plan.buildargs, labels=labels, base_id=base_id)
     install = identity.install_hash(entries, buildargs=plan.buildargs, base_id=base_id)
+    labels = {**plan.labels, BASE_ID_LABEL: base_id, INSTALL_HASH_LABEL: install}
+    labels.pop(INPUTS_LABEL, None)
+    inputs = identity.image_hash(entries, buildargs=plan.buildargs, labels=labels, base_id=base_id)
     return replace(
         plan, base_id=base_id, labels={**labels, INPUTS_LABEL: inputs},
         tags=plan.tags or image_tags(plan.stack, inputs, plan.extra_tags),

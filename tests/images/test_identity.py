@@ -71,14 +71,16 @@ def test_another_lock_is_another_image(inputs, tmp_path):
     assert _named(other, suite, docker).cache_tag != _named(lock, suite, docker).cache_tag
 
 
-def test_a_ca_bundle_keys_the_install_stage_only(inputs, tmp_path):
-    """The CA bundle never reaches the image, so it is the same image; but the install stage copied it."""
+def test_a_ca_bundle_keys_the_install_stage_that_the_image_records(inputs, tmp_path):
+    """The CA bundle reaches no layer, but the install stage copied it: another cache, and the
+    image's io.gpuenv.install_hash label (so its name) says which."""
     lock, suite, docker = inputs
     ca = tmp_path / "corp.pem"
     ca.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
     plain, with_ca = _named(lock, suite, docker), _named(lock, suite, docker, ca_cert=ca)
-    assert plain.tags[0] == with_ca.tags[0]
     assert plain.cache_tag != with_ca.cache_tag
+    assert with_ca.labels[images.INSTALL_HASH_LABEL][:12] == with_ca.cache_tag.rsplit(":", 1)[1]
+    assert plain.tags[0] != with_ca.tags[0]
 
 
 def test_a_callers_tags_are_kept_and_the_extra_tag_added(inputs):
