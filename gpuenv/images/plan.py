@@ -1,8 +1,10 @@
 """What an image of a stack is called, what it carries and what its build is made of.
 
-Render, then act: everything here is decided from the stack and the lock directory alone, so it
-is tested on its output. The Docker engine is touched only through `gpuenv.engine`'s `Engine`; the
-helpers at the end (`image_for_stack`, `built_images`, the build) ask this machine's `Engine.local()`.
+Render, then act: everything here is decided from the stack, the lock directory, the files of
+the build context and the base image's id (`identify`), so it is tested on its output. The Docker
+engine is touched only through `gpuenv.engine`'s `Engine`; the helpers at the end
+(`image_for_stack`, `built_images`, `supply_tools`, `build_stack_image`) ask this machine's
+`Engine.local()`.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ INSTALL_HASH_LABEL = LABEL_PREFIX + "install_hash"
 SOURCE_URL = "https://github.com/gpuenv/gpuenv"
 
 DOCKER_DIR = PROJECT_ROOT / "docker"
+#: The engine's builders `invoke build --builder` takes: auto is BuildKit where the engine offers it.
+BUILDERS = ("auto", "buildkit", "classic")
 #: Path of the Dockerfile inside the build context (gpuenv/images/context.py lays the context out).
 DOCKERFILE_IN_CONTEXT = "docker/Dockerfile"
 #: Lock files, by backend, in the order `invoke build` looks for them.
@@ -299,7 +303,7 @@ def build_args(stack: Stack, lock: LockFile, *, base_image: str | None = None) -
 
 def check_build_options(
     *, tag: str | None = None, ca_cert: str | Path | None = None, wheelhouse: str | Path | None = None,
-    team_file: str | Path | None = None, backend: str | None = None,
+    team_file: str | Path | None = None, backend: str | None = None, builder: str | None = None,
 ) -> None:
     """The build's own options, checked before the stack is resolved, locked or built (BadInput)."""
     if tag is not None:
@@ -312,6 +316,8 @@ def check_build_options(
         raise BadInput(f"--team-file {team_file}: no such file", fix="give the path of a team file like envs/team.yml")
     if backend is not None and backend not in LOCK_FILES:
         raise BadInput(f"--backend {backend!r} is not known", fix=f"use one of {', '.join(LOCK_FILES)}")
+    if builder is not None and builder not in BUILDERS:
+        raise BadInput(f"--builder {builder!r} is not known", fix=f"use one of {', '.join(BUILDERS)}")
 
 
 def plan_build(
@@ -523,13 +529,15 @@ def supply_tools(plan: BuildPlan, progress: Callable[[str], None] | None = None)
     return identify(replace(plan, tools=tools), base.id)
 
 
-def build_stack_image(plan: BuildPlan, progress: Callable[[str], None] | None = None) -> BuildResult:
+def build_stack_image(plan: BuildPlan, progress: Callable[[str], None] | None = None, builder: str = "auto") -> BuildResult:
     """Assemble the context of `plan` in a temporary file and build it through the engine.
 
     The engine tags the image only when the build succeeded; a failed or interrupted build
     leaves every tag of the stack where it was. The labels are given here, once; with a
-    complete wheelhouse the build runs with no network. `BuildResult.reused` says that the
-    first tag already named the very image the build gave (nothing changed).
+    complete wheelhouse the build runs with no network. `builder`: one of BUILDERS. Images
+    carrying an io.gpuenv.* label are gpuenv's: only those are ever removed or have the cache
+    name taken from them. `BuildResult.reused` says that the first tag already named the very
+    image the build gave (nothing changed).
     """
     import tempfile
 
@@ -551,6 +559,8 @@ def build_stack_image(plan: BuildPlan, progress: Callable[[str], None] | None = 
             network_mode="none" if plan.no_index else None,
             cache_tag=plan.cache_tag,
             nocache=plan.nocache,
+            builder=builder,
+            owner_prefix=LABEL_PREFIX,
             progress=progress,
         )
     result.reused = before is not None and before.id == result.image.id

@@ -301,6 +301,8 @@ def test_build_options_are_checked_without_a_lock(tmp_path):
         images.check_build_options(team_file=tmp_path / "nope.yml")
     with pytest.raises(BadInput, match="--backend 'pip'"):
         images.check_build_options(backend="pip")
+    with pytest.raises(BadInput, match="--builder 'fast' is not known: .*auto, buildkit, classic"):
+        images.check_build_options(builder="fast")
     images.check_build_options(tag="x:Prod", ca_cert=None, wheelhouse=tmp_path, backend="uv")
 
 
