@@ -7,6 +7,8 @@ containers: by a label its image carries (containers inherit their image's label
 
 from __future__ import annotations
 
+import io
+import tarfile
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
@@ -91,3 +93,15 @@ def stack_image_tag(stack: Any, lock_sha256: str) -> str:
         return image_tags(stack, "0" * 64)[0]  # names no image: the caller's check fails on it
     newest = max(found, key=lambda img: img.created)
     return image_tags(stack, newest.labels.get(INPUTS_LABEL, "0" * 64))[0]
+
+
+def dockerfile_context(dockerfile: str) -> io.BytesIO:
+    """A build context (a tar stream) holding only `dockerfile` as Dockerfile: tiny test images."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        data = dockerfile.encode()
+        info = tarfile.TarInfo("Dockerfile")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    buf.seek(0)
+    return buf

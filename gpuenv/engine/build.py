@@ -60,6 +60,21 @@ class _BuildTrace:
             self.made.add(match.group(1))
 
 
+@dataclass(frozen=True)
+class _Request:
+    """One build's settings, as `build_image` received them, for whichever builder runs it."""
+
+    dockerfile: str
+    tags: list[str]
+    buildargs: dict[str, str]
+    labels: dict[str, str] | None
+    network_mode: str | None
+    cache_tag: str | None
+    nocache: bool
+    owner_prefix: str | None
+    emit: Progress
+
+
 class BuildMixin:
     """The build call of `Engine`."""
 
@@ -94,22 +109,20 @@ class BuildMixin:
         cache) is kept under `cache_tag`; BuildKit keeps its cache in the builder.
         """
         emit = progress or to_stdout
+        request = _Request(dockerfile, tags, buildargs, labels, network_mode, cache_tag, nocache, owner_prefix, emit)
         previous = {ref: info.id for ref in tags if (info := self.image_info(ref)) is not None}  # type: ignore[attr-defined]
         use_buildkit = builder == "buildkit" or (builder == "auto" and self.offers_buildkit())
         result: BuildResult | None = None
         if use_buildkit:
             try:
-                result = self._build_buildkit(context, dockerfile=dockerfile, tags=tags, buildargs=buildargs, labels=labels,
-                                              network_mode=network_mode, nocache=nocache, emit=emit, owner_prefix=owner_prefix)
+                result = self._build_buildkit(context, request)
             except buildkit.Refused as err:
                 if builder == "buildkit":
                     raise ToolError(f"the engine refused a BuildKit build: {err}", fix="build with the classic builder") from None
                 emit(f"the engine refused a BuildKit build ({err}): building with the classic builder\n")
                 context.seek(0)
         if result is None:
-            result = self._build_classic(context, dockerfile=dockerfile, tags=tags, buildargs=buildargs, labels=labels,
-                                         network_mode=network_mode, cache_tag=cache_tag, nocache=nocache, emit=emit,
-                                         owner_prefix=owner_prefix)
+            result = self._build_classic(context, request)
         for ref, old in previous.items():
             if old != result.image.id and old not in result.removed and self._remove_if_ours_and_unused(old, owner_prefix):
                 result.removed.append(old)
@@ -125,20 +138,7 @@ class BuildMixin:
         except Exception:  # noqa: BLE001 (asked again by the build itself, which names the cause)
             return False
 
-    def _build_classic(
-        self,
-        context: IO[bytes],
-        *,
-        dockerfile: str,
-        tags: list[str],
-        buildargs: dict[str, str],
-        labels: dict[str, str] | None,
-        network_mode: str | None,
-        cache_tag: str | None,
-        nocache: bool,
-        emit: Progress,
-        owner_prefix: str | None,
-    ) -> BuildResult:
+    def _build_classic(self, context: IO[bytes], request: _Request) -> BuildResult:
         """Build with the classic builder; tag only when it succeeded.
 
         Failure is read from the stream (an `error` record, or no image id at the end) and raises
@@ -157,16 +157,16 @@ class BuildMixin:
         step = ""
         image_id: str | None = None
         trace = _BuildTrace()
-        options: dict[str, Any] = {"labels": labels} if labels else {}
-        if network_mode:
-            options["network_mode"] = network_mode
+        options: dict[str, Any] = {"labels": request.labels} if request.labels else {}
+        if request.network_mode:
+            options["network_mode"] = request.network_mode
         try:
             stream = self.client.api.build(
                 fileobj=context,
                 custom_context=True,
-                dockerfile=dockerfile,
-                buildargs=buildargs,
-                nocache=nocache,
+                dockerfile=request.dockerfile,
+                buildargs=request.buildargs,
+                nocache=request.nocache,
                 rm=True,
                 forcerm=True,
                 pull=False,
@@ -193,47 +193,35 @@ class BuildMixin:
                         step = line.split(" : ", 1)[0]
                     if match := _BUILT.search(line):
                         image_id = image_id or match.group(1)
-                emit(text if text.endswith("\n") else text + "\n")
+                request.emit(text if text.endswith("\n") else text + "\n")
         except KeyboardInterrupt:
             self.close()  # drops the connection: the engine cancels the build
             try:  # the local engine opened again: this one was closed to cancel the build
-                type(self).local()._leave_no_dangling(trace, None, cache_tag, owner_prefix, emit)  # type: ignore[attr-defined]
+                type(self).local()._leave_no_dangling(trace, None, request)  # type: ignore[attr-defined]
             except Exception:  # noqa: BLE001 (best effort: the interrupt is what the user sees)
                 pass
             raise
         except APIError as err:
-            self._leave_no_dangling(trace, None, cache_tag, owner_prefix, emit)
+            self._leave_no_dangling(trace, None, request)
             raise ToolError(f"docker build was refused: {short_reason(err)}", fix=build_fix(str(err), log)) from None
         except ToolError:
-            self._leave_no_dangling(trace, None, cache_tag, owner_prefix, emit)
+            self._leave_no_dangling(trace, None, request)
             raise
         if not image_id:
-            self._leave_no_dangling(trace, None, cache_tag, owner_prefix, emit)
+            self._leave_no_dangling(trace, None, request)
             raise ToolError(
                 "docker build ended without an image" + (f" (last step: {step})" if step else ""),
                 fix="see the build log above",
             )
         try:
-            self.tag_all_or_none(image_id, tags)
+            self.tag_all_or_none(image_id, request.tags)
         except ToolError:
-            self._leave_no_dangling(trace, None, cache_tag, owner_prefix, emit)
+            self._leave_no_dangling(trace, None, request)
             raise
-        self._leave_no_dangling(trace, image_id, cache_tag, owner_prefix, emit)
+        self._leave_no_dangling(trace, image_id, request)
         return BuildResult(image=info_of(self.client.images.get(image_id)), log=log, builder="classic")
 
-    def _build_buildkit(
-        self,
-        context: IO[bytes],
-        *,
-        dockerfile: str,
-        tags: list[str],
-        buildargs: dict[str, str],
-        labels: dict[str, str] | None,
-        network_mode: str | None,
-        nocache: bool,
-        emit: Progress,
-        owner_prefix: str | None,
-    ) -> BuildResult:
+    def _build_buildkit(self, context: IO[bytes], request: _Request) -> BuildResult:
         """Build with BuildKit (buildkit.request); tag only when it succeeded.
 
         BuildKit makes no image for a step or stage, so a failed build leaves none; the one it
@@ -241,12 +229,12 @@ class BuildMixin:
         """
         from docker.errors import APIError
 
-        trace = buildkit.Trace(emit)
-        params: dict[str, Any] = {"dockerfile": dockerfile, "buildargs": buildargs, "nocache": nocache, "rm": True, "forcerm": True}
-        if labels:
-            params["labels"] = labels
-        if network_mode:
-            params["networkmode"] = network_mode
+        trace = buildkit.Trace(request.emit)
+        params: dict[str, Any] = {"dockerfile": request.dockerfile, "buildargs": request.buildargs, "nocache": request.nocache}
+        if request.labels:
+            params["labels"] = request.labels
+        if request.network_mode:
+            params["networkmode"] = request.network_mode
         image_id: str | None = None
         try:
             for record in buildkit.request(self.client.api, context, params):
@@ -271,12 +259,12 @@ class BuildMixin:
             raise ToolError(f"the BuildKit build stream broke off: {err}", fix="build again; nothing was tagged") from None
         if not image_id:
             raise ToolError("docker build ended without an image", fix="see the build log above; nothing was tagged")
-        same = self._same_image_under(tags[0], image_id) if tags else None
+        same = self._same_image_under(request.tags[0], image_id) if request.tags else None
         if same is not None:  # the same layers and settings: keep the image the name already has
             quietly(lambda: self.client.images.remove(image_id))
             image_id = same
         try:
-            self.tag_all_or_none(image_id, tags)  # type: ignore[attr-defined]
+            self.tag_all_or_none(image_id, request.tags)  # type: ignore[attr-defined]
         except ToolError:
             if same is None:
                 quietly(lambda: self.client.images.remove(image_id))
@@ -302,13 +290,13 @@ class BuildMixin:
         alike = all(old.get(key) == new.get(key) for key in ("RootFS", "Config", "Architecture", "Os"))
         return old["Id"] if alike and steps(old["Id"]) == steps(new["Id"]) else None
 
-    def _leave_no_dangling(self, trace: _BuildTrace, final: str | None, cache_tag: str | None, owner_prefix: str | None,
-                           emit: Progress) -> None:
+    def _leave_no_dangling(self, trace: _BuildTrace, final: str | None, request: _Request) -> None:
         """Keep the last earlier stage's image under `cache_tag`, unless that name holds an image
         this program did not make; remove every other untagged top-level image this build made
         (what `docker images` would show as <none>)."""
         from docker.errors import APIError, ImageNotFound
 
+        cache_tag, owner_prefix = request.cache_tag, request.owner_prefix
         earlier = [i for i in trace.stages if i != final]
         if cache_tag and earlier:
             repo, tag = split_tag(cache_tag)
@@ -317,7 +305,7 @@ class BuildMixin:
             except (ImageNotFound, APIError):
                 previous = None
             if previous is not None and previous.id != earlier[-1] and not _owned(previous, owner_prefix):
-                emit(f"{cache_tag} names an image this build did not make: it is left as it is, and the install "
+                request.emit(f"{cache_tag} names an image this build did not make: it is left as it is, and the install "
                      f"stage is not kept as the next build's cache\n")
             else:
                 quietly(lambda: self.client.api.tag(earlier[-1], repo, tag, force=True))

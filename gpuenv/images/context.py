@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from gpuenv.errors import DataError
 from gpuenv.stack import stack_json
 
 if TYPE_CHECKING:
@@ -36,14 +37,38 @@ class Tree:
 Source = Path | bytes | Tree
 
 
-def context_entries(plan: BuildPlan) -> list[tuple[str, Source]]:
+def label_instruction(labels: dict[str, str]) -> str:
+    """One LABEL instruction holding every label: the classic builder makes one step of each
+    label given through the API, but one step of this. Keys and values are double-quoted with
+    `\\`, `"` and `$` escaped, so the Dockerfile parser gives back exactly the text (no variable
+    is expanded); a label with a line break is refused (no label of gpuenv has one)."""
+    def quoted(text: str) -> str:
+        if "\n" in text or "\r" in text:
+            raise DataError(f"a label holds a line break: {text[:60]!r}", fix="report this: gpuenv's labels are one line each")
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
+
+    pairs = [f"{quoted(key)}={quoted(value)}" for key, value in sorted(labels.items())]
+    return "LABEL " + " \\\n      ".join(pairs) + "\n"
+
+
+def render_dockerfile(template: bytes, labels: dict[str, str]) -> bytes:
+    """docker/Dockerfile with the image's labels appended as its last instruction (final stage)."""
+    note = "\n# The image's labels, given once by gpuenv (gpuenv/images/plan.py), in one step.\n"
+    return template.rstrip(b"\n") + b"\n" + (note + label_instruction(labels)).encode() if labels else template
+
+
+def context_entries(plan: BuildPlan, *, labelled: bool = True) -> list[tuple[str, Source]]:
     """The build context as (path in context, source file or bytes), in a stable order.
 
     The CA bundle and the wheelhouse are always present (empty when not asked for) so the
-    install stage's one COPY keeps its shape and its cache depends on content only.
+    install stage's one COPY keeps its shape and its cache depends on content only. The
+    Dockerfile carries the plan's labels unless `labelled` is False (the image's identity is
+    computed before its own hash is a label).
     """
+    template = plan.docker_dir / "Dockerfile"
+    dockerfile: Source = render_dockerfile(template.read_bytes(), plan.labels) if labelled and plan.labels else template
     entries: list[tuple[str, Source]] = [
-        ("docker/Dockerfile", plan.docker_dir / "Dockerfile"),
+        ("docker/Dockerfile", dockerfile),
         ("install/install-env.sh", plan.docker_dir / "install-env.sh"),
         ("install/ca-env.sh", plan.docker_dir / "ca-env.sh"),
         ("install/ca/ca-bundle.crt", plan.ca_cert if plan.ca_cert else b""),

@@ -17,20 +17,13 @@ import os
 from pathlib import Path
 from typing import Iterable
 
+from gpuenv.envs.lockdir import file_sha256
 from gpuenv.images.context import Source, Tree
 
 #: Context entries the install stage copies or is defined by (the Dockerfile is under docker/).
 INSTALL_STAGE = ("docker/", "install/")
 #: Placeholder for the hash in tags printed before the inputs are known (`invoke --dry build`).
 PENDING = "<inputs-hash>"
-
-
-def _file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _tree_digest(root: Path) -> str:
@@ -41,7 +34,7 @@ def _tree_digest(root: Path) -> str:
         if path.is_symlink():
             digest.update(f"L {rel} {os.readlink(path)}\n".encode())
         elif path.is_file():
-            digest.update(f"F {rel} {os.access(path, os.X_OK)} {_file_digest(path)}\n".encode())
+            digest.update(f"F {rel} {os.access(path, os.X_OK)} {file_sha256(path)}\n".encode())
     return digest.hexdigest()
 
 
@@ -59,7 +52,7 @@ def entry_digest(name: str, source: Source) -> str:
     if name.startswith("install/wheels/") and name.endswith(".whl"):
         return f"wheel {source.stat().st_size}"
     # The context follows links (context.write_context), so the identity does too.
-    return _file_digest(source.resolve(strict=True))
+    return file_sha256(source.resolve(strict=True))
 
 
 def inputs_hash(

@@ -372,7 +372,7 @@ def plan_build(
         locked_wheels=wheels,
         offline=offline,
     )
-    return replace(plan, labels={**plan.labels, SUITE_LABEL: identity.suite_hash(context_entries(plan))})
+    return replace(plan, labels={**plan.labels, SUITE_LABEL: identity.suite_hash(suite_entries(plan.validate_dir))})
 
 
 def pending_tags(plan: BuildPlan) -> list[str]:
@@ -383,7 +383,7 @@ def pending_tags(plan: BuildPlan) -> list[str]:
 def identify(plan: BuildPlan, base_id: str) -> BuildPlan:
     """`plan` named from its inputs: the image's tags (unless a caller named them), its inputs and
     base labels, and the install stage's cache name. Needs the installers and the base's id."""
-    entries = context_entries(plan)
+    entries = context_entries(plan, labelled=False)  # the labels are hashed as labels, the Dockerfile as written
     install = identity.install_hash(entries, buildargs=plan.buildargs, base_id=base_id)
     labels = {**plan.labels, BASE_ID_LABEL: base_id, INSTALL_HASH_LABEL: install}
     labels.pop(INPUTS_LABEL, None)
@@ -533,8 +533,10 @@ def build_stack_image(plan: BuildPlan, progress: Callable[[str], None] | None = 
     """Assemble the context of `plan` in a temporary file and build it through the engine.
 
     The engine tags the image only when the build succeeded; a failed or interrupted build
-    leaves every tag of the stack where it was. The labels are given here, once; with a
-    complete wheelhouse the build runs with no network. `builder`: one of BUILDERS. Images
+    leaves every tag of the stack where it was. With a
+    complete wheelhouse the build runs with no network. The labels reach the image as one LABEL
+    instruction that the context's Dockerfile ends with (the classic builder makes a step of each
+    label given through the API). `builder`: one of BUILDERS. Images
     carrying an io.gpuenv.* label are gpuenv's: only those are ever removed or have the cache
     name taken from them. `BuildResult.reused` says that the first tag already named the very
     image the build gave (nothing changed).
@@ -555,7 +557,7 @@ def build_stack_image(plan: BuildPlan, progress: Callable[[str], None] | None = 
             dockerfile=plan.dockerfile,
             tags=plan.tags,
             buildargs=plan.buildargs,
-            labels=plan.labels,
+            labels=None,  # in the Dockerfile, one LABEL step (context.render_dockerfile)
             network_mode="none" if plan.no_index else None,
             cache_tag=plan.cache_tag,
             nocache=plan.nocache,

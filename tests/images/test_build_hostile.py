@@ -19,26 +19,15 @@ import io
 import tarfile
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
+from dockercases import dockerfile_context
 from imagecases import CPU_STACK_ARGS, run_task
 from stackcases import TORCH_CPU as CPU
 from test_images_unit import write_uv_lock
 
 pytestmark = pytest.mark.docker
-
-def _context(dockerfile: str) -> io.BytesIO:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        data = dockerfile.encode()
-        info = tarfile.TarInfo("Dockerfile")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-    buf.seek(0)
-    return buf
-
 
 def _two_stages(base: str, run: str) -> str:
     """gpuenv's shape: an install stage that carries the install-stage label, then the image."""
@@ -89,7 +78,7 @@ def test_a_foreign_image_under_the_cache_name_survives_a_classic_build(base_imag
     made.append(tag)
     before = _dangling()
     log: list[str] = []
-    result = engine.build_image(_context(_two_stages(base_image, run)), dockerfile="Dockerfile", tags=[tag], buildargs={},
+    result = engine.build_image(dockerfile_context(_two_stages(base_image, run)), dockerfile="Dockerfile", tags=[tag], buildargs={},
                                 cache_tag=cache, labels={"gpuenv.hostile-test": run}, builder="classic", owner_prefix="io.gpuenv.", progress=log.append)
     assert engine.image_info(cache).id == foreign.id, "the build moved the cache name off an image gpuenv did not make"
     assert engine.image_info(base_image) is not None
@@ -118,7 +107,7 @@ def test_two_bases_with_one_lock_never_share_a_cache_name(base_image, tmp_path, 
     run = uuid.uuid4().hex[:8]
     second = f"gpuenv-hostile-test/other-base:{run}"  # another base: the test base with one more label
     made.append(second)
-    engine.build_image(_context(f"FROM {base_image}\nLABEL gpuenv.hostile-test={run}\n"), dockerfile="Dockerfile", tags=[second],
+    engine.build_image(dockerfile_context(f"FROM {base_image}\nLABEL gpuenv.hostile-test={run}\n"), dockerfile="Dockerfile", tags=[second],
                        buildargs={}, builder="classic", progress=lambda _t: None)
     lock = write_uv_lock(tmp_path / "lock", CPU, CPU_LOCK_TEXT)
     bases = (base_image, second)
@@ -129,7 +118,7 @@ def test_two_bases_with_one_lock_never_share_a_cache_name(base_image, tmp_path, 
         cache = f"gpuenv-hostile-test/{plan.cache_tag.split('/', 1)[1]}"
         tag = f"gpuenv-hostile-test/image:{run}-{len(kept)}"
         made.extend([tag, cache])
-        engine.build_image(_context(_two_stages(ref, run)), dockerfile="Dockerfile", tags=[tag], buildargs={},
+        engine.build_image(dockerfile_context(_two_stages(ref, run)), dockerfile="Dockerfile", tags=[tag], buildargs={},
                            cache_tag=cache, builder="classic", progress=lambda _t: None)
         kept.append((cache, engine.image_info(cache)))
     for cache, info in kept:
@@ -145,14 +134,14 @@ def test_a_rebuild_removes_the_image_it_replaced_only_if_gpuenv_made_it_and_noth
     tag = f"gpuenv-hostile-test/rebuilt:{run}"
     made.append(tag)
     owned = {"io.gpuenv.stack": f"hostile-{run}"} if old != "not gpuenv's" else {"someone.else": run}
-    first = engine.build_image(_context(f"FROM {base_image}\nRUN echo first-{run} > /x\n"), dockerfile="Dockerfile", tags=[tag],
+    first = engine.build_image(dockerfile_context(f"FROM {base_image}\nRUN echo first-{run} > /x\n"), dockerfile="Dockerfile", tags=[tag],
                                buildargs={}, labels=owned, builder="classic", progress=lambda _t: None).image
     made.append(first.id)
     container = None
     if old == "gpuenv's, used by a container":
         container = engine.client.containers.create(first.id, ["true"], labels={"gpuenv.hostile-test": run})
     try:
-        second = engine.build_image(_context(f"FROM {base_image}\nRUN echo second-{run} > /x\n"), dockerfile="Dockerfile", tags=[tag],
+        second = engine.build_image(dockerfile_context(f"FROM {base_image}\nRUN echo second-{run} > /x\n"), dockerfile="Dockerfile", tags=[tag],
                                     buildargs={}, labels={"io.gpuenv.stack": f"hostile-{run}"}, owner_prefix="io.gpuenv.",
                                     builder="classic", progress=lambda _t: None).image
         made.append(second.id)
@@ -242,3 +231,30 @@ def test_the_plan_never_names_two_different_images_alike(tmp_path, base_image):
     assert one.tags[0] != two.tags[0] and one.labels[images.SUITE_LABEL] != two.labels[images.SUITE_LABEL]
     assert one.cache_tag == two.cache_tag, "the suite is no input of the install stage"
     assert dataclasses.replace(one, tags=["x/y:1"]).tags == ["x/y:1"]
+
+
+HOSTILE_LABELS = {
+    "io.gpuenv.quotes": 'say "hi" and \'bye\'', "io.gpuenv.dollar": "$HOME ${PATH} $$", "io.gpuenv.backslash": "C:\\temp\\ \\",
+    "io.gpuenv.json": '{"a": [1, "b\\"c"], "$x": null}', "io.gpuenv.unicode": "Größe – 世界", "io.gpuenv.spaces": "  two  spaces  ",
+    "io.gpuenv.empty": "", "io.gpuenv.equals": "a=b c=d", "io.gpuenv.hash": "# not a comment",
+}
+
+
+@pytest.mark.parametrize("builder", ["classic", "buildkit"])
+def test_labels_in_one_instruction_reach_the_image_exactly(base_image, made, builder):
+    """The labels are rendered into the Dockerfile as one LABEL: whatever their text, the image
+    carries exactly it, in one step, under either builder."""
+    from gpuenv.engine import Engine
+    from gpuenv.images.context import render_dockerfile
+
+    engine = Engine.local()
+    run = uuid.uuid4().hex[:8]
+    tag = f"gpuenv-hostile-test/labels:{run}-{builder}"
+    made.append(tag)
+    labels = {**HOSTILE_LABELS, "io.gpuenv.run": run}
+    dockerfile = render_dockerfile(f"FROM {base_image}\nARG HOME=/nowhere\n".encode(), labels).decode()
+    result = engine.build_image(dockerfile_context(dockerfile), dockerfile="Dockerfile", tags=[tag], buildargs={}, builder=builder,
+                                progress=lambda _t: None)
+    assert {k: result.image.labels.get(k) for k in labels} == labels
+    steps = [h for h in engine.image_history(result.image.id) if "LABEL" in (h.get("CreatedBy") or "")]
+    assert len(steps) == 1, f"{len(steps)} LABEL steps"

@@ -7,12 +7,11 @@ The images are tiny (the test base plus a step), named under gpuenv-buildkit-tes
 
 from __future__ import annotations
 
-import io
-import tarfile
 import uuid
 
 import pytest
 
+from dockercases import dockerfile_context
 from gpuenv.engine import buildkit
 
 #: Two `moby.buildkit.trace` records as this engine (Docker 20.10.24, BuildKit 0.8) sent them.
@@ -41,17 +40,6 @@ def test_the_trace_prints_steps_once_with_their_logs():
     trace.record(STARTED)
     trace.record(DONE)
     assert shown == ["#1 [internal] load remote build context\n", "#1 DONE 0.0s\n"]
-
-
-def _context(dockerfile: str) -> io.BytesIO:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        data = dockerfile.encode()
-        info = tarfile.TarInfo("Dockerfile")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-    buf.seek(0)
-    return buf
 
 
 @pytest.fixture
@@ -88,11 +76,11 @@ def test_the_same_inputs_give_the_same_image_id_and_labels_take_no_step(local, b
     dockerfile = f"FROM {base_image}\nRUN echo {run} > /made\n"
     labels = {"io.gpuenv.buildkit-test": run, "io.gpuenv.other": "x"}
     log: list[str] = []
-    first = local.build_image(_context(dockerfile), dockerfile="Dockerfile", tags=[tag], buildargs={}, labels=labels,
+    first = local.build_image(dockerfile_context(dockerfile), dockerfile="Dockerfile", tags=[tag], buildargs={}, labels=labels,
                               builder="buildkit", owner_prefix="io.gpuenv.", progress=log.append)
     assert first.builder == "buildkit" and first.image.labels["io.gpuenv.buildkit-test"] == run
     assert not [h for h in local.image_history(first.image.id) if "LABEL" in (h.get("CreatedBy") or "")], "a LABEL step"
-    second = local.build_image(_context(dockerfile), dockerfile="Dockerfile", tags=[tag], buildargs={}, labels=labels,
+    second = local.build_image(dockerfile_context(dockerfile), dockerfile="Dockerfile", tags=[tag], buildargs={}, labels=labels,
                                builder="buildkit", owner_prefix="io.gpuenv.", progress=log.append)
     assert second.image.id == first.image.id, "the same inputs gave another image"
     assert any(line.endswith(" CACHED") for line in second.log)
@@ -106,7 +94,7 @@ def test_a_failed_step_is_named_and_leaves_no_image(local, base_image, cleanup):
     tag = f"gpuenv-buildkit-test/fails:{run}"
     cleanup.append(tag)
     with pytest.raises(ToolError) as caught:
-        local.build_image(_context(f"FROM {base_image}\nRUN echo {run} && exit 3\n"), dockerfile="Dockerfile", tags=[tag],
+        local.build_image(dockerfile_context(f"FROM {base_image}\nRUN echo {run} && exit 3\n"), dockerfile="Dockerfile", tags=[tag],
                           buildargs={}, builder="buildkit", progress=lambda _t: None)
     message = caught.value.render()
     assert message.startswith(f"docker build failed at [2/2] RUN echo {run} && exit 3: "), message
@@ -117,7 +105,7 @@ def test_network_none_holds_under_buildkit(local, base_image, cleanup):
     run = uuid.uuid4().hex[:8]
     tag = f"gpuenv-buildkit-test/net:{run}"
     cleanup.append(tag)
-    result = local.build_image(_context(f"FROM {base_image}\nRUN echo {run}; ls /sys/class/net\n"), dockerfile="Dockerfile",
+    result = local.build_image(dockerfile_context(f"FROM {base_image}\nRUN echo {run}; ls /sys/class/net\n"), dockerfile="Dockerfile",
                                tags=[tag], buildargs={}, network_mode="none", builder="buildkit", progress=lambda _t: None)
     interfaces = [line.split(" ", 1)[1] for line in result.log if line.startswith("#") and line.split(" ", 1)[1] in ("lo", "eth0")]
     assert interfaces == ["lo"], result.log

@@ -7,16 +7,14 @@ named under gpuenv-safety-test/ or labelled for a stack no other test uses, and 
 
 from __future__ import annotations
 
-import io
 import re
 import json
 import os
-import tarfile
 import uuid
 
 import pytest
 
-from dockercases import containers_labelled
+from dockercases import containers_labelled, dockerfile_context
 from imagecases import run_task
 
 pytestmark = pytest.mark.docker
@@ -24,17 +22,6 @@ pytestmark = pytest.mark.docker
 #: A stack no other test builds, so the image labelled for it here is the only one found.
 STACK_ARGS = ("--cuda", "cpu", "--framework", "torch", "--torch", "2.13.0", "--python", "3.12")
 STACK_ID = "torch2.13.0-cpu-py3.12"
-
-
-def _context(dockerfile: str) -> io.BytesIO:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        data = dockerfile.encode()
-        info = tarfile.TarInfo("Dockerfile")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-    buf.seek(0)
-    return buf
 
 
 @pytest.fixture
@@ -50,7 +37,7 @@ def tiny_build(base_image):
         lines = [f"FROM {base_image}"] + [f"LABEL {k}={json.dumps(v)}" for k, v in (labels or {}).items()]
         lines.append(f'LABEL gpuenv.safety-test="{uuid.uuid4().hex}"')  # a new image each time
         try:
-            result = engine.build_image(_context("\n".join(lines) + "\n"), dockerfile="Dockerfile", tags=tags, buildargs={}, progress=lambda _t: None)
+            result = engine.build_image(dockerfile_context("\n".join(lines) + "\n"), dockerfile="Dockerfile", tags=tags, buildargs={}, progress=lambda _t: None)
         finally:
             made.extend(info.id for info in engine.find_images({"gpuenv.safety-test": None}) if info.id not in made)
         return result
@@ -201,10 +188,10 @@ def test_a_build_leaves_no_dangling_image_failed_or_not(base_image, fails_in, bu
     try:
         if fails_in:
             with pytest.raises(ToolError):
-                engine.build_image(_context(dockerfile), dockerfile="Dockerfile", tags=[tag], buildargs={}, cache_tag=cache_tag,
+                engine.build_image(dockerfile_context(dockerfile), dockerfile="Dockerfile", tags=[tag], buildargs={}, cache_tag=cache_tag,
                                    labels={"gpuenv.safety-test": run}, builder=builder, progress=log.append)
         else:
-            result = engine.build_image(_context(dockerfile), dockerfile="Dockerfile", tags=[tag], buildargs={}, cache_tag=cache_tag,
+            result = engine.build_image(dockerfile_context(dockerfile), dockerfile="Dockerfile", tags=[tag], buildargs={}, cache_tag=cache_tag,
                                         labels={"gpuenv.safety-test": run}, builder=builder, progress=log.append)
             assert result.image.labels["gpuenv.safety-test"] == run, "labels= reaches the image"
             assert result.builder == builder

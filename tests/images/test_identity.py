@@ -106,3 +106,21 @@ def test_the_suite_label_prefers_this_checkouts_image():
     theirs = ImageInfo("sha256:theirs", [], 1, "2026-02-01T00:00:00Z", {images.LOCK_HASH_LABEL: lock_hash, images.SUITE_LABEL: "s2"})
     assert images.pick_image([mine, theirs], CPU, lock_hash, "s1") == "sha256:mine"
     assert images.pick_image([mine, theirs], CPU, lock_hash, None) == "sha256:theirs"
+
+
+def test_the_context_dockerfile_ends_with_one_label_instruction_of_every_label(inputs):
+    import io
+    import re
+    import tarfile
+
+    named = _named(*inputs)
+    buf = io.BytesIO()
+    images.write_context(named, buf)
+    buf.seek(0)
+    with tarfile.open(fileobj=buf) as tar:
+        text = tar.extractfile("docker/Dockerfile").read().decode()
+    final_stage = text.split("\nFROM ")[-1]
+    assert len(re.findall(r"^LABEL ", final_stage, re.M)) == 1 and text.rstrip().splitlines()[-1].strip().startswith('"')
+    for key, value in named.labels.items():
+        assert f'"{key}"=' in final_stage, key
+    assert f'"{images.INPUTS_LABEL}"="{named.labels[images.INPUTS_LABEL]}"' in final_stage
