@@ -74,7 +74,7 @@ def main() -> int:
         from gpuenv.envs.locking import ensure_lock
         from gpuenv.compat.resolve import Request, resolve_stack
 
-        local = Engine.local()
+        local = Engine.local(timeout=900)  # removing a 2.5 GB image can take minutes on a busy engine
         base = local.image_info(args.base_image)
         if base is None:
             print(f"base image {args.base_image} missing: run scripts/make-test-base-image.sh", file=sys.stderr)

@@ -60,6 +60,24 @@ def cleanup(local):
         local.remove_image(ref)
 
 
+def test_buildkit_steps_and_gpuenv_install_lines_show_as_progress():
+    import io as _io
+
+    from gpuenv.progress import PLAIN, Reporter, build_step
+
+    assert build_step("#7 [install 2/3] COPY install/ /opt/gpuenv-build/") == "step install 2/3: COPY install/ /opt/gpuenv-build/"
+    assert build_step("#5 [2/2] RUN echo hi") == "step 2/2: RUN echo hi"
+    assert build_step("#7 CACHED") is None and build_step("#1 [internal] load remote build context") is None
+    out = _io.StringIO()
+    with Reporter(PLAIN, out=out) as report:
+        report.output("#8 [install 3/3] RUN /opt/gpuenv-build/install-env.sh\n#8 gpuenv-install: Python 3.11 from the base image\n"
+                      "#8 Downloading torch\n#8 DONE 12.0s\n")
+    text = out.getvalue()
+    assert "step install 3/3: RUN /opt/gpuenv-build/install-env.sh" in text
+    assert "gpuenv-install: Python 3.11 from the base image" in text and "#8 gpuenv-install" not in text
+    assert "Downloading torch" not in text
+
+
 def _marked(local, run: str) -> list[str]:
     """Untagged images whose history holds `run`: what a build of this test left dangling."""
     found = []
