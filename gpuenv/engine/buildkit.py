@@ -21,8 +21,8 @@ import json
 from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Iterator
 
-#: Longest a BuildKit build may stream nothing (a stuck engine), in seconds; a long silent RUN
-#: step still streams BuildKit's periodic status records well within it.
+#: Longest a BuildKit build may stream nothing, in seconds: past it the engine is taken as stuck
+#: and the build fails (a RUN step that prints nothing for 30 minutes would too).
 SILENCE_LIMIT = 1800
 #: The aux record that names the image built (moby's builder-next exporter).
 _IMAGE_ID = "moby.image.id"
