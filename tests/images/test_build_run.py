@@ -110,7 +110,7 @@ def test_run_returns_the_exit_code_and_removes_the_container(cpu_image, tmp_path
     proc = _run_in_image(tmp_path, "python", "-c", "import sys; print('bye'); sys.exit(5)")
     assert proc.returncode == 5, proc.stderr
     assert "bye" in proc.stdout
-    assert dockercases.containers_created_since(since) == []
+    assert dockercases.containers_created_since(since, ancestor=cpu_image.id) == []  # this image's only: the engine is shared
 
 
 def test_run_asks_for_gpus_and_says_why_the_engine_cannot(cpu_image, tmp_path):
@@ -125,7 +125,7 @@ def test_run_asks_for_gpus_and_says_why_the_engine_cannot(cpu_image, tmp_path):
     assert proc.returncode == 1
     assert "NVIDIA Container Toolkit" in proc.stderr and "--gpus none" in proc.stderr
     assert "Traceback" not in proc.stderr
-    assert dockercases.containers_created_since(since) == []
+    assert dockercases.containers_created_since(since, ancestor=cpu_image.id) == []  # this image's only: the engine is shared
 
 
 def test_run_without_an_image_says_how_to_build_it(docker_engine, tmp_path):
