@@ -43,6 +43,8 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--baseline", metavar="PATH", help="compare with a baseline from a known-good server of the same GPU model")
     parser.add_argument("--replay", metavar="FILE", help="judge a recorded host instead of this one: an nvidia-smi -q -x (or -q) capture, "
                         "or a file written by --record; checks that need a framework on that host skip")
+    parser.add_argument("--verbose", action="store_true", help="print every row and reason, one row per check and GPU "
+                        "(the default is a one-screen summary; --json and --junit always keep every row)")
     parser.add_argument("--record", metavar="DIR", help="also write this host's NVML answers, probe results and figures to DIR "
                         "(gpuenv-nvml-recording/1 JSON, for a bug report or a later --replay)")
     return parser.parse_known_args(argv)
@@ -71,6 +73,8 @@ def pytest_args(args: argparse.Namespace, extra: list[str], junit_path: str | No
         out += ["--replay", args.replay]
     if args.record:
         out += ["--record", args.record]
+    if args.verbose:
+        out += ["--full-report"]
     return out + extra
 
 

@@ -24,6 +24,7 @@ from validate.host.masking import device_list
 from validate.judge.peaks import PeakTableError, ReferenceFigure, load_peaks, peaks_for
 from validate.measure.probe import nccl_version_text
 from validate.report.record import Record, build_json, not_judged_note, render_table, write_json
+from validate.report.summary import fit, host_lines, render_summary
 from validate.host.stackfile import read_stack_file
 from validate.measure.memory_modes import outside_measurer
 from validate.measure.subproc import DEFAULT_TIMEOUT, ProbeResult, run_probe, run_stepped_probe
@@ -313,6 +314,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="compare figures with a baseline saved on a known-good server of the same model")
     group.addoption("--replay", dest="validate_replay", default=None, metavar="FILE",
                     help="judge a recorded host (nvidia-smi -q -x or -q capture, or a --record file) instead of this one")
+    group.addoption("--full-report", dest="validate_full_report", action="store_true", default=False,
+                    help="print every row and reason (one row per check and GPU) instead of the one-screen summary")
     group.addoption("--record", dest="validate_record", default=None, metavar="DIR",
                     help="write this host's NVML answers, probe results and figures to DIR (gpuenv-nvml-recording/1)")
 
@@ -528,16 +531,19 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     index = {gpu.uuid: gpu.index for gpu in suite.host.gpus}
     terminalreporter.section("gpuenv validation report")
     if suite.replayed_from:
-        terminalreporter.write_line(f"REPLAYED: every line judges the recorded host {suite.replayed_from}, not this machine")
-    driver = suite.host.driver_version or "-"
-    terminalreporter.write_line(
-        f"driver {driver}, CUDA driver {suite.host.cuda_driver_version or '-'}, "
-        + (", ".join(f"GPU {g.index}: {g.name} ({g.uuid})" for g in suite.host.gpus) or suite.no_gpu_reason())
-    )
+        for line in fit(f"REPLAYED: every line judges the recorded host {suite.replayed_from}, not this machine"):
+            terminalreporter.write_line(line)
+    full = bool(config.getoption("validate_full_report"))
+    for line in host_lines(suite.host.driver_version, suite.host.cuda_driver_version, suite.host.gpus, suite.no_gpu_reason, full):
+        terminalreporter.write_line(line)
     for lost in suite.host.unreadable:
         terminalreporter.write_line(lost.error)
-    terminalreporter.write_line(f"suite: {Path(__file__).resolve().parent}, CUDA_DEVICE_ORDER={DEVICE_ORDER}")
-    terminalreporter.write_line(render_table(suite.records, index))
+    for line in fit(f"suite: {Path(__file__).resolve().parent}, CUDA_DEVICE_ORDER={DEVICE_ORDER}"):
+        terminalreporter.write_line(line)
+    if full:
+        terminalreporter.write_line(render_table(suite.records, index))
+    else:
+        terminalreporter.write_line(render_summary(suite.records, index, replayed=bool(suite.replayed_from)))
     note = not_judged_note(suite.records, suite.gpu_names)
     if note:
         terminalreporter.write_line(note)

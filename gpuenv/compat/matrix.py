@@ -20,6 +20,7 @@ from gpuenv import PROJECT_ROOT
 from gpuenv.errors import DataError
 
 COMPAT_FILE = PROJECT_ROOT / "envs" / "compat.yaml"
+_BRANCH = re.compile(r"^\d{3}$")
 _MINOR = re.compile(r"^\d+\.\d+$")
 _PATCH = re.compile(r"^\d+\.\d+\.\d+$")
 _DRIVER = re.compile(r"^\d+\.\d+(\.\d+)?$")
@@ -131,6 +132,7 @@ class GpuArchitecture:
     first_cuda: str
     last_cuda: str | None
     source: tuple[str, ...]
+    last_driver_branch: str | None = None  # the last driver branch that runs the family ("470")
 
 
 @dataclass(frozen=True)
@@ -439,6 +441,7 @@ def parse_matrix(data: Any, path: Path = COMPAT_FILE) -> Matrix:
                 check.text(e["first_cuda"], where + ".first_cuda", _MINOR),
                 None if e["last_cuda"] is None else check.text(e["last_cuda"], where + ".last_cuda", _MINOR),
                 check.source(e, where),
+                None if e.get("last_driver_branch") is None else check.text(e["last_driver_branch"], where + ".last_driver_branch", _BRANCH),
             )
         )
 

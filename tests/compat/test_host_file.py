@@ -51,3 +51,24 @@ def test_a_file_that_is_no_capture_is_one_line_exit_2(invoke_cli, tmp_path):
         out = invoke_cli(task, "--host", str(bad))
         assert out.returncode == 2, out.stderr
         assert out.stderr.strip().count("\n") == 0 and "nvidia-smi -q -x" in out.stderr
+
+
+def test_doctor_names_the_last_driver_line_of_a_kepler_host(invoke_cli, tmp_path):
+    """SYNTHETIC: the A100 capture as driver 340 prints a Tesla K20m (tests/validate/host_variants.py)."""
+    from tests.validate.host_variants import driver340_kepler
+
+    capture = tmp_path / "k20m-340.xml"
+    capture.write_text(driver340_kepler(), encoding="utf-8")
+    data = _ok(invoke_cli("doctor", "--host", str(capture), "--json"))
+    assert data["nvml"]["gpus"][0]["compute_capability"] == "3.5"
+    (line,) = data["legacy"]["lines"]
+    assert "Kepler (cc 3.5)" in line and "R470" in line and "--cuda 11.8" in line and "340.24 is older" in line
+
+
+def test_doctor_reads_an_old_drivers_a100_name(invoke_cli, tmp_path):
+    """SYNTHETIC: the A100 capture with the name driver 460 reports ("A100-SXM4-40GB", no "NVIDIA ")."""
+    capture = tmp_path / "a100-old-name.xml"
+    capture.write_text(A100.read_text(encoding="utf-8").replace("NVIDIA A100-SXM4-40GB", "A100-SXM4-40GB"), encoding="utf-8")
+    data = _ok(invoke_cli("doctor", "--host", str(capture), "--json"))
+    assert data["nvml"]["gpus"][0]["compute_capability"] == "8.0" and data["legacy"]["lines"] == []
+    assert data["recommended"]["torch"]["available"], data["recommended"]["torch"]

@@ -95,7 +95,7 @@ def test_a_confirmed_figure_wins_over_an_unconfirmed_one():
     assert reference.value == 56.06 and len(reference.measurements) == 3 and "lowest of 3 units" in reference.describe()
 
 
-@pytest.mark.parametrize(("name", "metric"), [("NVIDIA A100-SXM4-80GB", "bf16_tflops"), ("NVIDIA B200", "bf16_tflops"), ("Tesla T4", "fp16_tflops"), ("NVIDIA GeForce GTX 1080", "fp32_tflops")])
+@pytest.mark.parametrize(("name", "metric"), [("NVIDIA A100 80GB PCIe", "bf16_tflops"), ("NVIDIA H100 NVL", "bf16_tflops"), ("Tesla T4", "fp16_tflops"), ("NVIDIA GeForce GTX 1080", "fp32_tflops")])
 def test_no_reference_is_not_judged_never_a_datasheet_pass_or_fail(name, metric):
     entry = peaks_for(name, load_peaks())
     reference = entry.reference_for(metric) if entry else None

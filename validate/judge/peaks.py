@@ -240,11 +240,16 @@ def nccl_floor(
     return rule.min_fraction * link_gbs, f">= {rule.min_fraction:.2f} x {link_gbs:.4g} GB/s ({rule.of})"
 
 
+def _bare(name: str) -> str:
+    return " ".join(name.lower().split()).removeprefix("nvidia ")
+
+
 def peaks_for(gpu_name: str, table: list[GpuPeaks]) -> GpuPeaks | None:
-    """The entry whose NVML names include this name (case-insensitive), or None: no reference."""
-    wanted = gpu_name.strip().lower()
+    """The entry whose NVML names include this name (case-insensitive; drivers before ~470 omit
+    the leading "NVIDIA ", e.g. "A100-SXM4-40GB"), or None: no reference."""
+    wanted = _bare(gpu_name)
     for entry in table:
-        if any(wanted == name.lower() for name in entry.nvml_names):
+        if any(wanted == _bare(name) for name in entry.nvml_names):
             return entry
     return None
 

@@ -76,7 +76,7 @@ class Figure:
     def reference(self) -> tuple[str, float] | None:
         """What the figure is compared with: the team's baseline, else a healthy unit's measured
         reference, else the fleet median. Never the datasheet: healthy power-capped parts sit far
-        below it (the suite's own rule, validate/judge/thresholds.py)."""
+        below it (the suite's own rule, validate/judge/speed.py)."""
         fleet = self.median if self.samples > 1 else None  # a median of one is the figure itself
         for name, ref in (("baseline", self.baseline), ("reference", self.measured), ("fleet median", fleet)):
             if ref:
