@@ -124,3 +124,26 @@ def test_the_context_dockerfile_ends_with_one_label_instruction_of_every_label(i
     for key, value in named.labels.items():
         assert f'"{key}"=' in final_stage, key
     assert f'"{images.INPUTS_LABEL}"="{named.labels[images.INPUTS_LABEL]}"' in final_stage
+
+
+def test_a_standalone_python_tree_is_named_by_its_paths_links_modes_and_bytes(tmp_path):
+    """tools/python goes into the image (/opt/gpuenv/python): any change to it is another image."""
+    from gpuenv.images.context import Tree
+    from gpuenv.images.identity import entry_digest
+
+    root = tmp_path / "python"
+    (root / "bin").mkdir(parents=True)
+    binary = root / "bin" / "python3.11"
+    binary.write_bytes(b"\x7fELF one")
+    binary.chmod(0o755)
+    (root / "bin" / "python3").symlink_to("python3.11")
+    digests = [entry_digest("install/tools/python", Tree(root))]
+    assert entry_digest("install/tools/python", Tree(root)) == digests[0], "the same tree, the same name"
+    binary.write_bytes(b"\x7fELF two")
+    digests.append(entry_digest("install/tools/python", Tree(root)))
+    binary.chmod(0o644)
+    digests.append(entry_digest("install/tools/python", Tree(root)))
+    (root / "bin" / "python3").unlink()
+    (root / "bin" / "python3").symlink_to("python3.12")
+    digests.append(entry_digest("install/tools/python", Tree(root)))
+    assert len(set(digests)) == 4, "a change of bytes, mode or link target kept the name"
