@@ -98,9 +98,9 @@ class BuildMixin:
         """Build from a tar build context; tag only when it succeeded.
 
         `builder`: "auto" (BuildKit when the engine offers it, else the classic builder),
-        "buildkit" or "classic". `labels` are set on the image by the engine in one step (one
-        source, no LABEL of the image in the Dockerfile); `network_mode` "none" runs every RUN
-        step without network. `owner_prefix` ("io.gpuenv."): an image with a label under it is
+        "buildkit" or "classic". `labels` are set on the image by the engine (the classic builder
+        makes one step of each: gpuenv's own images carry theirs as one LABEL in the Dockerfile
+        instead); `network_mode` "none" runs every RUN step without network. `owner_prefix` ("io.gpuenv."): an image with a label under it is
         this program's; only such an image is ever removed or has a name taken from it, and an
         image the new tags replaced is removed when it is this program's and nothing uses it.
         With BuildKit, a build whose every layer and setting equals the image already under
