@@ -20,6 +20,10 @@ from typing import IO, Any
 
 LIVE, PLAIN, VERBOSE, QUIET = "live", "plain", "verbose", "quiet"
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)")
+#: A step as gpuenv prints BuildKit's trace (gpuenv/engine/buildkit.py): `#7 [install 2/3] COPY ...`.
+_BUILDKIT_STEP = re.compile(r"^#\d+ \[(?:(\S+) )?(\d+)/(\d+)\] (.*)")
+#: The `#N ` BuildKit puts before each line a step printed.
+_BUILDKIT_PREFIX = re.compile(r"^#\d+ ")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\r")
 #: Layer states that mean "all of its bytes are there" (push and pull wording of the engine).
 #: Lines gpuenv's own scripts print inside a build (docker/install-env.sh): steps, not noise.
@@ -44,12 +48,17 @@ def choose_mode(*, verbose: bool = False, quiet: bool = False, out: IO[str] | No
 
 
 def build_step(line: str) -> str | None:
-    """`Step 7/14 : RUN ...` -> `step 7/14: RUN ...` (shortened); None for any other line."""
+    """`Step 7/14 : RUN ...` -> `step 7/14: RUN ...` (shortened), BuildKit's `#7 [install 2/3] RUN ...`
+    -> `step install 2/3: RUN ...`; None for any other line."""
     match = _STEP.match(line.strip())
-    if not match:
+    if match:
+        where, command = f"{match.group(1)}/{match.group(2)}", match.group(3)
+    elif match := _BUILDKIT_STEP.match(line.strip()):
+        where, command = (f"{match.group(1)} " if match.group(1) else "") + f"{match.group(2)}/{match.group(3)}", match.group(4)
+    else:
         return None
-    command = " ".join(match.group(3).split())
-    return f"step {match.group(1)}/{match.group(2)}: {command[:90]}{'...' if len(command) > 90 else ''}"
+    command = " ".join(command.split())
+    return f"step {where}: {command[:90]}{'...' if len(command) > 90 else ''}"
 
 
 def format_bytes(size: float) -> str:
@@ -194,9 +203,10 @@ class Reporter:
             self.phase(step)
             return
         self._recent.append(line)
-        if line.startswith(_OWN_STEP):
-            self._emit(line)
-            self.state.last_line = line.strip()
+        own = _BUILDKIT_PREFIX.sub("", line, count=1)
+        if own.startswith(_OWN_STEP):
+            self._emit(own)
+            self.state.last_line = own.strip()
             return
         self.state.last_line = line.strip()
         if self.mode == VERBOSE:

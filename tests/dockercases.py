@@ -7,6 +7,8 @@ containers: by a label its image carries (containers inherit their image's label
 
 from __future__ import annotations
 
+import io
+import tarfile
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
@@ -72,9 +74,34 @@ def save_image(ref: str) -> Iterator[bytes]:
 
 
 def remove_build_cache(labels: dict[str, str]) -> None:
-    """Remove the install stage a build kept as gpuenv-cache/<stack>:<lock-hash> for the image with `labels`."""
+    """Remove the install stage a classic build kept as gpuenv-cache/<stack>:<install-hash> for the
+    image with `labels` (a BuildKit build keeps none: its cache is the builder's own)."""
     from gpuenv.engine import Engine
-    from gpuenv.images.plan import CACHE_REPOSITORY, LOCK_HASH_LABEL, STACK_LABEL, TAG_HASH_LENGTH
+    from gpuenv.images.plan import CACHE_REPOSITORY, INSTALL_HASH_LABEL, STACK_LABEL, TAG_HASH_LENGTH
 
-    if labels.get(STACK_LABEL) and labels.get(LOCK_HASH_LABEL):
-        Engine.local().remove_image(f"{CACHE_REPOSITORY}/{labels[STACK_LABEL]}:{labels[LOCK_HASH_LABEL][:TAG_HASH_LENGTH]}".lower())
+    if labels.get(STACK_LABEL) and labels.get(INSTALL_HASH_LABEL):
+        Engine.local().remove_image(f"{CACHE_REPOSITORY}/{labels[STACK_LABEL]}:{labels[INSTALL_HASH_LABEL][:TAG_HASH_LENGTH]}".lower())
+
+
+def stack_image_tag(stack: Any, lock_sha256: str) -> str:
+    """The inputs-hash tag of the newest image of `stack` built from that lock (found by its labels)."""
+    from gpuenv.engine import Engine
+    from gpuenv.images.plan import INPUTS_LABEL, LOCK_HASH_LABEL, STACK_LABEL, image_tags
+
+    found = Engine.local().find_images({STACK_LABEL: stack.stack_id, LOCK_HASH_LABEL: lock_sha256})
+    if not found:
+        return image_tags(stack, "0" * 64)[0]  # names no image: the caller's check fails on it
+    newest = max(found, key=lambda img: img.created)
+    return image_tags(stack, newest.labels.get(INPUTS_LABEL, "0" * 64))[0]
+
+
+def dockerfile_context(dockerfile: str) -> io.BytesIO:
+    """A build context (a tar stream) holding only `dockerfile` as Dockerfile: tiny test images."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        data = dockerfile.encode()
+        info = tarfile.TarInfo("Dockerfile")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    buf.seek(0)
+    return buf

@@ -19,6 +19,7 @@ GPUENV_RANK = {
     "gpuenv.progress": 0,
     # the Docker owner, its parts in the order they build on each other; `Engine` composes them
     "gpuenv.engine.common": 1,
+    "gpuenv.engine.buildkit": 1,
     "gpuenv.engine.causes": 2,
     "gpuenv.engine.connection": 3,
     "gpuenv.engine.images": 4,

@@ -23,6 +23,7 @@ _BUILD_HELP = {
     "no index and runs without network (air-gapped servers); also used to lock when the lock is missing (default: invoke.yaml gpuenv.wheelhouse)",
     "backend": "lock backend when the lock is missing: conda-lock or uv (default: invoke.yaml gpuenv.backend, else conda-lock; uv when a wheelhouse folder is given)",
     "team_file": "the team's extra packages, when the lock is missing (default: envs/team.yml)",
+    "builder": "the engine's builder: auto (BuildKit where the engine offers it, else the classic builder), buildkit or classic",
     "offline": "ask no index and build with no network: every wheel of the (uv) lock must be in --wheelhouse (the missing ones "
     "are named first), the lock and the base image must be here (a complete wheelhouse does this without --offline too)",
     **OUTPUT_HELP,
@@ -46,13 +47,15 @@ def _remainder_argv(remainder: str) -> list[str]:
 
 def _build_plan_text(plan, lock_missing: bool) -> str:
     """What `invoke --dry build` prints: stack, lock, build arguments, labels, and the Dockerfile."""
+    from gpuenv.images import plan as images
+
     lines = [f"stack: {plan.stack.stack_id}"]
     if lock_missing:
         lines.append(f"lock: none in {plan.lock_dir}: it would be locked first")
     else:
         lines.append(f"lock: {plan.lock.path} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})")
     lines.append(f"base image: {plan.base_image}")
-    lines.append(f"tags: {', '.join(plan.tags)}")
+    lines.append(f"tags: {', '.join(plan.tags or images.pending_tags(plan))}")
     if plan.no_index:
         lines.append(f"network: none (the wheelhouse {plan.wheelhouse} holds every wheel of the lock)")
     lines.append("build arguments:")
@@ -70,7 +73,7 @@ def _build_plan_text(plan, lock_missing: bool) -> str:
 def build(
     c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None,
     base_image=None, tag=None, no_cache=False, ca_cert=None, wheelhouse=None, backend=None, team_file=None, strict_driver=False,
-    offline=False, verbose=False, quiet=False,
+    offline=False, builder=None, verbose=False, quiet=False,
 ):
     """Build the stack's image from its lock (locking first when there is none) and tag it."""
     from gpuenv.images import plan as images, share
@@ -80,7 +83,7 @@ def build(
 
     # Every option is checked before anything slow: resolving, locking, the engine.
     check_paths(ca_cert=ca_cert, wheelhouse=wheelhouse, team_file=team_file)
-    images.check_build_options(tag=tag, ca_cert=ca_cert, wheelhouse=wheelhouse, team_file=team_file, backend=backend)
+    images.check_build_options(tag=tag, ca_cert=ca_cert, wheelhouse=wheelhouse, team_file=team_file, backend=backend, builder=builder)
     request = stack_request(c, **stack_options(locals()), backend=backend, base_image=base_image)
     wheelhouse = request.wheelhouse
     if request.base_image:  # the engine's grammar, as for --tag: 'x y' or 'Ubuntu' is one line here, not a failed pull
@@ -125,27 +128,27 @@ def build(
             report.say(f"wheelhouse {plan.wheelhouse} holds every wheel of the lock: no index, and no network during the build")
         plan = images.supply_tools(plan, progress=report.phase)
         report.phase("sending the build context")
-        result = images.build_stack_image(plan, progress=report.output)
+        result = images.build_stack_image(plan, progress=report.output, builder=builder or "auto")
     image = result.image
     first = f"unchanged: reused {image.id} (same lock and inputs: every step came from the build cache)" if result.reused else f"built {image.id}"
-    lines = [first, f"tags: {', '.join(plan.tags)}", f"size: {images.format_size(image.size)}", "labels:"]
+    lines = [first, f"tags: {', '.join(plan.tags)}", f"size: {images.format_size(image.size)}", f"builder: {result.builder}"]
+    if result.removed:
+        lines.append(f"removed the image the tags replaced: {', '.join(i.removeprefix('sha256:')[:12] for i in result.removed)}")
+    lines.append("labels:")
     lines += [f"  {key}={image.labels[key]}" for key in sorted(image.labels) if key != images.LABEL_PREFIX + "stack_json"]
     report.result("\n".join(lines))
 
 
 def _plan_without_lock(images, stack, lock_dir, backend: str, options: dict):
     """A build plan for --dry when there is no lock yet (the lock hash is not known)."""
-    from dataclasses import replace
-
     placeholder = images.LockFile(lock_dir / "(not locked yet)", backend, "0" * 64)
-    probe = images.BuildPlan(
+    return images.BuildPlan(
         stack=stack, lock=placeholder, lock_dir=lock_dir, base_image=options["base_image"] or stack.base_image,
-        tags=images.image_tags(stack, placeholder.sha256, [options["tag"]] if options["tag"] else []),
+        tags=[], extra_tags=(options["tag"],) if options["tag"] else (),
         buildargs=images.build_args(stack, placeholder, base_image=options["base_image"]),
         labels={**images.image_labels(stack, placeholder.sha256, placeholder.backend),
                 **images.oci_labels(stack, placeholder, options["base_image"] or stack.base_image)},
     )
-    return replace(probe, tags=[t.replace("0" * images.TAG_HASH_LENGTH, "<lock-hash>") for t in probe.tags])
 
 
 @task(

@@ -6,15 +6,17 @@ SDK's own `DockerClient` wraps one `APIClient`: `Engine.local()` for this machin
 (DOCKER_HOST and friends honoured) and `Engine.connect("ssh://user@host")` for a remote one.
 Every wait is bounded: the SSH connect, the API handshake (a version is given, never negotiated
 without a limit) and every read. The SDK's exceptions and streams become gpuenv errors with the
-fix in the message. Builds use the classic builder (the SDK cannot drive BuildKit) and tag only
-after a build succeeded; every container started here is removed.
+fix in the message. Builds use BuildKit where the engine offers it (through the engine's API:
+the SDK cannot ask for it), else the classic builder, and tag only after a build succeeded; every
+container started here is removed.
 
 The package is split by concern, as docker-py's `APIClient` is composed of one mixin per concern
 (docker/api/build.py, image.py, container.py), and imports run down this list:
 - `common`: what every part shares (one-line reasons, wire failures, quiet cleanup);
 - `causes`: why the engine refused (GPU runtime, registry, build), pure;
 - `connection`: reaching an engine, local or over SSH, and why a remote one cannot be used;
-- `images`: images, tags, push and pull; `build`: building one; `containers`: running them;
+- `images`: images, tags, push and pull; `build`: building one (`buildkit`: BuildKit's request
+  and its progress trace); `containers`: running them;
 - here: `Engine`, those parts composed into the one object a caller holds.
 
 The SDK itself is imported inside the calls that need it, so importing this package stays cheap.

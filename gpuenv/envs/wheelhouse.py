@@ -34,6 +34,9 @@ class Coverage:
     folder: Path
     locked: int
     missing: tuple[str, ...]
+    #: The wheels of the folder that the lock allows (name, version, a locked hash, installable tags):
+    #: all a build needs from it, so only these go into the build context.
+    wheels: tuple[Path, ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -71,12 +74,15 @@ def coverage(packages: Iterable[object], folder: str | Path, *, python: str, arc
         by_pin.setdefault((canonicalize_name(project), str(version)), []).append((root / name, tags))
     pins = [p for p in packages if getattr(p, "manager", "pip") == "pip"]
     missing = []
+    usable: list[Path] = []
     for pin in pins:
         candidates = [path for path, tags in by_pin.get((canonicalize_name(pin.name), _normal(pin.version)), []) if installable(tags, python, arch)]
         allowed = set(getattr(pin, "hashes", ()) or ())
-        if not any(not allowed or _sha256(path) in allowed for path in candidates):
+        matched = [path for path in candidates if not allowed or _sha256(path) in allowed]
+        usable += matched
+        if not matched:
             missing.append(f"{pin.name}=={pin.version}")
-    return Coverage(folder=root, locked=len(pins), missing=tuple(missing))
+    return Coverage(folder=root, locked=len(pins), missing=tuple(missing), wheels=tuple(sorted(set(usable))))
 
 
 def _normal(version: str) -> str:
@@ -96,11 +102,12 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def lock_coverage(lock_path: Path, folder: str | Path, *, python: str, arch: str) -> Coverage:
-    """The coverage of the uv lock file at `lock_path` by `folder`."""
-    from gpuenv.envs.lockdir import read_requirements_lock
+def lock_coverage(lock_path: Path, folder: str | Path, *, python: str, arch: str, backend: str = "uv") -> Coverage:
+    """The coverage of the lock file at `lock_path` (uv's, or the pip entries of a conda-lock.yml) by `folder`."""
+    from gpuenv.envs.lockdir import read_conda_lock, read_requirements_lock
 
-    return coverage(read_requirements_lock(Path(lock_path)), folder, python=python, arch=arch)
+    packages = read_conda_lock(Path(lock_path)) if backend == "conda-lock" else read_requirements_lock(Path(lock_path))
+    return coverage(packages, folder, python=python, arch=arch)
 
 
 def require_complete(cover: Coverage, option: str = "--offline") -> None:

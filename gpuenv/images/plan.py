@@ -1,23 +1,25 @@
 """What an image of a stack is called, what it carries and what its build is made of.
 
-Render, then act: everything here is decided from the stack and the lock directory alone, so it
-is tested on its output. The Docker engine is touched only through `gpuenv.engine`'s `Engine`; the
-helpers at the end (`image_for_stack`, `built_images`, the build) ask this machine's `Engine.local()`.
+Render, then act: everything here is decided from the stack, the lock directory, the files of
+the build context and the base image's id (`identify`), so it is tested on its output. The Docker
+engine is touched only through `gpuenv.engine`'s `Engine`; the helpers at the end
+(`image_for_stack`, `built_images`, `supply_tools`, `build_stack_image`) ask this machine's
+`Engine.local()`.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import re
-import tarfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from gpuenv import PROJECT_ROOT, VALIDATE_DIR, __version__
 from gpuenv.envs import lockdir
+from gpuenv.images import identity
+from gpuenv.images.context import Tree, context_entries, suite_entries, write_context  # noqa: F401 (Tree and write_context: the build's context, named here too)
 from gpuenv.errors import BadInput, DataError, GpuenvError
 from gpuenv.stack import Stack, stack_json
 
@@ -26,24 +28,35 @@ if TYPE_CHECKING:  # the engine module imports the Docker SDK: only at run time,
     from gpuenv.compat.matrix import Matrix
     from gpuenv.engine import BuildResult, ImageInfo
 
-#: Every gpuenv image lives under this repository prefix: gpuenv/<stack_id>:<lock-hash-12>.
+#: Every gpuenv image lives under this repository prefix: gpuenv/<stack_id>:<inputs-hash-12>, the
+#: hash of everything in the image (gpuenv/images/identity.py), so two different images never share a name.
 REPOSITORY_PREFIX = "gpuenv"
 #: The moving tag that always names the newest build of a stack.
 MOVING_TAG = "latest"
-#: Characters of the lock hash used in the tag (the full hash is in a label).
+#: Characters of a hash used in a tag (the full hash is in a label).
 TAG_HASH_LENGTH = 12
 LABEL_PREFIX = "io.gpuenv."
 STACK_LABEL = LABEL_PREFIX + "stack"
 LOCK_HASH_LABEL = LABEL_PREFIX + "lock_hash"
+#: The full hash of the image's inputs (its tag holds the first 12 characters).
+INPUTS_LABEL = LABEL_PREFIX + "inputs"
+#: The hash of the validation suite in the image (`validate` prefers this checkout's suite).
+SUITE_LABEL = LABEL_PREFIX + "suite"
+#: The id of the base image the image was built on.
+BASE_ID_LABEL = LABEL_PREFIX + "base_id"
+#: Set by docker/Dockerfile on the install stage: the mark that an image under the cache name is gpuenv's.
+INSTALL_STAGE_LABEL = LABEL_PREFIX + "build_cache"
+#: The hash of the install stage's inputs: its cache name (build_cache_tag) holds the first 12 characters.
+INSTALL_HASH_LABEL = LABEL_PREFIX + "install_hash"
 SOURCE_URL = "https://github.com/gpuenv/gpuenv"
 
 DOCKER_DIR = PROJECT_ROOT / "docker"
-#: Path of the Dockerfile inside the build context.
+#: The engine's builders `invoke build --builder` takes: auto is BuildKit where the engine offers it.
+BUILDERS = ("auto", "buildkit", "classic")
+#: Path of the Dockerfile inside the build context (gpuenv/images/context.py lays the context out).
 DOCKERFILE_IN_CONTEXT = "docker/Dockerfile"
 #: Lock files, by backend, in the order `invoke build` looks for them.
 LOCK_FILES = lockdir.LOCK_FILES
-#: Files and folders never sent to the engine (bytecode, editor litter).
-_SKIP_NAMES = {"__pycache__", ".pytest_cache", ".mypy_cache", ".DS_Store"}
 
 
 # ---------------------------------------------------------------- names and labels
@@ -54,20 +67,21 @@ def image_repository(stack: Stack) -> str:
     return f"{REPOSITORY_PREFIX}/{stack.stack_id}".lower()
 
 
-#: Where a build keeps its install stage (the build cache of the next rebuild), instead of leaving
-#: it as a dangling <none> image: gpuenv-cache/<stack_id>:<lock-hash-12>.
+#: Where a classic build keeps its install stage (the build cache of the next rebuild), instead of
+#: leaving it as a dangling <none> image: gpuenv-cache/<stack_id>:<install-hash-12>, the hash of
+#: every input of that stage, the base image included (identity.install_hash).
 CACHE_REPOSITORY = "gpuenv-cache"
 
 
-def build_cache_tag(stack: Stack, lock_hash: str) -> str:
-    """``gpuenv-cache/torch2.13.0-cpu-py3.11:5ff00e74a961``: the install stage of that stack and lock."""
-    return f"{CACHE_REPOSITORY}/{stack.stack_id}".lower() + f":{lock_hash[:TAG_HASH_LENGTH]}"
+def build_cache_tag(stack: Stack, install_hash: str) -> str:
+    """``gpuenv-cache/torch2.13.0-cpu-py3.11:5ff00e74a961``: the install stage of exactly those inputs."""
+    return f"{CACHE_REPOSITORY}/{stack.stack_id}".lower() + f":{install_hash[:TAG_HASH_LENGTH]}"
 
 
-def image_tags(stack: Stack, lock_hash: str, extra: Iterable[str] = ()) -> list[str]:
-    """The tags a successful build gets: the stack with its lock hash, the moving tag, extras."""
+def image_tags(stack: Stack, inputs_hash: str, extra: Iterable[str] = ()) -> list[str]:
+    """The tags a successful build gets: the stack with its inputs hash, the moving tag, extras."""
     repo = image_repository(stack)
-    tags = [f"{repo}:{lock_hash[:TAG_HASH_LENGTH]}", f"{repo}:{MOVING_TAG}"]
+    tags = [f"{repo}:{inputs_hash[:TAG_HASH_LENGTH]}", f"{repo}:{MOVING_TAG}"]
     return tags + [t for t in extra if t and t not in tags]
 
 
@@ -229,6 +243,7 @@ class BuildPlan:
     lock: LockFile
     lock_dir: Path
     base_image: str
+    #: Every tag of the image: empty until the inputs are known (`identify`), unless a caller names them.
     tags: list[str]
     buildargs: dict[str, str]
     labels: dict[str, str]
@@ -242,6 +257,15 @@ class BuildPlan:
     no_index: bool = False
     #: Installers the host supplies (uv, micromamba, a standalone Python); None: not gathered yet.
     tools: BuildTools | None = None
+    #: The user's extra tag (--tag), given to the image beside the stack's tags.
+    extra_tags: tuple[str, ...] = ()
+    #: The wheels of the wheelhouse the lock allows: the only ones sent to the engine.
+    locked_wheels: tuple[Path, ...] = ()
+    #: --offline: the engine is never asked to pull (a missing base image is an error).
+    offline: bool = False
+    #: The base image's id on the engine, and the install stage's cache name: known after `identify`.
+    base_id: str | None = None
+    cache_tag: str | None = None
 
 
 def cuda_driver_floors(stack: Stack, matrix: Matrix | None = None) -> str:
@@ -279,7 +303,7 @@ def build_args(stack: Stack, lock: LockFile, *, base_image: str | None = None) -
 
 def check_build_options(
     *, tag: str | None = None, ca_cert: str | Path | None = None, wheelhouse: str | Path | None = None,
-    team_file: str | Path | None = None, backend: str | None = None,
+    team_file: str | Path | None = None, backend: str | None = None, builder: str | None = None,
 ) -> None:
     """The build's own options, checked before the stack is resolved, locked or built (BadInput)."""
     if tag is not None:
@@ -292,6 +316,8 @@ def check_build_options(
         raise BadInput(f"--team-file {team_file}: no such file", fix="give the path of a team file like envs/team.yml")
     if backend is not None and backend not in LOCK_FILES:
         raise BadInput(f"--backend {backend!r} is not known", fix=f"use one of {', '.join(LOCK_FILES)}")
+    if builder is not None and builder not in BUILDERS:
+        raise BadInput(f"--builder {builder!r} is not known", fix=f"use one of {', '.join(BUILDERS)}")
 
 
 def plan_build(
@@ -325,16 +351,16 @@ def plan_build(
             raise BadInput(f"--wheelhouse {wheelhouse}: no such folder", fix="give a folder of .whl files")
     if not Path(validate_dir).is_dir():
         raise DataError(f"validation suite folder {validate_dir} is missing", fix="restore validate/ from the repository")
-    no_index = _wheels_only(stack, lock, wheelhouse, offline, arch)
-    tags = image_tags(stack, lock.sha256, [tag] if tag else [])
-    for ref in tags:  # every tag, before the build: the engine must not refuse one after it
+    no_index, wheels = _wheels_only(stack, lock, wheelhouse, offline, arch)
+    extra = (tag,) if tag else ()
+    for ref in image_tags(stack, "0" * 64, extra):  # every tag, before the build: the engine must not refuse one after it
         check_image_reference(ref, "image tag")
-    return BuildPlan(
+    plan = BuildPlan(
         stack=stack,
         lock=lock,
         lock_dir=Path(lock_dir),
         base_image=base_image or stack.base_image,
-        tags=tags,
+        tags=[],
         buildargs=build_args(stack, lock, base_image=base_image),
         labels={**image_labels(stack, lock.sha256, lock.backend), **oci_labels(stack, lock, base_image or stack.base_image)},
         ca_cert=ca_cert,
@@ -342,6 +368,30 @@ def plan_build(
         validate_dir=Path(validate_dir),
         nocache=nocache,
         no_index=no_index,
+        extra_tags=extra,
+        locked_wheels=wheels,
+        offline=offline,
+    )
+    return replace(plan, labels={**plan.labels, SUITE_LABEL: identity.suite_hash(suite_entries(plan.validate_dir))})
+
+
+def pending_tags(plan: BuildPlan) -> list[str]:
+    """The tags `plan` will get, with a placeholder for the inputs hash (known once the base is inspected)."""
+    return [t.replace("0" * TAG_HASH_LENGTH, identity.PENDING) for t in image_tags(plan.stack, "0" * 64, plan.extra_tags)]
+
+
+def identify(plan: BuildPlan, base_id: str) -> BuildPlan:
+    """`plan` named from its inputs: the image's tags (unless a caller named them), its inputs and
+    base labels, and the install stage's cache name. Needs the installers and the base's id."""
+    entries = context_entries(plan, labelled=False)  # the labels are hashed as labels, the Dockerfile as written
+    install = identity.install_hash(entries, buildargs=plan.buildargs, base_id=base_id)
+    labels = {**plan.labels, BASE_ID_LABEL: base_id, INSTALL_HASH_LABEL: install}
+    labels.pop(INPUTS_LABEL, None)
+    inputs = identity.image_hash(entries, buildargs=plan.buildargs, labels=labels, base_id=base_id)
+    return replace(
+        plan, base_id=base_id, labels={**labels, INPUTS_LABEL: inputs},
+        tags=plan.tags or image_tags(plan.stack, inputs, plan.extra_tags),
+        cache_tag=build_cache_tag(plan.stack, install),
     )
 
 
@@ -349,8 +399,9 @@ def plan_build(
 _WHEEL_ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
 
 
-def _wheels_only(stack: Stack, lock: LockFile, wheelhouse: Path | None, offline: bool, arch: str | None) -> bool:
-    """Whether the build installs from the wheelhouse alone (no index, no network)."""
+def _wheels_only(stack: Stack, lock: LockFile, wheelhouse: Path | None, offline: bool, arch: str | None) -> tuple[bool, tuple[Path, ...]]:
+    """Whether the build installs from the wheelhouse alone (no index, no network), and the
+    wheels of the wheelhouse that the lock allows (the others never leave this machine)."""
     import platform
 
     from gpuenv.envs import wheelhouse as wheels
@@ -359,91 +410,14 @@ def _wheels_only(stack: Stack, lock: LockFile, wheelhouse: Path | None, offline:
         raise BadInput("--offline needs --wheelhouse", fix="give the folder that holds every wheel of the lock (see the README's air-gapped recipe)")
     if offline and lock.backend != "uv":
         raise BadInput("--offline builds need a uv lock", fix="lock with --backend uv (conda packages come from a channel)")
-    if wheelhouse is None or lock.backend != "uv":
-        return False
+    if wheelhouse is None:
+        return False, ()
     machine = arch or platform.machine()
-    cover = wheels.lock_coverage(lock.path, wheelhouse, python=stack.python, arch=_WHEEL_ARCH.get(machine.lower(), machine))
+    cover = wheels.lock_coverage(lock.path, wheelhouse, python=stack.python, arch=_WHEEL_ARCH.get(machine.lower(), machine),
+                                 backend=lock.backend)
     if offline:
         wheels.require_complete(cover)
-    return cover.complete
-
-
-@dataclass(frozen=True)
-class Tree:
-    """A folder copied into the context as it is, its inner symbolic links kept as links."""
-
-    root: Path
-
-
-def context_entries(plan: BuildPlan) -> list[tuple[str, Path | bytes | Tree]]:
-    """The build context as (path in context, source file or bytes), in a stable order.
-
-    The CA bundle and the wheelhouse are always present (empty when not asked for) so the
-    Dockerfile's COPY lines stay the same and the install layer's cache depends on content only.
-    """
-    entries: list[tuple[str, Path | bytes | Tree]] = [
-        ("docker/Dockerfile", plan.docker_dir / "Dockerfile"),
-        ("docker/install-env.sh", plan.docker_dir / "install-env.sh"),
-        ("docker/ca-env.sh", plan.docker_dir / "ca-env.sh"),
-        ("docker/entrypoint.sh", plan.docker_dir / "entrypoint.sh"),
-        ("ca/ca-bundle.crt", plan.ca_cert if plan.ca_cert else b""),
-        ("wheels/.keep", b""),
-        *([("wheels/.no-index", b"")] if plan.no_index else []),
-        ("tools/.keep", b""),
-    ]
-    if plan.tools is not None:
-        entries.append(("tools/uv", plan.tools.uv))
-        if plan.tools.micromamba is not None:
-            entries.append(("tools/micromamba", plan.tools.micromamba))
-        if plan.tools.python is not None:
-            entries.append(("tools/python", Tree(plan.tools.python)))
-    if plan.wheelhouse:
-        entries += [(f"wheels/{w.name}", w) for w in sorted(plan.wheelhouse.glob("*.whl"))]
-    # Only the lock file: the install layer's cache then depends on exactly the bytes whose hash
-    # names the image (stack.json of the lock directory holds paths and tool versions).
-    entries.append((f"lock/{plan.lock.path.name}", plan.lock.path))
-    entries.append(("stack.json", (stack_json(plan.stack) + "\n").encode()))
-    entries += [(f"validate/{p.relative_to(plan.validate_dir)}", p) for p in _files_under(plan.validate_dir)]
-    return entries
-
-
-def _files_under(root: Path) -> list[Path]:
-    return sorted(
-        p for p in root.rglob("*") if p.is_file() and not (set(p.relative_to(root).parts) & _SKIP_NAMES)
-    )
-
-
-def write_context(plan: BuildPlan, out: IO[bytes]) -> None:
-    """Write the build context as a tar stream to `out`.
-
-    Owners and times are normalised so the classic builder's COPY cache depends on file content
-    and mode only: rebuilding after a `touch` (or a fresh checkout) reuses the install layer.
-    """
-    with tarfile.open(fileobj=out, mode="w") as tar:
-        for name, source in context_entries(plan):
-            if isinstance(source, bytes):
-                info = tarfile.TarInfo(name)
-                info.size = len(source)
-                info.mode = 0o644
-                tar.addfile(_normalised(info), io.BytesIO(source))
-            elif isinstance(source, Tree):
-                # A standalone Python: relocatable, with relative links (python3 -> python3.11).
-                tar.add(str(source.root), arcname=name, recursive=True, filter=_normalised)
-            else:
-                # Links are followed: a symlinked CA bundle (/etc/ssl/certs/ca-bundle.crt on RHEL)
-                # or wheel must reach the build as its content, not as a link that dangles there.
-                real = Path(source).resolve(strict=True)
-                info = tar.gettarinfo(str(real), arcname=name)
-                with open(real, "rb") as fh:
-                    tar.addfile(_normalised(info), fh)
-
-
-def _normalised(info: tarfile.TarInfo) -> tarfile.TarInfo:
-    info.uid = info.gid = 0
-    info.uname = info.gname = "root"
-    info.mtime = 0
-    info.mode = 0o755 if info.mode & 0o111 else 0o644
-    return info
+    return cover.complete and lock.backend == "uv", cover.wheels
 
 
 # ---------------------------------------------------------------- images present on the engine
@@ -456,9 +430,11 @@ def build_hint(stack: Stack) -> str:
     return f"run invoke build {args} --python {stack.python}"
 
 
-def pick_image(found: list[ImageInfo], stack: Stack, lock_hash: str | None) -> str:
+def pick_image(found: list[ImageInfo], stack: Stack, lock_hash: str | None, suite: str | None = None) -> str:
     """The id of the newest image of `stack` built from the lock with `lock_hash` (its
     io.gpuenv.lock_hash label); with no lock to compare (None), the newest image of the stack.
+    Among those, an image carrying the suite with hash `suite` (this checkout's) comes first:
+    another checkout's build of the same lock, with its own suite, is not taken over ours.
 
     Raises GpuenvError saying which lock was wanted and what exists: an image built from an
     older lock is never used silently.
@@ -473,7 +449,8 @@ def pick_image(found: list[ImageInfo], stack: Stack, lock_hash: str | None) -> s
             f"(images here were built from locks {others})",
             fix=build_hint(stack) + " to build it from the current lock",
         )
-    return max(matching, key=lambda img: img.created).id
+    ours = [img for img in matching if suite is not None and img.labels.get(SUITE_LABEL) == suite]
+    return max(ours or matching, key=lambda img: img.created).id
 
 
 def image_for_stack(stack: Stack, lock_dir: Path | None = None) -> str:
@@ -493,7 +470,8 @@ def image_for_stack(stack: Stack, lock_dir: Path | None = None) -> str:
     # No lock: the newest image of the stack. A lock that fails its checks is an error, never
     # a silent fallback to whatever image is newest.
     lock_hash = read_lock(lock_dir, stack).sha256 if lockdir.has_lock(lock_dir) else None
-    return pick_image(Engine.local().find_images({STACK_LABEL: stack.stack_id}), stack, lock_hash)
+    suite = identity.suite_hash(suite_entries(VALIDATE_DIR)) if VALIDATE_DIR.is_dir() else None
+    return pick_image(Engine.local().find_images({STACK_LABEL: stack.stack_id}), stack, lock_hash, suite)
 
 
 def is_cpu_image(ref: str) -> bool:
@@ -516,18 +494,25 @@ def built_images() -> list[ImageInfo]:
 
 
 def supply_tools(plan: BuildPlan, progress: Callable[[str], None] | None = None) -> BuildPlan:
-    """`plan` with the installers its install stage needs, gathered on the host (gpuenv.envs.buildtools).
+    """`plan` with the installers its install stage needs, gathered on the host (gpuenv.envs.buildtools),
+    then named from its inputs (`identify`).
 
-    The base image is made present first (pulled once when missing, as the build would) and
-    asked whether it has the stack's Python; when it has none, a standalone CPython goes in.
+    The base image is made present first (pulled once when missing, as the build would; never
+    with --offline, where a missing base is one line) and asked whether it has the stack's
+    Python; when it has none, a standalone CPython goes in.
     """
-    from dataclasses import replace
-
     from gpuenv.engine import Engine
     from gpuenv.envs import buildtools
 
     engine = Engine.local()
-    engine.ensure_image(plan.base_image, progress=(lambda text: progress(text.rstrip())) if progress else None)
+    base = engine.image_info(plan.base_image)
+    if base is None and plan.offline:
+        # The classic builder pulls a missing FROM image whatever `pull` says: the check is here.
+        raise BadInput(f"--offline: the base image {plan.base_image} is not on this engine, and an offline build never pulls",
+                       fix="docker load it here (docker save it where a registry answers), or pass --base-image with an image this engine has")
+    if base is None:
+        engine.ensure_image(plan.base_image, progress=(lambda text: progress(text.rstrip())) if progress else None)
+        base = engine.image_info(plan.base_image)
     needs_python = plan.lock.backend != "conda-lock"  # a conda lock brings its own Python
     has_python = not needs_python or engine.image_python(plan.base_image, plan.stack.python) is not None
     tools = buildtools.gather(
@@ -538,22 +523,29 @@ def supply_tools(plan: BuildPlan, progress: Callable[[str], None] | None = None)
         ca_cert=plan.ca_cert,
         progress=progress,
     )
-    return replace(plan, tools=tools)
+    if base is None:
+        raise GpuenvError(f"the base image {plan.base_image} vanished from the engine during the build's preparation",
+                          fix="build again; keep the base image while gpuenv builds on it")
+    return identify(replace(plan, tools=tools), base.id)
 
 
-def build_stack_image(plan: BuildPlan, progress: Callable[[str], None] | None = None) -> BuildResult:
+def build_stack_image(plan: BuildPlan, progress: Callable[[str], None] | None = None, builder: str = "auto") -> BuildResult:
     """Assemble the context of `plan` in a temporary file and build it through the engine.
 
     The engine tags the image only when the build succeeded; a failed or interrupted build
-    leaves every tag of the stack where it was. The labels are given here, once; with a
-    complete wheelhouse the build runs with no network. `BuildResult.reused` says that the
-    first tag already named the very image the build gave (nothing changed).
+    leaves every tag of the stack where it was. With a
+    complete wheelhouse the build runs with no network. The labels reach the image as one LABEL
+    instruction that the context's Dockerfile ends with (the classic builder makes a step of each
+    label given through the API). `builder`: one of BUILDERS. Images
+    carrying an io.gpuenv.* label are gpuenv's: only those are ever removed or have the cache
+    name taken from them. `BuildResult.reused` says that the first tag already named the very
+    image the build gave (nothing changed).
     """
     import tempfile
 
     from gpuenv.engine import Engine
 
-    if plan.tools is None:
+    if plan.tools is None or plan.base_id is None:
         plan = supply_tools(plan, progress)
     engine = Engine.local()
     before = engine.image_info(plan.tags[0])
@@ -565,10 +557,12 @@ def build_stack_image(plan: BuildPlan, progress: Callable[[str], None] | None = 
             dockerfile=plan.dockerfile,
             tags=plan.tags,
             buildargs=plan.buildargs,
-            labels=plan.labels,
+            labels=None,  # in the Dockerfile, one LABEL step (context.render_dockerfile)
             network_mode="none" if plan.no_index else None,
-            cache_tag=build_cache_tag(plan.stack, plan.lock.sha256),
+            cache_tag=plan.cache_tag,
             nocache=plan.nocache,
+            builder=builder,
+            owner_prefix=LABEL_PREFIX,
             progress=progress,
         )
     result.reused = before is not None and before.id == result.image.id

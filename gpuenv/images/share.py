@@ -22,7 +22,7 @@ _SHA256 = re.compile(r"sha256:[0-9a-f]{64}")
 
 @dataclass(frozen=True)
 class PushPlan:
-    """One push: the local image (by its lock-hash tag) and the names it gets in the registry."""
+    """One push: the local image (by id) and the names it gets in the registry (its inputs-hash tag, latest)."""
 
     stack: Stack
     source: str
@@ -72,14 +72,17 @@ def _reason(message: str, option: str, name: str) -> str:
 
 
 def plan_push(stack: Stack, lock_dir: Path, registry: str) -> PushPlan:
-    """The image of `stack` built from its current lock, and its registry names (lock hash, latest).
+    """The local image of `stack` built from its current lock (found by its labels, this checkout's
+    suite preferred), and its registry names: its inputs hash and latest.
 
     The lock is verified against `stack`, as a build does: a lock copied under another stack's
     name names no image of this stack."""
-    lock = lockdir.verify(Path(lock_dir), stack)
-    local = images.image_tags(stack, lock.sha256)[0]
-    hash_tag = local.rsplit(":", 1)[1]
-    return PushPlan(stack=stack, source=local, repository=remote_repository(registry, stack), tags=(hash_tag, images.MOVING_TAG))
+    lockdir.verify(Path(lock_dir), stack)
+    image = images.image_for_stack(stack, lock_dir)
+    info = Engine.local().image_info(image)
+    inputs = (info.labels.get(images.INPUTS_LABEL) if info else None) or image.removeprefix("sha256:")
+    hash_tag = inputs[: images.TAG_HASH_LENGTH]
+    return PushPlan(stack=stack, source=image, repository=remote_repository(registry, stack), tags=(hash_tag, images.MOVING_TAG))
 
 
 def push(plan: PushPlan, progress: LayerCallback | None = None) -> str:

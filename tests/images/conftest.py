@@ -99,7 +99,7 @@ def cpu_image(cpu_lock, base_image, cpu_stack, ca_bundle, locks_root):
     engine = Engine.local()
     proc = run_task(*build_args(base_image, ca_bundle), env={"GPUENV_LOCKS_DIR": str(locks_root)}, timeout=1800)
     assert proc.returncode == 0, f"invoke build failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    tags = images.image_tags(cpu_stack, cpu_lock.sha256)
+    tags = images.image_tags(cpu_stack, dockercases.stack_image_tag(cpu_stack, cpu_lock.sha256).rsplit(":", 1)[1])
     info = engine.image_info(tags[0])
     assert info is not None, f"{tags[0]} is missing after a successful build"
     yield BuiltImage(info.id, tags, info.labels, proc.stdout)

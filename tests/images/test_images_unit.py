@@ -83,11 +83,13 @@ def test_every_build_argument_is_declared_in_the_dockerfile(lock_dir):
 
 
 def test_labels_are_given_once_and_carry_no_build_time(lock_dir, monkeypatch):
-    """The Dockerfile has no LABEL (one source: the plan's labels), and the date is the lock's, so
-    two plans of the same inputs made at different times are the same."""
+    """The final stage has no LABEL (one source: the plan's labels, one step), and the date is the
+    lock's, so two plans of the same inputs made at different times are the same."""
     import time
 
-    assert not re.search(r"^LABEL\b", DOCKERFILE.read_text(), re.M)
+    final_stage = DOCKERFILE.read_text().split("\nFROM ")[-1]
+    assert not re.search(r"^LABEL\b", final_stage, re.M)
+    assert re.findall(r"^LABEL .*", DOCKERFILE.read_text(), re.M) == [f'LABEL {images.INSTALL_STAGE_LABEL}="install-stage"']
     monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
     first = images.plan_build(CPU, lock_dir, base_image="local/base:1")
     time.sleep(1.1)
@@ -100,14 +102,17 @@ def test_labels_are_given_once_and_carry_no_build_time(lock_dir, monkeypatch):
 
 
 def test_dockerfile_installs_before_it_copies_the_suite():
-    """A change to validate/ must not invalidate the install layer: order of instructions."""
-    lines = [line for line in DOCKERFILE.read_text().splitlines() if re.match(r"^(FROM|RUN|COPY|USER)\b", line)]
+    """A change to validate/ must not invalidate the install layer: order of instructions. Few
+    layers: one COPY per stage's inputs, and the files last, after every metadata step."""
+    lines = [line for line in DOCKERFILE.read_text().splitlines() if re.match(r"^[A-Z]+\b", line)]
     index = {key: next(i for i, line in enumerate(lines) if line.startswith(key)) for key in (
-        "RUN /opt/gpuenv-build/install-env.sh", "COPY --from=install", "COPY validate/", "USER")}
-    assert index["RUN /opt/gpuenv-build/install-env.sh"] < index["COPY --from=install"] < index["COPY validate/"]
+        "COPY install/", "RUN /opt/gpuenv-build/install-env.sh", "COPY --from=install", "COPY image/", "USER")}
+    assert index["COPY install/"] < index["RUN /opt/gpuenv-build/install-env.sh"] < index["COPY --from=install"] < index["COPY image/"]
     assert sum(line.startswith("FROM") for line in lines) == 2, "the CA bundle is kept out by a separate install stage"
-    final_stage = "\n".join(lines[[i for i, line in enumerate(lines) if line.startswith("FROM")][1]:])
-    assert "ca/" not in final_stage and "wheels/" not in final_stage
+    final_stage = lines[[i for i, line in enumerate(lines) if line.startswith("FROM")][1]:]
+    assert "ca/" not in "\n".join(final_stage) and "wheels/" not in "\n".join(final_stage)
+    assert [line.split()[0] for line in final_stage[-2:]] == ["COPY", "COPY"], "metadata steps come before the file layers"
+    assert sum(line.startswith(("COPY", "RUN")) for line in lines) == 5, "2 layers in the install stage, 3 in the image"
 
 
 def test_read_lock_names_the_fix_when_no_lock_is_there(tmp_path):
@@ -142,27 +147,42 @@ def test_context_has_lock_suite_and_empty_secrets_when_none_given(lock_dir, tmp_
     (suite / "__pycache__" / "x.pyc").write_bytes(b"\0")
     ctx = _context(images.plan_build(CPU, lock_dir, validate_dir=suite))
     data = ctx.pop("__data__")
-    assert data["ca/ca-bundle.crt"] == b""
-    assert "lock/requirements.lock.txt" in data and "docker/install-env.sh" in data
-    assert "lock/stack.json" not in data, "only the lock file may key the install layer's cache"
-    assert "validate/__main__.py" in data and not any("__pycache__" in name for name in data)
-    assert json.loads(data["stack.json"])["stack_id"] == CPU.stack_id
-    assert not any(name.startswith("wheels/") and name.endswith(".whl") for name in data)
+    assert data["install/ca/ca-bundle.crt"] == b""
+    assert "install/lock/requirements.lock.txt" in data and "install/install-env.sh" in data
+    assert "install/lock/stack.json" not in data, "only the lock file may key the install layer's cache"
+    assert "image/validate/__main__.py" in data and not any("__pycache__" in name for name in data)
+    assert json.loads(data["image/stack.json"])["stack_id"] == CPU.stack_id
+    assert not any(name.startswith("install/wheels/") and name.endswith(".whl") for name in data)
     # Owners and times normalised: the builder's cache depends on content and mode only.
     assert {(m.uid, m.gid, m.mtime) for m in ctx.values()} == {(0, 0, 0)}
-    assert ctx["docker/install-env.sh"].mode == 0o755
+    assert ctx["install/install-env.sh"].mode == 0o755 and ctx["image/bin/gpuenv-entrypoint"].mode == 0o755
+    # one folder per stage (one COPY each) and the Dockerfile
+    assert {name.split("/")[0] for name in data} == {"docker", "install", "image"}
 
 
-def test_context_carries_the_ca_bundle_and_wheels_when_asked(lock_dir, tmp_path):
+def locked_wheel(tmp_path: Path, folder: Path, content: bytes = b"PK\x03\x04six") -> Path:
+    """A lock directory whose one pin is the wheel `content` written into `folder` (its real hash)."""
+    import hashlib
+
+    folder.mkdir(exist_ok=True)
+    (folder / "six-1.17.0-py2.py3-none-any.whl").write_bytes(content)
+    digest = hashlib.sha256(content).hexdigest()
+    text = f"six==1.17.0 \\\n    --hash=sha256:{digest}\n" + "torch==2.13.0+cpu \\\n    --hash=sha256:" + "b" * 64 + "\n"
+    return write_uv_lock(tmp_path / "lock-six", CPU, text)
+
+
+def test_context_carries_the_ca_bundle_and_the_locked_wheels_when_asked(tmp_path):
     ca = tmp_path / "corp.pem"
     ca.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
     wheels = tmp_path / "wheels"
-    wheels.mkdir()
-    (wheels / "demo-1.0-py3-none-any.whl").write_bytes(b"PK")
+    lock = locked_wheel(tmp_path, wheels)
+    (wheels / "demo-1.0-py3-none-any.whl").write_bytes(b"PK")  # not in the lock
+    (wheels / "six-1.16.0-py2.py3-none-any.whl").write_bytes(b"PK")  # another version
     (wheels / "notes.txt").write_text("not a wheel")
-    data = _context(images.plan_build(CPU, lock_dir, ca_cert=ca, wheelhouse=wheels)).pop("__data__")
-    assert data["ca/ca-bundle.crt"] == ca.read_bytes()
-    assert "wheels/demo-1.0-py3-none-any.whl" in data and "wheels/notes.txt" not in data
+    data = _context(images.plan_build(CPU, lock, ca_cert=ca, wheelhouse=wheels)).pop("__data__")
+    assert data["install/ca/ca-bundle.crt"] == ca.read_bytes()
+    assert [n for n in data if n.startswith("install/wheels/") and not n.endswith((".keep", ".no-index"))] == [
+        "install/wheels/six-1.17.0-py2.py3-none-any.whl"]
 
 
 def test_gpu_requests_mirror_docker_run_gpus():
@@ -281,6 +301,8 @@ def test_build_options_are_checked_without_a_lock(tmp_path):
         images.check_build_options(team_file=tmp_path / "nope.yml")
     with pytest.raises(BadInput, match="--backend 'pip'"):
         images.check_build_options(backend="pip")
+    with pytest.raises(BadInput, match="--builder 'fast' is not known: .*auto, buildkit, classic"):
+        images.check_build_options(builder="fast")
     images.check_build_options(tag="x:Prod", ca_cert=None, wheelhouse=tmp_path, backend="uv")
 
 
@@ -332,17 +354,16 @@ def test_symlinked_ca_cert_and_wheels_reach_the_context_as_their_content(lock_di
     certs.mkdir()
     (certs / "ca-bundle.crt").symlink_to("../pki/tls-ca-bundle.pem")  # relative, as RHEL ships it
     store = tmp_path / "store"
-    store.mkdir()
-    (store / "demo-1.0-py3-none-any.whl").write_bytes(b"PK\x03\x04wheel")
+    lock = locked_wheel(tmp_path, store, b"PK\x03\x04wheel")
     wheels = tmp_path / "wheels"
     wheels.mkdir()
-    (wheels / "demo-1.0-py3-none-any.whl").symlink_to(store / "demo-1.0-py3-none-any.whl")
-    ctx = _context(images.plan_build(CPU, lock_dir, ca_cert=certs / "ca-bundle.crt", wheelhouse=wheels))
+    (wheels / "six-1.17.0-py2.py3-none-any.whl").symlink_to(store / "six-1.17.0-py2.py3-none-any.whl")
+    ctx = _context(images.plan_build(CPU, lock, ca_cert=certs / "ca-bundle.crt", wheelhouse=wheels))
     data = ctx.pop("__data__")
-    for name in ("ca/ca-bundle.crt", "wheels/demo-1.0-py3-none-any.whl"):
+    for name in ("install/ca/ca-bundle.crt", "install/wheels/six-1.17.0-py2.py3-none-any.whl"):
         assert ctx[name].isfile(), f"{name} is a {ctx[name].type!r} entry, not a file"
-    assert data["ca/ca-bundle.crt"] == pem
-    assert data["wheels/demo-1.0-py3-none-any.whl"] == b"PK\x03\x04wheel"
+    assert data["install/ca/ca-bundle.crt"] == pem
+    assert data["install/wheels/six-1.17.0-py2.py3-none-any.whl"] == b"PK\x03\x04wheel"
 
 
 def test_a_dangling_ca_cert_link_is_bad_input(lock_dir, tmp_path):

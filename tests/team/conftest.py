@@ -18,6 +18,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+import dockercases
 import pytest
 from outsidecauses import cannot_lock, skip_only_if_unreachable
 
@@ -156,7 +157,7 @@ def base_image(docker_engine) -> str:
 @dataclass(frozen=True)
 class TeamImage:
     id: str
-    tag: str  # gpuenv/<stack>:<lock-hash>
+    tag: str  # gpuenv/<stack>:<inputs-hash>
     built_output: str
 
 
@@ -164,19 +165,17 @@ class TeamImage:
 def team_image(base_image, cpu_uv_lock, cpu_stack, locks_dir, complete_wheelhouse) -> TeamImage:
     """Built from a wheelhouse that holds every locked wheel: no index, no network in the build."""
     from gpuenv.engine import Engine
-    from gpuenv.images import plan as images
 
     engine = Engine.local()
-
-    tag = images.image_tags(cpu_stack, cpu_uv_lock.sha256)[0]
     # Always through `gpuenv build`: the same inputs give the same image, so when an earlier session
     # left it, the build says "unchanged: reused" in seconds (an image found by its tag alone could
     # be one built otherwise, by another session on a shared engine).
     proc = run_gpuenv(*team_build_args(base_image, complete_wheelhouse), env={"GPUENV_LOCKS_DIR": str(locks_dir)}, timeout=1800)
     assert proc.returncode == 0, f"invoke build failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    tag = dockercases.stack_image_tag(cpu_stack, cpu_uv_lock.sha256)
     info = engine.image_info(tag)
     assert info is not None, f"{tag} is missing after a successful build"
     yield TeamImage(info.id, tag, proc.stdout)
     if "unchanged: reused" not in proc.stdout and not os.environ.get("GPUENV_TEST_KEEP_IMAGES"):
         engine.remove_image(info.id)
-        engine.remove_image(images.build_cache_tag(cpu_stack, cpu_uv_lock.sha256))  # the install stage the build kept
+        dockercases.remove_build_cache(info.labels)  # the install stage a classic build kept

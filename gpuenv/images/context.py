@@ -1,0 +1,137 @@
+"""The build context of an image: which files go to the engine, under which names, as one tar stream.
+
+Two folders, one per stage, so each stage takes its inputs in one COPY (one layer each):
+  install/   what the install stage needs: install-env.sh, ca-env.sh, tools/, ca/, wheels/, lock/
+  image/     what the final image carries beside the environment: bin/gpuenv-entrypoint,
+             stack.json and validate/
+and docker/Dockerfile. Pure but for reading the files: the engine is never asked here.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+from gpuenv.errors import DataError
+from gpuenv.stack import stack_json
+
+if TYPE_CHECKING:
+    from gpuenv.images.plan import BuildPlan
+
+#: Files and folders never sent to the engine (bytecode, editor litter).
+_SKIP_NAMES = {"__pycache__", ".pytest_cache", ".mypy_cache", ".DS_Store"}
+#: The suite's folder in the context (gpuenv/images/identity.py hashes it for the io.gpuenv.suite label).
+SUITE_PREFIX = "image/validate/"
+
+
+@dataclass(frozen=True)
+class Tree:
+    """A folder copied into the context as it is, its inner symbolic links kept as links."""
+
+    root: Path
+
+
+Source = Path | bytes | Tree
+
+
+def label_instruction(labels: dict[str, str]) -> str:
+    """One LABEL instruction holding every label: the classic builder makes one step of each
+    label given through the API, but one step of this. Keys and values are double-quoted with
+    `\\`, `"` and `$` escaped, so the Dockerfile parser gives back exactly the text (no variable
+    is expanded); a label with a line break is refused (no label of gpuenv has one)."""
+    def quoted(text: str) -> str:
+        if "\n" in text or "\r" in text:
+            raise DataError(f"a label holds a line break: {text[:60]!r}", fix="report this: gpuenv's labels are one line each")
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
+
+    pairs = [f"{quoted(key)}={quoted(value)}" for key, value in sorted(labels.items())]
+    return "LABEL " + " \\\n      ".join(pairs) + "\n"
+
+
+def render_dockerfile(template: bytes, labels: dict[str, str]) -> bytes:
+    """docker/Dockerfile with the image's labels appended as its last instruction (final stage)."""
+    note = "\n# The image's labels, given once by gpuenv (gpuenv/images/plan.py), in one step.\n"
+    return template.rstrip(b"\n") + b"\n" + (note + label_instruction(labels)).encode() if labels else template
+
+
+def context_entries(plan: BuildPlan, *, labelled: bool = True) -> list[tuple[str, Source]]:
+    """The build context as (path in context, source file or bytes), in a stable order.
+
+    The CA bundle and the wheelhouse are always present (empty when not asked for) so the
+    install stage's one COPY keeps its shape and its cache depends on content only. The
+    Dockerfile carries the plan's labels unless `labelled` is False (the image's identity is
+    computed before its own hash is a label).
+    """
+    template = plan.docker_dir / "Dockerfile"
+    dockerfile: Source = render_dockerfile(template.read_bytes(), plan.labels) if labelled and plan.labels else template
+    entries: list[tuple[str, Source]] = [
+        ("docker/Dockerfile", dockerfile),
+        ("install/install-env.sh", plan.docker_dir / "install-env.sh"),
+        ("install/ca-env.sh", plan.docker_dir / "ca-env.sh"),
+        ("install/ca/ca-bundle.crt", plan.ca_cert if plan.ca_cert else b""),
+        ("install/wheels/.keep", b""),
+        *([("install/wheels/.no-index", b"")] if plan.no_index else []),
+        ("install/tools/.keep", b""),
+    ]
+    if plan.tools is not None:
+        entries.append(("install/tools/uv", plan.tools.uv))
+        if plan.tools.micromamba is not None:
+            entries.append(("install/tools/micromamba", plan.tools.micromamba))
+        if plan.tools.python is not None:
+            entries.append(("install/tools/python", Tree(plan.tools.python)))
+    # Only the wheels the lock allows: a wheelhouse of 200,000 files sends the few the install uses.
+    entries += [(f"install/wheels/{w.name}", w) for w in plan.locked_wheels]
+    # Only the lock file: the install layer's cache then depends on exactly the bytes whose hash
+    # names the lock (stack.json of the lock directory holds paths and tool versions).
+    entries.append((f"install/lock/{plan.lock.path.name}", plan.lock.path))
+    entries.append(("image/bin/gpuenv-entrypoint", plan.docker_dir / "entrypoint.sh"))
+    entries.append(("image/stack.json", (stack_json(plan.stack) + "\n").encode()))
+    entries += suite_entries(plan.validate_dir)
+    return entries
+
+
+def suite_entries(validate_dir: Path) -> list[tuple[str, Source]]:
+    """The suite's entries, named as in the context (for identity.suite_hash)."""
+    return [(f"{SUITE_PREFIX}{p.relative_to(validate_dir).as_posix()}", p) for p in _files_under(validate_dir)]
+
+
+def _files_under(root: Path) -> list[Path]:
+    return sorted(
+        p for p in root.rglob("*") if p.is_file() and not (set(p.relative_to(root).parts) & _SKIP_NAMES)
+    )
+
+
+def write_context(plan: BuildPlan, out: IO[bytes]) -> None:
+    """Write the build context as a tar stream to `out`.
+
+    Owners and times are normalised so the builder's COPY cache depends on file content and
+    mode only: rebuilding after a `touch` (or a fresh checkout) reuses the install layer.
+    """
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for name, source in context_entries(plan):
+            if isinstance(source, bytes):
+                info = tarfile.TarInfo(name)
+                info.size = len(source)
+                info.mode = 0o644
+                tar.addfile(_normalised(info), io.BytesIO(source))
+            elif isinstance(source, Tree):
+                # A standalone Python: relocatable, with relative links (python3 -> python3.11).
+                tar.add(str(source.root), arcname=name, recursive=True, filter=_normalised)
+            else:
+                # Links are followed: a symlinked CA bundle (/etc/ssl/certs/ca-bundle.crt on RHEL)
+                # or wheel must reach the build as its content, not as a link that dangles there.
+                real = Path(source).resolve(strict=True)
+                info = tar.gettarinfo(str(real), arcname=name)
+                with open(real, "rb") as fh:
+                    tar.addfile(_normalised(info), fh)
+
+
+def _normalised(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    info.mtime = 0
+    info.mode = 0o755 if info.mode & 0o111 else 0o644
+    return info
