@@ -12,13 +12,12 @@ suite report makes its host MALFORMED with the reason, and every other host is r
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
 
 from gpuenv.errors import BadInput
 from gpuenv.fleet.outcome import MALFORMED, HostOutcome, status_from_report
 from gpuenv.fleet.suitereport import MAX_REPORT_BYTES, MalformedReport, parse_report, safe_text
+from validate.files import InputRefused, read_input
 
 #: How deep below the folder a `report.json` is looked for (DIR/nodes/NODE/report.json is 2).
 _DEPTH = 3
@@ -41,22 +40,12 @@ def report_files(folder: Path) -> list[tuple[str, Path]]:
 
 
 def read_bounded(path: Path, limit: int = MAX_REPORT_BYTES) -> bytes:
-    """The bytes of a regular file, at most `limit` + 1 of them; MalformedReport otherwise. Opened
-    without blocking, so a FIFO in the folder cannot hang the read."""
+    """The bytes of a regular report file of at most `limit` bytes, through the one bounded
+    reader (a FIFO, a device or a folder named x.json is refused unread); MalformedReport otherwise."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as err:
-        raise MalformedReport(f"cannot open it ({err.strerror or type(err).__name__})") from None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise MalformedReport("not a regular file")
-        if info.st_size > limit:
-            raise MalformedReport(f"{info.st_size / 2**20:.1f} MiB, over the {limit // 2**20} MiB limit")
-        try:
-            return handle.read(limit + 1)
-        except OSError as err:
-            raise MalformedReport(f"cannot read it ({err.strerror or type(err).__name__})") from None
+        return read_input(path, limit)
+    except InputRefused as err:
+        raise MalformedReport(str(err)) from None
 
 
 def read_report(host: str, path: Path) -> HostOutcome:

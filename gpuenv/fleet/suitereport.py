@@ -12,25 +12,21 @@ know are ignored, never refused. Only what cannot be read is refused.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from typing import Any
 
+from validate.files import InputRefused, decode_input, load_json_input
+from validate.text import MAX_TEXT, safe_text
+
 #: A report bigger than this is refused unread (an 8-GPU report is about 60 kB).
 MAX_REPORT_BYTES = 16 * 2**20
-#: Longest text kept from any one field of a report (measured, reason, a GPU name ...).
-MAX_TEXT = 2000
 #: Largest magnitude of a figure: far above any real one (bytes, FLOPS), far below overflow when
 #: figures are added for a median.
 MAX_VALUE = 1e18
+#: A report is four levels deep (GPU, checks, check, value); NVML facts add a few.
+MAX_DEPTH = 64
 _FORMAT = re.compile(r"^gpuenv-validate-report/([1-9][0-9]{0,5})$")
-# C0 and C1 control characters (ESC starts terminal escape sequences), DEL, lone surrogates and
-# the two code points XML 1.0 forbids; tab is kept, newlines too where the caller allows them.
-# Bidirectional overrides and line separators too: they would make a terminal line read other
-# than it is.
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
-_CONTROL_NL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
 _CHECK_TEXT = ("measured", "threshold", "verdict", "reason", "test")
 
 
@@ -51,52 +47,24 @@ class UnreadableReport(dict):
         self.why = why
 
 
-def safe_text(value: Any, *, newlines: bool = False, limit: int = MAX_TEXT) -> str:
-    """Text any output can carry: control characters shown as \\xNN, never passed on raw (a node's
-    report must not drive the operator's terminal, or make fleet.xml invalid XML)."""
-    text = value if isinstance(value, str) else str(value)
-    if len(text) > limit:
-        text = text[:limit] + "..."
-    if text.isprintable():  # the common case, checked in C
-        return text
-    pattern = _CONTROL if newlines else _CONTROL_NL
-    return pattern.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
-
-
 def parse_report(data: bytes) -> CheckedReport:
     """Bytes of a node's report file -> a checked report, or MalformedReport(why)."""
     if len(data) > MAX_REPORT_BYTES:
         raise MalformedReport(f"{len(data) / 2**20:.1f} MiB, over the {MAX_REPORT_BYTES // 2**20} MiB limit")
     try:
-        text = data.decode("utf-8-sig")  # a byte-order mark (a file that went through Windows) is fine
-    except UnicodeDecodeError as err:
-        raise MalformedReport(f"not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start})") from None
+        text = decode_input(data)  # a byte-order mark or UTF-16 (a file that went through Windows) is fine
+    except InputRefused as err:
+        raise MalformedReport(str(err)) from None
     return check_report(load_json(text))
 
 
 def load_json(text: str) -> Any:
-    """JSON with every number a finite float or a small int: a 400-digit integer or NaN is refused
-    here rather than overflowing later."""
-    def big_int(digits: str) -> int:
-        if len(digits.lstrip("-")) > 30:
-            raise MalformedReport(f"a {len(digits)}-digit number")
-        return int(digits)
-
-    def constant(name: str) -> Any:
-        raise MalformedReport(f"{name} is not a JSON number")
-
-    def real(digits: str) -> float:
-        value = float(digits)
-        if not math.isfinite(value):
-            raise MalformedReport(f"{safe_text(digits, limit=40)} is not a finite number")
-        return value
-
+    """JSON through the one bounded reader (validate.files): a 400-digit integer, NaN or deep
+    nesting is refused here rather than overflowing later."""
     try:
-        return json.loads(text, parse_int=big_int, parse_constant=constant, parse_float=real)
-    except RecursionError:
-        raise MalformedReport("JSON nested too deep") from None
-    except json.JSONDecodeError as err:
-        raise MalformedReport(f"not JSON ({err.msg} at line {err.lineno} column {err.colno})") from None
+        return load_json_input(text, max_depth=MAX_DEPTH)
+    except InputRefused as err:
+        raise MalformedReport(str(err)) from None
 
 
 def _where(section: str, index: int, check: dict[str, Any] | None = None) -> str:
