@@ -15,6 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from validate.text import safe_text
+
 SUITE_DIR = Path(__file__).resolve().parent
 
 EXIT_MEANING = {
@@ -198,7 +200,7 @@ def main(argv: list[str]) -> int:
     args, extra = parse_args(argv)
     problem = preflight(args)
     if problem:
-        print(f"validate: {problem}")
+        print(f"validate: {safe_text(problem, limit=4000)}")  # it may quote a path or a capture's text
         return 2
     try:
         import pytest

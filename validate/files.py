@@ -379,12 +379,14 @@ def decode_input(data: bytes) -> str:
                 return data[len(bom):].decode(codec)
             except UnicodeDecodeError as err:
                 raise InputRefused(f"{name} with a byte-order mark, but broken at byte {err.start + len(bom)}") from None
+    if b"\0" in data:  # valid UTF-8, but no text format read here allows NUL
+        head = data[:4096]
+        if head[0::2].count(0) > len(head) // 4 or head[1::2].count(0) > len(head) // 4:
+            raise InputRefused("UTF-16 without a byte-order mark: save it as UTF-8")
+        raise InputRefused(f"binary data (a NUL byte at offset {data.index(0)}), not text")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
-        head = data[:4096]
-        if len(head) >= 4 and head[1::2].count(0) > len(head) // 4 and head[0::2].count(0) == 0:
-            raise InputRefused("UTF-16 without a byte-order mark: save it as UTF-8") from None
         line = data[: err.start].count(b"\n") + 1
         raise InputRefused(f"not UTF-8 text (byte 0x{data[err.start]:02x} on line {line}): save it as UTF-8") from None
 

@@ -18,6 +18,7 @@ import invoke
 from invoke.exceptions import Exit
 
 from gpuenv.errors import GpuenvError
+from validate.text import safe_text
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -123,8 +124,8 @@ def user_errors(func: F) -> F:
                 return func(*args, **kwargs)
         except Terminated:
             raise Exit("gpuenv: terminated (SIGTERM); nothing half-written was left", code=143) from None
-        except GpuenvError as err:
-            raise Exit(f"gpuenv: {err.render()}", code=err.exit_code) from None
+        except GpuenvError as err:  # its text may quote a capture, a report or a path: made safe for the terminal
+            raise Exit(f"gpuenv: {safe_text(err.render(), limit=4000)}", code=err.exit_code) from None
         except BrokenPipeError:
             # the reader (`| head`) went away: stop quietly, as Unix tools do
             import sys

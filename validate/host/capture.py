@@ -577,12 +577,14 @@ def check_counts(recording: dict[str, Any], source: str, tree: Node | None = Non
         raise refuse(f"{len(recording['devices'])} GPUs; a host has at most {MAX_GPUS_PER_HOST}")
     for index, calls in enumerate(recording["devices"]):
         mig = calls.get("mig") or {}
-        most = calls.get("nvmlDeviceGetMaxMigDeviceCount", 0)
-        if not isinstance(mig, dict) or (not isinstance(most, dict) and (not isinstance(most, int) or most > MAX_MIG_PER_GPU)):
-            raise refuse(f"GPU {index} claims {str(most)[:40]} MIG instances; a GPU has at most {MAX_MIG_PER_GPU}")
+        if not isinstance(mig, dict):
+            raise refuse(f"GPU {index}'s MIG instances are a {type(mig).__name__}, not a mapping")
         for slot, answers in mig.items():
-            if not str(slot).isdigit() or int(str(slot)[:4]) >= MAX_MIG_PER_GPU or not isinstance(answers, dict):
-                raise refuse(f"GPU {index} has MIG instance {str(slot)[:40]}; a GPU's instances are numbered 0 to {MAX_MIG_PER_GPU - 1}")
+            if not (slot.isascii() and slot.isdigit()) or int(slot[:4]) >= MAX_MIG_PER_GPU or not isinstance(answers, dict):
+                raise refuse(f"GPU {index} has MIG instance {slot[:40]}; a GPU's instances are numbered 0 to {MAX_MIG_PER_GPU - 1}")
+        most = calls.get("nvmlDeviceGetMaxMigDeviceCount", 0)
+        if not isinstance(most, dict) and (isinstance(most, bool) or not isinstance(most, int) or most > MAX_MIG_PER_GPU):
+            raise refuse(f"GPU {index} claims {str(most)[:40]} MIG instances; a GPU has at most {MAX_MIG_PER_GPU}")
     for where, value in _numbers({"system": recording["system"], "devices": recording["devices"]}, ""):
         if value < 0:
             raise refuse(f"{where.lstrip('.')} is {value}, but NVML's counts and readings are never negative")
