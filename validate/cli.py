@@ -125,12 +125,23 @@ def preflight(args: argparse.Namespace) -> str | None:
         except CaptureError as err:
             return f"--replay: {err}"
     if args.record:
+        from validate.files import path_problem
+
         folder = Path(args.record)
+        impossible = path_problem(args.record, folder=True)  # a 300-character name makes every stat below raise
+        if impossible:
+            return f"--record: cannot make the folder {args.record}: {impossible}"
         if folder.exists() and not folder.is_dir():
             return f"--record: {args.record} is a file: give a folder for the recording"
         problem = unwritable(str(folder / "gpuenv-recording.json"))
         if problem:
             return f"--record: {problem}"
+    from validate.files import output_clash
+
+    clash = output_clash({"--json": args.json, "--junit": args.junit, "--save-baseline": args.save_baseline},
+                         {"--baseline": args.baseline, "--replay": args.replay})
+    if clash:
+        return f"{clash}: give another file name"
     if args.expect_gpus is not None and args.expect_gpus < 0:
         return f"--expect-gpus must be 0 or more, got {args.expect_gpus}"
     return None

@@ -307,13 +307,20 @@ def file_kind(mode: int) -> str:
     return "not a regular file"
 
 
+def is_within(path: str | Path, folder: str | Path) -> bool:
+    """Whether `path`, links followed, is in `folder` (links followed too)."""
+    return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(folder))
+
+
 def _refuse_kind(mode: int) -> None:
     if not stat.S_ISREG(mode):
         raise InputRefused(f"it is {file_kind(mode)}, not a regular file")
 
 
-def read_input(path: str | Path, limit: int) -> bytes:
+def read_input(path: str | Path, limit: int, *, within: str | Path | None = None) -> bytes:
     """The bytes of a regular file of at most `limit` bytes; InputRefused for anything else.
+    With `within`, the file must really be in that folder: a link to a file elsewhere (someone
+    else's file, shown in every report) is refused.
 
     The kind is checked before opening (a device is never opened: a tape would rewind) and again
     on the open descriptor (the path may be swapped meanwhile); the open does not block, so a
@@ -322,6 +329,8 @@ def read_input(path: str | Path, limit: int) -> bytes:
     """
     try:
         _refuse_kind(os.stat(path).st_mode)
+        if within is not None and not is_within(path, within):
+            raise InputRefused(f"it is a link to a file outside {within}")
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise InputRefused("it does not exist") from None
@@ -437,3 +446,40 @@ def longest_digit_run(text: str, stop_above: int) -> tuple[int, int]:
     whole = re.compile(r"\d+").match(text, match.start())
     assert whole is not None  # the search above matched digits there
     return len(whole.group()), text.count("\n", 0, match.start()) + 1
+
+
+# --- outputs that must not touch inputs -----------------------------------------------------
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether writing `a` would land on the file `b` names: links followed, hard links too."""
+    try:
+        if os.path.realpath(a) == os.path.realpath(b):
+            return True
+        return os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
+def output_clash(outputs: dict[str, str | Path | None], inputs: dict[str, str | Path | None]) -> str | None:
+    """Why one of these outputs (option -> path) would overwrite an input or another output, in
+    words naming both options, or None. A run must never destroy what it reads or writes twice."""
+    given_outputs = [(flag, path) for flag, path in outputs.items() if path]
+    for flag, path in given_outputs:
+        for source, read in inputs.items():
+            if read and same_file(path, read):
+                return f"{flag} {path} is {source}, which this run reads: it would be overwritten"
+    for n, (flag, path) in enumerate(given_outputs):
+        for other, other_path in given_outputs[n + 1:]:
+            if same_file(path, other_path):
+                return f"{flag} and {other} name the same file {path}: each report needs its own"
+    return None
+
+
+def path_component(text: str, fallback: str = "host", limit: int = 64) -> str:
+    """Untrusted text (a host or node name) as one safe file-name component: letters, digits,
+    '.', '_' and '-' only, no leading dot, at most `limit` characters; `fallback` when nothing is
+    left. A name with '/', '..', a newline or ESC can then never leave its folder or reach a
+    terminal through a file name."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", text).lstrip(".-_")[:limit].rstrip(".")
+    return cleaned or fallback

@@ -150,9 +150,20 @@ def _read_baseline(path: str | None) -> tuple[bytes | None, dict[str, dict[str, 
 
 
 def _check_outputs(opts: FleetOptions) -> None:
-    for flag, path in (("--report", opts.report), ("--json", opts.json), ("--junit", opts.junit)):
+    from validate.files import output_clash
+
+    outputs = {"--report": opts.report, "--json": opts.json, "--junit": opts.junit}
+    for flag, path in outputs.items():
         if path:
             check_output_path(flag, path, f"fleet.{'html' if flag == '--report' else flag[2:]}")
+    inputs: dict[str, str | Path | None] = {"--baseline": opts.baseline}
+    if opts.from_reports:
+        from gpuenv.fleet.collected import input_files
+
+        inputs.update(input_files(opts.from_reports, outputs))
+    clash = output_clash(outputs, inputs)
+    if clash:
+        raise BadInput(clash, fix="write the fleet reports outside the folder of node reports, each to its own file")
     if opts.report and not opts.report.lower().endswith((".html", ".htm")):
         raise BadInput(f"--report {opts.report} is not an .html file", fix="give e.g. --report fleet.html (use --json/--junit for the other formats)")
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from gpuenv.errors import BadInput
 from gpuenv.fleet.outcome import MALFORMED, HostOutcome, status_from_report
 from gpuenv.fleet.suitereport import MAX_REPORT_BYTES, MalformedReport, parse_report, safe_text
-from validate.files import InputRefused, read_input
+from validate.files import InputRefused, is_within, read_input
 
 #: How deep below the folder a `report.json` is looked for (DIR/nodes/NODE/report.json is 2).
 _DEPTH = 3
@@ -39,19 +39,37 @@ def report_files(folder: Path) -> list[tuple[str, Path]]:
     return sorted(named, key=lambda item: item[0])
 
 
-def read_bounded(path: Path, limit: int = MAX_REPORT_BYTES) -> bytes:
-    """The bytes of a regular report file of at most `limit` bytes, through the one bounded
-    reader (a FIFO, a device or a folder named x.json is refused unread); MalformedReport otherwise."""
+def input_files(folder: str | Path, outputs: dict[str, str | None]) -> dict[str, Path]:
+    """What a `--from-reports` run reads, by name: every report file in the folder, and any of the
+    `outputs` that would be read as a host's report on the next run (a .json in the folder)."""
+    where = Path(folder)
+    if not where.is_dir():
+        return {}
     try:
-        return read_input(path, limit)
+        found = {f"host {safe_text(host, limit=60)}'s report in --from-reports {safe_text(folder)}": path for host, path in report_files(where)}
+    except OSError:
+        return {}  # read_report_folder says why, in its own line
+    for flag, path in outputs.items():
+        if path and path.endswith(".json") and is_within(path, where):
+            found[f"a report file of --from-reports {safe_text(folder)} (host {safe_text(Path(path).stem, limit=60)} on the next run)"] = Path(path)
+    return found
+
+
+def read_bounded(path: Path, limit: int = MAX_REPORT_BYTES, within: Path | None = None) -> bytes:
+    """The bytes of a regular report file of at most `limit` bytes, through the one bounded
+    reader (a FIFO, a device or a folder named x.json is refused unread; with `within`, a link to
+    a file outside that folder too); MalformedReport otherwise."""
+    try:
+        return read_input(path, limit, within=within)
     except InputRefused as err:
         raise MalformedReport(str(err)) from None
 
 
-def read_report(host: str, path: Path) -> HostOutcome:
-    """One host's outcome from its report file (MALFORMED with the reason when it cannot be read)."""
+def read_report(host: str, path: Path, within: Path | None = None) -> HostOutcome:
+    """One host's outcome from its report file (MALFORMED with the reason when it cannot be read,
+    or when it is a link out of the folder `within`: none of its text is shown)."""
     try:
-        report = parse_report(read_bounded(path))
+        report = parse_report(read_bounded(path, within=within))
     except MalformedReport as err:
         return HostOutcome(host, MALFORMED, f"malformed report: {err}", details={"report_file": str(path)})
     status, reason = status_from_report(report, None)
@@ -72,4 +90,4 @@ def read_report_folder(folder: str | Path) -> list[HostOutcome]:
     if not files:
         raise BadInput(f"--from-reports {safe_text(folder)} holds no *.json report",
                        fix="put one `python -m validate --json HOST.json` report per host in it")
-    return [read_report(safe_text(host, limit=200), path) for host, path in files]
+    return [read_report(safe_text(host, limit=200), path, within=where) for host, path in files]
