@@ -282,6 +282,40 @@ def json_nesting_depth(text: str, stop_above: int | None = None) -> int:
     return deepest
 
 
+def json_repeated_key(text: str) -> tuple[str, int, int] | None:
+    """The first key given twice in one JSON object, with the lines of both: (key, first, second),
+    or None. json keeps the last silently; a config file's second `gpuenv` would drop the first's
+    settings without a word. Scanned without parsing (call after the depth check)."""
+    objects: list[dict[str, int] | None] = []  # per open bracket: keys seen so far (None: a list)
+    line, pending = 1, None  # pending: the last string closed, and its line, until ':' or another token
+    position, size = 0, len(text)
+    while position < size:
+        char = text[position]
+        if char == '"':
+            end = position + 1
+            while end < size and text[end] != '"':
+                end += 2 if text[end] == "\\" else 1
+            pending = (text[position + 1:end], line)
+            line += text.count("\n", position, end)
+            position = end + 1
+            continue
+        if char == "\n":
+            line += 1
+        elif char == ":" and pending is not None and objects and objects[-1] is not None:
+            key, at = pending
+            if key in objects[-1]:
+                return key, objects[-1][key], at
+            objects[-1][key] = at
+        elif char in "{[":
+            objects.append({} if char == "{" else None)
+        elif char in "}]" and objects:
+            objects.pop()
+        if not char.isspace() and char != ":":
+            pending = None
+        position += 1
+    return None
+
+
 # --- reading untrusted files ----------------------------------------------------------------
 # Every file gpuenv reads that someone else wrote (captures, recordings, node reports,
 # baselines, config files, wheelhouse entries) goes through `read_input`: a regular file only
