@@ -354,7 +354,12 @@ def _refuse_kind(mode: int) -> None:
 def read_input(path: str | Path, limit: int, *, within: str | Path | None = None) -> bytes:
     """The bytes of a regular file of at most `limit` bytes; InputRefused for anything else.
     With `within`, the file must really be in that folder: a link to a file elsewhere (someone
-    else's file, shown in every report) is refused.
+    else's file, shown in every report) is refused. See `input_blocks`."""
+    return b"".join(input_blocks(path, limit, within=within))
+
+
+def input_blocks(path: str | Path, limit: int, *, within: str | Path | None = None, block: int = 1 << 20) -> Iterator[bytes]:
+    """A regular file of at most `limit` bytes, in blocks (to hash a wheel without holding it).
 
     The kind is checked before opening (a device is never opened: a tape would rewind) and again
     on the open descriptor (the path may be swapped meanwhile); the open does not block, so a
@@ -379,17 +384,15 @@ def read_input(path: str | Path, limit: int, *, within: str | Path | None = None
         _refuse_kind(info.st_mode)
         if info.st_size > limit:
             raise InputRefused(f"it is {_size(info.st_size)}, over the {_size(limit)} limit")
-        chunks: list[bytes] = []
         size = 0
         while size <= limit:
-            chunk = os.read(fd, min(limit + 1 - size, 1 << 20))
+            chunk = os.read(fd, min(limit + 1 - size, block))
             if not chunk:
-                break
-            chunks.append(chunk)
+                return
             size += len(chunk)
-        if size > limit:
-            raise InputRefused(f"it grew past the {_size(limit)} limit while being read")
-        return b"".join(chunks)
+            if size > limit:
+                raise InputRefused(f"it grew past the {_size(limit)} limit while being read")
+            yield chunk
     except OSError as err:
         raise InputRefused(f"it cannot be read ({os_error_reason(err)})") from None
     finally:
