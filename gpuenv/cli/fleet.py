@@ -341,11 +341,11 @@ def fleet_validate(opts: FleetOptions, suite_args: list[str]) -> int:
     else:
         try:
             outcomes = run_fleet(opts, suite_args, baseline=baseline_bytes)
-        except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM: the backend stopped what it started
+        except KeyboardInterrupt as err:  # Ctrl-C, SIGTERM or SIGHUP: the backend stopped what it started
             import signal
 
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # we are leaving: another Ctrl-C must not become a traceback
-            signal_name, code = ("SIGTERM", 143) if isinstance(err, Terminated) else ("Ctrl-C", 130)
+            signal_name, code = (err.signal_name, err.exit_code) if isinstance(err, Terminated) else ("Ctrl-C", 130)
             done = getattr(err, "cleanup", None) or "nothing had been started on any host"
             raise Exit(f"gpuenv: interrupted ({signal_name}): {done}; no fleet report was written", code=code) from None
     fleet = report.analyse(outcomes, load_peaks(), baseline_models, outlier_floor=opts.outlier_floor)
