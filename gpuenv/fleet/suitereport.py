@@ -24,6 +24,13 @@ MAX_REPORT_BYTES = 16 * 2**20
 #: Largest magnitude of a figure: far above any real one (bytes, FLOPS), far below overflow when
 #: figures are added for a median.
 MAX_VALUE = 1e18
+#: What one report may keep (see _check_size): GPUs as a host can have (validate.host.capture's
+#: bound), checks and their text far above a real report's (200 checks, 60 kB for 8 GPUs; 64 GPUs x 64 checks).
+MAX_GPU_SECTIONS = 64
+MAX_CHECKS = 4_096
+MAX_CHECK_TEXT = 2**20
+#: Values kept of the free-form host sections (nvml, frameworks): a real report has about 300.
+MAX_FREE_FORM_VALUES = 5_000
 #: A report is four levels deep (GPU, checks, check, value); NVML facts add a few.
 MAX_DEPTH = 64
 _FORMAT = re.compile(r"^gpuenv-validate-report/([1-9][0-9]{0,5})$")
@@ -149,11 +156,13 @@ def check_report(data: Any) -> CheckedReport:
         raise MalformedReport("no 'host' section")
     if not isinstance(host, dict):
         raise MalformedReport(f"'host' is a {type(host).__name__}, not an object")
+    _check_size(data)
     clean = CheckedReport(format=fmt)
     nvml = host.get("nvml")
+    budget = [MAX_FREE_FORM_VALUES]
     clean["host"] = {
-        "nvml": _plain(nvml) if isinstance(nvml, dict) else None,
-        "frameworks": _plain(host.get("frameworks")) if isinstance(host.get("frameworks"), dict) else None,
+        "nvml": _plain(nvml, budget) if isinstance(nvml, dict) else None,
+        "frameworks": _plain(host.get("frameworks"), budget) if isinstance(host.get("frameworks"), dict) else None,
         "checks": _checks(host.get("checks"), "host", None),
     }
     indexes: dict[int, str] = {}
@@ -186,14 +195,34 @@ def check_report(data: Any) -> CheckedReport:
     return clean
 
 
-def _plain(value: Any, depth: int = 0) -> Any:
-    """Free-form sections (NVML facts, framework versions): kept as plain JSON, text made safe."""
-    if depth > 8:
+def _check_size(data: dict[str, Any]) -> None:
+    """What a report keeps is bounded before it is copied: at most MAX_GPU_SECTIONS GPUs,
+    MAX_CHECKS checks and MAX_CHECK_TEXT characters of check text (each field counted as kept,
+    cut at MAX_TEXT). A real 8-GPU report has about 200 checks and 60 kB of text; twenty reports
+    of 16 MiB each held whole took 2-4 GB. A report past a bound is refused whole, never cut: a
+    failing row must not be dropped silently."""
+    sections = [data["host"]] + [v for k, v in data.items() if k not in ("format", "host", "summary")
+                                 and isinstance(v, dict) and isinstance(v.get("gpu"), dict)]
+    if len(sections) - 1 > MAX_GPU_SECTIONS:
+        raise MalformedReport(f"{len(sections) - 1} GPU sections; a host has at most {MAX_GPU_SECTIONS} GPUs")
+    checks = [c for s in sections if isinstance(s.get("checks"), list) for c in s["checks"]]
+    if len(checks) > MAX_CHECKS:
+        raise MalformedReport(f"{len(checks)} checks; a suite report has at most {MAX_CHECKS}")
+    text = sum(min(len(v), MAX_TEXT) for c in checks if isinstance(c, dict) for v in c.values() if isinstance(v, str))
+    if text > MAX_CHECK_TEXT:
+        raise MalformedReport(f"{text / 2**20:.1f} M characters of check text; a suite report has at most {MAX_CHECK_TEXT // 2**20} M")
+
+
+def _plain(value: Any, budget: list[int], depth: int = 0) -> Any:
+    """Free-form sections (NVML facts, framework versions): kept as plain JSON, text made safe;
+    at most `budget[0]` values in all (shared, so many wide levels cannot multiply), the rest dropped."""
+    budget[0] -= 1
+    if depth > 8 or budget[0] < 0:
         return None
     if isinstance(value, dict):
-        return {safe_text(k, limit=200): _plain(v, depth + 1) for k, v in list(value.items())[:500]}
+        return {safe_text(k, limit=200): _plain(v, budget, depth + 1) for k, v in list(value.items())[:500] if budget[0] > 0}
     if isinstance(value, list):
-        return [_plain(v, depth + 1) for v in value[:500]]
+        return [_plain(v, budget, depth + 1) for v in value[:500] if budget[0] > 0]
     if isinstance(value, str):
         return safe_text(value)
     return value
