@@ -47,16 +47,18 @@ def report(shape: str) -> bytes:
 def measure(folder: str) -> None:
     import resource
 
-    from gpuenv.fleet import report as fleet_report
     from gpuenv.fleet.collected import read_report_folder
+    from gpuenv.fleet.report import write_reports
+    from gpuenv.fleet.report.analysis import analyse
+    from gpuenv.fleet.report.terminal import render_table
     from validate.judge.peaks import load_peaks
 
     outcomes = read_report_folder(folder)
-    fleet = fleet_report.analyse(outcomes, load_peaks(), None)
+    fleet = analyse(outcomes, load_peaks(), None)
     out = Path(folder).parent / "out"
     out.mkdir(exist_ok=True)
-    fleet_report.render_table(fleet)
-    fleet_report.write_reports(fleet, json_path=str(out / "f.json"), junit_path=str(out / "f.xml"), html_path=str(out / "f.html"))
+    render_table(fleet)
+    write_reports(fleet, json_path=str(out / "f.json"), junit_path=str(out / "f.xml"), html_path=str(out / "f.html"))
     statuses = sorted({o.status for o in outcomes})
     print(json.dumps({"peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "statuses": statuses}))
 
