@@ -21,9 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from validate.host.capture import (
-    MAX_CAPTURE_BYTES, MAX_GPUS_PER_HOST, MAX_MIG_PER_GPU, RECORDING_FORMAT, CaptureError, load_capture,
-)
+from validate.host.bounds import MAX_CAPTURE_BYTES, MAX_GPUS_PER_HOST, MAX_MIG_PER_GPU
+from validate.host.capture import RECORDING_FORMAT, CaptureError, load_capture
 
 REPO = Path(__file__).resolve().parents[2]
 XML = Path(__file__).resolve().parent / "captures" / "nvidia-smi-xml"
@@ -195,7 +194,35 @@ def test_real_captures_are_within_the_limits():
     assert len(real) >= 14
     for path in real:
         assert load_capture(path)["format"] == RECORDING_FORMAT
-    assert max(MAX_MIG_PER_GPU, 7) == 7
+    assert MAX_MIG_PER_GPU == 7  # A100, H100, H200, B200: seven instances at most
+
+
+# --- text safe for the terminal -------------------------------------------------------------
+
+def test_a_captures_text_never_drives_the_terminal(tmp_path, invoke_cli):
+    """An ESC in a GPU name, a process name or a recording's source reaches no output raw: every
+    text of a capture goes through safe_text where it is read."""
+    evil = "NVIDIA A100\x1b]0;owned\x07\x1b[2J"
+    xml = tmp_path / "evil.xml"  # XML 1.0 forbids ESC, but not C1 controls: U+009B is CSI on many terminals
+    xml.write_text(a100("NVIDIA A100-SXM4-40GB", "NVIDIA A100\x9b2J"), encoding="utf-8")
+    txt = tmp_path / "evil.txt"
+    txt.write_text(re.sub(r"(Product Name\s*:) .*", lambda m: f"{m.group(1)} {evil}", H100_TEXT.read_text(encoding="utf-8"), count=1),
+                   encoding="utf-8")
+    rec = tmp_path / "evil.json"
+    rec.write_text(recording({"nvmlDeviceGetCount": 1, "nvmlSystemGetProcessName(7)": "x\x1b[31m"},
+                             [{**GPU, "nvmlDeviceGetName": evil}]).replace('"source": "test"', '"source": "s\\u001b[1m"'),
+                   encoding="utf-8")
+    for path, shown in ((xml, "\\x9b2J"), (txt, "\\x1b]0;owned"), (rec, "\\x1b]0;owned")):
+        text = json.dumps(load_capture(path), ensure_ascii=False)
+        assert "\x1b" not in text and "\x9b" not in text and shown in text, text[:300]
+    env = {k: v for k, v in os.environ.items() if k not in ("NVIDIA_VISIBLE_DEVICES", "GPUENV_STACK_FILE")}
+    done = subprocess.run([sys.executable, "-m", "validate", "--replay", str(txt), "-k", "environment"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert "\x1b" not in done.stdout + done.stderr and "Traceback" not in done.stderr, done.stdout[-2000:]
+    assert "owned" in done.stdout, "the name is shown, made safe"
+    for path in (txt, xml):
+        out = invoke_cli("doctor", "--host", str(path), timeout=120)
+        assert "\x1b" not in out.stdout + out.stderr and "\x9b" not in out.stdout + out.stderr and "Traceback" not in out.stderr
 
 
 # --- end to end: one line, exit 2, in every command that reads a capture --------------------

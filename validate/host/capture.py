@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from validate.files import InputRefused, load_json_input, longest_digit_run, read_text_input
+from validate.host.bounds import (  # noqa: F401 (CaptureError and ERROR_KEY are this module's names too)
+    ERROR_KEY, MAX_CAPTURE_BYTES, MAX_CAPTURE_DEPTH, MAX_DIGITS, CaptureError, bounded_xml, check_counts, terminal_safe,
+)
 
 RECORDING_FORMAT = "gpuenv-nvml-recording/1"
-ERROR_KEY = "$error"
 
 #: NVML constants the recorded argument keys use (same values as nvidia-ml-py's).
 NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
@@ -52,10 +54,6 @@ CLOCK_EVENTS = (
     (0x80, "hw_power_brake_slowdown", "HW Power Brake Slowdown"),
     (0x100, "display_clocks_setting", "Display Clock Setting"),
 )
-
-
-class CaptureError(ValueError):
-    """The file is not a capture this suite reads; the message names the file and what to give."""
 
 
 def call_key(function: str, *args: Any) -> str:
@@ -409,34 +407,10 @@ def recording_from_tree(root: Node, source: str, mig_uuids: dict[int, dict[int, 
 
 def parse_xml(text: str, source: str = "nvidia-smi -q -x") -> dict[str, Any]:
     """An `nvidia-smi -q -x` capture as a recording. The DOCTYPE is not fetched (stdlib parser)."""
-    element = _bounded_xml(re.sub(r"<!DOCTYPE[^>]*>", "", text, count=1), source)
+    element = bounded_xml(re.sub(r"<!DOCTYPE[^>]*>", "", text, count=1), source)
     if element.tag != "nvidia_smi_log":
         raise CaptureError(f"{source}: XML root is <{element.tag}>, not nvidia-smi's <nvidia_smi_log> (make it with nvidia-smi -q -x)")
     return recording_from_tree(_from_element(element), source)
-
-
-def _bounded_xml(text: str, source: str) -> ET.Element:
-    """The root element, parsed in slices so that nesting past MAX_CAPTURE_DEPTH is refused as
-    soon as it is seen (nvidia-smi's XML is five levels deep; 5,000 would overflow the stack of
-    every recursive reader)."""
-    parser = ET.XMLPullParser(events=("start", "end"))
-    root: ET.Element | None = None
-    depth = 0
-    try:
-        for start in range(0, len(text), 1 << 16):
-            parser.feed(text[start:start + (1 << 16)])
-            for event, element in parser.read_events():
-                depth += 1 if event == "start" else -1
-                root = element if root is None else root
-                if depth > MAX_CAPTURE_DEPTH:
-                    raise CaptureError(f"{source}: XML nested more than {MAX_CAPTURE_DEPTH} levels deep, which no nvidia-smi output is: "
-                                       "capture it again with nvidia-smi -q -x > server.xml")
-        parser.close()
-    except ET.ParseError as err:
-        raise CaptureError(f"{source}: not well-formed nvidia-smi XML ({err}): capture it again with nvidia-smi -q -x > server.xml") from None
-    if root is None:
-        raise CaptureError(f"{source}: no XML element: capture it again with nvidia-smi -q -x > server.xml")
-    return root
 
 
 _MIG_LINE = re.compile(r"^\s+MIG\s.*Device\s+(\d+):\s+\(UUID:\s*(MIG-[^)\s]+)\)")
@@ -511,17 +485,17 @@ def parse_capture(text: str, source: str = "capture") -> dict[str, Any]:
             data = load_json_input(text, max_depth=MAX_CAPTURE_DEPTH)
         except InputRefused as err:
             raise CaptureError(f"{source}: {err}: give a recording python -m validate --record DIR wrote, unchanged") from None
-        return check_counts(check_recording(data, source), source)
+        return terminal_safe(check_counts(check_recording(data, source), source))
     digits, line = longest_digit_run(text, MAX_DIGITS)
     if digits:
         raise CaptureError(f"{source}:{line}: a {digits}-digit number, which no nvidia-smi value has: capture it again with nvidia-smi -q -x")
     if head.startswith("<"):
-        return parse_xml(text, source)  # both nvidia-smi forms are checked by recording_from_tree
+        return terminal_safe(parse_xml(text, source))  # both nvidia-smi forms are checked by recording_from_tree
     indent = max((len(line) - len(line.lstrip(" ")) for line in text.splitlines()), default=0)
     if indent // 4 > MAX_CAPTURE_DEPTH:  # four spaces a level: readers of the tree recurse per level
         raise CaptureError(f"{source}: lines indented {indent // 4} levels deep, which no nvidia-smi -q output is: "
                            "capture it again with nvidia-smi -q")
-    return parse_text(text, source)
+    return terminal_safe(parse_text(text, source))
 
 
 def load_capture(path: str | Path) -> dict[str, Any]:
@@ -532,76 +506,6 @@ def load_capture(path: str | Path) -> dict[str, Any]:
     except InputRefused as err:
         raise CaptureError(f"{path}: {err}: give an nvidia-smi -q -x capture or a gpuenv recording (python -m validate --record DIR)") from None
     return parse_capture(text, str(path))
-
-
-#: An nvidia-smi capture of an 8-GPU server is about 360 kB; a recording with its records a few MB.
-MAX_CAPTURE_BYTES = 16 * 2**20
-#: nvidia-smi's XML and text are five levels deep, a recording four.
-MAX_CAPTURE_DEPTH = 32
-#: The longest decimal number a capture may hold (serial numbers have 13 digits).
-MAX_DIGITS = 64
-#: GPUs one host's NVML can list: the largest single-node systems (HGX-2, DGX-2) have 16.
-MAX_GPUS_PER_HOST = 64
-#: MIG instances one GPU can have (A100, H100, H200, B200: at most 7).
-MAX_MIG_PER_GPU = 7
-#: Sections of nvidia-smi's output that hold error and event counters, which are never negative.
-_COUNTER_SECTIONS = re.compile(r"ecc|retired|remapped|error|replay|counter|violation", re.I)
-
-
-def check_counts(recording: dict[str, Any], source: str, tree: Node | None = None) -> dict[str, Any]:
-    """The one place a recording's counts are held to what hardware can have: GPUs per host, MIG
-    instances per GPU, and no negative number among NVML's answers (NVML answers these in
-    unsigned integers: ECC and other error counters, memory, clocks). A count of 10^7 GPUs or a
-    MIG index of 10^9 would otherwise make every reader loop that long. With nvidia-smi's `tree`,
-    its counter sections too, whose parts are summed into one answer (5 and -5 would read as 0).
-    CaptureError otherwise."""
-    fix = "capture it again on the server (nvidia-smi -q -x, or python -m validate --record DIR)"
-
-    def refuse(what: str) -> CaptureError:
-        return CaptureError(f"{source}: {what}: {fix}")
-
-    stack = [(tree, False)] if tree is not None else []
-    while stack:  # iteratively: the depth was bounded when the capture was read
-        node, counting = stack.pop()
-        counting = counting or bool(_COUNTER_SECTIONS.search(node.tag))
-        if counting and re.match(r"^\s*-\s*\d", node.text):
-            raise refuse(f"{node.tag} is {node.text.strip()[:40]}, but an error or event counter is never negative")
-        stack.extend((child, counting) for child in node.children)
-
-    count = recording["system"].get("nvmlDeviceGetCount", 0)
-    if isinstance(count, dict) and ERROR_KEY in count:
-        count = 0
-    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_GPUS_PER_HOST:
-        raise refuse(f"nvmlDeviceGetCount is {str(count)[:40]}; a host has 0 to {MAX_GPUS_PER_HOST} GPUs")
-    if len(recording["devices"]) > MAX_GPUS_PER_HOST:
-        raise refuse(f"{len(recording['devices'])} GPUs; a host has at most {MAX_GPUS_PER_HOST}")
-    for index, calls in enumerate(recording["devices"]):
-        mig = calls.get("mig") or {}
-        if not isinstance(mig, dict):
-            raise refuse(f"GPU {index}'s MIG instances are a {type(mig).__name__}, not a mapping")
-        for slot, answers in mig.items():
-            if not (slot.isascii() and slot.isdigit()) or int(slot[:4]) >= MAX_MIG_PER_GPU or not isinstance(answers, dict):
-                raise refuse(f"GPU {index} has MIG instance {slot[:40]}; a GPU's instances are numbered 0 to {MAX_MIG_PER_GPU - 1}")
-        most = calls.get("nvmlDeviceGetMaxMigDeviceCount", 0)
-        if not isinstance(most, dict) and (isinstance(most, bool) or not isinstance(most, int) or most > MAX_MIG_PER_GPU):
-            raise refuse(f"GPU {index} claims {str(most)[:40]} MIG instances; a GPU has at most {MAX_MIG_PER_GPU}")
-    for where, value in _numbers({"system": recording["system"], "devices": recording["devices"]}, ""):
-        if value < 0:
-            raise refuse(f"{where.lstrip('.')} is {value}, but NVML's counts and readings are never negative")
-    return recording
-
-
-def _numbers(value: Any, where: str) -> Iterator[tuple[str, float]]:
-    """Every number in a recording's answers, with where it is (iteratively: depth was bounded when read)."""
-    stack = [(where, value)]
-    while stack:
-        where, value = stack.pop()
-        if isinstance(value, dict):
-            stack.extend((f"{where}.{key}", item) for key, item in value.items())
-        elif isinstance(value, list):
-            stack.extend((f"{where}[{n}]", item) for n, item in enumerate(value))
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            yield where, value
 
 
 # --- compute capability by product name (captures do not hold it) --------------------------
