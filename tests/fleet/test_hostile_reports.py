@@ -206,3 +206,20 @@ def test_a_password_never_reaches_the_terminal_end_to_end():
     run = subprocess.run([sys.executable, "-m", "invoke", "validate", "--hosts", "ssh://ops:s3cret@gpu01.invalid", "--image", "x"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert run.returncode == 2 and "s3cret" not in run.stdout + run.stderr and "ops:***@gpu01.invalid" in run.stderr, run.stderr
+
+
+def test_slurm_node_files_are_read_bounded_and_inside_the_run_folder(tmp_path):
+    from gpuenv.fleet.slurm import NODES_DIR, read_node_files
+
+    node = tmp_path / NODES_DIR / "gpu01"
+    node.mkdir(parents=True)
+    os.mkfifo(node / "exit")
+    (node / "runner").symlink_to("/dev/zero")
+    (node / "error").write_text("e" * 10)
+    (tmp_path / "secret").mkdir()
+    (tmp_path / "secret" / "error").write_text("SECRET")
+    files = read_node_files(str(tmp_path), "gpu01")
+    assert (files.exit, files.runner, files.error) == (None, None, "e" * 10), "a FIFO or a device is not read, and never hangs"
+    for name in ("../../secret", "..", "a/b", "x\x1b[2J"):
+        outside = read_node_files(str(tmp_path), name)
+        assert outside.error.endswith("is not a file name") and "SECRET" not in outside.error and "\x1b" not in outside.error

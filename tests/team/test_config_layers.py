@@ -17,7 +17,7 @@ import yaml
 
 from gpuenv.cli.config import DEFAULT_ORIGIN, DEFAULTS, IMPLIED, KNOWN_KEYS, Layer, flatten, settings_from
 from gpuenv.errors import BadInput
-from teamcases import ROOT, run_gpuenv
+from teamcases import ROOT, one_line_exit_2, run_gpuenv
 
 # ---------------------------------------------------------------- the committed invoke.yaml
 
@@ -118,13 +118,6 @@ def write(folder: Path, name: str, text: str | bytes) -> Path:
     path = folder / name
     path.write_bytes(text if isinstance(text, bytes) else text.encode())
     return path
-
-
-def one_line_exit_2(proc) -> str:
-    assert proc.returncode == 2, proc.stdout[-1000:] + proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    return lines[0]
 
 
 @pytest.fixture

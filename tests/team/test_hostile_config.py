@@ -19,14 +19,7 @@ import pytest
 from gpuenv.cli.configfiles import ConfigFileError, load_file
 from gpuenv.compat.resolve import Request, resolve_stack
 from gpuenv.errors import BadInput
-from teamcases import run_gpuenv
-
-
-def one_line_exit_2(proc) -> str:
-    assert proc.returncode == 2, proc.stdout[-1000:] + proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    return lines[0]
+from teamcases import one_line_exit_2, run_gpuenv
 
 
 @pytest.fixture
