@@ -146,7 +146,7 @@ def _read_baseline(path: str | None) -> tuple[bytes | None, dict[str, dict[str, 
         data = read_baseline_bytes(path)
         return data, parse_baseline(data, path)
     except BaselineError as err:
-        raise BadInput(str(err), fix="make one on a known-good server with --save-baseline") from None
+        raise BadInput(err.message, fix=err.fix) from None
 
 
 def _check_outputs(opts: FleetOptions) -> None:

@@ -63,18 +63,25 @@ def test_terminated_names_its_signal():
 
 @pytest.mark.docker
 def test_sighup_during_the_suite_removes_the_remote_container(ssh_server, tmp_path, docker_engine, hanging_image):
-    from test_fleet_interrupts import Run, fleet_containers
+    from test_fleet_interrupts import Run
+
+    def ours() -> list[str]:  # the shared engine runs other developers' fleet tests too: count this image's only
+        return [c.id for c in docker_engine.containers.list(all=True, filters={"label": "io.gpuenv.fleet", "ancestor": hanging_image})]
 
     run = Run(["--hosts", ssh_server.url, "--image", hanging_image, "--gpus", "none"], ssh_server.home, tmp_path)
-    run.wait_for("running: the suite")
-    assert len(fleet_containers(docker_engine)) == 1
-    code, seconds = run.stop(signal.SIGHUP)
+    try:
+        run.wait_for("running: the suite")
+        assert len(ours()) == 1
+        code, seconds = run.stop(signal.SIGHUP)
+    finally:
+        if run.proc.poll() is None:  # a failed assertion must not leave the run (and its container) behind
+            run.stop(signal.SIGINT)
     err = "".join(run.err)
     assert code == 129, err[-2000:]
     assert seconds < 15, seconds
     assert "Traceback" not in err
     assert "gpuenv: interrupted (SIGHUP): removed 1 suite container(s); no fleet report was written" in err
-    assert fleet_containers(docker_engine) == []
+    assert ours() == []
 
 
 @pytest.fixture
@@ -82,5 +89,6 @@ def hanging_image(docker_engine):
     import servers
     from conftest import BASE_IMAGE
 
-    with servers.hanging_suite_image(BASE_IMAGE, "gpuenv-fleet-hanging-sighup:test", 600) as tag:
+    # 599 s, not the 600 of test_fleet_interrupts: an image of its own, so its containers are told apart
+    with servers.hanging_suite_image(BASE_IMAGE, "gpuenv-fleet-hanging-sighup:test", 599) as tag:
         yield tag

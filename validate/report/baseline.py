@@ -24,7 +24,14 @@ MAX_NUMBER_CHARS = 64
 
 
 class BaselineError(ValueError):
-    """The baseline file cannot be used; the message says which file and why."""
+    """The baseline file cannot be used; `str()` is one line: which file, why, and the fix."""
+
+    def __init__(self, message: str, fix: str = "give a file saved with --save-baseline") -> None:
+        super().__init__(message)
+        self.message, self.fix = message, fix
+
+    def __str__(self) -> str:
+        return f"{self.message}: {self.fix}"
 
 
 def build_baseline(records: list[Record], gpu_names: dict[str, str]) -> dict[str, Any]:
@@ -57,7 +64,7 @@ def read_baseline_bytes(path: str | Path) -> bytes:
         return read_input(path, MAX_BASELINE_BYTES)
     except InputRefused as err:
         fix = "make one with --save-baseline" if "does not exist" in str(err) else "give a file saved with --save-baseline"
-        raise BaselineError(f"baseline file {path}: {err}: {fix}") from None
+        raise BaselineError(f"baseline file {path}: {err}", fix) from None
 
 
 def parse_baseline(data: bytes, path: str | Path) -> dict[str, dict[str, float]]:
@@ -69,7 +76,7 @@ def parse_baseline(data: bytes, path: str | Path) -> dict[str, dict[str, float]]
     try:
         parsed = load_json_input(decode_input(data), max_depth=MAX_DEPTH, max_digits=MAX_NUMBER_CHARS)
     except InputRefused as err:
-        raise BaselineError(f"baseline file {path}: {err}: give a file saved with --save-baseline") from None
+        raise BaselineError(f"baseline file {path}: {err}") from None
     if not isinstance(parsed, dict) or parsed.get("format") != BASELINE_FORMAT or not isinstance(parsed.get("models"), dict):
         raise BaselineError(f"baseline file {path} is not a {BASELINE_FORMAT} file")
     models: dict[str, dict[str, float]] = {}
