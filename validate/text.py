@@ -28,3 +28,14 @@ def safe_text(value: Any, *, newlines: bool = False, limit: int = MAX_TEXT) -> s
         return text
     pattern = _CONTROL if newlines else _CONTROL_NL
     return pattern.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
+
+
+def safe_url(url: str) -> str:
+    """A URL as messages show it: a password (`ssh://user:pw@host`) replaced by ***, and made safe
+    for the terminal. Secrets in URLs are never echoed."""
+    head, sep, rest = url.partition("://")
+    netloc, slash, tail = rest.partition("/")
+    userinfo, at, hostport = netloc.rpartition("@")
+    if sep and at and ":" in userinfo:
+        url = head + sep + userinfo.split(":", 1)[0] + ":***@" + hostport + slash + tail
+    return safe_text(url, limit=200)

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 from gpuenv import engine as engines
 from gpuenv.errors import BadInput, GpuenvError, ToolError
 from gpuenv.fleet.interrupts import shielded
-from validate.text import safe_text
+from validate.text import safe_url
 from gpuenv.fleet.outcome import (
     AUTH_REFUSED, CANCELLED, ENGINE_NOT_ANSWERING, FAILED, NO_DOCKER, NO_GPU_RUNTIME, TIMEOUT, UNREACHABLE, HostOutcome,
     status_from_report,
@@ -86,14 +86,8 @@ def check_host_url(url: str) -> None:
 
 
 def shown_url(url: str) -> str:
-    """A host URL as messages show it: a password (`ssh://user:pw@`) replaced by ***, control
-    characters made safe for the terminal, quoted."""
-    head, sep, rest = url.partition("://")
-    netloc, slash, tail = rest.partition("/")
-    userinfo, at, hostport = netloc.rpartition("@")
-    if at and ":" in userinfo:
-        netloc = userinfo.split(":", 1)[0] + ":***@" + hostport
-    return repr(safe_text(head + sep + netloc + slash + tail if sep else url, limit=200))
+    """A host URL as messages show it, quoted: without its password, safe for the terminal."""
+    return repr(safe_url(url))
 
 
 def normalise_host_url(url: str) -> str:
