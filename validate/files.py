@@ -30,6 +30,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from validate.text import safe_text
+
 
 class WriteFailed(OSError):
     """A destination could not be written; `str()` is one line naming the path and the reason.
@@ -445,7 +447,8 @@ def read_text_input(path: str | Path, limit: int) -> str:
 def load_json_input(text: str, *, max_depth: int, max_digits: int = 30) -> object:
     """JSON from untrusted text: nesting past `max_depth` refused before decoding (the decoder
     recurses once per level), integers longer than `max_digits` refused (int() of 5,000 digits is
-    slow, and no count or figure is that long), NaN, Infinity and overflowing floats refused."""
+    slow, and no count or figure is that long), NaN, Infinity and overflowing floats refused, and a
+    key given twice in one object refused (json keeps the last silently)."""
     depth = json_nesting_depth(text, stop_above=max_depth)
     if depth > max_depth:
         raise InputRefused(f"JSON nested more than {max_depth} levels deep")
@@ -466,8 +469,16 @@ def load_json_input(text: str, *, max_depth: int, max_digits: int = 30) -> objec
     def constant(name: str) -> float:
         raise InputRefused(f"{name} is not a JSON number")
 
+    def unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+        out: dict[str, object] = {}
+        for key, value in pairs:
+            if key in out:
+                raise InputRefused(f"key {safe_text(key, limit=60)!r} given twice in one object")
+            out[key] = value
+        return out
+
     try:
-        return json.loads(text, parse_int=whole, parse_float=real, parse_constant=constant)
+        return json.loads(text, parse_int=whole, parse_float=real, parse_constant=constant, object_pairs_hook=unique_keys)
     except json.JSONDecodeError as err:
         raise InputRefused(f"not JSON ({err.msg} at line {err.lineno} column {err.colno})") from None
     except RecursionError:  # belt and braces: the depth was checked above

@@ -66,8 +66,9 @@ def parse_report(data: bytes) -> CheckedReport:
 
 
 def load_json(text: str) -> Any:
-    """JSON through the one bounded reader (validate.files): a 400-digit integer, NaN or deep
-    nesting is refused here rather than overflowing later."""
+    """JSON through the one bounded reader (validate.files): a 400-digit integer, NaN, deep
+    nesting or a key given twice in one object (a second GPU section or "summary" would silently
+    replace the first, failing rows and all) is refused here rather than misread later."""
     try:
         return load_json_input(text, max_depth=MAX_DEPTH)
     except InputRefused as err:
@@ -188,7 +189,10 @@ def check_report(data: Any) -> CheckedReport:
         if index in indexes:
             raise MalformedReport(f"GPU index {index} given twice ({safe_text(indexes[index], limit=60)} and {safe_text(key, limit=60)})")
         indexes[index] = key
-        clean[section["gpu"]["uuid"]] = section
+        uuid = section["gpu"]["uuid"]
+        if uuid in clean:  # two keys that read the same once made safe (or cut to length): neither may hide the other
+            raise MalformedReport(f"GPU UUID {uuid!r} given twice (as {safe_text(key, limit=60)!r} too)")
+        clean[uuid] = section
     summary = data.get("summary")
     if summary is not None and not isinstance(summary, dict):
         raise MalformedReport(f"'summary' is a {type(summary).__name__}, not an object")
@@ -205,6 +209,8 @@ def check_report(data: Any) -> CheckedReport:
         # a report whose checks failed is not ok, whatever its summary claims
         "ok": summary.get("ok") is True and failed == 0,
         "seconds": _number(summary.get("seconds"), "summary: 'seconds'"),
+        # why the node's own suite found its run no proof of a ready host (validate/judge/evidence.py)
+        "not_validated": safe_text(summary["not_validated"], limit=500) if summary.get("not_validated") else None,
     }
     return clean
 
