@@ -16,6 +16,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from validate.text import safe_text
+
 SUITE_DIR = Path(__file__).resolve().parent
 
 EXIT_MEANING = {
@@ -133,12 +135,23 @@ def preflight(args: argparse.Namespace) -> str | None:
         except CaptureError as err:
             return f"--replay: {err}"
     if args.record:
+        from validate.files import path_problem
+
         folder = Path(args.record)
+        impossible = path_problem(args.record, folder=True)  # a 300-character name makes every stat below raise
+        if impossible:
+            return f"--record: cannot make the folder {args.record}: {impossible}"
         if folder.exists() and not folder.is_dir():
             return f"--record: {args.record} is a file: give a folder for the recording"
         problem = unwritable(str(folder / "gpuenv-recording.json"))
         if problem:
             return f"--record: {problem}"
+    from validate.files import output_clash
+
+    clash = output_clash({"--json": args.json, "--junit": args.junit, "--save-baseline": args.save_baseline},
+                         {"--baseline": args.baseline, "--replay": args.replay})
+    if clash:
+        return f"{clash}: give another file name"
     if args.expect_gpus is not None and args.expect_gpus < 0:
         return f"--expect-gpus must be 0 or more, got {args.expect_gpus}"
     return None
@@ -215,7 +228,7 @@ def main(argv: list[str]) -> int:
     args, extra = parse_args(argv)
     problem = preflight(args)
     if problem:
-        print(f"validate: {problem}")
+        print(f"validate: {safe_text(problem, limit=4000)}")  # it may quote a path or a capture's text
         return 2
     try:
         import pytest

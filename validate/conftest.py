@@ -209,7 +209,7 @@ class Suite:
 
     def write_recording(self, exit_status: int) -> str:
         """Write gpuenv's recording of this run into --record DIR; returns its path."""
-        from validate.files import write_text_atomic
+        from validate.files import path_component, write_text_atomic
 
         data = self.recorder.recording()
         data["records"] = [r.to_dict() for r in self.records]
@@ -217,7 +217,8 @@ class Suite:
         data["pytest_exit_status"] = exit_status
         folder = Path(self.record_dir or ".")
         folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"gpuenv-recording-{platform.node() or 'host'}-{time.strftime('%Y%m%dT%H%M%S')}.json"
+        host = path_component(platform.node())  # a host name with '/', a newline or ESC stays one safe name
+        path = folder / f"gpuenv-recording-{host}-{time.strftime('%Y%m%dT%H%M%S')}.json"
         write_text_atomic(path, json.dumps(data, indent=1, default=str) + "\n")
         return str(path)
 

@@ -1,6 +1,7 @@
-"""Atomic file writes: readers see the old file or the new one, never half of it.
+"""Files in and out: atomic writes (readers see the old file or the new one, never half of it),
+the one bounded reader of untrusted input files (at the end), and the path checks of both.
 
-In validate/ because the suite runs where only this folder is copied; gpuenv's exports use it too.
+In validate/ because the suite runs where only this folder is copied; gpuenv uses it too.
 
 What a destination already is decides how it is written, so that a write never destroys
 something it was not asked to replace:
@@ -17,7 +18,9 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import os
+import re
 import shutil
 import signal
 import stat
@@ -26,6 +29,8 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
+
+from validate.text import safe_text
 
 
 class WriteFailed(OSError):
@@ -277,3 +282,252 @@ def json_nesting_depth(text: str, stop_above: int | None = None) -> int:
         elif char in "]}":
             depth -= 1
     return deepest
+
+
+def json_repeated_key(text: str) -> tuple[str, int, int] | None:
+    """The first key given twice in one JSON object, with the lines of both: (key, first, second),
+    or None. json keeps the last silently; a config file's second `gpuenv` would drop the first's
+    settings without a word. Scanned without parsing (call after the depth check)."""
+    objects: list[dict[str, int] | None] = []  # per open bracket: keys seen so far (None: a list)
+    line, pending = 1, None  # pending: the last string closed, and its line, until ':' or another token
+    position, size = 0, len(text)
+    while position < size:
+        char = text[position]
+        if char == '"':
+            end = position + 1
+            while end < size and text[end] != '"':
+                end += 2 if text[end] == "\\" else 1
+            pending = (text[position + 1:end], line)
+            line += text.count("\n", position, end)
+            position = end + 1
+            continue
+        if char == "\n":
+            line += 1
+        elif char == ":" and pending is not None and objects and objects[-1] is not None:
+            key, at = pending
+            if key in objects[-1]:
+                return key, objects[-1][key], at
+            objects[-1][key] = at
+        elif char in "{[":
+            objects.append({} if char == "{" else None)
+        elif char in "}]" and objects:
+            objects.pop()
+        if not char.isspace() and char != ":":
+            pending = None
+        position += 1
+    return None
+
+
+# --- reading untrusted files ----------------------------------------------------------------
+# Every file gpuenv reads that someone else wrote (captures, recordings, node reports,
+# baselines, config files, wheelhouse entries) goes through `read_input`: a regular file only
+# (a FIFO would hang the read, /dev/zero fill memory, a folder named x.json is no file), never
+# more than the caller's limit read, and text decoded by `decode_input`, which names what it
+# cannot read. Callers wrap `InputRefused` in their own error, which names the file and the fix.
+
+
+class InputRefused(ValueError):
+    """An input file that is refused unparsed; `str()` is the reason in a few words, no path."""
+
+
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular file is, in the words a message needs."""
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def is_within(path: str | Path, folder: str | Path) -> bool:
+    """Whether `path`, links followed, is in `folder` (links followed too)."""
+    return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(folder))
+
+
+def _refuse_kind(mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        raise InputRefused(f"it is {file_kind(mode)}, not a regular file")
+
+
+def read_input(path: str | Path, limit: int, *, within: str | Path | None = None) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes; InputRefused for anything else.
+    With `within`, the file must really be in that folder: a link to a file elsewhere (someone
+    else's file, shown in every report) is refused. See `input_blocks`."""
+    return b"".join(input_blocks(path, limit, within=within))
+
+
+def input_blocks(path: str | Path, limit: int, *, within: str | Path | None = None, block: int = 1 << 20) -> Iterator[bytes]:
+    """A regular file of at most `limit` bytes, in blocks (to hash a wheel without holding it).
+
+    The kind is checked before opening (a device is never opened: a tape would rewind) and again
+    on the open descriptor (the path may be swapped meanwhile); the open does not block, so a
+    FIFO put there meanwhile cannot hang it. At most `limit` + 1 bytes are ever read, however
+    the file grows after the size was checked.
+    """
+    try:
+        _refuse_kind(os.stat(path).st_mode)
+        if within is not None and not is_within(path, within):
+            raise InputRefused(f"it is a link to a file outside {within}")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise InputRefused("it does not exist") from None
+    except OSError as err:
+        raise InputRefused(f"it cannot be read ({os_error_reason(err)})") from None
+    except ValueError as err:
+        if isinstance(err, InputRefused):
+            raise
+        raise InputRefused("the path holds a NUL byte") from None
+    try:
+        info = os.fstat(fd)
+        _refuse_kind(info.st_mode)
+        if info.st_size > limit:
+            raise InputRefused(f"it is {_size(info.st_size)}, over the {_size(limit)} limit")
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, min(limit + 1 - size, block))
+            if not chunk:
+                return
+            size += len(chunk)
+            if size > limit:
+                raise InputRefused(f"it grew past the {_size(limit)} limit while being read")
+            yield chunk
+    except OSError as err:
+        raise InputRefused(f"it cannot be read ({os_error_reason(err)})") from None
+    finally:
+        os.close(fd)
+
+
+def _size(count: int) -> str:
+    """A limit in its unit (16 MiB); any other size exactly, in bytes (1,048,577 bytes)."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= scale and count % scale == 0:
+            return f"{count // scale} {unit}"
+    return f"{count:,} bytes"
+
+
+_BOMS = (
+    (b"\xef\xbb\xbf", "utf-8", "UTF-8"),
+    (b"\xff\xfe\x00\x00", "utf-32-le", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "utf-32-be", "UTF-32"),
+    (b"\xff\xfe", "utf-16-le", "UTF-16"),  # PowerShell's `>` writes this
+    (b"\xfe\xff", "utf-16-be", "UTF-16"),
+)
+
+
+def decode_input(data: bytes) -> str:
+    """Text from an input file's bytes: UTF-8, or UTF-8/UTF-16/UTF-32 with a byte-order mark (a
+    file saved on Windows). Anything else is refused by name, with where it went wrong."""
+    for bom, codec, name in _BOMS:
+        if data.startswith(bom):
+            try:
+                return data[len(bom):].decode(codec)
+            except UnicodeDecodeError as err:
+                raise InputRefused(f"{name} with a byte-order mark, but broken at byte {err.start + len(bom)}") from None
+    if b"\0" in data:  # valid UTF-8, but no text format read here allows NUL
+        head = data[:4096]
+        if head[0::2].count(0) > len(head) // 4 or head[1::2].count(0) > len(head) // 4:
+            raise InputRefused("UTF-16 without a byte-order mark: save it as UTF-8")
+        raise InputRefused(f"binary data (a NUL byte at offset {data.index(0)}), not text")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise InputRefused(f"not UTF-8 text (byte 0x{data[err.start]:02x} on line {line}): save it as UTF-8") from None
+
+
+def read_text_input(path: str | Path, limit: int) -> str:
+    """`read_input` then `decode_input`: the text of a small regular file, or InputRefused."""
+    return decode_input(read_input(path, limit))
+
+
+def load_json_input(text: str, *, max_depth: int, max_digits: int = 30) -> object:
+    """JSON from untrusted text: nesting past `max_depth` refused before decoding (the decoder
+    recurses once per level), integers longer than `max_digits` refused (int() of 5,000 digits is
+    slow, and no count or figure is that long), NaN, Infinity and overflowing floats refused, and a
+    key given twice in one object refused (json keeps the last silently)."""
+    depth = json_nesting_depth(text, stop_above=max_depth)
+    if depth > max_depth:
+        raise InputRefused(f"JSON nested more than {max_depth} levels deep")
+
+    def whole(digits: str) -> int:
+        if len(digits.lstrip("-")) > max_digits:
+            raise InputRefused(f"a {len(digits.lstrip('-'))}-digit number; at most {max_digits} digits are read")
+        return int(digits)
+
+    def real(literal: str) -> float:
+        if len(literal) > max_digits + 16:
+            raise InputRefused(f"a number of {len(literal)} characters; at most {max_digits + 16} are read")
+        value = float(literal)
+        if value in (float("inf"), float("-inf")):
+            raise InputRefused(f"the number {literal[:20]} is out of range")
+        return value
+
+    def constant(name: str) -> float:
+        raise InputRefused(f"{name} is not a JSON number")
+
+    def unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+        out: dict[str, object] = {}
+        for key, value in pairs:
+            if key in out:
+                raise InputRefused(f"key {safe_text(key, limit=60)!r} given twice in one object")
+            out[key] = value
+        return out
+
+    try:
+        return json.loads(text, parse_int=whole, parse_float=real, parse_constant=constant, object_pairs_hook=unique_keys)
+    except json.JSONDecodeError as err:
+        raise InputRefused(f"not JSON ({err.msg} at line {err.lineno} column {err.colno})") from None
+    except RecursionError:  # belt and braces: the depth was checked above
+        raise InputRefused("JSON nested too deep") from None
+
+
+def longest_digit_run(text: str, stop_above: int) -> tuple[int, int]:
+    """(digits, line) of the first run of more than `stop_above` decimal digits, or (0, 0): a
+    count or figure that long is an attack on int() and float(), not a measurement."""
+    match = re.search(r"\d{%d,}" % (stop_above + 1), text)
+    if match is None:
+        return 0, 0
+    whole = re.compile(r"\d+").match(text, match.start())
+    assert whole is not None  # the search above matched digits there
+    return len(whole.group()), text.count("\n", 0, match.start()) + 1
+
+
+# --- outputs that must not touch inputs -----------------------------------------------------
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether writing `a` would land on the file `b` names: links followed, hard links too."""
+    try:
+        if os.path.realpath(a) == os.path.realpath(b):
+            return True
+        return os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
+def output_clash(outputs: dict[str, str | Path | None], inputs: dict[str, str | Path | None]) -> str | None:
+    """Why one of these outputs (option -> path) would overwrite an input or another output, in
+    words naming both options, or None. A run must never destroy what it reads or writes twice."""
+    given_outputs = [(flag, path) for flag, path in outputs.items() if path]
+    for flag, path in given_outputs:
+        for source, read in inputs.items():
+            if read and same_file(path, read):
+                return f"{flag} {path} is {source}, which this run reads: it would be overwritten"
+    for n, (flag, path) in enumerate(given_outputs):
+        for other, other_path in given_outputs[n + 1:]:
+            if same_file(path, other_path):
+                return f"{flag} and {other} name the same file {path}: each report needs its own"
+    return None
+
+
+def path_component(text: str, fallback: str = "host", limit: int = 64) -> str:
+    """Untrusted text (a host or node name) as one safe file-name component: letters, digits,
+    '.', '_' and '-' only, no leading dot, at most `limit` characters; `fallback` when nothing is
+    left. A name with '/', '..', a newline or ESC can then never leave its folder or reach a
+    terminal through a file name."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", text).lstrip(".-_")[:limit].rstrip(".")
+    return cleaned or fallback

@@ -18,6 +18,7 @@ import invoke
 from invoke.exceptions import Exit
 
 from gpuenv.errors import GpuenvError
+from validate.text import safe_text
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -86,28 +87,42 @@ STRICT_DRIVER_HELP = STACK_HELP["strict_driver"]
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM (a cancelled CI job, `kill`, `docker stop`), raised where the program is.
+    """SIGTERM (a cancelled CI job, `kill`, `docker stop`) or SIGHUP (the operator's SSH session
+    dropped), raised where the program is.
 
     A KeyboardInterrupt, so every cleanup that Ctrl-C runs (temporary lock folders removed,
-    containers killed, builds cancelled) runs for SIGTERM too.
+    containers killed, builds cancelled, the suite container on a remote host removed) runs for
+    them too. `signal_name` and `exit_code` say which, as shells report it (143, 129).
     """
+
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
+        super().__init__()
+        self.signal_name = signal.Signals(signum).name
+        self.exit_code = 128 + int(signum)
+
+
+#: The signals that end a task as Ctrl-C does, with their cleanups (SIGINT is Python's own).
+ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 def _raise_terminated(signum: int, frame: Any) -> None:
-    raise Terminated()
+    raise Terminated(signum)
 
 
 @contextlib.contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
-    """Turn SIGTERM into `Terminated` while a task runs (main thread only, where signals land)."""
+    """Turn SIGTERM and SIGHUP into `Terminated` while a task runs (main thread only, where signals
+    land). A signal the program was started ignoring (nohup) stays ignored."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    previous = {signum: signal.signal(signum, _raise_terminated) for signum in ENDING_SIGNALS
+                if signal.getsignal(signum) is not signal.SIG_IGN}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
 def user_errors(func: F) -> F:
@@ -121,10 +136,10 @@ def user_errors(func: F) -> F:
         try:
             with terminate_as_interrupt():
                 return func(*args, **kwargs)
-        except Terminated:
-            raise Exit("gpuenv: terminated (SIGTERM); nothing half-written was left", code=143) from None
-        except GpuenvError as err:
-            raise Exit(f"gpuenv: {err.render()}", code=err.exit_code) from None
+        except Terminated as err:
+            raise Exit(f"gpuenv: terminated ({err.signal_name}); nothing half-written was left", code=err.exit_code) from None
+        except GpuenvError as err:  # its text may quote a capture, a report or a path: made safe for the terminal
+            raise Exit(f"gpuenv: {safe_text(err.render(), limit=4000)}", code=err.exit_code) from None
         except BrokenPipeError:
             # the reader (`| head`) went away: stop quietly, as Unix tools do
             import sys

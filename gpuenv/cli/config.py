@@ -469,6 +469,8 @@ class StackRequest:
     base_image: str | None = None
     strict_driver: bool = False
     wheelhouse: str | None = None
+    #: Where each value that did not come from the command line came from, for error messages.
+    origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def pinned(self) -> bool:
@@ -481,7 +483,7 @@ class StackRequest:
         return {
             "driver": self.driver, "cuda": self.cuda, "framework": self.framework, "torch": self.torch,
             "tensorflow": self.tensorflow, "python": self.python, "gpu_arch": self.gpu_arch,
-            "strict_driver": self.strict_driver, "wheelhouse": self.wheelhouse,
+            "strict_driver": self.strict_driver, "wheelhouse": self.wheelhouse, "origins": dict(self.origins),
         }
 
 
@@ -520,7 +522,11 @@ def stack_request(cli: Mapping[str, Any], settings: Settings) -> StackRequest:
     tensorflow = given("tensorflow") or (settings.tensorflow if name == "tensorflow" and not given("torch") else None)
     platforms = cli.get("platforms") or settings.platforms
     wheelhouse = given("wheelhouse")
+    chosen = {"cuda": pick("cuda"), "python": pick("python"), "torch": torch, "tensorflow": tensorflow}
+    origins = {key: _origin_label(settings.source(key), key) for key, value in chosen.items()
+               if value is not None and given(key) is None and settings.source(key) != DEFAULT_ORIGIN}
     return StackRequest(
+        origins=origins,
         framework=framework,
         cuda=pick("cuda"),
         python=pick("python"),
@@ -534,6 +540,12 @@ def stack_request(cli: Mapping[str, Any], settings: Settings) -> StackRequest:
         strict_driver=bool(given("strict_driver")) or settings.strict_driver,
         wheelhouse=str(wheelhouse) if wheelhouse else settings.wheelhouse,
     )
+
+
+def _origin_label(source: str, key: str) -> str:
+    """'invoke.yaml: gpuenv.torch', or the variable's own name: what an error blames for a value
+    that came from the team's settings."""
+    return source if source.startswith(ENV_PREFIX) else f"{source}: {SECTION}.{key}"
 
 
 def effective_rows(settings: Settings, cli: Mapping[str, Any] | None = None) -> list[tuple[str, str, str]]:

@@ -10,10 +10,10 @@ missing `-f` file is silently skipped, and YAML 1.1 reads `time: 1:00:00` as the
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
-import stat
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from invoke.config import Config
 
 from gpuenv.cli.config import SECTION
 from gpuenv.errors import BadInput
-from validate.files import json_nesting_depth
+from validate.files import InputRefused, json_nesting_depth, json_repeated_key, read_text_input
 
 #: A config file is a page of settings: far bigger is a mistake (or an attack), refused unread.
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -69,35 +69,41 @@ def _without_sexagesimal() -> dict:
 _Loader.yaml_implicit_resolvers = _without_sexagesimal()
 
 
+class _RepeatedKey(Exception):
+    """A key given twice in one mapping: (key, line of the first, line of the second)."""
+
+
+def _construct_mapping(loader: Any, node: Any, deep: bool = False) -> Any:
+    """PyYAML's mapping, but a key given twice is refused (PyYAML keeps the last silently: a
+    second `gpuenv:` block would drop every pin of the first). Merge keys (`<<`) may override."""
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                continue
+            key = loader.construct_object(key_node, deep=True)
+            if key in seen:
+                raise _RepeatedKey(key, seen[key], key_node.start_mark.line + 1)
+            seen[key] = key_node.start_mark.line + 1
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+_Loader.construct_mapping = _construct_mapping
+
+
 def _read(path: str, *, runtime: bool) -> str:
-    """The text of a config file, or ConfigFileError for anything but a small regular UTF-8 file."""
-    shown = path
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
+    """The text of a config file through the one bounded reader (validate.files): a small regular
+    file, UTF-8 or marked UTF-16; ConfigFileError naming the file otherwise. A missing file is
+    FileNotFoundError (Invoke skips the layers nobody wrote) unless it was asked for by name."""
+    if not os.path.exists(path):
         if runtime:
-            raise ConfigFileError(f"-f {shown}: no such config file", fix="give the path of a .yaml, .yml or .json file") from None
-        raise
-    except OSError as err:
-        raise ConfigFileError(f"{shown}: cannot be read ({err.strerror})", fix=FIX) from None
-    if stat.S_ISDIR(info.st_mode):
-        raise ConfigFileError(f"{shown} is a folder, not a config file", fix="give the path of a .yaml, .yml or .json file")
-    if not stat.S_ISREG(info.st_mode):
-        raise ConfigFileError(f"{shown} is not a regular file", fix="give the path of a .yaml, .yml or .json file")
-    if info.st_size > MAX_CONFIG_BYTES:
-        raise ConfigFileError(f"{shown} is {info.st_size / 1024:.0f} KiB; a config file may be at most {MAX_CONFIG_BYTES // 1024} KiB", fix=FIX)
+            raise ConfigFileError(f"-f {path}: no such config file", fix="give the path of a .yaml, .yml or .json file")
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)  # with its errno: Invoke skips on ENOENT
     try:
-        with open(path, "rb") as stream:
-            data = stream.read(MAX_CONFIG_BYTES + 1)
-    except OSError as err:
-        raise ConfigFileError(f"{shown}: cannot be read ({err.strerror})", fix=FIX) from None
-    if len(data) > MAX_CONFIG_BYTES:
-        raise ConfigFileError(f"{shown} is over {MAX_CONFIG_BYTES // 1024} KiB", fix=FIX)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
-        raise ConfigFileError(f"{shown}:{line}: not UTF-8 text (byte 0x{data[err.start]:02x})", fix="save the file as UTF-8") from None
+        return read_text_input(path, MAX_CONFIG_BYTES)
+    except InputRefused as err:
+        fix = "give the path of a .yaml, .yml or .json file" if "regular file" in str(err) else FIX
+        raise ConfigFileError(f"{path}: {err}", fix=fix) from None
 
 
 def _count(value: Any, budget: int) -> int:
@@ -122,6 +128,9 @@ def load_text(text: str, name: str, kind: str) -> dict:
     if kind == "json":
         if json_nesting_depth(text, stop_above=MAX_DEPTH) > MAX_DEPTH:  # json's decoder recurses: refuse deep nesting before it does
             raise ConfigFileError(f"{name}: nested more than {MAX_DEPTH} levels deep", fix=FIX)
+        repeated = json_repeated_key(text)
+        if repeated:
+            raise _repeated_error(name, *repeated)
         try:
             data = json.loads(text)
         except json.JSONDecodeError as err:
@@ -148,6 +157,8 @@ def load_text(text: str, name: str, kind: str) -> dict:
             raise ConfigFileError(f"{name} uses {aliases} YAML aliases; at most {MAX_ALIASES} are allowed", fix="write the values out")
         try:
             data = yaml.load(text, Loader=_Loader)  # noqa: S506 (a safe loader)
+        except _RepeatedKey as err:
+            raise _repeated_error(name, *err.args) from None
         except yaml.YAMLError as err:
             raise ConfigFileError(_yaml_problem(err, name), fix=FIX) from None
         except RecursionError:
@@ -169,6 +180,11 @@ def load_text(text: str, name: str, kind: str) -> dict:
         else:
             data[SECTION] = section
     return data
+
+
+def _repeated_error(name: str, key: Any, first: int, second: int) -> ConfigFileError:
+    return ConfigFileError(f"{name}:{second}: {str(key)[:60]!r} is given again (first on line {first}); "
+                           "only one would count, silently", fix="merge the two into one")
 
 
 def _near_section(key: str) -> bool:

@@ -146,13 +146,24 @@ def _read_baseline(path: str | None) -> tuple[bytes | None, dict[str, dict[str, 
         data = read_baseline_bytes(path)
         return data, parse_baseline(data, path)
     except BaselineError as err:
-        raise BadInput(str(err), fix="make one on a known-good server with --save-baseline") from None
+        raise BadInput(err.message, fix=err.fix) from None
 
 
 def _check_outputs(opts: FleetOptions) -> None:
-    for flag, path in (("--report", opts.report), ("--json", opts.json), ("--junit", opts.junit)):
+    from validate.files import output_clash
+
+    outputs = {"--report": opts.report, "--json": opts.json, "--junit": opts.junit}
+    for flag, path in outputs.items():
         if path:
             check_output_path(flag, path, f"fleet.{'html' if flag == '--report' else flag[2:]}")
+    inputs: dict[str, str | Path | None] = {"--baseline": opts.baseline}
+    if opts.from_reports:
+        from gpuenv.fleet.collected import input_files
+
+        inputs.update(input_files(opts.from_reports, outputs))
+    clash = output_clash(outputs, inputs)
+    if clash:
+        raise BadInput(clash, fix="write the fleet reports outside the folder of node reports, each to its own file")
     if opts.report and not opts.report.lower().endswith((".html", ".htm")):
         raise BadInput(f"--report {opts.report} is not an .html file", fix="give e.g. --report fleet.html (use --json/--junit for the other formats)")
 
@@ -337,11 +348,11 @@ def fleet_validate(opts: FleetOptions, suite_args: list[str]) -> int:
     else:
         try:
             outcomes = run_fleet(opts, suite_args, baseline=baseline_bytes)
-        except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM: the backend stopped what it started
+        except KeyboardInterrupt as err:  # Ctrl-C, SIGTERM or SIGHUP: the backend stopped what it started
             import signal
 
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # we are leaving: another Ctrl-C must not become a traceback
-            signal_name, code = ("SIGTERM", 143) if isinstance(err, Terminated) else ("Ctrl-C", 130)
+            signal_name, code = (err.signal_name, err.exit_code) if isinstance(err, Terminated) else ("Ctrl-C", 130)
             done = getattr(err, "cleanup", None) or "nothing had been started on any host"
             raise Exit(f"gpuenv: interrupted ({signal_name}): {done}; no fleet report was written", code=code) from None
     fleet = analyse(outcomes, load_peaks(), baseline_models, outlier_floor=opts.outlier_floor)

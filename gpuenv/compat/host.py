@@ -71,6 +71,7 @@ def request_for_host(
     strict_driver: bool = False,
     wheelhouse: str | None = None,
     host_file: str | None = None,
+    origins: dict[str, str] | None = None,
 ) -> Request:
     """A Request from command-line values; the driver and GPU architectures come from NVML when not given
     (from a captured server's with `host_file`).
@@ -82,6 +83,7 @@ def request_for_host(
     wheels = wheel_names(wheelhouse) if wheelhouse else None
     archs = tuple(split_arch_list(gpu_arch))
     source = "--driver"
+    blamed = dict(origins or {})
     wants_gpu = str(cuda or "").strip().lower() not in ("cpu", "none")
     host_file = host_file or _HOST_FILE
     if host_file and detect and wants_gpu and (driver is None or not archs):
@@ -94,6 +96,7 @@ def request_for_host(
             driver, source = host.driver_version, f"read from {host_file}"
         if not archs:
             archs = capture_archs(host, host_file)
+            blamed["gpu_archs"] = f"the GPUs of --host {host_file}"
     elif detect and wants_gpu and (driver is None or not archs):
         host = read_host()
         if host.error is None and host.driver_version:
@@ -101,6 +104,7 @@ def request_for_host(
                 driver, source = host.driver_version, "detected by NVML"
             if not archs:
                 archs = tuple(sorted({g.compute_capability for g in host.gpus if g.compute_capability}))
+                blamed["gpu_archs"] = "this host's GPUs (NVML)"
     return Request(
         driver=driver,
         cuda=cuda,
@@ -113,6 +117,7 @@ def request_for_host(
         strict_driver=bool(strict_driver),
         wheelhouse=wheels,
         wheelhouse_dir=str(wheelhouse) if wheelhouse else None,
+        origins=tuple(sorted(blamed.items())),
     )
 
 

@@ -42,6 +42,7 @@ from gpuenv.compat.rules.frameworks import (
     _Candidate,
     _candidates,
     _fmt,
+    _pick_patch,
     _Placement,
     default_python,
 )
@@ -73,13 +74,18 @@ __all__ = [
 def resolve_stack(request: Request, matrix: Matrix | None = None) -> Stack:
     """Choose the newest stack that satisfies the request; NoCompatibleStack says why none does."""
     matrix = matrix or load_matrix()
-    cuda_wish = parse_cuda(request.cuda, matrix)
+    cuda_wish = parse_cuda(request.cuda, matrix, request.blame("cuda"))
     driver = parse_driver(request.driver, request.driver_source)
-    python = parse_python(request.python)
-    archs = [parse_gpu_arch(a, matrix) for a in split_arch_list(request.gpu_archs)]
+    python = parse_python(request.python, request.blame("python"))
+    archs = [parse_gpu_arch(a, matrix, request.blame("gpu_archs")) for a in split_arch_list(request.gpu_archs)]
     framework = parse_framework(request.framework)
+    for pin, label, releases, key in ((request.torch, "PyTorch", matrix.torch_releases, "torch"),
+                                      (request.tensorflow, "TensorFlow", matrix.tensorflow_releases, "tensorflow")):
+        if pin:  # an unknown release, blamed on where it came from (candidates are listed later)
+            _pick_patch(pin, label, list(releases), request.blame(key))
     if request.torch and request.tensorflow:
-        raise BadInput("--torch and --tensorflow were both given", fix="a stack has one framework: build one image per framework")
+        raise BadInput(f"{request.blame('torch')} and {request.blame('tensorflow')} were both given",
+                       fix="a stack has one framework: build one image per framework")
     implied = "torch" if request.torch else "tensorflow" if request.tensorflow else None
     if framework and implied and framework != implied:
         raise BadInput(f"--{implied} was given with --framework {framework}", fix=f"drop one, or use --framework {implied}")

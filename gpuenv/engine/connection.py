@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from gpuenv.engine.common import quietly, short_reason, transport_errors
 from gpuenv.errors import ToolError
+from validate.text import safe_url
 
 ENGINE_FIX = "start the Docker engine (sudo systemctl start docker, or sudo scripts/install-docker.sh) or set DOCKER_HOST"
 #: Seconds for the SDK's reads of the local engine (a call that streams nothing for this long fails).
@@ -278,7 +279,7 @@ class Connection:
         except (paramiko.SSHException, *transport_errors()) as err:
             raise ssh_problem(target, err, connect_timeout) from None
         except docker.errors.DockerException as err:
-            raise EngineUnavailable(ENGINE_NOT_ANSWERING, f"the Docker engine behind {url} refused the SDK ({short_reason(err)})",
+            raise EngineUnavailable(ENGINE_NOT_ANSWERING, f"the Docker engine behind {safe_url(url)} refused the SDK ({short_reason(err)})",
                                     fix="check dockerd there") from None
         if not done:
             raise EngineUnavailable(UNREACHABLE, f"cannot reach {target.hostname}:{target.port} over SSH: the SDK's connection "

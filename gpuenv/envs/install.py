@@ -165,6 +165,10 @@ def plan_install(
                        fix="give a folder outside the gpuenv checkout, e.g. /opt/envs/torch")
     if wheelhouse is not None and not Path(wheelhouse).is_dir():
         raise BadInput(f"--wheelhouse {wheelhouse}: no such folder", fix="give a folder of .whl files")
+    if wheelhouse is not None:
+        from gpuenv.envs.wheelhouse import wheel_names
+
+        wheel_names(wheelhouse)  # every .whl a regular file: a folder or FIFO named x.whl is one line now
     lock = lockdir.verify(Path(lock_dir), stack)
     if offline and wheelhouse is None:
         raise BadInput("--offline needs --wheelhouse", fix="give the folder that holds every wheel of the lock (see the README's offline recipe)")

@@ -198,7 +198,9 @@ def plan_lock(
     if wheelhouse is not None:
         if not wheelhouse.is_dir():
             raise BadInput(f"--wheelhouse {wheelhouse}: no such folder", fix="give a folder that holds .whl files")
-        listing = tuple(sorted(f"{p.name} {p.stat().st_size}" for p in wheelhouse.glob("*.whl")))
+        from gpuenv.envs.wheelhouse import wheel_names
+
+        listing = tuple(f"{name} {(wheelhouse / name).stat().st_size}" for name in wheel_names(wheelhouse))  # regular files only
     extra_index: tuple[str, ...] = ()
     virtual_packages = ""
     if backend == "uv":

@@ -10,21 +10,58 @@ they are all named in one line before anything is installed.
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
 from gpuenv.errors import BadInput
+from validate.files import InputRefused, file_kind, input_blocks
+from validate.text import safe_text
+
+
+#: The largest wheel a wheelhouse may hold: the biggest on PyPI (CUDA builds of torch and the
+#: nvidia-* libraries) are under 4 GiB; a file past this is not a wheel (or is /dev/zero's kin).
+MAX_WHEEL_BYTES = 8 << 30
 
 
 def wheel_names(folder: str | Path) -> tuple[str, ...]:
-    """The .whl file names in `folder`; a missing folder or a file given instead is bad input."""
+    """The .whl file names in `folder`; a missing folder or a file given instead is bad input,
+    and so is a .whl that is not a regular file (a folder named x.whl, a FIFO, a link to
+    /dev/zero): hashing or copying it would fail or hang later, so it is named now."""
     path = Path(folder).expanduser()
     if not path.exists():
         raise BadInput(f"--wheelhouse {folder}: no such folder", fix="give the folder that holds the .whl files")
     if not path.is_dir():
         raise BadInput(f"--wheelhouse {folder} is a file, not a folder", fix="give the folder that holds the .whl files")
-    return tuple(sorted(p.name for p in path.iterdir() if p.name.endswith(".whl")))
+    names, odd = [], []
+    try:
+        with os.scandir(path) as entries:
+            for entry in entries:
+                if entry.name.endswith(".whl"):
+                    (names if _is_regular(entry) else odd).append(entry.name)
+    except OSError as err:
+        raise BadInput(f"--wheelhouse {folder}: cannot list it ({err.strerror})", fix="check its permissions") from None
+    if odd:
+        kind = _kind(path / sorted(odd)[0])
+        raise BadInput(f"--wheelhouse {folder}: {safe_text(sorted(odd)[0], limit=200)} is {kind}, not a wheel file"
+                       + (f" (and {len(odd) - 1} more such)" if len(odd) > 1 else ""),
+                       fix="remove it from the wheelhouse, or put the wheel itself there")
+    return tuple(sorted(names))
+
+
+def _is_regular(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_file()  # follows links: a link to a wheel is a wheel
+    except OSError:
+        return False
+
+
+def _kind(path: Path) -> str:
+    try:
+        return file_kind(os.stat(path).st_mode)
+    except OSError as err:
+        return f"unreadable ({err.strerror})"
 
 
 @dataclass(frozen=True)
@@ -95,10 +132,13 @@ def _normal(version: str) -> str:
 
 
 def _sha256(path: Path) -> str:
+    """The wheel's sha256, read through the one bounded reader (never past MAX_WHEEL_BYTES)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
+    try:
+        for block in input_blocks(path, MAX_WHEEL_BYTES):
             digest.update(block)
+    except InputRefused as err:
+        raise BadInput(f"--wheelhouse: {safe_text(path)}: {err}", fix="remove it from the wheelhouse, or put the wheel itself there") from None
     return digest.hexdigest()
 
 

@@ -13,13 +13,13 @@ suite report makes its host MALFORMED with the reason, and every other host is r
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 from typing import Any
 
 from gpuenv.errors import BadInput
 from gpuenv.fleet.outcome import MALFORMED, HostOutcome, status_from_report
 from gpuenv.fleet.suitereport import MAX_REPORT_BYTES, MalformedReport, UnreadableReport, parse_report, safe_text
+from validate.files import InputRefused, is_within, read_input
 
 #: How deep below the folder a `report.json` is looked for (DIR/nodes/NODE/report.json is 2).
 _DEPTH = 3
@@ -41,23 +41,30 @@ def report_files(folder: Path) -> list[tuple[str, Path]]:
     return sorted(named, key=lambda item: item[0])
 
 
-def read_bounded(path: Path, limit: int = MAX_REPORT_BYTES) -> bytes:
-    """The bytes of a regular file, at most `limit` + 1 of them; MalformedReport otherwise. Opened
-    without blocking, so a FIFO in the folder cannot hang the read."""
+def input_files(folder: str | Path, outputs: dict[str, str | None]) -> dict[str, Path]:
+    """What a `--from-reports` run reads, by name: every report file in the folder, and any of the
+    `outputs` that would be read as a host's report on the next run (a .json in the folder)."""
+    where = Path(folder)
+    if not where.is_dir():
+        return {}
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as err:
-        raise MalformedReport(f"cannot open it ({err.strerror or type(err).__name__})") from None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise MalformedReport("not a regular file")
-        if info.st_size > limit:
-            raise MalformedReport(f"{info.st_size / 2**20:.1f} MiB, over the {limit // 2**20} MiB limit")
-        try:
-            return handle.read(limit + 1)
-        except OSError as err:
-            raise MalformedReport(f"cannot read it ({err.strerror or type(err).__name__})") from None
+        found = {f"host {safe_text(host, limit=60)}'s report in --from-reports {safe_text(folder)}": path for host, path in report_files(where)}
+    except OSError:
+        return {}  # read_report_folder says why, in its own line
+    for flag, path in outputs.items():
+        if path and path.endswith(".json") and is_within(path, where):
+            found[f"a report file of --from-reports {safe_text(folder)} (host {safe_text(Path(path).stem, limit=60)} on the next run)"] = Path(path)
+    return found
+
+
+def read_bounded(path: Path, limit: int = MAX_REPORT_BYTES, within: Path | None = None) -> bytes:
+    """The bytes of a regular report file of at most `limit` bytes, through the one bounded
+    reader (a FIFO, a device or a folder named x.json is refused unread; with `within`, a link to
+    a file outside that folder too); MalformedReport otherwise."""
+    try:
+        return read_input(path, limit, within=within)
+    except InputRefused as err:
+        raise MalformedReport(str(err)) from None
 
 
 def read_suite_report(path: Any) -> dict[str, Any] | None:
@@ -71,10 +78,11 @@ def read_suite_report(path: Any) -> dict[str, Any] | None:
         return UnreadableReport(str(err))
 
 
-def read_report(host: str, path: Path) -> HostOutcome:
-    """One host's outcome from its report file (MALFORMED with the reason when it cannot be read)."""
+def read_report(host: str, path: Path, within: Path | None = None) -> HostOutcome:
+    """One host's outcome from its report file (MALFORMED with the reason when it cannot be read,
+    or when it is a link out of the folder `within`: none of its text is shown)."""
     try:
-        report = parse_report(read_bounded(path))
+        report = parse_report(read_bounded(path, within=within))
     except MalformedReport as err:
         return HostOutcome(host, MALFORMED, f"malformed report: {err}", details={"report_file": str(path)})
     status, reason = status_from_report(report, None)
@@ -95,4 +103,4 @@ def read_report_folder(folder: str | Path) -> list[HostOutcome]:
     if not files:
         raise BadInput(f"--from-reports {safe_text(folder)} holds no *.json report",
                        fix="put one `python -m validate --json HOST.json` report per host in it")
-    return [read_report(safe_text(host, limit=200), path) for host, path in files]
+    return [read_report(safe_text(host, limit=200), path, within=where) for host, path in files]

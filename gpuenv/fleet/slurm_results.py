@@ -11,6 +11,8 @@ from gpuenv.fleet.collected import read_suite_report
 from gpuenv.fleet.outcome import CANCELLED, FAILED, TIMEOUT, UNREACHABLE, HostOutcome, status_from_report
 from gpuenv.fleet.slurm_job import NODES_DIR, run_slurm
 from gpuenv.fleet.slurm_queue import JobState
+from validate.files import InputRefused, path_component, read_input
+from validate.text import safe_text
 
 
 def hostnames_command(nodelist: str) -> list[str]:
@@ -69,14 +71,23 @@ def expand_nodelist(nodelist: str) -> list[str]:
     return [line.strip() for line in proc.stdout.splitlines() if line.strip()] if proc.returncode == 0 else [nodelist]
 
 
+#: A node's small status files (exit, runner, error) hold a line or two.
+MAX_NODE_FILE_BYTES = 64 * 1024
+
+
 def read_node_files(rundir: str, node: str) -> NodeFiles:
+    """What a node left in the run folder, read through the one bounded reader. The node name
+    (from Slurm) must be one path component: nothing is read from outside the run folder."""
+    if path_component(node) != node:
+        return NodeFiles(started=False, exit=None, runner=None, error=f"node name {safe_text(node, limit=80)!r} is not a file name",
+                         report=None)
     folder = Path(rundir) / NODES_DIR / node
 
     def text(name: str) -> str | None:
         try:
-            return (folder / name).read_text(encoding="utf-8", errors="replace").strip()
-        except OSError:
-            return None
+            return read_input(folder / name, MAX_NODE_FILE_BYTES).decode("utf-8", errors="replace").strip()
+        except InputRefused:
+            return None  # missing (the node never got there), or not a small regular file
 
     exit_text = text("exit")
     return NodeFiles(

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 from gpuenv import engine as engines
 from gpuenv.errors import BadInput, GpuenvError, ToolError
 from gpuenv.fleet.interrupts import shielded
+from validate.text import safe_url
 from gpuenv.fleet.outcome import (
     AUTH_REFUSED, CANCELLED, ENGINE_NOT_ANSWERING, FAILED, NO_DOCKER, NO_GPU_RUNTIME, TIMEOUT, UNREACHABLE, HostOutcome,
     status_from_report,
@@ -84,32 +85,45 @@ def check_host_url(url: str) -> None:
     normalise_host_url(url)
 
 
+def shown_url(url: str) -> str:
+    """A host URL as messages show it, quoted: without its password, safe for the terminal."""
+    return repr(safe_url(url))
+
+
 def normalise_host_url(url: str) -> str:
-    """`ssh://[user@]host[:port]` checked and in one spelling, or BadInput naming what is wrong."""
+    """`ssh://[user@]host[:port]` checked and in one spelling, or BadInput naming what is wrong
+    (the URL shown without its password, if it holds one)."""
     fix = "write it as ssh://user@host or ssh://user@host:2222"
-    parts = urlsplit(url)
+    shown = shown_url(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # ssh://root@[::1 : an unclosed IPv6 bracket
+        raise BadInput(f"host {shown} has no usable host name", fix=fix) from None
+    if ":" in parts.netloc.rpartition("@")[0]:
+        raise BadInput(f"host {shown} holds a password; gpuenv never sends one in a URL",
+                       fix="use an SSH key or agent (ssh-copy-id), and write ssh://user@host")
     if parts.scheme != "ssh":
-        raise BadInput(f"host {url!r} is not an ssh:// URL", fix=fix)
+        raise BadInput(f"host {shown} is not an ssh:// URL", fix=fix)
     if parts.path or parts.query or parts.fragment or "?" in url or "#" in url:
-        raise BadInput(f"host {url!r} has a path, query or fragment; an SSH host has none", fix=fix)
+        raise BadInput(f"host {shown} has a path, query or fragment; an SSH host has none", fix=fix)
     user, at, hostport = parts.netloc.rpartition("@")
     hostname, port_text = hostport, ""
     if hostport.startswith("["):
         close = hostport.find("]")
         hostname, port_text = hostport[: close + 1], hostport[close + 2:] if hostport[close + 1: close + 2] == ":" else ""
         if close < 0 or hostport[close + 1:] not in ("", ":" + port_text):
-            raise BadInput(f"host {url!r} has no usable host name", fix=fix)
+            raise BadInput(f"host {shown} has no usable host name", fix=fix)
     elif ":" in hostport:
         hostname, _, port_text = hostport.rpartition(":")
     if not hostname or not _HOST.match(hostname) or (at and not re.fullmatch(r"[A-Za-z0-9._-]+", user)):
-        raise BadInput(f"host {url!r} has no usable host name", fix=fix)
+        raise BadInput(f"host {shown} has no usable host name", fix=fix)
     port = None
     if port_text or hostport.endswith(":"):
         if not port_text.isdigit() or len(port_text.lstrip("0")) > 5:
-            raise BadInput(f"host {url!r} has a bad port", fix=fix)
+            raise BadInput(f"host {shown} has a bad port", fix=fix)
         port = int(port_text)  # :052222 is :52222
         if not 0 < port < 65536:
-            raise BadInput(f"host {url!r} has port {port} out of range", fix=fix)
+            raise BadInput(f"host {shown} has port {port} out of range", fix=fix)
     netloc = (f"{user}@" if at else "") + hostname.lower() + (f":{port}" if port not in (None, 22) else "")
     return f"ssh://{netloc}"
 

@@ -12,25 +12,28 @@ know are ignored, never refused. Only what cannot be read is refused.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from typing import Any
 
+from validate.files import InputRefused, decode_input, load_json_input
+from validate.text import MAX_TEXT, safe_text
+
 #: A report bigger than this is refused unread (an 8-GPU report is about 60 kB).
 MAX_REPORT_BYTES = 16 * 2**20
-#: Longest text kept from any one field of a report (measured, reason, a GPU name ...).
-MAX_TEXT = 2000
 #: Largest magnitude of a figure: far above any real one (bytes, FLOPS), far below overflow when
 #: figures are added for a median.
 MAX_VALUE = 1e18
+#: What one report may keep (see _check_size): GPUs as a host can have (validate.host.capture's
+#: bound), checks and their text far above a real report's (200 checks, 60 kB for 8 GPUs; 64 GPUs x 64 checks).
+MAX_GPU_SECTIONS = 64
+MAX_CHECKS = 4_096
+MAX_CHECK_TEXT = 2**20
+#: Values kept of the free-form host sections (nvml, frameworks): a real report has about 300.
+MAX_FREE_FORM_VALUES = 5_000
+#: A report is four levels deep (GPU, checks, check, value); NVML facts add a few.
+MAX_DEPTH = 64
 _FORMAT = re.compile(r"^gpuenv-validate-report/([1-9][0-9]{0,5})$")
-# C0 and C1 control characters (ESC starts terminal escape sequences), DEL, lone surrogates and
-# the two code points XML 1.0 forbids; tab is kept, newlines too where the caller allows them.
-# Bidirectional overrides and line separators too: they would make a terminal line read other
-# than it is.
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
-_CONTROL_NL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
 _CHECK_TEXT = ("measured", "threshold", "verdict", "reason", "test")
 
 
@@ -51,62 +54,25 @@ class UnreadableReport(dict):
         self.why = why
 
 
-def safe_text(value: Any, *, newlines: bool = False, limit: int = MAX_TEXT) -> str:
-    """Text any output can carry: control characters shown as \\xNN, never passed on raw (a node's
-    report must not drive the operator's terminal, or make fleet.xml invalid XML)."""
-    text = value if isinstance(value, str) else str(value)
-    if len(text) > limit:
-        text = text[:limit] + "..."
-    if text.isprintable():  # the common case, checked in C
-        return text
-    pattern = _CONTROL if newlines else _CONTROL_NL
-    return pattern.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
-
-
 def parse_report(data: bytes) -> CheckedReport:
     """Bytes of a node's report file -> a checked report, or MalformedReport(why)."""
     if len(data) > MAX_REPORT_BYTES:
         raise MalformedReport(f"{len(data) / 2**20:.1f} MiB, over the {MAX_REPORT_BYTES // 2**20} MiB limit")
     try:
-        text = data.decode("utf-8-sig")  # a byte-order mark (a file that went through Windows) is fine
-    except UnicodeDecodeError as err:
-        raise MalformedReport(f"not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start})") from None
+        text = decode_input(data)  # a byte-order mark or UTF-16 (a file that went through Windows) is fine
+    except InputRefused as err:
+        raise MalformedReport(str(err)) from None
     return check_report(load_json(text))
 
 
 def load_json(text: str) -> Any:
-    """JSON with every number a finite float or a small int: a 400-digit integer or NaN is refused
-    here rather than overflowing later."""
-    def big_int(digits: str) -> int:
-        if len(digits.lstrip("-")) > 30:
-            raise MalformedReport(f"a {len(digits)}-digit number")
-        return int(digits)
-
-    def constant(name: str) -> Any:
-        raise MalformedReport(f"{name} is not a JSON number")
-
-    def real(digits: str) -> float:
-        value = float(digits)
-        if not math.isfinite(value):
-            raise MalformedReport(f"{safe_text(digits, limit=40)} is not a finite number")
-        return value
-
-    def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        # json.loads keeps the last of two equal keys: a second GPU section (or "summary") would
-        # silently replace the first, failing rows and all.
-        out: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in out:
-                raise MalformedReport(f"key {safe_text(key, limit=60)!r} given twice in one object")
-            out[key] = value
-        return out
-
+    """JSON through the one bounded reader (validate.files): a 400-digit integer, NaN, deep
+    nesting or a key given twice in one object (a second GPU section or "summary" would silently
+    replace the first, failing rows and all) is refused here rather than misread later."""
     try:
-        return json.loads(text, parse_int=big_int, parse_constant=constant, parse_float=real, object_pairs_hook=unique_keys)
-    except RecursionError:
-        raise MalformedReport("JSON nested too deep") from None
-    except json.JSONDecodeError as err:
-        raise MalformedReport(f"not JSON ({err.msg} at line {err.lineno} column {err.colno})") from None
+        return load_json_input(text, max_depth=MAX_DEPTH)
+    except InputRefused as err:
+        raise MalformedReport(str(err)) from None
 
 
 def load_suite_report(text: str) -> dict[str, Any] | None:
@@ -205,11 +171,13 @@ def check_report(data: Any) -> CheckedReport:
         raise MalformedReport("no 'host' section")
     if not isinstance(host, dict):
         raise MalformedReport(f"'host' is a {type(host).__name__}, not an object")
+    _check_size(data)
     clean = CheckedReport(format=fmt)
     nvml = host.get("nvml")
+    budget = [MAX_FREE_FORM_VALUES]
     clean["host"] = {
-        "nvml": _plain(nvml) if isinstance(nvml, dict) else None,
-        "frameworks": _plain(host.get("frameworks")) if isinstance(host.get("frameworks"), dict) else None,
+        "nvml": _plain(nvml, budget) if isinstance(nvml, dict) else None,
+        "frameworks": _plain(host.get("frameworks"), budget) if isinstance(host.get("frameworks"), dict) else None,
         "checks": _checks(host.get("checks"), "host", None),
     }
     indexes: dict[int, str] = {}
@@ -247,14 +215,34 @@ def check_report(data: Any) -> CheckedReport:
     return clean
 
 
-def _plain(value: Any, depth: int = 0) -> Any:
-    """Free-form sections (NVML facts, framework versions): kept as plain JSON, text made safe."""
-    if depth > 8:
+def _check_size(data: dict[str, Any]) -> None:
+    """What a report keeps is bounded before it is copied: at most MAX_GPU_SECTIONS GPUs,
+    MAX_CHECKS checks and MAX_CHECK_TEXT characters of check text (each field counted as kept,
+    cut at MAX_TEXT). A real 8-GPU report has about 200 checks and 60 kB of text; twenty reports
+    of 16 MiB each held whole took 2-4 GB. A report past a bound is refused whole, never cut: a
+    failing row must not be dropped silently."""
+    sections = [data["host"]] + [v for k, v in data.items() if k not in ("format", "host", "summary")
+                                 and isinstance(v, dict) and isinstance(v.get("gpu"), dict)]
+    if len(sections) - 1 > MAX_GPU_SECTIONS:
+        raise MalformedReport(f"{len(sections) - 1} GPU sections; a host has at most {MAX_GPU_SECTIONS} GPUs")
+    checks = [c for s in sections if isinstance(s.get("checks"), list) for c in s["checks"]]
+    if len(checks) > MAX_CHECKS:
+        raise MalformedReport(f"{len(checks)} checks; a suite report has at most {MAX_CHECKS}")
+    text = sum(min(len(v), MAX_TEXT) for c in checks if isinstance(c, dict) for v in c.values() if isinstance(v, str))
+    if text > MAX_CHECK_TEXT:
+        raise MalformedReport(f"{text / 2**20:.1f} M characters of check text; a suite report has at most {MAX_CHECK_TEXT // 2**20} M")
+
+
+def _plain(value: Any, budget: list[int], depth: int = 0) -> Any:
+    """Free-form sections (NVML facts, framework versions): kept as plain JSON, text made safe;
+    at most `budget[0]` values in all (shared, so many wide levels cannot multiply), the rest dropped."""
+    budget[0] -= 1
+    if depth > 8 or budget[0] < 0:
         return None
     if isinstance(value, dict):
-        return {safe_text(k, limit=200): _plain(v, depth + 1) for k, v in list(value.items())[:500]}
+        return {safe_text(k, limit=200): _plain(v, budget, depth + 1) for k, v in list(value.items())[:500] if budget[0] > 0}
     if isinstance(value, list):
-        return [_plain(v, depth + 1) for v in value[:500]]
+        return [_plain(v, budget, depth + 1) for v in value[:500] if budget[0] > 0]
     if isinstance(value, str):
         return safe_text(value)
     return value

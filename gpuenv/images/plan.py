@@ -312,6 +312,10 @@ def check_build_options(
         raise BadInput(f"--ca-cert {ca_cert}: no such file", fix="give the path of a PEM CA bundle")
     if wheelhouse is not None and not Path(wheelhouse).is_dir():
         raise BadInput(f"--wheelhouse {wheelhouse}: no such folder", fix="give a folder of .whl files")
+    if wheelhouse is not None:
+        from gpuenv.envs.wheelhouse import wheel_names
+
+        wheel_names(wheelhouse)  # every .whl a regular file: a folder or FIFO named x.whl is one line now
     if team_file is not None and not Path(team_file).exists():
         raise BadInput(f"--team-file {team_file}: no such file", fix="give the path of a team file like envs/team.yml")
     if backend is not None and backend not in LOCK_FILES:
@@ -349,6 +353,9 @@ def plan_build(
         wheelhouse = Path(wheelhouse)
         if not wheelhouse.is_dir():
             raise BadInput(f"--wheelhouse {wheelhouse}: no such folder", fix="give a folder of .whl files")
+        from gpuenv.envs.wheelhouse import wheel_names
+
+        wheel_names(wheelhouse)  # every .whl a regular file: a folder or FIFO named x.whl is one line now
     if not Path(validate_dir).is_dir():
         raise DataError(f"validation suite folder {validate_dir} is missing", fix="restore validate/ from the repository")
     no_index, wheels = _wheels_only(stack, lock, wheelhouse, offline, arch)

@@ -48,7 +48,7 @@ MALFORMED_CASES = {
     "not-utf8.json": "not UTF-8 text (byte 0xff",
     "top-level-list.json": "the report is a JSON list, not an object",
     "wrong-format.json": "format 'someone-elses-report/1' is not gpuenv-validate-report/N",
-    "made:deep.json": "JSON nested too deep",
+    "made:deep.json": "JSON nested more than 64 levels deep",
     "made:oversize.json": f"over the {MAX_REPORT_BYTES // 2**20} MiB limit",
     "made:dev-zero.json": "not a regular file",
     "made:fifo.json": "not a regular file",
@@ -208,7 +208,7 @@ def test_backends_reports_are_checked_too():
     deep = load_suite_report("[" * 100_000 + "]" * 100_000)
     assert deep is None or status_from_report(deep, 0)[0] == MALFORMED
     big = load_suite_report('{"format": "gpuenv-validate-report/1", "host": {"checks": [{"value": ' + "9" * 400 + "}]}}")
-    assert status_from_report(big, 0) == (MALFORMED, "malformed report: a 400-digit number")
+    assert status_from_report(big, 0) == (MALFORMED, "malformed report: a 400-digit number; at most 30 digits are read")
     good = gpu_report([(gpu(0, host=1), 700.0, 3000.0)])
     raw = [HostOutcome("raw", READY, report=json.loads((HOSTILE / "seconds-fast.json").read_text())), HostOutcome("good", READY, report=good)]
     fleet = analyse(raw, PEAKS)

@@ -75,7 +75,7 @@ def test_bad_values_are_one_line_errors(given, config, word):
     (dict(slurm=True, time="soon", prefix="/p"), "--time 'soon'"),
     (dict(slurm=True), "nothing to run on the nodes"),
     (dict(hosts="ssh://a", report="fleet.pdf"), "--report fleet.pdf is not an .html file"),
-    (dict(hosts="ssh://a", baseline="/nonexistent/b.json", image="x"), "baseline file /nonexistent/b.json does not exist"),
+    (dict(hosts="ssh://a", baseline="/nonexistent/b.json", image="x"), "baseline file /nonexistent/b.json: it does not exist: make one with --save-baseline"),
     (dict(hosts="ssh://a", image="x", gpus="some"), "--gpus 'some': 'some' is not a GPU index or UUID"),
     (dict(slurm=True, prefix="/p", gpus="two"), "--gpus 'two': 'two' is not a GPU index or UUID"),
 ])

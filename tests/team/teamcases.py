@@ -29,6 +29,14 @@ def run_gpuenv(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None, 
                           capture_output=True, text=True, timeout=timeout)
 
 
+def one_line_exit_2(proc: subprocess.CompletedProcess) -> str:
+    """The one line a refused command printed on stderr (exit 2, no traceback)."""
+    assert proc.returncode == 2, proc.stdout[-1000:] + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    return lines[0]
+
+
 def free_port() -> int:
     """A loopback port nothing listens on right now."""
     with socket.socket() as sock:

@@ -17,7 +17,7 @@ import yaml
 
 from gpuenv.cli.config import DEFAULT_ORIGIN, DEFAULTS, IMPLIED, KNOWN_KEYS, Layer, flatten, settings_from
 from gpuenv.errors import BadInput
-from teamcases import ROOT, run_gpuenv
+from teamcases import ROOT, one_line_exit_2, run_gpuenv
 
 # ---------------------------------------------------------------- the committed invoke.yaml
 
@@ -120,13 +120,6 @@ def write(folder: Path, name: str, text: str | bytes) -> Path:
     return path
 
 
-def one_line_exit_2(proc) -> str:
-    assert proc.returncode == 2, proc.stdout[-1000:] + proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    return lines[0]
-
-
 @pytest.fixture
 def project(tmp_path):
     """A team folder holding a copy of the committed invoke.yaml, and an empty HOME."""
@@ -155,9 +148,9 @@ def test_home_and_system_files_take_effect_beside_the_committed_file_and_doctor_
         ("gpuenv:\n  fleet:\n    parallel: true\n", "gpuenv: invoke.yaml: gpuenv.fleet.parallel True is not a whole number"),
         ("- gpuenv\n", "gpuenv: {path}: the top level is a list, not a mapping"),
         ("just text\n", "gpuenv: {path}: the top level is a text, not a mapping"),
-        (b"gpuenv:\n  cuda: \xff\xfe\n", "gpuenv: {path}:2: not UTF-8 text (byte 0xff)"),
+        (b"gpuenv:\n  cuda: \xff\xfe\n", "gpuenv: {path}: not UTF-8 text (byte 0xff on line 2): save it as UTF-8"),
         ("gpuenv:\n  cuda: [\n", "gpuenv: {path}:3: not valid YAML"),
-        ("x" * (1024 * 1024 + 1), "gpuenv: {path} is 1024 KiB; a config file may be at most 1024 KiB"),
+        ("x" * (1024 * 1024 + 1), "gpuenv: {path}: it is 1,048,577 bytes, over the 1 MiB limit"),
         ("gpuenvs:\n  cuda: cpu\n", "gpuenv: {path}: unknown section 'gpuenvs': did you mean `gpuenv:`?"),
     ],
     ids=["typo", "bool-count", "list", "string", "not-utf8", "bad-yaml", "too-big", "section-typo"],
@@ -184,9 +177,9 @@ BOMB = "".join(
     "name, text, expected",
     [
         ("missing.yaml", None, "gpuenv: -f {path}: no such config file"),
-        ("folder.yaml", "DIR", "gpuenv: {path} is a folder, not a config file"),
+        ("folder.yaml", "DIR", "gpuenv: {path}: it is a folder, not a regular file"),
         ("notes.txt", "gpuenv: {}\n", "gpuenv: -f {path}: not a .yaml, .yml or .json file"),
-        ("/dev/null", None, "gpuenv: /dev/null is not a regular file"),
+        ("/dev/null", None, "gpuenv: /dev/null: it is a device, not a regular file"),
         ("bad.json", '{"gpuenv": {"cuda": }', "gpuenv: {path}:1: not valid JSON"),
         ("deep.json", "[" * 100_000 + "]" * 100_000, "gpuenv: {path}: nested more than 50 levels deep"),
         ("deep.yaml", "a: " + "[" * 100_000 + "]" * 100_000, "gpuenv: {path}: nested more than 50 levels deep"),

@@ -38,16 +38,17 @@ def test_a_good_baseline_reads_back_as_floats(tmp_path):
     [
         (b"[" * 100_000 + b"]" * 100_000, "nested more than 16 levels deep"),
         (baseline_with(b'{"host": {"x": ' + b"[" * 40 + b"]" * 40 + b"}}"), "nested more than 16 levels deep"),
-        (baseline_with(b'{"host": {"x": ' + b"7" * 5000 + b"}}"), "a number of 5000 characters"),
+        (baseline_with(b'{"host": {"x": ' + b"7" * 5000 + b"}}"), "a 5000-digit number"),
         (baseline_with(b'{"host": {"x": 1.' + b"5" * 5000 + b"}}"), "a number of 5002 characters"),
-        (baseline_with(b'{"host": {"x": NaN}}'), "NaN is not a figure"),
-        (baseline_with(b'{"host": {"x": -Infinity}}'), "-Infinity is not a figure"),
+        (baseline_with(b'{"host": {"x": NaN}}'), "NaN is not a JSON number"),
+        (baseline_with(b'{"host": {"x": -Infinity}}'), "-Infinity is not a JSON number"),
         (baseline_with(b'{"host": {"x": 1e999}}'), "the number 1e999 is out of range"),
         (baseline_with(b'{"host": {"x": 0}}'), "check 'x': 0 is not a figure above zero"),
         (baseline_with(b'{"host": {"x": -3.5}}'), "check 'x': -3.5 is not a figure above zero"),
         (baseline_with(b'{"host": {"x": true}}'), "must map check names to numbers"),
-        (b'{"format": "gpuenv-validate-baseline/1", "models": {"a": 1}', "is not JSON"),
-        (b"\xff\xfe{}", "is not text"),
+        (b'{"format": "gpuenv-validate-baseline/1", "models": {"a": 1}', "not JSON (Expecting"),
+        (b"\x80\x81{}", "not UTF-8 text (byte 0x80 on line 1)"),
+        ("{}".encode("utf-16"), "is not a gpuenv-validate-baseline/1 file"),  # UTF-16 with its mark is read, then judged,
     ],
 )
 def test_hostile_content_is_one_baseline_error(tmp_path, content, words):
@@ -66,13 +67,13 @@ def test_only_regular_files_of_at_most_one_mib(tmp_path):
     exact = tmp_path / "exact.json"
     exact.write_bytes(GOOD + b" " * (MAX_BASELINE_BYTES - len(GOOD)))
     cases = {
-        fifo: "is a FIFO (named pipe), not a file",
-        Path("/dev/zero"): "is a device, not a file",
-        tmp_path: "is a folder, not a file",
-        big: f"is {MAX_BASELINE_BYTES + 1} bytes; a baseline is at most {MAX_BASELINE_BYTES} (1 MiB)",
+        fifo: "it is a FIFO (named pipe), not a regular file",
+        Path("/dev/zero"): "it is a device, not a regular file",
+        tmp_path: "it is a folder, not a regular file",
+        big: f"it is {MAX_BASELINE_BYTES + 1:,} bytes, over the 1 MiB limit",
         tmp_path / "missing.json": "does not exist",
         Path("/tmp/nul\0byte"): "holds a NUL byte",
-        tmp_path / ("n" * 300): "cannot be read: File name too long",
+        tmp_path / ("n" * 300): "cannot be read (File name too long)",
     }
     for path, words in cases.items():
         started = time.monotonic()
@@ -114,7 +115,7 @@ def test_the_suite_refuses_dev_zero_and_a_fifo_in_one_line(tmp_path):
         done = subprocess.run([sys.executable, "-m", "validate", "--baseline", path], cwd=REPO, env=env, capture_output=True,
                               text=True, timeout=60)
         assert done.returncode == 2, done.stdout + done.stderr
-        assert done.stdout.startswith(f"validate: --baseline: baseline {path} {words}"), done.stdout
+        assert done.stdout.startswith(f"validate: --baseline: baseline file {path}: it {words}"), done.stdout
         assert len(done.stdout.splitlines()) == 1 and "Traceback" not in done.stderr
 
 

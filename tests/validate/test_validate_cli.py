@@ -61,7 +61,7 @@ def test_a_read_only_mount_is_refused_before_measuring(tmp_path):
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        (b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe", "is not text (binary data)"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe", "binary data (a NUL byte at offset 8), not text"),
         (b'{"format": "gpuenv-validate-baseline/1", "models": {"NVIDIA A100-SXM4-80GB": [1, 2]}}', "model 'NVIDIA A100-SXM4-80GB' must map check names to numbers"),
         (b'{"format": "gpuenv-validate-baseline/1", "models": {"host": {"x": "fast"}}}', "model 'host' must map check names to numbers"),
         (b"[1, 2]", "is not a gpuenv-validate-baseline/1 file"),
@@ -78,7 +78,7 @@ def test_bad_baselines_are_one_line_and_exit_2(tmp_path, content, message):
 
 def test_a_folder_as_baseline_is_one_line(tmp_path):
     args, _ = parse_args(["--baseline", str(tmp_path)])
-    assert preflight(args) == f"--baseline: baseline {tmp_path} is a folder, not a file saved with --save-baseline"
+    assert preflight(args) == f"--baseline: baseline file {tmp_path}: it is a folder, not a regular file: give a file saved with --save-baseline"
 
 
 @pytest.mark.parametrize("mode", ["--collect-only", "--setup-only", "--setup-plan", "--fixtures"])

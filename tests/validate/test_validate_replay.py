@@ -365,7 +365,7 @@ def test_a_recording_holds_the_framework_measurements_of_its_host(tmp_path):
 @pytest.mark.parametrize(
     ("args", "said"),
     [
-        (["--replay", "/nonexistent/server.xml"], "--replay: /nonexistent/server.xml does not exist"),
+        (["--replay", "/nonexistent/server.xml"], "--replay: /nonexistent/server.xml: it does not exist"),
         (["--replay", str(CAPTURES / "README.md")], "no '==NVSMI LOG==' block"),
         (["--record", str(H100)], "is a file: give a folder for the recording"),
     ],

@@ -15,19 +15,21 @@ changed across driver generations are parsed in validate/host/smi_sections.py.
 
 from __future__ import annotations
 
-import json
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from validate.files import InputRefused, load_json_input, longest_digit_run, read_text_input
 from validate.host import smi_sections
 from validate.host.archs import compute_capability_for, load_archs
+from validate.host.bounds import (  # noqa: F401 (CaptureError and ERROR_KEY are this module's names too)
+    ERROR_KEY, MAX_CAPTURE_BYTES, MAX_CAPTURE_DEPTH, MAX_DIGITS, CaptureError, bounded_xml, check_counts, terminal_safe,
+)
 from validate.host.smi_values import error_of as _error_of, number as _number, to_bytes as _bytes, yes as _yes
 
 RECORDING_FORMAT = "gpuenv-nvml-recording/1"
-ERROR_KEY = "$error"
 
 #: NVML constants the recorded argument keys use (same values as nvidia-ml-py's).
 NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
@@ -49,10 +51,6 @@ CLOCK_EVENTS = (
     (0x80, "hw_power_brake_slowdown", "HW Power Brake Slowdown"),
     (0x100, "display_clocks_setting", "Display Clock Setting"),
 )
-
-
-class CaptureError(ValueError):
-    """The file is not a capture this suite reads; the message names the file and what to give."""
 
 
 def call_key(function: str, *args: Any) -> str:
@@ -366,15 +364,13 @@ def recording_from_tree(root: Node, source: str, mig_uuids: dict[int, dict[int, 
     names = {pid: name for d in devices for pid, name in d.pop("process_names", {}).items()}
     for pid, name in names.items():
         system[call_key("nvmlSystemGetProcessName", pid)] = name
-    return with_compute_capabilities({"format": RECORDING_FORMAT, "source": source, "system": system, "devices": devices})
+    recording = {"format": RECORDING_FORMAT, "source": source, "system": system, "devices": devices}
+    return with_compute_capabilities(check_counts(recording, source, root))
 
 
 def parse_xml(text: str, source: str = "nvidia-smi -q -x") -> dict[str, Any]:
     """An `nvidia-smi -q -x` capture as a recording. The DOCTYPE is not fetched (stdlib parser)."""
-    try:
-        element = ET.fromstring(re.sub(r"<!DOCTYPE[^>]*>", "", text, count=1))
-    except ET.ParseError as err:
-        raise CaptureError(f"{source}: not well-formed nvidia-smi XML ({err}): capture it again with nvidia-smi -q -x > server.xml") from None
+    element = bounded_xml(re.sub(r"<!DOCTYPE[^>]*>", "", text, count=1), source)
     if element.tag != "nvidia_smi_log":
         raise CaptureError(f"{source}: XML root is <{element.tag}>, not nvidia-smi's <nvidia_smi_log> (make it with nvidia-smi -q -x)")
     return recording_from_tree(_from_element(element), source)
@@ -444,31 +440,34 @@ def check_recording(data: Any, source: str) -> dict[str, Any]:
 
 
 def parse_capture(text: str, source: str = "capture") -> dict[str, Any]:
-    """Any capture this suite reads, by its content: XML, gpuenv JSON, or nvidia-smi -q text."""
+    """Any capture this suite reads, by its content: XML, gpuenv JSON, or nvidia-smi -q text;
+    bounded (nesting, number sizes) and its counts checked against what hardware can have."""
     head = text.lstrip()[:200]
-    if head.startswith("<"):
-        return parse_xml(text, source)
     if head.startswith("{"):
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise CaptureError(f"{source}: not JSON ({err}): give a recording python -m validate --record DIR wrote, unchanged") from None
-        return check_recording(data, source)
-    return parse_text(text, source)
+            data = load_json_input(text, max_depth=MAX_CAPTURE_DEPTH)
+        except InputRefused as err:
+            raise CaptureError(f"{source}: {err}: give a recording python -m validate --record DIR wrote, unchanged") from None
+        return terminal_safe(check_counts(check_recording(data, source), source))
+    digits, line = longest_digit_run(text, MAX_DIGITS)
+    if digits:
+        raise CaptureError(f"{source}:{line}: a {digits}-digit number, which no nvidia-smi value has: capture it again with nvidia-smi -q -x")
+    if head.startswith("<"):
+        return terminal_safe(parse_xml(text, source))  # both nvidia-smi forms are checked by recording_from_tree
+    indent = max((len(line) - len(line.lstrip(" ")) for line in text.splitlines()), default=0)
+    if indent // 4 > MAX_CAPTURE_DEPTH:  # four spaces a level: readers of the tree recurse per level
+        raise CaptureError(f"{source}: lines indented {indent // 4} levels deep, which no nvidia-smi -q output is: "
+                           "capture it again with nvidia-smi -q")
+    return terminal_safe(parse_text(text, source))
 
 
 def load_capture(path: str | Path) -> dict[str, Any]:
-    """Read a capture file; every way it is unusable is a CaptureError naming the file."""
+    """Read a capture file through the one bounded reader (validate.files); every way it is
+    unusable is a CaptureError naming the file."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CaptureError(f"{path} does not exist (give an nvidia-smi -q -x capture or a gpuenv recording)") from None
-    except IsADirectoryError:
-        raise CaptureError(f"{path} is a folder: give a capture file (nvidia-smi -q -x > host.xml)") from None
-    except UnicodeDecodeError:
-        raise CaptureError(f"{path} is not text: give an nvidia-smi -q -x capture or a gpuenv recording") from None
-    except OSError as err:
-        raise CaptureError(f"{path} cannot be read: {err.strerror or err}: give a capture file this user can read") from None
+        text = read_text_input(path, MAX_CAPTURE_BYTES)
+    except InputRefused as err:
+        raise CaptureError(f"{path}: {err}: give an nvidia-smi -q -x capture or a gpuenv recording (python -m validate --record DIR)") from None
     return parse_capture(text, str(path))
 
 

@@ -37,9 +37,16 @@ class Request:
     today: date | None = None
     #: False for the re-resolutions behind suggestions (their own suggestions are not needed).
     explain: bool = True
+    #: Where a value came from when not the command line, by field ("invoke.yaml: gpuenv.torch",
+    #: "the GPUs of --host x.xml"): an error blames that, not an option nobody typed.
+    origins: tuple[tuple[str, str], ...] = ()
+
+    def blame(self, key: str) -> str:
+        """What an error about field `key` names: its origin, or the command-line option."""
+        return dict(self.origins).get(key) or {"gpu_archs": "--gpu-arch"}.get(key, "--" + key)
 
 
-def parse_cuda(value: str | None, matrix: Matrix) -> str | None:
+def parse_cuda(value: str | None, matrix: Matrix, option: str = "--cuda") -> str | None:
     """'12.1' / '12.1.1' / 'cpu' -> '12.1' / 'cpu'; anything else is a BadInput naming the fix."""
     if value is None or value == "":
         return None
@@ -49,10 +56,10 @@ def parse_cuda(value: str | None, matrix: Matrix) -> str | None:
     match = re.fullmatch(r"(\d+)\.(\d+)(?:\.\d+)?", text)
     known = ", ".join(c.minor for c in sorted(matrix.cuda_releases, key=lambda c: V(c.minor)))
     if not match:
-        raise BadInput(f"--cuda {value!r} is not a CUDA version", fix=f"use X.Y such as 12.4 (known: {known}) or 'cpu'")
+        raise BadInput(f"{option} {value!r} is not a CUDA version", fix=f"use X.Y such as 12.4 (known: {known}) or 'cpu'")
     minor = f"{int(match[1])}.{int(match[2])}"
     if matrix.cuda_release(minor) is None:
-        raise BadInput(f"--cuda {value}: no CUDA {minor} release is known", fix=f"use one of {known}, or 'cpu'")
+        raise BadInput(f"{option} {value}: no CUDA {minor} release is known", fix=f"use one of {known}, or 'cpu'")
     return minor
 
 
@@ -74,25 +81,25 @@ def parse_framework(value: str | None) -> str | None:
     return name
 
 
-def parse_python(value: str | None) -> str | None:
+def parse_python(value: str | None, option: str = "--python") -> str | None:
     if value is None or value == "":
         return None
     match = re.fullmatch(r"(?:py|python)?\s*(\d+)\.(\d+)(?:\.\d+)?", str(value).strip().lower())
     if not match:
-        raise BadInput(f"--python {value!r} is not a Python version", fix="use X.Y such as 3.11")
+        raise BadInput(f"{option} {value!r} is not a Python version", fix="use X.Y such as 3.11")
     return f"{int(match[1])}.{int(match[2])}"
 
 
-def parse_gpu_arch(value: str, matrix: Matrix) -> str:
+def parse_gpu_arch(value: str, matrix: Matrix, option: str = "--gpu-arch") -> str:
     """'8.6', 'sm_86', '86', 'compute_90' -> '8.6'; unknown capabilities are a BadInput."""
     text = str(value).strip().lower()
     match = re.fullmatch(r"(\d+)\.(\d+)", text) or re.fullmatch(r"(?:sm_|compute_)?(\d+?)(\d)a?", text)
     known = sorted({cc for a in matrix.gpu_architectures for cc in a.compute_capabilities}, key=V)
     if not match:
-        raise BadInput(f"--gpu-arch {value!r} is not a compute capability", fix="use X.Y such as 8.6, or sm_86")
+        raise BadInput(f"{option} {value!r} is not a compute capability", fix="use X.Y such as 8.6, or sm_86")
     cc = f"{int(match[1])}.{int(match[2])}"
     if matrix.architecture_of(cc) is None:
-        raise BadInput(f"--gpu-arch {value}: compute capability {cc} is not known", fix=f"use one of {', '.join(known)}")
+        raise BadInput(f"{option} {value}: compute capability {cc} is not known", fix=f"use one of {', '.join(known)}")
     return cc
 
 

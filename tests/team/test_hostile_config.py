@@ -1,0 +1,157 @@
+"""Hostile config, third pass (issue 29): each general rule with several cases.
+
+- A key or section given twice in any YAML or JSON layer is one line naming the file and both
+  lines (YAML and json keep the last silently: a second `gpuenv:` dropped every pin).
+- Config files are read through the one bounded reader: regular files only, UTF-16 with a mark
+  read, other encodings named.
+- Errors blame where a bad value came from: the file and key, the variable, the option, or the
+  capture, never an option nobody typed.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from gpuenv.cli.configfiles import ConfigFileError, load_file
+from gpuenv.compat.resolve import Request, resolve_stack
+from gpuenv.errors import BadInput
+from teamcases import one_line_exit_2, run_gpuenv
+
+
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / "team").mkdir()
+    (tmp_path / "home").mkdir()
+    return tmp_path
+
+
+# --- repeated keys --------------------------------------------------------------------------
+
+REPEATED = [
+    ("two-sections.yaml", 'gpuenv:\n  cuda: "12.1"\n  torch: "2.3.1"\nother: 1\ngpuenv:\n  python: "3.11"\n', "'gpuenv' is given again", 1, 5),
+    ("nested.yaml", "gpuenv:\n  fleet:\n    parallel: 2\n    hosts: [a]\n    parallel: 3\n", "'parallel' is given again", 3, 5),
+    ("flow.yaml", "gpuenv: {cuda: cpu, cuda: '12.1'}\n", "'cuda' is given again", 1, 1),
+    ("quoted.yaml", "gpuenv:\n  cuda: cpu\n  'cuda': '12.1'\n", "'cuda' is given again", 2, 3),
+    ("two-sections.json", '{"gpuenv": {"cuda": "12.1"},\n "gpuenv": {}}', "'gpuenv' is given again", 1, 2),
+    ("nested.json", '{"gpuenv": {"fleet": {\n"parallel": 2,\n"parallel": 3}}}', "'parallel' is given again", 2, 3),
+    ("same-line.json", '{"gpuenv": {"cuda": "cpu", "cuda": "12.1"}}', "'cuda' is given again", 1, 1),
+]
+
+
+@pytest.mark.parametrize("name, text, words, first, second", REPEATED, ids=[r[0] for r in REPEATED])
+def test_a_repeated_key_names_the_file_and_both_lines(tmp_path, name, text, words, first, second):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(ConfigFileError) as caught:
+        load_file(str(path))
+    line = caught.value.render()
+    assert line.startswith(f"{path}:{second}: ") and words in line and f"(first on line {first})" in line, line
+    assert "\n" not in line
+
+
+def test_the_same_key_in_different_mappings_and_merge_keys_are_fine(tmp_path):
+    ok = {
+        "siblings.yaml": "gpuenv:\n  fleet:\n    slurm: {time: '1:00'}\n  cuda: cpu\nother:\n  cuda: x\n",
+        "merge.yaml": "base: &b {cuda: '12.1'}\ngpuenv:\n  <<: *b\n  cuda: '12.4'\n",
+        "lists.json": '{"gpuenv": {"platforms": ["linux-64", "linux-64"]}, "x": [{"a": 1}, {"a": 2}]}',
+        "escaped.json": '{"a\\"b": 1, "a\\\\": 2, "k": "\\"k\\": 3"}',
+    }
+    for name, text in ok.items():
+        path = tmp_path / name
+        path.write_text(text)
+        assert isinstance(load_file(str(path)), dict), name
+
+
+def test_a_second_gpuenv_block_is_an_error_in_every_layer(project):
+    """The committed project file, ~/.invoke.yaml and -f: each is checked (the issue's case:
+    the pins were dropped and doctor said the stack floats)."""
+    text = 'gpuenv:\n  cuda: "12.1"\n  python: "3.11"\n  torch: "2.3.1"\n\ngpuenv:\n  backend: uv\n'
+    team, home = project / "team", project / "home"
+    (team / "invoke.yaml").write_text(text)
+    line = one_line_exit_2(run_gpuenv("doctor", cwd=team, env={"HOME": str(home)}, timeout=120))
+    assert line.startswith(f"gpuenv: {team / 'invoke.yaml'}:6: 'gpuenv' is given again (first on line 1)"), line
+    (team / "invoke.yaml").unlink()
+    (home / ".invoke.yaml").write_text(text)
+    line = one_line_exit_2(run_gpuenv("doctor", cwd=team, env={"HOME": str(home)}, timeout=120))
+    assert f"{home / '.invoke.yaml'}:6: 'gpuenv' is given again" in line, line
+    (home / ".invoke.yaml").unlink()
+    (project / "run.json").write_text('{"gpuenv": {"cuda": "cpu"}, "gpuenv": {"python": "3.11"}}')
+    line = one_line_exit_2(run_gpuenv("-f", str(project / "run.json"), "doctor", cwd=team, env={"HOME": str(home)}, timeout=120))
+    assert f"{project / 'run.json'}:1: 'gpuenv' is given again" in line, line
+
+
+# --- the one bounded reader ---------------------------------------------------------------
+
+def test_only_small_regular_files_in_a_known_encoding(tmp_path):
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    link = tmp_path / "zero.yaml"
+    link.symlink_to("/dev/zero")
+    folder = tmp_path / "folder.yaml"
+    folder.mkdir()
+    nomark = tmp_path / "nomark.yaml"
+    nomark.write_bytes("gpuenv:\n  cuda: cpu\n".encode("utf-16-le"))
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes("gpuenv:\n  # café\n".encode("latin-1"))
+    cases = {
+        fifo: "it is a FIFO (named pipe), not a regular file",
+        link: "it is a device, not a regular file",
+        folder: "it is a folder, not a regular file",
+        nomark: "UTF-16 without a byte-order mark: save it as UTF-8",
+        latin: "not UTF-8 text (byte 0xe9 on line 2)",
+    }
+    for path, words in cases.items():
+        started = time.monotonic()
+        with pytest.raises(ConfigFileError) as caught:
+            load_file(str(path))
+        assert words in caught.value.render() and str(path) in caught.value.render()
+        assert time.monotonic() - started < 2
+    for codec in ("utf-16", "utf-8-sig"):  # PowerShell and Notepad write these: read as the same file
+        marked = tmp_path / f"{codec}.yaml"
+        marked.write_bytes("gpuenv:\n  cuda: cpu\n".encode(codec))
+        assert load_file(str(marked)) == {"gpuenv": {"cuda": "cpu"}}
+
+
+# --- errors blame where the value came from ------------------------------------------------
+
+@pytest.mark.parametrize("where, value, blamed", [
+    ("file", 'torch: "9.9"', "invoke.yaml: gpuenv.torch 9.9: no PyTorch release 9.9 is known"),
+    ("file", 'tensorflow: "1.0"', "invoke.yaml: gpuenv.tensorflow 1.0: no TensorFlow release 1.0 is known"),
+    ("variable", "INVOKE_GPUENV_TORCH=9.9", "INVOKE_GPUENV_TORCH 9.9: no PyTorch release 9.9 is known"),
+    ("option", "--torch=9.9", "--torch 9.9: no PyTorch release 9.9 is known"),
+    ("file+option", 'torch: "2.3.1"|--torch=9.9', "--torch 9.9: no PyTorch release"),
+])
+def test_an_unknown_release_blames_its_source(project, where, value, blamed):
+    team, env, args = project / "team", {"HOME": str(project / "home")}, []
+    for part in value.split("|"):
+        if part.startswith("--"):
+            args.append(part)
+        elif "=" in part and part.startswith("INVOKE_"):
+            key, _, text = part.partition("=")
+            env[key] = text
+        else:
+            (team / "invoke.yaml").write_text(f"gpuenv:\n  {part}\n")
+    line = one_line_exit_2(run_gpuenv("resolve", *args, cwd=team, env=env, timeout=120))
+    assert line.startswith(f"gpuenv: {blamed}"), line
+
+
+def test_a_capture_or_this_host_is_blamed_for_their_gpus():
+    for origins, words in (((("gpu_archs", "the GPUs of --host x.xml"),), "the GPUs of --host x.xml 1.0: compute capability 1.0 is not known"),
+                           ((), "--gpu-arch 1.0: compute capability 1.0 is not known")):
+        with pytest.raises(BadInput) as caught:
+            resolve_stack(Request(driver="550.54.15", gpu_archs=("1.0",), origins=origins))
+        assert caught.value.render().startswith(words), caught.value.render()
+
+
+def test_request_for_host_records_the_capture_as_the_origin_of_gpu_archs():
+    from gpuenv.compat.host import request_for_host
+
+    capture = Path(__file__).resolve().parents[1] / "validate" / "captures" / "nvidia-smi-xml" / "a100-sxm4-40gb-570.148.08.xml"
+    request = request_for_host(host_file=str(capture), origins={"torch": "invoke.yaml: gpuenv.torch"})
+    assert request.blame("gpu_archs") == f"the GPUs of --host {capture}"
+    assert request.blame("torch") == "invoke.yaml: gpuenv.torch" and request.blame("python") == "--python"
+    assert request_for_host(host_file=str(capture), gpu_arch="8.0").blame("gpu_archs") == "--gpu-arch"

@@ -1,0 +1,127 @@
+"""What a capture or recording may hold, checked where it is read: nesting, counts against what
+hardware can have, numbers NVML answers unsigned, and text safe for the terminal. Kept apart from
+capture.py's parsers so that each rule is one function, and so that the parsers stay readable.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from typing import Any, Iterator
+
+from validate.text import MAX_TEXT, safe_text
+
+ERROR_KEY = "$error"
+
+
+class CaptureError(ValueError):
+    """The file is not a capture this suite reads; the message names the file and what to give."""
+
+
+#: An nvidia-smi capture of an 8-GPU server is about 360 kB; a recording with its records a few MB.
+MAX_CAPTURE_BYTES = 16 * 2**20
+#: nvidia-smi's XML and text are five levels deep, a recording four.
+MAX_CAPTURE_DEPTH = 32
+#: The longest decimal number a capture may hold (serial numbers have 13 digits).
+MAX_DIGITS = 64
+#: GPUs one host's NVML can list: the largest single-node systems (HGX-2, DGX-2) have 16.
+MAX_GPUS_PER_HOST = 64
+#: MIG instances one GPU can have (A100, H100, H200, B200: at most 7).
+MAX_MIG_PER_GPU = 7
+#: Sections of nvidia-smi's output that hold error and event counters, which are never negative.
+_COUNTER_SECTIONS = re.compile(r"ecc|retired|remapped|error|replay|counter|violation", re.I)
+
+
+def check_counts(recording: dict[str, Any], source: str, tree: Any = None) -> dict[str, Any]:
+    """The one place a recording's counts are held to what hardware can have: GPUs per host, MIG
+    instances per GPU, and no negative number among NVML's answers (NVML answers these in
+    unsigned integers: ECC and other error counters, memory, clocks). A count of 10^7 GPUs or a
+    MIG index of 10^9 would otherwise make every reader loop that long. With nvidia-smi's `tree`,
+    its counter sections too, whose parts are summed into one answer (5 and -5 would read as 0).
+    CaptureError otherwise."""
+    fix = "capture it again on the server (nvidia-smi -q -x, or python -m validate --record DIR)"
+
+    def refuse(what: str) -> CaptureError:
+        return CaptureError(f"{source}: {what}: {fix}")
+
+    stack = [(tree, False)] if tree is not None else []
+    while stack:  # iteratively: the depth was bounded when the capture was read
+        node, counting = stack.pop()
+        counting = counting or bool(_COUNTER_SECTIONS.search(node.tag))
+        if counting and re.match(r"^\s*-\s*\d", node.text):
+            raise refuse(f"{node.tag} is {node.text.strip()[:40]}, but an error or event counter is never negative")
+        stack.extend((child, counting) for child in node.children)
+
+    count = recording["system"].get("nvmlDeviceGetCount", 0)
+    if isinstance(count, dict) and ERROR_KEY in count:
+        count = 0
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_GPUS_PER_HOST:
+        raise refuse(f"nvmlDeviceGetCount is {str(count)[:40]}; a host has 0 to {MAX_GPUS_PER_HOST} GPUs")
+    if len(recording["devices"]) > MAX_GPUS_PER_HOST:
+        raise refuse(f"{len(recording['devices'])} GPUs; a host has at most {MAX_GPUS_PER_HOST}")
+    for index, calls in enumerate(recording["devices"]):
+        mig = calls.get("mig") or {}
+        if not isinstance(mig, dict):
+            raise refuse(f"GPU {index}'s MIG instances are a {type(mig).__name__}, not a mapping")
+        for slot, answers in mig.items():
+            if not (slot.isascii() and slot.isdigit()) or int(slot[:4]) >= MAX_MIG_PER_GPU or not isinstance(answers, dict):
+                raise refuse(f"GPU {index} has MIG instance {slot[:40]}; a GPU's instances are numbered 0 to {MAX_MIG_PER_GPU - 1}")
+        most = calls.get("nvmlDeviceGetMaxMigDeviceCount", 0)
+        if not isinstance(most, dict) and (isinstance(most, bool) or not isinstance(most, int) or most > MAX_MIG_PER_GPU):
+            raise refuse(f"GPU {index} claims {str(most)[:40]} MIG instances; a GPU has at most {MAX_MIG_PER_GPU}")
+    for where, value in _numbers({"system": recording["system"], "devices": recording["devices"]}, ""):
+        if value < 0:
+            raise refuse(f"{where.lstrip('.')} is {value}, but NVML's counts and readings are never negative")
+    return recording
+
+
+def _numbers(value: Any, where: str) -> Iterator[tuple[str, float]]:
+    """Every number in a recording's answers, with where it is (iteratively: depth was bounded when read)."""
+    stack = [(where, value)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((f"{where}.{key}", item) for key, item in value.items())
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{n}]", item) for n, item in enumerate(value))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            yield where, value
+
+
+def bounded_xml(text: str, source: str) -> ET.Element:
+    """The root element, parsed in slices so that nesting past MAX_CAPTURE_DEPTH is refused as
+    soon as it is seen (nvidia-smi's XML is five levels deep; 5,000 would overflow the stack of
+    every recursive reader)."""
+    parser = ET.XMLPullParser(events=("start", "end"))
+    root: ET.Element | None = None
+    depth = 0
+    try:
+        for start in range(0, len(text), 1 << 16):
+            parser.feed(text[start:start + (1 << 16)])
+            for event, element in parser.read_events():
+                depth += 1 if event == "start" else -1
+                root = element if root is None else root
+                if depth > MAX_CAPTURE_DEPTH:
+                    raise CaptureError(f"{source}: XML nested more than {MAX_CAPTURE_DEPTH} levels deep, which no nvidia-smi output is: "
+                                       "capture it again with nvidia-smi -q -x > server.xml")
+        parser.close()
+    except ET.ParseError as err:
+        raise CaptureError(f"{source}: not well-formed nvidia-smi XML ({err}): capture it again with nvidia-smi -q -x > server.xml") from None
+    if root is None:
+        raise CaptureError(f"{source}: no XML element: capture it again with nvidia-smi -q -x > server.xml")
+    return root
+
+
+def terminal_safe(recording: dict[str, Any]) -> dict[str, Any]:
+    """Every text of a capture (GPU names, process names, the source line) through safe_text, once,
+    where it enters: no reader, table or message downstream can then print an escape sequence."""
+    stack: list[Any] = [recording]
+    while stack:  # iteratively: the depth was bounded when the capture was read
+        item = stack.pop()
+        pairs = list(item.items()) if isinstance(item, dict) else list(enumerate(item)) if isinstance(item, list) else []
+        for key, value in pairs:
+            if isinstance(value, str):
+                item[key] = safe_text(value, limit=MAX_TEXT)
+            elif isinstance(value, (dict, list)):
+                stack.append(value)
+    return recording
