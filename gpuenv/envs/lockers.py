@@ -97,8 +97,12 @@ def uv_compile_command(
     python_platform: str,
     extra_index_urls: Sequence[str] = (),
     find_links: Path | None = None,
+    pylock: bool = False,
 ) -> list[str]:
     """`uv pip compile` for the stack's Python and target platform (not this host), with hashes.
+
+    `pylock`: write PEP 751's pylock.toml (each wheel's URL and sha256, for conda-lock.yml's pip
+    entries) instead of a requirements lock; `output` must then be named pylock.NAME.toml.
 
     The wheelhouse is a flat `--find-links` source; the extra indexes are written into the lock
     (`--emit-index-url`) so `pip install --require-hashes -r` finds the same files. The
@@ -115,6 +119,8 @@ def uv_compile_command(
         "--quiet",
         "--no-config",
     ]
+    if pylock:
+        cmd += ["--format", "pylock.toml"]
     for url in extra_index_urls:
         cmd += ["--extra-index-url", url]
     if find_links is not None:

@@ -1,0 +1,243 @@
+"""A stack's conda-lock.yml, made and installed without the conda-lock program or micromamba.
+
+Lock: the conda part of the spec is solved per platform by gpuenv.envs.conda (py-rattler) with the
+stack's virtual packages; the pip part is locked by uv for the same platform, with hashes (so an
+aarch64 lock holds aarch64 wheels); both go into conda-lock's unified lockfile, written through
+conda-lock's own models, so `conda-lock install`, micromamba and pixi users read it.
+
+Install: every conda package of the host's platform is fetched and checked against its sha256,
+linked into a folder for its final path (the folder may be a build folder beside a prefix, or a
+staging folder on the host for an image), then the pip entries are installed by uv with every
+hash required. Before any download, a lock whose packages need a `__cuda` or `__glibc` the
+target does not have is refused in one line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
+
+from packaging.version import InvalidVersion, Version
+
+from gpuenv.envs import conda, lockers
+from gpuenv.errors import BadInput, DataError, ToolError
+
+CONDA_LOCK_FILE = lockers.CONDA_LOCK_FILE
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class PipPin:
+    """One wheel of the pip part for one platform."""
+
+    name: str
+    version: str
+    url: str
+    sha256: str
+
+
+# ---------------------------------------------------------------- the pip part (uv, pylock.toml)
+
+
+def read_pylock(path: Path) -> list[PipPin]:
+    """The wheels uv chose (`uv pip compile --format pylock.toml` for one target platform)."""
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    pins = []
+    for package in data.get("packages", []):
+        wheels = package.get("wheels") or []
+        if len(wheels) != 1 or not (wheels[0].get("hashes") or {}).get("sha256"):
+            raise ToolError(f"uv locked {package.get('name')} without exactly one hashed wheel for the platform",
+                            fix="pin a version that publishes a wheel for it (sdists are not locked)")
+        wheel = wheels[0]
+        pins.append(PipPin(str(package["name"]), str(package["version"]), str(wheel["url"]), str(wheel["hashes"]["sha256"])))
+    return pins
+
+
+# ---------------------------------------------------------------- writing conda-lock.yml
+
+
+def write_lock(path: Path, *, conda_part: Mapping[str, Sequence[conda.CondaPackage]], pip_part: Mapping[str, Sequence[PipPin]],
+               channels: Sequence[str], content_hash: str, source: str) -> None:
+    """conda-lock.yml through conda-lock's models (conda_lock.lockfile.v2prelim)."""
+    from conda_lock.lockfile import write_conda_lock_file
+    from conda_lock.lockfile.v2prelim.models import HashModel, LockedDependency, Lockfile, LockMeta
+
+    packages = []
+    for platform, records in conda_part.items():
+        for record in records:
+            packages.append(LockedDependency(
+                name=record.name, version=record.version, manager="conda", platform=platform,
+                dependencies=_dependencies(record.depends), url=record.url,
+                hash=HashModel(md5=record.md5 or None, sha256=record.sha256), build=record.build, categories={"main"},
+            ))
+        for pin in pip_part.get(platform, ()):
+            packages.append(LockedDependency(
+                name=pin.name, version=pin.version, manager="pip", platform=platform, dependencies={}, url=pin.url,
+                hash=HashModel(sha256=pin.sha256), categories={"main"},
+            ))
+    meta = LockMeta(
+        content_hash={platform: content_hash for platform in conda_part},
+        channels=[{"url": c, "used_env_vars": []} for c in channels],
+        platforms=list(conda_part),
+        sources=[source],
+    )
+    write_conda_lock_file(Lockfile(package=packages, metadata=meta), path, metadata_choices=(), include_help_text=False)
+
+
+def _dependencies(depends: Iterable[str]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for line in depends:
+        name, _, rest = line.strip().partition(" ")
+        found[name] = rest.strip() or "*"
+    return found
+
+
+# ---------------------------------------------------------------- reading it back for an install
+
+
+@dataclass(frozen=True)
+class LockedEnvironment:
+    """The entries of one platform of a conda-lock.yml."""
+
+    platform: str
+    conda: tuple[conda.CondaPackage, ...]
+    pip: tuple[PipPin, ...]
+
+
+def read_lock(path: Path, platform: str) -> LockedEnvironment:
+    """One platform of a conda-lock.yml, read with conda-lock's own parser."""
+    from conda_lock.lockfile import parse_conda_lock_file
+
+    try:
+        lock = parse_conda_lock_file(path)
+    except Exception as err:  # pydantic's ValidationError, yaml's errors, conda-lock's own
+        raise DataError(f"{path}: conda-lock cannot read it ({str(err).splitlines()[0]})", fix="relock: invoke lock --force") from None
+    if platform not in lock.metadata.platforms:
+        raise BadInput(f"{path} is locked for {', '.join(lock.metadata.platforms)}, not for {platform}",
+                       fix=f"lock for it too: invoke lock --platform {platform}")
+    conda_part, pip_part = [], []
+    for dep in lock.package:
+        if dep.platform != platform:
+            continue
+        if dep.manager == "conda":
+            if not dep.hash.sha256:
+                raise DataError(f"{path}: {dep.name} has no sha256", fix="relock: invoke lock --force")
+            conda_part.append(conda.CondaPackage(
+                name=dep.name, version=dep.version, build=dep.build or "", build_number=0, subdir=dep.url.rsplit("/", 2)[-2],
+                url=dep.url, sha256=dep.hash.sha256, md5=dep.hash.md5 or "",
+                depends=tuple(f"{k} {v}".strip() if v != "*" else k for k, v in dep.dependencies.items()), channel="",
+            ))
+        else:
+            pip_part.append(PipPin(dep.name, dep.version, dep.url, dep.hash.sha256 or ""))
+    return LockedEnvironment(platform, tuple(conda_part), tuple(pip_part))
+
+
+# ---------------------------------------------------------------- what the target machine must have
+
+
+def host_virtual_versions(environ: Mapping[str, str] | None = None) -> dict[str, str | None]:
+    """This host's `__cuda` and `__glibc` (None: none). CONDA_OVERRIDE_CUDA / _GLIBC win, as in conda."""
+    environ = os.environ if environ is None else environ
+    cuda = environ.get("CONDA_OVERRIDE_CUDA")
+    if cuda is None:
+        cuda = _driver_cuda()
+    glibc = environ.get("CONDA_OVERRIDE_GLIBC") or (os.confstr("CS_GNU_LIBC_VERSION") or "glibc ").split(" ")[-1] or None
+    return {"__cuda": cuda or None, "__glibc": glibc}
+
+
+def _driver_cuda() -> str | None:
+    """The CUDA version the NVIDIA driver supports (NVML), or None without a driver."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            version = pynvml.nvmlSystemGetCudaDriverVersion_v2()
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no libnvidia-ml, no driver, no GPU: no __cuda
+        return None
+    return f"{version // 1000}.{(version % 1000) // 10}"
+
+
+_CONSTRAINT = re.compile(r"^(>=|<=|==|!=|>|<|=)?\s*([0-9][0-9A-Za-z.*]*)$")
+
+
+def unmet_virtual(packages: Iterable[conda.CondaPackage], have: Mapping[str, str | None]) -> str | None:
+    """The first `__cuda` / `__glibc` requirement of a locked package that `have` does not meet, as
+    "gpuenv-accel needs __cuda >=12.4, this machine has 12.1"; None when all are met."""
+    for package in packages:
+        for line in package.depends:
+            name, _, spec = line.strip().partition(" ")
+            if name not in ("__cuda", "__glibc"):
+                continue
+            value = have.get(name)
+            if value is None:
+                return f"{package.name} {package.version} ({package.build}) needs {name} {spec}".rstrip() + f", and there is no {name} here"
+            if spec and not all(_meets(value, part.strip()) for part in spec.split(",")):
+                return f"{package.name} {package.version} ({package.build}) needs {name} {spec}, and this has {value}"
+    return None
+
+
+def _meets(value: str, constraint: str) -> bool:
+    match = _CONSTRAINT.match(constraint)
+    if not match:
+        return True  # a form gpuenv does not read: the solver accepted it for the stack
+    op, version = match.group(1) or "==", match.group(2)
+    try:
+        have = Version(value)
+        if version.endswith(".*") or (op in ("=", "==") and "*" in version):
+            prefix = version.rstrip("*").rstrip(".").split(".")
+            return value.split(".")[: len(prefix)] == prefix
+        want = Version(version)
+    except InvalidVersion:
+        return True
+    return {">=": have >= want, "<=": have <= want, ">": have > want, "<": have < want, "!=": have != want}.get(op, have == want)
+
+
+# ---------------------------------------------------------------- installing
+
+
+def install(lock_path: Path, *, into: Path, final_prefix: Path, platform: str, have: Mapping[str, str | None], target: str,
+            mirrors: Mapping[str, str] | None = None, wheelhouse: Path | None = None, offline: bool = False,
+            cache: Path, say: Say, output: Say) -> None:
+    """Install the `platform` part of a conda-lock.yml into `into`, for use at `final_prefix`.
+
+    `have`: the target's `__cuda` / `__glibc` (`target` names it in the refusal: "this host", "the
+    base image"). `cache`: where packages are downloaded (removed by the caller).
+    """
+    environment = read_lock(lock_path, platform)
+    problem = unmet_virtual(environment.conda, have)
+    if problem:
+        raise BadInput(f"{lock_path.name} cannot run on {target}: {problem}",
+                       fix="install where the driver (or base image) meets it, or lock the stack for this machine's CUDA (--cuda)")
+    if not any(p.name == "python" for p in environment.conda):
+        raise DataError(f"{lock_path}: no python for {platform}", fix="relock: invoke lock --force")
+    say(f"fetching {len(environment.conda)} conda packages, each checked against the lock's sha256")
+    archives = conda.fetch_verified(environment.conda, cache, mirrors=mirrors, say=output)
+    conda.link(archives, into, final_prefix=final_prefix, platform=platform, say=say)
+    if environment.pip:
+        say(f"installing {len(environment.pip)} pip packages with uv, every hash required")
+        requirements = cache / "pip-requirements.txt"
+        requirements.write_text(pip_requirements(environment.pip, wheelhouse), encoding="utf-8")
+        cmd = [lockers.uv_binary(), "pip", "install", "--python", str(into / "bin" / "python"), "--require-hashes", "--no-deps",
+               "--no-config", "--compile-bytecode", "--link-mode", "copy", "-r", str(requirements)]
+        if offline:
+            cmd += ["--offline", "--no-index"]
+        lockers.run_installer(cmd, on_line=output, tool="uv pip install", env={"UV_CACHE_DIR": str(cache / "uv")})
+
+
+def pip_requirements(pins: Iterable[PipPin], wheelhouse: Path | None) -> str:
+    """Direct-URL requirements with their hashes; a wheel that the wheelhouse holds comes from there."""
+    lines = []
+    for pin in pins:
+        file_name = urllib.parse.unquote(pin.url.rsplit("/", 1)[-1])
+        local = wheelhouse / file_name if wheelhouse is not None else None
+        url = local.resolve().as_uri() if local is not None and local.is_file() else pin.url
+        lines.append(f"{pin.name} @ {url} --hash=sha256:{pin.sha256}\n")
+    return "".join(lines)
