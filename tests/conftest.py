@@ -42,3 +42,31 @@ def cpu_stack():
     from gpuenv.compat.resolve import Request, resolve_stack
 
     return resolve_stack(Request(cuda="cpu", framework="torch", torch="2.13.0", python="3.11"))
+
+
+@pytest.fixture(scope="session")
+def conda_channel() -> Path:
+    """The real local conda channel (tests/condachannel): built with py-rattler-build from its
+    recipes on first use, then reused by their hash (GPUENV_TEST_CACHE, else ~/.cache/gpuenv-tests)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpuenv_test_condachannel", ROOT / "tests" / "condachannel" / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    return module.build_channel()
+
+
+@pytest.fixture(scope="session")
+def standin_wheels(tmp_path_factory) -> Path:
+    """A wheelhouse with STAND-IN torch 2.13.0+cpu and 2.5.1+cu121 wheels (tests/condachannel/build.py: standin_wheel)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpuenv_test_condachannel", ROOT / "tests" / "condachannel" / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    folder = tmp_path_factory.mktemp("standin-wheels")
+    module.standin_wheel(folder, "torch", "2.13.0+cpu")
+    module.standin_wheel(folder, "torch", "2.5.1+cu121")
+    return folder

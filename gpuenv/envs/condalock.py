@@ -229,7 +229,7 @@ def install(lock_path: Path, *, into: Path, final_prefix: Path, platform: str, h
                "--no-config", "--compile-bytecode", "--link-mode", "copy", "-r", str(requirements)]
         if offline:
             cmd += ["--offline", "--no-index"]
-        lockers.run_installer(cmd, on_line=output, tool="uv pip install", env={"UV_CACHE_DIR": str(cache / "uv")})
+        lockers.run_installer(cmd, on_line=output, tool="uv pip install")
 
 
 def pip_requirements(pins: Iterable[PipPin], wheelhouse: Path | None) -> str:
@@ -241,3 +241,20 @@ def pip_requirements(pins: Iterable[PipPin], wheelhouse: Path | None) -> str:
         url = local.resolve().as_uri() if local is not None and local.is_file() else pin.url
         lines.append(f"{pin.name} @ {url} --hash=sha256:{pin.sha256}\n")
     return "".join(lines)
+
+
+def retarget_scripts(into: Path, final_prefix: Path) -> None:
+    """Scripts uv wrote into `into/bin` name `into`'s Python; make them name the final path's.
+
+    uv installs the pip part with the folder's own interpreter, which is not yet at its final place
+    (a build folder renamed into place, or a staging folder copied into an image).
+    """
+    old, new = f"#!{into}/bin/".encode(), f"#!{final_prefix}/bin/".encode()
+    for script in (into / "bin").iterdir():
+        if script.is_symlink() or not script.is_file():
+            continue
+        with open(script, "rb") as handle:
+            head = handle.read(len(old))
+        if head == old:
+            data = script.read_bytes()
+            script.write_bytes(new + data[len(old):])

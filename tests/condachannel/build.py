@@ -84,6 +84,27 @@ def build_channel(root: Path | None = None) -> Path:
     return channel
 
 
+def standin_wheel(folder: Path, name: str, version: str) -> Path:
+    """A STAND-IN wheel: a pure-Python package of `name` and `version` with nothing in it but a
+    module that says so. Stands for the framework wheel (torch) where installing the real one
+    (hundreds of MB) would only test uv's unzip speed."""
+    import zipfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    dist = f"{name}-{version}.dist-info"
+    path = folder / f"{name}-{version}-py3-none-manylinux_2_17_x86_64.whl"
+    files = {
+        f"{name}/__init__.py": f"__version__ = {version!r}\nSTANDIN = True\n",
+        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: gpuenv-tests\nRoot-Is-Purelib: true\nTag: py3-none-manylinux_2_17_x86_64\n",
+    }
+    record = "".join(f"{n},,\n" for n in files) + f"{dist}/RECORD,,\n"
+    with zipfile.ZipFile(path, "w") as archive:
+        for member, text in {**files, f"{dist}/RECORD": record}.items():
+            archive.writestr(zipfile.ZipInfo(member, (1980, 1, 1, 0, 0, 0)), text)
+    return path
+
+
 def _build_into(out: Path) -> None:
     import rattler_build
 
