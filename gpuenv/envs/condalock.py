@@ -226,10 +226,24 @@ def install(lock_path: Path, *, into: Path, final_prefix: Path, platform: str, h
         requirements = cache / "pip-requirements.txt"
         requirements.write_text(pip_requirements(environment.pip, wheelhouse), encoding="utf-8")
         cmd = [lockers.uv_binary(), "pip", "install", "--python", str(into / "bin" / "python"), "--require-hashes", "--no-deps",
-               "--no-config", "--compile-bytecode", "--link-mode", "copy", "-r", str(requirements)]
+               "--no-config", "--link-mode", "copy", "-r", str(requirements)]
         if offline:
             cmd += ["--offline", "--no-index"]
         lockers.run_installer(cmd, on_line=output, tool="uv pip install")
+        say("compiling the bytecode for the final path")
+        compile_bytecode(into, final_prefix, output)
+
+
+def compile_bytecode(into: Path, final_prefix: Path, output: Say) -> None:
+    """The pip part's .pyc files, named for the final path (tracebacks show it) and hash-checked,
+    so the same lock gives the same bytes wherever it was staged. The .pyc files stay: a non-root
+    user cannot write them at run time."""
+    site = sorted(into.glob("lib/python3*/site-packages"))
+    if not site:
+        raise DataError(f"no lib/python3.*/site-packages in {into}", fix="the lock's python package made no environment")
+    cmd = [str(into / "bin" / "python"), "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "checked-hash",
+           "-s", str(into), "-p", str(final_prefix), str(site[0])]
+    lockers.run_installer(cmd, on_line=output, tool="python -m compileall")
 
 
 def pip_requirements(pins: Iterable[PipPin], wheelhouse: Path | None) -> str:
@@ -247,14 +261,61 @@ def retarget_scripts(into: Path, final_prefix: Path) -> None:
     """Scripts uv wrote into `into/bin` name `into`'s Python; make them name the final path's.
 
     uv installs the pip part with the folder's own interpreter, which is not yet at its final place
-    (a build folder renamed into place, or a staging folder copied into an image).
+    (a build folder renamed into place, or a staging folder copied into an image). Both of uv's
+    forms are rewritten: `#!INTO/bin/python` and the /bin/sh trampoline for long paths.
     """
-    old, new = f"#!{into}/bin/".encode(), f"#!{final_prefix}/bin/".encode()
+    old, new = str(into).encode(), str(final_prefix).encode()
     for script in (into / "bin").iterdir():
-        if script.is_symlink() or not script.is_file():
+        if script.is_symlink() or not script.is_file() or script.stat().st_size > 64 * 1024:
             continue
-        with open(script, "rb") as handle:
-            head = handle.read(len(old))
-        if head == old:
-            data = script.read_bytes()
-            script.write_bytes(new + data[len(old):])
+        data = script.read_bytes()
+        if data.startswith(b"#!") and old in data and b"\0" not in data:
+            script.write_bytes(data.replace(old + b"/bin/", new + b"/bin/"))
+
+
+def make_reproducible(prefix: Path) -> None:
+    """Drop what differs between two installs of the same lock: the install time rattler writes into
+    conda-meta/history ("==> 2026-11-25 23:41:02 <=="), so the same lock gives the same image."""
+    history = prefix / "conda-meta" / "history"
+    if history.is_file():
+        lines = history.read_text(encoding="utf-8").splitlines(keepends=True)
+        history.write_text("".join(line for line in lines if not line.startswith("==>")), encoding="utf-8")
+
+
+#: Where the image's environment lives (docker/install-env.sh: ENV_DIR).
+IMAGE_ENV_DIR = Path("/opt/gpuenv/env")
+
+
+def stage_for_image(lock_path: Path, *, lock_sha256: str, platform: str, have: Mapping[str, str | None], target: str,
+                    mirrors: Mapping[str, str], wheelhouse: Path | None, offline: bool, cache_root: Path, say: Say) -> Path:
+    """The conda lock installed on the host for an image's /opt/gpuenv/env, kept in `cache_root`
+    by the lock's hash: the image build only copies it, so the base needs no installer and the
+    build no network. Installed at a fixed path (the temporary folder, by user and lock), since
+    an install writes its own path into some files (uv's RECORD, rattler's conda-meta): the same
+    lock then gives the same bytes, and so the same image."""
+    import shutil
+    import tempfile
+
+    staged = cache_root / f"{lock_sha256[:16]}-{platform}"
+    if (staged / "bin" / "python").exists():
+        say(f"the conda environment of lock {lock_sha256[:12]} is staged already: {staged}")
+        return staged
+    cache_root.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.gettempdir()) / f"gpuenv-stage-{os.getuid()}-{lock_sha256[:16]}-{platform}"
+    shutil.rmtree(work, ignore_errors=True)
+    try:
+        into = work / "env"
+        install(lock_path, into=into, final_prefix=IMAGE_ENV_DIR, platform=platform, have=have, target=target, mirrors=mirrors,
+                wheelhouse=wheelhouse, offline=offline, cache=work / "downloads", say=say, output=lambda _l: None)
+        retarget_scripts(into, IMAGE_ENV_DIR)
+        make_reproducible(into)
+        partial = Path(tempfile.mkdtemp(prefix=f".{staged.name}.", dir=cache_root))
+        try:  # into the cache whole or not at all (the cache may be on another file system)
+            shutil.copytree(into, partial / "env", symlinks=True)
+            if not staged.exists():
+                os.replace(partial / "env", staged)
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return staged

@@ -11,13 +11,13 @@ import io
 import json
 import re
 import tarfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Callable, Iterable
 
 from gpuenv import PROJECT_ROOT, VALIDATE_DIR, __version__
-from gpuenv.envs import lockdir
+from gpuenv.envs import conda, lockdir
 from gpuenv.errors import BadInput, DataError, GpuenvError
 from gpuenv.stack import Stack, stack_json
 
@@ -240,8 +240,9 @@ class BuildPlan:
     nocache: bool = False
     #: The wheelhouse holds every wheel of the lock: the install asks no index and the build has no network.
     no_index: bool = False
-    #: Installers the host supplies (uv, micromamba, a standalone Python); None: not gathered yet.
+    #: What the host supplies (uv, a standalone Python, a conda lock's environment); None: not gathered yet.
     tools: BuildTools | None = None
+    mirrors: dict[str, str] = field(default_factory=dict)  # conda channel URL -> mirror URL (team settings)
 
 
 def cuda_driver_floors(stack: Stack, matrix: Matrix | None = None) -> str:
@@ -306,6 +307,7 @@ def plan_build(
     validate_dir: Path = VALIDATE_DIR,
     offline: bool = False,
     arch: str | None = None,
+    mirrors: dict[str, str] | None = None,
 ) -> BuildPlan:
     """Check the user's paths and decide tags, build arguments and labels for one build.
 
@@ -342,6 +344,7 @@ def plan_build(
         validate_dir=Path(validate_dir),
         nocache=nocache,
         no_index=no_index,
+        mirrors=conda.check_mirrors(mirrors or {}),
     )
 
 
@@ -357,9 +360,9 @@ def _wheels_only(stack: Stack, lock: LockFile, wheelhouse: Path | None, offline:
 
     if offline and wheelhouse is None:
         raise BadInput("--offline needs --wheelhouse", fix="give the folder that holds every wheel of the lock (see the README's air-gapped recipe)")
-    if offline and lock.backend != "uv":
-        raise BadInput("--offline builds need a uv lock", fix="lock with --backend uv (conda packages come from a channel)")
-    if wheelhouse is None or lock.backend != "uv":
+    if lock.backend != "uv":
+        return offline  # a conda lock is installed on the host (its channel mirror, the wheelhouse) before the build
+    if wheelhouse is None:
         return False
     machine = arch or platform.machine()
     cover = wheels.lock_coverage(lock.path, wheelhouse, python=stack.python, arch=_WHEEL_ARCH.get(machine.lower(), machine))
@@ -393,8 +396,8 @@ def context_entries(plan: BuildPlan) -> list[tuple[str, Path | bytes | Tree]]:
     ]
     if plan.tools is not None:
         entries.append(("tools/uv", plan.tools.uv))
-        if plan.tools.micromamba is not None:
-            entries.append(("tools/micromamba", plan.tools.micromamba))
+        if plan.tools.conda_env is not None:
+            entries.append(("tools/conda-env", Tree(plan.tools.conda_env)))
         if plan.tools.python is not None:
             entries.append(("tools/python", Tree(plan.tools.python)))
     if plan.wheelhouse:
@@ -427,7 +430,7 @@ def write_context(plan: BuildPlan, out: IO[bytes]) -> None:
                 info.mode = 0o644
                 tar.addfile(_normalised(info), io.BytesIO(source))
             elif isinstance(source, Tree):
-                # A standalone Python: relocatable, with relative links (python3 -> python3.11).
+                # A standalone Python or a conda environment: their inner links stay links.
                 tar.add(str(source.root), arcname=name, recursive=True, filter=_normalised)
             else:
                 # Links are followed: a symlinked CA bundle (/etc/ssl/certs/ca-bundle.crt on RHEL)
@@ -529,15 +532,29 @@ def supply_tools(plan: BuildPlan, progress: Callable[[str], None] | None = None)
     engine.ensure_image(plan.base_image, progress=(lambda text: progress(text.rstrip())) if progress else None)
     needs_python = plan.lock.backend != "conda-lock"  # a conda lock brings its own Python
     has_python = not needs_python or engine.image_python(plan.base_image, plan.stack.python) is not None
+    arch = engine.architecture()
     tools = buildtools.gather(
         backend=plan.lock.backend,
         python=plan.stack.python,
-        arch=engine.architecture(),
+        arch=arch,
         base_has_python=has_python,
         ca_cert=plan.ca_cert,
         progress=progress,
     )
+    if plan.lock.backend == "conda-lock":
+        tools = replace(tools, conda_env=_stage_conda_env(plan, buildtools.CONDA_PLATFORMS[buildtools.normalise_arch(arch)], progress))
     return replace(plan, tools=tools)
+
+
+def _stage_conda_env(plan: BuildPlan, platform: str, progress: Callable[[str], None] | None) -> Path:
+    """The conda lock installed on the host for the image's prefix (gpuenv.envs.condalock.stage_for_image)."""
+    from gpuenv.envs import buildtools, condalock, spec
+
+    have = {"__cuda": None if plan.stack.is_cpu else plan.stack.cuda, "__glibc": spec.glibc_for(plan.stack)}
+    return condalock.stage_for_image(
+        plan.lock.path, lock_sha256=plan.lock.sha256, platform=platform, have=have, target=f"the base image {plan.base_image}",
+        mirrors=plan.mirrors, wheelhouse=plan.wheelhouse, offline=plan.no_index, cache_root=buildtools.cache_dir() / "conda-envs",
+        say=progress or (lambda _m: None))
 
 
 def build_stack_image(plan: BuildPlan, progress: Callable[[str], None] | None = None) -> BuildResult:
@@ -564,7 +581,7 @@ def build_stack_image(plan: BuildPlan, progress: Callable[[str], None] | None = 
             tags=plan.tags,
             buildargs=plan.buildargs,
             labels=plan.labels,
-            network_mode="none" if plan.no_index else None,
+            network_mode="none" if plan.no_index or plan.lock.backend == "conda-lock" else None,  # conda: staged on the host
             cache_tag=build_cache_tag(plan.stack, plan.lock.sha256),
             nocache=plan.nocache,
             progress=progress,
