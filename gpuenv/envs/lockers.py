@@ -1,8 +1,9 @@
-"""The one module that builds conda-lock and uv command lines and runs them.
+"""The one module that builds uv command lines and runs them (the conda solver and installer are
+py-rattler, in gpuenv.envs.conda).
 
 Command lines are built by pure functions (tested on their output); `run_*` execute them,
 capture the output, and turn a failure into a one-line `ToolError` (the solver's own reason,
-not a stack trace). conda-lock's Python parser is also only imported here.
+not a stack trace). conda-lock's spec parser is only imported here (its lockfile models: gpuenv.envs.condalock).
 """
 
 from __future__ import annotations
@@ -128,33 +129,6 @@ def uv_compile_command(
     return cmd
 
 
-def conda_lock_command(
-    *,
-    spec: Path,
-    lockfile: Path,
-    platforms: Sequence[str],
-    virtual_packages: Path,
-    mapping: Path,
-) -> list[str]:
-    """`conda-lock lock` of one spec into the unified lockfile, for the given platforms.
-
-    The virtual packages file sets `__cuda` (and `__glibc`) from the stack, so a GPU-less host
-    locks the CUDA builds; the local PyPI-to-conda mapping keeps the lock from downloading one.
-    """
-    cmd = [
-        sys.executable, "-m", "conda_lock", "lock",
-        "--file", str(spec),
-        "--lockfile", str(lockfile),
-        "--kind", "lock",
-        "--virtual-package-spec", str(virtual_packages),
-        "--pypi_to_conda_lookup_file", str(mapping),
-        "--log-level", "WARNING",
-    ]
-    for platform in platforms:
-        cmd += ["--platform", platform]
-    return cmd
-
-
 # ---------------------------------------------------------------- running
 
 
@@ -178,7 +152,7 @@ def tool_versions(backend: str) -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     versions: dict[str, str] = {}
-    names = ("conda-lock",) if backend == "conda-lock" else ("uv",)
+    names = ("py-rattler", "conda-lock", "uv") if backend == "conda-lock" else ("uv",)
     for name in names:
         try:
             versions[name] = version(name)
@@ -203,39 +177,6 @@ def run_uv_compile(cmd: list[str], *, cwd: Path) -> None:
             reason = causes[-1].strip() if causes else summarize_tool_output(output)
             raise IndexUnreachable(f"uv could not reach {url} ({reason})", url=url)
         raise ToolError(f"uv could not lock: {summarize_tool_output(output)}", fix="change the pins in the team file, or choose another stack")
-
-
-def channel_problem(channels: Sequence[str], timeout: float = 15) -> str | None:
-    """Why the first unreachable conda channel cannot be used, or None when all answer.
-
-    Checked before conda-lock runs: otherwise it spends minutes retrying (it first fetches a
-    conda executable from the same servers) before failing with a network traceback.
-    """
-    import urllib.error
-    import urllib.request
-
-    for channel in channels:
-        base = channel.rstrip("/") if "://" in channel else f"https://conda.anaconda.org/{channel}"
-        url = f"{base}/noarch/repodata.json"
-        try:
-            with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout):
-                pass
-        except urllib.error.HTTPError:
-            continue  # it answered
-        except (urllib.error.URLError, OSError) as err:
-            return f"the conda channel {base} is unreachable ({getattr(err, 'reason', err)})"
-    return None
-
-
-def run_conda_lock(cmd: list[str], *, cwd: Path) -> None:
-    """Run conda-lock; a failed solve becomes a one-line error with the solver's reason."""
-    done = _run(cmd, cwd=cwd, env=dict(os.environ), tool="conda-lock")
-    if done.returncode != 0:
-        output = done.stderr + done.stdout
-        raise ToolError(
-            f"conda-lock could not lock: {summarize_tool_output(output)}",
-            fix="check that the conda channel answers and the pins exist (or use --backend uv)",
-        )
 
 
 def _run(cmd: list[str], *, cwd: Path, env: dict[str, str], tool: str) -> subprocess.CompletedProcess[str]:
@@ -425,18 +366,6 @@ def uv_install_command(*, uv: str, prefix: Path, lock: Path, find_links: Path | 
     if offline:
         cmd += ["--no-index", "--offline"]
     return cmd
-
-
-def micromamba_create_command(*, micromamba: str, build_dir: Path, target: Path, lock: Path) -> list[str]:
-    """`micromamba create` from conda-lock's unified lockfile into `build_dir`, for use at `target`.
-
-    Conda packages write their prefix into files; --relocate-prefix makes them name the final
-    path while the files go to the folder that is renamed there afterwards.
-    """
-    return [
-        micromamba, "create", "--yes", "--prefix", str(build_dir), "--relocate-prefix", str(target),
-        "--file", str(lock),
-    ]
 
 
 def run_installer(cmd: list[str], *, on_line: Callable[[str], None], tool: str, env: dict[str, str] | None = None) -> None:

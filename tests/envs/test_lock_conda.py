@@ -177,3 +177,32 @@ def test_virtual_package_requirements_are_compared_as_versions(have, needs, unme
     name = needs.split(" ")[0]
     package = conda.CondaPackage("x", "1", "b", 0, "linux-64", "u", "0" * 64, "", (needs,), "")
     assert (condalock.unmet_virtual([package], {name: have}) is not None) is unmet
+
+
+def test_export_is_pinned_from_the_conda_lock_and_locks_again_as_a_received_file(cpu_lock, conda_channel, standin_wheels, tmp_path, monkeypatch):
+    from gpuenv.envs.export import export_environment
+
+    locked = {(p.manager, p.name, p.version, p.build) for p in read_conda_lock(cpu_lock.files)}
+    out = tmp_path / "environment.yml"
+    assert export_environment(TORCH_CPU, out, team_file=tmp_path / "team.yml").lock == cpu_lock.files
+    data = yaml.safe_load(out.read_text())
+    conda_pins = [d for d in data["dependencies"] if isinstance(d, str)]
+    assert {f"{n}={v}={b}" for m, n, v, b in locked if m == "conda"} == set(conda_pins)
+
+    # a colleague receives it and locks it (`invoke lock --file environment.yml`), here into another folder
+    monkeypatch.setenv("GPUENV_LOCKS_DIR", str(tmp_path / "colleague-locks"))
+    again = ensure_lock(TORCH_CPU, backend="conda-lock", wheelhouse=standin_wheels, env_file=out, mirrors=mirror_of(conda_channel))
+    assert {(p.manager, p.name, p.version, p.build) for p in read_conda_lock(again.files)} == locked
+
+
+def test_only_the_conda_engine_imports_rattler():
+    import ast
+
+    root = Path(__file__).resolve().parents[2] / "gpuenv"
+    users = set()
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if any(n == "rattler" or n.startswith("rattler.") for n in names):
+                users.add(path.relative_to(root).as_posix())
+    assert users == {"envs/conda.py"}

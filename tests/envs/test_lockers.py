@@ -46,18 +46,6 @@ def test_uv_python_platform_refuses_unknown():
         lockers.uv_python_platform("osx-arm64", "2.28")
 
 
-def test_conda_lock_command_sets_virtual_packages_mapping_and_platforms():
-    cmd = lockers.conda_lock_command(
-        spec=Path("env.yml"), lockfile=Path("conda-lock.yml"), platforms=["linux-64", "linux-aarch64"],
-        virtual_packages=Path("vp.yml"), mapping=Path("map.yaml"),
-    )
-    assert cmd[1:4] == ["-m", "conda_lock", "lock"]
-    assert option(cmd, "--virtual-package-spec") == ["vp.yml"]
-    assert option(cmd, "--pypi_to_conda_lookup_file") == ["map.yaml"]
-    assert option(cmd, "--platform") == ["linux-64", "linux-aarch64"]
-    assert option(cmd, "--file") == ["env.yml"] and option(cmd, "--lockfile") == ["conda-lock.yml"]
-
-
 def test_unreachable_index_is_found_in_uv_output():
     text = (OUTPUTS / "uv-unreachable.txt").read_text()
     assert lockers.unreachable_url(text) == "https://download.pytorch.org/whl/cpu/torch/"
