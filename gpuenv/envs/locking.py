@@ -421,7 +421,7 @@ def _uv_compile(work: Path, stack: Stack, plan: _Plan, platform: str, out: Path,
         requirements.write_text(lockers.uv_lock_project(plan.packages.pip, framework_index), encoding="utf-8")
     target = lockers.uv_python_platform(platform, spec.glibc_for(stack))
     sources = ", ".join([*(["wheelhouse " + str(plan.wheelhouse)] if plan.wheelhouse else []), *plan.extra_index_urls, "PyPI"])
-    say(f"locking the pip part with uv for Python {stack.python} on {target} from {sources}")
+    say(f"locking with uv for Python {stack.python} on {target} from {sources}")
     cmd = lockers.uv_compile_command(
         uv=lockers.uv_binary(), requirements=requirements, output=out, python=stack.python, python_platform=target,
         extra_index_urls=extra_index, find_links=plan.wheelhouse, pylock=pylock,
