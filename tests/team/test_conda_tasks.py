@@ -38,3 +38,36 @@ def test_a_mirror_setting_that_is_not_a_url_is_one_line_exit_2(tmp_path):
     line = proc.stderr.strip()
     assert "\n" not in line and "conda_mirrors" in line and "'conda-forge=/srv/mirror' is not CHANNEL=URL" in line
     assert not (tmp_path / "locks").exists()
+
+
+def test_a_conda_lock_installs_with_no_network_from_the_channel_mirror_and_a_wheelhouse(conda_channel, standin_wheels, tmp_path):
+    """Offline means offline: under `unshare -n`, the channel's file:// mirror and a wheelhouse of
+    every pip wheel of the lock are all the install has."""
+    import os
+    import shutil
+    import sys
+    import urllib.request
+
+    from gpuenv.envs import condalock
+
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode != 0:
+        pytest.skip("unshare -n is not available here (util-linux, and the right to make a network namespace)")
+    env = {"GPUENV_LOCKS_DIR": str(tmp_path / "locks"), "INVOKE_GPUENV_CONDA_MIRRORS": f"conda-forge={conda_channel.as_uri()}"}
+    lock = run_invoke("lock", *CPU_STACK_ARGS, "--backend", "conda-lock", "--wheelhouse", str(standin_wheels), env=env, timeout=600)
+    assert lock.returncode == 0, lock.stderr
+    # where the network is: every wheel of the lock into one folder
+    wheels = tmp_path / "wheelhouse"
+    shutil.copytree(standin_wheels, wheels)
+    lock_file = next((tmp_path / "locks").glob("*/conda-lock.yml"))
+    for pin in condalock.read_lock(lock_file, "linux-64").pip:
+        if pin.url.startswith("https://"):
+            urllib.request.urlretrieve(pin.url, wheels / urllib.request.unquote(pin.url.rsplit("/", 1)[-1]))
+    # the server: no network, an empty uv cache
+    cache = tmp_path / "empty-uv-cache"
+    prefix = tmp_path / "envs" / "offline"
+    done = subprocess.run(
+        ["unshare", "-n", sys.executable, "-m", "invoke", "install", *CPU_STACK_ARGS, "--prefix", str(prefix), "--wheelhouse", str(wheels), "--offline"],
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+        env={**os.environ, **env, "UV_CACHE_DIR": str(cache)}, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert (prefix / "bin" / "python").exists() and "Traceback" not in done.stderr
