@@ -26,7 +26,6 @@ or install into a failure.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -38,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from gpuenv.envs import lockdir
 from gpuenv.errors import BadInput, DataError, ToolError
 
 DEFAULT_CHANNEL_ALIAS = "https://conda.anaconda.org"
@@ -222,7 +222,7 @@ def fetch_verified(packages: Iterable[CondaPackage], into: Path, *, mirrors: Map
         if say:
             say(f"fetching {package.name} {package.version} ({package.build}) from {url}")
         _download(url, path, package.name)
-        got = _sha256(path)
+        got = lockdir.file_sha256(path)
         if got != package.sha256:
             path.unlink(missing_ok=True)
             raise DataError(f"{package.name} {package.version} from {url} has sha256 {got}, the lock says {package.sha256}",
@@ -280,14 +280,6 @@ def _download(url: str, path: Path, name: str) -> None:
         reason = getattr(err, "reason", None) or getattr(err, "strerror", None) or err
         raise ToolError(f"cannot download {name} from {url} ({reason})",
                         fix="check the network, or set a mirror of the channel (invoke.yaml gpuenv.conda_mirrors)") from None
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 # ---------------------------------------------------------------- the child process

@@ -104,3 +104,19 @@ def cpu_image(base_image, cpu_lock, cpu_stack, ca_bundle, locks_root):
     if not os.environ.get("GPUENV_TEST_KEEP_BUILD_CACHE"):
         # The install stage the build kept as gpuenv-cache/<stack>:<lock-hash>: kept only when asked, for fast reruns.
         dockercases.remove_build_cache(info.labels)
+
+
+BARE_BASE = os.environ.get("GPUENV_TEST_BARE_BASE_IMAGE", "gpuenv-test-base:bookworm-bare")
+
+
+@pytest.fixture(scope="session")
+def bare_base_image(docker_engine) -> str:
+    """debootstrap --variant=minbase with ca-certificates only, made once and kept by name."""
+    from gpuenv import engine
+
+    if engine.image_info(BARE_BASE) is None:
+        proc = subprocess.run([str(ROOT / "scripts" / "make-test-base-image.sh"), "--bare", BARE_BASE],
+                              capture_output=True, text=True, timeout=900)
+        if proc.returncode != 0:
+            pytest.skip(f"cannot make the bare base image {BARE_BASE}: {(proc.stderr or proc.stdout).strip()[-500:]}")
+    return BARE_BASE

@@ -15,28 +15,10 @@ import dockercases
 import pytest
 import yaml
 
-from imagecases import ROOT
-
 pytestmark = [pytest.mark.docker, pytest.mark.network]
 
-BARE_BASE = os.environ.get("GPUENV_TEST_BARE_BASE_IMAGE", "gpuenv-test-base:bookworm-bare")
-
-
-@pytest.fixture(scope="module")
-def bare_base(docker_engine) -> str:
-    import subprocess
-
-    from gpuenv import engine
-
-    if engine.image_info(BARE_BASE) is None:
-        proc = subprocess.run([str(ROOT / "scripts" / "make-test-base-image.sh"), "--bare", BARE_BASE], capture_output=True, text=True, timeout=900)
-        if proc.returncode != 0:
-            pytest.skip(f"cannot make the bare base image {BARE_BASE}: {(proc.stderr or proc.stdout).strip()[-500:]}")
-    return BARE_BASE
-
-
 def test_a_conda_image_on_the_bare_base_builds_offline_runs_its_entry_point_and_is_reproducible(
-    bare_base, conda_channel, standin_wheels, cpu_stack, tmp_path, monkeypatch
+    bare_base_image, conda_channel, standin_wheels, cpu_stack, tmp_path, monkeypatch
 ):
     from gpuenv import engine
     from gpuenv.envs.locking import ensure_lock
@@ -52,7 +34,7 @@ def test_a_conda_image_on_the_bare_base_builds_offline_runs_its_entry_point_and_
     try:
         for run in ("first", "second"):  # the second from an empty staging cache
             monkeypatch.setenv("GPUENV_CACHE_DIR", str(tmp_path / f"cache-{run}"))
-            plan = images.plan_build(cpu_stack, lock.directory, base_image=bare_base, wheelhouse=standin_wheels, mirrors=mirrors)
+            plan = images.plan_build(cpu_stack, lock.directory, base_image=bare_base_image, wheelhouse=standin_wheels, mirrors=mirrors)
             plan = dataclasses.replace(plan, tags=[f"gpuenv-test/conda-{os.getpid()}:{run}"])
             lines: list[str] = []
             result = images.build_stack_image(plan, progress=lines.append)
