@@ -1,8 +1,9 @@
 """The conda engine: py-rattler solves environments and installs conda packages. Nothing else in
 gpuenv imports rattler.
 
-Replaces the conda-lock program (which downloads conda-standalone or micromamba at run time) and
-micromamba: py-rattler is the solver and installer under pixi, on PyPI, with no binary download.
+Replaces the conda-lock program (which downloads a conda installer binary at run time) and the
+installer binary images used to download: py-rattler is the solver and installer under pixi, on
+PyPI, with no binary download.
 
 - `solve`: the conda part of a spec for one platform, against the channels (through their
   mirrors), with the stack's virtual packages (`__cuda`, `__glibc`, `__linux`, `__unix`), so a

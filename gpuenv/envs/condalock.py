@@ -1,9 +1,9 @@
-"""A stack's conda-lock.yml, made and installed without the conda-lock program or micromamba.
+"""A stack's conda-lock.yml, made and installed without the conda-lock program or an installer binary.
 
 Lock: the conda part of the spec is solved per platform by gpuenv.envs.conda (py-rattler) with the
 stack's virtual packages; the pip part is locked by uv for the same platform, with hashes (so an
 aarch64 lock holds aarch64 wheels); both go into conda-lock's unified lockfile, written through
-conda-lock's own models, so `conda-lock install`, micromamba and pixi users read it.
+conda-lock's own models, so `conda-lock install` and pixi users read it.
 
 Install: every conda package of the host's platform is fetched and checked against its sha256,
 linked into a folder for its final path (the folder may be a build folder beside a prefix, or a

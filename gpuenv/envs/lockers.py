@@ -26,7 +26,6 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 #: Lines of solver output that carry the reason, in the order they are looked for.
 _UV_ERROR = re.compile(r"^error: (.*)")
 _UV_CAUSE = re.compile(r"^\s*(?:cause|Caused by|╰─▶): (.*)|^\s*╰─▶ (.*)")
-_SOLVER_LINE = re.compile(r"(Could not solve for environment specs.*|nothing provides .*|The following packages are incompatible.*)")
 _PY_EXCEPTION = re.compile(r"^(?:\w+\.)*(\w*(?:Error|Exception|Unsatisfiable\w*|NotFound\w*): .+)$")
 
 
@@ -201,15 +200,13 @@ def summarize_tool_output(output: str, limit: int = 400) -> str:
     """The solver's reason in one line, never the trace.
 
     uv: its `error:` line, the first cause (the resolver's explanation) and the last (the root
-    cause). conda-lock: the solver's problem lines, and the last Python exception line of a
-    traceback. Else the last line printed.
+    cause). A Python program: the last exception line of a traceback. Else the last line printed.
     """
     lines = [_ANSI.sub("", line).rstrip() for line in output.splitlines() if line.strip()]
     picked: list[str] = []
     errors = [m.group(1) for m in map(_UV_ERROR.match, lines) if m]
     causes = [next(g for g in m.groups() if g) for m in map(_UV_CAUSE.match, lines) if m]
     picked += errors[:1] + causes[:1] + causes[-1:]
-    picked += [m.group(1) for m in map(_SOLVER_LINE.search, lines) if m]
     exceptions = [m.group(1) for m in map(_PY_EXCEPTION.match, lines) if m]
     picked += exceptions[-1:]
     picked = list(dict.fromkeys(p.strip() for p in picked if p.strip())) or lines[-1:] or ["no output"]

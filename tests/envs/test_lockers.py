@@ -58,15 +58,6 @@ def test_uv_resolution_failure_in_one_line():
     assert line.startswith("No solution found when resolving dependencies; Because there is no version of numpy==0.0.1")
 
 
-def test_conda_lock_traceback_in_one_line_keeps_the_reason_drops_the_trace():
-    output = (OUTPUTS / "conda-lock-no-channel.txt").read_text()
-    assert "Traceback" in output
-    line = lockers.summarize_tool_output(output)
-    assert "\n" not in line and "Traceback" not in line and 'File "' not in line
-    assert "api.anaconda.org" in line
-    assert len(line) <= 400
-
-
 def test_a_long_disk_full_line_keeps_the_root_cause_whole():
     """uv's disk-full output (recorded on a 1 MiB tmpfs) names two long paths before the reason:
     the one line cuts the front, never "No space left on device"."""

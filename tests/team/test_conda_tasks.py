@@ -25,7 +25,6 @@ def test_lock_relock_and_install_a_conda_lock_from_the_teams_mirror(conda_channe
     prefix = tmp_path / "envs" / "torch-cpu"
     done = run_invoke("install", *CPU_STACK_ARGS, "--prefix", str(prefix), "--wheelhouse", str(standin_wheels), env=env, timeout=900)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
-    assert "micromamba" not in done.stdout + done.stderr
     probe = subprocess.run([prefix / "bin" / "python", "-c", "import torch, validate; print(torch.__version__)"],
                            capture_output=True, text=True, timeout=120)
     assert probe.stdout == "2.13.0+cpu\n", probe.stderr
