@@ -126,7 +126,8 @@ def solve(
     *, channels: Sequence[str], specs: Sequence[str], platform: str, virtual: Sequence[str],
     mirrors: Mapping[str, str] | None = None, cache_dir: Path | None = None,
 ) -> list[CondaPackage]:
-    """The packages that satisfy `specs` on `platform`, highest versions first, from `channels`.
+    """The packages that satisfy `specs` on `platform` from `channels` (the solver prefers the highest
+    versions and build numbers), sorted by name.
 
     An unknown package, a conflict or an unreachable channel is a ToolError naming it and the
     channels asked.
@@ -148,7 +149,7 @@ def solve(
             raise ToolError(f"cannot read the conda channel {where}: {text}",
                             fix="check the channel URL and the network, or set a mirror of it (invoke.yaml gpuenv.conda_mirrors)")
         if kind == "spec":
-            raise BadInput(f"{text}", fix="write conda specs as name, name=1.2 or name>=1.2")
+            raise BadInput(f"a conda spec of the environment cannot be read: {text}", fix="write conda specs as name, name=1.2 or name>=1.2")
         raise ToolError(f"the conda solve for {platform} failed against {where}: {text}",
                         fix="check the package names and pins of the environment's conda part (each must exist in those channels)")
     return [

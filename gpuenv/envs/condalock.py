@@ -127,7 +127,7 @@ def read_lock(path: Path, platform: str) -> LockedEnvironment:
         if dep.manager == "conda":
             if not dep.hash.sha256:
                 raise DataError(f"{path}: {dep.name} has no sha256", fix="relock: invoke lock --force")
-            conda_part.append(conda.CondaPackage(
+            conda_part.append(conda.CondaPackage(  # build_number and channel: not in conda-lock.yml, not needed to install
                 name=dep.name, version=dep.version, build=dep.build or "", build_number=0, subdir=dep.url.rsplit("/", 2)[-2],
                 url=dep.url, sha256=dep.hash.sha256, md5=dep.hash.md5 or "",
                 depends=tuple(f"{k} {v}".strip() if v != "*" else k for k, v in dep.dependencies.items()), channel="",

@@ -206,3 +206,15 @@ def test_only_the_conda_engine_imports_rattler():
             if any(n == "rattler" or n.startswith("rattler.") for n in names):
                 users.add(path.relative_to(root).as_posix())
     assert users == {"envs/conda.py"}
+
+
+def test_the_teams_channels_replace_the_environments_and_enter_the_input_hash(conda_channel, standin_wheels, locks_dir, pypi, tmp_path):
+    from gpuenv.envs.locking import plan_lock
+
+    default = plan_lock(TORCH_CPU, backend="conda-lock", wheelhouse=standin_wheels)
+    own = plan_lock(TORCH_CPU, backend="conda-lock", wheelhouse=standin_wheels, conda_channels=[conda_channel.as_uri()])
+    assert default.channels == ("conda-forge",) and own.channels == (conda_channel.as_uri(),)
+    assert default.input_hash() != own.input_hash()
+    result = ensure_lock(TORCH_CPU, backend="conda-lock", wheelhouse=standin_wheels, conda_channels=[conda_channel.as_uri()])
+    urls = {p.url for p in condalock.read_lock(result.files, "linux-64").conda}
+    assert urls and all(u.startswith(conda_channel.as_uri() + "/") for u in urls)
