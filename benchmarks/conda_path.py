@@ -75,9 +75,10 @@ def main() -> int:
             plan = installer.plan_install(stack, lock.directory, tmp / "envs" / run, wheelhouse=wheels, mirrors=mirrors)
             timed(label, lambda: installer.install(plan, say=lambda _m: None, output=lambda _m: None))
         if args.image:
-            from gpuenv import engine
+            from gpuenv.engine import Engine
             from gpuenv.images import plan as images
 
+            engine = Engine.local()
             built = []
             for label in ("image build (cold: staging and build)", "image build (warm: staged, cached)"):
                 plan = images.plan_build(stack, lock.directory, base_image=args.base_image, wheelhouse=wheels, mirrors=mirrors)

@@ -112,9 +112,9 @@ BARE_BASE = os.environ.get("GPUENV_TEST_BARE_BASE_IMAGE", "gpuenv-test-base:book
 @pytest.fixture(scope="session")
 def bare_base_image(docker_engine) -> str:
     """debootstrap --variant=minbase with ca-certificates only, made once and kept by name."""
-    from gpuenv import engine
+    from gpuenv.engine import Engine
 
-    if engine.image_info(BARE_BASE) is None:
+    if Engine.local().image_info(BARE_BASE) is None:
         proc = subprocess.run([str(ROOT / "scripts" / "make-test-base-image.sh"), "--bare", BARE_BASE],
                               capture_output=True, text=True, timeout=900)
         if proc.returncode != 0:

@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.network]
 def test_a_conda_image_on_the_bare_base_builds_offline_runs_its_entry_point_and_is_reproducible(
     bare_base_image, conda_channel, standin_wheels, cpu_stack, tmp_path, monkeypatch
 ):
-    from gpuenv import engine
+    from gpuenv.engine import Engine
     from gpuenv.envs.locking import ensure_lock
     from gpuenv.images import plan as images
 
@@ -29,6 +29,7 @@ def test_a_conda_image_on_the_bare_base_builds_offline_runs_its_entry_point_and_
     team.write_text(yaml.safe_dump({"conda": ["gpuenv-probe", "gpuenv-hello"], "pip": []}))
     mirrors = {"conda-forge": conda_channel.as_uri()}
     lock = ensure_lock(cpu_stack, backend="conda-lock", wheelhouse=standin_wheels, team_file=team, mirrors=mirrors)
+    engine = Engine.local()
 
     built = []
     try:
