@@ -24,8 +24,9 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from packaging.version import InvalidVersion, Version
 
-from gpuenv.envs import conda, lockers
+from gpuenv.envs import conda, lockers, spec
 from gpuenv.errors import BadInput, DataError, ToolError
+from gpuenv.stack import Stack
 
 CONDA_LOCK_FILE = lockers.CONDA_LOCK_FILE
 Say = Callable[[str], None]
@@ -286,16 +287,18 @@ def make_reproducible(prefix: Path) -> None:
 IMAGE_ENV_DIR = Path("/opt/gpuenv/env")
 
 
-def stage_for_image(lock_path: Path, *, lock_sha256: str, platform: str, have: Mapping[str, str | None], target: str,
+def stage_for_image(lock_path: Path, *, stack: Stack, lock_sha256: str, platform: str, target: str,
                     mirrors: Mapping[str, str], wheelhouse: Path | None, offline: bool, cache_root: Path, say: Say) -> Path:
     """The conda lock installed on the host for an image's /opt/gpuenv/env, kept in `cache_root`
     by the lock's hash: the image build only copies it, so the base needs no installer and the
     build no network. Installed at a fixed path (the temporary folder, by user and lock), since
     an install writes its own path into some files (uv's RECORD, rattler's conda-meta): the same
-    lock then gives the same bytes, and so the same image."""
+    lock then gives the same bytes, and so the same image. The image's `__cuda` is the stack's CUDA,
+    its `__glibc` the stack's base image's (the driver is checked when the container starts)."""
     import shutil
     import tempfile
 
+    have = {"__cuda": None if stack.is_cpu else stack.cuda, "__glibc": spec.glibc_for(stack)}
     staged = cache_root / f"{lock_sha256[:16]}-{platform}"
     if (staged / "bin" / "python").exists():
         say(f"the conda environment of lock {lock_sha256[:12]} is staged already: {staged}")

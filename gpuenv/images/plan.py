@@ -541,20 +541,14 @@ def supply_tools(plan: BuildPlan, progress: Callable[[str], None] | None = None)
         ca_cert=plan.ca_cert,
         progress=progress,
     )
-    if plan.lock.backend == "conda-lock":
-        tools = replace(tools, conda_env=_stage_conda_env(plan, buildtools.CONDA_PLATFORMS[buildtools.normalise_arch(arch)], progress))
+    if plan.lock.backend == "conda-lock":  # the environment itself, installed on the host for the image
+        from gpuenv.envs import condalock
+
+        tools = replace(tools, conda_env=condalock.stage_for_image(
+            plan.lock.path, stack=plan.stack, lock_sha256=plan.lock.sha256, platform=buildtools.CONDA_PLATFORMS[buildtools.normalise_arch(arch)],
+            target=f"the base image {plan.base_image}", mirrors=plan.mirrors, wheelhouse=plan.wheelhouse, offline=plan.no_index,
+            cache_root=buildtools.cache_dir() / "conda-envs", say=progress or (lambda _m: None)))
     return replace(plan, tools=tools)
-
-
-def _stage_conda_env(plan: BuildPlan, platform: str, progress: Callable[[str], None] | None) -> Path:
-    """The conda lock installed on the host for the image's prefix (gpuenv.envs.condalock.stage_for_image)."""
-    from gpuenv.envs import buildtools, condalock, spec
-
-    have = {"__cuda": None if plan.stack.is_cpu else plan.stack.cuda, "__glibc": spec.glibc_for(plan.stack)}
-    return condalock.stage_for_image(
-        plan.lock.path, lock_sha256=plan.lock.sha256, platform=platform, have=have, target=f"the base image {plan.base_image}",
-        mirrors=plan.mirrors, wheelhouse=plan.wheelhouse, offline=plan.no_index, cache_root=buildtools.cache_dir() / "conda-envs",
-        say=progress or (lambda _m: None))
 
 
 def build_stack_image(plan: BuildPlan, progress: Callable[[str], None] | None = None) -> BuildResult:
