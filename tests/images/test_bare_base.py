@@ -10,14 +10,12 @@ builds anything, with one line naming the Python download and the setting that p
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 
 import dockercases
 import pytest
 
-from imagecases import CPU_STACK_ARGS, ROOT, WHEELHOUSE, run_task
+from imagecases import CPU_STACK_ARGS, WHEELHOUSE, run_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.network]
 
