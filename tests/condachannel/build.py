@@ -41,11 +41,24 @@ def python_home() -> tuple[Path, str]:
 
 
 def pip_wheel() -> Path:
+    """pip's wheel as this Python carries it: ensurepip's bundled one, or Debian's python3-pip-whl."""
     home, _ = python_home()
-    found = sorted((home / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "ensurepip" / "_bundled").glob("pip-*.whl"))
+    bundled = home / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "ensurepip" / "_bundled"
+    found = sorted(bundled.glob("pip-*.whl")) or sorted(Path("/usr/share/python-wheels").glob("pip-*.whl"))
     if not found:
-        raise FileNotFoundError(f"no bundled pip wheel under {home} (ensurepip)")
+        raise FileNotFoundError(f"no pip wheel on this machine (not in {bundled}, nor /usr/share/python-wheels: Debian package python3-pip-whl)")
     return found[-1]
+
+
+def standin_problem() -> str | None:
+    """Why this machine cannot build the test channel (an outside cause), or None."""
+    if shutil.which("cc") is None:
+        return "no C compiler (cc) on this machine: the test channel's compiled package needs one (Debian package gcc)"
+    try:
+        pip_wheel()
+    except FileNotFoundError as err:
+        return str(err)
+    return None
 
 
 def recipes_hash() -> str:
