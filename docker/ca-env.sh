@@ -9,10 +9,6 @@
 _gpuenv_ca=${1:?usage: . ca-env.sh CA_BUNDLE}
 export SSL_CERT_FILE="$_gpuenv_ca"       # uv (and OpenSSL-based tools, Python's ssl module)
 export REQUESTS_CA_BUNDLE="$_gpuenv_ca"  # requests, pip's vendored requests
-export PIP_CERT="$_gpuenv_ca"            # pip, also when micromamba runs it for a lock's pip entries
+export PIP_CERT="$_gpuenv_ca"            # pip
 export CURL_CA_BUNDLE="$_gpuenv_ca"      # curl
-# micromamba ignores REQUESTS_CA_BUNDLE (mamba-org/mamba#2650): its own ssl_verify setting takes
-# a bundle path, and cacert_path names the bundle too.
-export MAMBA_SSL_VERIFY="$_gpuenv_ca"
-export MAMBA_CACERT_PATH="$_gpuenv_ca"
 unset _gpuenv_ca

@@ -7,8 +7,9 @@
 # (optional extra CA bundle, may be empty) and wheels/ (optional local wheelhouse, may be empty).
 # Nothing is downloaded here but the lock's packages: real base images (nvidia/cuda, ubuntu) have
 # no curl, wget or python3, so the host supplies every installer (gpuenv/envs/buildtools.py):
-#   conda-lock.yml        -> tools/micromamba (pinned, verified on the host) creates the prefix,
-#                            the lock's pip entries included, each with its hash
+#   conda-lock.yml        -> tools/conda-env: the environment the host installed for this prefix
+#                            (py-rattler, every package checked against the lock's sha256), moved
+#                            into place; nothing is fetched
 #   requirements.lock.txt -> a venv on the base's python3 of the stack's X.Y, or on the
 #                            standalone CPython in tools/python; tools/uv installs the lock with
 #                            every hash required
@@ -27,8 +28,7 @@ trap 'rm -rf "$SCRATCH"' EXIT
 say() { echo "gpuenv-install: $*"; }
 die() { echo "gpuenv-install: error: $*" >&2; exit 1; }
 
-# A CA bundle for corporate proxies, for every downloader of this RUN (micromamba included,
-# which ignores REQUESTS_CA_BUNDLE). It lives in BUILD_DIR, which the Dockerfile removes in the
+# A CA bundle for corporate proxies, for every downloader of this RUN. It lives in BUILD_DIR, which the Dockerfile removes in the
 # same RUN and never copies to the final stage.
 if [ -s "$CA" ]; then
     say "using the extra CA bundle for HTTPS"
@@ -50,17 +50,9 @@ if [ -f "$WHEELS/.no-index" ]; then
 fi
 
 install_conda_lock() {
-    [ -x "$TOOLS/micromamba" ] || die "tools/micromamba is missing from the build context (gpuenv supplies it for conda locks)"
-    say "micromamba $("$TOOLS/micromamba" --version) (supplied by the host)"
-    export MAMBA_ROOT_PREFIX=$SCRATCH/mamba-root
-    if [ ${#find_links[@]} -gt 0 ]; then
-        export PIP_FIND_LINKS=$WHEELS
-    fi
-    # micromamba reads conda-lock's unified lockfile (name must end in -lock.yml) for the
-    # platform it runs on, conda and pip entries alike, each with its hash.
-    "$TOOLS/micromamba" create --yes --prefix "$ENV_DIR" --file "$LOCK_DIR/conda-lock.yml"
-    "$TOOLS/micromamba" clean --all --yes
-    rm -rf "$ENV_DIR/pkgs" "$MAMBA_ROOT_PREFIX"
+    [ -x "$TOOLS/conda-env/bin/python" ] || die "tools/conda-env is missing from the build context (gpuenv installs conda locks on the host)"
+    say "the conda environment installed on the host for $ENV_DIR"
+    mv "$TOOLS/conda-env" "$ENV_DIR"
 }
 
 # The base image's python of the stack's X.Y that can make a venv, if any.

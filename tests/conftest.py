@@ -42,3 +42,35 @@ def cpu_stack():
     from gpuenv.compat.resolve import Request, resolve_stack
 
     return resolve_stack(Request(cuda="cpu", framework="torch", torch="2.13.0", python="3.11"))
+
+
+def _condachannel():
+    """tests/condachannel/build.py, loaded by path (tests/ is not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpuenv_test_condachannel", ROOT / "tests" / "condachannel" / "build.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def conda_channel() -> Path:
+    """The real local conda channel (tests/condachannel): built with py-rattler-build from its
+    recipes on first use, then reused by their hash (GPUENV_TEST_CACHE, else ~/.cache/gpuenv-tests)."""
+    module = _condachannel()
+    why = module.standin_problem()
+    if why:
+        pytest.skip(why)
+    return module.build_channel()
+
+
+@pytest.fixture(scope="session")
+def standin_wheels(tmp_path_factory) -> Path:
+    """A wheelhouse with STAND-IN torch 2.13.0+cpu and 2.5.1+cu121 wheels (tests/condachannel/build.py: standin_wheel)."""
+    module = _condachannel()
+    folder = tmp_path_factory.mktemp("standin-wheels")
+    module.standin_wheel(folder, "torch", "2.13.0+cpu")
+    module.standin_wheel(folder, "torch", "2.5.1+cu121")
+    return folder

@@ -39,6 +39,8 @@ DEFAULTS: dict[str, Any] = {
     "wheelhouse": None,
     "strict_driver": None,
     "registry": None,
+    "conda_channels": None,
+    "conda_mirrors": None,
     "fleet": {
         "hosts": None,
         "parallel": None,
@@ -59,6 +61,8 @@ IMPLIED = {
     "wheelhouse": "none",
     "strict_driver": "false",
     "registry": "none",
+    "conda_channels": "the environment's channels (conda-forge)",
+    "conda_mirrors": "none",
     "fleet.hosts": "this host only",
     "fleet.parallel": "8",
     "fleet.outlier_floor": "0.9",
@@ -205,6 +209,9 @@ class Settings:
     wheelhouse: str | None = None
     strict_driver: bool = False
     registry: str | None = None
+    conda_channels: tuple[str, ...] = ()
+    #: CHANNEL=URL lines: a conda channel (name or URL) read from a mirror (file:// or http)
+    conda_mirrors: tuple[str, ...] = ()
     fleet: FleetSettings = field(default_factory=FleetSettings)
     origin: Mapping[str, str] = field(default_factory=dict, compare=False)
 
@@ -279,6 +286,8 @@ def settings_from(merged: Mapping[str, Any] | None, layers: Sequence[Layer]) -> 
         wheelhouse=checked("wheelhouse", folder_path),
         strict_driver=bool(checked("strict_driver", _bool)),
         registry=checked("registry", lambda _k, v: parse_registry(v)),
+        conda_channels=checked("conda_channels", _string_list) or (),
+        conda_mirrors=checked("conda_mirrors", _mirror_list) or (),
         fleet=FleetSettings(
             hosts=checked("fleet.hosts", _string_list) or (),
             parallel=checked("fleet.parallel", _positive_int),
@@ -389,6 +398,21 @@ def _string_list(key: str, value: Any) -> tuple[str, ...]:
     else:
         raise BadInput(f"{value!r} is not a list", fix=f"write it as a list: {key}: [a, b]")
     return tuple(dict.fromkeys(i.strip() for i in items if i.strip()))
+
+
+def _mirror_list(key: str, value: Any) -> tuple[str, ...]:
+    """CHANNEL=URL items: conda-forge=file:///srv/mirror/conda-forge (URL: file://, http:// or https://)."""
+    items = _string_list(key, value)
+    for item in items:
+        channel, _, url = item.partition("=")
+        if not channel.strip() or not url.strip().startswith(("file://", "http://", "https://")):
+            raise BadInput(f"{item!r} is not CHANNEL=URL", fix=f"write it as {key}: [conda-forge=file:///srv/mirrors/conda-forge]")
+    return items
+
+
+def mirror_map(items: Sequence[str]) -> dict[str, str]:
+    """The CHANNEL=URL items of gpuenv.conda_mirrors as a mapping."""
+    return {channel.strip(): url.strip() for channel, _, url in (item.partition("=") for item in items)}
 
 
 def _platforms(key: str, value: Any) -> tuple[str, ...]:

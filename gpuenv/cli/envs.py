@@ -5,15 +5,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuenv.cli.common import OUTPUT_HELP, STACK_HELP, is_dry, reporter, resolve, stack_options, stack_request, task, user_errors
+from gpuenv.cli.common import OUTPUT_HELP, STACK_HELP, is_dry, reporter, resolve, stack_options, stack_request, task, team_settings, user_errors
+from gpuenv.cli.config import mirror_map
 
 _LOCK_HELP = {
     **STACK_HELP,
     "platform": "conda platform to lock for: linux-64 (default: invoke.yaml gpuenv.platforms, else linux-64) or linux-aarch64; "
-    "repeat for several (GPU stacks with conda-lock: linux-64 only)",
-    "backend": "conda-lock (default: invoke.yaml gpuenv.backend, else conda-lock; needs a conda channel) or uv (pip-only, "
+    "repeat for several",
+    "backend": "conda-lock (default: invoke.yaml gpuenv.backend, else conda-lock; a conda-lock.yml solved by py-rattler, needs a conda "
+    "channel or its mirror, gpuenv.conda_mirrors) or uv (pip-only, "
     "with hashes; the default when a wheelhouse folder is given)",
-    "wheelhouse": "folder of .whl files searched before the indexes (uv backend; the same option `invoke build` takes), "
+    "wheelhouse": "folder of .whl files searched before the indexes (both backends; the same option `invoke build` takes), "
     "for air-gapped servers; only the framework releases, builds and Pythons it holds are considered, and when it holds "
     "the framework build, the framework's wheel index is not contacted (default: invoke.yaml gpuenv.wheelhouse)",
     "file": "lock this environment.yml (e.g. one received from a colleague) instead of the rendered spec; "
@@ -58,6 +60,7 @@ def lock(
 
     check_paths(wheelhouse=wheelhouse, file=file, team_file=team_file)
     request = stack_request(c, **stack_options(locals()), backend=backend, platforms=list(platform or []))
+    settings = team_settings(c)
     wheelhouse = request.wheelhouse
     report = reporter(verbose, quiet)
     stack = resolve(request)
@@ -68,7 +71,7 @@ def lock(
     with report:
         report.say(f"stack: {stack.stack_id}")
         if request.backend is None and wheelhouse:
-            report.say("backend: uv (--wheelhouse given: conda-lock cannot lock from a wheel folder)")
+            report.say("backend: uv (--wheelhouse given and no --backend)")
         result = ensure_lock(
             stack,
             backend=chosen_backend,
@@ -78,6 +81,8 @@ def lock(
             env_file=Path(file) if file else None,
             force=force,
             progress=report.phase,
+            conda_channels=settings.conda_channels,
+            mirrors=mirror_map(settings.conda_mirrors),
         )
     state = "unchanged" if result.skipped else "locked"
     report.result(f"{state}: {result.files} (backend {result.backend}, inputs {result.input_hash[:12]})")
@@ -167,7 +172,8 @@ def install(
         recorded = meta.wheelhouse if meta else None
         if recorded and Path(recorded).is_dir():
             wheels = Path(recorded)
-    plan = installer.plan_install(stack, lock_dir, prefix, wheelhouse=wheels, offline=offline)
+    plan = installer.plan_install(stack, lock_dir, prefix, wheelhouse=wheels, offline=offline,
+                                  mirrors=mirror_map(team_settings(c).conda_mirrors))
     plan = _no_index_when_complete(plan, offline)
     where = f"{plan.prefix}" + (f" (a link to {plan.folder})" if plan.folder != plan.prefix else "")
     if is_dry(c):

@@ -12,6 +12,7 @@ from gpuenv.cli.common import (
     OUTPUT_HELP, STACK_HELP, image_or_stack, is_dry, reporter, resolve, stack_options, stack_request, task, team_settings,
     user_errors,
 )
+from gpuenv.cli.config import mirror_map
 
 _BUILD_HELP = {
     **STACK_HELP,
@@ -98,8 +99,10 @@ def build(
 
         raise BadInput(f"--offline: there is no lock in {lock_dir}, and locking needs an index",
                        fix="run invoke lock (same stack options, --backend uv) where PyPI answers, then carry envs/locks/ here")
+    settings = team_settings(c)
+    mirrors = mirror_map(settings.conda_mirrors)
     options = dict(base_image=request.base_image, tag=tag, ca_cert=Path(ca_cert) if ca_cert else None,
-                   wheelhouse=Path(wheelhouse) if wheelhouse else None, nocache=no_cache)
+                   wheelhouse=Path(wheelhouse) if wheelhouse else None, nocache=no_cache, mirrors=mirrors)
     if is_dry(c):
         if lock_missing:
             plan = _plan_without_lock(images, stack, lock_dir, lock_backend, options)
@@ -112,7 +115,7 @@ def build(
         if lock_missing:
             report.phase(f"no lock in {lock_dir}: locking first")
             if request.backend is None and wheelhouse:
-                report.say("backend: uv (--wheelhouse given: conda-lock cannot lock from a wheel folder)")
+                report.say("backend: uv (--wheelhouse given and no --backend)")
             ensure_lock(
                 stack,
                 backend=lock_backend,
@@ -120,6 +123,8 @@ def build(
                 wheelhouse=Path(wheelhouse) if wheelhouse else None,
                 team_file=Path(team_file) if team_file else None,
                 progress=report.phase,
+                conda_channels=settings.conda_channels,
+                mirrors=mirrors,
             )
         plan = images.plan_build(stack, lock_dir, offline=offline, **options)
         report.say(f"lock: {plan.lock.path} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})")

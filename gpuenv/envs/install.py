@@ -1,7 +1,8 @@
 """Install a stack's lock into a folder on this host, for servers and clusters without Docker.
 
 uv lock -> a relocatable venv on this host's Python X.Y, `uv pip install --require-hashes`.
-conda lock -> `micromamba create` from the unified lockfile (conda and pip entries, hashed).
+conda lock -> py-rattler links its conda packages (each checked by sha256), uv installs its pip
+entries with hashes (gpuenv.envs.condalock); no installer is downloaded.
 Either way the validation suite (`validate/`) is copied in, so `PREFIX/bin/python -m validate`
 checks the server with exactly the environment the team's image holds.
 
@@ -24,13 +25,13 @@ import re
 import shutil
 import stat
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
 from gpuenv import VALIDATE_DIR, __version__
-from gpuenv.envs import lockdir, lockers
+from gpuenv.envs import conda, lockdir, lockers
 from gpuenv.errors import BadInput, DataError, ToolError
 from gpuenv.envs.lockdir import Lock
 from gpuenv.stack import Stack, stack_json
@@ -59,6 +60,8 @@ class InstallPlan:
     validate_dir: Path = VALIDATE_DIR
     offline: bool = False
     target: Path | None = None
+    #: canonical conda channel URL -> mirror URL (the team's settings), for conda locks
+    mirrors: dict[str, str] = field(default_factory=dict)
 
     @property
     def folder(self) -> Path:
@@ -156,6 +159,7 @@ def _check_prefix(prefix: str | Path | None) -> tuple[Path, Path]:
 
 def plan_install(
     stack: Stack, lock_dir: Path, prefix: str | Path, *, wheelhouse: Path | None = None, offline: bool = False, validate_dir: Path = VALIDATE_DIR,
+    mirrors: dict[str, str] | None = None,
 ) -> InstallPlan:
     """Check the prefix and the lock (against `stack`, as a build does); a folder that is not ours is never replaced."""
     given, target = check_prefix(prefix)
@@ -172,10 +176,10 @@ def plan_install(
     lock = lockdir.verify(Path(lock_dir), stack)
     if offline and wheelhouse is None:
         raise BadInput("--offline needs --wheelhouse", fix="give the folder that holds every wheel of the lock (see the README's offline recipe)")
-    if offline and lock.backend != "uv":
-        raise BadInput("--offline works with uv locks only", fix="lock with --backend uv, or install the conda lock where its channel answers")
+    if offline and lock.backend != "uv" and not mirrors:
+        raise BadInput("--offline with a conda lock needs a channel mirror", fix="set gpuenv.conda_mirrors in invoke.yaml to a file:// copy of the channel")
     return InstallPlan(stack=stack, lock=lock, prefix=given, wheelhouse=Path(wheelhouse) if wheelhouse else None,
-                       validate_dir=validate_dir, offline=offline, target=target)
+                       validate_dir=validate_dir, offline=offline, target=target, mirrors=conda.check_mirrors(mirrors or {}))
 
 
 def read_record(prefix: Path) -> dict | None:
@@ -402,30 +406,24 @@ def _install_uv(plan: InstallPlan, work: Path, say: Say, output: Say) -> None:
                           on_line=output, tool="uv pip install")
 
 
-def micromamba_binary(say: Say | None = None) -> str:
-    """The micromamba that images use too: pinned, sha256-verified, cached (gpuenv.envs.buildtools)."""
-    import platform
-
-    from gpuenv.envs import buildtools
-
-    conda_platform = buildtools.CONDA_PLATFORMS.get(buildtools.normalise_arch(platform.machine()))
-    if conda_platform is None:
-        raise ToolError(f"no micromamba build for this host's architecture {platform.machine()}", fix="lock with --backend uv")
-    return str(buildtools.micromamba(conda_platform, progress=say))
-
-
 def _install_conda(plan: InstallPlan, work: Path, say: Say, output: Say) -> None:
-    micromamba = micromamba_binary(say)
-    say(f"creating the conda prefix from {plan.lock.path.name} with micromamba")
-    root = Path(tempfile.mkdtemp(prefix="gpuenv-mamba-root-"))
+    """The conda lock through py-rattler (gpuenv.envs.condalock): packages checked by sha256, linked
+    for the prefix's final path, pip entries by uv; refused first when this host lacks its __cuda/__glibc."""
+    import platform as host
+
+    from gpuenv.envs import condalock
+
+    conda_platform = {"x86_64": "linux-64", "aarch64": "linux-aarch64"}.get(host.machine())
+    if conda_platform is None:
+        raise BadInput(f"this host is {host.machine()}, for which gpuenv locks nothing", fix="install on a linux-64 or linux-aarch64 host")
+    cache = Path(tempfile.mkdtemp(prefix="gpuenv-conda-pkgs-"))
     try:
-        env = {"MAMBA_ROOT_PREFIX": str(root)}
-        if plan.wheelhouse:
-            env["PIP_FIND_LINKS"] = str(plan.wheelhouse)
-        cmd = lockers.micromamba_create_command(micromamba=micromamba, build_dir=work, target=plan.folder, lock=plan.lock.path)
-        lockers.run_installer(cmd, on_line=output, tool="micromamba", env=env)
+        condalock.install(plan.lock.path, into=work, final_prefix=plan.folder, platform=conda_platform,
+                          have=condalock.host_virtual_versions(), target="this host", mirrors=plan.mirrors,
+                          wheelhouse=plan.wheelhouse, offline=plan.offline, cache=cache, say=say, output=output)
+        condalock.retarget_scripts(work, plan.folder)
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 def _site_packages(prefix: Path) -> Path:

@@ -162,7 +162,12 @@ def lock_file_name(backend: str) -> str:
 
 
 def file_sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    """sha256 of a file, read in 1 MiB pieces (a locked conda package can be gigabytes)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def read_metadata(directory: Path) -> LockMetadata | None:

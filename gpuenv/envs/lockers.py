@@ -1,8 +1,9 @@
-"""The one module that builds conda-lock and uv command lines and runs them.
+"""The one module that builds uv command lines and runs them (the conda solver and installer are
+py-rattler, in gpuenv.envs.conda).
 
 Command lines are built by pure functions (tested on their output); `run_*` execute them,
 capture the output, and turn a failure into a one-line `ToolError` (the solver's own reason,
-not a stack trace). conda-lock's Python parser is also only imported here.
+not a stack trace). conda-lock's spec parser is only imported here (its lockfile models: gpuenv.envs.condalock).
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -25,7 +25,6 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 #: Lines of solver output that carry the reason, in the order they are looked for.
 _UV_ERROR = re.compile(r"^error: (.*)")
 _UV_CAUSE = re.compile(r"^\s*(?:cause|Caused by|╰─▶): (.*)|^\s*╰─▶ (.*)")
-_SOLVER_LINE = re.compile(r"(Could not solve for environment specs.*|nothing provides .*|The following packages are incompatible.*)")
 _PY_EXCEPTION = re.compile(r"^(?:\w+\.)*(\w*(?:Error|Exception|Unsatisfiable\w*|NotFound\w*): .+)$")
 
 
@@ -97,8 +96,12 @@ def uv_compile_command(
     python_platform: str,
     extra_index_urls: Sequence[str] = (),
     find_links: Path | None = None,
+    pylock: bool = False,
 ) -> list[str]:
     """`uv pip compile` for the stack's Python and target platform (not this host), with hashes.
+
+    `pylock`: write PEP 751's pylock.toml (each wheel's URL and sha256, for conda-lock.yml's pip
+    entries) instead of a requirements lock; `output` must then be named pylock.NAME.toml.
 
     The wheelhouse is a flat `--find-links` source; the extra indexes are written into the lock
     (`--emit-index-url`) so `pip install --require-hashes -r` finds the same files. The
@@ -115,37 +118,12 @@ def uv_compile_command(
         "--quiet",
         "--no-config",
     ]
+    if pylock:
+        cmd += ["--format", "pylock.toml"]
     for url in extra_index_urls:
         cmd += ["--extra-index-url", url]
     if find_links is not None:
         cmd += ["--find-links", str(find_links)]
-    return cmd
-
-
-def conda_lock_command(
-    *,
-    spec: Path,
-    lockfile: Path,
-    platforms: Sequence[str],
-    virtual_packages: Path,
-    mapping: Path,
-) -> list[str]:
-    """`conda-lock lock` of one spec into the unified lockfile, for the given platforms.
-
-    The virtual packages file sets `__cuda` (and `__glibc`) from the stack, so a GPU-less host
-    locks the CUDA builds; the local PyPI-to-conda mapping keeps the lock from downloading one.
-    """
-    cmd = [
-        sys.executable, "-m", "conda_lock", "lock",
-        "--file", str(spec),
-        "--lockfile", str(lockfile),
-        "--kind", "lock",
-        "--virtual-package-spec", str(virtual_packages),
-        "--pypi_to_conda_lookup_file", str(mapping),
-        "--log-level", "WARNING",
-    ]
-    for platform in platforms:
-        cmd += ["--platform", platform]
     return cmd
 
 
@@ -172,7 +150,7 @@ def tool_versions(backend: str) -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     versions: dict[str, str] = {}
-    names = ("conda-lock",) if backend == "conda-lock" else ("uv",)
+    names = ("py-rattler", "conda-lock", "uv") if backend == "conda-lock" else ("uv",)
     for name in names:
         try:
             versions[name] = version(name)
@@ -199,39 +177,6 @@ def run_uv_compile(cmd: list[str], *, cwd: Path) -> None:
         raise ToolError(f"uv could not lock: {summarize_tool_output(output)}", fix="change the pins in the team file, or choose another stack")
 
 
-def channel_problem(channels: Sequence[str], timeout: float = 15) -> str | None:
-    """Why the first unreachable conda channel cannot be used, or None when all answer.
-
-    Checked before conda-lock runs: otherwise it spends minutes retrying (it first fetches a
-    conda executable from the same servers) before failing with a network traceback.
-    """
-    import urllib.error
-    import urllib.request
-
-    for channel in channels:
-        base = channel.rstrip("/") if "://" in channel else f"https://conda.anaconda.org/{channel}"
-        url = f"{base}/noarch/repodata.json"
-        try:
-            with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout):
-                pass
-        except urllib.error.HTTPError:
-            continue  # it answered
-        except (urllib.error.URLError, OSError) as err:
-            return f"the conda channel {base} is unreachable ({getattr(err, 'reason', err)})"
-    return None
-
-
-def run_conda_lock(cmd: list[str], *, cwd: Path) -> None:
-    """Run conda-lock; a failed solve becomes a one-line error with the solver's reason."""
-    done = _run(cmd, cwd=cwd, env=dict(os.environ), tool="conda-lock")
-    if done.returncode != 0:
-        output = done.stderr + done.stdout
-        raise ToolError(
-            f"conda-lock could not lock: {summarize_tool_output(output)}",
-            fix="check that the conda channel answers and the pins exist (or use --backend uv)",
-        )
-
-
 def _run(cmd: list[str], *, cwd: Path, env: dict[str, str], tool: str) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=SOLVE_TIMEOUT_S, check=False)
@@ -254,15 +199,13 @@ def summarize_tool_output(output: str, limit: int = 400) -> str:
     """The solver's reason in one line, never the trace.
 
     uv: its `error:` line, the first cause (the resolver's explanation) and the last (the root
-    cause). conda-lock: the solver's problem lines, and the last Python exception line of a
-    traceback. Else the last line printed.
+    cause). A Python program: the last exception line of a traceback. Else the last line printed.
     """
     lines = [_ANSI.sub("", line).rstrip() for line in output.splitlines() if line.strip()]
     picked: list[str] = []
     errors = [m.group(1) for m in map(_UV_ERROR.match, lines) if m]
     causes = [next(g for g in m.groups() if g) for m in map(_UV_CAUSE.match, lines) if m]
     picked += errors[:1] + causes[:1] + causes[-1:]
-    picked += [m.group(1) for m in map(_SOLVER_LINE.search, lines) if m]
     exceptions = [m.group(1) for m in map(_PY_EXCEPTION.match, lines) if m]
     picked += exceptions[-1:]
     picked = list(dict.fromkeys(p.strip() for p in picked if p.strip())) or lines[-1:] or ["no output"]
@@ -419,18 +362,6 @@ def uv_install_command(*, uv: str, prefix: Path, lock: Path, find_links: Path | 
     if offline:
         cmd += ["--no-index", "--offline"]
     return cmd
-
-
-def micromamba_create_command(*, micromamba: str, build_dir: Path, target: Path, lock: Path) -> list[str]:
-    """`micromamba create` from conda-lock's unified lockfile into `build_dir`, for use at `target`.
-
-    Conda packages write their prefix into files; --relocate-prefix makes them name the final
-    path while the files go to the folder that is renamed there afterwards.
-    """
-    return [
-        micromamba, "create", "--yes", "--prefix", str(build_dir), "--relocate-prefix", str(target),
-        "--file", str(lock),
-    ]
 
 
 def run_installer(cmd: list[str], *, on_line: Callable[[str], None], tool: str, env: dict[str, str] | None = None) -> None:

@@ -22,7 +22,7 @@ import os
 import time
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -32,7 +32,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from gpuenv import PROJECT_ROOT
-from gpuenv.envs import lockdir, lockers, spec
+from gpuenv.envs import conda, condalock, lockdir, lockers, spec
 from gpuenv.errors import BadInput, GpuenvError, ToolError
 from gpuenv.stack import Stack
 from validate.files import os_error_reason
@@ -85,6 +85,8 @@ class _Plan:
     origin: Path | None = None  # the file the user wrote (team file or --file), for messages
     team_file_sha256: str | None = None  # of the team file merged in (the export checks it later)
     env_file: Path | None = None  # the received file locked instead of the rendered spec
+    #: canonical channel URL -> mirror URL (the team's settings): where repodata is read; not in the hash
+    mirrors: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
 
     def input_hash(self) -> str:
         data = {
@@ -95,6 +97,7 @@ class _Plan:
             "virtual_packages": self.virtual_packages,
             "extra_index_urls": list(self.extra_index_urls),
             "wheelhouse": list(self.wheelhouse_listing),
+            **({"channels": list(self.channels)} if self.backend != "uv" else {}),
         }
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
@@ -123,6 +126,8 @@ def ensure_lock(
     env_file: Path | None = None,
     force: bool = False,
     progress: Callable[[str], None] | None = None,
+    conda_channels: Iterable[str] = (),
+    mirrors: dict[str, str] | None = None,
 ) -> LockResult:
     """Lock `stack` into its lock directory unless an identical lock is already there.
 
@@ -130,7 +135,8 @@ def ensure_lock(
     the rendered spec (the team file is then not merged: the received file is the whole spec).
     """
     say = progress or (lambda _msg: None)
-    plan = plan_lock(stack, backend=backend, platforms=platforms, wheelhouse=wheelhouse, team_file=team_file, env_file=env_file)
+    plan = plan_lock(stack, backend=backend, platforms=platforms, wheelhouse=wheelhouse, team_file=team_file, env_file=env_file,
+                     conda_channels=conda_channels, mirrors=mirrors)
     input_hash = plan.input_hash()
     directory = lock_directory(stack)
     lock_path = directory / lock_file_name(plan.backend)
@@ -169,12 +175,12 @@ def plan_lock(
     wheelhouse: Path | None = None,
     team_file: Path | None = None,
     env_file: Path | None = None,
+    conda_channels: Iterable[str] = (),
+    mirrors: dict[str, str] | None = None,
 ) -> _Plan:
     """Read and check every input before anything is written: bad input ends here."""
     if backend not in BACKENDS:
         raise BadInput(f"--backend {backend!r} is not known", fix=f"use one of {', '.join(BACKENDS)}")
-    if wheelhouse is not None and backend == "conda-lock":
-        raise BadInput("--wheelhouse works with --backend uv only", fix="conda-lock reads pip packages from indexes; use --backend uv for an air-gapped lock")
     if env_file is not None:
         text = _read(env_file, "--file")
         received = spec.parse_environment_file(text, str(env_file), lockers.conda_spec_problem)
@@ -201,29 +207,18 @@ def plan_lock(
         from gpuenv.envs.wheelhouse import wheel_names
 
         listing = tuple(f"{name} {(wheelhouse / name).stat().st_size}" for name in wheel_names(wheelhouse))  # regular files only
-    extra_index: tuple[str, ...] = ()
-    virtual_packages = ""
-    if backend == "uv":
-        extra = [c for c in packages.conda if spec.conda_name(c) not in ("python", "pip")]
-        if extra:
-            raise BadInput(
-                f"the uv backend is pip-only and cannot lock conda packages: {', '.join(extra)}",
-                fix="move them to the pip list of the team file, or use --backend conda-lock",
-            )
-        extra_index = tuple(
-            url for url in packages.pip_repositories
-            if not (url == stack.index_url and wheelhouse_has_framework(wheelhouse, stack, chosen))
+    extra = [c for c in packages.conda if spec.conda_name(c) not in ("python", "pip")]
+    if backend == "uv" and extra:
+        raise BadInput(
+            f"the uv backend is pip-only and cannot lock conda packages: {', '.join(extra)}",
+            fix="move them to the pip list of the team file, or use --backend conda-lock",
         )
-    else:
-        if not stack.is_cpu and "linux-aarch64" in chosen:
-            # conda-lock's pip resolver evaluates no platform_machine marker, so the x86_64-only
-            # nvidia-* and triton wheels of a GPU build would enter the linux-aarch64 lock.
-            raise BadInput(
-                f"conda-lock locks GPU stacks ({stack.stack_id}) for linux-64 only, not linux-aarch64: its pip resolver "
-                "has no platform_machine marker, so x86_64-only nvidia-* and triton wheels would enter the aarch64 lock",
-                fix="drop linux-aarch64 from --platform (or the file's platforms:), or lock aarch64 with --backend uv",
-            )
-        virtual_packages = spec.render_virtual_packages(stack, chosen)
+    # The framework index is not named when the wheelhouse holds the framework build (air-gapped).
+    extra_index = tuple(
+        url for url in packages.pip_repositories
+        if not (url == stack.index_url and wheelhouse_has_framework(wheelhouse, stack, chosen))
+    )
+    virtual_packages = "" if backend == "uv" else spec.render_virtual_packages(stack, chosen)
     return _Plan(
         backend=backend,
         platforms=chosen,
@@ -234,7 +229,8 @@ def plan_lock(
         wheelhouse=wheelhouse,
         wheelhouse_listing=listing,
         source=source,
-        channels=tuple(c for c in channels if c != "nodefaults"),
+        channels=tuple(c for c in (conda_channels or channels) if c != "nodefaults"),
+        mirrors=conda.check_mirrors(mirrors or {}),
         origin=origin,
         team_file_sha256=team_sha,
         env_file=env_file,
@@ -379,7 +375,7 @@ def _lock_into(work: Path, stack: Stack, plan: _Plan, input_hash: str, say: Prog
     if plan.backend == "uv":
         packages = _lock_with_uv(work, stack, plan, say)
     else:
-        packages = _lock_with_conda_lock(work, stack, plan, say)
+        packages = _lock_with_rattler(work, stack, plan, input_hash, say)
     say("checking the lock: hashes on every entry, GPU builds for a GPU stack")
     problem = cpu_only_problem(stack, packages, plan.platforms)
     if problem:
@@ -407,6 +403,16 @@ def _lock_into(work: Path, stack: Stack, plan: _Plan, input_hash: str, say: Prog
 
 
 def _lock_with_uv(work: Path, stack: Stack, plan: _Plan, say: Progress) -> list[LockedPackage]:
+    packages: list[LockedPackage] = []
+    for index, platform in enumerate(plan.platforms):
+        out = work / (lockers.UV_LOCK_FILE if index == 0 else f"requirements.{platform}.lock.txt")
+        _uv_compile(work, stack, plan, platform, out, say)
+        packages += read_requirements_lock(out, platform)
+    return packages
+
+
+def _uv_compile(work: Path, stack: Stack, plan: _Plan, platform: str, out: Path, say: Progress, pylock: bool = False) -> None:
+    """The pip part of the plan locked by uv for one platform into `out` (a requirements lock, or pylock.toml)."""
     requirements = work / "requirements.in"
     requirements.write_text("".join(f"{line}\n" for line in plan.packages.pip), encoding="utf-8")
     # The framework index serves the framework packages only (uv explicit index, lockers.uv_lock_project).
@@ -415,44 +421,43 @@ def _lock_with_uv(work: Path, stack: Stack, plan: _Plan, say: Progress) -> list[
     if framework_index:
         requirements = work / lockers.UV_PROJECT_FILE
         requirements.write_text(lockers.uv_lock_project(plan.packages.pip, framework_index), encoding="utf-8")
-    uv = lockers.uv_binary()
-    glibc = spec.glibc_for(stack)
-    packages: list[LockedPackage] = []
-    for index, platform in enumerate(plan.platforms):
-        out = work / (lockers.UV_LOCK_FILE if index == 0 else f"requirements.{platform}.lock.txt")
-        target = lockers.uv_python_platform(platform, glibc)
-        sources = ", ".join([*(["wheelhouse " + str(plan.wheelhouse)] if plan.wheelhouse else []), *plan.extra_index_urls, "PyPI"])
-        say(f"locking with uv for Python {stack.python} on {target} from {sources}")
-        cmd = lockers.uv_compile_command(
-            uv=uv, requirements=requirements, output=out, python=stack.python, python_platform=target,
-            extra_index_urls=extra_index, find_links=plan.wheelhouse,
-        )
-        try:
-            lockers.run_uv_compile(cmd, cwd=work)
-        except lockers.IndexUnreachable as err:
-            fix = f"this host cannot reach {err.url}"
-            if stack.index_url and err.url.startswith(stack.index_url):
-                fix = f"put the {stack.pip_requirement} wheel for Python {stack.python} ({platform}) in a folder and pass --wheelhouse DIR"
-            # Still an IndexUnreachable: callers (and the tests' fixtures) tell "no route" from a bad lock by its type.
-            raise lockers.IndexUnreachable(err.message, url=err.url, fix=fix) from None
-        if framework_index:
-            out.write_text(lockers.with_install_index(out.read_text(encoding="utf-8"), framework_index), encoding="utf-8")
-        packages += read_requirements_lock(out, platform)
-    return packages
+    target = lockers.uv_python_platform(platform, spec.glibc_for(stack))
+    sources = ", ".join([*(["wheelhouse " + str(plan.wheelhouse)] if plan.wheelhouse else []), *plan.extra_index_urls, "PyPI"])
+    say(f"locking with uv for Python {stack.python} on {target} from {sources}")
+    cmd = lockers.uv_compile_command(
+        uv=lockers.uv_binary(), requirements=requirements, output=out, python=stack.python, python_platform=target,
+        extra_index_urls=extra_index, find_links=plan.wheelhouse, pylock=pylock,
+    )
+    try:
+        lockers.run_uv_compile(cmd, cwd=work)
+    except lockers.IndexUnreachable as err:
+        fix = f"this host cannot reach {err.url}"
+        if stack.index_url and err.url.startswith(stack.index_url):
+            fix = f"put the {stack.pip_requirement} wheel for Python {stack.python} ({platform}) in a folder and pass --wheelhouse DIR"
+        # Still an IndexUnreachable: callers (and the tests' fixtures) tell "no route" from a bad lock by its type.
+        raise lockers.IndexUnreachable(err.message, url=err.url, fix=fix) from None
+    if framework_index and not pylock:
+        out.write_text(lockers.with_install_index(out.read_text(encoding="utf-8"), framework_index), encoding="utf-8")
 
 
-def _lock_with_conda_lock(work: Path, stack: Stack, plan: _Plan, say: Progress) -> list[LockedPackage]:
-    virtual = work / "virtual-packages.yml"
-    virtual.write_text(plan.virtual_packages, encoding="utf-8")
+def _lock_with_rattler(work: Path, stack: Stack, plan: _Plan, input_hash: str, say: Progress) -> list[LockedPackage]:
+    """conda-lock.yml: the conda part solved by py-rattler per platform, with the stack's virtual
+    packages; the pip part locked by uv for the same platform (gpuenv.envs.condalock)."""
+    conda_part, pip_part = {}, {}
+    for platform in plan.platforms:
+        virtual = conda.virtual_packages(cuda=None if stack.is_cpu else stack.cuda, glibc=spec.glibc_for(stack), arch=spec.PLATFORM_ARCH[platform])
+        say(f"solving the conda part for {platform} from {', '.join(plan.channels)} ({', '.join(virtual)})")
+        conda_part[platform] = conda.solve(channels=plan.channels, specs=plan.packages.conda, platform=platform, virtual=virtual, mirrors=plan.mirrors)
+        pin_file = work / f"pylock.{platform}.toml"
+        if plan.packages.pip:
+            _uv_compile(work, stack, plan, platform, pin_file, say, pylock=True)
+            pip_part[platform] = condalock.read_pylock(pin_file)
+            pin_file.unlink()
+    for leftover in ("requirements.in", lockers.UV_PROJECT_FILE):
+        (work / leftover).unlink(missing_ok=True)
     lockfile = work / lockers.CONDA_LOCK_FILE
-    say(f"checking that the conda channels answer: {', '.join(plan.channels)}")
-    problem = lockers.channel_problem(plan.channels)
-    if problem:
-        raise ToolError(problem, fix="lock where the channel answers, or use --backend uv (pip-only, needs PyPI)")
-    cuda = "no CUDA" if stack.is_cpu else f"__cuda={stack.cuda}"
-    say(f"locking with conda-lock for {', '.join(plan.platforms)} ({cuda}, glibc {spec.glibc_for(stack)}); this may take minutes")
-    cmd = lockers.conda_lock_command(spec=work / SPEC_FILE, lockfile=lockfile, platforms=plan.platforms, virtual_packages=virtual, mapping=MAPPING_FILE)
-    lockers.run_conda_lock(cmd, cwd=work)
+    condalock.write_lock(lockfile, conda_part=conda_part, pip_part=pip_part, channels=[conda.channel_url(c) for c in plan.channels],
+                         content_hash=input_hash, source=SPEC_FILE)
     return read_conda_lock(lockfile)
 
 

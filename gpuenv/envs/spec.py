@@ -153,7 +153,7 @@ def merge_packages(stack: Stack, team: Packages | None = None) -> Packages:
 
 
 def render_environment(stack: Stack, team: Packages | None = None, platforms: Iterable[str] = DEFAULT_PLATFORMS) -> str:
-    """The environment.yml that conda-lock locks for `stack`, with the team's packages merged in."""
+    """The environment.yml gpuenv locks for `stack` (conda part by py-rattler, pip part by uv), with the team's packages merged in."""
     packages = merge_packages(stack, team)
     header = (
         f"# Rendered by gpuenv for the stack {stack.stack_id} (CUDA {stack.cuda}, {stack.framework} "

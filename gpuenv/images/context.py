@@ -78,8 +78,8 @@ def context_entries(plan: BuildPlan, *, labelled: bool = True) -> list[tuple[str
     ]
     if plan.tools is not None:
         entries.append(("install/tools/uv", plan.tools.uv))
-        if plan.tools.micromamba is not None:
-            entries.append(("install/tools/micromamba", plan.tools.micromamba))
+        if plan.tools.conda_env is not None:  # a conda lock's environment, installed on the host for /opt/gpuenv/env
+            entries.append(("install/tools/conda-env", Tree(plan.tools.conda_env)))
         if plan.tools.python is not None:
             entries.append(("install/tools/python", Tree(plan.tools.python)))
     # Only the wheels the lock allows: a wheelhouse of 200,000 files sends the few the install uses.

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from gpuenv import PROJECT_ROOT, VALIDATE_DIR, __version__
-from gpuenv.envs import lockdir
+from gpuenv.envs import conda, lockdir
 from gpuenv.images import identity
 from gpuenv.images.context import Tree, context_entries, suite_entries, write_context  # noqa: F401 (Tree and write_context: the build's context, named here too)
 from gpuenv.errors import BadInput, DataError, GpuenvError
@@ -255,7 +255,7 @@ class BuildPlan:
     nocache: bool = False
     #: The wheelhouse holds every wheel of the lock: the install asks no index and the build has no network.
     no_index: bool = False
-    #: Installers the host supplies (uv, micromamba, a standalone Python); None: not gathered yet.
+    #: What the host supplies (uv, a standalone Python, a conda lock's environment); None: not gathered yet.
     tools: BuildTools | None = None
     #: The user's extra tag (--tag), given to the image beside the stack's tags.
     extra_tags: tuple[str, ...] = ()
@@ -266,6 +266,8 @@ class BuildPlan:
     #: The base image's id on the engine, and the install stage's cache name: known after `identify`.
     base_id: str | None = None
     cache_tag: str | None = None
+    #: Conda channel URL -> mirror URL (the team's settings), for a conda lock's install on the host.
+    mirrors: dict[str, str] = field(default_factory=dict)
 
 
 def cuda_driver_floors(stack: Stack, matrix: Matrix | None = None) -> str:
@@ -336,6 +338,7 @@ def plan_build(
     validate_dir: Path = VALIDATE_DIR,
     offline: bool = False,
     arch: str | None = None,
+    mirrors: dict[str, str] | None = None,
 ) -> BuildPlan:
     """Check the user's paths and decide tags, build arguments and labels for one build.
 
@@ -378,6 +381,7 @@ def plan_build(
         extra_tags=extra,
         locked_wheels=wheels,
         offline=offline,
+        mirrors=conda.check_mirrors(mirrors or {}),
     )
     return replace(plan, labels={**plan.labels, SUITE_LABEL: identity.suite_hash(suite_entries(plan.validate_dir))})
 
@@ -415,8 +419,8 @@ def _wheels_only(stack: Stack, lock: LockFile, wheelhouse: Path | None, offline:
 
     if offline and wheelhouse is None:
         raise BadInput("--offline needs --wheelhouse", fix="give the folder that holds every wheel of the lock (see the README's air-gapped recipe)")
-    if offline and lock.backend != "uv":
-        raise BadInput("--offline builds need a uv lock", fix="lock with --backend uv (conda packages come from a channel)")
+    if lock.backend != "uv":
+        return offline, ()  # a conda lock is installed on the host (its channel mirror, the wheelhouse) before the build
     if wheelhouse is None:
         return False, ()
     machine = arch or platform.machine()
@@ -424,7 +428,7 @@ def _wheels_only(stack: Stack, lock: LockFile, wheelhouse: Path | None, offline:
                                  backend=lock.backend)
     if offline:
         wheels.require_complete(cover)
-    return cover.complete and lock.backend == "uv", cover.wheels
+    return cover.complete, cover.wheels
 
 
 # ---------------------------------------------------------------- images present on the engine
@@ -522,10 +526,11 @@ def supply_tools(plan: BuildPlan, progress: Callable[[str], None] | None = None)
         base = engine.image_info(plan.base_image)
     needs_python = plan.lock.backend != "conda-lock"  # a conda lock brings its own Python
     has_python = not needs_python or engine.image_python(plan.base_image, plan.stack.python) is not None
+    arch = engine.architecture()
     tools = buildtools.gather(
         backend=plan.lock.backend,
         python=plan.stack.python,
-        arch=engine.architecture(),
+        arch=arch,
         base_has_python=has_python,
         ca_cert=plan.ca_cert,
         progress=progress,
@@ -533,6 +538,13 @@ def supply_tools(plan: BuildPlan, progress: Callable[[str], None] | None = None)
     if base is None:
         raise GpuenvError(f"the base image {plan.base_image} vanished from the engine during the build's preparation",
                           fix="build again; keep the base image while gpuenv builds on it")
+    if plan.lock.backend == "conda-lock":  # the environment itself, installed on the host for the image
+        from gpuenv.envs import condalock
+
+        tools = replace(tools, conda_env=condalock.stage_for_image(
+            plan.lock.path, stack=plan.stack, lock_sha256=plan.lock.sha256, platform=buildtools.CONDA_PLATFORMS[buildtools.normalise_arch(arch)],
+            target=f"the base image {plan.base_image}", mirrors=plan.mirrors, wheelhouse=plan.wheelhouse, offline=plan.no_index,
+            cache_root=buildtools.cache_dir() / "conda-envs", say=progress or (lambda _m: None)))
     return identify(replace(plan, tools=tools), base.id)
 
 
@@ -565,7 +577,7 @@ def build_stack_image(plan: BuildPlan, progress: Callable[[str], None] | None = 
             tags=plan.tags,
             buildargs=plan.buildargs,
             labels=None,  # in the Dockerfile, one LABEL step (context.render_dockerfile)
-            network_mode="none" if plan.no_index else None,
+            network_mode="none" if plan.no_index or plan.lock.backend == "conda-lock" else None,  # conda: staged on the host
             cache_tag=plan.cache_tag,
             nocache=plan.nocache,
             builder=builder,

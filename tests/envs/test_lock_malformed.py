@@ -56,7 +56,6 @@ def test_malformed_input_is_one_line_with_file_and_line_and_writes_nothing(case,
     [
         (dict(platforms=["linux-64", "linux-32"]), "unknown platform 'linux-32'"),
         (dict(backend="pip-tools"), "--backend 'pip-tools' is not known"),
-        (dict(backend="conda-lock", wheelhouse=Path("/opt/wheels")), "--wheelhouse works with --backend uv only"),
         (dict(backend="uv", wheelhouse=Path("/nonexistent/wheels")), "--wheelhouse /nonexistent/wheels: no such folder"),
         (dict(team_file=Path("/nonexistent/team.yml")), "--team-file /nonexistent/team.yml: no such file"),
         (dict(env_file=Path("/nonexistent/env.yml")), "--file /nonexistent/env.yml: no such file"),

@@ -107,3 +107,19 @@ def cpu_image(cpu_lock, base_image, cpu_stack, ca_bundle, locks_root):
     if not os.environ.get("GPUENV_TEST_KEEP_BUILD_CACHE"):
         # The install stage the build kept as gpuenv-cache/<stack>:<lock-hash>: kept only when asked, for fast reruns.
         dockercases.remove_build_cache(info.labels)
+
+
+BARE_BASE = os.environ.get("GPUENV_TEST_BARE_BASE_IMAGE", "gpuenv-test-base:bookworm-bare")
+
+
+@pytest.fixture(scope="session")
+def bare_base_image(docker_engine) -> str:
+    """debootstrap --variant=minbase with ca-certificates only, made once and kept by name."""
+    from gpuenv.engine import Engine
+
+    if Engine.local().image_info(BARE_BASE) is None:
+        proc = subprocess.run([str(ROOT / "scripts" / "make-test-base-image.sh"), "--bare", BARE_BASE],
+                              capture_output=True, text=True, timeout=900)
+        if proc.returncode != 0:
+            skip_only_if_unreachable(f"making the bare base image {BARE_BASE}", proc.stderr + proc.stdout)
+    return BARE_BASE

@@ -1,7 +1,8 @@
 """The main job on a base as bare as the real ones: no python3, no curl, no wget.
 
 `nvidia/cuda:*-base-*` and `ubuntu:*` ship none of them, so the image build must need no
-downloader in the base: the host supplies uv and a standalone CPython (gpuenv/envs/buildtools.py).
+downloader in the base: the host supplies uv and a standalone CPython (gpuenv/envs/buildtools.py)
+for a uv lock, and a conda lock's whole environment (tests/images/test_conda_image.py).
 Where the standalone Python can be fetched, the image builds and `invoke run` works in it. Where
 it cannot (these machines reach PyPI but not github.com), the build must stop before the engine
 builds anything, with one line naming the Python download and the setting that points elsewhere.
@@ -9,34 +10,14 @@ builds anything, with one line naming the Python download and the setting that p
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 
 import dockercases
 import pytest
 
-from imagecases import CPU_STACK_ARGS, ROOT, WHEELHOUSE, run_task
-from outsidecauses import skip_only_if_unreachable
+from imagecases import CPU_STACK_ARGS, WHEELHOUSE, run_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.network]
-
-BARE_BASE = os.environ.get("GPUENV_TEST_BARE_BASE_IMAGE", "gpuenv-test-base:bookworm-bare")
-
-
-@pytest.fixture(scope="session")
-def bare_base_image(docker_engine) -> str:
-    """debootstrap --variant=minbase with ca-certificates only, made once and kept by name."""
-    from gpuenv.engine import Engine
-
-    engine = Engine.local()
-
-    if engine.image_info(BARE_BASE) is None:
-        proc = subprocess.run([str(ROOT / "scripts" / "make-test-base-image.sh"), "--bare", BARE_BASE],
-                              capture_output=True, text=True, timeout=900)
-        if proc.returncode != 0:
-            skip_only_if_unreachable(f"making the bare base image {BARE_BASE}", proc.stderr + proc.stdout)
-    return BARE_BASE
 
 
 @pytest.mark.parametrize("tool", ["python3", "python", "curl", "wget"])

@@ -291,49 +291,6 @@ def test_engine_down_is_one_clear_line(tmp_path):
         assert "start the Docker engine" in lines[0]
 
 
-CONDA_CHANNEL = "https://conda.anaconda.org/conda-forge/noarch/repodata.json"
-
-
-def _unreachable(url: str) -> str | None:
-    import urllib.request
-
-    try:
-        urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=10).close()
-        return None
-    except Exception as err:  # any failure is the reason to report
-        return f"{type(err).__name__}: {err}"
-
-
-def test_conda_lock_backend_installs_with_micromamba(docker_engine, base_image, cpu_stack, tmp_path, monkeypatch):
-    """The micromamba path of the Dockerfile: a conda-lock lock installed into the image."""
-    from gpuenv.envs import buildtools
-    from gpuenv.engine import Engine
-    from gpuenv.images import plan as images
-    from gpuenv.errors import ToolError
-    from gpuenv.envs.locking import ensure_lock
-
-    engine = Engine.local()
-
-    try:
-        buildtools.micromamba("linux-64")  # the host supplies it, verified by its pinned sha256
-    except ToolError as err:
-        pytest.skip(f"micromamba cannot be fetched on this host: {err.message}")
-    why = _unreachable(CONDA_CHANNEL)
-    if why:
-        pytest.skip(f"{CONDA_CHANNEL} is unreachable from this machine ({why})")
-    monkeypatch.setenv("GPUENV_LOCKS_DIR", str(tmp_path / "locks"))
-    lock = ensure_lock(cpu_stack, backend="conda-lock")
-    plan = images.plan_build(cpu_stack, lock.directory, base_image=base_image)
-    plan = dataclasses.replace(plan, tags=["gpuenv-test/conda:1"])
-    result = images.build_stack_image(plan, progress=lambda _t: None)
-    try:
-        code = engine.run_container(result.image.id, ["python", "-c", "import torch; print(torch.__version__)"], gpus="none", workdir_mount=tmp_path)
-        assert code == 0
-    finally:
-        engine.remove_image(result.image.id)
-        dockercases.remove_build_cache(result.image.labels)
-
-
 def test_build_behind_a_tls_proxy_names_the_ca_cert_fix(cpu_image, cpu_lock, base_image, locks_root, tmp_path):
     """Without --ca-cert, HTTPS inside the build fails here (a TLS-inspecting proxy): the message says so."""
     from gpuenv.engine import Engine

@@ -3,7 +3,7 @@
 A loopback HTTPS server, its certificate signed by a private CA made here, stands in for a
 TLS-inspecting proxy. Each downloader the install stage can run fetches from it twice through
 the real ca-env.sh: without the CA it must refuse the certificate, with it it must succeed. So a
-variable that a tool ignores (micromamba ignores REQUESTS_CA_BUNDLE) turns a test red.
+variable that a tool ignores turns a test red.
 """
 
 from __future__ import annotations
@@ -137,16 +137,3 @@ def test_curl_gets_the_ca(private_ca, https_server, tmp_path):
     if shutil.which("curl") is None:
         pytest.skip("curl is not installed")
     _both_ways(private_ca[0], ["curl", "-fsS", "-o", str(tmp_path / "out"), f"{https_server}/simple/{PACKAGE}/"], tmp_path)
-
-
-def test_micromamba_gets_the_ca(private_ca, https_server, tmp_path):
-    """micromamba ignores REQUESTS_CA_BUNDLE (mamba#2650): only its own settings reach it."""
-    from gpuenv.envs import buildtools
-    from gpuenv.errors import ToolError
-
-    try:
-        mamba = buildtools.micromamba("linux-64")
-    except ToolError as err:
-        pytest.skip(f"no micromamba binary to test with: {err.message}")
-    command = [str(mamba), "search", "--override-channels", "-c", f"{https_server}/conda", "--root-prefix", str(tmp_path / "r"), PACKAGE]
-    _both_ways(private_ca[0], command, tmp_path)

@@ -1,0 +1,325 @@
+"""The conda engine: py-rattler solves environments and installs conda packages. Nothing else in
+gpuenv imports rattler.
+
+Replaces the conda-lock program (which downloads a conda installer binary at run time) and the
+installer binary images used to download: py-rattler is the solver and installer under pixi, on
+PyPI, with no binary download.
+
+- `solve`: the conda part of a spec for one platform, against the channels (through their
+  mirrors), with the stack's virtual packages (`__cuda`, `__glibc`, `__linux`, `__unix`), so a
+  CUDA build the stack cannot run is never chosen.
+- `fetch_verified`: each locked package downloaded (file://, http(s)://) and checked against the
+  lock's sha256 before anything is linked.
+- `link`: the verified packages linked into a prefix folder, their hard-coded prefix written as
+  the final path (rattler's alternative target prefix), so a prefix can be built beside its
+  place, or on the host for an image.
+
+Mirrors: a lock names the canonical channel URLs (https://conda.anaconda.org/conda-forge/...);
+`mirrors` maps such a channel URL to another (a file:// folder or an http server of the same
+layout), used for reading repodata and downloading packages. The lock stays the same.
+
+py-rattler 0.26 to 0.28 can crash at interpreter exit after its work is done (PyGILState_Release,
+exit 139 or 134, in some runs). So the rattler calls run in a child Python process that writes its
+answer to a file and leaves with os._exit (no interpreter teardown); the answer file, not the exit
+code, says whether the work was done. Users never see that crash, and it cannot turn a good lock
+or install into a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from gpuenv.envs import lockdir
+from gpuenv.errors import BadInput, DataError, ToolError
+
+DEFAULT_CHANNEL_ALIAS = "https://conda.anaconda.org"
+#: A solve or an install that takes longer than this is cut off (the child is killed).
+CHILD_TIMEOUT_S = 1800
+#: A package download that sends nothing for this long fails.
+DOWNLOAD_TIMEOUT_S = 60
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class CondaPackage:
+    """One solved conda package, as the lock records it."""
+
+    name: str
+    version: str
+    build: str
+    build_number: int
+    subdir: str
+    url: str
+    sha256: str
+    md5: str
+    depends: tuple[str, ...]
+    channel: str
+
+    @property
+    def file_name(self) -> str:
+        return self.url.rsplit("/", 1)[-1]
+
+
+# ---------------------------------------------------------------- channels and mirrors (pure)
+
+
+def channel_url(channel: str, alias: str = DEFAULT_CHANNEL_ALIAS) -> str:
+    """A channel name (conda-forge) or URL as its base URL, without a trailing slash."""
+    channel = channel.strip()
+    if "://" in channel:
+        return channel.rstrip("/")
+    return f"{alias.rstrip('/')}/{channel.strip('/')}"
+
+
+def check_mirrors(mirrors: Mapping[str, str], option: str = "conda_mirrors") -> dict[str, str]:
+    """Canonical channel URL -> mirror URL; a value that is not a URL is BadInput naming it."""
+    checked: dict[str, str] = {}
+    for channel, mirror in mirrors.items():
+        if not isinstance(mirror, str) or not mirror.startswith(("file://", "http://", "https://")):
+            raise BadInput(f"{option}: the mirror {mirror!r} of {channel} is not a URL",
+                           fix="give a file:///path or http(s):// URL of a folder laid out as the channel (noarch/, linux-64/)")
+        checked[channel_url(channel)] = mirror.rstrip("/")
+    return checked
+
+
+def mirrored(url: str, mirrors: Mapping[str, str]) -> str:
+    """`url` with its channel part replaced by the channel's mirror, when one is set."""
+    for channel, mirror in mirrors.items():
+        if url == channel or url.startswith(channel + "/"):
+            return mirror + url[len(channel):]
+    return url
+
+
+def unmirrored(url: str, mirrors: Mapping[str, str]) -> str:
+    """The canonical URL of a package URL read through a mirror (what the lock records)."""
+    for channel, mirror in mirrors.items():
+        if url == mirror or url.startswith(mirror + "/"):
+            return channel + url[len(mirror):]
+    return url
+
+
+def virtual_packages(*, cuda: str | None, glibc: str, arch: str) -> tuple[str, ...]:
+    """The virtual packages of the machines a stack runs on, as name=version[=build] specs.
+
+    `cuda` None for a CPU stack: no `__cuda`, so a package that needs a GPU is not chosen.
+    """
+    found = ["__unix=0=0", "__linux=5.10=0", f"__glibc={glibc}=0", f"__archspec=1={arch}"]
+    if cuda:
+        found.append(f"__cuda={cuda}=0")
+    return tuple(found)
+
+
+# ---------------------------------------------------------------- solving
+
+
+def solve(
+    *, channels: Sequence[str], specs: Sequence[str], platform: str, virtual: Sequence[str],
+    mirrors: Mapping[str, str] | None = None, cache_dir: Path | None = None,
+) -> list[CondaPackage]:
+    """The packages that satisfy `specs` on `platform` from `channels` (the solver prefers the highest
+    versions and build numbers), sorted by name.
+
+    An unknown package, a conflict or an unreachable channel is a ToolError naming it and the
+    channels asked.
+    """
+    mirrors = dict(mirrors or {})
+    urls = [channel_url(c) for c in channels]
+    request = {
+        "channels": [mirrored(u, mirrors) for u in urls],
+        "specs": list(specs),
+        "platform": platform,
+        "virtual": list(virtual),
+        "cache_dir": str(cache_dir) if cache_dir else None,
+    }
+    answer = _run_child("solve", request)
+    where = ", ".join(urls) + (f" (through mirrors {', '.join(sorted(set(mirrors.values())))})" if mirrors else "")
+    if "error" in answer:
+        kind, text = answer["error"]
+        if kind == "fetch":
+            raise ToolError(f"cannot read the conda channel {where}: {text}",
+                            fix="check the channel URL and the network, or set a mirror of it (invoke.yaml gpuenv.conda_mirrors)")
+        if kind == "spec":
+            raise BadInput(f"a conda spec of the environment cannot be read: {text}", fix="write conda specs as name, name=1.2 or name>=1.2")
+        raise ToolError(f"the conda solve for {platform} failed against {where}: {text}",
+                        fix="check the package names and pins of the environment's conda part (each must exist in those channels)")
+    return [
+        CondaPackage(
+            name=p["name"], version=p["version"], build=p["build"], build_number=p["build_number"], subdir=p["subdir"],
+            url=unmirrored(p["url"], mirrors), sha256=p["sha256"], md5=p["md5"], depends=tuple(p["depends"]),
+            channel=unmirrored(p["channel"], mirrors),
+        )
+        for p in answer["packages"]
+    ]
+
+
+def _child_solve(request: dict[str, Any]) -> dict[str, Any]:
+    import asyncio
+
+    import rattler
+    from rattler import exceptions as rx
+
+    try:
+        virtual = [_generic_virtual(text) for text in request["virtual"]]
+        specs = [rattler.MatchSpec(s) for s in request["specs"]]
+    except (rx.InvalidMatchSpecError, rx.InvalidVersionError, rx.InvalidPackageNameError) as err:
+        return {"error": ["spec", _one_line(err)]}
+    gateway = rattler.Gateway(cache_dir=request["cache_dir"]) if request["cache_dir"] else rattler.Gateway()
+    try:
+        records = asyncio.run(rattler.solve(
+            sources=[rattler.Channel(url) for url in request["channels"]],
+            specs=specs,
+            gateway=gateway,
+            platforms=[request["platform"], "noarch"],
+            virtual_packages=virtual,
+        ))
+    except (rx.FetchRepoDataError, rx.GatewayError) as err:
+        return {"error": ["fetch", _one_line(err)]}
+    except rx.SolverError as err:
+        return {"error": ["solve", _one_line(err)]}
+    packages = []
+    for record in records:
+        packages.append({
+            "name": record.name.normalized, "version": str(record.version), "build": str(record.build),
+            "build_number": record.build_number, "subdir": str(record.subdir), "url": str(record.url),
+            "sha256": record.sha256.hex() if record.sha256 else "", "md5": record.md5.hex() if record.md5 else "",
+            "depends": list(record.depends), "channel": str(record.channel or "").rstrip("/"),
+        })
+    packages.sort(key=lambda p: p["name"])
+    return {"packages": packages}
+
+
+def _generic_virtual(text: str) -> Any:
+    import rattler
+
+    name, version, build = (text.split("=") + ["0", "0"])[:3]
+    return rattler.GenericVirtualPackage(rattler.PackageName(name), rattler.Version(version), rattler.BuildString(build))
+
+
+# ---------------------------------------------------------------- installing
+
+
+def fetch_verified(packages: Iterable[CondaPackage], into: Path, *, mirrors: Mapping[str, str] | None = None,
+                   say: Say | None = None) -> list[Path]:
+    """Each package downloaded into `into` (through its mirror) and checked against its sha256.
+
+    A package whose bytes differ from the lock is refused in one line naming it and where it came
+    from; nothing is linked before every package has passed.
+    """
+    mirrors = dict(mirrors or {})
+    into.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for package in packages:
+        url = mirrored(package.url, mirrors)
+        path = into / package.file_name
+        if say:
+            say(f"fetching {package.name} {package.version} ({package.build}) from {url}")
+        _download(url, path, package.name)
+        got = lockdir.file_sha256(path)
+        if got != package.sha256:
+            path.unlink(missing_ok=True)
+            raise DataError(f"{package.name} {package.version} from {url} has sha256 {got}, the lock says {package.sha256}",
+                            fix="the package on the channel or mirror is not the one locked: check the mirror, or relock (invoke lock --force)")
+        paths.append(path)
+    return paths
+
+
+def link(archives: Sequence[Path], prefix: Path, *, final_prefix: Path, platform: str, say: Say | None = None) -> None:
+    """Link verified package archives into `prefix`, writing `final_prefix` into their files.
+
+    Entry points get `final_prefix/bin/python` as interpreter; compiled-in prefixes are
+    rewritten to `final_prefix`. Link scripts are not run (they may not work off-target).
+    """
+    if say:
+        say(f"linking {len(archives)} conda packages into {prefix} (for {final_prefix})")
+    answer = _run_child("link", {
+        "archives": [str(a) for a in archives], "prefix": str(prefix), "final_prefix": str(final_prefix),
+        "platform": platform, "cache_dir": str(Path(archives[0]).parent / ".rattler-cache") if archives else None,
+    })
+    if "error" in answer:
+        raise ToolError(f"the conda packages could not be linked into {prefix}: {answer['error'][1]}",
+                        fix="check the free space and permissions there; the previous prefix is unchanged")
+
+
+def _child_link(request: dict[str, Any]) -> dict[str, Any]:
+    import asyncio
+
+    import rattler
+
+    async def read_records() -> list[Any]:
+        return [await rattler.RepoDataRecord.from_package_archive(archive) for archive in request["archives"]]
+
+    try:
+        records = asyncio.run(read_records())
+        asyncio.run(rattler.install(
+            records, target_prefix=request["prefix"], cache_dir=request["cache_dir"],
+            platform=rattler.Platform(request["platform"]), execute_link_scripts=False, show_progress=False,
+            alternative_target_prefix=request["final_prefix"],
+        ))
+    except Exception as err:  # rattler's InstallerError, LinkError, IoError, TransactionError
+        return {"error": [type(err).__name__, _one_line(err)]}
+    return {"linked": len(records)}
+
+
+def _download(url: str, path: Path, name: str) -> None:
+    tmp = path.with_name(path.name + ".part")
+    try:
+        with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as response, open(tmp, "wb") as out:
+            while chunk := response.read(1 << 20):
+                out.write(chunk)
+        os.replace(tmp, path)
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        tmp.unlink(missing_ok=True)
+        reason = getattr(err, "reason", None) or getattr(err, "strerror", None) or err
+        raise ToolError(f"cannot download {name} from {url} ({reason})",
+                        fix="check the network, or set a mirror of the channel (invoke.yaml gpuenv.conda_mirrors)") from None
+
+
+# ---------------------------------------------------------------- the child process
+
+
+def _run_child(action: str, request: dict[str, Any]) -> dict[str, Any]:
+    """Run one rattler action in a child Python; its answer file is the result (see the module doc)."""
+    with tempfile.TemporaryDirectory(prefix="gpuenv-rattler-") as tmp:
+        inbox, outbox = Path(tmp) / "request.json", Path(tmp) / "answer.json"
+        inbox.write_text(json.dumps(request), encoding="utf-8")
+        cmd = [sys.executable, "-m", "gpuenv.envs.conda", action, str(inbox), str(outbox)]
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired:
+            raise ToolError(f"the conda {action} did not finish within {CHILD_TIMEOUT_S} s", fix="check the network and the channel, then run it again") from None
+        if not outbox.is_file():
+            lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+            raise ToolError(f"the conda {action} stopped (exit {done.returncode}) before it finished: {lines[-1] if lines else 'no output'}",
+                            fix="this is a bug in gpuenv or py-rattler; run again with --verbose and report it")
+        return json.loads(outbox.read_text(encoding="utf-8"))
+
+
+def _one_line(err: BaseException) -> str:
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return " ".join(lines)[:600] or type(err).__name__
+
+
+def _child_main(argv: list[str]) -> None:
+    action, inbox, outbox = argv
+    request = json.loads(Path(inbox).read_text(encoding="utf-8"))
+    answer = _child_solve(request) if action == "solve" else _child_link(request)
+    tmp = Path(outbox + ".part")
+    tmp.write_text(json.dumps(answer), encoding="utf-8")
+    os.replace(tmp, outbox)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # no interpreter teardown: where py-rattler 0.26-0.28 may crash
+
+
+if __name__ == "__main__":
+    _child_main(sys.argv[1:])

@@ -1,0 +1,324 @@
+"""A stack's conda-lock.yml, made and installed without the conda-lock program or an installer binary.
+
+Lock: the conda part of the spec is solved per platform by gpuenv.envs.conda (py-rattler) with the
+stack's virtual packages; the pip part is locked by uv for the same platform, with hashes (so an
+aarch64 lock holds aarch64 wheels); both go into conda-lock's unified lockfile, written through
+conda-lock's own models, so `conda-lock install` and pixi users read it.
+
+Install: every conda package of the host's platform is fetched and checked against its sha256,
+linked into a folder for its final path (the folder may be a build folder beside a prefix, or a
+staging folder on the host for an image), then the pip entries are installed by uv with every
+hash required. Before any download, a lock whose packages need a `__cuda` or `__glibc` the
+target does not have is refused in one line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
+
+from packaging.version import InvalidVersion, Version
+
+from gpuenv.envs import conda, lockers, spec
+from gpuenv.errors import BadInput, DataError, ToolError
+from gpuenv.stack import Stack
+
+CONDA_LOCK_FILE = lockers.CONDA_LOCK_FILE
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class PipPin:
+    """One wheel of the pip part for one platform."""
+
+    name: str
+    version: str
+    url: str
+    sha256: str
+
+
+# ---------------------------------------------------------------- the pip part (uv, pylock.toml)
+
+
+def read_pylock(path: Path) -> list[PipPin]:
+    """The wheels uv chose (`uv pip compile --format pylock.toml` for one target platform)."""
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    pins = []
+    for package in data.get("packages", []):
+        wheels = package.get("wheels") or []
+        if len(wheels) != 1 or not (wheels[0].get("hashes") or {}).get("sha256"):
+            raise ToolError(f"uv locked {package.get('name')} without exactly one hashed wheel for the platform",
+                            fix="pin a version that publishes a wheel for it (sdists are not locked)")
+        wheel = wheels[0]
+        pins.append(PipPin(str(package["name"]), str(package["version"]), str(wheel["url"]), str(wheel["hashes"]["sha256"])))
+    return pins
+
+
+# ---------------------------------------------------------------- writing conda-lock.yml
+
+
+def write_lock(path: Path, *, conda_part: Mapping[str, Sequence[conda.CondaPackage]], pip_part: Mapping[str, Sequence[PipPin]],
+               channels: Sequence[str], content_hash: str, source: str) -> None:
+    """conda-lock.yml through conda-lock's models (conda_lock.lockfile.v2prelim)."""
+    from conda_lock.lockfile import write_conda_lock_file
+    from conda_lock.lockfile.v2prelim.models import HashModel, LockedDependency, Lockfile, LockMeta
+
+    packages = []
+    for platform, records in conda_part.items():
+        for record in records:
+            packages.append(LockedDependency(
+                name=record.name, version=record.version, manager="conda", platform=platform,
+                dependencies=_dependencies(record.depends), url=record.url,
+                hash=HashModel(md5=record.md5 or None, sha256=record.sha256), build=record.build, categories={"main"},
+            ))
+        for pin in pip_part.get(platform, ()):
+            packages.append(LockedDependency(
+                name=pin.name, version=pin.version, manager="pip", platform=platform, dependencies={}, url=pin.url,
+                hash=HashModel(sha256=pin.sha256), categories={"main"},
+            ))
+    meta = LockMeta(
+        content_hash={platform: content_hash for platform in conda_part},
+        channels=[{"url": c, "used_env_vars": []} for c in channels],
+        platforms=list(conda_part),
+        sources=[source],
+    )
+    write_conda_lock_file(Lockfile(package=packages, metadata=meta), path, metadata_choices=(), include_help_text=False)
+
+
+def _dependencies(depends: Iterable[str]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for line in depends:
+        name, _, rest = line.strip().partition(" ")
+        found[name] = rest.strip() or "*"
+    return found
+
+
+# ---------------------------------------------------------------- reading it back for an install
+
+
+@dataclass(frozen=True)
+class LockedEnvironment:
+    """The entries of one platform of a conda-lock.yml."""
+
+    platform: str
+    conda: tuple[conda.CondaPackage, ...]
+    pip: tuple[PipPin, ...]
+
+
+def read_lock(path: Path, platform: str) -> LockedEnvironment:
+    """One platform of a conda-lock.yml, read with conda-lock's own parser."""
+    from conda_lock.lockfile import parse_conda_lock_file
+
+    try:
+        lock = parse_conda_lock_file(path)
+    except Exception as err:  # pydantic's ValidationError, yaml's errors, conda-lock's own
+        raise DataError(f"{path}: conda-lock cannot read it ({str(err).splitlines()[0]})", fix="relock: invoke lock --force") from None
+    if platform not in lock.metadata.platforms:
+        raise BadInput(f"{path} is locked for {', '.join(lock.metadata.platforms)}, not for {platform}",
+                       fix=f"lock for it too: invoke lock --platform {platform}")
+    conda_part, pip_part = [], []
+    for dep in lock.package:
+        if dep.platform != platform:
+            continue
+        if dep.manager == "conda":
+            if not dep.hash.sha256:
+                raise DataError(f"{path}: {dep.name} has no sha256", fix="relock: invoke lock --force")
+            conda_part.append(conda.CondaPackage(  # build_number and channel: not in conda-lock.yml, not needed to install
+                name=dep.name, version=dep.version, build=dep.build or "", build_number=0, subdir=dep.url.rsplit("/", 2)[-2],
+                url=dep.url, sha256=dep.hash.sha256, md5=dep.hash.md5 or "",
+                depends=tuple(f"{k} {v}".strip() if v != "*" else k for k, v in dep.dependencies.items()), channel="",
+            ))
+        else:
+            pip_part.append(PipPin(dep.name, dep.version, dep.url, dep.hash.sha256 or ""))
+    return LockedEnvironment(platform, tuple(conda_part), tuple(pip_part))
+
+
+# ---------------------------------------------------------------- what the target machine must have
+
+
+def host_virtual_versions(environ: Mapping[str, str] | None = None) -> dict[str, str | None]:
+    """This host's `__cuda` and `__glibc` (None: none). CONDA_OVERRIDE_CUDA / _GLIBC win, as in conda."""
+    environ = os.environ if environ is None else environ
+    cuda = environ.get("CONDA_OVERRIDE_CUDA")
+    if cuda is None:
+        cuda = _driver_cuda()
+    glibc = environ.get("CONDA_OVERRIDE_GLIBC") or (os.confstr("CS_GNU_LIBC_VERSION") or "glibc ").split(" ")[-1] or None
+    return {"__cuda": cuda or None, "__glibc": glibc}
+
+
+def _driver_cuda() -> str | None:
+    """The CUDA version the NVIDIA driver supports (NVML), or None without a driver."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            version = pynvml.nvmlSystemGetCudaDriverVersion_v2()
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no libnvidia-ml, no driver, no GPU: no __cuda
+        return None
+    return f"{version // 1000}.{(version % 1000) // 10}"
+
+
+_CONSTRAINT = re.compile(r"^(>=|<=|==|!=|>|<|=)?\s*([0-9][0-9A-Za-z.*]*)$")
+
+
+def unmet_virtual(packages: Iterable[conda.CondaPackage], have: Mapping[str, str | None]) -> str | None:
+    """The first `__cuda` / `__glibc` requirement of a locked package that `have` does not meet, as
+    "gpuenv-accel needs __cuda >=12.4, this machine has 12.1"; None when all are met."""
+    for package in packages:
+        for line in package.depends:
+            name, _, spec = line.strip().partition(" ")
+            if name not in ("__cuda", "__glibc"):
+                continue
+            value = have.get(name)
+            if value is None:
+                return f"{package.name} {package.version} ({package.build}) needs {name} {spec}".rstrip() + f", and there is no {name} here"
+            if spec and not all(_meets(value, part.strip()) for part in spec.split(",")):
+                return f"{package.name} {package.version} ({package.build}) needs {name} {spec}, and this has {value}"
+    return None
+
+
+def _meets(value: str, constraint: str) -> bool:
+    match = _CONSTRAINT.match(constraint)
+    if not match:
+        return True  # a form gpuenv does not read: the solver accepted it for the stack
+    op, version = match.group(1) or "==", match.group(2)
+    try:
+        have = Version(value)
+        if version.endswith(".*") or (op in ("=", "==") and "*" in version):
+            prefix = version.rstrip("*").rstrip(".").split(".")
+            return value.split(".")[: len(prefix)] == prefix
+        want = Version(version)
+    except InvalidVersion:
+        return True
+    return {">=": have >= want, "<=": have <= want, ">": have > want, "<": have < want, "!=": have != want}.get(op, have == want)
+
+
+# ---------------------------------------------------------------- installing
+
+
+def install(lock_path: Path, *, into: Path, final_prefix: Path, platform: str, have: Mapping[str, str | None], target: str,
+            mirrors: Mapping[str, str] | None = None, wheelhouse: Path | None = None, offline: bool = False,
+            cache: Path, say: Say, output: Say) -> None:
+    """Install the `platform` part of a conda-lock.yml into `into`, for use at `final_prefix`.
+
+    `have`: the target's `__cuda` / `__glibc` (`target` names it in the refusal: "this host", "the
+    base image"). `cache`: where packages are downloaded (removed by the caller).
+    """
+    environment = read_lock(lock_path, platform)
+    problem = unmet_virtual(environment.conda, have)
+    if problem:
+        raise BadInput(f"{lock_path.name} cannot run on {target}: {problem}",
+                       fix="install where the driver (or base image) meets it, or lock the stack for this machine's CUDA (--cuda)")
+    if not any(p.name == "python" for p in environment.conda):
+        raise DataError(f"{lock_path}: no python for {platform}", fix="relock: invoke lock --force")
+    say(f"fetching {len(environment.conda)} conda packages, each checked against the lock's sha256")
+    archives = conda.fetch_verified(environment.conda, cache, mirrors=mirrors, say=output)
+    conda.link(archives, into, final_prefix=final_prefix, platform=platform, say=say)
+    if environment.pip:
+        say(f"installing {len(environment.pip)} pip packages with uv, every hash required")
+        requirements = cache / "pip-requirements.txt"
+        requirements.write_text(pip_requirements(environment.pip, wheelhouse), encoding="utf-8")
+        cmd = [lockers.uv_binary(), "pip", "install", "--python", str(into / "bin" / "python"), "--require-hashes", "--no-deps",
+               "--no-config", "--link-mode", "copy", "-r", str(requirements)]
+        if offline:
+            cmd += ["--offline", "--no-index"]
+        lockers.run_installer(cmd, on_line=output, tool="uv pip install")
+        say("compiling the bytecode for the final path")
+        compile_bytecode(into, final_prefix, output)
+
+
+def compile_bytecode(into: Path, final_prefix: Path, output: Say) -> None:
+    """The pip part's .pyc files, named for the final path (tracebacks show it) and hash-checked,
+    so the same lock gives the same bytes wherever it was staged. The .pyc files stay: a non-root
+    user cannot write them at run time."""
+    site = sorted(into.glob("lib/python3*/site-packages"))
+    if not site:
+        raise DataError(f"no lib/python3.*/site-packages in {into}", fix="the lock's python package made no environment")
+    cmd = [str(into / "bin" / "python"), "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "checked-hash",
+           "-s", str(into), "-p", str(final_prefix), str(site[0])]
+    lockers.run_installer(cmd, on_line=output, tool="python -m compileall")
+
+
+def pip_requirements(pins: Iterable[PipPin], wheelhouse: Path | None) -> str:
+    """Direct-URL requirements with their hashes; a wheel that the wheelhouse holds comes from there."""
+    lines = []
+    for pin in pins:
+        file_name = urllib.parse.unquote(pin.url.rsplit("/", 1)[-1])
+        local = wheelhouse / file_name if wheelhouse is not None else None
+        url = local.resolve().as_uri() if local is not None and local.is_file() else pin.url
+        lines.append(f"{pin.name} @ {url} --hash=sha256:{pin.sha256}\n")
+    return "".join(lines)
+
+
+def retarget_scripts(into: Path, final_prefix: Path) -> None:
+    """Scripts uv wrote into `into/bin` name `into`'s Python; make them name the final path's.
+
+    uv installs the pip part with the folder's own interpreter, which is not yet at its final place
+    (a build folder renamed into place, or a staging folder copied into an image). Both of uv's
+    forms are rewritten: `#!INTO/bin/python` and the /bin/sh trampoline for long paths.
+    """
+    old, new = str(into).encode(), str(final_prefix).encode()
+    for script in (into / "bin").iterdir():
+        if script.is_symlink() or not script.is_file() or script.stat().st_size > 64 * 1024:
+            continue
+        data = script.read_bytes()
+        if data.startswith(b"#!") and old in data and b"\0" not in data:
+            script.write_bytes(data.replace(old + b"/bin/", new + b"/bin/"))
+
+
+def make_reproducible(prefix: Path) -> None:
+    """Drop what differs between two installs of the same lock: the install time rattler writes into
+    conda-meta/history ("==> 2026-11-25 23:41:02 <=="), so the same lock gives the same image."""
+    history = prefix / "conda-meta" / "history"
+    if history.is_file():
+        lines = history.read_text(encoding="utf-8").splitlines(keepends=True)
+        history.write_text("".join(line for line in lines if not line.startswith("==>")), encoding="utf-8")
+
+
+#: Where the image's environment lives (docker/install-env.sh: ENV_DIR).
+IMAGE_ENV_DIR = Path("/opt/gpuenv/env")
+
+
+def stage_for_image(lock_path: Path, *, stack: Stack, lock_sha256: str, platform: str, target: str,
+                    mirrors: Mapping[str, str], wheelhouse: Path | None, offline: bool, cache_root: Path, say: Say) -> Path:
+    """The conda lock installed on the host for an image's /opt/gpuenv/env, kept in `cache_root`
+    by the lock's hash: the image build only copies it, so the base needs no installer and the
+    build no network. Installed at a fixed path (the temporary folder, by user and lock), since
+    an install writes its own path into some files (uv's RECORD, rattler's conda-meta): the same
+    lock then gives the same bytes, and so the same image. The image's `__cuda` is the stack's CUDA,
+    its `__glibc` the stack's base image's (the driver is checked when the container starts)."""
+    import shutil
+    import tempfile
+
+    have = {"__cuda": None if stack.is_cpu else stack.cuda, "__glibc": spec.glibc_for(stack)}
+    staged = cache_root / f"{lock_sha256[:16]}-{platform}"
+    if (staged / "bin" / "python").exists():
+        say(f"the conda environment of lock {lock_sha256[:12]} is staged already: {staged}")
+        return staged
+    cache_root.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.gettempdir()) / f"gpuenv-stage-{os.getuid()}-{lock_sha256[:16]}-{platform}"
+    shutil.rmtree(work, ignore_errors=True)
+    try:
+        into = work / "env"
+        install(lock_path, into=into, final_prefix=IMAGE_ENV_DIR, platform=platform, have=have, target=target, mirrors=mirrors,
+                wheelhouse=wheelhouse, offline=offline, cache=work / "downloads", say=say, output=lambda _l: None)
+        retarget_scripts(into, IMAGE_ENV_DIR)
+        make_reproducible(into)
+        partial = Path(tempfile.mkdtemp(prefix=f".{staged.name}.", dir=cache_root))
+        try:  # into the cache whole or not at all (the cache may be on another file system)
+            shutil.copytree(into, partial / "env", symlinks=True)
+            if not staged.exists():
+                os.replace(partial / "env", staged)
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return staged

@@ -1,0 +1,157 @@
+"""A real local conda channel for the tests, built from recipes/ with py-rattler-build and indexed
+with py-rattler.
+
+Built once per recipe hash into a cache folder (GPUENV_TEST_CACHE, else ~/.cache/gpuenv-tests), so
+a second run reuses it and a fresh CI clone rebuilds it in seconds. Run as a script to build it
+and print its path: `python tests/condachannel/build.py`.
+
+Channel layout: CHANNEL/{linux-64,noarch}/*.conda with repodata.json. Contents (see each recipe):
+python (a stand-in: this machine's CPython repackaged), pip, gpuenv-hello (compiled C),
+gpuenv-probe (noarch python with an entry point), gpuenv-accel (cpu, cuda118, cuda124 builds).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+RECIPES = Path(__file__).parent / "recipes"
+ACCEL_VARIANTS = ("cpu", "cuda118", "cuda124")
+#: Bump to rebuild every cached channel (a change of the build itself, not of a recipe).
+BUILDER_VERSION = "1"
+
+
+def cache_root() -> Path:
+    base = os.environ.get("GPUENV_TEST_CACHE") or str(Path.home() / ".cache" / "gpuenv-tests")
+    return Path(base)
+
+
+def python_home() -> tuple[Path, str]:
+    """(the installation root of this interpreter, its full version): the stand-in Python's source."""
+    home = Path(sysconfig.get_config_var("prefix") or sys.base_prefix)
+    return home, ".".join(map(str, sys.version_info[:3]))
+
+
+def pip_wheel() -> Path:
+    """pip's wheel as this Python carries it: ensurepip's bundled one, or Debian's python3-pip-whl."""
+    home, _ = python_home()
+    bundled = home / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "ensurepip" / "_bundled"
+    found = sorted(bundled.glob("pip-*.whl")) or sorted(Path("/usr/share/python-wheels").glob("pip-*.whl"))
+    if not found:
+        raise FileNotFoundError(f"no pip wheel on this machine (not in {bundled}, nor /usr/share/python-wheels: Debian package python3-pip-whl)")
+    return found[-1]
+
+
+def standin_problem() -> str | None:
+    """Why this machine cannot build the test channel (an outside cause), or None."""
+    if shutil.which("cc") is None:
+        return "no C compiler (cc) on this machine: the test channel's compiled package needs one (Debian package gcc)"
+    try:
+        pip_wheel()
+    except FileNotFoundError as err:
+        return str(err)
+    return None
+
+
+def recipes_hash() -> str:
+    """What decides the channel's content: the recipes, the stand-in Python and the builder."""
+    digest = hashlib.sha256(BUILDER_VERSION.encode())
+    for path in sorted(RECIPES.rglob("*")):
+        if path.is_file():
+            digest.update(str(path.relative_to(RECIPES)).encode() + b"\0" + path.read_bytes())
+    home, version = python_home()
+    digest.update(f"{home} {version} {pip_wheel().name}".encode())
+    return digest.hexdigest()[:16]
+
+
+def build_channel(root: Path | None = None) -> Path:
+    """The channel folder for the current recipes, built (in a temporary sibling, then renamed)
+    when it is not in the cache yet."""
+    root = root or cache_root()
+    channel = root / f"channel-{recipes_hash()}"
+    if (channel / "noarch" / "repodata.json").is_file():
+        return channel
+    root.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".channel-", dir=root))
+    try:
+        # In a child process: py-rattler-build and py-rattler may crash at interpreter exit
+        # (see gpuenv/envs/conda.py); the channel is judged by its files, not the exit code.
+        subprocess.run([sys.executable, __file__, "--into", str(work)], check=False, timeout=600)
+        if not (work / "noarch" / "repodata.json").is_file() or not list(work.glob("linux-64/gpuenv-accel-*.conda")):
+            raise RuntimeError(f"the test channel was not built in {work}; run {__file__} --into DIR to see why")
+        try:
+            work.rename(channel)
+        except OSError:
+            if not (channel / "noarch" / "repodata.json").is_file():  # another session won the race
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return channel
+
+
+def standin_wheel(folder: Path, name: str, version: str) -> Path:
+    """A STAND-IN wheel: a pure-Python package of `name` and `version` with nothing in it but a
+    module that says so. Stands for the framework wheel (torch) where installing the real one
+    (hundreds of MB) would only test uv's unzip speed."""
+    import zipfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    dist = f"{name}-{version}.dist-info"
+    path = folder / f"{name}-{version}-py3-none-manylinux_2_17_x86_64.whl"
+    files = {
+        f"{name}/__init__.py": f"__version__ = {version!r}\nSTANDIN = True\n",
+        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: gpuenv-tests\nRoot-Is-Purelib: true\nTag: py3-none-manylinux_2_17_x86_64\n",
+    }
+    record = "".join(f"{n},,\n" for n in files) + f"{dist}/RECORD,,\n"
+    with zipfile.ZipFile(path, "w") as archive:
+        for member, text in {**files, f"{dist}/RECORD": record}.items():
+            archive.writestr(zipfile.ZipInfo(member, (1980, 1, 1, 0, 0, 0)), text)
+    return path
+
+
+def _build_into(out: Path) -> None:
+    import rattler_build
+
+    warnings.simplefilter("ignore", DeprecationWarning)  # build_recipes: still the one-call API in 0.73
+    from rattler.index import index_fs
+
+    home, version = python_home()
+    wheel = pip_wheel()
+    os.environ.update({
+        "GPUENV_STANDIN_PYTHON": str(home),
+        "GPUENV_STANDIN_PYTHON_VERSION": version,
+        "GPUENV_STANDIN_PIP_WHEEL": str(wheel),
+        "GPUENV_STANDIN_PIP_VERSION": wheel.name.split("-")[1],
+    })
+    common = dict(output_dir=str(out), channel=[out.as_uri()], test="skip", no_include_recipe=True, package_format="conda:1")
+    for name in ("python", "gpuenv-hello"):
+        started = time.monotonic()
+        rattler_build.build_recipes([RECIPES / name / "recipe.yaml"], **common)
+        print(f"built {name} in {time.monotonic() - started:.1f} s", flush=True)
+    for variant in ACCEL_VARIANTS:
+        os.environ["GPUENV_ACCEL_VARIANT"] = variant
+        rattler_build.build_recipes([RECIPES / "gpuenv-accel" / "recipe.yaml"], **common)
+    for name in ("pip", "gpuenv-probe"):  # noarch python: built against the stand-in python above
+        rattler_build.build_recipes([RECIPES / name / "recipe.yaml"], **common)
+    for leftover in ("bld", "src_cache", "build_cache"):
+        shutil.rmtree(out / leftover, ignore_errors=True)
+    import asyncio
+
+    asyncio.run(index_fs(out, write_shards=False, write_zst=False, force=True))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--into":
+        _build_into(Path(sys.argv[2]))
+        sys.stdout.flush()
+        os._exit(0)
+    print(build_channel())

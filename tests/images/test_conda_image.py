@@ -1,0 +1,57 @@
+"""A conda lock's image on the bare base (no python3, curl or wget), built with no network.
+
+The environment is installed on the host by py-rattler from the local test channel (a mirror of
+conda-forge here) into a staging folder for /opt/gpuenv/env, then only copied in: no installer
+is fetched. Re-staged from an empty cache, the same lock gives the same image. The framework
+wheel is a STAND-IN (tests/conftest.py: standin_wheels).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import dockercases
+import pytest
+import yaml
+
+pytestmark = [pytest.mark.docker, pytest.mark.network]
+
+def test_a_conda_image_on_the_bare_base_builds_offline_runs_its_entry_point_and_is_reproducible(
+    bare_base_image, conda_channel, standin_wheels, cpu_stack, tmp_path, monkeypatch
+):
+    from gpuenv.engine import Engine
+    from gpuenv.envs.locking import ensure_lock
+    from gpuenv.images import plan as images
+
+    monkeypatch.setenv("GPUENV_LOCKS_DIR", str(tmp_path / "locks"))
+    team = tmp_path / "team.yml"
+    team.write_text(yaml.safe_dump({"conda": ["gpuenv-probe", "gpuenv-hello"], "pip": []}))
+    mirrors = {"conda-forge": conda_channel.as_uri()}
+    lock = ensure_lock(cpu_stack, backend="conda-lock", wheelhouse=standin_wheels, team_file=team, mirrors=mirrors)
+    engine = Engine.local()
+
+    built = []
+    try:
+        for run in ("first", "second"):  # the second from an empty staging cache
+            monkeypatch.setenv("GPUENV_CACHE_DIR", str(tmp_path / f"cache-{run}"))
+            plan = images.plan_build(cpu_stack, lock.directory, base_image=bare_base_image, wheelhouse=standin_wheels, mirrors=mirrors)
+            plan = dataclasses.replace(plan, tags=[f"gpuenv-test/conda-{os.getpid()}:{run}"])
+            result = images.build_stack_image(plan, progress=lambda _t: None)
+            built.append(result.image.id)
+        assert built[0] == built[1], "the same lock gave another image"
+        out: list[str] = []
+        code = engine.run_container(built[0], ["gpuenv-probe"], gpus="none", workdir_mount=tmp_path, stream=out.append)
+        assert code == 0 and "gpuenv-probe ok /opt/gpuenv/env" in "".join(out)
+        out.clear()
+        code = engine.run_container(built[0], ["gpuenv-hello"], gpus="none", workdir_mount=tmp_path, stream=out.append)
+        assert code == 0 and "hello from /opt/gpuenv/env" in "".join(out)
+        out.clear()
+        code = engine.run_container(built[0], ["python", "-c", "import torch; print(torch.__version__)"], gpus="none", workdir_mount=tmp_path,
+                                    stream=out.append)
+        assert code == 0 and "2.13.0+cpu" in "".join(out)
+    finally:
+        for image_id in dict.fromkeys(built):
+            labels = engine.image_info(image_id).labels if engine.image_info(image_id) else {}
+            engine.remove_image(image_id)
+            dockercases.remove_build_cache(labels)
