@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuenv.cli.common import OUTPUT_HELP, STACK_HELP, is_dry, reporter, resolve, stack_options, stack_request, task, user_errors
+from gpuenv.cli.common import (
+    OUTPUT_HELP, STACK_HELP, is_dry, remember_stack, reporter, resolve, resolve_for_task, stack_options, stack_request, task, user_errors,
+)
 
 _LOCK_HELP = {
     **STACK_HELP,
@@ -54,7 +56,7 @@ def lock(
 ):
     """Pin every package of the stack's environment into envs/locks/<stack>/ (skipped when nothing changed)."""
     from gpuenv.cli.paths import check_paths
-    from gpuenv.envs.locking import ensure_lock
+    from gpuenv.envs.locking import ensure_lock, lock_directory, lock_file_name
 
     check_paths(wheelhouse=wheelhouse, file=file, team_file=team_file)
     request = stack_request(c, **stack_options(locals()), backend=backend, platforms=list(platform or []))
@@ -79,6 +81,7 @@ def lock(
             force=force,
             progress=report.phase,
         )
+        remember_stack(stack, request, "lock", lock_directory(stack) / lock_file_name(result.backend), report.say)
     state = "unchanged" if result.skipped else "locked"
     report.result(f"{state}: {result.files} (backend {result.backend}, inputs {result.input_hash[:12]})")
 
@@ -102,8 +105,7 @@ def export(c, cuda=None, framework=None, torch=None, tensorflow=None, python=Non
 
     check_paths(output=output, team_file=team_file)
     check_output(Path(output))  # before the stack is resolved: a missing folder is named, never made
-    request = stack_request(c, **stack_options(locals()))
-    stack = resolve(request)
+    _request, stack = resolve_for_task(c, stack_options(locals()))
     if is_dry(c):
         found = pinned_from_lock(lock_directory(stack))
         how = f"pinned from {found[2]}" if found else "not pinned (no lock yet)"
@@ -157,9 +159,8 @@ def install(
 
     installer.check_prefix(prefix)  # before anything slow: a bad prefix is one line at once
     check_paths(wheelhouse=wheelhouse)
-    request = stack_request(c, **stack_options(locals()))
     report = reporter(verbose, quiet)
-    stack = resolve(request)
+    request, stack = resolve_for_task(c, stack_options(locals()))
     lock_dir = lock_directory(stack)
     wheels = Path(request.wheelhouse) if request.wheelhouse else None
     if wheels is None and not offline:

@@ -9,8 +9,8 @@ from pathlib import Path
 from invoke.exceptions import Exit
 
 from gpuenv.cli.common import (
-    OUTPUT_HELP, STACK_HELP, image_or_stack, is_dry, reporter, resolve, stack_options, stack_request, task, team_settings,
-    user_errors,
+    OUTPUT_HELP, STACK_HELP, image_or_stack, is_dry, remember_stack, reporter, resolve, resolve_for_task, stack_options, stack_request,
+    task, team_settings, user_errors,
 )
 
 _BUILD_HELP = {
@@ -126,6 +126,7 @@ def build(
         plan = images.supply_tools(plan, progress=report.phase)
         report.phase("sending the build context")
         result = images.build_stack_image(plan, progress=report.output)
+        remember_stack(stack, request, "build", plan.lock.path, report.say)
     image = result.image
     first = f"unchanged: reused {image.id} (same lock and inputs: every step came from the build cache)" if result.reused else f"built {image.id}"
     lines = [first, f"tags: {', '.join(plan.tags)}", f"size: {images.format_size(image.size)}", "labels:"]
@@ -171,9 +172,8 @@ def push(c, registry=None, cuda=None, framework=None, torch=None, tensorflow=Non
         host = settings.registry
     else:
         raise BadInput("no registry given", fix="pass --registry HOST[:PORT], or set gpuenv.registry in invoke.yaml")
-    request = stack_request(c, **stack_options(locals()))
     report = reporter(verbose, quiet)
-    stack = resolve(request)
+    _request, stack = resolve_for_task(c, stack_options(locals()))
     plan = share.plan_push(stack, lock_directory(stack), host)
     if is_dry(c):
         print(f"stack: {stack.stack_id}\nimage: {plan.source}\nwould push: {', '.join(f'{plan.repository}:{t}' for t in plan.tags)}\nnothing pushed (--dry)")
