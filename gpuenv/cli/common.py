@@ -229,7 +229,7 @@ def current_stack_reason(c: Any, cli: dict[str, Any]) -> tuple[str, Any]:
 
 
 def resolve_for_task(c: Any, cli: dict[str, Any], announce: bool = True, **extra: Any) -> tuple[Any, Any]:
-    """(StackRequest, Stack) for a task that uses a stack (run, validate, push, install, export).
+    """(StackRequest, Stack) for a task that uses a stack (build, run, validate, push, install, export).
 
     With no stack option and no invoke.yaml pin, it is the project's remembered stack, said in
     one line on stderr (stdout stays the task's result).
@@ -263,8 +263,8 @@ def remember_stack(stack: Any, request: Any, made_by: str, lock_file: Path, say:
 
     path, changed = current.record(locks_root(), stack, made_by=made_by, lock_file=lock_file, strict_driver=request.strict_driver)
     if changed:
-        say(f"current stack: {stack.stack_id} (lock {lock_file}), recorded in {path}: run, validate, push, install and export "
-            "use it when no stack option is given")
+        say(f"current stack: {stack.stack_id} (lock {lock_file}), recorded in {path}: build, run, validate, push, install and "
+            "export use it when no stack option is given")
 
 
 PIN_FIX = "upgrade the driver, or pin another stack (gpuenv.cuda / gpuenv.torch / gpuenv.tensorflow in invoke.yaml)"

@@ -9,8 +9,8 @@ from pathlib import Path
 from invoke.exceptions import Exit
 
 from gpuenv.cli.common import (
-    OUTPUT_HELP, STACK_HELP, image_or_stack, is_dry, remember_stack, reporter, resolve, resolve_for_task, stack_options, stack_request,
-    task, team_settings, user_errors,
+    OUTPUT_HELP, STACK_HELP, image_or_stack, is_dry, remember_stack, reporter, resolve_for_task, stack_options, task, team_settings,
+    user_errors,
 )
 
 _BUILD_HELP = {
@@ -81,12 +81,13 @@ def build(
     # Every option is checked before anything slow: resolving, locking, the engine.
     check_paths(ca_cert=ca_cert, wheelhouse=wheelhouse, team_file=team_file)
     images.check_build_options(tag=tag, ca_cert=ca_cert, wheelhouse=wheelhouse, team_file=team_file, backend=backend)
-    request = stack_request(c, **stack_options(locals()), backend=backend, base_image=base_image)
-    wheelhouse = request.wheelhouse
-    if request.base_image:  # the engine's grammar, as for --tag: 'x y' or 'Ubuntu' is one line here, not a failed pull
-        share.parse_image_ref(request.base_image, "--base-image" if base_image else "gpuenv.base_image")
+    if base_image:  # the engine's grammar, as for --tag: 'x y' or 'Ubuntu' is one line here, not a failed pull
+        share.parse_image_ref(base_image, "--base-image")
     report = reporter(verbose, quiet)
-    stack = resolve(request)
+    request, stack = resolve_for_task(c, stack_options(locals()), backend=backend, base_image=base_image)
+    wheelhouse = request.wheelhouse
+    if request.base_image and not base_image:
+        share.parse_image_ref(request.base_image, "gpuenv.base_image")
     lock_dir = lock_directory(stack)
     lock_missing = not lockdir.has_lock(lock_dir)
     lock_backend = request.backend or ("uv" if wheelhouse else "conda-lock")

@@ -1,7 +1,7 @@
 """The project's current stack: `envs/locks/current.json`, the stack `lock` and `build` last made.
 
 uv and pixi work from the project's one lock; gpuenv keeps one lock per stack, so this small file
-says which of them the project is on. The team commits it with `envs/locks/`, and `run`,
+says which of them the project is on. The team commits it with `envs/locks/`, and `build`, `run`,
 `validate`, `push`, `install` and `export` address that stack when no stack option is given.
 
 The file holds the options that name the stack whatever the host (CUDA, Python, the framework
