@@ -79,9 +79,13 @@ def record(locks_root: Path, stack: Stack, *, made_by: str, lock_file: Path, str
     entry = CurrentStack(stack_id=stack.stack_id, framework=stack.framework, release=stack.framework_version,
                          cuda=stack.cuda, python=stack.python, strict_driver=strict_driver, made_by=made_by, lock_file=relative)
     path = current_file(locks_root)
+    try:
+        recorded = read(locks_root)
+    except DataError:
+        recorded = None  # a damaged record is replaced by the stack just made
+    if recorded and recorded.to_dict() == {**entry.to_dict(), "made_by": recorded.made_by}:
+        return path, False  # the same stack: the committed file stays as it is (a build after its lock is no change)
     text = json.dumps(entry.to_dict(), indent=2) + "\n"
-    if path.is_file() and path.read_text(encoding="utf-8", errors="replace") == text:
-        return path, False
     try:
         write_text_atomic(path, text)
     except (WriteFailed, OSError) as err:
