@@ -87,42 +87,32 @@ def make_folder(folder: Path, hosts: int, malformed: bool = True) -> None:
 
 def measure(folder: Path, formats: list[str], out: Path) -> dict:
     """Read the folder, analyse, render each format to `out`: seconds and bytes per step."""
-    from gpuenv.fleet import report
+    from gpuenv.fleet.collected import read_report_folder
+    from gpuenv.fleet.report import write_reports
+    from gpuenv.fleet.report.analysis import analyse
+    from gpuenv.fleet.report.terminal import render_table
+    from validate.judge.peaks import load_peaks
 
     result: dict = {}
     start, cpu = time.perf_counter(), time.process_time()
-    try:
-        from gpuenv.fleet.collected import read_report_folder
-    except ImportError:  # the code before --from-reports existed: the same reading, by hand
-        from gpuenv.fleet.outcome import HostOutcome, status_from_report
-
-        def read_report_folder(path):  # type: ignore[no-redef]
-            outs = []
-            for file in sorted(Path(path).glob("*.json")):
-                data = report.read_suite_report(file)
-                status, reason = status_from_report(data, None)
-                outs.append(HostOutcome(file.stem, status, reason, report=data))
-            return outs
     outcomes = read_report_folder(folder)
-    from validate.judge.peaks import load_peaks
-
-    fleet = report.analyse(outcomes, load_peaks(), None)
+    fleet = analyse(outcomes, load_peaks(), None)
     result["read+analyse"] = (time.perf_counter() - start, None, time.process_time() - cpu)
     for fmt in formats:
         start, cpu = time.perf_counter(), time.process_time()
         if fmt == "table":
             path = out / "table.txt"
-            text = report.render_table(fleet)
+            text = render_table(fleet)
             path.write_text(text)
         elif fmt == "json":
             path = out / "fleet.json"
-            report.write_reports(fleet, json_path=str(path))
+            write_reports(fleet, json_path=str(path))
         elif fmt == "junit":
             path = out / "fleet.xml"
-            report.write_reports(fleet, junit_path=str(path))
+            write_reports(fleet, junit_path=str(path))
         else:
             path = out / "fleet.html"
-            report.write_reports(fleet, html_path=str(path))
+            write_reports(fleet, html_path=str(path))
         result[fmt] = (time.perf_counter() - start, path.stat().st_size, time.process_time() - cpu)
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return result

@@ -38,12 +38,12 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="gpuenv-bench-") as tmp:
         os.environ["GPUENV_LOCKS_DIR"] = str(Path(tmp) / "locks")
-        from gpuenv import engine
-        from gpuenv.images import plan as images
-        from gpuenv.envs.locking import ensure_lock
         from gpuenv.compat.resolve import Request, resolve_stack
+        from gpuenv.engine import Engine
+        from gpuenv.envs.locking import ensure_lock
+        from gpuenv.images import plan as images
 
-        engine.client()
+        engine = Engine.local()
         if engine.image_info(args.base_image) is None:
             print(f"base image {args.base_image} missing: run scripts/make-test-base-image.sh", file=sys.stderr)
             return 1

@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gpuenv import engine
+from gpuenv.engine import Engine  # noqa: E402
 from gpuenv.images import plan as images  # noqa: E402
 from gpuenv.progress import format_bytes  # noqa: E402
 
@@ -46,6 +46,7 @@ def start_registry(folder: Path) -> tuple[subprocess.Popen, str]:
 
 
 def main() -> None:
+    engine = Engine.local()
     if len(sys.argv) > 1:
         image = engine.image_info(sys.argv[1])
         if image is None or images.STACK_LABEL not in image.labels:
@@ -79,7 +80,7 @@ def main() -> None:
             pull_s = time.perf_counter() - start
             for tag in tags:
                 repo, _, name = tag.rpartition(":")
-                engine.client().images.get(pulled.id).tag(repo, name)
+                engine.client.images.get(pulled.id).tag(repo, name)
             engine.untag(f"{repository}:bench")
         finally:
             proc.terminate()

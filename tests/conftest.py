@@ -27,11 +27,11 @@ def invoke_cli():
 @pytest.fixture(scope="session")
 def docker_engine():
     """The engine gpuenv talks to; skips the Docker tests with the engine's own reason when down."""
-    from gpuenv import engine
+    from gpuenv.engine import Engine
     from gpuenv.errors import ToolError
 
     try:
-        return engine.client()
+        return Engine.local().client
     except ToolError as err:
         pytest.skip(f"no Docker engine: {err.render()}")
 

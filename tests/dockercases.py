@@ -11,13 +11,11 @@ from datetime import datetime, timezone
 from typing import Any, Iterator
 
 
-def _client() -> Any:
-    from gpuenv import engine
+def _client(timeout: float | None = None) -> Any:
+    """The SDK client of this machine's `Engine` (a longer read `timeout` for large streams)."""
+    from gpuenv.engine import READ_TIMEOUT, Engine
 
-    if hasattr(engine, "Engine"):
-        local = engine.Engine.local()
-        return getattr(local, "client", None) or getattr(local, "_client", None) or local
-    return engine.client()
+    return Engine.local(timeout or READ_TIMEOUT).client
 
 
 def _created(text: str) -> float:
@@ -67,31 +65,16 @@ def remove_untagged_since(since: float) -> list[str]:
     return removed
 
 
-def untag(ref: str) -> None:
-    """Remove one tag (the image stays while other tags hold it)."""
-    try:
-        _client().api.remove_image(ref, noprune=True)
-    except Exception as err:  # noqa: BLE001
-        if "No such image" not in str(err) and "not found" not in str(err).lower():
-            raise
-
-
 def save_image(ref: str) -> Iterator[bytes]:
-    """The image as `docker save` writes it, in chunks."""
-    from gpuenv import engine
-
-    client = engine.client(timeout=900) if hasattr(engine, "client") else _client()
-    return client.images.get(ref).save(named=False)
-
-
-def image_history(ref: str) -> list[dict[str, Any]]:
-    return _client().api.history(ref)
+    """The image as `docker save` writes it, in chunks (every layer, the config and the history)."""
+    # An image of a few GB can take minutes before its first bytes on a slow storage driver.
+    return _client(timeout=900).images.get(ref).save(named=False)
 
 
 def remove_build_cache(labels: dict[str, str]) -> None:
     """Remove the install stage a build kept as gpuenv-cache/<stack>:<lock-hash> for the image with `labels`."""
-    from gpuenv import engine
+    from gpuenv.engine import Engine
     from gpuenv.images.plan import CACHE_REPOSITORY, LOCK_HASH_LABEL, STACK_LABEL, TAG_HASH_LENGTH
 
     if labels.get(STACK_LABEL) and labels.get(LOCK_HASH_LABEL):
-        engine.remove_image(f"{CACHE_REPOSITORY}/{labels[STACK_LABEL]}:{labels[LOCK_HASH_LABEL][:TAG_HASH_LENGTH]}".lower())
+        Engine.local().remove_image(f"{CACHE_REPOSITORY}/{labels[STACK_LABEL]}:{labels[LOCK_HASH_LABEL][:TAG_HASH_LENGTH]}".lower())

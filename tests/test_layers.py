@@ -17,12 +17,19 @@ GPUENV_RANK = {
     "gpuenv.stack": 0,
     "gpuenv.errors": 0,
     "gpuenv.progress": 0,
-    "gpuenv.engine": 1,
-    "gpuenv.envs": 2,
-    "gpuenv.compat": 3,
-    "gpuenv.images": 4,
-    "gpuenv.fleet": 4,
-    "gpuenv.cli": 5,
+    # the Docker owner, its parts in the order they build on each other; `Engine` composes them
+    "gpuenv.engine.common": 1,
+    "gpuenv.engine.causes": 2,
+    "gpuenv.engine.connection": 3,
+    "gpuenv.engine.images": 4,
+    "gpuenv.engine.build": 5,
+    "gpuenv.engine.containers": 5,
+    "gpuenv.engine": 6,
+    "gpuenv.envs": 7,
+    "gpuenv.compat": 8,
+    "gpuenv.images": 9,
+    "gpuenv.fleet": 9,
+    "gpuenv.cli": 10,
 }
 #: validate/ is copied alone into images: it never imports gpuenv, and its own parts stack up too.
 VALIDATE_RANK = {

@@ -321,7 +321,7 @@ def image_or_stack(c: Any, image: str | None, stack_options: dict[str, Any], ver
     """The image `run` and `validate` use: --image REF (pulled when missing), or the image of the
     stack the options resolve to. Returns (reference, its name for people, whether it is a CPU
     image: from the stack, or from REF's labels)."""
-    from gpuenv import engine
+    from gpuenv.engine import Engine
     from gpuenv.images import plan as images, share
     from gpuenv.errors import BadInput
 
@@ -338,4 +338,4 @@ def image_or_stack(c: Any, image: str | None, stack_options: dict[str, Any], ver
         return ref, ref, images.is_cpu_image(ref)
     _request, stack = resolve_for_task(c, stack_options)
     ref = images.image_for_stack(stack)
-    return ref, f"{stack.stack_id} ({engine.image_name(ref)})", stack.is_cpu
+    return ref, f"{stack.stack_id} ({Engine.local().image_name(ref)})", stack.is_cpu

@@ -235,7 +235,7 @@ class HostProgress:
             self.live.__exit__(*exc)
 
     def _table(self) -> Any:
-        from gpuenv.fleet.report import render_live
+        from gpuenv.fleet.report.terminal import render_live
 
         return render_live(self.state, max(self.total, len(self.state)), time.monotonic())
 
@@ -258,13 +258,13 @@ class HostProgress:
 
 def _stack_image_ref() -> str:
     """Without --image: the local image of the stack resolved for this host, by its tag."""
-    from gpuenv import engine
-    from gpuenv.images import plan as images
     from gpuenv.compat.host import resolve_for_host
+    from gpuenv.engine import Engine
+    from gpuenv.images import plan as images
 
     stack = resolve_for_host()
     image_id = images.image_for_stack(stack)
-    info = engine.image_info(image_id)
+    info = Engine.local().image_info(image_id)
     if info is None or not info.tags:
         raise BadInput(f"the local image of {stack.stack_id} has no tag the hosts could know it by",
                        fix="push it (invoke push) and pass --image HOST/gpuenv/...@sha256:...")
@@ -313,7 +313,9 @@ def run_fleet(opts: FleetOptions, suite_args: list[str], say: Callable[[str], No
 
 def fleet_validate(opts: FleetOptions, suite_args: list[str]) -> int:
     """The whole fleet run: outcomes, table, report files; 0 only if every host is ready."""
-    from gpuenv.fleet import report
+    from gpuenv.fleet.report import write_reports
+    from gpuenv.fleet.report.analysis import analyse
+    from gpuenv.fleet.report.terminal import render_table
     from validate.judge.peaks import load_peaks
 
     from invoke.exceptions import Exit
@@ -337,9 +339,9 @@ def fleet_validate(opts: FleetOptions, suite_args: list[str]) -> int:
             signal_name, code = ("SIGTERM", 143) if isinstance(err, Terminated) else ("Ctrl-C", 130)
             done = getattr(err, "cleanup", None) or "nothing had been started on any host"
             raise Exit(f"gpuenv: interrupted ({signal_name}): {done}; no fleet report was written", code=code) from None
-    fleet = report.analyse(outcomes, load_peaks(), baseline_models, outlier_floor=opts.outlier_floor)
+    fleet = analyse(outcomes, load_peaks(), baseline_models, outlier_floor=opts.outlier_floor)
     print()
-    print(report.render_table(fleet, verbose=opts.verbose))
-    for path in report.write_reports(fleet, json_path=opts.json, junit_path=opts.junit, html_path=opts.report):
+    print(render_table(fleet, verbose=opts.verbose))
+    for path in write_reports(fleet, json_path=opts.json, junit_path=opts.junit, html_path=opts.report):
         print(f"written: {path}")
     return 0 if fleet.ready else 1

@@ -205,13 +205,13 @@ def run(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, 
     the container is removed, and the command's exit code is returned. With --image REF a
     missing image is pulled (by digest); the stack's own image is never pulled.
     """
-    from gpuenv import engine
+    from gpuenv.engine import Engine, parse_gpus, parse_shm_size
 
     command = _remainder_argv(c.remainder or "")
     if gpus is not None:
-        engine.parse_gpus(gpus)  # checked before the stack is resolved or the engine asked
+        parse_gpus(gpus)  # checked before the stack is resolved or the engine asked
     if shm_size is not None:
-        engine.parse_shm_size(shm_size)
+        parse_shm_size(shm_size)
     ref, _name, cpu = image_or_stack(c, image, stack_options(locals()), verbose, quiet)
     # A CPU stack asks for no GPU by default: it then runs on hosts without the NVIDIA runtime.
     gpus = gpus if gpus is not None else ("none" if cpu else "all")
@@ -219,7 +219,7 @@ def run(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, 
         print(f"would run {shlex.join(command) or '(the image command)'} in {ref} with GPUs {gpus}, {Path.cwd()} at /workspace; nothing run (--dry)")
         return
     options = {"shm_size": shm_size} if shm_size else {}
-    code = engine.run_container(ref, command, gpus=gpus, workdir_mount=Path.cwd(), **options)
+    code = Engine.local().run_container(ref, command, gpus=gpus, workdir_mount=Path.cwd(), **options)
     if code:
         raise Exit(code=code)
 

@@ -149,11 +149,11 @@ def validate(
             return
         code = run_local(args)
     else:
-        from gpuenv import engine
+        from gpuenv.engine import Engine, parse_gpus
 
         workdir = Path.cwd()
         if gpus is not None:
-            engine.parse_gpus(gpus)  # before the stack is resolved or the engine asked
+            parse_gpus(gpus)  # before the stack is resolved or the engine asked
         args = suite_arguments(expect_gpus, json, junit, quick, save_baseline, baseline,
                                path_for=lambda p: container_path(p, workdir))
         ref, name, cpu = image_or_stack(c, image, stack, verbose, quiet)
@@ -162,6 +162,6 @@ def validate(
             return
         gpus = gpus or ("none" if cpu else "all")
         print(f"validating in {name}, GPUs: {gpus}", flush=True)
-        code = engine.run_container(ref, ["python", SUITE_IN_IMAGE, *args], gpus=gpus, workdir_mount=workdir)
+        code = Engine.local().run_container(ref, ["python", SUITE_IN_IMAGE, *args], gpus=gpus, workdir_mount=workdir)
     if code != 0:
         raise Exit(code=code)

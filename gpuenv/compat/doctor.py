@@ -28,10 +28,10 @@ def probe_nvml(host_file: str | None = None) -> dict[str, Any]:
 
 def probe_docker() -> dict[str, Any]:
     """Does the daemon answer, and can it hand GPUs to containers (nvidia runtime or CDI)?"""
-    from gpuenv import engine
+    from gpuenv.engine import Engine
 
     try:
-        info = engine.daemon_info()
+        info = Engine.local().info()
     except GpuenvError as err:
         return {"available": False, "why": err.render()}
     runtimes = sorted((info.get("Runtimes") or {}).keys())

@@ -15,10 +15,11 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 from gpuenv.errors import BadInput
 from gpuenv.fleet.outcome import MALFORMED, HostOutcome, status_from_report
-from gpuenv.fleet.suitereport import MAX_REPORT_BYTES, MalformedReport, parse_report, safe_text
+from gpuenv.fleet.suitereport import MAX_REPORT_BYTES, MalformedReport, UnreadableReport, parse_report, safe_text
 
 #: How deep below the folder a `report.json` is looked for (DIR/nodes/NODE/report.json is 2).
 _DEPTH = 3
@@ -57,6 +58,17 @@ def read_bounded(path: Path, limit: int = MAX_REPORT_BYTES) -> bytes:
             return handle.read(limit + 1)
         except OSError as err:
             raise MalformedReport(f"cannot read it ({err.strerror or type(err).__name__})") from None
+
+
+def read_suite_report(path: Any) -> dict[str, Any] | None:
+    """A node's suite report file (a Slurm run folder's): None when there is none; bounded in size,
+    never blocking on a FIFO, and never raising (see suitereport.load_suite_report)."""
+    try:
+        return parse_report(read_bounded(path))
+    except MalformedReport as err:
+        if not os.path.lexists(path) or str(err).startswith("not JSON"):
+            return None  # no report, or half of one (the suite was stopped): the exit code says more
+        return UnreadableReport(str(err))
 
 
 def read_report(host: str, path: Path) -> HostOutcome:

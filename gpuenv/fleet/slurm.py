@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from gpuenv.errors import BadInput, ToolError
+from gpuenv.fleet.collected import read_suite_report
 from gpuenv.fleet.interrupts import shielded
 from gpuenv.fleet.outcome import CANCELLED, FAILED, TIMEOUT, UNREACHABLE, HostOutcome, status_from_report
-from gpuenv.fleet.report import read_suite_report
 
 JOB_NAME = "gpuenv-validate"
 NODE_SCRIPT = "node.sh"

@@ -28,7 +28,7 @@ from gpuenv.fleet.outcome import (
     AUTH_REFUSED, CANCELLED, ENGINE_NOT_ANSWERING, FAILED, NO_DOCKER, NO_GPU_RUNTIME, TIMEOUT, UNREACHABLE, HostOutcome,
     status_from_report,
 )
-from gpuenv.fleet.report import load_suite_report
+from gpuenv.fleet.suitereport import load_suite_report
 
 #: Folder inside the container where the suite writes its report and finds the baseline.
 RUN_DIR = "/tmp/gpuenv-fleet"
@@ -140,11 +140,6 @@ def _baseline_tar(data: bytes) -> bytes:
         info.size, info.mode = len(data), 0o644
         tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
-
-
-def _short(err: BaseException) -> str:
-    text = str(getattr(err, "explanation", None) or err).strip().splitlines()
-    return (text[-1] if text else type(err).__name__)[:300]
 
 
 # ---------------------------------------------------------------- one run across the fleet
@@ -345,10 +340,10 @@ def validate_host(url: str, run: SuiteRun, progress: Progress | None = None, sta
         if state.stop.is_set():
             return outcome(CANCELLED, "stopped by an interrupt before the suite finished")
         if deadline is not None and (remaining() or 0) <= 0:
-            return timed_out(f"while talking to the engine ({_short(err)})")
+            return timed_out(f"while talking to the engine ({engines.short_reason(err)})")
         if engine is not None and engine.closed:
-            return outcome(UNREACHABLE, f"lost the connection to {url} ({_short(err)})")
-        return outcome(FAILED, f"the engine failed: {_short(err)}")
+            return outcome(UNREACHABLE, f"lost the connection to {url} ({engines.short_reason(err)})")
+        return outcome(FAILED, f"the engine failed: {engines.short_reason(err)}")
     finally:
         if container is not None and not container.remove():
             with state.lock:

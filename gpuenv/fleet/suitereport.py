@@ -99,6 +99,20 @@ def load_json(text: str) -> Any:
         raise MalformedReport(f"not JSON ({err.msg} at line {err.lineno} column {err.colno})") from None
 
 
+def load_suite_report(text: str) -> dict[str, Any] | None:
+    """A node's suite report from its text: None when it is not JSON of an object (reads as 'no
+    report'); a report that cannot be read (too big, too deep, a 400-digit number, NaN) comes back
+    as an UnreadableReport, which status_from_report and analyse turn into 'malformed report: why'.
+    Never raises: the text is untrusted."""
+    if len(text) > MAX_REPORT_BYTES:
+        return UnreadableReport(f"{len(text) / 2**20:.1f} MiB, over the {MAX_REPORT_BYTES // 2**20} MiB limit")
+    try:
+        data = load_json(text)
+    except MalformedReport as err:
+        return None if str(err).startswith("not JSON") else UnreadableReport(str(err))
+    return data if isinstance(data, dict) else None
+
+
 def _where(section: str, index: int, check: dict[str, Any] | None = None) -> str:
     name = check.get("check") if isinstance(check, dict) else None
     return f"{section} check {index}" + (f" ({safe_text(name, limit=60)!r})" if isinstance(name, str) else "")

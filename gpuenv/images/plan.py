@@ -1,8 +1,8 @@
 """What an image of a stack is called, what it carries and what its build is made of.
 
 Render, then act: everything here is decided from the stack and the lock directory alone, so it
-is tested on its output. The Docker engine is touched only by `gpuenv.engine`; the two helpers at
-the end (`image_for_stack`, `built_images`) ask it through that module.
+is tested on its output. The Docker engine is touched only through `gpuenv.engine`'s `Engine`; the
+helpers at the end (`image_for_stack`, `built_images`, the build) ask this machine's `Engine.local()`.
 """
 
 from __future__ import annotations
@@ -484,7 +484,7 @@ def image_for_stack(stack: Stack, lock_dir: Path | None = None) -> str:
     Raises GpuenvError with the build command when there is none: `invoke run` and the
     validation task never pull.
     """
-    from gpuenv import engine
+    from gpuenv.engine import Engine
 
     if lock_dir is None:
         from gpuenv.envs.locking import lock_directory  # not at module level: locking is heavier
@@ -493,15 +493,15 @@ def image_for_stack(stack: Stack, lock_dir: Path | None = None) -> str:
     # No lock: the newest image of the stack. A lock that fails its checks is an error, never
     # a silent fallback to whatever image is newest.
     lock_hash = read_lock(lock_dir, stack).sha256 if lockdir.has_lock(lock_dir) else None
-    return pick_image(engine.find_images({STACK_LABEL: stack.stack_id}), stack, lock_hash)
+    return pick_image(Engine.local().find_images({STACK_LABEL: stack.stack_id}), stack, lock_hash)
 
 
 def is_cpu_image(ref: str) -> bool:
     """Whether a local image was built for a CPU stack (its labels say so): `invoke run --image`
     then asks for no GPU by default, so it runs on hosts without the NVIDIA runtime."""
-    from gpuenv import engine
+    from gpuenv.engine import Engine
 
-    info = engine.image_info(ref)
+    info = Engine.local().image_info(ref)
     labels = info.labels if info else {}
     stack = stack_from_labels(labels)
     return stack.is_cpu if stack else labels.get(LABEL_PREFIX + "cuda") == "cpu"
@@ -509,9 +509,9 @@ def is_cpu_image(ref: str) -> bool:
 
 def built_images() -> list[ImageInfo]:
     """The tagged gpuenv images on the engine, newest first (an untagged one is no image to use)."""
-    from gpuenv import engine
+    from gpuenv.engine import Engine
 
-    found = [img for img in engine.find_images({STACK_LABEL: None}) if img.tags]
+    found = [img for img in Engine.local().find_images({STACK_LABEL: None}) if img.tags]
     return sorted(found, key=lambda img: img.created, reverse=True)
 
 
@@ -523,9 +523,10 @@ def supply_tools(plan: BuildPlan, progress: Callable[[str], None] | None = None)
     """
     from dataclasses import replace
 
+    from gpuenv.engine import Engine
     from gpuenv.envs import buildtools
-    from gpuenv import engine
 
+    engine = Engine.local()
     engine.ensure_image(plan.base_image, progress=(lambda text: progress(text.rstrip())) if progress else None)
     needs_python = plan.lock.backend != "conda-lock"  # a conda lock brings its own Python
     has_python = not needs_python or engine.image_python(plan.base_image, plan.stack.python) is not None
@@ -550,10 +551,11 @@ def build_stack_image(plan: BuildPlan, progress: Callable[[str], None] | None = 
     """
     import tempfile
 
-    from gpuenv import engine
+    from gpuenv.engine import Engine
 
     if plan.tools is None:
         plan = supply_tools(plan, progress)
+    engine = Engine.local()
     before = engine.image_info(plan.tags[0])
     with tempfile.TemporaryFile(prefix="gpuenv-context-") as context:
         write_context(plan, context)

@@ -1,7 +1,7 @@
 """Sharing a stack's image through a registry, pinned by content (`HOST/gpuenv/<stack>@sha256:...`).
 
-Names are decided here as pure functions; the pushes and pulls go through `gpuenv.engine`, the
-only Docker SDK user. Credentials are the Docker credential store's, read by the SDK.
+Names are decided here as pure functions; the pushes and pulls go through this machine's
+`Engine` (`gpuenv.engine`, the only Docker SDK user). Credentials are the Docker credential store's, read by the SDK.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from gpuenv.images import plan as images
 from gpuenv.envs import lockdir
-from gpuenv.engine import ImageInfo, LayerCallback
+from gpuenv.engine import Engine, ImageInfo, LayerCallback
 from gpuenv.errors import BadInput, GpuenvError
 from gpuenv.stack import Stack
 
@@ -84,8 +84,7 @@ def plan_push(stack: Stack, lock_dir: Path, registry: str) -> PushPlan:
 
 def push(plan: PushPlan, progress: LayerCallback | None = None) -> str:
     """Push the plan's image; the digest reference the team shares."""
-    from gpuenv import engine
-
+    engine = Engine.local()
     if engine.image_info(plan.source) is None:
         raise GpuenvError(f"no image {plan.source} (the stack's image for its current lock) on this engine",
                           fix=images.build_hint(plan.stack) + ", then push again")
@@ -95,9 +94,8 @@ def push(plan: PushPlan, progress: LayerCallback | None = None) -> str:
 
 def ensure_image(ref: str, progress: LayerCallback | None = None, say=lambda _msg: None) -> ImageInfo:
     """The local image `ref`; pulled (by digest when the reference has one) when it is missing."""
-    from gpuenv import engine
-
     ref = parse_image_ref(ref)
+    engine = Engine.local()
     info = engine.image_info(ref)
     if info is not None:
         return info

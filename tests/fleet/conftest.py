@@ -55,7 +55,9 @@ def _suite_context() -> bytes:
 @pytest.fixture(scope="session")
 def suite_image(docker_engine) -> str:
     """A small image with the real suite (no frameworks), built once; removed at the end."""
-    from gpuenv import engine
+    from gpuenv.engine import Engine
+
+    engine = Engine.local()
 
     if engine.image_info(BASE_IMAGE) is None:
         pytest.skip(f"the local base image {BASE_IMAGE} is missing: make it with scripts/make-test-base-image.sh")

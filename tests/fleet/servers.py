@@ -428,7 +428,9 @@ def hanging_suite_image(base_image: str, tag: str, sleep_s: int) -> Iterator[str
 
     import pytest
 
-    from gpuenv import engine
+    from gpuenv.engine import Engine
+
+    engine = Engine.local()
 
     if engine.image_info(base_image) is None:
         pytest.skip(f"the local base image {base_image} is missing: make it with scripts/make-test-base-image.sh")

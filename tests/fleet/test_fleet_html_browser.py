@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from gpuenv.fleet.outcome import UNREACHABLE, HostOutcome, status_from_report
-from gpuenv.fleet.report import analyse, render_html
+from gpuenv.fleet.report.analysis import analyse
+from gpuenv.fleet.report.htmlreport import render_html
 from suitecases import A100, H100, gpu, gpu_report
 from test_fleet_report import PEAKS, rack
 

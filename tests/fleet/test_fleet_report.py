@@ -10,10 +10,12 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from gpuenv.fleet.outcome import DEGRADED, FAILED, NOT_READY, READY, UNREACHABLE, HostOutcome, fleet_ready, status_from_report
-from gpuenv.fleet.report import (
-    AREAS, analyse, build_json, check_area, load_suite_report, render_html, render_json, render_junit, render_live, render_table,
-    summarise_verdicts,
-)
+from gpuenv.fleet.report.analysis import AREAS, analyse, check_area, summarise_verdicts
+from gpuenv.fleet.report.htmlreport import render_html
+from gpuenv.fleet.report.jsonreport import build_json, render_json
+from gpuenv.fleet.report.junitreport import render_junit
+from gpuenv.fleet.report.terminal import render_live, render_table
+from gpuenv.fleet.suitereport import load_suite_report
 from suitecases import A100, cpu_report, gpu, gpu_report
 from validate.judge.peaks import load_peaks
 
@@ -54,7 +56,7 @@ def test_analyse_medians_are_per_gpu_model_and_flag_outliers():
     h100 = fleet.medians["NVIDIA H100 80GB HBM3"]
     assert h100["matmul bf16 TFLOPS"] == 700.0  # median of 700, 690, 710, 400, 705
     assert fleet.medians[A100]["matmul bf16 TFLOPS"] == 250.0  # the A100 is not judged against H100s
-    outliers = [(row.host, row.index, check) for row, check, _ in fleet.outliers()]
+    outliers = [(row.host, row.index, check) for row, check, _ in fleet.outliers]
     assert outliers == [("ssh://ops@gpu2", 1, "matmul bf16 TFLOPS")]
     slow = next(r for r in fleet.rows if r.host == "ssh://ops@gpu2" and r.index == 1)
     fig = slow.figures["matmul bf16 TFLOPS"]
@@ -119,10 +121,10 @@ def test_an_outlier_makes_its_host_degraded_and_the_floor_is_a_setting():
     gpu2 = next(o for o in fleet.outcomes if o.host == "ssh://ops@gpu2")
     assert gpu2.status == DEGRADED and not gpu2.ready and not fleet.ready
     assert "400.0 is 57% of the fleet median 700.0" in gpu2.reason
-    assert fleet.counts() == {READY: 2, NOT_READY: 1, DEGRADED: 1, UNREACHABLE: 1, "malformed": 0}
+    assert fleet.counts == {READY: 2, NOT_READY: 1, DEGRADED: 1, UNREACHABLE: 1, "malformed": 0}
     lenient = analyse(rack(), PEAKS, outlier_floor=0.5)  # 57% is above a 50% floor
     assert next(o for o in lenient.outcomes if o.host == "ssh://ops@gpu2").status == READY
-    assert lenient.outliers() == []
+    assert lenient.outliers == []
     assert [o.status for o in rack()][1] == READY  # the caller's outcomes are not changed
 
 
@@ -255,7 +257,7 @@ def test_html_plot_size_does_not_grow_with_the_fleet():
         return outs
     small = analyse(fleet_of(60), PEAKS)  # past the heatmap's labelled worst hosts, sizes are fixed
     large = analyse(fleet_of(400), PEAKS)
-    from gpuenv.fleet.report import plot_distributions, plot_heatmap
+    from gpuenv.fleet.report.plots import plot_distributions, plot_heatmap
 
     for plot in (plot_distributions, plot_heatmap):
         a, b = plot(small, "NVIDIA H100 80GB HBM3"), plot(large, "NVIDIA H100 80GB HBM3")
@@ -297,6 +299,34 @@ def test_plain_progress_lines_count_done_of_total_and_escape_node_text():
 
 def test_every_backend_status_has_a_place_in_the_worst_first_order():
     from gpuenv.fleet.outcome import STATUSES
-    from gpuenv.fleet.report import STATUS_ORDER
+    from gpuenv.fleet.report.analysis import STATUS_ORDER
 
     assert sorted(STATUS_ORDER) == sorted(STATUSES)
+
+
+def test_the_fleet_is_computed_once_by_analyse():
+    """Every part a renderer reads is there after analyse(): counts, GPU models, hosts not ready
+    (worst first), ready hosts and outliers, each from the same rows."""
+    fleet = analyse(rack(), PEAKS)
+    assert fleet.models == {
+        "NVIDIA H100 80GB HBM3": {"hosts": 3, "gpus": 5, "status": {READY: 2, DEGRADED: 1}},
+        A100: {"hosts": 1, "gpus": 1, "status": {NOT_READY: 1}},
+        "no GPU shown": {"hosts": 1, "gpus": 0, "status": {UNREACHABLE: 1}},
+    }
+    assert [o.host for o, _ in fleet.not_ready] == ["ssh://ops@gpu4", "ssh://ops@gpu5", "ssh://ops@gpu2"]
+    assert [o.host for o, _ in fleet.ready_hosts] == ["ssh://ops@gpu1", "ssh://ops@gpu3"]
+    assert [o.host for o, _ in fleet.hosts] == [o.host for o in fleet.outcomes] == [f"ssh://ops@gpu{i}" for i in range(1, 6)]
+    (row, check, fig), = fleet.outliers
+    assert (row.host, row.index, check, fig.value) == ("ssh://ops@gpu2", 1, "matmul bf16 TFLOPS", 400.0)
+    assert row in fleet.rows and next(rows for o, rows in fleet.hosts if o.host == "ssh://ops@gpu2")[1] is row
+
+
+def test_write_reports_writes_each_asked_format_and_nothing_else(tmp_path):
+    from gpuenv.fleet.report import write_reports
+
+    fleet = analyse(rack(), PEAKS)
+    json_path, junit_path = tmp_path / "fleet.json", tmp_path / "fleet.xml"
+    assert write_reports(fleet, json_path=str(json_path), junit_path=str(junit_path)) == [str(json_path), str(junit_path)]
+    assert json_path.read_text() == render_json(fleet) and junit_path.read_text() == render_junit(fleet)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fleet.json", "fleet.xml"]  # no HTML, no temporary file left
+    assert write_reports(fleet) == []

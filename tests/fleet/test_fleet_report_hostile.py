@@ -19,8 +19,12 @@ import pytest
 
 from gpuenv.fleet.collected import read_report_folder
 from gpuenv.fleet.outcome import MALFORMED, READY, HostOutcome, status_from_report
-from gpuenv.fleet.report import analyse, load_suite_report, render_html, render_json, render_junit, render_table
-from gpuenv.fleet.suitereport import MAX_REPORT_BYTES, safe_text
+from gpuenv.fleet.report.analysis import analyse
+from gpuenv.fleet.report.htmlreport import render_html
+from gpuenv.fleet.report.jsonreport import render_json
+from gpuenv.fleet.report.junitreport import render_junit
+from gpuenv.fleet.report.terminal import render_table
+from gpuenv.fleet.suitereport import MAX_REPORT_BYTES, load_suite_report, safe_text
 from suitecases import FIXTURES, gpu, gpu_report
 from validate.judge.peaks import load_peaks
 
@@ -258,11 +262,11 @@ def test_edge_values_are_refused_or_read_without_harm():
 
 
 def test_a_plot_that_cannot_be_drawn_is_said_on_the_page(monkeypatch):
-    from gpuenv.fleet import report as fleet_report
+    from gpuenv.fleet.report import plots
 
     def broken(fleet, model):
         raise ValueError("bins must increase")
-    monkeypatch.setattr(fleet_report, "plot_heatmap", broken)
+    monkeypatch.setattr(plots, "plot_heatmap", broken)
     good = [HostOutcome(h, READY, report=gpu_report([(gpu(0, host=n), 700.0 + n, 3000.0)])) for n, h in enumerate(GOOD)]
     page = render_html(analyse(good, PEAKS))
     assert "broken of NVIDIA H100 80GB HBM3 could not be drawn: ValueError: bins must increase" in page
@@ -289,10 +293,10 @@ def test_a_report_with_many_models_and_figures_keeps_the_page_bounded(monkeypatc
     """One report with 12 GPUs of 12 made-up models, each with 30 made-up figures: the page plots
     at most MAX_MODELS models x MAX_FIGURES figures (made small here, to keep the test fast) and
     says what it left out."""
-    from gpuenv.fleet import report as fleet_report
+    from gpuenv.fleet.report import htmlreport, plots
 
-    monkeypatch.setattr(fleet_report, "MAX_MODELS", 2)
-    monkeypatch.setattr(fleet_report, "MAX_FIGURES", 3)
+    monkeypatch.setattr(htmlreport, "MAX_MODELS", 2)
+    monkeypatch.setattr(plots, "MAX_FIGURES", 3)
     infos = [gpu(i, f"Made-up GPU {i:02d}", host=5) for i in range(12)]
     report = gpu_report([(info, 100.0, 1000.0) for info in infos])
     for info in infos:
@@ -301,7 +305,7 @@ def test_a_report_with_many_models_and_figures_keeps_the_page_bounded(monkeypatc
              "seconds": 0.0, "reason": "", "value": float(k + 1), "test": "checks/test_09_new.py::test_new"} for k in range(30)]
     twin = json.loads(json.dumps(report))
     fleet = analyse([HostOutcome("many", READY, report=report), HostOutcome("twin", READY, report=twin)], PEAKS)
-    assert len(fleet_report._model_figures(fleet, "Made-up GPU 00")) == 3
+    assert len(plots._model_figures(fleet, "Made-up GPU 00")) == 3
     page = render_html(fleet)
     assert page.count('<figure id="dist-') == 2 and page.count('<figure id="heat-') == 2
     assert "10 more GPU model(s) not plotted (the 2 with the most hosts are)" in page

@@ -22,7 +22,9 @@ from imagecases import BASE_IMAGE, CA_MARKER, FIXTURES, HOST_CA_BUNDLE, ROOT, WH
 @pytest.fixture(scope="session")
 def base_image(docker_engine) -> str:
     """The local base image (debootstrapped bookworm, Python 3.11), made once and kept by name."""
-    from gpuenv import engine
+    from gpuenv.engine import Engine
+
+    engine = Engine.local()
 
     if engine.image_info(BASE_IMAGE) is None:
         proc = subprocess.run(
@@ -89,11 +91,10 @@ class BuiltImage:
 @pytest.fixture(scope="session")
 def cpu_image(base_image, cpu_lock, cpu_stack, ca_bundle, locks_root):
     """One real CPU image for the whole session, built with `invoke build`; removed at the end."""
-    from gpuenv import engine
+    from gpuenv.engine import Engine
     from gpuenv.images import plan as images
 
-    import time
-
+    engine = Engine.local()
     proc = run_task(*build_args(base_image, ca_bundle), env={"GPUENV_LOCKS_DIR": str(locks_root)}, timeout=1800)
     assert proc.returncode == 0, f"invoke build failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     tags = images.image_tags(cpu_stack, cpu_lock.sha256)

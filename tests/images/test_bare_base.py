@@ -26,7 +26,9 @@ BARE_BASE = os.environ.get("GPUENV_TEST_BARE_BASE_IMAGE", "gpuenv-test-base:book
 @pytest.fixture(scope="session")
 def bare_base_image(docker_engine) -> str:
     """debootstrap --variant=minbase with ca-certificates only, made once and kept by name."""
-    from gpuenv import engine
+    from gpuenv.engine import Engine
+
+    engine = Engine.local()
 
     if engine.image_info(BARE_BASE) is None:
         proc = subprocess.run([str(ROOT / "scripts" / "make-test-base-image.sh"), "--bare", BARE_BASE],
@@ -38,16 +40,20 @@ def bare_base_image(docker_engine) -> str:
 
 @pytest.mark.parametrize("tool", ["python3", "python", "curl", "wget"])
 def test_the_bare_test_base_is_as_bare_as_nvidia_cuda(bare_base_image, tool):
-    from gpuenv import engine
+    from gpuenv.engine import Engine
 
-    client = engine.client()
+    engine = Engine.local()
+
+    client = engine.client
     with pytest.raises(Exception) as caught:
         client.containers.run(bare_base_image, ["-c", f"command -v {tool}"], entrypoint=["/bin/sh"], remove=True)
     assert "returned non-zero exit status" in str(caught.value)
 
 
 def test_the_engine_probe_finds_python_only_where_there_is_one(bare_base_image, base_image):
-    from gpuenv import engine
+    from gpuenv.engine import Engine
+
+    engine = Engine.local()
 
     assert engine.image_python(bare_base_image, "3.11") is None
     assert engine.image_python(base_image, "3.11") == "/usr/bin/python3.11"
@@ -55,7 +61,9 @@ def test_the_engine_probe_finds_python_only_where_there_is_one(bare_base_image, 
 
 
 def test_the_cpu_stack_builds_on_a_bare_base_or_names_the_python_download(bare_base_image, ca_bundle, tmp_path):
-    from gpuenv import engine
+    from gpuenv.engine import Engine
+
+    engine = Engine.local()
 
     team = tmp_path / "team.yml"
     team.write_text("pip: []\n")  # torch only: the lock needs just PyPI and the wheelhouse
@@ -93,9 +101,11 @@ def test_the_cpu_stack_builds_on_a_bare_base_or_names_the_python_download(bare_b
 
 def test_the_real_nvidia_cuda_base_is_pulled_or_named_in_one_line(docker_engine):
     """The production default stays the real nvidia/cuda tag; where no registry answers, one line says so."""
-    from gpuenv import engine
+    from gpuenv.engine import Engine
     from gpuenv.errors import ToolError
     from gpuenv.compat.resolve import Request, resolve_stack
+
+    engine = Engine.local()
 
     stack = resolve_stack(Request(cuda="12.1", framework="torch", python="3.11"))
     assert stack.base_image.startswith("nvidia/cuda:12.1") and "-base-ubuntu" in stack.base_image

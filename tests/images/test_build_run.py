@@ -31,10 +31,12 @@ def _run_in_image(cwd: Path, *command: str, gpus: str = "none", env: dict | None
 def test_build_tags_after_success_and_prints_image_size_labels(cpu_image, cpu_stack, cpu_lock):
     from gpuenv.images import plan as images
 
-    from gpuenv import engine
+    from gpuenv.engine import Engine
+
+    engine = Engine.local()
 
     assert images.image_for_stack(cpu_stack) == cpu_image.id
-    assert engine.client().images.get(cpu_image.id).attrs["Config"]["User"] == "1000:1000"
+    assert engine.client.images.get(cpu_image.id).attrs["Config"]["User"] == "1000:1000"
     expected = images.image_labels(cpu_stack, cpu_lock.sha256, "uv")
     stack_json = images.LABEL_PREFIX + "stack_json"
     # the stack record: the same stack (its reasons may say more: --wheelhouse was given)
@@ -104,8 +106,6 @@ def test_invoke_validate_in_the_image_reports_and_exits_by_verdict(cpu_image, cp
 
 
 def test_run_returns_the_exit_code_and_removes_the_container(cpu_image, tmp_path):
-    from gpuenv import engine
-
     since = time.time()
     proc = _run_in_image(tmp_path, "python", "-c", "import sys; print('bye'); sys.exit(5)")
     assert proc.returncode == 5, proc.stderr
@@ -114,9 +114,11 @@ def test_run_returns_the_exit_code_and_removes_the_container(cpu_image, tmp_path
 
 
 def test_run_asks_for_gpus_and_says_why_the_engine_cannot(cpu_image, tmp_path):
-    from gpuenv import engine
+    from gpuenv.engine import Engine
 
-    if "nvidia" in engine.engine_runtimes():
+    engine = Engine.local()
+
+    if "nvidia" in engine.runtimes():
         pytest.skip("this engine has the NVIDIA runtime: --gpus all would be granted")
     since = time.time()
     proc = _run_in_image(tmp_path, "true", gpus="all")
@@ -142,9 +144,9 @@ def test_images_lists_the_stack_and_size(cpu_image, cpu_stack):
 
 
 def test_ca_bundle_is_in_no_layer_and_no_history_of_the_image(cpu_image):
-    from gpuenv import engine
+    from gpuenv.engine import Engine
 
-    for entry in dockercases.image_history(cpu_image.id):
+    for entry in Engine.local().image_history(cpu_image.id):
         assert CA_MARKER not in (entry.get("CreatedBy") or "")
         assert "ca-bundle" not in (entry.get("CreatedBy") or "")
     marker = CA_MARKER.encode()
@@ -158,8 +160,10 @@ def test_ca_bundle_is_in_no_layer_and_no_history_of_the_image(cpu_image):
 
 
 def test_cached_rebuild_after_a_suite_change_keeps_the_environment(cpu_image, cpu_stack, cpu_lock, ca_bundle, base_image, tmp_path):
-    from gpuenv import engine
+    from gpuenv.engine import Engine
     from gpuenv.images import plan as images
+
+    engine = Engine.local()
 
     suite = tmp_path / "validate"
     shutil.copytree(ROOT / "validate", suite, ignore=shutil.ignore_patterns("__pycache__"))
@@ -180,8 +184,8 @@ def test_cached_rebuild_after_a_suite_change_keeps_the_environment(cpu_image, cp
         assert log[copy_env + 1].strip() == "---> Using cache"
         copy_suite = next(i for i, line in enumerate(log) if "COPY validate/" in line)
         assert log[copy_suite + 1].strip() != "---> Using cache", "the changed suite was not copied"
-        old = engine.client().images.get(cpu_image.id).attrs["RootFS"]["Layers"]
-        new = engine.client().images.get(result.image.id).attrs["RootFS"]["Layers"]
+        old = engine.client.images.get(cpu_image.id).attrs["RootFS"]["Layers"]
+        new = engine.client.images.get(result.image.id).attrs["RootFS"]["Layers"]
         assert len(old) == len(new) and old[:-1] == new[:-1] and old[-1] != new[-1], "only the suite layer may differ"
         assert elapsed < 120, f"cached rebuild took {elapsed:.0f}s"
     finally:
@@ -218,7 +222,9 @@ def _with_wrong_hashes(text: str, name: str | None = None) -> str:
 def _stack_tags_unchanged(cpu_image, bad_lock_text: str) -> None:
     import hashlib
 
-    from gpuenv import engine
+    from gpuenv.engine import Engine
+
+    engine = Engine.local()
 
     bad_tag = cpu_image.tags[0].rsplit(":", 1)[0] + ":" + hashlib.sha256(bad_lock_text.encode()).hexdigest()[:12]
     assert engine.image_info(bad_tag) is None, f"{bad_tag} was tagged"
@@ -227,8 +233,6 @@ def _stack_tags_unchanged(cpu_image, bad_lock_text: str) -> None:
 
 
 def test_failed_build_tags_nothing_and_leaves_no_container(cpu_image, cpu_lock, ca_bundle, base_image, tmp_path):
-    from gpuenv import engine
-
     # A hash that no file on PyPI has: uv refuses it inside the install RUN step.
     bad = _with_wrong_hashes(cpu_lock.directory.joinpath("requirements.lock.txt").read_text())
     root = _broken_locks_root(tmp_path, cpu_lock, bad)
@@ -245,8 +249,6 @@ def test_failed_build_tags_nothing_and_leaves_no_container(cpu_image, cpu_lock, 
 
 
 def test_interrupted_build_tags_nothing_and_leaves_no_container(cpu_image, cpu_lock, ca_bundle, base_image, tmp_path):
-    from gpuenv import engine
-
     # A lock that differs from the cached one, so the install step really starts, then Ctrl-C.
     changed = cpu_lock.directory.joinpath("requirements.lock.txt").read_text() + "# interrupted\n"
     root = _broken_locks_root(tmp_path, cpu_lock, changed)
@@ -298,10 +300,12 @@ def _unreachable(url: str) -> str | None:
 def test_conda_lock_backend_installs_with_micromamba(docker_engine, base_image, cpu_stack, tmp_path, monkeypatch):
     """The micromamba path of the Dockerfile: a conda-lock lock installed into the image."""
     from gpuenv.envs import buildtools
-    from gpuenv import engine
+    from gpuenv.engine import Engine
     from gpuenv.images import plan as images
     from gpuenv.errors import ToolError
     from gpuenv.envs.locking import ensure_lock
+
+    engine = Engine.local()
 
     try:
         buildtools.micromamba("linux-64")  # the host supplies it, verified by its pinned sha256
@@ -325,7 +329,9 @@ def test_conda_lock_backend_installs_with_micromamba(docker_engine, base_image, 
 
 def test_build_behind_a_tls_proxy_names_the_ca_cert_fix(cpu_image, cpu_lock, base_image, locks_root, tmp_path):
     """Without --ca-cert, HTTPS inside the build fails here (a TLS-inspecting proxy): the message says so."""
-    from gpuenv import engine
+    from gpuenv.engine import Engine
+
+    engine = Engine.local()
 
     probe = "import urllib.request; urllib.request.urlopen('https://pypi.org/simple/six/', timeout=20)"
     since = time.time()
@@ -346,9 +352,11 @@ def test_build_behind_a_tls_proxy_names_the_ca_cert_fix(cpu_image, cpu_lock, bas
 def test_cpu_image_hands_out_no_gpus_by_itself_and_gates_on_the_driver(cpu_image):
     """No NVIDIA_VISIBLE_DEVICES in a CPU image: on a host whose default runtime is nvidia it
     would give every container of the image every GPU, even without --gpus."""
-    from gpuenv import engine
+    from gpuenv.engine import Engine
 
-    config = engine.client().images.get(cpu_image.id).attrs["Config"]
+    engine = Engine.local()
+
+    config = engine.client.images.get(cpu_image.id).attrs["Config"]
     env = dict(item.split("=", 1) for item in config["Env"])
     assert "NVIDIA_VISIBLE_DEVICES" not in env
     assert env["GPUENV_MIN_DRIVER"] == "" and env["NVIDIA_REQUIRE_CUDA"] == ""

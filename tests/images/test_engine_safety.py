@@ -40,7 +40,9 @@ def _context(dockerfile: str) -> io.BytesIO:
 @pytest.fixture
 def tiny_build(base_image):
     """Build FROM the base image plus labels; every image and tag made is removed afterwards."""
-    from gpuenv import engine
+    from gpuenv.engine import Engine
+
+    engine = Engine.local()
 
     made: list[str] = []
 
@@ -59,14 +61,16 @@ def tiny_build(base_image):
 
 
 def test_a_tag_the_engine_refuses_moves_no_tag(tiny_build, base_image):
-    from gpuenv import engine
+    from gpuenv.engine import Engine
     from gpuenv.errors import ToolError
+
+    engine = Engine.local()
 
     run = uuid.uuid4().hex[:8]
     moved_before = f"gpuenv-safety-test/stack:{run}"  # names the base image before the build
     new_name = f"gpuenv-safety-test/extra:{run}"  # does not exist before the build
     refused = "a" * 64  # the grammar allows it, the engine refuses it (it is an image id)
-    cli = engine.client()
+    cli = engine.client
     base_id = cli.images.get(base_image).id
     cli.api.tag(base_id, *moved_before.split(":"))
     try:
@@ -83,7 +87,9 @@ def test_a_tag_the_engine_refuses_moves_no_tag(tiny_build, base_image):
 
 
 def test_all_tags_move_when_the_engine_accepts_them(tiny_build):
-    from gpuenv import engine
+    from gpuenv.engine import Engine
+
+    engine = Engine.local()
 
     run = uuid.uuid4().hex[:8]
     tags = [f"gpuenv-safety-test/stack:{run}", f"gpuenv-safety-test/stack:latest-{run}", f"localhost:5000/gpuenv-safety-test/x:Prod{run}"]
@@ -94,7 +100,9 @@ def test_all_tags_move_when_the_engine_accepts_them(tiny_build):
 
 def test_the_container_runs_as_the_caller_and_writes_a_folder_only_the_caller_may(tiny_build, tmp_path):
     """`invoke validate --json` into a root-owned folder: the container's files belong to the caller."""
-    from gpuenv import engine
+    from gpuenv.engine import Engine
+
+    engine = Engine.local()
 
     run = uuid.uuid4().hex[:8]
     image = tiny_build([f"gpuenv-safety-test/run:{run}"]).image
@@ -115,10 +123,12 @@ def test_the_container_runs_as_the_caller_and_writes_a_folder_only_the_caller_ma
 
 
 def test_errors_name_the_image_by_its_tag_not_its_sha256(tiny_build, tmp_path):
-    from gpuenv import engine
+    from gpuenv.engine import Engine
     from gpuenv.errors import ToolError
 
-    if "nvidia" in engine.engine_runtimes():
+    engine = Engine.local()
+
+    if "nvidia" in engine.runtimes():
         pytest.skip("this engine has the NVIDIA runtime: the GPU request that fails here would be granted")
     tag = f"gpuenv-safety-test/run:{uuid.uuid4().hex[:8]}"
     image = tiny_build([tag]).image
@@ -132,9 +142,11 @@ def test_errors_name_the_image_by_its_tag_not_its_sha256(tiny_build, tmp_path):
 
 def test_invoke_run_on_a_cpu_stack_asks_for_no_gpu_by_default(tiny_build, tmp_path):
     """On this engine there is no NVIDIA runtime: asking for GPUs would fail the run."""
-    from gpuenv import engine
+    from gpuenv.engine import Engine
 
-    if "nvidia" in engine.engine_runtimes():
+    engine = Engine.local()
+
+    if "nvidia" in engine.runtimes():
         pytest.skip("this engine has the NVIDIA runtime: a GPU request would be granted, which proves nothing here")
     mine = tiny_build([f"gpuenv-safety-test/{STACK_ID}:{uuid.uuid4().hex[:8]}"], labels={"io.gpuenv.stack": STACK_ID}).image.labels["gpuenv.safety-test"]
     done = run_task("run", *STACK_ARGS, "--", "sh", "-c", "echo visible=$NVIDIA_VISIBLE_DEVICES", cwd=tmp_path, timeout=300)
@@ -147,17 +159,19 @@ def test_invoke_run_on_a_cpu_stack_asks_for_no_gpu_by_default(tiny_build, tmp_pa
 
 
 def _dangling() -> set[str]:
-    from gpuenv import engine
+    from gpuenv.engine import Engine
 
-    return {image.id for image in engine.client().images.list(filters={"dangling": True})}
+    return {image.id for image in Engine.local().client.images.list(filters={"dangling": True})}
 
 
 @pytest.mark.parametrize("fails_in", [None, "install", "final"])
 def test_a_build_leaves_no_dangling_image_failed_or_not(base_image, fails_in):
     """Two stages like gpuenv's Dockerfile: the install stage is kept under its cache tag, every
     other untagged image the build made is removed, whether the build succeeds or fails."""
-    from gpuenv import engine
+    from gpuenv.engine import Engine
     from gpuenv.errors import ToolError
+
+    engine = Engine.local()
 
     run = uuid.uuid4().hex[:8]
     dockerfile = "\n".join([

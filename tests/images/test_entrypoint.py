@@ -104,7 +104,9 @@ def test_the_command_exit_code_comes_back_through_the_gate(tmp_path):
 @pytest.mark.docker
 def test_the_built_image_runs_the_gate_at_start(cpu_image, tmp_path):
     """The real image's ENTRYPOINT, with a recorded old driver and a GPU image's floor."""
-    from gpuenv import engine
+    from gpuenv.engine import Engine
+
+    engine = Engine.local()
 
     tmp_path.chmod(0o755)
     (tmp_path / "version").write_text(PROPRIETARY_535)

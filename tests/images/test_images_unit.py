@@ -290,9 +290,9 @@ def test_build_options_are_checked_without_a_lock(tmp_path):
      ("GPU-12345678-abcd-abcd-abcd-123456789abc", ["GPU-12345678-abcd-abcd-abcd-123456789abc"])],
 )
 def test_gpus_values_that_docker_takes(value, expected):
-    from gpuenv import engine
+    from gpuenv.engine import parse_gpus
 
-    assert engine.parse_gpus(value) == expected
+    assert parse_gpus(value) == expected
 
 
 @pytest.mark.parametrize(
@@ -301,26 +301,26 @@ def test_gpus_values_that_docker_takes(value, expected):
      ("-1", "'-1' is not a GPU index or UUID"), ("gpu0", "'gpu0' is not"), ("0;rm -rf /", "is not a GPU index")],
 )
 def test_gpus_mistakes_are_named(value, fragment):
-    from gpuenv import engine
+    from gpuenv.engine import parse_gpus
 
     with pytest.raises(BadInput) as caught:
-        engine.parse_gpus(value)
+        parse_gpus(value)
     assert caught.value.render().startswith(f"--gpus {value!r}") and fragment in caught.value.render()
 
 
 @pytest.mark.parametrize("value, size", [("8g", 8 * 2**30), ("512m", 512 * 2**20), ("1.5g", int(1.5 * 2**30)), ("1073741824b", 2**30), (65536, 65536)])
 def test_shm_sizes_the_sdk_accepts(value, size):
-    from gpuenv import engine
+    from gpuenv.engine import parse_shm_size
 
-    assert engine.parse_shm_size(value) == size
+    assert parse_shm_size(value) == size
 
 
 @pytest.mark.parametrize("value", ["abc", "8x", "0", "-1", "", "1e9999g", "10000000000000000000000g"])
 def test_shm_sizes_the_sdk_rejects_are_bad_input(value):
-    from gpuenv import engine
+    from gpuenv.engine import parse_shm_size
 
     with pytest.raises(BadInput, match=rf"--shm-size {re.escape(repr(value))} is not a size"):
-        engine.parse_shm_size(value)
+        parse_shm_size(value)
 
 
 def test_symlinked_ca_cert_and_wheels_reach_the_context_as_their_content(lock_dir, tmp_path):

@@ -141,7 +141,9 @@ def complete_wheelhouse(cpu_uv_lock, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def base_image(docker_engine) -> str:
-    from gpuenv import engine
+    from gpuenv.engine import Engine
+
+    engine = Engine.local()
 
     if engine.image_info(BASE_IMAGE) is None:
         proc = subprocess.run([str(ROOT / "scripts" / "make-test-base-image.sh"), BASE_IMAGE], capture_output=True, text=True, timeout=900)
@@ -160,8 +162,10 @@ class TeamImage:
 @pytest.fixture(scope="session")
 def team_image(base_image, cpu_uv_lock, cpu_stack, locks_dir, complete_wheelhouse) -> TeamImage:
     """Built from a wheelhouse that holds every locked wheel: no index, no network in the build."""
-    from gpuenv import engine
+    from gpuenv.engine import Engine
     from gpuenv.images import plan as images
+
+    engine = Engine.local()
 
     tag = images.image_tags(cpu_stack, cpu_uv_lock.sha256)[0]
     # Always through `gpuenv build`: the same inputs give the same image, so when an earlier session

@@ -18,15 +18,17 @@ pytestmark = [pytest.mark.docker, pytest.mark.network]
 
 
 def dangling_ids() -> set[str]:
-    from gpuenv import engine
+    from gpuenv.engine import Engine
 
-    return {image.id for image in engine.client().images.list(filters={"dangling": True})}
+    return {image.id for image in Engine.local().client.images.list(filters={"dangling": True})}
 
 
 def test_a_rebuild_with_nothing_changed_is_the_same_image_and_says_so(team_image, base_image, complete_wheelhouse, locks_dir, cpu_stack,
                                                                      cpu_uv_lock, tmp_path):
-    from gpuenv import engine
+    from gpuenv.engine import Engine
     from gpuenv.images import plan as images
+
+    engine = Engine.local()
 
     cache = tmp_path / "empty-uv-cache"
     cache.mkdir()

@@ -11,7 +11,6 @@ import json
 import re
 import urllib.request
 
-import dockercases
 import pytest
 
 from teamcases import CPU_STACK_ARGS, free_port, run_invoke
@@ -34,14 +33,18 @@ def registry_get(host: str, path: str, method: str = "GET"):
 
 
 def local_tags(image_id: str) -> list[str]:
-    from gpuenv import engine
+    from gpuenv.engine import Engine
+
+    engine = Engine.local()
 
     info = engine.image_info(image_id)
     return sorted(info.tags) if info else []
 
 
 def test_push_then_pull_by_digest_then_run_and_validate(team_image, registry, locks_dir, cpu_stack, tmp_path):
-    from gpuenv import engine
+    from gpuenv.engine import Engine
+
+    engine = Engine.local()
 
     env = {"GPUENV_LOCKS_DIR": str(locks_dir)}
     tmp_path.chmod(0o777)  # the container's user writes the report into the mounted folder
@@ -83,8 +86,8 @@ def test_push_then_pull_by_digest_then_run_and_validate(team_image, registry, lo
     finally:
         if engine.image_info(ref) is not None:
             repository, tag = team_image.tag.rsplit(":", 1)
-            engine.client().images.get(ref).tag(repository, tag)  # the session fixture's tag, back
-            dockercases.untag(ref)  # and no reference to this session's registry left behind
+            engine.client.images.get(ref).tag(repository, tag)  # the session fixture's tag, back
+            engine.untag(ref)  # and no reference to this session's registry left behind
 
 
 def test_push_to_a_registry_that_is_down_is_one_line_and_removes_nothing(team_image, locks_dir, tmp_path):
@@ -143,12 +146,14 @@ def test_a_refused_push_keeps_local_tags_it_did_not_create(team_image, readonly_
     """Issue 21 item 5: the registry names of the push already exist locally, one on another image
     (a `latest` pulled earlier), one on this image. The refused push must leave both where they
     were: it removes only the tags it created."""
-    from gpuenv import engine
+    from gpuenv.engine import Engine
+
+    engine = Engine.local()
 
     repo = f"{readonly_registry.host}/gpuenv/{cpu_stack.stack_id}"
     hash_tag = team_image.tag.rsplit(":", 1)[1]
     other = engine.image_info(base_image)
-    client = engine.client()
+    client = engine.client
     client.images.get(other.id).tag(repo, "latest")  # an older image's tag, as a pull would leave it
     client.images.get(team_image.id).tag(repo, hash_tag)
     try:

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from stackcases import TORCH_CPU
 
-from gpuenv.engine import ImageInfo
+from gpuenv.engine import Engine, ImageInfo
 from gpuenv.errors import GpuenvError
 from gpuenv.images.plan import LOCK_HASH_LABEL, STACK_LABEL, image_for_stack, pick_image
 
@@ -15,6 +17,12 @@ CURRENT, OLDER = "a" * 64, "b" * 64
 
 def _image(id_: str, lock_hash: str, created: str) -> ImageInfo:
     return ImageInfo(id_, [], 1, created, {STACK_LABEL: TORCH_CPU.stack_id, LOCK_HASH_LABEL: lock_hash})
+
+
+def _engine_answers(monkeypatch, find_images) -> None:
+    """This machine's engine, as image_for_stack asks it, answers find_images with the recorded list."""
+    recorded = SimpleNamespace(find_images=find_images)
+    monkeypatch.setattr(Engine, "local", classmethod(lambda cls, timeout=None: recorded))
 
 
 def test_the_image_of_the_current_lock_wins_over_a_newer_one_of_an_older_lock():
@@ -46,7 +54,6 @@ def test_image_for_stack_hashes_the_lock_it_is_given(tmp_path, monkeypatch):
     """The real lock file is read and hashed; the engine's answer is the recorded image list."""
     import hashlib
 
-    from gpuenv import engine
     from gpuenv.envs import lockers
 
     from gpuenv.envs import lockdir
@@ -56,7 +63,7 @@ def test_image_for_stack_hashes_the_lock_it_is_given(tmp_path, monkeypatch):
     lockdir.write_metadata(tmp_path, lockdir.LockMetadata(stack=TORCH_CPU, backend="uv", input_hash="0" * 64, lock_sha256=current,
                                                           platforms=("linux-64",), source="written by the test"))
     found = [_image("sha256:older", OLDER, "2026-11-20T10:00:00Z"), _image("sha256:mine", current, "2026-11-01T10:00:00Z")]
-    monkeypatch.setattr(engine, "find_images", lambda labels: found if labels == {STACK_LABEL: TORCH_CPU.stack_id} else [])
+    _engine_answers(monkeypatch, lambda labels: found if labels == {STACK_LABEL: TORCH_CPU.stack_id} else [])
     assert image_for_stack(TORCH_CPU, tmp_path) == "sha256:mine"
 
 
@@ -65,7 +72,6 @@ def test_image_for_stack_refuses_a_lock_of_another_stack(tmp_path, monkeypatch):
     never an image chosen by the hash of another stack's lock."""
     import hashlib
 
-    from gpuenv import engine
     from gpuenv.envs import lockdir, lockers
     from gpuenv.errors import GpuenvError
 
@@ -75,7 +81,7 @@ def test_image_for_stack_refuses_a_lock_of_another_stack(tmp_path, monkeypatch):
     digest = hashlib.sha256((tmp_path / lockers.UV_LOCK_FILE).read_bytes()).hexdigest()
     lockdir.write_metadata(tmp_path, lockdir.LockMetadata(stack=TF_CPU, backend="uv", input_hash="0" * 64, lock_sha256=digest,
                                                           platforms=("linux-64",), source="written by the test"))
-    monkeypatch.setattr(engine, "find_images", lambda labels: [_image("sha256:any", digest, "2026-11-01T10:00:00Z")])
+    _engine_answers(monkeypatch, lambda labels: [_image("sha256:any", digest, "2026-11-01T10:00:00Z")])
     with pytest.raises(GpuenvError) as err:
         image_for_stack(TORCH_CPU, tmp_path)
     assert TF_CPU.stack_id in str(err.value) and TORCH_CPU.stack_id in str(err.value)

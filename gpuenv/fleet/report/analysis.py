@@ -1,0 +1,402 @@
+"""The fleet report's analysis: every host's suite report merged into one `Fleet`, which each
+format then renders without computing anything of its own (terminal.py, jsonreport.py,
+junitreport.py, htmlreport.py with plots.py).
+
+`analyse()` turns the backends' `HostOutcome`s into that `Fleet` in one linear walk: each report
+checked as untrusted input (suitereport.py), a row per GPU, each figure compared with the team's
+baseline, the measured reference of its model and the fleet median of the same GPU model, hosts
+with a GPU below the outlier floor marked "degraded", then the counts, the GPU models, the
+outliers and the hosts that are not ready, worst first. Pure: plain data in, plain data out.
+Every step is linear in the number of hosts, the worst-first sort aside (benchmarks/fleet_report.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from gpuenv.fleet.outcome import (
+    AUTH_REFUSED, CANCELLED, DEGRADED, ENGINE_NOT_ANSWERING, FAILED, MALFORMED, NO_DOCKER, NO_GPU_RUNTIME, NOT_READY, READY, TIMEOUT,
+    UNREACHABLE, HostOutcome,
+    fleet_ready,
+)
+from gpuenv.fleet.suitereport import MalformedReport, check_report
+
+#: Default outlier floor: a figure below this share of the fleet median of its GPU model makes its
+#: host "degraded" (`--outlier-floor`, invoke.yaml `gpuenv.fleet.outlier_floor`).
+OUTLIER_FLOOR = 0.9
+#: The headline figures (suite check name -> datasheet metric), plotted first when present.
+PLOTTED = {
+    "matmul bf16 TFLOPS": ("bf16_tflops", "bf16 matmul TFLOPS"),
+    "device memory GB/s": ("memory_bandwidth_gbs", "device memory bandwidth GB/s"),
+}
+#: Suite areas, one column each, in report order. A check's area comes from its test file
+#: (validate/checks/test_NN_<area>.py), else from its name below; anything else is "other".
+AREAS = ("environment", "visibility", "memory", "masking", "speed", "sustained", "other")
+AREA_OF_FILE = {area: area for area in AREAS if area != "other"}
+AREA_OF_CHECK = {
+    "sustained load": "sustained",
+    "clock events under load": "sustained",
+    "pcie generation under load": "sustained",
+}
+#: Hosts that are not ready, worst first: proven broken, then cannot run, then unknown, then slow.
+STATUS_ORDER = (NOT_READY, NO_GPU_RUNTIME, FAILED, TIMEOUT, MALFORMED, ENGINE_NOT_ANSWERING, NO_DOCKER, AUTH_REFUSED, UNREACHABLE,
+                CANCELLED, DEGRADED, READY)
+STATUS_RANK = {status: n for n, status in enumerate(STATUS_ORDER)}
+HOST_MODEL = "host"  # baseline key of host-wide (CPU) figures, as validate/report/baseline.py writes it
+_PEAK_METRIC = re.compile(r"^matmul (fp32|tf32|bf16|fp16) TFLOPS$")
+_AREA = re.compile(r"test_\d+_([a-z_]+)\.py")
+#: How many lines a host's list of failures (and a plot's caption) holds.
+NAMED = 12
+
+
+@dataclass
+class Figure:
+    """One measured figure of one GPU (or of the host) against the references we know."""
+
+    check: str
+    value: float
+    peak: float | None = None  # datasheet: shown for orientation, never a reference
+    measured: float | None = None  # what a healthy unit of this model measured (gpu_peaks.yaml)
+    baseline: float | None = None  # the team's known-good server of this model
+    median: float | None = None  # fleet median of this model
+    samples: int = 0  # how many GPUs of this model gave the median
+    floor: float = OUTLIER_FLOOR
+
+    @property
+    def outlier(self) -> bool:
+        return self.median is not None and self.samples > 1 and self.value < self.floor * self.median
+
+    def of_median(self) -> float | None:
+        return self.value / self.median if self.median and self.samples > 1 else None
+
+    def reference(self) -> tuple[str, float] | None:
+        """What the figure is compared with: the team's baseline, else a healthy unit's measured
+        reference, else the fleet median. Never the datasheet: healthy power-capped parts sit far
+        below it (the suite's own rule, validate/judge/thresholds.py)."""
+        fleet = self.median if self.samples > 1 else None  # a median of one is the figure itself
+        for name, ref in (("baseline", self.baseline), ("reference", self.measured), ("fleet median", fleet)):
+            if ref:
+                return name, ref
+        return None
+
+    def ratio(self) -> float | None:
+        ref = self.reference()
+        return self.value / ref[1] if ref else None
+
+    def to_dict(self) -> dict[str, Any]:
+        ratio = self.ratio()
+        return {
+            "value": self.value,
+            "datasheet_peak": self.peak,
+            "measured_reference": self.measured,
+            "baseline": self.baseline,
+            "fleet_median": self.median,
+            "fraction_of_median": round(self.value / self.median, 4) if self.median else None,
+            "outlier": self.outlier,
+            "reference": (self.reference() or ("none",))[0],
+            "fraction_of_reference": round(ratio, 4) if ratio is not None else None,
+        }
+
+
+@dataclass
+class Row:
+    """One line of the fleet table: a GPU of a host, or the host alone when it shows no GPU."""
+
+    host: str
+    status: str
+    reason: str
+    uuid: str | None = None
+    index: int | None = None
+    model: str | None = None  # NVML name
+    checks: list[dict[str, Any]] = field(default_factory=list)  # host-wide checks + this GPU's
+    figures: dict[str, Figure] = field(default_factory=dict)
+
+    @property
+    def gpu_label(self) -> str:
+        if self.uuid is None:
+            return "-"
+        return f"{self.index if self.index is not None else '?'} {self.model or ''} {self.uuid[:12]}".replace("  ", " ")
+
+    def area_verdicts(self) -> dict[str, str]:
+        by_area: dict[str, list[str]] = {}
+        for check in self.checks:
+            by_area.setdefault(check_area(check), []).append(check["verdict"])
+        return {area: summarise_verdicts(by_area.get(area, ())) for area in AREAS}
+
+    def outliers(self) -> list[tuple[str, Figure]]:
+        return [(name, fig) for name, fig in self.figures.items() if fig.outlier]
+
+    def worst_figure(self) -> tuple[str, Figure] | None:
+        """The figure furthest below its reference (outliers first), for the table's last column."""
+        judged = [(c, f) for c, f in self.figures.items() if f.ratio() is not None]
+        if not judged:
+            return None
+        return min(judged, key=lambda item: (not item[1].outlier, item[1].ratio()))
+
+    def lowest_of_median(self) -> float | None:
+        """This GPU's lowest figure as a share of its model's fleet median (the heatmap's cell)."""
+        shares = [s for s in (f.of_median() for f in self.figures.values()) if s is not None]
+        return min(shares) if shares else None
+
+
+@dataclass
+class Fleet:
+    """The fleet after analysis: what every format renders, each part computed once by analyse()."""
+
+    outcomes: list[HostOutcome]  # malformed reports and outliers reflected
+    hosts: list[tuple[HostOutcome, list[Row]]]  # each outcome and its rows, in the order the hosts came
+    rows: list[Row]
+    medians: dict[str, dict[str, float]]  # model -> check -> fleet median
+    counts: dict[str, int]  # hosts per status; the headline statuses kept at zero
+    models: dict[str, dict[str, Any]]  # GPU model -> hosts, GPUs, hosts per status; most hosts first
+    not_ready: list[tuple[HostOutcome, list[Row]]]  # worst first
+    ready_hosts: list[tuple[HostOutcome, list[Row]]]  # in the order the hosts came
+    outliers: list[tuple[Row, str, Figure]]
+    baseline_applied: bool = False
+    floor: float = OUTLIER_FLOOR
+
+    @property
+    def ready(self) -> bool:
+        return fleet_ready(self.outcomes)
+
+
+# ---------------------------------------------------------------- analysis (pure)
+
+
+def check_area(check: dict[str, Any]) -> str:
+    """'checks/test_05_speed.py::test_matmul_throughput[gpu0]' -> 'speed'; by name when the file
+    does not say ('sustained load' -> 'sustained'); anything else -> 'other', never dropped."""
+    match = _AREA.search(str(check.get("test") or ""))
+    if match and match.group(1) in AREA_OF_FILE:
+        return AREA_OF_FILE[match.group(1)]
+    return AREA_OF_CHECK.get(str(check.get("check")), "other")
+
+
+def summarise_verdicts(verdicts: Iterable[str]) -> str:
+    """A cell of the table: 'FAIL 2', 'pass', 'pass, 3 skip', 'pass, 1 warn', 'not judged', 'skip'
+    or '-' for none. info, warn and not judged are neither pass nor fail."""
+    words = list(verdicts)
+    if not words:
+        return "-"
+    failed = words.count("fail")
+    if failed:
+        return f"FAIL {failed}"
+    skipped = words.count("skip")
+    if skipped == len(words):
+        return "skip"
+    passed = words.count("pass")
+    warned = words.count("warn")
+    unjudged = words.count("not judged") + words.count("no reference")
+    parts = ["pass"] if passed else []
+    if warned:
+        parts.append(f"{warned} warn")
+    if unjudged and not passed:
+        parts.append("not judged")
+    if skipped:
+        parts.append(f"{skipped} skip")
+    return ", ".join(parts) or "info"
+
+
+def suite_gpus(report: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(uuid, section) of each GPU in a checked suite report, in NVML index order."""
+    sections = [(k, v) for k, v in report.items() if isinstance(v, dict) and isinstance(v.get("gpu"), dict)]
+    return sorted(sections, key=lambda kv: (kv[1]["gpu"].get("index") is None, kv[1]["gpu"].get("index") or 0, kv[0]))
+
+
+def host_checks(outcome: HostOutcome) -> list[dict[str, Any]]:
+    """Every check of a host's report: the host-wide ones, then each GPU's."""
+    report = outcome.report or {}
+    checks = list((report.get("host") or {}).get("checks") or [])
+    for _, section in suite_gpus(report):
+        checks += section.get("checks") or []
+    return checks
+
+
+def _peak_metric(check: str) -> str | None:
+    """The datasheet metric (validate/judge/gpu_peaks.yaml) a check's figure is measured in, if any."""
+    if check in PLOTTED:
+        return PLOTTED[check][0]
+    match = _PEAK_METRIC.match(check)
+    return f"{match.group(1)}_tflops" if match else None
+
+
+def _checked(outcome: HostOutcome) -> HostOutcome:
+    """The outcome with its report checked; a report that cannot be read makes it MALFORMED."""
+    if outcome.report is None:
+        return outcome
+    try:
+        report = check_report(outcome.report)
+    except (MalformedReport, RecursionError) as err:
+        why = str(err) if isinstance(err, MalformedReport) else "nested too deep"
+        return dataclasses.replace(outcome, status=MALFORMED, reason=f"malformed report: {why}", report=None)
+    return outcome if report is outcome.report else dataclasses.replace(outcome, report=report)
+
+
+def _outlier_reason(rows: list[Row], floor: float) -> str:
+    """'3 figure(s) below 90% of the fleet median; lowest: GPU 2 matmul bf16 TFLOPS 391.8 is 56% of
+    the fleet median 699.5 of NVIDIA H100 80GB HBM3'."""
+    found = [(row, name, fig) for row in rows for name, fig in row.outliers()]
+    row, name, fig = min(found, key=lambda item: item[2].value / item[2].median)  # type: ignore[operator]
+    return (f"{len(found)} figure(s) below {floor:.0%} of the fleet median; lowest: GPU {row.index} {name} {fig.value:.1f} "
+            f"is {fig.value / fig.median:.0%} of the fleet median {fig.median:.1f} of {row.model or 'this host type'}")  # type: ignore[operator]
+
+
+def analyse(
+    outcomes: list[HostOutcome],
+    peaks: Any = None,
+    baseline: dict[str, dict[str, float]] | None = None,
+    outlier_floor: float = OUTLIER_FLOOR,
+) -> Fleet:
+    """The Fleet: rows per GPU with figures against peak, baseline (per GPU model) and the fleet
+    median, the statuses after outliers, the counts, the models and the hosts not ready, worst first.
+
+    `peaks` is validate.judge.peaks' table (list of GpuPeaks) or None; `baseline` the models section of
+    a gpuenv-validate-baseline/1 file. Both are plain data so this stays a pure function. A host
+    whose checks all passed but which has a GPU below `outlier_floor` of its model's fleet median
+    comes back DEGRADED (not ready), with the figure and the median in its reason.
+    """
+    from validate.judge.peaks import peaks_for
+
+    checked = [_checked(o) for o in outcomes]
+    rows: list[Row] = []
+    host_rows: list[list[Row]] = []
+    for outcome in checked:
+        report = outcome.report or {}
+        host_wide = list((report.get("host") or {}).get("checks") or [])
+        gpus = suite_gpus(report)
+        mine = []
+        if not gpus:
+            mine.append(Row(outcome.host, outcome.status, outcome.reason, checks=host_wide))
+        for uuid, section in gpus:
+            gpu = section["gpu"]
+            mine.append(Row(
+                outcome.host, outcome.status, outcome.reason, uuid=uuid, index=gpu.get("index"),
+                model=gpu.get("name"), checks=host_wide + list(section.get("checks") or []),
+            ))
+        rows += mine
+        host_rows.append(mine)
+    # figures: a GPU row holds its own; a GPU-less row holds the host-wide ones (CPU training ...)
+    by_model: dict[tuple[str, str], list[float]] = {}
+    for row in rows:
+        model = row.model or HOST_MODEL
+        for check in row.checks:
+            value = check.get("value")
+            if value is None or (row.uuid is not None and check.get("gpu") != row.uuid):
+                continue
+            row.figures[check["check"]] = Figure(check["check"], float(value), floor=outlier_floor)
+            by_model.setdefault((model, check["check"]), []).append(float(value))
+    medians: dict[str, dict[str, float]] = {}
+    for (model, name), values in by_model.items():
+        medians.setdefault(model, {})[name] = statistics.median(values)
+    entries: dict[str | None, Any] = {}
+    for row in rows:
+        model = row.model or HOST_MODEL
+        if row.model not in entries:
+            entries[row.model] = peaks_for(row.model, peaks) if (peaks and row.model) else None
+        entry = entries[row.model]
+        for name, fig in row.figures.items():
+            fig.median = medians[model][name]
+            fig.samples = len(by_model[(model, name)])
+            metric = _peak_metric(name)
+            fig.peak = entry.peak(metric) if (entry and metric) else None
+            measured = entry.reference_for(metric) if (entry and metric) else None
+            fig.measured = measured.value if (measured and measured.confirmed) else None  # measured like the suite
+            ref = (baseline or {}).get(model, {}).get(name)
+            fig.baseline = float(ref) if isinstance(ref, (int, float)) and not isinstance(ref, bool) else None
+    final = []
+    for outcome, mine in zip(checked, host_rows):
+        if outcome.status == READY and any(row.outliers() for row in mine):
+            outcome = dataclasses.replace(outcome, status=DEGRADED, reason=_outlier_reason(mine, outlier_floor))
+            for row in mine:
+                row.status, row.reason = outcome.status, outcome.reason
+        final.append(outcome)
+    hosts = list(zip(final, host_rows))
+    return Fleet(
+        final, hosts, rows, medians, counts=_counts(final), models=_models(hosts), not_ready=_worst_first(hosts),
+        ready_hosts=[(outcome, mine) for outcome, mine in hosts if outcome.ready],
+        outliers=[(row, name, fig) for row in rows for name, fig in row.outliers()],
+        baseline_applied=bool(baseline), floor=outlier_floor,
+    )
+
+
+def _counts(outcomes: list[HostOutcome]) -> dict[str, int]:
+    """Hosts per status, ready first; zero counts of the headline ones kept."""
+    counts = {s: 0 for s in (READY, NOT_READY, DEGRADED, UNREACHABLE, MALFORMED)}
+    for outcome in outcomes:
+        counts[outcome.status] = counts.get(outcome.status, 0) + 1
+    return counts
+
+
+def _models(hosts: list[tuple[HostOutcome, list[Row]]]) -> dict[str, dict[str, Any]]:
+    """Per GPU model: hosts, GPUs, and hosts per status ("no GPU shown" for hosts that showed none)."""
+    out: dict[str, dict[str, Any]] = {}
+    for outcome, rows in hosts:
+        names = {r.model or "unknown GPU" for r in rows if r.uuid} or {"no GPU shown"}
+        for name in names:
+            entry = out.setdefault(name, {"hosts": 0, "gpus": 0, "status": {}})
+            entry["hosts"] += 1
+            entry["gpus"] += sum(1 for r in rows if r.uuid and (r.model or "unknown GPU") == name)
+            entry["status"][outcome.status] = entry["status"].get(outcome.status, 0) + 1
+    return dict(sorted(out.items(), key=lambda kv: (-kv[1]["hosts"], kv[0])))
+
+
+def _worst_first(hosts: list[tuple[HostOutcome, list[Row]]]) -> list[tuple[HostOutcome, list[Row]]]:
+    """Hosts that are not ready, worst first: by status, then failed checks, then lowest figure."""
+    def key(item: tuple[HostOutcome, list[Row]]) -> tuple[Any, ...]:
+        outcome, rows = item
+        failed = sum(1 for c in host_checks(outcome) if c["verdict"] == "fail")
+        lowest = min((s for s in (r.lowest_of_median() for r in rows) if s is not None), default=1.0)
+        return STATUS_RANK.get(outcome.status, len(STATUS_RANK)), -failed, lowest, outcome.host
+    return sorted((item for item in hosts if not item[0].ready), key=key)
+
+
+# ---------------------------------------------------------------- what every format says the same way
+
+
+def figure_text(check: str, fig: Figure) -> str:
+    """'matmul bf16 TFLOPS 400.0 (50% of reference) OUTLIER': a figure against its reference."""
+    ref = fig.reference()
+    text = f"{check} {fig.value:.1f}"
+    if ref:
+        text += f" ({fig.value / ref[1]:.0%} of {ref[0]})"
+    return text + (" OUTLIER" if fig.outlier else "")
+
+
+def host_worst(rows: list[Row]) -> tuple[str, Figure] | None:
+    """The figure furthest below its reference over all GPUs of a host (outliers first)."""
+    worst = [w for w in (r.worst_figure() for r in rows) if w]
+    return min(worst, key=lambda item: (not item[1].outlier, item[1].ratio())) if worst else None
+
+
+def host_areas(rows: list[Row]) -> dict[str, str]:
+    """A host's verdict per area over all its GPUs (the host-wide checks counted once)."""
+    seen: set[int] = set()
+    by_area: dict[str, list[str]] = {}
+    for row in rows:
+        for check in row.checks:
+            if id(check) in seen:
+                continue
+            seen.add(id(check))
+            by_area.setdefault(check_area(check), []).append(check["verdict"])
+    return {area: summarise_verdicts(by_area.get(area, ())) for area in AREAS}
+
+
+def failure_lines(outcome: HostOutcome, rows: list[Row], limit: int = NAMED) -> list[str]:
+    """Why one host is not ready, in detail: its failed checks and its outlier figures."""
+    out = []
+    index = {r.uuid: r.index for r in rows if r.uuid}
+    for check in host_checks(outcome):
+        if check["verdict"] == "fail":
+            where = f"GPU {index.get(check['gpu'], '?')}" if check["gpu"] else "host"
+            out.append(f"fail: {check['check']} [{where}]: {check['reason'] or check['measured']}")
+    for row in rows:
+        for name, fig in row.outliers():
+            out.append(f"outlier: GPU {row.index} {name} {fig.value:.1f} is {fig.value / fig.median:.0%} of the fleet median "  # type: ignore[operator]
+                       f"{fig.median:.1f} ({row.model or 'this host type'})")
+    if len(out) > limit:
+        out = out[:limit] + [f"... {len(out) - limit} more (see the JSON report)"]
+    return out

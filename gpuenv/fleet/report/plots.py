@@ -1,0 +1,141 @@
+"""The fleet report's figures, as inline SVG for the HTML page (matplotlib, imported only here
+and only when a page is drawn): per GPU model, the distribution of each figure and a host x GPU
+heatmap. Pure functions of the Fleet; their size depends on the number of figures and GPU
+indexes, never on the number of hosts."""
+
+from __future__ import annotations
+
+import io
+import math
+from typing import Any
+
+from gpuenv.fleet.report.analysis import PLOTTED, Figure, Fleet, Row
+
+#: How many of the worst hosts the heatmap labels, and how many GPUs per host it shows.
+WORST_LABELLED = 40
+MAX_COLUMNS = 64
+#: Figures plotted per GPU model: the ones most GPUs gave (headline figures first). Bounds the
+#: page whatever the reports hold; the JSON has the rest.
+MAX_FIGURES = 12
+
+
+def _mpl_context() -> Any:
+    """matplotlib settings for every plot: text as text (small SVG), no TeX, stable ids. Text from
+    a node's report (a GPU name, a check, a host) is drawn with parse_math=False, so that
+    `$\\frac{a}{b}$` or a lone `$` is shown as written, never handed to mathtext."""
+    import matplotlib
+
+    return matplotlib.rc_context({"text.usetex": False, "svg.fonttype": "none", "svg.hashsalt": "gpuenv-fleet", "font.size": 8})
+
+
+def _svg(fig: Any) -> str:
+    out = io.StringIO()
+    fig.savefig(out, format="svg", metadata={"Date": None})
+    svg = out.getvalue()
+    return svg[svg.index("<svg"):]  # drop the XML prolog and DOCTYPE: inline in HTML
+
+
+def _model_figures(fleet: Fleet, model: str) -> list[tuple[str, list[tuple[Row, Figure]]]]:
+    """(check, [(row, figure)]) of the GPUs of one model, headline figures first."""
+    by_check: dict[str, list[tuple[Row, Figure]]] = {}
+    for row in fleet.rows:
+        if row.uuid and (row.model or "unknown GPU") == model:
+            for name, fig in row.figures.items():
+                by_check.setdefault(name, []).append((row, fig))
+    order = [c for c in PLOTTED if c in by_check] + sorted((c for c in by_check if c not in PLOTTED), key=lambda c: (-len(by_check[c]), c))
+    return [(c, by_check[c]) for c in order[:MAX_FIGURES]]
+
+
+def plot_distributions(fleet: Fleet, model: str) -> str | None:
+    """One SVG per GPU model: a histogram per figure of every GPU of that model, with the fleet
+    median, the outlier floor, the measured reference and the team baseline as lines, outliers in red.
+    Its size depends on the number of figures, never on the number of hosts."""
+    from matplotlib.figure import Figure as MplFigure
+
+    figures = _model_figures(fleet, model)
+    if not figures:
+        return None
+    cols = min(3, len(figures))
+    rows = math.ceil(len(figures) / cols)
+    with _mpl_context():
+        fig = MplFigure(figsize=(3.6 * cols, 2.5 * rows + 0.3))
+        for n, (check, points) in enumerate(figures):
+            ax = fig.add_subplot(rows, cols, n + 1)
+            values = [f.value for _, f in points]
+            low = [f.value for _, f in points if f.outlier]
+            sample = points[0][1]
+            refs = [v for v in (sample.median, sample.measured, sample.baseline) if v]
+            lo, hi = min(values + refs), max(values + refs)
+            span = (hi - lo) or max(abs(hi), 1.0) * 0.1
+            bins = [lo - span * 0.02 + i * span * 1.04 / 40 for i in range(41)]
+            # a log count axis, so that one slow GPU among thousands is still a visible bar
+            ax.hist([f.value for _, f in points if not f.outlier], bins=bins, color="#1565c0", label="GPUs", log=True)
+            if low:
+                ax.hist(low, bins=bins, color="#c62828", label=f"outliers ({len(low)})", log=True)
+            if sample.median and sample.samples > 1:
+                ax.axvline(sample.median, color="#ef6c00", linestyle="--", linewidth=1.2, label="fleet median")
+                ax.axvline(fleet.floor * sample.median, color="#ef6c00", linestyle=":", linewidth=1, label=f"{fleet.floor:.0%} of median")
+            if sample.measured:
+                ax.axvline(sample.measured, color="black", linewidth=1.2, label="measured reference")
+            if sample.baseline:
+                ax.axvline(sample.baseline, color="#2e7d32", linewidth=1.2, label="team baseline")
+            ax.set_title(f"{check} ({len(values)} GPUs)", fontsize=8, parse_math=False)
+            ax.set_ylabel("GPUs (log)")
+            ax.tick_params(labelsize=7)
+            ax.legend(fontsize=6, frameon=False, loc="upper left")
+            ax.grid(axis="x", alpha=0.3)
+        fig.suptitle(model, fontsize=9, parse_math=False)
+        fig.tight_layout()
+        return _svg(fig)
+
+
+def plot_heatmap(fleet: Fleet, model: str) -> str | None:
+    """Host x GPU heatmap of one model: each cell is the GPU's lowest figure as a share of the
+    fleet median. Left: the worst hosts, labelled; right: every host, worst first, one pixel row
+    each, so it stays legible (and the same size) at 1,000 hosts. Grey: the GPU gave no figure."""
+    from matplotlib.colors import TwoSlopeNorm
+    from matplotlib.figure import Figure as MplFigure
+
+    hosts: list[tuple[str, dict[int, float | None]]] = []
+    indexes: set[int] = set()
+    for outcome, rows in fleet.hosts:
+        mine = [r for r in rows if r.uuid and (r.model or "unknown GPU") == model]
+        if not mine:
+            continue
+        cells = {r.index or 0: r.lowest_of_median() for r in mine}
+        indexes.update(cells)
+        hosts.append((outcome.host, cells))
+    if not hosts or not any(v is not None for _, cells in hosts for v in cells.values()):
+        return None
+    columns = sorted(indexes)[:MAX_COLUMNS]  # the GPU indexes seen (a report may skip or invent some)
+    width = len(columns)
+    hosts.sort(key=lambda hc: (min((v for v in hc[1].values() if v is not None), default=9.0), hc[0]))
+    grid = [[(cells.get(i) if cells.get(i) is not None else math.nan) for i in columns] for _, cells in hosts]
+    labelled = grid[:WORST_LABELLED]
+    import matplotlib
+
+    with _mpl_context():
+        cmap = matplotlib.colormaps["RdYlGn"].with_extremes(bad="#bdbdbd")
+        norm = TwoSlopeNorm(vmin=min(0.5, fleet.floor - 0.05), vcenter=fleet.floor, vmax=1.1)
+        two = len(hosts) > WORST_LABELLED
+        fig = MplFigure(figsize=(10, max(2.6, 1.4 + 0.16 * len(labelled))), layout="constrained")
+        axes = fig.subplots(1, 2 if two else 1, width_ratios=[1, 1] if two else None, squeeze=False)[0]
+        ax = axes[0]
+        image = ax.imshow(labelled, cmap=cmap, norm=norm, aspect="auto", interpolation="nearest")
+        ax.set_yticks(range(len(labelled)), [h.removeprefix("ssh://")[:40] for h, _ in hosts[:WORST_LABELLED]], fontsize=6,
+                      parse_math=False)
+        ax.set_xticks(range(width), [str(i) for i in columns], fontsize=7)
+        ax.set_xlabel("GPU index")
+        ax.set_title(f"worst {len(labelled)} of {len(hosts)} hosts" if two else f"{len(hosts)} hosts, worst first", fontsize=8)
+        if two:
+            whole = axes[1]
+            whole.imshow(grid, cmap=cmap, norm=norm, aspect="auto", interpolation="nearest")
+            whole.set_xticks(range(width), [str(i) for i in columns], fontsize=7)
+            whole.set_xlabel("GPU index")
+            whole.set_ylabel("host rank (worst first)")
+            whole.set_title(f"all {len(hosts)} hosts, worst first", fontsize=8)
+        bar = fig.colorbar(image, ax=list(axes), fraction=0.04, pad=0.02)
+        bar.set_label("lowest figure / fleet median", fontsize=7)
+        bar.ax.axhline(fleet.floor, color="black", linewidth=1)
+        fig.suptitle(f"{model}: each GPU's lowest figure against the fleet median", fontsize=9, parse_math=False)
+        return _svg(fig)
