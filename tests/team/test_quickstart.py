@@ -40,7 +40,7 @@ def copy_checkout(target: Path) -> Path:
 
 
 def test_the_readme_quickstart_runs_as_written_to_a_ready_verdict(tmp_path, docker_engine):
-    from gpuenv import engine
+    from gpuenv.engine import Engine
     from gpuenv.images import plan as images
 
     setup, here, gpu_server = quickstart_blocks()
@@ -80,6 +80,7 @@ def test_the_readme_quickstart_runs_as_written_to_a_ready_verdict(tmp_path, dock
 
             meta = json.loads((checkout / "envs/locks/torch2.13.0-cpu-py3.11/stack.json").read_text())
             stack, sha = Stack.from_dict(meta), meta["lock_sha256"]
+            engine = Engine.local()
             for ref in (images.image_tags(stack, sha)[0], images.build_cache_tag(stack, sha)):
                 if engine.image_info(ref) is not None:
                     engine.remove_image(ref)
