@@ -88,3 +88,35 @@ def test_a_damaged_record_is_one_line(tmp_path):
     done = run_gpuenv("--dry", "export", "--output", str(tmp_path / "e.yml"), env=env_for(tmp_path))
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.strip().count("\n") == 0 and "current.json is not JSON" in done.stderr, done.stderr
+
+
+def test_export_lock_hands_over_the_hashed_lock_itself(locked, tmp_path):
+    done = run_gpuenv("export", "--lock", env=env_for(locked), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    shared = tmp_path / "requirements.lock.txt"
+    assert shared.read_bytes() == (locked / STACK / "requirements.lock.txt").read_bytes()
+    assert "--hash=sha256:" in shared.read_text() and "every package with its hash" in done.stdout
+
+
+def test_lock_file_never_replaces_the_team_lock_without_force(locked, tmp_path):
+    """`lock --file` over the team's lock is refused (one line, exit 2, the lock untouched);
+    with --force it replaces it and says which lock is now current."""
+    received = tmp_path / "shared.yml"
+    done = run_gpuenv("export", "--output", str(received), env=env_for(locked))
+    assert done.returncode == 0, done.stdout + done.stderr
+    before = (locked / STACK / "stack.json").read_bytes()
+    args = ("lock", *CPU_STACK_ARGS, "--backend", "uv", "--wheelhouse", str(WHEELHOUSE), "--file", str(received))
+    done = run_gpuenv(*args, env=env_for(locked))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.strip() == (f"gpuenv: {locked / STACK} holds the lock of the team's spec (the stack and envs/team.yml); "
+                                   f"locking {received.resolve()} (invoke lock --file) would replace it: pass --force to replace it "
+                                   "(it becomes the stack's current lock), or keep the current one"), done.stderr
+    assert (locked / STACK / "stack.json").read_bytes() == before
+    done = run_gpuenv(*args, "--force", env=env_for(locked))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"current lock of {STACK}: {locked / STACK / 'requirements.lock.txt'}, from {received} (invoke lock --file)" in done.stdout
+    # and the next plain lock does not silently flip it back
+    done = run_gpuenv("lock", *CPU_STACK_ARGS, "--backend", "uv", "--wheelhouse", str(WHEELHOUSE), env=env_for(locked))
+    assert done.returncode == 2 and "holds the lock of" in done.stderr and "(invoke lock --file)" in done.stderr, done.stderr
+    done = run_gpuenv("lock", *CPU_STACK_ARGS, "--backend", "uv", "--wheelhouse", str(WHEELHOUSE), "--force", env=env_for(locked))
+    assert done.returncode == 0 and "from the team's spec" in done.stdout, done.stdout + done.stderr
