@@ -23,7 +23,7 @@ from validate.host.devices import all_nvml_uuids, compiled_archs, device_for_gpu
 from validate.host.masking import device_list
 from validate.judge.peaks import PeakTableError, ReferenceFigure, load_peaks, peaks_for
 from validate.measure.probe import nccl_version_text
-from validate.report.record import Record, build_json, not_judged_note, render_table, write_json
+from validate.report.record import Record, build_json, not_judged_note, render_table, shown_path, write_json
 from validate.host.stackfile import read_stack_file
 from validate.measure.memory_modes import outside_measurer
 from validate.measure.subproc import DEFAULT_TIMEOUT, ProbeResult, run_probe, run_stepped_probe
@@ -562,13 +562,13 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         )
         try:
             write_json(suite.json_path, data)
-            terminalreporter.write_line(f"JSON report: {suite.json_path}")
+            terminalreporter.write_line(f"JSON report: {shown_path(suite.json_path)}")
         except OSError as err:  # atomic: the old report (or none) stays, never half of one
             suite.write_errors.append(f"cannot write the JSON report {suite.json_path}: {err.strerror or err}")
     if suite.save_baseline_path:
         try:
             save_baseline(suite.save_baseline_path, suite.records, suite.gpu_names)
-            terminalreporter.write_line(f"baseline saved: {suite.save_baseline_path}")
+            terminalreporter.write_line(f"baseline saved: {shown_path(suite.save_baseline_path)}")
         except OSError as err:
             suite.write_errors.append(f"cannot write the baseline {suite.save_baseline_path}: {err.strerror or err}")
     if suite.recorder is not None:

@@ -67,11 +67,13 @@ class ContainersMixin:
         env: dict[str, str] | None = None,
         stream: Progress | None = None,
         shm_size: str = DEFAULT_SHM_SIZE,
+        mounts: dict[Path, str] | None = None,
     ) -> int:
         """Run `command` in `image`, stream its output, remove the container, return its exit code.
 
         `workdir_mount` (default: the current folder) is mounted read-write at /workspace, the
-        working directory. GPUs are requested the way `docker run --gpus` does. The image must be
+        working directory; `mounts` adds host folders read-write at the container paths given
+        (reports written outside the current folder). GPUs are requested the way `docker run --gpus` does. The image must be
         present: this never pulls.
         """
         from docker.errors import APIError, ImageNotFound
@@ -95,7 +97,9 @@ class ContainersMixin:
         try:
             container = self.client.containers.create(
                 image=image, command=command or None, user=caller_user(),
-                volumes={str(mount): {"bind": WORKDIR_IN_CONTAINER, "mode": "rw"}}, working_dir=WORKDIR_IN_CONTAINER,
+                volumes={str(mount): {"bind": WORKDIR_IN_CONTAINER, "mode": "rw"},
+                         **{str(folder): {"bind": inside, "mode": "rw"} for folder, inside in (mounts or {}).items()}},
+                working_dir=WORKDIR_IN_CONTAINER,
                 **options,
             )
             container.start()

@@ -10,6 +10,7 @@ written (the local base images, the wheelhouse from the committed lock).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -73,10 +74,19 @@ def test_the_readme_quickstart_runs_as_written_to_a_ready_verdict(tmp_path, dock
         assert done.stdout.rstrip().endswith("validate: every check passed (or skipped with its reason)"), out[-2000:]
         assert not subprocess.run(["git", "diff", "--quiet", "--no-index", str(ROOT / "envs/locks/current.json"),
                                    str(checkout / "envs/locks/current.json")]).returncode, "the committed current.json is unchanged"
+
+        # reports go to any folder the user names (mounted for them), and the path printed is theirs
+        elsewhere = tmp_path / "reports"
+        elsewhere.mkdir()
+        done = subprocess.run(["bash", "-c", f"invoke validate --quick --json {elsewhere}/v.json --junit {elsewhere}/v.xml"], cwd=checkout,
+                              env=env, capture_output=True, text=True, timeout=2400)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+        assert f"JSON report: {elsewhere}/v.json" in done.stdout and "/gpuenv-reports" not in done.stdout.split("JSON report:")[1]
+        assert json.loads((elsewhere / "v.json").read_text())["summary"]["ok"] is True
+        assert (elsewhere / "v.xml").stat().st_uid == os.getuid(), "written as the caller"
     finally:
         if "unchanged: reused" not in out and not os.environ.get("GPUENV_TEST_KEEP_IMAGES"):
             from gpuenv.stack import Stack
-            import json
 
             meta = json.loads((checkout / "envs/locks/torch2.13.0-cpu-py3.11/stack.json").read_text())
             stack, sha = Stack.from_dict(meta), meta["lock_sha256"]
