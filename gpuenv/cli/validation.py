@@ -29,7 +29,8 @@ _HELP = {
     "cuda": STACK_HELP["cuda"] + "; picks the image to validate in (default without --local: the stack resolved for this host)",
     "image": "validate in this image instead of the stack's, e.g. HOST/gpuenv/<stack>@sha256:... as invoke push printed it; pulled (by digest) when missing",
     "gpus": "GPUs given to the container, as `docker run --gpus`: all, none, or 0,1 / GPU UUIDs (default: all; none for a CPU stack)",
-    "expect_gpus": "number of GPUs the server must show; fewer (or none) fails the run (with --local at least 1 is expected unless 0 is given)",
+    "expect_gpus": "number of GPUs the server must show; fewer (or none) fails the run (default: invoke.yaml gpuenv.expect_gpus; "
+    "else on a bare host at least 1, except a host with no NVIDIA driver and no NVIDIA device, which is validated as CPU-only)",
     "json": "write the JSON report (keyed by GPU UUID, plus 'host') to this file; with --hosts/--slurm the fleet's, keyed by host then GPU UUID",
     "junit": "write JUnit XML to this file (for CI dashboards); with --hosts/--slurm one testsuite per host",
     "quick": "smaller sizes and fewer cases: about a minute on a one-GPU server",
@@ -129,6 +130,8 @@ def validate(
 
     check_paths(json=json, junit=junit, save_baseline=save_baseline, baseline=baseline, report=report, rundir=rundir, prefix=prefix,
                 folders=("rundir", "prefix"))
+    if expect_gpus is None:  # the team may say every server must have GPUs (or, with 0, that none need them)
+        expect_gpus = team_settings(c).expect_gpus
     if image:  # the engine's grammar and length limit, before any host (the fleet) or engine (run in an image) is asked
         from gpuenv.images.share import parse_image_ref
 

@@ -120,3 +120,13 @@ def test_lock_file_never_replaces_the_team_lock_without_force(locked, tmp_path):
     assert done.returncode == 2 and "holds the lock of" in done.stderr and "(invoke lock --file)" in done.stderr, done.stderr
     done = run_gpuenv("lock", *CPU_STACK_ARGS, "--backend", "uv", "--wheelhouse", str(WHEELHOUSE), "--force", env=env_for(locked))
     assert done.returncode == 0 and "from the team's spec" in done.stdout, done.stdout + done.stderr
+
+
+def test_the_team_can_require_gpus_in_invoke_yaml(tmp_path):
+    """gpuenv.expect_gpus reaches the suite as --expect-gpus (here seen through --dry); a bad value is one line."""
+    done = run_gpuenv("--dry", "validate", "--local", env={"INVOKE_GPUENV_EXPECT_GPUS": "8"})
+    assert done.returncode == 0 and "-m validate --expect-gpus 8" in done.stdout, done.stdout + done.stderr
+    done = run_gpuenv("--dry", "validate", "--local", "--expect-gpus", "2", env={"INVOKE_GPUENV_EXPECT_GPUS": "8"})
+    assert "--expect-gpus 2" in done.stdout, "the command line wins"
+    done = run_gpuenv("--dry", "validate", "--local", env={"INVOKE_GPUENV_EXPECT_GPUS": "many"})
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "gpuenv.expect_gpus" in done.stderr, done.stderr
