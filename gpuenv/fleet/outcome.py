@@ -27,6 +27,8 @@ TIMEOUT = "timeout"
 CANCELLED = "cancelled"
 #: Every check passed, but a GPU is below the outlier floor of its model's fleet median.
 DEGRADED = "degraded"
+#: Every check passed on a host that showed no GPU, in a fleet whose other hosts show GPUs.
+CPU_ONLY = "cpu only"
 #: The node sent a report that cannot be read (its reason says why); the other nodes are unaffected.
 MALFORMED = "malformed"
 #: SSH answered but would not let us in (login refused, host key unknown or changed).
@@ -36,7 +38,7 @@ NO_DOCKER = "no docker"
 #: SSH works and `docker` is there, but its engine does not answer (down, hung, no permission).
 ENGINE_NOT_ANSWERING = "engine not answering"
 
-STATUSES = (READY, NOT_READY, DEGRADED, UNREACHABLE, AUTH_REFUSED, NO_DOCKER, ENGINE_NOT_ANSWERING, NO_GPU_RUNTIME, FAILED,
+STATUSES = (READY, NOT_READY, DEGRADED, CPU_ONLY, UNREACHABLE, AUTH_REFUSED, NO_DOCKER, ENGINE_NOT_ANSWERING, NO_GPU_RUNTIME, FAILED,
             TIMEOUT, CANCELLED, MALFORMED)
 #: Phases a backend reports as progress while a host runs (free text is allowed too).
 PHASES = ("queued", "connecting", "pulling", "running", "collecting", "done")
