@@ -10,7 +10,8 @@ server (or in CI) to see the wall time and each check's share, e.g.
 The 8-GPU estimate scales a one-GPU run: per-GPU checks (records with a GPU UUID) run once per
 GPU; host checks once; masking children grow with the case list and run in parallel waves; the
 sustained load runs on all GPUs at once (same time); the all-reduce adds one probe that spawns a
-worker per GPU. Processes that import PyTorch or TensorFlow are counted from the case lists.
+worker per GPU, and the multi-GPU training check a DDP launcher with a rank per GPU and a
+TensorFlow MirroredStrategy probe (a one-GPU host skips them). Processes that import PyTorch or TensorFlow are counted from the case lists.
 """
 
 from __future__ import annotations
@@ -57,12 +58,16 @@ def estimate(wall_one_gpu: float, report: dict, gpus: int, cpus: int) -> dict[st
     child = statistics.median(masking) if masking else 8.0  # a framework import + CUDA start-up
     extra_waves = 2 * (masking_waves(gpus, True, cpus) - masking_waves(1, True, cpus))  # two frameworks
     allreduce = 2 * child if gpus >= 2 else 0.0  # spawn + NCCL init; the transfer itself is short
+    # DDP: the launcher's start, then the ranks' start and NCCL init (its steps take about a
+    # second); MirroredStrategy: one TensorFlow start. A one-GPU host skips both.
+    multigpu = 3 * child if gpus >= 2 else 0.0
     return {
         "one GPU (measured)": wall_one_gpu,
         "per-GPU checks x extra GPUs": per_gpu * (gpus - 1),
         "extra masking waves": extra_waves * child,
         "all-reduce": allreduce,
-        "total": wall_one_gpu + per_gpu * (gpus - 1) + extra_waves * child + allreduce,
+        "multi-GPU training (DDP, MirroredStrategy)": multigpu,
+        "total": wall_one_gpu + per_gpu * (gpus - 1) + extra_waves * child + allreduce + multigpu,
     }
 
 

@@ -32,6 +32,13 @@ def _link(source: str) -> str:
     return source
 
 
+def _kind(m) -> str:
+    """How an unconfirmed figure was taken: another tool, a best-of-sizes table, or another n."""
+    if m.method != "torch.matmul":
+        return m.method
+    return "best of n=1024..10240" if m.n is None else f"torch.matmul at n={m.n}"
+
+
 def rows() -> list[str]:
     out = ["| model | metric | measured reference | floor | source |", "|---|---|---|---|---|"]
     for entry in load_peaks():
@@ -44,7 +51,7 @@ def rows() -> list[str]:
                 how = "torch.matmul, n=8192" + units
                 floor = f"{REFERENCE_FRACTION * ref.value:.4g}"
             else:
-                kinds = sorted({"best of n=1024..10240" if m.method == "torch.matmul" else m.method for m in ref.measurements})
+                kinds = sorted({_kind(m) for m in ref.measurements})
                 how = "unconfirmed: " + "; ".join(kinds) + units
                 floor = f"{REFERENCE_FRACTION * ref.value:.4g} (warns; fails below {UNCONFIRMED_FAIL_FRACTION * ref.value:.4g})"
             sources = ", ".join(dict.fromkeys(_link(m.source) for m in ref.measurements))

@@ -1,9 +1,10 @@
 """Command line of the suite: translate our options into a pytest run and its exit status.
 
-Exit status: 0 every check ran and passed (or skipped with its reason); 1 not ready (a check
-failed, or nothing was validated: no check collected, or a pytest mode that runs none such as
---collect-only); 2 bad input (a report path that cannot be written, an unusable baseline, a
-pytest usage error), said in one line before any slow work; 3 pytest's internal error; 130 interrupted.
+Exit status: 0 every check ran and passed (or skipped with its reason) and each GPU computed (or
+--health-only); 1 not ready (a check failed, or nothing was validated: no check collected, a pytest
+mode that runs none such as --collect-only, or a GPU host where no framework proved each GPU
+computes); 2 bad input (a report path that cannot be written, an unusable baseline, a pytest usage
+error), said in one line before any slow work; 3 pytest's internal error; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -43,8 +44,13 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--baseline", metavar="PATH", help="compare with a baseline from a known-good server of the same GPU model")
     parser.add_argument("--replay", metavar="FILE", help="judge a recorded host instead of this one: an nvidia-smi -q -x (or -q) capture, "
                         "or a file written by --record; checks that need a framework on that host skip")
+    parser.add_argument("--verbose", action="store_true", help="print every row and reason, one row per check and GPU "
+                        "(the default is a one-screen summary; --json and --junit always keep every row)")
     parser.add_argument("--record", metavar="DIR", help="also write this host's NVML answers, probe results and figures to DIR "
                         "(gpuenv-nvml-recording/1 JSON, for a bug report or a later --replay)")
+    parser.add_argument("--health-only", action="store_true",
+                        help="judge the GPUs' health alone (NVML: driver, ECC, clocks, ...) when no framework is here to prove "
+                        "that each GPU computes; without it such a GPU host is 'not validated' and exits 1")
     return parser.parse_known_args(argv)
 
 
@@ -71,6 +77,10 @@ def pytest_args(args: argparse.Namespace, extra: list[str], junit_path: str | No
         out += ["--replay", args.replay]
     if args.record:
         out += ["--record", args.record]
+    if args.verbose:
+        out += ["--full-report"]
+    if args.health_only:
+        out += ["--health-only"]
     return out + extra
 
 
@@ -153,6 +163,7 @@ class RunOutcome:
     def __init__(self) -> None:
         self.ran = 0
         self.write_errors: list[str] = []
+        self.not_validated: str | None = None
 
     def pytest_runtest_logreport(self, report: Any) -> None:
         if report.when == "call" or (report.when == "setup" and report.skipped):
@@ -164,12 +175,18 @@ class RunOutcome:
         suite = config.stash.get(SUITE, None)
         if suite is not None:
             self.write_errors = list(suite.write_errors)
+            self.not_validated = suite.not_validated
 
 
-def verdict(status: int, ran: int) -> tuple[int, str]:
-    """Our exit status and last line from pytest's status and the number of checks that ran."""
+def verdict(status: int, ran: int, not_validated: str | None = None) -> tuple[int, str]:
+    """Our exit status and last line from pytest's status, the number of checks that ran, and why
+    the run proves no ready host though its checks passed (validate/judge/evidence.py)."""
     if status == 0 and ran == 0:
         return 1, "validate: NOT VALIDATED: no check ran (pytest mode that runs none, e.g. --collect-only)"
+    if not_validated:
+        from validate.judge.evidence import local_fix
+
+        return 1, f"validate: NOT VALIDATED: {not_validated.removeprefix('not validated: ')}: {local_fix(not_validated)}"
     if status == 0:
         return 0, "validate: every check passed (or skipped with its reason)"
     code = EXIT_STATUS.get(status, 1)
@@ -217,7 +234,7 @@ def main(argv: list[str]) -> int:
         status = int(pytest.main(pytest_args(args, extra, junit_tmp), plugins=[outcome]))
     finally:
         junit_problem = _move_junit(junit_tmp, args.junit) if junit_tmp else None
-    code, line = verdict(status, outcome.ran)
+    code, line = verdict(status, outcome.ran, outcome.not_validated)
     print(line)
     problems = outcome.write_errors + ([junit_problem] if junit_problem else [])
     for problem in problems:

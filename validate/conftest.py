@@ -8,6 +8,7 @@ comes from pytest's own `--junitxml`. Teams add checks as `test_*.py` files in `
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import platform
@@ -21,9 +22,11 @@ from validate.host import nvml
 from validate.report.baseline import BaselineError, baseline_value, load_baseline, save_baseline
 from validate.host.devices import all_nvml_uuids, compiled_archs, device_for_gpu, torch_gpus, visible_gpus
 from validate.host.masking import device_list
-from validate.judge.peaks import PeakTableError, ReferenceFigure, load_peaks, peaks_for
+from validate.judge.evidence import missing_evidence
+from validate.judge.peaks import SUITE_MATMUL_METHODS, PeakTableError, ReferenceFigure, load_peaks, peaks_for
 from validate.measure.probe import nccl_version_text
 from validate.report.record import Record, build_json, not_judged_note, render_table, shown_path, write_json
+from validate.report.summary import fit, host_lines, render_summary
 from validate.host.stackfile import read_stack_file
 from validate.measure.memory_modes import outside_measurer
 from validate.measure.subproc import DEFAULT_TIMEOUT, ProbeResult, run_probe, run_stepped_probe
@@ -101,6 +104,9 @@ class Suite:
             raise pytest.UsageError(f"validate: {err}") from None
         self._tf_info: ProbeResult | None = None
         self._tf_memory: tuple[int, ProbeResult] | None = None
+        self.health_only: bool = config.getoption("validate_health_only")
+        #: Why this run proves no ready host though pytest passed (set at session finish), or None.
+        self.not_validated: str | None = None
 
     def _use_nvml(self, replay_path: str | None) -> None:
         """Replay a capture instead of this host's NVML, and/or record every answer used."""
@@ -166,10 +172,11 @@ class Suite:
         entry = peaks_for(gpu_name, self.peaks)
         return entry.peak(metric) if entry else None
 
-    def reference(self, gpu_name: str, metric: str) -> ReferenceFigure | None:
-        """What healthy GPUs of this model measured (gpu_peaks.yaml), or None: not judged."""
+    def reference(self, gpu_name: str, metric: str, methods: tuple[str, ...] = SUITE_MATMUL_METHODS) -> ReferenceFigure | None:
+        """What healthy GPUs of this model measured (gpu_peaks.yaml), or None: not judged;
+        confirmed only by a measurement taken with `methods` (how the judged figure was taken)."""
         entry = peaks_for(gpu_name, self.peaks)
-        return entry.reference_for(metric) if entry else None
+        return entry.reference_for(metric, methods) if entry else None
 
     def selected_mig_device(self, gpu: nvml.GpuInfo) -> nvml.MigDevice | None:
         """The MIG instance of this GPU that this run validates (CUDA_VISIBLE_DEVICES=MIG-...)."""
@@ -178,7 +185,9 @@ class Suite:
             return None
         return next((m for m in gpu.mig_devices if m.uuid.startswith(wanted) or wanted.startswith(m.uuid)), None)
 
-    def judge(self, gpu: nvml.GpuInfo, check: str, metric: str, value: float, unit: str) -> tuple[str, Verdict]:
+    def judge(
+        self, gpu: nvml.GpuInfo, check: str, metric: str, value: float, unit: str, methods: tuple[str, ...] = SUITE_MATMUL_METHODS
+    ) -> tuple[str, Verdict]:
         """Measured text and verdict for a higher-is-better figure on this NVML GPU (or the MIG
         instance of it this run validates): --baseline, else 75% of the model's measured
         reference, else not judged. The datasheet share is shown for orientation only."""
@@ -186,7 +195,7 @@ class Suite:
         mig = self.selected_mig_device(gpu) if gpu.mig_enabled else None
         share = mig_share(mig.multiprocessor_count, gpu.multiprocessor_count) if mig is not None else None
         verdict = judge_figure(
-            metric, value, self.reference(gpu.name, metric), self.baseline_for(gpu.name, check), mig=mig is not None, share=share
+            metric, value, self.reference(gpu.name, metric, methods), self.baseline_for(gpu.name, check), mig=mig is not None, share=share
         )
         if mig is not None:
             peak = peak * share if peak and share else None
@@ -318,8 +327,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="compare figures with a baseline saved on a known-good server of the same model")
     group.addoption("--replay", dest="validate_replay", default=None, metavar="FILE",
                     help="judge a recorded host (nvidia-smi -q -x or -q capture, or a --record file) instead of this one")
+    group.addoption("--full-report", dest="validate_full_report", action="store_true", default=False,
+                    help="print every row and reason (one row per check and GPU) instead of the one-screen summary")
     group.addoption("--record", dest="validate_record", default=None, metavar="DIR",
                     help="write this host's NVML answers, probe results and figures to DIR (gpuenv-nvml-recording/1)")
+    group.addoption("--health-only", dest="validate_health_only", action="store_true", default=False,
+                    help="judge the GPUs' health alone: no framework has to prove that each GPU computes")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -538,27 +551,45 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     suite.records.extend(records + extra)
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A run that passed without evidence (no GPU computed, say) fails: see validate/judge/evidence.py."""
+    suite = session.config.stash.get(SUITE, None)
+    if suite is None or exitstatus != 0 or suite.replayed_from or not suite.host.gpus:
+        return  # a replay judges recorded NVML answers only; a host with no GPU proves none
+    labels = {g.uuid: f"GPU {g.index} ({g.name})" for g in suite.visible_gpus()}
+    # Installed, not imported: a run whose framework checks were deselected (-k) still has them.
+    frameworks = [name for name in ("torch", "tensorflow") if name in suite.frameworks or importlib.util.find_spec(name)]
+    suite.not_validated = missing_evidence([r.to_dict() for r in suite.records], labels, frameworks=frameworks,
+                                           exit_status=0, health_only=suite.health_only)
+    if suite.not_validated:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     suite = config.stash[SUITE]
     index = {gpu.uuid: gpu.index for gpu in suite.host.gpus}
     terminalreporter.section("gpuenv validation report")
     if suite.replayed_from:
-        terminalreporter.write_line(f"REPLAYED: every line judges the recorded host {suite.replayed_from}, not this machine")
-    driver = suite.host.driver_version or "-"
-    terminalreporter.write_line(
-        f"driver {driver}, CUDA driver {suite.host.cuda_driver_version or '-'}, "
-        + (", ".join(f"GPU {g.index}: {g.name} ({g.uuid})" for g in suite.host.gpus) or suite.no_gpu_reason())
-    )
+        for line in fit(f"REPLAYED: every line judges the recorded host {suite.replayed_from}, not this machine"):
+            terminalreporter.write_line(line)
+    full = bool(config.getoption("validate_full_report"))
+    for line in host_lines(suite.host.driver_version, suite.host.cuda_driver_version, suite.host.gpus, suite.no_gpu_reason, full):
+        terminalreporter.write_line(line)
     for lost in suite.host.unreadable:
         terminalreporter.write_line(lost.error)
-    terminalreporter.write_line(f"suite: {Path(__file__).resolve().parent}, CUDA_DEVICE_ORDER={DEVICE_ORDER}")
-    terminalreporter.write_line(render_table(suite.records, index))
+    for line in fit(f"suite: {Path(__file__).resolve().parent}, CUDA_DEVICE_ORDER={DEVICE_ORDER}"):
+        terminalreporter.write_line(line)
+    if full:
+        terminalreporter.write_line(render_table(suite.records, index))
+    else:
+        terminalreporter.write_line(render_summary(suite.records, index, replayed=bool(suite.replayed_from)))
     note = not_judged_note(suite.records, suite.gpu_names)
     if note:
         terminalreporter.write_line(note)
     if suite.json_path:
         data = build_json(
-            suite.records, suite.host.to_dict(), [g.to_dict() for g in suite.host.gpus], suite.frameworks, int(exitstatus)
+            suite.records, suite.host.to_dict(), [g.to_dict() for g in suite.host.gpus], suite.frameworks, int(exitstatus),
+            not_validated=suite.not_validated, health_only=suite.health_only,
         )
         try:
             write_json(suite.json_path, data)

@@ -15,6 +15,8 @@ def _scalar(text: str) -> Any:
     text = text.strip()
     if text in ("null", "~", ""):
         return None
+    if text in ("true", "false"):
+        return text == "true"
     if text.startswith(("[", '"', "{")):
         return json.loads(text)
     try:

@@ -293,7 +293,12 @@ def run_fleet(opts: FleetOptions, suite_args: list[str], say: Callable[[str], No
         say(f"validating through Slurm: {opts.nodelist or (str(opts.nodes) + ' node(s)' if opts.nodes else '1 node')}, "
             f"run folder {job.rundir}")
         with HostProgress(total=opts.nodes or 0) as progress:
-            return slurm.run_job(job, baseline=baseline_bytes, progress=progress)
+            outcomes = slurm.run_job(job, baseline=baseline_bytes, progress=progress)
+            # Two or more nodes: one job across them after their own suites (gpuenv/fleet/multinode.py).
+            from gpuenv.fleet.multinode import run_multinode
+
+            joint = run_multinode(job, outcomes, progress)
+        return outcomes + ([joint] if joint else [])
     from gpuenv.fleet import sshhosts
 
     assert opts.hosts

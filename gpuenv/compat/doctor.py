@@ -10,6 +10,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
+from gpuenv.compat.legacy import probe_legacy
 from gpuenv.errors import GpuenvError
 from validate.report.tables import format_table
 
@@ -108,6 +109,7 @@ def collect_report(host_file: str | None = None) -> dict[str, Any]:
         "recommended": {fw: _safe(probe_recommendation, fw, host_file) for fw in ("torch", "tensorflow")},
         "compat_data": _safe(probe_compat_data),
     }
+    report["legacy"] = _safe(probe_legacy, report["nvml"])
     if host_file:
         report["host_file"] = host_file
     return report
@@ -129,12 +131,13 @@ def format_report(report: dict[str, Any]) -> str:
     if nvml.get("available"):
         lines.append(_line("driver", f"{nvml['driver_version']}  (CUDA driver API {nvml['cuda_driver_version']})"))
         rows = [
-            (g["index"], g["name"], g["uuid"], g["compute_capability"], f"{g['memory_total_bytes'] / 2**30:.1f} GiB" if g["memory_total_bytes"] is not None else "not readable")
+            (g["index"], g["name"], g["uuid"], g["compute_capability"] or "unknown", f"{g['memory_total_bytes'] / 2**30:.1f} GiB" if g["memory_total_bytes"] is not None else "not readable")
             for g in nvml["gpus"]
         ]
         lines.append(format_table(("gpu", "name", "uuid", "cc", "memory"), rows) if rows else _line("gpus", "none"))
     else:
         lines.append(_line("driver", f"not available: {nvml['why']}"))
+    lines += [_line("gpu", text) for text in (report.get("legacy") or {}).get("lines", [])]
     docker = report["docker"]
     if docker.get("available"):
         gpu = "yes" if docker["gpu_ready"] else "no (install the NVIDIA Container Toolkit, then nvidia-ctk runtime configure or cdi generate)"

@@ -431,7 +431,8 @@ def _lock_with_uv(work: Path, stack: Stack, plan: _Plan, say: Progress) -> list[
             fix = f"this host cannot reach {err.url}"
             if stack.index_url and err.url.startswith(stack.index_url):
                 fix = f"put the {stack.pip_requirement} wheel for Python {stack.python} ({platform}) in a folder and pass --wheelhouse DIR"
-            raise ToolError(err.message, fix=fix) from None
+            # Still an IndexUnreachable: callers (and the tests' fixtures) tell "no route" from a bad lock by its type.
+            raise lockers.IndexUnreachable(err.message, url=err.url, fix=fix) from None
         if framework_index:
             out.write_text(lockers.with_install_index(out.read_text(encoding="utf-8"), framework_index), encoding="utf-8")
         packages += read_requirements_lock(out, platform)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuenv.fleet.suitereport import MalformedReport, check_report
+from validate.judge.evidence import missing_evidence
 
 #: The server ran the suite and every check passed (or skipped with its reason).
 READY = "ready"
@@ -31,6 +32,10 @@ DEGRADED = "degraded"
 CPU_ONLY = "cpu only"
 #: The node sent a report that cannot be read (its reason says why); the other nodes are unaffected.
 MALFORMED = "malformed"
+#: The report holds a figure no GPU of its model can reach: it feeds no median (report/analysis.py).
+IMPLAUSIBLE = "implausible report"
+#: The report is another host's too, or claims a GPU another host claims: it feeds no median.
+DUPLICATE = "duplicate report"
 #: SSH answered but would not let us in (login refused, host key unknown or changed).
 AUTH_REFUSED = "auth refused"
 #: SSH works but there is no `docker` command for that login.
@@ -39,8 +44,12 @@ NO_DOCKER = "no docker"
 ENGINE_NOT_ANSWERING = "engine not answering"
 
 STATUSES = (READY, NOT_READY, DEGRADED, CPU_ONLY, UNREACHABLE, AUTH_REFUSED, NO_DOCKER, ENGINE_NOT_ANSWERING, NO_GPU_RUNTIME, FAILED,
-            TIMEOUT, CANCELLED, MALFORMED)
+            TIMEOUT, CANCELLED, MALFORMED, IMPLAUSIBLE, DUPLICATE)
 #: Phases a backend reports as progress while a host runs (free text is allowed too).
+#: The fleet's multi-node job is one more outcome named "multi-node job (NODES)" (gpuenv/fleet/multinode.py);
+#: its report lines carry test MULTINODE_TEST.
+MULTINODE_HOST = "multi-node job"
+MULTINODE_TEST = "multinode"
 PHASES = ("queued", "connecting", "pulling", "running", "collecting", "done")
 
 
@@ -61,9 +70,40 @@ class HostOutcome:
         return self.status == READY
 
 
+def report_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every row of a checked report: the host's, then each GPU section's."""
+    rows = list((report.get("host") or {}).get("checks") or [])
+    for key, section in report.items():
+        if key not in ("format", "host", "summary") and isinstance(section, dict):
+            rows += section.get("checks") or []
+    return rows
+
+
+def unproven(report: dict[str, Any]) -> str | None:
+    """Why a checked report is no proof of a ready host (validate/judge/evidence.py), or None: its
+    summary must agree with its rows, every verdict must be known, and each GPU must have computed."""
+    summary = report["summary"]
+    rows = report_rows(report)
+    counted: dict[str, int] = {}
+    for row in rows:
+        counted[row["verdict"]] = counted.get(row["verdict"], 0) + 1
+    claimed = summary.get("verdicts") or {}
+    if claimed and claimed != counted:
+        return f"its summary counts {claimed} but its rows hold {counted}"
+    exit_status = summary.get("pytest_exit_status")
+    if exit_status is None:
+        return "the report does not say how the suite exited (no pytest_exit_status)"
+    gpus = {key: f"GPU {section['gpu'].get('index')} ({section['gpu'].get('name') or key[:12]})"
+            for key, section in report.items() if isinstance(section, dict) and isinstance(section.get("gpu"), dict)}
+    frameworks = (report.get("host") or {}).get("frameworks") or {}
+    return summary.get("not_validated") or missing_evidence(rows, gpus, frameworks=frameworks, exit_status=exit_status)
+
+
 def status_from_report(report: dict[str, Any] | None, exit_code: int | None) -> tuple[str, str]:
-    """Status and reason of a host whose suite ran: ready only with a report that says ok. A report
-    that cannot be read is MALFORMED with "malformed report: why" (the node's file is untrusted)."""
+    """Status and reason of a host whose suite ran: ready only with a report that says ok and
+    proves it (each GPU computed, its exit status and summary agree with its rows, every verdict is
+    known). A report that cannot be read is MALFORMED with "malformed report: why" (the node's file
+    is untrusted)."""
     if report is None:
         return FAILED, f"the suite exited with {exit_code} and wrote no JSON report" if exit_code is not None else "no JSON report came back"
     try:
@@ -71,7 +111,8 @@ def status_from_report(report: dict[str, Any] | None, exit_code: int | None) -> 
     except MalformedReport as err:
         return MALFORMED, f"malformed report: {err}"
     summary = report["summary"]
-    if summary["ok"] and exit_code in (0, None):
+    why = unproven(report)
+    if summary["ok"] and exit_code in (0, None) and why is None:
         return READY, ""
     failed = [
         f"{check['check']}{' [' + check['gpu'][:12] + ']' if check['gpu'] else ''}"
@@ -82,6 +123,8 @@ def status_from_report(report: dict[str, Any] | None, exit_code: int | None) -> 
     ]
     if failed:
         return NOT_READY, f"{len(failed)} check(s) failed: " + ", ".join(failed[:5]) + (" ..." if len(failed) > 5 else "")
+    if why:
+        return NOT_READY, why
     return NOT_READY, f"the suite exited with {exit_code if exit_code is not None else summary.get('pytest_exit_status')}"
 
 

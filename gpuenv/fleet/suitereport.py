@@ -91,8 +91,18 @@ def load_json(text: str) -> Any:
             raise MalformedReport(f"{safe_text(digits, limit=40)} is not a finite number")
         return value
 
+    def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        # json.loads keeps the last of two equal keys: a second GPU section (or "summary") would
+        # silently replace the first, failing rows and all.
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                raise MalformedReport(f"key {safe_text(key, limit=60)!r} given twice in one object")
+            out[key] = value
+        return out
+
     try:
-        return json.loads(text, parse_int=big_int, parse_constant=constant, parse_float=real)
+        return json.loads(text, parse_int=big_int, parse_constant=constant, parse_float=real, object_pairs_hook=unique_keys)
     except RecursionError:
         raise MalformedReport("JSON nested too deep") from None
     except json.JSONDecodeError as err:
@@ -211,7 +221,10 @@ def check_report(data: Any) -> CheckedReport:
         if index in indexes:
             raise MalformedReport(f"GPU index {index} given twice ({safe_text(indexes[index], limit=60)} and {safe_text(key, limit=60)})")
         indexes[index] = key
-        clean[section["gpu"]["uuid"]] = section
+        uuid = section["gpu"]["uuid"]
+        if uuid in clean:  # two keys that read the same once made safe (or cut to length): neither may hide the other
+            raise MalformedReport(f"GPU UUID {uuid!r} given twice (as {safe_text(key, limit=60)!r} too)")
+        clean[uuid] = section
     summary = data.get("summary")
     if summary is not None and not isinstance(summary, dict):
         raise MalformedReport(f"'summary' is a {type(summary).__name__}, not an object")
@@ -228,6 +241,8 @@ def check_report(data: Any) -> CheckedReport:
         # a report whose checks failed is not ok, whatever its summary claims
         "ok": summary.get("ok") is True and failed == 0,
         "seconds": _number(summary.get("seconds"), "summary: 'seconds'"),
+        # why the node's own suite found its run no proof of a ready host (validate/judge/evidence.py)
+        "not_validated": safe_text(summary["not_validated"], limit=500) if summary.get("not_validated") else None,
     }
     return clean
 

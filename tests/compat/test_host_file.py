@@ -51,3 +51,55 @@ def test_a_file_that_is_no_capture_is_one_line_exit_2(invoke_cli, tmp_path):
         out = invoke_cli(task, "--host", str(bad))
         assert out.returncode == 2, out.stderr
         assert out.stderr.strip().count("\n") == 0 and "nvidia-smi -q -x" in out.stderr
+
+
+def test_doctor_names_the_last_driver_line_of_a_kepler_host(invoke_cli, tmp_path):
+    """SYNTHETIC: the A100 capture as driver 340 prints a Tesla K20m (tests/validate/host_variants.py)."""
+    from tests.validate.host_variants import driver340_kepler
+
+    capture = tmp_path / "k20m-340.xml"
+    capture.write_text(driver340_kepler(), encoding="utf-8")
+    data = _ok(invoke_cli("doctor", "--host", str(capture), "--json"))
+    assert data["nvml"]["gpus"][0]["compute_capability"] == "3.5"
+    (line,) = data["legacy"]["lines"]
+    assert "Kepler (cc 3.5)" in line and "R470" in line and "--cuda 11.8" in line and "340.24 is older" in line
+
+
+def test_doctor_reads_an_old_drivers_a100_name(invoke_cli, tmp_path):
+    """SYNTHETIC: the A100 capture with the name driver 460 reports ("A100-SXM4-40GB", no "NVIDIA ")."""
+    capture = tmp_path / "a100-old-name.xml"
+    capture.write_text(A100.read_text(encoding="utf-8").replace("NVIDIA A100-SXM4-40GB", "A100-SXM4-40GB"), encoding="utf-8")
+    data = _ok(invoke_cli("doctor", "--host", str(capture), "--json"))
+    assert data["nvml"]["gpus"][0]["compute_capability"] == "8.0" and data["legacy"]["lines"] == []
+    assert data["recommended"]["torch"]["available"], data["recommended"]["torch"]
+
+
+def test_resolve_refuses_a_kepler_host_as_doctor_describes_it(invoke_cli, tmp_path):
+    """SYNTHETIC driver, real name: the A100 capture as driver 340.24 prints a Tesla K20m (Kepler, cc
+    3.5), for which no PyTorch build has kernels: the refusal names R470 and CUDA 11.8, as doctor
+    does, never a driver no Kepler card runs."""
+    from tests.validate.host_variants import driver340_kepler
+
+    capture = tmp_path / "k20m-340.xml"
+    capture.write_text(driver340_kepler(), encoding="utf-8")
+    out = invoke_cli("resolve", "--host", str(capture))
+    assert out.returncode == 3, out.stderr
+    assert out.stderr.strip().count("\n") == 0, out.stderr
+    assert "Kepler (cc 3.5): the last driver branch that runs it is R470, the last CUDA that builds for it 11.8" in out.stderr
+    assert "no PyTorch stack gpuenv knows runs on it" in out.stderr and "--framework tensorflow on an R470 driver" in out.stderr
+    assert "520.61.05" not in out.stderr and "upgrade the driver" not in out.stderr
+
+
+def test_resolve_tells_a_k80_on_an_old_driver_its_last_branch(invoke_cli, tmp_path):
+    """SYNTHETIC driver, real name: a Tesla K80 (cc 3.7) on driver 340.24. PyTorch's CUDA 11.8
+    builds have sm_37, so an R470 driver runs one (minor-version compatibility): the fix is that
+    branch, re-resolved, not the CUDA 11.8 image's own floor 520.61.05."""
+    from tests.validate.host_variants import driver340_kepler
+
+    capture = tmp_path / "k80-340.xml"
+    capture.write_text(driver340_kepler().replace("Tesla K20m", "Tesla K80"), encoding="utf-8")
+    out = invoke_cli("resolve", "--host", str(capture))
+    assert out.returncode == 3, out.stderr
+    assert out.stderr.strip().count("\n") == 0, out.stderr
+    assert "Kepler (cc 3.7): the last driver branch that runs it is R470" in out.stderr
+    assert "install an R470 driver (gives PyTorch 2.7.1 cu118" in out.stderr and "upgrade the driver" not in out.stderr

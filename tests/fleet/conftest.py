@@ -5,7 +5,6 @@ image is removed at the end of the session."""
 from __future__ import annotations
 
 import io
-import os
 import sys
 import tarfile
 from pathlib import Path
@@ -83,13 +82,4 @@ def slurm_cluster(tmp_path_factory):
     reason = servers.missing("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel")
     if reason:
         pytest.skip(f"Slurm test cluster: {reason}")
-    old = os.environ.get("SLURM_CONF")
-    with servers.slurm_cluster(tmp_path_factory.mktemp("slurm")) as cluster:
-        os.environ["SLURM_CONF"] = str(cluster.conf)
-        try:
-            yield cluster
-        finally:
-            if old is None:
-                os.environ.pop("SLURM_CONF", None)
-            else:
-                os.environ["SLURM_CONF"] = old
+    yield from servers.running_cluster(tmp_path_factory.mktemp("slurm"))

@@ -156,6 +156,7 @@ class SlurmCluster:
     partition: str
     folder: Path
     pids: tuple[int, ...] = ()  # munged, slurmctld, slurmd
+    nodes: tuple[str, ...] = ()  # every node's name (one slurmd each)
 
     @property
     def env(self) -> dict[str, str]:
@@ -173,8 +174,10 @@ def _daemon_pid(pidfile: Path, timeout: float = 10) -> int | None:
 
 
 @contextmanager
-def slurm_cluster(folder: Path, node: str | None = None) -> Iterator[SlurmCluster]:
+def slurm_cluster(folder: Path, node: str | None = None, nodes: int = 1) -> Iterator[SlurmCluster]:
     """munged + slurmctld + slurmd for one node named after this host, on loopback ports.
+    With `nodes` > 1, that many nodes NODE-1, NODE-2 ..., each its own slurmd on 127.0.0.1 with
+    its own port (`slurmd -N`: Debian's slurm-wlm runs several slurmd on one host).
 
     cgroup-free (proctrack/linuxproc, task/none) so it runs inside containers and VMs, no
     accounting daemon (sacct answers "accounting storage is disabled"; gpuenv falls back to
@@ -193,6 +196,8 @@ def slurm_cluster(folder: Path, node: str | None = None) -> Iterator[SlurmCluste
     socket_path = munge / "munge.socket"
     pids: list[int] = []
     ctld_port, slurmd_port = free_port(), free_port()
+    names = [node] if nodes == 1 else [f"{node}-{i}" for i in range(1, nodes + 1)]
+    each = "%n" if nodes > 1 else ""  # slurmd's own name in its spool, pid and log paths
     conf = folder / "slurm.conf"
     cpus = os.cpu_count() or 1
     conf.write_text(f"""# one-node test cluster written by tests/fleet/servers.py
@@ -209,11 +214,11 @@ AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket={socket_path}
 StateSaveLocation={folder / 'state'}
-SlurmdSpoolDir={folder / 'spool'}
+SlurmdSpoolDir={folder / 'spool'}{'/' + each if each else ''}
 SlurmctldPidFile={folder / 'slurmctld.pid'}
-SlurmdPidFile={folder / 'slurmd.pid'}
+SlurmdPidFile={folder / f'slurmd{each}.pid'}
 SlurmctldLogFile={folder / 'log' / 'slurmctld.log'}
-SlurmdLogFile={folder / 'log' / 'slurmd.log'}
+SlurmdLogFile={folder / 'log' / f'slurmd{each}.log'}
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
@@ -229,9 +234,8 @@ MinJobAge=600
 KillWait=2
 OverTimeLimit=0
 InactiveLimit=0
-NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN
-PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP
-""")
+""" + "".join(f"NodeName={n} NodeAddr=127.0.0.1 CPUs={cpus}{f' Port={free_port()}' if nodes > 1 else ''} State=UNKNOWN\n" for n in names)
+        + f"PartitionName=debug Nodes={','.join(names)} Default=YES MaxTime=INFINITE State=UP\n")
     env = {**os.environ, "SLURM_CONF": str(conf)}
     try:
         subprocess.run(["munged", "--force", f"--socket={socket_path}", f"--key-file={key}", f"--log-file={munge / 'munged.log'}",
@@ -243,25 +247,40 @@ PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP
         pid = _daemon_pid(folder / "slurmctld.pid")
         if pid:
             pids.append(pid)
-        subprocess.run(["slurmd", "-f", str(conf)], check=True, env=env)
-        pid = _daemon_pid(folder / "slurmd.pid")
-        if pid:
-            pids.append(pid)
+        for name in names:
+            subprocess.run(["slurmd", "-f", str(conf), *(["-N", name] if nodes > 1 else [])], check=True, env=env)
+            pid = _daemon_pid(folder / f"slurmd{name if nodes > 1 else ''}.pid")
+            if pid:
+                pids.append(pid)
         deadline = time.monotonic() + 30
         state = ""
         while time.monotonic() < deadline:
-            proc = subprocess.run(["sinfo", "--noheader", "--nodes", node, "--format=%T"], env=env, capture_output=True, text=True)
-            state = proc.stdout.strip()
+            proc = subprocess.run(["sinfo", "--noheader", "--nodes", ",".join(names), "--format=%T"], env=env, capture_output=True, text=True)
+            state = " ".join(sorted(set(proc.stdout.split())))
             if state in ("idle", "mixed", "allocated"):
                 break
             time.sleep(0.3)
         else:
-            logs = "".join((folder / "log" / f).read_text()[-1500:] for f in ("slurmctld.log", "slurmd.log") if (folder / "log" / f).exists())
-            raise RuntimeError(f"node {node} is {state or 'not reported'} after 30s:\n{logs}")
-        yield SlurmCluster(conf, node, "debug", folder, tuple(pids))
+            logs = "".join(f.read_text()[-1500:] for f in sorted((folder / "log").glob("slurm*.log")))
+            raise RuntimeError(f"node(s) {', '.join(names)} are {state or 'not reported'} after 30s:\n{logs}")
+        yield SlurmCluster(conf, names[0], "debug", folder, tuple(pids), tuple(names))
     finally:
         for pid in reversed(pids):
             _stop(pid)
+
+
+def running_cluster(folder: Path, nodes: int = 1) -> Iterator[SlurmCluster]:
+    """slurm_cluster with SLURM_CONF set in this process while it runs (a fixture's body)."""
+    old = os.environ.get("SLURM_CONF")
+    with slurm_cluster(folder, nodes=nodes) as cluster:
+        os.environ["SLURM_CONF"] = str(cluster.conf)
+        try:
+            yield cluster
+        finally:
+            if old is None:
+                os.environ.pop("SLURM_CONF", None)
+            else:
+                os.environ["SLURM_CONF"] = old
 
 
 # ---------------------------------------------------------------- registry

@@ -129,7 +129,9 @@ def test_an_outlier_makes_its_host_degraded_and_the_floor_is_a_setting():
 
 
 def test_every_area_has_a_column_and_unknown_checks_go_to_other():
-    assert AREAS == ("environment", "visibility", "memory", "masking", "speed", "sustained", "other")
+    assert AREAS == ("environment", "visibility", "memory", "masking", "speed", "sustained", "multigpu", "other")
+    assert check_area({"test": "checks/test_07_multigpu.py::test_ddp_training", "check": "ddp scaling efficiency (8 ranks, nccl)"}) == "multigpu"
+    assert check_area({"test": "multinode", "check": "multi-node slowest link (16 ranks on 2 nodes, nccl)"}) == "multigpu"
     assert check_area({"test": "checks/test_06_sustained.py::test_sustained_load", "check": "sustained load"}) == "sustained"
     assert check_area({"test": "", "check": "clock events under load"}) == "sustained"
     assert check_area({"test": "checks/test_07_nvlink.py::test_x", "check": "nvlink GB/s"}) == "other"
@@ -151,9 +153,8 @@ def test_neutral_verdicts_are_neither_pass_nor_fail():
     assert summarise_verdicts(["info"]) == "info"
     assert summarise_verdicts(["not judged", "no reference"]) == "not judged"
     assert summarise_verdicts(["pass", "warn", "not judged"]) == "pass, 1 warn"
-    report = gpu_report([(gpu(0, host=1), 700.0, 3000.0)])
-    for check in report[gpu(0, host=1)["uuid"]]["checks"]:
-        check["verdict"] = {"pass": "not judged"}.get(check["verdict"], check["verdict"])
+    report = gpu_report([(gpu(0, host=1), 700.0, 3000.0)], verdicts={"matmul bf16 TFLOPS": "not judged", "device memory GB/s": "not judged"})
+    assert report["summary"]["verdicts"]["not judged"] == 2
     assert status_from_report(report, 0) == (READY, "")
 
 

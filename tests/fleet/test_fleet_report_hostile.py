@@ -297,13 +297,18 @@ def test_a_report_with_many_models_and_figures_keeps_the_page_bounded(monkeypatc
 
     monkeypatch.setattr(htmlreport, "MAX_MODELS", 2)
     monkeypatch.setattr(plots, "MAX_FIGURES", 3)
-    infos = [gpu(i, f"Made-up GPU {i:02d}", host=5) for i in range(12)]
-    report = gpu_report([(info, 100.0, 1000.0) for info in infos])
-    for info in infos:
-        report[info["uuid"]]["checks"] += [
-            {"check": f"figure {k}", "gpu": info["uuid"], "measured": "1", "threshold": "-", "verdict": "info",
-             "seconds": 0.0, "reason": "", "value": float(k + 1), "test": "checks/test_09_new.py::test_new"} for k in range(30)]
-    twin = json.loads(json.dumps(report))
+    def host_report(host: int) -> dict:
+        infos = [gpu(i, f"Made-up GPU {i:02d}", host=host) for i in range(12)]
+        report = gpu_report([(info, 100.0, 1000.0) for info in infos])
+        for info in infos:
+            extra = [{"check": f"figure {k}", "gpu": info["uuid"], "measured": "1", "threshold": "-", "verdict": "info",
+                      "seconds": 0.0, "reason": "", "value": float(k + 1), "test": "checks/test_09_new.py::test_new"} for k in range(30)]
+            report[info["uuid"]]["checks"] += extra
+            report["summary"]["verdicts"]["info"] += len(extra)
+        return report
+
+    # Two hosts of the same models (a copy of one report would be a "duplicate report", set aside).
+    report, twin = host_report(5), host_report(6)
     fleet = analyse([HostOutcome("many", READY, report=report), HostOutcome("twin", READY, report=twin)], PEAKS)
     assert len(plots._model_figures(fleet, "Made-up GPU 00")) == 3
     page = render_html(fleet)

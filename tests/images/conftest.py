@@ -15,6 +15,7 @@ from pathlib import Path
 
 import dockercases
 import pytest
+from outsidecauses import cannot_lock, skip_only_if_unreachable
 
 from imagecases import BASE_IMAGE, CA_MARKER, FIXTURES, HOST_CA_BUNDLE, ROOT, WHEELHOUSE, build_args, run_task
 
@@ -31,7 +32,7 @@ def base_image(docker_engine) -> str:
             [str(ROOT / "scripts" / "make-test-base-image.sh"), BASE_IMAGE], capture_output=True, text=True, timeout=900
         )
         if proc.returncode != 0:
-            pytest.skip(f"cannot make the base image {BASE_IMAGE}: {(proc.stderr or proc.stdout).strip()[-500:]}")
+            skip_only_if_unreachable(f"making the base image {BASE_IMAGE}", proc.stderr + proc.stdout)
     return BASE_IMAGE
 
 
@@ -58,15 +59,15 @@ class Lock:
 def cpu_lock(locks_root, cpu_stack) -> Lock:
     """The uv lock of the CPU stack with TensorFlow CPU added (fixtures/environment.yml)."""
     from gpuenv.images import plan as images
-    from gpuenv.errors import ToolError
+    from gpuenv.errors import GpuenvError
     from gpuenv.envs.locking import ensure_lock
 
     if not any(WHEELHOUSE.glob("torch-2.13.0+cpu-*.whl")):
         pytest.skip(f"no torch-2.13.0+cpu wheel in {WHEELHOUSE} (the CPU image installs it from there)")
     try:
         result = ensure_lock(cpu_stack, backend="uv", env_file=FIXTURES / "environment.yml", wheelhouse=WHEELHOUSE)
-    except ToolError as err:
-        pytest.skip(f"cannot lock the CPU stack (PyPI needed for tensorflow-cpu): {err.render()}")
+    except GpuenvError as err:
+        cannot_lock(err)
     return Lock(result.directory, images.read_lock(result.directory).sha256)
 
 
@@ -89,8 +90,9 @@ class BuiltImage:
 
 
 @pytest.fixture(scope="session")
-def cpu_image(base_image, cpu_lock, cpu_stack, ca_bundle, locks_root):
-    """One real CPU image for the whole session, built with `invoke build`; removed at the end."""
+def cpu_image(cpu_lock, base_image, cpu_stack, ca_bundle, locks_root):
+    """One real CPU image for the whole session, built with `invoke build`; removed at the end.
+    The lock comes first: a lock that fails says so before the engine is asked anything."""
     from gpuenv.engine import Engine
     from gpuenv.images import plan as images
 

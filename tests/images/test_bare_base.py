@@ -17,6 +17,7 @@ import dockercases
 import pytest
 
 from imagecases import CPU_STACK_ARGS, ROOT, WHEELHOUSE, run_task
+from outsidecauses import skip_only_if_unreachable
 
 pytestmark = [pytest.mark.docker, pytest.mark.network]
 
@@ -34,7 +35,7 @@ def bare_base_image(docker_engine) -> str:
         proc = subprocess.run([str(ROOT / "scripts" / "make-test-base-image.sh"), "--bare", BARE_BASE],
                               capture_output=True, text=True, timeout=900)
         if proc.returncode != 0:
-            pytest.skip(f"cannot make the bare base image {BARE_BASE}: {(proc.stderr or proc.stdout).strip()[-500:]}")
+            skip_only_if_unreachable(f"making the bare base image {BARE_BASE}", proc.stderr + proc.stdout)
     return BARE_BASE
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from outsidecauses import cannot_lock, skip_only_if_unreachable
 
 from teamcases import BASE_IMAGE, ROOT, WHEELHOUSE, free_port, run_gpuenv, team_build_args
 
@@ -103,7 +104,7 @@ class CpuLock:
 def cpu_uv_lock(locks_dir, cpu_stack) -> CpuLock:
     """The uv lock of the CPU torch stack (torch from the wheelhouse, the rest from PyPI)."""
     from gpuenv.images import plan as images
-    from gpuenv.errors import ToolError
+    from gpuenv.errors import GpuenvError
     from gpuenv.envs.locking import ensure_lock
 
     if not any(WHEELHOUSE.glob("torch-2.13.0+cpu-*.whl")):
@@ -112,8 +113,8 @@ def cpu_uv_lock(locks_dir, cpu_stack) -> CpuLock:
     os.environ["GPUENV_LOCKS_DIR"] = str(locks_dir)  # only for this call: other test folders set their own
     try:
         result = ensure_lock(cpu_stack, backend="uv", wheelhouse=WHEELHOUSE)
-    except ToolError as err:
-        pytest.skip(f"cannot lock the CPU stack with uv (PyPI needed): {err.render()}")
+    except GpuenvError as err:
+        cannot_lock(err)
     finally:
         if old is None:
             os.environ.pop("GPUENV_LOCKS_DIR", None)
@@ -135,7 +136,7 @@ def complete_wheelhouse(cpu_uv_lock, tmp_path_factory) -> Path:
                            "--find-links", str(WHEELHOUSE), "-r", str(cpu_uv_lock.directory / "requirements.lock.txt")],
                           capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
-        pytest.skip(f"cannot download the lock's wheels (PyPI needed): {(proc.stderr or proc.stdout).strip()[-400:]}")
+        skip_only_if_unreachable("downloading the lock's wheels with pip --require-hashes", proc.stderr + proc.stdout)
     return folder
 
 
@@ -148,7 +149,7 @@ def base_image(docker_engine) -> str:
     if engine.image_info(BASE_IMAGE) is None:
         proc = subprocess.run([str(ROOT / "scripts" / "make-test-base-image.sh"), BASE_IMAGE], capture_output=True, text=True, timeout=900)
         if proc.returncode != 0:
-            pytest.skip(f"cannot make the base image {BASE_IMAGE}: {(proc.stderr or proc.stdout).strip()[-500:]}")
+            skip_only_if_unreachable(f"making the base image {BASE_IMAGE}", proc.stderr + proc.stdout)
     return BASE_IMAGE
 
 

@@ -14,6 +14,7 @@ def test_quick_on_one_gpu_starts_few_framework_processes():
     processes = framework_processes(1, quick=True)
     assert processes["masking probes (torch)"] == 5  # index 0, uuid, "", invalid entry, repeated entry
     assert processes["all-reduce probe and its workers (torch)"] == 0
+    assert processes["ddp launcher and its ranks (torch)"] == 0  # one GPU: the multi-GPU check skips
     assert processes["memory probes (tensorflow)"] == 1  # no-growth; growth-env is measured in the info probe
     assert sum(processes.values()) == 14
     # Without sharing (the unset case twice, growth-env once): three more.
@@ -24,6 +25,9 @@ def test_eight_gpus_add_only_the_all_reduce_workers_in_quick_mode():
     one, eight = framework_processes(1, quick=True), framework_processes(8, quick=True)
     assert eight["masking probes (tensorflow)"] == one["masking probes (tensorflow)"]
     assert eight["all-reduce probe and its workers (torch)"] == 9
+    assert eight["ddp launcher and its ranks (torch)"] == 9 and eight["mirrored strategy probe (tensorflow)"] == 1
+    cpu = framework_processes(0, quick=True)  # CI: gloo ranks and logical CPU devices instead
+    assert cpu["ddp launcher and its ranks (torch)"] == 3 and cpu["mirrored strategy probe (tensorflow)"] == 1
     assert masking_waves(8, True, cpus=16) == 1 and masking_waves(8, False, cpus=2) > 1
 
 
@@ -53,4 +57,5 @@ def test_eight_gpu_estimate_scales_per_gpu_checks_not_the_shared_load():
     guess = budget.estimate(45.0, report, gpus=8, cpus=16)
     assert guess["per-GPU checks x extra GPUs"] == 14.0
     assert guess["all-reduce"] == 12.0  # two child start-ups of 6 s
-    assert guess["total"] == 45.0 + 14.0 + 12.0
+    assert guess["multi-GPU training (DDP, MirroredStrategy)"] == 18.0  # three child start-ups of 6 s
+    assert guess["total"] == 45.0 + 14.0 + 12.0 + 18.0

@@ -1,10 +1,13 @@
 """Speed floors from measured references (issue 17 item 2): DCGM's rule, 75% of what a healthy GPU
-of the same model measured, on the published figures the issue names. Healthy units pass, a unit
-at half its reference fails, a model with no reference is "not judged" (never a pass or a fail
-from a datasheet fraction). Every figure below is also in gpu_peaks.yaml with its public source;
+of the same model measured, on the published figures the issue names. The rule is checked on
+figures it was not drawn from (a unit held out from the others, DCGM's own figure for a model):
+those pass; a unit at half its reference fails; a model with no reference is "not judged" (never a
+pass or a fail from a datasheet fraction). Every figure below is also in gpu_peaks.yaml with its public source;
 the tests read it from there and check the number, so a changed table shows here."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
@@ -40,16 +43,70 @@ HEALTHY = [
 
 
 @pytest.mark.parametrize(("name", "metric", "figure", "source"), HEALTHY)
-def test_healthy_published_units_pass_and_half_of_them_fails(name, metric, figure, source):
+def test_each_published_unit_is_cited_confirms_its_floor_and_half_of_it_fails(name, metric, figure, source):
+    # Not "the unit passes": the floor is drawn from these very figures, so that would hold by
+    # construction. The rule is checked against figures it was not drawn from in the tests below.
     entry = peaks_for(name, load_peaks())
     reference = entry.reference_for(metric)
     assert reference is not None and reference.confirmed
     assert any(m.value == figure and m.source == source for m in reference.measurements), "the figure is cited in the data"
-    verdict = _judge(name, metric, figure)
-    assert verdict.verdict == PASS, verdict
-    assert "measured reference" in verdict.threshold and "torch.matmul" in verdict.threshold
+    assert "measured reference" in _judge(name, metric, reference.value).threshold
     half = _judge(name, metric, 0.5 * reference.value)
     assert half.verdict == FAIL and "is below" in half.reason
+
+
+def _held_out_units():
+    """(model, metric, held-out figure, the other units) for every model with several published units."""
+    cases = []
+    for entry in load_peaks():
+        for metric in {m.metric for m in entry.measured}:
+            units = [m for m in entry.measured if m.metric == metric and m.matches_suite]
+            for held in units if len(units) > 1 else ():
+                cases.append((entry.nvml_names[0], metric, held.value, tuple(m for m in units if m is not held)))
+    return sorted(cases, key=lambda c: (c[0], c[1], c[2]))
+
+
+HELD_OUT = _held_out_units()
+#: Held-out units the other units' floor fails: the slow RTX 5090 of issue #200 is 74.4% (bf16)
+#: and 74.8% (tf32) of the slower of the two fast units, just under DCGM's 75%. The rule stays
+#: right only because that slow unit is published and sets the floor itself: a finding, kept
+#: visible here (strict: the day the table or the rule changes this, the test says so).
+BELOW_THE_OTHERS = {("NVIDIA GeForce RTX 5090", "bf16_tflops", 174.68), ("NVIDIA GeForce RTX 5090", "tf32_tflops", 85.43)}
+
+
+@pytest.mark.parametrize(
+    ("name", "metric", "figure", "others"),
+    [pytest.param(*c, marks=pytest.mark.xfail(strict=True, reason="slow unit below 75% of the fast ones")) if c[:3] in BELOW_THE_OTHERS else c
+     for c in HELD_OUT],
+    ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in HELD_OUT],
+)
+def test_a_held_out_healthy_unit_passes_the_floor_drawn_from_the_other_units(name, metric, figure, others):
+    entry = peaks_for(name, load_peaks())
+    without = dataclasses.replace(entry, measured=tuple(m for m in entry.measured if m.metric != metric or m in others))
+    reference = without.reference_for(metric)
+    assert reference.confirmed and figure not in [m.value for m in reference.measurements]
+    assert judge_figure(metric, figure, reference).verdict == PASS
+
+
+def test_there_are_held_out_units_to_check_the_rule_with():
+    assert len(HELD_OUT) >= 6
+
+
+#: DCGM's own figure for a healthy unit (nvvs/diag-skus.yaml.in, another tool: cuBLAS SGEMM), for
+#: models whose floor comes from torch.matmul figures only: a healthy figure the floor was not drawn from.
+OTHER_TOOL = [(e.nvml_names[0], m.metric, m.value) for e in load_peaks() for m in e.measured
+              if not m.matches_suite and m.method.startswith("DCGM") and e.reference_for(m.metric) and e.reference_for(m.metric).confirmed]
+
+
+@pytest.mark.parametrize(("name", "metric", "figure"), OTHER_TOOL, ids=[f"{n}-{m}" for n, m, _ in OTHER_TOOL])
+def test_a_healthy_figure_from_another_tool_passes_the_torch_floor(name, metric, figure):
+    reference = peaks_for(name, load_peaks()).reference_for(metric)
+    assert figure not in [m.value for m in reference.measurements]
+    assert judge_figure(metric, figure, reference).verdict == PASS
+
+
+def test_there_are_other_tool_figures_to_check_the_rule_with():
+    assert len(OTHER_TOOL) >= 3
 
 
 def test_the_old_datasheet_floor_would_have_failed_these_healthy_units():
@@ -57,16 +114,6 @@ def test_the_old_datasheet_floor_would_have_failed_these_healthy_units():
     for name, metric, figure, _ in HEALTHY:
         if name == "NVIDIA L4" or figure == 56.06:
             assert figure < 0.55 * peaks_for(name, load_peaks()).peak(metric)
-
-
-@pytest.mark.parametrize(("name", "metric", "figure"), [("Tesla T4", "fp32_tflops", 4.2), ("Tesla T4", "fp32_tflops", 4.4), ("NVIDIA L40S", "fp32_tflops", 46.9)])
-def test_healthy_units_with_only_unconfirmed_references_pass(name, metric, figure):
-    """T4 (DCGM's SGEMM 5.5 TFLOPS, a best-of-sizes 4.43) and L40S (a best-of-sizes 46.88) have no
-    published n=8192 figure: their line is 75% of the lowest unconfirmed one (below it: a warning;
-    below 0.55 of it: a failure)."""
-    reference = peaks_for(name, load_peaks()).reference_for(metric)
-    assert reference is not None and not reference.confirmed
-    assert _judge(name, metric, figure).verdict == PASS
 
 
 @pytest.mark.parametrize(("name", "metric"), [("Tesla T4", "fp32_tflops"), ("NVIDIA L40S", "fp32_tflops"), (H100_SXM, "memory_bandwidth_gbs")])
@@ -95,7 +142,7 @@ def test_a_confirmed_figure_wins_over_an_unconfirmed_one():
     assert reference.value == 56.06 and len(reference.measurements) == 3 and "lowest of 3 units" in reference.describe()
 
 
-@pytest.mark.parametrize(("name", "metric"), [("NVIDIA A100-SXM4-80GB", "bf16_tflops"), ("NVIDIA B200", "bf16_tflops"), ("Tesla T4", "fp16_tflops"), ("NVIDIA GeForce GTX 1080", "fp32_tflops")])
+@pytest.mark.parametrize(("name", "metric"), [("NVIDIA A100 80GB PCIe", "bf16_tflops"), ("NVIDIA H100 NVL", "bf16_tflops"), ("Tesla T4", "fp16_tflops"), ("NVIDIA GeForce GTX 1080", "fp32_tflops")])
 def test_no_reference_is_not_judged_never_a_datasheet_pass_or_fail(name, metric):
     entry = peaks_for(name, load_peaks())
     reference = entry.reference_for(metric) if entry else None

@@ -11,8 +11,21 @@ from typing import Any
 import pytest
 
 from validate.host import nvml
+from validate.host.archs import identity_text
 from validate.host.stackfile import read_stack_file
 from validate.judge.driver_gate import driver_too_old
+from validate.judge.health import (
+    clock_events_verdict,
+    clocks_verdict,
+    compute_processes_verdict,
+    fabric_text,
+    fabric_verdict,
+    graphics_processes_verdict,
+    persistence_verdict,
+    reasons_text,
+    retired_pages_verdict,
+    row_remap_verdict,
+)
 from validate.judge.thresholds import (
     FAIL,
     INFO,
@@ -21,19 +34,13 @@ from validate.judge.thresholds import (
     SKIP,
     Verdict,
     claims_verdict,
-    clocks_verdict,
-    compute_processes_verdict,
     cudnn_version_text,
     driver_runs_runtime_verdict,
     ecc_verdict,
-    graphics_processes_verdict,
     mig_verdict,
     pcie_gen_verdict,
     pcie_width_verdict,
-    persistence_verdict,
     power_limit_verdict,
-    retired_pages_verdict,
-    row_remap_verdict,
     shm_verdict,
 )
 
@@ -96,9 +103,10 @@ def _memory_text(gpu: nvml.GpuInfo) -> str:
 
 def test_gpu_health(gpu: nvml.GpuInfo, suite, record):
     """One GPU's identity and health: ECC errors, the PCIe link against the platform, power limit
-    against its default, compute mode. The link is judged only when read under load (else the
-    sustained load judges it); clock slowdowns are judged under the sustained load."""
-    record.add("gpu identity", f"{gpu.name} cc {gpu.compute_capability} {gpu.pci_bus_id}", gpu=gpu.uuid)
+    against its default, clock event reasons as read (a hardware or thermal slowdown fails here;
+    the sustained load judges them again under load), the NVSwitch fabric, compute mode. The link
+    is judged only when read under load (else the sustained load judges it)."""
+    record.add("gpu identity", f"{gpu.name} ({identity_text(gpu.name, gpu.compute_capability)}) {gpu.pci_bus_id}", gpu=gpu.uuid)
     record.add("memory", _memory_text(gpu), gpu=gpu.uuid)
     record.add("ecc uncorrected errors", str(gpu.ecc_uncorrected_volatile), ecc_verdict(gpu.ecc_uncorrected_volatile, gpu.index), gpu=gpu.uuid)
     _pcie(gpu, suite, record)
@@ -108,7 +116,10 @@ def test_gpu_health(gpu: nvml.GpuInfo, suite, record):
         power_limit_verdict(gpu.power_limit_watts, gpu.power_default_limit_watts, gpu.index),
         gpu=gpu.uuid,
     )
-    record.add("clock events at idle", ",".join(gpu.throttle_reasons or []) or ("none" if gpu.throttle_reasons is not None else "unknown"), gpu=gpu.uuid)
+    loaded = gpu.utilization_percent is not None and gpu.utilization_percent >= LOADED_UTILISATION
+    when = f"at {gpu.utilization_percent}% load" if loaded else "at idle"
+    record.add(f"clock events {'under load' if loaded else 'at idle'}", reasons_text(gpu.throttle_reasons), clock_events_verdict(gpu.index, gpu.throttle_reasons, when), gpu=gpu.uuid)
+    record.add("nvswitch fabric", fabric_text(gpu.fabric_state, gpu.fabric_status), fabric_verdict(gpu.index, gpu.fabric_state, gpu.fabric_status), gpu=gpu.uuid)
     mode = gpu.compute_mode or "unknown"
     note = "masking probes run one at a time, child-process checks first" if mode == "Exclusive_Process" else ""
     record.add("compute mode", mode, Verdict(INFO, "", note), gpu=gpu.uuid)
@@ -145,16 +156,20 @@ def _pcie(gpu: nvml.GpuInfo, suite, record) -> None:
     )
 
 
-def _processes(processes: list[nvml.GpuProcess]) -> list[dict]:
-    return [p.__dict__ for p in processes]
+def _processes(processes: list[nvml.GpuProcess] | None) -> list[dict] | None:
+    return None if processes is None else [p.__dict__ for p in processes]
+
+
+def _count(processes: list[dict] | None) -> str:
+    return "not reported" if processes is None else str(len(processes))
 
 
 def test_gpu_health_dcgm(gpu: nvml.GpuInfo, record):
     """The health checks DCGM runs before a job: other processes on the GPU, memory repairs
     waiting for a reset (row remaps, retired pages) or failed, clocks a user set, persistence."""
     compute, graphics = _processes(gpu.compute_processes), _processes(gpu.graphics_processes)
-    record.add("other compute processes", f"{len(compute)}", compute_processes_verdict(gpu.index, compute), gpu=gpu.uuid)
-    record.add("graphics processes", f"{len(graphics)}", graphics_processes_verdict(gpu.index, graphics), gpu=gpu.uuid)
+    record.add("other compute processes", _count(compute), compute_processes_verdict(gpu.index, compute), gpu=gpu.uuid)
+    record.add("graphics processes", _count(graphics), graphics_processes_verdict(gpu.index, graphics), gpu=gpu.uuid)
     rows = "not reported" if gpu.remapped_rows_pending is None else f"pending {'yes' if gpu.remapped_rows_pending else 'no'}, failure {'yes' if gpu.remapped_rows_failure else 'no'}"
     record.add("row remapping", rows, row_remap_verdict(gpu.index, gpu.remapped_rows_pending, gpu.remapped_rows_failure, gpu.remapped_rows_uncorrectable), gpu=gpu.uuid)
     pages = "not reported" if gpu.retired_pages_pending is None else ("pending" if gpu.retired_pages_pending else "none pending")

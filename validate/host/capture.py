@@ -7,7 +7,10 @@ the suite's pynvml calls from it, so a captured server goes through the same `va
 readers and the same verdicts as a live one. nvidia-smi prints values it could not read as
 "N/A" (not recorded: NVML answers NotSupported) or as the error ("GPU is lost": recorded as
 NVMLError_GpuIsLost, so the GPU reads as lost). What a capture cannot hold (compute capability,
-NVLink state, SM counts of whole GPUs) stays unrecorded, and the readers leave it None.
+NVLink state, SM counts of whole GPUs), and any section a driver generation does not print
+(the process list, clock event reasons, the NVSwitch fabric), stays unrecorded: the readers
+leave it None and the checks say "not reported", never "none found". Sections whose spelling
+changed across driver generations are parsed in validate/host/smi_sections.py.
 """
 
 from __future__ import annotations
@@ -19,6 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from validate.host import smi_sections
+from validate.host.archs import compute_capability_for, load_archs
+from validate.host.smi_values import error_of as _error_of, number as _number, to_bytes as _bytes, yes as _yes
+
 RECORDING_FORMAT = "gpuenv-nvml-recording/1"
 ERROR_KEY = "$error"
 
@@ -29,15 +36,6 @@ NVML_CLOCK_GRAPHICS = 0
 NVML_CLOCK_SM = 1
 NVML_CLOCK_MEM = 2
 NVML_TEMPERATURE_GPU = 0
-
-#: nvidia-smi's words for a value it could not read, and the NVML error each stands for.
-ERROR_WORDS = {
-    "gpu is lost": "NVMLError_GpuIsLost",
-    "unknown error": "NVMLError_Unknown",
-    "insufficient permissions": "NVMLError_NoPermission",
-    "gpu requires reset": "NVMLError_ResetRequired",
-}
-NOT_AVAILABLE = {"", "n/a", "[n/a]", "not supported", "[not supported]", "none", "requested functionality has been deprecated"}
 
 #: Clock-event reasons: NVML bit, nvidia-smi XML tag suffix, nvidia-smi text label.
 CLOCK_EVENTS = (
@@ -145,35 +143,6 @@ def _text_tree(lines: list[str]) -> Node:
 # --- values ---------------------------------------------------------------------------------
 
 
-def _error_of(text: str | None) -> str | None:
-    """The NVML error nvidia-smi printed in place of a value ("GPU is lost", "[Unknown Error]")."""
-    return ERROR_WORDS.get((text or "").strip().strip("[]").strip().lower())
-
-
-def _number(text: str | None) -> float | None:
-    """'40960 MiB' -> 40960.0, '16x' -> 16, '400.00 W' -> 400.0; None when not a number."""
-    match = re.match(r"^\s*(-?\d+(?:\.\d+)?)", text or "")
-    return float(match.group(1)) if match else None
-
-
-def _bytes(text: str | None) -> int | None:
-    number = _number(text)
-    if number is None:
-        return None
-    unit = (text or "").split()[-1].lower() if len((text or "").split()) > 1 else "mib"
-    scale = {"b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "kb": 10**3, "mb": 10**6, "gb": 10**9}.get(unit, 2**20)
-    return int(number * scale)
-
-
-def _yes(text: str | None) -> bool | None:
-    word = (text or "").strip().lower()
-    if word in ("yes", "enabled", "active", "true"):
-        return True
-    if word in ("no", "disabled", "not active", "false"):
-        return False
-    return None
-
-
 class _Answers:
     """Collects one device's answers; a value nvidia-smi could not read is left out (NotSupported)
     or recorded as the error it printed."""
@@ -236,25 +205,6 @@ def _clock_events(gpu: Node) -> tuple[str | None, int | None]:
     return raw, mask if seen else None
 
 
-def _processes(gpu: Node) -> list[dict[str, Any]]:
-    """Each process nvidia-smi lists: pid, type (C, G, C+G), name, used bytes (None if N/A)."""
-    section = gpu.find("processes|Processes")
-    if section is None:
-        return []
-    out = []
-    for info in section.all("process_info"):  # XML
-        out.append({
-            "pid": int(_number(info.value("pid")) or 0), "type": info.value("type") or "C",
-            "name": info.value("process_name") or "", "used": _bytes(info.value("used_memory")),
-        })
-    for info in section.all("Process ID"):  # text: details nest under the pid
-        out.append({
-            "pid": int(_number(info.text) or 0), "type": info.value("Type") or "C",
-            "name": info.value("Name") or "", "used": _bytes(info.value("Used GPU Memory")),
-        })
-    return out
-
-
 def _mig_devices(gpu: Node, mig_uuids: dict[int, str], gpu_index: int) -> dict[str, dict[str, Any]]:
     section = gpu.find("mig_devices|MIG Devices")
     nodes = (section.all("mig_device") if section is not None else []) + gpu.all("MIG Device")
@@ -277,6 +227,23 @@ def _mig_devices(gpu: Node, mig_uuids: dict[int, str], gpu_index: int) -> dict[s
             answers.put("nvmlDeviceGetAttributes", sms, {"multiprocessorCount": int(_number(sms))})  # type: ignore[arg-type]
         out[str(slot)] = answers.calls
     return out
+
+
+def _put_processes(a: _Answers, listed: dict[str, Any] | None) -> None:
+    """The process lists as NVML's answers; a list the capture does not report stays unanswered
+    (NotSupported: "not reported"), never an empty list."""
+    if listed is None:
+        return
+    if listed["error"]:
+        a.calls["nvmlDeviceGetComputeRunningProcesses"] = error_answer(listed["error"])
+        a.calls["nvmlDeviceGetGraphicsRunningProcesses"] = error_answer(listed["error"])
+        return
+    names: dict[str, str] = {}
+    for key, kind in (("nvmlDeviceGetComputeRunningProcesses", "compute"), ("nvmlDeviceGetGraphicsRunningProcesses", "graphics")):
+        if listed[kind] is not None:
+            a.calls[key] = [{"pid": p["pid"], "usedGpuMemory": p["used"]} for p in listed[kind]]
+            names.update({str(p["pid"]): p["name"] for p in listed[kind] if p["name"]})
+    a.calls["process_names"] = names
 
 
 def _descendant_value(section: Node | None, *names: str) -> str | None:
@@ -369,13 +336,10 @@ def _gpu_answers(gpu: Node, index: int, mig_uuids: dict[int, str]) -> dict[str, 
             devices = _mig_devices(gpu, mig_uuids, index)
             a.calls["mig"] = devices
             a.calls["nvmlDeviceGetMaxMigDeviceCount"] = max([7] + [int(k) + 1 for k in devices])
-    processes = _processes(gpu)
-    compute = [p for p in processes if "C" in p["type"].upper()]
-    graphics = [p for p in processes if "G" in p["type"].upper()]
-    if gpu.find("processes|Processes") is not None:
-        a.calls["nvmlDeviceGetComputeRunningProcesses"] = [{"pid": p["pid"], "usedGpuMemory": p["used"]} for p in compute]
-        a.calls["nvmlDeviceGetGraphicsRunningProcesses"] = [{"pid": p["pid"], "usedGpuMemory": p["used"]} for p in graphics]
-    a.calls["process_names"] = {str(p["pid"]): p["name"] for p in processes if p["name"]}
+    _put_processes(a, smi_sections.processes(gpu))
+    fabric = smi_sections.fabric(gpu)
+    if fabric is not None:
+        a.calls["nvmlDeviceGetGpuFabricInfo"] = fabric
     return a.calls
 
 
@@ -509,33 +473,7 @@ def load_capture(path: str | Path) -> dict[str, Any]:
 
 
 # --- compute capability by product name (captures do not hold it) --------------------------
-
-ARCHS_FILE = Path(__file__).with_name("gpu_archs.yaml")
-
-
-@dataclass(frozen=True)
-class KnownArch:
-    compute_capability: str
-    source: str
-
-
-def load_archs(path: Path = ARCHS_FILE) -> dict[str, KnownArch]:
-    """Product name (lower case) -> compute capability and its source, from gpu_archs.yaml."""
-    from validate.simpleyaml import parse_simple_yaml
-
-    out: dict[str, KnownArch] = {}
-    for number, entry in enumerate(parse_simple_yaml(path.read_text(encoding="utf-8")).get("gpus", []), start=1):
-        names, cc, source = entry.get("nvml_names"), entry.get("compute_capability"), entry.get("source")
-        if not isinstance(names, list) or not isinstance(cc, str) or not re.match(r"^\d+\.\d+$", cc) or not source:
-            raise CaptureError(f"{path}: entry {number} needs nvml_names (list), compute_capability (\"X.Y\") and source")
-        for name in names:
-            out[str(name).strip().lower()] = KnownArch(cc, str(source))
-    return out
-
-
-def compute_capability_for(product_name: str, table: dict[str, KnownArch] | None = None) -> KnownArch | None:
-    """The compute capability of a product nvidia-smi names, or None: unknown, never guessed."""
-    return (table if table is not None else load_archs()).get(product_name.strip().lower())
+# The table and its matching live in validate/host/archs.py.
 
 
 def with_compute_capabilities(recording: dict[str, Any]) -> dict[str, Any]:
@@ -549,7 +487,7 @@ def with_compute_capabilities(recording: dict[str, Any]) -> dict[str, Any]:
         name = calls.get("nvmlDeviceGetName")
         if "nvmlDeviceGetCudaComputeCapability" in calls or not isinstance(name, str):
             continue
-        known = table.get(name.strip().lower())
+        known = compute_capability_for(name, table)
         if known is not None:
             major, minor = (int(p) for p in known.compute_capability.split("."))
             calls["nvmlDeviceGetCudaComputeCapability"] = [major, minor]

@@ -86,8 +86,10 @@ class GpuInfo:
     mig_enabled: bool | None = None
     mig_devices: list[MigDevice] = field(default_factory=list)
     # Health as DCGM reads it (None: not supported or not reported by this GPU / driver).
-    compute_processes: list[GpuProcess] = field(default_factory=list)  # compute-only processes
-    graphics_processes: list[GpuProcess] = field(default_factory=list)  # graphics and compute+graphics
+    # The process lists are None when NVML cannot list them (NoPermission, NotSupported, a capture
+    # without the section): "not reported", never "no process".
+    compute_processes: list[GpuProcess] | None = None  # compute-only processes
+    graphics_processes: list[GpuProcess] | None = None  # graphics and compute+graphics
     retired_pages_pending: bool | None = None
     remapped_rows_pending: bool | None = None
     remapped_rows_failure: bool | None = None
@@ -98,6 +100,10 @@ class GpuInfo:
     utilization_percent: int | None = None  # GPU busy when the host was read (PCIe is judged under load)
     nvlink_active_links: int | None = None
     multiprocessor_count: int | None = None
+    # NVSwitch fabric registration (HGX/DGX H100 and newer): "Not Started", "In Progress",
+    # "Completed"; None where the GPU has no fabric. The status is "Success" or NVML's error.
+    fabric_state: str | None = None
+    fabric_status: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -292,7 +298,8 @@ def _multiprocessors(nv: Any, handle: Any) -> int | None:
 
 
 def _processes(nv: Any, handle: Any, function: str) -> list[GpuProcess] | None:
-    listed = _optional(lambda: getattr(nv, function)(handle))
+    """The processes NVML lists, or None when it cannot list them (NoPermission, NotSupported)."""
+    listed = _gpu_field(lambda: getattr(nv, function)(handle))
     if listed is None:
         return None
     out = []
@@ -301,6 +308,35 @@ def _processes(nv: Any, handle: Any, function: str) -> list[GpuProcess] | None:
         name = _optional(lambda: _text(nv.nvmlSystemGetProcessName(proc.pid)))
         out.append(GpuProcess(int(proc.pid), None if used is None else int(used), name))
     return out
+
+
+#: nvmlGpuFabricState_t values, named as nvidia-smi prints them (0, NOT_SUPPORTED, is "no fabric").
+FABRIC_STATES = {1: "Not Started", 2: "In Progress", 3: "Completed"}
+
+
+def _fabric(nv: Any, handle: Any) -> tuple[str | None, str | None]:
+    """The GPU's NVSwitch fabric state and status (nvmlDeviceGetGpuFabricInfo, driver 530+);
+    (None, None) when the GPU has no fabric or the driver or nvidia-ml-py lacks the call."""
+    make, call = getattr(nv, "c_nvmlGpuFabricInfo_t", None), getattr(nv, "nvmlDeviceGetGpuFabricInfo", None)
+    if make is None or call is None:
+        return None, None
+    info = make()
+    try:
+        call(handle, nv.byref(info))
+    except Exception as err:  # NotSupported: no fabric; a lost GPU is reported lost
+        if _lost(err):
+            raise GpuLost(_describe(err)) from err
+        return None, None
+    state = FABRIC_STATES.get(int(getattr(info, "state", 0) or 0))
+    if state is None:
+        return None, None
+    status = getattr(info, "status", None)
+    if isinstance(status, str) or status is None:
+        return state, status
+    if int(status) == 0:
+        return state, "Success"
+    text = _optional(lambda: _text(nv.nvmlErrorString(int(status))))
+    return state, text or f"NVML error {int(status)}"
 
 
 def _clock_pair(nv: Any, handle: Any, function: str) -> tuple[int | None, int | None] | None:
@@ -321,9 +357,10 @@ def _read_gpu(nv: Any, index: int) -> GpuInfo:
     mode = _gpu_field(lambda: nv.nvmlDeviceGetComputeMode(handle))
     mig_mode = _gpu_field(lambda: nv.nvmlDeviceGetMigMode(handle))
     mig_enabled = None if mig_mode is None else bool(mig_mode[0] == getattr(nv, "NVML_DEVICE_MIG_ENABLE", 1))
-    compute = _processes(nv, handle, "nvmlDeviceGetComputeRunningProcesses") or []
-    graphics = _processes(nv, handle, "nvmlDeviceGetGraphicsRunningProcesses") or []
-    graphic_pids = {p.pid for p in graphics}
+    compute = _processes(nv, handle, "nvmlDeviceGetComputeRunningProcesses")
+    graphics = _processes(nv, handle, "nvmlDeviceGetGraphicsRunningProcesses")
+    graphic_pids = {p.pid for p in graphics or []}
+    fabric_state, fabric_status = _fabric(nv, handle)
     rows = _gpu_field(lambda: nv.nvmlDeviceGetRemappedRows(handle))
     pending = _gpu_field(lambda: nv.nvmlDeviceGetRetiredPagesPendingStatus(handle))
     persistence = _gpu_field(lambda: nv.nvmlDeviceGetPersistenceMode(handle))
@@ -354,7 +391,7 @@ def _read_gpu(nv: Any, index: int) -> GpuInfo:
         mig_enabled=mig_enabled,
         mig_devices=_mig_devices(nv, handle) if mig_enabled else [],
         nvlink_active_links=_nvlink_active(nv, handle),
-        compute_processes=[p for p in compute if p.pid not in graphic_pids],
+        compute_processes=None if compute is None else [p for p in compute if p.pid not in graphic_pids],
         graphics_processes=graphics,
         retired_pages_pending=None if pending is None else bool(pending == getattr(nv, "NVML_FEATURE_ENABLED", 1)),
         remapped_rows_pending=None if rows is None else bool(rows[2]),
@@ -365,6 +402,8 @@ def _read_gpu(nv: Any, index: int) -> GpuInfo:
         persistence_mode=None if persistence is None else bool(persistence),
         utilization_percent=None if utilization is None else int(utilization.gpu),
         multiprocessor_count=_multiprocessors(nv, handle),
+        fabric_state=fabric_state,
+        fabric_status=fabric_status,
     )
 
 

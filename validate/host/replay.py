@@ -75,6 +75,14 @@ class ReplayNvml:
     NVML_NVLINK_MAX_LINKS = 18
     NVML_FEATURE_ENABLED = 1
 
+    #: nvmlDeviceGetGpuFabricInfo fills a structure passed by reference; replayed, the structure
+    #: is a plain object and the reference the object itself.
+    c_nvmlGpuFabricInfo_t = types.SimpleNamespace
+
+    @staticmethod
+    def byref(obj: Any) -> Any:
+        return obj
+
     def __init__(self, recording: dict[str, Any]) -> None:
         self.recording = recording
         self.system: dict[str, Any] = recording.get("system", {})
@@ -137,6 +145,14 @@ class ReplayNvml:
                     return _Handle(mig, f"GPU {index} MIG {slot}")
         raise _error_class("NVMLError_NotFound")()
 
+    def nvmlDeviceGetGpuFabricInfo(self, handle: Any, info: Any) -> None:
+        """Fills `info` with the recorded state and status, as NVML fills the structure."""
+        for key, value in vars(self._device_call("nvmlDeviceGetGpuFabricInfo", handle)).items():
+            setattr(info, key, value)
+
+    def nvmlErrorString(self, code: int) -> str:
+        return f"NVML error {code}"
+
     def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: Any, slot: int) -> _Handle:
         if not isinstance(handle, _Handle):
             raise _error_class("NVMLError_InvalidArgument")()
@@ -161,6 +177,8 @@ def _plain(value: Any) -> Any:
         return value
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
     fields = getattr(value, "_fields_", None)
     if fields is not None:
         return {name: _plain(getattr(value, name)) for name, *_ in fields}
@@ -200,6 +218,8 @@ class RecordingNvml:
             return self._by_uuid
         if name == "nvmlDeviceGetMigDeviceHandleByIndex":
             return self._mig
+        if name == "nvmlDeviceGetGpuFabricInfo":
+            return self._fabric(target)
         if name.startswith("nvmlDevice") and name != "nvmlDeviceGetCount":
             return self._wrap_device(name, target)
         return self._wrap_system(name, target)
@@ -221,6 +241,22 @@ class RecordingNvml:
             if not isinstance(handle, _RecordedHandle):
                 return target(handle, *args)
             return self._keep(handle.calls, call_key(name, *args), lambda: target(handle.real, *args))
+
+        return call
+
+    def _fabric(self, target: Callable[..., Any]) -> Callable[..., Any]:
+        """nvmlDeviceGetGpuFabricInfo answers by filling the structure it is given: keep the
+        structure's state and status, not the call's return value."""
+        def call(handle: Any, ref: Any) -> Any:
+            if not isinstance(handle, _RecordedHandle):
+                return target(handle, ref)
+
+            def filled() -> dict[str, Any]:
+                target(handle.real, ref)
+                info = getattr(ref, "_obj", ref)  # ctypes.byref keeps the structure as _obj
+                return {"state": _plain(getattr(info, "state", None)), "status": _plain(getattr(info, "status", None))}
+
+            return self._keep(handle.calls, "nvmlDeviceGetGpuFabricInfo", filled)
 
         return call
 

@@ -21,6 +21,10 @@ METRICS = ("fp32_tflops", "tf32_tflops", "bf16_tflops", "fp16_tflops", "memory_b
 
 #: The suite's own matmul (validate/measure/bench.py): a measurement taken this way confirms a floor.
 SUITE_MATMUL_METHODS = ("torch.matmul", "torch.mm")
+#: TensorFlow's matmul as the suite times it (validate/measure: chained tf.matmul, timed on the
+#: host): only a reference measured this way confirms a floor for TensorFlow's figures. A
+#: torch.matmul figure is another method, so TensorFlow's figures are judged against it unconfirmed.
+SUITE_TF_MATMUL_METHODS = ("tf.matmul", "tf.linalg.matmul")
 SUITE_MATMUL_N = 8192
 _DTYPES = {"fp32", "tf32", "bf16", "fp16", "bytes"}
 
@@ -40,12 +44,12 @@ class Measurement:
 
     @property
     def matches_suite(self) -> bool:
-        """Taken like the suite's own figure (torch.matmul at n = 8192, same dtype)?"""
-        return (
-            self.method in SUITE_MATMUL_METHODS
-            and self.n == SUITE_MATMUL_N
-            and self.metric == f"{self.dtype}_tflops"
-        )
+        """Taken like the suite's own PyTorch figure (torch.matmul at n = 8192, same dtype)?"""
+        return self.taken_like(SUITE_MATMUL_METHODS)
+
+    def taken_like(self, methods: tuple[str, ...]) -> bool:
+        """Taken with one of these methods at the suite's n = 8192, in the figure's own dtype?"""
+        return self.method in methods and self.n == SUITE_MATMUL_N and self.metric == f"{self.dtype}_tflops"
 
     def describe(self) -> str:
         size = f"n={self.n}" if self.n else "no single n"
@@ -87,10 +91,13 @@ class GpuPeaks:
         """The datasheet figure: shown beside a measurement, never a floor."""
         return getattr(self, metric)
 
-    def reference_for(self, metric: str) -> ReferenceFigure | None:
-        """What the floor for this metric is drawn from, or None: the figure is not judged."""
+    def reference_for(self, metric: str, methods: tuple[str, ...] = SUITE_MATMUL_METHODS) -> ReferenceFigure | None:
+        """What the floor for this metric is drawn from, or None: the figure is not judged.
+
+        `methods` is how the figure being judged was measured: only a reference taken the same way
+        confirms the floor (like for like); any other measurement draws it unconfirmed."""
         mine = [m for m in self.measured if m.metric == metric]
-        confirmed = [m for m in mine if m.matches_suite]
+        confirmed = [m for m in mine if m.taken_like(methods)]
         chosen = confirmed or mine
         if not chosen:
             return None
@@ -240,11 +247,16 @@ def nccl_floor(
     return rule.min_fraction * link_gbs, f">= {rule.min_fraction:.2f} x {link_gbs:.4g} GB/s ({rule.of})"
 
 
+def _bare(name: str) -> str:
+    return " ".join(name.lower().split()).removeprefix("nvidia ")
+
+
 def peaks_for(gpu_name: str, table: list[GpuPeaks]) -> GpuPeaks | None:
-    """The entry whose NVML names include this name (case-insensitive), or None: no reference."""
-    wanted = gpu_name.strip().lower()
+    """The entry whose NVML names include this name (case-insensitive; drivers before ~470 omit
+    the leading "NVIDIA ", e.g. "A100-SXM4-40GB"), or None: no reference."""
+    wanted = _bare(gpu_name)
     for entry in table:
-        if any(wanted == name.lower() for name in entry.nvml_names):
+        if any(wanted == _bare(name) for name in entry.nvml_names):
             return entry
     return None
 

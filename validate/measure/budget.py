@@ -10,6 +10,9 @@ from validate.host.masking import UNSET_CASE, masking_cases, quick_cases
 from validate.measure.memory_modes import QUICK_MODES, SHARED_TF_MODE, TF_MODES, TORCH_MODES
 from validate.judge.thresholds import probe_parallelism
 
+#: Ranks the DDP check starts on a host without GPUs (validate/checks/test_07_multigpu.py).
+CPU_RANKS = 2
+
 
 def framework_processes(gpus: int, quick: bool, share_work: bool = True) -> dict[str, int]:
     """Processes importing torch or tensorflow in one run on `gpus` GPUs (both frameworks
@@ -33,6 +36,9 @@ def framework_processes(gpus: int, quick: bool, share_work: bool = True) -> dict
         "masking probes (torch)": per_framework,
         "masking probes (tensorflow)": per_framework,
         "all-reduce probe and its workers (torch)": 1 + gpus if gpus >= 2 else 0,
+        # The multi-GPU check: a rank per GPU, or CPU_RANKS gloo ranks on a host without GPUs.
+        "ddp launcher and its ranks (torch)": 1 + (gpus if gpus >= 2 else CPU_RANKS) if gpus != 1 else 0,
+        "mirrored strategy probe (tensorflow)": 1 if gpus != 1 else 0,
     }
 
 

@@ -360,6 +360,14 @@ def main(argv: list[str]) -> int:
             emit(torch_memory(args[0], int(args[1])))
         elif command == "allreduce":
             emit(allreduce(int(args[0]), int(args[1])))
+        elif command == "ddp":  # WORLD BACKEND quick|full [--dataparallel]
+            from validate.measure.ddp import probe as ddp_probe
+
+            emit(ddp_probe(int(args[0]), args[1], args[2] == "quick", "--dataparallel" in args))
+        elif command == "tf-mirrored":  # REPLICAS-ON-THE-CPU quick|full [--cpu]
+            from validate.measure.mirrored import mirrored
+
+            emit(mirrored(int(args[0]), args[1] == "quick", "--cpu" in args))
         else:
             emit({"error": f"unknown probe command {command!r}"})
             return 2

@@ -92,8 +92,13 @@ def build_json(
     gpus: list[dict[str, Any]],
     frameworks: dict[str, Any],
     exit_status: int,
+    *,
+    not_validated: str | None = None,
+    health_only: bool = False,
 ) -> dict[str, Any]:
-    """The JSON report: a "host" section, one section per GPU UUID, and a summary."""
+    """The JSON report: a "host" section, one section per GPU UUID, and a summary.
+
+    `not_validated` says why a run that passed proves no ready host (validate/judge/evidence.py)."""
     report: dict[str, Any] = {
         "format": REPORT_FORMAT,
         "host": {
@@ -113,7 +118,9 @@ def build_json(
         "failed": counts.get(FAIL, 0),
         "skipped": counts.get(SKIP, 0),
         "pytest_exit_status": exit_status,
-        "ok": exit_status == 0 and counts.get(FAIL, 0) == 0,
+        "ok": exit_status == 0 and counts.get(FAIL, 0) == 0 and not not_validated,
+        "not_validated": not_validated,
+        "health_only": health_only,
         "seconds": round(sum(r.seconds or 0.0 for r in records), 2),
     }
     return report

@@ -5,7 +5,8 @@ junitreport.py, htmlreport.py with plots.py).
 `analyse()` turns the backends' `HostOutcome`s into that `Fleet` in one linear walk: each report
 checked as untrusted input (suitereport.py), a row per GPU, each figure compared with the team's
 baseline, the measured reference of its model and the fleet median of the same GPU model, hosts
-with a GPU below the outlier floor marked "degraded", then the counts, the GPU models, the
+with a GPU below the outlier floor marked "degraded" (reports that lie set aside first: an
+impossible figure, or one machine under two names), then the counts, the GPU models, the
 outliers and the hosts that are not ready, worst first. Pure: plain data in, plain data out.
 Every step is linear in the number of hosts, the worst-first sort aside (benchmarks/fleet_report.py).
 """
@@ -13,17 +14,18 @@ Every step is linear in the number of hosts, the worst-first sort aside (benchma
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from gpuenv.fleet.outcome import (
-    AUTH_REFUSED, CANCELLED, CPU_ONLY, DEGRADED, ENGINE_NOT_ANSWERING, FAILED, MALFORMED, NO_DOCKER, NO_GPU_RUNTIME, NOT_READY, READY, TIMEOUT,
-    UNREACHABLE, HostOutcome,
+    AUTH_REFUSED, CANCELLED, CPU_ONLY, DEGRADED, DUPLICATE, ENGINE_NOT_ANSWERING, FAILED, IMPLAUSIBLE, MALFORMED, MULTINODE_TEST, NO_DOCKER,
+    NO_GPU_RUNTIME, NOT_READY, READY, TIMEOUT, UNREACHABLE, HostOutcome,
     fleet_ready,
 )
-from gpuenv.fleet.suitereport import MalformedReport, check_report
+from gpuenv.fleet.suitereport import CheckedReport, MalformedReport, check_report
 
 #: Default outlier floor: a figure below this share of the fleet median of its GPU model makes its
 #: host "degraded" (`--outlier-floor`, invoke.yaml `gpuenv.fleet.outlier_floor`).
@@ -35,15 +37,18 @@ PLOTTED = {
 }
 #: Suite areas, one column each, in report order. A check's area comes from its test file
 #: (validate/checks/test_NN_<area>.py), else from its name below; anything else is "other".
-AREAS = ("environment", "visibility", "memory", "masking", "speed", "sustained", "other")
+AREAS = ("environment", "visibility", "memory", "masking", "speed", "sustained", "multigpu", "other")
 AREA_OF_FILE = {area: area for area in AREAS if area != "other"}
+#: Report lines that come from no test file: the fleet's multi-node job (gpuenv/fleet/multinode.py).
+AREA_OF_TEST = {MULTINODE_TEST: "multigpu"}
 AREA_OF_CHECK = {
     "sustained load": "sustained",
     "clock events under load": "sustained",
     "pcie generation under load": "sustained",
 }
 #: Hosts that are not ready, worst first: proven broken, then cannot run, then unknown, then slow.
-STATUS_ORDER = (NOT_READY, NO_GPU_RUNTIME, FAILED, TIMEOUT, MALFORMED, ENGINE_NOT_ANSWERING, NO_DOCKER, AUTH_REFUSED, UNREACHABLE,
+STATUS_ORDER = (NOT_READY, NO_GPU_RUNTIME, FAILED, TIMEOUT, MALFORMED, IMPLAUSIBLE, DUPLICATE, ENGINE_NOT_ANSWERING, NO_DOCKER,
+                AUTH_REFUSED, UNREACHABLE,
                 CANCELLED, CPU_ONLY, DEGRADED, READY)
 STATUS_RANK = {status: n for n, status in enumerate(STATUS_ORDER)}
 CPU_ONLY_REASON = ("no GPU shown, in a fleet whose other hosts show GPUs: a CPU-only host (not counted as ready; "
@@ -78,7 +83,7 @@ class Figure:
     def reference(self) -> tuple[str, float] | None:
         """What the figure is compared with: the team's baseline, else a healthy unit's measured
         reference, else the fleet median. Never the datasheet: healthy power-capped parts sit far
-        below it (the suite's own rule, validate/judge/thresholds.py)."""
+        below it (the suite's own rule, validate/judge/speed.py)."""
         fleet = self.median if self.samples > 1 else None  # a median of one is the figure itself
         for name, ref in (("baseline", self.baseline), ("reference", self.measured), ("fleet median", fleet)):
             if ref:
@@ -175,6 +180,8 @@ def check_area(check: dict[str, Any]) -> str:
     match = _AREA.search(str(check.get("test") or ""))
     if match and match.group(1) in AREA_OF_FILE:
         return AREA_OF_FILE[match.group(1)]
+    if check.get("test") in AREA_OF_TEST:
+        return AREA_OF_TEST[check["test"]]
     return AREA_OF_CHECK.get(str(check.get("check")), "other")
 
 
@@ -263,7 +270,7 @@ def analyse(
     """
     from validate.judge.peaks import peaks_for
 
-    checked = [_checked(o) for o in outcomes]
+    checked = set_lies_aside([_checked(o) for o in outcomes], peaks or [])
     rows: list[Row] = []
     host_rows: list[list[Row]] = []
     for outcome in checked:
@@ -329,6 +336,113 @@ def analyse(
         outliers=[(row, name, fig) for row in rows for name, fig in row.outliers()],
         baseline_applied=bool(baseline), floor=outlier_floor,
     )
+
+
+# ---------------------------------------------------------------- reports that lie
+
+#: How far above its datasheet peak a figure may be before it is impossible. The datasheet peak is
+#: computed at the rated boost clock; GPU Boost runs parts above it (consumer cards by 10-15%,
+#: data-centre parts less), and a host-timed figure can be a few per cent high. 25% above covers
+#: both; a figure beyond it was not measured on that GPU.
+PEAK_MARGIN = 1.25
+#: For a model the table does not know: how far above the fastest figure of the table. No GPU
+#: generation has yet reached 2.5 times its predecessor's dense peak; 4 times leaves room for the
+#: next ones while still refusing the orders-of-magnitude figures of a forged report.
+UNKNOWN_MODEL_MARGIN = 4.0
+
+
+def figure_metric(check: str) -> str | None:
+    """The datasheet metric a suite figure is bounded by, PyTorch's or TensorFlow's
+    ('tensorflow matmul bf16 TFLOPS' -> 'bf16_tflops')."""
+    return _peak_metric(check.removeprefix("tensorflow "))
+
+
+def _ceiling(metric: str, model: str | None, peaks: list[Any]) -> tuple[float, str] | None:
+    """(highest plausible figure, what it rests on) for this metric on this model, or None (no bound)."""
+    from validate.judge.peaks import peaks_for
+
+    entry = peaks_for(model, peaks) if model else None
+    if entry is not None:
+        peak = entry.peak(metric)
+        return (peak * PEAK_MARGIN, f"{PEAK_MARGIN:.2f} x the datasheet peak {peak:g} of {entry.model}") if peak else None
+    known = [p.peak(metric) for p in peaks if p.peak(metric)]
+    if not known:
+        return None
+    fastest = max(known)
+    return fastest * UNKNOWN_MODEL_MARGIN, f"{UNKNOWN_MODEL_MARGIN:g} x the fastest datasheet peak in the table ({fastest:g})"
+
+
+def impossible_figures(report: dict[str, Any], peaks: list[Any]) -> list[str]:
+    """Each figure of a checked report that no GPU of its model can reach (or that is negative)."""
+    found: list[str] = []
+    for key, section in report.items():
+        if key in ("format", "host", "summary") or not isinstance(section, dict) or not isinstance(section.get("gpu"), dict):
+            continue
+        model = section["gpu"].get("name")
+        for check in section.get("checks") or ():
+            value, metric = check.get("value"), figure_metric(check["check"])
+            if value is None or metric is None:
+                continue
+            label = f"GPU {section['gpu'].get('index')} {check['check']} {value:g}"
+            if value < 0:
+                found.append(f"{label} is negative")
+                continue
+            ceiling = _ceiling(metric, model, peaks)
+            if ceiling is not None and value > ceiling[0]:
+                found.append(f"{label} is above {ceiling[0]:g}, {ceiling[1]}")
+    return found
+
+
+def _same(report: dict[str, Any]) -> str:
+    return json.dumps(report, sort_keys=True, default=str)
+
+
+def _gpu_uuids(report: dict[str, Any]) -> list[str]:
+    return [k for k, v in report.items() if k not in ("format", "host", "summary") and isinstance(v, dict) and isinstance(v.get("gpu"), dict)]
+
+
+def duplicate_reasons(outcomes: list[HostOutcome]) -> dict[int, str]:
+    """Position in `outcomes` -> why that host's report is a duplicate: the same report as another
+    host's, or a GPU UUID another host also claims. Every host involved is named, none is trusted."""
+    reasons: dict[int, str] = {}
+    same: dict[str, list[int]] = {}
+    owners: dict[str, list[int]] = {}
+    for n, outcome in enumerate(outcomes):
+        if not isinstance(outcome.report, CheckedReport):
+            continue
+        same.setdefault(_same(outcome.report), []).append(n)
+        for uuid in _gpu_uuids(outcome.report):
+            owners.setdefault(uuid, []).append(n)
+    for group in same.values():
+        for n in group if len(group) > 1 else ():
+            others = ", ".join(outcomes[m].host for m in group if m != n)
+            reasons[n] = f"the same report as {others}: one machine's report under several names"
+    for uuid, group in owners.items():
+        for n in group if len(set(group)) > 1 else ():
+            if n in reasons:
+                continue
+            others = ", ".join(sorted({outcomes[m].host for m in group if m != n})) or "itself"
+            reasons[n] = f"GPU {uuid} is also in the report of {others}: one GPU cannot be in two hosts"
+    return reasons
+
+
+def set_lies_aside(outcomes: list[HostOutcome], peaks: list[Any]) -> list[HostOutcome]:
+    """The (checked) outcomes with every lying report set aside: DUPLICATE or IMPLAUSIBLE with the
+    reason, and no report, so none of its figures reaches a median. A report can be well formed and
+    still lie: two reports claiming 1e17 TFLOPS once read "ready" and pulled the median so high that
+    the one honest host read "degraded"; a report copied under two host names counts its GPUs twice."""
+    duplicates = duplicate_reasons(outcomes)
+    screened: list[HostOutcome] = []
+    for n, outcome in enumerate(outcomes):
+        if n in duplicates:
+            outcome = dataclasses.replace(outcome, status=DUPLICATE, reason=duplicates[n], report=None)
+        elif isinstance(outcome.report, CheckedReport):
+            impossible = impossible_figures(outcome.report, peaks)
+            if impossible:
+                more = f" (and {len(impossible) - 1} more)" if len(impossible) > 1 else ""
+                outcome = dataclasses.replace(outcome, status=IMPLAUSIBLE, reason=f"implausible report: {impossible[0]}{more}", report=None)
+        screened.append(outcome)
+    return screened
 
 
 def _counts(outcomes: list[HostOutcome]) -> dict[str, int]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuenv.fleet.outcome import NOT_READY, READY
+from gpuenv.fleet.outcome import MULTINODE_HOST, MULTINODE_TEST, NOT_READY, READY
 from gpuenv.fleet.report.analysis import (
     AREAS, STATUS_RANK, Fleet, failure_lines, figure_text, host_areas, host_worst,
 )
@@ -62,7 +62,21 @@ def render_table(fleet: Fleet, verbose: bool = False) -> str:
         out += ["", f"ready ({len(ready)}):", format_table(headers, lines, max_width=80)]
     elif ready:
         out += ["", f"{len(ready)} ready host(s) not listed (--verbose lists them; the JSON report has every check)"]
-    return "\n".join(out)
+    return "\n".join(out + _multinode_section(fleet))
+
+
+def _multinode_section(fleet: Fleet) -> list[str]:
+    """The fleet's multi-node job in a section of its own, ready or not: its status and every line
+    (the slowest node and link named), since no other row says whether the nodes train together."""
+    out = []
+    for outcome in fleet.outcomes:
+        if not outcome.host.startswith(MULTINODE_HOST):
+            continue
+        out += ["", f"{safe_text(outcome.host)}: {outcome.status}" + (f": {safe_text(outcome.reason)}" if outcome.reason else "")]
+        for check in ((outcome.report or {}).get("host") or {}).get("checks") or []:
+            if check.get("test") == MULTINODE_TEST:
+                out.append(f"  {check['verdict']}: {safe_text(check['check'])}: {safe_text(check['measured'])}")
+    return out
 
 
 def render_live(state: dict[str, tuple[str, str, float, float | None]], total: int, now: float, limit: int = 20) -> Any:

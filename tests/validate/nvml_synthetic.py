@@ -1,11 +1,13 @@
-"""Recorded NVML observations replayed through nvidia-ml-py's own names.
+"""SYNTHETIC NVML hosts, answered through nvidia-ml-py's own names: not recordings.
 
-`RecordedNvml(host)` answers the nvml* calls validate/host/nvml.py makes from a dict of what a server
-reported, and raises nvidia-ml-py's real exception classes (NVMLError_NoPermission, _GpuIsLost,
-NVMLLibraryMismatchError, ...) where the recording says that call failed. Constants and error
+The hosts these tests give it are hand-typed (invented UUIDs, no source), shaped like what
+nvidia-smi shows; the real recorded hosts are the captures in tests/validate/captures/.
+`SyntheticNvml(host)` answers the nvml* calls validate/host/nvml.py makes from a dict describing a
+server, and raises nvidia-ml-py's real exception classes (NVMLError_NoPermission, _GpuIsLost,
+NVMLLibraryMismatchError, ...) where the dict says that call fails. Constants and error
 classes come from the installed pynvml, so a renamed constant breaks these tests too.
 
-Recording format (one dict per GPU; absent keys raise NVMLError_NotSupported, as NVML does):
+Host format (one dict per GPU; absent keys raise NVMLError_NotSupported, as NVML does):
     name, uuid, bus, cc (major, minor), memory (total, used), ecc_uncorrected, pcie (cur gen,
     max gen, gpu max gen, cur width, max width), power_mw (enforced, default), reasons (mask),
     compute_mode, mig (list of instance dicts, None for an empty slot), nvlink (active links),
@@ -30,8 +32,8 @@ class _Memory:
         self.total, self.used, self.free = total, used, total - used
 
 
-class RecordedNvml:
-    """A stand-in for the pynvml module that replays one recorded host."""
+class SyntheticNvml:
+    """A stand-in for the pynvml module that answers for one hand-typed (synthetic) host."""
 
     def __init__(self, host: dict[str, Any]) -> None:
         self.host = host

@@ -1,6 +1,6 @@
-"""validate/host/nvml.py on recorded NVML observations: MIG handles, a lost GPU, library mismatches,
-power limits, PCIe generations and the sustained-load sampler, through nvidia-ml-py's real names
-and exception classes (see nvml_recorded.py)."""
+"""validate/host/nvml.py on SYNTHETIC hosts (hand-typed, invented UUIDs: not recordings): MIG
+handles, a lost GPU, library mismatches, power limits, PCIe generations and the sustained-load
+sampler, through nvidia-ml-py's real names and exception classes (see nvml_synthetic.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import copy
 
 import pytest
 
-from nvml_recorded import RecordedNvml
+from nvml_synthetic import SyntheticNvml
 from validate.host import nvml
 from validate.judge.thresholds import FAIL, INFO, PASS, SKIP, pcie_gen_verdict, power_limit_verdict, sustained_clocks_verdict
 
 GIB = 2**30
-# Two GPUs of a DGX H100 as nvidia-smi -q shows them (driver 550.54.15, CUDA 12.4).
+# SYNTHETIC: two GPUs shaped like a DGX H100's in nvidia-smi -q (driver 550.54.15, CUDA 12.4); UUIDs invented.
 H100 = {
     "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-4b2c1e0a-93d1-7f3c-5a8e-1c2d3e4f5a60", "bus": "00000000:18:00.0",
     "cc": (9, 0), "memory": (80 * GIB, 512 * 2**20), "ecc_uncorrected": 0, "pcie": (5, 5, 5, 16, 16),
@@ -23,12 +23,12 @@ H100 = {
 HOST = {"driver": "550.54.15", "cuda": 12040, "gpus": [H100, {**H100, "uuid": "GPU-9f8e7d6c-5b4a-3928-1706-f5e4d3c2b1a0", "bus": "00000000:2A:00.0"}]}
 
 
-def recorded(host=HOST) -> RecordedNvml:
-    return RecordedNvml(copy.deepcopy(host))
+def synthetic(host=HOST) -> SyntheticNvml:
+    return SyntheticNvml(copy.deepcopy(host))
 
 
 def test_healthy_host_reads_every_field():
-    host = nvml.read_host(recorded())
+    host = nvml.read_host(synthetic())
     assert host.error is None and host.unreadable == []
     assert host.driver_version == "550.54.15" and host.cuda_driver_version == "12.4"
     gpu = host.gpus[1]
@@ -51,7 +51,7 @@ def test_mig_in_a_container_keeps_the_gpu_and_lists_instances():
             {"uuid": "MIG-5e6f7a8b-1111-2c3d-4e5f-6a7b8c9d0e1f", "memory": (20 * GIB, 0)},
         ],
     }
-    host = nvml.read_host(recorded({**HOST, "gpus": [mig_gpu]}))
+    host = nvml.read_host(synthetic({**HOST, "gpus": [mig_gpu]}))
     assert host.error is None and len(host.gpus) == 1
     gpu = host.gpus[0]
     assert gpu.memory_total_bytes is None and gpu.memory_used_bytes is None
@@ -62,7 +62,7 @@ def test_mig_in_a_container_keeps_the_gpu_and_lists_instances():
 
 def test_one_lost_gpu_does_not_hide_the_others():
     lost = {**H100, "uuid": "GPU-lost", "fail": {"nvmlDeviceGetName": "NVMLError_GpuIsLost"}}
-    host = nvml.read_host(recorded({**HOST, "gpus": [H100, lost, HOST["gpus"][1]]}))
+    host = nvml.read_host(synthetic({**HOST, "gpus": [H100, lost, HOST["gpus"][1]]}))
     assert [g.index for g in host.gpus] == [0, 2]
     assert len(host.unreadable) == 1 and host.unreadable[0].index == 1
     assert "GPU 1" in host.unreadable[0].error and "NVMLError_GpuIsLost" in host.unreadable[0].error
@@ -78,18 +78,18 @@ def test_one_lost_gpu_does_not_hide_the_others():
     ],
 )
 def test_every_init_error_becomes_a_reason(init_error, expected):
-    host = nvml.read_host(recorded({**HOST, "init_error": init_error}))
+    host = nvml.read_host(synthetic({**HOST, "init_error": init_error}))
     assert host.gpus == [] and host.error is not None and host.error.startswith(expected)
 
 
 def test_counting_failure_is_a_reason_not_a_crash():
-    host = nvml.read_host(recorded({**HOST, "count_error": "NVMLLibraryMismatchError"}))
+    host = nvml.read_host(synthetic({**HOST, "count_error": "NVMLLibraryMismatchError"}))
     assert host.error is not None and host.error.startswith("NVML: counting the GPUs failed: NVMLLibraryMismatchError")
     assert host.driver_version == "550.54.15"
 
 
 def test_old_bindings_use_the_throttle_reasons_name():
-    class OldBindings(RecordedNvml):
+    class OldBindings(SyntheticNvml):
         nvmlDeviceGetCurrentClocksEventReasons = None  # nvidia-ml-py before 12.535
 
         def nvmlDeviceGetCurrentClocksThrottleReasons(self, h):
@@ -100,7 +100,7 @@ def test_old_bindings_use_the_throttle_reasons_name():
 
 
 def test_power_limit_against_its_default():
-    capped = nvml.read_host(recorded({**HOST, "gpus": [{**H100, "power_mw": (350000, 700000)}]})).gpus[0]
+    capped = nvml.read_host(synthetic({**HOST, "gpus": [{**H100, "power_mw": (350000, 700000)}]})).gpus[0]
     verdict = power_limit_verdict(capped.power_limit_watts, capped.power_default_limit_watts)
     assert verdict.verdict == FAIL and "350 W is below the default 700 W" in verdict.reason and "nvidia-smi -pl 700" in verdict.reason
     assert power_limit_verdict(700.0, 700.0).verdict == PASS
@@ -111,7 +111,7 @@ def test_gen5_card_in_a_gen4_slot_is_as_built_and_below_the_slot_fails():
     """NVML's max generation is min(GPU, slot): 4 for a Gen5 H100 in a Gen4 slot. At gen4 the
     link is what the platform allows (information naming the host, not a GPU fault); at gen3 in
     the same slot it fails."""
-    gpu = nvml.read_host(recorded({**HOST, "gpus": [{**H100, "pcie": (4, 4, 5, 16, 16)}]})).gpus[0]
+    gpu = nvml.read_host(synthetic({**HOST, "gpus": [{**H100, "pcie": (4, 4, 5, 16, 16)}]})).gpus[0]
     verdict = pcie_gen_verdict(gpu.pcie_link_gen, gpu.pcie_link_gen_gpu_max, gpu.pcie_link_gen_max)
     assert verdict.verdict == INFO and "as built: the host allows gen4, the GPU gen5" in verdict.reason
     slow = pcie_gen_verdict(3, gpu.pcie_link_gen_gpu_max, gpu.pcie_link_gen_max)
@@ -131,7 +131,7 @@ def test_sampler_reads_a_throttling_gpu_under_load():
         "power_usage_mw": [695000] * 10,
         "pcie": ([5] * 10, 5, 5, 16, 16),
     }
-    sampler = nvml.Sampler([hot["uuid"]], recorded({**HOST, "gpus": [hot]}))
+    sampler = nvml.Sampler([hot["uuid"]], synthetic({**HOST, "gpus": [hot]}))
     samples = [s.to_dict() for _ in range(10) for s in sampler.sample()]
     sampler.close()
     assert len(samples) == 10 and samples[0]["max_sm_clock_mhz"] == 1980
@@ -143,5 +143,5 @@ def test_sampler_reads_a_throttling_gpu_under_load():
 
 
 def test_sampler_without_nvml_says_why():
-    sampler = nvml.Sampler(["GPU-x"], recorded({**HOST, "init_error": "NVMLError_LibraryNotFound"}))
+    sampler = nvml.Sampler(["GPU-x"], synthetic({**HOST, "init_error": "NVMLError_LibraryNotFound"}))
     assert sampler.sample() == [] and "libnvidia-ml.so.1 not found" in (sampler.error or "")

@@ -1,0 +1,108 @@
+"""The fixes a refusal offers: the exact options to change, each re-resolved before it is printed,
+and the `invoke resolve` command line of a request."""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Iterable
+
+from gpuenv.compat.matrix import Matrix
+from gpuenv.compat.rules.request import Request, _NAMES
+from gpuenv.errors import GpuenvError
+from gpuenv.stack import Stack
+
+
+def _describe(stack: Stack) -> str:
+    name = _NAMES[stack.framework]
+    build = stack.wheel_variant or ("CPU" if stack.is_cpu else f"CUDA {stack.framework_cuda}")
+    where = "" if stack.is_cpu else f" on nvidia/cuda {stack.cuda_version}, driver >= {stack.min_driver}"
+    return f"{name} {stack.framework_version} {build}, Python {stack.python}{where}"
+
+
+def _suggest(request: Request, matrix: Matrix, **changes: object) -> Stack | None:
+    """The stack that the request gives with some wishes changed, or None (for concrete fixes)."""
+    from gpuenv.compat.resolve import resolve_stack  # deferred: a fix re-runs the whole resolver, which applies these rules
+
+    try:
+        return resolve_stack(replace(request, explain=False, **changes), matrix)  # type: ignore[arg-type]
+    except GpuenvError:
+        return None
+
+
+_OPTION_NAMES = {"gpu_archs": "--gpu-arch", "strict_driver": "--strict-driver"}
+
+
+def _drop_pin(request: Request) -> dict[str, object]:
+    """Changes that drop the --torch/--tensorflow pin and keep its framework (else it would fall back to PyTorch)."""
+    pinned = "torch" if request.torch else "tensorflow" if request.tensorflow else None
+    if pinned is None:
+        return {}
+    return {pinned: None} if request.framework or pinned == "torch" else {"framework": pinned, pinned: None}
+
+
+def _options_text(changes: dict[str, object]) -> str:
+    """'use --cuda 12.2', 'drop --cuda', 'use --framework tensorflow and drop --tensorflow': exactly the options a fix changes."""
+    parts = []
+    dropped = lambda kv: kv[1] is None or kv[1] is False or kv[1] == ()  # noqa: E731
+    for key, value in sorted(changes.items(), key=dropped):  # what to use first, then what to drop
+        flag = _OPTION_NAMES.get(key, "--" + key.replace("_", "-"))
+        if value is None or value is False or value == ():
+            parts.append(f"drop {flag}")
+        elif value is True:
+            parts.append(flag)
+        else:
+            parts.append(f"{flag} {','.join(value) if isinstance(value, tuple) else value}")
+    text = " and ".join(parts)
+    return text if text.startswith("drop ") else "use " + text
+
+
+def _fix(request: Request, matrix: Matrix, **changes: object) -> tuple[str, Stack] | None:
+    """A fix as the exact options to change and what resolving exactly those gives, or None when they fail too.
+
+    Only for the user's own request: the re-resolutions behind a fix (explain=False) suggest nothing
+    themselves, so fixes never recurse.
+    """
+    if not request.explain:
+        return None
+    stack = _suggest(request, matrix, **changes)
+    if stack is None:
+        return None
+    return f"{_options_text(changes)} (gives {_describe(stack)})", stack
+
+
+def _first_fix(request: Request, matrix: Matrix, tries: Iterable[dict[str, object]]) -> tuple[str, Stack] | None:
+    for changes in tries:
+        found = _fix(request, matrix, **changes)
+        if found is not None:
+            return found
+    return None
+
+
+def _join_fixes(fixes: Iterable[tuple[str, Stack] | None], fallback: str) -> str:
+    """Up to two distinct re-resolved fixes joined with 'or' (a second one only when it gives another stack)."""
+    out: list[tuple[str, Stack]] = []
+    for found in fixes:
+        if found is not None and all(found[1] != s for _, s in out):
+            out.append(found)
+    return ", or ".join(text for text, _ in out[:2]) if out else fallback
+
+
+def _cuda_tries(minors: Iterable[str]) -> list[dict[str, object]]:
+    return [{"cuda": m} for m in minors]
+
+
+def command_for(request: Request) -> str:
+    """The `invoke resolve` command line that asks exactly for this request (for reasons that name a command)."""
+    parts = ["invoke resolve"]
+    if request.driver:
+        parts.append(f"--driver {request.driver}")
+    for key in ("cuda", "framework", "torch", "tensorflow", "python"):
+        value = getattr(request, key)
+        if value:
+            parts.append(f"--{key} {value}")
+    if request.gpu_archs:
+        parts.append(f"--gpu-arch {','.join(request.gpu_archs)}")
+    if request.strict_driver:
+        parts.append("--strict-driver")
+    if request.wheelhouse_dir:
+        parts.append(f"--wheelhouse {request.wheelhouse_dir}")
+    return " ".join(parts)

@@ -1,0 +1,277 @@
+"""The fleet's multi-node job: after every node ran its own suite, one Slurm job over those nodes
+runs `validate.measure.multinode` with torchrun's c10d rendezvous (one process per GPU on every
+node; NCCL on GPUs, gloo on CPUs): an all-reduce over every GPU (busbw as nccl-tests reports
+it), each link of the ring of nodes alone, and a short DDP run.
+
+Its result comes back as one more HostOutcome, "multi-node job (NODES)", whose report has the
+suite's shape (gpuenv-validate-report/1): every renderer of the fleet report (text, JSON, JUnit,
+HTML) shows it as its own row, the slowest node and link named in its reason. Scripts and
+verdicts are pure functions tested on recorded output; `run_multinode` submits and waits, with
+slurm.py's commands (the module that owns Slurm)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from gpuenv.fleet import slurm
+from gpuenv.fleet.outcome import CANCELLED, FAILED, MULTINODE_HOST, MULTINODE_TEST, READY, TIMEOUT, HostOutcome
+from validate.judge.scaling import CPU_MIN_SHARE, identical_verdict
+from validate.judge.thresholds import FAIL, INFO, MIN_SHARE_OF_PEERS, NOT_JUDGED, PASS, Verdict, loss_falls_verdict
+from validate.report.record import Record, build_json
+
+FOLDER = "multinode"
+BATCH_SCRIPT = "multinode-job.sh"
+NODE_SCRIPT = "multinode.sh"
+RESULT = "result.json"
+JOB_NAME = "gpuenv-multinode"
+#: The rendezvous port on the first node (torchrun's default is 29500; one of our own keeps clear of a user's job).
+RDZV_PORT = 29531
+#: Seconds every node's agent waits at the rendezvous for the others (torchrun's join_timeout).
+JOIN_TIMEOUT = 120
+#: The multi-node job's own time limit when --time is not given (Slurm's minutes).
+DEFAULT_TIME = "15"
+SOURCE_BUSBW = "https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md"
+
+
+# ---------------------------------------------------------------- scripts (pure)
+
+
+def sbatch_command(job: slurm.SlurmJob, nodes: list[str]) -> list[str]:
+    """`sbatch` for one task on each of `nodes`, the nodes whose own suite ran."""
+    folder = f"{job.rundir}/{FOLDER}"
+    cmd = ["sbatch", "--parsable", f"--job-name={JOB_NAME}", f"--output={folder}/slurm-%j.out", f"--chdir={job.rundir}",
+           "--ntasks-per-node=1", f"--nodes={len(nodes)}", f"--nodelist={','.join(nodes)}", f"--time={job.time or DEFAULT_TIME}"]
+    if job.partition:
+        cmd.append(f"--partition={job.partition}")
+    return [*cmd, *job.extra_sbatch, f"{job.rundir}/{BATCH_SCRIPT}"]
+
+
+def render_batch_script(job: slurm.SlurmJob) -> str:
+    """One srun task per node; a node that fails ends the job (the others would wait at the rendezvous)."""
+    return (
+        "#!/bin/bash\n"
+        "# gpuenv multi-node job (written by gpuenv): torchrun on every node, one rendezvous.\n"
+        f"exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash {shlex.quote(job.rundir + '/' + NODE_SCRIPT)}\n"
+    )
+
+
+def torchrun_words(python: str, out: str) -> str:
+    """torchrun's command line on a node; $nnodes, $gpus, $addr, $is_host come from the node script."""
+    return (f"{python} -m torch.distributed.run --nnodes=\"$nnodes\" --nproc-per-node=\"$gpus\" --rdzv-backend=c10d "
+            f"--rdzv-endpoint=\"$addr:{RDZV_PORT}\" --rdzv-id=\"gpuenv-$SLURM_JOB_ID\" "
+            f"--rdzv-conf=\"is_host=$is_host,join_timeout={JOIN_TIMEOUT}\" --max-restarts=0 "
+            f"-m validate.measure.multinode --out {out}")
+
+
+def render_node_script(job: slurm.SlurmJob) -> str:
+    """What each node runs: the rendezvous address is the first node's NodeAddr (Slurm's own
+    address for it), one process per GPU (one on a node without GPUs), in the image with the
+    host's network and IPC (NCCL's sockets, RDMA and shared memory) or from the prefix."""
+    folder = shlex.quote(f"{job.rundir}/{FOLDER}")
+    docker = ""
+    if job.image:
+        gpus = "-e NVIDIA_VISIBLE_DEVICES=void" if job.gpus.strip().lower() == "none" else f"--gpus {shlex.quote(job.gpus)}"
+        docker = ("docker run --rm --init --network host --ipc host --ulimit memlock=-1 --ulimit stack=67108864 "
+                  f"{gpus} -e SLURMD_NODENAME=\"$node\" -e SLURM_JOB_ID=\"$SLURM_JOB_ID\" -v \"$out\":/gpuenv-out "
+                  f"{shlex.quote(job.image)} " + torchrun_words("python", "/gpuenv-out/" + RESULT))
+    lines = [
+        "#!/bin/bash",
+        "# gpuenv multi-node job, one node's part (written by gpuenv; srun starts it once per node).",
+        "set -u",
+        'node=${SLURMD_NODENAME:-$(hostname -s)}',
+        f"out={folder}",
+        'mkdir -p "$out" && : > "$out/started-$node"',
+        'nnodes=${SLURM_NNODES:-1}',
+        'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        "addr=$(scontrol show node \"$head\" | sed -n 's/.*NodeAddr=\\([^ ]*\\).*/\\1/p' | head -n 1)",
+        'addr=${addr:-$head}',
+        "gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)",
+        '[ "${gpus:-0}" -gt 0 ] 2>/dev/null || gpus=1',
+        'is_host=0; [ "$node" = "$head" ] && is_host=1',
+        f"image={shlex.quote(job.image or '')}",
+        f"prefix={shlex.quote(job.prefix or '')}",
+        'if [ -n "$image" ] && command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then',
+        f"    {docker or 'true'}",
+        "    status=$?",
+        'elif [ -n "$prefix" ] && [ -x "$prefix/bin/python" ]; then',
+        "    " + torchrun_words('"$prefix/bin/python"', f'"$out/{RESULT}"'),
+        "    status=$?",
+        "else",
+        '    echo "no way to run the multi-node job here: give --image for nodes with Docker or --prefix on a shared path" > "$out/error-$node"',
+        "    status=127",
+        "fi",
+        'echo "$status" > "$out/exit-$node"',
+        'exit "$status"',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- verdicts (pure)
+
+
+def _peers(values: dict[str, float], what: str, unit: str, on_cpu: bool) -> tuple[str, Verdict]:
+    """The lowest of `values` (per node or per link) against their median, naming it."""
+    share = CPU_MIN_SHARE if on_cpu else MIN_SHARE_OF_PEERS
+    median = statistics.median(values.values())
+    name = min(values, key=lambda k: values[k])
+    measured = f"slowest {what} {name}: {values[name]:.2f} {unit}, {values[name] / median:.2f} of the median {median:.2f}"
+    threshold = f">= {share:.2f} x the median of {len(values)} {what}s" + (" (on CPUs)" if on_cpu else "")
+    if values[name] >= share * median:
+        return measured, Verdict(PASS, threshold)
+    return measured, Verdict(FAIL, threshold, f"{what} {name} runs at {values[name] / median:.2f} of the others' median: it drags the job")
+
+
+def result_records(result: dict[str, Any], node_busbw: dict[str, float]) -> list[Record]:
+    """The multi-node job's report lines from its result file (format gpuenv-multinode/1).
+    `node_busbw`: each node's own all-reduce busbw from its suite report, shown beside."""
+    on_cpu = result.get("backend") == "gloo"
+    world, nodes = int(result["world"]), list(result["nodes"])
+    where = f"{world} ranks on {len(nodes)} nodes, {result['backend']}"
+    ranks = result["ranks"]
+    labels = [f"rank {r['rank']} ({r['node']}" + (f" GPU {str(r['uuid'])[:8]})" if r.get("uuid") else ")") for r in ranks]
+
+    def line(check: str, measured: str, verdict: Verdict, value: float | None = None) -> Record:
+        # MULTINODE_TEST: the fleet report's "multigpu" column and its multi-node section
+        return Record(check, None, measured, verdict.threshold, verdict.verdict, 0.0, verdict.reason, value, MULTINODE_TEST)
+
+    out = [line(f"multi-node ranks joined ({where})", f"{world}/{world} after {result['join_seconds']:.1f} s",
+                Verdict(PASS, f"every node within {JOIN_TIMEOUT} s (torchrun's join_timeout)"))]
+    out.append(line(f"multi-node ddp parameters identical ({where})", f"sha256 {ranks[0]['checksum'][:12]}... on {world} ranks",
+                    identical_verdict([r["checksum"] for r in ranks], labels)))
+    first = statistics.mean(r["first_loss"] for r in ranks)
+    last = statistics.mean(r["last_loss"] for r in ranks)
+    out.append(line(f"multi-node ddp training loss ({where})", f"{first:.3f} -> {last:.3f}", loss_falls_verdict(first, last)))
+    bus = float(result["allreduce"]["busbw_gbs"])
+    own = ", ".join(f"{n} {node_busbw[n]:.1f}" for n in nodes if n in node_busbw)
+    out.append(line(f"multi-node all-reduce busbw GB/s ({where})",
+                    f"{bus:.2f} GB/s over {result['allreduce']['bytes'] // 2**20} MiB" + (f" (each node alone: {own} GB/s)" if own else ""),
+                    Verdict(NOT_JUDGED, f"no published fabric figure measured like this, no --baseline (busbw as {SOURCE_BUSBW})"), bus))
+    links = {f"{link['source']} -> {link['target']}": float(link["gbs"]) for link in result.get("links") or []}
+    if links:
+        measured, verdict = _peers(links, "link", "GB/s", on_cpu)
+        out.append(line(f"multi-node slowest link ({where})", measured, verdict, min(links.values())))
+    per_node: dict[str, list[float]] = {}
+    for r in ranks:
+        per_node.setdefault(r["node"], []).append(float(r["local_samples_per_s"]))
+    if len(per_node) >= 2:
+        measured, verdict = _peers({n: statistics.median(v) for n, v in per_node.items()}, "node", "samples/s per rank", on_cpu)
+        out.append(line(f"multi-node slowest node ({where})", measured, verdict))
+    rate = float(result["ddp"]["samples_per_s"])
+    out.append(line(f"multi-node ddp samples/s ({where})", f"{rate:.0f} samples/s", Verdict(INFO, "reported"), rate))
+    return out
+
+
+def _named(records: list[Record]) -> str:
+    failed = [r for r in records if r.verdict == FAIL]
+    return "; ".join(f"{r.check.split(' (')[0]}: {r.reason}" for r in failed)
+
+
+def multinode_outcome(
+    nodes: list[str], job_id: str, state: slurm.JobState | None, result: dict[str, Any] | None,
+    exits: dict[str, int | None], errors: dict[str, str], node_busbw: dict[str, float], seconds: float | None = None,
+) -> HostOutcome:
+    """The job as one outcome: READY when every line passed, else the failing lines (or which
+    node never started, exited badly, or timed out) in its reason."""
+    host = f"{MULTINODE_HOST} ({','.join(nodes)})"
+    details: dict[str, Any] = {"job_id": job_id, "job_state": state.state if state else "UNKNOWN", "nodes": nodes}
+    if result is not None:
+        try:
+            records = result_records(result, node_busbw)
+        except (KeyError, TypeError, ValueError, ZeroDivisionError) as err:
+            return HostOutcome(host, FAILED, f"the multi-node result cannot be read ({type(err).__name__}: {err})", seconds=seconds, details=details)
+        report = build_json(records, {"multinode": True, "nodes": nodes}, [], {"torch": {"backend": result.get("backend")}}, 0)
+        report["multinode"] = result
+        failed = _named(records)
+        details["slowest"] = [r.measured for r in records if "slowest" in r.check]
+        return HostOutcome(host, FAILED if failed else READY, failed, report=report, seconds=seconds, details=details)
+    never = [n for n in nodes if exits.get(n) is None]
+    bad = {n: code for n, code in exits.items() if code not in (None, 0)}
+    parts = [f"{n}: {errors[n]}" for n in nodes if n in errors]
+    parts += [f"{n} exited {code}" for n, code in bad.items() if n not in errors]
+    if state is not None and state.state == "TIMEOUT":
+        status = TIMEOUT
+        parts.append(f"job {job_id} reached its time limit" + (f" while {', '.join(never)} had not finished" if never else ""))
+    elif state is not None and state.state in ("CANCELLED", "PREEMPTED"):
+        status = CANCELLED
+        parts.append(f"job {job_id} was {state.state.lower()}")
+    else:
+        status = FAILED
+        if never:
+            parts.append(f"{', '.join(never)} wrote no exit status")
+    return HostOutcome(host, status, "; ".join(parts) or f"job {job_id} wrote no result", seconds=seconds, details=details)
+
+
+def node_busbw(outcomes: list[HostOutcome]) -> dict[str, float]:
+    """Each node's own NCCL all-reduce busbw from its suite report, where it measured one."""
+    out = {}
+    for outcome in outcomes:
+        for check in ((outcome.report or {}).get("host") or {}).get("checks") or []:
+            if str(check.get("check", "")).startswith("nccl all-reduce busbw") and isinstance(check.get("value"), (int, float)):
+                out[outcome.host] = float(check["value"])
+    return out
+
+
+# ---------------------------------------------------------------- running (I/O)
+
+
+def write_scripts(job: slurm.SlurmJob) -> None:
+    from validate.files import write_text_atomic
+
+    (Path(job.rundir) / FOLDER).mkdir(parents=True, exist_ok=True)
+    write_text_atomic(Path(job.rundir) / BATCH_SCRIPT, render_batch_script(job))
+    write_text_atomic(Path(job.rundir) / NODE_SCRIPT, render_node_script(job))
+
+
+def read_result(folder: Path, nodes: list[str]) -> tuple[dict[str, Any] | None, dict[str, int | None], dict[str, str]]:
+    """(rank 0's result or None, each node's exit status, each node's error line)."""
+    exits: dict[str, int | None] = {}
+    errors: dict[str, str] = {}
+    for node in nodes:
+        text = (folder / f"exit-{node}").read_text().strip() if (folder / f"exit-{node}").exists() else ""
+        exits[node] = int(text) if text.lstrip("-").isdigit() else None
+        if (folder / f"error-{node}").exists():
+            errors[node] = (folder / f"error-{node}").read_text(errors="replace").strip()[:300]
+    try:
+        result = json.loads((folder / RESULT).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        result = None
+    return (result if isinstance(result, dict) else None), exits, errors
+
+
+def run_multinode(job: slurm.SlurmJob, outcomes: list[HostOutcome], say: slurm.Progress, poll_s: float = 2.0) -> HostOutcome | None:
+    """Submit the multi-node job over the nodes whose own suite ran, wait for it within its time
+    limit (plus the queue time), and return its outcome; None when fewer than two nodes ran."""
+    nodes = [o.host for o in outcomes if o.report is not None]
+    if len(nodes) < 2:
+        return None
+    write_scripts(job)
+    proc = slurm.run_slurm(sbatch_command(job, nodes))
+    if proc.returncode != 0:
+        return HostOutcome(f"{MULTINODE_HOST} ({','.join(nodes)})", FAILED, f"sbatch refused the multi-node job: {proc.stderr.strip()[:300]}")
+    job_id = slurm.parse_sbatch(proc.stdout)
+    say(f"multi-node job {job_id}", "queued", f"{len(nodes)} nodes: {','.join(nodes)}")
+    limit = (slurm.limit_seconds(job.time or DEFAULT_TIME) or 3600.0) + (slurm.limit_seconds(job.queue_time or slurm.DEFAULT_QUEUE_TIME, unlimited=False) or 3600.0)
+    started = time.monotonic()
+    state = None
+    try:
+        while time.monotonic() - started < limit:
+            state = slurm.query(job_id)
+            if state is None or state.final:
+                break
+            time.sleep(poll_s)
+        else:
+            slurm.cancel(job_id)
+    except KeyboardInterrupt as interrupt:
+        ok = slurm.cancel(job_id)
+        interrupt.cleanup = f"cancelled multi-node job {job_id} (scancel)" if ok else f"could NOT cancel job {job_id}: scancel {job_id}"  # type: ignore[attr-defined]
+        raise
+    result, exits, errors = read_result(Path(job.rundir) / FOLDER, nodes)
+    outcome = multinode_outcome(nodes, job_id, state, result, exits, errors, node_busbw(outcomes), round(time.monotonic() - started, 2))
+    outcome.details["log"] = f"{job.rundir}/{FOLDER}/slurm-{job_id}.out"
+    say(f"multi-node job {job_id}", "done", outcome.status)
+    return outcome

@@ -1,0 +1,107 @@
+"""A node's report reads "ready" only with proof: its summary agrees with its rows, its exit status with
+its verdicts, every verdict is a known word, each GPU computed, and no row hides behind another key.
+
+Reports are written by the suite's own writer (suitecases.gpu_report), then altered as a lying or
+broken node would, and read back through `--from-reports` as the fleet reads them.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from suitecases import gpu, gpu_report
+
+from gpuenv.fleet.collected import read_report_folder
+from gpuenv.fleet.outcome import MALFORMED, NOT_READY, READY, status_from_report
+
+
+def _read(tmp_path, report, text: str | None = None):
+    (tmp_path / "gpu01.json").write_text(text if text is not None else json.dumps(report))
+    [outcome] = read_report_folder(tmp_path)
+    return outcome
+
+
+def _report():
+    return gpu_report([(gpu(0, host=1), 700.0, 3000.0), (gpu(1, host=1), 705.0, 3010.0)])
+
+
+def test_an_honest_report_reads_ready(tmp_path):
+    outcome = _read(tmp_path, _report())
+    assert (outcome.status, outcome.reason) == (READY, "")
+
+
+def test_zero_checks_with_ok_true_is_not_ready(tmp_path):
+    report = {"format": "gpuenv-validate-report/1", "host": {"nvml": {}, "checks": []},
+              "summary": {"verdicts": {}, "pytest_exit_status": 0, "ok": True}}
+    outcome = _read(tmp_path, report)
+    assert outcome.status == NOT_READY and outcome.reason == "not validated: no check ran"
+
+
+@pytest.mark.parametrize("status", [1, 2, 5])
+def test_from_reports_honours_the_pytest_exit_status(tmp_path, status):
+    report = _report()
+    report["summary"]["pytest_exit_status"] = status
+    outcome = _read(tmp_path, report)
+    assert outcome.status == NOT_READY and f"exited with {status} although no row failed" in outcome.reason
+
+
+def test_a_report_without_an_exit_status_is_not_ready(tmp_path):
+    report = _report()
+    del report["summary"]["pytest_exit_status"]
+    outcome = _read(tmp_path, report)
+    assert outcome.status == NOT_READY and "no pytest_exit_status" in outcome.reason
+
+
+@pytest.mark.parametrize("word", ["error", "FAILED", "passed", "xfail"])
+def test_a_verdict_word_the_suite_never_writes_is_not_ready(tmp_path, word):
+    report = _report()
+    uuid = gpu(1, host=1)["uuid"]
+    report[uuid]["checks"][2]["verdict"] = word
+    report["summary"]["verdicts"] = {"info": 1, "pass": 8, word.lower(): 1}
+    outcome = _read(tmp_path, report)
+    assert outcome.status == NOT_READY and repr(word.lower()) in outcome.reason
+
+
+def test_a_summary_that_counts_other_rows_than_it_holds_is_not_ready(tmp_path):
+    report = _report()
+    report[gpu(0, host=1)["uuid"]]["checks"][3]["verdict"] = "warn"  # the summary still counts it a pass
+    outcome = _read(tmp_path, report)
+    assert outcome.status == NOT_READY and "its summary counts" in outcome.reason
+
+
+def test_a_gpu_report_where_no_framework_computed_is_not_validated(tmp_path):
+    report = _report()
+    for key in (gpu(0, host=1)["uuid"], gpu(1, host=1)["uuid"]):
+        report[key]["checks"] = [c for c in report[key]["checks"] if c["check"] == "device memory GB/s"]
+    report["host"]["frameworks"] = {}
+    report["summary"]["verdicts"] = {"info": 1, "pass": 3}
+    outcome = _read(tmp_path, report)
+    assert outcome.status == NOT_READY and outcome.reason.startswith("not validated: no framework in this environment")
+
+
+def test_the_nodes_own_not_validated_reason_is_kept(tmp_path):
+    report = _report()
+    report["summary"].update(ok=False, not_validated="not validated: no framework in this environment (x)")
+    assert status_from_report(report, None) == (NOT_READY, "not validated: no framework in this environment (x)")
+
+
+def test_a_second_section_under_the_same_key_cannot_hide_a_failing_gpu(tmp_path):
+    failing = gpu_report([(gpu(0, host=1), 700.0, 3000.0)], failed=["matmul bf16 TFLOPS"])
+    passing = gpu_report([(gpu(0, host=1), 700.0, 3000.0)])
+    uuid = gpu(0, host=1)["uuid"]
+    body = json.dumps(passing)
+    # The failing section first, then the passing one under the same key: json.loads keeps the last.
+    text = body.replace(f'"{uuid}": ', f'"{uuid}": {json.dumps(failing[uuid])}, "{uuid}": ', 1)
+    outcome = _read(tmp_path, None, text)
+    assert outcome.status == MALFORMED and "given twice" in outcome.reason
+
+
+def test_two_gpu_keys_that_read_the_same_once_made_safe_are_malformed(tmp_path):
+    report = gpu_report([(gpu(0, host=1), 700.0, 3000.0), (gpu(1, host=1), 705.0, 3010.0)], failed=["matmul bf16 TFLOPS"])
+    first, second = gpu(0, host=1)["uuid"], gpu(1, host=1)["uuid"]
+    raw = "GPU-a\x1b"  # shown as GPU-a\x1b once made safe: the same text as the literal key below
+    report[raw] = report.pop(first)
+    report["GPU-a\\x1b"] = report.pop(second)
+    outcome = _read(tmp_path, report)
+    assert outcome.status == MALFORMED and "given twice" in outcome.reason

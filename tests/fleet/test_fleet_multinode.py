@@ -1,0 +1,148 @@
+"""The fleet's multi-node job (gpuenv/fleet/multinode.py).
+
+Pure parts on recorded output: the scripts, and the outcome from a real two-node gloo result
+(tests/fleet/fixtures/multinode/result-gloo-2nodes.json, written by validate.measure.multinode
+under torchrun) and from edited copies of it (a slow link, a slow node, differing parameters), or
+from a job that left no result. For real: a two-node Slurm cluster on loopback (two slurmd on
+127.0.0.1, `slurmd -N`), each node's suite from a prefix, then the multi-node job: torchrun's c10d
+rendezvous across the two nodes, gloo, and the fleet report's row for it."""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+import servers
+from gpuenv.fleet import multinode, slurm
+from gpuenv.fleet.report import analysis, jsonreport, junitreport, terminal
+from gpuenv.fleet.outcome import FAILED, READY, TIMEOUT, HostOutcome
+
+FIXTURE = Path(__file__).parent / "fixtures" / "multinode" / "result-gloo-2nodes.json"
+PREFIX = Path(sys.prefix)
+
+
+@pytest.fixture
+def result() -> dict:
+    return json.loads(FIXTURE.read_text())
+
+
+def job(**kw) -> slurm.SlurmJob:
+    return slurm.SlurmJob(rundir="/shared/run", prefix="/shared/env", **kw)
+
+
+def test_the_node_script_runs_torchrun_with_one_rendezvous_on_the_first_node():
+    script = multinode.render_node_script(job(image="reg/gpuenv/x@sha256:" + "a" * 64))
+    assert "--rdzv-backend=c10d" in script and f'--rdzv-endpoint="$addr:{multinode.RDZV_PORT}"' in script
+    assert "NodeAddr=" in script and 'is_host=0; [ "$node" = "$head" ] && is_host=1' in script
+    assert "--network host --ipc host" in script and "--gpus all" in script  # NCCL's sockets and shared memory
+    assert '"$prefix/bin/python" -m torch.distributed.run' in script and "-m validate.measure.multinode" in script
+    batch = multinode.render_batch_script(job())
+    assert "--kill-on-bad-exit=1" in batch and "/shared/run/multinode.sh" in batch
+    cmd = multinode.sbatch_command(job(partition="gpu"), ["gpu01", "gpu02"])
+    assert "--nodes=2" in cmd and "--nodelist=gpu01,gpu02" in cmd and "--partition=gpu" in cmd
+
+
+def test_a_healthy_result_is_ready_with_its_rows(result):
+    outcome = multinode.multinode_outcome(["node0", "node1"], "7", None, result, {}, {}, {"node0": 1.5})
+    assert outcome.status == READY, outcome.reason
+    rows = {c.split(" (")[0]: c for c in (r["check"] for r in outcome.report["host"]["checks"])}
+    assert {"multi-node ranks joined", "multi-node ddp parameters identical", "multi-node all-reduce busbw GB/s",
+            "multi-node slowest link", "multi-node slowest node", "multi-node ddp training loss"} <= set(rows)
+    busbw = next(r for r in outcome.report["host"]["checks"] if r["check"].startswith("multi-node all-reduce"))
+    assert busbw["verdict"] == "not judged" and busbw["value"] == result["allreduce"]["busbw_gbs"]
+    assert "each node alone: node0 1.5 GB/s" in busbw["measured"]
+
+
+def test_a_slow_link_is_named(result):
+    slow = copy.deepcopy(result)
+    slow["links"][1]["gbs"] = slow["links"][0]["gbs"] / 10
+    outcome = multinode.multinode_outcome(["node0", "node1"], "7", None, slow, {}, {}, {})
+    assert outcome.status == FAILED and "link node1 -> node0 runs at" in outcome.reason
+
+
+def test_a_slow_node_and_differing_parameters_are_named(result):
+    bad = copy.deepcopy(result)
+    bad["ranks"][1]["local_samples_per_s"] = bad["ranks"][0]["local_samples_per_s"] / 10
+    bad["ranks"][1]["checksum"] = "0" * 64
+    outcome = multinode.multinode_outcome(["node0", "node1"], "7", None, bad, {}, {}, {})
+    assert "node node1 runs at" in outcome.reason and "rank 1 (node1)" in outcome.reason
+
+
+def test_a_job_without_a_result_names_the_node_and_the_time_limit():
+    state = slurm.JobState("9", "TIMEOUT")
+    outcome = multinode.multinode_outcome(["a", "b"], "9", state, None, {"a": None, "b": 1}, {}, {})
+    assert outcome.status == TIMEOUT and "b exited 1" in outcome.reason and "while a had not finished" in outcome.reason
+    failed = multinode.multinode_outcome(["a", "b"], "9", slurm.JobState("9", "FAILED"), None, {"a": 0, "b": None}, {"b": "no way"}, {})
+    assert failed.status == FAILED and "b: no way" in failed.reason and "b wrote no exit status" in failed.reason
+
+
+def test_the_fleet_report_shows_the_job_as_its_own_row(result):
+    joint = multinode.multinode_outcome(["node0", "node1"], "7", None, result, {}, {}, {})
+    fleet = analysis.analyse([HostOutcome("node0", READY), HostOutcome("node1", READY), joint])
+    assert fleet.ready
+    text = terminal.render_table(fleet, verbose=True)
+    section = text[text.index("\nmulti-node job (node0,node1): ready"):]  # its own section, after the tables
+    assert "pass: multi-node slowest link" in section and "slowest link node0 -> node1" in section
+    assert "not judged: multi-node all-reduce busbw GB/s" in section
+    data = json.loads(jsonreport.render_json(fleet))
+    assert "multi-node job (node0,node1)" in data["hosts"]
+    assert 'name="multi-node job (node0,node1)"' in junitreport.render_junit(fleet)
+
+
+@pytest.fixture(scope="module")
+def two_nodes(tmp_path_factory):
+    reason = servers.missing("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel", "srun")
+    if reason:
+        pytest.skip(f"Slurm test cluster: {reason}")
+    yield from servers.running_cluster(tmp_path_factory.mktemp("slurm2"), nodes=2)
+
+
+@pytest.mark.frameworks
+def test_two_slurm_nodes_run_their_suites_then_one_job_across_them(two_nodes, tmp_path):
+    if not (PREFIX / "bin" / "python").exists():
+        pytest.skip(f"no python in the prefix {PREFIX}")
+    run = slurm.SlurmJob(rundir=str(tmp_path / "run"), nodes=2, prefix=str(PREFIX), time="15",
+                         suite_args=["--expect-gpus", "0", "--quick", "-k", "torch_version or shared_memory"])
+    seen: list[tuple[str, str, str]] = []
+    outcomes = slurm.run_job(run, progress=lambda *a: seen.append(a), poll_s=1.0)
+    assert sorted(o.host for o in outcomes) == sorted(two_nodes.nodes) and all(o.report for o in outcomes), outcomes
+    joint = multinode.run_multinode(run, outcomes, lambda *a: seen.append(a), poll_s=1.0)
+    assert joint is not None and joint.host == f"multi-node job ({','.join(o.host for o in outcomes)})"
+    log = Path(joint.details["log"])
+    assert joint.status == READY, f"{joint.reason}\n{log.read_text()[-3000:] if log.exists() else ''}"
+    result = joint.report["multinode"]
+    assert result["world"] == 2 and sorted(result["nodes"]) == sorted(two_nodes.nodes) and result["backend"] == "gloo"
+    assert {(link["source"], link["target"]) for link in result["links"]} == {tuple(two_nodes.nodes), tuple(reversed(two_nodes.nodes))}
+    assert result["allreduce"]["busbw_gbs"] > 0
+    assert any(who.startswith("multi-node job") and phase == "done" for who, phase, _ in seen)
+
+
+@pytest.mark.frameworks
+def test_invoke_validate_slurm_nodes_2_adds_the_multinode_row(two_nodes, tmp_path):
+    """The task's own entry point: `invoke validate --slurm --nodes 2` runs both nodes' suites,
+    then the multi-node job, and the fleet report (text and JSON) has its row."""
+    import os
+    import subprocess
+
+    if not (PREFIX / "bin" / "python").exists():
+        pytest.skip(f"no python in the prefix {PREFIX}")
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, **two_nodes.env, "PYTHONPATH": str(root)}
+    proc = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(root), "validate", "--slurm", "--nodes", "2",
+                           "--prefix", str(PREFIX), "--time", "30", "--expect-gpus", "0", "--quick", "--rundir", str(tmp_path / "run"),
+                           "--json", "fleet.json", "--verbose",
+                           # both "nodes" share this two-core machine: their CPU figures differ by load, not
+                           # health, so the fleet median must not degrade either of them here
+                           "--outlier-floor", "0.05"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=3000)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
+    name = f"multi-node job ({','.join(two_nodes.nodes)})"
+    assert name in proc.stdout and "multi-node job" in proc.stdout
+    host = json.loads((tmp_path / "fleet.json").read_text())["hosts"][name]
+    assert host["status"] == READY
+    checks = {c["check"].split(" (")[0]: c for c in host["host"]["checks"]}
+    assert checks["multi-node ddp parameters identical"]["verdict"] == "pass"
+    assert checks["multi-node all-reduce busbw GB/s"]["value"] > 0

@@ -1,0 +1,178 @@
+"""The GPU path, on a real GPU host: run `pytest -m gpu` on any machine with NVIDIA GPUs and the
+NVIDIA Container Toolkit (run it first on a new GPU host, before trusting its verdicts).
+
+It builds two small CUDA images (tests/gpu/fixtures/Dockerfile: the suite on nvidia/cuda, without
+and with PyTorch), runs them with `--gpus all`, runs the whole suite live in them, and checks:
+- the container sees the host's GPUs, by UUID;
+- without a framework a GPU host is "not validated", and `--health-only` is the named way out;
+- a healthy host reads ready through the real matmul, bandwidth, masking and sustained-load code,
+  and the fleet reads its report ready too;
+- CUDA_VISIBLE_DEVICES masks as CUDA documents (ordinal, UUID, empty, reordered).
+Every image and container is removed by the test that made it. Without a driver or the toolkit
+every test skips with that exact cause.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import uuid as uuidlib
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.gpu, pytest.mark.docker, pytest.mark.network]
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILE = Path(__file__).parent / "fixtures" / "Dockerfile"
+CUDA_BASE = os.environ.get("GPUENV_TEST_CUDA_BASE", "nvidia/cuda:12.8.1-base-ubuntu24.04")
+DRIVER_FILE = Path("/proc/driver/nvidia/version")
+LABEL = "gpuenv.test.gpu-set"
+#: Bounds: a build that pulls the CUDA base and PyTorch's wheel; a --quick suite run on up to 8 GPUs.
+BUILD_TIMEOUT = 3600
+SUITE_TIMEOUT = 1800
+REPORT_MARK = "=====gpuenv-report====="
+
+
+@pytest.fixture(scope="session")
+def host_gpus() -> list:
+    """The host's GPUs as NVML lists them (validate/host/nvml.py); skip when there is no driver."""
+    if not DRIVER_FILE.exists():
+        pytest.skip(f"no NVIDIA driver on this machine ({DRIVER_FILE} is absent)")
+    from validate.host import nvml
+
+    host = nvml.read_host()
+    assert host.error is None, f"the NVIDIA driver is loaded but NVML fails: {host.error}"
+    assert host.gpus, "the NVIDIA driver is loaded but NVML lists no GPU"
+    return sorted(host.gpus, key=lambda g: g.index)
+
+
+@pytest.fixture(scope="session")
+def nvidia_engine(host_gpus, docker_engine) -> None:
+    """A Docker engine that can hand GPUs to containers; skip naming what it lacks."""
+    from gpuenv.engine import Engine
+
+    runtimes = Engine.local().runtimes()
+    if "nvidia" not in runtimes:
+        pytest.skip(f"the Docker engine has no nvidia runtime (runtimes: {', '.join(runtimes)}): install the NVIDIA Container Toolkit")
+    if shutil.which("docker") is None:
+        pytest.skip("no docker command on PATH (the GPU set drives the engine as a user does)")
+
+
+@pytest.fixture(scope="session")
+def gpu_images(nvidia_engine, tmp_path_factory):
+    """{"bare": tag, "torch": tag}: the two small CUDA images, built for this session and removed after."""
+    context = tmp_path_factory.mktemp("gpu-context")
+    shutil.copytree(ROOT / "validate", context / "validate", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(DOCKERFILE, context / "Dockerfile")
+    session = uuidlib.uuid4().hex[:12]
+    tags = {}
+    try:
+        for target in ("bare", "torch"):
+            tag = f"gpuenv-test-gpu-set:{target}-{session}"
+            done = subprocess.run(["docker", "build", "--target", target, "--build-arg", f"CUDA_BASE={CUDA_BASE}",
+                                   "--label", f"{LABEL}={session}", "-t", tag, str(context)],
+                                  capture_output=True, text=True, timeout=BUILD_TIMEOUT)
+            assert done.returncode == 0, f"building the {target} CUDA image failed:\n{done.stderr[-3000:]}"
+            tags[target] = tag
+        yield tags
+    finally:
+        for tag in tags.values():
+            subprocess.run(["docker", "image", "rm", "-f", tag], capture_output=True, timeout=300)
+
+
+def _run(image: str, command: str, env: dict[str, str] | None = None, timeout: float = SUITE_TIMEOUT) -> subprocess.CompletedProcess:
+    """`docker run --rm --gpus all` of a shell command (removed when done, even on a timeout)."""
+    name = f"gpuenv-gpu-set-{uuidlib.uuid4().hex[:12]}"
+    flags = [arg for key, value in (env or {}).items() for arg in ("-e", f"{key}={value}")]
+    try:
+        return subprocess.run(["docker", "run", "--rm", "--name", name, "--gpus", "all", *flags, image, "sh", "-c", command],
+                              capture_output=True, text=True, timeout=timeout)
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=120)
+
+
+def _suite(image: str, *args: str, env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, dict, str]:
+    """The whole suite live in `image`: (the run, its JSON report, its own output)."""
+    command = (f"python3 -m validate --quick --json /tmp/report.json {' '.join(args)} > /tmp/out.txt 2>&1; s=$?; "
+               f"cat /tmp/out.txt; echo {REPORT_MARK}; cat /tmp/report.json; exit $s")
+    done = _run(image, command, env)
+    output, _, report = done.stdout.partition(REPORT_MARK)
+    assert report.strip(), f"no JSON report came back:\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}"
+    return done, json.loads(report), output
+
+
+def test_a_small_cuda_container_sees_the_hosts_gpus(gpu_images, host_gpus):
+    done = _run(gpu_images["bare"], "python3 -c 'import json; from validate.host import nvml; "
+                                    "print(json.dumps([g.uuid for g in sorted(nvml.read_host().gpus, key=lambda g: g.index)]))'")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [g.uuid for g in host_gpus]
+
+
+def test_without_a_framework_a_gpu_host_is_not_validated_unless_health_only(gpu_images, host_gpus):
+    done, report, output = _suite(gpu_images["bare"])
+    assert done.returncode == 1, output[-3000:]
+    assert "NOT VALIDATED: no framework in this environment" in output.strip().splitlines()[-1]
+    assert report["summary"]["ok"] is False
+    assert report["summary"]["not_validated"].startswith("not validated: no framework in this environment")
+    done, report, output = _suite(gpu_images["bare"], "--health-only")
+    assert done.returncode == 0, output[-3000:]  # a healthy host: every NVML health row passes
+    assert report["summary"]["ok"] is True and report["summary"]["health_only"] is True
+
+
+def test_the_whole_suite_reads_ready_on_a_healthy_host(gpu_images, host_gpus):
+    from gpuenv.fleet.outcome import READY, status_from_report
+
+    done, report, output = _suite(gpu_images["torch"])
+    assert done.returncode == 0, output[-4000:]
+    assert output.strip().splitlines()[-1] == "validate: every check passed (or skipped with its reason)"
+    assert report["format"] == "gpuenv-validate-report/1"
+    assert set(report["host"]) >= {"nvml", "frameworks", "checks"} and "torch" in report["host"]["frameworks"]
+    for gpu in host_gpus:
+        section = report[gpu.uuid]
+        assert section["gpu"]["index"] == gpu.index and section["gpu"]["name"] == gpu.name
+        rows = {row["check"]: row for row in section["checks"]}
+        assert rows["torch matmul correct"]["verdict"] == "pass"
+        figures = [row for name, row in rows.items() if name.startswith("matmul ") and name.endswith(" TFLOPS")]
+        assert figures and all(row["value"] > 0 for row in figures)
+        assert rows["device memory GB/s"]["value"] > 0
+    every = report["host"]["checks"] + [row for g in host_gpus for row in report[g.uuid]["checks"]]
+    assert not [row for row in every if row["verdict"] == "fail"]
+    assert any(row["check"].startswith("sustained") for row in every), "the sustained-load check ran"
+    summary = report["summary"]
+    assert summary["ok"] is True and summary["pytest_exit_status"] == 0 and summary["not_validated"] is None
+    assert status_from_report(report, 0) == (READY, "")
+
+
+def _masks(gpus: list) -> list[tuple[str, str, list[int]]]:
+    """(id, CUDA_VISIBLE_DEVICES, the NVML indexes CUDA must then show, in its order)."""
+    last = gpus[-1]
+    cases = [("first-ordinal", "0", [0]), ("last-by-uuid", last.uuid, [last.index]), ("empty", "", [])]
+    if len(gpus) > 1:
+        cases.append(("reordered", "1,0", [1, 0]))
+    return cases
+
+
+@pytest.mark.parametrize("case", ["first-ordinal", "last-by-uuid", "empty", "reordered"])
+def test_cuda_visible_devices_masks_as_cuda_documents(gpu_images, host_gpus, case):
+    if any(g.mig_enabled for g in host_gpus):
+        pytest.skip("a GPU of this host is in MIG mode: CUDA then lists MIG instances, not these GPUs")
+    masks = {name: (value, indexes) for name, value, indexes in _masks(host_gpus)}
+    if case not in masks:
+        pytest.skip("this host has one GPU: a reordered mask needs two")
+    value, indexes = masks[case]
+    probe = ("python3 -c 'import json, torch; from validate.host import nvml; from validate.host.devices import torch_gpus; "
+             "print(json.dumps(torch_gpus(torch, [g.uuid for g in nvml.read_host().gpus])))'")
+    done = _run(gpu_images["torch"], probe, {"CUDA_VISIBLE_DEVICES": value, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    by_index = {g.index: g.uuid for g in host_gpus}
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [by_index[i] for i in indexes]
+    if indexes:  # the suite's own masking check, and the GPUs the mask leaves computing, under the same mask
+        done, report, output = _suite(gpu_images["torch"], "-k", "'cuda_visible_devices or computes_on_gpu'",
+                                      env={"CUDA_VISIBLE_DEVICES": value})
+        assert done.returncode == 0, output[-3000:]
+        proven = {row["gpu"] for g in host_gpus for row in report[g.uuid]["checks"]
+                  if row["check"] == "torch matmul correct" and row["verdict"] == "pass"}
+        assert proven == {by_index[i] for i in indexes}

@@ -1,0 +1,108 @@
+"""The multi-GPU training check run for real through the suite's entry point (`python -m validate`):
+on this machine without GPUs, DDP with gloo over two processes and MirroredStrategy over two
+logical CPU devices, the same code as NCCL on GPUs. Two fault runs make rank 1 absent or slow
+(VALIDATE_DDP_FAULT) and expect the failure naming it, within the join bound. A replayed host
+skips the check with the reason."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tests.validate.test_validate_suite import MISSING, no_gpu_only
+
+REPO = Path(__file__).resolve().parents[2]
+B200 = REPO / "tests" / "validate" / "captures" / "nvidia-smi-xml" / "b200x8-580.105.08.xml"
+#: The join bound the absent-rank run is given: long enough for rank 0's framework import on a
+#: busy two-core machine, short enough for a test.
+JOIN_BOUND = 30
+
+pytestmark = [
+    pytest.mark.frameworks,
+    pytest.mark.skipif(bool(MISSING), reason=f"needs PyTorch and TensorFlow; not importable here: {', '.join(MISSING)}"),
+]
+
+
+def run_suite(out: Path, *args: str, env: dict[str, str] | None = None) -> dict:
+    full_env = {k: v for k, v in os.environ.items() if k not in ("NVIDIA_VISIBLE_DEVICES", "GPUENV_STACK_FILE", "VALIDATE_DDP_FAULT")}
+    full_env["PYTHONPATH"] = str(REPO)
+    full_env.update(env or {})
+    out.mkdir()
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "validate", "--quick", "--json", str(out / "r.json"), "--junit", str(out / "r.xml"), *args],
+                          cwd=REPO, env=full_env, capture_output=True, text=True, timeout=600)
+    report = json.loads((out / "r.json").read_text())
+    return {"status": done.returncode, "out": done.stdout + done.stderr, "seconds": time.perf_counter() - started,
+            "rows": {c["check"]: c for c in report["host"]["checks"]}, "junit": ET.parse(out / "r.xml").getroot()}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, dict]:
+    """The healthy run and the two fault runs, two at a time (each is a suite run of its own)."""
+    tmp = tmp_path_factory.mktemp("multigpu")
+    jobs = {
+        "healthy": ("-k", "ddp or mirrored", "--expect-gpus", "0"),
+        "absent": ("-k", "ddp", "--expect-gpus", "0"),
+        "slow": ("-k", "ddp", "--expect-gpus", "0"),
+    }
+    faults = {"absent": {"VALIDATE_DDP_FAULT": "absent:1", "VALIDATE_DDP_JOIN_TIMEOUT": str(JOIN_BOUND)},
+              "slow": {"VALIDATE_DDP_FAULT": "slow:1"}}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        done = pool.map(lambda key: (key, run_suite(tmp / key, *jobs[key], env=faults.get(key))), jobs)
+        return dict(done)
+
+
+@no_gpu_only
+def test_ddp_and_mirrored_train_on_the_cpu_and_pass(runs):
+    run = runs["healthy"]
+    rows = run["rows"]
+    assert run["status"] == 0, run["out"][-3000:]
+    for name in ("ddp ranks joined (2 ranks, gloo)", "ddp parameters identical (2 ranks, gloo)", "ddp training loss (2 ranks, gloo)",
+                 "ddp slowest rank (2 ranks, gloo)", "tensorflow mirrored variables identical (2 replicas, reduction to one device)",
+                 "tensorflow mirrored training loss (2 replicas, reduction to one device)"):
+        assert rows[name]["verdict"] == "pass", rows[name]
+    for name in ("ddp samples/s (2 ranks, gloo)", "ddp samples/s (1 rank, gloo)", "ddp scaling efficiency (2 ranks, gloo)",
+                 "tensorflow mirrored scaling efficiency (2 replicas, reduction to one device)"):
+        assert rows[name]["verdict"] == "not judged" and rows[name]["value"] > 0, rows[name]  # no reference for a CPU
+    dataparallel = rows["dataparallel samples/s (0 GPUs, one process)"]
+    assert dataparallel["verdict"] == "info" and dataparallel["value"] > 0 and "DDP's" in dataparallel["measured"]
+    properties = {p.get("name") for p in run["junit"].iter("property")}
+    assert "ddp scaling efficiency (2 ranks, gloo) [host]" in properties
+
+
+@no_gpu_only
+def test_an_absent_rank_fails_named_within_the_join_bound(runs):
+    run = runs["absent"]
+    row = run["rows"]["ddp ranks joined (2 ranks, gloo)"]
+    assert run["status"] != 0
+    assert row["verdict"] == "fail" and row["threshold"] == f"every rank within {JOIN_BOUND} s"
+    assert row["reason"] == f"rank 1 (cpu) never reached the rendezvous within {JOIN_BOUND} s", row
+    # the bound, plus the pytest process's and the launcher's framework imports: never a hang
+    assert row["seconds"] < JOIN_BOUND + 60, row
+
+
+@no_gpu_only
+def test_a_slow_rank_fails_named(runs):
+    run = runs["slow"]
+    row = run["rows"]["ddp slowest rank (2 ranks, gloo)"]
+    assert run["status"] != 0
+    assert row["verdict"] == "fail" and row["measured"].startswith("rank 1 (cpu)") and "rank 1 (cpu) trains at" in row["reason"], row
+    assert run["rows"]["ddp parameters identical (2 ranks, gloo)"]["verdict"] == "pass"  # slow, not wrong
+
+
+def test_a_replayed_host_skips_the_multigpu_checks_with_the_reason(tmp_path):
+    run = run_suite(tmp_path / "replay", "--replay", str(B200), "-k", "ddp or mirrored")
+    for name in ("ddp training", "tensorflow mirrored"):
+        row = run["rows"][name]
+        assert row["verdict"] == "skip" and row["replayed"], row
+        assert row["reason"].startswith("replayed host") and "runs PyTorch/TensorFlow on the host itself" in row["reason"], row
+    skipped = [case.get("name") for case in run["junit"].iter("testcase") if case.find("skipped") is not None]
+    assert sorted(skipped) == ["test_ddp_training", "test_tensorflow_mirrored"]

@@ -1,0 +1,91 @@
+"""Sections of an nvidia-smi capture whose spelling changed across driver generations, one
+parser each (pure, stdlib only). Each returns None for a section the capture does not hold or
+prints as "N/A": absence reads as "not reported", never as "none found".
+
+Spellings read, with the public captures they were checked against:
+- processes: `<processes>` / "Processes" (each entry with a type C, G or C+G; drivers 450 to
+  610 in tests/validate/captures/), and `<compute_processes>` / "Compute Processes" (compute
+  only, no type) of older drivers: driver 340.24's `nvidia-smi -q -x` of a Tesla K20m listing
+  eight processes, published in init-at/host-monitoring's nvidia-smi module (TEST_OUT), and
+  340.21's text ("Compute Processes : None");
+- fabric: `<fabric><state>/<status>` / "Fabric / State / Status" (drivers 535 and newer; N/A on
+  GPUs without an NVSwitch fabric), whose states NVIDIA's Fabric Manager user guide names
+  (https://docs.nvidia.com/datacenter/tesla/pdf/fabric-manager-user-guide.pdf).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from validate.host.smi_values import error_of, not_available, number, to_bytes
+
+if TYPE_CHECKING:  # the tree type only; capture.py imports this module
+    from validate.host.capture import Node
+
+#: NVML's nvmlGpuFabricState_t by nvidia-smi's words (NVML_GPU_FABRIC_STATE_*).
+FABRIC_STATES = {"not supported": 0, "not started": 1, "in progress": 2, "completed": 3}
+
+
+def _process_entries(section: "Node") -> list[dict[str, Any]]:
+    out = []
+    for info in section.all("process_info"):  # XML, every generation
+        out.append({
+            "pid": int(number(info.value("pid")) or 0), "type": info.value("type"),
+            "name": info.value("process_name") or "", "used": to_bytes(info.value("used_memory")),
+        })
+    for info in section.all("Process ID"):  # text: details nest under the pid
+        out.append({
+            "pid": int(number(info.text) or 0), "type": info.value("Type"),
+            "name": info.value("Name") or "", "used": to_bytes(info.value("Used GPU Memory")),
+        })
+    return out
+
+
+def processes(gpu: "Node") -> dict[str, Any] | None:
+    """The processes nvidia-smi lists on one GPU, or None when the capture does not report them.
+
+    {"compute": [...], "graphics": [...] or None, "error": NVML error or None}. The old
+    `<compute_processes>` section lists compute processes only and has no type, so graphics
+    processes stay None (not reported) there.
+    """
+    modern = gpu.find("processes|Processes")
+    old = gpu.find("compute_processes|Compute Processes")
+    section = modern if modern is not None else old
+    if section is None:
+        return None
+    error = error_of(section.text)
+    if error:
+        return {"compute": None, "graphics": None, "error": error}
+    entries = _process_entries(section)
+    if not entries and not_available(section.text):
+        return None
+    if modern is None:  # compute_processes: all compute
+        return {"compute": [dict(e, type="C") for e in entries], "graphics": None, "error": None}
+    typed = [dict(e, type=(e["type"] or "C")) for e in entries]
+    return {
+        "compute": [e for e in typed if "C" in e["type"].upper()],
+        "graphics": [e for e in typed if "G" in e["type"].upper()],
+        "error": None,
+    }
+
+
+def fabric(gpu: "Node") -> dict[str, Any] | None:
+    """The GPU's NVSwitch fabric registration as NVML's nvmlGpuFabricInfo_t would hold it:
+    {"state": 1..3, "status": 0 (Success) or nvidia-smi's words}; None when the GPU has no
+    fabric (N/A, Not Supported) or the capture's driver does not print the section."""
+    section = gpu.find("fabric|Fabric")
+    if section is None:
+        return None
+    state_text = (section.value("state|State") or "").strip()
+    state = FABRIC_STATES.get(state_text.lower())
+    if state is None or state == 0:
+        return None
+    status_text = (section.value("status|Status") or "").strip()
+    status: int | str | None
+    if status_text.lower() == "success":
+        status = 0
+    elif not status_text or not_available(status_text):
+        status = None
+    else:
+        status = status_text
+    return {"state": state, "status": status}

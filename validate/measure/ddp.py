@@ -1,0 +1,316 @@
+"""Multi-GPU training with PyTorch the way users run it: DistributedDataParallel with one process
+per GPU (torch.multiprocessing spawn, as the DDP tutorial does), and DataParallel once in one
+process beside it.
+
+The launcher runs inside a probe child (`python -m validate.measure.probe ddp ...`). Each rank
+leaves marker files in a shared folder (`arrived`: it reached the rendezvous; `joined`: its first
+collective returned), so a rank that never comes is named, with its GPU, when the join bound
+passes, instead of the job hanging in `init_process_group`. The backend is NCCL on GPUs and gloo
+on the CPU; nothing else differs. `VALIDATE_DDP_FAULT=slow:R` or `absent:R` makes rank R slow or
+absent: the fault tests prove the named failures.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import socket
+import statistics
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+#: Seconds every rank has, from its spawn, to reach the rendezvous and finish its first collective
+#: (a Python start, the framework import, a CUDA context, NCCL's communicator set-up).
+JOIN_TIMEOUT = float(os.environ.get("VALIDATE_DDP_JOIN_TIMEOUT", "90"))
+#: Seconds the training steps may take once every rank joined.
+RUN_TIMEOUT = float(os.environ.get("VALIDATE_DDP_RUN_TIMEOUT", "120"))
+FAULT_ENV = "VALIDATE_DDP_FAULT"
+#: The slow fault's extra seconds per step on its rank: on the CPU (steps of 10 to 30 ms) a rank
+#: at a tenth of its peers' speed or less, well below CPU_MIN_SHARE of their median.
+SLOW_STEP_SECONDS = 0.3
+#: (timed steps, batch per rank, image side) for the quick and full suite; 3 warm-up steps before.
+SIZES = {"quick": (30, 32, 16), "full": (60, 64, 32)}
+WARMUP = 3
+CLASSES = 10
+
+
+def cpu_threads(world: int) -> int:
+    """Threads per rank on the CPU: the cores split between the ranks. More would oversubscribe
+    them, and OpenMP threads waiting on each other then run many times slower."""
+    return max(1, (os.cpu_count() or 1) // world)
+
+
+def fault() -> tuple[str, int] | None:
+    """('slow' | 'absent', rank) from VALIDATE_DDP_FAULT, or None."""
+    value = os.environ.get(FAULT_ENV, "")
+    kind, _, rank = value.partition(":")
+    return (kind, int(rank)) if kind in ("slow", "absent") and rank.isdigit() else None
+
+
+def small_cnn(torch: Any, image: int) -> Any:
+    """The model every rank trains: small, real (convolutions, batch norm, a classifier)."""
+    nn = torch.nn
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+        nn.Linear(32 * (image // 4) ** 2, CLASSES),
+    )
+
+
+def dataset(torch: Any, samples: int, image: int) -> Any:
+    """Learnable synthetic data: each class is a fixed random image, a sample is it plus noise.
+    Seeded, so every rank builds the same set and DistributedSampler splits it."""
+    generator = torch.Generator().manual_seed(0)
+    prototypes = torch.randn(CLASSES, 3, image, image, generator=generator)
+    labels = torch.randint(0, CLASSES, (samples,), generator=generator)
+    inputs = prototypes[labels] + 0.5 * torch.randn(samples, 3, image, image, generator=generator)
+    return torch.utils.data.TensorDataset(inputs, labels)
+
+
+def state_checksum(module: Any) -> str:
+    """sha256 over every parameter's bytes, in order: equal only when bit-identical. Buffers are
+    left out on purpose: DDP broadcasts them from rank 0 before each forward, and each rank's last
+    forward then updates batch norm's running statistics from its own batch."""
+    digest = hashlib.sha256()
+    for name, tensor in module.named_parameters():
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def _mark(folder: str, rank: int, what: str, data: dict[str, Any]) -> None:
+    path = Path(folder) / f"rank{rank}.{what}"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def rank_device(torch: Any, backend: str, local_rank: int, threads: int) -> tuple[Any, str | None]:
+    """(device, GPU UUID) of a rank on this node: its own GPU with NCCL (made current, as NCCL
+    requires), else the CPU with `threads` threads."""
+    if backend == "nccl":
+        torch.cuda.set_device(local_rank)
+        return torch.device("cuda", local_rank), str(torch.cuda.get_device_properties(local_rank).uuid)
+    torch.set_num_threads(threads)
+    return torch.device("cpu"), None
+
+
+def _batches(loader: Any, sampler: Any, device: Any, count: int) -> list[tuple[Any, Any]]:
+    """`count` batches from the DistributedSampler's share, epoch after epoch (set_epoch reshuffles)."""
+    out: list[tuple[Any, Any]] = []
+    epoch = 0
+    while len(out) < count:
+        sampler.set_epoch(epoch)
+        out += [(x.to(device, non_blocking=True), y.to(device, non_blocking=True)) for x, y in loader]
+        epoch += 1
+    return out[:count]
+
+
+def train_steps(torch: Any, model: Any, batches: list[tuple[Any, Any]], device: Any, delay: float) -> tuple[list[Any], float]:
+    """SGD over `batches`; (losses, seconds of the steps after WARMUP). `delay` is the slow fault."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    losses: list[Any] = []
+    started = time.perf_counter()
+    for number, (inputs, labels) in enumerate(batches):
+        if number == WARMUP:
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            started = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(inputs), labels)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.detach())
+        if delay:
+            time.sleep(delay)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return losses, time.perf_counter() - started
+
+
+def worker(rank: int, world: int, port: int, backend: str, sizes: tuple[int, int, int], folder: str, join_timeout: float) -> None:
+    """One rank: rendezvous, DDP training with a DistributedSampler and a checksum of the
+    parameters, and the same steps as a one-GPU job for the speedup."""
+    import torch
+    import torch.distributed as dist
+
+    steps, batch, image = sizes
+    injected = fault()
+    if injected == ("absent", rank):
+        time.sleep(10 * join_timeout)  # never reaches the rendezvous; the launcher's bound ends it
+    delay = SLOW_STEP_SECONDS if injected == ("slow", rank) else 0.0
+    device, uuid = rank_device(torch, backend, rank, cpu_threads(world))
+    _mark(folder, rank, "arrived", {"pid": os.getpid(), "uuid": uuid})
+    began = time.perf_counter()
+    # The framework's own timeout is longer than the launcher's join bound, so the launcher names
+    # the missing rank first (a timeout raised here would blame the rank that waited).
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=timedelta(seconds=join_timeout + RUN_TIMEOUT))
+    dist.all_reduce(torch.ones(1, device=device))  # NCCL builds its communicator here, not in init
+    _mark(folder, rank, "joined", {"seconds": time.perf_counter() - began})
+    peer_access = None
+    if backend == "nccl" and rank == 0:
+        peer_access = {f"{i}-{j}": bool(torch.cuda.can_device_access_peer(i, j))
+                       for i in range(world) for j in range(world) if i != j}
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = small_cnn(torch, image).to(device)
+    data = dataset(torch, world * batch * 8, image)
+    sampler = torch.utils.data.distributed.DistributedSampler(data, num_replicas=world, rank=rank, shuffle=True, seed=0)
+    loader = torch.utils.data.DataLoader(data, batch_size=batch, sampler=sampler, drop_last=True)
+    batches = _batches(loader, sampler, device, WARMUP + steps)
+    # The one-GPU job: the same steps on a plain copy of the model (no gradient all-reduce), on
+    # every rank at the same time, before and after the DDP steps; the faster of the two counts
+    # (other load on the host only ever slows a run down).
+    dist.barrier()
+    _, local_seconds = train_steps(torch, copy.deepcopy(model), batches, device, delay)
+    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank] if backend == "nccl" else None)
+    dist.barrier()
+    losses, seconds = train_steps(torch, ddp, batches, device, delay)
+    checksum = state_checksum(ddp.module)
+    dist.barrier()
+    _, again = train_steps(torch, copy.deepcopy(ddp.module), batches, device, delay)
+    local_seconds = min(local_seconds, again)
+    values = [float(v) for v in losses]
+    _mark(folder, rank, "result", {
+        "rank": rank, "uuid": uuid, "checksum": checksum,
+        "first_loss": sum(values[:3]) / 3, "last_loss": sum(values[-3:]) / 3,
+        "ddp_seconds": seconds, "local_seconds": local_seconds, "timed_steps": steps, "batch": batch,
+        "peer_access": peer_access,
+    })
+    dist.destroy_process_group()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _read(folder: str, rank: int, what: str) -> dict[str, Any] | None:
+    path = Path(folder) / f"rank{rank}.{what}"
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def _stop(context: Any) -> None:
+    for process in context.processes:
+        if process.is_alive():
+            process.kill()
+    for process in context.processes:
+        process.join(5)
+
+
+def missing_ranks(world: int, arrived: set[int], joined: set[int]) -> tuple[str, list[int]]:
+    """Which ranks to blame when the join bound passes: those that never reached the rendezvous,
+    else (all came, none got through) those whose first collective did not return."""
+    absent = [r for r in range(world) if r not in arrived]
+    if absent:
+        return "never reached the rendezvous", absent
+    return "reached the rendezvous but its first collective did not return", [r for r in range(world) if r not in joined]
+
+
+def launch(world: int, backend: str, quick: bool, join_timeout: float = JOIN_TIMEOUT, run_timeout: float = RUN_TIMEOUT) -> dict[str, Any]:
+    """Spawn `world` ranks and watch them within the bounds; the ranks' results, or which rank
+    failed where (`stage` join, run or crash, `ranks`, `error`)."""
+    import torch.multiprocessing as mp
+
+    sizes = SIZES["quick" if quick else "full"]
+    with tempfile.TemporaryDirectory(prefix="gpuenv-ddp-") as folder:
+        started = time.perf_counter()
+        context = mp.start_processes(worker, args=(world, _free_port(), backend, sizes, folder, join_timeout),
+                                     nprocs=world, join=False, start_method="spawn")
+        stage, deadline = "join", started + join_timeout
+        try:
+            while True:
+                try:
+                    if context.join(timeout=0.2):
+                        break
+                except Exception as err:  # a rank died: ProcessRaisedException / ProcessExitedException
+                    rank = getattr(err, "error_index", None)
+                    return {"stage": "crash", "ranks": [rank] if rank is not None else [], "error": str(err).strip().splitlines()[-1]}
+                joined = {r for r in range(world) if _read(folder, r, "joined")}
+                if stage == "join" and len(joined) == world:
+                    stage, deadline = "run", time.perf_counter() + run_timeout
+                if time.perf_counter() > deadline:
+                    if stage == "join":
+                        arrived = {r for r in range(world) if _read(folder, r, "arrived")}
+                        why, ranks = missing_ranks(world, arrived, joined)
+                        return {"stage": "join", "ranks": ranks, "bound": join_timeout,
+                                "error": f"{why} within {join_timeout:.0f} s"}
+                    late = [r for r in range(world) if not _read(folder, r, "result")]
+                    return {"stage": "run", "ranks": late, "bound": run_timeout,
+                            "error": f"did not finish its training steps within {run_timeout:.0f} s of joining"}
+        finally:
+            _stop(context)
+        ranks = [_read(folder, r, "result") for r in range(world)]
+        joins = [(_read(folder, r, "joined") or {}).get("seconds") for r in range(world)]
+    return {"world": world, "backend": backend, "ranks": ranks, "join_seconds": joins,
+            "wall_seconds": time.perf_counter() - started}
+
+
+def dataparallel(world: int, quick: bool) -> dict[str, Any]:
+    """The same model and global batch trained with torch.nn.DataParallel in this one process
+    (over every visible GPU; on a machine without GPUs DataParallel runs the plain module)."""
+    import torch
+
+    steps, batch, image = SIZES["quick" if quick else "full"]
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    device = torch.device("cuda", 0) if gpus else torch.device("cpu")
+    if not gpus:
+        torch.set_num_threads(cpu_threads(world))  # as one DDP rank: on the CPU DataParallel is the plain module
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = torch.nn.DataParallel(small_cnn(torch, image).to(device))
+    data = dataset(torch, world * batch * 8, image)
+    loader = torch.utils.data.DataLoader(data, batch_size=world * batch, shuffle=True,
+                                         generator=torch.Generator().manual_seed(0), drop_last=True)
+    batches: list[tuple[Any, Any]] = []
+    while len(batches) < WARMUP + steps:
+        batches += [(x.to(device), y.to(device)) for x, y in loader]
+    losses, seconds = train_steps(torch, model, batches[:WARMUP + steps], device, 0.0)
+    values = [float(v) for v in losses]
+    return {"gpus": gpus, "samples_per_s": steps * world * batch / seconds if seconds > 0 else None,
+            "first_loss": sum(values[:3]) / 3, "last_loss": sum(values[-3:]) / 3}
+
+
+def summarise(ranks: list[dict[str, Any]]) -> dict[str, Any]:
+    """The job's figures from each rank's result: samples/s on N (the slowest rank sets the pace),
+    the one-GPU rate (median rank), speedup / N, each rank's one-GPU rate, and the checksums."""
+    world = len(ranks)
+    batch, steps = ranks[0]["batch"], ranks[0]["timed_steps"]
+    ddp_seconds = max(r["ddp_seconds"] for r in ranks)
+    per_rank = [steps * batch / r["local_seconds"] for r in ranks]
+    single = statistics.median(per_rank)
+    total = steps * batch * world / ddp_seconds
+    return {
+        "world": world,
+        "samples_per_s": total,
+        "single_samples_per_s": single,
+        "speedup": total / single,
+        "efficiency": total / single / world,
+        "rank_samples_per_s": per_rank,
+        "checksums": [r["checksum"] for r in ranks],
+        "losses": [(r["first_loss"], r["last_loss"]) for r in ranks],
+        "uuids": [r.get("uuid") for r in ranks],
+        "peer_access": ranks[0].get("peer_access"),
+    }
+
+
+def probe(world: int, backend: str, quick: bool, with_dataparallel: bool) -> dict[str, Any]:
+    """The probe command: the DDP job, its summary, and DataParallel's run after it."""
+    job = launch(world, backend, quick)
+    if "stage" in job:
+        return {"failed": job}
+    out: dict[str, Any] = {"backend": backend, "wall_seconds": job["wall_seconds"], "join_seconds": job["join_seconds"],
+                           **summarise(job["ranks"])}
+    if with_dataparallel:
+        try:
+            out["dataparallel"] = dataparallel(world, quick)
+        except Exception as err:  # DataParallel never fails a host: its error is reported
+            out["dataparallel"] = {"error": f"{type(err).__name__}: {err}"}
+    return out
