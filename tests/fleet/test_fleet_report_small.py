@@ -49,7 +49,7 @@ def test_a_cpu_only_host_in_a_gpu_fleet_is_named_not_ready(small_fleet):
 
 
 def test_a_cpu_only_fleet_stays_ready():
-    fleet = analyse([HostOutcome("cpu-a", READY, report=cpu_report()), HostOutcome("cpu-b", READY, report=cpu_report())], PEAKS)
+    fleet = analyse([HostOutcome("cpu-a", READY, report=cpu_report())], PEAKS)  # (two copies of one report would be a duplicate)
     assert all(o.status == READY for o in fleet.outcomes)
 
 
