@@ -1,6 +1,6 @@
-"""Print the README's table of measured references ("What the suite checks and how it judges")
-from validate/judge/gpu_peaks.yaml, to paste there when a reference changes; tests/validate/
-test_validate_floors.py fails while the README and the data disagree.
+"""Print the table of measured references in docs/suite.md ("What the suite checks and how it
+judges") from validate/judge/gpu_peaks.yaml, to paste there when a reference changes; tests/validate/
+test_validate_floors.py fails while docs/suite.md and the data disagree.
 
     python scripts/reference_table.py
 """

@@ -220,6 +220,68 @@ def stack_options(values: dict[str, Any]) -> dict[str, Any]:
     return {name: values.get(name) for name in STACK_OPTIONS}
 
 
+#: The options that choose a stack (the wheelhouse only narrows the choice, so it combines with a remembered one).
+STACK_CHOOSERS = ("cuda", "framework", "torch", "tensorflow", "python", "driver", "gpu_arch", "strict_driver")
+
+
+def current_stack_reason(c: Any, cli: dict[str, Any]) -> tuple[str, Any]:
+    """Why a task with these options addresses the stack it does: ("options" | "pinned" | "remembered" | "floats", entry).
+
+    Command-line stack options win, then the team's invoke.yaml pins, then the stack that `lock`
+    or `build` last recorded for this project (envs/locks/current.json), else the stack floats
+    (resolved for this host).
+    """
+    from gpuenv.envs import current
+    from gpuenv.envs.locking import locks_root
+
+    if any(cli.get(name) not in (None, "", False) for name in STACK_CHOOSERS):
+        return "options", None
+    settings = team_settings(c)
+    if settings.pins() or settings.strict_driver:
+        return "pinned", None
+    entry = current.read(locks_root())
+    return ("remembered", entry) if entry else ("floats", None)
+
+
+def resolve_for_task(c: Any, cli: dict[str, Any], announce: bool = True, **extra: Any) -> tuple[Any, Any]:
+    """(StackRequest, Stack) for a task that uses a stack (build, run, validate, push, install, export).
+
+    With no stack option and no invoke.yaml pin, it is the project's remembered stack, said in
+    one line on stderr (stdout stays the task's result).
+    """
+    import sys
+
+    from gpuenv.envs import current
+    from gpuenv.envs.locking import locks_root
+    from gpuenv.errors import DataError
+
+    why, entry = current_stack_reason(c, cli)
+    if why != "remembered":
+        request = stack_request(c, **cli, **extra)
+        return request, resolve(request)
+    request = stack_request(c, **{**cli, **entry.options()}, **extra)
+    stack = resolve(request)
+    where = current.current_file(locks_root())
+    if stack.stack_id != entry.stack_id:
+        raise DataError(f"{where} names {entry.stack_id}, but its options give {stack.stack_id} today (the compatibility data changed)",
+                        fix="give stack options, or rebuild with them so the project remembers the new stack")
+    if announce:
+        print(f"stack: {stack.stack_id}, remembered from the last `invoke {entry.made_by}` ({where}); stack options choose another",
+              file=sys.stderr, flush=True)
+    return request, stack
+
+
+def remember_stack(stack: Any, request: Any, made_by: str, lock_file: Path, say: Callable[[str], None]) -> None:
+    """After `lock` or `build`: make `stack` the project's current stack, and say which lock is now current."""
+    from gpuenv.envs import current
+    from gpuenv.envs.locking import locks_root
+
+    path, changed = current.record(locks_root(), stack, made_by=made_by, lock_file=lock_file, strict_driver=request.strict_driver)
+    if changed:
+        say(f"current stack: {stack.stack_id} (lock {lock_file}), recorded in {path}: build, run, validate, push, install and "
+            "export use it when no stack option is given")
+
+
 PIN_FIX = "upgrade the driver, or pin another stack (gpuenv.cuda / gpuenv.torch / gpuenv.tensorflow in invoke.yaml)"
 
 
@@ -289,6 +351,6 @@ def image_or_stack(c: Any, image: str | None, stack_options: dict[str, Any], ver
         with report:
             share.ensure_image(ref, progress=report.layer, say=report.phase)
         return ref, ref, images.is_cpu_image(ref)
-    stack = resolve(stack_request(c, **stack_options))
+    _request, stack = resolve_for_task(c, stack_options)
     ref = images.image_for_stack(stack)
     return ref, f"{stack.stack_id} ({Engine.local().image_name(ref)})", stack.is_cpu

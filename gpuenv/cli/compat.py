@@ -20,27 +20,38 @@ def settings_report(c) -> dict:
 
 
 def team_stack_report(c) -> dict:
-    """The stack every task resolves from the team's settings alone (no command-line options), and
-    whether the team pinned it (the same stack on every server) or it floats (resolved per host)."""
+    """The stack every task addresses with no command-line stack options, and why: the team pinned
+    it in invoke.yaml, `lock`/`build` remembered it for this project (envs/locks/current.json), or
+    it floats (each host resolves its own)."""
+    from gpuenv.cli.common import current_stack_reason, resolve_for_task
+    from gpuenv.envs.current import current_file
+    from gpuenv.envs.locking import locks_root
     from gpuenv.errors import GpuenvError
 
     try:
-        request = stack_request(c)
-        pinned = request.pinned
-        stack = resolve(request)
+        why, entry = current_stack_reason(c, {})
+        request, stack = resolve_for_task(c, {}, announce=False) if why == "remembered" else (stack_request(c), None)
+        stack = stack or resolve(request)
     except GpuenvError as err:
         return {"available": False, "why": err.render()}
-    return {"available": True, "pinned": pinned, **stack.to_dict()}
+    report = {"available": True, "pinned": why == "pinned", "current": why, **stack.to_dict()}
+    if entry:
+        report["remembered_from"] = {"file": str(current_file(locks_root())), "made_by": entry.made_by, "lock_file": entry.lock_file}
+    return report
 
 
 def format_team_stack(team: dict) -> str:
     if not team.get("available"):
-        return f"team      no stack: {team['why']}"
-    line = f"team      {team['stack_id']}  base {team['base_image']}  ({team['pip_requirement']}): what tasks build with no stack options"
-    if team.get("pinned"):
+        return f"current   no stack: {team['why']}"
+    line = f"current   {team['stack_id']}  base {team['base_image']}  ({team['pip_requirement']}): what tasks address with no stack options"
+    if team.get("current") == "pinned":
         return line + "\n          pinned (invoke.yaml): every server addresses this stack; a driver that cannot run it is an error"
+    if team.get("current") == "remembered":
+        source = team["remembered_from"]
+        return (line + f"\n          remembered: the last `invoke {source['made_by']}` recorded it in {source['file']} (commit it with the lock); "
+                "invoke.yaml pins or stack options choose another")
     return (line + "\n          the stack floats: each host resolves its own from its driver and the data; pin gpuenv.cuda, "
-            "gpuenv.python and gpuenv.torch (or tensorflow) in invoke.yaml for one stack everywhere")
+            "gpuenv.python and gpuenv.torch (or tensorflow) in invoke.yaml for one stack everywhere, or `invoke build` one to remember it")
 
 
 def format_settings(report: dict) -> str:

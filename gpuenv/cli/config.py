@@ -41,6 +41,7 @@ DEFAULTS: dict[str, Any] = {
     "registry": None,
     "conda_channels": None,
     "conda_mirrors": None,
+    "expect_gpus": None,
     "fleet": {
         "hosts": None,
         "parallel": None,
@@ -63,6 +64,7 @@ IMPLIED = {
     "registry": "none",
     "conda_channels": "the environment's channels (conda-forge)",
     "conda_mirrors": "none",
+    "expect_gpus": "none",
     "fleet.hosts": "this host only",
     "fleet.parallel": "8",
     "fleet.outlier_floor": "0.9",
@@ -212,6 +214,8 @@ class Settings:
     conda_channels: tuple[str, ...] = ()
     #: CHANNEL=URL lines: a conda channel (name or URL) read from a mirror (file:// or http)
     conda_mirrors: tuple[str, ...] = ()
+    #: GPUs every server must show (`validate --expect-gpus`); None: a host with no NVIDIA driver is CPU-only.
+    expect_gpus: int | None = None
     fleet: FleetSettings = field(default_factory=FleetSettings)
     origin: Mapping[str, str] = field(default_factory=dict, compare=False)
 
@@ -288,6 +292,7 @@ def settings_from(merged: Mapping[str, Any] | None, layers: Sequence[Layer]) -> 
         registry=checked("registry", lambda _k, v: parse_registry(v)),
         conda_channels=checked("conda_channels", _string_list) or (),
         conda_mirrors=checked("conda_mirrors", _mirror_list) or (),
+        expect_gpus=checked("expect_gpus", _gpu_count),
         fleet=FleetSettings(
             hosts=checked("fleet.hosts", _string_list) or (),
             parallel=checked("fleet.parallel", _positive_int),
@@ -431,6 +436,13 @@ def _image_name(key: str, value: Any) -> str:
     if not _IMAGE_NAME.fullmatch(text.split("/", 1)[-1] if "/" in text else text) or any(c.isspace() for c in text):
         raise BadInput(f"{text!r} is not an image name", fix="use e.g. nvidia/cuda:12.1.1-base-ubuntu22.04 (lower case, no spaces)")
     return text
+
+
+def _gpu_count(key: str, value: Any) -> int:
+    """A number of GPUs: 0 or more (0: CPU-only servers, said on purpose)."""
+    if value == 0 and not isinstance(value, (bool, float)):
+        return 0
+    return _positive_int(key, value)
 
 
 def _positive_int(key: str, value: Any) -> int:

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuenv.cli.common import OUTPUT_HELP, STACK_HELP, is_dry, reporter, resolve, stack_options, stack_request, task, team_settings, user_errors
+from gpuenv.cli.common import (
+    OUTPUT_HELP, STACK_HELP, is_dry, remember_stack, reporter, resolve, resolve_for_task, stack_options, stack_request, task, team_settings,
+    user_errors,
+)
 from gpuenv.cli.config import mirror_map
 
 _LOCK_HELP = {
@@ -20,7 +23,8 @@ _LOCK_HELP = {
     "the framework build, the framework's wheel index is not contacted (default: invoke.yaml gpuenv.wheelhouse)",
     "file": "lock this environment.yml (e.g. one received from a colleague) instead of the rendered spec; "
     "the team file is not merged into it",
-    "force": "relock even when the inputs are unchanged since the last lock",
+    "force": "relock even when the inputs are unchanged since the last lock; and replace a lock made from another source "
+    "(the team's spec, or another --file), which is refused otherwise",
     "team_file": "the team's extra packages (default: envs/team.yml)",
     **OUTPUT_HELP,
 }
@@ -48,6 +52,31 @@ def _lock_plan_text(stack, request, wheelhouse, team_file, file) -> str:
     return "\n".join(lines)
 
 
+def _source(env_file: str | None) -> str:
+    return f"{env_file} (invoke lock --file)" if env_file else "the team's spec (the stack and envs/team.yml)"
+
+
+def _refuse_replacing(lock_dir: Path, file: str | None, force: bool) -> None:
+    """A lock made from another source (the team's spec, or another --file) is the team's current
+    lock of that stack: replacing it silently would change every build. --force replaces it."""
+    from gpuenv.envs import lockdir
+    from gpuenv.errors import BadInput, DataError
+
+    if force or not lockdir.has_lock(lock_dir):
+        return
+    try:
+        meta = lockdir.read_metadata(lock_dir)
+    except DataError:
+        return  # a damaged or older lock: ensure_lock says so, or relocks it
+    if meta is None:
+        return
+    old = str(Path(meta.env_file).resolve()) if meta.env_file else None
+    new = str(Path(file).resolve()) if file else None
+    if old != new:
+        raise BadInput(f"{lock_dir} holds the lock of {_source(meta.env_file)}; locking {_source(file)} would replace it",
+                       fix="pass --force to replace it (it becomes the stack's current lock), or keep the current one")
+
+
 @task(help=_LOCK_HELP, iterable=["platform"])
 @user_errors
 def lock(
@@ -56,7 +85,7 @@ def lock(
 ):
     """Pin every package of the stack's environment into envs/locks/<stack>/ (skipped when nothing changed)."""
     from gpuenv.cli.paths import check_paths
-    from gpuenv.envs.locking import ensure_lock
+    from gpuenv.envs.locking import ensure_lock, lock_directory, lock_file_name
 
     check_paths(wheelhouse=wheelhouse, file=file, team_file=team_file)
     request = stack_request(c, **stack_options(locals()), backend=backend, platforms=list(platform or []))
@@ -67,6 +96,7 @@ def lock(
     if is_dry(c):
         print(_lock_plan_text(stack, request, wheelhouse, team_file, file))
         return
+    _refuse_replacing(lock_directory(stack), file, force)
     chosen_backend = request.backend or ("uv" if wheelhouse else "conda-lock")
     with report:
         report.say(f"stack: {stack.stack_id}")
@@ -84,39 +114,58 @@ def lock(
             conda_channels=settings.conda_channels,
             mirrors=mirror_map(settings.conda_mirrors),
         )
+        remember_stack(stack, request, "lock", lock_directory(stack) / lock_file_name(result.backend), report.say)
     state = "unchanged" if result.skipped else "locked"
-    report.result(f"{state}: {result.files} (backend {result.backend}, inputs {result.input_hash[:12]})")
+    report.result(f"{state}: {result.files} (backend {result.backend}, inputs {result.input_hash[:12]})\n"
+                  f"current lock of {stack.stack_id}: {lock_directory(stack) / lock_file_name(result.backend)}, from {_source(file)}")
 
 
 @task(
     help={
         **STACK_HELP,
-        "output": "where to write the environment.yml (default: environment.yml in the current folder)",
+        "output": "where to write the file (default: environment.yml; with --lock the lock's own name, "
+        "requirements.lock.txt or conda-lock.yml, in the current folder)",
         "team_file": "the team's extra packages (default: envs/team.yml)",
+        "unpinned": "write the environment.yml even when the stack has no lock: version ranges, not pins (refused otherwise)",
+        "lock": "hand over the hashed form instead: the stack's lock file itself (conda-lock.yml or requirements.lock.txt, "
+        "every package with its hash), for conda-lock, pixi, uv or pip --require-hashes",
     }
 )
 @user_errors
-def export(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None, output="environment.yml",
-           team_file=None, strict_driver=False, wheelhouse=None):
-    """Write an environment.yml for conda/mamba: pinned from the stack's lock when there is one."""
+def export(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None, output=None,
+           team_file=None, strict_driver=False, wheelhouse=None, unpinned=False, lock=False):
+    """Share the stack's environment: an environment.yml pinned from its lock (unpinned only when asked), or with --lock the hashed lock itself."""
     from gpuenv.cli.paths import check_paths
-    from gpuenv.envs.export import export_environment, pinned_from_lock
+    from gpuenv.envs.export import check_output, export_environment, export_lock, lock_file_for_sharing, pinned_from_lock
     from gpuenv.envs.locking import lock_directory
+    from gpuenv.errors import BadInput
 
-    from gpuenv.envs.export import check_output
-
+    if lock and unpinned:
+        raise BadInput("--lock and --unpinned contradict each other: a lock is all pins", fix="give one of them")
     check_paths(output=output, team_file=team_file)
-    check_output(Path(output))  # before the stack is resolved: a missing folder is named, never made
-    request = stack_request(c, **stack_options(locals()))
-    stack = resolve(request)
+    if output:
+        check_output(Path(output))  # before the stack is resolved: a missing folder is named, never made
+    _request, stack = resolve_for_task(c, stack_options(locals()))
+    if lock:
+        source = lock_file_for_sharing(stack)
+        target = Path(output or source.name)
+        if is_dry(c):
+            print(f"would copy {source} (hashed) to {target} for {stack.stack_id}; nothing written (--dry)")
+            return
+        result = export_lock(stack, target)
+        print(f"wrote {result.path} for {stack.stack_id}: the lock itself, every package with its hash (from {result.lock})")
+        return
+    target = Path(output or "environment.yml")
     if is_dry(c):
         found = pinned_from_lock(lock_directory(stack))
-        how = f"pinned from {found[2]}" if found else "not pinned (no lock yet)"
-        print(f"would write {output} for {stack.stack_id}, {how}; nothing written (--dry)")
+        how = f"pinned from {found[2]}" if found else ("not pinned (--unpinned)" if unpinned else "refused: no lock yet (--unpinned to allow)")
+        print(f"would write {target} for {stack.stack_id}, {how}; nothing written (--dry)")
         return
-    result = export_environment(stack, Path(output), team_file=Path(team_file) if team_file else None)
-    how = f"pinned from {result.lock}" if result.lock else "not pinned (no lock yet: run `invoke lock` first)"
+    result = export_environment(stack, target, team_file=Path(team_file) if team_file else None, unpinned=unpinned)
+    how = f"pinned from {result.lock}" if result.lock else "NOT pinned: version ranges (--unpinned)"
     print(f"wrote {result.path} for {stack.stack_id}, {how}")
+    if result.lock:
+        print(f"the hashed form (every package with its hash): invoke export --lock, or share {result.lock}")
 
 
 def _no_index_when_complete(plan, offline: bool):
@@ -162,9 +211,8 @@ def install(
 
     installer.check_prefix(prefix)  # before anything slow: a bad prefix is one line at once
     check_paths(wheelhouse=wheelhouse)
-    request = stack_request(c, **stack_options(locals()))
     report = reporter(verbose, quiet)
-    stack = resolve(request)
+    request, stack = resolve_for_task(c, stack_options(locals()))
     lock_dir = lock_directory(stack)
     wheels = Path(request.wheelhouse) if request.wheelhouse else None
     if wheels is None and not offline:

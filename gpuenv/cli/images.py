@@ -9,7 +9,7 @@ from pathlib import Path
 from invoke.exceptions import Exit
 
 from gpuenv.cli.common import (
-    OUTPUT_HELP, STACK_HELP, image_or_stack, is_dry, reporter, resolve, stack_options, stack_request, task, team_settings,
+    OUTPUT_HELP, STACK_HELP, image_or_stack, is_dry, remember_stack, reporter, resolve_for_task, stack_options, task, team_settings,
     user_errors,
 )
 from gpuenv.cli.config import mirror_map
@@ -85,12 +85,13 @@ def build(
     # Every option is checked before anything slow: resolving, locking, the engine.
     check_paths(ca_cert=ca_cert, wheelhouse=wheelhouse, team_file=team_file)
     images.check_build_options(tag=tag, ca_cert=ca_cert, wheelhouse=wheelhouse, team_file=team_file, backend=backend, builder=builder)
-    request = stack_request(c, **stack_options(locals()), backend=backend, base_image=base_image)
-    wheelhouse = request.wheelhouse
-    if request.base_image:  # the engine's grammar, as for --tag: 'x y' or 'Ubuntu' is one line here, not a failed pull
-        share.parse_image_ref(request.base_image, "--base-image" if base_image else "gpuenv.base_image")
+    if base_image:  # the engine's grammar, as for --tag: 'x y' or 'Ubuntu' is one line here, not a failed pull
+        share.parse_image_ref(base_image, "--base-image")
     report = reporter(verbose, quiet)
-    stack = resolve(request)
+    request, stack = resolve_for_task(c, stack_options(locals()), backend=backend, base_image=base_image)
+    wheelhouse = request.wheelhouse
+    if request.base_image and not base_image:
+        share.parse_image_ref(request.base_image, "gpuenv.base_image")
     lock_dir = lock_directory(stack)
     lock_missing = not lockdir.has_lock(lock_dir)
     lock_backend = request.backend or ("uv" if wheelhouse else "conda-lock")
@@ -134,6 +135,7 @@ def build(
         plan = images.supply_tools(plan, progress=report.phase)
         report.phase("sending the build context")
         result = images.build_stack_image(plan, progress=report.output, builder=builder or "auto")
+        remember_stack(stack, request, "build", plan.lock.path, report.say)
     image = result.image
     first = f"unchanged: reused {image.id} (same lock and inputs: every step came from the build cache)" if result.reused else f"built {image.id}"
     lines = [first, f"tags: {', '.join(plan.tags)}", f"size: {images.format_size(image.size)}", f"builder: {result.builder}"]
@@ -179,9 +181,8 @@ def push(c, registry=None, cuda=None, framework=None, torch=None, tensorflow=Non
         host = settings.registry
     else:
         raise BadInput("no registry given", fix="pass --registry HOST[:PORT], or set gpuenv.registry in invoke.yaml")
-    request = stack_request(c, **stack_options(locals()))
     report = reporter(verbose, quiet)
-    stack = resolve(request)
+    _request, stack = resolve_for_task(c, stack_options(locals()))
     plan = share.plan_push(stack, lock_directory(stack), host)
     if is_dry(c):
         print(f"stack: {stack.stack_id}\nimage: {plan.source}\nwould push: {', '.join(f'{plan.repository}:{t}' for t in plan.tags)}\nnothing pushed (--dry)")

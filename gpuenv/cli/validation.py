@@ -6,6 +6,7 @@ and for the in-image path resolves the stack, finds its image and runs the suite
 
 from __future__ import annotations
 
+import json as jsonlib  # `json` is the task's --json option
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from invoke.exceptions import Exit
 from gpuenv.cli.common import OUTPUT_HELP, STACK_HELP, STACK_OPTIONS, image_or_stack, is_dry, stack_options, task, team_settings, user_errors
 from gpuenv.engine import WORKDIR_IN_CONTAINER  # cheap: engine imports the Docker SDK lazily
 from gpuenv.errors import BadInput
+from validate.report.record import HOST_PATHS_VARIABLE
 
 
 #: The suite baked into every image (docker/Dockerfile: COPY validate/ /opt/gpuenv/validate/). Run
@@ -27,7 +29,8 @@ _HELP = {
     "cuda": STACK_HELP["cuda"] + "; picks the image to validate in (default without --local: the stack resolved for this host)",
     "image": "validate in this image instead of the stack's, e.g. HOST/gpuenv/<stack>@sha256:... as invoke push printed it; pulled (by digest) when missing",
     "gpus": "GPUs given to the container, as `docker run --gpus`: all, none, or 0,1 / GPU UUIDs (default: all; none for a CPU stack)",
-    "expect_gpus": "number of GPUs the server must show; fewer (or none) fails the run (with --local at least 1 is expected unless 0 is given)",
+    "expect_gpus": "number of GPUs the server must show; fewer (or none) fails the run (default: invoke.yaml gpuenv.expect_gpus; "
+    "else on a bare host at least 1, except a host with no NVIDIA driver and no NVIDIA device, which is validated as CPU-only)",
     "json": "write the JSON report (keyed by GPU UUID, plus 'host') to this file; with --hosts/--slurm the fleet's, keyed by host then GPU UUID",
     "junit": "write JUnit XML to this file (for CI dashboards); with --hosts/--slurm one testsuite per host",
     "quick": "smaller sizes and fewer cases: about a minute on a one-GPU server",
@@ -78,17 +81,32 @@ def suite_arguments(
     return args
 
 
-def container_path(path: str, workdir: Path) -> str:
-    """A host path under the current folder, as the container sees it (under /workspace)."""
-    resolved = Path(path).resolve()
-    try:
-        relative = resolved.relative_to(workdir.resolve())
-    except ValueError:
-        raise BadInput(
-            f"{path} is outside the current folder, which is the only folder the container sees",
-            fix=f"give a path under {workdir} (it is mounted at {WORKDIR_IN_CONTAINER})",
-        ) from None
-    return f"{WORKDIR_IN_CONTAINER}/{relative.as_posix()}"
+#: Where a report folder outside the current folder is mounted in the container (one per folder).
+REPORTS_IN_CONTAINER = "/gpuenv-reports"
+
+
+class ReportPaths:
+    """The report files of an in-image run, as the container sees them: under the current folder
+    they are under /workspace; elsewhere their folder is mounted for them. `shown` maps each
+    container path back to the path the user gave, so what the suite prints is theirs."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir.resolve()
+        self.mounts: dict[Path, str] = {}
+        self.shown: dict[str, str] = {}
+
+    def __call__(self, path: str) -> str:
+        resolved = Path(path).expanduser().resolve()
+        try:
+            inside = f"{WORKDIR_IN_CONTAINER}/{resolved.relative_to(self.workdir).as_posix()}"
+        except ValueError:
+            folder = resolved.parent
+            if not folder.is_dir():  # never made for the user (the engine would make it, owned by root)
+                raise BadInput(f"{path}: the folder {folder} does not exist", fix="create it first, or give a path in an existing folder") from None
+            mounted = self.mounts.setdefault(folder, f"{REPORTS_IN_CONTAINER}/{len(self.mounts)}")
+            inside = f"{mounted}/{resolved.name}"
+        self.shown[inside] = path
+        return inside
 
 
 def run_local(args: list[str]) -> int:
@@ -112,6 +130,8 @@ def validate(
 
     check_paths(json=json, junit=junit, save_baseline=save_baseline, baseline=baseline, report=report, rundir=rundir, prefix=prefix,
                 folders=("rundir", "prefix"))
+    if expect_gpus is None:  # the team may say every server must have GPUs (or, with 0, that none need them)
+        expect_gpus = team_settings(c).expect_gpus
     if image:  # the engine's grammar and length limit, before any host (the fleet) or engine (run in an image) is asked
         from gpuenv.images.share import parse_image_ref
 
@@ -154,14 +174,16 @@ def validate(
         workdir = Path.cwd()
         if gpus is not None:
             parse_gpus(gpus)  # before the stack is resolved or the engine asked
-        args = suite_arguments(expect_gpus, json, junit, quick, save_baseline, baseline,
-                               path_for=lambda p: container_path(p, workdir))
+        reports = ReportPaths(workdir)
+        args = suite_arguments(expect_gpus, json, junit, quick, save_baseline, baseline, path_for=reports)
         ref, name, cpu = image_or_stack(c, image, stack, verbose, quiet)
         if is_dry(c):
             print(f"would validate in {name}{' (pulled by digest if missing)' if image else ''}; nothing run (--dry)")
             return
         gpus = gpus or ("none" if cpu else "all")
         print(f"validating in {name}, GPUs: {gpus}", flush=True)
-        code = Engine.local().run_container(ref, ["python", SUITE_IN_IMAGE, *args], gpus=gpus, workdir_mount=workdir)
+        shown = {"env": {HOST_PATHS_VARIABLE: jsonlib.dumps(reports.shown)}} if reports.shown else {}
+        code = Engine.local().run_container(ref, ["python", SUITE_IN_IMAGE, *args], gpus=gpus, workdir_mount=workdir,
+                                            mounts=reports.mounts, **shown)
     if code != 0:
         raise Exit(code=code)

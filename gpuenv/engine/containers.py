@@ -41,19 +41,27 @@ class ContainersMixin:
         """The path of a usable Python `version` (X.Y) inside `image`, or None when it has none.
 
         Runs a throwaway container with the image's entrypoint replaced (nvidia/cuda's prints a
-        banner), no network, and removes it.
+        banner), no network, and removes it whatever happens. (The SDK's `containers.run(remove=True)`
+        removes only a container that ran: one whose start failed, or a wait cut short, stayed behind
+        in the Created state.)
         """
-        from docker.errors import APIError, ContainerError
+        from docker.errors import APIError
 
+        container = None
         try:
-            out = self.client.containers.run(
-                image, ["-c", _PYTHON_PROBE, version], entrypoint=["/bin/sh"], user="0:0",
-                network_disabled=True, remove=True, stdout=True, stderr=False,
+            container = self.client.containers.create(
+                image, ["-c", _PYTHON_PROBE, version], entrypoint=["/bin/sh"], user="0:0", network_disabled=True,
             )
-        except ContainerError:
-            return None
+            container.start()
+            status = int(container.wait().get("StatusCode", 1))
+            out = container.logs(stdout=True, stderr=False)
         except APIError as err:
             raise ToolError(f"cannot look for Python {version} in {image}: {short_reason(err)}", fix="check that the image has /bin/sh") from None
+        finally:
+            if container is not None:
+                quietly(lambda: container.remove(force=True))
+        if status != 0:
+            return None
         text = out.decode("utf-8", "replace").strip() if isinstance(out, bytes) else str(out).strip()
         return text or None
 
@@ -67,11 +75,13 @@ class ContainersMixin:
         env: dict[str, str] | None = None,
         stream: Progress | None = None,
         shm_size: str = DEFAULT_SHM_SIZE,
+        mounts: dict[Path, str] | None = None,
     ) -> int:
         """Run `command` in `image`, stream its output, remove the container, return its exit code.
 
         `workdir_mount` (default: the current folder) is mounted read-write at /workspace, the
-        working directory. GPUs are requested the way `docker run --gpus` does. The image must be
+        working directory; `mounts` adds host folders read-write at the container paths given
+        (reports written outside the current folder). GPUs are requested the way `docker run --gpus` does. The image must be
         present: this never pulls.
         """
         from docker.errors import APIError, ImageNotFound
@@ -95,7 +105,9 @@ class ContainersMixin:
         try:
             container = self.client.containers.create(
                 image=image, command=command or None, user=caller_user(),
-                volumes={str(mount): {"bind": WORKDIR_IN_CONTAINER, "mode": "rw"}}, working_dir=WORKDIR_IN_CONTAINER,
+                volumes={str(mount): {"bind": WORKDIR_IN_CONTAINER, "mode": "rw"},
+                         **{str(folder): {"bind": inside, "mode": "rw"} for folder, inside in (mounts or {}).items()}},
+                working_dir=WORKDIR_IN_CONTAINER,
                 **options,
             )
             container.start()

@@ -73,11 +73,17 @@ def check_output(output: Path) -> None:
         raise BadInput(f"--output {output}: the folder {parent} {what}", fix="create it first, or give a path in an existing folder")
 
 
-def export_environment(stack: Stack, output: Path, *, team_file: Path | None = None) -> ExportResult:
-    """Write the environment.yml for `stack` to `output` atomically."""
+UNPINNED_FIX = "run invoke lock with the same stack options first (then the file is pinned), or pass --unpinned to share ranges on purpose"
+
+
+def export_environment(stack: Stack, output: Path, *, team_file: Path | None = None, unpinned: bool = False) -> ExportResult:
+    """Write the environment.yml for `stack` to `output` atomically. Without a lock it would hold
+    version ranges, which resolve differently next month: refused unless `unpinned` is asked for."""
     check_output(output)
     directory = locking.lock_directory(stack)
     found = pinned_from_lock(directory, stack)
+    if found is None and not unpinned:
+        raise BadInput(f"{stack.stack_id} has no lock in {directory}: the environment.yml would not be pinned", fix=UNPINNED_FIX)
     if found is not None:
         meta = lockdir.read_metadata(directory)
         assert meta is not None  # verified just now
@@ -88,10 +94,32 @@ def export_environment(stack: Stack, output: Path, *, team_file: Path | None = N
         _, team = locking.read_team_file(team_file)
         text = spec.render_export(stack, spec.merge_packages(stack, team), None)
         lock_path = None
+    _write(output, text)
+    return ExportResult(path=output, lock=lock_path)
+
+
+def lock_file_for_sharing(stack: Stack) -> Path:
+    """The stack's verified lock file (conda-lock.yml or requirements.lock.txt): every package
+    with its hash, the form conda-lock and pixi share. A missing lock is one line with the fix."""
+    directory = locking.lock_directory(stack)
+    if not lockdir.has_lock(directory):
+        raise BadInput(f"{stack.stack_id} has no lock in {directory}: there is no hashed form to share yet",
+                       fix="run invoke lock with the same stack options first")
+    return lockdir.verify(directory, stack).path
+
+
+def export_lock(stack: Stack, output: Path) -> ExportResult:
+    """Copy the stack's verified, hashed lock file to `output` atomically."""
+    check_output(output)
+    source = lock_file_for_sharing(stack)
+    _write(output, source.read_text(encoding="utf-8"))
+    return ExportResult(path=output, lock=source)
+
+
+def _write(output: Path, text: str) -> None:
     try:
         write_text_atomic(output, text)
     except WriteFailed as err:
         if err.user_fault:
             raise BadInput(f"--output {err}", fix="give a path in a folder you can write") from None
         raise GpuenvError(f"--output {err}", fix="free some space and run it again") from None
-    return ExportResult(path=output, lock=lock_path)

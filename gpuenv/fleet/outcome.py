@@ -28,6 +28,8 @@ TIMEOUT = "timeout"
 CANCELLED = "cancelled"
 #: Every check passed, but a GPU is below the outlier floor of its model's fleet median.
 DEGRADED = "degraded"
+#: Every check passed on a host that showed no GPU, in a fleet whose other hosts show GPUs.
+CPU_ONLY = "cpu only"
 #: The node sent a report that cannot be read (its reason says why); the other nodes are unaffected.
 MALFORMED = "malformed"
 #: The report holds a figure no GPU of its model can reach: it feeds no median (report/analysis.py).
@@ -41,7 +43,7 @@ NO_DOCKER = "no docker"
 #: SSH works and `docker` is there, but its engine does not answer (down, hung, no permission).
 ENGINE_NOT_ANSWERING = "engine not answering"
 
-STATUSES = (READY, NOT_READY, DEGRADED, UNREACHABLE, AUTH_REFUSED, NO_DOCKER, ENGINE_NOT_ANSWERING, NO_GPU_RUNTIME, FAILED,
+STATUSES = (READY, NOT_READY, DEGRADED, CPU_ONLY, UNREACHABLE, AUTH_REFUSED, NO_DOCKER, ENGINE_NOT_ANSWERING, NO_GPU_RUNTIME, FAILED,
             TIMEOUT, CANCELLED, MALFORMED, IMPLAUSIBLE, DUPLICATE)
 #: Phases a backend reports as progress while a host runs (free text is allowed too).
 #: The fleet's multi-node job is one more outcome named "multi-node job (NODES)" (gpuenv/fleet/multinode.py);

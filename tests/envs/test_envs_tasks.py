@@ -64,11 +64,16 @@ def test_export_into_a_missing_folder_names_it_and_makes_nothing(tmp_path):
     assert not (tmp_path / "missing").exists()
 
 
-def test_export_writes_an_environment_file_without_a_lock(tmp_path):
+def test_export_without_a_lock_is_refused_unless_unpinned_is_asked(tmp_path):
     out = tmp_path / "environment.yml"
-    done = run_task("export", "--cuda", "12.1", "--torch", "2.5", "--python", "3.11", "--output", str(out), locks=tmp_path / "locks")
+    options = ("--cuda", "12.1", "--torch", "2.5", "--python", "3.11", "--output", str(out))
+    done = run_task("export", *options, locks=tmp_path / "locks")
+    assert done.returncode == 2 and not out.exists(), done.stderr
+    assert done.stderr.count("\n") == 1 and "the environment.yml would not be pinned" in done.stderr and "--unpinned" in done.stderr
+    assert run_task("export", *options, "--lock", locks=tmp_path / "locks").returncode == 2, "no lock: no hashed form either"
+    done = run_task("export", *options, "--unpinned", locks=tmp_path / "locks")
     assert done.returncode == 0, done.stderr
-    assert "not pinned" in done.stdout
+    assert "NOT pinned" in done.stdout
     data = yaml.safe_load(out.read_text())
     pip = next(d["pip"] for d in data["dependencies"] if isinstance(d, dict))
     assert pip[0] == "--extra-index-url https://download.pytorch.org/whl/cu121"

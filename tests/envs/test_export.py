@@ -18,7 +18,7 @@ def pip_section(data: dict) -> list[str]:
 def test_export_without_lock_is_the_spec_with_the_index_in_the_pip_section(locks_dir, tmp_path):
     out = tmp_path / "shared" / "environment.yml"
     out.parent.mkdir()  # export names a missing folder instead of making it
-    result = export_environment(TORCH_CU121, out, team_file=FIXTURES / "team-basic" / "team.yml")
+    result = export_environment(TORCH_CU121, out, team_file=FIXTURES / "team-basic" / "team.yml", unpinned=True)
     assert result.lock is None and result.path == out
     data = yaml.safe_load(out.read_text())
     assert data["channels"] == ["conda-forge", "nodefaults"]
@@ -26,6 +26,14 @@ def test_export_without_lock_is_the_spec_with_the_index_in_the_pip_section(locks
     assert pip_section(data)[0] == "--extra-index-url https://download.pytorch.org/whl/cu121"
     assert "torch==2.5.1+cu121" in pip_section(data)
     assert sorted(p.name for p in out.parent.iterdir()) == ["environment.yml"], "no temporary file left"
+
+
+def test_export_refuses_an_unpinned_file_unless_asked(locks_dir, tmp_path):
+    out = tmp_path / "environment.yml"
+    with pytest.raises(BadInput) as err:
+        export_environment(TORCH_CU121, out)
+    assert "has no lock in" in err.value.render() and "--unpinned" in err.value.render()
+    assert not out.exists(), "nothing written"
 
 
 def test_export_refuses_a_folder_as_output(locks_dir, tmp_path):

@@ -313,4 +313,4 @@ def test_a_report_with_many_models_and_figures_keeps_the_page_bounded(monkeypatc
     assert len(plots._model_figures(fleet, "Made-up GPU 00")) == 3
     page = render_html(fleet)
     assert page.count('<figure id="dist-') == 2 and page.count('<figure id="heat-') == 2
-    assert "10 more GPU model(s) not plotted (the 2 with the most hosts are)" in page
+    assert "2 of 12 GPU model(s) plotted; not plotted: 10 beyond the 2 with the most hosts: Made-up GPU 02" in page

@@ -1,9 +1,9 @@
 """The README's air-gapped recipe, run exactly as written (issue 19 item 1).
 
-The commands are read from README.md ("Air-gapped servers"): the first block runs where PyPI
+The commands are read from docs/team.md ("Air-gapped servers", linked from the README): the first block runs where PyPI
 answers, in a fresh copy of the checkout; the second runs inside a network namespace with no
 network at all (`unshare -n`) and an empty uv cache, as on a server behind an air gap. If the
-README changes, this test runs the new text.
+page changes, this test runs the new text.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.network
 
 
 def recipe_blocks() -> list[str]:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "team.md").read_text()
     section = text.split("### Air-gapped servers", 1)[1].split("\n### ", 1)[0]
     blocks = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
     assert len(blocks) == 2, "the recipe is two blocks: where the network is, then the server"

@@ -260,7 +260,10 @@ def test_pinned_stack_is_the_same_on_every_driver(project):
 
 
 def test_without_pins_doctor_says_the_stack_floats(project):
-    doctor = run_gpuenv("doctor", cwd=project / "team", env={"HOME": str(project / "home")})
+    """No pins and no remembered stack (an empty lock folder: no envs/locks/current.json)."""
+    locks = project / "no-locks"
+    locks.mkdir(exist_ok=True)
+    doctor = run_gpuenv("doctor", cwd=project / "team", env={"HOME": str(project / "home"), "GPUENV_LOCKS_DIR": str(locks)})
     assert doctor.returncode == 0, doctor.stderr
     assert "the stack floats: each host resolves its own" in doctor.stdout
 

@@ -49,11 +49,11 @@ def test_the_shared_help_covers_every_stack_option():
 
 
 def documented_short_flags() -> dict[str, str]:
-    """`-c` cuda, `-f` framework, ... as the README's `gpuenv` section lists them."""
-    text = (ROOT / "README.md").read_text()
+    """`-c` cuda, `-f` framework, ... as the docs' `gpuenv` section lists them (docs/team.md)."""
+    text = (ROOT / "docs" / "team.md").read_text()
     section = text.split("Short flags mean the same in every task:", 1)[1].split(".", 1)[0]
     found = dict((flag, name) for flag, name in re.findall(r"`(-[a-z])` ([a-z-]+)", section))
-    assert found, "the README lists no short flags"
+    assert found, "docs/team.md lists no short flags"
     return found
 
 

@@ -117,6 +117,8 @@ def test_bare_host_expects_a_gpu_unless_told_otherwise():
     assert expectation.source == BARE_HOST and "--expect-gpus 0" in expectation.describe()
     assert expected_gpus(0, None, in_image=False) is None
     assert expected_gpus(None, None, in_image=True) is None  # a CPU image without NVIDIA_VISIBLE_DEVICES
+    assert expected_gpus(None, None, in_image=False, cpu_only_host=True) is None  # no driver, no device: CPU-only
+    assert expected_gpus(2, None, in_image=False, cpu_only_host=True).count == 2  # unless the team asks for GPUs
 
 
 def test_growth_limit_is_a_realistic_figure():

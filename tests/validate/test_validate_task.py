@@ -9,7 +9,7 @@ import pytest
 from invoke import Context
 from invoke.exceptions import Exit
 
-from gpuenv.cli.validation import container_path, suite_arguments, validate
+from gpuenv.cli.validation import ReportPaths, suite_arguments, validate
 from gpuenv.errors import BadInput
 from validate.host import nvml
 
@@ -30,10 +30,18 @@ def test_bad_gpu_count_is_bad_input(bad):
         suite_arguments(bad, None, None, False, None, None)
 
 
-def test_container_paths_must_be_under_the_mounted_folder(tmp_path):
-    assert container_path(str(tmp_path / "out" / "r.json"), tmp_path) == "/workspace/out/r.json"
-    with pytest.raises(BadInput, match="outside the current folder"):
-        container_path("/etc/r.json", tmp_path)
+def test_report_paths_anywhere_are_mounted_and_shown_as_given(tmp_path):
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    work.mkdir(), elsewhere.mkdir()
+    reports = ReportPaths(work)
+    assert reports(str(work / "out" / "r.json")) == "/workspace/out/r.json"
+    assert reports(str(elsewhere / "v.json")) == "/gpuenv-reports/0/v.json"
+    assert reports(str(elsewhere / "v.xml")) == "/gpuenv-reports/0/v.xml", "one mount per folder"
+    assert reports.mounts == {elsewhere.resolve(): "/gpuenv-reports/0"}
+    assert reports.shown["/gpuenv-reports/0/v.json"] == str(elsewhere / "v.json")
+    with pytest.raises(BadInput, match="does not exist: create it first"):
+        reports(str(tmp_path / "missing" / "r.json"))
+    assert not (tmp_path / "missing").exists()
 
 
 def test_local_with_a_stack_option_is_refused_with_exit_2():

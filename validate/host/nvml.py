@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 T = TypeVar("T")
@@ -217,6 +218,18 @@ def use_module(nv: Any) -> None:
     _MODULE = nv
 
 
+#: NVML's answer on a host with no NVIDIA driver installed.
+NO_DRIVER = "NVML: libnvidia-ml.so.1 not found (no NVIDIA driver on this host)"
+
+
+def cpu_only_host(host: "HostInfo", dev: Path = Path("/dev")) -> bool:
+    """No NVIDIA driver library and no NVIDIA device file: a machine without GPU, not a GPU server
+    whose driver broke (that one still has /dev/nvidia0, or a library NVML can load)."""
+    if host.replayed_from or host.gpus or host.error != NO_DRIVER:
+        return False
+    return not any(dev.glob("nvidia[0-9]*"))
+
+
 def _init(nv: Any = None) -> tuple[Any, str | None]:
     """Initialise NVML: (module, None) or (None, why not). Catches every error, not only NVMLError:
     nvidia-ml-py raises NVMLLibraryMismatchError (not an NVMLError) when it and the library differ."""
@@ -229,7 +242,7 @@ def _init(nv: Any = None) -> tuple[Any, str | None]:
     try:
         nv.nvmlInit()
     except nv.NVMLError_LibraryNotFound:
-        return None, "NVML: libnvidia-ml.so.1 not found (no NVIDIA driver on this host)"
+        return None, NO_DRIVER
     except nv.NVMLError_DriverNotLoaded:
         return None, "NVML: the NVIDIA kernel driver is not loaded (is the GPU passed into this container?)"
     except nv.NVMLError_NoPermission:

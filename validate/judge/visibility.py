@@ -75,11 +75,13 @@ def expected_gpus(
     cpu_stack: bool = False,
     in_image: bool = True,
     mounted: list[str] | None = None,
+    cpu_only_host: bool = False,
 ) -> GpuExpectation | None:
     """`--expect-gpus N` wins; else NVIDIA_VISIBLE_DEVICES (set by the NVIDIA container runtime
     and by CUDA base images) asking for "all" or a list means GPUs must be there, except in an
     image whose stack is a CPU build (gpuenv images set the variable for every stack). On a bare
-    host (`in_image` False) at least one GPU is expected: a broken driver must not read READY.
+    host (`in_image` False) at least one GPU is expected: a broken driver must not read READY;
+    a host with no NVIDIA driver and no NVIDIA device (`cpu_only_host`) is validated as CPU-only.
     A path (Kubernetes' volume-mounts strategy) counts the device files `mounted` under it."""
     if option is not None:
         return GpuExpectation(option, exact=True, source=f"--expect-gpus {option}") if option > 0 else None
@@ -87,7 +89,7 @@ def expected_gpus(
         return None
     value = (nvidia_visible_devices or "").strip()
     if value.lower() in ("", "void", "none"):
-        return None if in_image else GpuExpectation(1, exact=False, source=BARE_HOST)
+        return None if in_image or cpu_only_host else GpuExpectation(1, exact=False, source=BARE_HOST)
     source = f"NVIDIA_VISIBLE_DEVICES={value}"
     if value.lower() == "all":
         return GpuExpectation(1, exact=False, source=source)

@@ -8,9 +8,24 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import os
+
 from validate.files import write_text_atomic
 from validate.report.tables import format_table
 from validate.judge.thresholds import FAIL, PASS, SKIP
+
+#: Set by `invoke validate` for an in-image run: {path in the container: the path the user gave},
+#: so the report paths the suite prints are the user's, not /workspace/... or /gpuenv-reports/...
+HOST_PATHS_VARIABLE = "GPUENV_HOST_PATHS"
+
+
+def shown_path(path: str) -> str:
+    """The path to print for a report file: the user's, when the run is inside an image."""
+    try:
+        mapping = json.loads(os.environ.get(HOST_PATHS_VARIABLE) or "{}")
+    except ValueError:
+        return path
+    return mapping.get(path, path) if isinstance(mapping, dict) else path
 
 REPORT_FORMAT = "gpuenv-validate-report/1"
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from gpuenv.fleet.outcome import (
-    AUTH_REFUSED, CANCELLED, DEGRADED, DUPLICATE, ENGINE_NOT_ANSWERING, FAILED, IMPLAUSIBLE, MALFORMED, MULTINODE_TEST, NO_DOCKER,
+    AUTH_REFUSED, CANCELLED, CPU_ONLY, DEGRADED, DUPLICATE, ENGINE_NOT_ANSWERING, FAILED, IMPLAUSIBLE, MALFORMED, MULTINODE_TEST, NO_DOCKER,
     NO_GPU_RUNTIME, NOT_READY, READY, TIMEOUT, UNREACHABLE, HostOutcome,
     fleet_ready,
 )
@@ -49,8 +49,10 @@ AREA_OF_CHECK = {
 #: Hosts that are not ready, worst first: proven broken, then cannot run, then unknown, then slow.
 STATUS_ORDER = (NOT_READY, NO_GPU_RUNTIME, FAILED, TIMEOUT, MALFORMED, IMPLAUSIBLE, DUPLICATE, ENGINE_NOT_ANSWERING, NO_DOCKER,
                 AUTH_REFUSED, UNREACHABLE,
-                CANCELLED, DEGRADED, READY)
+                CANCELLED, CPU_ONLY, DEGRADED, READY)
 STATUS_RANK = {status: n for n, status in enumerate(STATUS_ORDER)}
+CPU_ONLY_REASON = ("no GPU shown, in a fleet whose other hosts show GPUs: a CPU-only host (not counted as ready; "
+                   "validate it with --expect-gpus N to fail it, or leave it out of the fleet)")
 HOST_MODEL = "host"  # baseline key of host-wide (CPU) figures, as validate/report/baseline.py writes it
 _PEAK_METRIC = re.compile(r"^matmul (fp32|tf32|bf16|fp16) TFLOPS$")
 _AREA = re.compile(r"test_\d+_([a-z_]+)\.py")
@@ -315,7 +317,13 @@ def analyse(
             ref = (baseline or {}).get(model, {}).get(name)
             fig.baseline = float(ref) if isinstance(ref, (int, float)) and not isinstance(ref, bool) else None
     final = []
+    gpu_fleet = any(row.uuid for row in rows)
     for outcome, mine in zip(checked, host_rows):
+        if outcome.status == READY and gpu_fleet and not any(row.uuid for row in mine):
+            # a CPU-only host passes its own CPU-only checks: in a GPU fleet that is neither ready nor a failure, but named
+            outcome = dataclasses.replace(outcome, status=CPU_ONLY, reason=CPU_ONLY_REASON)
+            for row in mine:
+                row.status, row.reason = outcome.status, outcome.reason
         if outcome.status == READY and any(row.outliers() for row in mine):
             outcome = dataclasses.replace(outcome, status=DEGRADED, reason=_outlier_reason(mine, outlier_floor))
             for row in mine:
@@ -439,7 +447,7 @@ def set_lies_aside(outcomes: list[HostOutcome], peaks: list[Any]) -> list[HostOu
 
 def _counts(outcomes: list[HostOutcome]) -> dict[str, int]:
     """Hosts per status, ready first; zero counts of the headline ones kept."""
-    counts = {s: 0 for s in (READY, NOT_READY, DEGRADED, UNREACHABLE, MALFORMED)}
+    counts = {s: 0 for s in (READY, NOT_READY, DEGRADED, UNREACHABLE, MALFORMED)}  # CPU_ONLY only when there is one
     for outcome in outcomes:
         counts[outcome.status] = counts.get(outcome.status, 0) + 1
     return counts

@@ -82,19 +82,31 @@ def _not_ready_html(fleet: Fleet, bad: list[tuple[HostOutcome, list[Row]]]) -> l
     return parts
 
 
+def _not_plotted_note(every: list[str], drawn: list[str], without: list[str]) -> str | None:
+    """The models left out of the plots and why, counted from what was really drawn."""
+    beyond = [m for m in every if m not in drawn and m not in without]
+    if not beyond and not without:
+        return None
+    why = []
+    if without:
+        why.append(f"{len(without)} with no figure to plot: {', '.join(without[:NAMED])}{' ...' if len(without) > NAMED else ''}")
+    if beyond:
+        why.append(f"{len(beyond)} beyond the {MAX_MODELS} with the most hosts: {', '.join(beyond[:NAMED])}{' ...' if len(beyond) > NAMED else ''}")
+    return f"{len(drawn)} of {len(every)} GPU model(s) plotted; not plotted: " + "; ".join(why)
+
+
 def _plots_html(fleet: Fleet) -> list[str]:
     every = [m for m in fleet.models if m != "no GPU shown"]
     models = every[:MAX_MODELS]
     parts = ['<section id="fleet-distributions"><h2>Figures per GPU model, against the reference and the fleet median</h2>']
-    if len(every) > len(models):
-        parts.append(f'<p class="noplot">{len(every) - len(models)} more GPU model(s) not plotted (the {len(models)} with the most '
-                     f"hosts are): {_e(', '.join(every[len(models):][:NAMED]))}{' ...' if len(every) - len(models) > NAMED else ''}</p>")
-    plotted = False
+    drawn: list[str] = []
+    without: list[str] = []
     for model in models:
         svg = _drawn(plots.plot_distributions, fleet, model, parts)
         if not svg:
+            without.append(model)
             continue
-        plotted = True
+        drawn.append(model)
         slug = re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")
         named = sorted(((r, c, f) for r, c, f in fleet.outliers if (r.model or "unknown GPU") == model),
                        key=lambda item: item[2].value / item[2].median)  # type: ignore[operator]
@@ -105,16 +117,21 @@ def _plots_html(fleet: Fleet) -> list[str]:
     for check in PLOTTED:  # the headline figures missing from every GPU are said so, not silently left out
         if not any(check in r.figures for r in fleet.rows if r.uuid):
             parts.append(f'<p class="noplot">No GPU in this fleet reported {html.escape(check)}.</p>')
-    if not plotted:
+    note = _not_plotted_note(every, drawn, without)
+    if note:
+        parts.append(f'<p class="noplot">{_e(note)}</p>')
+    if not drawn:
         parts.append('<p class="noplot">No GPU in this fleet reported a figure to plot.</p>')
-    parts.append('</section><section id="fleet-heatmap"><h2>Host &times; GPU: lowest figure against the fleet median</h2>')
+    parts.append("</section>")
+    heatmaps = []
     for model in models:
-        svg = _drawn(plots.plot_heatmap, fleet, model, parts)
+        svg = _drawn(plots.plot_heatmap, fleet, model, heatmaps)
         if svg:
             slug = re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")
-            parts.append(f'<figure id="heat-{slug}" class="plot">{svg}<figcaption>Red: below {fleet.floor:.0%} of the fleet median '
-                         f"of {_e(model)}; grey: no figure.</figcaption></figure>")
-    parts.append("</section>")
+            heatmaps.append(f'<figure id="heat-{slug}" class="plot">{svg}<figcaption>Red: below {fleet.floor:.0%} of the fleet median '
+                            f"of {_e(model)}; grey: no figure.</figcaption></figure>")
+    if heatmaps:  # a heading with nothing under it says nothing: the section is left out
+        parts += ['<section id="fleet-heatmap"><h2>Host &times; GPU: lowest figure against the fleet median</h2>', *heatmaps, "</section>"]
     return parts
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 from typing import Any
 
 from gpuenv.fleet.report.analysis import PLOTTED, Figure, Fleet, Row
@@ -46,6 +47,30 @@ def _model_figures(fleet: Fleet, model: str) -> list[tuple[str, list[tuple[Row, 
     return [(c, by_check[c]) for c in order[:MAX_FIGURES]]
 
 
+#: Figures that take a few whole values (a PCIe generation, a link width): counted per value, not binned.
+CATEGORICAL = re.compile(r"\bpcie\b.*\b(generation|gen|width)\b", re.IGNORECASE)
+
+
+def is_categorical(check: str) -> bool:
+    return bool(CATEGORICAL.search(check))
+
+
+def _plot_counts(ax: Any, check: str, points: list[tuple[Row, Figure]]) -> None:
+    """One bar per value with its count on a linear axis (a PCIe generation is 3, 4 or 5: no
+    histogram, no log axis); outliers in red."""
+    values = sorted({f.value for _, f in points})
+    good = [sum(1 for _, f in points if f.value == v and not f.outlier) for v in values]
+    low = [sum(1 for _, f in points if f.value == v and f.outlier) for v in values]
+    labels = [f"{v:g}" for v in values]
+    ax.bar(labels, good, color="#1565c0", label="GPUs")
+    if any(low):
+        ax.bar(labels, low, bottom=good, color="#c62828", label=f"outliers ({sum(low)})")
+    for n, total in enumerate(g + b for g, b in zip(good, low)):
+        ax.annotate(str(total), (n, total), ha="center", va="bottom", fontsize=7)
+    ax.set_ylabel("GPUs")
+    ax.set_xlabel("gen" if "gen" in check.lower() else "lanes" if "width" in check.lower() else "value", fontsize=7)
+
+
 def plot_distributions(fleet: Fleet, model: str) -> str | None:
     """One SVG per GPU model: a histogram per figure of every GPU of that model, with the fleet
     median, the outlier floor, the measured reference and the team baseline as lines, outliers in red.
@@ -62,6 +87,12 @@ def plot_distributions(fleet: Fleet, model: str) -> str | None:
         for n, (check, points) in enumerate(figures):
             ax = fig.add_subplot(rows, cols, n + 1)
             values = [f.value for _, f in points]
+            if is_categorical(check):
+                _plot_counts(ax, check, points)
+                ax.set_title(f"{check} ({len(values)} GPUs)", fontsize=8, parse_math=False)
+                ax.tick_params(labelsize=7)
+                ax.legend(fontsize=6, frameon=False, loc="upper left")
+                continue
             low = [f.value for _, f in points if f.outlier]
             sample = points[0][1]
             refs = [v for v in (sample.median, sample.measured, sample.baseline) if v]

@@ -1,0 +1,117 @@
+"""The project's current stack: `envs/locks/current.json`, the stack `lock` and `build` last made.
+
+uv and pixi work from the project's one lock; gpuenv keeps one lock per stack, so this small file
+says which of them the project is on. The team commits it with `envs/locks/`, and `build`, `run`,
+`validate`, `push`, `install` and `export` address that stack when no stack option is given.
+
+The file holds the options that name the stack whatever the host (CUDA, Python, the framework
+release), so a task re-resolves it through the same rules as `--cuda ... --python ...`, and the
+stack id it must come back to. It has no time stamp: rebuilding the same stack leaves it unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpuenv.errors import DataError
+from gpuenv.stack import Stack
+from validate.files import WriteFailed, json_nesting_depth, write_text_atomic
+
+FILE_NAME = "current.json"
+FORMAT = "gpuenv-current-stack/1"
+#: At most this many bytes are read: the file is a few lines.
+MAX_BYTES = 64 * 1024
+FIX = "delete it, or run `invoke build` (or `invoke lock`) with your stack options to record a stack again"
+
+
+@dataclass(frozen=True)
+class CurrentStack:
+    """What current.json records: the stack id, the options that name it, and which task made it."""
+
+    stack_id: str
+    framework: str
+    release: str
+    cuda: str
+    python: str
+    strict_driver: bool
+    made_by: str  # "lock" or "build"
+    lock_file: str  # the lock file, relative to the locks folder
+
+    def options(self) -> dict[str, Any]:
+        """The stack options that name this stack, as a task's command line would give them."""
+        return {"framework": self.framework, self.framework: self.release, "cuda": self.cuda, "python": self.python,
+                "strict_driver": self.strict_driver}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": FORMAT, "stack_id": self.stack_id, "framework": self.framework, "release": self.release,
+                "cuda": self.cuda, "python": self.python, "strict_driver": self.strict_driver, "made_by": self.made_by,
+                "lock_file": self.lock_file}
+
+    @classmethod
+    def from_dict(cls, data: Any, where: Path) -> "CurrentStack":
+        """Parse current.json: any wrong shape is one DataError naming the file and the key."""
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise DataError(f"{where}: not a gpuenv current-stack file (format {FORMAT})", fix=FIX)
+        for key in ("stack_id", "framework", "release", "cuda", "python", "made_by", "lock_file"):
+            if not isinstance(data.get(key), str) or not data[key]:
+                raise DataError(f"{where}: {key!r} is missing or not a string", fix=FIX)
+        if data["framework"] not in ("torch", "tensorflow"):
+            raise DataError(f"{where}: framework {data['framework']!r} is not torch or tensorflow", fix=FIX)
+        if not isinstance(data.get("strict_driver"), bool):
+            raise DataError(f"{where}: 'strict_driver' is not true or false", fix=FIX)
+        return cls(stack_id=data["stack_id"], framework=data["framework"], release=data["release"], cuda=data["cuda"],
+                   python=data["python"], strict_driver=data["strict_driver"], made_by=data["made_by"], lock_file=data["lock_file"])
+
+
+def current_file(locks_root: Path) -> Path:
+    return locks_root / FILE_NAME
+
+
+def record(locks_root: Path, stack: Stack, *, made_by: str, lock_file: Path, strict_driver: bool) -> tuple[Path, bool]:
+    """Make `stack` the project's current stack. Returns the file and whether it changed."""
+    try:
+        relative = lock_file.resolve().relative_to(locks_root.resolve()).as_posix()
+    except ValueError:
+        relative = str(lock_file)
+    entry = CurrentStack(stack_id=stack.stack_id, framework=stack.framework, release=stack.framework_version,
+                         cuda=stack.cuda, python=stack.python, strict_driver=strict_driver, made_by=made_by, lock_file=relative)
+    path = current_file(locks_root)
+    try:
+        recorded = read(locks_root)
+    except DataError:
+        recorded = None  # a damaged record is replaced by the stack just made
+    if recorded and recorded.to_dict() == {**entry.to_dict(), "made_by": recorded.made_by}:
+        return path, False  # the same stack: the committed file stays as it is (a build after its lock is no change)
+    text = json.dumps(entry.to_dict(), indent=2) + "\n"
+    try:
+        write_text_atomic(path, text)
+    except (WriteFailed, OSError) as err:
+        raise DataError(f"cannot record the current stack in {path}: {err}", fix="make envs/locks writable") from None
+    return path, True
+
+
+def read(locks_root: Path) -> CurrentStack | None:
+    """The recorded current stack, or None when none was recorded."""
+    path = current_file(locks_root)
+    if not path.exists():
+        return None
+    if not path.is_file():
+        raise DataError(f"{path} is not a regular file", fix=FIX)
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_BYTES + 1)
+    except OSError as err:
+        raise DataError(f"cannot read {path}: {err.strerror}", fix=FIX) from None
+    if len(raw) > MAX_BYTES:
+        raise DataError(f"{path} is over {MAX_BYTES // 1024} KiB: not a current-stack file", fix=FIX)
+    try:
+        text = raw.decode("utf-8")
+        if json_nesting_depth(text, stop_above=4) > 4:
+            raise ValueError("nested deeper than a current-stack file")
+        data = json.loads(text)
+    except (UnicodeDecodeError, ValueError) as err:
+        raise DataError(f"{path} is not JSON: {err}", fix=FIX) from None
+    return CurrentStack.from_dict(data, path)

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The README's set-up, on a fresh Debian/Ubuntu machine, as root. Idempotent: each step reuses what
+# is already there, so a second run takes seconds.
+#
+#   scripts/setup.sh [--with-test-servers]
+#
+#   docker     Debian's Docker engine and debootstrap (scripts/install-docker.sh; a running engine
+#              is left alone). --with-test-servers adds the servers the tests start on 127.0.0.1.
+#   images     the two local base images (scripts/make-test-base-image.sh): gpuenv-test-base:bookworm
+#              (Debian with Python 3.11: the quickstart's base, and the tests') and its --bare twin.
+#              No registry is needed: they are debootstrapped from Debian's mirror.
+#   venv       .venv with gpuenv, Invoke, conda-lock, uv, the Docker SDK; the CPU builds of PyTorch
+#              and TensorFlow for the tests and `invoke validate --local` on a machine without GPU.
+#   wheelhouse wheelhouse/: every wheel of the quickstart's lock (envs/locks/torch2.13.0-cpu-py3.11,
+#              committed), so the quickstart's build asks no index and needs no network.
+#
+# GPUENV_SETUP_STEPS="images wheelhouse" runs only those steps (tests, or a machine already set up).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+STEPS=${GPUENV_SETUP_STEPS:-docker images venv wheelhouse}
+QUICKSTART_LOCK=envs/locks/torch2.13.0-cpu-py3.11/requirements.lock.txt
+TORCH_CPU_INDEX=https://download.pytorch.org/whl/cpu
+if [ -n "${1:-}" ] && [ "$1" != "--with-test-servers" ]; then
+    echo "setup: unknown option $1 (the only one is --with-test-servers)" >&2
+    exit 2
+fi
+wants() { case " $STEPS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+started=$SECONDS
+say() { echo "setup [$((SECONDS - started))s]: $*"; }
+
+if wants docker; then
+    say "Docker engine (Debian docker.io) and debootstrap"
+    bash scripts/install-docker.sh ${1:+"$1"}
+fi
+if wants images; then
+    say "local base images (debootstrapped Debian, cached by name)"
+    bash scripts/make-test-base-image.sh          # with python3: the quickstart's base
+    bash scripts/make-test-base-image.sh --bare   # no python3, curl or wget, like nvidia/cuda
+fi
+if wants venv; then
+    say ".venv: gpuenv and the CPU builds of PyTorch and TensorFlow"
+    python3 -m venv .venv
+    .venv/bin/pip install -q -e ".[dev]" torch==2.13.0 tensorflow-cpu
+fi
+if wants wheelhouse; then
+    say "wheelhouse/: the wheels of $QUICKSTART_LOCK (Python 3.11)"
+    python=$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )
+    download() {
+        "$python" -m pip download -q --no-deps --require-hashes --only-binary :all: --python-version 3.11 \
+            --dest wheelhouse -r "$QUICKSTART_LOCK" "$@"
+    }
+    # pip's own index and find-links first (a mirror, or a folder holding the CPU torch wheel); the
+    # CPU torch wheel is not on PyPI, so then PyTorch's CPU index.
+    download 2>/dev/null || { say "not all found through pip's configuration: adding $TORCH_CPU_INDEX"; download --extra-index-url "$TORCH_CPU_INDEX"; }
+fi
+say "done"
