@@ -41,6 +41,7 @@ VALIDATE_RANK = {
     "validate.judge": 2,
     "validate.report": 3,
     "validate.measure": 4,
+    "validate.session": 5,
     "validate.conftest": 5,
     "validate.checks": 6,
     "validate.cli": 6,

@@ -35,6 +35,7 @@ from datetime import date
 
 from gpuenv.compat.matrix import Matrix, load_matrix, version_key as V
 from gpuenv.compat.rules.cuda import _cuda_rule, _image_minors, _place
+from gpuenv.compat.rules import fixes
 from gpuenv.compat.rules.fixes import _cuda_tries, _describe, _drop_pin, _first_fix, _fix, _join_fixes, command_for
 from gpuenv.compat.rules.frameworks import (
     DEFAULT_PYTHON_MIN_AGE_MONTHS,
@@ -198,3 +199,6 @@ def resolve_stack(request: Request, matrix: Matrix | None = None) -> Stack:
     if request.explain and cuda_wish and cuda_wish != CPU:
         stack = replace(stack, reasons=stack.reasons + tuple(_cuda_alternatives(matrix, request, stack, chosen, name)))
     return stack
+
+
+fixes.RESOLVER = resolve_stack  # a fix re-runs the whole resolver (the rules cannot import this module)

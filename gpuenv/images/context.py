@@ -13,13 +13,10 @@ import io
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, Any, Protocol
 
 from gpuenv.errors import DataError
-from gpuenv.stack import stack_json
-
-if TYPE_CHECKING:
-    from gpuenv.images.plan import BuildPlan
+from gpuenv.stack import Stack, stack_json
 
 #: Files and folders never sent to the engine (bytecode, editor litter).
 _SKIP_NAMES = {"__pycache__", ".pytest_cache", ".mypy_cache", ".DS_Store"}
@@ -35,6 +32,21 @@ class Tree:
 
 
 Source = Path | bytes | Tree
+
+
+class BuildPlan(Protocol):
+    """What the context is made from: the parts of gpuenv.images.plan.BuildPlan read here (a
+    protocol, so this module never imports the planner that imports it)."""
+
+    stack: Stack
+    lock: Any  # plan.LockFile: .path
+    labels: dict[str, str]
+    docker_dir: Path
+    validate_dir: Path
+    ca_cert: Path | None
+    no_index: bool
+    tools: Any  # gpuenv.envs.buildtools.BuildTools | None
+    locked_wheels: tuple[Path, ...]
 
 
 def label_instruction(labels: dict[str, str]) -> str:

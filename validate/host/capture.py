@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -27,7 +26,7 @@ from validate.host.archs import compute_capability_for, load_archs
 from validate.host.bounds import (  # noqa: F401 (CaptureError and ERROR_KEY are this module's names too)
     ERROR_KEY, MAX_CAPTURE_BYTES, MAX_CAPTURE_DEPTH, MAX_DIGITS, CaptureError, bounded_xml, check_counts, terminal_safe,
 )
-from validate.host.smi_values import error_of as _error_of, number as _number, to_bytes as _bytes, yes as _yes
+from validate.host.smi_values import Node, error_of as _error_of, number as _number, to_bytes as _bytes, yes as _yes
 
 RECORDING_FORMAT = "gpuenv-nvml-recording/1"
 
@@ -63,47 +62,6 @@ def error_answer(name: str) -> dict[str, str]:
 
 
 # --- one tree for both nvidia-smi forms -----------------------------------------------------
-
-
-@dataclass
-class Node:
-    """One element of nvidia-smi's output: a tag (XML) or label (text), its value, its children."""
-
-    tag: str
-    text: str = ""
-    children: list["Node"] = field(default_factory=list)
-
-    def child(self, name: str) -> "Node | None":
-        wanted = name.lower()
-        return next((c for c in self.children if c.tag.lower() == wanted), None)
-
-    def all(self, name: str) -> list["Node"]:
-        wanted = name.lower()
-        return [c for c in self.children if c.tag.lower() == wanted]
-
-    def find(self, paths: str) -> "Node | None":
-        """The first node on any of the '|'-separated paths ('a/b|A/B')."""
-        for path in paths.split("|"):
-            node: Node | None = self
-            for part in path.split("/"):
-                node = node.child(part) if node is not None else None
-            if node is not None:
-                return node
-        return None
-
-    def descendant(self, name: str) -> "Node | None":
-        """The first node of this name at any depth (text output nests some labels)."""
-        for c in self.children:
-            if c.tag.lower() == name.lower():
-                return c
-            found = c.descendant(name)
-            if found is not None:
-                return found
-        return None
-
-    def value(self, paths: str) -> str | None:
-        node = self.find(paths)
-        return None if node is None else node.text.strip()
 
 
 def _from_element(element: ET.Element) -> Node:

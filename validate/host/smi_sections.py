@@ -15,18 +15,15 @@ Spellings read, with the public captures they were checked against:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from validate.host.smi_values import error_of, not_available, number, to_bytes
-
-if TYPE_CHECKING:  # the tree type only; capture.py imports this module
-    from validate.host.capture import Node
+from validate.host.smi_values import Node, error_of, not_available, number, to_bytes
 
 #: NVML's nvmlGpuFabricState_t by nvidia-smi's words (NVML_GPU_FABRIC_STATE_*).
 FABRIC_STATES = {"not supported": 0, "not started": 1, "in progress": 2, "completed": 3}
 
 
-def _process_entries(section: "Node") -> list[dict[str, Any]]:
+def _process_entries(section: Node) -> list[dict[str, Any]]:
     out = []
     for info in section.all("process_info"):  # XML, every generation
         out.append({
@@ -41,7 +38,7 @@ def _process_entries(section: "Node") -> list[dict[str, Any]]:
     return out
 
 
-def processes(gpu: "Node") -> dict[str, Any] | None:
+def processes(gpu: Node) -> dict[str, Any] | None:
     """The processes nvidia-smi lists on one GPU, or None when the capture does not report them.
 
     {"compute": [...], "graphics": [...] or None, "error": NVML error or None}. The old
@@ -69,7 +66,7 @@ def processes(gpu: "Node") -> dict[str, Any] | None:
     }
 
 
-def fabric(gpu: "Node") -> dict[str, Any] | None:
+def fabric(gpu: Node) -> dict[str, Any] | None:
     """The GPU's NVSwitch fabric registration as NVML's nvmlGpuFabricInfo_t would hold it:
     {"state": 1..3, "status": 0 (Success) or nvidia-smi's words}; None when the GPU has no
     fabric (N/A, Not Supported) or the capture's driver does not print the section."""

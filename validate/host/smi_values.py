@@ -1,4 +1,4 @@
-"""nvidia-smi's values as numbers and flags (pure, stdlib only), shared by every section parser.
+"""nvidia-smi's values as numbers and flags, and the tree (`Node`) both of its forms are read into (pure, stdlib only), shared by every section parser.
 
 A value nvidia-smi could not read is printed as "N/A" (NVML answered NotSupported) or as the
 error itself ("GPU is lost"); both read here as None or as the NVML error, never as 0 or "no".
@@ -7,6 +7,7 @@ error itself ("GPU is lost"); both read here as None or as the NVML error, never
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 #: nvidia-smi's words for a value it could not read, and the NVML error each stands for.
 ERROR_WORDS = {
@@ -53,3 +54,44 @@ def yes(text: str | None) -> bool | None:
     if word in ("no", "disabled", "not active", "false"):
         return False
     return None
+
+
+@dataclass
+class Node:
+    """One element of nvidia-smi's output: a tag (XML) or label (text), its value, its children."""
+
+    tag: str
+    text: str = ""
+    children: list["Node"] = field(default_factory=list)
+
+    def child(self, name: str) -> "Node | None":
+        wanted = name.lower()
+        return next((c for c in self.children if c.tag.lower() == wanted), None)
+
+    def all(self, name: str) -> list["Node"]:
+        wanted = name.lower()
+        return [c for c in self.children if c.tag.lower() == wanted]
+
+    def find(self, paths: str) -> "Node | None":
+        """The first node on any of the '|'-separated paths ('a/b|A/B')."""
+        for path in paths.split("|"):
+            node: Node | None = self
+            for part in path.split("/"):
+                node = node.child(part) if node is not None else None
+            if node is not None:
+                return node
+        return None
+
+    def descendant(self, name: str) -> "Node | None":
+        """The first node of this name at any depth (text output nests some labels)."""
+        for c in self.children:
+            if c.tag.lower() == name.lower():
+                return c
+            found = c.descendant(name)
+            if found is not None:
+                return found
+        return None
+
+    def value(self, paths: str) -> str | None:
+        node = self.find(paths)
+        return None if node is None else node.text.strip()

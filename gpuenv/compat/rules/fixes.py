@@ -3,7 +3,7 @@ and the `invoke resolve` command line of a request."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Iterable
+from typing import Callable, Iterable
 
 from gpuenv.compat.matrix import Matrix
 from gpuenv.compat.rules.request import Request, _NAMES
@@ -18,12 +18,17 @@ def _describe(stack: Stack) -> str:
     return f"{name} {stack.framework_version} {build}, Python {stack.python}{where}"
 
 
+#: The whole resolver, which a fix re-runs with some wishes changed. gpuenv.compat.resolve applies
+#: these rules and registers itself here when it loads, so the rules never import it (no cycle).
+RESOLVER: Callable[[Request, Matrix], Stack] | None = None
+
+
 def _suggest(request: Request, matrix: Matrix, **changes: object) -> Stack | None:
     """The stack that the request gives with some wishes changed, or None (for concrete fixes)."""
-    from gpuenv.compat.resolve import resolve_stack  # deferred: a fix re-runs the whole resolver, which applies these rules
-
+    if RESOLVER is None:
+        raise RuntimeError("gpuenv.compat.resolve registers the resolver before any rule runs")
     try:
-        return resolve_stack(replace(request, explain=False, **changes), matrix)  # type: ignore[arg-type]
+        return RESOLVER(replace(request, explain=False, **changes), matrix)  # type: ignore[arg-type]
     except GpuenvError:
         return None
 
