@@ -338,6 +338,7 @@ def image_or_stack(c: Any, image: str | None, stack_options: dict[str, Any], ver
     image: from the stack, or from REF's labels)."""
     from gpuenv.engine import Engine
     from gpuenv.images import plan as images, share
+    from gpuenv.images.identity import checkout_suite
     from gpuenv.errors import BadInput
 
     if image:
@@ -353,4 +354,14 @@ def image_or_stack(c: Any, image: str | None, stack_options: dict[str, Any], ver
         return ref, ref, images.is_cpu_image(ref)
     _request, stack = resolve_for_task(c, stack_options)
     ref = images.image_for_stack(stack)
-    return ref, f"{stack.stack_id} ({Engine.local().image_name(ref)})", stack.is_cpu
+    engine = Engine.local()
+    info = engine.image_info(ref)
+    suite = checkout_suite()
+    if info is not None and suite is not None and info.labels.get(images.SUITE_LABEL) != suite:
+        import sys
+
+        # Never silent: the image of this lock was built with another suite (another checkout, or
+        # before the suite changed here), and that is the suite that will judge this server.
+        print(f"gpuenv: the image of {stack.stack_id} carries another validation suite than this checkout's: "
+              "invoke build to use this one", file=sys.stderr)
+    return ref, f"{stack.stack_id} ({engine.image_name(ref)})", stack.is_cpu

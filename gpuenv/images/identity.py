@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Iterable
 
 from gpuenv.envs.lockdir import file_sha256
-from gpuenv.images.context import Source, Tree
+from gpuenv import VALIDATE_DIR
+from gpuenv.images.context import Source, Tree, suite_entries
 
 #: Context entries the install stage copies or is defined by (the Dockerfile is under docker/).
 INSTALL_STAGE = ("docker/", "install/")
@@ -95,3 +96,8 @@ def suite_hash(entries: Iterable[tuple[str, Source]]) -> str:
     """The identity of the validation suite in an image (validate/ of the context), for the
     io.gpuenv.suite label: `validate` can then prefer the image that carries this checkout's suite."""
     return inputs_hash(entries, buildargs={}, base_id="", only=("image/validate/",))
+
+
+def checkout_suite() -> str | None:
+    """The hash of this checkout's validation suite, as images carry it (io.gpuenv.suite); None without one."""
+    return suite_hash(suite_entries(VALIDATE_DIR)) if VALIDATE_DIR.is_dir() else None

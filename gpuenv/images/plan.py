@@ -481,8 +481,7 @@ def image_for_stack(stack: Stack, lock_dir: Path | None = None) -> str:
     # No lock: the newest image of the stack. A lock that fails its checks is an error, never
     # a silent fallback to whatever image is newest.
     lock_hash = read_lock(lock_dir, stack).sha256 if lockdir.has_lock(lock_dir) else None
-    suite = identity.suite_hash(suite_entries(VALIDATE_DIR)) if VALIDATE_DIR.is_dir() else None
-    return pick_image(Engine.local().find_images({STACK_LABEL: stack.stack_id}), stack, lock_hash, suite)
+    return pick_image(Engine.local().find_images({STACK_LABEL: stack.stack_id}), stack, lock_hash, identity.checkout_suite())
 
 
 def is_cpu_image(ref: str) -> bool:

@@ -85,3 +85,23 @@ def test_image_for_stack_refuses_a_lock_of_another_stack(tmp_path, monkeypatch):
     with pytest.raises(GpuenvError) as err:
         image_for_stack(TORCH_CPU, tmp_path)
     assert TF_CPU.stack_id in str(err.value) and TORCH_CPU.stack_id in str(err.value)
+
+
+@pytest.mark.parametrize("carried, warned", [("this checkout's", False), ("another checkout's", True)])
+def test_run_and_validate_say_when_the_image_carries_another_suite(monkeypatch, capsys, carried, warned):
+    """An image of the current lock built with another suite (another checkout, or before the suite
+    changed here) is still used, but never silently: one line says whose suite will judge."""
+    from gpuenv.cli import common
+    from gpuenv.images import identity, plan
+
+    ours = identity.checkout_suite()
+    labels = {STACK_LABEL: TORCH_CPU.stack_id, plan.SUITE_LABEL: ours if warned is False else "0" * 64}
+    image = ImageInfo("sha256:only", [], 1, "2026-11-01T10:00:00Z", labels)
+    recorded = SimpleNamespace(image_info=lambda ref: image, image_name=lambda ref: "gpuenv/x:y")
+    monkeypatch.setattr(Engine, "local", classmethod(lambda cls, timeout=None: recorded))
+    monkeypatch.setattr(common, "resolve_for_task", lambda c, options: (None, TORCH_CPU))
+    monkeypatch.setattr(plan, "image_for_stack", lambda stack: image.id)
+    ref, _name, _cpu = common.image_or_stack(SimpleNamespace(), None, {}, False, False)
+    assert ref == "sha256:only"
+    said = capsys.readouterr().err
+    assert ("carries another validation suite than this checkout's" in said) is warned, said
