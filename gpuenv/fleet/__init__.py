@@ -2,6 +2,7 @@
 (Docker hosts over SSH, Slurm) and merge the per-host reports into one fleet report.
 
 Each backend turns "these servers" into a list of `HostOutcome` (outcome.py); the report
-(report.py) is a pure render of that list. See docs/fleet-backends.md for the shape a new
+(report/) analyses that list once into a `Fleet` and renders it per format, each a pure function;
+after the nodes' own suites, multinode.py runs one job across them (Slurm). See docs/fleet-backends.md for the shape a new
 backend (a Kubernetes Job, say) follows.
 """
