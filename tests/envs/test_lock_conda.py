@@ -80,6 +80,16 @@ def test_an_unknown_package_is_one_line_naming_it_and_the_channel(conda_channel,
     assert not (locks_dir / TORCH_CPU.stack_id).exists()
 
 
+def test_a_conflict_is_one_line_naming_the_packages_and_the_channel(conda_channel, standin_wheels, locks_dir, tmp_path):
+    """Two wishes no build satisfies together: the solver's reason, in one line, with the channel."""
+    with pytest.raises(ToolError) as err:
+        ensure_lock(TORCH_CPU, backend="conda-lock", wheelhouse=standin_wheels, mirrors=mirror_of(conda_channel),
+                    team_file=team_file(tmp_path, "gpuenv-hello>=1.0", "gpuenv-hello<1.0"))
+    text = err.value.render()
+    assert "gpuenv-hello" in text and CONDA_FORGE in text and "\n" not in text, text
+    assert not (locks_dir / TORCH_CPU.stack_id).exists()
+
+
 def test_an_unreachable_channel_is_one_line(standin_wheels, locks_dir, tmp_path):
     with pytest.raises(ToolError) as err:
         ensure_lock(TORCH_CPU, backend="conda-lock", wheelhouse=standin_wheels, mirrors={"conda-forge": "http://127.0.0.1:9/conda-forge"})
