@@ -59,11 +59,17 @@ def test_dry_run_and_validate_run_nothing(tmp_path):
     assert proc.returncode == 0 and "-m validate --json" in proc.stdout and not (tmp_path / "r.json").exists()
 
 
-def test_dry_push_names_what_it_would_push(cpu_uv_lock, locks_dir):
+def test_dry_push_names_what_it_would_push(team_image, cpu_stack, locks_dir, monkeypatch):
+    """The names come from the image push would send (its inputs hash), which must exist: push never builds."""
+    from gpuenv.engine import Engine
+    from gpuenv.images import plan as images
+
     proc = run_invoke("--dry", "push", *CPU_STACK_ARGS, "-r", "127.0.0.1:1", env={"GPUENV_LOCKS_DIR": str(locks_dir)})
     assert proc.returncode == 0, proc.stderr
+    monkeypatch.setenv("GPUENV_LOCKS_DIR", str(locks_dir))
+    chosen = Engine.local().image_info(images.image_for_stack(cpu_stack))
     repo = "127.0.0.1:1/gpuenv/torch2.13.0-cpu-py3.11"
-    assert f"would push: {repo}:{cpu_uv_lock.sha256[:12]}, {repo}:latest" in proc.stdout
+    assert f"would push: {repo}:{chosen.labels[images.INPUTS_LABEL][:12]}, {repo}:latest" in proc.stdout
     assert "nothing pushed (--dry)" in proc.stdout
 
 

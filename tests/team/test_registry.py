@@ -41,12 +41,20 @@ def local_tags(image_id: str) -> list[str]:
     return sorted(info.tags) if info else []
 
 
-def test_push_then_pull_by_digest_then_run_and_validate(team_image, registry, locks_dir, cpu_stack, tmp_path):
+def test_push_then_pull_by_digest_then_run_and_validate(team_image, registry, locks_dir, cpu_stack, tmp_path, monkeypatch):
     from gpuenv.engine import Engine
+    from gpuenv.images import plan as images
 
     engine = Engine.local()
 
     env = {"GPUENV_LOCKS_DIR": str(locks_dir)}
+    # What push sends: the newest image of the current lock that carries this checkout's suite.
+    # Other tests of this session may have built one of the same lock after the team image
+    # (another base, another builder): each has its own name now, so ask, never assume.
+    monkeypatch.setenv("GPUENV_LOCKS_DIR", str(locks_dir))
+    pushed = engine.image_info(images.image_for_stack(cpu_stack))
+    assert pushed is not None
+    pushed_tag = images.image_tags(cpu_stack, pushed.labels[images.INPUTS_LABEL])[0]
     tmp_path.chmod(0o777)  # the container's user writes the report into the mounted folder
     proc = run_invoke("push", *CPU_STACK_ARGS, "--registry", registry.host, env=env, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -60,14 +68,14 @@ def test_push_then_pull_by_digest_then_run_and_validate(team_image, registry, lo
 
     # The registry holds the lock-hash tag and the moving tag, both at the printed digest.
     _, body = registry_get(registry.host, f"/v2/gpuenv/{cpu_stack.stack_id}/tags/list")
-    hash_tag = team_image.tag.rsplit(":", 1)[1]
+    hash_tag = pushed_tag.rsplit(":", 1)[1]
     assert sorted(json.loads(body)["tags"]) == sorted([hash_tag, "latest"])
     for tag in (hash_tag, "latest"):
         headers, _ = registry_get(registry.host, f"/v2/gpuenv/{cpu_stack.stack_id}/manifests/{tag}", method="HEAD")
         assert headers["Docker-Content-Digest"] == match["digest"]
 
     # Delete the image from the engine entirely; `run --image` must pull it back by digest.
-    engine.remove_image(team_image.id)
+    engine.remove_image(pushed.id)
     assert engine.image_info(ref) is None
     try:
         proc = run_invoke("run", "--image", ref, "--gpus", "none", "--", "python", "-c", "import torch; print('torch', torch.__version__)",
@@ -76,7 +84,7 @@ def test_push_then_pull_by_digest_then_run_and_validate(team_image, registry, lo
         assert f"{ref} is not on this engine: pulling it by digest" in proc.stdout
         assert "torch 2.13.0+cpu" in proc.stdout
         pulled = engine.image_info(ref)
-        assert pulled is not None and pulled.id == team_image.id, "the pulled image is the pushed one, byte for byte"
+        assert pulled is not None and pulled.id == pushed.id, "the pulled image is the pushed one, byte for byte"
 
         # Present now: validate in it without pulling again.
         proc = run_invoke("validate", "--image", ref, "--quick", "--json", "report.json", cwd=tmp_path, timeout=900)
@@ -85,8 +93,8 @@ def test_push_then_pull_by_digest_then_run_and_validate(team_image, registry, lo
         assert json.loads((tmp_path / "report.json").read_text())
     finally:
         if engine.image_info(ref) is not None:
-            repository, tag = team_image.tag.rsplit(":", 1)
-            engine.client.images.get(ref).tag(repository, tag)  # the session fixture's tag, back
+            repository, tag = pushed_tag.rsplit(":", 1)
+            engine.client.images.get(ref).tag(repository, tag)  # its own tag, back
             engine.untag(ref)  # and no reference to this session's registry left behind
 
 

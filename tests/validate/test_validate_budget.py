@@ -35,9 +35,12 @@ def test_the_task_runs_the_suite_baked_into_the_image():
     """`invoke validate` runs the image's suite by file path, where the Dockerfile copies it."""
     from gpuenv.cli.validation import SUITE_IN_IMAGE
 
+    from gpuenv.images.context import SUITE_PREFIX
+
     dockerfile = (REPO / "docker" / "Dockerfile").read_text()
-    folder = SUITE_IN_IMAGE.rsplit("/", 1)[0]
-    assert f"COPY validate/ {folder}/" in dockerfile
+    folder = SUITE_IN_IMAGE.rsplit("/", 1)[0]  # /opt/gpuenv/validate
+    stage_dir, _, name = SUITE_PREFIX.rstrip("/").partition("/")  # the context's image/validate/
+    assert f"COPY {stage_dir}/ {folder.rsplit('/', 1)[0]}/" in dockerfile and folder.endswith("/" + name)
     assert SUITE_IN_IMAGE.endswith("/__main__.py")
 
 

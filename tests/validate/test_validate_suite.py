@@ -207,7 +207,7 @@ def test_baseline_saved_then_used(tmp_path):
 def test_unusable_baseline_is_bad_input_named_in_one_line(tmp_path):
     done = run_suite("--baseline", str(tmp_path / "missing.json"))
     assert done.returncode == 2
-    assert done.stdout == f"validate: --baseline: baseline file {tmp_path / 'missing.json'} does not exist (make one with --save-baseline)\n"
+    assert done.stdout == f"validate: --baseline: baseline file {tmp_path / 'missing.json'}: it does not exist: make one with --save-baseline\n"
 
 
 def _site_without_frameworks(folder: Path) -> Path:
