@@ -102,7 +102,7 @@ def test_invoke_validate_in_the_image_reports_and_exits_by_verdict(cpu_image, cp
     # no GPU here: asking for one makes the same run fail, saying what it saw
     proc = run_task("validate", *CPU_STACK_ARGS, "--quick", "--expect-gpus", "1", cwd=tmp_path, timeout=600)
     assert proc.returncode == 1, proc.stdout[-2000:]
-    assert "sees 0 GPU(s), expected at least 1" in proc.stdout + proc.stderr
+    assert "NVML sees 0 GPU(s), expected exactly 1 GPU(s) (--expect-gpus 1)" in proc.stdout + proc.stderr
 
 
 def test_run_returns_the_exit_code_and_removes_the_container(cpu_image, tmp_path):
