@@ -169,17 +169,14 @@ def test_a_wheelhouse_of_many_other_wheels_sends_only_the_locked_ones(tmp_path):
     text = (f"six==1.17.0 \\\n    --hash=sha256:{hashlib.sha256(six).hexdigest()}\n"
             f"torch==2.13.0+cpu \\\n    --hash=sha256:{hashlib.sha256(torch).hexdigest()}\n")
     lock = write_uv_lock(tmp_path / "lock", CPU, text)
-    started = time.monotonic()
-    plan = images.plan_build(CPU, lock, wheelhouse=wheels, arch="x86_64")
+    plan = images.plan_build(CPU, lock, wheelhouse=wheels, arch="x86_64")  # its time: benchmarks/build_context.py
     buf = io.BytesIO()
     images.write_context(plan, buf)
-    took = time.monotonic() - started
     buf.seek(0)
     with tarfile.open(fileobj=buf) as tar:
         sent = sorted(m.name for m in tar.getmembers() if m.name.endswith(".whl"))
     assert sent == ["install/wheels/six-1.17.0-py2.py3-none-any.whl", "install/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"]
     assert plan.no_index, "the two locked wheels are the whole lock"
-    assert took < 60, f"planning and writing the context took {took:.0f} s"
 
 
 def test_offline_with_a_missing_base_is_one_line_and_the_engine_pulls_nothing(docker_engine, tmp_path):

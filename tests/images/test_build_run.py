@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import time
+import uuid
 from pathlib import Path
 
 import dockercases
@@ -167,15 +168,14 @@ def test_cached_rebuild_after_a_suite_change_keeps_the_environment(cpu_image, cp
 
     suite = tmp_path / "validate"
     shutil.copytree(ROOT / "validate", suite, ignore=shutil.ignore_patterns("__pycache__"))
-    (suite / "CHANGED_BY_TEST").write_text("a change to the validation suite\n")
+    # A change no earlier build made: the engine's build cache outlives this run (CI reuses it)
+    (suite / "CHANGED_BY_TEST").write_text(f"a change to the validation suite: {uuid.uuid4()}\n")
     # The stack exactly as the image was built for it (the reasons, which the wheelhouse adds to, included)
     built_for = images.stack_from_labels(cpu_image.labels)
     assert built_for == cpu_stack
     plan = images.plan_build(built_for, cpu_lock.directory, base_image=base_image, ca_cert=ca_bundle, wheelhouse=WHEELHOUSE, validate_dir=suite)
     plan = dataclasses.replace(plan, tags=["gpuenv-test/rebuild:suite-change"])
-    started = time.monotonic()
     result = images.build_stack_image(plan, progress=lambda _text: None)
-    elapsed = time.monotonic() - started
     try:
         log = result.log
         assert _cached(log, "RUN /opt/gpuenv-build/install-env.sh"), "the environment was reinstalled"
@@ -184,7 +184,6 @@ def test_cached_rebuild_after_a_suite_change_keeps_the_environment(cpu_image, cp
         old = engine.client.images.get(cpu_image.id).attrs["RootFS"]["Layers"]
         new = engine.client.images.get(result.image.id).attrs["RootFS"]["Layers"]
         assert len(old) == len(new) and old[:-1] == new[:-1] and old[-1] != new[-1], "only the suite layer may differ"
-        assert elapsed < 120, f"cached rebuild took {elapsed:.0f}s"
     finally:
         engine.remove_image(result.image.id)
 
