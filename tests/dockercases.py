@@ -34,15 +34,16 @@ def containers_labelled(key: str, value: str | None = None) -> list[str]:
     return [c["Id"] for c in _client().api.containers(all=True, filters={"label": selector})]
 
 
-def containers_created_since(since: float, *, ancestor: str | None = None) -> list[str]:
+def containers_created_since(since: float, *, ancestor: str | None = None, command_has: str | None = None) -> list[str]:
     """Ids of containers created after `since` (epoch seconds, exactly: not rounded to a second),
-    of image `ancestor` when given. A build's RUN steps run in containers: tests use this to check
-    that failed and interrupted builds leave none behind."""
+    of image `ancestor` when given, whose command holds `command_has` when given."""
     api = _client().api
     filters = {"ancestor": ancestor} if ancestor else {}
     found = []
     for summary in api.containers(all=True, filters=filters):
         if summary.get("Created", 0) < int(since):
+            continue
+        if command_has is not None and command_has not in (summary.get("Command") or ""):
             continue
         try:
             created = _created(api.inspect_container(summary["Id"])["Created"])
@@ -53,12 +54,21 @@ def containers_created_since(since: float, *, ancestor: str | None = None) -> li
     return found
 
 
+def build_step_containers_since(since: float) -> list[str]:
+    """Containers created after `since` that run a step of gpuenv's Dockerfile (every RUN step of
+    docker/Dockerfile names gpuenv): a classic build runs each RUN step in one, so a failed or
+    interrupted build must leave none. Another user's containers on a shared engine are not counted."""
+    return containers_created_since(since, command_has="gpuenv")
+
+
 def remove_untagged_since(since: float) -> list[str]:
-    """Remove untagged top-level images created after `since` (what a failed test build left)."""
+    """Remove untagged top-level images created after `since` by a gpuenv Dockerfile (a step of its
+    history names gpuenv): what a failed test build left. Another user's images are left alone."""
     cli = _client()
     removed = []
     for image in cli.images.list(filters={"dangling": True}):
-        if _created(image.attrs["Created"]) >= since:
+        ours = any("gpuenv" in (h.get("CreatedBy") or "") for h in cli.api.history(image.id))
+        if ours and _created(image.attrs["Created"]) >= since:
             try:
                 cli.images.remove(image.id)
                 removed.append(image.id)

@@ -250,7 +250,7 @@ def test_failed_build_tags_nothing_and_leaves_no_container(cpu_image, cpu_lock, 
     assert ("returned a non-zero code" in message[0] or "exit code: " in message[0]) and "Traceback" not in proc.stderr
     assert "Hash mismatch for `" in proc.stdout
     _stack_tags_unchanged(cpu_image, bad)
-    assert dockercases.containers_created_since(since) == []
+    assert dockercases.build_step_containers_since(since) == []
     dockercases.remove_untagged_since(since)  # the cached layers of the steps before the failure
 
 
@@ -274,9 +274,9 @@ def test_interrupted_build_tags_nothing_and_leaves_no_container(cpu_image, cpu_l
     assert err.strip().splitlines()[-1] == "gpuenv: interrupted"
     _stack_tags_unchanged(cpu_image, changed)
     deadline = time.monotonic() + 60
-    while dockercases.containers_created_since(since) and time.monotonic() < deadline:
+    while dockercases.build_step_containers_since(since) and time.monotonic() < deadline:
         time.sleep(1)  # the engine cancels the step and removes its container (forcerm)
-    assert dockercases.containers_created_since(since) == [], "the interrupted step's container was left behind"
+    assert dockercases.build_step_containers_since(since) == [], "the interrupted step's container was left behind"
     dockercases.remove_untagged_since(since)
 
 
@@ -308,7 +308,7 @@ def test_build_behind_a_tls_proxy_names_the_ca_cert_fix(cpu_image, cpu_lock, bas
     assert len(message) == 1 and "pass --ca-cert" in message[0], proc.stderr
     latest = engine.image_info(cpu_image.tags[1])
     assert latest is not None and latest.id == cpu_image.id
-    assert dockercases.containers_created_since(since) == []
+    assert dockercases.build_step_containers_since(since) == []
     dockercases.remove_untagged_since(since)
 
 
