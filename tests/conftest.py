@@ -74,3 +74,13 @@ def standin_wheels(tmp_path_factory) -> Path:
     module.standin_wheel(folder, "torch", "2.13.0+cpu")
     module.standin_wheel(folder, "torch", "2.5.1+cu121")
     return folder
+
+
+@pytest.fixture(scope="session")
+def standin_wheels_both_arches(tmp_path_factory) -> Path:
+    """A wheelhouse with STAND-IN torch 2.13.0+cpu wheels for x86_64 and aarch64: what an aarch64 lock must tell apart."""
+    module = _condachannel()
+    folder = tmp_path_factory.mktemp("standin-wheels-both-arches")
+    for arch in ("x86_64", "aarch64"):
+        module.standin_wheel(folder, "torch", "2.13.0+cpu", arch=arch)
+    return folder
