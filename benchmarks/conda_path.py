@@ -24,20 +24,17 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 import hashlib
-import http.server
 import importlib.util
 import json
 import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from gpuenv.stack import Stack
@@ -111,25 +108,7 @@ def write_big_channel(real: Path, into: Path, records: int) -> tuple[Path, str]:
     return into, synth_name(names - 1)
 
 
-@contextmanager
-def served(folder: Path) -> Iterator[str]:
-    """`folder` over http on 127.0.0.1 (a stand-in for a channel's server), stopped afterwards."""
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *_args) -> None:  # keep the timings readable
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
-
-
-def big_repodata(channel: Path, tmp: Path, records: int, stack: Stack, wheels: Path) -> None:
+def big_repodata(channels: ModuleType, channel: Path, tmp: Path, records: int, stack: Stack, wheels: Path) -> None:
     """Solve and lock against a conda-forge-sized channel, cold and warm, file:// and http. A lock is
     the solve plus uv's pip part (its cache warm by now); rattler caches what it read over http
     (the decompressed repodata), but reads a file:// channel in place, with no cache to warm."""
@@ -145,7 +124,7 @@ def big_repodata(channel: Path, tmp: Path, records: int, stack: Stack, wheels: P
     team.write_text(f"conda: [{top}, gpuenv-probe, gpuenv-hello]\npip: []\n")
     virtual = conda.virtual_packages(cuda=None, glibc=spec.glibc_for(stack), arch="x86_64")
     specs = ["python=3.11", "pip", top, "gpuenv-probe", "gpuenv-hello"]
-    with served(big) as http_url:
+    with channels.served(big) as http_url:
         for how, url in (("file://", big.as_uri()), ("http", http_url)):
             mirrors = {"conda-forge": url}
             cache = tmp / f"rattler-{how.strip(':/')}"
@@ -195,7 +174,7 @@ def main() -> int:
             plan = installer.plan_install(stack, lock.directory, tmp / "envs" / run, wheelhouse=wheels, mirrors=mirrors)
             timed(label, lambda: installer.install(plan, say=lambda _m: None, output=lambda _m: None))
         if args.big_repodata:
-            big_repodata(channel, tmp, args.big_repodata, stack, wheels)
+            big_repodata(channels, channel, tmp, args.big_repodata, stack, wheels)
         if args.image:
             from gpuenv.engine import Engine
             from gpuenv.images import plan as images

@@ -66,6 +66,13 @@ def conda_channel() -> Path:
     return module.build_channel()
 
 
+@pytest.fixture
+def conda_channel_http(conda_channel):
+    """The test channel served over http on 127.0.0.1 (tests/condachannel/build.py: served), stopped after the test."""
+    with _condachannel().served(conda_channel) as url:
+        yield url
+
+
 @pytest.fixture(scope="session")
 def standin_wheels(tmp_path_factory) -> Path:
     """A wheelhouse with STAND-IN torch 2.13.0+cpu and 2.5.1+cu121 wheels (tests/condachannel/build.py: standin_wheel)."""

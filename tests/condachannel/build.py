@@ -23,7 +23,9 @@ import sysconfig
 import tempfile
 import time
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 RECIPES = Path(__file__).parent / "recipes"
 ACCEL_VARIANTS = ("cpu", "cuda118", "cuda124")
@@ -121,6 +123,29 @@ def standin_wheel(folder: Path, name: str, version: str, arch: str = "x86_64") -
         for member, text in {**files, f"{dist}/RECORD": record}.items():
             archive.writestr(zipfile.ZipInfo(member, (1980, 1, 1, 0, 0, 0)), text)
     return path
+
+
+@contextmanager
+def served(folder: Path) -> Iterator[str]:
+    """`folder` (a channel) over http on 127.0.0.1 as a channel's server or a mirror would serve it;
+    yields its URL and stops the server afterwards."""
+    import functools
+    import http.server
+    import threading
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *_args: object) -> None:  # one line per request would bury the test's output
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
 
 
 def _build_into(out: Path) -> None:

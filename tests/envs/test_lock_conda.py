@@ -7,12 +7,9 @@ nvidia-ml-py come from PyPI.
 
 from __future__ import annotations
 
-import functools
-import http.server
 import re
 import shutil
 import subprocess
-import threading
 from pathlib import Path
 
 import pytest
@@ -137,23 +134,8 @@ def test_a_tampered_package_is_refused_by_its_hash_and_nothing_is_left(cpu_lock,
     assert not (tmp_path / "envs").exists(), "the folders made for the prefix are removed too"
 
 
-@pytest.fixture
-def http_mirror(conda_channel):
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(conda_channel))
-    handler.log_message = lambda *_a, **_k: None  # type: ignore[attr-defined]
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
-
-
-def test_the_channel_served_over_http_locks_and_installs_as_a_mirror(http_mirror, standin_wheels, locks_dir, pypi, tmp_path):
-    mirrors = {"conda-forge": http_mirror}
+def test_the_channel_served_over_http_locks_and_installs_as_a_mirror(conda_channel_http, standin_wheels, locks_dir, pypi, tmp_path):
+    mirrors = {"conda-forge": conda_channel_http}
     lock = ensure_lock(TORCH_CPU, backend="conda-lock", wheelhouse=standin_wheels, mirrors=mirrors,
                        team_file=team_file(tmp_path, "gpuenv-probe"))
     assert all(p.url.startswith(CONDA_FORGE) for p in condalock.read_lock(lock.files, "linux-64").conda)
