@@ -66,6 +66,13 @@ def conda_channel() -> Path:
     return module.build_channel()
 
 
+@pytest.fixture
+def conda_channel_http(conda_channel):
+    """The test channel served over http on 127.0.0.1 (tests/condachannel/build.py: served), stopped after the test."""
+    with _condachannel().served(conda_channel) as url:
+        yield url
+
+
 @pytest.fixture(scope="session")
 def standin_wheels(tmp_path_factory) -> Path:
     """A wheelhouse with STAND-IN torch 2.13.0+cpu and 2.5.1+cu121 wheels (tests/condachannel/build.py: standin_wheel)."""
@@ -73,4 +80,14 @@ def standin_wheels(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("standin-wheels")
     module.standin_wheel(folder, "torch", "2.13.0+cpu")
     module.standin_wheel(folder, "torch", "2.5.1+cu121")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def standin_wheels_both_arches(tmp_path_factory) -> Path:
+    """A wheelhouse with STAND-IN torch 2.13.0+cpu wheels for x86_64 and aarch64: what an aarch64 lock must tell apart."""
+    module = _condachannel()
+    folder = tmp_path_factory.mktemp("standin-wheels-both-arches")
+    for arch in ("x86_64", "aarch64"):
+        module.standin_wheel(folder, "torch", "2.13.0+cpu", arch=arch)
     return folder

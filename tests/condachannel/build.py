@@ -5,9 +5,11 @@ Built once per recipe hash into a cache folder (GPUENV_TEST_CACHE, else ~/.cache
 a second run reuses it and a fresh CI clone rebuilds it in seconds. Run as a script to build it
 and print its path: `python tests/condachannel/build.py`.
 
-Channel layout: CHANNEL/{linux-64,noarch}/*.conda with repodata.json. Contents (see each recipe):
-python (a stand-in: this machine's CPython repackaged), pip, gpuenv-hello (compiled C),
-gpuenv-probe (noarch python with an entry point), gpuenv-accel (cpu, cuda118, cuda124 builds).
+Channel layout: CHANNEL/{linux-64,linux-aarch64,noarch}/*.conda with repodata.json. Contents (see
+each recipe): python (a stand-in: this machine's CPython repackaged), pip, gpuenv-hello (compiled
+C), gpuenv-probe (noarch python with an entry point), gpuenv-accel (cpu, cuda118, cuda124 builds);
+in linux-aarch64 only a metadata-only python stand-in (recipes/python-aarch64), so that the noarch
+packages solve for an aarch64 lock.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ import sysconfig
 import tempfile
 import time
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 RECIPES = Path(__file__).parent / "recipes"
 ACCEL_VARIANTS = ("cpu", "cuda118", "cuda124")
@@ -85,7 +89,8 @@ def build_channel(root: Path | None = None) -> Path:
         # In a child process: py-rattler-build and py-rattler may crash at interpreter exit
         # (see gpuenv/envs/conda.py); the channel is judged by its files, not the exit code.
         subprocess.run([sys.executable, __file__, "--into", str(work)], check=False, timeout=600)
-        if not (work / "noarch" / "repodata.json").is_file() or not list(work.glob("linux-64/gpuenv-accel-*.conda")):
+        built = all(list(work.glob(pattern)) for pattern in ("noarch/repodata.json", "linux-64/gpuenv-accel-*.conda", "linux-aarch64/python-*.conda"))
+        if not built:
             raise RuntimeError(f"the test channel was not built in {work}; run {__file__} --into DIR to see why")
         try:
             work.rename(channel)
@@ -97,25 +102,50 @@ def build_channel(root: Path | None = None) -> Path:
     return channel
 
 
-def standin_wheel(folder: Path, name: str, version: str) -> Path:
+def standin_wheel(folder: Path, name: str, version: str, arch: str = "x86_64") -> Path:
     """A STAND-IN wheel: a pure-Python package of `name` and `version` with nothing in it but a
     module that says so. Stands for the framework wheel (torch) where installing the real one
-    (hundreds of MB) would only test uv's unzip speed."""
+    (hundreds of MB) would only test uv's unzip speed. Tagged for `arch` (x86_64 or aarch64), so
+    that a lock for that platform picks it and a lock for the other one does not."""
     import zipfile
 
     folder.mkdir(parents=True, exist_ok=True)
     dist = f"{name}-{version}.dist-info"
-    path = folder / f"{name}-{version}-py3-none-manylinux_2_17_x86_64.whl"
+    tag = f"py3-none-manylinux_2_17_{arch}"
+    path = folder / f"{name}-{version}-{tag}.whl"
     files = {
         f"{name}/__init__.py": f"__version__ = {version!r}\nSTANDIN = True\n",
         f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: gpuenv-tests\nRoot-Is-Purelib: true\nTag: py3-none-manylinux_2_17_x86_64\n",
+        f"{dist}/WHEEL": f"Wheel-Version: 1.0\nGenerator: gpuenv-tests\nRoot-Is-Purelib: true\nTag: {tag}\n",
     }
     record = "".join(f"{n},,\n" for n in files) + f"{dist}/RECORD,,\n"
     with zipfile.ZipFile(path, "w") as archive:
         for member, text in {**files, f"{dist}/RECORD": record}.items():
             archive.writestr(zipfile.ZipInfo(member, (1980, 1, 1, 0, 0, 0)), text)
     return path
+
+
+@contextmanager
+def served(folder: Path) -> Iterator[str]:
+    """`folder` (a channel) over http on 127.0.0.1 as a channel's server or a mirror would serve it;
+    yields its URL and stops the server afterwards."""
+    import functools
+    import http.server
+    import threading
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *_args: object) -> None:  # one line per request would bury the test's output
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
 
 
 def _build_into(out: Path) -> None:
@@ -137,6 +167,7 @@ def _build_into(out: Path) -> None:
         started = time.monotonic()
         rattler_build.build_recipes([RECIPES / name / "recipe.yaml"], **common)
         print(f"built {name} in {time.monotonic() - started:.1f} s", flush=True)
+    rattler_build.build_recipes([RECIPES / "python-aarch64" / "recipe.yaml"], **common, target_platform="linux-aarch64")
     for variant in ACCEL_VARIANTS:
         os.environ["GPUENV_ACCEL_VARIANT"] = variant
         rattler_build.build_recipes([RECIPES / "gpuenv-accel" / "recipe.yaml"], **common)

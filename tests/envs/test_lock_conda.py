@@ -7,17 +7,15 @@ nvidia-ml-py come from PyPI.
 
 from __future__ import annotations
 
-import functools
-import http.server
+import re
 import shutil
 import subprocess
-import threading
 from pathlib import Path
 
 import pytest
 import yaml
 
-from gpuenv.envs import conda, condalock
+from gpuenv.envs import conda, condalock, lockdir
 from gpuenv.envs import install as installer
 from gpuenv.envs.locking import ensure_lock, read_conda_lock
 from gpuenv.errors import BadInput, DataError, ToolError
@@ -136,23 +134,8 @@ def test_a_tampered_package_is_refused_by_its_hash_and_nothing_is_left(cpu_lock,
     assert not (tmp_path / "envs").exists(), "the folders made for the prefix are removed too"
 
 
-@pytest.fixture
-def http_mirror(conda_channel):
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(conda_channel))
-    handler.log_message = lambda *_a, **_k: None  # type: ignore[attr-defined]
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
-
-
-def test_the_channel_served_over_http_locks_and_installs_as_a_mirror(http_mirror, standin_wheels, locks_dir, pypi, tmp_path):
-    mirrors = {"conda-forge": http_mirror}
+def test_the_channel_served_over_http_locks_and_installs_as_a_mirror(conda_channel_http, standin_wheels, locks_dir, pypi, tmp_path):
+    mirrors = {"conda-forge": conda_channel_http}
     lock = ensure_lock(TORCH_CPU, backend="conda-lock", wheelhouse=standin_wheels, mirrors=mirrors,
                        team_file=team_file(tmp_path, "gpuenv-probe"))
     assert all(p.url.startswith(CONDA_FORGE) for p in condalock.read_lock(lock.files, "linux-64").conda)
@@ -228,3 +211,28 @@ def test_the_teams_channels_replace_the_environments_and_enter_the_input_hash(co
     result = ensure_lock(TORCH_CPU, backend="conda-lock", wheelhouse=standin_wheels, conda_channels=[conda_channel.as_uri()])
     urls = {p.url for p in condalock.read_lock(result.files, "linux-64").conda}
     assert urls and all(u.startswith(conda_channel.as_uri() + "/") for u in urls)
+
+
+def test_an_aarch64_lock_holds_aarch64_wheels_and_the_linux_64_part_x86_64_ones(conda_channel, standin_wheels_both_arches, locks_dir,
+                                                                               pypi, tmp_path):
+    """Each platform's pip part is locked by uv for that platform: the STAND-IN torch from a
+    wheelhouse holding both architectures, numpy (a compiled wheel) from PyPI. The conda part for
+    linux-aarch64 comes from the channel's metadata-only aarch64 python and its noarch packages."""
+    from packaging.utils import parse_wheel_filename
+
+    wheels = standin_wheels_both_arches
+    result = ensure_lock(TORCH_CPU, backend="conda-lock", platforms=["linux-64", "linux-aarch64"], wheelhouse=wheels,
+                         mirrors=mirror_of(conda_channel), team_file=team_file(tmp_path, "gpuenv-probe"))
+    for platform, arch, other in (("linux-64", "x86_64", "aarch64"), ("linux-aarch64", "aarch64", "x86_64")):
+        part = condalock.read_lock(result.files, platform)
+        assert {p.name for p in part.conda} == {"python", "pip", "gpuenv-probe"}
+        assert {p.subdir for p in part.conda} == {platform, "noarch"}
+        pins = {p.name: p for p in part.pip}
+        assert {"torch", "numpy", "pytest"} <= set(pins)
+        assert all(re.fullmatch(r"[0-9a-f]{64}", p.sha256) for p in part.pip), [p.sha256 for p in part.pip]
+        assert pins["torch"].url.endswith(f"torch-2.13.0+cpu-py3-none-manylinux_2_17_{arch}.whl")
+        assert pins["torch"].sha256 == lockdir.file_sha256(wheels / pins["torch"].url.rsplit("/", 1)[-1])
+        numpy_tags = parse_wheel_filename(pins["numpy"].url.rsplit("/", 1)[-1])[3]
+        assert all(tag.platform.endswith(arch) for tag in numpy_tags), pins["numpy"].url
+        assert not any(other in p.url.rsplit("/", 1)[-1] for p in part.pip), [p.url for p in part.pip]
+

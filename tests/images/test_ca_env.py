@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import http.server
-import json
 import os
 import shutil
 import ssl
@@ -64,7 +63,7 @@ def _make_wheel(path: Path) -> str:
 
 @pytest.fixture(scope="module")
 def https_server(private_ca, tmp_path_factory):
-    """A simple index and an empty conda channel over HTTPS on 127.0.0.1, stopped afterwards."""
+    """A simple index over HTTPS on 127.0.0.1, stopped afterwards."""
     _, cert, key = private_ca
     root = tmp_path_factory.mktemp("www")
     (root / "files").mkdir()
@@ -73,11 +72,6 @@ def https_server(private_ca, tmp_path_factory):
     (root / "simple" / PACKAGE / "index.html").write_text(
         f'<html><body><a href="/files/{WHEEL}#sha256={sha}">{WHEEL}</a></body></html>\n'
     )
-    for subdir in ("noarch", "linux-64"):
-        (root / "conda" / subdir).mkdir(parents=True)
-        (root / "conda" / subdir / "repodata.json").write_text(
-            json.dumps({"info": {"subdir": subdir}, "packages": {}, "packages.conda": {}, "repodata_version": 1})
-        )
 
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def __init__(self, *args, **kwargs):
@@ -100,7 +94,7 @@ def https_server(private_ca, tmp_path_factory):
 def _through_ca_env(ca: Path | None, command: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
     """Run `command` as install-env.sh would: after sourcing ca-env.sh with `ca` (None: not sourced)."""
     env = {k: v for k, v in os.environ.items() if k not in {
-        "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "PIP_CERT", "CURL_CA_BUNDLE", "MAMBA_SSL_VERIFY", "MAMBA_CACERT_PATH",
+        "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "PIP_CERT", "CURL_CA_BUNDLE",
     }}
     env.update({"HOME": str(tmp_path), "UV_NO_CACHE": "1", "PIP_NO_CACHE_DIR": "1", "PIP_CONFIG_FILE": os.devnull, "UV_NO_CONFIG": "1"})
     script = '. "$0" "$1" && shift && exec "$@"' if ca else 'shift && exec "$@"'

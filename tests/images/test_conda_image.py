@@ -37,8 +37,13 @@ def test_a_conda_image_on_the_bare_base_builds_offline_runs_its_entry_point_and_
             monkeypatch.setenv("GPUENV_CACHE_DIR", str(tmp_path / f"cache-{run}"))
             plan = images.plan_build(cpu_stack, lock.directory, base_image=bare_base_image, wheelhouse=standin_wheels, mirrors=mirrors)
             plan = dataclasses.replace(plan, tags=[f"gpuenv-test/conda-{os.getpid()}:{run}"])
-            result = images.build_stack_image(plan, progress=lambda _t: None)
+            said: list[str] = []
+            result = images.build_stack_image(plan, progress=said.append)
             built.append(result.image.id)
+            # staging for the image is a long step: each part of it is said as it starts (an empty cache each run)
+            for start in ("fetching ", "linking ", "installing ", "compiling the bytecode for the final path"):
+                assert any(line.startswith(start) for line in said), (run, start, said)
+            assert any(line.startswith("linking ") and "(for /opt/gpuenv/env)" in line for line in said), said
         assert built[0] == built[1], "the same lock gave another image"
         out: list[str] = []
         code = engine.run_container(built[0], ["gpuenv-probe"], gpus="none", workdir_mount=tmp_path, stream=out.append)
