@@ -1,5 +1,6 @@
 """The report a person reads in one screen (pure): the verdict first, then the failing rows with
-their causes, then one collapsed table that fits 120 columns, then one line per kind of skip.
+their causes, then one collapsed table that fits 120 columns (long cells wrap within their
+column), then one line per kind of skip.
 
 Rows that say the same on several GPUs collapse into one ("GPU 0-7"). The full table, one row per
 check and GPU with every reason, is `render_table` (python -m validate --verbose); the JSON and
@@ -104,14 +105,22 @@ def failing_lines(groups: list[tuple[list[int | None], Record]]) -> list[str]:
     return out
 
 
+def _wrap_cell(text: str, width: int) -> list[str]:
+    """A cell's lines within its column: wrapped at spaces, a longer word broken, nothing dropped."""
+    return textwrap.wrap(text, width, break_on_hyphens=False) or [""]
+
+
 def table(groups: list[tuple[list[int | None], Record]]) -> str:
-    """Every row that is neither a skip nor a failure, collapsed, cut to the column widths."""
+    """Every row that is neither a skip nor a failure, collapsed; a cell wider than its column wraps
+    onto the next lines (a legacy GPU's last CUDA line must not be cut off)."""
     rows = []
     for gpus, r in groups:
         if r.verdict in (SKIP, FAIL, WARN):
             continue
         cells = (r.check, _gpus_text(gpus), _same(r.measured) if len(gpus) > 1 else r.measured, r.threshold, r.verdict)
-        rows.append([_cut(c, w) for c, w in zip(cells, COLUMNS)])
+        wrapped = [_wrap_cell(c, w) for c, w in zip(cells, COLUMNS)]
+        for line in range(max(len(w) for w in wrapped)):
+            rows.append([w[line] if line < len(w) else "" for w in wrapped])
     return format_table(("check", "GPU", "measured", "threshold", "verdict"), rows)
 
 
