@@ -15,8 +15,6 @@ The spellings come from public captures of older drivers:
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from tests.validate import host_variants as v
@@ -31,13 +29,6 @@ def _host(text: str) -> list[nvml.GpuInfo]:
     return nvml.read_host(ReplayNvml(parse_capture(text, "synthetic"))).gpus
 
 
-def _edit(pattern: str, replacement, text: str) -> str:
-    """re.sub that must change something: an edit that finds nothing would test nothing."""
-    changed, count = re.subn(pattern, replacement, text, flags=re.DOTALL)
-    assert count, f"synthetic edit found no {pattern!r}"
-    return changed
-
-
 # --- ECC: double-bit totals (drivers before ~R510 printed no DRAM/SRAM split) --------------------
 
 
@@ -46,7 +37,7 @@ def _xml_double_bit(total: str) -> str:
     old = ("<volatile><single_bit><device_memory>0</device_memory><register_file>0</register_file>"
            "<total>0</total></single_bit><double_bit><device_memory>{0}</device_memory>"
            "<register_file>0</register_file><total>{0}</total></double_bit></volatile>").format(total)
-    return _edit(r"<volatile>.*?</volatile>", old, v.A100_XML.read_text(encoding="utf-8"))
+    return v._one(r"<volatile>.*?</volatile>", old, v.A100_XML.read_text(encoding="utf-8"))
 
 
 def _text_double_bit(total: str) -> str:
@@ -59,7 +50,7 @@ def _text_double_bit(total: str) -> str:
              f"                Device Memory             : {total}\n"
              "                Register File             : 0\n"
              f"                Total                     : {total}\n")
-    return _edit(r"(    ECC Errors\n)        Volatile\n(?:            [^\n]*\n)+", lambda m: m.group(1) + block,
+    return v._one(r"(    ECC Errors\n)        Volatile\n(?:            [^\n]*\n)+", lambda m: m.group(1) + block,
                  v.H100_TEXT.read_text(encoding="utf-8"))
 
 
@@ -79,7 +70,7 @@ def test_a_double_bit_total_nvidia_smi_could_not_read_is_not_reported(make):
 
 
 def test_a_capture_without_volatile_ecc_counters_is_not_reported():
-    gpu = _host(_edit(r"<volatile>.*?</volatile>", "", v.A100_XML.read_text(encoding="utf-8")))[0]
+    gpu = _host(v._one(r"<volatile>.*?</volatile>", "", v.A100_XML.read_text(encoding="utf-8")))[0]
     assert gpu.ecc_uncorrected_volatile is None and ecc_verdict(None, 0).verdict == SKIP
 
 
@@ -90,13 +81,13 @@ def _xml_pending(tag: str, value: str) -> str:
     """A100 capture with only `<tag>` left under retired_pages, set to `value`."""
     text = v.A100_XML.read_text(encoding="utf-8")
     other = "pending_retirement" if tag == "pending_blacklist" else "pending_blacklist"
-    text = _edit(rf"\s*<{other}>[^<]*</{other}>", "", text)
-    return _edit(rf"<{tag}>[^<]*</{tag}>", f"<{tag}>{value}</{tag}>", text)
+    text = v._one(rf"\s*<{other}>[^<]*</{other}>", "", text)
+    return v._one(rf"<{tag}>[^<]*</{tag}>", f"<{tag}>{value}</{tag}>", text)
 
 
 def _text_pending(label: str, value: str) -> str:
     """H100 text capture with every GPU's "Pending Page Blacklist" line relabelled and set."""
-    return _edit(r"Pending Page Blacklist *: [^\n]*", f"{label:<39}: {value}", v.H100_TEXT.read_text(encoding="utf-8"))
+    return v._one(r"Pending Page Blacklist *: [^\n]*", f"{label:<39}: {value}", v.H100_TEXT.read_text(encoding="utf-8"))
 
 
 @pytest.mark.parametrize("make, spelling", [
@@ -113,7 +104,7 @@ def test_each_pending_retirement_spelling_is_read(make, spelling):
 
 
 def test_pending_retirement_the_capture_lacks_is_not_reported():
-    text = _edit(r"\s*<pending_(?:blacklist|retirement)>[^<]*</pending_(?:blacklist|retirement)>", "",
+    text = v._one(r"\s*<pending_(?:blacklist|retirement)>[^<]*</pending_(?:blacklist|retirement)>", "",
                  v.A100_XML.read_text(encoding="utf-8"))
     gpu = _host(text)[0]
     verdict = retired_pages_verdict(gpu.index, gpu.retired_pages_pending)
