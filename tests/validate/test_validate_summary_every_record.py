@@ -102,3 +102,23 @@ def test_the_shared_records_are_the_ones_replayed_here():
     here = {digest(p) for p in RECORDS}
     theirs = sorted([*shared.glob("nvidia-smi-xml/*.xml"), *shared.glob("nvidia-smi-text/*.txt")])
     assert theirs and [p.name for p in theirs if digest(p) not in here] == []
+
+
+def test_a_long_cell_wraps_in_the_summary_and_in_verbose_and_loses_no_word():
+    """A legacy GPU's identity (its last driver branch and CUDA line) is longer than any column:
+    both tables print all of it, on more lines, within their widths."""
+    from validate.report.record import Record, render_table
+    from validate.report.summary import COLUMNS, render_summary
+
+    uuid = "GPU-00000000-0000-0000-0000-000000000000"
+    measured = "Tesla K10.G1.8GB (Kepler, cc 3.0: legacy, last driver branch R470, last CUDA 10.2) 00000000:06:00.0"
+    records = [Record("gpu identity", uuid, measured, "", "info", 0.0, "")]
+    summary, verbose = render_summary(records, {uuid: 0}), render_table(records, {uuid: 0})
+    assert len(measured) > max(COLUMNS) and len(measured) > 48
+    for text in (summary, verbose):
+        lines = text.splitlines()
+        header = next(line for line in lines if line.startswith("check "))
+        start, end = header.index("measured"), header.index("threshold")
+        column = " ".join(line[start:end].strip() for line in lines[lines.index(header) + 2:] if line[start:end].strip())
+        assert column.startswith(measured), text
+    assert max(len(line) for line in summary.splitlines()) <= WIDTH

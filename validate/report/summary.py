@@ -15,7 +15,7 @@ from typing import Sequence
 
 from validate.judge.thresholds import FAIL, PASS, SKIP, WARN
 from validate.report.record import Record
-from validate.report.tables import format_table
+from validate.report.tables import format_table, wrap_rows
 
 WIDTH = 120
 #: Column widths of the collapsed table: check, GPU, measured, threshold, verdict (with the
@@ -105,11 +105,6 @@ def failing_lines(groups: list[tuple[list[int | None], Record]]) -> list[str]:
     return out
 
 
-def _wrap_cell(text: str, width: int) -> list[str]:
-    """A cell's lines within its column: wrapped at spaces, a longer word broken, nothing dropped."""
-    return textwrap.wrap(text, width, break_on_hyphens=False) or [""]
-
-
 def table(groups: list[tuple[list[int | None], Record]]) -> str:
     """Every row that is neither a skip nor a failure, collapsed; a cell wider than its column wraps
     onto the next lines (a legacy GPU's last CUDA line must not be cut off)."""
@@ -117,11 +112,8 @@ def table(groups: list[tuple[list[int | None], Record]]) -> str:
     for gpus, r in groups:
         if r.verdict in (SKIP, FAIL, WARN):
             continue
-        cells = (r.check, _gpus_text(gpus), _same(r.measured) if len(gpus) > 1 else r.measured, r.threshold, r.verdict)
-        wrapped = [_wrap_cell(c, w) for c, w in zip(cells, COLUMNS)]
-        for line in range(max(len(w) for w in wrapped)):
-            rows.append([w[line] if line < len(w) else "" for w in wrapped])
-    return format_table(("check", "GPU", "measured", "threshold", "verdict"), rows)
+        rows.append((r.check, _gpus_text(gpus), _same(r.measured) if len(gpus) > 1 else r.measured, r.threshold, r.verdict))
+    return format_table(("check", "GPU", "measured", "threshold", "verdict"), wrap_rows(rows, COLUMNS))
 
 
 def skip_lines(groups: list[tuple[list[int | None], Record]]) -> list[str]:
