@@ -1,6 +1,7 @@
 """Print the table of measured references in docs/suite.md ("What the suite checks and how it
-judges") from validate/judge/gpu_peaks.yaml, to paste there when a reference changes; tests/validate/
-test_validate_floors.py fails while docs/suite.md and the data disagree.
+judges") from validate/judge/gpu_peaks.yaml, then the table of metrics with no public figure and
+why, to paste there when a reference changes; tests/validate/test_validate_floors.py fails while
+docs/suite.md and the data disagree.
 
     python scripts/reference_table.py
 """
@@ -59,5 +60,16 @@ def rows() -> list[str]:
     return out
 
 
+def unjudged_rows() -> list[str]:
+    """The metrics the data says have no public figure, and why (`no_reference`): not judged."""
+    out = ["| model | metric | not judged: why |", "|---|---|---|"]
+    for entry in load_peaks():
+        for metric, why in entry.no_reference:
+            out.append(f"| {entry.model} | {LABELS[metric]} | {why} |")
+    return out
+
+
 if __name__ == "__main__":
     print("\n".join(rows()))
+    print()
+    print("\n".join(unjudged_rows()))

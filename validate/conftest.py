@@ -291,8 +291,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     full = bool(config.getoption("validate_full_report"))
     for line in host_lines(suite.host.driver_version, suite.host.cuda_driver_version, suite.host.gpus, suite.no_gpu_reason, full):
         terminalreporter.write_line(line)
-    for lost in suite.host.unreadable:
-        terminalreporter.write_line(lost.error)
+    for lost in suite.host.unreadable:  # wrapped: the error names the GPU, its bus id, UUID and the fix
+        for line in fit(lost.error):
+            terminalreporter.write_line(line)
     for line in fit(f"suite: {Path(__file__).resolve().parent}, CUDA_DEVICE_ORDER={DEVICE_ORDER}"):
         terminalreporter.write_line(line)
     if full:

@@ -103,3 +103,29 @@ def test_resolve_tells_a_k80_on_an_old_driver_its_last_branch(invoke_cli, tmp_pa
     assert out.stderr.strip().count("\n") == 0, out.stderr
     assert "Kepler (cc 3.7): the last driver branch that runs it is R470" in out.stderr
     assert "install an R470 driver (gives PyTorch 2.7.1 cu118" in out.stderr and "upgrade the driver" not in out.stderr
+
+
+def test_doctor_and_the_replay_agree_that_a_cc_3_0_kepler_ends_with_cuda_10_2(invoke_cli, tmp_path):
+    """SYNTHETIC driver and name, real capture: the A100 capture as driver 470.256.02 printed a
+    Tesla K10 (cc 3.0, GK104). CUDA 11.0 dropped sm_30, so `doctor --host` and the replay's identity
+    row both name R470 and CUDA 10.2, never the 11.8 of Kepler's 3.5 and 3.7."""
+    import os
+    import subprocess
+    import sys
+
+    text = A100.read_text(encoding="utf-8").replace("NVIDIA A100-SXM4-40GB", "Tesla K10.G1.8GB")
+    capture = tmp_path / "k10-470.xml"
+    capture.write_text(text.replace("<driver_version>570.148.08", "<driver_version>470.256.02"), encoding="utf-8")
+    data = _ok(invoke_cli("doctor", "--host", str(capture), "--json"))
+    assert data["nvml"]["gpus"][0]["compute_capability"] == "3.0"
+    (line,) = data["legacy"]["lines"]
+    assert "(cc 3.0): the last driver branch that runs it is R470, the last CUDA that builds for it 10.2" in line, line
+    root = Path(__file__).resolve().parents[2]
+    replay = subprocess.run([sys.executable, "-m", "validate", "--replay", str(capture), "--json", str(tmp_path / "r.json")], cwd=root,
+                            env={**os.environ, "PYTHONPATH": str(root)}, capture_output=True, text=True, timeout=300)
+    rows = [c for section in json.loads((tmp_path / "r.json").read_text(encoding="utf-8")).values()
+            if isinstance(section, dict) for c in section.get("checks", [])]
+    (identity,) = [c["measured"] for c in rows if c["check"] == "gpu identity"]
+    assert "Kepler, cc 3.0: legacy, last driver branch R470, last CUDA 10.2" in identity, identity
+    printed = " ".join(" ".join(line.split()) for line in replay.stdout.splitlines())  # the table wraps the cell, never cuts it
+    assert "last CUDA 10.2" in printed and "11.8" not in printed, replay.stdout[-3000:]

@@ -27,18 +27,33 @@ def test_current_gpus_get_no_line_and_unknown_ones_say_what_to_do():
     assert legacy_lines([{"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0"}] * 8, "580.105.08", matrix) == []
     (unknown,) = legacy_lines([{"name": "NVIDIA Imaginary 9000", "compute_capability": None}], "580.105.08", matrix)
     assert "unknown product" in unknown and "--gpu-arch" in unknown
-    (none,) = legacy_lines([{"name": "Tesla K10.G1.8GB", "compute_capability": "3.0"}], "470.256.02", matrix)
+    (none,) = legacy_lines([{"name": "NVIDIA Imaginary 1000", "compute_capability": "1.3"}], "470.256.02", matrix)
     assert "no driver branch or CUDA release line gpuenv knows serves it" in none
+
+
+def test_a_cc_3_0_kepler_ends_with_cuda_10_2_in_doctor_and_in_replay():
+    """CUDA 11.0 dropped sm_30: a Tesla K10 (cc 3.0) still runs on R470, but its last CUDA is 10.2,
+    not the 11.8 of Kepler's 3.5 and 3.7. `doctor --host` (legacy.py) and the replay's identity row
+    (validate/host/archs.py) say the same."""
+    from validate.host.archs import identity_text
+
+    (line,) = legacy_lines([{"name": "Tesla K10.G1.8GB", "compute_capability": "3.0"}], "470.256.02", load_matrix())
+    assert "(cc 3.0): the last driver branch that runs it is R470, the last CUDA that builds for it 10.2" in line, line
+    assert "stay on R470 and CUDA 10.2 or older (--cuda 10.2)" in line, line
+    assert identity_text("Tesla K10.G1.8GB", "3.0") == "Kepler, cc 3.0: legacy, last driver branch R470, last CUDA 10.2"
+    assert identity_text("Tesla K80", "3.7").endswith("last driver branch R470, last CUDA 11.8")
 
 
 def test_the_suites_legacy_table_agrees_with_the_compatibility_data():
     """validate/host/gpu_archs.yaml repeats envs/compat.yaml's last driver branch and CUDA per
-    legacy architecture (images carry only validate/): the two must say the same."""
+    legacy compute capability (images carry only validate/): the two must say the same."""
     from validate.host.archs import load_archs
 
-    suite = {arch: (branch, cuda) for arch, branch, cuda in load_archs().legacy}
-    data = {a.name: (a.last_driver_branch, a.last_cuda) for a in load_matrix().gpu_architectures if a.last_driver_branch}
-    assert suite == data and set(suite) == {"Kepler", "Maxwell", "Pascal", "Volta"}
+    suite = {cc: (branch, cuda) for _, ccs, branch, cuda in load_archs().legacy for cc in ccs}
+    data = {cc: (a.last_driver_branch, a.last_cuda) for a in load_matrix().gpu_architectures if a.last_driver_branch
+            for cc in a.compute_capabilities}
+    assert suite == data and suite["3.0"] == ("470", "10.2") and suite["3.5"] == ("470", "11.8")
+    assert {cc for cc in suite if suite[cc][0] == "580"} == {"5.0", "5.2", "5.3", "6.0", "6.1", "6.2", "7.0", "7.2"}
 
 
 def test_the_resolver_refuses_legacy_gpus_in_doctors_words():

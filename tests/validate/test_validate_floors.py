@@ -273,3 +273,46 @@ def test_readme_table_lists_every_reference_with_its_floor():
             assert f"| {0.75 * reference.value:.4g}" in row and (("(warns; fails below" in row) != reference.confirmed)
             assert all(m.source in row for m in reference.measurements)
     assert len(rows) == expected + 2  # header, rule, one row per reference
+    unjudged = table.unjudged_rows()
+    assert "\n".join(unjudged) in readme, "docs/suite.md's not-judged table is stale: python scripts/reference_table.py"
+    listed = [(e, metric) for e in load_peaks() for metric, _ in e.no_reference]
+    assert len(unjudged) == len(listed) + 2 and all(e.reference_for(metric) is None for e, metric in listed)
+
+
+@pytest.mark.parametrize(("name", "metrics"), [
+    ("NVIDIA A100-SXM4-40GB", ("fp32_tflops", "tf32_tflops", "bf16_tflops", "fp16_tflops")),
+    ("NVIDIA RTX 6000 Ada Generation", ("tf32_tflops", "bf16_tflops", "fp16_tflops", "memory_bandwidth_gbs")),
+    ("NVIDIA GB200", ("tf32_tflops", "bf16_tflops", "fp16_tflops")),
+])
+def test_models_without_a_public_figure_say_why_and_are_not_judged(name, metrics):
+    """Issue 26 item 4: where no public figure exists the data says so (what was searched), and the
+    figure is not judged rather than guessed from a neighbouring SKU."""
+    entry = peaks_for(name, load_peaks())
+    why = dict(entry.no_reference)
+    assert set(metrics) <= set(why) and all("no public figure" in why[m] for m in metrics)
+    for metric in metrics:
+        assert _judge(name, metric, 1.0).verdict == NOT_JUDGED
+
+
+def test_the_a10g_is_judged_like_for_like_and_its_dcgm_figures_only_warn():
+    """A10G: torch.matmul at n=8192 (zzc0721 #126) confirms fp32/tf32/bf16/fp16; memory bandwidth
+    has only DCGM's figure, so below 75% of it warns and only below 0.55 of it fails."""
+    entry = peaks_for("NVIDIA A10G", load_peaks())
+    for metric, figure in (("fp32_tflops", 23.23), ("tf32_tflops", 34.13), ("bf16_tflops", 66.59), ("fp16_tflops", 65.67)):
+        reference = entry.reference_for(metric)
+        assert reference.confirmed and reference.value == figure and reference.measurements[0].source == ZZC + "126"
+        assert _judge("NVIDIA A10G", metric, 0.5 * figure).verdict == FAIL
+    memory = entry.reference_for("memory_bandwidth_gbs")
+    assert not memory.confirmed and memory.value == 483.6
+    assert _judge("NVIDIA A10G", "memory_bandwidth_gbs", 0.7 * 483.6).verdict == WARN
+    assert _judge("NVIDIA A10G", "memory_bandwidth_gbs", 0.5 * 483.6).verdict == FAIL
+
+
+def test_the_gb200_has_only_dcgms_figures_and_they_only_warn():
+    """GB200: DCGM's entry for its device and subsystem (2941/2046) is the only public figure, taken
+    another way: unconfirmed, a figure below 75% of it warns; the data records that DCGM names it B200."""
+    entry = peaks_for("NVIDIA GB200", load_peaks())
+    fp32 = entry.reference_for("fp32_tflops")
+    assert not fp32.confirmed and fp32.value == 20.3 and "SOURCES DISAGREE" in fp32.measurements[0].note
+    assert _judge("NVIDIA GB200", "fp32_tflops", 0.7 * 20.3).verdict == WARN
+    assert _judge("NVIDIA GB200", "fp32_tflops", 60.0).verdict == PASS

@@ -33,7 +33,7 @@ class ArchTable:
 
     exact: dict[str, KnownArch]
     products: tuple[tuple[str, KnownArch], ...]  # longest first
-    legacy: tuple[tuple[str, str, str], ...] = ()  # (architecture, last driver branch, last CUDA)
+    legacy: tuple[tuple[str, tuple[str, ...], str, str], ...] = ()  # (architecture, its ccs, last driver branch, last CUDA)
 
     def get(self, name: str, default: KnownArch | None = None) -> KnownArch | None:
         return lookup(name, self) or default
@@ -87,13 +87,18 @@ def load_archs(path: Path = ARCHS_FILE) -> ArchTable:
     return ArchTable(exact, ordered, _legacy(data.get("legacy", []), path))
 
 
-def _legacy(entries: list, path: Path) -> tuple[tuple[str, str, str], ...]:
+def _legacy(entries: list, path: Path) -> tuple[tuple[str, tuple[str, ...], str, str], ...]:
+    """Per compute capability, since one architecture's members lose CUDA at different releases
+    (Kepler 3.0 after CUDA 10.2, 3.5 and 3.7 after 11.8)."""
     out = []
     for number, entry in enumerate(entries, start=1):
         arch, branch, cuda = entry.get("architecture"), entry.get("last_driver_branch"), entry.get("last_cuda")
-        if not arch or not re.match(r"^\d{3}$", str(branch)) or not re.match(r"^\d+\.\d+$", str(cuda)) or not entry.get("source"):
-            raise ArchsFileError(f"{path}: legacy entry {number} needs architecture, last_driver_branch (\"470\"), last_cuda (\"11.8\") and source")
-        out.append((str(arch), str(branch), str(cuda)))
+        ccs = entry.get("compute_capabilities")
+        if (not arch or not re.match(r"^\d{3}$", str(branch)) or not re.match(r"^\d+\.\d+$", str(cuda)) or not entry.get("source")
+                or not isinstance(ccs, list) or not ccs or not all(re.match(r"^\d+\.\d+$", str(c)) for c in ccs)):
+            raise ArchsFileError(f"{path}: legacy entry {number} needs architecture, compute_capabilities ([\"3.5\"]), "
+                                 "last_driver_branch (\"470\"), last_cuda (\"11.8\") and source")
+        out.append((str(arch), tuple(str(c) for c in ccs), str(branch), str(cuda)))
     return tuple(out)
 
 
@@ -109,7 +114,8 @@ def identity_text(name: str, compute_capability: str | None, table: ArchTable | 
     if known is not None:
         note = "" if known.confirmed else " (unconfirmed)"
         cc = compute_capability or known.compute_capability
-        legacy = next((f": legacy, last driver branch R{b}, last CUDA {c}" for a, b, c in table.legacy if a == known.architecture), "")
+        legacy = next((f": legacy, last driver branch R{b}, last CUDA {c}" for a, ccs, b, c in table.legacy
+                       if a == known.architecture and cc in ccs), "")
         return f"{known.architecture}, cc {cc}{note}{legacy}"
     if compute_capability:
         return f"cc {compute_capability} (product not in validate/host/gpu_archs.yaml)"

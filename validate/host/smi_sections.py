@@ -2,15 +2,20 @@
 parser each (pure, stdlib only). Each returns None for a section the capture does not hold or
 prints as "N/A": absence reads as "not reported", never as "none found".
 
-Spellings read, with the public captures they were checked against:
-- processes: `<processes>` / "Processes" (each entry with a type C, G or C+G; drivers 450 to
-  610 in tests/validate/captures/), and `<compute_processes>` / "Compute Processes" (compute
-  only, no type) of older drivers: driver 340.24's `nvidia-smi -q -x` of a Tesla K20m listing
-  eight processes, published in init-at/host-monitoring's nvidia-smi module (TEST_OUT), and
-  340.21's text ("Compute Processes : None");
-- fabric: `<fabric><state>/<status>` / "Fabric / State / Status" (drivers 535 and newer; N/A on
-  GPUs without an NVSwitch fabric), whose states NVIDIA's Fabric Manager user guide names
-  (https://docs.nvidia.com/datacenter/tesla/pdf/fabric-manager-user-guide.pdf).
+Spellings read, with the public captures they were checked against (tests/validate/captures/,
+whose README names each upstream: XML of drivers 570.148.08, 580.65.06 (NVIDIA's NVML mock),
+580.105.08 and 580.173.02; text of 590.48.01, 595.71.05, 595.80 and 610.57.04):
+- processes: `<processes>` / "Processes", each entry with a type C, G or C+G: every capture
+  above; no capture between drivers 340 and 570 of this section is in the tests. The older
+  `<compute_processes>` / "Compute Processes" (compute only, no type) was checked against driver
+  340.24's `nvidia-smi -q -x` of a Tesla K20m listing eight processes, published in
+  init-at/host-monitoring's nvidia-smi module (TEST_OUT), and 340.21's text ("Compute Processes :
+  None"); tests replay it from variants of the captures above (tests/validate/host_variants.py);
+- fabric: `<fabric><state>/<status>` and "Fabric / State / Status": every capture above (N/A on
+  GPUs without an NVSwitch fabric, Completed/Success on the 8-GPU H100 and B200 boards); its
+  states are those NVIDIA's Fabric Manager user guide names
+  (https://docs.nvidia.com/datacenter/tesla/pdf/fabric-manager-user-guide.pdf). Drivers before
+  the section existed print nothing, which reads as not reported.
 """
 
 from __future__ import annotations

@@ -186,7 +186,7 @@ def retired_pages_verdict(gpu_index: int, pending: bool | None) -> Verdict:
     """Page retirement (before Ampere): retired pages wait for a reload of the driver."""
     threshold = "no page retirement pending"
     if pending is None:
-        return Verdict(SKIP, threshold, "this GPU does not report page retirement (Ampere and newer remap rows instead)")
+        return Verdict(SKIP, threshold, "page retirement not reported on this GPU (Ampere and newer remap rows instead)")
     if pending:
         return Verdict(FAIL, threshold, f"GPU {gpu_index} has retired pages pending: reset the GPU (nvidia-smi -r -i {gpu_index}) or reboot so they take effect")
     return Verdict(PASS, threshold)

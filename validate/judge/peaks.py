@@ -74,18 +74,21 @@ class ReferenceFigure:
 
 @dataclass(frozen=True)
 class GpuPeaks:
-    """Datasheet peaks of one GPU model (None where the model has no such mode)."""
+    """Datasheet peaks of one GPU model (None where the model has no such mode, or where NVIDIA
+    publishes no datasheet figure for it, e.g. AWS's A10G), its measured references, and, per
+    metric with none, why not (`no_reference`: the sources searched)."""
 
     model: str
     nvml_names: tuple[str, ...]
     source: str
-    fp32_tflops: float
+    fp32_tflops: float | None
     tf32_tflops: float | None
     bf16_tflops: float | None
     fp16_tflops: float | None
-    memory_bandwidth_gbs: float
+    memory_bandwidth_gbs: float | None
     nvlink_gbs: float | None = None  # datasheet NVLink bandwidth per GPU, both directions
     measured: tuple[Measurement, ...] = ()
+    no_reference: tuple[tuple[str, str], ...] = ()  # (metric, why no public figure is used)
 
     def peak(self, metric: str) -> float | None:
         """The datasheet figure: shown beside a measurement, never a floor."""
@@ -161,6 +164,26 @@ def _measurements(entry: dict[str, Any], where: str) -> tuple[Measurement, ...]:
     return tuple(out)
 
 
+def _no_reference(entry: dict[str, Any], where: str, measured: tuple[Measurement, ...]) -> tuple[tuple[str, str], ...]:
+    """`no_reference`: metric -> why no public figure is used (the sources searched); a metric
+    listed here and measured too is a contradiction in the data."""
+    raw = entry.get("no_reference")
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict) or not raw:
+        raise PeakTableError(f"{where}: no_reference must be a mapping of metric to the reason no public figure is used")
+    out = []
+    for metric, why in raw.items():
+        if metric not in METRICS:
+            raise PeakTableError(f"{where}: no_reference: unknown metric {metric!r} (use one of {', '.join(METRICS)})")
+        if not isinstance(why, str) or not why.strip():
+            raise PeakTableError(f"{where}: no_reference: {metric} needs the reason (what was searched)")
+        if any(m.metric == metric for m in measured):
+            raise PeakTableError(f"{where}: {metric} is both measured and listed under no_reference")
+        out.append((metric, why.strip()))
+    return tuple(out)
+
+
 def parse_interconnects(data: Any) -> dict[str, Interconnect]:
     """The 'interconnects:' list: NCCL floors per link kind, each with its source."""
     out: dict[str, Interconnect] = {}
@@ -201,18 +224,23 @@ def parse_table(data: Any) -> list[GpuPeaks]:
             if name.lower() in seen:
                 raise PeakTableError(f"{where}: NVML name {name!r} is also listed by {seen[name.lower()]}")
             seen[name.lower()] = model
+        for key in ("fp32_tflops", "memory_bandwidth_gbs"):  # null is allowed, but must be written: a forgotten key is an error
+            if key not in entry:
+                raise PeakTableError(f"{where}: {key} is missing (null when NVIDIA publishes no datasheet figure)")
+        measured = _measurements(entry, where)
         entries.append(
             GpuPeaks(
                 model=model,
                 nvml_names=tuple(names),
                 source=source,
-                fp32_tflops=_number(entry, "fp32_tflops", where, optional=False),  # type: ignore[arg-type]
+                fp32_tflops=_number(entry, "fp32_tflops", where, optional=True),
                 tf32_tflops=_number(entry, "tf32_tflops", where, optional=True),
                 bf16_tflops=_number(entry, "bf16_tflops", where, optional=True),
                 fp16_tflops=_number(entry, "fp16_tflops", where, optional=True),
-                memory_bandwidth_gbs=_number(entry, "memory_bandwidth_gbs", where, optional=False),  # type: ignore[arg-type]
+                memory_bandwidth_gbs=_number(entry, "memory_bandwidth_gbs", where, optional=True),
                 nvlink_gbs=_number(entry, "nvlink_gbs", where, optional=True),
-                measured=_measurements(entry, where),
+                measured=measured,
+                no_reference=_no_reference(entry, where, measured),
             )
         )
     return entries

@@ -11,7 +11,7 @@ from typing import Any
 import os
 
 from validate.files import write_text_atomic
-from validate.report.tables import format_table
+from validate.report.tables import format_table, wrap_rows
 from validate.judge.thresholds import FAIL, PASS, SKIP
 
 #: Set by `invoke validate` for an in-image run: {path in the container: the path the user gave},
@@ -58,7 +58,8 @@ def _gpu_label(uuid: str | None, gpu_index: dict[str, int]) -> str:
 
 
 def render_table(records: list[Record], gpu_index: dict[str, int]) -> str:
-    """A plain-text table (check, GPU, measured, threshold, verdict, time) and the reasons below it."""
+    """A plain-text table (check, GPU, measured, threshold, verdict, time), long cells wrapped within
+    48 columns, and the reasons below it."""
     header = ("check", "GPU", "measured", "threshold", "verdict", "time")
     rows = [
         (
@@ -71,7 +72,7 @@ def render_table(records: list[Record], gpu_index: dict[str, int]) -> str:
         )
         for r in records
     ]
-    out = [format_table(header, rows, max_width=48)]
+    out = [format_table(header, wrap_rows(rows, [48] * len(header)))]  # long cells wrap: --verbose is the full detail
     notes = [(n, r) for n, r in enumerate(records, start=1) if r.reason and r.verdict != PASS]
     if notes:
         out.append("")

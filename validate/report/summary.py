@@ -1,5 +1,6 @@
 """The report a person reads in one screen (pure): the verdict first, then the failing rows with
-their causes, then one collapsed table that fits 120 columns, then one line per kind of skip.
+their causes, then one collapsed table that fits 120 columns (long cells wrap within their
+column), then one line per kind of skip.
 
 Rows that say the same on several GPUs collapse into one ("GPU 0-7"). The full table, one row per
 check and GPU with every reason, is `render_table` (python -m validate --verbose); the JSON and
@@ -14,7 +15,7 @@ from typing import Sequence
 
 from validate.judge.thresholds import FAIL, PASS, SKIP, WARN
 from validate.report.record import Record
-from validate.report.tables import format_table
+from validate.report.tables import format_table, wrap_rows
 
 WIDTH = 120
 #: Column widths of the collapsed table: check, GPU, measured, threshold, verdict (with the
@@ -105,14 +106,14 @@ def failing_lines(groups: list[tuple[list[int | None], Record]]) -> list[str]:
 
 
 def table(groups: list[tuple[list[int | None], Record]]) -> str:
-    """Every row that is neither a skip nor a failure, collapsed, cut to the column widths."""
+    """Every row that is neither a skip nor a failure, collapsed; a cell wider than its column wraps
+    onto the next lines (a legacy GPU's last CUDA line must not be cut off)."""
     rows = []
     for gpus, r in groups:
         if r.verdict in (SKIP, FAIL, WARN):
             continue
-        cells = (r.check, _gpus_text(gpus), _same(r.measured) if len(gpus) > 1 else r.measured, r.threshold, r.verdict)
-        rows.append([_cut(c, w) for c, w in zip(cells, COLUMNS)])
-    return format_table(("check", "GPU", "measured", "threshold", "verdict"), rows)
+        rows.append((r.check, _gpus_text(gpus), _same(r.measured) if len(gpus) > 1 else r.measured, r.threshold, r.verdict))
+    return format_table(("check", "GPU", "measured", "threshold", "verdict"), wrap_rows(rows, COLUMNS))
 
 
 def skip_lines(groups: list[tuple[list[int | None], Record]]) -> list[str]:
