@@ -10,24 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from pathlib import Path
+
+from badlocks import with_wrong_hashes
 
 from gpuenv.envs import locking
 
-WRONG = "sha256:" + "0" * 64
 _real_ensure_lock = locking.ensure_lock
-
-
-def with_wrong_hashes(text: str) -> str:
-    """`text` (a uv lock) with every hash of its first package that is not torch replaced by WRONG."""
-    name = next(line.split("==")[0] for line in text.splitlines() if "==" in line and not line.startswith((" ", "torch==")))
-    out, inside = [], False
-    for line in text.splitlines(keepends=True):
-        if not line.startswith((" ", "\t")):
-            inside = line.startswith(f"{name}==")
-        out.append(re.sub(r"sha256:[0-9a-f]{64}", WRONG, line) if inside else line)
-    return "".join(out)
 
 
 def _ensure_wrong_lock(*args, **kwargs):
@@ -38,7 +27,7 @@ def _ensure_wrong_lock(*args, **kwargs):
     meta = Path(result.directory) / "stack.json"
     data = json.loads(meta.read_text())
     data["lock_sha256"] = hashlib.sha256(bad.encode()).hexdigest()
-    meta.write_text(json.dumps(data, indent=2) + "\n")
+    meta.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     return result
 
 
