@@ -229,11 +229,12 @@ def _declared_gpus(raw: Any) -> list[dict[str, Any]] | None:
     if len(raw) > MAX_GPU_SECTIONS:
         raise MalformedReport(f"host.nvml.gpus lists {len(raw)} GPUs; a host has at most {MAX_GPU_SECTIONS}")
     out = []
+    budget = [MAX_FREE_FORM_VALUES]  # for their other facts; index, UUID and name are always kept
     for position, entry in enumerate(raw):
         uuid = entry.get("uuid") if isinstance(entry, dict) else None
         if not isinstance(uuid, str) or not uuid.strip():
             raise MalformedReport(f"host.nvml.gpus entry {position} has no GPU UUID")
-        gpu = _plain(entry, [MAX_FREE_FORM_VALUES])
+        gpu = _plain(entry, budget) or {}
         index = entry.get("index")
         gpu["index"] = index if isinstance(index, int) and not isinstance(index, bool) else None
         gpu["uuid"] = safe_text(uuid, limit=200)

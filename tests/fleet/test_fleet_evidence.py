@@ -152,3 +152,10 @@ def test_a_declared_gpu_list_that_cannot_be_read_is_malformed(tmp_path, gpus, wh
     report["host"]["nvml"]["gpus"] = gpus
     outcome = _read(tmp_path, report)
     assert (outcome.status, outcome.reason) == (MALFORMED, f"malformed report: {why}")
+
+
+def test_wide_declared_gpus_keep_their_identity_past_the_free_form_budget():
+    report = _without_sections(_report(), gpu(1, host=1)["uuid"])
+    report["host"]["nvml"]["gpus"][0]["padding"] = {f"k{a}": list(range(400)) for a in range(40)}  # uses up the budget
+    declared = check_report(report)["host"]["nvml"]["gpus"]
+    assert [(g["index"], g["uuid"], g["name"]) for g in declared] == [(i, gpu(i, host=1)["uuid"], gpu(i)["name"]) for i in (0, 1)]
