@@ -47,3 +47,20 @@ def cannot_lock(err: Exception) -> None:
         pytest.skip(f"no route from this machine to the package index {err.url}: {err.render()}")
     render = getattr(err, "render", None)
     pytest.fail(f"cannot lock the CPU stack: {render() if render else err}", pytrace=False)
+
+
+#: Where uv downloads python-build-standalone's CPython from when no mirror is set.
+PYTHON_BUILD_STANDALONE_HOST = "github.com"
+
+
+def python_download_unreachable(error_line: str) -> str | None:
+    """The cause, when gpuenv's one-line "cannot download Python" error says the
+    python-build-standalone host could not be reached (its name did not resolve, the connection
+    failed); None for every other cause (a 404, a bad archive, a mirror this test set, any other
+    gpuenv error), which must fail the test, not skip it."""
+    if "cannot download Python" not in error_line:
+        return None
+    url = re.search(r"\bfrom (https?://[^\s/]+)/", error_line)
+    if url is None or url.group(1).split("://", 1)[1].lower() != PYTHON_BUILD_STANDALONE_HOST:
+        return None
+    return no_route_cause(error_line)

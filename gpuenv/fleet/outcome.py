@@ -81,7 +81,8 @@ def report_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
 
 def unproven(report: dict[str, Any]) -> str | None:
     """Why a checked report is no proof of a ready host (validate/judge/evidence.py), or None: its
-    summary must agree with its rows, every verdict must be known, and each GPU must have computed."""
+    summary must agree with its rows, every verdict must be known, and each GPU it declares must
+    have computed."""
     summary = report["summary"]
     rows = report_rows(report)
     counted: dict[str, int] = {}
@@ -93,10 +94,22 @@ def unproven(report: dict[str, Any]) -> str | None:
     exit_status = summary.get("pytest_exit_status")
     if exit_status is None:
         return "the report does not say how the suite exited (no pytest_exit_status)"
-    gpus = {key: f"GPU {section['gpu'].get('index')} ({section['gpu'].get('name') or key[:12]})"
-            for key, section in report.items() if isinstance(section, dict) and isinstance(section.get("gpu"), dict)}
     frameworks = (report.get("host") or {}).get("frameworks") or {}
-    return summary.get("not_validated") or missing_evidence(rows, gpus, frameworks=frameworks, exit_status=exit_status)
+    return summary.get("not_validated") or missing_evidence(rows, gpus_owing_proof(report), frameworks=frameworks, exit_status=exit_status)
+
+
+def gpus_owing_proof(report: dict[str, Any]) -> dict[str, str]:
+    """UUID -> label of every GPU a checked report declares: its GPU sections, and the GPUs its own
+    NVML reading lists (host.nvml.gpus). A report that leaves out a GPU's section, or all of them,
+    still owes that GPU's passing compute row; the section keys alone would let it read ready."""
+    def label(gpu: dict[str, Any], uuid: str) -> str:
+        return f"GPU {gpu.get('index')} ({gpu.get('name') or uuid[:12]})"
+
+    gpus = {key: label(section["gpu"], key)
+            for key, section in report.items() if isinstance(section, dict) and isinstance(section.get("gpu"), dict)}
+    for gpu in ((report.get("host") or {}).get("nvml") or {}).get("gpus") or ():
+        gpus.setdefault(gpu["uuid"], label(gpu, gpu["uuid"]))
+    return gpus
 
 
 def status_from_report(report: dict[str, Any] | None, exit_code: int | None) -> tuple[str, str]:

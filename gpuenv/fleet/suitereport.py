@@ -174,12 +174,15 @@ def check_report(data: Any) -> CheckedReport:
     _check_size(data)
     clean = CheckedReport(format=fmt)
     nvml = host.get("nvml")
+    declared = _declared_gpus(nvml.get("gpus") if isinstance(nvml, dict) else None)
     budget = [MAX_FREE_FORM_VALUES]
     clean["host"] = {
         "nvml": _plain(nvml, budget) if isinstance(nvml, dict) else None,
         "frameworks": _plain(host.get("frameworks"), budget) if isinstance(host.get("frameworks"), dict) else None,
         "checks": _checks(host.get("checks"), "host", None),
     }
+    if declared is not None:  # checked on its own, so no wide free-form field before it can crowd it out
+        clean["host"]["nvml"]["gpus"] = declared
     indexes: dict[int, str] = {}
     for key, value in data.items():
         if key in ("format", "host", "summary") or not isinstance(value, dict) or not isinstance(value.get("gpu"), dict):
@@ -213,6 +216,31 @@ def check_report(data: Any) -> CheckedReport:
         "not_validated": safe_text(summary["not_validated"], limit=500) if summary.get("not_validated") else None,
     }
     return clean
+
+
+def _declared_gpus(raw: Any) -> list[dict[str, Any]] | None:
+    """The GPUs the node's own NVML reading lists (host.nvml.gpus), each with a UUID: every one of
+    them owes its proof of computing, whether or not the report kept a section for it. None when
+    the report lists none (an old or hand-made report: its GPU sections are all there is)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, list):
+        raise MalformedReport(f"host.nvml.gpus is a {type(raw).__name__}, not a list")
+    if len(raw) > MAX_GPU_SECTIONS:
+        raise MalformedReport(f"host.nvml.gpus lists {len(raw)} GPUs; a host has at most {MAX_GPU_SECTIONS}")
+    out = []
+    budget = [MAX_FREE_FORM_VALUES]  # for their other facts; index, UUID and name are always kept
+    for position, entry in enumerate(raw):
+        uuid = entry.get("uuid") if isinstance(entry, dict) else None
+        if not isinstance(uuid, str) or not uuid.strip():
+            raise MalformedReport(f"host.nvml.gpus entry {position} has no GPU UUID")
+        gpu = _plain(entry, budget) or {}
+        index = entry.get("index")
+        gpu["index"] = index if isinstance(index, int) and not isinstance(index, bool) else None
+        gpu["uuid"] = safe_text(uuid, limit=200)
+        gpu["name"] = safe_text(entry["name"], limit=200) if isinstance(entry.get("name"), str) else None
+        out.append(gpu)
+    return out
 
 
 def _check_size(data: dict[str, Any]) -> None:

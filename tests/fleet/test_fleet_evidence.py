@@ -1,5 +1,6 @@
 """A node's report reads "ready" only with proof: its summary agrees with its rows, its exit status with
-its verdicts, every verdict is a known word, each GPU computed, and no row hides behind another key.
+its verdicts, every verdict is a known word, each GPU it declares (its sections and host.nvml.gpus)
+computed, and no row hides behind another key.
 
 Reports are written by the suite's own writer (suitecases.gpu_report), then altered as a lying or
 broken node would, and read back through `--from-reports` as the fleet reads them.
@@ -13,7 +14,8 @@ import pytest
 from suitecases import gpu, gpu_report
 
 from gpuenv.fleet.collected import read_report_folder
-from gpuenv.fleet.outcome import MALFORMED, NOT_READY, READY, status_from_report
+from gpuenv.fleet.outcome import MALFORMED, NOT_READY, READY, gpus_owing_proof, status_from_report
+from gpuenv.fleet.suitereport import check_report
 
 
 def _read(tmp_path, report, text: str | None = None):
@@ -105,3 +107,55 @@ def test_two_gpu_keys_that_read_the_same_once_made_safe_are_malformed(tmp_path):
     report["GPU-a\\x1b"] = report.pop(second)
     outcome = _read(tmp_path, report)
     assert outcome.status == MALFORMED and "given twice" in outcome.reason
+
+
+def _without_sections(report, *uuids: str):
+    """The report as a node that dropped these GPUs' sections would send it: its summary recounted
+    from the rows it kept, so the missing sections are the only lie left."""
+    for uuid in uuids:
+        del report[uuid]
+    counts: dict[str, int] = {}
+    for row in report["host"]["checks"] + [c for s in report.values() if isinstance(s, dict) and "gpu" in s for c in s["checks"]]:
+        counts[row["verdict"]] = counts.get(row["verdict"], 0) + 1
+    report["summary"]["verdicts"] = counts
+    return report
+
+
+@pytest.mark.parametrize("dropped", [(0, 1), (1,)], ids=["both-sections", "one-section"])
+def test_every_gpu_the_report_declares_owes_its_proof_though_its_section_is_gone(tmp_path, dropped):
+    report = _report()
+    declared = report["host"]["nvml"]["gpus"]
+    assert [g["uuid"] for g in declared] == [gpu(0, host=1)["uuid"], gpu(1, host=1)["uuid"]]
+    _without_sections(report, *(declared[i]["uuid"] for i in dropped))
+    outcome = _read(tmp_path, report)
+    assert outcome.status == NOT_READY, outcome.reason
+    assert outcome.reason.startswith("not validated: no check proved that ")
+    for i, entry in enumerate(declared):
+        assert (f"GPU {entry['index']} ({entry['name']})" in outcome.reason) == (i in dropped), outcome.reason
+
+
+def test_declared_gpus_are_read_before_any_wide_field_can_crowd_them_out():
+    report = _without_sections(_report(), gpu(1, host=1)["uuid"])
+    # A field wide enough to use up the free-form budget, written before the GPU list.
+    report["host"]["nvml"] = {"padding": {f"k{a}": list(range(400)) for a in range(40)}, **report["host"]["nvml"]}
+    checked = check_report(report)
+    assert [g["uuid"] for g in checked["host"]["nvml"]["gpus"]] == [gpu(0, host=1)["uuid"], gpu(1, host=1)["uuid"]]
+    assert gpus_owing_proof(checked)[gpu(1, host=1)["uuid"]] == "GPU 1 (NVIDIA H100 80GB HBM3)"
+
+
+@pytest.mark.parametrize("gpus,why", [
+    ("GPU-x", "host.nvml.gpus is a str, not a list"),
+    ([{"index": 0, "name": "NVIDIA H100 80GB HBM3"}], "host.nvml.gpus entry 0 has no GPU UUID"),
+])
+def test_a_declared_gpu_list_that_cannot_be_read_is_malformed(tmp_path, gpus, why):
+    report = _report()
+    report["host"]["nvml"]["gpus"] = gpus
+    outcome = _read(tmp_path, report)
+    assert (outcome.status, outcome.reason) == (MALFORMED, f"malformed report: {why}")
+
+
+def test_wide_declared_gpus_keep_their_identity_past_the_free_form_budget():
+    report = _without_sections(_report(), gpu(1, host=1)["uuid"])
+    report["host"]["nvml"]["gpus"][0]["padding"] = {f"k{a}": list(range(400)) for a in range(40)}  # uses up the budget
+    declared = check_report(report)["host"]["nvml"]["gpus"]
+    assert [(g["index"], g["uuid"], g["name"]) for g in declared] == [(i, gpu(i, host=1)["uuid"], gpu(i)["name"]) for i in (0, 1)]

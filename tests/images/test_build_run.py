@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -20,6 +19,7 @@ from pathlib import Path
 import dockercases
 import pytest
 
+from badlocks import with_wrong_hashes
 from imagecases import CA_MARKER, CPU_STACK_ARGS, ROOT, WHEELHOUSE, build_args, run_task, task_argv
 
 pytestmark = [pytest.mark.docker, pytest.mark.network]
@@ -210,20 +210,6 @@ def _broken_locks_root(tmp_path: Path, cpu_lock, lock_text: str) -> Path:
     return root
 
 
-def _with_wrong_hashes(text: str, name: str | None = None) -> str:
-    """The lock text with every hash of `name` (default: the first package that is not torch)
-    replaced by one no file has."""
-    if name is None:
-        name = next(line.split("==")[0] for line in text.splitlines() if "==" in line and not line.startswith((" ", "torch==")))
-    out, inside = [], False
-    for line in text.splitlines(keepends=True):
-        if not line.startswith((" ", "\t")):
-            inside = line.startswith(f"{name}==")
-        out.append(re.sub(r"sha256:[0-9a-f]{64}", "sha256:" + "0" * 64, line) if inside else line)
-    assert "".join(out) != text, f"{name} is not in the lock"
-    return "".join(out)
-
-
 def _stack_tags_unchanged(cpu_image, bad_lock_text: str) -> None:
     import hashlib
 
@@ -240,7 +226,7 @@ def _stack_tags_unchanged(cpu_image, bad_lock_text: str) -> None:
 
 def test_failed_build_tags_nothing_and_leaves_no_container(cpu_image, cpu_lock, ca_bundle, base_image, tmp_path):
     # A hash that no file on PyPI has: uv refuses it inside the install RUN step.
-    bad = _with_wrong_hashes(cpu_lock.directory.joinpath("requirements.lock.txt").read_text())
+    bad = with_wrong_hashes(cpu_lock.directory.joinpath("requirements.lock.txt").read_text())
     root = _broken_locks_root(tmp_path, cpu_lock, bad)
     since = time.time()
     proc = run_task(*build_args(base_image, ca_bundle), env={"GPUENV_LOCKS_DIR": str(root)}, timeout=600)

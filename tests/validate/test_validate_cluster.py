@@ -154,9 +154,24 @@ def test_tensorflow_build_info_is_read_without_importing_tensorflow():
     assert parse_build_info(text) == TF_218_BUILD_INFO
     assert parse_build_info("build_info = os.system('x')\n") is None
     assert parse_build_info("not python (") is None
-    installed = installed_build_info()
-    if installed is not None:  # the real file of the TensorFlow installed here
-        assert isinstance(installed["is_cuda_build"], bool)
+
+
+def test_the_installed_tensorflows_build_info_is_what_tensorflow_itself_says():
+    """The real file of the TensorFlow installed here, read unexecuted, against TensorFlow's own
+    answer (tf.sysconfig.get_build_info(), imported in a child so this process stays without it)."""
+    import importlib.util
+    import json
+
+    from validate.host.tfbuild import installed_build_info
+
+    if importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("TensorFlow is not installed in this venv: no build_info file to read")
+    status, stdout, stderr, _ = run_command(
+        [sys.executable, "-c", "import json, tensorflow as tf; print(json.dumps(dict(tf.sysconfig.get_build_info())))"],
+        env=dict(os.environ), timeout=300,
+    )
+    assert status == 0, stderr[-2000:]
+    assert installed_build_info() == json.loads(stdout.strip().splitlines()[-1])
 
 
 def test_tensorflow_info_probe_pauses_for_the_memory_measurement():

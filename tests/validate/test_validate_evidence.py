@@ -135,3 +135,15 @@ def test_a_gpu_run_where_no_gpu_computed_exits_1_not_validated_and_health_only_i
     assert done.returncode == 0, done.stdout[-3000:]
     assert done.stdout.strip().splitlines()[-1] == "validate: every check passed (or skipped with its reason)"
     assert report["summary"]["ok"] is True and report["summary"]["health_only"] is True
+
+
+def test_a_local_run_owes_proof_for_every_gpu_nvml_lists_not_only_those_with_rows(tmp_path):
+    # Host-wide checks only (-k): the report holds no row of either GPU, yet NVML lists both, and
+    # both are named as unproven (the same rule as the fleet's host.nvml.gpus cross-check).
+    done, report = _suite_on_a_synthetic_gpu_host(tmp_path, "-k", "test_driver or test_device_order")
+    last = done.stdout.strip().splitlines()[-1]
+    assert done.returncode == 1, done.stdout[-3000:]
+    sections = {key: s for key, s in report.items() if isinstance(s, dict) and "gpu" in s}
+    assert [g["uuid"] for g in report["host"]["nvml"]["gpus"]] == list(sections) and len(sections) == 2
+    assert all(s["checks"] == [] for s in sections.values())
+    assert last.startswith("validate: NOT VALIDATED: no check proved that GPU 0 (NVIDIA H100 80GB HBM3), GPU 1"), last
