@@ -22,6 +22,7 @@ from typing import Any
 
 from gpuenv.fleet import slurm
 from gpuenv.fleet.outcome import CANCELLED, FAILED, MULTINODE_HOST, MULTINODE_TEST, READY, TIMEOUT, HostOutcome
+from gpuenv.fleet.report.analysis import host_checks
 from validate.judge.scaling import CPU_MIN_SHARE, identical_verdict
 from validate.judge.thresholds import FAIL, INFO, MIN_SHARE_OF_PEERS, NOT_JUDGED, PASS, WARN, Verdict, loss_falls_verdict
 from validate.report.record import Record, build_json
@@ -293,13 +294,10 @@ def node_ddp_rates(outcomes: list[HostOutcome]) -> dict[str, NodeRate]:
     measured one (filed under the GPU of rank 0, or host-wide without GPUs)."""
     out = {}
     for outcome in outcomes:
-        report = outcome.report or {}
-        sections = [report.get("host") or {}] + [v for v in report.values() if isinstance(v, dict) and isinstance(v.get("gpu"), dict)]
-        for section in sections:
-            for check in section.get("checks") or []:
-                match = _NODE_DDP.match(str(check.get("check", "")))
-                if match and isinstance(check.get("value"), (int, float)) and check["value"] > 0:
-                    out[outcome.host] = NodeRate(check["check"], int(match.group(1)), match.group(2), float(check["value"]))
+        for check in host_checks(outcome):
+            match = _NODE_DDP.match(str(check.get("check", "")))
+            if match and isinstance(check.get("value"), (int, float)) and check["value"] > 0:
+                out[outcome.host] = NodeRate(check["check"], int(match.group(1)), match.group(2), float(check["value"]))
     return out
 
 

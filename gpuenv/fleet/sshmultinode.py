@@ -20,6 +20,7 @@ from gpuenv import engine as engines
 from gpuenv.fleet import multinode
 from gpuenv.fleet.interrupts import shielded
 from gpuenv.fleet.outcome import MULTINODE_HOST, HostOutcome
+from gpuenv.fleet.report.analysis import host_checks
 from gpuenv.fleet.slurm_queue import JobState
 from gpuenv.fleet.sshhosts import LABEL, READ_TIMEOUT, RUN_LABEL, FleetState, Progress, SuiteRun
 
@@ -46,8 +47,6 @@ def gpu_count(outcome: HostOutcome) -> int:
 def torch_missing(outcome: HostOutcome) -> bool:
     """Whether the host's own suite found no PyTorch in the image (a check skipped saying so); a
     suite that never looked (-k) proves nothing either way, and the job then tries."""
-    from gpuenv.fleet.report.analysis import host_checks
-
     return any("PyTorch is not installed here" in str(c.get("reason") or c.get("measured") or "") for c in host_checks(outcome))
 
 
