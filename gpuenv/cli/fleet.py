@@ -324,7 +324,13 @@ def run_fleet(opts: FleetOptions, suite_args: list[str], say: Callable[[str], No
     limit = f", each within {timeout / 60:g} min (--time)" if timeout else ""
     say(f"validating {len(opts.hosts)} host(s) over SSH, {min(opts.parallel, len(opts.hosts))} at a time, in {image}{limit}")
     with HostProgress(total=len(opts.hosts)) as progress:
-        return sshhosts.validate_hosts(opts.hosts, run, parallel=opts.parallel, progress=progress)
+        state = sshhosts.FleetState()
+        outcomes = sshhosts.validate_hosts(opts.hosts, run, parallel=opts.parallel, progress=progress, state=state)
+        # Two or more hosts whose suite ran: one job across them (gpuenv/fleet/sshmultinode.py).
+        from gpuenv.fleet.sshmultinode import run_ssh_multinode
+
+        joint = run_ssh_multinode(outcomes, run, progress, state)
+    return outcomes + ([joint] if joint else [])
 
 
 def fleet_validate(opts: FleetOptions, suite_args: list[str]) -> int:

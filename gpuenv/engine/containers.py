@@ -134,9 +134,12 @@ class ContainersMixin:
         files: bytes | None = None,
         shm_size: str = DEFAULT_SHM_SIZE,
         on_created: Callable[["Container"], None] | None = None,
+        host_network: bool = False,
     ) -> "Container":
         """Create and start a detached container with the run options of `run_container` (GPUs,
         /dev/shm, memlock, init) as the image's own user; `files` is a tar put at / before it starts.
+        `host_network`: the host's network and IPC namespaces (`--network host --ipc host`), which a
+        job across hosts needs: its rendezvous and NCCL reach the other hosts' addresses directly.
 
         `on_created` sees the container before it starts (a caller tracking what to remove on
         Ctrl-C); whatever fails after it exists removes it again.
@@ -144,6 +147,9 @@ class ContainersMixin:
         from docker.errors import APIError
 
         options = container_options(gpus, shm_size, None)
+        if host_network:
+            options.update(network_mode="host", ipc_mode="host")
+            options.pop("shm_size")  # the host's IPC namespace brings its own /dev/shm
         try:
             raw = self.client.containers.create(image=image, command=command, labels=labels or {}, **options)
         except APIError as err:

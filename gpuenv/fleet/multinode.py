@@ -12,16 +12,19 @@ slurm.py's commands (the module that owns Slurm)."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpuenv.fleet import slurm
 from gpuenv.fleet.outcome import CANCELLED, FAILED, MULTINODE_HOST, MULTINODE_TEST, READY, TIMEOUT, HostOutcome
+from gpuenv.fleet.report.analysis import host_checks
 from validate.judge.scaling import CPU_MIN_SHARE, identical_verdict
-from validate.judge.thresholds import FAIL, INFO, MIN_SHARE_OF_PEERS, NOT_JUDGED, PASS, Verdict, loss_falls_verdict
+from validate.judge.thresholds import FAIL, INFO, MIN_SHARE_OF_PEERS, NOT_JUDGED, PASS, WARN, Verdict, loss_falls_verdict
 from validate.report.record import Record, build_json
 
 FOLDER = "multinode"
@@ -60,12 +63,18 @@ def render_batch_script(job: slurm.SlurmJob) -> str:
     )
 
 
-def torchrun_words(python: str, out: str) -> str:
+def ddp_sizes(suite_args: list[str]) -> str:
+    """The suite's DDP sizes the nodes' own suites ran ("quick" with --quick): the job trains with
+    the same, so its rate compares with the sum of theirs."""
+    return "quick" if "--quick" in suite_args else "full"
+
+
+def torchrun_words(python: str, out: str, sizes: str = "quick") -> str:
     """torchrun's command line on a node; $nnodes, $gpus, $addr, $is_host come from the node script."""
     return (f"{python} -m torch.distributed.run --nnodes=\"$nnodes\" --nproc-per-node=\"$gpus\" --rdzv-backend=c10d "
             f"--rdzv-endpoint=\"$addr:{RDZV_PORT}\" --rdzv-id=\"gpuenv-$SLURM_JOB_ID\" "
             f"--rdzv-conf=\"is_host=$is_host,join_timeout={JOIN_TIMEOUT}\" --max-restarts=0 "
-            f"-m validate.measure.multinode --out {out}")
+            f"-m validate.measure.multinode --out {out} --sizes {sizes}")
 
 
 def render_node_script(job: slurm.SlurmJob) -> str:
@@ -78,7 +87,7 @@ def render_node_script(job: slurm.SlurmJob) -> str:
         gpus = "-e NVIDIA_VISIBLE_DEVICES=void" if job.gpus.strip().lower() == "none" else f"--gpus {shlex.quote(job.gpus)}"
         docker = ("docker run --rm --init --network host --ipc host --ulimit memlock=-1 --ulimit stack=67108864 "
                   f"{gpus} -e SLURMD_NODENAME=\"$node\" -e SLURM_JOB_ID=\"$SLURM_JOB_ID\" -v \"$out\":/gpuenv-out "
-                  f"{shlex.quote(job.image)} " + torchrun_words("python", "/gpuenv-out/" + RESULT))
+                  f"{shlex.quote(job.image)} " + torchrun_words("python", "/gpuenv-out/" + RESULT, ddp_sizes(job.suite_args)))
     lines = [
         "#!/bin/bash",
         "# gpuenv multi-node job, one node's part (written by gpuenv; srun starts it once per node).",
@@ -99,7 +108,7 @@ def render_node_script(job: slurm.SlurmJob) -> str:
         f"    {docker or 'true'}",
         "    status=$?",
         'elif [ -n "$prefix" ] && [ -x "$prefix/bin/python" ]; then',
-        "    " + torchrun_words('"$prefix/bin/python"', f'"$out/{RESULT}"'),
+        "    " + torchrun_words('"$prefix/bin/python"', f'"$out/{RESULT}"', ddp_sizes(job.suite_args)),
         "    status=$?",
         "else",
         '    echo "no way to run the multi-node job here: give --image for nodes with Docker or --prefix on a shared path" > "$out/error-$node"',
@@ -126,9 +135,64 @@ def _peers(values: dict[str, float], what: str, unit: str, on_cpu: bool) -> tupl
     return measured, Verdict(FAIL, threshold, f"{what} {name} runs at {values[name] / median:.2f} of the others' median: it drags the job")
 
 
-def result_records(result: dict[str, Any], node_busbw: dict[str, float]) -> list[Record]:
+#: Why the job's busbw has no floor: no public fabric figure measured like it (scaling.yaml says so),
+#: and a node's own all-reduce crosses only its NVLink or PCIe, faster than a network by design.
+BUSBW_UNJUDGED = ("no published fabric figure measured like this job, no --baseline: the public nccl-tests results found ran "
+                  "nccl-tests' own binaries under MPI; a node's own figure crosses no network, so it is shown, not a floor")
+_NODE_DDP = re.compile(r"^ddp samples/s \((\d+) ranks, (\w+)\)$")
+
+
+@dataclass(frozen=True)
+class NodeRate:
+    """A node's own DDP figure from its suite report: `ranks` processes with `backend`."""
+
+    check: str
+    ranks: int
+    backend: str
+    rate: float
+
+
+def efficiency_line(result: dict[str, Any], node_ddp: dict[str, NodeRate]) -> tuple[str, Verdict, float | None]:
+    """(measured, verdict, value) of the job's DDP rate against the sum of the nodes' own DDP rates.
+
+    Like for like only when every node ran the same sizes, backend and ranks as its part of the job;
+    else not judged, naming the node. No published multi-node figure exists (scaling.yaml), so the
+    bar is the fastest node alone: a job slower than one of its nodes warns (the fabric sets its pace),
+    never fails."""
+    rate = float(result["ddp"]["samples_per_s"])
+    sizes = result["ddp"].get("sizes")
+    if sizes is None:
+        return "-", Verdict(NOT_JUDGED, "the job's DDP sizes are in its result", "the result does not say which sizes the job trained (an older gpuenv)"), None
+    ranks_on: dict[str, int] = {}
+    for r in result["ranks"]:
+        ranks_on[r["node"]] = ranks_on.get(r["node"], 0) + 1
+    unlike = []
+    for node in result["nodes"]:
+        own = node_ddp.get(node)
+        if own is None:
+            unlike.append(f"{node} has no DDP figure of its own (its suite skipped or failed the DDP check)")
+        elif (own.ranks, own.backend) != (ranks_on.get(node), result["backend"]):
+            unlike.append(f"{node}'s own DDP ran {own.ranks} ranks with {own.backend}, its part of the job {ranks_on.get(node)} with {result['backend']}")
+    if unlike:
+        return "-", Verdict(NOT_JUDGED, "every node's own DDP figure, measured like its part of the job", "; ".join(unlike)), None
+    total = sum(node_ddp[n].rate for n in result["nodes"])
+    efficiency = rate / total
+    fastest = max(result["nodes"], key=lambda n: node_ddp[n].rate)
+    slowest = min(result["nodes"], key=lambda n: node_ddp[n].rate)
+    measured = (f"{efficiency:.2f}: {rate:.0f} samples/s over the sum of the nodes' own {total:.0f} "
+                f"({', '.join(f'{n} {node_ddp[n].rate:.0f}' for n in result['nodes'])}; slowest node alone {slowest})")
+    threshold = (f">= the fastest node alone ({fastest} {node_ddp[fastest].rate:.0f} samples/s, {node_ddp[fastest].rate / total:.2f} of the sum); "
+                 "no published multi-node figure, so warn only")
+    if rate >= node_ddp[fastest].rate:
+        return measured, Verdict(PASS, threshold), efficiency
+    return measured, Verdict(WARN, threshold, f"the job on {len(result['nodes'])} nodes trains slower than {fastest} alone: "
+                                              "the fabric between the nodes sets its pace (see the slowest link)"), efficiency
+
+
+def result_records(result: dict[str, Any], node_busbw: dict[str, float], node_ddp: dict[str, NodeRate] | None = None) -> list[Record]:
     """The multi-node job's report lines from its result file (format gpuenv-multinode/1).
-    `node_busbw`: each node's own all-reduce busbw from its suite report, shown beside."""
+    `node_busbw`, `node_ddp`: each node's own all-reduce busbw and DDP rate from its suite report,
+    which the job is compared with (the slowest node named)."""
     on_cpu = result.get("backend") == "gloo"
     world, nodes = int(result["world"]), list(result["nodes"])
     where = f"{world} ranks on {len(nodes)} nodes, {result['backend']}"
@@ -146,12 +210,18 @@ def result_records(result: dict[str, Any], node_busbw: dict[str, float]) -> list
     first = statistics.mean(r["first_loss"] for r in ranks)
     last = statistics.mean(r["last_loss"] for r in ranks)
     out.append(line(f"multi-node ddp training loss ({where})", f"{first:.3f} -> {last:.3f}", loss_falls_verdict(first, last)))
-    bus = float(result["allreduce"]["busbw_gbs"])
-    own = ", ".join(f"{n} {node_busbw[n]:.1f}" for n in nodes if n in node_busbw)
-    out.append(line(f"multi-node all-reduce busbw GB/s ({where})",
-                    f"{bus:.2f} GB/s over {result['allreduce']['bytes'] // 2**20} MiB" + (f" (each node alone: {own} GB/s)" if own else ""),
-                    Verdict(NOT_JUDGED, f"no published fabric figure measured like this, no --baseline (busbw as {SOURCE_BUSBW})"), bus))
     links = {f"{link['source']} -> {link['target']}": float(link["gbs"]) for link in result.get("links") or []}
+    bus = float(result["allreduce"]["busbw_gbs"])
+    text = f"{bus:.2f} GB/s over {result['allreduce']['bytes'] // 2**20} MiB"
+    own = {n: node_busbw[n] for n in nodes if n in node_busbw}
+    if own:
+        low = min(own, key=lambda n: own[n])
+        text += f"; slowest node alone {low} {own[low]:.1f} GB/s ({bus / own[low]:.2f} of it)"
+    if links:
+        weakest = min(links, key=lambda k: links[k])
+        text += f"; slowest link {weakest} {links[weakest]:.2f} GB/s"
+    out.append(line(f"multi-node all-reduce busbw GB/s ({where})", text,
+                    Verdict(NOT_JUDGED, f"busbw as nccl-tests reports it ({SOURCE_BUSBW})", BUSBW_UNJUDGED), bus))
     if links:
         measured, verdict = _peers(links, "link", "GB/s", on_cpu)
         out.append(line(f"multi-node slowest link ({where})", measured, verdict, min(links.values())))
@@ -162,7 +232,9 @@ def result_records(result: dict[str, Any], node_busbw: dict[str, float]) -> list
         measured, verdict = _peers({n: statistics.median(v) for n, v in per_node.items()}, "node", "samples/s per rank", on_cpu)
         out.append(line(f"multi-node slowest node ({where})", measured, verdict))
     rate = float(result["ddp"]["samples_per_s"])
-    out.append(line(f"multi-node ddp samples/s ({where})", f"{rate:.0f} samples/s", Verdict(INFO, "reported"), rate))
+    out.append(line(f"multi-node ddp samples/s ({where})", f"{rate:.0f} samples/s", Verdict(INFO, "reported; judged as the efficiency below"), rate))
+    measured, verdict, efficiency = efficiency_line(result, node_ddp or {})
+    out.append(line(f"multi-node ddp efficiency over the nodes' own rates ({where})", measured, verdict, efficiency))
     return out
 
 
@@ -174,6 +246,7 @@ def _named(records: list[Record]) -> str:
 def multinode_outcome(
     nodes: list[str], job_id: str, state: slurm.JobState | None, result: dict[str, Any] | None,
     exits: dict[str, int | None], errors: dict[str, str], node_busbw: dict[str, float], seconds: float | None = None,
+    node_ddp: dict[str, NodeRate] | None = None,
 ) -> HostOutcome:
     """The job as one outcome: READY when every line passed, else the failing lines (or which
     node never started, exited badly, or timed out) in its reason."""
@@ -181,13 +254,13 @@ def multinode_outcome(
     details: dict[str, Any] = {"job_id": job_id, "job_state": state.state if state else "UNKNOWN", "nodes": nodes}
     if result is not None:
         try:
-            records = result_records(result, node_busbw)
+            records = result_records(result, node_busbw, node_ddp)
         except (KeyError, TypeError, ValueError, ZeroDivisionError) as err:
             return HostOutcome(host, FAILED, f"the multi-node result cannot be read ({type(err).__name__}: {err})", seconds=seconds, details=details)
         report = build_json(records, {"multinode": True, "nodes": nodes}, [], {"torch": {"backend": result.get("backend")}}, 0)
         report["multinode"] = result
         failed = _named(records)
-        details["slowest"] = [r.measured for r in records if "slowest" in r.check]
+        details["slowest"] = [r.measured for r in records if "slowest" in r.check or "efficiency" in r.check]
         return HostOutcome(host, FAILED if failed else READY, failed, report=report, seconds=seconds, details=details)
     never = [n for n in nodes if exits.get(n) is None]
     bad = {n: code for n, code in exits.items() if code not in (None, 0)}
@@ -213,6 +286,18 @@ def node_busbw(outcomes: list[HostOutcome]) -> dict[str, float]:
         for check in ((outcome.report or {}).get("host") or {}).get("checks") or []:
             if str(check.get("check", "")).startswith("nccl all-reduce busbw") and isinstance(check.get("value"), (int, float)):
                 out[outcome.host] = float(check["value"])
+    return out
+
+
+def node_ddp_rates(outcomes: list[HostOutcome]) -> dict[str, NodeRate]:
+    """Each node's own DDP samples/s on all its GPUs (or CPU ranks) from its suite report, where it
+    measured one (filed under the GPU of rank 0, or host-wide without GPUs)."""
+    out = {}
+    for outcome in outcomes:
+        for check in host_checks(outcome):
+            match = _NODE_DDP.match(str(check.get("check", "")))
+            if match and isinstance(check.get("value"), (int, float)) and check["value"] > 0:
+                out[outcome.host] = NodeRate(check["check"], int(match.group(1)), match.group(2), float(check["value"]))
     return out
 
 
@@ -271,7 +356,8 @@ def run_multinode(job: slurm.SlurmJob, outcomes: list[HostOutcome], say: slurm.P
         interrupt.cleanup = f"cancelled multi-node job {job_id} (scancel)" if ok else f"could NOT cancel job {job_id}: scancel {job_id}"  # type: ignore[attr-defined]
         raise
     result, exits, errors = read_result(Path(job.rundir) / FOLDER, nodes)
-    outcome = multinode_outcome(nodes, job_id, state, result, exits, errors, node_busbw(outcomes), round(time.monotonic() - started, 2))
+    outcome = multinode_outcome(nodes, job_id, state, result, exits, errors, node_busbw(outcomes), round(time.monotonic() - started, 2),
+                                node_ddp_rates(outcomes))
     outcome.details["log"] = f"{job.rundir}/{FOLDER}/slurm-{job_id}.out"
     say(f"multi-node job {job_id}", "done", outcome.status)
     return outcome

@@ -40,6 +40,8 @@ def test_the_node_script_runs_torchrun_with_one_rendezvous_on_the_first_node():
     assert "NodeAddr=" in script and 'is_host=0; [ "$node" = "$head" ] && is_host=1' in script
     assert "--network host --ipc host" in script and "--gpus all" in script  # NCCL's sockets and shared memory
     assert '"$prefix/bin/python" -m torch.distributed.run' in script and "-m validate.measure.multinode" in script
+    assert "--sizes full" in script  # the suite's sizes the nodes ran, so the rates compare
+    assert "--sizes quick" in multinode.render_node_script(job(suite_args=["--quick"]))
     batch = multinode.render_batch_script(job())
     assert "--kill-on-bad-exit=1" in batch and "/shared/run/multinode.sh" in batch
     cmd = multinode.sbatch_command(job(partition="gpu"), ["gpu01", "gpu02"])
@@ -54,7 +56,73 @@ def test_a_healthy_result_is_ready_with_its_rows(result):
             "multi-node slowest link", "multi-node slowest node", "multi-node ddp training loss"} <= set(rows)
     busbw = next(r for r in outcome.report["host"]["checks"] if r["check"].startswith("multi-node all-reduce"))
     assert busbw["verdict"] == "not judged" and busbw["value"] == result["allreduce"]["busbw_gbs"]
-    assert "each node alone: node0 1.5 GB/s" in busbw["measured"]
+    assert "slowest node alone node0 1.5 GB/s (0.24 of it)" in busbw["measured"]  # 0.36 / 1.5
+    assert "slowest link node0 -> node1 1.23 GB/s" in busbw["measured"] and "nccl-tests' own binaries" in busbw["reason"]
+
+
+def two_by_two(result: dict, rates: tuple[float, float], job_rate: float) -> dict:
+    """The recorded result made a 2-node x 2-GPU NCCL job (each node's rank copied as a second
+    local rank), its DDP rate set; `rates` are each node's ranks' own compute rates."""
+    out = copy.deepcopy(result)
+    out["backend"], out["world"] = "nccl", 4
+    out["links"] = [{**link, "gbs": 20.0} for link in out["links"]]  # healthy links: only the rates differ
+    ranks = []
+    for rank in result["ranks"]:
+        for local in (0, 1):
+            ranks.append({**rank, "rank": len(ranks), "local_rank": local, "uuid": f"GPU-{rank['node']}-{local}",
+                          "local_samples_per_s": rates[result["ranks"].index(rank)]})
+    out["ranks"] = ranks
+    out["ddp"] = {**out["ddp"], "samples_per_s": job_rate, "sizes": "quick"}
+    return out
+
+
+def own(rate: float) -> multinode.NodeRate:
+    return multinode.NodeRate("ddp samples/s (2 ranks, nccl)", 2, "nccl", rate)
+
+
+def efficiency_row(outcome: HostOutcome) -> dict:
+    return next(r for r in outcome.report["host"]["checks"] if r["check"].startswith("multi-node ddp efficiency"))
+
+
+def test_the_job_rate_is_judged_against_the_sum_of_the_nodes_own_rates(result):
+    job = two_by_two(result, (3000.0, 3000.0), 9000.0)
+    outcome = multinode.multinode_outcome(["node0", "node1"], "7", None, job, {}, {}, {}, node_ddp={"node0": own(6000.0), "node1": own(5000.0)})
+    row = efficiency_row(outcome)
+    assert row["check"] == "multi-node ddp efficiency over the nodes' own rates (4 ranks on 2 nodes, nccl)"
+    assert row["verdict"] == "pass" and row["value"] == 9000.0 / 11000.0
+    assert row["measured"].startswith("0.82: 9000 samples/s over the sum of the nodes' own 11000 (node0 6000, node1 5000; slowest node alone node1)")
+    assert "fastest node alone (node0 6000 samples/s" in row["threshold"]
+    # slower than one of its nodes alone: the fabric sets the pace; a warning, so the job stays ready
+    slow = multinode.multinode_outcome(["node0", "node1"], "7", None, two_by_two(result, (3000.0, 3000.0), 4000.0), {}, {}, {},
+                                       node_ddp={"node0": own(6000.0), "node1": own(5000.0)})
+    row = efficiency_row(slow)
+    assert row["verdict"] == "warn" and "trains slower than node0 alone" in row["reason"] and slow.status == READY
+
+
+def test_the_efficiency_is_not_judged_when_a_node_has_no_like_figure(result):
+    job = two_by_two(result, (3000.0, 3000.0), 9000.0)
+    missing = efficiency_row(multinode.multinode_outcome(["node0", "node1"], "7", None, job, {}, {}, {}, node_ddp={"node0": own(6000.0)}))
+    assert missing["verdict"] == "not judged" and "node1 has no DDP figure of its own" in missing["reason"]
+    unlike = {"node0": own(6000.0), "node1": multinode.NodeRate("ddp samples/s (4 ranks, nccl)", 4, "nccl", 9000.0)}
+    row = efficiency_row(multinode.multinode_outcome(["node0", "node1"], "7", None, job, {}, {}, {}, node_ddp=unlike))
+    assert row["verdict"] == "not judged" and "node1's own DDP ran 4 ranks with nccl, its part of the job 2 with nccl" in row["reason"]
+    # the recorded CPU job (one gloo rank per node) against CPU nodes' own two-rank DDP: not like for like
+    cpu = {n: multinode.NodeRate("ddp samples/s (2 ranks, gloo)", 2, "gloo", 5000.0) for n in ("node0", "node1")}
+    recorded = {**result, "ddp": {**result["ddp"], "sizes": "quick"}}
+    row = efficiency_row(multinode.multinode_outcome(["node0", "node1"], "7", None, recorded, {}, {}, {}, node_ddp=cpu))
+    assert row["verdict"] == "not judged" and "node0's own DDP ran 2 ranks with gloo, its part of the job 1 with gloo" in row["reason"]
+
+
+def test_each_nodes_own_ddp_rate_is_read_from_its_suite_report():
+    from suitecases import gpu
+    from validate.report.record import Record, build_json
+
+    gpus = [gpu(0, host=1), gpu(1, host=1)]
+    records = [Record("ddp samples/s (2 ranks, nccl)", gpus[0]["uuid"], "6000 samples/s", "-", "not judged", 0.0, value=6000.0),
+               Record("ddp samples/s (1 rank, nccl)", gpus[0]["uuid"], "3100 samples/s", "-", "not judged", 0.0, value=3100.0)]
+    report = build_json(records, {"gpus": gpus, "error": None}, gpus, {}, 0)
+    rates = multinode.node_ddp_rates([HostOutcome("gpu01", READY, "", report=report), HostOutcome("gpu02", READY, "")])
+    assert rates == {"gpu01": multinode.NodeRate("ddp samples/s (2 ranks, nccl)", 2, "nccl", 6000.0)}
 
 
 def test_a_slow_link_is_named(result):
@@ -117,8 +185,10 @@ def test_two_slurm_nodes_run_their_suites_then_one_job_across_them(two_nodes, tm
     result = joint.report["multinode"]
     assert result["world"] == 2 and sorted(result["nodes"]) == sorted(two_nodes.nodes) and result["backend"] == "gloo"
     assert {(link["source"], link["target"]) for link in result["links"]} == {tuple(two_nodes.nodes), tuple(reversed(two_nodes.nodes))}
-    assert result["allreduce"]["busbw_gbs"] > 0
+    assert result["allreduce"]["busbw_gbs"] > 0 and result["ddp"]["sizes"] == "quick"
     assert any(who.startswith("multi-node job") and phase == "done" for who, phase, _ in seen)
+    row = efficiency_row(joint)  # the nodes' suites ran no DDP check (-k): nothing to sum
+    assert row["verdict"] == "not judged" and f"{two_nodes.nodes[0]} has no DDP figure of its own" in row["reason"]
 
 
 @pytest.mark.frameworks
@@ -146,3 +216,7 @@ def test_invoke_validate_slurm_nodes_2_adds_the_multinode_row(two_nodes, tmp_pat
     checks = {c["check"].split(" (")[0]: c for c in host["host"]["checks"]}
     assert checks["multi-node ddp parameters identical"]["verdict"] == "pass"
     assert checks["multi-node all-reduce busbw GB/s"]["value"] > 0
+    # Each node's suite ran DDP with its CPU ranks; the job runs one rank on each CPU node (no GPU to
+    # count), so the sum of the nodes' own rates is no like-for-like bar: named, not judged.
+    efficiency = checks["multi-node ddp efficiency over the nodes' own rates"]
+    assert efficiency["verdict"] == "not judged" and "its part of the job 1 with gloo" in efficiency["reason"], efficiency

@@ -78,6 +78,20 @@ def test_efficiency_follows_the_speed_floors_rules():
     assert efficiency_verdict(0.3, None, 2, [NVLINK_LIKE]).verdict == NOT_JUDGED
 
 
+
+def test_the_shipped_table_judges_pcie_and_nvlink_hosts_warn_only():
+    """Both shipped rows are other workloads' figures (ResNet-50), so a low efficiency on either
+    interconnect warns, citing its source, and never fails; a PCIe host is judged at all."""
+    rows = load_scaling()
+    for kind in ("nvlink", "pcie"):
+        row = next(r for r in rows if r.interconnect == kind)
+        assert not row.like_suite
+        low = efficiency_verdict(0.5 * row.efficiency, kind, row.gpus, rows)
+        assert low.verdict == WARN and row.source in low.threshold and "another model" in low.reason
+        assert efficiency_verdict(row.efficiency, kind, row.gpus, rows).verdict == PASS
+    # fabrics between nodes have no row: the multi-node job's efficiency is not judged by a reference
+    assert not [r for r in rows if r.interconnect in ("infiniband", "ethernet")]
+
 def test_a_pcie_host_without_p2p_is_named_not_failed():
     pcie = ScalingReference("pcie", 4, 0.9, "the suite's DDP job", True, "https://example.org/c")
     assert efficiency_verdict(0.5, "pcie", 4, [pcie]).verdict == FAIL

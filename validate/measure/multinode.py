@@ -23,14 +23,15 @@ from typing import Any
 #: The all-reduce and link message sizes (bytes): large enough to measure bandwidth, not latency.
 GPU_BYTES, CPU_BYTES = 256 * 2**20, 16 * 2**20
 ITERS = 10
-#: DDP steps (after warm-up), batch per rank and image side.
-DDP_SIZES = (10, 32, 16)
+#: The DDP run's sizes are the suite's (validate/measure/ddp.py SIZES, "quick" or "full", as the
+#: nodes' own suites ran): the job's samples/s is then comparable with each node's own DDP figure.
 TIMEOUT = float(os.environ.get("VALIDATE_MULTINODE_TIMEOUT", "300"))
 
 
-def node_name() -> str:
-    """Slurm's name for this node (SLURMD_NODENAME), else GPUENV_NODE, else the host name."""
-    return os.environ.get("SLURMD_NODENAME") or os.environ.get("GPUENV_NODE") or socket.gethostname()
+def node_name(given: str | None = None) -> str:
+    """--fleet-node (the fleet's name for this host: its SSH URL, so the same engine reached twice is two
+    nodes), else Slurm's name for this node (SLURMD_NODENAME), else GPUENV_NODE, else the host name."""
+    return given or os.environ.get("SLURMD_NODENAME") or os.environ.get("GPUENV_NODE") or socket.gethostname()
 
 
 def busbw(nbytes: int, seconds: float, world: int) -> tuple[float, float]:
@@ -93,11 +94,13 @@ def _links(torch: Any, dist: Any, device: Any, leaders: list[int], nbytes: int) 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="gpuenv multi-node all-reduce and DDP step (run by torchrun)")
     parser.add_argument("--out", required=True, help="rank 0 writes the result here (JSON)")
+    parser.add_argument("--fleet-node", help="this node's name in the result (default: Slurm's, else the host name)")
+    parser.add_argument("--sizes", choices=("quick", "full"), default="quick", help="the suite's DDP sizes the nodes' own suites ran")
     args = parser.parse_args(argv)
     import torch
     import torch.distributed as dist
 
-    from validate.measure.ddp import WARMUP, dataset, rank_device, small_cnn, state_checksum, train_steps
+    from validate.measure.ddp import SIZES, WARMUP, dataset, rank_device, small_cnn, state_checksum, train_steps
 
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     backend = "nccl" if torch.cuda.is_available() else "gloo"
@@ -105,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     dist.init_process_group(backend, timeout=timedelta(seconds=TIMEOUT))
     rank, world = dist.get_rank(), dist.get_world_size()
-    me = {"rank": rank, "node": node_name(), "local_rank": local_rank, "uuid": uuid}
+    me = {"rank": rank, "node": node_name(args.fleet_node), "local_rank": local_rank, "uuid": uuid}
     everyone: list[Any] = [None] * world
     dist.all_gather_object(everyone, me)
     joined = time.perf_counter() - began
@@ -115,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     seconds = _allreduce(torch, dist, device, nbytes)
     algbw, bus = busbw(nbytes, seconds, world)
     links = _links(torch, dist, device, leaders, nbytes) if len(leaders) >= 2 else []
-    steps, batch, image = DDP_SIZES
+    steps, batch, image = SIZES[args.sizes]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         model = small_cnn(torch, image).to(device)
@@ -135,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
             "format": "gpuenv-multinode/1", "backend": backend, "world": world, "nodes": nodes, "join_seconds": joined,
             "allreduce": {"bytes": nbytes, "seconds": seconds, "algbw_gbs": algbw, "busbw_gbs": bus},
             "links": [{**link, "source": everyone[link["source"]]["node"], "target": everyone[link["target"]]["node"]} for link in links],
-            "ddp": {"samples_per_s": steps * batch * world / max(r["ddp_seconds"] for r in ranks), "steps": steps, "batch": batch},
+            "ddp": {"samples_per_s": steps * batch * world / max(r["ddp_seconds"] for r in ranks), "steps": steps, "batch": batch,
+                    "image": image, "sizes": args.sizes},
             "ranks": ranks,
         }
         path = Path(args.out)

@@ -1,0 +1,161 @@
+"""The fleet's multi-node job over SSH Docker hosts (`invoke validate --hosts ...`): after every
+host's own suite, one container per host whose suite ran runs torchrun with its c10d rendezvous
+on the first host, the same worker as the Slurm job (`validate.measure.multinode`), and its result
+is judged by the same code (gpuenv/fleet/multinode.py), so it is the same fleet-report row.
+
+The containers share their host's network and IPC (the rendezvous, NCCL's sockets and shared
+memory reach the other hosts directly), so every host must reach the first host's name as its
+URL gives it, on RDZV_PORT. Every wait is bounded: torchrun's join_timeout at the rendezvous, and
+the job's whole time limit; every container is removed at the end, or on Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+from gpuenv import engine as engines
+from gpuenv.fleet import multinode
+from gpuenv.fleet.interrupts import shielded
+from gpuenv.fleet.outcome import MULTINODE_HOST, HostOutcome
+from gpuenv.fleet.report.analysis import host_checks
+from gpuenv.fleet.slurm_queue import JobState
+from gpuenv.fleet.sshhosts import LABEL, READ_TIMEOUT, RUN_LABEL, FleetState, Progress, SuiteRun
+
+#: Where rank 0 writes the result inside its container (the image's user can write /tmp).
+RESULT_IN_CONTAINER = "/tmp/gpuenv-multinode/result.json"
+#: The job's time limit when --time is not given: the rendezvous bound plus a short all-reduce and DDP run.
+DEFAULT_JOB_TIME_S = 15 * 60
+
+
+# ---------------------------------------------------------------- the command (pure)
+
+
+def rendezvous_host(url: str) -> str:
+    """The first host's address for the others: its name as the URL gives it (`ssh://u@gpu01:2222` -> gpu01)."""
+    return urlsplit(url).hostname or url
+
+
+def gpu_count(outcome: HostOutcome) -> int:
+    """How many GPUs the host's own suite saw (NVML), so torchrun starts one process per GPU; one process without GPUs."""
+    gpus = (((outcome.report or {}).get("host") or {}).get("nvml") or {}).get("gpus")
+    return len(gpus) if isinstance(gpus, list) and gpus else 1
+
+
+def torch_missing(outcome: HostOutcome) -> bool:
+    """Whether the host's own suite found no PyTorch in the image (a check skipped saying so); a
+    suite that never looked (-k) proves nothing either way, and the job then tries."""
+    return any("PyTorch is not installed here" in str(c.get("reason") or c.get("measured") or "") for c in host_checks(outcome))
+
+
+def node_command(url: str, nnodes: int, procs: int, head: str, is_host: bool, run_id: str, sizes: str) -> list[str]:
+    """torchrun in the container on host `url`: one process per GPU, the c10d rendezvous on `head`.
+
+    `--local-addr` is the host's name from its URL, the name the fleet reaches it by: the others
+    reach it so, and the rendezvous tells the agents apart by it. Without it an agent is known by
+    its host name and PID, and two containers with the host's network (one engine reached twice)
+    share the host name and, each in its own PID namespace, can share the PID: then they are one
+    participant to the rendezvous, which never fills and times out."""
+    return ["python", "-m", "torch.distributed.run", f"--nnodes={nnodes}", f"--nproc-per-node={procs}", "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={head}:{multinode.RDZV_PORT}", f"--local-addr={rendezvous_host(url)}", f"--rdzv-id=gpuenv-{run_id}",
+            f"--rdzv-conf=is_host={int(is_host)},join_timeout={multinode.JOIN_TIMEOUT}", "--max-restarts=0",
+            "-m", "validate.measure.multinode", "--out", RESULT_IN_CONTAINER, "--sizes", sizes, "--fleet-node", url]
+
+
+def job_host_name(nodes: list[str]) -> str:
+    return f"{MULTINODE_HOST} ({','.join(nodes)})"
+
+
+# ---------------------------------------------------------------- running (I/O)
+
+
+def run_ssh_multinode(outcomes: list[HostOutcome], run: SuiteRun, progress: Progress | None = None,
+                      state: FleetState | None = None) -> HostOutcome | None:
+    """Run the job over the hosts whose suite ran and return its outcome; None when fewer than two
+    hosts ran their suite, or their image has no PyTorch (said through `progress`)."""
+    say = progress or (lambda host, phase, detail: None)
+    ran = [o for o in outcomes if o.report is not None]
+    if len(ran) < 2:
+        return None
+    nodes = [o.host for o in ran]
+    name = job_host_name(nodes)
+    if any(torch_missing(o) for o in ran):
+        say(name, "done", "not run: the image has no PyTorch (the multi-node job trains with it)")
+        return None
+    state = state or FleetState()
+    limit = min(run.timeout_s, DEFAULT_JOB_TIME_S) if run.timeout_s else DEFAULT_JOB_TIME_S
+    sizes = multinode.ddp_sizes(run.suite_args)
+    head = rendezvous_host(nodes[0])
+    opened: dict[str, engines.Engine] = {}
+    containers: dict[str, engines.Container] = {}
+    errors: dict[str, str] = {}
+    exits: dict[str, int | None] = {n: None for n in nodes}
+    started = time.monotonic()
+    say(name, "running", f"torchrun on {len(nodes)} hosts, rendezvous {head}:{multinode.RDZV_PORT}")
+    try:
+        for index, outcome in enumerate(ran):
+            url = outcome.host
+            try:
+                engine = engines.Engine.connect(url, connect_timeout=run.connect_timeout_s, read_timeout=READ_TIMEOUT)
+            except engines.EngineUnavailable as err:
+                errors[url] = f"cannot reach its engine again: {err.render()}"
+                break
+            opened[url] = engine
+            state.track_engine(f"{url} (multi-node)", engine)
+            command = node_command(url, len(nodes), gpu_count(outcome), head, index == 0, state.run_id, sizes)
+            try:
+                containers[url] = engine.start_container(
+                    run.image, command, gpus=run.gpus, labels={LABEL: "multinode", RUN_LABEL: state.run_id}, host_network=True,
+                    on_created=lambda c, key=f"{url} (multi-node)": state.track_container(key, c))
+            except Exception as err:  # noqa: BLE001 - that host's failure is the job's reason
+                errors[url] = f"could not start its part: {engines.short_reason(err)}"
+                break
+        timed_out = False
+        if not errors:
+            waiters = {url: threading.Thread(target=_wait, args=(url, c, limit, started, exits), daemon=True) for url, c in containers.items()}
+            for thread in waiters.values():
+                thread.start()
+            for thread in waiters.values():
+                thread.join(max(0.0, limit - (time.monotonic() - started)) + 5)
+            timed_out = any(code is None for code in exits.values())
+        result = None
+        for url, container in containers.items():
+            code = exits.get(url)
+            if code not in (None, 0):
+                tail = container.log_tail(3)
+                errors.setdefault(url, f"exited {code}: {tail[-1][:300]}" if tail else f"exited {code}")
+            data = container.read_file(RESULT_IN_CONTAINER)
+            if data and result is None:
+                try:
+                    parsed = json.loads(data.decode("utf-8", errors="replace"))
+                    result = parsed if isinstance(parsed, dict) else None
+                except ValueError:
+                    errors.setdefault(url, "its result file is not JSON")
+        job_state = JobState(state.run_id, "TIMEOUT") if timed_out else None
+        outcome = multinode.multinode_outcome(nodes, state.run_id, job_state, result if not errors else None, exits, errors,
+                                              multinode.node_busbw(ran), round(time.monotonic() - started, 2), multinode.node_ddp_rates(ran))
+        outcome.details["rendezvous"] = f"{head}:{multinode.RDZV_PORT}"
+        say(name, "done", outcome.status)
+        return outcome
+    except KeyboardInterrupt as interrupt:
+        with shielded():
+            removed = sum(1 for container in containers.values() if container.remove())
+        interrupt.cleanup = f"removed {removed} multi-node container(s)"  # type: ignore[attr-defined]
+        raise
+    finally:
+        left = [url for url, container in containers.items() if not container.remove()]
+        with state.lock:
+            state.left += [f"{url} (multi-node container)" for url in left]
+        for url, engine in opened.items():
+            state.forget(f"{url} (multi-node)")
+            engine.close()
+
+
+def _wait(url: str, container: engines.Container, limit: float, started: float, exits: dict[str, Any]) -> None:
+    """One host's part: its exit code, or None past the job's time limit (then it is removed)."""
+    try:
+        exits[url] = container.wait(max(1.0, limit - (time.monotonic() - started)))
+    except Exception:  # noqa: BLE001 - the engine went away: no exit code, named as such
+        exits[url] = None

@@ -1,0 +1,136 @@
+"""The fleet's multi-node job over SSH Docker hosts (gpuenv/fleet/sshmultinode.py).
+
+Pure parts: each host's torchrun command (the rendezvous on the first host, one process per GPU
+its suite saw). For real: the loopback sshd in front of this machine's one Docker engine, reached
+as two hosts (ssh://USER@127.0.0.1:PORT and ssh://USER@localhost:PORT). They are the same engine
+reached twice, not two machines: this machine may run only one engine (a second dockerd on the
+default bridge breaks the first, tests/fleet/conftest.py), so "two nodes" are two containers on
+it, each with the host's network, meeting at the c10d rendezvous on 127.0.0.1 with gloo. The
+image holds the real suite and this venv's PyTorch (CPU build), copied, so the job really trains."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from conftest import BASE_IMAGE, ROOT, SUITE_PACKAGES
+from gpuenv.fleet import multinode, sshmultinode
+from gpuenv.fleet.outcome import READY, HostOutcome
+from gpuenv.fleet.report import analysis, jsonreport, terminal
+from validate.report.record import Record, build_json
+
+TORCH_IMAGE = "gpuenv-fleet-test-torch:latest"
+#: What `import torch` needs besides torch itself in this venv (its CPU build bundles libgomp).
+TORCH_PACKAGES = ("torch", "torchgen", "typing_extensions.py", "sympy", "mpmath", "networkx", "jinja2", "markupsafe", "fsspec", "filelock",
+                  "numpy", "numpy.libs")
+
+
+def report(gpus: int, torch: bool = True) -> dict:
+    """A suite report: NVML saw `gpus` GPUs; without torch, its PyTorch check skipped as the suite skips it."""
+    nvml = {"gpus": [{"index": i, "uuid": f"GPU-{i}"} for i in range(gpus)], "error": None}
+    skipped = [] if torch else [Record("torch build", None, "-", "-", "skip", 0.0, "PyTorch is not installed here (No module named 'torch')")]
+    return build_json(skipped, nvml, [], {}, 0)
+
+
+def test_each_host_runs_torchrun_with_the_rendezvous_on_the_first_host():
+    first = sshmultinode.node_command("ssh://ops@gpu01:2222", 2, 8, "gpu01", True, "abc", "quick")
+    second = sshmultinode.node_command("ssh://ops@gpu02", 2, 4, "gpu01", False, "abc", "full")
+    assert sshmultinode.rendezvous_host("ssh://ops@gpu01:2222") == "gpu01"
+    for words, procs, host in ((first, 8, 1), (second, 4, 0)):
+        assert words[:3] == ["python", "-m", "torch.distributed.run"] and "--nnodes=2" in words and f"--nproc-per-node={procs}" in words
+        assert f"--rdzv-endpoint=gpu01:{multinode.RDZV_PORT}" in words and "--rdzv-id=gpuenv-abc" in words
+        assert f"--rdzv-conf=is_host={host},join_timeout={multinode.JOIN_TIMEOUT}" in words  # a bounded rendezvous
+    # each agent is known to the rendezvous by its host's name from the URL, not its (shared) host name and PID
+    assert "--local-addr=gpu01" in first and "--local-addr=gpu02" in second
+    assert first[-6:] == ["--out", sshmultinode.RESULT_IN_CONTAINER, "--sizes", "quick", "--fleet-node", "ssh://ops@gpu01:2222"]
+    assert sshmultinode.gpu_count(HostOutcome("a", READY, "", report=report(4))) == 4
+    assert sshmultinode.gpu_count(HostOutcome("a", READY, "", report=report(0))) == 1  # one process without GPUs
+
+
+def test_no_job_without_two_suites_or_without_pytorch():
+    with_torch, without = HostOutcome("ssh://a", READY, "", report=report(0)), HostOutcome("ssh://b", READY, "", report=report(0, torch=False))
+    seen: list[tuple[str, str, str]] = []
+    assert sshmultinode.run_ssh_multinode([with_torch, HostOutcome("ssh://c", READY, "")], None) is None  # type: ignore[arg-type]
+    assert sshmultinode.run_ssh_multinode([with_torch, without], None, lambda *a: seen.append(a)) is None  # type: ignore[arg-type]
+    assert seen == [("multi-node job (ssh://a,ssh://b)", "done", "not run: the image has no PyTorch (the multi-node job trains with it)")]
+
+
+def _torch_context(folder: Path) -> Path:
+    """A build context (a tar file on disk: PyTorch is most of a gigabyte) with the suite and PyTorch."""
+    import pytest as pytest_module
+    import torch
+
+    site = Path(pytest_module.__file__).resolve().parents[1]
+    if Path(torch.__file__).resolve().parents[1] != site:
+        pytest.skip(f"PyTorch ({torch.__file__}) is not in the site folder of pytest ({site}): nothing to copy one folder from")
+    dockerfile = (f"FROM {BASE_IMAGE}\nCOPY lib/ /opt/suite/lib/\nCOPY validate/ /opt/suite/validate/\nCOPY bin/ /usr/local/bin/\n"
+                  "ENV PYTHONPATH=/opt/suite/lib:/opt/suite HOME=/tmp\nUSER 1000:1000\nWORKDIR /tmp\n").encode()
+    path = folder / "context.tar"
+    skip = lambda t: None if "__pycache__" in t.name else t  # noqa: E731
+    with tarfile.open(path, "w") as tar:
+        info = tarfile.TarInfo("Dockerfile")
+        info.size = len(dockerfile)
+        tar.addfile(info, io.BytesIO(dockerfile))
+        link = tarfile.TarInfo("bin/python")
+        link.type, link.linkname = tarfile.SYMTYPE, "/usr/bin/python3"
+        tar.addfile(link)
+        for name in (*SUITE_PACKAGES, *TORCH_PACKAGES):
+            if (site / name).exists():
+                tar.add(site / name, f"lib/{name}", filter=skip)
+        tar.add(ROOT / "validate", "validate", filter=skip)
+    return path
+
+
+@pytest.fixture(scope="module")
+def torch_image(docker_engine):
+    """The suite and this venv's PyTorch in the test base image, built once; removed at the end."""
+    from gpuenv.engine import Engine
+
+    pytest.importorskip("torch", reason="needs PyTorch in this venv to copy into the image")
+    engine = Engine.local()
+    if engine.image_info(BASE_IMAGE) is None:
+        pytest.skip(f"the local base image {BASE_IMAGE} is missing: make it with scripts/make-test-base-image.sh")
+    with tempfile.TemporaryDirectory() as folder:
+        with open(_torch_context(Path(folder)), "rb") as context:
+            result = engine.build_image(context, dockerfile="Dockerfile", tags=[TORCH_IMAGE], buildargs={}, progress=lambda text: None)
+    yield TORCH_IMAGE
+    engine.remove_image(result.image.id)
+
+
+@pytest.mark.frameworks
+def test_two_ssh_hosts_run_their_suites_then_one_job_across_them(ssh_server, torch_image, docker_engine, tmp_path, monkeypatch):
+    """The task layer's own path (gpuenv.cli.fleet.run_fleet, as `invoke validate --hosts` calls
+    it): each host's suite, then the job across both, READY, as the fleet report's own row."""
+    from gpuenv.cli.fleet import FleetOptions, run_fleet
+    from gpuenv.fleet.sshhosts import LABEL
+
+    monkeypatch.setenv("HOME", str(ssh_server.home))  # the test's SSH key and known_hosts
+    hosts = [f"ssh://{ssh_server.user}@127.0.0.1:{ssh_server.port}", f"ssh://{ssh_server.user}@localhost:{ssh_server.port}"]
+    opts = FleetOptions(hosts=hosts, image=torch_image, gpus="none", parallel=2, time="20")  # minutes, as Slurm writes it
+    outcomes = run_fleet(opts, ["--expect-gpus", "0", "--quick", "-k", "torch_build or shared_memory"], say=lambda text: None)
+    assert [o.host for o in outcomes[:2]] == hosts and all(o.report for o in outcomes[:2]), outcomes
+    assert [o.status for o in outcomes[:2]] == [READY, READY], [o.reason for o in outcomes[:2]]
+    joint = outcomes[2]
+    assert joint.host == f"multi-node job ({','.join(hosts)})" and joint.status == READY, (joint.reason, joint.details)
+    result = joint.report["multinode"]
+    assert result["backend"] == "gloo" and result["world"] == 2 and result["nodes"] == hosts  # one rank per host, named by its URL
+    assert {(link["source"], link["target"]) for link in result["links"]} == {tuple(hosts), tuple(reversed(hosts))}
+    assert result["ddp"]["sizes"] == "quick" and result["allreduce"]["busbw_gbs"] > 0
+    assert joint.details["rendezvous"] == f"127.0.0.1:{multinode.RDZV_PORT}"
+    checks = {c["check"].split(" (")[0]: c for c in joint.report["host"]["checks"]}
+    assert checks["multi-node ddp parameters identical"]["verdict"] == "pass"
+    assert checks["multi-node ddp efficiency over the nodes' own rates"]["verdict"] == "not judged"  # the suites ran no DDP (-k)
+    fleet = analysis.analyse(outcomes)
+    text = terminal.render_table(fleet, verbose=True)
+    assert f"\n{joint.host}: ready" in text
+    assert json.loads(jsonreport.render_json(fleet))["hosts"][joint.host]["status"] == READY
+    from gpuenv.engine import Engine
+
+    left = Engine.local().client.containers.list(all=True, filters={"label": f"{LABEL}=multinode"})
+    assert left == [], "the job's containers are removed"
