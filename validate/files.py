@@ -287,7 +287,8 @@ def json_nesting_depth(text: str, stop_above: int | None = None) -> int:
 def json_repeated_key(text: str) -> tuple[str, int, int] | None:
     """The first key given twice in one JSON object, with the lines of both: (key, first, second),
     or None. json keeps the last silently; a config file's second `gpuenv` would drop the first's
-    settings without a word. Scanned without parsing (call after the depth check)."""
+    settings without a word. Scanned without parsing (call after the depth check); keys are
+    compared as json decodes them, so `"cuda"` and `"cu\\u0064a"` are the same key."""
     objects: list[dict[str, int] | None] = []  # per open bracket: keys seen so far (None: a list)
     line, pending = 1, None  # pending: the last string closed, and its line, until ':' or another token
     position, size = 0, len(text)
@@ -297,7 +298,7 @@ def json_repeated_key(text: str) -> tuple[str, int, int] | None:
             end = position + 1
             while end < size and text[end] != '"':
                 end += 2 if text[end] == "\\" else 1
-            pending = (text[position + 1:end], line)
+            pending = (_decoded_key(text[position + 1:end]), line)
             line += text.count("\n", position, end)
             position = end + 1
             continue
@@ -318,6 +319,17 @@ def json_repeated_key(text: str) -> tuple[str, int, int] | None:
     return None
 
 
+def _decoded_key(raw: str) -> str:
+    """A JSON string's text as json decodes it (escapes resolved); the raw text if it is broken
+    (the decoder names that error itself)."""
+    if "\\" not in raw:
+        return raw
+    try:
+        return json.loads(f'"{raw}"')
+    except ValueError:
+        return raw
+
+
 # --- reading untrusted files ----------------------------------------------------------------
 # Every file gpuenv reads that someone else wrote (captures, recordings, node reports,
 # baselines, config files, wheelhouse entries) goes through `read_input`: a regular file only
@@ -327,7 +339,21 @@ def json_repeated_key(text: str) -> tuple[str, int, int] | None:
 
 
 class InputRefused(ValueError):
-    """An input file that is refused unparsed; `str()` is the reason in a few words, no path."""
+    """An input file that is refused unparsed; `str()` is the reason in a few words, no path.
+    `line` is where in the file, when known (a config error is shown as `file:line: reason`)."""
+
+    def __init__(self, reason: str, line: int | None = None) -> None:
+        super().__init__(reason)
+        self.line = line
+
+
+class RepeatedKey(InputRefused):
+    """A key given twice in one JSON object: `key`, and the lines of both (`first`, `line`)."""
+
+    def __init__(self, key: str, first: int, second: int) -> None:
+        super().__init__(f"key {safe_text(key, limit=60)!r} given twice in one object (lines {first} and {second})", second)
+        self.key = key
+        self.first = first
 
 
 def file_kind(mode: int) -> str:
@@ -455,7 +481,8 @@ def load_json_input(text: str, *, max_depth: int, max_digits: int = 30) -> objec
 
     def whole(digits: str) -> int:
         if len(digits.lstrip("-")) > max_digits:
-            raise InputRefused(f"a {len(digits.lstrip('-'))}-digit number; at most {max_digits} digits are read")
+            raise InputRefused(f"a {len(digits.lstrip('-'))}-digit number; at most {max_digits} digits are read",
+                               longest_digit_run(text, max_digits)[1] or None)
         return int(digits)
 
     def real(literal: str) -> float:
@@ -470,17 +497,16 @@ def load_json_input(text: str, *, max_depth: int, max_digits: int = 30) -> objec
         raise InputRefused(f"{name} is not a JSON number")
 
     def unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
-        out: dict[str, object] = {}
-        for key, value in pairs:
-            if key in out:
-                raise InputRefused(f"key {safe_text(key, limit=60)!r} given twice in one object")
-            out[key] = value
+        out = dict(pairs)
+        if len(out) < len(pairs):  # keys as decoded: "cu\u0064a" is "cuda"; the scan finds both lines
+            key, first, second = json_repeated_key(text) or (next(k for n, (k, _) in enumerate(pairs) if k in dict(pairs[:n])), 0, 0)
+            raise RepeatedKey(key, first, second)
         return out
 
     try:
         return json.loads(text, parse_int=whole, parse_float=real, parse_constant=constant, object_pairs_hook=unique_keys)
     except json.JSONDecodeError as err:
-        raise InputRefused(f"not JSON ({err.msg} at line {err.lineno} column {err.colno})") from None
+        raise InputRefused(f"not JSON ({err.msg} at line {err.lineno} column {err.colno})", err.lineno) from None
     except RecursionError:  # belt and braces: the depth was checked above
         raise InputRefused("JSON nested too deep") from None
 

@@ -53,6 +53,62 @@ def test_a_repeated_key_names_the_file_and_both_lines(tmp_path, name, text, word
     assert "\n" not in line
 
 
+# Keys are compared as json decodes them: an escape spells the same key (the review's case, and
+# held-out spellings of it at other depths and lines).
+DECODED_REPEATS = [
+    ("escape.json", '{"gpuenv": {"cuda": "12.1", "cu\\u0064a": "cpu"}}', "cuda", 1, 1),
+    ("section.json", '{"gpuenv": {"cuda": "12.1"},\n"gpu\\u0065nv": {}}', "gpuenv", 1, 2),
+    ("upper-hex.json", '{"gpuenv": {"fleet": {\n"\\u0070arallel": 2,\n\n"parallel": 3}}}', "parallel", 2, 4),
+    ("solidus.json", '{"a/b": 1,\n"a\\/b": 2}', "a/b", 1, 2),
+]
+
+
+@pytest.mark.parametrize("name, text, key, first, second", DECODED_REPEATS, ids=[r[0] for r in DECODED_REPEATS])
+def test_a_key_spelled_with_escapes_is_the_same_key(tmp_path, name, text, key, first, second):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(ConfigFileError) as caught:
+        load_file(str(path))
+    assert caught.value.render().startswith(f"{path}:{second}: {key!r} is given again (first on line {first})"), caught.value.render()
+
+
+LONG_NUMBERS = [
+    ("int.yaml", "gpuenv:\n  fleet:\n    parallel: " + "9" * 5000 + "\n", 3, 5000),
+    ("negative.yaml", "gpuenv:\n  x: -" + "1" * 4301 + "\n", 2, 4301),
+    ("hex.yaml", "gpuenv:\n  x: 0x" + "f" * 40 + "\n", 2, 40),
+    ("float.yaml", "gpuenv:\n\n  x: 1." + "5" * 400 + "\n", 3, 401),
+    ("key.yaml", "gpuenv:\n  " + "7" * 31 + ": a\n", 2, 31),
+    ("int.json", '{"gpuenv": {"fleet": {"parallel": ' + "9" * 5000 + "}}}", 1, 5000),
+    ("second-line.json", '{"gpuenv": {},\n "x": [1, -' + "4" * 31 + "]}", 2, 31),
+]
+
+
+@pytest.mark.parametrize("name, text, line, digits", LONG_NUMBERS, ids=[r[0] for r in LONG_NUMBERS])
+def test_a_number_longer_than_any_setting_is_one_line(tmp_path, name, text, line, digits):
+    """Python's int() refuses 4,300+ digits with a ValueError (a traceback before): every number
+    in a config file is bounded by the reader, with the line it is on."""
+    path = tmp_path / name
+    path.write_text(text)
+    started = time.monotonic()
+    with pytest.raises(ConfigFileError) as caught:
+        load_file(str(path))
+    assert time.monotonic() - started < 1
+    assert caught.value.render().startswith(f"{path}:{line}: a {digits}-digit number; at most 30 digits are read"), caught.value.render()
+
+
+def test_numbers_up_to_the_bound_are_read(tmp_path):
+    path = tmp_path / "ok.yaml"
+    path.write_text("gpuenv:\n  a: " + "9" * 30 + "\n  b: 0x" + "f" * 30 + "\n  c: '" + "9" * 5000 + "'\n")
+    assert load_file(str(path))["gpuenv"] == {"a": int("9" * 30), "b": int("f" * 30, 16), "c": "9" * 5000}
+
+
+def test_a_long_number_given_with_f_is_exit_2(project):
+    run = project / "run.json"
+    run.write_text('{"gpuenv": {"fleet": {"parallel": ' + "9" * 5000 + "}}}")
+    line = one_line_exit_2(run_gpuenv("-f", str(run), "doctor", cwd=project / "team", env={"HOME": str(project / "home")}, timeout=120))
+    assert line.startswith(f"gpuenv: {run}:1: a 5000-digit number; at most 30 digits are read"), line
+
+
 def test_the_same_key_in_different_mappings_and_merge_keys_are_fine(tmp_path):
     ok = {
         "siblings.yaml": "gpuenv:\n  fleet:\n    slurm: {time: '1:00'}\n  cuda: cpu\nother:\n  cuda: x\n",
