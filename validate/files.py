@@ -465,6 +465,17 @@ def decode_input(data: bytes) -> str:
         raise InputRefused(f"not UTF-8 text (byte 0x{data[err.start]:02x} on line {line}): save it as UTF-8") from None
 
 
+def refusal_line(name: str | Path, err: InputRefused) -> str:
+    """A refusal as config and lock errors show it, `name:line: reason` (json's own words, without
+    the position the prefix already gives)."""
+    reason = str(err)
+    if reason.startswith("not JSON ("):
+        reason = "not valid JSON (" + reason.removeprefix("not JSON (").split(" at line ")[0] + ")"
+    elif reason.startswith("JSON nested"):
+        reason = reason.removeprefix("JSON ")
+    return f"{name}:{err.line}: {reason}" if err.line else f"{name}: {reason}"
+
+
 def read_text_input(path: str | Path, limit: int) -> str:
     """`read_input` then `decode_input`: the text of a small regular file, or InputRefused."""
     return decode_input(read_input(path, limit))

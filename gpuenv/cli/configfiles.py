@@ -21,7 +21,7 @@ from invoke.config import Config
 
 from gpuenv.cli.config import SECTION
 from gpuenv.errors import BadInput
-from validate.files import InputRefused, RepeatedKey, load_json_input, read_text_input
+from validate.files import InputRefused, RepeatedKey, load_json_input, read_text_input, refusal_line
 
 #: A config file is a page of settings: far bigger is a mistake (or an attack), refused unread.
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -154,8 +154,7 @@ def load_text(text: str, name: str, kind: str) -> dict:
         except RepeatedKey as err:
             raise _repeated_error(name, err.key, err.first, err.line or 0) from None
         except InputRefused as err:
-            where = f"{name}:{err.line}" if err.line else name
-            raise ConfigFileError(f"{where}: {_json_reason(err)}", fix=FIX) from None
+            raise ConfigFileError(refusal_line(name, err), fix=FIX) from None
     else:
         aliases = depth = 0
         try:
@@ -202,16 +201,6 @@ def load_text(text: str, name: str, kind: str) -> dict:
         else:
             data[SECTION] = section
     return data
-
-
-def _json_reason(err: InputRefused) -> str:
-    """The reader's words for a JSON config file, as the other config errors put them."""
-    text = str(err)
-    if text.startswith("not JSON ("):
-        return "not valid JSON (" + text.removeprefix("not JSON (").split(" at line ")[0] + ")"
-    if text.startswith("JSON nested"):
-        return text.removeprefix("JSON ")
-    return text
 
 
 def _repeated_error(name: str, key: Any, first: int, second: int) -> ConfigFileError:
