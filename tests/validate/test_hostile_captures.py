@@ -188,6 +188,46 @@ def test_counts_are_held_to_what_hardware_can_have(tmp_path, name, content, word
     refused(path, words)
 
 
+def _a100_section(section: str, inner: str) -> str:
+    """The A100 capture with `inner` added inside its first <section>."""
+    return a100(f"<{section}>", f"<{section}>{inner}")
+
+
+def _h100_text_lines(label: str, line: str, times: int) -> str:
+    """The H100 text capture with `line` repeated under its first `label` line."""
+    text = H100_TEXT.read_text(encoding="utf-8")
+    at = text.index(label)
+    end = text.index("\n", at) + 1
+    return text[:end] + line * times + text[end:]
+
+
+# Counted while parsing (bounds.ItemCounts, the JSON value count): the review's two (1.5 million
+# <gpu>, 99 s; 3.5 million children of clocks_event_reasons, 61 s and 1.25 GB, then passed) and
+# held-out shapes of each kind, in XML, nvidia-smi -q text and recordings; each refused at once.
+ELEMENT_FLOODS = [
+    ("gpus.xml", lambda: a100("</nvidia_smi_log>", "<gpu></gpu>" * 1_500_000 + "</nvidia_smi_log>"), "XML tags; a host of 64 GPUs has at most 262,144"),
+    ("clocks.xml", lambda: _a100_section("clocks_event_reasons", "<a/>" * 3_500_000), "XML tags; a host of 64 GPUs has at most 262,144"),
+    ("gpus65.xml", lambda: a100("</nvidia_smi_log>", "<gpu></gpu>" * 65 + "</nvidia_smi_log>"), "more than 64 GPUs; a host has at most 64"),
+    ("section.xml", lambda: _a100_section("clocks_event_reasons", "<a/>" * 5000), "more than 4,096 XML elements in one section (the last <a>)"),
+    ("processes.xml", lambda: _a100_section("processes", "<process_info><pid>1</pid></process_info>" * 5000),
+     "more than 4,096 XML elements in one section (the last <process_info>)"),
+    ("spread.xml", lambda: a100("</nvidia_smi_log>", ("<x>" + "<y/>" * 4000 + "</x>") * 80 + "</nvidia_smi_log>"), "XML tags; a host of 64 GPUs has at most 262,144"),
+    ("gpus.txt", lambda: _h100_text_lines("Attached GPUs", "GPU 00000000:18:00.0\n", 80), "more than 64 GPUs; a host has at most 64"),
+    ("lines.txt", lambda: _h100_text_lines("Clocks Event Reasons", "a\n", 300_000), "lines; a host of 64 GPUs prints at most 262,144"),
+    ("section.txt", lambda: _h100_text_lines("Clocks Event Reasons", "        Idle : Not Active\n", 5000), "more than 4,096 lines in one section"),
+    ("values.json", lambda: recording({"nvmlDeviceGetCount": 1}, [{**GPU, "junk": [0] * 3_500_000}]), "JSON of 3,500,0"),
+    ("keys.json", lambda: recording({"nvmlDeviceGetCount": 1}, [{**GPU, **{f"k{n}": 0 for n in range(300_000)}}]), "values; at most 262,144 are read"),
+]
+
+
+@pytest.mark.parametrize(("name", "make", "words"), ELEMENT_FLOODS, ids=[c[0] for c in ELEMENT_FLOODS])
+def test_element_counts_are_bounded_while_parsing(tmp_path, name, make, words):
+    path = tmp_path / name
+    path.write_text(make(), encoding="utf-8")
+    assert path.stat().st_size <= MAX_CAPTURE_BYTES, "within the size limit: only the count refuses it"
+    refused(path, words)
+
+
 def test_real_captures_are_within_the_limits():
     """The rules refuse none of the real captures (negative T.Limit temperatures included)."""
     real = sorted(XML.glob("*.xml")) + sorted(TEXT.glob("*.txt"))

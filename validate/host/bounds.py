@@ -28,6 +28,14 @@ MAX_DIGITS = 64
 MAX_GPUS_PER_HOST = 64
 #: MIG instances one GPU can have (A100, H100, H200, B200: at most 7).
 MAX_MIG_PER_GPU = 7
+#: Elements, lines or JSON values one GPU's part of a capture may have. The largest measured is
+#: 756 XML elements a GPU (b200x8-580.105.08.xml in /work/shared/records, 248 of them under one
+#: <gpu>); text captures have about 300 lines a GPU. Five times that leaves room for a long
+#: process list; counted while parsing, so 1.5 million <gpu> or 3.5 million children of one
+#: section are refused after the first few thousand, not after building them all.
+MAX_ITEMS_PER_GPU = 4096
+#: Elements, lines or values a whole capture or recording may have (64 GPUs of 4,096).
+MAX_CAPTURE_ITEMS = MAX_GPUS_PER_HOST * MAX_ITEMS_PER_GPU
 #: Sections of nvidia-smi's output that hold error and event counters, which are never negative.
 _COUNTER_SECTIONS = re.compile(r"ecc|retired|remapped|error|replay|counter|violation", re.I)
 
@@ -89,17 +97,28 @@ def _numbers(value: Any, where: str) -> Iterator[tuple[str, float]]:
 
 
 def bounded_xml(text: str, source: str) -> ET.Element:
-    """The root element, parsed in slices so that nesting past MAX_CAPTURE_DEPTH is refused as
-    soon as it is seen (nvidia-smi's XML is five levels deep; 5,000 would overflow the stack of
-    every recursive reader)."""
+    """The root element, parsed in slices so that nesting past MAX_CAPTURE_DEPTH, and counts past
+    ItemCounts' bounds, are refused as soon as they are seen (nvidia-smi's XML is five levels
+    deep; 5,000 would overflow the stack of every recursive reader). The whole file's tags are
+    counted before parsing, in C: building 262,144 elements in Python already takes seconds."""
+    starts = text.count("<") - text.count("</")  # in C: at least one a element (comments and the prolog too)
+    if starts > MAX_CAPTURE_ITEMS:
+        raise CaptureError(f"{source}: {starts:,} XML tags; a host of {MAX_GPUS_PER_HOST} GPUs has at most {MAX_CAPTURE_ITEMS:,}: "
+                           "capture it again with nvidia-smi -q -x > server.xml")
     parser = ET.XMLPullParser(events=("start", "end"))
     root: ET.Element | None = None
     depth = 0
+    counts = ItemCounts(source, "XML elements", "capture it again with nvidia-smi -q -x > server.xml")
     try:
         for start in range(0, len(text), 1 << 16):
             parser.feed(text[start:start + (1 << 16)])
             for event, element in parser.read_events():
-                depth += 1 if event == "start" else -1
+                if event == "start":
+                    depth += 1
+                    counts.opened(depth, element.tag)
+                else:
+                    depth -= 1
+                    counts.closed()
                 root = element if root is None else root
                 if depth > MAX_CAPTURE_DEPTH:
                     raise CaptureError(f"{source}: XML nested more than {MAX_CAPTURE_DEPTH} levels deep, which no nvidia-smi output is: "
@@ -110,6 +129,39 @@ def bounded_xml(text: str, source: str) -> ET.Element:
     if root is None:
         raise CaptureError(f"{source}: no XML element: capture it again with nvidia-smi -q -x > server.xml")
     return root
+
+
+class ItemCounts:
+    """The counts a capture is held to while it is parsed, element by element (or line by line):
+    all items, the children of any one item, and the GPUs at the top level. Refusing at the first
+    item past a bound keeps the cost of a hostile file that of a real one."""
+
+    def __init__(self, source: str, what: str, fix: str) -> None:
+        self.source, self.what, self.fix = source, what, fix
+        self.total = self.gpus = 0
+        self.children: list[int] = [0]  # per open item, from the top: how many children so far
+
+    def opened(self, depth: int, tag: str) -> None:
+        """An item starts at `depth` (1: the root); CaptureError past a bound."""
+        self.total += 1
+        if self.total > MAX_CAPTURE_ITEMS:
+            self._refuse(f"more than {MAX_CAPTURE_ITEMS:,} {self.what}; a host of {MAX_GPUS_PER_HOST} GPUs has at most that many")
+        del self.children[depth:]  # text captures close items by indentation, not by an end event
+        self.children[-1] += 1
+        if self.children[-1] > MAX_ITEMS_PER_GPU:
+            self._refuse(f"more than {MAX_ITEMS_PER_GPU:,} {self.what} in one section (the last <{safe_text(tag, limit=40)}>), "
+                         "which no nvidia-smi output has")
+        if depth == 2 and tag == "gpu":
+            self.gpus += 1
+            if self.gpus > MAX_GPUS_PER_HOST:
+                self._refuse(f"more than {MAX_GPUS_PER_HOST} GPUs; a host has at most {MAX_GPUS_PER_HOST}")
+        self.children.append(0)
+
+    def closed(self) -> None:
+        self.children.pop()
+
+    def _refuse(self, what: str) -> None:
+        raise CaptureError(f"{self.source}: {what}: {self.fix}")
 
 
 def terminal_safe(recording: dict[str, Any]) -> dict[str, Any]:
