@@ -7,7 +7,6 @@ never a hang (a FIFO), a MemoryError (/dev/zero) or a traceback (deep JSON, 5,00
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -35,10 +34,8 @@ HOSTILE_METADATA = [
 @pytest.mark.parametrize("name, spoil, words", HOSTILE_METADATA, ids=[c[0] for c in HOSTILE_METADATA])
 def test_hostile_lock_metadata_is_one_line(tmp_path, name, spoil, words):
     spoil(tmp_path / lockdir.METADATA_FILE)
-    started = time.monotonic()
     with pytest.raises(DataError) as caught:
         lockdir.read_metadata(tmp_path)
-    assert time.monotonic() - started < 2
     line = caught.value.render()
     assert f"{tmp_path / lockdir.METADATA_FILE}" in line and words in line and "\n" not in line, line
 
@@ -59,8 +56,6 @@ def test_hostile_lock_files_are_one_line(tmp_path, spoil, words):
     for read, name in ((lockdir.read_conda_lock, "conda-lock.yml"), (lockdir.read_requirements_lock, "requirements.lock.txt")):
         path = tmp_path / name
         spoil(path)
-        started = time.monotonic()
         with pytest.raises(DataError) as caught:
             read(path)
-        assert time.monotonic() - started < 2
         assert caught.value.render().startswith(f"{path}: {words}"), caught.value.render()

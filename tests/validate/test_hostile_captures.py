@@ -296,3 +296,59 @@ def test_replay_resolve_and_doctor_refuse_in_one_line(tmp_path, invoke_cli):
             tried += 1
         tried += 1
     assert tried == 18
+
+
+# --- one UUID, one device -------------------------------------------------------------------
+
+H100X8 = XML / "h100x8-580.105.08.xml"
+
+
+def _h100x8_shared(second: int, spelling=lambda uuid: uuid) -> str:
+    """The real 8-GPU H100 capture with GPU `second` given GPU 0's UUID (the review's case: it
+    replayed "every check passed" with one GPU section)."""
+    text = H100X8.read_text(encoding="utf-8")
+    uuids = re.findall(r"<uuid>(GPU-[^<]+)</uuid>", text)
+    assert len(set(uuids)) == 8
+    return text.replace(f"<uuid>{uuids[second]}</uuid>", f"<uuid>{spelling(uuids[0])}</uuid>", 1), uuids[0]
+
+
+def _text_shared() -> tuple[str, str]:
+    """The real H100 text capture with its GPU printed twice, at a second bus address: two GPUs, one UUID."""
+    text = H100_TEXT.read_text(encoding="utf-8")
+    start = text.index("\nGPU 00000000:00:09.0\n") + 1
+    end = text.index("\n#####", start) + 1
+    gpu_part = text[start:end]
+    uuid = re.search(r"GPU UUID\s*:\s*(GPU-\S+)", gpu_part).group(1)
+    return text[:end] + gpu_part.replace("GPU 00000000:00:09.0", "GPU 00000000:00:0A.0", 1) + text[end:], uuid
+
+
+@pytest.mark.parametrize("name, make, words", [
+    ("last.xml", lambda: _h100x8_shared(7), "GPU 0 and GPU 7 share the UUID {uuid}"),
+    ("next.xml", lambda: _h100x8_shared(1), "GPU 0 and GPU 1 share the UUID {uuid}"),
+    ("lower.xml", lambda: _h100x8_shared(4, lambda u: u.replace("GPU-", "gpu-")), "GPU 0 and GPU 4 share the UUID gpu-"),
+    ("text.txt", _text_shared, "GPU 0 and GPU 1 share the UUID {uuid}"),
+    ("rec.json", lambda: (recording({"nvmlDeviceGetCount": 2}, [GPU, dict(GPU)]), GPU["nvmlDeviceGetUUID"]), "GPU 0 and GPU 1 share the UUID {uuid}"),
+    ("mig.json", lambda: (recording({"nvmlDeviceGetCount": 1}, [{**GPU, "mig": {"0": {"nvmlDeviceGetUUID": "MIG-1"}, "1": {"nvmlDeviceGetUUID": "MIG-1"}}}]),
+                          "MIG-1"), "GPU 0 MIG 0 and GPU 0 MIG 1 share the UUID {uuid}"),
+    ("mig-gpu.json", lambda: (recording({"nvmlDeviceGetCount": 1}, [{**GPU, "mig": {"3": {"nvmlDeviceGetUUID": "GPU-1"}}}]), "GPU-1"),
+     "GPU 0 MIG 3 and GPU 0 share the UUID {uuid}"),
+], ids=lambda v: v if isinstance(v, str) and "." in v else "")
+def test_a_uuid_shared_by_two_devices_is_refused_naming_it(tmp_path, name, make, words):
+    content, uuid = make()
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    refused(path, words.format(uuid=uuid))
+
+
+def test_a_live_host_listing_one_uuid_twice_is_found_by_the_same_rule():
+    """Live NVML answering one UUID for two GPUs (recorded answers of the real capture, the later
+    GPU's UUID answer edited): the rule the suite's NVML count row applies finds both GPUs."""
+    from validate.host import nvml
+    from validate.host.bounds import repeated_uuid
+    from validate.host.replay import ReplayNvml
+
+    recording_ = load_capture(H100X8)
+    recording_["devices"][5]["nvmlDeviceGetUUID"] = recording_["devices"][3]["nvmlDeviceGetUUID"]
+    host = nvml.read_host(ReplayNvml(recording_))
+    assert repeated_uuid([g.uuid for g in host.gpus]) == (host.gpus[3].uuid, 3, 5)
+    assert repeated_uuid([g.uuid for g in nvml.read_host(ReplayNvml(load_capture(H100X8))).gpus]) is None

@@ -77,10 +77,38 @@ def check_counts(recording: dict[str, Any], source: str, tree: Any = None) -> di
         most = calls.get("nvmlDeviceGetMaxMigDeviceCount", 0)
         if not isinstance(most, dict) and (isinstance(most, bool) or not isinstance(most, int) or most > MAX_MIG_PER_GPU):
             raise refuse(f"GPU {index} claims {str(most)[:40]} MIG instances; a GPU has at most {MAX_MIG_PER_GPU}")
+    uuids = [calls.get("nvmlDeviceGetUUID") for calls in recording["devices"]]
+    repeated = repeated_uuid(uuids)
+    if repeated:
+        uuid, first, second = repeated
+        raise refuse(f"GPU {first} and GPU {second} share the UUID {safe_text(uuid, limit=80)}, but each GPU has its own")
+    mig_uuids = [(index, slot, answers.get("nvmlDeviceGetUUID")) for index, calls in enumerate(recording["devices"])
+                 for slot, answers in sorted((calls.get("mig") or {}).items())]
+    repeated = repeated_uuid([uuid for _, _, uuid in mig_uuids] + uuids)
+    if repeated:
+        uuid, first, second = repeated
+        named = [f"GPU {mig_uuids[n][0]} MIG {mig_uuids[n][1]}" if n < len(mig_uuids) else f"GPU {n - len(mig_uuids)}" for n in (first, second)]
+        raise refuse(f"{named[0]} and {named[1]} share the UUID {safe_text(uuid, limit=80)}, but each device has its own")
     for where, value in _numbers({"system": recording["system"], "devices": recording["devices"]}, ""):
         if value < 0:
             raise refuse(f"{where.lstrip('.')} is {value}, but NVML's counts and readings are never negative")
     return recording
+
+
+def repeated_uuid(uuids: list[Any]) -> tuple[str, int, int] | None:
+    """The first UUID two devices share, with both positions: (uuid, first, second), or None.
+    Non-text entries (an unreadable GPU) are skipped. A UUID is one GPU's or one MIG instance's
+    own: two devices with one UUID is NVML listing a GPU twice or an edited capture, and every
+    reader keyed by UUID (the report's GPU sections, the fleet) would silently keep only one."""
+    seen: dict[str, int] = {}
+    for position, uuid in enumerate(uuids):
+        if not isinstance(uuid, str) or not uuid:
+            continue
+        key = uuid.strip().upper()  # nvidia-smi prints GPU-..., some tools lower-case it
+        if key in seen:
+            return uuid, seen[key], position
+        seen[key] = position
+    return None
 
 
 def _numbers(value: Any, where: str) -> Iterator[tuple[str, float]]:
@@ -101,10 +129,7 @@ def bounded_xml(text: str, source: str) -> ET.Element:
     ItemCounts' bounds, are refused as soon as they are seen (nvidia-smi's XML is five levels
     deep; 5,000 would overflow the stack of every recursive reader). The whole file's tags are
     counted before parsing, in C: building 262,144 elements in Python already takes seconds."""
-    starts = text.count("<") - text.count("</")  # in C: at least one a element (comments and the prolog too)
-    if starts > MAX_CAPTURE_ITEMS:
-        raise CaptureError(f"{source}: {starts:,} XML tags; a host of {MAX_GPUS_PER_HOST} GPUs has at most {MAX_CAPTURE_ITEMS:,}: "
-                           "capture it again with nvidia-smi -q -x > server.xml")
+    count_items(text, source, xml=True)
     parser = ET.XMLPullParser(events=("start", "end"))
     root: ET.Element | None = None
     depth = 0
@@ -129,6 +154,21 @@ def bounded_xml(text: str, source: str) -> ET.Element:
     if root is None:
         raise CaptureError(f"{source}: no XML element: capture it again with nvidia-smi -q -x > server.xml")
     return root
+
+
+def count_items(text: str, source: str, *, xml: bool) -> None:
+    """The whole file's XML tags or lines counted in C, before any parsing or other scan: building
+    262,144 elements in Python already takes seconds. CaptureError past MAX_CAPTURE_ITEMS."""
+    if xml:
+        starts = text.count("<") - text.count("</")  # at least one per element (comments and the prolog add a few)
+        if starts > MAX_CAPTURE_ITEMS:
+            raise CaptureError(f"{source}: {starts:,} XML tags; a host of {MAX_GPUS_PER_HOST} GPUs has at most {MAX_CAPTURE_ITEMS:,}: "
+                               "capture it again with nvidia-smi -q -x > server.xml")
+    else:
+        lines = text.count("\n") + 1
+        if lines > MAX_CAPTURE_ITEMS:
+            raise CaptureError(f"{source}: {lines:,} lines; a host of {MAX_GPUS_PER_HOST} GPUs prints at most {MAX_CAPTURE_ITEMS:,}: "
+                               "capture it again with nvidia-smi -q")
 
 
 class ItemCounts:

@@ -24,8 +24,8 @@ from validate.files import InputRefused, load_json_input, longest_digit_run, rea
 from validate.host import smi_sections
 from validate.host.archs import compute_capability_for, load_archs
 from validate.host.bounds import (  # noqa: F401 (CaptureError and ERROR_KEY are this module's names too)
-    ERROR_KEY, MAX_CAPTURE_BYTES, MAX_CAPTURE_DEPTH, MAX_CAPTURE_ITEMS, MAX_DIGITS, MAX_GPUS_PER_HOST, CaptureError, ItemCounts,
-    bounded_xml, check_counts, terminal_safe,
+    ERROR_KEY, MAX_CAPTURE_BYTES, MAX_CAPTURE_DEPTH, MAX_CAPTURE_ITEMS, MAX_DIGITS, CaptureError, ItemCounts,
+    bounded_xml, count_items, check_counts, terminal_safe,
 )
 from validate.host.smi_values import Node, error_of as _error_of, number as _number, to_bytes as _bytes, yes as _yes
 
@@ -333,8 +333,9 @@ def recording_from_tree(root: Node, source: str, mig_uuids: dict[int, dict[int, 
 
 def parse_xml(text: str, source: str = "nvidia-smi -q -x") -> dict[str, Any]:
     """An `nvidia-smi -q -x` capture as a recording. The DOCTYPE is not fetched (stdlib parser)."""
-    prolog = text[:4096]  # a DOCTYPE is in the prolog: not searched for through 16 MB
-    element = bounded_xml(re.sub(r"<!DOCTYPE[^>]*>", "", prolog, count=1) + text[4096:], source)
+    if "<!DOCTYPE" in text[:4096]:  # in the prolog, if anywhere: not searched for through 16 MB
+        text = re.sub(r"<!DOCTYPE[^>]*>", "", text, count=1)
+    element = bounded_xml(text, source)
     if element.tag != "nvidia_smi_log":
         raise CaptureError(f"{source}: XML root is <{element.tag}>, not nvidia-smi's <nvidia_smi_log> (make it with nvidia-smi -q -x)")
     return recording_from_tree(_from_element(element), source)
@@ -383,10 +384,8 @@ def parse_text(text: str, source: str = "nvidia-smi -q") -> dict[str, Any]:
     """An `nvidia-smi -q` text capture as a recording. A file holding several runs (idle and
     under load) gives the idle one: the state a server is validated in. MIG UUIDs come from an
     `nvidia-smi -L` listing in the same file when there is one."""
+    count_items(text, source, xml=False)  # every reader below walks every line
     lines = text.splitlines()
-    if len(lines) > MAX_CAPTURE_ITEMS:  # every reader below walks every line
-        raise CaptureError(f"{source}: {len(lines):,} lines; a host of {MAX_GPUS_PER_HOST} GPUs prints at most {MAX_CAPTURE_ITEMS:,}: "
-                           "capture it again with nvidia-smi -q")
     blocks = list(_log_blocks(lines))
     if not blocks:
         raise CaptureError(f"{source}: no '==NVSMI LOG==' block: give the output of nvidia-smi -q or nvidia-smi -q -x")
@@ -416,6 +415,7 @@ def parse_capture(text: str, source: str = "capture") -> dict[str, Any]:
         except InputRefused as err:
             raise CaptureError(f"{source}: {err}: give a recording python -m validate --record DIR wrote, unchanged") from None
         return terminal_safe(check_counts(check_recording(data, source), source))
+    count_items(text, source, xml=head.startswith("<"))  # the cheapest refusal first
     digits, line = longest_digit_run(text, MAX_DIGITS)
     if digits:
         raise CaptureError(f"{source}:{line}: a {digits}-digit number, which no nvidia-smi value has: capture it again with nvidia-smi -q -x")
