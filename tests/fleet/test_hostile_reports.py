@@ -291,3 +291,20 @@ def test_multinode_node_files_never_leave_the_folder_or_reach_the_terminal_raw(t
     assert exits == {"a": None, "b": 1, "../x": None}
     assert errors["a"] == f"exit-a refused: it is a link to a file outside {folder}"
     assert errors["b"] == "boom\\x1b[2J second line", "one line, the escape shown, not sent"
+
+
+@pytest.mark.parametrize("part, shown", [("\x1b[2J", "\\x1b[2J"), ("\x9b2J", "\\x9b2J"), ("a\rb", "a\\rb")], ids=["esc", "c1", "cr"])
+def test_from_reports_paths_and_host_names_reach_no_terminal_raw(tmp_path, part, shown):
+    """The reports folder (an option) and the host names (file names in it) are untrusted text:
+    before, `read 1 host report(s) from DIR` sent the folder's ESC to the terminal raw."""
+    folder = tmp_path / f"reports{part}"
+    folder.mkdir()
+    (folder / f"gpu{part}.json").write_text(json.dumps(gpu_report([(gpu(0, host=1), 700.0, 3000.0)])))
+    run = subprocess.run([sys.executable, "-m", "invoke", "validate", "--from-reports", str(folder), "--verbose"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    text = run.stdout + run.stderr
+    assert run.returncode == 0, text[-2000:]
+    assert part not in text and not any(ch in text for ch in "\x1b\x9b\r"), text[-2000:]
+    from validate.text import safe_text
+
+    assert f"from {tmp_path}/reports{shown}" in text and f"gpu{safe_text(part)}" in text, text[-2000:]
