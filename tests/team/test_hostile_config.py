@@ -209,3 +209,78 @@ def test_request_for_host_records_the_capture_as_the_origin_of_gpu_archs():
     assert request.blame("gpu_archs") == f"the GPUs of --host {capture}"
     assert request.blame("torch") == "invoke.yaml: gpuenv.torch" and request.blame("python") == "--python"
     assert request_for_host(host_file=str(capture), gpu_arch="8.0").blame("gpu_archs") == "--gpu-arch"
+
+
+# --- a conflict between settings names their file and key, and fixes them there --------------
+
+FILE = "invoke.yaml"
+
+
+def _from_file(**values: str) -> Request:
+    """A request whose values all came from the project's invoke.yaml, as gpuenv.cli.config makes it."""
+    return Request(driver="570.148.08", origins=tuple(sorted((k, f"{FILE}: gpuenv.{k}") for k in values)), **values)
+
+
+def _refusal(request: Request) -> str | None:
+    try:
+        resolve_stack(request)
+    except BadInput as err:
+        return err.render()
+    except Exception as err:  # NoCompatibleStack and the other GpuenvErrors
+        return getattr(err, "render", lambda: None)() or f"{type(err).__name__}: {err}"
+    return None
+
+
+# The review's three and held-out combinations: each value from invoke.yaml.
+COMBINATIONS = [{"torch": t, "python": p, "cuda": c}
+                for t in ("2.0", "2.3.1", "2.15", "2.7.1")
+                for p in ("2.7", "3.8", "3.14", "3.15")
+                for c in ("11.8", "12.1", "13.2", "cpu")]
+
+
+def test_every_refusal_of_values_from_a_file_names_them_and_fixes_them_there():
+    """Before: `torch: "2.0"` with `python: "3.14"` gave "use --python 3.11 ... or drop --torch",
+    options nobody typed. Over 64 combinations: every refusal names each file value's origin, and
+    no fix drops an option that was not given."""
+    refused = 0
+    for values in COMBINATIONS:
+        line = _refusal(_from_file(**values))
+        if line is None:
+            continue
+        refused += 1
+        for key, value in values.items():
+            assert f"drop --{key}" not in line, (values, line)
+            assert f"{FILE}: gpuenv.{key}" in line, (values, line)
+        assert "\n" not in line
+    assert refused >= 20, "the combinations hold enough conflicts to mean something"
+
+
+@pytest.mark.parametrize("values, words", [
+    ({"torch": "2.0", "python": "3.14"}, ['set gpuenv.python: "3.11" in invoke.yaml', "remove gpuenv.torch from invoke.yaml"]),
+    ({"python": "2.7"}, ["python 2.7 from invoke.yaml: gpuenv.python", 'set gpuenv.python: "3.']),
+    ({"torch": "2.15", "cuda": "11.8"}, ["cuda 11.8 from invoke.yaml: gpuenv.cuda", 'set gpuenv.torch: "2.']),  # driver 570: no CUDA 13
+])
+def test_the_reviews_conflicts_are_fixed_in_the_file(values, words):
+    line = _refusal(_from_file(**values))
+    assert line is not None and all(w in line for w in words), line
+    assert "--python" not in line and "--torch" not in line and "--cuda 1" not in line, line
+
+
+def test_a_typed_option_and_a_file_value_are_each_fixed_where_they_are():
+    """--python typed, torch from the file: the fix names the option for one and the file for the other."""
+    request = Request(driver="570.148.08", torch="2.0", python="3.14", origins=(("torch", f"{FILE}: gpuenv.torch"),))
+    line = _refusal(request)
+    assert "use --python 3.11" in line and "remove gpuenv.torch from invoke.yaml" in line and "drop --torch" not in line, line
+    variable = Request(driver="570.148.08", torch="2.0", python="3.14", origins=(("python", "INVOKE_GPUENV_PYTHON"), ("torch", "INVOKE_GPUENV_TORCH")))
+    line = _refusal(variable)
+    assert "set INVOKE_GPUENV_PYTHON=3.11" in line and "unset INVOKE_GPUENV_TORCH" in line and "--" not in line.split(": ", 1)[1].split("(gives")[0], line
+
+
+def test_a_conflict_in_invoke_yaml_end_to_end(project):
+    team = project / "team"
+    (team / "invoke.yaml").write_text('gpuenv:\n  torch: "2.0"\n  python: "3.14"\n')
+    proc = run_gpuenv("resolve", "--driver", "570.148.08", cwd=team, env={"HOME": str(project / "home")}, timeout=120)
+    assert proc.returncode == 3, proc.stderr
+    line = proc.stderr.strip()
+    assert "\n" not in line and "torch 2.0 from invoke.yaml: gpuenv.torch" in line and "remove gpuenv.torch from invoke.yaml" in line, line
+    assert "drop --torch" not in line and "use --python" not in line, line
