@@ -144,7 +144,7 @@ def test_two_gpus_of_one_report_sharing_a_uuid_make_it_malformed(case):
     shared = gpu(2, host=5)["uuid"]
     with pytest.raises(MalformedReport) as caught:
         check_report(_shared_uuid_report(case=case))
-    assert f"GPU 2 and GPU 7 share the UUID" in str(caught.value) and shared.lower() in str(caught.value).lower(), str(caught.value)
+    assert "GPU 2 and GPU 7 share the UUID" in str(caught.value) and shared.lower() in str(caught.value).lower(), str(caught.value)
     out = screen([HostOutcome("gpu05", READY, report=_shared_uuid_report(A100, case)), _host("fine", 1, 700.0)], PEAKS)
     assert [o.status for o in out] == [MALFORMED, READY]
 
