@@ -59,3 +59,19 @@ def test_hostile_lock_files_are_one_line(tmp_path, spoil, words):
         with pytest.raises(DataError) as caught:
             read(path)
         assert caught.value.render().startswith(f"{path}: {words}"), caught.value.render()
+
+
+@pytest.mark.parametrize("spoil, words", [
+    (_fifo, "current.json: it is a FIFO (named pipe), not a regular file"),
+    (lambda p: p.symlink_to("/dev/zero"), "current.json: it is a device, not a regular file"),
+    (lambda p: p.write_text('{"format": "gpuenv-current-stack/1", "x": ' + "9" * 5000 + "}"), "a 5000-digit number; at most 30 digits are read"),
+    (lambda p: p.write_text('{"stack_id": "a",\n"st\\u0061ck_id": "b"}'), "key 'stack_id' given twice in one object (lines 1 and 2)"),
+], ids=["fifo", "dev-zero", "digits", "repeated"])
+def test_the_remembered_current_stack_is_read_bounded(tmp_path, spoil, words):
+    """envs/locks/current.json is shared with the lock directory: read like every other input."""
+    from gpuenv.envs import current
+
+    spoil(current.current_file(tmp_path))
+    with pytest.raises(DataError) as caught:
+        current.read(tmp_path)
+    assert words in caught.value.render() and "\n" not in caught.value.render(), caught.value.render()
