@@ -7,10 +7,10 @@ import os
 
 import pytest
 
-from validate.host.bounds import repeated_uuid
 from validate.host.devices import MAX_RELATIVE_ERROR, compiled_archs, tf_gpu_uuids, torch_gpus
 from validate.host.masking import expected_visible
 from validate.judge.thresholds import FAIL, INFO, PASS, SKIP, WARN, Verdict, gpu_count_verdict, kernel_image_verdict, ptx_only
+from validate.judge.visibility import unique_gpus_verdict
 
 CORRECT = f"relative error <= {MAX_RELATIVE_ERROR:g}"
 
@@ -72,10 +72,7 @@ def test_nvml_gpu_count(suite, record):
         verdict = Verdict(FAIL, verdict.threshold, f"{verdict.reason}: {suite.host.error}")
     elif verdict.verdict == FAIL and suite.host.unreadable:
         verdict = Verdict(FAIL, verdict.threshold, f"{verdict.reason}: " + "; ".join(u.error for u in suite.host.unreadable))
-    repeated = repeated_uuid([g.uuid for g in suite.host.gpus])
-    if repeated:  # NVML listing one GPU twice: the count is wrong, and the report's GPU sections (keyed by UUID) would merge
-        verdict = Verdict(FAIL, verdict.threshold, f"GPU {repeated[1]} and GPU {repeated[2]} share the UUID {repeated[0]}, but each GPU has its own: "
-                          "NVML lists one GPU twice (reset it, or reboot), or the capture was edited")
+    verdict = unique_gpus_verdict(verdict, [g.uuid for g in suite.host.gpus])
     mig = sum(len(g.mig_devices) for g in suite.host.mig_gpus)
     whole = len(suite.host.gpus) - len(suite.host.mig_gpus)
     measured = str(seen) + (f" ({whole} whole GPU(s), {len(suite.host.mig_gpus)} in MIG mode with {mig} instance(s))" if suite.host.mig_gpus else "")
