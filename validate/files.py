@@ -257,37 +257,46 @@ PATH_MAX = 4096
 KERNEL_PLACES = ("proc", "sys", "dev")
 
 
+#: A JSON string, escapes included (the unrolled form: linear, no backtracking).
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_JSON_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def _without_strings(text: str) -> str:
+    """JSON with every string emptied (in C, by one regex): brackets and commas left are syntax."""
+    return _JSON_STRING.sub('""', text)
+
+
 def json_nesting_depth(text: str, stop_above: int | None = None) -> int:
     """How deep JSON's brackets go (outside strings), without parsing it: json's decoder recurses
     once per level and fails on deep input, so callers refuse deep files before decoding. Stops
     counting once the depth passes `stop_above`."""
     depth = deepest = 0
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
+    for match in _JSON_BRACKET.finditer(_without_strings(text)):
+        if match.group() in "[{":
             depth += 1
             if depth > deepest:
                 deepest = depth
                 if stop_above is not None and deepest > stop_above:
                     return deepest
-        elif char in "]}":
+        else:
             depth -= 1
     return deepest
+
+
+def json_value_count(text: str) -> int:
+    """How many values JSON holds at least (every ',' separates two; each object and list is one
+    more), counted in C without decoding: the decoder builds every value first, and a 10 MB file
+    of 3.5 million zeros then costs seconds in every reader after it."""
+    bare = _without_strings(text)
+    return bare.count(",") + bare.count("[") + bare.count("{") + 1
 
 
 def json_repeated_key(text: str) -> tuple[str, int, int] | None:
     """The first key given twice in one JSON object, with the lines of both: (key, first, second),
     or None. json keeps the last silently; a config file's second `gpuenv` would drop the first's
-    settings without a word. Scanned without parsing (call after the depth check)."""
+    settings without a word. Scanned without parsing (call after the depth check); keys are
+    compared as json decodes them, so `"cuda"` and `"cu\\u0064a"` are the same key."""
     objects: list[dict[str, int] | None] = []  # per open bracket: keys seen so far (None: a list)
     line, pending = 1, None  # pending: the last string closed, and its line, until ':' or another token
     position, size = 0, len(text)
@@ -297,7 +306,7 @@ def json_repeated_key(text: str) -> tuple[str, int, int] | None:
             end = position + 1
             while end < size and text[end] != '"':
                 end += 2 if text[end] == "\\" else 1
-            pending = (text[position + 1:end], line)
+            pending = (_decoded_key(text[position + 1:end]), line)
             line += text.count("\n", position, end)
             position = end + 1
             continue
@@ -318,6 +327,17 @@ def json_repeated_key(text: str) -> tuple[str, int, int] | None:
     return None
 
 
+def _decoded_key(raw: str) -> str:
+    """A JSON string's text as json decodes it (escapes resolved); the raw text if it is broken
+    (the decoder names that error itself)."""
+    if "\\" not in raw:
+        return raw
+    try:
+        return json.loads(f'"{raw}"')
+    except ValueError:
+        return raw
+
+
 # --- reading untrusted files ----------------------------------------------------------------
 # Every file gpuenv reads that someone else wrote (captures, recordings, node reports,
 # baselines, config files, wheelhouse entries) goes through `read_input`: a regular file only
@@ -327,7 +347,21 @@ def json_repeated_key(text: str) -> tuple[str, int, int] | None:
 
 
 class InputRefused(ValueError):
-    """An input file that is refused unparsed; `str()` is the reason in a few words, no path."""
+    """An input file that is refused unparsed; `str()` is the reason in a few words, no path.
+    `line` is where in the file, when known (a config error is shown as `file:line: reason`)."""
+
+    def __init__(self, reason: str, line: int | None = None) -> None:
+        super().__init__(reason)
+        self.line = line
+
+
+class RepeatedKey(InputRefused):
+    """A key given twice in one JSON object: `key`, and the lines of both (`first`, `line`)."""
+
+    def __init__(self, key: str, first: int, second: int) -> None:
+        super().__init__(f"key {safe_text(key, limit=60)!r} given twice in one object (lines {first} and {second})", second)
+        self.key = key
+        self.first = first
 
 
 def file_kind(mode: int) -> str:
@@ -439,23 +473,38 @@ def decode_input(data: bytes) -> str:
         raise InputRefused(f"not UTF-8 text (byte 0x{data[err.start]:02x} on line {line}): save it as UTF-8") from None
 
 
+def refusal_line(name: str | Path, err: InputRefused) -> str:
+    """A refusal as config and lock errors show it, `name:line: reason` (json's own words, without
+    the position the prefix already gives)."""
+    reason = str(err)
+    if reason.startswith("not JSON ("):
+        reason = "not valid JSON (" + reason.removeprefix("not JSON (").split(" at line ")[0] + ")"
+    elif reason.startswith("JSON nested"):
+        reason = reason.removeprefix("JSON ")
+    return f"{name}:{err.line}: {reason}" if err.line else f"{name}: {reason}"
+
+
 def read_text_input(path: str | Path, limit: int) -> str:
     """`read_input` then `decode_input`: the text of a small regular file, or InputRefused."""
     return decode_input(read_input(path, limit))
 
 
-def load_json_input(text: str, *, max_depth: int, max_digits: int = 30) -> object:
-    """JSON from untrusted text: nesting past `max_depth` refused before decoding (the decoder
-    recurses once per level), integers longer than `max_digits` refused (int() of 5,000 digits is
-    slow, and no count or figure is that long), NaN, Infinity and overflowing floats refused, and a
-    key given twice in one object refused (json keeps the last silently)."""
+def load_json_input(text: str, *, max_depth: int, max_digits: int = 30, max_values: int | None = None) -> object:
+    """JSON from untrusted text: nesting past `max_depth` and more than `max_values` values
+    refused before decoding (the decoder recurses once per level, and builds every value),
+    integers longer than `max_digits` refused (int() of 5,000 digits is slow, and no count or
+    figure is that long), NaN, Infinity and overflowing floats refused, and a key given twice in
+    one object refused, keys compared as decoded (json keeps the last silently)."""
     depth = json_nesting_depth(text, stop_above=max_depth)
     if depth > max_depth:
         raise InputRefused(f"JSON nested more than {max_depth} levels deep")
+    if max_values is not None and (count := json_value_count(text)) > max_values:
+        raise InputRefused(f"JSON of {count:,} values; at most {max_values:,} are read")
 
     def whole(digits: str) -> int:
         if len(digits.lstrip("-")) > max_digits:
-            raise InputRefused(f"a {len(digits.lstrip('-'))}-digit number; at most {max_digits} digits are read")
+            raise InputRefused(f"a {len(digits.lstrip('-'))}-digit number; at most {max_digits} digits are read",
+                               longest_digit_run(text, max_digits)[1] or None)
         return int(digits)
 
     def real(literal: str) -> float:
@@ -470,30 +519,36 @@ def load_json_input(text: str, *, max_depth: int, max_digits: int = 30) -> objec
         raise InputRefused(f"{name} is not a JSON number")
 
     def unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
-        out: dict[str, object] = {}
-        for key, value in pairs:
-            if key in out:
-                raise InputRefused(f"key {safe_text(key, limit=60)!r} given twice in one object")
-            out[key] = value
+        out = dict(pairs)
+        if len(out) < len(pairs):  # keys as decoded: "cu\u0064a" is "cuda"; the scan finds both lines
+            key, first, second = json_repeated_key(text) or (next(k for n, (k, _) in enumerate(pairs) if k in dict(pairs[:n])), 0, 0)
+            raise RepeatedKey(key, first, second)
         return out
 
     try:
         return json.loads(text, parse_int=whole, parse_float=real, parse_constant=constant, object_pairs_hook=unique_keys)
     except json.JSONDecodeError as err:
-        raise InputRefused(f"not JSON ({err.msg} at line {err.lineno} column {err.colno})") from None
+        raise InputRefused(f"not JSON ({err.msg} at line {err.lineno} column {err.colno})", err.lineno) from None
     except RecursionError:  # belt and braces: the depth was checked above
         raise InputRefused("JSON nested too deep") from None
+
+
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 
 
 def longest_digit_run(text: str, stop_above: int) -> tuple[int, int]:
     """(digits, line) of the first run of more than `stop_above` decimal digits, or (0, 0): a
     count or figure that long is an attack on int() and float(), not a measurement."""
-    match = re.search(r"\d{%d,}" % (stop_above + 1), text)
-    if match is None:
+    if text.isascii():  # the common case, in C: every digit made "0", then one substring search
+        start = text.encode("ascii").translate(_DIGITS_AS_ZERO).find(b"0" * (stop_above + 1))
+    else:  # int() reads every script's digits: the regex knows them all (a regex scan is 50 ns a character)
+        match = re.search(r"\d{%d,}" % (stop_above + 1), text)
+        start = -1 if match is None else match.start()
+    if start < 0:
         return 0, 0
-    whole = re.compile(r"\d+").match(text, match.start())
+    whole = re.compile(r"\d+").match(text, start)
     assert whole is not None  # the search above matched digits there
-    return len(whole.group()), text.count("\n", 0, match.start()) + 1
+    return len(whole.group()), text.count("\n", 0, start) + 1
 
 
 # --- outputs that must not touch inputs -----------------------------------------------------

@@ -125,6 +125,17 @@ def terminate_as_interrupt() -> Iterator[None]:
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
+def show(*parts: Any, sep: str = " ", end: str = "\n", file: Any = None, flush: bool = False) -> None:
+    """print(), for everything a task prints: paths and values may come from untrusted input (a
+    capture's file name, a node's report, a config value), so control characters are shown as
+    \\xNN, never sent to the terminal (an ESC in a --host file name could clear the screen or
+    set the window title). Newlines and tabs, the layout of tables, are kept."""
+    import sys
+
+    text = sep.join(str(part) for part in parts).replace("\r", "\\r")  # a carriage return would hide what came before it
+    print(safe_text(text, newlines=True, limit=len(text)), end=end, file=file or sys.stdout, flush=flush)
+
+
 def user_errors(func: F) -> F:
     """Map GpuenvError to `Exit(message, code)`: a user mistake prints one line, never a traceback.
 
@@ -266,7 +277,7 @@ def resolve_for_task(c: Any, cli: dict[str, Any], announce: bool = True, **extra
         raise DataError(f"{where} names {entry.stack_id}, but its options give {stack.stack_id} today (the compatibility data changed)",
                         fix="give stack options, or rebuild with them so the project remembers the new stack")
     if announce:
-        print(f"stack: {stack.stack_id}, remembered from the last `invoke {entry.made_by}` ({where}); stack options choose another",
+        show(f"stack: {stack.stack_id}, remembered from the last `invoke {entry.made_by}` ({where}); stack options choose another",
               file=sys.stderr, flush=True)
     return request, stack
 
@@ -362,6 +373,6 @@ def image_or_stack(c: Any, image: str | None, stack_options: dict[str, Any], ver
 
         # Never silent: the image of this lock was built with another suite (another checkout, or
         # before the suite changed here), and that is the suite that will judge this server.
-        print(f"gpuenv: the image of {stack.stack_id} carries another validation suite than this checkout's: "
+        show(f"gpuenv: the image of {stack.stack_id} carries another validation suite than this checkout's: "
               "invoke build to use this one", file=sys.stderr)
     return ref, f"{stack.stack_id} ({engine.image_name(ref)})", stack.is_cpu

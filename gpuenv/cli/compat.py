@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from gpuenv.cli.common import STACK_HELP, resolve, stack_options, stack_request, task, team_settings, user_errors
+from gpuenv.cli.common import show, STACK_HELP, resolve, stack_options, stack_request, task, team_settings, user_errors
 
 
 def settings_report(c) -> dict:
@@ -81,9 +81,9 @@ def doctor(c, json_=False, host=None):
     report["settings"] = settings_report(c)
     report["team_stack"] = team_stack_report(c) if report["settings"].get("available") else {"available": False, "why": "the settings cannot be used"}
     if json_:
-        print(json.dumps(report, indent=2))
+        show(json.dumps(report, indent=2))
     else:
-        print(format_report(report) + "\n" + format_settings(report["settings"]) + "\n" + format_team_stack(report["team_stack"]))
+        show(format_report(report) + "\n" + format_settings(report["settings"]) + "\n" + format_team_stack(report["team_stack"]))
     if not report["settings"].get("available"):
         raise Exit(f"gpuenv: the settings are invalid: {report['settings']['why']}", code=2)
 
@@ -103,7 +103,7 @@ def matrix(c, json_=False, check=False):
 
     data = load_matrix()
     if not check:
-        print(json.dumps(data.to_dict(), indent=2) if json_ else format_matrix(data))
+        show(json.dumps(data.to_dict(), indent=2) if json_ else format_matrix(data))
         return
     from invoke.exceptions import Exit
 
@@ -113,10 +113,10 @@ def matrix(c, json_=False, check=False):
     import sys
 
     client = PyPI()
-    say = lambda line: print(f"  {line}", file=sys.stderr, flush=True)  # noqa: E731 (progress goes to stderr: --json stays clean)
+    say = lambda line: show(f"  {line}", file=sys.stderr, flush=True)  # noqa: E731 (progress goes to stderr: --json stays clean)
     report = compare(data, gather(client, data, progress=say), index=client.settings.index_url)
     report.notes.append(f"{client.requests} requests, {client.bytes_fetched / 2**20:.1f} MiB read from {client.settings.json_base}")
-    print(json.dumps(report.to_dict(), indent=2) if json_ else format_drift(report))
+    show(json.dumps(report.to_dict(), indent=2) if json_ else format_drift(report))
     if report.drift:
         raise Exit(code=1)
 
@@ -138,4 +138,4 @@ def resolve_(c, driver=None, cuda=None, framework=None, torch=None, tensorflow=N
 
     request = stack_request(c, **stack_options(locals()))
     stack = resolve(request)
-    print(json.dumps(stack.to_dict(), indent=2) if json_ else format_stack(stack))
+    show(json.dumps(stack.to_dict(), indent=2) if json_ else format_stack(stack))

@@ -11,7 +11,6 @@ missing `-f` file is silently skipped, and YAML 1.1 reads `time: 1:00:00` as the
 from __future__ import annotations
 
 import errno
-import json
 import os
 import re
 from pathlib import Path
@@ -22,7 +21,7 @@ from invoke.config import Config
 
 from gpuenv.cli.config import SECTION
 from gpuenv.errors import BadInput
-from validate.files import InputRefused, json_nesting_depth, json_repeated_key, read_text_input
+from validate.files import InputRefused, RepeatedKey, load_json_input, read_text_input, refusal_line
 
 #: A config file is a page of settings: far bigger is a mistake (or an attack), refused unread.
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -32,6 +31,8 @@ MAX_ALIASES = 64
 MAX_NODES = 100_000
 #: Nesting of mappings and lists (invoke.yaml needs 4).
 MAX_DEPTH = 50
+#: Digits in one number: no setting is longer, and int() of thousands of digits is refused by Python.
+MAX_DIGITS = 30
 SUFFIXES = ("yaml", "yml", "json")
 FIX = "fix the file (see the committed invoke.yaml)"
 
@@ -91,6 +92,28 @@ def _construct_mapping(loader: Any, node: Any, deep: bool = False) -> Any:
 _Loader.construct_mapping = _construct_mapping
 
 
+class _LongNumber(Exception):
+    """A number of more digits than any setting has: (digits, line)."""
+
+
+def _bounded_number(kind: str) -> Any:
+    """PyYAML's int or float constructor behind a digit count: int() of 5,000 digits is a
+    ValueError (Python's own limit) and of 4,000 slow, and no setting is that long."""
+    construct = getattr(yaml.SafeLoader, f"construct_yaml_{kind}")
+
+    def bounded(loader: Any, node: Any) -> Any:
+        digits = sum(char.isalnum() for char in re.sub(r"^[-+]?0[xob]", "", str(node.value)))  # hex and octal digits too
+        if digits > MAX_DIGITS:
+            raise _LongNumber(digits, node.start_mark.line + 1)
+        return construct(loader, node)
+
+    return bounded
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _bounded_number("int"))
+_Loader.add_constructor("tag:yaml.org,2002:float", _bounded_number("float"))
+
+
 def _read(path: str, *, runtime: bool) -> str:
     """The text of a config file through the one bounded reader (validate.files): a small regular
     file, UTF-8 or marked UTF-16; ConfigFileError naming the file otherwise. A missing file is
@@ -126,17 +149,12 @@ def _count(value: Any, budget: int) -> int:
 def load_text(text: str, name: str, kind: str) -> dict:
     """The data of one config file's text (kind: yaml, yml or json), checked; ConfigFileError otherwise."""
     if kind == "json":
-        if json_nesting_depth(text, stop_above=MAX_DEPTH) > MAX_DEPTH:  # json's decoder recurses: refuse deep nesting before it does
-            raise ConfigFileError(f"{name}: nested more than {MAX_DEPTH} levels deep", fix=FIX)
-        repeated = json_repeated_key(text)
-        if repeated:
-            raise _repeated_error(name, *repeated)
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise ConfigFileError(f"{name}:{err.lineno}: not valid JSON ({err.msg})", fix=FIX) from None
-        except RecursionError:
-            raise ConfigFileError(f"{name}: nested too deeply", fix=FIX) from None
+        try:  # the reader every untrusted JSON goes through: depth, integer size, repeated decoded keys
+            data = load_json_input(text, max_depth=MAX_DEPTH, max_digits=MAX_DIGITS)
+        except RepeatedKey as err:
+            raise _repeated_error(name, err.key, err.first, err.line or 0) from None
+        except InputRefused as err:
+            raise ConfigFileError(refusal_line(name, err), fix=FIX) from None
     else:
         aliases = depth = 0
         try:
@@ -159,6 +177,9 @@ def load_text(text: str, name: str, kind: str) -> dict:
             data = yaml.load(text, Loader=_Loader)  # noqa: S506 (a safe loader)
         except _RepeatedKey as err:
             raise _repeated_error(name, *err.args) from None
+        except _LongNumber as err:
+            digits, line = err.args
+            raise ConfigFileError(f"{name}:{line}: a {digits}-digit number; at most {MAX_DIGITS} digits are read", fix=FIX) from None
         except yaml.YAMLError as err:
             raise ConfigFileError(_yaml_problem(err, name), fix=FIX) from None
         except RecursionError:

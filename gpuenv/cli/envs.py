@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpuenv.cli.common import (
+    show,
     OUTPUT_HELP, STACK_HELP, is_dry, remember_stack, reporter, resolve, resolve_for_task, stack_options, stack_request, task, team_settings,
     user_errors,
 )
@@ -94,7 +95,7 @@ def lock(
     report = reporter(verbose, quiet)
     stack = resolve(request)
     if is_dry(c):
-        print(_lock_plan_text(stack, request, wheelhouse, team_file, file))
+        show(_lock_plan_text(stack, request, wheelhouse, team_file, file))
         return
     _refuse_replacing(lock_directory(stack), file, force)
     chosen_backend = request.backend or ("uv" if wheelhouse else "conda-lock")
@@ -150,22 +151,22 @@ def export(c, cuda=None, framework=None, torch=None, tensorflow=None, python=Non
         source = lock_file_for_sharing(stack)
         target = Path(output or source.name)
         if is_dry(c):
-            print(f"would copy {source} (hashed) to {target} for {stack.stack_id}; nothing written (--dry)")
+            show(f"would copy {source} (hashed) to {target} for {stack.stack_id}; nothing written (--dry)")
             return
         result = export_lock(stack, target)
-        print(f"wrote {result.path} for {stack.stack_id}: the lock itself, every package with its hash (from {result.lock})")
+        show(f"wrote {result.path} for {stack.stack_id}: the lock itself, every package with its hash (from {result.lock})")
         return
     target = Path(output or "environment.yml")
     if is_dry(c):
         found = pinned_from_lock(lock_directory(stack))
         how = f"pinned from {found[2]}" if found else ("not pinned (--unpinned)" if unpinned else "refused: no lock yet (--unpinned to allow)")
-        print(f"would write {target} for {stack.stack_id}, {how}; nothing written (--dry)")
+        show(f"would write {target} for {stack.stack_id}, {how}; nothing written (--dry)")
         return
     result = export_environment(stack, target, team_file=Path(team_file) if team_file else None, unpinned=unpinned)
     how = f"pinned from {result.lock}" if result.lock else "NOT pinned: version ranges (--unpinned)"
-    print(f"wrote {result.path} for {stack.stack_id}, {how}")
+    show(f"wrote {result.path} for {stack.stack_id}, {how}")
     if result.lock:
-        print(f"the hashed form (every package with its hash): invoke export --lock, or share {result.lock}")
+        show(f"the hashed form (every package with its hash): invoke export --lock, or share {result.lock}")
 
 
 def _no_index_when_complete(plan, offline: bool):
@@ -226,7 +227,7 @@ def install(
     where = f"{plan.prefix}" + (f" (a link to {plan.folder})" if plan.folder != plan.prefix else "")
     if is_dry(c):
         state = "holds this lock: nothing would be done" if installer.is_current(plan) and not force else "would be (re)installed"
-        print(f"stack: {stack.stack_id}\nlock: {plan.lock.path} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})\n"
+        show(f"stack: {stack.stack_id}\nlock: {plan.lock.path} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})\n"
               f"prefix: {where} ({state})\nwheelhouse: {plan.wheelhouse or 'none'}"
               f"{' (holds every locked wheel: no index is asked)' if plan.offline else ''}")
         return

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from gpuenv.cli.common import show
 from gpuenv.errors import BadInput
 from gpuenv.fleet.outcome import HostOutcome
 
@@ -279,11 +280,11 @@ def _stack_image_ref() -> str:
     if info is None or not info.tags:
         raise BadInput(f"the local image of {stack.stack_id} has no tag the hosts could know it by",
                        fix="push it (invoke push) and pass --image HOST/gpuenv/...@sha256:...")
-    print(f"no --image: using {info.tags[0]} (hosts that lack it pull it by tag; share images by digest with invoke push)", flush=True)
+    show(f"no --image: using {info.tags[0]} (hosts that lack it pull it by tag; share images by digest with invoke push)", flush=True)
     return info.tags[0]
 
 
-def run_fleet(opts: FleetOptions, suite_args: list[str], say: Callable[[str], None] = lambda text: print(text, flush=True),
+def run_fleet(opts: FleetOptions, suite_args: list[str], say: Callable[[str], None] = lambda text: show(text, flush=True),
               baseline: bytes | None = None) -> list[HostOutcome]:
     """Run the chosen backend with progress and return every host's outcome (`baseline`: the
     --baseline file's bytes when the caller read them already)."""
@@ -350,7 +351,7 @@ def fleet_validate(opts: FleetOptions, suite_args: list[str]) -> int:
         from gpuenv.fleet.collected import read_report_folder
 
         outcomes = read_report_folder(opts.from_reports)
-        print(f"read {len(outcomes)} host report(s) from {opts.from_reports}", flush=True)
+        show(f"read {len(outcomes)} host report(s) from {opts.from_reports}", flush=True)
     else:
         try:
             outcomes = run_fleet(opts, suite_args, baseline=baseline_bytes)
@@ -362,8 +363,8 @@ def fleet_validate(opts: FleetOptions, suite_args: list[str]) -> int:
             done = getattr(err, "cleanup", None) or "nothing had been started on any host"
             raise Exit(f"gpuenv: interrupted ({signal_name}): {done}; no fleet report was written", code=code) from None
     fleet = analyse(outcomes, load_peaks(), baseline_models, outlier_floor=opts.outlier_floor)
-    print()
-    print(render_table(fleet, verbose=opts.verbose))
+    show()
+    show(render_table(fleet, verbose=opts.verbose))
     for path in write_reports(fleet, json_path=opts.json, junit_path=opts.junit, html_path=opts.report):
-        print(f"written: {path}")
+        show(f"written: {path}")
     return 0 if fleet.ready else 1

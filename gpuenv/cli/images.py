@@ -9,6 +9,7 @@ from pathlib import Path
 from invoke.exceptions import Exit
 
 from gpuenv.cli.common import (
+    show,
     OUTPUT_HELP, STACK_HELP, image_or_stack, is_dry, remember_stack, reporter, resolve_for_task, stack_options, task, team_settings,
     user_errors,
 )
@@ -109,7 +110,7 @@ def build(
             plan = _plan_without_lock(images, stack, lock_dir, lock_backend, options)
         else:
             plan = images.plan_build(stack, lock_dir, offline=offline, **options)
-        print(_build_plan_text(plan, lock_missing))
+        show(_build_plan_text(plan, lock_missing))
         return
     with report:
         report.say(f"stack: {stack.stack_id}")
@@ -185,7 +186,7 @@ def push(c, registry=None, cuda=None, framework=None, torch=None, tensorflow=Non
     _request, stack = resolve_for_task(c, stack_options(locals()))
     plan = share.plan_push(stack, lock_directory(stack), host)
     if is_dry(c):
-        print(f"stack: {stack.stack_id}\nimage: {plan.source}\nwould push: {', '.join(f'{plan.repository}:{t}' for t in plan.tags)}\nnothing pushed (--dry)")
+        show(f"stack: {stack.stack_id}\nimage: {plan.source}\nwould push: {', '.join(f'{plan.repository}:{t}' for t in plan.tags)}\nnothing pushed (--dry)")
         return
     with report:
         report.phase(f"pushing {plan.source} to {plan.repository} ({', '.join(plan.tags)})")
@@ -224,7 +225,7 @@ def run(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, 
     # A CPU stack asks for no GPU by default: it then runs on hosts without the NVIDIA runtime.
     gpus = gpus if gpus is not None else ("none" if cpu else "all")
     if is_dry(c):
-        print(f"would run {shlex.join(command) or '(the image command)'} in {ref} with GPUs {gpus}, {Path.cwd()} at /workspace; nothing run (--dry)")
+        show(f"would run {shlex.join(command) or '(the image command)'} in {ref} with GPUs {gpus}, {Path.cwd()} at /workspace; nothing run (--dry)")
         return
     options = {"shm_size": shm_size} if shm_size else {}
     code = Engine.local().run_container(ref, command, gpus=gpus, workdir_mount=Path.cwd(), **options)
@@ -240,7 +241,7 @@ def images(c):
 
     found = images_mod.built_images()
     if not found:
-        print("no gpuenv images: build one with invoke build --cuda <version>|cpu")
+        show("no gpuenv images: build one with invoke build --cuda <version>|cpu")
         return
     rows = []
     for img in found:
@@ -271,4 +272,4 @@ def print_table(headers: list[str], rows: list[list[str]]) -> None:
     else:
         from validate.report.tables import format_table
 
-        print(format_table(headers, [[cell.replace("\n", ", ") for cell in row] for row in rows]))
+        show(format_table(headers, [[cell.replace("\n", ", ") for cell in row] for row in rows]))

@@ -236,7 +236,9 @@ def main() -> None:
         problem = config_file_problem(err)
         if problem is None:
             raise
-        print(f"gpuenv: {problem}", file=sys.stderr)
+        from gpuenv.cli.common import show
+
+        show(f"gpuenv: {problem}", file=sys.stderr)
         sys.exit(2)  # bad input, as every task's one-line errors
     except BrokenPipeError:
         # `gpuenv --list | head`: the reader went away; stop quietly, as Unix tools do

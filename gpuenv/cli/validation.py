@@ -13,7 +13,7 @@ from pathlib import Path
 
 from invoke.exceptions import Exit
 
-from gpuenv.cli.common import OUTPUT_HELP, STACK_HELP, STACK_OPTIONS, image_or_stack, is_dry, stack_options, task, team_settings, user_errors
+from gpuenv.cli.common import show, OUTPUT_HELP, STACK_HELP, STACK_OPTIONS, image_or_stack, is_dry, stack_options, task, team_settings, user_errors
 from gpuenv.engine import WORKDIR_IN_CONTAINER  # cheap: engine imports the Docker SDK lazily
 from gpuenv.errors import BadInput
 from validate.report.record import HOST_PATHS_VARIABLE
@@ -165,7 +165,7 @@ def validate(
                            fix=f"drop {' '.join(named + ['--gpus'] * (gpus is not None) + ['--image'] * (image is not None))}, or drop --local")
         args = suite_arguments(expect_gpus, json, junit, quick, save_baseline, baseline)
         if is_dry(c):
-            print(f"would run {sys.executable} -m validate {' '.join(args)}; nothing run (--dry)".replace("  ", " "))
+            show(f"would run {sys.executable} -m validate {' '.join(args)}; nothing run (--dry)".replace("  ", " "))
             return
         code = run_local(args)
     else:
@@ -178,10 +178,10 @@ def validate(
         args = suite_arguments(expect_gpus, json, junit, quick, save_baseline, baseline, path_for=reports)
         ref, name, cpu = image_or_stack(c, image, stack, verbose, quiet)
         if is_dry(c):
-            print(f"would validate in {name}{' (pulled by digest if missing)' if image else ''}; nothing run (--dry)")
+            show(f"would validate in {name}{' (pulled by digest if missing)' if image else ''}; nothing run (--dry)")
             return
         gpus = gpus or ("none" if cpu else "all")
-        print(f"validating in {name}, GPUs: {gpus}", flush=True)
+        show(f"validating in {name}, GPUs: {gpus}", flush=True)
         shown = {"env": {HOST_PATHS_VARIABLE: jsonlib.dumps(reports.shown)}} if reports.shown else {}
         code = Engine.local().run_container(ref, ["python", SUITE_IN_IMAGE, *args], gpus=gpus, workdir_mount=workdir,
                                             mounts=reports.mounts, **shown)

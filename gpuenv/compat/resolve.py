@@ -73,7 +73,20 @@ __all__ = [
 
 
 def resolve_stack(request: Request, matrix: Matrix | None = None) -> Stack:
-    """Choose the newest stack that satisfies the request; NoCompatibleStack says why none does."""
+    """Choose the newest stack that satisfies the request; NoCompatibleStack says why none does.
+    A refusal names where the values not typed as options came from (a config file and key, a
+    variable, a capture), so that the user knows what to edit; its fixes change them there."""
+    try:
+        return _resolve(request, matrix)
+    except (BadInput, NoCompatibleStack) as err:
+        provenance = request.provenance() if request.explain else ""
+        named = [part for part in provenance.split(", ") if part and part.split(" from ", 1)[1] not in err.message]
+        if not named:
+            raise
+        raise type(err)(f"{err.message} ({', '.join(named)})", fix=err.fix) from None
+
+
+def _resolve(request: Request, matrix: Matrix | None = None) -> Stack:
     matrix = matrix or load_matrix()
     cuda_wish = parse_cuda(request.cuda, matrix, request.blame("cuda"))
     driver = parse_driver(request.driver, request.driver_source)

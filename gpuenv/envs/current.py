@@ -18,7 +18,7 @@ from typing import Any
 
 from gpuenv.errors import DataError
 from gpuenv.stack import Stack
-from validate.files import WriteFailed, json_nesting_depth, write_text_atomic
+from validate.files import InputRefused, WriteFailed, decode_input, load_json_input, read_input, write_text_atomic
 
 FILE_NAME = "current.json"
 FORMAT = "gpuenv-current-stack/1"
@@ -98,20 +98,12 @@ def read(locks_root: Path) -> CurrentStack | None:
     path = current_file(locks_root)
     if not path.exists():
         return None
-    if not path.is_file():
-        raise DataError(f"{path} is not a regular file", fix=FIX)
+    try:  # the one bounded reader: a FIFO or a link to /dev/zero is refused, never read
+        raw = read_input(path, MAX_BYTES)
+    except InputRefused as err:
+        raise DataError(f"{path}: {err}", fix=FIX) from None
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_BYTES + 1)
-    except OSError as err:
-        raise DataError(f"cannot read {path}: {err.strerror}", fix=FIX) from None
-    if len(raw) > MAX_BYTES:
-        raise DataError(f"{path} is over {MAX_BYTES // 1024} KiB: not a current-stack file", fix=FIX)
-    try:
-        text = raw.decode("utf-8")
-        if json_nesting_depth(text, stop_above=4) > 4:
-            raise ValueError("nested deeper than a current-stack file")
-        data = json.loads(text)
-    except (UnicodeDecodeError, ValueError) as err:
+        data = load_json_input(decode_input(raw), max_depth=4)
+    except InputRefused as err:
         raise DataError(f"{path} is not JSON: {err}", fix=FIX) from None
     return CurrentStack.from_dict(data, path)

@@ -15,7 +15,7 @@ from pathlib import Path
 from gpuenv.envs import lockdir, locking, spec
 from gpuenv.errors import BadInput, DataError, GpuenvError
 from gpuenv.stack import Stack
-from validate.files import WriteFailed, write_text_atomic
+from validate.files import InputRefused, WriteFailed, read_text_input, refusal_line, write_text_atomic
 
 
 @dataclass(frozen=True)
@@ -31,10 +31,10 @@ def pinned_from_lock(directory: Path, stack: Stack | None = None) -> tuple[spec.
     lock = lockdir.verify(directory, stack)
     platform = lock.metadata.platforms[0]
     spec_path = directory / lockdir.SPEC_FILE
-    try:
-        spec_text = spec_path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise DataError(f"{spec_path}: cannot be read ({type(err).__name__})", fix=lockdir.RELOCK) from None
+    try:  # the lock directory comes from the team's repository: read bounded
+        spec_text = read_text_input(spec_path, lockdir.MAX_LOCK_TEXT_BYTES)
+    except InputRefused as err:
+        raise DataError(refusal_line(spec_path, err), fix=lockdir.RELOCK) from None
     packages = spec.parse_environment_file(spec_text, str(spec_path)).packages
     entries = [p for p in lock.packages if p.platform == platform]
     conda = tuple(f"{p.name}={p.version}={p.build}" if p.build else f"{p.name}={p.version}" for p in entries if p.manager == "conda")

@@ -35,7 +35,10 @@ from gpuenv.envs import conda, lockdir, lockers
 from gpuenv.errors import BadInput, DataError, ToolError
 from gpuenv.envs.lockdir import Lock
 from gpuenv.stack import Stack, stack_json
-from validate.files import NAME_MAX, held_signals, path_problem, replace_dir
+from validate.files import NAME_MAX, InputRefused, held_signals, load_json_input, path_problem, read_text_input, replace_dir
+
+#: A prefix's install record: a few hundred bytes of what it was installed from.
+MAX_RECORD_BYTES = 1024 * 1024
 
 #: The record a prefix keeps of what it was made from.
 RECORD_FILE = "gpuenv-prefix.json"
@@ -184,9 +187,9 @@ def plan_install(
 
 def read_record(prefix: Path) -> dict | None:
     """What a prefix was installed from, or None when it is not a (whole) gpuenv prefix."""
-    try:
-        return json.loads((Path(prefix) / RECORD_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    try:  # a prefix may be shared: its record is read bounded (a FIFO there would hang the read)
+        return load_json_input(read_text_input(Path(prefix) / RECORD_FILE, MAX_RECORD_BYTES), max_depth=16)
+    except InputRefused:
         return None
 
 

@@ -26,13 +26,15 @@ from typing import Any, Iterable
 import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-
-from validate.files import replace_dir
 from packaging.version import InvalidVersion, Version
 
 from gpuenv.envs import lockers
 from gpuenv.errors import DataError
 from gpuenv.stack import Stack
+from validate.files import InputRefused, load_json_input, read_text_input, refusal_line, replace_dir
+
+#: A lock file's text: conda-lock.yml for a full CUDA stack is a few MiB; far more is no lock.
+MAX_LOCK_TEXT_BYTES = 64 * 1024 * 1024
 
 METADATA_FILE = "stack.json"
 SPEC_FILE = "environment.yml"
@@ -175,16 +177,10 @@ def read_metadata(directory: Path) -> LockMetadata | None:
     path = Path(directory) / METADATA_FILE
     if not path.exists() and not path.is_symlink():
         return None
-    try:
-        raw = path.read_bytes()
-    except OSError as err:
-        raise DataError(f"{path}: cannot be read ({err.strerror or type(err).__name__})", fix=RELOCK) from None
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise DataError(f"{path}: not UTF-8 text", fix=RELOCK) from None
-    except json.JSONDecodeError as err:
-        raise DataError(f"{path}:{err.lineno}: not valid JSON ({err.msg})", fix=RELOCK) from None
+    try:  # a lock comes from the team's repository: read bounded, like every input someone else wrote
+        data = load_json_input(read_text_input(path, MAX_LOCK_TEXT_BYTES), max_depth=16)
+    except InputRefused as err:
+        raise DataError(refusal_line(path, err), fix=RELOCK) from None
     return LockMetadata.from_dict(data, path)
 
 
@@ -324,10 +320,11 @@ def read_conda_lock(path: Path) -> list[LockedPackage]:
 
 
 def _text(path: Path) -> str:
+    """A lock file's text through the bounded reader (a regular file, a known encoding, a size)."""
     try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise DataError(f"{path}: not UTF-8 text", fix=RELOCK) from None
+        return read_text_input(path, MAX_LOCK_TEXT_BYTES)
+    except InputRefused as err:
+        raise DataError(refusal_line(path, err), fix=RELOCK) from None
     except OSError as err:
         raise DataError(f"{path}: cannot be read ({err.strerror or type(err).__name__})", fix=RELOCK) from None
 

@@ -11,7 +11,7 @@ slurm.py's commands (the module that owns Slurm)."""
 
 from __future__ import annotations
 
-import json
+import os
 import re
 import shlex
 import statistics
@@ -312,19 +312,59 @@ def write_scripts(job: slurm.SlurmJob) -> None:
     write_text_atomic(Path(job.rundir) / NODE_SCRIPT, render_node_script(job))
 
 
+#: An exit-NODE file holds one exit status ("0\n"); more is not one.
+MAX_EXIT_BYTES = 64
+#: An error-NODE file is a line or a few; only its first 300 characters are shown.
+MAX_ERROR_BYTES = 64 * 1024
+#: rank 0's result.json: a few hundred bytes per rank, and a few levels deep.
+MAX_RESULT_BYTES = 4 * 1024 * 1024
+MAX_RESULT_DEPTH = 16
+
+
 def read_result(folder: Path, nodes: list[str]) -> tuple[dict[str, Any] | None, dict[str, int | None], dict[str, str]]:
-    """(rank 0's result or None, each node's exit status, each node's error line)."""
+    """(rank 0's result or None, each node's exit status, each node's error line).
+
+    The nodes wrote these files, so they are untrusted input and go through the one bounded
+    reader (validate.files): a FIFO, a link to /dev/zero or out of the folder, a huge, deep or
+    many-digit file spoils only its node's part (rank 0's, the first node's, for result.json),
+    as a one-line reason in that node's error; it never hangs or ends the fleet run."""
+    from validate.files import InputRefused, decode_input, load_json_input, read_input
+    from validate.text import safe_text
+
+    def read(name: str, limit: int) -> str | None:
+        path = folder / name
+        if not os.path.lexists(path):
+            return None
+        return decode_input(read_input(path, limit, within=folder))
+
     exits: dict[str, int | None] = {}
     errors: dict[str, str] = {}
     for node in nodes:
-        text = (folder / f"exit-{node}").read_text().strip() if (folder / f"exit-{node}").exists() else ""
-        exits[node] = int(text) if text.lstrip("-").isdigit() else None
-        if (folder / f"error-{node}").exists():
-            errors[node] = (folder / f"error-{node}").read_text(errors="replace").strip()[:300]
+        reasons = []
+        exits[node] = None
+        try:
+            text = (read(f"exit-{node}", MAX_EXIT_BYTES) or "").strip()
+            if re.fullmatch(r"-?[0-9]{1,10}", text):
+                exits[node] = int(text)
+            elif text:
+                reasons.append(f"exit-{safe_text(node, limit=60)} holds {safe_text(text, limit=20)!r}, not an exit status")
+        except InputRefused as err:
+            reasons.append(f"exit-{safe_text(node, limit=60)} refused: {err}")
+        try:
+            error = read(f"error-{node}", MAX_ERROR_BYTES)
+            if error is not None and error.strip():
+                reasons.insert(0, safe_text(" ".join(error.split()), limit=300))
+        except InputRefused as err:
+            reasons.append(f"error-{safe_text(node, limit=60)} refused: {err}")
+        if reasons:
+            errors[node] = "; ".join(reasons)
+    result = None
     try:
-        result = json.loads((folder / RESULT).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        result = None
+        text = read(RESULT, MAX_RESULT_BYTES)
+        result = None if text is None else load_json_input(text, max_depth=MAX_RESULT_DEPTH)
+    except InputRefused as err:
+        if nodes:
+            errors[nodes[0]] = "; ".join(filter(None, (errors.get(nodes[0]), f"{RESULT} refused: {err}")))
     return (result if isinstance(result, dict) else None), exits, errors
 
 

@@ -17,6 +17,7 @@ import re
 from typing import Any
 
 from validate.files import InputRefused, decode_input, load_json_input
+from validate.host.bounds import repeated_uuid
 from validate.text import MAX_TEXT, safe_text
 
 #: A report bigger than this is refused unread (an 8-GPU report is about 60 kB).
@@ -183,6 +184,10 @@ def check_report(data: Any) -> CheckedReport:
     }
     if declared is not None:  # checked on its own, so no wide free-form field before it can crowd it out
         clean["host"]["nvml"]["gpus"] = declared
+    listed = (clean["host"]["nvml"] or {}).get("gpus")
+    repeated = repeated_uuid([g.get("uuid") for g in listed if isinstance(g, dict)] if isinstance(listed, list) else [])
+    if repeated:  # the GPU sections are keyed by UUID: a second GPU with the same one would be lost
+        raise MalformedReport(f"GPU {repeated[1]} and GPU {repeated[2]} share the UUID {safe_text(repeated[0], limit=80)}: each GPU has its own")
     indexes: dict[int, str] = {}
     for key, value in data.items():
         if key in ("format", "host", "summary") or not isinstance(value, dict) or not isinstance(value.get("gpu"), dict):

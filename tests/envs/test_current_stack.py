@@ -32,8 +32,8 @@ def test_nothing_recorded_is_none(tmp_path):
     ("not json", "is not JSON"),
     ('{"format": "other/1"}', "not a gpuenv current-stack file"),
     ('{"format": "gpuenv-current-stack/1", "stack_id": 3}', "'stack_id' is missing or not a string"),
-    ("[" * 100_000, "over 64 KiB"),
-    ("[" * 50 + "]" * 50, "nested deeper"),
+    ("[" * 100_000, "over the 64 KiB limit"),
+    ("[" * 50 + "]" * 50, "nested more than 4 levels deep"),
 ])
 def test_a_damaged_file_is_one_line_naming_it(tmp_path, text, says):
     (tmp_path / "current.json").write_text(text)

@@ -121,13 +121,14 @@ def test_a_lock_file_without_metadata_is_not_trusted(locks_dir):
     "content, fragment",
     [
         (b"{not json", "stack.json:1: not valid JSON"),
-        (b"\xff\xfe\x00binary", "stack.json: not UTF-8 text"),
+        (b"\xff\xfe\x00binary", "stack.json: UTF-16 with a byte-order mark, but broken at byte 8"),
+        (b"\xc3binary", "stack.json: not UTF-8 text (byte 0xc3 on line 1)"),
         (b"[1, 2]", "stack.json: not a JSON object"),
         (b"{}", "stack.json: no lock_format: not a gpuenv lock's metadata"),
         (json.dumps({"lock_format": lockdir.LOCK_FORMAT, "backend": "uv"}).encode(), "'input_hash' is missing"),
         (json.dumps({"lock_format": lockdir.LOCK_FORMAT, "backend": "pip", "input_hash": "x", "lock_sha256": "y", "source": "s", "stack_id": "z"}).encode(), "unknown backend 'pip'"),
     ],
-    ids=["not-json", "binary", "list", "empty-object", "missing-key", "unknown-backend"],
+    ids=["not-json", "binary", "not-utf8", "list", "empty-object", "missing-key", "unknown-backend"],
 )
 def test_corrupt_metadata_is_one_line_everywhere(locks_dir, tmp_path, content, fragment):
     directory = make_lock(locks_dir)

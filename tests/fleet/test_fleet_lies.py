@@ -125,3 +125,43 @@ def test_from_reports_end_to_end_sets_the_liars_and_the_copy_aside(tmp_path):
     hosts = json.loads(out.read_text())["hosts"]
     statuses = {name: hosts[name]["status"] for name in hosts}
     assert statuses == {"liar-a": IMPLAUSIBLE, "liar-b": IMPLAUSIBLE, "honest": READY, "copied": DUPLICATE, "copied-again": DUPLICATE}
+
+
+def _shared_uuid_report(model: str = H100, case: str = "same") -> dict:
+    """An 8-GPU report written by the suite's writer in which GPU 7 carries GPU 2's UUID (spelled
+    as `case` says): the review's case, and held-out spellings of it."""
+    gpus = [gpu(i, model, host=5) for i in range(8)]
+    shared = gpus[2]["uuid"]
+    gpus[7]["uuid"] = {"same": shared, "lower": shared.lower(), "spaced": f" {shared} "}[case]
+    return gpu_report([(g, 700.0, 3000.0) for g in gpus])
+
+
+@pytest.mark.parametrize("case", ["same", "lower", "spaced"])
+def test_two_gpus_of_one_report_sharing_a_uuid_make_it_malformed(case):
+    """Before: the report's GPU sections (keyed by UUID) merged, the fleet showed 7 GPUs and ready."""
+    from gpuenv.fleet.suitereport import MalformedReport
+
+    shared = gpu(2, host=5)["uuid"]
+    with pytest.raises(MalformedReport) as caught:
+        check_report(_shared_uuid_report(case=case))
+    assert "GPU 2 and GPU 7 share the UUID" in str(caught.value) and shared.lower() in str(caught.value).lower(), str(caught.value)
+    out = screen([HostOutcome("gpu05", READY, report=_shared_uuid_report(A100, case)), _host("fine", 1, 700.0)], PEAKS)
+    assert [o.status for o in out] == [MALFORMED, READY]
+
+
+def test_from_reports_flags_a_shared_uuid_in_one_line(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    folder, out = tmp_path / "reports", tmp_path / "fleet.json"
+    folder.mkdir()
+    (folder / "gpu05.json").write_text(json.dumps(_shared_uuid_report()))
+    run = subprocess.run([sys.executable, "-m", "invoke", "validate", "--from-reports", str(folder), "--json", str(out)],
+                         cwd=root, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(root)})
+    assert run.returncode == 1, run.stdout + run.stderr
+    host = json.loads(out.read_text())["hosts"]["gpu05"]
+    assert host["status"] == MALFORMED and f"share the UUID {gpu(2, host=5)['uuid']}" in host["reason"], host

@@ -223,3 +223,88 @@ def test_slurm_node_files_are_read_bounded_and_inside_the_run_folder(tmp_path):
     for name in ("../../secret", "..", "a/b", "x\x1b[2J"):
         outside = read_node_files(str(tmp_path), name)
         assert outside.error.endswith("is not a file name") and "SECRET" not in outside.error and "\x1b" not in outside.error
+
+
+# --- the multi-node job's files: each node's part through the bounded reader ----------------
+
+MULTINODE_RESULT = ROOT / "tests" / "fleet" / "fixtures" / "multinode" / "result-gloo-2nodes.json"
+
+
+def _fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _link(target: str):
+    return lambda path: path.symlink_to(target)
+
+
+def _text(text: str | bytes):
+    return lambda path: path.write_bytes(text if isinstance(text, bytes) else text.encode())
+
+
+# (file the node wrote, how it was spoiled, words of the reason): the review's four (a FIFO, a link
+# to /dev/zero, 100,000-deep JSON, 5,000 digits) and held-out ones of each kind
+SPOILED_NODE_FILES = [
+    ("exit-node1", _fifo, "exit-node1 refused: it is a FIFO (named pipe), not a regular file"),
+    ("error-node1", _link("/dev/zero"), "error-node1 refused: it is a device, not a regular file"),
+    ("exit-node1", _link("/dev/urandom"), "exit-node1 refused: it is a device, not a regular file"),
+    ("exit-node1", _text("1" * 5000), "exit-node1 refused: it is 5,000 bytes, over the 64 bytes limit"),
+    ("exit-node1", _text("\u00b2\n"), "exit-node1 holds '\u00b2', not an exit status"),
+    ("exit-node1", lambda path: path.mkdir(), "exit-node1 refused: it is a folder, not a regular file"),
+    ("error-node1", _text(b"\xff\xfeboo"), "error-node1 refused: UTF-16 with a byte-order mark, but broken"),
+    ("error-node1", _text("x" * (64 * 1024 + 1)), "error-node1 refused: it is 65,537 bytes, over the 64 KiB limit"),
+    ("result.json", _text("[" * 100_000 + "]" * 100_000), "result.json refused: JSON nested more than 16 levels deep"),
+    ("result.json", _text('{"world": ' + "9" * 5000 + "}"), "result.json refused: a 5000-digit number; at most 30 digits are read"),
+    ("result.json", _text('{"world": 2,\n"w\\u006frld": 3}'), "result.json refused: key 'world' given twice in one object (lines 1 and 2)"),
+    ("result.json", _fifo, "result.json refused: it is a FIFO (named pipe), not a regular file"),
+    ("result.json", _link("/dev/zero"), "result.json refused: it is a device, not a regular file"),
+]
+
+
+@pytest.mark.parametrize("name, spoil, words", SPOILED_NODE_FILES, ids=[f"{c[0]}-{n}" for n, c in enumerate(SPOILED_NODE_FILES)])
+def test_a_spoiled_multinode_file_spoils_only_its_node_in_one_line(tmp_path, name, spoil, words):
+    """Before: a FIFO hung the run, /dev/zero filled memory, deep JSON was a RecursionError and
+    5,000 digits a ValueError. result.json is rank 0's, on the first node."""
+    from gpuenv.fleet.multinode import read_result
+
+    for node in ("node0", "node1"):
+        (tmp_path / f"exit-{node}").write_text("0\n")
+    (tmp_path / "result.json").write_text(MULTINODE_RESULT.read_text())
+    (tmp_path / name).unlink(missing_ok=True)
+    spoil(tmp_path / name)
+    result, exits, errors = read_result(tmp_path, ["node0", "node1"] if name != "result.json" else ["node1", "node0"])
+    assert list(errors) == ["node1"] and words in errors["node1"] and "\n" not in errors["node1"], errors
+    assert exits["node0"] == 0, "the other node's part is still read"
+    assert (result is None) == (name == "result.json"), "a spoiled node file leaves rank 0's result alone"
+
+
+def test_multinode_node_files_never_leave_the_folder_or_reach_the_terminal_raw(tmp_path):
+    from gpuenv.fleet.multinode import read_result
+
+    folder = tmp_path / "multinode"
+    folder.mkdir()
+    (tmp_path / "exit-secret").write_text("0")
+    (folder / "exit-a").symlink_to(tmp_path / "exit-secret")
+    (folder / "error-b").write_text("boom\x1b[2J\nsecond line\n")
+    (folder / "exit-b").write_text("1")
+    _, exits, errors = read_result(folder, ["a", "b", "../x"])
+    assert exits == {"a": None, "b": 1, "../x": None}
+    assert errors["a"] == f"exit-a refused: it is a link to a file outside {folder}"
+    assert errors["b"] == "boom\\x1b[2J second line", "one line, the escape shown, not sent"
+
+
+@pytest.mark.parametrize("part, shown", [("\x1b[2J", "\\x1b[2J"), ("\x9b2J", "\\x9b2J"), ("a\rb", "a\\rb")], ids=["esc", "c1", "cr"])
+def test_from_reports_paths_and_host_names_reach_no_terminal_raw(tmp_path, part, shown):
+    """The reports folder (an option) and the host names (file names in it) are untrusted text:
+    before, `read 1 host report(s) from DIR` sent the folder's ESC to the terminal raw."""
+    folder = tmp_path / f"reports{part}"
+    folder.mkdir()
+    (folder / f"gpu{part}.json").write_text(json.dumps(gpu_report([(gpu(0, host=1), 700.0, 3000.0)])))
+    run = subprocess.run([sys.executable, "-m", "invoke", "validate", "--from-reports", str(folder), "--verbose"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    text = run.stdout + run.stderr
+    assert run.returncode == 0, text[-2000:]
+    assert part not in text and not any(ch in text for ch in "\x1b\x9b\r"), text[-2000:]
+    from validate.text import safe_text
+
+    assert f"from {tmp_path}/reports{shown}" in text and f"gpu{safe_text(part)}" in text, text[-2000:]

@@ -258,3 +258,22 @@ def test_a_full_disk_while_uv_installs_is_one_line_with_the_systems_words_and_le
     line = one_line(run_invoke(*install_args(disk / "env"), env={"GPUENV_LOCKS_DIR": str(locks_dir)}, timeout=600), code=1)
     assert line.startswith("gpuenv: uv pip install could not install") and "No space left on device (os error 28)" in line, line
     assert os.listdir(disk) == [], "a temporary folder was left on the full disk"
+
+
+@pytest.mark.parametrize("spoil", [
+    lambda p: os.mkfifo(p),
+    lambda p: p.symlink_to("/dev/zero"),
+    lambda p: p.write_text('{"stack": ' + "9" * 5000 + "}"),
+    lambda p: p.write_text("[" * 100_000 + "]" * 100_000),
+], ids=["fifo", "dev-zero", "digits", "deep"])
+def test_a_hostile_prefix_record_reads_as_no_record(tmp_path, spoil):
+    """A shared prefix's gpuenv-prefix.json goes through the bounded reader: before, a FIFO hung the
+    read, /dev/zero filled memory, and deep or long-number JSON was a traceback. Unreadable means
+    "not a gpuenv prefix", as a damaged record always did."""
+    from gpuenv.envs.install import read_record
+
+    spoil(tmp_path / RECORD)
+    assert read_record(tmp_path) is None
+    (tmp_path / RECORD).unlink()
+    (tmp_path / RECORD).write_text('{"stack": "torch2.13.0-cpu-py3.11"}')
+    assert read_record(tmp_path) == {"stack": "torch2.13.0-cpu-py3.11"}

@@ -188,6 +188,46 @@ def test_counts_are_held_to_what_hardware_can_have(tmp_path, name, content, word
     refused(path, words)
 
 
+def _a100_section(section: str, inner: str) -> str:
+    """The A100 capture with `inner` added inside its first <section>."""
+    return a100(f"<{section}>", f"<{section}>{inner}")
+
+
+def _h100_text_lines(label: str, line: str, times: int) -> str:
+    """The H100 text capture with `line` repeated under its first `label` line."""
+    text = H100_TEXT.read_text(encoding="utf-8")
+    at = text.index(label)
+    end = text.index("\n", at) + 1
+    return text[:end] + line * times + text[end:]
+
+
+# Counted while parsing (bounds.ItemCounts, the JSON value count): the review's two (1.5 million
+# <gpu>, 99 s; 3.5 million children of clocks_event_reasons, 61 s and 1.25 GB, then passed) and
+# held-out shapes of each kind, in XML, nvidia-smi -q text and recordings; each refused at once.
+ELEMENT_FLOODS = [
+    ("gpus.xml", lambda: a100("</nvidia_smi_log>", "<gpu></gpu>" * 1_500_000 + "</nvidia_smi_log>"), "XML tags; a host of 64 GPUs has at most 262,144"),
+    ("clocks.xml", lambda: _a100_section("clocks_event_reasons", "<a/>" * 3_500_000), "XML tags; a host of 64 GPUs has at most 262,144"),
+    ("gpus65.xml", lambda: a100("</nvidia_smi_log>", "<gpu></gpu>" * 65 + "</nvidia_smi_log>"), "more than 64 GPUs; a host has at most 64"),
+    ("section.xml", lambda: _a100_section("clocks_event_reasons", "<a/>" * 5000), "more than 4,096 XML elements in one section (the last <a>)"),
+    ("processes.xml", lambda: _a100_section("processes", "<process_info><pid>1</pid></process_info>" * 5000),
+     "more than 4,096 XML elements in one section (the last <process_info>)"),
+    ("spread.xml", lambda: a100("</nvidia_smi_log>", ("<x>" + "<y/>" * 4000 + "</x>") * 80 + "</nvidia_smi_log>"), "XML tags; a host of 64 GPUs has at most 262,144"),
+    ("gpus.txt", lambda: _h100_text_lines("Attached GPUs", "GPU 00000000:18:00.0\n", 80), "more than 64 GPUs; a host has at most 64"),
+    ("lines.txt", lambda: _h100_text_lines("Clocks Event Reasons", "a\n", 300_000), "lines; a host of 64 GPUs prints at most 262,144"),
+    ("section.txt", lambda: _h100_text_lines("Clocks Event Reasons", "        Idle : Not Active\n", 5000), "more than 4,096 lines in one section"),
+    ("values.json", lambda: recording({"nvmlDeviceGetCount": 1}, [{**GPU, "junk": [0] * 3_500_000}]), "JSON of 3,500,0"),
+    ("keys.json", lambda: recording({"nvmlDeviceGetCount": 1}, [{**GPU, **{f"k{n}": 0 for n in range(300_000)}}]), "values; at most 262,144 are read"),
+]
+
+
+@pytest.mark.parametrize(("name", "make", "words"), ELEMENT_FLOODS, ids=[c[0] for c in ELEMENT_FLOODS])
+def test_element_counts_are_bounded_while_parsing(tmp_path, name, make, words):
+    path = tmp_path / name
+    path.write_text(make(), encoding="utf-8")
+    assert path.stat().st_size <= MAX_CAPTURE_BYTES, "within the size limit: only the count refuses it"
+    refused(path, words)
+
+
 def test_real_captures_are_within_the_limits():
     """The rules refuse none of the real captures (negative T.Limit temperatures included)."""
     real = sorted(XML.glob("*.xml")) + sorted(TEXT.glob("*.txt"))
@@ -256,3 +296,64 @@ def test_replay_resolve_and_doctor_refuse_in_one_line(tmp_path, invoke_cli):
             tried += 1
         tried += 1
     assert tried == 18
+
+
+# --- one UUID, one device -------------------------------------------------------------------
+
+H100X8 = XML / "h100x8-580.105.08.xml"
+
+
+def _h100x8_shared(second: int, spelling=lambda uuid: uuid) -> str:
+    """The real 8-GPU H100 capture with GPU `second` given GPU 0's UUID (the review's case: it
+    replayed "every check passed" with one GPU section)."""
+    text = H100X8.read_text(encoding="utf-8")
+    uuids = re.findall(r"<uuid>(GPU-[^<]+)</uuid>", text)
+    assert len(set(uuids)) == 8
+    return text.replace(f"<uuid>{uuids[second]}</uuid>", f"<uuid>{spelling(uuids[0])}</uuid>", 1), uuids[0]
+
+
+def _text_shared() -> tuple[str, str]:
+    """The real H100 text capture with its GPU printed twice, at a second bus address: two GPUs, one UUID."""
+    text = H100_TEXT.read_text(encoding="utf-8")
+    start = text.index("\nGPU 00000000:00:09.0\n") + 1
+    end = text.index("\n#####", start) + 1
+    gpu_part = text[start:end]
+    uuid = re.search(r"GPU UUID\s*:\s*(GPU-\S+)", gpu_part).group(1)
+    return text[:end] + gpu_part.replace("GPU 00000000:00:09.0", "GPU 00000000:00:0A.0", 1) + text[end:], uuid
+
+
+@pytest.mark.parametrize("name, make, words", [
+    ("last.xml", lambda: _h100x8_shared(7), "GPU 0 and GPU 7 share the UUID {uuid}"),
+    ("next.xml", lambda: _h100x8_shared(1), "GPU 0 and GPU 1 share the UUID {uuid}"),
+    ("lower.xml", lambda: _h100x8_shared(4, lambda u: u.replace("GPU-", "gpu-")), "GPU 0 and GPU 4 share the UUID gpu-"),
+    ("text.txt", _text_shared, "GPU 0 and GPU 1 share the UUID {uuid}"),
+    ("rec.json", lambda: (recording({"nvmlDeviceGetCount": 2}, [GPU, dict(GPU)]), GPU["nvmlDeviceGetUUID"]), "GPU 0 and GPU 1 share the UUID {uuid}"),
+    ("mig.json", lambda: (recording({"nvmlDeviceGetCount": 1}, [{**GPU, "mig": {"0": {"nvmlDeviceGetUUID": "MIG-1"}, "1": {"nvmlDeviceGetUUID": "MIG-1"}}}]),
+                          "MIG-1"), "GPU 0 MIG 0 and GPU 0 MIG 1 share the UUID {uuid}"),
+    ("mig-gpu.json", lambda: (recording({"nvmlDeviceGetCount": 1}, [{**GPU, "mig": {"3": {"nvmlDeviceGetUUID": "GPU-1"}}}]), "GPU-1"),
+     "GPU 0 MIG 3 and GPU 0 share the UUID {uuid}"),
+], ids=lambda v: v if isinstance(v, str) and "." in v else "")
+def test_a_uuid_shared_by_two_devices_is_refused_naming_it(tmp_path, name, make, words):
+    content, uuid = make()
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    refused(path, words.format(uuid=uuid))
+
+
+def test_a_live_host_listing_one_uuid_twice_fails_the_nvml_count():
+    """Live NVML answering one UUID for two GPUs (the real capture's recorded answers, the later
+    GPU's UUID answer edited): the NVML GPU count row's verdict fails naming the UUID and both GPUs,
+    whatever the count alone says; the unedited host keeps the count's own verdict."""
+    from validate.host import nvml
+    from validate.host.replay import ReplayNvml
+    from validate.judge.verdict import FAIL, PASS, Verdict
+    from validate.judge.visibility import unique_gpus_verdict
+
+    count = Verdict(PASS, "8 GPU(s) (--expect-gpus)")
+    recording_ = load_capture(H100X8)
+    assert unique_gpus_verdict(count, [g.uuid for g in nvml.read_host(ReplayNvml(recording_)).gpus]) == count
+    recording_["devices"][5]["nvmlDeviceGetUUID"] = recording_["devices"][3]["nvmlDeviceGetUUID"]
+    host = nvml.read_host(ReplayNvml(recording_))
+    verdict = unique_gpus_verdict(count, [g.uuid for g in host.gpus])
+    assert verdict.verdict == FAIL and verdict.threshold == count.threshold
+    assert verdict.reason.startswith(f"GPU 3 and GPU 5 share the UUID {host.gpus[3].uuid}"), verdict.reason

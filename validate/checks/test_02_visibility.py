@@ -10,6 +10,7 @@ import pytest
 from validate.host.devices import MAX_RELATIVE_ERROR, compiled_archs, tf_gpu_uuids, torch_gpus
 from validate.host.masking import expected_visible
 from validate.judge.thresholds import FAIL, INFO, PASS, SKIP, WARN, Verdict, gpu_count_verdict, kernel_image_verdict, ptx_only
+from validate.judge.visibility import unique_gpus_verdict
 
 CORRECT = f"relative error <= {MAX_RELATIVE_ERROR:g}"
 
@@ -71,6 +72,7 @@ def test_nvml_gpu_count(suite, record):
         verdict = Verdict(FAIL, verdict.threshold, f"{verdict.reason}: {suite.host.error}")
     elif verdict.verdict == FAIL and suite.host.unreadable:
         verdict = Verdict(FAIL, verdict.threshold, f"{verdict.reason}: " + "; ".join(u.error for u in suite.host.unreadable))
+    verdict = unique_gpus_verdict(verdict, [g.uuid for g in suite.host.gpus])
     mig = sum(len(g.mig_devices) for g in suite.host.mig_gpus)
     whole = len(suite.host.gpus) - len(suite.host.mig_gpus)
     measured = str(seen) + (f" ({whole} whole GPU(s), {len(suite.host.mig_gpus)} in MIG mode with {mig} instance(s))" if suite.host.mig_gpus else "")

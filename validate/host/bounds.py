@@ -28,6 +28,14 @@ MAX_DIGITS = 64
 MAX_GPUS_PER_HOST = 64
 #: MIG instances one GPU can have (A100, H100, H200, B200: at most 7).
 MAX_MIG_PER_GPU = 7
+#: Elements, lines or JSON values one GPU's part of a capture may have. The largest measured is
+#: 756 XML elements a GPU (b200x8-580.105.08.xml in /work/shared/records, 248 of them under one
+#: <gpu>); text captures have about 300 lines a GPU. Five times that leaves room for a long
+#: process list; counted while parsing, so 1.5 million <gpu> or 3.5 million children of one
+#: section are refused after the first few thousand, not after building them all.
+MAX_ITEMS_PER_GPU = 4096
+#: Elements, lines or values a whole capture or recording may have (64 GPUs of 4,096).
+MAX_CAPTURE_ITEMS = MAX_GPUS_PER_HOST * MAX_ITEMS_PER_GPU
 #: Sections of nvidia-smi's output that hold error and event counters, which are never negative.
 _COUNTER_SECTIONS = re.compile(r"ecc|retired|remapped|error|replay|counter|violation", re.I)
 
@@ -69,10 +77,38 @@ def check_counts(recording: dict[str, Any], source: str, tree: Any = None) -> di
         most = calls.get("nvmlDeviceGetMaxMigDeviceCount", 0)
         if not isinstance(most, dict) and (isinstance(most, bool) or not isinstance(most, int) or most > MAX_MIG_PER_GPU):
             raise refuse(f"GPU {index} claims {str(most)[:40]} MIG instances; a GPU has at most {MAX_MIG_PER_GPU}")
+    uuids = [calls.get("nvmlDeviceGetUUID") for calls in recording["devices"]]
+    repeated = repeated_uuid(uuids)
+    if repeated:
+        uuid, first, second = repeated
+        raise refuse(f"GPU {first} and GPU {second} share the UUID {safe_text(uuid, limit=80)}, but each GPU has its own")
+    mig_uuids = [(index, slot, answers.get("nvmlDeviceGetUUID")) for index, calls in enumerate(recording["devices"])
+                 for slot, answers in sorted((calls.get("mig") or {}).items())]
+    repeated = repeated_uuid([uuid for _, _, uuid in mig_uuids] + uuids)
+    if repeated:
+        uuid, first, second = repeated
+        named = [f"GPU {mig_uuids[n][0]} MIG {mig_uuids[n][1]}" if n < len(mig_uuids) else f"GPU {n - len(mig_uuids)}" for n in (first, second)]
+        raise refuse(f"{named[0]} and {named[1]} share the UUID {safe_text(uuid, limit=80)}, but each device has its own")
     for where, value in _numbers({"system": recording["system"], "devices": recording["devices"]}, ""):
         if value < 0:
             raise refuse(f"{where.lstrip('.')} is {value}, but NVML's counts and readings are never negative")
     return recording
+
+
+def repeated_uuid(uuids: list[Any]) -> tuple[str, int, int] | None:
+    """The first UUID two devices share, with both positions: (uuid, first, second), or None.
+    Non-text entries (an unreadable GPU) are skipped. A UUID is one GPU's or one MIG instance's
+    own: two devices with one UUID is NVML listing a GPU twice or an edited capture, and every
+    reader keyed by UUID (the report's GPU sections, the fleet) would silently keep only one."""
+    seen: dict[str, int] = {}
+    for position, uuid in enumerate(uuids):
+        if not isinstance(uuid, str) or not uuid:
+            continue
+        key = uuid.strip().upper()  # nvidia-smi prints GPU-..., some tools lower-case it
+        if key in seen:
+            return uuid, seen[key], position
+        seen[key] = position
+    return None
 
 
 def _numbers(value: Any, where: str) -> Iterator[tuple[str, float]]:
@@ -89,17 +125,25 @@ def _numbers(value: Any, where: str) -> Iterator[tuple[str, float]]:
 
 
 def bounded_xml(text: str, source: str) -> ET.Element:
-    """The root element, parsed in slices so that nesting past MAX_CAPTURE_DEPTH is refused as
-    soon as it is seen (nvidia-smi's XML is five levels deep; 5,000 would overflow the stack of
-    every recursive reader)."""
+    """The root element, parsed in slices so that nesting past MAX_CAPTURE_DEPTH, and counts past
+    ItemCounts' bounds, are refused as soon as they are seen (nvidia-smi's XML is five levels
+    deep; 5,000 would overflow the stack of every recursive reader). The whole file's tags are
+    counted before parsing, in C: building 262,144 elements in Python already takes seconds."""
+    count_items(text, source, xml=True)
     parser = ET.XMLPullParser(events=("start", "end"))
     root: ET.Element | None = None
     depth = 0
+    counts = ItemCounts(source, "XML elements", "capture it again with nvidia-smi -q -x > server.xml")
     try:
         for start in range(0, len(text), 1 << 16):
             parser.feed(text[start:start + (1 << 16)])
             for event, element in parser.read_events():
-                depth += 1 if event == "start" else -1
+                if event == "start":
+                    depth += 1
+                    counts.opened(depth, element.tag)
+                else:
+                    depth -= 1
+                    counts.closed()
                 root = element if root is None else root
                 if depth > MAX_CAPTURE_DEPTH:
                     raise CaptureError(f"{source}: XML nested more than {MAX_CAPTURE_DEPTH} levels deep, which no nvidia-smi output is: "
@@ -110,6 +154,54 @@ def bounded_xml(text: str, source: str) -> ET.Element:
     if root is None:
         raise CaptureError(f"{source}: no XML element: capture it again with nvidia-smi -q -x > server.xml")
     return root
+
+
+def count_items(text: str, source: str, *, xml: bool) -> None:
+    """The whole file's XML tags or lines counted in C, before any parsing or other scan: building
+    262,144 elements in Python already takes seconds. CaptureError past MAX_CAPTURE_ITEMS."""
+    if xml:
+        starts = text.count("<") - text.count("</")  # at least one per element (comments and the prolog add a few)
+        if starts > MAX_CAPTURE_ITEMS:
+            raise CaptureError(f"{source}: {starts:,} XML tags; a host of {MAX_GPUS_PER_HOST} GPUs has at most {MAX_CAPTURE_ITEMS:,}: "
+                               "capture it again with nvidia-smi -q -x > server.xml")
+    else:
+        lines = text.count("\n") + 1
+        if lines > MAX_CAPTURE_ITEMS:
+            raise CaptureError(f"{source}: {lines:,} lines; a host of {MAX_GPUS_PER_HOST} GPUs prints at most {MAX_CAPTURE_ITEMS:,}: "
+                               "capture it again with nvidia-smi -q")
+
+
+class ItemCounts:
+    """The counts a capture is held to while it is parsed, element by element (or line by line):
+    all items, the children of any one item, and the GPUs at the top level. Refusing at the first
+    item past a bound keeps the cost of a hostile file that of a real one."""
+
+    def __init__(self, source: str, what: str, fix: str) -> None:
+        self.source, self.what, self.fix = source, what, fix
+        self.total = self.gpus = 0
+        self.children: list[int] = [0]  # per open item, from the top: how many children so far
+
+    def opened(self, depth: int, tag: str) -> None:
+        """An item starts at `depth` (1: the root); CaptureError past a bound."""
+        self.total += 1
+        if self.total > MAX_CAPTURE_ITEMS:
+            self._refuse(f"more than {MAX_CAPTURE_ITEMS:,} {self.what}; a host of {MAX_GPUS_PER_HOST} GPUs has at most that many")
+        del self.children[depth:]  # text captures close items by indentation, not by an end event
+        self.children[-1] += 1
+        if self.children[-1] > MAX_ITEMS_PER_GPU:
+            self._refuse(f"more than {MAX_ITEMS_PER_GPU:,} {self.what} in one section (the last <{safe_text(tag, limit=40)}>), "
+                         "which no nvidia-smi output has")
+        if depth == 2 and tag == "gpu":
+            self.gpus += 1
+            if self.gpus > MAX_GPUS_PER_HOST:
+                self._refuse(f"more than {MAX_GPUS_PER_HOST} GPUs; a host has at most {MAX_GPUS_PER_HOST}")
+        self.children.append(0)
+
+    def closed(self) -> None:
+        self.children.pop()
+
+    def _refuse(self, what: str) -> None:
+        raise CaptureError(f"{self.source}: {what}: {self.fix}")
 
 
 def terminal_safe(recording: dict[str, Any]) -> dict[str, Any]:

@@ -24,7 +24,8 @@ from validate.files import InputRefused, load_json_input, longest_digit_run, rea
 from validate.host import smi_sections
 from validate.host.archs import compute_capability_for, load_archs
 from validate.host.bounds import (  # noqa: F401 (CaptureError and ERROR_KEY are this module's names too)
-    ERROR_KEY, MAX_CAPTURE_BYTES, MAX_CAPTURE_DEPTH, MAX_DIGITS, CaptureError, bounded_xml, check_counts, terminal_safe,
+    ERROR_KEY, MAX_CAPTURE_BYTES, MAX_CAPTURE_DEPTH, MAX_CAPTURE_ITEMS, MAX_DIGITS, CaptureError, ItemCounts,
+    bounded_xml, count_items, check_counts, terminal_safe,
 )
 from validate.host.smi_values import Node, error_of as _error_of, number as _number, to_bytes as _bytes, yes as _yes
 
@@ -72,10 +73,13 @@ _GPU_HEAD = re.compile(r"^GPU\s+([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-F
 _TEXT_LINE = re.compile(r"^(?P<indent> *)(?P<label>[^:]+?)\s*(?::\s?(?P<value>.*))?$")
 
 
-def _text_tree(lines: list[str]) -> Node:
-    """`nvidia-smi -q` text: indentation (4 spaces a level) nests labels; 'Label : value'."""
+def _text_tree(lines: list[str], source: str = "nvidia-smi -q") -> Node:
+    """`nvidia-smi -q` text: indentation (4 spaces a level) nests labels; 'Label : value'.
+    Held to a capture's counts line by line (bounds.ItemCounts), as XML is element by element."""
     root = Node("nvidia_smi_log")
     stack: list[tuple[int, Node]] = [(-1, root)]
+    counts = ItemCounts(source, "lines", "capture it again with nvidia-smi -q")
+    counts.opened(1, root.tag)
     for raw in lines:
         if not raw.strip() or raw.startswith("="):
             continue
@@ -91,6 +95,7 @@ def _text_tree(lines: list[str]) -> Node:
             node = Node(label, value)
         while stack and stack[-1][0] >= depth:
             stack.pop()
+        counts.opened(len(stack) + 1, node.tag)
         stack[-1][1].children.append(node)
         stack.append((depth, node))
     return root
@@ -328,7 +333,9 @@ def recording_from_tree(root: Node, source: str, mig_uuids: dict[int, dict[int, 
 
 def parse_xml(text: str, source: str = "nvidia-smi -q -x") -> dict[str, Any]:
     """An `nvidia-smi -q -x` capture as a recording. The DOCTYPE is not fetched (stdlib parser)."""
-    element = bounded_xml(re.sub(r"<!DOCTYPE[^>]*>", "", text, count=1), source)
+    if "<!DOCTYPE" in text[:4096]:  # in the prolog, if anywhere: not searched for through 16 MB
+        text = re.sub(r"<!DOCTYPE[^>]*>", "", text, count=1)
+    element = bounded_xml(text, source)
     if element.tag != "nvidia_smi_log":
         raise CaptureError(f"{source}: XML root is <{element.tag}>, not nvidia-smi's <nvidia_smi_log> (make it with nvidia-smi -q -x)")
     return recording_from_tree(_from_element(element), source)
@@ -377,12 +384,13 @@ def parse_text(text: str, source: str = "nvidia-smi -q") -> dict[str, Any]:
     """An `nvidia-smi -q` text capture as a recording. A file holding several runs (idle and
     under load) gives the idle one: the state a server is validated in. MIG UUIDs come from an
     `nvidia-smi -L` listing in the same file when there is one."""
+    count_items(text, source, xml=False)  # every reader below walks every line
     lines = text.splitlines()
     blocks = list(_log_blocks(lines))
     if not blocks:
         raise CaptureError(f"{source}: no '==NVSMI LOG==' block: give the output of nvidia-smi -q or nvidia-smi -q -x")
     banner, block = next(((b, l) for b, l in blocks if "idle" in b.lower()), blocks[0])
-    recording = recording_from_tree(_text_tree(block), source + (f" ({banner.lstrip('# ').strip()})" if banner else ""), _mig_uuids_from_list(lines))
+    recording = recording_from_tree(_text_tree(block, source), source + (f" ({banner.lstrip('# ').strip()})" if banner else ""), _mig_uuids_from_list(lines))
     return recording
 
 
@@ -403,10 +411,11 @@ def parse_capture(text: str, source: str = "capture") -> dict[str, Any]:
     head = text.lstrip()[:200]
     if head.startswith("{"):
         try:
-            data = load_json_input(text, max_depth=MAX_CAPTURE_DEPTH)
+            data = load_json_input(text, max_depth=MAX_CAPTURE_DEPTH, max_values=MAX_CAPTURE_ITEMS)
         except InputRefused as err:
             raise CaptureError(f"{source}: {err}: give a recording python -m validate --record DIR wrote, unchanged") from None
         return terminal_safe(check_counts(check_recording(data, source), source))
+    count_items(text, source, xml=head.startswith("<"))  # the cheapest refusal first
     digits, line = longest_digit_run(text, MAX_DIGITS)
     if digits:
         raise CaptureError(f"{source}:{line}: a {digits}-digit number, which no nvidia-smi value has: capture it again with nvidia-smi -q -x")

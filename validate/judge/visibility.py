@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from validate.host.bounds import repeated_uuid
 from validate.judge.verdict import FAIL, PASS, SKIP, Verdict
 
 
@@ -113,6 +114,18 @@ def gpu_count_verdict(seen: int, expectation: GpuExpectation | None, who: str) -
     if ok:
         return Verdict(PASS, expectation.describe())
     return Verdict(FAIL, expectation.describe(), f"{who} sees {seen} GPU(s), expected {expectation.describe()}")
+
+
+def unique_gpus_verdict(count: Verdict, uuids: list[str]) -> Verdict:
+    """The NVML count's verdict, failed when two GPUs share one UUID: NVML listing one GPU twice
+    makes the count wrong, and the report's GPU sections (keyed by UUID) would merge into one.
+    The rule is bounds.repeated_uuid, the one replayed captures and fleet reports are held to."""
+    repeated = repeated_uuid(uuids)
+    if repeated is None:
+        return count
+    uuid, first, second = repeated
+    return Verdict(FAIL, count.threshold, f"GPU {first} and GPU {second} share the UUID {uuid}, but each GPU has its own: "
+                   "NVML lists one GPU twice (reset the GPU or reboot), or the capture was edited")
 
 
 def probe_parallelism(compute_modes: list[str | None], cpus: int) -> int:

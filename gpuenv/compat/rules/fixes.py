@@ -44,8 +44,19 @@ def _drop_pin(request: Request) -> dict[str, object]:
     return {pinned: None} if request.framework or pinned == "torch" else {"framework": pinned, pinned: None}
 
 
-def _options_text(changes: dict[str, object]) -> str:
-    """'use --cuda 12.2', 'drop --cuda', 'use --framework tensorflow and drop --tensorflow': exactly the options a fix changes."""
+def _options_text(changes: dict[str, object], request: Request | None = None) -> str:
+    """'use --cuda 12.2', 'drop --cuda', 'use --framework tensorflow and drop --tensorflow': exactly
+    the options a fix changes. A value that came from a config file, a variable or a capture is
+    changed there instead ('set gpuenv.python: "3.11" in invoke.yaml', 'remove gpuenv.torch from
+    invoke.yaml'): a fix never names an option nobody typed."""
+    elsewhere = [text for key, value in sorted(changes.items()) if request and (text := request.change(key, value))]
+    changes = {k: v for k, v in changes.items() if not (request and request.change(k, v))}
+    options = _flags_text(changes) if changes else ""
+    return " and ".join(([options] if options else []) + elsewhere)
+
+
+def _flags_text(changes: dict[str, object]) -> str:
+    """The command-line part of a fix: 'use --cuda 12.2 and --python 3.11', 'drop --torch'."""
     parts = []
     dropped = lambda kv: kv[1] is None or kv[1] is False or kv[1] == ()  # noqa: E731
     for key, value in sorted(changes.items(), key=dropped):  # what to use first, then what to drop
@@ -71,7 +82,7 @@ def _fix(request: Request, matrix: Matrix, **changes: object) -> tuple[str, Stac
     stack = _suggest(request, matrix, **changes)
     if stack is None:
         return None
-    return f"{_options_text(changes)} (gives {_describe(stack)})", stack
+    return f"{_options_text(changes, request)} (gives {_describe(stack)})", stack
 
 
 def _first_fix(request: Request, matrix: Matrix, tries: Iterable[dict[str, object]]) -> tuple[str, Stack] | None:

@@ -45,6 +45,34 @@ class Request:
         """What an error about field `key` names: its origin, or the command-line option."""
         return dict(self.origins).get(key) or {"gpu_archs": "--gpu-arch"}.get(key, "--" + key)
 
+    def change(self, key: str, value: object) -> str | None:
+        """A fix's change of field `key` in the place its value came from: "set gpuenv.python: "3.11"
+        in invoke.yaml", "unset INVOKE_GPUENV_TORCH", "use --gpu-arch 8.0 instead of the GPUs of
+        --host x.xml"; None for a value from the command line (the caller names the option). A fix
+        never points at an option nobody typed."""
+        origin = dict(self.origins).get(key)
+        if origin is None:
+            return None
+        dropped = value is None or value is False or value == ()
+        shown = ",".join(value) if isinstance(value, tuple) else str(value)
+        file, sep, setting = origin.partition(": ")
+        if sep and setting.startswith("gpuenv."):  # a config file and its key
+            return f"remove {setting} from {file}" if dropped else f'set {setting}: "{shown}" in {file}'
+        if origin.startswith("INVOKE_"):  # an environment variable
+            return f"unset {origin}" if dropped else f"set {origin}={shown}"
+        option = {"gpu_archs": "--gpu-arch"}.get(key, "--" + key.replace("_", "-"))
+        return f"use {option} to replace {origin}" if dropped else f"use {option} {shown} instead of {origin}"
+
+    def provenance(self) -> str:
+        """Where the values not typed as options came from, for an error's message: "python 3.14
+        from invoke.yaml: gpuenv.python, torch 2.0 from invoke.yaml: gpuenv.torch" ("" for none)."""
+        shown = []
+        for key, origin in self.origins:
+            value = getattr(self, key, None)
+            if value not in (None, "", ()):
+                shown.append(f"{key} {','.join(value) if isinstance(value, tuple) else value} from {origin}")
+        return ", ".join(shown)
+
 
 def parse_cuda(value: str | None, matrix: Matrix, option: str = "--cuda") -> str | None:
     """'12.1' / '12.1.1' / 'cpu' -> '12.1' / 'cpu'; anything else is a BadInput naming the fix."""
