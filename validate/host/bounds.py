@@ -28,6 +28,9 @@ MAX_DIGITS = 64
 MAX_GPUS_PER_HOST = 64
 #: MIG instances one GPU can have (A100, H100, H200, B200: at most 7).
 MAX_MIG_PER_GPU = 7
+#: The NVML answers that are signed: the T.Limit margin (degrees left below the GPU's limit, and
+#: the margins at which it slows down or shuts down, which are below zero) and signed field values.
+_SIGNED_ANSWER = re.compile(r"nvmlDeviceGetMarginTemperature$|\.(siVal|sllVal|dVal)$")
 #: Sections of nvidia-smi's output that hold error and event counters, which are never negative.
 _COUNTER_SECTIONS = re.compile(r"ecc|retired|remapped|error|replay|counter|violation", re.I)
 
@@ -70,7 +73,7 @@ def check_counts(recording: dict[str, Any], source: str, tree: Any = None) -> di
         if not isinstance(most, dict) and (isinstance(most, bool) or not isinstance(most, int) or most > MAX_MIG_PER_GPU):
             raise refuse(f"GPU {index} claims {str(most)[:40]} MIG instances; a GPU has at most {MAX_MIG_PER_GPU}")
     for where, value in _numbers({"system": recording["system"], "devices": recording["devices"]}, ""):
-        if value < 0:
+        if value < 0 and not _SIGNED_ANSWER.search(where):
             raise refuse(f"{where.lstrip('.')} is {value}, but NVML's counts and readings are never negative")
     return recording
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from validate.files import InputRefused, load_json_input, longest_digit_run, read_text_input
-from validate.host import smi_sections
+from validate.host import smi_health, smi_sections
 from validate.host.archs import compute_capability_for, load_archs
 from validate.host.bounds import (  # noqa: F401 (CaptureError and ERROR_KEY are this module's names too)
     ERROR_KEY, MAX_CAPTURE_BYTES, MAX_CAPTURE_DEPTH, MAX_DIGITS, CaptureError, bounded_xml, check_counts, terminal_safe,
@@ -296,6 +296,7 @@ def _gpu_answers(gpu: Node, index: int, mig_uuids: dict[int, str]) -> dict[str, 
     fabric = smi_sections.fabric(gpu)
     if fabric is not None:
         a.calls["nvmlDeviceGetGpuFabricInfo"] = fabric
+    a.calls.update(smi_health.answers(gpu, fabric))  # the DCGM-style health rows' readings
     return a.calls
 
 

@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
+from validate.host.nvml_health import HealthReadings, read_health
+
 T = TypeVar("T")
 
 #: NVML's clock-event ("throttle") reason bits, named as nvidia-smi prints them.
@@ -104,6 +106,8 @@ class GpuInfo:
     # "Completed"; None where the GPU has no fabric. The status is "Success" or NVML's error.
     fabric_state: str | None = None
     fabric_status: str | None = None
+    # The readings DCGM's health watches and diagnostic judge (validate/host/nvml_health.py).
+    health: HealthReadings = field(default_factory=HealthReadings)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -404,6 +408,7 @@ def _read_gpu(nv: Any, index: int) -> GpuInfo:
         multiprocessor_count=_multiprocessors(nv, handle),
         fabric_state=fabric_state,
         fabric_status=fabric_status,
+        health=read_health(nv, handle, _gpu_field),
     )
 
 
