@@ -511,6 +511,7 @@ class Sample:
     pcie_link_gen: int | None
     reasons: list[str] | None
     pcie_link_width: int | None = None  # under load: an idle link may narrow, a loaded one must not
+    pcie_replays: int | None = None  # read at each sample: the first and last give DCGM's replay rate
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -550,6 +551,7 @@ class Sampler:
                     pcie_link_gen=_optional(lambda: int(nv.nvmlDeviceGetCurrPcieLinkGeneration(handle))),
                     reasons=None if reasons is None else throttle_reason_names(reasons),
                     pcie_link_width=_optional(lambda: int(nv.nvmlDeviceGetCurrPcieLinkWidth(handle))),
+                    pcie_replays=_optional(lambda: int(nv.nvmlDeviceGetPcieReplayCounter(handle))),
                 )
             )
         return out
