@@ -67,8 +67,10 @@ class HealthReadings:
     slowdown_c: int | None = None
     shutdown_c: int | None = None
     max_operating_c: int | None = None
-    # T.Limit form (drivers that print it, Hopper and newer): degrees left below the GPU's limit,
-    # and the margins at which it slows down, shuts down, and leaves its operating range.
+    # T.Limit form (what the 580+ captures of Ada, Hopper and Blackwell print): degrees left below
+    # the GPU's limit, and the margins at which it slows down, shuts down, and leaves its operating
+    # range. Live: nvmlDeviceGetMarginTemperature and the *_TLIMIT fields (smi_health.py: unconfirmed
+    # that nvidia-smi prints exactly these).
     margin_c: int | None = None
     slowdown_margin_c: int | None = None
     shutdown_margin_c: int | None = None

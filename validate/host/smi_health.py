@@ -12,7 +12,10 @@ against (tests/validate/captures/):
   `gpu_temp_slow_tlimit_threshold`, `gpu_temp_max_tlimit_threshold`,
   `gpu_temp_max_gpu_tlimit_threshold` / "GPU T.Limit Temp", "GPU Slowdown T.Limit Temp", "GPU
   Shutdown T.Limit Temp", "GPU Max Operating T.Limit Temp" (H100, H200, B200, GB200, L40S on
-  580 to 595);
+  580 to 595). The T.Limit temperature is answered as NVML's margin temperature
+  (nvmlDeviceGetMarginTemperature, "distance to nearest slowdown threshold" in nvml.h) and its
+  thresholds as the NVML_FI_DEV_TEMPERATURE_*_TLIMIT fields; that nvidia-smi prints exactly these
+  readings is assumed from the names (unconfirmed: no capture shows both forms side by side);
 - clock-event counters: `clocks_event_reasons_counters/clocks_event_reasons_counters_*` / "Clocks
   Event Reasons Counters" (drivers 580 to 610; not printed by 570);
 - NVSwitch fabric health: `fabric/health/*` / "Fabric / Health" (580 to 610; summary and the
