@@ -14,6 +14,11 @@ from validate.text import MAX_TEXT, safe_text
 ERROR_KEY = "$error"
 
 
+def call_key(function: str, *args: Any) -> str:
+    """The recording's key of one NVML call: its name, and its arguments after the handle."""
+    return f"{function}({','.join(str(a) for a in args)})" if args else function
+
+
 class CaptureError(ValueError):
     """The file is not a capture this suite reads; the message names the file and what to give."""
 

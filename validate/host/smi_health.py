@@ -35,7 +35,7 @@ from validate.host.nvml_health import (
     HEALTH_MASK_CONFIGURATION_SHIFT, HEALTH_MASK_FLAGS, HEALTH_SUMMARIES, INCORRECT_CONFIGURATIONS,
     THRESHOLD_GPU_MAX, THRESHOLD_SHUTDOWN, THRESHOLD_SLOWDOWN,
 )
-from validate.host.bounds import ERROR_KEY
+from validate.host.bounds import ERROR_KEY, call_key
 from validate.host.smi_values import Node, error_of, number, yes
 
 #: Clock-event counters: the name in CLOCK_EVENT_COUNTERS, its XML tag suffix and text label.
@@ -48,10 +48,6 @@ _COUNTER_SPELLINGS = {
 }
 #: nvmlValueType_t of the answers written here.
 _SIGNED_INT, _UNSIGNED_LONG_LONG = 5, 3
-
-
-def _key(function: str, *args: Any) -> str:
-    return f"{function}({','.join(str(a) for a in args)})" if args else function
 
 
 def _put(out: dict[str, Any], key: str, raw: str | None, value: Any) -> None:
@@ -81,7 +77,7 @@ def _temperatures(gpu: Node, out: dict[str, Any]) -> None:
                        (THRESHOLD_SHUTDOWN, "gpu_temp_max_threshold|GPU Shutdown Temp"),
                        (THRESHOLD_GPU_MAX, "gpu_temp_max_gpu_threshold|GPU Max Operating Temp")):
         raw = section.value(path)
-        _put(out, _key("nvmlDeviceGetTemperatureThreshold", kind), raw, _int(raw))
+        _put(out, call_key("nvmlDeviceGetTemperatureThreshold", kind), raw, _int(raw))
     raw = section.value("gpu_temp_tlimit|GPU T.Limit Temp")
     _put(out, "nvmlDeviceGetMarginTemperature", raw, _int(raw))
     for field, path in ((FI_TEMPERATURE_SLOWDOWN_TLIMIT, "gpu_temp_slow_tlimit_threshold|GPU Slowdown T.Limit Temp"),
@@ -89,7 +85,7 @@ def _temperatures(gpu: Node, out: dict[str, Any]) -> None:
                         (FI_TEMPERATURE_GPU_MAX_TLIMIT, "gpu_temp_max_gpu_tlimit_threshold|GPU Max Operating T.Limit Temp")):
         raw = section.value(path)
         value = _int(raw)
-        _put(out, _key("nvmlDeviceGetFieldValues", [field]), raw, None if value is None else _field(field, _SIGNED_INT, "siVal", value))
+        _put(out, call_key("nvmlDeviceGetFieldValues", [field]), raw, None if value is None else _field(field, _SIGNED_INT, "siVal", value))
 
 
 def _clock_event_counters(gpu: Node, out: dict[str, Any]) -> None:
@@ -100,7 +96,7 @@ def _clock_event_counters(gpu: Node, out: dict[str, Any]) -> None:
         raw = section.value(f"clocks_event_reasons_counters_{tag}|{label}")
         micros = _int(raw)
         field = CLOCK_EVENT_COUNTERS[name]
-        _put(out, _key("nvmlDeviceGetFieldValues", [field]), raw,
+        _put(out, call_key("nvmlDeviceGetFieldValues", [field]), raw,
              None if micros is None else _field(field, _UNSIGNED_LONG_LONG, "ullVal", micros * 1000))
 
 
