@@ -75,8 +75,9 @@ def test_the_real_hgx_h100_warns_on_its_pcie_replays_since_reset():
     never a fail (one reading gives no rate)."""
     gpu = host(v.H100_XML.read_text(encoding="utf-8")).gpus[0]
     verdict = rows(gpu)["pcie replays"]
-    assert gpu.health.pcie_replays == 150
-    assert verdict.verdict == WARN and "150 PCIe replays since reset" in verdict.reason and "31/min at gen5 x16" in verdict.reason
+    assert gpu.health.pcie_replays == 150 and w.pcie_replays_text(150, LIMITS) == "more than 80 since reset (one reading)"
+    assert verdict.verdict == WARN and "more PCIe replays since reset than DCGM diag allows" in verdict.reason
+    assert "31/min at gen5 x16" in verdict.reason
 
 
 # --- 1. PCIe replays --------------------------------------------------------------------------------

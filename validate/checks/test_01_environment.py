@@ -185,10 +185,10 @@ def test_gpu_health_dcgm(gpu: nvml.GpuInfo, record):
 def test_gpu_health_watches(gpu: nvml.GpuInfo, record):
     """What DCGM's health watches and diagnostic judge besides: PCIe replays, the infoROM, the
     temperature against the GPU's own thresholds, NVLink errors, the NVSwitch fabric's health and
-    how long clock events held the clocks. Counters read once only warn (no rate from one reading)."""
+    how long clock events held the clocks. Counters read once only warn (no rate from one reading).
+    A healthy GPU's cells read the same on every GPU; the JSON keeps each reading ("health")."""
     h, limits = gpu.health, watches.load_limits()
-    replays = "not reported" if h.pcie_replays is None else f"{h.pcie_replays} since reset (one reading)"
-    record.add("pcie replays", replays, watches.pcie_replays_verdict(gpu.index, h.pcie_replays, gpu.pcie_link_gen, gpu.pcie_link_width, limits), gpu=gpu.uuid)
+    record.add("pcie replays", watches.pcie_replays_text(h.pcie_replays, limits), watches.pcie_replays_verdict(gpu.index, h.pcie_replays, gpu.pcie_link_gen, gpu.pcie_link_width, limits), gpu=gpu.uuid)
     inforom = "not reported" if h.inforom_valid is None else ("valid" if h.inforom_valid else "corrupted")
     record.add("inforom", inforom, watches.inforom_verdict(gpu.index, h.inforom_valid), gpu=gpu.uuid)
     record.add("temperature", watches.temperature_text(h), watches.temperature_verdict(gpu.index, h), gpu=gpu.uuid)

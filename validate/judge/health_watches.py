@@ -89,7 +89,7 @@ def pcie_replays_verdict(gpu_index: int, replays: int | None, gen: int | None, w
     if replays <= per_run:
         return Verdict(INFO, threshold)
     return Verdict(WARN, threshold, (
-        f"GPU {gpu_index}: {replays} PCIe replays since reset, above DCGM diag's {per_run} per run; one reading gives no "
+        f"GPU {gpu_index}: more PCIe replays since reset than DCGM diag allows in a run; one reading gives no "
         f"rate{rate}: if it grows under load, reseat the GPU and check its riser and slot"))
 
 
@@ -127,12 +127,31 @@ def inforom_verdict(gpu_index: int, valid: bool | None) -> Verdict:
 
 
 def temperature_text(r: HealthReadings) -> str:
+    """The measured cell: the reading when the row fails, else words the same on every healthy GPU
+    (so a replay's rows collapse; the JSON keeps each GPU's reading under "health")."""
     if r.temperature_c is None and r.margin_c is None:
         return "not reported"
-    parts = [] if r.temperature_c is None else [f"{r.temperature_c} C"]
-    if r.margin_c is not None:
-        parts.append(f"T.Limit margin {r.margin_c} C")
-    return ", ".join(parts)
+    if temperature_verdict(0, r).verdict != FAIL:
+        return "within its limits"
+    return f"{r.temperature_c} C" if r.margin_c is None else f"T.Limit margin {r.margin_c} C"
+
+
+def _past_thresholds(gpu_index: int, reading: int, limit: int, slowdown: int | None, shutdown: int | None,
+                     margin: bool) -> Verdict:
+    """A temperature at or above the GPU's shutdown or slowdown point, or above its maximum
+    operating point, fails; for a T.Limit margin (degrees left) the same points are read downwards."""
+    sign = -1 if margin else 1
+    if margin:
+        threshold, head, unit = f"T.Limit margin >= {limit} C", f"GPU {gpu_index} T.Limit margin {reading} C", "margin"
+    else:
+        threshold = f"<= {limit} C" + (f" (slowdown {slowdown} C)" if slowdown is not None and limit != slowdown else "")
+        head, unit = f"GPU {gpu_index} at {reading} C", "temperature"
+    for bound, what, reached_is_past in ((shutdown, "shutdown", True), (slowdown, "hardware slowdown", True), (limit, "maximum operating", False)):
+        if bound is None:
+            continue
+        if sign * reading > sign * bound or (reached_is_past and reading == bound):
+            return Verdict(FAIL, threshold, f"{head}, past its {what} {unit} {bound} C: {BAD_CLOCK_EVENTS['hw_thermal_slowdown'][1]}")
+    return Verdict(PASS, threshold)
 
 
 def temperature_verdict(gpu_index: int, r: HealthReadings) -> Verdict:
@@ -141,22 +160,10 @@ def temperature_verdict(gpu_index: int, r: HealthReadings) -> Verdict:
     reported). Drivers that print the T.Limit form give the margin below the limit instead."""
     if r.temperature_c is not None and (r.max_operating_c is not None or r.slowdown_c is not None):
         limit = r.max_operating_c if r.max_operating_c is not None else r.slowdown_c
-        threshold = f"<= {limit} C" + (f" (slowdown {r.slowdown_c} C)" if r.slowdown_c is not None and limit != r.slowdown_c else "")
-        crossed = [(r.shutdown_c, "shutdown"), (r.slowdown_c, "hardware slowdown"), (limit, "maximum operating")]
-        for bound, what in crossed:
-            if bound is not None and (r.temperature_c >= bound if what != "maximum operating" else r.temperature_c > bound):
-                return Verdict(FAIL, threshold, f"GPU {gpu_index} at {r.temperature_c} C, past its {what} temperature {bound} C: "
-                               f"{BAD_CLOCK_EVENTS['hw_thermal_slowdown'][1]}")
-        return Verdict(PASS, threshold)
+        return _past_thresholds(gpu_index, r.temperature_c, limit, r.slowdown_c, r.shutdown_c, margin=False)  # type: ignore[arg-type]
     if r.margin_c is not None and (r.max_operating_margin_c is not None or r.slowdown_margin_c is not None):
         limit = r.max_operating_margin_c if r.max_operating_margin_c is not None else r.slowdown_margin_c
-        threshold = f"T.Limit margin >= {limit} C"
-        crossed = [(r.shutdown_margin_c, "shutdown"), (r.slowdown_margin_c, "hardware slowdown"), (limit, "maximum operating")]
-        for bound, what in crossed:
-            if bound is not None and (r.margin_c <= bound if what != "maximum operating" else r.margin_c < bound):
-                return Verdict(FAIL, threshold, f"GPU {gpu_index} T.Limit margin {r.margin_c} C, past its {what} margin {bound} C: "
-                               f"{BAD_CLOCK_EVENTS['hw_thermal_slowdown'][1]}")
-        return Verdict(PASS, threshold)
+        return _past_thresholds(gpu_index, r.margin_c, limit, r.slowdown_margin_c, r.shutdown_margin_c, margin=True)  # type: ignore[arg-type]
     return Verdict(SKIP, "below the GPU's own thresholds", f"GPU {gpu_index}: the temperature or the GPU's thresholds are not reported")
 
 
@@ -164,7 +171,9 @@ def temperature_verdict(gpu_index: int, r: HealthReadings) -> Verdict:
 
 
 def nvlink_errors_text(errors: dict[str, int] | None) -> str:
-    return "not reported" if errors is None else ", ".join(f"{k} {v}" for k, v in errors.items())
+    if errors is None:
+        return "not reported"
+    return ", ".join(f"{k} {v}" for k, v in errors.items() if v) or "0 errors"
 
 
 def nvlink_errors_verdict(gpu_index: int, errors: dict[str, int] | None, limits: dict[str, Limit]) -> Verdict:
@@ -228,9 +237,20 @@ BAD_COUNTERS = ("hw_power_brake_slowdown", "hw_thermal_slowdown", "sw_thermal_sl
 
 
 def clock_event_counters_text(counters_us: dict[str, int] | None) -> str:
+    """Time under a thermal or power-brake slowdown; the power cap's time (a healthy GPU's, and
+    different on each) stays in the JSON."""
     if counters_us is None:
         return "not reported"
-    return ", ".join(f"{k} {v / 1e6:.1f} s" for k, v in counters_us.items() if k in BAD_COUNTERS or v)
+    return ", ".join(f"{k} {counters_us[k] / 1e6:.1f} s" for k in BAD_COUNTERS if counters_us.get(k)) or "no thermal or power-brake time"
+
+
+def pcie_replays_text(replays: int | None, limits: dict[str, Limit]) -> str:
+    """Above or within DCGM diag's per-run figure: the same words on GPUs whose counts differ; the
+    count itself is in the JSON (each GPU's "health")."""
+    if replays is None:
+        return "not reported"
+    per_run = int(limits["pcie_replays_per_diag_run"].value)
+    return f"{'more than' if replays > per_run else 'at most'} {per_run} since reset (one reading)"
 
 
 def clock_event_counters_verdict(gpu_index: int, counters_us: dict[str, int] | None) -> Verdict:
