@@ -6,6 +6,7 @@ gives (infoROM, NVLink counters) go in as NVML's answers, replayed through nvml.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -289,10 +290,13 @@ def test_replayed_unhealthy_fabric_is_not_ready(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for name in ("GPUENV_STACK_FILE", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
         env.pop(name, None)
-    done = subprocess.run([sys.executable, "-m", "validate", "--replay", str(capture)], cwd=ROOT, env=env,
+    report = tmp_path / "r.json"
+    done = subprocess.run([sys.executable, "-m", "validate", "--replay", str(capture), "--json", str(report)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode != 0
     assert "nvswitch fabric health" in done.stdout and "a route is unhealthy" in done.stdout
+    gpus = [section["gpu"] for key, section in json.loads(report.read_text(encoding="utf-8")).items() if key.startswith("GPU-")]
+    assert len(gpus) == 4 and all(g["health"]["fabric_health"]["route_unhealthy"] is True for g in gpus)  # the JSON keeps each reading
 
 
 def test_the_sampler_reads_the_replay_counter_the_rate_is_made_from():
