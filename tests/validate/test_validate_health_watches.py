@@ -266,6 +266,16 @@ def test_a_reading_the_capture_lacks_is_not_reported(row, text):
     assert verdict.verdict == SKIP and "not reported" in verdict.reason
 
 
+def test_a_temperature_without_thresholds_skips_and_shows_the_reading():
+    """Thresholds the capture lacks leave the reading unjudged: shown, never called within limits."""
+    text = v.without(v.A100_XML, "gpu_temp_slow_threshold")
+    for tag in ("gpu_temp_max_threshold", "gpu_temp_max_gpu_threshold"):
+        text = v._one(rf"\s*<{tag}>.*?</{tag}>", "", text)
+    gpu = host(text).gpus[0]
+    verdict = rows(gpu)["temperature"]
+    assert verdict.verdict == SKIP and "not reported" in verdict.reason and w.temperature_text(gpu.health) == "33 C"
+
+
 def test_counters_printed_as_na_are_not_reported():
     """The MOCK lost-GPU capture prints every clock-event counter as N/A."""
     gpu = host((CAPTURES / "nvidia-smi-xml" / "MOCK-gb200-gpu-lost.xml").read_text(encoding="utf-8")).gpus[0]

@@ -120,7 +120,7 @@ def inforom_verdict(gpu_index: int, valid: bool | None) -> Verdict:
     if valid:
         return Verdict(PASS, threshold)
     return Verdict(WARN, threshold, f"GPU {gpu_index}: NVML reports a corrupted infoROM: flash the infoROM to clear the corruption "
-                   "(DCGM's next step; the server vendor or NVIDIA support provides the image)")
+                   "(DCGM's next step)")
 
 
 # --- temperature --------------------------------------------------------------------------------
@@ -131,9 +131,9 @@ def temperature_text(r: HealthReadings) -> str:
     (so a replay's rows collapse; the JSON keeps each GPU's reading under "health")."""
     if r.temperature_c is None and r.margin_c is None:
         return "not reported"
-    if temperature_verdict(0, r).verdict != FAIL:
+    if temperature_verdict(0, r).verdict == PASS:
         return "within its limits"
-    return f"{r.temperature_c} C" if r.margin_c is None else f"T.Limit margin {r.margin_c} C"
+    return ", ".join(([] if r.temperature_c is None else [f"{r.temperature_c} C"]) + ([] if r.margin_c is None else [f"T.Limit margin {r.margin_c} C"]))
 
 
 def _past_thresholds(gpu_index: int, reading: int, limit: int, slowdown: int | None, shutdown: int | None,
