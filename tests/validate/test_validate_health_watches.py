@@ -21,7 +21,7 @@ from validate.host.replay import RecordingNvml, ReplayNvml, _plain
 from validate.judge import health_watches as w
 from validate.judge.health import clock_events_verdict
 from validate.judge.verdict import FAIL, INFO, PASS, SKIP, WARN
-from validate.simpleyaml import PeakTableError
+from validate.simpleyaml import PeakTableError, parse_simple_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = Path(__file__).parent / "captures"
@@ -287,6 +287,7 @@ def test_counters_printed_as_na_are_not_reported():
 
 def test_every_limit_has_a_source_a_reader_can_open():
     assert all(limit.source.startswith("https://github.com/NVIDIA/DCGM/blob/") for limit in LIMITS.values())
+    assert w.parse_limits(parse_simple_yaml(w.LIMITS_FILE.read_text(encoding="utf-8"))) == LIMITS  # images without PyYAML
     with pytest.raises(PeakTableError, match="source"):
         w.parse_limits({"limits": [{"name": "x", "value": 1}]})
 
