@@ -118,3 +118,62 @@ def text_power_brake() -> str:
     """The H100 text capture with HW Slowdown and HW Power Brake Slowdown active."""
     text = _one(r"(        HW Slowdown +: )Not Active", r"\g<1>Active", _read(H100_TEXT))
     return _one(r"(            HW Power Brake Slowdown +: )Not Active", r"\g<1>Active", text)
+
+
+# --- the DCGM-style health rows (validate/judge/health_watches.py) ---------------------------------
+GB200_XML = CAPTURES / "nvidia-smi-xml" / "gb200x4-arm64.xml"
+MOCK_COUNTERS_XML = CAPTURES / "nvidia-smi-xml" / "MOCK-gb200-throttle-counters.xml"  # NVIDIA's NVML mock, not hardware
+
+
+def clock_reasons_active(reasons: tuple[str, ...], path: Path = H100_XML) -> str:
+    """Every GPU with exactly these clock-event reasons set Active (e.g. HW Slowdown alone,
+    with neither of its sub-reasons)."""
+    text = _read(path)
+    for reason in reasons:
+        text = _one(rf"<clocks_event_reason_{reason}>Not Active", f"<clocks_event_reason_{reason}>Active", text)
+    return text
+
+
+def pcie_replays(count: int, path: Path = A100_XML) -> str:
+    """Every GPU's `<replay_counter>` set to `count`."""
+    return _one(r"<replay_counter>\d+", f"<replay_counter>{count}", _read(path))
+
+
+def text_pcie_replays(count: int) -> str:
+    """The H100 text capture with "Replays Since Reset" set to `count`."""
+    return _one(r"(Replays Since Reset +: )\d+", rf"\g<1>{count}", _read(H100_TEXT))
+
+
+def gpu_temperature(celsius: int, path: Path = A100_XML) -> str:
+    """Every GPU's current temperature set (the A100 capture prints absolute thresholds: slowdown
+    89 C, shutdown 92 C, max operating 85 C)."""
+    return _one(r"<gpu_temp>\d+ C", f"<gpu_temp>{celsius} C", _read(path))
+
+
+def tlimit_margin(celsius: int, path: Path = H100_XML) -> str:
+    """Every GPU's T.Limit margin set (the H100 capture: slowdown at -2 C, shutdown at -8 C, max
+    operating at 0 C)."""
+    return _one(r"<gpu_temp_tlimit>-?\d+ C", f"<gpu_temp_tlimit>{celsius} C", _read(path))
+
+
+def text_tlimit_margin(celsius: int) -> str:
+    return _one(r"(GPU T\.Limit Temp +: )-?\d+ C", rf"\g<1>{celsius} C", _read(H100_TEXT))
+
+
+def clock_counter(tag: str, micros: int, path: Path = MOCK_COUNTERS_XML) -> str:
+    """Every GPU's clock-event counter `clocks_event_reasons_counters_<tag>` set to `micros` us."""
+    return _one(rf"(<clocks_event_reasons_counters_{tag}>)\d+ us", rf"\g<1>{micros} us", _read(path))
+
+
+def text_clock_counter(label: str, micros: int) -> str:
+    return _one(rf"(        {label} +: )\d+ us", rf"\g<1>{micros} us", _read(H100_TEXT))
+
+
+def fabric_health(tag: str, value: str, path: Path = GB200_XML) -> str:
+    """Every GPU's `<fabric><health><tag>` set to `value` (e.g. route_unhealthy True)."""
+    return _one(rf"<{tag}>[^<]*</{tag}>", f"<{tag}>{value}</{tag}>", _read(path))
+
+
+def text_fabric_health(label: str, value: str) -> str:
+    """The H100 text capture's "Fabric / Health / <label>" set to `value` (its fabric is Completed)."""
+    return _one(rf"(            {re.escape(label)} +: )N/A", rf"\g<1>{value}", _read(H100_TEXT))

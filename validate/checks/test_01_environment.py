@@ -13,6 +13,7 @@ import pytest
 from validate.host import nvml
 from validate.host.archs import identity_text
 from validate.host.stackfile import read_stack_file
+from validate.judge import health_watches as watches
 from validate.judge.driver_gate import driver_too_old
 from validate.judge.health import (
     clock_events_verdict,
@@ -178,6 +179,22 @@ def test_gpu_health_dcgm(gpu: nvml.GpuInfo, record):
     record.add("user-set clocks", clocks, clocks_verdict(gpu.index, gpu.applications_clocks_mhz, gpu.default_applications_clocks_mhz, gpu.throttle_reasons), gpu=gpu.uuid)
     mode = "unknown" if gpu.persistence_mode is None else ("on" if gpu.persistence_mode else "off")
     record.add("persistence mode", mode, persistence_verdict(gpu.index, gpu.persistence_mode), gpu=gpu.uuid)
+    record.finish()
+
+
+def test_gpu_health_watches(gpu: nvml.GpuInfo, record):
+    """What DCGM's health watches and diagnostic judge besides: PCIe replays, the infoROM, the
+    temperature against the GPU's own thresholds, NVLink errors, the NVSwitch fabric's health and
+    how long clock events held the clocks. Counters read once only warn (no rate from one reading).
+    A healthy GPU's cells read the same on every GPU; the JSON keeps each reading ("health")."""
+    h, limits = gpu.health, watches.load_limits()
+    record.add("pcie replays", watches.pcie_replays_text(h.pcie_replays, limits), watches.pcie_replays_verdict(gpu.index, h.pcie_replays, gpu.pcie_link_gen, gpu.pcie_link_width, limits), gpu=gpu.uuid)
+    inforom = "not reported" if h.inforom_valid is None else ("valid" if h.inforom_valid else "corrupted")
+    record.add("inforom", inforom, watches.inforom_verdict(gpu.index, h.inforom_valid), gpu=gpu.uuid)
+    record.add("temperature", watches.temperature_text(h), watches.temperature_verdict(gpu.index, h), gpu=gpu.uuid)
+    record.add("nvlink errors", watches.nvlink_errors_text(h.nvlink_errors), watches.nvlink_errors_verdict(gpu.index, h.nvlink_errors, limits), gpu=gpu.uuid)
+    record.add("nvswitch fabric health", watches.fabric_health_text(h.fabric_health), watches.fabric_health_verdict(gpu.index, h.fabric_health), gpu=gpu.uuid)
+    record.add("clock event time", watches.clock_event_counters_text(h.clock_event_us), watches.clock_event_counters_verdict(gpu.index, h.clock_event_us), gpu=gpu.uuid)
     record.finish()
 
 

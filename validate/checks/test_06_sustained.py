@@ -5,7 +5,8 @@ same n = 8192 as the speed check; DCGM's targeted stress uses its short-test fig
 against the median of the same-model GPUs loaded with it; clock-event reasons under load
 (thermal, hardware and power-brake slowdowns fail; a GPU at its power cap does not); and the PCIe
 generation and width reached under load against what GPU and slot allow (an idle link drops to
-Gen1 and may narrow, so only load tells)."""
+Gen1 and may narrow, so only load tells); and the PCIe replay counter read at the first and last
+sample, whose growth per minute DCGM's PCIe health watch judges."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from validate.measure import bench
 from validate.host import nvml
 from validate.host.devices import device_for_gpu, torch_gpus
+from validate.judge import health_watches as watches
 from validate.judge.thresholds import (
     INFO,
     Verdict,
@@ -91,7 +93,18 @@ def test_sustained_load(torch, suite, record):
             gpu=gpu.uuid,
             seconds=0,
         )
+        _replay_rate(gpu, mine, max(gens) if gens else None, max(widths) if widths else None, record)
     record.finish()
+
+
+def _replay_rate(gpu: nvml.GpuInfo, samples: list[dict], gen: int | None, width: int | None, record) -> None:
+    """PCIe replays per minute between the first and the last sample of the load."""
+    read = [(s["seconds"], s["pcie_replays"]) for s in samples if s.get("pcie_replays") is not None]
+    first, last = (read[0][1], read[-1][1]) if len(read) > 1 else (None, None)
+    minutes = (read[-1][0] - read[0][0]) / 60 if len(read) > 1 else 0.0
+    measured = "not read twice" if first is None else f"{abs(last - first)} replays in {minutes * 60:.0f} s"
+    verdict = watches.pcie_replay_rate_verdict(gpu.index, first, last, minutes, gen, width, watches.load_limits())
+    record.add("pcie replay rate under load", measured, verdict, gpu=gpu.uuid, seconds=0)
 
 
 def _reasons(samples: list[dict]) -> str:

@@ -14,6 +14,11 @@ from validate.text import MAX_TEXT, safe_text
 ERROR_KEY = "$error"
 
 
+def call_key(function: str, *args: Any) -> str:
+    """The recording's key of one NVML call: its name, and its arguments after the handle."""
+    return f"{function}({','.join(str(a) for a in args)})" if args else function
+
+
 class CaptureError(ValueError):
     """The file is not a capture this suite reads; the message names the file and what to give."""
 
@@ -36,6 +41,9 @@ MAX_MIG_PER_GPU = 7
 MAX_ITEMS_PER_GPU = 4096
 #: Elements, lines or values a whole capture or recording may have (64 GPUs of 4,096).
 MAX_CAPTURE_ITEMS = MAX_GPUS_PER_HOST * MAX_ITEMS_PER_GPU
+#: The NVML answers that are signed: the T.Limit margin (degrees left below the GPU's limit, and
+#: the margins at which it slows down or shuts down, which are below zero) and signed field values.
+_SIGNED_ANSWER = re.compile(r"nvmlDeviceGetMarginTemperature$|\.(siVal|sllVal|dVal)$")
 #: Sections of nvidia-smi's output that hold error and event counters, which are never negative.
 _COUNTER_SECTIONS = re.compile(r"ecc|retired|remapped|error|replay|counter|violation", re.I)
 
@@ -90,7 +98,7 @@ def check_counts(recording: dict[str, Any], source: str, tree: Any = None) -> di
         named = [f"GPU {mig_uuids[n][0]} MIG {mig_uuids[n][1]}" if n < len(mig_uuids) else f"GPU {n - len(mig_uuids)}" for n in (first, second)]
         raise refuse(f"{named[0]} and {named[1]} share the UUID {safe_text(uuid, limit=80)}, but each device has its own")
     for where, value in _numbers({"system": recording["system"], "devices": recording["devices"]}, ""):
-        if value < 0:
+        if value < 0 and not _SIGNED_ANSWER.search(where):
             raise refuse(f"{where.lstrip('.')} is {value}, but NVML's counts and readings are never negative")
     return recording
 

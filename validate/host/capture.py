@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from validate.files import InputRefused, load_json_input, longest_digit_run, read_text_input
-from validate.host import smi_sections
+from validate.host import smi_health, smi_sections
 from validate.host.archs import compute_capability_for, load_archs
-from validate.host.bounds import (  # noqa: F401 (CaptureError and ERROR_KEY are this module's names too)
+from validate.host.bounds import (  # noqa: F401 (CaptureError, ERROR_KEY and call_key are this module's names too)
     ERROR_KEY, MAX_CAPTURE_BYTES, MAX_CAPTURE_DEPTH, MAX_CAPTURE_ITEMS, MAX_DIGITS, CaptureError, ItemCounts,
-    bounded_xml, count_items, check_counts, terminal_safe,
+    bounded_xml, call_key, count_items, check_counts, terminal_safe,
 )
 from validate.host.smi_values import Node, error_of as _error_of, number as _number, to_bytes as _bytes, yes as _yes
 
@@ -51,11 +51,6 @@ CLOCK_EVENTS = (
     (0x80, "hw_power_brake_slowdown", "HW Power Brake Slowdown"),
     (0x100, "display_clocks_setting", "Display Clock Setting"),
 )
-
-
-def call_key(function: str, *args: Any) -> str:
-    """The recording's key of one NVML call: its name, and its arguments after the handle."""
-    return f"{function}({','.join(str(a) for a in args)})" if args else function
 
 
 def error_answer(name: str) -> dict[str, str]:
@@ -301,6 +296,7 @@ def _gpu_answers(gpu: Node, index: int, mig_uuids: dict[int, str]) -> dict[str, 
     fabric = smi_sections.fabric(gpu)
     if fabric is not None:
         a.calls["nvmlDeviceGetGpuFabricInfo"] = fabric
+    a.calls.update(smi_health.answers(gpu, fabric))  # the DCGM-style health rows' readings
     return a.calls
 
 

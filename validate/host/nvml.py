@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
+from validate.host.nvml_health import HealthReadings, read_health
+
 T = TypeVar("T")
 
 #: NVML's clock-event ("throttle") reason bits, named as nvidia-smi prints them.
@@ -104,6 +106,8 @@ class GpuInfo:
     # "Completed"; None where the GPU has no fabric. The status is "Success" or NVML's error.
     fabric_state: str | None = None
     fabric_status: str | None = None
+    # The readings DCGM's health watches and diagnostic judge (validate/host/nvml_health.py).
+    health: HealthReadings = field(default_factory=HealthReadings)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -404,6 +408,7 @@ def _read_gpu(nv: Any, index: int) -> GpuInfo:
         multiprocessor_count=_multiprocessors(nv, handle),
         fabric_state=fabric_state,
         fabric_status=fabric_status,
+        health=read_health(nv, handle, _gpu_field),
     )
 
 
@@ -506,6 +511,7 @@ class Sample:
     pcie_link_gen: int | None
     reasons: list[str] | None
     pcie_link_width: int | None = None  # under load: an idle link may narrow, a loaded one must not
+    pcie_replays: int | None = None  # read at each sample: the first and last give DCGM's replay rate
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -545,6 +551,7 @@ class Sampler:
                     pcie_link_gen=_optional(lambda: int(nv.nvmlDeviceGetCurrPcieLinkGeneration(handle))),
                     reasons=None if reasons is None else throttle_reason_names(reasons),
                     pcie_link_width=_optional(lambda: int(nv.nvmlDeviceGetCurrPcieLinkWidth(handle))),
+                    pcie_replays=_optional(lambda: int(nv.nvmlDeviceGetPcieReplayCounter(handle))),
                 )
             )
         return out

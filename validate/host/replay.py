@@ -17,6 +17,7 @@ the suite made, as JSON (no PyYAML in images). Its `recording()` is gpuenv's own
 
 from __future__ import annotations
 
+import ctypes
 import types
 from typing import Any, Callable
 
@@ -78,6 +79,7 @@ class ReplayNvml:
     #: nvmlDeviceGetGpuFabricInfo fills a structure passed by reference; replayed, the structure
     #: is a plain object and the reference the object itself.
     c_nvmlGpuFabricInfo_t = types.SimpleNamespace
+    c_nvmlGpuFabricInfo_v3_t = types.SimpleNamespace  # nvmlDeviceGetGpuFabricInfoV: adds healthMask, healthSummary
 
     @staticmethod
     def byref(obj: Any) -> Any:
@@ -150,6 +152,11 @@ class ReplayNvml:
         for key, value in vars(self._device_call("nvmlDeviceGetGpuFabricInfo", handle)).items():
             setattr(info, key, value)
 
+    def nvmlDeviceGetGpuFabricInfoV(self, handle: Any, info: Any) -> None:
+        """Fills `info` with the recorded state, status and fabric health."""
+        for key, value in vars(self._device_call("nvmlDeviceGetGpuFabricInfoV", handle)).items():
+            setattr(info, key, value)
+
     def nvmlErrorString(self, code: int) -> str:
         return f"NVML error {code}"
 
@@ -175,7 +182,7 @@ def _plain(value: Any) -> Any:
         return value.decode(errors="replace")
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple, ctypes.Array)):  # nvmlDeviceGetFieldValues answers a ctypes array
         return [_plain(v) for v in value]
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
@@ -218,8 +225,8 @@ class RecordingNvml:
             return self._by_uuid
         if name == "nvmlDeviceGetMigDeviceHandleByIndex":
             return self._mig
-        if name == "nvmlDeviceGetGpuFabricInfo":
-            return self._fabric(target)
+        if name in ("nvmlDeviceGetGpuFabricInfo", "nvmlDeviceGetGpuFabricInfoV"):
+            return self._fabric(name, target)
         if name.startswith("nvmlDevice") and name != "nvmlDeviceGetCount":
             return self._wrap_device(name, target)
         return self._wrap_system(name, target)
@@ -244,9 +251,9 @@ class RecordingNvml:
 
         return call
 
-    def _fabric(self, target: Callable[..., Any]) -> Callable[..., Any]:
-        """nvmlDeviceGetGpuFabricInfo answers by filling the structure it is given: keep the
-        structure's state and status, not the call's return value."""
+    def _fabric(self, name: str, target: Callable[..., Any]) -> Callable[..., Any]:
+        """nvmlDeviceGetGpuFabricInfo(V) answers by filling the structure it is given: keep the
+        structure's state, status and (V) fabric health, not the call's return value."""
         def call(handle: Any, ref: Any) -> Any:
             if not isinstance(handle, _RecordedHandle):
                 return target(handle, ref)
@@ -254,9 +261,10 @@ class RecordingNvml:
             def filled() -> dict[str, Any]:
                 target(handle.real, ref)
                 info = getattr(ref, "_obj", ref)  # ctypes.byref keeps the structure as _obj
-                return {"state": _plain(getattr(info, "state", None)), "status": _plain(getattr(info, "status", None))}
+                kept = ("state", "status", "healthMask", "healthSummary") if name.endswith("V") else ("state", "status")
+                return {field: _plain(getattr(info, field, None)) for field in kept}
 
-            return self._keep(handle.calls, "nvmlDeviceGetGpuFabricInfo", filled)
+            return self._keep(handle.calls, name, filled)
 
         return call
 

@@ -1,0 +1,322 @@
+"""The DCGM-style health rows (PCIe replays, infoROM, temperature, NVLink errors, fabric health,
+clock-event time, and the clock-event reasons HW Slowdown alone and SW Thermal Slowdown), judged
+from the real captures and from SYNTHETIC variants of them (tests/validate/host_variants.py says
+each edit), through the same parser, NVML reader and verdicts as a live host; readings only NVML
+gives (infoROM, NVLink counters) go in as NVML's answers, replayed through nvml.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.validate import host_variants as v
+from validate.host import nvml
+from validate.host.capture import parse_capture
+from validate.host.replay import RecordingNvml, ReplayNvml, _plain
+from validate.judge import health_watches as w
+from validate.judge.health import clock_events_verdict
+from validate.judge.verdict import FAIL, INFO, PASS, SKIP, WARN
+from validate.simpleyaml import PeakTableError, parse_simple_yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CAPTURES = Path(__file__).parent / "captures"
+RECORDS = sorted([*CAPTURES.glob("nvidia-smi-xml/*.xml"), *CAPTURES.glob("nvidia-smi-text/*.txt")])
+LIMITS = w.load_limits()
+
+
+def host(text: str) -> nvml.HostInfo:
+    return nvml.read_host(ReplayNvml(parse_capture(text, "synthetic")))
+
+
+def rows(gpu: nvml.GpuInfo) -> dict:
+    """Each new row's verdict for one GPU, as test_gpu_health_watches records it."""
+    h = gpu.health
+    return {
+        "pcie replays": w.pcie_replays_verdict(gpu.index, h.pcie_replays, gpu.pcie_link_gen, gpu.pcie_link_width, LIMITS),
+        "inforom": w.inforom_verdict(gpu.index, h.inforom_valid),
+        "temperature": w.temperature_verdict(gpu.index, h),
+        "nvlink errors": w.nvlink_errors_verdict(gpu.index, h.nvlink_errors, LIMITS),
+        "fabric health": w.fabric_health_verdict(gpu.index, h.fabric_health),
+        "clock event time": w.clock_event_counters_verdict(gpu.index, h.clock_event_us),
+    }
+
+
+def live_like(answers: dict, path: Path = v.A100_XML) -> dict:
+    """A capture's recording with NVML answers added: what a live host whose driver answers so
+    would give nvml.py (the infoROM check and NVLink counters are in no nvidia-smi capture)."""
+    recording = parse_capture(path.read_text(encoding="utf-8"), "synthetic")
+    recording["devices"][0].update(answers)
+    return recording
+
+
+def through_recording(recording: dict) -> nvml.GpuInfo:
+    """Read as live through gpuenv's recorder, then replay what it recorded: the recorded row."""
+    recorder = RecordingNvml(ReplayNvml(recording))
+    nvml.read_host(recorder)
+    return nvml.read_host(ReplayNvml(recorder.recording())).gpus[0]
+
+
+# --- every real record is judged as before: no new row fails it ------------------------------------
+
+
+@pytest.mark.parametrize("path", RECORDS, ids=lambda p: p.name)
+def test_no_new_row_fails_a_real_record(path):
+    for gpu in host(path.read_text(encoding="utf-8")).gpus:
+        failed = {name: verdict.reason for name, verdict in rows(gpu).items() if verdict.verdict == FAIL}
+        assert not failed, (gpu.index, failed)
+
+
+def test_the_real_hgx_h100_warns_on_its_pcie_replays_since_reset():
+    """The capture's GPU 0 has 150 replays since reset, above DCGM diag's 80 per run: a warning,
+    never a fail (one reading gives no rate)."""
+    gpu = host(v.H100_XML.read_text(encoding="utf-8")).gpus[0]
+    verdict = rows(gpu)["pcie replays"]
+    assert gpu.health.pcie_replays == 150 and w.pcie_replays_text(150, LIMITS) == "more than 80 since reset (one reading)"
+    assert verdict.verdict == WARN and "more PCIe replays since reset than DCGM diag allows" in verdict.reason
+    assert "31/min at gen5 x16" in verdict.reason
+
+
+# --- 1. PCIe replays --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("count, expected", [(80, INFO), (81, WARN)])
+def test_pcie_replays_from_xml_warn_above_dcgms_figure(count, expected):
+    gpu = host(v.pcie_replays(count)).gpus[0]
+    assert gpu.health.pcie_replays == count and rows(gpu)["pcie replays"].verdict == expected
+
+
+def test_pcie_replays_from_text_and_through_gpuenvs_recording():
+    text = host(v.text_pcie_replays(500)).gpus[0]
+    recorded = through_recording(parse_capture(v.pcie_replays(500), "synthetic"))
+    assert (text.health.pcie_replays, recorded.health.pcie_replays) == (500, 500)
+    assert rows(recorded)["pcie replays"].verdict == WARN
+
+
+def test_dcgms_replay_rate_per_generation_and_width():
+    assert w.pcie_replay_rate_limit(5, 16, LIMITS) == 31  # ceil(1.92 x 16)
+    assert w.pcie_replay_rate_limit(4, 8, LIMITS) == 8  # ceil(0.96 x 8)
+    assert w.pcie_replay_rate_limit(7, 16, LIMITS) == 62  # capped at gen6, as DCGM caps it
+
+
+@pytest.mark.parametrize("grown, expected", [(15, PASS), (16, WARN)])
+def test_two_readings_over_the_run_give_the_rate_dcgm_judges(grown, expected):
+    """Half a minute at gen5 x16: 15 replays are 30 per minute (under 31), 16 are 32."""
+    verdict = w.pcie_replay_rate_verdict(0, 1000, 1000 + grown, 0.5, 5, 16, LIMITS)
+    assert verdict.verdict == expected and verdict.threshold == "<= 31 per minute at gen5 x16"
+
+
+# --- 2. infoROM -------------------------------------------------------------------------------------
+
+
+def test_a_corrupted_inforom_warns_live_and_through_the_recording():
+    recording = live_like({"nvmlDeviceValidateInforom": {"$error": "NVMLError_CorruptedInforom"}})
+    live = nvml.read_host(ReplayNvml(recording)).gpus[0]
+    assert live.health.inforom_valid is False and through_recording(recording).health.inforom_valid is False
+    verdict = rows(live)["inforom"]
+    assert verdict.verdict == WARN and "flash the infoROM" in verdict.reason
+
+
+def test_a_valid_inforom_passes():
+    gpu = through_recording(live_like({"nvmlDeviceValidateInforom": None}))
+    assert gpu.health.inforom_valid is True and rows(gpu)["inforom"].verdict == PASS
+
+
+# --- 3. temperature against the GPU's own thresholds -----------------------------------------------
+
+
+@pytest.mark.parametrize("celsius, expected, words", [
+    (85, PASS, ""), (86, FAIL, "maximum operating temperature 85 C"), (89, FAIL, "hardware slowdown temperature 89 C"),
+])
+def test_temperature_against_absolute_thresholds(celsius, expected, words):
+    verdict = rows(host(v.gpu_temperature(celsius)).gpus[0])["temperature"]
+    assert verdict.verdict == expected and words in verdict.reason
+
+
+@pytest.mark.parametrize("margin, expected, words", [
+    (0, PASS, ""), (-1, FAIL, "maximum operating margin 0 C"), (-2, FAIL, "hardware slowdown margin -2 C"), (-8, FAIL, "shutdown margin -8 C"),
+])
+def test_temperature_against_tlimit_thresholds(margin, expected, words):
+    verdict = rows(host(v.tlimit_margin(margin)).gpus[0])["temperature"]
+    assert verdict.verdict == expected and words in verdict.reason
+
+
+def test_temperature_from_text_and_through_gpuenvs_recording():
+    assert rows(host(v.text_tlimit_margin(-3)).gpus[0])["temperature"].verdict == FAIL
+    recorded = through_recording(parse_capture(v.tlimit_margin(-3), "synthetic"))
+    assert (recorded.health.margin_c, recorded.health.slowdown_margin_c) == (-3, -2) and rows(recorded)["temperature"].verdict == FAIL
+
+
+# --- 4. NVLink error counters and the fabric's health ----------------------------------------------
+
+
+def _links(errors: dict[int, dict[int, int]]) -> dict:
+    """NVML's answers for a GPU with 18 active NVLinks and these error counts per link/counter."""
+    answers = {f"nvmlDeviceGetNvLinkState({link})": 1 for link in range(18)}
+    for link in range(18):
+        for counter in range(4):
+            answers[f"nvmlDeviceGetNvLinkErrorCounter({link},{counter})"] = errors.get(link, {}).get(counter, 0)
+    return answers
+
+
+def test_nvlink_recovery_errors_warn_and_survive_the_recording():
+    recording = live_like(_links({2: {1: 3}, 5: {2: 7}}), v.H100_XML)
+    live, recorded = nvml.read_host(ReplayNvml(recording)).gpus[0], through_recording(recording)
+    assert live.health.nvlink_errors == recorded.health.nvlink_errors == {"replay": 0, "recovery": 3, "crc_flit": 7, "crc_data": 0}
+    verdict = rows(recorded)["nvlink errors"]
+    assert verdict.verdict == WARN and "recovery 3" in verdict.reason and "nvidia-smi nvlink -e" in verdict.reason
+
+
+def test_nvlink_without_errors_passes():
+    assert rows(through_recording(live_like(_links({}), v.H100_XML)))["nvlink errors"].verdict == PASS
+
+
+@pytest.mark.parametrize("tag, value, words", [
+    ("route_unhealthy", "True", "a route is unhealthy"),
+    ("bandwidth", "Degraded", "bandwidth is degraded"),
+    ("access_timeout_recovery", "True", "access-timeout recovery"),
+    ("summary", "Unhealthy", "Unhealthy"),
+])
+def test_fabric_health_faults_fail_naming_the_fabric_manager(tag, value, words):
+    for gpu in host(v.fabric_health(tag, value)).gpus:
+        verdict = rows(gpu)["fabric health"]
+        assert verdict.verdict == FAIL and words in verdict.reason and "nvidia-fabricmanager" in verdict.reason
+
+
+def test_fabric_health_from_text_and_through_gpuenvs_recording():
+    text = host(v.text_fabric_health("Route Unhealthy", "True")).gpus[0]
+    assert text.health.fabric_health == {"route_unhealthy": True} and rows(text)["fabric health"].verdict == FAIL
+    recorded = through_recording(parse_capture(v.fabric_health("route_unhealthy", "True"), "synthetic"))
+    assert recorded.health.fabric_health["route_unhealthy"] is True and rows(recorded)["fabric health"].verdict == FAIL
+
+
+# --- 5. clock-event counters (the MOCK capture is NVIDIA's NVML mock: a synthetic base) ------------
+
+
+def test_the_mock_captures_counters_are_read_and_pass():
+    gpu = host(v.MOCK_COUNTERS_XML.read_text(encoding="utf-8")).gpus[0]
+    assert gpu.health.clock_event_us == {"sw_power_cap": 39595, "sync_boost": 0, "sw_thermal_slowdown": 0,
+                                         "hw_thermal_slowdown": 0, "hw_power_brake_slowdown": 0}
+    assert rows(gpu)["clock event time"].verdict == PASS  # the power cap is a healthy GPU's
+
+
+@pytest.mark.parametrize("tag, name", [("hw_power_brake", "hw_power_brake_slowdown"), ("hw_therm_slowdown", "hw_thermal_slowdown"),
+                                       ("sw_therm_slowdown", "sw_thermal_slowdown")])
+def test_time_under_a_slowdown_warns_naming_it(tag, name):
+    gpu = host(v.clock_counter(tag, 2_500_000)).gpus[0]
+    verdict = rows(gpu)["clock event time"]
+    assert gpu.health.clock_event_us[name] == 2_500_000
+    assert verdict.verdict == WARN and f"{name} 2.5 s" in verdict.reason
+
+
+def test_clock_counters_from_text_and_through_gpuenvs_recording():
+    text = host(v.text_clock_counter("HW Power Braking", 4_000_000)).gpus[0]
+    recorded = through_recording(parse_capture(v.clock_counter("hw_power_brake", 4_000_000), "synthetic"))
+    assert text.health.clock_event_us["hw_power_brake_slowdown"] == recorded.health.clock_event_us["hw_power_brake_slowdown"] == 4_000_000
+    assert rows(recorded)["clock event time"].verdict == WARN
+
+
+def test_the_recorder_keeps_nvmls_field_value_arrays():
+    """Live, nvidia-ml-py answers nvmlDeviceGetFieldValues with a ctypes array of
+    c_nvmlFieldValue_t: the recorder keeps it as the list the replay answers from."""
+    pynvml = pytest.importorskip("pynvml", reason="nvidia-ml-py is not installed in this Python")
+    values = (pynvml.c_nvmlFieldValue_t * 1)()
+    values[0].fieldId, values[0].valueType, values[0].nvmlReturn = 271, 3, 0
+    values[0].value.ullVal = 4_000_000_000
+    kept = _plain(values)
+    assert kept[0]["fieldId"] == 271 and kept[0]["value"]["ullVal"] == 4_000_000_000
+    recording = live_like({"nvmlDeviceGetFieldValues([271])": kept})
+    assert nvml.read_host(ReplayNvml(recording)).gpus[0].health.clock_event_us["hw_power_brake_slowdown"] == 4_000_000
+
+
+# --- 6. the clock-event reasons the review found untested ---------------------------------------------
+
+
+def test_hw_slowdown_alone_fails_naming_every_cause():
+    gpu = host(v.clock_reasons_active(("hw_slowdown",))).gpus[0]
+    verdict = clock_events_verdict(gpu.index, gpu.throttle_reasons)
+    assert gpu.throttle_reasons == ["gpu_idle", "hw_slowdown"]
+    assert verdict.verdict == FAIL and "hw_slowdown:" in verdict.reason
+    assert "too hot, a power-brake signal, or power draw over the fast trigger" in verdict.reason and "BMC event log" in verdict.reason
+
+
+def test_sw_thermal_slowdown_fails_naming_cooling():
+    gpu = host(v.clock_reasons_active(("sw_thermal_slowdown",))).gpus[0]
+    verdict = clock_events_verdict(gpu.index, gpu.throttle_reasons)
+    assert verdict.verdict == FAIL and "above its maximum operating temperature" in verdict.reason and "airflow" in verdict.reason
+
+
+# --- absence is never health ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("row, text", [
+    ("pcie replays", v.without(v.A100_XML, "replay_counter")),
+    ("temperature", v.without(v.A100_XML, "temperature")),
+    ("clock event time", v.without(v.H100_XML, "clocks_event_reasons_counters")),
+    ("fabric health", v.without(v.GB200_XML, "health")),
+    ("inforom", v.A100_XML.read_text(encoding="utf-8")),  # no nvidia-smi capture holds the check
+    ("nvlink errors", v.H100_XML.read_text(encoding="utf-8")),  # nor the NVLink counters
+], ids=["pcie-replays", "temperature", "clock-counters", "fabric-health", "inforom", "nvlink"])
+def test_a_reading_the_capture_lacks_is_not_reported(row, text):
+    verdict = rows(host(text).gpus[0])[row]
+    assert verdict.verdict == SKIP and "not reported" in verdict.reason
+
+
+def test_a_temperature_without_thresholds_skips_and_shows_the_reading():
+    """Thresholds the capture lacks leave the reading unjudged: shown, never called within limits."""
+    text = v.without(v.A100_XML, "gpu_temp_slow_threshold")
+    for tag in ("gpu_temp_max_threshold", "gpu_temp_max_gpu_threshold"):
+        text = v._one(rf"\s*<{tag}>.*?</{tag}>", "", text)
+    gpu = host(text).gpus[0]
+    verdict = rows(gpu)["temperature"]
+    assert verdict.verdict == SKIP and "not reported" in verdict.reason and w.temperature_text(gpu.health) == "33 C"
+
+
+def test_counters_printed_as_na_are_not_reported():
+    """The MOCK lost-GPU capture prints every clock-event counter as N/A."""
+    gpu = host((CAPTURES / "nvidia-smi-xml" / "MOCK-gb200-gpu-lost.xml").read_text(encoding="utf-8")).gpus[0]
+    assert gpu.health.clock_event_us is None and rows(gpu)["clock event time"].verdict == SKIP
+
+
+# --- the limits file ------------------------------------------------------------------------------------
+
+
+def test_every_limit_has_a_source_a_reader_can_open():
+    assert all(limit.source.startswith("https://github.com/NVIDIA/DCGM/blob/") for limit in LIMITS.values())
+    assert w.parse_limits(parse_simple_yaml(w.LIMITS_FILE.read_text(encoding="utf-8"))) == LIMITS  # images without PyYAML
+    with pytest.raises(PeakTableError, match="source"):
+        w.parse_limits({"limits": [{"name": "x", "value": 1}]})
+
+
+# --- end to end -----------------------------------------------------------------------------------------
+
+
+def test_replayed_unhealthy_fabric_is_not_ready(tmp_path):
+    capture = tmp_path / "gb200-route-unhealthy.xml"
+    capture.write_text(v.fabric_health("route_unhealthy", "True"), encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for name in ("GPUENV_STACK_FILE", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
+        env.pop(name, None)
+    report = tmp_path / "r.json"
+    done = subprocess.run([sys.executable, "-m", "validate", "--replay", str(capture), "--json", str(report)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    assert "nvswitch fabric health" in done.stdout and "a route is unhealthy" in done.stdout
+    gpus = [section["gpu"] for key, section in json.loads(report.read_text(encoding="utf-8")).items() if key.startswith("GPU-")]
+    assert len(gpus) == 4 and all(g["health"]["fabric_health"]["route_unhealthy"] is True for g in gpus)  # the JSON keeps each reading
+
+
+def test_the_sampler_reads_the_replay_counter_the_rate_is_made_from():
+    """The sustained load's sampler reads the counter at every sample (here from a replayed capture)."""
+    recording = parse_capture(v.pcie_replays(500), "synthetic")
+    uuid = recording["devices"][0]["nvmlDeviceGetUUID"]
+    sampler = nvml.Sampler([uuid], ReplayNvml(recording))
+    try:
+        samples = sampler.sample() + sampler.sample()
+    finally:
+        sampler.close()
+    assert [s.pcie_replays for s in samples] == [500, 500]
