@@ -5,14 +5,17 @@ A container counts as this session's leftover when, at the session's end, it sti
 1. the engine created it after the session started (to the microsecond),
 2. it is gpuenv's: a label under io.gpuenv. (containers inherit their image's labels), an image
    named gpuenv..., or a command that names gpuenv, and
-3. it shows it is this session's: it mounts a folder of this checkout or of this session's
-   temporary folder (pytest's basetemp), where every task a test runs works.
+3. it shows it is this session's: it mounts a folder under this session's temporary folder
+   (pytest's basetemp, made for this session alone).
 
-The engine is shared (other developers' sessions, CI jobs), and it does not record which client
-made a container, so (3) is what keeps another user's containers out: theirs mount their own
-checkout and temporary folder. A gpuenv container that mounts nothing (a build step, the Python
-probe, a fleet container) cannot be told from another user's here; the tests that make those
-count their own (tests/dockercases.py: build_step_containers_since, containers_created_since).
+The engine is shared (other developers' sessions, CI jobs, a benchmark or `invoke run` in this
+same checkout), and it does not record which client made a container, so (3) is what keeps
+everyone else's containers out: no other process works in this session's basetemp. (A mount of
+the checkout is not proof: a first run of this check removed a benchmark's `invoke run`
+container that mounted it.) A gpuenv container that mounts nothing of the session (a build step,
+the Python probe, a fleet container, a task run from the checkout) cannot be told from another
+user's here; the tests that make those count their own (tests/dockercases.py:
+build_step_containers_since, containers_created_since).
 
 Each leftover is named with the test module that was running when it was created, removed, and
 reported as one error (the run then exits non-zero).
@@ -27,7 +30,6 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
 LABEL_PREFIX = "io.gpuenv."
 #: The node id the error is reported under (it belongs to no test).
 REPORT_NODEID = "tests/leftovers.py::no-container-left-behind"
@@ -137,8 +139,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Report this session's leftover containers as an error (which fails the run), then remove them."""
     if not _STARTED or not _engine_answers():
         return
-    roots = [ROOT, session.config._tmp_path_factory.getbasetemp()] if hasattr(session.config, "_tmp_path_factory") else [ROOT]
-    leftovers = find_leftovers(_STARTED[0], roots, _WINDOWS)
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is None:
+        return
+    leftovers = find_leftovers(_STARTED[0], [factory.getbasetemp()], _WINDOWS)
     if not leftovers:
         return
     remove(leftovers)

@@ -1,6 +1,6 @@
 """The session-end check (tests/leftovers.py) can fail: a container a test deliberately leaves is
 found, named with its module, reported as an error that fails the run, and removed; a gpuenv
-container that mounts another user's folder is never counted."""
+container that mounts a folder outside the session's basetemp (another user's) is never counted."""
 
 from __future__ import annotations
 
@@ -46,11 +46,11 @@ def test_a_container_left_behind_is_found_and_another_users_is_not(base, tmp_pat
     api = _client().api
     run = uuid.uuid4().hex
     since = time.time()
-    elsewhere = Path(tempfile.mkdtemp(prefix="another-user-"))  # not under this checkout or this session's basetemp
+    elsewhere = Path(tempfile.mkdtemp(prefix="another-user-"))  # not under this session's basetemp
     try:
         ours = api.create_container(base, ["true"], labels={LABEL: run}, host_config=api.create_host_config(binds=[f"{tmp_path}:/workspace"]))["Id"]
         theirs = api.create_container(base, ["true"], labels={LABEL: run}, host_config=api.create_host_config(binds=[f"{elsewhere}:/workspace"]))["Id"]
-        roots = [ROOT, request.config._tmp_path_factory.getbasetemp()]
+        roots = [request.config._tmp_path_factory.getbasetemp()]
         windows = [(since - 1, time.time() + 1, "tests/test_leftover_containers.py")]
         found = [c for c in leftovers.find_leftovers(since, roots, windows) if c.id in (ours, theirs)]
         assert [c.id for c in found] == [ours], "only the container that mounts this session's folder is this session's"
