@@ -99,7 +99,7 @@ def main() -> int:
     parser.add_argument("pytest_args", nargs="*", help="extra arguments for the suite")
     args = parser.parse_args()
     cpus = os.cpu_count() or 2
-    for count in (1, args.gpus):
+    for count in (0, 1, args.gpus):  # 0: a host without GPUs (the CPU budget)
         processes = framework_processes(count, quick=True)
         print(f"processes importing torch/tensorflow with --quick on {count} GPU(s): {sum(processes.values())}")
         for name, n in processes.items():
