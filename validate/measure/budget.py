@@ -14,17 +14,16 @@ from validate.judge.thresholds import probe_parallelism
 #: Ranks the DDP check starts on a host without GPUs (validate/checks/test_07_multigpu.py).
 CPU_RANKS = 2
 
-#: Wall seconds `python -m validate --quick` may take on a server with one GPU (issue 11):
-#: about a minute, so a team validates a server before every job.
+#: Wall seconds `python -m validate --quick` may take on a server with one GPU: issue 11's budget.
 QUICK_BUDGET_SECONDS_ONE_GPU = 60.0
 
 #: Wall seconds `--quick` may take on a host without GPUs (the quickstart's last step, CI's
 #: smoke run). Half the one-GPU budget: such a host has no GPU to measure, so the quick run only
 #: proves that the frameworks import, see the host and train (the pytest process, TensorFlow's
 #: info probe, one short CPU training run: 13 s of 44 s measured, docs/validation-results.md),
-#: with room for a loaded two-core runner. The multi-GPU check on the CPU costs five framework
-#: process starts (about 30 s there, docs/multi-gpu.md) and does not fit, so --quick skips it on
-#: such a host with QUICK_CPU_MULTIGPU_SKIP, and the full suite runs it.
+#: with room for a slower two-core runner (not for a host busy with other work: see there). The multi-GPU check on the CPU costs four framework
+#: process starts (31.1 s of those 44 s) and does not fit, so --quick skips it on such a host with
+#: QUICK_CPU_MULTIGPU_SKIP, and the full suite runs it.
 QUICK_BUDGET_SECONDS_CPU = 30.0
 
 #: The skip reason of the multi-GPU checks in --quick on a host without GPUs: where they do run.
