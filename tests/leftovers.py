@@ -44,12 +44,6 @@ class Leftover:
     module: str | None  # the test module running when the engine created it, when known
 
 
-def _created(text: str) -> float:
-    from dockercases import _created as created
-
-    return created(text)
-
-
 def _is_gpuenv(info: dict[str, Any]) -> bool:
     config = info.get("Config") or {}
     labels = config.get("Labels") or {}
@@ -70,22 +64,19 @@ def module_at(moment: float, windows: list[tuple[float, float, str]]) -> str | N
 
 def find_leftovers(since: float, roots: list[Path], windows: list[tuple[float, float, str]] | None = None) -> list[Leftover]:
     """This session's gpuenv containers that still exist (see the module docstring)."""
-    from dockercases import _client
+    from dockercases import _client, _created, containers_created_since
 
     api = _client().api
     found = []
-    for summary in api.containers(all=True):
-        if summary.get("Created", 0) < int(since):
-            continue
+    for cid in containers_created_since(since):
         try:
-            info = api.inspect_container(summary["Id"])
+            info = api.inspect_container(cid)
         except Exception:  # noqa: BLE001 (removed meanwhile: not left behind)
             continue
-        created = _created(info["Created"])
-        if created < since or not _is_gpuenv(info) or not _mounts_under(info, roots):
+        if not _is_gpuenv(info) or not _mounts_under(info, roots):
             continue
         found.append(Leftover(info["Id"], info.get("Name", "").lstrip("/"), str((info.get("Config") or {}).get("Image", "")),
-                              str((info.get("State") or {}).get("Status", "")), module_at(created, windows or [])))
+                              str((info.get("State") or {}).get("Status", "")), module_at(_created(info["Created"]), windows or [])))
     return found
 
 
