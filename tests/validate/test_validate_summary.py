@@ -81,21 +81,6 @@ def _record(check: str, gpu: int | None, measured: str, verdict: str = "pass", r
     return Record(check, None if gpu is None else UUIDS[gpu], measured, "t", verdict, 0.0, reason)
 
 
-def test_a_reason_shared_with_a_non_framework_check_is_shown_once_with_all_its_checks():
-    """--quick on a CPU skips `ddp training` and `tensorflow mirrored` for one reason: one line
-    names both, while the framework group keeps its own reasons."""
-    from validate.measure.budget import QUICK_CPU_MULTIGPU_SKIP
-
-    records = [_record("ddp training", None, "-", "skip", QUICK_CPU_MULTIGPU_SKIP),
-               _record("tensorflow mirrored", None, "-", "skip", QUICK_CPU_MULTIGPU_SKIP),
-               _record("torch sees gpus", None, "-", "skip", "NVML: libnvidia-ml.so.1 not found"),
-               _record("tensorflow sees gpus", None, "-", "skip", "TensorFlow is a CPU build")]
-    text = render_summary(records, INDEX)
-    assert "skipped 2: ddp training, tensorflow mirrored" in text, text
-    assert "skipped 2 framework check(s) (torch sees gpus, tensorflow sees gpus)" in text, text
-    assert "(and 1 other reason(s)" in text and text.count("--quick on a host without GPUs") == 1, text
-
-
 def test_rows_that_differ_on_one_gpu_stay_apart():
     records = [_record("memory", i, "79.6 GiB total") for i in range(8)]
     records[5] = _record("memory", 5, "40.0 GiB total")

@@ -116,13 +116,9 @@ def table(groups: list[tuple[list[int | None], Record]]) -> str:
 
 
 def skip_lines(groups: list[tuple[list[int | None], Record]]) -> list[str]:
-    """One line for every skipped framework check, then one per other reason, each with its count.
-    A reason that also skips a check outside the framework group (the multi-GPU checks of --quick
-    on a CPU) is shown once with all its checks, never folded into "other reason(s)"."""
+    """One line for every skipped framework check, then one per other reason, each with its count."""
     skipped = [(gpus, r) for gpus, r in groups if r.verdict == SKIP]
-    is_framework = [bool(_FRAMEWORK.search(r.reason) or _FRAMEWORK.search(r.check)) for _, r in skipped]
-    shared = {_same(r.reason) for (_, r), fw in zip(skipped, is_framework) if not fw}
-    framework = [(g, r) for (g, r), fw in zip(skipped, is_framework) if fw and _same(r.reason) not in shared]
+    framework = [(g, r) for g, r in skipped if _FRAMEWORK.search(r.reason) or _FRAMEWORK.search(r.check)]
     others = [(g, r) for g, r in skipped if (g, r) not in framework]
     out: list[str] = []
     if framework:
