@@ -66,8 +66,6 @@ def test_a_container_left_behind_is_found_and_another_users_is_not(base, tmp_pat
 
 
 LEAVES_ONE = '''
-import uuid
-
 from dockercases import _client
 
 

@@ -132,7 +132,6 @@ def test_the_team_can_require_gpus_in_invoke_yaml(tmp_path):
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "gpuenv.expect_gpus" in done.stderr, done.stderr
 
 
-
 @pytest.fixture(scope="module")
 def built(team_image, base_image, complete_wheelhouse, locks_dir, tmp_path_factory):
     """A lock folder with the session team image's lock and no record, in which `gpuenv build
