@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+# The session-end check that no test left a container behind (tests/leftovers.py): hooks, taken in here.
+from leftovers import pytest_runtest_protocol, pytest_sessionfinish, pytest_sessionstart  # noqa: F401
+
 ROOT = Path(__file__).resolve().parent.parent
 INVOKE = [sys.executable, "-m", "invoke"]
 

@@ -41,7 +41,8 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--expect-gpus", type=int, metavar="N", help="GPUs this server must show; fewer fails the run")
     parser.add_argument("--json", metavar="PATH", help="write the JSON report (keyed by GPU UUID, plus 'host')")
     parser.add_argument("--junit", metavar="PATH", help="write JUnit XML (pytest's --junitxml)")
-    parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer cases, a 10 s load: about a minute on one GPU")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer cases, a 10 s load: about a minute on one GPU; on a host "
+                        "without GPUs the multi-GPU training check runs only in the full suite")
     parser.add_argument("--save-baseline", metavar="PATH", help="save this run's figures as a known-good baseline")
     parser.add_argument("--baseline", metavar="PATH", help="compare with a baseline from a known-good server of the same GPU model")
     parser.add_argument("--replay", metavar="FILE", help="judge a recorded host instead of this one: an nvidia-smi -q -x (or -q) capture, "

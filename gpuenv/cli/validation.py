@@ -33,7 +33,8 @@ _HELP = {
     "else on a bare host at least 1, except a host with no NVIDIA driver and no NVIDIA device, which is validated as CPU-only)",
     "json": "write the JSON report (keyed by GPU UUID, plus 'host') to this file; with --hosts/--slurm the fleet's, keyed by host then GPU UUID",
     "junit": "write JUnit XML to this file (for CI dashboards); with --hosts/--slurm one testsuite per host",
-    "quick": "smaller sizes and fewer cases: about a minute on a one-GPU server",
+    "quick": "smaller sizes and fewer cases: about a minute on a one-GPU server; on a host without GPUs the multi-GPU "
+    "training check runs only in the full suite",
     "save_baseline": "save this run's figures as the known-good baseline for this GPU model",
     "baseline": "compare figures with a baseline saved on a known-good server of the same GPU model",
     # fleet validation (gpuenv/cli/fleet.py); defaults from the gpuenv.fleet section of invoke.yaml

@@ -1,4 +1,4 @@
-"""The project remembers its stack (issue 28): `lock` records it in envs/locks/current.json, and
+"""The project remembers its stack (issue 28): `lock` and `build` record it in envs/locks/current.json, and
 `export`, `install`, `push`, `run` and `validate` address it when no stack option is given;
 invoke.yaml pins and stack options still win, and `doctor` says which stack is current and why.
 
@@ -130,3 +130,44 @@ def test_the_team_can_require_gpus_in_invoke_yaml(tmp_path):
     assert "--expect-gpus 2" in done.stdout, "the command line wins"
     done = run_gpuenv("--dry", "validate", "--local", env={"INVOKE_GPUENV_EXPECT_GPUS": "many"})
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "gpuenv.expect_gpus" in done.stderr, done.stderr
+
+
+@pytest.fixture(scope="module")
+def built(team_image, base_image, complete_wheelhouse, locks_dir, tmp_path_factory):
+    """A lock folder with the session team image's lock and no record, in which `gpuenv build
+    <stack options>` ran. Every image input is the team image's, so the engine reuses it
+    (`unchanged: reused`): a real build, seconds long. Returns (folder, the build's output)."""
+    import shutil
+
+    from teamcases import team_build_args
+
+    root = tmp_path_factory.mktemp("built-locks")
+    shutil.copytree(locks_dir / STACK, root / STACK)
+    assert not (root / "current.json").exists()
+    done = run_gpuenv(*team_build_args(base_image, complete_wheelhouse), env=env_for(root), timeout=1800)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert f"unchanged: reused {team_image.id}" in done.stdout, done.stdout[-2000:]
+    return root, done.stdout + done.stderr
+
+
+@pytest.mark.docker
+def test_build_records_the_stack_it_built(built):
+    root, output = built
+    data = json.loads((root / "current.json").read_text())
+    assert data["stack_id"] == STACK and data["made_by"] == "build", data
+    assert data["lock_file"] == f"{STACK}/requirements.lock.txt" and (data["cuda"], data["release"], data["python"]) == ("cpu", "2.13.0", "3.11")
+    assert f"current stack: {STACK} (lock {root / STACK / 'requirements.lock.txt'}), recorded in {root / 'current.json'}" in output
+
+
+@pytest.mark.docker  # run and validate look the stack's image up on the engine, even with --dry
+def test_run_and_validate_without_stack_options_address_the_built_stack(built, team_image, tmp_path):
+    """The two commands a user types right after `invoke build`: with no option they take the
+    remembered stack's image, and say where the stack came from."""
+    root, _ = built
+    for args, says in ((["--dry", "run", "--", "python", "-V"], f"would run python -V in {team_image.id} "),
+                       (["--dry", "validate", "--quick"], f"would validate in {STACK} (")):
+        done = run_gpuenv(*args, env=env_for(root), cwd=tmp_path)
+        assert done.returncode == 0, (args, done.stdout + done.stderr)
+        said = [line for line in done.stderr.splitlines() if "remembered" in line]
+        assert said == [f"stack: {STACK}, remembered from the last `invoke build` ({root / 'current.json'}); stack options choose another"], args
+        assert done.stdout.startswith(says), (args, done.stdout)

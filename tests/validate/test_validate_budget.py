@@ -26,8 +26,11 @@ def test_eight_gpus_add_only_the_all_reduce_workers_in_quick_mode():
     assert eight["masking probes (tensorflow)"] == one["masking probes (tensorflow)"]
     assert eight["all-reduce probe and its workers (torch)"] == 9
     assert eight["ddp launcher and its ranks (torch)"] == 9 and eight["mirrored strategy probe (tensorflow)"] == 1
-    cpu = framework_processes(0, quick=True)  # CI: gloo ranks and logical CPU devices instead
+    # CI: gloo ranks and logical CPU devices instead, in the full suite; --quick skips them there
+    cpu = framework_processes(0, quick=False)
     assert cpu["ddp launcher and its ranks (torch)"] == 3 and cpu["mirrored strategy probe (tensorflow)"] == 1
+    cpu_quick = framework_processes(0, quick=True)
+    assert cpu_quick["ddp launcher and its ranks (torch)"] == 0 and cpu_quick["mirrored strategy probe (tensorflow)"] == 0
     assert masking_waves(8, True, cpus=16) == 1 and masking_waves(8, False, cpus=2) > 1
 
 

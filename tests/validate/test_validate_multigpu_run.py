@@ -1,8 +1,9 @@
-"""The multi-GPU training check run for real through the suite's entry point (`python -m validate`):
-on this machine without GPUs, DDP with gloo over two processes and MirroredStrategy over two
-logical CPU devices, the same code as NCCL on GPUs. Two fault runs make rank 1 absent or slow
-(VALIDATE_DDP_FAULT) and expect the failure naming it, within the join bound. A replayed host
-skips the check with the reason."""
+"""The multi-GPU training check run for real through the suite's entry point (`python -m validate`,
+the full suite): on this machine without GPUs, DDP with gloo over two processes and
+MirroredStrategy over two logical CPU devices, the same code as NCCL on GPUs. Two fault runs make
+rank 1 absent or slow (VALIDATE_DDP_FAULT) and expect the failure naming it, within the join
+bound. `--quick` on a host without GPUs skips the check, naming the full suite; a replayed host
+skips it with the reason."""
 
 from __future__ import annotations
 
@@ -31,13 +32,13 @@ pytestmark = [
 ]
 
 
-def run_suite(out: Path, *args: str, env: dict[str, str] | None = None) -> dict:
+def run_suite(out: Path, *args: str, env: dict[str, str] | None = None, quick: bool = True) -> dict:
     full_env = {k: v for k, v in os.environ.items() if k not in ("NVIDIA_VISIBLE_DEVICES", "GPUENV_STACK_FILE", "VALIDATE_DDP_FAULT")}
     full_env["PYTHONPATH"] = str(REPO)
     full_env.update(env or {})
     out.mkdir()
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "validate", "--quick", "--json", str(out / "r.json"), "--junit", str(out / "r.xml"), *args],
+    done = subprocess.run([sys.executable, "-m", "validate", *(["--quick"] if quick else []), "--json", str(out / "r.json"), "--junit", str(out / "r.xml"), *args],
                           cwd=REPO, env=full_env, capture_output=True, text=True, timeout=600)
     report = json.loads((out / "r.json").read_text())
     return {"status": done.returncode, "out": done.stdout + done.stderr, "seconds": time.perf_counter() - started,
@@ -46,17 +47,19 @@ def run_suite(out: Path, *args: str, env: dict[str, str] | None = None) -> dict:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, dict]:
-    """The healthy run and the two fault runs, two at a time (each is a suite run of its own)."""
+    """The healthy run and the two fault runs of the full suite, and a --quick run, two at a time
+    (each is a suite run of its own)."""
     tmp = tmp_path_factory.mktemp("multigpu")
     jobs = {
         "healthy": ("-k", "ddp or mirrored", "--expect-gpus", "0"),
         "absent": ("-k", "ddp", "--expect-gpus", "0"),
         "slow": ("-k", "ddp", "--expect-gpus", "0"),
+        "quick": ("-k", "ddp or mirrored", "--expect-gpus", "0"),
     }
     faults = {"absent": {"VALIDATE_DDP_FAULT": "absent:1", "VALIDATE_DDP_JOIN_TIMEOUT": str(JOIN_BOUND)},
               "slow": {"VALIDATE_DDP_FAULT": "slow:1"}}
     with ThreadPoolExecutor(max_workers=2) as pool:
-        done = pool.map(lambda key: (key, run_suite(tmp / key, *jobs[key], env=faults.get(key))), jobs)
+        done = pool.map(lambda key: (key, run_suite(tmp / key, *jobs[key], env=faults.get(key), quick=key == "quick")), jobs)
         return dict(done)
 
 
@@ -96,6 +99,19 @@ def test_a_slow_rank_fails_named(runs):
     assert run["status"] != 0
     assert row["verdict"] == "fail" and row["measured"].startswith("rank 1 (cpu)") and "rank 1 (cpu) trains at" in row["reason"], row
     assert run["rows"]["ddp parameters identical (2 ranks, gloo)"]["verdict"] == "pass"  # slow, not wrong
+
+
+@no_gpu_only
+def test_quick_on_a_host_without_gpus_skips_the_check_naming_the_full_suite(runs):
+    from validate.measure.budget import QUICK_CPU_MULTIGPU_SKIP
+
+    run = runs["quick"]
+    assert run["status"] == 0, run["out"][-3000:]
+    for name in ("ddp training", "tensorflow mirrored"):
+        row = run["rows"][name]
+        assert row["verdict"] == "skip" and row["reason"] == QUICK_CPU_MULTIGPU_SKIP, row
+    assert "runs in the full suite (python -m validate, or invoke validate, without --quick)" in QUICK_CPU_MULTIGPU_SKIP
+    assert not [name for name in run["rows"] if name.startswith(("ddp ranks", "tensorflow mirrored variables"))]
 
 
 def test_a_replayed_host_skips_the_multigpu_checks_with_the_reason(tmp_path):

@@ -92,8 +92,10 @@ def test_json_report_has_cpu_results_and_exact_skip_reasons(quick_run):
     assert checks["tensorflow matmul correct (/CPU:0)"]["verdict"] == "pass"
     loss = next(c for name, c in checks.items() if name.startswith("cnn training loss (cpu"))
     assert loss["verdict"] == "pass"
-    first, last = (float(x) for x in loss["measured"].split(" -> "))
+    losses, _, note = loss["measured"].partition(" (")
+    first, last = (float(x) for x in losses.split(" -> "))
     assert last < first
+    assert note == "1 thread, --quick)", loss  # one thread: a busy host's cores are not oversubscribed (test_05_speed.QUICK_CPU_THREADS)
     samples = checks["cnn training samples/s (cpu)"]
     assert samples["value"] > 0 and samples["verdict"] == "not judged"
     # TensorFlow's speed path ran on the CPU (issue 17 item 5): a convolutional training run whose

@@ -5,7 +5,9 @@ loss falls, no rank drags the others, and the scaling efficiency (speedup / N) i
 a cited reference for the interconnect (validate/judge/scaling.yaml), --baseline or the fleet
 median. DataParallel runs once beside it, reported and never judged.
 
-On a machine without GPUs (CI) the same code runs with gloo and two processes on the CPU."""
+On a machine without GPUs (CI) the same code runs with gloo and two processes on the CPU, in the
+full suite: --quick skips it there (QUICK_CPU_MULTIGPU_SKIP names why and where it runs), and the
+full suite trains the quick sizes there (probe_size)."""
 
 from __future__ import annotations
 
@@ -26,10 +28,24 @@ from validate.judge.scaling import (
     slowest_rank_verdict,
 )
 from validate.judge.thresholds import FAIL, PASS, Verdict, loss_falls_verdict, throughput_verdict
-from validate.measure.budget import CPU_RANKS  # gloo ranks without GPUs: two, as CI's two cores allow
+from validate.measure.budget import CPU_RANKS, QUICK_CPU_MULTIGPU_SKIP, multigpu_runs  # CPU_RANKS: two, as CI's two cores allow
 from validate.measure.ddp import JOIN_TIMEOUT, RUN_TIMEOUT
 from validate.measure.subproc import DEFAULT_TIMEOUT, run_probe
 
+
+def probe_size(suite: Any) -> str:
+    """The probes' sizes, "quick" or "full". A host without GPUs trains the quick sizes in the full
+    suite too: no published reference judges its figures (a --baseline of the host compares like
+    with like), its rows prove the code path (ranks join, identical parameters, the loss falls), and
+    the slow-rank fault
+    (validate/measure/ddp.py, SLOW_STEP_SECONDS) is sized for those steps."""
+    return "quick" if suite.quick or not suite.host.gpus else "full"
+
+
+def skip_quick_on_cpu(suite: Any) -> None:
+    """--quick on a host without GPUs: skip, naming the full suite as where the check runs."""
+    if not suite.host.gpus and not multigpu_runs(0, suite.quick):
+        pytest.skip(QUICK_CPU_MULTIGPU_SKIP)
 
 
 def lead_gpu(uuid: str | None, gpus: list[Any]) -> Any:
@@ -41,6 +57,7 @@ def lead_gpu(uuid: str | None, gpus: list[Any]) -> Any:
 @pytest.mark.isolated
 def test_ddp_training(torch, suite, record):
     """DDP over every GPU (NCCL), or over CPU_RANKS processes with gloo on a machine without GPUs."""
+    skip_quick_on_cpu(suite)
     if suite.host.gpus:
         if torch.version.cuda is None:
             pytest.fail("PyTorch is a CPU build: no NCCL for the GPUs NVML sees", pytrace=False)
@@ -50,7 +67,7 @@ def test_ddp_training(torch, suite, record):
     else:
         world, env, gpus, backend, kind = CPU_RANKS, {}, [], "gloo", None
     where = f"{world} ranks, {backend}"
-    args = ["ddp", str(world), backend, "quick" if suite.quick else "full", "--dataparallel"]
+    args = ["ddp", str(world), backend, probe_size(suite), "--dataparallel"]
     result = run_probe(args, env, timeout=JOIN_TIMEOUT + RUN_TIMEOUT + DEFAULT_TIMEOUT)
     data = result.data or {}
     failed = data.get("failed")
@@ -111,7 +128,8 @@ def test_tensorflow_mirrored(suite, record):
     CPU_REPLICAS logical CPU devices without GPUs: identical variables on every replica, the loss
     falls, samples/s on N and on one replica, and the efficiency. One process: a hang is the
     probe's timeout, which kills it and says so."""
-    args = ["tf-mirrored", str(CPU_REPLICAS), "quick" if suite.quick else "full"] + ([] if suite.host.gpus else ["--cpu"])
+    skip_quick_on_cpu(suite)
+    args = ["tf-mirrored", str(CPU_REPLICAS), probe_size(suite)] + ([] if suite.host.gpus else ["--cpu"])
     result = run_probe(args, {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
     data = result.data or {}
     if data.get("missing") == "tensorflow":

@@ -1,6 +1,7 @@
 """How many processes a run starts that import PyTorch or TensorFlow, and what the quick suite
 should cost on N GPUs: each such process pays the framework import and a CUDA start-up (seconds),
-so they are the budget's unit. Counted from the same case lists the checks use."""
+so they are the budget's unit. Counted from the same case lists the checks use. The quick suite's
+budgets (one GPU, no GPU) are here too; benchmarks/validate_quick_budget.py measures against them."""
 
 from __future__ import annotations
 
@@ -12,6 +13,29 @@ from validate.judge.thresholds import probe_parallelism
 
 #: Ranks the DDP check starts on a host without GPUs (validate/checks/test_07_multigpu.py).
 CPU_RANKS = 2
+
+#: Wall seconds `python -m validate --quick` may take on a server with one GPU: issue 11's budget.
+QUICK_BUDGET_SECONDS_ONE_GPU = 60.0
+
+#: Wall seconds `--quick` may take on a host without GPUs (the quickstart's last step, CI's
+#: smoke run). Half the one-GPU budget: such a host has no GPU to measure, so the quick run only
+#: proves that the frameworks import, see the host and train (the pytest process, TensorFlow's
+#: info probe, one short CPU training run: 13 s of 44 s measured, docs/validation-results.md),
+#: with room for a slower two-core runner (not for a host busy with other work: see there). The multi-GPU check on the CPU costs four framework
+#: process starts (31.1 s of those 44 s) and does not fit, so --quick skips it on such a host with
+#: QUICK_CPU_MULTIGPU_SKIP, and the full suite runs it.
+QUICK_BUDGET_SECONDS_CPU = 30.0
+
+#: The skip reason of the multi-GPU checks in --quick on a host without GPUs: where they do run.
+QUICK_CPU_MULTIGPU_SKIP = ("--quick on a host without GPUs: multi-GPU training on the CPU (DDP with gloo, DataParallel, "
+                           "MirroredStrategy) runs in the full suite (python -m validate, or invoke validate, without --quick); "
+                           f"its process starts alone exceed --quick's CPU budget of {QUICK_BUDGET_SECONDS_CPU:.0f} s")
+
+
+def multigpu_runs(gpus: int, quick: bool) -> bool:
+    """Whether the multi-GPU training check runs: on 2 or more GPUs, and on a host without GPUs
+    (gloo ranks, logical CPU devices) in the full suite only. One GPU: nothing to train together."""
+    return gpus >= 2 or (gpus == 0 and not quick)
 
 
 def framework_processes(gpus: int, quick: bool, share_work: bool = True) -> dict[str, int]:
@@ -37,8 +61,8 @@ def framework_processes(gpus: int, quick: bool, share_work: bool = True) -> dict
         "masking probes (tensorflow)": per_framework,
         "all-reduce probe and its workers (torch)": 1 + gpus if gpus >= 2 else 0,
         # The multi-GPU check: a rank per GPU, or CPU_RANKS gloo ranks on a host without GPUs.
-        "ddp launcher and its ranks (torch)": 1 + (gpus if gpus >= 2 else CPU_RANKS) if gpus != 1 else 0,
-        "mirrored strategy probe (tensorflow)": 1 if gpus != 1 else 0,
+        "ddp launcher and its ranks (torch)": 1 + (gpus if gpus >= 2 else CPU_RANKS) if multigpu_runs(gpus, quick) else 0,
+        "mirrored strategy probe (tensorflow)": 1 if multigpu_runs(gpus, quick) else 0,
     }
 
 
