@@ -176,6 +176,7 @@ def main() -> int:
         if args.big_repodata:
             big_repodata(channels, channel, tmp, args.big_repodata, stack, wheels)
         if args.image:
+            import dockercases
             from gpuenv.engine import Engine
             from gpuenv.images import plan as images
 
@@ -186,8 +187,8 @@ def main() -> int:
                 plan = dataclasses.replace(plan, tags=["gpuenv-bench/conda:1"])
                 built.append(timed(label, lambda: images.build_stack_image(plan, progress=lambda _t: None)).image.id)
             for image_id in dict.fromkeys(built):
-                engine.remove_image(image_id)
-            engine.remove_image(images.build_cache_tag(stack, images.read_lock(lock.directory, stack).sha256))  # the kept install stage
+                dockercases.remove_image(engine, image_id)
+            dockercases.remove_image(engine, images.build_cache_tag(stack, images.read_lock(lock.directory, stack).sha256))  # the kept install stage
     return 0
 
 

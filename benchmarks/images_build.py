@@ -27,6 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # dockercases: image history and clean-up, test helpers
 
 ENV_FILE = ROOT / "tests" / "images" / "fixtures" / "environment.yml"
 #: A step of the classic builder's log, and of BuildKit's (as gpuenv prints it).
@@ -69,10 +70,12 @@ def main() -> int:
         os.environ["GPUENV_LOCKS_DIR"] = str(Path(tmp) / "locks")
         from dataclasses import replace
 
+        import dockercases
         from gpuenv.engine import Engine
         from gpuenv.images import plan as images
         from gpuenv.envs.locking import ensure_lock
         from gpuenv.compat.resolve import Request, resolve_stack
+        from gpuenv.progress import format_size
 
         local = Engine.local(timeout=900)  # removing a 2.5 GB image can take minutes on a busy engine
         base = local.image_info(args.base_image)
@@ -99,24 +102,24 @@ def main() -> int:
         warm = images.build_stack_image(warm_plan, progress=lambda _t: None, builder=args.builder)
         warm_s = time.monotonic() - started
 
-        above = local.image_history(cold.image.id)[: -len(local.image_history(base.id)) or None]
+        above = dockercases.image_history(local, cold.image.id)[: -len(dockercases.image_history(local, base.id)) or None]
         cold_steps, _ = steps(cold.log)
         warm_steps, warm_cached = steps(warm.log)
         print(f"stack                      {stack.stack_id}")
         print(f"builder                    {cold.builder}")
         print(f"lock (uv, {'reused' if lock.skipped else 'made'})          {lock_s:7.1f} s")
-        print(f"image size                 {images.format_size(cold.image.size)} ({cold.image.size} bytes)")
-        print(f"largest layer (the env)    {images.format_size(max((h.get('Size', 0) for h in above), default=0))}")
+        print(f"image size                 {format_size(cold.image.size)} ({cold.image.size} bytes)")
+        print(f"largest layer (the env)    {format_size(max((h.get('Size', 0) for h in above), default=0))}")
         print(f"above the base             {len(above)} history entries, {sum(1 for h in above if h.get('Size', 0) > 0)} layers with files")
         print(f"cold build (--no-cache)    {cold_s:7.1f} s  ({cold_steps} steps)")
         print(f"cached rebuild (validate/) {warm_s:7.1f} s  ({warm_steps} steps, {warm_cached} from cache; "
               f"install layer from cache: {'yes' if install_cached(warm.log) else 'NO'})")
         if not args.keep:
             for built in (warm, cold):
-                local.remove_image(built.image.id)
+                dockercases.remove_image(local, built.image.id)
                 install = built.image.labels.get(images.INSTALL_HASH_LABEL)
                 if install:  # the install stage a classic build kept
-                    local.remove_image(images.build_cache_tag(stack, install))
+                    dockercases.remove_image(local, images.build_cache_tag(stack, install))
     return 0
 
 

@@ -20,10 +20,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # dockercases: the clean-up helpers tests use
 
+import dockercases  # noqa: E402
 from gpuenv.engine import Engine  # noqa: E402
 from gpuenv.images import plan as images  # noqa: E402
-from gpuenv.progress import format_bytes  # noqa: E402
+from gpuenv.progress import format_bytes, format_size  # noqa: E402
 
 
 def start_registry(folder: Path) -> tuple[subprocess.Popen, str]:
@@ -73,7 +75,7 @@ def main() -> None:
             push_s = time.perf_counter() - start
             pushed = sum(moved.values())
             ref = f"{repository}@{digest}"
-            engine.remove_image(image.id)
+            dockercases.remove_image(engine, image.id)
             moved.clear()
             start = time.perf_counter()
             pulled = engine.pull_image(ref, progress=count)
@@ -81,11 +83,11 @@ def main() -> None:
             for tag in tags:
                 repo, _, name = tag.rpartition(":")
                 engine.client.images.get(pulled.id).tag(repo, name)
-            engine.untag(f"{repository}:bench")
+            dockercases.untag(engine, f"{repository}:bench")
         finally:
             proc.terminate()
             proc.wait()
-    print(f"image {stack} ({images.format_size(image.size)} unpacked), registry {host}")
+    print(f"image {stack} ({format_size(image.size)} unpacked), registry {host}")
     print(f"{'step':<22}{'seconds':>9}{'bytes':>12}{'rate':>12}")
     print(f"{'push (cold registry)':<22}{push_s:>9.1f}{format_bytes(pushed):>12}{format_bytes(pushed / push_s) + '/s':>12}")
     print(f"{'pull by digest':<22}{pull_s:>9.1f}{format_bytes(sum(moved.values())):>12}{format_bytes(sum(moved.values()) / pull_s) + '/s':>12}")

@@ -61,13 +61,18 @@ def build_step(line: str) -> str | None:
     return f"step {where}: {command[:90]}{'...' if len(command) > 90 else ''}"
 
 
-def format_bytes(size: float) -> str:
-    """Decimal units, as the Docker CLI shows sizes: 1.2 GB."""
+def format_bytes(size: float, places: int = 1) -> str:
+    """Decimal units, as the Docker CLI shows sizes: 1.2 GB (`places` digits after the point)."""
     for unit in ("B", "kB", "MB", "GB", "TB"):
         if size < 1000 or unit == "TB":
-            return f"{size:.0f} B" if unit == "B" else f"{size:.1f} {unit}"
+            return f"{size:.0f} B" if unit == "B" else f"{size:.{places}f} {unit}"
         size /= 1000
-    return f"{size:.1f} TB"
+    return f"{size:.{places}f} TB"
+
+
+def format_size(size: int) -> str:
+    """An image's size as `invoke images` and a build's summary show it: two places, e.g. ``1.93 GB``."""
+    return format_bytes(float(size), places=2)
 
 
 def format_elapsed(seconds: float) -> str:

@@ -90,7 +90,7 @@ def remove_build_cache(labels: dict[str, str]) -> None:
     from gpuenv.images.plan import CACHE_REPOSITORY, INSTALL_HASH_LABEL, STACK_LABEL, TAG_HASH_LENGTH
 
     if labels.get(STACK_LABEL) and labels.get(INSTALL_HASH_LABEL):
-        Engine.local().remove_image(f"{CACHE_REPOSITORY}/{labels[STACK_LABEL]}:{labels[INSTALL_HASH_LABEL][:TAG_HASH_LENGTH]}".lower())
+        remove_image(Engine.local(), f"{CACHE_REPOSITORY}/{labels[STACK_LABEL]}:{labels[INSTALL_HASH_LABEL][:TAG_HASH_LENGTH]}".lower())
 
 
 def stack_image_tag(stack: Any, lock_sha256: str) -> str:
@@ -109,9 +109,41 @@ def dockerfile_context(dockerfile: str) -> io.BytesIO:
     """A build context (a tar stream) holding only `dockerfile` as Dockerfile: tiny test images."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        data = dockerfile.encode()
-        info = tarfile.TarInfo("Dockerfile")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
+        add_dockerfile(tar, dockerfile)
     buf.seek(0)
     return buf
+
+
+def add_dockerfile(tar: tarfile.TarFile, dockerfile: str) -> None:
+    """Put `dockerfile` into a build context being written, as its Dockerfile."""
+    data = dockerfile.encode()
+    info = tarfile.TarInfo("Dockerfile")
+    info.size = len(data)
+    tar.addfile(info, io.BytesIO(data))
+
+
+def remove_image(engine: Any, ref: str) -> None:
+    """Remove an image a test or benchmark made, with its tags (one already gone is no error):
+    clean-up only, so it lives here; gpuenv itself removes only what a build replaced."""
+    from docker.errors import ImageNotFound
+
+    try:
+        engine.client.images.remove(ref, force=True)
+    except ImageNotFound:
+        pass
+
+
+def untag(engine: Any, ref: str) -> None:
+    """Take one name off an image; the image stays while other names hold it."""
+    from docker.errors import ImageNotFound
+
+    try:
+        engine.client.api.remove_image(ref, noprune=True)
+    except ImageNotFound:
+        pass
+
+
+def image_history(engine: Any, ref: str) -> list[dict[str, Any]]:
+    """The layer history of an image (CreatedBy, Size, ...) as the engine reports it: what a test
+    reads to see which Dockerfile steps an image holds."""
+    return engine.client.api.history(ref)

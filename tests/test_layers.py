@@ -1,6 +1,7 @@
 """The folders are the product's stages, and imports run one way down them: a module may import
-its own stage or a lower one, never a higher one (README: Layout). Read from the source's own
-import statements (top-level and inside functions), so a new upward import fails here."""
+its own stage or a lower one, never a higher one (README: Layout), and no modules import each other
+in a ring, within a stage or across. Read from the source's own import statements (top-level and
+inside functions), so a new upward import or a new cycle fails here. No module is over 600 lines."""
 
 from __future__ import annotations
 
@@ -117,3 +118,131 @@ def test_an_upward_import_is_caught(tmp_path, source, expected):
     (fake / "x.py").write_text(source)
     problems = upward_imports("gpuenv", GPUENV_RANK, root=tmp_path)
     assert len(problems) == 1 and problems[0].startswith(expected), problems
+
+
+# ---------------------------------------------------------------- cycles
+
+
+def _module_files(package: str, root: Path) -> dict[str, Path]:
+    return {_module_name(p, root): p for p in sorted((root / package).rglob("*.py")) if "__pycache__" not in p.parts}
+
+
+def _targets(tree: ast.AST, modules: dict[str, Path]) -> set[str]:
+    """The modules of `modules` an import statement names: `from a import b` is a.b when b is a
+    module, else a. A parent package a module's import runs anyway is no edge: every submodule would
+    otherwise ring with a package that re-exports it."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name in modules)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for alias in node.names:
+                name = f"{node.module}.{alias.name}"
+                found.add(name if name in modules else node.module)
+    return found & set(modules)
+
+
+def import_graph(package: str, root: Path = ROOT) -> dict[str, set[str]]:
+    """Module -> the modules of the same package it imports."""
+    modules = _module_files(package, root)
+    return {me: _targets(ast.parse(path.read_text(encoding="utf-8")), modules) - {me} for me, path in modules.items()}
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every ring of modules that import each other (Tarjan's strongly connected components), each as
+    one path that closes on its first module: "a -> b -> a"."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    rings: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            ring = []
+            while not ring or ring[-1] != node:
+                ring.append(stack.pop())
+            if len(ring) > 1:
+                rings.append(_closed_path(sorted(ring), graph))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return rings
+
+
+def _closed_path(ring: list[str], graph: dict[str, set[str]]) -> list[str]:
+    """One path through the ring from its first module back to it (breadth first: the shortest)."""
+    start, members = ring[0], set(ring)
+    came: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for node in frontier:
+            for other in sorted(graph[node] & members):
+                if other == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(came[path[-1]])
+                    return [*reversed(path), start]
+                if other not in came:
+                    came[other] = node
+                    nxt.append(other)
+        frontier = nxt
+    return ring
+
+
+@pytest.mark.parametrize("package", ["gpuenv", "validate"])
+def test_no_modules_import_each_other_in_a_ring(package):
+    assert [" -> ".join(ring) for ring in import_cycles(import_graph(package))] == []
+
+
+def test_a_ring_within_a_stage_is_caught(tmp_path):
+    """The check itself can fail: two modules of envs/ that import each other (one lazily), and a
+    package that imports its own submodule, which is no ring."""
+    fake = tmp_path / "gpuenv" / "envs"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("from gpuenv.envs import a\n")
+    (fake / "a.py").write_text("from gpuenv.envs.b import thing\n")
+    (fake / "b.py").write_text("def thing():\n    from gpuenv.envs import a\n")
+    (fake / "c.py").write_text("from gpuenv.envs import b\n")
+    assert import_cycles(import_graph("gpuenv", root=tmp_path)) == [["gpuenv.envs.a", "gpuenv.envs.b", "gpuenv.envs.a"]]
+
+
+# ---------------------------------------------------------------- size
+
+#: The longest a module may be (issue 24): past it, a module holds more than one job.
+MAX_MODULE_LINES = 600
+#: Modules that are pure data tables (no logic), which may be longer; none today.
+DATA_TABLES: frozenset[str] = frozenset()
+
+
+def long_modules(root: Path = ROOT) -> list[str]:
+    """Every Python module of the checkout over MAX_MODULE_LINES lines, outside DATA_TABLES."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if any(part.startswith(".") or part in ("__pycache__", "node_modules") for part in rel.parts) or rel.as_posix() in DATA_TABLES:
+            continue
+        lines = len(path.read_text(encoding="utf-8", errors="replace").splitlines())
+        if lines > MAX_MODULE_LINES:
+            found.append(f"{rel.as_posix()}: {lines} lines")
+    return found
+
+
+def test_no_module_is_over_600_lines():
+    assert long_modules() == []
+
+
+def test_a_long_module_is_caught(tmp_path):
+    (tmp_path / "gpuenv").mkdir()
+    (tmp_path / "gpuenv" / "short.py").write_text("x = 1\n" * MAX_MODULE_LINES)
+    (tmp_path / "gpuenv" / "long.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
+    assert long_modules(tmp_path) == [f"gpuenv/long.py: {MAX_MODULE_LINES + 1} lines"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import itertools
 import json
 import os
 import re
@@ -259,7 +260,9 @@ KERNEL_PLACES = ("proc", "sys", "dev")
 
 #: A JSON string, escapes included (the unrolled form: linear, no backtracking).
 _JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
-_JSON_BRACKET = re.compile(r"[\[\]{}]")
+#: A run of anything but brackets: json_nesting_depth's cut.
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
+_BRACKET_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
 def _without_strings(text: str) -> str:
@@ -270,17 +273,21 @@ def _without_strings(text: str) -> str:
 def json_nesting_depth(text: str, stop_above: int | None = None) -> int:
     """How deep JSON's brackets go (outside strings), without parsing it: json's decoder recurses
     once per level and fails on deep input, so callers refuse deep files before decoding. Stops
-    counting once the depth passes `stop_above`."""
-    depth = deepest = 0
-    for match in _JSON_BRACKET.finditer(_without_strings(text)):
-        if match.group() in "[{":
-            depth += 1
-            if depth > deepest:
-                deepest = depth
-                if stop_above is not None and deepest > stop_above:
-                    return deepest
-        else:
-            depth -= 1
+    counting once the depth passes `stop_above`.
+
+    The regex engine does the per-character work (a 1,000-host report folder is 40 M characters,
+    and a loop per character took 1.4 s of its 3.8): strings are cut out whole (an unterminated
+    one with everything after it), then only the brackets left are counted."""
+    outside = _JSON_STRING.sub("", text)
+    open_quote = outside.find('"')
+    if open_quote >= 0:  # a string that never closes: nothing after its quote is outside a string
+        outside = outside[:open_quote]
+    deepest = 0
+    for depth in itertools.accumulate(map(_BRACKET_STEP.__getitem__, _NOT_BRACKETS.sub("", outside))):
+        if depth > deepest:
+            deepest = depth
+            if stop_above is not None and deepest > stop_above:
+                break
     return deepest
 
 

@@ -10,7 +10,6 @@ import contextlib
 import functools
 import os
 import signal
-import threading
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
@@ -18,6 +17,7 @@ import invoke
 from invoke.exceptions import Exit
 
 from gpuenv.errors import GpuenvError
+from gpuenv.fleet.interrupts import handling
 from validate.text import safe_text
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -113,16 +113,8 @@ def _raise_terminated(signum: int, frame: Any) -> None:
 def terminate_as_interrupt() -> Iterator[None]:
     """Turn SIGTERM and SIGHUP into `Terminated` while a task runs (main thread only, where signals
     land). A signal the program was started ignoring (nohup) stays ignored."""
-    if threading.current_thread() is not threading.main_thread():
+    with handling(ENDING_SIGNALS, _raise_terminated):
         yield
-        return
-    previous = {signum: signal.signal(signum, _raise_terminated) for signum in ENDING_SIGNALS
-                if signal.getsignal(signum) is not signal.SIG_IGN}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
 def show(*parts: Any, sep: str = " ", end: str = "\n", file: Any = None, flush: bool = False) -> None:

@@ -14,6 +14,7 @@ from gpuenv.cli.common import (
     user_errors,
 )
 from gpuenv.cli.config import mirror_map
+from gpuenv.progress import format_size
 
 _BUILD_HELP = {
     **STACK_HELP,
@@ -139,7 +140,7 @@ def build(
         remember_stack(stack, request, "build", plan.lock.path, report.say)
     image = result.image
     first = f"unchanged: reused {image.id} (same lock and inputs: every step came from the build cache)" if result.reused else f"built {image.id}"
-    lines = [first, f"tags: {', '.join(plan.tags)}", f"size: {images.format_size(image.size)}", f"builder: {result.builder}"]
+    lines = [first, f"tags: {', '.join(plan.tags)}", f"size: {format_size(image.size)}", f"builder: {result.builder}"]
     if result.removed:
         lines.append(f"removed the image the tags replaced: {', '.join(i.removeprefix('sha256:')[:12] for i in result.removed)}")
     lines.append("labels:")
@@ -252,7 +253,7 @@ def images(c):
                 labels.get(images_mod.STACK_LABEL, ""),
                 labels.get(images_mod.LABEL_PREFIX + "cuda", ""),
                 labels.get(images_mod.LABEL_PREFIX + "min_driver", "") or "-",
-                images_mod.format_size(img.size),
+                format_size(img.size),
                 img.created[:19].replace("T", " "),
             ]
         )

@@ -1,5 +1,5 @@
-"""Images on an engine: what one is (`ImageInfo`), finding, naming, tagging (all or none), removing
-and history; making a base image present; push and pull through a registry, each stream followed
+"""Images on an engine: what one is (`ImageInfo`), finding, naming, tagging (all or none); making
+an image present; push and pull through a registry, each stream followed
 to its digest and bounded. `ImagesMixin` is that part of `Engine`; builds are build.py's.
 
 Credentials are the Docker credential store's, read by the SDK itself (~/.docker/config.json,
@@ -84,28 +84,6 @@ class ImagesMixin:
         filters = [k if v is None else f"{k}={v}" for k, v in labels.items()]
         return [info_of(img) for img in self.client.images.list(filters={"label": filters})]
 
-    def remove_image(self, ref: str) -> None:
-        """Remove an image and its tags (used by tests and benchmarks to clean up)."""
-        from docker.errors import ImageNotFound
-
-        try:
-            self.client.images.remove(ref, force=True)
-        except ImageNotFound:
-            pass
-
-    def untag(self, ref: str) -> None:
-        """Remove one tag; the image stays if other tags hold it."""
-        from docker.errors import ImageNotFound
-
-        try:
-            self.client.api.remove_image(ref, noprune=True)
-        except ImageNotFound:
-            pass
-
-    def image_history(self, ref: str) -> list[dict[str, Any]]:
-        """The layer history of an image (CreatedBy, Size, ...) as the engine reports it."""
-        return self.client.api.history(ref)
-
     def image_name(self, ref: str) -> str:
         """How a message names an image: by a tag when it has one, else by its short id (never sha256:...)."""
         if not re.fullmatch(r"(sha256:)?[0-9a-f]{12,64}", ref):
@@ -152,19 +130,15 @@ class ImagesMixin:
             repo, tag = split_tag(ref)
             self.client.api.tag(previous, repo, tag, force=True)
 
-    def ensure_image(self, ref: str, progress: Progress | None = None) -> None:
-        """Make sure the base image `ref` is on the engine, pulling it once when it is not (the build
-        needs it anyway); a pull that fails names the base image and --base-image."""
-        if self.image_info(ref) is not None:
-            return
-        (progress or to_stdout)(f"pulling the base image {ref}\n")
-        try:
-            self.pull_image(ref)
-        except ToolError as err:
-            raise ToolError(
-                f"the base image {ref} is not on this engine and cannot be pulled ({err.message})",
-                fix="pull it where a registry is reachable (docker save/load), or pass --base-image with a local image",
-            ) from None
+    def ensure_image(self, ref: str, notice: str, *, say: Progress | None = None, progress: LayerCallback | None = None) -> ImageInfo:
+        """The image `ref` on this engine, pulled once when it is missing (the caller needs it next
+        anyway). `notice`, the caller's words for why a pull starts, goes to `say` (default: stdout)
+        only when one does; a failed pull raises pull_image's ToolError for the caller to word."""
+        info = self.image_info(ref)
+        if info is not None:
+            return info
+        (say or to_stdout)(notice)
+        return self.pull_image(ref, progress=progress)
 
     def push_image(self, source: str, repository: str, tags: list[str], *, progress: LayerCallback | None = None) -> str:
         """Tag image `source` as repository:TAG for each tag, push them, return the manifest digest.
@@ -272,8 +246,6 @@ class ImagesMixin:
         if info is None:
             raise ToolError(f"pull {ref} ended but the engine has no such image", fix="check the reference and the registry")
         return info
-
-    # ------------------------------------------------------------ containers
 
 
 class _PastDeadline(Exception):

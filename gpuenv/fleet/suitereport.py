@@ -110,24 +110,27 @@ def _number(value: Any, what: str) -> float | None:
 def _check(raw: Any, section: str, index: int, gpu: str | None) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise MalformedReport(f"{section} check {index} is a {type(raw).__name__}, not an object")
-    where = _where(section, index, raw)
+    # where the check is (_where) is worded only for an error: a 1,000-host folder has 90,000 checks
     name = raw.get("check")
     if not isinstance(name, str) or not name.strip():
-        raise MalformedReport(f"{where} has no name ('check')")
+        raise MalformedReport(f"{_where(section, index, raw)} has no name ('check')")
     verdict = raw.get("verdict")
     if not isinstance(verdict, str):
-        raise MalformedReport(f"{where} has no verdict")
+        raise MalformedReport(f"{_where(section, index, raw)} has no verdict")
     check: dict[str, Any] = {"check": safe_text(name, limit=200)}
     owner = raw.get("gpu", gpu)
     if owner is not None and not isinstance(owner, str):
-        raise MalformedReport(f"{where}: 'gpu' is {safe_text(repr(owner), limit=40)}, not a GPU UUID")
+        raise MalformedReport(f"{_where(section, index, raw)}: 'gpu' is {safe_text(repr(owner), limit=40)}, not a GPU UUID")
     check["gpu"] = safe_text(owner, limit=200) if owner is not None else gpu
     for key in _CHECK_TEXT:
         value = raw.get(key)
         check[key] = "" if value is None else safe_text(value, newlines=key == "reason")
     check["verdict"] = check["verdict"].strip().lower()
-    check["seconds"] = _number(raw.get("seconds"), f"{where}: 'seconds'")
-    check["value"] = _number(raw.get("value"), f"{where}: 'value'")
+    try:
+        check["seconds"] = _number(raw.get("seconds"), "'seconds'")
+        check["value"] = _number(raw.get("value"), "'value'")
+    except MalformedReport as err:
+        raise MalformedReport(f"{_where(section, index, raw)}: {err}") from None
     return check
 
 

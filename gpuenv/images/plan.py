@@ -20,13 +20,13 @@ from gpuenv import PROJECT_ROOT, VALIDATE_DIR, __version__
 from gpuenv.envs import conda, lockdir
 from gpuenv.images import identity
 from gpuenv.images.context import Tree, context_entries, suite_entries, write_context  # noqa: F401 (Tree and write_context: the build's context, named here too)
-from gpuenv.errors import BadInput, DataError, GpuenvError
+from gpuenv.errors import BadInput, DataError, GpuenvError, ToolError
 from gpuenv.stack import Stack, stack_json
 
 if TYPE_CHECKING:  # the engine module imports the Docker SDK: only at run time, lazily
     from gpuenv.envs.buildtools import BuildTools
     from gpuenv.compat.matrix import Matrix
-    from gpuenv.engine import BuildResult, ImageInfo
+    from gpuenv.engine import BuildResult, Engine, ImageInfo
 
 #: Every gpuenv image lives under this repository prefix: gpuenv/<stack_id>:<inputs-hash-12>, the
 #: hash of everything in the image (gpuenv/images/identity.py), so two different images never share a name.
@@ -503,6 +503,18 @@ def built_images() -> list[ImageInfo]:
     return sorted(found, key=lambda img: img.created, reverse=True)
 
 
+def ensure_base_image(engine: Engine, ref: str, progress: Callable[[str], None] | None = None) -> ImageInfo:
+    """The base image `ref` on `engine`, pulled once when it is missing (the build needs it anyway);
+    a pull that fails is one line naming the base image and --base-image, the way out."""
+    try:
+        return engine.ensure_image(ref, f"pulling the base image {ref}\n", say=(lambda text: progress(text.rstrip())) if progress else None)
+    except ToolError as err:
+        raise ToolError(
+            f"the base image {ref} is not on this engine and cannot be pulled ({err.message})",
+            fix="pull it where a registry is reachable (docker save/load), or pass --base-image with a local image",
+        ) from None
+
+
 def supply_tools(plan: BuildPlan, progress: Callable[[str], None] | None = None) -> BuildPlan:
     """`plan` with the installers its install stage needs, gathered on the host (gpuenv.envs.buildtools),
     then named from its inputs (`identify`).
@@ -521,8 +533,7 @@ def supply_tools(plan: BuildPlan, progress: Callable[[str], None] | None = None)
         raise BadInput(f"--offline: the base image {plan.base_image} is not on this engine, and an offline build never pulls",
                        fix="docker load it here (docker save it where a registry answers), or pass --base-image with an image this engine has")
     if base is None:
-        engine.ensure_image(plan.base_image, progress=(lambda text: progress(text.rstrip())) if progress else None)
-        base = engine.image_info(plan.base_image)
+        base = ensure_base_image(engine, plan.base_image, progress)
     needs_python = plan.lock.backend != "conda-lock"  # a conda lock brings its own Python
     has_python = not needs_python or engine.image_python(plan.base_image, plan.stack.python) is not None
     arch = engine.architecture()
@@ -586,12 +597,3 @@ def build_stack_image(plan: BuildPlan, progress: Callable[[str], None] | None = 
     result.reused = before is not None and before.id == result.image.id
     return result
 
-
-def format_size(size: int) -> str:
-    """Bytes as the engine's CLI shows them (decimal units), e.g. ``1.93 GB``."""
-    value = float(size)
-    for unit in ("B", "kB", "MB", "GB"):
-        if value < 1000 or unit == "GB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.2f} {unit}"
-        value /= 1000
-    return f"{value:.2f} GB"

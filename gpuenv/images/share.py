@@ -96,12 +96,7 @@ def push(plan: PushPlan, progress: LayerCallback | None = None) -> str:
 
 
 def ensure_image(ref: str, progress: LayerCallback | None = None, say=lambda _msg: None) -> ImageInfo:
-    """The local image `ref`; pulled (by digest when the reference has one) when it is missing."""
+    """The local image `ref` (checked first); pulled (by digest when the reference has one) when it is missing."""
     ref = parse_image_ref(ref)
-    engine = Engine.local()
-    info = engine.image_info(ref)
-    if info is not None:
-        return info
     how = "by digest" if "@sha256:" in ref else "by tag (pin it by digest to get the same bytes everywhere)"
-    say(f"{ref} is not on this engine: pulling it {how}")
-    return engine.pull_image(ref, progress=progress)
+    return Engine.local().ensure_image(ref, f"{ref} is not on this engine: pulling it {how}", say=say, progress=progress)

@@ -14,30 +14,17 @@ from __future__ import annotations
 
 import itertools
 import re
-from datetime import date
 
 import pytest
 
 from gpuenv.compat.matrix import load_matrix, version_key as V
 from gpuenv.errors import GpuenvError, NoCompatibleStack
 from gpuenv.images.plan import require_cuda
-from gpuenv.compat.resolve import Request, command_for, resolve_stack
+from gpuenv.compat.resolve import Request, command_for
 from gpuenv.stack import Stack
+from test_resolve import failure, resolve  # one resolve-with-a-fixed-day and one one-line failure for both tables
 
-TODAY = date(2026, 11, 23)
 T4, H100, B200, RTX5090, MAXWELL, A100, V100 = ("7.5",), ("9.0",), ("10.0",), ("12.0",), ("5.2",), ("8.0",), ("7.0",)
-
-
-def resolve(**wishes) -> Stack:
-    return resolve_stack(Request(today=TODAY, **wishes))
-
-
-def failure(**wishes) -> str:
-    with pytest.raises(NoCompatibleStack) as err:
-        resolve(**wishes)
-    text = err.value.render()
-    assert "\n" not in text
-    return text
 
 
 def check(stack: Stack, expected: dict) -> None:

@@ -14,6 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import dockercases  # noqa: E402
 import servers  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,10 +38,7 @@ def _suite_context() -> bytes:
     )
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        data = dockerfile.encode()
-        info = tarfile.TarInfo("Dockerfile")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
+        dockercases.add_dockerfile(tar, dockerfile)
         link = tarfile.TarInfo("bin/python")
         link.type, link.linkname = tarfile.SYMTYPE, "/usr/bin/python3"
         tar.addfile(link)
@@ -65,7 +63,7 @@ def suite_image(docker_engine) -> str:
     result = engine.build_image(io.BytesIO(_suite_context()), dockerfile="Dockerfile", tags=[SUITE_IMAGE], buildargs={},
                                 progress=lambda text: None)
     yield SUITE_IMAGE
-    engine.remove_image(result.image.id)
+    dockercases.remove_image(engine, result.image.id)
 
 
 @pytest.fixture

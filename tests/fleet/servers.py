@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+import dockercases
+
 SSHD = "/usr/sbin/sshd"
 
 
@@ -466,4 +468,4 @@ def hanging_suite_image(base_image: str, tag: str, sleep_s: int) -> Iterator[str
     try:
         yield tag
     finally:
-        engine.remove_image(built.image.id)
+        dockercases.remove_image(engine, built.image.id)

@@ -103,7 +103,7 @@ def cpu_image(cpu_lock, base_image, cpu_stack, ca_bundle, locks_root):
     info = engine.image_info(tags[0])
     assert info is not None, f"{tags[0]} is missing after a successful build"
     yield BuiltImage(info.id, tags, info.labels, proc.stdout)
-    engine.remove_image(info.id)
+    dockercases.remove_image(engine, info.id)
     if not os.environ.get("GPUENV_TEST_KEEP_BUILD_CACHE"):
         # The install stage the build kept as gpuenv-cache/<stack>:<lock-hash>: kept only when asked, for fast reruns.
         dockercases.remove_build_cache(info.labels)

@@ -82,7 +82,7 @@ def test_the_cpu_stack_builds_on_a_bare_base_or_names_the_python_download(bare_b
         line = next(line for line in proc.stdout.splitlines() if line.startswith("PY "))
         assert "(3, 11)" in line and "/opt/gpuenv/python" in line and "2.13.0+cpu" in line
     finally:
-        engine.remove_image(image.id)
+        dockercases.remove_image(engine, image.id)
         dockercases.remove_build_cache(image.labels)
 
 
@@ -91,6 +91,7 @@ def test_the_real_nvidia_cuda_base_is_pulled_or_named_in_one_line(docker_engine)
     from gpuenv.engine import Engine
     from gpuenv.errors import ToolError
     from gpuenv.compat.resolve import Request, resolve_stack
+    from gpuenv.images import plan as images
 
     engine = Engine.local()
 
@@ -99,7 +100,7 @@ def test_the_real_nvidia_cuda_base_is_pulled_or_named_in_one_line(docker_engine)
     if engine.image_info(stack.base_image) is not None:
         pytest.skip(f"{stack.base_image} is already on this engine: nothing to pull")
     try:
-        engine.ensure_image(stack.base_image, progress=lambda _: None)
+        images.ensure_base_image(engine, stack.base_image, progress=lambda _: None)
     except ToolError as err:
         text = err.render()
         assert "\n" not in text
@@ -109,4 +110,4 @@ def test_the_real_nvidia_cuda_base_is_pulled_or_named_in_one_line(docker_engine)
     try:
         assert engine.image_python(stack.base_image, stack.python) is None, "nvidia/cuda base images ship no Python"
     finally:
-        engine.remove_image(stack.base_image)
+        dockercases.remove_image(engine, stack.base_image)

@@ -22,6 +22,7 @@ import uuid
 
 import pytest
 
+import dockercases
 from dockercases import dockerfile_context
 from imagecases import CPU_STACK_ARGS, run_task
 from stackcases import TORCH_CPU as CPU
@@ -59,7 +60,7 @@ def made():
     yield refs
     for ref in reversed(refs):
         try:
-            engine.remove_image(ref)
+            dockercases.remove_image(engine, ref)
         except Exception:  # noqa: BLE001 (in use by another of this test's refs: removed with it)
             pass
 
@@ -92,7 +93,7 @@ def _made_after(image_id: str, run: str) -> bool:
     from gpuenv.engine import Engine
 
     engine = Engine.local()
-    return any(run in (entry.get("CreatedBy") or "") for entry in engine.image_history(image_id))
+    return any(run in (entry.get("CreatedBy") or "") for entry in dockercases.image_history(engine, image_id))
 
 
 def test_two_bases_with_one_lock_never_share_a_cache_name(base_image, tmp_path, made):
@@ -253,5 +254,5 @@ def test_labels_in_one_instruction_reach_the_image_exactly(base_image, made, bui
     result = engine.build_image(dockerfile_context(dockerfile), dockerfile="Dockerfile", tags=[tag], buildargs={}, builder=builder,
                                 progress=lambda _t: None)
     assert {k: result.image.labels.get(k) for k in labels} == labels
-    steps = [h for h in engine.image_history(result.image.id) if "LABEL" in (h.get("CreatedBy") or "")]
+    steps = [h for h in dockercases.image_history(engine, result.image.id) if "LABEL" in (h.get("CreatedBy") or "")]
     assert len(steps) == 1, f"{len(steps)} LABEL steps"

@@ -147,7 +147,7 @@ def test_images_lists_the_stack_and_size(cpu_image, cpu_stack):
 def test_ca_bundle_is_in_no_layer_and_no_history_of_the_image(cpu_image):
     from gpuenv.engine import Engine
 
-    for entry in Engine.local().image_history(cpu_image.id):
+    for entry in dockercases.image_history(Engine.local(), cpu_image.id):
         assert CA_MARKER not in (entry.get("CreatedBy") or "")
         assert "ca-bundle" not in (entry.get("CreatedBy") or "")
     marker = CA_MARKER.encode()
@@ -185,7 +185,7 @@ def test_cached_rebuild_after_a_suite_change_keeps_the_environment(cpu_image, cp
         new = engine.client.images.get(result.image.id).attrs["RootFS"]["Layers"]
         assert len(old) == len(new) and old[:-1] == new[:-1] and old[-1] != new[-1], "only the suite layer may differ"
     finally:
-        engine.remove_image(result.image.id)
+        dockercases.remove_image(engine, result.image.id)
 
 
 def _cached(log: list[str], step: str) -> bool:

@@ -11,6 +11,7 @@ import uuid
 
 import pytest
 
+import dockercases
 from dockercases import dockerfile_context
 from gpuenv.engine import buildkit
 
@@ -57,7 +58,7 @@ def cleanup(local):
     refs: list[str] = []
     yield refs
     for ref in reversed(refs):
-        local.remove_image(ref)
+        dockercases.remove_image(local, ref)
 
 
 def test_buildkit_steps_and_gpuenv_install_lines_show_as_progress():
@@ -82,7 +83,7 @@ def _marked(local, run: str) -> list[str]:
     """Untagged images whose history holds `run`: what a build of this test left dangling."""
     found = []
     for image in local.client.images.list(filters={"dangling": True}):
-        if any(run in (h.get("CreatedBy") or "") for h in local.image_history(image.id)):
+        if any(run in (h.get("CreatedBy") or "") for h in dockercases.image_history(local, image.id)):
             found.append(image.id)
     return found
 
@@ -97,7 +98,7 @@ def test_the_same_inputs_give_the_same_image_id_and_labels_take_no_step(local, b
     first = local.build_image(dockerfile_context(dockerfile), dockerfile="Dockerfile", tags=[tag], buildargs={}, labels=labels,
                               builder="buildkit", owner_prefix="io.gpuenv.", progress=log.append)
     assert first.builder == "buildkit" and first.image.labels["io.gpuenv.buildkit-test"] == run
-    assert not [h for h in local.image_history(first.image.id) if "LABEL" in (h.get("CreatedBy") or "")], "a LABEL step"
+    assert not [h for h in dockercases.image_history(local, first.image.id) if "LABEL" in (h.get("CreatedBy") or "")], "a LABEL step"
     second = local.build_image(dockerfile_context(dockerfile), dockerfile="Dockerfile", tags=[tag], buildargs={}, labels=labels,
                                builder="buildkit", owner_prefix="io.gpuenv.", progress=log.append)
     assert second.image.id == first.image.id, "the same inputs gave another image"

@@ -58,5 +58,5 @@ def test_a_conda_image_on_the_bare_base_builds_offline_runs_its_entry_point_and_
     finally:
         for image_id in dict.fromkeys(built):
             labels = engine.image_info(image_id).labels if engine.image_info(image_id) else {}
-            engine.remove_image(image_id)
+            dockercases.remove_image(engine, image_id)
             dockercases.remove_build_cache(labels)

@@ -14,6 +14,7 @@ import uuid
 
 import pytest
 
+import dockercases
 from dockercases import containers_labelled, dockerfile_context
 from imagecases import run_task
 
@@ -44,7 +45,7 @@ def tiny_build(base_image):
 
     yield build
     for image_id in made:
-        engine.remove_image(image_id)
+        dockercases.remove_image(engine, image_id)
 
 
 def test_a_tag_the_engine_refuses_moves_no_tag(tiny_build, base_image):
@@ -69,7 +70,7 @@ def test_a_tag_the_engine_refuses_moves_no_tag(tiny_build, base_image):
         assert cli.images.get(moved_before).id == base_id, "a tag moved to the new image although the build's tags failed"
         assert engine.image_info(new_name) is None, "a new tag was left on the new image"
     finally:
-        engine.remove_image(moved_before) if cli.images.get(moved_before).id != base_id else cli.api.remove_image(moved_before, noprune=True)
+        dockercases.remove_image(engine, moved_before) if cli.images.get(moved_before).id != base_id else cli.api.remove_image(moved_before, noprune=True)
     assert engine.image_info(base_image) is not None
 
 
@@ -150,7 +151,7 @@ def _holds(image_id: str, run: str) -> bool:
     from gpuenv.engine import Engine
 
     try:
-        return any(run in (h.get("CreatedBy") or "") for h in Engine.local().image_history(image_id))
+        return any(run in (h.get("CreatedBy") or "") for h in dockercases.image_history(Engine.local(), image_id))
     except Exception:  # noqa: BLE001 (removed meanwhile)
         return False
 
@@ -202,4 +203,4 @@ def test_a_build_leaves_no_dangling_image_failed_or_not(base_image, fails_in, bu
         assert (kept is not None) == (builder == "classic" and fails_in != "install"), "the install stage is kept (tagged) once it was built"
     finally:
         for ref in (tag, cache_tag):
-            engine.remove_image(ref)
+            dockercases.remove_image(engine, ref)

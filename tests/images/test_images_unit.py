@@ -15,6 +15,7 @@ import pytest
 
 from gpuenv.images import plan as images
 from gpuenv.errors import BadInput, DataError
+from gpuenv.progress import format_size
 from gpuenv.stack import Stack
 from imagecases import ROOT
 from stackcases import TORCH_CPU, TORCH_CU121
@@ -202,8 +203,8 @@ def test_build_hint_is_a_command_that_builds_the_stack():
 
 
 def test_format_size():
-    assert images.format_size(999) == "999 B"
-    assert images.format_size(2_578_685_308) == "2.58 GB"
+    assert format_size(999) == "999 B"
+    assert format_size(2_578_685_308) == "2.58 GB"
 
 
 def _hadolint() -> str | None:

@@ -177,5 +177,5 @@ def team_image(base_image, cpu_uv_lock, cpu_stack, locks_dir, complete_wheelhous
     assert info is not None, f"{tag} is missing after a successful build"
     yield TeamImage(info.id, tag, proc.stdout)
     if "unchanged: reused" not in proc.stdout and not os.environ.get("GPUENV_TEST_KEEP_IMAGES"):
-        engine.remove_image(info.id)
+        dockercases.remove_image(engine, info.id)
         dockercases.remove_build_cache(info.labels)  # the install stage a classic build kept

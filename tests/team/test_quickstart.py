@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+import dockercases
 from teamcases import ROOT
 
 pytestmark = [pytest.mark.docker, pytest.mark.network]  # the wheelhouse step downloads the lock's wheels
@@ -93,7 +94,7 @@ def test_the_readme_quickstart_runs_as_written_to_a_ready_verdict(tmp_path, dock
             engine = Engine.local()
             for ref in (images.image_tags(stack, sha)[0], images.build_cache_tag(stack, sha)):
                 if engine.image_info(ref) is not None:
-                    engine.remove_image(ref)
+                    dockercases.remove_image(engine, ref)
 
     # the GPU server's line, planned here (no driver: the stack is not checked against one); nothing is built
     first = gpu_server.strip().split(" && ")[0]

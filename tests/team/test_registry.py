@@ -13,6 +13,7 @@ import urllib.request
 
 import pytest
 
+import dockercases
 from teamcases import CPU_STACK_ARGS, free_port, run_invoke
 
 pytestmark = pytest.mark.docker
@@ -75,7 +76,7 @@ def test_push_then_pull_by_digest_then_run_and_validate(team_image, registry, lo
         assert headers["Docker-Content-Digest"] == match["digest"]
 
     # Delete the image from the engine entirely; `run --image` must pull it back by digest.
-    engine.remove_image(pushed.id)
+    dockercases.remove_image(engine, pushed.id)
     assert engine.image_info(ref) is None
     try:
         proc = run_invoke("run", "--image", ref, "--gpus", "none", "--", "python", "-c", "import torch; print('torch', torch.__version__)",
@@ -95,7 +96,7 @@ def test_push_then_pull_by_digest_then_run_and_validate(team_image, registry, lo
         if engine.image_info(ref) is not None:
             repository, tag = pushed_tag.rsplit(":", 1)
             engine.client.images.get(ref).tag(repository, tag)  # its own tag, back
-            engine.untag(ref)  # and no reference to this session's registry left behind
+            dockercases.untag(engine, ref)  # and no reference to this session's registry left behind
 
 
 def test_push_to_a_registry_that_is_down_is_one_line_and_removes_nothing(team_image, locks_dir, tmp_path):
@@ -174,4 +175,4 @@ def test_a_refused_push_keeps_local_tags_it_did_not_create(team_image, readonly_
         assert team_image.tag in local_tags(team_image.id)
     finally:
         for ref in (f"{repo}:latest", f"{repo}:{hash_tag}"):
-            engine.untag(ref)
+            dockercases.untag(engine, ref)

@@ -7,12 +7,28 @@ from __future__ import annotations
 import threading
 import time
 import types
+from typing import Any
 
 import pytest
 import torch
 
 from validate.measure import bench
 
+
+def device_context(cuda: Any) -> type:
+    """torch.cuda.device as both fakes need it: a context that makes `index` cuda.current inside it."""
+
+    class Device:
+        def __init__(self, index: int) -> None:
+            self.index, self.previous = index, 0
+
+        def __enter__(self) -> None:
+            self.previous, cuda.current = cuda.current, self.index
+
+        def __exit__(self, *exc: object) -> None:
+            cuda.current = self.previous
+
+    return Device
 
 class RecordingCuda:
     """torch.cuda as far as bench uses it, recording (call, current device, argument)."""
@@ -36,17 +52,7 @@ class RecordingCuda:
             def elapsed_time(self, other: "Event") -> float:
                 return 1.0
 
-        class Device:
-            def __init__(self, index: int) -> None:
-                self.index, self.previous = index, 0
-
-            def __enter__(self) -> None:
-                self.previous, outer.current = outer.current, self.index
-
-            def __exit__(self, *exc: object) -> None:
-                outer.current = self.previous
-
-        self.Event, self.device = Event, Device
+        self.Event, self.device = Event, device_context(self)
 
     def synchronize(self, device: int | None = None) -> None:
         self.log.append(("synchronize", self.current, device))
@@ -111,7 +117,6 @@ class ThreadCuda:
 
     def __init__(self) -> None:
         self._local = threading.local()
-        outer = self
 
         class Event:
             def __init__(self, enable_timing: bool = False) -> None:
@@ -126,17 +131,7 @@ class ThreadCuda:
             def elapsed_time(self, other: "Event") -> float:
                 return (other.at - self.at) * 1000.0
 
-        class Device:
-            def __init__(self, index: int) -> None:
-                self.index, self.previous = index, 0
-
-            def __enter__(self) -> None:
-                self.previous, outer.current = outer.current, self.index
-
-            def __exit__(self, *exc: object) -> None:
-                outer.current = self.previous
-
-        self.Event, self.device = Event, Device
+        self.Event, self.device = Event, device_context(self)
 
     @property
     def current(self) -> int:

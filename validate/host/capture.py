@@ -31,13 +31,21 @@ from validate.host.smi_values import Node, error_of as _error_of, number as _num
 
 RECORDING_FORMAT = "gpuenv-nvml-recording/1"
 
-#: NVML constants the recorded argument keys use (same values as nvidia-ml-py's).
-NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
-NVML_VOLATILE_ECC = 0
-NVML_CLOCK_GRAPHICS = 0
-NVML_CLOCK_SM = 1
-NVML_CLOCK_MEM = 2
-NVML_TEMPERATURE_GPU = 0
+class NvmlConstants:
+    """The NVML constants the suite passes or compares, defined once: the recorded argument keys
+    use them, and `ReplayNvml` answers them as pynvml does, with no nvidia-ml-py installed. Values
+    as nvidia-ml-py's pynvml.py (https://pypi.org/project/nvidia-ml-py/) defines them;
+    tests/validate/test_nvml_constants.py holds them against the installed one."""
+
+    NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
+    NVML_VOLATILE_ECC = 0
+    NVML_CLOCK_GRAPHICS = 0
+    NVML_CLOCK_SM = 1
+    NVML_CLOCK_MEM = 2
+    NVML_TEMPERATURE_GPU = 0
+    NVML_DEVICE_MIG_ENABLE = 1
+    NVML_NVLINK_MAX_LINKS = 36  # 18 before nvidia-ml-py 13; a link a recording lacks replays as unsupported
+    NVML_FEATURE_ENABLED = 1
 
 #: Clock-event reasons: NVML bit, nvidia-smi XML tag suffix, nvidia-smi text label.
 CLOCK_EVENTS = (
@@ -230,7 +238,7 @@ def _gpu_answers(gpu: Node, index: int, mig_uuids: dict[int, str]) -> dict[str, 
     ecc = gpu.value("ecc_mode/current_ecc|ECC Mode/Current")
     a.put("nvmlDeviceGetCurrentEccMode", ecc, None if _yes(ecc) is None else int(bool(_yes(ecc))))
     raw, uncorrected = _ecc_uncorrected(gpu)
-    a.put(call_key("nvmlDeviceGetTotalEccErrors", NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC), raw, uncorrected)
+    a.put(call_key("nvmlDeviceGetTotalEccErrors", NvmlConstants.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NvmlConstants.NVML_VOLATILE_ECC), raw, uncorrected)
     link = "pci/pci_gpu_link_info|PCI/GPU Link Info"
     for key, path in (
         ("nvmlDeviceGetCurrPcieLinkGeneration", "pcie_gen/current_link_gen|PCIe Generation/Current"),
@@ -261,13 +269,13 @@ def _gpu_answers(gpu: Node, index: int, mig_uuids: dict[int, str]) -> dict[str, 
     mem_util = gpu.value("utilization/memory_util|Utilization/Memory")
     a.put("nvmlDeviceGetUtilizationRates", util, None if _number(util) is None else {"gpu": int(_number(util)), "memory": int(_number(mem_util) or 0)})  # type: ignore[arg-type]
     for key, path in (
-        (call_key("nvmlDeviceGetClockInfo", NVML_CLOCK_SM), "clocks/sm_clock|Clocks/SM"),
-        (call_key("nvmlDeviceGetMaxClockInfo", NVML_CLOCK_SM), "max_clocks/sm_clock|Max Clocks/SM"),
-        (call_key("nvmlDeviceGetApplicationsClock", NVML_CLOCK_GRAPHICS), "applications_clocks/graphics_clock|Applications Clocks/Graphics"),
-        (call_key("nvmlDeviceGetDefaultApplicationsClock", NVML_CLOCK_GRAPHICS), "default_applications_clocks/graphics_clock|Default Applications Clocks/Graphics"),
-        (call_key("nvmlDeviceGetApplicationsClock", NVML_CLOCK_MEM), "applications_clocks/mem_clock|Applications Clocks/Memory"),
-        (call_key("nvmlDeviceGetDefaultApplicationsClock", NVML_CLOCK_MEM), "default_applications_clocks/mem_clock|Default Applications Clocks/Memory"),
-        (call_key("nvmlDeviceGetTemperature", NVML_TEMPERATURE_GPU), "temperature/gpu_temp|Temperature/GPU Current Temp"),
+        (call_key("nvmlDeviceGetClockInfo", NvmlConstants.NVML_CLOCK_SM), "clocks/sm_clock|Clocks/SM"),
+        (call_key("nvmlDeviceGetMaxClockInfo", NvmlConstants.NVML_CLOCK_SM), "max_clocks/sm_clock|Max Clocks/SM"),
+        (call_key("nvmlDeviceGetApplicationsClock", NvmlConstants.NVML_CLOCK_GRAPHICS), "applications_clocks/graphics_clock|Applications Clocks/Graphics"),
+        (call_key("nvmlDeviceGetDefaultApplicationsClock", NvmlConstants.NVML_CLOCK_GRAPHICS), "default_applications_clocks/graphics_clock|Default Applications Clocks/Graphics"),
+        (call_key("nvmlDeviceGetApplicationsClock", NvmlConstants.NVML_CLOCK_MEM), "applications_clocks/mem_clock|Applications Clocks/Memory"),
+        (call_key("nvmlDeviceGetDefaultApplicationsClock", NvmlConstants.NVML_CLOCK_MEM), "default_applications_clocks/mem_clock|Default Applications Clocks/Memory"),
+        (call_key("nvmlDeviceGetTemperature", NvmlConstants.NVML_TEMPERATURE_GPU), "temperature/gpu_temp|Temperature/GPU Current Temp"),
     ):
         text = gpu.value(path)
         a.put(key, text, None if _number(text) is None else int(_number(text)))  # type: ignore[arg-type]

@@ -21,7 +21,7 @@ import ctypes
 import types
 from typing import Any, Callable
 
-from validate.host.capture import ERROR_KEY, RECORDING_FORMAT, call_key, error_answer
+from validate.host.capture import ERROR_KEY, RECORDING_FORMAT, NvmlConstants, call_key, error_answer
 
 
 class NVMLError(Exception):
@@ -63,18 +63,9 @@ class _Handle:
         self.calls, self.label = calls, label
 
 
-class ReplayNvml:
-    """The pynvml calls `validate/host/nvml.py` makes, answered from one recording."""
-
-    NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
-    NVML_VOLATILE_ECC = 0
-    NVML_CLOCK_GRAPHICS = 0
-    NVML_CLOCK_SM = 1
-    NVML_CLOCK_MEM = 2
-    NVML_TEMPERATURE_GPU = 0
-    NVML_DEVICE_MIG_ENABLE = 1
-    NVML_NVLINK_MAX_LINKS = 18
-    NVML_FEATURE_ENABLED = 1
+class ReplayNvml(NvmlConstants):
+    """The pynvml calls `validate/host/nvml.py` makes, answered from one recording (the constants
+    are pynvml's, inherited)."""
 
     #: nvmlDeviceGetGpuFabricInfo fills a structure passed by reference; replayed, the structure
     #: is a plain object and the reference the object itself.

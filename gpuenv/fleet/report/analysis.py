@@ -375,6 +375,7 @@ def _ceiling(metric: str, model: str | None, peaks: list[Any]) -> tuple[float, s
 def impossible_figures(report: dict[str, Any], peaks: list[Any]) -> list[str]:
     """Each figure of a checked report that no GPU of its model can reach (or that is negative)."""
     found: list[str] = []
+    ceilings: dict[tuple[str, str | None], tuple[float, str] | None] = {}  # a report's GPUs share a few (metric, model)
     for key, section in report.items():
         if key in ("format", "host", "summary") or not isinstance(section, dict) or not isinstance(section.get("gpu"), dict):
             continue
@@ -387,14 +388,24 @@ def impossible_figures(report: dict[str, Any], peaks: list[Any]) -> list[str]:
             if value < 0:
                 found.append(f"{label} is negative")
                 continue
-            ceiling = _ceiling(metric, model, peaks)
+            if (metric, model) not in ceilings:
+                ceilings[metric, model] = _ceiling(metric, model, peaks)
+            ceiling = ceilings[metric, model]
             if ceiling is not None and value > ceiling[0]:
                 found.append(f"{label} is above {ceiling[0]:g}, {ceiling[1]}")
     return found
 
 
 def _same(report: dict[str, Any]) -> str:
+    """The whole report as one text: two reports are the same report when these are equal."""
     return json.dumps(report, sort_keys=True, default=str)
+
+
+def _shape(report: dict[str, Any]) -> tuple[Any, ...]:
+    """What two identical reports must share, cheap to take: its sections (GPU UUIDs) and its summary's
+    seconds. Only reports that share it are compared whole: on an honest fleet, none."""
+    summary = report.get("summary")
+    return tuple(sorted(report)), summary.get("seconds") if isinstance(summary, dict) else None
 
 
 def _gpu_uuids(report: dict[str, Any]) -> list[str]:
@@ -405,14 +416,18 @@ def duplicate_reasons(outcomes: list[HostOutcome]) -> dict[int, str]:
     """Position in `outcomes` -> why that host's report is a duplicate: the same report as another
     host's, or a GPU UUID another host also claims. Every host involved is named, none is trusted."""
     reasons: dict[int, str] = {}
-    same: dict[str, list[int]] = {}
+    alike: dict[tuple[Any, ...], list[int]] = {}
     owners: dict[str, list[int]] = {}
     for n, outcome in enumerate(outcomes):
         if not isinstance(outcome.report, CheckedReport):
             continue
-        same.setdefault(_same(outcome.report), []).append(n)
+        alike.setdefault(_shape(outcome.report), []).append(n)
         for uuid in _gpu_uuids(outcome.report):
             owners.setdefault(uuid, []).append(n)
+    same: dict[str, list[int]] = {}
+    for candidates in alike.values():  # identical reports have the same shape: only these are written out whole
+        for n in candidates if len(candidates) > 1 else ():
+            same.setdefault(_same(outcomes[n].report), []).append(n)  # type: ignore[arg-type]
     for group in same.values():
         for n in group if len(group) > 1 else ():
             others = ", ".join(outcomes[m].host for m in group if m != n)
