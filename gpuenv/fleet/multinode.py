@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuenv.fleet import slurm
-from gpuenv.fleet.outcome import CANCELLED, FAILED, MULTINODE_HOST, MULTINODE_TEST, READY, TIMEOUT, HostOutcome
-from gpuenv.fleet.report.analysis import host_checks
+from gpuenv.fleet.outcome import CANCELLED, FAILED, MULTINODE_HOST, MULTINODE_TEST, READY, TIMEOUT, HostOutcome, host_checks
 from validate.judge.scaling import CPU_MIN_SHARE, identical_verdict
 from validate.judge.thresholds import FAIL, INFO, MIN_SHARE_OF_PEERS, NOT_JUDGED, PASS, WARN, Verdict, loss_falls_verdict
 from validate.report.record import Record, build_json

@@ -144,3 +144,18 @@ def status_from_report(report: dict[str, Any] | None, exit_code: int | None) -> 
 def fleet_ready(outcomes: list[HostOutcome]) -> bool:
     """Exit 0 only if every host is ready (an empty fleet is not ready: nothing was proven)."""
     return bool(outcomes) and all(o.ready for o in outcomes)
+
+
+def suite_gpus(report: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(uuid, section) of each GPU in a checked suite report, in NVML index order."""
+    sections = [(k, v) for k, v in report.items() if isinstance(v, dict) and isinstance(v.get("gpu"), dict)]
+    return sorted(sections, key=lambda kv: (kv[1]["gpu"].get("index") is None, kv[1]["gpu"].get("index") or 0, kv[0]))
+
+
+def host_checks(outcome: HostOutcome) -> list[dict[str, Any]]:
+    """Every check of a host's report: the host-wide ones, then each GPU's."""
+    report = outcome.report or {}
+    checks = list((report.get("host") or {}).get("checks") or [])
+    for _, section in suite_gpus(report):
+        checks += section.get("checks") or []
+    return checks

@@ -19,8 +19,7 @@ from urllib.parse import urlsplit
 from gpuenv import engine as engines
 from gpuenv.fleet import multinode
 from gpuenv.fleet.interrupts import shielded
-from gpuenv.fleet.outcome import MULTINODE_HOST, HostOutcome
-from gpuenv.fleet.report.analysis import host_checks
+from gpuenv.fleet.outcome import MULTINODE_HOST, HostOutcome, host_checks
 from gpuenv.fleet.slurm_queue import JobState
 from gpuenv.fleet.sshhosts import LABEL, READ_TIMEOUT, RUN_LABEL, FleetState, Progress, SuiteRun
 

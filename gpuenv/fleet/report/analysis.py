@@ -23,7 +23,7 @@ from typing import Any, Iterable
 from gpuenv.fleet.outcome import (
     AUTH_REFUSED, CANCELLED, CPU_ONLY, DEGRADED, DUPLICATE, ENGINE_NOT_ANSWERING, FAILED, IMPLAUSIBLE, MALFORMED, MULTINODE_TEST, NO_DOCKER,
     NO_GPU_RUNTIME, NOT_READY, READY, TIMEOUT, UNREACHABLE, HostOutcome,
-    fleet_ready,
+    fleet_ready, host_checks, suite_gpus,
 )
 from gpuenv.fleet.suitereport import CheckedReport, MalformedReport, check_report
 
@@ -208,21 +208,6 @@ def summarise_verdicts(verdicts: Iterable[str]) -> str:
     if skipped:
         parts.append(f"{skipped} skip")
     return ", ".join(parts) or "info"
-
-
-def suite_gpus(report: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """(uuid, section) of each GPU in a checked suite report, in NVML index order."""
-    sections = [(k, v) for k, v in report.items() if isinstance(v, dict) and isinstance(v.get("gpu"), dict)]
-    return sorted(sections, key=lambda kv: (kv[1]["gpu"].get("index") is None, kv[1]["gpu"].get("index") or 0, kv[0]))
-
-
-def host_checks(outcome: HostOutcome) -> list[dict[str, Any]]:
-    """Every check of a host's report: the host-wide ones, then each GPU's."""
-    report = outcome.report or {}
-    checks = list((report.get("host") or {}).get("checks") or [])
-    for _, section in suite_gpus(report):
-        checks += section.get("checks") or []
-    return checks
 
 
 def _peak_metric(check: str) -> str | None:
