@@ -71,30 +71,31 @@ def test_no_new_row_fails_a_real_record(path):
         assert not failed, (gpu.index, failed)
 
 
-def test_the_real_hgx_h100_warns_on_its_pcie_replays_since_reset():
-    """The capture's GPU 0 has 150 replays since reset, above DCGM diag's 80 per run: a warning,
-    never a fail (one reading gives no rate)."""
+def test_the_real_hgx_h100_pcie_replays_since_reset_are_information():
+    """The capture's GPU 0 has 150 replays since reset, over an uptime the capture does not give:
+    information naming the rate DCGM judges, never a warning (one reading gives no rate)."""
     gpu = host(v.H100_XML.read_text(encoding="utf-8")).gpus[0]
     verdict = rows(gpu)["pcie replays"]
     assert gpu.health.pcie_replays == 150 and w.pcie_replays_text(150, LIMITS) == "more than 80 since reset (one reading)"
-    assert verdict.verdict == WARN and "more PCIe replays since reset than DCGM diag allows" in verdict.reason
-    assert "31/min at gen5 x16" in verdict.reason
+    assert verdict.verdict == INFO and "150 PCIe replays since reset" in verdict.reason
+    assert "31/min at gen5 x16" in verdict.reason and "more than 80 in one run" in verdict.reason
 
 
 # --- 1. PCIe replays --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("count, expected", [(80, INFO), (81, WARN)])
-def test_pcie_replays_from_xml_warn_above_dcgms_figure(count, expected):
+@pytest.mark.parametrize("count", [0, 80, 81, 10_000_000])
+def test_pcie_replays_from_xml_are_read_and_never_judged_from_one_reading(count):
     gpu = host(v.pcie_replays(count)).gpus[0]
-    assert gpu.health.pcie_replays == count and rows(gpu)["pcie replays"].verdict == expected
+    verdict = rows(gpu)["pcie replays"]
+    assert gpu.health.pcie_replays == count and verdict.verdict == INFO and f"{count} PCIe replays since reset" in verdict.reason
 
 
 def test_pcie_replays_from_text_and_through_gpuenvs_recording():
     text = host(v.text_pcie_replays(500)).gpus[0]
     recorded = through_recording(parse_capture(v.pcie_replays(500), "synthetic"))
     assert (text.health.pcie_replays, recorded.health.pcie_replays) == (500, 500)
-    assert rows(recorded)["pcie replays"].verdict == WARN
+    assert rows(recorded)["pcie replays"].verdict == INFO and "500 PCIe replays since reset" in rows(recorded)["pcie replays"].reason
 
 
 def test_dcgms_replay_rate_per_generation_and_width():

@@ -78,19 +78,18 @@ def pcie_replay_rate_limit(gen: int, width: int, limits: dict[str, Limit]) -> in
 
 def pcie_replays_verdict(gpu_index: int, replays: int | None, gen: int | None, width: int | None,
                          limits: dict[str, Limit]) -> Verdict:
-    """One reading of the replay counter (since the driver loaded or the GPU was reset): it warns
-    above what DCGM's PCIe test allows in a whole run, and is information below it; it gives no
-    rate, which is what DCGM's PCIe health watch judges."""
-    per_run = int(limits["pcie_replays_per_diag_run"].value)
-    threshold = f"warn > {per_run} since reset"
+    """One reading of the replay counter (since the driver loaded or the GPU was reset) is
+    information, never a warning: it counts over an unknown time (a healthy 8 x H100 capture holds
+    144 to 174 after its uptime), and DCGM judges replays only per run or per minute. The sustained
+    load reads the counter twice and judges the rate (pcie_replay_rate_verdict)."""
+    threshold = "information (one reading: no rate)"
     if replays is None:
         return Verdict(SKIP, threshold, f"GPU {gpu_index}: the PCIe replay counter is not reported (NVML NotSupported, or the capture lacks it)")
-    rate = f" (DCGM warns above {pcie_replay_rate_limit(gen, width, limits)}/min at gen{gen} x{width})" if gen and width else ""
-    if replays <= per_run:
-        return Verdict(INFO, threshold)
-    return Verdict(WARN, threshold, (
-        f"GPU {gpu_index}: more PCIe replays since reset than DCGM diag allows in a run; one reading gives no "
-        f"rate{rate}: if it grows under load, reseat the GPU and check its riser and slot"))
+    rate = f"; DCGM warns above {pcie_replay_rate_limit(gen, width, limits)}/min at gen{gen} x{width}" if gen and width else ""
+    per_run = int(limits["pcie_replays_per_diag_run"].value)
+    return Verdict(INFO, threshold, (
+        f"GPU {gpu_index}: {replays} PCIe replays since reset, over an unknown time; the rate over the run is judged under load"
+        f"{rate}" + (f" (DCGM diag fails more than {per_run} in one run of its PCIe test)" if replays > per_run else "")))
 
 
 def pcie_replay_rate_verdict(gpu_index: int, first: int | None, last: int | None, minutes: float, gen: int | None,
