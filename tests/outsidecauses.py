@@ -64,3 +64,15 @@ def python_download_unreachable(error_line: str) -> str | None:
     if url is None or url.group(1).split("://", 1)[1].lower() != PYTHON_BUILD_STANDALONE_HOST:
         return None
     return no_route_cause(error_line)
+
+
+def nvml_library_present() -> bool:
+    """Whether this host has NVIDIA's driver library (libnvidia-ml.so.1): the outside thing the
+    NVML tests need, or must not find, to expect what they expect."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libnvidia-ml.so.1")
+        return True
+    except OSError:
+        return False

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import ctypes
 import json
 
 import pytest
+from outsidecauses import nvml_library_present
 
 from gpuenv.compat.matrix import load_matrix
 
@@ -69,15 +69,9 @@ def test_matrix_table_and_json_agree(invoke_cli):
     assert parsed["checked"] == m.checked.isoformat()
 
 
-def _nvml_library_present() -> bool:
-    try:
-        ctypes.CDLL("libnvidia-ml.so.1")
-        return True
-    except OSError:
-        return False
 
 
-@pytest.mark.skipif(_nvml_library_present(), reason="libnvidia-ml.so.1 is present: this host has an NVIDIA driver")
+@pytest.mark.skipif(nvml_library_present(), reason="libnvidia-ml.so.1 is present: this host has an NVIDIA driver")
 def test_doctor_on_a_machine_without_gpu(invoke_cli):
     out = invoke_cli("doctor")
     assert out.returncode == 0, out.stderr

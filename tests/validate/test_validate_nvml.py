@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import ctypes
 import importlib.util
 
 import pytest
+from outsidecauses import nvml_library_present
 
 from validate.host import nvml
 
 NO_DRIVER = "NVML: libnvidia-ml.so.1 not found (no NVIDIA driver on this host)"
 
 
-def _nvml_library_present() -> bool:
-    try:
-        ctypes.CDLL("libnvidia-ml.so.1")
-        return True
-    except OSError:
-        return False
 
 
 def test_read_host_never_raises_and_serialises():
@@ -25,13 +19,13 @@ def test_read_host_never_raises_and_serialises():
     data = host.to_dict()
     assert set(data) == {"driver_version", "cuda_driver_version", "gpus", "unreadable", "error"}
     # What to expect is decided by the library on disk, not by what read_host answered.
-    if _nvml_library_present():
+    if nvml_library_present():
         assert host.error is None and host.driver_version, host.error
     else:
         assert (host.error, host.gpus, host.driver_version) == (NO_DRIVER, [], None)
 
 
-@pytest.mark.skipif(_nvml_library_present(), reason="libnvidia-ml.so.1 is present: this host has an NVIDIA driver")
+@pytest.mark.skipif(nvml_library_present(), reason="libnvidia-ml.so.1 is present: this host has an NVIDIA driver")
 def test_without_driver_the_reason_is_exact():
     assert importlib.util.find_spec("pynvml") is not None, "nvidia-ml-py must be installed for this test"
     host = nvml.read_host()
@@ -41,7 +35,7 @@ def test_without_driver_the_reason_is_exact():
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not _nvml_library_present(), reason="libnvidia-ml.so.1 not found (no NVIDIA driver on this host)")
+@pytest.mark.skipif(not nvml_library_present(), reason="libnvidia-ml.so.1 not found (no NVIDIA driver on this host)")
 def test_with_driver_every_gpu_is_described():
     host = nvml.read_host()
     assert host.error is None, host.error
