@@ -216,7 +216,8 @@ def test_invoke_validate_slurm_nodes_2_adds_the_multinode_row(two_nodes, tmp_pat
     checks = {c["check"].split(" (")[0]: c for c in host["host"]["checks"]}
     assert checks["multi-node ddp parameters identical"]["verdict"] == "pass"
     assert checks["multi-node all-reduce busbw GB/s"]["value"] > 0
-    # Each node's suite ran DDP with its CPU ranks; the job runs one rank on each CPU node (no GPU to
-    # count), so the sum of the nodes' own rates is no like-for-like bar: named, not judged.
+    # Each node's --quick suite on a CPU skips its own DDP check (it runs in the full suite), so no
+    # node has a rate of its own to hold the job's against: each is named, and the row is not judged.
     efficiency = checks["multi-node ddp efficiency over the nodes' own rates"]
-    assert efficiency["verdict"] == "not judged" and "its part of the job 1 with gloo" in efficiency["reason"], efficiency
+    assert efficiency["verdict"] == "not judged", efficiency
+    assert all(f"{node} has no DDP figure of its own" in efficiency["reason"] for node in two_nodes.nodes), efficiency
