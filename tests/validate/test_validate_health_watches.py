@@ -77,8 +77,8 @@ def test_the_real_hgx_h100_pcie_replays_since_reset_are_information():
     gpu = host(v.H100_XML.read_text(encoding="utf-8")).gpus[0]
     verdict = rows(gpu)["pcie replays"]
     assert gpu.health.pcie_replays == 150 and w.pcie_replays_text(150, LIMITS) == "more than 80 since reset (one reading)"
-    assert verdict.verdict == INFO and "150 PCIe replays since reset" in verdict.reason
-    assert "31/min at gen5 x16" in verdict.reason and "more than 80 in one run" in verdict.reason
+    assert verdict.verdict == INFO and "one reading of the PCIe replay counter since reset" in verdict.reason
+    assert "31/min at gen5 x16" in verdict.reason
 
 
 # --- 1. PCIe replays --------------------------------------------------------------------------------
@@ -88,14 +88,14 @@ def test_the_real_hgx_h100_pcie_replays_since_reset_are_information():
 def test_pcie_replays_from_xml_are_read_and_never_judged_from_one_reading(count):
     gpu = host(v.pcie_replays(count)).gpus[0]
     verdict = rows(gpu)["pcie replays"]
-    assert gpu.health.pcie_replays == count and verdict.verdict == INFO and f"{count} PCIe replays since reset" in verdict.reason
+    assert gpu.health.pcie_replays == count and verdict.verdict == INFO and "the rate over the run is judged under load" in verdict.reason
 
 
 def test_pcie_replays_from_text_and_through_gpuenvs_recording():
     text = host(v.text_pcie_replays(500)).gpus[0]
     recorded = through_recording(parse_capture(v.pcie_replays(500), "synthetic"))
     assert (text.health.pcie_replays, recorded.health.pcie_replays) == (500, 500)
-    assert rows(recorded)["pcie replays"].verdict == INFO and "500 PCIe replays since reset" in rows(recorded)["pcie replays"].reason
+    assert rows(recorded)["pcie replays"].verdict == INFO
 
 
 def test_dcgms_replay_rate_per_generation_and_width():

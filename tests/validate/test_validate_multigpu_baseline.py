@@ -24,7 +24,7 @@ def _ddp_rows(rows: dict[str, dict]) -> dict[str, dict]:
 
 def test_ddp_rows_are_saved_as_a_baseline_then_judged_by_it(tmp_path):
     baseline = tmp_path / "baseline.json"
-    saved = run_suite(tmp_path / "save", "-k", "ddp", "--expect-gpus", "0", "--save-baseline", str(baseline))
+    saved = run_suite(tmp_path / "save", "-k", "ddp", "--expect-gpus", "0", "--save-baseline", str(baseline), quick=False)  # --quick on a CPU skips the check: the full suite runs it
     assert saved["status"] == 0, saved["out"][-3000:]
     figures = {name: row["value"] for name, row in _ddp_rows(saved["rows"]).items()}
     rate = next(name for name in figures if name.startswith("ddp samples/s (") and "(1 rank" not in name)
@@ -40,7 +40,7 @@ def test_ddp_rows_are_saved_as_a_baseline_then_judged_by_it(tmp_path):
     data["models"]["host"][efficiency] = 1e6
     del data["models"]["host"][single]
     baseline.write_text(json.dumps(data))
-    used = run_suite(tmp_path / "use", "-k", "ddp", "--expect-gpus", "0", "--baseline", str(baseline))
+    used = run_suite(tmp_path / "use", "-k", "ddp", "--expect-gpus", "0", "--baseline", str(baseline), quick=False)
     rows = used["rows"]
     assert rows[rate]["threshold"].startswith(">= 0.85 x baseline") and rows[rate]["verdict"] == "pass"
     assert rows[efficiency]["threshold"].startswith(">= 0.85 x baseline") and rows[efficiency]["verdict"] == "fail"

@@ -1,6 +1,6 @@
 """The report a person reads in one screen (pure): the verdict first, then the failing rows with
 their causes, then one collapsed table that fits 120 columns (long cells wrap within their
-column), then one line per kind of skip.
+column), then one line per kind of skip (the framework checks in one, the readings not reported in one).
 
 Rows that say the same on several GPUs collapse into one ("GPU 0-7"). The full table, one row per
 check and GPU with every reason, is `render_table` (python -m validate --verbose); the JSON and
@@ -26,6 +26,8 @@ _PCI = re.compile(r"\s*\(?\b[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9
 _GPU_N = re.compile(r"\bGPU \d+\b")
 _REPLAYED = re.compile(r"replayed host \([^)]*\)")
 _FRAMEWORK = re.compile(r"PyTorch|TensorFlow|torch|tensorflow|framework", re.IGNORECASE)
+#: A health row's skip because its reading is not given (the rule: "not reported", never healthy).
+_NOT_REPORTED = re.compile(r"\bnot reported\b")
 
 
 def _cut(text: str, width: int) -> str:
@@ -132,6 +134,12 @@ def skip_lines(groups: list[tuple[list[int | None], Record]]) -> list[str]:
         why = reasons[0].replace("GPU n", "each GPU") if len(reasons) == 1 else f"{reasons[0]} (and {len(reasons) - 1} other reason(s); --verbose lists them)"
         out.append(_cut(f"skipped {count} framework check(s) ({', '.join(names)})", WIDTH))
         out += textwrap.wrap(f"because: {why}", WIDTH, initial_indent="    ", subsequent_indent="    ")
+    unreported = [(g, r) for g, r in others if _NOT_REPORTED.search(r.reason)]
+    if len(unreported) > 1:  # readings the GPUs or the capture do not give: one line, the reasons in --verbose
+        names = ", ".join(dict.fromkeys(r.check for _, r in unreported))
+        out += _wrapped(f"skipped {sum(len(g) for g, _ in unreported)}, not reported here: {names}",
+                        "absence is never read as health; --verbose gives each reason")
+        others = [(g, r) for g, r in others if (g, r) not in unreported]
     by_reason: dict[str, list[str]] = {}
     counts: dict[str, int] = {}
     for gpus, r in others:
