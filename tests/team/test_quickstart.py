@@ -43,7 +43,6 @@ def copy_checkout(target: Path) -> Path:
 
 def test_the_readme_quickstart_runs_as_written_to_a_ready_verdict(tmp_path, docker_engine):
     from gpuenv.engine import Engine
-    from gpuenv.images import plan as images
 
     setup, here, gpu_server = quickstart_blocks()
     assert "scripts/setup.sh" in setup and "invoke build" in here and "--cuda" in gpu_server
@@ -63,6 +62,9 @@ def test_the_readme_quickstart_runs_as_written_to_a_ready_verdict(tmp_path, dock
     if not any((checkout / "wheelhouse").glob("torch-2.13.0+cpu-*.whl")):
         pytest.skip("the set-up found no torch 2.13.0+cpu wheel (pip's find-links and download.pytorch.org both out of reach)")
 
+    engine = Engine.local()
+    stack_label = {"io.gpuenv.stack": "torch2.13.0-cpu-py3.11"}
+    before = {image.id for image in engine.find_images(stack_label)}  # the engine is shared: remove only what this build made
     done = subprocess.run(["bash", "-euo", "pipefail", "-c", here], cwd=checkout, env=env, capture_output=True, text=True, timeout=2400)
     out = done.stdout + done.stderr
     try:
@@ -86,15 +88,11 @@ def test_the_readme_quickstart_runs_as_written_to_a_ready_verdict(tmp_path, dock
         assert json.loads((elsewhere / "v.json").read_text())["summary"]["ok"] is True
         assert (elsewhere / "v.xml").stat().st_uid == os.getuid(), "written as the caller"
     finally:
-        if "unchanged: reused" not in out and not os.environ.get("GPUENV_TEST_KEEP_IMAGES"):
-            from gpuenv.stack import Stack
-
-            meta = json.loads((checkout / "envs/locks/torch2.13.0-cpu-py3.11/stack.json").read_text())
-            stack, sha = Stack.from_dict(meta), meta["lock_sha256"]
-            engine = Engine.local()
-            for ref in (images.image_tags(stack, sha)[0], images.build_cache_tag(stack, sha)):
-                if engine.image_info(ref) is not None:
-                    dockercases.remove_image(engine, ref)
+        if not os.environ.get("GPUENV_TEST_KEEP_IMAGES"):
+            for image in engine.find_images(stack_label):
+                if image.id not in before:  # this build's image (tagged by its inputs' hash), and a classic build's install stage
+                    dockercases.remove_build_cache(image.labels)
+                    dockercases.remove_image(engine, image.id)
 
     # the GPU server's line, planned here (no driver: the stack is not checked against one); nothing is built
     first = gpu_server.strip().split(" && ")[0]
