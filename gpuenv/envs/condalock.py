@@ -20,16 +20,16 @@ import tomllib
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from packaging.version import InvalidVersion, Version
 
 from gpuenv.envs import conda, lockers, spec
+from gpuenv.envs.conda import Say  # the progress callback the envs modules share
 from gpuenv.errors import BadInput, DataError, ToolError
 from gpuenv.stack import Stack
 
 CONDA_LOCK_FILE = lockers.CONDA_LOCK_FILE
-Say = Callable[[str], None]
 
 
 @dataclass(frozen=True)

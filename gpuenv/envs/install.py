@@ -28,10 +28,10 @@ import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
 
 from gpuenv import VALIDATE_DIR, __version__
 from gpuenv.envs import conda, lockdir, lockers
+from gpuenv.envs.conda import Say  # the progress callback the envs modules share
 from gpuenv.errors import BadInput, DataError, ToolError
 from gpuenv.envs.lockdir import Lock
 from gpuenv.stack import Stack, stack_json
@@ -48,7 +48,6 @@ _SKIP_DIRS = {"__pycache__", ".pytest_cache"}
 #: What gpuenv adds to the prefix's folder name beside it: ".NAME.PID.XXXXXXXX.tmp" (a PID has at most 7 digits).
 _TEMP_NAME_EXTRA = len("..1234567.abcdefgh.tmp")
 
-Say = Callable[[str], None]
 
 
 @dataclass(frozen=True)
