@@ -99,7 +99,8 @@ def test_every_gpu_readable(suite, record):
 def _memory_text(gpu: nvml.GpuInfo) -> str:
     if gpu.memory_total_bytes is None or gpu.memory_used_bytes is None:
         return "not readable here (MIG parent inside a container?)"
-    return f"{gpu.memory_total_bytes / 2**30:.1f} GiB total, {gpu.memory_used_bytes / 2**30:.2f} GiB used"
+    reserve = "" if gpu.memory_reserved_bytes is None else f", {gpu.memory_reserved_bytes / 2**30:.2f} GiB reserved"
+    return f"{gpu.memory_total_bytes / 2**30:.1f} GiB total, {gpu.memory_used_bytes / 2**30:.2f} GiB used{reserve}"
 
 
 def test_gpu_health(gpu: nvml.GpuInfo, suite, record):

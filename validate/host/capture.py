@@ -46,6 +46,7 @@ class NvmlConstants:
     NVML_DEVICE_MIG_ENABLE = 1
     NVML_NVLINK_MAX_LINKS = 36  # 18 before nvidia-ml-py 13; a link a recording lacks replays as unsupported
     NVML_FEATURE_ENABLED = 1
+    nvmlMemory_v2 = 0x2000028  # the version word of nvmlMemory_v2_t: used without the driver's reserve
 
 #: Clock-event reasons: NVML bit, nvidia-smi XML tag suffix, nvidia-smi text label.
 CLOCK_EVENTS = (
@@ -120,6 +121,19 @@ class _Answers:
             self.calls[key] = error_answer(error)
         elif value is not None:
             self.calls[key] = value
+
+
+def _put_memory(a: _Answers, total: int, used: int, reserved: int | None) -> None:
+    """nvidia-smi's FB memory as NVML answers it live. Drivers that print "Reserved" (R510 on)
+    print "Used" without it, as nvmlDeviceGetMemoryInfo_v2 answers; the v1 call counts the reserve
+    as used (nvml.h, nvmlMemory_t: "Sum of Reserved and Allocated"). Older captures print one
+    "Used", which is v1's."""
+    if reserved is None:
+        a.put("nvmlDeviceGetMemoryInfo", None, {"total": total, "used": used, "free": total - used})
+        return
+    a.put("nvmlDeviceGetMemoryInfo", None, {"total": total, "used": used + reserved, "free": total - used - reserved})
+    a.put(call_key("nvmlDeviceGetMemoryInfo", NvmlConstants.nvmlMemory_v2), None,
+          {"total": total, "used": used, "reserved": reserved, "free": total - used - reserved})
 
 
 def _first_error(*raws: str | None) -> str | None:
@@ -232,7 +246,7 @@ def _gpu_answers(gpu: Node, index: int, mig_uuids: dict[int, str]) -> dict[str, 
     a.put("nvmlDeviceGetPciInfo", bus, {"busId": bus} if bus else None)
     total, used = gpu.value("fb_memory_usage/total|FB Memory Usage/Total"), gpu.value("fb_memory_usage/used|FB Memory Usage/Used")
     if _bytes(total) is not None and _bytes(used) is not None:
-        a.put("nvmlDeviceGetMemoryInfo", None, {"total": _bytes(total), "used": _bytes(used), "free": _bytes(total) - _bytes(used)})  # type: ignore[operator]
+        _put_memory(a, _bytes(total), _bytes(used), _bytes(gpu.value("fb_memory_usage/reserved|FB Memory Usage/Reserved")))  # type: ignore[arg-type]
     else:
         a.put("nvmlDeviceGetMemoryInfo", _first_error(total, used), None)
     ecc = gpu.value("ecc_mode/current_ecc|ECC Mode/Current")

@@ -26,6 +26,9 @@ SUITE_MATMUL_METHODS = ("torch.matmul", "torch.mm")
 #: torch.matmul figure is another method, so TensorFlow's figures are judged against it unconfirmed.
 SUITE_TF_MATMUL_METHODS = ("tf.matmul", "tf.linalg.matmul")
 SUITE_MATMUL_N = 8192
+#: A measurement's source that is this project's own run, kept with its raw output in the
+#: repository (the path after the prefix; tests/validate/test_peaks_own_runs.py checks it exists).
+OWN_SOURCE = "gpuenv:"
 _DTYPES = {"fp32", "tf32", "bf16", "fp16", "bytes"}
 
 
@@ -156,8 +159,9 @@ def _measurements(entry: dict[str, Any], where: str) -> tuple[Measurement, ...]:
             if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size <= 0):
                 raise PeakTableError(f"{at}: 'n' must be a matrix size or null, got {size!r}")
             source = item.get("source")
-            if not isinstance(source, str) or not source.startswith("https://"):
-                raise PeakTableError(f"{at}: 'source' must be an https:// URL a reader can open, got {source!r}")
+            if not isinstance(source, str) or not source.startswith(("https://", OWN_SOURCE)):
+                raise PeakTableError(f"{at}: 'source' must be an https:// URL a reader can open, or {OWN_SOURCE}PATH "
+                                     f"(this project's own measurement, kept in the repository), got {source!r}")
             out.append(
                 Measurement(metric, float(value), item["method"], size, item["dtype"], source, str(item["date"]), str(item.get("note") or ""))
             )

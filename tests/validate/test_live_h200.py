@@ -1,0 +1,95 @@
+"""The live run on a real H200 (tests/validate/captures/live/h200-580.159.04/README.md), replayed:
+the host's `nvidia-smi -q -x` and `-q` captures and the suite's own recording of the run, each
+through `python -m validate --replay` as an operator runs it, judge every row they can read as the
+live run judged it, and the host ready, as it was."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CAPTURES = Path(__file__).parent / "captures"
+LIVE = CAPTURES / "live" / "h200-580.159.04"
+SOURCES = {
+    "xml": CAPTURES / "nvidia-smi-xml" / "h200-580.159.04-gpuenv-live.xml",
+    "text": CAPTURES / "nvidia-smi-text" / "linux-x86_64__nvidia-h200__580.159.04__gpuenv-live.txt",
+    "recording": LIVE / "recording.json",
+}
+#: Rows nvidia-smi does not print, so a capture's replay says "not reported" where live NVML
+#: answered: the infoROM checksum check (nvmlDeviceValidateInforom) has no line in -q or -q -x.
+NOT_IN_CAPTURES = {"inforom"}
+#: Rows whose measured text is a reading of that moment (the replay reads the capture's moment).
+MOMENT = {"memory", "temperature", "pcie replays"}
+
+
+def _rows(report: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Every row by (check, "host" or "gpu": the host has one GPU); a recording's replay names a
+    kept row 'recorded: CHECK'."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    sections = [("host", report["host"]), *(("gpu", value) for key, value in report.items() if key.startswith("GPU-"))]
+    for scope, section in sections:
+        for row in section["checks"]:
+            key = (row["check"].removeprefix("recorded: "), scope)
+            if key not in rows or rows[key]["verdict"] == "skip":
+                rows[key] = row
+    return rows
+
+
+def _replay(source: Path, tmp_path: Path) -> tuple[int, dict[str, Any]]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for name in ("GPUENV_STACK_FILE", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
+        env.pop(name, None)
+    out = subprocess.run([sys.executable, "-m", "validate", "--replay", str(source), "--json", str(tmp_path / "r.json")],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    return out.returncode, json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+
+
+def _gib(text: str, word: str) -> float | None:
+    found = re.search(rf"([0-9.]+) GiB {word}", text)
+    return float(found.group(1)) if found else None
+
+
+@pytest.mark.parametrize("kind", sorted(SOURCES))
+def test_the_replay_judges_every_row_it_can_read_as_the_live_run(kind, tmp_path):
+    live_report = json.loads((LIVE / "live-full.json").read_text(encoding="utf-8"))
+    status, report = _replay(SOURCES[kind], tmp_path)
+    assert live_report["summary"]["ok"] is True and status == 0, report["summary"]  # ready live, ready replayed
+    live, replayed = _rows(live_report), _rows(report)
+    compared = 0
+    for key, row in replayed.items():
+        was = live.get(key)
+        if was is None or was["verdict"] == "skip":
+            continue
+        if row["verdict"] == "skip":
+            # a replay may only lack what the capture does not hold, or what runs a framework
+            assert kind != "recording" or "runs PyTorch" in row["reason"], (key, row)
+            assert kind == "recording" or key[0] in NOT_IN_CAPTURES or "runs PyTorch" in row["reason"], (key, row)
+            continue
+        assert row["verdict"] == was["verdict"], (key, was, row)
+        if key[0] not in MOMENT and kind == "recording":
+            assert row["measured"] == was["measured"], (key, was["measured"], row["measured"])
+        compared += 1
+    assert compared >= (60 if kind == "recording" else 14), compared  # the comparison covers the host, not a corner
+    memory = replayed[("memory", "gpu")]["measured"]
+    live_used = _gib(live[("memory", "gpu")]["measured"], "used")
+    # live read NVML's v1 memory answer, which counts the driver's reserve as used
+    if kind == "recording":
+        assert _gib(memory, "used") == live_used
+    else:
+        assert abs((_gib(memory, "used") or 0) + (_gib(memory, "reserved") or 0) - (live_used or 0)) <= 0.01, memory
+
+
+def test_the_live_quick_run_agrees_with_the_full_one():
+    full = _rows(json.loads((LIVE / "live-full.json").read_text(encoding="utf-8")))
+    quick = _rows(json.loads((LIVE / "live-quick.json").read_text(encoding="utf-8")))
+    both = [key for key in quick if key in full and "skip" not in (quick[key]["verdict"], full[key]["verdict"])]
+    assert len(both) >= 30
+    assert [key for key in both if quick[key]["verdict"] != full[key]["verdict"]] == []
