@@ -221,6 +221,21 @@ def _move_junit(tmp: str, target: str) -> str | None:
         Path(tmp).unlink(missing_ok=True)
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM (`timeout`, a scheduler's or container's stop) ends the run as Ctrl-C does: pytest
+    stops and reports, and the temporary JUnit file is put in place or removed, never left behind
+    (a default SIGTERM kills Python before any `finally` runs)."""
+    import signal
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    try:
+        signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread (the suite called from a test harness): leave it
+        pass
+
+
 def main(argv: list[str]) -> int:
     baked = image_suite(os.environ.get("GPUENV_STACK_FILE"))
     if baked is not None:
@@ -244,6 +259,7 @@ def main(argv: list[str]) -> int:
         fd, junit_tmp = tempfile.mkstemp(prefix=f".{Path(args.junit).name}.", suffix=".tmp", dir=folder)
         os.close(fd)
     outcome = RunOutcome()
+    _stop_on_sigterm()
     try:
         status = int(pytest.main(pytest_args(args, extra, junit_tmp), plugins=[outcome]))
     finally:

@@ -107,6 +107,32 @@ def test_junit_and_json_are_whole_and_leave_no_temp_files(tmp_path):
     assert json.loads((out / "r.json").read_text())["summary"]["ok"] is True
 
 
+def test_a_stopped_run_leaves_no_temporary_report(tmp_path):
+    """`timeout` or a scheduler stops the suite with SIGTERM: it ends as an interrupt (130), and
+    its JUnit file's temporary twin is not left behind (found on the live H200 run's dry run)."""
+    import signal
+    import time
+
+    out = tmp_path / "reports"
+    env = {k: v for k, v in os.environ.items() if k not in ("NVIDIA_VISIBLE_DEVICES", "GPUENV_STACK_FILE")}
+    run = subprocess.Popen([sys.executable, "-m", "validate", "--junit", str(out / "r.xml"), "--json", str(out / "r.json")],
+                           cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        waited = time.monotonic()
+        while not (out.is_dir() and any(out.iterdir())) and time.monotonic() - waited < 120:
+            time.sleep(0.2)
+        time.sleep(3)  # into the checks
+        run.send_signal(signal.SIGTERM)
+        output, _ = run.communicate(timeout=120)
+    finally:
+        run.kill()
+    assert run.returncode == 130, output[-2000:]
+    left = sorted(p.name for p in out.iterdir())
+    assert [name for name in left if name.endswith(".tmp")] == [], left
+    if (out / "r.xml").exists():
+        assert (out / "r.xml").read_text().rstrip().endswith("</testsuites>")
+
+
 def _image_layout(tmp_path: Path) -> Path:
     """/opt/gpuenv as the image has it: stack.json beside the baked suite."""
     opt = tmp_path / "opt" / "gpuenv"
