@@ -14,6 +14,9 @@ from validate.host import nvml
 from validate.host.archs import identity_text
 from validate.host.stackfile import read_stack_file
 from validate.judge import health_watches as watches
+from validate.judge.capture import capture_text, capture_verdict
+from validate.judge.gpu_use import gpu_in_use_verdict, in_use_text
+from validate.judge.virtualization import virtualization_text, virtualization_verdict
 from validate.judge.driver_gate import driver_too_old
 from validate.judge.health import (
     clock_events_verdict,
@@ -93,13 +96,23 @@ def test_every_gpu_readable(suite, record):
         record.add(f"GPU {lost.index} readable", "no", Verdict(FAIL, "readable through NVML", lost.error))
     if not suite.host.unreadable:
         record.add("every GPU readable", f"{len(suite.host.gpus)} GPU(s)", Verdict(PASS, "readable through NVML"))
+    scope = (suite.replay or {}).get("capture")
+    if isinstance(scope, dict):  # an nvidia-smi capture: whole, cut short, or an excerpt
+        record.add("capture holds every GPU", capture_text(scope), capture_verdict(scope))
     record.finish()
 
 
-def _memory_text(gpu: nvml.GpuInfo) -> str:
-    if gpu.memory_total_bytes is None or gpu.memory_used_bytes is None:
-        return "not readable here (MIG parent inside a container?)"
-    return f"{gpu.memory_total_bytes / 2**30:.1f} GiB total, {gpu.memory_used_bytes / 2**30:.2f} GiB used"
+def _gpu_in_use(gpu: nvml.GpuInfo) -> tuple[str, Verdict]:
+    """Utilisation and memory in use against what the listed processes hold: foreign work
+    (another container's, VM's or MIG tenant's) and a GPU too full for a job fail."""
+    reserve_apart = gpu.memory_allocated_bytes is not None
+    used = gpu.memory_allocated_bytes if reserve_apart else gpu.memory_used_bytes
+    lists = [p for p in (gpu.compute_processes, gpu.graphics_processes) if p is not None]
+    listed = [p for group in lists for p in group]
+    count = len(listed) if lists else None
+    held = None if any(p.used_bytes is None for p in listed) else sum(p.used_bytes or 0 for p in listed)
+    verdict = gpu_in_use_verdict(gpu.index, gpu.utilization_percent, used, gpu.memory_total_bytes, reserve_apart, held, count)
+    return in_use_text(gpu.utilization_percent, used, gpu.memory_total_bytes, reserve_apart), verdict
 
 
 def test_gpu_health(gpu: nvml.GpuInfo, suite, record):
@@ -108,7 +121,11 @@ def test_gpu_health(gpu: nvml.GpuInfo, suite, record):
     the sustained load judges them again under load), the NVSwitch fabric, compute mode. The link
     is judged only when read under load (else the sustained load judges it)."""
     record.add("gpu identity", f"{gpu.name} ({identity_text(gpu.name, gpu.compute_capability)}) {gpu.pci_bus_id}", gpu=gpu.uuid)
-    record.add("memory", _memory_text(gpu), gpu=gpu.uuid)
+    measured, verdict = _gpu_in_use(gpu)
+    record.add("gpu in use", measured, verdict, gpu=gpu.uuid)
+    record.add("virtualization", virtualization_text(gpu.virtualization_mode, gpu.host_vgpu_mode, gpu.vgpu_license),
+               virtualization_verdict(gpu.index, gpu.virtualization_mode, gpu.host_vgpu_mode, gpu.vgpu_licensed,
+                                      gpu.vgpu_license, suite.host.cuda_driver_version), gpu=gpu.uuid)
     record.add("ecc uncorrected errors", str(gpu.ecc_uncorrected_volatile), ecc_verdict(gpu.ecc_uncorrected_volatile, gpu.index), gpu=gpu.uuid)
     _pcie(gpu, suite, record)
     record.add(

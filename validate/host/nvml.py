@@ -108,6 +108,18 @@ class GpuInfo:
     fabric_status: str | None = None
     # The readings DCGM's health watches and diagnostic judge (validate/host/nvml_health.py).
     health: HealthReadings = field(default_factory=HealthReadings)
+    # Memory as NVML's v2 query splits it (nvidia-smi's "Reserved" and "Used"): the driver's own
+    # reserve, and what contexts hold; None where the driver or capture gives only version 1,
+    # whose `used` (memory_used_bytes) includes the reserve.
+    memory_reserved_bytes: int | None = None
+    memory_allocated_bytes: int | None = None
+    # Virtualization (nvmlDeviceGetVirtualizationMode): "None" (bare metal), "Pass-Through",
+    # "VGPU" (a guest), "Host VGPU" / "Host VSGA" (a hypervisor); None where not reported.
+    virtualization_mode: str | None = None
+    host_vgpu_mode: str | None = None  # "SR-IOV" / "Non SR-IOV" on a hypervisor
+    # A vGPU guest's licence: licensed or not, and the words and product (None: not reported).
+    vgpu_licensed: bool | None = None
+    vgpu_license: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -349,6 +361,42 @@ def _clock_pair(nv: Any, handle: Any, function: str) -> tuple[int | None, int | 
     return None if graphics is None and memory is None else (graphics, memory)
 
 
+#: nvmlGpuVirtualizationMode_t and nvmlHostVgpuMode_t values, named as nvidia-smi prints them.
+VIRTUALIZATION_MODES = {0: "None", 1: "Pass-Through", 2: "VGPU", 3: "Host VGPU", 4: "Host VSGA"}
+HOST_VGPU_MODES = {0: "Non SR-IOV", 1: "SR-IOV"}
+
+
+def _virtualization(nv: Any, handle: Any) -> tuple[str | None, str | None]:
+    mode = _gpu_field(lambda: nv.nvmlDeviceGetVirtualizationMode(handle))
+    host = _gpu_field(lambda: nv.nvmlDeviceGetHostVgpuMode(handle))
+    return (None if mode is None else VIRTUALIZATION_MODES.get(int(mode), str(mode)),
+            None if host is None else HOST_VGPU_MODES.get(int(host), str(host)))
+
+
+def _vgpu_license(nv: Any, handle: Any) -> tuple[bool | None, str | None]:
+    """(licensed, "product: status words") of the enabled licensable feature
+    (nvmlDeviceGetGridLicensableFeatures: featureState non-zero when licensed); (None, None)
+    where the GPU has no licence to hold (bare metal) or the driver does not say."""
+    features = _gpu_field(lambda: nv.nvmlDeviceGetGridLicensableFeatures(handle))
+    if features is None or not getattr(features, "isGridLicenseSupported", 0):
+        return None, None
+    listed = list(getattr(features, "gridLicensableFeatures", []) or [])
+    count = int(getattr(features, "licensableFeaturesCount", len(listed)) or 0)
+    for feature in listed[:count]:
+        if getattr(feature, "featureEnabled", 1):
+            licensed = bool(getattr(feature, "featureState", 0))
+            words = _text(getattr(feature, "licenseInfo", "") or "") or ("Licensed" if licensed else "Unlicensed")
+            product = _text(getattr(feature, "productName", "") or "")
+            return licensed, f"{product}: {words}" if product else words
+    return None, None
+
+
+def _memory_v2(nv: Any, handle: Any) -> Any:
+    """nvmlDeviceGetMemoryInfo version 2 (reserve apart), or None where it is not answered."""
+    version = getattr(nv, "nvmlMemory_v2", None)
+    return None if version is None else _gpu_field(lambda: nv.nvmlDeviceGetMemoryInfo(handle, version))
+
+
 def _read_gpu(nv: Any, index: int) -> GpuInfo:
     handle = nv.nvmlDeviceGetHandleByIndex(index)
     # Memory is optional: inside a container a MIG GPU answers NoPermission for the parent.
@@ -369,6 +417,9 @@ def _read_gpu(nv: Any, index: int) -> GpuInfo:
     pending = _gpu_field(lambda: nv.nvmlDeviceGetRetiredPagesPendingStatus(handle))
     persistence = _gpu_field(lambda: nv.nvmlDeviceGetPersistenceMode(handle))
     utilization = _gpu_field(lambda: nv.nvmlDeviceGetUtilizationRates(handle))
+    memory_v2 = _memory_v2(nv, handle)
+    virtualization, host_vgpu = _virtualization(nv, handle)
+    licensed, license_text = _vgpu_license(nv, handle)
     return GpuInfo(
         index=index,
         name=_text(nv.nvmlDeviceGetName(handle)),
@@ -409,6 +460,12 @@ def _read_gpu(nv: Any, index: int) -> GpuInfo:
         fabric_state=fabric_state,
         fabric_status=fabric_status,
         health=read_health(nv, handle, _gpu_field),
+        memory_reserved_bytes=None if memory_v2 is None else int(memory_v2.reserved),
+        memory_allocated_bytes=None if memory_v2 is None else int(memory_v2.used),
+        virtualization_mode=virtualization,
+        host_vgpu_mode=host_vgpu,
+        vgpu_licensed=licensed,
+        vgpu_license=license_text,
     )
 
 
