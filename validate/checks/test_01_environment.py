@@ -94,11 +94,17 @@ def test_every_gpu_readable(suite, record):
         pytest.skip(suite.no_gpu_reason())
     for lost in suite.host.unreadable:
         record.add(f"GPU {lost.index} readable", "no", Verdict(FAIL, "readable through NVML", lost.error))
-    if not suite.host.unreadable:
-        record.add("every GPU readable", f"{len(suite.host.gpus)} GPU(s)", Verdict(PASS, "readable through NVML"))
     scope = (suite.replay or {}).get("capture")
-    if isinstance(scope, dict):  # an nvidia-smi capture: whole, cut short, or an excerpt
-        record.add("capture holds every GPU", capture_text(scope), capture_verdict(scope))
+    whole = None
+    if isinstance(scope, dict):  # an nvidia-smi capture: whole (said in the row below), cut short, or an excerpt
+        whole = capture_verdict(scope)
+        if whole.verdict != PASS:
+            record.add("capture holds every GPU", capture_text(scope), whole)
+    if not suite.host.unreadable:
+        measured = f"{len(suite.host.gpus)} GPU(s)"
+        if whole is not None and whole.verdict == PASS:
+            measured = f"{len(suite.host.gpus)} of {scope['attached_gpus']} attached GPU(s)"  # type: ignore[index]
+        record.add("every GPU readable", measured, Verdict(PASS, "readable through NVML"))
     record.finish()
 
 
