@@ -132,7 +132,8 @@ def test_gpu_health(gpu: nvml.GpuInfo, suite, record):
     record.add("virtualization", virtualization_text(gpu.virtualization_mode, gpu.host_vgpu_mode, gpu.vgpu_license),
                virtualization_verdict(gpu.index, gpu.virtualization_mode, gpu.host_vgpu_mode, gpu.vgpu_licensed,
                                       gpu.vgpu_license, suite.host.cuda_driver_version), gpu=gpu.uuid)
-    record.add("ecc uncorrected errors", str(gpu.ecc_uncorrected_volatile), ecc_verdict(gpu.ecc_uncorrected_volatile, gpu.index), gpu=gpu.uuid)
+    ecc = "not reported" if gpu.ecc_uncorrected_volatile is None else str(gpu.ecc_uncorrected_volatile)
+    record.add("ecc uncorrected errors", ecc, ecc_verdict(gpu.ecc_uncorrected_volatile, gpu.index), gpu=gpu.uuid)
     _pcie(gpu, suite, record)
     record.add(
         "power limit",
@@ -152,6 +153,11 @@ def test_gpu_health(gpu: nvml.GpuInfo, suite, record):
     record.finish()
 
 
+def _link(unit: str, value: int | None) -> str:
+    """'gen5', 'x16', or 'not reported' (a vGPU guest and old captures print N/A): never genNone."""
+    return "not reported" if value is None else f"{unit}{value}"
+
+
 def _pcie(gpu: nvml.GpuInfo, suite, record) -> None:
     """PCIe against the platform: generation and width as the slot allows, judged only when the
     link was read under load (an idle link narrows and drops to Gen1). A host read while busy (a
@@ -161,7 +167,7 @@ def _pcie(gpu: nvml.GpuInfo, suite, record) -> None:
     width = pcie_width_verdict(gpu.pcie_link_width, gpu.pcie_link_width_max, under_load=loaded)
     record.add(
         "pcie link width",
-        f"x{gpu.pcie_link_width} {when} (with slot x{gpu.pcie_link_width_max})",
+        f"{_link('x', gpu.pcie_link_width)} {when} (with slot {_link('x', gpu.pcie_link_width_max)})",
         width, gpu=gpu.uuid, value=float(gpu.pcie_link_width) if loaded and gpu.pcie_link_width else None,
     )
     if loaded:
@@ -175,7 +181,8 @@ def _pcie(gpu: nvml.GpuInfo, suite, record) -> None:
         gen = Verdict(INFO, expected.threshold, note + "read at idle: judged under load")
     record.add(
         "pcie generation",
-        f"gen{gpu.pcie_link_gen} {when} (GPU max gen{gpu.pcie_link_gen_gpu_max}, with slot gen{gpu.pcie_link_gen_max})",
+        f"{_link('gen', gpu.pcie_link_gen)} {when} (GPU max {_link('gen', gpu.pcie_link_gen_gpu_max)}, "
+        f"with slot {_link('gen', gpu.pcie_link_gen_max)})",
         gen, gpu=gpu.uuid, value=float(gpu.pcie_link_gen) if loaded and gpu.pcie_link_gen else None,
     )
 
@@ -273,7 +280,7 @@ def test_torch_build(torch, suite, record):
     if info["cuda"] and not suite.host.error:
         record.add(
             "driver runs torch CUDA",
-            f"driver CUDA {suite.host.cuda_driver_version}",
+            f"driver CUDA {suite.host.cuda_driver_version or 'not reported'}",
             driver_runs_runtime_verdict(suite.host.cuda_driver_version, info["cuda"]),
         )
     record.finish()
@@ -289,7 +296,7 @@ def test_tensorflow_build(tf_info, suite, record):
     if tf_info["is_cuda_build"] and not suite.host.error:
         record.add(
             "driver runs tensorflow CUDA",
-            f"driver CUDA {suite.host.cuda_driver_version}",
+            f"driver CUDA {suite.host.cuda_driver_version or 'not reported'}",
             driver_runs_runtime_verdict(suite.host.cuda_driver_version, tf_info["cuda_version"]),
         )
     record.finish()
