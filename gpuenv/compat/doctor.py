@@ -91,7 +91,7 @@ def probe_compat_data(today=None) -> dict[str, Any]:
 def cuda_host_blocker(nvml: dict[str, Any]) -> str | None:
     """Why no stack can run on this host whatever its driver, or None: a vGPU hypervisor (its
     driver is the vGPU manager: CUDA runs in the VMs it serves, not in containers beside it)."""
-    from validate.judge.virtualization import HYPERVISOR_MODES, hypervisor_reason
+    from validate.host.virtualization import HYPERVISOR_MODES, hypervisor_reason
 
     if not nvml.get("available"):
         return None

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from validate.host.nvml_health import HealthReadings, read_health
+from validate.host.virtualization import memory_v2_info, read_vgpu_license, read_virtualization
 
 T = TypeVar("T")
 
@@ -361,42 +362,6 @@ def _clock_pair(nv: Any, handle: Any, function: str) -> tuple[int | None, int | 
     return None if graphics is None and memory is None else (graphics, memory)
 
 
-#: nvmlGpuVirtualizationMode_t and nvmlHostVgpuMode_t values, named as nvidia-smi prints them.
-VIRTUALIZATION_MODES = {0: "None", 1: "Pass-Through", 2: "VGPU", 3: "Host VGPU", 4: "Host VSGA"}
-HOST_VGPU_MODES = {0: "Non SR-IOV", 1: "SR-IOV"}
-
-
-def _virtualization(nv: Any, handle: Any) -> tuple[str | None, str | None]:
-    mode = _gpu_field(lambda: nv.nvmlDeviceGetVirtualizationMode(handle))
-    host = _gpu_field(lambda: nv.nvmlDeviceGetHostVgpuMode(handle))
-    return (None if mode is None else VIRTUALIZATION_MODES.get(int(mode), str(mode)),
-            None if host is None else HOST_VGPU_MODES.get(int(host), str(host)))
-
-
-def _vgpu_license(nv: Any, handle: Any) -> tuple[bool | None, str | None]:
-    """(licensed, "product: status words") of the enabled licensable feature
-    (nvmlDeviceGetGridLicensableFeatures: featureState non-zero when licensed); (None, None)
-    where the GPU has no licence to hold (bare metal) or the driver does not say."""
-    features = _gpu_field(lambda: nv.nvmlDeviceGetGridLicensableFeatures(handle))
-    if features is None or not getattr(features, "isGridLicenseSupported", 0):
-        return None, None
-    listed = list(getattr(features, "gridLicensableFeatures", []) or [])
-    count = int(getattr(features, "licensableFeaturesCount", len(listed)) or 0)
-    for feature in listed[:count]:
-        if getattr(feature, "featureEnabled", 1):
-            licensed = bool(getattr(feature, "featureState", 0))
-            words = _text(getattr(feature, "licenseInfo", "") or "") or ("Licensed" if licensed else "Unlicensed")
-            product = _text(getattr(feature, "productName", "") or "")
-            return licensed, f"{product}: {words}" if product else words
-    return None, None
-
-
-def _memory_v2(nv: Any, handle: Any) -> Any:
-    """nvmlDeviceGetMemoryInfo version 2 (reserve apart), or None where it is not answered."""
-    version = getattr(nv, "nvmlMemory_v2", None)
-    return None if version is None else _gpu_field(lambda: nv.nvmlDeviceGetMemoryInfo(handle, version))
-
-
 def _read_gpu(nv: Any, index: int) -> GpuInfo:
     handle = nv.nvmlDeviceGetHandleByIndex(index)
     # Memory is optional: inside a container a MIG GPU answers NoPermission for the parent.
@@ -417,9 +382,9 @@ def _read_gpu(nv: Any, index: int) -> GpuInfo:
     pending = _gpu_field(lambda: nv.nvmlDeviceGetRetiredPagesPendingStatus(handle))
     persistence = _gpu_field(lambda: nv.nvmlDeviceGetPersistenceMode(handle))
     utilization = _gpu_field(lambda: nv.nvmlDeviceGetUtilizationRates(handle))
-    memory_v2 = _memory_v2(nv, handle)
-    virtualization, host_vgpu = _virtualization(nv, handle)
-    licensed, license_text = _vgpu_license(nv, handle)
+    memory_v2 = memory_v2_info(nv, handle, _gpu_field)
+    virtualization, host_vgpu = read_virtualization(nv, handle, _gpu_field)
+    licensed, license_text = read_vgpu_license(nv, handle, _gpu_field, _text)
     return GpuInfo(
         index=index,
         name=_text(nv.nvmlDeviceGetName(handle)),

@@ -18,10 +18,10 @@ Sources:
 
 from __future__ import annotations
 
+from validate.host.virtualization import HYPERVISOR_MODES, hypervisor_reason
 from validate.judge.verdict import FAIL, PASS, SKIP, WARN, Verdict
 
 THRESHOLD = "not a hypervisor; licensed"
-HYPERVISOR_MODES = ("Host VGPU", "Host VSGA")
 LICENSING_GUIDE = "https://docs.nvidia.com/vgpu/16.0/grid-licensing-user-guide/index.html"
 
 
@@ -39,16 +39,6 @@ def virtualization_text(mode: str | None, host_mode: str | None, license_text: s
     if mode == "VGPU":
         return f"vGPU guest, licence {license_text or 'not reported'}"
     return mode
-
-
-def hypervisor_reason(gpu_index: int | None, mode: str, host_mode: str | None, cuda: str | None) -> str:
-    """Why a vGPU hypervisor is not a CUDA host for containers, in one line."""
-    who = "this host" if gpu_index is None else f"GPU {gpu_index}"
-    host = f", Host VGPU Mode {host_mode}" if host_mode else ""
-    driver_cuda = "CUDA Version: Not Found" if cuda is None else f"CUDA {cuda}"
-    return (f"not a CUDA host for containers: {who} is driven by the NVIDIA vGPU manager of a hypervisor "
-            f"(Virtualization Mode {mode}{host}; {driver_cuda}): it serves vGPUs to VMs and runs no CUDA "
-            "itself; validate and build inside a VM given a vGPU (or pass the GPU through)")
 
 
 def virtualization_verdict(
