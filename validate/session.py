@@ -205,6 +205,8 @@ class Suite:
         from validate.files import path_component, write_text_atomic
 
         data = self.recorder.recording()
+        if isinstance((self.replay or {}).get("capture"), dict):  # a cut capture stays cut when recorded again
+            data["capture"] = self.replay["capture"]  # type: ignore[index]
         data["records"] = [r.to_dict() for r in self.records]
         data["frameworks"] = self.frameworks
         data["pytest_exit_status"] = exit_status

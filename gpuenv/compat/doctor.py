@@ -88,6 +88,19 @@ def probe_compat_data(today=None) -> dict[str, Any]:
     return out
 
 
+def cuda_host_blocker(nvml: dict[str, Any]) -> str | None:
+    """Why no stack can run on this host whatever its driver, or None: a vGPU hypervisor (its
+    driver is the vGPU manager: CUDA runs in the VMs it serves, not in containers beside it)."""
+    from validate.host.virtualization import HYPERVISOR_MODES, hypervisor_reason
+
+    if not nvml.get("available"):
+        return None
+    for gpu in nvml.get("gpus") or []:
+        if gpu.get("virtualization_mode") in HYPERVISOR_MODES:
+            return hypervisor_reason(None, gpu["virtualization_mode"], gpu.get("host_vgpu_mode"), nvml.get("cuda_driver_version"))
+    return None
+
+
 def _safe(probe, *args) -> dict[str, Any]:
     try:
         return probe(*args)
@@ -102,11 +115,14 @@ def collect_report(host_file: str | None = None) -> dict[str, Any]:
 
     if host_file:
         read_host(host_file)  # a file that is no capture is the user's mistake: one line, exit 2
+    nvml = _safe(probe_nvml, host_file)
+    blocker = cuda_host_blocker(nvml)  # a hypervisor: no stack is planned for it
     report = {
         "host": {"hostname": platform.node(), "os": platform.platform(), "python": platform.python_version()},
-        "nvml": _safe(probe_nvml, host_file),
+        "nvml": nvml,
         "docker": _safe(probe_docker),
-        "recommended": {fw: _safe(probe_recommendation, fw, host_file) for fw in ("torch", "tensorflow")},
+        "recommended": {fw: {"available": False, "why": blocker} if blocker else _safe(probe_recommendation, fw, host_file)
+                        for fw in ("torch", "tensorflow")},
         "compat_data": _safe(probe_compat_data),
     }
     report["legacy"] = _safe(probe_legacy, report["nvml"])
@@ -129,7 +145,8 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append(_line("captured", f"{report['host_file']}: driver, GPUs and recommended stacks below are that server's"))
     nvml = report["nvml"]
     if nvml.get("available"):
-        lines.append(_line("driver", f"{nvml['driver_version']}  (CUDA driver API {nvml['cuda_driver_version']})"))
+        cuda = nvml["cuda_driver_version"] or "not reported"
+        lines.append(_line("driver", f"{nvml['driver_version'] or 'not reported'}  (CUDA driver API {cuda})"))
         rows = [
             (g["index"], g["name"], g["uuid"], g["compute_capability"] or "unknown", f"{g['memory_total_bytes'] / 2**30:.1f} GiB" if g["memory_total_bytes"] is not None else "not readable")
             for g in nvml["gpus"]

@@ -10,7 +10,7 @@ from validate.host.replay import ReplayNvml
 
 
 def _ours() -> dict[str, int]:
-    return {name: value for name, value in vars(NvmlConstants).items() if name.startswith("NVML_")}
+    return {name: value for name, value in vars(NvmlConstants).items() if name.startswith(("NVML_", "nvmlMemory_"))}
 
 
 def test_the_constants_are_the_installed_nvidia_ml_pys():

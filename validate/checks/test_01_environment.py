@@ -14,6 +14,9 @@ from validate.host import nvml
 from validate.host.archs import identity_text
 from validate.host.stackfile import read_stack_file
 from validate.judge import health_watches as watches
+from validate.judge.capture import capture_text, capture_verdict
+from validate.judge.gpu_use import gpu_in_use_verdict, in_use_text
+from validate.judge.virtualization import virtualization_text, virtualization_verdict
 from validate.judge.driver_gate import driver_too_old
 from validate.judge.health import (
     clock_events_verdict,
@@ -91,16 +94,31 @@ def test_every_gpu_readable(suite, record):
         pytest.skip(suite.no_gpu_reason())
     for lost in suite.host.unreadable:
         record.add(f"GPU {lost.index} readable", "no", Verdict(FAIL, "readable through NVML", lost.error))
+    scope = (suite.replay or {}).get("capture")
+    whole = None
+    if isinstance(scope, dict):  # an nvidia-smi capture: whole (said in the row below), cut short, or an excerpt
+        whole = capture_verdict(scope)
+        if whole.verdict != PASS:
+            record.add("capture holds every GPU", capture_text(scope), whole)
     if not suite.host.unreadable:
-        record.add("every GPU readable", f"{len(suite.host.gpus)} GPU(s)", Verdict(PASS, "readable through NVML"))
+        measured = f"{len(suite.host.gpus)} GPU(s)"
+        if whole is not None and whole.verdict == PASS:
+            measured = f"{len(suite.host.gpus)} of {scope['attached_gpus']} attached GPU(s)"  # type: ignore[index]
+        record.add("every GPU readable", measured, Verdict(PASS, "readable through NVML"))
     record.finish()
 
 
-def _memory_text(gpu: nvml.GpuInfo) -> str:
-    if gpu.memory_total_bytes is None or gpu.memory_used_bytes is None:
-        return "not readable here (MIG parent inside a container?)"
-    reserve = "" if gpu.memory_reserved_bytes is None else f", {gpu.memory_reserved_bytes / 2**30:.2f} GiB reserved"
-    return f"{gpu.memory_total_bytes / 2**30:.1f} GiB total, {gpu.memory_used_bytes / 2**30:.2f} GiB used{reserve}"
+def _gpu_in_use(gpu: nvml.GpuInfo) -> tuple[str, Verdict]:
+    """Utilisation and memory in use against what the listed processes hold: foreign work
+    (another container's, VM's or MIG tenant's) and a GPU too full for a job fail."""
+    reserve_apart = gpu.memory_allocated_bytes is not None
+    used = gpu.memory_allocated_bytes if reserve_apart else gpu.memory_used_bytes
+    lists = [p for p in (gpu.compute_processes, gpu.graphics_processes) if p is not None]
+    listed = [p for group in lists for p in group]
+    count = len(listed) if lists else None
+    held = None if any(p.used_bytes is None for p in listed) else sum(p.used_bytes or 0 for p in listed)
+    verdict = gpu_in_use_verdict(gpu.index, gpu.utilization_percent, used, gpu.memory_total_bytes, reserve_apart, held, count)
+    return in_use_text(gpu.utilization_percent, used, gpu.memory_total_bytes, reserve_apart), verdict
 
 
 def test_gpu_health(gpu: nvml.GpuInfo, suite, record):
@@ -109,8 +127,13 @@ def test_gpu_health(gpu: nvml.GpuInfo, suite, record):
     the sustained load judges them again under load), the NVSwitch fabric, compute mode. The link
     is judged only when read under load (else the sustained load judges it)."""
     record.add("gpu identity", f"{gpu.name} ({identity_text(gpu.name, gpu.compute_capability)}) {gpu.pci_bus_id}", gpu=gpu.uuid)
-    record.add("memory", _memory_text(gpu), gpu=gpu.uuid)
-    record.add("ecc uncorrected errors", str(gpu.ecc_uncorrected_volatile), ecc_verdict(gpu.ecc_uncorrected_volatile, gpu.index), gpu=gpu.uuid)
+    measured, verdict = _gpu_in_use(gpu)
+    record.add("gpu in use", measured, verdict, gpu=gpu.uuid)
+    record.add("virtualization", virtualization_text(gpu.virtualization_mode, gpu.host_vgpu_mode, gpu.vgpu_license),
+               virtualization_verdict(gpu.index, gpu.virtualization_mode, gpu.host_vgpu_mode, gpu.vgpu_licensed,
+                                      gpu.vgpu_license, suite.host.cuda_driver_version), gpu=gpu.uuid)
+    ecc = "not reported" if gpu.ecc_uncorrected_volatile is None else str(gpu.ecc_uncorrected_volatile)
+    record.add("ecc uncorrected errors", ecc, ecc_verdict(gpu.ecc_uncorrected_volatile, gpu.index), gpu=gpu.uuid)
     _pcie(gpu, suite, record)
     record.add(
         "power limit",
@@ -130,6 +153,11 @@ def test_gpu_health(gpu: nvml.GpuInfo, suite, record):
     record.finish()
 
 
+def _link(unit: str, value: int | None) -> str:
+    """'gen5', 'x16', or 'not reported' (a vGPU guest and old captures print N/A): never genNone."""
+    return "not reported" if value is None else f"{unit}{value}"
+
+
 def _pcie(gpu: nvml.GpuInfo, suite, record) -> None:
     """PCIe against the platform: generation and width as the slot allows, judged only when the
     link was read under load (an idle link narrows and drops to Gen1). A host read while busy (a
@@ -139,7 +167,7 @@ def _pcie(gpu: nvml.GpuInfo, suite, record) -> None:
     width = pcie_width_verdict(gpu.pcie_link_width, gpu.pcie_link_width_max, under_load=loaded)
     record.add(
         "pcie link width",
-        f"x{gpu.pcie_link_width} {when} (with slot x{gpu.pcie_link_width_max})",
+        f"{_link('x', gpu.pcie_link_width)} {when} (with slot {_link('x', gpu.pcie_link_width_max)})",
         width, gpu=gpu.uuid, value=float(gpu.pcie_link_width) if loaded and gpu.pcie_link_width else None,
     )
     if loaded:
@@ -153,7 +181,8 @@ def _pcie(gpu: nvml.GpuInfo, suite, record) -> None:
         gen = Verdict(INFO, expected.threshold, note + "read at idle: judged under load")
     record.add(
         "pcie generation",
-        f"gen{gpu.pcie_link_gen} {when} (GPU max gen{gpu.pcie_link_gen_gpu_max}, with slot gen{gpu.pcie_link_gen_max})",
+        f"{_link('gen', gpu.pcie_link_gen)} {when} (GPU max {_link('gen', gpu.pcie_link_gen_gpu_max)}, "
+        f"with slot {_link('gen', gpu.pcie_link_gen_max)})",
         gen, gpu=gpu.uuid, value=float(gpu.pcie_link_gen) if loaded and gpu.pcie_link_gen else None,
     )
 
@@ -251,7 +280,7 @@ def test_torch_build(torch, suite, record):
     if info["cuda"] and not suite.host.error:
         record.add(
             "driver runs torch CUDA",
-            f"driver CUDA {suite.host.cuda_driver_version}",
+            f"driver CUDA {suite.host.cuda_driver_version or 'not reported'}",
             driver_runs_runtime_verdict(suite.host.cuda_driver_version, info["cuda"]),
         )
     record.finish()
@@ -267,7 +296,7 @@ def test_tensorflow_build(tf_info, suite, record):
     if tf_info["is_cuda_build"] and not suite.host.error:
         record.add(
             "driver runs tensorflow CUDA",
-            f"driver CUDA {suite.host.cuda_driver_version}",
+            f"driver CUDA {suite.host.cuda_driver_version or 'not reported'}",
             driver_runs_runtime_verdict(suite.host.cuda_driver_version, tf_info["cuda_version"]),
         )
     record.finish()

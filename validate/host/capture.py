@@ -46,7 +46,9 @@ class NvmlConstants:
     NVML_DEVICE_MIG_ENABLE = 1
     NVML_NVLINK_MAX_LINKS = 36  # 18 before nvidia-ml-py 13; a link a recording lacks replays as unsupported
     NVML_FEATURE_ENABLED = 1
-    nvmlMemory_v2 = 0x2000028  # the version word of nvmlMemory_v2_t: used without the driver's reserve
+    #: nvmlDeviceGetMemoryInfo(handle, nvmlMemory_v2): `used` without the driver's reserve, and
+    #: `reserved` (nvidia-smi's "Used" and "Reserved"); version 1's `used` includes the reserve.
+    nvmlMemory_v2 = 0x02000028
 
 #: Clock-event reasons: NVML bit, nvidia-smi XML tag suffix, nvidia-smi text label.
 CLOCK_EVENTS = (
@@ -131,9 +133,10 @@ def _put_memory(a: _Answers, total: int, used: int, reserved: int | None) -> Non
     if reserved is None:
         a.put("nvmlDeviceGetMemoryInfo", None, {"total": total, "used": used, "free": total - used})
         return
-    a.put("nvmlDeviceGetMemoryInfo", None, {"total": total, "used": used + reserved, "free": total - used - reserved})
+    a.put("nvmlDeviceGetMemoryInfo", None, {"total": total, "used": used + reserved, "free": max(0, total - used - reserved)})
     a.put(call_key("nvmlDeviceGetMemoryInfo", NvmlConstants.nvmlMemory_v2), None,
-          {"total": total, "used": used, "reserved": reserved, "free": total - used - reserved})
+          {"version": NvmlConstants.nvmlMemory_v2, "total": total, "used": used, "reserved": reserved,
+           "free": max(0, total - used - reserved)})
 
 
 def _first_error(*raws: str | None) -> str | None:
@@ -315,6 +318,10 @@ def _gpu_answers(gpu: Node, index: int, mig_uuids: dict[int, str]) -> dict[str, 
             a.calls["mig"] = devices
             a.calls["nvmlDeviceGetMaxMigDeviceCount"] = max([7] + [int(k) + 1 for k in devices])
     _put_processes(a, smi_sections.processes(gpu))
+    mode, host_mode = smi_sections.virtualization(gpu)
+    a.put("nvmlDeviceGetVirtualizationMode", None, mode)
+    a.put("nvmlDeviceGetHostVgpuMode", None, host_mode)
+    a.put("nvmlDeviceGetGridLicensableFeatures", None, smi_sections.vgpu_license(gpu))
     fabric = smi_sections.fabric(gpu)
     if fabric is not None:
         a.calls["nvmlDeviceGetGpuFabricInfo"] = fabric
@@ -330,8 +337,25 @@ def _cuda_encoded(text: str | None) -> int | None:
     return int(match.group(1)) * 1000 + int(match.group(2)) * 10 if match else None
 
 
-def recording_from_tree(root: Node, source: str, mig_uuids: dict[int, dict[int, str]] | None = None) -> dict[str, Any]:
-    """A recording of NVML answers from nvidia-smi's tree (XML or text)."""
+#: What nvidia-smi's header block holds, named for a reader: an excerpt without it lacks these.
+HEADER_FIELDS = ("the driver version", "the CUDA version", "the count of attached GPUs")
+
+
+def capture_scope(root: Node, header: bool) -> dict[str, Any]:
+    """What the capture holds against what it says it should: its GPU sections, the count of
+    attached GPUs its header prints (`Attached GPUs : 4`, `<attached_gpus>`; None when not
+    printed) and, for an excerpt that starts at a GPU section, what the missing header held.
+    Kept beside the NVML answers (NVML has no word for "cut short"); validate/judge/capture.py
+    judges it."""
+    attached = _number(root.value("attached_gpus|Attached GPUs")) if header else None
+    return {"gpu_sections": len(root.all("gpu")), "attached_gpus": None if attached is None else int(attached),
+            "header": header, "absent": [] if header else list(HEADER_FIELDS)}
+
+
+def recording_from_tree(root: Node, source: str, mig_uuids: dict[int, dict[int, str]] | None = None,
+                        header: bool = True) -> dict[str, Any]:
+    """A recording of NVML answers from nvidia-smi's tree (XML or text); `header` False for an
+    excerpt that starts at a GPU section (no driver, CUDA version or GPU count in it)."""
     gpus = root.all("gpu")
     system: dict[str, Any] = {}
     driver = re.match(r"^\s*(\d+(?:\.\d+)+)", root.value("driver_version|Driver Version|KMD Version") or "")
@@ -345,7 +369,8 @@ def recording_from_tree(root: Node, source: str, mig_uuids: dict[int, dict[int, 
     names = {pid: name for d in devices for pid, name in d.pop("process_names", {}).items()}
     for pid, name in names.items():
         system[call_key("nvmlSystemGetProcessName", pid)] = name
-    recording = {"format": RECORDING_FORMAT, "source": source, "system": system, "devices": devices}
+    recording = {"format": RECORDING_FORMAT, "source": source, "system": system, "devices": devices,
+                 "capture": capture_scope(root, header)}
     return with_compute_capabilities(check_counts(recording, source, root))
 
 
@@ -354,6 +379,8 @@ def parse_xml(text: str, source: str = "nvidia-smi -q -x") -> dict[str, Any]:
     if "<!DOCTYPE" in text[:4096]:  # in the prolog, if anywhere: not searched for through 16 MB
         text = re.sub(r"<!DOCTYPE[^>]*>", "", text, count=1)
     element = bounded_xml(text, source)
+    if element.tag == "gpu":  # an excerpt: one <gpu> section without the log around it
+        return recording_from_tree(Node("nvidia_smi_log", "", [_from_element(element)]), source, header=False)
     if element.tag != "nvidia_smi_log":
         raise CaptureError(f"{source}: XML root is <{element.tag}>, not nvidia-smi's <nvidia_smi_log> (make it with nvidia-smi -q -x)")
     return recording_from_tree(_from_element(element), source)
@@ -398,6 +425,17 @@ def _log_blocks(lines: list[str]) -> Iterator[tuple[str, list[str]]]:
         yield banner, block
 
 
+def _excerpt(lines: list[str]) -> list[str] | None:
+    """An excerpt of `nvidia-smi -q` that starts at a GPU section ("GPU 00000000:18:00.0"), as
+    pasted into an issue or a README (often indented as a whole): its lines from the first GPU
+    section on, that indentation removed; None when no GPU section is there."""
+    for start, line in enumerate(lines):
+        if _GPU_HEAD.match(line.strip()):
+            indent = len(line) - len(line.lstrip(" "))
+            return [raw[indent:] if not raw[:indent].strip() else raw for raw in lines[start:]]
+    return None
+
+
 def parse_text(text: str, source: str = "nvidia-smi -q") -> dict[str, Any]:
     """An `nvidia-smi -q` text capture as a recording. A file holding several runs (idle and
     under load) gives the idle one: the state a server is validated in. MIG UUIDs come from an
@@ -406,7 +444,11 @@ def parse_text(text: str, source: str = "nvidia-smi -q") -> dict[str, Any]:
     lines = text.splitlines()
     blocks = list(_log_blocks(lines))
     if not blocks:
-        raise CaptureError(f"{source}: no '==NVSMI LOG==' block: give the output of nvidia-smi -q or nvidia-smi -q -x")
+        excerpt = _excerpt(lines)
+        if excerpt is None:
+            raise CaptureError(f"{source}: no '==NVSMI LOG==' block and no 'GPU 00000000:..' section: "
+                               "give the output of nvidia-smi -q or nvidia-smi -q -x")
+        return recording_from_tree(_text_tree(excerpt, source), source, _mig_uuids_from_list(lines), header=False)
     banner, block = next(((b, l) for b, l in blocks if "idle" in b.lower()), blocks[0])
     recording = recording_from_tree(_text_tree(block, source), source + (f" ({banner.lstrip('# ').strip()})" if banner else ""), _mig_uuids_from_list(lines))
     return recording

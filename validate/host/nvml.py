@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from validate.host.nvml_health import HealthReadings, read_health
+from validate.host.virtualization import memory_v2_info, read_vgpu_license, read_virtualization
 
 T = TypeVar("T")
 
@@ -74,7 +75,6 @@ class GpuInfo:
     compute_capability: str | None
     memory_total_bytes: int | None
     memory_used_bytes: int | None
-    memory_reserved_bytes: int | None = None  # the driver's own reserve, apart from used (NVML v2)
     ecc_enabled: bool | None = None
     ecc_uncorrected_volatile: int | None = None
     pcie_link_gen: int | None = None
@@ -109,6 +109,18 @@ class GpuInfo:
     fabric_status: str | None = None
     # The readings DCGM's health watches and diagnostic judge (validate/host/nvml_health.py).
     health: HealthReadings = field(default_factory=HealthReadings)
+    # Memory as NVML's v2 query splits it (nvidia-smi's "Reserved" and "Used"): the driver's own
+    # reserve, and what contexts hold; None where the driver or capture gives only version 1,
+    # whose `used` (memory_used_bytes) includes the reserve.
+    memory_reserved_bytes: int | None = None
+    memory_allocated_bytes: int | None = None
+    # Virtualization (nvmlDeviceGetVirtualizationMode): "None" (bare metal), "Pass-Through",
+    # "VGPU" (a guest), "Host VGPU" / "Host VSGA" (a hypervisor); None where not reported.
+    virtualization_mode: str | None = None
+    host_vgpu_mode: str | None = None  # "SR-IOV" / "Non SR-IOV" on a hypervisor
+    # A vGPU guest's licence: licensed or not, and the words and product (None: not reported).
+    vgpu_licensed: bool | None = None
+    vgpu_license: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -344,19 +356,6 @@ def _fabric(nv: Any, handle: Any) -> tuple[str | None, str | None]:
     return state, text or f"NVML error {int(status)}"
 
 
-def _memory(nv: Any, handle: Any) -> tuple[Any, int | None]:
-    """The GPU's memory and the driver's reserve. nvmlDeviceGetMemoryInfo_v2 first: its "used" is
-    what processes hold, as nvidia-smi prints "Used" beside "Reserved" (R510 on); v1 counts the
-    reserve as used (nvml.h, nvmlMemory_t) and gives no reserve. A live H200 on 580.159.04 read
-    0.60 GiB "used" through v1 with nothing running, its capture 0 MiB used and 616 MiB reserved."""
-    version = getattr(nv, "nvmlMemory_v2", None)
-    if version is not None:
-        v2 = _gpu_field(lambda: nv.nvmlDeviceGetMemoryInfo(handle, version))
-        if v2 is not None:
-            return v2, int(v2.reserved)
-    return _gpu_field(lambda: nv.nvmlDeviceGetMemoryInfo(handle)), None
-
-
 def _clock_pair(nv: Any, handle: Any, function: str) -> tuple[int | None, int | None] | None:
     graphics = _optional(lambda: int(getattr(nv, function)(handle, getattr(nv, "NVML_CLOCK_GRAPHICS", 0))))
     memory = _optional(lambda: int(getattr(nv, function)(handle, getattr(nv, "NVML_CLOCK_MEM", 2))))
@@ -366,7 +365,7 @@ def _clock_pair(nv: Any, handle: Any, function: str) -> tuple[int | None, int | 
 def _read_gpu(nv: Any, index: int) -> GpuInfo:
     handle = nv.nvmlDeviceGetHandleByIndex(index)
     # Memory is optional: inside a container a MIG GPU answers NoPermission for the parent.
-    memory, reserved = _memory(nv, handle)
+    memory = _gpu_field(lambda: nv.nvmlDeviceGetMemoryInfo(handle))
     capability = _gpu_field(lambda: nv.nvmlDeviceGetCudaComputeCapability(handle))
     ecc_mode = _gpu_field(lambda: nv.nvmlDeviceGetCurrentEccMode(handle))
     power_mw = _gpu_field(lambda: nv.nvmlDeviceGetEnforcedPowerLimit(handle))
@@ -383,6 +382,9 @@ def _read_gpu(nv: Any, index: int) -> GpuInfo:
     pending = _gpu_field(lambda: nv.nvmlDeviceGetRetiredPagesPendingStatus(handle))
     persistence = _gpu_field(lambda: nv.nvmlDeviceGetPersistenceMode(handle))
     utilization = _gpu_field(lambda: nv.nvmlDeviceGetUtilizationRates(handle))
+    memory_v2 = memory_v2_info(nv, handle, _gpu_field)
+    virtualization, host_vgpu = read_virtualization(nv, handle, _gpu_field)
+    licensed, license_text = read_vgpu_license(nv, handle, _gpu_field, _text)
     return GpuInfo(
         index=index,
         name=_text(nv.nvmlDeviceGetName(handle)),
@@ -391,7 +393,6 @@ def _read_gpu(nv: Any, index: int) -> GpuInfo:
         compute_capability=f"{capability[0]}.{capability[1]}" if capability else None,
         memory_total_bytes=None if memory is None else int(memory.total),
         memory_used_bytes=None if memory is None else int(memory.used),
-        memory_reserved_bytes=reserved,
         ecc_enabled=None if ecc_mode is None else bool(ecc_mode),
         ecc_uncorrected_volatile=_gpu_field(
             lambda: int(
@@ -424,6 +425,12 @@ def _read_gpu(nv: Any, index: int) -> GpuInfo:
         fabric_state=fabric_state,
         fabric_status=fabric_status,
         health=read_health(nv, handle, _gpu_field),
+        memory_reserved_bytes=None if memory_v2 is None else int(memory_v2.reserved),
+        memory_allocated_bytes=None if memory_v2 is None else int(memory_v2.used),
+        virtualization_mode=virtualization,
+        host_vgpu_mode=host_vgpu,
+        vgpu_licensed=licensed,
+        vgpu_license=license_text,
     )
 
 

@@ -91,3 +91,46 @@ def fabric(gpu: Node) -> dict[str, Any] | None:
     else:
         status = status_text
     return {"state": state, "status": status}
+
+
+#: NVML's nvmlGpuVirtualizationMode_t by nvidia-smi's words (NVML_GPU_VIRTUALIZATION_MODE_*).
+VIRTUALIZATION_MODES = {"none": 0, "pass-through": 1, "vgpu": 2, "host vgpu": 3, "host vsga": 4}
+#: NVML's nvmlHostVgpuMode_t by nvidia-smi's words (NVML_HOST_VGPU_MODE_*).
+HOST_VGPU_MODES = {"non sr-iov": 0, "sr-iov": 1}
+
+
+def virtualization(gpu: Node) -> tuple[int | None, int | None]:
+    """(virtualization mode, host vGPU mode) as NVML's enums; None where the capture does not
+    say. XML `<gpu_virtualization_mode><virtualization_mode>` / `<host_vgpu_mode>`, text "GPU
+    Virtualization Mode / Virtualization Mode" and "Host VGPU Mode": "None" (bare metal),
+    "Pass-Through" (the A100 and H100 cloud VMs in tests/validate/captures), "VGPU" (a guest),
+    "Host VGPU" with "SR-IOV" or "Non SR-IOV" (a hypervisor running the vGPU manager)."""
+    section = gpu.find("gpu_virtualization_mode|GPU Virtualization Mode")
+    if section is None:
+        return None, None
+    mode = VIRTUALIZATION_MODES.get((section.value("virtualization_mode|Virtualization Mode") or "").strip().lower())
+    host = HOST_VGPU_MODES.get((section.value("host_vgpu_mode|Host VGPU Mode") or "").strip().lower())
+    return mode, host
+
+
+def vgpu_license(gpu: Node) -> dict[str, Any] | None:
+    """A vGPU guest's licence as nvmlDeviceGetGridLicensableFeatures answers it (the one feature
+    nvidia-smi prints): {"isGridLicenseSupported": 1, "licensableFeaturesCount": 1,
+    "gridLicensableFeatures": [{"featureState": 1 licensed / 0 not, "productName", "licenseInfo":
+    nvidia-smi's status words, "featureEnabled": 1}]}; None where the capture has no licence.
+
+    XML `<vgpu_software_licensed_product><licensed_product_name>` / `<license_status>`, text
+    "vGPU Software Licensed Product / Product Name, License Status". Status words as printed:
+    "Licensed (Expiry: 2024-10-19 6:51:17 GMT)", "Unlicensed", "Unlicensed (Unrestricted)",
+    "Unlicensed (Restricted)" (NVML's NVML_GRID_LICENSE_STATE_* names the same states)."""
+    section = gpu.find("vgpu_software_licensed_product|vGPU Software Licensed Product")
+    if section is None:
+        return None
+    status = (section.value("license_status|License Status") or "").strip()
+    if not status or not_available(status):
+        return None
+    product = (section.value("licensed_product_name|Product Name") or "").strip()
+    licensed = status.lower().startswith("licensed")
+    feature = {"featureState": int(licensed), "productName": "" if not_available(product) else product,
+               "licenseInfo": status, "featureEnabled": 1}
+    return {"isGridLicenseSupported": 1, "licensableFeaturesCount": 1, "gridLicensableFeatures": [feature]}

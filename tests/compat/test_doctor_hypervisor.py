@@ -1,0 +1,29 @@
+"""`invoke doctor --host FILE` on a vGPU hypervisor's capture (a SYNTHETIC variant of the real A100
+capture, tests/validate/vgpu_variants.py): no CUDA stack is planned for it, the reason is named,
+and no Python None reaches the screen."""
+
+from __future__ import annotations
+
+import json
+
+from tests.validate import vgpu_variants as v
+
+
+def test_doctor_plans_no_stack_for_a_vgpu_hypervisor(invoke_cli, tmp_path):
+    capture = tmp_path / "hypervisor.xml"
+    capture.write_text(v.hypervisor_xml(), encoding="utf-8")
+    data = json.loads(invoke_cli("doctor", "--host", str(capture), "--json").stdout)
+    for framework in ("torch", "tensorflow"):
+        rec = data["recommended"][framework]
+        assert not rec["available"] and "not a CUDA host for containers" in rec["why"] and "Host VGPU" in rec["why"]
+    text = invoke_cli("doctor", "--host", str(capture))
+    assert text.returncode == 0, text.stderr
+    assert "CUDA driver API not reported" in text.stdout and "None" not in text.stdout
+    assert "no stack: not a CUDA host for containers" in text.stdout
+
+
+def test_doctor_still_plans_for_a_licensed_vgpu_guest(invoke_cli, tmp_path):
+    capture = tmp_path / "guest.xml"
+    capture.write_text(v.vgpu_guest_xml("Licensed (Expiry: 2024-10-19 6:51:17 GMT)"), encoding="utf-8")
+    data = json.loads(invoke_cli("doctor", "--host", str(capture), "--json").stdout)
+    assert data["recommended"]["torch"]["available"], data["recommended"]["torch"]

@@ -1,0 +1,81 @@
+"""Issue 34, item 6: no Python `None` in any printed line or report cell. Every real capture in
+tests/validate/captures/, every SYNTHETIC variant made of them (tests/validate/host_variants.py
+and vgpu_variants.py: older schemas, vGPU guests whose PCIe and power read N/A, excerpts) is
+replayed once with --verbose and --json; the screen (header and full table), the one-screen
+summary rendered from the same rows, and every JSON cell are searched for the word None."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tests.validate import host_variants as v
+from tests.validate import vgpu_variants as g
+from tests.validate.test_validate_gpu_use_and_vgpu import CASES
+from tests.validate.test_validate_summary_every_record import RECORDS, VARIANTS
+from validate.report.record import Record
+from validate.report.summary import render_summary
+
+ROOT = Path(__file__).resolve().parents[2]
+NONE = re.compile(r"None(?![a-z])")  # "genNone" too: no word boundary before it
+INPUTS = {p.name: (lambda p=p: p.read_text(encoding="utf-8")) for p in RECORDS}
+INPUTS.update({f"variant-{name}": make for name, make in VARIANTS.items()})
+INPUTS.update({f"issue34-{name}": make for name, make in CASES.items()})
+# Drivers before "Device Max" existed print no GPU-side PCIe maximum ("GPU max genNone" once).
+INPUTS["variant-no-device-max.xml"] = lambda: v.without(v.A100_XML, "max_device_link_gen")
+# A vGPU guest with no PCIe link and power readings (nvidia-smi prints N/A for them in a guest).
+INPUTS["issue34-guest-no-pcie.txt"] = lambda: re.sub(
+    r"(Device Max|Device Current|Host Max|Max|Current)( +): (\d+x?|Gen\d)\n", r"\1\2: N/A\n",
+    g.vgpu_guest_text("Licensed (Expiry: 2024-10-19 6:51:17 GMT)"))
+
+
+def _replay(name: str, text: str, tmp: Path) -> tuple[str, str, dict]:
+    path = tmp / name
+    path.write_text(text, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for var in ("GPUENV_STACK_FILE", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
+        env.pop(var, None)
+    out = tmp / f"{name}.json"
+    done = subprocess.run([sys.executable, "-m", "validate", "--replay", str(path), "--verbose", "--json", str(out)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode in (0, 1), (name, done.stdout[-2000:], done.stderr[-2000:])
+    return name, done.stdout, json.loads(out.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory) -> dict[str, tuple[str, dict]]:
+    tmp = tmp_path_factory.mktemp("none")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        done = pool.map(lambda item: _replay(item[0], item[1](), tmp), INPUTS.items())
+        return {name: (screen, report) for name, screen, report in done}
+
+
+def _cells(report: dict) -> list[tuple[str, str]]:
+    out = []
+    for key, section in report.items():
+        if isinstance(section, dict):
+            for row in section.get("checks", []):
+                out += [(f"{key}/{row['check']}/{field}", str(row.get(field) or "")) for field in ("measured", "threshold", "reason")]
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(INPUTS))
+def test_no_none_on_screen_or_in_a_cell(name, replayed):
+    screen, report = replayed[name]
+    report_part = screen[screen.index("gpuenv validation report"):]
+    printed = [line for line in report_part.splitlines() if NONE.search(line)]
+    assert not printed, printed
+    cells = [(where, text) for where, text in _cells(report) if NONE.search(text)]
+    assert not cells, cells
+    records = [Record(r["check"], r.get("gpu"), r.get("measured", ""), r.get("threshold", ""), r["verdict"], 0.0, r.get("reason", ""))
+               for s in report.values() if isinstance(s, dict) for r in s.get("checks", [])]
+    index = {k: n for n, k in enumerate(k for k in report if k.startswith("GPU-"))}
+    summary = [line for line in render_summary(records, index, replayed=True).splitlines() if NONE.search(line)]
+    assert not summary, summary
