@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from validate.host.nvml_health import HealthReadings, read_health
+from validate.host.pci_ids import device_id_of
 
 T = TypeVar("T")
 
@@ -106,6 +107,9 @@ class GpuInfo:
     # "Completed"; None where the GPU has no fabric. The status is "Success" or NVML's error.
     fabric_state: str | None = None
     fabric_status: str | None = None
+    # The 16-bit PCI device id (0x2330), where NVML or the capture gives it: identity goes by it
+    # first (validate/host/archs.identify), since a driver may call a GPU "Graphics Device".
+    pci_device_id: int | None = None
     # The readings DCGM's health watches and diagnostic judge (validate/host/nvml_health.py).
     health: HealthReadings = field(default_factory=HealthReadings)
 
@@ -369,11 +373,13 @@ def _read_gpu(nv: Any, index: int) -> GpuInfo:
     pending = _gpu_field(lambda: nv.nvmlDeviceGetRetiredPagesPendingStatus(handle))
     persistence = _gpu_field(lambda: nv.nvmlDeviceGetPersistenceMode(handle))
     utilization = _gpu_field(lambda: nv.nvmlDeviceGetUtilizationRates(handle))
+    pci = _gpu_field(lambda: nv.nvmlDeviceGetPciInfo(handle))
     return GpuInfo(
         index=index,
         name=_text(nv.nvmlDeviceGetName(handle)),
         uuid=_text(nv.nvmlDeviceGetUUID(handle)),
-        pci_bus_id=_gpu_field(lambda: _text(nv.nvmlDeviceGetPciInfo(handle).busId)) or "unknown",
+        pci_bus_id=_optional(lambda: _text(pci.busId)) or "unknown",
+        pci_device_id=device_id_of(getattr(pci, "pciDeviceId", None)),
         compute_capability=f"{capability[0]}.{capability[1]}" if capability else None,
         memory_total_bytes=None if memory is None else int(memory.total),
         memory_used_bytes=None if memory is None else int(memory.used),
