@@ -68,8 +68,8 @@ def test_nvml_gpu_count(suite, record):
     verdict = gpu_count_verdict(seen, suite.expectation, "NVML")
     if verdict.verdict == SKIP:
         pytest.skip(suite.no_gpu_reason())
-    if verdict.verdict == FAIL and suite.host.error:
-        verdict = Verdict(FAIL, verdict.threshold, f"{verdict.reason}: {suite.host.error}")
+    if verdict.verdict == FAIL and (suite.driverless or suite.host.error):
+        verdict = Verdict(FAIL, verdict.threshold, f"{verdict.reason}: {suite.driverless or suite.host.error}")
     elif verdict.verdict == FAIL and suite.host.unreadable:
         verdict = Verdict(FAIL, verdict.threshold, f"{verdict.reason}: " + "; ".join(u.error for u in suite.host.unreadable))
     verdict = unique_gpus_verdict(verdict, [g.uuid for g in suite.host.gpus])
