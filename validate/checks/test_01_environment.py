@@ -15,6 +15,7 @@ from validate.host.archs import identity_text
 from validate.host.stackfile import read_stack_file
 from validate.judge import health_watches as watches
 from validate.judge.driver_gate import driver_too_old
+from validate.judge.driver_floor import load_floors, too_old_for_frameworks
 from validate.judge.health import (
     clock_events_verdict,
     clocks_verdict,
@@ -77,11 +78,16 @@ def test_device_order(suite, record):
 
 
 def test_driver(suite, record):
-    """NVIDIA driver and the CUDA version it supports."""
+    """NVIDIA driver and the CUDA version it supports; a driver older than every framework build
+    gpuenv supports (418 runs CUDA 10.1) fails here, live and replayed, named as the blocker."""
     if suite.host.error:
         suite.require_gpus()  # skips with NVML's reason, or fails when GPUs are expected
-    record.add("driver version", suite.host.driver_version or "unknown")
+    too_old = too_old_for_frameworks(suite.host.driver_version) if suite.host.gpus else None
+    floor = f">= {load_floors().framework_driver} (the oldest any supported framework build runs)"
+    verdict = Verdict(FAIL, floor, too_old) if too_old else INFO
+    record.add("driver version", suite.host.driver_version or "unknown", verdict)
     record.add("CUDA driver version", suite.host.cuda_driver_version or "unknown")
+    record.finish()
 
 
 def test_every_gpu_readable(suite, record):
