@@ -27,6 +27,38 @@ def probe_nvml(host_file: str | None = None) -> dict[str, Any]:
     return {"available": True, **host.to_dict()}
 
 
+def probe_pci(nvml: dict[str, Any], host_file: str | None = None) -> dict[str, Any]:
+    """When NVML cannot be used here, the NVIDIA GPUs the PCI bus lists (a server before its
+    driver, a container without --gpus), named by their PCI device ids."""
+    from validate.host.archs import identify
+    from validate.host.pcibus import nvidia_gpus
+
+    if host_file or nvml.get("available"):
+        return {"available": True, "gpus": []}
+    gpus = []
+    for gpu in nvidia_gpus():
+        known = identify("", gpu.device_id).known
+        gpus.append({"address": gpu.address, "product": gpu.product(), "driver": gpu.driver,
+                     "compute_capability": known.compute_capability if known else None,
+                     "architecture": known.architecture if known else None})
+    return {"available": True, "gpus": gpus}
+
+
+def probe_driver_advice(nvml: dict[str, Any], pci: dict[str, Any]) -> dict[str, Any]:
+    """Which driver branch to install (no driver, GPUs on the bus) or the driver that blocks
+    every framework build (too old), from the resolver (gpuenv/compat/driver_advice.py)."""
+    from gpuenv.compat.driver_advice import advice_lines
+
+    if nvml.get("available"):
+        gpus, driver = nvml.get("gpus") or [], nvml.get("driver_version")
+    else:
+        gpus, driver = pci.get("gpus") or [], None
+    if not gpus:
+        return {"available": True, "lines": []}
+    archs = tuple(sorted({g["compute_capability"] for g in gpus if g.get("compute_capability")}))
+    return {"available": True, "lines": advice_lines(archs, driver)}
+
+
 def probe_docker() -> dict[str, Any]:
     """Does the daemon answer, and can it hand GPUs to containers (nvidia runtime or CDI)?"""
     from gpuenv.engine import Engine
@@ -110,6 +142,8 @@ def collect_report(host_file: str | None = None) -> dict[str, Any]:
         "compat_data": _safe(probe_compat_data),
     }
     report["legacy"] = _safe(probe_legacy, report["nvml"])
+    report["pci"] = _safe(probe_pci, report["nvml"], host_file)
+    report["driver_advice"] = _safe(probe_driver_advice, report["nvml"], report["pci"])
     if host_file:
         report["host_file"] = host_file
     return report
@@ -137,6 +171,13 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append(format_table(("gpu", "name", "uuid", "cc", "memory"), rows) if rows else _line("gpus", "none"))
     else:
         lines.append(_line("driver", f"not available: {nvml['why']}"))
+    on_bus = (report.get("pci") or {}).get("gpus") or []
+    if on_bus:
+        rows = [(g["address"], g["product"], g["architecture"] or "unknown", g["compute_capability"] or "unknown", g["driver"] or "none")
+                for g in on_bus]
+        lines.append(_line("pci bus", f"{len(on_bus)} NVIDIA GPU(s), named by their PCI device ids:"))
+        lines.append(format_table(("address", "product", "architecture", "cc", "kernel driver"), rows))
+    lines += [_line("driver", text) for text in (report.get("driver_advice") or {}).get("lines", [])]
     lines += [_line("gpu", text) for text in (report.get("legacy") or {}).get("lines", [])]
     docker = report["docker"]
     if docker.get("available"):
