@@ -21,14 +21,19 @@ def candidate_drivers(matrix: Matrix) -> list[str]:
     return sorted(floors, key=version_key)
 
 
-def stack_for(archs: tuple[str, ...], framework: str, driver: str | None, matrix: Matrix) -> Stack | None:
+def stack_for(
+    archs: tuple[str, ...], framework: str, driver: str | None, matrix: Matrix
+) -> Stack | None:
+    request = Request(driver=driver, framework=framework, gpu_archs=archs, explain=False)
     try:
-        return resolve_stack(Request(driver=driver, framework=framework, gpu_archs=archs, explain=False), matrix)
+        return resolve_stack(request, matrix)
     except GpuenvError:
         return None
 
 
-def oldest_serving_driver(archs: tuple[str, ...], framework: str, matrix: Matrix | None = None) -> Stack | None:
+def oldest_serving_driver(
+    archs: tuple[str, ...], framework: str, matrix: Matrix | None = None
+) -> Stack | None:
     """The stack the resolver picks under the oldest driver that gets one for these GPUs (its
     min_driver is that driver's floor), or None: no driver in the data serves them."""
     matrix = matrix or load_matrix()
@@ -44,21 +49,29 @@ def branch(driver: str | None) -> str:
     return f"R{head}" if head.isdigit() else "an unknown branch"
 
 
-def advice_lines(archs: tuple[str, ...], driver: str | None, matrix: Matrix | None = None) -> list[str]:
+def advice_lines(
+    archs: tuple[str, ...], driver: str | None, matrix: Matrix | None = None
+) -> list[str]:
     """doctor's driver lines: for no driver, the branch of the stack it would pick and the oldest
     that serves these GPUs; for a driver too old for any build, that driver named as the blocker."""
     matrix = matrix or load_matrix()
     oldest = {fw: oldest_serving_driver(archs, fw, matrix) for fw in ("torch", "tensorflow")}
     served = [s for s in oldest.values() if s is not None and s.min_driver]
     if not served:
-        return [f"no driver in envs/compat.yaml serves GPUs of compute capability {', '.join(archs) or 'unknown'}"]
+        ccs = ", ".join(archs) or "unknown"
+        return [f"no driver in envs/compat.yaml serves GPUs of compute capability {ccs}"]
     floor = min(served, key=lambda s: version_key(str(s.min_driver)))
     oldest_text = (f"the oldest branch that serves these GPUs is {branch(floor.min_driver)} "
                    f"(>= {floor.min_driver}, for {floor.stack_id})")
     if driver is None:
         picked = stack_for(archs, "torch", None, matrix)
-        newest = f"install {branch(picked.min_driver)} or newer (>= {picked.min_driver}) for the stack doctor picks, {picked.stack_id}; " if picked and picked.min_driver else ""
+        newest = ""
+        if picked is not None and picked.min_driver:
+            newest = (f"install {branch(picked.min_driver)} or newer (>= {picked.min_driver}) "
+                      f"for the stack doctor picks, {picked.stack_id}; ")
         return [f"not installed: {newest}{oldest_text}"]
     if version_key(driver) < version_key(str(floor.min_driver)):
-        return [f"driver {driver} is the blocker: no supported PyTorch or TensorFlow build runs on it; {oldest_text}"]
+        blocker = (f"driver {driver} is the blocker: "
+                   "no supported PyTorch or TensorFlow build runs on it")
+        return [f"{blocker}; {oldest_text}"]
     return []

@@ -79,8 +79,10 @@ def load_pci_ids(path: Path = PCI_IDS_FILE) -> PciTable:
     products: dict[int, PciProduct] = {}
     for number, entry in enumerate(data.get("gpus", []), start=1):
         ident, chip, name, source = (entry.get(k) for k in ("id", "chip", "name", "source"))
-        if not isinstance(ident, str) or not re.match(r"^[0-9a-f]{4}$", ident) or not chip or not name or not source:
-            raise PciIdsError(f"{path}: entry {number} needs id (4 hex digits, quoted), chip, name and source")
+        well_formed = isinstance(ident, str) and re.match(r"^[0-9a-f]{4}$", ident)
+        if not well_formed or not chip or not name or not source:
+            raise PciIdsError(
+                f"{path}: entry {number} needs id (4 hex digits, quoted), chip, name and source")
         device = int(ident, 16)
         if device in products:
             raise PciIdsError(f"{path}: device id {ident} is listed twice (entry {number})")

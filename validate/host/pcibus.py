@@ -40,7 +40,9 @@ class PciGpu:
     def product(self, table: PciTable | None = None) -> str:
         """'H100 SXM5 80GB (PCI 10de:2330)', or the bare id when the table does not know it."""
         known = product_for(self.device_id, table)
-        return known.label if known else f"unknown NVIDIA GPU (PCI 10de:{self.device_id:04x}, not in pci_ids.yaml)"
+        if known is None:
+            return f"unknown NVIDIA GPU (PCI 10de:{self.device_id:04x}, not in pci_ids.yaml)"
+        return known.label
 
 
 def default_root() -> Path:

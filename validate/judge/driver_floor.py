@@ -54,28 +54,39 @@ def too_old_for_frameworks(driver: str | None, floors: DriverFloors | None = Non
     have, need = version_tuple(driver or ""), version_tuple(floors.framework_driver)
     if have is None or need is None or have >= need:
         return None
-    return (f"driver {driver} runs no PyTorch or TensorFlow build gpuenv supports: the oldest that does is "
-            f"{floors.framework_driver} ({floors.framework_what}); install a driver of branch "
-            f"R{branch_of(floors.framework_driver)} or newer (`invoke doctor` names the branch for these GPUs)")
+    return (f"driver {driver} runs no PyTorch or TensorFlow build gpuenv supports: the oldest "
+            f"that does is {floors.framework_driver} ({floors.framework_what}); install a driver "
+            f"of branch R{branch_of(floors.framework_driver)} or newer (`invoke doctor` names the "
+            "branch for these GPUs)")
 
 
-def branch_to_install(compute_capabilities: list[str | None], floors: DriverFloors | None = None,
-                      table: ArchTable | None = None) -> str:
+def branch_to_install(
+    compute_capabilities: list[str | None],
+    floors: DriverFloors | None = None,
+    table: ArchTable | None = None,
+) -> str:
     """'R520 or newer': the oldest branch that runs these GPUs and a supported framework build;
     'R470 (the last that runs Kepler ...)' for a legacy family whose support ended."""
     floors, table = floors or load_floors(), table or load_archs()
-    branch = max([branch_of(floors.framework_driver)] + [int(floors.branches[c]) for c in compute_capabilities if c in floors.branches])
-    last = [(int(b), arch) for arch, ccs, b, _ in table.legacy for c in compute_capabilities if c in ccs]
+    firsts = [int(floors.branches[c]) for c in compute_capabilities if c in floors.branches]
+    branch = max([branch_of(floors.framework_driver), *firsts])
+    last = [(int(b), arch) for arch, ccs, b, _ in table.legacy
+            for c in compute_capabilities if c in ccs]
     if last:
         newest, arch = min(last)
         if newest < branch:
-            return f"R{newest} (the last branch that runs {arch}; no supported framework build runs on it)"
+            return (f"R{newest} (the last branch that runs {arch}; no supported framework build "
+                    "runs on it)")
         return f"R{branch} to R{newest} (the last branch that runs {arch})"
-    unknown = " (a product not in gpu_archs.yaml may need a newer one)" if None in compute_capabilities else ""
+    unknown = ""
+    if None in compute_capabilities:
+        unknown = " (a product not in gpu_archs.yaml may need a newer one)"
     return f"R{branch} or newer{unknown}"
 
 
-def driverless_text(gpus: list[PciGpu], container: bool, nvml_error: str | None, table: ArchTable | None = None) -> str:
+def driverless_text(
+    gpus: list[PciGpu], container: bool, nvml_error: str | None, table: ArchTable | None = None
+) -> str:
     """The one line a server with NVIDIA GPUs on the PCI bus and no usable NVML gets: how many,
     their ids and products, why NVML failed, and the fix (a driver branch, or --gpus)."""
     table = table or load_archs()
@@ -83,13 +94,16 @@ def driverless_text(gpus: list[PciGpu], container: bool, nvml_error: str | None,
     for gpu in gpus:
         groups.setdefault(gpu.device_id, []).append(gpu)
     named = ", ".join(f"{len(same)}x {same[0].product()}" for same in groups.values())
-    ccs = [(k.compute_capability if (k := identify("", device, table).known) else None) for device in groups]
+    known = [identify("", device, table).known for device in groups]
+    ccs = [k.compute_capability if k is not None else None for k in known]
     bound = sorted({g.driver for g in gpus if g.driver and g.driver != "nvidia"})
     held = f"; bound to {', '.join(bound)}, not to nvidia" if bound else ""
     if container:
-        fix = ("this is a container: start it with the host's GPUs (docker run --gpus all, or the NVIDIA "
-               "runtime / CDI device); the host needs an NVIDIA driver of branch " + branch_to_install(ccs, table=table))
+        fix = ("this is a container: start it with the host's GPUs (docker run --gpus all, or the "
+               "NVIDIA runtime / CDI device); the host needs an NVIDIA driver of branch "
+               + branch_to_install(ccs, table=table))
     else:
-        fix = f"install an NVIDIA driver of branch {branch_to_install(ccs, table=table)} for them, then load it (or reboot)"
+        wanted = branch_to_install(ccs, table=table)
+        fix = f"install an NVIDIA driver of branch {wanted} for them, then load it (or reboot)"
     why = nvml_error or "NVML sees no GPU"
     return f"{len(gpus)} NVIDIA GPU(s) on the PCI bus ({named}{held}) but {why}: {fix}"
