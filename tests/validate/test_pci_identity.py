@@ -13,7 +13,7 @@ import pytest
 
 from tests.validate import pci_variants as v
 from validate.host import nvml
-from validate.host.archs import identity_text
+from validate.host.archs import chip_families, identify, identity_text, load_archs
 from validate.host.capture import parse_capture
 from validate.host.pci_ids import PCI_IDS_FILE, device_id_of, load_pci_ids
 from validate.host.replay import RecordingNvml, ReplayNvml
@@ -108,3 +108,33 @@ def test_a_driver_older_than_every_framework_build_fails_the_replay(tmp_path):
     assert "FAIL driver version [host]: 418.67 driver 418.67 runs no PyTorch or TensorFlow build gpuenv supports" in out
     assert "the oldest that does is 450.80.02" in out
     assert "unknown product" not in out
+
+
+@pytest.mark.parametrize("device_id, cc", [
+    (0x2329, "9.0"),  # H20: a GH100, as the H100 NVIDIA's table lists
+    (0x20F5, "8.0"),  # A800 80GB PCIe: GA100
+    (0x26B7, "8.9"),  # L20: AD102
+    (0x1BB4, "6.1"),  # Tesla P6: GP104
+])
+def test_a_product_nvidias_table_omits_takes_its_dies_compute_capability_unconfirmed(device_id, cc):
+    known = identify("Graphics Device", device_id).known
+    assert (known.compute_capability, known.confirmed) == (cc, False)
+    assert known.source.startswith("derived: the ")
+
+
+def test_a_die_carrying_two_compute_capabilities_settles_nothing():
+    """pci.ids puts "GeForce RTX 3050 A Laptop GPU" on AD106, an Ada die: its name says Ampere
+    8.6, its die 8.9, so the name's answer is kept but unconfirmed, and nothing is derived."""
+    known = identify("", 0x2822).known
+    assert (known.compute_capability, known.confirmed) == ("8.6", False)
+    assert chip_families(load_archs())["AD106"] is None
+    assert identify("", 0x2330).known.confirmed  # H100 SXM5: NVIDIA's table lists it
+
+
+def test_most_nvidia_gpu_ids_from_maxwell_on_are_identified():
+    """A guard on coverage: of the table's ids from Maxwell on, those left unknown are mobile
+    GM108 parts, a few Ada laptop dies, Jetson Thor and unnamed engineering ids."""
+    table = load_pci_ids()
+    modern = [d for d, p in table.products.items() if not p.chip.startswith("GK")]
+    unknown = [table.products[d].name for d in modern if identify("", d).known is None]
+    assert len(unknown) <= 35, unknown

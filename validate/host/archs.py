@@ -145,6 +145,47 @@ def vgpu_board(name: str, table: ArchTable) -> tuple[str, str] | None:
     return next(((product, source) for board, product, source in table.vgpu_boards if board == match.group("board")), None)
 
 
+def chip_family(chip: str) -> str:
+    """The die a pci.ids chip name is a variant of: 'GA102GL' (workstation), 'GP107M' (mobile),
+    'GP104BM', 'GK110BGL' -> 'GA102', 'GP107', 'GP104', 'GK110'; 'GA10B' (a die of its own)
+    stays."""
+    return re.sub(r"(BGL|GLM|GL|BM|M)$", "", chip)
+
+
+#: chip_families' answers, computed once per (gpu_archs, pci_ids) table pair.
+_FAMILIES: list[tuple[ArchTable, Any, dict[str, KnownArch | None]]] = []
+
+
+def chip_families(table: ArchTable, pci: Any = None) -> dict[str, KnownArch | None]:
+    """Per die, the compute capability of the products NVIDIA's table lists on it (confirmed
+    entries only, and only where they all agree): a product of the same die that the table
+    does not list ("H800 PCIe" on GH100) has it too, marked unconfirmed with that derivation.
+    None for a die whose listed products disagree: nothing is derived from it."""
+    from validate.host.pci_ids import load_pci_ids
+
+    for kept_table, kept_pci, families in _FAMILIES:
+        if kept_table is table and kept_pci is pci:
+            return families
+    seen: dict[str, set[tuple[str, str]]] = {}
+    example: dict[str, str] = {}
+    for product in (pci or load_pci_ids()).products.values():
+        known = lookup(product.name, table)
+        if known is None or not known.confirmed or not product.confirmed:
+            continue
+        family = chip_family(product.chip)
+        seen.setdefault(family, set()).add((known.compute_capability, known.architecture))
+        example.setdefault(family, f"{product.name} ({known.source.split(' ')[0]})")
+    out: dict[str, KnownArch | None] = {}
+    for family, answers in seen.items():
+        out[family] = None
+        if len(answers) == 1:
+            cc, arch = next(iter(answers))
+            source = f"derived: the {family} die, as {example[family]}; pci.ids names the die"
+            out[family] = KnownArch(cc, source, arch, confirmed=False)
+    _FAMILIES[:] = _FAMILIES[-3:] + [(table, pci, out)]
+    return out
+
+
 def identify(name: str, pci_device_id: int | None = None, table: ArchTable | None = None, pci: Any = None) -> Identity:
     """The PCI device id first (pci_ids.yaml's product, then its compute capability by that
     product's name), then a vGPU profile's board, then the reported name."""
@@ -159,6 +200,15 @@ def identify(name: str, pci_device_id: int | None = None, table: ArchTable | Non
         by_name = lookup(name, table)
         if known is None and by_name is not None:  # pci.ids names a product gpu_archs.yaml lacks
             return Identity(by_name)
+        family = chip_family(product.chip)
+        families = chip_families(table, pci)
+        if known is None:
+            known = families.get(family)
+        elif family in families and families[family] is None and known.confirmed:
+            # The die carries products of two compute capabilities ("GeForce RTX 3050 A Laptop
+            # GPU" is an AD106, an Ada die): the name alone does not settle this one.
+            note = f"{known.source}; but the {family} die also carries another compute capability"
+            known = KnownArch(known.compute_capability, note, known.architecture, confirmed=False)
         return Identity(known, product.label, "pci id")
     board = vgpu_board(name, table)
     if board is not None:
