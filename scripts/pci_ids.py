@@ -76,7 +76,7 @@ def render(rows: list[dict[str, str | bool]], version: str, date: str, url: str)
         f"  - version: {json.dumps(version)}",
         f"    date: {json.dumps(date)}",
         f"    source: {json.dumps(url)}",
-        "    licence: \"BSD-3-Clause (pci.ids is dual GPL-2.0-or-later / BSD-3-Clause)\"",
+        '    licence: "BSD-3-Clause (pci.ids is dual GPL-2.0-or-later / BSD-3-Clause)"',
         "gpus:",
     ]
     for row in rows:
@@ -86,16 +86,18 @@ def render(rows: list[dict[str, str | bool]], version: str, date: str, url: str)
         if row.get("confirmed") is False:
             lines.append("    confirmed: false")
             lines.append(f"    note: {json.dumps(row['note'])}")
-        lines.append(f"    source: \"https://pci-ids.ucw.cz/read/PC/{NVIDIA}/{row['id']}\"")
+        lines.append(f'    source: "https://pci-ids.ucw.cz/read/PC/{NVIDIA}/{row["id"]}"')
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("pci_ids", nargs="?", default="/usr/share/misc/pci.ids",
-                        help="a pci.ids file")
-    parser.add_argument("--url", default="https://pci-ids.ucw.cz/v2.2/pci.ids",
-                        help="where that file was read from")
+    parser.add_argument(
+        "pci_ids", nargs="?", default="/usr/share/misc/pci.ids", help="a pci.ids file"
+    )
+    parser.add_argument(
+        "--url", default="https://pci-ids.ucw.cz/v2.2/pci.ids", help="where that file was read from"
+    )
     parser.add_argument("--out", default=str(OUT), help="the table to write")
     args = parser.parse_args(argv)
     text = Path(args.pci_ids).read_text(encoding="utf-8", errors="replace")

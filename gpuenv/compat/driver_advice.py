@@ -61,17 +61,22 @@ def advice_lines(
         ccs = ", ".join(archs) or "unknown"
         return [f"no driver in envs/compat.yaml serves GPUs of compute capability {ccs}"]
     floor = min(served, key=lambda s: version_key(str(s.min_driver)))
-    oldest_text = (f"the oldest branch that serves these GPUs is {branch(floor.min_driver)} "
-                   f"(>= {floor.min_driver}, for {floor.stack_id})")
+    oldest_text = (
+        f"the oldest branch that serves these GPUs is {branch(floor.min_driver)} "
+        f"(>= {floor.min_driver}, for {floor.stack_id})"
+    )
     if driver is None:
         picked = stack_for(archs, "torch", None, matrix)
         newest = ""
         if picked is not None and picked.min_driver:
-            newest = (f"install {branch(picked.min_driver)} or newer (>= {picked.min_driver}) "
-                      f"for the stack doctor picks, {picked.stack_id}; ")
+            newest = (
+                f"install {branch(picked.min_driver)} or newer (>= {picked.min_driver}) "
+                f"for the stack doctor picks, {picked.stack_id}; "
+            )
         return [f"not installed: {newest}{oldest_text}"]
     if version_key(driver) < version_key(str(floor.min_driver)):
-        blocker = (f"driver {driver} is the blocker: "
-                   "no supported PyTorch or TensorFlow build runs on it")
+        blocker = (
+            f"driver {driver} is the blocker: no supported PyTorch or TensorFlow build runs on it"
+        )
         return [f"{blocker}; {oldest_text}"]
     return []

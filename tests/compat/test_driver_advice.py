@@ -27,7 +27,9 @@ def test_the_suites_framework_floor_is_the_resolvers():
 
 
 def test_the_suites_first_branches_are_compat_yamls():
-    expected = {cc: b.branch for b in load_matrix().driver_branches for cc in b.compute_capabilities}
+    expected = {
+        cc: b.branch for b in load_matrix().driver_branches for cc in b.compute_capabilities
+    }
     assert load_floors().branches == expected
 
 
@@ -36,9 +38,14 @@ def test_doctor_names_driver_418_as_the_blocker_and_the_oldest_branch(tmp_path):
     capture.write_text(v.text_driver418_gtx1660(), encoding="utf-8")
     nvml = doctor.probe_nvml(str(capture))
     advice = doctor.probe_driver_advice(nvml, doctor.probe_pci(nvml, str(capture)))
-    assert advice["lines"] == ["driver 418.67 is the blocker: no supported PyTorch or TensorFlow build runs on it; "
-                               "the oldest branch that serves these GPUs is R450 (>= 450.80.02, for torch2.7.1-cu118-py3.13)"]
-    assert nvml["gpus"][0]["compute_capability"] == "7.5", "identity by PCI id, not 'unknown compute capability'"
+    assert advice["lines"] == [
+        "driver 418.67 is the blocker: no supported PyTorch or TensorFlow build runs on it; "
+        "the oldest branch that serves these GPUs is R450 "
+        "(>= 450.80.02, for torch2.7.1-cu118-py3.13)"
+    ]
+    assert nvml["gpus"][0]["compute_capability"] == "7.5", (
+        "identity by PCI id, not 'unknown compute capability'"
+    )
 
 
 @no_nvml_here
@@ -47,16 +54,26 @@ def test_doctor_names_the_gpus_on_the_bus_and_the_branch_to_install(tmp_path, mo
     nvml = doctor.probe_nvml()
     pci = doctor.probe_pci(nvml)
     assert [(g["address"], g["product"], g["compute_capability"]) for g in pci["gpus"]] == [
-        ("0000:18:00.0", "H100 SXM5 80GB (PCI 10de:2330)", "9.0"), ("0000:2a:00.0", "H100 SXM5 80GB (PCI 10de:2330)", "9.0")]
+        ("0000:18:00.0", "H100 SXM5 80GB (PCI 10de:2330)", "9.0"),
+        ("0000:2a:00.0", "H100 SXM5 80GB (PCI 10de:2330)", "9.0"),
+    ]
     [line] = doctor.probe_driver_advice(nvml, pci)["lines"]
-    assert line.startswith("not installed: install R") and "for the stack doctor picks, torch" in line
-    assert line.endswith("the oldest branch that serves these GPUs is R520 (>= 520.0, for torch2.7.1-cu118-py3.13)")
+    assert (
+        line.startswith("not installed: install R") and "for the stack doctor picks, torch" in line
+    )
+    assert line.endswith(
+        "the oldest branch that serves these GPUs is R520 (>= 520.0, for torch2.7.1-cu118-py3.13)"
+    )
     request = request_for_host(framework="torch")
     assert request.gpu_archs == ("9.0",) and "PCI bus" in dict(request.origins)["gpu_archs"]
 
 
 def test_a_working_driver_gets_no_advice():
-    nvml = {"available": True, "driver_version": "580.105.08", "gpus": [{"compute_capability": "9.0"}]}
+    nvml = {
+        "available": True,
+        "driver_version": "580.105.08",
+        "gpus": [{"compute_capability": "9.0"}],
+    }
     assert doctor.probe_driver_advice(nvml, {"gpus": []})["lines"] == []
 
 

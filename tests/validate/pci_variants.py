@@ -12,7 +12,9 @@ from pathlib import Path
 
 CAPTURES = Path(__file__).parent / "captures"
 A100_XML = CAPTURES / "nvidia-smi-xml" / "a100-sxm4-40gb-570.148.08.xml"
-RTX2080_TEXT = CAPTURES / "nvidia-smi-text" / "linux-x86_64__nvidia-geforce-rtx-2080-super__595.71.05.txt"
+RTX2080_TEXT = (
+    CAPTURES / "nvidia-smi-text" / "linux-x86_64__nvidia-geforce-rtx-2080-super__595.71.05.txt"
+)
 
 
 def _sub(pattern: str, replacement: str, text: str) -> str:
@@ -21,7 +23,9 @@ def _sub(pattern: str, replacement: str, text: str) -> str:
     return changed
 
 
-def xml_gpu(name: str, device_id: str | None, driver: str = "570.148.08", cuda: str = "12.8") -> str:
+def xml_gpu(
+    name: str, device_id: str | None, driver: str = "570.148.08", cuda: str = "12.8"
+) -> str:
     """The A100 capture (driver 570.148.08) with product_name `name`, pci_device_id `device_id`
     ("1BB310DE"; None takes the element out), driver and CUDA version replaced."""
     text = A100_XML.read_text(encoding="utf-8")

@@ -82,7 +82,8 @@ def load_pci_ids(path: Path = PCI_IDS_FILE) -> PciTable:
         well_formed = isinstance(ident, str) and re.match(r"^[0-9a-f]{4}$", ident)
         if not well_formed or not chip or not name or not source:
             raise PciIdsError(
-                f"{path}: entry {number} needs id (4 hex digits, quoted), chip, name and source")
+                f"{path}: entry {number} needs id (4 hex digits, quoted), chip, name and source"
+            )
         device = int(ident, 16)
         if device in products:
             raise PciIdsError(f"{path}: device id {ident} is listed twice (entry {number})")

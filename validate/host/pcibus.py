@@ -77,8 +77,16 @@ def nvidia_gpus(root: Path | str | None = None) -> list[PciGpu]:
             driver: str | None = (entry / "driver").resolve(strict=True).name
         except OSError:
             driver = None
-        out.append(PciGpu(entry.name, device, klass, _hex(entry / "subsystem_vendor"),
-                          _hex(entry / "subsystem_device"), driver))
+        out.append(
+            PciGpu(
+                entry.name,
+                device,
+                klass,
+                _hex(entry / "subsystem_vendor"),
+                _hex(entry / "subsystem_device"),
+                driver,
+            )
+        )
     return out
 
 

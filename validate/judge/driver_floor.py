@@ -33,11 +33,11 @@ def load_floors(path: Path = FLOOR_FILE) -> DriverFloors:
     frameworks = (data.get("frameworks") or [{}])[0]
     driver = str(frameworks.get("driver") or "")
     if version_tuple(driver) is None or not frameworks.get("source"):
-        raise ValueError(f"{path}: frameworks needs driver (\"450.80.02\") and source")
+        raise ValueError(f'{path}: frameworks needs driver ("450.80.02") and source')
     branches: dict[str, str] = {}
     for number, entry in enumerate(data.get("branches", []), start=1):
         if not entry.get("source") or not str(entry.get("branch", "")).isdigit():
-            raise ValueError(f"{path}: branches entry {number} needs branch (\"520\") and source")
+            raise ValueError(f'{path}: branches entry {number} needs branch ("520") and source')
         for cc in entry.get("compute_capabilities") or []:
             branches[str(cc)] = str(entry["branch"])
     return DriverFloors(driver, str(frameworks.get("what") or ""), branches)
@@ -54,10 +54,12 @@ def too_old_for_frameworks(driver: str | None, floors: DriverFloors | None = Non
     have, need = version_tuple(driver or ""), version_tuple(floors.framework_driver)
     if have is None or need is None or have >= need:
         return None
-    return (f"driver {driver} runs no PyTorch or TensorFlow build gpuenv supports: the oldest "
-            f"that does is {floors.framework_driver} ({floors.framework_what}); install a driver "
-            f"of branch R{branch_of(floors.framework_driver)} or newer (`invoke doctor` names the "
-            "branch for these GPUs)")
+    return (
+        f"driver {driver} runs no PyTorch or TensorFlow build gpuenv supports: the oldest "
+        f"that does is {floors.framework_driver} ({floors.framework_what}); install a driver "
+        f"of branch R{branch_of(floors.framework_driver)} or newer (`invoke doctor` names the "
+        "branch for these GPUs)"
+    )
 
 
 def branch_to_install(
@@ -70,13 +72,16 @@ def branch_to_install(
     floors, table = floors or load_floors(), table or load_archs()
     firsts = [int(floors.branches[c]) for c in compute_capabilities if c in floors.branches]
     branch = max([branch_of(floors.framework_driver), *firsts])
-    last = [(int(b), arch) for arch, ccs, b, _ in table.legacy
-            for c in compute_capabilities if c in ccs]
+    last = [
+        (int(b), arch) for arch, ccs, b, _ in table.legacy for c in compute_capabilities if c in ccs
+    ]
     if last:
         newest, arch = min(last)
         if newest < branch:
-            return (f"R{newest} (the last branch that runs {arch}; no supported framework build "
-                    "runs on it)")
+            return (
+                f"R{newest} (the last branch that runs {arch}; no supported framework build "
+                "runs on it)"
+            )
         return f"R{branch} to R{newest} (the last branch that runs {arch})"
     unknown = ""
     if None in compute_capabilities:
@@ -99,9 +104,11 @@ def driverless_text(
     bound = sorted({g.driver for g in gpus if g.driver and g.driver != "nvidia"})
     held = f"; bound to {', '.join(bound)}, not to nvidia" if bound else ""
     if container:
-        fix = ("this is a container: start it with the host's GPUs (docker run --gpus all, or the "
-               "NVIDIA runtime / CDI device); the host needs an NVIDIA driver of branch "
-               + branch_to_install(ccs, table=table))
+        fix = (
+            "this is a container: start it with the host's GPUs (docker run --gpus all, or the "
+            "NVIDIA runtime / CDI device); the host needs an NVIDIA driver of branch "
+            + branch_to_install(ccs, table=table)
+        )
     else:
         wanted = branch_to_install(ccs, table=table)
         fix = f"install an NVIDIA driver of branch {wanted} for them, then load it (or reboot)"
