@@ -65,7 +65,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         suite.say_now(CPU_ONLY_LINE)
     elif suite is not None and suite.driverless:
         expect_none = suite.config.getoption("validate_expect_gpus") == 0
-        head = "validate: warning: --expect-gpus 0 validates a CPU-only host, but " if expect_none else "validate: not ready: "
+        head = "validate: not ready: "
+        if expect_none:
+            head = "validate: warning: --expect-gpus 0 validates a CPU-only host, but "
         suite.say_now(head + suite.driverless)
 
 

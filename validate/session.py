@@ -72,7 +72,8 @@ class Suite:
         #: --gpus): a GPU server, never a CPU-only host. Not read for a replayed host.
         self.pci_gpus = [] if self.host.replayed_from or self.host.gpus else nvidia_gpus()
         #: No driver, no GPU on the bus, no --expect-gpus, outside an image: CPU-only, said once.
-        self.cpu_only = not in_image and option is None and nvml.cpu_only_host(self.host) and not self.pci_gpus
+        self.cpu_only = (not in_image and option is None and nvml.cpu_only_host(self.host)
+                         and not self.pci_gpus)
         nvidia_visible = os.environ.get("NVIDIA_VISIBLE_DEVICES")
         self.expectation: GpuExpectation | None = expected_gpus(
             config.getoption("validate_expect_gpus"),
@@ -88,7 +89,8 @@ class Suite:
         if self.pci_gpus and not _cpu_stack():
             self.driverless = driverless_text(self.pci_gpus, in_container(), self.host.error)
             if self.expectation is None and option is None:
-                self.expectation = GpuExpectation(1, exact=False, source=f"{len(self.pci_gpus)} NVIDIA GPU(s) on the PCI bus")
+                on_bus = f"{len(self.pci_gpus)} NVIDIA GPU(s) on the PCI bus"
+                self.expectation = GpuExpectation(1, exact=False, source=on_bus)
         self.records: list[Record] = []
         self.write_errors: list[str] = []
         self.frameworks: dict[str, Any] = {}

@@ -173,11 +173,17 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append(_line("driver", f"not available: {nvml['why']}"))
     on_bus = (report.get("pci") or {}).get("gpus") or []
     if on_bus:
-        rows = [(g["address"], g["product"], g["architecture"] or "unknown", g["compute_capability"] or "unknown", g["driver"] or "none")
-                for g in on_bus]
-        lines.append(_line("pci bus", f"{len(on_bus)} NVIDIA GPU(s), named by their PCI device ids:"))
-        lines.append(format_table(("address", "product", "architecture", "cc", "kernel driver"), rows))
-    lines += [_line("driver", text) for text in (report.get("driver_advice") or {}).get("lines", [])]
+        rows = [
+            (g["address"], g["product"], g["architecture"] or "unknown",
+             g["compute_capability"] or "unknown", g["driver"] or "none")
+            for g in on_bus
+        ]
+        named = f"{len(on_bus)} NVIDIA GPU(s), named by their PCI device ids:"
+        lines.append(_line("pci bus", named))
+        head = ("address", "product", "architecture", "cc", "kernel driver")
+        lines.append(format_table(head, rows))
+    advice = (report.get("driver_advice") or {}).get("lines", [])
+    lines += [_line("driver", text) for text in advice]
     lines += [_line("gpu", text) for text in (report.get("legacy") or {}).get("lines", [])]
     docker = report["docker"]
     if docker.get("available"):

@@ -113,7 +113,8 @@ def test_gpu_health(gpu: nvml.GpuInfo, suite, record):
     against its default, clock event reasons as read (a hardware or thermal slowdown fails here;
     the sustained load judges them again under load), the NVSwitch fabric, compute mode. The link
     is judged only when read under load (else the sustained load judges it)."""
-    record.add("gpu identity", f"{gpu.name} ({identity_text(gpu.name, gpu.compute_capability, pci_device_id=gpu.pci_device_id)}) {gpu.pci_bus_id}", gpu=gpu.uuid)
+    identity = identity_text(gpu.name, gpu.compute_capability, pci_device_id=gpu.pci_device_id)
+    record.add("gpu identity", f"{gpu.name} ({identity}) {gpu.pci_bus_id}", gpu=gpu.uuid)
     record.add("memory", _memory_text(gpu), gpu=gpu.uuid)
     record.add("ecc uncorrected errors", str(gpu.ecc_uncorrected_volatile), ecc_verdict(gpu.ecc_uncorrected_volatile, gpu.index), gpu=gpu.uuid)
     _pcie(gpu, suite, record)

@@ -90,7 +90,8 @@ def load_archs(path: Path = ARCHS_FILE) -> ArchTable:
                     raise ArchsFileError(f"{path}: {key!r} is listed twice with different answers (entry {number})")
                 store[key] = known
     ordered = tuple(sorted(products.items(), key=lambda item: -len(item[0])))
-    return ArchTable(exact, ordered, _legacy(data.get("legacy", []), path), _boards(data.get("vgpu_boards", []), path))
+    legacy = _legacy(data.get("legacy", []), path)
+    return ArchTable(exact, ordered, legacy, _boards(data.get("vgpu_boards", []), path))
 
 
 def _boards(entries: list, path: Path) -> tuple[tuple[str, str, str], ...]:
@@ -98,7 +99,8 @@ def _boards(entries: list, path: Path) -> tuple[tuple[str, str, str], ...]:
     for number, entry in enumerate(entries, start=1):
         board, product, source = entry.get("board"), entry.get("product"), entry.get("source")
         if not board or not product or not source:
-            raise ArchsFileError(f"{path}: vgpu_boards entry {number} needs board, product and source")
+            raise ArchsFileError(
+                f"{path}: vgpu_boards entry {number} needs board, product and source")
         out.append((str(board).lower(), str(product), str(source)))
     return tuple(out)
 
@@ -142,7 +144,8 @@ def vgpu_board(name: str, table: ArchTable) -> tuple[str, str] | None:
     match = _VGPU_PROFILE.match(normalise(name))
     if match is None:
         return None
-    return next(((product, source) for board, product, source in table.vgpu_boards if board == match.group("board")), None)
+    wanted = match.group("board")
+    return next(((p, source) for board, p, source in table.vgpu_boards if board == wanted), None)
 
 
 def chip_family(chip: str) -> str:
@@ -186,7 +189,9 @@ def chip_families(table: ArchTable, pci: Any = None) -> dict[str, KnownArch | No
     return out
 
 
-def identify(name: str, pci_device_id: int | None = None, table: ArchTable | None = None, pci: Any = None) -> Identity:
+def identify(
+    name: str, pci_device_id: int | None = None, table: ArchTable | None = None, pci: Any = None
+) -> Identity:
     """The PCI device id first (pci_ids.yaml's product, then its compute capability by that
     product's name), then a vGPU profile's board, then the reported name."""
     from validate.host.pci_ids import product_for
@@ -196,7 +201,7 @@ def identify(name: str, pci_device_id: int | None = None, table: ArchTable | Non
     if product is not None:
         known = lookup(product.name, table)
         if known is not None and not product.confirmed:
-            known = KnownArch(known.compute_capability, known.source, known.architecture, confirmed=False)
+            known = KnownArch(known.compute_capability, known.source, known.architecture, False)
         by_name = lookup(name, table)
         if known is None and by_name is not None:  # pci.ids names a product gpu_archs.yaml lacks
             return Identity(by_name)
@@ -214,7 +219,8 @@ def identify(name: str, pci_device_id: int | None = None, table: ArchTable | Non
     if board is not None:
         known = lookup(board[0], table)
         if known is not None:
-            known = KnownArch(known.compute_capability, f"{known.source}; vGPU board: {board[1]}", known.architecture, confirmed=False)
+            source = f"{known.source}; vGPU board: {board[1]}"
+            known = KnownArch(known.compute_capability, source, known.architecture, False)
         return Identity(known, f"vGPU profile of {board[0]}", "vgpu profile")
     return Identity(lookup(name, table))
 
@@ -237,6 +243,6 @@ def identity_text(name: str, compute_capability: str | None, table: ArchTable | 
     if compute_capability:
         return f"{named}cc {compute_capability} (product not in validate/host/gpu_archs.yaml)"
     if found.product:
-        return (f"{found.product}: compute capability not in validate/host/gpu_archs.yaml; add the product "
-                "there from https://developer.nvidia.com/cuda-gpus")
+        return (f"{found.product}: compute capability not in validate/host/gpu_archs.yaml; "
+                "add the product there from https://developer.nvidia.com/cuda-gpus")
     return "unknown product: compute capability not reported; add it to validate/host/gpu_archs.yaml from https://developer.nvidia.com/cuda-gpus"

@@ -22,7 +22,9 @@ from typing import Any, Iterator
 
 from validate.files import InputRefused, load_json_input, longest_digit_run, read_text_input
 from validate.host import smi_health, smi_sections
-from validate.host.archs import compute_capability_for, identify, load_archs  # noqa: F401 (compute_capability_for: tests)
+from validate.host.archs import (  # noqa: F401 (compute_capability_for: tests import it here)
+    compute_capability_for, identify, load_archs,
+)
 from validate.host.pci_ids import capture_pci_info, device_id_of
 from validate.host.bounds import (  # noqa: F401 (CaptureError, ERROR_KEY and call_key are this module's names too)
     ERROR_KEY, MAX_CAPTURE_BYTES, MAX_CAPTURE_DEPTH, MAX_CAPTURE_ITEMS, MAX_DIGITS, CaptureError, ItemCounts,
@@ -449,7 +451,8 @@ def load_capture(path: str | Path) -> dict[str, Any]:
 
 def with_compute_capabilities(recording: dict[str, Any]) -> dict[str, Any]:
     """A capture's recording with nvmlDeviceGetCudaComputeCapability answered from gpu_archs.yaml
-    for the products it lists (by PCI device id first, then name: validate/host/archs.identify) (NVML would answer it; nvidia-smi does not print it). Products not
+    for the products it lists, by PCI device id first, then name (validate/host/archs.identify):
+    NVML would answer it; nvidia-smi does not print it. Products not
     in the table stay unanswered, so they read as unknown. Each filled answer is listed under
     "derived" with its source."""
     table = load_archs()
@@ -459,7 +462,8 @@ def with_compute_capabilities(recording: dict[str, Any]) -> dict[str, Any]:
         if "nvmlDeviceGetCudaComputeCapability" in calls or not isinstance(name, str):
             continue
         pci = calls.get("nvmlDeviceGetPciInfo")
-        known = identify(name, device_id_of(pci.get("pciDeviceId")) if isinstance(pci, dict) else None, table).known
+        device = device_id_of(pci.get("pciDeviceId")) if isinstance(pci, dict) else None
+        known = identify(name, device, table).known
         if known is not None:
             major, minor = (int(p) for p in known.compute_capability.split("."))
             calls["nvmlDeviceGetCudaComputeCapability"] = [major, minor]
