@@ -72,8 +72,7 @@ class Suite:
         #: --gpus): a GPU server, never a CPU-only host. Not read for a replayed host.
         self.pci_gpus = [] if self.host.replayed_from or self.host.gpus else nvidia_gpus()
         #: No driver, no GPU on the bus, no --expect-gpus, outside an image: CPU-only, said once.
-        self.cpu_only = (not in_image and option is None and nvml.cpu_only_host(self.host)
-                         and not self.pci_gpus)
+        self.cpu_only = not in_image and option is None and nvml.cpu_only_host(self.host)
         nvidia_visible = os.environ.get("NVIDIA_VISIBLE_DEVICES")
         self.expectation: GpuExpectation | None = expected_gpus(
             config.getoption("validate_expect_gpus"),

@@ -156,8 +156,7 @@ def test_expect_gpus_0_is_the_users_word_but_the_gpus_are_named(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:]
     assert (
         "validate: warning: --expect-gpus 0 validates a CPU-only host, "
-        "but 2 NVIDIA GPU(s) on the PCI bus"
-        in out
+        "but 2 NVIDIA GPU(s) on the PCI bus" in out
     )
 
 
@@ -189,3 +188,14 @@ def test_a_container_started_without_gpus_is_told_to_use_gpus(tmp_path):
     assert done.returncode == 1, done.stdout[-3000:]
     assert "expected at least 1 GPU(s) (2 NVIDIA GPU(s) on the PCI bus)" in out
     assert "this is a container: start it with the host's GPUs (docker run --gpus all" in out
+
+
+def test_cpu_only_host_asks_the_pci_bus_too(tmp_path):
+    """No driver library and no /dev/nvidia*, but GPUs on the bus: no CPU-only host."""
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    empty = tmp_path / "empty"
+    assert nvml.cpu_only_host(nvml.HostInfo(error=nvml.NO_DRIVER), dev, empty)
+    assert not nvml.cpu_only_host(
+        nvml.HostInfo(error=nvml.NO_DRIVER), dev, hgx_h100(tmp_path / "hgx")
+    )

@@ -19,6 +19,7 @@ from typing import Any, Callable, TypeVar
 
 from validate.host.nvml_health import HealthReadings, read_health
 from validate.host.pci_ids import device_id_of
+from validate.host.pcibus import nvidia_gpus
 
 T = TypeVar("T")
 
@@ -230,12 +231,15 @@ def use_module(nv: Any) -> None:
 NO_DRIVER = "NVML: libnvidia-ml.so.1 not found (no NVIDIA driver on this host)"
 
 
-def cpu_only_host(host: "HostInfo", dev: Path = Path("/dev")) -> bool:
-    """No NVIDIA driver library and no NVIDIA device file: a machine without GPU, not a GPU server
-    whose driver broke (that one still has /dev/nvidia0, or a library NVML can load)."""
+def cpu_only_host(
+    host: "HostInfo", dev: Path = Path("/dev"), sysfs_root: Path | None = None
+) -> bool:
+    """No NVIDIA driver library, no NVIDIA device file and no NVIDIA GPU on the PCI bus: a machine
+    without GPU, not a GPU server whose driver broke (that one still has /dev/nvidia0, or a
+    library NVML can load) or was never installed (its GPUs are still on the bus: pcibus.py)."""
     if host.replayed_from or host.gpus or host.error != NO_DRIVER:
         return False
-    return not any(dev.glob("nvidia[0-9]*"))
+    return not any(dev.glob("nvidia[0-9]*")) and not nvidia_gpus(sysfs_root)
 
 
 def _init(nv: Any = None) -> tuple[Any, str | None]:
