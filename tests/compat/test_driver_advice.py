@@ -81,3 +81,14 @@ def test_a_working_driver_gets_no_advice():
 def _no_real_sysfs_when_nvml_works(monkeypatch, tmp_path):
     """Every test reads a fake root unless it sets its own: this machine's bus is not the case."""
     monkeypatch.setenv("VALIDATE_SYSFS_ROOT", str(Path(tmp_path) / "empty-root"))
+
+
+def test_an_unknown_gpu_on_driver_418_still_names_the_driver(tmp_path):
+    """SYNTHETIC: the A100 capture as driver 418.67 printing a name nothing knows and no PCI id:
+    the compute capability is unknown, but the driver is the blocker whatever the GPU is."""
+    capture = tmp_path / "mystery-418.xml"
+    capture.write_text(v.xml_gpu("Graphics Device", None, "418.67", "10.1"), encoding="utf-8")
+    nvml = doctor.probe_nvml(str(capture))
+    assert nvml["gpus"][0]["compute_capability"] is None
+    [line] = doctor.probe_driver_advice(nvml, doctor.probe_pci(nvml, str(capture)))["lines"]
+    assert line.startswith("driver 418.67 is the blocker") and "R450 (>= 450.80.02" in line
