@@ -174,8 +174,7 @@ def test_a_driver_older_than_every_framework_build_fails_the_replay(tmp_path):
     assert done.returncode == 1, done.stdout[-3000:]
     assert (
         "FAIL driver version [host]: 418.67 driver 418.67 runs no PyTorch or TensorFlow build "
-        "gpuenv supports"
-        in out
+        "gpuenv supports" in out
     )
     assert "the oldest that does is 450.80.02" in out
     assert "unknown product" not in out
@@ -212,3 +211,18 @@ def test_most_nvidia_gpu_ids_from_maxwell_on_are_identified():
     modern = [d for d, p in table.products.items() if not p.chip.startswith("GK")]
     unknown = [table.products[d].name for d in modern if identify("", d).known is None]
     assert len(unknown) <= 35, unknown
+
+
+CAPTURES = sorted((REPO / "tests" / "validate" / "captures").glob("nvidia-smi-*/*.*[lt]"))
+
+
+@pytest.mark.parametrize("path", CAPTURES, ids=[p.name for p in CAPTURES])
+def test_on_every_real_capture_the_id_and_the_name_agree(path):
+    """Real captures name their GPUs well: identity by id must give what the name gives."""
+    from validate.host.archs import compute_capability_for
+
+    for gpu in nvml.read_host(
+        ReplayNvml(parse_capture(path.read_text(encoding="utf-8"), path.name))
+    ).gpus:
+        assert gpu.pci_device_id is not None, gpu.name
+        assert gpu.compute_capability == compute_capability_for(gpu.name).compute_capability
