@@ -157,6 +157,18 @@ def _line(label: str, value: str) -> str:
     return f"{label:<{LABEL_WIDTH - 2}}  {value}"
 
 
+def gpu_name(gpu: dict[str, Any]) -> str:
+    """The name NVML reports, with the product its PCI device id names when the name alone does
+    not identify it: 'Graphics Device (GeForce GTX 1660 (PCI 10de:2184))'."""
+    from validate.host.archs import identify, lookup, load_archs
+
+    name = str(gpu.get("name") or "unnamed GPU")
+    found = identify(name, gpu.get("pci_device_id"))
+    if found.product and lookup(name, load_archs()) is None:
+        return f"{name} ({found.product})"
+    return name
+
+
 def format_report(report: dict[str, Any]) -> str:
     lines = [_line("host", f"{report['host']['hostname']}  ({report['host']['os']}, Python {report['host']['python']})")]
     if report.get("host_file"):
@@ -165,7 +177,7 @@ def format_report(report: dict[str, Any]) -> str:
     if nvml.get("available"):
         lines.append(_line("driver", f"{nvml['driver_version']}  (CUDA driver API {nvml['cuda_driver_version']})"))
         rows = [
-            (g["index"], g["name"], g["uuid"], g["compute_capability"] or "unknown", f"{g['memory_total_bytes'] / 2**30:.1f} GiB" if g["memory_total_bytes"] is not None else "not readable")
+            (g["index"], gpu_name(g), g["uuid"], g["compute_capability"] or "unknown", f"{g['memory_total_bytes'] / 2**30:.1f} GiB" if g["memory_total_bytes"] is not None else "not readable")
             for g in nvml["gpus"]
         ]
         lines.append(format_table(("gpu", "name", "uuid", "cc", "memory"), rows) if rows else _line("gpus", "none"))
