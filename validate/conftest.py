@@ -63,6 +63,12 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     suite = session.config.stash.get(SUITE, None)
     if suite is not None and suite.cpu_only:
         suite.say_now(CPU_ONLY_LINE)
+    elif suite is not None and suite.driverless:
+        expect_none = suite.config.getoption("validate_expect_gpus") == 0
+        head = "validate: not ready: "
+        if expect_none:
+            head = "validate: warning: --expect-gpus 0 validates a CPU-only host, but "
+        suite.say_now(head + suite.driverless)
 
 
 def exclusive_first(items: list[Any], isolated: Callable[[Any], bool], first: Callable[[Any], bool] = lambda i: False) -> list[Any]:

@@ -23,6 +23,8 @@ from validate.host.stackfile import read_stack_file
 from validate.measure.memory_modes import outside_measurer
 from validate.measure.subproc import DEFAULT_TIMEOUT, ProbeResult, run_probe, run_stepped_probe
 from validate.host.tfbuild import installed_build_info
+from validate.host.pcibus import in_container, nvidia_gpus
+from validate.judge.driver_floor import driverless_text
 from validate.judge.thresholds import (
     FAIL,
     INFO,
@@ -65,8 +67,12 @@ class Suite:
         self._use_nvml(config.getoption("validate_replay"))
         self.host = nvml.read_host()
         in_image = bool(os.environ.get("GPUENV_STACK_FILE"))
-        #: No driver, no GPU, no --expect-gpus, outside an image: CPU-only expectations, said once.
-        self.cpu_only = not in_image and config.getoption("validate_expect_gpus") is None and nvml.cpu_only_host(self.host)
+        option = config.getoption("validate_expect_gpus")
+        #: NVIDIA GPUs on the PCI bus while NVML sees none (no driver, or a container without
+        #: --gpus): a GPU server, never a CPU-only host. Not read for a replayed host.
+        self.pci_gpus = [] if self.host.replayed_from or self.host.gpus else nvidia_gpus()
+        #: No driver, no GPU on the bus, no --expect-gpus, outside an image: CPU-only, said once.
+        self.cpu_only = not in_image and option is None and nvml.cpu_only_host(self.host)
         nvidia_visible = os.environ.get("NVIDIA_VISIBLE_DEVICES")
         self.expectation: GpuExpectation | None = expected_gpus(
             config.getoption("validate_expect_gpus"),
@@ -76,6 +82,14 @@ class Suite:
             mounted=device_list(nvidia_visible) if (nvidia_visible or "").strip().startswith("/") else None,
             cpu_only_host=self.cpu_only,
         )
+        #: The line naming the GPUs on the bus and the fix; --expect-gpus 0 still validates as
+        #: CPU-only (the user's word, e.g. GPUs held by vfio-pci for VMs), with this as a warning.
+        self.driverless: str | None = None
+        if self.pci_gpus and not _cpu_stack():
+            self.driverless = driverless_text(self.pci_gpus, in_container(), self.host.error)
+            if self.expectation is None and option is None:
+                on_bus = f"{len(self.pci_gpus)} NVIDIA GPU(s) on the PCI bus"
+                self.expectation = GpuExpectation(1, exact=False, source=on_bus)
         self.records: list[Record] = []
         self.write_errors: list[str] = []
         self.frameworks: dict[str, Any] = {}
@@ -144,7 +158,7 @@ class Suite:
         return probe_parallelism([g.compute_mode for g in self.host.gpus], 2) == 1
 
     def no_gpu_reason(self) -> str:
-        return self.host.error or "NVML sees no GPU on this host"
+        return self.driverless or self.host.error or "NVML sees no GPU on this host"
 
     def require_gpus(self) -> None:
         """No GPU: skip with the exact reason. When GPUs are expected, the NVML GPU count check

@@ -27,6 +27,38 @@ def probe_nvml(host_file: str | None = None) -> dict[str, Any]:
     return {"available": True, **host.to_dict()}
 
 
+def probe_pci(nvml: dict[str, Any], host_file: str | None = None) -> dict[str, Any]:
+    """When NVML cannot be used here, the NVIDIA GPUs the PCI bus lists (a server before its
+    driver, a container without --gpus), named by their PCI device ids."""
+    from validate.host.archs import identify
+    from validate.host.pcibus import nvidia_gpus
+
+    if host_file or nvml.get("available"):
+        return {"available": True, "gpus": []}
+    gpus = []
+    for gpu in nvidia_gpus():
+        known = identify("", gpu.device_id).known
+        gpus.append({"address": gpu.address, "product": gpu.product(), "driver": gpu.driver,
+                     "compute_capability": known.compute_capability if known else None,
+                     "architecture": known.architecture if known else None})
+    return {"available": True, "gpus": gpus}
+
+
+def probe_driver_advice(nvml: dict[str, Any], pci: dict[str, Any]) -> dict[str, Any]:
+    """Which driver branch to install (no driver, GPUs on the bus) or the driver that blocks
+    every framework build (too old), from the resolver (gpuenv/compat/driver_advice.py)."""
+    from gpuenv.compat.driver_advice import advice_lines
+
+    if nvml.get("available"):
+        gpus, driver = nvml.get("gpus") or [], nvml.get("driver_version")
+    else:
+        gpus, driver = pci.get("gpus") or [], None
+    if not gpus:
+        return {"available": True, "lines": []}
+    archs = tuple(sorted({g["compute_capability"] for g in gpus if g.get("compute_capability")}))
+    return {"available": True, "lines": advice_lines(archs, driver)}
+
+
 def probe_docker() -> dict[str, Any]:
     """Does the daemon answer, and can it hand GPUs to containers (nvidia runtime or CDI)?"""
     from gpuenv.engine import Engine
@@ -126,6 +158,8 @@ def collect_report(host_file: str | None = None) -> dict[str, Any]:
         "compat_data": _safe(probe_compat_data),
     }
     report["legacy"] = _safe(probe_legacy, report["nvml"])
+    report["pci"] = _safe(probe_pci, report["nvml"], host_file)
+    report["driver_advice"] = _safe(probe_driver_advice, report["nvml"], report["pci"])
     if host_file:
         report["host_file"] = host_file
     return report
@@ -139,6 +173,18 @@ def _line(label: str, value: str) -> str:
     return f"{label:<{LABEL_WIDTH - 2}}  {value}"
 
 
+def gpu_name(gpu: dict[str, Any]) -> str:
+    """The name NVML reports, with the product its PCI device id names when the name alone does
+    not identify it: 'Graphics Device (GeForce GTX 1660 (PCI 10de:2184))'."""
+    from validate.host.archs import identify, lookup, load_archs
+
+    name = str(gpu.get("name") or "unnamed GPU")
+    found = identify(name, gpu.get("pci_device_id"))
+    if found.product and lookup(name, load_archs()) is None:
+        return f"{name} ({found.product})"
+    return name
+
+
 def format_report(report: dict[str, Any]) -> str:
     lines = [_line("host", f"{report['host']['hostname']}  ({report['host']['os']}, Python {report['host']['python']})")]
     if report.get("host_file"):
@@ -148,12 +194,25 @@ def format_report(report: dict[str, Any]) -> str:
         cuda = nvml["cuda_driver_version"] or "not reported"
         lines.append(_line("driver", f"{nvml['driver_version'] or 'not reported'}  (CUDA driver API {cuda})"))
         rows = [
-            (g["index"], g["name"], g["uuid"], g["compute_capability"] or "unknown", f"{g['memory_total_bytes'] / 2**30:.1f} GiB" if g["memory_total_bytes"] is not None else "not readable")
+            (g["index"], gpu_name(g), g["uuid"], g["compute_capability"] or "unknown", f"{g['memory_total_bytes'] / 2**30:.1f} GiB" if g["memory_total_bytes"] is not None else "not readable")
             for g in nvml["gpus"]
         ]
         lines.append(format_table(("gpu", "name", "uuid", "cc", "memory"), rows) if rows else _line("gpus", "none"))
     else:
         lines.append(_line("driver", f"not available: {nvml['why']}"))
+    on_bus = (report.get("pci") or {}).get("gpus") or []
+    if on_bus:
+        rows = [
+            (g["address"], g["product"], g["architecture"] or "unknown",
+             g["compute_capability"] or "unknown", g["driver"] or "none")
+            for g in on_bus
+        ]
+        named = f"{len(on_bus)} NVIDIA GPU(s), named by their PCI device ids:"
+        lines.append(_line("pci bus", named))
+        head = ("address", "product", "architecture", "cc", "kernel driver")
+        lines.append(format_table(head, rows))
+    advice = (report.get("driver_advice") or {}).get("lines", [])
+    lines += [_line("driver", text) for text in advice]
     lines += [_line("gpu", text) for text in (report.get("legacy") or {}).get("lines", [])]
     docker = report["docker"]
     if docker.get("available"):

@@ -58,6 +58,16 @@ def capture_archs(host, host_file: str) -> tuple[str, ...]:
     return tuple(sorted({g.compute_capability for g in host.gpus if g.compute_capability}))
 
 
+def pci_archs() -> tuple[str, ...]:
+    """The compute capabilities of the NVIDIA GPUs on this host's PCI bus, known by their PCI
+    device ids (validate/host/pci_ids.yaml, then gpu_archs.yaml); unknown ones are left out."""
+    from validate.host.archs import identify
+    from validate.host.pcibus import nvidia_gpus
+
+    known = (identify("", gpu.device_id).known for gpu in nvidia_gpus())
+    return tuple(sorted({k.compute_capability for k in known if k is not None}))
+
+
 def request_for_host(
     *,
     driver: str | None = None,
@@ -105,6 +115,10 @@ def request_for_host(
             if not archs:
                 archs = tuple(sorted({g.compute_capability for g in host.gpus if g.compute_capability}))
                 blamed["gpu_archs"] = "this host's GPUs (NVML)"
+        elif not archs:  # no driver: the GPUs the PCI bus lists still choose the kernels
+            archs = pci_archs()
+            if archs:
+                blamed["gpu_archs"] = "this host's GPUs on the PCI bus (no driver)"
     return Request(
         driver=driver,
         cuda=cuda,

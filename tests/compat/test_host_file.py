@@ -37,7 +37,8 @@ def test_doctor_shows_the_captured_server(invoke_cli):
 
 def test_an_unknown_product_is_said_not_guessed(invoke_cli, tmp_path):
     capture = tmp_path / "mystery.xml"
-    capture.write_text(A100.read_text(encoding="utf-8").replace("NVIDIA A100-SXM4-40GB", "NVIDIA Mystery 9000"), encoding="utf-8")
+    text = A100.read_text(encoding="utf-8").replace("NVIDIA A100-SXM4-40GB", "NVIDIA Mystery 9000")
+    capture.write_text(text.replace("<pci_device_id>20B010DE</pci_device_id>", ""), encoding="utf-8")  # no A100 id
     out = invoke_cli("resolve", "--host", str(capture))
     assert out.returncode == 2, out.stderr
     assert "NVIDIA Mystery 9000 is unknown (not in validate/host/gpu_archs.yaml)" in out.stderr and "--gpu-arch" in out.stderr
@@ -97,7 +98,8 @@ def test_resolve_tells_a_k80_on_an_old_driver_its_last_branch(invoke_cli, tmp_pa
     from tests.validate.host_variants import driver340_kepler
 
     capture = tmp_path / "k80-340.xml"
-    capture.write_text(driver340_kepler().replace("Tesla K20m", "Tesla K80"), encoding="utf-8")
+    k80 = driver340_kepler().replace("Tesla K20m", "Tesla K80").replace("102810DE", "102D10DE")  # GK210GL [Tesla K80]
+    capture.write_text(k80, encoding="utf-8")
     out = invoke_cli("resolve", "--host", str(capture))
     assert out.returncode == 3, out.stderr
     assert out.stderr.strip().count("\n") == 0, out.stderr
@@ -114,6 +116,7 @@ def test_doctor_and_the_replay_agree_that_a_cc_3_0_kepler_ends_with_cuda_10_2(in
     import sys
 
     text = A100.read_text(encoding="utf-8").replace("NVIDIA A100-SXM4-40GB", "Tesla K10.G1.8GB")
+    text = text.replace("<pci_device_id>20B010DE</pci_device_id>", "")  # the A100's id would name an A100
     capture = tmp_path / "k10-470.xml"
     capture.write_text(text.replace("<driver_version>570.148.08", "<driver_version>470.256.02"), encoding="utf-8")
     data = _ok(invoke_cli("doctor", "--host", str(capture), "--json"))

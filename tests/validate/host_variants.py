@@ -35,8 +35,8 @@ def _one(pattern: str, replacement: str, text: str) -> str:
 
 
 def driver340_kepler(processes: int = 8) -> str:
-    """A100 capture as driver 340 printed a Kepler card: product "Tesla K20m", driver 340.24,
-    `<processes>` replaced by `<compute_processes>` listing `processes` foreign processes (no type:
+    """A100 capture as driver 340 printed a Kepler card: product "Tesla K20m" (its PCI id
+    10de:1028), driver 340.24, `<processes>` replaced by `<compute_processes>` listing `processes` foreign processes (no type:
     340 lists compute processes only), clock reasons under their 340 name (clocks_throttle_*)."""
     entries = "".join(
         f"<process_info><pid>{5490 + n}</pid><process_name>/opt/solver/bin/solver</process_name><used_memory>98 MiB</used_memory></process_info>\n"
@@ -44,6 +44,7 @@ def driver340_kepler(processes: int = 8) -> str:
     )
     text = _read(A100_XML)
     text = _one(r"<product_name>[^<]*", "<product_name>Tesla K20m", text)
+    text = _one(r"<pci_device_id>[^<]*", "<pci_device_id>102810DE", text)  # 10de:1028, pci.ids "Tesla K20m"
     text = _one(r"<driver_version>[^<]*", "<driver_version>340.24", text)
     text = _one(r"<processes>\s*</processes>", f"<compute_processes>\n{entries}</compute_processes>", text)
     return _one(r"clocks_event_reason", "clocks_throttle_reason", text)
@@ -61,8 +62,10 @@ def section_not_available(path: Path, tag: str) -> str:
 
 def renamed(path: Path, name: str) -> str:
     """The capture with every GPU's product name replaced (another product, or an old driver's
-    spelling of the same one)."""
-    return _one(r"<product_name>[^<]*", f"<product_name>{name}", _read(path))
+    spelling of the same one) and its PCI device id taken out: identity goes by the id first, and
+    the original GPU's id would name the original GPU."""
+    text = _one(r"<product_name>[^<]*", f"<product_name>{name}", _read(path))
+    return re.sub(r"<pci_device_id>[^<]*</pci_device_id>", "", text)
 
 
 def power_brake_at_idle(path: Path = H100_XML) -> str:

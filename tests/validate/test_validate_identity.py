@@ -37,6 +37,7 @@ def test_the_data_spans_kepler_to_blackwell_ultra_and_every_entry_cites_a_page()
 
 
 def _replayed(name: str) -> nvml.GpuInfo:
+    """The A100 capture renamed (and its PCI device id, the A100's, taken out)."""
     return nvml.read_host(ReplayNvml(parse_capture(v.renamed(v.A100_XML, name), "synthetic"))).gpus[0]
 
 

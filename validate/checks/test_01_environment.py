@@ -18,6 +18,7 @@ from validate.judge.capture import capture_text, capture_verdict
 from validate.judge.gpu_use import gpu_in_use_verdict, in_use_text
 from validate.judge.virtualization import virtualization_text, virtualization_verdict
 from validate.judge.driver_gate import driver_too_old
+from validate.judge.driver_floor import load_floors, too_old_for_frameworks
 from validate.judge.health import (
     clock_events_verdict,
     clocks_verdict,
@@ -80,11 +81,16 @@ def test_device_order(suite, record):
 
 
 def test_driver(suite, record):
-    """NVIDIA driver and the CUDA version it supports."""
+    """NVIDIA driver and the CUDA version it supports; a driver older than every framework build
+    gpuenv supports (418 runs CUDA 10.1) fails here, live and replayed, named as the blocker."""
     if suite.host.error:
         suite.require_gpus()  # skips with NVML's reason, or fails when GPUs are expected
-    record.add("driver version", suite.host.driver_version or "unknown")
+    too_old = too_old_for_frameworks(suite.host.driver_version) if suite.host.gpus else None
+    floor = f">= {load_floors().framework_driver} (the oldest any supported framework build runs)"
+    verdict = Verdict(FAIL, floor, too_old) if too_old else INFO
+    record.add("driver version", suite.host.driver_version or "unknown", verdict)
     record.add("CUDA driver version", suite.host.cuda_driver_version or "unknown")
+    record.finish()
 
 
 def test_every_gpu_readable(suite, record):
@@ -126,7 +132,8 @@ def test_gpu_health(gpu: nvml.GpuInfo, suite, record):
     against its default, clock event reasons as read (a hardware or thermal slowdown fails here;
     the sustained load judges them again under load), the NVSwitch fabric, compute mode. The link
     is judged only when read under load (else the sustained load judges it)."""
-    record.add("gpu identity", f"{gpu.name} ({identity_text(gpu.name, gpu.compute_capability)}) {gpu.pci_bus_id}", gpu=gpu.uuid)
+    identity = identity_text(gpu.name, gpu.compute_capability, pci_device_id=gpu.pci_device_id)
+    record.add("gpu identity", f"{gpu.name} ({identity}) {gpu.pci_bus_id}", gpu=gpu.uuid)
     measured, verdict = _gpu_in_use(gpu)
     record.add("gpu in use", measured, verdict, gpu=gpu.uuid)
     record.add("virtualization", virtualization_text(gpu.virtualization_mode, gpu.host_vgpu_mode, gpu.vgpu_license),

@@ -68,8 +68,9 @@ def test_nvml_gpu_count(suite, record):
     verdict = gpu_count_verdict(seen, suite.expectation, "NVML")
     if verdict.verdict == SKIP:
         pytest.skip(suite.no_gpu_reason())
-    if verdict.verdict == FAIL and suite.host.error:
-        verdict = Verdict(FAIL, verdict.threshold, f"{verdict.reason}: {suite.host.error}")
+    if verdict.verdict == FAIL and (suite.driverless or suite.host.error):
+        why = suite.driverless or suite.host.error
+        verdict = Verdict(FAIL, verdict.threshold, f"{verdict.reason}: {why}")
     elif verdict.verdict == FAIL and suite.host.unreadable:
         verdict = Verdict(FAIL, verdict.threshold, f"{verdict.reason}: " + "; ".join(u.error for u in suite.host.unreadable))
     verdict = unique_gpus_verdict(verdict, [g.uuid for g in suite.host.gpus])

@@ -22,7 +22,10 @@ from typing import Any, Iterator
 
 from validate.files import InputRefused, load_json_input, longest_digit_run, read_text_input
 from validate.host import smi_health, smi_sections
-from validate.host.archs import compute_capability_for, load_archs
+from validate.host.archs import (  # noqa: F401 (compute_capability_for: tests import it here)
+    compute_capability_for, identify, load_archs,
+)
+from validate.host.pci_ids import capture_pci_info, device_id_of
 from validate.host.bounds import (  # noqa: F401 (CaptureError, ERROR_KEY and call_key are this module's names too)
     ERROR_KEY, MAX_CAPTURE_BYTES, MAX_CAPTURE_DEPTH, MAX_CAPTURE_ITEMS, MAX_DIGITS, CaptureError, ItemCounts,
     bounded_xml, call_key, count_items, check_counts, terminal_safe,
@@ -246,7 +249,7 @@ def _gpu_answers(gpu: Node, index: int, mig_uuids: dict[int, str]) -> dict[str, 
     uuid = gpu.value("uuid|GPU UUID")
     a.put("nvmlDeviceGetUUID", uuid, uuid)
     bus = gpu.value("pci/pci_bus_id|PCI/Bus Id") or gpu.text
-    a.put("nvmlDeviceGetPciInfo", bus, {"busId": bus} if bus else None)
+    a.put("nvmlDeviceGetPciInfo", bus, capture_pci_info(bus, gpu))
     total, used = gpu.value("fb_memory_usage/total|FB Memory Usage/Total"), gpu.value("fb_memory_usage/used|FB Memory Usage/Used")
     if _bytes(total) is not None and _bytes(used) is not None:
         _put_memory(a, _bytes(total), _bytes(used), _bytes(gpu.value("fb_memory_usage/reserved|FB Memory Usage/Reserved")))  # type: ignore[arg-type]
@@ -504,7 +507,8 @@ def load_capture(path: str | Path) -> dict[str, Any]:
 
 def with_compute_capabilities(recording: dict[str, Any]) -> dict[str, Any]:
     """A capture's recording with nvmlDeviceGetCudaComputeCapability answered from gpu_archs.yaml
-    for the products it lists (NVML would answer it; nvidia-smi does not print it). Products not
+    for the products it lists, by PCI device id first, then name (validate/host/archs.identify):
+    NVML would answer it; nvidia-smi does not print it. Products not
     in the table stay unanswered, so they read as unknown. Each filled answer is listed under
     "derived" with its source."""
     table = load_archs()
@@ -513,7 +517,9 @@ def with_compute_capabilities(recording: dict[str, Any]) -> dict[str, Any]:
         name = calls.get("nvmlDeviceGetName")
         if "nvmlDeviceGetCudaComputeCapability" in calls or not isinstance(name, str):
             continue
-        known = compute_capability_for(name, table)
+        pci = calls.get("nvmlDeviceGetPciInfo")
+        device = device_id_of(pci.get("pciDeviceId")) if isinstance(pci, dict) else None
+        known = identify(name, device, table).known
         if known is not None:
             major, minor = (int(p) for p in known.compute_capability.split("."))
             calls["nvmlDeviceGetCudaComputeCapability"] = [major, minor]

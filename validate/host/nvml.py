@@ -19,6 +19,8 @@ from typing import Any, Callable, TypeVar
 
 from validate.host.nvml_health import HealthReadings, read_health
 from validate.host.virtualization import memory_v2_info, read_vgpu_license, read_virtualization
+from validate.host.pci_ids import device_id_of
+from validate.host.pcibus import nvidia_gpus
 
 T = TypeVar("T")
 
@@ -107,6 +109,9 @@ class GpuInfo:
     # "Completed"; None where the GPU has no fabric. The status is "Success" or NVML's error.
     fabric_state: str | None = None
     fabric_status: str | None = None
+    # The 16-bit PCI device id (0x2330), where NVML or the capture gives it: identity goes by it
+    # first (validate/host/archs.identify), since a driver may call a GPU "Graphics Device".
+    pci_device_id: int | None = None
     # The readings DCGM's health watches and diagnostic judge (validate/host/nvml_health.py).
     health: HealthReadings = field(default_factory=HealthReadings)
     # Memory as NVML's v2 query splits it (nvidia-smi's "Reserved" and "Used"): the driver's own
@@ -239,12 +244,15 @@ def use_module(nv: Any) -> None:
 NO_DRIVER = "NVML: libnvidia-ml.so.1 not found (no NVIDIA driver on this host)"
 
 
-def cpu_only_host(host: "HostInfo", dev: Path = Path("/dev")) -> bool:
-    """No NVIDIA driver library and no NVIDIA device file: a machine without GPU, not a GPU server
-    whose driver broke (that one still has /dev/nvidia0, or a library NVML can load)."""
+def cpu_only_host(
+    host: "HostInfo", dev: Path = Path("/dev"), sysfs_root: Path | None = None
+) -> bool:
+    """No NVIDIA driver library, no NVIDIA device file and no NVIDIA GPU on the PCI bus: a machine
+    without GPU, not a GPU server whose driver broke (that one still has /dev/nvidia0, or a
+    library NVML can load) or was never installed (its GPUs are still on the bus: pcibus.py)."""
     if host.replayed_from or host.gpus or host.error != NO_DRIVER:
         return False
-    return not any(dev.glob("nvidia[0-9]*"))
+    return not any(dev.glob("nvidia[0-9]*")) and not nvidia_gpus(sysfs_root)
 
 
 def _init(nv: Any = None) -> tuple[Any, str | None]:
@@ -385,11 +393,13 @@ def _read_gpu(nv: Any, index: int) -> GpuInfo:
     memory_v2 = memory_v2_info(nv, handle, _gpu_field)
     virtualization, host_vgpu = read_virtualization(nv, handle, _gpu_field)
     licensed, license_text = read_vgpu_license(nv, handle, _gpu_field, _text)
+    pci = _gpu_field(lambda: nv.nvmlDeviceGetPciInfo(handle))
     return GpuInfo(
         index=index,
         name=_text(nv.nvmlDeviceGetName(handle)),
         uuid=_text(nv.nvmlDeviceGetUUID(handle)),
-        pci_bus_id=_gpu_field(lambda: _text(nv.nvmlDeviceGetPciInfo(handle).busId)) or "unknown",
+        pci_bus_id=_optional(lambda: _text(pci.busId)) or "unknown",
+        pci_device_id=device_id_of(getattr(pci, "pciDeviceId", None)),
         compute_capability=f"{capability[0]}.{capability[1]}" if capability else None,
         memory_total_bytes=None if memory is None else int(memory.total),
         memory_used_bytes=None if memory is None else int(memory.used),

@@ -1,0 +1,228 @@
+"""Identity by PCI device id first, name second (issue 34 item 3), on captures, recordings and
+NVML's answers, and a driver too old for every framework build failing the run (item 4), from
+SYNTHETIC variants of real captures (tests/validate/pci_variants.py says each edit)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.validate import pci_variants as v
+from validate.host import nvml
+from validate.host.archs import chip_families, identify, identity_text, load_archs
+from validate.host.capture import parse_capture
+from validate.host.pci_ids import PCI_IDS_FILE, device_id_of, load_pci_ids
+from validate.host.replay import RecordingNvml, ReplayNvml
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def replayed(text: str) -> nvml.HostInfo:
+    return nvml.read_host(ReplayNvml(parse_capture(text, "synthetic")))
+
+
+def test_every_spelling_of_the_combined_id_gives_the_device():
+    assert device_id_of("0x233010DE") == 0x2330  # nvidia-smi -q, new XML
+    assert device_id_of("20B010DE") == 0x20B0  # older XML
+    assert device_id_of(0x218410DE) == 0x2184  # NVML's pciDeviceId
+    assert (
+        device_id_of("0x12348086") is None
+        and device_id_of("N/A") is None
+        and device_id_of(None) is None
+    )
+
+
+def test_driver_418_graphics_device_is_a_gtx_1660_by_its_id():
+    gpu = replayed(v.text_driver418_gtx1660()).gpus[0]
+    assert (gpu.name, gpu.pci_device_id, gpu.compute_capability) == (
+        "Graphics Device",
+        0x2184,
+        "7.5",
+    )
+    assert identity_text(gpu.name, gpu.compute_capability, pci_device_id=gpu.pci_device_id) == (
+        "GeForce GTX 1660 (PCI 10de:2184): Turing, cc 7.5 (unconfirmed)"
+    )
+
+
+@pytest.mark.parametrize(
+    "name, device_id, expected",
+    [
+        ("GRID P4-1Q", "1BB310DE", "Tesla P4 (PCI 10de:1bb3): Pascal, cc 6.1"),
+        ("GRID V100D-8C", "1DB610DE", "Tesla V100 PCIe 32GB (PCI 10de:1db6): Volta, cc 7.0"),
+        ("NVIDIA RTXA6000-24Q", "223010DE", "RTX A6000 (PCI 10de:2230): Ampere, cc 8.6"),
+        ("GRID P4-1Q", None, "vGPU profile of Tesla P4: Pascal, cc 6.1 (unconfirmed)"),
+        ("GRID V100D-8C", None, "vGPU profile of Tesla V100: Volta, cc 7.0 (unconfirmed)"),
+        (
+            "NVIDIA RTXA6000-24Q",
+            None,
+            "vGPU profile of NVIDIA RTX A6000: Ampere, cc 8.6 (unconfirmed)",
+        ),
+        ("NVIDIA GeForce GT 1030", "1D0110DE", "Pascal, cc 6.1 (unconfirmed)"),
+    ],
+)
+def test_vgpu_profiles_and_the_gt_1030_replay_with_a_compute_capability(name, device_id, expected):
+    gpu = replayed(v.xml_gpu(name, device_id)).gpus[0]
+    assert gpu.compute_capability == expected.split("cc ")[1].split()[0]
+    assert identity_text(
+        gpu.name, gpu.compute_capability, pci_device_id=gpu.pci_device_id
+    ).startswith(expected)
+
+
+def test_the_id_wins_over_a_name_that_names_another_product():
+    """A capture whose name and id disagree is identified by the id: the hardware's word."""
+    gpu = replayed(v.xml_gpu("NVIDIA A100-SXM4-40GB", "218410DE")).gpus[0]
+    assert gpu.compute_capability == "7.5"
+
+
+def test_nvml_answers_carry_the_id_through_a_recording():
+    """Live NVML gives nvmlDeviceGetPciInfo().pciDeviceId; the recorder keeps it, replay reads
+    it."""
+    recording = {
+        "format": "gpuenv-nvml-recording/1",
+        "source": "recorded",
+        "system": {"nvmlDeviceGetCount": 1},
+        "devices": [
+            {
+                "nvmlDeviceGetName": "Graphics Device",
+                "nvmlDeviceGetUUID": "GPU-1",
+                "nvmlDeviceGetPciInfo": {"busId": "00000000:01:00.0", "pciDeviceId": 0x218410DE},
+            }
+        ],
+    }
+    recorder = RecordingNvml(ReplayNvml(recording))
+    gpu = nvml.read_host(recorder).gpus[0]
+    assert gpu.pci_device_id == 0x2184 and gpu.pci_bus_id == "00000000:01:00.0"
+    again = nvml.read_host(ReplayNvml(recorder.recording())).gpus[0]
+    assert again.pci_device_id == 0x2184
+
+
+def test_the_table_is_cited_licensed_and_covers_the_issue_cases():
+    table = load_pci_ids()
+    assert table.version == "2026.08.22"
+    assert {0x2184, 0x1D01, 0x1BB3, 0x1DB6, 0x2230, 0x2330, 0x2901}.issubset(table.products)
+    assert all(
+        p.source == f"https://pci-ids.ucw.cz/read/PC/10de/{d:04x}"
+        for d, p in table.products.items()
+    )
+    assert not table.products[
+        0x1E30
+    ].confirmed  # "Quadro RTX 6000/8000": pci.ids names two products
+    notice = (PCI_IDS_FILE.parent / "PCI_IDS_NOTICE").read_text(encoding="utf-8")
+    assert "3-clause BSD License" in notice and "GNU General Public License text" not in notice
+
+
+def test_the_generator_reproduces_the_table_from_pci_ids(tmp_path):
+    """scripts/pci_ids.py on a pci.ids excerpt: GPUs kept, audio/NVSwitch/other vendors left out."""
+    excerpt = (
+        "#\tVersion: 2026.08.22\n#\tDate:    2026-08-22 03:15:01\n"
+        "10de  NVIDIA Corporation\n\t10f8  TU104 HD Audio Controller\n"
+        "\t2184  TU116 [GeForce GTX 1660]\n"
+        "\t22a3  GH100 [H100 NVSwitch]\n\t1e30  TU102GL [Quadro RTX 6000/8000]\n"
+        "\t\t10de 129e  Quadro RTX 8000\n"
+        "10df  Emulex Corporation\n\t2184  Something [Not NVIDIA]\n"
+    )
+    (tmp_path / "pci.ids").write_text(excerpt, encoding="utf-8")
+    out = tmp_path / "pci_ids.yaml"
+    subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "pci_ids.py"),
+            str(tmp_path / "pci.ids"),
+            "--out",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    table = load_pci_ids(out)
+    assert sorted(table.products) == [0x1E30, 0x2184]
+    assert (
+        table.products[0x2184].name == "GeForce GTX 1660" and not table.products[0x1E30].confirmed
+    )
+
+
+def test_a_driver_older_than_every_framework_build_fails_the_replay(tmp_path):
+    capture = tmp_path / "gtx1660-418.txt"
+    capture.write_text(v.text_driver418_gtx1660(), encoding="utf-8")
+    env = {
+        k: val
+        for k, val in os.environ.items()
+        if k not in ("NVIDIA_VISIBLE_DEVICES", "GPUENV_STACK_FILE")
+    }
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "validate",
+            "--replay",
+            str(capture),
+            "-k",
+            "test_driver or identity",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    out = " ".join(done.stdout.split())
+    assert done.returncode == 1, done.stdout[-3000:]
+    assert (
+        "FAIL driver version [host]: 418.67 driver 418.67 runs no PyTorch or TensorFlow build "
+        "gpuenv supports" in out
+    )
+    assert "the oldest that does is 450.80.02" in out
+    assert "unknown product" not in out
+
+
+@pytest.mark.parametrize(
+    "device_id, cc",
+    [
+        (0x2329, "9.0"),  # H20: a GH100, as the H100 NVIDIA's table lists
+        (0x20F5, "8.0"),  # A800 80GB PCIe: GA100
+        (0x26B7, "8.9"),  # L20: AD102
+        (0x1BB4, "6.1"),  # Tesla P6: GP104
+    ],
+)
+def test_a_product_nvidias_table_omits_takes_its_dies_compute_capability_unconfirmed(device_id, cc):
+    known = identify("Graphics Device", device_id).known
+    assert (known.compute_capability, known.confirmed) == (cc, False)
+    assert known.source.startswith("derived: the ")
+
+
+def test_a_die_carrying_two_compute_capabilities_settles_nothing():
+    """pci.ids puts "GeForce RTX 3050 A Laptop GPU" on AD106, an Ada die: its name says Ampere
+    8.6, its die 8.9, so the name's answer is kept but unconfirmed, and nothing is derived."""
+    known = identify("", 0x2822).known
+    assert (known.compute_capability, known.confirmed) == ("8.6", False)
+    assert chip_families(load_archs())["AD106"] is None
+    assert identify("", 0x2330).known.confirmed  # H100 SXM5: NVIDIA's table lists it
+
+
+def test_most_nvidia_gpu_ids_from_maxwell_on_are_identified():
+    """A guard on coverage: of the table's ids from Maxwell on, those left unknown are mobile
+    GM108 parts, a few Ada laptop dies, Jetson Thor and unnamed engineering ids."""
+    table = load_pci_ids()
+    modern = [d for d, p in table.products.items() if not p.chip.startswith("GK")]
+    unknown = [table.products[d].name for d in modern if identify("", d).known is None]
+    assert len(unknown) <= 35, unknown
+
+
+CAPTURES = sorted((REPO / "tests" / "validate" / "captures").glob("nvidia-smi-*/*.*[lt]"))
+
+
+@pytest.mark.parametrize("path", CAPTURES, ids=[p.name for p in CAPTURES])
+def test_on_every_real_capture_the_id_and_the_name_agree(path):
+    """Real captures name their GPUs well: identity by id must give what the name gives."""
+    from validate.host.archs import compute_capability_for
+
+    for gpu in nvml.read_host(
+        ReplayNvml(parse_capture(path.read_text(encoding="utf-8"), path.name))
+    ).gpus:
+        assert gpu.pci_device_id is not None, gpu.name
+        assert gpu.compute_capability == compute_capability_for(gpu.name).compute_capability
