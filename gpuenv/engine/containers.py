@@ -135,6 +135,7 @@ class ContainersMixin:
         shm_size: str = DEFAULT_SHM_SIZE,
         on_created: Callable[["Container"], None] | None = None,
         host_network: bool = False,
+        name: str | None = None,
     ) -> "Container":
         """Create and start a detached container with the run options of `run_container` (GPUs,
         /dev/shm, memlock, init) as the image's own user; `files` is a tar put at / before it starts.
@@ -142,11 +143,14 @@ class ContainersMixin:
         job across hosts needs: its rendezvous and NCCL reach the other hosts' addresses directly.
 
         `on_created` sees the container before it starts (a caller tracking what to remove on
-        Ctrl-C); whatever fails after it exists removes it again.
+        Ctrl-C); whatever fails after it exists removes it again. `name`: the container's name (a
+        run's containers are named after it, so one left behind is found by name as by label).
         """
         from docker.errors import APIError
 
         options = container_options(gpus, shm_size, None)
+        if name:
+            options["name"] = name
         if host_network:
             options.update(network_mode="host", ipc_mode="host")
             options.pop("shm_size")  # the host's IPC namespace brings its own /dev/shm

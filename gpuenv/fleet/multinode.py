@@ -31,8 +31,13 @@ BATCH_SCRIPT = "multinode-job.sh"
 NODE_SCRIPT = "multinode.sh"
 RESULT = "result.json"
 JOB_NAME = "gpuenv-multinode"
-#: The rendezvous port on the first node (torchrun's default is 29500; one of our own keeps clear of a user's job).
-RDZV_PORT = 29531
+#: The rendezvous port range on the first node (torchrun's default is 29500: ours keep clear of a
+#: user's job). A run takes its own port in it, from its id (rendezvous_port): a fixed port is met
+#: by whatever an earlier run left on it (an agent in torchrun's 300 s exit barrier, a container a
+#: killed step left), and the next run's head then cannot host its store while the other agents
+#: join the stale one.
+RDZV_PORT_BASE = 29600
+RDZV_PORT_SPAN = 400
 #: Seconds every node's agent waits at the rendezvous for the others (torchrun's join_timeout).
 JOIN_TIMEOUT = 120
 #: The multi-node job's own time limit when --time is not given (Slurm's minutes).
@@ -41,6 +46,23 @@ SOURCE_BUSBW = "https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE
 
 
 # ---------------------------------------------------------------- scripts (pure)
+
+
+def rendezvous_port(run_id: str) -> int:
+    """The run's rendezvous port: a Slurm job id (digits) is taken modulo the range, as the node
+    script computes it from SLURM_JOB_ID in shell; any other id (an SSH run's) by its sha256. Two
+    runs after each other (job ids n and n+1) never share a port."""
+    import hashlib
+
+    number = int(run_id) if run_id.isdigit() else int(hashlib.sha256(run_id.encode()).hexdigest()[:8], 16)
+    return RDZV_PORT_BASE + number % RDZV_PORT_SPAN
+
+
+#: The node script's own computation of rendezvous_port from the job id (the same on every node).
+PORT_SHELL = f"port=$(( {RDZV_PORT_BASE} + SLURM_JOB_ID % {RDZV_PORT_SPAN} ))"
+#: The label every multi-node container carries (with the run's id), as the suite's containers do.
+LABEL = "io.gpuenv.fleet"
+RUN_LABEL = "io.gpuenv.fleet.run"
 
 
 def sbatch_command(job: slurm.SlurmJob, nodes: list[str]) -> list[str]:
@@ -69,9 +91,9 @@ def ddp_sizes(suite_args: list[str]) -> str:
 
 
 def torchrun_words(python: str, out: str, sizes: str = "quick") -> str:
-    """torchrun's command line on a node; $nnodes, $gpus, $addr, $is_host come from the node script."""
+    """torchrun's command line on a node; $nnodes, $gpus, $addr, $port, $is_host come from the node script."""
     return (f"{python} -m torch.distributed.run --nnodes=\"$nnodes\" --nproc-per-node=\"$gpus\" --rdzv-backend=c10d "
-            f"--rdzv-endpoint=\"$addr:{RDZV_PORT}\" --rdzv-id=\"gpuenv-$SLURM_JOB_ID\" "
+            f"--rdzv-endpoint=\"$addr:$port\" --rdzv-id=\"gpuenv-$SLURM_JOB_ID\" "
             f"--rdzv-conf=\"is_host=$is_host,join_timeout={JOIN_TIMEOUT}\" --max-restarts=0 "
             f"-m validate.measure.multinode --out {out} --sizes {sizes}")
 
@@ -84,9 +106,17 @@ def render_node_script(job: slurm.SlurmJob) -> str:
     docker = ""
     if job.image:
         gpus = "-e NVIDIA_VISIBLE_DEVICES=void" if job.gpus.strip().lower() == "none" else f"--gpus {shlex.quote(job.gpus)}"
-        docker = ("docker run --rm --init --network host --ipc host --ulimit memlock=-1 --ulimit stack=67108864 "
+        # As the caller (rank 0 writes result.json into the caller's run folder), named and labelled
+        # with the job id: the trap below removes it when the step ends or is killed, and a run's
+        # leftovers can be found by label. Started in the background so a TERM runs the trap at once
+        # (bash runs a trap only after a foreground command returns).
+        docker = ("docker run --rm --init --name \"$name\" "
+                  f"--label {LABEL}=multinode --label {RUN_LABEL}=\"$SLURM_JOB_ID\" "
+                  "-u \"$(id -u):$(id -g)\" -e HOME=/tmp "
+                  "--network host --ipc host --ulimit memlock=-1 --ulimit stack=67108864 "
                   f"{gpus} -e SLURMD_NODENAME=\"$node\" -e SLURM_JOB_ID=\"$SLURM_JOB_ID\" -v \"$out\":/gpuenv-out "
-                  f"{shlex.quote(job.image)} " + torchrun_words("python", "/gpuenv-out/" + RESULT, ddp_sizes(job.suite_args)))
+                  f"{shlex.quote(job.image)} " + torchrun_words("python", "/gpuenv-out/" + RESULT, ddp_sizes(job.suite_args))
+                  + ' &\n    wait $!')
     lines = [
         "#!/bin/bash",
         "# gpuenv multi-node job, one node's part (written by gpuenv; srun starts it once per node).",
@@ -101,9 +131,13 @@ def render_node_script(job: slurm.SlurmJob) -> str:
         "gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)",
         '[ "${gpus:-0}" -gt 0 ] 2>/dev/null || gpus=1',
         'is_host=0; [ "$node" = "$head" ] && is_host=1',
+        PORT_SHELL,
+        'name="gpuenv-multinode-$SLURM_JOB_ID-$node"',
         f"image={shlex.quote(job.image or '')}",
         f"prefix={shlex.quote(job.prefix or '')}",
         'if [ -n "$image" ] && command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then',
+        "    trap 'docker rm -f \"$name\" >/dev/null 2>&1' EXIT",
+        "    trap 'docker rm -f \"$name\" >/dev/null 2>&1; exit 143' TERM INT",
         f"    {docker or 'true'}",
         "    status=$?",
         'elif [ -n "$prefix" ] && [ -x "$prefix/bin/python" ]; then',

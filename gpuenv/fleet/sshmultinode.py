@@ -5,7 +5,7 @@ is judged by the same code (gpuenv/fleet/multinode.py), so it is the same fleet-
 
 The containers share their host's network and IPC (the rendezvous, NCCL's sockets and shared
 memory reach the other hosts directly), so every host must reach the first host's name as its
-URL gives it, on RDZV_PORT. Every wait is bounded: torchrun's join_timeout at the rendezvous, and
+URL gives it, on the run's own port (multinode.rendezvous_port of the run id). Every wait is bounded: torchrun's join_timeout at the rendezvous, and
 the job's whole time limit; every container is removed at the end, or on Ctrl-C."""
 
 from __future__ import annotations
@@ -49,16 +49,19 @@ def torch_missing(outcome: HostOutcome) -> bool:
     return any("PyTorch is not installed here" in str(c.get("reason") or c.get("measured") or "") for c in host_checks(outcome))
 
 
-def node_command(url: str, nnodes: int, procs: int, head: str, is_host: bool, run_id: str, sizes: str) -> list[str]:
+def node_command(url: str, nnodes: int, procs: int, head: str, is_host: bool, run_id: str, sizes: str,
+                 port: int | None = None) -> list[str]:
     """torchrun in the container on host `url`: one process per GPU, the c10d rendezvous on `head`.
 
     `--local-addr` is the host's name from its URL, the name the fleet reaches it by: the others
     reach it so, and the rendezvous tells the agents apart by it. Without it an agent is known by
     its host name and PID, and two containers with the host's network (one engine reached twice)
     share the host name and, each in its own PID namespace, can share the PID: then they are one
-    participant to the rendezvous, which never fills and times out."""
+    participant to the rendezvous, which never fills and times out.
+    `port`: the run's rendezvous port (default: multinode.rendezvous_port of `run_id`)."""
+    port = port or multinode.rendezvous_port(run_id)
     return ["python", "-m", "torch.distributed.run", f"--nnodes={nnodes}", f"--nproc-per-node={procs}", "--rdzv-backend=c10d",
-            f"--rdzv-endpoint={head}:{multinode.RDZV_PORT}", f"--local-addr={rendezvous_host(url)}", f"--rdzv-id=gpuenv-{run_id}",
+            f"--rdzv-endpoint={head}:{port}", f"--local-addr={rendezvous_host(url)}", f"--rdzv-id=gpuenv-{run_id}",
             f"--rdzv-conf=is_host={int(is_host)},join_timeout={multinode.JOIN_TIMEOUT}", "--max-restarts=0",
             "-m", "validate.measure.multinode", "--out", RESULT_IN_CONTAINER, "--sizes", sizes, "--fleet-node", url]
 
@@ -87,12 +90,13 @@ def run_ssh_multinode(outcomes: list[HostOutcome], run: SuiteRun, progress: Prog
     limit = min(run.timeout_s, DEFAULT_JOB_TIME_S) if run.timeout_s else DEFAULT_JOB_TIME_S
     sizes = multinode.ddp_sizes(run.suite_args)
     head = rendezvous_host(nodes[0])
+    port = multinode.rendezvous_port(state.run_id)
     opened: dict[str, engines.Engine] = {}
     containers: dict[str, engines.Container] = {}
     errors: dict[str, str] = {}
     exits: dict[str, int | None] = {n: None for n in nodes}
     started = time.monotonic()
-    say(name, "running", f"torchrun on {len(nodes)} hosts, rendezvous {head}:{multinode.RDZV_PORT}")
+    say(name, "running", f"torchrun on {len(nodes)} hosts, rendezvous {head}:{port}")
     try:
         for index, outcome in enumerate(ran):
             url = outcome.host
@@ -103,10 +107,11 @@ def run_ssh_multinode(outcomes: list[HostOutcome], run: SuiteRun, progress: Prog
                 break
             opened[url] = engine
             state.track_engine(f"{url} (multi-node)", engine)
-            command = node_command(url, len(nodes), gpu_count(outcome), head, index == 0, state.run_id, sizes)
+            command = node_command(url, len(nodes), gpu_count(outcome), head, index == 0, state.run_id, sizes, port)
             try:
                 containers[url] = engine.start_container(
                     run.image, command, gpus=run.gpus, labels={LABEL: "multinode", RUN_LABEL: state.run_id}, host_network=True,
+                    name=f"gpuenv-multinode-{state.run_id}-{index}",
                     on_created=lambda c, key=f"{url} (multi-node)": state.track_container(key, c))
             except Exception as err:  # noqa: BLE001 - that host's failure is the job's reason
                 errors[url] = f"could not start its part: {engines.short_reason(err)}"
@@ -135,7 +140,7 @@ def run_ssh_multinode(outcomes: list[HostOutcome], run: SuiteRun, progress: Prog
         job_state = JobState(state.run_id, "TIMEOUT") if timed_out else None
         outcome = multinode.multinode_outcome(nodes, state.run_id, job_state, result if not errors else None, exits, errors,
                                               multinode.node_busbw(ran), round(time.monotonic() - started, 2), multinode.node_ddp_rates(ran))
-        outcome.details["rendezvous"] = f"{head}:{multinode.RDZV_PORT}"
+        outcome.details["rendezvous"] = f"{head}:{port}"
         say(name, "done", outcome.status)
         return outcome
     except KeyboardInterrupt as interrupt:

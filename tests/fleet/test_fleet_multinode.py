@@ -36,7 +36,7 @@ def job(**kw) -> slurm.SlurmJob:
 
 def test_the_node_script_runs_torchrun_with_one_rendezvous_on_the_first_node():
     script = multinode.render_node_script(job(image="reg/gpuenv/x@sha256:" + "a" * 64))
-    assert "--rdzv-backend=c10d" in script and f'--rdzv-endpoint="$addr:{multinode.RDZV_PORT}"' in script
+    assert "--rdzv-backend=c10d" in script and '--rdzv-endpoint="$addr:$port"' in script and multinode.PORT_SHELL in script
     assert "NodeAddr=" in script and 'is_host=0; [ "$node" = "$head" ] && is_host=1' in script
     assert "--network host --ipc host" in script and "--gpus all" in script  # NCCL's sockets and shared memory
     assert '"$prefix/bin/python" -m torch.distributed.run' in script and "-m validate.measure.multinode" in script
@@ -46,6 +46,69 @@ def test_the_node_script_runs_torchrun_with_one_rendezvous_on_the_first_node():
     assert "--kill-on-bad-exit=1" in batch and "/shared/run/multinode.sh" in batch
     cmd = multinode.sbatch_command(job(partition="gpu"), ["gpu01", "gpu02"])
     assert "--nodes=2" in cmd and "--nodelist=gpu01,gpu02" in cmd and "--partition=gpu" in cmd
+
+
+def test_each_job_takes_its_own_rendezvous_port_the_same_on_every_node():
+    """A fixed port is met by what an earlier job left on it (torchrun's exit barrier holds a
+    store up to 300 s): each job's port comes from its id, computed alike in Python and by the
+    node script's shell from SLURM_JOB_ID."""
+    import subprocess
+
+    ports = {job_id: multinode.rendezvous_port(job_id) for job_id in ("41", "42", "43", "1000141")}
+    assert len(set(ports.values())) == 4 and all(multinode.RDZV_PORT_BASE <= p < multinode.RDZV_PORT_BASE + multinode.RDZV_PORT_SPAN
+                                                  for p in ports.values())
+    for job_id, port in ports.items():
+        shell = subprocess.run(["bash", "-c", f'{multinode.PORT_SHELL}; echo "$port"'], env={"SLURM_JOB_ID": job_id},
+                               capture_output=True, text=True, check=True)
+        assert int(shell.stdout) == port
+    assert multinode.rendezvous_port("cac28fba936a") != multinode.rendezvous_port("63763ef6ea62")  # SSH runs' ids
+
+
+def fake_tools(folder: Path, gpus: int = 0) -> dict[str, str]:
+    """A PATH whose docker, scontrol and nvidia-smi record their arguments (docker run waits, as a
+    job's container does), and the environment srun gives a node's task."""
+    bin_ = folder / "bin"
+    bin_.mkdir()
+    calls = folder / "calls"
+    (bin_ / "docker").write_text(f'#!/bin/bash\necho "docker $*" >> {calls}\n[ "$1" = run ] && exec sleep 60\nexit 0\n')
+    (bin_ / "scontrol").write_text('#!/bin/bash\n[ "$2" = hostnames ] && echo n1 && exit 0\necho "NodeName=n1 NodeAddr=10.0.0.1 State=IDLE"\n')
+    (bin_ / "nvidia-smi").write_text("#!/bin/bash\n" + "".join(f'echo "GPU {i}: NVIDIA H100 (UUID: GPU-{i})"\n' for i in range(gpus))
+                                     + ("" if gpus else 'echo "No devices were found"; exit 6\n'))
+    for tool in bin_.iterdir():
+        tool.chmod(0o755)
+    import os
+
+    return {"PATH": f"{bin_}:{os.environ['PATH']}", "SLURMD_NODENAME": "n1", "SLURM_JOB_ID": "42", "SLURM_NNODES": "2",
+            "SLURM_JOB_NODELIST": "n[1-2]"}
+
+
+def test_a_killed_step_removes_its_container_which_runs_as_the_caller_named_and_labelled(tmp_path):
+    """D8: the node's container runs as the caller (rank 0 writes into the caller's run folder),
+    carries the job's label and name, and a TERM to the step (Slurm's time limit, a node that
+    failed) removes it at once: no container is left holding the rendezvous port or the GPUs."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    rundir = tmp_path / "run"
+    rundir.mkdir()
+    script = tmp_path / "multinode.sh"
+    script.write_text(multinode.render_node_script(slurm.SlurmJob(rundir=str(rundir), image="reg/gpuenv/x:1")))
+    env = fake_tools(tmp_path)
+    proc = subprocess.Popen(["bash", str(script)], env=env, start_new_session=True)
+    calls = tmp_path / "calls"
+    deadline = time.monotonic() + 20
+    while "docker run" not in (calls.read_text() if calls.exists() else "") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    run = next(line for line in calls.read_text().splitlines() if line.startswith("docker run"))
+    assert f"-u {os.getuid()}:{os.getgid()}" in run and "-e HOME=/tmp" in run
+    assert "--name gpuenv-multinode-42-n1" in run and "--label io.gpuenv.fleet.run=42" in run
+    assert "--rdzv-endpoint=10.0.0.1:" + str(multinode.rendezvous_port("42")) in run
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(10) == 143
+    assert "docker rm -f gpuenv-multinode-42-n1" in calls.read_text()
+    os.killpg(proc.pid, signal.SIGKILL)  # the fake container's sleep
 
 
 def test_a_healthy_result_is_ready_with_its_rows(result):
