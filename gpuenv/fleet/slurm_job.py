@@ -70,11 +70,11 @@ def check_env(env: dict[str, object]) -> dict[str, str]:
     out = {}
     for name, value in env.items():
         if not isinstance(name, str) or not _ENV_NAME.match(name) or not name.startswith(ENV_PREFIXES):
-            raise BadInput(f"gpuenv.fleet.env in invoke.yaml names {name!r}, not an NCCL/gloo/PyTorch setting",
+            raise BadInput(f"names {name!r}, not an NCCL/gloo/PyTorch setting",
                            fix=f"give only variables starting with {', '.join(ENV_PREFIXES)}, e.g. NCCL_SOCKET_IFNAME: ib0")
         text = str(value)
         if isinstance(value, (dict, list)) or "\n" in text or "\0" in text:
-            raise BadInput(f"gpuenv.fleet.env.{name} is {value!r}, not one value", fix=f"write {name}: VALUE on one line")
+            raise BadInput(f"sets {name} to {value!r}, not one value", fix=f"write {name}: VALUE on one line")
         out[name] = text
     return out
 

@@ -37,10 +37,32 @@ def rendezvous_host(url: str) -> str:
     return urlsplit(url).hostname or url
 
 
-def gpu_count(outcome: HostOutcome) -> int:
-    """How many GPUs the host's own suite saw (NVML), so torchrun starts one process per GPU; one process without GPUs."""
-    gpus = (((outcome.report or {}).get("host") or {}).get("nvml") or {}).get("gpus")
-    return len(gpus) if isinstance(gpus, list) and gpus else 1
+def gpu_count(outcome: HostOutcome, gpus: str = "all") -> int:
+    """How many processes torchrun starts on the host: one per whole GPU its own suite saw (NVML;
+    MIG mode left out, NCCL does not run across MIG instances), no more than `--gpus 0,1` names;
+    one process without GPUs."""
+    return multinode.job_gpus([outcome], gpus) or 1
+
+
+#: What the probe container answers: how many entries /sys/class/infiniband has on the host.
+IB_PROBE = ["sh", "-c", "ls -A /sys/class/infiniband 2>/dev/null | wc -l"]
+
+
+def host_infiniband(engine: engines.Engine, image: str, labels: dict[str, str], timeout: float = 60) -> bool:
+    """Whether the host has InfiniBand/RoCE ports (/sys/class/infiniband not empty: sysfs is the
+    host's in a container), asked by a short container of the job's image; False when it cannot
+    say (the job then runs without the devices and its transport row says what NCCL used)."""
+    try:
+        probe = engine.start_container(image, IB_PROBE, gpus="none", labels=labels)
+    except Exception:  # noqa: BLE001 - the job's own start names the host's problem
+        return False
+    try:
+        if probe.wait(timeout) != 0:
+            return False
+        tail = probe.log_tail(1)
+        return bool(tail) and tail[-1].strip().isdigit() and int(tail[-1].strip()) > 0
+    finally:
+        probe.remove()
 
 
 def torch_missing(outcome: HostOutcome) -> bool:
@@ -107,11 +129,12 @@ def run_ssh_multinode(outcomes: list[HostOutcome], run: SuiteRun, progress: Prog
                 break
             opened[url] = engine
             state.track_engine(f"{url} (multi-node)", engine)
-            command = node_command(url, len(nodes), gpu_count(outcome), head, index == 0, state.run_id, sizes, port)
+            command = node_command(url, len(nodes), gpu_count(outcome, run.gpus), head, index == 0, state.run_id, sizes, port)
+            labels = {LABEL: "multinode", RUN_LABEL: state.run_id}
             try:
                 containers[url] = engine.start_container(
-                    run.image, command, gpus=run.gpus, labels={LABEL: "multinode", RUN_LABEL: state.run_id}, host_network=True,
-                    name=f"gpuenv-multinode-{state.run_id}-{index}",
+                    run.image, command, gpus=run.gpus, labels=labels, host_network=True, env=run.env,
+                    infiniband=host_infiniband(engine, run.image, labels), name=f"gpuenv-multinode-{state.run_id}-{index}",
                     on_created=lambda c, key=f"{url} (multi-node)": state.track_container(key, c))
             except Exception as err:  # noqa: BLE001 - that host's failure is the job's reason
                 errors[url] = f"could not start its part: {engines.short_reason(err)}"
