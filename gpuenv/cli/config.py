@@ -457,11 +457,13 @@ def effective_rows(settings: Settings, cli: Mapping[str, Any] | None = None) -> 
 
 
 def _fleet_env(key: str, value: Any) -> dict[str, str]:
-    """`fleet.env`: NCCL_*/GLOO_*/TORCH_* names and one-line values (gpuenv.fleet.slurm.check_env)."""
+    """`fleet.env`: NCCL_*/GLOO_*/TORCH_* names and one-line values
+    (gpuenv.fleet.slurm.check_env)."""
     from gpuenv.fleet.slurm import check_env
 
     if not isinstance(value, Mapping):
-        raise BadInput(f"is {value!r}, not a mapping", fix="write env: followed by indented NCCL_SOCKET_IFNAME: ib0 lines")
+        raise BadInput(f"is {value!r}, not a mapping",
+                       fix="write env: followed by indented NCCL_SOCKET_IFNAME: ib0 lines")
     return check_env(dict(value))
 
 

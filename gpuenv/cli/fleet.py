@@ -89,7 +89,8 @@ def merge_options(cli: dict[str, Any], config: dict[str, Any]) -> FleetOptions:
     floor = pick("outlier_floor")
     env = config.get("env") or {}
     if not isinstance(env, dict):
-        raise BadInput(f"gpuenv.fleet.env in invoke.yaml is {env!r}, not a mapping", fix="write env: {NCCL_SOCKET_IFNAME: ib0}")
+        raise BadInput(f"gpuenv.fleet.env in invoke.yaml is {env!r}, not a mapping",
+                       fix="write env: {NCCL_SOCKET_IFNAME: ib0}")
     from gpuenv.fleet.slurm import check_env
 
     try:
@@ -98,11 +99,13 @@ def merge_options(cli: dict[str, Any], config: dict[str, Any]) -> FleetOptions:
         raise BadInput(f"gpuenv.fleet.env in invoke.yaml {err.message}", fix=err.fix) from None
     sbatch_args = list(cli.get("sbatch_arg") or []) or slurm_cfg.get("sbatch_args") or []
     if isinstance(sbatch_args, str) or not all(isinstance(a, str) for a in sbatch_args):
-        raise BadInput(f"gpuenv.fleet.slurm.sbatch_args in invoke.yaml is {sbatch_args!r}, not a list of options",
+        raise BadInput(f"gpuenv.fleet.slurm.sbatch_args in invoke.yaml is {sbatch_args!r}, "
+                       "not a list of options",
                        fix="write sbatch_args: [--account=ml, --qos=high]")
     for arg in sbatch_args:
         if not arg.startswith("-") or "\n" in arg:
-            raise BadInput(f"--sbatch-arg {arg!r} is not an sbatch option", fix="give one option a time, e.g. --sbatch-arg=--account=ml")
+            raise BadInput(f"--sbatch-arg {arg!r} is not an sbatch option",
+                           fix="give one option a time, e.g. --sbatch-arg=--account=ml")
     return FleetOptions(
         hosts=parse_hosts(hosts) if hosts and not cli.get("slurm") else None,
         slurm=bool(cli.get("slurm")),

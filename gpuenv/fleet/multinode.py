@@ -55,7 +55,10 @@ def rendezvous_port(run_id: str) -> int:
     runs after each other (job ids n and n+1) never share a port."""
     import hashlib
 
-    number = int(run_id) if run_id.isdigit() else int(hashlib.sha256(run_id.encode()).hexdigest()[:8], 16)
+    if run_id.isdigit():
+        number = int(run_id)
+    else:
+        number = int(hashlib.sha256(run_id.encode()).hexdigest()[:8], 16)
     return RDZV_PORT_BASE + number % RDZV_PORT_SPAN
 
 
@@ -74,7 +77,8 @@ def sbatch_command(job: slurm.SlurmJob, nodes: list[str], gpus: int = 0) -> list
            "--ntasks-per-node=1", f"--nodes={len(nodes)}", f"--nodelist={','.join(nodes)}", f"--time={job.time or DEFAULT_TIME}"]
     if job.partition:
         cmd.append(f"--partition={job.partition}")
-    return [*cmd, *slurm.resource_options(job, gpus), *job.extra_sbatch, f"{job.rundir}/{BATCH_SCRIPT}"]
+    cmd += slurm.resource_options(job, gpus)
+    return [*cmd, *job.extra_sbatch, f"{job.rundir}/{BATCH_SCRIPT}"]
 
 
 def render_batch_script(job: slurm.SlurmJob) -> str:
@@ -83,7 +87,8 @@ def render_batch_script(job: slurm.SlurmJob) -> str:
     return (
         "#!/bin/bash\n"
         "# gpuenv multi-node job (written by gpuenv): torchrun on every node, one rendezvous.\n"
-        f"exec srun --ntasks-per-node=1 {slurm.srun_cpus(job)} --kill-on-bad-exit=1 bash {shlex.quote(job.rundir + '/' + NODE_SCRIPT)}\n"
+        f"exec srun --ntasks-per-node=1 {slurm.srun_cpus(job)} --kill-on-bad-exit=1 "
+        f"bash {shlex.quote(job.rundir + '/' + NODE_SCRIPT)}\n"
     )
 
 
@@ -94,7 +99,8 @@ def ddp_sizes(suite_args: list[str]) -> str:
 
 
 def torchrun_words(python: str, out: str, sizes: str = "quick") -> str:
-    """torchrun's command line on a node; $nnodes, $gpus, $addr, $port, $is_host come from the node script."""
+    """torchrun's command line on a node; $nnodes, $gpus, $addr, $port, $is_host come from the
+    node script."""
     return (f"{python} -m torch.distributed.run --nnodes=\"$nnodes\" --nproc-per-node=\"$gpus\" --rdzv-backend=c10d "
             f"--rdzv-endpoint=\"$addr:$port\" --rdzv-id=\"gpuenv-$SLURM_JOB_ID\" "
             f"--rdzv-conf=\"is_host=$is_host,join_timeout={JOIN_TIMEOUT}\" --max-restarts=0 "
@@ -112,18 +118,24 @@ def render_node_script(job: slurm.SlurmJob, expect_gpus: int = 0, sys_root: str 
     fleet.env) reaches the container (-e) and the prefix run (export). `sys_root`: /sys (a test
     gives a tree of its own)."""
     folder = shlex.quote(f"{job.rundir}/{FOLDER}")
-    gpus = "-e NVIDIA_VISIBLE_DEVICES=void" if job.gpus.strip().lower() == "none" else f"--gpus {shlex.quote(job.gpus)}"
+    gpus = f"--gpus {shlex.quote(job.gpus)}"
+    if job.gpus.strip().lower() == "none":
+        gpus = "-e NVIDIA_VISIBLE_DEVICES=void"
     env = "".join(f"-e {shlex.quote(f'{k}={v}')} " for k, v in job.env.items())
     # As the caller (rank 0 writes result.json into the caller's run folder), named and labelled
     # with the job id: the trap removes it when the step ends or is killed, and a run's leftovers
     # can be found by label. Started in the background so a TERM runs the trap at once (bash runs
     # a trap only after a foreground command returns).
-    caller = f"--label {LABEL}=multinode --label {RUN_LABEL}=\"$SLURM_JOB_ID\" -u \"$(id -u):$(id -g)\" -e HOME=/tmp"
+    caller = (f"--label {LABEL}=multinode --label {RUN_LABEL}=\"$SLURM_JOB_ID\" "
+              "-u \"$(id -u):$(id -g)\" -e HOME=/tmp")
     image = shlex.quote(job.image or "")
     count = "-m validate.measure.multinode --count-gpus 2>\"$out/count-$node.log\" | tail -n 1"
-    docker = (f"docker run --rm --init --name \"$name\" {caller} --network host --ipc host --ulimit memlock=-1 "
-              f"--ulimit stack=67108864 $ib {gpus} {env}-e SLURMD_NODENAME=\"$node\" -e SLURM_JOB_ID=\"$SLURM_JOB_ID\" "
-              f"-v \"$out\":/gpuenv-out {image} " + torchrun_words("python", "/gpuenv-out/" + RESULT, ddp_sizes(job.suite_args)))
+    sizes = ddp_sizes(job.suite_args)
+    docker = (f"docker run --rm --init --name \"$name\" {caller} --network host --ipc host "
+              f"--ulimit memlock=-1 --ulimit stack=67108864 $ib {gpus} {env}"
+              "-e SLURMD_NODENAME=\"$node\" -e SLURM_JOB_ID=\"$SLURM_JOB_ID\" "
+              f"-v \"$out\":/gpuenv-out {image} " + torchrun_words("python", "/gpuenv-out/" + RESULT, sizes))
+    infiniband = "--device=/dev/infiniband --cap-add=IPC_LOCK"
     lines = [
         "#!/bin/bash",
         "# gpuenv multi-node job, one node's part (written by gpuenv; srun starts it once per node).",
@@ -142,7 +154,9 @@ def render_node_script(job: slurm.SlurmJob, expect_gpus: int = 0, sys_root: str 
         f"image={image}",
         f"prefix={shlex.quote(job.prefix or '')}",
         'ib=""',
-        f'if [ -n "$(ls -A {shlex.quote(sys_root)}/class/infiniband 2>/dev/null)" ]; then ib="--device=/dev/infiniband --cap-add=IPC_LOCK"; fi',
+        f'if [ -n "$(ls -A {shlex.quote(sys_root)}/class/infiniband 2>/dev/null)" ]; then',
+        f'    ib="{infiniband}"',
+        "fi",
         'if [ -n "$image" ] && command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then',
         "    runner=docker",
         "    trap 'docker rm -f \"$name\" >/dev/null 2>&1' EXIT",
@@ -169,7 +183,7 @@ def render_node_script(job: slurm.SlurmJob, expect_gpus: int = 0, sys_root: str 
         f"    {docker} &",
         "    wait $!",
         "else",
-        "    " + torchrun_words('"$prefix/bin/python"', f'"$out/{RESULT}"', ddp_sizes(job.suite_args)),
+        "    " + torchrun_words('"$prefix/bin/python"', f'"$out/{RESULT}"', sizes),
         "fi",
         "status=$?",
         'echo "$status" > "$out/exit-$node"',
@@ -181,7 +195,8 @@ def render_node_script(job: slurm.SlurmJob, expect_gpus: int = 0, sys_root: str 
 # ---------------------------------------------------------------- verdicts (pure)
 
 
-def _peers(values: dict[str, float], what: str, unit: str, on_cpu: bool, fails: bool = True) -> tuple[str, Verdict]:
+def _peers(values: dict[str, float], what: str, unit: str, on_cpu: bool,
+           fails: bool = True) -> tuple[str, Verdict]:
     """The lowest of `values` (per node or per link) against their median, naming it; below the
     bar it fails, or only warns when `fails` is False (a figure the host's CPU sets, D19)."""
     share = CPU_MIN_SHARE if on_cpu else MIN_SHARE_OF_PEERS
@@ -193,8 +208,8 @@ def _peers(values: dict[str, float], what: str, unit: str, on_cpu: bool, fails: 
         return measured, Verdict(PASS, threshold)
     reason = f"{what} {name} runs at {values[name] / median:.2f} of the others' median: it drags the job"
     if not fails:
-        return measured, Verdict(WARN, threshold + "; warn only: each rank's compute rate of this small model is set "
-                                 "by its host's CPU as much as its GPU", reason)
+        why = "; warn only: this small model's rate per rank is its host CPU's as much as its GPU's"
+        return measured, Verdict(WARN, threshold + why, reason)
     return measured, Verdict(FAIL, threshold, reason)
 
 
@@ -285,12 +300,14 @@ def result_records(result: dict[str, Any], node_busbw: dict[str, float], node_dd
         text += f"; slowest link {weakest} {links[weakest]:.2f} GB/s"
     floor = busbw_floor(result)
     if isinstance(floor, str):
-        busbw_verdict = Verdict(NOT_JUDGED, f"busbw as nccl-tests reports it ({SOURCE_BUSBW})", f"{floor}; {BUSBW_UNJUDGED}")
+        busbw_verdict = Verdict(NOT_JUDGED, f"busbw as nccl-tests reports it ({SOURCE_BUSBW})",
+                                f"{floor}; {BUSBW_UNJUDGED}")
     elif bus >= floor[0]:
         busbw_verdict = Verdict(PASS, f"{floor[1]} ({SOURCE_BUSBW})")
     else:
         busbw_verdict = Verdict(FAIL, f"{floor[1]} ({SOURCE_BUSBW})",
-                                f"busbw {bus:.2f} GB/s is below {floor[0]:.1f} GB/s: the fabric runs far below its line rate")
+                                f"busbw {bus:.2f} GB/s is below {floor[0]:.1f} GB/s: "
+                                "the fabric runs far below its line rate")
     out.append(line(f"multi-node all-reduce busbw GB/s ({where})", text, busbw_verdict, bus))
     transport = transport_verdict(result)
     if transport:
@@ -300,7 +317,7 @@ def result_records(result: dict[str, Any], node_busbw: dict[str, float], node_dd
         out.append(line(f"multi-node slowest link ({where})", measured, verdict, min(links.values())))
     against = link_floor_records(result)
     if against:
-        out.append(line(f"multi-node links against their line rate ({where})", against[0], against[1], against[2]))
+        out.append(line(f"multi-node links against their line rate ({where})", *against))
     per_node: dict[str, list[float]] = {}
     for r in ranks:
         per_node.setdefault(r["node"], []).append(float(r["local_samples_per_s"]))

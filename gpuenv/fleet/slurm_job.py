@@ -54,8 +54,10 @@ class SlurmJob:
     baseline: bool = False  # RUNDIR/baseline.json is handed to the suite
     extra_sbatch: list[str] = field(default_factory=list)
     queue_time: str | None = None  # longest wait in the queue before the job is cancelled (default DEFAULT_QUEUE_TIME)
-    env: dict[str, str] = field(default_factory=dict)  # NCCL_*/GLOO_*/TORCH_* for the runs (invoke.yaml fleet.env)
-    cpus_per_task: int | None = None  # CPUs each node's task gets (default: every CPU of the exclusive node)
+    # NCCL_*/GLOO_*/TORCH_* for every container and prefix run (invoke.yaml fleet.env)
+    env: dict[str, str] = field(default_factory=dict)
+    # CPUs each node's task gets (default: every CPU the exclusive job has on the node)
+    cpus_per_task: int | None = None
 
 
 #: The environment a fleet run passes into its containers and prefix runs (invoke.yaml
@@ -69,12 +71,15 @@ def check_env(env: dict[str, object]) -> dict[str, str]:
     """`gpuenv.fleet.env` checked: names NCCL's, gloo's or PyTorch's, values one line each."""
     out = {}
     for name, value in env.items():
-        if not isinstance(name, str) or not _ENV_NAME.match(name) or not name.startswith(ENV_PREFIXES):
+        known = isinstance(name, str) and _ENV_NAME.match(name) and name.startswith(ENV_PREFIXES)
+        if not known:
             raise BadInput(f"names {name!r}, not an NCCL/gloo/PyTorch setting",
-                           fix=f"give only variables starting with {', '.join(ENV_PREFIXES)}, e.g. NCCL_SOCKET_IFNAME: ib0")
+                           fix=f"give only variables starting with {', '.join(ENV_PREFIXES)}, "
+                               "e.g. NCCL_SOCKET_IFNAME: ib0")
         text = str(value)
         if isinstance(value, (dict, list)) or "\n" in text or "\0" in text:
-            raise BadInput(f"sets {name} to {value!r}, not one value", fix=f"write {name}: VALUE on one line")
+            raise BadInput(f"sets {name} to {value!r}, not one value",
+                           fix=f"write {name}: VALUE on one line")
         out[name] = text
     return out
 
@@ -104,7 +109,9 @@ def resource_options(job: SlurmJob, gpus: int) -> list[str]:
 def srun_cpus(job: SlurmJob) -> str:
     """srun's own --cpus-per-task: since Slurm 22.05 srun no longer inherits sbatch's (sbatch(1));
     without one given, every CPU the exclusive job has on the node (SLURM_CPUS_ON_NODE)."""
-    return f"--cpus-per-task={job.cpus_per_task}" if job.cpus_per_task else '--cpus-per-task="${SLURM_CPUS_ON_NODE:-1}"'
+    if job.cpus_per_task:
+        return f"--cpus-per-task={job.cpus_per_task}"
+    return '--cpus-per-task="${SLURM_CPUS_ON_NODE:-1}"'
 
 
 def check_job(job: SlurmJob) -> None:

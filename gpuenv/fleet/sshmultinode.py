@@ -5,7 +5,8 @@ is judged by the same code (gpuenv/fleet/multinode.py), so it is the same fleet-
 
 The containers share their host's network and IPC (the rendezvous, NCCL's sockets and shared
 memory reach the other hosts directly), so every host must reach the first host's name as its
-URL gives it, on the run's own port (multinode.rendezvous_port of the run id). Every wait is bounded: torchrun's join_timeout at the rendezvous, and
+URL gives it, on the run's own port (multinode.rendezvous_port of the run id). Every wait is
+bounded: torchrun's join_timeout at the rendezvous, and
 the job's whole time limit; every container is removed at the end, or on Ctrl-C."""
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ def gpu_count(outcome: HostOutcome, gpus: str = "all") -> int:
 IB_PROBE = ["sh", "-c", "ls -A /sys/class/infiniband 2>/dev/null | wc -l"]
 
 
-def host_infiniband(engine: engines.Engine, image: str, labels: dict[str, str], timeout: float = 60) -> bool:
+def host_infiniband(engine: engines.Engine, image: str, labels: dict[str, str],
+                    timeout: float = 60) -> bool:
     """Whether the host has InfiniBand/RoCE ports (/sys/class/infiniband not empty: sysfs is the
     host's in a container), asked by a short container of the job's image; False when it cannot
     say (the job then runs without the devices and its transport row says what NCCL used)."""
@@ -129,12 +131,14 @@ def run_ssh_multinode(outcomes: list[HostOutcome], run: SuiteRun, progress: Prog
                 break
             opened[url] = engine
             state.track_engine(f"{url} (multi-node)", engine)
-            command = node_command(url, len(nodes), gpu_count(outcome, run.gpus), head, index == 0, state.run_id, sizes, port)
+            procs = gpu_count(outcome, run.gpus)
+            command = node_command(url, len(nodes), procs, head, index == 0, state.run_id, sizes, port)
             labels = {LABEL: "multinode", RUN_LABEL: state.run_id}
             try:
                 containers[url] = engine.start_container(
                     run.image, command, gpus=run.gpus, labels=labels, host_network=True, env=run.env,
-                    infiniband=host_infiniband(engine, run.image, labels), name=f"gpuenv-multinode-{state.run_id}-{index}",
+                    infiniband=host_infiniband(engine, run.image, labels),
+                    name=f"gpuenv-multinode-{state.run_id}-{index}",
                     on_created=lambda c, key=f"{url} (multi-node)": state.track_container(key, c))
             except Exception as err:  # noqa: BLE001 - that host's failure is the job's reason
                 errors[url] = f"could not start its part: {engines.short_reason(err)}"

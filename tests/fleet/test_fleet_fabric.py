@@ -37,12 +37,17 @@ def lines(name: str) -> list[str]:
 def test_the_network_nccl_used_is_read_from_its_info_lines():
     roce = worker.nccl_transport(lines("nccl-roce.log"))
     assert roce["network"] == "IB"
-    assert roce["lines"] == ["NET/IB : Using [0]mlx5_10:1/RoCE [1]mlx5_11:1/RoCE [RO]; OOB enp220s0np0:11.1.128.136<0>"]
+    assert roce["lines"] == [
+        "NET/IB : Using [0]mlx5_10:1/RoCE [1]mlx5_11:1/RoCE [RO]; OOB enp220s0np0:11.1.128.136<0>"
+    ]
     sockets = worker.nccl_transport(lines("nccl-socket.log"))
     assert sockets["network"] == "Socket" and "NET/IB : No device found." in sockets["lines"]
     assert worker.nccl_transport(["NCCL version 2.19.3+cuda12.3"]) == {"network": None, "lines": []}
     env = worker.nccl_log_env("/tmp/x")
-    assert env["NCCL_DEBUG_SUBSYS"] == "INIT,NET" and env["NCCL_DEBUG_FILE"] == "/tmp/x/gpuenv-nccl.%p.log"
+    assert (
+        env["NCCL_DEBUG_SUBSYS"] == "INIT,NET"
+        and env["NCCL_DEBUG_FILE"] == "/tmp/x/gpuenv-nccl.%p.log"
+    )
 
 
 def write(path: Path, text: str) -> None:
@@ -67,28 +72,70 @@ def test_a_nodes_fabric_is_read_from_sysfs(tmp_path):
     write(tmp_path / "class" / "net" / "lo" / "operstate", "unknown")
     facts = worker.node_fabric(tmp_path)
     assert facts["ib_ports"] == [
-        {"device": "mlx5_0", "port": "1", "gbps": 400.0, "state": "ACTIVE", "link_layer": "InfiniBand"},
-        {"device": "mlx5_1", "port": "1", "gbps": 10.0, "state": "DOWN", "link_layer": None}]
-    assert facts["nics"] == [{"name": "eth0", "mbps": 25000, "state": "up"}, {"name": "eth1", "mbps": None, "state": None}]
-    assert fabric.line_rate(facts, rdma=True) == (50.0, "1 x IB/RoCE port(s), 400 Gb/s")  # the DOWN port does not count
+        {
+            "device": "mlx5_0",
+            "port": "1",
+            "gbps": 400.0,
+            "state": "ACTIVE",
+            "link_layer": "InfiniBand",
+        },
+        {"device": "mlx5_1", "port": "1", "gbps": 10.0, "state": "DOWN", "link_layer": None},
+    ]
+    assert facts["nics"] == [
+        {"name": "eth0", "mbps": 25000, "state": "up"},
+        {"name": "eth1", "mbps": None, "state": None},
+    ]
+    assert fabric.line_rate(facts, rdma=True) == (
+        50.0,
+        "1 x IB/RoCE port(s), 400 Gb/s",
+    )  # the DOWN port does not count
     assert fabric.line_rate(facts, rdma=False) == (3.125, "eth0 25 Gb/s")
     assert worker.node_fabric(tmp_path / "absent") == {"ib_ports": [], "nics": []}
 
 
-def rack(result: dict, network: str | None, busbw: float, link_gbs: list[float], verbs: bool = True) -> dict:
+def rack(
+    result: dict, network: str | None, busbw: float, link_gbs: list[float], verbs: bool = True
+) -> dict:
     """The recorded result as 2 nodes x 2 GPUs with NCCL, each node with two 400 Gb/s InfiniBand
     ports; `network` is what NCCL said on each node, `link_gbs` the four links (two per rail)."""
     out = copy.deepcopy(result)
     out["backend"], out["world"] = "nccl", 4
     out["allreduce"] = {**out["allreduce"], "bytes": 256 * 2**20, "busbw_gbs": busbw}
-    out["ranks"] = [{**r, "rank": 2 * i + local, "local_rank": local, "uuid": f"GPU-{r['node']}-{local}"}
-                    for i, r in enumerate(result["ranks"]) for local in (0, 1)]
-    out["links"] = [{"source": s, "target": t, "rail": rail, "gbs": gbs}
-                    for (s, t, rail), gbs in zip([("node0", "node1", 0), ("node1", "node0", 0), ("node0", "node1", 1), ("node1", "node0", 1)],
-                                                 link_gbs)]
-    ports = [{"device": f"mlx5_{i}", "port": "1", "gbps": 400.0, "state": "ACTIVE", "link_layer": "InfiniBand"} for i in (0, 1)]
-    out["fabric"] = {n: {"ib_ports": ports, "nics": [{"name": "eth0", "mbps": 25000, "state": "up"}],
-                         "verbs": "libibverbs.so.1" if verbs else None} for n in out["nodes"]}
+    out["ranks"] = [
+        {**r, "rank": 2 * i + local, "local_rank": local, "uuid": f"GPU-{r['node']}-{local}"}
+        for i, r in enumerate(result["ranks"])
+        for local in (0, 1)
+    ]
+    out["links"] = [
+        {"source": s, "target": t, "rail": rail, "gbs": gbs}
+        for (s, t, rail), gbs in zip(
+            [
+                ("node0", "node1", 0),
+                ("node1", "node0", 0),
+                ("node0", "node1", 1),
+                ("node1", "node0", 1),
+            ],
+            link_gbs,
+        )
+    ]
+    ports = [
+        {
+            "device": f"mlx5_{i}",
+            "port": "1",
+            "gbps": 400.0,
+            "state": "ACTIVE",
+            "link_layer": "InfiniBand",
+        }
+        for i in (0, 1)
+    ]
+    out["fabric"] = {
+        n: {
+            "ib_ports": ports,
+            "nics": [{"name": "eth0", "mbps": 25000, "state": "up"}],
+            "verbs": "libibverbs.so.1" if verbs else None,
+        }
+        for n in out["nodes"]
+    }
     out["transport"] = {n: {"network": network, "lines": []} for n in out["nodes"]}
     return out
 
@@ -104,11 +151,21 @@ def test_an_infiniband_rack_that_ran_over_sockets_is_not_ready(result):
     outcome = multinode.multinode_outcome(["node0", "node1"], "7", None, job, {}, {}, {})
     assert outcome.status == FAILED
     transport = row(outcome, "multi-node fabric transport")
-    assert transport["verdict"] == "fail" and "node0 has active InfiniBand/RoCE port(s) mlx5_0:1, mlx5_1:1 but NCCL ran over Socket" \
-        in transport["reason"] and "libibverbs.so.1 does not load" in transport["reason"]
+    assert (
+        transport["verdict"] == "fail"
+        and "node0 has active InfiniBand/RoCE port(s) mlx5_0:1, mlx5_1:1 but NCCL ran over Socket"
+        in transport["reason"]
+        and "libibverbs.so.1 does not load" in transport["reason"]
+    )
     busbw = row(outcome, "multi-node all-reduce busbw")
-    assert busbw["verdict"] == "fail" and ">= 0.25 x the slowest node's line rate (node0: eth0 25 Gb/s, 3.1 GB/s)" in busbw["threshold"]
-    assert row(outcome, "multi-node slowest link")["verdict"] == "pass"  # equal links: only the floor sees them
+    assert (
+        busbw["verdict"] == "fail"
+        and ">= 0.25 x the slowest node's line rate (node0: eth0 25 Gb/s, 3.1 GB/s)"
+        in busbw["threshold"]
+    )
+    assert (
+        row(outcome, "multi-node slowest link")["verdict"] == "pass"
+    )  # equal links: only the floor sees them
     assert row(outcome, "multi-node links against their line rate")["verdict"] == "fail"
 
 
@@ -117,15 +174,33 @@ def test_busbw_and_every_rail_have_a_floor_from_the_line_rate(result):
     outcome = multinode.multinode_outcome(["node0", "node1"], "7", None, healthy, {}, {}, {})
     assert outcome.status == READY, outcome.reason
     assert row(outcome, "multi-node all-reduce busbw")["verdict"] == "pass"
-    assert ">= 0.50 x the slowest node's line rate (node0: 2 x IB/RoCE port(s), 800 Gb/s, 100.0 GB/s)" in row(
-        outcome, "multi-node all-reduce busbw")["threshold"]
+    assert (
+        ">= 0.50 x the slowest node's line rate (node0: 2 x IB/RoCE port(s), 800 Gb/s, 100.0 GB/s)"
+        in row(outcome, "multi-node all-reduce busbw")["threshold"]
+    )
     assert row(outcome, "multi-node fabric transport")["verdict"] == "pass"
-    slow_bus = multinode.multinode_outcome(["node0", "node1"], "7", None, rack(result, "IB", 20.0, [45.0] * 4), {}, {}, {})
-    assert slow_bus.status == FAILED and "below 50.0 GB/s" in row(slow_bus, "multi-node all-reduce busbw")["reason"]
+    slow_bus = multinode.multinode_outcome(
+        ["node0", "node1"], "7", None, rack(result, "IB", 20.0, [45.0] * 4), {}, {}, {}
+    )
+    assert (
+        slow_bus.status == FAILED
+        and "below 50.0 GB/s" in row(slow_bus, "multi-node all-reduce busbw")["reason"]
+    )
     # one rail's HCA trained down: its two links are below half a 400 Gb/s port (25 GB/s), named by rail
-    rail = multinode.multinode_outcome(["node0", "node1"], "7", None, rack(result, "IB", 80.0, [45.0, 45.0, 12.0, 12.5]), {}, {}, {})
+    rail = multinode.multinode_outcome(
+        ["node0", "node1"],
+        "7",
+        None,
+        rack(result, "IB", 80.0, [45.0, 45.0, 12.0, 12.5]),
+        {},
+        {},
+        {},
+    )
     floor = row(rail, "multi-node links against their line rate")
-    assert floor["verdict"] == "fail" and "link node0 -> node1 rail 1 12.00 GB/s < 0.50 x 50.0 GB/s" in floor["reason"]
+    assert (
+        floor["verdict"] == "fail"
+        and "link node0 -> node1 rail 1 12.00 GB/s < 0.50 x 50.0 GB/s" in floor["reason"]
+    )
 
 
 def test_without_a_line_rate_or_nccls_word_nothing_is_made_up(result):
@@ -134,10 +209,15 @@ def test_without_a_line_rate_or_nccls_word_nothing_is_made_up(result):
         node["nics"] = []
     outcome = multinode.multinode_outcome(["node0", "node1"], "7", None, job, {}, {}, {})
     transport = row(outcome, "multi-node fabric transport")
-    assert transport["verdict"] == "not judged" and "NCCL's log did not name its network" in transport["reason"]
+    assert (
+        transport["verdict"] == "not judged"
+        and "NCCL's log did not name its network" in transport["reason"]
+    )
     assert "no verbs library (libibverbs.so.1) on node0, node1" in transport["reason"]
     busbw = row(outcome, "multi-node all-reduce busbw")
-    assert busbw["verdict"] == "not judged" and busbw["reason"].startswith("no NIC line rate reported by node0, node1")
+    assert busbw["verdict"] == "not judged" and busbw["reason"].startswith(
+        "no NIC line rate reported by node0, node1"
+    )
     # gloo (CPU nodes): no NCCL, so no transport row, and its busbw is the CPUs'
     gloo = multinode.multinode_outcome(["node0", "node1"], "7", None, result, {}, {}, {})
     assert not [r for r in gloo.report["host"]["checks"] if "fabric transport" in r["check"]]
@@ -148,7 +228,12 @@ def test_links_cover_every_rail_and_ranks_count_whole_gpus():
     everyone = [{"rank": r, "node": f"n{r // 2}", "local_rank": r % 2} for r in range(4)]
     assert worker.link_pairs(everyone) == [(0, 2, 0), (2, 0, 0), (1, 3, 1), (3, 1, 1)]
     assert worker.link_pairs(everyone[:2]) == []  # one node: no link
-    assert worker.whole_gpu_count(["NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB MIG 1g.5gb", "NVIDIA A100-SXM4-40GB"]) == 2
+    assert (
+        worker.whole_gpu_count(
+            ["NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB MIG 1g.5gb", "NVIDIA A100-SXM4-40GB"]
+        )
+        == 2
+    )
 
 
 def free_port() -> int:
@@ -167,21 +252,56 @@ def test_two_nodes_of_two_ranks_measure_every_rail_each_rank_making_only_its_sha
     out = tmp_path / "result.json"
     procs = []
     for index, node in enumerate(("node-a", "node-b")):
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=2", "--rdzv-backend=c10d",
-               f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=fabric-test", f"--rdzv-conf=is_host={int(index == 0)},join_timeout=120",
-               "--max-restarts=0", "--local-addr=127.0.0.1", "-m", "validate.measure.multinode", "--out", str(out), "--sizes", "quick",
-               "--fleet-node", node]
-        procs.append(subprocess.Popen(cmd, cwd=root, env={**__import__("os").environ, "PYTHONPATH": str(root), "GLOO_SOCKET_IFNAME": "lo"},
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nnodes=2",
+            "--nproc-per-node=2",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint=127.0.0.1:{port}",
+            "--rdzv-id=fabric-test",
+            f"--rdzv-conf=is_host={int(index == 0)},join_timeout=120",
+            "--max-restarts=0",
+            "--local-addr=127.0.0.1",
+            "-m",
+            "validate.measure.multinode",
+            "--out",
+            str(out),
+            "--sizes",
+            "quick",
+            "--fleet-node",
+            node,
+        ]
+        procs.append(
+            subprocess.Popen(
+                cmd,
+                cwd=root,
+                env={
+                    **__import__("os").environ,
+                    "PYTHONPATH": str(root),
+                    "GLOO_SOCKET_IFNAME": "lo",
+                },
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
     logs = [p.communicate(timeout=400)[0] for p in procs]
     assert all(p.returncode == 0 for p in procs), "\n".join(log[-2000:] for log in logs)
     data = json.loads(out.read_text())
     assert data["world"] == 4 and data["nodes"] == ["node-a", "node-b"]
     assert sorted((link["source"], link["target"], link["rail"]) for link in data["links"]) == [
-        ("node-a", "node-b", 0), ("node-a", "node-b", 1), ("node-b", "node-a", 0), ("node-b", "node-a", 1)]
+        ("node-a", "node-b", 0),
+        ("node-a", "node-b", 1),
+        ("node-b", "node-a", 0),
+        ("node-b", "node-a", 1),
+    ]
     from validate.measure.ddp import SIZES, WARMUP
 
     steps, batch, _ = SIZES["quick"]
     assert {r["samples"] for r in data["ranks"]} == {batch * (WARMUP + steps)}  # not world x that
-    assert set(data["fabric"]) == {"node-a", "node-b"} and data["transport"] == {}  # gloo: no NCCL log
+    assert (
+        set(data["fabric"]) == {"node-a", "node-b"} and data["transport"] == {}
+    )  # gloo: no NCCL log
     assert len({r["checksum"] for r in data["ranks"]}) == 1

@@ -57,7 +57,8 @@ def count_gpus() -> int:
 
     if not torch.cuda.is_available():
         return 0
-    return whole_gpu_count([torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())])
+    names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return whole_gpu_count(names)
 
 
 def _sysfs(path: Path) -> str | None:
@@ -86,8 +87,10 @@ def node_fabric(sys_root: Path = Path("/sys")) -> dict[str, Any]:
         for port in sorted((device / "ports").glob("*")):
             rate = re.match(r"\s*([0-9.]+)\s*Gb/sec", _sysfs(port / "rate") or "")
             state = (_sysfs(port / "state") or "").split(":")[-1].strip() or None
-            ports.append({"device": device.name, "port": port.name, "gbps": float(rate.group(1)) if rate else None,
-                          "state": state, "link_layer": _sysfs(port / "link_layer")})
+            ports.append({
+                "device": device.name, "port": port.name, "gbps": float(rate.group(1)) if rate else None,
+                "state": state, "link_layer": _sysfs(port / "link_layer"),
+            })
     nics = []
     for iface in sorted((sys_root / "class" / "net").glob("*")):
         if iface.name == "lo" or not (iface / "device").exists():
@@ -167,11 +170,14 @@ def link_pairs(everyone: list[dict[str, Any]]) -> list[tuple[int, int, int]]:
         return []
     by_node = {n: {r["local_rank"]: r["rank"] for r in everyone if r["node"] == n} for n in nodes}
     rails = sorted(set.intersection(*(set(ranks) for ranks in by_node.values())))
-    return [(by_node[n][rail], by_node[nodes[(i + 1) % len(nodes)]][rail], rail) for rail in rails for i, n in enumerate(nodes)]
+    return [(by_node[n][rail], by_node[nodes[(i + 1) % len(nodes)]][rail], rail)
+            for rail in rails for i, n in enumerate(nodes)]
 
 
-def _links(torch: Any, dist: Any, device: Any, pairs: list[tuple[int, int, int]], nbytes: int) -> list[dict[str, Any]]:
-    """GB/s of each link of the ring of nodes on each rail, measured one at a time by its receiving end."""
+def _links(torch: Any, dist: Any, device: Any, pairs: list[tuple[int, int, int]],
+           nbytes: int) -> list[dict[str, Any]]:
+    """GB/s of each link of the ring of nodes on each rail, measured one at a time by its
+    receiving end."""
     rank = dist.get_rank()
     tensor = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
     out = []
@@ -192,7 +198,8 @@ def _links(torch: Any, dist: Any, device: Any, pairs: list[tuple[int, int, int]]
             if rank == target:
                 seconds[0] = min(samples[1:])  # the first transfer sets the connection up
         dist.all_reduce(seconds)  # only the receiver's figure is non-zero
-        out.append({"source": source, "target": target, "rail": rail, "gbs": nbytes / float(seconds.item()) / 1e9})
+        gbs = nbytes / float(seconds.item()) / 1e9
+        out.append({"source": source, "target": target, "rail": rail, "gbs": gbs})
     return out
 
 
@@ -212,7 +219,8 @@ def rank_share(torch: Any, samples: int, image: int, rank: int) -> Any:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="gpuenv multi-node all-reduce and DDP step (run by torchrun)")
     parser.add_argument("--out", help="rank 0 writes the result here (JSON)")
-    parser.add_argument("--count-gpus", action="store_true", help="print how many whole GPUs this process sees, and exit")
+    parser.add_argument("--count-gpus", action="store_true",
+                        help="print how many whole GPUs this process sees, and exit")
     parser.add_argument("--fleet-node", help="this node's name in the result (default: Slurm's, else the host name)")
     parser.add_argument("--sizes", choices=("quick", "full"), default="quick", help="the suite's DDP sizes the nodes' own suites ran")
     args = parser.parse_args(argv)
@@ -226,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import torch.distributed as dist
 
-    from validate.measure.ddp import SIZES, WARMUP, rank_device, small_cnn, state_checksum, train_steps
+    from validate.measure.ddp import (
+        SIZES, WARMUP, rank_device, small_cnn, state_checksum, train_steps)
 
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     backend = "nccl" if torch.cuda.is_available() else "gloo"
@@ -259,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
         model = small_cnn(torch, image).to(device)
     samples = batch * (WARMUP + steps)
     inputs, labels = rank_share(torch, samples, image, rank)
-    batches = [(inputs[i:i + batch].to(device), labels[i:i + batch].to(device)) for i in range(0, samples, batch)]
+    batches = [(inputs[i:i + batch].to(device), labels[i:i + batch].to(device))
+               for i in range(0, samples, batch)]
     ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local_rank] if backend == "nccl" else None)
     losses, ddp_seconds = train_steps(torch, ddp, batches, device, 0.0)
     _, local_seconds = train_steps(torch, small_cnn(torch, image).to(device), batches, device, 0.0)  # this rank's compute alone
@@ -274,10 +284,12 @@ def main(argv: list[str] | None = None) -> int:
             "allreduce": {"bytes": nbytes, "seconds": seconds, "algbw_gbs": algbw, "busbw_gbs": bus},
             "links": [{**link, "source": everyone[link["source"]]["node"], "target": everyone[link["target"]]["node"]} for link in links],
             "fabric": {r["node"]: r["fabric"] for r in ranks if r.get("fabric") is not None},
-            "transport": {r["node"]: r["transport"] for r in ranks if r.get("transport") is not None},
+            "transport": {r["node"]: r["transport"] for r in ranks
+                          if r.get("transport") is not None},
             "ddp": {"samples_per_s": steps * batch * world / max(r["ddp_seconds"] for r in ranks), "steps": steps, "batch": batch,
                     "image": image, "sizes": args.sizes},
-            "ranks": [{k: v for k, v in r.items() if k not in ("fabric", "transport")} for r in ranks],
+            "ranks": [{k: v for k, v in r.items() if k not in ("fabric", "transport")}
+                      for r in ranks],
         }
         path = Path(args.out)
         path.parent.mkdir(parents=True, exist_ok=True)
