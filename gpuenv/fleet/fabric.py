@@ -22,7 +22,7 @@ SOCKET_FLOOR_SHARE = 0.25
 RDMA_NETWORKS = ("IB", "IBext")
 SOURCE_TRANSPORT = (
     "NCCL_DEBUG=INFO 'Using network ...' "
-    "(NVIDIA/nccl#226, NVIDIA/nccl-tests#185, vllm-project/vllm#10626)"
+    "(NVIDIA/nccl#226, NVIDIA/nccl-tests#185, vllm-project/vllm#9329)"
 )
 
 

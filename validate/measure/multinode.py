@@ -104,9 +104,10 @@ def node_fabric(sys_root: Path = Path("/sys")) -> dict[str, Any]:
 #: NCCL's INFO lines that name its network (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,NET), as in
 #: NVIDIA/nccl#226 ("NET/IB : No device found." then "NET/Socket : Using [0]ens3:..."),
 #: NVIDIA/nccl-tests#185 ("NET/IB : Using [0]mlx5_10:1/RoCE ...", "Using network IB") and
-#: vllm-project/vllm#10626 (IB not found, then the socket network).
+#: vllm-project/vllm#9329 ("Failed to open libibverbs.so[.1]", then "Using network Socket").
 _NETWORK = re.compile(r"NCCL INFO Using (?:non-device )?network (\S+)")
-_NET_LINE = re.compile(r"NCCL INFO (NET/\S+ : (?:Using .*|No device found\.?))\s*$")
+_NET_LINE = re.compile(
+    r"NCCL INFO (NET/\S+ : (?:Using .*|No device found\.?)|Failed to open libibverbs\S*)\s*$")
 
 
 def nccl_transport(lines: list[str]) -> dict[str, Any]:
