@@ -64,7 +64,9 @@ DEFAULTS: dict[str, Any] = {
         "hosts": None,
         "parallel": None,
         "outlier_floor": None,
-        "slurm": {"partition": None, "time": None, "queue_time": None, "nodes": None, "nodelist": None, "prefix": None, "rundir": None},
+        "env": None,
+        "slurm": {"partition": None, "time": None, "queue_time": None, "nodes": None, "nodelist": None, "prefix": None, "rundir": None,
+                  "sbatch_args": None},
     },
 }
 #: What None means, for `invoke doctor`.
@@ -93,6 +95,8 @@ IMPLIED = {
     "fleet.slurm.nodelist": "any nodes",
     "fleet.slurm.prefix": "none: nodes run Docker",
     "fleet.slurm.rundir": "./gpuenv-fleet/slurm-TIME",
+    "fleet.env": "none",
+    "fleet.slurm.sbatch_args": "none",
 }
 DEFAULT_ORIGIN = "default"
 
@@ -120,17 +124,20 @@ def env_var(key: str) -> str:
 
 
 def flatten(section: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """{'fleet': {'parallel': 4}} -> {'fleet.parallel': 4}."""
+    """{'fleet': {'parallel': 4}} -> {'fleet.parallel': 4}; a mapping that is one value
+    (OPAQUE_KEYS: `fleet.env`, variable names of the user's) stays whole."""
     out: dict[str, Any] = {}
     for key, value in section.items():
         name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
+        if isinstance(value, Mapping) and name not in OPAQUE_KEYS:
             out.update(flatten(value, name + "."))
         else:
             out[name] = value
     return out
 
 
+#: Keys whose value is a mapping of the user's own names (the NCCL/gloo environment).
+OPAQUE_KEYS = ("fleet.env",)
 KNOWN_KEYS = tuple(flatten(DEFAULTS))
 _SECTIONS = ("fleet", "fleet.slurm")
 
@@ -205,12 +212,15 @@ class FleetSettings:
     slurm_prefix: str | None = None
     slurm_rundir: str | None = None
     outlier_floor: float = 0.9
+    env: Mapping[str, str] = field(default_factory=dict)  # NCCL_*/GLOO_*/TORCH_* for every fleet container
+    slurm_sbatch_args: tuple[str, ...] = ()
 
     def as_config(self) -> dict[str, Any]:
         """The `gpuenv.fleet` section as plain data, shaped as invoke.yaml writes it (unset keys left out)."""
         slurm = {key: getattr(self, f"slurm_{key}") for key in ("partition", "time", "queue_time", "nodes", "nodelist", "prefix", "rundir")}
+        slurm["sbatch_args"] = list(self.slurm_sbatch_args) or None
         out: dict[str, Any] = {"hosts": list(self.hosts) or None, "parallel": self.parallel, "outlier_floor": self.outlier_floor,
-                               "slurm": {k: v for k, v in slurm.items() if v is not None}}
+                               "env": dict(self.env) or None, "slurm": {k: v for k, v in slurm.items() if v is not None}}
         return {k: v for k, v in out.items() if v is not None}
 
 
@@ -322,6 +332,8 @@ def settings_from(merged: Mapping[str, Any] | None, layers: Sequence[Layer]) -> 
             slurm_prefix=checked("fleet.slurm.prefix", _text),
             slurm_rundir=checked("fleet.slurm.rundir", _text),
             outlier_floor=0.9 if floor is None else floor,
+            env=checked("fleet.env", _fleet_env) or {},
+            slurm_sbatch_args=checked("fleet.slurm.sbatch_args", _string_list) or (),
         ),
         origin=where,
     )
@@ -437,11 +449,22 @@ def effective_rows(settings: Settings, cli: Mapping[str, Any] | None = None) -> 
         value: Any = settings
         for part in key.replace("fleet.slurm.", "fleet.slurm_").split("."):
             value = getattr(value, part)
-        if value in (None, (), False) or (key == "fleet.outlier_floor" and settings.source(key) == DEFAULT_ORIGIN):
+        if value in (None, (), False, {}) or (key == "fleet.outlier_floor" and settings.source(key) == DEFAULT_ORIGIN):
             rows.append((key, f"({IMPLIED.get(key, 'unset')})", settings.source(key)))
         else:
             rows.append((key, _show(value), settings.source(key)))
     return rows
+
+
+def _fleet_env(key: str, value: Any) -> dict[str, str]:
+    """`fleet.env`: NCCL_*/GLOO_*/TORCH_* names and one-line values
+    (gpuenv.fleet.slurm.check_env)."""
+    from gpuenv.fleet.slurm import check_env
+
+    if not isinstance(value, Mapping):
+        raise BadInput(f"is {value!r}, not a mapping",
+                       fix="write env: followed by indented NCCL_SOCKET_IFNAME: ib0 lines")
+    return check_env(dict(value))
 
 
 def _show(value: Any) -> str:

@@ -47,6 +47,8 @@ class FleetOptions:
     outlier_floor: float = 0.9  # a GPU below this share of its model's fleet median degrades its host
     verbose: bool = False  # the table lists ready hosts too
     queue_time: str | None = None  # Slurm: longest wait in the queue
+    env: dict[str, str] | None = None  # NCCL_*/GLOO_*/TORCH_* for every container and prefix run (fleet.env)
+    sbatch_args: list[str] | None = None  # Slurm: more sbatch options (--sbatch-arg, slurm.sbatch_args)
 
 
 def merge_options(cli: dict[str, Any], config: dict[str, Any]) -> FleetOptions:
@@ -85,6 +87,25 @@ def merge_options(cli: dict[str, Any], config: dict[str, Any]) -> FleetOptions:
     from gpuenv.fleet.sshhosts import parse_hosts
 
     floor = pick("outlier_floor")
+    env = config.get("env") or {}
+    if not isinstance(env, dict):
+        raise BadInput(f"gpuenv.fleet.env in invoke.yaml is {env!r}, not a mapping",
+                       fix="write env: {NCCL_SOCKET_IFNAME: ib0}")
+    from gpuenv.fleet.slurm import check_env
+
+    try:
+        env = check_env(env)
+    except BadInput as err:
+        raise BadInput(f"gpuenv.fleet.env in invoke.yaml {err.message}", fix=err.fix) from None
+    sbatch_args = list(cli.get("sbatch_arg") or []) or slurm_cfg.get("sbatch_args") or []
+    if isinstance(sbatch_args, str) or not all(isinstance(a, str) for a in sbatch_args):
+        raise BadInput(f"gpuenv.fleet.slurm.sbatch_args in invoke.yaml is {sbatch_args!r}, "
+                       "not a list of options",
+                       fix="write sbatch_args: [--account=ml, --qos=high]")
+    for arg in sbatch_args:
+        if not arg.startswith("-") or "\n" in arg:
+            raise BadInput(f"--sbatch-arg {arg!r} is not an sbatch option",
+                           fix="give one option a time, e.g. --sbatch-arg=--account=ml")
     return FleetOptions(
         hosts=parse_hosts(hosts) if hosts and not cli.get("slurm") else None,
         slurm=bool(cli.get("slurm")),
@@ -105,6 +126,8 @@ def merge_options(cli: dict[str, Any], config: dict[str, Any]) -> FleetOptions:
         outlier_floor=outlier_floor(floor),
         verbose=bool(cli.get("verbose")),
         queue_time=pick("queue_time", section=slurm_cfg),
+        env=env,
+        sbatch_args=list(sbatch_args),
     )
 
 
@@ -219,6 +242,8 @@ def check_fleet_options(opts: FleetOptions) -> None:
         check_rundir(str(Path(opts.rundir or Path.cwd() / "gpuenv-fleet").absolute()))  # the default goes under ./
     elif opts.queue_time:
         raise BadInput("--queue-time is a Slurm option", fix="drop it, or validate through --slurm")
+    elif opts.sbatch_args and not opts.from_reports:
+        raise BadInput("--sbatch-arg is a Slurm option", fix="drop it, or validate through --slurm")
 
 
 class HostProgress:
@@ -299,7 +324,8 @@ def run_fleet(opts: FleetOptions, suite_args: list[str], say: Callable[[str], No
         job = slurm.SlurmJob(
             rundir=str(Path(rundir).absolute()), nodes=opts.nodes, nodelist=opts.nodelist, partition=opts.partition,
             time=opts.time, image=opts.image, prefix=opts.prefix, gpus=opts.gpus or "all", suite_args=suite_args,
-            baseline=baseline_bytes is not None, queue_time=opts.queue_time,
+            baseline=baseline_bytes is not None, queue_time=opts.queue_time, env=dict(opts.env or {}),
+            extra_sbatch=list(opts.sbatch_args or []),
         )
         slurm.check_job(job)
         say(f"validating through Slurm: {opts.nodelist or (str(opts.nodes) + ' node(s)' if opts.nodes else '1 node')}, "
@@ -321,7 +347,8 @@ def run_fleet(opts: FleetOptions, suite_args: list[str], say: Callable[[str], No
         timeout: float | None = sshhosts.DEFAULT_HOST_TIME_S  # every wait is bounded, the suite's too
     else:
         timeout = time_limit_seconds(opts.time) if opts.time.upper() not in ("UNLIMITED", "INFINITE") else None
-    run = sshhosts.SuiteRun(image=image, suite_args=suite_args, gpus=opts.gpus or "all", baseline=baseline_bytes, timeout_s=timeout)
+    run = sshhosts.SuiteRun(image=image, suite_args=suite_args, gpus=opts.gpus or "all", baseline=baseline_bytes, timeout_s=timeout,
+                            env=dict(opts.env or {}))
     limit = f", each within {timeout / 60:g} min (--time)" if timeout else ""
     say(f"validating {len(opts.hosts)} host(s) over SSH, {min(opts.parallel, len(opts.hosts))} at a time, in {image}{limit}")
     with HostProgress(total=len(opts.hosts)) as progress:

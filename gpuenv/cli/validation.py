@@ -50,6 +50,8 @@ _HELP = {
     "prefix": "with --slurm: on nodes without Docker, run the suite from this prefix on a shared path (made by invoke install --prefix)",
     "rundir": "with --slurm: shared folder for the job's scripts and per-node reports (default: ./gpuenv-fleet/slurm-TIME)",
     "from_reports": "render the fleet report (table, --report/--json/--junit) from a folder of per-host `python -m validate --json` reports named HOST.json, collected by any means (Slurm, pdsh, Ansible, cron)",
+    "sbatch_arg": "with --slurm: one more sbatch option for the jobs, repeatable (e.g. --sbatch-arg=--account=ml "
+    "--sbatch-arg=--gres=gpu:h100:8); default: gpuenv.fleet.slurm.sbatch_args",
     "outlier_floor": "fleet: a GPU below this share of its model's fleet median makes its host degraded, not ready (default: gpuenv.fleet.outlier_floor, else 0.9)",
     **OUTPUT_HELP,
 }
@@ -115,7 +117,7 @@ def run_local(args: list[str]) -> int:
     return subprocess.run([sys.executable, "-m", "validate", *args], check=False).returncode
 
 
-@task(help=_HELP, optional=["hosts"])
+@task(help=_HELP, optional=["hosts"], iterable=["sbatch_arg"])
 @user_errors
 def validate(
     c, local=False, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None,
@@ -123,6 +125,7 @@ def validate(
     expect_gpus=None, json=None, junit=None, quick=False, save_baseline=None, baseline=None,
     hosts=None, parallel=None, report=None, slurm=False, partition=None, nodes=None, nodelist=None,
     time=None, prefix=None, rundir=None, verbose=False, quiet=False, queue_time=None, from_reports=None, outlier_floor=None,
+    sbatch_arg=None,
 ):
     """Tell whether this server (or a fleet: --hosts, --slurm, --from-reports DIR) is ready for the team's images, and why not (exit 0 only when ready)."""
     from gpuenv.cli import fleet
@@ -142,7 +145,7 @@ def validate(
     named = [f"--{k.replace('_', '-')}" for k in STACK_OPTIONS if stack[k] not in (None, False)]
     given = dict(hosts=hosts, image=image, parallel=parallel, report=report, slurm=slurm, partition=partition, nodes=nodes,
                  nodelist=nodelist, time=time, prefix=prefix, rundir=rundir, json=json, junit=junit, baseline=baseline, queue_time=queue_time,
-                 gpus=gpus, local=local, from_reports=from_reports, outlier_floor=outlier_floor, verbose=verbose)
+                 gpus=gpus, local=local, from_reports=from_reports, outlier_floor=outlier_floor, verbose=verbose, sbatch_arg=sbatch_arg)
     if fleet.wants_fleet(given):
         if local or save_baseline or named:
             raise BadInput("a fleet run validates other servers in one image, so --local, --save-baseline and the stack options do not apply",
@@ -157,8 +160,10 @@ def validate(
         if code != 0:
             raise Exit(code=code)
         return
-    if any(v not in (None, False) for v in (parallel, report, partition, nodes, nodelist, time, prefix, rundir, queue_time, outlier_floor)):
-        raise BadInput("--parallel/--report/--partition/--nodes/--nodelist/--time/--queue-time/--prefix/--rundir/--outlier-floor are fleet options",
+    if any(v not in (None, False, []) for v in (parallel, report, partition, nodes, nodelist, time, prefix, rundir, queue_time, outlier_floor,
+                                                 sbatch_arg)):
+        raise BadInput("--parallel/--report/--partition/--nodes/--nodelist/--time/--queue-time/--prefix/--rundir/--outlier-floor/"
+                       "--sbatch-arg are fleet options",
                        fix="add --hosts ssh://user@host,..., --slurm or --from-reports DIR")
     if local:
         if named or gpus is not None or image is not None:

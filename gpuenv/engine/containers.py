@@ -135,6 +135,9 @@ class ContainersMixin:
         shm_size: str = DEFAULT_SHM_SIZE,
         on_created: Callable[["Container"], None] | None = None,
         host_network: bool = False,
+        name: str | None = None,
+        env: dict[str, str] | None = None,
+        infiniband: bool = False,
     ) -> "Container":
         """Create and start a detached container with the run options of `run_container` (GPUs,
         /dev/shm, memlock, init) as the image's own user; `files` is a tar put at / before it starts.
@@ -142,14 +145,20 @@ class ContainersMixin:
         job across hosts needs: its rendezvous and NCCL reach the other hosts' addresses directly.
 
         `on_created` sees the container before it starts (a caller tracking what to remove on
-        Ctrl-C); whatever fails after it exists removes it again.
+        Ctrl-C); whatever fails after it exists removes it again. `name`: the container's name (a
+        run's containers are named after it, so one left behind is found by name as by label).
+        `env`: its environment (a fleet's NCCL/gloo settings); `infiniband`: the host's verbs
+        devices and IPC_LOCK (fabric_options), for a host that has InfiniBand/RoCE ports.
         """
         from docker.errors import APIError
 
-        options = container_options(gpus, shm_size, None)
+        options = container_options(gpus, shm_size, env)
+        if name:
+            options["name"] = name
         if host_network:
             options.update(network_mode="host", ipc_mode="host")
             options.pop("shm_size")  # the host's IPC namespace brings its own /dev/shm
+        options.update(fabric_options(infiniband))
         try:
             raw = self.client.containers.create(image=image, command=command, labels=labels or {}, **options)
         except APIError as err:
@@ -265,6 +274,15 @@ def container_options(gpus: str, shm_size: str | int, env: dict[str, str] | None
         init=True,  # a real PID 1 reaps data-loader workers and forwards signals
         detach=True,
     )
+
+
+def fabric_options(infiniband: bool) -> dict[str, Any]:
+    """What NCCL's InfiniBand/RoCE transport needs in a container (`docker run
+    --device=/dev/infiniband --cap-add=IPC_LOCK`): the verbs device nodes (the engine adds every
+    device under the folder) and the right to pin memory for RDMA. Nothing for a host without."""
+    if not infiniband:
+        return {}
+    return {"devices": ["/dev/infiniband:/dev/infiniband:rwm"], "cap_add": ["IPC_LOCK"]}
 
 
 # ---------------------------------------------------------------- pure checks of run options

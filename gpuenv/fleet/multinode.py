@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuenv.fleet import slurm
+from gpuenv.fleet.fabric import busbw_floor, link_floor_records, link_name, transport_verdict
 from gpuenv.fleet.outcome import CANCELLED, FAILED, MULTINODE_HOST, MULTINODE_TEST, READY, TIMEOUT, HostOutcome, host_checks
 from validate.judge.scaling import CPU_MIN_SHARE, identical_verdict
 from validate.judge.thresholds import FAIL, INFO, MIN_SHARE_OF_PEERS, NOT_JUDGED, PASS, WARN, Verdict, loss_falls_verdict
@@ -31,8 +32,13 @@ BATCH_SCRIPT = "multinode-job.sh"
 NODE_SCRIPT = "multinode.sh"
 RESULT = "result.json"
 JOB_NAME = "gpuenv-multinode"
-#: The rendezvous port on the first node (torchrun's default is 29500; one of our own keeps clear of a user's job).
-RDZV_PORT = 29531
+#: The rendezvous port range on the first node (torchrun's default is 29500: ours keep clear of a
+#: user's job). A run takes its own port in it, from its id (rendezvous_port): a fixed port is met
+#: by whatever an earlier run left on it (an agent in torchrun's 300 s exit barrier, a container a
+#: killed step left), and the next run's head then cannot host its store while the other agents
+#: join the stale one.
+RDZV_PORT_BASE = 29600
+RDZV_PORT_SPAN = 400
 #: Seconds every node's agent waits at the rendezvous for the others (torchrun's join_timeout).
 JOIN_TIMEOUT = 120
 #: The multi-node job's own time limit when --time is not given (Slurm's minutes).
@@ -43,22 +49,46 @@ SOURCE_BUSBW = "https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE
 # ---------------------------------------------------------------- scripts (pure)
 
 
-def sbatch_command(job: slurm.SlurmJob, nodes: list[str]) -> list[str]:
-    """`sbatch` for one task on each of `nodes`, the nodes whose own suite ran."""
+def rendezvous_port(run_id: str) -> int:
+    """The run's rendezvous port: a Slurm job id (digits) is taken modulo the range, as the node
+    script computes it from SLURM_JOB_ID in shell; any other id (an SSH run's) by its sha256. Two
+    runs after each other (job ids n and n+1) never share a port."""
+    import hashlib
+
+    if run_id.isdigit():
+        number = int(run_id)
+    else:
+        number = int(hashlib.sha256(run_id.encode()).hexdigest()[:8], 16)
+    return RDZV_PORT_BASE + number % RDZV_PORT_SPAN
+
+
+#: The node script's own computation of rendezvous_port from the job id (the same on every node).
+PORT_SHELL = f"port=$(( {RDZV_PORT_BASE} + SLURM_JOB_ID % {RDZV_PORT_SPAN} ))"
+#: The label every multi-node container carries (with the run's id), as the suite's containers do.
+LABEL = "io.gpuenv.fleet"
+RUN_LABEL = "io.gpuenv.fleet.run"
+
+
+def sbatch_command(job: slurm.SlurmJob, nodes: list[str], gpus: int = 0) -> list[str]:
+    """`sbatch` for one task on each of `nodes`, the nodes whose own suite ran, each whole
+    (--exclusive) with the `gpus` GPUs its suite saw (slurm.resource_options)."""
     folder = f"{job.rundir}/{FOLDER}"
     cmd = ["sbatch", "--parsable", f"--job-name={JOB_NAME}", f"--output={folder}/slurm-%j.out", f"--chdir={job.rundir}",
            "--ntasks-per-node=1", f"--nodes={len(nodes)}", f"--nodelist={','.join(nodes)}", f"--time={job.time or DEFAULT_TIME}"]
     if job.partition:
         cmd.append(f"--partition={job.partition}")
+    cmd += slurm.resource_options(job, gpus)
     return [*cmd, *job.extra_sbatch, f"{job.rundir}/{BATCH_SCRIPT}"]
 
 
 def render_batch_script(job: slurm.SlurmJob) -> str:
-    """One srun task per node; a node that fails ends the job (the others would wait at the rendezvous)."""
+    """One srun task per node with the node's CPUs; a node that fails ends the job (the others
+    would wait at the rendezvous)."""
     return (
         "#!/bin/bash\n"
         "# gpuenv multi-node job (written by gpuenv): torchrun on every node, one rendezvous.\n"
-        f"exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash {shlex.quote(job.rundir + '/' + NODE_SCRIPT)}\n"
+        f"exec srun --ntasks-per-node=1 {slurm.srun_cpus(job)} --kill-on-bad-exit=1 "
+        f"bash {shlex.quote(job.rundir + '/' + NODE_SCRIPT)}\n"
     )
 
 
@@ -69,24 +99,43 @@ def ddp_sizes(suite_args: list[str]) -> str:
 
 
 def torchrun_words(python: str, out: str, sizes: str = "quick") -> str:
-    """torchrun's command line on a node; $nnodes, $gpus, $addr, $is_host come from the node script."""
+    """torchrun's command line on a node; $nnodes, $gpus, $addr, $port, $is_host come from the
+    node script."""
     return (f"{python} -m torch.distributed.run --nnodes=\"$nnodes\" --nproc-per-node=\"$gpus\" --rdzv-backend=c10d "
-            f"--rdzv-endpoint=\"$addr:{RDZV_PORT}\" --rdzv-id=\"gpuenv-$SLURM_JOB_ID\" "
+            f"--rdzv-endpoint=\"$addr:$port\" --rdzv-id=\"gpuenv-$SLURM_JOB_ID\" "
             f"--rdzv-conf=\"is_host=$is_host,join_timeout={JOIN_TIMEOUT}\" --max-restarts=0 "
             f"-m validate.measure.multinode --out {out} --sizes {sizes}")
 
 
-def render_node_script(job: slurm.SlurmJob) -> str:
+def render_node_script(job: slurm.SlurmJob, expect_gpus: int = 0, sys_root: str = "/sys") -> str:
     """What each node runs: the rendezvous address is the first node's NodeAddr (Slurm's own
-    address for it), one process per GPU (one on a node without GPUs), in the image with the
-    host's network and IPC (NCCL's sockets, RDMA and shared memory) or from the prefix."""
+    address for it), in the image with the host's network and IPC (NCCL's sockets, RDMA and shared
+    memory) or from the prefix. One process per whole GPU counted where torchrun runs (inside the
+    container, after --gpus; or the prefix's, after Slurm's GRES), one without GPUs; fewer than
+    `expect_gpus` (what the node's own suite saw) is a named failure, not a quiet gloo job.
+    A node with InfiniBand/RoCE ports (/sys/class/infiniband not empty) gives the container its
+    verbs devices and IPC_LOCK (NCCL's IB transport registers memory). `job.env` (invoke.yaml
+    fleet.env) reaches the container (-e) and the prefix run (export). `sys_root`: /sys (a test
+    gives a tree of its own)."""
     folder = shlex.quote(f"{job.rundir}/{FOLDER}")
-    docker = ""
-    if job.image:
-        gpus = "-e NVIDIA_VISIBLE_DEVICES=void" if job.gpus.strip().lower() == "none" else f"--gpus {shlex.quote(job.gpus)}"
-        docker = ("docker run --rm --init --network host --ipc host --ulimit memlock=-1 --ulimit stack=67108864 "
-                  f"{gpus} -e SLURMD_NODENAME=\"$node\" -e SLURM_JOB_ID=\"$SLURM_JOB_ID\" -v \"$out\":/gpuenv-out "
-                  f"{shlex.quote(job.image)} " + torchrun_words("python", "/gpuenv-out/" + RESULT, ddp_sizes(job.suite_args)))
+    gpus = f"--gpus {shlex.quote(job.gpus)}"
+    if job.gpus.strip().lower() == "none":
+        gpus = "-e NVIDIA_VISIBLE_DEVICES=void"
+    env = "".join(f"-e {shlex.quote(f'{k}={v}')} " for k, v in job.env.items())
+    # As the caller (rank 0 writes result.json into the caller's run folder), named and labelled
+    # with the job id: the trap removes it when the step ends or is killed, and a run's leftovers
+    # can be found by label. Started in the background so a TERM runs the trap at once (bash runs
+    # a trap only after a foreground command returns).
+    caller = (f"--label {LABEL}=multinode --label {RUN_LABEL}=\"$SLURM_JOB_ID\" "
+              "-u \"$(id -u):$(id -g)\" -e HOME=/tmp")
+    image = shlex.quote(job.image or "")
+    count = "-m validate.measure.multinode --count-gpus 2>\"$out/count-$node.log\" | tail -n 1"
+    sizes = ddp_sizes(job.suite_args)
+    docker = (f"docker run --rm --init --name \"$name\" {caller} --network host --ipc host "
+              f"--ulimit memlock=-1 --ulimit stack=67108864 $ib {gpus} {env}"
+              "-e SLURMD_NODENAME=\"$node\" -e SLURM_JOB_ID=\"$SLURM_JOB_ID\" "
+              f"-v \"$out\":/gpuenv-out {image} " + torchrun_words("python", "/gpuenv-out/" + RESULT, sizes))
+    infiniband = "--device=/dev/infiniband --cap-add=IPC_LOCK"
     lines = [
         "#!/bin/bash",
         "# gpuenv multi-node job, one node's part (written by gpuenv; srun starts it once per node).",
@@ -98,21 +147,45 @@ def render_node_script(job: slurm.SlurmJob) -> str:
         'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         "addr=$(scontrol show node \"$head\" | sed -n 's/.*NodeAddr=\\([^ ]*\\).*/\\1/p' | head -n 1)",
         'addr=${addr:-$head}',
-        "gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)",
-        '[ "${gpus:-0}" -gt 0 ] 2>/dev/null || gpus=1',
         'is_host=0; [ "$node" = "$head" ] && is_host=1',
-        f"image={shlex.quote(job.image or '')}",
+        PORT_SHELL,
+        'name="gpuenv-multinode-$SLURM_JOB_ID-$node"',
+        f"expected={int(expect_gpus)}",
+        f"image={image}",
         f"prefix={shlex.quote(job.prefix or '')}",
+        'ib=""',
+        f'if [ -n "$(ls -A {shlex.quote(sys_root)}/class/infiniband 2>/dev/null)" ]; then',
+        f'    ib="{infiniband}"',
+        "fi",
         'if [ -n "$image" ] && command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then',
-        f"    {docker or 'true'}",
-        "    status=$?",
+        "    runner=docker",
+        "    trap 'docker rm -f \"$name\" >/dev/null 2>&1' EXIT",
+        "    trap 'docker rm -f \"$name\" >/dev/null 2>&1; exit 143' TERM INT",
+        f"    gpus=$(docker run --rm --init {caller} {gpus} {env}{image} python {count})",
         'elif [ -n "$prefix" ] && [ -x "$prefix/bin/python" ]; then',
-        "    " + torchrun_words('"$prefix/bin/python"', f'"$out/{RESULT}"', ddp_sizes(job.suite_args)),
-        "    status=$?",
+        "    runner=prefix",
+        *(f"    export {shlex.quote(f'{k}={v}')}" for k, v in job.env.items()),
+        f'    gpus=$("$prefix/bin/python" {count})',
         "else",
         '    echo "no way to run the multi-node job here: give --image for nodes with Docker or --prefix on a shared path" > "$out/error-$node"',
-        "    status=127",
+        '    echo 127 > "$out/exit-$node"',
+        "    exit 127",
         "fi",
+        "case \"$gpus\" in ''|*[!0-9]*) gpus=0 ;; esac",
+        'if [ "$gpus" -lt "$expected" ]; then',
+        '    echo "the job sees $gpus GPU(s) here where the node\'s own suite saw $expected: ask Slurm for them '
+        '(--sbatch-arg=--gres=gpu:N if the cluster names them so) or check --gpus" > "$out/error-$node"',
+        '    echo 3 > "$out/exit-$node"',
+        "    exit 3",
+        "fi",
+        '[ "$gpus" -gt 0 ] || gpus=1',
+        'if [ "$runner" = docker ]; then',
+        f"    {docker} &",
+        "    wait $!",
+        "else",
+        "    " + torchrun_words('"$prefix/bin/python"', f'"$out/{RESULT}"', sizes),
+        "fi",
+        "status=$?",
         'echo "$status" > "$out/exit-$node"',
         'exit "$status"',
     ]
@@ -122,8 +195,10 @@ def render_node_script(job: slurm.SlurmJob) -> str:
 # ---------------------------------------------------------------- verdicts (pure)
 
 
-def _peers(values: dict[str, float], what: str, unit: str, on_cpu: bool) -> tuple[str, Verdict]:
-    """The lowest of `values` (per node or per link) against their median, naming it."""
+def _peers(values: dict[str, float], what: str, unit: str, on_cpu: bool,
+           fails: bool = True) -> tuple[str, Verdict]:
+    """The lowest of `values` (per node or per link) against their median, naming it; below the
+    bar it fails, or only warns when `fails` is False (a figure the host's CPU sets, D19)."""
     share = CPU_MIN_SHARE if on_cpu else MIN_SHARE_OF_PEERS
     median = statistics.median(values.values())
     name = min(values, key=lambda k: values[k])
@@ -131,7 +206,11 @@ def _peers(values: dict[str, float], what: str, unit: str, on_cpu: bool) -> tupl
     threshold = f">= {share:.2f} x the median of {len(values)} {what}s" + (" (on CPUs)" if on_cpu else "")
     if values[name] >= share * median:
         return measured, Verdict(PASS, threshold)
-    return measured, Verdict(FAIL, threshold, f"{what} {name} runs at {values[name] / median:.2f} of the others' median: it drags the job")
+    reason = f"{what} {name} runs at {values[name] / median:.2f} of the others' median: it drags the job"
+    if not fails:
+        why = "; warn only: this small model's rate per rank is its host CPU's as much as its GPU's"
+        return measured, Verdict(WARN, threshold + why, reason)
+    return measured, Verdict(FAIL, threshold, reason)
 
 
 #: Why the job's busbw has no floor: no public fabric figure measured like it (scaling.yaml says so),
@@ -209,7 +288,7 @@ def result_records(result: dict[str, Any], node_busbw: dict[str, float], node_dd
     first = statistics.mean(r["first_loss"] for r in ranks)
     last = statistics.mean(r["last_loss"] for r in ranks)
     out.append(line(f"multi-node ddp training loss ({where})", f"{first:.3f} -> {last:.3f}", loss_falls_verdict(first, last)))
-    links = {f"{link['source']} -> {link['target']}": float(link["gbs"]) for link in result.get("links") or []}
+    links = {link_name(link, result.get("links") or []): float(link["gbs"]) for link in result.get("links") or []}
     bus = float(result["allreduce"]["busbw_gbs"])
     text = f"{bus:.2f} GB/s over {result['allreduce']['bytes'] // 2**20} MiB"
     own = {n: node_busbw[n] for n in nodes if n in node_busbw}
@@ -219,16 +298,32 @@ def result_records(result: dict[str, Any], node_busbw: dict[str, float], node_dd
     if links:
         weakest = min(links, key=lambda k: links[k])
         text += f"; slowest link {weakest} {links[weakest]:.2f} GB/s"
-    out.append(line(f"multi-node all-reduce busbw GB/s ({where})", text,
-                    Verdict(NOT_JUDGED, f"busbw as nccl-tests reports it ({SOURCE_BUSBW})", BUSBW_UNJUDGED), bus))
+    floor = busbw_floor(result)
+    if isinstance(floor, str):
+        busbw_verdict = Verdict(NOT_JUDGED, f"busbw as nccl-tests reports it ({SOURCE_BUSBW})",
+                                f"{floor}; {BUSBW_UNJUDGED}")
+    elif bus >= floor[0]:
+        busbw_verdict = Verdict(PASS, f"{floor[1]} ({SOURCE_BUSBW})")
+    else:
+        busbw_verdict = Verdict(FAIL, f"{floor[1]} ({SOURCE_BUSBW})",
+                                f"busbw {bus:.2f} GB/s is below {floor[0]:.1f} GB/s: "
+                                "the fabric runs far below its line rate")
+    out.append(line(f"multi-node all-reduce busbw GB/s ({where})", text, busbw_verdict, bus))
+    transport = transport_verdict(result)
+    if transport:
+        out.append(line(f"multi-node fabric transport ({where})", transport[0], transport[1]))
     if links:
         measured, verdict = _peers(links, "link", "GB/s", on_cpu)
         out.append(line(f"multi-node slowest link ({where})", measured, verdict, min(links.values())))
+    against = link_floor_records(result)
+    if against:
+        out.append(line(f"multi-node links against their line rate ({where})", *against))
     per_node: dict[str, list[float]] = {}
     for r in ranks:
         per_node.setdefault(r["node"], []).append(float(r["local_samples_per_s"]))
     if len(per_node) >= 2:
-        measured, verdict = _peers({n: statistics.median(v) for n, v in per_node.items()}, "node", "samples/s per rank", on_cpu)
+        measured, verdict = _peers({n: statistics.median(v) for n, v in per_node.items()}, "node", "samples/s per rank", on_cpu,
+                                   fails=False)
         out.append(line(f"multi-node slowest node ({where})", measured, verdict))
     rate = float(result["ddp"]["samples_per_s"])
     out.append(line(f"multi-node ddp samples/s ({where})", f"{rate:.0f} samples/s", Verdict(INFO, "reported; judged as the efficiency below"), rate))
@@ -303,12 +398,32 @@ def node_ddp_rates(outcomes: list[HostOutcome]) -> dict[str, NodeRate]:
 # ---------------------------------------------------------------- running (I/O)
 
 
-def write_scripts(job: slurm.SlurmJob) -> None:
+def suite_gpus(outcome: HostOutcome) -> int:
+    """The whole GPUs (MIG mode left out: NCCL does not run across MIG instances) the node's own
+    suite saw through NVML; 0 without GPUs or a report."""
+    gpus = (((outcome.report or {}).get("host") or {}).get("nvml") or {}).get("gpus")
+    if not isinstance(gpus, list):
+        return 0
+    return sum(1 for g in gpus if isinstance(g, dict) and not g.get("mig_enabled"))
+
+
+def job_gpus(outcomes: list[HostOutcome], gpus: str = "all") -> int:
+    """GPUs per node the job asks Slurm for and expects to see: the fewest whole GPUs a node's
+    suite saw, or as many as `--gpus 0,1` names; 0 with `--gpus none` or CPU nodes."""
+    if gpus.strip().lower() == "none":
+        return 0
+    seen = min((suite_gpus(o) for o in outcomes), default=0)
+    if gpus.strip().lower() != "all":
+        return min(seen, len(gpus.split(","))) if seen else 0
+    return seen
+
+
+def write_scripts(job: slurm.SlurmJob, expect_gpus: int = 0) -> None:
     from validate.files import write_text_atomic
 
     (Path(job.rundir) / FOLDER).mkdir(parents=True, exist_ok=True)
     write_text_atomic(Path(job.rundir) / BATCH_SCRIPT, render_batch_script(job))
-    write_text_atomic(Path(job.rundir) / NODE_SCRIPT, render_node_script(job))
+    write_text_atomic(Path(job.rundir) / NODE_SCRIPT, render_node_script(job, expect_gpus))
 
 
 #: An exit-NODE file holds one exit status ("0\n"); more is not one.
@@ -370,11 +485,13 @@ def read_result(folder: Path, nodes: list[str]) -> tuple[dict[str, Any] | None, 
 def run_multinode(job: slurm.SlurmJob, outcomes: list[HostOutcome], say: slurm.Progress, poll_s: float = 2.0) -> HostOutcome | None:
     """Submit the multi-node job over the nodes whose own suite ran, wait for it within its time
     limit (plus the queue time), and return its outcome; None when fewer than two nodes ran."""
-    nodes = [o.host for o in outcomes if o.report is not None]
+    ran = [o for o in outcomes if o.report is not None]
+    nodes = [o.host for o in ran]
     if len(nodes) < 2:
         return None
-    write_scripts(job)
-    proc = slurm.run_slurm(sbatch_command(job, nodes))
+    gpus = job_gpus(ran, job.gpus)
+    write_scripts(job, gpus)
+    proc = slurm.run_slurm(sbatch_command(job, nodes, gpus))
     if proc.returncode != 0:
         return HostOutcome(f"{MULTINODE_HOST} ({','.join(nodes)})", FAILED, f"sbatch refused the multi-node job: {proc.stderr.strip()[:300]}")
     job_id = slurm.parse_sbatch(proc.stdout)

@@ -54,6 +54,64 @@ class SlurmJob:
     baseline: bool = False  # RUNDIR/baseline.json is handed to the suite
     extra_sbatch: list[str] = field(default_factory=list)
     queue_time: str | None = None  # longest wait in the queue before the job is cancelled (default DEFAULT_QUEUE_TIME)
+    # NCCL_*/GLOO_*/TORCH_* for every container and prefix run (invoke.yaml fleet.env)
+    env: dict[str, str] = field(default_factory=dict)
+    # CPUs each node's task gets (default: every CPU the exclusive job has on the node)
+    cpus_per_task: int | None = None
+
+
+#: The environment a fleet run passes into its containers and prefix runs (invoke.yaml
+#: `gpuenv.fleet.env`): NCCL's and gloo's interface and transport settings, PyTorch's NCCL and
+#: distributed debugging; nothing else, so a typo'd or unrelated key is named, not shipped.
+ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_", "UCX_")
+_ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
+
+
+def check_env(env: dict[str, object]) -> dict[str, str]:
+    """`gpuenv.fleet.env` checked: names NCCL's, gloo's or PyTorch's, values one line each."""
+    out = {}
+    for name, value in env.items():
+        known = isinstance(name, str) and _ENV_NAME.match(name) and name.startswith(ENV_PREFIXES)
+        if not known:
+            raise BadInput(f"names {name!r}, not an NCCL/gloo/PyTorch setting",
+                           fix=f"give only variables starting with {', '.join(ENV_PREFIXES)}, "
+                               "e.g. NCCL_SOCKET_IFNAME: ib0")
+        text = str(value)
+        if isinstance(value, (dict, list)) or "\n" in text or "\0" in text:
+            raise BadInput(f"sets {name} to {value!r}, not one value",
+                           fix=f"write {name}: VALUE on one line")
+        out[name] = text
+    return out
+
+
+def gpus_per_node(suite_args: list[str]) -> int:
+    """The GPUs each node must show (the suite's --expect-gpus N), asked of Slurm for the job:
+    a GRES-managed rack gives a job no GPU it did not ask for (Slurm's gres.html)."""
+    if "--expect-gpus" in suite_args:
+        index = suite_args.index("--expect-gpus")
+        if index + 1 < len(suite_args) and suite_args[index + 1].isdigit():
+            return int(suite_args[index + 1])
+    return 0
+
+
+def resource_options(job: SlurmJob, gpus: int) -> list[str]:
+    """sbatch's resource options for a validation job: the whole node (--exclusive: no other job
+    shares its GPUs, which a container started by dockerd would otherwise take regardless of
+    Slurm's cgroup), `gpus` GPUs per node when there are any, and the CPUs per task when given."""
+    out = ["--exclusive"]
+    if gpus > 0:
+        out.append(f"--gpus-per-node={gpus}")
+    if job.cpus_per_task:
+        out.append(f"--cpus-per-task={job.cpus_per_task}")
+    return out
+
+
+def srun_cpus(job: SlurmJob) -> str:
+    """srun's own --cpus-per-task: since Slurm 22.05 srun no longer inherits sbatch's (sbatch(1));
+    without one given, every CPU the exclusive job has on the node (SLURM_CPUS_ON_NODE)."""
+    if job.cpus_per_task:
+        return f"--cpus-per-task={job.cpus_per_task}"
+    return '--cpus-per-task="${SLURM_CPUS_ON_NODE:-1}"'
 
 
 def check_job(job: SlurmJob) -> None:
@@ -151,6 +209,7 @@ def sbatch_command(job: SlurmJob) -> list[str]:
         cmd.append(f"--partition={job.partition}")
     if job.time:
         cmd.append(f"--time={job.time}")
+    cmd += resource_options(job, gpus_per_node(job.suite_args))
     return [*cmd, *job.extra_sbatch, f"{rundir}/{BATCH_SCRIPT}"]
 
 
@@ -160,7 +219,7 @@ def render_batch_script(job: SlurmJob) -> str:
         "#!/bin/bash\n"
         "# gpuenv fleet validation (written by gpuenv): run node.sh once on every node of the job.\n"
         "# --kill-on-bad-exit=0: a node whose suite fails must not kill the other nodes' runs.\n"
-        f"exec srun --ntasks-per-node=1 --kill-on-bad-exit=0 bash {shlex.quote(job.rundir + '/' + NODE_SCRIPT)}\n"
+        f"exec srun --ntasks-per-node=1 {srun_cpus(job)} --kill-on-bad-exit=0 bash {shlex.quote(job.rundir + '/' + NODE_SCRIPT)}\n"
     )
 
 
@@ -178,6 +237,8 @@ def docker_run_command(job: SlurmJob) -> str:
     assert job.image
     words = ["docker", "run", "--rm", "--init", "--shm-size", "8g", "--label", "io.gpuenv.fleet=validate",
              "-u", '"$(id -u):$(id -g)"', "-e", "HOME=/tmp", "-v", '"$out":/gpuenv-out']
+    for name, value in job.env.items():
+        words += ["-e", shlex.quote(f"{name}={value}")]
     if job.gpus.strip().lower() == "none":
         words += ["-e", "NVIDIA_VISIBLE_DEVICES=void"]  # an engine whose default runtime is nvidia would hand out all
     else:
@@ -214,6 +275,7 @@ def render_node_script(job: SlurmJob) -> str:
         f'    [ "$status" = 0 ] && {{ {docker_run_command(job) if job.image else "true"}; status=$?; }}',
         'elif [ -n "$prefix" ] && [ -x "$prefix/bin/python" ]; then',
         '    echo prefix > "$out/runner"',
+        *(f"    export {shlex.quote(f'{k}={v}')}" for k, v in job.env.items()),
         "    " + suite_command('"$prefix/bin/python"', '"$out/report.json"', job, shlex.quote(baseline)),
         "    status=$?",
         "else",

@@ -65,6 +65,7 @@ class SuiteRun:
     baseline: bytes | None = None  # a gpuenv-validate-baseline/1 file, copied into each container
     timeout_s: float | None = None  # per host, for its whole visit: connect, pull and the suite
     connect_timeout_s: float = CONNECT_TIMEOUT
+    env: dict[str, str] = field(default_factory=dict)  # NCCL_*/GLOO_*/TORCH_* (invoke.yaml fleet.env)
 
 
 # ---------------------------------------------------------------- host URLs (pure)
@@ -322,7 +323,7 @@ def validate_host(url: str, run: SuiteRun, progress: Progress | None = None, sta
         try:
             container = engine.start_container(
                 run.image, suite_command(run.suite_args, run.baseline is not None), gpus=run.gpus,
-                labels={LABEL: "validate", RUN_LABEL: state.run_id},
+                labels={LABEL: "validate", RUN_LABEL: state.run_id}, env=run.env,
                 files=_baseline_tar(run.baseline) if run.baseline is not None else None,
                 on_created=lambda c: state.track_container(url, c),
             )

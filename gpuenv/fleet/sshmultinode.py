@@ -5,7 +5,8 @@ is judged by the same code (gpuenv/fleet/multinode.py), so it is the same fleet-
 
 The containers share their host's network and IPC (the rendezvous, NCCL's sockets and shared
 memory reach the other hosts directly), so every host must reach the first host's name as its
-URL gives it, on RDZV_PORT. Every wait is bounded: torchrun's join_timeout at the rendezvous, and
+URL gives it, on the run's own port (multinode.rendezvous_port of the run id). Every wait is
+bounded: torchrun's join_timeout at the rendezvous, and
 the job's whole time limit; every container is removed at the end, or on Ctrl-C."""
 
 from __future__ import annotations
@@ -37,10 +38,33 @@ def rendezvous_host(url: str) -> str:
     return urlsplit(url).hostname or url
 
 
-def gpu_count(outcome: HostOutcome) -> int:
-    """How many GPUs the host's own suite saw (NVML), so torchrun starts one process per GPU; one process without GPUs."""
-    gpus = (((outcome.report or {}).get("host") or {}).get("nvml") or {}).get("gpus")
-    return len(gpus) if isinstance(gpus, list) and gpus else 1
+def gpu_count(outcome: HostOutcome, gpus: str = "all") -> int:
+    """How many processes torchrun starts on the host: one per whole GPU its own suite saw (NVML;
+    MIG mode left out, NCCL does not run across MIG instances), no more than `--gpus 0,1` names;
+    one process without GPUs."""
+    return multinode.job_gpus([outcome], gpus) or 1
+
+
+#: What the probe container answers: how many entries /sys/class/infiniband has on the host.
+IB_PROBE = ["sh", "-c", "ls -A /sys/class/infiniband 2>/dev/null | wc -l"]
+
+
+def host_infiniband(engine: engines.Engine, image: str, labels: dict[str, str],
+                    timeout: float = 60) -> bool:
+    """Whether the host has InfiniBand/RoCE ports (/sys/class/infiniband not empty: sysfs is the
+    host's in a container), asked by a short container of the job's image; False when it cannot
+    say (the job then runs without the devices and its transport row says what NCCL used)."""
+    try:
+        probe = engine.start_container(image, IB_PROBE, gpus="none", labels=labels)
+    except Exception:  # noqa: BLE001 - the job's own start names the host's problem
+        return False
+    try:
+        if probe.wait(timeout) != 0:
+            return False
+        tail = probe.log_tail(1)
+        return bool(tail) and tail[-1].strip().isdigit() and int(tail[-1].strip()) > 0
+    finally:
+        probe.remove()
 
 
 def torch_missing(outcome: HostOutcome) -> bool:
@@ -49,16 +73,19 @@ def torch_missing(outcome: HostOutcome) -> bool:
     return any("PyTorch is not installed here" in str(c.get("reason") or c.get("measured") or "") for c in host_checks(outcome))
 
 
-def node_command(url: str, nnodes: int, procs: int, head: str, is_host: bool, run_id: str, sizes: str) -> list[str]:
+def node_command(url: str, nnodes: int, procs: int, head: str, is_host: bool, run_id: str, sizes: str,
+                 port: int | None = None) -> list[str]:
     """torchrun in the container on host `url`: one process per GPU, the c10d rendezvous on `head`.
 
     `--local-addr` is the host's name from its URL, the name the fleet reaches it by: the others
     reach it so, and the rendezvous tells the agents apart by it. Without it an agent is known by
     its host name and PID, and two containers with the host's network (one engine reached twice)
     share the host name and, each in its own PID namespace, can share the PID: then they are one
-    participant to the rendezvous, which never fills and times out."""
+    participant to the rendezvous, which never fills and times out.
+    `port`: the run's rendezvous port (default: multinode.rendezvous_port of `run_id`)."""
+    port = port or multinode.rendezvous_port(run_id)
     return ["python", "-m", "torch.distributed.run", f"--nnodes={nnodes}", f"--nproc-per-node={procs}", "--rdzv-backend=c10d",
-            f"--rdzv-endpoint={head}:{multinode.RDZV_PORT}", f"--local-addr={rendezvous_host(url)}", f"--rdzv-id=gpuenv-{run_id}",
+            f"--rdzv-endpoint={head}:{port}", f"--local-addr={rendezvous_host(url)}", f"--rdzv-id=gpuenv-{run_id}",
             f"--rdzv-conf=is_host={int(is_host)},join_timeout={multinode.JOIN_TIMEOUT}", "--max-restarts=0",
             "-m", "validate.measure.multinode", "--out", RESULT_IN_CONTAINER, "--sizes", sizes, "--fleet-node", url]
 
@@ -87,12 +114,13 @@ def run_ssh_multinode(outcomes: list[HostOutcome], run: SuiteRun, progress: Prog
     limit = min(run.timeout_s, DEFAULT_JOB_TIME_S) if run.timeout_s else DEFAULT_JOB_TIME_S
     sizes = multinode.ddp_sizes(run.suite_args)
     head = rendezvous_host(nodes[0])
+    port = multinode.rendezvous_port(state.run_id)
     opened: dict[str, engines.Engine] = {}
     containers: dict[str, engines.Container] = {}
     errors: dict[str, str] = {}
     exits: dict[str, int | None] = {n: None for n in nodes}
     started = time.monotonic()
-    say(name, "running", f"torchrun on {len(nodes)} hosts, rendezvous {head}:{multinode.RDZV_PORT}")
+    say(name, "running", f"torchrun on {len(nodes)} hosts, rendezvous {head}:{port}")
     try:
         for index, outcome in enumerate(ran):
             url = outcome.host
@@ -103,10 +131,14 @@ def run_ssh_multinode(outcomes: list[HostOutcome], run: SuiteRun, progress: Prog
                 break
             opened[url] = engine
             state.track_engine(f"{url} (multi-node)", engine)
-            command = node_command(url, len(nodes), gpu_count(outcome), head, index == 0, state.run_id, sizes)
+            procs = gpu_count(outcome, run.gpus)
+            command = node_command(url, len(nodes), procs, head, index == 0, state.run_id, sizes, port)
+            labels = {LABEL: "multinode", RUN_LABEL: state.run_id}
             try:
                 containers[url] = engine.start_container(
-                    run.image, command, gpus=run.gpus, labels={LABEL: "multinode", RUN_LABEL: state.run_id}, host_network=True,
+                    run.image, command, gpus=run.gpus, labels=labels, host_network=True, env=run.env,
+                    infiniband=host_infiniband(engine, run.image, labels),
+                    name=f"gpuenv-multinode-{state.run_id}-{index}",
                     on_created=lambda c, key=f"{url} (multi-node)": state.track_container(key, c))
             except Exception as err:  # noqa: BLE001 - that host's failure is the job's reason
                 errors[url] = f"could not start its part: {engines.short_reason(err)}"
@@ -135,7 +167,7 @@ def run_ssh_multinode(outcomes: list[HostOutcome], run: SuiteRun, progress: Prog
         job_state = JobState(state.run_id, "TIMEOUT") if timed_out else None
         outcome = multinode.multinode_outcome(nodes, state.run_id, job_state, result if not errors else None, exits, errors,
                                               multinode.node_busbw(ran), round(time.monotonic() - started, 2), multinode.node_ddp_rates(ran))
-        outcome.details["rendezvous"] = f"{head}:{multinode.RDZV_PORT}"
+        outcome.details["rendezvous"] = f"{head}:{port}"
         say(name, "done", outcome.status)
         return outcome
     except KeyboardInterrupt as interrupt:

@@ -36,7 +36,7 @@ def job(**kw) -> slurm.SlurmJob:
 
 def test_the_node_script_runs_torchrun_with_one_rendezvous_on_the_first_node():
     script = multinode.render_node_script(job(image="reg/gpuenv/x@sha256:" + "a" * 64))
-    assert "--rdzv-backend=c10d" in script and f'--rdzv-endpoint="$addr:{multinode.RDZV_PORT}"' in script
+    assert "--rdzv-backend=c10d" in script and '--rdzv-endpoint="$addr:$port"' in script and multinode.PORT_SHELL in script
     assert "NodeAddr=" in script and 'is_host=0; [ "$node" = "$head" ] && is_host=1' in script
     assert "--network host --ipc host" in script and "--gpus all" in script  # NCCL's sockets and shared memory
     assert '"$prefix/bin/python" -m torch.distributed.run' in script and "-m validate.measure.multinode" in script
@@ -46,6 +46,144 @@ def test_the_node_script_runs_torchrun_with_one_rendezvous_on_the_first_node():
     assert "--kill-on-bad-exit=1" in batch and "/shared/run/multinode.sh" in batch
     cmd = multinode.sbatch_command(job(partition="gpu"), ["gpu01", "gpu02"])
     assert "--nodes=2" in cmd and "--nodelist=gpu01,gpu02" in cmd and "--partition=gpu" in cmd
+
+
+def test_each_job_takes_its_own_rendezvous_port_the_same_on_every_node():
+    """A fixed port is met by what an earlier job left on it (torchrun's exit barrier holds a
+    store up to 300 s): each job's port comes from its id, computed alike in Python and by the
+    node script's shell from SLURM_JOB_ID."""
+    import subprocess
+
+    ports = {job_id: multinode.rendezvous_port(job_id) for job_id in ("41", "42", "43", "1000141")}
+    assert len(set(ports.values())) == 4 and all(multinode.RDZV_PORT_BASE <= p < multinode.RDZV_PORT_BASE + multinode.RDZV_PORT_SPAN
+                                                  for p in ports.values())
+    for job_id, port in ports.items():
+        shell = subprocess.run(["bash", "-c", f'{multinode.PORT_SHELL}; echo "$port"'], env={"SLURM_JOB_ID": job_id},
+                               capture_output=True, text=True, check=True)
+        assert int(shell.stdout) == port
+    assert multinode.rendezvous_port("cac28fba936a") != multinode.rendezvous_port("63763ef6ea62")  # SSH runs' ids
+
+
+def fake_tools(folder: Path, gpus: int = 0) -> dict[str, str]:
+    """A PATH whose docker, scontrol and nvidia-smi record their arguments (docker run waits, as a
+    job's container does), and the environment srun gives a node's task."""
+    bin_ = folder / "bin"
+    bin_.mkdir()
+    calls = folder / "calls"
+    (bin_ / "docker").write_text(f'#!/bin/bash\necho "docker $*" >> {calls}\n'
+                                 f'case "$*" in *--count-gpus*) echo {gpus}; exit 0 ;; esac\n[ "$1" = run ] && exec sleep 60\nexit 0\n')
+    (bin_ / "scontrol").write_text('#!/bin/bash\n[ "$2" = hostnames ] && echo n1 && exit 0\necho "NodeName=n1 NodeAddr=10.0.0.1 State=IDLE"\n')
+    (bin_ / "nvidia-smi").write_text("#!/bin/bash\n" + "".join(f'echo "GPU {i}: NVIDIA H100 (UUID: GPU-{i})"\n' for i in range(gpus))
+                                     + ("" if gpus else 'echo "No devices were found"; exit 6\n'))
+    for tool in bin_.iterdir():
+        tool.chmod(0o755)
+    import os
+
+    return {"PATH": f"{bin_}:{os.environ['PATH']}", "SLURMD_NODENAME": "n1", "SLURM_JOB_ID": "42", "SLURM_NNODES": "2",
+            "SLURM_JOB_NODELIST": "n[1-2]"}
+
+
+def test_a_killed_step_removes_its_container_which_runs_as_the_caller_named_and_labelled(tmp_path):
+    """D8: the node's container runs as the caller (rank 0 writes into the caller's run folder),
+    carries the job's label and name, and a TERM to the step (Slurm's time limit, a node that
+    failed) removes it at once: no container is left holding the rendezvous port or the GPUs."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    rundir = tmp_path / "run"
+    rundir.mkdir()
+    script = tmp_path / "multinode.sh"
+    script.write_text(multinode.render_node_script(slurm.SlurmJob(rundir=str(rundir), image="reg/gpuenv/x:1")))
+    env = fake_tools(tmp_path)
+    proc = subprocess.Popen(["bash", str(script)], env=env, start_new_session=True)
+    calls = tmp_path / "calls"
+    deadline = time.monotonic() + 20
+    while "--name" not in (calls.read_text() if calls.exists() else "") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    run = next(line for line in calls.read_text().splitlines() if line.startswith("docker run") and "--name" in line)
+    assert f"-u {os.getuid()}:{os.getgid()}" in run and "-e HOME=/tmp" in run
+    assert "--name gpuenv-multinode-42-n1" in run and "--label io.gpuenv.fleet.run=42" in run
+    assert "--rdzv-endpoint=10.0.0.1:" + str(multinode.rendezvous_port("42")) in run
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(10) == 143
+    assert "docker rm -f gpuenv-multinode-42-n1" in calls.read_text()
+    os.killpg(proc.pid, signal.SIGKILL)  # the fake container's sleep
+
+
+def run_node(tmp_path: Path, script: str, gpus: int) -> tuple[int, str, str]:
+    """The node script under bash with recording tools whose container sees `gpus` GPUs and whose
+    job container exits at once: (exit status, the recorded calls, the node's error file)."""
+    import subprocess
+
+    env = fake_tools(tmp_path, gpus)
+    (tmp_path / "bin" / "docker").write_text(f'#!/bin/bash\necho "docker $*" >> {tmp_path / "calls"}\n'
+                                             f'case "$*" in *--count-gpus*) echo {gpus} ;; esac\nexit 0\n')
+    path = tmp_path / "multinode.sh"
+    path.write_text(script)
+    code = subprocess.run(["bash", str(path)], env=env, timeout=30).returncode
+    error = tmp_path / "run" / "multinode" / "error-n1"
+    return code, (tmp_path / "calls").read_text(), error.read_text() if error.exists() else ""
+
+
+def test_ranks_per_node_are_the_gpus_the_container_sees_and_none_where_the_suite_saw_some_fails(tmp_path):
+    """D13: `--gpus 0,1` on an 8-GPU node starts 2 ranks (counted inside the container, not by the
+    host's nvidia-smi); D7: a step that sees no GPU where the node's suite saw 8 (a GRES-managed
+    rack given no GPUs) is a named failure, not a quiet gloo job on CPUs."""
+    job = slurm.SlurmJob(rundir=str(tmp_path / "run"), image="reg/gpuenv/x:1", gpus="0,1", env={"NCCL_SOCKET_IFNAME": "ib0"})
+    code, calls, error = run_node(tmp_path, multinode.render_node_script(job, expect_gpus=2), gpus=2)
+    run = next(line for line in calls.splitlines() if "--name" in line)
+    assert code == 0 and "--nproc-per-node=2" in run and "--gpus 0,1" in run, calls
+    assert "-e NCCL_SOCKET_IFNAME=ib0" in run  # D9: invoke.yaml's fleet.env reaches the container
+    assert "--count-gpus" in calls.splitlines()[1] and "-e NCCL_SOCKET_IFNAME=ib0" in calls.splitlines()[1]
+    (tmp_path / "calls").unlink()
+    (tmp_path / "bin").rename(tmp_path / "bin-old")
+    code, calls, error = run_node(tmp_path, multinode.render_node_script(job, expect_gpus=8), gpus=0)
+    assert code == 3 and "--name" not in calls
+    assert error.startswith("the job sees 0 GPU(s) here where the node's own suite saw 8")
+
+
+def test_a_node_with_infiniband_gives_the_container_its_devices(tmp_path):
+    """D1: /sys/class/infiniband not empty (a fake sysfs tree here) adds the verbs devices and
+    IPC_LOCK to the job's container; a node without it gets neither."""
+    (tmp_path / "sys" / "class" / "infiniband" / "mlx5_0").mkdir(parents=True)
+    job = slurm.SlurmJob(rundir=str(tmp_path / "run"), image="reg/gpuenv/x:1")
+    code, calls, _ = run_node(tmp_path, multinode.render_node_script(job, sys_root=str(tmp_path / "sys")), gpus=0)
+    run = next(line for line in calls.splitlines() if "--name" in line)
+    assert code == 0 and "--device=/dev/infiniband --cap-add=IPC_LOCK" in run
+    (tmp_path / "calls").unlink()
+    (tmp_path / "bin").rename(tmp_path / "bin-old")
+    code, calls, _ = run_node(tmp_path, multinode.render_node_script(job, sys_root=str(tmp_path / "none")), gpus=0)
+    assert code == 0 and "--device=/dev/infiniband" not in calls and "IPC_LOCK" not in calls
+
+
+def test_the_jobs_ask_slurm_for_whole_nodes_their_gpus_and_cpus():
+    """D7: --exclusive (a container from dockerd takes GPUs outside the job's cgroup), the GPUs
+    the node suites saw (a GRES rack gives none unasked), srun's own --cpus-per-task (22.05 on it
+    no longer inherits sbatch's), and the user's own sbatch options."""
+    cmd = multinode.sbatch_command(job(extra_sbatch=["--account=ml"]), ["gpu01", "gpu02"], gpus=8)
+    assert "--exclusive" in cmd and "--gpus-per-node=8" in cmd and cmd[-2] == "--account=ml"
+    assert "--gpus-per-node" not in " ".join(multinode.sbatch_command(job(), ["a", "b"], gpus=0))
+    assert '--cpus-per-task="${SLURM_CPUS_ON_NODE:-1}"' in multinode.render_batch_script(job())
+    pinned = job(cpus_per_task=16)
+    assert "--cpus-per-task=16" in multinode.sbatch_command(pinned, ["a", "b"]) and "--cpus-per-task=16" in multinode.render_batch_script(pinned)
+    suite = slurm.sbatch_command(job(nodes=2, suite_args=["--expect-gpus", "8"]))
+    assert "--exclusive" in suite and "--gpus-per-node=8" in suite
+    assert "--cpus-per-task" in slurm.render_batch_script(job())
+    # the suite's own container and prefix run get invoke.yaml's fleet.env too
+    env = job(image="reg/x:1", env={"NCCL_IB_HCA": "mlx5_0,mlx5_1"})
+    assert "-e NCCL_IB_HCA=mlx5_0,mlx5_1" in slurm.render_node_script(env) and "export NCCL_IB_HCA=mlx5_0,mlx5_1" in slurm.render_node_script(env)
+    from gpuenv.fleet.outcome import HostOutcome as Outcome
+    from validate.report.record import build_json
+
+    def node(gpus: list[dict]) -> Outcome:
+        return Outcome("n", READY, "", report=build_json([], {"gpus": gpus, "error": None}, [], {}, 0))
+
+    eight = node([{"index": i, "uuid": f"GPU-{i}"} for i in range(8)])
+    mig = node([{"index": 0, "uuid": "GPU-0", "mig_enabled": True}, {"index": 1, "uuid": "GPU-1", "mig_enabled": False}])
+    assert multinode.job_gpus([eight, eight]) == 8 and multinode.job_gpus([eight, mig]) == 1
+    assert multinode.job_gpus([eight, eight], "0,1") == 2 and multinode.job_gpus([eight], "none") == 0
 
 
 def test_a_healthy_result_is_ready_with_its_rows(result):
@@ -137,7 +275,13 @@ def test_a_slow_node_and_differing_parameters_are_named(result):
     bad["ranks"][1]["local_samples_per_s"] = bad["ranks"][0]["local_samples_per_s"] / 10
     bad["ranks"][1]["checksum"] = "0" * 64
     outcome = multinode.multinode_outcome(["node0", "node1"], "7", None, bad, {}, {}, {})
-    assert "node node1 runs at" in outcome.reason and "rank 1 (node1)" in outcome.reason
+    assert "rank 1 (node1)" in outcome.reason
+    # the slowest node by its ranks' compute rate is named, and warns: that rate of a small model
+    # is the host CPU's as much as the GPU's (review D19), so a rack of two CPU SKUs stays ready
+    bad["ranks"][1]["checksum"] = bad["ranks"][0]["checksum"]
+    slow = multinode.multinode_outcome(["node0", "node1"], "7", None, bad, {}, {}, {})
+    row = next(r for r in slow.report["host"]["checks"] if r["check"].startswith("multi-node slowest node"))
+    assert row["verdict"] == "warn" and "node node1 runs at" in row["reason"] and slow.status == READY
 
 
 def test_a_job_without_a_result_names_the_node_and_the_time_limit():

@@ -151,3 +151,32 @@ def test_plain_progress_lines_are_never_cut_at_80_columns():
 def test_the_default_slurm_rundir_is_checked_too(monkeypatch):
     monkeypatch.chdir("/proc")
     assert "--rundir /proc/gpuenv-fleet: /proc cannot be written" in refused(slurm=True, prefix="/p")
+
+
+def test_nccl_settings_and_sbatch_options_come_from_invoke_yaml_and_the_command_line():
+    """Review D9 and D7: `gpuenv.fleet.env` (NCCL/gloo/PyTorch settings) reaches every fleet run,
+    and `--sbatch-arg` (or `fleet.slurm.sbatch_args`) the Slurm jobs; command line over file."""
+    from gpuenv.cli.config import DEFAULT_ORIGIN, Layer, settings_from
+
+    section = {"fleet": {"env": {"NCCL_SOCKET_IFNAME": "ib0", "GLOO_SOCKET_IFNAME": "ib0"}, "slurm": {"sbatch_args": ["--account=ml"]}}}
+    settings = settings_from(None, [Layer(DEFAULT_ORIGIN, {}), Layer("invoke.yaml", section)])
+    config = settings.fleet.as_config()
+    opts = merge_options({"slurm": True}, config)
+    assert opts.env == {"NCCL_SOCKET_IFNAME": "ib0", "GLOO_SOCKET_IFNAME": "ib0"} and opts.sbatch_args == ["--account=ml"]
+    assert merge_options({"slurm": True, "sbatch_arg": ["--qos=high"]}, config).sbatch_args == ["--qos=high"]
+    with pytest.raises(BadInput, match="names 'LD_PRELOAD', not an NCCL/gloo/PyTorch setting"):
+        settings_from(None, [Layer(DEFAULT_ORIGIN, {}), Layer("invoke.yaml", {"fleet": {"env": {"LD_PRELOAD": "/x.so"}}})])
+    with pytest.raises(BadInput, match="gpuenv.fleet.env in invoke.yaml names 'PATH'"):
+        merge_options({"slurm": True}, {"env": {"PATH": "/x"}})
+    with pytest.raises(BadInput, match="--sbatch-arg 'account=ml' is not an sbatch option"):
+        merge_options({"slurm": True, "sbatch_arg": ["account=ml"]}, {})
+
+
+def test_a_fleet_containers_options_carry_the_fabric_and_the_environment():
+    """Review D1 and D9 for the SSH hosts' containers: a host with InfiniBand/RoCE ports gets the
+    verbs devices and IPC_LOCK, every container the fleet's NCCL settings."""
+    from gpuenv.engine.containers import container_options, fabric_options
+
+    assert fabric_options(True) == {"devices": ["/dev/infiniband:/dev/infiniband:rwm"], "cap_add": ["IPC_LOCK"]}
+    assert fabric_options(False) == {}
+    assert container_options("none", "1g", {"NCCL_SOCKET_IFNAME": "ib0"})["environment"]["NCCL_SOCKET_IFNAME"] == "ib0"

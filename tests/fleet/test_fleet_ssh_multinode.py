@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import socket
 import sys
 import tarfile
 import tempfile
@@ -45,7 +46,7 @@ def test_each_host_runs_torchrun_with_the_rendezvous_on_the_first_host():
     assert sshmultinode.rendezvous_host("ssh://ops@gpu01:2222") == "gpu01"
     for words, procs, host in ((first, 8, 1), (second, 4, 0)):
         assert words[:3] == ["python", "-m", "torch.distributed.run"] and "--nnodes=2" in words and f"--nproc-per-node={procs}" in words
-        assert f"--rdzv-endpoint=gpu01:{multinode.RDZV_PORT}" in words and "--rdzv-id=gpuenv-abc" in words
+        assert f"--rdzv-endpoint=gpu01:{multinode.rendezvous_port('abc')}" in words and "--rdzv-id=gpuenv-abc" in words
         assert f"--rdzv-conf=is_host={host},join_timeout={multinode.JOIN_TIMEOUT}" in words  # a bounded rendezvous
     # each agent is known to the rendezvous by its host's name from the URL, not its (shared) host name and PID
     assert "--local-addr=gpu01" in first and "--local-addr=gpu02" in second
@@ -105,14 +106,26 @@ def torch_image(docker_engine):
     dockercases.remove_image(engine, result.image.id)
 
 
+def result_run_id(outcome: HostOutcome) -> str:
+    return str(outcome.details["job_id"])
+
+
 @pytest.mark.frameworks
-def test_two_ssh_hosts_run_their_suites_then_one_job_across_them(ssh_server, torch_image, docker_engine, tmp_path, monkeypatch):
+def test_two_ssh_hosts_run_their_suites_then_one_job_across_them(ssh_server, torch_image, docker_engine, tmp_path, monkeypatch,
+                                                                  request):
     """The task layer's own path (gpuenv.cli.fleet.run_fleet, as `invoke validate --hosts` calls
     it): each host's suite, then the job across both, READY, as the fleet report's own row."""
     from gpuenv.cli.fleet import FleetOptions, run_fleet
     from gpuenv.fleet.sshhosts import LABEL
 
     monkeypatch.setenv("HOME", str(ssh_server.home))  # the test's SSH key and known_hosts
+    # What an earlier run left on the port every run once used (29531): a store whose agent waits
+    # in torchrun's exit barrier (up to 300 s), or a container a killed step left. On a fixed port
+    # this run's head could not host its store and the other agent joined the stale one.
+    stale = socket.socket(socket.AF_INET6)
+    stale.bind(("::", 29531))
+    stale.listen()
+    request.addfinalizer(stale.close)
     hosts = [f"ssh://{ssh_server.user}@127.0.0.1:{ssh_server.port}", f"ssh://{ssh_server.user}@localhost:{ssh_server.port}"]
     opts = FleetOptions(hosts=hosts, image=torch_image, gpus="none", parallel=2, time="20")  # minutes, as Slurm writes it
     outcomes = run_fleet(opts, ["--expect-gpus", "0", "--quick", "-k", "torch_build or shared_memory"], say=lambda text: None)
@@ -124,7 +137,7 @@ def test_two_ssh_hosts_run_their_suites_then_one_job_across_them(ssh_server, tor
     assert result["backend"] == "gloo" and result["world"] == 2 and result["nodes"] == hosts  # one rank per host, named by its URL
     assert {(link["source"], link["target"]) for link in result["links"]} == {tuple(hosts), tuple(reversed(hosts))}
     assert result["ddp"]["sizes"] == "quick" and result["allreduce"]["busbw_gbs"] > 0
-    assert joint.details["rendezvous"] == f"127.0.0.1:{multinode.RDZV_PORT}"
+    assert joint.details["rendezvous"] == f"127.0.0.1:{multinode.rendezvous_port(result_run_id(joint))}"
     checks = {c["check"].split(" (")[0]: c for c in joint.report["host"]["checks"]}
     assert checks["multi-node ddp parameters identical"]["verdict"] == "pass"
     assert checks["multi-node ddp efficiency over the nodes' own rates"]["verdict"] == "not judged"  # the suites ran no DDP (-k)

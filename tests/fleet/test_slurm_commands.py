@@ -27,6 +27,7 @@ def test_sbatch_one_task_per_node_with_the_options_given():
     assert sbatch_command(job(nodes=4, partition="gpu", time="30")) == [
         "sbatch", "--parsable", "--job-name=gpuenv-validate", "--output=/shared/fleet run/slurm-%j.out",
         "--chdir=/shared/fleet run", "--ntasks-per-node=1", "--nodes=4", "--partition=gpu", "--time=30",
+        "--exclusive", "--gpus-per-node=8",  # the whole node, and the GPUs --expect-gpus says it has
         "/shared/fleet run/job.sh",
     ]
     cmd = sbatch_command(job(nodelist="gpu[01-03],gpu07"))
@@ -56,7 +57,7 @@ def test_slurm_time_forms_are_accepted(limit):
 
 def test_batch_script_runs_the_node_script_once_per_node():
     text = render_batch_script(job())
-    assert "srun --ntasks-per-node=1 --kill-on-bad-exit=0 bash '/shared/fleet run/node.sh'" in text
+    assert "srun --ntasks-per-node=1 --cpus-per-task=\"${SLURM_CPUS_ON_NODE:-1}\" --kill-on-bad-exit=0 bash '/shared/fleet run/node.sh'" in text
 
 
 def test_node_script_prefers_docker_then_prefix_and_records_its_exit(tmp_path):
