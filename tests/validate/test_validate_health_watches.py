@@ -230,7 +230,7 @@ def test_the_recorder_keeps_nvmls_field_value_arrays():
     values[0].value.ullVal = 4_000_000_000
     kept = _plain(values)
     assert kept[0]["fieldId"] == 271 and kept[0]["value"]["ullVal"] == 4_000_000_000
-    recording = live_like({"nvmlDeviceGetFieldValues([271])": kept})
+    recording = live_like({"nvmlDeviceGetFieldValues([271])": kept}, v.H100_XML)  # driver 580.105: 271
     assert nvml.read_host(ReplayNvml(recording)).gpus[0].health.clock_event_us["hw_power_brake_slowdown"] == 4_000_000
 
 
@@ -321,3 +321,86 @@ def test_the_sampler_reads_the_replay_counter_the_rate_is_made_from():
     finally:
         sampler.close()
     assert [s.pcie_replays for s in samples] == [500, 500]
+
+
+# --- the clock-event counters' field ids, per driver (validate/host/nvml_fields.yaml) ------------
+
+
+def _field_answer(field_id: int, nanoseconds: int) -> list[dict]:
+    """nvmlDeviceGetFieldValues' answer for one id, as nvidia-ml-py's c_nvmlFieldValue_t holds it."""
+    return [{"fieldId": field_id, "nvmlReturn": 0, "valueType": 3, "value": {"ullVal": nanoseconds}}]
+
+
+def _with_driver(recording: dict, driver: str) -> dict:
+    recording["system"]["nvmlSystemGetDriverVersion"] = driver
+    return recording
+
+
+@pytest.mark.parametrize("driver, ids", [
+    ("575.51.02", (251, 252, 253)), ("580.65.06", (251, 252, 253)), ("12.580.65.06", (251, 252, 253)),
+    ("580.82.07", (269, 270, 271)), ("580.105.08", (269, 270, 271)), ("590.48.01", (269, 270, 271)),
+    ("615.71", (269, 270, 271)),
+])
+def test_the_renumbered_counters_field_ids_follow_the_driver(driver, ids):
+    from validate.host.nvml_health import clock_event_field_ids
+
+    chosen, why = clock_event_field_ids(driver)
+    assert (chosen["sw_thermal_slowdown"], chosen["hw_thermal_slowdown"], chosen["hw_power_brake_slowdown"]) == ids and not why
+
+
+@pytest.mark.parametrize("driver, words", [
+    ("570.172.08", "has no such counters"), ("535.161.08", "has no such counters"),
+    ("580.76.05", "unconfirmed"), ("620.10", "unconfirmed"), (None, "driver version is not reported"),
+])
+def test_a_driver_no_source_covers_gets_no_counter_ids(driver, words):
+    from validate.host.nvml_health import clock_event_field_ids
+
+    chosen, why = clock_event_field_ids(driver)
+    assert chosen is None and words in why
+
+
+def test_only_the_power_cap_and_sync_boost_read_is_not_reported():
+    """Driver 570 answers fields 74 and 76 (power cap, sync boost) but has no thermal or power-brake
+    counters: the row must say "not reported", never pass on the two healthy-GPU counters."""
+    recording = live_like({"nvmlDeviceGetFieldValues([74])": _field_answer(74, 5_000_000_000),
+                           "nvmlDeviceGetFieldValues([76])": _field_answer(76, 5_000_000_000)})
+    gpu = nvml.read_host(ReplayNvml(recording)).gpus[0]
+    verdict = w.clock_event_counters_verdict(gpu.index, gpu.health.clock_event_us, gpu.health.clock_event_note)
+    assert gpu.health.clock_event_us == {"sw_power_cap": 5_000_000, "sync_boost": 5_000_000}
+    assert verdict.verdict == SKIP and "not reported" in verdict.reason and "570.148.08" in verdict.reason
+
+
+def test_power_smoothing_fields_are_never_read_as_slowdown_time():
+    """On 575.51 to 580.65, 269-271 are power-smoothing fields (a profile, a percentage, a ramp rate
+    in mW/s): answered so, they must not read as seconds of power brake; 251-253 are the counters."""
+    answers = {f"nvmlDeviceGetFieldValues([{f}])": _field_answer(f, value) for f, value in
+               ((251, 0), (252, 0), (253, 0), (269, 2), (270, 40), (271, 500_000_000))}
+    old = nvml.read_host(ReplayNvml(_with_driver(live_like(dict(answers)), "580.65.06"))).gpus[0]
+    assert old.health.clock_event_us["hw_power_brake_slowdown"] == 0
+    assert w.clock_event_counters_verdict(0, old.health.clock_event_us).verdict == PASS
+    new = nvml.read_host(ReplayNvml(_with_driver(live_like(dict(answers)), "580.82.07"))).gpus[0]
+    assert new.health.clock_event_us["hw_power_brake_slowdown"] == 500_000  # 271 is the counter here
+
+
+def test_the_thermal_perf_policy_counter_warns_where_the_others_cannot_be_read():
+    """Field 75 (NVML_FI_DEV_PERF_POLICY_THERMAL) keeps its id on every driver."""
+    recording = live_like({"nvmlDeviceGetFieldValues([75])": _field_answer(75, 3_000_000_000)})
+    gpu = nvml.read_host(ReplayNvml(recording)).gpus[0]
+    verdict = w.clock_event_counters_verdict(gpu.index, gpu.health.clock_event_us, gpu.health.clock_event_note)
+    assert verdict.verdict == WARN and "thermal_violation 3.0 s" in verdict.reason
+
+
+def test_a_capture_of_an_unconfirmed_driver_gives_no_renumbered_counters():
+    """The MOCK capture's counters, relabelled as driver 580.76 (between the confirmed ranges)."""
+    text = v.MOCK_COUNTERS_XML.read_text(encoding="utf-8").replace("580.65.06", "580.76.05")
+    gpu = host(text).gpus[0]
+    verdict = w.clock_event_counters_verdict(gpu.index, gpu.health.clock_event_us, gpu.health.clock_event_note)
+    assert set(gpu.health.clock_event_us) == {"sw_power_cap", "sync_boost"}
+    assert verdict.verdict == SKIP and "unconfirmed" in verdict.reason
+
+
+def test_every_field_range_has_a_source_a_reader_can_open():
+    from validate.host.nvml_health import FIELDS_FILE
+
+    entries = parse_simple_yaml(FIELDS_FILE.read_text(encoding="utf-8"))["clock_event_counters"]
+    assert entries and all(e["source"].startswith("https://pypi.org/project/nvidia-ml-py/") for e in entries)

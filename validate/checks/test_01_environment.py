@@ -194,7 +194,7 @@ def test_gpu_health_watches(gpu: nvml.GpuInfo, record):
     record.add("temperature", watches.temperature_text(h), watches.temperature_verdict(gpu.index, h), gpu=gpu.uuid)
     record.add("nvlink errors", watches.nvlink_errors_text(h.nvlink_errors), watches.nvlink_errors_verdict(gpu.index, h.nvlink_errors, limits), gpu=gpu.uuid)
     record.add("nvswitch fabric health", watches.fabric_health_text(h.fabric_health), watches.fabric_health_verdict(gpu.index, h.fabric_health), gpu=gpu.uuid)
-    record.add("clock event time", watches.clock_event_counters_text(h.clock_event_us), watches.clock_event_counters_verdict(gpu.index, h.clock_event_us), gpu=gpu.uuid)
+    record.add("clock event time", watches.clock_event_counters_text(h.clock_event_us), watches.clock_event_counters_verdict(gpu.index, h.clock_event_us, h.clock_event_note), gpu=gpu.uuid)
     record.finish()
 
 

@@ -349,7 +349,7 @@ def _clock_pair(nv: Any, handle: Any, function: str) -> tuple[int | None, int | 
     return None if graphics is None and memory is None else (graphics, memory)
 
 
-def _read_gpu(nv: Any, index: int) -> GpuInfo:
+def _read_gpu(nv: Any, index: int, driver_version: str | None = None) -> GpuInfo:
     handle = nv.nvmlDeviceGetHandleByIndex(index)
     # Memory is optional: inside a container a MIG GPU answers NoPermission for the parent.
     memory = _gpu_field(lambda: nv.nvmlDeviceGetMemoryInfo(handle))
@@ -408,7 +408,7 @@ def _read_gpu(nv: Any, index: int) -> GpuInfo:
         multiprocessor_count=_multiprocessors(nv, handle),
         fabric_state=fabric_state,
         fabric_status=fabric_status,
-        health=read_health(nv, handle, _gpu_field),
+        health=read_health(nv, handle, _gpu_field, driver_version),
     )
 
 
@@ -452,7 +452,7 @@ def read_host(nv: Any = None) -> HostInfo:
             return HostInfo(info.driver_version, info.cuda_driver_version, error=f"NVML: counting the GPUs failed: {_describe(err)}")
         for index in range(count):
             try:
-                info.gpus.append(_read_gpu(nv, index))
+                info.gpus.append(_read_gpu(nv, index, info.driver_version))
             except Exception as err:  # one lost GPU must not hide the others
                 info.unreadable.append(_unreadable(nv, index, err))
         return info
