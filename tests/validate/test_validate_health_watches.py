@@ -404,3 +404,47 @@ def test_every_field_range_has_a_source_a_reader_can_open():
 
     entries = parse_simple_yaml(FIELDS_FILE.read_text(encoding="utf-8"))["clock_event_counters"]
     assert entries and all(e["source"].startswith("https://pypi.org/project/nvidia-ml-py/") for e in entries)
+
+
+# --- one idle hw_slowdown reading is read again before it fails (D11) ---------------------------
+
+
+class _ReasonsInTurn(ReplayNvml):
+    """A replayed capture whose clock-event reasons answer each of `masks` in turn (the last one
+    from then on): a GPU read during a P-state change, then settled."""
+
+    def __init__(self, recording: dict, masks: list[int]) -> None:
+        super().__init__(recording)
+        self._masks = list(masks)
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle):
+        return self._masks.pop(0) if len(self._masks) > 1 else self._masks[0]
+
+
+def test_one_idle_hw_slowdown_that_clears_on_rereading_passes():
+    recording = parse_capture(v.H100_XML.read_text(encoding="utf-8"), "synthetic")
+    fake = _ReasonsInTurn(recording, [0x8 | 0x1, 0x1])
+    gpu = nvml.read_host(fake).gpus[0]
+    assert gpu.throttle_reasons == ["gpu_idle", "hw_slowdown"]
+    rereads = nvml.reread_clock_events(gpu.uuid, nv=fake, sleep=lambda s: None)
+    assert rereads[0] == ["gpu_idle"]
+    verdict = clock_events_verdict(gpu.index, gpu.throttle_reasons, "at idle", rereads)
+    assert verdict.verdict == PASS and "cleared" in verdict.reason
+
+
+def test_an_idle_hw_slowdown_that_stays_fails_after_the_rereads():
+    recording = parse_capture(v.H100_XML.read_text(encoding="utf-8"), "synthetic")
+    fake = _ReasonsInTurn(recording, [0x8 | 0x1])
+    gpu = nvml.read_host(fake).gpus[0]
+    slept = []
+    rereads = nvml.reread_clock_events(gpu.uuid, nv=fake, sleep=slept.append)
+    verdict = clock_events_verdict(gpu.index, gpu.throttle_reasons, "at idle", rereads)
+    assert verdict.verdict == FAIL and "hw_slowdown" in verdict.reason and 0.9 <= sum(slept) <= 2.0
+
+
+@pytest.mark.parametrize("specific", [0x40, 0x80, 0x20], ids=["hw_thermal", "power_brake", "sw_thermal"])
+def test_thermal_and_power_brake_still_fail_at_once(specific):
+    """The specific reasons are not P-state noise: one reading fails, whatever a re-reading says."""
+    recording = parse_capture(v.H100_XML.read_text(encoding="utf-8"), "synthetic")
+    gpu = nvml.read_host(_ReasonsInTurn(recording, [0x8 | specific | 0x1, 0x1])).gpus[0]
+    assert clock_events_verdict(gpu.index, gpu.throttle_reasons, "at idle", [["gpu_idle"]] * 4).verdict == FAIL

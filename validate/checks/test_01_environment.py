@@ -22,6 +22,7 @@ from validate.judge.health import (
     fabric_text,
     fabric_verdict,
     graphics_processes_verdict,
+    only_bare_hw_slowdown,
     persistence_verdict,
     reasons_text,
     retired_pages_verdict,
@@ -119,7 +120,11 @@ def test_gpu_health(gpu: nvml.GpuInfo, suite, record):
     )
     loaded = gpu.utilization_percent is not None and gpu.utilization_percent >= LOADED_UTILISATION
     when = f"at {gpu.utilization_percent}% load" if loaded else "at idle"
-    record.add(f"clock events {'under load' if loaded else 'at idle'}", reasons_text(gpu.throttle_reasons), clock_events_verdict(gpu.index, gpu.throttle_reasons, when), gpu=gpu.uuid)
+    # A bare hw_slowdown is read again over about a second before it fails (P-state changes set it).
+    pause = 0.0 if suite.host.replayed_from else 0.3  # a capture answers the same every time
+    rereads = nvml.reread_clock_events(gpu.uuid, interval_s=pause) if only_bare_hw_slowdown(gpu.throttle_reasons) else None
+    verdict = clock_events_verdict(gpu.index, gpu.throttle_reasons, when, rereads)
+    record.add(f"clock events {'under load' if loaded else 'at idle'}", reasons_text(gpu.throttle_reasons), verdict, gpu=gpu.uuid)
     record.add("nvswitch fabric", fabric_text(gpu.fabric_state, gpu.fabric_status), fabric_verdict(gpu.index, gpu.fabric_state, gpu.fabric_status), gpu=gpu.uuid)
     mode = gpu.compute_mode or "unknown"
     note = "masking probes run one at a time, child-process checks first" if mode == "Exclusive_Process" else ""

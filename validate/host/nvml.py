@@ -560,3 +560,19 @@ class Sampler:
         if self.nv is not None:
             _optional(self.nv.nvmlShutdown)
             self.nv = None
+
+
+def reread_clock_events(uuid: str, times: int = 4, interval_s: float = 0.3, nv: Any = None,
+                        sleep: Callable[[float], None] = time.sleep) -> list[list[str] | None]:
+    """The GPU's clock-event reasons read `times` more times, `interval_s` apart (bounded: about a
+    second by default): a reason a P-state change set for a moment is gone by then."""
+    sampler = Sampler([uuid], nv)
+    readings: list[list[str] | None] = []
+    try:
+        for _ in range(times):
+            sleep(interval_s)
+            samples = sampler.sample()
+            readings.append(samples[0].reasons if samples else None)
+    finally:
+        sampler.close()
+    return readings
