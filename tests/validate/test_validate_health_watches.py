@@ -448,3 +448,39 @@ def test_thermal_and_power_brake_still_fail_at_once(specific):
     recording = parse_capture(v.H100_XML.read_text(encoding="utf-8"), "synthetic")
     gpu = nvml.read_host(_ReasonsInTurn(recording, [0x8 | specific | 0x1, 0x1])).gpus[0]
     assert clock_events_verdict(gpu.index, gpu.throttle_reasons, "at idle", [["gpu_idle"]] * 4).verdict == FAIL
+
+
+def _recorded_field_answers(path: Path) -> dict:
+    """`gpu0 field N return=R type=T value=V` lines as nvmlDeviceGetFieldValues answers."""
+    import re
+
+    members = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+    answers = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        m = re.fullmatch(r"gpu0 field (\d+) return=(\d+) type=(\d+) value=(\S+)", line.strip())
+        if m:
+            field, status, kind, value = int(m[1]), int(m[2]), int(m[3]), m[4]
+            answers[f"nvmlDeviceGetFieldValues([{field}])"] = [{
+                "fieldId": field, "nvmlReturn": status, "valueType": kind,
+                "value": {} if value == "None" else {members[kind]: int(value)}}]
+    return answers
+
+
+H200_FIELDS = CAPTURES / "nvml-fields" / "h200-580.159.04.txt"
+
+
+def test_a_live_h200_on_580_159_answers_the_counters_at_269_to_271_and_not_at_251_to_253():
+    """Recorded live: driver 580.159.04 answers 269-271 as counters (0 ns) and 251-253 NotSupported."""
+    answers = _recorded_field_answers(H200_FIELDS)
+    assert answers["nvmlDeviceGetFieldValues([251])"][0]["nvmlReturn"] == 3
+    recording = _with_driver(live_like(answers, v.H100_XML), "580.159.04")
+    for device in recording["devices"]:
+        device.update(answers)
+    gpu = nvml.read_host(ReplayNvml(recording)).gpus[0]
+    assert {k: gpu.health.clock_event_us[k] for k in ("sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")} == \
+        {"sw_thermal_slowdown": 0, "hw_thermal_slowdown": 0, "hw_power_brake_slowdown": 0}
+    assert w.clock_event_counters_verdict(0, gpu.health.clock_event_us, gpu.health.clock_event_note).verdict == PASS
+    # the older numbering asked of this driver finds nothing: the row would be "not reported", never pass
+    old = _with_driver(live_like(answers, v.H100_XML), "580.65.06")
+    gpu = nvml.read_host(ReplayNvml(old)).gpus[0]
+    assert not {"sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"} & set(gpu.health.clock_event_us or {})
