@@ -342,6 +342,11 @@ def allreduce(nbytes: int, iters: int) -> dict[str, Any]:
             return json.load(handle)
 
 
+def _gpu_batch(args: list[str]) -> int:
+    """`--gpu-batch N`: the GPU ranks' batch (validate/measure/ddp.py gpu_batch); 0 when absent."""
+    return int(args[args.index("--gpu-batch") + 1]) if "--gpu-batch" in args else 0
+
+
 def main(argv: list[str]) -> int:
     command, args = argv[0], argv[1:]
     try:
@@ -360,10 +365,14 @@ def main(argv: list[str]) -> int:
             emit(torch_memory(args[0], int(args[1])))
         elif command == "allreduce":
             emit(allreduce(int(args[0]), int(args[1])))
-        elif command == "ddp":  # WORLD BACKEND quick|full [--dataparallel]
+        elif command == "ddp":  # WORLD BACKEND quick|full [--dataparallel] [--gpu-batch N]
             from validate.measure.ddp import probe as ddp_probe
 
-            emit(ddp_probe(int(args[0]), args[1], args[2] == "quick", "--dataparallel" in args))
+            emit(ddp_probe(int(args[0]), args[1], args[2] == "quick", "--dataparallel" in args, _gpu_batch(args)))
+        elif command == "dataparallel":  # WORLD quick|full [--gpu-batch N]
+            from validate.measure.ddp import dataparallel_probe
+
+            emit(dataparallel_probe(int(args[0]), args[1] == "quick", _gpu_batch(args)))
         elif command == "tf-mirrored":  # REPLICAS-ON-THE-CPU quick|full [--cpu]
             from validate.measure.mirrored import mirrored
 
