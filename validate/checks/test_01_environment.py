@@ -13,6 +13,7 @@ import pytest
 from validate.host import nvml
 from validate.host.archs import identity_text
 from validate.host.stackfile import read_stack_file
+from validate.judge.peaks import nvlink_links_verdict
 from validate.judge import health_watches as watches
 from validate.judge.driver_gate import driver_too_old
 from validate.judge.health import (
@@ -187,7 +188,7 @@ def test_gpu_health_dcgm(gpu: nvml.GpuInfo, record):
     record.finish()
 
 
-def test_gpu_health_watches(gpu: nvml.GpuInfo, record):
+def test_gpu_health_watches(gpu: nvml.GpuInfo, suite, record):
     """What DCGM's health watches and diagnostic judge besides: PCIe replays, the infoROM, the
     temperature against the GPU's own thresholds, NVLink errors, the NVSwitch fabric's health and
     how long clock events held the clocks. Counters read once only warn (no rate from one reading).
@@ -199,6 +200,9 @@ def test_gpu_health_watches(gpu: nvml.GpuInfo, record):
     record.add("temperature", watches.temperature_text(h), watches.temperature_verdict(gpu.index, h), gpu=gpu.uuid)
     record.add("nvlink errors", watches.nvlink_errors_text(h.nvlink_errors), watches.nvlink_errors_verdict(gpu.index, h.nvlink_errors, limits), gpu=gpu.uuid)
     record.add("nvswitch fabric health", watches.fabric_health_text(h.fabric_health), watches.fabric_health_verdict(gpu.index, h.fabric_health), gpu=gpu.uuid)
+    whole = len([g for g in suite.host.gpus if not g.mig_enabled])
+    measured, verdict = nvlink_links_verdict(gpu, suite.peaks, whole)
+    record.add("nvlink links", measured, verdict, gpu=gpu.uuid)
     record.add("clock event time", watches.clock_event_counters_text(h.clock_event_us), watches.clock_event_counters_verdict(gpu.index, h.clock_event_us, h.clock_event_note), gpu=gpu.uuid)
     record.finish()
 
