@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from validate.checks.world import whole_gpus
+from validate.checks.world import whole_gpu_env, whole_gpus
 from validate.host.devices import uuid_body
 from validate.judge.peaks import interconnect_of, peaks_for
 from validate.judge.scaling import (
@@ -160,7 +160,8 @@ def test_tensorflow_mirrored(suite, record):
     probe's timeout, which kills it and says so."""
     skip_quick_on_cpu(suite)
     args = ["tf-mirrored", str(CPU_REPLICAS), probe_size(suite)] + ([] if suite.host.gpus else ["--cpu"])
-    result = run_probe(args, {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
+    env, _ = whole_gpu_env(suite)  # on a MIG host: whole GPUs only, as DDP (NCCL does not run across MIG instances)
+    result = run_probe(args, env)
     data = result.data or {}
     if data.get("missing") == "tensorflow":
         pytest.skip(f"TensorFlow is not installed here ({data['error']})")
