@@ -104,11 +104,28 @@ def test_dcgms_replay_rate_per_generation_and_width():
     assert w.pcie_replay_rate_limit(7, 16, LIMITS) == 62  # capped at gen6, as DCGM caps it
 
 
-@pytest.mark.parametrize("grown, expected", [(15, PASS), (16, WARN)])
+@pytest.mark.parametrize("grown, expected", [(62, PASS), (63, WARN)])
 def test_two_readings_over_the_run_give_the_rate_dcgm_judges(grown, expected):
-    """Half a minute at gen5 x16: 15 replays are 30 per minute (under 31), 16 are 32."""
-    verdict = w.pcie_replay_rate_verdict(0, 1000, 1000 + grown, 0.5, 5, 16, LIMITS)
+    """Two minutes at gen5 x16: 62 replays are 31 per minute (the limit), 63 are over it."""
+    verdict = w.pcie_replay_rate_verdict(0, 1000, 1000 + grown, 2.0, 5, 16, LIMITS)
     assert verdict.verdict == expected and verdict.threshold == "<= 31 per minute at gen5 x16"
+
+
+@pytest.mark.parametrize("grown, expected", [(31, PASS), (32, WARN)])
+def test_a_window_under_a_minute_is_not_scaled_up(grown, expected):
+    """The 10 s --quick load: one burst of 20 replays is 20 in that window, not 120 a minute; its
+    count is held against one minute's limit."""
+    assert w.pcie_replay_rate_verdict(0, 1000, 1020, 10 / 60, 5, 16, LIMITS).verdict == PASS
+    verdict = w.pcie_replay_rate_verdict(0, 1000, 1000 + grown, 10 / 60, 5, 16, LIMITS)
+    assert verdict.verdict == expected and (expected == PASS or "in 10 s (under a minute" in verdict.reason)
+
+
+def test_the_idle_replay_row_names_the_limit_of_the_link_under_load():
+    """Idle, an H100's link reads Gen1; the limit the row names is the one the load meets (gen5)."""
+    source = (ROOT / "validate" / "checks" / "test_01_environment.py").read_text(encoding="utf-8")
+    assert "gen, width = gpu.pcie_link_gen_max or gpu.pcie_link_gen, gpu.pcie_link_width_max or gpu.pcie_link_width" in source
+    verdict = w.pcie_replays_verdict(0, 10, 5, 16, LIMITS)
+    assert "DCGM warns above 31/min at gen5 x16" in verdict.reason
 
 
 # --- 2. infoROM -------------------------------------------------------------------------------------
@@ -484,3 +501,52 @@ def test_a_live_h200_on_580_159_answers_the_counters_at_269_to_271_and_not_at_25
     old = _with_driver(live_like(answers, v.H100_XML), "580.65.06")
     gpu = nvml.read_host(ReplayNvml(old)).gpus[0]
     assert not {"sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"} & set(gpu.health.clock_event_us or {})
+
+
+# --- temperature judged under load, as DCGM's diagnostic does (D18) -----------------------------
+
+
+def test_a_gpu_that_overheats_only_under_load_fails_there():
+    """The A100 capture's thresholds (slowdown, shutdown, max operating) and an idle 33 C: the
+    sustained load's samples at 95 C fail, naming the threshold, where the idle row passed."""
+    gpu = host(v.A100_XML.read_text(encoding="utf-8")).gpus[0]
+    assert w.temperature_verdict(gpu.index, gpu.health).verdict == PASS
+    limit = gpu.health.max_operating_c or gpu.health.slowdown_c
+    hot = [{"temperature_c": 60}, {"temperature_c": limit + 3}, {"temperature_c": 70}]
+    measured, verdict = w.temperature_under_load(gpu.index, gpu.health, hot)
+    assert verdict.verdict == FAIL and measured == f"{limit + 3} C at most"
+    assert w.temperature_under_load(gpu.index, gpu.health, [{"temperature_c": 60}])[1].verdict == PASS
+    assert w.temperature_under_load(gpu.index, gpu.health, [{"temperature_c": None}])[1].verdict == SKIP
+
+
+def test_the_sampler_reads_the_tlimit_margin_under_load():
+    recording = parse_capture(v.H100_XML.read_text(encoding="utf-8"), "synthetic")
+    replay = ReplayNvml(recording)
+    gpu = nvml.read_host(replay).gpus[0]
+    sampler = nvml.Sampler([gpu.uuid], ReplayNvml(recording))
+    sample = sampler.sample()[0]
+    sampler.close()
+    assert sample.margin_c == gpu.health.margin_c and sample.temperature_c is not None
+
+
+class _FabricV2Only(ReplayNvml):
+    """A driver whose nvmlDeviceGetGpuFabricInfoV takes the v2 structure only (healthMask, no
+    healthSummary): v3 is refused with NVML_ERROR_ARGUMENT_VERSION_MISMATCH, as NVML does."""
+
+    class c_nvmlGpuFabricInfo_v3_t:  # noqa: N801 (nvidia-ml-py's names)
+        pass
+
+    class c_nvmlGpuFabricInfo_v2_t:  # noqa: N801
+        pass
+
+    def nvmlDeviceGetGpuFabricInfoV(self, handle, info):
+        if isinstance(info, self.c_nvmlGpuFabricInfo_v3_t):
+            error = type("NVMLError_ArgumentVersionMismatch", (Exception,), {"value": 25})
+            raise error()
+        info.state, info.status, info.healthMask = 3, 0, 1 << 4  # Completed; route unhealthy: true
+
+
+def test_fabric_health_falls_back_to_the_v2_structure():
+    gpu = nvml.read_host(_FabricV2Only(parse_capture(v.H100_XML.read_text(encoding="utf-8"), "synthetic"))).gpus[0]
+    assert gpu.health.fabric_health == {"route_unhealthy": True}
+    assert rows(gpu)["fabric health"].verdict == FAIL

@@ -194,7 +194,10 @@ def test_gpu_health_watches(gpu: nvml.GpuInfo, suite, record):
     how long clock events held the clocks. Counters read once only warn (no rate from one reading).
     A healthy GPU's cells read the same on every GPU; the JSON keeps each reading ("health")."""
     h, limits = gpu.health, watches.load_limits()
-    record.add("pcie replays", watches.pcie_replays_text(h.pcie_replays, limits), watches.pcie_replays_verdict(gpu.index, h.pcie_replays, gpu.pcie_link_gen, gpu.pcie_link_width, limits), gpu=gpu.uuid)
+    # The rate limit is named for the link as it runs under load (its maximum): an idle link drops to Gen1.
+    gen, width = gpu.pcie_link_gen_max or gpu.pcie_link_gen, gpu.pcie_link_width_max or gpu.pcie_link_width
+    record.add("pcie replays", watches.pcie_replays_text(h.pcie_replays, limits),
+               watches.pcie_replays_verdict(gpu.index, h.pcie_replays, gen, width, limits), gpu=gpu.uuid)
     inforom = "not reported" if h.inforom_valid is None else ("valid" if h.inforom_valid else "corrupted")
     record.add("inforom", inforom, watches.inforom_verdict(gpu.index, h.inforom_valid), gpu=gpu.uuid)
     record.add("temperature", watches.temperature_text(h), watches.temperature_verdict(gpu.index, h), gpu=gpu.uuid)

@@ -512,6 +512,7 @@ class Sample:
     reasons: list[str] | None
     pcie_link_width: int | None = None  # under load: an idle link may narrow, a loaded one must not
     pcie_replays: int | None = None  # read at each sample: the first and last give DCGM's replay rate
+    margin_c: int | None = None  # degrees below the GPU's limit (T.Limit), judged under load as DCGM does
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -552,6 +553,7 @@ class Sampler:
                     reasons=None if reasons is None else throttle_reason_names(reasons),
                     pcie_link_width=_optional(lambda: int(nv.nvmlDeviceGetCurrPcieLinkWidth(handle))),
                     pcie_replays=_optional(lambda: int(nv.nvmlDeviceGetPcieReplayCounter(handle))),
+                    margin_c=_optional(lambda: int(nv.nvmlDeviceGetMarginTemperature(handle))),
                 )
             )
         return out

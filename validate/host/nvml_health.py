@@ -144,16 +144,22 @@ def decode_fabric_health(mask: int | None, summary: int | None) -> dict[str, Any
 
 
 def _fabric_health(nv: Any, handle: Any, probe: Probe) -> dict[str, Any] | None:
-    """nvmlDeviceGetGpuFabricInfoV with the v3 structure (healthMask, healthSummary; driver 550+)."""
-    make, call = getattr(nv, "c_nvmlGpuFabricInfo_v3_t", None), getattr(nv, "nvmlDeviceGetGpuFabricInfoV", None)
-    if make is None or call is None:
+    """nvmlDeviceGetGpuFabricInfoV with the v3 structure (healthMask, healthSummary; driver 550+),
+    else the v2 one (healthMask only) for a driver that refuses v3 (ArgumentVersionMismatch)."""
+    call = getattr(nv, "nvmlDeviceGetGpuFabricInfoV", None)
+    if call is None:
         return None
-    info = make()
-    if probe(lambda: call(handle, nv.byref(info)) or True) is None:
-        return None
-    if int(getattr(info, "state", 0) or 0) == 0:  # NVML_GPU_FABRIC_STATE_NOT_SUPPORTED: no fabric
-        return None
-    return decode_fabric_health(_int(getattr(info, "healthMask", None)), _int(getattr(info, "healthSummary", None)))
+    for structure in ("c_nvmlGpuFabricInfo_v3_t", "c_nvmlGpuFabricInfo_v2_t"):
+        make = getattr(nv, structure, None)
+        if make is None:
+            continue
+        info = make()
+        if probe(lambda: call(handle, nv.byref(info)) or True) is None:
+            continue
+        if int(getattr(info, "state", 0) or 0) == 0:  # NVML_GPU_FABRIC_STATE_NOT_SUPPORTED: no fabric
+            return None
+        return decode_fabric_health(_int(getattr(info, "healthMask", None)), _int(getattr(info, "healthSummary", None)))
+    return None
 
 
 def _version(text: str) -> tuple[int, int] | None:

@@ -11,6 +11,7 @@ rate DCGM judges. A reading the GPU, driver or capture does not give skips ("not
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -101,10 +102,13 @@ def pcie_replay_rate_verdict(gpu_index: int, first: int | None, last: int | None
         return Verdict(SKIP, "DCGM replay rate", f"GPU {gpu_index}: the PCIe replay counter or link was not read twice over the run")
     limit = pcie_replay_rate_limit(gen, width, limits)
     threshold = f"<= {limit} per minute at gen{gen} x{width}"
-    rate = abs(last - first) / minutes
+    # A window shorter than a minute is not scaled up (a burst of replays in a 10 s --quick load
+    # would read as six times its count): its count is held against one minute's limit.
+    rate = abs(last - first) / max(minutes, 1.0)
     if rate <= limit:
         return Verdict(PASS, threshold)
-    return Verdict(WARN, threshold, f"GPU {gpu_index}: {rate:.1f} PCIe replays per minute over the run: reseat the GPU and check its "
+    over = "per minute over the run" if minutes >= 1.0 else f"in {minutes * 60:.0f} s (under a minute: the count itself)"
+    return Verdict(WARN, threshold, f"GPU {gpu_index}: {rate:.1f} PCIe replays {over}: reseat the GPU and check its "
                    "riser and slot (DCGM: reconnect the PCIe card, run the system's PCIe diagnostics)")
 
 
@@ -165,6 +169,19 @@ def temperature_verdict(gpu_index: int, r: HealthReadings) -> Verdict:
         limit = r.max_operating_margin_c if r.max_operating_margin_c is not None else r.slowdown_margin_c
         return _past_thresholds(gpu_index, r.margin_c, limit, r.slowdown_margin_c, r.shutdown_margin_c, margin=True)  # type: ignore[arg-type]
     return Verdict(SKIP, "below the GPU's own thresholds", f"GPU {gpu_index}: the temperature or the GPU's thresholds are not reported")
+
+
+def temperature_under_load(gpu_index: int, r: HealthReadings, samples: list[dict[str, Any]]) -> tuple[str, Verdict]:
+    """(measured, verdict): the hottest reading (and the least T.Limit margin) over the sustained
+    load against the GPU's own thresholds. DCGM's diagnostic judges temperature while it loads the
+    GPU; an idle reading alone hides a GPU that overheats only when it works."""
+    temps = [int(s["temperature_c"]) for s in samples if s.get("temperature_c") is not None]
+    margins = [int(s["margin_c"]) for s in samples if s.get("margin_c") is not None]
+    if not temps and not margins:
+        return "not read under load", Verdict(SKIP, "below the GPU's own thresholds", f"GPU {gpu_index}: no temperature read under load")
+    loaded = dataclasses.replace(r, temperature_c=max(temps) if temps else None, margin_c=min(margins) if margins else None)
+    measured = ", ".join(([f"{max(temps)} C at most"] if temps else []) + ([f"T.Limit margin {min(margins)} C at least"] if margins else []))
+    return measured, temperature_verdict(gpu_index, loaded)
 
 
 # --- NVLink errors ------------------------------------------------------------------------------
