@@ -287,3 +287,17 @@ def test_the_gpu_mlp_learns_within_the_first_steps(torch):
     losses, _ = ddp.train_steps(torch, model, [pool[i % ddp.BATCH_POOL] for i in range(ddp.WARMUP + ddp.MIN_STEPS)], cpu, 0.0, 0.01)
     values = [float(v) for v in losses]
     assert sum(values[-3:]) / 3 < 0.7 * sum(values[:3]) / 3
+
+
+def test_a_reference_on_another_gpu_count_only_warns_and_says_so():
+    """The 2-GPU PCIe figure met by an 8-GPU PCIe host: below it is a warning naming both counts,
+    even were the figure like the suite's own job."""
+    from dataclasses import replace
+
+    from validate.judge.scaling import efficiency_verdict, load_scaling
+
+    two = [replace(r, like_suite=True) for r in load_scaling() if r.interconnect == "pcie"]
+    assert [r.gpus for r in two] == [2]
+    eight = efficiency_verdict(0.3, "pcie", 8, two)
+    assert eight.verdict == "warn" and "the reference ran on 2 GPUs and this job on 8" in eight.reason
+    assert efficiency_verdict(0.3, "pcie", 2, two).verdict == "fail"  # like for like: the count matches
