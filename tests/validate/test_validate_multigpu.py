@@ -301,3 +301,18 @@ def test_a_reference_on_another_gpu_count_only_warns_and_says_so():
     eight = efficiency_verdict(0.3, "pcie", 8, two)
     assert eight.verdict == "warn" and "the reference ran on 2 GPUs and this job on 8" in eight.reason
     assert efficiency_verdict(0.3, "pcie", 2, two).verdict == "fail"  # like for like: the count matches
+
+
+def test_the_rendezvous_port_stays_bound_while_the_ranks_start(torch):
+    """The launcher holds the TCPStore on a port the system picked: no other process can take it
+    between choosing and using it, as it could after a probe-bind-close (D18)."""
+    import socket
+
+    from validate.measure import ddp
+
+    store = ddp.rendezvous_store(10)
+    with socket.socket() as other, pytest.raises(OSError):
+        other.bind(("127.0.0.1", store.port))
+    client = ddp.rank_store(torch.distributed, store.port, 10)
+    client.set("rank0", "arrived")
+    assert store.get("rank0") == b"arrived"

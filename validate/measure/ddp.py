@@ -1,13 +1,15 @@
 """Multi-GPU training with PyTorch the way users run it: DistributedDataParallel with one process
 per GPU (torch.multiprocessing spawn, as the DDP tutorial does), and DataParallel once in one
-process beside it.
+process of its own after it (the `dataparallel` probe, so its hang or crash cannot fail DDP).
 
-The launcher runs inside a probe child (`python -m validate.measure.probe ddp ...`). Each rank
-leaves marker files in a shared folder (`arrived`: it reached the rendezvous; `joined`: its first
-collective returned), so a rank that never comes is named, with its GPU, when the join bound
-passes, instead of the job hanging in `init_process_group`. The backend is NCCL on GPUs and gloo
-on the CPU; nothing else differs. `VALIDATE_DDP_FAULT=slow:R` or `absent:R` makes rank R slow or
-absent: the fault tests prove the named failures.
+The launcher runs inside a probe child (`python -m validate.measure.probe ddp ...`) and holds the
+rendezvous store. Each rank leaves marker files in a shared folder (`arrived`: it reached the
+rendezvous; `joined`: its first collective completed on the device), so a rank that never comes
+is named, with its GPU, when the join bound passes, instead of the job hanging in
+`init_process_group`. On GPUs (NCCL) the ranks train a wide MLP sized from the GPU (GPU_MODEL,
+gpu_batch) for at least MIN_WINDOW_SECONDS; on the CPU (gloo) the small CNN at SIZES.
+`VALIDATE_DDP_FAULT=slow:R` or `absent:R` makes rank R slow or absent, and
+`VALIDATE_DATAPARALLEL_FAULT=hang` or `abort` DataParallel: the fault tests prove the named failures.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ import copy
 import hashlib
 import json
 import os
-import socket
 import statistics
 import tempfile
 import time
@@ -244,8 +245,9 @@ def worker(rank: int, world: int, port: int, backend: str, sizes: tuple[int, int
     began = time.perf_counter()
     # The framework's own timeout is longer than the launcher's join bound, so the launcher names
     # the missing rank first (a timeout raised here would blame the rank that waited).
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            timeout=timedelta(seconds=join_timeout + RUN_TIMEOUT))
+    bound = join_timeout + RUN_TIMEOUT
+    dist.init_process_group(backend, store=rank_store(dist, port, bound), rank=rank, world_size=world,
+                            timeout=timedelta(seconds=bound))
     join_first_collective(torch, dist, device, folder, rank, began)
     peer_access = None
     if backend == "nccl" and rank == 0:
@@ -294,10 +296,18 @@ def worker(rank: int, world: int, port: int, backend: str, sizes: tuple[int, int
     dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def rendezvous_store(seconds: float) -> Any:
+    """The rendezvous the ranks meet at: a TCPStore the launcher holds, on a port the system picks
+    and keeps bound (port 0). Finding a free port, closing it and handing it on let another process
+    take it in between (a crash in init_process_group)."""
+    import torch.distributed as dist
+
+    return dist.TCPStore("127.0.0.1", 0, None, True, timedelta(seconds=seconds), wait_for_workers=False)
+
+
+def rank_store(dist: Any, port: int, seconds: float) -> Any:
+    """A rank's client of the launcher's rendezvous_store."""
+    return dist.TCPStore("127.0.0.1", port, None, False, timedelta(seconds=seconds))
 
 
 def _read(folder: str, rank: int, what: str) -> dict[str, Any] | None:
@@ -332,7 +342,8 @@ def launch(world: int, backend: str, quick: bool, join_timeout: float = JOIN_TIM
     with tempfile.TemporaryDirectory(prefix="gpuenv-ddp-") as folder:
         started = time.perf_counter()
         gpu_mlp = (*GPU_MODEL["quick" if quick else "full"], gpu_batch_size) if gpu_batch_size else None
-        context = mp.start_processes(worker, args=(world, _free_port(), backend, sizes, folder, join_timeout, gpu_mlp),
+        store = rendezvous_store(join_timeout + run_timeout)  # held here until the ranks are done
+        context = mp.start_processes(worker, args=(world, store.port, backend, sizes, folder, join_timeout, gpu_mlp),
                                      nprocs=world, join=False, start_method="spawn")
         stage, deadline = "join", started + join_timeout
         try:
