@@ -300,6 +300,7 @@ class Recorder:
         value: float | None = None,
         seconds: float | None = None,
         threshold: str = "",
+        fleet_judged: bool = True,
     ) -> Record:
         if isinstance(verdict, Verdict):
             word, threshold, reason = verdict.verdict, threshold or verdict.threshold, verdict.reason
@@ -308,7 +309,8 @@ class Recorder:
         if seconds is None:
             seconds = time.perf_counter() - self.started
         self.started = time.perf_counter()
-        record = Record(check, gpu, measured, threshold, word, round(seconds, 3), reason, value, self.item.nodeid)
+        record = Record(check, gpu, measured, threshold, word, round(seconds, 3), reason, value, self.item.nodeid,
+                        fleet_judged=fleet_judged)
         self.records.append(record)
         return record
 

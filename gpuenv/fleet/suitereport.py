@@ -126,6 +126,7 @@ def _check(raw: Any, section: str, index: int, gpu: str | None) -> dict[str, Any
         value = raw.get(key)
         check[key] = "" if value is None else safe_text(value, newlines=key == "reason")
     check["verdict"] = check["verdict"].strip().lower()
+    check["fleet_judged"] = raw.get("fleet_judged") is not False  # reports before it: every figure
     try:
         check["seconds"] = _number(raw.get("seconds"), "'seconds'")
         check["value"] = _number(raw.get("value"), "'value'")

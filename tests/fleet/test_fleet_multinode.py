@@ -257,7 +257,7 @@ def test_each_nodes_own_ddp_rate_is_read_from_its_suite_report():
 
     gpus = [gpu(0, host=1), gpu(1, host=1)]
     records = [Record("ddp samples/s (2 ranks, nccl)", gpus[0]["uuid"], "6000 samples/s", "-", "not judged", 0.0, value=6000.0),
-               Record("ddp samples/s (1 rank, nccl)", gpus[0]["uuid"], "3100 samples/s", "-", "not judged", 0.0, value=3100.0)]
+               Record("ddp samples/s (per GPU without all-reduce, median of 2, nccl)", gpus[0]["uuid"], "3100 samples/s", "-", "not judged", 0.0, value=3100.0)]
     report = build_json(records, {"gpus": gpus, "error": None}, gpus, {}, 0)
     rates = multinode.node_ddp_rates([HostOutcome("gpu01", READY, "", report=report), HostOutcome("gpu02", READY, "")])
     assert rates == {"gpu01": multinode.NodeRate("ddp samples/s (2 ranks, nccl)", 2, "nccl", 6000.0)}

@@ -1,15 +1,22 @@
 """The GPU path, on a real GPU host: run `pytest -m gpu` on any machine with NVIDIA GPUs and the
 NVIDIA Container Toolkit (run it first on a new GPU host, before trusting its verdicts).
 
-It builds two small CUDA images (tests/gpu/fixtures/Dockerfile: the suite on nvidia/cuda, without
-and with PyTorch), runs them with `--gpus all`, runs the whole suite live in them, and checks:
+It builds three small CUDA images (tests/gpu/fixtures/Dockerfile: the suite on nvidia/cuda, without
+a framework, with the PyTorch build and with the TensorFlow build gpuenv's resolver picks for this
+host's driver), runs them through the engine module with the product's own run options
+(`Engine.run_container`: `--gpus all`, 8 GiB /dev/shm, NCCL's ulimits, an init), runs the whole
+suite live in them, and checks:
 - the container sees the host's GPUs, by UUID;
 - without a framework a GPU host is "not validated", and `--health-only` is the named way out;
 - a healthy host reads ready through the real matmul, bandwidth, masking and sustained-load code,
-  and the fleet reads its report ready too;
+  every health row NVML can read on this host was read (not skipped), the DDP rows ran over every
+  whole GPU, and the fleet reads its report ready too;
+- MirroredStrategy trains over every whole GPU;
 - CUDA_VISIBLE_DEVICES masks as CUDA documents (ordinal, UUID, empty, reordered).
-Every image and container is removed by the test that made it. Without a driver or the toolkit
-every test skips with that exact cause.
+What it runs and expects is tests/gpu/gpuset.py, unit-tested without a GPU
+(tests/validate/test_gpu_set_plan.py). Every image and container is removed by the test that made
+it. Without a driver every test skips with that cause; with a driver, a container that cannot get
+the GPUs fails (whether the engine has a runtime named "nvidia" or uses the toolkit's hook or CDI).
 """
 
 from __future__ import annotations
@@ -18,16 +25,21 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import uuid as uuidlib
 from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).parent))
+import gpuset  # noqa: E402  (this folder is no package: pytest collects it only with -m gpu)
+
 pytestmark = [pytest.mark.gpu, pytest.mark.docker, pytest.mark.network]
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = Path(__file__).parent / "fixtures" / "Dockerfile"
-CUDA_BASE = os.environ.get("GPUENV_TEST_CUDA_BASE", "nvidia/cuda:12.8.1-base-ubuntu24.04")
+#: Overrides the resolver's base image (the build arguments' CUDA_BASE) when set.
+CUDA_BASE = os.environ.get("GPUENV_TEST_CUDA_BASE")
 DRIVER_FILE = Path("/proc/driver/nvidia/version")
 LABEL = "gpuenv.test.gpu-set"
 #: Bounds: a build that pulls the CUDA base and PyTorch's wheel; a --quick suite run on up to 8 GPUs.
@@ -50,32 +62,39 @@ def host_gpus() -> list:
 
 
 @pytest.fixture(scope="session")
-def nvidia_engine(host_gpus, docker_engine) -> None:
-    """A Docker engine that can hand GPUs to containers; skip naming what it lacks."""
+def nvidia_engine(host_gpus, docker_engine):
+    """The local engine. No skip on a missing runtime named "nvidia": `--gpus` works through the
+    NVIDIA Container Toolkit's hook or CDI without one, and on a host with a driver a container
+    that cannot get the GPUs is a failure to see, not a reason to pass with nothing tested."""
     from gpuenv.engine import Engine
 
-    runtimes = Engine.local().runtimes()
-    if "nvidia" not in runtimes:
-        pytest.skip(f"the Docker engine has no nvidia runtime (runtimes: {', '.join(runtimes)}): install the NVIDIA Container Toolkit")
     if shutil.which("docker") is None:
-        pytest.skip("no docker command on PATH (the GPU set drives the engine as a user does)")
+        pytest.skip("no docker command on PATH (the GPU set builds its images as a user does)")
+    return Engine.local()
 
 
 @pytest.fixture(scope="session")
-def gpu_images(nvidia_engine, tmp_path_factory):
-    """{"bare": tag, "torch": tag}: the two small CUDA images, built for this session and removed after."""
+def gpu_images(nvidia_engine, host_gpus, tmp_path_factory):
+    """{"bare", "torch", "tensorflow": tag}: the small CUDA images, built for this session with
+    the resolver's builds for this driver, and removed after."""
+    from validate.host import nvml
+
     context = tmp_path_factory.mktemp("gpu-context")
     shutil.copytree(ROOT / "validate", context / "validate", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(DOCKERFILE, context / "Dockerfile")
+    args = gpuset.torch_build_args(nvml.read_host().driver_version, [g.compute_capability for g in host_gpus if g.compute_capability])
+    if CUDA_BASE:
+        args["CUDA_BASE"] = CUDA_BASE
     session = uuidlib.uuid4().hex[:12]
     tags = {}
     try:
-        for target in ("bare", "torch"):
+        for target in ("bare", "torch", "tensorflow"):
             tag = f"gpuenv-test-gpu-set:{target}-{session}"
-            done = subprocess.run(["docker", "build", "--target", target, "--build-arg", f"CUDA_BASE={CUDA_BASE}",
+            flags = [arg for key, value in args.items() for arg in ("--build-arg", f"{key}={value}")]
+            done = subprocess.run(["docker", "build", "--target", target, *flags,
                                    "--label", f"{LABEL}={session}", "-t", tag, str(context)],
                                   capture_output=True, text=True, timeout=BUILD_TIMEOUT)
-            assert done.returncode == 0, f"building the {target} CUDA image failed:\n{done.stderr[-3000:]}"
+            assert done.returncode == 0, f"building the {target} CUDA image ({args}) failed:\n{done.stderr[-3000:]}"
             tags[target] = tag
         yield tags
     finally:
@@ -83,15 +102,20 @@ def gpu_images(nvidia_engine, tmp_path_factory):
             subprocess.run(["docker", "image", "rm", "-f", tag], capture_output=True, timeout=300)
 
 
-def _run(image: str, command: str, env: dict[str, str] | None = None, timeout: float = SUITE_TIMEOUT) -> subprocess.CompletedProcess:
-    """`docker run --rm --gpus all` of a shell command (removed when done, even on a timeout)."""
-    name = f"gpuenv-gpu-set-{uuidlib.uuid4().hex[:12]}"
-    flags = [arg for key, value in (env or {}).items() for arg in ("-e", f"{key}={value}")]
-    try:
-        return subprocess.run(["docker", "run", "--rm", "--name", name, "--gpus", "all", *flags, image, "sh", "-c", command],
-                              capture_output=True, text=True, timeout=timeout)
-    finally:
-        subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=120)
+def _run(image: str, command: str, env: dict[str, str] | None = None, timeout: int = SUITE_TIMEOUT) -> subprocess.CompletedProcess:
+    """The command in `image` through `Engine.run_container`, the product's own run options
+    (gpuset.RunPlan), removed when done; bounded inside the container by `timeout`."""
+    import tempfile
+
+    from gpuenv.engine import Engine
+
+    plan = gpuset.run_plan(image, command, env, timeout)
+    out: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="gpuenv-gpu-set-") as folder:  # /workspace: nothing of the host's
+        status = Engine.local().run_container(plan.image, plan.command, gpus=plan.gpus, env=plan.env, shm_size=plan.shm_size,
+                                              stream=out.append, workdir_mount=Path(folder))
+    text = "".join(out)
+    return subprocess.CompletedProcess(plan.command, status, text, text)
 
 
 def _suite(image: str, *args: str, env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, dict, str]:
@@ -141,9 +165,21 @@ def test_the_whole_suite_reads_ready_on_a_healthy_host(gpu_images, host_gpus):
     every = report["host"]["checks"] + [row for g in host_gpus for row in report[g.uuid]["checks"]]
     assert not [row for row in every if row["verdict"] == "fail"]
     assert any(row["check"].startswith("sustained") for row in every), "the sustained-load check ran"
+    assert gpuset.shm_problem(report) is None
+    assert not gpuset.health_problems(report, host_gpus)
+    assert not gpuset.multigpu_problems(report, host_gpus, tensorflow=False)
     summary = report["summary"]
     assert summary["ok"] is True and summary["pytest_exit_status"] == 0 and summary["not_validated"] is None
     assert status_from_report(report, 0) == (READY, "")
+
+
+def test_mirrored_strategy_trains_over_every_whole_gpu(gpu_images, host_gpus):
+    if len([g for g in host_gpus if not g.mig_enabled]) < 2:
+        pytest.skip("MirroredStrategy needs 2 or more whole GPUs; this host has fewer")
+    done, report, output = _suite(gpu_images["tensorflow"], "-k", "mirrored")
+    assert done.returncode == 0, output[-3000:]
+    problems = gpuset.multigpu_problems(report, host_gpus, tensorflow=True)
+    assert not [p for p in problems if "tensorflow" in p], problems
 
 
 def _masks(gpus: list) -> list[tuple[str, str, list[int]]]:

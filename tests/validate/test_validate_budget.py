@@ -26,6 +26,7 @@ def test_eight_gpus_add_only_the_all_reduce_workers_in_quick_mode():
     assert eight["masking probes (tensorflow)"] == one["masking probes (tensorflow)"]
     assert eight["all-reduce probe and its workers (torch)"] == 9
     assert eight["ddp launcher and its ranks (torch)"] == 9 and eight["mirrored strategy probe (tensorflow)"] == 1
+    assert eight["dataparallel probe (torch)"] == 1 and framework_processes(0, quick=True)["dataparallel probe (torch)"] == 0
     # CI: gloo ranks and logical CPU devices instead, in the full suite; --quick skips them there
     cpu = framework_processes(0, quick=False)
     assert cpu["ddp launcher and its ranks (torch)"] == 3 and cpu["mirrored strategy probe (tensorflow)"] == 1

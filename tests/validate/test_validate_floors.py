@@ -317,3 +317,47 @@ def test_the_gb200_has_only_dcgms_figures_and_they_only_warn():
     assert not fp32.confirmed and fp32.value == 20.3 and "SOURCES DISAGREE" in fp32.measurements[0].note
     assert _judge("NVIDIA GB200", "fp32_tflops", 0.7 * 20.3).verdict == WARN
     assert _judge("NVIDIA GB200", "fp32_tflops", 60.0).verdict == PASS
+
+
+# --- the expected interconnect comes from the product, not from the links that are up (D14) ------
+
+
+def _gpu_at(index: int, name: str, nvlinks: int | None) -> GpuInfo:
+    return GpuInfo(index, name, f"GPU-{index}", f"00000000:{0x18 + index:02X}:00.0", "9.0", 1, 0, pcie_link_gen_max=5,
+                   pcie_link_width_max=16, nvlink_active_links=nvlinks)
+
+
+def test_a_gpu_with_every_nvlink_down_keeps_its_host_on_the_nvlink_floor():
+    """The review's reproduction: seven H100s with 18 links and one with 0 read as a PCIe host with
+    a 15.75 GB/s floor; the product says NVLink, so the floor stays NVLink's 202.5 GB/s."""
+    gpus = [_gpu_at(i, H100_SXM, 18) for i in range(7)] + [_gpu_at(7, H100_SXM, 0)]
+    kind, link = interconnect_of(gpus, load_peaks())
+    assert (kind, link) == ("nvlink", 450.0)
+    assert nccl_floor(kind, link, load_interconnects())[0] == pytest.approx(202.5)
+
+
+@pytest.mark.parametrize("active, words", [(0, "0 of 18 NVLinks active"), (17, "17 of 18 NVLinks active")])
+def test_a_gpu_with_nvlinks_down_fails_naming_it(active, words):
+    from validate.judge.peaks import nvlink_links_verdict
+
+    measured, verdict = nvlink_links_verdict(_gpu_at(7, H100_SXM, active), load_peaks(), whole_gpus=8)
+    assert verdict.verdict == "fail" and verdict.reason.startswith(f"GPU 7: {words} (the {H100_SXM} has 18)")
+    assert measured == f"{active} of 18 active" and "DCGM_FR_NVLINK_DOWN" in verdict.reason
+
+
+def test_every_nvlink_up_passes_and_what_is_not_known_is_not_judged():
+    from validate.judge.peaks import nvlink_links_verdict
+
+    table = load_peaks()
+    assert nvlink_links_verdict(_gpu_at(0, H100_SXM, 18), table, 8)[1].verdict == "pass"
+    assert nvlink_links_verdict(_gpu_at(0, H100_SXM, None), table, 8)[1].verdict == "skip"  # a VM: NotSupported
+    assert nvlink_links_verdict(_gpu_at(0, H100_SXM, 0), table, 1)[1].verdict == "info"  # one GPU: no peer
+    assert nvlink_links_verdict(_gpu_at(0, "NVIDIA L40S", None), table, 2)[1].verdict == "skip"
+
+
+def test_nvlink_counts_need_their_own_source():
+    base = {"model": "X", "nvml_names": ["X"], "fp32_tflops": 1, "memory_bandwidth_gbs": 100, "source": "https://example.com/x"}
+    with pytest.raises(PeakTableError, match="nvlink_links_source"):
+        parse_table({"gpus": [{**base, "nvlink_links": 18}]})
+    counted = [e for e in load_peaks() if e.nvlink_links]
+    assert {e.model for e in counted} >= {"NVIDIA H100 SXM5", "NVIDIA A100 SXM4 80GB", "NVIDIA B200 (HGX, 1000 W)"}

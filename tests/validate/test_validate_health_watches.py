@@ -104,11 +104,28 @@ def test_dcgms_replay_rate_per_generation_and_width():
     assert w.pcie_replay_rate_limit(7, 16, LIMITS) == 62  # capped at gen6, as DCGM caps it
 
 
-@pytest.mark.parametrize("grown, expected", [(15, PASS), (16, WARN)])
+@pytest.mark.parametrize("grown, expected", [(62, PASS), (63, WARN)])
 def test_two_readings_over_the_run_give_the_rate_dcgm_judges(grown, expected):
-    """Half a minute at gen5 x16: 15 replays are 30 per minute (under 31), 16 are 32."""
-    verdict = w.pcie_replay_rate_verdict(0, 1000, 1000 + grown, 0.5, 5, 16, LIMITS)
+    """Two minutes at gen5 x16: 62 replays are 31 per minute (the limit), 63 are over it."""
+    verdict = w.pcie_replay_rate_verdict(0, 1000, 1000 + grown, 2.0, 5, 16, LIMITS)
     assert verdict.verdict == expected and verdict.threshold == "<= 31 per minute at gen5 x16"
+
+
+@pytest.mark.parametrize("grown, expected", [(31, PASS), (32, WARN)])
+def test_a_window_under_a_minute_is_not_scaled_up(grown, expected):
+    """The 10 s --quick load: one burst of 20 replays is 20 in that window, not 120 a minute; its
+    count is held against one minute's limit."""
+    assert w.pcie_replay_rate_verdict(0, 1000, 1020, 10 / 60, 5, 16, LIMITS).verdict == PASS
+    verdict = w.pcie_replay_rate_verdict(0, 1000, 1000 + grown, 10 / 60, 5, 16, LIMITS)
+    assert verdict.verdict == expected and (expected == PASS or "in 10 s (under a minute" in verdict.reason)
+
+
+def test_the_idle_replay_row_names_the_limit_of_the_link_under_load():
+    """Idle, an H100's link reads Gen1; the limit the row names is the one the load meets (gen5)."""
+    source = (ROOT / "validate" / "checks" / "test_01_environment.py").read_text(encoding="utf-8")
+    assert "gen, width = gpu.pcie_link_gen_max or gpu.pcie_link_gen, gpu.pcie_link_width_max or gpu.pcie_link_width" in source
+    verdict = w.pcie_replays_verdict(0, 10, 5, 16, LIMITS)
+    assert "DCGM warns above 31/min at gen5 x16" in verdict.reason
 
 
 # --- 2. infoROM -------------------------------------------------------------------------------------
@@ -230,7 +247,7 @@ def test_the_recorder_keeps_nvmls_field_value_arrays():
     values[0].value.ullVal = 4_000_000_000
     kept = _plain(values)
     assert kept[0]["fieldId"] == 271 and kept[0]["value"]["ullVal"] == 4_000_000_000
-    recording = live_like({"nvmlDeviceGetFieldValues([271])": kept})
+    recording = live_like({"nvmlDeviceGetFieldValues([271])": kept}, v.H100_XML)  # driver 580.105: 271
     assert nvml.read_host(ReplayNvml(recording)).gpus[0].health.clock_event_us["hw_power_brake_slowdown"] == 4_000_000
 
 
@@ -321,3 +338,215 @@ def test_the_sampler_reads_the_replay_counter_the_rate_is_made_from():
     finally:
         sampler.close()
     assert [s.pcie_replays for s in samples] == [500, 500]
+
+
+# --- the clock-event counters' field ids, per driver (validate/host/nvml_fields.yaml) ------------
+
+
+def _field_answer(field_id: int, nanoseconds: int) -> list[dict]:
+    """nvmlDeviceGetFieldValues' answer for one id, as nvidia-ml-py's c_nvmlFieldValue_t holds it."""
+    return [{"fieldId": field_id, "nvmlReturn": 0, "valueType": 3, "value": {"ullVal": nanoseconds}}]
+
+
+def _with_driver(recording: dict, driver: str) -> dict:
+    recording["system"]["nvmlSystemGetDriverVersion"] = driver
+    return recording
+
+
+@pytest.mark.parametrize("driver, ids", [
+    ("575.51.02", (251, 252, 253)), ("580.65.06", (251, 252, 253)), ("12.580.65.06", (251, 252, 253)),
+    ("580.82.07", (269, 270, 271)), ("580.105.08", (269, 270, 271)), ("590.48.01", (269, 270, 271)),
+    ("615.71", (269, 270, 271)),
+])
+def test_the_renumbered_counters_field_ids_follow_the_driver(driver, ids):
+    from validate.host.nvml_health import clock_event_field_ids
+
+    chosen, why = clock_event_field_ids(driver)
+    assert (chosen["sw_thermal_slowdown"], chosen["hw_thermal_slowdown"], chosen["hw_power_brake_slowdown"]) == ids and not why
+
+
+@pytest.mark.parametrize("driver, words", [
+    ("570.172.08", "has no such counters"), ("535.161.08", "has no such counters"),
+    ("580.76.05", "unconfirmed"), ("620.10", "unconfirmed"), (None, "driver version is not reported"),
+])
+def test_a_driver_no_source_covers_gets_no_counter_ids(driver, words):
+    from validate.host.nvml_health import clock_event_field_ids
+
+    chosen, why = clock_event_field_ids(driver)
+    assert chosen is None and words in why
+
+
+def test_only_the_power_cap_and_sync_boost_read_is_not_reported():
+    """Driver 570 answers fields 74 and 76 (power cap, sync boost) but has no thermal or power-brake
+    counters: the row must say "not reported", never pass on the two healthy-GPU counters."""
+    recording = live_like({"nvmlDeviceGetFieldValues([74])": _field_answer(74, 5_000_000_000),
+                           "nvmlDeviceGetFieldValues([76])": _field_answer(76, 5_000_000_000)})
+    gpu = nvml.read_host(ReplayNvml(recording)).gpus[0]
+    verdict = w.clock_event_counters_verdict(gpu.index, gpu.health.clock_event_us, gpu.health.clock_event_note)
+    assert gpu.health.clock_event_us == {"sw_power_cap": 5_000_000, "sync_boost": 5_000_000}
+    assert verdict.verdict == SKIP and "not reported" in verdict.reason and "570.148.08" in verdict.reason
+
+
+def test_power_smoothing_fields_are_never_read_as_slowdown_time():
+    """On 575.51 to 580.65, 269-271 are power-smoothing fields (a profile, a percentage, a ramp rate
+    in mW/s): answered so, they must not read as seconds of power brake; 251-253 are the counters."""
+    answers = {f"nvmlDeviceGetFieldValues([{f}])": _field_answer(f, value) for f, value in
+               ((251, 0), (252, 0), (253, 0), (269, 2), (270, 40), (271, 500_000_000))}
+    old = nvml.read_host(ReplayNvml(_with_driver(live_like(dict(answers)), "580.65.06"))).gpus[0]
+    assert old.health.clock_event_us["hw_power_brake_slowdown"] == 0
+    assert w.clock_event_counters_verdict(0, old.health.clock_event_us).verdict == PASS
+    new = nvml.read_host(ReplayNvml(_with_driver(live_like(dict(answers)), "580.82.07"))).gpus[0]
+    assert new.health.clock_event_us["hw_power_brake_slowdown"] == 500_000  # 271 is the counter here
+
+
+def test_the_thermal_perf_policy_counter_warns_where_the_others_cannot_be_read():
+    """Field 75 (NVML_FI_DEV_PERF_POLICY_THERMAL) keeps its id on every driver."""
+    recording = live_like({"nvmlDeviceGetFieldValues([75])": _field_answer(75, 3_000_000_000)})
+    gpu = nvml.read_host(ReplayNvml(recording)).gpus[0]
+    verdict = w.clock_event_counters_verdict(gpu.index, gpu.health.clock_event_us, gpu.health.clock_event_note)
+    assert verdict.verdict == WARN and "thermal_violation 3.0 s" in verdict.reason
+
+
+def test_a_capture_of_an_unconfirmed_driver_gives_no_renumbered_counters():
+    """The MOCK capture's counters, relabelled as driver 580.76 (between the confirmed ranges)."""
+    text = v.MOCK_COUNTERS_XML.read_text(encoding="utf-8").replace("580.65.06", "580.76.05")
+    gpu = host(text).gpus[0]
+    verdict = w.clock_event_counters_verdict(gpu.index, gpu.health.clock_event_us, gpu.health.clock_event_note)
+    assert set(gpu.health.clock_event_us) == {"sw_power_cap", "sync_boost"}
+    assert verdict.verdict == SKIP and "unconfirmed" in verdict.reason
+
+
+def test_every_field_range_has_a_source_a_reader_can_open():
+    from validate.host.nvml_health import FIELDS_FILE
+
+    entries = parse_simple_yaml(FIELDS_FILE.read_text(encoding="utf-8"))["clock_event_counters"]
+    assert entries and all(e["source"].startswith("https://pypi.org/project/nvidia-ml-py/") for e in entries)
+
+
+# --- one idle hw_slowdown reading is read again before it fails (D11) ---------------------------
+
+
+class _ReasonsInTurn(ReplayNvml):
+    """A replayed capture whose clock-event reasons answer each of `masks` in turn (the last one
+    from then on): a GPU read during a P-state change, then settled."""
+
+    def __init__(self, recording: dict, masks: list[int]) -> None:
+        super().__init__(recording)
+        self._masks = list(masks)
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle):
+        return self._masks.pop(0) if len(self._masks) > 1 else self._masks[0]
+
+
+def test_one_idle_hw_slowdown_that_clears_on_rereading_passes():
+    recording = parse_capture(v.H100_XML.read_text(encoding="utf-8"), "synthetic")
+    fake = _ReasonsInTurn(recording, [0x8 | 0x1, 0x1])
+    gpu = nvml.read_host(fake).gpus[0]
+    assert gpu.throttle_reasons == ["gpu_idle", "hw_slowdown"]
+    rereads = nvml.reread_clock_events(gpu.uuid, nv=fake, sleep=lambda s: None)
+    assert rereads[0] == ["gpu_idle"]
+    verdict = clock_events_verdict(gpu.index, gpu.throttle_reasons, "at idle", rereads)
+    assert verdict.verdict == PASS and "cleared" in verdict.reason
+
+
+def test_an_idle_hw_slowdown_that_stays_fails_after_the_rereads():
+    recording = parse_capture(v.H100_XML.read_text(encoding="utf-8"), "synthetic")
+    fake = _ReasonsInTurn(recording, [0x8 | 0x1])
+    gpu = nvml.read_host(fake).gpus[0]
+    slept = []
+    rereads = nvml.reread_clock_events(gpu.uuid, nv=fake, sleep=slept.append)
+    verdict = clock_events_verdict(gpu.index, gpu.throttle_reasons, "at idle", rereads)
+    assert verdict.verdict == FAIL and "hw_slowdown" in verdict.reason and 0.9 <= sum(slept) <= 2.0
+
+
+@pytest.mark.parametrize("specific", [0x40, 0x80, 0x20], ids=["hw_thermal", "power_brake", "sw_thermal"])
+def test_thermal_and_power_brake_still_fail_at_once(specific):
+    """The specific reasons are not P-state noise: one reading fails, whatever a re-reading says."""
+    recording = parse_capture(v.H100_XML.read_text(encoding="utf-8"), "synthetic")
+    gpu = nvml.read_host(_ReasonsInTurn(recording, [0x8 | specific | 0x1, 0x1])).gpus[0]
+    assert clock_events_verdict(gpu.index, gpu.throttle_reasons, "at idle", [["gpu_idle"]] * 4).verdict == FAIL
+
+
+def _recorded_field_answers(path: Path) -> dict:
+    """`gpu0 field N return=R type=T value=V` lines as nvmlDeviceGetFieldValues answers."""
+    import re
+
+    members = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+    answers = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        m = re.fullmatch(r"gpu0 field (\d+) return=(\d+) type=(\d+) value=(\S+)", line.strip())
+        if m:
+            field, status, kind, value = int(m[1]), int(m[2]), int(m[3]), m[4]
+            answers[f"nvmlDeviceGetFieldValues([{field}])"] = [{
+                "fieldId": field, "nvmlReturn": status, "valueType": kind,
+                "value": {} if value == "None" else {members[kind]: int(value)}}]
+    return answers
+
+
+H200_FIELDS = CAPTURES / "live" / "h200-580.159.04" / "nvml-raw.txt"  # the live run's raw NVML answers
+
+
+def test_a_live_h200_on_580_159_answers_the_counters_at_269_to_271_and_not_at_251_to_253():
+    """Recorded live: driver 580.159.04 answers 269-271 as counters (0 ns) and 251-253 NotSupported."""
+    answers = _recorded_field_answers(H200_FIELDS)
+    assert answers["nvmlDeviceGetFieldValues([251])"][0]["nvmlReturn"] == 3
+    recording = _with_driver(live_like(answers, v.H100_XML), "580.159.04")
+    for device in recording["devices"]:
+        device.update(answers)
+    gpu = nvml.read_host(ReplayNvml(recording)).gpus[0]
+    assert {k: gpu.health.clock_event_us[k] for k in ("sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")} == \
+        {"sw_thermal_slowdown": 0, "hw_thermal_slowdown": 0, "hw_power_brake_slowdown": 0}
+    assert w.clock_event_counters_verdict(0, gpu.health.clock_event_us, gpu.health.clock_event_note).verdict == PASS
+    # the older numbering asked of this driver finds nothing: the row would be "not reported", never pass
+    old = _with_driver(live_like(answers, v.H100_XML), "580.65.06")
+    gpu = nvml.read_host(ReplayNvml(old)).gpus[0]
+    assert not {"sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"} & set(gpu.health.clock_event_us or {})
+
+
+# --- temperature judged under load, as DCGM's diagnostic does (D18) -----------------------------
+
+
+def test_a_gpu_that_overheats_only_under_load_fails_there():
+    """The A100 capture's thresholds (slowdown, shutdown, max operating) and an idle 33 C: the
+    sustained load's samples at 95 C fail, naming the threshold, where the idle row passed."""
+    gpu = host(v.A100_XML.read_text(encoding="utf-8")).gpus[0]
+    assert w.temperature_verdict(gpu.index, gpu.health).verdict == PASS
+    limit = gpu.health.max_operating_c or gpu.health.slowdown_c
+    hot = [{"temperature_c": 60}, {"temperature_c": limit + 3}, {"temperature_c": 70}]
+    measured, verdict = w.temperature_under_load(gpu.index, gpu.health, hot)
+    assert verdict.verdict == FAIL and measured == f"{limit + 3} C at most"
+    assert w.temperature_under_load(gpu.index, gpu.health, [{"temperature_c": 60}])[1].verdict == PASS
+    assert w.temperature_under_load(gpu.index, gpu.health, [{"temperature_c": None}])[1].verdict == SKIP
+
+
+def test_the_sampler_reads_the_tlimit_margin_under_load():
+    recording = parse_capture(v.H100_XML.read_text(encoding="utf-8"), "synthetic")
+    replay = ReplayNvml(recording)
+    gpu = nvml.read_host(replay).gpus[0]
+    sampler = nvml.Sampler([gpu.uuid], ReplayNvml(recording))
+    sample = sampler.sample()[0]
+    sampler.close()
+    assert sample.margin_c == gpu.health.margin_c and sample.temperature_c is not None
+
+
+class _FabricV2Only(ReplayNvml):
+    """A driver whose nvmlDeviceGetGpuFabricInfoV takes the v2 structure only (healthMask, no
+    healthSummary): v3 is refused with NVML_ERROR_ARGUMENT_VERSION_MISMATCH, as NVML does."""
+
+    class c_nvmlGpuFabricInfo_v3_t:  # noqa: N801 (nvidia-ml-py's names)
+        pass
+
+    class c_nvmlGpuFabricInfo_v2_t:  # noqa: N801
+        pass
+
+    def nvmlDeviceGetGpuFabricInfoV(self, handle, info):
+        if isinstance(info, self.c_nvmlGpuFabricInfo_v3_t):
+            error = type("NVMLError_ArgumentVersionMismatch", (Exception,), {"value": 25})
+            raise error()
+        info.state, info.status, info.healthMask = 3, 0, 1 << 4  # Completed; route unhealthy: true
+
+
+def test_fabric_health_falls_back_to_the_v2_structure():
+    gpu = nvml.read_host(_FabricV2Only(parse_capture(v.H100_XML.read_text(encoding="utf-8"), "synthetic"))).gpus[0]
+    assert gpu.health.fabric_health == {"route_unhealthy": True}
+    assert rows(gpu)["fabric health"].verdict == FAIL

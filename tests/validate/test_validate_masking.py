@@ -235,3 +235,31 @@ def test_visible_gpus_follow_the_callers_mask_in_cuda_order():
     assert [g.index for g in visible_gpus(gpus, "3,1")] == [3, 1]  # the child's device 0 is GPU 3
     assert [g.index for g in visible_gpus(gpus, mig)] == [0]  # a MIG instance counts as its GPU
     assert visible_gpus(gpus, "-1") == []
+
+
+def test_mirrored_strategy_runs_on_the_same_whole_gpus_as_ddp_on_a_mig_host(monkeypatch):
+    """MIG on GPU 0: the TensorFlow probe's CUDA_VISIBLE_DEVICES is DDP's (GPUs 1-3 by UUID), so
+    MirroredStrategy never meets a MIG instance, across which NCCL does not run."""
+    from types import SimpleNamespace
+
+    from validate.checks import test_07_multigpu as check
+    from validate.checks.world import whole_gpus
+    from validate.host.devices import visible_gpus
+    from validate.host.nvml import GpuInfo, MigDevice
+    from validate.measure.subproc import ProbeResult
+
+    gpus = [GpuInfo(i, "NVIDIA H100 80GB HBM3", uuid, f"00000000:{i:02x}:00.0", "9.0", None, None) for i, uuid in enumerate(HOST)]
+    gpus[0].mig_enabled, gpus[0].mig_devices = True, [MigDevice(0, "MIG-1a2b3c4d-0000-5e6f-7a8b-9c0d1e2f3a4b")]
+    host = SimpleNamespace(gpus=gpus, mig_gpus=[gpus[0]])
+    suite = SimpleNamespace(host=host, quick=False, visible_gpus=lambda: visible_gpus(gpus, None))
+    asked = []
+
+    def probe(args, env=None, timeout=None):  # the probe's answer on a host without TensorFlow
+        asked.append(env)
+        return ProbeResult({"error": "no tensorflow", "missing": "tensorflow"}, "no tensorflow", 0.0)
+
+    monkeypatch.setattr(check, "run_probe", probe)
+    with pytest.raises(pytest.skip.Exception):
+        check.test_tensorflow_mirrored(suite, None)
+    _, ddp_env, _ = whole_gpus(suite, None, "DDP training")
+    assert asked == [ddp_env] and ddp_env["CUDA_VISIBLE_DEVICES"] == ",".join(HOST[1:])

@@ -133,3 +133,186 @@ def test_a_pcie_host_without_peer_access_is_named_from_the_pairs():
     assert no_p2p_text({"0-1": False, "1-0": False}, "pcie") == "PCIe without P2P between 0-1, 1-0"
     assert no_p2p_text({"0-1": True, "1-0": True}, "pcie") is None
     assert no_p2p_text({"0-1": False}, "nvlink") is None and no_p2p_text(None, "pcie") is None
+
+
+# --- the "joined" marker waits for the first collective to complete (D10) ------------------------
+
+
+class _FakeCudaTorch:
+    """torch as a rank on a GPU sees it, for the join step only: `ones` makes a tensor, and
+    `cuda.synchronize` stands for a device whose first all-reduce never completes (it raises,
+    as the launcher's bound would end the rank). Events are recorded in order."""
+
+    def __init__(self, events: list, hang: bool) -> None:
+        self.events, self.hang = events, hang
+        outer = self
+
+        class _Cuda:
+            @staticmethod
+            def synchronize(device):
+                outer.events.append("synchronize")
+                if outer.hang:
+                    raise TimeoutError("the first all-reduce never completed")
+
+        self.cuda = _Cuda()
+
+    def ones(self, *shape, device=None):
+        return ("tensor", shape, device)
+
+
+class _FakeDist:
+    """torch.distributed's all_reduce on CUDA: it returns once the collective is enqueued."""
+
+    def __init__(self, events: list) -> None:
+        self.events = events
+
+    def all_reduce(self, tensor):
+        self.events.append("all_reduce enqueued")
+
+
+def test_joined_is_marked_only_after_the_first_collective_completed(tmp_path):
+    import time
+    from types import SimpleNamespace
+
+    from validate.measure.ddp import join_first_collective
+
+    events: list = []
+    cuda = SimpleNamespace(type="cuda", index=0)
+    with pytest.raises(TimeoutError):
+        join_first_collective(_FakeCudaTorch(events, hang=True), _FakeDist(events), cuda, str(tmp_path), 1, time.perf_counter())
+    assert events == ["all_reduce enqueued", "synchronize"]
+    assert not (tmp_path / "rank1.joined").exists()  # the launcher names rank 1's first collective
+    join_first_collective(_FakeCudaTorch(events, hang=False), _FakeDist(events), cuda, str(tmp_path), 1, time.perf_counter())
+    assert (tmp_path / "rank1.joined").exists()
+
+
+def test_on_the_cpu_gloos_all_reduce_is_complete_when_it_returns(tmp_path):
+    import time
+    from types import SimpleNamespace
+
+    from validate.measure.ddp import join_first_collective
+
+    events: list = []
+    join_first_collective(_FakeCudaTorch(events, hang=True), _FakeDist(events), SimpleNamespace(type="cpu"), str(tmp_path), 0,
+                          time.perf_counter())
+    assert events == ["all_reduce enqueued"] and (tmp_path / "rank0.joined").exists()
+
+
+# --- the GPU ranks' workload is bound by the GPU, not by kernel launches (D6) --------------------
+
+@pytest.fixture
+def torch():
+    return pytest.importorskip("torch", reason="PyTorch is not installed here: the workload's FLOPs are counted with it")
+
+
+def _flops_per_step(torch, model, batch: int, width: int) -> int:
+    """Forward and backward FLOPs of one training step, counted by torch.utils.flop_counter."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    inputs, labels = torch.randn(batch, width), torch.randint(0, 10, (batch,))
+    with FlopCounterMode(display=False) as counter:
+        torch.nn.functional.cross_entropy(model(inputs), labels).backward()
+    return counter.get_total_flops()
+
+
+def _reference_fp32(name: str) -> float:
+    from validate.judge.peaks import load_peaks, peaks_for
+
+    return peaks_for(name, load_peaks()).reference_for("fp32_tflops").value
+
+
+@pytest.mark.parametrize("gpu, memory", [("NVIDIA H100 80GB HBM3", 80 * 2**30), ("NVIDIA L4", 23 * 2**30)])
+@pytest.mark.parametrize("quick", [False, True], ids=["full", "quick"])
+def test_the_gpu_step_is_mostly_gpu_time_at_the_gpus_measured_rate(torch, gpu, memory, quick):
+    """FLOPs per step / the GPU's measured fp32 rate (gpu_peaks.yaml) is at least half the expected
+    step (that GPU time plus an eager step's CPU cost): the GPU, not the launches, sets the pace."""
+    from validate.measure import ddp
+
+    width, depth = ddp.GPU_MODEL["quick" if quick else "full"]
+    tflops = _reference_fp32(gpu)
+    batch = ddp.gpu_batch(quick, tflops, memory)
+    # counted at a small batch (the CPU's time), scaled: every op of the MLP is linear in the batch
+    flops = _flops_per_step(torch, ddp.wide_mlp(torch, width, depth), 8, width) * batch / 8
+    gpu_seconds = flops / (tflops * 1e12)
+    assert gpu_seconds >= 0.5 * (gpu_seconds + ddp.LAUNCH_SECONDS), (batch, gpu_seconds)
+    assert flops == pytest.approx(ddp.mlp_flops_per_sample(width, depth) * batch, rel=0.1)  # no input gradient
+
+
+def test_the_old_small_cnn_was_launch_bound_on_an_h100(torch):
+    """The review's finding, kept as the measure the GPU workload is held to: 0.57 GFLOP a step."""
+    from validate.measure import ddp
+
+    steps, batch, image = ddp.SIZES["full"]
+    model = ddp.small_cnn(torch, image)
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        torch.nn.functional.cross_entropy(model(torch.randn(batch, 3, image, image)), torch.randint(0, 10, (batch,))).backward()
+    gpu_seconds = counter.get_total_flops() / (_reference_fp32("NVIDIA H100 80GB HBM3") * 1e12)
+    assert gpu_seconds < 0.5 * (gpu_seconds + ddp.LAUNCH_SECONDS)
+
+
+def test_the_full_gpu_models_gradient_makes_a_bandwidth_bound_all_reduce(torch):
+    from validate.measure import ddp
+
+    width, depth = ddp.GPU_MODEL["full"]
+    parameters = sum(p.numel() for p in ddp.wide_mlp(torch, width, depth).parameters())
+    assert parameters * 4 >= 64 * 2**20  # NCCL's all-reduce is bandwidth-bound well below 64 MiB
+
+
+def test_the_batch_follows_the_gpus_rate_and_memory():
+    from validate.measure import ddp
+
+    assert ddp.gpu_batch(False, 51.81, 80 * 2**30) > ddp.gpu_batch(False, 10.66, 23 * 2**30)
+    assert ddp.gpu_batch(False, 51.81, 2 * 2**30) < ddp.gpu_batch(False, 51.81, 80 * 2**30)  # small memory caps it
+    assert ddp.gpu_batch(False, None, None) == ddp.gpu_batch(False, ddp.DEFAULT_FP32_TFLOPS, None)
+
+
+def test_the_timed_window_lasts_at_least_a_second_per_rank():
+    from validate.measure import ddp
+
+    for seconds_per_step in (0.0005, 0.004, 0.02, 0.09):
+        steps = ddp.steps_for(seconds_per_step)
+        assert steps * seconds_per_step >= ddp.MIN_WINDOW_SECONDS or steps == ddp.MAX_STEPS
+    assert ddp.MAX_STEPS * 0.0005 >= ddp.MIN_WINDOW_SECONDS  # even a 0.5 ms step fills the window
+
+
+def test_the_gpu_mlp_learns_within_the_first_steps(torch):
+    """The loss row needs a 30% fall: He-initialised, the MLP gets there in WARMUP + MIN_STEPS."""
+    from validate.measure import ddp
+
+    torch.manual_seed(0)
+    model, cpu = ddp.wide_mlp(torch, 256, 4), torch.device("cpu")
+    pool = ddp.vector_batches(torch, ddp.BATCH_POOL, 32, 256, cpu, 0)
+    losses, _ = ddp.train_steps(torch, model, [pool[i % ddp.BATCH_POOL] for i in range(ddp.WARMUP + ddp.MIN_STEPS)], cpu, 0.0, 0.01)
+    values = [float(v) for v in losses]
+    assert sum(values[-3:]) / 3 < 0.7 * sum(values[:3]) / 3
+
+
+def test_a_reference_on_another_gpu_count_only_warns_and_says_so():
+    """The 2-GPU PCIe figure met by an 8-GPU PCIe host: below it is a warning naming both counts,
+    even were the figure like the suite's own job."""
+    from dataclasses import replace
+
+    from validate.judge.scaling import efficiency_verdict, load_scaling
+
+    two = [replace(r, like_suite=True) for r in load_scaling() if r.interconnect == "pcie"]
+    assert [r.gpus for r in two] == [2]
+    eight = efficiency_verdict(0.3, "pcie", 8, two)
+    assert eight.verdict == "warn" and "the reference ran on 2 GPUs and this job on 8" in eight.reason
+    assert efficiency_verdict(0.3, "pcie", 2, two).verdict == "fail"  # like for like: the count matches
+
+
+def test_the_rendezvous_port_stays_bound_while_the_ranks_start(torch):
+    """The launcher holds the TCPStore on a port the system picked: no other process can take it
+    between choosing and using it, as it could after a probe-bind-close (D18)."""
+    import socket
+
+    from validate.measure import ddp
+
+    store = ddp.rendezvous_store(10)
+    with socket.socket() as other, pytest.raises(OSError):
+        other.bind(("127.0.0.1", store.port))
+    client = ddp.rank_store(torch.distributed, store.port, 10)
+    client.set("rank0", "arrived")
+    assert store.get("rank0") == b"arrived"

@@ -27,8 +27,8 @@ def test_ddp_rows_are_saved_as_a_baseline_then_judged_by_it(tmp_path):
     saved = run_suite(tmp_path / "save", "-k", "ddp", "--expect-gpus", "0", "--save-baseline", str(baseline), quick=False)  # --quick on a CPU skips the check: the full suite runs it
     assert saved["status"] == 0, saved["out"][-3000:]
     figures = {name: row["value"] for name, row in _ddp_rows(saved["rows"]).items()}
-    rate = next(name for name in figures if name.startswith("ddp samples/s (") and "(1 rank" not in name)
-    single = next(name for name in figures if "(1 rank" in name)
+    rate = next(name for name in figures if name.startswith("ddp samples/s (") and "(per GPU without all-reduce" not in name)
+    single = next(name for name in figures if "(per GPU without all-reduce" in name)
     efficiency = next(name for name in figures if name.startswith("ddp scaling efficiency ("))
     host = json.loads(baseline.read_text())["models"]["host"]
     assert {name: host[name] for name in figures} == figures  # every DDP figure, as the report measured it

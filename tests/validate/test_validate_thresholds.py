@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from validate.host.nvml import BAD_THROTTLE_REASONS, cuda_version_text, throttle_reason_names
+from validate.host.nvml_names import BAD_THROTTLE_REASONS, cuda_version_text, throttle_reason_names
 from validate.judge.thresholds import (
     INFO,
     pcie_gen_verdict,

@@ -13,6 +13,7 @@ import pytest
 from validate.host import nvml
 from validate.host.archs import identity_text
 from validate.host.stackfile import read_stack_file
+from validate.judge.peaks import nvlink_links_verdict
 from validate.judge import health_watches as watches
 from validate.judge.capture import capture_text, capture_verdict
 from validate.judge.gpu_use import gpu_in_use_verdict, in_use_text
@@ -26,6 +27,7 @@ from validate.judge.health import (
     fabric_text,
     fabric_verdict,
     graphics_processes_verdict,
+    only_bare_hw_slowdown,
     persistence_verdict,
     reasons_text,
     retired_pages_verdict,
@@ -150,7 +152,11 @@ def test_gpu_health(gpu: nvml.GpuInfo, suite, record):
     )
     loaded = gpu.utilization_percent is not None and gpu.utilization_percent >= LOADED_UTILISATION
     when = f"at {gpu.utilization_percent}% load" if loaded else "at idle"
-    record.add(f"clock events {'under load' if loaded else 'at idle'}", reasons_text(gpu.throttle_reasons), clock_events_verdict(gpu.index, gpu.throttle_reasons, when), gpu=gpu.uuid)
+    # A bare hw_slowdown is read again over about a second before it fails (P-state changes set it).
+    pause = 0.0 if suite.host.replayed_from else 0.3  # a capture answers the same every time
+    rereads = nvml.reread_clock_events(gpu.uuid, interval_s=pause) if only_bare_hw_slowdown(gpu.throttle_reasons) else None
+    verdict = clock_events_verdict(gpu.index, gpu.throttle_reasons, when, rereads)
+    record.add(f"clock events {'under load' if loaded else 'at idle'}", reasons_text(gpu.throttle_reasons), verdict, gpu=gpu.uuid)
     record.add("nvswitch fabric", fabric_text(gpu.fabric_state, gpu.fabric_status), fabric_verdict(gpu.index, gpu.fabric_state, gpu.fabric_status), gpu=gpu.uuid)
     mode = gpu.compute_mode or "unknown"
     note = "masking probes run one at a time, child-process checks first" if mode == "Exclusive_Process" else ""
@@ -219,19 +225,25 @@ def test_gpu_health_dcgm(gpu: nvml.GpuInfo, record):
     record.finish()
 
 
-def test_gpu_health_watches(gpu: nvml.GpuInfo, record):
+def test_gpu_health_watches(gpu: nvml.GpuInfo, suite, record):
     """What DCGM's health watches and diagnostic judge besides: PCIe replays, the infoROM, the
     temperature against the GPU's own thresholds, NVLink errors, the NVSwitch fabric's health and
     how long clock events held the clocks. Counters read once only warn (no rate from one reading).
     A healthy GPU's cells read the same on every GPU; the JSON keeps each reading ("health")."""
     h, limits = gpu.health, watches.load_limits()
-    record.add("pcie replays", watches.pcie_replays_text(h.pcie_replays, limits), watches.pcie_replays_verdict(gpu.index, h.pcie_replays, gpu.pcie_link_gen, gpu.pcie_link_width, limits), gpu=gpu.uuid)
+    # The rate limit is named for the link as it runs under load (its maximum): an idle link drops to Gen1.
+    gen, width = gpu.pcie_link_gen_max or gpu.pcie_link_gen, gpu.pcie_link_width_max or gpu.pcie_link_width
+    record.add("pcie replays", watches.pcie_replays_text(h.pcie_replays, limits),
+               watches.pcie_replays_verdict(gpu.index, h.pcie_replays, gen, width, limits), gpu=gpu.uuid)
     inforom = "not reported" if h.inforom_valid is None else ("valid" if h.inforom_valid else "corrupted")
     record.add("inforom", inforom, watches.inforom_verdict(gpu.index, h.inforom_valid), gpu=gpu.uuid)
     record.add("temperature", watches.temperature_text(h), watches.temperature_verdict(gpu.index, h), gpu=gpu.uuid)
     record.add("nvlink errors", watches.nvlink_errors_text(h.nvlink_errors), watches.nvlink_errors_verdict(gpu.index, h.nvlink_errors, limits), gpu=gpu.uuid)
     record.add("nvswitch fabric health", watches.fabric_health_text(h.fabric_health), watches.fabric_health_verdict(gpu.index, h.fabric_health), gpu=gpu.uuid)
-    record.add("clock event time", watches.clock_event_counters_text(h.clock_event_us), watches.clock_event_counters_verdict(gpu.index, h.clock_event_us), gpu=gpu.uuid)
+    whole = len([g for g in suite.host.gpus if not g.mig_enabled])
+    measured, verdict = nvlink_links_verdict(gpu, suite.peaks, whole)
+    record.add("nvlink links", measured, verdict, gpu=gpu.uuid)
+    record.add("clock event time", watches.clock_event_counters_text(h.clock_event_us), watches.clock_event_counters_verdict(gpu.index, h.clock_event_us, h.clock_event_note), gpu=gpu.uuid)
     record.finish()
 
 

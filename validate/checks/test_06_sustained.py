@@ -94,6 +94,8 @@ def test_sustained_load(torch, suite, record):
             seconds=0,
         )
         _replay_rate(gpu, mine, max(gens) if gens else None, max(widths) if widths else None, record)
+        measured, verdict = watches.temperature_under_load(gpu.index, gpu.health, mine)
+        record.add("temperature under load", measured, verdict, gpu=gpu.uuid, seconds=0)
     record.finish()
 
 

@@ -242,7 +242,7 @@ def _descendant_value(section: Node | None, *names: str) -> str | None:
     return None
 
 
-def _gpu_answers(gpu: Node, index: int, mig_uuids: dict[int, str]) -> dict[str, Any]:
+def _gpu_answers(gpu: Node, index: int, mig_uuids: dict[int, str], driver_version: str | None = None) -> dict[str, Any]:
     a = _Answers()
     name = gpu.value("product_name|Product Name")
     a.put("nvmlDeviceGetName", name, name)
@@ -328,7 +328,7 @@ def _gpu_answers(gpu: Node, index: int, mig_uuids: dict[int, str]) -> dict[str, 
     fabric = smi_sections.fabric(gpu)
     if fabric is not None:
         a.calls["nvmlDeviceGetGpuFabricInfo"] = fabric
-    a.calls.update(smi_health.answers(gpu, fabric))  # the DCGM-style health rows' readings
+    a.calls.update(smi_health.answers(gpu, fabric, driver_version))  # the DCGM-style health rows' readings
     return a.calls
 
 
@@ -368,7 +368,8 @@ def recording_from_tree(root: Node, source: str, mig_uuids: dict[int, dict[int, 
     if cuda is not None:
         system["nvmlSystemGetCudaDriverVersion_v2"] = cuda
     system["nvmlDeviceGetCount"] = len(gpus)
-    devices = [_gpu_answers(gpu, i, (mig_uuids or {}).get(i, {})) for i, gpu in enumerate(gpus)]
+    driver_version = system.get("nvmlSystemGetDriverVersion")
+    devices = [_gpu_answers(gpu, i, (mig_uuids or {}).get(i, {}), driver_version) for i, gpu in enumerate(gpus)]
     names = {pid: name for d in devices for pid, name in d.pop("process_names", {}).items()}
     for pid, name in names.items():
         system[call_key("nvmlSystemGetProcessName", pid)] = name

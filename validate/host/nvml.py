@@ -18,34 +18,12 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from validate.host.nvml_health import HealthReadings, read_health
+from validate.host.nvml_names import COMPUTE_MODES, cuda_version_text, throttle_reason_names
 from validate.host.virtualization import memory_v2_info, read_vgpu_license, read_virtualization
 from validate.host.pci_ids import device_id_of
 from validate.host.pcibus import nvidia_gpus
 
 T = TypeVar("T")
-
-#: NVML's clock-event ("throttle") reason bits, named as nvidia-smi prints them.
-THROTTLE_REASONS = {
-    0x1: "gpu_idle",
-    0x2: "applications_clocks_setting",
-    0x4: "sw_power_cap",
-    0x8: "hw_slowdown",
-    0x10: "sync_boost",
-    0x20: "sw_thermal_slowdown",
-    0x40: "hw_thermal_slowdown",
-    0x80: "hw_power_brake_slowdown",
-    0x100: "display_clock_setting",
-}
-
-#: Reasons that mean the GPU is held below its clocks by something wrong (heat, power, hardware).
-#: sw_power_cap is not among them: a GPU under full load at its (default) power limit shows it.
-BAD_THROTTLE_REASONS = frozenset(
-    {"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
-)
-
-#: nvmlDeviceGetComputeMode values, named as nvidia-smi prints them.
-COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
-
 
 @dataclass
 class GpuProcess:
@@ -207,20 +185,6 @@ def _describe(err: BaseException) -> str:
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
-def cuda_version_text(encoded: int) -> str:
-    """NVML encodes the CUDA version the driver supports as 1000*major + 10*minor (12040 -> 12.4)."""
-    return f"{encoded // 1000}.{(encoded % 1000) // 10}"
-
-
-def throttle_reason_names(mask: int) -> list[str]:
-    """Decode NVML's clock-event bitmask into names (unknown bits as hex)."""
-    names = [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
-    unknown = mask & ~sum(THROTTLE_REASONS)
-    if unknown:
-        names.append(hex(unknown))
-    return names
-
-
 def _import() -> tuple[Any, str | None]:
     try:
         import pynvml
@@ -370,7 +334,7 @@ def _clock_pair(nv: Any, handle: Any, function: str) -> tuple[int | None, int | 
     return None if graphics is None and memory is None else (graphics, memory)
 
 
-def _read_gpu(nv: Any, index: int) -> GpuInfo:
+def _read_gpu(nv: Any, index: int, driver_version: str | None = None) -> GpuInfo:
     handle = nv.nvmlDeviceGetHandleByIndex(index)
     # Memory is optional: inside a container a MIG GPU answers NoPermission for the parent.
     memory = _gpu_field(lambda: nv.nvmlDeviceGetMemoryInfo(handle))
@@ -434,7 +398,7 @@ def _read_gpu(nv: Any, index: int) -> GpuInfo:
         multiprocessor_count=_multiprocessors(nv, handle),
         fabric_state=fabric_state,
         fabric_status=fabric_status,
-        health=read_health(nv, handle, _gpu_field),
+        health=read_health(nv, handle, _gpu_field, driver_version),
         memory_reserved_bytes=None if memory_v2 is None else int(memory_v2.reserved),
         memory_allocated_bytes=None if memory_v2 is None else int(memory_v2.used),
         virtualization_mode=virtualization,
@@ -484,7 +448,7 @@ def read_host(nv: Any = None) -> HostInfo:
             return HostInfo(info.driver_version, info.cuda_driver_version, error=f"NVML: counting the GPUs failed: {_describe(err)}")
         for index in range(count):
             try:
-                info.gpus.append(_read_gpu(nv, index))
+                info.gpus.append(_read_gpu(nv, index, info.driver_version))
             except Exception as err:  # one lost GPU must not hide the others
                 info.unreadable.append(_unreadable(nv, index, err))
         return info
@@ -544,6 +508,7 @@ class Sample:
     reasons: list[str] | None
     pcie_link_width: int | None = None  # under load: an idle link may narrow, a loaded one must not
     pcie_replays: int | None = None  # read at each sample: the first and last give DCGM's replay rate
+    margin_c: int | None = None  # degrees below the GPU's limit (T.Limit), judged under load as DCGM does
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -584,6 +549,7 @@ class Sampler:
                     reasons=None if reasons is None else throttle_reason_names(reasons),
                     pcie_link_width=_optional(lambda: int(nv.nvmlDeviceGetCurrPcieLinkWidth(handle))),
                     pcie_replays=_optional(lambda: int(nv.nvmlDeviceGetPcieReplayCounter(handle))),
+                    margin_c=_optional(lambda: int(nv.nvmlDeviceGetMarginTemperature(handle))),
                 )
             )
         return out
@@ -592,3 +558,19 @@ class Sampler:
         if self.nv is not None:
             _optional(self.nv.nvmlShutdown)
             self.nv = None
+
+
+def reread_clock_events(uuid: str, times: int = 4, interval_s: float = 0.3, nv: Any = None,
+                        sleep: Callable[[float], None] = time.sleep) -> list[list[str] | None]:
+    """The GPU's clock-event reasons read `times` more times, `interval_s` apart (bounded: about a
+    second by default): a reason a P-state change set for a moment is gone by then."""
+    sampler = Sampler([uuid], nv)
+    readings: list[list[str] | None] = []
+    try:
+        for _ in range(times):
+            sleep(interval_s)
+            samples = sampler.sample()
+            readings.append(samples[0].reasons if samples else None)
+    finally:
+        sampler.close()
+    return readings

@@ -10,30 +10,33 @@ None, so its row says "not reported", never 0 or "healthy".
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 from typing import Any, Callable
 
 Probe = Callable[[Callable[[], Any]], Any]
 
 #: NVML field ids (nvml.h, NVML_FI_DEV_*), the same numbers as nvidia-ml-py's constants.
 FI_PERF_POLICY_POWER = 74  # NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP
+FI_PERF_POLICY_THERMAL = 75  # the same in every release: nvmlDeviceGetViolationStatus(THERMAL)
 FI_PERF_POLICY_SYNC_BOOST = 76  # NVML_FI_DEV_CLOCKS_EVENT_REASON_SYNC_BOOST
-FI_SW_THERM_SLOWDOWN = 269
-FI_HW_THERM_SLOWDOWN = 270
-FI_HW_POWER_BRAKE_SLOWDOWN = 271
 FI_TEMPERATURE_SHUTDOWN_TLIMIT = 193
 FI_TEMPERATURE_SLOWDOWN_TLIMIT = 194
 FI_TEMPERATURE_GPU_MAX_TLIMIT = 196
 
-#: The clock-event counters nvidia-smi prints ("Clocks Event Reasons Counters"), by NVML field id.
-#: NVML counts nanoseconds (nvml.h: "... in ns"); nvidia-smi prints microseconds.
-CLOCK_EVENT_COUNTERS = {
+#: The clock-event counters whose field ids never moved. NVML counts nanoseconds (nvml.h:
+#: "... in ns"); nvidia-smi prints microseconds. "thermal_violation" is the thermal perf-policy
+#: counter DCGM reads as DCGM_FI_DEV_THERMAL_VIOLATION: the stable reading of thermal time.
+STABLE_CLOCK_EVENT_COUNTERS = {
     "sw_power_cap": FI_PERF_POLICY_POWER,
+    "thermal_violation": FI_PERF_POLICY_THERMAL,
     "sync_boost": FI_PERF_POLICY_SYNC_BOOST,
-    "sw_thermal_slowdown": FI_SW_THERM_SLOWDOWN,
-    "hw_thermal_slowdown": FI_HW_THERM_SLOWDOWN,
-    "hw_power_brake_slowdown": FI_HW_POWER_BRAKE_SLOWDOWN,
 }
+#: The counters NVIDIA renumbered between driver releases (nvml_fields.yaml holds the ids).
+RENUMBERED_CLOCK_EVENT_COUNTERS = ("sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
+FIELDS_FILE = Path(__file__).with_name("nvml_fields.yaml")
 
 #: nvmlTemperatureThresholds_t: the GPU's own limits, in degrees C.
 THRESHOLD_SHUTDOWN, THRESHOLD_SLOWDOWN, THRESHOLD_GPU_MAX = 0, 1, 3
@@ -78,6 +81,7 @@ class HealthReadings:
     nvlink_errors: dict[str, int] | None = None  # summed over the GPU's links
     fabric_health: dict[str, Any] | None = None
     clock_event_us: dict[str, int] | None = None  # time each reason held the clocks since the driver loaded
+    clock_event_note: str | None = None  # why the renumbered counters were not read, when not
 
 
 def field_value(nv: Any, handle: Any, probe: Probe, field_id: int) -> int | float | None:
@@ -140,29 +144,88 @@ def decode_fabric_health(mask: int | None, summary: int | None) -> dict[str, Any
 
 
 def _fabric_health(nv: Any, handle: Any, probe: Probe) -> dict[str, Any] | None:
-    """nvmlDeviceGetGpuFabricInfoV with the v3 structure (healthMask, healthSummary; driver 550+)."""
-    make, call = getattr(nv, "c_nvmlGpuFabricInfo_v3_t", None), getattr(nv, "nvmlDeviceGetGpuFabricInfoV", None)
-    if make is None or call is None:
+    """nvmlDeviceGetGpuFabricInfoV with the v3 structure (healthMask, healthSummary; driver 550+),
+    else the v2 one (healthMask only) for a driver that refuses v3 (ArgumentVersionMismatch)."""
+    call = getattr(nv, "nvmlDeviceGetGpuFabricInfoV", None)
+    if call is None:
         return None
-    info = make()
-    if probe(lambda: call(handle, nv.byref(info)) or True) is None:
-        return None
-    if int(getattr(info, "state", 0) or 0) == 0:  # NVML_GPU_FABRIC_STATE_NOT_SUPPORTED: no fabric
-        return None
-    return decode_fabric_health(_int(getattr(info, "healthMask", None)), _int(getattr(info, "healthSummary", None)))
+    for structure in ("c_nvmlGpuFabricInfo_v3_t", "c_nvmlGpuFabricInfo_v2_t"):
+        make = getattr(nv, structure, None)
+        if make is None:
+            continue
+        info = make()
+        if probe(lambda: call(handle, nv.byref(info)) or True) is None:
+            continue
+        if int(getattr(info, "state", 0) or 0) == 0:  # NVML_GPU_FABRIC_STATE_NOT_SUPPORTED: no fabric
+            return None
+        return decode_fabric_health(_int(getattr(info, "healthMask", None)), _int(getattr(info, "healthSummary", None)))
+    return None
 
 
-def _clock_event_us(nv: Any, handle: Any, probe: Probe) -> dict[str, int] | None:
+def _version(text: str) -> tuple[int, int] | None:
+    """'580.65.06' (or the NVML version '12.580.65.06') -> (580, 65); None when unreadable."""
+    parts = re.findall(r"\d+", text or "")
+    if len(parts) >= 4 or (len(parts) == 3 and int(parts[0]) < 100):  # the NVML version's CUDA major
+        parts = parts[1:]
+    return (int(parts[0]), int(parts[1])) if len(parts) >= 2 else None
+
+
+@lru_cache(maxsize=4)
+def load_clock_event_ranges(path: Path = FIELDS_FILE) -> tuple[tuple[tuple[int, int], tuple[int, int], dict[str, int]], ...]:
+    """nvml_fields.yaml's clock-event ranges: ((first, last) driver, ids), oldest first."""
+    from validate.simpleyaml import PeakTableError, parse_simple_yaml
+
+    out = []
+    for number, entry in enumerate(parse_simple_yaml(path.read_text(encoding="utf-8")).get("clock_event_counters", []), 1):
+        first, last = _version(str(entry.get("first_driver"))), _version(str(entry.get("last_driver")))
+        ids = {name: entry.get(name) for name in RENUMBERED_CLOCK_EVENT_COUNTERS}
+        if first is None or last is None or not entry.get("source") or not all(isinstance(i, int) for i in ids.values()):
+            raise PeakTableError(f"{path}: clock_event_counters entry {number} needs first_driver, last_driver, "
+                                 f"{', '.join(RENUMBERED_CLOCK_EVENT_COUNTERS)} and source")
+        out.append((first, last, ids))
+    return tuple(sorted(out))
+
+
+def clock_event_field_ids(driver_version: str | None, ranges=None) -> tuple[dict[str, int] | None, str]:
+    """The field ids of the renumbered counters on this driver, or (None, why not). An id whose
+    meaning on this driver no public source confirms is never asked for: on another release the
+    same id is a power-smoothing setting, and its value would read as seconds of slowdown."""
+    ranges = load_clock_event_ranges() if ranges is None else ranges
+    known = "; ".join(f"{a[0]}.{a[1]:02d} to {b[0]}.{b[1]:02d}: {min(i.values())}-{max(i.values())}" for a, b, i in ranges)
+    version = _version(driver_version or "")
+    if version is None:
+        return None, "the driver version is not reported, so their NVML field ids cannot be chosen"
+    for first, last, ids in ranges:
+        if first <= version <= last:
+            return dict(ids), ""
+    if ranges and version < ranges[0][0]:
+        return None, f"driver {driver_version}'s NVML has no such counters (added in driver {ranges[0][0][0]}.{ranges[0][0][1]})"
+    return None, (f"which NVML field ids driver {driver_version} uses for them is unconfirmed (known: {known}; "
+                  "validate/host/nvml_fields.yaml)")
+
+
+def clock_event_fields(driver_version: str | None) -> dict[str, int]:
+    """Every clock-event counter's field id on this driver: the stable ones, and the renumbered
+    ones where nvml_fields.yaml confirms their ids."""
+    return dict(STABLE_CLOCK_EVENT_COUNTERS, **(clock_event_field_ids(driver_version)[0] or {}))
+
+
+def _clock_event_us(nv: Any, handle: Any, probe: Probe, driver_version: str | None) -> tuple[dict[str, int] | None, str | None]:
+    """The counters in microseconds, and why the renumbered ones were not read (None if they were)."""
+    why = clock_event_field_ids(driver_version)[1]
+    fields = clock_event_fields(driver_version)
     out = {}
-    for name, field in CLOCK_EVENT_COUNTERS.items():
+    for name, field in fields.items():
         value = field_value(nv, handle, probe, field)
         if value is not None:
             out[name] = int(value) // 1000
-    return out or None
+    return out or None, (why or None)
 
 
-def read_health(nv: Any, handle: Any, probe: Probe) -> HealthReadings:
-    """Every reading of HealthReadings for one GPU, each on its own."""
+def read_health(nv: Any, handle: Any, probe: Probe, driver_version: str | None = None) -> HealthReadings:
+    """Every reading of HealthReadings for one GPU, each on its own. `driver_version` (NVML's
+    nvmlSystemGetDriverVersion) picks the field ids of the counters NVIDIA renumbered."""
+    counters, note = _clock_event_us(nv, handle, probe, driver_version)
     threshold = (lambda kind: _int(probe(lambda: nv.nvmlDeviceGetTemperatureThreshold(handle, kind))))
     return HealthReadings(
         pcie_replays=_int(probe(lambda: nv.nvmlDeviceGetPcieReplayCounter(handle))),
@@ -177,5 +240,6 @@ def read_health(nv: Any, handle: Any, probe: Probe) -> HealthReadings:
         max_operating_margin_c=_int(field_value(nv, handle, probe, FI_TEMPERATURE_GPU_MAX_TLIMIT)),
         nvlink_errors=_nvlink_errors(nv, handle, probe),
         fabric_health=_fabric_health(nv, handle, probe),
-        clock_event_us=_clock_event_us(nv, handle, probe),
+        clock_event_us=counters,
+        clock_event_note=note,
     )

@@ -31,14 +31,14 @@ from __future__ import annotations
 from typing import Any
 
 from validate.host.nvml_health import (
-    CLOCK_EVENT_COUNTERS, FI_TEMPERATURE_GPU_MAX_TLIMIT, FI_TEMPERATURE_SHUTDOWN_TLIMIT, FI_TEMPERATURE_SLOWDOWN_TLIMIT,
+    FI_TEMPERATURE_GPU_MAX_TLIMIT, FI_TEMPERATURE_SHUTDOWN_TLIMIT, FI_TEMPERATURE_SLOWDOWN_TLIMIT,
     HEALTH_MASK_CONFIGURATION_SHIFT, HEALTH_MASK_FLAGS, HEALTH_SUMMARIES, INCORRECT_CONFIGURATIONS,
-    THRESHOLD_GPU_MAX, THRESHOLD_SHUTDOWN, THRESHOLD_SLOWDOWN,
+    THRESHOLD_GPU_MAX, THRESHOLD_SHUTDOWN, THRESHOLD_SLOWDOWN, clock_event_fields,
 )
 from validate.host.bounds import ERROR_KEY, call_key
 from validate.host.smi_values import Node, error_of, number, yes
 
-#: Clock-event counters: the name in CLOCK_EVENT_COUNTERS, its XML tag suffix and text label.
+#: Clock-event counters: the name nvml_health.clock_event_fields gives, its XML tag suffix and label.
 _COUNTER_SPELLINGS = {
     "sw_power_cap": ("sw_power_cap", "SW Power Capping"),
     "sync_boost": ("sync_boost", "Sync Boost"),
@@ -88,14 +88,19 @@ def _temperatures(gpu: Node, out: dict[str, Any]) -> None:
         _put(out, call_key("nvmlDeviceGetFieldValues", [field]), raw, None if value is None else _field(field, _SIGNED_INT, "siVal", value))
 
 
-def _clock_event_counters(gpu: Node, out: dict[str, Any]) -> None:
+def _clock_event_counters(gpu: Node, out: dict[str, Any], driver_version: str | None) -> None:
+    """Under the field ids the capture's driver answers them by (nvml_fields.yaml); a counter whose
+    id on that driver is unconfirmed is left out, as the live reader would not ask for it."""
     section = gpu.find("clocks_event_reasons_counters|Clocks Event Reasons Counters")
     if section is None:
         return
+    fields = clock_event_fields(driver_version)
     for name, (tag, label) in _COUNTER_SPELLINGS.items():
         raw = section.value(f"clocks_event_reasons_counters_{tag}|{label}")
         micros = _int(raw)
-        field = CLOCK_EVENT_COUNTERS[name]
+        field = fields.get(name)
+        if field is None:
+            continue
         _put(out, call_key("nvmlDeviceGetFieldValues", [field]), raw,
              None if micros is None else _field(field, _UNSIGNED_LONG_LONG, "ullVal", micros * 1000))
 
@@ -126,13 +131,14 @@ def fabric_health_mask(gpu: Node) -> tuple[int, int] | None:
     return (mask, summary) if mask or summary else None
 
 
-def answers(gpu: Node, fabric: dict[str, Any] | None) -> dict[str, Any]:
-    """The NVML answers these sections give for one GPU (`fabric`: smi_sections.fabric's answer)."""
+def answers(gpu: Node, fabric: dict[str, Any] | None, driver_version: str | None = None) -> dict[str, Any]:
+    """The NVML answers these sections give for one GPU (`fabric`: smi_sections.fabric's answer;
+    `driver_version`: the capture's, which picks the clock-event counters' field ids)."""
     out: dict[str, Any] = {}
     raw = gpu.value("pci/replay_counter|PCI/Replays Since Reset")
     _put(out, "nvmlDeviceGetPcieReplayCounter", raw, _int(raw))
     _temperatures(gpu, out)
-    _clock_event_counters(gpu, out)
+    _clock_event_counters(gpu, out, driver_version)
     health = fabric_health_mask(gpu)
     if fabric is not None and health is not None:
         out["nvmlDeviceGetGpuFabricInfoV"] = dict(fabric, healthMask=health[0], healthSummary=health[1])

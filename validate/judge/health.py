@@ -90,12 +90,34 @@ def clock_event_causes(reasons: list[str]) -> str:
     return text
 
 
-def clock_events_verdict(gpu_index: int, reasons: list[str] | None, when: str = "at idle") -> Verdict:
+#: The bad reasons that stand for themselves: each fails on one reading. Bare hw_slowdown does
+#: not: nvml.h's nvmlClocksEventReasonHwSlowdown "May be also reported during PState or clock
+#: change" (the same words in DCGM's DCGM_CLOCKS_EVENT_REASON_HW_SLOWDOWN).
+SPECIFIC_CLOCK_EVENTS = frozenset({"hw_power_brake_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown"})
+
+
+def only_bare_hw_slowdown(reasons: list[str] | None) -> bool:
+    """HW Slowdown with none of the reasons that name a real cause: worth reading again."""
+    return bool(reasons) and "hw_slowdown" in reasons and not SPECIFIC_CLOCK_EVENTS & set(reasons)
+
+
+def clock_events_verdict(gpu_index: int, reasons: list[str] | None, when: str = "at idle",
+                         rereads: list[list[str] | None] | None = None) -> Verdict:
     """Clock event reasons read once (at idle, or in a capture of a busy GPU): a hardware or
-    thermal slowdown fails, naming cause and fix; idle and the power cap pass."""
+    thermal slowdown fails, naming cause and fix; idle and the power cap pass. `rereads`: the
+    reasons read again over about a second where the first reading held only bare hw_slowdown,
+    which a P-state change also sets: it fails only if every re-reading still holds it."""
     threshold = "no HW slowdown, power brake or thermal slowdown"
     if reasons is None:
         return Verdict(SKIP, threshold, "clock event reasons not reported (NVML NotSupported, or the capture lacks the section)")
+    if rereads and only_bare_hw_slowdown(reasons):
+        later = [r for r in rereads if r is not None]
+        if later and any("hw_slowdown" not in r for r in later):
+            cleared = sum("hw_slowdown" not in r for r in later)
+            return Verdict(PASS, threshold, f"GPU {gpu_index}: hw_slowdown read once {when}, cleared in {cleared} of {len(later)} "
+                           "readings over about a second (nvml.h: also reported during a P-state or clock change)")
+        reasons = next((r for r in reversed(later) if only_bare_hw_slowdown(r)), reasons)
+        when = f"{when}, in {len(later) + 1} readings over about a second"
     causes = clock_event_causes(reasons)
     if causes:
         return Verdict(FAIL, threshold, f"GPU {gpu_index} clocks held down {when}: {causes}")

@@ -11,6 +11,7 @@ rate DCGM judges. A reading the GPU, driver or capture does not give skips ("not
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -101,10 +102,13 @@ def pcie_replay_rate_verdict(gpu_index: int, first: int | None, last: int | None
         return Verdict(SKIP, "DCGM replay rate", f"GPU {gpu_index}: the PCIe replay counter or link was not read twice over the run")
     limit = pcie_replay_rate_limit(gen, width, limits)
     threshold = f"<= {limit} per minute at gen{gen} x{width}"
-    rate = abs(last - first) / minutes
+    # A window shorter than a minute is not scaled up (a burst of replays in a 10 s --quick load
+    # would read as six times its count): its count is held against one minute's limit.
+    rate = abs(last - first) / max(minutes, 1.0)
     if rate <= limit:
         return Verdict(PASS, threshold)
-    return Verdict(WARN, threshold, f"GPU {gpu_index}: {rate:.1f} PCIe replays per minute over the run: reseat the GPU and check its "
+    over = "per minute over the run" if minutes >= 1.0 else f"in {minutes * 60:.0f} s (under a minute: the count itself)"
+    return Verdict(WARN, threshold, f"GPU {gpu_index}: {rate:.1f} PCIe replays {over}: reseat the GPU and check its "
                    "riser and slot (DCGM: reconnect the PCIe card, run the system's PCIe diagnostics)")
 
 
@@ -165,6 +169,19 @@ def temperature_verdict(gpu_index: int, r: HealthReadings) -> Verdict:
         limit = r.max_operating_margin_c if r.max_operating_margin_c is not None else r.slowdown_margin_c
         return _past_thresholds(gpu_index, r.margin_c, limit, r.slowdown_margin_c, r.shutdown_margin_c, margin=True)  # type: ignore[arg-type]
     return Verdict(SKIP, "below the GPU's own thresholds", f"GPU {gpu_index}: the temperature or the GPU's thresholds are not reported")
+
+
+def temperature_under_load(gpu_index: int, r: HealthReadings, samples: list[dict[str, Any]]) -> tuple[str, Verdict]:
+    """(measured, verdict): the hottest reading (and the least T.Limit margin) over the sustained
+    load against the GPU's own thresholds. DCGM's diagnostic judges temperature while it loads the
+    GPU; an idle reading alone hides a GPU that overheats only when it works."""
+    temps = [int(s["temperature_c"]) for s in samples if s.get("temperature_c") is not None]
+    margins = [int(s["margin_c"]) for s in samples if s.get("margin_c") is not None]
+    if not temps and not margins:
+        return "not read under load", Verdict(SKIP, "below the GPU's own thresholds", f"GPU {gpu_index}: no temperature read under load")
+    loaded = dataclasses.replace(r, temperature_c=max(temps) if temps else None, margin_c=min(margins) if margins else None)
+    measured = ", ".join(([f"{max(temps)} C at most"] if temps else []) + ([f"T.Limit margin {min(margins)} C at least"] if margins else []))
+    return measured, temperature_verdict(gpu_index, loaded)
 
 
 # --- NVLink errors ------------------------------------------------------------------------------
@@ -234,14 +251,22 @@ def fabric_health_verdict(gpu_index: int, health: dict[str, Any] | None) -> Verd
 
 #: The counters that mean something held the clocks down (BAD_CLOCK_EVENTS in health.py names why).
 BAD_COUNTERS = ("hw_power_brake_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown")
+#: The thermal perf-policy counter (NVML field 75): read on every driver, so a driver whose
+#: renumbered counters cannot be read still shows thermal time.
+THERMAL_VIOLATION = "thermal_violation"
+_CAUSES = dict(BAD_CLOCK_EVENTS, thermal_violation=(
+    "thermal limits held the clocks below those asked for (NVML's thermal perf-policy counter)",
+    "check airflow, fans and inlet temperature (nvidia-smi -q -d TEMPERATURE)"))
 
 
 def clock_event_counters_text(counters_us: dict[str, int] | None) -> str:
     """Time under a thermal or power-brake slowdown; the power cap's time (a healthy GPU's, and
     different on each) stays in the JSON."""
-    if counters_us is None:
-        return "not reported"
-    return ", ".join(f"{k} {counters_us[k] / 1e6:.1f} s" for k in BAD_COUNTERS if counters_us.get(k)) or "no thermal or power-brake time"
+    read = [k for k in (*BAD_COUNTERS, THERMAL_VIOLATION) if k in (counters_us or {})]
+    if not any(k in (counters_us or {}) for k in BAD_COUNTERS):
+        thermal = (counters_us or {}).get(THERMAL_VIOLATION)
+        return "not reported" if not thermal else f"{THERMAL_VIOLATION} {thermal / 1e6:.1f} s"
+    return ", ".join(f"{k} {counters_us[k] / 1e6:.1f} s" for k in read if counters_us[k]) or "no thermal or power-brake time"
 
 
 def pcie_replays_text(replays: int | None, limits: dict[str, Limit]) -> str:
@@ -253,17 +278,27 @@ def pcie_replays_text(replays: int | None, limits: dict[str, Limit]) -> str:
     return f"{'more than' if replays > per_run else 'at most'} {per_run} since reset (one reading)"
 
 
-def clock_event_counters_verdict(gpu_index: int, counters_us: dict[str, int] | None) -> Verdict:
+def clock_event_counters_verdict(gpu_index: int, counters_us: dict[str, int] | None, note: str | None = None) -> Verdict:
     """How long each clock-event reason held the clocks since the driver loaded. Time under a
     power brake or thermal slowdown warns (DCGM's thermal and power watches warn when these grow);
     one reading cannot say when it happened: the clock-event row says whether it happens now.
-    The power cap and sync boost are a healthy GPU's."""
+    The power cap and sync boost are a healthy GPU's. Only counters read can pass: with the
+    thermal and power-brake counters absent the row is "not reported", however many others read.
+    `note`: why the reader did not ask for them (nvml_health.clock_event_field_ids)."""
     threshold = "no slowdown time"
-    if counters_us is None:
-        return Verdict(SKIP, threshold, f"GPU {gpu_index}: clock-event counters are not reported (the driver or the capture does not give them)")
+    counters_us = counters_us or {}
+    why = f" ({note})" if note else " (the driver or the capture does not give them)"
+    missing = [name for name in BAD_COUNTERS if name not in counters_us]
     held = [name for name in BAD_COUNTERS if counters_us.get(name)]
-    if not held:
-        return Verdict(PASS, threshold)
-    causes = "; ".join(f"{name} {counters_us[name] / 1e6:.1f} s: {BAD_CLOCK_EVENTS[name][0]}: {BAD_CLOCK_EVENTS[name][1]}" for name in held)
-    return Verdict(WARN, threshold, f"GPU {gpu_index} clocks were held down since the driver loaded ({causes}); one reading cannot say "
-                   "when: read the counters again under load, and the clock-event row says whether it is happening now")
+    if counters_us.get(THERMAL_VIOLATION) and not held:
+        held = [THERMAL_VIOLATION]
+    if held:
+        causes = "; ".join(f"{name} {counters_us[name] / 1e6:.1f} s: {_CAUSES[name][0]}: {_CAUSES[name][1]}"
+                           for name in held)
+        return Verdict(WARN, threshold, f"GPU {gpu_index} clocks were held down since the driver loaded ({causes}); one reading "
+                       "cannot say when: read the counters again under load, and the clock-event row says whether it is happening now")
+    if len(missing) == len(BAD_COUNTERS):
+        return Verdict(SKIP, threshold, f"GPU {gpu_index}: the thermal and power-brake clock-event counters are not reported{why}")
+    if missing:
+        return Verdict(PASS, threshold, f"GPU {gpu_index}: {', '.join(missing)} not reported")
+    return Verdict(PASS, threshold)

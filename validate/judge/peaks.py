@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from validate.judge.verdict import FAIL, INFO, PASS, SKIP, Verdict
 from validate.simpleyaml import PeakTableError, parse_simple_yaml
 
 PEAKS_FILE = Path(__file__).with_name("gpu_peaks.yaml")
@@ -90,6 +91,7 @@ class GpuPeaks:
     fp16_tflops: float | None
     memory_bandwidth_gbs: float | None
     nvlink_gbs: float | None = None  # datasheet NVLink bandwidth per GPU, both directions
+    nvlink_links: int | None = None  # NVLinks the product has (nvlink_links_source)
     measured: tuple[Measurement, ...] = ()
     no_reference: tuple[tuple[str, str], ...] = ()  # (metric, why no public figure is used)
 
@@ -205,6 +207,19 @@ def parse_interconnects(data: Any) -> dict[str, Interconnect]:
     return out
 
 
+def _nvlink_links(entry: dict[str, Any], where: str) -> int | None:
+    """The product's NVLink count, which needs its own source (a whitepaper or a system record)."""
+    links = entry.get("nvlink_links")
+    if links is None:
+        return None
+    source = entry.get("nvlink_links_source")
+    if isinstance(links, bool) or not isinstance(links, int) or links < 1:
+        raise PeakTableError(f"{where}: 'nvlink_links' must be a whole number of links")
+    if not isinstance(source, str) or not source.startswith("https://"):
+        raise PeakTableError(f"{where}: 'nvlink_links' needs 'nvlink_links_source', an https:// URL")
+    return links
+
+
 def parse_table(data: Any) -> list[GpuPeaks]:
     """Validate the loaded document and build the entries (every entry needs a source URL)."""
     if not isinstance(data, dict) or not isinstance(data.get("gpus"), list):
@@ -243,6 +258,7 @@ def parse_table(data: Any) -> list[GpuPeaks]:
                 fp16_tflops=_number(entry, "fp16_tflops", where, optional=True),
                 memory_bandwidth_gbs=_number(entry, "memory_bandwidth_gbs", where, optional=True),
                 nvlink_gbs=_number(entry, "nvlink_gbs", where, optional=True),
+                nvlink_links=_nvlink_links(entry, where),
                 measured=measured,
                 no_reference=_no_reference(entry, where, measured),
             )
@@ -293,15 +309,50 @@ def peaks_for(gpu_name: str, table: list[GpuPeaks]) -> GpuPeaks | None:
     return None
 
 
+def expected_nvlinks(gpu: Any, table: list[GpuPeaks]) -> int | None:
+    """How many NVLinks the GPU's product has (gpu_peaks.yaml), or None when not known."""
+    entry = peaks_for(gpu.name, table)
+    return entry.nvlink_links if entry else None
+
+
 def interconnect_of(gpus: list[Any], table: list[GpuPeaks]) -> tuple[str, float | None]:
-    """How the GPUs talk to each other, and the one-way GB/s per GPU an all-reduce can use:
-    ("nvlink", datasheet NVLink / 2) when every GPU has active NVLinks (NVML), else ("pcie", the
-    slowest GPU's link). The figure is None when unknown (then only --baseline judges)."""
+    """How the GPUs are meant to talk to each other, and the one-way GB/s per GPU an all-reduce can
+    use: ("nvlink", datasheet NVLink / 2) when every GPU's product has NVLinks (gpu_peaks.yaml's
+    nvlink_links) or, for products the table does not count, when every GPU has active NVLinks
+    (NVML); else ("pcie", the slowest GPU's link). From the product, not from the links that
+    happen to be up: a GPU whose NVLinks are all down keeps its host judged by the NVLink floor
+    (and nvlink_links_verdict names it). The figure is None when unknown (then only --baseline judges)."""
     from validate.judge.thresholds import pcie_link_theoretical_gbs
 
-    if gpus and all(g.nvlink_active_links for g in gpus):
+    by_product = bool(gpus) and all(expected_nvlinks(g, table) for g in gpus)
+    if by_product or (gpus and all(g.nvlink_active_links for g in gpus)):
         entries = [peaks_for(g.name, table) for g in gpus]
         figures = [e.nvlink_gbs for e in entries if e is not None and e.nvlink_gbs]
         return "nvlink", (min(figures) / 2 if len(figures) == len(gpus) else None)
     links = [pcie_link_theoretical_gbs(g.pcie_link_gen_max, g.pcie_link_width_max) for g in gpus]
     return "pcie", (min(links) if links and all(links) else None)  # type: ignore[type-var]
+
+
+def nvlink_links_verdict(gpu: Any, table: list[GpuPeaks], whole_gpus: int) -> tuple[str, Verdict]:
+    """(measured text, verdict): the GPU's active NVLinks against what its product has. On a host
+    with two or more whole GPUs each link must be up: one down is DCGM's DCGM_FR_NVLINK_DOWN
+    (its NVLink health watch fails it), all down leaves the GPU on PCIe only."""
+    expected = expected_nvlinks(gpu, table)
+    active = gpu.nvlink_active_links
+    threshold = f"all {expected} NVLinks active" if expected else "every NVLink the product has"
+    if expected is None:
+        return ("not judged", Verdict(SKIP, threshold, f"GPU {gpu.index}: how many NVLinks a {gpu.name} has is not in "
+                                      "validate/judge/gpu_peaks.yaml (nvlink_links)"))
+    if active is None:
+        return ("not reported", Verdict(SKIP, threshold, f"GPU {gpu.index}: NVLink state not reported (NVML NotSupported: "
+                                        "a virtual machine, or the capture does not hold it)"))
+    text = f"{active} of {expected} active"
+    if whole_gpus < 2:
+        return (text, Verdict(INFO, threshold, "one GPU here: no peer to link to"))
+    if active >= expected:
+        return (text, Verdict(PASS, threshold))
+    fix = ("check nvidia-smi nvlink -s -i N and nvidia-smi -q -d FABRIC, the fabric manager (journalctl -u nvidia-fabricmanager), "
+           "then reset the GPU or reseat it; DCGM's NVLink health watch fails a link down (DCGM_FR_NVLINK_DOWN)")
+    what = "every NVLink is down: it reaches its peers over PCIe only" if active == 0 else f"{expected - active} NVLink(s) down"
+    return (text, Verdict(FAIL, threshold, f"GPU {gpu.index}: {active} of {expected} NVLinks active (the {gpu.name} has "
+                          f"{expected}): {what}: {fix}"))

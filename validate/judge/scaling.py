@@ -124,6 +124,10 @@ def efficiency_verdict(
     if not rows:
         where = "ranks sharing a CPU" if interconnect is None else f"{interconnect} servers"
         return Verdict(NOT_JUDGED, f"no published scaling figure for {where}, no --baseline")
+    # A figure on as many GPUs as this job ran first: efficiency falls as GPUs are added, so a
+    # 2-GPU figure is no like-for-like bar for 8 (it only warns, saying so).
+    same_count = [r for r in rows if r.gpus == world]
+    rows = same_count or rows
     like = [r for r in rows if r.like_suite]
     reference = max(like or rows, key=lambda r: r.efficiency)
     minimum = REFERENCE_FRACTION * reference.efficiency
@@ -134,6 +138,9 @@ def efficiency_verdict(
     reason = f"{metric} {efficiency:.2f} is below {minimum:.2f}"
     if no_p2p:
         return Verdict(WARN, threshold, f"{reason}: a PCIe server without peer-to-peer copies through host memory (named, not failed)")
+    if reference.gpus != world:
+        return Verdict(WARN, threshold, f"{reason}, but the reference ran on {reference.gpus} GPUs and this job on {world}: "
+                       "confirm with --baseline or the fleet median")
     if not reference.like_suite:
         return Verdict(WARN, threshold, f"{reason}, but the reference trained another model: confirm with --baseline or the fleet median")
     return Verdict(FAIL, threshold, reason)

@@ -154,7 +154,7 @@ def sustained_clocks_verdict(samples: list[dict]) -> Verdict:
     Thermal, hardware and power-brake slowdowns in more than MAX_BAD_SAMPLE_SHARE of the samples
     fail; sw_power_cap is what a GPU at its default limit shows under full load and passes.
     """
-    from validate.host.nvml import BAD_THROTTLE_REASONS
+    from validate.host.nvml_names import BAD_THROTTLE_REASONS
 
     read = [s for s in samples if s.get("reasons") is not None]
     threshold = f"thermal/hardware slowdown in <= {MAX_BAD_SAMPLE_SHARE:.0%} of samples"

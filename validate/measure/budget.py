@@ -62,6 +62,8 @@ def framework_processes(gpus: int, quick: bool, share_work: bool = True) -> dict
         "all-reduce probe and its workers (torch)": 1 + gpus if gpus >= 2 else 0,
         # The multi-GPU check: a rank per GPU, or CPU_RANKS gloo ranks on a host without GPUs.
         "ddp launcher and its ranks (torch)": 1 + (gpus if gpus >= 2 else CPU_RANKS) if multigpu_runs(gpus, quick) else 0,
+        # DataParallel in a probe of its own, so its hang or crash cannot take DDP's result with it.
+        "dataparallel probe (torch)": 1 if multigpu_runs(gpus, quick) else 0,
         "mirrored strategy probe (tensorflow)": 1 if multigpu_runs(gpus, quick) else 0,
     }
 

@@ -300,7 +300,9 @@ def _allreduce_worker(rank: int, world: int, port: int, nbytes: int, iters: int,
     import torch.distributed as dist
 
     torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    from validate.measure.ddp import rank_store
+
+    dist.init_process_group("nccl", store=rank_store(dist, port, 600), rank=rank, world_size=world)
     tensor = torch.ones(nbytes // 4, dtype=torch.float32, device=f"cuda:{rank}")
     for _ in range(5):
         dist.all_reduce(tensor)
@@ -325,21 +327,25 @@ def _allreduce_worker(rank: int, world: int, port: int, nbytes: int, iters: int,
 
 def allreduce(nbytes: int, iters: int) -> dict[str, Any]:
     """NCCL all-reduce over every visible GPU, one process per GPU; bus bandwidth as nccl-tests."""
-    import socket
     import tempfile
 
     import torch
     import torch.multiprocessing as mp
 
+    from validate.measure.ddp import rendezvous_store
+
     world = torch.cuda.device_count()
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    store = rendezvous_store(600)  # held until the workers are done: no free port to race for
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "allreduce.json")
-        mp.spawn(_allreduce_worker, args=(world, port, nbytes, iters, out), nprocs=world, join=True)
+        mp.spawn(_allreduce_worker, args=(world, store.port, nbytes, iters, out), nprocs=world, join=True)
         with open(out, encoding="utf-8") as handle:
             return json.load(handle)
+
+
+def _gpu_batch(args: list[str]) -> int:
+    """`--gpu-batch N`: the GPU ranks' batch (validate/measure/ddp.py gpu_batch); 0 when absent."""
+    return int(args[args.index("--gpu-batch") + 1]) if "--gpu-batch" in args else 0
 
 
 def main(argv: list[str]) -> int:
@@ -360,10 +366,14 @@ def main(argv: list[str]) -> int:
             emit(torch_memory(args[0], int(args[1])))
         elif command == "allreduce":
             emit(allreduce(int(args[0]), int(args[1])))
-        elif command == "ddp":  # WORLD BACKEND quick|full [--dataparallel]
+        elif command == "ddp":  # WORLD BACKEND quick|full [--dataparallel] [--gpu-batch N]
             from validate.measure.ddp import probe as ddp_probe
 
-            emit(ddp_probe(int(args[0]), args[1], args[2] == "quick", "--dataparallel" in args))
+            emit(ddp_probe(int(args[0]), args[1], args[2] == "quick", "--dataparallel" in args, _gpu_batch(args)))
+        elif command == "dataparallel":  # WORLD quick|full [--gpu-batch N]
+            from validate.measure.ddp import dataparallel_probe
+
+            emit(dataparallel_probe(int(args[0]), args[1] == "quick", _gpu_batch(args)))
         elif command == "tf-mirrored":  # REPLICAS-ON-THE-CPU quick|full [--cpu]
             from validate.measure.mirrored import mirrored
 

@@ -44,6 +44,9 @@ class Record:
     value: float | None = None  # the number a baseline compares, when there is one
     test: str = ""
     replayed: bool = False  # judged on a recorded host (--replay), not on this one
+    # False: a figure the suite only reports (DataParallel beside DDP, a multi-GPU rate without a
+    # baseline): the fleet report shows it but keeps it out of the fleet median and outlier floor.
+    fleet_judged: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -26,6 +26,7 @@ from gpuenv.fleet.outcome import (
     fleet_ready, host_checks, suite_gpus,
 )
 from gpuenv.fleet.suitereport import CheckedReport, MalformedReport, check_report
+from validate.judge.verdict import INFO, SKIP
 
 #: Default outlier floor: a figure below this share of the fleet median of its GPU model makes its
 #: host "degraded" (`--outlier-floor`, invoke.yaml `gpuenv.fleet.outlier_floor`).
@@ -58,6 +59,9 @@ _PEAK_METRIC = re.compile(r"^matmul (fp32|tf32|bf16|fp16) TFLOPS$")
 _AREA = re.compile(r"test_\d+_([a-z_]+)\.py")
 #: How many lines a host's list of failures (and a plot's caption) holds.
 NAMED = 12
+#: Verdicts of figures that are information only: shown, but kept out of the fleet median and
+#: the outlier floor, so a noisy figure the suite never judges cannot turn a host degraded.
+NOT_FLEET_JUDGED = frozenset({INFO, SKIP})
 
 
 @dataclass
@@ -282,7 +286,8 @@ def analyse(
             if value is None or (row.uuid is not None and check.get("gpu") != row.uuid):
                 continue
             row.figures[check["check"]] = Figure(check["check"], float(value), floor=outlier_floor)
-            by_model.setdefault((model, check["check"]), []).append(float(value))
+            if fleet_judged(check):
+                by_model.setdefault((model, check["check"]), []).append(float(value))
     medians: dict[str, dict[str, float]] = {}
     for (model, name), values in by_model.items():
         medians.setdefault(model, {})[name] = statistics.median(values)
@@ -293,8 +298,8 @@ def analyse(
             entries[row.model] = peaks_for(row.model, peaks) if (peaks and row.model) else None
         entry = entries[row.model]
         for name, fig in row.figures.items():
-            fig.median = medians[model][name]
-            fig.samples = len(by_model[(model, name)])
+            fig.median = medians.get(model, {}).get(name)
+            fig.samples = len(by_model.get((model, name), ()))
             metric = _peak_metric(name)
             fig.peak = entry.peak(metric) if (entry and metric) else None
             measured = entry.reference_for(metric) if (entry and metric) else None
@@ -321,6 +326,14 @@ def analyse(
         outliers=[(row, name, fig) for row in rows for name, fig in row.outliers()],
         baseline_applied=bool(baseline), floor=outlier_floor,
     )
+
+
+def fleet_judged(check: dict[str, Any]) -> bool:
+    """Whether a figure meets the fleet median: not when the suite only reports it (an "info" row,
+    or one the suite marked `fleet_judged: false`, validate/report/record.py)."""
+    if check.get("fleet_judged") is False:
+        return False
+    return str(check.get("verdict") or "").strip().lower() not in NOT_FLEET_JUDGED
 
 
 # ---------------------------------------------------------------- reports that lie
