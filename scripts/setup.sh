@@ -44,7 +44,7 @@ fi
 if wants venv; then
     say ".venv: requirements/dev.lock.txt (hashed), then gpuenv (editable)"
     python3 -m venv .venv
-    python3 scripts/install_lock.py --python .venv/bin/python
+    python3 scripts/install_lock.py --python .venv/bin/python --lock requirements/dev.lock.txt
     # the lock holds the build backend: nothing is fetched to build gpuenv, nothing unlocked comes in
     .venv/bin/pip install -q --no-deps --no-build-isolation -e .
 fi
