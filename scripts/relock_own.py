@@ -254,16 +254,19 @@ def compile_lock(output: Path, upgrade: list[str] | None, wheels: Path) -> None:
 
 
 def run_tests(python: str, paths: list[str]) -> tuple[bool, str]:
-    """pytest on those paths in the venv; passed, and its last line."""
+    """pytest on those paths in the venv; passed, and its last line with the tests that failed
+    or erred under it (pytest's short summary), so what broke is named, not only counted."""
     done = subprocess.run(
-        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *paths],
+        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", *paths],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=False,
     )
     lines = [line for line in done.stdout.splitlines() if line.strip()]
-    return done.returncode == 0, lines[-1] if lines else done.stderr.strip()[-200:]
+    broken = [line[:200] for line in lines if line.startswith(("FAILED ", "ERROR "))]
+    summary = lines[-1] if lines else done.stderr.strip()[-200:]
+    return done.returncode == 0, "\n".join([summary, *(f"    {b}" for b in broken)])
 
 
 #: The table's rows a lowest-direct check runs: the product's and dev extras' (not the frameworks,
