@@ -9,8 +9,10 @@
 #   images     the two local base images (scripts/make-test-base-image.sh): gpuenv-test-base:bookworm
 #              (Debian with Python 3.11: the quickstart's base, and the tests') and its --bare twin.
 #              No registry is needed: they are debootstrapped from Debian's mirror.
-#   venv       .venv with gpuenv, Invoke, conda-lock, uv, the Docker SDK; the CPU builds of PyTorch
-#              and TensorFlow for the tests and `invoke validate --local` on a machine without GPU.
+#   venv       .venv with exactly requirements/dev.lock.txt (gpuenv's dependencies and dev tools, the
+#              CPU builds of PyTorch and TensorFlow for the tests and `invoke validate --local`), every
+#              file checked against the lock's sha256 (scripts/install_lock.py), then gpuenv itself,
+#              editable. scripts/relock_own.py makes the lock.
 #   wheelhouse wheelhouse/: every wheel of the quickstart's lock (envs/locks/torch2.13.0-cpu-py3.11,
 #              committed), so the quickstart's build asks no index and needs no network.
 #
@@ -40,9 +42,11 @@ if wants images; then
     bash scripts/make-test-base-image.sh --bare   # no python3, curl or wget, like nvidia/cuda
 fi
 if wants venv; then
-    say ".venv: gpuenv and the CPU builds of PyTorch and TensorFlow"
+    say ".venv: requirements/dev.lock.txt (hashed), then gpuenv (editable)"
     python3 -m venv .venv
-    .venv/bin/pip install -q -e ".[dev]" torch==2.13.0 tensorflow-cpu
+    python3 scripts/install_lock.py --python .venv/bin/python --lock requirements/dev.lock.txt
+    # the lock holds the build backend: nothing is fetched to build gpuenv, nothing unlocked comes in
+    .venv/bin/pip install -q --no-deps --no-build-isolation -e .
 fi
 if wants wheelhouse; then
     say "wheelhouse/: the wheels of $QUICKSTART_LOCK (Python 3.11)"
