@@ -35,6 +35,7 @@ from gpuenv.envs.conda import Say  # the progress callback the envs modules shar
 from gpuenv.errors import BadInput, DataError, ToolError
 from gpuenv.envs.lockdir import Lock
 from gpuenv.stack import Stack, stack_json
+from validate import intact
 from validate.files import NAME_MAX, InputRefused, held_signals, load_json_input, path_problem, read_text_input, replace_dir
 
 #: A prefix's install record: a few hundred bytes of what it was installed from.
@@ -240,6 +241,8 @@ def install(plan: InstallPlan, *, say: Say, output: Say, force: bool = False) ->
             "lock_file": str(plan.lock.path),
             "gpuenv_version": __version__,
             "installed_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            # gpuenv's own files beside the packages, with their sha256: `invoke verify` checks them
+            "files": own_files(work),
         }
         (work / RECORD_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         step = "setting permissions"
@@ -426,6 +429,17 @@ def _install_conda(plan: InstallPlan, work: Path, say: Say, output: Say) -> None
         condalock.retarget_scripts(work, plan.folder)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
+
+
+def own_files(prefix: Path) -> dict[str, str]:
+    """sha256 of each file gpuenv put into the prefix (the suite, its .pth, the stack record), by
+    path relative to the prefix: what no package's record declares."""
+    site = _site_packages(prefix).relative_to(prefix).as_posix()
+    paths = ["stack.json", f"{site}/gpuenv-stack.pth"]
+    for folder, dirs, files in os.walk(prefix / site / "validate"):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        paths += [Path(folder, name).relative_to(prefix).as_posix() for name in files]
+    return intact.own_files(prefix, paths)
 
 
 def _site_packages(prefix: Path) -> Path:
