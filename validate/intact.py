@@ -63,7 +63,8 @@ _CONDA_META = re.compile(r"^conda-meta/[^/]+\.json$")
 
 def is_cache(path: str) -> bool:
     """Bytecode caches: written by Python (or by the installer's compile step), declared by no package."""
-    return "__pycache__" in path.split("/") or path.endswith((".pyc", ".pyo"))
+    parts = path.split("/")
+    return "__pycache__" in parts or ".pytest_cache" in parts or path.endswith((".pyc", ".pyo"))
 
 
 def is_scaffolding(path: str) -> bool:

@@ -90,3 +90,27 @@ def test_the_task_exits_1_names_the_file_and_writes_the_json(prefix, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "invoke", "verify", "--prefix", str(path)], cwd=ROOT, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0 and "intact:" in proc.stdout, proc.stdout + proc.stderr
+
+
+def _suite_row(prefix: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """The suite's "environment intact" row alone, run by the prefix's own Python."""
+    checks = next(prefix.glob("lib/python3*/site-packages/validate/checks"))
+    return subprocess.run([str(prefix / "bin" / "python"), "-m", "pytest", "-p", "no:cacheprovider", str(checks / "test_01_environment.py"),
+                           "-k", "environment_intact", "-q", *extra], cwd=prefix.parent, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("quick", [False, True], ids=["full", "quick"])
+def test_the_suite_row_passes_a_fresh_prefix_and_fails_a_changed_one(prefix, tmp_path, quick):
+    backend, path = prefix
+    if backend != "uv":
+        pytest.skip("run on the uv prefix only: the row is the judge the conda prefix's tests above already prove")
+    extra = ("--quick",) if quick else ()
+    proc = _suite_row(path, *extra)
+    assert proc.returncode == 0 and "1 passed" in proc.stdout and "environment intact" in proc.stdout, proc.stdout[-3000:]
+    if quick:
+        assert "checked by size only" in proc.stdout, proc.stdout[-3000:]
+    copy = tmp_path / "prefix"
+    shutil.copytree(path, copy, symlinks=True)
+    apply(copy, TAMPERS[0])
+    proc = _suite_row(copy, *extra)
+    assert proc.returncode != 0 and "altered: lib/python3.11/site-packages/packaging/version.py" in proc.stdout, proc.stdout[-3000:]
