@@ -44,7 +44,7 @@ def built(request, tmp_path_factory, base_image, bare_base_image, conda_channel,
         wheels = standin_wheels
         if backend == "uv":  # every wheel of the lock on the host: the build asks no index
             wheels = folder / "wheels"
-            proc = subprocess.run(["python3.11", "-m", "pip", "download", "-q", "--no-deps", "--require-hashes", "--dest", str(wheels),
+            proc = subprocess.run(["python3.11", "-m", "pip", "--isolated", "download", "-q", "--no-deps", "--require-hashes", "--dest", str(wheels),
                                    "--find-links", str(standin_wheels), "-r", str(lock.directory / "requirements.lock.txt")],
                                   capture_output=True, text=True, timeout=600)
             assert proc.returncode == 0, proc.stderr[-2000:]
