@@ -221,7 +221,8 @@ def install(lock_path: Path, *, into: Path, final_prefix: Path, platform: str, h
     if not any(p.name == "python" for p in environment.conda):
         raise DataError(f"{lock_path}: no python for {platform}", fix="relock: invoke lock --force")
     say(f"fetching {len(environment.conda)} conda packages, each checked against the lock's sha256")
-    archives = conda.fetch_verified(environment.conda, cache, mirrors=mirrors, say=output)
+    # `output` takes chunks as a tool prints them: each fetch line ends with its own newline
+    archives = conda.fetch_verified(environment.conda, cache, mirrors=mirrors, say=lambda line: output(line + "\n"))
     conda.link(archives, into, final_prefix=final_prefix, platform=platform, say=say)
     if environment.pip:
         say(f"installing {len(environment.pip)} pip packages with uv, every hash required")

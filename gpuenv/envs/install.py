@@ -179,10 +179,15 @@ def plan_install(
     lock = lockdir.verify(Path(lock_dir), stack)
     if offline and wheelhouse is None:
         raise BadInput("--offline needs --wheelhouse", fix="give the folder that holds every wheel of the lock (see the README's offline recipe)")
-    if offline and lock.backend != "uv" and not mirrors:
-        raise BadInput("--offline with a conda lock needs a channel mirror", fix="set gpuenv.conda_mirrors in invoke.yaml to a file:// copy of the channel")
+    mirrors = conda.check_mirrors(mirrors or {})
+    if offline and lock.backend != "uv":
+        from gpuenv.envs.offline import FIX, offline_problem
+
+        problem = offline_problem(lock.path, mirrors)
+        if problem:
+            raise BadInput(f"--offline: {problem}", fix=FIX)
     return InstallPlan(stack=stack, lock=lock, prefix=given, wheelhouse=Path(wheelhouse) if wheelhouse else None,
-                       validate_dir=validate_dir, offline=offline, target=target, mirrors=conda.check_mirrors(mirrors or {}))
+                       validate_dir=validate_dir, offline=offline, target=target, mirrors=mirrors)
 
 
 def read_record(prefix: Path) -> dict | None:

@@ -362,6 +362,12 @@ def plan_build(
     if not Path(validate_dir).is_dir():
         raise DataError(f"validation suite folder {validate_dir} is missing", fix="restore validate/ from the repository")
     no_index, wheels = _wheels_only(stack, lock, wheelhouse, offline, arch)
+    if offline and lock.backend != "uv":  # the rule `invoke install --offline` applies: the same channels pass
+        from gpuenv.envs.offline import FIX, offline_problem
+
+        problem = offline_problem(lock.path, conda.check_mirrors(mirrors or {}))
+        if problem:
+            raise BadInput(f"--offline: {problem}", fix=FIX)
     extra = (tag,) if tag else ()
     for ref in image_tags(stack, "0" * 64, extra):  # every tag, before the build: the engine must not refuse one after it
         check_image_reference(ref, "image tag")
