@@ -57,7 +57,9 @@ _SCAFFOLDING = re.compile(
     r"bin/(?:activate[^/]*|Activate\.ps1|deactivate\.bat|pydoc\.bat|python(?:3(?:\.\d+)?)?)|"
     r"lib/python3\.\d+/site-packages/_virtualenv\.(?:py|pth))$"
 )
-_RECORD = re.compile(r"^(?:.*/)?(?P<dist>[^/]+)\.dist-info/RECORD$")
+#: Installed distributions sit in site-packages itself; a dist-info deeper down
+#: (setuptools/_vendor/wheel-0.46.3.dist-info) is a file of the package that vendors it.
+_RECORD = re.compile(r"^lib/python3\.\d+/site-packages/(?P<dist>[^/]+)\.dist-info/RECORD$")
 _CONDA_META = re.compile(r"^conda-meta/[^/]+\.json$")
 
 
