@@ -7,6 +7,7 @@ wheel (a complete wheelhouse, so the builds need no network)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import io
 import os
 import subprocess
@@ -115,5 +116,29 @@ def test_each_change_fails_the_image_naming_the_file(built, tamper):
     try:
         verdict = _verify(copy, lock_dir)
         assert not verdict.ok and named(verdict, tamper), [p.line() for p in verdict.problems]
+    finally:
+        dockercases.remove_image(Engine.local(), copy)
+
+
+def test_the_task_checks_an_image_by_reference_exits_1_and_writes_the_json(built, tmp_path):
+    from pathlib import Path
+
+    from gpuenv.engine import Engine
+
+    backend, image, lock_dir = built
+    if backend != "conda-lock":
+        pytest.skip("the task's side is the same for both paths; once is enough")
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "GPUENV_LOCKS_DIR": str(lock_dir.parent)}
+    proc = subprocess.run([sys.executable, "-m", "invoke", "verify", "--image", image], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0 and "intact:" in proc.stdout and "packages compared with" in proc.stdout, proc.stdout + proc.stderr
+    copy = _tampered(image, TAMPERS[2])
+    try:
+        report = tmp_path / "verdict.json"
+        proc = subprocess.run([sys.executable, "-m", "invoke", "verify", "--image", copy, "--json", str(report)], cwd=root, env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 1 and f"unowned: {TAMPERS[2].path}" in proc.stdout, proc.stdout + proc.stderr
+        assert [p["path"] for p in json.loads(report.read_text())["problems"]] == [TAMPERS[2].path]
     finally:
         dockercases.remove_image(Engine.local(), copy)
