@@ -30,11 +30,17 @@ def extra_package_files() -> dict[str, bytes]:
     a dist-info whose RECORD declares every file with its hash (so only the lock can tell)."""
     files = {
         f"{SITE}/extrapkg/__init__.py": b"EXTRA = True\n",
-        f"{SITE}/extrapkg-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: extrapkg\nVersion: 1.0\n",
+        f"{SITE}/extrapkg-1.0.dist-info/METADATA": (
+            b"Metadata-Version: 2.1\nName: extrapkg\nVersion: 1.0\n"
+        ),
         f"{SITE}/extrapkg-1.0.dist-info/INSTALLER": b"pip\n",
     }
-    rows = "".join(f"{p[len(SITE) + 1:]},sha256={record_digest(d)},{len(d)}\n" for p, d in files.items())
-    files[f"{SITE}/extrapkg-1.0.dist-info/RECORD"] = (rows + "extrapkg-1.0.dist-info/RECORD,,\n").encode()
+    rows = "".join(
+        f"{p[len(SITE) + 1 :]},sha256={record_digest(d)},{len(d)}\n" for p, d in files.items()
+    )
+    files[f"{SITE}/extrapkg-1.0.dist-info/RECORD"] = (
+        rows + "extrapkg-1.0.dist-info/RECORD,,\n"
+    ).encode()
     return files
 
 
@@ -59,7 +65,9 @@ def apply(root: Path, tamper: Tamper) -> None:
     if tamper.name in ("edited file", "changed entry point"):
         target = root / tamper.path
         data = target.read_bytes()
-        target.write_bytes(data.replace(b"import", b"import  ", 1) if b"import" in data else data[:-1] + b"\x01")
+        target.write_bytes(
+            data.replace(b"import", b"import  ", 1) if b"import" in data else data[:-1] + b"\x01"
+        )
     elif tamper.name == "removed file":
         (root / tamper.path).unlink()
     elif tamper.name == "added module":

@@ -35,9 +35,9 @@ import os
 import posixpath
 import re
 import stat
-import tarfile
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import IO, Callable, Iterable, Mapping, Protocol
+from typing import Protocol
 
 #: A conda-meta record or a RECORD larger than this is refused (torch's RECORD is under 2 MB).
 MAX_METADATA_BYTES = 64 * 1024 * 1024
@@ -53,7 +53,9 @@ GPUENV_RECORD = "gpuenv-prefix.json"
 
 #: Written by installers and venv creators beside the packages; no package declares them.
 _SCAFFOLDING = re.compile(
-    r"^(?:conda-meta/.*|CACHEDIR\.TAG|\.lock|\.gitignore|pyvenv\.cfg|lib64|" + re.escape(GPUENV_RECORD) + "|"
+    r"^(?:conda-meta/.*|CACHEDIR\.TAG|\.lock|\.gitignore|pyvenv\.cfg|lib64|"
+    + re.escape(GPUENV_RECORD)
+    + "|"
     r"bin/(?:activate[^/]*|Activate\.ps1|deactivate\.bat|pydoc\.bat|python(?:3(?:\.\d+)?)?)|"
     r"lib/python3\.\d+/site-packages/_virtualenv\.(?:py|pth))$"
 )
@@ -64,7 +66,7 @@ _CONDA_META = re.compile(r"^conda-meta/[^/]+\.json$")
 
 
 def is_cache(path: str) -> bool:
-    """Bytecode caches: written by Python (or by the installer's compile step), declared by no package."""
+    """Bytecode caches: Python (or an installer's compile step) writes them; no package owns them."""
     parts = path.split("/")
     return "__pycache__" in parts or ".pytest_cache" in parts or path.endswith((".pyc", ".pyo"))
 
@@ -107,7 +109,9 @@ class TreeError(Exception):
 class FolderTree:
     """A folder on disk; symbolic links are never followed."""
 
-    def __init__(self, root: str | os.PathLike[str], *, progress: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self, root: str | os.PathLike[str], *, progress: Callable[[int], None] | None = None
+    ) -> None:
         self.root = os.fspath(root)
         self.progress = progress
         self._entries: dict[str, Entry] | None = None
@@ -154,74 +158,6 @@ class FolderTree:
         return digest.hexdigest()
 
 
-class TarTree:
-    """A tar stream of an environment read once, front to back: each file hashed as it passes,
-    the metadata files kept. `strip` is the folder the members sit in (`env/` when the engine
-    archived /opt/gpuenv/env)."""
-
-    def __init__(self, stream: IO[bytes], *, strip: str = "", progress: Callable[[int], None] | None = None) -> None:
-        self._entries: dict[str, Entry] = {}
-        self._digests: dict[str, str] = {}
-        self._kept: dict[str, bytes] = {}
-        strip = strip.strip("/")
-        try:
-            with tarfile.open(fileobj=stream, mode="r|*") as tar:
-                for member in tar:
-                    name = posixpath.normpath(member.name.lstrip("./") or ".")
-                    if strip:
-                        if name == strip:
-                            continue
-                        if not name.startswith(strip + "/"):
-                            continue
-                        name = name[len(strip) + 1:]
-                    self._add(tar, member, name, strip, progress)
-        except (tarfile.TarError, OSError, EOFError) as err:
-            raise TreeError(f"the archive could not be read: {err}") from None
-
-    def _add(self, tar: tarfile.TarFile, member: tarfile.TarInfo, name: str, strip: str,
-             progress: Callable[[int], None] | None) -> None:
-        if member.isdir():
-            self._entries[name] = Entry(DIR)
-        elif member.issym():
-            self._entries[name] = Entry(LINK, 0, member.linkname)
-        elif member.islnk():  # a hard link: the bytes of a member already seen
-            source = posixpath.normpath(member.linkname.lstrip("./"))
-            source = source[len(strip) + 1:] if strip and source.startswith(strip + "/") else source
-            self._entries[name] = self._entries.get(source, Entry(FILE))
-            if source in self._digests:
-                self._digests[name] = self._digests[source]
-            if source in self._kept:
-                self._kept[name] = self._kept[source]
-        elif member.isreg():
-            handle = tar.extractfile(member)
-            digest = hashlib.sha256()
-            keep = is_metadata(name) and member.size <= MAX_METADATA_BYTES
-            kept = bytearray()
-            while handle is not None and (block := handle.read(BLOCK)):
-                digest.update(block)
-                if keep:
-                    kept += block
-                if progress:
-                    progress(len(block))
-            self._entries[name] = Entry(FILE, member.size)
-            self._digests[name] = digest.hexdigest()
-            if keep:
-                self._kept[name] = bytes(kept)
-        else:
-            self._entries[name] = Entry("special")
-
-    def entries(self) -> Mapping[str, Entry]:
-        return self._entries
-
-    def read(self, path: str, limit: int) -> bytes:
-        if path not in self._kept:
-            raise TreeError(f"{path} was not kept from the archive")
-        return self._kept[path][: limit + 1]
-
-    def sha256(self, path: str) -> str:
-        return self._digests[path]
-
-
 # ---------------------------------------------------------------- what the packages declare
 
 
@@ -257,10 +193,19 @@ def conda_claims(tree: Tree, path: str) -> tuple[Package, list[Claim]]:
     record = _json(tree, path)
     if not isinstance(record, dict):
         raise ValueError("not a JSON object")
-    package = Package("conda", str(record.get("name", "")), str(record.get("version", "")), str(record.get("sha256") or ""))
+    package = Package(
+        "conda",
+        str(record.get("name", "")),
+        str(record.get("version", "")),
+        str(record.get("sha256") or ""),
+    )
     owner = f"{package.name} {package.version} ({record.get('build', '')}) [conda]"
     claims = []
-    paths = (record.get("paths_data") or {}).get("paths") if isinstance(record.get("paths_data"), dict) else None
+    paths = (
+        (record.get("paths_data") or {}).get("paths")
+        if isinstance(record.get("paths_data"), dict)
+        else None
+    )
     if isinstance(paths, list):
         for item in paths:
             if not isinstance(item, dict) or not isinstance(item.get("_path"), str):
@@ -268,9 +213,20 @@ def conda_claims(tree: Tree, path: str) -> tuple[Package, list[Claim]]:
             kind = {"softlink": LINK, "directory": DIR}.get(str(item.get("path_type")), FILE)
             rewritten = "sha256_in_prefix" in item
             digest = item.get("sha256_in_prefix") or item.get("sha256")
-            size = item.get("size_in_bytes") if kind == FILE and not rewritten and not item.get("file_mode") else None
-            claims.append(Claim(item["_path"], owner, kind, str(digest) if digest else None,
-                                int(size) if isinstance(size, int) else None))
+            size = (
+                item.get("size_in_bytes")
+                if kind == FILE and not rewritten and not item.get("file_mode")
+                else None
+            )
+            claims.append(
+                Claim(
+                    item["_path"],
+                    owner,
+                    kind,
+                    str(digest) if digest else None,
+                    int(size) if isinstance(size, int) else None,
+                )
+            )
     else:
         claims = [Claim(p, owner, FILE) for p in record.get("files") or [] if isinstance(p, str)]
     return package, claims
@@ -300,8 +256,10 @@ def record_claims(tree: Tree, path: str) -> tuple[Package, list[Claim]]:
     for row in csv.reader(io.StringIO(text)):
         if not row or not row[0]:
             continue
-        where = posixpath.normpath(posixpath.join(base, row[0])) if not row[0].startswith("/") else "/"
-        if where.startswith("../") or where.startswith("/") or where == "..":
+        where = (
+            posixpath.normpath(posixpath.join(base, row[0])) if not row[0].startswith("/") else "/"
+        )
+        if where.startswith(("../", "/")) or where == "..":
             continue
         digest = record_hash(row[1]) if len(row) > 1 else None
         size = int(row[2]) if len(row) > 2 and row[2].isdigit() else None
@@ -317,7 +275,11 @@ def gpuenv_claims(tree: Tree) -> list[Claim]:
     files = record.get("files") if isinstance(record, dict) else None
     if not isinstance(files, dict):
         return []
-    return [Claim(p, "gpuenv [its own files]", FILE, str(d)) for p, d in files.items() if isinstance(p, str)]
+    return [
+        Claim(p, "gpuenv [its own files]", FILE, str(d))
+        for p, d in files.items()
+        if isinstance(p, str)
+    ]
 
 
 # ---------------------------------------------------------------- the verdict
@@ -331,13 +293,17 @@ class Problem:
     detail: str
 
     def line(self) -> str:
-        return f"{self.kind}: {self.path}" + (f" ({self.owner})" if self.owner else "") + (f": {self.detail}" if self.detail else "")
+        return (
+            f"{self.kind}: {self.path}"
+            + (f" ({self.owner})" if self.owner else "")
+            + (f": {self.detail}" if self.detail else "")
+        )
 
 
 @dataclass(frozen=True)
 class Expected:
     """The packages a lock installs: conda name -> version, pip name -> version. `allowed`:
-    pip names the environment may hold beyond the lock (what `python -m venv` puts in by ensurepip)."""
+    pip names the environment may hold beyond the lock (what `python -m venv` adds by ensurepip)."""
 
     conda: Mapping[str, str]
     pip: Mapping[str, str]
@@ -365,11 +331,23 @@ class Verdict:
 
     def to_dict(self) -> dict[str, object]:
         return {
-            "format": "gpuenv-verify/1", "root": self.root, "ok": self.ok,
-            "problems": [{"kind": p.kind, "path": p.path, "owner": p.owner, "detail": p.detail} for p in self.problems],
-            "packages": {"conda": sum(p.manager == "conda" for p in self.packages), "pip": sum(p.manager == "pip" for p in self.packages)},
-            "files_checked": self.files_checked, "files_hashed": self.files_hashed, "bytes_hashed": self.bytes_hashed,
-            "caches_skipped": self.caches, "scaffolding": self.scaffolding, "sampled": self.sampled,
+            "format": "gpuenv-verify/1",
+            "root": self.root,
+            "ok": self.ok,
+            "problems": [
+                {"kind": p.kind, "path": p.path, "owner": p.owner, "detail": p.detail}
+                for p in self.problems
+            ],
+            "packages": {
+                "conda": sum(p.manager == "conda" for p in self.packages),
+                "pip": sum(p.manager == "pip" for p in self.packages),
+            },
+            "files_checked": self.files_checked,
+            "files_hashed": self.files_hashed,
+            "bytes_hashed": self.bytes_hashed,
+            "caches_skipped": self.caches,
+            "scaffolding": self.scaffolding,
+            "sampled": self.sampled,
             "compared_with_lock": self.compared,
         }
 
@@ -379,8 +357,14 @@ def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def check(tree: Tree, root: str, *, expected: Expected | None = None, expected_from: str = "",
-          hash_limit: int | None = None) -> Verdict:
+def check(
+    tree: Tree,
+    root: str,
+    *,
+    expected: Expected | None = None,
+    expected_from: str = "",
+    hash_limit: int | None = None,
+) -> Verdict:
     """Judge `tree` against what its packages declare (and `expected`, the lock's packages).
 
     `hash_limit`: hash only files up to that size, check the larger ones by size (the suite's
@@ -394,9 +378,15 @@ def check(tree: Tree, root: str, *, expected: Expected | None = None, expected_f
         if entries[path].kind != FILE or not (_CONDA_META.match(path) or _RECORD.match(path)):
             continue
         try:
-            package, found = conda_claims(tree, path) if path.startswith("conda-meta/") else record_claims(tree, path)
+            package, found = (
+                conda_claims(tree, path)
+                if path.startswith("conda-meta/")
+                else record_claims(tree, path)
+            )
         except (ValueError, UnicodeDecodeError, TreeError, csv.Error) as err:
-            verdict.problems.append(Problem(ALTERED, path, "", f"the package record cannot be read ({err})"))
+            verdict.problems.append(
+                Problem(ALTERED, path, "", f"the package record cannot be read ({err})")
+            )
             continue
         if path.startswith("conda-meta/"):
             conda_owned.update(c.path for c in found)
@@ -411,23 +401,38 @@ def check(tree: Tree, root: str, *, expected: Expected | None = None, expected_f
         for claim in claims[path]:
             if claim.kind == DIR:
                 if entry is None or entry.kind != DIR:
-                    verdict.problems.append(Problem(MISSING, path, claim.owner, "a folder the package declares"))
+                    verdict.problems.append(
+                        Problem(MISSING, path, claim.owner, "a folder the package declares")
+                    )
                 continue
             if entry is None:
                 verdict.problems.append(Problem(MISSING, path, claim.owner, ""))
                 break
             if claim.kind != entry.kind:
-                verdict.problems.append(Problem(ALTERED, path, claim.owner, f"declared a {claim.kind}, found a {entry.kind}"))
+                verdict.problems.append(
+                    Problem(
+                        ALTERED, path, claim.owner, f"declared a {claim.kind}, found a {entry.kind}"
+                    )
+                )
                 break
             if claim.path.endswith(".dist-info/RECORD") and claim.sha256 is None:
                 continue  # a RECORD names itself without a hash
             verdict.files_checked += 1
             if entry.kind == LINK:
-                if claim.sha256 and hashlib.sha256(entry.target.encode()).hexdigest() != claim.sha256:
-                    verdict.problems.append(Problem(ALTERED, path, claim.owner, f"the link points to {entry.target!r}"))
+                if (
+                    claim.sha256
+                    and hashlib.sha256(entry.target.encode()).hexdigest() != claim.sha256
+                ):
+                    verdict.problems.append(
+                        Problem(ALTERED, path, claim.owner, f"the link points to {entry.target!r}")
+                    )
                 continue
             if claim.size is not None and claim.size != entry.size:
-                verdict.problems.append(Problem(ALTERED, path, claim.owner, f"{entry.size} bytes, declared {claim.size}"))
+                verdict.problems.append(
+                    Problem(
+                        ALTERED, path, claim.owner, f"{entry.size} bytes, declared {claim.size}"
+                    )
+                )
                 break
             if claim.sha256 is None:
                 continue
@@ -437,7 +442,9 @@ def check(tree: Tree, root: str, *, expected: Expected | None = None, expected_f
             verdict.files_hashed += 1
             verdict.bytes_hashed += entry.size
             if tree.sha256(path) != claim.sha256:
-                verdict.problems.append(Problem(ALTERED, path, claim.owner, "its sha256 differs from the declared one"))
+                verdict.problems.append(
+                    Problem(ALTERED, path, claim.owner, "its sha256 differs from the declared one")
+                )
                 break
     for path, entry in sorted(entries.items()):
         if entry.kind == DIR or path in claims:
@@ -449,14 +456,18 @@ def check(tree: Tree, root: str, *, expected: Expected | None = None, expected_f
         else:
             verdict.problems.append(Problem(UNOWNED, path, "", "no package declares it"))
     if hash_limit is not None:
-        verdict.sampled = f"files over {hash_limit} bytes checked by size only ({skipped_large} of them)"
+        verdict.sampled = (
+            f"files over {hash_limit} bytes checked by size only ({skipped_large} of them)"
+        )
     verdict.compared = expected_from or ("the lock" if expected is not None else "")
     if expected is not None:
         verdict.problems += compare_packages(verdict.packages, conda_owned, expected, expected_from)
     return verdict
 
 
-def compare_packages(packages: Iterable[Package], conda_owned: set[str], expected: Expected, where: str = "") -> list[Problem]:
+def compare_packages(
+    packages: Iterable[Package], conda_owned: set[str], expected: Expected, where: str = ""
+) -> list[Problem]:
     """The installed packages against the lock's: extra, missing, or at another version or build.
     A pip distribution that a conda package installed (its dist-info is in a conda record) is
     that conda package's, not the pip part's."""
@@ -465,64 +476,60 @@ def compare_packages(packages: Iterable[Package], conda_owned: set[str], expecte
     conda = {p.name: p for p in packages if p.manager == "conda"}
     pip = {}
     for p in packages:
-        if p.manager == "pip" and not any(path.endswith(f"/{p.name}-{p.version}.dist-info/RECORD") for path in conda_owned):
+        if p.manager == "pip" and not any(
+            path.endswith(f"/{p.name}-{p.version}.dist-info/RECORD") for path in conda_owned
+        ):
             pip[normalize(p.name)] = p
     for name, package in sorted(conda.items()):
         if name not in expected.conda:
-            problems.append(Problem(EXTRA_PACKAGE, f"conda-meta ({name})", f"{name} {package.version} [conda]", f"{where} holds no {name}"))
+            problems.append(
+                Problem(
+                    EXTRA_PACKAGE,
+                    f"conda-meta ({name})",
+                    f"{name} {package.version} [conda]",
+                    f"{where} holds no {name}",
+                )
+            )
         elif expected.conda[name] != package.version:
-            problems.append(Problem(OTHER_VERSION, f"conda-meta ({name})", f"{name} {package.version} [conda]",
-                                    f"{where} pins {expected.conda[name]}"))
+            problems.append(
+                Problem(
+                    OTHER_VERSION,
+                    f"conda-meta ({name})",
+                    f"{name} {package.version} [conda]",
+                    f"{where} pins {expected.conda[name]}",
+                )
+            )
     for name in sorted(set(expected.conda) - set(conda)):
-        problems.append(Problem(MISSING_PACKAGE, f"conda-meta ({name})", f"{name} [conda]", f"{where} installs it"))
+        problems.append(
+            Problem(
+                MISSING_PACKAGE, f"conda-meta ({name})", f"{name} [conda]", f"{where} installs it"
+            )
+        )
     want = {normalize(k): v for k, v in expected.pip.items()}
     allowed = {normalize(n) for n in expected.allowed}
     for name, package in sorted(pip.items()):
         dist = f"{package.name}-{package.version}.dist-info"
         if name not in want:
             if name not in allowed:
-                problems.append(Problem(EXTRA_PACKAGE, dist, f"{package.name} {package.version} [pip]", f"{where} holds no {name}"))
+                problems.append(
+                    Problem(
+                        EXTRA_PACKAGE,
+                        dist,
+                        f"{package.name} {package.version} [pip]",
+                        f"{where} holds no {name}",
+                    )
+                )
         elif want[name] != package.version:
-            problems.append(Problem(OTHER_VERSION, dist, f"{package.name} {package.version} [pip]", f"{where} pins {want[name]}"))
+            problems.append(
+                Problem(
+                    OTHER_VERSION,
+                    dist,
+                    f"{package.name} {package.version} [pip]",
+                    f"{where} pins {want[name]}",
+                )
+            )
     for name in sorted(set(want) - set(pip)):
-        problems.append(Problem(MISSING_PACKAGE, name, f"{name} [pip]", f"{where} installs {name} {want[name]}"))
+        problems.append(
+            Problem(MISSING_PACKAGE, name, f"{name} [pip]", f"{where} installs {name} {want[name]}")
+        )
     return problems
-
-
-def own_files(root: str | os.PathLike[str], paths: Iterable[str]) -> dict[str, str]:
-    """`{path: sha256}` of files an installer put into `root` beside the packages (gpuenv's suite
-    and stack record), for the `files` map of gpuenv-prefix.json."""
-    tree = FolderTree(root)
-    return {path: tree.sha256(path) for path in sorted(paths)}
-
-
-def update_record(site_packages: str | os.PathLike[str], changed: Iterable[str]) -> list[str]:
-    """Rewrite the RECORD rows of files changed after their install (scripts whose interpreter
-    line was pointed at the final prefix) with their new sha256 and size, as pip does for the
-    scripts it writes itself. `changed`: absolute paths. Returns the RECORDs rewritten."""
-    site = os.fspath(site_packages)
-    wanted = {os.path.normpath(p) for p in changed}
-    rewritten = []
-    for name in sorted(os.listdir(site)):
-        record = os.path.join(site, name, "RECORD")
-        if not name.endswith(".dist-info") or not os.path.isfile(record):
-            continue
-        with open(record, encoding="utf-8", newline="") as handle:
-            rows = list(csv.reader(handle))
-        touched = False
-        for row in rows:
-            if row and os.path.normpath(os.path.join(site, row[0])) in wanted:
-                target = os.path.normpath(os.path.join(site, row[0]))
-                with open(target, "rb") as handle:
-                    data = handle.read()
-                digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-                row[1:] = [f"sha256={digest}", str(len(data))]
-                touched = True
-        if touched:
-            out = io.StringIO()
-            csv.writer(out, lineterminator="\n").writerows(rows)
-            with open(record + ".tmp", "w", encoding="utf-8", newline="") as handle:
-                handle.write(out.getvalue())
-            os.replace(record + ".tmp", record)
-            rewritten.append(record)
-    return rewritten

@@ -28,7 +28,7 @@ from gpuenv.envs import conda, lockers, spec
 from gpuenv.envs.conda import Say  # the progress callback the envs modules share
 from gpuenv.errors import BadInput, DataError, ToolError
 from gpuenv.stack import Stack
-from validate import intact
+from gpuenv.envs import installed
 
 CONDA_LOCK_FILE = lockers.CONDA_LOCK_FILE
 
@@ -279,7 +279,7 @@ def retarget_scripts(into: Path, final_prefix: Path) -> None:
     # Their RECORD rows then name the bytes now there, as pip's own script rewriting does
     # (`invoke verify` checks every file against its RECORD).
     for site in sorted(into.glob("lib/python3*/site-packages")):
-        intact.update_record(site, changed)
+        installed.update_record(site, changed)
 
 
 def make_reproducible(prefix: Path) -> None:

@@ -35,7 +35,7 @@ from gpuenv.envs.conda import Say  # the progress callback the envs modules shar
 from gpuenv.errors import BadInput, DataError, ToolError
 from gpuenv.envs.lockdir import Lock
 from gpuenv.stack import Stack, stack_json
-from validate import intact
+from gpuenv.envs import installed
 from validate.files import NAME_MAX, InputRefused, held_signals, load_json_input, path_problem, read_text_input, replace_dir
 
 #: A prefix's install record: a few hundred bytes of what it was installed from.
@@ -181,11 +181,9 @@ def plan_install(
         raise BadInput("--offline needs --wheelhouse", fix="give the folder that holds every wheel of the lock (see the README's offline recipe)")
     mirrors = conda.check_mirrors(mirrors or {})
     if offline and lock.backend != "uv":
-        from gpuenv.envs.offline import FIX, offline_problem
+        from gpuenv.envs.offline import require_local_channels
 
-        problem = offline_problem(lock.path, mirrors)
-        if problem:
-            raise BadInput(f"--offline: {problem}", fix=FIX)
+        require_local_channels(lock.path, mirrors)
     return InstallPlan(stack=stack, lock=lock, prefix=given, wheelhouse=Path(wheelhouse) if wheelhouse else None,
                        validate_dir=validate_dir, offline=offline, target=target, mirrors=mirrors)
 
@@ -444,7 +442,7 @@ def own_files(prefix: Path) -> dict[str, str]:
     for folder, dirs, files in os.walk(prefix / site / "validate"):
         dirs[:] = [d for d in dirs if d != "__pycache__"]
         paths += [Path(folder, name).relative_to(prefix).as_posix() for name in files]
-    return intact.own_files(prefix, paths)
+    return installed.own_files(prefix, paths)
 
 
 def _site_packages(prefix: Path) -> Path:

@@ -8,16 +8,19 @@ channel the lock was solved from, or a `file://` mirror of an http(s) channel.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import yaml
 
 from gpuenv.envs import conda, lockdir
-from gpuenv.errors import DataError
+from gpuenv.errors import BadInput, DataError
 from validate.files import InputRefused, read_text_input
 
-FIX = "set gpuenv.conda_mirrors in invoke.yaml to a file:// copy of that channel (or lock from a file:// channel)"
+FIX = (
+    "set gpuenv.conda_mirrors in invoke.yaml to a file:// copy of that channel "
+    "(or lock from a file:// channel)"
+)
 
 
 def offline_problem(lock_path: Path, mirrors: Mapping[str, str]) -> str | None:
@@ -32,5 +35,16 @@ def offline_problem(lock_path: Path, mirrors: Mapping[str, str]) -> str | None:
             continue
         url = conda.mirrored(str(entry.get("url", "")), mirrors)
         if not url.startswith("file://"):
-            return f"{entry.get('name')} {entry.get('version')} comes from {url.rsplit('/', 2)[0]}, which needs the network"
+            where = url.rsplit("/", 2)[0]
+            name = f"{entry.get('name')} {entry.get('version')}"
+            return f"{name} comes from {where}, which needs the network"
     return None
+
+
+def require_local_channels(lock_path: Path, mirrors: Mapping[str, str]) -> bool:
+    """True when every conda package of the lock is read from a folder; else BadInput naming the
+    package and the channel that needs the network (install --offline and build --offline)."""
+    problem = offline_problem(lock_path, mirrors)
+    if problem:
+        raise BadInput(f"--offline: {problem}", fix=FIX)
+    return True

@@ -8,9 +8,9 @@ it was made from. Images: gpuenv/images/verify.py reads the same tree out of the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from gpuenv.envs import lockdir
 from gpuenv.errors import BadInput, DataError
@@ -36,14 +36,23 @@ class Compared:
     sha256: str = ""
 
 
-def expected_from_lock(lock_dir: Path, stack: Stack | None, *, platform: str = "linux-64",
-                       allowed: frozenset[str] = frozenset()) -> Compared:
-    """The packages the lock in `lock_dir` installs on `platform` (verified as a build verifies it)."""
+def expected_from_lock(
+    lock_dir: Path,
+    stack: Stack | None,
+    *,
+    platform: str = "linux-64",
+    allowed: frozenset[str] = frozenset(),
+) -> Compared:
+    """The packages the lock in `lock_dir` installs on `platform` (verified as a build does)."""
     lock = lockdir.verify(Path(lock_dir), stack)
     here = [p for p in lock.packages if p.platform == platform]
     conda = {p.name: p.version for p in here if p.manager == "conda"}
     pip = {p.name: p.version for p in here if p.manager == "pip"}
-    return Compared(intact.Expected(conda, pip, allowed), f"{lock.path} (sha256 {lock.sha256[:12]})", lock.sha256)
+    return Compared(
+        intact.Expected(conda, pip, allowed),
+        f"{lock.path} (sha256 {lock.sha256[:12]})",
+        lock.sha256,
+    )
 
 
 def prefix_lock(prefix: Path) -> Compared:
@@ -56,16 +65,22 @@ def prefix_lock(prefix: Path) -> Compared:
         return Compared(None, f"not compared with a lock: {PREFIX_RECORD} names none")
     lock_file = Path(record["lock_file"])
     if not lock_file.is_file():
-        return Compared(None, f"not compared with a lock: {lock_file}, which it was installed from, is gone")
+        return Compared(
+            None, f"not compared with a lock: {lock_file}, which it was installed from, is gone"
+        )
     if lockdir.file_sha256(lock_file) != record.get("lock_sha256"):
-        return Compared(None, f"not compared with a lock: {lock_file} changed since the install (relocked?)")
+        return Compared(
+            None, f"not compared with a lock: {lock_file} changed since the install (relocked?)"
+        )
     try:
         return expected_from_lock(lock_file.parent, None)
     except DataError as err:
         return Compared(None, f"not compared with a lock: {err.message}")
 
 
-def byte_progress(say: Callable[[str], None], total: int | None, what: str) -> Callable[[int], None]:
+def byte_progress(
+    say: Callable[[str], None], total: int | None, what: str
+) -> Callable[[int], None]:
     """A callback counting hashed bytes that says how far it got every PROGRESS_STEP bytes."""
     from gpuenv.progress import format_bytes
 
@@ -81,20 +96,34 @@ def byte_progress(say: Callable[[str], None], total: int | None, what: str) -> C
     return step
 
 
-def verify_prefix(prefix: str | Path, *, say: Callable[[str], None], hash_limit: int | None = None) -> intact.Verdict:
+def verify_prefix(
+    prefix: str | Path, *, say: Callable[[str], None], hash_limit: int | None = None
+) -> intact.Verdict:
     """Every file of `prefix` against its package's record, and its packages against its lock."""
     root = Path(prefix).expanduser().absolute()
     if not root.is_dir():
-        raise BadInput(f"--prefix {prefix}: no such folder", fix="give a folder `invoke install` made (or any conda/venv prefix)")
+        raise BadInput(
+            f"--prefix {prefix}: no such folder",
+            fix="give a folder `invoke install` made (or any conda/venv prefix)",
+        )
     if not (root / "conda-meta").is_dir() and not any(root.glob("lib/python3*/site-packages")):
-        raise BadInput(f"--prefix {prefix} is not a Python environment (no conda-meta/, no lib/python3*/site-packages)",
-                       fix="give the folder `invoke install --prefix` made")
+        raise BadInput(
+            f"--prefix {prefix} is not a Python environment "
+            "(no conda-meta/, no lib/python3*/site-packages)",
+            fix="give the folder `invoke install --prefix` made",
+        )
     tree = intact.FolderTree(root)
     total = sum(e.size for e in tree.entries().values() if e.kind == intact.FILE)
     say(f"checking {len(tree.entries())} paths of {root} ({_bytes(total)})")
     tree.progress = byte_progress(say, total, str(root))
     compared = prefix_lock(root)
-    return intact.check(tree, str(root), expected=compared.expected, expected_from=compared.what, hash_limit=hash_limit)
+    return intact.check(
+        tree,
+        str(root),
+        expected=compared.expected,
+        expected_from=compared.what,
+        hash_limit=hash_limit,
+    )
 
 
 def _bytes(size: int) -> str:

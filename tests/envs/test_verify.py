@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from verifycases import CONDA_TAMPERS, TAMPERS, apply, named
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,10 +29,18 @@ def _install(backend: str, folder: Path, channel: Path, wheels: Path, stack):
     os.environ["GPUENV_LOCKS_DIR"] = str(folder / "locks")
     try:
         team = folder / "team.yml"
-        team.write_text(yaml.safe_dump({"conda": ["gpuenv-probe", "gpuenv-hello"] if backend != "uv" else [], "pip": []}))
+        team.write_text(
+            yaml.safe_dump(
+                {"conda": ["gpuenv-probe", "gpuenv-hello"] if backend != "uv" else [], "pip": []}
+            )
+        )
         mirrors = {"conda-forge": channel.as_uri()}
-        lock = ensure_lock(stack, backend=backend, wheelhouse=wheels, team_file=team, mirrors=mirrors)
-        plan = install.plan_install(stack, lock.directory, folder / "prefix", wheelhouse=wheels, mirrors=mirrors)
+        lock = ensure_lock(
+            stack, backend=backend, wheelhouse=wheels, team_file=team, mirrors=mirrors
+        )
+        plan = install.plan_install(
+            stack, lock.directory, folder / "prefix", wheelhouse=wheels, mirrors=mirrors
+        )
         install.install(plan, say=lambda _l: None, output=lambda _l: None)
     finally:
         os.environ.pop("GPUENV_LOCKS_DIR", None)
@@ -58,10 +65,16 @@ def test_a_fresh_prefix_is_intact_and_compared_with_its_lock(prefix):
     assert verdict.ok, [p.line() for p in verdict.problems]
     assert verdict.files_hashed > 100 and "sha256" in verdict.compared, verdict.compared
     if backend == "conda-lock":
-        assert {p.name for p in verdict.packages if p.manager == "conda"} >= {"python", "gpuenv-hello", "gpuenv-probe"}
+        assert {p.name for p in verdict.packages if p.manager == "conda"} >= {
+            "python",
+            "gpuenv-hello",
+            "gpuenv-probe",
+        }
 
 
-@pytest.mark.parametrize("tamper", TAMPERS + CONDA_TAMPERS, ids=lambda t: t.name + " " + t.path.rsplit("/", 1)[-1])
+@pytest.mark.parametrize(
+    "tamper", TAMPERS + CONDA_TAMPERS, ids=lambda t: t.name + " " + t.path.rsplit("/", 1)[-1]
+)
 def test_each_change_fails_the_prefix_naming_the_file(prefix, tamper, tmp_path):
     backend, path = prefix
     if tamper in CONDA_TAMPERS and backend == "uv":
@@ -81,36 +94,72 @@ def test_the_task_exits_1_names_the_file_and_writes_the_json(prefix, tmp_path):
     shutil.copytree(path, copy, symlinks=True)
     apply(copy, TAMPERS[2])
     report = tmp_path / "verdict.json"
-    proc = subprocess.run([sys.executable, "-m", "invoke", "verify", "--prefix", str(copy), "--json", str(report)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "invoke", "verify", "--prefix", str(copy), "--json", str(report)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert f"unowned: {TAMPERS[2].path}" in proc.stdout and "NOT INTACT" in proc.stderr + proc.stdout
+    assert (
+        f"unowned: {TAMPERS[2].path}" in proc.stdout and "NOT INTACT" in proc.stderr + proc.stdout
+    )
     data = json.loads(report.read_text())
     assert data["ok"] is False and [p["path"] for p in data["problems"]] == [TAMPERS[2].path]
-    proc = subprocess.run([sys.executable, "-m", "invoke", "verify", "--prefix", str(path)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "invoke", "verify", "--prefix", str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0 and "intact:" in proc.stdout, proc.stdout + proc.stderr
 
 
 def _suite_row(prefix: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     """The suite's "environment intact" row alone, run by the prefix's own Python."""
     checks = next(prefix.glob("lib/python3*/site-packages/validate/checks"))
-    return subprocess.run([str(prefix / "bin" / "python"), "-m", "pytest", "-p", "no:cacheprovider", str(checks / "test_01_environment.py"),
-                           "-k", "environment_intact", "-q", *extra], cwd=prefix.parent, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [
+            str(prefix / "bin" / "python"),
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            str(checks / "test_01_environment.py"),
+            "-k",
+            "environment_intact",
+            "-q",
+            *extra,
+        ],
+        cwd=prefix.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.parametrize("quick", [False, True], ids=["full", "quick"])
 def test_the_suite_row_passes_a_fresh_prefix_and_fails_a_changed_one(prefix, tmp_path, quick):
     backend, path = prefix
     if backend != "uv":
-        pytest.skip("run on the uv prefix only: the row is the judge the conda prefix's tests above already prove")
+        pytest.skip(
+            "run on the uv prefix only: the row is the judge the conda prefix's tests "
+            "above already prove"
+        )
     extra = ("--quick",) if quick else ()
     proc = _suite_row(path, *extra)
-    assert proc.returncode == 0 and "1 passed" in proc.stdout and "environment intact" in proc.stdout, proc.stdout[-3000:]
+    assert (
+        proc.returncode == 0 and "1 passed" in proc.stdout and "environment intact" in proc.stdout
+    ), proc.stdout[-3000:]
     if quick:
         assert "checked by size only" in proc.stdout, proc.stdout[-3000:]
     copy = tmp_path / "prefix"
     shutil.copytree(path, copy, symlinks=True)
     apply(copy, TAMPERS[0])
     proc = _suite_row(copy, *extra)
-    assert proc.returncode != 0 and "altered: lib/python3.11/site-packages/packaging/version.py" in proc.stdout, proc.stdout[-3000:]
+    assert (
+        proc.returncode != 0
+        and "altered: lib/python3.11/site-packages/packaging/version.py" in proc.stdout
+    ), proc.stdout[-3000:]

@@ -7,8 +7,8 @@ wheel (a complete wheelhouse, so the builds need no network)."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import io
+import json
 import os
 import subprocess
 import sys
@@ -18,7 +18,6 @@ import time
 import dockercases
 import pytest
 import yaml
-
 from verifycases import CONDA_TAMPERS, TAMPERS, Tamper, extra_package_files, named
 
 pytestmark = [pytest.mark.docker, pytest.mark.network]
@@ -27,7 +26,9 @@ ENV = "/opt/gpuenv/env"
 
 
 @pytest.fixture(scope="module", params=["conda-lock", "uv"])
-def built(request, tmp_path_factory, base_image, bare_base_image, conda_channel, standin_wheels, cpu_stack):
+def built(
+    request, tmp_path_factory, base_image, bare_base_image, conda_channel, standin_wheels, cpu_stack
+):
     """One image per path, with its lock folder; removed at the end of the module."""
     from gpuenv.engine import Engine
     from gpuenv.envs.locking import ensure_lock
@@ -39,18 +40,48 @@ def built(request, tmp_path_factory, base_image, bare_base_image, conda_channel,
     os.environ["GPUENV_CACHE_DIR"] = str(folder / "cache")
     try:
         team = folder / "team.yml"
-        team.write_text(yaml.safe_dump({"conda": ["gpuenv-probe", "gpuenv-hello"] if backend != "uv" else [], "pip": []}))
+        team.write_text(
+            yaml.safe_dump(
+                {"conda": ["gpuenv-probe", "gpuenv-hello"] if backend != "uv" else [], "pip": []}
+            )
+        )
         mirrors = {"conda-forge": conda_channel.as_uri()}
-        lock = ensure_lock(cpu_stack, backend=backend, wheelhouse=standin_wheels, team_file=team, mirrors=mirrors)
+        lock = ensure_lock(
+            cpu_stack, backend=backend, wheelhouse=standin_wheels, team_file=team, mirrors=mirrors
+        )
         wheels = standin_wheels
         if backend == "uv":  # every wheel of the lock on the host: the build asks no index
             wheels = folder / "wheels"
-            proc = subprocess.run(["python3.11", "-m", "pip", "--isolated", "download", "-q", "--no-deps", "--require-hashes", "--dest", str(wheels),
-                                   "--find-links", str(standin_wheels), "-r", str(lock.directory / "requirements.lock.txt")],
-                                  capture_output=True, text=True, timeout=600)
+            proc = subprocess.run(
+                [
+                    "python3.11",
+                    "-m",
+                    "pip",
+                    "--isolated",
+                    "download",
+                    "-q",
+                    "--no-deps",
+                    "--require-hashes",
+                    "--dest",
+                    str(wheels),
+                    "--find-links",
+                    str(standin_wheels),
+                    "-r",
+                    str(lock.directory / "requirements.lock.txt"),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
             assert proc.returncode == 0, proc.stderr[-2000:]
-        plan = images.plan_build(cpu_stack, lock.directory, base_image=bare_base_image if backend != "uv" else base_image,
-                                 wheelhouse=wheels, mirrors=mirrors, offline=backend == "uv")
+        plan = images.plan_build(
+            cpu_stack,
+            lock.directory,
+            base_image=bare_base_image if backend != "uv" else base_image,
+            wheelhouse=wheels,
+            mirrors=mirrors,
+            offline=backend == "uv",
+        )
         plan = dataclasses.replace(plan, tags=[f"gpuenv-test/verify-{backend}-{os.getpid()}:fresh"])
         result = images.build_stack_image(plan, progress=lambda _l: None)
     finally:
@@ -75,9 +106,16 @@ def _tampered(image: str, tamper: Tamper) -> str:
     not verify's), committed; the container is removed."""
     client = dockercases._client()
     path = f"{ENV}/{tamper.path}"
-    script = {"edited file": f"printf '\\n# edited\\n' >> {path}", "changed entry point": f"printf '\\n# changed\\n' >> {path}",
-              "removed file": f"rm {path}", "added module": f"printf 'x = 1\\n' > {path}", "extra pip package": "true"}[tamper.name]
-    container = client.containers.create(image, ["-c", script], entrypoint=["/bin/sh"], user="0:0", network_disabled=True)
+    script = {
+        "edited file": f"printf '\\n# edited\\n' >> {path}",
+        "changed entry point": f"printf '\\n# changed\\n' >> {path}",
+        "removed file": f"rm {path}",
+        "added module": f"printf 'x = 1\\n' > {path}",
+        "extra pip package": "true",
+    }[tamper.name]
+    container = client.containers.create(
+        image, ["-c", script], entrypoint=["/bin/sh"], user="0:0", network_disabled=True
+    )
     try:
         if tamper.name == "extra pip package":
             data = io.BytesIO()
@@ -105,7 +143,9 @@ def test_a_fresh_image_is_intact_without_running_it(built):
     assert dockercases.containers_created_since(since, ancestor=image) == []
 
 
-@pytest.mark.parametrize("tamper", TAMPERS + CONDA_TAMPERS, ids=lambda t: t.name + " " + t.path.rsplit("/", 1)[-1])
+@pytest.mark.parametrize(
+    "tamper", TAMPERS + CONDA_TAMPERS, ids=lambda t: t.name + " " + t.path.rsplit("/", 1)[-1]
+)
 def test_each_change_fails_the_image_naming_the_file(built, tamper):
     from gpuenv.engine import Engine
 
@@ -130,15 +170,33 @@ def test_the_task_checks_an_image_by_reference_exits_1_and_writes_the_json(built
         pytest.skip("the task's side is the same for both paths; once is enough")
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "GPUENV_LOCKS_DIR": str(lock_dir.parent)}
-    proc = subprocess.run([sys.executable, "-m", "invoke", "verify", "--image", image], cwd=root, env=env, capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == 0 and "intact:" in proc.stdout and "packages compared with" in proc.stdout, proc.stdout + proc.stderr
+    proc = subprocess.run(
+        [sys.executable, "-m", "invoke", "verify", "--image", image],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert (
+        proc.returncode == 0
+        and "intact:" in proc.stdout
+        and "packages compared with" in proc.stdout
+    ), proc.stdout + proc.stderr
     copy = _tampered(image, TAMPERS[2])
     try:
         report = tmp_path / "verdict.json"
-        proc = subprocess.run([sys.executable, "-m", "invoke", "verify", "--image", copy, "--json", str(report)], cwd=root, env=env,
-                              capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 1 and f"unowned: {TAMPERS[2].path}" in proc.stdout, proc.stdout + proc.stderr
+        proc = subprocess.run(
+            [sys.executable, "-m", "invoke", "verify", "--image", copy, "--json", str(report)],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert proc.returncode == 1 and f"unowned: {TAMPERS[2].path}" in proc.stdout, (
+            proc.stdout + proc.stderr
+        )
         assert [p["path"] for p in json.loads(report.read_text())["problems"]] == [TAMPERS[2].path]
     finally:
         dockercases.remove_image(Engine.local(), copy)

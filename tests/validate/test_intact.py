@@ -11,10 +11,13 @@ import json
 import os
 import tarfile
 
-from validate import intact
 from verifycases import record_digest
 
+from gpuenv.envs.installed import TarTree, update_record
+from validate import intact
+
 SITE = "lib/python3.11/site-packages"
+WHEEL_RECORD = b"../../bin/wheel,sha256=AAAA,4\n"
 
 
 def _write(root, files):
@@ -28,25 +31,56 @@ def _env(root):
     module = b"VALUE = 1\n"
     vendored = b"# a vendored copy\n"
     hello = b"\x7fELF /opt/env rewritten"
-    _write(root, {
-        f"{SITE}/tool/__init__.py": module,
-        "bin/tool": script,
-        # setuptools vendors wheel: its dist-info is one of setuptools' files, and its RECORD names
-        # a bin/ script the environment does not have
-        f"{SITE}/setuptools/_vendor/wheel-0.46.3.dist-info/RECORD": b"../../bin/wheel,sha256=AAAA,4\n",  # as in setuptools 80
-        f"{SITE}/setuptools/_vendor/wheel/__init__.py": vendored,
-        "bin/hello": hello,
-    })
-    rows = [f"tool/__init__.py,sha256={record_digest(module)},{len(module)}", f"../../../bin/tool,sha256={record_digest(script)},{len(script)}",
-            "tool-1.0.dist-info/RECORD,,"]
+    _write(
+        root,
+        {
+            f"{SITE}/tool/__init__.py": module,
+            "bin/tool": script,
+            # setuptools vendors wheel: its dist-info is one of setuptools' files; its RECORD names
+            # a bin/ script the environment does not have
+            # as in setuptools 80
+            f"{SITE}/setuptools/_vendor/wheel-0.46.3.dist-info/RECORD": WHEEL_RECORD,
+            f"{SITE}/setuptools/_vendor/wheel/__init__.py": vendored,
+            "bin/hello": hello,
+        },
+    )
+    rows = [
+        f"tool/__init__.py,sha256={record_digest(module)},{len(module)}",
+        f"../../../bin/tool,sha256={record_digest(script)},{len(script)}",
+        "tool-1.0.dist-info/RECORD,,",
+    ]
     inner = b"../../bin/wheel,sha256=AAAA,4\n"
-    setuptools = [f"setuptools/_vendor/wheel-0.46.3.dist-info/RECORD,sha256={record_digest(inner)},{len(inner)}",
-                  f"setuptools/_vendor/wheel/__init__.py,sha256={record_digest(vendored)},{len(vendored)}", "setuptools-80.0.dist-info/RECORD,,"]
-    _write(root, {f"{SITE}/tool-1.0.dist-info/RECORD": ("\n".join(rows) + "\n").encode(),
-                  f"{SITE}/setuptools-80.0.dist-info/RECORD": ("\n".join(setuptools) + "\n").encode()})
-    record = {"name": "hello", "version": "1.0", "build": "h0", "paths_data": {"paths": [
-        {"_path": "bin/hello", "path_type": "hardlink", "sha256": "0" * 64, "sha256_in_prefix": hashlib.sha256(hello).hexdigest(),
-         "size_in_bytes": 7, "file_mode": "binary", "prefix_placeholder": "/placeholder"}]}}
+    setuptools = [
+        "setuptools/_vendor/wheel-0.46.3.dist-info/RECORD,"
+        f"sha256={record_digest(inner)},{len(inner)}",
+        f"setuptools/_vendor/wheel/__init__.py,sha256={record_digest(vendored)},{len(vendored)}",
+        "setuptools-80.0.dist-info/RECORD,,",
+    ]
+    _write(
+        root,
+        {
+            f"{SITE}/tool-1.0.dist-info/RECORD": ("\n".join(rows) + "\n").encode(),
+            f"{SITE}/setuptools-80.0.dist-info/RECORD": ("\n".join(setuptools) + "\n").encode(),
+        },
+    )
+    record = {
+        "name": "hello",
+        "version": "1.0",
+        "build": "h0",
+        "paths_data": {
+            "paths": [
+                {
+                    "_path": "bin/hello",
+                    "path_type": "hardlink",
+                    "sha256": "0" * 64,
+                    "sha256_in_prefix": hashlib.sha256(hello).hexdigest(),
+                    "size_in_bytes": 7,
+                    "file_mode": "binary",
+                    "prefix_placeholder": "/placeholder",
+                }
+            ]
+        },
+    }
     _write(root, {"conda-meta/hello-1.0-h0.json": json.dumps(record).encode()})
 
 
@@ -54,7 +88,9 @@ def test_a_folder_written_as_installers_write_it_is_intact(tmp_path):
     _env(tmp_path)
     verdict = intact.check(intact.FolderTree(tmp_path), str(tmp_path))
     assert verdict.ok, [p.line() for p in verdict.problems]
-    assert {p.name for p in verdict.packages} == {"tool", "setuptools", "hello"}, "the vendored wheel is no installed package"
+    assert {p.name for p in verdict.packages} == {"tool", "setuptools", "hello"}, (
+        "the vendored wheel is no installed package"
+    )
 
 
 def test_a_rewritten_conda_file_is_judged_by_its_digest_after_the_rewrite(tmp_path):
@@ -73,7 +109,7 @@ def test_the_same_tree_from_a_tar_stream_with_a_hard_link(tmp_path):
         link.type, link.linkname = tarfile.LNKTYPE, "env/bin/tool"
         tar.addfile(link)
     data.seek(0)
-    tree = intact.TarTree(data, strip="env")
+    tree = TarTree(data, strip="env")
     assert tree.entries()["bin/tool-copy"].kind == intact.FILE
     assert tree.sha256("bin/tool-copy") == tree.sha256("bin/tool")
     verdict = intact.check(tree, "image:/opt/env")
@@ -90,6 +126,6 @@ def test_update_record_follows_a_rewritten_script(tmp_path):
     _env(tmp_path)
     (tmp_path / "bin" / "tool").write_bytes(b"#!/final/bin/python\nimport tool\n")
     assert not intact.check(intact.FolderTree(tmp_path), str(tmp_path)).ok
-    rewritten = intact.update_record(tmp_path / SITE, [str(tmp_path / "bin" / "tool")])
+    rewritten = update_record(tmp_path / SITE, [str(tmp_path / "bin" / "tool")])
     assert rewritten == [os.path.join(tmp_path / SITE, "tool-1.0.dist-info", "RECORD")]
     assert intact.check(intact.FolderTree(tmp_path), str(tmp_path)).ok
