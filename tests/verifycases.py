@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,22 +63,41 @@ CONDA_TAMPERS = (
 )
 
 
-def apply(root: Path, tamper: Tamper) -> None:
-    """Make `tamper` in the environment at `root` (a folder)."""
-    if tamper.name in ("edited file", "changed entry point"):
-        target = root / tamper.path
-        data = target.read_bytes()
-        target.write_bytes(
-            data.replace(b"import", b"import  ", 1) if b"import" in data else data[:-1] + b"\x01"
-        )
-    elif tamper.name == "removed file":
-        (root / tamper.path).unlink()
-    elif tamper.name == "added module":
-        (root / tamper.path).write_text("print('not from any package')\n")
-    elif tamper.name == "extra pip package":
-        for path, data in extra_package_files().items():
-            (root / path).parent.mkdir(parents=True, exist_ok=True)
-            (root / path).write_bytes(data)
+@contextmanager
+def tampered(root: Path, tamper: Tamper) -> Iterator[None]:
+    """`tamper` made in the environment at `root` (a folder) for the `with` block, then undone:
+    the module's one environment serves every case, with no copy of it."""
+    target = root / tamper.path
+    before = target.read_bytes() if target.is_file() else None
+    made = (
+        [root / p for p in extra_package_files()]
+        if tamper.name == "extra pip package"
+        else [target]
+    )
+    try:
+        if tamper.name in ("edited file", "changed entry point"):
+            data = before or b""
+            edited = (
+                data.replace(b"import", b"import  ", 1) if b"import" in data else data + b"\x01"
+            )
+            target.write_bytes(edited)
+        elif tamper.name == "removed file":
+            target.unlink()
+        elif tamper.name == "added module":
+            target.write_text("print('not from any package')\n")
+        elif tamper.name == "extra pip package":
+            for path, data in extra_package_files().items():
+                (root / path).parent.mkdir(parents=True, exist_ok=True)
+                (root / path).write_bytes(data)
+        yield
+    finally:
+        if before is not None:
+            target.write_bytes(before)
+        else:
+            for path in made:
+                path.unlink(missing_ok=True)
+            for folder in {p.parent for p in made if p.parent != root / SITE}:
+                shutil.rmtree(folder, ignore_errors=True)
 
 
 def named(verdict, tamper: Tamper) -> bool:

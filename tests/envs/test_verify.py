@@ -3,19 +3,18 @@ of the five changes of issue 36 (an edited file, a removed file, an added module
 site-packages, an extra pip package, a changed entry point) fails it, naming the file.
 
 Each prefix is installed once per module (the local test channel and the STAND-IN torch wheel,
-about 20 s each); each change is made on a copy of it."""
+about 20 s each); each change is made in it and undone after its case."""
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from verifycases import CONDA_TAMPERS, TAMPERS, apply, named
+from verifycases import CONDA_TAMPERS, TAMPERS, named, tampered
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -79,10 +78,8 @@ def test_each_change_fails_the_prefix_naming_the_file(prefix, tamper, tmp_path):
     backend, path = prefix
     if tamper in CONDA_TAMPERS and backend == "uv":
         pytest.skip("a uv prefix holds no conda package")
-    copy = tmp_path / "prefix"
-    shutil.copytree(path, copy, symlinks=True)
-    apply(copy, tamper)
-    verdict = _verify(copy)
+    with tampered(path, tamper):
+        verdict = _verify(path)
     assert not verdict.ok and named(verdict, tamper), [p.line() for p in verdict.problems]
 
 
@@ -90,17 +87,24 @@ def test_the_task_exits_1_names_the_file_and_writes_the_json(prefix, tmp_path):
     backend, path = prefix
     if backend != "uv":
         pytest.skip("the task's output is the same for both paths; once is enough")
-    copy = tmp_path / "prefix"
-    shutil.copytree(path, copy, symlinks=True)
-    apply(copy, TAMPERS[2])
     report = tmp_path / "verdict.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "invoke", "verify", "--prefix", str(copy), "--json", str(report)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    with tampered(path, TAMPERS[2]):
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "invoke",
+                "verify",
+                "--prefix",
+                str(path),
+                "--json",
+                str(report),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert (
         f"unowned: {TAMPERS[2].path}" in proc.stdout and "NOT INTACT" in proc.stderr + proc.stdout
@@ -155,10 +159,8 @@ def test_the_suite_row_passes_a_fresh_prefix_and_fails_a_changed_one(prefix, tmp
     ), proc.stdout[-3000:]
     if quick:
         assert "checked by size only" in proc.stdout, proc.stdout[-3000:]
-    copy = tmp_path / "prefix"
-    shutil.copytree(path, copy, symlinks=True)
-    apply(copy, TAMPERS[0])
-    proc = _suite_row(copy, *extra)
+    with tampered(path, TAMPERS[0]):
+        proc = _suite_row(path, *extra)
     assert (
         proc.returncode != 0
         and "altered: lib/python3.11/site-packages/packaging/version.py" in proc.stdout
