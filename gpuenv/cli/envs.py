@@ -244,3 +244,76 @@ def install(
                    code=128 + signum)
     else:
         report.result(f"installed {stack.stack_id} into {where}\ncheck this host with: {result.prefix}/bin/python -m validate")
+
+
+#: At most this many problems are printed; --json holds them all.
+_SHOWN_PROBLEMS = 40
+
+
+@task(
+    help={
+        **STACK_HELP,
+        "prefix": "check this folder (one `invoke install` made, or any conda or venv prefix) instead of an image",
+        "image": "check this image's environment (/opt/gpuenv/env), read through the engine without running the image "
+        "(default: the image of the current stack, or of the stack options given)",
+        "json": "also write the verdict to this file (every problem, the counts, what the packages were compared with)",
+        **OUTPUT_HELP,
+    }
+)
+@user_errors
+def verify(c, prefix=None, image=None, json=None, cuda=None, framework=None, torch=None, tensorflow=None, python=None,
+           driver=None, gpu_arch=None, strict_driver=False, wheelhouse=None, verbose=False, quiet=False):
+    """Prove an environment holds exactly its lock's bytes: every file against its package's record
+    (conda-meta, RECORD), every package against the lock; exits 1 naming each altered, missing or unowned file."""
+    import json as jsonlib
+
+    from invoke.exceptions import Exit
+
+    from gpuenv.cli.paths import check_paths
+    from gpuenv.errors import BadInput
+    from validate.files import WriteFailed, write_text_atomic
+
+    if prefix and image:
+        raise BadInput("--prefix and --image name two environments", fix="give one of them")
+    check_paths(prefix=prefix, json=json)
+    report = reporter(verbose, quiet)
+    if prefix:
+        given = [f"--{k.replace('_', '-')}" for k, v in stack_options(locals()).items() if v]
+        if given:
+            raise BadInput(f"--prefix names the environment, so {', '.join(given)} cannot choose one", fix="drop them or --prefix")
+        from gpuenv.envs.verify import verify_prefix
+
+        with report:
+            verdict = verify_prefix(prefix, say=report.phase)
+    else:
+        from gpuenv.engine import Engine
+        from gpuenv.images.verify import verify_image
+
+        if image:
+            given = [f"--{k.replace('_', '-')}" for k, v in stack_options(locals()).items() if v]
+            if given:
+                raise BadInput(f"--image names the image, so {', '.join(given)} cannot choose one", fix="drop them or --image")
+            ref = image
+        else:
+            from gpuenv.images import plan as images
+
+            _request, stack = resolve_for_task(c, stack_options(locals()))
+            ref = images.image_for_stack(stack)
+        with report:
+            verdict = verify_image(Engine.local(), ref, say=report.phase)
+    if json:
+        try:
+            write_text_atomic(json, jsonlib.dumps(verdict.to_dict(), indent=2) + "\n")
+        except (WriteFailed, OSError) as err:
+            raise BadInput(f"--json {json}: cannot write it ({err})", fix="give a writable path") from None
+    for problem in verdict.problems[:_SHOWN_PROBLEMS]:
+        show(problem.line())
+    if len(verdict.problems) > _SHOWN_PROBLEMS:
+        show(f"... and {len(verdict.problems) - _SHOWN_PROBLEMS} more" + (f" (all in {json})" if json else " (--json FILE lists all)"))
+    counts = (f"{len(verdict.packages)} package records, {verdict.files_checked} files checked "
+              f"({verdict.files_hashed} hashed), {verdict.caches} cache files and {len(verdict.scaffolding)} installer files skipped")
+    compared = f"packages compared with {verdict.compared}" if verdict.compared and "not compared" not in verdict.compared else (
+        verdict.compared or "packages not compared with a lock")
+    if verdict.problems:
+        raise Exit(f"NOT INTACT: {verdict.root}: {len(verdict.problems)} problems; {counts}; {compared}", code=1)
+    report.result(f"intact: {verdict.root}: {counts}; {compared}")

@@ -5,11 +5,12 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import socket
 from pathlib import Path
-from typing import Any, Callable
+from typing import IO, Any, Callable, Iterator, TypeVar
 
 from gpuenv.engine.causes import run_error
 from gpuenv.engine.common import Progress, quietly, short_reason, to_stdout, transport_errors
@@ -24,6 +25,8 @@ WORKDIR_IN_CONTAINER = "/workspace"
 
 #: Prints the path of a python of the wanted X.Y that can make a venv, or exits 3. POSIX sh only:
 #: the base may have nothing else.
+T = TypeVar("T")
+
 _PYTHON_PROBE = (
     'for p in "python$0" python3; do '
     'if command -v "$p" >/dev/null 2>&1 '
@@ -178,6 +181,30 @@ class ContainersMixin:
             raise
         return container
 
+    def read_image_path(self, image: str, path: str, read: Callable[[IO[bytes]], T], *, labels: dict[str, str] | None = None) -> T:
+        """Hand `read` the tar stream of `path` in `image` (its members named from the last part
+        of `path`: `env/...` for /opt/gpuenv/env), as `docker create` then `docker cp` give it:
+        the container is created and never started, so nothing of the image runs, and it is
+        removed whatever happens. A path the image does not have is BadInput naming it."""
+        from docker.errors import APIError, ImageNotFound, NotFound
+
+        container = None
+        try:
+            container = self.client.containers.create(image, ["/gpuenv-never-started"], entrypoint=[], network_disabled=True,
+                                                      labels={"io.gpuenv.read-only": "1", **(labels or {})})
+            try:
+                chunks, _stat = container.get_archive(path, chunk_size=1 << 20)
+            except NotFound:
+                raise BadInput(f"{image} has no {path}", fix="give an image gpuenv built (invoke build), or --prefix for a folder") from None
+            return read(_ChunkReader(iter(chunks)))
+        except ImageNotFound:
+            raise BadInput(f"no image {image} on this engine", fix="build it (invoke build) or pull it first") from None
+        except APIError as err:
+            raise ToolError(f"cannot read {path} of {image}: {short_reason(err)}", fix="check the engine (invoke doctor)") from None
+        finally:
+            if container is not None:
+                quietly(lambda: container.remove(force=True))
+
     def remove_containers(self, labels: dict[str, str]) -> list[str]:
         """Remove (force) every container carrying `labels`; their ids."""
         filters = [f"{k}={v}" for k, v in labels.items()]
@@ -186,6 +213,28 @@ class ContainersMixin:
             quietly(lambda raw=raw: raw.remove(force=True))
             removed.append(raw.id)
         return removed
+
+
+class _ChunkReader(io.RawIOBase):
+    """The engine's archive chunks as a file a tar reader can stream from."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self._rest = memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not len(self._rest):
+            try:
+                self._rest = memoryview(next(self._chunks))
+            except StopIteration:
+                return 0
+        count = min(len(buffer), len(self._rest))
+        buffer[:count] = self._rest[:count]
+        self._rest = self._rest[count:]
+        return count
 
 
 class Container:

@@ -146,8 +146,9 @@ def solve(
     if "error" in answer:
         kind, text = answer["error"]
         if kind == "fetch":
-            raise ToolError(f"cannot read the conda channel {where}: {text}",
-                            fix="check the channel URL and the network, or set a mirror of it (invoke.yaml gpuenv.conda_mirrors)")
+            fix = ("check the mirrors (invoke.yaml gpuenv.conda_mirrors): are they reachable from here and laid out as the channels?"
+                   if mirrors else "check the channel URL and the network, or set a mirror of it (invoke.yaml gpuenv.conda_mirrors)")
+            raise ToolError(f"cannot read the conda channel {where}: {text}", fix=fix)
         if kind == "spec":
             raise BadInput(f"a conda spec of the environment cannot be read: {text}", fix="write conda specs as name, name=1.2 or name>=1.2")
         raise ToolError(f"the conda solve for {platform} failed against {where}: {text}",
@@ -223,7 +224,7 @@ def fetch_verified(packages: Iterable[CondaPackage], into: Path, *, mirrors: Map
         path = into / package.file_name
         if say:
             say(f"fetching {package.name} {package.version} ({package.build}) from {url}")
-        _download(url, path, package.name)
+        _download(url, path, package.name, mirror=url != package.url)
         got = lockdir.file_sha256(path)
         if got != package.sha256:
             path.unlink(missing_ok=True)
@@ -270,7 +271,7 @@ def _child_link(request: dict[str, Any]) -> dict[str, Any]:
     return {"linked": len(records)}
 
 
-def _download(url: str, path: Path, name: str) -> None:
+def _download(url: str, path: Path, name: str, *, mirror: bool = False) -> None:
     tmp = path.with_name(path.name + ".part")
     try:
         with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as response, open(tmp, "wb") as out:
@@ -280,8 +281,18 @@ def _download(url: str, path: Path, name: str) -> None:
     except (urllib.error.URLError, OSError, ValueError) as err:
         tmp.unlink(missing_ok=True)
         reason = getattr(err, "reason", None) or getattr(err, "strerror", None) or err
-        raise ToolError(f"cannot download {name} from {url} ({reason})",
-                        fix="check the network, or set a mirror of the channel (invoke.yaml gpuenv.conda_mirrors)") from None
+        raise ToolError(f"cannot download {name} from {url} ({reason})", fix=download_fix(url, mirror)) from None
+
+
+def download_fix(url: str, mirror: bool) -> str:
+    """The advice for a download that failed: a mirror is the team's own copy (setting one is no
+    fix when it is the one failing), a file:// folder is no network, a channel is the network."""
+    if mirror:
+        return ("check the mirror (invoke.yaml gpuenv.conda_mirrors): is it reachable from here and laid out as the "
+                "channel (noarch/, linux-64/)?")
+    if url.startswith("file://"):
+        return "check that the channel folder exists and holds the package (a file:// channel needs no network)"
+    return "check the network, or set a mirror of the channel (invoke.yaml gpuenv.conda_mirrors)"
 
 
 # ---------------------------------------------------------------- the child process

@@ -28,6 +28,7 @@ from gpuenv.envs import conda, lockers, spec
 from gpuenv.envs.conda import Say  # the progress callback the envs modules share
 from gpuenv.errors import BadInput, DataError, ToolError
 from gpuenv.stack import Stack
+from gpuenv.envs import installed
 
 CONDA_LOCK_FILE = lockers.CONDA_LOCK_FILE
 
@@ -220,7 +221,8 @@ def install(lock_path: Path, *, into: Path, final_prefix: Path, platform: str, h
     if not any(p.name == "python" for p in environment.conda):
         raise DataError(f"{lock_path}: no python for {platform}", fix="relock: invoke lock --force")
     say(f"fetching {len(environment.conda)} conda packages, each checked against the lock's sha256")
-    archives = conda.fetch_verified(environment.conda, cache, mirrors=mirrors, say=output)
+    # `output` takes chunks as a tool prints them: each fetch line ends with its own newline
+    archives = conda.fetch_verified(environment.conda, cache, mirrors=mirrors, say=lambda line: output(line + "\n"))
     conda.link(archives, into, final_prefix=final_prefix, platform=platform, say=say)
     if environment.pip:
         say(f"installing {len(environment.pip)} pip packages with uv, every hash required")
@@ -266,12 +268,18 @@ def retarget_scripts(into: Path, final_prefix: Path) -> None:
     forms are rewritten: `#!INTO/bin/python` and the /bin/sh trampoline for long paths.
     """
     old, new = str(into).encode(), str(final_prefix).encode()
+    changed = []
     for script in (into / "bin").iterdir():
         if script.is_symlink() or not script.is_file() or script.stat().st_size > 64 * 1024:
             continue
         data = script.read_bytes()
         if data.startswith(b"#!") and old in data and b"\0" not in data:
             script.write_bytes(data.replace(old + b"/bin/", new + b"/bin/"))
+            changed.append(str(script))
+    # Their RECORD rows then name the bytes now there, as pip's own script rewriting does
+    # (`invoke verify` checks every file against its RECORD).
+    for site in sorted(into.glob("lib/python3*/site-packages")):
+        installed.update_record(site, changed)
 
 
 def make_reproducible(prefix: Path) -> None:

@@ -89,13 +89,38 @@ def export_environment(stack: Stack, output: Path, *, team_file: Path | None = N
         assert meta is not None  # verified just now
         check_team_file_unchanged(meta, team_file)
         pinned, packages, lock_path = found
-        text = spec.render_export(stack, packages, pinned)
+        text = spec.render_export(stack, packages, pinned, channels=lock_channels(lock_path, meta.backend))
     else:
         _, team = locking.read_team_file(team_file)
         text = spec.render_export(stack, spec.merge_packages(stack, team), None)
         lock_path = None
     _write(output, text)
     return ExportResult(path=output, lock=lock_path)
+
+
+def lock_channels(lock_path: Path, backend: str) -> tuple[str, ...]:
+    """The channels a conda lock was solved from (conda-lock.yml's `metadata.channels`), as an
+    environment.yml names them: `conda-forge` for the default alias's channel, else its URL (a
+    `file://` channel stays one, so a colleague's conda reads the same packages). None for a uv lock."""
+    import yaml
+
+    from gpuenv.envs.conda import DEFAULT_CHANNEL_ALIAS
+
+    if backend != "conda-lock":
+        return ()
+    try:  # verified by lockdir.verify just before; read bounded all the same
+        data = yaml.safe_load(read_text_input(lock_path, lockdir.MAX_LOCK_TEXT_BYTES))
+    except (InputRefused, yaml.YAMLError) as err:
+        raise DataError(f"{lock_path}: its channels cannot be read ({err})", fix=lockdir.RELOCK) from None
+    meta = data.get("metadata") if isinstance(data, dict) else None
+    channels = []
+    for entry in (meta or {}).get("channels") or []:
+        url = str(entry.get("url", "") if isinstance(entry, dict) else entry).rstrip("/")
+        if not url or url == "nodefaults":
+            continue
+        alias = DEFAULT_CHANNEL_ALIAS + "/"
+        channels.append(url[len(alias):] if url.startswith(alias) else url)
+    return tuple(channels)
 
 
 def lock_file_for_sharing(stack: Stack) -> Path:

@@ -35,6 +35,7 @@ from gpuenv.envs.conda import Say  # the progress callback the envs modules shar
 from gpuenv.errors import BadInput, DataError, ToolError
 from gpuenv.envs.lockdir import Lock
 from gpuenv.stack import Stack, stack_json
+from gpuenv.envs import installed
 from validate.files import NAME_MAX, InputRefused, held_signals, load_json_input, path_problem, read_text_input, replace_dir
 
 #: A prefix's install record: a few hundred bytes of what it was installed from.
@@ -178,10 +179,13 @@ def plan_install(
     lock = lockdir.verify(Path(lock_dir), stack)
     if offline and wheelhouse is None:
         raise BadInput("--offline needs --wheelhouse", fix="give the folder that holds every wheel of the lock (see the README's offline recipe)")
-    if offline and lock.backend != "uv" and not mirrors:
-        raise BadInput("--offline with a conda lock needs a channel mirror", fix="set gpuenv.conda_mirrors in invoke.yaml to a file:// copy of the channel")
+    mirrors = conda.check_mirrors(mirrors or {})
+    if offline and lock.backend != "uv":
+        from gpuenv.envs.offline import require_local_channels
+
+        require_local_channels(lock.path, mirrors)
     return InstallPlan(stack=stack, lock=lock, prefix=given, wheelhouse=Path(wheelhouse) if wheelhouse else None,
-                       validate_dir=validate_dir, offline=offline, target=target, mirrors=conda.check_mirrors(mirrors or {}))
+                       validate_dir=validate_dir, offline=offline, target=target, mirrors=mirrors)
 
 
 def read_record(prefix: Path) -> dict | None:
@@ -240,6 +244,8 @@ def install(plan: InstallPlan, *, say: Say, output: Say, force: bool = False) ->
             "lock_file": str(plan.lock.path),
             "gpuenv_version": __version__,
             "installed_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            # gpuenv's own files beside the packages, with their sha256: `invoke verify` checks them
+            "files": own_files(work),
         }
         (work / RECORD_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         step = "setting permissions"
@@ -426,6 +432,17 @@ def _install_conda(plan: InstallPlan, work: Path, say: Say, output: Say) -> None
         condalock.retarget_scripts(work, plan.folder)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
+
+
+def own_files(prefix: Path) -> dict[str, str]:
+    """sha256 of each file gpuenv put into the prefix (the suite, its .pth, the stack record), by
+    path relative to the prefix: what no package's record declares."""
+    site = _site_packages(prefix).relative_to(prefix).as_posix()
+    paths = ["stack.json", f"{site}/gpuenv-stack.pth"]
+    for folder, dirs, files in os.walk(prefix / site / "validate"):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        paths += [Path(folder, name).relative_to(prefix).as_posix() for name in files]
+    return installed.own_files(prefix, paths)
 
 
 def _site_packages(prefix: Path) -> Path:

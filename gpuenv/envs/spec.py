@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 import yaml
 from packaging.requirements import InvalidRequirement, Requirement
@@ -169,7 +169,7 @@ def render_environment_file(received: EnvironmentFile, platforms: Iterable[str])
     return header + _dump_environment(received.name or "gpuenv", channels, received.packages, tuple(platforms))
 
 
-def render_export(stack: Stack, packages: Packages, pinned: Pinned | None = None) -> str:
+def render_export(stack: Stack, packages: Packages, pinned: Pinned | None = None, channels: Sequence[str] = ()) -> str:
     """An environment.yml for `conda env create` / `mamba env create`: pinned when a lock exists.
 
     The pip section carries the index lines pip needs (conda passes them to pip as a
@@ -185,7 +185,8 @@ def render_export(stack: Stack, packages: Packages, pinned: Pinned | None = None
     index_lines = [f"--extra-index-url {url}" for url in packages.pip_repositories]
     data: dict[str, Any] = {
         "name": environment_name(stack),
-        "channels": list(CHANNELS),
+        # the channels the lock was solved from (a file:// channel stays one), else conda-forge
+        "channels": [*channels, "nodefaults"] if channels else list(CHANNELS),
         "dependencies": [*conda, {"pip": [*index_lines, *pip]}],
     }
     header = f"# Exported by gpuenv: {origin}.\n# Use: conda env create -f THIS_FILE (or mamba env create -f THIS_FILE)\n"

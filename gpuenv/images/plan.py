@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from gpuenv import PROJECT_ROOT, VALIDATE_DIR, __version__
 from gpuenv.envs import conda, lockdir
+from gpuenv.envs.offline import require_local_channels
 from gpuenv.images import identity
 from gpuenv.images.context import Tree, context_entries, suite_entries, write_context  # noqa: F401 (Tree and write_context: the build's context, named here too)
 from gpuenv.errors import BadInput, DataError, GpuenvError, ToolError
@@ -361,7 +362,7 @@ def plan_build(
         wheel_names(wheelhouse)  # every .whl a regular file: a folder or FIFO named x.whl is one line now
     if not Path(validate_dir).is_dir():
         raise DataError(f"validation suite folder {validate_dir} is missing", fix="restore validate/ from the repository")
-    no_index, wheels = _wheels_only(stack, lock, wheelhouse, offline, arch)
+    no_index, wheels = _wheels_only(stack, lock, wheelhouse, offline, arch, conda.check_mirrors(mirrors or {}))
     extra = (tag,) if tag else ()
     for ref in image_tags(stack, "0" * 64, extra):  # every tag, before the build: the engine must not refuse one after it
         check_image_reference(ref, "image tag")
@@ -410,7 +411,7 @@ def identify(plan: BuildPlan, base_id: str) -> BuildPlan:
 _WHEEL_ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
 
 
-def _wheels_only(stack: Stack, lock: LockFile, wheelhouse: Path | None, offline: bool, arch: str | None) -> tuple[bool, tuple[Path, ...]]:
+def _wheels_only(stack: Stack, lock: LockFile, wheelhouse: Path | None, offline: bool, arch: str | None, mirrors: dict[str, str]) -> tuple[bool, tuple[Path, ...]]:
     """Whether the build installs from the wheelhouse alone (no index, no network), and the
     wheels of the wheelhouse that the lock allows (the others never leave this machine)."""
     import platform
@@ -420,7 +421,7 @@ def _wheels_only(stack: Stack, lock: LockFile, wheelhouse: Path | None, offline:
     if offline and wheelhouse is None:
         raise BadInput("--offline needs --wheelhouse", fix="give the folder that holds every wheel of the lock (see the README's air-gapped recipe)")
     if lock.backend != "uv":
-        return offline, ()  # a conda lock is installed on the host (its channel mirror, the wheelhouse) before the build
+        return offline and require_local_channels(lock.path, mirrors), ()  # installed on the host; offline as `install --offline`
     if wheelhouse is None:
         return False, ()
     machine = arch or platform.machine()

@@ -118,11 +118,20 @@ def standin_wheel(folder: Path, name: str, version: str, arch: str = "x86_64") -
         f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
         f"{dist}/WHEEL": f"Wheel-Version: 1.0\nGenerator: gpuenv-tests\nRoot-Is-Purelib: true\nTag: {tag}\n",
     }
-    record = "".join(f"{n},,\n" for n in files) + f"{dist}/RECORD,,\n"
+    # Every file with its sha256 and size, as the wheel format requires (installers copy these
+    # rows into the installed RECORD, which `invoke verify` checks).
+    record = "".join(f"{n},sha256={_record_digest(t.encode())},{len(t.encode())}\n" for n, t in files.items()) + f"{dist}/RECORD,,\n"
     with zipfile.ZipFile(path, "w") as archive:
         for member, text in {**files, f"{dist}/RECORD": record}.items():
             archive.writestr(zipfile.ZipInfo(member, (1980, 1, 1, 0, 0, 0)), text)
     return path
+
+
+def _record_digest(data: bytes) -> str:
+    import base64
+    import hashlib
+
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
 @contextmanager

@@ -18,7 +18,7 @@ from gpuenv.cli.common import SHORT_FLAGS, STACK_HELP, STACK_OPTIONS
 from teamcases import ROOT
 
 #: The tasks that address a stack (they resolve one from the stack options).
-STACK_TASKS = {"build", "push", "run", "lock", "export", "install", "resolve", "validate"}
+STACK_TASKS = {"build", "push", "run", "lock", "export", "install", "resolve", "validate", "verify"}
 
 
 def tasks():

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from typing import Any
 
 import pytest
 
+from validate import intact
 from validate.host import nvml
 from validate.host.archs import identity_text
 from validate.host.stackfile import read_stack_file
@@ -351,4 +353,44 @@ def test_stack_matches_image_labels(suite, record, request):
     measured = ", ".join(f"{k}={v}" for k, v in installed.items() if v)
     verdict: Verdict = claims_verdict(claimed, installed)
     record.add(f"{framework} build vs {stack.get('stack_id', 'image labels')}", measured, verdict)
+    record.finish()
+
+
+#: With --quick, files larger than this are checked by size only (the .so files of a framework,
+#: most of its bytes); every smaller file (all Python code, scripts, metadata) is hashed.
+QUICK_HASH_LIMIT = 1024 * 1024
+#: At most this many problems are named in the row; `invoke verify` names every one.
+SHOWN_PROBLEMS = 3
+
+
+def gpuenv_environment(prefix: str, environ: dict[str, str]) -> bool:
+    """Whether `prefix` is an environment gpuenv made: an image's /opt/gpuenv/env, or a prefix
+    `invoke install` made (its gpuenv-prefix.json). Any other Python is not judged."""
+    if os.path.isfile(os.path.join(prefix, intact.GPUENV_RECORD)):
+        return True
+    return bool(environ.get("GPUENV_STACK_FILE")) and os.path.realpath(prefix) == "/opt/gpuenv/env"
+
+
+def test_environment_intact(suite, record):
+    """The running environment is exactly what its packages installed: every file against its
+    conda-meta record or RECORD (validate/intact.py, the judge of `invoke verify`); an edited,
+    removed or added file fails. With --quick, files over 1 MiB are checked by size only."""
+    prefix = sys.prefix
+    if not gpuenv_environment(prefix, dict(os.environ)):
+        pytest.skip(f"{prefix} is not an environment gpuenv made (an image's /opt/gpuenv/env or an installed prefix)")
+    limit = QUICK_HASH_LIMIT if suite.quick else None
+    try:
+        verdict = intact.check(intact.FolderTree(prefix), prefix, hash_limit=limit)
+    except (OSError, intact.TreeError) as err:
+        pytest.fail(f"{prefix} cannot be read: {err}", pytrace=False)
+    measured = f"{verdict.files_checked} files of {len(verdict.packages)} packages" + (
+        f" ({verdict.sampled})" if verdict.sampled else "")
+    threshold = "every file as its package declares"
+    if verdict.ok:
+        record.add("environment intact", measured, Verdict(PASS, threshold))
+    else:
+        named = "; ".join(p.line() for p in verdict.problems[:SHOWN_PROBLEMS])
+        more = len(verdict.problems) - SHOWN_PROBLEMS
+        reason = named + (f"; and {more} more" if more > 0 else "") + " (invoke verify names every one)"
+        record.add("environment intact", measured, Verdict(FAIL, threshold, reason))
     record.finish()

@@ -1,0 +1,202 @@
+"""`invoke verify --image`: a fresh image of the conda path (bare base, no Python) and of the uv
+path (the Debian base's Python) is intact, read through the engine from a container that is
+created and never started; each of issue 36's five changes, committed into a copy of the image,
+fails it naming the file. Both images come from the local test channel and the STAND-IN torch
+wheel (a complete wheelhouse, so the builds need no network)."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import time
+
+import dockercases
+import pytest
+import yaml
+from verifycases import CONDA_TAMPERS, TAMPERS, Tamper, extra_package_files, named
+
+pytestmark = [pytest.mark.docker, pytest.mark.network]
+
+ENV = "/opt/gpuenv/env"
+
+
+@pytest.fixture(scope="module", params=["conda-lock", "uv"])
+def built(
+    request, tmp_path_factory, base_image, bare_base_image, conda_channel, standin_wheels, cpu_stack
+):
+    """One image per path, with its lock folder; removed at the end of the module."""
+    from gpuenv.engine import Engine
+    from gpuenv.envs.locking import ensure_lock
+    from gpuenv.images import plan as images
+
+    backend = request.param
+    folder = tmp_path_factory.mktemp(f"verify-image-{backend}")
+    os.environ["GPUENV_LOCKS_DIR"] = str(folder / "locks")
+    os.environ["GPUENV_CACHE_DIR"] = str(folder / "cache")
+    try:
+        team = folder / "team.yml"
+        team.write_text(
+            yaml.safe_dump(
+                {"conda": ["gpuenv-probe", "gpuenv-hello"] if backend != "uv" else [], "pip": []}
+            )
+        )
+        mirrors = {"conda-forge": conda_channel.as_uri()}
+        lock = ensure_lock(
+            cpu_stack, backend=backend, wheelhouse=standin_wheels, team_file=team, mirrors=mirrors
+        )
+        wheels = standin_wheels
+        if backend == "uv":  # every wheel of the lock on the host: the build asks no index
+            wheels = folder / "wheels"
+            proc = subprocess.run(
+                [
+                    "python3.11",
+                    "-m",
+                    "pip",
+                    "--isolated",
+                    "download",
+                    "-q",
+                    "--no-deps",
+                    "--require-hashes",
+                    "--dest",
+                    str(wheels),
+                    "--find-links",
+                    str(standin_wheels),
+                    "-r",
+                    str(lock.directory / "requirements.lock.txt"),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            assert proc.returncode == 0, proc.stderr[-2000:]
+        plan = images.plan_build(
+            cpu_stack,
+            lock.directory,
+            base_image=bare_base_image if backend != "uv" else base_image,
+            wheelhouse=wheels,
+            mirrors=mirrors,
+            offline=backend == "uv",
+        )
+        plan = dataclasses.replace(plan, tags=[f"gpuenv-test/verify-{backend}-{os.getpid()}:fresh"])
+        result = images.build_stack_image(plan, progress=lambda _l: None)
+    finally:
+        os.environ.pop("GPUENV_CACHE_DIR", None)
+        os.environ.pop("GPUENV_LOCKS_DIR", None)
+    engine = Engine.local()
+    yield backend, result.image.id, lock.directory
+    labels = engine.image_info(result.image.id).labels if engine.image_info(result.image.id) else {}
+    dockercases.remove_image(engine, result.image.id)
+    dockercases.remove_build_cache(labels)
+
+
+def _verify(image: str, lock_dir):
+    from gpuenv.engine import Engine
+    from gpuenv.images.verify import verify_image
+
+    return verify_image(Engine.local(), image, say=lambda _l: None, lock_dir=lock_dir)
+
+
+def _tampered(image: str, tamper: Tamper) -> str:
+    """A copy of `image` with `tamper` made by a root shell in a container (the test's doing,
+    not verify's), committed; the container is removed."""
+    client = dockercases._client()
+    path = f"{ENV}/{tamper.path}"
+    script = {
+        "edited file": f"printf '\\n# edited\\n' >> {path}",
+        "changed entry point": f"printf '\\n# changed\\n' >> {path}",
+        "removed file": f"rm {path}",
+        "added module": f"printf 'x = 1\\n' > {path}",
+        "extra pip package": "true",
+    }[tamper.name]
+    container = client.containers.create(
+        image, ["-c", script], entrypoint=["/bin/sh"], user="0:0", network_disabled=True
+    )
+    try:
+        if tamper.name == "extra pip package":
+            data = io.BytesIO()
+            with tarfile.open(fileobj=data, mode="w") as tar:
+                for name, content in extra_package_files().items():
+                    info = tarfile.TarInfo(name)
+                    info.size, info.mtime = len(content), int(time.time())
+                    tar.addfile(info, io.BytesIO(content))
+            container.put_archive(ENV, data.getvalue())
+        container.start()
+        assert container.wait(timeout=120)["StatusCode"] == 0, container.logs()
+        return container.commit().id
+    finally:
+        container.remove(force=True)
+
+
+def test_a_fresh_image_is_intact_without_running_it(built):
+    backend, image, lock_dir = built
+    since = time.time()
+    verdict = _verify(image, lock_dir)
+    assert verdict.ok, [p.line() for p in verdict.problems]
+    assert verdict.files_hashed > 100 and "sha256" in verdict.compared, verdict.compared
+    # the container it read from was created, never started, and is gone
+    assert dockercases.containers_labelled("io.gpuenv.verify") == []
+    assert dockercases.containers_created_since(since, ancestor=image) == []
+
+
+@pytest.mark.parametrize(
+    "tamper", TAMPERS + CONDA_TAMPERS, ids=lambda t: t.name + " " + t.path.rsplit("/", 1)[-1]
+)
+def test_each_change_fails_the_image_naming_the_file(built, tamper):
+    from gpuenv.engine import Engine
+
+    backend, image, lock_dir = built
+    if tamper in CONDA_TAMPERS and backend == "uv":
+        pytest.skip("a uv image holds no conda package")
+    copy = _tampered(image, tamper)
+    try:
+        verdict = _verify(copy, lock_dir)
+        assert not verdict.ok and named(verdict, tamper), [p.line() for p in verdict.problems]
+    finally:
+        dockercases.remove_image(Engine.local(), copy)
+
+
+def test_the_task_checks_an_image_by_reference_exits_1_and_writes_the_json(built, tmp_path):
+    from pathlib import Path
+
+    from gpuenv.engine import Engine
+
+    backend, image, lock_dir = built
+    if backend != "conda-lock":
+        pytest.skip("the task's side is the same for both paths; once is enough")
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "GPUENV_LOCKS_DIR": str(lock_dir.parent)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "invoke", "verify", "--image", image],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert (
+        proc.returncode == 0
+        and "intact:" in proc.stdout
+        and "packages compared with" in proc.stdout
+    ), proc.stdout + proc.stderr
+    copy = _tampered(image, TAMPERS[2])
+    try:
+        report = tmp_path / "verdict.json"
+        proc = subprocess.run(
+            [sys.executable, "-m", "invoke", "verify", "--image", copy, "--json", str(report)],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert proc.returncode == 1 and f"unowned: {TAMPERS[2].path}" in proc.stdout, (
+            proc.stdout + proc.stderr
+        )
+        assert [p["path"] for p in json.loads(report.read_text())["problems"]] == [TAMPERS[2].path]
+    finally:
+        dockercases.remove_image(Engine.local(), copy)
