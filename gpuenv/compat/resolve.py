@@ -34,23 +34,23 @@ from dataclasses import replace
 from datetime import date
 
 from gpuenv.compat.matrix import Matrix, load_matrix, version_key as V
-from gpuenv.compat.rules.cuda import _cuda_rule, _image_minors, _place
+from gpuenv.compat.rules.cuda import cuda_rule, image_minors, place_build
 from gpuenv.compat.rules import fixes
 from gpuenv.compat.rules.fixes import _cuda_tries, _describe, _drop_pin, _first_fix, _fix, _join_fixes, command_for
 from gpuenv.compat.rules.frameworks import (
     DEFAULT_PYTHON_MIN_AGE_MONTHS,
-    _build_name,
-    _Candidate,
-    _candidates,
-    _fmt,
-    _pick_patch,
-    _Placement,
+    build_name,
+    Candidate,
+    framework_candidates,
+    version_list,
+    pick_patch,
+    Placement,
     default_python,
 )
-from gpuenv.compat.rules.gpus import _check_driver_branches, _kernel_min_driver, _refuse_integrated, _refuse_legacy, kernel_coverage
-from gpuenv.compat.rules.reasons import TORCH_INDEX, _arch_failure, _cuda_alternatives, _driver_failure, _to_stack
+from gpuenv.compat.rules.gpus import check_driver_branches, kernel_min_driver, refuse_integrated, refuse_legacy, kernel_coverage
+from gpuenv.compat.rules.reasons import TORCH_INDEX, arch_failure, cuda_alternatives, driver_failure, to_stack
 from gpuenv.compat.rules.request import (
-    _NAMES,
+    FRAMEWORK_NAMES,
     Request,
     parse_cuda,
     parse_driver,
@@ -59,7 +59,7 @@ from gpuenv.compat.rules.request import (
     parse_python,
     split_arch_list,
 )
-from gpuenv.compat.rules.wheelhouse import WheelBuild, _wheelhouse_filter, framework_wheels
+from gpuenv.compat.rules.wheelhouse import WheelBuild, wheelhouse_filter, framework_wheels
 from gpuenv.errors import BadInput, NoCompatibleStack
 from gpuenv.stack import CPU, Stack
 
@@ -96,7 +96,7 @@ def _resolve(request: Request, matrix: Matrix | None = None) -> Stack:
     for pin, label, releases, key in ((request.torch, "PyTorch", matrix.torch_releases, "torch"),
                                       (request.tensorflow, "TensorFlow", matrix.tensorflow_releases, "tensorflow")):
         if pin:  # an unknown release, blamed on where it came from (candidates are listed later)
-            _pick_patch(pin, label, list(releases), request.blame(key))
+            pick_patch(pin, label, list(releases), request.blame(key))
     if request.torch and request.tensorflow:
         raise BadInput(f"{request.blame('torch')} and {request.blame('tensorflow')} were both given",
                        fix="a stack has one framework: build one image per framework")
@@ -104,21 +104,21 @@ def _resolve(request: Request, matrix: Matrix | None = None) -> Stack:
     if framework and implied and framework != implied:
         raise BadInput(f"--{implied} was given with --framework {framework}", fix=f"drop one, or use --framework {implied}")
     framework = framework or implied or "torch"
-    name = _NAMES[framework]
+    name = FRAMEWORK_NAMES[framework]
     pin = request.torch if framework == "torch" else request.tensorflow
     what = f"{name} {pin}" if pin else name
     strict = request.strict_driver
 
-    cands = _candidates(matrix, framework, pin)
+    cands = framework_candidates(matrix, framework, pin)
     notes: list[str] = []
     if cuda_wish != CPU:
-        _refuse_integrated(matrix, archs)
-        _check_driver_branches(matrix, archs, driver, request.driver_source)
-        _refuse_legacy(matrix, request, framework, archs)
+        refuse_integrated(matrix, archs)
+        check_driver_branches(matrix, archs, driver, request.driver_source)
+        refuse_legacy(matrix, request, framework, archs)
 
     # 0. the wheelhouse: only what it holds, when it holds the framework at all
     if request.wheelhouse is not None:
-        cands, note = _wheelhouse_filter(matrix, request, framework, cands, what, python)
+        cands, note = wheelhouse_filter(matrix, request, framework, cands, what, python)
         notes.append(note)
 
     # 1. CPU or GPU, and the CUDA rule's major
@@ -131,7 +131,7 @@ def _resolve(request: Request, matrix: Matrix | None = None) -> Stack:
     else:
         gpu = [c for c in cands if c.cuda is not None]
         if not gpu:
-            series = sorted({c.framework_version for c in _candidates(matrix, framework, None) if c.cuda}, key=V)
+            series = sorted({c.framework_version for c in framework_candidates(matrix, framework, None) if c.cuda}, key=V)
             tries: list[dict[str, object]] = [{"cuda": CPU}]
             if series and request.wheelhouse is None:
                 tries.append({framework: series[-1]})
@@ -141,13 +141,13 @@ def _resolve(request: Request, matrix: Matrix | None = None) -> Stack:
             raise NoCompatibleStack(f"{what} has only a CPU build{' in the wheelhouse' if request.wheelhouse is not None else ' in the data'}", fix=fix)
         cands = gpu
         if cuda_wish:
-            cands = _cuda_rule(matrix, request, framework, cands, cuda_wish, what)
+            cands = cuda_rule(matrix, request, framework, cands, cuda_wish, what)
 
     # 2. the Python pin
     if python:
         kept = [c for c in cands if c.python == python]
         if not kept:
-            have = _fmt(c.python for c in cands)
+            have = version_list(c.python for c in cands)
             scope = f" for CUDA {cuda_wish}" if cuda_wish and cuda_wish != CPU else ""
             tries = [{"python": p} for p in sorted({c.python for c in cands}, key=V, reverse=True)]
             fix = _join_fixes([_first_fix(request, matrix, tries), _fix(request, matrix, **_drop_pin(request)) if pin else None],
@@ -158,37 +158,37 @@ def _resolve(request: Request, matrix: Matrix | None = None) -> Stack:
     # 3. the driver: a base image it runs, and the build under the CUDA or minor-version rule
     if cuda_wish != CPU:
         # a placement depends only on the build's CUDA and whether it needs a cuDNN image: compute each once
-        memo: dict[tuple[str, bool], _Placement | None] = {}
+        memo: dict[tuple[str, bool], Placement | None] = {}
         placed = []
         for c in cands:
             key = (c.release.minor, c.tf is not None and not c.tf.and_cuda)
             if key not in memo:
-                memo[key] = _place(matrix, c, cuda_wish, driver, strict)
+                memo[key] = place_build(matrix, c, cuda_wish, driver, strict)
             if memo[key] is not None:
                 placed.append(replace(c, placement=memo[key]))
         if not placed:
             if driver is None:
-                minors = _fmt(c.release.minor for c in cands)
-                fix = _join_fixes([_first_fix(request, matrix, _cuda_tries(_image_minors(matrix))), _fix(request, matrix, cuda=None)],
+                minors = version_list(c.release.minor for c in cands)
+                fix = _join_fixes([_first_fix(request, matrix, _cuda_tries(image_minors(matrix))), _fix(request, matrix, cuda=None)],
                                   "use --cuda with a release `invoke matrix` lists with images")
                 raise NoCompatibleStack(f"no nvidia/cuda image with a known driver floor is in the data for CUDA {cuda_wish or minors}", fix=fix)
-            message, fix = _driver_failure(matrix, request, cands, driver, cuda_wish, strict, archs)
+            message, fix = driver_failure(matrix, request, cands, driver, cuda_wish, strict, archs)
             raise NoCompatibleStack(message, fix=fix)
         cands = placed
 
     # 4. the GPUs: kernels for every compute capability (SASS, or PTX the driver can JIT), and the driver branch each needs
     if cuda_wish != CPU:
         kept = []
-        plans: dict[tuple[int, int], _Placement | None] = {}  # per placement and build: the same for every Python
+        plans: dict[tuple[int, int], Placement | None] = {}  # per placement and build: the same for every Python
         for c in cands:
             key = (id(c.placement), id(c.kernels))
             if key not in plans:
-                need = _kernel_min_driver(matrix, c, archs, driver)
+                need = kernel_min_driver(matrix, c, archs, driver)
                 plans[key] = None if need is None else replace(c.placement, min_driver=need)  # type: ignore[arg-type]
             if plans[key] is not None:
                 kept.append(replace(c, placement=plans[key]))
         if not kept:
-            message, fix = _arch_failure(matrix, request, cands, archs, cuda_wish, what)
+            message, fix = arch_failure(matrix, request, cands, archs, cuda_wish, what)
             raise NoCompatibleStack(message, fix=fix)
         cands = kept
 
@@ -199,8 +199,8 @@ def _resolve(request: Request, matrix: Matrix | None = None) -> Stack:
         target = max(below, key=V) if below else min(minors, key=V)
         cands = [c for c in cands if c.release.minor == target]
 
-    best = max(cands, key=_Candidate.sort_key)
-    same_build = [c for c in cands if c.sort_key() == best.sort_key() and _build_name(c) == _build_name(best) and c.from_pypi == best.from_pypi]
+    best = max(cands, key=Candidate.sort_key)
+    same_build = [c for c in cands if c.sort_key() == best.sort_key() and build_name(c) == build_name(best) and c.from_pypi == best.from_pypi]
     if python:
         chosen, py_reason = best, "requested with --python"
     else:
@@ -208,9 +208,9 @@ def _resolve(request: Request, matrix: Matrix | None = None) -> Stack:
         py, why = default_python(matrix, (c.python for c in same_build), today)
         chosen = next(c for c in same_build if c.python == py)
         py_reason = why
-    stack = _to_stack(matrix, chosen, framework, request, driver, cuda_wish, archs, py_reason, notes)
+    stack = to_stack(matrix, chosen, framework, request, driver, cuda_wish, archs, py_reason, notes)
     if request.explain and cuda_wish and cuda_wish != CPU:
-        stack = replace(stack, reasons=stack.reasons + tuple(_cuda_alternatives(matrix, request, stack, chosen, name)))
+        stack = replace(stack, reasons=stack.reasons + tuple(cuda_alternatives(matrix, request, stack, chosen, name)))
     return stack
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from gpuenv.compat.matrix import CudaImage, Matrix, version_key as V
 from gpuenv.compat.rules.fixes import _cuda_tries, _first_fix, _fix, _join_fixes
-from gpuenv.compat.rules.frameworks import _Candidate, _Placement, _candidates, _fmt
+from gpuenv.compat.rules.frameworks import Candidate, Placement, framework_candidates, version_list
 from gpuenv.compat.rules.request import Request
 from gpuenv.errors import NoCompatibleStack
 
 
-def _runnable_images(matrix: Matrix, minor: str, driver: str | None, cudnn: bool) -> list[CudaImage]:
+def runnable_images(matrix: Matrix, minor: str, driver: str | None, cudnn: bool) -> list[CudaImage]:
     """Images of a CUDA minor (oldest first) whose update's floor the driver meets (all when no driver)."""
     out = []
     release = matrix.cuda_release(minor)
@@ -22,36 +22,36 @@ def _runnable_images(matrix: Matrix, minor: str, driver: str | None, cudnn: bool
     return out
 
 
-def _image_floor(matrix: Matrix, image: CudaImage) -> str:
+def image_driver_floor(matrix: Matrix, image: CudaImage) -> str:
     update = matrix.cuda_release(image.minor).update(image.version)  # type: ignore[union-attr]
     assert update is not None and update.min_driver is not None
     return update.min_driver
 
 
-def _higher(a: str, b: str | None) -> str:
+def higher_driver(a: str, b: str | None) -> str:
     return a if b is None or V(a) >= V(b) else b
 
 
-def _place(matrix: Matrix, c: _Candidate, cuda_wish: str | None, driver: str | None, strict: bool) -> _Placement | None:
+def place_build(matrix: Matrix, c: Candidate, cuda_wish: str | None, driver: str | None, strict: bool) -> Placement | None:
     """Choose the container CUDA and base image for a GPU build, or None when this driver runs none."""
     build = c.release
     cudnn = c.tf is not None and not c.tf.and_cuda
     if cuda_wish:
         container = matrix.cuda_release(cuda_wish)
         assert container is not None
-        images = _runnable_images(matrix, cuda_wish, driver, cudnn)
+        images = runnable_images(matrix, cuda_wish, driver, cudnn)
         if not images:
             return _place_by_minor_compat(matrix, c, cuda_wish, driver, strict, cudnn)
         image = images[-1]
-        if V(build.minor) > V(cuda_wish):  # only newer builds of this major exist (see _cuda_rule)
+        if V(build.minor) > V(cuda_wish):  # only newer builds of this major exist (see cuda_rule)
             major = matrix.cuda_major(build.major)
             assert major is not None
-            return _Placement(container, image, _higher(_image_floor(matrix, image), major.minor_compat_min_driver), minor_compat=True)
-        return _Placement(container, image, _higher(_image_floor(matrix, image), build.floor))
-    images = _runnable_images(matrix, build.minor, driver, cudnn)
+            return Placement(container, image, higher_driver(image_driver_floor(matrix, image), major.minor_compat_min_driver), minor_compat=True)
+        return Placement(container, image, higher_driver(image_driver_floor(matrix, image), build.floor))
+    images = runnable_images(matrix, build.minor, driver, cudnn)
     if images:
         image = images[-1]
-        return _Placement(build, image, _higher(_image_floor(matrix, image), build.floor if driver is None else None))
+        return Placement(build, image, higher_driver(image_driver_floor(matrix, image), build.floor if driver is None else None))
     if driver is None or strict:
         return None
     major = matrix.cuda_major(build.major)
@@ -63,14 +63,14 @@ def _place(matrix: Matrix, c: _Candidate, cuda_wish: str | None, driver: str | N
         key=lambda r: V(r.minor), reverse=True,
     )
     for release in older:
-        images = _runnable_images(matrix, release.minor, driver, cudnn)
+        images = runnable_images(matrix, release.minor, driver, cudnn)
         if images:
             image = images[-1]
-            return _Placement(release, image, _higher(_image_floor(matrix, image), major.minor_compat_min_driver), minor_compat=True)
+            return Placement(release, image, higher_driver(image_driver_floor(matrix, image), major.minor_compat_min_driver), minor_compat=True)
     return _place_by_minor_compat(matrix, c, None, driver, strict, cudnn)
 
 
-def _place_by_minor_compat(matrix: Matrix, c: _Candidate, cuda_wish: str | None, driver: str | None, strict: bool, cudnn: bool) -> _Placement | None:
+def _place_by_minor_compat(matrix: Matrix, c: Candidate, cuda_wish: str | None, driver: str | None, strict: bool, cudnn: bool) -> Placement | None:
     """The image itself under minor-version compatibility, when no image of the build's major runs natively.
 
     CUDA 11 hosts: a driver from 450.80.02 runs CUDA 11.x, but the only CUDA 11 image in the data
@@ -82,7 +82,7 @@ def _place_by_minor_compat(matrix: Matrix, c: _Candidate, cuda_wish: str | None,
     if driver is None or strict or major is None or V(driver) < V(major.minor_compat_min_driver):
         return None
     same_major = [r for r in matrix.cuda_releases if r.major == build.major]
-    if any(_runnable_images(matrix, r.minor, driver, False) for r in same_major):
+    if any(runnable_images(matrix, r.minor, driver, False) for r in same_major):
         return None
     if cuda_wish:
         wanted = [matrix.cuda_release(cuda_wish)]
@@ -92,16 +92,16 @@ def _place_by_minor_compat(matrix: Matrix, c: _Candidate, cuda_wish: str | None,
         assert release is not None
         images = [i for i in matrix.images_of(release.minor) if not cudnn or i.cudnn]
         if images:
-            return _Placement(release, images[-1], major.minor_compat_min_driver, minor_compat=True, image_minor_compat=True)
+            return Placement(release, images[-1], major.minor_compat_min_driver, minor_compat=True, image_minor_compat=True)
     return None
 
 
-def _image_minors(matrix: Matrix) -> list[str]:
+def image_minors(matrix: Matrix) -> list[str]:
     """CUDA minors that have an image with a known driver floor, newest first."""
     return sorted((c.minor for c in matrix.cuda_releases if matrix.images_of(c.minor)), key=V, reverse=True)
 
 
-def _cuda_rule(matrix: Matrix, request: Request, framework: str, cands: list[_Candidate], wish: str, what: str) -> list[_Candidate]:
+def cuda_rule(matrix: Matrix, request: Request, framework: str, cands: list[Candidate], wish: str, what: str) -> list[Candidate]:
     """Builds of X.Y's major (those above X.Y run on its image by minor-version compatibility; not with --strict-driver)."""
     major = int(wish.split(".")[0])
     same_major = [c for c in cands if c.release.major == major]
@@ -112,7 +112,7 @@ def _cuda_rule(matrix: Matrix, request: Request, framework: str, cands: list[_Ca
     elif same_major:
         return same_major
     minors = sorted({c.release.minor for c in same_major}, key=V)
-    have = _fmt(c.release.minor for c in cands)
+    have = version_list(c.release.minor for c in cands)
     if minors:
         message = f"{what} has no build for CUDA {wish} or an older CUDA {major}.x (its CUDA {major}.x builds: {', '.join(minors)})"
         tries = _cuda_tries(minors) + [{"strict_driver": False}]
@@ -123,7 +123,7 @@ def _cuda_rule(matrix: Matrix, request: Request, framework: str, cands: list[_Ca
     if not minors:
         fixes.append(_fix(request, matrix, cuda=None))
     if request.torch or request.tensorflow:
-        others = sorted({c.framework_version for c in _candidates(matrix, framework, None) if c.cuda and c.release.major == major and V(c.release.minor) <= V(wish)}, key=V)
+        others = sorted({c.framework_version for c in framework_candidates(matrix, framework, None) if c.cuda and c.release.major == major and V(c.release.minor) <= V(wish)}, key=V)
         if others:
             fixes.append(_fix(request, matrix, **{framework: others[-1]}))
     raise NoCompatibleStack(message, fix=_join_fixes(fixes, f"use --cuda with one of {have}"))

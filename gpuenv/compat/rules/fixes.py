@@ -6,13 +6,13 @@ from dataclasses import replace
 from typing import Callable, Iterable
 
 from gpuenv.compat.matrix import Matrix
-from gpuenv.compat.rules.request import Request, _NAMES
+from gpuenv.compat.rules.request import Request, FRAMEWORK_NAMES
 from gpuenv.errors import GpuenvError
 from gpuenv.stack import Stack
 
 
 def _describe(stack: Stack) -> str:
-    name = _NAMES[stack.framework]
+    name = FRAMEWORK_NAMES[stack.framework]
     build = stack.wheel_variant or ("CPU" if stack.is_cpu else f"CUDA {stack.framework_cuda}")
     where = "" if stack.is_cpu else f" on nvidia/cuda {stack.cuda_version}, driver >= {stack.min_driver}"
     return f"{name} {stack.framework_version} {build}, Python {stack.python}{where}"

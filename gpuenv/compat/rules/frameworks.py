@@ -23,7 +23,7 @@ DEFAULT_PYTHON_MIN_AGE_MONTHS = 6
 
 
 @dataclass(frozen=True)
-class _Candidate:
+class Candidate:
     """One framework build for one Python; `placement` is filled once the base image is chosen."""
 
     framework_version: str
@@ -32,7 +32,7 @@ class _Candidate:
     variant: TorchVariant | None = None
     tf: TensorflowRelease | None = None
     from_pypi: bool = False  # the wheelhouse holds the PyPI wheel (no +local tag) of this build
-    placement: "_Placement | None" = None
+    placement: "Placement | None" = None
 
     @property
     def release(self) -> CudaRelease:
@@ -54,7 +54,7 @@ class _Candidate:
 
 
 @dataclass(frozen=True)
-class _Placement:
+class Placement:
     """The container CUDA and base image a GPU build runs on, and why the driver can run it."""
 
     container: CudaRelease
@@ -65,7 +65,7 @@ class _Placement:
     image_minor_compat: bool = False
 
 
-def _pick_patch(pin: str | None, name: str, releases: list, option: str) -> list[tuple[object, str]]:
+def pick_patch(pin: str | None, name: str, releases: list, option: str) -> list[tuple[object, str]]:
     """Expand releases to (release, patch) pairs, newest first, honouring '--torch 2.3' or '2.3.1'."""
     pairs = [(r, p) for r in releases for p in r.patches]
     pairs.sort(key=lambda rp: V(rp[1]), reverse=True)
@@ -86,36 +86,36 @@ def _pick_patch(pin: str | None, name: str, releases: list, option: str) -> list
     return chosen
 
 
-def _torch_candidates(matrix: Matrix, pin: str | None) -> list[_Candidate]:
+def _torch_candidates(matrix: Matrix, pin: str | None) -> list[Candidate]:
     out = []
-    for release, patch in _pick_patch(pin, "PyTorch", list(matrix.torch_releases), "--torch"):
+    for release, patch in pick_patch(pin, "PyTorch", list(matrix.torch_releases), "--torch"):
         assert isinstance(release, TorchRelease)
         for variant in release.variants:
             cuda = matrix.cuda_release(variant.cuda) if variant.cuda else None
             for py in release.python:
-                out.append(_Candidate(patch, py, cuda, variant=variant))
+                out.append(Candidate(patch, py, cuda, variant=variant))
     return out
 
 
-def _tf_candidates(matrix: Matrix, pin: str | None) -> list[_Candidate]:
+def _tf_candidates(matrix: Matrix, pin: str | None) -> list[Candidate]:
     out = []
-    for release, patch in _pick_patch(pin, "TensorFlow", list(matrix.tensorflow_releases), "--tensorflow"):
+    for release, patch in pick_patch(pin, "TensorFlow", list(matrix.tensorflow_releases), "--tensorflow"):
         assert isinstance(release, TensorflowRelease)
         for py in release.python:
-            out.append(_Candidate(patch, py, matrix.cuda_release(release.cuda), tf=release))
-            out.append(_Candidate(patch, py, None, tf=release))  # the CPU build
+            out.append(Candidate(patch, py, matrix.cuda_release(release.cuda), tf=release))
+            out.append(Candidate(patch, py, None, tf=release))  # the CPU build
     return out
 
 
-def _candidates(matrix: Matrix, framework: str, pin: str | None) -> list[_Candidate]:
+def framework_candidates(matrix: Matrix, framework: str, pin: str | None) -> list[Candidate]:
     return _torch_candidates(matrix, pin) if framework == "torch" else _tf_candidates(matrix, pin)
 
 
-def _fmt(versions: Iterable[str]) -> str:
+def version_list(versions: Iterable[str]) -> str:
     return ", ".join(sorted(set(versions), key=V)) or "none"
 
 
-def _build_name(c: _Candidate) -> str:
+def build_name(c: Candidate) -> str:
     if c.variant is not None:
         return c.variant.name
     return f"CUDA {c.release.minor}" if c.cuda else "CPU"

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from gpuenv.compat.legacy import last_served
 from gpuenv.compat.matrix import Matrix, TensorflowRelease, TorchVariant, version_key as V
-from gpuenv.compat.rules.cuda import _higher
+from gpuenv.compat.rules.cuda import higher_driver
 from gpuenv.compat.rules.fixes import _fix, _join_fixes
-from gpuenv.compat.rules.frameworks import _Candidate, _candidates
-from gpuenv.compat.rules.request import _NAMES, Request
+from gpuenv.compat.rules.frameworks import Candidate, framework_candidates
+from gpuenv.compat.rules.request import FRAMEWORK_NAMES, Request
 from gpuenv.stack import CPU
 from gpuenv.errors import NoCompatibleStack
 
@@ -18,7 +18,7 @@ def kernel_coverage(cc: str, variant: "TorchVariant | TensorflowRelease") -> str
 
     A cubin for sm_XY runs on the same major with an equal or higher minor; PTX for X.Y is
     JIT-compiled for any newer capability (slow first start, and only by a driver that runs the
-    build's CUDA natively: see _kernel_min_driver).
+    build's CUDA natively: see kernel_min_driver).
     """
     major, minor = (int(x) for x in cc.split("."))
     native = [a for a in variant.archs if int(a.split(".")[0]) == major and int(a.split(".")[1]) <= minor]
@@ -39,7 +39,7 @@ def _cuda_supports_arch(matrix: Matrix, minor: str, cc: str) -> bool:
     return arch.last_cuda is None or V(minor) <= V(arch.last_cuda)
 
 
-def _kernel_min_driver(matrix: Matrix, c: _Candidate, archs: list[str], driver: str | None) -> str | None:
+def kernel_min_driver(matrix: Matrix, c: Candidate, archs: list[str], driver: str | None) -> str | None:
     """The driver the build needs for these GPUs (its placement's, raised by PTX JIT and GPU families), or None when it cannot run them.
 
     A cubin of the GPU's major at or below its minor runs on any driver that runs the build; PTX
@@ -60,14 +60,14 @@ def _kernel_min_driver(matrix: Matrix, c: _Candidate, archs: list[str], driver: 
             floor = c.release.floor
             if floor is None or (driver is not None and V(driver) < V(floor)):
                 return None
-            need = _higher(need, floor)
+            need = higher_driver(need, floor)
         branch = matrix.driver_branch(cc)
         if branch is not None:
-            need = _higher(need, branch.branch + ".0")  # the lowest version of that branch
+            need = higher_driver(need, branch.branch + ".0")  # the lowest version of that branch
     return need
 
 
-def _refuse_integrated(matrix: Matrix, archs: list[str]) -> None:
+def refuse_integrated(matrix: Matrix, archs: list[str]) -> None:
     """Jetson modules are not servers: say what does target them."""
     for cc in archs:
         gpu = matrix.integrated_gpu(cc)
@@ -79,7 +79,7 @@ def _refuse_integrated(matrix: Matrix, archs: list[str]) -> None:
             )
 
 
-def _check_driver_branches(matrix: Matrix, archs: list[str], driver: str | None, source: str) -> None:
+def check_driver_branches(matrix: Matrix, archs: list[str], driver: str | None, source: str) -> None:
     """A driver older than the first branch that knows a GPU runs nothing on it, under every rule."""
     if driver is None:
         return
@@ -93,7 +93,7 @@ def _check_driver_branches(matrix: Matrix, archs: list[str], driver: str | None,
             )
 
 
-def _runs_on_branch(matrix: Matrix, c: _Candidate, cc: str, branch: int) -> bool:
+def _runs_on_branch(matrix: Matrix, c: Candidate, cc: str, branch: int) -> bool:
     """Whether build `c` could run on compute capability `cc` under a driver of `branch` at best:
     its CUDA knows the family, it has SASS (run from the CUDA major's minor-version floor) or PTX
     (JIT-compiled only by a driver that runs its CUDA natively) for it. Generous on purpose: the
@@ -108,24 +108,24 @@ def _runs_on_branch(matrix: Matrix, c: _Candidate, cc: str, branch: int) -> bool
     return floor is not None and int(floor.split(".")[0]) <= branch
 
 
-def _refuse_legacy(matrix: Matrix, request: Request, framework: str, archs: list[str]) -> None:
+def refuse_legacy(matrix: Matrix, request: Request, framework: str, archs: list[str]) -> None:
     """A GPU past its last driver branch (Kepler) that no release of the framework can run on, even
     on that branch, is refused as `doctor` describes it (gpuenv/compat/legacy.py): its last driver
     branch and CUDA line, never a newer driver it cannot run; the other framework when it still has
     builds for it. When only the pinned release lacks them, the kernel rule's message names the
     releases that have them."""
-    name = _NAMES[framework]
+    name = FRAMEWORK_NAMES[framework]
     for cc in archs:
         arch = matrix.architecture_of(cc)
         if arch is None or arch.last_driver_branch is None:
             continue
         last = int(arch.last_driver_branch)
-        if any(_runs_on_branch(matrix, c, cc, last) for c in _candidates(matrix, framework, None) if c.cuda is not None):
+        if any(_runs_on_branch(matrix, c, cc, last) for c in framework_candidates(matrix, framework, None) if c.cuda is not None):
             continue
         fix = _join_fixes([_fix(request, matrix, cuda=CPU)], "use --cuda cpu")
         other = "tensorflow" if framework == "torch" else "torch"
         if not (request.torch or request.tensorflow) and any(
-            _runs_on_branch(matrix, c, cc, last) for c in _candidates(matrix, other, None) if c.cuda is not None
+            _runs_on_branch(matrix, c, cc, last) for c in framework_candidates(matrix, other, None) if c.cuda is not None
         ):
             fix = f"use --framework {other} on an R{last} driver (its CUDA {arch.last_cuda} or older builds still target {arch.name}), or {fix}"
         raise NoCompatibleStack(

@@ -7,17 +7,17 @@ from dataclasses import replace
 
 from gpuenv.compat.legacy import last_served
 from gpuenv.compat.matrix import CudaImage, Matrix, version_key as V
-from gpuenv.compat.rules.cuda import _image_floor, _image_minors, _runnable_images
+from gpuenv.compat.rules.cuda import image_driver_floor, image_minors, runnable_images
 from gpuenv.compat.rules.fixes import _cuda_tries, _describe, _drop_pin, _first_fix, _fix, _join_fixes, _suggest, command_for
-from gpuenv.compat.rules.frameworks import _Candidate, _build_name
+from gpuenv.compat.rules.frameworks import Candidate, build_name
 from gpuenv.compat.rules.gpus import kernel_coverage
-from gpuenv.compat.rules.request import Request, _NAMES
+from gpuenv.compat.rules.request import Request, FRAMEWORK_NAMES
 from gpuenv.stack import CPU, Stack
 
 TORCH_INDEX = "https://download.pytorch.org/whl/{variant}"
 
 
-def _arch_failure(matrix: Matrix, request: Request, cands: list[_Candidate], archs: list[str], cuda_wish: str | None, what: str) -> tuple[str, str]:
+def arch_failure(matrix: Matrix, request: Request, cands: list[Candidate], archs: list[str], cuda_wish: str | None, what: str) -> tuple[str, str]:
     """Why no build has kernels for these GPUs (that this driver can run), and re-resolved values that work."""
     scope = f" for CUDA {cuda_wish}" if cuda_wish else ""
     message = f"no {what} build{scope} has kernels for compute capability {', '.join(archs)}"
@@ -43,14 +43,14 @@ def _arch_failure(matrix: Matrix, request: Request, cands: list[_Candidate], arc
         cc, arch = dropped[0]
         major = cuda_wish.split(".")[0]  # type: ignore[union-attr]
         message = f"CUDA {major} dropped {arch.name} (compute capability {cc}): CUDA {arch.last_cuda} is the last CUDA for it"
-        usable = [m for m in _image_minors(matrix) if V(m) <= V(arch.last_cuda)]
+        usable = [m for m in image_minors(matrix) if V(m) <= V(arch.last_cuda)]
         return message, _join_fixes([_first_fix(request, matrix, _cuda_tries(usable))], "use --cuda cpu")
     tries: list[dict[str, object]] = []
     if cuda_wish:
         wish_major = int(cuda_wish.split(".")[0])
         # the nearest newer CUDA of the same major first (the first to know the GPU), then the others, newest first
-        above = sorted((m for m in _image_minors(matrix) if int(m.split(".")[0]) == wish_major and V(m) > V(cuda_wish)), key=V)
-        rest = [m for m in _image_minors(matrix) if m not in above and m != cuda_wish]
+        above = sorted((m for m in image_minors(matrix) if int(m.split(".")[0]) == wish_major and V(m) > V(cuda_wish)), key=V)
+        rest = [m for m in image_minors(matrix) if m not in above and m != cuda_wish]
         tries = _cuda_tries(above + rest)
     fixes = [_first_fix(request, matrix, tries)]
     if cuda_wish:
@@ -67,13 +67,13 @@ def _arch_failure(matrix: Matrix, request: Request, cands: list[_Candidate], arc
     return message, _join_fixes(fixes, fallback)
 
 
-def _driver_failure(matrix: Matrix, request: Request, cands: list[_Candidate], driver: str, cuda_wish: str | None, strict: bool,
+def driver_failure(matrix: Matrix, request: Request, cands: list[Candidate], driver: str, cuda_wish: str | None, strict: bool,
                     archs: list[str]) -> tuple[str, str]:
     """The message when the driver is too old: which CUDA it needed, and the nearest re-resolved fixes
     (never a driver past a legacy GPU's last branch: that GPU's last branch instead)."""
     def image_floor(minor: str) -> str | None:
         """The lowest driver that runs an image of this CUDA in the data (an update without an image does not count)."""
-        floors = [_image_floor(matrix, i) for i in matrix.images_of(minor)]
+        floors = [image_driver_floor(matrix, i) for i in matrix.images_of(minor)]
         return min(floors, key=V) if floors else None
 
     if cuda_wish:
@@ -82,7 +82,7 @@ def _driver_failure(matrix: Matrix, request: Request, cands: list[_Candidate], d
         lowest = min(cands, key=lambda c: V(image_floor(c.release.minor) or "9999"))
         needed, what = image_floor(lowest.release.minor), f"CUDA {lowest.release.minor}"
     if needed is None:
-        fix = _join_fixes([_first_fix(request, matrix, _cuda_tries(_image_minors(matrix))), _fix(request, matrix, cuda=None)],
+        fix = _join_fixes([_first_fix(request, matrix, _cuda_tries(image_minors(matrix))), _fix(request, matrix, cuda=None)],
                           "use --cuda with a release `invoke matrix` lists with a driver floor")
         return f"no nvidia/cuda image with a known driver floor is in the data for {what} (see `invoke matrix`)", fix
     message = f"driver {driver} is older than {needed} needed by {what}"
@@ -90,7 +90,7 @@ def _driver_failure(matrix: Matrix, request: Request, cands: list[_Candidate], d
     if cuda_wish:
         # the newest CUDA of the same major whose image this driver runs natively, then of any major; then no --cuda
         major_no = int(cuda_wish.split(".")[0])
-        runnable = [m for m in _image_minors(matrix) if m != cuda_wish and _runnable_images(matrix, m, driver, False)]
+        runnable = [m for m in image_minors(matrix) if m != cuda_wish and runnable_images(matrix, m, driver, False)]
         same = [m for m in runnable if int(m.split(".")[0]) == major_no and V(m) < V(cuda_wish)]
         fixes.append(_first_fix(request, matrix, _cuda_tries(same + [m for m in runnable if m not in same])))
         fixes.append(_fix(request, matrix, cuda=None))
@@ -127,7 +127,7 @@ def _driver_failure(matrix: Matrix, request: Request, cands: list[_Candidate], d
     return message, " or ".join(options)
 
 
-def _cuda_alternatives(matrix: Matrix, request: Request, stack: Stack, chosen: _Candidate, name: str) -> list[str]:
+def cuda_alternatives(matrix: Matrix, request: Request, stack: Stack, chosen: Candidate, name: str) -> list[str]:
     """Under --cuda: what a newer CUDA of the major, and the driver rule (no --cuda), give instead, each re-resolved."""
     out = []
     major = chosen.release.major
@@ -145,9 +145,9 @@ def _cuda_alternatives(matrix: Matrix, request: Request, stack: Stack, chosen: _
     return out
 
 
-def _to_stack(matrix: Matrix, c: _Candidate, framework: str, request: Request, driver, cuda_wish, archs, py_reason: str, notes: list[str]) -> Stack:
+def to_stack(matrix: Matrix, c: Candidate, framework: str, request: Request, driver, cuda_wish, archs, py_reason: str, notes: list[str]) -> Stack:
     reasons: list[str] = []
-    name = _NAMES[framework]
+    name = FRAMEWORK_NAMES[framework]
     pinned = request.torch if framework == "torch" else request.tensorflow
     reasons.append(f"{name} {c.framework_version}: " + (f"matches --{framework} {pinned}" if pinned else "the newest release that fits every other constraint"))
     reasons += notes
@@ -160,21 +160,21 @@ def _to_stack(matrix: Matrix, c: _Candidate, framework: str, request: Request, d
         image_cuda = place.container.minor
         if cuda_wish and not place.minor_compat:
             if c.release.minor == cuda_wish:
-                reasons.append(f"CUDA {cuda_wish} (image {place.image.version}): requested with --cuda; {name} has a build for exactly it ({_build_name(c)})")
+                reasons.append(f"CUDA {cuda_wish} (image {place.image.version}): requested with --cuda; {name} has a build for exactly it ({build_name(c)})")
             else:
                 reasons.append(
                     f"CUDA {cuda_wish} (image {place.image.version}): requested with --cuda, the container's CUDA; {name} {c.framework_version} has no CUDA {cuda_wish} build, "
-                    f"so the newest CUDA {c.release.major}.x build at most {cuda_wish} ({_build_name(c)}, CUDA {c.release.minor}) runs on it: the wheels carry their own "
+                    f"so the newest CUDA {c.release.major}.x build at most {cuda_wish} ({build_name(c)}, CUDA {c.release.minor}) runs on it: the wheels carry their own "
                     f"CUDA libraries and an older runtime runs on a newer driver (Cog's rule); never across a CUDA major"
                 )
         elif place.image_minor_compat:
             major = matrix.cuda_major(c.release.major)
             assert major is not None
-            own = _image_floor(matrix, place.image)
+            own = image_driver_floor(matrix, place.image)
             require = f"cuda>={c.release.major}.0,driver>={place.min_driver}"
             reasons.append(
                 f"CUDA {image_cuda} (image {place.image.version}): no CUDA {c.release.major}.x image in the data runs natively on driver {driver} "
-                f"({place.image.version} needs {own}), so the image and the {_build_name(c)} build run by CUDA minor-version compatibility "
+                f"({place.image.version} needs {own}), so the image and the {build_name(c)} build run by CUDA minor-version compatibility "
                 f"(CUDA {c.release.major}.x from {major.minor_compat_min_driver}); its limits: {major.limits}; "
                 f"the image's driver gate and NVIDIA_REQUIRE_CUDA ({require}) say the same"
             )
@@ -185,7 +185,7 @@ def _to_stack(matrix: Matrix, c: _Candidate, framework: str, request: Request, d
                       else f"the newest CUDA {c.release.major}.x image driver {driver} runs natively")
             reasons.append(
                 f"CUDA {image_cuda} (image {place.image.version}): {picked}; "
-                f"the {_build_name(c)} build (CUDA {c.release.minor}) runs on it by CUDA minor-version compatibility (CUDA {c.release.major}.x wheels run on any driver from "
+                f"the {build_name(c)} build (CUDA {c.release.minor}) runs on it by CUDA minor-version compatibility (CUDA {c.release.major}.x wheels run on any driver from "
                 f"{major.minor_compat_min_driver}); its limits: {major.limits}; use --strict-driver to require a build the driver runs natively"
             )
         else:
@@ -249,7 +249,7 @@ def _to_stack(matrix: Matrix, c: _Candidate, framework: str, request: Request, d
     )
 
 
-def _image_tag(image: CudaImage, c: _Candidate) -> str:
+def _image_tag(image: CudaImage, c: Candidate) -> str:
     if c.tf is not None and not c.tf.and_cuda and image.cudnn:
         ubuntu = max(image.cudnn.ubuntu or image.ubuntu, key=V)
         return f"nvidia/cuda:{image.version}-{image.cudnn.tag}-runtime-ubuntu{ubuntu}"
@@ -257,10 +257,10 @@ def _image_tag(image: CudaImage, c: _Candidate) -> str:
     return f"nvidia/cuda:{image.version}-base-ubuntu{ubuntu}"
 
 
-def _gpu_reasons(matrix: Matrix, c: _Candidate, archs: list[str], name: str) -> list[str]:
+def _gpu_reasons(matrix: Matrix, c: Candidate, archs: list[str], name: str) -> list[str]:
     """One line per GPU: the SASS it runs, or that it runs only by JIT (and what that costs); never SASS that is not there."""
     out = []
-    build = f"{name} {c.framework_version} {_build_name(c)}"
+    build = f"{name} {c.framework_version} {build_name(c)}"
     for cc in archs:
         how = kernel_coverage(cc, c.kernels)
         assert how is not None

@@ -9,8 +9,8 @@ from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from gpuenv.compat.matrix import Matrix
-from gpuenv.compat.rules.frameworks import _Candidate, _fmt
-from gpuenv.compat.rules.request import Request, _NAMES
+from gpuenv.compat.rules.frameworks import Candidate, version_list
+from gpuenv.compat.rules.request import Request, FRAMEWORK_NAMES
 from gpuenv.errors import NoCompatibleStack
 
 _LINUX_X86 = re.compile(r"^(manylinux\w*|linux)_x86_64$")
@@ -59,7 +59,7 @@ def framework_wheels(names: Iterable[str], framework: str) -> list[WheelBuild]:
     return out
 
 
-def _wheel_serves(w: WheelBuild, c: _Candidate, framework: str) -> bool:
+def _wheel_serves(w: WheelBuild, c: Candidate, framework: str) -> bool:
     if not w.linux_x86_64 or w.version != c.framework_version:
         return False
     if w.python is not None and w.python != c.python:
@@ -70,7 +70,7 @@ def _wheel_serves(w: WheelBuild, c: _Candidate, framework: str) -> bool:
     return (w.framework == "tensorflow-cpu") == (c.cuda is None)
 
 
-def _pypi_torch_candidates(matrix: Matrix, c: _Candidate, wheels: list[WheelBuild]) -> list[_Candidate]:
+def _pypi_torch_candidates(matrix: Matrix, c: Candidate, wheels: list[WheelBuild]) -> list[Candidate]:
     """A PyPI torch wheel (no +local) is the build of its release's pypi_default_cuda."""
     out = []
     for w in wheels:
@@ -81,10 +81,10 @@ def _pypi_torch_candidates(matrix: Matrix, c: _Candidate, wheels: list[WheelBuil
     return out
 
 
-def _wheelhouse_filter(matrix: Matrix, request: Request, framework: str, cands: list[_Candidate], what: str, python: str | None) -> tuple[list[_Candidate], str]:
+def wheelhouse_filter(matrix: Matrix, request: Request, framework: str, cands: list[Candidate], what: str, python: str | None) -> tuple[list[Candidate], str]:
     folder = request.wheelhouse_dir or "the wheelhouse"
     wheels = framework_wheels(request.wheelhouse or (), framework)
-    name = _NAMES[framework]
+    name = FRAMEWORK_NAMES[framework]
     if not wheels:
         return cands, f"wheelhouse {folder} holds no {name} wheel: the framework comes from its index"
     if python:
@@ -94,8 +94,8 @@ def _wheelhouse_filter(matrix: Matrix, request: Request, framework: str, cands: 
         kept += [p for c in cands for p in _pypi_torch_candidates(matrix, c, wheels)]
     if not kept:
         holds = "; ".join(w.describe() for w in wheels)
-        wanted = _fmt(c.python for c in cands)
-        versions = _fmt(c.framework_version for c in cands)
+        wanted = version_list(c.python for c in cands)
+        versions = version_list(c.framework_version for c in cands)
         raise NoCompatibleStack(
             f"wheelhouse {folder} holds {holds}, but {what} needs one of {versions} for Python {wanted} on Linux x86_64",
             fix="add the wheel, or pin the release and Python the folder holds (--torch/--tensorflow, --python)",
