@@ -110,7 +110,7 @@ class Suite:
             module = ReplayNvml(self.replay)
         if self.record_dir:
             if module is None:
-                module, error = nvml._import()
+                module, error = nvml.import_pynvml()
                 if module is None:
                     raise pytest.UsageError(f"validate: --record: {error}")
             self.recorder = RecordingNvml(module, source=f"python -m validate --record on {platform.node() or 'this host'}")
