@@ -37,10 +37,6 @@ from gpuenv.cli.config_values import (  # noqa: F401 (callers import parse_regis
 
 SECTION = "gpuenv"
 ENV_PREFIX = "INVOKE_"
-#: The stack options a team may set once for everybody (the command line still wins).
-STACK_KEYS = ("framework", "torch", "tensorflow", "cuda", "python", "backend", "platforms", "base_image", "wheelhouse", "strict_driver")
-#: Together these pin one stack: every task on every server then addresses it, whatever the driver.
-PIN_KEYS = ("cuda", "python")
 
 #: The `gpuenv:` defaults registered with Invoke. Every key must exist here: Invoke reads an
 #: INVOKE_GPUENV_* variable only for keys it already knows. None means "gpuenv decides" (the

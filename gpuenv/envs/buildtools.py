@@ -18,11 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from gpuenv import PROJECT_ROOT
 from gpuenv.envs import lockers
 from gpuenv.errors import ToolError
 
-TOOLS_FILE = PROJECT_ROOT / "docker" / "tools.yaml"
 #: conda's platform names for the engine architectures `docker info` reports.
 CONDA_PLATFORMS = {"x86_64": "linux-64", "aarch64": "linux-aarch64"}
 #: `uname -m` spellings of the same architectures (the SDK reports x86_64/aarch64).

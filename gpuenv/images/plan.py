@@ -126,13 +126,6 @@ def check_image_reference(value: str, option: str = "--tag") -> str:
     return value if match.group("tag") is not None else f"{value}:latest"
 
 
-def split_reference(ref: str) -> tuple[str, str]:
-    """("repo", "tag") of a checked reference; a registry port is not mistaken for a tag."""
-    full = check_image_reference(ref)
-    repo, _, tag = full.rpartition(":")
-    return repo, tag
-
-
 def require_cuda(stack: Stack) -> str:
     """NVIDIA_REQUIRE_CUDA for the stack: the runtime refuses drivers that cannot run it.
 
