@@ -25,8 +25,8 @@ from typing import Iterable, Mapping, Sequence
 from packaging.version import InvalidVersion, Version
 
 from gpuenv.envs import conda, lockers, spec
-from gpuenv.envs.conda import Say  # the progress callback the envs modules share
 from gpuenv.errors import BadInput, DataError, ToolError
+from gpuenv.progress import Say
 from gpuenv.stack import Stack
 
 CONDA_LOCK_FILE = lockers.CONDA_LOCK_FILE

@@ -14,13 +14,14 @@ import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from gpuenv import PROJECT_ROOT, VALIDATE_DIR, __version__
 from gpuenv.envs import conda, lockdir
 from gpuenv.images import identity
 from gpuenv.images.context import Tree, context_entries, suite_entries, write_context  # noqa: F401 (Tree and write_context: the build's context, named here too)
 from gpuenv.errors import BadInput, DataError, GpuenvError, ToolError
+from gpuenv.progress import Say
 from gpuenv.stack import Stack, stack_json
 
 if TYPE_CHECKING:  # the engine module imports the Docker SDK: only at run time, lazily
@@ -496,7 +497,7 @@ def built_images() -> list[ImageInfo]:
     return sorted(found, key=lambda img: img.created, reverse=True)
 
 
-def ensure_base_image(engine: Engine, ref: str, progress: Callable[[str], None] | None = None) -> ImageInfo:
+def ensure_base_image(engine: Engine, ref: str, progress: Say | None = None) -> ImageInfo:
     """The base image `ref` on `engine`, pulled once when it is missing (the build needs it anyway);
     a pull that fails is one line naming the base image and --base-image, the way out."""
     try:
@@ -508,7 +509,7 @@ def ensure_base_image(engine: Engine, ref: str, progress: Callable[[str], None] 
         ) from None
 
 
-def supply_tools(plan: BuildPlan, progress: Callable[[str], None] | None = None) -> BuildPlan:
+def supply_tools(plan: BuildPlan, progress: Say | None = None) -> BuildPlan:
     """`plan` with the installers its install stage needs, gathered on the host (gpuenv.envs.buildtools),
     then named from its inputs (`identify`).
 
@@ -551,7 +552,7 @@ def supply_tools(plan: BuildPlan, progress: Callable[[str], None] | None = None)
     return identify(replace(plan, tools=tools), base.id)
 
 
-def build_stack_image(plan: BuildPlan, progress: Callable[[str], None] | None = None, builder: str = "auto") -> BuildResult:
+def build_stack_image(plan: BuildPlan, progress: Say | None = None, builder: str = "auto") -> BuildResult:
     """Assemble the context of `plan` in a temporary file and build it through the engine.
 
     The engine tags the image only when the build succeeded; a failed or interrupted build
