@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
+from gpuenv.envs import BACKENDS
 from gpuenv.errors import BadInput
 
-#: The lock backends, and the conda platforms a lock may be made for.
-BACKENDS = ("conda-lock", "uv")
+#: The conda platforms a lock may be made for (the lock backends: gpuenv.envs.BACKENDS).
 PLATFORMS = ("linux-64", "linux-aarch64")
 
 

@@ -32,7 +32,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from gpuenv import PROJECT_ROOT
-from gpuenv.envs import conda, condalock, lockdir, lockers, spec
+from gpuenv.envs import BACKENDS, conda, condalock, lockdir, lockers, spec
 from gpuenv.errors import BadInput, GpuenvError, ToolError
 from gpuenv.progress import Say
 from gpuenv.stack import Stack
@@ -42,7 +42,6 @@ ENVS_DIR = PROJECT_ROOT / "envs"
 DEFAULT_TEAM_FILE = ENVS_DIR / "team.yml"
 MAPPING_FILE = ENVS_DIR / "pypi-to-conda.yaml"
 LOCKS_ENV_VAR = "GPUENV_LOCKS_DIR"
-BACKENDS = ("conda-lock", "uv")
 METADATA_FILE = lockdir.METADATA_FILE
 SPEC_FILE = lockdir.SPEC_FILE
 LOCK_FORMAT = lockdir.LOCK_FORMAT
