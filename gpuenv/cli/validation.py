@@ -126,7 +126,7 @@ def validate(
 
     check_paths(json=json, junit=junit, save_baseline=save_baseline, baseline=baseline, report=report, rundir=rundir, prefix=prefix,
                 replay=replay, record=record,
-                folders=("rundir", "prefix"))
+                folders=("rundir", "prefix", "record"))
     if expect_gpus is None:  # the team may say every server must have GPUs (or, with 0, that none need them)
         expect_gpus = team_settings(c).expect_gpus
     if image:  # the engine's grammar and length limit, before any host (the fleet) or engine (run in an image) is asked
