@@ -16,7 +16,7 @@ from typing import Any, Callable
 import pytest
 
 from validate.host import nvml
-from validate.options import add_options  # declared once, for python -m validate and this plugin
+from validate.options import add_options, suite_option  # declared once, for python -m validate and this plugin
 from validate.report.baseline import save_baseline
 from validate.host.devices import compiled_archs, device_for_gpu, torch_gpus
 from validate.judge.evidence import missing_evidence
@@ -271,7 +271,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if suite.replayed_from:
         for line in fit(f"REPLAYED: every line judges the recorded host {suite.replayed_from}, not this machine"):
             terminalreporter.write_line(line)
-    full = bool(config.getoption("validate_full_report"))
+    full = bool(suite_option(config, "verbose"))
     for line in host_lines(suite.host.driver_version, suite.host.cuda_driver_version, suite.host.gpus, suite.no_gpu_reason, full):
         terminalreporter.write_line(line)
     for lost in suite.host.unreadable:  # wrapped: the error names the GPU, its bus id, UUID and the fix

@@ -33,7 +33,7 @@ class SuiteOption:
 
     @property
     def dest(self) -> str:
-        """The pytest option's name, read with config.getoption (validate/session.py)."""
+        """The pytest option's name (suite_option reads it)."""
         return "validate_" + self.in_plugin.removeprefix("--").replace("-", "_")
 
 
@@ -86,3 +86,12 @@ def command_line(values: Mapping[str, Any], path_for: Callable[[str], str] = lam
         else:
             out += [option.flag, path_for(str(value))]
     return out
+
+
+def suite_option(config: Any, name: str) -> Any:
+    """The value of the suite option `name` (SuiteOption.name: "quick", "verbose") in a pytest run
+    (`config` is pytest's), read under the dest the plugin declared it with."""
+    option = next((o for o in SUITE_OPTIONS if o.name == name and o.in_plugin), None)
+    if option is None:
+        raise KeyError(f"{name!r} is not a suite option the pytest plugin declares")
+    return config.getoption(option.dest)

@@ -63,3 +63,17 @@ def test_invoke_validate_replay_judges_a_capture_as_python_m_validate_does(captu
     assert "No idea what" not in task.stderr
     assert (task.returncode, _without_timing(task.stdout)) == (suite.returncode, _without_timing(suite.stdout))
     assert "validate:" in suite.stdout.splitlines()[-1]
+
+
+def test_the_session_reads_each_option_under_the_dest_the_plugin_declared():
+    from validate.options import suite_option
+
+    class Config:  # pytest's Config.getoption, by dest
+        def getoption(self, dest: str) -> str:
+            return dest
+
+    assert suite_option(Config(), "verbose") == "validate_full_report"
+    assert suite_option(Config(), "expect_gpus") == "validate_expect_gpus"
+    for name in ("junit", "no_such_option"):  # pytest's own --junitxml; a typo
+        with pytest.raises(KeyError):
+            suite_option(Config(), name)
