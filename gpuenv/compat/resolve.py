@@ -1,33 +1,11 @@
-"""Pick a stack that exists and works: the compatibility engine's decision logic.
+"""Pick a stack that exists and works: the compatibility engine's decision.
 
 Pure: it reads the Matrix and the Request and nothing else (the host and the wheelhouse folder
-are read by the caller), so every rule is tested table-driven. The rules, in the order they
-apply (README "How the stack is chosen"):
-
-- GPUs first: Jetson modules are refused (JetPack targets them), a driver older than the
-  first branch that knows a GPU is refused under every rule, and so is a legacy GPU (Kepler)
-  no build of the framework can run on, even on its last driver branch.
-- CUDA rule: `--cuda X.Y` is the container's CUDA (base image, and the most the driver runs).
-  The build CUDA is chosen first: the newest at or below X.Y within X's major, else the lowest
-  above it (on the X.Y image by minor-version compatibility); then the newest release with that
-  build. The wheels carry their own CUDA libraries (Cog's rule); a major is never crossed.
-- Driver rule: without `--cuda`, the base image is one the driver runs natively and the build
-  the newest of that major under minor-version compatibility (11.x from 450.80.02, 12.x from
-  525.60.13); when no image of the major runs natively (CUDA 11 hosts), the image itself runs by
-  minor-version compatibility. Not with `--strict-driver`.
-- Kernels: SASS of the GPU's major at or below its minor, or PTX the driver JIT-compiles, which
-  needs a driver that runs the build's CUDA natively (TensorFlow's from its build_info.py).
-  The minimum driver is the highest of the image's, the build's, the PTX JIT's and the GPUs'.
-- Default Python: the newest the release supports whose X.Y.0 is at least six months old.
-- Wheelhouse: with wheels of the framework in it, only the releases, builds and Pythons it holds.
-
-It prefers the newest framework release, then a confirmed build, then the newest build CUDA;
-when nothing fits it names the constraint that emptied the candidates and fixes that are the
-exact options to change, each resolved before it is printed.
-
-This module runs the rules in that order, as the named steps in `STEPS`; each lives in
-gpuenv/compat/rules/ (wishes, frameworks, wheelhouse, cuda, python, gpus, fixes, reasons), and the
-names callers use are imported here.
+are read by the caller), so every rule is tested table-driven. The rules are written out once, in
+docs/stack-rules.md; here each is a named public step of gpuenv/compat/rules/, run in the order
+of `STEPS` over the candidate builds, then the best build, its Python and its reasons. When
+nothing fits, the step that emptied the candidates names its constraint and fixes that are the
+exact options to change, each re-resolved (by the resolver it is given) before it is printed.
 """
 from __future__ import annotations
 
