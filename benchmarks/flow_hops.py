@@ -77,7 +77,8 @@ def build() -> None:
 
     from gpuenv.cli import namespace
 
-    os.environ["GPUENV_LOCKS_DIR"] = tempfile.mkdtemp(prefix="flow-hops-")  # no lock: the locking path
+    # an empty locks folder: the build takes the "no lock yet" path
+    os.environ["GPUENV_LOCKS_DIR"] = tempfile.mkdtemp(prefix="flow-hops-")
     Program(namespace=namespace()).run(
         ["invoke", "build", "--dry", "--driver", "550.54.15", "--gpu-arch", "9.0"], exit=False)
 
@@ -92,8 +93,8 @@ def main() -> None:
     flow = sys.argv[1]
     entered, edges = trace({"build": build, "replay": replay}[flow])
     stages = {(_stage(a), _stage(b)) for a, b in edges if _stage(a) != _stage(b)}
-    print(f"{flow}: {len(entered)} modules entered, {len(edges)} module edges, {len(stages)} stage edges",
-          file=sys.stderr)
+    print(f"{flow}: {len(entered)} modules entered, {len(edges)} module edges, "
+          f"{len(stages)} stage edges", file=sys.stderr)
 
 
 if __name__ == "__main__":

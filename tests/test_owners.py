@@ -26,6 +26,11 @@ OWNERS: dict[str, tuple[str, ...]] = {
 }
 
 
+def _called(call: ast.Call) -> str:
+    """The function a call names: `import_module` for importlib.import_module(...) too."""
+    return getattr(call.func, "attr", getattr(call.func, "id", ""))
+
+
 def imported_names(source: str, filename: str = "<planted>") -> set[str]:
     """Top-level package names a module imports, read from its syntax (any depth, any form)."""
     names: set[str] = set()
@@ -34,9 +39,10 @@ def imported_names(source: str, filename: str = "<planted>") -> set[str]:
             names.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names.add(node.module.split(".")[0])
-        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in ("import_module", "__import__"):
-            if node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
-                names.add(node.args[0].value.split(".")[0])
+        elif isinstance(node, ast.Call) and _called(node) in ("import_module", "__import__"):
+            first = node.args[0] if node.args else None
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                names.add(first.value.split(".")[0])
     return names
 
 
@@ -45,7 +51,7 @@ def _owns(owner: str, rel: str) -> bool:
 
 
 def trespassers(root: Path = ROOT) -> list[str]:
-    """'path imports lib' for every product module that imports an outside library it does not own."""
+    """'path imports lib' for each product module importing an outside library it does not own."""
     out = []
     for top in PRODUCT:
         paths = [root / top] if top.endswith(".py") else sorted((root / top).rglob("*.py"))
@@ -53,7 +59,8 @@ def trespassers(root: Path = ROOT) -> list[str]:
             if not path.is_file():
                 continue
             rel = path.relative_to(root).as_posix()
-            for lib in sorted(imported_names(path.read_text(encoding="utf-8"), rel) & OWNERS.keys()):
+            libs = imported_names(path.read_text(encoding="utf-8"), rel) & OWNERS.keys()
+            for lib in sorted(libs):
                 if not any(_owns(owner, rel) for owner in OWNERS[lib]):
                     out.append(f"{rel} imports {lib}: only {', '.join(OWNERS[lib])} may")
     return out
@@ -94,6 +101,8 @@ def test_a_planted_import_of_each_library_elsewhere_fails_the_guard(lib, tmp_pat
         text = form.format(lib=lib) + "\n"
         elsewhere.write_text(text)
         owned.write_text(text)
-        assert trespassers(tmp_path) == [f"gpuenv/stack_helpers.py imports {lib}: only {', '.join(OWNERS[lib])} may"], form
-        elsewhere.write_text("import dockerfile_parse\nfrom gpuenv import engine\nimport pynvml_utils\n")
+        named = f"gpuenv/stack_helpers.py imports {lib}: only {', '.join(OWNERS[lib])} may"
+        assert trespassers(tmp_path) == [named], form
+        elsewhere.write_text("import dockerfile_parse\nfrom gpuenv import engine\n"
+                             "import pynvml_utils\n")  # names that only begin like an owned one
         assert trespassers(tmp_path) == [], form

@@ -30,9 +30,10 @@ def crossings(source: str, filename: str = "<planted>") -> list[str]:
         if isinstance(node, ast.ImportFrom) and _product(node.module, node.level):
             for alias in node.names:
                 if _private(alias.name):
-                    out.append(f"{node.lineno}: from {'.' * node.level}{node.module or ''} import {alias.name}")
+                    where = "." * node.level + (node.module or "")
+                    out.append(f"{node.lineno}: from {where} import {alias.name}")
                 else:
-                    modules.add(alias.asname or alias.name)  # maybe a module (from gpuenv.x import y)
+                    modules.add(alias.asname or alias.name)  # a module too: from gpuenv.x import y
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if _product(alias.name, 0):
@@ -40,7 +41,9 @@ def crossings(source: str, filename: str = "<planted>") -> list[str]:
                         out.append(f"{node.lineno}: import {alias.name}")
                     modules.add(alias.asname or alias.name.split(".")[0])
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules:
+        owner = node.value if isinstance(node, ast.Attribute) else None
+        if isinstance(owner, ast.Name) and owner.id in modules:
+            assert isinstance(node, ast.Attribute)
             if _private(node.attr):
                 out.append(f"{node.lineno}: {node.value.id}.{node.attr}")
             elif isinstance(node.ctx, ast.Store):
@@ -74,7 +77,8 @@ def test_the_check_sees_each_form(tmp_path):
     }
     for text, seen in planted.items():
         assert any(seen in line for line in crossings(text)), text
-    clean = "import os\nos._exit\nfrom gpuenv import __version__\n_own = 1\nfrom gpuenv.stack import Stack\nStack.x\n"
+    clean = ("import os\nos._exit\nfrom gpuenv import __version__\n_own = 1\n"
+             "from gpuenv.stack import Stack\nStack.x\n")
     assert crossings(clean) == []
     (tmp_path / "gpuenv").mkdir()
     (tmp_path / "gpuenv" / "m.py").write_text("from gpuenv.errors import _hidden\n")

@@ -1,6 +1,6 @@
-"""The suite's options, declared once: `python -m validate` parses them (validate/cli.py), hands them
-to pytest, whose plugin declares them (validate/conftest.py), and gpuenv's `invoke validate`
-builds the suite's command line from the same table. Stdlib only: gpuenv imports it."""
+"""The suite's options, declared once: `python -m validate` parses them (validate/cli.py) and
+hands them to pytest, whose plugin declares them (validate/conftest.py), and gpuenv's `invoke
+validate` builds the suite's command line from the same table. Stdlib only: gpuenv imports it."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any, Callable, Mapping
 
 @dataclass(frozen=True)
 class SuiteOption:
-    """One option of the suite, declared once: `python -m validate` parses it (cli.parse_args), hands it
-    to pytest (cli.pytest_args), the plugin declares it (conftest.pytest_addoption, under
+    """One option of the suite: `python -m validate` parses it (cli.parse_args) and hands it to
+    pytest (cli.pytest_args), the plugin declares it (conftest.pytest_addoption, under
     `plugin_flag`), and gpuenv's `invoke validate` passes it on (command_line)."""
 
     name: str  # the Python name: args.<name>, and the invoke task's parameter
@@ -43,17 +43,38 @@ SUITE_OPTIONS: tuple[SuiteOption, ...] = (
     SuiteOption("json", "write the JSON report (keyed by GPU UUID, plus 'host')", "PATH"),
     SuiteOption("junit", "write JUnit XML (pytest's --junitxml)", "PATH", plugin_flag=""),
     SuiteOption("save_baseline", "save this run's figures as a known-good baseline", "PATH"),
-    SuiteOption("baseline", "compare with a baseline from a known-good server of the same GPU model", "PATH"),
-    SuiteOption("quick", "smaller sizes, fewer cases, a 10 s load: about a minute on one GPU; on a host "
-                "without GPUs the multi-GPU training check runs only in the full suite"),
-    SuiteOption("replay", "judge a recorded host instead of this one: an nvidia-smi -q -x (or -q) capture, "
-                "or a file written by --record; checks that need a framework on that host skip", "FILE"),
-    SuiteOption("verbose", "print every row and reason, one row per check and GPU (the default is a one-screen "
-                "summary; --json and --junit always keep every row)", plugin_flag="--full-report"),
-    SuiteOption("record", "also write this host's NVML answers, probe results and figures to DIR "
-                "(gpuenv-nvml-recording/1 JSON, for a bug report or a later --replay)", "DIR"),
-    SuiteOption("health_only", "judge the GPUs' health alone (NVML: driver, ECC, clocks, ...) when no framework "
-                "is here to prove that each GPU computes; without it such a GPU host is 'not validated' and exits 1"),
+    SuiteOption(
+        "baseline", "compare with a baseline from a known-good server of the same GPU model", "PATH"
+    ),
+    SuiteOption(
+        "quick",
+        "smaller sizes, fewer cases, a 10 s load: about a minute on one GPU; on a host without "
+        "GPUs the multi-GPU training check runs only in the full suite",
+    ),
+    SuiteOption(
+        "replay",
+        "judge a recorded host instead of this one: an nvidia-smi -q -x (or -q) capture, or a "
+        "file written by --record; checks that need a framework on that host skip",
+        "FILE",
+    ),
+    SuiteOption(
+        "verbose",
+        "print every row and reason, one row per check and GPU (the default is a one-screen "
+        "summary; --json and --junit always keep every row)",
+        plugin_flag="--full-report",
+    ),
+    SuiteOption(
+        "record",
+        "also write this host's NVML answers, probe results and figures to DIR "
+        "(gpuenv-nvml-recording/1 JSON, for a bug report or a later --replay)",
+        "DIR",
+    ),
+    SuiteOption(
+        "health_only",
+        "judge the GPUs' health alone (NVML: driver, ECC, clocks, ...) when no framework is here "
+        "to prove that each GPU computes; without it such a GPU host is 'not validated' and "
+        "exits 1",
+    ),
 )
 
 
@@ -68,10 +89,13 @@ def add_options(add: Callable[..., Any], plugin: bool = False) -> None:
         if option.metavar is None:
             add(flag, action="store_true", default=False, help=option.help, **named)
         else:
-            add(flag, type=option.type, default=None, metavar=option.metavar, help=option.help, **named)
+            add(flag, type=option.type, default=None, metavar=option.metavar, help=option.help,
+                **named)
 
 
-def command_line(values: Mapping[str, Any], path_for: Callable[[str], str] = lambda p: p) -> list[str]:
+def command_line(
+    values: Mapping[str, Any], path_for: Callable[[str], str] = lambda p: p
+) -> list[str]:
     """The `python -m validate` options for `values` (by SuiteOption.name; None/False: left out);
     `path_for` maps the paths (PATH, FILE, DIR) to the paths the suite will see."""
     out: list[str] = []

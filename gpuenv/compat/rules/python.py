@@ -25,9 +25,12 @@ def apply_python_pin(cands: list[Candidate], w: Wishes) -> list[Candidate]:
         have = version_list(c.python for c in cands)
         scope = f" for CUDA {w.cuda_version}" if w.cuda_version else ""
         tries = [{"python": p} for p in sorted({c.python for c in cands}, key=V, reverse=True)]
-        fix = join_fixes([w.fixes.first(tries), w.fixes.fix(**drop_pin(w.request)) if w.pin else None],
+        unpinned = w.fixes.fix(**drop_pin(w.request)) if w.pin else None
+        fix = join_fixes([w.fixes.first(tries), unpinned],
                          f"use --python with one of {have}, or pin another release")
-        raise NoCompatibleStack(f"Python {w.python} is not supported by {w.what}{scope} (supported: {have})", fix=fix)
+        raise NoCompatibleStack(
+            f"Python {w.python} is not supported by {w.what}{scope} (supported: {have})", fix=fix
+        )
     return kept
 
 
@@ -37,9 +40,13 @@ def pick_python(cands: list[Candidate], w: Wishes) -> tuple[Candidate, str]:
     best = max(cands, key=Candidate.sort_key)
     if w.python:
         return best, "requested with --python"
-    same_build = [c for c in cands if c.sort_key() == best.sort_key() and build_name(c) == build_name(best)
-                  and c.from_pypi == best.from_pypi]
-    py, why = default_python(w.matrix, (c.python for c in same_build), w.request.today or date.today())
+    same_build = [
+        c for c in cands
+        if c.sort_key() == best.sort_key() and build_name(c) == build_name(best)
+        and c.from_pypi == best.from_pypi
+    ]
+    today = w.request.today or date.today()
+    py, why = default_python(w.matrix, (c.python for c in same_build), today)
     return next(c for c in same_build if c.python == py), why
 
 

@@ -79,4 +79,5 @@ def read_wishes(request: Request, matrix: Matrix, resolve: Resolver) -> Wishes:
         raise BadInput(f"--{implied} was given with --framework {framework}", fix=f"drop one, or use --framework {implied}")
     framework = framework or implied or "torch"
     pin = request.torch if framework == "torch" else request.tensorflow
-    return Wishes(request, matrix, FixSearch(request, matrix, resolve), framework, pin, cuda, driver, python, archs)
+    fixes = FixSearch(request, matrix, resolve)
+    return Wishes(request, matrix, fixes, framework, pin, cuda, driver, python, archs)
