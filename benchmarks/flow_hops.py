@@ -3,9 +3,11 @@ that cross from one module (or stage folder) to another, traced with sys.setprof
 
     python benchmarks/flow_hops.py build    # invoke build --dry (lock missing): choose, plan
     python benchmarks/flow_hops.py replay   # python -m validate --replay <H100 capture>
+    python benchmarks/flow_hops.py resolve  # a refusal with fixes (H100, 535, --cuda 13.0), a stack
 
-Prints three numbers per flow: product modules entered, distinct module-to-module call edges,
-distinct stage-to-stage call edges (a stage is a folder: gpuenv/compat, validate/host, ...).
+Prints per flow: product modules entered, distinct module-to-module call edges, distinct
+stage-to-stage call edges (a stage is a folder: gpuenv/compat, validate/host, ...), and the pairs
+of modules that call each other both ways (a ping-pong, or a ring closed at run time).
 The style review (../shared/reviews/style-review.md, Flow A and B) counted the same by reading.
 """
 
@@ -89,12 +91,25 @@ def replay() -> None:
     main(["--replay", str(CAPTURE)])
 
 
+def resolve() -> None:
+    from gpuenv.compat.resolve import Request, resolve_stack
+    from gpuenv.errors import GpuenvError
+
+    for request in (Request(driver="535.104.05", cuda="13.0", gpu_archs=("9.0",)),
+                    Request(driver="550.54.15", gpu_archs=("9.0",))):
+        try:
+            resolve_stack(request)
+        except GpuenvError:
+            pass
+
+
 def main() -> None:
     flow = sys.argv[1]
-    entered, edges = trace({"build": build, "replay": replay}[flow])
+    entered, edges = trace({"build": build, "replay": replay, "resolve": resolve}[flow])
     stages = {(_stage(a), _stage(b)) for a, b in edges if _stage(a) != _stage(b)}
+    both_ways = {tuple(sorted(edge)) for edge in edges if (edge[1], edge[0]) in edges}
     print(f"{flow}: {len(entered)} modules entered, {len(edges)} module edges, "
-          f"{len(stages)} stage edges", file=sys.stderr)
+          f"{len(stages)} stage edges, {len(both_ways)} two-way pairs", file=sys.stderr)
 
 
 if __name__ == "__main__":
