@@ -5,7 +5,6 @@ The task layer maps these to exit codes; anything else that escapes is a bug in 
 
 from __future__ import annotations
 
-EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 2
 EXIT_NO_STACK = 3

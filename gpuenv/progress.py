@@ -3,7 +3,7 @@
 On a terminal: one live block drawn with `rich` (the step, elapsed time, bytes moved, the tool's
 last line), replaced in place. Anywhere else (CI, a pipe, a file): plain lines with no control
 codes, one per step and per finished layer. `--verbose` adds every line the tools print (the full
-builder log); `--quiet` keeps only results and errors. The library never imports this module: it
+builder log); `--quiet` keeps only results and errors. The library imports only `Say` from here: it
 reports through callbacks (a line of text, or a `LayerProgress` from the engine), and the task
 layer hands it a Reporter's methods.
 """
@@ -16,7 +16,10 @@ import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, Callable
+
+#: A progress callback: one line of text for the person or the log (the library's one type for it).
+Say = Callable[[str], None]
 
 LIVE, PLAIN, VERBOSE, QUIET = "live", "plain", "verbose", "quiet"
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)")

@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from validate.options import SUITE_OPTIONS, add_options
 from validate.text import safe_text
 
 SUITE_DIR = Path(__file__).resolve().parent
@@ -38,22 +39,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         "Outside an image at least one GPU is expected (--expect-gpus 0 for a CPU-only host). "
         "Other arguments are passed to pytest (e.g. -k masking, -x).",
     )
-    parser.add_argument("--expect-gpus", type=int, metavar="N", help="GPUs this server must show; fewer fails the run")
-    parser.add_argument("--json", metavar="PATH", help="write the JSON report (keyed by GPU UUID, plus 'host')")
-    parser.add_argument("--junit", metavar="PATH", help="write JUnit XML (pytest's --junitxml)")
-    parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer cases, a 10 s load: about a minute on one GPU; on a host "
-                        "without GPUs the multi-GPU training check runs only in the full suite")
-    parser.add_argument("--save-baseline", metavar="PATH", help="save this run's figures as a known-good baseline")
-    parser.add_argument("--baseline", metavar="PATH", help="compare with a baseline from a known-good server of the same GPU model")
-    parser.add_argument("--replay", metavar="FILE", help="judge a recorded host instead of this one: an nvidia-smi -q -x (or -q) capture, "
-                        "or a file written by --record; checks that need a framework on that host skip")
-    parser.add_argument("--verbose", action="store_true", help="print every row and reason, one row per check and GPU "
-                        "(the default is a one-screen summary; --json and --junit always keep every row)")
-    parser.add_argument("--record", metavar="DIR", help="also write this host's NVML answers, probe results and figures to DIR "
-                        "(gpuenv-nvml-recording/1 JSON, for a bug report or a later --replay)")
-    parser.add_argument("--health-only", action="store_true",
-                        help="judge the GPUs' health alone (NVML: driver, ECC, clocks, ...) when no framework is here to prove "
-                        "that each GPU computes; without it such a GPU host is 'not validated' and exits 1")
+    add_options(parser.add_argument)
     return parser.parse_known_args(argv)
 
 
@@ -64,26 +50,16 @@ def pytest_args(args: argparse.Namespace, extra: list[str], junit_path: str | No
     place only when the run is over, so no half-written report is ever left.
     """
     out = [str(SUITE_DIR), "--rootdir", str(SUITE_DIR), "-c", str(SUITE_DIR / "pytest.ini"), "-q", "-rN", "--tb=no"]
-    if args.expect_gpus is not None:
-        out += ["--expect-gpus", str(args.expect_gpus)]
-    if args.json:
-        out += ["--json", args.json]
-    if args.junit:
-        out += [f"--junitxml={junit_path or args.junit}"]
-    if args.quick:
-        out += ["--quick"]
-    if args.save_baseline:
-        out += ["--save-baseline", args.save_baseline]
-    if args.baseline:
-        out += ["--baseline", args.baseline]
-    if args.replay:
-        out += ["--replay", args.replay]
-    if args.record:
-        out += ["--record", args.record]
-    if args.verbose:
-        out += ["--full-report"]
-    if args.health_only:
-        out += ["--health-only"]
+    for option in SUITE_OPTIONS:
+        value = getattr(args, option.name)
+        if value is None or value is False:
+            continue
+        if option.name == "junit":
+            out += [f"--junitxml={junit_path or value}"]
+        elif option.metavar is None:
+            out.append(option.in_plugin)
+        else:
+            out += [option.in_plugin, str(value)]
     return out + extra
 
 

@@ -16,6 +16,7 @@ from typing import Any, Callable
 import pytest
 
 from validate.host import nvml
+from validate.options import add_options, suite_option  # declared once, for python -m validate and this plugin
 from validate.report.baseline import save_baseline
 from validate.host.devices import compiled_archs, device_for_gpu, torch_gpus
 from validate.judge.evidence import missing_evidence
@@ -30,25 +31,7 @@ SETUP_SECONDS = pytest.StashKey[float]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("validate", "gpuenv server validation")
-    group.addoption("--expect-gpus", dest="validate_expect_gpus", type=int, default=None,
-                    help="number of GPUs this server must show; fewer (or none) fails the run")
-    group.addoption("--json", dest="validate_json", default=None, metavar="PATH",
-                    help="write the JSON report (keyed by GPU UUID, plus 'host') to PATH")
-    group.addoption("--quick", dest="validate_quick", action="store_true", default=False,
-                    help="smaller sizes and fewer cases, to finish within about a minute")
-    group.addoption("--save-baseline", dest="validate_save_baseline", default=None, metavar="PATH",
-                    help="save this run's figures as the known-good baseline for its GPU model")
-    group.addoption("--baseline", dest="validate_baseline", default=None, metavar="PATH",
-                    help="compare figures with a baseline saved on a known-good server of the same model")
-    group.addoption("--replay", dest="validate_replay", default=None, metavar="FILE",
-                    help="judge a recorded host (nvidia-smi -q -x or -q capture, or a --record file) instead of this one")
-    group.addoption("--full-report", dest="validate_full_report", action="store_true", default=False,
-                    help="print every row and reason (one row per check and GPU) instead of the one-screen summary")
-    group.addoption("--record", dest="validate_record", default=None, metavar="DIR",
-                    help="write this host's NVML answers, probe results and figures to DIR (gpuenv-nvml-recording/1)")
-    group.addoption("--health-only", dest="validate_health_only", action="store_true", default=False,
-                    help="judge the GPUs' health alone: no framework has to prove that each GPU computes")
+    add_options(parser.getgroup("validate", "gpuenv server validation").addoption, plugin=True)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -64,7 +47,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if suite is not None and suite.cpu_only:
         suite.say_now(CPU_ONLY_LINE)
     elif suite is not None and suite.driverless:
-        expect_none = suite.config.getoption("validate_expect_gpus") == 0
+        expect_none = suite_option(suite.config, "expect_gpus") == 0
         head = "validate: not ready: "
         if expect_none:
             head = "validate: warning: --expect-gpus 0 validates a CPU-only host, but "
@@ -294,7 +277,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if suite.replayed_from:
         for line in fit(f"REPLAYED: every line judges the recorded host {suite.replayed_from}, not this machine"):
             terminalreporter.write_line(line)
-    full = bool(config.getoption("validate_full_report"))
+    full = bool(suite_option(config, "verbose"))
     for line in host_lines(suite.host.driver_version, suite.host.cuda_driver_version, suite.host.gpus, suite.no_gpu_reason, full):
         terminalreporter.write_line(line)
     for lost in suite.host.unreadable:  # wrapped: the error names the GPU, its bus id, UUID and the fix

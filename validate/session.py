@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from validate.host import nvml
+from validate.options import suite_option
 from validate.report.baseline import BaselineError, baseline_value, load_baseline
 from validate.host.devices import all_nvml_uuids, visible_gpus
 from validate.host.masking import device_list
@@ -53,7 +54,7 @@ class Suite:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.quick: bool = config.getoption("validate_quick")
+        self.quick: bool = suite_option(config, "quick")
         # Before anything initialises CUDA: ordinals in CUDA_VISIBLE_DEVICES then mean NVML's
         # (PCI bus) order, not CUDA's default "fastest first", on mixed-GPU machines too.
         self.device_order_was = os.environ.get("CUDA_DEVICE_ORDER")
@@ -62,12 +63,12 @@ class Suite:
         os.environ["CUDA_DEVICE_ORDER"] = DEVICE_ORDER
         self.replay: dict[str, Any] | None = None  # the recording judged instead of this host
         self.recorder: Any = None  # records this host's NVML answers (--record)
-        self.record_dir: str | None = config.getoption("validate_record")
+        self.record_dir: str | None = suite_option(config, "record")
         self.framework_tests: set[str] = set()  # checks that cannot run on a replayed host
-        self._use_nvml(config.getoption("validate_replay"))
+        self._use_nvml(suite_option(config, "replay"))
         self.host = nvml.read_host()
         in_image = bool(os.environ.get("GPUENV_STACK_FILE"))
-        option = config.getoption("validate_expect_gpus")
+        option = suite_option(config, "expect_gpus")
         #: NVIDIA GPUs on the PCI bus while NVML sees none (no driver, or a container without
         #: --gpus): a GPU server, never a CPU-only host. Not read for a replayed host.
         self.pci_gpus = [] if self.host.replayed_from or self.host.gpus else nvidia_gpus()
@@ -75,7 +76,7 @@ class Suite:
         self.cpu_only = not in_image and option is None and nvml.cpu_only_host(self.host)
         nvidia_visible = os.environ.get("NVIDIA_VISIBLE_DEVICES")
         self.expectation: GpuExpectation | None = expected_gpus(
-            config.getoption("validate_expect_gpus"),
+            suite_option(config, "expect_gpus"),
             nvidia_visible,
             _cpu_stack(),
             in_image=in_image,
@@ -93,20 +94,20 @@ class Suite:
         self.records: list[Record] = []
         self.write_errors: list[str] = []
         self.frameworks: dict[str, Any] = {}
-        self.json_path: str | None = config.getoption("validate_json")
-        self.save_baseline_path: str | None = config.getoption("validate_save_baseline")
+        self.json_path: str | None = suite_option(config, "json")
+        self.save_baseline_path: str | None = suite_option(config, "save_baseline")
         try:
             self.peaks = load_peaks()
         except (OSError, PeakTableError) as err:
             raise pytest.UsageError(f"validate: the GPU peak table cannot be used: {err}") from None
-        baseline_path = config.getoption("validate_baseline")
+        baseline_path = suite_option(config, "baseline")
         try:
             self.baseline = load_baseline(baseline_path) if baseline_path else None
         except BaselineError as err:
             raise pytest.UsageError(f"validate: {err}") from None
         self._tf_info: ProbeResult | None = None
         self._tf_memory: tuple[int, ProbeResult] | None = None
-        self.health_only: bool = config.getoption("validate_health_only")
+        self.health_only: bool = suite_option(config, "health_only")
         #: Why this run proves no ready host though pytest passed (set at session finish), or None.
         self.not_validated: str | None = None
 
@@ -124,7 +125,7 @@ class Suite:
             module = ReplayNvml(self.replay)
         if self.record_dir:
             if module is None:
-                module, error = nvml._import()
+                module, error = nvml.import_pynvml()
                 if module is None:
                     raise pytest.UsageError(f"validate: --record: {error}")
             self.recorder = RecordingNvml(module, source=f"python -m validate --record on {platform.node() or 'this host'}")

@@ -82,10 +82,6 @@ def task(**options: Any) -> Callable[[F], Any]:
     return invoke.task(**options)
 
 
-#: help= for --strict-driver (kept for callers; the same text as STACK_HELP's).
-STRICT_DRIVER_HELP = STACK_HELP["strict_driver"]
-
-
 class Terminated(KeyboardInterrupt):
     """SIGTERM (a cancelled CI job, `kill`, `docker stop`) or SIGHUP (the operator's SSH session
     dropped), raised where the program is.

@@ -16,31 +16,27 @@ from gpuenv.errors import BadInput
 from gpuenv.cli.config_values import (  # noqa: F401 (callers import parse_registry, mirror_map and the two lists from here)
     BACKENDS,
     PLATFORMS,
-    _backend,
-    _bool,
-    _cuda,
-    _fraction,
-    _framework,
-    _gpu_count,
-    _image_name,
-    _mirror_list,
-    _platforms,
-    _positive_int,
-    _python,
-    _release,
-    _string_list,
-    _text,
-    _what,
+    as_backend,
+    as_bool,
+    as_cuda,
+    as_fraction,
+    as_framework,
+    as_gpu_count,
+    as_image_name,
+    as_mirror_list,
+    as_platforms,
+    as_positive_int,
+    as_python,
+    as_release,
+    as_string_list,
+    as_text,
+    after_option,
     mirror_map,
     parse_registry,
 )
 
 SECTION = "gpuenv"
 ENV_PREFIX = "INVOKE_"
-#: The stack options a team may set once for everybody (the command line still wins).
-STACK_KEYS = ("framework", "torch", "tensorflow", "cuda", "python", "backend", "platforms", "base_image", "wheelhouse", "strict_driver")
-#: Together these pin one stack: every task on every server then addresses it, whatever the driver.
-PIN_KEYS = ("cuda", "python")
 
 #: The `gpuenv:` defaults registered with Invoke. Every key must exist here: Invoke reads an
 #: INVOKE_GPUENV_* variable only for keys it already knows. None means "gpuenv decides" (the
@@ -294,10 +290,10 @@ def settings_from(merged: Mapping[str, Any] | None, layers: Sequence[Layer]) -> 
         try:
             return parse(key, value)
         except BadInput as err:
-            raise BadInput(f"{where[key]}: {SECTION}.{key} {_what(err.message, value)}", fix=err.fix) from None
+            raise BadInput(f"{where[key]}: {SECTION}.{key} {after_option(err.message, value)}", fix=err.fix) from None
 
     def folder_path(key: str, value: Any) -> str:
-        text = _text(key, value)
+        text = as_text(key, value)
         base = layer_of[key].folder if key in layer_of else None
         path = os.path.join(base, os.path.expanduser(text)) if base else os.path.expanduser(text)
         if not os.path.isdir(path):
@@ -305,32 +301,32 @@ def settings_from(merged: Mapping[str, Any] | None, layers: Sequence[Layer]) -> 
                            fix="give the folder that holds the .whl files, or remove the key")
         return os.path.normpath(path)
 
-    floor = checked("fleet.outlier_floor", _fraction)
+    floor = checked("fleet.outlier_floor", as_fraction)
     return Settings(
-        framework=checked("framework", _framework),
-        torch=checked("torch", _release),
-        tensorflow=checked("tensorflow", _release),
-        cuda=checked("cuda", _cuda),
-        python=checked("python", _python),
-        backend=checked("backend", _backend),
-        platforms=checked("platforms", _platforms) or (),
-        base_image=checked("base_image", _image_name),
+        framework=checked("framework", as_framework),
+        torch=checked("torch", as_release),
+        tensorflow=checked("tensorflow", as_release),
+        cuda=checked("cuda", as_cuda),
+        python=checked("python", as_python),
+        backend=checked("backend", as_backend),
+        platforms=checked("platforms", as_platforms) or (),
+        base_image=checked("base_image", as_image_name),
         wheelhouse=checked("wheelhouse", folder_path),
-        strict_driver=bool(checked("strict_driver", _bool)),
+        strict_driver=bool(checked("strict_driver", as_bool)),
         registry=checked("registry", lambda _k, v: parse_registry(v)),
-        conda_channels=checked("conda_channels", _string_list) or (),
-        conda_mirrors=checked("conda_mirrors", _mirror_list) or (),
-        expect_gpus=checked("expect_gpus", _gpu_count),
+        conda_channels=checked("conda_channels", as_string_list) or (),
+        conda_mirrors=checked("conda_mirrors", as_mirror_list) or (),
+        expect_gpus=checked("expect_gpus", as_gpu_count),
         fleet=FleetSettings(
-            hosts=checked("fleet.hosts", _string_list) or (),
-            parallel=checked("fleet.parallel", _positive_int),
-            slurm_partition=checked("fleet.slurm.partition", _text),
-            slurm_time=checked("fleet.slurm.time", _text),
-            slurm_queue_time=checked("fleet.slurm.queue_time", _text),
-            slurm_nodes=checked("fleet.slurm.nodes", _positive_int),
-            slurm_nodelist=checked("fleet.slurm.nodelist", _text),
-            slurm_prefix=checked("fleet.slurm.prefix", _text),
-            slurm_rundir=checked("fleet.slurm.rundir", _text),
+            hosts=checked("fleet.hosts", as_string_list) or (),
+            parallel=checked("fleet.parallel", as_positive_int),
+            slurm_partition=checked("fleet.slurm.partition", as_text),
+            slurm_time=checked("fleet.slurm.time", as_text),
+            slurm_queue_time=checked("fleet.slurm.queue_time", as_text),
+            slurm_nodes=checked("fleet.slurm.nodes", as_positive_int),
+            slurm_nodelist=checked("fleet.slurm.nodelist", as_text),
+            slurm_prefix=checked("fleet.slurm.prefix", as_text),
+            slurm_rundir=checked("fleet.slurm.rundir", as_text),
             outlier_floor=0.9 if floor is None else floor,
             env=checked("fleet.env", _fleet_env) or {},
             slurm_sbatch_args=checked("fleet.slurm.sbatch_args", _string_list) or (),

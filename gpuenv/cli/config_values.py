@@ -6,14 +6,14 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
+from gpuenv.envs import BACKENDS
 from gpuenv.errors import BadInput
 
-#: The lock backends, and the conda platforms a lock may be made for.
-BACKENDS = ("conda-lock", "uv")
+#: The conda platforms a lock may be made for (the lock backends: gpuenv.envs.BACKENDS).
 PLATFORMS = ("linux-64", "linux-aarch64")
 
 
-def _what(message: str, value: Any) -> str:
+def after_option(message: str, value: Any) -> str:
     """The part of a parser's message after its option name: "--cuda '1' is not ..." -> "'1' is not ..."."""
     if message.startswith("--"):
         return message.split(" ", 1)[1] if " " in message else message
@@ -32,26 +32,26 @@ def _no_float(key: str, value: Any) -> str:
     return str(value)
 
 
-def _framework(key: str, value: Any) -> str:
+def as_framework(key: str, value: Any) -> str:
     from gpuenv.compat.resolve import parse_framework
 
     return parse_framework(_no_float(key, value)) or ""
 
 
-def _cuda(key: str, value: Any) -> str:
+def as_cuda(key: str, value: Any) -> str:
     from gpuenv.compat.matrix import load_matrix
     from gpuenv.compat.resolve import parse_cuda
 
     return parse_cuda(_no_float(key, value), load_matrix()) or ""
 
 
-def _python(key: str, value: Any) -> str:
+def as_python(key: str, value: Any) -> str:
     from gpuenv.compat.resolve import parse_python
 
     return parse_python(_no_float(key, value)) or ""
 
 
-def _release(key: str, value: Any) -> str:
+def as_release(key: str, value: Any) -> str:
     """A framework release pin, X.Y or X.Y.Z, as text (YAML would read torch: 2.10 as 2.1)."""
     text = _no_float(key, value).strip()
     if not re.fullmatch(r"\d+\.\d+(?:\.\d+)?", text):
@@ -63,7 +63,7 @@ _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
 
 
-def _bool(key: str, value: Any) -> bool:
+def as_bool(key: str, value: Any) -> bool:
     """true/false (a variable may say 1/0, yes/no)."""
     if isinstance(value, bool):
         return value
@@ -75,7 +75,7 @@ def _bool(key: str, value: Any) -> bool:
     raise BadInput(f"{value!r} is not true or false", fix=f"use {key.split('.')[-1]}: true or {key.split('.')[-1]}: false")
 
 
-def _fraction(key: str, value: Any) -> float:
+def as_fraction(key: str, value: Any) -> float:
     """A number in (0, 1]: a share of the fleet's median (0.9 = 90 %)."""
     import math
 
@@ -91,14 +91,14 @@ def _fraction(key: str, value: Any) -> float:
     return number
 
 
-def _backend(key: str, value: Any) -> str:
+def as_backend(key: str, value: Any) -> str:
     text = _no_float(key, value).strip()
     if text not in BACKENDS:
         raise BadInput(f"{text!r} is not a lock backend", fix=f"use one of {', '.join(BACKENDS)}")
     return text
 
 
-def _string_list(key: str, value: Any) -> tuple[str, ...]:
+def as_string_list(key: str, value: Any) -> tuple[str, ...]:
     """A YAML list, or (from an environment variable) a comma-separated string."""
     if isinstance(value, str):
         items = value.split(",")
@@ -109,9 +109,9 @@ def _string_list(key: str, value: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(i.strip() for i in items if i.strip()))
 
 
-def _mirror_list(key: str, value: Any) -> tuple[str, ...]:
+def as_mirror_list(key: str, value: Any) -> tuple[str, ...]:
     """CHANNEL=URL items: conda-forge=file:///srv/mirror/conda-forge (URL: file://, http:// or https://)."""
-    items = _string_list(key, value)
+    items = as_string_list(key, value)
     for item in items:
         channel, _, url = item.partition("=")
         if not channel.strip() or not url.strip().startswith(("file://", "http://", "https://")):
@@ -124,8 +124,8 @@ def mirror_map(items: Sequence[str]) -> dict[str, str]:
     return {channel.strip(): url.strip() for channel, _, url in (item.partition("=") for item in items)}
 
 
-def _platforms(key: str, value: Any) -> tuple[str, ...]:
-    items = _string_list(key, value)
+def as_platforms(key: str, value: Any) -> tuple[str, ...]:
+    items = as_string_list(key, value)
     for item in items:
         if item not in PLATFORMS:
             raise BadInput(f"{item!r} is not a known platform", fix=f"use {' or '.join(PLATFORMS)}")
@@ -135,21 +135,21 @@ def _platforms(key: str, value: Any) -> tuple[str, ...]:
 _IMAGE_NAME = re.compile(r"[a-z0-9][a-z0-9._/:-]*(?:@sha256:[0-9a-f]{64})?")
 
 
-def _image_name(key: str, value: Any) -> str:
+def as_image_name(key: str, value: Any) -> str:
     text = _no_float(key, value).strip()
     if not _IMAGE_NAME.fullmatch(text.split("/", 1)[-1] if "/" in text else text) or any(c.isspace() for c in text):
         raise BadInput(f"{text!r} is not an image name", fix="use e.g. nvidia/cuda:12.1.1-base-ubuntu22.04 (lower case, no spaces)")
     return text
 
 
-def _gpu_count(key: str, value: Any) -> int:
+def as_gpu_count(key: str, value: Any) -> int:
     """A number of GPUs: 0 or more (0: CPU-only servers, said on purpose)."""
     if value == 0 and not isinstance(value, (bool, float)):
         return 0
-    return _positive_int(key, value)
+    return as_positive_int(key, value)
 
 
-def _positive_int(key: str, value: Any) -> int:
+def as_positive_int(key: str, value: Any) -> int:
     if isinstance(value, (bool, float)):
         # YAML reads `parallel: yes` as true and `8.5` as a float: neither is a count
         raise BadInput(f"{value!r} is not a whole number", fix=f"use a whole number, e.g. {key.split('.')[-1]}: 8")
@@ -162,7 +162,7 @@ def _positive_int(key: str, value: Any) -> int:
     return number
 
 
-def _text(key: str, value: Any) -> str:
+def as_text(key: str, value: Any) -> str:
     return _no_float(key, value).strip()
 
 

@@ -232,6 +232,10 @@ def main() -> None:
         from gpuenv.cli.configfiles import GpuenvConfig
 
         GpuenvProgram(name="gpuenv", binary="gpuenv", version=__version__, namespace=namespace(), config_class=GpuenvConfig).run()
+    except BrokenPipeError:  # before `except Exception`, which would catch it first
+        # `gpuenv --list | head`: the reader went away; stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)
     except Exception as err:
         problem = config_file_problem(err)
         if problem is None:
@@ -240,10 +244,6 @@ def main() -> None:
 
         show(f"gpuenv: {problem}", file=sys.stderr)
         sys.exit(2)  # bad input, as every task's one-line errors
-    except BrokenPipeError:
-        # `gpuenv --list | head`: the reader went away; stop quietly, as Unix tools do
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(0)
 
 
 if __name__ == "__main__":

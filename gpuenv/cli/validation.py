@@ -10,12 +10,14 @@ import json as jsonlib  # `json` is the task's --json option
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 from invoke.exceptions import Exit
 
 from gpuenv.cli.common import show, OUTPUT_HELP, STACK_HELP, STACK_OPTIONS, image_or_stack, is_dry, stack_options, task, team_settings, user_errors
 from gpuenv.engine import WORKDIR_IN_CONTAINER  # cheap: engine imports the Docker SDK lazily
 from gpuenv.errors import BadInput
+from validate.options import SUITE_OPTIONS, command_line
 from validate.report.record import HOST_PATHS_VARIABLE
 
 
@@ -23,20 +25,24 @@ from validate.report.record import HOST_PATHS_VARIABLE
 #: by file path: `python -m validate` in /workspace would import a mounted checkout's validate/.
 SUITE_IN_IMAGE = "/opt/gpuenv/validate/__main__.py"
 
+#: What the suite options (validate/options.py, declared there once) mean beyond the suite in this task.
+_TASK_NOTES = {
+    "expect_gpus": "default: invoke.yaml gpuenv.expect_gpus; else on a bare host at least 1, except a host with no NVIDIA "
+    "driver and no NVIDIA device, which is validated as CPU-only",
+    "json": "with --hosts/--slurm the fleet's, keyed by host then GPU UUID",
+    "junit": "with --hosts/--slurm one testsuite per host",
+    "replay": "runs with this Python (as --local) unless --image or a stack option names an image to judge it in",
+    "verbose": "with --hosts/--slurm the fleet table lists ready hosts too; in an image also the full log of its pull",
+}
+
 _HELP = {
     "local": "run the suite on this host with this Python (`python -m validate`) instead of inside an image",
     **STACK_HELP,
     "cuda": STACK_HELP["cuda"] + "; picks the image to validate in (default without --local: the stack resolved for this host)",
     "image": "validate in this image instead of the stack's, e.g. HOST/gpuenv/<stack>@sha256:... as invoke push printed it; pulled (by digest) when missing",
     "gpus": "GPUs given to the container, as `docker run --gpus`: all, none, or 0,1 / GPU UUIDs (default: all; none for a CPU stack)",
-    "expect_gpus": "number of GPUs the server must show; fewer (or none) fails the run (default: invoke.yaml gpuenv.expect_gpus; "
-    "else on a bare host at least 1, except a host with no NVIDIA driver and no NVIDIA device, which is validated as CPU-only)",
-    "json": "write the JSON report (keyed by GPU UUID, plus 'host') to this file; with --hosts/--slurm the fleet's, keyed by host then GPU UUID",
-    "junit": "write JUnit XML to this file (for CI dashboards); with --hosts/--slurm one testsuite per host",
-    "quick": "smaller sizes and fewer cases: about a minute on a one-GPU server; on a host without GPUs the multi-GPU "
-    "training check runs only in the full suite",
-    "save_baseline": "save this run's figures as the known-good baseline for this GPU model",
-    "baseline": "compare figures with a baseline saved on a known-good server of the same GPU model",
+    **{option.name: option.help + (f"; {_TASK_NOTES[option.name]}" if option.name in _TASK_NOTES else "")
+       for option in SUITE_OPTIONS},
     # fleet validation (gpuenv/cli/fleet.py); defaults from the gpuenv.fleet section of invoke.yaml
     "hosts": "validate these Docker hosts over SSH, comma-separated ssh://user@host[:port]; --hosts alone: the hosts in invoke.yaml (gpuenv.fleet.hosts)",
     "parallel": "with --hosts: validate at most N hosts at once (default: 8)",
@@ -53,35 +59,23 @@ _HELP = {
     "sbatch_arg": "with --slurm: one more sbatch option for the jobs, repeatable (e.g. --sbatch-arg=--account=ml "
     "--sbatch-arg=--gres=gpu:h100:8); default: gpuenv.fleet.slurm.sbatch_args",
     "outlier_floor": "fleet: a GPU below this share of its model's fleet median makes its host degraded, not ready (default: gpuenv.fleet.outlier_floor, else 0.9)",
-    **OUTPUT_HELP,
+    "quiet": OUTPUT_HELP["quiet"],
 }
 
 
-def suite_arguments(
-    expect_gpus: int | str | None,
-    json: str | None,
-    junit: str | None,
-    quick: bool,
-    save_baseline: str | None,
-    baseline: str | None,
-    path_for=lambda p: p,
-) -> list[str]:
-    """`python -m validate` options; `path_for` maps host paths to the paths the suite will see."""
-    args: list[str] = []
+def suite_arguments(path_for: Callable[[str], str] = lambda p: p, **values: object) -> list[str]:
+    """`python -m validate` options for the suite option values given by name (validate/options.py);
+    `path_for` maps host paths to the paths the suite will see."""
+    expect_gpus = values.get("expect_gpus")
     if expect_gpus is not None:
         try:
-            count = int(expect_gpus)
+            count = int(expect_gpus)  # type: ignore[call-overload]
         except ValueError:
             raise BadInput(f"--expect-gpus {expect_gpus!r} is not a number", fix="give the number of GPUs, e.g. --expect-gpus 8") from None
         if count < 0:
             raise BadInput(f"--expect-gpus {count} is negative", fix="give 0 or more")
-        args += ["--expect-gpus", str(count)]
-    for flag, value in (("--json", json), ("--junit", junit), ("--save-baseline", save_baseline), ("--baseline", baseline)):
-        if value:
-            args += [flag, path_for(value)]
-    if quick:
-        args.append("--quick")
-    return args
+        values["expect_gpus"] = count
+    return command_line(values, path_for)
 
 
 #: Where a report folder outside the current folder is mounted in the container (one per folder).
@@ -125,7 +119,7 @@ def validate(
     expect_gpus=None, json=None, junit=None, quick=False, save_baseline=None, baseline=None,
     hosts=None, parallel=None, report=None, slurm=False, partition=None, nodes=None, nodelist=None,
     time=None, prefix=None, rundir=None, verbose=False, quiet=False, queue_time=None, from_reports=None, outlier_floor=None,
-    sbatch_arg=None,
+    sbatch_arg=None, replay=None, record=None, health_only=False,
 ):
     """Tell whether this server (or a fleet: --hosts, --slurm, --from-reports DIR) is ready for the team's images, and why not (exit 0 only when ready)."""
     from gpuenv.cli import fleet
@@ -133,7 +127,8 @@ def validate(
     from gpuenv.cli.paths import check_paths
 
     check_paths(json=json, junit=junit, save_baseline=save_baseline, baseline=baseline, report=report, rundir=rundir, prefix=prefix,
-                folders=("rundir", "prefix"))
+                replay=replay, record=record,
+                folders=("rundir", "prefix", "record"))
     if expect_gpus is None:  # the team may say every server must have GPUs (or, with 0, that none need them)
         expect_gpus = team_settings(c).expect_gpus
     if image:  # the engine's grammar and length limit, before any host (the fleet) or engine (run in an image) is asked
@@ -141,14 +136,16 @@ def validate(
 
         parse_image_ref(image)
 
-    stack = stack_options(locals())
+    given_here = locals()
+    stack = stack_options(given_here)
     named = [f"--{k.replace('_', '-')}" for k in STACK_OPTIONS if stack[k] not in (None, False)]
     given = dict(hosts=hosts, image=image, parallel=parallel, report=report, slurm=slurm, partition=partition, nodes=nodes,
                  nodelist=nodelist, time=time, prefix=prefix, rundir=rundir, json=json, junit=junit, baseline=baseline, queue_time=queue_time,
                  gpus=gpus, local=local, from_reports=from_reports, outlier_floor=outlier_floor, verbose=verbose, sbatch_arg=sbatch_arg)
     if fleet.wants_fleet(given):
-        if local or save_baseline or named:
-            raise BadInput("a fleet run validates other servers in one image, so --local, --save-baseline and the stack options do not apply",
+        if local or save_baseline or replay or record or health_only or named:
+            raise BadInput("a fleet run validates other servers in one image, so --local, --save-baseline, --replay, --record, "
+                           "--health-only and the stack options do not apply",
                            fix="drop them (give --image REF for the image), or drop --hosts/--slurm")
         if hosts and slurm:
             raise BadInput("--hosts and --slurm both given", fix="validate SSH Docker hosts or a Slurm job, one at a time")
@@ -156,7 +153,7 @@ def validate(
             raise BadInput("--from-reports renders reports already collected, so --hosts/--slurm do not apply",
                            fix="drop --hosts/--slurm, or drop --from-reports to run the suite on the servers")
         opts = fleet.merge_options(given, team_settings(c).fleet.as_config())
-        code = fleet.fleet_validate(opts, suite_arguments(expect_gpus, None, None, quick, None, None))
+        code = fleet.fleet_validate(opts, suite_arguments(expect_gpus=expect_gpus, quick=quick))
         if code != 0:
             raise Exit(code=code)
         return
@@ -165,11 +162,14 @@ def validate(
         raise BadInput("--parallel/--report/--partition/--nodes/--nodelist/--time/--queue-time/--prefix/--rundir/--outlier-floor/"
                        "--sbatch-arg are fleet options",
                        fix="add --hosts ssh://user@host,..., --slurm or --from-reports DIR")
+    suite = {option.name: given_here[option.name] for option in SUITE_OPTIONS}  # the suite's own options
+    if replay and image is None and not named and gpus is None:
+        local = True  # a capture is judged by this host's suite, as `python -m validate --replay` does
     if local:
         if named or gpus is not None or image is not None:
             raise BadInput("--local runs on this host's Python, so a stack option makes no sense with it",
                            fix=f"drop {' '.join(named + ['--gpus'] * (gpus is not None) + ['--image'] * (image is not None))}, or drop --local")
-        args = suite_arguments(expect_gpus, json, junit, quick, save_baseline, baseline)
+        args = suite_arguments(**suite)
         if is_dry(c):
             show(f"would run {sys.executable} -m validate {' '.join(args)}; nothing run (--dry)".replace("  ", " "))
             return
@@ -181,7 +181,7 @@ def validate(
         if gpus is not None:
             parse_gpus(gpus)  # before the stack is resolved or the engine asked
         reports = ReportPaths(workdir)
-        args = suite_arguments(expect_gpus, json, junit, quick, save_baseline, baseline, path_for=reports)
+        args = suite_arguments(path_for=reports, **suite)
         ref, name, cpu = image_or_stack(c, image, stack, verbose, quiet)
         if is_dry(c):
             show(f"would validate in {name}{' (pulled by digest if missing)' if image else ''}; nothing run (--dry)")

@@ -13,7 +13,8 @@ from typing import IO, Any
 
 import gpuenv.engine.buildkit as buildkit
 from gpuenv.engine.causes import build_fix
-from gpuenv.engine.common import Progress, quietly, short_reason, to_stdout, transport_errors
+from gpuenv.engine.common import quietly, short_reason, to_stdout, transport_errors
+from gpuenv.progress import Say
 from gpuenv.engine.images import ImageInfo, info_of, split_tag
 from gpuenv.errors import ToolError
 
@@ -72,7 +73,7 @@ class _Request:
     cache_tag: str | None
     nocache: bool
     owner_prefix: str | None
-    emit: Progress
+    emit: Say
 
 
 class BuildMixin:
@@ -93,7 +94,7 @@ class BuildMixin:
         nocache: bool = False,
         builder: str = "auto",
         owner_prefix: str | None = None,
-        progress: Progress | None = None,
+        progress: Say | None = None,
     ) -> BuildResult:
         """Build from a tar build context; tag only when it succeeded.
 

@@ -19,7 +19,9 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass, field
-from typing import IO, Any, Callable, Iterator
+from typing import IO, Any, Iterator
+
+from gpuenv.progress import Say
 
 #: Longest a BuildKit build may stream nothing, in seconds: past it the engine is taken as stuck
 #: and the build fails (a RUN step that prints nothing for 30 minutes would too).
@@ -155,7 +157,7 @@ class Trace:
     """The build as plain lines (`docker build --progress=plain` style), and what it says:
     the steps, which came from the cache, which one failed."""
 
-    emit: Callable[[str], None]
+    emit: Say
     log: list[str] = field(default_factory=list)
     vertexes: dict[str, Vertex] = field(default_factory=dict)
     _numbers: dict[str, int] = field(default_factory=dict)

@@ -6,9 +6,6 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable
 
-Progress = Callable[[str], None]
-
-
 def short_reason(err: BaseException) -> str:
     """The engine's (or the wire's) reason in one line for a message: its last line, at most 300 characters."""
     text = str(getattr(err, "explanation", None) or err).strip().splitlines()

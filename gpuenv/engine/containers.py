@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterator, TypeVar
 
 from gpuenv.engine.causes import run_error
-from gpuenv.engine.common import Progress, quietly, short_reason, to_stdout, transport_errors
+from gpuenv.engine.common import quietly, short_reason, to_stdout, transport_errors
+from gpuenv.progress import Say
 from gpuenv.engine.connection import Connection
 from gpuenv.errors import BadInput, GpuenvError, ToolError
 
@@ -76,7 +77,7 @@ class ContainersMixin:
         gpus: str = "all",
         workdir_mount: Path | None = None,
         env: dict[str, str] | None = None,
-        stream: Progress | None = None,
+        stream: Say | None = None,
         shm_size: str = DEFAULT_SHM_SIZE,
         mounts: dict[Path, str] | None = None,
     ) -> int:

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from gpuenv.engine.causes import registry_of, registry_problem
-from gpuenv.engine.common import Progress, quietly, short_reason, to_stdout, transport_errors
+from gpuenv.engine.common import quietly, short_reason, to_stdout, transport_errors
+from gpuenv.progress import Say
 from gpuenv.engine.connection import READ_TIMEOUT
 from gpuenv.errors import GpuenvError, ToolError
 
@@ -130,7 +131,7 @@ class ImagesMixin:
             repo, tag = split_tag(ref)
             self.client.api.tag(previous, repo, tag, force=True)
 
-    def ensure_image(self, ref: str, notice: str, *, say: Progress | None = None, progress: LayerCallback | None = None) -> ImageInfo:
+    def ensure_image(self, ref: str, notice: str, *, say: Say | None = None, progress: LayerCallback | None = None) -> ImageInfo:
         """The image `ref` on this engine, pulled once when it is missing (the caller needs it next
         anyway). `notice`, the caller's words for why a pull starts, goes to `say` (default: stdout)
         only when one does; a failed pull raises pull_image's ToolError for the caller to word."""

@@ -16,20 +16,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
-from gpuenv import PROJECT_ROOT
 from gpuenv.envs import lockers
 from gpuenv.errors import ToolError
+from gpuenv.progress import Say
 
-TOOLS_FILE = PROJECT_ROOT / "docker" / "tools.yaml"
 #: conda's platform names for the engine architectures `docker info` reports.
 CONDA_PLATFORMS = {"x86_64": "linux-64", "aarch64": "linux-aarch64"}
 #: `uname -m` spellings of the same architectures (the SDK reports x86_64/aarch64).
 _ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
-
-Progress = Callable[[str], None]
-
 
 @dataclass(frozen=True)
 class BuildTools:
@@ -63,7 +58,7 @@ def gather(
     arch: str,
     base_has_python: bool,
     ca_cert: Path | None = None,
-    progress: Progress | None = None,
+    progress: Say | None = None,
 ) -> BuildTools:
     """Collect what the install stage of one build needs, fetching into the cache what is missing.
 

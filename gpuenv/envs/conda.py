@@ -36,10 +36,11 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from gpuenv.envs import lockdir
 from gpuenv.errors import BadInput, DataError, ToolError
+from gpuenv.progress import Say
 
 DEFAULT_CHANNEL_ALIAS = "https://conda.anaconda.org"
 #: A solve or an install that takes longer than this is cut off (the child is killed).
@@ -47,7 +48,6 @@ CHILD_TIMEOUT_S = 1800
 #: A package download that sends nothing for this long fails.
 DOWNLOAD_TIMEOUT_S = 60
 
-Say = Callable[[str], None]
 
 
 @dataclass(frozen=True)

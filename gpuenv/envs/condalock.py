@@ -25,8 +25,8 @@ from typing import Iterable, Mapping, Sequence
 from packaging.version import InvalidVersion, Version
 
 from gpuenv.envs import conda, lockers, spec
-from gpuenv.envs.conda import Say  # the progress callback the envs modules share
 from gpuenv.errors import BadInput, DataError, ToolError
+from gpuenv.progress import Say
 from gpuenv.stack import Stack
 from gpuenv.envs import installed
 
@@ -153,18 +153,11 @@ def host_virtual_versions(environ: Mapping[str, str] | None = None) -> dict[str,
 
 
 def _driver_cuda() -> str | None:
-    """The CUDA version the NVIDIA driver supports (NVML), or None without a driver."""
-    try:
-        import pynvml
+    """The CUDA version the NVIDIA driver supports (read by validate/host/nvml.py, NVML's one
+    owner), or None without a driver, a GPU or nvidia-ml-py."""
+    from validate.host.nvml import read_host
 
-        pynvml.nvmlInit()
-        try:
-            version = pynvml.nvmlSystemGetCudaDriverVersion_v2()
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # no libnvidia-ml, no driver, no GPU: no __cuda
-        return None
-    return f"{version // 1000}.{(version % 1000) // 10}"
+    return read_host().cuda_driver_version
 
 
 _CONSTRAINT = re.compile(r"^(>=|<=|==|!=|>|<|=)?\s*([0-9][0-9A-Za-z.*]*)$")

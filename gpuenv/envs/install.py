@@ -31,8 +31,8 @@ from pathlib import Path
 
 from gpuenv import VALIDATE_DIR, __version__
 from gpuenv.envs import conda, lockdir, lockers
-from gpuenv.envs.conda import Say  # the progress callback the envs modules share
 from gpuenv.errors import BadInput, DataError, ToolError
+from gpuenv.progress import Say
 from gpuenv.envs.lockdir import Lock
 from gpuenv.stack import Stack, stack_json
 from gpuenv.envs import installed

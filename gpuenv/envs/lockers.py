@@ -12,9 +12,10 @@ import os
 import re
 import subprocess
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 from gpuenv.errors import BadInput, ToolError
+from gpuenv.progress import Say
 
 CONDA_LOCK_FILE = "conda-lock.yml"
 UV_LOCK_FILE = "requirements.lock.txt"
@@ -364,7 +365,7 @@ def uv_install_command(*, uv: str, prefix: Path, lock: Path, find_links: Path | 
     return cmd
 
 
-def run_installer(cmd: list[str], *, on_line: Callable[[str], None], tool: str, env: dict[str, str] | None = None) -> None:
+def run_installer(cmd: list[str], *, on_line: Say, tool: str, env: dict[str, str] | None = None) -> None:
     """Run an installer, handing each line it prints to `on_line`; failure is a one-line ToolError."""
     environment = {**os.environ, "NO_COLOR": "1", "UV_NO_PROGRESS": "1", **(env or {})}
     try:

@@ -24,7 +24,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Iterable
 
 from packaging.requirements import Requirement
 from packaging.tags import Tag
@@ -32,8 +32,9 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from gpuenv import PROJECT_ROOT
-from gpuenv.envs import conda, condalock, lockdir, lockers, spec
+from gpuenv.envs import BACKENDS, conda, condalock, lockdir, lockers, spec
 from gpuenv.errors import BadInput, GpuenvError, ToolError
+from gpuenv.progress import Say
 from gpuenv.stack import Stack
 from validate.files import os_error_reason
 
@@ -41,7 +42,6 @@ ENVS_DIR = PROJECT_ROOT / "envs"
 DEFAULT_TEAM_FILE = ENVS_DIR / "team.yml"
 MAPPING_FILE = ENVS_DIR / "pypi-to-conda.yaml"
 LOCKS_ENV_VAR = "GPUENV_LOCKS_DIR"
-BACKENDS = ("conda-lock", "uv")
 METADATA_FILE = lockdir.METADATA_FILE
 SPEC_FILE = lockdir.SPEC_FILE
 LOCK_FORMAT = lockdir.LOCK_FORMAT
@@ -53,9 +53,6 @@ read_metadata = lockdir.read_metadata
 #: Team and environment files larger than this are refused before anything reads them as YAML:
 #: a real one is a few kB, and a 50 MB one made uv look up hundreds of thousands of names.
 MAX_SPEC_BYTES = 1024 * 1024
-
-Progress = Callable[[str], None]
-
 
 @dataclass(frozen=True)
 class LockResult:
@@ -125,7 +122,7 @@ def ensure_lock(
     team_file: Path | None = None,
     env_file: Path | None = None,
     force: bool = False,
-    progress: Callable[[str], None] | None = None,
+    progress: Say | None = None,
     conda_channels: Iterable[str] = (),
     mirrors: dict[str, str] | None = None,
 ) -> LockResult:
@@ -369,7 +366,7 @@ def _arch_of(tag: Tag) -> str | None:
     return None
 
 
-def _lock_into(work: Path, stack: Stack, plan: _Plan, input_hash: str, say: Progress) -> None:
+def _lock_into(work: Path, stack: Stack, plan: _Plan, input_hash: str, say: Say) -> None:
     """Make the whole lock directory inside `work` (nothing outside it is touched)."""
     (work / SPEC_FILE).write_text(plan.spec_text, encoding="utf-8")
     if plan.backend == "uv":
@@ -402,7 +399,7 @@ def _lock_into(work: Path, stack: Stack, plan: _Plan, input_hash: str, say: Prog
     lockdir.write_metadata(work, metadata)
 
 
-def _lock_with_uv(work: Path, stack: Stack, plan: _Plan, say: Progress) -> list[LockedPackage]:
+def _lock_with_uv(work: Path, stack: Stack, plan: _Plan, say: Say) -> list[LockedPackage]:
     packages: list[LockedPackage] = []
     for index, platform in enumerate(plan.platforms):
         out = work / (lockers.UV_LOCK_FILE if index == 0 else f"requirements.{platform}.lock.txt")
@@ -411,7 +408,7 @@ def _lock_with_uv(work: Path, stack: Stack, plan: _Plan, say: Progress) -> list[
     return packages
 
 
-def _uv_compile(work: Path, stack: Stack, plan: _Plan, platform: str, out: Path, say: Progress, pylock: bool = False) -> None:
+def _uv_compile(work: Path, stack: Stack, plan: _Plan, platform: str, out: Path, say: Say, pylock: bool = False) -> None:
     """The pip part of the plan locked by uv for one platform into `out` (a requirements lock, or pylock.toml)."""
     requirements = work / "requirements.in"
     requirements.write_text("".join(f"{line}\n" for line in plan.packages.pip), encoding="utf-8")
@@ -440,7 +437,7 @@ def _uv_compile(work: Path, stack: Stack, plan: _Plan, platform: str, out: Path,
         out.write_text(lockers.with_install_index(out.read_text(encoding="utf-8"), framework_index), encoding="utf-8")
 
 
-def _lock_with_rattler(work: Path, stack: Stack, plan: _Plan, input_hash: str, say: Progress) -> list[LockedPackage]:
+def _lock_with_rattler(work: Path, stack: Stack, plan: _Plan, input_hash: str, say: Say) -> list[LockedPackage]:
     """conda-lock.yml: the conda part solved by py-rattler per platform, with the stack's virtual
     packages; the pip part locked by uv for the same platform (gpuenv.envs.condalock)."""
     conda_part, pip_part = {}, {}

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from gpuenv import PROJECT_ROOT, VALIDATE_DIR, __version__
 from gpuenv.envs import conda, lockdir
@@ -22,6 +22,7 @@ from gpuenv.envs.offline import require_local_channels
 from gpuenv.images import identity
 from gpuenv.images.context import Tree, context_entries, suite_entries, write_context  # noqa: F401 (Tree and write_context: the build's context, named here too)
 from gpuenv.errors import BadInput, DataError, GpuenvError, ToolError
+from gpuenv.progress import Say
 from gpuenv.stack import Stack, stack_json
 
 if TYPE_CHECKING:  # the engine module imports the Docker SDK: only at run time, lazily
@@ -125,13 +126,6 @@ def check_image_reference(value: str, option: str = "--tag") -> str:
     if _IMAGE_ID.fullmatch(match.group("path")) and not match.group("domain"):
         raise BadInput(f"{option} {value!r} is a 64-hex image id, which the engine refuses as a name", fix="use a name such as myteam/torch")
     return value if match.group("tag") is not None else f"{value}:latest"
-
-
-def split_reference(ref: str) -> tuple[str, str]:
-    """("repo", "tag") of a checked reference; a registry port is not mistaken for a tag."""
-    full = check_image_reference(ref)
-    repo, _, tag = full.rpartition(":")
-    return repo, tag
 
 
 def require_cuda(stack: Stack) -> str:
@@ -504,7 +498,7 @@ def built_images() -> list[ImageInfo]:
     return sorted(found, key=lambda img: img.created, reverse=True)
 
 
-def ensure_base_image(engine: Engine, ref: str, progress: Callable[[str], None] | None = None) -> ImageInfo:
+def ensure_base_image(engine: Engine, ref: str, progress: Say | None = None) -> ImageInfo:
     """The base image `ref` on `engine`, pulled once when it is missing (the build needs it anyway);
     a pull that fails is one line naming the base image and --base-image, the way out."""
     try:
@@ -516,7 +510,7 @@ def ensure_base_image(engine: Engine, ref: str, progress: Callable[[str], None] 
         ) from None
 
 
-def supply_tools(plan: BuildPlan, progress: Callable[[str], None] | None = None) -> BuildPlan:
+def supply_tools(plan: BuildPlan, progress: Say | None = None) -> BuildPlan:
     """`plan` with the installers its install stage needs, gathered on the host (gpuenv.envs.buildtools),
     then named from its inputs (`identify`).
 
@@ -559,7 +553,7 @@ def supply_tools(plan: BuildPlan, progress: Callable[[str], None] | None = None)
     return identify(replace(plan, tools=tools), base.id)
 
 
-def build_stack_image(plan: BuildPlan, progress: Callable[[str], None] | None = None, builder: str = "auto") -> BuildResult:
+def build_stack_image(plan: BuildPlan, progress: Say | None = None, builder: str = "auto") -> BuildResult:
     """Assemble the context of `plan` in a temporary file and build it through the engine.
 
     The engine tags the image only when the build succeeded; a failed or interrupted build

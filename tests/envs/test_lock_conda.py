@@ -188,19 +188,6 @@ def test_export_is_pinned_from_the_conda_lock_and_locks_again_as_a_received_file
     assert {(p.manager, p.name, p.version, p.build) for p in read_conda_lock(again.files)} == locked
 
 
-def test_only_the_conda_engine_imports_rattler():
-    import ast
-
-    root = Path(__file__).resolve().parents[2] / "gpuenv"
-    users = set()
-    for path in root.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            if any(n == "rattler" or n.startswith("rattler.") for n in names):
-                users.add(path.relative_to(root).as_posix())
-    assert users == {"envs/conda.py"}
-
-
 def test_the_teams_channels_replace_the_environments_and_enter_the_input_hash(conda_channel, standin_wheels, locks_dir, pypi, tmp_path):
     from gpuenv.envs.locking import plan_lock
 

@@ -288,11 +288,6 @@ def test_invalid_references_are_one_line_naming_the_value(value):
     assert repr(value)[:30] in message
 
 
-def test_split_reference_keeps_a_registry_port_in_the_repository():
-    assert images.split_reference("localhost:5000/team/torch") == ("localhost:5000/team/torch", "latest")
-    assert images.split_reference("localhost:5000/team/torch:v2") == ("localhost:5000/team/torch", "v2")
-
-
 def test_build_options_are_checked_without_a_lock(tmp_path):
     with pytest.raises(BadInput, match=r"--tag 'Bad Tag!' is not a valid image reference"):
         images.check_build_options(tag="Bad Tag!")

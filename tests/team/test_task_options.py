@@ -110,3 +110,15 @@ def test_each_short_flag_before_and_after_the_task_name_is_never_a_traceback(fla
         lines = err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("gpuenv: "), err
         assert "after the task name" in lines[0], "the line says where task options go"
+
+
+def test_a_reader_that_goes_away_ends_gpuenv_quietly():
+    """`gpuenv --list | head`: the pipe closes before the list is written; gpuenv exits 0 with
+    nothing on stderr (no BrokenPipeError traceback)."""
+    import subprocess
+
+    code = f"import sys; sys.path.insert(0, {str(ROOT)!r}); sys.argv = ['gpuenv', '--list']; from gpuenv.cli.program import main; main()"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before gpuenv writes a byte
+    err = proc.stderr.read().decode()
+    assert (proc.wait(timeout=60), err) == (0, "")

@@ -11,11 +11,9 @@ import pytest
 
 from validate.host.masking import (
     VOLUME_MOUNTS_DIR,
-    child_mask_for,
     device_list,
     env_for_case,
     expected_visible,
-    first_visible,
     masking_cases,
     narrows,
     normalise_pci_bus_id,
@@ -166,16 +164,6 @@ def test_old_behaviour_would_have_widened_the_mask():
         assert narrows(None if case.visible_devices == "<unset>" else case.visible_devices, None, HOST)
     assert not narrows(None, "1,3", HOST)  # unset in the child: all four GPUs
     assert not narrows("0", "1,3", HOST)
-
-
-def test_child_mask_for_one_gpu_and_the_first_visible_gpu():
-    assert child_mask_for(HOST[3], "1,3", HOST) == HOST[3]
-    assert child_mask_for(HOST[0], "1,3", HOST) is None  # the caller hid GPU 0
-    assert child_mask_for(HOST[0], None, HOST) == HOST[0]
-    assert first_visible(HOST, "1,3") == HOST[1]
-    assert first_visible(HOST, "3,1") == HOST[3]  # the caller's order: CUDA's device 0 is GPU 3
-    assert first_visible(HOST, "1,3", skip=lambda uuid: uuid == HOST[1]) == HOST[3]
-    assert first_visible(HOST, "") is None
 
 
 def test_volume_mounted_device_list_is_read_from_the_folder():

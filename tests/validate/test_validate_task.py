@@ -18,8 +18,8 @@ HOST = nvml.read_host()
 
 
 def test_suite_arguments():
-    assert suite_arguments(None, None, None, False, None, None) == []
-    assert suite_arguments("2", "r.json", "r.xml", True, "b.json", None) == [
+    assert suite_arguments(expect_gpus=None, json=None, quick=False) == []
+    assert suite_arguments(expect_gpus="2", json="r.json", junit="r.xml", quick=True, save_baseline="b.json", baseline=None) == [
         "--expect-gpus", "2", "--json", "r.json", "--junit", "r.xml", "--save-baseline", "b.json", "--quick",
     ]
 
@@ -27,7 +27,7 @@ def test_suite_arguments():
 @pytest.mark.parametrize("bad", ["two", "-1"])
 def test_bad_gpu_count_is_bad_input(bad):
     with pytest.raises(BadInput, match="--expect-gpus"):
-        suite_arguments(bad, None, None, False, None, None)
+        suite_arguments(expect_gpus=bad)
 
 
 def test_report_paths_anywhere_are_mounted_and_shown_as_given(tmp_path):

@@ -168,17 +168,6 @@ def narrows(child: str | None, caller: str | None, uuids: list[str], mig_uuids: 
     return set(expected_visible(child, uuids, mig_uuids)) <= allowed
 
 
-def child_mask_for(uuid: str, caller: str | None, uuids: list[str], mig_uuids: list[str] | None = None) -> str | None:
-    """CUDA_VISIBLE_DEVICES for a child that must use only this device: its UUID when the caller's
-    mask lets the suite see it, else None (the caller hid it: the child must not use it)."""
-    return uuid if uuid in expected_visible(caller, uuids, mig_uuids) else None
-
-
-def first_visible(gpu_uuids: list[str], caller: str | None, skip: Callable[[str], bool] = lambda uuid: False) -> str | None:
-    """The first GPU (NVML order) the caller's CUDA_VISIBLE_DEVICES lets the suite use, passing `skip`."""
-    return next((u for u in expected_visible(caller, gpu_uuids) if not skip(u)), None)
-
-
 def device_list(value: str | None, listdir: Callable[[str], list[str]] = os.listdir) -> list[str] | None:
     """The devices NVIDIA_VISIBLE_DEVICES asks for: its comma-separated entries, or, for a path
     (Kubernetes' volume-mounts strategy, VOLUME_MOUNTS_DIR), the names of the files mounted there

@@ -185,7 +185,8 @@ def _describe(err: BaseException) -> str:
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
-def _import() -> tuple[Any, str | None]:
+def import_pynvml() -> tuple[Any, str | None]:
+    """The pynvml module, or None and why not (the recorder wraps it: validate/session.py)."""
     try:
         import pynvml
     except ImportError:
@@ -225,7 +226,7 @@ def _init(nv: Any = None) -> tuple[Any, str | None]:
     if nv is None:
         nv = _MODULE
     if nv is None:
-        nv, error = _import()
+        nv, error = import_pynvml()
         if nv is None:
             return None, error
     try:

@@ -160,10 +160,6 @@ class ReplayNvml(NvmlConstants):
         return _Handle(mig, f"{handle.label} MIG {slot}")
 
 
-def replay_module(recording: dict[str, Any]) -> ReplayNvml:
-    return ReplayNvml(recording)
-
-
 # --- recording a live host ------------------------------------------------------------------
 
 

@@ -3,7 +3,7 @@ and releasing, and the /dev/shm size NCCL and DataLoader workers need."""
 
 from __future__ import annotations
 
-from validate.judge.verdict import FAIL, INFO, PASS, SKIP, Verdict, _at_least
+from validate.judge.verdict import FAIL, INFO, PASS, SKIP, Verdict, at_least
 
 
 #: With memory growth on, a small computation holds the CUDA context (0.3-1.2 GiB, depending on
@@ -41,7 +41,7 @@ def growth_off_verdict(used_bytes: int, free_before_bytes: int) -> Verdict:
 def cache_holds_verdict(used_after_free: int, allocated: int) -> Verdict:
     """PyTorch's caching allocator keeps freed blocks: NVML still counts them until empty_cache()."""
     minimum = int(0.9 * allocated)
-    return _at_least(used_after_free, minimum, f">= 0.9 x {allocated / 2**30:.2f} GiB freed", "bytes held")
+    return at_least(used_after_free, minimum, f">= 0.9 x {allocated / 2**30:.2f} GiB freed", "bytes held")
 
 
 def cache_released_verdict(used_after_empty: int, used_before_alloc: int, allocated: int) -> Verdict:

@@ -3,7 +3,7 @@ generation under load against what the GPU and slot allow."""
 
 from __future__ import annotations
 
-from validate.judge.verdict import FAIL, INFO, NO_REFERENCE, PASS, SKIP, Verdict, _at_least
+from validate.judge.verdict import FAIL, INFO, NO_REFERENCE, PASS, SKIP, Verdict, at_least
 
 
 #: Usable bytes/s per PCIe lane after line encoding, by generation (GB/s).
@@ -25,7 +25,7 @@ def host_to_device_verdict(measured_gbs: float, generation: int | None, width: i
     link = pcie_link_theoretical_gbs(generation, width)
     if link is None:
         return Verdict(NO_REFERENCE, "PCIe link generation/width unknown")
-    return _at_least(
+    return at_least(
         measured_gbs,
         MIN_FRACTION_OF_PCIE * link,
         f">= {MIN_FRACTION_OF_PCIE:.2f} x PCIe gen{generation} x{width} ({link:.1f} GB/s)",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from validate.judge.health import clock_event_causes
-from validate.judge.verdict import FAIL, NOT_JUDGED, PASS, SKIP, WARN, Verdict, _at_least
+from validate.judge.verdict import FAIL, NOT_JUDGED, PASS, SKIP, WARN, Verdict, at_least
 
 
 class ReferenceLike(Protocol):
@@ -58,12 +58,12 @@ def throughput_verdict(
     """
     if baseline is not None:
         minimum = baseline * (1 - tolerance)
-        return _at_least(measured, minimum, f">= {1 - tolerance:.2f} x baseline {baseline:.4g}", metric)
+        return at_least(measured, minimum, f">= {1 - tolerance:.2f} x baseline {baseline:.4g}", metric)
     if reference is not None:
         note = f" ({reference_note})" if reference_note else ""
         kind = "measured reference" if confirmed else "unconfirmed reference"
         threshold = f">= {REFERENCE_FRACTION:.2f} x {kind} {reference:.4g}{note}"
-        verdict = _at_least(measured, REFERENCE_FRACTION * reference, threshold, metric)
+        verdict = at_least(measured, REFERENCE_FRACTION * reference, threshold, metric)
         if verdict.failed and not confirmed:
             if measured < UNCONFIRMED_FAIL_FRACTION * reference:
                 return Verdict(
@@ -134,7 +134,7 @@ def peer_verdict(measured: float, peers: list[float]) -> Verdict:
     middle = len(ordered) // 2
     median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
     threshold = f">= {MIN_SHARE_OF_PEERS:.2f} x median {median:.4g} of {len(peers)} same-model GPUs under the same load"
-    return _at_least(measured, MIN_SHARE_OF_PEERS * median, threshold, "sustained TFLOPS")
+    return at_least(measured, MIN_SHARE_OF_PEERS * median, threshold, "sustained TFLOPS")
 
 
 def loss_falls_verdict(first_loss: float, last_loss: float) -> Verdict:

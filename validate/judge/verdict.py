@@ -39,7 +39,8 @@ class Verdict:
         return self.verdict == FAIL
 
 
-def _at_least(measured: float, minimum: float, threshold: str, what: str) -> Verdict:
+def at_least(measured: float, minimum: float, threshold: str, what: str) -> Verdict:
+    """PASS when `measured` reaches `minimum`, else FAIL naming `what` (the speed, memory and PCIe rules)."""
     if measured >= minimum:
         return Verdict(PASS, threshold)
     return Verdict(FAIL, threshold, f"{what} {measured:.4g} is below {minimum:.4g}")

@@ -1,2 +1,3 @@
-"""The resolver's rules, one concern a module: the request, the framework builds, the wheelhouse, the
-CUDA and driver rules, the GPU rules, the fixes and the reasons. `gpuenv.compat.resolve` applies them."""
+"""The resolver's rules as public steps, one concern a module: the wishes (the request read once),
+the framework builds, the wheelhouse, the CUDA and driver rules, Python, the GPU rules, the fixes
+and the reasons. `gpuenv.compat.resolve` runs them in the order of its `STEPS`."""

@@ -2,41 +2,68 @@
 and the `invoke resolve` command line of a request."""
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Callable, Iterable
 
 from gpuenv.compat.matrix import Matrix
-from gpuenv.compat.rules.request import Request, _NAMES
+from gpuenv.compat.rules.request import FRAMEWORK_NAMES, Request
 from gpuenv.errors import GpuenvError
 from gpuenv.stack import Stack
 
 
-def _describe(stack: Stack) -> str:
-    name = _NAMES[stack.framework]
+def describe(stack: Stack) -> str:
+    """The one-line summary of a stack a fix prints after "gives"."""
+    name = FRAMEWORK_NAMES[stack.framework]
     build = stack.wheel_variant or ("CPU" if stack.is_cpu else f"CUDA {stack.framework_cuda}")
     where = "" if stack.is_cpu else f" on nvidia/cuda {stack.cuda_version}, driver >= {stack.min_driver}"
     return f"{name} {stack.framework_version} {build}, Python {stack.python}{where}"
 
 
-#: The whole resolver, which a fix re-runs with some wishes changed. gpuenv.compat.resolve applies
-#: these rules and registers itself here when it loads, so the rules never import it (no cycle).
-RESOLVER: Callable[[Request, Matrix], Stack] | None = None
+#: The whole resolver, which a fix re-runs with some wishes changed. Its caller passes it in
+#: (gpuenv.compat.resolve gives resolve_stack), so the rules never import it: no cycle.
+Resolver = Callable[[Request, Matrix], Stack]
 
 
-def _suggest(request: Request, matrix: Matrix, **changes: object) -> Stack | None:
-    """The stack that the request gives with some wishes changed, or None (for concrete fixes)."""
-    if RESOLVER is None:
-        raise RuntimeError("gpuenv.compat.resolve registers the resolver before any rule runs")
-    try:
-        return RESOLVER(replace(request, explain=False, **changes), matrix)  # type: ignore[arg-type]
-    except GpuenvError:
+@dataclass(frozen=True)
+class FixSearch:
+    """The fixes a refusal of `request` can offer, each re-resolved by `resolve` before it is
+    printed, so a fix is never a guess."""
+
+    request: Request
+    matrix: Matrix
+    resolve: Resolver
+
+    def suggest(self, **changes: object) -> Stack | None:
+        """The stack that the request gives with some wishes changed, or None."""
+        try:
+            return self.resolve(replace(self.request, explain=False, **changes), self.matrix)  # type: ignore[arg-type]
+        except GpuenvError:
+            return None
+
+    def fix(self, **changes: object) -> tuple[str, Stack] | None:
+        """A fix as the exact options to change and what resolving exactly those gives, or None
+        when they fail too. Only for the user's own request: the re-resolutions behind a fix
+        (explain=False) suggest nothing themselves, so fixes never recurse."""
+        if not self.request.explain:
+            return None
+        stack = self.suggest(**changes)
+        if stack is None:
+            return None
+        return f"{_options_text(changes, self.request)} (gives {describe(stack)})", stack
+
+    def first(self, tries: Iterable[dict[str, object]]) -> tuple[str, Stack] | None:
+        """The first of `tries` that gives a stack, as a fix."""
+        for changes in tries:
+            found = self.fix(**changes)
+            if found is not None:
+                return found
         return None
 
 
 _OPTION_NAMES = {"gpu_archs": "--gpu-arch", "strict_driver": "--strict-driver"}
 
 
-def _drop_pin(request: Request) -> dict[str, object]:
+def drop_pin(request: Request) -> dict[str, object]:
     """Changes that drop the --torch/--tensorflow pin and keep its framework (else it would fall back to PyTorch)."""
     pinned = "torch" if request.torch else "tensorflow" if request.tensorflow else None
     if pinned is None:
@@ -71,29 +98,7 @@ def _flags_text(changes: dict[str, object]) -> str:
     return text if text.startswith("drop ") else "use " + text
 
 
-def _fix(request: Request, matrix: Matrix, **changes: object) -> tuple[str, Stack] | None:
-    """A fix as the exact options to change and what resolving exactly those gives, or None when they fail too.
-
-    Only for the user's own request: the re-resolutions behind a fix (explain=False) suggest nothing
-    themselves, so fixes never recurse.
-    """
-    if not request.explain:
-        return None
-    stack = _suggest(request, matrix, **changes)
-    if stack is None:
-        return None
-    return f"{_options_text(changes, request)} (gives {_describe(stack)})", stack
-
-
-def _first_fix(request: Request, matrix: Matrix, tries: Iterable[dict[str, object]]) -> tuple[str, Stack] | None:
-    for changes in tries:
-        found = _fix(request, matrix, **changes)
-        if found is not None:
-            return found
-    return None
-
-
-def _join_fixes(fixes: Iterable[tuple[str, Stack] | None], fallback: str) -> str:
+def join_fixes(fixes: Iterable[tuple[str, Stack] | None], fallback: str) -> str:
     """Up to two distinct re-resolved fixes joined with 'or' (a second one only when it gives another stack)."""
     out: list[tuple[str, Stack]] = []
     for found in fixes:
@@ -102,7 +107,7 @@ def _join_fixes(fixes: Iterable[tuple[str, Stack] | None], fallback: str) -> str
     return ", or ".join(text for text, _ in out[:2]) if out else fallback
 
 
-def _cuda_tries(minors: Iterable[str]) -> list[dict[str, object]]:
+def cuda_tries(minors: Iterable[str]) -> list[dict[str, object]]:
     return [{"cuda": m} for m in minors]
 
 

@@ -1,10 +1,9 @@
 """The framework rules: the candidate builds of PyTorch and TensorFlow (one per release, build and
-Python), the patch a version pin picks, and the default Python."""
+Python), the patch a version pin picks, and the Stack a chosen build makes."""
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date
 from typing import Iterable
 
 from gpuenv.compat.matrix import (
@@ -17,13 +16,13 @@ from gpuenv.compat.matrix import (
     version_key as V,
 )
 from gpuenv.errors import BadInput
+from gpuenv.stack import CPU, Stack
 
-#: How old a Python's X.Y.0 must be before it is the default (most packages support it by then).
-DEFAULT_PYTHON_MIN_AGE_MONTHS = 6
+TORCH_INDEX = "https://download.pytorch.org/whl/{variant}"
 
 
 @dataclass(frozen=True)
-class _Candidate:
+class Candidate:
     """One framework build for one Python; `placement` is filled once the base image is chosen."""
 
     framework_version: str
@@ -32,7 +31,7 @@ class _Candidate:
     variant: TorchVariant | None = None
     tf: TensorflowRelease | None = None
     from_pypi: bool = False  # the wheelhouse holds the PyPI wheel (no +local tag) of this build
-    placement: "_Placement | None" = None
+    placement: "Placement | None" = None
 
     @property
     def release(self) -> CudaRelease:
@@ -54,7 +53,7 @@ class _Candidate:
 
 
 @dataclass(frozen=True)
-class _Placement:
+class Placement:
     """The container CUDA and base image a GPU build runs on, and why the driver can run it."""
 
     container: CudaRelease
@@ -65,7 +64,7 @@ class _Placement:
     image_minor_compat: bool = False
 
 
-def _pick_patch(pin: str | None, name: str, releases: list, option: str) -> list[tuple[object, str]]:
+def pick_patch(pin: str | None, name: str, releases: list, option: str) -> list[tuple[object, str]]:
     """Expand releases to (release, patch) pairs, newest first, honouring '--torch 2.3' or '2.3.1'."""
     pairs = [(r, p) for r in releases for p in r.patches]
     pairs.sort(key=lambda rp: V(rp[1]), reverse=True)
@@ -86,67 +85,99 @@ def _pick_patch(pin: str | None, name: str, releases: list, option: str) -> list
     return chosen
 
 
-def _torch_candidates(matrix: Matrix, pin: str | None) -> list[_Candidate]:
+def _torch_candidates(matrix: Matrix, pin: str | None) -> list[Candidate]:
     out = []
-    for release, patch in _pick_patch(pin, "PyTorch", list(matrix.torch_releases), "--torch"):
+    for release, patch in pick_patch(pin, "PyTorch", list(matrix.torch_releases), "--torch"):
         assert isinstance(release, TorchRelease)
         for variant in release.variants:
             cuda = matrix.cuda_release(variant.cuda) if variant.cuda else None
             for py in release.python:
-                out.append(_Candidate(patch, py, cuda, variant=variant))
+                out.append(Candidate(patch, py, cuda, variant=variant))
     return out
 
 
-def _tf_candidates(matrix: Matrix, pin: str | None) -> list[_Candidate]:
+def _tf_candidates(matrix: Matrix, pin: str | None) -> list[Candidate]:
     out = []
-    for release, patch in _pick_patch(pin, "TensorFlow", list(matrix.tensorflow_releases), "--tensorflow"):
+    for release, patch in pick_patch(pin, "TensorFlow", list(matrix.tensorflow_releases), "--tensorflow"):
         assert isinstance(release, TensorflowRelease)
         for py in release.python:
-            out.append(_Candidate(patch, py, matrix.cuda_release(release.cuda), tf=release))
-            out.append(_Candidate(patch, py, None, tf=release))  # the CPU build
+            out.append(Candidate(patch, py, matrix.cuda_release(release.cuda), tf=release))
+            out.append(Candidate(patch, py, None, tf=release))  # the CPU build
     return out
 
 
-def _candidates(matrix: Matrix, framework: str, pin: str | None) -> list[_Candidate]:
+def framework_candidates(matrix: Matrix, framework: str, pin: str | None) -> list[Candidate]:
     return _torch_candidates(matrix, pin) if framework == "torch" else _tf_candidates(matrix, pin)
 
 
-def _fmt(versions: Iterable[str]) -> str:
+def version_list(versions: Iterable[str]) -> str:
     return ", ".join(sorted(set(versions), key=V)) or "none"
 
 
-def _build_name(c: _Candidate) -> str:
+def build_name(c: Candidate) -> str:
     if c.variant is not None:
         return c.variant.name
     return f"CUDA {c.release.minor}" if c.cuda else "CPU"
 
 
-def _add_months(day: date, months: int) -> date:
-    month = day.month - 1 + months
-    year, month = day.year + month // 12, month % 12 + 1
-    for last in (31, 30, 29, 28):
-        try:
-            return date(year, month, min(day.day, last))
-        except ValueError:
-            continue
-    raise AssertionError("unreachable")
+def image_require_cuda(c: Candidate) -> str | None:
+    """The image's NVIDIA_REQUIRE_CUDA for a placed build: the base image's own, except when the
+    image itself runs by minor-version compatibility (then the major and the driver that gives)."""
+    place = c.placement
+    if place is None:
+        return None
+    if place.image_minor_compat:
+        return f"cuda>={c.release.major}.0,driver>={place.min_driver}"
+    return place.image.require_cuda
 
 
-def default_python(matrix: Matrix, pythons: Iterable[str], today: date) -> tuple[str, str]:
-    """The default Python among `pythons` and the reason: the newest whose X.Y.0 is six months old."""
-    offered = sorted(set(pythons), key=V)
-    mature = []
-    for py in offered:
-        rel = matrix.python_release(py)
-        if rel is not None and _add_months(rel.released, DEFAULT_PYTHON_MIN_AGE_MONTHS) <= today:
-            mature.append(py)
-    if mature:
-        chosen = mature[-1]
-        rel = matrix.python_release(chosen)
-        newer = [p for p in offered if V(p) > V(chosen)]
-        why = f"the newest Python it supports whose {chosen}.0 is at least {DEFAULT_PYTHON_MIN_AGE_MONTHS} months old (released {rel.released})"
-        if newer:
-            why += f"; {', '.join(newer)} is newer than that, pick it with --python"
-        return chosen, why
-    chosen = offered[0]
-    return chosen, f"the oldest Python it supports: none of {', '.join(offered)} is {DEFAULT_PYTHON_MIN_AGE_MONTHS} months old yet"
+def stack_of(matrix: Matrix, c: Candidate, framework: str, reasons: list[str]) -> Stack:
+    """The Stack of build `c` (placed, when a GPU build): base image, wheel and index, with `reasons`."""
+    place = c.placement
+    if framework == "torch":
+        variant = c.variant
+        assert variant is not None
+        wheel_variant = variant.name
+        if c.from_pypi:
+            requirement, index_url = f"torch=={c.framework_version}", None
+        else:
+            requirement, index_url = f"torch=={c.framework_version}+{variant.name}", TORCH_INDEX.format(variant=variant.name)
+        gpu_archs = variant.archs
+        cudnn = None
+    else:
+        assert c.tf is not None
+        if c.cuda is None:
+            requirement = f"tensorflow-cpu=={c.framework_version}"
+        elif c.tf.and_cuda:
+            requirement = f"tensorflow[and-cuda]=={c.framework_version}"
+        else:
+            requirement = f"tensorflow=={c.framework_version}"
+        index_url = None
+        wheel_variant = None
+        gpu_archs = ()
+        cudnn = c.tf.cudnn if c.cuda else None
+    return Stack(
+        cuda=place.container.minor if place else CPU,
+        cuda_version=place.image.version if place else None,
+        min_driver=place.min_driver if place else None,
+        base_image=_image_tag(place.image, c) if place else matrix.cpu_base_image,
+        python=c.python,
+        framework=framework,
+        framework_version=c.framework_version,
+        wheel_variant=wheel_variant,
+        index_url=index_url,
+        pip_requirement=requirement,
+        cudnn=cudnn,
+        require_cuda=image_require_cuda(c),
+        gpu_archs=tuple(gpu_archs),
+        reasons=tuple(reasons),
+        framework_cuda=c.release.minor if c.cuda else None,
+    )
+
+
+def _image_tag(image: CudaImage, c: Candidate) -> str:
+    if c.tf is not None and not c.tf.and_cuda and image.cudnn:
+        ubuntu = max(image.cudnn.ubuntu or image.ubuntu, key=V)
+        return f"nvidia/cuda:{image.version}-{image.cudnn.tag}-runtime-ubuntu{ubuntu}"
+    ubuntu = max(image.ubuntu, key=V)
+    return f"nvidia/cuda:{image.version}-base-ubuntu{ubuntu}"

@@ -12,7 +12,7 @@ from gpuenv.errors import BadInput
 from gpuenv.stack import CPU, FRAMEWORKS
 
 _FRAMEWORK_ALIASES = {"torch": "torch", "pytorch": "torch", "tensorflow": "tensorflow", "tf": "tensorflow"}
-_NAMES = {"torch": "PyTorch", "tensorflow": "TensorFlow"}
+FRAMEWORK_NAMES = {"torch": "PyTorch", "tensorflow": "TensorFlow"}
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from gpuenv.compat.matrix import Matrix
-from gpuenv.compat.rules.frameworks import _Candidate, _fmt
-from gpuenv.compat.rules.request import Request, _NAMES
+from gpuenv.compat.rules.frameworks import Candidate, version_list
+from gpuenv.compat.rules.wishes import Wishes
 from gpuenv.errors import NoCompatibleStack
 
 _LINUX_X86 = re.compile(r"^(manylinux\w*|linux)_x86_64$")
@@ -59,7 +59,7 @@ def framework_wheels(names: Iterable[str], framework: str) -> list[WheelBuild]:
     return out
 
 
-def _wheel_serves(w: WheelBuild, c: _Candidate, framework: str) -> bool:
+def _wheel_serves(w: WheelBuild, c: Candidate, framework: str) -> bool:
     if not w.linux_x86_64 or w.version != c.framework_version:
         return False
     if w.python is not None and w.python != c.python:
@@ -70,7 +70,7 @@ def _wheel_serves(w: WheelBuild, c: _Candidate, framework: str) -> bool:
     return (w.framework == "tensorflow-cpu") == (c.cuda is None)
 
 
-def _pypi_torch_candidates(matrix: Matrix, c: _Candidate, wheels: list[WheelBuild]) -> list[_Candidate]:
+def _pypi_torch_candidates(matrix: Matrix, c: Candidate, wheels: list[WheelBuild]) -> list[Candidate]:
     """A PyPI torch wheel (no +local) is the build of its release's pypi_default_cuda."""
     out = []
     for w in wheels:
@@ -81,24 +81,29 @@ def _pypi_torch_candidates(matrix: Matrix, c: _Candidate, wheels: list[WheelBuil
     return out
 
 
-def _wheelhouse_filter(matrix: Matrix, request: Request, framework: str, cands: list[_Candidate], what: str, python: str | None) -> tuple[list[_Candidate], str]:
-    folder = request.wheelhouse_dir or "the wheelhouse"
-    wheels = framework_wheels(request.wheelhouse or (), framework)
-    name = _NAMES[framework]
+def narrow_to_wheelhouse(cands: list[Candidate], w: Wishes) -> list[Candidate]:
+    """With a wheelhouse that holds the framework, only the releases, builds and Pythons it holds;
+    a note for the reasons either way."""
+    if w.request.wheelhouse is None:
+        return cands
+    folder = w.request.wheelhouse_dir or "the wheelhouse"
+    wheels = framework_wheels(w.request.wheelhouse or (), w.framework)
     if not wheels:
-        return cands, f"wheelhouse {folder} holds no {name} wheel: the framework comes from its index"
-    if python:
-        cands = [c for c in cands if c.python == python] or cands
-    kept = [c for c in cands if any(_wheel_serves(w, c, framework) for w in wheels)]
-    if framework == "torch":
-        kept += [p for c in cands for p in _pypi_torch_candidates(matrix, c, wheels)]
+        w.notes.append(f"wheelhouse {folder} holds no {w.name} wheel: the framework comes from its index")
+        return cands
+    if w.python:
+        cands = [c for c in cands if c.python == w.python] or cands
+    kept = [c for c in cands if any(_wheel_serves(wheel, c, w.framework) for wheel in wheels)]
+    if w.framework == "torch":
+        kept += [p for c in cands for p in _pypi_torch_candidates(w.matrix, c, wheels)]
     if not kept:
-        holds = "; ".join(w.describe() for w in wheels)
-        wanted = _fmt(c.python for c in cands)
-        versions = _fmt(c.framework_version for c in cands)
+        holds = "; ".join(wheel.describe() for wheel in wheels)
+        wanted = version_list(c.python for c in cands)
+        versions = version_list(c.framework_version for c in cands)
         raise NoCompatibleStack(
-            f"wheelhouse {folder} holds {holds}, but {what} needs one of {versions} for Python {wanted} on Linux x86_64",
+            f"wheelhouse {folder} holds {holds}, but {w.what} needs one of {versions} for Python {wanted} on Linux x86_64",
             fix="add the wheel, or pin the release and Python the folder holds (--torch/--tensorflow, --python)",
         )
-    held = ", ".join(sorted({w.describe() for w in wheels}))
-    return kept, f"wheelhouse {folder}: only the {name} builds it holds ({held}) are considered"
+    held = ", ".join(sorted({wheel.describe() for wheel in wheels}))
+    w.notes.append(f"wheelhouse {folder}: only the {w.name} builds it holds ({held}) are considered")
+    return kept

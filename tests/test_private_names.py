@@ -1,0 +1,85 @@
+"""No module of the product uses another's `_private` names: what a module shares it names
+without an underscore, so a reader sees its surface, and a change to a private name stays local.
+Nor does a module rebind another module's attribute (`fixes.RESOLVER = resolve_stack`): a value
+a module needs arrives as an argument."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PRODUCT = ("gpuenv", "validate")
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _product(module: str | None, level: int) -> bool:
+    return level > 0 or (module or "").split(".")[0] in PRODUCT
+
+
+def crossings(source: str, filename: str = "<planted>") -> list[str]:
+    """Each use in `source` of another product module's private name, and each assignment to
+    another module's attribute, as 'line: what'."""
+    tree = ast.parse(source, filename=filename)
+    modules: set[str] = set()  # local names bound to product modules
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and _product(node.module, node.level):
+            for alias in node.names:
+                if _private(alias.name):
+                    where = "." * node.level + (node.module or "")
+                    out.append(f"{node.lineno}: from {where} import {alias.name}")
+                else:
+                    modules.add(alias.asname or alias.name)  # a module too: from gpuenv.x import y
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if _product(alias.name, 0):
+                    if any(_private(part) for part in alias.name.split(".")[1:]):
+                        out.append(f"{node.lineno}: import {alias.name}")
+                    modules.add(alias.asname or alias.name.split(".")[0])
+    for node in ast.walk(tree):
+        owner = node.value if isinstance(node, ast.Attribute) else None
+        if isinstance(owner, ast.Name) and owner.id in modules:
+            assert isinstance(node, ast.Attribute)
+            if _private(node.attr):
+                out.append(f"{node.lineno}: {node.value.id}.{node.attr}")
+            elif isinstance(node.ctx, ast.Store):
+                out.append(f"{node.lineno}: assigns {node.value.id}.{node.attr}")
+    return sorted(set(out), key=lambda line: int(line.split(":")[0]))
+
+
+def offenders(root: Path = ROOT) -> list[str]:
+    found = []
+    for top in PRODUCT:
+        for path in sorted((root / top).rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            found += [f"{rel}:{line}" for line in crossings(path.read_text(encoding="utf-8"), rel)]
+    return found
+
+
+def test_no_module_uses_another_modules_private_names():
+    assert offenders() == []
+
+
+def test_the_check_sees_each_form(tmp_path):
+    """The check can fail: every way of reaching into another module is named; a module's own
+    private names, dunders and public names are not."""
+    planted = {
+        "from gpuenv.compat.rules.fixes import _describe": "import _describe",
+        "from .cuda import _image_minors as minors": "import _image_minors",
+        "from validate.host import nvml\nnvml._MODULE": "nvml._MODULE",
+        "import gpuenv.compat.rules.fixes as fixes\nfixes._suggest(1)": "fixes._suggest",
+        "from gpuenv.compat.rules import fixes\nfixes.RESOLVER = print": "assigns fixes.RESOLVER",
+        "import validate._internal": "import validate._internal",
+    }
+    for text, seen in planted.items():
+        assert any(seen in line for line in crossings(text)), text
+    clean = ("import os\nos._exit\nfrom gpuenv import __version__\n_own = 1\n"
+             "from gpuenv.stack import Stack\nStack.x\n")
+    assert crossings(clean) == []
+    (tmp_path / "gpuenv").mkdir()
+    (tmp_path / "gpuenv" / "m.py").write_text("from gpuenv.errors import _hidden\n")
+    assert offenders(tmp_path) == ["gpuenv/m.py:1: from gpuenv.errors import _hidden"]
