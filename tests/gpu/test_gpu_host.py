@@ -168,6 +168,10 @@ def test_the_whole_suite_reads_ready_on_a_healthy_host(gpu_images, host_gpus):
     assert gpuset.shm_problem(report) is None
     assert not gpuset.health_problems(report, host_gpus)
     assert not gpuset.multigpu_problems(report, host_gpus, tensorflow=False)
+    assert not gpuset.masking_problems(report)  # check 4 ran its CUDA_VISIBLE_DEVICES cases
+    from validate.judge.peaks import load_peaks
+
+    assert gpuset.interconnect_problem(report, host_gpus, load_peaks()) is None  # SXM: over nvlink
     summary = report["summary"]
     assert summary["ok"] is True and summary["pytest_exit_status"] == 0 and summary["not_validated"] is None
     assert status_from_report(report, 0) == (READY, "")
@@ -209,6 +213,7 @@ def test_cuda_visible_devices_masks_as_cuda_documents(gpu_images, host_gpus, cas
         done, report, output = _suite(gpu_images["torch"], "-k", "'cuda_visible_devices or computes_on_gpu'",
                                       env={"CUDA_VISIBLE_DEVICES": value})
         assert done.returncode == 0, output[-3000:]
+        assert not gpuset.masking_problems(report)
         proven = {row["gpu"] for g in host_gpus for row in report[g.uuid]["checks"]
                   if row["check"] == "torch matmul correct" and row["verdict"] == "pass"}
         assert proven == {by_index[i] for i in indexes}

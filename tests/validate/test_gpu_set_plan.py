@@ -134,3 +134,55 @@ def test_the_shm_assertion_names_the_suites_own_row(tmp_path):
     small = copy.deepcopy(report)
     small["host"]["checks"].append({"check": "/dev/shm size", "verdict": "fail", "reason": "/dev/shm holds only 64 MiB"})
     assert gpuset.shm_problem(small) == "/dev/shm failed: /dev/shm holds only 64 MiB"
+
+
+# --- masking ran and passed; NVLink hosts all-reduce over NVLink (D17) ---------------------------
+
+LIVE_H200 = Path(__file__).parent / "captures" / "live" / "h200-580.159.04" / "live-quick.json"
+
+
+def test_the_live_h200_runs_masking_rows_and_all_passed():
+    report = json.loads(LIVE_H200.read_text(encoding="utf-8"))
+    assert gpuset.masking_problems(report) == []
+
+
+def test_a_masking_row_that_failed_or_never_ran_is_named():
+    report = json.loads(LIVE_H200.read_text(encoding="utf-8"))
+    failed = copy.deepcopy(report)
+    row = next(r for r in failed["host"]["checks"] if r["check"] == "torch CUDA_VISIBLE_DEVICES=0 (index 0)")
+    row["verdict"], row["reason"] = "fail", "saw none, expected GPU-833781d4"
+    assert gpuset.masking_problems(failed) == ["'torch CUDA_VISIBLE_DEVICES=0 (index 0)' fail: saw none, expected GPU-833781d4"]
+    skipped = copy.deepcopy(report)
+    skipped["host"]["checks"] = [r for r in skipped["host"]["checks"] if "CUDA_VISIBLE_DEVICES=" not in r["check"]]
+    assert gpuset.masking_problems(skipped) == ["no 'torch CUDA_VISIBLE_DEVICES=...' masking row: the masking check did not run"]
+
+
+def _busbw_report(gpus: list, measured: str, verdict: str = "pass") -> dict:
+    row = {"check": f"nccl all-reduce busbw GB/s ({len(gpus)} GPUs)", "measured": measured, "verdict": verdict}
+    return {"host": {"checks": [row]}, **{g.uuid: {"checks": []} for g in gpus}}
+
+
+def test_an_sxm_hosts_busbw_row_must_say_over_nvlink():
+    """gpu_peaks.yaml counts the H100 SXM's 18 NVLinks: its all-reduce must run over them."""
+    from validate.judge.peaks import load_peaks
+
+    peaks, gpus = load_peaks(), host_gpus(H100)
+    assert gpuset.nvlink_expected(gpus, peaks)
+    assert gpuset.interconnect_problem(_busbw_report(gpus, "371.2 GB/s over nvlink (NCCL 2.21.5)"), gpus, peaks) is None
+    assert gpuset.interconnect_problem(_busbw_report(gpus, "21.0 GB/s over pcie (NCCL 2.21.5)"), gpus, peaks) == (
+        "'nccl all-reduce busbw GB/s (8 GPUs)' ran '21.0 GB/s over pcie (NCCL 2.21.5)', not over nvlink, on an NVLink host")
+    skipped = _busbw_report(gpus, "-", "skip")
+    assert gpuset.interconnect_problem(skipped, gpus, peaks) == "'nccl all-reduce busbw GB/s (8 GPUs)' skip: -"
+    assert gpuset.interconnect_problem({"host": {"checks": []}}, gpus, peaks) == "no 'nccl all-reduce busbw' row on an NVLink host"
+
+
+def test_a_pcie_host_or_one_gpu_expects_no_nvlink():
+    import dataclasses
+
+    from validate.judge.peaks import load_peaks
+
+    peaks, gpus = load_peaks(), host_gpus(H100)
+    pcie = [dataclasses.replace(g, name="NVIDIA L4") for g in gpus]  # a product without NVLink
+    assert not gpuset.nvlink_expected(pcie, peaks)
+    assert gpuset.interconnect_problem(_busbw_report(pcie, "21.0 GB/s over pcie (NCCL 2.21.5)"), pcie, peaks) is None
+    assert not gpuset.nvlink_expected(host_gpus(H100)[:1], peaks)
