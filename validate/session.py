@@ -24,7 +24,7 @@ from validate.measure.memory_modes import outside_measurer
 from validate.measure.subproc import DEFAULT_TIMEOUT, ProbeResult, run_probe, run_stepped_probe
 from validate.host.tfbuild import installed_build_info
 from validate.host.pcibus import in_container, nvidia_gpus
-from validate.judge.driver_floor import driverless_text
+from validate.judge.driver_floor import driverless_brief, driverless_text
 from validate.judge.thresholds import (
     FAIL,
     INFO,
@@ -158,7 +158,9 @@ class Suite:
         return probe_parallelism([g.compute_mode for g in self.host.gpus], 2) == 1
 
     def no_gpu_reason(self) -> str:
-        return self.driverless or self.host.error or "NVML sees no GPU on this host"
+        if self.driverless:  # in full only in the failing count row (test_nvml_gpu_count)
+            return driverless_brief(self.pci_gpus)
+        return self.host.error or "NVML sees no GPU on this host"
 
     def require_gpus(self) -> None:
         """No GPU: skip with the exact reason. When GPUs are expected, the NVML GPU count check
