@@ -28,7 +28,7 @@ _HELP = {
     **STACK_HELP,
     "cuda": STACK_HELP["cuda"] + "; picks the image to validate in (default without --local: the stack resolved for this host)",
     "image": "validate in this image instead of the stack's, e.g. HOST/gpuenv/<stack>@sha256:... as invoke push printed it; pulled (by digest) when missing",
-    "gpus": "GPUs given to the container, as `docker run --gpus`: all, none, or 0,1 / GPU UUIDs (default: all; none for a CPU stack)",
+    "gpus": "GPUs given to the container, as `docker run --gpus`: all, none, or 0,1 / GPU UUIDs (default: all; none for a CPU stack); with --hosts, a host's own after its URL: 'URL=0,1;URL=2,3'",
     "expect_gpus": "number of GPUs the server must show; fewer (or none) fails the run (default: invoke.yaml gpuenv.expect_gpus; "
     "else on a bare host at least 1, except a host with no NVIDIA driver and no NVIDIA device, which is validated as CPU-only)",
     "json": "write the JSON report (keyed by GPU UUID, plus 'host') to this file; with --hosts/--slurm the fleet's, keyed by host then GPU UUID",
