@@ -161,3 +161,34 @@ def interconnect_problem(report: dict[str, Any], gpus: list[Any], peaks: list[An
     if " over nvlink " not in f" {row.get('measured')} ":
         return f"'{row['check']}' ran {row.get('measured')!r}, not over nvlink, on an NVLink host"
     return None
+
+
+def split_gpus(hosts: list[str], gpus: list[Any]) -> dict[str, str]:
+    """One machine's whole GPUs split between `hosts` (its engine reached under each name), as
+    `--gpus 'URL=0,1;URL=2,3'` gives them: in index order, the first host the larger half."""
+    whole = sorted((g for g in gpus if not g.mig_enabled), key=lambda g: g.index)
+    size = -(-len(whole) // len(hosts))
+    return {host: ",".join(str(g.index) for g in whole[i * size:(i + 1) * size])
+            for i, host in enumerate(hosts) if whole[i * size:(i + 1) * size]}
+
+
+def multinode_problems(joint: Any, split: dict[str, str]) -> list[str]:
+    """The multi-node job over the split (a fleet HostOutcome): ready, over NCCL, one rank per
+    GPU given, each host's ranks on the GPUs it was given and no other."""
+    if joint is None:
+        return ["no multi-node job ran"]
+    problems = [] if joint.status == "ready" else [f"the job is {joint.status}: {joint.reason}"]
+    result = (joint.report or {}).get("multinode") or {}
+    world = sum(len(value.split(",")) for value in split.values())
+    if result.get("backend") != "nccl" or result.get("world") != world:
+        problems.append(f"ran {result.get('backend')} over {result.get('world')} ranks, "
+                        f"not nccl over {world}")
+    ranks = result.get("ranks") or []
+    for host, value in split.items():
+        mine = sorted(r.get("local_rank", -1) for r in ranks if r.get("node") == host)
+        if mine != list(range(len(value.split(",")))):
+            problems.append(f"{host}: local ranks {mine}, not one per GPU of {value}")
+    uuids = [r.get("uuid") for r in ranks]
+    if len(set(uuids)) != len(uuids) or None in uuids:
+        problems.append(f"ranks do not each hold a GPU of their own: {uuids}")
+    return problems

@@ -186,3 +186,45 @@ def test_a_pcie_host_or_one_gpu_expects_no_nvlink():
     assert not gpuset.nvlink_expected(pcie, peaks)
     assert gpuset.interconnect_problem(_busbw_report(pcie, "21.0 GB/s over pcie (NCCL 2.21.5)"), pcie, peaks) is None
     assert not gpuset.nvlink_expected(host_gpus(H100)[:1], peaks)
+
+
+# --- a multi-node job on one host, its GPUs split between two containers (D17) ---------------------
+
+TWO = ["ssh://ops@127.0.0.1:2222", "ssh://ops@localhost:2222"]
+
+
+def test_an_eight_gpu_host_splits_four_and_four_and_the_fleet_takes_the_split():
+    from gpuenv.cli.fleet import merge_options
+
+    split = gpuset.split_gpus(TWO, host_gpus(H100))
+    assert split == {TWO[0]: "0,1,2,3", TWO[1]: "4,5,6,7"}
+    given = ";".join(f"{host}={value}" for host, value in split.items())
+    assert merge_options({"hosts": ",".join(TWO), "gpus": given}, {}).host_gpus == split
+    assert gpuset.split_gpus(TWO, host_gpus(H100)[:3]) == {TWO[0]: "0,1", TWO[1]: "2"}
+
+
+def _joint(split: dict[str, str], status: str = "ready", backend: str = "nccl") -> object:
+    from gpuenv.fleet.outcome import HostOutcome
+
+    ranks = [{"rank": r, "node": host, "local_rank": local, "uuid": f"GPU-{index}"}
+             for r, (host, local, index) in enumerate(
+                 (host, local, index) for host, value in split.items() for local, index in enumerate(value.split(",")))]
+    result = {"backend": backend, "world": len(ranks), "ranks": ranks}
+    return HostOutcome("multi-node job", status, "" if status == "ready" else "rendezvous timed out",
+                       report={"multinode": result})
+
+
+def test_the_multinode_assertions_pass_a_split_job_and_name_what_is_wrong():
+    split = {TWO[0]: "0,1", TWO[1]: "2,3"}
+    assert gpuset.multinode_problems(_joint(split), split) == []
+    assert gpuset.multinode_problems(None, split) == ["no multi-node job ran"]
+    gloo = gpuset.multinode_problems(_joint(split, backend="gloo"), split)
+    assert gloo == ["ran gloo over 4 ranks, not nccl over 4"]
+    short = gpuset.multinode_problems(_joint({TWO[0]: "0,1", TWO[1]: "2"}), split)
+    assert f"{TWO[1]}: local ranks [0], not one per GPU of 2,3" in short
+    failed = gpuset.multinode_problems(_joint(split, status="not ready"), split)
+    assert failed[0] == "the job is not ready: rendezvous timed out"
+    shared = _joint(split)
+    for rank in shared.report["multinode"]["ranks"]:  # type: ignore[attr-defined]
+        rank["uuid"] = "GPU-0"  # both containers given every GPU: ranks share one
+    assert any("do not each hold a GPU of their own" in p for p in gpuset.multinode_problems(shared, split))
