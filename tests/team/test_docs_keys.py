@@ -54,3 +54,15 @@ def test_the_nccl_settings_page_names_the_fleet_env_key():
 
 def test_a_key_the_config_does_not_know_is_found():
     assert named_keys("set `gpuenv.fleet.nccl_env` or `gpuenv.cli.common`") == ["fleet.nccl_env"]
+
+
+def test_the_ddp_join_reasons_the_page_quotes_are_the_codes():
+    """docs/multi-gpu.md quotes the two reasons a rank is blamed at the join bound: they are
+    validate.measure.ddp.missing_ranks's words (review D20, D10)."""
+    from validate.measure.ddp import missing_ranks
+
+    page = " ".join((ROOT / "docs/multi-gpu.md").read_text(encoding="utf-8").split())
+    never, _ = missing_ranks(2, arrived={0}, joined=set())
+    stuck, _ = missing_ranks(2, arrived={0, 1}, joined={0})
+    assert "never reached the rendezvous within 90 s" in page and never == "never reached the rendezvous"
+    assert f"`{stuck}`" in page
