@@ -110,7 +110,8 @@ def parse_host_gpus(value: str | None, hosts: list[str]) -> tuple[str | None, di
         url = normalise_host_url(url.strip())
         if url not in hosts:
             raise BadInput(f"--gpus names {shown_url(url)}, which is not one of --hosts",
-                           fix="give each host's GPUs after its URL as --hosts writes it: URL=0,1;URL=2")
+                           fix="give each host's GPUs after its URL as --hosts writes it: "
+                           "URL=0,1;URL=2")
         parse_gpus(gpus)
         own[url] = gpus.strip()
     return default, own

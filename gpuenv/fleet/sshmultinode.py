@@ -160,7 +160,8 @@ def run_ssh_multinode(outcomes: list[HostOutcome], run: SuiteRun, progress: Prog
                 break
             opened[url] = engine
             state.track_engine(f"{url} (multi-node)", engine)
-            command, gpus = node_part(outcome, run, len(nodes), head, index == 0, state.run_id, port)
+            command, gpus = node_part(outcome, run, len(nodes), head, index == 0, state.run_id,
+                                      port)
             labels = {LABEL: "multinode", RUN_LABEL: state.run_id}
             try:
                 containers[url] = engine.start_container(

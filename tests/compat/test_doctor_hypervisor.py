@@ -52,5 +52,6 @@ def test_the_library_refuses_it_for_every_task_that_reads_the_host(tmp_path):
     with pytest.raises(NoCompatibleStack, match="not a CUDA host for containers"):
         request_for_host(framework="torch", host_file=str(capture))
     guest = tmp_path / "guest.xml"
-    guest.write_text(v.vgpu_guest_xml("Licensed (Expiry: 2024-10-19 6:51:17 GMT)"), encoding="utf-8")
+    licensed = v.vgpu_guest_xml("Licensed (Expiry: 2024-10-19 6:51:17 GMT)")
+    guest.write_text(licensed, encoding="utf-8")
     assert request_for_host(framework="torch", host_file=str(guest)).driver

@@ -221,7 +221,7 @@ def test_cuda_visible_devices_masks_as_cuda_documents(gpu_images, host_gpus, cas
 
 @pytest.fixture
 def ssh_server(tmp_path):
-    """The loopback sshd of the fleet tests (tests/fleet/servers.py) in front of this host's engine."""
+    """The fleet tests' loopback sshd (tests/fleet/servers.py) in front of this host's engine."""
     sys.path.insert(0, str(ROOT / "tests" / "fleet"))
     import servers
 
@@ -232,8 +232,8 @@ def ssh_server(tmp_path):
         yield server
 
 
-def test_a_multinode_job_on_one_host_over_two_containers_each_with_its_own_gpus(gpu_images, host_gpus, ssh_server,
-                                                                                   monkeypatch):
+def test_a_multinode_job_on_one_host_over_two_containers_each_with_its_own_gpus(
+        gpu_images, host_gpus, ssh_server, monkeypatch):
     """The fleet's SSH path on one GPU host: its engine reached twice (127.0.0.1 and localhost, as
     the CPU test does), its whole GPUs split between the two with `--gpus 'URL=0,1;URL=2,3'`; each
     host's suite, then the job over NCCL across both containers, one rank per GPU given."""
@@ -241,15 +241,20 @@ def test_a_multinode_job_on_one_host_over_two_containers_each_with_its_own_gpus(
     from gpuenv.fleet.outcome import READY
 
     if len([g for g in host_gpus if not g.mig_enabled]) < 2:
-        pytest.skip("splitting a host's GPUs between two containers needs 2 or more whole GPUs; this host has fewer")
+        pytest.skip("splitting a host's GPUs between two containers needs 2 or more whole GPUs; "
+                    "this host has fewer")
     monkeypatch.setenv("HOME", str(ssh_server.home))  # the test's SSH key and known_hosts
-    hosts = [f"ssh://{ssh_server.user}@127.0.0.1:{ssh_server.port}", f"ssh://{ssh_server.user}@localhost:{ssh_server.port}"]
+    names = ("127.0.0.1", "localhost")
+    hosts = [f"ssh://{ssh_server.user}@{name}:{ssh_server.port}" for name in names]
     split = gpuset.split_gpus(hosts, host_gpus)
-    opts = FleetOptions(hosts=hosts, image=gpu_images["torch"], host_gpus=split, parallel=2, time="30")
-    outcomes = run_fleet(opts, ["--quick", "-k", "torch_build or nvml_gpu_count"], say=lambda text: None)
+    opts = FleetOptions(hosts=hosts, image=gpu_images["torch"], host_gpus=split, parallel=2,
+                        time="30")
+    suite = ["--quick", "-k", "torch_build or nvml_gpu_count"]
+    outcomes = run_fleet(opts, suite, say=lambda text: None)
     assert [o.status for o in outcomes[:2]] == [READY, READY], [o.reason for o in outcomes[:2]]
     for outcome in outcomes[:2]:  # each host's suite saw only the GPUs it was given
         seen = [g["index"] for g in outcome.report["host"]["nvml"]["gpus"]]
         assert len(seen) == len(split[outcome.host].split(",")), (outcome.host, seen)
     joint = outcomes[2] if len(outcomes) > 2 else None
-    assert not gpuset.multinode_problems(joint, split), (joint.reason if joint else None, joint.details if joint else None)
+    problems = gpuset.multinode_problems(joint, split)
+    assert not problems, (problems, joint and joint.reason, joint and joint.details)
