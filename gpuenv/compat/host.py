@@ -61,9 +61,8 @@ def _refuse_hypervisor(host, where: str) -> None:
     from gpuenv.errors import NoCompatibleStack
 
     reason = cuda_host_refusal(host)
-    if reason is not None:
-        head, _, fix = reason.partition("; validate and build")
-        raise NoCompatibleStack(f"{where}: {head}", fix=f"validate and build{fix}" if fix else None)
+    if reason is not None:  # the reason ends with its fix (plan inside a VM given a vGPU)
+        raise NoCompatibleStack(f"{where}: {reason}")
 
 
 def capture_archs(host, host_file: str) -> tuple[str, ...]:
