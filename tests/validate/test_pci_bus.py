@@ -171,6 +171,9 @@ def test_expect_gpus_0_is_the_users_word_but_the_gpus_are_named(tmp_path):
         "validate: warning: --expect-gpus 0 validates a CPU-only host, "
         "but 2 NVIDIA GPU(s) on the PCI bus" in out
     )
+    # no row fails for them here: nothing points to one, the header keeps the products
+    assert "'NVML GPU count' row names them" not in out
+    assert "driver -, CUDA driver -, 2 NVIDIA GPU(s) on the PCI bus (2x H100 SXM5 80GB" in out
 
 
 @no_nvml_here
