@@ -51,7 +51,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         head = "validate: not ready: "
         if expect_none:
             head = "validate: warning: --expect-gpus 0 validates a CPU-only host, but "
-        suite.say_now(head + suite.driverless)
+        # In full only where no row fails for it (--expect-gpus 0); else the count row has it.
+        suite.say_now(head + (suite.driverless if expect_none else suite.no_gpu_reason()))
 
 
 def exclusive_first(items: list[Any], isolated: Callable[[Any], bool], first: Callable[[Any], bool] = lambda i: False) -> list[Any]:

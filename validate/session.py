@@ -25,7 +25,7 @@ from validate.measure.memory_modes import outside_measurer
 from validate.measure.subproc import DEFAULT_TIMEOUT, ProbeResult, run_probe, run_stepped_probe
 from validate.host.tfbuild import installed_build_info
 from validate.host.pcibus import in_container, nvidia_gpus
-from validate.judge.driver_floor import driverless_text
+from validate.judge.driver_floor import driverless_brief, driverless_text
 from validate.judge.thresholds import (
     FAIL,
     INFO,
@@ -159,6 +159,10 @@ class Suite:
         return probe_parallelism([g.compute_mode for g in self.host.gpus], 2) == 1
 
     def no_gpu_reason(self) -> str:
+        # In full once, in the failing count row; with --expect-gpus 0 no row fails, and the
+        # skips keep it whole (a --json report has no start line).
+        if self.driverless and self.config.getoption("validate_expect_gpus") != 0:
+            return driverless_brief(self.pci_gpus)
         return self.driverless or self.host.error or "NVML sees no GPU on this host"
 
     def require_gpus(self) -> None:

@@ -329,7 +329,7 @@ def settings_from(merged: Mapping[str, Any] | None, layers: Sequence[Layer]) -> 
             slurm_rundir=checked("fleet.slurm.rundir", as_text),
             outlier_floor=0.9 if floor is None else floor,
             env=checked("fleet.env", _fleet_env) or {},
-            slurm_sbatch_args=checked("fleet.slurm.sbatch_args", _string_list) or (),
+            slurm_sbatch_args=checked("fleet.slurm.sbatch_args", as_string_list) or (),
         ),
         origin=where,
     )

@@ -43,6 +43,7 @@ class FleetOptions:
     junit: str | None = None
     baseline: str | None = None
     gpus: str | None = None
+    host_gpus: dict[str, str] | None = None  # SSH hosts: a host's own --gpus (URL=0,1;URL=2)
     from_reports: str | None = None  # a folder of per-host suite reports collected by any means
     outlier_floor: float = 0.9  # a GPU below this share of its model's fleet median degrades its host
     verbose: bool = False  # the table lists ready hosts too
@@ -106,8 +107,17 @@ def merge_options(cli: dict[str, Any], config: dict[str, Any]) -> FleetOptions:
         if not arg.startswith("-") or "\n" in arg:
             raise BadInput(f"--sbatch-arg {arg!r} is not an sbatch option",
                            fix="give one option a time, e.g. --sbatch-arg=--account=ml")
+    from gpuenv.fleet.sshhosts import parse_host_gpus
+
+    listed = parse_hosts(hosts) if hosts and not cli.get("slurm") else None
+    gpus, host_gpus = cli.get("gpus"), {}
+    if listed:
+        gpus, host_gpus = parse_host_gpus(gpus, listed)
+    elif gpus and "=" in str(gpus):
+        raise BadInput(f"--gpus {gpus!r} gives hosts their own GPUs, which only --hosts takes",
+                       fix="give one --gpus for every Slurm node (all, none, 0,1)")
     return FleetOptions(
-        hosts=parse_hosts(hosts) if hosts and not cli.get("slurm") else None,
+        hosts=listed,
         slurm=bool(cli.get("slurm")),
         image=pick("image"),
         parallel=parallel,
@@ -121,7 +131,8 @@ def merge_options(cli: dict[str, Any], config: dict[str, Any]) -> FleetOptions:
         json=cli.get("json"),
         junit=cli.get("junit"),
         baseline=cli.get("baseline"),
-        gpus=cli.get("gpus"),
+        gpus=gpus,
+        host_gpus=host_gpus,
         from_reports=cli.get("from_reports") or None,
         outlier_floor=outlier_floor(floor),
         verbose=bool(cli.get("verbose")),
@@ -348,7 +359,7 @@ def run_fleet(opts: FleetOptions, suite_args: list[str], say: Callable[[str], No
     else:
         timeout = time_limit_seconds(opts.time) if opts.time.upper() not in ("UNLIMITED", "INFINITE") else None
     run = sshhosts.SuiteRun(image=image, suite_args=suite_args, gpus=opts.gpus or "all", baseline=baseline_bytes, timeout_s=timeout,
-                            env=dict(opts.env or {}))
+                            env=dict(opts.env or {}), host_gpus=dict(opts.host_gpus or {}))
     limit = f", each within {timeout / 60:g} min (--time)" if timeout else ""
     say(f"validating {len(opts.hosts)} host(s) over SSH, {min(opts.parallel, len(opts.hosts))} at a time, in {image}{limit}")
     with HostProgress(total=len(opts.hosts)) as progress:

@@ -40,7 +40,7 @@ _HELP = {
     **STACK_HELP,
     "cuda": STACK_HELP["cuda"] + "; picks the image to validate in (default without --local: the stack resolved for this host)",
     "image": "validate in this image instead of the stack's, e.g. HOST/gpuenv/<stack>@sha256:... as invoke push printed it; pulled (by digest) when missing",
-    "gpus": "GPUs given to the container, as `docker run --gpus`: all, none, or 0,1 / GPU UUIDs (default: all; none for a CPU stack)",
+    "gpus": "GPUs given to the container, as `docker run --gpus`: all, none, or 0,1 / GPU UUIDs (default: all; none for a CPU stack); with --hosts, a host's own after its URL: 'URL=0,1;URL=2,3'",
     **{option.name: option.help + (f"; {_TASK_NOTES[option.name]}" if option.name in _TASK_NOTES else "")
        for option in SUITE_OPTIONS},
     # fleet validation (gpuenv/cli/fleet.py); defaults from the gpuenv.fleet section of invoke.yaml

@@ -43,6 +43,28 @@ def read_host(host_file: str | None = None):
     return _read(ReplayNvml(recording))
 
 
+def cuda_host_refusal(host) -> str | None:
+    """Why no stack can be planned for this host whatever its driver, or None: a GPU driven by a
+    vGPU hypervisor's manager (CUDA runs in the VMs it serves, not in containers beside it). The
+    same reason doctor gives (validate.host.virtualization.hypervisor_reason)."""
+    from validate.host.virtualization import HYPERVISOR_MODES, hypervisor_reason
+
+    for gpu in host.gpus:
+        if gpu.virtualization_mode in HYPERVISOR_MODES:
+            return hypervisor_reason(None, gpu.virtualization_mode, gpu.host_vgpu_mode,
+                                     host.cuda_driver_version)
+    return None
+
+
+def _refuse_hypervisor(host, where: str) -> None:
+    """No stack for a hypervisor: NoCompatibleStack (exit 3), as doctor's 'no stack' line."""
+    from gpuenv.errors import NoCompatibleStack
+
+    reason = cuda_host_refusal(host)
+    if reason is not None:  # the reason ends with its fix (plan inside a VM given a vGPU)
+        raise NoCompatibleStack(f"{where}: {reason}")
+
+
 def capture_archs(host, host_file: str) -> tuple[str, ...]:
     """The compute capabilities of a captured server's GPUs. nvidia-smi does not print them, so they
     come from validate/host/gpu_archs.yaml by product name; a product not there is an error that says
@@ -102,6 +124,7 @@ def request_for_host(
             from gpuenv.errors import BadInput
 
             raise BadInput(f"--host {host_file}: the capture names no driver ({host.error or 'no driver version'})", fix="capture it with nvidia-smi -q -x on the server")
+        _refuse_hypervisor(host, f"--host {host_file}")
         if driver is None:
             driver, source = host.driver_version, f"read from {host_file}"
         if not archs:
@@ -110,6 +133,7 @@ def request_for_host(
     elif detect and wants_gpu and (driver is None or not archs):
         host = read_host()
         if host.error is None and host.driver_version:
+            _refuse_hypervisor(host, "this host")
             if driver is None:
                 driver, source = host.driver_version, "detected by NVML"
             if not archs:

@@ -66,6 +66,13 @@ class SuiteRun:
     timeout_s: float | None = None  # per host, for its whole visit: connect, pull and the suite
     connect_timeout_s: float = CONNECT_TIMEOUT
     env: dict[str, str] = field(default_factory=dict)  # NCCL_*/GLOO_*/TORCH_* (invoke.yaml fleet.env)
+    #: A host's own GPUs where they differ (`--gpus 'URL=0,1;URL=2,3'`): one machine's GPUs split
+    #: between two "hosts" that are its engine reached twice, or hosts whose GPUs differ.
+    host_gpus: dict[str, str] = field(default_factory=dict)
+
+    def gpus_for(self, url: str) -> str:
+        """The GPUs host `url`'s containers get: its own set, else `gpus`."""
+        return self.host_gpus.get(url, self.gpus)
 
 
 # ---------------------------------------------------------------- host URLs (pure)
@@ -79,6 +86,35 @@ def parse_hosts(text: str | list[str]) -> list[str]:
     if not hosts:
         raise BadInput("--hosts is empty", fix="give ssh://user@host[:port], comma-separated")
     return list(dict.fromkeys(normalise_host_url(host) for host in hosts))
+
+
+def parse_host_gpus(value: str | None, hosts: list[str]) -> tuple[str | None, dict[str, str]]:
+    """`--gpus` over SSH hosts: one value for every host (all, none, 0,1), or a host's own after
+    its URL, entries separated by ";" (`ssh://ops@gpu01=0,1;ssh://ops@gpu02=2,3`; an entry with no
+    URL is every other host's). -> (every other host's value or None, {URL: its value}), each
+    value checked as docker run --gpus takes it and each URL one of `hosts`."""
+    from gpuenv.engine import parse_gpus
+
+    if value is None or "=" not in value:
+        return value, {}
+    default: str | None = None
+    own: dict[str, str] = {}
+    for entry in (part.strip() for part in value.split(";")):
+        if not entry:
+            continue
+        url, sep, gpus = entry.rpartition("=")
+        if not sep:
+            default = entry
+            parse_gpus(entry)
+            continue
+        url = normalise_host_url(url.strip())
+        if url not in hosts:
+            raise BadInput(f"--gpus names {shown_url(url)}, which is not one of --hosts",
+                           fix="give each host's GPUs after its URL as --hosts writes it: "
+                           "URL=0,1;URL=2")
+        parse_gpus(gpus)
+        own[url] = gpus.strip()
+    return default, own
 
 
 def check_host_url(url: str) -> None:
@@ -259,7 +295,7 @@ def validate_host(url: str, run: SuiteRun, progress: Progress | None = None, sta
     say = (lambda phase, detail="": progress(url, phase, detail)) if progress else (lambda phase, detail="": None)
     started = time.monotonic()
     deadline = started + run.timeout_s if run.timeout_s else None
-    details: dict[str, Any] = {"image": run.image, "gpus": run.gpus}
+    details: dict[str, Any] = {"image": run.image, "gpus": run.gpus_for(url)}
 
     def outcome(status: str, reason: str, **kw: Any) -> HostOutcome:
         say("done", status)
@@ -322,7 +358,8 @@ def validate_host(url: str, run: SuiteRun, progress: Progress | None = None, sta
         state.set_phase(url, "creating")
         try:
             container = engine.start_container(
-                run.image, suite_command(run.suite_args, run.baseline is not None), gpus=run.gpus,
+                run.image, suite_command(run.suite_args, run.baseline is not None),
+                gpus=run.gpus_for(url),
                 labels={LABEL: "validate", RUN_LABEL: state.run_id}, env=run.env,
                 files=_baseline_tar(run.baseline) if run.baseline is not None else None,
                 on_created=lambda c: state.track_container(url, c),

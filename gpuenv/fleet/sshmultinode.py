@@ -12,6 +12,7 @@ the job's whole time limit; every container is removed at the end, or on Ctrl-C.
 from __future__ import annotations
 
 import json
+import shlex
 import threading
 import time
 from typing import Any
@@ -74,7 +75,7 @@ def torch_missing(outcome: HostOutcome) -> bool:
 
 
 def node_command(url: str, nnodes: int, procs: int, head: str, is_host: bool, run_id: str, sizes: str,
-                 port: int | None = None) -> list[str]:
+                 port: int | None = None, expect_gpus: int = 0, gpus: str = "all") -> list[str]:
     """torchrun in the container on host `url`: one process per GPU, the c10d rendezvous on `head`.
 
     `--local-addr` is the host's name from its URL, the name the fleet reaches it by: the others
@@ -82,12 +83,41 @@ def node_command(url: str, nnodes: int, procs: int, head: str, is_host: bool, ru
     its host name and PID, and two containers with the host's network (one engine reached twice)
     share the host name and, each in its own PID namespace, can share the PID: then they are one
     participant to the rendezvous, which never fills and times out.
-    `port`: the run's rendezvous port (default: multinode.rendezvous_port of `run_id`)."""
+    `port`: the run's rendezvous port (default: multinode.rendezvous_port of `run_id`).
+    `expect_gpus`: the whole GPUs the host's own suite saw (with its `gpus`); the container first
+    counts what it sees (the worker's --count-gpus, as Slurm's node script does) and fewer is a
+    named failure (exit 3, the reason its last log line), not ranks failing on absent devices."""
     port = port or multinode.rendezvous_port(run_id)
-    return ["python", "-m", "torch.distributed.run", f"--nnodes={nnodes}", f"--nproc-per-node={procs}", "--rdzv-backend=c10d",
+    words = ["python", "-m", "torch.distributed.run", f"--nnodes={nnodes}", f"--nproc-per-node={procs}", "--rdzv-backend=c10d",
             f"--rdzv-endpoint={head}:{port}", f"--local-addr={rendezvous_host(url)}", f"--rdzv-id=gpuenv-{run_id}",
             f"--rdzv-conf=is_host={int(is_host)},join_timeout={multinode.JOIN_TIMEOUT}", "--max-restarts=0",
             "-m", "validate.measure.multinode", "--out", RESULT_IN_CONTAINER, "--sizes", sizes, "--fleet-node", url]
+    if expect_gpus <= 0:
+        return words
+    return ["sh", "-c", gpu_guard(expect_gpus, gpus) + " && exec " + shlex.join(words)]
+
+
+def gpu_guard(expected: int, gpus: str) -> str:
+    """Shell that exits 3 naming the shortfall when the container sees fewer whole GPUs than
+    `expected` (the host's own suite saw them with `--gpus gpus`): the same check and words as the
+    Slurm node script (multinode.render_node_script)."""
+    reason = (f"the job sees $n GPU(s) here where the host's own suite saw {int(expected)}: "
+              f"check --gpus ({gpus}) for this host and that the container gets them")
+    return ('n=$(python -m validate.measure.multinode --count-gpus 2>/dev/null | tail -n 1); '
+            "case \"$n\" in ''|*[!0-9]*) n=0 ;; esac; "
+            f'if [ "$n" -lt {int(expected)} ]; then echo "{reason}"; exit 3; fi')
+
+
+def node_part(outcome: HostOutcome, run: SuiteRun, nnodes: int, head: str, is_host: bool,
+              run_id: str, port: int) -> tuple[list[str], str]:
+    """(the command, the --gpus) of host `outcome.host`'s container in the job: its own GPU set
+    (run.gpus_for: one machine's GPUs split between its engine reached twice get one set each),
+    one rank per GPU its suite saw with them, and the guard that names a container seeing fewer."""
+    gpus = run.gpus_for(outcome.host)
+    command = node_command(outcome.host, nnodes, gpu_count(outcome, gpus), head, is_host, run_id,
+                           multinode.ddp_sizes(run.suite_args), port,
+                           expect_gpus=multinode.job_gpus([outcome], gpus), gpus=gpus)
+    return command, gpus
 
 
 def job_host_name(nodes: list[str]) -> str:
@@ -112,7 +142,6 @@ def run_ssh_multinode(outcomes: list[HostOutcome], run: SuiteRun, progress: Prog
         return None
     state = state or FleetState()
     limit = min(run.timeout_s, DEFAULT_JOB_TIME_S) if run.timeout_s else DEFAULT_JOB_TIME_S
-    sizes = multinode.ddp_sizes(run.suite_args)
     head = rendezvous_host(nodes[0])
     port = multinode.rendezvous_port(state.run_id)
     opened: dict[str, engines.Engine] = {}
@@ -131,12 +160,12 @@ def run_ssh_multinode(outcomes: list[HostOutcome], run: SuiteRun, progress: Prog
                 break
             opened[url] = engine
             state.track_engine(f"{url} (multi-node)", engine)
-            procs = gpu_count(outcome, run.gpus)
-            command = node_command(url, len(nodes), procs, head, index == 0, state.run_id, sizes, port)
+            command, gpus = node_part(outcome, run, len(nodes), head, index == 0, state.run_id,
+                                      port)
             labels = {LABEL: "multinode", RUN_LABEL: state.run_id}
             try:
                 containers[url] = engine.start_container(
-                    run.image, command, gpus=run.gpus, labels=labels, host_network=True, env=run.env,
+                    run.image, command, gpus=gpus, labels=labels, host_network=True, env=run.env,
                     infiniband=host_infiniband(engine, run.image, labels),
                     name=f"gpuenv-multinode-{state.run_id}-{index}",
                     on_created=lambda c, key=f"{url} (multi-node)": state.track_container(key, c))

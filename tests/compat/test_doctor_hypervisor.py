@@ -27,3 +27,31 @@ def test_doctor_still_plans_for_a_licensed_vgpu_guest(invoke_cli, tmp_path):
     capture.write_text(v.vgpu_guest_xml("Licensed (Expiry: 2024-10-19 6:51:17 GMT)"), encoding="utf-8")
     data = json.loads(invoke_cli("doctor", "--host", str(capture), "--json").stdout)
     assert data["recommended"]["torch"]["available"], data["recommended"]["torch"]
+
+
+def test_resolve_refuses_a_vgpu_hypervisor_as_doctor_does(invoke_cli, tmp_path):
+    """`invoke resolve --host` plans no stack for it either: one line, the same reason, exit 3."""
+    capture = tmp_path / "hypervisor.xml"
+    capture.write_text(v.hypervisor_xml(), encoding="utf-8")
+    done = invoke_cli("resolve", "--host", str(capture))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert "not a CUDA host for containers" in done.stderr and "Host VGPU" in done.stderr
+    assert "validate and build inside a VM given a vGPU" in done.stderr
+
+
+def test_the_library_refuses_it_for_every_task_that_reads_the_host(tmp_path):
+    """request_for_host is where every --host task (resolve, lock, build) reads the server."""
+    import pytest
+
+    from gpuenv.compat.host import request_for_host
+    from gpuenv.errors import NoCompatibleStack
+
+    capture = tmp_path / "hypervisor.xml"
+    capture.write_text(v.hypervisor_xml(), encoding="utf-8")
+    with pytest.raises(NoCompatibleStack, match="not a CUDA host for containers"):
+        request_for_host(framework="torch", host_file=str(capture))
+    guest = tmp_path / "guest.xml"
+    licensed = v.vgpu_guest_xml("Licensed (Expiry: 2024-10-19 6:51:17 GMT)")
+    guest.write_text(licensed, encoding="utf-8")
+    assert request_for_host(framework="torch", host_file=str(guest)).driver

@@ -149,3 +149,82 @@ def test_two_ssh_hosts_run_their_suites_then_one_job_across_them(ssh_server, tor
 
     left = Engine.local().client.containers.list(all=True, filters={"label": f"{LABEL}=multinode"})
     assert left == [], "the job's containers are removed"
+
+
+# --- a host's own GPUs; a container that sees fewer than its suite did (issue 33 D17) ---
+
+ONE = "ssh://ops@127.0.0.1:2222"
+TWICE = "ssh://ops@localhost:2222"  # the same engine reached twice: two "hosts" on one machine
+
+
+def test_per_host_gpus_parse_from_the_command_line_and_name_a_stranger():
+    from gpuenv.errors import BadInput
+    from gpuenv.fleet.sshhosts import parse_host_gpus
+
+    assert parse_host_gpus("0,1", [ONE, TWICE]) == ("0,1", {})
+    both = (None, {ONE: "0,1", TWICE: "2,3"})
+    assert parse_host_gpus(f"{ONE}=0,1; {TWICE}=2,3", [ONE, TWICE]) == both
+    assert parse_host_gpus("ssh://ops@LOCALHOST:02222=3;all", [ONE, TWICE]) == ("all", {TWICE: "3"})
+    with pytest.raises(BadInput, match="not one of --hosts"):
+        parse_host_gpus("ssh://ops@gpu09=0", [ONE, TWICE])
+    with pytest.raises(BadInput, match="empty entry"):
+        parse_host_gpus(f"{ONE}=0,,1", [ONE, TWICE])
+
+
+def test_the_cli_hands_each_host_its_own_gpus():
+    from gpuenv.cli.fleet import merge_options
+    from gpuenv.errors import BadInput
+
+    opts = merge_options({"hosts": f"{ONE},{TWICE}", "gpus": f"{ONE}=0;{TWICE}=1"}, {})
+    assert opts.gpus is None and opts.host_gpus == {ONE: "0", TWICE: "1"}
+    with pytest.raises(BadInput, match="only --hosts takes"):
+        merge_options({"slurm": True, "gpus": f"{ONE}=0"}, {})
+
+
+def test_one_machines_gpus_split_between_its_engine_reached_twice_give_each_container_its_own():
+    """The create options of the two job containers: each its own device request, one rank each,
+    and the guard expecting the one GPU its suite saw with that set."""
+    from gpuenv.engine import container_options
+    from gpuenv.fleet.sshhosts import SuiteRun
+
+    run = SuiteRun(image="img", suite_args=["--quick"], host_gpus={ONE: "0", TWICE: "1"})
+    parts = [sshmultinode.node_part(HostOutcome(url, READY, "", report=report(1)), run, 2,
+                                    "127.0.0.1", url == ONE, "abc", 29600)
+             for url in (ONE, TWICE)]
+    assert [gpus for _, gpus in parts] == ["0", "1"]
+    requests = [container_options(gpus, "8g", {})["device_requests"] for _, gpus in parts]
+    assert [r[0]["DeviceIDs"] for r in requests] == [["0"], ["1"]]
+    for command, gpus in parts:
+        assert command[:2] == ["sh", "-c"] and "--nproc-per-node=1" in command[2]
+        assert 'if [ "$n" -lt 1 ]' in command[2] and f"check --gpus ({gpus})" in command[2]
+    shared = SuiteRun(image="img", gpus="all")  # without a split: both get --gpus all, as before
+    eight = HostOutcome(ONE, READY, "", report=report(2))
+    assert sshmultinode.node_part(eight, shared, 2, "h", True, "a", 1)[1] == "all"
+
+
+def test_without_gpus_the_command_is_torchrun_itself():
+    from gpuenv.fleet.sshhosts import SuiteRun
+
+    cpu = SuiteRun(image="img", gpus="none")
+    none = HostOutcome(ONE, READY, "", report=report(0))
+    words = sshmultinode.node_part(none, cpu, 2, "h", True, "a", 1)[0]
+    assert words[:3] == ["python", "-m", "torch.distributed.run"]
+
+
+@pytest.mark.frameworks
+def test_a_container_seeing_fewer_gpus_than_its_suite_fails_named(torch_image, docker_engine):
+    """The rendered guard run for real in the job's image: its worker counts 0 GPUs (this machine
+    has none), the host's suite saw 2: exit 3, and the last log line (the job's reason) says so."""
+    from gpuenv.engine import Engine
+
+    command = sshmultinode.node_command(ONE, 2, 2, "127.0.0.1", True, "abc", "quick", 29600,
+                                        expect_gpus=2, gpus="0,1")
+    labels = {"io.gpuenv.test": "gpu-guard"}
+    container = Engine.local().start_container(torch_image, command, gpus="none", labels=labels)
+    try:
+        assert container.wait(120) == 3
+        assert container.log_tail(1)[-1].strip() == (
+            "the job sees 0 GPU(s) here where the host's own suite saw 2: "
+            "check --gpus (0,1) for this host and that the container gets them")
+    finally:
+        container.remove()

@@ -118,3 +118,77 @@ def shm_problem(report: dict[str, Any]) -> str | None:
     """The suite's own /dev/shm row, which fails a multi-GPU host below 1 GiB."""
     row = _host_rows(report).get("/dev/shm size")
     return None if row is None or row["verdict"] != "fail" else f"/dev/shm failed: {row.get('reason')}"
+
+
+def _all_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every row of the report: the host's and each GPU's section."""
+    sections = [value for value in report.values() if isinstance(value, dict) and "checks" in value]
+    return [row for section in sections for row in section.get("checks") or []]
+
+
+def masking_problems(report: dict[str, Any], framework: str = "torch") -> list[str]:
+    """The suite's CUDA_VISIBLE_DEVICES rows for `framework` (check 4: one per masking case): at
+    least one ran, and each passed. A run where the check skipped or was left out is named."""
+    prefix = f"{framework} CUDA_VISIBLE_DEVICES="
+    rows = [row for row in _all_rows(report) if str(row.get("check", "")).startswith(prefix)]
+    if not rows:
+        return [f"no '{prefix}...' masking row: the masking check did not run"]
+    return [f"'{row['check']}' {row['verdict']}: {row.get('reason') or row.get('measured')}"
+            for row in rows if row.get("verdict") != "pass"]
+
+
+def nvlink_expected(gpus: list[Any], peaks: list[Any]) -> bool:
+    """Whether the host's GPUs talk over NVLink: two or more whole GPUs, each a product with
+    NVLinks (gpu_peaks.yaml nvlink_links, each with its source): an SXM board, not a PCIe card."""
+    from validate.judge.peaks import expected_nvlinks
+
+    whole = [g for g in gpus if not g.mig_enabled]
+    return len(whole) >= 2 and all(expected_nvlinks(g, peaks) for g in whole)
+
+
+def interconnect_problem(report: dict[str, Any], gpus: list[Any], peaks: list[Any]) -> str | None:
+    """On an NVLink host (nvlink_expected), the NCCL all-reduce busbw row must have run, passed and
+    say 'over nvlink': a host judged on the PCIe floor, or whose row skipped, passes nothing."""
+    if not nvlink_expected(gpus, peaks):
+        return None
+    rows = [row for row in _all_rows(report)
+            if str(row.get("check", "")).startswith("nccl all-reduce busbw")]
+    if not rows:
+        return "no 'nccl all-reduce busbw' row on an NVLink host"
+    row = rows[0]
+    if row.get("verdict") != "pass":
+        return f"'{row['check']}' {row['verdict']}: {row.get('reason') or row.get('measured')}"
+    if " over nvlink " not in f" {row.get('measured')} ":
+        return f"'{row['check']}' ran {row.get('measured')!r}, not over nvlink, on an NVLink host"
+    return None
+
+
+def split_gpus(hosts: list[str], gpus: list[Any]) -> dict[str, str]:
+    """One machine's whole GPUs split between `hosts` (its engine reached under each name), as
+    `--gpus 'URL=0,1;URL=2,3'` gives them: in index order, the first host the larger half."""
+    whole = sorted((g for g in gpus if not g.mig_enabled), key=lambda g: g.index)
+    size = -(-len(whole) // len(hosts))
+    return {host: ",".join(str(g.index) for g in whole[i * size:(i + 1) * size])
+            for i, host in enumerate(hosts) if whole[i * size:(i + 1) * size]}
+
+
+def multinode_problems(joint: Any, split: dict[str, str]) -> list[str]:
+    """The multi-node job over the split (a fleet HostOutcome): ready, over NCCL, one rank per
+    GPU given, each host's ranks on the GPUs it was given and no other."""
+    if joint is None:
+        return ["no multi-node job ran"]
+    problems = [] if joint.status == "ready" else [f"the job is {joint.status}: {joint.reason}"]
+    result = (joint.report or {}).get("multinode") or {}
+    world = sum(len(value.split(",")) for value in split.values())
+    if result.get("backend") != "nccl" or result.get("world") != world:
+        problems.append(f"ran {result.get('backend')} over {result.get('world')} ranks, "
+                        f"not nccl over {world}")
+    ranks = result.get("ranks") or []
+    for host, value in split.items():
+        mine = sorted(r.get("local_rank", -1) for r in ranks if r.get("node") == host)
+        if mine != list(range(len(value.split(",")))):
+            problems.append(f"{host}: local ranks {mine}, not one per GPU of {value}")
+    uuids = [r.get("uuid") for r in ranks]
+    if len(set(uuids)) != len(uuids) or None in uuids:
+        problems.append(f"ranks do not each hold a GPU of their own: {uuids}")
+    return problems

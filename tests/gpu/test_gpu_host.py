@@ -168,6 +168,10 @@ def test_the_whole_suite_reads_ready_on_a_healthy_host(gpu_images, host_gpus):
     assert gpuset.shm_problem(report) is None
     assert not gpuset.health_problems(report, host_gpus)
     assert not gpuset.multigpu_problems(report, host_gpus, tensorflow=False)
+    assert not gpuset.masking_problems(report)  # check 4 ran its CUDA_VISIBLE_DEVICES cases
+    from validate.judge.peaks import load_peaks
+
+    assert gpuset.interconnect_problem(report, host_gpus, load_peaks()) is None  # SXM: over nvlink
     summary = report["summary"]
     assert summary["ok"] is True and summary["pytest_exit_status"] == 0 and summary["not_validated"] is None
     assert status_from_report(report, 0) == (READY, "")
@@ -209,6 +213,48 @@ def test_cuda_visible_devices_masks_as_cuda_documents(gpu_images, host_gpus, cas
         done, report, output = _suite(gpu_images["torch"], "-k", "'cuda_visible_devices or computes_on_gpu'",
                                       env={"CUDA_VISIBLE_DEVICES": value})
         assert done.returncode == 0, output[-3000:]
+        assert not gpuset.masking_problems(report)
         proven = {row["gpu"] for g in host_gpus for row in report[g.uuid]["checks"]
                   if row["check"] == "torch matmul correct" and row["verdict"] == "pass"}
         assert proven == {by_index[i] for i in indexes}
+
+
+@pytest.fixture
+def ssh_server(tmp_path):
+    """The fleet tests' loopback sshd (tests/fleet/servers.py) in front of this host's engine."""
+    sys.path.insert(0, str(ROOT / "tests" / "fleet"))
+    import servers
+
+    reason = servers.missing(servers.SSHD, "ssh-keygen", "docker")
+    if reason:
+        pytest.skip(f"sshd test server: {reason}")
+    with servers.sshd(tmp_path / "sshd") as server:
+        yield server
+
+
+def test_a_multinode_job_on_one_host_over_two_containers_each_with_its_own_gpus(
+        gpu_images, host_gpus, ssh_server, monkeypatch):
+    """The fleet's SSH path on one GPU host: its engine reached twice (127.0.0.1 and localhost, as
+    the CPU test does), its whole GPUs split between the two with `--gpus 'URL=0,1;URL=2,3'`; each
+    host's suite, then the job over NCCL across both containers, one rank per GPU given."""
+    from gpuenv.cli.fleet import FleetOptions, run_fleet
+    from gpuenv.fleet.outcome import READY
+
+    if len([g for g in host_gpus if not g.mig_enabled]) < 2:
+        pytest.skip("splitting a host's GPUs between two containers needs 2 or more whole GPUs; "
+                    "this host has fewer")
+    monkeypatch.setenv("HOME", str(ssh_server.home))  # the test's SSH key and known_hosts
+    names = ("127.0.0.1", "localhost")
+    hosts = [f"ssh://{ssh_server.user}@{name}:{ssh_server.port}" for name in names]
+    split = gpuset.split_gpus(hosts, host_gpus)
+    opts = FleetOptions(hosts=hosts, image=gpu_images["torch"], host_gpus=split, parallel=2,
+                        time="30")
+    suite = ["--quick", "-k", "torch_build or nvml_gpu_count"]
+    outcomes = run_fleet(opts, suite, say=lambda text: None)
+    assert [o.status for o in outcomes[:2]] == [READY, READY], [o.reason for o in outcomes[:2]]
+    for outcome in outcomes[:2]:  # each host's suite saw only the GPUs it was given
+        seen = [g["index"] for g in outcome.report["host"]["nvml"]["gpus"]]
+        assert len(seen) == len(split[outcome.host].split(",")), (outcome.host, seen)
+    joint = outcomes[2] if len(outcomes) > 2 else None
+    problems = gpuset.multinode_problems(joint, split)
+    assert not problems, (problems, joint and joint.reason, joint and joint.details)

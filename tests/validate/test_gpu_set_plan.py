@@ -134,3 +134,109 @@ def test_the_shm_assertion_names_the_suites_own_row(tmp_path):
     small = copy.deepcopy(report)
     small["host"]["checks"].append({"check": "/dev/shm size", "verdict": "fail", "reason": "/dev/shm holds only 64 MiB"})
     assert gpuset.shm_problem(small) == "/dev/shm failed: /dev/shm holds only 64 MiB"
+
+
+# --- masking ran and passed; NVLink hosts all-reduce over NVLink (D17) ---------------------------
+
+LIVE_H200 = Path(__file__).parent / "captures" / "live" / "h200-580.159.04" / "live-quick.json"
+
+
+def test_the_live_h200_runs_masking_rows_and_all_passed():
+    report = json.loads(LIVE_H200.read_text(encoding="utf-8"))
+    assert gpuset.masking_problems(report) == []
+
+
+def test_a_masking_row_that_failed_or_never_ran_is_named():
+    report = json.loads(LIVE_H200.read_text(encoding="utf-8"))
+    failed = copy.deepcopy(report)
+    name = "torch CUDA_VISIBLE_DEVICES=0 (index 0)"
+    row = next(r for r in failed["host"]["checks"] if r["check"] == name)
+    row["verdict"], row["reason"] = "fail", "saw none, expected GPU-833781d4"
+    assert gpuset.masking_problems(failed) == [f"'{name}' fail: saw none, expected GPU-833781d4"]
+    skipped = copy.deepcopy(report)
+    rows = skipped["host"]["checks"]
+    skipped["host"]["checks"] = [r for r in rows if "CUDA_VISIBLE_DEVICES=" not in r["check"]]
+    assert gpuset.masking_problems(skipped) == [
+        "no 'torch CUDA_VISIBLE_DEVICES=...' masking row: the masking check did not run"]
+
+
+def _busbw_report(gpus: list, measured: str, verdict: str = "pass") -> dict:
+    row = {"check": f"nccl all-reduce busbw GB/s ({len(gpus)} GPUs)", "measured": measured,
+           "verdict": verdict}
+    return {"host": {"checks": [row]}, **{g.uuid: {"checks": []} for g in gpus}}
+
+
+def test_an_sxm_hosts_busbw_row_must_say_over_nvlink():
+    """gpu_peaks.yaml counts the H100 SXM's 18 NVLinks: its all-reduce must run over them."""
+    from validate.judge.peaks import load_peaks
+
+    peaks, gpus = load_peaks(), host_gpus(H100)
+    assert gpuset.nvlink_expected(gpus, peaks)
+    nvlink = _busbw_report(gpus, "371.2 GB/s over nvlink (NCCL 2.21.5)")
+    assert gpuset.interconnect_problem(nvlink, gpus, peaks) is None
+    pcie = _busbw_report(gpus, "21.0 GB/s over pcie (NCCL 2.21.5)")
+    assert gpuset.interconnect_problem(pcie, gpus, peaks) == (
+        "'nccl all-reduce busbw GB/s (8 GPUs)' ran '21.0 GB/s over pcie (NCCL 2.21.5)', "
+        "not over nvlink, on an NVLink host")
+    skipped = _busbw_report(gpus, "-", "skip")
+    assert gpuset.interconnect_problem(skipped, gpus, peaks) == (
+        "'nccl all-reduce busbw GB/s (8 GPUs)' skip: -")
+    assert gpuset.interconnect_problem({"host": {"checks": []}}, gpus, peaks) == (
+        "no 'nccl all-reduce busbw' row on an NVLink host")
+
+
+def test_a_pcie_host_or_one_gpu_expects_no_nvlink():
+    import dataclasses
+
+    from validate.judge.peaks import load_peaks
+
+    peaks, gpus = load_peaks(), host_gpus(H100)
+    pcie = [dataclasses.replace(g, name="NVIDIA L4") for g in gpus]  # a product without NVLink
+    assert not gpuset.nvlink_expected(pcie, peaks)
+    report = _busbw_report(pcie, "21.0 GB/s over pcie (NCCL 2.21.5)")
+    assert gpuset.interconnect_problem(report, pcie, peaks) is None
+    assert not gpuset.nvlink_expected(host_gpus(H100)[:1], peaks)
+
+
+# --- a multi-node job on one host, its GPUs split between two containers (D17) ----------------
+
+TWO = ["ssh://ops@127.0.0.1:2222", "ssh://ops@localhost:2222"]
+
+
+def test_an_eight_gpu_host_splits_four_and_four_and_the_fleet_takes_the_split():
+    from gpuenv.cli.fleet import merge_options
+
+    split = gpuset.split_gpus(TWO, host_gpus(H100))
+    assert split == {TWO[0]: "0,1,2,3", TWO[1]: "4,5,6,7"}
+    given = ";".join(f"{host}={value}" for host, value in split.items())
+    assert merge_options({"hosts": ",".join(TWO), "gpus": given}, {}).host_gpus == split
+    assert gpuset.split_gpus(TWO, host_gpus(H100)[:3]) == {TWO[0]: "0,1", TWO[1]: "2"}
+
+
+def _joint(split: dict[str, str], status: str = "ready", backend: str = "nccl") -> object:
+    from gpuenv.fleet.outcome import HostOutcome
+
+    given = [(host, local, index) for host, value in split.items()
+             for local, index in enumerate(value.split(","))]
+    ranks = [{"rank": r, "node": host, "local_rank": local, "uuid": f"GPU-{index}"}
+             for r, (host, local, index) in enumerate(given)]
+    result = {"backend": backend, "world": len(ranks), "ranks": ranks}
+    reason = "" if status == "ready" else "rendezvous timed out"
+    return HostOutcome("multi-node job", status, reason, report={"multinode": result})
+
+
+def test_the_multinode_assertions_pass_a_split_job_and_name_what_is_wrong():
+    split = {TWO[0]: "0,1", TWO[1]: "2,3"}
+    assert gpuset.multinode_problems(_joint(split), split) == []
+    assert gpuset.multinode_problems(None, split) == ["no multi-node job ran"]
+    gloo = gpuset.multinode_problems(_joint(split, backend="gloo"), split)
+    assert gloo == ["ran gloo over 4 ranks, not nccl over 4"]
+    short = gpuset.multinode_problems(_joint({TWO[0]: "0,1", TWO[1]: "2"}), split)
+    assert f"{TWO[1]}: local ranks [0], not one per GPU of 2,3" in short
+    failed = gpuset.multinode_problems(_joint(split, status="not ready"), split)
+    assert failed[0] == "the job is not ready: rendezvous timed out"
+    shared = _joint(split)
+    for rank in shared.report["multinode"]["ranks"]:  # type: ignore[attr-defined]
+        rank["uuid"] = "GPU-0"  # both containers given every GPU: ranks share one
+    problems = gpuset.multinode_problems(shared, split)
+    assert any("do not each hold a GPU of their own" in p for p in problems)

@@ -140,13 +140,26 @@ def test_the_suite_fails_a_server_whose_gpus_have_no_driver(tmp_path):
     out = " ".join(done.stdout.split())
     assert done.returncode == 1, done.stdout[-3000:]
     assert "validating as a CPU-only host" not in out
-    assert (
-        "validate: not ready: 2 NVIDIA GPU(s) on the PCI bus (2x H100 SXM5 80GB (PCI 10de:2330)"
-        in out
+    brief = (
+        "2 NVIDIA GPU(s) on the PCI bus but no usable NVML "
+        "(the 'NVML GPU count' row names them and the fix)"
     )
+    assert f"validate: not ready: {brief}" in out  # the start line, short
+    assert f"driver -, CUDA driver -, {brief}" in out  # the host header, short
     assert "FAIL NVML GPU count [host]: 0 NVML sees 0 GPU(s), expected at least 1 GPU(s)" in out
     assert "host): 2 NVIDIA GPU(s) on the PCI bus (2x H100 SXM5 80GB (PCI 10de:2330)" in out
-    assert "install an NVIDIA driver of branch R520 or newer" in out
+    # the products and the fix once, in the failing row
+    assert out.count("2x H100 SXM5 80GB (PCI 10de:2330)") == 1
+    assert out.count("install an NVIDIA driver of branch R520 or newer") == 1
+
+
+@no_nvml_here
+def test_a_driverless_run_says_the_fix_once(tmp_path):
+    """The whole --quick run: every row that skips for it points to the failing count row."""
+    done = run_suite(hgx_h100(tmp_path), "-k", "gpu_count or visible or driver or environment")
+    out = " ".join(done.stdout.split())
+    assert done.returncode == 1, done.stdout[-3000:]
+    assert out.count("install an NVIDIA driver of branch R520 or newer") == 1, done.stdout
 
 
 @no_nvml_here
@@ -158,6 +171,9 @@ def test_expect_gpus_0_is_the_users_word_but_the_gpus_are_named(tmp_path):
         "validate: warning: --expect-gpus 0 validates a CPU-only host, "
         "but 2 NVIDIA GPU(s) on the PCI bus" in out
     )
+    # no row fails for them here: nothing points to one, the header keeps the products
+    assert "'NVML GPU count' row names them" not in out
+    assert "driver -, CUDA driver -, 2 NVIDIA GPU(s) on the PCI bus (2x H100 SXM5 80GB" in out
 
 
 @no_nvml_here

@@ -114,3 +114,10 @@ def driverless_text(
         fix = f"install an NVIDIA driver of branch {wanted} for them, then load it (or reboot)"
     why = nvml_error or "NVML sees no GPU"
     return f"{len(gpus)} NVIDIA GPU(s) on the PCI bus ({named}{held}) but {why}: {fix}"
+
+
+def driverless_brief(gpus: list[PciGpu]) -> str:
+    """driverless_text in short, for the lines around the one failing row that carries it in full
+    (the start line, the host header, each skip): one run says the fix once."""
+    return (f"{len(gpus)} NVIDIA GPU(s) on the PCI bus but no usable NVML "
+            "(the 'NVML GPU count' row names them and the fix)")
