@@ -18,6 +18,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from validate.text import mask_credentials, safe_text
+
 LIVE, PLAIN, VERBOSE, QUIET = "live", "plain", "verbose", "quiet"
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)")
 #: A step as gpuenv prints BuildKit's trace (gpuenv/engine/buildkit.py): `#7 [install 2/3] COPY ...`.
@@ -233,6 +235,9 @@ class Reporter:
     def _print(self, text: str, always: bool = False) -> None:
         if self.mode == QUIET and not always:
             return
+        # Every line shown: a --prefix path or a tool's line may hold escape sequences, a mirror
+        # URL a password (validate/text.py).
+        text = safe_text(mask_credentials(text), limit=max(len(text), 1))
         if self._live is not None:
             self._live.console.print(text, markup=False, highlight=False, soft_wrap=True)
         else:

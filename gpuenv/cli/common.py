@@ -18,7 +18,7 @@ from invoke.exceptions import Exit
 
 from gpuenv.errors import GpuenvError
 from gpuenv.fleet.interrupts import handling
-from validate.text import safe_text
+from validate.text import mask_credentials, safe_text
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -125,6 +125,7 @@ def show(*parts: Any, sep: str = " ", end: str = "\n", file: Any = None, flush: 
     import sys
 
     text = sep.join(str(part) for part in parts).replace("\r", "\\r")  # a carriage return would hide what came before it
+    text = mask_credentials(text)  # a mirror URL's password, quoted anywhere, is never printed
     print(safe_text(text, newlines=True, limit=len(text)), end=end, file=file or sys.stdout, flush=flush)
 
 
@@ -142,7 +143,7 @@ def user_errors(func: F) -> F:
         except Terminated as err:
             raise Exit(f"gpuenv: terminated ({err.signal_name}); nothing half-written was left", code=err.exit_code) from None
         except GpuenvError as err:  # its text may quote a capture, a report or a path: made safe for the terminal
-            raise Exit(f"gpuenv: {safe_text(err.render(), limit=4000)}", code=err.exit_code) from None
+            raise Exit(f"gpuenv: {safe_text(mask_credentials(err.render()), limit=4000)}", code=err.exit_code) from None
         except BrokenPipeError:
             # the reader (`| head`) went away: stop quietly, as Unix tools do
             import sys

@@ -24,7 +24,7 @@ from typing import Iterable, Mapping, Sequence
 
 from packaging.version import InvalidVersion, Version
 
-from gpuenv.envs import conda, lockers, spec
+from gpuenv.envs import conda, lockdir, lockers, spec
 from gpuenv.envs.conda import Say  # the progress callback the envs modules share
 from gpuenv.errors import BadInput, DataError, ToolError
 from gpuenv.stack import Stack
@@ -112,12 +112,22 @@ class LockedEnvironment:
 
 def read_lock(path: Path, platform: str) -> LockedEnvironment:
     """One platform of a conda-lock.yml, read with conda-lock's own parser."""
+    import tempfile
+
     from conda_lock.lockfile import parse_conda_lock_file
 
-    try:
-        lock = parse_conda_lock_file(path)
-    except Exception as err:  # pydantic's ValidationError, yaml's errors, conda-lock's own
-        raise DataError(f"{path}: conda-lock cannot read it ({str(err).splitlines()[0]})", fix="relock: invoke lock --force") from None
+    # conda-lock reads with yaml.safe_load and no bounds: the text is read once, bounded and its
+    # shape checked (lockdir.load_lock_yaml), and conda-lock parses that same text from a copy.
+    text = lockdir.lock_text(path)
+    lockdir.read_conda_lock(path, text)  # bounded, shaped, every entry hashed, none listed twice
+    with tempfile.TemporaryDirectory(prefix="gpuenv-lock-") as tmp:
+        copy = Path(tmp) / path.name
+        copy.write_text(text, encoding="utf-8")
+        try:
+            lock = parse_conda_lock_file(copy)
+        except Exception as err:  # pydantic's ValidationError, yaml's errors, conda-lock's own
+            first = (str(err).splitlines() or [type(err).__name__])[0].replace(str(copy), str(path))
+            raise DataError(f"{path}: conda-lock cannot read it ({first})", fix="relock: invoke lock --force") from None
     if platform not in lock.metadata.platforms:
         raise BadInput(f"{path} is locked for {', '.join(lock.metadata.platforms)}, not for {platform}",
                        fix=f"lock for it too: invoke lock --platform {platform}")
