@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator, TypeVar
 import invoke
 from invoke.exceptions import Exit
 
-from gpuenv.errors import GpuenvError
+from gpuenv.errors import BadInput, GpuenvError, NoCompatibleStack
 from gpuenv.fleet.interrupts import handling
 from validate.text import mask_credentials, safe_text
 
@@ -263,9 +263,12 @@ def resolve_for_task(c: Any, cli: dict[str, Any], announce: bool = True, **extra
     if why != "remembered":
         request = stack_request(c, **cli, **extra)
         return request, resolve(request)
-    request = stack_request(c, **{**cli, **entry.options()}, **extra)
-    stack = resolve(request)
     where = current.current_file(locks_root())
+    try:  # the file's values, not options: a failure names the file and the gpuenv that wrote it
+        request = stack_request(c, **{**cli, **entry.options()}, **extra)
+        stack = resolve(request)
+    except (BadInput, NoCompatibleStack) as err:
+        raise entry.unusable(where, err.message) from None
     if stack.stack_id != entry.stack_id:
         raise DataError(f"{where} names {entry.stack_id}, but its options give {stack.stack_id} today (the compatibility data changed)",
                         fix="give stack options, or rebuild with them so the project remembers the new stack")
