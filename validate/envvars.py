@@ -46,7 +46,7 @@ def seconds(name: str, environ: dict[str, str] | None = None) -> float:
 
 
 def problem(environ: dict[str, str] | None = None) -> str | None:
-    """The first variable the suite reads whose value it cannot use, as one line; None when all are fine."""
+    """The first variable the suite reads whose value it cannot use, as one line; None if none."""
     for name in SECONDS:
         try:
             seconds(name, environ)

@@ -163,12 +163,13 @@ def solve(
         "timeout_s": REQUEST_TIMEOUT_S,
         "limits": {"data": SOLVE_MEMORY_BYTES, "fsize": MAX_REPODATA_BYTES},
     }
-    where = ", ".join(map(safe_url, urls)) + (f" (through mirrors {', '.join(sorted(set(map(safe_url, mirrors.values()))))})" if mirrors else "")
+    through = ", ".join(sorted(set(map(safe_url, mirrors.values()))))
+    where = ", ".join(map(safe_url, urls)) + (f" (through mirrors {through})" if mirrors else "")
     for url in request["channels"]:
         problem = local_repodata_problem(url, platform)
         if problem:
             raise ToolError(f"cannot read the conda channel {where}: {problem}",
-                            fix="make the channel folder hold regular repodata files (a copy of the channel)")
+                            fix="make the channel folder hold regular repodata files")
     answer = _run_child("solve", request, timeout_s=SOLVE_TIMEOUT_S)
     if "error" in answer:
         kind, text = answer["error"]
@@ -190,7 +191,8 @@ def solve(
 
 
 #: The repodata files rattler may read from a channel's subdir.
-REPODATA_FILES = ("repodata.json", "repodata.json.zst", "repodata.json.bz2", "repodata_shards.msgpack.zst")
+REPODATA_FILES = ("repodata.json", "repodata.json.zst", "repodata.json.bz2",
+                  "repodata_shards.msgpack.zst")
 
 
 def local_repodata_problem(url: str, platform: str) -> str | None:
@@ -211,7 +213,8 @@ def local_repodata_problem(url: str, platform: str) -> str | None:
             if not stat.S_ISREG(info.st_mode):
                 return f"{path} is {file_kind(info.st_mode)}, not a regular file"
             if info.st_size > MAX_REPODATA_BYTES:
-                return f"{path} is {info.st_size:,} bytes, over the {MAX_REPODATA_BYTES >> 30} GiB limit"
+                limit = MAX_REPODATA_BYTES >> 30
+                return f"{path} is {info.st_size:,} bytes, over the {limit} GiB limit"
     return None
 
 
@@ -244,7 +247,8 @@ def _child_solve(request: dict[str, Any]) -> dict[str, Any]:
     except (rx.InvalidMatchSpecError, rx.InvalidVersionError, rx.InvalidPackageNameError) as err:
         return {"error": ["spec", _one_line(err)]}
     client = Client.default_client(timeout=int(request["timeout_s"]))  # each request, whole
-    gateway = rattler.Gateway(cache_dir=request["cache_dir"], client=client) if request["cache_dir"] else rattler.Gateway(client=client)
+    cache = {"cache_dir": request["cache_dir"]} if request["cache_dir"] else {}
+    gateway = rattler.Gateway(client=client, **cache)
     try:
         records = asyncio.run(rattler.solve(
             sources=[rattler.Channel(url) for url in request["channels"]],
@@ -258,7 +262,8 @@ def _child_solve(request: dict[str, Any]) -> dict[str, Any]:
     except rx.SolverError as err:
         return {"error": ["solve", _one_line(err)]}
     except MemoryError:
-        return {"error": ["fetch", f"the repodata needs more than {SOLVE_MEMORY_BYTES >> 30} GiB of memory"]}
+        limit = SOLVE_MEMORY_BYTES >> 30
+        return {"error": ["fetch", f"the repodata needs more than {limit} GiB of memory"]}
     packages = []
     for record in records:
         packages.append({
@@ -374,24 +379,28 @@ def _bounded_blocks(url: str) -> Iterator[bytes]:
     with urllib.request.urlopen(url, timeout=DOWNLOAD_STALL_S) as response:  # each socket wait
         total, mark, since = 0, 0, time.monotonic()
         while True:
+            # read1: what one receive brought (read(n) would wait for n bytes of a trickle)
             chunk = response.read1(1 << 20) if hasattr(response, "read1") else response.read(1 << 16)
             if not chunk:
                 return
             total += len(chunk)
             if total > MAX_PACKAGE_BYTES:
-                raise ValueError(f"{host} sent more than {MAX_PACKAGE_BYTES >> 30} GiB, the most a package may be")
+                limit = MAX_PACKAGE_BYTES >> 30
+                raise ValueError(f"{host} sent more than {limit} GiB, the most a package may be")
             now = time.monotonic()
             if total - mark >= STALL_BYTES:
                 mark, since = total, now
             elif now - since > DOWNLOAD_STALL_S:
-                raise TimeoutError(f"{host} stalled: less than {STALL_BYTES >> 10} KiB in {DOWNLOAD_STALL_S} s")
+                least = STALL_BYTES >> 10
+                raise TimeoutError(f"{host} stalled: less than {least} KiB in {DOWNLOAD_STALL_S} s")
             yield chunk
 
 
 # ---------------------------------------------------------------- the child process
 
 
-def _run_child(action: str, request: dict[str, Any], timeout_s: float = CHILD_TIMEOUT_S) -> dict[str, Any]:
+def _run_child(action: str, request: dict[str, Any],
+               timeout_s: float = CHILD_TIMEOUT_S) -> dict[str, Any]:
     """Run one rattler action in a child Python; its answer file is the result (see the module doc).
     Past `timeout_s` the child is killed (the watchdog)."""
     with tempfile.TemporaryDirectory(prefix="gpuenv-rattler-") as tmp:

@@ -129,7 +129,8 @@ def read_lock(path: Path, platform: str) -> LockedEnvironment:
             lock = parse_conda_lock_file(copy)
         except Exception as err:  # pydantic's ValidationError, yaml's errors, conda-lock's own
             first = (str(err).splitlines() or [type(err).__name__])[0].replace(str(copy), str(path))
-            raise DataError(f"{path}: conda-lock cannot read it ({first})", fix="relock: invoke lock --force") from None
+            raise DataError(f"{path}: conda-lock cannot read it ({first})",
+                            fix="relock: invoke lock --force") from None
     if platform not in lock.metadata.platforms:
         raise BadInput(f"{path} is locked for {', '.join(lock.metadata.platforms)}, not for {platform}",
                        fix=f"lock for it too: invoke lock --platform {platform}")
@@ -332,10 +333,12 @@ def stage_for_image(lock_path: Path, *, stack: Stack, lock_sha256: str, platform
         partial = Path(tempfile.mkdtemp(prefix=f".{staged.name}.", dir=cache_root))
         try:  # into the cache whole or not at all (the cache may be on another file system)
             shutil.copytree(into, partial / "env", symlinks=True)
-            (partial / "manifest.json").write_text(json.dumps(tree_manifest(partial / "env")), encoding="utf-8")
+            listed = json.dumps(tree_manifest(partial / "env"))
+            (partial / "manifest.json").write_text(listed, encoding="utf-8")
             if not staged.exists():
                 os.replace(partial / "env", staged)
-                os.replace(partial / "manifest.json", manifest)  # last: a staged folder without it is redone
+                # last: a staged folder without its manifest is staged again
+                os.replace(partial / "manifest.json", manifest)
         finally:
             shutil.rmtree(partial, ignore_errors=True)
     finally:
@@ -375,7 +378,8 @@ def staged_damage(staged: Path, manifest: Path) -> str | None:
     if not staged.is_dir() or staged.is_symlink():
         return "the folder is missing"
     try:
-        recorded = load_json_input(decode_input(read_input(manifest, MAX_MANIFEST_BYTES)), max_depth=4)
+        text = decode_input(read_input(manifest, MAX_MANIFEST_BYTES))
+        recorded = load_json_input(text, max_depth=4)
     except InputRefused as err:
         return f"its manifest {manifest.name}: {err}"
     if not isinstance(recorded, dict):

@@ -78,8 +78,10 @@ class CurrentStack:
         user did not type (`reason` loses its leading "--cuda 13.6: ")."""
         reason = re.sub(r"^--[a-z][a-z-]* \S+: ", "", reason)
         by = f"gpuenv {self.written_by}" if self.written_by else "another gpuenv"
-        return DataError(f"{where} (written by {by}) names {self.stack_id}, which this gpuenv {__version__} cannot use: {reason}",
-                         fix=f"give stack options, or upgrade gpuenv to {self.written_by or 'the version that wrote it'}")
+        newer = self.written_by or "the version that wrote it"
+        return DataError(f"{where} (written by {by}) names {self.stack_id}, which this gpuenv "
+                         f"{__version__} cannot use: {reason}",
+                         fix=f"give stack options, or upgrade gpuenv to {newer}")
 
 
 def current_file(locks_root: Path) -> Path:

@@ -144,7 +144,8 @@ def _check_prefix(prefix: str | Path | None) -> tuple[Path, Path]:
             raise BadInput(f"--prefix {given} cannot be read: {err.strerror}", fix="give a folder this user can read and write") from None
         if why:
             raise BadInput(f"--prefix {given} is a folder gpuenv did not make ({why})",
-                           fix="give a new or empty folder; gpuenv replaces only prefixes its own record proves it made")
+                           fix="give a new or empty folder; gpuenv replaces only prefixes its record "
+                               "proves it made")
     existing = next(p for p in target.parents if p.exists())
     if not existing.is_dir():
         raise BadInput(f"--prefix {given}: {existing} is a file, not a folder", fix="give a path under a folder")
@@ -204,7 +205,8 @@ def not_ours(folder: Path) -> str | None:
         return f"its {RECORD_FILE} is not a record gpuenv wrote (no lock hash and manifest)"
     extra = [name for name in entries if name != RECORD_FILE and name not in manifest]
     if extra:
-        shown = ", ".join(_printable(name) for name in extra[:3]) + (f" and {len(extra) - 3} more" if len(extra) > 3 else "")
+        shown = ", ".join(_printable(name) for name in extra[:3])
+        shown += f" and {len(extra) - 3} more" if len(extra) > 3 else ""
         return f"it holds {shown}, which gpuenv did not install"
     return None
 

@@ -302,14 +302,16 @@ MAX_LOCK_VALUES = 1_000_000
 _YamlLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def yaml_shape_problem(text: str, *, max_depth: int = MAX_LOCK_DEPTH, max_values: int = MAX_LOCK_VALUES) -> str | None:
+def yaml_shape_problem(text: str, *, max_depth: int = MAX_LOCK_DEPTH,
+                       max_values: int = MAX_LOCK_VALUES) -> str | None:
     """What makes YAML text unsafe to load, in a few words, or None: nesting past `max_depth`
     (the composer recurses: 50,000 levels is a RecursionError or a crash), or more than
     `max_values` values once every alias is expanded (a 400-byte alias bomb is billions).
     Read from the event stream, which builds nothing and does not recurse; a syntax error is
     left to the loader, which names its line."""
     sizes: dict[str, int] = {}  # anchor -> the values it expands to
-    opened: list[tuple[str | None, int]] = []  # (anchor, values counted before it) per open collection
+    # per open collection: (its anchor, the values counted before it)
+    opened: list[tuple[str | None, int]] = []
     total = 0
     try:
         for event in yaml.parse(text, Loader=_YamlLoader):
@@ -331,7 +333,8 @@ def yaml_shape_problem(text: str, *, max_depth: int = MAX_LOCK_DEPTH, max_values
             if total > max_values:
                 return f"expands to more than {max_values:,} values (YAML aliases followed)"
     except yaml.YAMLError as err:
-        if "nesting depth" in str(getattr(err, "problem", "") or ""):  # libyaml's own bound (PyYAML >= 6.0.3)
+        # libyaml's own bound (PyYAML >= 6.0.3)
+        if "nesting depth" in str(getattr(err, "problem", "") or ""):
             return f"nested more than {max_depth} levels deep"
         return None
     return None
@@ -373,8 +376,9 @@ def read_conda_lock(path: Path, text: str | None = None) -> list[LockedPackage]:
             raise DataError(f"{path}: {item.get('name')} has no hash", fix=RELOCK)
         key = (str(item["manager"]), str(item["platform"]), canonicalize_name(str(item["name"])))
         if key in seen:  # a bad merge: which of the two would be installed is anyone's guess
-            raise DataError(f"{path}: {item['manager']} package {item['name']} is listed twice for {item['platform']}",
-                            fix="keep one entry per package (resolve the merge), or relock: invoke lock --force")
+            what = f"{item['manager']} package {item['name']}"
+            raise DataError(f"{path}: {what} is listed twice for {item['platform']}",
+                            fix="keep one entry per package (resolve the merge), or relock")
         seen.add(key)
         packages.append(
             LockedPackage(

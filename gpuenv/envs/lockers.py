@@ -372,8 +372,8 @@ def run_installer(cmd: list[str], *, on_line: Callable[[str], None], tool: str, 
     which killing the installer alone would leave running forever."""
     environment = {**os.environ, "NO_COLOR": "1", "UV_NO_PROGRESS": "1", **(env or {})}
     try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment,
-                                start_new_session=True)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env=environment, start_new_session=True)
     except FileNotFoundError:
         raise ToolError(f"{tool} is not installed ({cmd[0]} not found)", fix=f"install {tool}") from None
     lines: list[str] = []

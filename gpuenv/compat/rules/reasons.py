@@ -245,7 +245,8 @@ def _to_stack(matrix: Matrix, c: _Candidate, framework: str, request: Request, d
         require_cuda=require,
         gpu_archs=tuple(gpu_archs),
         # a value pinned in invoke.yaml or a variable is named there, not as an option nobody typed
-        reasons=tuple(re.sub(r"--(python|cuda|torch|tensorflow)\b", lambda m: request.blame(m.group(1)), r) for r in reasons),
+        reasons=tuple(re.sub(r"--(python|cuda|torch|tensorflow)\b", lambda m: request.blame(m.group(1)), r)
+                      for r in reasons),
         framework_cuda=c.release.minor if c.cuda else None,
     )
 
