@@ -21,6 +21,8 @@ from typing import IO, Any, Callable
 #: A progress callback: one line of text for the person or the log (the library's one type for it).
 Say = Callable[[str], None]
 
+from validate.text import mask_credentials, safe_text
+
 LIVE, PLAIN, VERBOSE, QUIET = "live", "plain", "verbose", "quiet"
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)")
 #: A step as gpuenv prints BuildKit's trace (gpuenv/engine/buildkit.py): `#7 [install 2/3] COPY ...`.
@@ -236,6 +238,9 @@ class Reporter:
     def _print(self, text: str, always: bool = False) -> None:
         if self.mode == QUIET and not always:
             return
+        # Every line shown: a --prefix path or a tool's line may hold escape sequences, a mirror
+        # URL a password (validate/text.py).
+        text = safe_text(mask_credentials(text), limit=max(len(text), 1))
         if self._live is not None:
             self._live.console.print(text, markup=False, highlight=False, soft_wrap=True)
         else:

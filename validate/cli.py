@@ -92,6 +92,11 @@ def unwritable(path: str) -> str | None:
 
 def preflight(args: argparse.Namespace) -> str | None:
     """Every problem with the options that would otherwise show after the measurements."""
+    from validate.envvars import problem as variable_problem
+
+    bad = variable_problem()  # read at import by the probes: an empty one was an "interrupted" run
+    if bad:
+        return bad
     for flag, value in (("--json", args.json), ("--junit", args.junit), ("--save-baseline", args.save_baseline)):
         if value:
             problem = unwritable(value)

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from validate.envvars import seconds
 from validate.host import nvml
 from validate.options import suite_option
 from validate.report.baseline import BaselineError, baseline_value, load_baseline
@@ -40,7 +41,7 @@ from validate.judge.thresholds import (
 
 DEVICE_ORDER = "PCI_BUS_ID"
 #: How long TensorFlow's probe may take when it must JIT-compile PTX for a GPU (seconds).
-TF_JIT_TIMEOUT = float(os.environ.get("VALIDATE_TF_JIT_TIMEOUT", "1800"))
+TF_JIT_TIMEOUT = seconds("VALIDATE_TF_JIT_TIMEOUT")
 RECORDS = pytest.StashKey[list[Record]]()
 
 

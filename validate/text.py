@@ -30,6 +30,21 @@ def safe_text(value: Any, *, newlines: bool = False, limit: int = MAX_TEXT) -> s
     return pattern.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
 
 
+#: `scheme://user:password@` (or a token alone, `scheme://token@`) anywhere in a line of text.
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/@\s:]*)(:[^/\s]*)?@")
+
+
+def mask_credentials(text: str) -> str:
+    """Every URL in `text` with its password (or lone token) shown as ***: a mirror URL from
+    invoke.yaml, quoted in a tool's error, must not print its secret. A user name alone stays."""
+    def mask(match: re.Match[str]) -> str:
+        scheme, user, password = match.group(1), match.group(2), match.group(3)
+        if password is None:  # `https://TOKEN@host`: GitHub-style tokens are the user part
+            return f"{scheme}***@" if len(user) >= 20 else match.group(0)
+        return f"{scheme}{user}:***@"
+    return _URL_USERINFO.sub(mask, text) if "@" in text else text
+
+
 def safe_url(url: str) -> str:
     """A URL as messages show it: a password (`ssh://user:pw@host`) replaced by ***, and made safe
     for the terminal. Secrets in URLs are never echoed."""

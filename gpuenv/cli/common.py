@@ -16,9 +16,9 @@ from typing import Any, Callable, Iterator, TypeVar
 import invoke
 from invoke.exceptions import Exit
 
-from gpuenv.errors import GpuenvError
+from gpuenv.errors import BadInput, GpuenvError, NoCompatibleStack
 from gpuenv.fleet.interrupts import handling
-from validate.text import safe_text
+from validate.text import mask_credentials, safe_text
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -121,6 +121,7 @@ def show(*parts: Any, sep: str = " ", end: str = "\n", file: Any = None, flush: 
     import sys
 
     text = sep.join(str(part) for part in parts).replace("\r", "\\r")  # a carriage return would hide what came before it
+    text = mask_credentials(text)  # a mirror URL's password, quoted anywhere, is never printed
     print(safe_text(text, newlines=True, limit=len(text)), end=end, file=file or sys.stdout, flush=flush)
 
 
@@ -138,7 +139,7 @@ def user_errors(func: F) -> F:
         except Terminated as err:
             raise Exit(f"gpuenv: terminated ({err.signal_name}); nothing half-written was left", code=err.exit_code) from None
         except GpuenvError as err:  # its text may quote a capture, a report or a path: made safe for the terminal
-            raise Exit(f"gpuenv: {safe_text(err.render(), limit=4000)}", code=err.exit_code) from None
+            raise Exit(f"gpuenv: {safe_text(mask_credentials(err.render()), limit=4000)}", code=err.exit_code) from None
         except BrokenPipeError:
             # the reader (`| head`) went away: stop quietly, as Unix tools do
             import sys
@@ -258,9 +259,12 @@ def resolve_for_task(c: Any, cli: dict[str, Any], announce: bool = True, **extra
     if why != "remembered":
         request = stack_request(c, **cli, **extra)
         return request, resolve(request)
-    request = stack_request(c, **{**cli, **entry.options()}, **extra)
-    stack = resolve(request)
     where = current.current_file(locks_root())
+    try:  # the file's values, not options: a failure names the file and the gpuenv that wrote it
+        request = stack_request(c, **{**cli, **entry.options()}, **extra)
+        stack = resolve(request)
+    except (BadInput, NoCompatibleStack) as err:
+        raise entry.unusable(where, err.message) from None
     if stack.stack_id != entry.stack_id:
         raise DataError(f"{where} names {entry.stack_id}, but its options give {stack.stack_id} today (the compatibility data changed)",
                         fix="give stack options, or rebuild with them so the project remembers the new stack")

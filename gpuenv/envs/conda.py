@@ -29,24 +29,44 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from gpuenv.envs import lockdir
 from gpuenv.errors import BadInput, DataError, ToolError
 from gpuenv.progress import Say
+from validate.files import InputRefused, file_kind, input_blocks
+from validate.text import safe_url
 
 DEFAULT_CHANNEL_ALIAS = "https://conda.anaconda.org"
-#: A solve or an install that takes longer than this is cut off (the child is killed).
+#: A link that takes longer than this is cut off (the child is killed): the watchdog.
 CHILD_TIMEOUT_S = 1800
-#: A package download that sends nothing for this long fails.
-DOWNLOAD_TIMEOUT_S = 60
+#: A solve that takes longer than this is cut off (the child is killed): the watchdog behind
+#: REQUEST_TIMEOUT_S, for what rattler's client does not time (a file:// channel's reads).
+SOLVE_TIMEOUT_S = 900
+#: Any one request rattler makes for repodata, from connecting to its last byte (rattler's
+#: client `timeout`): a server that accepts and never answers, or trickles, is cut off by it.
+REQUEST_TIMEOUT_S = 120
+#: The solve child's memory (RLIMIT_DATA) and the largest file it may write (RLIMIT_FSIZE, a
+#: cached repodata.json): an endless repodata.json ends there, not in a full disk or memory.
+SOLVE_MEMORY_BYTES = 8 << 30
+MAX_REPODATA_BYTES = 4 << 30
+#: A package download that receives less than STALL_BYTES in DOWNLOAD_STALL_S seconds has
+#: stalled (a server that never answers, or one that trickles a byte every few seconds).
+DOWNLOAD_STALL_S = 60
+STALL_BYTES = 64 * 1024
+#: The largest package downloaded (conda-forge's largest CUDA packages are under 2 GiB): an
+#: endless answer, or a locked URL naming /dev/zero, stops here, before the disk fills.
+MAX_PACKAGE_BYTES = 4 << 30
 
 
 
@@ -140,9 +160,17 @@ def solve(
         "platform": platform,
         "virtual": list(virtual),
         "cache_dir": str(cache_dir) if cache_dir else None,
+        "timeout_s": REQUEST_TIMEOUT_S,
+        "limits": {"data": SOLVE_MEMORY_BYTES, "fsize": MAX_REPODATA_BYTES},
     }
-    answer = _run_child("solve", request)
-    where = ", ".join(urls) + (f" (through mirrors {', '.join(sorted(set(mirrors.values())))})" if mirrors else "")
+    through = ", ".join(sorted(set(map(safe_url, mirrors.values()))))
+    where = ", ".join(map(safe_url, urls)) + (f" (through mirrors {through})" if mirrors else "")
+    for url in request["channels"]:
+        problem = local_repodata_problem(url, platform)
+        if problem:
+            raise ToolError(f"cannot read the conda channel {where}: {problem}",
+                            fix="make the channel folder hold regular repodata files")
+    answer = _run_child("solve", request, timeout_s=SOLVE_TIMEOUT_S)
     if "error" in answer:
         kind, text = answer["error"]
         if kind == "fetch":
@@ -163,18 +191,65 @@ def solve(
     ]
 
 
+#: The repodata files rattler may read from a channel's subdir.
+REPODATA_FILES = ("repodata.json", "repodata.json.zst", "repodata.json.bz2",
+                  "repodata_shards.msgpack.zst")
+
+
+def local_repodata_problem(url: str, platform: str) -> str | None:
+    """What makes a file:// channel unreadable in bounded time and space, in a few words naming
+    the file: a repodata file that is a FIFO (rattler's read would wait forever), a device
+    (/dev/zero never ends) or larger than MAX_REPODATA_BYTES. None for other URLs: rattler's
+    client timeout and the child's limits bound those."""
+    if not url.startswith("file://"):
+        return None
+    root = Path(urllib.request.url2pathname(urllib.parse.urlparse(url).path))
+    for subdir in (platform, "noarch"):
+        for name in REPODATA_FILES:
+            path = root / subdir / name
+            try:
+                info = path.stat()
+            except OSError:
+                continue  # absent: rattler tries the next form, or says the channel has none
+            if not stat.S_ISREG(info.st_mode):
+                return f"{path} is {file_kind(info.st_mode)}, not a regular file"
+            if info.st_size > MAX_REPODATA_BYTES:
+                limit = MAX_REPODATA_BYTES >> 30
+                return f"{path} is {info.st_size:,} bytes, over the {limit} GiB limit"
+    return None
+
+
+def _set_limits(limits: Mapping[str, int]) -> None:
+    """Bound this (child) process: memory (RLIMIT_DATA) and the size of any file it writes
+    (RLIMIT_FSIZE; SIGXFSZ ignored, so the write fails with EFBIG and rattler reports it)."""
+    import resource
+    import signal
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    for name, which in (("data", resource.RLIMIT_DATA), ("fsize", resource.RLIMIT_FSIZE)):
+        if name in limits:
+            _soft, hard = resource.getrlimit(which)
+            value = limits[name] if hard == resource.RLIM_INFINITY else min(limits[name], hard)
+            resource.setrlimit(which, (value, hard))
+
+
 def _child_solve(request: dict[str, Any]) -> dict[str, Any]:
     import asyncio
 
     import rattler
     from rattler import exceptions as rx
+    from rattler.networking.client import Client
+
+    _set_limits(request.get("limits") or {})
 
     try:
         virtual = [_generic_virtual(text) for text in request["virtual"]]
         specs = [rattler.MatchSpec(s) for s in request["specs"]]
     except (rx.InvalidMatchSpecError, rx.InvalidVersionError, rx.InvalidPackageNameError) as err:
         return {"error": ["spec", _one_line(err)]}
-    gateway = rattler.Gateway(cache_dir=request["cache_dir"]) if request["cache_dir"] else rattler.Gateway()
+    client = Client.default_client(timeout=int(request["timeout_s"]))  # each request, whole
+    cache = {"cache_dir": request["cache_dir"]} if request["cache_dir"] else {}
+    gateway = rattler.Gateway(client=client, **cache)
     try:
         records = asyncio.run(rattler.solve(
             sources=[rattler.Channel(url) for url in request["channels"]],
@@ -187,6 +262,9 @@ def _child_solve(request: dict[str, Any]) -> dict[str, Any]:
         return {"error": ["fetch", _one_line(err)]}
     except rx.SolverError as err:
         return {"error": ["solve", _one_line(err)]}
+    except MemoryError:
+        limit = SOLVE_MEMORY_BYTES >> 30
+        return {"error": ["fetch", f"the repodata needs more than {limit} GiB of memory"]}
     packages = []
     for record in records:
         packages.append({
@@ -223,12 +301,12 @@ def fetch_verified(packages: Iterable[CondaPackage], into: Path, *, mirrors: Map
         url = mirrored(package.url, mirrors)
         path = into / package.file_name
         if say:
-            say(f"fetching {package.name} {package.version} ({package.build}) from {url}")
+            say(f"fetching {package.name} {package.version} ({package.build}) from {safe_url(url)}")
         _download(url, path, package.name, mirror=url != package.url)
         got = lockdir.file_sha256(path)
         if got != package.sha256:
             path.unlink(missing_ok=True)
-            raise DataError(f"{package.name} {package.version} from {url} has sha256 {got}, the lock says {package.sha256}",
+            raise DataError(f"{package.name} {package.version} from {safe_url(url)} has sha256 {got}, the lock says {package.sha256}",
                             fix="the package on the channel or mirror is not the one locked: check the mirror, or relock (invoke lock --force)")
         paths.append(path)
     return paths
@@ -272,16 +350,52 @@ def _child_link(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def _download(url: str, path: Path, name: str, *, mirror: bool = False) -> None:
+    """`url` into `path`, bounded in size (MAX_PACKAGE_BYTES) and time (a stall: less than
+    STALL_BYTES in DOWNLOAD_STALL_S). A file:// URL must name a regular file: a FIFO would
+    hang the read, /dev/zero never ends. Failures are one ToolError naming the server, with the
+    advice that fits it (download_fix)."""
     tmp = path.with_name(path.name + ".part")
+    shown = safe_url(url)
     try:
-        with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as response, open(tmp, "wb") as out:
-            while chunk := response.read(1 << 20):
+        with open(tmp, "wb") as out:
+            for chunk in _bounded_blocks(url):
                 out.write(chunk)
         os.replace(tmp, path)
-    except (urllib.error.URLError, OSError, ValueError) as err:
+    except (urllib.error.URLError, OSError, ValueError, InputRefused) as err:
         tmp.unlink(missing_ok=True)
         reason = getattr(err, "reason", None) or getattr(err, "strerror", None) or err
-        raise ToolError(f"cannot download {name} from {url} ({reason})", fix=download_fix(url, mirror)) from None
+        raise ToolError(f"cannot download {name} from {shown} ({reason})", fix=download_fix(url, mirror)) from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _bounded_blocks(url: str) -> Iterator[bytes]:
+    """The body of `url` in blocks, never more than MAX_PACKAGE_BYTES, never stalled."""
+    if url.lower().startswith("file:"):  # urllib would open a FIFO or a device as a file
+        path = urllib.request.url2pathname(urllib.parse.urlparse(url).path)
+        yield from input_blocks(path, MAX_PACKAGE_BYTES)
+        return
+    host = urllib.parse.urlparse(url).hostname or url
+    with urllib.request.urlopen(url, timeout=DOWNLOAD_STALL_S) as response:  # each socket wait
+        total, mark, since = 0, 0, time.monotonic()
+        while True:
+            # read1: what one receive brought (read(n) would wait for n bytes of a trickle)
+            chunk = response.read1(1 << 20) if hasattr(response, "read1") else response.read(1 << 16)
+            if not chunk:
+                return
+            total += len(chunk)
+            if total > MAX_PACKAGE_BYTES:
+                limit = MAX_PACKAGE_BYTES >> 30
+                raise ValueError(f"{host} sent more than {limit} GiB, the most a package may be")
+            now = time.monotonic()
+            if total - mark >= STALL_BYTES:
+                mark, since = total, now
+            elif now - since > DOWNLOAD_STALL_S:
+                least = STALL_BYTES >> 10
+                raise TimeoutError(f"{host} stalled: less than {least} KiB in {DOWNLOAD_STALL_S} s")
+            yield chunk
+
 
 
 def download_fix(url: str, mirror: bool) -> str:
@@ -298,16 +412,18 @@ def download_fix(url: str, mirror: bool) -> str:
 # ---------------------------------------------------------------- the child process
 
 
-def _run_child(action: str, request: dict[str, Any]) -> dict[str, Any]:
-    """Run one rattler action in a child Python; its answer file is the result (see the module doc)."""
+def _run_child(action: str, request: dict[str, Any],
+               timeout_s: float = CHILD_TIMEOUT_S) -> dict[str, Any]:
+    """Run one rattler action in a child Python; its answer file is the result (see the module doc).
+    Past `timeout_s` the child is killed (the watchdog)."""
     with tempfile.TemporaryDirectory(prefix="gpuenv-rattler-") as tmp:
         inbox, outbox = Path(tmp) / "request.json", Path(tmp) / "answer.json"
         inbox.write_text(json.dumps(request), encoding="utf-8")
         cmd = [sys.executable, "-m", "gpuenv.envs.conda", action, str(inbox), str(outbox)]
         try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, check=False)
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
         except subprocess.TimeoutExpired:
-            raise ToolError(f"the conda {action} did not finish within {CHILD_TIMEOUT_S} s", fix="check the network and the channel, then run it again") from None
+            raise ToolError(f"the conda {action} did not finish within {timeout_s:g} s", fix="check the network and the channel, then run it again") from None
         if not outbox.is_file():
             lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
             raise ToolError(f"the conda {action} stopped (exit {done.returncode}) before it finished: {lines[-1] if lines else 'no output'}",

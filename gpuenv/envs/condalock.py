@@ -14,8 +14,10 @@ target does not have is refused in one line.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import stat
 import tomllib
 import urllib.parse
 from dataclasses import dataclass
@@ -24,7 +26,7 @@ from typing import Iterable, Mapping, Sequence
 
 from packaging.version import InvalidVersion, Version
 
-from gpuenv.envs import conda, lockers, spec
+from gpuenv.envs import conda, lockdir, lockers, spec
 from gpuenv.errors import BadInput, DataError, ToolError
 from gpuenv.progress import Say
 from gpuenv.stack import Stack
@@ -113,12 +115,23 @@ class LockedEnvironment:
 
 def read_lock(path: Path, platform: str) -> LockedEnvironment:
     """One platform of a conda-lock.yml, read with conda-lock's own parser."""
+    import tempfile
+
     from conda_lock.lockfile import parse_conda_lock_file
 
-    try:
-        lock = parse_conda_lock_file(path)
-    except Exception as err:  # pydantic's ValidationError, yaml's errors, conda-lock's own
-        raise DataError(f"{path}: conda-lock cannot read it ({str(err).splitlines()[0]})", fix="relock: invoke lock --force") from None
+    # conda-lock reads with yaml.safe_load and no bounds: the text is read once, bounded and its
+    # shape checked (lockdir.load_lock_yaml), and conda-lock parses that same text from a copy.
+    text = lockdir.lock_text(path)
+    lockdir.read_conda_lock(path, text)  # bounded, shaped, every entry hashed, none listed twice
+    with tempfile.TemporaryDirectory(prefix="gpuenv-lock-") as tmp:
+        copy = Path(tmp) / path.name
+        copy.write_text(text, encoding="utf-8")
+        try:
+            lock = parse_conda_lock_file(copy)
+        except Exception as err:  # pydantic's ValidationError, yaml's errors, conda-lock's own
+            first = (str(err).splitlines() or [type(err).__name__])[0].replace(str(copy), str(path))
+            raise DataError(f"{path}: conda-lock cannot read it ({first})",
+                            fix="relock: invoke lock --force") from None
     if platform not in lock.metadata.platforms:
         raise BadInput(f"{path} is locked for {', '.join(lock.metadata.platforms)}, not for {platform}",
                        fix=f"lock for it too: invoke lock --platform {platform}")
@@ -301,9 +314,14 @@ def stage_for_image(lock_path: Path, *, stack: Stack, lock_sha256: str, platform
 
     have = {"__cuda": None if stack.is_cpu else stack.cuda, "__glibc": spec.glibc_for(stack)}
     staged = cache_root / f"{lock_sha256[:16]}-{platform}"
-    if (staged / "bin" / "python").exists():
-        say(f"the conda environment of lock {lock_sha256[:12]} is staged already: {staged}")
-        return staged
+    manifest = staged.with_name(staged.name + ".manifest.json")
+    if staged.exists() or manifest.exists():
+        damage = staged_damage(staged, manifest)
+        if damage is None:
+            say(f"the conda environment of lock {lock_sha256[:12]} is staged already: {staged}")
+            return staged
+        say(f"the staged conda environment {staged} is damaged ({damage}): staging it again")
+        _discard(staged, manifest)
     cache_root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.gettempdir()) / f"gpuenv-stage-{os.getuid()}-{lock_sha256[:16]}-{platform}"
     shutil.rmtree(work, ignore_errors=True)
@@ -316,10 +334,79 @@ def stage_for_image(lock_path: Path, *, stack: Stack, lock_sha256: str, platform
         partial = Path(tempfile.mkdtemp(prefix=f".{staged.name}.", dir=cache_root))
         try:  # into the cache whole or not at all (the cache may be on another file system)
             shutil.copytree(into, partial / "env", symlinks=True)
+            listed = json.dumps(tree_manifest(partial / "env"))
+            (partial / "manifest.json").write_text(listed, encoding="utf-8")
             if not staged.exists():
                 os.replace(partial / "env", staged)
+                # last: a staged folder without its manifest is staged again
+                os.replace(partial / "manifest.json", manifest)
         finally:
             shutil.rmtree(partial, ignore_errors=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return staged
+
+
+#: A staged environment's manifest: at most this many bytes are read (a CUDA stack lists some
+#: 30,000 files).
+MAX_MANIFEST_BYTES = 64 << 20
+
+
+def tree_manifest(root: Path) -> dict[str, list]:
+    """Every entry under `root` by relative path: [kind, size] for files ("f"), [kind, target]
+    for links ("l"), folders ("d"). Compared on reuse, so a lost or changed file is found."""
+    found: dict[str, list] = {}
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = os.path.join(folder, name)
+            info = os.lstat(path)
+            rel = os.path.relpath(path, root)
+            if stat.S_ISLNK(info.st_mode):
+                found[rel] = ["l", os.readlink(path)]
+            elif stat.S_ISDIR(info.st_mode):
+                found[rel] = ["d", 0]
+            else:
+                found[rel] = ["f", info.st_size]
+    return dict(sorted(found.items()))
+
+
+def staged_damage(staged: Path, manifest: Path) -> str | None:
+    """What is wrong with a staged environment, in a few words, or None when it is whole: its
+    manifest missing or unreadable, or an entry lost, added or changed in size since staging
+    (a package's files, or its conda-meta record)."""
+    from validate.files import InputRefused, decode_input, load_json_input, read_input
+
+    if not staged.is_dir() or staged.is_symlink():
+        return "the folder is missing"
+    try:
+        text = decode_input(read_input(manifest, MAX_MANIFEST_BYTES))
+        recorded = load_json_input(text, max_depth=4)
+    except InputRefused as err:
+        return f"its manifest {manifest.name}: {err}"
+    if not isinstance(recorded, dict):
+        return f"its manifest {manifest.name} is not a manifest"
+    try:
+        now = tree_manifest(staged)
+    except OSError as err:
+        return f"it cannot be read ({err.strerror})"
+    for rel, entry in recorded.items():
+        if rel not in now:
+            return f"{rel} is missing"
+        if now[rel] != entry:
+            return f"{rel} changed"
+    added = next((rel for rel in now if rel not in recorded), None)
+    return f"{added} was added" if added else None
+
+
+def _discard(staged: Path, manifest: Path) -> None:
+    """Move a damaged staged environment aside (a build may still be copying it), then remove it."""
+    import shutil
+    import tempfile
+
+    manifest.unlink(missing_ok=True)
+    if staged.is_dir() and not staged.is_symlink():
+        aside = Path(tempfile.mkdtemp(prefix=f".{staged.name}.damaged.", dir=staged.parent))
+        os.replace(staged, aside / "env")
+        shutil.rmtree(aside, ignore_errors=True)
+    elif staged.is_symlink() or staged.exists():
+        staged.unlink()

@@ -12,11 +12,13 @@ stack id it must come back to. It has no time stamp: rebuilding the same stack l
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpuenv.errors import DataError
+from gpuenv import __version__
 from gpuenv.stack import Stack
 from validate.files import InputRefused, WriteFailed, decode_input, load_json_input, read_input, write_text_atomic
 
@@ -39,6 +41,9 @@ class CurrentStack:
     strict_driver: bool
     made_by: str  # "lock" or "build"
     lock_file: str  # the lock file, relative to the locks folder
+    #: The gpuenv that wrote the file ("" when it did not say): a newer one may name a stack
+    #: (a CUDA release) this one does not know, and the message says so.
+    written_by: str = ""
 
     def options(self) -> dict[str, Any]:
         """The stack options that name this stack, as a task's command line would give them."""
@@ -48,7 +53,7 @@ class CurrentStack:
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, "stack_id": self.stack_id, "framework": self.framework, "release": self.release,
                 "cuda": self.cuda, "python": self.python, "strict_driver": self.strict_driver, "made_by": self.made_by,
-                "lock_file": self.lock_file}
+                "lock_file": self.lock_file, "gpuenv_version": self.written_by or __version__}
 
     @classmethod
     def from_dict(cls, data: Any, where: Path) -> "CurrentStack":
@@ -62,8 +67,21 @@ class CurrentStack:
             raise DataError(f"{where}: framework {data['framework']!r} is not torch or tensorflow", fix=FIX)
         if not isinstance(data.get("strict_driver"), bool):
             raise DataError(f"{where}: 'strict_driver' is not true or false", fix=FIX)
+        written_by = data.get("gpuenv_version", "")
         return cls(stack_id=data["stack_id"], framework=data["framework"], release=data["release"], cuda=data["cuda"],
-                   python=data["python"], strict_driver=data["strict_driver"], made_by=data["made_by"], lock_file=data["lock_file"])
+                   python=data["python"], strict_driver=data["strict_driver"], made_by=data["made_by"], lock_file=data["lock_file"],
+                   written_by=written_by if isinstance(written_by, str) else "")
+
+    def unusable(self, where: Path, reason: str) -> DataError:
+        """This file's stack cannot be resolved by this gpuenv (a newer one may have written it):
+        one line naming the file, the version that wrote it and this one, never an option the
+        user did not type (`reason` loses its leading "--cuda 13.6: ")."""
+        reason = re.sub(r"^--[a-z][a-z-]* \S+: ", "", reason)
+        by = f"gpuenv {self.written_by}" if self.written_by else "another gpuenv"
+        newer = self.written_by or "the version that wrote it"
+        return DataError(f"{where} (written by {by}) names {self.stack_id}, which this gpuenv "
+                         f"{__version__} cannot use: {reason}",
+                         fix=f"give stack options, or upgrade gpuenv to {newer}")
 
 
 def current_file(locks_root: Path) -> Path:

@@ -140,11 +140,13 @@ def _check_prefix(prefix: str | Path | None) -> tuple[Path, Path]:
             raise BadInput(f"--prefix {given} holds the mount point {inside[0]}: replacing the folder would reach into it",
                            fix="unmount it, or give another prefix")
         try:
-            ours = not any(target.iterdir()) or (target / RECORD_FILE).is_file()
+            why = not_ours(target)
         except OSError as err:
             raise BadInput(f"--prefix {given} cannot be read: {err.strerror}", fix="give a folder this user can read and write") from None
-        if not ours:
-            raise BadInput(f"--prefix {given} is a folder gpuenv did not make", fix="give a new or empty folder; gpuenv replaces only prefixes it made")
+        if why:
+            raise BadInput(f"--prefix {given} is a folder gpuenv did not make ({why})",
+                           fix="give a new or empty folder; gpuenv replaces only prefixes its record "
+                               "proves it made")
     existing = next(p for p in target.parents if p.exists())
     if not existing.is_dir():
         raise BadInput(f"--prefix {given}: {existing} is a file, not a folder", fix="give a path under a folder")
@@ -186,6 +188,31 @@ def plan_install(
         require_local_channels(lock.path, mirrors)
     return InstallPlan(stack=stack, lock=lock, prefix=given, wheelhouse=Path(wheelhouse) if wheelhouse else None,
                        validate_dir=validate_dir, offline=offline, target=target, mirrors=mirrors)
+
+
+def not_ours(folder: Path) -> str | None:
+    """Why `folder` may not be replaced by an install, in a few words; None when it is empty or
+    gpuenv's own record proves gpuenv made it: a record naming a lock hash and the manifest of
+    the entries gpuenv put there, and nothing else there. A file of the record's name alone
+    proves nothing (anyone can `touch` it); an entry the manifest does not list (the project's
+    src/ moved in later) would be deleted with the folder, so it is refused too."""
+    entries = sorted(os.listdir(folder))
+    if not entries:
+        return None
+    if RECORD_FILE not in entries:
+        return f"no {RECORD_FILE}"
+    record = read_record(folder)
+    manifest = record.get("manifest") if isinstance(record, dict) else None
+    lock_hash = record.get("lock_sha256") if isinstance(record, dict) else None
+    if not (isinstance(lock_hash, str) and re.fullmatch(r"[0-9a-f]{64}", lock_hash)
+            and isinstance(manifest, list) and all(isinstance(name, str) for name in manifest)):
+        return f"its {RECORD_FILE} is not a record gpuenv wrote (no lock hash and manifest)"
+    extra = [name for name in entries if name != RECORD_FILE and name not in manifest]
+    if extra:
+        shown = ", ".join(_printable(name) for name in extra[:3])
+        shown += f" and {len(extra) - 3} more" if len(extra) > 3 else ""
+        return f"it holds {shown}, which gpuenv did not install"
+    return None
 
 
 def read_record(prefix: Path) -> dict | None:
@@ -246,6 +273,8 @@ def install(plan: InstallPlan, *, say: Say, output: Say, force: bool = False) ->
             "installed_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             # gpuenv's own files beside the packages, with their sha256: `invoke verify` checks them
             "files": own_files(work),
+            # What gpuenv put in the prefix: the proof a later install may replace it (not_ours).
+            "manifest": sorted(os.listdir(work)),
         }
         (work / RECORD_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         step = "setting permissions"

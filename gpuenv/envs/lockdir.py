@@ -294,22 +294,92 @@ def read_requirements_lock(path: Path, platform: str = "linux-64") -> list[Locke
     return packages
 
 
-def read_conda_lock(path: Path) -> list[LockedPackage]:
-    """The entries of conda-lock's unified lockfile; an entry without a hash is an error."""
+#: A lock's YAML: nesting (conda-lock writes 4 levels) and values, aliases followed (a lock of a
+#: thousand packages has some 50,000): past them it is refused before anything is built.
+MAX_LOCK_DEPTH = 32
+MAX_LOCK_VALUES = 1_000_000
+
+_YamlLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def yaml_shape_problem(text: str, *, max_depth: int = MAX_LOCK_DEPTH,
+                       max_values: int = MAX_LOCK_VALUES) -> str | None:
+    """What makes YAML text unsafe to load, in a few words, or None: nesting past `max_depth`
+    (the composer recurses: 50,000 levels is a RecursionError or a crash), or more than
+    `max_values` values once every alias is expanded (a 400-byte alias bomb is billions).
+    Read from the event stream, which builds nothing and does not recurse; a syntax error is
+    left to the loader, which names its line."""
+    sizes: dict[str, int] = {}  # anchor -> the values it expands to
+    # per open collection: (its anchor, the values counted before it)
+    opened: list[tuple[str | None, int]] = []
+    total = 0
     try:
-        data = yaml.safe_load(_text(path)) or {}
+        for event in yaml.parse(text, Loader=_YamlLoader):
+            if isinstance(event, yaml.AliasEvent):
+                total += sizes.get(event.anchor, 1)
+            elif isinstance(event, yaml.ScalarEvent):
+                total += 1
+                if event.anchor:
+                    sizes[event.anchor] = 1
+            elif isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+                total += 1
+                opened.append((event.anchor, total))
+                if len(opened) > max_depth:
+                    return f"nested more than {max_depth} levels deep"
+            elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+                anchor, before = opened.pop()
+                if anchor:
+                    sizes[anchor] = total - before + 1
+            if total > max_values:
+                return f"expands to more than {max_values:,} values (YAML aliases followed)"
+    except yaml.YAMLError as err:
+        # libyaml's own bound (PyYAML >= 6.0.3)
+        if "nesting depth" in str(getattr(err, "problem", "") or ""):
+            return f"nested more than {max_depth} levels deep"
+        return None
+    return None
+
+
+def load_lock_yaml(path: Path, text: str | None = None) -> Any:
+    """A lock file's YAML, bounded: read through the bounded reader, its shape checked
+    (yaml_shape_problem) before it is loaded; anything else is one DataError naming the file."""
+    text = _text(path) if text is None else text
+    problem = yaml_shape_problem(text)
+    if problem:
+        raise DataError(f"{path}: {problem}", fix=RELOCK)
+    try:
+        return yaml.load(text, Loader=_YamlLoader)  # noqa: S506 (a safe loader)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        raise DataError(f"{path}:{mark.line + 1 if mark else 1}: not valid YAML", fix=RELOCK) from None
+    except RecursionError:
+        raise DataError(f"{path}: nested too deeply", fix=RELOCK) from None
+
+
+def read_conda_lock(path: Path, text: str | None = None) -> list[LockedPackage]:
+    """The entries of conda-lock's unified lockfile (`text`: the file's, already read); an entry
+    without a hash, or one package listed twice for a platform, is an error."""
+    try:
+        data = load_lock_yaml(path, text) or {}
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         raise DataError(f"{path}:{mark.line + 1 if mark else 1}: not valid YAML", fix=RELOCK) from None
     if not isinstance(data, dict) or not isinstance(data.get("package", []), list):
         raise DataError(f"{path}: not a conda-lock lockfile (no 'package' list)", fix=RELOCK)
     packages = []
+    seen: set[tuple[str, str, str]] = set()
     for item in data.get("package", []):
         if not isinstance(item, dict) or not all(k in item for k in ("name", "version", "manager", "platform")):
             raise DataError(f"{path}: an entry lacks name, version, manager or platform", fix=RELOCK)
         hashes = item.get("hash") or {}
         if not (hashes.get("sha256") or hashes.get("md5")):
             raise DataError(f"{path}: {item.get('name')} has no hash", fix=RELOCK)
+        key = (str(item["manager"]), str(item["platform"]), canonicalize_name(str(item["name"])))
+        if key in seen:  # a bad merge: which of the two would be installed is anyone's guess
+            what = f"{item['manager']} package {item['name']}"
+            raise DataError(f"{path}: {what} is listed twice for {item['platform']}",
+                            fix="keep one entry per package (resolve the merge), or relock")
+        seen.add(key)
         packages.append(
             LockedPackage(
                 name=str(item["name"]), version=str(item["version"]), manager=str(item["manager"]),
@@ -317,6 +387,11 @@ def read_conda_lock(path: Path) -> list[LockedPackage]:
             )
         )
     return packages
+
+
+def lock_text(path: Path) -> str:
+    """A lock file's text through the bounded reader; DataError naming the file otherwise."""
+    return _text(path)
 
 
 def _text(path: Path) -> str:

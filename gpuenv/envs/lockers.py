@@ -366,10 +366,15 @@ def uv_install_command(*, uv: str, prefix: Path, lock: Path, find_links: Path | 
 
 
 def run_installer(cmd: list[str], *, on_line: Say, tool: str, env: dict[str, str] | None = None) -> None:
-    """Run an installer, handing each line it prints to `on_line`; failure is a one-line ToolError."""
+    """Run an installer, handing each line it prints to `on_line`; failure is a one-line ToolError.
+
+    The installer runs in a process group of its own, and whatever stops gpuenv meanwhile (Ctrl-C,
+    SIGTERM, an error) ends the whole group: `compileall -j 0` and uv start workers of their own,
+    which killing the installer alone would leave running forever."""
     environment = {**os.environ, "NO_COLOR": "1", "UV_NO_PROGRESS": "1", **(env or {})}
     try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env=environment, start_new_session=True)
     except FileNotFoundError:
         raise ToolError(f"{tool} is not installed ({cmd[0]} not found)", fix=f"install {tool}") from None
     lines: list[str] = []
@@ -380,8 +385,35 @@ def run_installer(cmd: list[str], *, on_line: Say, tool: str, env: dict[str, str
             on_line(line)
         code = proc.wait()
     except BaseException:
-        proc.kill()
-        proc.wait()
+        end_group(proc)
         raise
+    finally:
+        proc.stdout.close()
     if code != 0:
         raise ToolError(f"{tool} could not install: {summarize_tool_output(''.join(lines))}", fix="see --verbose for the installer's full output")
+
+
+#: How long an installer's process group has to leave after SIGTERM before it is killed.
+END_GRACE_S = 5.0
+
+
+def end_group(proc: subprocess.Popen) -> None:
+    """End `proc` and every process of its group (it was started with start_new_session): SIGTERM,
+    then SIGKILL after END_GRACE_S; bounded, and quiet when they are gone already."""
+    import signal
+
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            proc.wait(timeout=END_GRACE_S)
+        except subprocess.TimeoutExpired:
+            continue
+        if signum == signal.SIGTERM:  # the leader left: its workers get the group's SIGKILL
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        return

@@ -41,3 +41,35 @@ def test_a_damaged_file_is_one_line_naming_it(tmp_path, text, says):
         current.read(tmp_path)
     assert says in err.value.render() and str(tmp_path / "current.json") in err.value.render()
     assert "delete it" in err.value.render()
+
+
+NEWER = {"format": "gpuenv-current-stack/1", "stack_id": "torch2.20.0-cu136-py3.13", "framework": "torch", "release": "2.20.0",
+         "cuda": "13.6", "python": "3.13", "strict_driver": False, "made_by": "build",
+         "lock_file": "torch2.20.0-cu136-py3.13/requirements.lock.txt"}
+
+
+@pytest.mark.parametrize("version, by", [("9.1.0", "gpuenv 9.1.0"), (None, "another gpuenv")])
+def test_a_file_a_newer_gpuenv_wrote_is_named_with_its_version_not_as_an_option(tmp_path, version, by):
+    """Before: every task said "--cuda 13.6: no CUDA 13.6 release is known", though nobody typed
+    --cuda, and did not name the file."""
+    import os
+    import subprocess
+    import sys
+
+    from gpuenv import PROJECT_ROOT as ROOT
+
+    (tmp_path / "current.json").write_text(json.dumps({**NEWER, **({"gpuenv_version": version} if version else {})}))
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "invoke"), "--dry", "build"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "GPUENV_LOCKS_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)})
+    line = proc.stderr.strip()
+    assert proc.returncode == 1 and "\n" not in line, proc.stdout + proc.stderr
+    assert line.startswith(f"gpuenv: {tmp_path / 'current.json'} (written by {by}) names torch2.20.0-cu136-py3.13"), line
+    assert "--cuda" not in line and "no CUDA 13.6 release is known" in line, line
+
+
+def test_the_file_records_the_gpuenv_that_wrote_it(tmp_path, cpu_stack):
+    from gpuenv import __version__
+
+    path, _ = current.record(tmp_path, cpu_stack, made_by="lock", lock_file=tmp_path / "x", strict_driver=False)
+    assert json.loads(path.read_text())["gpuenv_version"] == __version__

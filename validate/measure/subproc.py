@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -76,12 +78,28 @@ def kill_group(proc: subprocess.Popen[str]) -> None:
 
 def run_command(command: list[str], env: dict[str, str], timeout: float) -> tuple[int | None, str, str, float]:
     """Run `command` in a process group of its own: (exit status or None on timeout, stdout,
-    stderr, seconds). On a timeout the whole group is killed, not only the direct child."""
+    stderr, seconds). On a timeout the whole group is killed, not only the direct child.
+
+    The probe's temporary files (the DDP check's rendezvous folder, any `tempfile`) go into a
+    folder this process makes and removes (TMPDIR), however the probe ends: a group killed on
+    Ctrl-C or a timeout cannot run its own clean-up, and used to leave its folder each time."""
     started = time.perf_counter()
-    proc = subprocess.Popen(
-        command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True,
-    )
+    scratch = tempfile.mkdtemp(prefix="validate-probe-")
+    try:
+        proc = subprocess.Popen(
+            command, env={**env, "TMPDIR": scratch}, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    try:
+        return _wait(proc, timeout, started)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _wait(proc: subprocess.Popen[str], timeout: float, started: float) -> tuple[int | None, str, str, float]:
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -2,6 +2,8 @@
 --cuda what a newer CUDA or the driver rule would give instead."""
 from __future__ import annotations
 
+import re
+
 from dataclasses import replace
 
 from gpuenv.compat.matrix import Matrix, version_key as V
@@ -97,7 +99,8 @@ def reasons_for(c: Candidate, w: Wishes, py_reason: str) -> list[str]:
         reasons.append(f"the wheelhouse holds the PyPI wheel of torch {c.framework_version}, a {c.variant.name} build (its Requires-Dist pins CUDA {c.variant.cuda})")
     if c.tf is not None and c.cuda and c.tf.and_cuda:
         reasons.append(f"cuDNN {c.tf.cudnn}: TensorFlow {c.tf.series}'s tested build configuration (installed by tensorflow[and-cuda])")
-    return reasons
+    # a value pinned in invoke.yaml or a variable is named there, not as an option nobody typed
+    return [re.sub(r"--(python|cuda|torch|tensorflow)\b", lambda m: request.blame(m.group(1)), r) for r in reasons]
 
 
 def _gpu_reasons(matrix: Matrix, c: Candidate, archs: list[str], name: str) -> list[str]:
