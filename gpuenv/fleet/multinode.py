@@ -332,6 +332,31 @@ def result_records(result: dict[str, Any], node_busbw: dict[str, float], node_dd
     return out
 
 
+def result_problem(result: Any) -> str | None:
+    """Why a result file (untrusted: written by a node) does not describe one whole job, or None:
+    every rank of `world` present once, each on one of the job's nodes."""
+    if not isinstance(result, dict):
+        return "it is not a JSON object"
+    world, nodes, ranks = result.get("world"), result.get("nodes"), result.get("ranks")
+    if isinstance(world, bool) or not isinstance(world, int) or world < 1:
+        return f"world is {world!r}, not a number of ranks"
+    if not isinstance(nodes, list) or not nodes:
+        return "it names no nodes"
+    if not isinstance(ranks, list) or not all(isinstance(r, dict) for r in ranks):
+        return "its ranks are not a list of ranks"
+    seen = sorted(r.get("rank") for r in ranks if isinstance(r.get("rank"), int) and not isinstance(r.get("rank"), bool))
+    if seen != list(range(world)):
+        missing = sorted(set(range(world)) - set(seen))
+        shown = ", ".join(str(m) for m in missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        if missing:
+            return f"{len(ranks)} of {world} ranks reported (missing rank {shown})"
+        return f"{len(ranks)} rank entries for a world of {world} (a rank reported twice, or out of range)"
+    strangers = sorted({str(r.get("node")) for r in ranks} - {str(n) for n in nodes})
+    if strangers:
+        return f"ranks on {', '.join(strangers[:3])}, not one of the job's nodes"
+    return None
+
+
 def _named(records: list[Record]) -> str:
     failed = [r for r in records if r.verdict == FAIL]
     return "; ".join(f"{r.check.split(' (')[0]}: {r.reason}" for r in failed)
@@ -346,10 +371,19 @@ def multinode_outcome(
     node never started, exited badly, or timed out) in its reason."""
     host = f"{MULTINODE_HOST} ({','.join(nodes)})"
     details: dict[str, Any] = {"job_id": job_id, "job_state": state.state if state else "UNKNOWN", "nodes": nodes}
+    bad = {n: code for n, code in exits.items() if code not in (None, 0)}
     if result is not None:
+        # a result file proves only what rank 0 saw: a node killed after it (exit 137: the OOM
+        # killer, a scheduler) or a result short of ranks is not a job that ran whole
+        problem = result_problem(result)
+        if problem is None and bad:
+            problem = "; ".join(f"{n} exited {code}{' (killed: SIGKILL, often the OOM killer)' if code == 137 else ''}"
+                                for n, code in bad.items())
+        if problem is not None:
+            return HostOutcome(host, FAILED, f"the multi-node result is not a whole job: {problem}", seconds=seconds, details=details)
         try:
             records = result_records(result, node_busbw, node_ddp)
-        except (KeyError, TypeError, ValueError, ZeroDivisionError) as err:
+        except (KeyError, TypeError, ValueError, ZeroDivisionError, IndexError) as err:
             return HostOutcome(host, FAILED, f"the multi-node result cannot be read ({type(err).__name__}: {err})", seconds=seconds, details=details)
         report = build_json(records, {"multinode": True, "nodes": nodes}, [], {"torch": {"backend": result.get("backend")}}, 0)
         report["multinode"] = result
@@ -357,7 +391,6 @@ def multinode_outcome(
         details["slowest"] = [r.measured for r in records if "slowest" in r.check or "efficiency" in r.check]
         return HostOutcome(host, FAILED if failed else READY, failed, report=report, seconds=seconds, details=details)
     never = [n for n in nodes if exits.get(n) is None]
-    bad = {n: code for n, code in exits.items() if code not in (None, 0)}
     parts = [f"{n}: {errors[n]}" for n in nodes if n in errors]
     parts += [f"{n} exited {code}" for n, code in bad.items() if n not in errors]
     if state is not None and state.state == "TIMEOUT":

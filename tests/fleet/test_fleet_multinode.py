@@ -292,6 +292,27 @@ def test_a_job_without_a_result_names_the_node_and_the_time_limit():
     assert failed.status == FAILED and "b: no way" in failed.reason and "b wrote no exit status" in failed.reason
 
 
+@pytest.mark.parametrize("edit, words", [
+    (lambda r: r.update(ranks=[]), "0 of 2 ranks reported (missing rank 0, 1)"),
+    (lambda r: r["ranks"].pop(), "1 of 2 ranks reported (missing rank 1)"),
+    (lambda r: r["ranks"].append(dict(r["ranks"][0])), "3 rank entries for a world of 2"),
+    (lambda r: r["ranks"][1].update(node="elsewhere"), "ranks on elsewhere, not one of the job's nodes"),
+    (lambda r: r.update(world="2"), "world is '2', not a number of ranks"),
+])
+def test_a_result_short_of_ranks_is_a_failed_job_not_a_crash(result, edit, words):
+    """Issue 38: an empty rank list crashed the fleet run; a missing rank read ready."""
+    edit(result)
+    outcome = multinode.multinode_outcome(["node0", "node1"], "7", None, result, {"node0": 0, "node1": 0}, {}, {})
+    assert outcome.status == FAILED and words in outcome.reason, outcome.reason
+
+
+def test_a_node_killed_after_rank_0_wrote_the_result_is_not_ready(result):
+    """Issue 38: a node that exited 137 (SIGKILL: the OOM killer) read ready beside a result file."""
+    outcome = multinode.multinode_outcome(["node0", "node1"], "7", None, result, {"node0": 0, "node1": 137}, {}, {})
+    assert outcome.status == FAILED and "node1 exited 137 (killed: SIGKILL, often the OOM killer)" in outcome.reason
+    assert multinode.multinode_outcome(["node0", "node1"], "7", None, result, {"node0": 0, "node1": 0}, {}, {}).status == READY
+
+
 def test_the_fleet_report_shows_the_job_as_its_own_row(result):
     joint = multinode.multinode_outcome(["node0", "node1"], "7", None, result, {}, {}, {})
     fleet = analysis.analyse([HostOutcome("node0", READY), HostOutcome("node1", READY), joint])
