@@ -294,6 +294,32 @@ def test_a_temperature_without_thresholds_skips_and_shows_the_reading():
     assert verdict.verdict == SKIP and "not reported" in verdict.reason and w.temperature_text(gpu.health) == "33 C"
 
 
+def test_a_temperature_past_shutdown_fails_with_no_other_threshold_given():
+    """Issue 38: 97 C past the 92 C shutdown point read ready when the capture gave no slowdown or
+    maximum operating threshold (A100 capture, those two removed; a SYNTHETIC variant)."""
+    text = v.gpu_temperature(97)
+    for tag in ("gpu_temp_slow_threshold", "gpu_temp_max_gpu_threshold"):
+        text = v._one(rf"\s*<{tag}>.*?</{tag}>", "", text)
+    verdict = rows(host(text).gpus[0])["temperature"]
+    assert verdict.verdict == FAIL and "past its shutdown temperature 92 C" in verdict.reason, verdict
+    cool = v.gpu_temperature(60)
+    for tag in ("gpu_temp_slow_threshold", "gpu_temp_max_gpu_threshold"):
+        cool = v._one(rf"\s*<{tag}>.*?</{tag}>", "", cool)
+    assert rows(host(cool).gpus[0])["temperature"].verdict == SKIP  # below shutdown: the range is unknown
+
+
+@pytest.mark.parametrize("first, second", [(40, 97), (97, 40)])
+def test_a_health_field_given_twice_is_judged_by_its_worse_reading(first, second):
+    """Issue 38: a duplicated field kept the first reading, hiding a failing second (SYNTHETIC
+    variants of the A100 capture: the current temperature, then the PCIe replay counter, twice)."""
+    text = v._one(r"<gpu_temp>\d+ C</gpu_temp>", f"<gpu_temp>{first} C</gpu_temp><gpu_temp>{second} C</gpu_temp>",
+                  v._read(v.A100_XML))
+    assert rows(host(text).gpus[0])["temperature"].verdict == FAIL
+    text = v._one(r"<replay_counter>\d+</replay_counter>",
+                  f"<replay_counter>{first}</replay_counter><replay_counter>{second * 100}</replay_counter>", v._read(v.A100_XML))
+    assert host(text).gpus[0].health.pcie_replays == max(first, second * 100)
+
+
 def test_counters_printed_as_na_are_not_reported():
     """The MOCK lost-GPU capture prints every clock-event counter as N/A."""
     gpu = host((CAPTURES / "nvidia-smi-xml" / "MOCK-gb200-gpu-lost.xml").read_text(encoding="utf-8")).gpus[0]

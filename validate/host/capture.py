@@ -297,7 +297,8 @@ def _gpu_answers(gpu: Node, index: int, mig_uuids: dict[int, str], driver_versio
         (call_key("nvmlDeviceGetDefaultApplicationsClock", NvmlConstants.NVML_CLOCK_MEM), "default_applications_clocks/mem_clock|Default Applications Clocks/Memory"),
         (call_key("nvmlDeviceGetTemperature", NvmlConstants.NVML_TEMPERATURE_GPU), "temperature/gpu_temp|Temperature/GPU Current Temp"),
     ):
-        text = gpu.value(path)
+        # the temperature given twice is judged by its hotter reading (a hostile or pasted capture)
+        text = gpu.worst(path) if "Temperature" in path else gpu.value(path)
         a.put(key, text, None if _number(text) is None else int(_number(text)))  # type: ignore[arg-type]
     pending = gpu.value("retired_pages/pending_retirement|retired_pages/pending_blacklist"
                         "|Retired Pages/Pending Page Retirement|Retired Pages/Pending Page Blacklist|Retired Pages/Pending")

@@ -76,14 +76,14 @@ def _temperatures(gpu: Node, out: dict[str, Any]) -> None:
     for kind, path in ((THRESHOLD_SLOWDOWN, "gpu_temp_slow_threshold|GPU Slowdown Temp"),
                        (THRESHOLD_SHUTDOWN, "gpu_temp_max_threshold|GPU Shutdown Temp"),
                        (THRESHOLD_GPU_MAX, "gpu_temp_max_gpu_threshold|GPU Max Operating Temp")):
-        raw = section.value(path)
+        raw = section.worst(path, higher=False)  # the lowest of twins: the strictest limit
         _put(out, call_key("nvmlDeviceGetTemperatureThreshold", kind), raw, _int(raw))
-    raw = section.value("gpu_temp_tlimit|GPU T.Limit Temp")
+    raw = section.worst("gpu_temp_tlimit|GPU T.Limit Temp", higher=False)  # degrees left: the fewest
     _put(out, "nvmlDeviceGetMarginTemperature", raw, _int(raw))
     for field, path in ((FI_TEMPERATURE_SLOWDOWN_TLIMIT, "gpu_temp_slow_tlimit_threshold|GPU Slowdown T.Limit Temp"),
                         (FI_TEMPERATURE_SHUTDOWN_TLIMIT, "gpu_temp_max_tlimit_threshold|GPU Shutdown T.Limit Temp"),
                         (FI_TEMPERATURE_GPU_MAX_TLIMIT, "gpu_temp_max_gpu_tlimit_threshold|GPU Max Operating T.Limit Temp")):
-        raw = section.value(path)
+        raw = section.worst(path)  # a margin limit: the highest of twins is the strictest
         value = _int(raw)
         _put(out, call_key("nvmlDeviceGetFieldValues", [field]), raw, None if value is None else _field(field, _SIGNED_INT, "siVal", value))
 
@@ -96,7 +96,7 @@ def _clock_event_counters(gpu: Node, out: dict[str, Any], driver_version: str | 
         return
     fields = clock_event_fields(driver_version)
     for name, (tag, label) in _COUNTER_SPELLINGS.items():
-        raw = section.value(f"clocks_event_reasons_counters_{tag}|{label}")
+        raw = section.worst(f"clocks_event_reasons_counters_{tag}|{label}")
         micros = _int(raw)
         field = fields.get(name)
         if field is None:
@@ -135,7 +135,7 @@ def answers(gpu: Node, fabric: dict[str, Any] | None, driver_version: str | None
     """The NVML answers these sections give for one GPU (`fabric`: smi_sections.fabric's answer;
     `driver_version`: the capture's, which picks the clock-event counters' field ids)."""
     out: dict[str, Any] = {}
-    raw = gpu.value("pci/replay_counter|PCI/Replays Since Reset")
+    raw = gpu.worst("pci/replay_counter|PCI/Replays Since Reset")
     _put(out, "nvmlDeviceGetPcieReplayCounter", raw, _int(raw))
     _temperatures(gpu, out)
     _clock_event_counters(gpu, out, driver_version)

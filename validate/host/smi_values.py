@@ -95,3 +95,18 @@ class Node:
     def value(self, paths: str) -> str | None:
         node = self.find(paths)
         return None if node is None else node.text.strip()
+
+    def worst(self, paths: str, higher: bool = True) -> str | None:
+        """A health reading given more than once (a pasted or hostile capture) as its worst value:
+        the highest (`higher`) or lowest number among the same-named siblings of the first match,
+        so a failing second reading is never hidden behind a first one. Else as `value`."""
+        for path in paths.split("|"):
+            head, _, last = path.rpartition("/")
+            holder = self.find(head) if head else self
+            twins = holder.all(last) if holder is not None else []
+            if twins:
+                numeric = [(n, t.text.strip()) for t in twins if (n := number(t.text)) is not None]
+                if len(numeric) < 2:
+                    return twins[0].text.strip()
+                return (max if higher else min)(numeric, key=lambda pair: pair[0])[1]
+        return None

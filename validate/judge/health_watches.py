@@ -168,6 +168,15 @@ def temperature_verdict(gpu_index: int, r: HealthReadings) -> Verdict:
     if r.margin_c is not None and (r.max_operating_margin_c is not None or r.slowdown_margin_c is not None):
         limit = r.max_operating_margin_c if r.max_operating_margin_c is not None else r.slowdown_margin_c
         return _past_thresholds(gpu_index, r.margin_c, limit, r.slowdown_margin_c, r.shutdown_margin_c, margin=True)  # type: ignore[arg-type]
+    # only the shutdown point known: at or past it fails; below it the operating range is unknown
+    if r.temperature_c is not None and r.shutdown_c is not None:
+        verdict = _past_thresholds(gpu_index, r.temperature_c, r.shutdown_c, None, r.shutdown_c, margin=False)
+        if verdict.verdict == FAIL:
+            return verdict
+    if r.margin_c is not None and r.shutdown_margin_c is not None:
+        verdict = _past_thresholds(gpu_index, r.margin_c, r.shutdown_margin_c, None, r.shutdown_margin_c, margin=True)
+        if verdict.verdict == FAIL:
+            return verdict
     return Verdict(SKIP, "below the GPU's own thresholds", f"GPU {gpu_index}: the temperature or the GPU's thresholds are not reported")
 
 
