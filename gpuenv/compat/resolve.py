@@ -26,6 +26,7 @@ from gpuenv.compat.rules.request import (
     parse_driver,
     parse_framework,
     parse_gpu_arch,
+    parse_platform,
     parse_python,
     split_arch_list,
 )
@@ -38,7 +39,7 @@ from gpuenv.stack import Stack
 __all__ = [
     "DEFAULT_PYTHON_MIN_AGE_MONTHS", "STEPS", "TORCH_INDEX", "Request", "WheelBuild", "command_for", "default_python",
     "describe", "framework_wheels", "kernel_coverage", "parse_cuda", "parse_driver", "parse_framework", "parse_gpu_arch",
-    "parse_python", "resolve_stack", "split_arch_list",
+    "parse_platform", "parse_python", "resolve_stack", "split_arch_list",
 ]
 
 #: tests/compat/test_resolve_rules.py reads the one-line summary under its old name.

@@ -27,8 +27,8 @@ def keep_platform_builds(cands: list[Candidate], w: Wishes) -> list[Candidate]:
         return cands
     if w.framework == "tensorflow" and w.gpu:
         assert w.matrix.aarch64 is not None
-        fix = join_fixes([w.fixes.fix(cuda=CPU), w.fixes.fix(framework="torch", tensorflow=None)],
-                         "use --cuda cpu")
+        torch = {"framework": "torch", **({"tensorflow": None} if w.request.tensorflow else {})}
+        fix = join_fixes([w.fixes.fix(cuda=CPU), w.fixes.fix(**torch)], "use --cuda cpu")
         raise NoCompatibleStack(
             f"TensorFlow has no {w.platform} GPU build: PyPI's aarch64 tensorflow wheel is a CPU "
             f"build and TensorFlow publishes no aarch64 CUDA wheel; for the GPUs use "
@@ -62,8 +62,10 @@ def platform_reasons(c: Candidate, w: Wishes) -> list[str]:
     if variant.cuda is None:
         out.append(f"cpu: PyPI's aarch64 torch {c.framework_version} wheel is a CPU build")
         return out
+    pypi = next((v for v in _series_variants(matrix, c.framework_version, c.platform) if v.pypi), None)
+    pypi_is = "a CPU build" if pypi is None or pypi.cuda is None else f"its {pypi.name} build"
     where = ("PyPI's aarch64 file of this release is this CUDA build" if variant.pypi else
-             f"from download.pytorch.org/whl/{variant.name}: PyPI's aarch64 torch {c.framework_version} is CPU-only")
+             f"from download.pytorch.org/whl/{variant.name}: PyPI's aarch64 torch {c.framework_version} is {pypi_is}")
     sass = ", ".join("sm_" + a.replace(".", "") for a in variant.archs)
     out.append(f"{variant.name}: the aarch64 build of PyTorch {c.framework_version} for CUDA {variant.cuda} "
                f"({where}), SASS for {sass}")
@@ -73,6 +75,12 @@ def platform_reasons(c: Candidate, w: Wishes) -> list[str]:
             out.append(f"{first[1]}: the first aarch64 build with SASS for sm_{cc.replace('.', '')} "
                        f"(PyTorch {first[0]})")
     return out
+
+
+def _series_variants(matrix: Matrix, version: str, platform: str) -> tuple:
+    """The builds for `platform` of the torch release that patch `version` belongs to."""
+    release = next((r for r in matrix.torch_releases if version in r.patches), None)
+    return platform_variants(matrix, release, platform) if release else ()
 
 
 def first_build_with_sass(matrix: Matrix, cc: str, platform: str) -> tuple[str, str] | None:
