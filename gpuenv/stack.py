@@ -86,6 +86,21 @@ class Stack:
         return cls(**values)
 
 
+def lock_platforms(stack: Stack, asked: "list[str] | tuple[str, ...]") -> list[str]:
+    """The platforms to lock `stack` for: the asked ones (default: the stack's own). A stack for
+    another platform than linux-64 is that platform's builds only (an aarch64 build is not the
+    x86_64 one), so it locks for itself alone; a platform the stack is not for is refused."""
+    from gpuenv.errors import BadInput
+
+    chosen = list(dict.fromkeys(asked)) or [stack.platform]
+    if stack.platform not in chosen or (stack.platform != LINUX_64 and len(chosen) > 1):
+        other = next(p for p in chosen if p != stack.platform)
+        raise BadInput(
+            f"{stack.stack_id} is a {stack.platform} stack; it cannot be locked for {other} (that platform's builds differ)",
+            fix=f"lock each platform with its own stack: invoke lock --platform {other} resolves the stack for {other}")
+    return chosen
+
+
 def stack_json(stack: Stack) -> str:
     """The stack record as compact, stable JSON (label value and /opt/gpuenv/stack.json)."""
     return json.dumps(stack.to_dict(), sort_keys=True, separators=(",", ":"))

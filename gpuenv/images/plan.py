@@ -400,6 +400,17 @@ def identify(plan: BuildPlan, base_id: str) -> BuildPlan:
     )
 
 
+def check_engine_platform(stack: Stack, arch: str) -> None:
+    """An image is of its engine's architecture: a stack for another platform is refused in one
+    line (its wheels would not run in the image), never built and found broken later."""
+    from gpuenv.stack import platform_of_machine
+
+    engine_platform = platform_of_machine(arch)
+    if engine_platform is not None and engine_platform != stack.platform:
+        raise BadInput(f"{stack.stack_id} is a {stack.platform} stack, but the Docker engine builds {arch} images",
+                       fix=f"build it on a {stack.platform} engine (DOCKER_HOST), or plan for this one with --platform {engine_platform}")
+
+
 #: `docker info` / uname architectures, as wheel platform tags end.
 _WHEEL_ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
 
@@ -521,6 +532,8 @@ def supply_tools(plan: BuildPlan, progress: Say | None = None) -> BuildPlan:
     from gpuenv.envs import buildtools
 
     engine = Engine.local()
+    arch = engine.architecture()
+    check_engine_platform(plan.stack, arch)  # before the base image is pulled
     base = engine.image_info(plan.base_image)
     if base is None and plan.offline:
         # The classic builder pulls a missing FROM image whatever `pull` says: the check is here.
@@ -530,7 +543,6 @@ def supply_tools(plan: BuildPlan, progress: Say | None = None) -> BuildPlan:
         base = ensure_base_image(engine, plan.base_image, progress)
     needs_python = plan.lock.backend != "conda-lock"  # a conda lock brings its own Python
     has_python = not needs_python or engine.image_python(plan.base_image, plan.stack.python) is not None
-    arch = engine.architecture()
     tools = buildtools.gather(
         backend=plan.lock.backend,
         python=plan.stack.python,
