@@ -96,9 +96,24 @@ def lock_platforms(stack: Stack, asked: "list[str] | tuple[str, ...]") -> list[s
     if stack.platform not in chosen or (stack.platform != LINUX_64 and len(chosen) > 1):
         other = next(p for p in chosen if p != stack.platform)
         raise BadInput(
-            f"{stack.stack_id} is a {stack.platform} stack; it cannot be locked for {other} (that platform's builds differ)",
-            fix=f"lock each platform with its own stack: invoke lock --platform {other} resolves the stack for {other}")
+            f"{stack.stack_id} is a {stack.platform} stack; it cannot be locked for {other} "
+            "(that platform's builds differ)",
+            fix=f"lock each platform with its own stack: invoke lock --platform {other} resolves "
+            f"the stack for {other}")
     return chosen
+
+
+def check_engine_platform(stack: Stack, arch: str) -> None:
+    """An image is of its engine's architecture: a stack for another platform is refused in one
+    line (its wheels would not run in the image), never built and found broken later."""
+    from gpuenv.errors import BadInput
+
+    engine_platform = platform_of_machine(arch)
+    if engine_platform is not None and engine_platform != stack.platform:
+        raise BadInput(
+            f"{stack.stack_id} is a {stack.platform} stack, but the Docker engine builds {arch} images",
+            fix=f"build it on a {stack.platform} engine (DOCKER_HOST), or plan for this one with "
+            f"--platform {engine_platform}")
 
 
 def stack_json(stack: Stack) -> str:

@@ -63,13 +63,14 @@ def format_settings(report: dict) -> str:
     return "settings (invoke.yaml `gpuenv:`; the command line wins over these)\n" + format_table(("key", "value", "from"), rows)
 
 
-PLATFORM_HELP = ("the server's CPU architecture: linux-64 (x86_64) or linux-aarch64 (Grace: GH200, GB200, GB300, GB10); "
-                 "default: read from this host, or inferred from a capture's GPUs")
+PLATFORM_HELP = ("the server's CPU architecture: linux-64 (x86_64) or linux-aarch64 (Grace: GH200, GB200, "
+                 "GB300, GB10); default: read from this host, or inferred from a capture's GPUs")
 HOST_HELP = ("a capture of a server (nvidia-smi -q -x > server.xml, nvidia-smi -q, or a python -m validate --record file): "
              "its driver and GPUs are used instead of this machine's")
 
 
-@task(help={"json": "print the report as JSON instead of a table", "host": HOST_HELP, "platform": PLATFORM_HELP})
+@task(help={"json": "print the report as JSON instead of a table", "host": HOST_HELP,
+            "platform": PLATFORM_HELP})
 @user_errors
 def doctor(c, json_=False, host=None, platform=None):
     """The host as seen from here: driver, GPUs, Docker and NVIDIA runtime, the team's settings and where each came from, and the recommended stack (exit 2 when the settings are invalid)."""

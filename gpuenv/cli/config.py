@@ -401,8 +401,10 @@ def stack_request(cli: Mapping[str, Any], settings: Settings) -> StackRequest:
     chosen = {"cuda": pick("cuda"), "python": pick("python"), "torch": torch, "tensorflow": tensorflow}
     origins = {key: _origin_label(settings.source(key), key) for key, value in chosen.items()
                if value is not None and given(key) is None and settings.source(key) != DEFAULT_ORIGIN}
-    if not cli.get("platforms") and len(set(settings.platforms)) == 1 and settings.source("platforms") != DEFAULT_ORIGIN:
-        origins["platform"] = _origin_label(settings.source("platforms"), "platforms")  # the stack's platform
+    from_settings = settings.source("platforms") != DEFAULT_ORIGIN
+    if not cli.get("platforms") and len(set(settings.platforms)) == 1 and from_settings:
+        # one platform is the stack's platform: an error names where it came from
+        origins["platform"] = _origin_label(settings.source("platforms"), "platforms")
     return StackRequest(
         origins=origins,
         framework=framework,

@@ -195,17 +195,19 @@ def _refuse_other_platform(stack, meta) -> None:
 
     here, why = live_platform()
     if stack.platform != here:
-        raise BadInput(f"{stack.stack_id} is a {stack.platform} stack, but this host is {here} ({why})",
-                       fix=f"install it on a {stack.platform} host, or drop --platform to install this host's stack")
+        raise BadInput(
+            f"{stack.stack_id} is a {stack.platform} stack, but this host is {here} ({why})",
+            fix=f"install it on a {stack.platform} host, or drop --platform to install this host's stack")
     if meta is not None and meta.platforms and here not in meta.platforms:
-        raise BadInput(f"the lock of {stack.stack_id} is for {', '.join(meta.platforms)}, not for this host ({here})",
+        locked = ", ".join(meta.platforms)
+        raise BadInput(f"the lock of {stack.stack_id} is for {locked}, not for this host ({here})",
                        fix=f"relock for it: invoke lock --platform {here} --force")
 
 
 @task(
     help={
         **STACK_HELP,
-        "platform": "the CPU architecture of the stack (linux-64, linux-aarch64); it must be this host's",
+        "platform": "the CPU architecture of the stack (linux-64, linux-aarch64): this host's",
         "prefix": "the folder to install into, e.g. /shared/envs/torch (built beside it, then renamed into place)",
         "wheelhouse": "folder of .whl files the lock's wheels are looked for in; when it holds every wheel of the lock no index is "
         "asked (default: invoke.yaml gpuenv.wheelhouse, else the one the lock was made with, if it still exists)",
@@ -217,7 +219,8 @@ def _refuse_other_platform(stack, meta) -> None:
 @user_errors
 def install(
     c, prefix=None, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None,
-    wheelhouse=None, force=False, offline=False, strict_driver=False, verbose=False, quiet=False, platform=None,
+    wheelhouse=None, force=False, offline=False, strict_driver=False, verbose=False, quiet=False,
+    platform=None,
 ):
     """Install the stack's lock into a folder on this host, without Docker (servers and clusters); then `PREFIX/bin/python -m validate` checks it."""
     import signal
@@ -234,7 +237,8 @@ def install(
     installer.check_prefix(prefix)  # before anything slow: a bad prefix is one line at once
     check_paths(wheelhouse=wheelhouse)
     report = reporter(verbose, quiet)
-    chosen = {**stack_options(locals()), "platform": platform}  # --platform resolves, never the remembered stack
+    # --platform resolves the stack, never takes the remembered one
+    chosen = {**stack_options(locals()), "platform": platform}
     request, stack = resolve_for_task(c, chosen)
     lock_dir = lock_directory(stack)
     _refuse_other_platform(stack, read_metadata(lock_dir) if lock_dir.is_dir() else None)

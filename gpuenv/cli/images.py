@@ -18,8 +18,8 @@ from gpuenv.progress import format_size
 from gpuenv.stack import lock_platforms
 
 _BUILD_HELP = {
-    "platform": "the CPU architecture of the stack (linux-64, linux-aarch64; default: this host's, or inferred from "
-    "--host); the Docker engine must be of it",
+    "platform": "the CPU architecture of the stack (linux-64, linux-aarch64; default: this host's); "
+    "the Docker engine must be of it",
     **STACK_HELP,
     "base_image": "build FROM this image instead of the stack's nvidia/cuda tag (default: invoke.yaml gpuenv.base_image; a local image on air-gapped servers)",
     "tag": "an extra tag for the image, e.g. myteam/torch:prod (it always gets gpuenv/<stack>:<lock-hash> and :latest)",
@@ -96,7 +96,8 @@ def build(
     if base_image:  # the engine's grammar, as for --tag: 'x y' or 'Ubuntu' is one line here, not a failed pull
         share.parse_image_ref(base_image, "--base-image")
     report = reporter(verbose, quiet)
-    chosen = {**stack_options(locals()), "platform": platform}  # --platform resolves, never the remembered stack
+    # --platform resolves the stack, never takes the remembered one
+    chosen = {**stack_options(locals()), "platform": platform}
     request, stack = resolve_for_task(c, chosen, backend=backend, base_image=base_image)
     wheelhouse = request.wheelhouse
     if request.base_image and not base_image:

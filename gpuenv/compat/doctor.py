@@ -61,8 +61,8 @@ def probe_platform(host_file: str | None = None) -> dict[str, Any]:
     except GpuenvError as err:
         return {"available": False, "why": err.render()}
     if found is None:  # a capture naming no Grace GPU: gpuenv plans x86_64 unless told
-        return {"available": True, "platform": LINUX_64,
-                "why": "the capture names no Grace GPU: x86_64 assumed (--platform linux-aarch64 for an Arm server)"}
+        return {"available": True, "platform": LINUX_64, "why": "the capture names no Grace GPU: x86_64 "
+                "assumed (--platform linux-aarch64 for an Arm server)"}
     return {"available": True, "platform": found, "why": why}
 
 
@@ -164,8 +164,8 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append(_line("docker", f"not available: {docker['why']}"))
     plat = report.get("platform") or {}
     if plat:
-        lines.append(_line("platform", f"{plat['platform']}  ({plat['why']})" if plat.get("available")
-                           else f"not available: {plat['why']}"))
+        shown = f"{plat['platform']}  ({plat['why']})" if plat.get("available") else f"not available: {plat['why']}"
+        lines.append(_line("platform", shown))
     for fw, rec in report["recommended"].items():
         if rec.get("available"):
             lines.append(_line(fw, f"{rec['stack_id']}  base {rec['base_image']}  ({rec['pip_requirement']})"))

@@ -26,7 +26,8 @@ def use_platform(value: str | None) -> None:
 
 def platform_of_host(host, host_file: str | None) -> tuple[str | None, str]:
     """The platform a host's GPUs imply, and why: GH200, GB200, GB300 and GB10 are only made with
-    Grace (aarch64), so a capture that names one is an aarch64 server. (None, "") when no GPU says."""
+    Grace (aarch64), so a capture that names one is an aarch64 server. (None, "") when no GPU
+    says."""
     from gpuenv.compat.matrix import load_matrix
 
     builds = load_matrix().aarch64
@@ -36,8 +37,8 @@ def platform_of_host(host, host_file: str | None) -> tuple[str | None, str]:
         product = builds.grace_gpu(gpu.name or "")
         if product:
             where = f" of --host {host_file}" if host_file else ""
-            return builds.platform, (f"inferred from the GPU: {gpu.name}{where} is only made with Grace, "
-                                     "an Arm (aarch64) CPU")
+            why = f"inferred from the GPU: {gpu.name}{where} is only made with Grace, an Arm (aarch64) CPU"
+            return builds.platform, why
     return None, ""
 
 
@@ -141,7 +142,8 @@ def request_for_host(
     host_file = host_file or _HOST_FILE
     # The platform even when the driver and GPUs are not detected (a pinned stack): a lock or image
     # is for one CPU architecture whatever the driver.
-    platform, platform_source = plan_platform(host_file, platform, dict(origins or {}).get("platform", "--platform"))
+    given_by = dict(origins or {}).get("platform", "--platform")
+    platform, platform_source = plan_platform(host_file, platform, given_by)
     if host_file and detect and wants_gpu and (driver is None or not archs):
         host = read_host(host_file)
         if host.error or not host.driver_version:

@@ -174,7 +174,8 @@ class Aarch64Builds:
 
     def grace_gpu(self, product: str) -> str | None:
         """The Grace product a GPU name is ("NVIDIA GB200" for "NVIDIA GB200 NVL"), or None."""
-        return next((p for p in self.grace_products if product == p or product.startswith(p + " ")), None)
+        found = (p for p in self.grace_products if product == p or product.startswith(p + " "))
+        return next(found, None)
 
 
 @dataclass(frozen=True)

@@ -316,18 +316,21 @@ def _torch_variant(name: str, v: Any, where: str, check: _Checker) -> TorchVaria
 
 def _aarch64(value: Any, check: _Checker) -> Aarch64Builds:
     """The `aarch64:` section: Grace GPUs and the aarch64 builds, each entry with its source."""
-    e = check.mapping(value, "aarch64", ("platform", "grace_gpus", "images_source", "torch", "tensorflow"))
+    keys = ("platform", "grace_gpus", "images_source", "torch", "tensorflow")
+    e = check.mapping(value, "aarch64", keys)
     grace = check.mapping(e["grace_gpus"], "aarch64.grace_gpus", ("products", "source"))
-    tf = check.mapping(e["tensorflow"], "aarch64.tensorflow", ("cpu_requirement", "series", "gpu_use", "source"))
+    tf_keys = ("cpu_requirement", "series", "gpu_use", "source")
+    tf = check.mapping(e["tensorflow"], "aarch64.tensorflow", tf_keys)
     torches = []
     for where, t in _entries(e, "torch", check):
         where = "aarch64." + where
         check.mapping(t, where, ("series", "variants", "source"))
         if not isinstance(t["variants"], dict) or not t["variants"]:
             raise check.fail(where + ".variants", "expected a non-empty mapping of wheel variants")
-        variants = tuple(_torch_variant(n, v, f"{where}.variants.{n}", check) for n, v in t["variants"].items())
+        variants = tuple(_torch_variant(n, v, f"{where}.variants.{n}", check)
+                         for n, v in t["variants"].items())
         if sum(v.pypi for v in variants) > 1:
-            raise check.fail(where, "more than one variant says pypi: true (PyPI has one file per platform)")
+            raise check.fail(where, "more than one variant says pypi: true (one PyPI file per platform)")
         torches.append(PlatformTorch(check.text(t["series"], where + ".series", _MINOR), variants,
                                      check.source(t, where)))
     return Aarch64Builds(
@@ -438,12 +441,13 @@ def _check_aarch64(m: Matrix, a: Aarch64Builds, known_ccs: set[str], check: _Che
     for t in a.torch:
         if t.series not in series:
             raise check.fail(f"aarch64.torch ({t.series})", "not a series of torch_releases")
-        _check_torch(m, TorchRelease(t.series, series[t.series].patches, series[t.series].python, None,
-                                     t.variants, t.source), known_ccs, check)
+        x86 = series[t.series]
+        _check_torch(m, TorchRelease(t.series, x86.patches, x86.python, None, t.variants, t.source),
+                     known_ccs, check)
     known_tf = {tf.series for tf in m.tensorflow_releases}
     for s in a.tf_series:
         if s not in known_tf:
-            raise check.fail("aarch64.tensorflow.series", f"{s} is not a series of tensorflow_releases")
+            raise check.fail("aarch64.tensorflow.series", f"{s} is not in tensorflow_releases")
 
 
 def _check_cuda(m: Matrix, check: _Checker) -> None:

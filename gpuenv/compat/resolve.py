@@ -51,7 +51,7 @@ Step = Callable[[list[Candidate], Wishes], list[Candidate]]
 #: NoCompatibleStack naming the constraint that emptied them and re-resolved fixes.
 STEPS: tuple[Step, ...] = (
     refuse_gpus,  # Jetson, a driver older than a GPU's first branch, a legacy GPU nothing runs on
-    keep_platform_builds,  # aarch64 (Grace): why none of the platform's own builds fits, if none does
+    keep_platform_builds,  # aarch64 (Grace): why none of the platform's builds fits, if none does
     narrow_to_wheelhouse,  # only the builds a wheelhouse holds, when it holds the framework
     keep_cpu_or_gpu,  # --cuda cpu: the CPU builds; otherwise the GPU builds
     apply_cuda_rule,  # --cuda X.Y: the builds of X's major

@@ -22,7 +22,7 @@ from gpuenv.images import identity
 from gpuenv.images.context import Tree, context_entries, suite_entries, write_context  # noqa: F401 (Tree and write_context: the build's context, named here too)
 from gpuenv.errors import BadInput, DataError, GpuenvError, ToolError
 from gpuenv.progress import Say
-from gpuenv.stack import Stack, stack_json
+from gpuenv.stack import Stack, check_engine_platform, stack_json
 
 if TYPE_CHECKING:  # the engine module imports the Docker SDK: only at run time, lazily
     from gpuenv.envs.buildtools import BuildTools
@@ -398,17 +398,6 @@ def identify(plan: BuildPlan, base_id: str) -> BuildPlan:
         tags=plan.tags or image_tags(plan.stack, inputs, plan.extra_tags),
         cache_tag=build_cache_tag(plan.stack, install),
     )
-
-
-def check_engine_platform(stack: Stack, arch: str) -> None:
-    """An image is of its engine's architecture: a stack for another platform is refused in one
-    line (its wheels would not run in the image), never built and found broken later."""
-    from gpuenv.stack import platform_of_machine
-
-    engine_platform = platform_of_machine(arch)
-    if engine_platform is not None and engine_platform != stack.platform:
-        raise BadInput(f"{stack.stack_id} is a {stack.platform} stack, but the Docker engine builds {arch} images",
-                       fix=f"build it on a {stack.platform} engine (DOCKER_HOST), or plan for this one with --platform {engine_platform}")
 
 
 #: `docker info` / uname architectures, as wheel platform tags end.

@@ -86,7 +86,8 @@ def pick_patch(pin: str | None, name: str, releases: list, option: str) -> list[
     return chosen
 
 
-def platform_variants(matrix: Matrix, release: TorchRelease, platform: str) -> tuple[TorchVariant, ...]:
+def platform_variants(matrix: Matrix, release: TorchRelease,
+                      platform: str) -> tuple[TorchVariant, ...]:
     """The builds a torch release has for `platform`: the x86_64 ones on linux-64, the aarch64
     section's on linux-aarch64 (none when the data knows no aarch64 build of the series)."""
     if platform == LINUX_64:
@@ -120,8 +121,9 @@ def _tf_candidates(matrix: Matrix, pin: str | None, platform: str) -> list[Candi
     return out
 
 
-def framework_candidates(matrix: Matrix, framework: str, pin: str | None, platform: str = LINUX_64) -> list[Candidate]:
-    """Every build of the framework (one per release, build and Python) that exists for `platform`."""
+def framework_candidates(matrix: Matrix, framework: str, pin: str | None,
+                         platform: str = LINUX_64) -> list[Candidate]:
+    """Every build of the framework (one per release, build and Python) made for `platform`."""
     if framework == "torch":
         return _torch_candidates(matrix, pin, platform)
     return _tf_candidates(matrix, pin, platform)
@@ -157,8 +159,9 @@ def stack_of(matrix: Matrix, c: Candidate, framework: str, reasons: list[str]) -
         wheel_variant = variant.name
         if c.from_pypi or (c.platform != LINUX_64 and variant.pypi):
             requirement, index_url = f"torch=={c.framework_version}", None
-        elif c.platform != LINUX_64:  # the index's aarch64 files: torch==X picks them (#7652's command)
-            requirement, index_url = f"torch=={c.framework_version}", TORCH_INDEX.format(variant=variant.name)
+        elif c.platform != LINUX_64:  # the index's aarch64 files: torch==X picks them (test-infra#7652)
+            requirement = f"torch=={c.framework_version}"
+            index_url = TORCH_INDEX.format(variant=variant.name)
         else:
             requirement, index_url = f"torch=={c.framework_version}+{variant.name}", TORCH_INDEX.format(variant=variant.name)
         gpu_archs = variant.archs

@@ -105,7 +105,8 @@ def parse_platform(value: str | None, option: str = "--platform") -> str:
         return text
     found = platform_of_machine(text)
     if found is None:
-        raise BadInput(f"{option} {value!r} is not a platform gpuenv plans for", fix=f"use {LINUX_64} or {LINUX_AARCH64}")
+        raise BadInput(f"{option}: unknown platform {value!r}",
+                       fix=f"use one of {LINUX_64}, {LINUX_AARCH64}")
     return found
 
 

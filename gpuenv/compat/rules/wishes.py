@@ -84,4 +84,5 @@ def read_wishes(request: Request, matrix: Matrix, resolve: Resolver) -> Wishes:
     framework = framework or implied or "torch"
     pin = request.torch if framework == "torch" else request.tensorflow
     fixes = FixSearch(request, matrix, resolve)
-    return Wishes(request, matrix, fixes, framework, pin, cuda, driver, python, archs, platform=platform)
+    return Wishes(request, matrix, fixes, framework, pin, cuda, driver, python, archs,
+                  platform=platform)
