@@ -182,3 +182,11 @@ def test_a_stack_record_without_a_platform_is_linux_64():
     data = resolve_stack(Request(cuda="cpu")).to_dict()
     del data["platform"]
     assert Stack.from_dict(data).platform == LINUX_64
+
+
+def test_matrix_shows_the_aarch64_builds_and_marks_the_unread_ones(invoke_cli):
+    result = invoke_cli("matrix")
+    assert result.returncode == 0, result.stderr
+    section = result.stdout.split("PyTorch on linux-aarch64", 1)[1].split("GPU architectures", 1)[0]
+    assert "cu128?" in section and "download.pytorch.org/whl/cu128" in section
+    assert "tensorflow 2.16" in section and "nvcr.io/nvidia/tensorflow" in section
