@@ -15,8 +15,9 @@ from gpuenv.stack import lock_platforms
 
 _LOCK_HELP = {
     **STACK_HELP,
-    "platform": "conda platform to lock for: linux-64 (default: invoke.yaml gpuenv.platforms, else linux-64) or linux-aarch64; "
-    "repeat for several",
+    "platform": "conda platform to lock for: linux-64 or linux-aarch64 (default: invoke.yaml "
+    "gpuenv.platforms, else the stack's: this host's, aarch64 on Grace); one also resolves the "
+    "stack for it; repeat for several (an aarch64 stack locks for aarch64 alone)",
     "backend": "conda-lock (default: invoke.yaml gpuenv.backend, else conda-lock; a conda-lock.yml solved by py-rattler, needs a conda "
     "channel or its mirror, gpuenv.conda_mirrors) or uv (pip-only, "
     "with hashes; the default when a wheelhouse folder is given)",
