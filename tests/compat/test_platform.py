@@ -190,3 +190,11 @@ def test_matrix_shows_the_aarch64_builds_and_marks_the_unread_ones(invoke_cli):
     section = result.stdout.split("PyTorch on linux-aarch64", 1)[1].split("GPU architectures", 1)[0]
     assert "cu128?" in section and "download.pytorch.org/whl/cu128" in section
     assert "tensorflow 2.16" in section and "nvcr.io/nvidia/tensorflow" in section
+
+
+def test_the_unconfirmed_aarch64_builds_are_open_items_of_the_data():
+    from gpuenv.compat.drift import pending_curation
+
+    items = pending_curation(load_matrix())
+    assert "torch 2.11 cu128 on linux-aarch64: unconfirmed" in items
+    assert not any("2.10 cpu on linux-aarch64" in item for item in items)  # read from PyPI
