@@ -8,6 +8,16 @@ from typing import Any
 
 CPU = "cpu"
 FRAMEWORKS = ("torch", "tensorflow")
+#: The conda platform names gpuenv plans for; a stack is of one of them (x86_64 is the default).
+LINUX_64 = "linux-64"
+LINUX_AARCH64 = "linux-aarch64"
+#: What `platform.machine()` and Docker's engine info say, per platform.
+MACHINES = {"x86_64": LINUX_64, "amd64": LINUX_64, "aarch64": LINUX_AARCH64, "arm64": LINUX_AARCH64}
+
+
+def platform_of_machine(machine: str) -> str | None:
+    """linux-64 / linux-aarch64 for a machine name (x86_64, aarch64, arm64), None for another."""
+    return MACHINES.get(str(machine).strip().lower())
 
 
 @dataclass(frozen=True)
@@ -37,6 +47,9 @@ class Stack:
     reasons: tuple[str, ...] = field(default=(), compare=False)
     #: None in stack.json files written before it existed: the build's CUDA was then `cuda`.
     framework_cuda: str | None = None
+    #: The CPU architecture it is built for, as a conda platform (linux-64, linux-aarch64); stack
+    #: records written before it existed are linux-64.
+    platform: str = LINUX_64
 
     def __post_init__(self) -> None:
         # A stack written without framework_cuda (older stack.json, hand-written) has its build on its own CUDA.
@@ -53,7 +66,8 @@ class Stack:
         accel = self.wheel_variant or (CPU if self.is_cpu else f"cuda{self.cuda}")
         if self.wheel_variant and not self.is_cpu and self.framework_cuda and self.framework_cuda != self.cuda:
             accel += f"-cuda{self.cuda}"  # the same build on another base image is another stack
-        return f"{self.framework}{self.framework_version}-{accel}-py{self.python}"
+        arch = "" if self.platform == LINUX_64 else "-" + self.platform.removeprefix("linux-")
+        return f"{self.framework}{self.framework_version}-{accel}-py{self.python}{arch}"
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -68,7 +82,38 @@ class Stack:
         values = {k: v for k, v in data.items() if k in known}
         values["gpu_archs"] = tuple(values.get("gpu_archs") or ())
         values["reasons"] = tuple(values.get("reasons") or ())
+        values["platform"] = values.get("platform") or LINUX_64
         return cls(**values)
+
+
+def lock_platforms(stack: Stack, asked: "list[str] | tuple[str, ...]") -> list[str]:
+    """The platforms to lock `stack` for: the asked ones (default: the stack's own). A stack for
+    another platform than linux-64 is that platform's builds only (an aarch64 build is not the
+    x86_64 one), so it locks for itself alone; a platform the stack is not for is refused."""
+    from gpuenv.errors import BadInput
+
+    chosen = list(dict.fromkeys(asked)) or [stack.platform]
+    if stack.platform not in chosen or (stack.platform != LINUX_64 and len(chosen) > 1):
+        other = next(p for p in chosen if p != stack.platform)
+        raise BadInput(
+            f"{stack.stack_id} is a {stack.platform} stack; it cannot be locked for {other} "
+            "(that platform's builds differ)",
+            fix=f"lock each platform with its own stack: invoke lock --platform {other} resolves "
+            f"the stack for {other}")
+    return chosen
+
+
+def check_engine_platform(stack: Stack, arch: str) -> None:
+    """An image is of its engine's architecture: a stack for another platform is refused in one
+    line (its wheels would not run in the image), never built and found broken later."""
+    from gpuenv.errors import BadInput
+
+    engine_platform = platform_of_machine(arch)
+    if engine_platform is not None and engine_platform != stack.platform:
+        raise BadInput(
+            f"{stack.stack_id} is a {stack.platform} stack, but the Docker engine builds {arch} images",
+            fix=f"build it on a {stack.platform} engine (DOCKER_HOST), or plan for this one with "
+            f"--platform {engine_platform}")
 
 
 def stack_json(stack: Stack) -> str:

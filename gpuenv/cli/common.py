@@ -221,7 +221,8 @@ def stack_options(values: dict[str, Any]) -> dict[str, Any]:
 
 
 #: The options that choose a stack (the wheelhouse only narrows the choice, so it combines with a remembered one).
-STACK_CHOOSERS = ("cuda", "framework", "torch", "tensorflow", "python", "driver", "gpu_arch", "strict_driver")
+STACK_CHOOSERS = ("cuda", "framework", "torch", "tensorflow", "python", "driver", "gpu_arch", "strict_driver",
+                  "platform")
 
 
 def current_stack_reason(c: Any, cli: dict[str, Any]) -> tuple[str, Any]:

@@ -63,19 +63,23 @@ def format_settings(report: dict) -> str:
     return "settings (invoke.yaml `gpuenv:`; the command line wins over these)\n" + format_table(("key", "value", "from"), rows)
 
 
+PLATFORM_HELP = ("the server's CPU architecture: linux-64 (x86_64) or linux-aarch64 (Grace: GH200, GB200, "
+                 "GB300, GB10); default: read from this host, or inferred from a capture's GPUs")
 HOST_HELP = ("a capture of a server (nvidia-smi -q -x > server.xml, nvidia-smi -q, or a python -m validate --record file): "
              "its driver and GPUs are used instead of this machine's")
 
 
-@task(help={"json": "print the report as JSON instead of a table", "host": HOST_HELP})
+@task(help={"json": "print the report as JSON instead of a table", "host": HOST_HELP,
+            "platform": PLATFORM_HELP})
 @user_errors
-def doctor(c, json_=False, host=None):
+def doctor(c, json_=False, host=None, platform=None):
     """The host as seen from here: driver, GPUs, Docker and NVIDIA runtime, the team's settings and where each came from, and the recommended stack (exit 2 when the settings are invalid)."""
     from invoke.exceptions import Exit
 
     from gpuenv.compat.doctor import collect_report, format_report
-    from gpuenv.compat.host import use_host_file
+    from gpuenv.compat.host import use_host_file, use_platform
 
+    use_platform(platform)  # --platform: checked before anything slow
     use_host_file(host)  # --host: the team's stack below is chosen for that server too
     report = collect_report(host)
     report["settings"] = settings_report(c)
@@ -126,14 +130,17 @@ def matrix(c, json_=False, check=False):
     help={
         **STACK_HELP,
         "host": HOST_HELP + " (--driver and --gpu-arch still win)",
+        "platform": PLATFORM_HELP,
         "json": "print the stack as JSON (keys: cuda and cuda_version of the image, framework_cuda of the build, min_driver, base_image, python, framework, framework_version, wheel_variant, index_url, reasons, ...)",
     }
 )
 @user_errors
-def resolve_(c, driver=None, cuda=None, framework=None, torch=None, tensorflow=None, python=None, gpu_arch=None, json_=False, strict_driver=False, wheelhouse=None, host=None):
+def resolve_(c, driver=None, cuda=None, framework=None, torch=None, tensorflow=None, python=None, gpu_arch=None, json_=False, strict_driver=False, wheelhouse=None, host=None,
+             platform=None):
     """Choose the stack (CUDA, base image, framework build, Python) for this host, your wishes and the team's invoke.yaml."""
-    from gpuenv.compat.host import use_host_file
+    from gpuenv.compat.host import use_host_file, use_platform
     from gpuenv.compat.stack_view import format_stack
+    use_platform(platform)  # --platform: checked before anything slow
     use_host_file(host)  # --host: that server's driver and GPUs instead of this machine's (checked now)
 
     request = stack_request(c, **stack_options(locals()))

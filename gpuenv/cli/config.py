@@ -73,7 +73,7 @@ IMPLIED = {
     "cuda": "newest the driver runs",
     "python": "newest the framework supports",
     "backend": "conda-lock",
-    "platforms": "linux-64",
+    "platforms": "the stack's: this host's CPU, or aarch64 for a capture of a Grace server",
     "base_image": "the stack's nvidia/cuda tag",
     "wheelhouse": "none",
     "strict_driver": "false",
@@ -365,11 +365,13 @@ class StackRequest:
         return bool(self.cuda and self.python and release)
 
     def resolver_options(self) -> dict[str, str | bool | None]:
-        """What the resolver needs (backend, platforms and base image only matter later)."""
+        """What the resolver needs (backend and base image only matter later); one platform is the
+        stack's platform, several (a lock for both) leave it to the host."""
         return {
             "driver": self.driver, "cuda": self.cuda, "framework": self.framework, "torch": self.torch,
             "tensorflow": self.tensorflow, "python": self.python, "gpu_arch": self.gpu_arch,
             "strict_driver": self.strict_driver, "wheelhouse": self.wheelhouse, "origins": dict(self.origins),
+            "platform": self.platforms[0] if len(set(self.platforms)) == 1 else None,
         }
 
 
@@ -411,6 +413,10 @@ def stack_request(cli: Mapping[str, Any], settings: Settings) -> StackRequest:
     chosen = {"cuda": pick("cuda"), "python": pick("python"), "torch": torch, "tensorflow": tensorflow}
     origins = {key: _origin_label(settings.source(key), key) for key, value in chosen.items()
                if value is not None and given(key) is None and settings.source(key) != DEFAULT_ORIGIN}
+    from_settings = settings.source("platforms") != DEFAULT_ORIGIN
+    if not cli.get("platforms") and len(set(settings.platforms)) == 1 and from_settings:
+        # one platform is the stack's platform: an error names where it came from
+        origins["platform"] = _origin_label(settings.source("platforms"), "platforms")
     return StackRequest(
         origins=origins,
         framework=framework,

@@ -11,11 +11,13 @@ from gpuenv.cli.common import (
     user_errors,
 )
 from gpuenv.cli.config import mirror_map
+from gpuenv.stack import lock_platforms
 
 _LOCK_HELP = {
     **STACK_HELP,
-    "platform": "conda platform to lock for: linux-64 (default: invoke.yaml gpuenv.platforms, else linux-64) or linux-aarch64; "
-    "repeat for several",
+    "platform": "conda platform to lock for: linux-64 or linux-aarch64 (default: invoke.yaml "
+    "gpuenv.platforms, else the stack's: this host's, aarch64 on Grace); one also resolves the "
+    "stack for it; repeat for several (an aarch64 stack locks for aarch64 alone)",
     "backend": "conda-lock (default: invoke.yaml gpuenv.backend, else conda-lock; a conda-lock.yml solved by py-rattler, needs a conda "
     "channel or its mirror, gpuenv.conda_mirrors) or uv (pip-only, "
     "with hashes; the default when a wheelhouse folder is given)",
@@ -36,7 +38,8 @@ def _lock_plan_text(stack, request, wheelhouse, team_file, file) -> str:
     from gpuenv.envs import locking
 
     plan = locking.plan_lock(
-        stack, backend=request.backend or ("uv" if wheelhouse else "conda-lock"), platforms=list(request.platforms),
+        stack, backend=request.backend or ("uv" if wheelhouse else "conda-lock"),
+        platforms=lock_platforms(stack, request.platforms),
         wheelhouse=Path(wheelhouse) if wheelhouse else None, team_file=Path(team_file) if team_file else None,
         env_file=Path(file) if file else None,
     )
@@ -106,7 +109,7 @@ def lock(
         result = ensure_lock(
             stack,
             backend=chosen_backend,
-            platforms=list(request.platforms),
+            platforms=lock_platforms(stack, request.platforms),
             wheelhouse=Path(wheelhouse) if wheelhouse else None,
             team_file=Path(team_file) if team_file else None,
             env_file=Path(file) if file else None,
@@ -185,9 +188,27 @@ def _no_index_when_complete(plan, offline: bool):
     return dataclasses.replace(plan, offline=True) if cover.complete else plan
 
 
+def _refuse_other_platform(stack, meta) -> None:
+    """`install` runs on this host: a stack, or a lock, of another CPU architecture is refused in
+    one line before anything is installed (its wheels would not run here)."""
+    from gpuenv.compat.host import live_platform
+    from gpuenv.errors import BadInput
+
+    here, why = live_platform()
+    if stack.platform != here:
+        raise BadInput(
+            f"{stack.stack_id} is a {stack.platform} stack, but this host is {here} ({why})",
+            fix=f"install it on a {stack.platform} host, or drop --platform to install this host's stack")
+    if meta is not None and meta.platforms and here not in meta.platforms:
+        locked = ", ".join(meta.platforms)
+        raise BadInput(f"the lock of {stack.stack_id} is for {locked}, not for this host ({here})",
+                       fix=f"relock for it: invoke lock --platform {here} --force")
+
+
 @task(
     help={
         **STACK_HELP,
+        "platform": "the CPU architecture of the stack (linux-64, linux-aarch64): this host's",
         "prefix": "the folder to install into, e.g. /shared/envs/torch (built beside it, then renamed into place)",
         "wheelhouse": "folder of .whl files the lock's wheels are looked for in; when it holds every wheel of the lock no index is "
         "asked (default: invoke.yaml gpuenv.wheelhouse, else the one the lock was made with, if it still exists)",
@@ -200,6 +221,7 @@ def _no_index_when_complete(plan, offline: bool):
 def install(
     c, prefix=None, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None,
     wheelhouse=None, force=False, offline=False, strict_driver=False, verbose=False, quiet=False,
+    platform=None,
 ):
     """Install the stack's lock into a folder on this host, without Docker (servers and clusters); then `PREFIX/bin/python -m validate` checks it."""
     import signal
@@ -210,11 +232,17 @@ def install(
     from gpuenv.cli.paths import check_paths
     from gpuenv.envs.locking import lock_directory, read_metadata
 
+    from gpuenv.compat.host import use_platform
+
+    use_platform(platform)  # --platform: checked before anything slow
     installer.check_prefix(prefix)  # before anything slow: a bad prefix is one line at once
     check_paths(wheelhouse=wheelhouse)
     report = reporter(verbose, quiet)
-    request, stack = resolve_for_task(c, stack_options(locals()))
+    # --platform resolves the stack, never takes the remembered one
+    chosen = {**stack_options(locals()), "platform": platform}
+    request, stack = resolve_for_task(c, chosen)
     lock_dir = lock_directory(stack)
+    _refuse_other_platform(stack, read_metadata(lock_dir) if lock_dir.is_dir() else None)
     wheels = Path(request.wheelhouse) if request.wheelhouse else None
     if wheels is None and not offline:
         meta = read_metadata(lock_dir) if lock_dir.is_dir() else None

@@ -15,8 +15,11 @@ from gpuenv.cli.common import (
 )
 from gpuenv.cli.config import mirror_map
 from gpuenv.progress import format_size
+from gpuenv.stack import lock_platforms
 
 _BUILD_HELP = {
+    "platform": "the CPU architecture of the stack (linux-64, linux-aarch64; default: this host's); "
+    "the Docker engine must be of it",
     **STACK_HELP,
     "base_image": "build FROM this image instead of the stack's nvidia/cuda tag (default: invoke.yaml gpuenv.base_image; a local image on air-gapped servers)",
     "tag": "an extra tag for the image, e.g. myteam/torch:prod (it always gets gpuenv/<stack>:<lock-hash> and :latest)",
@@ -76,7 +79,7 @@ def _build_plan_text(plan, lock_missing: bool) -> str:
 def build(
     c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None,
     base_image=None, tag=None, no_cache=False, ca_cert=None, wheelhouse=None, backend=None, team_file=None, strict_driver=False,
-    offline=False, builder=None, verbose=False, quiet=False,
+    offline=False, builder=None, verbose=False, quiet=False, platform=None,
 ):
     """Build the stack's image from its lock (locking first when there is none) and tag it."""
     from gpuenv.images import plan as images, share
@@ -84,13 +87,18 @@ def build(
     from gpuenv.cli.paths import check_paths
     from gpuenv.envs.locking import ensure_lock, lock_directory
 
+    from gpuenv.compat.host import use_platform
+
     # Every option is checked before anything slow: resolving, locking, the engine.
+    use_platform(platform)
     check_paths(ca_cert=ca_cert, wheelhouse=wheelhouse, team_file=team_file)
     images.check_build_options(tag=tag, ca_cert=ca_cert, wheelhouse=wheelhouse, team_file=team_file, backend=backend, builder=builder)
     if base_image:  # the engine's grammar, as for --tag: 'x y' or 'Ubuntu' is one line here, not a failed pull
         share.parse_image_ref(base_image, "--base-image")
     report = reporter(verbose, quiet)
-    request, stack = resolve_for_task(c, stack_options(locals()), backend=backend, base_image=base_image)
+    # --platform resolves the stack, never takes the remembered one
+    chosen = {**stack_options(locals()), "platform": platform}
+    request, stack = resolve_for_task(c, chosen, backend=backend, base_image=base_image)
     wheelhouse = request.wheelhouse
     if request.base_image and not base_image:
         share.parse_image_ref(request.base_image, "gpuenv.base_image")
@@ -122,7 +130,7 @@ def build(
             ensure_lock(
                 stack,
                 backend=lock_backend,
-                platforms=list(request.platforms),
+                platforms=lock_platforms(stack, request.platforms),
                 wheelhouse=Path(wheelhouse) if wheelhouse else None,
                 team_file=Path(team_file) if team_file else None,
                 progress=report.phase,

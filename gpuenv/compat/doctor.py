@@ -73,6 +73,7 @@ def probe_docker() -> dict[str, Any]:
     return {
         "available": True,
         "server_version": info.get("ServerVersion"),
+        "architecture": info.get("Architecture"),
         "runtimes": runtimes,
         "default_runtime": info.get("DefaultRuntime"),
         "nvidia_runtime": "nvidia" in runtimes,
@@ -80,6 +81,21 @@ def probe_docker() -> dict[str, Any]:
         "nvidia_cdi_specs": nvidia_cdi,
         "gpu_ready": "nvidia" in runtimes or bool(nvidia_cdi),
     }
+
+
+def probe_platform(host_file: str | None = None) -> dict[str, Any]:
+    """The CPU architecture the stacks below are planned for, and how it is known."""
+    from gpuenv.compat.host import plan_platform
+    from gpuenv.stack import LINUX_64
+
+    try:
+        found, why = plan_platform(host_file)
+    except GpuenvError as err:
+        return {"available": False, "why": err.render()}
+    if found is None:  # a capture naming no Grace GPU: gpuenv plans x86_64 unless told
+        return {"available": True, "platform": LINUX_64, "why": "the capture names no Grace GPU: x86_64 "
+                "assumed (--platform linux-aarch64 for an Arm server)"}
+    return {"available": True, "platform": found, "why": why}
 
 
 def probe_recommendation(framework: str, host_file: str | None = None) -> dict[str, Any]:
@@ -153,6 +169,7 @@ def collect_report(host_file: str | None = None) -> dict[str, Any]:
         "host": {"hostname": platform.node(), "os": platform.platform(), "python": platform.python_version()},
         "nvml": nvml,
         "docker": _safe(probe_docker),
+        "platform": _safe(probe_platform, host_file),
         "recommended": {fw: {"available": False, "why": blocker} if blocker else _safe(probe_recommendation, fw, host_file)
                         for fw in ("torch", "tensorflow")},
         "compat_data": _safe(probe_compat_data),
@@ -217,9 +234,14 @@ def format_report(report: dict[str, Any]) -> str:
     docker = report["docker"]
     if docker.get("available"):
         gpu = "yes" if docker["gpu_ready"] else "no (install the NVIDIA Container Toolkit, then nvidia-ctk runtime configure or cdi generate)"
-        lines.append(_line("docker", f"{docker['server_version']}; runtimes: {', '.join(docker['runtimes']) or '-'}; GPUs to containers: {gpu}"))
+        arch = f"; engine {docker['architecture']}" if docker.get("architecture") else ""
+        lines.append(_line("docker", f"{docker['server_version']}{arch}; runtimes: {', '.join(docker['runtimes']) or '-'}; GPUs to containers: {gpu}"))
     else:
         lines.append(_line("docker", f"not available: {docker['why']}"))
+    plat = report.get("platform") or {}
+    if plat:
+        shown = f"{plat['platform']}  ({plat['why']})" if plat.get("available") else f"not available: {plat['why']}"
+        lines.append(_line("platform", shown))
     for fw, rec in report["recommended"].items():
         if rec.get("available"):
             lines.append(_line(fw, f"{rec['stack_id']}  base {rec['base_image']}  ({rec['pip_requirement']})"))

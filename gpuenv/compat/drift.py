@@ -350,6 +350,9 @@ def pending_curation(matrix: Matrix) -> list[str]:
     out += [f"torch {t.series} {v.name}: unconfirmed" for t in matrix.torch_releases for v in t.variants if not v.confirmed]
     out += [f"driver branch of {b.name} ({', '.join(b.compute_capabilities)}): R{b.branch} unconfirmed" for b in matrix.driver_branches if not b.confirmed]
     out += [f"Python {p.version}.0: release date unconfirmed" for p in matrix.python_releases if not p.confirmed]
+    if matrix.aarch64 is not None:  # the aarch64 builds download.pytorch.org was not read for
+        out += [f"torch {t.series} {v.name} on {matrix.aarch64.platform}: unconfirmed"
+                for t in matrix.aarch64.torch for v in t.variants if not v.confirmed]
     return out
 
 

@@ -11,6 +11,59 @@ from gpuenv.stack import Stack
 
 #: The capture every host read of this process uses instead of this machine (`--host FILE`).
 _HOST_FILE: str | None = None
+#: The platform every plan of this process is for (`--platform`), checked when it is set.
+_PLATFORM: str | None = None
+
+
+def use_platform(value: str | None) -> None:
+    """Make every plan of this task be for `value` (linux-64, linux-aarch64, or a machine name
+    such as aarch64); checked now, so a bad value fails in one line before any slow work."""
+    global _PLATFORM
+    from gpuenv.compat.resolve import parse_platform
+
+    _PLATFORM = parse_platform(value) if value else None
+
+
+def platform_of_host(host, host_file: str | None) -> tuple[str | None, str]:
+    """The platform a host's GPUs imply, and why: GH200, GB200, GB300 and GB10 are only made with
+    Grace (aarch64), so a capture that names one is an aarch64 server. (None, "") when no GPU
+    says."""
+    from gpuenv.compat.matrix import load_matrix
+
+    builds = load_matrix().aarch64
+    if builds is None:
+        return None, ""
+    for gpu in host.gpus:
+        product = builds.grace_gpu(gpu.name or "")
+        if product:
+            where = f" of --host {host_file}" if host_file else ""
+            why = f"inferred from the GPU: {gpu.name}{where} is only made with Grace, an Arm (aarch64) CPU"
+            return builds.platform, why
+    return None, ""
+
+
+def plan_platform(host_file: str | None = None, given: str | None = None,
+                  given_by: str = "--platform") -> tuple[str | None, str]:
+    """The platform to plan for and how it is known: given (an option or the team's setting),
+    else `--platform` of this task, else a capture's Grace GPU, else this machine's CPU."""
+    if given:
+        return given, given_by
+    if _PLATFORM:
+        return _PLATFORM, "--platform"
+    host_file = host_file or _HOST_FILE
+    if host_file:
+        return platform_of_host(read_host(host_file), host_file)
+    return live_platform()
+
+
+def live_platform() -> tuple[str | None, str]:
+    """This machine's platform from `platform.machine()` (None for one gpuenv plans nothing for)."""
+    import platform as host_platform
+
+    from gpuenv.stack import platform_of_machine
+
+    machine = host_platform.machine()
+    return platform_of_machine(machine), f"this host: platform.machine() is {machine}"
 
 
 def use_host_file(path: str | None) -> None:
@@ -104,6 +157,7 @@ def request_for_host(
     wheelhouse: str | None = None,
     host_file: str | None = None,
     origins: dict[str, str] | None = None,
+    platform: str | None = None,
 ) -> Request:
     """A Request from command-line values; the driver and GPU architectures come from NVML when not given
     (from a captured server's with `host_file`).
@@ -118,6 +172,10 @@ def request_for_host(
     blamed = dict(origins or {})
     wants_gpu = str(cuda or "").strip().lower() not in ("cpu", "none")
     host_file = host_file or _HOST_FILE
+    # The platform even when the driver and GPUs are not detected (a pinned stack): a lock or image
+    # is for one CPU architecture whatever the driver.
+    given_by = dict(origins or {}).get("platform", "--platform")
+    platform, platform_source = plan_platform(host_file, platform, given_by)
     if host_file and detect and wants_gpu and (driver is None or not archs):
         host = read_host(host_file)
         if host.error or not host.driver_version:
@@ -156,6 +214,8 @@ def request_for_host(
         wheelhouse=wheels,
         wheelhouse_dir=str(wheelhouse) if wheelhouse else None,
         origins=tuple(sorted(blamed.items())),
+        platform=platform,
+        platform_source=platform_source or "--platform",
     )
 
 

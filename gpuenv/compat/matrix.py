@@ -15,6 +15,8 @@ import yaml
 
 from gpuenv.compat.matrix_model import (
     COMPAT_FILE,
+    Aarch64Builds,
+    PlatformTorch,
     CudaImage,
     CudaMajor,
     CudaRelease,
@@ -35,6 +37,8 @@ from gpuenv.errors import DataError
 
 __all__ = [
     "COMPAT_FILE",
+    "Aarch64Builds",
+    "PlatformTorch",
     "SCHEMA",
     "CudaImage",
     "CudaMajor",

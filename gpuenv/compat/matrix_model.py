@@ -140,6 +140,42 @@ class TorchVariant:
     archs: tuple[str, ...] = ()
     ptx: str | None = None
     confirmed: bool = True
+    #: This build is PyPI's own file for its platform (installed as torch==X, no index); only the
+    #: aarch64 section sets it.
+    pypi: bool = False
+
+
+@dataclass(frozen=True)
+class PlatformTorch:
+    """The builds one torch series has for a platform other than linux-64."""
+
+    series: str
+    variants: tuple[TorchVariant, ...]
+    source: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Aarch64Builds:
+    """What exists for Linux aarch64 (Grace): the GPUs only made with Grace, and the framework
+    builds of that platform (not the x86_64 ones)."""
+
+    platform: str
+    grace_products: tuple[str, ...]
+    grace_source: tuple[str, ...]
+    images_source: tuple[str, ...]
+    torch: tuple[PlatformTorch, ...]
+    tf_cpu_requirement: str
+    tf_series: tuple[str, ...]
+    tf_gpu_use: str
+    tf_source: tuple[str, ...]
+
+    def torch_series(self, series: str) -> PlatformTorch | None:
+        return next((t for t in self.torch if t.series == series), None)
+
+    def grace_gpu(self, product: str) -> str | None:
+        """The Grace product a GPU name is ("NVIDIA GB200" for "NVIDIA GB200 NVL"), or None."""
+        found = (p for p in self.grace_products if product == p or product.startswith(p + " "))
+        return next(found, None)
 
 
 @dataclass(frozen=True)
@@ -194,6 +230,7 @@ class Matrix:
     integrated_gpus: tuple[IntegratedGpu, ...] = ()
     jetson_use: str = ""
     jetson_use_source: tuple[str, ...] = ()
+    aarch64: Aarch64Builds | None = None
     path: Path = field(default=COMPAT_FILE, compare=False)
 
     def driver_branch(self, capability: str) -> DriverBranch | None:

@@ -16,6 +16,8 @@ from packaging.version import InvalidVersion, Version
 
 from gpuenv.compat.matrix_model import (
     COMPAT_FILE,
+    Aarch64Builds,
+    PlatformTorch,
     CudaImage,
     CudaMajor,
     CudaRelease,
@@ -153,9 +155,10 @@ def parse_matrix(data: Any, path: Path = COMPAT_FILE) -> Matrix:
     jetson = check.mapping(top["jetson_use"], "jetson_use", ("text", "source"))
     jetson_text, jetson_source = check.text(jetson["text"], "jetson_use.text"), check.source(jetson, "jetson_use")
     tfs = _tensorflow_releases(top, check)
+    aarch64 = _aarch64(top["aarch64"], check) if "aarch64" in top else None
     matrix = Matrix(
         cpu_image, cpu_source, majors, releases, images, archs, torches, tfs,
-        checked, pythons, branches, integrated, jetson_text, jetson_source, path,
+        checked, pythons, branches, integrated, jetson_text, jetson_source, aarch64, path,
     )
     _check_consistency(matrix, check)
     return matrix
@@ -297,8 +300,9 @@ def _torch_releases(top: dict[str, Any], check: _Checker) -> tuple[TorchRelease,
 
 
 def _torch_variant(name: str, v: Any, where: str, check: _Checker) -> TorchVariant:
-    if name == "cpu":  # the CPU wheel has no CUDA and no archs; whatever the entry says is ignored
-        return TorchVariant("cpu", None)
+    if name == "cpu":  # the CPU wheel has no CUDA and no archs; only `pypi` is read
+        pypi = check.flag(v, where, "pypi") if isinstance(v, dict) and "pypi" in v else False
+        return TorchVariant("cpu", None, pypi=pypi)
     v = check.mapping(v, where, ("cuda", "archs"))
     return TorchVariant(
         name,
@@ -306,6 +310,39 @@ def _torch_variant(name: str, v: Any, where: str, check: _Checker) -> TorchVaria
         check.texts(v["archs"], where + ".archs", _MINOR),
         check.optional(v.get("ptx"), where + ".ptx", _MINOR),
         check.flag(v, where),
+        check.flag(v, where, "pypi") if "pypi" in v else False,
+    )
+
+
+def _aarch64(value: Any, check: _Checker) -> Aarch64Builds:
+    """The `aarch64:` section: Grace GPUs and the aarch64 builds, each entry with its source."""
+    keys = ("platform", "grace_gpus", "images_source", "torch", "tensorflow")
+    e = check.mapping(value, "aarch64", keys)
+    grace = check.mapping(e["grace_gpus"], "aarch64.grace_gpus", ("products", "source"))
+    tf_keys = ("cpu_requirement", "series", "gpu_use", "source")
+    tf = check.mapping(e["tensorflow"], "aarch64.tensorflow", tf_keys)
+    torches = []
+    for where, t in _entries(e, "torch", check):
+        where = "aarch64." + where
+        check.mapping(t, where, ("series", "variants", "source"))
+        if not isinstance(t["variants"], dict) or not t["variants"]:
+            raise check.fail(where + ".variants", "expected a non-empty mapping of wheel variants")
+        variants = tuple(_torch_variant(n, v, f"{where}.variants.{n}", check)
+                         for n, v in t["variants"].items())
+        if sum(v.pypi for v in variants) > 1:
+            raise check.fail(where, "more than one variant says pypi: true (one PyPI file per platform)")
+        torches.append(PlatformTorch(check.text(t["series"], where + ".series", _MINOR), variants,
+                                     check.source(t, where)))
+    return Aarch64Builds(
+        check.text(e["platform"], "aarch64.platform"),
+        check.texts(grace["products"], "aarch64.grace_gpus.products"),
+        check.source(grace, "aarch64.grace_gpus"),
+        check.source({"source": e["images_source"]}, "aarch64.images_source"),
+        tuple(torches),
+        check.text(tf["cpu_requirement"], "aarch64.tensorflow.cpu_requirement"),
+        check.texts(tf["series"], "aarch64.tensorflow.series", _MINOR),
+        check.text(tf["gpu_use"], "aarch64.tensorflow.gpu_use"),
+        check.source(tf, "aarch64.tensorflow"),
     )
 
 
@@ -390,6 +427,27 @@ def _check_consistency(m: Matrix, check: _Checker) -> None:
             raise check.fail("driver_branches/integrated_gpus", f"compute capability {cc} is not in gpu_architectures")
     for tf in m.tensorflow_releases:
         _check_tensorflow(m, tf, known_ccs, check)
+    if m.aarch64 is not None:
+        _check_aarch64(m, m.aarch64, known_ccs, check)
+
+
+def _check_aarch64(m: Matrix, a: Aarch64Builds, known_ccs: set[str], check: _Checker) -> None:
+    """Each aarch64 torch series is a series of torch_releases (its patches and Pythons), its
+    variants pass the same checks; each TensorFlow series is one of tensorflow_releases."""
+    if a.platform != "linux-aarch64":
+        raise check.fail("aarch64.platform", f"expected linux-aarch64, got {a.platform!r}")
+    series = {t.series: t for t in m.torch_releases}
+    check.unique([t.series for t in a.torch], "aarch64.torch", "series")
+    for t in a.torch:
+        if t.series not in series:
+            raise check.fail(f"aarch64.torch ({t.series})", "not a series of torch_releases")
+        x86 = series[t.series]
+        _check_torch(m, TorchRelease(t.series, x86.patches, x86.python, None, t.variants, t.source),
+                     known_ccs, check)
+    known_tf = {tf.series for tf in m.tensorflow_releases}
+    for s in a.tf_series:
+        if s not in known_tf:
+            raise check.fail("aarch64.tensorflow.series", f"{s} is not in tensorflow_releases")
 
 
 def _check_cuda(m: Matrix, check: _Checker) -> None:

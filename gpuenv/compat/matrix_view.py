@@ -46,6 +46,7 @@ def format_matrix(m: Matrix) -> str:
         for t in sorted(m.tensorflow_releases, key=lambda t: V(t.series), reverse=True)
     ]
     parts.append(format_table(("series", "patches", "cuda", "cudnn", "cuda libraries from", "sass (build_info.py)", "ptx", "python"), rows))
+    parts += _aarch64_lines(m)
     parts.append("")
     parts.append("GPU architectures")
     rows = [(a.name, " ".join(a.compute_capabilities), a.first_cuda, a.last_cuda or "-") for a in m.gpu_architectures]
@@ -62,6 +63,27 @@ def format_matrix(m: Matrix) -> str:
     rows = [(p.version, p.released.isoformat() + ("" if p.confirmed else UNCONFIRMED)) for p in m.python_releases]
     parts.append(format_table(("python", "x.y.0 released"), rows))
     return "\n".join(parts)
+
+
+def _aarch64_lines(m: Matrix) -> list[str]:
+    """The linux-aarch64 (Grace) builds: each torch series' own variants with their SASS, and
+    TensorFlow's answer there."""
+    a = m.aarch64
+    if a is None:
+        return []
+    rows = []
+    for t in sorted(a.torch, key=lambda t: V(t.series), reverse=True):
+        for v in t.variants:
+            sass = " ".join("sm_" + c.replace(".", "") for c in v.archs) or "-"
+            where = "PyPI" if v.pypi else f"download.pytorch.org/whl/{v.name}"
+            rows.append((t.series, v.name + ("" if v.confirmed else "?"), where, sass))
+    return [
+        "",
+        f"PyTorch on {a.platform} (Grace: {', '.join(a.grace_products)})",
+        format_table(("series", "build (? unconfirmed)", "from", "sass"), rows),
+        f"TensorFlow on {a.platform}: {a.tf_cpu_requirement} {', '.join(a.tf_series)} (CPU builds); "
+        f"GPUs: {a.tf_gpu_use}",
+    ]
 
 
 def format_drift(report: "DriftReport") -> str:

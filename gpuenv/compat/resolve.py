@@ -17,6 +17,7 @@ from gpuenv.compat.rules.cuda import apply_cuda_rule, keep_cpu_or_gpu, pick_buil
 from gpuenv.compat.rules.fixes import command_for, describe
 from gpuenv.compat.rules.frameworks import TORCH_INDEX, Candidate, framework_candidates, stack_of
 from gpuenv.compat.rules.gpus import check_kernels, kernel_coverage, refuse_gpus
+from gpuenv.compat.rules.platform import keep_platform_builds
 from gpuenv.compat.rules.python import DEFAULT_PYTHON_MIN_AGE_MONTHS, apply_python_pin, default_python, pick_python
 from gpuenv.compat.rules.reasons import cuda_alternatives, reasons_for
 from gpuenv.compat.rules.request import (
@@ -25,6 +26,7 @@ from gpuenv.compat.rules.request import (
     parse_driver,
     parse_framework,
     parse_gpu_arch,
+    parse_platform,
     parse_python,
     split_arch_list,
 )
@@ -37,7 +39,7 @@ from gpuenv.stack import Stack
 __all__ = [
     "DEFAULT_PYTHON_MIN_AGE_MONTHS", "STEPS", "TORCH_INDEX", "Request", "WheelBuild", "command_for", "default_python",
     "describe", "framework_wheels", "kernel_coverage", "parse_cuda", "parse_driver", "parse_framework", "parse_gpu_arch",
-    "parse_python", "resolve_stack", "split_arch_list",
+    "parse_platform", "parse_python", "resolve_stack", "split_arch_list",
 ]
 
 #: tests/compat/test_resolve_rules.py reads the one-line summary under its old name.
@@ -49,6 +51,7 @@ Step = Callable[[list[Candidate], Wishes], list[Candidate]]
 #: NoCompatibleStack naming the constraint that emptied them and re-resolved fixes.
 STEPS: tuple[Step, ...] = (
     refuse_gpus,  # Jetson, a driver older than a GPU's first branch, a legacy GPU nothing runs on
+    keep_platform_builds,  # aarch64 (Grace): why none of the platform's builds fits, if none does
     narrow_to_wheelhouse,  # only the builds a wheelhouse holds, when it holds the framework
     keep_cpu_or_gpu,  # --cuda cpu: the CPU builds; otherwise the GPU builds
     apply_cuda_rule,  # --cuda X.Y: the builds of X's major
@@ -76,7 +79,7 @@ def resolve_stack(request: Request, matrix: Matrix | None = None) -> Stack:
 def _resolve(request: Request, matrix: Matrix | None = None) -> Stack:
     matrix = matrix or load_matrix()
     w = read_wishes(request, matrix, resolve=resolve_stack)
-    cands = framework_candidates(matrix, w.framework, w.pin)
+    cands = framework_candidates(matrix, w.framework, w.pin, w.platform)
     for step in STEPS:
         cands = step(cands, w)
     chosen, py_reason = pick_python(cands, w)

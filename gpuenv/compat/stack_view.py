@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from gpuenv.stack import Stack
+from gpuenv.stack import LINUX_64, Stack
 
 
 def format_stack(stack: Stack) -> str:
     rows = [
         ("stack", stack.stack_id),
         ("framework", f"{stack.framework} {stack.framework_version}"),
+        *([("platform", stack.platform)] if stack.platform != LINUX_64 else []),
         ("install", stack.pip_requirement + (f"  (index {stack.index_url})" if stack.index_url else "  (PyPI)")),
         ("cuda", f"{stack.cuda}" + (f" (image {stack.cuda_version})" if stack.cuda_version else "")
          + (f"; build for CUDA {stack.framework_cuda}" if stack.framework_cuda and stack.framework_cuda != stack.cuda else "")),

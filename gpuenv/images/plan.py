@@ -23,7 +23,7 @@ from gpuenv.images import identity
 from gpuenv.images.context import Tree, context_entries, suite_entries, write_context  # noqa: F401 (Tree and write_context: the build's context, named here too)
 from gpuenv.errors import BadInput, DataError, GpuenvError, ToolError
 from gpuenv.progress import Say
-from gpuenv.stack import Stack, stack_json
+from gpuenv.stack import Stack, check_engine_platform, stack_json
 
 if TYPE_CHECKING:  # the engine module imports the Docker SDK: only at run time, lazily
     from gpuenv.envs.buildtools import BuildTools
@@ -522,6 +522,8 @@ def supply_tools(plan: BuildPlan, progress: Say | None = None) -> BuildPlan:
     from gpuenv.envs import buildtools
 
     engine = Engine.local()
+    arch = engine.architecture()
+    check_engine_platform(plan.stack, arch)  # before the base image is pulled
     base = engine.image_info(plan.base_image)
     if base is None and plan.offline:
         # The classic builder pulls a missing FROM image whatever `pull` says: the check is here.
@@ -531,7 +533,6 @@ def supply_tools(plan: BuildPlan, progress: Say | None = None) -> BuildPlan:
         base = ensure_base_image(engine, plan.base_image, progress)
     needs_python = plan.lock.backend != "conda-lock"  # a conda lock brings its own Python
     has_python = not needs_python or engine.image_python(plan.base_image, plan.stack.python) is not None
-    arch = engine.architecture()
     tools = buildtools.gather(
         backend=plan.lock.backend,
         python=plan.stack.python,

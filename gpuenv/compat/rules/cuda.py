@@ -118,7 +118,7 @@ def keep_cpu_or_gpu(cands: list[Candidate], w: Wishes) -> list[Candidate]:
         return kept
     gpu = [c for c in cands if c.cuda is not None]
     if not gpu:
-        series = sorted({c.framework_version for c in framework_candidates(w.matrix, w.framework, None) if c.cuda}, key=V)
+        series = sorted({c.framework_version for c in framework_candidates(w.matrix, w.framework, None, w.platform) if c.cuda}, key=V)
         tries: list[dict[str, object]] = [{"cuda": CPU}]
         if series and request.wheelhouse is None:
             tries.append({w.framework: series[-1]})
@@ -156,7 +156,7 @@ def apply_cuda_rule(cands: list[Candidate], w: Wishes) -> list[Candidate]:
     if not minors:
         fixes.append(w.fixes.fix(cuda=None))
     if request.torch or request.tensorflow:
-        others = sorted({c.framework_version for c in framework_candidates(matrix, w.framework, None) if c.cuda and c.release.major == major and V(c.release.minor) <= V(wish)}, key=V)
+        others = sorted({c.framework_version for c in framework_candidates(matrix, w.framework, None, w.platform) if c.cuda and c.release.major == major and V(c.release.minor) <= V(wish)}, key=V)
         if others:
             fixes.append(w.fixes.fix(**{w.framework: others[-1]}))
     raise NoCompatibleStack(message, fix=join_fixes(fixes, f"use --cuda with one of {have}"))

@@ -122,6 +122,8 @@ def command_for(request: Request) -> str:
             parts.append(f"--{key} {value}")
     if request.gpu_archs:
         parts.append(f"--gpu-arch {','.join(request.gpu_archs)}")
+    if request.platform and request.platform != "linux-64":
+        parts.append(f"--platform {request.platform}")
     if request.strict_driver:
         parts.append("--strict-driver")
     if request.wheelhouse_dir:

@@ -16,7 +16,7 @@ from gpuenv.compat.matrix import (
     version_key as V,
 )
 from gpuenv.errors import BadInput
-from gpuenv.stack import CPU, Stack
+from gpuenv.stack import CPU, LINUX_64, Stack
 
 TORCH_INDEX = "https://download.pytorch.org/whl/{variant}"
 
@@ -32,6 +32,7 @@ class Candidate:
     tf: TensorflowRelease | None = None
     from_pypi: bool = False  # the wheelhouse holds the PyPI wheel (no +local tag) of this build
     placement: "Placement | None" = None
+    platform: str = LINUX_64  # the CPU architecture the build is for (conda's platform name)
 
     @property
     def release(self) -> CudaRelease:
@@ -85,29 +86,47 @@ def pick_patch(pin: str | None, name: str, releases: list, option: str) -> list[
     return chosen
 
 
-def _torch_candidates(matrix: Matrix, pin: str | None) -> list[Candidate]:
+def platform_variants(matrix: Matrix, release: TorchRelease,
+                      platform: str) -> tuple[TorchVariant, ...]:
+    """The builds a torch release has for `platform`: the x86_64 ones on linux-64, the aarch64
+    section's on linux-aarch64 (none when the data knows no aarch64 build of the series)."""
+    if platform == LINUX_64:
+        return release.variants
+    found = matrix.aarch64.torch_series(release.series) if matrix.aarch64 else None
+    return found.variants if found else ()
+
+
+def _torch_candidates(matrix: Matrix, pin: str | None, platform: str) -> list[Candidate]:
     out = []
     for release, patch in pick_patch(pin, "PyTorch", list(matrix.torch_releases), "--torch"):
         assert isinstance(release, TorchRelease)
-        for variant in release.variants:
+        for variant in platform_variants(matrix, release, platform):
             cuda = matrix.cuda_release(variant.cuda) if variant.cuda else None
             for py in release.python:
-                out.append(Candidate(patch, py, cuda, variant=variant))
+                out.append(Candidate(patch, py, cuda, variant=variant, platform=platform))
     return out
 
 
-def _tf_candidates(matrix: Matrix, pin: str | None) -> list[Candidate]:
+def _tf_candidates(matrix: Matrix, pin: str | None, platform: str) -> list[Candidate]:
     out = []
+    aarch64_series = matrix.aarch64.tf_series if matrix.aarch64 else ()
     for release, patch in pick_patch(pin, "TensorFlow", list(matrix.tensorflow_releases), "--tensorflow"):
         assert isinstance(release, TensorflowRelease)
         for py in release.python:
-            out.append(Candidate(patch, py, matrix.cuda_release(release.cuda), tf=release))
-            out.append(Candidate(patch, py, None, tf=release))  # the CPU build
+            if platform == LINUX_64:
+                out.append(Candidate(patch, py, matrix.cuda_release(release.cuda), tf=release))
+                out.append(Candidate(patch, py, None, tf=release))  # the CPU build
+            elif release.series in aarch64_series:  # PyPI's aarch64 wheel: a CPU build
+                out.append(Candidate(patch, py, None, tf=release, platform=platform))
     return out
 
 
-def framework_candidates(matrix: Matrix, framework: str, pin: str | None) -> list[Candidate]:
-    return _torch_candidates(matrix, pin) if framework == "torch" else _tf_candidates(matrix, pin)
+def framework_candidates(matrix: Matrix, framework: str, pin: str | None,
+                         platform: str = LINUX_64) -> list[Candidate]:
+    """Every build of the framework (one per release, build and Python) made for `platform`."""
+    if framework == "torch":
+        return _torch_candidates(matrix, pin, platform)
+    return _tf_candidates(matrix, pin, platform)
 
 
 def version_list(versions: Iterable[str]) -> str:
@@ -138,15 +157,21 @@ def stack_of(matrix: Matrix, c: Candidate, framework: str, reasons: list[str]) -
         variant = c.variant
         assert variant is not None
         wheel_variant = variant.name
-        if c.from_pypi:
+        if c.from_pypi or (c.platform != LINUX_64 and variant.pypi):
             requirement, index_url = f"torch=={c.framework_version}", None
+        elif c.platform != LINUX_64:  # the index's aarch64 files: torch==X picks them (test-infra#7652)
+            requirement = f"torch=={c.framework_version}"
+            index_url = TORCH_INDEX.format(variant=variant.name)
         else:
             requirement, index_url = f"torch=={c.framework_version}+{variant.name}", TORCH_INDEX.format(variant=variant.name)
         gpu_archs = variant.archs
         cudnn = None
     else:
         assert c.tf is not None
-        if c.cuda is None:
+        if c.cuda is None and c.platform != LINUX_64:  # tensorflow-cpu has no aarch64 wheel
+            assert matrix.aarch64 is not None
+            requirement = f"{matrix.aarch64.tf_cpu_requirement}=={c.framework_version}"
+        elif c.cuda is None:
             requirement = f"tensorflow-cpu=={c.framework_version}"
         elif c.tf.and_cuda:
             requirement = f"tensorflow[and-cuda]=={c.framework_version}"
@@ -172,6 +197,7 @@ def stack_of(matrix: Matrix, c: Candidate, framework: str, reasons: list[str]) -
         gpu_archs=tuple(gpu_archs),
         reasons=tuple(reasons),
         framework_cuda=c.release.minor if c.cuda else None,
+        platform=c.platform,
     )
 
 

@@ -122,12 +122,12 @@ def refuse_legacy(w: Wishes) -> None:
         if arch is None or arch.last_driver_branch is None:
             continue
         last = int(arch.last_driver_branch)
-        if any(_runs_on_branch(matrix, c, cc, last) for c in framework_candidates(matrix, framework, None) if c.cuda is not None):
+        if any(_runs_on_branch(matrix, c, cc, last) for c in framework_candidates(matrix, framework, None, w.platform) if c.cuda is not None):
             continue
         fix = join_fixes([w.fixes.fix(cuda=CPU)], "use --cuda cpu")
         other = "tensorflow" if framework == "torch" else "torch"
         if not (request.torch or request.tensorflow) and any(
-            _runs_on_branch(matrix, c, cc, last) for c in framework_candidates(matrix, other, None) if c.cuda is not None
+            _runs_on_branch(matrix, c, cc, last) for c in framework_candidates(matrix, other, None, w.platform) if c.cuda is not None
         ):
             fix = f"use --framework {other} on an R{last} driver (its CUDA {arch.last_cuda} or older builds still target {arch.name}), or {fix}"
         raise NoCompatibleStack(

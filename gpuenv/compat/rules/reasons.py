@@ -11,6 +11,7 @@ from gpuenv.compat.rules.cuda import image_driver_floor
 from gpuenv.compat.rules.fixes import command_for, describe
 from gpuenv.compat.rules.frameworks import Candidate, build_name, image_require_cuda
 from gpuenv.compat.rules.gpus import kernel_coverage
+from gpuenv.compat.rules.platform import platform_reasons
 from gpuenv.compat.rules.wishes import Wishes
 from gpuenv.stack import Stack
 
@@ -92,6 +93,7 @@ def reasons_for(c: Candidate, w: Wishes, py_reason: str) -> list[str]:
             reasons.append("base flavour of nvidia/cuda: the framework wheels carry their own CUDA libraries (cuBLAS, cuDNN, NCCL), so runtime/devel layers would only add size")
     if c.cuda is not None:
         reasons += _gpu_reasons(matrix, c, archs, name)
+    reasons += platform_reasons(c, w)
     reasons.append(f"Python {c.python}: {py_reason}")
     if c.variant is not None and not c.variant.confirmed:
         reasons.append(f"{c.variant.name} of {name} {c.framework_version} is marked unconfirmed in the data (see envs/compat.yaml)")

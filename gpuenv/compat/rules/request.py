@@ -9,7 +9,7 @@ from typing import Iterable
 
 from gpuenv.compat.matrix import Matrix, version_key as V
 from gpuenv.errors import BadInput
-from gpuenv.stack import CPU, FRAMEWORKS
+from gpuenv.stack import CPU, FRAMEWORKS, LINUX_64, LINUX_AARCH64, platform_of_machine
 
 _FRAMEWORK_ALIASES = {"torch": "torch", "pytorch": "torch", "tensorflow": "tensorflow", "tf": "tensorflow"}
 FRAMEWORK_NAMES = {"torch": "PyTorch", "tensorflow": "TensorFlow"}
@@ -40,6 +40,10 @@ class Request:
     #: Where a value came from when not the command line, by field ("invoke.yaml: gpuenv.torch",
     #: "the GPUs of --host x.xml"): an error blames that, not an option nobody typed.
     origins: tuple[tuple[str, str], ...] = ()
+    #: The CPU architecture to plan for (linux-64, linux-aarch64; None: linux-64), and how it was
+    #: known: "--platform", "inferred from the GPU: ...", "this host (platform.machine() aarch64)".
+    platform: str | None = None
+    platform_source: str = "--platform"
 
     def blame(self, key: str) -> str:
         """What an error about field `key` names: its origin, or the command-line option."""
@@ -89,6 +93,21 @@ def parse_cuda(value: str | None, matrix: Matrix, option: str = "--cuda") -> str
     if matrix.cuda_release(minor) is None:
         raise BadInput(f"{option} {value}: no CUDA {minor} release is known", fix=f"use one of {known}, or 'cpu'")
     return minor
+
+
+def parse_platform(value: str | None, option: str = "--platform") -> str:
+    """'linux-aarch64' / 'aarch64' / 'arm64' -> linux-aarch64, 'linux-64' / 'x86_64' -> linux-64
+    (None: linux-64); anything else is a BadInput naming the fix."""
+    if value is None or value == "":
+        return LINUX_64
+    text = str(value).strip().lower()
+    if text in (LINUX_64, LINUX_AARCH64):
+        return text
+    found = platform_of_machine(text)
+    if found is None:
+        raise BadInput(f"{option}: unknown platform {value!r}",
+                       fix=f"use one of {LINUX_64}, {LINUX_AARCH64}")
+    return found
 
 
 def parse_driver(value: str | None, source: str = "--driver") -> str | None:

@@ -14,11 +14,12 @@ from gpuenv.compat.rules.request import (
     parse_driver,
     parse_framework,
     parse_gpu_arch,
+    parse_platform,
     parse_python,
     split_arch_list,
 )
 from gpuenv.errors import BadInput
-from gpuenv.stack import CPU
+from gpuenv.stack import CPU, LINUX_64
 
 
 @dataclass
@@ -37,6 +38,8 @@ class Wishes:
     python: str | None
     archs: list[str]
     notes: list[str] = field(default_factory=list)
+    #: The CPU architecture of the server (linux-64 unless the request says otherwise).
+    platform: str = LINUX_64
 
     @property
     def name(self) -> str:
@@ -62,6 +65,7 @@ class Wishes:
 def read_wishes(request: Request, matrix: Matrix, resolve: Resolver) -> Wishes:
     """Parse and cross-check the request's options; a BadInput names the bad value and the fix.
     `resolve` is the whole resolver, which the fixes of a refusal re-run."""
+    platform = parse_platform(request.platform, request.platform_source)
     cuda = parse_cuda(request.cuda, matrix, request.blame("cuda"))
     driver = parse_driver(request.driver, request.driver_source)
     python = parse_python(request.python, request.blame("python"))
@@ -80,4 +84,5 @@ def read_wishes(request: Request, matrix: Matrix, resolve: Resolver) -> Wishes:
     framework = framework or implied or "torch"
     pin = request.torch if framework == "torch" else request.tensorflow
     fixes = FixSearch(request, matrix, resolve)
-    return Wishes(request, matrix, fixes, framework, pin, cuda, driver, python, archs)
+    return Wishes(request, matrix, fixes, framework, pin, cuda, driver, python, archs,
+                  platform=platform)
