@@ -288,6 +288,8 @@ def test_html_grows_by_a_short_row_per_ready_host_and_opens_only_the_worst_hosts
     details = large[large.index('id="fleet-not-ready-details"'):large.index('id="fleet-ready"')]
     assert details.count('<details class="host" open>') == htmlreport.OPEN_DETAILS == 20
     assert details.count('<details class="host">') == 10
+    assert details.count("<td") < 30 * 30  # three cells a GPU (was one per area: 80 a host), so the page is light to build
+    assert "<td>0 NVIDIA H100 80GB HBM3" in details and '<span class="outlier">matmul bf16 TFLOPS 3' in details
 
     monkeypatch.setattr(htmlreport, "MAX_DETAILS", 25)
     capped = render_html(analyse(fleet_of(10, 30), PEAKS))
