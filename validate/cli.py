@@ -113,7 +113,7 @@ def preflight(args: argparse.Namespace) -> str | None:
         from validate.host.capture import CaptureError, load_capture
 
         try:
-            load_capture(args.replay)
+            load_capture(args.replay, keep=True)  # parsed once: the session takes this one
         except CaptureError as err:
             return f"--replay: {err}"
     if args.record:

@@ -29,7 +29,7 @@ import tempfile
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from validate.text import safe_text
 
@@ -74,8 +74,10 @@ def final_target(path: str | Path) -> Path:
     return target
 
 
-def write_text_atomic(path: str | Path, text: str) -> None:
-    """Write `text` to `path` without ever leaving half a file or destroying a special file."""
+def write_text_atomic(path: str | Path, text: str | Iterable[str]) -> None:
+    """Write `text` to `path` without ever leaving half a file or destroying a special file.
+    `text` may come in pieces (an iterable of str), written as they come: a 470 MB fleet report
+    is then never held whole, once as text and once more as bytes."""
     given = Path(path)
     try:
         st = os.stat(given)  # follows links, /proc's magic ones too (/dev/stdout into a pipe)
@@ -87,35 +89,38 @@ def write_text_atomic(path: str | Path, text: str) -> None:
         raise WriteFailed(given, "it is a folder", errno.EISDIR)
     if st is not None and stat.S_ISSOCK(st.st_mode):
         raise WriteFailed(given, "it is a socket", errno.ENXIO)
-    data = text.encode("utf-8")
+    pieces = (text.encode("utf-8"),) if isinstance(text, str) else (piece.encode("utf-8") for piece in text)
     if st is not None and not stat.S_ISREG(st.st_mode):
-        _write_in_place(given, given, data)
+        _write_in_place(given, given, pieces)
     else:
-        _replace(given, final_target(given), data, st)
+        _replace(given, final_target(given), pieces, st)
 
 
-def _write_in_place(given: Path, target: Path, data: bytes) -> None:
+def _write_in_place(given: Path, target: Path, pieces: Iterable[bytes]) -> None:
     """Device nodes and FIFOs: write through, as `cat > /dev/null` does."""
     try:
         fd = os.open(target, os.O_WRONLY | os.O_CLOEXEC)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
+            for data in pieces:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
         finally:
             os.close(fd)
     except OSError as err:
         raise WriteFailed(given, os_error_reason(err), err.errno) from None
 
 
-def _replace(given: Path, target: Path, data: bytes, old: os.stat_result | None) -> None:
-    """Temp file in the same folder, then os.replace; the temp file is removed on any failure."""
+def _replace(given: Path, target: Path, pieces: Iterable[bytes], old: os.stat_result | None) -> None:
+    """Temp file in the same folder, then os.replace; the temp file is removed on any failure
+    (an exception while the pieces are made too)."""
     tmp: str | None = None
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            for data in pieces:
+                handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         if old is not None:

@@ -374,7 +374,7 @@ def run_fleet(opts: FleetOptions, suite_args: list[str], say: Callable[[str], No
 
 def fleet_validate(opts: FleetOptions, suite_args: list[str]) -> int:
     """The whole fleet run: outcomes, table, report files; 0 only if every host is ready."""
-    from gpuenv.fleet.report import write_reports
+    from gpuenv.fleet.report import cycles_uncollected, write_reports
     from gpuenv.fleet.report.analysis import analyse
     from gpuenv.fleet.report.terminal import render_table
     from validate.judge.peaks import load_peaks
@@ -388,7 +388,8 @@ def fleet_validate(opts: FleetOptions, suite_args: list[str]) -> int:
     if opts.from_reports:
         from gpuenv.fleet.collected import read_report_folder
 
-        outcomes = read_report_folder(opts.from_reports)
+        with cycles_uncollected():
+            outcomes = read_report_folder(opts.from_reports)
         show(f"read {len(outcomes)} host report(s) from {opts.from_reports}", flush=True)
     else:
         try:
@@ -400,9 +401,10 @@ def fleet_validate(opts: FleetOptions, suite_args: list[str]) -> int:
             signal_name, code = (err.signal_name, err.exit_code) if isinstance(err, Terminated) else ("Ctrl-C", 130)
             done = getattr(err, "cleanup", None) or "nothing had been started on any host"
             raise Exit(f"gpuenv: interrupted ({signal_name}): {done}; no fleet report was written", code=code) from None
-    fleet = analyse(outcomes, load_peaks(), baseline_models, outlier_floor=opts.outlier_floor)
-    show()
-    show(render_table(fleet, verbose=opts.verbose))
-    for path in write_reports(fleet, json_path=opts.json, junit_path=opts.junit, html_path=opts.report):
-        show(f"written: {path}")
+    with cycles_uncollected():
+        fleet = analyse(outcomes, load_peaks(), baseline_models, outlier_floor=opts.outlier_floor)
+        show()
+        show(render_table(fleet, verbose=opts.verbose))
+        for path in write_reports(fleet, json_path=opts.json, junit_path=opts.junit, html_path=opts.report):
+            show(f"written: {path}")
     return 0 if fleet.ready else 1

@@ -14,7 +14,6 @@ from gpuenv.cli.common import (
     user_errors,
 )
 from gpuenv.cli.config import mirror_map
-from gpuenv.progress import format_size
 from gpuenv.stack import lock_platforms
 
 _BUILD_HELP = {
@@ -148,6 +147,8 @@ def build(
         remember_stack(stack, request, "build", plan.lock.path, report.say)
     image = result.image
     first = f"unchanged: reused {image.id} (same lock and inputs: every step came from the build cache)" if result.reused else f"built {image.id}"
+    from gpuenv.progress import format_size
+
     lines = [first, f"tags: {', '.join(plan.tags)}", f"size: {format_size(image.size)}", f"builder: {result.builder}"]
     if result.removed:
         lines.append(f"removed the image the tags replaced: {', '.join(i.removeprefix('sha256:')[:12] for i in result.removed)}")
@@ -252,6 +253,8 @@ def images(c):
     if not found:
         show("no gpuenv images: build one with invoke build --cuda <version>|cpu")
         return
+    from gpuenv.progress import format_size
+
     rows = []
     for img in found:
         labels = img.labels

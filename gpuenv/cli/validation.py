@@ -15,10 +15,8 @@ from typing import Callable
 from invoke.exceptions import Exit
 
 from gpuenv.cli.common import show, OUTPUT_HELP, STACK_HELP, STACK_OPTIONS, image_or_stack, is_dry, stack_options, task, team_settings, user_errors
-from gpuenv.engine import WORKDIR_IN_CONTAINER  # cheap: engine imports the Docker SDK lazily
 from gpuenv.errors import BadInput
 from validate.options import SUITE_OPTIONS, command_line
-from validate.report.record import HOST_PATHS_VARIABLE
 
 
 #: The suite baked into every image (docker/Dockerfile: COPY validate/ /opt/gpuenv/validate/). Run
@@ -93,6 +91,8 @@ class ReportPaths:
         self.shown: dict[str, str] = {}
 
     def __call__(self, path: str) -> str:
+        from gpuenv.engine.containers import WORKDIR_IN_CONTAINER  # here: the engine package costs every command's start
+
         resolved = Path(path).expanduser().resolve()
         try:
             inside = f"{WORKDIR_IN_CONTAINER}/{resolved.relative_to(self.workdir).as_posix()}"
@@ -188,6 +188,8 @@ def validate(
             return
         gpus = gpus or ("none" if cpu else "all")
         show(f"validating in {name}, GPUs: {gpus}", flush=True)
+        from validate.report.record import HOST_PATHS_VARIABLE  # here: the suite's report writer costs every command's start
+
         shown = {"env": {HOST_PATHS_VARIABLE: jsonlib.dumps(reports.shown)}} if reports.shown else {}
         code = Engine.local().run_container(ref, ["python", SUITE_IN_IMAGE, *args], gpus=gpus, workdir_mount=workdir,
                                             mounts=reports.mounts, **shown)

@@ -17,6 +17,25 @@ def test_list_shows_the_tasks(invoke_cli):
         assert name in out.stdout
 
 
+#: What no command's start may import: every command (`invoke --list` too) loads tasks.py, and
+#: these cost a tenth of a second or more between them (the engine package, the suite's report
+#: writer and judges, the XML parser, the progress view), or far more (docker, matplotlib).
+NOT_AT_START = ("gpuenv.engine", "gpuenv.progress", "validate.report.record", "validate.judge", "xml.etree",
+                "docker", "paramiko", "matplotlib", "torch", "tensorflow", "conda_lock")
+
+
+def test_loading_the_tasks_imports_nothing_heavy():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    code = "import sys, tasks; print(' '.join(sorted(sys.modules)))"
+    loaded = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True).stdout.split()
+    heavy = [m for m in loaded if m.startswith(NOT_AT_START)]
+    assert heavy == [] and "gpuenv.cli.validation" in loaded
+
+
 def test_resolve_json_has_the_contract_keys(invoke_cli):
     out = invoke_cli("resolve", "--cuda", "12.1", "--torch", "2.1", "--python", "3.11", "--json")
     assert out.returncode == 0, out.stderr

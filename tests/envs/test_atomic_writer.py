@@ -181,3 +181,35 @@ def test_dev_stdout_into_a_pipe_is_written_through(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "to the pipe\n"
+
+
+def test_text_in_pieces_is_written_as_it_comes_and_a_failing_maker_leaves_the_old_file(tmp_path):
+    path = tmp_path / "fleet.json"
+    path.write_text("old\n")
+    made: list[int] = []
+
+    def pieces():
+        for n in range(3):
+            made.append(n)
+            yield f"piece {n}\n"
+
+    write_text_atomic(path, pieces())
+    assert path.read_text() == "piece 0\npiece 1\npiece 2\n" and made == [0, 1, 2]
+
+    def broken():
+        yield "half of a report\n"
+        raise RuntimeError("the renderer failed")
+
+    with pytest.raises(RuntimeError):
+        write_text_atomic(path, broken())
+    assert path.read_text() == "piece 0\npiece 1\npiece 2\n"  # never half a file
+    assert [p.name for p in tmp_path.iterdir()] == ["fleet.json"]  # and no temp file left
+
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    write_text_atomic(fifo, iter(["a", "b\n"]))  # a FIFO is written through, piece by piece
+    reader.join(10)
+    assert got == [b"ab\n"]

@@ -267,6 +267,36 @@ def test_html_plot_size_does_not_grow_with_the_fleet():
         assert len(b) < 3 * len(a)
 
 
+def test_html_grows_by_a_short_row_per_ready_host_and_opens_only_the_worst_hosts(monkeypatch):
+    """At 100,000 GPUs the page must stay small and a browser must open it at once: a ready host
+    adds one short row (its checks in one cell; was ten cells, ~300 bytes), and only the worst
+    hosts that are not ready are laid out open (855 open hosts took Chromium 7 s)."""
+    from gpuenv.fleet.report import htmlreport
+
+    def fleet_of(ready: int, slow: int) -> list[HostOutcome]:
+        outs = []
+        for h in range(ready + slow):
+            figures = [(gpu(i, host=h), (350.0 if h >= ready and i == 0 else 700.0) + (h + i) % 7, 3000.0) for i in range(8)]
+            outs.append(HostOutcome(f"n{h:05d}", READY, report=gpu_report(figures)))
+        return outs[::-1]  # not in name order
+
+    small, large = render_html(analyse(fleet_of(100, 30), PEAKS)), render_html(analyse(fleet_of(300, 30), PEAKS))
+    ready = large[large.index('id="fleet-ready"'):]
+    assert ready.count('<tr class="ready">') == 300 and (len(large) - len(small)) / 200 < 160
+    names = re.findall(r'<tr class="ready"><td>([^<]+)</td>', ready)
+    assert names == sorted(names)  # by name, so that one host is found
+    details = large[large.index('id="fleet-not-ready-details"'):large.index('id="fleet-ready"')]
+    assert details.count('<details class="host" open>') == htmlreport.OPEN_DETAILS == 20
+    assert details.count('<details class="host">') == 10
+    assert details.count("<td") < 30 * 30  # three cells a GPU (was one per area: 80 a host), so the page is light to build
+    assert "<td>0 NVIDIA H100 80GB HBM3" in details and '<span class="outlier">matmul bf16 TFLOPS 3' in details
+
+    monkeypatch.setattr(htmlreport, "MAX_DETAILS", 25)
+    capped = render_html(analyse(fleet_of(10, 30), PEAKS))
+    assert capped.count('<details class="host"') == 25 and capped.count('<tr class="bad"') == 30
+    assert "5 more host(s) that are not ready: each is named with its reason in the table above" in capped
+
+
 def test_html_without_gpus_says_there_is_nothing_to_plot():
     page = render_html(analyse([HostOutcome("h", READY, report=cpu_report())], PEAKS))
     assert "<svg" not in page and "No GPU in this fleet reported matmul bf16 TFLOPS" in page

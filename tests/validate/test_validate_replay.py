@@ -406,3 +406,25 @@ def test_xml_mig_devices_with_and_without_uuids():
     assert [(m.uuid, m.multiprocessor_count, m.memory_total_bytes) for m in gpu.mig_devices] == [
         ("MIG-aaaaaaaa-0000-0000-0000-000000000000", 42, 19968 * 2**20), ("MIG-unrecorded-gpu0-instance1", None, 9728 * 2**20),
     ]
+
+
+def test_a_replayed_capture_is_parsed_once(monkeypatch, tmp_path):
+    """`python -m validate --replay` checks the capture before pytest starts, then the session
+    judges it: one parse, handed over once; a later load, or a changed file, parses again."""
+    from validate import cli
+    from validate.host import capture
+
+    parsed: list[str] = []
+    real = capture.parse_capture
+    monkeypatch.setattr(capture, "parse_capture", lambda text, source="capture": parsed.append(source) or real(text, source))
+    args, _ = cli.parse_args(["--replay", str(H100)])
+    assert cli.preflight(args) is None and parsed == [str(H100)]
+    first = load_capture(str(H100))  # as the session loads it
+    assert parsed == [str(H100)] and len(first["devices"]) == 8
+    assert load_capture(str(H100)) is not first and len(parsed) == 2  # no second reader shares it
+
+    copy = tmp_path / "h100.xml"
+    copy.write_bytes(H100.read_bytes())
+    load_capture(str(copy), keep=True)
+    copy.write_text(H100.read_text().replace("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", 1))
+    assert load_capture(str(copy))["devices"][0]["nvmlDeviceGetName"] == "NVIDIA H100 PCIe" and len(parsed) == 4

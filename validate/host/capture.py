@@ -493,14 +493,29 @@ def parse_capture(text: str, source: str = "capture") -> dict[str, Any]:
     return terminal_safe(parse_text(text, source))
 
 
-def load_capture(path: str | Path) -> dict[str, Any]:
+#: A capture parsed for a reader that is not its last, as (source, text, recording): `python -m
+#: validate --replay FILE` checks the file before pytest starts (a bad one is one line, not a
+#: usage error) and the session then judges it. An 8-GPU capture took 0.4 s to parse, twice.
+_kept: list[tuple[str, str, dict[str, Any]]] = []
+
+
+def load_capture(path: str | Path, *, keep: bool = False) -> dict[str, Any]:
     """Read a capture file through the one bounded reader (validate.files); every way it is
-    unusable is a CaptureError naming the file."""
+    unusable is a CaptureError naming the file. With `keep` (a check that only looks at it), the
+    recording is also kept for the next load of the same unchanged file, which takes it: later
+    loads parse again, so no two sessions share one mutable recording."""
     try:
         text = read_text_input(path, MAX_CAPTURE_BYTES)
     except InputRefused as err:
         raise CaptureError(f"{path}: {err}: give an nvidia-smi -q -x capture or a gpuenv recording (python -m validate --record DIR)") from None
-    return parse_capture(text, str(path))
+    if _kept:
+        source, kept_text, recording = _kept.pop()
+        if source == str(path) and kept_text == text:  # the same file, unchanged since it was checked
+            return recording
+    recording = parse_capture(text, str(path))
+    if keep:
+        _kept.append((str(path), text, recording))
+    return recording
 
 
 # --- compute capability by product name (captures do not hold it) --------------------------

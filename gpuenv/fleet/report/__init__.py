@@ -14,18 +14,40 @@ Only `write_reports` here touches the disk.
 
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
+from typing import Iterator
+
 from gpuenv.fleet.report.analysis import Fleet
 from gpuenv.fleet.report.htmlreport import render_html
-from gpuenv.fleet.report.jsonreport import render_json
-from gpuenv.fleet.report.junitreport import render_junit
+from gpuenv.fleet.report.jsonreport import iter_json
+from gpuenv.fleet.report.junitreport import iter_junit
 from validate.files import write_text_atomic
 
 
 def write_reports(fleet: Fleet, *, json_path: str | None = None, junit_path: str | None = None, html_path: str | None = None) -> list[str]:
-    """Write the asked-for files atomically; returns the paths written."""
+    """Write the asked-for files atomically; returns the paths written. JSON and JUnit are written
+    host by host as they are made (at 100,000 GPUs fleet.json is about 470 MB)."""
     written = []
-    for path, render in ((json_path, render_json), (junit_path, render_junit), (html_path, render_html)):
+    for path, render in ((json_path, iter_json), (junit_path, iter_junit), (html_path, render_html)):
         if path:
             write_text_atomic(path, render(fleet))
             written.append(path)
     return written
+
+
+@contextmanager
+def cycles_uncollected() -> Iterator[None]:
+    """Python's cycle collector paused while a fleet's reports are read, analysed and rendered.
+
+    That work makes millions of objects that all stay alive until the report is written (a
+    12,500-host folder holds 1.1 million checks), and no cycles: each full collection walks every
+    one of them again for nothing, a quarter of the time at that size. Reference counting still
+    frees everything as usual; collection resumes (and catches up) on the way out."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from gpuenv.fleet.outcome import HostOutcome
 from gpuenv.fleet.report.analysis import Fleet, Row
@@ -88,12 +88,17 @@ def _strict(value: Any) -> str:
         return json.dumps(_finite(value), allow_nan=False)
 
 
+def iter_json(fleet: Fleet) -> Iterator[str]:
+    """fleet.json's text in pieces, one host at a time (write_reports writes them as they come,
+    so a 100,000-GPU report is never held whole)."""
+    head = _strict(_json_head(fleet))
+    yield head[:-1] + ', "hosts": {\n'
+    for n, (key, entry) in enumerate(_json_hosts(fleet)):
+        yield (",\n" if n else "") + f"{json.dumps(key)}: {_strict(entry)}"
+    yield "\n}}\n"
+
+
 def render_json(fleet: Fleet) -> str:
     """fleet.json's text, build_json's content with one host per line: strict JSON (no bare NaN or
     Infinity), encoded host by host so its cost and memory stay linear."""
-    head = _strict(_json_head(fleet))
-    lines = [head[:-1] + ', "hosts": {']
-    hosts = [f"{json.dumps(key)}: {_strict(entry)}" for key, entry in _json_hosts(fleet)]
-    lines.append(",\n".join(hosts))
-    lines.append("}}")
-    return "\n".join(lines) + "\n"
+    return "".join(iter_json(fleet))
