@@ -46,10 +46,25 @@ def _install(backend: str, folder: Path, channel: Path, wheels: Path, stack):
     return folder / "prefix"
 
 
-@pytest.fixture(scope="module", params=["conda-lock", "uv"])
-def prefix(request, tmp_path_factory, conda_channel, standin_wheels, cpu_stack, pypi):
-    folder = tmp_path_factory.mktemp(f"verify-{request.param}")
-    return request.param, _install(request.param, folder, conda_channel, standin_wheels, cpu_stack)
+def _made(backend: str, tmp_path_factory, conda_channel, standin_wheels, cpu_stack) -> tuple[str, Path]:
+    folder = tmp_path_factory.mktemp(f"verify-{backend}")
+    return backend, _install(backend, folder, conda_channel, standin_wheels, cpu_stack)
+
+
+@pytest.fixture(scope="module")
+def conda_prefix(tmp_path_factory, conda_channel, standin_wheels, cpu_stack, pypi):
+    return _made("conda-lock", tmp_path_factory, conda_channel, standin_wheels, cpu_stack)
+
+
+@pytest.fixture(scope="module")
+def uv_prefix(tmp_path_factory, conda_channel, standin_wheels, cpu_stack, pypi):
+    return _made("uv", tmp_path_factory, conda_channel, standin_wheels, cpu_stack)
+
+
+@pytest.fixture(params=["conda-lock", "uv"])
+def prefix(request):
+    """Each path's prefix, each installed once per module."""
+    return request.getfixturevalue("conda_prefix" if request.param == "conda-lock" else "uv_prefix")
 
 
 def _verify(path: Path):
@@ -71,22 +86,23 @@ def test_a_fresh_prefix_is_intact_and_compared_with_its_lock(prefix):
         }
 
 
+#: Each change on each prefix it applies to: a uv prefix holds no conda package.
+CHANGES = [("conda_prefix", t) for t in TAMPERS + CONDA_TAMPERS] + [("uv_prefix", t) for t in TAMPERS]
+
+
 @pytest.mark.parametrize(
-    "tamper", TAMPERS + CONDA_TAMPERS, ids=lambda t: t.name + " " + t.path.rsplit("/", 1)[-1]
+    "which, tamper", CHANGES, ids=[f"{w} {t.name} {t.path.rsplit('/', 1)[-1]}" for w, t in CHANGES]
 )
-def test_each_change_fails_the_prefix_naming_the_file(prefix, tamper, tmp_path):
-    backend, path = prefix
-    if tamper in CONDA_TAMPERS and backend == "uv":
-        pytest.skip("a uv prefix holds no conda package")
+def test_each_change_fails_the_prefix_naming_the_file(request, which, tamper, tmp_path):
+    _backend, path = request.getfixturevalue(which)
     with tampered(path, tamper):
         verdict = _verify(path)
     assert not verdict.ok and named(verdict, tamper), [p.line() for p in verdict.problems]
 
 
-def test_the_task_exits_1_names_the_file_and_writes_the_json(prefix, tmp_path):
-    backend, path = prefix
-    if backend != "uv":
-        pytest.skip("the task's output is the same for both paths; once is enough")
+def test_the_task_exits_1_names_the_file_and_writes_the_json(uv_prefix, tmp_path):
+    """On the uv prefix: the task's output is the same for both paths."""
+    _backend, path = uv_prefix
     report = tmp_path / "verdict.json"
     with tampered(path, TAMPERS[2]):
         proc = subprocess.run(
@@ -145,13 +161,9 @@ def _suite_row(prefix: Path, *extra: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("quick", [False, True], ids=["full", "quick"])
-def test_the_suite_row_passes_a_fresh_prefix_and_fails_a_changed_one(prefix, tmp_path, quick):
-    backend, path = prefix
-    if backend != "uv":
-        pytest.skip(
-            "run on the uv prefix only: the row is the judge the conda prefix's tests "
-            "above already prove"
-        )
+def test_the_suite_row_passes_a_fresh_prefix_and_fails_a_changed_one(uv_prefix, tmp_path, quick):
+    """On the uv prefix: the row is the judge the conda prefix's tests above already prove."""
+    _backend, path = uv_prefix
     extra = ("--quick",) if quick else ()
     proc = _suite_row(path, *extra)
     assert (

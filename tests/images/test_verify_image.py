@@ -25,16 +25,28 @@ pytestmark = [pytest.mark.docker, pytest.mark.network]
 ENV = "/opt/gpuenv/env"
 
 
-@pytest.fixture(scope="module", params=["conda-lock", "uv"])
-def built(
-    request, tmp_path_factory, base_image, bare_base_image, conda_channel, standin_wheels, cpu_stack
-):
-    """One image per path, with its lock folder; removed at the end of the module."""
+@pytest.fixture(scope="module")
+def conda_image(tmp_path_factory, base_image, bare_base_image, conda_channel, standin_wheels, cpu_stack):
+    yield from _building("conda-lock", tmp_path_factory, base_image, bare_base_image, conda_channel, standin_wheels, cpu_stack)
+
+
+@pytest.fixture(scope="module")
+def uv_image(tmp_path_factory, base_image, bare_base_image, conda_channel, standin_wheels, cpu_stack):
+    yield from _building("uv", tmp_path_factory, base_image, bare_base_image, conda_channel, standin_wheels, cpu_stack)
+
+
+@pytest.fixture(params=["conda-lock", "uv"])
+def built(request):
+    """Each path's image, each built once per module."""
+    return request.getfixturevalue("conda_image" if request.param == "conda-lock" else "uv_image")
+
+
+def _building(backend, tmp_path_factory, base_image, bare_base_image, conda_channel, standin_wheels, cpu_stack):
+    """One image of `backend`'s path, with its lock folder; removed at the end of the module."""
     from gpuenv.engine import Engine
     from gpuenv.envs.locking import ensure_lock
     from gpuenv.images import plan as images
 
-    backend = request.param
     folder = tmp_path_factory.mktemp(f"verify-image-{backend}")
     os.environ["GPUENV_LOCKS_DIR"] = str(folder / "locks")
     os.environ["GPUENV_CACHE_DIR"] = str(folder / "cache")
@@ -143,15 +155,17 @@ def test_a_fresh_image_is_intact_without_running_it(built):
     assert dockercases.containers_created_since(since, ancestor=image) == []
 
 
+#: Each change on each image it applies to: a uv image holds no conda package.
+CHANGES = [("conda_image", t) for t in TAMPERS + CONDA_TAMPERS] + [("uv_image", t) for t in TAMPERS]
+
+
 @pytest.mark.parametrize(
-    "tamper", TAMPERS + CONDA_TAMPERS, ids=lambda t: t.name + " " + t.path.rsplit("/", 1)[-1]
+    "which, tamper", CHANGES, ids=[f"{w} {t.name} {t.path.rsplit('/', 1)[-1]}" for w, t in CHANGES]
 )
-def test_each_change_fails_the_image_naming_the_file(built, tamper):
+def test_each_change_fails_the_image_naming_the_file(request, which, tamper):
     from gpuenv.engine import Engine
 
-    backend, image, lock_dir = built
-    if tamper in CONDA_TAMPERS and backend == "uv":
-        pytest.skip("a uv image holds no conda package")
+    _backend, image, lock_dir = request.getfixturevalue(which)
     copy = _tampered(image, tamper)
     try:
         verdict = _verify(copy, lock_dir)
@@ -160,14 +174,13 @@ def test_each_change_fails_the_image_naming_the_file(built, tamper):
         dockercases.remove_image(Engine.local(), copy)
 
 
-def test_the_task_checks_an_image_by_reference_exits_1_and_writes_the_json(built, tmp_path):
+def test_the_task_checks_an_image_by_reference_exits_1_and_writes_the_json(conda_image, tmp_path):
+    """On the conda image: the task's side is the same for both paths."""
     from pathlib import Path
 
     from gpuenv.engine import Engine
 
-    backend, image, lock_dir = built
-    if backend != "conda-lock":
-        pytest.skip("the task's side is the same for both paths; once is enough")
+    _backend, image, lock_dir = conda_image
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "GPUENV_LOCKS_DIR": str(lock_dir.parent)}
     proc = subprocess.run(
