@@ -31,6 +31,8 @@ def short_bounds(monkeypatch):
     monkeypatch.setattr(conda, "CHILD_TIMEOUT_S", 60)
     monkeypatch.setattr(conda, "DOWNLOAD_STALL_S", 3, raising=False)
     monkeypatch.setattr(conda, "MAX_PACKAGE_BYTES", 8 << 20, raising=False)
+    # an endless repodata.json on loopback writes GBs a second: the test's cap keeps its disk small
+    monkeypatch.setattr(conda, "MAX_REPODATA_BYTES", 64 << 20, raising=False)
 
 
 @pytest.mark.parametrize("mode", [SILENT, ENDLESS, TRICKLE])
