@@ -65,7 +65,7 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/validate/test_validate_nvml_synthetic.py",
     ),
     "docker": (
-        "tests/test_engine_owner.py",
+        "tests/test_owners.py",
         "tests/images/test_images_unit.py",
         "tests/engine/test_engine_causes.py",
     ),

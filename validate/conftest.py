@@ -68,7 +68,7 @@ def exclusive_first(items: list[Any], isolated: Callable[[Any], bool], first: Ca
 #: Fixtures that need a framework running on the host itself: a replayed host cannot give them.
 FRAMEWORK_FIXTURES = frozenset({"torch", "tf_info", "cuda_device"})
 #: Checks about this process and machine (its environment, its /dev/shm), not the recorded host.
-LOCAL_CHECKS = frozenset({"test_device_order", "test_shared_memory", "test_stack_matches_image_labels"})
+LOCAL_CHECKS = frozenset({"test_device_order", "test_shared_memory", "test_stack_matches_image_labels", "test_environment_intact"})
 
 
 def needs_this_host(item: pytest.Item) -> str | None:
