@@ -28,8 +28,15 @@ from gpuenv.images import plan as images  # noqa: E402
 from gpuenv.stack import Stack  # noqa: E402
 
 CPU = Stack(
-    cuda="cpu", cuda_version=None, min_driver=None, base_image="ubuntu:22.04", python="3.11", framework="torch",
-    framework_version="2.13.0", wheel_variant="cpu", index_url="https://download.pytorch.org/whl/cpu",
+    cuda="cpu",
+    cuda_version=None,
+    min_driver=None,
+    base_image="ubuntu:22.04",
+    python="3.11",
+    framework="torch",
+    framework_version="2.13.0",
+    wheel_variant="cpu",
+    index_url="https://download.pytorch.org/whl/cpu",
     pip_requirement="torch==2.13.0+cpu",
 )
 
@@ -41,10 +48,17 @@ def lock_dir(d: Path, six: bytes, torch: bytes) -> Path:
         f"six==1.17.0 \\\n    --hash=sha256:{hashlib.sha256(six).hexdigest()}\n"
         f"torch==2.13.0+cpu \\\n    --hash=sha256:{hashlib.sha256(torch).hexdigest()}\n"
     )
-    lockdir.write_metadata(d, lockdir.LockMetadata(
-        stack=CPU, backend="uv", input_hash="b" * 64, lock_sha256=lockdir.file_sha256(d / "requirements.lock.txt"),
-        platforms=("linux-64",), source="benchmarks/build_context.py",
-    ))
+    lockdir.write_metadata(
+        d,
+        lockdir.LockMetadata(
+            stack=CPU,
+            backend="uv",
+            input_hash="b" * 64,
+            lock_sha256=lockdir.file_sha256(d / "requirements.lock.txt"),
+            platforms=("linux-64",),
+            source="benchmarks/build_context.py",
+        ),
+    )
     return d
 
 
@@ -71,7 +85,13 @@ def measure(others: int, work: Path) -> tuple[float, int]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--others", type=int, nargs="+", default=[5000, 50000], help="unrelated wheels in the wheelhouse")
+    parser.add_argument(
+        "--others",
+        type=int,
+        nargs="+",
+        default=[5000, 50000],
+        help="unrelated wheels in the wheelhouse",
+    )
     args = parser.parse_args()
     if any(n < 0 for n in args.others):
         parser.error("--others: counts are 0 or more")

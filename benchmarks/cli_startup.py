@@ -37,7 +37,10 @@ def run_once(root: Path, args: list[str]) -> tuple[float, float]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     # as an installed gpuenv runs: its bytecode cached (PYTHONDONTWRITEBYTECODE would compile every module each time)
-    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}, "PYTHONPATH": str(root)}
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+        "PYTHONPATH": str(root),
+    }
     subprocess.run([sys.executable, *args], cwd=root, check=True, capture_output=True, env=env)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -50,14 +53,18 @@ def heavy_imports() -> list[str]:
         "resolve_stack(request_for_host(cuda='12.1'));"
         f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True, text=True
+    )
     return [m for m in out.stdout.strip().split(",") if m]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--compare", metavar="DIR", help="also time the checkout in DIR, interleaved with this one")
+    parser.add_argument(
+        "--compare", metavar="DIR", help="also time the checkout in DIR, interleaved with this one"
+    )
     args = parser.parse_args()
     roots = ([("before", Path(args.compare).resolve())] if args.compare else []) + [("this", ROOT)]
     times: dict[tuple[str, str], list[tuple[float, float]]] = {}
@@ -68,7 +75,9 @@ def main() -> None:
         for label, (_, argv) in CASES.items():
             for code, root in roots if argv[0] == "-m" else roots[-1:]:
                 times.setdefault((label, code), []).append(run_once(root, argv))
-    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; medians of {args.repeats} interleaved runs")
+    print(
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; medians of {args.repeats} interleaved runs"
+    )
     print(f"{'command':38} {'code':6} {'wall s':>7} {'CPU s':>7} {'x bare':>7}  goal")
     bare_wall = statistics.median(w for w, _ in times[(next(iter(CASES)), "this")])
     bare_cpu = statistics.median(c for _, c in times[(next(iter(CASES)), "this")])
@@ -77,7 +86,11 @@ def main() -> None:
         goal = CASES[label][0]
         # the goal is a calm machine's wall time; here, a command's own cost (less the bare start,
         # which the load stretches alike) is judged by CPU seconds on top of a calm bare start
-        verdict = "" if goal is None else f"< {goal:g} s: CPU {'met' if cpu - bare_cpu + 0.03 < goal else 'NOT met'}"
+        verdict = (
+            ""
+            if goal is None
+            else f"< {goal:g} s: CPU {'met' if cpu - bare_cpu + 0.03 < goal else 'NOT met'}"
+        )
         print(f"{label:38} {code:6} {wall:7.3f} {cpu:7.3f} {wall / bare_wall:7.1f}  {verdict}")
     print("heavy modules imported on the resolve path:", ", ".join(heavy_imports()) or "none")
 

@@ -19,32 +19,55 @@ sys.path.insert(0, str(ROOT))
 
 from gpuenv.cli.configfiles import ConfigFileError, load_file  # noqa: E402
 
-BOMB = "".join(['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n']
-               + [f"{c}: &{c} [{','.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi")])
+BOMB = "".join(
+    ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n']
+    + [f"{c}: &{c} [{','.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi")]
+)
 DEEP = "a0: &a0 [x, x]\n" + "".join(f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}]\n" for i in range(1, 31))
 
 
 def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        hosts = "".join(f"    - ssh://gpu@node{i:05d}.cluster.example.com:22\n" for i in range(15000))
+        hosts = "".join(
+            f"    - ssh://gpu@node{i:05d}.cluster.example.com:22\n" for i in range(15000)
+        )
         big = folder / "invoke.yaml"
         big.write_text("gpuenv:\n  cuda: cpu\n  fleet:\n    hosts:\n" + hosts)
         started = time.perf_counter()
         load_file(str(big))
-        print(f"plain {big.stat().st_size / 1000:.0f} KB file, loader      {time.perf_counter() - started:7.3f} s")
+        print(
+            f"plain {big.stat().st_size / 1000:.0f} KB file, loader      {time.perf_counter() - started:7.3f} s"
+        )
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "gpuenv.cli.program", "resolve", "--json"], cwd=folder, check=True, capture_output=True,
-                       env={"PYTHONPATH": str(ROOT), "HOME": tmp, "PATH": "/usr/bin:/bin"})
-        print(f"plain {big.stat().st_size / 1000:.0f} KB file, gpuenv resolve {time.perf_counter() - started:7.3f} s")
+        subprocess.run(
+            [sys.executable, "-m", "gpuenv.cli.program", "resolve", "--json"],
+            cwd=folder,
+            check=True,
+            capture_output=True,
+            env={"PYTHONPATH": str(ROOT), "HOME": tmp, "PATH": "/usr/bin:/bin"},
+        )
+        print(
+            f"plain {big.stat().st_size / 1000:.0f} KB file, gpuenv resolve {time.perf_counter() - started:7.3f} s"
+        )
         wide = folder / "wide"
         wide.mkdir()
-        (wide / "invoke.yaml").write_text("gpuenv:\n  cuda: cpu\nextra:\n" + "".join(f"  key{i:06d}: value number {i} with some padding\n" for i in range(14000)))
+        (wide / "invoke.yaml").write_text(
+            "gpuenv:\n  cuda: cpu\nextra:\n"
+            + "".join(f"  key{i:06d}: value number {i} with some padding\n" for i in range(14000))
+        )
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "gpuenv.cli.program", "resolve", "--json"], cwd=wide, check=True, capture_output=True,
-                       env={"PYTHONPATH": str(ROOT), "HOME": tmp, "PATH": "/usr/bin:/bin"})
+        subprocess.run(
+            [sys.executable, "-m", "gpuenv.cli.program", "resolve", "--json"],
+            cwd=wide,
+            check=True,
+            capture_output=True,
+            env={"PYTHONPATH": str(ROOT), "HOME": tmp, "PATH": "/usr/bin:/bin"},
+        )
         size = (wide / "invoke.yaml").stat().st_size / 1000
-        print(f"{size:.0f} KB file, a 14,000-key section, gpuenv resolve {time.perf_counter() - started:7.3f} s  (Invoke's own env crawl: ~12 s)")
+        print(
+            f"{size:.0f} KB file, a 14,000-key section, gpuenv resolve {time.perf_counter() - started:7.3f} s  (Invoke's own env crawl: ~12 s)"
+        )
         for name, text in (("alias bomb", BOMB), ("2**30 values", DEEP)):
             path = folder / f"{name.replace(' ', '-').replace('*', '')}.yaml"
             path.write_text(text)

@@ -39,24 +39,44 @@ def main_job(readme: Path) -> tuple[list[str], list[str]]:
     section = readme.read_text().split("## Quickstart", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
     if len(blocks) < 2:
-        raise SystemExit(f"{readme}: the quickstart has no main-job block (expected the second ```bash block)")
+        raise SystemExit(
+            f"{readme}: the quickstart has no main-job block (expected the second ```bash block)"
+        )
     commands = [shlex.split(part) for part in blocks[1].strip().split("&&")]
     build = next((c for c in commands if c[:2] == ["invoke", "build"]), None)
     validate = next((c for c in commands if c[:2] == ["invoke", "validate"]), None)
     if build is None or validate is None:
-        raise SystemExit(f"{readme}: the main job has no `invoke build` and `invoke validate`: {blocks[1].strip()}")
+        raise SystemExit(
+            f"{readme}: the main job has no `invoke build` and `invoke validate`: {blocks[1].strip()}"
+        )
     return build, validate
 
 
 def timed(name: str, argv: list[str], cwd: Path) -> dict:
     """Run `invoke ARGS` (argv[0] is "invoke") with this Python, as the user's shell would."""
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}", "PYTHONPATH": str(cwd)}
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYTHONPATH": str(cwd),
+    }
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "invoke", *argv[1:]], cwd=cwd, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "invoke", *argv[1:]],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     seconds = time.perf_counter() - started
     out = done.stdout + done.stderr
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    step = {"step": name, "command": shlex.join(argv), "seconds": round(seconds, 1), "exit": done.returncode, "load": load}
+    step = {
+        "step": name,
+        "command": shlex.join(argv),
+        "seconds": round(seconds, 1),
+        "exit": done.returncode,
+        "load": load,
+    }
     steps = re.findall(r"^Step \d+/(\d+)", out, flags=re.M)
     if steps:
         step["builder steps"] = int(steps[-1])
@@ -71,32 +91,51 @@ def timed(name: str, argv: list[str], cwd: Path) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--checkout", default=str(REPO), help="the checkout to run in (default: this one)")
-    parser.add_argument("--skip", action="append", default=[], choices=["build-cold", "build-warm", "validate", "run", "run-bare"],
-                        help="leave a step out (repeatable)")
+    parser.add_argument(
+        "--checkout", default=str(REPO), help="the checkout to run in (default: this one)"
+    )
+    parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        choices=["build-cold", "build-warm", "validate", "run", "run-bare"],
+        help="leave a step out (repeatable)",
+    )
     parser.add_argument("--json", help="write the times here")
     args = parser.parse_args()
     checkout = Path(args.checkout).resolve()
     build, validate = main_job(checkout / "README.md")
     wheelhouse = build[build.index("--wheelhouse") + 1] if "--wheelhouse" in build else None
     if wheelhouse and not any((checkout / wheelhouse).glob("*.whl")):
-        print(f"{checkout / wheelhouse} holds no wheels: run the set-up's wheelhouse step first "
-              "(GPUENV_SETUP_STEPS=wheelhouse bash scripts/setup.sh)", file=sys.stderr)
+        print(
+            f"{checkout / wheelhouse} holds no wheels: run the set-up's wheelhouse step first "
+            "(GPUENV_SETUP_STEPS=wheelhouse bash scripts/setup.sh)",
+            file=sys.stderr,
+        )
         return 2
-    plan = [("build-cold", "build, cold-ish (--no-cache)", [*build, "--no-cache", "--verbose"]),
-            ("build-warm", "build, warm (as written)", build),
-            ("validate", "validate --quick (as written)", validate),
-            ("run", "run, no stack option", ["invoke", "run", "--", *RUN_COMMAND]),
-            ("run-bare", "run, no option (the image's command: the full suite)", ["invoke", "run"])]
-    print(f"README.md: {len((checkout / 'README.md').read_text().splitlines())} lines; {os.cpu_count()} CPUs")
+    plan = [
+        ("build-cold", "build, cold-ish (--no-cache)", [*build, "--no-cache", "--verbose"]),
+        ("build-warm", "build, warm (as written)", build),
+        ("validate", "validate --quick (as written)", validate),
+        ("run", "run, no stack option", ["invoke", "run", "--", *RUN_COMMAND]),
+        ("run-bare", "run, no option (the image's command: the full suite)", ["invoke", "run"]),
+    ]
+    print(
+        f"README.md: {len((checkout / 'README.md').read_text().splitlines())} lines; {os.cpu_count()} CPUs"
+    )
     results = []
     for key, name, argv in plan:
         if key in args.skip:
             continue
         step = timed(name, argv, checkout)
         results.append(step)
-        extra = "".join(f", {k} {step[k]}" for k in ("builder", "builder steps", "size") if k in step)
-        print(f"{step['seconds']:7.1f}s  {name}: exit {step['exit']}{extra}; load average {step['load']}", flush=True)
+        extra = "".join(
+            f", {k} {step[k]}" for k in ("builder", "builder steps", "size") if k in step
+        )
+        print(
+            f"{step['seconds']:7.1f}s  {name}: exit {step['exit']}{extra}; load average {step['load']}",
+            flush=True,
+        )
         if "tail" in step:
             print("    " + step["tail"].replace("\n", "\n    "))
     if args.json:

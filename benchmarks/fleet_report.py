@@ -36,7 +36,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MODELS = (("NVIDIA H100 80GB HBM3", 700.0, 3000.0, 520.0), ("NVIDIA A100-SXM4-80GB", 250.0, 1700.0, 230.0))
+MODELS = (
+    ("NVIDIA H100 80GB HBM3", 700.0, 3000.0, 520.0),
+    ("NVIDIA A100-SXM4-80GB", 250.0, 1700.0, 230.0),
+)
 
 
 def host_report(rng: random.Random, host: int, gpus: int = 8) -> dict:
@@ -44,15 +47,46 @@ def host_report(rng: random.Random, host: int, gpus: int = 8) -> dict:
     from validate.report.record import Record, build_json
 
     name, bf16, bandwidth, sustained = MODELS[0] if host % 3 else MODELS[1]
-    infos = [{
-        "index": i, "name": name, "uuid": f"GPU-{host:08x}-{i:04x}-4000-8000-{host:08x}{i:04x}",
-        "pci_bus_id": f"00000000:{i + 0x18:02X}:00.0", "compute_capability": "9.0" if "H100" in name else "8.0",
-        "memory_total_bytes": 85899345920, "memory_used_bytes": 0,
-    } for i in range(gpus)]
+    infos = [
+        {
+            "index": i,
+            "name": name,
+            "uuid": f"GPU-{host:08x}-{i:04x}-4000-8000-{host:08x}{i:04x}",
+            "pci_bus_id": f"00000000:{i + 0x18:02X}:00.0",
+            "compute_capability": "9.0" if "H100" in name else "8.0",
+            "memory_total_bytes": 85899345920,
+            "memory_used_bytes": 0,
+        }
+        for i in range(gpus)
+    ]
     records = [
-        Record("driver version", None, "550.54.15", "", "info", 0.0, test="checks/test_01_environment.py::test_driver"),
-        Record("torch version", None, "2.3.1", "", "info", 0.0, test="checks/test_01_environment.py::test_torch_version"),
-        Record("cuda visible devices [torch]", None, "ok", "-", "pass", 1.0, test="checks/test_04_masking.py::test_cuda_visible_devices[torch]"),
+        Record(
+            "driver version",
+            None,
+            "550.54.15",
+            "",
+            "info",
+            0.0,
+            test="checks/test_01_environment.py::test_driver",
+        ),
+        Record(
+            "torch version",
+            None,
+            "2.3.1",
+            "",
+            "info",
+            0.0,
+            test="checks/test_01_environment.py::test_torch_version",
+        ),
+        Record(
+            "cuda visible devices [torch]",
+            None,
+            "ok",
+            "-",
+            "pass",
+            1.0,
+            test="checks/test_04_masking.py::test_cuda_visible_devices[torch]",
+        ),
     ]
     failed_host = host % 100 == 37
     for info in infos:
@@ -62,21 +96,119 @@ def host_report(rng: random.Random, host: int, gpus: int = 8) -> dict:
         m = bandwidth * rng.gauss(1.0, 0.015)
         s = sustained * rng.gauss(1.0, 0.03) * slow
         records += [
-            Record("gpu health", uuid, "ok", "no XID", "pass", 0.0, test="checks/test_01_environment.py::test_gpu_health"),
-            Record("torch matmul correct", uuid, "1.0e-06", "relative error <= 0.01", "pass", 0.1, test="checks/test_02_visibility.py::test_torch_computes_on_gpu"),
-            Record("tensorflow sees gpu", uuid, "yes", "-", "pass", 0.5, test="checks/test_02_visibility.py::test_tensorflow_sees_gpu"),
-            Record("tensorflow memory growth [growth-env]", uuid, "0.5 GiB", "<= 25%", "pass", 2.0, test="checks/test_03_memory.py::test_tensorflow_memory_growth"),
-            Record("matmul bf16 TFLOPS", uuid, f"{b:.1f} TFLOPS", ">= 35% of peak", "pass", 1.0, value=round(b, 2), test="checks/test_05_speed.py::test_matmul_throughput"),
-            Record("matmul fp32 TFLOPS", uuid, f"{b / 14:.1f} TFLOPS", "-", "not judged", 1.0, value=round(b / 14, 2), test="checks/test_05_speed.py::test_matmul_throughput"),
-            Record("device memory GB/s", uuid, f"{m:.1f} GB/s", ">= 60% of peak", "pass", 1.0, value=round(m, 1), test="checks/test_05_speed.py::test_memory_bandwidth"),
-            Record("host to device GB/s", uuid, f"{m / 120:.1f} GB/s", "-", "info", 1.0, value=round(m / 120, 2), test="checks/test_05_speed.py::test_pcie_bandwidth"),
-            Record("sustained load", uuid, f"{s:.0f} bf16 TFLOPS for 30 s", "", "info", 30.0, value=round(s, 1), test="checks/test_06_sustained.py::test_sustained_load"),
-            Record("clock events under load", uuid, "none", "", "pass", 0.0, test="checks/test_06_sustained.py::test_sustained_load"),
-            Record("pcie generation under load", uuid, "gen5", ">= gen5", "pass", 0.0, test="checks/test_06_sustained.py::test_sustained_load"),
+            Record(
+                "gpu health",
+                uuid,
+                "ok",
+                "no XID",
+                "pass",
+                0.0,
+                test="checks/test_01_environment.py::test_gpu_health",
+            ),
+            Record(
+                "torch matmul correct",
+                uuid,
+                "1.0e-06",
+                "relative error <= 0.01",
+                "pass",
+                0.1,
+                test="checks/test_02_visibility.py::test_torch_computes_on_gpu",
+            ),
+            Record(
+                "tensorflow sees gpu",
+                uuid,
+                "yes",
+                "-",
+                "pass",
+                0.5,
+                test="checks/test_02_visibility.py::test_tensorflow_sees_gpu",
+            ),
+            Record(
+                "tensorflow memory growth [growth-env]",
+                uuid,
+                "0.5 GiB",
+                "<= 25%",
+                "pass",
+                2.0,
+                test="checks/test_03_memory.py::test_tensorflow_memory_growth",
+            ),
+            Record(
+                "matmul bf16 TFLOPS",
+                uuid,
+                f"{b:.1f} TFLOPS",
+                ">= 35% of peak",
+                "pass",
+                1.0,
+                value=round(b, 2),
+                test="checks/test_05_speed.py::test_matmul_throughput",
+            ),
+            Record(
+                "matmul fp32 TFLOPS",
+                uuid,
+                f"{b / 14:.1f} TFLOPS",
+                "-",
+                "not judged",
+                1.0,
+                value=round(b / 14, 2),
+                test="checks/test_05_speed.py::test_matmul_throughput",
+            ),
+            Record(
+                "device memory GB/s",
+                uuid,
+                f"{m:.1f} GB/s",
+                ">= 60% of peak",
+                "pass",
+                1.0,
+                value=round(m, 1),
+                test="checks/test_05_speed.py::test_memory_bandwidth",
+            ),
+            Record(
+                "host to device GB/s",
+                uuid,
+                f"{m / 120:.1f} GB/s",
+                "-",
+                "info",
+                1.0,
+                value=round(m / 120, 2),
+                test="checks/test_05_speed.py::test_pcie_bandwidth",
+            ),
+            Record(
+                "sustained load",
+                uuid,
+                f"{s:.0f} bf16 TFLOPS for 30 s",
+                "",
+                "info",
+                30.0,
+                value=round(s, 1),
+                test="checks/test_06_sustained.py::test_sustained_load",
+            ),
+            Record(
+                "clock events under load",
+                uuid,
+                "none",
+                "",
+                "pass",
+                0.0,
+                test="checks/test_06_sustained.py::test_sustained_load",
+            ),
+            Record(
+                "pcie generation under load",
+                uuid,
+                "gen5",
+                ">= gen5",
+                "pass",
+                0.0,
+                test="checks/test_06_sustained.py::test_sustained_load",
+            ),
         ]
     if failed_host:
         records[-2].verdict, records[-2].reason = "fail", "HW_SLOWDOWN during the load"
-    host_info = {"driver_version": "550.54.15", "cuda_driver_version": "12.4", "gpus": infos, "error": None}
+    host_info = {
+        "driver_version": "550.54.15",
+        "cuda_driver_version": "12.4",
+        "gpus": infos,
+        "error": None,
+    }
     fails = sum(r.verdict == "fail" for r in records)
     return build_json(records, host_info, infos, {"torch": {"version": "2.3.1"}}, 1 if fails else 0)
 
@@ -126,7 +258,14 @@ def measure(folder: Path, formats: list[str], out: Path) -> dict:
     return result
 
 
-def _render(fleet: object, formats: list[str], out: Path, result: dict, render_table: object, write_reports: object) -> None:
+def _render(
+    fleet: object,
+    formats: list[str],
+    out: Path,
+    result: dict,
+    render_table: object,
+    write_reports: object,
+) -> None:
     for fmt in formats:
         start, cpu = time.perf_counter(), time.process_time()
         if fmt == "table":
@@ -162,33 +301,67 @@ def chromium_load(page: Path, repeats: int = 3) -> float | None:
     for _ in range(repeats):
         with tempfile.TemporaryDirectory() as profile:
             start = time.perf_counter()
-            subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                            "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
-                            "--dump-dom", page.as_uri()], capture_output=True, timeout=900, check=False)
+            subprocess.run(
+                [
+                    browser,
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                    "--no-first-run",
+                    f"--user-data-dir={profile}",
+                    "--dump-dom",
+                    page.as_uri(),
+                ],
+                capture_output=True,
+                timeout=900,
+                check=False,
+            )
             times.append(time.perf_counter() - start)
     return min(times)
 
 
-def _goal_words(hosts: int, total: float, peak: float, page_mb: float | None, opened: float | None) -> str:
+def _goal_words(
+    hosts: int, total: float, peak: float, page_mb: float | None, opened: float | None
+) -> str:
     goal = GOALS.get(hosts)
     words = []
     if goal:
         seconds, mb, page = goal
-        words += [f"all formats {total:.1f} s {'<' if total < seconds else 'NOT <'} {seconds:g} s",
-                  f"peak {peak:.0f} MB {'<' if peak < mb else 'NOT <'} {mb} MB"]
+        words += [
+            f"all formats {total:.1f} s {'<' if total < seconds else 'NOT <'} {seconds:g} s",
+            f"peak {peak:.0f} MB {'<' if peak < mb else 'NOT <'} {mb} MB",
+        ]
         if page_mb is not None:
             words.append(f"page {page_mb:.1f} MB {'<' if page_mb < page else 'NOT <'} {page:g} MB")
     else:
         words.append(f"completed: {total:.1f} s, peak {peak:.0f} MB")
     if opened is not None:
-        words.append(f"Chromium {opened:.1f} s {'<' if opened < CHROMIUM_GOAL else 'NOT <'} {CHROMIUM_GOAL:g} s")
+        words.append(
+            f"Chromium {opened:.1f} s {'<' if opened < CHROMIUM_GOAL else 'NOT <'} {CHROMIUM_GOAL:g} s"
+        )
     return "; ".join(words)
 
 
 def _run_one(code: Path, folder: Path, out: Path, formats: list[str]) -> dict | str:
     env = {**os.environ, "PYTHONPATH": str(code) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    run = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--one", str(folder), str(out), ",".join(formats)],
-                         capture_output=True, text=True, env=env, check=False, cwd=code)
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--one",
+            str(folder),
+            str(out),
+            ",".join(formats),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        cwd=code,
+    )
     if run.returncode != 0:
         return f"failed: {run.stderr.strip().splitlines()[-1:]}"
     return json.loads(run.stdout.strip().splitlines()[-1])
@@ -204,21 +377,43 @@ def _line(label: str, hosts: int, res: dict, formats: list[str], opened: float |
         cells.append(f"{secs:6.2f} ({cpu:6.2f}) s {size_b / 1e6:7.2f} MB")
     read = res["read+analyse"]
     page = res["html"][1] / 1e6 if "html" in res else None
-    return (f"{label:6} {hosts:>6} {read[0]:6.2f} ({read[2]:6.2f}) s " + " ".join(f"{c:>26}" for c in cells)
-            + f" {total:6.1f} ({total_cpu:6.1f}) s {res['peak_rss_mb']:6.0f} MB"
-            + (f" {opened:6.1f} s" if opened is not None else "") + "\n" + " " * 14 + _goal_words(hosts, total, res["peak_rss_mb"], page, opened)
-            + f" [{res['code']}, load {os.getloadavg()[0]:.1f}]")
+    return (
+        f"{label:6} {hosts:>6} {read[0]:6.2f} ({read[2]:6.2f}) s "
+        + " ".join(f"{c:>26}" for c in cells)
+        + f" {total:6.1f} ({total_cpu:6.1f}) s {res['peak_rss_mb']:6.0f} MB"
+        + (f" {opened:6.1f} s" if opened is not None else "")
+        + "\n"
+        + " " * 14
+        + _goal_words(hosts, total, res["peak_rss_mb"], page, opened)
+        + f" [{res['code']}, load {os.getloadavg()[0]:.1f}]"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,12500,25000")
     parser.add_argument("--formats", default="table,json,junit,html")
-    parser.add_argument("--chromium", action="store_true", help="time Chromium opening each HTML page (--dump-dom)")
-    parser.add_argument("--no-malformed", action="store_true", help="no unreadable files (for code that cannot survive one)")
-    parser.add_argument("--compare", metavar="DIR", help="also measure the checkout in DIR, in the same run, just before this one")
-    parser.add_argument("--reports-cache", metavar="DIR", help="keep the generated report folders here and reuse them")
-    parser.add_argument("--one", nargs=3, metavar=("FOLDER", "OUT", "FORMATS"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--chromium", action="store_true", help="time Chromium opening each HTML page (--dump-dom)"
+    )
+    parser.add_argument(
+        "--no-malformed",
+        action="store_true",
+        help="no unreadable files (for code that cannot survive one)",
+    )
+    parser.add_argument(
+        "--compare",
+        metavar="DIR",
+        help="also measure the checkout in DIR, in the same run, just before this one",
+    )
+    parser.add_argument(
+        "--reports-cache",
+        metavar="DIR",
+        help="keep the generated report folders here and reuse them",
+    )
+    parser.add_argument(
+        "--one", nargs=3, metavar=("FOLDER", "OUT", "FORMATS"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     if args.one:
         folder, out, formats = args.one
@@ -226,15 +421,27 @@ def main() -> None:
         return
     formats = args.formats.split(",")
     codes = ([("before", Path(args.compare).resolve())] if args.compare else []) + [("this", ROOT)]
-    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start; seconds are wall (CPU) of the process "
-          "that renders: on a shared machine CPU time is the fairer figure")
+    print(
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start; seconds are wall (CPU) of the process "
+        "that renders: on a shared machine CPU time is the fairer figure"
+    )
     if args.chromium:
-        print(f"Chromium opening an empty page: {_chromium_empty():.1f} s (its own start, part of every figure below)")
-    print(f"{'code':6} {'hosts':>6} {'read+analyse':>17} " + " ".join(f"{f:>26}" for f in formats) + f" {'total':>17} {'peak RSS':>9}"
-          + (" chromium" if args.chromium else ""))
+        print(
+            f"Chromium opening an empty page: {_chromium_empty():.1f} s (its own start, part of every figure below)"
+        )
+    print(
+        f"{'code':6} {'hosts':>6} {'read+analyse':>17} "
+        + " ".join(f"{f:>26}" for f in formats)
+        + f" {'total':>17} {'peak RSS':>9}"
+        + (" chromium" if args.chromium else "")
+    )
     with tempfile.TemporaryDirectory(prefix="gpuenv-fleet-bench-") as tmp:
         for size in (int(s) for s in args.sizes.split(",")):
-            cached = Path(args.reports_cache) / f"reports-{size}{'-clean' if args.no_malformed else ''}" if args.reports_cache else None
+            cached = (
+                Path(args.reports_cache) / f"reports-{size}{'-clean' if args.no_malformed else ''}"
+                if args.reports_cache
+                else None
+            )
             folder = cached or Path(tmp) / f"reports-{size}"
             if not (cached and (folder / ".complete").is_file()):
                 shutil.rmtree(folder, ignore_errors=True)
@@ -248,7 +455,11 @@ def main() -> None:
                 if isinstance(res, str):
                     print(f"{label:6} {size:>6} {res}", flush=True)
                     continue
-                opened = chromium_load(out / "fleet.html") if args.chromium and "html" in formats else None
+                opened = (
+                    chromium_load(out / "fleet.html")
+                    if args.chromium and "html" in formats
+                    else None
+                )
                 print(_line(label, size, res, formats, opened), flush=True)
                 shutil.rmtree(out)
             if not cached:

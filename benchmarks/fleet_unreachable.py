@@ -35,7 +35,10 @@ print(json.dumps({"seconds": time.monotonic() - started, "statuses": sorted({o.s
 
 
 def main() -> int:
-    count, parallel = int(sys.argv[1]) if len(sys.argv) > 1 else 30, int(sys.argv[2]) if len(sys.argv) > 2 else 8
+    count, parallel = (
+        int(sys.argv[1]) if len(sys.argv) > 1 else 30,
+        int(sys.argv[2]) if len(sys.argv) > 2 else 8,
+    )
     sys.path.insert(0, str(ROOT))
     from gpuenv.engine import CONNECT_TIMEOUT
 
@@ -46,15 +49,29 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as home:
         script = Path(home) / "inside.py"
         script.write_text(INSIDE)
-        proc = subprocess.run(["unshare", "--net", sys.executable, str(script), str(count), str(parallel), str(timeout)],
-                              capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT), "HOME": home})
+        proc = subprocess.run(
+            [
+                "unshare",
+                "--net",
+                sys.executable,
+                str(script),
+                str(count),
+                str(parallel),
+                str(timeout),
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "HOME": home},
+        )
     if proc.returncode != 0:
         print(proc.stderr[-2000:], file=sys.stderr)
         return 1
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     waves = -(-count // parallel)
-    print(f"{count} hosts dropping SYNs, --parallel {parallel}, connect timeout {timeout:.0f}s: {result['seconds']:.1f}s "
-          f"({waves} wave(s); bound {waves * timeout:.0f}s; before: 540s for 30 at --parallel 8)")
+    print(
+        f"{count} hosts dropping SYNs, --parallel {parallel}, connect timeout {timeout:.0f}s: {result['seconds']:.1f}s "
+        f"({waves} wave(s); bound {waves * timeout:.0f}s; before: 540s for 30 at --parallel 8)"
+    )
     print(f"statuses: {', '.join(result['statuses'])}; first reason: {result['reason']}")
     print(f"stderr lines: {len(proc.stderr.splitlines())}")
     return 0

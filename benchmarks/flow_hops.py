@@ -82,7 +82,8 @@ def build() -> None:
     # an empty locks folder: the build takes the "no lock yet" path
     os.environ["GPUENV_LOCKS_DIR"] = tempfile.mkdtemp(prefix="flow-hops-")
     Program(namespace=namespace()).run(
-        ["invoke", "build", "--dry", "--driver", "550.54.15", "--gpu-arch", "9.0"], exit=False)
+        ["invoke", "build", "--dry", "--driver", "550.54.15", "--gpu-arch", "9.0"], exit=False
+    )
 
 
 def replay() -> None:
@@ -95,8 +96,10 @@ def resolve() -> None:
     from gpuenv.compat.resolve import Request, resolve_stack
     from gpuenv.errors import GpuenvError
 
-    for request in (Request(driver="535.104.05", cuda="13.0", gpu_archs=("9.0",)),
-                    Request(driver="550.54.15", gpu_archs=("9.0",))):
+    for request in (
+        Request(driver="535.104.05", cuda="13.0", gpu_archs=("9.0",)),
+        Request(driver="550.54.15", gpu_archs=("9.0",)),
+    ):
         try:
             resolve_stack(request)
         except GpuenvError:
@@ -108,8 +111,11 @@ def main() -> None:
     entered, edges = trace({"build": build, "replay": replay, "resolve": resolve}[flow])
     stages = {(_stage(a), _stage(b)) for a, b in edges if _stage(a) != _stage(b)}
     both_ways = {tuple(sorted(edge)) for edge in edges if (edge[1], edge[0]) in edges}
-    print(f"{flow}: {len(entered)} modules entered, {len(edges)} module edges, "
-          f"{len(stages)} stage edges, {len(both_ways)} two-way pairs", file=sys.stderr)
+    print(
+        f"{flow}: {len(entered)} modules entered, {len(edges)} module edges, "
+        f"{len(stages)} stage edges, {len(both_ways)} two-way pairs",
+        file=sys.stderr,
+    )
 
 
 if __name__ == "__main__":

@@ -22,12 +22,22 @@ sys.path.insert(0, str(ROOT))
 
 from validate.host.capture import CaptureError, load_capture  # noqa: E402
 
-A100 = (ROOT / "tests" / "validate" / "captures" / "nvidia-smi-xml" / "a100-sxm4-40gb-570.148.08.xml").read_text(encoding="utf-8")
-RECORDING = {"format": "gpuenv-nvml-recording/1", "source": "bench", "system": {"nvmlDeviceGetCount": 1}}
+A100 = (
+    ROOT / "tests" / "validate" / "captures" / "nvidia-smi-xml" / "a100-sxm4-40gb-570.148.08.xml"
+).read_text(encoding="utf-8")
+RECORDING = {
+    "format": "gpuenv-nvml-recording/1",
+    "source": "bench",
+    "system": {"nvmlDeviceGetCount": 1},
+}
 
 CASES = {
-    "1.5M <gpu>.xml": A100.replace("</nvidia_smi_log>", "<gpu></gpu>" * 1_500_000 + "</nvidia_smi_log>"),
-    "3.5M clock children.xml": A100.replace("<clocks_event_reasons>", "<clocks_event_reasons>" + "<a/>" * 3_500_000, 1),
+    "1.5M <gpu>.xml": A100.replace(
+        "</nvidia_smi_log>", "<gpu></gpu>" * 1_500_000 + "</nvidia_smi_log>"
+    ),
+    "3.5M clock children.xml": A100.replace(
+        "<clocks_event_reasons>", "<clocks_event_reasons>" + "<a/>" * 3_500_000, 1
+    ),
     "65 <gpu>.xml": A100.replace("</nvidia_smi_log>", "<gpu></gpu>" * 65 + "</nvidia_smi_log>"),
     "3.5M values.json": json.dumps({**RECORDING, "devices": [{"junk": [0] * 3_500_000}]}),
 }
@@ -44,7 +54,9 @@ def main() -> None:
                 outcome = "ACCEPTED"
             except CaptureError as err:
                 outcome = str(err).split(": ", 1)[1][:70]
-            print(f"{name:26} {path.stat().st_size / 2**20:5.1f} MiB  {time.perf_counter() - started:5.2f} s  {outcome}")
+            print(
+                f"{name:26} {path.stat().st_size / 2**20:5.1f} MiB  {time.perf_counter() - started:5.2f} s  {outcome}"
+            )
 
 
 if __name__ == "__main__":

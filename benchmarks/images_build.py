@@ -71,16 +71,22 @@ def main() -> int:
         from dataclasses import replace
 
         import dockercases
-        from gpuenv.engine import Engine
-        from gpuenv.images import plan as images
-        from gpuenv.envs.locking import ensure_lock
+
         from gpuenv.compat.resolve import Request, resolve_stack
+        from gpuenv.engine import Engine
+        from gpuenv.envs.locking import ensure_lock
+        from gpuenv.images import plan as images
         from gpuenv.progress import format_size
 
-        local = Engine.local(timeout=900)  # removing a 2.5 GB image can take minutes on a busy engine
+        local = Engine.local(
+            timeout=900
+        )  # removing a 2.5 GB image can take minutes on a busy engine
         base = local.image_info(args.base_image)
         if base is None:
-            print(f"base image {args.base_image} missing: run scripts/make-test-base-image.sh", file=sys.stderr)
+            print(
+                f"base image {args.base_image} missing: run scripts/make-test-base-image.sh",
+                file=sys.stderr,
+            )
             return 1
         stack = resolve_stack(Request(cuda="cpu", framework="torch", torch="2.13.0", python="3.11"))
         started = time.monotonic()
@@ -89,7 +95,10 @@ def main() -> int:
         ca = args.ca_cert if args.ca_cert.is_file() else None
         common = dict(base_image=args.base_image, ca_cert=ca, wheelhouse=args.wheelhouse)
 
-        cold_plan = replace(images.plan_build(stack, lock.directory, nocache=True, **common), tags=["gpuenv-bench/cold:1"])
+        cold_plan = replace(
+            images.plan_build(stack, lock.directory, nocache=True, **common),
+            tags=["gpuenv-bench/cold:1"],
+        )
         started = time.monotonic()
         cold = images.build_stack_image(cold_plan, progress=lambda _t: None, builder=args.builder)
         cold_s = time.monotonic() - started
@@ -97,23 +106,36 @@ def main() -> int:
         suite = Path(tmp) / "validate"
         shutil.copytree(ROOT / "validate", suite, ignore=shutil.ignore_patterns("__pycache__"))
         (suite / "BENCHMARK_TOUCH").write_text(str(time.time()))
-        warm_plan = replace(images.plan_build(stack, lock.directory, validate_dir=suite, **common), tags=["gpuenv-bench/cached:1"])
+        warm_plan = replace(
+            images.plan_build(stack, lock.directory, validate_dir=suite, **common),
+            tags=["gpuenv-bench/cached:1"],
+        )
         started = time.monotonic()
         warm = images.build_stack_image(warm_plan, progress=lambda _t: None, builder=args.builder)
         warm_s = time.monotonic() - started
 
-        above = dockercases.image_history(local, cold.image.id)[: -len(dockercases.image_history(local, base.id)) or None]
+        above = dockercases.image_history(local, cold.image.id)[
+            : -len(dockercases.image_history(local, base.id)) or None
+        ]
         cold_steps, _ = steps(cold.log)
         warm_steps, warm_cached = steps(warm.log)
         print(f"stack                      {stack.stack_id}")
         print(f"builder                    {cold.builder}")
         print(f"lock (uv, {'reused' if lock.skipped else 'made'})          {lock_s:7.1f} s")
-        print(f"image size                 {format_size(cold.image.size)} ({cold.image.size} bytes)")
-        print(f"largest layer (the env)    {format_size(max((h.get('Size', 0) for h in above), default=0))}")
-        print(f"above the base             {len(above)} history entries, {sum(1 for h in above if h.get('Size', 0) > 0)} layers with files")
+        print(
+            f"image size                 {format_size(cold.image.size)} ({cold.image.size} bytes)"
+        )
+        print(
+            f"largest layer (the env)    {format_size(max((h.get('Size', 0) for h in above), default=0))}"
+        )
+        print(
+            f"above the base             {len(above)} history entries, {sum(1 for h in above if h.get('Size', 0) > 0)} layers with files"
+        )
         print(f"cold build (--no-cache)    {cold_s:7.1f} s  ({cold_steps} steps)")
-        print(f"cached rebuild (validate/) {warm_s:7.1f} s  ({warm_steps} steps, {warm_cached} from cache; "
-              f"install layer from cache: {'yes' if install_cached(warm.log) else 'NO'})")
+        print(
+            f"cached rebuild (validate/) {warm_s:7.1f} s  ({warm_steps} steps, {warm_cached} from cache; "
+            f"install layer from cache: {'yes' if install_cached(warm.log) else 'NO'})"
+        )
         if not args.keep:
             for built in (warm, cold):
                 dockercases.remove_image(local, built.image.id)

@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # dockercases: the clean-up helpers tests use
 
 import dockercases  # noqa: E402
+
 from gpuenv.engine import Engine  # noqa: E402
 from gpuenv.images import plan as images  # noqa: E402
 from gpuenv.progress import format_bytes, format_size  # noqa: E402
@@ -33,10 +34,15 @@ def start_registry(folder: Path) -> tuple[subprocess.Popen, str]:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     config = folder / "config.yml"
-    config.write_text(f"version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {folder / 'data'}\n"
-                      f"http:\n  addr: 127.0.0.1:{port}\n")
-    proc = subprocess.Popen([shutil.which("docker-registry") or "docker-registry", "serve", str(config)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    config.write_text(
+        f"version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {folder / 'data'}\n"
+        f"http:\n  addr: 127.0.0.1:{port}\n"
+    )
+    proc = subprocess.Popen(
+        [shutil.which("docker-registry") or "docker-registry", "serve", str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     for _ in range(100):
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=1).close()
@@ -89,8 +95,12 @@ def main() -> None:
             proc.wait()
     print(f"image {stack} ({format_size(image.size)} unpacked), registry {host}")
     print(f"{'step':<22}{'seconds':>9}{'bytes':>12}{'rate':>12}")
-    print(f"{'push (cold registry)':<22}{push_s:>9.1f}{format_bytes(pushed):>12}{format_bytes(pushed / push_s) + '/s':>12}")
-    print(f"{'pull by digest':<22}{pull_s:>9.1f}{format_bytes(sum(moved.values())):>12}{format_bytes(sum(moved.values()) / pull_s) + '/s':>12}")
+    print(
+        f"{'push (cold registry)':<22}{push_s:>9.1f}{format_bytes(pushed):>12}{format_bytes(pushed / push_s) + '/s':>12}"
+    )
+    print(
+        f"{'pull by digest':<22}{pull_s:>9.1f}{format_bytes(sum(moved.values())):>12}{format_bytes(sum(moved.values()) / pull_s) + '/s':>12}"
+    )
     print(f"same image id after the round trip: {pulled.id == image.id}")
 
 

@@ -26,20 +26,48 @@ UUID = "GPU-00000000-0000-4000-8000-000000000000"
 def report(shape: str) -> bytes:
     """One report of about SIZE bytes in the given shape."""
     gpu = {"index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": UUID}
-    check = {"check": "torch matmul bf16", "gpu": UUID, "measured": "700 TFLOPS", "threshold": ">= 500", "verdict": "pass",
-             "seconds": 1.0, "value": 700.0, "reason": "", "test": "checks/test_05_speed.py::test_matmul"}
-    data: dict = {"format": "gpuenv-validate-report/1", "host": {"checks": [], "nvml": {}}, "summary": {"ok": True, "pytest_exit_status": 0}}
+    check = {
+        "check": "torch matmul bf16",
+        "gpu": UUID,
+        "measured": "700 TFLOPS",
+        "threshold": ">= 500",
+        "verdict": "pass",
+        "seconds": 1.0,
+        "value": 700.0,
+        "reason": "",
+        "test": "checks/test_05_speed.py::test_matmul",
+    }
+    data: dict = {
+        "format": "gpuenv-validate-report/1",
+        "host": {"checks": [], "nvml": {}},
+        "summary": {"ok": True, "pytest_exit_status": 0},
+    }
     if shape == "checks":
         one = len(json.dumps(check)) + 2
-        data[UUID] = {"gpu": gpu, "checks": [dict(check, check=f"c{n}") for n in range(SIZE // one)]}
+        data[UUID] = {
+            "gpu": gpu,
+            "checks": [dict(check, check=f"c{n}") for n in range(SIZE // one)],
+        }
     elif shape == "texts":
-        long = dict(check, reason="r" * 1990, measured="m" * 1990, threshold="t" * 1990, test="x" * 1990)
-        data[UUID] = {"gpu": gpu, "checks": [dict(long, check=f"c{n}") for n in range(SIZE // 8200)]}
-    elif shape == "at-bounds":  # as big as a report may be and still be read: 4,096 checks, 1 M characters
-        data[UUID] = {"gpu": gpu, "checks": [dict(check, check=f"c{n}", reason="r" * 40) for n in range(4_096)]}
+        long = dict(
+            check, reason="r" * 1990, measured="m" * 1990, threshold="t" * 1990, test="x" * 1990
+        )
+        data[UUID] = {
+            "gpu": gpu,
+            "checks": [dict(long, check=f"c{n}") for n in range(SIZE // 8200)],
+        }
+    elif (
+        shape == "at-bounds"
+    ):  # as big as a report may be and still be read: 4,096 checks, 1 M characters
+        data[UUID] = {
+            "gpu": gpu,
+            "checks": [dict(check, check=f"c{n}", reason="r" * 40) for n in range(4_096)],
+        }
     else:
         data[UUID] = {"gpu": gpu, "checks": [check]}
-        data["host"]["nvml"] = {f"k{a}": {f"k{b}": "v" * 60 for b in range(500)} for a in range(SIZE // (500 * 76))}
+        data["host"]["nvml"] = {
+            f"k{a}": {f"k{b}": "v" * 60 for b in range(500)} for a in range(SIZE // (500 * 76))
+        }
     raw = json.dumps(data).encode()
     return raw + b" " * max(0, SIZE - len(raw))
 
@@ -58,9 +86,21 @@ def measure(folder: str) -> None:
     out = Path(folder).parent / "out"
     out.mkdir(exist_ok=True)
     render_table(fleet)
-    write_reports(fleet, json_path=str(out / "f.json"), junit_path=str(out / "f.xml"), html_path=str(out / "f.html"))
+    write_reports(
+        fleet,
+        json_path=str(out / "f.json"),
+        junit_path=str(out / "f.xml"),
+        html_path=str(out / "f.html"),
+    )
     statuses = sorted({o.status for o in outcomes})
-    print(json.dumps({"peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "statuses": statuses}))
+    print(
+        json.dumps(
+            {
+                "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "statuses": statuses,
+            }
+        )
+    )
 
 
 def main() -> None:
@@ -78,10 +118,22 @@ def main() -> None:
             body = report(shape)
             for n in range(args.reports):
                 (folder / f"node{n:02d}.json").write_bytes(body)
-            done = subprocess.run([sys.executable, __file__, "--measure", str(folder)], capture_output=True, text=True,
-                                  env={**os.environ}, timeout=1800)
-            result = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {"error": done.stderr[-500:]}
-            print(f"{args.reports} reports of {len(body) / 2**20:.2f} MiB, shape {shape}: {result}", flush=True)
+            done = subprocess.run(
+                [sys.executable, __file__, "--measure", str(folder)],
+                capture_output=True,
+                text=True,
+                env={**os.environ},
+                timeout=1800,
+            )
+            result = (
+                json.loads(done.stdout.strip().splitlines()[-1])
+                if done.returncode == 0
+                else {"error": done.stderr[-500:]}
+            )
+            print(
+                f"{args.reports} reports of {len(body) / 2**20:.2f} MiB, shape {shape}: {result}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

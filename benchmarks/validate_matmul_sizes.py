@@ -14,11 +14,13 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, installed or not
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[1])
+)  # run from a checkout, installed or not
 
-from validate.measure import bench
 from validate.host import nvml  # noqa: E402
 from validate.judge.peaks import load_peaks, peaks_for  # noqa: E402
+from validate.measure import bench
 
 
 def main() -> int:
@@ -32,7 +34,9 @@ def main() -> int:
         print(f"skipped: PyTorch is not installed ({err})")
         return 0
     if not torch.cuda.is_available():
-        print(f"skipped: no CUDA GPU for PyTorch ({nvml.read_host().error or 'torch.cuda.is_available() is False'})")
+        print(
+            f"skipped: no CUDA GPU for PyTorch ({nvml.read_host().error or 'torch.cuda.is_available() is False'})"
+        )
         return 0
     table = load_peaks()
     for index in range(torch.cuda.device_count()):
@@ -44,7 +48,9 @@ def main() -> int:
                 tflops = bench.matmul_tflops(torch, f"cuda:{index}", precision, n)
                 peak = entry.peak(f"{precision}_tflops") if entry else None
                 reference = entry.reference_for(f"{precision}_tflops") if entry else None
-                share = f"{tflops / peak:6.1%} of datasheet {peak:g}" if peak else "no datasheet figure"
+                share = (
+                    f"{tflops / peak:6.1%} of datasheet {peak:g}" if peak else "no datasheet figure"
+                )
                 if reference is not None:
                     kind = "reference" if reference.confirmed else "unconfirmed reference"
                     share += f", {tflops / reference.value:6.1%} of {kind} {reference.value:g}"

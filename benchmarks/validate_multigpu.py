@@ -17,7 +17,9 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, installed or not
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[1])
+)  # run from a checkout, installed or not
 
 from validate.measure.subproc import run_probe  # noqa: E402
 
@@ -27,16 +29,28 @@ def main() -> int:
     parser.add_argument("--worlds", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--backend", default="gloo", choices=("gloo", "nccl"))
-    parser.add_argument("--full", action="store_true", help="the full suite's sizes instead of --quick's")
+    parser.add_argument(
+        "--full", action="store_true", help="the full suite's sizes instead of --quick's"
+    )
     parser.add_argument("--skip-tensorflow", action="store_true")
     parser.add_argument("--json", help="write the timings here")
     args = parser.parse_args()
     size = "full" if args.full else "quick"
     out: dict[str, dict[str, float]] = {}
     for world in args.worlds:
-        jobs = {f"ddp {world} ranks ({args.backend}) + DataParallel": ["ddp", str(world), args.backend, size, "--dataparallel"]}
+        jobs = {
+            f"ddp {world} ranks ({args.backend}) + DataParallel": [
+                "ddp",
+                str(world),
+                args.backend,
+                size,
+                "--dataparallel",
+            ]
+        }
         if not args.skip_tensorflow:
-            jobs[f"mirrored {world} replicas"] = ["tf-mirrored", str(world), size] + ([] if args.backend == "nccl" else ["--cpu"])
+            jobs[f"mirrored {world} replicas"] = ["tf-mirrored", str(world), size] + (
+                [] if args.backend == "nccl" else ["--cpu"]
+            )
         for name, probe in jobs.items():
             walls = []
             for _ in range(args.repeats):
@@ -46,12 +60,18 @@ def main() -> int:
                     return 1
                 walls.append(result.seconds)
                 data = result.data or {}
-            figures = {"wall_s": statistics.median(walls), "efficiency": data.get("efficiency"), "samples_per_s": data.get("samples_per_s")}
+            figures = {
+                "wall_s": statistics.median(walls),
+                "efficiency": data.get("efficiency"),
+                "samples_per_s": data.get("samples_per_s"),
+            }
             if "wall_seconds" in data:
                 figures["ranks_wall_s"] = data["wall_seconds"]  # spawn to the last rank's exit
                 figures["slowest_join_s"] = max(s or 0 for s in data["join_seconds"])
             out[name] = figures
-            extra = ", ".join(f"{k} {v:.2f}" for k, v in figures.items() if isinstance(v, float) and k != "wall_s")
+            extra = ", ".join(
+                f"{k} {v:.2f}" for k, v in figures.items() if isinstance(v, float) and k != "wall_s"
+            )
             print(f"{name:45s} {figures['wall_s']:7.1f} s wall ({extra})", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2))

@@ -57,7 +57,9 @@ def one_run(extra: list[str]) -> tuple[float, int, dict, float]:
         started = time.perf_counter()
         done = subprocess.run(
             [sys.executable, "-m", "validate", "--quick", "--json", str(report), *extra],
-            cwd=REPO, capture_output=True, text=True,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
         )
         wall = time.perf_counter() - started
         cpu = children_cpu_seconds() - cpu_before
@@ -65,16 +67,33 @@ def one_run(extra: list[str]) -> tuple[float, int, dict, float]:
 
 
 def records(report: dict) -> list[dict]:
-    return [c for section in report.values() if isinstance(section, dict) for c in section.get("checks", [])]
+    return [
+        c
+        for section in report.values()
+        if isinstance(section, dict)
+        for c in section.get("checks", [])
+    ]
 
 
 def estimate(wall_one_gpu: float, report: dict, gpus: int, cpus: int) -> dict[str, float]:
     """Seconds for `gpus` GPUs from a one-GPU quick run (see the module docstring)."""
     checks = records(report)
-    per_gpu = sum(c["seconds"] or 0.0 for c in checks if c.get("gpu") and not c["check"].startswith(("sustained", "clock events", "pcie generation")))
-    masking = [c["seconds"] or 0.0 for c in checks if c["check"].startswith(("torch CUDA_VISIBLE_DEVICES", "tensorflow CUDA_VISIBLE_DEVICES")) and (c["seconds"] or 0) > 0]
+    per_gpu = sum(
+        c["seconds"] or 0.0
+        for c in checks
+        if c.get("gpu")
+        and not c["check"].startswith(("sustained", "clock events", "pcie generation"))
+    )
+    masking = [
+        c["seconds"] or 0.0
+        for c in checks
+        if c["check"].startswith(("torch CUDA_VISIBLE_DEVICES", "tensorflow CUDA_VISIBLE_DEVICES"))
+        and (c["seconds"] or 0) > 0
+    ]
     child = statistics.median(masking) if masking else 8.0  # a framework import + CUDA start-up
-    extra_waves = 2 * (masking_waves(gpus, True, cpus) - masking_waves(1, True, cpus))  # two frameworks
+    extra_waves = 2 * (
+        masking_waves(gpus, True, cpus) - masking_waves(1, True, cpus)
+    )  # two frameworks
     allreduce = 2 * child if gpus >= 2 else 0.0  # spawn + NCCL init; the transfer itself is short
     # DDP: the launcher's start, then the ranks' start and NCCL init (its steps take about a
     # second); MirroredStrategy: one TensorFlow start. A one-GPU host skips both.
@@ -93,7 +112,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", help="write the timings here")
-    parser.add_argument("--from-report", help="estimate from a saved one-GPU --quick JSON report instead of running")
+    parser.add_argument(
+        "--from-report", help="estimate from a saved one-GPU --quick JSON report instead of running"
+    )
     parser.add_argument("--wall", type=float, help="wall seconds of that run (with --from-report)")
     parser.add_argument("--gpus", type=int, default=8, help="GPU count to estimate for")
     parser.add_argument("pytest_args", nargs="*", help="extra arguments for the suite")
@@ -101,7 +122,9 @@ def main() -> int:
     cpus = os.cpu_count() or 2
     for count in (0, 1, args.gpus):  # 0: a host without GPUs (the CPU budget)
         processes = framework_processes(count, quick=True)
-        print(f"processes importing torch/tensorflow with --quick on {count} GPU(s): {sum(processes.values())}")
+        print(
+            f"processes importing torch/tensorflow with --quick on {count} GPU(s): {sum(processes.values())}"
+        )
         for name, n in processes.items():
             print(f"  {n:3d}  {name}")
     if args.from_report:
@@ -115,7 +138,9 @@ def main() -> int:
                 key = f"{check['check']} [{(check['gpu'] or 'host')[:12]}]"
                 slowest[key] = max(slowest.get(key, 0.0), check["seconds"] or 0.0)
             load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-            print(f"run: {wall:.1f}s wall, {cpu:.1f}s CPU (user+system of its processes), exit {code}; load average {load} on {cpus} CPUs")
+            print(
+                f"run: {wall:.1f}s wall, {cpu:.1f}s CPU (user+system of its processes), exit {code}; load average {load} on {cpus} CPUs"
+            )
         for name, seconds in sorted(slowest.items(), key=lambda kv: -kv[1])[:10]:
             print(f"  {seconds:6.2f}s  {name}")
     median = statistics.median(walls)
@@ -123,21 +148,33 @@ def main() -> int:
     budget = QUICK_BUDGET_SECONDS_CPU if gpus_in_report == 0 else BUDGET_SECONDS
     if gpus_in_report == 0:
         verdict = "within" if median <= budget else "OVER"
-        print(f"median wall time of the quick suite on this host without GPUs: {median:.1f}s, {verdict} the CPU budget of {budget:.0f}s")
+        print(
+            f"median wall time of the quick suite on this host without GPUs: {median:.1f}s, {verdict} the CPU budget of {budget:.0f}s"
+        )
     else:
-        print(f"median wall time of the quick suite: {median:.1f}s on {gpus_in_report} GPU(s) (budget {BUDGET_SECONDS:.0f}s on one GPU)")
+        print(
+            f"median wall time of the quick suite: {median:.1f}s on {gpus_in_report} GPU(s) (budget {BUDGET_SECONDS:.0f}s on one GPU)"
+        )
     guess: dict[str, float] = {}
     if gpus_in_report == 0:
-        print(f"no GPU in this run: the {args.gpus}-GPU estimate needs a one-GPU --quick report (--from-report R --wall S)")
+        print(
+            f"no GPU in this run: the {args.gpus}-GPU estimate needs a one-GPU --quick report (--from-report R --wall S)"
+        )
     else:
         guess = estimate(median, report, args.gpus, cpus)
         if gpus_in_report != 1:
-            print(f"  (the estimate scales a one-GPU run; this one saw {gpus_in_report} GPUs, so it overestimates)")
+            print(
+                f"  (the estimate scales a one-GPU run; this one saw {gpus_in_report} GPUs, so it overestimates)"
+            )
         print(f"estimated quick suite on {args.gpus} GPUs ({cpus} CPUs):")
         for name, seconds in guess.items():
             print(f"  {seconds:7.1f}s  {name}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"walls": walls, "median": median, "budget": budget, "estimate": guess}, indent=2))
+        Path(args.json).write_text(
+            json.dumps(
+                {"walls": walls, "median": median, "budget": budget, "estimate": guess}, indent=2
+            )
+        )
     return 0 if median <= budget else 1
 
 

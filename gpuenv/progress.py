@@ -35,10 +35,23 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\r")
 _OWN_STEP = "gpuenv-install:"
 #: Tool output shown when the work fails without --verbose: the tool's reason is in there.
 FAILURE_TAIL = 40
-_DONE = ("pushed", "layer already exists", "mounted from", "download complete", "pull complete", "already exists")
+_DONE = (
+    "pushed",
+    "layer already exists",
+    "mounted from",
+    "download complete",
+    "pull complete",
+    "already exists",
+)
 
 
-def choose_mode(*, verbose: bool = False, quiet: bool = False, out: IO[str] | None = None, env: dict[str, str] | None = None) -> str:
+def choose_mode(
+    *,
+    verbose: bool = False,
+    quiet: bool = False,
+    out: IO[str] | None = None,
+    env: dict[str, str] | None = None,
+) -> str:
     """quiet > verbose > live (a terminal that is not `dumb`) > plain."""
     env = dict(os.environ) if env is None else env
     out = out or sys.stdout
@@ -59,7 +72,10 @@ def build_step(line: str) -> str | None:
     if match:
         where, command = f"{match.group(1)}/{match.group(2)}", match.group(3)
     elif match := _BUILDKIT_STEP.match(line.strip()):
-        where, command = (f"{match.group(1)} " if match.group(1) else "") + f"{match.group(2)}/{match.group(3)}", match.group(4)
+        where, command = (
+            (f"{match.group(1)} " if match.group(1) else "") + f"{match.group(2)}/{match.group(3)}",
+            match.group(4),
+        )
     else:
         return None
     command = " ".join(command.split())
@@ -120,7 +136,9 @@ class Reporter:
         self._recent: deque[str] = deque(maxlen=FAILURE_TAIL)
 
     @classmethod
-    def choose(cls, *, verbose: bool = False, quiet: bool = False, out: IO[str] | None = None) -> "Reporter":
+    def choose(
+        cls, *, verbose: bool = False, quiet: bool = False, out: IO[str] | None = None
+    ) -> "Reporter":
         return cls(choose_mode(verbose=verbose, quiet=quiet, out=out), out=out)
 
     # -- lifecycle
@@ -131,7 +149,12 @@ class Reporter:
             from rich.live import Live
 
             self._console = self._console or Console(file=self.out)
-            self._live = Live(console=self._console, get_renderable=self._render, refresh_per_second=8, transient=True)
+            self._live = Live(
+                console=self._console,
+                get_renderable=self._render,
+                refresh_per_second=8,
+                transient=True,
+            )
             self._live.start()
         return self
 
@@ -140,7 +163,12 @@ class Reporter:
         if self._live is not None:
             self._live.stop()
             self._live = None
-        if exc_type is not None and exc_type is not KeyboardInterrupt and self.mode != VERBOSE and self._recent:
+        if (
+            exc_type is not None
+            and exc_type is not KeyboardInterrupt
+            and self.mode != VERBOSE
+            and self._recent
+        ):
             # The work failed: the tool's last lines say why (the error line itself is one line).
             self._print(f"last {len(self._recent)} lines of output:", always=True)
             for line in self._recent:
@@ -185,7 +213,9 @@ class Reporter:
             if self.mode in (PLAIN, VERBOSE):
                 size = f" ({format_bytes(state.total)})" if state.total else ""
                 self._print(f"  layer {event.layer[:12]}: {event.status.lower()}{size}")
-        elif self.mode == VERBOSE and not status.startswith(("pushing", "downloading", "extracting")):
+        elif self.mode == VERBOSE and not status.startswith(
+            ("pushing", "downloading", "extracting")
+        ):
             self._print(f"  layer {event.layer[:12]}: {event.status}")
 
     def result(self, text: str) -> None:
@@ -258,7 +288,16 @@ class Reporter:
         moved, known, done, seen = self.transferred()
         if seen:
             total = f" of {format_bytes(known)}" if known else ""
-            parts.append(Text(f"  {format_bytes(moved)}{total}, {done}/{seen} layers", style="cyan"))
+            parts.append(
+                Text(f"  {format_bytes(moved)}{total}, {done}/{seen} layers", style="cyan")
+            )
         if self.state.last_line:
-            parts.append(Text(f"  {self.state.last_line[:160]}", style="dim", no_wrap=True, overflow="ellipsis"))
+            parts.append(
+                Text(
+                    f"  {self.state.last_line[:160]}",
+                    style="dim",
+                    no_wrap=True,
+                    overflow="ellipsis",
+                )
+            )
         return Group(*parts)

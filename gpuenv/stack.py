@@ -64,7 +64,12 @@ class Stack:
     def stack_id(self) -> str:
         """A short name safe for folders and image tags, e.g. ``torch2.5.1-cu121-py3.11``."""
         accel = self.wheel_variant or (CPU if self.is_cpu else f"cuda{self.cuda}")
-        if self.wheel_variant and not self.is_cpu and self.framework_cuda and self.framework_cuda != self.cuda:
+        if (
+            self.wheel_variant
+            and not self.is_cpu
+            and self.framework_cuda
+            and self.framework_cuda != self.cuda
+        ):
             accel += f"-cuda{self.cuda}"  # the same build on another base image is another stack
         arch = "" if self.platform == LINUX_64 else "-" + self.platform.removeprefix("linux-")
         return f"{self.framework}{self.framework_version}-{accel}-py{self.python}{arch}"
@@ -99,7 +104,8 @@ def lock_platforms(stack: Stack, asked: "list[str] | tuple[str, ...]") -> list[s
             f"{stack.stack_id} is a {stack.platform} stack; it cannot be locked for {other} "
             "(that platform's builds differ)",
             fix=f"lock each platform with its own stack: invoke lock --platform {other} resolves "
-            f"the stack for {other}")
+            f"the stack for {other}",
+        )
     return chosen
 
 
@@ -113,7 +119,8 @@ def check_engine_platform(stack: Stack, arch: str) -> None:
         raise BadInput(
             f"{stack.stack_id} is a {stack.platform} stack, but the Docker engine builds {arch} images",
             fix=f"build it on a {stack.platform} engine (DOCKER_HOST), or plan for this one with "
-            f"--platform {engine_platform}")
+            f"--platform {engine_platform}",
+        )
 
 
 def stack_json(stack: Stack) -> str:

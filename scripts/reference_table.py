@@ -47,7 +47,9 @@ def rows() -> list[str]:
             ref = entry.reference_for(metric)
             if ref is None:
                 continue
-            units = f", lowest of {len(ref.measurements)} units" if len(ref.measurements) > 1 else ""
+            units = (
+                f", lowest of {len(ref.measurements)} units" if len(ref.measurements) > 1 else ""
+            )
             if ref.confirmed:
                 how = "torch.matmul, n=8192" + units
                 floor = f"{REFERENCE_FRACTION * ref.value:.4g}"

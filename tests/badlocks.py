@@ -12,7 +12,11 @@ def with_wrong_hashes(text: str, name: str | None = None) -> str:
     """The uv lock `text` with every hash of `name` (default: the first package that is not torch)
     replaced by WRONG_HASH."""
     if name is None:
-        name = next(line.split("==")[0] for line in text.splitlines() if "==" in line and not line.startswith((" ", "torch==")))
+        name = next(
+            line.split("==")[0]
+            for line in text.splitlines()
+            if "==" in line and not line.startswith((" ", "torch=="))
+        )
     out, inside = [], False
     for line in text.splitlines(keepends=True):
         if not line.startswith((" ", "\t")):

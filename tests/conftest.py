@@ -16,10 +16,19 @@ ROOT = Path(__file__).resolve().parent.parent
 INVOKE = [sys.executable, "-m", "invoke"]
 
 
-def run_invoke(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+def run_invoke(
+    *args: str, cwd: Path = ROOT, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess:
     """Run `invoke ARGS` as a user would, capturing output (never through the shell)."""
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([*INVOKE, "--search-root", str(ROOT), *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [*INVOKE, "--search-root", str(ROOT), *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture
@@ -51,7 +60,9 @@ def _condachannel():
     """tests/condachannel/build.py, loaded by path (tests/ is not a package)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("gpuenv_test_condachannel", ROOT / "tests" / "condachannel" / "build.py")
+    spec = importlib.util.spec_from_file_location(
+        "gpuenv_test_condachannel", ROOT / "tests" / "condachannel" / "build.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

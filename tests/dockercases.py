@@ -34,7 +34,9 @@ def containers_labelled(key: str, value: str | None = None) -> list[str]:
     return [c["Id"] for c in _client().api.containers(all=True, filters={"label": selector})]
 
 
-def containers_created_since(since: float, *, ancestor: str | None = None, command_has: str | None = None) -> list[str]:
+def containers_created_since(
+    since: float, *, ancestor: str | None = None, command_has: str | None = None
+) -> list[str]:
     """Ids of containers created after `since` (epoch seconds, exactly: not rounded to a second),
     of image `ancestor` when given, whose command holds `command_has` when given."""
     api = _client().api
@@ -87,10 +89,18 @@ def remove_build_cache(labels: dict[str, str]) -> None:
     """Remove the install stage a classic build kept as gpuenv-cache/<stack>:<install-hash> for the
     image with `labels` (a BuildKit build keeps none: its cache is the builder's own)."""
     from gpuenv.engine import Engine
-    from gpuenv.images.plan import CACHE_REPOSITORY, INSTALL_HASH_LABEL, STACK_LABEL, TAG_HASH_LENGTH
+    from gpuenv.images.plan import (
+        CACHE_REPOSITORY,
+        INSTALL_HASH_LABEL,
+        STACK_LABEL,
+        TAG_HASH_LENGTH,
+    )
 
     if labels.get(STACK_LABEL) and labels.get(INSTALL_HASH_LABEL):
-        remove_image(Engine.local(), f"{CACHE_REPOSITORY}/{labels[STACK_LABEL]}:{labels[INSTALL_HASH_LABEL][:TAG_HASH_LENGTH]}".lower())
+        remove_image(
+            Engine.local(),
+            f"{CACHE_REPOSITORY}/{labels[STACK_LABEL]}:{labels[INSTALL_HASH_LABEL][:TAG_HASH_LENGTH]}".lower(),
+        )
 
 
 def stack_image_tag(stack: Any, lock_sha256: str) -> str:

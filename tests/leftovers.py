@@ -48,8 +48,11 @@ def _is_gpuenv(info: dict[str, Any]) -> bool:
     config = info.get("Config") or {}
     labels = config.get("Labels") or {}
     command = " ".join([info.get("Path") or "", *(info.get("Args") or [])])
-    return (any(key.startswith(LABEL_PREFIX) for key in labels) or str(config.get("Image", "")).startswith("gpuenv")
-            or "gpuenv" in command)
+    return (
+        any(key.startswith(LABEL_PREFIX) for key in labels)
+        or str(config.get("Image", "")).startswith("gpuenv")
+        or "gpuenv" in command
+    )
 
 
 def _mounts_under(info: dict[str, Any], roots: list[Path]) -> bool:
@@ -62,7 +65,9 @@ def module_at(moment: float, windows: list[tuple[float, float, str]]) -> str | N
     return next((module for start, end, module in windows if start <= moment <= end), None)
 
 
-def find_leftovers(since: float, roots: list[Path], windows: list[tuple[float, float, str]] | None = None) -> list[Leftover]:
+def find_leftovers(
+    since: float, roots: list[Path], windows: list[tuple[float, float, str]] | None = None
+) -> list[Leftover]:
     """This session's gpuenv containers that still exist (see the module docstring)."""
     from dockercases import _client, _created, containers_created_since
 
@@ -75,16 +80,27 @@ def find_leftovers(since: float, roots: list[Path], windows: list[tuple[float, f
             continue
         if not _is_gpuenv(info) or not _mounts_under(info, roots):
             continue
-        found.append(Leftover(info["Id"], info.get("Name", "").lstrip("/"), str((info.get("Config") or {}).get("Image", "")),
-                              str((info.get("State") or {}).get("Status", "")), module_at(_created(info["Created"]), windows or [])))
+        found.append(
+            Leftover(
+                info["Id"],
+                info.get("Name", "").lstrip("/"),
+                str((info.get("Config") or {}).get("Image", "")),
+                str((info.get("State") or {}).get("Status", "")),
+                module_at(_created(info["Created"]), windows or []),
+            )
+        )
     return found
 
 
 def describe(leftovers: list[Leftover]) -> str:
     """The error's text: one line per container, with the module that made it."""
-    lines = [f"{len(leftovers)} container(s) made by this test session were left behind (now removed):"]
+    lines = [
+        f"{len(leftovers)} container(s) made by this test session were left behind (now removed):"
+    ]
     for c in leftovers:
-        lines.append(f"  {c.id[:12]} {c.name} ({c.status}, image {c.image}), made during {c.module or 'no test (a fixture or hook)'}")
+        lines.append(
+            f"  {c.id[:12]} {c.name} ({c.status}, image {c.image}), made during {c.module or 'no test (a fixture or hook)'}"
+        )
     return "\n".join(lines)
 
 
@@ -137,7 +153,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not leftovers:
         return
     remove(leftovers)
-    report = pytest.TestReport(nodeid=REPORT_NODEID, location=("tests/leftovers.py", 0, "no-container-left-behind"), keywords={},
-                               outcome="failed", longrepr=describe(leftovers), when="teardown")
+    report = pytest.TestReport(
+        nodeid=REPORT_NODEID,
+        location=("tests/leftovers.py", 0, "no-container-left-behind"),
+        keywords={},
+        outcome="failed",
+        longrepr=describe(leftovers),
+        when="teardown",
+    )
     session.config.hook.pytest_runtest_logreport(report=report)
     session.exitstatus = pytest.ExitCode.TESTS_FAILED

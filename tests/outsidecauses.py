@@ -36,7 +36,10 @@ def skip_only_if_unreachable(what: str, output: str) -> None:
     cause = no_route_cause(output)
     if cause is not None:
         pytest.skip(f"no route from this machine ({what}): {cause}")
-    pytest.fail(f"{what} failed, and not for want of a network route: {output.strip()[-1500:]}", pytrace=False)
+    pytest.fail(
+        f"{what} failed, and not for want of a network route: {output.strip()[-1500:]}",
+        pytrace=False,
+    )
 
 
 def cannot_lock(err: Exception) -> None:

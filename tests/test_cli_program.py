@@ -28,8 +28,14 @@ def invoke(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
         "GPUENV_LOCKS_DIR": str(tmp_path / "locks"),
         "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock",
     }
-    return subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(ROOT), *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", "--search-root", str(ROOT), *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def one_line(done: subprocess.CompletedProcess) -> str:
@@ -57,12 +63,24 @@ def test_invoke_parse_errors_exit_2_in_one_line(tmp_path, args, expected):
 @pytest.mark.parametrize(
     "args, expected",
     [
-        (("build", *CPU, "--tag", "Bad Tag!"), "gpuenv: --tag 'Bad Tag!' is not a valid image reference"),
-        (("build", *CPU, "--tag", "foo:bar:baz"), "gpuenv: --tag 'foo:bar:baz' is not a valid image reference"),
-        (("build", *CPU, "--ca-cert", "missing.pem"), "gpuenv: --ca-cert missing.pem: no such file"),
+        (
+            ("build", *CPU, "--tag", "Bad Tag!"),
+            "gpuenv: --tag 'Bad Tag!' is not a valid image reference",
+        ),
+        (
+            ("build", *CPU, "--tag", "foo:bar:baz"),
+            "gpuenv: --tag 'foo:bar:baz' is not a valid image reference",
+        ),
+        (
+            ("build", *CPU, "--ca-cert", "missing.pem"),
+            "gpuenv: --ca-cert missing.pem: no such file",
+        ),
         (("build", *CPU, "--backend", "pip"), "gpuenv: --backend 'pip' is not known"),
         (("run", *CPU, "--gpus", "0,,1", "--", "true"), "gpuenv: --gpus '0,,1' has an empty entry"),
-        (("run", *CPU, "--shm-size", "lots", "--", "true"), "gpuenv: --shm-size 'lots' is not a size"),
+        (
+            ("run", *CPU, "--shm-size", "lots", "--", "true"),
+            "gpuenv: --shm-size 'lots' is not a size",
+        ),
         (("validate", *CPU, "--gpus", "1,1"), "gpuenv: --gpus '1,1' names a GPU twice"),
     ],
     ids=["bad-tag", "tag-two-colons", "ca-cert", "backend", "gpus", "shm-size", "validate-gpus"],
@@ -78,7 +96,9 @@ def test_bad_option_values_stop_before_locking_or_the_engine(tmp_path, args, exp
 
 def test_a_valid_upper_case_tag_gets_past_the_option_checks(tmp_path):
     done = invoke("build", *CPU, "--tag", "x:Prod", "--backend", "pip", tmp_path=tmp_path)
-    assert one_line(done).startswith("gpuenv: --backend 'pip'"), "x:Prod must pass; the next option fails"
+    assert one_line(done).startswith("gpuenv: --backend 'pip'"), (
+        "x:Prod must pass; the next option fails"
+    )
 
 
 def test_doctor_labels_never_run_into_their_values():
@@ -87,8 +107,18 @@ def test_doctor_labels_never_run_into_their_values():
         "nvml": {"available": False, "why": "no driver"},
         "docker": {"available": False, "why": "no engine"},
         "recommended": {
-            "torch": {"available": True, "stack_id": "torch2.13.0-cpu-py3.11", "base_image": "ubuntu:22.04", "pip_requirement": "torch==2.13.0+cpu"},
-            "tensorflow": {"available": True, "stack_id": "tensorflow2.21.0-cuda12.5-py3.13", "base_image": "b", "pip_requirement": "t"},
+            "torch": {
+                "available": True,
+                "stack_id": "torch2.13.0-cpu-py3.11",
+                "base_image": "ubuntu:22.04",
+                "pip_requirement": "torch==2.13.0+cpu",
+            },
+            "tensorflow": {
+                "available": True,
+                "stack_id": "tensorflow2.21.0-cuda12.5-py3.13",
+                "base_image": "b",
+                "pip_requirement": "t",
+            },
         },
     }
     lines = format_report(report).splitlines()
@@ -118,7 +148,13 @@ def test_a_project_invoke_yaml_that_is_not_yaml_is_one_line_exit_2(tmp_path):
     (project / "tasks.py").write_text((ROOT / "tasks.py").read_text())
     (project / "invoke.yaml").write_text(BROKEN_YAML)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "GPUENV_LOCKS_DIR": str(tmp_path / "locks")}
-    done = subprocess.run([sys.executable, "-m", "invoke", "resolve", *CPU], cwd=project, env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "invoke", "resolve", *CPU],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2
     assert one_line(done).startswith(f"gpuenv: {project / 'invoke.yaml'}:3: not valid YAML")

@@ -47,11 +47,15 @@ def parse_map(readme: str) -> list[MapRow]:
             else:
                 row.files.append(path if "/" in path or not base else f"{base}/{path}")
         rows.append((row, paths[0].split("/")[0].removesuffix(".py"), cells[2]))
-    grounds = {pkg: row for row, pkg, _ in rows if any(f.endswith("/__init__.py") for f in row.files)}
+    grounds = {
+        pkg: row for row, pkg, _ in rows if any(f.endswith("/__init__.py") for f in row.files)
+    }
     for row, pkg, cell in rows:
         package = "gpuenv" if pkg == "tasks" else pkg
         for name in re.findall(r"`([^`]+)`", cell):
-            row.may_import.append(name if name.split(".")[0] in ("gpuenv", "validate") else f"{package}.{name}")
+            row.may_import.append(
+                name if name.split(".")[0] in ("gpuenv", "validate") else f"{package}.{name}"
+            )
         if re.search(r"\bground\b", cell) and package in grounds:
             row.may_import.append(f"ground of {package}")
             row.ground = grounds[package]
@@ -75,7 +79,9 @@ def row_of(path: str, rows: list[MapRow]) -> MapRow | None:
     for row in rows:
         if path in row.files:
             return row
-    holders = [(len(folder), row) for row in rows for folder in row.folders if path.startswith(folder)]
+    holders = [
+        (len(folder), row) for row in rows for folder in row.folders if path.startswith(folder)
+    ]
     return max(holders, key=lambda pair: pair[0])[1] if holders else None
 
 
@@ -86,16 +92,25 @@ def _targets(path: Path) -> set[str]:
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.update(f"{node.module}.{a.name}" if _file_of(f"{node.module}.{a.name}") else node.module for a in node.names)
-    return {name for name in found if name.split(".")[0] in ("gpuenv", "validate") and _file_of(name)}
+            found.update(
+                f"{node.module}.{a.name}" if _file_of(f"{node.module}.{a.name}") else node.module
+                for a in node.names
+            )
+    return {
+        name for name in found if name.split(".")[0] in ("gpuenv", "validate") and _file_of(name)
+    }
 
 
 def map_problems(readme: str, root: Path = ROOT) -> list[str]:
     rows = parse_map(readme)
     problems: list[str] = []
     used: dict[int, set[str]] = {}
-    files = [p for top in CHECKED for p in ([root / top] if top.endswith(".py") else sorted((root / top).rglob("*.py")))
-             if "__pycache__" not in p.parts]
+    files = [
+        p
+        for top in CHECKED
+        for p in ([root / top] if top.endswith(".py") else sorted((root / top).rglob("*.py")))
+        if "__pycache__" not in p.parts
+    ]
     for path in files:
         rel = path.relative_to(root).as_posix()
         mine = row_of(rel, rows)
@@ -106,17 +121,32 @@ def map_problems(readme: str, root: Path = ROOT) -> list[str]:
             theirs = row_of(_file_of(target) or "", rows)
             if theirs is mine:
                 continue
-            names = [n for n in mine.may_import if (target == n or target.startswith(n + ".")) and row_of(_file_of(n) or "", rows) is theirs]
-            names += [n for n in mine.may_import if n.startswith("ground of ") and mine.ground is theirs]
+            names = [
+                n
+                for n in mine.may_import
+                if (target == n or target.startswith(n + "."))
+                and row_of(_file_of(n) or "", rows) is theirs
+            ]
+            names += [
+                n for n in mine.may_import if n.startswith("ground of ") and mine.ground is theirs
+            ]
             if not names:
-                problems.append(f"{rel} imports {target}, which its row's 'may import' ({mine.cell}) does not name")
+                problems.append(
+                    f"{rel} imports {target}, which its row's 'may import' ({mine.cell}) does not name"
+                )
             used.setdefault(id(mine), set()).update(names)
     for row in rows:
         for name in row.may_import:
             if _file_of(name) is None and not name.startswith("ground of "):
-                problems.append(f"the row of {(row.folders + row.files)[0]} names {name}, which is no module")
-            elif name not in used.get(id(row), set()) and any(f.startswith(CHECKED) for f in row.folders + row.files):
-                problems.append(f"the row of {(row.folders + row.files)[0]} says it may import {name}, but nothing in it does")
+                problems.append(
+                    f"the row of {(row.folders + row.files)[0]} names {name}, which is no module"
+                )
+            elif name not in used.get(id(row), set()) and any(
+                f.startswith(CHECKED) for f in row.folders + row.files
+            ):
+                problems.append(
+                    f"the row of {(row.folders + row.files)[0]} says it may import {name}, but nothing in it does"
+                )
     return problems
 
 
@@ -128,11 +158,22 @@ def test_a_map_that_is_not_the_imports_is_caught():
     """The check itself can fail: the engine's row without the one validate module it imports, and
     the ground row of gpuenv claiming an import it does not make."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    engine_row = next(line for line in readme.splitlines() if line.startswith("| `gpuenv/engine/` |"))
-    ground_row = next(line for line in readme.splitlines() if line.startswith("| ground: `gpuenv/__init__.py`"))
-    wrong = readme.replace(engine_row, engine_row.replace(", `validate.text` (terminal-safe text)", ""))
+    engine_row = next(
+        line for line in readme.splitlines() if line.startswith("| `gpuenv/engine/` |")
+    )
+    ground_row = next(
+        line for line in readme.splitlines() if line.startswith("| ground: `gpuenv/__init__.py`")
+    )
+    wrong = readme.replace(
+        engine_row, engine_row.replace(", `validate.text` (terminal-safe text)", "")
+    )
     wrong = wrong.replace(ground_row, ground_row.rsplit("|", 2)[0] + "| `validate.files` |")
     problems = map_problems(wrong)
-    assert [p for p in problems if p.startswith("gpuenv/engine/") and "imports validate.text" in p], problems
-    assert "the row of gpuenv/__init__.py says it may import validate.files, but nothing in it does" in problems, problems
+    assert [
+        p for p in problems if p.startswith("gpuenv/engine/") and "imports validate.text" in p
+    ], problems
+    assert (
+        "the row of gpuenv/__init__.py says it may import validate.files, but nothing in it does"
+        in problems
+    ), problems
     assert len(problems) == 1 + sum("imports validate.text" in p for p in problems), problems

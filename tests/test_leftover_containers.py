@@ -12,9 +12,8 @@ import time
 import uuid
 from pathlib import Path
 
-import pytest
-
 import leftovers
+import pytest
 from dockercases import containers_labelled
 
 pytestmark = pytest.mark.docker
@@ -48,24 +47,46 @@ def test_a_container_left_behind_is_found_and_another_users_is_not(base, tmp_pat
     since = time.time()
     elsewhere = Path(tempfile.mkdtemp(prefix="another-user-"))  # not under this session's basetemp
     try:
-        ours = api.create_container(base, ["true"], labels={LABEL: run}, host_config=api.create_host_config(binds=[f"{tmp_path}:/workspace"]))["Id"]
-        theirs = api.create_container(base, ["true"], labels={LABEL: run}, host_config=api.create_host_config(binds=[f"{elsewhere}:/workspace"]))["Id"]
+        ours = api.create_container(
+            base,
+            ["true"],
+            labels={LABEL: run},
+            host_config=api.create_host_config(binds=[f"{tmp_path}:/workspace"]),
+        )["Id"]
+        theirs = api.create_container(
+            base,
+            ["true"],
+            labels={LABEL: run},
+            host_config=api.create_host_config(binds=[f"{elsewhere}:/workspace"]),
+        )["Id"]
         roots = [request.config._tmp_path_factory.getbasetemp()]
         windows = [(since - 1, time.time() + 1, "tests/test_leftover_containers.py")]
-        found = [c for c in leftovers.find_leftovers(since, roots, windows) if c.id in (ours, theirs)]
-        assert [c.id for c in found] == [ours], "only the container that mounts this session's folder is this session's"
-        assert found[0].status == "created" and found[0].module == "tests/test_leftover_containers.py"
+        found = [
+            c for c in leftovers.find_leftovers(since, roots, windows) if c.id in (ours, theirs)
+        ]
+        assert [c.id for c in found] == [ours], (
+            "only the container that mounts this session's folder is this session's"
+        )
+        assert (
+            found[0].status == "created" and found[0].module == "tests/test_leftover_containers.py"
+        )
         text = leftovers.describe(found)
-        assert f"{ours[:12]} " in text and "made during tests/test_leftover_containers.py" in text and theirs[:12] not in text
+        assert (
+            f"{ours[:12]} " in text
+            and "made during tests/test_leftover_containers.py" in text
+            and theirs[:12] not in text
+        )
         leftovers.remove(found)
         assert ours not in [c.id for c in leftovers.find_leftovers(since, roots)]
-        assert containers_labelled(LABEL, run) == [theirs], "the other user's container is left alone"
+        assert containers_labelled(LABEL, run) == [theirs], (
+            "the other user's container is left alone"
+        )
     finally:
         _remove_labelled(run)
         os.rmdir(elsewhere)
 
 
-LEAVES_ONE = '''
+LEAVES_ONE = """
 from dockercases import _client
 
 
@@ -73,7 +94,7 @@ def test_leaves_a_container(tmp_path):
     api = _client().api
     api.create_container("{image}", ["true"], labels={{"{label}": "{run}"}},
                          host_config=api.create_host_config(binds=[f"{{tmp_path}}:/workspace"]))
-'''
+"""
 
 
 def test_a_session_that_leaves_a_container_fails_naming_it_and_its_module(base, tmp_path):
@@ -85,8 +106,24 @@ def test_a_session_that_leaves_a_container_fails_naming_it_and_its_module(base, 
     (folder / "test_leaves.py").write_text(LEAVES_ONE.format(image=base, label=LABEL, run=run))
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}"}
     try:
-        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "leftovers", "test_leaves.py"],
-                              cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-p",
+                "leftovers",
+                "test_leaves.py",
+            ],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         out = done.stdout + done.stderr
         assert done.returncode == 1, out
         assert "1 passed, 1 error" in out, out

@@ -103,6 +103,7 @@ def test_a_planted_import_of_each_library_elsewhere_fails_the_guard(lib, tmp_pat
         owned.write_text(text)
         named = f"gpuenv/stack_helpers.py imports {lib}: only {', '.join(OWNERS[lib])} may"
         assert trespassers(tmp_path) == [named], form
-        elsewhere.write_text("import dockerfile_parse\nfrom gpuenv import engine\n"
-                             "import pynvml_utils\n")  # names that only begin like an owned one
+        elsewhere.write_text(
+            "import dockerfile_parse\nfrom gpuenv import engine\nimport pynvml_utils\n"
+        )  # names that only begin like an owned one
         assert trespassers(tmp_path) == [], form

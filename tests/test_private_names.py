@@ -77,8 +77,10 @@ def test_the_check_sees_each_form(tmp_path):
     }
     for text, seen in planted.items():
         assert any(seen in line for line in crossings(text)), text
-    clean = ("import os\nos._exit\nfrom gpuenv import __version__\n_own = 1\n"
-             "from gpuenv.stack import Stack\nStack.x\n")
+    clean = (
+        "import os\nos._exit\nfrom gpuenv import __version__\n_own = 1\n"
+        "from gpuenv.stack import Stack\nStack.x\n"
+    )
     assert crossings(clean) == []
     (tmp_path / "gpuenv").mkdir()
     (tmp_path / "gpuenv" / "m.py").write_text("from gpuenv.errors import _hidden\n")

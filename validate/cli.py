@@ -43,13 +43,24 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     return parser.parse_known_args(argv)
 
 
-def pytest_args(args: argparse.Namespace, extra: list[str], junit_path: str | None = None) -> list[str]:
+def pytest_args(
+    args: argparse.Namespace, extra: list[str], junit_path: str | None = None
+) -> list[str]:
     """The pytest command line for these options (pure, so it is tested directly).
 
     `junit_path` is where pytest writes the XML: a temporary file beside --junit, moved into
     place only when the run is over, so no half-written report is ever left.
     """
-    out = [str(SUITE_DIR), "--rootdir", str(SUITE_DIR), "-c", str(SUITE_DIR / "pytest.ini"), "-q", "-rN", "--tb=no"]
+    out = [
+        str(SUITE_DIR),
+        "--rootdir",
+        str(SUITE_DIR),
+        "-c",
+        str(SUITE_DIR / "pytest.ini"),
+        "-q",
+        "-rN",
+        "--tb=no",
+    ]
     for option in SUITE_OPTIONS:
         value = getattr(args, option.name)
         if value is None or value is False:
@@ -97,7 +108,11 @@ def preflight(args: argparse.Namespace) -> str | None:
     bad = variable_problem()  # read at import by the probes: an empty one was an "interrupted" run
     if bad:
         return bad
-    for flag, value in (("--json", args.json), ("--junit", args.junit), ("--save-baseline", args.save_baseline)):
+    for flag, value in (
+        ("--json", args.json),
+        ("--junit", args.junit),
+        ("--save-baseline", args.save_baseline),
+    ):
         if value:
             problem = unwritable(value)
             if problem:
@@ -120,7 +135,9 @@ def preflight(args: argparse.Namespace) -> str | None:
         from validate.files import path_problem
 
         folder = Path(args.record)
-        impossible = path_problem(args.record, folder=True)  # a 300-character name makes every stat below raise
+        impossible = path_problem(
+            args.record, folder=True
+        )  # a 300-character name makes every stat below raise
         if impossible:
             return f"--record: cannot make the folder {args.record}: {impossible}"
         if folder.exists() and not folder.is_dir():
@@ -130,8 +147,10 @@ def preflight(args: argparse.Namespace) -> str | None:
             return f"--record: {problem}"
     from validate.files import output_clash
 
-    clash = output_clash({"--json": args.json, "--junit": args.junit, "--save-baseline": args.save_baseline},
-                         {"--baseline": args.baseline, "--replay": args.replay})
+    clash = output_clash(
+        {"--json": args.json, "--junit": args.junit, "--save-baseline": args.save_baseline},
+        {"--baseline": args.baseline, "--replay": args.replay},
+    )
     if clash:
         return f"{clash}: give another file name"
     if args.expect_gpus is not None and args.expect_gpus < 0:
@@ -177,11 +196,17 @@ def verdict(status: int, ran: int, not_validated: str | None = None) -> tuple[in
     """Our exit status and last line from pytest's status, the number of checks that ran, and why
     the run proves no ready host though its checks passed (validate/judge/evidence.py)."""
     if status == 0 and ran == 0:
-        return 1, "validate: NOT VALIDATED: no check ran (pytest mode that runs none, e.g. --collect-only)"
+        return (
+            1,
+            "validate: NOT VALIDATED: no check ran (pytest mode that runs none, e.g. --collect-only)",
+        )
     if not_validated:
         from validate.judge.evidence import local_fix
 
-        return 1, f"validate: NOT VALIDATED: {not_validated.removeprefix('not validated: ')}: {local_fix(not_validated)}"
+        return (
+            1,
+            f"validate: NOT VALIDATED: {not_validated.removeprefix('not validated: ')}: {local_fix(not_validated)}",
+        )
     if status == 0:
         return 0, "validate: every check passed (or skipped with its reason)"
     code = EXIT_STATUS.get(status, 1)
@@ -225,19 +250,27 @@ def main(argv: list[str]) -> int:
     args, extra = parse_args(argv)
     problem = preflight(args)
     if problem:
-        print(f"validate: {safe_text(problem, limit=4000)}")  # it may quote a path or a capture's text
+        print(
+            f"validate: {safe_text(problem, limit=4000)}"
+        )  # it may quote a path or a capture's text
         return 2
     try:
         import pytest
     except ImportError:
-        print("validate: pytest is not installed in this Python environment: pip install pytest nvidia-ml-py")
+        print(
+            "validate: pytest is not installed in this Python environment: pip install pytest nvidia-ml-py"
+        )
         return 1
 
     junit_tmp = None
-    if args.junit and not (Path(args.junit).exists() and not Path(args.junit).is_file()):  # /dev/stdout: direct
+    if args.junit and not (
+        Path(args.junit).exists() and not Path(args.junit).is_file()
+    ):  # /dev/stdout: direct
         folder = Path(args.junit).resolve().parent
         folder.mkdir(parents=True, exist_ok=True)
-        fd, junit_tmp = tempfile.mkstemp(prefix=f".{Path(args.junit).name}.", suffix=".tmp", dir=folder)
+        fd, junit_tmp = tempfile.mkstemp(
+            prefix=f".{Path(args.junit).name}.", suffix=".tmp", dir=folder
+        )
         os.close(fd)
     outcome = RunOutcome()
     _stop_on_sigterm()

@@ -16,14 +16,24 @@ from typing import Any, Callable
 import pytest
 
 from validate.host import nvml
-from validate.options import add_options, suite_option  # declared once, for python -m validate and this plugin
-from validate.report.baseline import save_baseline
 from validate.host.devices import compiled_archs, device_for_gpu, torch_gpus
 from validate.judge.evidence import missing_evidence
-from validate.measure.probe import nccl_version_text
-from validate.report.record import Record, build_json, not_judged_note, render_table, shown_path, write_json
-from validate.report.summary import fit, host_lines, render_summary
 from validate.judge.thresholds import FAIL, PASS, SKIP
+from validate.measure.probe import nccl_version_text
+from validate.options import (
+    add_options,
+    suite_option,
+)  # declared once, for python -m validate and this plugin
+from validate.report.baseline import save_baseline
+from validate.report.record import (
+    Record,
+    build_json,
+    not_judged_note,
+    render_table,
+    shown_path,
+    write_json,
+)
+from validate.report.summary import fit, host_lines, render_summary
 from validate.session import DEVICE_ORDER, RECORDS, Recorder, Suite  # noqa: F401 (the plugin's names)
 
 SUITE = pytest.StashKey["Suite"]()
@@ -55,7 +65,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         suite.say_now(head + (suite.driverless if expect_none else suite.no_gpu_reason()))
 
 
-def exclusive_first(items: list[Any], isolated: Callable[[Any], bool], first: Callable[[Any], bool] = lambda i: False) -> list[Any]:
+def exclusive_first(
+    items: list[Any],
+    isolated: Callable[[Any], bool],
+    first: Callable[[Any], bool] = lambda i: False,
+) -> list[Any]:
     """The checks that run in child processes first, in their order, then the rest. In
     Exclusive_Process mode a GPU serves one process: once this process has used a GPU (the
     in-process checks), every child would get "device busy". Checks marked `first` (the driver
@@ -68,7 +82,14 @@ def exclusive_first(items: list[Any], isolated: Callable[[Any], bool], first: Ca
 #: Fixtures that need a framework running on the host itself: a replayed host cannot give them.
 FRAMEWORK_FIXTURES = frozenset({"torch", "tf_info", "cuda_device"})
 #: Checks about this process and machine (its environment, its /dev/shm), not the recorded host.
-LOCAL_CHECKS = frozenset({"test_device_order", "test_shared_memory", "test_stack_matches_image_labels", "test_environment_intact"})
+LOCAL_CHECKS = frozenset(
+    {
+        "test_device_order",
+        "test_shared_memory",
+        "test_stack_matches_image_labels",
+        "test_environment_intact",
+    }
+)
 
 
 def needs_this_host(item: pytest.Item) -> str | None:
@@ -82,7 +103,9 @@ def needs_this_host(item: pytest.Item) -> str | None:
     return None
 
 
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
     suite = config.stash[SUITE]
     if suite.replayed_from:
         suite.framework_tests = {item.nodeid for item in items if needs_this_host(item)}
@@ -110,7 +133,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if suite.replayed_from:
         why = needs_this_host(item)
         if why:
-            held = " (the recording's result is under 'recorded measurements')" if suite.recorded_records(item.nodeid) else ""
+            held = (
+                " (the recording's result is under 'recorded measurements')"
+                if suite.recorded_records(item.nodeid)
+                else ""
+            )
             pytest.skip(f"replayed host ({suite.replayed_from}): {why}{held}")
 
 
@@ -140,11 +167,21 @@ def torch(suite: Suite) -> Any:
         if err.name != "torch":
             pytest.fail(f"PyTorch is installed but its import fails: {err}", pytrace=False)
         pytest.skip(f"PyTorch is not installed here ({err})")
-    except ImportError as err:  # installed but broken (a CUDA library missing, ...): that is a failure
+    except (
+        ImportError
+    ) as err:  # installed but broken (a CUDA library missing, ...): that is a failure
         pytest.fail(f"PyTorch is installed but its import fails: {err}", pytrace=False)
-    cudnn = torch_module.backends.cudnn.version() if torch_module.backends.cudnn.is_available() else None
+    cudnn = (
+        torch_module.backends.cudnn.version()
+        if torch_module.backends.cudnn.is_available()
+        else None
+    )
     try:
-        nccl = nccl_version_text(torch_module.cuda.nccl.version()) if torch_module.version.cuda else None
+        nccl = (
+            nccl_version_text(torch_module.cuda.nccl.version())
+            if torch_module.version.cuda
+            else None
+        )
     except Exception as err:  # NCCL missing from the build
         nccl = f"not available: {err}"
     suite.frameworks["torch"] = {
@@ -165,12 +202,19 @@ def cuda_device(gpu: nvml.GpuInfo, torch: Any, request: pytest.FixtureRequest) -
     if torch.version.cuda is None:
         pytest.fail(f"PyTorch is a CPU build but NVML sees {gpu.name}", pytrace=False)
     if gpu.mig_enabled and not request.config.stash[SUITE].selected_mig:
-        pytest.skip(f"GPU {gpu.index} is in MIG mode: its instances are validated one per run (see the MIG check)")
+        pytest.skip(
+            f"GPU {gpu.index} is in MIG mode: its instances are validated one per run (see the MIG check)"
+        )
     if not torch.cuda.is_available():
-        pytest.fail(f"PyTorch cannot use CUDA although NVML sees {gpu.name} (driver too old for its CUDA?)", pytrace=False)
+        pytest.fail(
+            f"PyTorch cannot use CUDA although NVML sees {gpu.name} (driver too old for its CUDA?)",
+            pytrace=False,
+        )
     index = device_for_gpu(gpu, torch_gpus(torch, request.config.stash[SUITE].nvml_uuids))
     if index is None:
-        pytest.skip(f"GPU {gpu.index} is hidden from this process by CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}")
+        pytest.skip(
+            f"GPU {gpu.index} is hidden from this process by CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}"
+        )
     yield f"cuda:{index}"
     torch.cuda.empty_cache()
 
@@ -235,7 +279,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
         if records and records[0].seconds is not None:  # session probes started in setup count too
             records[0].seconds = round(records[0].seconds + item.stash.get(SETUP_SECONDS, 0.0), 3)
         for r in records:
-            item.user_properties.append((f"{r.check} [{r.gpu or 'host'}]", f"{r.measured} | {r.threshold} | {r.verdict}"))
+            item.user_properties.append(
+                (f"{r.check} [{r.gpu or 'host'}]", f"{r.measured} | {r.threshold} | {r.verdict}")
+            )
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
     if call.when == "setup":
@@ -246,11 +292,37 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     extra: list[Record] = []
     check, gpu = _check_name(item), _gpu_of(item)
     if report.skipped:
-        extra.append(Record(check, gpu, "-", "-", SKIP, round(report.duration, 3), _skip_reason(report), None, item.nodeid))
+        extra.append(
+            Record(
+                check,
+                gpu,
+                "-",
+                "-",
+                SKIP,
+                round(report.duration, 3),
+                _skip_reason(report),
+                None,
+                item.nodeid,
+            )
+        )
     elif report.failed and not any(r.verdict == FAIL for r in records):
-        extra.append(Record(check, gpu, "-", "-", FAIL, round(report.duration, 3), _failure_reason(call), None, item.nodeid))
+        extra.append(
+            Record(
+                check,
+                gpu,
+                "-",
+                "-",
+                FAIL,
+                round(report.duration, 3),
+                _failure_reason(call),
+                None,
+                item.nodeid,
+            )
+        )
     elif report.passed and not records:
-        extra.append(Record(check, gpu, "ok", "-", PASS, round(report.duration, 3), "", None, item.nodeid))
+        extra.append(
+            Record(check, gpu, "ok", "-", PASS, round(report.duration, 3), "", None, item.nodeid)
+        )
     if suite.replayed_from:
         for r in records + extra:
             r.replayed = True
@@ -264,9 +336,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return  # a replay judges recorded NVML answers only; a host with no GPU proves none
     labels = {g.uuid: f"GPU {g.index} ({g.name})" for g in suite.visible_gpus()}
     # Installed, not imported: a run whose framework checks were deselected (-k) still has them.
-    frameworks = [name for name in ("torch", "tensorflow") if name in suite.frameworks or importlib.util.find_spec(name)]
-    suite.not_validated = missing_evidence([r.to_dict() for r in suite.records], labels, frameworks=frameworks,
-                                           exit_status=0, health_only=suite.health_only)
+    frameworks = [
+        name
+        for name in ("torch", "tensorflow")
+        if name in suite.frameworks or importlib.util.find_spec(name)
+    ]
+    suite.not_validated = missing_evidence(
+        [r.to_dict() for r in suite.records],
+        labels,
+        frameworks=frameworks,
+        exit_status=0,
+        health_only=suite.health_only,
+    )
     if suite.not_validated:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -276,12 +357,22 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     index = {gpu.uuid: gpu.index for gpu in suite.host.gpus}
     terminalreporter.section("gpuenv validation report")
     if suite.replayed_from:
-        for line in fit(f"REPLAYED: every line judges the recorded host {suite.replayed_from}, not this machine"):
+        for line in fit(
+            f"REPLAYED: every line judges the recorded host {suite.replayed_from}, not this machine"
+        ):
             terminalreporter.write_line(line)
     full = bool(suite_option(config, "verbose"))
-    for line in host_lines(suite.host.driver_version, suite.host.cuda_driver_version, suite.host.gpus, suite.no_gpu_reason, full):
+    for line in host_lines(
+        suite.host.driver_version,
+        suite.host.cuda_driver_version,
+        suite.host.gpus,
+        suite.no_gpu_reason,
+        full,
+    ):
         terminalreporter.write_line(line)
-    for lost in suite.host.unreadable:  # wrapped: the error names the GPU, its bus id, UUID and the fix
+    for (
+        lost
+    ) in suite.host.unreadable:  # wrapped: the error names the GPU, its bus id, UUID and the fix
         for line in fit(lost.error):
             terminalreporter.write_line(line)
     for line in fit(f"suite: {Path(__file__).resolve().parent}, CUDA_DEVICE_ORDER={DEVICE_ORDER}"):
@@ -289,30 +380,43 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if full:
         terminalreporter.write_line(render_table(suite.records, index))
     else:
-        terminalreporter.write_line(render_summary(suite.records, index, replayed=bool(suite.replayed_from)))
+        terminalreporter.write_line(
+            render_summary(suite.records, index, replayed=bool(suite.replayed_from))
+        )
     note = not_judged_note(suite.records, suite.gpu_names)
     if note:
         terminalreporter.write_line(note)
     if suite.json_path:
         data = build_json(
-            suite.records, suite.host.to_dict(), [g.to_dict() for g in suite.host.gpus], suite.frameworks, int(exitstatus),
-            not_validated=suite.not_validated, health_only=suite.health_only,
+            suite.records,
+            suite.host.to_dict(),
+            [g.to_dict() for g in suite.host.gpus],
+            suite.frameworks,
+            int(exitstatus),
+            not_validated=suite.not_validated,
+            health_only=suite.health_only,
         )
         try:
             write_json(suite.json_path, data)
             terminalreporter.write_line(f"JSON report: {shown_path(suite.json_path)}")
         except OSError as err:  # atomic: the old report (or none) stays, never half of one
-            suite.write_errors.append(f"cannot write the JSON report {suite.json_path}: {err.strerror or err}")
+            suite.write_errors.append(
+                f"cannot write the JSON report {suite.json_path}: {err.strerror or err}"
+            )
     if suite.save_baseline_path:
         try:
             save_baseline(suite.save_baseline_path, suite.records, suite.gpu_names)
             terminalreporter.write_line(f"baseline saved: {shown_path(suite.save_baseline_path)}")
         except OSError as err:
-            suite.write_errors.append(f"cannot write the baseline {suite.save_baseline_path}: {err.strerror or err}")
+            suite.write_errors.append(
+                f"cannot write the baseline {suite.save_baseline_path}: {err.strerror or err}"
+            )
     if suite.recorder is not None:
         try:
             terminalreporter.write_line(f"recording: {suite.write_recording(int(exitstatus))}")
         except OSError as err:
-            suite.write_errors.append(f"cannot write the recording into {suite.record_dir}: {err.strerror or err}")
+            suite.write_errors.append(
+                f"cannot write the recording into {suite.record_dir}: {err.strerror or err}"
+            )
     for problem in suite.write_errors:
         terminalreporter.write_line(f"validate: {problem}")

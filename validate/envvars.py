@@ -40,8 +40,10 @@ def seconds(name: str, environ: dict[str, str] | None = None) -> float:
         value = math.nan
     if not (math.isfinite(value) and 0 < value <= MAX_SECONDS):
         shown = repr(raw[:40]) + ("..." if len(raw) > 40 else "")
-        raise BadVariable(f"{name}={shown} is not a number of seconds between 0 and {MAX_SECONDS:g}: "
-                          f"unset it (the default is {default:g}) or give e.g. {name}={default:g}")
+        raise BadVariable(
+            f"{name}={shown} is not a number of seconds between 0 and {MAX_SECONDS:g}: "
+            f"unset it (the default is {default:g}) or give e.g. {name}={default:g}"
+        )
     return value
 
 

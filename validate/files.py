@@ -89,7 +89,11 @@ def write_text_atomic(path: str | Path, text: str | Iterable[str]) -> None:
         raise WriteFailed(given, "it is a folder", errno.EISDIR)
     if st is not None and stat.S_ISSOCK(st.st_mode):
         raise WriteFailed(given, "it is a socket", errno.ENXIO)
-    pieces = (text.encode("utf-8"),) if isinstance(text, str) else (piece.encode("utf-8") for piece in text)
+    pieces = (
+        (text.encode("utf-8"),)
+        if isinstance(text, str)
+        else (piece.encode("utf-8") for piece in text)
+    )
     if st is not None and not stat.S_ISREG(st.st_mode):
         _write_in_place(given, given, pieces)
     else:
@@ -104,14 +108,16 @@ def _write_in_place(given: Path, target: Path, pieces: Iterable[bytes]) -> None:
             for data in pieces:
                 view = memoryview(data)
                 while view:
-                    view = view[os.write(fd, view):]
+                    view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
     except OSError as err:
         raise WriteFailed(given, os_error_reason(err), err.errno) from None
 
 
-def _replace(given: Path, target: Path, pieces: Iterable[bytes], old: os.stat_result | None) -> None:
+def _replace(
+    given: Path, target: Path, pieces: Iterable[bytes], old: os.stat_result | None
+) -> None:
     """Temp file in the same folder, then os.replace; the temp file is removed on any failure
     (an exception while the pieces are made too)."""
     tmp: str | None = None
@@ -179,8 +185,11 @@ def held_signals() -> Iterator[list[int]]:
         return
     # A signal the program ignores (nohup, a background job) stays ignored: holding it would revive it.
     ignored = {signum for signum in HELD_SIGNALS if signal.getsignal(signum) is signal.SIG_IGN}
-    previous = {signum: signal.signal(signum, lambda signum, _frame: arrived.append(signum))
-                for signum in HELD_SIGNALS if signum not in ignored}
+    previous = {
+        signum: signal.signal(signum, lambda signum, _frame: arrived.append(signum))
+        for signum in HELD_SIGNALS
+        if signum not in ignored
+    }
     try:
         yield arrived
     finally:
@@ -288,7 +297,9 @@ def json_nesting_depth(text: str, stop_above: int | None = None) -> int:
     if open_quote >= 0:  # a string that never closes: nothing after its quote is outside a string
         outside = outside[:open_quote]
     deepest = 0
-    for depth in itertools.accumulate(map(_BRACKET_STEP.__getitem__, _NOT_BRACKETS.sub("", outside))):
+    for depth in itertools.accumulate(
+        map(_BRACKET_STEP.__getitem__, _NOT_BRACKETS.sub("", outside))
+    ):
         if depth > deepest:
             deepest = depth
             if stop_above is not None and deepest > stop_above:
@@ -310,7 +321,10 @@ def json_repeated_key(text: str) -> tuple[str, int, int] | None:
     settings without a word. Scanned without parsing (call after the depth check); keys are
     compared as json decodes them, so `"cuda"` and `"cu\\u0064a"` are the same key."""
     objects: list[dict[str, int] | None] = []  # per open bracket: keys seen so far (None: a list)
-    line, pending = 1, None  # pending: the last string closed, and its line, until ':' or another token
+    line, pending = (
+        1,
+        None,
+    )  # pending: the last string closed, and its line, until ':' or another token
     position, size = 0, len(text)
     while position < size:
         char = text[position]
@@ -318,7 +332,7 @@ def json_repeated_key(text: str) -> tuple[str, int, int] | None:
             end = position + 1
             while end < size and text[end] != '"':
                 end += 2 if text[end] == "\\" else 1
-            pending = (_decoded_key(text[position + 1:end]), line)
+            pending = (_decoded_key(text[position + 1 : end]), line)
             line += text.count("\n", position, end)
             position = end + 1
             continue
@@ -371,7 +385,10 @@ class RepeatedKey(InputRefused):
     """A key given twice in one JSON object: `key`, and the lines of both (`first`, `line`)."""
 
     def __init__(self, key: str, first: int, second: int) -> None:
-        super().__init__(f"key {safe_text(key, limit=60)!r} given twice in one object (lines {first} and {second})", second)
+        super().__init__(
+            f"key {safe_text(key, limit=60)!r} given twice in one object (lines {first} and {second})",
+            second,
+        )
         self.key = key
         self.first = first
 
@@ -406,7 +423,9 @@ def read_input(path: str | Path, limit: int, *, within: str | Path | None = None
     return b"".join(input_blocks(path, limit, within=within))
 
 
-def input_blocks(path: str | Path, limit: int, *, within: str | Path | None = None, block: int = 1 << 20) -> Iterator[bytes]:
+def input_blocks(
+    path: str | Path, limit: int, *, within: str | Path | None = None, block: int = 1 << 20
+) -> Iterator[bytes]:
     """A regular file of at most `limit` bytes, in blocks (to hash a wheel without holding it).
 
     The kind is checked before opening (a device is never opened: a tape would rewind) and again
@@ -470,9 +489,11 @@ def decode_input(data: bytes) -> str:
     for bom, codec, name in _BOMS:
         if data.startswith(bom):
             try:
-                return data[len(bom):].decode(codec)
+                return data[len(bom) :].decode(codec)
             except UnicodeDecodeError as err:
-                raise InputRefused(f"{name} with a byte-order mark, but broken at byte {err.start + len(bom)}") from None
+                raise InputRefused(
+                    f"{name} with a byte-order mark, but broken at byte {err.start + len(bom)}"
+                ) from None
     if b"\0" in data:  # valid UTF-8, but no text format read here allows NUL
         head = data[:4096]
         if head[0::2].count(0) > len(head) // 4 or head[1::2].count(0) > len(head) // 4:
@@ -482,7 +503,9 @@ def decode_input(data: bytes) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
         line = data[: err.start].count(b"\n") + 1
-        raise InputRefused(f"not UTF-8 text (byte 0x{data[err.start]:02x} on line {line}): save it as UTF-8") from None
+        raise InputRefused(
+            f"not UTF-8 text (byte 0x{data[err.start]:02x} on line {line}): save it as UTF-8"
+        ) from None
 
 
 def refusal_line(name: str | Path, err: InputRefused) -> str:
@@ -501,7 +524,9 @@ def read_text_input(path: str | Path, limit: int) -> str:
     return decode_input(read_input(path, limit))
 
 
-def load_json_input(text: str, *, max_depth: int, max_digits: int = 30, max_values: int | None = None) -> object:
+def load_json_input(
+    text: str, *, max_depth: int, max_digits: int = 30, max_values: int | None = None
+) -> object:
     """JSON from untrusted text: nesting past `max_depth` and more than `max_values` values
     refused before decoding (the decoder recurses once per level, and builds every value),
     integers longer than `max_digits` refused (int() of 5,000 digits is slow, and no count or
@@ -515,13 +540,17 @@ def load_json_input(text: str, *, max_depth: int, max_digits: int = 30, max_valu
 
     def whole(digits: str) -> int:
         if len(digits.lstrip("-")) > max_digits:
-            raise InputRefused(f"a {len(digits.lstrip('-'))}-digit number; at most {max_digits} digits are read",
-                               longest_digit_run(text, max_digits)[1] or None)
+            raise InputRefused(
+                f"a {len(digits.lstrip('-'))}-digit number; at most {max_digits} digits are read",
+                longest_digit_run(text, max_digits)[1] or None,
+            )
         return int(digits)
 
     def real(literal: str) -> float:
         if len(literal) > max_digits + 16:
-            raise InputRefused(f"a number of {len(literal)} characters; at most {max_digits + 16} are read")
+            raise InputRefused(
+                f"a number of {len(literal)} characters; at most {max_digits + 16} are read"
+            )
         value = float(literal)
         if value in (float("inf"), float("-inf")):
             raise InputRefused(f"the number {literal[:20]} is out of range")
@@ -532,15 +561,29 @@ def load_json_input(text: str, *, max_depth: int, max_digits: int = 30, max_valu
 
     def unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
         out = dict(pairs)
-        if len(out) < len(pairs):  # keys as decoded: "cu\u0064a" is "cuda"; the scan finds both lines
-            key, first, second = json_repeated_key(text) or (next(k for n, (k, _) in enumerate(pairs) if k in dict(pairs[:n])), 0, 0)
+        if len(out) < len(
+            pairs
+        ):  # keys as decoded: "cu\u0064a" is "cuda"; the scan finds both lines
+            key, first, second = json_repeated_key(text) or (
+                next(k for n, (k, _) in enumerate(pairs) if k in dict(pairs[:n])),
+                0,
+                0,
+            )
             raise RepeatedKey(key, first, second)
         return out
 
     try:
-        return json.loads(text, parse_int=whole, parse_float=real, parse_constant=constant, object_pairs_hook=unique_keys)
+        return json.loads(
+            text,
+            parse_int=whole,
+            parse_float=real,
+            parse_constant=constant,
+            object_pairs_hook=unique_keys,
+        )
     except json.JSONDecodeError as err:
-        raise InputRefused(f"not JSON ({err.msg} at line {err.lineno} column {err.colno})", err.lineno) from None
+        raise InputRefused(
+            f"not JSON ({err.msg} at line {err.lineno} column {err.colno})", err.lineno
+        ) from None
     except RecursionError:  # belt and braces: the depth was checked above
         raise InputRefused("JSON nested too deep") from None
 
@@ -576,7 +619,9 @@ def same_file(a: str | Path, b: str | Path) -> bool:
         return False
 
 
-def output_clash(outputs: dict[str, str | Path | None], inputs: dict[str, str | Path | None]) -> str | None:
+def output_clash(
+    outputs: dict[str, str | Path | None], inputs: dict[str, str | Path | None]
+) -> str | None:
     """Why one of these outputs (option -> path) would overwrite an input or another output, in
     words naming both options, or None. A run must never destroy what it reads or writes twice."""
     given_outputs = [(flag, path) for flag, path in outputs.items() if path]
@@ -585,7 +630,7 @@ def output_clash(outputs: dict[str, str | Path | None], inputs: dict[str, str | 
             if read and same_file(path, read):
                 return f"{flag} {path} is {source}, which this run reads: it would be overwritten"
     for n, (flag, path) in enumerate(given_outputs):
-        for other, other_path in given_outputs[n + 1:]:
+        for other, other_path in given_outputs[n + 1 :]:
             if same_file(path, other_path):
                 return f"{flag} and {other} name the same file {path}: each report needs its own"
     return None

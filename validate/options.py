@@ -89,8 +89,14 @@ def add_options(add: Callable[..., Any], plugin: bool = False) -> None:
         if option.metavar is None:
             add(flag, action="store_true", default=False, help=option.help, **named)
         else:
-            add(flag, type=option.type, default=None, metavar=option.metavar, help=option.help,
-                **named)
+            add(
+                flag,
+                type=option.type,
+                default=None,
+                metavar=option.metavar,
+                help=option.help,
+                **named,
+            )
 
 
 def command_line(

@@ -15,18 +15,19 @@ import pytest
 
 from validate.envvars import seconds
 from validate.host import nvml
-from validate.options import suite_option
-from validate.report.baseline import BaselineError, baseline_value, load_baseline
 from validate.host.devices import all_nvml_uuids, visible_gpus
 from validate.host.masking import device_list
-from validate.judge.peaks import SUITE_MATMUL_METHODS, PeakTableError, ReferenceFigure, load_peaks, peaks_for
-from validate.report.record import Record
-from validate.host.stackfile import read_stack_file
-from validate.measure.memory_modes import outside_measurer
-from validate.measure.subproc import DEFAULT_TIMEOUT, ProbeResult, run_probe, run_stepped_probe
-from validate.host.tfbuild import installed_build_info
 from validate.host.pcibus import in_container, nvidia_gpus
+from validate.host.stackfile import read_stack_file
+from validate.host.tfbuild import installed_build_info
 from validate.judge.driver_floor import driverless_brief, driverless_text
+from validate.judge.peaks import (
+    SUITE_MATMUL_METHODS,
+    PeakTableError,
+    ReferenceFigure,
+    load_peaks,
+    peaks_for,
+)
 from validate.judge.thresholds import (
     FAIL,
     INFO,
@@ -38,6 +39,11 @@ from validate.judge.thresholds import (
     probe_parallelism,
     ptx_only,
 )
+from validate.measure.memory_modes import outside_measurer
+from validate.measure.subproc import DEFAULT_TIMEOUT, ProbeResult, run_probe, run_stepped_probe
+from validate.options import suite_option
+from validate.report.baseline import BaselineError, baseline_value, load_baseline
+from validate.report.record import Record
 
 DEVICE_ORDER = "PCI_BUS_ID"
 #: How long TensorFlow's probe may take when it must JIT-compile PTX for a GPU (seconds).
@@ -81,7 +87,9 @@ class Suite:
             nvidia_visible,
             _cpu_stack(),
             in_image=in_image,
-            mounted=device_list(nvidia_visible) if (nvidia_visible or "").strip().startswith("/") else None,
+            mounted=device_list(nvidia_visible)
+            if (nvidia_visible or "").strip().startswith("/")
+            else None,
             cpu_only_host=self.cpu_only,
         )
         #: The line naming the GPUs on the bus and the fix; --expect-gpus 0 still validates as
@@ -129,7 +137,9 @@ class Suite:
                 module, error = nvml.import_pynvml()
                 if module is None:
                     raise pytest.UsageError(f"validate: --record: {error}")
-            self.recorder = RecordingNvml(module, source=f"python -m validate --record on {platform.node() or 'this host'}")
+            self.recorder = RecordingNvml(
+                module, source=f"python -m validate --record on {platform.node() or 'this host'}"
+            )
             module = self.recorder
         nvml.use_module(module)
 
@@ -180,7 +190,9 @@ class Suite:
         entry = peaks_for(gpu_name, self.peaks)
         return entry.peak(metric) if entry else None
 
-    def reference(self, gpu_name: str, metric: str, methods: tuple[str, ...] = SUITE_MATMUL_METHODS) -> ReferenceFigure | None:
+    def reference(
+        self, gpu_name: str, metric: str, methods: tuple[str, ...] = SUITE_MATMUL_METHODS
+    ) -> ReferenceFigure | None:
         """What healthy GPUs of this model measured (gpu_peaks.yaml), or None: not judged;
         confirmed only by a measurement taken with `methods` (how the judged figure was taken)."""
         entry = peaks_for(gpu_name, self.peaks)
@@ -191,19 +203,37 @@ class Suite:
         wanted = self.selected_mig
         if not wanted:
             return None
-        return next((m for m in gpu.mig_devices if m.uuid.startswith(wanted) or wanted.startswith(m.uuid)), None)
+        return next(
+            (m for m in gpu.mig_devices if m.uuid.startswith(wanted) or wanted.startswith(m.uuid)),
+            None,
+        )
 
     def judge(
-        self, gpu: nvml.GpuInfo, check: str, metric: str, value: float, unit: str, methods: tuple[str, ...] = SUITE_MATMUL_METHODS
+        self,
+        gpu: nvml.GpuInfo,
+        check: str,
+        metric: str,
+        value: float,
+        unit: str,
+        methods: tuple[str, ...] = SUITE_MATMUL_METHODS,
     ) -> tuple[str, Verdict]:
         """Measured text and verdict for a higher-is-better figure on this NVML GPU (or the MIG
         instance of it this run validates): --baseline, else 75% of the model's measured
         reference, else not judged. The datasheet share is shown for orientation only."""
         peak = self.peak(gpu.name, metric)
         mig = self.selected_mig_device(gpu) if gpu.mig_enabled else None
-        share = mig_share(mig.multiprocessor_count, gpu.multiprocessor_count) if mig is not None else None
+        share = (
+            mig_share(mig.multiprocessor_count, gpu.multiprocessor_count)
+            if mig is not None
+            else None
+        )
         verdict = judge_figure(
-            metric, value, self.reference(gpu.name, metric, methods), self.baseline_for(gpu.name, check), mig=mig is not None, share=share
+            metric,
+            value,
+            self.reference(gpu.name, metric, methods),
+            self.baseline_for(gpu.name, check),
+            mig=mig is not None,
+            share=share,
         )
         if mig is not None:
             peak = peak * share if peak and share else None
@@ -218,21 +248,29 @@ class Suite:
         kept = (self.replay or {}).get("records") or []
         wanted = self.framework_tests if nodeid is None else {nodeid}
         # lines a replay wrote were never measured on a host: only a live run's lines count
-        return [r for r in kept if isinstance(r, dict) and r.get("test") in wanted and not r.get("replayed")]
+        return [
+            r
+            for r in kept
+            if isinstance(r, dict) and r.get("test") in wanted and not r.get("replayed")
+        ]
 
     def write_recording(self, exit_status: int) -> str:
         """Write gpuenv's recording of this run into --record DIR; returns its path."""
         from validate.files import path_component, write_text_atomic
 
         data = self.recorder.recording()
-        if isinstance((self.replay or {}).get("capture"), dict):  # a cut capture stays cut when recorded again
+        if isinstance(
+            (self.replay or {}).get("capture"), dict
+        ):  # a cut capture stays cut when recorded again
             data["capture"] = self.replay["capture"]  # type: ignore[index]
         data["records"] = [r.to_dict() for r in self.records]
         data["frameworks"] = self.frameworks
         data["pytest_exit_status"] = exit_status
         folder = Path(self.record_dir or ".")
         folder.mkdir(parents=True, exist_ok=True)
-        host = path_component(platform.node())  # a host name with '/', a newline or ESC stays one safe name
+        host = path_component(
+            platform.node()
+        )  # a host name with '/', a newline or ESC stays one safe name
         path = folder / f"gpuenv-recording-{host}-{time.strftime('%Y%m%dT%H%M%S')}.json"
         write_text_atomic(path, json.dumps(data, indent=1, default=str) + "\n")
         return str(path)
@@ -253,11 +291,17 @@ class Suite:
         say so before starting, and give the probe TF_JIT_TIMEOUT instead of the usual timeout."""
         if self._tf_info is None:
             archs = list((installed_build_info() or {}).get("cuda_compute_capabilities") or [])
-            jit = [g for g in self.host.gpus if g.compute_capability and archs and ptx_only(g.compute_capability, archs)]
+            jit = [
+                g
+                for g in self.host.gpus
+                if g.compute_capability and archs and ptx_only(g.compute_capability, archs)
+            ]
             timeout = DEFAULT_TIMEOUT
             if jit:
                 timeout = max(DEFAULT_TIMEOUT, TF_JIT_TIMEOUT)
-                names = ", ".join(f"GPU {g.index} (sm_{g.compute_capability.replace('.', '')})" for g in jit)  # type: ignore[union-attr]
+                names = ", ".join(
+                    f"GPU {g.index} (sm_{g.compute_capability.replace('.', '')})" for g in jit
+                )  # type: ignore[union-attr]
                 self.say_now(
                     f"validate: warning: TensorFlow ships only PTX for {names}: its first use JIT-compiles the kernels, "
                     f"which can take many minutes; waiting up to {timeout:.0f} s (VALIDATE_TF_JIT_TIMEOUT)"
@@ -266,16 +310,22 @@ class Suite:
             # The speed figures come from the same child, after the memory step: one TensorFlow start.
             speed = "--speed-quick" if self.quick else "--speed"
             visible = self.visible_gpus()
-            first = visible[0] if visible else None  # TensorFlow's /GPU:0 in the child (which keeps the caller's mask)
+            first = (
+                visible[0] if visible else None
+            )  # TensorFlow's /GPU:0 in the child (which keeps the caller's mask)
             if first is not None and first.memory_total_bytes is not None and not first.mig_enabled:
                 # Pause after the small products so the memory check can measure growth-env here.
                 before, measure = outside_measurer(first.uuid)
-                self._tf_info = run_stepped_probe(["tf-info", "--pause", speed], env, measure, timeout=timeout)
+                self._tf_info = run_stepped_probe(
+                    ["tf-info", "--pause", speed], env, measure, timeout=timeout
+                )
                 self._tf_memory = (before, self._tf_info)
             else:
                 self._tf_info = run_probe(["tf-info", speed], env, timeout=timeout)
             if self._tf_info.data and not self._tf_info.error:
-                self.frameworks["tensorflow"] = {k: v for k, v in self._tf_info.data.items() if k not in ("compute", "speed")}
+                self.frameworks["tensorflow"] = {
+                    k: v for k, v in self._tf_info.data.items() if k not in ("compute", "speed")
+                }
         return self._tf_info
 
     def tf_memory_on_the_way(self) -> tuple[int, ProbeResult] | None:
@@ -309,18 +359,34 @@ class Recorder:
         fleet_judged: bool = True,
     ) -> Record:
         if isinstance(verdict, Verdict):
-            word, threshold, reason = verdict.verdict, threshold or verdict.threshold, verdict.reason
+            word, threshold, reason = (
+                verdict.verdict,
+                threshold or verdict.threshold,
+                verdict.reason,
+            )
         else:
             word, reason = verdict, ""
         if seconds is None:
             seconds = time.perf_counter() - self.started
         self.started = time.perf_counter()
-        record = Record(check, gpu, measured, threshold, word, round(seconds, 3), reason, value, self.item.nodeid,
-                        fleet_judged=fleet_judged)
+        record = Record(
+            check,
+            gpu,
+            measured,
+            threshold,
+            word,
+            round(seconds, 3),
+            reason,
+            value,
+            self.item.nodeid,
+            fleet_judged=fleet_judged,
+        )
         self.records.append(record)
         return record
 
     def finish(self) -> None:
         failed = [r for r in self.records if r.verdict == FAIL]
         if failed:
-            pytest.fail("; ".join(f"{r.check}: {r.reason or r.measured}" for r in failed), pytrace=False)
+            pytest.fail(
+                "; ".join(f"{r.check}: {r.reason or r.measured}" for r in failed), pytrace=False
+            )

@@ -113,16 +113,25 @@ def terminate_as_interrupt() -> Iterator[None]:
         yield
 
 
-def show(*parts: Any, sep: str = " ", end: str = "\n", file: Any = None, flush: bool = False) -> None:
+def show(
+    *parts: Any, sep: str = " ", end: str = "\n", file: Any = None, flush: bool = False
+) -> None:
     """print(), for everything a task prints: paths and values may come from untrusted input (a
     capture's file name, a node's report, a config value), so control characters are shown as
     \\xNN, never sent to the terminal (an ESC in a --host file name could clear the screen or
     set the window title). Newlines and tabs, the layout of tables, are kept."""
     import sys
 
-    text = sep.join(str(part) for part in parts).replace("\r", "\\r")  # a carriage return would hide what came before it
+    text = sep.join(str(part) for part in parts).replace(
+        "\r", "\\r"
+    )  # a carriage return would hide what came before it
     text = mask_credentials(text)  # a mirror URL's password, quoted anywhere, is never printed
-    print(safe_text(text, newlines=True, limit=len(text)), end=end, file=file or sys.stdout, flush=flush)
+    print(
+        safe_text(text, newlines=True, limit=len(text)),
+        end=end,
+        file=file or sys.stdout,
+        flush=flush,
+    )
 
 
 def user_errors(func: F) -> F:
@@ -137,9 +146,17 @@ def user_errors(func: F) -> F:
             with terminate_as_interrupt():
                 return func(*args, **kwargs)
         except Terminated as err:
-            raise Exit(f"gpuenv: terminated ({err.signal_name}); nothing half-written was left", code=err.exit_code) from None
-        except GpuenvError as err:  # its text may quote a capture, a report or a path: made safe for the terminal
-            raise Exit(f"gpuenv: {safe_text(mask_credentials(err.render()), limit=4000)}", code=err.exit_code) from None
+            raise Exit(
+                f"gpuenv: terminated ({err.signal_name}); nothing half-written was left",
+                code=err.exit_code,
+            ) from None
+        except (
+            GpuenvError
+        ) as err:  # its text may quote a capture, a report or a path: made safe for the terminal
+            raise Exit(
+                f"gpuenv: {safe_text(mask_credentials(err.render()), limit=4000)}",
+                code=err.exit_code,
+            ) from None
         except BrokenPipeError:
             # the reader (`| head`) went away: stop quietly, as Unix tools do
             import sys
@@ -191,7 +208,9 @@ def config_layers(config: Any) -> list[Any]:
         file_layer("project", "project config"),
         Layer("environment", section("env") or {}, is_env=True),
         file_layer("runtime", "-f file"),
-        Layer("overrides", section("overrides") or {}),  # Invoke's last layer: a program's own Config(overrides=...)
+        Layer(
+            "overrides", section("overrides") or {}
+        ),  # Invoke's last layer: a program's own Config(overrides=...)
     ]
 
 
@@ -212,7 +231,17 @@ def stack_request(c: Any, **cli: Any) -> Any:
 
 #: The stack options, the same in every task that addresses a stack (tests/team walks every task's
 #: signature against this list): what `stack_options(locals())` hands to stack_request.
-STACK_OPTIONS = ("cuda", "framework", "torch", "tensorflow", "python", "driver", "gpu_arch", "strict_driver", "wheelhouse")
+STACK_OPTIONS = (
+    "cuda",
+    "framework",
+    "torch",
+    "tensorflow",
+    "python",
+    "driver",
+    "gpu_arch",
+    "strict_driver",
+    "wheelhouse",
+)
 
 
 def stack_options(values: dict[str, Any]) -> dict[str, Any]:
@@ -221,8 +250,17 @@ def stack_options(values: dict[str, Any]) -> dict[str, Any]:
 
 
 #: The options that choose a stack (the wheelhouse only narrows the choice, so it combines with a remembered one).
-STACK_CHOOSERS = ("cuda", "framework", "torch", "tensorflow", "python", "driver", "gpu_arch", "strict_driver",
-                  "platform")
+STACK_CHOOSERS = (
+    "cuda",
+    "framework",
+    "torch",
+    "tensorflow",
+    "python",
+    "driver",
+    "gpu_arch",
+    "strict_driver",
+    "platform",
+)
 
 
 def current_stack_reason(c: Any, cli: dict[str, Any]) -> tuple[str, Any]:
@@ -244,7 +282,9 @@ def current_stack_reason(c: Any, cli: dict[str, Any]) -> tuple[str, Any]:
     return ("remembered", entry) if entry else ("floats", None)
 
 
-def resolve_for_task(c: Any, cli: dict[str, Any], announce: bool = True, **extra: Any) -> tuple[Any, Any]:
+def resolve_for_task(
+    c: Any, cli: dict[str, Any], announce: bool = True, **extra: Any
+) -> tuple[Any, Any]:
     """(StackRequest, Stack) for a task that uses a stack (build, run, validate, push, install, export).
 
     With no stack option and no invoke.yaml pin, it is the project's remembered stack, said in
@@ -267,23 +307,38 @@ def resolve_for_task(c: Any, cli: dict[str, Any], announce: bool = True, **extra
     except (BadInput, NoCompatibleStack) as err:
         raise entry.unusable(where, err.message) from None
     if stack.stack_id != entry.stack_id:
-        raise DataError(f"{where} names {entry.stack_id}, but its options give {stack.stack_id} today (the compatibility data changed)",
-                        fix="give stack options, or rebuild with them so the project remembers the new stack")
+        raise DataError(
+            f"{where} names {entry.stack_id}, but its options give {stack.stack_id} today (the compatibility data changed)",
+            fix="give stack options, or rebuild with them so the project remembers the new stack",
+        )
     if announce:
-        show(f"stack: {stack.stack_id}, remembered from the last `invoke {entry.made_by}` ({where}); stack options choose another",
-              file=sys.stderr, flush=True)
+        show(
+            f"stack: {stack.stack_id}, remembered from the last `invoke {entry.made_by}` ({where}); stack options choose another",
+            file=sys.stderr,
+            flush=True,
+        )
     return request, stack
 
 
-def remember_stack(stack: Any, request: Any, made_by: str, lock_file: Path, say: Callable[[str], None]) -> None:
+def remember_stack(
+    stack: Any, request: Any, made_by: str, lock_file: Path, say: Callable[[str], None]
+) -> None:
     """After `lock` or `build`: make `stack` the project's current stack, and say which lock is now current."""
     from gpuenv.envs import current
     from gpuenv.envs.locking import locks_root
 
-    path, changed = current.record(locks_root(), stack, made_by=made_by, lock_file=lock_file, strict_driver=request.strict_driver)
+    path, changed = current.record(
+        locks_root(),
+        stack,
+        made_by=made_by,
+        lock_file=lock_file,
+        strict_driver=request.strict_driver,
+    )
     if changed:
-        say(f"current stack: {stack.stack_id} (lock {lock_file}), recorded in {path}: build, run, validate, push, install and "
-            "export use it when no stack option is given")
+        say(
+            f"current stack: {stack.stack_id} (lock {lock_file}), recorded in {path}: build, run, validate, push, install and "
+            "export use it when no stack option is given"
+        )
 
 
 PIN_FIX = "upgrade the driver, or pin another stack (gpuenv.cuda / gpuenv.torch / gpuenv.tensorflow in invoke.yaml)"
@@ -297,8 +352,8 @@ def resolve(request: Any) -> Any:
     which are then only checked. A host that cannot run it is an error that says so, never a
     silently different stack.
     """
-    from gpuenv.errors import GpuenvError, NoCompatibleStack
     from gpuenv.compat.host import resolve_for_host
+    from gpuenv.errors import GpuenvError, NoCompatibleStack
 
     options = request.resolver_options()
     if not request.pinned:
@@ -309,13 +364,16 @@ def resolve(request: Any) -> Any:
     try:
         here = resolve_for_host(**options)
     except NoCompatibleStack as err:
-        raise NoCompatibleStack(f"this host cannot run the pinned stack {stack.stack_id}: {err.message}",
-                                fix=PIN_FIX) from None
+        raise NoCompatibleStack(
+            f"this host cannot run the pinned stack {stack.stack_id}: {err.message}", fix=PIN_FIX
+        ) from None
     except GpuenvError:
         raise
     if here.stack_id != stack.stack_id:
-        raise NoCompatibleStack(f"on this host the pinned options give {here.stack_id}, not the team's {stack.stack_id} (driver >= {stack.min_driver})",
-                                fix=PIN_FIX)
+        raise NoCompatibleStack(
+            f"on this host the pinned options give {here.stack_id}, not the team's {stack.stack_id} (driver >= {stack.min_driver})",
+            fix=PIN_FIX,
+        )
     return stack
 
 
@@ -336,19 +394,25 @@ def reporter(verbose: bool = False, quiet: bool = False) -> Any:
     return Reporter.choose(verbose=verbose, quiet=quiet)
 
 
-def image_or_stack(c: Any, image: str | None, stack_options: dict[str, Any], verbose: bool, quiet: bool) -> tuple[str, str, bool]:
+def image_or_stack(
+    c: Any, image: str | None, stack_options: dict[str, Any], verbose: bool, quiet: bool
+) -> tuple[str, str, bool]:
     """The image `run` and `validate` use: --image REF (pulled when missing), or the image of the
     stack the options resolve to. Returns (reference, its name for people, whether it is a CPU
     image: from the stack, or from REF's labels)."""
     from gpuenv.engine import Engine
-    from gpuenv.images import plan as images, share
-    from gpuenv.images.identity import checkout_suite
     from gpuenv.errors import BadInput
+    from gpuenv.images import plan as images
+    from gpuenv.images import share
+    from gpuenv.images.identity import checkout_suite
 
     if image:
         given = [f"--{k.replace('_', '-')}" for k, v in stack_options.items() if v]
         if given:
-            raise BadInput(f"--image names the image, so {', '.join(given)} cannot choose one", fix="drop " + " ".join(given) + " or --image")
+            raise BadInput(
+                f"--image names the image, so {', '.join(given)} cannot choose one",
+                fix="drop " + " ".join(given) + " or --image",
+            )
         ref = share.parse_image_ref(image)
         if is_dry(c):
             return ref, ref, False
@@ -366,6 +430,9 @@ def image_or_stack(c: Any, image: str | None, stack_options: dict[str, Any], ver
 
         # Never silent: the image of this lock was built with another suite (another checkout, or
         # before the suite changed here), and that is the suite that will judge this server.
-        show(f"gpuenv: the image of {stack.stack_id} carries another validation suite than this checkout's: "
-              "invoke build to use this one", file=sys.stderr)
+        show(
+            f"gpuenv: the image of {stack.stack_id} carries another validation suite than this checkout's: "
+            "invoke build to use this one",
+            file=sys.stderr,
+        )
     return ref, f"{stack.stack_id} ({engine.image_name(ref)})", stack.is_cpu

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import json
 
-from gpuenv.cli.common import show, STACK_HELP, resolve, stack_options, stack_request, task, team_settings, user_errors
+from gpuenv.cli.common import (
+    STACK_HELP,
+    resolve,
+    show,
+    stack_options,
+    stack_request,
+    task,
+    team_settings,
+    user_errors,
+)
 
 
 def settings_report(c) -> dict:
@@ -30,13 +39,21 @@ def team_stack_report(c) -> dict:
 
     try:
         why, entry = current_stack_reason(c, {})
-        request, stack = resolve_for_task(c, {}, announce=False) if why == "remembered" else (stack_request(c), None)
+        request, stack = (
+            resolve_for_task(c, {}, announce=False)
+            if why == "remembered"
+            else (stack_request(c), None)
+        )
         stack = stack or resolve(request)
     except GpuenvError as err:
         return {"available": False, "why": err.render()}
     report = {"available": True, "pinned": why == "pinned", "current": why, **stack.to_dict()}
     if entry:
-        report["remembered_from"] = {"file": str(current_file(locks_root())), "made_by": entry.made_by, "lock_file": entry.lock_file}
+        report["remembered_from"] = {
+            "file": str(current_file(locks_root())),
+            "made_by": entry.made_by,
+            "lock_file": entry.lock_file,
+        }
     return report
 
 
@@ -45,13 +62,22 @@ def format_team_stack(team: dict) -> str:
         return f"current   no stack: {team['why']}"
     line = f"current   {team['stack_id']}  base {team['base_image']}  ({team['pip_requirement']}): what tasks address with no stack options"
     if team.get("current") == "pinned":
-        return line + "\n          pinned (invoke.yaml): every server addresses this stack; a driver that cannot run it is an error"
+        return (
+            line
+            + "\n          pinned (invoke.yaml): every server addresses this stack; a driver that cannot run it is an error"
+        )
     if team.get("current") == "remembered":
         source = team["remembered_from"]
-        return (line + f"\n          remembered: the last `invoke {source['made_by']}` recorded it in {source['file']} (commit it with the lock); "
-                "invoke.yaml pins or stack options choose another")
-    return (line + "\n          the stack floats: each host resolves its own from its driver and the data; pin gpuenv.cuda, "
-            "gpuenv.python and gpuenv.torch (or tensorflow) in invoke.yaml for one stack everywhere, or `invoke build` one to remember it")
+        return (
+            line
+            + f"\n          remembered: the last `invoke {source['made_by']}` recorded it in {source['file']} (commit it with the lock); "
+            "invoke.yaml pins or stack options choose another"
+        )
+    return (
+        line
+        + "\n          the stack floats: each host resolves its own from its driver and the data; pin gpuenv.cuda, "
+        "gpuenv.python and gpuenv.torch (or tensorflow) in invoke.yaml for one stack everywhere, or `invoke build` one to remember it"
+    )
 
 
 def format_settings(report: dict) -> str:
@@ -60,17 +86,28 @@ def format_settings(report: dict) -> str:
     if not report.get("available"):
         return f"settings  not available: {report['why']}"
     rows = [(row["key"], row["value"], row["source"]) for row in report["values"]]
-    return "settings (invoke.yaml `gpuenv:`; the command line wins over these)\n" + format_table(("key", "value", "from"), rows)
+    return "settings (invoke.yaml `gpuenv:`; the command line wins over these)\n" + format_table(
+        ("key", "value", "from"), rows
+    )
 
 
-PLATFORM_HELP = ("the server's CPU architecture: linux-64 (x86_64) or linux-aarch64 (Grace: GH200, GB200, "
-                 "GB300, GB10); default: read from this host, or inferred from a capture's GPUs")
-HOST_HELP = ("a capture of a server (nvidia-smi -q -x > server.xml, nvidia-smi -q, or a python -m validate --record file): "
-             "its driver and GPUs are used instead of this machine's")
+PLATFORM_HELP = (
+    "the server's CPU architecture: linux-64 (x86_64) or linux-aarch64 (Grace: GH200, GB200, "
+    "GB300, GB10); default: read from this host, or inferred from a capture's GPUs"
+)
+HOST_HELP = (
+    "a capture of a server (nvidia-smi -q -x > server.xml, nvidia-smi -q, or a python -m validate --record file): "
+    "its driver and GPUs are used instead of this machine's"
+)
 
 
-@task(help={"json": "print the report as JSON instead of a table", "host": HOST_HELP,
-            "platform": PLATFORM_HELP})
+@task(
+    help={
+        "json": "print the report as JSON instead of a table",
+        "host": HOST_HELP,
+        "platform": PLATFORM_HELP,
+    }
+)
 @user_errors
 def doctor(c, json_=False, host=None, platform=None):
     """The host as seen from here: driver, GPUs, Docker and NVIDIA runtime, the team's settings and where each came from, and the recommended stack (exit 2 when the settings are invalid)."""
@@ -83,11 +120,21 @@ def doctor(c, json_=False, host=None, platform=None):
     use_host_file(host)  # --host: the team's stack below is chosen for that server too
     report = collect_report(host)
     report["settings"] = settings_report(c)
-    report["team_stack"] = team_stack_report(c) if report["settings"].get("available") else {"available": False, "why": "the settings cannot be used"}
+    report["team_stack"] = (
+        team_stack_report(c)
+        if report["settings"].get("available")
+        else {"available": False, "why": "the settings cannot be used"}
+    )
     if json_:
         show(json.dumps(report, indent=2))
     else:
-        show(format_report(report) + "\n" + format_settings(report["settings"]) + "\n" + format_team_stack(report["team_stack"]))
+        show(
+            format_report(report)
+            + "\n"
+            + format_settings(report["settings"])
+            + "\n"
+            + format_team_stack(report["team_stack"])
+        )
     if not report["settings"].get("available"):
         raise Exit(f"gpuenv: the settings are invalid: {report['settings']['why']}", code=2)
 
@@ -109,17 +156,19 @@ def matrix(c, json_=False, check=False):
     if not check:
         show(json.dumps(data.to_dict(), indent=2) if json_ else format_matrix(data))
         return
+    import sys
+
     from invoke.exceptions import Exit
 
     from gpuenv.compat.drift import compare, gather
     from gpuenv.compat.pypi import PyPI
 
-    import sys
-
     client = PyPI()
     say = lambda line: show(f"  {line}", file=sys.stderr, flush=True)  # noqa: E731 (progress goes to stderr: --json stays clean)
     report = compare(data, gather(client, data, progress=say), index=client.settings.index_url)
-    report.notes.append(f"{client.requests} requests, {client.bytes_fetched / 2**20:.1f} MiB read from {client.settings.json_base}")
+    report.notes.append(
+        f"{client.requests} requests, {client.bytes_fetched / 2**20:.1f} MiB read from {client.settings.json_base}"
+    )
     show(json.dumps(report.to_dict(), indent=2) if json_ else format_drift(report))
     if report.drift:
         raise Exit(code=1)
@@ -132,16 +181,32 @@ def matrix(c, json_=False, check=False):
         "host": HOST_HELP + " (--driver and --gpu-arch still win)",
         "platform": PLATFORM_HELP,
         "json": "print the stack as JSON (keys: cuda and cuda_version of the image, framework_cuda of the build, min_driver, base_image, python, framework, framework_version, wheel_variant, index_url, reasons, ...)",
-    }
+    },
 )
 @user_errors
-def resolve_(c, driver=None, cuda=None, framework=None, torch=None, tensorflow=None, python=None, gpu_arch=None, json_=False, strict_driver=False, wheelhouse=None, host=None,
-             platform=None):
+def resolve_(
+    c,
+    driver=None,
+    cuda=None,
+    framework=None,
+    torch=None,
+    tensorflow=None,
+    python=None,
+    gpu_arch=None,
+    json_=False,
+    strict_driver=False,
+    wheelhouse=None,
+    host=None,
+    platform=None,
+):
     """Choose the stack (CUDA, base image, framework build, Python) for this host, your wishes and the team's invoke.yaml."""
     from gpuenv.compat.host import use_host_file, use_platform
     from gpuenv.compat.stack_view import format_stack
+
     use_platform(platform)  # --platform: checked before anything slow
-    use_host_file(host)  # --host: that server's driver and GPUs instead of this machine's (checked now)
+    use_host_file(
+        host
+    )  # --host: that server's driver and GPUs instead of this machine's (checked now)
 
     request = stack_request(c, **stack_options(locals()))
     stack = resolve(request)

@@ -12,10 +12,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from gpuenv.errors import BadInput
 from gpuenv.cli.config_values import (  # noqa: F401 (callers import parse_registry, mirror_map and the two lists from here)
     BACKENDS,
     PLATFORMS,
+    after_option,
     as_backend,
     as_bool,
     as_cuda,
@@ -30,10 +30,10 @@ from gpuenv.cli.config_values import (  # noqa: F401 (callers import parse_regis
     as_release,
     as_string_list,
     as_text,
-    after_option,
     mirror_map,
     parse_registry,
 )
+from gpuenv.errors import BadInput
 
 SECTION = "gpuenv"
 ENV_PREFIX = "INVOKE_"
@@ -61,8 +61,16 @@ DEFAULTS: dict[str, Any] = {
         "parallel": None,
         "outlier_floor": None,
         "env": None,
-        "slurm": {"partition": None, "time": None, "queue_time": None, "nodes": None, "nodelist": None, "prefix": None, "rundir": None,
-                  "sbatch_args": None},
+        "slurm": {
+            "partition": None,
+            "time": None,
+            "queue_time": None,
+            "nodes": None,
+            "nodelist": None,
+            "prefix": None,
+            "rundir": None,
+            "sbatch_args": None,
+        },
     },
 }
 #: What None means, for `invoke doctor`.
@@ -143,7 +151,9 @@ def _is_set(value: Any) -> bool:
     return value is not None and value != ""
 
 
-def effective_values(layers: Sequence[Layer]) -> tuple[dict[str, Any], dict[str, str], dict[str, Layer]]:
+def effective_values(
+    layers: Sequence[Layer],
+) -> tuple[dict[str, Any], dict[str, str], dict[str, Layer]]:
     """For every known key, its value, the name of the layer it came from, and that layer.
 
     Invoke's merge lets a `null` in a higher file override a lower file's value (the committed
@@ -172,16 +182,27 @@ def unknown_variables(names: Iterable[str]) -> list[str]:
     """The INVOKE_GPUENV_* names among `names` that are no gpuenv setting (a typo is never ignored)."""
     known = {env_var(key) for key in KNOWN_KEYS}
     prefix = ENV_PREFIX + SECTION.upper() + "_"
-    return sorted(name for name in names if name.upper().startswith(prefix) and name.upper() not in known)
+    return sorted(
+        name for name in names if name.upper().startswith(prefix) and name.upper() not in known
+    )
 
 
 def check_variables(names: Iterable[str]) -> None:
     """An INVOKE_GPUENV_* variable that names no setting is a one-line error naming it."""
     unknown = unknown_variables(names)
     if unknown:
-        close = _closest(unknown[0].upper().removeprefix(ENV_PREFIX + SECTION.upper() + "_").lower().replace("_", "."))
+        close = _closest(
+            unknown[0]
+            .upper()
+            .removeprefix(ENV_PREFIX + SECTION.upper() + "_")
+            .lower()
+            .replace("_", ".")
+        )
         hint = f"did you mean {env_var(close)}? " if close else ""
-        raise BadInput(f"{unknown[0]} is not a gpuenv setting", fix=f"{hint}unset it, or use one of the INVOKE_GPUENV_* names `invoke doctor` lists")
+        raise BadInput(
+            f"{unknown[0]} is not a gpuenv setting",
+            fix=f"{hint}unset it, or use one of the INVOKE_GPUENV_* names `invoke doctor` lists",
+        )
 
 
 def _closest(key: str) -> str | None:
@@ -208,15 +229,25 @@ class FleetSettings:
     slurm_prefix: str | None = None
     slurm_rundir: str | None = None
     outlier_floor: float = 0.9
-    env: Mapping[str, str] = field(default_factory=dict)  # NCCL_*/GLOO_*/TORCH_* for every fleet container
+    env: Mapping[str, str] = field(
+        default_factory=dict
+    )  # NCCL_*/GLOO_*/TORCH_* for every fleet container
     slurm_sbatch_args: tuple[str, ...] = ()
 
     def as_config(self) -> dict[str, Any]:
         """The `gpuenv.fleet` section as plain data, shaped as invoke.yaml writes it (unset keys left out)."""
-        slurm = {key: getattr(self, f"slurm_{key}") for key in ("partition", "time", "queue_time", "nodes", "nodelist", "prefix", "rundir")}
+        slurm = {
+            key: getattr(self, f"slurm_{key}")
+            for key in ("partition", "time", "queue_time", "nodes", "nodelist", "prefix", "rundir")
+        }
         slurm["sbatch_args"] = list(self.slurm_sbatch_args) or None
-        out: dict[str, Any] = {"hosts": list(self.hosts) or None, "parallel": self.parallel, "outlier_floor": self.outlier_floor,
-                               "env": dict(self.env) or None, "slurm": {k: v for k, v in slurm.items() if v is not None}}
+        out: dict[str, Any] = {
+            "hosts": list(self.hosts) or None,
+            "parallel": self.parallel,
+            "outlier_floor": self.outlier_floor,
+            "env": dict(self.env) or None,
+            "slurm": {k: v for k, v in slurm.items() if v is not None},
+        }
         return {k: v for k, v in out.items() if v is not None}
 
 
@@ -248,7 +279,11 @@ class Settings:
 
     def pins(self) -> dict[str, str]:
         """The stack keys the team set (in any layer but gpuenv's defaults), by name."""
-        return {key: self.source(key) for key in ("framework", "torch", "tensorflow", "cuda", "python") if self.source(key) != DEFAULT_ORIGIN}
+        return {
+            key: self.source(key)
+            for key in ("framework", "torch", "tensorflow", "cuda", "python")
+            if self.source(key) != DEFAULT_ORIGIN
+        }
 
 
 def check_layers(layers: Sequence[Layer]) -> None:
@@ -260,18 +295,25 @@ def check_layers(layers: Sequence[Layer]) -> None:
         if section is None:
             continue
         if not isinstance(section, Mapping):
-            raise BadInput(f"{layer.label}: `{SECTION}:` is a {type(section).__name__}, not a mapping",
-                           fix=f"write it as `{SECTION}:` followed by indented `key: value` lines (see invoke.yaml)")
+            raise BadInput(
+                f"{layer.label}: `{SECTION}:` is a {type(section).__name__}, not a mapping",
+                fix=f"write it as `{SECTION}:` followed by indented `key: value` lines (see invoke.yaml)",
+            )
         for key, value in flatten(section).items():
             if key in _SECTIONS:
                 if _is_set(value):
-                    raise BadInput(f"{layer.label}: {SECTION}.{key} is {value!r}, but it is a section",
-                                   fix=f"write it as `{key.split('.')[-1]}:` followed by indented `key: value` lines (see invoke.yaml)")
+                    raise BadInput(
+                        f"{layer.label}: {SECTION}.{key} is {value!r}, but it is a section",
+                        fix=f"write it as `{key.split('.')[-1]}:` followed by indented `key: value` lines (see invoke.yaml)",
+                    )
                 continue
             if key not in KNOWN_KEYS:
                 close = _closest(key)
-                raise BadInput(f"{layer.label}: unknown key {SECTION}.{key}",
-                               fix=(f"did you mean {SECTION}.{close}? " if close else "") + f"use one of {', '.join(KNOWN_KEYS)}")
+                raise BadInput(
+                    f"{layer.label}: unknown key {SECTION}.{key}",
+                    fix=(f"did you mean {SECTION}.{close}? " if close else "")
+                    + f"use one of {', '.join(KNOWN_KEYS)}",
+                )
 
 
 def settings_from(merged: Mapping[str, Any] | None, layers: Sequence[Layer]) -> Settings:
@@ -290,15 +332,19 @@ def settings_from(merged: Mapping[str, Any] | None, layers: Sequence[Layer]) -> 
         try:
             return parse(key, value)
         except BadInput as err:
-            raise BadInput(f"{where[key]}: {SECTION}.{key} {after_option(err.message, value)}", fix=err.fix) from None
+            raise BadInput(
+                f"{where[key]}: {SECTION}.{key} {after_option(err.message, value)}", fix=err.fix
+            ) from None
 
     def folder_path(key: str, value: Any) -> str:
         text = as_text(key, value)
         base = layer_of[key].folder if key in layer_of else None
         path = os.path.join(base, os.path.expanduser(text)) if base else os.path.expanduser(text)
         if not os.path.isdir(path):
-            raise BadInput(f"{text!r}: no such folder{f' (read from {base})' if base and not os.path.isabs(text) else ''}",
-                           fix="give the folder that holds the .whl files, or remove the key")
+            raise BadInput(
+                f"{text!r}: no such folder{f' (read from {base})' if base and not os.path.isabs(text) else ''}",
+                fix="give the folder that holds the .whl files, or remove the key",
+            )
         return os.path.normpath(path)
 
     floor = checked("fleet.outlier_floor", as_fraction)
@@ -368,9 +414,16 @@ class StackRequest:
         """What the resolver needs (backend and base image only matter later); one platform is the
         stack's platform, several (a lock for both) leave it to the host."""
         return {
-            "driver": self.driver, "cuda": self.cuda, "framework": self.framework, "torch": self.torch,
-            "tensorflow": self.tensorflow, "python": self.python, "gpu_arch": self.gpu_arch,
-            "strict_driver": self.strict_driver, "wheelhouse": self.wheelhouse, "origins": dict(self.origins),
+            "driver": self.driver,
+            "cuda": self.cuda,
+            "framework": self.framework,
+            "torch": self.torch,
+            "tensorflow": self.tensorflow,
+            "python": self.python,
+            "gpu_arch": self.gpu_arch,
+            "strict_driver": self.strict_driver,
+            "wheelhouse": self.wheelhouse,
+            "origins": dict(self.origins),
             "platform": self.platforms[0] if len(set(self.platforms)) == 1 else None,
         }
 
@@ -382,6 +435,7 @@ def stack_request(cli: Mapping[str, Any], settings: Settings) -> StackRequest:
     team default of `framework: torch` does not contradict it; the team's pin of the other
     framework then does not apply.
     """
+
     def given(key: str) -> Any:
         value = cli.get(key)
         return value if value not in (None, "", [], (), False) else None
@@ -406,13 +460,25 @@ def stack_request(cli: Mapping[str, Any], settings: Settings) -> StackRequest:
 
     framework = parse_framework(framework)  # "PyTorch", "TF": one spelling from here on
     name = framework or "torch"  # the resolver's default
-    torch = given("torch") or (settings.torch if name == "torch" and not given("tensorflow") else None)
-    tensorflow = given("tensorflow") or (settings.tensorflow if name == "tensorflow" and not given("torch") else None)
+    torch = given("torch") or (
+        settings.torch if name == "torch" and not given("tensorflow") else None
+    )
+    tensorflow = given("tensorflow") or (
+        settings.tensorflow if name == "tensorflow" and not given("torch") else None
+    )
     platforms = cli.get("platforms") or settings.platforms
     wheelhouse = given("wheelhouse")
-    chosen = {"cuda": pick("cuda"), "python": pick("python"), "torch": torch, "tensorflow": tensorflow}
-    origins = {key: _origin_label(settings.source(key), key) for key, value in chosen.items()
-               if value is not None and given(key) is None and settings.source(key) != DEFAULT_ORIGIN}
+    chosen = {
+        "cuda": pick("cuda"),
+        "python": pick("python"),
+        "torch": torch,
+        "tensorflow": tensorflow,
+    }
+    origins = {
+        key: _origin_label(settings.source(key), key)
+        for key, value in chosen.items()
+        if value is not None and given(key) is None and settings.source(key) != DEFAULT_ORIGIN
+    }
     from_settings = settings.source("platforms") != DEFAULT_ORIGIN
     if not cli.get("platforms") and len(set(settings.platforms)) == 1 and from_settings:
         # one platform is the stack's platform: an error names where it came from
@@ -440,7 +506,9 @@ def _origin_label(source: str, key: str) -> str:
     return source if source.startswith(ENV_PREFIX) else f"{source}: {SECTION}.{key}"
 
 
-def effective_rows(settings: Settings, cli: Mapping[str, Any] | None = None) -> list[tuple[str, str, str]]:
+def effective_rows(
+    settings: Settings, cli: Mapping[str, Any] | None = None
+) -> list[tuple[str, str, str]]:
     """(key, value, source) for `invoke doctor`: every setting, what it is now and where it came from."""
     rows = []
     cli = cli or {}
@@ -451,7 +519,9 @@ def effective_rows(settings: Settings, cli: Mapping[str, Any] | None = None) -> 
         value: Any = settings
         for part in key.replace("fleet.slurm.", "fleet.slurm_").split("."):
             value = getattr(value, part)
-        if value in (None, (), False, {}) or (key == "fleet.outlier_floor" and settings.source(key) == DEFAULT_ORIGIN):
+        if value in (None, (), False, {}) or (
+            key == "fleet.outlier_floor" and settings.source(key) == DEFAULT_ORIGIN
+        ):
             rows.append((key, f"({IMPLIED.get(key, 'unset')})", settings.source(key)))
         else:
             rows.append((key, _show(value), settings.source(key)))
@@ -464,8 +534,10 @@ def _fleet_env(key: str, value: Any) -> dict[str, str]:
     from gpuenv.fleet.slurm import check_env
 
     if not isinstance(value, Mapping):
-        raise BadInput(f"is {value!r}, not a mapping",
-                       fix="write env: followed by indented NCCL_SOCKET_IFNAME: ib0 lines")
+        raise BadInput(
+            f"is {value!r}, not a mapping",
+            fix="write env: followed by indented NCCL_SOCKET_IFNAME: ib0 lines",
+        )
     return check_env(dict(value))
 
 

@@ -26,9 +26,14 @@ _EXAMPLES = {"python": "3.10", "cuda": "12.1", "torch": "2.3.1", "tensorflow": "
 def _no_float(key: str, value: Any) -> str:
     if isinstance(value, float):
         # YAML reads `python: 3.10` as the number 3.1: refuse rather than guess.
-        raise BadInput(f"is the number {value!r} (YAML reads an unquoted 3.10 as 3.1)", fix=f'quote the version, e.g. {key.split(".")[-1]}: "{_EXAMPLES.get(key, value)}"')
+        raise BadInput(
+            f"is the number {value!r} (YAML reads an unquoted 3.10 as 3.1)",
+            fix=f'quote the version, e.g. {key.split(".")[-1]}: "{_EXAMPLES.get(key, value)}"',
+        )
     if not isinstance(value, (str, int)) or isinstance(value, bool):
-        raise BadInput(f"{value!r} is not text", fix=f'write it as text, e.g. {key.split(".")[-1]}: "..."')
+        raise BadInput(
+            f"{value!r} is not text", fix=f'write it as text, e.g. {key.split(".")[-1]}: "..."'
+        )
     return str(value)
 
 
@@ -55,7 +60,10 @@ def as_release(key: str, value: Any) -> str:
     """A framework release pin, X.Y or X.Y.Z, as text (YAML would read torch: 2.10 as 2.1)."""
     text = _no_float(key, value).strip()
     if not re.fullmatch(r"\d+\.\d+(?:\.\d+)?", text):
-        raise BadInput(f"{text!r} is not a release", fix=f'give X.Y or X.Y.Z, e.g. {key}: "{_EXAMPLES.get(key, "1.2.3")}"')
+        raise BadInput(
+            f"{text!r} is not a release",
+            fix=f'give X.Y or X.Y.Z, e.g. {key}: "{_EXAMPLES.get(key, "1.2.3")}"',
+        )
     return text
 
 
@@ -72,7 +80,10 @@ def as_bool(key: str, value: Any) -> bool:
         return True
     if text in _FALSE:
         return False
-    raise BadInput(f"{value!r} is not true or false", fix=f"use {key.split('.')[-1]}: true or {key.split('.')[-1]}: false")
+    raise BadInput(
+        f"{value!r} is not true or false",
+        fix=f"use {key.split('.')[-1]}: true or {key.split('.')[-1]}: false",
+    )
 
 
 def as_fraction(key: str, value: Any) -> float:
@@ -115,13 +126,18 @@ def as_mirror_list(key: str, value: Any) -> tuple[str, ...]:
     for item in items:
         channel, _, url = item.partition("=")
         if not channel.strip() or not url.strip().startswith(("file://", "http://", "https://")):
-            raise BadInput(f"{item!r} is not CHANNEL=URL", fix=f"write it as {key}: [conda-forge=file:///srv/mirrors/conda-forge]")
+            raise BadInput(
+                f"{item!r} is not CHANNEL=URL",
+                fix=f"write it as {key}: [conda-forge=file:///srv/mirrors/conda-forge]",
+            )
     return items
 
 
 def mirror_map(items: Sequence[str]) -> dict[str, str]:
     """The CHANNEL=URL items of gpuenv.conda_mirrors as a mapping."""
-    return {channel.strip(): url.strip() for channel, _, url in (item.partition("=") for item in items)}
+    return {
+        channel.strip(): url.strip() for channel, _, url in (item.partition("=") for item in items)
+    }
 
 
 def as_platforms(key: str, value: Any) -> tuple[str, ...]:
@@ -137,8 +153,13 @@ _IMAGE_NAME = re.compile(r"[a-z0-9][a-z0-9._/:-]*(?:@sha256:[0-9a-f]{64})?")
 
 def as_image_name(key: str, value: Any) -> str:
     text = _no_float(key, value).strip()
-    if not _IMAGE_NAME.fullmatch(text.split("/", 1)[-1] if "/" in text else text) or any(c.isspace() for c in text):
-        raise BadInput(f"{text!r} is not an image name", fix="use e.g. nvidia/cuda:12.1.1-base-ubuntu22.04 (lower case, no spaces)")
+    if not _IMAGE_NAME.fullmatch(text.split("/", 1)[-1] if "/" in text else text) or any(
+        c.isspace() for c in text
+    ):
+        raise BadInput(
+            f"{text!r} is not an image name",
+            fix="use e.g. nvidia/cuda:12.1.1-base-ubuntu22.04 (lower case, no spaces)",
+        )
     return text
 
 
@@ -152,11 +173,16 @@ def as_gpu_count(key: str, value: Any) -> int:
 def as_positive_int(key: str, value: Any) -> int:
     if isinstance(value, (bool, float)):
         # YAML reads `parallel: yes` as true and `8.5` as a float: neither is a count
-        raise BadInput(f"{value!r} is not a whole number", fix=f"use a whole number, e.g. {key.split('.')[-1]}: 8")
+        raise BadInput(
+            f"{value!r} is not a whole number",
+            fix=f"use a whole number, e.g. {key.split('.')[-1]}: 8",
+        )
     try:
         number = int(value)
     except (TypeError, ValueError):
-        raise BadInput(f"{value!r} is not a number", fix=f"use a whole number, e.g. {key}: 4") from None
+        raise BadInput(
+            f"{value!r} is not a number", fix=f"use a whole number, e.g. {key}: 4"
+        ) from None
     if number < 1 or isinstance(value, (bool, float)):
         raise BadInput(f"{value!r} is not a whole number of 1 or more", fix=f"use e.g. {key}: 4")
     return number
@@ -166,23 +192,35 @@ def as_text(key: str, value: Any) -> str:
     return _no_float(key, value).strip()
 
 
-_REGISTRY = re.compile(r"(?P<host>[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?|\[[0-9a-f:]+\])(?::(?P<port>\d{1,5}))?")
+_REGISTRY = re.compile(
+    r"(?P<host>[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?|\[[0-9a-f:]+\])(?::(?P<port>\d{1,5}))?"
+)
 
 
 def parse_registry(value: Any, option: str = "--registry") -> str:
     """HOST[:PORT] of an image registry, lower-cased; a scheme, a path or a bad port is a BadInput."""
     text = str(value).strip()
     if "://" in text:
-        raise BadInput(f"{option} {text!r} has a scheme", fix=f"give HOST[:PORT] only, e.g. {option} {text.split('://', 1)[1].split('/')[0]}")
+        raise BadInput(
+            f"{option} {text!r} has a scheme",
+            fix=f"give HOST[:PORT] only, e.g. {option} {text.split('://', 1)[1].split('/')[0]}",
+        )
     if "/" in text:
-        raise BadInput(f"{option} {text!r} has a path", fix=f"give HOST[:PORT] only, e.g. {option} {text.split('/')[0]}; images go to HOST/gpuenv/<stack>")
+        raise BadInput(
+            f"{option} {text!r} has a path",
+            fix=f"give HOST[:PORT] only, e.g. {option} {text.split('/')[0]}; images go to HOST/gpuenv/<stack>",
+        )
     match = _REGISTRY.fullmatch(text.lower())
     if not match or "." not in text and ":" not in text and text.lower() != "localhost":
-        raise BadInput(f"{option} {text!r} is not a registry host",
-                       fix="give HOST[:PORT], e.g. registry.example.com or 127.0.0.1:5000 (a bare name would be read as a Docker Hub user)")
+        raise BadInput(
+            f"{option} {text!r} is not a registry host",
+            fix="give HOST[:PORT], e.g. registry.example.com or 127.0.0.1:5000 (a bare name would be read as a Docker Hub user)",
+        )
     port = match.group("port")
     if port is not None and not 0 < int(port) < 65536:
-        raise BadInput(f"{option} {text!r}: port {port} is out of range", fix="use a port between 1 and 65535")
+        raise BadInput(
+            f"{option} {text!r}: port {port} is out of range", fix="use a port between 1 and 65535"
+        )
     return text.lower()
 
 

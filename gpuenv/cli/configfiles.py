@@ -60,7 +60,11 @@ def _without_sexagesimal() -> dict:
             if tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float"):
                 # drop the alternatives with '(?::' (the base-60 forms), keep the rest as PyYAML has them
                 body = regexp.pattern.strip().removeprefix("^(?:").removesuffix(")$")
-                kept_alternatives = [alt.strip() for alt in body.split("\n") if "(?::" not in alt and "0[0-7_]+" not in alt]
+                kept_alternatives = [
+                    alt.strip()
+                    for alt in body.split("\n")
+                    if "(?::" not in alt and "0[0-7_]+" not in alt
+                ]
                 regexp = re.compile("^(?:" + "".join(kept_alternatives).lstrip("|") + ")$", re.X)
             kept.append((tag, regexp))
         resolvers[first] = kept
@@ -80,7 +84,9 @@ def _construct_mapping(loader: Any, node: Any, deep: bool = False) -> Any:
     if isinstance(node, yaml.MappingNode):
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+            if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(
+                key_node, yaml.ScalarNode
+            ):
                 continue
             key = loader.construct_object(key_node, deep=True)
             if key in seen:
@@ -102,7 +108,9 @@ def _bounded_number(kind: str) -> Any:
     construct = getattr(yaml.SafeLoader, f"construct_yaml_{kind}")
 
     def bounded(loader: Any, node: Any) -> Any:
-        digits = sum(char.isalnum() for char in re.sub(r"^[-+]?0[xob]", "", str(node.value)))  # hex and octal digits too
+        digits = sum(
+            char.isalnum() for char in re.sub(r"^[-+]?0[xob]", "", str(node.value))
+        )  # hex and octal digits too
         if digits > MAX_DIGITS:
             raise _LongNumber(digits, node.start_mark.line + 1)
         return construct(loader, node)
@@ -120,8 +128,13 @@ def _read(path: str, *, runtime: bool) -> str:
     FileNotFoundError (Invoke skips the layers nobody wrote) unless it was asked for by name."""
     if not os.path.exists(path):
         if runtime:
-            raise ConfigFileError(f"-f {path}: no such config file", fix="give the path of a .yaml, .yml or .json file")
-        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)  # with its errno: Invoke skips on ENOENT
+            raise ConfigFileError(
+                f"-f {path}: no such config file",
+                fix="give the path of a .yaml, .yml or .json file",
+            )
+        raise FileNotFoundError(
+            errno.ENOENT, os.strerror(errno.ENOENT), path
+        )  # with its errno: Invoke skips on ENOENT
     try:
         return read_text_input(path, MAX_CONFIG_BYTES)
     except InputRefused as err:
@@ -163,23 +176,37 @@ def load_text(text: str, name: str, kind: str) -> dict:
                     aliases += 1
                 elif isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
                     depth += 1
-                    if depth > MAX_DEPTH:  # libyaml's composer recurses in C: deeper would crash the process
-                        raise ConfigFileError(f"{name}: nested more than {MAX_DEPTH} levels deep", fix=FIX)
+                    if (
+                        depth > MAX_DEPTH
+                    ):  # libyaml's composer recurses in C: deeper would crash the process
+                        raise ConfigFileError(
+                            f"{name}: nested more than {MAX_DEPTH} levels deep", fix=FIX
+                        )
                 elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
                     depth -= 1
         except yaml.YAMLError as err:
-            if "nesting depth" in str(getattr(err, "problem", "") or ""):  # PyYAML >= 6.0.3's libyaml refuses deep nesting before we count it
-                raise ConfigFileError(f"{name}: nested more than {MAX_DEPTH} levels deep", fix=FIX) from None
+            if "nesting depth" in str(
+                getattr(err, "problem", "") or ""
+            ):  # PyYAML >= 6.0.3's libyaml refuses deep nesting before we count it
+                raise ConfigFileError(
+                    f"{name}: nested more than {MAX_DEPTH} levels deep", fix=FIX
+                ) from None
             raise ConfigFileError(_yaml_problem(err, name), fix=FIX) from None
         if aliases > MAX_ALIASES:
-            raise ConfigFileError(f"{name} uses {aliases} YAML aliases; at most {MAX_ALIASES} are allowed", fix="write the values out")
+            raise ConfigFileError(
+                f"{name} uses {aliases} YAML aliases; at most {MAX_ALIASES} are allowed",
+                fix="write the values out",
+            )
         try:
             data = yaml.load(text, Loader=_Loader)  # noqa: S506 (a safe loader)
         except _RepeatedKey as err:
             raise _repeated_error(name, *err.args) from None
         except _LongNumber as err:
             digits, line = err.args
-            raise ConfigFileError(f"{name}:{line}: a {digits}-digit number; at most {MAX_DIGITS} digits are read", fix=FIX) from None
+            raise ConfigFileError(
+                f"{name}:{line}: a {digits}-digit number; at most {MAX_DIGITS} digits are read",
+                fix=FIX,
+            ) from None
         except yaml.YAMLError as err:
             raise ConfigFileError(_yaml_problem(err, name), fix=FIX) from None
         except RecursionError:
@@ -188,12 +215,19 @@ def load_text(text: str, name: str, kind: str) -> dict:
         return {}
     if not isinstance(data, dict):
         what = {list: "a list", str: "a text"}.get(type(data), f"a {type(data).__name__}")
-        raise ConfigFileError(f"{name}: the top level is {what}, not a mapping", fix="write `gpuenv:` followed by indented `key: value` lines")
+        raise ConfigFileError(
+            f"{name}: the top level is {what}, not a mapping",
+            fix="write `gpuenv:` followed by indented `key: value` lines",
+        )
     near = [key for key in data if isinstance(key, str) and key != SECTION and _near_section(key)]
     if near:
-        raise ConfigFileError(f"{name}: unknown section {near[0]!r}", fix=f"did you mean `{SECTION}:`?")
+        raise ConfigFileError(
+            f"{name}: unknown section {near[0]!r}", fix=f"did you mean `{SECTION}:`?"
+        )
     if _count(data, MAX_NODES) > MAX_NODES:
-        raise ConfigFileError(f"{name} expands to more than {MAX_NODES} values", fix="write a smaller file")
+        raise ConfigFileError(
+            f"{name} expands to more than {MAX_NODES} values", fix="write a smaller file"
+        )
     if SECTION in data:
         section = _without_nulls(data[SECTION])
         if section is None:
@@ -204,8 +238,11 @@ def load_text(text: str, name: str, kind: str) -> dict:
 
 
 def _repeated_error(name: str, key: Any, first: int, second: int) -> ConfigFileError:
-    return ConfigFileError(f"{name}:{second}: {str(key)[:60]!r} is given again (first on line {first}); "
-                           "only one would count, silently", fix="merge the two into one")
+    return ConfigFileError(
+        f"{name}:{second}: {str(key)[:60]!r} is given again (first on line {first}); "
+        "only one would count, silently",
+        fix="merge the two into one",
+    )
 
 
 def _near_section(key: str) -> bool:
@@ -239,7 +276,10 @@ def load_file(path: str, *, runtime: bool = False) -> dict:
     if kind not in SUFFIXES:
         if runtime:
             _read(path, runtime=True)  # a missing file or a folder is named as such first
-            raise ConfigFileError(f"-f {path}: not a .yaml, .yml or .json file", fix="give a config file whose name ends in .yaml, .yml or .json")
+            raise ConfigFileError(
+                f"-f {path}: not a .yaml, .yml or .json file",
+                fix="give a config file whose name ends in .yaml, .yml or .json",
+            )
         raise ConfigFileError(f"{path}: not a .yaml, .yml or .json file", fix=FIX)
     return load_text(_read(path, runtime=runtime), path, kind)
 
@@ -289,7 +329,10 @@ class GpuenvConfig(Config):
         try:
             data = Environment(config=basis, prefix=prefix).load() if basis else {}
         except (AmbiguousEnvVar, UncastableEnvVar, ValueError, TypeError) as err:
-            raise ConfigFileError(f"an {prefix}* variable cannot be used ({err})", fix="unset it, or give it a value of the key's type") from None
+            raise ConfigFileError(
+                f"an {prefix}* variable cannot be used ({err})",
+                fix="unset it, or give it a value of the key's type",
+            ) from None
         self._set(_env=data)
         self.merge()
 

@@ -6,8 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpuenv.cli.common import (
+    OUTPUT_HELP,
+    STACK_HELP,
+    is_dry,
+    remember_stack,
+    reporter,
+    resolve,
+    resolve_for_task,
     show,
-    OUTPUT_HELP, STACK_HELP, is_dry, remember_stack, reporter, resolve, resolve_for_task, stack_options, stack_request, task, team_settings,
+    stack_options,
+    stack_request,
+    task,
+    team_settings,
     user_errors,
 )
 from gpuenv.cli.config import mirror_map
@@ -38,9 +48,11 @@ def _lock_plan_text(stack, request, wheelhouse, team_file, file) -> str:
     from gpuenv.envs import locking
 
     plan = locking.plan_lock(
-        stack, backend=request.backend or ("uv" if wheelhouse else "conda-lock"),
+        stack,
+        backend=request.backend or ("uv" if wheelhouse else "conda-lock"),
         platforms=lock_platforms(stack, request.platforms),
-        wheelhouse=Path(wheelhouse) if wheelhouse else None, team_file=Path(team_file) if team_file else None,
+        wheelhouse=Path(wheelhouse) if wheelhouse else None,
+        team_file=Path(team_file) if team_file else None,
         env_file=Path(file) if file else None,
     )
     directory = locking.lock_directory(stack)
@@ -57,7 +69,11 @@ def _lock_plan_text(stack, request, wheelhouse, team_file, file) -> str:
 
 
 def _source(env_file: str | None) -> str:
-    return f"{env_file} (invoke lock --file)" if env_file else "the team's spec (the stack and envs/team.yml)"
+    return (
+        f"{env_file} (invoke lock --file)"
+        if env_file
+        else "the team's spec (the stack and envs/team.yml)"
+    )
 
 
 def _refuse_replacing(lock_dir: Path, file: str | None, force: bool) -> None:
@@ -77,22 +93,41 @@ def _refuse_replacing(lock_dir: Path, file: str | None, force: bool) -> None:
     old = str(Path(meta.env_file).resolve()) if meta.env_file else None
     new = str(Path(file).resolve()) if file else None
     if old != new:
-        raise BadInput(f"{lock_dir} holds the lock of {_source(meta.env_file)}; locking {_source(file)} would replace it",
-                       fix="pass --force to replace it (it becomes the stack's current lock), or keep the current one")
+        raise BadInput(
+            f"{lock_dir} holds the lock of {_source(meta.env_file)}; locking {_source(file)} would replace it",
+            fix="pass --force to replace it (it becomes the stack's current lock), or keep the current one",
+        )
 
 
 @task(help=_LOCK_HELP, iterable=["platform"])
 @user_errors
 def lock(
-    c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None,
-    platform=None, backend=None, wheelhouse=None, file=None, force=False, team_file=None, strict_driver=False, verbose=False, quiet=False,
+    c,
+    cuda=None,
+    framework=None,
+    torch=None,
+    tensorflow=None,
+    python=None,
+    driver=None,
+    gpu_arch=None,
+    platform=None,
+    backend=None,
+    wheelhouse=None,
+    file=None,
+    force=False,
+    team_file=None,
+    strict_driver=False,
+    verbose=False,
+    quiet=False,
 ):
     """Pin every package of the stack's environment into envs/locks/<stack>/ (skipped when nothing changed)."""
     from gpuenv.cli.paths import check_paths
     from gpuenv.envs.locking import ensure_lock, lock_directory, lock_file_name
 
     check_paths(wheelhouse=wheelhouse, file=file, team_file=team_file)
-    request = stack_request(c, **stack_options(locals()), backend=backend, platforms=list(platform or []))
+    request = stack_request(
+        c, **stack_options(locals()), backend=backend, platforms=list(platform or [])
+    )
     settings = team_settings(c)
     wheelhouse = request.wheelhouse
     report = reporter(verbose, quiet)
@@ -118,10 +153,18 @@ def lock(
             conda_channels=settings.conda_channels,
             mirrors=mirror_map(settings.conda_mirrors),
         )
-        remember_stack(stack, request, "lock", lock_directory(stack) / lock_file_name(result.backend), report.say)
+        remember_stack(
+            stack,
+            request,
+            "lock",
+            lock_directory(stack) / lock_file_name(result.backend),
+            report.say,
+        )
     state = "unchanged" if result.skipped else "locked"
-    report.result(f"{state}: {result.files} (backend {result.backend}, inputs {result.input_hash[:12]})\n"
-                  f"current lock of {stack.stack_id}: {lock_directory(stack) / lock_file_name(result.backend)}, from {_source(file)}")
+    report.result(
+        f"{state}: {result.files} (backend {result.backend}, inputs {result.input_hash[:12]})\n"
+        f"current lock of {stack.stack_id}: {lock_directory(stack) / lock_file_name(result.backend)}, from {_source(file)}"
+    )
 
 
 @task(
@@ -136,40 +179,81 @@ def lock(
     }
 )
 @user_errors
-def export(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None, output=None,
-           team_file=None, strict_driver=False, wheelhouse=None, unpinned=False, lock=False):
+def export(
+    c,
+    cuda=None,
+    framework=None,
+    torch=None,
+    tensorflow=None,
+    python=None,
+    driver=None,
+    gpu_arch=None,
+    output=None,
+    team_file=None,
+    strict_driver=False,
+    wheelhouse=None,
+    unpinned=False,
+    lock=False,
+):
     """Share the stack's environment: an environment.yml pinned from its lock (unpinned only when asked), or with --lock the hashed lock itself."""
     from gpuenv.cli.paths import check_paths
-    from gpuenv.envs.export import check_output, export_environment, export_lock, lock_file_for_sharing, pinned_from_lock
+    from gpuenv.envs.export import (
+        check_output,
+        export_environment,
+        export_lock,
+        lock_file_for_sharing,
+        pinned_from_lock,
+    )
     from gpuenv.envs.locking import lock_directory
     from gpuenv.errors import BadInput
 
     if lock and unpinned:
-        raise BadInput("--lock and --unpinned contradict each other: a lock is all pins", fix="give one of them")
+        raise BadInput(
+            "--lock and --unpinned contradict each other: a lock is all pins",
+            fix="give one of them",
+        )
     check_paths(output=output, team_file=team_file)
     if output:
-        check_output(Path(output))  # before the stack is resolved: a missing folder is named, never made
+        check_output(
+            Path(output)
+        )  # before the stack is resolved: a missing folder is named, never made
     _request, stack = resolve_for_task(c, stack_options(locals()))
     if lock:
         source = lock_file_for_sharing(stack)
         target = Path(output or source.name)
         if is_dry(c):
-            show(f"would copy {source} (hashed) to {target} for {stack.stack_id}; nothing written (--dry)")
+            show(
+                f"would copy {source} (hashed) to {target} for {stack.stack_id}; nothing written (--dry)"
+            )
             return
         result = export_lock(stack, target)
-        show(f"wrote {result.path} for {stack.stack_id}: the lock itself, every package with its hash (from {result.lock})")
+        show(
+            f"wrote {result.path} for {stack.stack_id}: the lock itself, every package with its hash (from {result.lock})"
+        )
         return
     target = Path(output or "environment.yml")
     if is_dry(c):
         found = pinned_from_lock(lock_directory(stack))
-        how = f"pinned from {found[2]}" if found else ("not pinned (--unpinned)" if unpinned else "refused: no lock yet (--unpinned to allow)")
+        how = (
+            f"pinned from {found[2]}"
+            if found
+            else (
+                "not pinned (--unpinned)"
+                if unpinned
+                else "refused: no lock yet (--unpinned to allow)"
+            )
+        )
         show(f"would write {target} for {stack.stack_id}, {how}; nothing written (--dry)")
         return
-    result = export_environment(stack, target, team_file=Path(team_file) if team_file else None, unpinned=unpinned)
+    result = export_environment(
+        stack, target, team_file=Path(team_file) if team_file else None, unpinned=unpinned
+    )
     how = f"pinned from {result.lock}" if result.lock else "NOT pinned: version ranges (--unpinned)"
     show(f"wrote {result.path} for {stack.stack_id}, {how}")
     if result.lock:
-        show(f"the hashed form (every package with its hash): invoke export --lock, or share {result.lock}")
+        show(
+            f"the hashed form (every package with its hash): invoke export --lock, or share {result.lock}"
+        )
 
 
 def _no_index_when_complete(plan, offline: bool):
@@ -182,7 +266,9 @@ def _no_index_when_complete(plan, offline: bool):
 
     if plan.wheelhouse is None or plan.lock.backend != "uv":
         return plan
-    cover = wheelhouse.lock_coverage(plan.lock.path, plan.wheelhouse, python=plan.stack.python, arch=platform.machine())
+    cover = wheelhouse.lock_coverage(
+        plan.lock.path, plan.wheelhouse, python=plan.stack.python, arch=platform.machine()
+    )
     if offline:
         wheelhouse.require_complete(cover)
     return dataclasses.replace(plan, offline=True) if cover.complete else plan
@@ -198,11 +284,14 @@ def _refuse_other_platform(stack, meta) -> None:
     if stack.platform != here:
         raise BadInput(
             f"{stack.stack_id} is a {stack.platform} stack, but this host is {here} ({why})",
-            fix=f"install it on a {stack.platform} host, or drop --platform to install this host's stack")
+            fix=f"install it on a {stack.platform} host, or drop --platform to install this host's stack",
+        )
     if meta is not None and meta.platforms and here not in meta.platforms:
         locked = ", ".join(meta.platforms)
-        raise BadInput(f"the lock of {stack.stack_id} is for {locked}, not for this host ({here})",
-                       fix=f"relock for it: invoke lock --platform {here} --force")
+        raise BadInput(
+            f"the lock of {stack.stack_id} is for {locked}, not for this host ({here})",
+            fix=f"relock for it: invoke lock --platform {here} --force",
+        )
 
 
 @task(
@@ -219,8 +308,21 @@ def _refuse_other_platform(stack, meta) -> None:
 )
 @user_errors
 def install(
-    c, prefix=None, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None,
-    wheelhouse=None, force=False, offline=False, strict_driver=False, verbose=False, quiet=False,
+    c,
+    prefix=None,
+    cuda=None,
+    framework=None,
+    torch=None,
+    tensorflow=None,
+    python=None,
+    driver=None,
+    gpu_arch=None,
+    wheelhouse=None,
+    force=False,
+    offline=False,
+    strict_driver=False,
+    verbose=False,
+    quiet=False,
     platform=None,
 ):
     """Install the stack's lock into a folder on this host, without Docker (servers and clusters); then `PREFIX/bin/python -m validate` checks it."""
@@ -228,11 +330,10 @@ def install(
 
     from invoke.exceptions import Exit
 
-    from gpuenv.envs import install as installer
     from gpuenv.cli.paths import check_paths
-    from gpuenv.envs.locking import lock_directory, read_metadata
-
     from gpuenv.compat.host import use_platform
+    from gpuenv.envs import install as installer
+    from gpuenv.envs.locking import lock_directory, read_metadata
 
     use_platform(platform)  # --platform: checked before anything slow
     installer.check_prefix(prefix)  # before anything slow: a bad prefix is one line at once
@@ -249,29 +350,47 @@ def install(
         recorded = meta.wheelhouse if meta else None
         if recorded and Path(recorded).is_dir():
             wheels = Path(recorded)
-    plan = installer.plan_install(stack, lock_dir, prefix, wheelhouse=wheels, offline=offline,
-                                  mirrors=mirror_map(team_settings(c).conda_mirrors))
+    plan = installer.plan_install(
+        stack,
+        lock_dir,
+        prefix,
+        wheelhouse=wheels,
+        offline=offline,
+        mirrors=mirror_map(team_settings(c).conda_mirrors),
+    )
     plan = _no_index_when_complete(plan, offline)
     where = f"{plan.prefix}" + (f" (a link to {plan.folder})" if plan.folder != plan.prefix else "")
     if is_dry(c):
-        state = "holds this lock: nothing would be done" if installer.is_current(plan) and not force else "would be (re)installed"
-        show(f"stack: {stack.stack_id}\nlock: {plan.lock.path} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})\n"
-              f"prefix: {where} ({state})\nwheelhouse: {plan.wheelhouse or 'none'}"
-              f"{' (holds every locked wheel: no index is asked)' if plan.offline else ''}")
+        state = (
+            "holds this lock: nothing would be done"
+            if installer.is_current(plan) and not force
+            else "would be (re)installed"
+        )
+        show(
+            f"stack: {stack.stack_id}\nlock: {plan.lock.path} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})\n"
+            f"prefix: {where} ({state})\nwheelhouse: {plan.wheelhouse or 'none'}"
+            f"{' (holds every locked wheel: no index is asked)' if plan.offline else ''}"
+        )
         return
     with report:
-        report.say(f"stack: {stack.stack_id}; lock {plan.lock.path.name} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})")
+        report.say(
+            f"stack: {stack.stack_id}; lock {plan.lock.path.name} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})"
+        )
         result = installer.install(plan, say=report.phase, output=report.output, force=force)
     if result.skipped:
         report.result(f"unchanged: {where} holds lock {result.lock_sha256[:12]}")
     elif result.interrupted:
         # The interrupt came during the swap, which was let finish: say so, and exit as interrupted.
         signum = result.interrupted[0]
-        raise Exit(f"gpuenv: {signal.Signals(signum).name} arrived while the new prefix was moved into place; the move was "
-                   f"finished first: {where} holds lock {result.lock_sha256[:12]}, the old one (if any) was removed and nothing was left beside it",
-                   code=128 + signum)
+        raise Exit(
+            f"gpuenv: {signal.Signals(signum).name} arrived while the new prefix was moved into place; the move was "
+            f"finished first: {where} holds lock {result.lock_sha256[:12]}, the old one (if any) was removed and nothing was left beside it",
+            code=128 + signum,
+        )
     else:
-        report.result(f"installed {stack.stack_id} into {where}\ncheck this host with: {result.prefix}/bin/python -m validate")
+        report.result(
+            f"installed {stack.stack_id} into {where}\ncheck this host with: {result.prefix}/bin/python -m validate"
+        )
 
 
 #: At most this many problems are printed; --json holds them all.
@@ -289,8 +408,23 @@ _SHOWN_PROBLEMS = 40
     }
 )
 @user_errors
-def verify(c, prefix=None, image=None, json=None, cuda=None, framework=None, torch=None, tensorflow=None, python=None,
-           driver=None, gpu_arch=None, strict_driver=False, wheelhouse=None, verbose=False, quiet=False):
+def verify(
+    c,
+    prefix=None,
+    image=None,
+    json=None,
+    cuda=None,
+    framework=None,
+    torch=None,
+    tensorflow=None,
+    python=None,
+    driver=None,
+    gpu_arch=None,
+    strict_driver=False,
+    wheelhouse=None,
+    verbose=False,
+    quiet=False,
+):
     """Prove an environment holds exactly its lock's bytes: every file against its package's record
     (conda-meta, RECORD), every package against the lock; exits 1 naming each altered, missing or unowned file."""
     import json as jsonlib
@@ -308,7 +442,10 @@ def verify(c, prefix=None, image=None, json=None, cuda=None, framework=None, tor
     if prefix:
         given = [f"--{k.replace('_', '-')}" for k, v in stack_options(locals()).items() if v]
         if given:
-            raise BadInput(f"--prefix names the environment, so {', '.join(given)} cannot choose one", fix="drop them or --prefix")
+            raise BadInput(
+                f"--prefix names the environment, so {', '.join(given)} cannot choose one",
+                fix="drop them or --prefix",
+            )
         from gpuenv.envs.verify import verify_prefix
 
         with report:
@@ -320,7 +457,10 @@ def verify(c, prefix=None, image=None, json=None, cuda=None, framework=None, tor
         if image:
             given = [f"--{k.replace('_', '-')}" for k, v in stack_options(locals()).items() if v]
             if given:
-                raise BadInput(f"--image names the image, so {', '.join(given)} cannot choose one", fix="drop them or --image")
+                raise BadInput(
+                    f"--image names the image, so {', '.join(given)} cannot choose one",
+                    fix="drop them or --image",
+                )
             ref = image
         else:
             from gpuenv.images import plan as images
@@ -333,15 +473,28 @@ def verify(c, prefix=None, image=None, json=None, cuda=None, framework=None, tor
         try:
             write_text_atomic(json, jsonlib.dumps(verdict.to_dict(), indent=2) + "\n")
         except (WriteFailed, OSError) as err:
-            raise BadInput(f"--json {json}: cannot write it ({err})", fix="give a writable path") from None
+            raise BadInput(
+                f"--json {json}: cannot write it ({err})", fix="give a writable path"
+            ) from None
     for problem in verdict.problems[:_SHOWN_PROBLEMS]:
         show(problem.line())
     if len(verdict.problems) > _SHOWN_PROBLEMS:
-        show(f"... and {len(verdict.problems) - _SHOWN_PROBLEMS} more" + (f" (all in {json})" if json else " (--json FILE lists all)"))
-    counts = (f"{len(verdict.packages)} package records, {verdict.files_checked} files checked "
-              f"({verdict.files_hashed} hashed), {verdict.caches} cache files and {len(verdict.scaffolding)} installer files skipped")
-    compared = f"packages compared with {verdict.compared}" if verdict.compared and "not compared" not in verdict.compared else (
-        verdict.compared or "packages not compared with a lock")
+        show(
+            f"... and {len(verdict.problems) - _SHOWN_PROBLEMS} more"
+            + (f" (all in {json})" if json else " (--json FILE lists all)")
+        )
+    counts = (
+        f"{len(verdict.packages)} package records, {verdict.files_checked} files checked "
+        f"({verdict.files_hashed} hashed), {verdict.caches} cache files and {len(verdict.scaffolding)} installer files skipped"
+    )
+    compared = (
+        f"packages compared with {verdict.compared}"
+        if verdict.compared and "not compared" not in verdict.compared
+        else (verdict.compared or "packages not compared with a lock")
+    )
     if verdict.problems:
-        raise Exit(f"NOT INTACT: {verdict.root}: {len(verdict.problems)} problems; {counts}; {compared}", code=1)
+        raise Exit(
+            f"NOT INTACT: {verdict.root}: {len(verdict.problems)} problems; {counts}; {compared}",
+            code=1,
+        )
     report.result(f"intact: {verdict.root}: {counts}; {compared}")

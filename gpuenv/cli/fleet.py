@@ -45,18 +45,27 @@ class FleetOptions:
     gpus: str | None = None
     host_gpus: dict[str, str] | None = None  # SSH hosts: a host's own --gpus (URL=0,1;URL=2)
     from_reports: str | None = None  # a folder of per-host suite reports collected by any means
-    outlier_floor: float = 0.9  # a GPU below this share of its model's fleet median degrades its host
+    outlier_floor: float = (
+        0.9  # a GPU below this share of its model's fleet median degrades its host
+    )
     verbose: bool = False  # the table lists ready hosts too
     queue_time: str | None = None  # Slurm: longest wait in the queue
-    env: dict[str, str] | None = None  # NCCL_*/GLOO_*/TORCH_* for every container and prefix run (fleet.env)
-    sbatch_args: list[str] | None = None  # Slurm: more sbatch options (--sbatch-arg, slurm.sbatch_args)
+    env: dict[str, str] | None = (
+        None  # NCCL_*/GLOO_*/TORCH_* for every container and prefix run (fleet.env)
+    )
+    sbatch_args: list[str] | None = (
+        None  # Slurm: more sbatch options (--sbatch-arg, slurm.sbatch_args)
+    )
 
 
 def merge_options(cli: dict[str, Any], config: dict[str, Any]) -> FleetOptions:
     """Command line beats invoke.yaml beats defaults; slurm settings live under `slurm:` in the file."""
     slurm_cfg = config.get("slurm") or {}
     if not isinstance(slurm_cfg, dict):
-        raise BadInput(f"gpuenv.fleet.slurm in invoke.yaml is {slurm_cfg!r}, not a mapping", fix="write slurm: {partition: gpu, time: '30'}")
+        raise BadInput(
+            f"gpuenv.fleet.slurm in invoke.yaml is {slurm_cfg!r}, not a mapping",
+            fix="write slurm: {partition: gpu, time: '30'}",
+        )
 
     def pick(name: str, *, section: dict[str, Any] = config) -> Any:
         value = cli.get(name)
@@ -66,23 +75,32 @@ def merge_options(cli: dict[str, Any], config: dict[str, Any]) -> FleetOptions:
     if hosts is True:  # a bare --hosts: the team's list from invoke.yaml
         hosts = config.get("hosts")
         if not hosts:
-            raise BadInput("--hosts without a value, and invoke.yaml has no gpuenv.fleet.hosts",
-                           fix="give --hosts ssh://user@host,... or list them under gpuenv: fleet: hosts: in invoke.yaml")
+            raise BadInput(
+                "--hosts without a value, and invoke.yaml has no gpuenv.fleet.hosts",
+                fix="give --hosts ssh://user@host,... or list them under gpuenv: fleet: hosts: in invoke.yaml",
+            )
     if isinstance(hosts, (list, tuple)):
         hosts = ",".join(str(h) for h in hosts)
     parallel = pick("parallel")
     try:
         parallel = int(parallel) if parallel not in (None, "") else 8
     except (TypeError, ValueError):
-        raise BadInput(f"--parallel {parallel!r} is not a number", fix="give how many hosts to validate at once, e.g. --parallel 8") from None
+        raise BadInput(
+            f"--parallel {parallel!r} is not a number",
+            fix="give how many hosts to validate at once, e.g. --parallel 8",
+        ) from None
     if parallel < 1:
-        raise BadInput(f"--parallel {parallel} is less than 1", fix="give 1 or more, e.g. --parallel 8")
+        raise BadInput(
+            f"--parallel {parallel} is less than 1", fix="give 1 or more, e.g. --parallel 8"
+        )
     nodes = cli.get("nodes") if cli.get("nodes") not in (None, "") else slurm_cfg.get("nodes")
     if nodes not in (None, ""):
         try:
             nodes = int(nodes)
         except (TypeError, ValueError):
-            raise BadInput(f"--nodes {nodes!r} is not a number", fix="give the node count, e.g. --nodes 4") from None
+            raise BadInput(
+                f"--nodes {nodes!r} is not a number", fix="give the node count, e.g. --nodes 4"
+            ) from None
     else:
         nodes = None
     from gpuenv.fleet.sshhosts import parse_hosts
@@ -90,8 +108,10 @@ def merge_options(cli: dict[str, Any], config: dict[str, Any]) -> FleetOptions:
     floor = pick("outlier_floor")
     env = config.get("env") or {}
     if not isinstance(env, dict):
-        raise BadInput(f"gpuenv.fleet.env in invoke.yaml is {env!r}, not a mapping",
-                       fix="write env: {NCCL_SOCKET_IFNAME: ib0}")
+        raise BadInput(
+            f"gpuenv.fleet.env in invoke.yaml is {env!r}, not a mapping",
+            fix="write env: {NCCL_SOCKET_IFNAME: ib0}",
+        )
     from gpuenv.fleet.slurm import check_env
 
     try:
@@ -100,13 +120,17 @@ def merge_options(cli: dict[str, Any], config: dict[str, Any]) -> FleetOptions:
         raise BadInput(f"gpuenv.fleet.env in invoke.yaml {err.message}", fix=err.fix) from None
     sbatch_args = list(cli.get("sbatch_arg") or []) or slurm_cfg.get("sbatch_args") or []
     if isinstance(sbatch_args, str) or not all(isinstance(a, str) for a in sbatch_args):
-        raise BadInput(f"gpuenv.fleet.slurm.sbatch_args in invoke.yaml is {sbatch_args!r}, "
-                       "not a list of options",
-                       fix="write sbatch_args: [--account=ml, --qos=high]")
+        raise BadInput(
+            f"gpuenv.fleet.slurm.sbatch_args in invoke.yaml is {sbatch_args!r}, "
+            "not a list of options",
+            fix="write sbatch_args: [--account=ml, --qos=high]",
+        )
     for arg in sbatch_args:
         if not arg.startswith("-") or "\n" in arg:
-            raise BadInput(f"--sbatch-arg {arg!r} is not an sbatch option",
-                           fix="give one option a time, e.g. --sbatch-arg=--account=ml")
+            raise BadInput(
+                f"--sbatch-arg {arg!r} is not an sbatch option",
+                fix="give one option a time, e.g. --sbatch-arg=--account=ml",
+            )
     from gpuenv.fleet.sshhosts import parse_host_gpus
 
     listed = parse_hosts(hosts) if hosts and not cli.get("slurm") else None
@@ -114,8 +138,10 @@ def merge_options(cli: dict[str, Any], config: dict[str, Any]) -> FleetOptions:
     if listed:
         gpus, host_gpus = parse_host_gpus(gpus, listed)
     elif gpus and "=" in str(gpus):
-        raise BadInput(f"--gpus {gpus!r} gives hosts their own GPUs, which only --hosts takes",
-                       fix="give one --gpus for every Slurm node (all, none, 0,1)")
+        raise BadInput(
+            f"--gpus {gpus!r} gives hosts their own GPUs, which only --hosts takes",
+            fix="give one --gpus for every Slurm node (all, none, 0,1)",
+        )
     return FleetOptions(
         hosts=listed,
         slurm=bool(cli.get("slurm")),
@@ -124,7 +150,9 @@ def merge_options(cli: dict[str, Any], config: dict[str, Any]) -> FleetOptions:
         partition=pick("partition", section=slurm_cfg),
         nodes=nodes,
         nodelist=pick("nodelist", section=slurm_cfg),
-        time=str(pick("time", section=slurm_cfg)) if pick("time", section=slurm_cfg) not in (None, "") else None,
+        time=str(pick("time", section=slurm_cfg))
+        if pick("time", section=slurm_cfg) not in (None, "")
+        else None,
         prefix=pick("prefix", section=slurm_cfg),
         rundir=pick("rundir", section=slurm_cfg),
         report=cli.get("report"),
@@ -151,8 +179,10 @@ def outlier_floor(value: Any) -> float:
     except (TypeError, ValueError):
         floor = math.nan
     if isinstance(value, bool) or not 0 < floor <= 1:
-        raise BadInput(f"--outlier-floor {value!r} is not a share of the fleet median in (0, 1]",
-                       fix="give e.g. --outlier-floor 0.9 (a GPU below 90% of its model's fleet median degrades its host)")
+        raise BadInput(
+            f"--outlier-floor {value!r} is not a share of the fleet median in (0, 1]",
+            fix="give e.g. --outlier-floor 0.9 (a GPU below 90% of its model's fleet median degrades its host)",
+        )
     return floor
 
 
@@ -198,9 +228,15 @@ def _check_outputs(opts: FleetOptions) -> None:
         inputs.update(input_files(opts.from_reports, outputs))
     clash = output_clash(outputs, inputs)
     if clash:
-        raise BadInput(clash, fix="write the fleet reports outside the folder of node reports, each to its own file")
+        raise BadInput(
+            clash,
+            fix="write the fleet reports outside the folder of node reports, each to its own file",
+        )
     if opts.report and not opts.report.lower().endswith((".html", ".htm")):
-        raise BadInput(f"--report {opts.report} is not an .html file", fix="give e.g. --report fleet.html (use --json/--junit for the other formats)")
+        raise BadInput(
+            f"--report {opts.report} is not an .html file",
+            fix="give e.g. --report fleet.html (use --json/--junit for the other formats)",
+        )
 
 
 def check_output_path(flag: str, path: str, example: str) -> None:
@@ -212,7 +248,9 @@ def check_output_path(flag: str, path: str, example: str) -> None:
     fix = f"give a file name in a folder you can write, e.g. {flag} {example}"
     from validate.files import path_problem
 
-    problem = path_problem(path)  # the one check of names and lengths (gpuenv/cli/paths.py uses it too)
+    problem = path_problem(
+        path
+    )  # the one check of names and lengths (gpuenv/cli/paths.py uses it too)
     if problem:
         raise BadInput(f"{flag} {path}: {problem}", fix=fix)
     if target.is_dir():
@@ -222,13 +260,17 @@ def check_output_path(flag: str, path: str, example: str) -> None:
     if target.exists() and not os.access(target, os.W_OK):
         raise BadInput(f"{flag} {path} is not writable", fix=fix)
     folder = target.parent if str(target.parent) else Path(".")
-    while not folder.exists() and folder != folder.parent:  # the report writer makes missing folders
+    while (
+        not folder.exists() and folder != folder.parent
+    ):  # the report writer makes missing folders
         folder = folder.parent
     if not folder.is_dir():
         raise BadInput(f"{flag} {path}: {folder} is not a folder", fix=fix)
     from gpuenv.fleet.slurm import writable_folder_problem
 
-    problem = writable_folder_problem(folder)  # tried, not guessed: root passes every access() check
+    problem = writable_folder_problem(
+        folder
+    )  # tried, not guessed: root passes every access() check
     if problem:
         raise BadInput(f"{flag} {path}: the folder {folder} cannot be written ({problem})", fix=fix)
 
@@ -250,7 +292,9 @@ def check_fleet_options(opts: FleetOptions) -> None:
         limit_seconds(opts.queue_time or "1:00:00", "--queue-time", unlimited=False)
         from gpuenv.fleet.slurm import check_rundir
 
-        check_rundir(str(Path(opts.rundir or Path.cwd() / "gpuenv-fleet").absolute()))  # the default goes under ./
+        check_rundir(
+            str(Path(opts.rundir or Path.cwd() / "gpuenv-fleet").absolute())
+        )  # the default goes under ./
     elif opts.queue_time:
         raise BadInput("--queue-time is a Slurm option", fix="drop it, or validate through --slurm")
     elif opts.sbatch_args and not opts.from_reports:
@@ -266,14 +310,18 @@ class HostProgress:
         self.console = Console(file=stream or sys.stdout, highlight=False)
         self.total = total  # hosts in the run (0: not known yet, e.g. a Slurm job's nodes)
         self.started = time.monotonic()
-        self.state: dict[str, tuple[str, str, float, float | None]] = {}  # phase, detail, start, end
+        self.state: dict[
+            str, tuple[str, str, float, float | None]
+        ] = {}  # phase, detail, start, end
         self.live: Any = None
 
     def __enter__(self) -> "HostProgress":
         if self.console.is_terminal:
             from rich.live import Live
 
-            self.live = Live(self._table(), console=self.console, refresh_per_second=4, transient=False)
+            self.live = Live(
+                self._table(), console=self.console, refresh_per_second=4, transient=False
+            )
             self.live.__enter__()
         return self
 
@@ -299,8 +347,11 @@ class HostProgress:
             done = sum(1 for s in self.state.values() if s[0] == "done")
             line = f"{host:<{_PAD}} {phase}{': ' + detail if detail else ''}"
             # soft_wrap: a long line stays one line in a CI log, never cut at the console's 80 columns
-            self.console.print(f"[{elapsed:6.1f}s {done}/{max(self.total, len(self.state))}] {safe_text(line)}", markup=False,
-                               soft_wrap=True)
+            self.console.print(
+                f"[{elapsed:6.1f}s {done}/{max(self.total, len(self.state))}] {safe_text(line)}",
+                markup=False,
+                soft_wrap=True,
+            )
             self.console.file.flush()  # CI reads the log while it runs
 
 
@@ -314,14 +365,23 @@ def _stack_image_ref() -> str:
     image_id = images.image_for_stack(stack)
     info = Engine.local().image_info(image_id)
     if info is None or not info.tags:
-        raise BadInput(f"the local image of {stack.stack_id} has no tag the hosts could know it by",
-                       fix="push it (invoke push) and pass --image HOST/gpuenv/...@sha256:...")
-    show(f"no --image: using {info.tags[0]} (hosts that lack it pull it by tag; share images by digest with invoke push)", flush=True)
+        raise BadInput(
+            f"the local image of {stack.stack_id} has no tag the hosts could know it by",
+            fix="push it (invoke push) and pass --image HOST/gpuenv/...@sha256:...",
+        )
+    show(
+        f"no --image: using {info.tags[0]} (hosts that lack it pull it by tag; share images by digest with invoke push)",
+        flush=True,
+    )
     return info.tags[0]
 
 
-def run_fleet(opts: FleetOptions, suite_args: list[str], say: Callable[[str], None] = lambda text: show(text, flush=True),
-              baseline: bytes | None = None) -> list[HostOutcome]:
+def run_fleet(
+    opts: FleetOptions,
+    suite_args: list[str],
+    say: Callable[[str], None] = lambda text: show(text, flush=True),
+    baseline: bytes | None = None,
+) -> list[HostOutcome]:
     """Run the chosen backend with progress and return every host's outcome (`baseline`: the
     --baseline file's bytes when the caller read them already)."""
     from gpuenv.engine import device_requests
@@ -331,16 +391,31 @@ def run_fleet(opts: FleetOptions, suite_args: list[str], say: Callable[[str], No
     if opts.slurm:
         from gpuenv.fleet import slurm
 
-        rundir = opts.rundir or str(Path.cwd() / "gpuenv-fleet" / datetime.now(timezone.utc).strftime("slurm-%Y%m%dT%H%M%SZ"))
+        rundir = opts.rundir or str(
+            Path.cwd()
+            / "gpuenv-fleet"
+            / datetime.now(timezone.utc).strftime("slurm-%Y%m%dT%H%M%SZ")
+        )
         job = slurm.SlurmJob(
-            rundir=str(Path(rundir).absolute()), nodes=opts.nodes, nodelist=opts.nodelist, partition=opts.partition,
-            time=opts.time, image=opts.image, prefix=opts.prefix, gpus=opts.gpus or "all", suite_args=suite_args,
-            baseline=baseline_bytes is not None, queue_time=opts.queue_time, env=dict(opts.env or {}),
+            rundir=str(Path(rundir).absolute()),
+            nodes=opts.nodes,
+            nodelist=opts.nodelist,
+            partition=opts.partition,
+            time=opts.time,
+            image=opts.image,
+            prefix=opts.prefix,
+            gpus=opts.gpus or "all",
+            suite_args=suite_args,
+            baseline=baseline_bytes is not None,
+            queue_time=opts.queue_time,
+            env=dict(opts.env or {}),
             extra_sbatch=list(opts.sbatch_args or []),
         )
         slurm.check_job(job)
-        say(f"validating through Slurm: {opts.nodelist or (str(opts.nodes) + ' node(s)' if opts.nodes else '1 node')}, "
-            f"run folder {job.rundir}")
+        say(
+            f"validating through Slurm: {opts.nodelist or (str(opts.nodes) + ' node(s)' if opts.nodes else '1 node')}, "
+            f"run folder {job.rundir}"
+        )
         with HostProgress(total=opts.nodes or 0) as progress:
             outcomes = slurm.run_job(job, baseline=baseline_bytes, progress=progress)
             # Two or more nodes: one job across them after their own suites (gpuenv/fleet/multinode.py).
@@ -355,16 +430,33 @@ def run_fleet(opts: FleetOptions, suite_args: list[str], say: Callable[[str], No
         time_limit_seconds(opts.time)  # a bad value stops here, before any host is contacted
     image = opts.image or _stack_image_ref()
     if not opts.time:
-        timeout: float | None = sshhosts.DEFAULT_HOST_TIME_S  # every wait is bounded, the suite's too
+        timeout: float | None = (
+            sshhosts.DEFAULT_HOST_TIME_S
+        )  # every wait is bounded, the suite's too
     else:
-        timeout = time_limit_seconds(opts.time) if opts.time.upper() not in ("UNLIMITED", "INFINITE") else None
-    run = sshhosts.SuiteRun(image=image, suite_args=suite_args, gpus=opts.gpus or "all", baseline=baseline_bytes, timeout_s=timeout,
-                            env=dict(opts.env or {}), host_gpus=dict(opts.host_gpus or {}))
+        timeout = (
+            time_limit_seconds(opts.time)
+            if opts.time.upper() not in ("UNLIMITED", "INFINITE")
+            else None
+        )
+    run = sshhosts.SuiteRun(
+        image=image,
+        suite_args=suite_args,
+        gpus=opts.gpus or "all",
+        baseline=baseline_bytes,
+        timeout_s=timeout,
+        env=dict(opts.env or {}),
+        host_gpus=dict(opts.host_gpus or {}),
+    )
     limit = f", each within {timeout / 60:g} min (--time)" if timeout else ""
-    say(f"validating {len(opts.hosts)} host(s) over SSH, {min(opts.parallel, len(opts.hosts))} at a time, in {image}{limit}")
+    say(
+        f"validating {len(opts.hosts)} host(s) over SSH, {min(opts.parallel, len(opts.hosts))} at a time, in {image}{limit}"
+    )
     with HostProgress(total=len(opts.hosts)) as progress:
         state = sshhosts.FleetState()
-        outcomes = sshhosts.validate_hosts(opts.hosts, run, parallel=opts.parallel, progress=progress, state=state)
+        outcomes = sshhosts.validate_hosts(
+            opts.hosts, run, parallel=opts.parallel, progress=progress, state=state
+        )
         # Two or more hosts whose suite ran: one job across them (gpuenv/fleet/sshmultinode.py).
         from gpuenv.fleet.sshmultinode import run_ssh_multinode
 
@@ -374,14 +466,13 @@ def run_fleet(opts: FleetOptions, suite_args: list[str], say: Callable[[str], No
 
 def fleet_validate(opts: FleetOptions, suite_args: list[str]) -> int:
     """The whole fleet run: outcomes, table, report files; 0 only if every host is ready."""
+    from invoke.exceptions import Exit
+
+    from gpuenv.cli.common import Terminated
     from gpuenv.fleet.report import cycles_uncollected, write_reports
     from gpuenv.fleet.report.analysis import analyse
     from gpuenv.fleet.report.terminal import render_table
     from validate.judge.peaks import load_peaks
-
-    from invoke.exceptions import Exit
-
-    from gpuenv.cli.common import Terminated
 
     check_fleet_options(opts)
     baseline_bytes, baseline_models = _read_baseline(opts.baseline)
@@ -394,17 +485,28 @@ def fleet_validate(opts: FleetOptions, suite_args: list[str]) -> int:
     else:
         try:
             outcomes = run_fleet(opts, suite_args, baseline=baseline_bytes)
-        except KeyboardInterrupt as err:  # Ctrl-C, SIGTERM or SIGHUP: the backend stopped what it started
+        except (
+            KeyboardInterrupt
+        ) as err:  # Ctrl-C, SIGTERM or SIGHUP: the backend stopped what it started
             import signal
 
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # we are leaving: another Ctrl-C must not become a traceback
-            signal_name, code = (err.signal_name, err.exit_code) if isinstance(err, Terminated) else ("Ctrl-C", 130)
+            signal.signal(
+                signal.SIGINT, signal.SIG_IGN
+            )  # we are leaving: another Ctrl-C must not become a traceback
+            signal_name, code = (
+                (err.signal_name, err.exit_code) if isinstance(err, Terminated) else ("Ctrl-C", 130)
+            )
             done = getattr(err, "cleanup", None) or "nothing had been started on any host"
-            raise Exit(f"gpuenv: interrupted ({signal_name}): {done}; no fleet report was written", code=code) from None
+            raise Exit(
+                f"gpuenv: interrupted ({signal_name}): {done}; no fleet report was written",
+                code=code,
+            ) from None
     with cycles_uncollected():
         fleet = analyse(outcomes, load_peaks(), baseline_models, outlier_floor=opts.outlier_floor)
         show()
         show(render_table(fleet, verbose=opts.verbose))
-        for path in write_reports(fleet, json_path=opts.json, junit_path=opts.junit, html_path=opts.report):
+        for path in write_reports(
+            fleet, json_path=opts.json, junit_path=opts.junit, html_path=opts.report
+        ):
             show(f"written: {path}")
     return 0 if fleet.ready else 1

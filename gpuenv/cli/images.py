@@ -9,8 +9,17 @@ from pathlib import Path
 from invoke.exceptions import Exit
 
 from gpuenv.cli.common import (
+    OUTPUT_HELP,
+    STACK_HELP,
+    image_or_stack,
+    is_dry,
+    remember_stack,
+    reporter,
+    resolve_for_task,
     show,
-    OUTPUT_HELP, STACK_HELP, image_or_stack, is_dry, remember_stack, reporter, resolve_for_task, stack_options, task, team_settings,
+    stack_options,
+    task,
+    team_settings,
     user_errors,
 )
 from gpuenv.cli.config import mirror_map
@@ -44,7 +53,7 @@ def _remainder_argv(remainder: str) -> list[str]:
     """
     argv = sys.argv
     if "--" in argv:
-        words = argv[argv.index("--") + 1:]
+        words = argv[argv.index("--") + 1 :]
         if " ".join(words) == remainder:
             return words
     return shlex.split(remainder)
@@ -58,17 +67,24 @@ def _build_plan_text(plan, lock_missing: bool) -> str:
     if lock_missing:
         lines.append(f"lock: none in {plan.lock_dir}: it would be locked first")
     else:
-        lines.append(f"lock: {plan.lock.path} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})")
+        lines.append(
+            f"lock: {plan.lock.path} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})"
+        )
     lines.append(f"base image: {plan.base_image}")
     lines.append(f"tags: {', '.join(plan.tags or images.pending_tags(plan))}")
     if plan.no_index:
-        lines.append(f"network: none (the wheelhouse {plan.wheelhouse} holds every wheel of the lock)")
+        lines.append(
+            f"network: none (the wheelhouse {plan.wheelhouse} holds every wheel of the lock)"
+        )
     lines.append("build arguments:")
     lines += [f"  {k}={v}" for k, v in sorted(plan.buildargs.items())]
     lines.append("labels:")
     lines += [f"  {k}={v}" for k, v in sorted(plan.labels.items())]
     lines.append(f"Dockerfile ({plan.docker_dir / 'Dockerfile'}):")
-    lines += [f"  {line}" for line in (plan.docker_dir / "Dockerfile").read_text(encoding="utf-8").splitlines()]
+    lines += [
+        f"  {line}"
+        for line in (plan.docker_dir / "Dockerfile").read_text(encoding="utf-8").splitlines()
+    ]
     lines.append("nothing was built (--dry)")
     return "\n".join(lines)
 
@@ -76,23 +92,50 @@ def _build_plan_text(plan, lock_missing: bool) -> str:
 @task(help=_BUILD_HELP)
 @user_errors
 def build(
-    c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None,
-    base_image=None, tag=None, no_cache=False, ca_cert=None, wheelhouse=None, backend=None, team_file=None, strict_driver=False,
-    offline=False, builder=None, verbose=False, quiet=False, platform=None,
+    c,
+    cuda=None,
+    framework=None,
+    torch=None,
+    tensorflow=None,
+    python=None,
+    driver=None,
+    gpu_arch=None,
+    base_image=None,
+    tag=None,
+    no_cache=False,
+    ca_cert=None,
+    wheelhouse=None,
+    backend=None,
+    team_file=None,
+    strict_driver=False,
+    offline=False,
+    builder=None,
+    verbose=False,
+    quiet=False,
+    platform=None,
 ):
     """Build the stack's image from its lock (locking first when there is none) and tag it."""
-    from gpuenv.images import plan as images, share
-    from gpuenv.envs import lockdir
     from gpuenv.cli.paths import check_paths
-    from gpuenv.envs.locking import ensure_lock, lock_directory
-
     from gpuenv.compat.host import use_platform
+    from gpuenv.envs import lockdir
+    from gpuenv.envs.locking import ensure_lock, lock_directory
+    from gpuenv.images import plan as images
+    from gpuenv.images import share
 
     # Every option is checked before anything slow: resolving, locking, the engine.
     use_platform(platform)
     check_paths(ca_cert=ca_cert, wheelhouse=wheelhouse, team_file=team_file)
-    images.check_build_options(tag=tag, ca_cert=ca_cert, wheelhouse=wheelhouse, team_file=team_file, backend=backend, builder=builder)
-    if base_image:  # the engine's grammar, as for --tag: 'x y' or 'Ubuntu' is one line here, not a failed pull
+    images.check_build_options(
+        tag=tag,
+        ca_cert=ca_cert,
+        wheelhouse=wheelhouse,
+        team_file=team_file,
+        backend=backend,
+        builder=builder,
+    )
+    if (
+        base_image
+    ):  # the engine's grammar, as for --tag: 'x y' or 'Ubuntu' is one line here, not a failed pull
         share.parse_image_ref(base_image, "--base-image")
     report = reporter(verbose, quiet)
     # --platform resolves the stack, never takes the remembered one
@@ -107,12 +150,20 @@ def build(
     if offline and lock_missing:
         from gpuenv.errors import BadInput
 
-        raise BadInput(f"--offline: there is no lock in {lock_dir}, and locking needs an index",
-                       fix="run invoke lock (same stack options, --backend uv) where PyPI answers, then carry envs/locks/ here")
+        raise BadInput(
+            f"--offline: there is no lock in {lock_dir}, and locking needs an index",
+            fix="run invoke lock (same stack options, --backend uv) where PyPI answers, then carry envs/locks/ here",
+        )
     settings = team_settings(c)
     mirrors = mirror_map(settings.conda_mirrors)
-    options = dict(base_image=request.base_image, tag=tag, ca_cert=Path(ca_cert) if ca_cert else None,
-                   wheelhouse=Path(wheelhouse) if wheelhouse else None, nocache=no_cache, mirrors=mirrors)
+    options = dict(
+        base_image=request.base_image,
+        tag=tag,
+        ca_cert=Path(ca_cert) if ca_cert else None,
+        wheelhouse=Path(wheelhouse) if wheelhouse else None,
+        nocache=no_cache,
+        mirrors=mirrors,
+    )
     if is_dry(c):
         if lock_missing:
             plan = _plan_without_lock(images, stack, lock_dir, lock_backend, options)
@@ -140,20 +191,37 @@ def build(
         report.say(f"lock: {plan.lock.path} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})")
         report.say(f"base image: {plan.base_image}")
         if plan.no_index:
-            report.say(f"wheelhouse {plan.wheelhouse} holds every wheel of the lock: no index, and no network during the build")
+            report.say(
+                f"wheelhouse {plan.wheelhouse} holds every wheel of the lock: no index, and no network during the build"
+            )
         plan = images.supply_tools(plan, progress=report.phase)
         report.phase("sending the build context")
         result = images.build_stack_image(plan, progress=report.output, builder=builder or "auto")
         remember_stack(stack, request, "build", plan.lock.path, report.say)
     image = result.image
-    first = f"unchanged: reused {image.id} (same lock and inputs: every step came from the build cache)" if result.reused else f"built {image.id}"
+    first = (
+        f"unchanged: reused {image.id} (same lock and inputs: every step came from the build cache)"
+        if result.reused
+        else f"built {image.id}"
+    )
     from gpuenv.progress import format_size
 
-    lines = [first, f"tags: {', '.join(plan.tags)}", f"size: {format_size(image.size)}", f"builder: {result.builder}"]
+    lines = [
+        first,
+        f"tags: {', '.join(plan.tags)}",
+        f"size: {format_size(image.size)}",
+        f"builder: {result.builder}",
+    ]
     if result.removed:
-        lines.append(f"removed the image the tags replaced: {', '.join(i.removeprefix('sha256:')[:12] for i in result.removed)}")
+        lines.append(
+            f"removed the image the tags replaced: {', '.join(i.removeprefix('sha256:')[:12] for i in result.removed)}"
+        )
     lines.append("labels:")
-    lines += [f"  {key}={image.labels[key]}" for key in sorted(image.labels) if key != images.LABEL_PREFIX + "stack_json"]
+    lines += [
+        f"  {key}={image.labels[key]}"
+        for key in sorted(image.labels)
+        if key != images.LABEL_PREFIX + "stack_json"
+    ]
     report.result("\n".join(lines))
 
 
@@ -161,11 +229,17 @@ def _plan_without_lock(images, stack, lock_dir, backend: str, options: dict):
     """A build plan for --dry when there is no lock yet (the lock hash is not known)."""
     placeholder = images.LockFile(lock_dir / "(not locked yet)", backend, "0" * 64)
     return images.BuildPlan(
-        stack=stack, lock=placeholder, lock_dir=lock_dir, base_image=options["base_image"] or stack.base_image,
-        tags=[], extra_tags=(options["tag"],) if options["tag"] else (),
+        stack=stack,
+        lock=placeholder,
+        lock_dir=lock_dir,
+        base_image=options["base_image"] or stack.base_image,
+        tags=[],
+        extra_tags=(options["tag"],) if options["tag"] else (),
         buildargs=images.build_args(stack, placeholder, base_image=options["base_image"]),
-        labels={**images.image_labels(stack, placeholder.sha256, placeholder.backend),
-                **images.oci_labels(stack, placeholder, options["base_image"] or stack.base_image)},
+        labels={
+            **images.image_labels(stack, placeholder.sha256, placeholder.backend),
+            **images.oci_labels(stack, placeholder, options["base_image"] or stack.base_image),
+        },
     )
 
 
@@ -177,13 +251,26 @@ def _plan_without_lock(images, stack, lock_dir, backend: str, options: dict):
     }
 )
 @user_errors
-def push(c, registry=None, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None,
-         strict_driver=False, wheelhouse=None, verbose=False, quiet=False):
+def push(
+    c,
+    registry=None,
+    cuda=None,
+    framework=None,
+    torch=None,
+    tensorflow=None,
+    python=None,
+    driver=None,
+    gpu_arch=None,
+    strict_driver=False,
+    wheelhouse=None,
+    verbose=False,
+    quiet=False,
+):
     """Push the stack's image (built from its current lock) to a registry; prints HOST/gpuenv/<stack>@sha256:... to share."""
-    from gpuenv.images import share
     from gpuenv.cli.config import parse_registry
-    from gpuenv.errors import BadInput
     from gpuenv.envs.locking import lock_directory
+    from gpuenv.errors import BadInput
+    from gpuenv.images import share
 
     settings = team_settings(c)
     if registry:
@@ -191,12 +278,17 @@ def push(c, registry=None, cuda=None, framework=None, torch=None, tensorflow=Non
     elif settings.registry:
         host = settings.registry
     else:
-        raise BadInput("no registry given", fix="pass --registry HOST[:PORT], or set gpuenv.registry in invoke.yaml")
+        raise BadInput(
+            "no registry given",
+            fix="pass --registry HOST[:PORT], or set gpuenv.registry in invoke.yaml",
+        )
     report = reporter(verbose, quiet)
     _request, stack = resolve_for_task(c, stack_options(locals()))
     plan = share.plan_push(stack, lock_directory(stack), host)
     if is_dry(c):
-        show(f"stack: {stack.stack_id}\nimage: {plan.source}\nwould push: {', '.join(f'{plan.repository}:{t}' for t in plan.tags)}\nnothing pushed (--dry)")
+        show(
+            f"stack: {stack.stack_id}\nimage: {plan.source}\nwould push: {', '.join(f'{plan.repository}:{t}' for t in plan.tags)}\nnothing pushed (--dry)"
+        )
         return
     with report:
         report.phase(f"pushing {plan.source} to {plan.repository} ({', '.join(plan.tags)})")
@@ -216,8 +308,23 @@ def push(c, registry=None, cuda=None, framework=None, torch=None, tensorflow=Non
     }
 )
 @user_errors
-def run(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None, image=None,
-        gpus=None, shm_size=None, strict_driver=False, wheelhouse=None, verbose=False, quiet=False):
+def run(
+    c,
+    cuda=None,
+    framework=None,
+    torch=None,
+    tensorflow=None,
+    python=None,
+    driver=None,
+    gpu_arch=None,
+    image=None,
+    gpus=None,
+    shm_size=None,
+    strict_driver=False,
+    wheelhouse=None,
+    verbose=False,
+    quiet=False,
+):
     """Run a command in the stack's image: `invoke run --cuda 12.1 -- python train.py`.
 
     The current folder is mounted at /workspace (the working directory), logs are streamed,
@@ -235,10 +342,14 @@ def run(c, cuda=None, framework=None, torch=None, tensorflow=None, python=None, 
     # A CPU stack asks for no GPU by default: it then runs on hosts without the NVIDIA runtime.
     gpus = gpus if gpus is not None else ("none" if cpu else "all")
     if is_dry(c):
-        show(f"would run {shlex.join(command) or '(the image command)'} in {ref} with GPUs {gpus}, {Path.cwd()} at /workspace; nothing run (--dry)")
+        show(
+            f"would run {shlex.join(command) or '(the image command)'} in {ref} with GPUs {gpus}, {Path.cwd()} at /workspace; nothing run (--dry)"
+        )
         return
     options = {"shm_size": shm_size} if shm_size else {}
-    code = Engine.local().run_container(ref, command, gpus=gpus, workdir_mount=Path.cwd(), **options)
+    code = Engine.local().run_container(
+        ref, command, gpus=gpus, workdir_mount=Path.cwd(), **options
+    )
     if code:
         raise Exit(code=code)
 

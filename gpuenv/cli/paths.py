@@ -17,6 +17,8 @@ def check_paths(*, folders: tuple[str, ...] = (), **paths: str | None) -> None:
         problem = path_problem(str(value), folder=name in folders)
         if problem:
             text = str(value) if len(str(value)) <= 80 else str(value)[:60] + "..."
-            text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)  # one line, no escape sequences
+            text = "".join(
+                c if c.isprintable() else repr(c)[1:-1] for c in text
+            )  # one line, no escape sequences
             flag = "--" + name.rstrip("_").replace("_", "-")
             raise BadInput(f"{flag} {text}: {problem}", fix=f"give {flag} a usable path")

@@ -48,25 +48,47 @@ def _parse_errors_are_bad_input(program: Any = None) -> Iterator[None]:
         yield
     except ParseError as err:
         line = parse_error_message(err)
-        raise Exit(_with_hint(line, getattr(program, "argv", None) or sys.argv, program) if program else line, code=EXIT_BAD_INPUT) from None
-    except CollectionNotFound as err:  # `invoke -c 12.1 build`: -c before the task is Invoke's --collection
+        raise Exit(
+            _with_hint(line, getattr(program, "argv", None) or sys.argv, program)
+            if program
+            else line,
+            code=EXIT_BAD_INPUT,
+        ) from None
+    except (
+        CollectionNotFound
+    ) as err:  # `invoke -c 12.1 build`: -c before the task is Invoke's --collection
         line = f"gpuenv: no tasks collection named {err.name!r} (in {err.start})"
-        raise Exit(_with_hint(line, getattr(program, "argv", None) or sys.argv, program) if program else line, code=EXIT_BAD_INPUT) from None
+        raise Exit(
+            _with_hint(line, getattr(program, "argv", None) or sys.argv, program)
+            if program
+            else line,
+            code=EXIT_BAD_INPUT,
+        ) from None
 
 
 #: Invoke's core options that take a short flag gpuenv's tasks also use (SHORT_FLAGS): before the
 #: task name they are Invoke's, after it the task's.
-CORE_SHORT_FLAGS = {"-c": "--collection", "-f": "--config", "-p": "--pty", "-r": "--search-root", "-w": "--warn-only"}
+CORE_SHORT_FLAGS = {
+    "-c": "--collection",
+    "-f": "--config",
+    "-p": "--pty",
+    "-r": "--search-root",
+    "-w": "--warn-only",
+}
 
 
-def short_flag_hint(argv: List[str], task_names: Any = (), core: dict[str, str] | None = None) -> str:
+def short_flag_hint(
+    argv: List[str], task_names: Any = (), core: dict[str, str] | None = None
+) -> str:
     """When a task's short flag came before the task name (`gpuenv -f torch resolve`), what it meant there.
 
     Empty when there is nothing to say. Pure: tested on argv lists.
     """
     from gpuenv.cli.common import SHORT_FLAGS
 
-    ours = {f"-{flag}": f"--{name.rstrip('_').replace('_', '-')}" for name, flag in SHORT_FLAGS.items()}
+    ours = {
+        f"-{flag}": f"--{name.rstrip('_').replace('_', '-')}" for name, flag in SHORT_FLAGS.items()
+    }
     core = CORE_SHORT_FLAGS if core is None else core
     names = set(task_names)
     words = argv[1:]
@@ -76,7 +98,9 @@ def short_flag_hint(argv: List[str], task_names: Any = (), core: dict[str, str] 
                 break
             continue
         flag = word.split("=", 1)[0]
-        value = word.split("=", 1)[1] if "=" in word else (words[at + 1] if at + 1 < len(words) else "")
+        value = (
+            word.split("=", 1)[1] if "=" in word else (words[at + 1] if at + 1 < len(words) else "")
+        )
         if flag == "-f" and value.lower().endswith((".yaml", ".yml", ".json")):
             continue  # a config file, meant as one: its own error says what is wrong with it
         if flag in ours:
@@ -91,7 +115,12 @@ def _with_hint(line: str, argv: List[str], program: Any) -> str:
     names = list(getattr(collection, "task_names", {}) or ()) if collection is not None else []
     core = None
     try:
-        core = {f"-{n}": f"--{arg.name}" for arg in program.core_args() for n in arg.names if len(n) == 1}
+        core = {
+            f"-{n}": f"--{arg.name}"
+            for arg in program.core_args()
+            for n in arg.names
+            if len(n) == 1
+        }
     except Exception:  # noqa: BLE001 (a hint never costs the error its line)
         core = None
     hint = short_flag_hint(list(argv or sys.argv), names, core)
@@ -139,12 +168,19 @@ def _config_problems_are_bad_input(program: Any = None) -> Iterator[None]:
         yield
     except Exit:
         raise
-    except Exception as err:  # YAML errors, Invoke's merge errors: anything config_file_problem names
+    except (
+        Exception
+    ) as err:  # YAML errors, Invoke's merge errors: anything config_file_problem names
         problem = config_file_problem(err)
         if problem is None:
             raise
         line = f"gpuenv: {problem}"
-        raise Exit(_with_hint(line, getattr(program, "argv", None) or sys.argv, program) if program else line, code=EXIT_BAD_INPUT) from None
+        raise Exit(
+            _with_hint(line, getattr(program, "argv", None) or sys.argv, program)
+            if program
+            else line,
+            code=EXIT_BAD_INPUT,
+        ) from None
 
 
 def check_project_config(folder: Path) -> None:
@@ -176,6 +212,7 @@ def adopt_running_invoke() -> None:
         program.__class__ = ParseErrorsAreBadInput
         if type(getattr(program, "config", None)) is Config:
             program.config.__class__ = GpuenvConfig
+
 
 CONFIG_NAMES = ("invoke.yaml", "invoke.yml", "invoke.json")
 
@@ -214,11 +251,15 @@ def config_file_problem(err: BaseException) -> str | None:
     if isinstance(err, UnknownFileType):
         return f"{err}".split("!")[0] + ": give a .yaml, .yml or .json file"
     mark = getattr(err, "problem_mark", None)
-    if mark is not None and hasattr(err, "problem"):  # yaml.MarkedYAMLError, Invoke's vendored copy or not
+    if mark is not None and hasattr(
+        err, "problem"
+    ):  # yaml.MarkedYAMLError, Invoke's vendored copy or not
         return f"{mark.name}:{mark.line + 1}: not valid YAML ({err.problem}): fix the file (see the committed invoke.yaml)"
     if isinstance(err, AmbiguousMergeError):
-        return ("a config file sets a section (`gpuenv:`, `gpuenv.fleet:` or `gpuenv.fleet.slurm:`) to a single value: "
-                "write it as indented `key: value` lines (see the committed invoke.yaml)")
+        return (
+            "a config file sets a section (`gpuenv:`, `gpuenv.fleet:` or `gpuenv.fleet.slurm:`) to a single value: "
+            "write it as indented `key: value` lines (see the committed invoke.yaml)"
+        )
     return None
 
 
@@ -231,7 +272,13 @@ def main() -> None:
     try:
         from gpuenv.cli.configfiles import GpuenvConfig
 
-        GpuenvProgram(name="gpuenv", binary="gpuenv", version=__version__, namespace=namespace(), config_class=GpuenvConfig).run()
+        GpuenvProgram(
+            name="gpuenv",
+            binary="gpuenv",
+            version=__version__,
+            namespace=namespace(),
+            config_class=GpuenvConfig,
+        ).run()
     except BrokenPipeError:  # before `except Exception`, which would catch it first
         # `gpuenv --list | head`: the reader went away; stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

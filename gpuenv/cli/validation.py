@@ -14,10 +14,20 @@ from typing import Callable
 
 from invoke.exceptions import Exit
 
-from gpuenv.cli.common import show, OUTPUT_HELP, STACK_HELP, STACK_OPTIONS, image_or_stack, is_dry, stack_options, task, team_settings, user_errors
+from gpuenv.cli.common import (
+    OUTPUT_HELP,
+    STACK_HELP,
+    STACK_OPTIONS,
+    image_or_stack,
+    is_dry,
+    show,
+    stack_options,
+    task,
+    team_settings,
+    user_errors,
+)
 from gpuenv.errors import BadInput
 from validate.options import SUITE_OPTIONS, command_line
-
 
 #: The suite baked into every image (docker/Dockerfile: COPY validate/ /opt/gpuenv/validate/). Run
 #: by file path: `python -m validate` in /workspace would import a mounted checkout's validate/.
@@ -36,11 +46,15 @@ _TASK_NOTES = {
 _HELP = {
     "local": "run the suite on this host with this Python (`python -m validate`) instead of inside an image",
     **STACK_HELP,
-    "cuda": STACK_HELP["cuda"] + "; picks the image to validate in (default without --local: the stack resolved for this host)",
+    "cuda": STACK_HELP["cuda"]
+    + "; picks the image to validate in (default without --local: the stack resolved for this host)",
     "image": "validate in this image instead of the stack's, e.g. HOST/gpuenv/<stack>@sha256:... as invoke push printed it; pulled (by digest) when missing",
     "gpus": "GPUs given to the container, as `docker run --gpus`: all, none, or 0,1 / GPU UUIDs (default: all; none for a CPU stack); with --hosts, a host's own after its URL: 'URL=0,1;URL=2,3'",
-    **{option.name: option.help + (f"; {_TASK_NOTES[option.name]}" if option.name in _TASK_NOTES else "")
-       for option in SUITE_OPTIONS},
+    **{
+        option.name: option.help
+        + (f"; {_TASK_NOTES[option.name]}" if option.name in _TASK_NOTES else "")
+        for option in SUITE_OPTIONS
+    },
     # fleet validation (gpuenv/cli/fleet.py); defaults from the gpuenv.fleet section of invoke.yaml
     "hosts": "validate these Docker hosts over SSH, comma-separated ssh://user@host[:port]; --hosts alone: the hosts in invoke.yaml (gpuenv.fleet.hosts)",
     "parallel": "with --hosts: validate at most N hosts at once (default: 8)",
@@ -69,7 +83,10 @@ def suite_arguments(path_for: Callable[[str], str] = lambda p: p, **values: obje
         try:
             count = int(expect_gpus)  # type: ignore[call-overload]
         except ValueError:
-            raise BadInput(f"--expect-gpus {expect_gpus!r} is not a number", fix="give the number of GPUs, e.g. --expect-gpus 8") from None
+            raise BadInput(
+                f"--expect-gpus {expect_gpus!r} is not a number",
+                fix="give the number of GPUs, e.g. --expect-gpus 8",
+            ) from None
         if count < 0:
             raise BadInput(f"--expect-gpus {count} is negative", fix="give 0 or more")
         values["expect_gpus"] = count
@@ -91,15 +108,22 @@ class ReportPaths:
         self.shown: dict[str, str] = {}
 
     def __call__(self, path: str) -> str:
-        from gpuenv.engine.containers import WORKDIR_IN_CONTAINER  # here: the engine package costs every command's start
+        from gpuenv.engine.containers import (
+            WORKDIR_IN_CONTAINER,
+        )  # here: the engine package costs every command's start
 
         resolved = Path(path).expanduser().resolve()
         try:
             inside = f"{WORKDIR_IN_CONTAINER}/{resolved.relative_to(self.workdir).as_posix()}"
         except ValueError:
             folder = resolved.parent
-            if not folder.is_dir():  # never made for the user (the engine would make it, owned by root)
-                raise BadInput(f"{path}: the folder {folder} does not exist", fix="create it first, or give a path in an existing folder") from None
+            if (
+                not folder.is_dir()
+            ):  # never made for the user (the engine would make it, owned by root)
+                raise BadInput(
+                    f"{path}: the folder {folder} does not exist",
+                    fix="create it first, or give a path in an existing folder",
+                ) from None
             mounted = self.mounts.setdefault(folder, f"{REPORTS_IN_CONTAINER}/{len(self.mounts)}")
             inside = f"{mounted}/{resolved.name}"
         self.shown[inside] = path
@@ -114,22 +138,64 @@ def run_local(args: list[str]) -> int:
 @task(help=_HELP, optional=["hosts"], iterable=["sbatch_arg"])
 @user_errors
 def validate(
-    c, local=False, cuda=None, framework=None, torch=None, tensorflow=None, python=None, driver=None, gpu_arch=None,
-    strict_driver=False, wheelhouse=None, image=None, gpus=None,
-    expect_gpus=None, json=None, junit=None, quick=False, save_baseline=None, baseline=None,
-    hosts=None, parallel=None, report=None, slurm=False, partition=None, nodes=None, nodelist=None,
-    time=None, prefix=None, rundir=None, verbose=False, quiet=False, queue_time=None, from_reports=None, outlier_floor=None,
-    sbatch_arg=None, replay=None, record=None, health_only=False,
+    c,
+    local=False,
+    cuda=None,
+    framework=None,
+    torch=None,
+    tensorflow=None,
+    python=None,
+    driver=None,
+    gpu_arch=None,
+    strict_driver=False,
+    wheelhouse=None,
+    image=None,
+    gpus=None,
+    expect_gpus=None,
+    json=None,
+    junit=None,
+    quick=False,
+    save_baseline=None,
+    baseline=None,
+    hosts=None,
+    parallel=None,
+    report=None,
+    slurm=False,
+    partition=None,
+    nodes=None,
+    nodelist=None,
+    time=None,
+    prefix=None,
+    rundir=None,
+    verbose=False,
+    quiet=False,
+    queue_time=None,
+    from_reports=None,
+    outlier_floor=None,
+    sbatch_arg=None,
+    replay=None,
+    record=None,
+    health_only=False,
 ):
     """Tell whether this server (or a fleet: --hosts, --slurm, --from-reports DIR) is ready for the team's images, and why not (exit 0 only when ready)."""
     from gpuenv.cli import fleet
-
     from gpuenv.cli.paths import check_paths
 
-    check_paths(json=json, junit=junit, save_baseline=save_baseline, baseline=baseline, report=report, rundir=rundir, prefix=prefix,
-                replay=replay, record=record,
-                folders=("rundir", "prefix", "record"))
-    if expect_gpus is None:  # the team may say every server must have GPUs (or, with 0, that none need them)
+    check_paths(
+        json=json,
+        junit=junit,
+        save_baseline=save_baseline,
+        baseline=baseline,
+        report=report,
+        rundir=rundir,
+        prefix=prefix,
+        replay=replay,
+        record=record,
+        folders=("rundir", "prefix", "record"),
+    )
+    if (
+        expect_gpus is None
+    ):  # the team may say every server must have GPUs (or, with 0, that none need them)
         expect_gpus = team_settings(c).expect_gpus
     if image:  # the engine's grammar and length limit, before any host (the fleet) or engine (run in an image) is asked
         from gpuenv.images.share import parse_image_ref
@@ -139,39 +205,92 @@ def validate(
     given_here = locals()
     stack = stack_options(given_here)
     named = [f"--{k.replace('_', '-')}" for k in STACK_OPTIONS if stack[k] not in (None, False)]
-    given = dict(hosts=hosts, image=image, parallel=parallel, report=report, slurm=slurm, partition=partition, nodes=nodes,
-                 nodelist=nodelist, time=time, prefix=prefix, rundir=rundir, json=json, junit=junit, baseline=baseline, queue_time=queue_time,
-                 gpus=gpus, local=local, from_reports=from_reports, outlier_floor=outlier_floor, verbose=verbose, sbatch_arg=sbatch_arg)
+    given = dict(
+        hosts=hosts,
+        image=image,
+        parallel=parallel,
+        report=report,
+        slurm=slurm,
+        partition=partition,
+        nodes=nodes,
+        nodelist=nodelist,
+        time=time,
+        prefix=prefix,
+        rundir=rundir,
+        json=json,
+        junit=junit,
+        baseline=baseline,
+        queue_time=queue_time,
+        gpus=gpus,
+        local=local,
+        from_reports=from_reports,
+        outlier_floor=outlier_floor,
+        verbose=verbose,
+        sbatch_arg=sbatch_arg,
+    )
     if fleet.wants_fleet(given):
         if local or save_baseline or replay or record or health_only or named:
-            raise BadInput("a fleet run validates other servers in one image, so --local, --save-baseline, --replay, --record, "
-                           "--health-only and the stack options do not apply",
-                           fix="drop them (give --image REF for the image), or drop --hosts/--slurm")
+            raise BadInput(
+                "a fleet run validates other servers in one image, so --local, --save-baseline, --replay, --record, "
+                "--health-only and the stack options do not apply",
+                fix="drop them (give --image REF for the image), or drop --hosts/--slurm",
+            )
         if hosts and slurm:
-            raise BadInput("--hosts and --slurm both given", fix="validate SSH Docker hosts or a Slurm job, one at a time")
+            raise BadInput(
+                "--hosts and --slurm both given",
+                fix="validate SSH Docker hosts or a Slurm job, one at a time",
+            )
         if from_reports and (hosts or slurm):
-            raise BadInput("--from-reports renders reports already collected, so --hosts/--slurm do not apply",
-                           fix="drop --hosts/--slurm, or drop --from-reports to run the suite on the servers")
+            raise BadInput(
+                "--from-reports renders reports already collected, so --hosts/--slurm do not apply",
+                fix="drop --hosts/--slurm, or drop --from-reports to run the suite on the servers",
+            )
         opts = fleet.merge_options(given, team_settings(c).fleet.as_config())
         code = fleet.fleet_validate(opts, suite_arguments(expect_gpus=expect_gpus, quick=quick))
         if code != 0:
             raise Exit(code=code)
         return
-    if any(v not in (None, False, []) for v in (parallel, report, partition, nodes, nodelist, time, prefix, rundir, queue_time, outlier_floor,
-                                                 sbatch_arg)):
-        raise BadInput("--parallel/--report/--partition/--nodes/--nodelist/--time/--queue-time/--prefix/--rundir/--outlier-floor/"
-                       "--sbatch-arg are fleet options",
-                       fix="add --hosts ssh://user@host,..., --slurm or --from-reports DIR")
-    suite = {option.name: given_here[option.name] for option in SUITE_OPTIONS}  # the suite's own options
+    if any(
+        v not in (None, False, [])
+        for v in (
+            parallel,
+            report,
+            partition,
+            nodes,
+            nodelist,
+            time,
+            prefix,
+            rundir,
+            queue_time,
+            outlier_floor,
+            sbatch_arg,
+        )
+    ):
+        raise BadInput(
+            "--parallel/--report/--partition/--nodes/--nodelist/--time/--queue-time/--prefix/--rundir/--outlier-floor/"
+            "--sbatch-arg are fleet options",
+            fix="add --hosts ssh://user@host,..., --slurm or --from-reports DIR",
+        )
+    suite = {
+        option.name: given_here[option.name] for option in SUITE_OPTIONS
+    }  # the suite's own options
     if replay and image is None and not named and gpus is None:
-        local = True  # a capture is judged by this host's suite, as `python -m validate --replay` does
+        local = (
+            True  # a capture is judged by this host's suite, as `python -m validate --replay` does
+        )
     if local:
         if named or gpus is not None or image is not None:
-            raise BadInput("--local runs on this host's Python, so a stack option makes no sense with it",
-                           fix=f"drop {' '.join(named + ['--gpus'] * (gpus is not None) + ['--image'] * (image is not None))}, or drop --local")
+            raise BadInput(
+                "--local runs on this host's Python, so a stack option makes no sense with it",
+                fix=f"drop {' '.join(named + ['--gpus'] * (gpus is not None) + ['--image'] * (image is not None))}, or drop --local",
+            )
         args = suite_arguments(**suite)
         if is_dry(c):
-            show(f"would run {sys.executable} -m validate {' '.join(args)}; nothing run (--dry)".replace("  ", " "))
+            show(
+                f"would run {sys.executable} -m validate {' '.join(args)}; nothing run (--dry)".replace(
+                    "  ", " "
+                )
+            )
             return
         code = run_local(args)
     else:
@@ -184,14 +303,26 @@ def validate(
         args = suite_arguments(path_for=reports, **suite)
         ref, name, cpu = image_or_stack(c, image, stack, verbose, quiet)
         if is_dry(c):
-            show(f"would validate in {name}{' (pulled by digest if missing)' if image else ''}; nothing run (--dry)")
+            show(
+                f"would validate in {name}{' (pulled by digest if missing)' if image else ''}; nothing run (--dry)"
+            )
             return
         gpus = gpus or ("none" if cpu else "all")
         show(f"validating in {name}, GPUs: {gpus}", flush=True)
-        from validate.report.record import HOST_PATHS_VARIABLE  # here: the suite's report writer costs every command's start
+        from validate.report.record import (
+            HOST_PATHS_VARIABLE,
+        )  # here: the suite's report writer costs every command's start
 
-        shown = {"env": {HOST_PATHS_VARIABLE: jsonlib.dumps(reports.shown)}} if reports.shown else {}
-        code = Engine.local().run_container(ref, ["python", SUITE_IN_IMAGE, *args], gpus=gpus, workdir_mount=workdir,
-                                            mounts=reports.mounts, **shown)
+        shown = (
+            {"env": {HOST_PATHS_VARIABLE: jsonlib.dumps(reports.shown)}} if reports.shown else {}
+        )
+        code = Engine.local().run_container(
+            ref,
+            ["python", SUITE_IN_IMAGE, *args],
+            gpus=gpus,
+            workdir_mount=workdir,
+            mounts=reports.mounts,
+            **shown,
+        )
     if code != 0:
         raise Exit(code=code)

@@ -38,9 +38,15 @@ def probe_pci(nvml: dict[str, Any], host_file: str | None = None) -> dict[str, A
     gpus = []
     for gpu in nvidia_gpus():
         known = identify("", gpu.device_id).known
-        gpus.append({"address": gpu.address, "product": gpu.product(), "driver": gpu.driver,
-                     "compute_capability": known.compute_capability if known else None,
-                     "architecture": known.architecture if known else None})
+        gpus.append(
+            {
+                "address": gpu.address,
+                "product": gpu.product(),
+                "driver": gpu.driver,
+                "compute_capability": known.compute_capability if known else None,
+                "architecture": known.architecture if known else None,
+            }
+        )
     return {"available": True, "gpus": gpus}
 
 
@@ -68,7 +74,13 @@ def probe_docker() -> dict[str, Any]:
     except GpuenvError as err:
         return {"available": False, "why": err.render()}
     runtimes = sorted((info.get("Runtimes") or {}).keys())
-    cdi_files = sorted(str(p) for d in CDI_DIRS if d.is_dir() for p in d.glob("*") if p.suffix in (".yaml", ".yml", ".json"))
+    cdi_files = sorted(
+        str(p)
+        for d in CDI_DIRS
+        if d.is_dir()
+        for p in d.glob("*")
+        if p.suffix in (".yaml", ".yml", ".json")
+    )
     nvidia_cdi = [f for f in cdi_files if "nvidia" in Path(f).name]
     return {
         "available": True,
@@ -93,8 +105,12 @@ def probe_platform(host_file: str | None = None) -> dict[str, Any]:
     except GpuenvError as err:
         return {"available": False, "why": err.render()}
     if found is None:  # a capture naming no Grace GPU: gpuenv plans x86_64 unless told
-        return {"available": True, "platform": LINUX_64, "why": "the capture names no Grace GPU: x86_64 "
-                "assumed (--platform linux-aarch64 for an Arm server)"}
+        return {
+            "available": True,
+            "platform": LINUX_64,
+            "why": "the capture names no Grace GPU: x86_64 "
+            "assumed (--platform linux-aarch64 for an Arm server)",
+        }
     return {"available": True, "platform": found, "why": why}
 
 
@@ -116,12 +132,17 @@ def probe_compat_data(today=None) -> dict[str, Any]:
     """Is the compatibility data current? Its check date, and whether PyPI has newer frameworks."""
     from datetime import date
 
-    from gpuenv.compat.matrix import load_matrix
     from gpuenv.compat.drift import STALE_AFTER_DAYS, newest_upstream, stale_days
+    from gpuenv.compat.matrix import load_matrix
 
     m = load_matrix()
     age = stale_days(m.checked, today or date.today())
-    out: dict[str, Any] = {"available": True, "checked": m.checked.isoformat(), "stale_days": age, "stale_after_days": STALE_AFTER_DAYS}
+    out: dict[str, Any] = {
+        "available": True,
+        "checked": m.checked.isoformat(),
+        "stale_days": age,
+        "stale_after_days": STALE_AFTER_DAYS,
+    }
     try:
         from gpuenv.compat.drift import final_versions
         from gpuenv.compat.pypi import PyPI, read_index_settings
@@ -145,7 +166,12 @@ def cuda_host_blocker(nvml: dict[str, Any]) -> str | None:
         return None
     for gpu in nvml.get("gpus") or []:
         if gpu.get("virtualization_mode") in HYPERVISOR_MODES:
-            return hypervisor_reason(None, gpu["virtualization_mode"], gpu.get("host_vgpu_mode"), nvml.get("cuda_driver_version"))
+            return hypervisor_reason(
+                None,
+                gpu["virtualization_mode"],
+                gpu.get("host_vgpu_mode"),
+                nvml.get("cuda_driver_version"),
+            )
     return None
 
 
@@ -166,12 +192,20 @@ def collect_report(host_file: str | None = None) -> dict[str, Any]:
     nvml = _safe(probe_nvml, host_file)
     blocker = cuda_host_blocker(nvml)  # a hypervisor: no stack is planned for it
     report = {
-        "host": {"hostname": platform.node(), "os": platform.platform(), "python": platform.python_version()},
+        "host": {
+            "hostname": platform.node(),
+            "os": platform.platform(),
+            "python": platform.python_version(),
+        },
         "nvml": nvml,
         "docker": _safe(probe_docker),
         "platform": _safe(probe_platform, host_file),
-        "recommended": {fw: {"available": False, "why": blocker} if blocker else _safe(probe_recommendation, fw, host_file)
-                        for fw in ("torch", "tensorflow")},
+        "recommended": {
+            fw: {"available": False, "why": blocker}
+            if blocker
+            else _safe(probe_recommendation, fw, host_file)
+            for fw in ("torch", "tensorflow")
+        },
         "compat_data": _safe(probe_compat_data),
     }
     report["legacy"] = _safe(probe_legacy, report["nvml"])
@@ -193,7 +227,7 @@ def _line(label: str, value: str) -> str:
 def gpu_name(gpu: dict[str, Any]) -> str:
     """The name NVML reports, with the product its PCI device id names when the name alone does
     not identify it: 'Graphics Device (GeForce GTX 1660 (PCI 10de:2184))'."""
-    from validate.host.archs import identify, lookup, load_archs
+    from validate.host.archs import identify, load_archs, lookup
 
     name = str(gpu.get("name") or "unnamed GPU")
     found = identify(name, gpu.get("pci_device_id"))
@@ -203,25 +237,54 @@ def gpu_name(gpu: dict[str, Any]) -> str:
 
 
 def format_report(report: dict[str, Any]) -> str:
-    lines = [_line("host", f"{report['host']['hostname']}  ({report['host']['os']}, Python {report['host']['python']})")]
+    lines = [
+        _line(
+            "host",
+            f"{report['host']['hostname']}  ({report['host']['os']}, Python {report['host']['python']})",
+        )
+    ]
     if report.get("host_file"):
-        lines.append(_line("captured", f"{report['host_file']}: driver, GPUs and recommended stacks below are that server's"))
+        lines.append(
+            _line(
+                "captured",
+                f"{report['host_file']}: driver, GPUs and recommended stacks below are that server's",
+            )
+        )
     nvml = report["nvml"]
     if nvml.get("available"):
         cuda = nvml["cuda_driver_version"] or "not reported"
-        lines.append(_line("driver", f"{nvml['driver_version'] or 'not reported'}  (CUDA driver API {cuda})"))
+        lines.append(
+            _line("driver", f"{nvml['driver_version'] or 'not reported'}  (CUDA driver API {cuda})")
+        )
         rows = [
-            (g["index"], gpu_name(g), g["uuid"], g["compute_capability"] or "unknown", f"{g['memory_total_bytes'] / 2**30:.1f} GiB" if g["memory_total_bytes"] is not None else "not readable")
+            (
+                g["index"],
+                gpu_name(g),
+                g["uuid"],
+                g["compute_capability"] or "unknown",
+                f"{g['memory_total_bytes'] / 2**30:.1f} GiB"
+                if g["memory_total_bytes"] is not None
+                else "not readable",
+            )
             for g in nvml["gpus"]
         ]
-        lines.append(format_table(("gpu", "name", "uuid", "cc", "memory"), rows) if rows else _line("gpus", "none"))
+        lines.append(
+            format_table(("gpu", "name", "uuid", "cc", "memory"), rows)
+            if rows
+            else _line("gpus", "none")
+        )
     else:
         lines.append(_line("driver", f"not available: {nvml['why']}"))
     on_bus = (report.get("pci") or {}).get("gpus") or []
     if on_bus:
         rows = [
-            (g["address"], g["product"], g["architecture"] or "unknown",
-             g["compute_capability"] or "unknown", g["driver"] or "none")
+            (
+                g["address"],
+                g["product"],
+                g["architecture"] or "unknown",
+                g["compute_capability"] or "unknown",
+                g["driver"] or "none",
+            )
             for g in on_bus
         ]
         named = f"{len(on_bus)} NVIDIA GPU(s), named by their PCI device ids:"
@@ -233,18 +296,35 @@ def format_report(report: dict[str, Any]) -> str:
     lines += [_line("gpu", text) for text in (report.get("legacy") or {}).get("lines", [])]
     docker = report["docker"]
     if docker.get("available"):
-        gpu = "yes" if docker["gpu_ready"] else "no (install the NVIDIA Container Toolkit, then nvidia-ctk runtime configure or cdi generate)"
+        gpu = (
+            "yes"
+            if docker["gpu_ready"]
+            else "no (install the NVIDIA Container Toolkit, then nvidia-ctk runtime configure or cdi generate)"
+        )
         arch = f"; engine {docker['architecture']}" if docker.get("architecture") else ""
-        lines.append(_line("docker", f"{docker['server_version']}{arch}; runtimes: {', '.join(docker['runtimes']) or '-'}; GPUs to containers: {gpu}"))
+        lines.append(
+            _line(
+                "docker",
+                f"{docker['server_version']}{arch}; runtimes: {', '.join(docker['runtimes']) or '-'}; GPUs to containers: {gpu}",
+            )
+        )
     else:
         lines.append(_line("docker", f"not available: {docker['why']}"))
     plat = report.get("platform") or {}
     if plat:
-        shown = f"{plat['platform']}  ({plat['why']})" if plat.get("available") else f"not available: {plat['why']}"
+        shown = (
+            f"{plat['platform']}  ({plat['why']})"
+            if plat.get("available")
+            else f"not available: {plat['why']}"
+        )
         lines.append(_line("platform", shown))
     for fw, rec in report["recommended"].items():
         if rec.get("available"):
-            lines.append(_line(fw, f"{rec['stack_id']}  base {rec['base_image']}  ({rec['pip_requirement']})"))
+            lines.append(
+                _line(
+                    fw, f"{rec['stack_id']}  base {rec['base_image']}  ({rec['pip_requirement']})"
+                )
+            )
         else:
             lines.append(_line(fw, f"no stack: {rec['why']}"))
     lines += compat_data_lines(report.get("compat_data") or {})
@@ -257,9 +337,13 @@ def compat_data_lines(data: dict[str, Any]) -> list[str]:
         return [f"data      not available: {data.get('why')}"]
     lines = [f"data      envs/compat.yaml checked {data['checked']}"]
     if data.get("stale_days"):
-        lines.append(f"warning   the compatibility data was checked {data['stale_days']} days ago (over {data['stale_after_days']}): run `invoke matrix --check` and update envs/compat.yaml")
+        lines.append(
+            f"warning   the compatibility data was checked {data['stale_days']} days ago (over {data['stale_after_days']}): run `invoke matrix --check` and update envs/compat.yaml"
+        )
     if data.get("newer_on_pypi"):
-        lines.append(f"warning   PyPI has releases newer than the data ({', '.join(data['newer_on_pypi'])}): run `invoke matrix --check`")
+        lines.append(
+            f"warning   PyPI has releases newer than the data ({', '.join(data['newer_on_pypi'])}): run `invoke matrix --check`"
+        )
     elif data.get("pypi"):
         lines.append(f"data      newer releases on PyPI {data['pypi']}")
     return lines

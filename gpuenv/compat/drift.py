@@ -63,7 +63,9 @@ class DriftReport:
     index: str
     findings: list[Finding] = field(default_factory=list)
     curated: list[str] = field(default_factory=lambda: list(CURATED))
-    pending: list[str] = field(default_factory=list)  # entries of the data still unknown or unconfirmed
+    pending: list[str] = field(
+        default_factory=list
+    )  # entries of the data still unknown or unconfirmed
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -76,6 +78,7 @@ class DriftReport:
 
 # ---------------------------------------------------------------- observations (through the client)
 
+
 def final_versions(doc: dict[str, Any]) -> list[str]:
     """Final releases with at least one file that is not yanked, oldest first."""
     out = []
@@ -84,7 +87,12 @@ def final_versions(doc: dict[str, Any]) -> list[str]:
             version = Version(text)
         except InvalidVersion:
             continue
-        if version.is_prerelease or version.is_devrelease or not files or all(f.get("yanked") for f in files):
+        if (
+            version.is_prerelease
+            or version.is_devrelease
+            or not files
+            or all(f.get("yanked") for f in files)
+        ):
             continue
         out.append(text)
     return sorted(out, key=Version)
@@ -103,27 +111,42 @@ def linux_wheel(files: list[dict[str, Any]]) -> dict[str, Any] | None:
             continue
         for tag in tags:
             match = re.fullmatch(r"cp3(\d+)", tag.interpreter)
-            if match and tag.abi == tag.interpreter and "x86_64" in tag.platform and "linux" in tag.platform:
+            if (
+                match
+                and tag.abi == tag.interpreter
+                and "x86_64" in tag.platform
+                and "linux" in tag.platform
+            ):
                 rank = int(match[1])
                 if best is None or rank > best[0]:
                     best = (rank, f)
     return best[1] if best else None
 
 
-def gather(client: Client, matrix: Matrix, workers: int = 8, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+def gather(
+    client: Client, matrix: Matrix, workers: int = 8, progress: Callable[[str], None] | None = None
+) -> dict[str, Any]:
     """What the comparison needs, as plain JSON (so a recorded copy can be replayed in tests)."""
     say = progress or (lambda line: None)
     say(f"reading the release lists of {', '.join(PROJECTS)}")
     docs = {name: client.project(name) for name in PROJECTS}
     wanted: dict[str, list[str]] = {}
-    for name, releases in (("torch", matrix.torch_releases), ("tensorflow", matrix.tensorflow_releases)):
+    for name, releases in (
+        ("torch", matrix.torch_releases),
+        ("tensorflow", matrix.tensorflow_releases),
+    ):
         known = {p for r in releases for p in r.patches}
         versions = final_versions(docs[name])
         newest_per_series: dict[str, str] = {}
         for v in versions:
             newest_per_series[".".join(v.split(".")[:2])] = v
         picks = {v for s, v in newest_per_series.items() if any(r.series == s for r in releases)}
-        picks |= {v for v in versions if v not in known and Version(v) > min((Version(p) for p in known), default=Version("0"))}
+        picks |= {
+            v
+            for v in versions
+            if v not in known
+            and Version(v) > min((Version(p) for p in known), default=Version("0"))
+        }
         if name == "tensorflow":
             picks = {v for v in picks if Version(v) >= TF_AND_CUDA_FROM}
         wanted[name] = sorted(picks, key=Version)
@@ -134,13 +157,33 @@ def gather(client: Client, matrix: Matrix, workers: int = 8, progress: Callable[
             wheel = linux_wheel(docs[name]["releases"].get(v, []))
             if wheel is not None:
                 pep658 = bool(wheel.get("core_metadata") or wheel.get("data-dist-info-metadata"))
-                jobs.append((name, v, client.file_url(name, wheel["url"]), int(wheel["size"]), wheel["filename"], pep658))
-    say(f"reading the METADATA of {len(jobs)} wheels (PEP 658 files or range requests, never whole wheels)")
+                jobs.append(
+                    (
+                        name,
+                        v,
+                        client.file_url(name, wheel["url"]),
+                        int(wheel["size"]),
+                        wheel["filename"],
+                        pep658,
+                    )
+                )
+    say(
+        f"reading the METADATA of {len(jobs)} wheels (PEP 658 files or range requests, never whole wheels)"
+    )
 
     def read(job):
         name, v, url, size, filename, pep658 = job
         text = client.wheel_metadata(url, size, pep658)
-        return name, v, filename, [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Requires-Dist:")]
+        return (
+            name,
+            v,
+            filename,
+            [
+                line.split(":", 1)[1].strip()
+                for line in text.splitlines()
+                if line.startswith("Requires-Dist:")
+            ],
+        )
 
     metadata: dict[str, dict[str, Any]] = {"torch": {}, "tensorflow": {}}
     with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -155,12 +198,23 @@ def gather(client: Client, matrix: Matrix, workers: int = 8, progress: Callable[
         newest[".".join(v.split(".")[:2])] = v
     series = {r.series for r in matrix.tensorflow_releases}
     oldest = min((Version(p) for p in tf_known), default=Version("0"))
-    picks = sorted({v for s, v in newest.items() if s in series} | {v for v in tf_versions if v not in tf_known and Version(v) > oldest}, key=Version)
+    picks = sorted(
+        {v for s, v in newest.items() if s in series}
+        | {v for v in tf_versions if v not in tf_known and Version(v) > oldest},
+        key=Version,
+    )
     info_jobs = []
     for v in picks:
         wheel = linux_wheel(docs["tensorflow"]["releases"].get(v, []))
         if wheel is not None:
-            info_jobs.append((v, client.file_url("tensorflow", wheel["url"]), int(wheel["size"]), wheel["filename"]))
+            info_jobs.append(
+                (
+                    v,
+                    client.file_url("tensorflow", wheel["url"]),
+                    int(wheel["size"]),
+                    wheel["filename"],
+                )
+            )
     say(f"reading {TF_BUILD_INFO} of {len(info_jobs)} TensorFlow wheels (range requests)")
 
     def read_info(job):
@@ -186,7 +240,9 @@ def parse_build_info(text: str) -> dict[str, Any]:
     """
     values: dict[str, Any] = {}
     for node in ast.parse(text).body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "build_info" for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "build_info" for t in node.targets
+        ):
             call = node.value
             arg = call.args[0] if isinstance(call, ast.Call) and call.args else call
             values = dict(ast.literal_eval(arg))
@@ -215,7 +271,12 @@ def torch_cuda_update(requires: list[str]) -> str | None:
 
 # ---------------------------------------------------------------- pure comparison
 
-_LINUX = {"platform_system": "Linux", "sys_platform": "linux", "platform_machine": "x86_64", "os_name": "posix"}
+_LINUX = {
+    "platform_system": "Linux",
+    "sys_platform": "linux",
+    "platform_machine": "x86_64",
+    "os_name": "posix",
+}
 
 
 def _pins(requires: list[str], extra: str | None = None) -> dict[str, Requirement]:
@@ -253,7 +314,13 @@ def _minor(version: Version | None) -> str | None:
 def torch_cuda(requires: list[str]) -> str | None:
     """The CUDA minor a PyPI torch wheel pins (cuda-toolkit from 2.11, nvidia-cuda-runtime-cu1x before)."""
     pins = _pins(requires)
-    for name in ("cuda-toolkit", "nvidia-cuda-runtime-cu13", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11", "nvidia-cuda-runtime"):
+    for name in (
+        "cuda-toolkit",
+        "nvidia-cuda-runtime-cu13",
+        "nvidia-cuda-runtime-cu12",
+        "nvidia-cuda-runtime-cu11",
+        "nvidia-cuda-runtime",
+    ):
         if name in pins:
             return _minor(_floor_version(pins[name]))
     return None
@@ -262,8 +329,22 @@ def torch_cuda(requires: list[str]) -> str | None:
 def tensorflow_cuda(requires: list[str]) -> tuple[str | None, str | None]:
     """(CUDA minor, cuDNN X.Y) of TensorFlow's and-cuda extra: its == pins, or the >= floors from 2.20."""
     pins = _pins(requires, extra="and-cuda")
-    cuda = next((_minor(_floor_version(pins[n])) for n in ("nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu13") if n in pins), None)
-    cudnn = next((_minor(_floor_version(pins[n])) for n in ("nvidia-cudnn-cu12", "nvidia-cudnn-cu13", "nvidia-cudnn-cu11") if n in pins), None)
+    cuda = next(
+        (
+            _minor(_floor_version(pins[n]))
+            for n in ("nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu13")
+            if n in pins
+        ),
+        None,
+    )
+    cudnn = next(
+        (
+            _minor(_floor_version(pins[n]))
+            for n in ("nvidia-cudnn-cu12", "nvidia-cudnn-cu13", "nvidia-cudnn-cu11")
+            if n in pins
+        ),
+        None,
+    )
     return cuda, cudnn
 
 
@@ -271,7 +352,9 @@ def _page(project: str, version: str | None = None) -> str:
     return f"https://pypi.org/project/{project}/{version + '/' if version else ''}"
 
 
-def compare(matrix: Matrix, upstream: dict[str, Any], index: str = "https://pypi.org/simple") -> DriftReport:
+def compare(
+    matrix: Matrix, upstream: dict[str, Any], index: str = "https://pypi.org/simple"
+) -> DriftReport:
     """Findings: releases the data lacks, and facts that disagree with PyPI's metadata."""
     report = DriftReport(str(matrix.path), matrix.checked.isoformat(), index)
     report.pending = pending_curation(matrix)
@@ -283,16 +366,44 @@ def compare(matrix: Matrix, upstream: dict[str, Any], index: str = "https://pypi
     for v in versions["torch"]:
         if v not in torch_known and Version(v) > oldest:
             cuda = torch_cuda(metadata["torch"].get(v, {}).get("requires_dist", []))
-            add(Finding("torch release", v, None, "on PyPI" + (f"; its wheel pins CUDA {cuda}" if cuda else ""), _page("torch", v)))
+            add(
+                Finding(
+                    "torch release",
+                    v,
+                    None,
+                    "on PyPI" + (f"; its wheel pins CUDA {cuda}" if cuda else ""),
+                    _page("torch", v),
+                )
+            )
     for v, seen in sorted(metadata["torch"].items(), key=lambda kv: Version(kv[0])):
         release = torch_known.get(v)
         if release is None:
             continue
         cuda = torch_cuda(seen["requires_dist"])
         if cuda != release.pypi_default_cuda:
-            add(Finding("torch PyPI-default CUDA", release.series, release.pypi_default_cuda, f"{cuda or 'none pinned'} (Requires-Dist of {seen['wheel']})", _page("torch", v)))
-        elif cuda and not any(var.cuda == cuda for var in release.variants) and matrix.cuda_release(cuda) is not None:
-            add(Finding("torch build", f"{release.series} cu{cuda.replace('.', '')}", "no such variant", f"the PyPI wheel is a CUDA {cuda} build", _page("torch", v)))
+            add(
+                Finding(
+                    "torch PyPI-default CUDA",
+                    release.series,
+                    release.pypi_default_cuda,
+                    f"{cuda or 'none pinned'} (Requires-Dist of {seen['wheel']})",
+                    _page("torch", v),
+                )
+            )
+        elif (
+            cuda
+            and not any(var.cuda == cuda for var in release.variants)
+            and matrix.cuda_release(cuda) is not None
+        ):
+            add(
+                Finding(
+                    "torch build",
+                    f"{release.series} cu{cuda.replace('.', '')}",
+                    "no such variant",
+                    f"the PyPI wheel is a CUDA {cuda} build",
+                    _page("torch", v),
+                )
+            )
 
     tf_known = {p: r for r in matrix.tensorflow_releases for p in r.patches}
     tf_oldest = min((Version(p) for p in tf_known), default=Version("0"))
@@ -308,16 +419,38 @@ def compare(matrix: Matrix, upstream: dict[str, Any], index: str = "https://pypi
         if cuda is None:
             continue
         if cuda != release.cuda or (cudnn and cudnn != release.cudnn):
-            add(Finding("tensorflow and-cuda", release.series, f"CUDA {release.cuda}, cuDNN {release.cudnn}", f"CUDA {cuda}, cuDNN {cudnn or '?'} (and-cuda of {seen['wheel']})", _page("tensorflow", v)))
-    for v, seen in sorted(upstream.get("tensorflow_build_info", {}).items(), key=lambda kv: Version(kv[0])):
+            add(
+                Finding(
+                    "tensorflow and-cuda",
+                    release.series,
+                    f"CUDA {release.cuda}, cuDNN {release.cudnn}",
+                    f"CUDA {cuda}, cuDNN {cudnn or '?'} (and-cuda of {seen['wheel']})",
+                    _page("tensorflow", v),
+                )
+            )
+    for v, seen in sorted(
+        upstream.get("tensorflow_build_info", {}).items(), key=lambda kv: Version(kv[0])
+    ):
         release = tf_known.get(v)
         got = parse_build_info(seen["text"])
         upstream_text = f"CUDA {got['cuda']}, SASS {' '.join(got['archs']) or 'none'}, PTX {got['ptx'] or 'none'} (build_info.py of {seen['wheel']})"
         if release is None:
             continue  # a release the data lacks is reported above
-        if (list(release.archs), release.ptx, release.kernels_cuda) != (got["archs"], got["ptx"], got["cuda"]):
+        if (list(release.archs), release.ptx, release.kernels_cuda) != (
+            got["archs"],
+            got["ptx"],
+            got["cuda"],
+        ):
             data = f"CUDA {release.kernels_cuda}, SASS {' '.join(release.archs)}, PTX {release.ptx or 'none'}"
-            add(Finding("tensorflow kernels", release.series, data, upstream_text, _page("tensorflow", v)))
+            add(
+                Finding(
+                    "tensorflow kernels",
+                    release.series,
+                    data,
+                    upstream_text,
+                    _page("tensorflow", v),
+                )
+            )
 
     listed = {u.version for c in matrix.cuda_releases for u in c.updates}
     minors = {c.minor for c in matrix.cuda_releases}
@@ -328,40 +461,102 @@ def compare(matrix: Matrix, upstream: dict[str, Any], index: str = "https://pypi
             continue
         minor = f"{version.major}.{version.minor}"
         if minor not in minors:
-            add(Finding("CUDA minor", minor, None, f"cuda-toolkit {v} on PyPI", _page("cuda-toolkit", v)))
+            add(
+                Finding(
+                    "CUDA minor", minor, None, f"cuda-toolkit {v} on PyPI", _page("cuda-toolkit", v)
+                )
+            )
             minors.add(minor)
         elif v not in listed:
-            add(Finding("CUDA update", v, None, f"cuda-toolkit {v} on PyPI (needs its driver floor)", _page("cuda-toolkit", v)))
+            add(
+                Finding(
+                    "CUDA update",
+                    v,
+                    None,
+                    f"cuda-toolkit {v} on PyPI (needs its driver floor)",
+                    _page("cuda-toolkit", v),
+                )
+            )
     # a CUDA update a current torch wheel installs must have a driver floor: the resolver cannot place it otherwise
     floors = {u.version: u.min_driver for c in matrix.cuda_releases for u in c.updates}
     for v, seen in sorted(metadata["torch"].items(), key=lambda kv: Version(kv[0])):
         update = torch_cuda_update(seen["requires_dist"])
         if update and update in floors and floors[update] is None:
-            add(Finding("CUDA update without driver floor", update, "min_driver unknown", f"torch {v}'s PyPI wheel installs cuda-toolkit {update} ({seen['wheel']})", _page("torch", v)))
+            add(
+                Finding(
+                    "CUDA update without driver floor",
+                    update,
+                    "min_driver unknown",
+                    f"torch {v}'s PyPI wheel installs cuda-toolkit {update} ({seen['wheel']})",
+                    _page("torch", v),
+                )
+            )
     return report
 
 
 def pending_curation(matrix: Matrix) -> list[str]:
     """The data's own open items: unknown driver floors and facts marked unconfirmed."""
-    out = [f"CUDA {u.version}: driver floor unknown" for c in matrix.cuda_releases for u in c.updates if u.min_driver is None]
-    out += [f"CUDA {u.version}: driver floor {u.min_driver} unconfirmed" for c in matrix.cuda_releases for u in c.updates if u.min_driver and not u.confirmed]
-    out += [f"nvidia/cuda {i.version}: image entry unconfirmed" for i in matrix.images if not i.confirmed]
-    out += [f"nvidia/cuda {i.version}: cuDNN tags unconfirmed" for i in matrix.images if i.cudnn and not i.cudnn.confirmed]
-    out += [f"torch {t.series} {v.name}: unconfirmed" for t in matrix.torch_releases for v in t.variants if not v.confirmed]
-    out += [f"driver branch of {b.name} ({', '.join(b.compute_capabilities)}): R{b.branch} unconfirmed" for b in matrix.driver_branches if not b.confirmed]
-    out += [f"Python {p.version}.0: release date unconfirmed" for p in matrix.python_releases if not p.confirmed]
+    out = [
+        f"CUDA {u.version}: driver floor unknown"
+        for c in matrix.cuda_releases
+        for u in c.updates
+        if u.min_driver is None
+    ]
+    out += [
+        f"CUDA {u.version}: driver floor {u.min_driver} unconfirmed"
+        for c in matrix.cuda_releases
+        for u in c.updates
+        if u.min_driver and not u.confirmed
+    ]
+    out += [
+        f"nvidia/cuda {i.version}: image entry unconfirmed"
+        for i in matrix.images
+        if not i.confirmed
+    ]
+    out += [
+        f"nvidia/cuda {i.version}: cuDNN tags unconfirmed"
+        for i in matrix.images
+        if i.cudnn and not i.cudnn.confirmed
+    ]
+    out += [
+        f"torch {t.series} {v.name}: unconfirmed"
+        for t in matrix.torch_releases
+        for v in t.variants
+        if not v.confirmed
+    ]
+    out += [
+        f"driver branch of {b.name} ({', '.join(b.compute_capabilities)}): R{b.branch} unconfirmed"
+        for b in matrix.driver_branches
+        if not b.confirmed
+    ]
+    out += [
+        f"Python {p.version}.0: release date unconfirmed"
+        for p in matrix.python_releases
+        if not p.confirmed
+    ]
     if matrix.aarch64 is not None:  # the aarch64 builds download.pytorch.org was not read for
-        out += [f"torch {t.series} {v.name} on {matrix.aarch64.platform}: unconfirmed"
-                for t in matrix.aarch64.torch for v in t.variants if not v.confirmed]
+        out += [
+            f"torch {t.series} {v.name} on {matrix.aarch64.platform}: unconfirmed"
+            for t in matrix.aarch64.torch
+            for v in t.variants
+            if not v.confirmed
+        ]
     return out
 
 
 def newest_upstream(upstream_versions: dict[str, list[str]], matrix: Matrix) -> list[str]:
     """Framework releases on PyPI newer than any in the data (for doctor's one-line warning)."""
     out = []
-    for name, releases in (("torch", matrix.torch_releases), ("tensorflow", matrix.tensorflow_releases)):
+    for name, releases in (
+        ("torch", matrix.torch_releases),
+        ("tensorflow", matrix.tensorflow_releases),
+    ):
         newest = max((Version(p) for r in releases for p in r.patches), default=Version("0"))
-        newer = [v for v in upstream_versions.get(name, []) if Version(v) > newest and Version(v).base_version != str(newest)]
+        newer = [
+            v
+            for v in upstream_versions.get(name, [])
+            if Version(v) > newest and Version(v).base_version != str(newest)
+        ]
         if newer:
             out.append(f"{name} {newer[-1]}")
     return out

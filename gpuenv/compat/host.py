@@ -8,7 +8,6 @@ from __future__ import annotations
 from gpuenv.compat.resolve import Request, resolve_stack, split_arch_list
 from gpuenv.stack import Stack
 
-
 #: The capture every host read of this process uses instead of this machine (`--host FILE`).
 _HOST_FILE: str | None = None
 #: The platform every plan of this process is for (`--platform`), checked when it is set.
@@ -42,8 +41,9 @@ def platform_of_host(host, host_file: str | None) -> tuple[str | None, str]:
     return None, ""
 
 
-def plan_platform(host_file: str | None = None, given: str | None = None,
-                  given_by: str = "--platform") -> tuple[str | None, str]:
+def plan_platform(
+    host_file: str | None = None, given: str | None = None, given_by: str = "--platform"
+) -> tuple[str | None, str]:
     """The platform to plan for and how it is known: given (an option or the team's setting),
     else `--platform` of this task, else a capture's Grace GPU, else this machine's CPU."""
     if given:
@@ -104,8 +104,9 @@ def cuda_host_refusal(host) -> str | None:
 
     for gpu in host.gpus:
         if gpu.virtualization_mode in HYPERVISOR_MODES:
-            return hypervisor_reason(None, gpu.virtualization_mode, gpu.host_vgpu_mode,
-                                     host.cuda_driver_version)
+            return hypervisor_reason(
+                None, gpu.virtualization_mode, gpu.host_vgpu_mode, host.cuda_driver_version
+            )
     return None
 
 
@@ -181,7 +182,10 @@ def request_for_host(
         if host.error or not host.driver_version:
             from gpuenv.errors import BadInput
 
-            raise BadInput(f"--host {host_file}: the capture names no driver ({host.error or 'no driver version'})", fix="capture it with nvidia-smi -q -x on the server")
+            raise BadInput(
+                f"--host {host_file}: the capture names no driver ({host.error or 'no driver version'})",
+                fix="capture it with nvidia-smi -q -x on the server",
+            )
         _refuse_hypervisor(host, f"--host {host_file}")
         if driver is None:
             driver, source = host.driver_version, f"read from {host_file}"
@@ -195,7 +199,9 @@ def request_for_host(
             if driver is None:
                 driver, source = host.driver_version, "detected by NVML"
             if not archs:
-                archs = tuple(sorted({g.compute_capability for g in host.gpus if g.compute_capability}))
+                archs = tuple(
+                    sorted({g.compute_capability for g in host.gpus if g.compute_capability})
+                )
                 blamed["gpu_archs"] = "this host's GPUs (NVML)"
         elif not archs:  # no driver: the GPUs the PCI bus lists still choose the kernels
             archs = pci_archs()

@@ -34,13 +34,17 @@ def legacy_lines(gpus: list[dict[str, Any]], driver: str | None, matrix: Matrix)
             continue
         seen.add((name, cc))
         if not cc:
-            lines.append(f"{name}: unknown product, compute capability not reported: add it to validate/host/gpu_archs.yaml "
-                         "from https://developer.nvidia.com/cuda-gpus, or give --gpu-arch X.Y")
+            lines.append(
+                f"{name}: unknown product, compute capability not reported: add it to validate/host/gpu_archs.yaml "
+                "from https://developer.nvidia.com/cuda-gpus, or give --gpu-arch X.Y"
+            )
             continue
         arch = matrix.architecture_of(cc)
         if arch is None:
-            lines.append(f"{name} (cc {cc}): no architecture in envs/compat.yaml has this compute capability: "
-                         "no driver branch or CUDA release line gpuenv knows serves it")
+            lines.append(
+                f"{name} (cc {cc}): no architecture in envs/compat.yaml has this compute capability: "
+                "no driver branch or CUDA release line gpuenv knows serves it"
+            )
             continue
         if arch.last_driver_branch is None:
             continue
@@ -48,9 +52,13 @@ def legacy_lines(gpus: list[dict[str, Any]], driver: str | None, matrix: Matrix)
         where = f"{name}: {last_served(arch, cc)}"
         have = _branch(driver)
         if have is not None and have < last:
-            lines.append(f"{where}: driver {driver} is older: install an R{last} driver, then a CUDA {arch.last_cuda} (or older) stack (--cuda {arch.last_cuda})")
+            lines.append(
+                f"{where}: driver {driver} is older: install an R{last} driver, then a CUDA {arch.last_cuda} (or older) stack (--cuda {arch.last_cuda})"
+            )
         else:
-            lines.append(f"{where}: stay on R{last} and CUDA {arch.last_cuda} or older (--cuda {arch.last_cuda}); no newer driver or CUDA line serves it")
+            lines.append(
+                f"{where}: stay on R{last} and CUDA {arch.last_cuda} or older (--cuda {arch.last_cuda}); no newer driver or CUDA line serves it"
+            )
     return lines
 
 
@@ -60,4 +68,7 @@ def probe_legacy(nvml: dict[str, Any]) -> dict[str, Any]:
 
     if not nvml.get("available"):
         return {"available": True, "lines": []}
-    return {"available": True, "lines": legacy_lines(nvml.get("gpus", []), nvml.get("driver_version"), load_matrix())}
+    return {
+        "available": True,
+        "lines": legacy_lines(nvml.get("gpus", []), nvml.get("driver_version"), load_matrix()),
+    }

@@ -16,7 +16,6 @@ import yaml
 from gpuenv.compat.matrix_model import (
     COMPAT_FILE,
     Aarch64Builds,
-    PlatformTorch,
     CudaImage,
     CudaMajor,
     CudaRelease,
@@ -26,6 +25,7 @@ from gpuenv.compat.matrix_model import (
     GpuArchitecture,
     IntegratedGpu,
     Matrix,
+    PlatformTorch,
     PythonRelease,
     TensorflowRelease,
     TorchRelease,
@@ -67,7 +67,9 @@ class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: 
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
@@ -82,13 +84,21 @@ def _load(path: Path) -> Matrix:
     try:
         text = path.read_bytes().decode("utf-8")
     except OSError as err:
-        raise DataError(f"cannot read compatibility data {path}: {err.strerror}", fix="restore envs/compat.yaml from the repository") from None
+        raise DataError(
+            f"cannot read compatibility data {path}: {err.strerror}",
+            fix="restore envs/compat.yaml from the repository",
+        ) from None
     except UnicodeDecodeError as err:
-        raise DataError(f"{path} is not UTF-8 text (byte {err.start})", fix="save it as UTF-8") from None
+        raise DataError(
+            f"{path} is not UTF-8 text (byte {err.start})", fix="save it as UTF-8"
+        ) from None
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark else ""
-        raise DataError(f"{path}:{line} is not valid YAML ({getattr(err, 'problem', err)})", fix="fix the syntax") from None
+        raise DataError(
+            f"{path}:{line} is not valid YAML ({getattr(err, 'problem', err)})",
+            fix="fix the syntax",
+        ) from None
     return parse_matrix(data, path)

@@ -247,7 +247,11 @@ class Matrix:
         release = self.cuda_release(minor)
         if release is None:
             return []
-        usable = [i for i in self.images if i.minor == minor and (u := release.update(i.version)) and u.min_driver]
+        usable = [
+            i
+            for i in self.images
+            if i.minor == minor and (u := release.update(i.version)) and u.min_driver
+        ]
         return sorted(usable, key=lambda i: Version(i.version))
 
     def cuda_release(self, minor: str) -> CudaRelease | None:
@@ -260,7 +264,9 @@ class Matrix:
         return next((i for i in self.images if i.version == version), None)
 
     def architecture_of(self, capability: str) -> GpuArchitecture | None:
-        return next((a for a in self.gpu_architectures if capability in a.compute_capabilities), None)
+        return next(
+            (a for a in self.gpu_architectures if capability in a.compute_capabilities), None
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The validated data as plain JSON-ready structures (for `invoke matrix --json`)."""

@@ -17,7 +17,6 @@ from packaging.version import InvalidVersion, Version
 from gpuenv.compat.matrix_model import (
     COMPAT_FILE,
     Aarch64Builds,
-    PlatformTorch,
     CudaImage,
     CudaMajor,
     CudaRelease,
@@ -27,6 +26,7 @@ from gpuenv.compat.matrix_model import (
     GpuArchitecture,
     IntegratedGpu,
     Matrix,
+    PlatformTorch,
     PythonRelease,
     TensorflowRelease,
     TorchRelease,
@@ -63,7 +63,9 @@ class _Checker:
         self.path = path
 
     def fail(self, where: str, problem: str) -> DataError:
-        return DataError(f"{self.path}: {where}: {problem}", fix="correct the entry (every fact needs a source)")
+        return DataError(
+            f"{self.path}: {where}: {problem}", fix="correct the entry (every fact needs a source)"
+        )
 
     def mapping(self, value: Any, where: str, keys: tuple[str, ...]) -> dict[str, Any]:
         if not isinstance(value, dict):
@@ -85,11 +87,15 @@ class _Checker:
                 raise self.fail(where, f"{value!r} is not a version") from None
         return value
 
-    def optional(self, value: Any, where: str, pattern: re.Pattern[str] | None = None) -> str | None:
+    def optional(
+        self, value: Any, where: str, pattern: re.Pattern[str] | None = None
+    ) -> str | None:
         """A fact the file may leave null (an unknown floor, an arch with no PTX)."""
         return None if value is None else self.text(value, where, pattern)
 
-    def texts(self, value: Any, where: str, pattern: re.Pattern[str] | None = None) -> tuple[str, ...]:
+    def texts(
+        self, value: Any, where: str, pattern: re.Pattern[str] | None = None
+    ) -> tuple[str, ...]:
         if not isinstance(value, list) or not value:
             raise self.fail(where, f"expected a non-empty list, got {value!r}")
         return tuple(self.text(v, f"{where}[{i}]", pattern) for i, v in enumerate(value))
@@ -121,14 +127,18 @@ class _Checker:
     def source(self, entry: dict[str, Any], where: str) -> tuple[str, ...]:
         raw = entry.get("source")
         urls = [raw] if isinstance(raw, str) else raw
-        if not isinstance(urls, list) or not urls or not all(
-            isinstance(u, str) and u.startswith(("https://", "http://")) for u in urls
+        if (
+            not isinstance(urls, list)
+            or not urls
+            or not all(isinstance(u, str) and u.startswith(("https://", "http://")) for u in urls)
         ):
             raise self.fail(where, f"source must be a URL or a list of URLs, got {raw!r}")
         return tuple(urls)
 
 
-def _entries(data: dict[str, Any], section: str, check: _Checker) -> list[tuple[str, dict[str, Any]]]:
+def _entries(
+    data: dict[str, Any], section: str, check: _Checker
+) -> list[tuple[str, dict[str, Any]]]:
     items = data.get(section)
     if not isinstance(items, list) or not items:
         raise check.fail(section, "expected a non-empty list")
@@ -140,11 +150,16 @@ def parse_matrix(data: Any, path: Path = COMPAT_FILE) -> Matrix:
     check = _Checker(path)
     top = check.mapping(data, "top level", ("schema",) + _SECTIONS)
     if top["schema"] != SCHEMA:
-        raise check.fail("schema", f"unsupported schema {top['schema']!r} (this gpuenv reads {SCHEMA})")
+        raise check.fail(
+            "schema", f"unsupported schema {top['schema']!r} (this gpuenv reads {SCHEMA})"
+        )
     checked = check.day(top["checked"], "checked")
     pythons = _python_releases(top, check)
     cpu = check.mapping(top["cpu_base_image"], "cpu_base_image", ("image", "source"))
-    cpu_image, cpu_source = check.text(cpu["image"], "cpu_base_image.image"), check.source(cpu, "cpu_base_image")
+    cpu_image, cpu_source = (
+        check.text(cpu["image"], "cpu_base_image.image"),
+        check.source(cpu, "cpu_base_image"),
+    )
     majors = _cuda_majors(top, check)
     releases = _cuda_releases(top, check)
     images = _images(top, check)
@@ -153,12 +168,29 @@ def parse_matrix(data: Any, path: Path = COMPAT_FILE) -> Matrix:
     branches = _driver_branches(top, check)
     integrated = _integrated_gpus(top, check)
     jetson = check.mapping(top["jetson_use"], "jetson_use", ("text", "source"))
-    jetson_text, jetson_source = check.text(jetson["text"], "jetson_use.text"), check.source(jetson, "jetson_use")
+    jetson_text, jetson_source = (
+        check.text(jetson["text"], "jetson_use.text"),
+        check.source(jetson, "jetson_use"),
+    )
     tfs = _tensorflow_releases(top, check)
     aarch64 = _aarch64(top["aarch64"], check) if "aarch64" in top else None
     matrix = Matrix(
-        cpu_image, cpu_source, majors, releases, images, archs, torches, tfs,
-        checked, pythons, branches, integrated, jetson_text, jetson_source, aarch64, path,
+        cpu_image,
+        cpu_source,
+        majors,
+        releases,
+        images,
+        archs,
+        torches,
+        tfs,
+        checked,
+        pythons,
+        branches,
+        integrated,
+        jetson_text,
+        jetson_source,
+        aarch64,
+        path,
     )
     _check_consistency(matrix, check)
     return matrix
@@ -189,7 +221,9 @@ def _cuda_majors(top: dict[str, Any], check: _Checker) -> tuple[CudaMajor, ...]:
         majors.append(
             CudaMajor(
                 e["major"],
-                check.text(e["minor_compat_min_driver"], where + ".minor_compat_min_driver", _DRIVER),
+                check.text(
+                    e["minor_compat_min_driver"], where + ".minor_compat_min_driver", _DRIVER
+                ),
                 check.text(e["limits"], where + ".limits"),
                 check.source(e, where),
             )
@@ -204,13 +238,19 @@ def _cuda_releases(top: dict[str, Any], check: _Checker) -> tuple[CudaRelease, .
         minor = check.text(e["minor"], where + ".minor", _MINOR)
         if not isinstance(e["updates"], list) or not e["updates"]:
             raise check.fail(where + ".updates", "expected a non-empty list of updates")
-        updates = [_cuda_update(u, f"{where}.updates[{i}]", minor, check) for i, u in enumerate(e["updates"])]
+        updates = [
+            _cuda_update(u, f"{where}.updates[{i}]", minor, check)
+            for i, u in enumerate(e["updates"])
+        ]
         check.unique([u.version for u in updates], where, "update")
         # A later update never needs an older driver than an earlier one: a lower floor is a typo.
         known = [u for u in sorted(updates, key=lambda u: Version(u.version)) if u.min_driver]
         for older, newer in zip(known, known[1:]):
             if Version(newer.min_driver) < Version(older.min_driver):  # type: ignore[arg-type]
-                raise check.fail(where, f"update {newer.version} needs driver {newer.min_driver}, lower than {older.version}'s {older.min_driver}")
+                raise check.fail(
+                    where,
+                    f"update {newer.version} needs driver {newer.min_driver}, lower than {older.version}'s {older.min_driver}",
+                )
         releases.append(CudaRelease(minor, tuple(updates)))
     return tuple(releases)
 
@@ -236,14 +276,18 @@ def _cuda_update(u: Any, where: str, minor: str, check: _Checker) -> CudaUpdate:
 def _images(top: dict[str, Any], check: _Checker) -> tuple[CudaImage, ...]:
     images = []
     for where, e in _entries(top, "images", check):
-        check.mapping(e, where, ("version", "flavours", "cudnn", "ubuntu", "require_cuda", "source"))
+        check.mapping(
+            e, where, ("version", "flavours", "cudnn", "ubuntu", "require_cuda", "source")
+        )
         cudnn = None
         if e["cudnn"] is not None:
             c = check.mapping(e["cudnn"], where + ".cudnn", ("tag", "flavours"))
             cudnn = CudnnTag(
                 check.text(c["tag"], where + ".cudnn.tag"),
                 check.texts(c["flavours"], where + ".cudnn.flavours"),
-                None if c.get("ubuntu") is None else check.texts(c["ubuntu"], where + ".cudnn.ubuntu", _MINOR),
+                None
+                if c.get("ubuntu") is None
+                else check.texts(c["ubuntu"], where + ".cudnn.ubuntu", _MINOR),
                 check.flag(c, where + ".cudnn"),
             )
         ubuntu = check.texts(e["ubuntu"], where + ".ubuntu", _MINOR)
@@ -265,7 +309,9 @@ def _images(top: dict[str, Any], check: _Checker) -> tuple[CudaImage, ...]:
 def _gpu_architectures(top: dict[str, Any], check: _Checker) -> tuple[GpuArchitecture, ...]:
     archs = []
     for where, e in _entries(top, "gpu_architectures", check):
-        check.mapping(e, where, ("name", "compute_capabilities", "first_cuda", "last_cuda", "source"))
+        check.mapping(
+            e, where, ("name", "compute_capabilities", "first_cuda", "last_cuda", "source")
+        )
         archs.append(
             GpuArchitecture(
                 check.text(e["name"], where + ".name"),
@@ -282,10 +328,15 @@ def _gpu_architectures(top: dict[str, Any], check: _Checker) -> tuple[GpuArchite
 def _torch_releases(top: dict[str, Any], check: _Checker) -> tuple[TorchRelease, ...]:
     torches = []
     for where, e in _entries(top, "torch_releases", check):
-        check.mapping(e, where, ("series", "patches", "python", "pypi_default_cuda", "variants", "source"))
+        check.mapping(
+            e, where, ("series", "patches", "python", "pypi_default_cuda", "variants", "source")
+        )
         if not isinstance(e["variants"], dict) or not e["variants"]:
             raise check.fail(where + ".variants", "expected a non-empty mapping of wheel variants")
-        variants = tuple(_torch_variant(name, v, f"{where}.variants.{name}", check) for name, v in e["variants"].items())
+        variants = tuple(
+            _torch_variant(name, v, f"{where}.variants.{name}", check)
+            for name, v in e["variants"].items()
+        )
         torches.append(
             TorchRelease(
                 check.text(e["series"], where + ".series", _MINOR),
@@ -327,12 +378,18 @@ def _aarch64(value: Any, check: _Checker) -> Aarch64Builds:
         check.mapping(t, where, ("series", "variants", "source"))
         if not isinstance(t["variants"], dict) or not t["variants"]:
             raise check.fail(where + ".variants", "expected a non-empty mapping of wheel variants")
-        variants = tuple(_torch_variant(n, v, f"{where}.variants.{n}", check)
-                         for n, v in t["variants"].items())
+        variants = tuple(
+            _torch_variant(n, v, f"{where}.variants.{n}", check) for n, v in t["variants"].items()
+        )
         if sum(v.pypi for v in variants) > 1:
-            raise check.fail(where, "more than one variant says pypi: true (one PyPI file per platform)")
-        torches.append(PlatformTorch(check.text(t["series"], where + ".series", _MINOR), variants,
-                                     check.source(t, where)))
+            raise check.fail(
+                where, "more than one variant says pypi: true (one PyPI file per platform)"
+            )
+        torches.append(
+            PlatformTorch(
+                check.text(t["series"], where + ".series", _MINOR), variants, check.source(t, where)
+            )
+        )
     return Aarch64Builds(
         check.text(e["platform"], "aarch64.platform"),
         check.texts(grace["products"], "aarch64.grace_gpus.products"),
@@ -352,7 +409,9 @@ def _driver_branches(top: dict[str, Any], check: _Checker) -> tuple[DriverBranch
         check.mapping(e, where, ("name", "compute_capabilities", "branch", "source"))
         branch = check.text(str(e["branch"]), where + ".branch")
         if not branch.isdigit():
-            raise check.fail(where, f"branch must be the driver's leading number (e.g. 570), got {branch!r}")
+            raise check.fail(
+                where, f"branch must be the driver's leading number (e.g. 570), got {branch!r}"
+            )
         branches.append(
             DriverBranch(
                 check.text(e["name"], where + ".name"),
@@ -383,7 +442,9 @@ def _integrated_gpus(top: dict[str, Any], check: _Checker) -> tuple[IntegratedGp
 def _tensorflow_releases(top: dict[str, Any], check: _Checker) -> tuple[TensorflowRelease, ...]:
     tfs = []
     for where, e in _entries(top, "tensorflow_releases", check):
-        check.mapping(e, where, ("series", "patches", "cuda", "cudnn", "python", "kernels", "source"))
+        check.mapping(
+            e, where, ("series", "patches", "cuda", "cudnn", "python", "kernels", "source")
+        )
         k = check.mapping(e["kernels"], where + ".kernels", ("cuda", "archs", "ptx", "source"))
         tfs.append(
             TensorflowRelease(
@@ -410,21 +471,41 @@ def _check_consistency(m: Matrix, check: _Checker) -> None:
     check.unique([c.minor for c in m.cuda_releases], "cuda_releases", "CUDA minor")
     check.unique([i.version for i in m.images], "images", "image version")
     check.unique([a.name for a in m.gpu_architectures], "gpu_architectures", "family")
-    check.unique([cc for a in m.gpu_architectures for cc in a.compute_capabilities], "gpu_architectures", "compute capability")
+    check.unique(
+        [cc for a in m.gpu_architectures for cc in a.compute_capabilities],
+        "gpu_architectures",
+        "compute capability",
+    )
     check.unique([t.series for t in m.torch_releases], "torch_releases", "series")
     check.unique([t.series for t in m.tensorflow_releases], "tensorflow_releases", "series")
     _check_cuda(m, check)
     for a in m.gpu_architectures:
         if a.last_cuda is not None and Version(a.last_cuda) < Version(a.first_cuda):
-            raise check.fail(f"gpu_architectures ({a.name})", f"last_cuda {a.last_cuda} is before first_cuda {a.first_cuda}")
+            raise check.fail(
+                f"gpu_architectures ({a.name})",
+                f"last_cuda {a.last_cuda} is before first_cuda {a.first_cuda}",
+            )
     known_ccs = {cc for a in m.gpu_architectures for cc in a.compute_capabilities}
     for t in m.torch_releases:
         _check_torch(m, t, known_ccs, check)
-    check.unique([cc for b in m.driver_branches for cc in b.compute_capabilities], "driver_branches", "compute capability")
-    check.unique([cc for g in m.integrated_gpus for cc in g.compute_capabilities], "integrated_gpus", "compute capability")
-    for cc in [cc for b in m.driver_branches for cc in b.compute_capabilities] + [cc for g in m.integrated_gpus for cc in g.compute_capabilities]:
+    check.unique(
+        [cc for b in m.driver_branches for cc in b.compute_capabilities],
+        "driver_branches",
+        "compute capability",
+    )
+    check.unique(
+        [cc for g in m.integrated_gpus for cc in g.compute_capabilities],
+        "integrated_gpus",
+        "compute capability",
+    )
+    for cc in [cc for b in m.driver_branches for cc in b.compute_capabilities] + [
+        cc for g in m.integrated_gpus for cc in g.compute_capabilities
+    ]:
         if cc not in known_ccs:
-            raise check.fail("driver_branches/integrated_gpus", f"compute capability {cc} is not in gpu_architectures")
+            raise check.fail(
+                "driver_branches/integrated_gpus",
+                f"compute capability {cc} is not in gpu_architectures",
+            )
     for tf in m.tensorflow_releases:
         _check_tensorflow(m, tf, known_ccs, check)
     if m.aarch64 is not None:
@@ -442,8 +523,12 @@ def _check_aarch64(m: Matrix, a: Aarch64Builds, known_ccs: set[str], check: _Che
         if t.series not in series:
             raise check.fail(f"aarch64.torch ({t.series})", "not a series of torch_releases")
         x86 = series[t.series]
-        _check_torch(m, TorchRelease(t.series, x86.patches, x86.python, None, t.variants, t.source),
-                     known_ccs, check)
+        _check_torch(
+            m,
+            TorchRelease(t.series, x86.patches, x86.python, None, t.variants, t.source),
+            known_ccs,
+            check,
+        )
     known_tf = {tf.series for tf in m.tensorflow_releases}
     for s in a.tf_series:
         if s not in known_tf:
@@ -455,17 +540,27 @@ def _check_cuda(m: Matrix, check: _Checker) -> None:
     for c in m.cuda_releases:
         major = m.cuda_major(c.major)
         if major is None:
-            raise check.fail(f"cuda_releases ({c.minor})", f"no cuda_majors entry for major {c.major}")
+            raise check.fail(
+                f"cuda_releases ({c.minor})", f"no cuda_majors entry for major {c.major}"
+            )
         if c.floor and Version(c.floor) < Version(major.minor_compat_min_driver):
-            raise check.fail(f"cuda_releases ({c.minor})", f"driver floor {c.floor} is below the CUDA {c.major}.x minor-version floor {major.minor_compat_min_driver}")
+            raise check.fail(
+                f"cuda_releases ({c.minor})",
+                f"driver floor {c.floor} is below the CUDA {c.major}.x minor-version floor {major.minor_compat_min_driver}",
+            )
     for i in m.images:
         release = m.cuda_release(i.minor)
         if release is None:
             raise check.fail(f"images ({i.version})", f"CUDA {i.minor} is not in cuda_releases")
         if release.update(i.version) is None:
-            raise check.fail(f"images ({i.version})", f"{i.version} is not an update listed under cuda_releases {i.minor}")
+            raise check.fail(
+                f"images ({i.version})",
+                f"{i.version} is not an update listed under cuda_releases {i.minor}",
+            )
         if "base" not in i.flavours:
-            raise check.fail(f"images ({i.version})", "has no 'base' flavour, which gpuenv builds on")
+            raise check.fail(
+                f"images ({i.version})", "has no 'base' flavour, which gpuenv builds on"
+            )
 
 
 def _check_torch(m: Matrix, t: TorchRelease, known_ccs: set[str], check: _Checker) -> None:
@@ -496,10 +591,15 @@ def _check_torch(m: Matrix, t: TorchRelease, known_ccs: set[str], check: _Checke
         for cc in v.archs:
             arch = m.architecture_of(cc)
             if arch and arch.last_cuda and Version(v.cuda) > Version(arch.last_cuda):
-                raise check.fail(vwhere, f"arch {cc} ({arch.name}) is not supported by CUDA {v.cuda} (its last CUDA is {arch.last_cuda})")
+                raise check.fail(
+                    vwhere,
+                    f"arch {cc} ({arch.name}) is not supported by CUDA {v.cuda} (its last CUDA is {arch.last_cuda})",
+                )
 
 
-def _check_tensorflow(m: Matrix, tf: TensorflowRelease, known_ccs: set[str], check: _Checker) -> None:
+def _check_tensorflow(
+    m: Matrix, tf: TensorflowRelease, known_ccs: set[str], check: _Checker
+) -> None:
     """A tensorflow series' patches, CUDA, kernels and Pythons agree with the rest of the file."""
     where = f"tensorflow_releases ({tf.series})"
     check.unique(list(tf.patches), where, "patch")
@@ -511,9 +611,14 @@ def _check_tensorflow(m: Matrix, tf: TensorflowRelease, known_ccs: set[str], che
         raise check.fail(where, f"CUDA {tf.cuda} is not in cuda_releases")
     unknown = [a for a in tf.archs + ((tf.ptx,) if tf.ptx else ()) if a not in known_ccs]
     if unknown:
-        raise check.fail(where + ".kernels", f"arch(s) {', '.join(unknown)} not in gpu_architectures")
+        raise check.fail(
+            where + ".kernels", f"arch(s) {', '.join(unknown)} not in gpu_architectures"
+        )
     if tf.kernels_cuda and ".".join(tf.kernels_cuda.split(".")[:2]) != tf.cuda:
-        raise check.fail(where + ".kernels", f"build_info's CUDA {tf.kernels_cuda} is not the release's CUDA {tf.cuda}")
+        raise check.fail(
+            where + ".kernels",
+            f"build_info's CUDA {tf.kernels_cuda} is not the release's CUDA {tf.cuda}",
+        )
     for py in tf.python:
         if m.python_release(py) is None:
             raise check.fail(where, f"Python {py} is not in python_releases")

@@ -30,7 +30,10 @@ class IndexUnreachable(ToolError):
 
     def __init__(self, url: str, reason: str) -> None:
         self.url = url
-        super().__init__(f"cannot reach the package index at {url} ({reason})", fix="check the network, pip's index-url/proxy/cert settings, or run it where PyPI is reachable")
+        super().__init__(
+            f"cannot reach the package index at {url} ({reason})",
+            fix="check the network, pip's index-url/proxy/cert settings, or run it where PyPI is reachable",
+        )
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,9 @@ class IndexSettings:
     cert: str | None = None
     proxy: str | None = None
     timeout: float = 20.0
-    origin: dict[str, str] = field(default_factory=dict)  # setting -> where pip got it ("global", ":env:")
+    origin: dict[str, str] = field(
+        default_factory=dict
+    )  # setting -> where pip got it ("global", ":env:")
 
     @property
     def json_base(self) -> str:
@@ -61,12 +66,16 @@ def parse_pip_config(text: str) -> dict[str, tuple[str, str]]:
         name, value = line.split("=", 1)
         scope, key = name.rsplit(".", 1)
         value = value.strip().strip("'\"")
-        if scope in ("global", "install", "download", ":env:", ":env:.") or scope.startswith(":env:"):
+        if scope in ("global", "install", "download", ":env:", ":env:.") or scope.startswith(
+            ":env:"
+        ):
             out[key] = (value, scope)
     return out
 
 
-def settings_from_pip_config(config: dict[str, tuple[str, str]], timeout: float = 20.0) -> IndexSettings:
+def settings_from_pip_config(
+    config: dict[str, tuple[str, str]], timeout: float = 20.0
+) -> IndexSettings:
     """Pure: pip's index-url, cert and proxy become the drift check's settings (file:// indexes are skipped)."""
     index = config.get("index-url", (PYPI_SIMPLE, "default"))
     index_url = index[0] if index[0].startswith(("https://", "http://")) else PYPI_SIMPLE
@@ -95,7 +104,13 @@ def read_index_settings(timeout: float = 20.0) -> IndexSettings:
     except Exception:  # pip's internals moved: ask the public command instead
         pass
     try:
-        done = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=30, check=False)
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "config", "list"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
         text = done.stdout if done.returncode == 0 else ""
     except (OSError, subprocess.TimeoutExpired):
         text = ""
@@ -131,7 +146,9 @@ class PyPI:
             import re
 
             causes = re.findall(r"Caused by (\w+)\(", str(err))
-            reason = type(err).__name__ + (f": {causes[-1]}" if causes and causes[-1] != type(err).__name__ else "")
+            reason = type(err).__name__ + (
+                f": {causes[-1]}" if causes and causes[-1] != type(err).__name__ else ""
+            )
             raise IndexUnreachable(url, reason) from None
         if response.status_code >= 400:
             raise IndexUnreachable(url, f"HTTP {response.status_code}")
@@ -154,9 +171,16 @@ class PyPI:
                 return self._get(url + ".metadata").text
             except IndexUnreachable:
                 pass  # announced but not served (some mirrors): fall back to range requests
-        return self.wheel_member(url, size, lambda n: n.count("/") == 1 and n.endswith(".dist-info/METADATA"), ".dist-info/METADATA")
+        return self.wheel_member(
+            url,
+            size,
+            lambda n: n.count("/") == 1 and n.endswith(".dist-info/METADATA"),
+            ".dist-info/METADATA",
+        )
 
-    def wheel_member(self, url: str, size: int, wanted: "Callable[[str], bool] | str", what: str | None = None) -> str:
+    def wheel_member(
+        self, url: str, size: int, wanted: "Callable[[str], bool] | str", what: str | None = None
+    ) -> str:
         """One text file of a remote wheel (the first whose name `wanted` accepts, or that ends with it),
         read with range requests on the zip's central directory and that member only."""
         match = wanted if callable(wanted) else (lambda n: n.endswith(wanted))  # type: ignore[operator]
@@ -180,10 +204,16 @@ class _RangeFile(io.RawIOBase):
     def _fetch(self, start: int, end: int) -> bytes:
         self.spent += end - start + 1
         if self.spent > MAX_METADATA_BYTES:
-            raise ToolError(f"reading METADATA of {self.url} would fetch more than {MAX_METADATA_BYTES} bytes", fix="report it (gpuenv never downloads whole wheels)")
+            raise ToolError(
+                f"reading METADATA of {self.url} would fetch more than {MAX_METADATA_BYTES} bytes",
+                fix="report it (gpuenv never downloads whole wheels)",
+            )
         response = self.client._get(self.url, headers={"Range": f"bytes={start}-{end}"})
         if response.status_code != 206:
-            raise IndexUnreachable(self.url, f"HTTP {response.status_code} instead of 206: the server ignores range requests")
+            raise IndexUnreachable(
+                self.url,
+                f"HTTP {response.status_code} instead of 206: the server ignores range requests",
+            )
         return response.content
 
     def readable(self) -> bool:

@@ -7,18 +7,29 @@ of `STEPS` over the candidate builds, then the best build, its Python and its re
 nothing fits, the step that emptied the candidates names its constraint and fixes that are the
 exact options to change, each re-resolved (by the resolver it is given) before it is printed.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import Callable
 
 from gpuenv.compat.matrix import Matrix, load_matrix
-from gpuenv.compat.rules.cuda import apply_cuda_rule, keep_cpu_or_gpu, pick_build_cuda, place_on_driver
+from gpuenv.compat.rules.cuda import (
+    apply_cuda_rule,
+    keep_cpu_or_gpu,
+    pick_build_cuda,
+    place_on_driver,
+)
 from gpuenv.compat.rules.fixes import command_for, describe
 from gpuenv.compat.rules.frameworks import TORCH_INDEX, Candidate, framework_candidates, stack_of
 from gpuenv.compat.rules.gpus import check_kernels, kernel_coverage, refuse_gpus
 from gpuenv.compat.rules.platform import keep_platform_builds
-from gpuenv.compat.rules.python import DEFAULT_PYTHON_MIN_AGE_MONTHS, apply_python_pin, default_python, pick_python
+from gpuenv.compat.rules.python import (
+    DEFAULT_PYTHON_MIN_AGE_MONTHS,
+    apply_python_pin,
+    default_python,
+    pick_python,
+)
 from gpuenv.compat.rules.reasons import cuda_alternatives, reasons_for
 from gpuenv.compat.rules.request import (
     Request,
@@ -37,9 +48,24 @@ from gpuenv.stack import Stack
 
 #: Imported here for callers that import them from gpuenv.compat.resolve.
 __all__ = [
-    "DEFAULT_PYTHON_MIN_AGE_MONTHS", "STEPS", "TORCH_INDEX", "Request", "WheelBuild", "command_for", "default_python",
-    "describe", "framework_wheels", "kernel_coverage", "parse_cuda", "parse_driver", "parse_framework", "parse_gpu_arch",
-    "parse_platform", "parse_python", "resolve_stack", "split_arch_list",
+    "DEFAULT_PYTHON_MIN_AGE_MONTHS",
+    "STEPS",
+    "TORCH_INDEX",
+    "Request",
+    "WheelBuild",
+    "command_for",
+    "default_python",
+    "describe",
+    "framework_wheels",
+    "kernel_coverage",
+    "parse_cuda",
+    "parse_driver",
+    "parse_framework",
+    "parse_gpu_arch",
+    "parse_platform",
+    "parse_python",
+    "resolve_stack",
+    "split_arch_list",
 ]
 
 #: tests/compat/test_resolve_rules.py reads the one-line summary under its old name.
@@ -70,7 +96,11 @@ def resolve_stack(request: Request, matrix: Matrix | None = None) -> Stack:
         return _resolve(request, matrix)
     except (BadInput, NoCompatibleStack) as err:
         provenance = request.provenance() if request.explain else ""
-        named = [part for part in provenance.split(", ") if part and part.split(" from ", 1)[1] not in err.message]
+        named = [
+            part
+            for part in provenance.split(", ")
+            if part and part.split(" from ", 1)[1] not in err.message
+        ]
         if not named:
             raise
         raise type(err)(f"{err.message} ({', '.join(named)})", fix=err.fix) from None

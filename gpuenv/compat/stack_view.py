@@ -10,9 +10,21 @@ def format_stack(stack: Stack) -> str:
         ("stack", stack.stack_id),
         ("framework", f"{stack.framework} {stack.framework_version}"),
         *([("platform", stack.platform)] if stack.platform != LINUX_64 else []),
-        ("install", stack.pip_requirement + (f"  (index {stack.index_url})" if stack.index_url else "  (PyPI)")),
-        ("cuda", f"{stack.cuda}" + (f" (image {stack.cuda_version})" if stack.cuda_version else "")
-         + (f"; build for CUDA {stack.framework_cuda}" if stack.framework_cuda and stack.framework_cuda != stack.cuda else "")),
+        (
+            "install",
+            stack.pip_requirement
+            + (f"  (index {stack.index_url})" if stack.index_url else "  (PyPI)"),
+        ),
+        (
+            "cuda",
+            f"{stack.cuda}"
+            + (f" (image {stack.cuda_version})" if stack.cuda_version else "")
+            + (
+                f"; build for CUDA {stack.framework_cuda}"
+                if stack.framework_cuda and stack.framework_cuda != stack.cuda
+                else ""
+            ),
+        ),
         ("min driver", stack.min_driver or "-"),
         ("base image", stack.base_image),
         ("python", stack.python),

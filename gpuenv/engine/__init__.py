@@ -25,15 +25,40 @@ The SDK itself is imported inside the calls that need it, so importing this pack
 from __future__ import annotations
 
 from gpuenv.engine.build import BuildMixin, BuildResult
-from gpuenv.engine.causes import GPU_RUNTIME_CAUSES, GpuRuntimeCause, GpuRuntimeError, gpu_runtime_problem, registry_problem
+from gpuenv.engine.causes import (
+    GPU_RUNTIME_CAUSES,
+    GpuRuntimeCause,
+    GpuRuntimeError,
+    gpu_runtime_problem,
+    registry_problem,
+)
 from gpuenv.engine.common import short_reason
 from gpuenv.engine.connection import (
-    AUTH_REFUSED, CONNECT_TIMEOUT, ENGINE_FIX, ENGINE_NOT_ANSWERING, NO_DOCKER, READ_TIMEOUT, UNREACHABLE, Connection,
-    EngineUnavailable, SshTarget, bounded_call, remote_engine_problem, ssh_problem, ssh_target,
+    AUTH_REFUSED,
+    CONNECT_TIMEOUT,
+    ENGINE_FIX,
+    ENGINE_NOT_ANSWERING,
+    NO_DOCKER,
+    READ_TIMEOUT,
+    UNREACHABLE,
+    Connection,
+    EngineUnavailable,
+    SshTarget,
+    bounded_call,
+    remote_engine_problem,
+    ssh_problem,
+    ssh_target,
 )
 from gpuenv.engine.containers import (
-    DEFAULT_SHM_SIZE, WORKDIR_IN_CONTAINER, Container, ContainersMixin, caller_user, container_options, device_requests,
-    parse_gpus, parse_shm_size,
+    DEFAULT_SHM_SIZE,
+    WORKDIR_IN_CONTAINER,
+    Container,
+    ContainersMixin,
+    caller_user,
+    container_options,
+    device_requests,
+    parse_gpus,
+    parse_shm_size,
 )
 from gpuenv.engine.images import PULL_LIMIT, ImageInfo, ImagesMixin, LayerCallback, LayerProgress
 
@@ -44,9 +69,37 @@ class Engine(Connection, ImagesMixin, BuildMixin, ContainersMixin):
 
 
 __all__ = [
-    "AUTH_REFUSED", "CONNECT_TIMEOUT", "DEFAULT_SHM_SIZE", "ENGINE_FIX", "ENGINE_NOT_ANSWERING", "GPU_RUNTIME_CAUSES", "NO_DOCKER",
-    "PULL_LIMIT", "READ_TIMEOUT", "UNREACHABLE", "WORKDIR_IN_CONTAINER", "BuildResult", "Container", "Engine", "EngineUnavailable",
-    "GpuRuntimeCause", "GpuRuntimeError", "ImageInfo", "LayerCallback", "LayerProgress", "SshTarget", "bounded_call",
-    "caller_user", "container_options", "device_requests", "gpu_runtime_problem", "parse_gpus", "parse_shm_size",
-    "registry_problem", "remote_engine_problem", "short_reason", "ssh_problem", "ssh_target",
+    "AUTH_REFUSED",
+    "CONNECT_TIMEOUT",
+    "DEFAULT_SHM_SIZE",
+    "ENGINE_FIX",
+    "ENGINE_NOT_ANSWERING",
+    "GPU_RUNTIME_CAUSES",
+    "NO_DOCKER",
+    "PULL_LIMIT",
+    "READ_TIMEOUT",
+    "UNREACHABLE",
+    "WORKDIR_IN_CONTAINER",
+    "BuildResult",
+    "Container",
+    "Engine",
+    "EngineUnavailable",
+    "GpuRuntimeCause",
+    "GpuRuntimeError",
+    "ImageInfo",
+    "LayerCallback",
+    "LayerProgress",
+    "SshTarget",
+    "bounded_call",
+    "caller_user",
+    "container_options",
+    "device_requests",
+    "gpu_runtime_problem",
+    "parse_gpus",
+    "parse_shm_size",
+    "registry_problem",
+    "remote_engine_problem",
+    "short_reason",
+    "ssh_problem",
+    "ssh_target",
 ]

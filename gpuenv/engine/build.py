@@ -14,9 +14,9 @@ from typing import IO, Any
 import gpuenv.engine.buildkit as buildkit
 from gpuenv.engine.causes import build_fix
 from gpuenv.engine.common import quietly, short_reason, to_stdout, transport_errors
-from gpuenv.progress import Say
 from gpuenv.engine.images import ImageInfo, info_of, split_tag
 from gpuenv.errors import ToolError
+from gpuenv.progress import Say
 
 _STEP = re.compile(r"^Step \d+/\d+ : ")
 _BUILT = re.compile(r"Successfully built ([0-9a-f]{12,64})")
@@ -110,7 +110,17 @@ class BuildMixin:
         cache) is kept under `cache_tag`; BuildKit keeps its cache in the builder.
         """
         emit = progress or to_stdout
-        request = _Request(dockerfile, tags, buildargs, labels, network_mode, cache_tag, nocache, owner_prefix, emit)
+        request = _Request(
+            dockerfile,
+            tags,
+            buildargs,
+            labels,
+            network_mode,
+            cache_tag,
+            nocache,
+            owner_prefix,
+            emit,
+        )
         previous = {ref: info.id for ref in tags if (info := self.image_info(ref)) is not None}  # type: ignore[attr-defined]
         use_buildkit = builder == "buildkit" or (builder == "auto" and self.offers_buildkit())
         result: BuildResult | None = None
@@ -119,13 +129,22 @@ class BuildMixin:
                 result = self._build_buildkit(context, request)
             except buildkit.Refused as err:
                 if builder == "buildkit":
-                    raise ToolError(f"the engine refused a BuildKit build: {err}", fix="build with the classic builder") from None
-                emit(f"the engine refused a BuildKit build ({err}): building with the classic builder\n")
+                    raise ToolError(
+                        f"the engine refused a BuildKit build: {err}",
+                        fix="build with the classic builder",
+                    ) from None
+                emit(
+                    f"the engine refused a BuildKit build ({err}): building with the classic builder\n"
+                )
                 context.seek(0)
         if result is None:
             result = self._build_classic(context, request)
         for ref, old in previous.items():
-            if old != result.image.id and old not in result.removed and self._remove_if_ours_and_unused(old, owner_prefix):
+            if (
+                old != result.image.id
+                and old not in result.removed
+                and self._remove_if_ours_and_unused(old, owner_prefix)
+            ):
                 result.removed.append(old)
         return result
 
@@ -135,7 +154,10 @@ class BuildMixin:
         from docker.utils import version_gte
 
         try:
-            return version_gte(self.client.api.api_version, "1.39") and self.info().get("OSType", "linux") == "linux"  # type: ignore[attr-defined]
+            return (
+                version_gte(self.client.api.api_version, "1.39")
+                and self.info().get("OSType", "linux") == "linux"
+            )  # type: ignore[attr-defined]
         except Exception:  # noqa: BLE001 (asked again by the build itself, which names the cause)
             return False
 
@@ -176,7 +198,9 @@ class BuildMixin:
             )
             for record in stream:
                 if "error" in record or "errorDetail" in record:
-                    reason = (record.get("errorDetail") or {}).get("message") or record.get("error", "")
+                    reason = (record.get("errorDetail") or {}).get("message") or record.get(
+                        "error", ""
+                    )
                     raise ToolError(
                         f"docker build failed{' at ' + step if step else ''}: {reason.strip()}",
                         fix=build_fix(reason, log),
@@ -204,7 +228,9 @@ class BuildMixin:
             raise
         except APIError as err:
             self._leave_no_dangling(trace, None, request)
-            raise ToolError(f"docker build was refused: {short_reason(err)}", fix=build_fix(str(err), log)) from None
+            raise ToolError(
+                f"docker build was refused: {short_reason(err)}", fix=build_fix(str(err), log)
+            ) from None
         except ToolError:
             self._leave_no_dangling(trace, None, request)
             raise
@@ -220,7 +246,9 @@ class BuildMixin:
             self._leave_no_dangling(trace, None, request)
             raise
         self._leave_no_dangling(trace, image_id, request)
-        return BuildResult(image=info_of(self.client.images.get(image_id)), log=log, builder="classic")
+        return BuildResult(
+            image=info_of(self.client.images.get(image_id)), log=log, builder="classic"
+        )
 
     def _build_buildkit(self, context: IO[bytes], request: _Request) -> BuildResult:
         """Build with BuildKit (buildkit.request); tag only when it succeeded.
@@ -231,7 +259,11 @@ class BuildMixin:
         from docker.errors import APIError
 
         trace = buildkit.Trace(request.emit)
-        params: dict[str, Any] = {"dockerfile": request.dockerfile, "buildargs": request.buildargs, "nocache": request.nocache}
+        params: dict[str, Any] = {
+            "dockerfile": request.dockerfile,
+            "buildargs": request.buildargs,
+            "nocache": request.nocache,
+        }
         if request.labels:
             params["labels"] = request.labels
         if request.network_mode:
@@ -240,9 +272,14 @@ class BuildMixin:
         try:
             for record in buildkit.request(self.client.api, context, params):
                 if "error" in record or "errorDetail" in record:
-                    reason = ((record.get("errorDetail") or {}).get("message") or record.get("error", "")).strip()
+                    reason = (
+                        (record.get("errorDetail") or {}).get("message") or record.get("error", "")
+                    ).strip()
                     step = trace.failed_step()
-                    raise ToolError(f"docker build failed{' at ' + step if step else ''}: {reason}", fix=build_fix(reason, trace.log))
+                    raise ToolError(
+                        f"docker build failed{' at ' + step if step else ''}: {reason}",
+                        fix=build_fix(reason, trace.log),
+                    )
                 if (aux := buildkit.trace_of(record)) is not None:
                     trace.record(aux)
                 elif (found := buildkit.image_id(record)) is not None:
@@ -255,11 +292,18 @@ class BuildMixin:
         except APIError as err:
             if buildkit.refusal(err):
                 raise buildkit.Refused(short_reason(err)) from None
-            raise ToolError(f"docker build was refused: {short_reason(err)}", fix=build_fix(str(err), trace.log)) from None
+            raise ToolError(
+                f"docker build was refused: {short_reason(err)}", fix=build_fix(str(err), trace.log)
+            ) from None
         except (buildkit.TraceError, *transport_errors()) as err:
-            raise ToolError(f"the BuildKit build stream broke off: {err}", fix="build again; nothing was tagged") from None
+            raise ToolError(
+                f"the BuildKit build stream broke off: {err}", fix="build again; nothing was tagged"
+            ) from None
         if not image_id:
-            raise ToolError("docker build ended without an image", fix="see the build log above; nothing was tagged")
+            raise ToolError(
+                "docker build ended without an image",
+                fix="see the build log above; nothing was tagged",
+            )
         same = self._same_image_under(request.tags[0], image_id) if request.tags else None
         if same is not None:  # the same layers and settings: keep the image the name already has
             quietly(lambda: self.client.images.remove(image_id))
@@ -270,7 +314,9 @@ class BuildMixin:
             if same is None:
                 quietly(lambda: self.client.images.remove(image_id))
             raise
-        return BuildResult(image=info_of(self.client.images.get(image_id)), log=trace.log, builder="buildkit")
+        return BuildResult(
+            image=info_of(self.client.images.get(image_id)), log=trace.log, builder="buildkit"
+        )
 
     def _same_image_under(self, ref: str, new_id: str) -> str | None:
         """The id of the image under `ref` when it has the same layers, settings and steps as
@@ -288,7 +334,9 @@ class BuildMixin:
         def steps(image_id: str) -> list[str]:
             return [h.get("CreatedBy", "") for h in self.client.api.history(image_id)]
 
-        alike = all(old.get(key) == new.get(key) for key in ("RootFS", "Config", "Architecture", "Os"))
+        alike = all(
+            old.get(key) == new.get(key) for key in ("RootFS", "Config", "Architecture", "Os")
+        )
         return old["Id"] if alike and steps(old["Id"]) == steps(new["Id"]) else None
 
     def _leave_no_dangling(self, trace: _BuildTrace, final: str | None, request: _Request) -> None:
@@ -305,9 +353,15 @@ class BuildMixin:
                 previous = info_of(self.client.images.get(cache_tag))
             except (ImageNotFound, APIError):
                 previous = None
-            if previous is not None and previous.id != earlier[-1] and not _owned(previous, owner_prefix):
-                request.emit(f"{cache_tag} names an image this build did not make: it is left as it is, and the install "
-                     f"stage is not kept as the next build's cache\n")
+            if (
+                previous is not None
+                and previous.id != earlier[-1]
+                and not _owned(previous, owner_prefix)
+            ):
+                request.emit(
+                    f"{cache_tag} names an image this build did not make: it is left as it is, and the install "
+                    f"stage is not kept as the next build's cache\n"
+                )
             else:
                 quietly(lambda: self.client.api.tag(earlier[-1], repo, tag, force=True))
                 if previous is not None and previous.id != earlier[-1]:

@@ -60,7 +60,7 @@ def fields(data: bytes) -> Iterator[tuple[int, int | bytes]]:
             size, at = _varint(data, at)
             if at + size > len(data):
                 raise ValueError("truncated field")
-            yield number, data[at:at + size]
+            yield number, data[at : at + size]
             at += size
         elif wire == 1:
             at += 8
@@ -134,7 +134,9 @@ def refusal(err: Exception) -> bool:
     built without it, or one that does not know `version=2`."""
     status = getattr(getattr(err, "response", None), "status_code", None)
     text = str(getattr(err, "explanation", None) or err).lower()
-    return status in (400, 404, 500, 501) and any(word in text for word in ("buildkit", "builder version", "session", "version"))
+    return status in (400, 404, 500, 501) and any(
+        word in text for word in ("buildkit", "builder version", "session", "version")
+    )
 
 
 def decode_status(aux: str) -> tuple[list[Vertex], list[tuple[str, bytes]]]:
@@ -187,7 +189,11 @@ class Trace:
                 self.say(f"#{number} CACHED")
             if new.error and not (old and old.error):
                 self.say(f"#{number} ERROR: {new.error}")
-            elif new.completed is not None and (old is None or old.completed is None) and not new.cached:
+            elif (
+                new.completed is not None
+                and (old is None or old.completed is None)
+                and not new.cached
+            ):
                 took = new.completed - new.started if new.started is not None else 0.0
                 self.say(f"#{number} DONE {took:.1f}s")
         for digest, message in logs:
@@ -200,7 +206,11 @@ class Trace:
 
     def steps(self) -> list[Vertex]:
         """The Dockerfile's steps (`[stage n/m] INSTRUCTION`), not BuildKit's internal ones."""
-        return [v for v in self.vertexes.values() if v.name.startswith("[") and not v.name.startswith("[internal]")]
+        return [
+            v
+            for v in self.vertexes.values()
+            if v.name.startswith("[") and not v.name.startswith("[internal]")
+        ]
 
     def failed_step(self) -> str:
         failed = [v.name for v in self.vertexes.values() if v.error and v.name]
@@ -214,8 +224,14 @@ def request(api: Any, context: IO[bytes], params: dict[str, Any]) -> Iterator[di
     for key in ("buildargs", "labels"):
         if key in query:
             query[key] = json.dumps(query[key])
-    response = api._post(api._url("/build"), data=context, params=query, headers={"Content-Type": "application/x-tar"},
-                         stream=True, timeout=SILENCE_LIMIT)
+    response = api._post(
+        api._url("/build"),
+        data=context,
+        params=query,
+        headers={"Content-Type": "application/x-tar"},
+        stream=True,
+        timeout=SILENCE_LIMIT,
+    )
     api._raise_for_status(response)
     return api._stream_helper(response, decode=True)
 

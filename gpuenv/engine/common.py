@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable
 
+
 def short_reason(err: BaseException) -> str:
     """The engine's (or the wire's) reason in one line for a message: its last line, at most 300 characters."""
     text = str(getattr(err, "explanation", None) or err).strip().splitlines()
@@ -34,4 +35,3 @@ def transport_errors() -> tuple[type[BaseException], ...]:
     import urllib3
 
     return (requests.RequestException, urllib3.exceptions.HTTPError, OSError, EOFError)
-

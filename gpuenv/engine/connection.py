@@ -90,7 +90,14 @@ def ssh_target(url: str) -> SshTarget:
         if parts.username is None and "user" in host:
             params["username"] = host["user"]
         params["key_filename"] = host.get("identityfile")
-    return SshTarget(alias, params["hostname"], int(params["port"] or 22), params["username"], params.get("key_filename"), proxy)
+    return SshTarget(
+        alias,
+        params["hostname"],
+        int(params["port"] or 22),
+        params["username"],
+        params.get("key_filename"),
+        proxy,
+    )
 
 
 def ssh_problem(target: SshTarget, err: BaseException, limit: float) -> EngineUnavailable:
@@ -98,30 +105,61 @@ def ssh_problem(target: SshTarget, err: BaseException, limit: float) -> EngineUn
     name = type(err).__name__
     text = short_reason(err)
     where = f"{target.hostname}:{target.port}"
-    keyscan = f"ssh-keyscan -p {target.port} {target.hostname}" if target.port != 22 else f"ssh-keyscan {target.hostname}"
+    keyscan = (
+        f"ssh-keyscan -p {target.port} {target.hostname}"
+        if target.port != 22
+        else f"ssh-keyscan {target.hostname}"
+    )
     if name == "BadHostKeyException":
-        return EngineUnavailable(AUTH_REFUSED, f"SSH host key of {target.hostname} changed ({text})",
-                                 fix="check the server, then fix its line in ~/.ssh/known_hosts")
+        return EngineUnavailable(
+            AUTH_REFUSED,
+            f"SSH host key of {target.hostname} changed ({text})",
+            fix="check the server, then fix its line in ~/.ssh/known_hosts",
+        )
     if "known_hosts" in text:
-        return EngineUnavailable(AUTH_REFUSED, f"SSH host key of {target.hostname} is unknown ({text})",
-                                 fix=f"check it, then add it with {keyscan} >> ~/.ssh/known_hosts")
-    if name in ("AuthenticationException", "BadAuthenticationType", "PasswordRequiredException") or "authentication methods" in text:
-        return EngineUnavailable(AUTH_REFUSED, f"SSH login to {where} as {target.username or 'this user'} refused ({text})",
-                                 fix="give this user's key (ssh-copy-id, or IdentityFile in ~/.ssh/config)")
+        return EngineUnavailable(
+            AUTH_REFUSED,
+            f"SSH host key of {target.hostname} is unknown ({text})",
+            fix=f"check it, then add it with {keyscan} >> ~/.ssh/known_hosts",
+        )
+    if (
+        name in ("AuthenticationException", "BadAuthenticationType", "PasswordRequiredException")
+        or "authentication methods" in text
+    ):
+        return EngineUnavailable(
+            AUTH_REFUSED,
+            f"SSH login to {where} as {target.username or 'this user'} refused ({text})",
+            fix="give this user's key (ssh-copy-id, or IdentityFile in ~/.ssh/config)",
+        )
     if isinstance(err, socket.gaierror):
-        return EngineUnavailable(UNREACHABLE, f"cannot reach {target.hostname} over SSH: the name does not resolve ({text})",
-                                 fix="check the host name (or its HostName in ~/.ssh/config)")
+        return EngineUnavailable(
+            UNREACHABLE,
+            f"cannot reach {target.hostname} over SSH: the name does not resolve ({text})",
+            fix="check the host name (or its HostName in ~/.ssh/config)",
+        )
     if isinstance(err, (TimeoutError, socket.timeout)) or "timed out" in text.lower():
-        return EngineUnavailable(UNREACHABLE, f"cannot reach {where} over SSH: no answer within {limit:.0f}s",
-                                 fix="the host is down or a firewall drops the packets; check it, or drop it from --hosts")
+        return EngineUnavailable(
+            UNREACHABLE,
+            f"cannot reach {where} over SSH: no answer within {limit:.0f}s",
+            fix="the host is down or a firewall drops the packets; check it, or drop it from --hosts",
+        )
     if "banner" in text.lower():
-        return EngineUnavailable(UNREACHABLE, f"cannot reach {where} over SSH: no SSH greeting within {limit:.0f}s ({text})",
-                                 fix="check that sshd runs on that port and is not overloaded")
+        return EngineUnavailable(
+            UNREACHABLE,
+            f"cannot reach {where} over SSH: no SSH greeting within {limit:.0f}s ({text})",
+            fix="check that sshd runs on that port and is not overloaded",
+        )
     if "refused" in text.lower() or "Unable to connect" in text:
-        return EngineUnavailable(UNREACHABLE, f"cannot reach {where} over SSH: connection refused",
-                                 fix="check that sshd runs there and the port is right")
-    return EngineUnavailable(UNREACHABLE, f"cannot reach {target.hostname} over SSH ({name}: {text})",
-                             fix="try ssh to it by hand to see why")
+        return EngineUnavailable(
+            UNREACHABLE,
+            f"cannot reach {where} over SSH: connection refused",
+            fix="check that sshd runs there and the port is right",
+        )
+    return EngineUnavailable(
+        UNREACHABLE,
+        f"cannot reach {target.hostname} over SSH ({name}: {text})",
+        fix="try ssh to it by hand to see why",
+    )
 
 
 #: Run over SSH before the SDK is given the host: `docker` must be on the login's PATH (the SDK
@@ -129,26 +167,42 @@ def ssh_problem(target: SshTarget, err: BaseException, limit: float) -> EngineUn
 _REMOTE_PROBE = "command -v docker >/dev/null 2>&1 || exit 127; exec docker version --format '{{.Server.APIVersion}}'"
 
 
-def remote_engine_problem(target: SshTarget, status: int | None, out: str, err: str, limit: float) -> EngineUnavailable | None:
+def remote_engine_problem(
+    target: SshTarget, status: int | None, out: str, err: str, limit: float
+) -> EngineUnavailable | None:
     """Why the remote `docker version` did not give an API version (pure), or None when it did."""
     who = f"{target.username}@{target.hostname}" if target.username else target.hostname
     last = (err.strip().splitlines() or [""])[-1][:300]
     if status is None:
-        return EngineUnavailable(ENGINE_NOT_ANSWERING, f"SSH to {who} works but its Docker engine did not answer within {limit:.0f}s",
-                                 fix="the engine hangs: look at dockerd there (systemctl status docker, journalctl -u docker) and restart it")
+        return EngineUnavailable(
+            ENGINE_NOT_ANSWERING,
+            f"SSH to {who} works but its Docker engine did not answer within {limit:.0f}s",
+            fix="the engine hangs: look at dockerd there (systemctl status docker, journalctl -u docker) and restart it",
+        )
     if status == 127:
-        return EngineUnavailable(NO_DOCKER, f"SSH to {who} works but there is no `docker` command on its PATH",
-                                 fix="install Docker there (the SDK runs `docker system dial-stdio` over SSH), or put docker on that user's PATH")
+        return EngineUnavailable(
+            NO_DOCKER,
+            f"SSH to {who} works but there is no `docker` command on its PATH",
+            fix="install Docker there (the SDK runs `docker system dial-stdio` over SSH), or put docker on that user's PATH",
+        )
     if status == 0 and re.fullmatch(r"\d+\.\d+", out.strip()):
         return None
     if "permission denied" in err.lower():
-        return EngineUnavailable(ENGINE_NOT_ANSWERING, f"SSH to {who} works but that user may not use its Docker engine ({last})",
-                                 fix="add the user to the docker group there (sudo usermod -aG docker USER), then log in again")
-    return EngineUnavailable(ENGINE_NOT_ANSWERING, f"SSH to {who} works but its Docker engine does not answer ({last or f'docker version exited {status}'})",
-                             fix="start dockerd there (sudo systemctl start docker)")
+        return EngineUnavailable(
+            ENGINE_NOT_ANSWERING,
+            f"SSH to {who} works but that user may not use its Docker engine ({last})",
+            fix="add the user to the docker group there (sudo usermod -aG docker USER), then log in again",
+        )
+    return EngineUnavailable(
+        ENGINE_NOT_ANSWERING,
+        f"SSH to {who} works but its Docker engine does not answer ({last or f'docker version exited {status}'})",
+        fix="start dockerd there (sudo systemctl start docker)",
+    )
 
 
-def bounded_call(action: Callable[[], Any], seconds: float, on_late: Callable[[Any], None]) -> tuple[bool, Any]:
+def bounded_call(
+    action: Callable[[], Any], seconds: float, on_late: Callable[[Any], None]
+) -> tuple[bool, Any]:
     """Run `action` in a daemon thread for at most `seconds`: (True, result) or (False, None).
 
     For the few SDK calls that take no timeout of their own; when one returns after we gave up,
@@ -191,9 +245,15 @@ def _probe_remote(target: SshTarget, limit: float) -> str:
     try:
         try:
             client.connect(
-                target.hostname, port=target.port, username=target.username, key_filename=target.key_filename,
+                target.hostname,
+                port=target.port,
+                username=target.username,
+                key_filename=target.key_filename,
                 sock=paramiko.ProxyCommand(target.proxy_command) if target.proxy_command else None,
-                timeout=limit, banner_timeout=limit, auth_timeout=limit, channel_timeout=limit,
+                timeout=limit,
+                banner_timeout=limit,
+                auth_timeout=limit,
+                channel_timeout=limit,
             )
         except (paramiko.SSHException, OSError, EOFError) as err:
             raise ssh_problem(target, err, limit) from None
@@ -204,8 +264,11 @@ def _probe_remote(target: SshTarget, limit: float) -> str:
             out = stdout.read().decode("utf-8", "replace") if status is not None else ""
             err_text = stderr.read().decode("utf-8", "replace") if status is not None else ""
         except (paramiko.SSHException, OSError, EOFError) as err:
-            raise EngineUnavailable(ENGINE_NOT_ANSWERING, f"SSH to {target.hostname} works but running docker there failed ({short_reason(err)})",
-                                    fix="check that the user may run commands (no ForceCommand or restricted shell)") from None
+            raise EngineUnavailable(
+                ENGINE_NOT_ANSWERING,
+                f"SSH to {target.hostname} works but running docker there failed ({short_reason(err)})",
+                fix="check that the user may run commands (no ForceCommand or restricted shell)",
+            ) from None
         problem = remote_engine_problem(target, status, out, err_text, limit)
         if problem is not None:
             raise problem
@@ -251,12 +314,23 @@ class Connection:
         try:
             cli = docker.from_env(timeout=timeout)
             cli.ping()
-        except Exception as err:  # DockerException, or requests' connection errors that ping lets through
-            raise ToolError(f"the Docker engine at {where} does not answer ({short_reason(err)})", fix=ENGINE_FIX) from None
+        except (
+            Exception
+        ) as err:  # DockerException, or requests' connection errors that ping lets through
+            raise ToolError(
+                f"the Docker engine at {where} does not answer ({short_reason(err)})",
+                fix=ENGINE_FIX,
+            ) from None
         return cls(cli, where)
 
     @classmethod
-    def connect(cls: type[_C], url: str, *, connect_timeout: float = CONNECT_TIMEOUT, read_timeout: float = READ_TIMEOUT) -> _C:
+    def connect(
+        cls: type[_C],
+        url: str,
+        *,
+        connect_timeout: float = CONNECT_TIMEOUT,
+        read_timeout: float = READ_TIMEOUT,
+    ) -> _C:
         """The engine behind `ssh://user@host[:port]`, or EngineUnavailable with the step that failed.
 
         The SDK's paramiko connect takes no timeout and its constructor negotiates the API version
@@ -264,33 +338,49 @@ class Connection:
         there (unreachable, login refused, no docker, engine not answering each say so within
         `connect_timeout`), then the SDK is given that API version and its connect is bounded too.
         """
-        import docker
         import paramiko
+
+        import docker
 
         _quiet_paramiko()
         target = ssh_target(url)
         version = _probe_remote(target, connect_timeout)
 
         def make() -> Any:
-            return docker.DockerClient(base_url=url, version=version, timeout=read_timeout, use_ssh_client=False)
+            return docker.DockerClient(
+                base_url=url, version=version, timeout=read_timeout, use_ssh_client=False
+            )
 
         try:
-            done, client = bounded_call(make, connect_timeout, on_late=lambda late: quietly(late.close))
+            done, client = bounded_call(
+                make, connect_timeout, on_late=lambda late: quietly(late.close)
+            )
         except (paramiko.SSHException, *transport_errors()) as err:
             raise ssh_problem(target, err, connect_timeout) from None
         except docker.errors.DockerException as err:
-            raise EngineUnavailable(ENGINE_NOT_ANSWERING, f"the Docker engine behind {safe_url(url)} refused the SDK ({short_reason(err)})",
-                                    fix="check dockerd there") from None
+            raise EngineUnavailable(
+                ENGINE_NOT_ANSWERING,
+                f"the Docker engine behind {safe_url(url)} refused the SDK ({short_reason(err)})",
+                fix="check dockerd there",
+            ) from None
         if not done:
-            raise EngineUnavailable(UNREACHABLE, f"cannot reach {target.hostname}:{target.port} over SSH: the SDK's connection "
-                                    f"did not open within {connect_timeout:.0f}s", fix="check the host and its sshd")
+            raise EngineUnavailable(
+                UNREACHABLE,
+                f"cannot reach {target.hostname}:{target.port} over SSH: the SDK's connection "
+                f"did not open within {connect_timeout:.0f}s",
+                fix="check the host and its sshd",
+            )
         engine = cls(client, url, remote=True)
         try:
             client.ping()
         except Exception as err:
             engine.close()
-            raise EngineUnavailable(ENGINE_NOT_ANSWERING, f"SSH to {target.hostname} works but its Docker engine does not answer "
-                                    f"the SDK ({short_reason(err)})", fix="look at dockerd there and restart it") from None
+            raise EngineUnavailable(
+                ENGINE_NOT_ANSWERING,
+                f"SSH to {target.hostname} works but its Docker engine does not answer "
+                f"the SDK ({short_reason(err)})",
+                fix="look at dockerd there and restart it",
+            ) from None
         return engine
 
     def close(self) -> None:
@@ -321,7 +411,6 @@ class Connection:
     def architecture(self) -> str:
         """The engine's CPU architecture as `docker info` reports it (x86_64, aarch64): the image's."""
         return str(self.info().get("Architecture") or "unknown")
-
 
 
 #: The local engines Connection.local opened, by (class, DOCKER_HOST, read timeout).

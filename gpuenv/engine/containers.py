@@ -14,9 +14,9 @@ from typing import IO, Any, Callable, Iterator, TypeVar
 
 from gpuenv.engine.causes import run_error
 from gpuenv.engine.common import quietly, short_reason, to_stdout, transport_errors
-from gpuenv.progress import Say
 from gpuenv.engine.connection import Connection
 from gpuenv.errors import BadInput, GpuenvError, ToolError
+from gpuenv.progress import Say
 
 #: Shared memory for PyTorch data loader workers and NCCL: Docker's default /dev/shm is 64 MiB,
 #: which makes multi-worker DataLoaders and NCCL fail with "bus error" / "unable to allocate".
@@ -54,19 +54,28 @@ class ContainersMixin:
         container = None
         try:
             container = self.client.containers.create(
-                image, ["-c", _PYTHON_PROBE, version], entrypoint=["/bin/sh"], user="0:0", network_disabled=True,
+                image,
+                ["-c", _PYTHON_PROBE, version],
+                entrypoint=["/bin/sh"],
+                user="0:0",
+                network_disabled=True,
             )
             container.start()
             status = int(container.wait().get("StatusCode", 1))
             out = container.logs(stdout=True, stderr=False)
         except APIError as err:
-            raise ToolError(f"cannot look for Python {version} in {image}: {short_reason(err)}", fix="check that the image has /bin/sh") from None
+            raise ToolError(
+                f"cannot look for Python {version} in {image}: {short_reason(err)}",
+                fix="check that the image has /bin/sh",
+            ) from None
         finally:
             if container is not None:
                 quietly(lambda: container.remove(force=True))
         if status != 0:
             return None
-        text = out.decode("utf-8", "replace").strip() if isinstance(out, bytes) else str(out).strip()
+        text = (
+            out.decode("utf-8", "replace").strip() if isinstance(out, bytes) else str(out).strip()
+        )
         return text or None
 
     def run_container(
@@ -96,7 +105,10 @@ class ContainersMixin:
         try:
             self.client.images.get(image)
         except ImageNotFound:
-            raise GpuenvError(f"image {self.image_name(image)} is not present on this engine", fix="build it with invoke build") from None
+            raise GpuenvError(
+                f"image {self.image_name(image)} is not present on this engine",
+                fix="build it with invoke build",
+            ) from None
         # The container runs as the caller's uid:gid, root included (like `docker run -u $(id -u):$(id -g)`).
         # What it writes into the mounted folder (reports, checkpoints) must be writable there and
         # belong to the caller: the image's own user (1000) cannot write a folder that root or anyone
@@ -108,9 +120,16 @@ class ContainersMixin:
         container = None
         try:
             container = self.client.containers.create(
-                image=image, command=command or None, user=caller_user(),
-                volumes={str(mount): {"bind": WORKDIR_IN_CONTAINER, "mode": "rw"},
-                         **{str(folder): {"bind": inside, "mode": "rw"} for folder, inside in (mounts or {}).items()}},
+                image=image,
+                command=command or None,
+                user=caller_user(),
+                volumes={
+                    str(mount): {"bind": WORKDIR_IN_CONTAINER, "mode": "rw"},
+                    **{
+                        str(folder): {"bind": inside, "mode": "rw"}
+                        for folder, inside in (mounts or {}).items()
+                    },
+                },
                 working_dir=WORKDIR_IN_CONTAINER,
                 **options,
             )
@@ -164,7 +183,9 @@ class ContainersMixin:
             options.pop("shm_size")  # the host's IPC namespace brings its own /dev/shm
         options.update(fabric_options(infiniband))
         try:
-            raw = self.client.containers.create(image=image, command=command, labels=labels or {}, **options)
+            raw = self.client.containers.create(
+                image=image, command=command, labels=labels or {}, **options
+            )
         except APIError as err:
             raise run_error(err, image, gpus) from None
         container = Container(self, raw)
@@ -182,7 +203,14 @@ class ContainersMixin:
             raise
         return container
 
-    def read_image_path(self, image: str, path: str, read: Callable[[IO[bytes]], T], *, labels: dict[str, str] | None = None) -> T:
+    def read_image_path(
+        self,
+        image: str,
+        path: str,
+        read: Callable[[IO[bytes]], T],
+        *,
+        labels: dict[str, str] | None = None,
+    ) -> T:
         """Hand `read` the tar stream of `path` in `image` (its members named from the last part
         of `path`: `env/...` for /opt/gpuenv/env), as `docker create` then `docker cp` give it:
         the container is created and never started, so nothing of the image runs, and it is
@@ -191,17 +219,30 @@ class ContainersMixin:
 
         container = None
         try:
-            container = self.client.containers.create(image, ["/gpuenv-never-started"], entrypoint=[], network_disabled=True,
-                                                      labels={"io.gpuenv.read-only": "1", **(labels or {})})
+            container = self.client.containers.create(
+                image,
+                ["/gpuenv-never-started"],
+                entrypoint=[],
+                network_disabled=True,
+                labels={"io.gpuenv.read-only": "1", **(labels or {})},
+            )
             try:
                 chunks, _stat = container.get_archive(path, chunk_size=1 << 20)
             except NotFound:
-                raise BadInput(f"{image} has no {path}", fix="give an image gpuenv built (invoke build), or --prefix for a folder") from None
+                raise BadInput(
+                    f"{image} has no {path}",
+                    fix="give an image gpuenv built (invoke build), or --prefix for a folder",
+                ) from None
             return read(_ChunkReader(iter(chunks)))
         except ImageNotFound:
-            raise BadInput(f"no image {image} on this engine", fix="build it (invoke build) or pull it first") from None
+            raise BadInput(
+                f"no image {image} on this engine", fix="build it (invoke build) or pull it first"
+            ) from None
         except APIError as err:
-            raise ToolError(f"cannot read {path} of {image}: {short_reason(err)}", fix="check the engine (invoke doctor)") from None
+            raise ToolError(
+                f"cannot read {path} of {image}: {short_reason(err)}",
+                fix="check the engine (invoke doctor)",
+            ) from None
         finally:
             if container is not None:
                 quietly(lambda: container.remove(force=True))
@@ -252,7 +293,9 @@ class Container:
         try:
             result = self.raw.wait(timeout=timeout) if timeout is not None else self.raw.wait()
         except transport_errors() as err:
-            if timeout is not None and ("timed out" in str(err).lower() or isinstance(err, (TimeoutError, socket.timeout))):
+            if timeout is not None and (
+                "timed out" in str(err).lower() or isinstance(err, (TimeoutError, socket.timeout))
+            ):
                 return None
             raise
         return int(result.get("StatusCode", 1))
@@ -318,9 +361,19 @@ def container_options(gpus: str, shm_size: str | int, env: dict[str, str] | None
         environment.setdefault("NVIDIA_VISIBLE_DEVICES", "void")
     # NVIDIA's recommendation for NCCL/RDMA: unlimited locked memory, 64 MiB stack. Only with
     # GPUs: unprivileged or nested engines refuse to raise RLIMIT_MEMLOCK, and CPU runs need none.
-    ulimits = [Ulimit(name="memlock", soft=-1, hard=-1), Ulimit(name="stack", soft=67108864, hard=67108864)] if requests else []
+    ulimits = (
+        [
+            Ulimit(name="memlock", soft=-1, hard=-1),
+            Ulimit(name="stack", soft=67108864, hard=67108864),
+        ]
+        if requests
+        else []
+    )
     return dict(
-        environment=environment, device_requests=requests, shm_size=parse_shm_size(shm_size), ulimits=ulimits,
+        environment=environment,
+        device_requests=requests,
+        shm_size=parse_shm_size(shm_size),
+        ulimits=ulimits,
         init=True,  # a real PID 1 reaps data-loader workers and forwards signals
         detach=True,
     )
@@ -338,7 +391,9 @@ def fabric_options(infiniband: bool) -> dict[str, Any]:
 # ---------------------------------------------------------------- pure checks of run options
 
 
-_GPU_ID = re.compile(r"\d+|GPU-[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}|MIG-[0-9a-zA-Z/-]+", re.I)
+_GPU_ID = re.compile(
+    r"\d+|GPU-[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}|MIG-[0-9a-zA-Z/-]+", re.I
+)
 
 
 def parse_gpus(gpus: str) -> str | list[str]:
@@ -372,7 +427,10 @@ def parse_shm_size(value: str | int) -> int:
     except (DockerException, ValueError, OverflowError):
         size = None
     if not isinstance(size, int) or size <= 0 or size > 2**53:
-        raise BadInput(f"--shm-size {value!r} is not a size", fix="give a positive size with a unit, e.g. 8g, 512m or 1073741824b")
+        raise BadInput(
+            f"--shm-size {value!r} is not a size",
+            fix="give a positive size with a unit, e.g. 8g, 512m or 1073741824b",
+        )
     return size
 
 

@@ -16,9 +16,9 @@ from typing import Any, Callable
 
 from gpuenv.engine.causes import registry_of, registry_problem
 from gpuenv.engine.common import quietly, short_reason, to_stdout, transport_errors
-from gpuenv.progress import Say
 from gpuenv.engine.connection import READ_TIMEOUT
 from gpuenv.errors import GpuenvError, ToolError
+from gpuenv.progress import Say
 
 #: Longest a pull may take in all when the caller gives no deadline of its own.
 PULL_LIMIT = 2 * 3600
@@ -63,7 +63,11 @@ def info_of(image: Any) -> ImageInfo:
 
 def split_tag(ref: str) -> tuple[str, str]:
     """(repository, tag) of `ref`, the tag `latest` when it names none (a registry port is no tag)."""
-    return (ref.rpartition(":")[0], ref.rpartition(":")[2]) if ":" in ref.split("/")[-1] else (ref, "latest")
+    return (
+        (ref.rpartition(":")[0], ref.rpartition(":")[2])
+        if ":" in ref.split("/")[-1]
+        else (ref, "latest")
+    )
 
 
 class ImagesMixin:
@@ -126,12 +130,21 @@ class ImagesMixin:
 
     def _restore_tag(self, ref: str, previous: str | None) -> None:
         if previous is None:
-            self.client.api.remove_image(ref, noprune=True)  # only removes the name: the image keeps its other tags
+            self.client.api.remove_image(
+                ref, noprune=True
+            )  # only removes the name: the image keeps its other tags
         else:
             repo, tag = split_tag(ref)
             self.client.api.tag(previous, repo, tag, force=True)
 
-    def ensure_image(self, ref: str, notice: str, *, say: Say | None = None, progress: LayerCallback | None = None) -> ImageInfo:
+    def ensure_image(
+        self,
+        ref: str,
+        notice: str,
+        *,
+        say: Say | None = None,
+        progress: LayerCallback | None = None,
+    ) -> ImageInfo:
         """The image `ref` on this engine, pulled once when it is missing (the caller needs it next
         anyway). `notice`, the caller's words for why a pull starts, goes to `say` (default: stdout)
         only when one does; a failed pull raises pull_image's ToolError for the caller to word."""
@@ -141,7 +154,14 @@ class ImagesMixin:
         (say or to_stdout)(notice)
         return self.pull_image(ref, progress=progress)
 
-    def push_image(self, source: str, repository: str, tags: list[str], *, progress: LayerCallback | None = None) -> str:
+    def push_image(
+        self,
+        source: str,
+        repository: str,
+        tags: list[str],
+        *,
+        progress: LayerCallback | None = None,
+    ) -> str:
         """Tag image `source` as repository:TAG for each tag, push them, return the manifest digest.
 
         If the push fails, every local name this call set is put back as it was: a name it created
@@ -155,8 +175,12 @@ class ImagesMixin:
         try:
             image = cli.images.get(source)
         except ImageNotFound:
-            raise GpuenvError(f"image {source} is not present on this engine", fix="build it with invoke build") from None
-        moved: list[tuple[str, str | None]] = []  # (ref, the image it named before; None: it did not exist)
+            raise GpuenvError(
+                f"image {source} is not present on this engine", fix="build it with invoke build"
+            ) from None
+        moved: list[
+            tuple[str, str | None]
+        ] = []  # (ref, the image it named before; None: it did not exist)
         try:
             for tag in tags:
                 ref = f"{repository}:{tag}"
@@ -169,23 +193,42 @@ class ImagesMixin:
                     moved.append((ref, before))
             digest = None
             for tag in tags:
-                found = _stream(cli.api.push(repository, tag=tag, stream=True, decode=True), progress, f"{repository}:{tag}", "push")
+                found = _stream(
+                    cli.api.push(repository, tag=tag, stream=True, decode=True),
+                    progress,
+                    f"{repository}:{tag}",
+                    "push",
+                )
                 digest = digest or found
         except BaseException as err:
             for ref, before in reversed(moved):
                 quietly(lambda ref=ref, before=before: self._restore_tag(ref, before))
             if isinstance(err, APIError):
                 what, fix = registry_problem(short_reason(err), registry_of(repository))
-                raise ToolError(f"push {repository} failed: {what} ({short_reason(err)[:200]})", fix=fix) from None
+                raise ToolError(
+                    f"push {repository} failed: {what} ({short_reason(err)[:200]})", fix=fix
+                ) from None
             if isinstance(err, DockerException):
-                raise ToolError(f"push {repository} failed: {short_reason(err)}", fix="check the Docker engine and the registry") from None
+                raise ToolError(
+                    f"push {repository} failed: {short_reason(err)}",
+                    fix="check the Docker engine and the registry",
+                ) from None
             raise
         if not digest:
-            raise ToolError(f"push {repository} ended without a digest", fix="check the registry's log; the engine said nothing went wrong")
+            raise ToolError(
+                f"push {repository} ended without a digest",
+                fix="check the registry's log; the engine said nothing went wrong",
+            )
         return digest
 
-    def pull_image(self, ref: str, *, progress: LayerCallback | None = None, deadline: float | None = None,
-                   stall_timeout: float | None = None) -> ImageInfo:
+    def pull_image(
+        self,
+        ref: str,
+        *,
+        progress: LayerCallback | None = None,
+        deadline: float | None = None,
+        stall_timeout: float | None = None,
+    ) -> ImageInfo:
         """Pull `ref` (name@sha256:... or name:tag) into the engine; the image, as image_info gives it.
 
         Bounded twice. The SDK's own pull reads with no timeout at all (it passes timeout=None), so
@@ -194,9 +237,10 @@ class ImagesMixin:
         (default: the client's), and closes it at `deadline` (a time.monotonic() value; default
         PULL_LIMIT from now). Closing the request makes the engine cancel the pull.
         """
-        from docker import auth
         from docker.utils import parse_repository_tag
         from docker.utils.json_stream import json_stream
+
+        from docker import auth
 
         api = self.client.api
         stall = float(stall_timeout or api.timeout or READ_TIMEOUT)
@@ -211,8 +255,13 @@ class ImagesMixin:
         response = None
         timer = None
         try:
-            response = api.post(f"{api.base_url}/v{api.api_version}/images/create", params={"fromImage": repository, "tag": tag or "latest"},
-                                headers=headers, stream=True, timeout=(stall, stall))
+            response = api.post(
+                f"{api.base_url}/v{api.api_version}/images/create",
+                params={"fromImage": repository, "tag": tag or "latest"},
+                headers=headers,
+                stream=True,
+                timeout=(stall, stall),
+            )
             if response.status_code >= 400:
                 reason = _response_message(response)
                 what, fix = registry_problem(reason, registry_of(ref))
@@ -225,19 +274,40 @@ class ImagesMixin:
             timer = threading.Timer(max(0.0, end - time.monotonic()), expire)
             timer.daemon = True
             timer.start()
-            _stream(json_stream(response.iter_content(chunk_size=None, decode_unicode=False)), progress, ref, "pull", deadline=end)
+            _stream(
+                json_stream(response.iter_content(chunk_size=None, decode_unicode=False)),
+                progress,
+                ref,
+                "pull",
+                deadline=end,
+            )
             if late.is_set():
                 raise _PastDeadline()
         except _PastDeadline:
-            raise ToolError(f"pull {ref} did not finish in time", fix="the registry is slow or stalled; try again, or pull it there by hand") from None
+            raise ToolError(
+                f"pull {ref} did not finish in time",
+                fix="the registry is slow or stalled; try again, or pull it there by hand",
+            ) from None
         except ToolError:
             raise
         except (*transport_errors(), ValueError) as err:
             if late.is_set():
-                raise ToolError(f"pull {ref} did not finish in time", fix="the registry is slow or stalled; try again, or pull it there by hand") from None
-            stalled = "timed out" in str(err).lower() or isinstance(err, (TimeoutError, socket.timeout))
-            what = f"the download stalled (nothing for {stall:.0f}s)" if stalled else f"the connection to the engine broke ({short_reason(err)})"
-            raise ToolError(f"pull {ref} failed: {what}", fix="check the registry (it stopped sending) and try again") from None
+                raise ToolError(
+                    f"pull {ref} did not finish in time",
+                    fix="the registry is slow or stalled; try again, or pull it there by hand",
+                ) from None
+            stalled = "timed out" in str(err).lower() or isinstance(
+                err, (TimeoutError, socket.timeout)
+            )
+            what = (
+                f"the download stalled (nothing for {stall:.0f}s)"
+                if stalled
+                else f"the connection to the engine broke ({short_reason(err)})"
+            )
+            raise ToolError(
+                f"pull {ref} failed: {what}",
+                fix="check the registry (it stopped sending) and try again",
+            ) from None
         finally:
             if timer is not None:
                 timer.cancel()
@@ -245,7 +315,10 @@ class ImagesMixin:
                 quietly(response.close)  # an unfinished pull is cancelled by the engine
         info = self.image_info(ref)
         if info is None:
-            raise ToolError(f"pull {ref} ended but the engine has no such image", fix="check the reference and the registry")
+            raise ToolError(
+                f"pull {ref} ended but the engine has no such image",
+                fix="check the reference and the registry",
+            )
         return info
 
 
@@ -273,14 +346,22 @@ def _response_message(response: Any) -> str:
         return (response.text or f"HTTP {response.status_code}").strip()
 
 
-def _stream(records: Any, progress: LayerCallback | None, ref: str, action: str, deadline: float | None = None) -> str | None:
+def _stream(
+    records: Any,
+    progress: LayerCallback | None,
+    ref: str,
+    action: str,
+    deadline: float | None = None,
+) -> str | None:
     """Follow a push/pull stream; the digest it announces; an error record raises ToolError."""
     digest = None
     for record in records:
         if deadline is not None and time.monotonic() > deadline:
             raise _PastDeadline()
         if "error" in record or "errorDetail" in record:
-            reason = ((record.get("errorDetail") or {}).get("message") or record.get("error") or "").strip()
+            reason = (
+                (record.get("errorDetail") or {}).get("message") or record.get("error") or ""
+            ).strip()
             what, fix = registry_problem(reason, registry_of(ref))
             raise ToolError(f"{action} {ref} failed: {what} ({reason[:200]})", fix=fix)
         aux = record.get("aux")
@@ -291,5 +372,9 @@ def _stream(records: Any, progress: LayerCallback | None, ref: str, action: str,
             digest = match.group(0)
         if progress is not None and status:
             detail = record.get("progressDetail") or {}
-            progress(LayerProgress(str(record.get("id") or ""), status, detail.get("current"), detail.get("total")))
+            progress(
+                LayerProgress(
+                    str(record.get("id") or ""), status, detail.get("current"), detail.get("total")
+                )
+            )
     return digest

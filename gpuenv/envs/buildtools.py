@@ -26,6 +26,7 @@ CONDA_PLATFORMS = {"x86_64": "linux-64", "aarch64": "linux-aarch64"}
 #: `uname -m` spellings of the same architectures (the SDK reports x86_64/aarch64).
 _ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
 
+
 @dataclass(frozen=True)
 class BuildTools:
     """Host files that go into the build context under tools/ (None: not needed for this build)."""
@@ -74,11 +75,18 @@ def gather(
             fix="run invoke build on a host of the engine's architecture",
         )
     if backend == "conda-lock" and arch not in CONDA_PLATFORMS:
-        raise ToolError(f"gpuenv locks no conda platform for the engine architecture {arch}", fix="build on an x86_64 or aarch64 engine")
+        raise ToolError(
+            f"gpuenv locks no conda platform for the engine architecture {arch}",
+            fix="build on an x86_64 or aarch64 engine",
+        )
     standalone = None
     if backend != "conda-lock" and not base_has_python:
         # conda locks carry their own Python; the uv lock needs one of the stack's version.
         if progress:
-            progress(f"the base image has no Python {python}: using uv's standalone CPython {python} ({arch})")
-        standalone = lockers.install_standalone_python(python, arch, cache_dir() / "python", ca_cert=ca_cert)
+            progress(
+                f"the base image has no Python {python}: using uv's standalone CPython {python} ({arch})"
+            )
+        standalone = lockers.install_standalone_python(
+            python, arch, cache_dir() / "python", ca_cert=ca_cert
+        )
     return BuildTools(uv=Path(lockers.uv_binary()), python=standalone)

@@ -69,7 +69,6 @@ STALL_BYTES = 64 * 1024
 MAX_PACKAGE_BYTES = 4 << 30
 
 
-
 @dataclass(frozen=True)
 class CondaPackage:
     """One solved conda package, as the lock records it."""
@@ -106,8 +105,10 @@ def check_mirrors(mirrors: Mapping[str, str], option: str = "conda_mirrors") -> 
     checked: dict[str, str] = {}
     for channel, mirror in mirrors.items():
         if not isinstance(mirror, str) or not mirror.startswith(("file://", "http://", "https://")):
-            raise BadInput(f"{option}: the mirror {mirror!r} of {channel} is not a URL",
-                           fix="give a file:///path or http(s):// URL of a folder laid out as the channel (noarch/, linux-64/)")
+            raise BadInput(
+                f"{option}: the mirror {mirror!r} of {channel} is not a URL",
+                fix="give a file:///path or http(s):// URL of a folder laid out as the channel (noarch/, linux-64/)",
+            )
         checked[channel_url(channel)] = mirror.rstrip("/")
     return checked
 
@@ -116,7 +117,7 @@ def mirrored(url: str, mirrors: Mapping[str, str]) -> str:
     """`url` with its channel part replaced by the channel's mirror, when one is set."""
     for channel, mirror in mirrors.items():
         if url == channel or url.startswith(channel + "/"):
-            return mirror + url[len(channel):]
+            return mirror + url[len(channel) :]
     return url
 
 
@@ -124,7 +125,7 @@ def unmirrored(url: str, mirrors: Mapping[str, str]) -> str:
     """The canonical URL of a package URL read through a mirror (what the lock records)."""
     for channel, mirror in mirrors.items():
         if url == mirror or url.startswith(mirror + "/"):
-            return channel + url[len(mirror):]
+            return channel + url[len(mirror) :]
     return url
 
 
@@ -143,8 +144,13 @@ def virtual_packages(*, cuda: str | None, glibc: str, arch: str) -> tuple[str, .
 
 
 def solve(
-    *, channels: Sequence[str], specs: Sequence[str], platform: str, virtual: Sequence[str],
-    mirrors: Mapping[str, str] | None = None, cache_dir: Path | None = None,
+    *,
+    channels: Sequence[str],
+    specs: Sequence[str],
+    platform: str,
+    virtual: Sequence[str],
+    mirrors: Mapping[str, str] | None = None,
+    cache_dir: Path | None = None,
 ) -> list[CondaPackage]:
     """The packages that satisfy `specs` on `platform` from `channels` (the solver prefers the highest
     versions and build numbers), sorted by name.
@@ -168,23 +174,40 @@ def solve(
     for url in request["channels"]:
         problem = local_repodata_problem(url, platform)
         if problem:
-            raise ToolError(f"cannot read the conda channel {where}: {problem}",
-                            fix="make the channel folder hold regular repodata files")
+            raise ToolError(
+                f"cannot read the conda channel {where}: {problem}",
+                fix="make the channel folder hold regular repodata files",
+            )
     answer = _run_child("solve", request, timeout_s=SOLVE_TIMEOUT_S)
     if "error" in answer:
         kind, text = answer["error"]
         if kind == "fetch":
-            fix = ("check the mirrors (invoke.yaml gpuenv.conda_mirrors): are they reachable from here and laid out as the channels?"
-                   if mirrors else "check the channel URL and the network, or set a mirror of it (invoke.yaml gpuenv.conda_mirrors)")
+            fix = (
+                "check the mirrors (invoke.yaml gpuenv.conda_mirrors): are they reachable from here and laid out as the channels?"
+                if mirrors
+                else "check the channel URL and the network, or set a mirror of it (invoke.yaml gpuenv.conda_mirrors)"
+            )
             raise ToolError(f"cannot read the conda channel {where}: {text}", fix=fix)
         if kind == "spec":
-            raise BadInput(f"a conda spec of the environment cannot be read: {text}", fix="write conda specs as name, name=1.2 or name>=1.2")
-        raise ToolError(f"the conda solve for {platform} failed against {where}: {text}",
-                        fix="check the package names and pins of the environment's conda part (each must exist in those channels)")
+            raise BadInput(
+                f"a conda spec of the environment cannot be read: {text}",
+                fix="write conda specs as name, name=1.2 or name>=1.2",
+            )
+        raise ToolError(
+            f"the conda solve for {platform} failed against {where}: {text}",
+            fix="check the package names and pins of the environment's conda part (each must exist in those channels)",
+        )
     return [
         CondaPackage(
-            name=p["name"], version=p["version"], build=p["build"], build_number=p["build_number"], subdir=p["subdir"],
-            url=unmirrored(p["url"], mirrors), sha256=p["sha256"], md5=p["md5"], depends=tuple(p["depends"]),
+            name=p["name"],
+            version=p["version"],
+            build=p["build"],
+            build_number=p["build_number"],
+            subdir=p["subdir"],
+            url=unmirrored(p["url"], mirrors),
+            sha256=p["sha256"],
+            md5=p["md5"],
+            depends=tuple(p["depends"]),
             channel=unmirrored(p["channel"], mirrors),
         )
         for p in answer["packages"]
@@ -192,8 +215,12 @@ def solve(
 
 
 #: The repodata files rattler may read from a channel's subdir.
-REPODATA_FILES = ("repodata.json", "repodata.json.zst", "repodata.json.bz2",
-                  "repodata_shards.msgpack.zst")
+REPODATA_FILES = (
+    "repodata.json",
+    "repodata.json.zst",
+    "repodata.json.bz2",
+    "repodata_shards.msgpack.zst",
+)
 
 
 def local_repodata_problem(url: str, platform: str) -> str | None:
@@ -251,13 +278,15 @@ def _child_solve(request: dict[str, Any]) -> dict[str, Any]:
     cache = {"cache_dir": request["cache_dir"]} if request["cache_dir"] else {}
     gateway = rattler.Gateway(client=client, **cache)
     try:
-        records = asyncio.run(rattler.solve(
-            sources=[rattler.Channel(url) for url in request["channels"]],
-            specs=specs,
-            gateway=gateway,
-            platforms=[request["platform"], "noarch"],
-            virtual_packages=virtual,
-        ))
+        records = asyncio.run(
+            rattler.solve(
+                sources=[rattler.Channel(url) for url in request["channels"]],
+                specs=specs,
+                gateway=gateway,
+                platforms=[request["platform"], "noarch"],
+                virtual_packages=virtual,
+            )
+        )
     except (rx.FetchRepoDataError, rx.GatewayError) as err:
         return {"error": ["fetch", _one_line(err)]}
     except rx.SolverError as err:
@@ -267,12 +296,20 @@ def _child_solve(request: dict[str, Any]) -> dict[str, Any]:
         return {"error": ["fetch", f"the repodata needs more than {limit} GiB of memory"]}
     packages = []
     for record in records:
-        packages.append({
-            "name": record.name.normalized, "version": str(record.version), "build": str(record.build),
-            "build_number": record.build_number, "subdir": str(record.subdir), "url": str(record.url),
-            "sha256": record.sha256.hex() if record.sha256 else "", "md5": record.md5.hex() if record.md5 else "",
-            "depends": list(record.depends), "channel": str(record.channel or "").rstrip("/"),
-        })
+        packages.append(
+            {
+                "name": record.name.normalized,
+                "version": str(record.version),
+                "build": str(record.build),
+                "build_number": record.build_number,
+                "subdir": str(record.subdir),
+                "url": str(record.url),
+                "sha256": record.sha256.hex() if record.sha256 else "",
+                "md5": record.md5.hex() if record.md5 else "",
+                "depends": list(record.depends),
+                "channel": str(record.channel or "").rstrip("/"),
+            }
+        )
     packages.sort(key=lambda p: p["name"])
     return {"packages": packages}
 
@@ -281,14 +318,21 @@ def _generic_virtual(text: str) -> Any:
     import rattler
 
     name, version, build = (text.split("=") + ["0", "0"])[:3]
-    return rattler.GenericVirtualPackage(rattler.PackageName(name), rattler.Version(version), rattler.BuildString(build))
+    return rattler.GenericVirtualPackage(
+        rattler.PackageName(name), rattler.Version(version), rattler.BuildString(build)
+    )
 
 
 # ---------------------------------------------------------------- installing
 
 
-def fetch_verified(packages: Iterable[CondaPackage], into: Path, *, mirrors: Mapping[str, str] | None = None,
-                   say: Say | None = None) -> list[Path]:
+def fetch_verified(
+    packages: Iterable[CondaPackage],
+    into: Path,
+    *,
+    mirrors: Mapping[str, str] | None = None,
+    say: Say | None = None,
+) -> list[Path]:
     """Each package downloaded into `into` (through its mirror) and checked against its sha256.
 
     A package whose bytes differ from the lock is refused in one line naming it and where it came
@@ -306,13 +350,22 @@ def fetch_verified(packages: Iterable[CondaPackage], into: Path, *, mirrors: Map
         got = lockdir.file_sha256(path)
         if got != package.sha256:
             path.unlink(missing_ok=True)
-            raise DataError(f"{package.name} {package.version} from {safe_url(url)} has sha256 {got}, the lock says {package.sha256}",
-                            fix="the package on the channel or mirror is not the one locked: check the mirror, or relock (invoke lock --force)")
+            raise DataError(
+                f"{package.name} {package.version} from {safe_url(url)} has sha256 {got}, the lock says {package.sha256}",
+                fix="the package on the channel or mirror is not the one locked: check the mirror, or relock (invoke lock --force)",
+            )
         paths.append(path)
     return paths
 
 
-def link(archives: Sequence[Path], prefix: Path, *, final_prefix: Path, platform: str, say: Say | None = None) -> None:
+def link(
+    archives: Sequence[Path],
+    prefix: Path,
+    *,
+    final_prefix: Path,
+    platform: str,
+    say: Say | None = None,
+) -> None:
     """Link verified package archives into `prefix`, writing `final_prefix` into their files.
 
     Entry points get `final_prefix/bin/python` as interpreter; compiled-in prefixes are
@@ -320,13 +373,21 @@ def link(archives: Sequence[Path], prefix: Path, *, final_prefix: Path, platform
     """
     if say:
         say(f"linking {len(archives)} conda packages into {prefix} (for {final_prefix})")
-    answer = _run_child("link", {
-        "archives": [str(a) for a in archives], "prefix": str(prefix), "final_prefix": str(final_prefix),
-        "platform": platform, "cache_dir": str(Path(archives[0]).parent / ".rattler-cache") if archives else None,
-    })
+    answer = _run_child(
+        "link",
+        {
+            "archives": [str(a) for a in archives],
+            "prefix": str(prefix),
+            "final_prefix": str(final_prefix),
+            "platform": platform,
+            "cache_dir": str(Path(archives[0]).parent / ".rattler-cache") if archives else None,
+        },
+    )
     if "error" in answer:
-        raise ToolError(f"the conda packages could not be linked into {prefix}: {answer['error'][1]}",
-                        fix="check the free space and permissions there; the previous prefix is unchanged")
+        raise ToolError(
+            f"the conda packages could not be linked into {prefix}: {answer['error'][1]}",
+            fix="check the free space and permissions there; the previous prefix is unchanged",
+        )
 
 
 def _child_link(request: dict[str, Any]) -> dict[str, Any]:
@@ -335,15 +396,24 @@ def _child_link(request: dict[str, Any]) -> dict[str, Any]:
     import rattler
 
     async def read_records() -> list[Any]:
-        return [await rattler.RepoDataRecord.from_package_archive(archive) for archive in request["archives"]]
+        return [
+            await rattler.RepoDataRecord.from_package_archive(archive)
+            for archive in request["archives"]
+        ]
 
     try:
         records = asyncio.run(read_records())
-        asyncio.run(rattler.install(
-            records, target_prefix=request["prefix"], cache_dir=request["cache_dir"],
-            platform=rattler.Platform(request["platform"]), execute_link_scripts=False, show_progress=False,
-            alternative_target_prefix=request["final_prefix"],
-        ))
+        asyncio.run(
+            rattler.install(
+                records,
+                target_prefix=request["prefix"],
+                cache_dir=request["cache_dir"],
+                platform=rattler.Platform(request["platform"]),
+                execute_link_scripts=False,
+                show_progress=False,
+                alternative_target_prefix=request["final_prefix"],
+            )
+        )
     except Exception as err:  # rattler's InstallerError, LinkError, IoError, TransactionError
         return {"error": [type(err).__name__, _one_line(err)]}
     return {"linked": len(records)}
@@ -364,7 +434,9 @@ def _download(url: str, path: Path, name: str, *, mirror: bool = False) -> None:
     except (urllib.error.URLError, OSError, ValueError, InputRefused) as err:
         tmp.unlink(missing_ok=True)
         reason = getattr(err, "reason", None) or getattr(err, "strerror", None) or err
-        raise ToolError(f"cannot download {name} from {shown} ({reason})", fix=download_fix(url, mirror)) from None
+        raise ToolError(
+            f"cannot download {name} from {shown} ({reason})", fix=download_fix(url, mirror)
+        ) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -381,7 +453,9 @@ def _bounded_blocks(url: str) -> Iterator[bytes]:
         total, mark, since = 0, 0, time.monotonic()
         while True:
             # read1: what one receive brought (read(n) would wait for n bytes of a trickle)
-            chunk = response.read1(1 << 20) if hasattr(response, "read1") else response.read(1 << 16)
+            chunk = (
+                response.read1(1 << 20) if hasattr(response, "read1") else response.read(1 << 16)
+            )
             if not chunk:
                 return
             total += len(chunk)
@@ -397,13 +471,14 @@ def _bounded_blocks(url: str) -> Iterator[bytes]:
             yield chunk
 
 
-
 def download_fix(url: str, mirror: bool) -> str:
     """The advice for a download that failed: a mirror is the team's own copy (setting one is no
     fix when it is the one failing), a file:// folder is no network, a channel is the network."""
     if mirror:
-        return ("check the mirror (invoke.yaml gpuenv.conda_mirrors): is it reachable from here and laid out as the "
-                "channel (noarch/, linux-64/)?")
+        return (
+            "check the mirror (invoke.yaml gpuenv.conda_mirrors): is it reachable from here and laid out as the "
+            "channel (noarch/, linux-64/)?"
+        )
     if url.startswith("file://"):
         return "check that the channel folder exists and holds the package (a file:// channel needs no network)"
     return "check the network, or set a mirror of the channel (invoke.yaml gpuenv.conda_mirrors)"
@@ -412,8 +487,9 @@ def download_fix(url: str, mirror: bool) -> str:
 # ---------------------------------------------------------------- the child process
 
 
-def _run_child(action: str, request: dict[str, Any],
-               timeout_s: float = CHILD_TIMEOUT_S) -> dict[str, Any]:
+def _run_child(
+    action: str, request: dict[str, Any], timeout_s: float = CHILD_TIMEOUT_S
+) -> dict[str, Any]:
     """Run one rattler action in a child Python; its answer file is the result (see the module doc).
     Past `timeout_s` the child is killed (the watchdog)."""
     with tempfile.TemporaryDirectory(prefix="gpuenv-rattler-") as tmp:
@@ -421,13 +497,20 @@ def _run_child(action: str, request: dict[str, Any],
         inbox.write_text(json.dumps(request), encoding="utf-8")
         cmd = [sys.executable, "-m", "gpuenv.envs.conda", action, str(inbox), str(outbox)]
         try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
+            done = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=timeout_s, check=False
+            )
         except subprocess.TimeoutExpired:
-            raise ToolError(f"the conda {action} did not finish within {timeout_s:g} s", fix="check the network and the channel, then run it again") from None
+            raise ToolError(
+                f"the conda {action} did not finish within {timeout_s:g} s",
+                fix="check the network and the channel, then run it again",
+            ) from None
         if not outbox.is_file():
             lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
-            raise ToolError(f"the conda {action} stopped (exit {done.returncode}) before it finished: {lines[-1] if lines else 'no output'}",
-                            fix="this is a bug in gpuenv or py-rattler; run again with --verbose and report it")
+            raise ToolError(
+                f"the conda {action} stopped (exit {done.returncode}) before it finished: {lines[-1] if lines else 'no output'}",
+                fix="this is a bug in gpuenv or py-rattler; run again with --verbose and report it",
+            )
         return json.loads(outbox.read_text(encoding="utf-8"))
 
 

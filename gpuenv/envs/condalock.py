@@ -18,19 +18,18 @@ import json
 import os
 import re
 import stat
-import tomllib
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+import tomllib
 from packaging.version import InvalidVersion, Version
 
-from gpuenv.envs import conda, lockdir, lockers, spec
+from gpuenv.envs import conda, installed, lockdir, lockers, spec
 from gpuenv.errors import BadInput, DataError, ToolError
 from gpuenv.progress import Say
 from gpuenv.stack import Stack
-from gpuenv.envs import installed
 
 CONDA_LOCK_FILE = lockers.CONDA_LOCK_FILE
 
@@ -55,18 +54,34 @@ def read_pylock(path: Path) -> list[PipPin]:
     for package in data.get("packages", []):
         wheels = package.get("wheels") or []
         if len(wheels) != 1 or not (wheels[0].get("hashes") or {}).get("sha256"):
-            raise ToolError(f"uv locked {package.get('name')} without exactly one hashed wheel for the platform",
-                            fix="pin a version that publishes a wheel for it (sdists are not locked)")
+            raise ToolError(
+                f"uv locked {package.get('name')} without exactly one hashed wheel for the platform",
+                fix="pin a version that publishes a wheel for it (sdists are not locked)",
+            )
         wheel = wheels[0]
-        pins.append(PipPin(str(package["name"]), str(package["version"]), str(wheel["url"]), str(wheel["hashes"]["sha256"])))
+        pins.append(
+            PipPin(
+                str(package["name"]),
+                str(package["version"]),
+                str(wheel["url"]),
+                str(wheel["hashes"]["sha256"]),
+            )
+        )
     return pins
 
 
 # ---------------------------------------------------------------- writing conda-lock.yml
 
 
-def write_lock(path: Path, *, conda_part: Mapping[str, Sequence[conda.CondaPackage]], pip_part: Mapping[str, Sequence[PipPin]],
-               channels: Sequence[str], content_hash: str, source: str) -> None:
+def write_lock(
+    path: Path,
+    *,
+    conda_part: Mapping[str, Sequence[conda.CondaPackage]],
+    pip_part: Mapping[str, Sequence[PipPin]],
+    channels: Sequence[str],
+    content_hash: str,
+    source: str,
+) -> None:
     """conda-lock.yml through conda-lock's models (conda_lock.lockfile.v2prelim)."""
     from conda_lock.lockfile import write_conda_lock_file
     from conda_lock.lockfile.v2prelim.models import HashModel, LockedDependency, Lockfile, LockMeta
@@ -74,23 +89,44 @@ def write_lock(path: Path, *, conda_part: Mapping[str, Sequence[conda.CondaPacka
     packages = []
     for platform, records in conda_part.items():
         for record in records:
-            packages.append(LockedDependency(
-                name=record.name, version=record.version, manager="conda", platform=platform,
-                dependencies=_dependencies(record.depends), url=record.url,
-                hash=HashModel(md5=record.md5 or None, sha256=record.sha256), build=record.build, categories={"main"},
-            ))
+            packages.append(
+                LockedDependency(
+                    name=record.name,
+                    version=record.version,
+                    manager="conda",
+                    platform=platform,
+                    dependencies=_dependencies(record.depends),
+                    url=record.url,
+                    hash=HashModel(md5=record.md5 or None, sha256=record.sha256),
+                    build=record.build,
+                    categories={"main"},
+                )
+            )
         for pin in pip_part.get(platform, ()):
-            packages.append(LockedDependency(
-                name=pin.name, version=pin.version, manager="pip", platform=platform, dependencies={}, url=pin.url,
-                hash=HashModel(sha256=pin.sha256), categories={"main"},
-            ))
+            packages.append(
+                LockedDependency(
+                    name=pin.name,
+                    version=pin.version,
+                    manager="pip",
+                    platform=platform,
+                    dependencies={},
+                    url=pin.url,
+                    hash=HashModel(sha256=pin.sha256),
+                    categories={"main"},
+                )
+            )
     meta = LockMeta(
         content_hash={platform: content_hash for platform in conda_part},
         channels=[{"url": c, "used_env_vars": []} for c in channels],
         platforms=list(conda_part),
         sources=[source],
     )
-    write_conda_lock_file(Lockfile(package=packages, metadata=meta), path, metadata_choices=(), include_help_text=False)
+    write_conda_lock_file(
+        Lockfile(package=packages, metadata=meta),
+        path,
+        metadata_choices=(),
+        include_help_text=False,
+    )
 
 
 def _dependencies(depends: Iterable[str]) -> dict[str, str]:
@@ -130,23 +166,39 @@ def read_lock(path: Path, platform: str) -> LockedEnvironment:
             lock = parse_conda_lock_file(copy)
         except Exception as err:  # pydantic's ValidationError, yaml's errors, conda-lock's own
             first = (str(err).splitlines() or [type(err).__name__])[0].replace(str(copy), str(path))
-            raise DataError(f"{path}: conda-lock cannot read it ({first})",
-                            fix="relock: invoke lock --force") from None
+            raise DataError(
+                f"{path}: conda-lock cannot read it ({first})", fix="relock: invoke lock --force"
+            ) from None
     if platform not in lock.metadata.platforms:
-        raise BadInput(f"{path} is locked for {', '.join(lock.metadata.platforms)}, not for {platform}",
-                       fix=f"lock for it too: invoke lock --platform {platform}")
+        raise BadInput(
+            f"{path} is locked for {', '.join(lock.metadata.platforms)}, not for {platform}",
+            fix=f"lock for it too: invoke lock --platform {platform}",
+        )
     conda_part, pip_part = [], []
     for dep in lock.package:
         if dep.platform != platform:
             continue
         if dep.manager == "conda":
             if not dep.hash.sha256:
-                raise DataError(f"{path}: {dep.name} has no sha256", fix="relock: invoke lock --force")
-            conda_part.append(conda.CondaPackage(  # build_number and channel: not in conda-lock.yml, not needed to install
-                name=dep.name, version=dep.version, build=dep.build or "", build_number=0, subdir=dep.url.rsplit("/", 2)[-2],
-                url=dep.url, sha256=dep.hash.sha256, md5=dep.hash.md5 or "",
-                depends=tuple(f"{k} {v}".strip() if v != "*" else k for k, v in dep.dependencies.items()), channel="",
-            ))
+                raise DataError(
+                    f"{path}: {dep.name} has no sha256", fix="relock: invoke lock --force"
+                )
+            conda_part.append(
+                conda.CondaPackage(  # build_number and channel: not in conda-lock.yml, not needed to install
+                    name=dep.name,
+                    version=dep.version,
+                    build=dep.build or "",
+                    build_number=0,
+                    subdir=dep.url.rsplit("/", 2)[-2],
+                    url=dep.url,
+                    sha256=dep.hash.sha256,
+                    md5=dep.hash.md5 or "",
+                    depends=tuple(
+                        f"{k} {v}".strip() if v != "*" else k for k, v in dep.dependencies.items()
+                    ),
+                    channel="",
+                )
+            )
         else:
             pip_part.append(PipPin(dep.name, dep.version, dep.url, dep.hash.sha256 or ""))
     return LockedEnvironment(platform, tuple(conda_part), tuple(pip_part))
@@ -161,7 +213,11 @@ def host_virtual_versions(environ: Mapping[str, str] | None = None) -> dict[str,
     cuda = environ.get("CONDA_OVERRIDE_CUDA")
     if cuda is None:
         cuda = _driver_cuda()
-    glibc = environ.get("CONDA_OVERRIDE_GLIBC") or (os.confstr("CS_GNU_LIBC_VERSION") or "glibc ").split(" ")[-1] or None
+    glibc = (
+        environ.get("CONDA_OVERRIDE_GLIBC")
+        or (os.confstr("CS_GNU_LIBC_VERSION") or "glibc ").split(" ")[-1]
+        or None
+    )
     return {"__cuda": cuda or None, "__glibc": glibc}
 
 
@@ -176,7 +232,9 @@ def _driver_cuda() -> str | None:
 _CONSTRAINT = re.compile(r"^(>=|<=|==|!=|>|<|=)?\s*([0-9][0-9A-Za-z.*]*)$")
 
 
-def unmet_virtual(packages: Iterable[conda.CondaPackage], have: Mapping[str, str | None]) -> str | None:
+def unmet_virtual(
+    packages: Iterable[conda.CondaPackage], have: Mapping[str, str | None]
+) -> str | None:
     """The first `__cuda` / `__glibc` requirement of a locked package that `have` does not meet, as
     "gpuenv-accel needs __cuda >=12.4, this machine has 12.1"; None when all are met."""
     for package in packages:
@@ -186,7 +244,10 @@ def unmet_virtual(packages: Iterable[conda.CondaPackage], have: Mapping[str, str
                 continue
             value = have.get(name)
             if value is None:
-                return f"{package.name} {package.version} ({package.build}) needs {name} {spec}".rstrip() + f", and there is no {name} here"
+                return (
+                    f"{package.name} {package.version} ({package.build}) needs {name} {spec}".rstrip()
+                    + f", and there is no {name} here"
+                )
             if spec and not all(_meets(value, part.strip()) for part in spec.split(",")):
                 return f"{package.name} {package.version} ({package.build}) needs {name} {spec}, and this has {value}"
     return None
@@ -205,15 +266,33 @@ def _meets(value: str, constraint: str) -> bool:
         want = Version(version)
     except InvalidVersion:
         return True
-    return {">=": have >= want, "<=": have <= want, ">": have > want, "<": have < want, "!=": have != want}.get(op, have == want)
+    return {
+        ">=": have >= want,
+        "<=": have <= want,
+        ">": have > want,
+        "<": have < want,
+        "!=": have != want,
+    }.get(op, have == want)
 
 
 # ---------------------------------------------------------------- installing
 
 
-def install(lock_path: Path, *, into: Path, final_prefix: Path, platform: str, have: Mapping[str, str | None], target: str,
-            mirrors: Mapping[str, str] | None = None, wheelhouse: Path | None = None, offline: bool = False,
-            cache: Path, say: Say, output: Say) -> None:
+def install(
+    lock_path: Path,
+    *,
+    into: Path,
+    final_prefix: Path,
+    platform: str,
+    have: Mapping[str, str | None],
+    target: str,
+    mirrors: Mapping[str, str] | None = None,
+    wheelhouse: Path | None = None,
+    offline: bool = False,
+    cache: Path,
+    say: Say,
+    output: Say,
+) -> None:
     """Install the `platform` part of a conda-lock.yml into `into`, for use at `final_prefix`.
 
     `have`: the target's `__cuda` / `__glibc` (`target` names it in the refusal: "this host", "the
@@ -222,20 +301,36 @@ def install(lock_path: Path, *, into: Path, final_prefix: Path, platform: str, h
     environment = read_lock(lock_path, platform)
     problem = unmet_virtual(environment.conda, have)
     if problem:
-        raise BadInput(f"{lock_path.name} cannot run on {target}: {problem}",
-                       fix="install where the driver (or base image) meets it, or lock the stack for this machine's CUDA (--cuda)")
+        raise BadInput(
+            f"{lock_path.name} cannot run on {target}: {problem}",
+            fix="install where the driver (or base image) meets it, or lock the stack for this machine's CUDA (--cuda)",
+        )
     if not any(p.name == "python" for p in environment.conda):
         raise DataError(f"{lock_path}: no python for {platform}", fix="relock: invoke lock --force")
     say(f"fetching {len(environment.conda)} conda packages, each checked against the lock's sha256")
     # `output` takes chunks as a tool prints them: each fetch line ends with its own newline
-    archives = conda.fetch_verified(environment.conda, cache, mirrors=mirrors, say=lambda line: output(line + "\n"))
+    archives = conda.fetch_verified(
+        environment.conda, cache, mirrors=mirrors, say=lambda line: output(line + "\n")
+    )
     conda.link(archives, into, final_prefix=final_prefix, platform=platform, say=say)
     if environment.pip:
         say(f"installing {len(environment.pip)} pip packages with uv, every hash required")
         requirements = cache / "pip-requirements.txt"
         requirements.write_text(pip_requirements(environment.pip, wheelhouse), encoding="utf-8")
-        cmd = [lockers.uv_binary(), "pip", "install", "--python", str(into / "bin" / "python"), "--require-hashes", "--no-deps",
-               "--no-config", "--link-mode", "copy", "-r", str(requirements)]
+        cmd = [
+            lockers.uv_binary(),
+            "pip",
+            "install",
+            "--python",
+            str(into / "bin" / "python"),
+            "--require-hashes",
+            "--no-deps",
+            "--no-config",
+            "--link-mode",
+            "copy",
+            "-r",
+            str(requirements),
+        ]
         if offline:
             cmd += ["--offline", "--no-index"]
         lockers.run_installer(cmd, on_line=output, tool="uv pip install")
@@ -249,9 +344,25 @@ def compile_bytecode(into: Path, final_prefix: Path, output: Say) -> None:
     user cannot write them at run time."""
     site = sorted(into.glob("lib/python3*/site-packages"))
     if not site:
-        raise DataError(f"no lib/python3.*/site-packages in {into}", fix="the lock's python package made no environment")
-    cmd = [str(into / "bin" / "python"), "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "checked-hash",
-           "-s", str(into), "-p", str(final_prefix), str(site[0])]
+        raise DataError(
+            f"no lib/python3.*/site-packages in {into}",
+            fix="the lock's python package made no environment",
+        )
+    cmd = [
+        str(into / "bin" / "python"),
+        "-m",
+        "compileall",
+        "-q",
+        "-j",
+        "0",
+        "--invalidation-mode",
+        "checked-hash",
+        "-s",
+        str(into),
+        "-p",
+        str(final_prefix),
+        str(site[0]),
+    ]
     lockers.run_installer(cmd, on_line=output, tool="python -m compileall")
 
 
@@ -294,15 +405,28 @@ def make_reproducible(prefix: Path) -> None:
     history = prefix / "conda-meta" / "history"
     if history.is_file():
         lines = history.read_text(encoding="utf-8").splitlines(keepends=True)
-        history.write_text("".join(line for line in lines if not line.startswith("==>")), encoding="utf-8")
+        history.write_text(
+            "".join(line for line in lines if not line.startswith("==>")), encoding="utf-8"
+        )
 
 
 #: Where the image's environment lives (docker/install-env.sh: ENV_DIR).
 IMAGE_ENV_DIR = Path("/opt/gpuenv/env")
 
 
-def stage_for_image(lock_path: Path, *, stack: Stack, lock_sha256: str, platform: str, target: str,
-                    mirrors: Mapping[str, str], wheelhouse: Path | None, offline: bool, cache_root: Path, say: Say) -> Path:
+def stage_for_image(
+    lock_path: Path,
+    *,
+    stack: Stack,
+    lock_sha256: str,
+    platform: str,
+    target: str,
+    mirrors: Mapping[str, str],
+    wheelhouse: Path | None,
+    offline: bool,
+    cache_root: Path,
+    say: Say,
+) -> Path:
     """The conda lock installed on the host for an image's /opt/gpuenv/env, kept in `cache_root`
     by the lock's hash: the image build only copies it, so the base needs no installer and the
     build no network. Installed at a fixed path (the temporary folder, by user and lock), since
@@ -327,8 +451,20 @@ def stage_for_image(lock_path: Path, *, stack: Stack, lock_sha256: str, platform
     shutil.rmtree(work, ignore_errors=True)
     try:
         into = work / "env"
-        install(lock_path, into=into, final_prefix=IMAGE_ENV_DIR, platform=platform, have=have, target=target, mirrors=mirrors,
-                wheelhouse=wheelhouse, offline=offline, cache=work / "downloads", say=say, output=lambda _l: None)
+        install(
+            lock_path,
+            into=into,
+            final_prefix=IMAGE_ENV_DIR,
+            platform=platform,
+            have=have,
+            target=target,
+            mirrors=mirrors,
+            wheelhouse=wheelhouse,
+            offline=offline,
+            cache=work / "downloads",
+            say=say,
+            output=lambda _l: None,
+        )
         retarget_scripts(into, IMAGE_ENV_DIR)
         make_reproducible(into)
         partial = Path(tempfile.mkdtemp(prefix=f".{staged.name}.", dir=cache_root))

@@ -17,10 +17,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuenv.errors import DataError
 from gpuenv import __version__
+from gpuenv.errors import DataError
 from gpuenv.stack import Stack
-from validate.files import InputRefused, WriteFailed, decode_input, load_json_input, read_input, write_text_atomic
+from validate.files import (
+    InputRefused,
+    WriteFailed,
+    decode_input,
+    load_json_input,
+    read_input,
+    write_text_atomic,
+)
 
 FILE_NAME = "current.json"
 FORMAT = "gpuenv-current-stack/1"
@@ -47,13 +54,27 @@ class CurrentStack:
 
     def options(self) -> dict[str, Any]:
         """The stack options that name this stack, as a task's command line would give them."""
-        return {"framework": self.framework, self.framework: self.release, "cuda": self.cuda, "python": self.python,
-                "strict_driver": self.strict_driver}
+        return {
+            "framework": self.framework,
+            self.framework: self.release,
+            "cuda": self.cuda,
+            "python": self.python,
+            "strict_driver": self.strict_driver,
+        }
 
     def to_dict(self) -> dict[str, Any]:
-        return {"format": FORMAT, "stack_id": self.stack_id, "framework": self.framework, "release": self.release,
-                "cuda": self.cuda, "python": self.python, "strict_driver": self.strict_driver, "made_by": self.made_by,
-                "lock_file": self.lock_file, "gpuenv_version": self.written_by or __version__}
+        return {
+            "format": FORMAT,
+            "stack_id": self.stack_id,
+            "framework": self.framework,
+            "release": self.release,
+            "cuda": self.cuda,
+            "python": self.python,
+            "strict_driver": self.strict_driver,
+            "made_by": self.made_by,
+            "lock_file": self.lock_file,
+            "gpuenv_version": self.written_by or __version__,
+        }
 
     @classmethod
     def from_dict(cls, data: Any, where: Path) -> "CurrentStack":
@@ -64,13 +85,23 @@ class CurrentStack:
             if not isinstance(data.get(key), str) or not data[key]:
                 raise DataError(f"{where}: {key!r} is missing or not a string", fix=FIX)
         if data["framework"] not in ("torch", "tensorflow"):
-            raise DataError(f"{where}: framework {data['framework']!r} is not torch or tensorflow", fix=FIX)
+            raise DataError(
+                f"{where}: framework {data['framework']!r} is not torch or tensorflow", fix=FIX
+            )
         if not isinstance(data.get("strict_driver"), bool):
             raise DataError(f"{where}: 'strict_driver' is not true or false", fix=FIX)
         written_by = data.get("gpuenv_version", "")
-        return cls(stack_id=data["stack_id"], framework=data["framework"], release=data["release"], cuda=data["cuda"],
-                   python=data["python"], strict_driver=data["strict_driver"], made_by=data["made_by"], lock_file=data["lock_file"],
-                   written_by=written_by if isinstance(written_by, str) else "")
+        return cls(
+            stack_id=data["stack_id"],
+            framework=data["framework"],
+            release=data["release"],
+            cuda=data["cuda"],
+            python=data["python"],
+            strict_driver=data["strict_driver"],
+            made_by=data["made_by"],
+            lock_file=data["lock_file"],
+            written_by=written_by if isinstance(written_by, str) else "",
+        )
 
     def unusable(self, where: Path, reason: str) -> DataError:
         """This file's stack cannot be resolved by this gpuenv (a newer one may have written it):
@@ -79,35 +110,52 @@ class CurrentStack:
         reason = re.sub(r"^--[a-z][a-z-]* \S+: ", "", reason)
         by = f"gpuenv {self.written_by}" if self.written_by else "another gpuenv"
         newer = self.written_by or "the version that wrote it"
-        return DataError(f"{where} (written by {by}) names {self.stack_id}, which this gpuenv "
-                         f"{__version__} cannot use: {reason}",
-                         fix=f"give stack options, or upgrade gpuenv to {newer}")
+        return DataError(
+            f"{where} (written by {by}) names {self.stack_id}, which this gpuenv "
+            f"{__version__} cannot use: {reason}",
+            fix=f"give stack options, or upgrade gpuenv to {newer}",
+        )
 
 
 def current_file(locks_root: Path) -> Path:
     return locks_root / FILE_NAME
 
 
-def record(locks_root: Path, stack: Stack, *, made_by: str, lock_file: Path, strict_driver: bool) -> tuple[Path, bool]:
+def record(
+    locks_root: Path, stack: Stack, *, made_by: str, lock_file: Path, strict_driver: bool
+) -> tuple[Path, bool]:
     """Make `stack` the project's current stack. Returns the file and whether it changed."""
     try:
         relative = lock_file.resolve().relative_to(locks_root.resolve()).as_posix()
     except ValueError:
         relative = str(lock_file)
-    entry = CurrentStack(stack_id=stack.stack_id, framework=stack.framework, release=stack.framework_version,
-                         cuda=stack.cuda, python=stack.python, strict_driver=strict_driver, made_by=made_by, lock_file=relative)
+    entry = CurrentStack(
+        stack_id=stack.stack_id,
+        framework=stack.framework,
+        release=stack.framework_version,
+        cuda=stack.cuda,
+        python=stack.python,
+        strict_driver=strict_driver,
+        made_by=made_by,
+        lock_file=relative,
+    )
     path = current_file(locks_root)
     try:
         recorded = read(locks_root)
     except DataError:
         recorded = None  # a damaged record is replaced by the stack just made
     if recorded and recorded.to_dict() == {**entry.to_dict(), "made_by": recorded.made_by}:
-        return path, False  # the same stack: the committed file stays as it is (a build after its lock is no change)
+        return (
+            path,
+            False,
+        )  # the same stack: the committed file stays as it is (a build after its lock is no change)
     text = json.dumps(entry.to_dict(), indent=2) + "\n"
     try:
         write_text_atomic(path, text)
     except (WriteFailed, OSError) as err:
-        raise DataError(f"cannot record the current stack in {path}: {err}", fix="make envs/locks writable") from None
+        raise DataError(
+            f"cannot record the current stack in {path}: {err}", fix="make envs/locks writable"
+        ) from None
     return path, True
 
 

@@ -15,7 +15,13 @@ from pathlib import Path
 from gpuenv.envs import lockdir, locking, spec
 from gpuenv.errors import BadInput, DataError, GpuenvError
 from gpuenv.stack import Stack
-from validate.files import InputRefused, WriteFailed, read_text_input, refusal_line, write_text_atomic
+from validate.files import (
+    InputRefused,
+    WriteFailed,
+    read_text_input,
+    refusal_line,
+    write_text_atomic,
+)
 
 
 @dataclass(frozen=True)
@@ -24,7 +30,9 @@ class ExportResult:
     lock: Path | None  # the lock file the pins came from, None when unpinned
 
 
-def pinned_from_lock(directory: Path, stack: Stack | None = None) -> tuple[spec.Pinned, spec.Packages, Path] | None:
+def pinned_from_lock(
+    directory: Path, stack: Stack | None = None
+) -> tuple[spec.Pinned, spec.Packages, Path] | None:
     """Pins and spec packages of the verified lock in `directory`, or None when there is no lock."""
     if lockdir.read_metadata(directory) is None and not lockdir.has_lock(directory):
         return None
@@ -37,7 +45,11 @@ def pinned_from_lock(directory: Path, stack: Stack | None = None) -> tuple[spec.
         raise DataError(refusal_line(spec_path, err), fix=lockdir.RELOCK) from None
     packages = spec.parse_environment_file(spec_text, str(spec_path)).packages
     entries = [p for p in lock.packages if p.platform == platform]
-    conda = tuple(f"{p.name}={p.version}={p.build}" if p.build else f"{p.name}={p.version}" for p in entries if p.manager == "conda")
+    conda = tuple(
+        f"{p.name}={p.version}={p.build}" if p.build else f"{p.name}={p.version}"
+        for p in entries
+        if p.manager == "conda"
+    )
     pip = tuple(f"{p.name}=={p.version}" for p in entries if p.manager == "pip")
     return spec.Pinned(conda=conda, pip=pip, platform=platform), packages, lock.path
 
@@ -66,30 +78,42 @@ def check_team_file_unchanged(meta: lockdir.LockMetadata, team_file: Path | None
 def check_output(output: Path) -> None:
     """`--output` must name a file in a folder that exists: a typo in a folder is named, never created."""
     if output.is_dir():
-        raise BadInput(f"--output {output} is a folder", fix="give a file name such as environment.yml")
+        raise BadInput(
+            f"--output {output} is a folder", fix="give a file name such as environment.yml"
+        )
     parent = Path(os.path.abspath(output)).parent
     if not parent.is_dir():
         what = "is not a folder" if parent.exists() else "does not exist"
-        raise BadInput(f"--output {output}: the folder {parent} {what}", fix="create it first, or give a path in an existing folder")
+        raise BadInput(
+            f"--output {output}: the folder {parent} {what}",
+            fix="create it first, or give a path in an existing folder",
+        )
 
 
 UNPINNED_FIX = "run invoke lock with the same stack options first (then the file is pinned), or pass --unpinned to share ranges on purpose"
 
 
-def export_environment(stack: Stack, output: Path, *, team_file: Path | None = None, unpinned: bool = False) -> ExportResult:
+def export_environment(
+    stack: Stack, output: Path, *, team_file: Path | None = None, unpinned: bool = False
+) -> ExportResult:
     """Write the environment.yml for `stack` to `output` atomically. Without a lock it would hold
     version ranges, which resolve differently next month: refused unless `unpinned` is asked for."""
     check_output(output)
     directory = locking.lock_directory(stack)
     found = pinned_from_lock(directory, stack)
     if found is None and not unpinned:
-        raise BadInput(f"{stack.stack_id} has no lock in {directory}: the environment.yml would not be pinned", fix=UNPINNED_FIX)
+        raise BadInput(
+            f"{stack.stack_id} has no lock in {directory}: the environment.yml would not be pinned",
+            fix=UNPINNED_FIX,
+        )
     if found is not None:
         meta = lockdir.read_metadata(directory)
         assert meta is not None  # verified just now
         check_team_file_unchanged(meta, team_file)
         pinned, packages, lock_path = found
-        text = spec.render_export(stack, packages, pinned, channels=lock_channels(lock_path, meta.backend))
+        text = spec.render_export(
+            stack, packages, pinned, channels=lock_channels(lock_path, meta.backend)
+        )
     else:
         _, team = locking.read_team_file(team_file)
         text = spec.render_export(stack, spec.merge_packages(stack, team), None)
@@ -111,7 +135,9 @@ def lock_channels(lock_path: Path, backend: str) -> tuple[str, ...]:
     try:  # verified by lockdir.verify just before; read bounded all the same
         data = yaml.safe_load(read_text_input(lock_path, lockdir.MAX_LOCK_TEXT_BYTES))
     except (InputRefused, yaml.YAMLError) as err:
-        raise DataError(f"{lock_path}: its channels cannot be read ({err})", fix=lockdir.RELOCK) from None
+        raise DataError(
+            f"{lock_path}: its channels cannot be read ({err})", fix=lockdir.RELOCK
+        ) from None
     meta = data.get("metadata") if isinstance(data, dict) else None
     channels = []
     for entry in (meta or {}).get("channels") or []:
@@ -119,7 +145,7 @@ def lock_channels(lock_path: Path, backend: str) -> tuple[str, ...]:
         if not url or url == "nodefaults":
             continue
         alias = DEFAULT_CHANNEL_ALIAS + "/"
-        channels.append(url[len(alias):] if url.startswith(alias) else url)
+        channels.append(url[len(alias) :] if url.startswith(alias) else url)
     return tuple(channels)
 
 
@@ -128,8 +154,10 @@ def lock_file_for_sharing(stack: Stack) -> Path:
     with its hash, the form conda-lock and pixi share. A missing lock is one line with the fix."""
     directory = locking.lock_directory(stack)
     if not lockdir.has_lock(directory):
-        raise BadInput(f"{stack.stack_id} has no lock in {directory}: there is no hashed form to share yet",
-                       fix="run invoke lock with the same stack options first")
+        raise BadInput(
+            f"{stack.stack_id} has no lock in {directory}: there is no hashed form to share yet",
+            fix="run invoke lock with the same stack options first",
+        )
     return lockdir.verify(directory, stack).path
 
 

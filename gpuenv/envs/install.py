@@ -30,13 +30,20 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from gpuenv import VALIDATE_DIR, __version__
-from gpuenv.envs import conda, lockdir, lockers
+from gpuenv.envs import conda, installed, lockdir, lockers
+from gpuenv.envs.lockdir import Lock
 from gpuenv.errors import BadInput, DataError, ToolError
 from gpuenv.progress import Say
-from gpuenv.envs.lockdir import Lock
 from gpuenv.stack import Stack, stack_json
-from gpuenv.envs import installed
-from validate.files import NAME_MAX, InputRefused, held_signals, load_json_input, path_problem, read_text_input, replace_dir
+from validate.files import (
+    NAME_MAX,
+    InputRefused,
+    held_signals,
+    load_json_input,
+    path_problem,
+    read_text_input,
+    replace_dir,
+)
 
 #: A prefix's install record: a few hundred bytes of what it was installed from.
 MAX_RECORD_BYTES = 1024 * 1024
@@ -48,7 +55,6 @@ STACK_PTH = 'import os, sys; os.environ.setdefault("GPUENV_STACK_FILE", os.path.
 _SKIP_DIRS = {"__pycache__", ".pytest_cache"}
 #: What gpuenv adds to the prefix's folder name beside it: ".NAME.PID.XXXXXXXX.tmp" (a PID has at most 7 digits).
 _TEMP_NAME_EXTRA = len("..1234567.abcdefgh.tmp")
-
 
 
 @dataclass(frozen=True)
@@ -87,8 +93,10 @@ def check_prefix(prefix: str | Path | None) -> tuple[Path, Path]:
     try:
         return _check_prefix(prefix)
     except OSError as err:
-        raise BadInput(f"--prefix {_short(str(prefix))}: {err.strerror or err} ({_short(str(err.filename))})",
-                       fix="give a folder this user can reach and write") from None
+        raise BadInput(
+            f"--prefix {_short(str(prefix))}: {err.strerror or err} ({_short(str(err.filename))})",
+            fix="give a folder this user can reach and write",
+        ) from None
     except BadInput as err:
         if err.message.isprintable():
             raise
@@ -107,87 +115,148 @@ def _check_prefix(prefix: str | Path | None) -> tuple[Path, Path]:
     to a folder is followed: the folder it points to is replaced and the link kept.
     """
     if prefix is None or not str(prefix).strip():
-        raise BadInput("--prefix is missing", fix="give the folder to install into, e.g. --prefix /shared/envs/torch")
+        raise BadInput(
+            "--prefix is missing",
+            fix="give the folder to install into, e.g. --prefix /shared/envs/torch",
+        )
     text = str(prefix)
     problem = path_problem(text, folder=True)
     if problem:
-        raise BadInput(f"--prefix {_short(text)}: {problem}", fix="give a folder path such as /opt/envs/torch")
+        raise BadInput(
+            f"--prefix {_short(text)}: {problem}", fix="give a folder path such as /opt/envs/torch"
+        )
     given = Path(os.path.abspath(os.path.expanduser(text)))
     if given == Path(given.anchor):
         raise BadInput("--prefix / is the root folder", fix="give a folder such as /opt/envs/torch")
     target = Path(os.path.realpath(given))
     if given.is_symlink() and not target.exists():
-        raise BadInput(f"--prefix {given} is a symbolic link to {os.readlink(given)}, which does not exist",
-                       fix="make the folder it points to, point the link at a gpuenv prefix, or remove the link")
+        raise BadInput(
+            f"--prefix {given} is a symbolic link to {os.readlink(given)}, which does not exist",
+            fix="make the folder it points to, point the link at a gpuenv prefix, or remove the link",
+        )
     problem = path_problem(target, folder=True)
     if problem:
-        raise BadInput(f"--prefix {_short(text)} leads to {_short(str(target))}: {problem}", fix="give a folder path such as /opt/envs/torch")
+        raise BadInput(
+            f"--prefix {_short(text)} leads to {_short(str(target))}: {problem}",
+            fix="give a folder path such as /opt/envs/torch",
+        )
     if target == Path(target.anchor):
-        raise BadInput(f"--prefix {given} is the root folder", fix="give a folder such as /opt/envs/torch")
+        raise BadInput(
+            f"--prefix {given} is the root folder", fix="give a folder such as /opt/envs/torch"
+        )
     room = NAME_MAX - _TEMP_NAME_EXTRA
     if len(os.fsencode(target.name)) > room:
-        raise BadInput(f"--prefix {_short(text)}: the folder name is {len(os.fsencode(target.name))} bytes; with the temporary "
-                       f"names gpuenv makes beside it, it may be {room} at most", fix="give a shorter folder name")
+        raise BadInput(
+            f"--prefix {_short(text)}: the folder name is {len(os.fsencode(target.name))} bytes; with the temporary "
+            f"names gpuenv makes beside it, it may be {room} at most",
+            fix="give a shorter folder name",
+        )
     if target.exists() and not target.is_dir():
-        raise BadInput(f"--prefix {given} is a file" + ("" if target == given else f" (through the link, {target})"),
-                       fix="give a folder path (it is created)")
+        raise BadInput(
+            f"--prefix {given} is a file"
+            + ("" if target == given else f" (through the link, {target})"),
+            fix="give a folder path (it is created)",
+        )
     if target.is_dir():
         if os.path.ismount(target):
-            raise BadInput(f"--prefix {given} is a mount point, which cannot be replaced by a rename",
-                           fix=f"install into a folder inside it, e.g. --prefix {given / 'env'}")
+            raise BadInput(
+                f"--prefix {given} is a mount point, which cannot be replaced by a rename",
+                fix=f"install into a folder inside it, e.g. --prefix {given / 'env'}",
+            )
         inside = mounts_under(target)
         if inside:
-            raise BadInput(f"--prefix {given} holds the mount point {inside[0]}: replacing the folder would reach into it",
-                           fix="unmount it, or give another prefix")
+            raise BadInput(
+                f"--prefix {given} holds the mount point {inside[0]}: replacing the folder would reach into it",
+                fix="unmount it, or give another prefix",
+            )
         try:
             why = not_ours(target)
         except OSError as err:
-            raise BadInput(f"--prefix {given} cannot be read: {err.strerror}", fix="give a folder this user can read and write") from None
+            raise BadInput(
+                f"--prefix {given} cannot be read: {err.strerror}",
+                fix="give a folder this user can read and write",
+            ) from None
         if why:
-            raise BadInput(f"--prefix {given} is a folder gpuenv did not make ({why})",
-                           fix="give a new or empty folder; gpuenv replaces only prefixes its record "
-                               "proves it made")
+            raise BadInput(
+                f"--prefix {given} is a folder gpuenv did not make ({why})",
+                fix="give a new or empty folder; gpuenv replaces only prefixes its record "
+                "proves it made",
+            )
     existing = next(p for p in target.parents if p.exists())
     if not existing.is_dir():
-        raise BadInput(f"--prefix {given}: {existing} is a file, not a folder", fix="give a path under a folder")
+        raise BadInput(
+            f"--prefix {given}: {existing} is a file, not a folder",
+            fix="give a path under a folder",
+        )
     flags = _mount_flags(existing)
     if flags & os.ST_RDONLY:
-        raise BadInput(f"--prefix {given}: {existing} is on a read-only file system", fix="choose a folder on a writable file system")
+        raise BadInput(
+            f"--prefix {given}: {existing} is on a read-only file system",
+            fix="choose a folder on a writable file system",
+        )
     if flags & os.ST_NOEXEC:
-        raise BadInput(f"--prefix {given}: {existing} is on a file system mounted noexec, where the prefix's programs and "
-                       "libraries (torch's .so files) could not be loaded", fix="choose a folder on a file system mounted with exec")
+        raise BadInput(
+            f"--prefix {given}: {existing} is on a file system mounted noexec, where the prefix's programs and "
+            "libraries (torch's .so files) could not be loaded",
+            fix="choose a folder on a file system mounted with exec",
+        )
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise BadInput(f"--prefix {given}: {existing} is not writable by this user",
-                       fix="choose a folder you can write, or ask for one on the shared path")
+        raise BadInput(
+            f"--prefix {given}: {existing} is not writable by this user",
+            fix="choose a folder you can write, or ask for one on the shared path",
+        )
     return given, target
 
 
 def plan_install(
-    stack: Stack, lock_dir: Path, prefix: str | Path, *, wheelhouse: Path | None = None, offline: bool = False, validate_dir: Path = VALIDATE_DIR,
+    stack: Stack,
+    lock_dir: Path,
+    prefix: str | Path,
+    *,
+    wheelhouse: Path | None = None,
+    offline: bool = False,
+    validate_dir: Path = VALIDATE_DIR,
     mirrors: dict[str, str] | None = None,
 ) -> InstallPlan:
     """Check the prefix and the lock (against `stack`, as a build does); a folder that is not ours is never replaced."""
     given, target = check_prefix(prefix)
     suite = Path(os.path.realpath(validate_dir))
     if target == suite or suite in target.parents:
-        raise BadInput(f"--prefix {given} is inside the validation suite's folder {suite}, which is copied into every prefix",
-                       fix="give a folder outside the gpuenv checkout, e.g. /opt/envs/torch")
+        raise BadInput(
+            f"--prefix {given} is inside the validation suite's folder {suite}, which is copied into every prefix",
+            fix="give a folder outside the gpuenv checkout, e.g. /opt/envs/torch",
+        )
     if wheelhouse is not None and not Path(wheelhouse).is_dir():
-        raise BadInput(f"--wheelhouse {wheelhouse}: no such folder", fix="give a folder of .whl files")
+        raise BadInput(
+            f"--wheelhouse {wheelhouse}: no such folder", fix="give a folder of .whl files"
+        )
     if wheelhouse is not None:
         from gpuenv.envs.wheelhouse import wheel_names
 
-        wheel_names(wheelhouse)  # every .whl a regular file: a folder or FIFO named x.whl is one line now
+        wheel_names(
+            wheelhouse
+        )  # every .whl a regular file: a folder or FIFO named x.whl is one line now
     lock = lockdir.verify(Path(lock_dir), stack)
     if offline and wheelhouse is None:
-        raise BadInput("--offline needs --wheelhouse", fix="give the folder that holds every wheel of the lock (see the README's offline recipe)")
+        raise BadInput(
+            "--offline needs --wheelhouse",
+            fix="give the folder that holds every wheel of the lock (see the README's offline recipe)",
+        )
     mirrors = conda.check_mirrors(mirrors or {})
     if offline and lock.backend != "uv":
         from gpuenv.envs.offline import require_local_channels
 
         require_local_channels(lock.path, mirrors)
-    return InstallPlan(stack=stack, lock=lock, prefix=given, wheelhouse=Path(wheelhouse) if wheelhouse else None,
-                       validate_dir=validate_dir, offline=offline, target=target, mirrors=mirrors)
+    return InstallPlan(
+        stack=stack,
+        lock=lock,
+        prefix=given,
+        wheelhouse=Path(wheelhouse) if wheelhouse else None,
+        validate_dir=validate_dir,
+        offline=offline,
+        target=target,
+        mirrors=mirrors,
+    )
 
 
 def not_ours(folder: Path) -> str | None:
@@ -204,8 +273,12 @@ def not_ours(folder: Path) -> str | None:
     record = read_record(folder)
     manifest = record.get("manifest") if isinstance(record, dict) else None
     lock_hash = record.get("lock_sha256") if isinstance(record, dict) else None
-    if not (isinstance(lock_hash, str) and re.fullmatch(r"[0-9a-f]{64}", lock_hash)
-            and isinstance(manifest, list) and all(isinstance(name, str) for name in manifest)):
+    if not (
+        isinstance(lock_hash, str)
+        and re.fullmatch(r"[0-9a-f]{64}", lock_hash)
+        and isinstance(manifest, list)
+        and all(isinstance(name, str) for name in manifest)
+    ):
         return f"its {RECORD_FILE} is not a record gpuenv wrote (no lock hash and manifest)"
     extra = [name for name in entries if name != RECORD_FILE and name not in manifest]
     if extra:
@@ -218,14 +291,20 @@ def not_ours(folder: Path) -> str | None:
 def read_record(prefix: Path) -> dict | None:
     """What a prefix was installed from, or None when it is not a (whole) gpuenv prefix."""
     try:  # a prefix may be shared: its record is read bounded (a FIFO there would hang the read)
-        return load_json_input(read_text_input(Path(prefix) / RECORD_FILE, MAX_RECORD_BYTES), max_depth=16)
+        return load_json_input(
+            read_text_input(Path(prefix) / RECORD_FILE, MAX_RECORD_BYTES), max_depth=16
+        )
     except InputRefused:
         return None
 
 
 def is_current(plan: InstallPlan) -> bool:
     record = read_record(plan.folder)
-    return bool(record and record.get("lock_sha256") == plan.lock.sha256 and (plan.folder / "bin" / "python").exists())
+    return bool(
+        record
+        and record.get("lock_sha256") == plan.lock.sha256
+        and (plan.folder / "bin" / "python").exists()
+    )
 
 
 def install(plan: InstallPlan, *, say: Say, output: Say, force: bool = False) -> InstallResult:
@@ -237,18 +316,26 @@ def install(plan: InstallPlan, *, say: Say, output: Say, force: bool = False) ->
     and is reported in the result. A file-system failure (a full disk) is one ToolError line.
     """
     if not force and is_current(plan):
-        say(f"{plan.prefix} already holds lock {plan.lock.sha256[:12]} ({plan.lock.backend}): nothing to do")
+        say(
+            f"{plan.prefix} already holds lock {plan.lock.sha256[:12]} ({plan.lock.backend}): nothing to do"
+        )
         return InstallResult(plan.prefix, True, plan.lock.sha256)
     folder = plan.folder
     for path in leftovers(folder):
-        say(f"left by an install that was killed (its process is gone): {path}; remove it with rm -rf once no install runs")
+        say(
+            f"left by an install that was killed (its process is gone): {path}; remove it with rm -rf once no install runs"
+        )
     step = f"making {folder.parent}"
     work: Path | None = None
     made: list[Path] = []
     try:
         _make_parents(folder.parent, made)
         step = "making the build folder beside it"
-        work = Path(tempfile.mkdtemp(prefix=f".{folder.name}.{os.getpid()}.", suffix=".tmp", dir=folder.parent))
+        work = Path(
+            tempfile.mkdtemp(
+                prefix=f".{folder.name}.{os.getpid()}.", suffix=".tmp", dir=folder.parent
+            )
+        )
         work.rmdir()  # the installers want to create the folder themselves
         step = "installing the lock"
         if plan.lock.backend == "uv":
@@ -276,10 +363,15 @@ def install(plan: InstallPlan, *, say: Say, output: Say, force: bool = False) ->
             # What gpuenv put in the prefix: the proof a later install may replace it (not_ours).
             "manifest": sorted(os.listdir(work)),
         }
-        (work / RECORD_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        (work / RECORD_FILE).write_text(
+            json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+        )
         step = "setting permissions"
         share_like_parent(work, folder.parent)
-        say(f"moving it into place: {plan.prefix}" + (f" (the link's folder {folder})" if folder != plan.prefix else ""))
+        say(
+            f"moving it into place: {plan.prefix}"
+            + (f" (the link's folder {folder})" if folder != plan.prefix else "")
+        )
         step = "moving it into place"
         arrived = replace_dir(work, folder, redeliver=False)
     except BaseException as err:
@@ -290,8 +382,10 @@ def install(plan: InstallPlan, *, say: Say, output: Say, force: bool = False) ->
                 with contextlib.suppress(OSError):
                     parent.rmdir()
         if isinstance(err, OSError):
-            raise ToolError(f"install into {folder} failed while {step}: {err.strerror or err}",
-                            fix=f"{_os_fix(err)}; {plan.prefix} is as it was and nothing was left beside it") from None
+            raise ToolError(
+                f"install into {folder} failed while {step}: {err.strerror or err}",
+                fix=f"{_os_fix(err)}; {plan.prefix} is as it was and nothing was left beside it",
+            ) from None
         raise
     return InstallResult(plan.prefix, False, plan.lock.sha256, tuple(arrived))
 
@@ -307,7 +401,12 @@ def leftovers(folder: Path) -> list[Path]:
     found = []
     for entry in sorted(folder.parent.iterdir()):
         match = pattern.match(entry.name)
-        if match and entry.is_dir() and not entry.is_symlink() and not _running(int(match.group(1) or match.group(2))):
+        if (
+            match
+            and entry.is_dir()
+            and not entry.is_symlink()
+            and not _running(int(match.group(1) or match.group(2)))
+        ):
             found.append(entry)
     return found
 
@@ -362,7 +461,12 @@ def share_like_parent(root: Path, parent: Path, *, walk: bool = True) -> None:
         if is_dir:
             wanted = own | reach | group_write
         else:
-            wanted = own | readable | group_write | ((reach & (stat.S_IXGRP | stat.S_IXOTH)) if own & stat.S_IXUSR else 0)
+            wanted = (
+                own
+                | readable
+                | group_write
+                | ((reach & (stat.S_IXGRP | stat.S_IXOTH)) if own & stat.S_IXUSR else 0)
+            )
         if wanted != stat.S_IMODE(current):
             os.chmod(path, wanted)
 
@@ -379,7 +483,9 @@ def share_like_parent(root: Path, parent: Path, *, walk: bool = True) -> None:
 def mounts_under(folder: Path) -> list[str]:
     """Mount points strictly inside `folder` (from /proc/self/mountinfo; none where it is missing)."""
     try:
-        lines = Path("/proc/self/mountinfo").read_text(encoding="utf-8", errors="replace").splitlines()
+        lines = (
+            Path("/proc/self/mountinfo").read_text(encoding="utf-8", errors="replace").splitlines()
+        )
     except OSError:
         return []
     inside = []
@@ -387,7 +493,9 @@ def mounts_under(folder: Path) -> list[str]:
     for line in lines:
         fields = line.split()
         if len(fields) > 4:
-            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])  # mountinfo escapes space as \040
+            point = re.sub(
+                r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4]
+            )  # mountinfo escapes space as \040
             if point.startswith(base):
                 inside.append(point)
     return inside
@@ -433,14 +541,34 @@ def _printable(text: str) -> str:
 def _install_uv(plan: InstallPlan, work: Path, say: Say, output: Say) -> None:
     uv = lockers.uv_binary()
     say(f"creating a venv on this host's Python {plan.stack.python}")
-    lockers.run_installer(lockers.uv_venv_command(uv=uv, prefix=work, python=plan.stack.python), on_line=output, tool="uv venv",
-                          env={})
+    lockers.run_installer(
+        lockers.uv_venv_command(uv=uv, prefix=work, python=plan.stack.python),
+        on_line=output,
+        tool="uv venv",
+        env={},
+    )
     if not (work / "bin" / "python").exists():
-        raise ToolError(f"uv made no interpreter in {work}", fix=f"install Python {plan.stack.python} on this host")
-    source = f" (wheelhouse {plan.wheelhouse}{', offline' if plan.offline else ''})" if plan.wheelhouse else ""
+        raise ToolError(
+            f"uv made no interpreter in {work}",
+            fix=f"install Python {plan.stack.python} on this host",
+        )
+    source = (
+        f" (wheelhouse {plan.wheelhouse}{', offline' if plan.offline else ''})"
+        if plan.wheelhouse
+        else ""
+    )
     say(f"installing {plan.lock.path.name} with hashes required{source}")
-    lockers.run_installer(lockers.uv_install_command(uv=uv, prefix=work, lock=plan.lock.path, find_links=plan.wheelhouse, offline=plan.offline),
-                          on_line=output, tool="uv pip install")
+    lockers.run_installer(
+        lockers.uv_install_command(
+            uv=uv,
+            prefix=work,
+            lock=plan.lock.path,
+            find_links=plan.wheelhouse,
+            offline=plan.offline,
+        ),
+        on_line=output,
+        tool="uv pip install",
+    )
 
 
 def _install_conda(plan: InstallPlan, work: Path, say: Say, output: Say) -> None:
@@ -452,12 +580,26 @@ def _install_conda(plan: InstallPlan, work: Path, say: Say, output: Say) -> None
 
     conda_platform = {"x86_64": "linux-64", "aarch64": "linux-aarch64"}.get(host.machine())
     if conda_platform is None:
-        raise BadInput(f"this host is {host.machine()}, for which gpuenv locks nothing", fix="install on a linux-64 or linux-aarch64 host")
+        raise BadInput(
+            f"this host is {host.machine()}, for which gpuenv locks nothing",
+            fix="install on a linux-64 or linux-aarch64 host",
+        )
     cache = Path(tempfile.mkdtemp(prefix="gpuenv-conda-pkgs-"))
     try:
-        condalock.install(plan.lock.path, into=work, final_prefix=plan.folder, platform=conda_platform,
-                          have=condalock.host_virtual_versions(), target="this host", mirrors=plan.mirrors,
-                          wheelhouse=plan.wheelhouse, offline=plan.offline, cache=cache, say=say, output=output)
+        condalock.install(
+            plan.lock.path,
+            into=work,
+            final_prefix=plan.folder,
+            platform=conda_platform,
+            have=condalock.host_virtual_versions(),
+            target="this host",
+            mirrors=plan.mirrors,
+            wheelhouse=plan.wheelhouse,
+            offline=plan.offline,
+            cache=cache,
+            say=say,
+            output=output,
+        )
         condalock.retarget_scripts(work, plan.folder)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
@@ -477,5 +619,8 @@ def own_files(prefix: Path) -> dict[str, str]:
 def _site_packages(prefix: Path) -> Path:
     found = sorted(prefix.glob("lib/python3*/site-packages"))
     if not found:
-        raise DataError(f"no lib/python3.*/site-packages in {prefix}", fix="the installer made no Python environment; see --verbose")
+        raise DataError(
+            f"no lib/python3.*/site-packages in {prefix}",
+            fix="the installer made no Python environment; see --verbose",
+        )
     return found[0]

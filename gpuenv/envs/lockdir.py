@@ -111,24 +111,38 @@ class LockMetadata:
         """Parse stack.json; any wrong shape is one DataError line naming the file and the key."""
         if not isinstance(data, dict):
             raise DataError(f"{where}: not a JSON object", fix=RELOCK)
-        if not isinstance(data.get("lock_format"), int) or isinstance(data.get("lock_format"), bool):
+        if not isinstance(data.get("lock_format"), int) or isinstance(
+            data.get("lock_format"), bool
+        ):
             raise DataError(f"{where}: no lock_format: not a gpuenv lock's metadata", fix=RELOCK)
         if data.get("lock_format") != LOCK_FORMAT:
-            raise OlderLockFormat(f"{where}: made by another gpuenv (lock format {data.get('lock_format')!r}, this one reads {LOCK_FORMAT})", fix=RELOCK)
+            raise OlderLockFormat(
+                f"{where}: made by another gpuenv (lock format {data.get('lock_format')!r}, this one reads {LOCK_FORMAT})",
+                fix=RELOCK,
+            )
         for key in ("backend", "input_hash", "lock_sha256", "source", "stack_id"):
             if not isinstance(data.get(key), str) or not data[key]:
                 raise DataError(f"{where}: {key!r} is missing or not a string", fix=RELOCK)
         if data["backend"] not in LOCK_FILES:
             raise DataError(f"{where}: unknown backend {data['backend']!r}", fix=RELOCK)
         platforms = data.get("platforms")
-        if not isinstance(platforms, list) or not platforms or not all(isinstance(p, str) for p in platforms):
+        if (
+            not isinstance(platforms, list)
+            or not platforms
+            or not all(isinstance(p, str) for p in platforms)
+        ):
             raise DataError(f"{where}: 'platforms' is not a list of platforms", fix=RELOCK)
         try:
             stack = Stack.from_dict(data)
         except TypeError as err:
-            raise DataError(f"{where}: the stack record is incomplete ({err})", fix=RELOCK) from None
+            raise DataError(
+                f"{where}: the stack record is incomplete ({err})", fix=RELOCK
+            ) from None
         if stack.stack_id != data["stack_id"]:
-            raise DataError(f"{where}: stack_id {data['stack_id']!r} does not match its own fields ({stack.stack_id})", fix=RELOCK)
+            raise DataError(
+                f"{where}: stack_id {data['stack_id']!r} does not match its own fields ({stack.stack_id})",
+                fix=RELOCK,
+            )
         return cls(
             stack=stack,
             backend=data["backend"],
@@ -143,7 +157,11 @@ class LockMetadata:
             team_file=data.get("team_file"),
             team_file_sha256=data.get("team_file_sha256"),
             env_file=data.get("env_file"),
-            locked_at=data["locked_at"] if isinstance(data.get("locked_at"), int) and not isinstance(data.get("locked_at"), bool) and data["locked_at"] >= 0 else None,
+            locked_at=data["locked_at"]
+            if isinstance(data.get("locked_at"), int)
+            and not isinstance(data.get("locked_at"), bool)
+            and data["locked_at"] >= 0
+            else None,
         )
 
 
@@ -185,12 +203,16 @@ def read_metadata(directory: Path) -> LockMetadata | None:
 
 
 def write_metadata(directory: Path, metadata: LockMetadata) -> None:
-    (Path(directory) / METADATA_FILE).write_text(json.dumps(metadata.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    (Path(directory) / METADATA_FILE).write_text(
+        json.dumps(metadata.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8"
+    )
 
 
 def has_lock(directory: Path) -> bool:
     """Whether anything that claims to be a lock is in `directory` (verify tells whether it is sound)."""
-    return (Path(directory) / METADATA_FILE).exists() or any((Path(directory) / n).exists() for n in LOCK_FILES.values())
+    return (Path(directory) / METADATA_FILE).exists() or any(
+        (Path(directory) / n).exists() for n in LOCK_FILES.values()
+    )
 
 
 def verify(directory: Path, stack: Stack | None = None) -> Lock:
@@ -204,17 +226,24 @@ def verify(directory: Path, stack: Stack | None = None) -> Lock:
     if meta is None:
         found = [n for n in LOCK_FILES.values() if (directory / n).exists()]
         if found:
-            raise DataError(f"{directory / found[0]} has no {METADATA_FILE} beside it, so nothing vouches for it", fix=RELOCK)
+            raise DataError(
+                f"{directory / found[0]} has no {METADATA_FILE} beside it, so nothing vouches for it",
+                fix=RELOCK,
+            )
         raise DataError(
             f"no lock in {directory}",
             fix="run invoke lock for this stack (or invoke build, which locks when the lock is missing)",
         )
     where = directory / METADATA_FILE
     if stack is not None and meta.stack.stack_id != stack.stack_id:
-        raise DataError(f"{where} is the lock of {meta.stack.stack_id}, not of {stack.stack_id}", fix=RELOCK)
+        raise DataError(
+            f"{where} is the lock of {meta.stack.stack_id}, not of {stack.stack_id}", fix=RELOCK
+        )
     path = directory / lock_file_name(meta.backend)
     if not path.is_file():
-        raise DataError(f"{path} is missing (the metadata names the {meta.backend} lock)", fix=RELOCK)
+        raise DataError(
+            f"{path} is missing (the metadata names the {meta.backend} lock)", fix=RELOCK
+        )
     sha = file_sha256(path)
     if sha != meta.lock_sha256:
         raise DataError(
@@ -224,8 +253,18 @@ def verify(directory: Path, stack: Stack | None = None) -> Lock:
     packages = tuple(read_lock_file(path, meta.backend, meta.platforms))
     problem = content_problem(stack or meta.stack, packages, meta.platforms, meta.backend)
     if problem:
-        raise DataError(f"{path} does not hold the stack {(stack or meta.stack).stack_id}: {problem}", fix=RELOCK)
-    return Lock(directory=directory, path=path, backend=meta.backend, sha256=sha, metadata=meta, packages=packages)
+        raise DataError(
+            f"{path} does not hold the stack {(stack or meta.stack).stack_id}: {problem}",
+            fix=RELOCK,
+        )
+    return Lock(
+        directory=directory,
+        path=path,
+        backend=meta.backend,
+        sha256=sha,
+        metadata=meta,
+        packages=packages,
+    )
 
 
 def read_lock_file(path: Path, backend: str, platforms: Iterable[str]) -> list[LockedPackage]:
@@ -241,7 +280,9 @@ def read_lock_file(path: Path, backend: str, platforms: Iterable[str]) -> list[L
     return read_conda_lock(path)
 
 
-def content_problem(stack: Stack, packages: Iterable[LockedPackage], platforms: Iterable[str], backend: str) -> str | None:
+def content_problem(
+    stack: Stack, packages: Iterable[LockedPackage], platforms: Iterable[str], backend: str
+) -> str | None:
     """Why a lock's entries are not the stack's (framework build, Python), or None when they are."""
     packages = list(packages)
     req = Requirement(stack.pip_requirement)
@@ -256,13 +297,17 @@ def content_problem(stack: Stack, packages: Iterable[LockedPackage], platforms: 
         except InvalidVersion:
             ok = False
         if not ok:
-            return f"it has {framework} {build.version}, the stack wants {req.specifier} ({platform})"
+            return (
+                f"it has {framework} {build.version}, the stack wants {req.specifier} ({platform})"
+            )
         if backend == "conda-lock":
             python = next((p for p in here if p.name == "python" and p.manager == "conda"), None)
             if python is None:
                 return f"python is not in it for {platform}"
             if ".".join(python.version.split(".")[:2]) != stack.python:
-                return f"it has Python {python.version}, the stack wants {stack.python} ({platform})"
+                return (
+                    f"it has Python {python.version}, the stack wants {stack.python} ({platform})"
+                )
     return None
 
 
@@ -280,12 +325,24 @@ def read_requirements_lock(path: Path, platform: str = "linux-64") -> list[Locke
             raise DataError(f"{path}: {head} has no hash", fix=RELOCK)
         name, _, version = head.partition("==")
         hashes = tuple(re.findall(r"--hash=sha256:([0-9a-f]{64})", text))
-        packages.append(LockedPackage(name=canonicalize_name(name), version=version, manager="pip", platform=platform, hashes=hashes))
+        packages.append(
+            LockedPackage(
+                name=canonicalize_name(name),
+                version=version,
+                manager="pip",
+                platform=platform,
+                hashes=hashes,
+            )
+        )
         entry.clear()
 
     for raw in _text(path).splitlines():
-        line = raw.split("#", 1)[0].rstrip() if not raw.lstrip().startswith("--hash") else raw.rstrip()
-        if not line.strip() or line.lstrip().startswith(("--index-url", "--extra-index-url", "--find-links")):
+        line = (
+            raw.split("#", 1)[0].rstrip() if not raw.lstrip().startswith("--hash") else raw.rstrip()
+        )
+        if not line.strip() or line.lstrip().startswith(
+            ("--index-url", "--extra-index-url", "--find-links")
+        ):
             continue
         if not raw.startswith((" ", "\t")):
             flush()
@@ -302,8 +359,9 @@ MAX_LOCK_VALUES = 1_000_000
 _YamlLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def yaml_shape_problem(text: str, *, max_depth: int = MAX_LOCK_DEPTH,
-                       max_values: int = MAX_LOCK_VALUES) -> str | None:
+def yaml_shape_problem(
+    text: str, *, max_depth: int = MAX_LOCK_DEPTH, max_values: int = MAX_LOCK_VALUES
+) -> str | None:
     """What makes YAML text unsafe to load, in a few words, or None: nesting past `max_depth`
     (the composer recurses: 50,000 levels is a RecursionError or a crash), or more than
     `max_values` values once every alias is expanded (a 400-byte alias bomb is billions).
@@ -351,7 +409,9 @@ def load_lock_yaml(path: Path, text: str | None = None) -> Any:
         return yaml.load(text, Loader=_YamlLoader)  # noqa: S506 (a safe loader)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
-        raise DataError(f"{path}:{mark.line + 1 if mark else 1}: not valid YAML", fix=RELOCK) from None
+        raise DataError(
+            f"{path}:{mark.line + 1 if mark else 1}: not valid YAML", fix=RELOCK
+        ) from None
     except RecursionError:
         raise DataError(f"{path}: nested too deeply", fix=RELOCK) from None
 
@@ -363,27 +423,38 @@ def read_conda_lock(path: Path, text: str | None = None) -> list[LockedPackage]:
         data = load_lock_yaml(path, text) or {}
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
-        raise DataError(f"{path}:{mark.line + 1 if mark else 1}: not valid YAML", fix=RELOCK) from None
+        raise DataError(
+            f"{path}:{mark.line + 1 if mark else 1}: not valid YAML", fix=RELOCK
+        ) from None
     if not isinstance(data, dict) or not isinstance(data.get("package", []), list):
         raise DataError(f"{path}: not a conda-lock lockfile (no 'package' list)", fix=RELOCK)
     packages = []
     seen: set[tuple[str, str, str]] = set()
     for item in data.get("package", []):
-        if not isinstance(item, dict) or not all(k in item for k in ("name", "version", "manager", "platform")):
-            raise DataError(f"{path}: an entry lacks name, version, manager or platform", fix=RELOCK)
+        if not isinstance(item, dict) or not all(
+            k in item for k in ("name", "version", "manager", "platform")
+        ):
+            raise DataError(
+                f"{path}: an entry lacks name, version, manager or platform", fix=RELOCK
+            )
         hashes = item.get("hash") or {}
         if not (hashes.get("sha256") or hashes.get("md5")):
             raise DataError(f"{path}: {item.get('name')} has no hash", fix=RELOCK)
         key = (str(item["manager"]), str(item["platform"]), canonicalize_name(str(item["name"])))
         if key in seen:  # a bad merge: which of the two would be installed is anyone's guess
             what = f"{item['manager']} package {item['name']}"
-            raise DataError(f"{path}: {what} is listed twice for {item['platform']}",
-                            fix="keep one entry per package (resolve the merge), or relock")
+            raise DataError(
+                f"{path}: {what} is listed twice for {item['platform']}",
+                fix="keep one entry per package (resolve the merge), or relock",
+            )
         seen.add(key)
         packages.append(
             LockedPackage(
-                name=str(item["name"]), version=str(item["version"]), manager=str(item["manager"]),
-                platform=str(item["platform"]), build=str(item.get("build") or ""),
+                name=str(item["name"]),
+                version=str(item["version"]),
+                manager=str(item["manager"]),
+                platform=str(item["platform"]),
+                build=str(item.get("build") or ""),
             )
         )
     return packages
@@ -401,7 +472,9 @@ def _text(path: Path) -> str:
     except InputRefused as err:
         raise DataError(refusal_line(path, err), fix=RELOCK) from None
     except OSError as err:
-        raise DataError(f"{path}: cannot be read ({err.strerror or type(err).__name__})", fix=RELOCK) from None
+        raise DataError(
+            f"{path}: cannot be read ({err.strerror or type(err).__name__})", fix=RELOCK
+        ) from None
 
 
 # ---------------------------------------------------------------- writing: temp folders and the swap
@@ -451,7 +524,11 @@ def _process_start(pid: int) -> float | None:
     """When `pid` started (epoch seconds), from /proc; None where /proc cannot tell."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-        boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime "))
+        boot = next(
+            float(line.split()[1])
+            for line in Path("/proc/stat").read_text().splitlines()
+            if line.startswith("btime ")
+        )
         ticks = int(stat.rsplit(")", 1)[1].split()[19])
         return boot + ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, StopIteration, ValueError, IndexError):
@@ -465,4 +542,3 @@ def replace_directory(new: Path, target: Path) -> None:
     the other's half-swapped folder away, and the loser's lock simply becomes the newer one.
     """
     replace_dir(new, target)
-

@@ -45,7 +45,11 @@ FRAMEWORK_INDEX_PACKAGES = ("torch", "torchvision", "torchaudio")
 UV_PROJECT_FILE = "pyproject.toml"
 
 
-def uv_lock_project(requirements: Sequence[str], framework_index: str, pinned: Sequence[str] = FRAMEWORK_INDEX_PACKAGES) -> str:
+def uv_lock_project(
+    requirements: Sequence[str],
+    framework_index: str,
+    pinned: Sequence[str] = FRAMEWORK_INDEX_PACKAGES,
+) -> str:
     """A pyproject.toml for `uv pip compile` that pins the framework packages to an explicit index.
 
     uv's explicit index (`explicit = true` plus `[tool.uv.sources]`) is used only for the
@@ -54,7 +58,11 @@ def uv_lock_project(requirements: Sequence[str], framework_index: str, pinned: S
     """
     import json
 
-    names = {re.split(r"[\s\[<>=!~;@]", r.strip(), maxsplit=1)[0].lower() for r in requirements if r.strip()}
+    names = {
+        re.split(r"[\s\[<>=!~;@]", r.strip(), maxsplit=1)[0].lower()
+        for r in requirements
+        if r.strip()
+    }
     deps = "".join(f"    {json.dumps(r.strip())},\n" for r in requirements if r.strip())
     sources = "".join(f'{name} = {{ index = "framework" }}\n' for name in pinned if name in names)
     return (
@@ -76,7 +84,10 @@ def with_install_index(lock_text: str, framework_index: str) -> str:
     if line in lock_text:
         return lock_text
     lines = lock_text.splitlines(keepends=True)
-    at = max((i + 1 for i, l in enumerate(lines) if l.startswith(("--index-url", "--extra-index-url"))), default=0)
+    at = max(
+        (i + 1 for i, l in enumerate(lines) if l.startswith(("--index-url", "--extra-index-url"))),
+        default=0,
+    )
     return "".join(lines[:at] + [line] + lines[at:])
 
 
@@ -109,10 +120,16 @@ def uv_compile_command(
     wheelhouse path is not written: it is a folder of this host.
     """
     cmd = [
-        uv, "pip", "compile", str(requirements),
-        "--output-file", str(output),
-        "--python-version", python,
-        "--python-platform", python_platform,
+        uv,
+        "pip",
+        "compile",
+        str(requirements),
+        "--output-file",
+        str(output),
+        "--python-version",
+        python,
+        "--python-platform",
+        python_platform,
         "--generate-hashes",
         "--no-header",
         "--emit-index-url",
@@ -158,7 +175,9 @@ def tool_versions(backend: str) -> dict[str, str]:
         except PackageNotFoundError:
             versions[name] = "not installed"
     if backend == "uv" and versions["uv"] == "not installed":
-        out = subprocess.run([uv_binary(), "--version"], capture_output=True, text=True, check=False)
+        out = subprocess.run(
+            [uv_binary(), "--version"], capture_output=True, text=True, check=False
+        )
         versions["uv"] = out.stdout.strip().removeprefix("uv ") or "unknown"
     return versions
 
@@ -172,26 +191,50 @@ def run_uv_compile(cmd: list[str], *, cwd: Path) -> None:
         output = done.stderr + done.stdout
         url = unreachable_url(output)
         if url is not None:
-            causes = [next(g for g in m.groups() if g) for m in map(_UV_CAUSE.match, output.splitlines()) if m]
+            causes = [
+                next(g for g in m.groups() if g)
+                for m in map(_UV_CAUSE.match, output.splitlines())
+                if m
+            ]
             reason = causes[-1].strip() if causes else summarize_tool_output(output)
             raise IndexUnreachable(f"uv could not reach {url} ({reason})", url=url)
-        raise ToolError(f"uv could not lock: {summarize_tool_output(output)}", fix="change the pins in the team file, or choose another stack")
+        raise ToolError(
+            f"uv could not lock: {summarize_tool_output(output)}",
+            fix="change the pins in the team file, or choose another stack",
+        )
 
 
-def _run(cmd: list[str], *, cwd: Path, env: dict[str, str], tool: str) -> subprocess.CompletedProcess[str]:
+def _run(
+    cmd: list[str], *, cwd: Path, env: dict[str, str], tool: str
+) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=SOLVE_TIMEOUT_S, check=False)
+        return subprocess.run(
+            cmd,
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=SOLVE_TIMEOUT_S,
+            check=False,
+        )
     except FileNotFoundError:
-        raise ToolError(f"{tool} is not installed ({cmd[0]} not found)", fix=f"pip install {tool}") from None
+        raise ToolError(
+            f"{tool} is not installed ({cmd[0]} not found)", fix=f"pip install {tool}"
+        ) from None
     except subprocess.TimeoutExpired:
-        raise ToolError(f"{tool} did not finish within {SOLVE_TIMEOUT_S} s", fix="check the network, then run it again") from None
+        raise ToolError(
+            f"{tool} did not finish within {SOLVE_TIMEOUT_S} s",
+            fix="check the network, then run it again",
+        ) from None
 
 
 def unreachable_url(output: str) -> str | None:
     """The index URL uv failed to fetch because of the network (DNS, connect, timeout), if any."""
     text = _ANSI.sub("", output)
     match = re.search(r"Failed to fetch: `?(\S+?)`?\s*$", text, re.MULTILINE)
-    if match and re.search(r"dns error|client error \(Connect\)|timed out|operation timed out|Connection refused", text):
+    if match and re.search(
+        r"dns error|client error \(Connect\)|timed out|operation timed out|Connection refused", text
+    ):
         return match.group(1)
     return None
 
@@ -209,14 +252,16 @@ def summarize_tool_output(output: str, limit: int = 400) -> str:
     picked += errors[:1] + causes[:1] + causes[-1:]
     exceptions = [m.group(1) for m in map(_PY_EXCEPTION.match, lines) if m]
     picked += exceptions[-1:]
-    picked = list(dict.fromkeys(p.strip() for p in picked if p.strip())) or lines[-1:] or ["no output"]
+    picked = (
+        list(dict.fromkeys(p.strip() for p in picked if p.strip())) or lines[-1:] or ["no output"]
+    )
     text = "; ".join(picked)
     if len(text) <= limit:
         return text
     # Too long: cut the front, never the root cause at the end ("...: No space left on device").
     last = picked[-1]
     if len(last) > limit - 3:
-        return "..." + last[-(limit - 3):]
+        return "..." + last[-(limit - 3) :]
     room = limit - len(last) - 5
     return ("; ".join(picked[:-1])[:room] + "...; " if room > 0 else "...; ") + last
 
@@ -224,7 +269,9 @@ def summarize_tool_output(output: str, limit: int = 400) -> str:
 # ---------------------------------------------------------------- conda-lock's own parser
 
 
-def parse_spec_with_conda_lock(spec: Path, platforms: Sequence[str], mapping: Path, source: Path | None = None) -> dict[str, list[str]]:
+def parse_spec_with_conda_lock(
+    spec: Path, platforms: Sequence[str], mapping: Path, source: Path | None = None
+) -> dict[str, list[str]]:
     """Parse a spec with conda-lock's own parser, offline; returns the dependency names per platform.
 
     Catches what the YAML checks cannot (conda-lock's requirement rules). A failure is a
@@ -234,10 +281,14 @@ def parse_spec_with_conda_lock(spec: Path, platforms: Sequence[str], mapping: Pa
     from conda_lock.src_parser import make_lock_spec
 
     try:
-        lock_spec = make_lock_spec(src_files=[spec], platform_overrides=list(platforms), mapping_url=str(mapping))
+        lock_spec = make_lock_spec(
+            src_files=[spec], platform_overrides=list(platforms), mapping_url=str(mapping)
+        )
     except Exception as err:  # conda-lock raises plain ValueError/RuntimeError for bad specs
         raise _spec_error(source or spec, err) from None
-    return {platform: [dep.name for dep in deps] for platform, deps in lock_spec.dependencies.items()}
+    return {
+        platform: [dep.name for dep in deps] for platform, deps in lock_spec.dependencies.items()
+    }
 
 
 def conda_spec_problem(value: str) -> str | None:
@@ -263,7 +314,10 @@ def _spec_error(spec: Path, err: Exception) -> BadInput:
         if any(q and q in line for q in quoted):
             line_no = number
             break
-    return BadInput(f"{spec}:{line_no}: conda-lock cannot parse it: {reason.splitlines()[0]}", fix="write the entry as a conda spec (name=1.2) or pip requirement (name==1.2)")
+    return BadInput(
+        f"{spec}:{line_no}: conda-lock cannot parse it: {reason.splitlines()[0]}",
+        fix="write the entry as a conda spec (name=1.2) or pip requirement (name==1.2)",
+    )
 
 
 # ---------------------------------------------------------------- uv's managed Pythons (for images)
@@ -317,16 +371,31 @@ def install_standalone_python(
     }
     if ca_cert is not None:
         env["SSL_CERT_FILE"] = str(ca_cert)
-    done = _run(python_install_command(uv, request, install_dir), cwd=install_dir, env=env, tool="uv")
+    done = _run(
+        python_install_command(uv, request, install_dir), cwd=install_dir, env=env, tool="uv"
+    )
     if done.returncode != 0:
         output = _ANSI.sub("", done.stderr + done.stdout)
         url = re.search(r"((?:https?|file)://[^\s`'\")]+)", output)
-        where = url.group(1) if url else os.environ.get("UV_PYTHON_INSTALL_MIRROR") or "python-build-standalone"
-        causes = [next(g for g in m.groups() if g) for m in map(_UV_CAUSE.match, output.splitlines()) if m]
+        where = (
+            url.group(1)
+            if url
+            else os.environ.get("UV_PYTHON_INSTALL_MIRROR") or "python-build-standalone"
+        )
+        causes = [
+            next(g for g in m.groups() if g) for m in map(_UV_CAUSE.match, output.splitlines()) if m
+        ]
         reason = causes[-1].strip() if causes else summarize_tool_output(output)
-        raise ToolError(f"cannot download Python {version} ({arch}) for the image from {where} ({reason})", fix=PYTHON_MIRROR_FIX)
+        raise ToolError(
+            f"cannot download Python {version} ({arch}) for the image from {where} ({reason})",
+            fix=PYTHON_MIRROR_FIX,
+        )
     found = _run(python_find_command(uv, request), cwd=install_dir, env=env, tool="uv")
-    executable = found.stdout.strip().splitlines()[-1] if found.returncode == 0 and found.stdout.strip() else ""
+    executable = (
+        found.stdout.strip().splitlines()[-1]
+        if found.returncode == 0 and found.stdout.strip()
+        else ""
+    )
     if not executable:
         raise ToolError(
             f"uv installed Python {version} ({arch}) but cannot find it in {install_dir}: {summarize_tool_output(found.stderr)}",
@@ -344,19 +413,38 @@ def uv_venv_command(*, uv: str, prefix: Path, python: str) -> list[str]:
     Relocatable, because the prefix is built beside its target and renamed into place: entry
     points and activate scripts then find the interpreter relative to themselves.
     """
-    return [uv, "venv", "--relocatable", "--no-python-downloads", "--no-config", "--python", python, str(prefix)]
+    return [
+        uv,
+        "venv",
+        "--relocatable",
+        "--no-python-downloads",
+        "--no-config",
+        "--python",
+        python,
+        str(prefix),
+    ]
 
 
-def uv_install_command(*, uv: str, prefix: Path, lock: Path, find_links: Path | None = None, offline: bool = False) -> list[str]:
+def uv_install_command(
+    *, uv: str, prefix: Path, lock: Path, find_links: Path | None = None, offline: bool = False
+) -> list[str]:
     """`uv pip install` of a uv lock with every hash required and no dependency resolution.
 
     `offline`: no index is asked (`--no-index`, which also ignores the lock's own --index-url
     lines) and nothing is fetched (`--offline`); every wheel must be in `find_links`.
     """
     cmd = [
-        uv, "pip", "install", "--python", str(prefix / "bin" / "python"),
-        "--require-hashes", "--no-deps", "--no-config", "--compile-bytecode",
-        "-r", str(lock),
+        uv,
+        "pip",
+        "install",
+        "--python",
+        str(prefix / "bin" / "python"),
+        "--require-hashes",
+        "--no-deps",
+        "--no-config",
+        "--compile-bytecode",
+        "-r",
+        str(lock),
     ]
     if find_links is not None:
         cmd += ["--find-links", str(find_links)]
@@ -365,7 +453,9 @@ def uv_install_command(*, uv: str, prefix: Path, lock: Path, find_links: Path | 
     return cmd
 
 
-def run_installer(cmd: list[str], *, on_line: Say, tool: str, env: dict[str, str] | None = None) -> None:
+def run_installer(
+    cmd: list[str], *, on_line: Say, tool: str, env: dict[str, str] | None = None
+) -> None:
     """Run an installer, handing each line it prints to `on_line`; failure is a one-line ToolError.
 
     The installer runs in a process group of its own, and whatever stops gpuenv meanwhile (Ctrl-C,
@@ -373,10 +463,18 @@ def run_installer(cmd: list[str], *, on_line: Say, tool: str, env: dict[str, str
     which killing the installer alone would leave running forever."""
     environment = {**os.environ, "NO_COLOR": "1", "UV_NO_PROGRESS": "1", **(env or {})}
     try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                env=environment, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=environment,
+            start_new_session=True,
+        )
     except FileNotFoundError:
-        raise ToolError(f"{tool} is not installed ({cmd[0]} not found)", fix=f"install {tool}") from None
+        raise ToolError(
+            f"{tool} is not installed ({cmd[0]} not found)", fix=f"install {tool}"
+        ) from None
     lines: list[str] = []
     assert proc.stdout is not None
     try:
@@ -390,7 +488,10 @@ def run_installer(cmd: list[str], *, on_line: Say, tool: str, env: dict[str, str
     finally:
         proc.stdout.close()
     if code != 0:
-        raise ToolError(f"{tool} could not install: {summarize_tool_output(''.join(lines))}", fix="see --verbose for the installer's full output")
+        raise ToolError(
+            f"{tool} could not install: {summarize_tool_output(''.join(lines))}",
+            fix="see --verbose for the installer's full output",
+        )
 
 
 #: How long an installer's process group has to leave after SIGTERM before it is killed.

@@ -19,9 +19,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import time
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -53,6 +53,7 @@ read_metadata = lockdir.read_metadata
 #: Team and environment files larger than this are refused before anything reads them as YAML:
 #: a real one is a few kB, and a 50 MB one made uv look up hundreds of thousands of names.
 MAX_SPEC_BYTES = 1024 * 1024
+
 
 @dataclass(frozen=True)
 class LockResult:
@@ -132,14 +133,30 @@ def ensure_lock(
     the rendered spec (the team file is then not merged: the received file is the whole spec).
     """
     say = progress or (lambda _msg: None)
-    plan = plan_lock(stack, backend=backend, platforms=platforms, wheelhouse=wheelhouse, team_file=team_file, env_file=env_file,
-                     conda_channels=conda_channels, mirrors=mirrors)
+    plan = plan_lock(
+        stack,
+        backend=backend,
+        platforms=platforms,
+        wheelhouse=wheelhouse,
+        team_file=team_file,
+        env_file=env_file,
+        conda_channels=conda_channels,
+        mirrors=mirrors,
+    )
     input_hash = plan.input_hash()
     directory = lock_directory(stack)
     lock_path = directory / lock_file_name(plan.backend)
     if not force and _is_current(directory, stack, plan.backend, input_hash):
-        say(f"lock of {stack.stack_id} is up to date ({plan.backend}, inputs {input_hash[:12]}): {lock_path}")
-        return LockResult(directory=directory, backend=plan.backend, input_hash=input_hash, skipped=True, files=lock_path)
+        say(
+            f"lock of {stack.stack_id} is up to date ({plan.backend}, inputs {input_hash[:12]}): {lock_path}"
+        )
+        return LockResult(
+            directory=directory,
+            backend=plan.backend,
+            input_hash=input_hash,
+            skipped=True,
+            files=lock_path,
+        )
 
     say(f"checking the spec with conda-lock's parser ({', '.join(plan.platforms)})")
     _parse_like_conda_lock(plan.spec_text, plan.platforms, plan.origin)
@@ -161,7 +178,13 @@ def ensure_lock(
     finally:
         if work is not None:
             shutil.rmtree(work, ignore_errors=True)
-    return LockResult(directory=directory, backend=plan.backend, input_hash=input_hash, skipped=False, files=lock_path)
+    return LockResult(
+        directory=directory,
+        backend=plan.backend,
+        input_hash=input_hash,
+        skipped=False,
+        files=lock_path,
+    )
 
 
 def plan_lock(
@@ -177,7 +200,9 @@ def plan_lock(
 ) -> _Plan:
     """Read and check every input before anything is written: bad input ends here."""
     if backend not in BACKENDS:
-        raise BadInput(f"--backend {backend!r} is not known", fix=f"use one of {', '.join(BACKENDS)}")
+        raise BadInput(
+            f"--backend {backend!r} is not known", fix=f"use one of {', '.join(BACKENDS)}"
+        )
     if env_file is not None:
         text = _read(env_file, "--file")
         received = spec.parse_environment_file(text, str(env_file), lockers.conda_spec_problem)
@@ -200,10 +225,15 @@ def plan_lock(
     listing: tuple[str, ...] = ()
     if wheelhouse is not None:
         if not wheelhouse.is_dir():
-            raise BadInput(f"--wheelhouse {wheelhouse}: no such folder", fix="give a folder that holds .whl files")
+            raise BadInput(
+                f"--wheelhouse {wheelhouse}: no such folder",
+                fix="give a folder that holds .whl files",
+            )
         from gpuenv.envs.wheelhouse import wheel_names
 
-        listing = tuple(f"{name} {(wheelhouse / name).stat().st_size}" for name in wheel_names(wheelhouse))  # regular files only
+        listing = tuple(
+            f"{name} {(wheelhouse / name).stat().st_size}" for name in wheel_names(wheelhouse)
+        )  # regular files only
     extra = [c for c in packages.conda if spec.conda_name(c) not in ("python", "pip")]
     if backend == "uv" and extra:
         raise BadInput(
@@ -212,7 +242,8 @@ def plan_lock(
         )
     # The framework index is not named when the wheelhouse holds the framework build (air-gapped).
     extra_index = tuple(
-        url for url in packages.pip_repositories
+        url
+        for url in packages.pip_repositories
         if not (url == stack.index_url and wheelhouse_has_framework(wheelhouse, stack, chosen))
     )
     virtual_packages = "" if backend == "uv" else spec.render_virtual_packages(stack, chosen)
@@ -244,7 +275,10 @@ def read_team_file_hashed(team_file: Path | None) -> tuple[Path, spec.Packages |
     """read_team_file, plus the sha256 of the bytes parsed (None when there is no team file)."""
     team_path = team_file if team_file is not None else DEFAULT_TEAM_FILE
     if team_file is not None and not team_path.exists():
-        raise BadInput(f"--team-file {team_file}: no such file", fix="give the path of a team file like envs/team.yml")
+        raise BadInput(
+            f"--team-file {team_file}: no such file",
+            fix="give the path of a team file like envs/team.yml",
+        )
     if not team_path.exists():
         return team_path, None, None
     text = _read(team_path, "--team-file")
@@ -252,7 +286,9 @@ def read_team_file_hashed(team_file: Path | None) -> tuple[Path, spec.Packages |
     return team_path, spec.parse_team_file(text, str(team_path), lockers.conda_spec_problem), sha
 
 
-def check_received_against_stack(packages: spec.Packages, stack: Stack, source: Path, text: str = "") -> None:
+def check_received_against_stack(
+    packages: spec.Packages, stack: Stack, source: Path, text: str = ""
+) -> None:
     """A received environment.yml locked for a stack must hold that stack's framework and Python.
 
     Otherwise the lock would be filed under the stack's name while holding something else
@@ -261,13 +297,18 @@ def check_received_against_stack(packages: spec.Packages, stack: Stack, source: 
     """
     req = Requirement(stack.pip_requirement)
     framework = canonicalize_name(req.name)
-    exact = next((Version(s.version) for s in req.specifier if s.operator in ("==", "===")), Version(stack.framework_version))
+    exact = next(
+        (Version(s.version) for s in req.specifier if s.operator in ("==", "===")),
+        Version(stack.framework_version),
+    )
 
     def where(line: str) -> str:
         number = next((n for n, raw in enumerate(text.splitlines(), 1) if line in raw), None)
         return packages.where.get(line) or (f"{source}:{number}" if number else str(source))
 
-    names = {framework} | ({"tensorflow", "tensorflow-cpu"} if stack.framework == "tensorflow" else set())
+    names = {framework} | (
+        {"tensorflow", "tensorflow-cpu"} if stack.framework == "tensorflow" else set()
+    )
     option = "--torch" if stack.framework == "torch" else "--tensorflow"
     found = False
     for line in packages.pip:
@@ -289,9 +330,15 @@ def check_received_against_stack(packages: spec.Packages, stack: Stack, source: 
     for line in packages.conda:
         name = spec.conda_name(line)
         if canonicalize_name(name) in names:
-            raise BadInput(f"{where(line)}: {line!r} installs {name} from conda", fix=f"the stack installs {stack.pip_requirement} with pip: move it to the pip list")
+            raise BadInput(
+                f"{where(line)}: {line!r} installs {name} from conda",
+                fix=f"the stack installs {stack.pip_requirement} with pip: move it to the pip list",
+            )
         if name == "python" and not python_pin_allows(line, stack.python):
-            raise BadInput(f"{where(line)}: {line!r} contradicts the stack's Python {stack.python}", fix="lock it with --python matching the file, or change the pin")
+            raise BadInput(
+                f"{where(line)}: {line!r} contradicts the stack's Python {stack.python}",
+                fix="lock it with --python matching the file, or change the pin",
+            )
     if not found:
         raise BadInput(
             f"{source}: has no {framework} requirement, but the stack {stack.stack_id} is built around it",
@@ -303,7 +350,7 @@ def python_pin_allows(line: str, python: str) -> bool:
     """Whether a conda `python` spec (python=3.11, python=3.11.4, python>=3.10,<3.12) allows X.Y."""
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-    rest = line.split("::")[-1].strip()[len("python"):].replace(" ", "")
+    rest = line.split("::")[-1].strip()[len("python") :].replace(" ", "")
     if not rest or rest == "*":
         return True
     if rest.startswith("=") or (rest.startswith("==") and "*" not in rest):
@@ -337,7 +384,9 @@ def _parse_like_conda_lock(spec_text: str, platforms: tuple[str, ...], source: P
         lockers.parse_spec_with_conda_lock(path, platforms, MAPPING_FILE, source=source)
 
 
-def wheelhouse_has_framework(wheelhouse: Path | None, stack: Stack, platforms: Iterable[str]) -> bool:
+def wheelhouse_has_framework(
+    wheelhouse: Path | None, stack: Stack, platforms: Iterable[str]
+) -> bool:
     """Whether the wheelhouse holds the stack's exact framework build for the stack's Python on every platform."""
     if wheelhouse is None or not wheelhouse.is_dir():
         return False
@@ -376,7 +425,10 @@ def _lock_into(work: Path, stack: Stack, plan: _Plan, input_hash: str, say: Say)
     say("checking the lock: hashes on every entry, GPU builds for a GPU stack")
     problem = cpu_only_problem(stack, packages, plan.platforms)
     if problem:
-        raise ToolError(f"the lock of GPU stack {stack.stack_id} resolved to CPU-only builds: {problem}", fix="check the framework pin and its wheel index (or the wheelhouse)")
+        raise ToolError(
+            f"the lock of GPU stack {stack.stack_id} resolved to CPU-only builds: {problem}",
+            fix="check the framework pin and its wheel index (or the wheelhouse)",
+        )
     lock_file = work / lock_file_name(plan.backend)
     metadata = lockdir.LockMetadata(
         stack=stack,
@@ -395,7 +447,10 @@ def _lock_into(work: Path, stack: Stack, plan: _Plan, input_hash: str, say: Say)
     )
     problem = lockdir.content_problem(stack, packages, plan.platforms, plan.backend)
     if problem:
-        raise ToolError(f"the new lock of {stack.stack_id} does not hold the stack: {problem}", fix="check the pins of the file you locked")
+        raise ToolError(
+            f"the new lock of {stack.stack_id} does not hold the stack: {problem}",
+            fix="check the pins of the file you locked",
+        )
     lockdir.write_metadata(work, metadata)
 
 
@@ -408,7 +463,9 @@ def _lock_with_uv(work: Path, stack: Stack, plan: _Plan, say: Say) -> list[Locke
     return packages
 
 
-def _uv_compile(work: Path, stack: Stack, plan: _Plan, platform: str, out: Path, say: Say, pylock: bool = False) -> None:
+def _uv_compile(
+    work: Path, stack: Stack, plan: _Plan, platform: str, out: Path, say: Say, pylock: bool = False
+) -> None:
     """The pip part of the plan locked by uv for one platform into `out` (a requirements lock, or pylock.toml)."""
     requirements = work / "requirements.in"
     requirements.write_text("".join(f"{line}\n" for line in plan.packages.pip), encoding="utf-8")
@@ -417,13 +474,27 @@ def _uv_compile(work: Path, stack: Stack, plan: _Plan, platform: str, out: Path,
     extra_index = tuple(u for u in plan.extra_index_urls if u != framework_index)
     if framework_index:
         requirements = work / lockers.UV_PROJECT_FILE
-        requirements.write_text(lockers.uv_lock_project(plan.packages.pip, framework_index), encoding="utf-8")
+        requirements.write_text(
+            lockers.uv_lock_project(plan.packages.pip, framework_index), encoding="utf-8"
+        )
     target = lockers.uv_python_platform(platform, spec.glibc_for(stack))
-    sources = ", ".join([*(["wheelhouse " + str(plan.wheelhouse)] if plan.wheelhouse else []), *plan.extra_index_urls, "PyPI"])
+    sources = ", ".join(
+        [
+            *(["wheelhouse " + str(plan.wheelhouse)] if plan.wheelhouse else []),
+            *plan.extra_index_urls,
+            "PyPI",
+        ]
+    )
     say(f"locking with uv for Python {stack.python} on {target} from {sources}")
     cmd = lockers.uv_compile_command(
-        uv=lockers.uv_binary(), requirements=requirements, output=out, python=stack.python, python_platform=target,
-        extra_index_urls=extra_index, find_links=plan.wheelhouse, pylock=pylock,
+        uv=lockers.uv_binary(),
+        requirements=requirements,
+        output=out,
+        python=stack.python,
+        python_platform=target,
+        extra_index_urls=extra_index,
+        find_links=plan.wheelhouse,
+        pylock=pylock,
     )
     try:
         lockers.run_uv_compile(cmd, cwd=work)
@@ -434,17 +505,34 @@ def _uv_compile(work: Path, stack: Stack, plan: _Plan, platform: str, out: Path,
         # Still an IndexUnreachable: callers (and the tests' fixtures) tell "no route" from a bad lock by its type.
         raise lockers.IndexUnreachable(err.message, url=err.url, fix=fix) from None
     if framework_index and not pylock:
-        out.write_text(lockers.with_install_index(out.read_text(encoding="utf-8"), framework_index), encoding="utf-8")
+        out.write_text(
+            lockers.with_install_index(out.read_text(encoding="utf-8"), framework_index),
+            encoding="utf-8",
+        )
 
 
-def _lock_with_rattler(work: Path, stack: Stack, plan: _Plan, input_hash: str, say: Say) -> list[LockedPackage]:
+def _lock_with_rattler(
+    work: Path, stack: Stack, plan: _Plan, input_hash: str, say: Say
+) -> list[LockedPackage]:
     """conda-lock.yml: the conda part solved by py-rattler per platform, with the stack's virtual
     packages; the pip part locked by uv for the same platform (gpuenv.envs.condalock)."""
     conda_part, pip_part = {}, {}
     for platform in plan.platforms:
-        virtual = conda.virtual_packages(cuda=None if stack.is_cpu else stack.cuda, glibc=spec.glibc_for(stack), arch=spec.PLATFORM_ARCH[platform])
-        say(f"solving the conda part for {platform} from {', '.join(plan.channels)} ({', '.join(virtual)})")
-        conda_part[platform] = conda.solve(channels=plan.channels, specs=plan.packages.conda, platform=platform, virtual=virtual, mirrors=plan.mirrors)
+        virtual = conda.virtual_packages(
+            cuda=None if stack.is_cpu else stack.cuda,
+            glibc=spec.glibc_for(stack),
+            arch=spec.PLATFORM_ARCH[platform],
+        )
+        say(
+            f"solving the conda part for {platform} from {', '.join(plan.channels)} ({', '.join(virtual)})"
+        )
+        conda_part[platform] = conda.solve(
+            channels=plan.channels,
+            specs=plan.packages.conda,
+            platform=platform,
+            virtual=virtual,
+            mirrors=plan.mirrors,
+        )
         pin_file = work / f"pylock.{platform}.toml"
         if plan.packages.pip:
             _uv_compile(work, stack, plan, platform, pin_file, say, pylock=True)
@@ -453,15 +541,23 @@ def _lock_with_rattler(work: Path, stack: Stack, plan: _Plan, input_hash: str, s
     for leftover in ("requirements.in", lockers.UV_PROJECT_FILE):
         (work / leftover).unlink(missing_ok=True)
     lockfile = work / lockers.CONDA_LOCK_FILE
-    condalock.write_lock(lockfile, conda_part=conda_part, pip_part=pip_part, channels=[conda.channel_url(c) for c in plan.channels],
-                         content_hash=input_hash, source=SPEC_FILE)
+    condalock.write_lock(
+        lockfile,
+        conda_part=conda_part,
+        pip_part=pip_part,
+        channels=[conda.channel_url(c) for c in plan.channels],
+        content_hash=input_hash,
+        source=SPEC_FILE,
+    )
     return read_conda_lock(lockfile)
 
 
 # ---------------------------------------------------------------- checking locks
 
 
-def cpu_only_problem(stack: Stack, packages: list[LockedPackage], platforms: Iterable[str]) -> str | None:
+def cpu_only_problem(
+    stack: Stack, packages: list[LockedPackage], platforms: Iterable[str]
+) -> str | None:
     """Why a GPU stack's lock holds CPU-only builds, or None when it is fine (and always for CPU stacks).
 
     The framework build must carry the stack's CUDA local label (torch `+cu121`), or, for builds
@@ -476,16 +572,26 @@ def cpu_only_problem(stack: Stack, packages: list[LockedPackage], platforms: Ite
         names = {canonicalize_name(p.name) for p in here}
         if "tensorflow-cpu" in names:
             return f"tensorflow-cpu is in the lock for {platform}"
-        build = next((p for p in here if canonicalize_name(p.name) == framework and p.manager == "pip"), None)
+        build = next(
+            (p for p in here if canonicalize_name(p.name) == framework and p.manager == "pip"), None
+        )
         if build is None:
             return f"{framework} is not in the lock for {platform}"
         local = _local_label(build.version)
         if local == "cpu":
             return f"{framework}=={build.version} is the CPU build ({platform})"
-        if stack.wheel_variant and stack.wheel_variant.startswith("cu") and local is not None and local != stack.wheel_variant:
-            return f"{framework}=={build.version} is not the {stack.wheel_variant} build ({platform})"
+        if (
+            stack.wheel_variant
+            and stack.wheel_variant.startswith("cu")
+            and local is not None
+            and local != stack.wheel_variant
+        ):
+            return (
+                f"{framework}=={build.version} is not the {stack.wheel_variant} build ({platform})"
+            )
         has_cuda_libs = any(is_cuda_wheel(n) for n in names) or any(
-            p.manager == "conda" and (p.name.startswith("cuda-") or p.name == "cudatoolkit") for p in here
+            p.manager == "conda" and (p.name.startswith("cuda-") or p.name == "cudatoolkit")
+            for p in here
         )
         if local is None and not has_cuda_libs:
             return f"{framework}=={build.version} comes without CUDA libraries on {platform} (no nvidia-* packages)"
@@ -534,4 +640,7 @@ def _read(path: Path, option: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise BadInput(f"{option} {path}: cannot be read as text ({err.__class__.__name__})", fix="give a YAML file") from None
+        raise BadInput(
+            f"{option} {path}: cannot be read as text ({err.__class__.__name__})",
+            fix="give a YAML file",
+        ) from None

@@ -51,7 +51,17 @@ _CONDA_SPEC = re.compile(
 #: Returns why a conda spec is invalid, or None.
 CondaCheck = Callable[[str], "str | None"]
 _TEAM_KEYS = ("conda", "pip", "pip-repositories")
-_ENV_KEYS = ("name", "channels", "dependencies", "platforms", "pip-repositories", "variables", "prefix", "category", "allow-pypi-requests")
+_ENV_KEYS = (
+    "name",
+    "channels",
+    "dependencies",
+    "platforms",
+    "pip-repositories",
+    "variables",
+    "prefix",
+    "category",
+    "allow-pypi-requests",
+)
 
 
 @dataclass(frozen=True)
@@ -140,19 +150,29 @@ def merge_packages(stack: Stack, team: Packages | None = None) -> Packages:
     team = team or Packages()
     for line in team.conda:
         if conda_name(line) in ("python", "pip"):
-            raise BadInput(f"{team.where.get(line, 'team file')}: {line!r} pins {conda_name(line)}", fix="remove it: the stack decides Python and pip")
+            raise BadInput(
+                f"{team.where.get(line, 'team file')}: {line!r} pins {conda_name(line)}",
+                fix="remove it: the stack decides Python and pip",
+            )
     for line in team.pip:
         if canonicalize_name(Requirement(line).name) in framework_packages(stack):
-            raise BadInput(f"{team.where.get(line, 'team file')}: {line!r} pins the framework", fix="remove it: the stack decides the framework build (use --torch/--tensorflow)")
+            raise BadInput(
+                f"{team.where.get(line, 'team file')}: {line!r} pins the framework",
+                fix="remove it: the stack decides the framework build (use --torch/--tensorflow)",
+            )
     conda = (f"python={stack.python}", "pip", *team.conda)
-    named = {conda_name(c) for c in team.conda} | {canonicalize_name(Requirement(p).name) for p in team.pip}
+    named = {conda_name(c) for c in team.conda} | {
+        canonicalize_name(Requirement(p).name) for p in team.pip
+    }
     companions = tuple(c for c in FRAMEWORK_COMPANIONS if c not in named)  # the team's own pin wins
     pip = (stack.pip_requirement, *companions, *SUITE_REQUIREMENTS, *team.pip)
     repos = _unique(([stack.index_url] if stack.index_url else []) + list(team.pip_repositories))
     return Packages(conda=conda, pip=pip, pip_repositories=tuple(repos))
 
 
-def render_environment(stack: Stack, team: Packages | None = None, platforms: Iterable[str] = DEFAULT_PLATFORMS) -> str:
+def render_environment(
+    stack: Stack, team: Packages | None = None, platforms: Iterable[str] = DEFAULT_PLATFORMS
+) -> str:
     """The environment.yml gpuenv locks for `stack` (conda part by py-rattler, pip part by uv), with the team's packages merged in."""
     packages = merge_packages(stack, team)
     header = (
@@ -166,10 +186,14 @@ def render_environment_file(received: EnvironmentFile, platforms: Iterable[str])
     """A received environment.yml in the form conda-lock reads (index options -> pip-repositories)."""
     header = "# Normalised by gpuenv from a received environment.yml for conda-lock.\n"
     channels = received.channels or CHANNELS
-    return header + _dump_environment(received.name or "gpuenv", channels, received.packages, tuple(platforms))
+    return header + _dump_environment(
+        received.name or "gpuenv", channels, received.packages, tuple(platforms)
+    )
 
 
-def render_export(stack: Stack, packages: Packages, pinned: Pinned | None = None, channels: Sequence[str] = ()) -> str:
+def render_export(
+    stack: Stack, packages: Packages, pinned: Pinned | None = None, channels: Sequence[str] = ()
+) -> str:
     """An environment.yml for `conda env create` / `mamba env create`: pinned when a lock exists.
 
     The pip section carries the index lines pip needs (conda passes them to pip as a
@@ -213,7 +237,9 @@ def render_virtual_packages(stack: Stack, platforms: Iterable[str]) -> str:
     return yaml.safe_dump({"subdirs": subdirs}, sort_keys=False)
 
 
-def _dump_environment(name: str, channels: Iterable[str], packages: Packages, platforms: tuple[str, ...]) -> str:
+def _dump_environment(
+    name: str, channels: Iterable[str], packages: Packages, platforms: tuple[str, ...]
+) -> str:
     data: dict[str, Any] = {"name": name, "channels": list(channels), "platforms": list(platforms)}
     if packages.pip_repositories:
         data["pip-repositories"] = list(packages.pip_repositories)
@@ -236,7 +262,9 @@ def check_platforms(values: Iterable[str], source: str = "--platform") -> tuple[
     out = []
     for value in values:
         if value not in PLATFORMS:
-            raise BadInput(f"{source}: unknown platform {value!r}", fix=f"use one of {', '.join(PLATFORMS)}")
+            raise BadInput(
+                f"{source}: unknown platform {value!r}", fix=f"use one of {', '.join(PLATFORMS)}"
+            )
         out.append(value)
     return tuple(_unique(out)) or DEFAULT_PLATFORMS
 
@@ -259,25 +287,39 @@ def parse_team_file(text: str, name: str, conda_check: CondaCheck | None = None)
     pip_entries = _strings(mapping.get("pip"), src, "pip")
     conda = tuple(_check_conda(v, n, src) for v, n in conda_entries)
     pip = tuple(_check_pip(v, n, src) for v, n in pip_entries)
-    repos = tuple(_check_url(v, n, src) for v, n in _strings(mapping.get("pip-repositories"), src, "pip-repositories"))
+    repos = tuple(
+        _check_url(v, n, src)
+        for v, n in _strings(mapping.get("pip-repositories"), src, "pip-repositories")
+    )
     where = {v: f"{name}:{n.start_mark.line + 1}" for v, n in conda_entries + pip_entries}
     return Packages(conda=conda, pip=pip, pip_repositories=repos, where=where)
 
 
-def parse_environment_file(text: str, name: str, conda_check: CondaCheck | None = None) -> EnvironmentFile:
+def parse_environment_file(
+    text: str, name: str, conda_check: CondaCheck | None = None
+) -> EnvironmentFile:
     """A conda environment.yml; pip `--extra-index-url`/`--index-url` lines become pip-repositories."""
     src = _Source(name, conda_check)
     root = _compose(text, src)
     if root is None:
-        raise BadInput(f"{name}:1: the file is empty", fix="give an environment.yml with a dependencies list")
+        raise BadInput(
+            f"{name}:1: the file is empty", fix="give an environment.yml with a dependencies list"
+        )
     mapping = _mapping(root, src, "an environment.yml")
     for key, node in _keys(root).items():
         if key not in _ENV_KEYS:
             raise src.fail(node, f"unknown key {key!r}", f"use only {', '.join(_ENV_KEYS)}")
     env_name = mapping["name"].value if isinstance(mapping.get("name"), yaml.ScalarNode) else None
-    channels = tuple(v for v, _ in _strings(mapping.get("channels"), src, "channels") if v != "nodefaults")
-    platforms = tuple(_check_platform(v, n, src) for v, n in _strings(mapping.get("platforms"), src, "platforms"))
-    repos = [_check_url(v, n, src) for v, n in _strings(mapping.get("pip-repositories"), src, "pip-repositories")]
+    channels = tuple(
+        v for v, _ in _strings(mapping.get("channels"), src, "channels") if v != "nodefaults"
+    )
+    platforms = tuple(
+        _check_platform(v, n, src) for v, n in _strings(mapping.get("platforms"), src, "platforms")
+    )
+    repos = [
+        _check_url(v, n, src)
+        for v, n in _strings(mapping.get("pip-repositories"), src, "pip-repositories")
+    ]
     conda: list[str] = []
     pip: list[str] = []
     deps = mapping.get("dependencies")
@@ -291,20 +333,32 @@ def parse_environment_file(text: str, name: str, conda_check: CondaCheck | None 
             continue
         sub = _mapping(item, src, "a dependencies entry")
         if set(sub) != {"pip"}:
-            raise src.fail(item, f"unexpected entry {sorted(sub)}", "only a 'pip:' list may appear among the dependencies")
+            raise src.fail(
+                item,
+                f"unexpected entry {sorted(sub)}",
+                "only a 'pip:' list may appear among the dependencies",
+            )
         for value, node in _strings(sub["pip"], src, "pip"):
             option, _, rest = value.partition(" ")
-            if option in _INDEX_OPTIONS or option.startswith(("--extra-index-url=", "--index-url=")):
+            if option in _INDEX_OPTIONS or option.startswith(
+                ("--extra-index-url=", "--index-url=")
+            ):
                 url = rest.strip() if rest else option.split("=", 1)[1]
                 repos.append(_check_url(url, node, src))
             elif value.startswith("-"):
-                raise src.fail(node, f"pip option {value!r} cannot be locked", "keep only requirements and index URLs in the pip list")
+                raise src.fail(
+                    node,
+                    f"pip option {value!r} cannot be locked",
+                    "keep only requirements and index URLs in the pip list",
+                )
             else:
                 pip.append(_check_pip(value, node, src))
     return EnvironmentFile(
         name=env_name,
         channels=channels,
-        packages=Packages(conda=tuple(conda), pip=tuple(pip), pip_repositories=tuple(_unique(repos))),
+        packages=Packages(
+            conda=tuple(conda), pip=tuple(pip), pip_repositories=tuple(_unique(repos))
+        ),
         platforms=platforms,
     )
 
@@ -314,17 +368,28 @@ def _compose(text: str, src: _Source) -> yaml.Node | None:
         return yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
-        if err.context_mark is not None and mark is not None and mark.line >= len(text.splitlines()):
-            mark = err.context_mark  # "unexpected end of stream": point at where the open construct began
+        if (
+            err.context_mark is not None
+            and mark is not None
+            and mark.line >= len(text.splitlines())
+        ):
+            mark = (
+                err.context_mark
+            )  # "unexpected end of stream": point at where the open construct began
         line = mark.line + 1 if mark else 1
-        raise BadInput(f"{src.name}:{line}: bad YAML: {err.problem or err.context}", fix="fix the YAML syntax on that line") from None
+        raise BadInput(
+            f"{src.name}:{line}: bad YAML: {err.problem or err.context}",
+            fix="fix the YAML syntax on that line",
+        ) from None
     except yaml.YAMLError as err:
         raise BadInput(f"{src.name}:1: bad YAML: {err}", fix="fix the YAML syntax") from None
 
 
 def _mapping(node: yaml.Node, src: _Source, what: str) -> dict[str, yaml.Node]:
     if not isinstance(node, yaml.MappingNode):
-        raise src.fail(node, f"{what} must be a mapping of keys", "see envs/team.yml for the layout")
+        raise src.fail(
+            node, f"{what} must be a mapping of keys", "see envs/team.yml for the layout"
+        )
     return {str(k.value): v for k, v in node.value}
 
 
@@ -341,7 +406,9 @@ def _strings(node: yaml.Node | None, src: _Source, key: str) -> list[tuple[str, 
     out = []
     for item in node.value:
         if not isinstance(item, yaml.ScalarNode):
-            raise src.fail(item, f"'{key}' entries must be plain strings", "write one entry per '- ' line")
+            raise src.fail(
+                item, f"'{key}' entries must be plain strings", "write one entry per '- ' line"
+            )
         out.append((str(item.value).strip(), item))
     return out
 
@@ -351,7 +418,11 @@ def _check_conda(value: str, node: yaml.Node, src: _Source) -> str:
     if problem is None and src.conda_check is not None:
         problem = src.conda_check(value)
     if problem:
-        raise src.fail(node, f"{value!r} is not a conda package spec ({problem})", "write it as name, name=1.2 or 'name >=1.2,<2'")
+        raise src.fail(
+            node,
+            f"{value!r} is not a conda package spec ({problem})",
+            "write it as name, name=1.2 or 'name >=1.2,<2'",
+        )
     return value
 
 
@@ -360,15 +431,25 @@ def _check_pip(value: str, node: yaml.Node, src: _Source) -> str:
         req = Requirement(value)
     except InvalidRequirement as err:
         reason = str(err).splitlines()[0]
-        raise src.fail(node, f"{value!r} is not a pip requirement ({reason})", "write it as name==1.2 or name>=1.2") from None
+        raise src.fail(
+            node,
+            f"{value!r} is not a pip requirement ({reason})",
+            "write it as name==1.2 or name>=1.2",
+        ) from None
     if req.url:
-        raise src.fail(node, f"{value!r} is a direct URL", "name a released version instead; direct URLs cannot be locked with hashes here")
+        raise src.fail(
+            node,
+            f"{value!r} is a direct URL",
+            "name a released version instead; direct URLs cannot be locked with hashes here",
+        )
     return value
 
 
 def _check_url(value: str, node: yaml.Node, src: _Source) -> str:
     if not re.match(r"^(https?|file)://\S+$", value):
-        raise src.fail(node, f"{value!r} is not an index URL", "give it as https://host/path/simple")
+        raise src.fail(
+            node, f"{value!r} is not an index URL", "give it as https://host/path/simple"
+        )
     return value
 
 

@@ -19,7 +19,6 @@ from gpuenv.errors import BadInput
 from validate.files import InputRefused, file_kind, input_blocks
 from validate.text import safe_text
 
-
 #: The largest wheel a wheelhouse may hold: the biggest on PyPI (CUDA builds of torch and the
 #: nvidia-* libraries) are under 4 GiB; a file past this is not a wheel (or is /dev/zero's kin).
 MAX_WHEEL_BYTES = 8 << 30
@@ -31,9 +30,15 @@ def wheel_names(folder: str | Path) -> tuple[str, ...]:
     /dev/zero): hashing or copying it would fail or hang later, so it is named now."""
     path = Path(folder).expanduser()
     if not path.exists():
-        raise BadInput(f"--wheelhouse {folder}: no such folder", fix="give the folder that holds the .whl files")
+        raise BadInput(
+            f"--wheelhouse {folder}: no such folder",
+            fix="give the folder that holds the .whl files",
+        )
     if not path.is_dir():
-        raise BadInput(f"--wheelhouse {folder} is a file, not a folder", fix="give the folder that holds the .whl files")
+        raise BadInput(
+            f"--wheelhouse {folder} is a file, not a folder",
+            fix="give the folder that holds the .whl files",
+        )
     names, odd = [], []
     try:
         with os.scandir(path) as entries:
@@ -41,12 +46,16 @@ def wheel_names(folder: str | Path) -> tuple[str, ...]:
                 if entry.name.endswith(".whl"):
                     (names if _is_regular(entry) else odd).append(entry.name)
     except OSError as err:
-        raise BadInput(f"--wheelhouse {folder}: cannot list it ({err.strerror})", fix="check its permissions") from None
+        raise BadInput(
+            f"--wheelhouse {folder}: cannot list it ({err.strerror})", fix="check its permissions"
+        ) from None
     if odd:
         kind = _kind(path / sorted(odd)[0])
-        raise BadInput(f"--wheelhouse {folder}: {safe_text(sorted(odd)[0], limit=200)} is {kind}, not a wheel file"
-                       + (f" (and {len(odd) - 1} more such)" if len(odd) > 1 else ""),
-                       fix="remove it from the wheelhouse, or put the wheel itself there")
+        raise BadInput(
+            f"--wheelhouse {folder}: {safe_text(sorted(odd)[0], limit=200)} is {kind}, not a wheel file"
+            + (f" (and {len(odd) - 1} more such)" if len(odd) > 1 else ""),
+            fix="remove it from the wheelhouse, or put the wheel itself there",
+        )
     return tuple(sorted(names))
 
 
@@ -88,10 +97,20 @@ def installable(tags: Iterable[object], python: str, arch: str) -> bool:
     major, minor = (int(part) for part in python.split(".")[:2])
     for tag in tags:
         interpreter, abi, platform = tag.interpreter, tag.abi, tag.platform  # type: ignore[attr-defined]
-        python_ok = interpreter in ("py3", f"py{major}", f"py{major}{minor}", f"cp{major}{minor}") or (
-            abi == "abi3" and interpreter.startswith(f"cp{major}") and interpreter[2:].isdigit() and int(interpreter[3:] or 0) <= minor
+        python_ok = interpreter in (
+            "py3",
+            f"py{major}",
+            f"py{major}{minor}",
+            f"cp{major}{minor}",
+        ) or (
+            abi == "abi3"
+            and interpreter.startswith(f"cp{major}")
+            and interpreter[2:].isdigit()
+            and int(interpreter[3:] or 0) <= minor
         )
-        platform_ok = platform == "any" or (platform.startswith(("manylinux", "linux")) and platform.endswith(arch))
+        platform_ok = platform == "any" or (
+            platform.startswith(("manylinux", "linux")) and platform.endswith(arch)
+        )
         if python_ok and platform_ok:
             return True
     return False
@@ -108,18 +127,26 @@ def coverage(packages: Iterable[object], folder: str | Path, *, python: str, arc
             project, version, _build, tags = parse_wheel_filename(name)
         except InvalidWheelFilename:
             continue
-        by_pin.setdefault((canonicalize_name(project), str(version)), []).append((root / name, tags))
+        by_pin.setdefault((canonicalize_name(project), str(version)), []).append(
+            (root / name, tags)
+        )
     pins = [p for p in packages if getattr(p, "manager", "pip") == "pip"]
     missing = []
     usable: list[Path] = []
     for pin in pins:
-        candidates = [path for path, tags in by_pin.get((canonicalize_name(pin.name), _normal(pin.version)), []) if installable(tags, python, arch)]
+        candidates = [
+            path
+            for path, tags in by_pin.get((canonicalize_name(pin.name), _normal(pin.version)), [])
+            if installable(tags, python, arch)
+        ]
         allowed = set(getattr(pin, "hashes", ()) or ())
         matched = [path for path in candidates if not allowed or _sha256(path) in allowed]
         usable += matched
         if not matched:
             missing.append(f"{pin.name}=={pin.version}")
-    return Coverage(folder=root, locked=len(pins), missing=tuple(missing), wheels=tuple(sorted(set(usable))))
+    return Coverage(
+        folder=root, locked=len(pins), missing=tuple(missing), wheels=tuple(sorted(set(usable)))
+    )
 
 
 def _normal(version: str) -> str:
@@ -138,21 +165,32 @@ def _sha256(path: Path) -> str:
         for block in input_blocks(path, MAX_WHEEL_BYTES):
             digest.update(block)
     except InputRefused as err:
-        raise BadInput(f"--wheelhouse: {safe_text(path)}: {err}", fix="remove it from the wheelhouse, or put the wheel itself there") from None
+        raise BadInput(
+            f"--wheelhouse: {safe_text(path)}: {err}",
+            fix="remove it from the wheelhouse, or put the wheel itself there",
+        ) from None
     return digest.hexdigest()
 
 
-def lock_coverage(lock_path: Path, folder: str | Path, *, python: str, arch: str, backend: str = "uv") -> Coverage:
+def lock_coverage(
+    lock_path: Path, folder: str | Path, *, python: str, arch: str, backend: str = "uv"
+) -> Coverage:
     """The coverage of the lock file at `lock_path` (uv's, or the pip entries of a conda-lock.yml) by `folder`."""
     from gpuenv.envs.lockdir import read_conda_lock, read_requirements_lock
 
-    packages = read_conda_lock(Path(lock_path)) if backend == "conda-lock" else read_requirements_lock(Path(lock_path))
+    packages = (
+        read_conda_lock(Path(lock_path))
+        if backend == "conda-lock"
+        else read_requirements_lock(Path(lock_path))
+    )
     return coverage(packages, folder, python=python, arch=arch)
 
 
 def require_complete(cover: Coverage, option: str = "--offline") -> None:
     """One line naming every missing wheel, before anything is installed or built."""
     if not cover.complete:
-        raise BadInput(f"{option}: {cover.describe()}",
-                       fix="download them where an index answers (pip download --no-deps --require-hashes -r LOCK, see the README's "
-                       "air-gapped recipe), or drop --offline")
+        raise BadInput(
+            f"{option}: {cover.describe()}",
+            fix="download them where an index answers (pip download --no-deps --require-hashes -r LOCK, see the README's "
+            "air-gapped recipe), or drop --offline",
+        )

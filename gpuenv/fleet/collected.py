@@ -18,7 +18,13 @@ from typing import Any
 
 from gpuenv.errors import BadInput
 from gpuenv.fleet.outcome import MALFORMED, HostOutcome, status_from_report
-from gpuenv.fleet.suitereport import MAX_REPORT_BYTES, MalformedReport, UnreadableReport, parse_report, safe_text
+from gpuenv.fleet.suitereport import (
+    MAX_REPORT_BYTES,
+    MalformedReport,
+    UnreadableReport,
+    parse_report,
+    safe_text,
+)
 from validate.files import InputRefused, is_within, read_input
 
 #: How deep below the folder a `report.json` is looked for (DIR/nodes/NODE/report.json is 2).
@@ -37,7 +43,9 @@ def report_files(folder: Path) -> list[tuple[str, Path]]:
     seen: dict[str, int] = {}
     for host, _ in found:
         seen[host] = seen.get(host, 0) + 1
-    named = [(host if seen[host] == 1 else str(path.relative_to(folder)), path) for host, path in found]
+    named = [
+        (host if seen[host] == 1 else str(path.relative_to(folder)), path) for host, path in found
+    ]
     return sorted(named, key=lambda item: item[0])
 
 
@@ -48,12 +56,17 @@ def input_files(folder: str | Path, outputs: dict[str, str | None]) -> dict[str,
     if not where.is_dir():
         return {}
     try:
-        found = {f"host {safe_text(host, limit=60)}'s report in --from-reports {safe_text(folder)}": path for host, path in report_files(where)}
+        found = {
+            f"host {safe_text(host, limit=60)}'s report in --from-reports {safe_text(folder)}": path
+            for host, path in report_files(where)
+        }
     except OSError:
         return {}  # read_report_folder says why, in its own line
     for flag, path in outputs.items():
         if path and path.endswith(".json") and is_within(path, where):
-            found[f"a report file of --from-reports {safe_text(folder)} (host {safe_text(Path(path).stem, limit=60)} on the next run)"] = Path(path)
+            found[
+                f"a report file of --from-reports {safe_text(folder)} (host {safe_text(Path(path).stem, limit=60)} on the next run)"
+            ] = Path(path)
     return found
 
 
@@ -74,7 +87,9 @@ def read_suite_report(path: Any) -> dict[str, Any] | None:
         return parse_report(read_bounded(path))
     except MalformedReport as err:
         if not os.path.lexists(path) or str(err).startswith("not JSON"):
-            return None  # no report, or half of one (the suite was stopped): the exit code says more
+            return (
+                None  # no report, or half of one (the suite was stopped): the exit code says more
+            )
         return UnreadableReport(str(err))
 
 
@@ -84,23 +99,39 @@ def read_report(host: str, path: Path, within: Path | None = None) -> HostOutcom
     try:
         report = parse_report(read_bounded(path, within=within))
     except MalformedReport as err:
-        return HostOutcome(host, MALFORMED, f"malformed report: {err}", details={"report_file": str(path)})
+        return HostOutcome(
+            host, MALFORMED, f"malformed report: {err}", details={"report_file": str(path)}
+        )
     status, reason = status_from_report(report, None)
-    return HostOutcome(host, status, reason, report=report, seconds=report["summary"]["seconds"],
-                       exit_code=report["summary"]["pytest_exit_status"], details={"report_file": str(path)})
+    return HostOutcome(
+        host,
+        status,
+        reason,
+        report=report,
+        seconds=report["summary"]["seconds"],
+        exit_code=report["summary"]["pytest_exit_status"],
+        details={"report_file": str(path)},
+    )
 
 
 def read_report_folder(folder: str | Path) -> list[HostOutcome]:
     """Every host's outcome from a folder of per-host suite reports; BadInput when there are none."""
     where = Path(folder)
     if not where.is_dir():
-        raise BadInput(f"--from-reports {safe_text(folder)}: {'no such folder' if not where.exists() else 'not a folder'}",
-                       fix="give the folder that holds one `python -m validate --json` report per host, named HOST.json")
+        raise BadInput(
+            f"--from-reports {safe_text(folder)}: {'no such folder' if not where.exists() else 'not a folder'}",
+            fix="give the folder that holds one `python -m validate --json` report per host, named HOST.json",
+        )
     try:
         files = report_files(where)
     except OSError as err:
-        raise BadInput(f"--from-reports {safe_text(folder)}: cannot list it ({err.strerror})", fix="check its permissions") from None
+        raise BadInput(
+            f"--from-reports {safe_text(folder)}: cannot list it ({err.strerror})",
+            fix="check its permissions",
+        ) from None
     if not files:
-        raise BadInput(f"--from-reports {safe_text(folder)} holds no *.json report",
-                       fix="put one `python -m validate --json HOST.json` report per host in it")
+        raise BadInput(
+            f"--from-reports {safe_text(folder)} holds no *.json report",
+            fix="put one `python -m validate --json HOST.json` report per host in it",
+        )
     return [read_report(safe_text(host, limit=200), path, within=where) for host, path in files]

@@ -27,16 +27,24 @@ def handling(signums: Iterable[int], handler: Handler) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {signum: signal.signal(signum, handler) for signum in signums if signal.getsignal(signum) is not signal.SIG_IGN}
+    previous = {
+        signum: signal.signal(signum, handler)
+        for signum in signums
+        if signal.getsignal(signum) is not signal.SIG_IGN
+    }
     try:
         yield
     finally:
         for signum, before in previous.items():
-            signal.signal(signum, before if before is not None else signal.SIG_DFL)  # None: set outside Python; the default is closest
+            signal.signal(
+                signum, before if before is not None else signal.SIG_DFL
+            )  # None: set outside Python; the default is closest
 
 
 @contextlib.contextmanager
-def shielded(message: str = "gpuenv: stopping what was started; a few seconds more") -> Iterator[None]:
+def shielded(
+    message: str = "gpuenv: stopping what was started; a few seconds more",
+) -> Iterator[None]:
     """SIGINT, SIGTERM and SIGHUP only print `message` (once) inside the block (a signal the
     program ignores stays ignored). Main thread only (where Python delivers signals); elsewhere a no-op."""
     told = [False]

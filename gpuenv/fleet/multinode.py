@@ -22,9 +22,27 @@ from typing import Any
 
 from gpuenv.fleet import slurm
 from gpuenv.fleet.fabric import busbw_floor, link_floor_records, link_name, transport_verdict
-from gpuenv.fleet.outcome import CANCELLED, FAILED, MULTINODE_HOST, MULTINODE_TEST, READY, TIMEOUT, HostOutcome, host_checks
+from gpuenv.fleet.outcome import (
+    CANCELLED,
+    FAILED,
+    MULTINODE_HOST,
+    MULTINODE_TEST,
+    READY,
+    TIMEOUT,
+    HostOutcome,
+    host_checks,
+)
 from validate.judge.scaling import CPU_MIN_SHARE, identical_verdict
-from validate.judge.thresholds import FAIL, INFO, MIN_SHARE_OF_PEERS, NOT_JUDGED, PASS, WARN, Verdict, loss_falls_verdict
+from validate.judge.thresholds import (
+    FAIL,
+    INFO,
+    MIN_SHARE_OF_PEERS,
+    NOT_JUDGED,
+    PASS,
+    WARN,
+    Verdict,
+    loss_falls_verdict,
+)
 from validate.report.record import Record, build_json
 
 FOLDER = "multinode"
@@ -73,8 +91,17 @@ def sbatch_command(job: slurm.SlurmJob, nodes: list[str], gpus: int = 0) -> list
     """`sbatch` for one task on each of `nodes`, the nodes whose own suite ran, each whole
     (--exclusive) with the `gpus` GPUs its suite saw (slurm.resource_options)."""
     folder = f"{job.rundir}/{FOLDER}"
-    cmd = ["sbatch", "--parsable", f"--job-name={JOB_NAME}", f"--output={folder}/slurm-%j.out", f"--chdir={job.rundir}",
-           "--ntasks-per-node=1", f"--nodes={len(nodes)}", f"--nodelist={','.join(nodes)}", f"--time={job.time or DEFAULT_TIME}"]
+    cmd = [
+        "sbatch",
+        "--parsable",
+        f"--job-name={JOB_NAME}",
+        f"--output={folder}/slurm-%j.out",
+        f"--chdir={job.rundir}",
+        "--ntasks-per-node=1",
+        f"--nodes={len(nodes)}",
+        f"--nodelist={','.join(nodes)}",
+        f"--time={job.time or DEFAULT_TIME}",
+    ]
     if job.partition:
         cmd.append(f"--partition={job.partition}")
     cmd += slurm.resource_options(job, gpus)
@@ -101,10 +128,12 @@ def ddp_sizes(suite_args: list[str]) -> str:
 def torchrun_words(python: str, out: str, sizes: str = "quick") -> str:
     """torchrun's command line on a node; $nnodes, $gpus, $addr, $port, $is_host come from the
     node script."""
-    return (f"{python} -m torch.distributed.run --nnodes=\"$nnodes\" --nproc-per-node=\"$gpus\" --rdzv-backend=c10d "
-            f"--rdzv-endpoint=\"$addr:$port\" --rdzv-id=\"gpuenv-$SLURM_JOB_ID\" "
-            f"--rdzv-conf=\"is_host=$is_host,join_timeout={JOIN_TIMEOUT}\" --max-restarts=0 "
-            f"-m validate.measure.multinode --out {out} --sizes {sizes}")
+    return (
+        f'{python} -m torch.distributed.run --nnodes="$nnodes" --nproc-per-node="$gpus" --rdzv-backend=c10d '
+        f'--rdzv-endpoint="$addr:$port" --rdzv-id="gpuenv-$SLURM_JOB_ID" '
+        f'--rdzv-conf="is_host=$is_host,join_timeout={JOIN_TIMEOUT}" --max-restarts=0 '
+        f"-m validate.measure.multinode --out {out} --sizes {sizes}"
+    )
 
 
 def render_node_script(job: slurm.SlurmJob, expect_gpus: int = 0, sys_root: str = "/sys") -> str:
@@ -126,27 +155,31 @@ def render_node_script(job: slurm.SlurmJob, expect_gpus: int = 0, sys_root: str 
     # with the job id: the trap removes it when the step ends or is killed, and a run's leftovers
     # can be found by label. Started in the background so a TERM runs the trap at once (bash runs
     # a trap only after a foreground command returns).
-    caller = (f"--label {LABEL}=multinode --label {RUN_LABEL}=\"$SLURM_JOB_ID\" "
-              "-u \"$(id -u):$(id -g)\" -e HOME=/tmp")
+    caller = (
+        f'--label {LABEL}=multinode --label {RUN_LABEL}="$SLURM_JOB_ID" '
+        '-u "$(id -u):$(id -g)" -e HOME=/tmp'
+    )
     image = shlex.quote(job.image or "")
-    count = "-m validate.measure.multinode --count-gpus 2>\"$out/count-$node.log\" | tail -n 1"
+    count = '-m validate.measure.multinode --count-gpus 2>"$out/count-$node.log" | tail -n 1'
     sizes = ddp_sizes(job.suite_args)
-    docker = (f"docker run --rm --init --name \"$name\" {caller} --network host --ipc host "
-              f"--ulimit memlock=-1 --ulimit stack=67108864 $ib {gpus} {env}"
-              "-e SLURMD_NODENAME=\"$node\" -e SLURM_JOB_ID=\"$SLURM_JOB_ID\" "
-              f"-v \"$out\":/gpuenv-out {image} " + torchrun_words("python", "/gpuenv-out/" + RESULT, sizes))
+    docker = (
+        f'docker run --rm --init --name "$name" {caller} --network host --ipc host '
+        f"--ulimit memlock=-1 --ulimit stack=67108864 $ib {gpus} {env}"
+        '-e SLURMD_NODENAME="$node" -e SLURM_JOB_ID="$SLURM_JOB_ID" '
+        f'-v "$out":/gpuenv-out {image} ' + torchrun_words("python", "/gpuenv-out/" + RESULT, sizes)
+    )
     infiniband = "--device=/dev/infiniband --cap-add=IPC_LOCK"
     lines = [
         "#!/bin/bash",
         "# gpuenv multi-node job, one node's part (written by gpuenv; srun starts it once per node).",
         "set -u",
-        'node=${SLURMD_NODENAME:-$(hostname -s)}',
+        "node=${SLURMD_NODENAME:-$(hostname -s)}",
         f"out={folder}",
         'mkdir -p "$out" && : > "$out/started-$node"',
-        'nnodes=${SLURM_NNODES:-1}',
+        "nnodes=${SLURM_NNODES:-1}",
         'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         "addr=$(scontrol show node \"$head\" | sed -n 's/.*NodeAddr=\\([^ ]*\\).*/\\1/p' | head -n 1)",
-        'addr=${addr:-$head}',
+        "addr=${addr:-$head}",
         'is_host=0; [ "$node" = "$head" ] && is_host=1',
         PORT_SHELL,
         'name="gpuenv-multinode-$SLURM_JOB_ID-$node"',
@@ -173,7 +206,7 @@ def render_node_script(job: slurm.SlurmJob, expect_gpus: int = 0, sys_root: str 
         "fi",
         "case \"$gpus\" in ''|*[!0-9]*) gpus=0 ;; esac",
         'if [ "$gpus" -lt "$expected" ]; then',
-        '    echo "the job sees $gpus GPU(s) here where the node\'s own suite saw $expected: ask Slurm for them '
+        "    echo \"the job sees $gpus GPU(s) here where the node's own suite saw $expected: ask Slurm for them "
         '(--sbatch-arg=--gres=gpu:N if the cluster names them so) or check --gpus" > "$out/error-$node"',
         '    echo 3 > "$out/exit-$node"',
         "    exit 3",
@@ -195,18 +228,23 @@ def render_node_script(job: slurm.SlurmJob, expect_gpus: int = 0, sys_root: str 
 # ---------------------------------------------------------------- verdicts (pure)
 
 
-def _peers(values: dict[str, float], what: str, unit: str, on_cpu: bool,
-           fails: bool = True) -> tuple[str, Verdict]:
+def _peers(
+    values: dict[str, float], what: str, unit: str, on_cpu: bool, fails: bool = True
+) -> tuple[str, Verdict]:
     """The lowest of `values` (per node or per link) against their median, naming it; below the
     bar it fails, or only warns when `fails` is False (a figure the host's CPU sets, D19)."""
     share = CPU_MIN_SHARE if on_cpu else MIN_SHARE_OF_PEERS
     median = statistics.median(values.values())
     name = min(values, key=lambda k: values[k])
     measured = f"slowest {what} {name}: {values[name]:.2f} {unit}, {values[name] / median:.2f} of the median {median:.2f}"
-    threshold = f">= {share:.2f} x the median of {len(values)} {what}s" + (" (on CPUs)" if on_cpu else "")
+    threshold = f">= {share:.2f} x the median of {len(values)} {what}s" + (
+        " (on CPUs)" if on_cpu else ""
+    )
     if values[name] >= share * median:
         return measured, Verdict(PASS, threshold)
-    reason = f"{what} {name} runs at {values[name] / median:.2f} of the others' median: it drags the job"
+    reason = (
+        f"{what} {name} runs at {values[name] / median:.2f} of the others' median: it drags the job"
+    )
     if not fails:
         why = "; warn only: this small model's rate per rank is its host CPU's as much as its GPU's"
         return measured, Verdict(WARN, threshold + why, reason)
@@ -215,8 +253,10 @@ def _peers(values: dict[str, float], what: str, unit: str, on_cpu: bool,
 
 #: Why the job's busbw has no floor: no public fabric figure measured like it (scaling.yaml says so),
 #: and a node's own all-reduce crosses only its NVLink or PCIe, faster than a network by design.
-BUSBW_UNJUDGED = ("no published fabric figure measured like this job, no --baseline: the public nccl-tests results found ran "
-                  "nccl-tests' own binaries under MPI; a node's own figure crosses no network, so it is shown, not a floor")
+BUSBW_UNJUDGED = (
+    "no published fabric figure measured like this job, no --baseline: the public nccl-tests results found ran "
+    "nccl-tests' own binaries under MPI; a node's own figure crosses no network, so it is shown, not a floor"
+)
 _NODE_DDP = re.compile(r"^ddp samples/s \((\d+) ranks, (\w+)\)$")
 
 
@@ -230,7 +270,9 @@ class NodeRate:
     rate: float
 
 
-def efficiency_line(result: dict[str, Any], node_ddp: dict[str, NodeRate]) -> tuple[str, Verdict, float | None]:
+def efficiency_line(
+    result: dict[str, Any], node_ddp: dict[str, NodeRate]
+) -> tuple[str, Verdict, float | None]:
     """(measured, verdict, value) of the job's DDP rate against the sum of the nodes' own DDP rates.
 
     Like for like only when every node ran the same sizes, backend and ranks as its part of the job;
@@ -240,7 +282,15 @@ def efficiency_line(result: dict[str, Any], node_ddp: dict[str, NodeRate]) -> tu
     rate = float(result["ddp"]["samples_per_s"])
     sizes = result["ddp"].get("sizes")
     if sizes is None:
-        return "-", Verdict(NOT_JUDGED, "the job's DDP sizes are in its result", "the result does not say which sizes the job trained (an older gpuenv)"), None
+        return (
+            "-",
+            Verdict(
+                NOT_JUDGED,
+                "the job's DDP sizes are in its result",
+                "the result does not say which sizes the job trained (an older gpuenv)",
+            ),
+            None,
+        )
     ranks_on: dict[str, int] = {}
     for r in result["ranks"]:
         ranks_on[r["node"]] = ranks_on.get(r["node"], 0) + 1
@@ -248,26 +298,54 @@ def efficiency_line(result: dict[str, Any], node_ddp: dict[str, NodeRate]) -> tu
     for node in result["nodes"]:
         own = node_ddp.get(node)
         if own is None:
-            unlike.append(f"{node} has no DDP figure of its own (its suite skipped or failed the DDP check)")
+            unlike.append(
+                f"{node} has no DDP figure of its own (its suite skipped or failed the DDP check)"
+            )
         elif (own.ranks, own.backend) != (ranks_on.get(node), result["backend"]):
-            unlike.append(f"{node}'s own DDP ran {own.ranks} ranks with {own.backend}, its part of the job {ranks_on.get(node)} with {result['backend']}")
+            unlike.append(
+                f"{node}'s own DDP ran {own.ranks} ranks with {own.backend}, its part of the job {ranks_on.get(node)} with {result['backend']}"
+            )
     if unlike:
-        return "-", Verdict(NOT_JUDGED, "every node's own DDP figure, measured like its part of the job", "; ".join(unlike)), None
+        return (
+            "-",
+            Verdict(
+                NOT_JUDGED,
+                "every node's own DDP figure, measured like its part of the job",
+                "; ".join(unlike),
+            ),
+            None,
+        )
     total = sum(node_ddp[n].rate for n in result["nodes"])
     efficiency = rate / total
     fastest = max(result["nodes"], key=lambda n: node_ddp[n].rate)
     slowest = min(result["nodes"], key=lambda n: node_ddp[n].rate)
-    measured = (f"{efficiency:.2f}: {rate:.0f} samples/s over the sum of the nodes' own {total:.0f} "
-                f"({', '.join(f'{n} {node_ddp[n].rate:.0f}' for n in result['nodes'])}; slowest node alone {slowest})")
-    threshold = (f">= the fastest node alone ({fastest} {node_ddp[fastest].rate:.0f} samples/s, {node_ddp[fastest].rate / total:.2f} of the sum); "
-                 "no published multi-node figure, so warn only")
+    measured = (
+        f"{efficiency:.2f}: {rate:.0f} samples/s over the sum of the nodes' own {total:.0f} "
+        f"({', '.join(f'{n} {node_ddp[n].rate:.0f}' for n in result['nodes'])}; slowest node alone {slowest})"
+    )
+    threshold = (
+        f">= the fastest node alone ({fastest} {node_ddp[fastest].rate:.0f} samples/s, {node_ddp[fastest].rate / total:.2f} of the sum); "
+        "no published multi-node figure, so warn only"
+    )
     if rate >= node_ddp[fastest].rate:
         return measured, Verdict(PASS, threshold), efficiency
-    return measured, Verdict(WARN, threshold, f"the job on {len(result['nodes'])} nodes trains slower than {fastest} alone: "
-                                              "the fabric between the nodes sets its pace (see the slowest link)"), efficiency
+    return (
+        measured,
+        Verdict(
+            WARN,
+            threshold,
+            f"the job on {len(result['nodes'])} nodes trains slower than {fastest} alone: "
+            "the fabric between the nodes sets its pace (see the slowest link)",
+        ),
+        efficiency,
+    )
 
 
-def result_records(result: dict[str, Any], node_busbw: dict[str, float], node_ddp: dict[str, NodeRate] | None = None) -> list[Record]:
+def result_records(
+    result: dict[str, Any],
+    node_busbw: dict[str, float],
+    node_ddp: dict[str, NodeRate] | None = None,
+) -> list[Record]:
     """The multi-node job's report lines from its result file (format gpuenv-multinode/1).
     `node_busbw`, `node_ddp`: each node's own all-reduce busbw and DDP rate from its suite report,
     which the job is compared with (the slowest node named)."""
@@ -275,20 +353,52 @@ def result_records(result: dict[str, Any], node_busbw: dict[str, float], node_dd
     world, nodes = int(result["world"]), list(result["nodes"])
     where = f"{world} ranks on {len(nodes)} nodes, {result['backend']}"
     ranks = result["ranks"]
-    labels = [f"rank {r['rank']} ({r['node']}" + (f" GPU {str(r['uuid'])[:8]})" if r.get("uuid") else ")") for r in ranks]
+    labels = [
+        f"rank {r['rank']} ({r['node']}" + (f" GPU {str(r['uuid'])[:8]})" if r.get("uuid") else ")")
+        for r in ranks
+    ]
 
     def line(check: str, measured: str, verdict: Verdict, value: float | None = None) -> Record:
         # MULTINODE_TEST: the fleet report's "multigpu" column and its multi-node section
-        return Record(check, None, measured, verdict.threshold, verdict.verdict, 0.0, verdict.reason, value, MULTINODE_TEST)
+        return Record(
+            check,
+            None,
+            measured,
+            verdict.threshold,
+            verdict.verdict,
+            0.0,
+            verdict.reason,
+            value,
+            MULTINODE_TEST,
+        )
 
-    out = [line(f"multi-node ranks joined ({where})", f"{world}/{world} after {result['join_seconds']:.1f} s",
-                Verdict(PASS, f"every node within {JOIN_TIMEOUT} s (torchrun's join_timeout)"))]
-    out.append(line(f"multi-node ddp parameters identical ({where})", f"sha256 {ranks[0]['checksum'][:12]}... on {world} ranks",
-                    identical_verdict([r["checksum"] for r in ranks], labels)))
+    out = [
+        line(
+            f"multi-node ranks joined ({where})",
+            f"{world}/{world} after {result['join_seconds']:.1f} s",
+            Verdict(PASS, f"every node within {JOIN_TIMEOUT} s (torchrun's join_timeout)"),
+        )
+    ]
+    out.append(
+        line(
+            f"multi-node ddp parameters identical ({where})",
+            f"sha256 {ranks[0]['checksum'][:12]}... on {world} ranks",
+            identical_verdict([r["checksum"] for r in ranks], labels),
+        )
+    )
     first = statistics.mean(r["first_loss"] for r in ranks)
     last = statistics.mean(r["last_loss"] for r in ranks)
-    out.append(line(f"multi-node ddp training loss ({where})", f"{first:.3f} -> {last:.3f}", loss_falls_verdict(first, last)))
-    links = {link_name(link, result.get("links") or []): float(link["gbs"]) for link in result.get("links") or []}
+    out.append(
+        line(
+            f"multi-node ddp training loss ({where})",
+            f"{first:.3f} -> {last:.3f}",
+            loss_falls_verdict(first, last),
+        )
+    )
+    links = {
+        link_name(link, result.get("links") or []): float(link["gbs"])
+        for link in result.get("links") or []
+    }
     bus = float(result["allreduce"]["busbw_gbs"])
     text = f"{bus:.2f} GB/s over {result['allreduce']['bytes'] // 2**20} MiB"
     own = {n: node_busbw[n] for n in nodes if n in node_busbw}
@@ -300,21 +410,29 @@ def result_records(result: dict[str, Any], node_busbw: dict[str, float], node_dd
         text += f"; slowest link {weakest} {links[weakest]:.2f} GB/s"
     floor = busbw_floor(result)
     if isinstance(floor, str):
-        busbw_verdict = Verdict(NOT_JUDGED, f"busbw as nccl-tests reports it ({SOURCE_BUSBW})",
-                                f"{floor}; {BUSBW_UNJUDGED}")
+        busbw_verdict = Verdict(
+            NOT_JUDGED,
+            f"busbw as nccl-tests reports it ({SOURCE_BUSBW})",
+            f"{floor}; {BUSBW_UNJUDGED}",
+        )
     elif bus >= floor[0]:
         busbw_verdict = Verdict(PASS, f"{floor[1]} ({SOURCE_BUSBW})")
     else:
-        busbw_verdict = Verdict(FAIL, f"{floor[1]} ({SOURCE_BUSBW})",
-                                f"busbw {bus:.2f} GB/s is below {floor[0]:.1f} GB/s: "
-                                "the fabric runs far below its line rate")
+        busbw_verdict = Verdict(
+            FAIL,
+            f"{floor[1]} ({SOURCE_BUSBW})",
+            f"busbw {bus:.2f} GB/s is below {floor[0]:.1f} GB/s: "
+            "the fabric runs far below its line rate",
+        )
     out.append(line(f"multi-node all-reduce busbw GB/s ({where})", text, busbw_verdict, bus))
     transport = transport_verdict(result)
     if transport:
         out.append(line(f"multi-node fabric transport ({where})", transport[0], transport[1]))
     if links:
         measured, verdict = _peers(links, "link", "GB/s", on_cpu)
-        out.append(line(f"multi-node slowest link ({where})", measured, verdict, min(links.values())))
+        out.append(
+            line(f"multi-node slowest link ({where})", measured, verdict, min(links.values()))
+        )
     against = link_floor_records(result)
     if against:
         out.append(line(f"multi-node links against their line rate ({where})", *against))
@@ -322,13 +440,32 @@ def result_records(result: dict[str, Any], node_busbw: dict[str, float], node_dd
     for r in ranks:
         per_node.setdefault(r["node"], []).append(float(r["local_samples_per_s"]))
     if len(per_node) >= 2:
-        measured, verdict = _peers({n: statistics.median(v) for n, v in per_node.items()}, "node", "samples/s per rank", on_cpu,
-                                   fails=False)
+        measured, verdict = _peers(
+            {n: statistics.median(v) for n, v in per_node.items()},
+            "node",
+            "samples/s per rank",
+            on_cpu,
+            fails=False,
+        )
         out.append(line(f"multi-node slowest node ({where})", measured, verdict))
     rate = float(result["ddp"]["samples_per_s"])
-    out.append(line(f"multi-node ddp samples/s ({where})", f"{rate:.0f} samples/s", Verdict(INFO, "reported; judged as the efficiency below"), rate))
+    out.append(
+        line(
+            f"multi-node ddp samples/s ({where})",
+            f"{rate:.0f} samples/s",
+            Verdict(INFO, "reported; judged as the efficiency below"),
+            rate,
+        )
+    )
     measured, verdict, efficiency = efficiency_line(result, node_ddp or {})
-    out.append(line(f"multi-node ddp efficiency over the nodes' own rates ({where})", measured, verdict, efficiency))
+    out.append(
+        line(
+            f"multi-node ddp efficiency over the nodes' own rates ({where})",
+            measured,
+            verdict,
+            efficiency,
+        )
+    )
     return out
 
 
@@ -344,10 +481,16 @@ def result_problem(result: Any) -> str | None:
         return "it names no nodes"
     if not isinstance(ranks, list) or not all(isinstance(r, dict) for r in ranks):
         return "its ranks are not a list of ranks"
-    seen = sorted(r.get("rank") for r in ranks if isinstance(r.get("rank"), int) and not isinstance(r.get("rank"), bool))
+    seen = sorted(
+        r.get("rank")
+        for r in ranks
+        if isinstance(r.get("rank"), int) and not isinstance(r.get("rank"), bool)
+    )
     if seen != list(range(world)):
         missing = sorted(set(range(world)) - set(seen))
-        shown = ", ".join(str(m) for m in missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        shown = ", ".join(str(m) for m in missing[:5]) + (
+            f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        )
         if missing:
             return f"{len(ranks)} of {world} ranks reported (missing rank {shown})"
         return f"{len(ranks)} rank entries for a world of {world} (a rank reported twice, or out of range)"
@@ -363,39 +506,81 @@ def _named(records: list[Record]) -> str:
 
 
 def multinode_outcome(
-    nodes: list[str], job_id: str, state: slurm.JobState | None, result: dict[str, Any] | None,
-    exits: dict[str, int | None], errors: dict[str, str], node_busbw: dict[str, float], seconds: float | None = None,
+    nodes: list[str],
+    job_id: str,
+    state: slurm.JobState | None,
+    result: dict[str, Any] | None,
+    exits: dict[str, int | None],
+    errors: dict[str, str],
+    node_busbw: dict[str, float],
+    seconds: float | None = None,
     node_ddp: dict[str, NodeRate] | None = None,
 ) -> HostOutcome:
     """The job as one outcome: READY when every line passed, else the failing lines (or which
     node never started, exited badly, or timed out) in its reason."""
     host = f"{MULTINODE_HOST} ({','.join(nodes)})"
-    details: dict[str, Any] = {"job_id": job_id, "job_state": state.state if state else "UNKNOWN", "nodes": nodes}
+    details: dict[str, Any] = {
+        "job_id": job_id,
+        "job_state": state.state if state else "UNKNOWN",
+        "nodes": nodes,
+    }
     bad = {n: code for n, code in exits.items() if code not in (None, 0)}
     if result is not None:
         # a result file proves only what rank 0 saw: a node killed after it (exit 137: the OOM
         # killer, a scheduler) or a result short of ranks is not a job that ran whole
         problem = result_problem(result)
         if problem is None and bad:
-            problem = "; ".join(f"{n} exited {code}{' (killed: SIGKILL, often the OOM killer)' if code == 137 else ''}"
-                                for n, code in bad.items())
+            problem = "; ".join(
+                f"{n} exited {code}{' (killed: SIGKILL, often the OOM killer)' if code == 137 else ''}"
+                for n, code in bad.items()
+            )
         if problem is not None:
-            return HostOutcome(host, FAILED, f"the multi-node result is not a whole job: {problem}", seconds=seconds, details=details)
+            return HostOutcome(
+                host,
+                FAILED,
+                f"the multi-node result is not a whole job: {problem}",
+                seconds=seconds,
+                details=details,
+            )
         try:
             records = result_records(result, node_busbw, node_ddp)
         except (KeyError, TypeError, ValueError, ZeroDivisionError, IndexError) as err:
-            return HostOutcome(host, FAILED, f"the multi-node result cannot be read ({type(err).__name__}: {err})", seconds=seconds, details=details)
-        report = build_json(records, {"multinode": True, "nodes": nodes}, [], {"torch": {"backend": result.get("backend")}}, 0)
+            return HostOutcome(
+                host,
+                FAILED,
+                f"the multi-node result cannot be read ({type(err).__name__}: {err})",
+                seconds=seconds,
+                details=details,
+            )
+        report = build_json(
+            records,
+            {"multinode": True, "nodes": nodes},
+            [],
+            {"torch": {"backend": result.get("backend")}},
+            0,
+        )
         report["multinode"] = result
         failed = _named(records)
-        details["slowest"] = [r.measured for r in records if "slowest" in r.check or "efficiency" in r.check]
-        return HostOutcome(host, FAILED if failed else READY, failed, report=report, seconds=seconds, details=details)
+        details["slowest"] = [
+            r.measured for r in records if "slowest" in r.check or "efficiency" in r.check
+        ]
+        return HostOutcome(
+            host,
+            FAILED if failed else READY,
+            failed,
+            report=report,
+            seconds=seconds,
+            details=details,
+        )
     never = [n for n in nodes if exits.get(n) is None]
     parts = [f"{n}: {errors[n]}" for n in nodes if n in errors]
     parts += [f"{n} exited {code}" for n, code in bad.items() if n not in errors]
     if state is not None and state.state == "TIMEOUT":
         status = TIMEOUT
-        parts.append(f"job {job_id} reached its time limit" + (f" while {', '.join(never)} had not finished" if never else ""))
+        parts.append(
+            f"job {job_id} reached its time limit"
+            + (f" while {', '.join(never)} had not finished" if never else "")
+        )
     elif state is not None and state.state in ("CANCELLED", "PREEMPTED"):
         status = CANCELLED
         parts.append(f"job {job_id} was {state.state.lower()}")
@@ -403,7 +588,13 @@ def multinode_outcome(
         status = FAILED
         if never:
             parts.append(f"{', '.join(never)} wrote no exit status")
-    return HostOutcome(host, status, "; ".join(parts) or f"job {job_id} wrote no result", seconds=seconds, details=details)
+    return HostOutcome(
+        host,
+        status,
+        "; ".join(parts) or f"job {job_id} wrote no result",
+        seconds=seconds,
+        details=details,
+    )
 
 
 def node_busbw(outcomes: list[HostOutcome]) -> dict[str, float]:
@@ -411,7 +602,9 @@ def node_busbw(outcomes: list[HostOutcome]) -> dict[str, float]:
     out = {}
     for outcome in outcomes:
         for check in ((outcome.report or {}).get("host") or {}).get("checks") or []:
-            if str(check.get("check", "")).startswith("nccl all-reduce busbw") and isinstance(check.get("value"), (int, float)):
+            if str(check.get("check", "")).startswith("nccl all-reduce busbw") and isinstance(
+                check.get("value"), (int, float)
+            ):
                 out[outcome.host] = float(check["value"])
     return out
 
@@ -424,7 +617,9 @@ def node_ddp_rates(outcomes: list[HostOutcome]) -> dict[str, NodeRate]:
         for check in host_checks(outcome):
             match = _NODE_DDP.match(str(check.get("check", "")))
             if match and isinstance(check.get("value"), (int, float)) and check["value"] > 0:
-                out[outcome.host] = NodeRate(check["check"], int(match.group(1)), match.group(2), float(check["value"]))
+                out[outcome.host] = NodeRate(
+                    check["check"], int(match.group(1)), match.group(2), float(check["value"])
+                )
     return out
 
 
@@ -468,7 +663,9 @@ MAX_RESULT_BYTES = 4 * 1024 * 1024
 MAX_RESULT_DEPTH = 16
 
 
-def read_result(folder: Path, nodes: list[str]) -> tuple[dict[str, Any] | None, dict[str, int | None], dict[str, str]]:
+def read_result(
+    folder: Path, nodes: list[str]
+) -> tuple[dict[str, Any] | None, dict[str, int | None], dict[str, str]]:
     """(rank 0's result or None, each node's exit status, each node's error line).
 
     The nodes wrote these files, so they are untrusted input and go through the one bounded
@@ -494,7 +691,9 @@ def read_result(folder: Path, nodes: list[str]) -> tuple[dict[str, Any] | None, 
             if re.fullmatch(r"-?[0-9]{1,10}", text):
                 exits[node] = int(text)
             elif text:
-                reasons.append(f"exit-{safe_text(node, limit=60)} holds {safe_text(text, limit=20)!r}, not an exit status")
+                reasons.append(
+                    f"exit-{safe_text(node, limit=60)} holds {safe_text(text, limit=20)!r}, not an exit status"
+                )
         except InputRefused as err:
             reasons.append(f"exit-{safe_text(node, limit=60)} refused: {err}")
         try:
@@ -511,11 +710,15 @@ def read_result(folder: Path, nodes: list[str]) -> tuple[dict[str, Any] | None, 
         result = None if text is None else load_json_input(text, max_depth=MAX_RESULT_DEPTH)
     except InputRefused as err:
         if nodes:
-            errors[nodes[0]] = "; ".join(filter(None, (errors.get(nodes[0]), f"{RESULT} refused: {err}")))
+            errors[nodes[0]] = "; ".join(
+                filter(None, (errors.get(nodes[0]), f"{RESULT} refused: {err}"))
+            )
     return (result if isinstance(result, dict) else None), exits, errors
 
 
-def run_multinode(job: slurm.SlurmJob, outcomes: list[HostOutcome], say: slurm.Progress, poll_s: float = 2.0) -> HostOutcome | None:
+def run_multinode(
+    job: slurm.SlurmJob, outcomes: list[HostOutcome], say: slurm.Progress, poll_s: float = 2.0
+) -> HostOutcome | None:
     """Submit the multi-node job over the nodes whose own suite ran, wait for it within its time
     limit (plus the queue time), and return its outcome; None when fewer than two nodes ran."""
     ran = [o for o in outcomes if o.report is not None]
@@ -526,10 +729,16 @@ def run_multinode(job: slurm.SlurmJob, outcomes: list[HostOutcome], say: slurm.P
     write_scripts(job, gpus)
     proc = slurm.run_slurm(sbatch_command(job, nodes, gpus))
     if proc.returncode != 0:
-        return HostOutcome(f"{MULTINODE_HOST} ({','.join(nodes)})", FAILED, f"sbatch refused the multi-node job: {proc.stderr.strip()[:300]}")
+        return HostOutcome(
+            f"{MULTINODE_HOST} ({','.join(nodes)})",
+            FAILED,
+            f"sbatch refused the multi-node job: {proc.stderr.strip()[:300]}",
+        )
     job_id = slurm.parse_sbatch(proc.stdout)
     say(f"multi-node job {job_id}", "queued", f"{len(nodes)} nodes: {','.join(nodes)}")
-    limit = (slurm.limit_seconds(job.time or DEFAULT_TIME) or 3600.0) + (slurm.limit_seconds(job.queue_time or slurm.DEFAULT_QUEUE_TIME, unlimited=False) or 3600.0)
+    limit = (slurm.limit_seconds(job.time or DEFAULT_TIME) or 3600.0) + (
+        slurm.limit_seconds(job.queue_time or slurm.DEFAULT_QUEUE_TIME, unlimited=False) or 3600.0
+    )
     started = time.monotonic()
     state = None
     try:
@@ -542,11 +751,24 @@ def run_multinode(job: slurm.SlurmJob, outcomes: list[HostOutcome], say: slurm.P
             slurm.cancel(job_id)
     except KeyboardInterrupt as interrupt:
         ok = slurm.cancel(job_id)
-        interrupt.cleanup = f"cancelled multi-node job {job_id} (scancel)" if ok else f"could NOT cancel job {job_id}: scancel {job_id}"  # type: ignore[attr-defined]
+        interrupt.cleanup = (
+            f"cancelled multi-node job {job_id} (scancel)"
+            if ok
+            else f"could NOT cancel job {job_id}: scancel {job_id}"
+        )  # type: ignore[attr-defined]
         raise
     result, exits, errors = read_result(Path(job.rundir) / FOLDER, nodes)
-    outcome = multinode_outcome(nodes, job_id, state, result, exits, errors, node_busbw(outcomes), round(time.monotonic() - started, 2),
-                                node_ddp_rates(outcomes))
+    outcome = multinode_outcome(
+        nodes,
+        job_id,
+        state,
+        result,
+        exits,
+        errors,
+        node_busbw(outcomes),
+        round(time.monotonic() - started, 2),
+        node_ddp_rates(outcomes),
+    )
     outcome.details["log"] = f"{job.rundir}/{FOLDER}/slurm-{job_id}.out"
     say(f"multi-node job {job_id}", "done", outcome.status)
     return outcome

@@ -43,8 +43,23 @@ NO_DOCKER = "no docker"
 #: SSH works and `docker` is there, but its engine does not answer (down, hung, no permission).
 ENGINE_NOT_ANSWERING = "engine not answering"
 
-STATUSES = (READY, NOT_READY, DEGRADED, CPU_ONLY, UNREACHABLE, AUTH_REFUSED, NO_DOCKER, ENGINE_NOT_ANSWERING, NO_GPU_RUNTIME, FAILED,
-            TIMEOUT, CANCELLED, MALFORMED, IMPLAUSIBLE, DUPLICATE)
+STATUSES = (
+    READY,
+    NOT_READY,
+    DEGRADED,
+    CPU_ONLY,
+    UNREACHABLE,
+    AUTH_REFUSED,
+    NO_DOCKER,
+    ENGINE_NOT_ANSWERING,
+    NO_GPU_RUNTIME,
+    FAILED,
+    TIMEOUT,
+    CANCELLED,
+    MALFORMED,
+    IMPLAUSIBLE,
+    DUPLICATE,
+)
 #: Phases a backend reports as progress while a host runs (free text is allowed too).
 #: The fleet's multi-node job is one more outcome named "multi-node job (NODES)" (gpuenv/fleet/multinode.py);
 #: its report lines carry test MULTINODE_TEST.
@@ -63,7 +78,9 @@ class HostOutcome:
     report: dict[str, Any] | None = None
     seconds: float | None = None
     exit_code: int | None = None
-    details: dict[str, Any] = field(default_factory=dict)  # backend facts: image digest, job id, node ...
+    details: dict[str, Any] = field(
+        default_factory=dict
+    )  # backend facts: image digest, job id, node ...
 
     @property
     def ready(self) -> bool:
@@ -95,18 +112,24 @@ def unproven(report: dict[str, Any]) -> str | None:
     if exit_status is None:
         return "the report does not say how the suite exited (no pytest_exit_status)"
     frameworks = (report.get("host") or {}).get("frameworks") or {}
-    return summary.get("not_validated") or missing_evidence(rows, gpus_owing_proof(report), frameworks=frameworks, exit_status=exit_status)
+    return summary.get("not_validated") or missing_evidence(
+        rows, gpus_owing_proof(report), frameworks=frameworks, exit_status=exit_status
+    )
 
 
 def gpus_owing_proof(report: dict[str, Any]) -> dict[str, str]:
     """UUID -> label of every GPU a checked report declares: its GPU sections, and the GPUs its own
     NVML reading lists (host.nvml.gpus). A report that leaves out a GPU's section, or all of them,
     still owes that GPU's passing compute row; the section keys alone would let it read ready."""
+
     def label(gpu: dict[str, Any], uuid: str) -> str:
         return f"GPU {gpu.get('index')} ({gpu.get('name') or uuid[:12]})"
 
-    gpus = {key: label(section["gpu"], key)
-            for key, section in report.items() if isinstance(section, dict) and isinstance(section.get("gpu"), dict)}
+    gpus = {
+        key: label(section["gpu"], key)
+        for key, section in report.items()
+        if isinstance(section, dict) and isinstance(section.get("gpu"), dict)
+    }
     for gpu in ((report.get("host") or {}).get("nvml") or {}).get("gpus") or ():
         gpus.setdefault(gpu["uuid"], label(gpu, gpu["uuid"]))
     return gpus
@@ -118,7 +141,12 @@ def status_from_report(report: dict[str, Any] | None, exit_code: int | None) -> 
     known). A report that cannot be read is MALFORMED with "malformed report: why" (the node's file
     is untrusted)."""
     if report is None:
-        return FAILED, f"the suite exited with {exit_code} and wrote no JSON report" if exit_code is not None else "no JSON report came back"
+        return (
+            FAILED,
+            f"the suite exited with {exit_code} and wrote no JSON report"
+            if exit_code is not None
+            else "no JSON report came back",
+        )
     try:
         report = check_report(report)
     except MalformedReport as err:
@@ -135,10 +163,15 @@ def status_from_report(report: dict[str, Any] | None, exit_code: int | None) -> 
         if check["verdict"] == "fail"
     ]
     if failed:
-        return NOT_READY, f"{len(failed)} check(s) failed: " + ", ".join(failed[:5]) + (" ..." if len(failed) > 5 else "")
+        return NOT_READY, f"{len(failed)} check(s) failed: " + ", ".join(failed[:5]) + (
+            " ..." if len(failed) > 5 else ""
+        )
     if why:
         return NOT_READY, why
-    return NOT_READY, f"the suite exited with {exit_code if exit_code is not None else summary.get('pytest_exit_status')}"
+    return (
+        NOT_READY,
+        f"the suite exited with {exit_code if exit_code is not None else summary.get('pytest_exit_status')}",
+    )
 
 
 def fleet_ready(outcomes: list[HostOutcome]) -> bool:
@@ -148,8 +181,13 @@ def fleet_ready(outcomes: list[HostOutcome]) -> bool:
 
 def suite_gpus(report: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """(uuid, section) of each GPU in a checked suite report, in NVML index order."""
-    sections = [(k, v) for k, v in report.items() if isinstance(v, dict) and isinstance(v.get("gpu"), dict)]
-    return sorted(sections, key=lambda kv: (kv[1]["gpu"].get("index") is None, kv[1]["gpu"].get("index") or 0, kv[0]))
+    sections = [
+        (k, v) for k, v in report.items() if isinstance(v, dict) and isinstance(v.get("gpu"), dict)
+    ]
+    return sorted(
+        sections,
+        key=lambda kv: (kv[1]["gpu"].get("index") is None, kv[1]["gpu"].get("index") or 0, kv[0]),
+    )
 
 
 def host_checks(outcome: HostOutcome) -> list[dict[str, Any]]:

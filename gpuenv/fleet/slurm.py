@@ -26,19 +26,15 @@ from gpuenv.fleet.slurm_job import (
     NODE_SCRIPT,
     NODES_DIR,
     SlurmJob,
-    check_env,
     check_job,
     check_rundir,
     docker_run_command,
     limit_seconds,
     parse_sbatch,
-    gpus_per_node,
     render_batch_script,
     render_node_script,
-    resource_options,
     run_slurm,
     sbatch_command,
-    srun_cpus,
     submit,
     suite_command,
     writable_folder_problem,
@@ -67,22 +63,78 @@ from gpuenv.fleet.slurm_queue import (
     stuck,
     unavailable_nodes,
 )
-from gpuenv.fleet.slurm_results import NodeFiles, expand_nodelist, hostnames_command, job_outcomes, node_outcome, read_node_files
+from gpuenv.fleet.slurm_results import (
+    NodeFiles,
+    expand_nodelist,
+    hostnames_command,
+    job_outcomes,
+    node_outcome,
+    read_node_files,
+)
 
 __all__ = [
-    "BASELINE_FILE", "BATCH_SCRIPT", "DEFAULT_QUEUE_TIME", "FINAL_STATES", "JOB_NAME", "MAX_LIMIT_S", "NODES_DIR", "NODE_SCRIPT",
-    "REASONS_SOURCE", "STUCK_REASONS", "JobState", "NodeFiles", "Progress", "SlurmJob", "StuckReason", "cancel", "check_job",
-    "check_rundir", "docker_run_command", "expand_nodelist", "hostnames_command", "job_outcomes", "jobs_of_rundir",
-    "limit_seconds", "node_outcome", "node_states", "parse_sacct", "parse_sbatch", "parse_scontrol_job", "parse_sinfo_states",
-    "parse_squeue", "pending_text", "query", "read_node_files", "render_batch_script", "render_node_script", "run_job", "run_slurm",
-    "sacct_command", "sbatch_command", "scancel_command", "scontrol_job_command", "squeue_command", "state_word", "stuck",
-    "submit", "suite_command", "unavailable_nodes", "writable_folder_problem", "write_scripts",
+    "BASELINE_FILE",
+    "BATCH_SCRIPT",
+    "DEFAULT_QUEUE_TIME",
+    "FINAL_STATES",
+    "JOB_NAME",
+    "MAX_LIMIT_S",
+    "NODES_DIR",
+    "NODE_SCRIPT",
+    "REASONS_SOURCE",
+    "STUCK_REASONS",
+    "JobState",
+    "NodeFiles",
+    "Progress",
+    "SlurmJob",
+    "StuckReason",
+    "cancel",
+    "check_job",
+    "check_rundir",
+    "docker_run_command",
+    "expand_nodelist",
+    "hostnames_command",
+    "job_outcomes",
+    "jobs_of_rundir",
+    "limit_seconds",
+    "node_outcome",
+    "node_states",
+    "parse_sacct",
+    "parse_sbatch",
+    "parse_scontrol_job",
+    "parse_sinfo_states",
+    "parse_squeue",
+    "pending_text",
+    "query",
+    "read_node_files",
+    "render_batch_script",
+    "render_node_script",
+    "run_job",
+    "run_slurm",
+    "sacct_command",
+    "sbatch_command",
+    "scancel_command",
+    "scontrol_job_command",
+    "squeue_command",
+    "state_word",
+    "stuck",
+    "submit",
+    "suite_command",
+    "unavailable_nodes",
+    "writable_folder_problem",
+    "write_scripts",
 ]
 
 Progress = Callable[[str, str, str], None]  # (job or node, phase, detail)
 
 
-def run_job(job: SlurmJob, *, baseline: bytes | None = None, progress: Progress | None = None, poll_s: float = 2.0) -> list[HostOutcome]:
+def run_job(
+    job: SlurmJob,
+    *,
+    baseline: bytes | None = None,
+    progress: Progress | None = None,
+    poll_s: float = 2.0,
+) -> list[HostOutcome]:
     """Submit, wait with progress, collect every node's outcome.
 
     A job pending for a reason that cannot clear (STUCK_REASONS, or nodes it needs that are
@@ -92,12 +144,16 @@ def run_job(job: SlurmJob, *, baseline: bytes | None = None, progress: Progress 
     """
     say = progress or (lambda who, phase, detail: None)
     check_job(job)
-    queue_limit = limit_seconds(job.queue_time or DEFAULT_QUEUE_TIME, "--queue-time", unlimited=False) or float(MAX_LIMIT_S)
+    queue_limit = limit_seconds(
+        job.queue_time or DEFAULT_QUEUE_TIME, "--queue-time", unlimited=False
+    ) or float(MAX_LIMIT_S)
     try:
         write_scripts(job, baseline)
     except OSError as err:
-        raise ToolError(f"cannot write the run folder {job.rundir} ({err.strerror or err})",
-                        fix="give --rundir a folder on a shared path with free space you can write") from None
+        raise ToolError(
+            f"cannot write the run folder {job.rundir} ({err.strerror or err})",
+            fix="give --rundir a folder on a shared path with free space you can write",
+        ) from None
     job_id: str | None = None
     started = time.monotonic()
     try:
@@ -109,17 +165,28 @@ def run_job(job: SlurmJob, *, baseline: bytes | None = None, progress: Progress 
         while True:
             state = query(job_id)
             if state is None:
-                raise ToolError(f"Slurm no longer knows job {job_id}", fix=f"see {job.rundir}/slurm-{job_id}.out")
+                raise ToolError(
+                    f"Slurm no longer knows job {job_id}",
+                    fix=f"see {job.rundir}/slurm-{job_id}.out",
+                )
             if state.state == "PENDING":
                 names = unavailable_nodes(state.reason)
                 why = stuck(state, node_states(names) if names else None)
                 waited = time.monotonic() - started
                 if why is not None or waited > queue_limit:
                     return _give_up(job, job_id, state, why, waited, say)
-            nodes = expand_nodelist(state.nodelist) if state.nodelist and state.state != "PENDING" else []
+            nodes = (
+                expand_nodelist(state.nodelist)
+                if state.nodelist and state.state != "PENDING"
+                else []
+            )
             files = {n: read_node_files(job.rundir, n) for n in nodes}
             done = sum(1 for f in files.values() if f.exit is not None)
-            detail = pending_text(state.reason) if state.state == "PENDING" else f"{done}/{len(nodes)} node(s) done, {state.elapsed}"
+            detail = (
+                pending_text(state.reason)
+                if state.state == "PENDING"
+                else f"{done}/{len(nodes)} node(s) done, {state.elapsed}"
+            )
             if (state.state, detail) != last:
                 say(f"job {job_id}", state.state.lower(), detail)
                 last = (state.state, detail)
@@ -127,7 +194,11 @@ def run_job(job: SlurmJob, *, baseline: bytes | None = None, progress: Progress 
                 phase = "done" if f.exit is not None else "running" if f.started else "queued"
                 if node_phase.get(node) != phase:
                     node_phase[node] = phase
-                    say(node, phase, f"suite exited {f.exit}" if f.exit is not None else (f.runner or ""))
+                    say(
+                        node,
+                        phase,
+                        f"suite exited {f.exit}" if f.exit is not None else (f.runner or ""),
+                    )
             if state.final:
                 break
             time.sleep(poll_s)
@@ -137,14 +208,29 @@ def run_job(job: SlurmJob, *, baseline: bytes | None = None, progress: Progress 
             cancelled = [i for i in ids if cancel(i)]
             failed = [i for i in ids if i not in cancelled]
         interrupt.cleanup = (  # type: ignore[attr-defined]
-            (f"cancelled job {', '.join(cancelled)} (scancel)" if cancelled else "no job was queued")
-            + (f"; could NOT cancel job {', '.join(failed)}: scancel {' '.join(failed)}" if failed else "")
-            + f"; the run folder {job.rundir} keeps what the nodes wrote")
+            (
+                f"cancelled job {', '.join(cancelled)} (scancel)"
+                if cancelled
+                else "no job was queued"
+            )
+            + (
+                f"; could NOT cancel job {', '.join(failed)}: scancel {' '.join(failed)}"
+                if failed
+                else ""
+            )
+            + f"; the run folder {job.rundir} keeps what the nodes wrote"
+        )
         if job_id:
-            say(f"job {job_id}", "cancelled", "scancel sent after the interrupt" if cancelled else "scancel FAILED")
+            say(
+                f"job {job_id}",
+                "cancelled",
+                "scancel sent after the interrupt" if cancelled else "scancel FAILED",
+            )
         raise
     nodes = expand_nodelist(state.nodelist)
-    outcomes = job_outcomes(nodes, {n: read_node_files(job.rundir, n) for n in nodes}, state, job.time)
+    outcomes = job_outcomes(
+        nodes, {n: read_node_files(job.rundir, n) for n in nodes}, state, job.time
+    )
     elapsed = round(time.monotonic() - started, 2)
     for outcome in outcomes:
         outcome.seconds = outcome.seconds or elapsed
@@ -153,7 +239,9 @@ def run_job(job: SlurmJob, *, baseline: bytes | None = None, progress: Progress 
     return outcomes
 
 
-def _give_up(job: SlurmJob, job_id: str, state: JobState, why: str | None, waited: float, say: Progress) -> list[HostOutcome]:
+def _give_up(
+    job: SlurmJob, job_id: str, state: JobState, why: str | None, waited: float, say: Progress
+) -> list[HostOutcome]:
     """Cancel a job that cannot start (`why`) or waited past --queue-time; its one outcome."""
     ok = cancel(job_id)
     for _ in range(20):  # let the cancel land, so the state we report is Slurm's, not a guess
@@ -167,11 +255,22 @@ def _give_up(job: SlurmJob, job_id: str, state: JobState, why: str | None, waite
     else:
         limit = job.queue_time or DEFAULT_QUEUE_TIME
         status = TIMEOUT
-        reason = (f"job {job_id} waited {waited:.0f}s in the queue, past --queue-time {limit} "
-                  f"({pending_text(state.reason)}); {cancelled}: give a longer --queue-time or a less busy partition")
+        reason = (
+            f"job {job_id} waited {waited:.0f}s in the queue, past --queue-time {limit} "
+            f"({pending_text(state.reason)}); {cancelled}: give a longer --queue-time or a less busy partition"
+        )
     say(f"job {job_id}", "cancelled" if ok else "pending", reason[:60])
-    outcome = HostOutcome(f"slurm job {job_id}", status, reason, seconds=round(waited, 2),
-                          details={"job_id": job_id, "job_state": "PENDING", "pending_reason": state.reason,
-                                   "log": f"{job.rundir}/slurm-{job_id}.out"})
+    outcome = HostOutcome(
+        f"slurm job {job_id}",
+        status,
+        reason,
+        seconds=round(waited, 2),
+        details={
+            "job_id": job_id,
+            "job_state": "PENDING",
+            "pending_reason": state.reason,
+            "log": f"{job.rundir}/slurm-{job_id}.out",
+        },
+    )
     say(outcome.host, "done", status)
     return [outcome]

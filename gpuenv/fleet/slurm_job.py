@@ -11,7 +11,6 @@ from pathlib import Path
 
 from gpuenv.errors import BadInput, ToolError
 
-
 JOB_NAME = "gpuenv-validate"
 
 NODE_SCRIPT = "node.sh"
@@ -23,10 +22,15 @@ NODES_DIR = "nodes"
 BASELINE_FILE = "baseline.json"
 
 #: Slurm's --time forms: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, and UNLIMITED/INFINITE.
-_TIME = re.compile(r"^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+|\d+-\d+:\d{1,2}|\d+-\d+:\d{1,2}:\d{1,2}|UNLIMITED|INFINITE)$", re.I)
+_TIME = re.compile(
+    r"^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+|\d+-\d+:\d{1,2}|\d+-\d+:\d{1,2}:\d{1,2}|UNLIMITED|INFINITE)$",
+    re.I,
+)
 
 #: A Slurm hostlist expression: gpu[01-08],login1
-_NODELIST = re.compile(r"^[A-Za-z0-9._\-]+(\[[0-9,\-]+\])?([A-Za-z0-9._\-]*)(,[A-Za-z0-9._\-]+(\[[0-9,\-]+\])?[A-Za-z0-9._\-]*)*$")
+_NODELIST = re.compile(
+    r"^[A-Za-z0-9._\-]+(\[[0-9,\-]+\])?([A-Za-z0-9._\-]*)(,[A-Za-z0-9._\-]+(\[[0-9,\-]+\])?[A-Za-z0-9._\-]*)*$"
+)
 
 _NAME = re.compile(r"^[A-Za-z0-9._\-]+$")
 
@@ -53,7 +57,9 @@ class SlurmJob:
     suite_args: list[str] = field(default_factory=list)
     baseline: bool = False  # RUNDIR/baseline.json is handed to the suite
     extra_sbatch: list[str] = field(default_factory=list)
-    queue_time: str | None = None  # longest wait in the queue before the job is cancelled (default DEFAULT_QUEUE_TIME)
+    queue_time: str | None = (
+        None  # longest wait in the queue before the job is cancelled (default DEFAULT_QUEUE_TIME)
+    )
     # NCCL_*/GLOO_*/TORCH_* for every container and prefix run (invoke.yaml fleet.env)
     env: dict[str, str] = field(default_factory=dict)
     # CPUs each node's task gets (default: every CPU the exclusive job has on the node)
@@ -73,13 +79,16 @@ def check_env(env: dict[str, object]) -> dict[str, str]:
     for name, value in env.items():
         known = isinstance(name, str) and _ENV_NAME.match(name) and name.startswith(ENV_PREFIXES)
         if not known:
-            raise BadInput(f"names {name!r}, not an NCCL/gloo/PyTorch setting",
-                           fix=f"give only variables starting with {', '.join(ENV_PREFIXES)}, "
-                               "e.g. NCCL_SOCKET_IFNAME: ib0")
+            raise BadInput(
+                f"names {name!r}, not an NCCL/gloo/PyTorch setting",
+                fix=f"give only variables starting with {', '.join(ENV_PREFIXES)}, "
+                "e.g. NCCL_SOCKET_IFNAME: ib0",
+            )
         text = str(value)
         if isinstance(value, (dict, list)) or "\n" in text or "\0" in text:
-            raise BadInput(f"sets {name} to {value!r}, not one value",
-                           fix=f"write {name}: VALUE on one line")
+            raise BadInput(
+                f"sets {name} to {value!r}, not one value", fix=f"write {name}: VALUE on one line"
+            )
         out[name] = text
     return out
 
@@ -117,20 +126,35 @@ def srun_cpus(job: SlurmJob) -> str:
 def check_job(job: SlurmJob) -> None:
     """Every option checked before anything is submitted: one line naming the bad value."""
     if job.nodes is not None and job.nodelist:
-        raise BadInput("--nodes and --nodelist both given", fix="give --nodes N for any N nodes, or --nodelist LIST for those nodes")
+        raise BadInput(
+            "--nodes and --nodelist both given",
+            fix="give --nodes N for any N nodes, or --nodelist LIST for those nodes",
+        )
     if job.nodes is not None and job.nodes < 1:
         raise BadInput(f"--nodes {job.nodes} is less than 1", fix="give 1 or more")
     if job.nodelist and not _NODELIST.match(job.nodelist):
-        raise BadInput(f"--nodelist {job.nodelist!r} is not a Slurm host list", fix="write it as gpu[01-04],gpu07")
+        raise BadInput(
+            f"--nodelist {job.nodelist!r} is not a Slurm host list",
+            fix="write it as gpu[01-04],gpu07",
+        )
     if job.partition and not _NAME.match(job.partition):
-        raise BadInput(f"--partition {job.partition!r} is not a partition name", fix="see sinfo -s for the partitions")
+        raise BadInput(
+            f"--partition {job.partition!r} is not a partition name",
+            fix="see sinfo -s for the partitions",
+        )
     if job.time:
         limit_seconds(job.time, "--time")
     limit_seconds(job.queue_time or DEFAULT_QUEUE_TIME, "--queue-time", unlimited=False)
     if not job.image and not job.prefix:
-        raise BadInput("nothing to run on the nodes", fix="give --image REF (nodes with Docker) and/or --prefix PATH (made by invoke install --prefix on a shared path)")
+        raise BadInput(
+            "nothing to run on the nodes",
+            fix="give --image REF (nodes with Docker) and/or --prefix PATH (made by invoke install --prefix on a shared path)",
+        )
     if job.prefix and not Path(job.prefix).is_absolute():
-        raise BadInput(f"--prefix {job.prefix} is not an absolute path", fix="give the prefix's absolute path on the shared file system")
+        raise BadInput(
+            f"--prefix {job.prefix} is not an absolute path",
+            fix="give the prefix's absolute path on the shared file system",
+        )
 
 
 def limit_seconds(text: str, flag: str = "--time", *, unlimited: bool = True) -> float | None:
@@ -141,7 +165,10 @@ def limit_seconds(text: str, flag: str = "--time", *, unlimited: bool = True) ->
     if value.upper() in ("UNLIMITED", "INFINITE"):
         if unlimited:
             return None
-        raise BadInput(f"{flag} {text!r} has no end", fix=f"give a limit of at most 7 days, e.g. {flag} 1:00:00")
+        raise BadInput(
+            f"{flag} {text!r} has no end",
+            fix=f"give a limit of at most 7 days, e.g. {flag} 1:00:00",
+        )
     if not _TIME.match(value) or len(value) > 20:
         raise BadInput(f"{flag} {text!r} is not a time limit", fix=fix)
     match = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d{1,2}))?(?::(\d{1,2}))?", value)
@@ -156,13 +183,15 @@ def limit_seconds(text: str, flag: str = "--time", *, unlimited: bool = True) ->
     if seconds <= 0:
         raise BadInput(f"{flag} {text!r} is no time at all", fix=fix)
     if seconds > MAX_LIMIT_S:
-        raise BadInput(f"{flag} {text!r} is more than the maximum of 7 days (7-0)", fix=f"give at most {flag} 7-0")
+        raise BadInput(
+            f"{flag} {text!r} is more than the maximum of 7 days (7-0)",
+            fix=f"give at most {flag} 7-0",
+        )
     return float(seconds)
 
 
 def check_rundir(rundir: str) -> None:
     """The run folder can be made and written, checked before anything is submitted."""
-    import os
 
     path = Path(rundir)
     fix = "give --rundir a folder on a shared path you can write (home is shared on most clusters)"
@@ -199,8 +228,14 @@ def writable_folder_problem(folder: Path) -> str | None:
 def sbatch_command(job: SlurmJob) -> list[str]:
     """`sbatch` for one task per node; the batch script is RUNDIR/job.sh (render_batch_script)."""
     rundir = job.rundir
-    cmd = ["sbatch", "--parsable", f"--job-name={JOB_NAME}", f"--output={rundir}/slurm-%j.out",
-           f"--chdir={rundir}", "--ntasks-per-node=1"]
+    cmd = [
+        "sbatch",
+        "--parsable",
+        f"--job-name={JOB_NAME}",
+        f"--output={rundir}/slurm-%j.out",
+        f"--chdir={rundir}",
+        "--ntasks-per-node=1",
+    ]
     if job.nodes is not None:
         cmd.append(f"--nodes={job.nodes}")
     if job.nodelist:
@@ -235,18 +270,39 @@ def suite_command(python: str, report: str, job: SlurmJob, baseline: str) -> str
 def docker_run_command(job: SlurmJob) -> str:
     """`docker run` of the suite in the image, as the node's user, writing into the node's folder."""
     assert job.image
-    words = ["docker", "run", "--rm", "--init", "--shm-size", "8g", "--label", "io.gpuenv.fleet=validate",
-             "-u", '"$(id -u):$(id -g)"', "-e", "HOME=/tmp", "-v", '"$out":/gpuenv-out']
+    words = [
+        "docker",
+        "run",
+        "--rm",
+        "--init",
+        "--shm-size",
+        "8g",
+        "--label",
+        "io.gpuenv.fleet=validate",
+        "-u",
+        '"$(id -u):$(id -g)"',
+        "-e",
+        "HOME=/tmp",
+        "-v",
+        '"$out":/gpuenv-out',
+    ]
     for name, value in job.env.items():
         words += ["-e", shlex.quote(f"{name}={value}")]
     if job.gpus.strip().lower() == "none":
-        words += ["-e", "NVIDIA_VISIBLE_DEVICES=void"]  # an engine whose default runtime is nvidia would hand out all
+        words += [
+            "-e",
+            "NVIDIA_VISIBLE_DEVICES=void",
+        ]  # an engine whose default runtime is nvidia would hand out all
     else:
         words += ["--gpus", shlex.quote(job.gpus)]
     if job.baseline:
         words += ["-v", shlex.quote(f"{job.rundir}/{BASELINE_FILE}") + ":/gpuenv-baseline.json:ro"]
     words.append(shlex.quote(job.image))
-    return " ".join(words) + " " + suite_command("python", "/gpuenv-out/report.json", job, "/gpuenv-baseline.json")
+    return (
+        " ".join(words)
+        + " "
+        + suite_command("python", "/gpuenv-out/report.json", job, "/gpuenv-baseline.json")
+    )
 
 
 def render_node_script(job: SlurmJob) -> str:
@@ -260,7 +316,7 @@ def render_node_script(job: SlurmJob) -> str:
         "#!/bin/bash",
         "# gpuenv fleet validation, one node's run (written by gpuenv; srun starts it once per node).",
         "set -u",
-        'node=${SLURMD_NODENAME:-$(hostname -s)}',
+        "node=${SLURMD_NODENAME:-$(hostname -s)}",
         f'out={rundir}/{NODES_DIR}/"$node"',
         'mkdir -p "$out" && : > "$out/started"',
         "status=0",
@@ -276,7 +332,8 @@ def render_node_script(job: SlurmJob) -> str:
         'elif [ -n "$prefix" ] && [ -x "$prefix/bin/python" ]; then',
         '    echo prefix > "$out/runner"',
         *(f"    export {shlex.quote(f'{k}={v}')}" for k, v in job.env.items()),
-        "    " + suite_command('"$prefix/bin/python"', '"$out/report.json"', job, shlex.quote(baseline)),
+        "    "
+        + suite_command('"$prefix/bin/python"', '"$out/report.json"', job, shlex.quote(baseline)),
         "    status=$?",
         "else",
         '    echo "no way to run the suite here: ${image:+no working Docker engine for $image; }${prefix:+no $prefix/bin/python; }give --image for nodes with Docker or --prefix on a shared path" > "$out/error"',
@@ -293,7 +350,10 @@ def parse_sbatch(output: str) -> str:
     text = output.strip().splitlines()[-1] if output.strip() else ""
     job_id = text.split(";", 1)[0].strip()
     if not job_id.isdigit():
-        raise ToolError(f"sbatch did not print a job id (got {output.strip()[:200]!r})", fix="run sbatch by hand to see why")
+        raise ToolError(
+            f"sbatch did not print a job id (got {output.strip()[:200]!r})",
+            fix="run sbatch by hand to see why",
+        )
     return job_id
 
 
@@ -301,10 +361,15 @@ def run_slurm(cmd: list[str], timeout: float = 60) -> subprocess.CompletedProces
     try:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     except FileNotFoundError:
-        raise ToolError(f"{cmd[0]} is not installed on this machine",
-                        fix="run invoke validate --slurm on a Slurm login node (where sbatch and squeue are on PATH)") from None
+        raise ToolError(
+            f"{cmd[0]} is not installed on this machine",
+            fix="run invoke validate --slurm on a Slurm login node (where sbatch and squeue are on PATH)",
+        ) from None
     except subprocess.TimeoutExpired:
-        raise ToolError(f"{cmd[0]} did not answer within {timeout:.0f}s", fix="check that slurmctld is up (scontrol ping)") from None
+        raise ToolError(
+            f"{cmd[0]} did not answer within {timeout:.0f}s",
+            fix="check that slurmctld is up (scontrol ping)",
+        ) from None
 
 
 def write_scripts(job: SlurmJob, baseline: bytes | None = None) -> None:
@@ -324,7 +389,10 @@ def submit(job: SlurmJob) -> str:
     if proc.returncode != 0:
         text = (proc.stderr or proc.stdout).strip()
         reason = text.splitlines()[-1] if text else f"exit status {proc.returncode}"
-        fix = ("run it on a Slurm login node, or set SLURM_CONF to the cluster's slurm.conf" if "configuration" in reason
-               else "check --partition/--nodes/--nodelist/--time against sinfo -s")
+        fix = (
+            "run it on a Slurm login node, or set SLURM_CONF to the cluster's slurm.conf"
+            if "configuration" in reason
+            else "check --partition/--nodes/--nodelist/--time against sinfo -s"
+        )
         raise ToolError(f"sbatch refused the job ({reason})", fix=fix)
     return parse_sbatch(proc.stdout)

@@ -9,10 +9,20 @@ from dataclasses import dataclass
 from gpuenv.errors import ToolError
 from gpuenv.fleet.slurm_job import BATCH_SCRIPT, JOB_NAME, run_slurm
 
-
 #: Job states that are over, as squeue/sacct/scontrol print them (sacct adds "by UID" to CANCELLED).
-FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
-                "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED"}
+FINAL_STATES = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "SPECIAL_EXIT",
+    "REVOKED",
+}
 
 #: Where the reason words and their meaning come from.
 REASONS_SOURCE = "https://slurm.schedmd.com/job_reason_codes.html"
@@ -27,24 +37,75 @@ class StuckReason:
     fix: str
 
 
-STUCK_REASONS: dict[str, StuckReason] = {r.reason: r for r in (
-    StuckReason("PartitionNodeLimit", "the number of nodes asked for is outside the partition's limits",
-                "ask for fewer nodes (--nodes) or another partition; sinfo -s shows each partition's nodes"),
-    StuckReason("PartitionTimeLimit", "the time limit asked for is past the partition's limit",
-                "give a shorter --time; sinfo -s shows each partition's limit"),
-    StuckReason("BadConstraints", "the job's constraints cannot be satisfied",
-                "check --nodelist and any --constraint against sinfo"),
-    StuckReason("InvalidAccount", "the job's account is invalid", "submit with an account you belong to (sacctmgr show assoc user=$USER)"),
-    StuckReason("InvalidQOS", "the job's QOS is invalid", "submit with a QOS you may use (sacctmgr show assoc user=$USER)"),
-    StuckReason("AccountNotAllowed", "the job's account may not use this partition", "choose another --partition or account"),
-    StuckReason("QOSNotAllowed", "the job's QOS may not use this partition", "choose another --partition or QOS"),
-    StuckReason("DependencyNeverSatisfied", "a dependency of the job can never be satisfied", "drop the dependency"),
-    StuckReason("JobHeldAdmin", "the job is held by an administrator", "ask the administrators to release it (scontrol release)"),
-    StuckReason("JobHeldUser", "the job is held by its user", "scontrol release JOBID, or drop the hold from the sbatch options"),
-)}
+STUCK_REASONS: dict[str, StuckReason] = {
+    r.reason: r
+    for r in (
+        StuckReason(
+            "PartitionNodeLimit",
+            "the number of nodes asked for is outside the partition's limits",
+            "ask for fewer nodes (--nodes) or another partition; sinfo -s shows each partition's nodes",
+        ),
+        StuckReason(
+            "PartitionTimeLimit",
+            "the time limit asked for is past the partition's limit",
+            "give a shorter --time; sinfo -s shows each partition's limit",
+        ),
+        StuckReason(
+            "BadConstraints",
+            "the job's constraints cannot be satisfied",
+            "check --nodelist and any --constraint against sinfo",
+        ),
+        StuckReason(
+            "InvalidAccount",
+            "the job's account is invalid",
+            "submit with an account you belong to (sacctmgr show assoc user=$USER)",
+        ),
+        StuckReason(
+            "InvalidQOS",
+            "the job's QOS is invalid",
+            "submit with a QOS you may use (sacctmgr show assoc user=$USER)",
+        ),
+        StuckReason(
+            "AccountNotAllowed",
+            "the job's account may not use this partition",
+            "choose another --partition or account",
+        ),
+        StuckReason(
+            "QOSNotAllowed",
+            "the job's QOS may not use this partition",
+            "choose another --partition or QOS",
+        ),
+        StuckReason(
+            "DependencyNeverSatisfied",
+            "a dependency of the job can never be satisfied",
+            "drop the dependency",
+        ),
+        StuckReason(
+            "JobHeldAdmin",
+            "the job is held by an administrator",
+            "ask the administrators to release it (scontrol release)",
+        ),
+        StuckReason(
+            "JobHeldUser",
+            "the job is held by its user",
+            "scontrol release JOBID, or drop the hold from the sbatch options",
+        ),
+    )
+}
 
 #: States sinfo prints for a node that will not take a job until someone acts ("*": not responding).
-_DEAD_NODE_STATES = ("down", "drained", "draining", "drain", "fail", "failing", "inval", "maint", "future", "not_responding")
+_DEAD_NODE_STATES = (
+    "down",
+    "drained",
+    "draining",
+    "drain",
+    "fail",
+    "failing",
+    "inval",
+    "maint",
+    "future",
+    "not_responding",
+)
 
 
 def squeue_command(job_id: str) -> list[str]:
@@ -52,8 +113,14 @@ def squeue_command(job_id: str) -> list[str]:
 
 
 def sacct_command(job_id: str) -> list[str]:
-    return ["sacct", "--noheader", "--parsable2", "--allocations", f"--jobs={job_id}",
-            "--format=JobID,State,ExitCode,NodeList,Elapsed"]
+    return [
+        "sacct",
+        "--noheader",
+        "--parsable2",
+        "--allocations",
+        f"--jobs={job_id}",
+        "--format=JobID,State,ExitCode,NodeList,Elapsed",
+    ]
 
 
 def scontrol_job_command(job_id: str) -> list[str]:
@@ -91,7 +158,9 @@ def parse_squeue(output: str, job_id: str) -> JobState | None:
     for line in output.splitlines():
         parts = line.strip().split("|")
         if len(parts) >= 5 and parts[0] == job_id:
-            return JobState(job_id, state_word(parts[1]), nodelist=parts[3], reason=parts[4], elapsed=parts[2])
+            return JobState(
+                job_id, state_word(parts[1]), nodelist=parts[3], reason=parts[4], elapsed=parts[2]
+            )
     return None
 
 
@@ -100,7 +169,13 @@ def parse_sacct(output: str, job_id: str) -> JobState | None:
     for line in output.splitlines():
         parts = line.strip().split("|")
         if len(parts) >= 5 and parts[0] == job_id:
-            return JobState(job_id, state_word(parts[1]), nodelist=parts[3], elapsed=parts[4], exit_code=parts[2])
+            return JobState(
+                job_id,
+                state_word(parts[1]),
+                nodelist=parts[3],
+                elapsed=parts[4],
+                exit_code=parts[2],
+            )
     return None
 
 
@@ -114,8 +189,14 @@ def parse_scontrol_job(output: str, job_id: str) -> JobState | None:
     if fields.get("JobId") != job_id:
         return None
     nodelist = fields.get("NodeList", "")
-    return JobState(job_id, state_word(fields.get("JobState", "")), nodelist="" if nodelist == "(null)" else nodelist,
-                    reason=fields.get("Reason", ""), elapsed=fields.get("RunTime", ""), exit_code=fields.get("ExitCode", ""))
+    return JobState(
+        job_id,
+        state_word(fields.get("JobState", "")),
+        nodelist="" if nodelist == "(null)" else nodelist,
+        reason=fields.get("Reason", ""),
+        elapsed=fields.get("RunTime", ""),
+        exit_code=fields.get("ExitCode", ""),
+    )
 
 
 def unavailable_nodes(reason: str) -> str:
@@ -146,7 +227,11 @@ def stuck(state: JobState, node_states: dict[str, str] | None = None) -> str | N
         entry = STUCK_REASONS[word]
         return f"{word}: {entry.meaning}: {entry.fix}"
     if word == "ReqNodeNotAvail" and node_states:
-        dead = sorted(node for node, s in node_states.items() if s.rstrip("*~#!%$@^-") in _DEAD_NODE_STATES or s.endswith("*"))
+        dead = sorted(
+            node
+            for node, s in node_states.items()
+            if s.rstrip("*~#!%$@^-") in _DEAD_NODE_STATES or s.endswith("*")
+        )
         if dead and len(dead) == len(node_states):
             listed = ", ".join(f"{node} ({node_states[node]})" for node in dead)
             return f"ReqNodeNotAvail: the node(s) it needs are down or drained: {listed}: ask for other nodes, or have them resumed"
@@ -184,7 +269,9 @@ def cancel(job_id: str) -> bool:
 def node_states(nodelist: str) -> dict[str, str]:
     """{node: state} from sinfo for a host list ({} when sinfo cannot tell)."""
     try:
-        proc = run_slurm(["sinfo", "--noheader", "--Node", f"--nodes={nodelist}", "--format=%N|%T"], timeout=30)
+        proc = run_slurm(
+            ["sinfo", "--noheader", "--Node", f"--nodes={nodelist}", "--format=%N|%T"], timeout=30
+        )
     except ToolError:
         return {}
     return parse_sinfo_states(proc.stdout) if proc.returncode == 0 else {}
@@ -196,8 +283,21 @@ def jobs_of_rundir(rundir: str) -> list[str]:
     import getpass
 
     try:
-        proc = run_slurm(["squeue", "--noheader", f"--user={getpass.getuser()}", f"--name={JOB_NAME}", "--format=%i|%o"], timeout=30)
+        proc = run_slurm(
+            [
+                "squeue",
+                "--noheader",
+                f"--user={getpass.getuser()}",
+                f"--name={JOB_NAME}",
+                "--format=%i|%o",
+            ],
+            timeout=30,
+        )
     except ToolError:
         return []
     script = f"{rundir}/{BATCH_SCRIPT}"
-    return [line.split("|", 1)[0].strip() for line in proc.stdout.splitlines() if line.strip().endswith(script)]
+    return [
+        line.split("|", 1)[0].strip()
+        for line in proc.stdout.splitlines()
+        if line.strip().endswith(script)
+    ]

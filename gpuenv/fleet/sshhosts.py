@@ -24,12 +24,20 @@ from urllib.parse import urlsplit
 from gpuenv import engine as engines
 from gpuenv.errors import BadInput, GpuenvError, ToolError
 from gpuenv.fleet.interrupts import shielded
-from validate.text import safe_url
 from gpuenv.fleet.outcome import (
-    AUTH_REFUSED, CANCELLED, ENGINE_NOT_ANSWERING, FAILED, NO_DOCKER, NO_GPU_RUNTIME, TIMEOUT, UNREACHABLE, HostOutcome,
+    AUTH_REFUSED,
+    CANCELLED,
+    ENGINE_NOT_ANSWERING,
+    FAILED,
+    NO_DOCKER,
+    NO_GPU_RUNTIME,
+    TIMEOUT,
+    UNREACHABLE,
+    HostOutcome,
     status_from_report,
 )
 from gpuenv.fleet.suitereport import load_suite_report
+from validate.text import safe_url
 
 #: Folder inside the container where the suite writes its report and finds the baseline.
 RUN_DIR = "/tmp/gpuenv-fleet"
@@ -48,7 +56,9 @@ LABEL = "io.gpuenv.fleet"
 RUN_LABEL = "io.gpuenv.fleet.run"
 _HOST = re.compile(r"^[A-Za-z0-9._-]+$|^\[[0-9A-Fa-f:.]+\]$")
 _CAUSE_STATUS = {
-    engines.UNREACHABLE: UNREACHABLE, engines.AUTH_REFUSED: AUTH_REFUSED, engines.NO_DOCKER: NO_DOCKER,
+    engines.UNREACHABLE: UNREACHABLE,
+    engines.AUTH_REFUSED: AUTH_REFUSED,
+    engines.NO_DOCKER: NO_DOCKER,
     engines.ENGINE_NOT_ANSWERING: ENGINE_NOT_ANSWERING,
 }
 
@@ -65,7 +75,9 @@ class SuiteRun:
     baseline: bytes | None = None  # a gpuenv-validate-baseline/1 file, copied into each container
     timeout_s: float | None = None  # per host, for its whole visit: connect, pull and the suite
     connect_timeout_s: float = CONNECT_TIMEOUT
-    env: dict[str, str] = field(default_factory=dict)  # NCCL_*/GLOO_*/TORCH_* (invoke.yaml fleet.env)
+    env: dict[str, str] = field(
+        default_factory=dict
+    )  # NCCL_*/GLOO_*/TORCH_* (invoke.yaml fleet.env)
     #: A host's own GPUs where they differ (`--gpus 'URL=0,1;URL=2,3'`): one machine's GPUs split
     #: between two "hosts" that are its engine reached twice, or hosts whose GPUs differ.
     host_gpus: dict[str, str] = field(default_factory=dict)
@@ -109,9 +121,10 @@ def parse_host_gpus(value: str | None, hosts: list[str]) -> tuple[str | None, di
             continue
         url = normalise_host_url(url.strip())
         if url not in hosts:
-            raise BadInput(f"--gpus names {shown_url(url)}, which is not one of --hosts",
-                           fix="give each host's GPUs after its URL as --hosts writes it: "
-                           "URL=0,1;URL=2")
+            raise BadInput(
+                f"--gpus names {shown_url(url)}, which is not one of --hosts",
+                fix="give each host's GPUs after its URL as --hosts writes it: URL=0,1;URL=2",
+            )
         parse_gpus(gpus)
         own[url] = gpus.strip()
     return default, own
@@ -137,8 +150,10 @@ def normalise_host_url(url: str) -> str:
     except ValueError:  # ssh://root@[::1 : an unclosed IPv6 bracket
         raise BadInput(f"host {shown} has no usable host name", fix=fix) from None
     if ":" in parts.netloc.rpartition("@")[0]:
-        raise BadInput(f"host {shown} holds a password; gpuenv never sends one in a URL",
-                       fix="use an SSH key or agent (ssh-copy-id), and write ssh://user@host")
+        raise BadInput(
+            f"host {shown} holds a password; gpuenv never sends one in a URL",
+            fix="use an SSH key or agent (ssh-copy-id), and write ssh://user@host",
+        )
     if parts.scheme != "ssh":
         raise BadInput(f"host {shown} is not an ssh:// URL", fix=fix)
     if parts.path or parts.query or parts.fragment or "?" in url or "#" in url:
@@ -147,12 +162,19 @@ def normalise_host_url(url: str) -> str:
     hostname, port_text = hostport, ""
     if hostport.startswith("["):
         close = hostport.find("]")
-        hostname, port_text = hostport[: close + 1], hostport[close + 2:] if hostport[close + 1: close + 2] == ":" else ""
-        if close < 0 or hostport[close + 1:] not in ("", ":" + port_text):
+        hostname, port_text = (
+            hostport[: close + 1],
+            hostport[close + 2 :] if hostport[close + 1 : close + 2] == ":" else "",
+        )
+        if close < 0 or hostport[close + 1 :] not in ("", ":" + port_text):
             raise BadInput(f"host {shown} has no usable host name", fix=fix)
     elif ":" in hostport:
         hostname, _, port_text = hostport.rpartition(":")
-    if not hostname or not _HOST.match(hostname) or (at and not re.fullmatch(r"[A-Za-z0-9._-]+", user)):
+    if (
+        not hostname
+        or not _HOST.match(hostname)
+        or (at and not re.fullmatch(r"[A-Za-z0-9._-]+", user))
+    ):
         raise BadInput(f"host {shown} has no usable host name", fix=fix)
     port = None
     if port_text or hostport.endswith(":"):
@@ -161,7 +183,11 @@ def normalise_host_url(url: str) -> str:
         port = int(port_text)  # :052222 is :52222
         if not 0 < port < 65536:
             raise BadInput(f"host {shown} has port {port} out of range", fix=fix)
-    netloc = (f"{user}@" if at else "") + hostname.lower() + (f":{port}" if port not in (None, 22) else "")
+    netloc = (
+        (f"{user}@" if at else "")
+        + hostname.lower()
+        + (f":{port}" if port not in (None, 22) else "")
+    )
     return f"ssh://{netloc}"
 
 
@@ -245,19 +271,29 @@ class FleetState:
         stalled read then ends at once; a running suite is stopped by its own bounded wait)."""
         now = time.monotonic()
         with self.lock:
-            late = [url for url, end in self.deadline.items() if now > end + 1 and url not in self.containers]
+            late = [
+                url
+                for url, end in self.deadline.items()
+                if now > end + 1 and url not in self.containers
+            ]
             for url in late:
                 self.deadline.pop(url, None)
                 if url in self.engines:
                     self.engines[url].close()
 
-    def stop_all(self, workers: list[threading.Thread], grace: float = 5.0) -> tuple[int, list[str]]:
+    def stop_all(
+        self, workers: list[threading.Thread], grace: float = 5.0
+    ) -> tuple[int, list[str]]:
         """Stop every host: no new container, each one started removed, each connection closed.
         (containers removed, what could not be removed: host and container id)."""
         self.stop.set()
         with self.lock:
             containers = dict(self.containers)
-            idle = [e for url, e in self.engines.items() if url not in containers and self.phase.get(url) != "creating"]
+            idle = [
+                e
+                for url, e in self.engines.items()
+                if url not in containers and self.phase.get(url) != "creating"
+            ]
         for engine in idle:  # connecting or pulling: closing ends a stalled read now
             engine.close()
         results: dict[str, bool] = {}
@@ -265,22 +301,36 @@ class FleetState:
         def remove(url: str, container: engines.Container) -> None:
             results[url] = container.remove()
 
-        removers = [threading.Thread(target=remove, args=item, daemon=True) for item in containers.items()]
+        removers = [
+            threading.Thread(target=remove, args=item, daemon=True) for item in containers.items()
+        ]
         for thread in removers:
             thread.start()
         end = time.monotonic() + grace
         for thread in [*removers, *workers]:
             thread.join(max(0.0, end - time.monotonic()))
-        left = [f"{url} (container {c.id[:12]})" for url, c in containers.items() if not results.get(url)]
+        left = [
+            f"{url} (container {c.id[:12]})"
+            for url, c in containers.items()
+            if not results.get(url)
+        ]
         with self.lock:
             remaining = dict(self.engines)
-        for url, engine in remaining.items():  # a container created while we stopped: find it by the run's label
+        for (
+            url,
+            engine,
+        ) in remaining.items():  # a container created while we stopped: find it by the run's label
             if not engine.closed:
                 try:
-                    ok, _ = engines.bounded_call(lambda e=engine: e.remove_containers({RUN_LABEL: self.run_id}), 5,
-                                                 on_late=lambda _r: None)
+                    ok, _ = engines.bounded_call(
+                        lambda e=engine: e.remove_containers({RUN_LABEL: self.run_id}),
+                        5,
+                        on_late=lambda _r: None,
+                    )
                 except Exception:  # noqa: BLE001 - the engine went away under us
-                    ok = engine.closed  # closed by its own worker, which removed its container first
+                    ok = (
+                        engine.closed
+                    )  # closed by its own worker, which removed its container first
                 if not ok:
                     left.append(f"{url} (containers labelled {RUN_LABEL}={self.run_id})")
             engine.close()
@@ -289,23 +339,34 @@ class FleetState:
         return sum(1 for ok in results.values() if ok), left
 
 
-def validate_host(url: str, run: SuiteRun, progress: Progress | None = None, state: FleetState | None = None) -> HostOutcome:
+def validate_host(
+    url: str, run: SuiteRun, progress: Progress | None = None, state: FleetState | None = None
+) -> HostOutcome:
     """Run the suite on one host; never raises for a problem of that host (it becomes the outcome)."""
     state = state or FleetState()
-    say = (lambda phase, detail="": progress(url, phase, detail)) if progress else (lambda phase, detail="": None)
+    say = (
+        (lambda phase, detail="": progress(url, phase, detail))
+        if progress
+        else (lambda phase, detail="": None)
+    )
     started = time.monotonic()
     deadline = started + run.timeout_s if run.timeout_s else None
     details: dict[str, Any] = {"image": run.image, "gpus": run.gpus_for(url)}
 
     def outcome(status: str, reason: str, **kw: Any) -> HostOutcome:
         say("done", status)
-        return HostOutcome(url, status, reason, seconds=round(time.monotonic() - started, 2), details=details, **kw)
+        return HostOutcome(
+            url, status, reason, seconds=round(time.monotonic() - started, 2), details=details, **kw
+        )
 
     def remaining() -> float | None:
         return None if deadline is None else deadline - time.monotonic()
 
     def timed_out(step: str) -> HostOutcome:
-        return outcome(TIMEOUT, f"--time ({run.timeout_s:.0f}s) ran out {step}: give a longer --time or look at the host")
+        return outcome(
+            TIMEOUT,
+            f"--time ({run.timeout_s:.0f}s) ran out {step}: give a longer --time or look at the host",
+        )
 
     engine: engines.Engine | None = None
     container: engines.Container | None = None
@@ -315,7 +376,11 @@ def validate_host(url: str, run: SuiteRun, progress: Progress | None = None, sta
         if deadline is not None:
             with state.lock:
                 state.deadline[url] = deadline
-        limit = run.connect_timeout_s if deadline is None else max(0.5, min(run.connect_timeout_s, remaining() or 0))
+        limit = (
+            run.connect_timeout_s
+            if deadline is None
+            else max(0.5, min(run.connect_timeout_s, remaining() or 0))
+        )
         try:
             engine = engines.Engine.connect(url, connect_timeout=limit, read_timeout=READ_TIMEOUT)
         except engines.EngineUnavailable as err:
@@ -326,12 +391,19 @@ def validate_host(url: str, run: SuiteRun, progress: Progress | None = None, sta
             return outcome(_CAUSE_STATUS.get(err.cause, UNREACHABLE), err.render())
         state.track_engine(url, engine)
         info = engine.info()
-        details["engine"] = {"name": info.get("Name"), "server_version": info.get("ServerVersion"),
-                             "runtimes": sorted((info.get("Runtimes") or {}).keys())}
+        details["engine"] = {
+            "name": info.get("Name"),
+            "server_version": info.get("ServerVersion"),
+            "runtimes": sorted((info.get("Runtimes") or {}).keys()),
+        }
         image = engine.image_info(run.image)
         if image is None:
             state.set_phase(url, "pulling")
-            how = "by digest" if "@sha256:" in run.image else "by tag (pin it by digest: invoke push prints one)"
+            how = (
+                "by digest"
+                if "@sha256:" in run.image
+                else "by tag (pin it by digest: invoke push prints one)"
+            )
             say("pulling", f"pulling {run.image} {how}")
             layers: dict[str, tuple[int, int]] = {}
             shown = [0.0]
@@ -350,23 +422,31 @@ def validate_host(url: str, run: SuiteRun, progress: Progress | None = None, sta
                     raise _Stopped() from None
                 if deadline is not None and (remaining() or 0) <= 0:
                     return timed_out(f"while pulling {run.image}")
-                return outcome(FAILED, f"image {run.image} is not on this host and cannot be pulled ({err.message}): push it with "
-                               "invoke push and pass --image HOST/gpuenv/...@sha256:...")
+                return outcome(
+                    FAILED,
+                    f"image {run.image} is not on this host and cannot be pulled ({err.message}): push it with "
+                    "invoke push and pass --image HOST/gpuenv/...@sha256:...",
+                )
         details["image_id"] = image.id
         if deadline is not None and (remaining() or 0) <= 0:
             return timed_out("before the suite could start")
         state.set_phase(url, "creating")
         try:
             container = engine.start_container(
-                run.image, suite_command(run.suite_args, run.baseline is not None),
+                run.image,
+                suite_command(run.suite_args, run.baseline is not None),
                 gpus=run.gpus_for(url),
-                labels={LABEL: "validate", RUN_LABEL: state.run_id}, env=run.env,
+                labels={LABEL: "validate", RUN_LABEL: state.run_id},
+                env=run.env,
                 files=_baseline_tar(run.baseline) if run.baseline is not None else None,
                 on_created=lambda c: state.track_container(url, c),
             )
         except engines.GpuRuntimeError as err:
-            return outcome(NO_GPU_RUNTIME, f"the engine cannot give GPUs to containers ({err.message}): {err.fix} "
-                           "(on that host; or pass --gpus none for a CPU check)")
+            return outcome(
+                NO_GPU_RUNTIME,
+                f"the engine cannot give GPUs to containers ({err.message}): {err.fix} "
+                "(on that host; or pass --gpus none for a CPU check)",
+            )
         except ToolError as err:
             return outcome(FAILED, f"could not start the suite in {run.image}: {err.message}")
         state.set_phase(url, "running")
@@ -374,8 +454,11 @@ def validate_host(url: str, run: SuiteRun, progress: Progress | None = None, sta
         left = remaining()
         code = container.wait(max(1.0, left) if left is not None else None)
         if code is None:
-            return outcome(TIMEOUT, f"the suite did not finish within --time ({run.timeout_s:.0f}s); stopped it: give a longer --time "
-                           "or look at the host")
+            return outcome(
+                TIMEOUT,
+                f"the suite did not finish within --time ({run.timeout_s:.0f}s); stopped it: give a longer --time "
+                "or look at the host",
+            )
         say("collecting", "report")
         data = container.read_file(REPORT_IN_CONTAINER)
         report = load_suite_report(data.decode("utf-8", errors="replace")) if data else None
@@ -394,7 +477,9 @@ def validate_host(url: str, run: SuiteRun, progress: Progress | None = None, sta
         if deadline is not None and (remaining() or 0) <= 0:
             return timed_out(f"while talking to the engine ({engines.short_reason(err)})")
         if engine is not None and engine.closed:
-            return outcome(UNREACHABLE, f"lost the connection to {url} ({engines.short_reason(err)})")
+            return outcome(
+                UNREACHABLE, f"lost the connection to {url} ({engines.short_reason(err)})"
+            )
         return outcome(FAILED, f"the engine failed: {engines.short_reason(err)}")
     finally:
         if container is not None and not container.remove():
@@ -405,8 +490,13 @@ def validate_host(url: str, run: SuiteRun, progress: Progress | None = None, sta
             engine.close()
 
 
-def validate_hosts(hosts: list[str], run: SuiteRun, parallel: int = DEFAULT_PARALLEL, progress: Progress | None = None,
-                   state: FleetState | None = None) -> list[HostOutcome]:
+def validate_hosts(
+    hosts: list[str],
+    run: SuiteRun,
+    parallel: int = DEFAULT_PARALLEL,
+    progress: Progress | None = None,
+    state: FleetState | None = None,
+) -> list[HostOutcome]:
     """Every host, at most `parallel` at once; outcomes in the order the hosts were given.
 
     Workers are daemon threads, so an interrupted run never waits for a stalled host to exit.
@@ -414,7 +504,9 @@ def validate_hosts(hosts: list[str], run: SuiteRun, parallel: int = DEFAULT_PARA
     from a second interrupt), then propagates with `.cleanup` saying what was removed.
     """
     if parallel < 1:
-        raise BadInput(f"--parallel {parallel} is less than 1", fix="give 1 or more, e.g. --parallel 8")
+        raise BadInput(
+            f"--parallel {parallel} is less than 1", fix="give 1 or more, e.g. --parallel 8"
+        )
     state = state or FleetState()
     if progress:
         for host in hosts:
@@ -438,18 +530,24 @@ def validate_hosts(hosts: list[str], run: SuiteRun, parallel: int = DEFAULT_PARA
                 state.stop.set()
                 return
 
-    workers = [threading.Thread(target=work, daemon=True, name=f"gpuenv-host-{n}") for n in range(min(parallel, len(hosts)) or 1)]
+    workers = [
+        threading.Thread(target=work, daemon=True, name=f"gpuenv-host-{n}")
+        for n in range(min(parallel, len(hosts)) or 1)
+    ]
     try:
         for worker in workers:
             worker.start()
         while alive := [worker for worker in workers if worker.is_alive()]:
-            alive[0].join(0.2)  # in slices: the main thread must see Ctrl-C and SIGTERM, and hosts past --time
+            alive[0].join(
+                0.2
+            )  # in slices: the main thread must see Ctrl-C and SIGTERM, and hosts past --time
             state.expire()
     except KeyboardInterrupt as interrupt:
         with shielded():
             removed, left = state.stop_all(workers)
-        interrupt.cleanup = (f"removed {removed} suite container(s)" if removed else "no suite container was running") + (
-            f"; could NOT remove: {', '.join(left)} (docker rm -f them there)" if left else "")
+        interrupt.cleanup = (
+            f"removed {removed} suite container(s)" if removed else "no suite container was running"
+        ) + (f"; could NOT remove: {', '.join(left)} (docker rm -f them there)" if left else "")
         raise
     if errors:
         raise errors[0]

@@ -50,8 +50,9 @@ def gpu_count(outcome: HostOutcome, gpus: str = "all") -> int:
 IB_PROBE = ["sh", "-c", "ls -A /sys/class/infiniband 2>/dev/null | wc -l"]
 
 
-def host_infiniband(engine: engines.Engine, image: str, labels: dict[str, str],
-                    timeout: float = 60) -> bool:
+def host_infiniband(
+    engine: engines.Engine, image: str, labels: dict[str, str], timeout: float = 60
+) -> bool:
     """Whether the host has InfiniBand/RoCE ports (/sys/class/infiniband not empty: sysfs is the
     host's in a container), asked by a short container of the job's image; False when it cannot
     say (the job then runs without the devices and its transport row says what NCCL used)."""
@@ -71,11 +72,24 @@ def host_infiniband(engine: engines.Engine, image: str, labels: dict[str, str],
 def torch_missing(outcome: HostOutcome) -> bool:
     """Whether the host's own suite found no PyTorch in the image (a check skipped saying so); a
     suite that never looked (-k) proves nothing either way, and the job then tries."""
-    return any("PyTorch is not installed here" in str(c.get("reason") or c.get("measured") or "") for c in host_checks(outcome))
+    return any(
+        "PyTorch is not installed here" in str(c.get("reason") or c.get("measured") or "")
+        for c in host_checks(outcome)
+    )
 
 
-def node_command(url: str, nnodes: int, procs: int, head: str, is_host: bool, run_id: str, sizes: str,
-                 port: int | None = None, expect_gpus: int = 0, gpus: str = "all") -> list[str]:
+def node_command(
+    url: str,
+    nnodes: int,
+    procs: int,
+    head: str,
+    is_host: bool,
+    run_id: str,
+    sizes: str,
+    port: int | None = None,
+    expect_gpus: int = 0,
+    gpus: str = "all",
+) -> list[str]:
     """torchrun in the container on host `url`: one process per GPU, the c10d rendezvous on `head`.
 
     `--local-addr` is the host's name from its URL, the name the fleet reaches it by: the others
@@ -88,10 +102,27 @@ def node_command(url: str, nnodes: int, procs: int, head: str, is_host: bool, ru
     counts what it sees (the worker's --count-gpus, as Slurm's node script does) and fewer is a
     named failure (exit 3, the reason its last log line), not ranks failing on absent devices."""
     port = port or multinode.rendezvous_port(run_id)
-    words = ["python", "-m", "torch.distributed.run", f"--nnodes={nnodes}", f"--nproc-per-node={procs}", "--rdzv-backend=c10d",
-            f"--rdzv-endpoint={head}:{port}", f"--local-addr={rendezvous_host(url)}", f"--rdzv-id=gpuenv-{run_id}",
-            f"--rdzv-conf=is_host={int(is_host)},join_timeout={multinode.JOIN_TIMEOUT}", "--max-restarts=0",
-            "-m", "validate.measure.multinode", "--out", RESULT_IN_CONTAINER, "--sizes", sizes, "--fleet-node", url]
+    words = [
+        "python",
+        "-m",
+        "torch.distributed.run",
+        f"--nnodes={nnodes}",
+        f"--nproc-per-node={procs}",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint={head}:{port}",
+        f"--local-addr={rendezvous_host(url)}",
+        f"--rdzv-id=gpuenv-{run_id}",
+        f"--rdzv-conf=is_host={int(is_host)},join_timeout={multinode.JOIN_TIMEOUT}",
+        "--max-restarts=0",
+        "-m",
+        "validate.measure.multinode",
+        "--out",
+        RESULT_IN_CONTAINER,
+        "--sizes",
+        sizes,
+        "--fleet-node",
+        url,
+    ]
     if expect_gpus <= 0:
         return words
     return ["sh", "-c", gpu_guard(expect_gpus, gpus) + " && exec " + shlex.join(words)]
@@ -101,22 +132,42 @@ def gpu_guard(expected: int, gpus: str) -> str:
     """Shell that exits 3 naming the shortfall when the container sees fewer whole GPUs than
     `expected` (the host's own suite saw them with `--gpus gpus`): the same check and words as the
     Slurm node script (multinode.render_node_script)."""
-    reason = (f"the job sees $n GPU(s) here where the host's own suite saw {int(expected)}: "
-              f"check --gpus ({gpus}) for this host and that the container gets them")
-    return ('n=$(python -m validate.measure.multinode --count-gpus 2>/dev/null | tail -n 1); '
-            "case \"$n\" in ''|*[!0-9]*) n=0 ;; esac; "
-            f'if [ "$n" -lt {int(expected)} ]; then echo "{reason}"; exit 3; fi')
+    reason = (
+        f"the job sees $n GPU(s) here where the host's own suite saw {int(expected)}: "
+        f"check --gpus ({gpus}) for this host and that the container gets them"
+    )
+    return (
+        "n=$(python -m validate.measure.multinode --count-gpus 2>/dev/null | tail -n 1); "
+        "case \"$n\" in ''|*[!0-9]*) n=0 ;; esac; "
+        f'if [ "$n" -lt {int(expected)} ]; then echo "{reason}"; exit 3; fi'
+    )
 
 
-def node_part(outcome: HostOutcome, run: SuiteRun, nnodes: int, head: str, is_host: bool,
-              run_id: str, port: int) -> tuple[list[str], str]:
+def node_part(
+    outcome: HostOutcome,
+    run: SuiteRun,
+    nnodes: int,
+    head: str,
+    is_host: bool,
+    run_id: str,
+    port: int,
+) -> tuple[list[str], str]:
     """(the command, the --gpus) of host `outcome.host`'s container in the job: its own GPU set
     (run.gpus_for: one machine's GPUs split between its engine reached twice get one set each),
     one rank per GPU its suite saw with them, and the guard that names a container seeing fewer."""
     gpus = run.gpus_for(outcome.host)
-    command = node_command(outcome.host, nnodes, gpu_count(outcome, gpus), head, is_host, run_id,
-                           multinode.ddp_sizes(run.suite_args), port,
-                           expect_gpus=multinode.job_gpus([outcome], gpus), gpus=gpus)
+    command = node_command(
+        outcome.host,
+        nnodes,
+        gpu_count(outcome, gpus),
+        head,
+        is_host,
+        run_id,
+        multinode.ddp_sizes(run.suite_args),
+        port,
+        expect_gpus=multinode.job_gpus([outcome], gpus),
+        gpus=gpus,
+    )
     return command, gpus
 
 
@@ -127,8 +178,12 @@ def job_host_name(nodes: list[str]) -> str:
 # ---------------------------------------------------------------- running (I/O)
 
 
-def run_ssh_multinode(outcomes: list[HostOutcome], run: SuiteRun, progress: Progress | None = None,
-                      state: FleetState | None = None) -> HostOutcome | None:
+def run_ssh_multinode(
+    outcomes: list[HostOutcome],
+    run: SuiteRun,
+    progress: Progress | None = None,
+    state: FleetState | None = None,
+) -> HostOutcome | None:
     """Run the job over the hosts whose suite ran and return its outcome; None when fewer than two
     hosts ran their suite, or their image has no PyTorch (said through `progress`)."""
     say = progress or (lambda host, phase, detail: None)
@@ -154,27 +209,41 @@ def run_ssh_multinode(outcomes: list[HostOutcome], run: SuiteRun, progress: Prog
         for index, outcome in enumerate(ran):
             url = outcome.host
             try:
-                engine = engines.Engine.connect(url, connect_timeout=run.connect_timeout_s, read_timeout=READ_TIMEOUT)
+                engine = engines.Engine.connect(
+                    url, connect_timeout=run.connect_timeout_s, read_timeout=READ_TIMEOUT
+                )
             except engines.EngineUnavailable as err:
                 errors[url] = f"cannot reach its engine again: {err.render()}"
                 break
             opened[url] = engine
             state.track_engine(f"{url} (multi-node)", engine)
-            command, gpus = node_part(outcome, run, len(nodes), head, index == 0, state.run_id,
-                                      port)
+            command, gpus = node_part(
+                outcome, run, len(nodes), head, index == 0, state.run_id, port
+            )
             labels = {LABEL: "multinode", RUN_LABEL: state.run_id}
             try:
                 containers[url] = engine.start_container(
-                    run.image, command, gpus=gpus, labels=labels, host_network=True, env=run.env,
+                    run.image,
+                    command,
+                    gpus=gpus,
+                    labels=labels,
+                    host_network=True,
+                    env=run.env,
                     infiniband=host_infiniband(engine, run.image, labels),
                     name=f"gpuenv-multinode-{state.run_id}-{index}",
-                    on_created=lambda c, key=f"{url} (multi-node)": state.track_container(key, c))
+                    on_created=lambda c, key=f"{url} (multi-node)": state.track_container(key, c),
+                )
             except Exception as err:  # noqa: BLE001 - that host's failure is the job's reason
                 errors[url] = f"could not start its part: {engines.short_reason(err)}"
                 break
         timed_out = False
         if not errors:
-            waiters = {url: threading.Thread(target=_wait, args=(url, c, limit, started, exits), daemon=True) for url, c in containers.items()}
+            waiters = {
+                url: threading.Thread(
+                    target=_wait, args=(url, c, limit, started, exits), daemon=True
+                )
+                for url, c in containers.items()
+            }
             for thread in waiters.values():
                 thread.start()
             for thread in waiters.values():
@@ -185,7 +254,9 @@ def run_ssh_multinode(outcomes: list[HostOutcome], run: SuiteRun, progress: Prog
             code = exits.get(url)
             if code not in (None, 0):
                 tail = container.log_tail(3)
-                errors.setdefault(url, f"exited {code}: {tail[-1][:300]}" if tail else f"exited {code}")
+                errors.setdefault(
+                    url, f"exited {code}: {tail[-1][:300]}" if tail else f"exited {code}"
+                )
             data = container.read_file(RESULT_IN_CONTAINER)
             if data and result is None:
                 try:
@@ -194,8 +265,17 @@ def run_ssh_multinode(outcomes: list[HostOutcome], run: SuiteRun, progress: Prog
                 except ValueError:
                     errors.setdefault(url, "its result file is not JSON")
         job_state = JobState(state.run_id, "TIMEOUT") if timed_out else None
-        outcome = multinode.multinode_outcome(nodes, state.run_id, job_state, result if not errors else None, exits, errors,
-                                              multinode.node_busbw(ran), round(time.monotonic() - started, 2), multinode.node_ddp_rates(ran))
+        outcome = multinode.multinode_outcome(
+            nodes,
+            state.run_id,
+            job_state,
+            result if not errors else None,
+            exits,
+            errors,
+            multinode.node_busbw(ran),
+            round(time.monotonic() - started, 2),
+            multinode.node_ddp_rates(ran),
+        )
         outcome.details["rendezvous"] = f"{head}:{port}"
         say(name, "done", outcome.status)
         return outcome
@@ -213,7 +293,9 @@ def run_ssh_multinode(outcomes: list[HostOutcome], run: SuiteRun, progress: Prog
             engine.close()
 
 
-def _wait(url: str, container: engines.Container, limit: float, started: float, exits: dict[str, Any]) -> None:
+def _wait(
+    url: str, container: engines.Container, limit: float, started: float, exits: dict[str, Any]
+) -> None:
     """One host's part: its exit code, or None past the job's time limit (then it is removed)."""
     try:
         exits[url] = container.wait(max(1.0, limit - (time.monotonic() - started)))

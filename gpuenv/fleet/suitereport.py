@@ -58,9 +58,13 @@ class UnreadableReport(dict):
 def parse_report(data: bytes) -> CheckedReport:
     """Bytes of a node's report file -> a checked report, or MalformedReport(why)."""
     if len(data) > MAX_REPORT_BYTES:
-        raise MalformedReport(f"{len(data) / 2**20:.1f} MiB, over the {MAX_REPORT_BYTES // 2**20} MiB limit")
+        raise MalformedReport(
+            f"{len(data) / 2**20:.1f} MiB, over the {MAX_REPORT_BYTES // 2**20} MiB limit"
+        )
     try:
-        text = decode_input(data)  # a byte-order mark or UTF-16 (a file that went through Windows) is fine
+        text = decode_input(
+            data
+        )  # a byte-order mark or UTF-16 (a file that went through Windows) is fine
     except InputRefused as err:
         raise MalformedReport(str(err)) from None
     return check_report(load_json(text), source_chars=len(text))
@@ -82,7 +86,9 @@ def load_suite_report(text: str) -> dict[str, Any] | None:
     as an UnreadableReport, which status_from_report and analyse turn into 'malformed report: why'.
     Never raises: the text is untrusted."""
     if len(text) > MAX_REPORT_BYTES:
-        return UnreadableReport(f"{len(text) / 2**20:.1f} MiB, over the {MAX_REPORT_BYTES // 2**20} MiB limit")
+        return UnreadableReport(
+            f"{len(text) / 2**20:.1f} MiB, over the {MAX_REPORT_BYTES // 2**20} MiB limit"
+        )
     try:
         data = load_json(text)
     except MalformedReport as err:
@@ -92,7 +98,9 @@ def load_suite_report(text: str) -> dict[str, Any] | None:
 
 def _where(section: str, index: int, check: dict[str, Any] | None = None) -> str:
     name = check.get("check") if isinstance(check, dict) else None
-    return f"{section} check {index}" + (f" ({safe_text(name, limit=60)!r})" if isinstance(name, str) else "")
+    return f"{section} check {index}" + (
+        f" ({safe_text(name, limit=60)!r})" if isinstance(name, str) else ""
+    )
 
 
 def _number(value: Any, what: str) -> float | None:
@@ -133,12 +141,21 @@ def _check(raw: Any, section: str, index: int, gpu: str | None) -> dict[str, Any
         raise MalformedReport(f"{_where(section, index, raw)} has no verdict")
     owner = raw.get("gpu", gpu)
     if owner is not None and not isinstance(owner, str):
-        raise MalformedReport(f"{_where(section, index, raw)}: 'gpu' is {safe_text(repr(owner), limit=40)}, not a GPU UUID")
+        raise MalformedReport(
+            f"{_where(section, index, raw)}: 'gpu' is {safe_text(repr(owner), limit=40)}, not a GPU UUID"
+        )
     get = raw.get
-    measured, threshold, reason, test = get("measured"), get("threshold"), get("reason"), get("test")
+    measured, threshold, reason, test = (
+        get("measured"),
+        get("threshold"),
+        get("reason"),
+        get("test"),
+    )
     check: dict[str, Any] = {
         "check": _shared(_text(name, limit=200)),
-        "gpu": (gpu if owner == gpu else _shared(safe_text(owner, limit=200))) if owner is not None else gpu,
+        "gpu": (gpu if owner == gpu else _shared(safe_text(owner, limit=200)))
+        if owner is not None
+        else gpu,
         "measured": "" if measured is None else _text(measured),
         "threshold": "" if threshold is None else _shared(_text(threshold)),
         "verdict": _shared(_text(verdict).strip().lower()),
@@ -167,8 +184,12 @@ def _gpu(uuid: str, raw: dict[str, Any]) -> dict[str, Any]:
     label = f"GPU {safe_text(uuid, limit=60)}"
     index = info.get("index")
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < 4096:
-        raise MalformedReport(f"{label}: index {safe_text(repr(index), limit=40)} is not a GPU index")
-    gpu: dict[str, Any] = {k: v for k, v in info.items() if isinstance(v, (int, float, bool)) or v is None}
+        raise MalformedReport(
+            f"{label}: index {safe_text(repr(index), limit=40)} is not a GPU index"
+        )
+    gpu: dict[str, Any] = {
+        k: v for k, v in info.items() if isinstance(v, (int, float, bool)) or v is None
+    }
     gpu.update({k: safe_text(v, limit=200) for k, v in info.items() if isinstance(v, str)})
     gpu["index"] = index
     gpu["uuid"] = safe_text(uuid, limit=200)
@@ -191,7 +212,9 @@ def check_report(data: Any, source_chars: int | None = None) -> CheckedReport:
         raise MalformedReport(f"the report is a JSON {type(data).__name__}, not an object")
     fmt = data.get("format")
     if not isinstance(fmt, str) or not _FORMAT.match(fmt):
-        raise MalformedReport(f"format {safe_text(repr(fmt), limit=60)} is not gpuenv-validate-report/N")
+        raise MalformedReport(
+            f"format {safe_text(repr(fmt), limit=60)} is not gpuenv-validate-report/N"
+        )
     host = data.get("host")
     if host is None:
         raise MalformedReport("no 'host' section")
@@ -204,46 +227,77 @@ def check_report(data: Any, source_chars: int | None = None) -> CheckedReport:
     budget = [MAX_FREE_FORM_VALUES]
     clean["host"] = {
         "nvml": _plain(nvml, budget) if isinstance(nvml, dict) else None,
-        "frameworks": _plain(host.get("frameworks"), budget) if isinstance(host.get("frameworks"), dict) else None,
+        "frameworks": _plain(host.get("frameworks"), budget)
+        if isinstance(host.get("frameworks"), dict)
+        else None,
         "checks": _checks(host.get("checks"), "host", None),
     }
-    if declared is not None:  # checked on its own, so no wide free-form field before it can crowd it out
+    if (
+        declared is not None
+    ):  # checked on its own, so no wide free-form field before it can crowd it out
         clean["host"]["nvml"]["gpus"] = declared
     listed = (clean["host"]["nvml"] or {}).get("gpus")
-    repeated = repeated_uuid([g.get("uuid") for g in listed if isinstance(g, dict)] if isinstance(listed, list) else [])
+    repeated = repeated_uuid(
+        [g.get("uuid") for g in listed if isinstance(g, dict)] if isinstance(listed, list) else []
+    )
     if repeated:  # the GPU sections are keyed by UUID: a second GPU with the same one would be lost
-        raise MalformedReport(f"GPU {repeated[1]} and GPU {repeated[2]} share the UUID {safe_text(repeated[0], limit=80)}: each GPU has its own")
+        raise MalformedReport(
+            f"GPU {repeated[1]} and GPU {repeated[2]} share the UUID {safe_text(repeated[0], limit=80)}: each GPU has its own"
+        )
     indexes: dict[int, str] = {}
     for key, value in data.items():
-        if key in ("format", "host", "summary") or not isinstance(value, dict) or not isinstance(value.get("gpu"), dict):
+        if (
+            key in ("format", "host", "summary")
+            or not isinstance(value, dict)
+            or not isinstance(value.get("gpu"), dict)
+        ):
             continue  # a section of a later format, or not a GPU: ignored
         section = _gpu(key, value)
         index = section["gpu"]["index"]
         if index in indexes:
-            raise MalformedReport(f"GPU index {index} given twice ({safe_text(indexes[index], limit=60)} and {safe_text(key, limit=60)})")
+            raise MalformedReport(
+                f"GPU index {index} given twice ({safe_text(indexes[index], limit=60)} and {safe_text(key, limit=60)})"
+            )
         indexes[index] = key
         uuid = section["gpu"]["uuid"]
-        if uuid in clean:  # two keys that read the same once made safe (or cut to length): neither may hide the other
-            raise MalformedReport(f"GPU UUID {uuid!r} given twice (as {safe_text(key, limit=60)!r} too)")
+        if (
+            uuid in clean
+        ):  # two keys that read the same once made safe (or cut to length): neither may hide the other
+            raise MalformedReport(
+                f"GPU UUID {uuid!r} given twice (as {safe_text(key, limit=60)!r} too)"
+            )
         clean[uuid] = section
     summary = data.get("summary")
     if summary is not None and not isinstance(summary, dict):
         raise MalformedReport(f"'summary' is a {type(summary).__name__}, not an object")
-    failed = sum(c["verdict"] == "fail" for s in clean.values() if isinstance(s, dict) for c in s.get("checks") or ())
+    failed = sum(
+        c["verdict"] == "fail"
+        for s in clean.values()
+        if isinstance(s, dict)
+        for c in s.get("checks") or ()
+    )
     summary = summary or {}
     exit_status = summary.get("pytest_exit_status")
-    if exit_status is not None and (isinstance(exit_status, bool) or not isinstance(exit_status, int)):
-        raise MalformedReport(f"summary: pytest_exit_status is {safe_text(repr(exit_status), limit=40)}, not a whole number")
+    if exit_status is not None and (
+        isinstance(exit_status, bool) or not isinstance(exit_status, int)
+    ):
+        raise MalformedReport(
+            f"summary: pytest_exit_status is {safe_text(repr(exit_status), limit=40)}, not a whole number"
+        )
     verdicts = summary.get("verdicts")
     clean["summary"] = {
-        "verdicts": {safe_text(k, limit=60): v for k, v in verdicts.items() if isinstance(v, int)} if isinstance(verdicts, dict) else {},
+        "verdicts": {safe_text(k, limit=60): v for k, v in verdicts.items() if isinstance(v, int)}
+        if isinstance(verdicts, dict)
+        else {},
         "failed": failed,
         "pytest_exit_status": exit_status,
         # a report whose checks failed is not ok, whatever its summary claims
         "ok": summary.get("ok") is True and failed == 0,
         "seconds": _number(summary.get("seconds"), "summary: 'seconds'"),
         # why the node's own suite found its run no proof of a ready host (validate/judge/evidence.py)
-        "not_validated": safe_text(summary["not_validated"], limit=500) if summary.get("not_validated") else None,
+        "not_validated": safe_text(summary["not_validated"], limit=500)
+        if summary.get("not_validated")
+        else None,
     }
     return clean
 
@@ -257,7 +311,9 @@ def _declared_gpus(raw: Any) -> list[dict[str, Any]] | None:
     if not isinstance(raw, list):
         raise MalformedReport(f"host.nvml.gpus is a {type(raw).__name__}, not a list")
     if len(raw) > MAX_GPU_SECTIONS:
-        raise MalformedReport(f"host.nvml.gpus lists {len(raw)} GPUs; a host has at most {MAX_GPU_SECTIONS}")
+        raise MalformedReport(
+            f"host.nvml.gpus lists {len(raw)} GPUs; a host has at most {MAX_GPU_SECTIONS}"
+        )
     out = []
     budget = [MAX_FREE_FORM_VALUES]  # for their other facts; index, UUID and name are always kept
     for position, entry in enumerate(raw):
@@ -268,7 +324,9 @@ def _declared_gpus(raw: Any) -> list[dict[str, Any]] | None:
         index = entry.get("index")
         gpu["index"] = index if isinstance(index, int) and not isinstance(index, bool) else None
         gpu["uuid"] = safe_text(uuid, limit=200)
-        gpu["name"] = safe_text(entry["name"], limit=200) if isinstance(entry.get("name"), str) else None
+        gpu["name"] = (
+            safe_text(entry["name"], limit=200) if isinstance(entry.get("name"), str) else None
+        )
         out.append(gpu)
     return out
 
@@ -279,18 +337,35 @@ def _check_size(data: dict[str, Any], count_text: bool = True) -> None:
     cut at MAX_TEXT). A real 8-GPU report has about 200 checks and 60 kB of text; twenty reports
     of 16 MiB each held whole took 2-4 GB. A report past a bound is refused whole, never cut: a
     failing row must not be dropped silently."""
-    sections = [data["host"]] + [v for k, v in data.items() if k not in ("format", "host", "summary")
-                                 and isinstance(v, dict) and isinstance(v.get("gpu"), dict)]
+    sections = [data["host"]] + [
+        v
+        for k, v in data.items()
+        if k not in ("format", "host", "summary")
+        and isinstance(v, dict)
+        and isinstance(v.get("gpu"), dict)
+    ]
     if len(sections) - 1 > MAX_GPU_SECTIONS:
-        raise MalformedReport(f"{len(sections) - 1} GPU sections; a host has at most {MAX_GPU_SECTIONS} GPUs")
+        raise MalformedReport(
+            f"{len(sections) - 1} GPU sections; a host has at most {MAX_GPU_SECTIONS} GPUs"
+        )
     checks = [c for s in sections if isinstance(s.get("checks"), list) for c in s["checks"]]
     if len(checks) > MAX_CHECKS:
         raise MalformedReport(f"{len(checks)} checks; a suite report has at most {MAX_CHECKS}")
-    if not count_text:  # a JSON text of at most MAX_CHECK_TEXT characters holds no more in its strings
+    if (
+        not count_text
+    ):  # a JSON text of at most MAX_CHECK_TEXT characters holds no more in its strings
         return
-    text = sum(min(len(v), MAX_TEXT) for c in checks if isinstance(c, dict) for v in c.values() if isinstance(v, str))
+    text = sum(
+        min(len(v), MAX_TEXT)
+        for c in checks
+        if isinstance(c, dict)
+        for v in c.values()
+        if isinstance(v, str)
+    )
     if text > MAX_CHECK_TEXT:
-        raise MalformedReport(f"{text / 2**20:.1f} M characters of check text; a suite report has at most {MAX_CHECK_TEXT // 2**20} M")
+        raise MalformedReport(
+            f"{text / 2**20:.1f} M characters of check text; a suite report has at most {MAX_CHECK_TEXT // 2**20} M"
+        )
 
 
 def _plain(value: Any, budget: list[int], depth: int = 0) -> Any:
@@ -300,7 +375,11 @@ def _plain(value: Any, budget: list[int], depth: int = 0) -> Any:
     if depth > 8 or budget[0] < 0:
         return None
     if isinstance(value, dict):
-        return {_shared(_text(k, limit=200)): _plain(v, budget, depth + 1) for k, v in list(value.items())[:500] if budget[0] > 0}
+        return {
+            _shared(_text(k, limit=200)): _plain(v, budget, depth + 1)
+            for k, v in list(value.items())[:500]
+            if budget[0] > 0
+        }
     if isinstance(value, list):
         return [_plain(v, budget, depth + 1) for v in value[:500] if budget[0] > 0]
     if isinstance(value, str):

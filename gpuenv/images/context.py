@@ -54,9 +54,13 @@ def label_instruction(labels: dict[str, str]) -> str:
     label given through the API, but one step of this. Keys and values are double-quoted with
     `\\`, `"` and `$` escaped, so the Dockerfile parser gives back exactly the text (no variable
     is expanded); a label with a line break is refused (no label of gpuenv has one)."""
+
     def quoted(text: str) -> str:
         if "\n" in text or "\r" in text:
-            raise DataError(f"a label holds a line break: {text[:60]!r}", fix="report this: gpuenv's labels are one line each")
+            raise DataError(
+                f"a label holds a line break: {text[:60]!r}",
+                fix="report this: gpuenv's labels are one line each",
+            )
         return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
 
     pairs = [f"{quoted(key)}={quoted(value)}" for key, value in sorted(labels.items())]
@@ -66,7 +70,11 @@ def label_instruction(labels: dict[str, str]) -> str:
 def render_dockerfile(template: bytes, labels: dict[str, str]) -> bytes:
     """docker/Dockerfile with the image's labels appended as its last instruction (final stage)."""
     note = "\n# The image's labels, given once by gpuenv (gpuenv/images/plan.py), in one step.\n"
-    return template.rstrip(b"\n") + b"\n" + (note + label_instruction(labels)).encode() if labels else template
+    return (
+        template.rstrip(b"\n") + b"\n" + (note + label_instruction(labels)).encode()
+        if labels
+        else template
+    )
 
 
 def context_entries(plan: BuildPlan, *, labelled: bool = True) -> list[tuple[str, Source]]:
@@ -78,7 +86,11 @@ def context_entries(plan: BuildPlan, *, labelled: bool = True) -> list[tuple[str
     computed before its own hash is a label).
     """
     template = plan.docker_dir / "Dockerfile"
-    dockerfile: Source = render_dockerfile(template.read_bytes(), plan.labels) if labelled and plan.labels else template
+    dockerfile: Source = (
+        render_dockerfile(template.read_bytes(), plan.labels)
+        if labelled and plan.labels
+        else template
+    )
     entries: list[tuple[str, Source]] = [
         ("docker/Dockerfile", dockerfile),
         ("install/install-env.sh", plan.docker_dir / "install-env.sh"),
@@ -90,7 +102,9 @@ def context_entries(plan: BuildPlan, *, labelled: bool = True) -> list[tuple[str
     ]
     if plan.tools is not None:
         entries.append(("install/tools/uv", plan.tools.uv))
-        if plan.tools.conda_env is not None:  # a conda lock's environment, installed on the host for /opt/gpuenv/env
+        if (
+            plan.tools.conda_env is not None
+        ):  # a conda lock's environment, installed on the host for /opt/gpuenv/env
             entries.append(("install/tools/conda-env", Tree(plan.tools.conda_env)))
         if plan.tools.python is not None:
             entries.append(("install/tools/python", Tree(plan.tools.python)))
@@ -107,12 +121,17 @@ def context_entries(plan: BuildPlan, *, labelled: bool = True) -> list[tuple[str
 
 def suite_entries(validate_dir: Path) -> list[tuple[str, Source]]:
     """The suite's entries, named as in the context (for identity.suite_hash)."""
-    return [(f"{SUITE_PREFIX}{p.relative_to(validate_dir).as_posix()}", p) for p in _files_under(validate_dir)]
+    return [
+        (f"{SUITE_PREFIX}{p.relative_to(validate_dir).as_posix()}", p)
+        for p in _files_under(validate_dir)
+    ]
 
 
 def _files_under(root: Path) -> list[Path]:
     return sorted(
-        p for p in root.rglob("*") if p.is_file() and not (set(p.relative_to(root).parts) & _SKIP_NAMES)
+        p
+        for p in root.rglob("*")
+        if p.is_file() and not (set(p.relative_to(root).parts) & _SKIP_NAMES)
     )
 
 

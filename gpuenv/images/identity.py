@@ -17,8 +17,8 @@ import os
 from pathlib import Path
 from typing import Iterable
 
-from gpuenv.envs.lockdir import file_sha256
 from gpuenv import VALIDATE_DIR
+from gpuenv.envs.lockdir import file_sha256
 from gpuenv.images.context import Source, Tree, suite_entries
 
 #: Context entries the install stage copies or is defined by (the Dockerfile is under docker/).
@@ -79,13 +79,21 @@ def inputs_hash(
     return digest.hexdigest()
 
 
-def image_hash(entries: list[tuple[str, Source]], *, buildargs: dict[str, str], labels: dict[str, str], base_id: str) -> str:
+def image_hash(
+    entries: list[tuple[str, Source]],
+    *,
+    buildargs: dict[str, str],
+    labels: dict[str, str],
+    base_id: str,
+) -> str:
     """The identity of the final image: every input of the build. Even the CA bundle and the wheels,
     which reach no layer, name the install stage the image records (its io.gpuenv.install_hash label)."""
     return inputs_hash(entries, buildargs=buildargs, labels=labels, base_id=base_id)
 
 
-def install_hash(entries: list[tuple[str, Source]], *, buildargs: dict[str, str], base_id: str) -> str:
+def install_hash(
+    entries: list[tuple[str, Source]], *, buildargs: dict[str, str], base_id: str
+) -> str:
     """The identity of the install stage: what it copies, the Dockerfile, the build arguments and the base.
 
     The labels are left out: the engine sets them on the final stage only."""

@@ -19,16 +19,16 @@ from typing import TYPE_CHECKING, Iterable
 from gpuenv import PROJECT_ROOT, VALIDATE_DIR, __version__
 from gpuenv.envs import conda, lockdir
 from gpuenv.envs.offline import require_local_channels
+from gpuenv.errors import BadInput, DataError, GpuenvError, ToolError
 from gpuenv.images import identity
 from gpuenv.images.context import Tree, context_entries, suite_entries, write_context  # noqa: F401 (Tree and write_context: the build's context, named here too)
-from gpuenv.errors import BadInput, DataError, GpuenvError, ToolError
 from gpuenv.progress import Say
 from gpuenv.stack import Stack, check_engine_platform, stack_json
 
 if TYPE_CHECKING:  # the engine module imports the Docker SDK: only at run time, lazily
-    from gpuenv.envs.buildtools import BuildTools
     from gpuenv.compat.matrix import Matrix
     from gpuenv.engine import BuildResult, Engine, ImageInfo
+    from gpuenv.envs.buildtools import BuildTools
 
 #: Every gpuenv image lives under this repository prefix: gpuenv/<stack_id>:<inputs-hash-12>, the
 #: hash of everything in the image (gpuenv/images/identity.py), so two different images never share a name.
@@ -116,15 +116,25 @@ def check_image_reference(value: str, option: str = "--tag") -> str:
     if not match:
         raise BadInput(f"{option} {value!r} is not a valid image reference", fix=fix)
     domain = match.group("domain")
-    if domain and not ("." in domain or ":" in domain or domain == "localhost") and domain != domain.lower():
+    if (
+        domain
+        and not ("." in domain or ":" in domain or domain == "localhost")
+        and domain != domain.lower()
+    ):
         # Not a host (no '.', ':' or localhost): engines before distribution/reference v0.5 read it
         # as the first path component, which must be lower case, and refuse it.
         raise BadInput(f"{option} {value!r}: the repository path must be lower case", fix=fix)
     name = value if match.group("tag") is None else value[: -len(match.group("tag")) - 1]
     if len(name) > MAX_NAME_LENGTH:
-        raise BadInput(f"{option} {value[:40]!r}...: the name is {len(name)} characters, the limit is {MAX_NAME_LENGTH}", fix="use a shorter name")
+        raise BadInput(
+            f"{option} {value[:40]!r}...: the name is {len(name)} characters, the limit is {MAX_NAME_LENGTH}",
+            fix="use a shorter name",
+        )
     if _IMAGE_ID.fullmatch(match.group("path")) and not match.group("domain"):
-        raise BadInput(f"{option} {value!r} is a 64-hex image id, which the engine refuses as a name", fix="use a name such as myteam/torch")
+        raise BadInput(
+            f"{option} {value!r} is a 64-hex image id, which the engine refuses as a name",
+            fix="use a name such as myteam/torch",
+        )
     return value if match.group("tag") is not None else f"{value}:latest"
 
 
@@ -169,8 +179,10 @@ def oci_labels(stack: Stack, lock: "LockFile", base_image: str) -> dict[str, str
     """
     labels = {
         "org.opencontainers.image.title": f"gpuenv {stack.stack_id}",
-        "org.opencontainers.image.description": (f"Locked {stack.framework} {stack.framework_version} environment "
-                                                 f"(CUDA {stack.cuda}, Python {stack.python}) built by gpuenv"),
+        "org.opencontainers.image.description": (
+            f"Locked {stack.framework} {stack.framework_version} environment "
+            f"(CUDA {stack.cuda}, Python {stack.python}) built by gpuenv"
+        ),
         "org.opencontainers.image.version": lock.sha256,
         "org.opencontainers.image.source": SOURCE_URL,
         "org.opencontainers.image.base.name": base_image,
@@ -178,7 +190,9 @@ def oci_labels(stack: Stack, lock: "LockFile", base_image: str) -> dict[str, str
     }
     epoch = source_date_epoch(lock)
     if epoch is not None:
-        labels["org.opencontainers.image.created"] = datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        labels["org.opencontainers.image.created"] = datetime.fromtimestamp(
+            epoch, timezone.utc
+        ).strftime("%Y-%m-%dT%H:%M:%SZ")
     return labels
 
 
@@ -278,7 +292,11 @@ def cuda_driver_floors(stack: Stack, matrix: Matrix | None = None) -> str:
 
     matrix = matrix or load_matrix()
     own = version_key(stack.cuda)
-    mine = [r for r in matrix.cuda_releases if r.major == own.major and version_key(r.minor) <= own and r.floor]
+    mine = [
+        r
+        for r in matrix.cuda_releases
+        if r.major == own.major and version_key(r.minor) <= own and r.floor
+    ]
     mine.sort(key=lambda r: version_key(r.minor), reverse=True)
     return " ".join(f"{r.minor}={r.floor}" for r in mine)
 
@@ -299,8 +317,13 @@ def build_args(stack: Stack, lock: LockFile, *, base_image: str | None = None) -
 
 
 def check_build_options(
-    *, tag: str | None = None, ca_cert: str | Path | None = None, wheelhouse: str | Path | None = None,
-    team_file: str | Path | None = None, backend: str | None = None, builder: str | None = None,
+    *,
+    tag: str | None = None,
+    ca_cert: str | Path | None = None,
+    wheelhouse: str | Path | None = None,
+    team_file: str | Path | None = None,
+    backend: str | None = None,
+    builder: str | None = None,
 ) -> None:
     """The build's own options, checked before the stack is resolved, locked or built (BadInput)."""
     if tag is not None:
@@ -308,17 +331,28 @@ def check_build_options(
     if ca_cert is not None and not Path(ca_cert).is_file():
         raise BadInput(f"--ca-cert {ca_cert}: no such file", fix="give the path of a PEM CA bundle")
     if wheelhouse is not None and not Path(wheelhouse).is_dir():
-        raise BadInput(f"--wheelhouse {wheelhouse}: no such folder", fix="give a folder of .whl files")
+        raise BadInput(
+            f"--wheelhouse {wheelhouse}: no such folder", fix="give a folder of .whl files"
+        )
     if wheelhouse is not None:
         from gpuenv.envs.wheelhouse import wheel_names
 
-        wheel_names(wheelhouse)  # every .whl a regular file: a folder or FIFO named x.whl is one line now
+        wheel_names(
+            wheelhouse
+        )  # every .whl a regular file: a folder or FIFO named x.whl is one line now
     if team_file is not None and not Path(team_file).exists():
-        raise BadInput(f"--team-file {team_file}: no such file", fix="give the path of a team file like envs/team.yml")
+        raise BadInput(
+            f"--team-file {team_file}: no such file",
+            fix="give the path of a team file like envs/team.yml",
+        )
     if backend is not None and backend not in LOCK_FILES:
-        raise BadInput(f"--backend {backend!r} is not known", fix=f"use one of {', '.join(LOCK_FILES)}")
+        raise BadInput(
+            f"--backend {backend!r} is not known", fix=f"use one of {', '.join(LOCK_FILES)}"
+        )
     if builder is not None and builder not in BUILDERS:
-        raise BadInput(f"--builder {builder!r} is not known", fix=f"use one of {', '.join(BUILDERS)}")
+        raise BadInput(
+            f"--builder {builder!r} is not known", fix=f"use one of {', '.join(BUILDERS)}"
+        )
 
 
 def plan_build(
@@ -346,19 +380,32 @@ def plan_build(
     if ca_cert is not None:
         ca_cert = Path(ca_cert)
         if not ca_cert.is_file():
-            raise BadInput(f"--ca-cert {ca_cert}: no such file", fix="give the path of a PEM CA bundle")
+            raise BadInput(
+                f"--ca-cert {ca_cert}: no such file", fix="give the path of a PEM CA bundle"
+            )
     if wheelhouse is not None:
         wheelhouse = Path(wheelhouse)
         if not wheelhouse.is_dir():
-            raise BadInput(f"--wheelhouse {wheelhouse}: no such folder", fix="give a folder of .whl files")
+            raise BadInput(
+                f"--wheelhouse {wheelhouse}: no such folder", fix="give a folder of .whl files"
+            )
         from gpuenv.envs.wheelhouse import wheel_names
 
-        wheel_names(wheelhouse)  # every .whl a regular file: a folder or FIFO named x.whl is one line now
+        wheel_names(
+            wheelhouse
+        )  # every .whl a regular file: a folder or FIFO named x.whl is one line now
     if not Path(validate_dir).is_dir():
-        raise DataError(f"validation suite folder {validate_dir} is missing", fix="restore validate/ from the repository")
-    no_index, wheels = _wheels_only(stack, lock, wheelhouse, offline, arch, conda.check_mirrors(mirrors or {}))
+        raise DataError(
+            f"validation suite folder {validate_dir} is missing",
+            fix="restore validate/ from the repository",
+        )
+    no_index, wheels = _wheels_only(
+        stack, lock, wheelhouse, offline, arch, conda.check_mirrors(mirrors or {})
+    )
     extra = (tag,) if tag else ()
-    for ref in image_tags(stack, "0" * 64, extra):  # every tag, before the build: the engine must not refuse one after it
+    for ref in image_tags(
+        stack, "0" * 64, extra
+    ):  # every tag, before the build: the engine must not refuse one after it
         check_image_reference(ref, "image tag")
     plan = BuildPlan(
         stack=stack,
@@ -367,7 +414,10 @@ def plan_build(
         base_image=base_image or stack.base_image,
         tags=[],
         buildargs=build_args(stack, lock, base_image=base_image),
-        labels={**image_labels(stack, lock.sha256, lock.backend), **oci_labels(stack, lock, base_image or stack.base_image)},
+        labels={
+            **image_labels(stack, lock.sha256, lock.backend),
+            **oci_labels(stack, lock, base_image or stack.base_image),
+        },
         ca_cert=ca_cert,
         wheelhouse=wheelhouse,
         validate_dir=Path(validate_dir),
@@ -378,24 +428,34 @@ def plan_build(
         offline=offline,
         mirrors=conda.check_mirrors(mirrors or {}),
     )
-    return replace(plan, labels={**plan.labels, SUITE_LABEL: identity.suite_hash(suite_entries(plan.validate_dir))})
+    return replace(
+        plan,
+        labels={**plan.labels, SUITE_LABEL: identity.suite_hash(suite_entries(plan.validate_dir))},
+    )
 
 
 def pending_tags(plan: BuildPlan) -> list[str]:
     """The tags `plan` will get, with a placeholder for the inputs hash (known once the base is inspected)."""
-    return [t.replace("0" * TAG_HASH_LENGTH, identity.PENDING) for t in image_tags(plan.stack, "0" * 64, plan.extra_tags)]
+    return [
+        t.replace("0" * TAG_HASH_LENGTH, identity.PENDING)
+        for t in image_tags(plan.stack, "0" * 64, plan.extra_tags)
+    ]
 
 
 def identify(plan: BuildPlan, base_id: str) -> BuildPlan:
     """`plan` named from its inputs: the image's tags (unless a caller named them), its inputs and
     base labels, and the install stage's cache name. Needs the installers and the base's id."""
-    entries = context_entries(plan, labelled=False)  # the labels are hashed as labels, the Dockerfile as written
+    entries = context_entries(
+        plan, labelled=False
+    )  # the labels are hashed as labels, the Dockerfile as written
     install = identity.install_hash(entries, buildargs=plan.buildargs, base_id=base_id)
     labels = {**plan.labels, BASE_ID_LABEL: base_id, INSTALL_HASH_LABEL: install}
     labels.pop(INPUTS_LABEL, None)
     inputs = identity.image_hash(entries, buildargs=plan.buildargs, labels=labels, base_id=base_id)
     return replace(
-        plan, base_id=base_id, labels={**labels, INPUTS_LABEL: inputs},
+        plan,
+        base_id=base_id,
+        labels={**labels, INPUTS_LABEL: inputs},
         tags=plan.tags or image_tags(plan.stack, inputs, plan.extra_tags),
         cache_tag=build_cache_tag(plan.stack, install),
     )
@@ -405,7 +465,14 @@ def identify(plan: BuildPlan, base_id: str) -> BuildPlan:
 _WHEEL_ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
 
 
-def _wheels_only(stack: Stack, lock: LockFile, wheelhouse: Path | None, offline: bool, arch: str | None, mirrors: dict[str, str]) -> tuple[bool, tuple[Path, ...]]:
+def _wheels_only(
+    stack: Stack,
+    lock: LockFile,
+    wheelhouse: Path | None,
+    offline: bool,
+    arch: str | None,
+    mirrors: dict[str, str],
+) -> tuple[bool, tuple[Path, ...]]:
     """Whether the build installs from the wheelhouse alone (no index, no network), and the
     wheels of the wheelhouse that the lock allows (the others never leave this machine)."""
     import platform
@@ -413,14 +480,24 @@ def _wheels_only(stack: Stack, lock: LockFile, wheelhouse: Path | None, offline:
     from gpuenv.envs import wheelhouse as wheels
 
     if offline and wheelhouse is None:
-        raise BadInput("--offline needs --wheelhouse", fix="give the folder that holds every wheel of the lock (see the README's air-gapped recipe)")
+        raise BadInput(
+            "--offline needs --wheelhouse",
+            fix="give the folder that holds every wheel of the lock (see the README's air-gapped recipe)",
+        )
     if lock.backend != "uv":
-        return offline and require_local_channels(lock.path, mirrors), ()  # installed on the host; offline as `install --offline`
+        return offline and require_local_channels(
+            lock.path, mirrors
+        ), ()  # installed on the host; offline as `install --offline`
     if wheelhouse is None:
         return False, ()
     machine = arch or platform.machine()
-    cover = wheels.lock_coverage(lock.path, wheelhouse, python=stack.python, arch=_WHEEL_ARCH.get(machine.lower(), machine),
-                                 backend=lock.backend)
+    cover = wheels.lock_coverage(
+        lock.path,
+        wheelhouse,
+        python=stack.python,
+        arch=_WHEEL_ARCH.get(machine.lower(), machine),
+        backend=lock.backend,
+    )
     if offline:
         wheels.require_complete(cover)
     return cover.complete, cover.wheels
@@ -432,11 +509,15 @@ def _wheels_only(stack: Stack, lock: LockFile, wheelhouse: Path | None, offline:
 def build_hint(stack: Stack) -> str:
     """The command that builds `stack`, for error messages."""
     args = f"--cuda {stack.cuda} --framework {stack.framework}"
-    args += f" --{'torch' if stack.framework == 'torch' else 'tensorflow'} {stack.framework_version}"
+    args += (
+        f" --{'torch' if stack.framework == 'torch' else 'tensorflow'} {stack.framework_version}"
+    )
     return f"run invoke build {args} --python {stack.python}"
 
 
-def pick_image(found: list[ImageInfo], stack: Stack, lock_hash: str | None, suite: str | None = None) -> str:
+def pick_image(
+    found: list[ImageInfo], stack: Stack, lock_hash: str | None, suite: str | None = None
+) -> str:
     """The id of the newest image of `stack` built from the lock with `lock_hash` (its
     io.gpuenv.lock_hash label); with no lock to compare (None), the newest image of the stack.
     Among those, an image carrying the suite with hash `suite` (this checkout's) comes first:
@@ -447,9 +528,15 @@ def pick_image(found: list[ImageInfo], stack: Stack, lock_hash: str | None, suit
     """
     if not found:
         raise GpuenvError(f"no gpuenv image for stack {stack.stack_id}", fix=build_hint(stack))
-    matching = found if lock_hash is None else [img for img in found if img.labels.get(LOCK_HASH_LABEL) == lock_hash]
+    matching = (
+        found
+        if lock_hash is None
+        else [img for img in found if img.labels.get(LOCK_HASH_LABEL) == lock_hash]
+    )
     if not matching:
-        others = ", ".join(sorted({(img.labels.get(LOCK_HASH_LABEL) or "none")[:TAG_HASH_LENGTH] for img in found}))
+        others = ", ".join(
+            sorted({(img.labels.get(LOCK_HASH_LABEL) or "none")[:TAG_HASH_LENGTH] for img in found})
+        )
         raise GpuenvError(
             f"no image of stack {stack.stack_id} was built from the current lock {lock_hash[:TAG_HASH_LENGTH]} "  # type: ignore[index]
             f"(images here were built from locks {others})",
@@ -476,7 +563,12 @@ def image_for_stack(stack: Stack, lock_dir: Path | None = None) -> str:
     # No lock: the newest image of the stack. A lock that fails its checks is an error, never
     # a silent fallback to whatever image is newest.
     lock_hash = read_lock(lock_dir, stack).sha256 if lockdir.has_lock(lock_dir) else None
-    return pick_image(Engine.local().find_images({STACK_LABEL: stack.stack_id}), stack, lock_hash, identity.checkout_suite())
+    return pick_image(
+        Engine.local().find_images({STACK_LABEL: stack.stack_id}),
+        stack,
+        lock_hash,
+        identity.checkout_suite(),
+    )
 
 
 def is_cpu_image(ref: str) -> bool:
@@ -502,7 +594,11 @@ def ensure_base_image(engine: Engine, ref: str, progress: Say | None = None) -> 
     """The base image `ref` on `engine`, pulled once when it is missing (the build needs it anyway);
     a pull that fails is one line naming the base image and --base-image, the way out."""
     try:
-        return engine.ensure_image(ref, f"pulling the base image {ref}\n", say=(lambda text: progress(text.rstrip())) if progress else None)
+        return engine.ensure_image(
+            ref,
+            f"pulling the base image {ref}\n",
+            say=(lambda text: progress(text.rstrip())) if progress else None,
+        )
     except ToolError as err:
         raise ToolError(
             f"the base image {ref} is not on this engine and cannot be pulled ({err.message})",
@@ -527,12 +623,16 @@ def supply_tools(plan: BuildPlan, progress: Say | None = None) -> BuildPlan:
     base = engine.image_info(plan.base_image)
     if base is None and plan.offline:
         # The classic builder pulls a missing FROM image whatever `pull` says: the check is here.
-        raise BadInput(f"--offline: the base image {plan.base_image} is not on this engine, and an offline build never pulls",
-                       fix="docker load it here (docker save it where a registry answers), or pass --base-image with an image this engine has")
+        raise BadInput(
+            f"--offline: the base image {plan.base_image} is not on this engine, and an offline build never pulls",
+            fix="docker load it here (docker save it where a registry answers), or pass --base-image with an image this engine has",
+        )
     if base is None:
         base = ensure_base_image(engine, plan.base_image, progress)
     needs_python = plan.lock.backend != "conda-lock"  # a conda lock brings its own Python
-    has_python = not needs_python or engine.image_python(plan.base_image, plan.stack.python) is not None
+    has_python = (
+        not needs_python or engine.image_python(plan.base_image, plan.stack.python) is not None
+    )
     tools = buildtools.gather(
         backend=plan.lock.backend,
         python=plan.stack.python,
@@ -542,19 +642,36 @@ def supply_tools(plan: BuildPlan, progress: Say | None = None) -> BuildPlan:
         progress=progress,
     )
     if base is None:
-        raise GpuenvError(f"the base image {plan.base_image} vanished from the engine during the build's preparation",
-                          fix="build again; keep the base image while gpuenv builds on it")
-    if plan.lock.backend == "conda-lock":  # the environment itself, installed on the host for the image
+        raise GpuenvError(
+            f"the base image {plan.base_image} vanished from the engine during the build's preparation",
+            fix="build again; keep the base image while gpuenv builds on it",
+        )
+    if (
+        plan.lock.backend == "conda-lock"
+    ):  # the environment itself, installed on the host for the image
         from gpuenv.envs import condalock
 
-        tools = replace(tools, conda_env=condalock.stage_for_image(
-            plan.lock.path, stack=plan.stack, lock_sha256=plan.lock.sha256, platform=buildtools.CONDA_PLATFORMS[buildtools.normalise_arch(arch)],
-            target=f"the base image {plan.base_image}", mirrors=plan.mirrors, wheelhouse=plan.wheelhouse, offline=plan.no_index,
-            cache_root=buildtools.cache_dir() / "conda-envs", say=progress or (lambda _m: None)))
+        tools = replace(
+            tools,
+            conda_env=condalock.stage_for_image(
+                plan.lock.path,
+                stack=plan.stack,
+                lock_sha256=plan.lock.sha256,
+                platform=buildtools.CONDA_PLATFORMS[buildtools.normalise_arch(arch)],
+                target=f"the base image {plan.base_image}",
+                mirrors=plan.mirrors,
+                wheelhouse=plan.wheelhouse,
+                offline=plan.no_index,
+                cache_root=buildtools.cache_dir() / "conda-envs",
+                say=progress or (lambda _m: None),
+            ),
+        )
     return identify(replace(plan, tools=tools), base.id)
 
 
-def build_stack_image(plan: BuildPlan, progress: Say | None = None, builder: str = "auto") -> BuildResult:
+def build_stack_image(
+    plan: BuildPlan, progress: Say | None = None, builder: str = "auto"
+) -> BuildResult:
     """Assemble the context of `plan` in a temporary file and build it through the engine.
 
     The engine tags the image only when the build succeeded; a failed or interrupted build
@@ -583,7 +700,9 @@ def build_stack_image(plan: BuildPlan, progress: Say | None = None, builder: str
             tags=plan.tags,
             buildargs=plan.buildargs,
             labels=None,  # in the Dockerfile, one LABEL step (context.render_dockerfile)
-            network_mode="none" if plan.no_index or plan.lock.backend == "conda-lock" else None,  # conda: staged on the host
+            network_mode="none"
+            if plan.no_index or plan.lock.backend == "conda-lock"
+            else None,  # conda: staged on the host
             cache_tag=plan.cache_tag,
             nocache=plan.nocache,
             builder=builder,
@@ -592,4 +711,3 @@ def build_stack_image(plan: BuildPlan, progress: Say | None = None, builder: str
         )
     result.reused = before is not None and before.id == result.image.id
     return result
-

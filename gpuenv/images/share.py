@@ -10,10 +10,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuenv.images import plan as images
-from gpuenv.envs import lockdir
 from gpuenv.engine import Engine, ImageInfo, LayerCallback
+from gpuenv.envs import lockdir
 from gpuenv.errors import BadInput, GpuenvError
+from gpuenv.images import plan as images
 from gpuenv.stack import Stack
 
 #: The digest registries and the engine use for content addresses.
@@ -46,15 +46,24 @@ def parse_image_ref(value: str, option: str = "--image") -> str:
     text = str(value or "").strip()
     name, at, digest = text.partition("@")
     if at and not _SHA256.fullmatch(digest):
-        raise BadInput(f"{option} {_shown(text)} is not an image reference (a digest is sha256: and 64 hex digits)",
-                       fix="give e.g. registry.example.com/gpuenv/<stack>@sha256:<64 hex>, as invoke push printed it")
+        raise BadInput(
+            f"{option} {_shown(text)} is not an image reference (a digest is sha256: and 64 hex digits)",
+            fix="give e.g. registry.example.com/gpuenv/<stack>@sha256:<64 hex>, as invoke push printed it",
+        )
     try:
         images.check_image_reference(name, option)
     except BadInput as err:
         reason = _reason(err.message, option, name)
-        fix = ("give e.g. registry.example.com/gpuenv/<stack>@sha256:<64 hex>, as invoke push printed it" if option == "--image"
-               else str(err.fix))
-        raise BadInput(f"{option} {_shown(text)} is not an image reference" + (f" ({reason})" if reason else ""), fix=fix) from None
+        fix = (
+            "give e.g. registry.example.com/gpuenv/<stack>@sha256:<64 hex>, as invoke push printed it"
+            if option == "--image"
+            else str(err.fix)
+        )
+        raise BadInput(
+            f"{option} {_shown(text)} is not an image reference"
+            + (f" ({reason})" if reason else ""),
+            fix=fix,
+        ) from None
     return text
 
 
@@ -66,7 +75,7 @@ def _reason(message: str, option: str, name: str) -> str:
     """images.check_image_reference's reason, without its own repetition of the option and value."""
     for head in (f"{option} {name!r}: ", f"{option} {name!r} ", f"{option} {name[:40]!r}...: "):
         if message.startswith(head):
-            message = message[len(head):]
+            message = message[len(head) :]
             break
     return "" if message == "is not a valid image reference" else message
 
@@ -80,23 +89,40 @@ def plan_push(stack: Stack, lock_dir: Path, registry: str) -> PushPlan:
     lockdir.verify(Path(lock_dir), stack)
     image = images.image_for_stack(stack, lock_dir)
     info = Engine.local().image_info(image)
-    inputs = (info.labels.get(images.INPUTS_LABEL) if info else None) or image.removeprefix("sha256:")
+    inputs = (info.labels.get(images.INPUTS_LABEL) if info else None) or image.removeprefix(
+        "sha256:"
+    )
     hash_tag = inputs[: images.TAG_HASH_LENGTH]
-    return PushPlan(stack=stack, source=image, repository=remote_repository(registry, stack), tags=(hash_tag, images.MOVING_TAG))
+    return PushPlan(
+        stack=stack,
+        source=image,
+        repository=remote_repository(registry, stack),
+        tags=(hash_tag, images.MOVING_TAG),
+    )
 
 
 def push(plan: PushPlan, progress: LayerCallback | None = None) -> str:
     """Push the plan's image; the digest reference the team shares."""
     engine = Engine.local()
     if engine.image_info(plan.source) is None:
-        raise GpuenvError(f"no image {plan.source} (the stack's image for its current lock) on this engine",
-                          fix=images.build_hint(plan.stack) + ", then push again")
+        raise GpuenvError(
+            f"no image {plan.source} (the stack's image for its current lock) on this engine",
+            fix=images.build_hint(plan.stack) + ", then push again",
+        )
     digest = engine.push_image(plan.source, plan.repository, list(plan.tags), progress=progress)
     return digest_reference(plan.repository, digest)
 
 
-def ensure_image(ref: str, progress: LayerCallback | None = None, say=lambda _msg: None) -> ImageInfo:
+def ensure_image(
+    ref: str, progress: LayerCallback | None = None, say=lambda _msg: None
+) -> ImageInfo:
     """The local image `ref` (checked first); pulled (by digest when the reference has one) when it is missing."""
     ref = parse_image_ref(ref)
-    how = "by digest" if "@sha256:" in ref else "by tag (pin it by digest to get the same bytes everywhere)"
-    return Engine.local().ensure_image(ref, f"{ref} is not on this engine: pulling it {how}", say=say, progress=progress)
+    how = (
+        "by digest"
+        if "@sha256:" in ref
+        else "by tag (pin it by digest to get the same bytes everywhere)"
+    )
+    return Engine.local().ensure_image(
+        ref, f"{ref} is not on this engine: pulling it {how}", say=say, progress=progress
+    )

@@ -15,10 +15,10 @@ from typing import Any
 
 from gpuenv.envs import verify as envs_verify
 from gpuenv.envs.condalock import IMAGE_ENV_DIR
+from gpuenv.envs.installed import TarTree
 from gpuenv.errors import BadInput, DataError
 from gpuenv.images import plan as images
 from gpuenv.progress import format_size
-from gpuenv.envs.installed import TarTree
 from validate import intact
 
 #: Labels of the container made to read an image, so a test can count and remove its own.

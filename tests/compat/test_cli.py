@@ -20,8 +20,19 @@ def test_list_shows_the_tasks(invoke_cli):
 #: What no command's start may import: every command (`invoke --list` too) loads tasks.py, and
 #: these cost a tenth of a second or more between them (the engine package, the suite's report
 #: writer and judges, the XML parser, the progress view), or far more (docker, matplotlib).
-NOT_AT_START = ("gpuenv.engine", "gpuenv.progress", "validate.report.record", "validate.judge", "xml.etree",
-                "docker", "paramiko", "matplotlib", "torch", "tensorflow", "conda_lock")
+NOT_AT_START = (
+    "gpuenv.engine",
+    "gpuenv.progress",
+    "validate.report.record",
+    "validate.judge",
+    "xml.etree",
+    "docker",
+    "paramiko",
+    "matplotlib",
+    "torch",
+    "tensorflow",
+    "conda_lock",
+)
 
 
 def test_loading_the_tasks_imports_nothing_heavy():
@@ -31,7 +42,9 @@ def test_loading_the_tasks_imports_nothing_heavy():
 
     root = Path(__file__).resolve().parents[2]
     code = "import sys, tasks; print(' '.join(sorted(sys.modules)))"
-    loaded = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True).stdout.split()
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.split()
     heavy = [m for m in loaded if m.startswith(NOT_AT_START)]
     assert heavy == [] and "gpuenv.cli.validation" in loaded
 
@@ -40,7 +53,18 @@ def test_resolve_json_has_the_contract_keys(invoke_cli):
     out = invoke_cli("resolve", "--cuda", "12.1", "--torch", "2.1", "--python", "3.11", "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    for key in ("cuda", "cuda_version", "min_driver", "base_image", "python", "framework", "framework_version", "wheel_variant", "index_url", "reasons"):
+    for key in (
+        "cuda",
+        "cuda_version",
+        "min_driver",
+        "base_image",
+        "python",
+        "framework",
+        "framework_version",
+        "wheel_variant",
+        "index_url",
+        "reasons",
+    ):
         assert key in data
     assert data["wheel_variant"] == "cu121"
     assert data["base_image"] == "nvidia/cuda:12.1.1-base-ubuntu22.04"
@@ -61,9 +85,17 @@ def test_resolve_table_for_people(invoke_cli):
         (["--cuda", "abc"], 2, "is not a CUDA version"),
         (["--driver", "x.y"], 2, "is not an NVIDIA driver version"),
         (["--framework", "jax"], 2, "'jax' is not supported"),
-        (["--driver", "525.60.13", "--cuda", "12.1"], 3, "upgrade the driver to >= 530.30.02 or use --cuda 12.0 (gives PyTorch"),
+        (
+            ["--driver", "525.60.13", "--cuda", "12.1"],
+            3,
+            "upgrade the driver to >= 530.30.02 or use --cuda 12.0 (gives PyTorch",
+        ),
         # issue 18: a GPU the driver predates, and Jetson
-        (["--driver", "560.35.03", "--gpu-arch", "10.0"], 3, "the first driver branch that runs it is R570"),
+        (
+            ["--driver", "560.35.03", "--gpu-arch", "10.0"],
+            3,
+            "the first driver branch that runs it is R570",
+        ),
         (["--driver", "540.4.0", "--gpu-arch", "8.7"], 3, "Jetson AGX Orin"),
     ],
 )
@@ -88,9 +120,9 @@ def test_matrix_table_and_json_agree(invoke_cli):
     assert parsed["checked"] == m.checked.isoformat()
 
 
-
-
-@pytest.mark.skipif(nvml_library_present(), reason="libnvidia-ml.so.1 is present: this host has an NVIDIA driver")
+@pytest.mark.skipif(
+    nvml_library_present(), reason="libnvidia-ml.so.1 is present: this host has an NVIDIA driver"
+)
 def test_doctor_on_a_machine_without_gpu(invoke_cli):
     out = invoke_cli("doctor")
     assert out.returncode == 0, out.stderr
@@ -110,13 +142,23 @@ def test_resolve_json_keeps_image_cuda_and_adds_framework_cuda(invoke_cli):
     out = invoke_cli("resolve", "--cuda", "12.2", "--framework", "torch", "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    assert (data["cuda"], data["cuda_version"], data["framework_cuda"]) == ("12.2", "12.2.2", "12.1")
+    assert (data["cuda"], data["cuda_version"], data["framework_cuda"]) == (
+        "12.2",
+        "12.2.2",
+        "12.1",
+    )
     assert data["base_image"] == "nvidia/cuda:12.2.2-base-ubuntu22.04"
 
 
 def test_resolve_strict_driver_flag(invoke_cli):
-    relaxed = json.loads(invoke_cli("resolve", "--driver", "535.104.05", "--gpu-arch", "8.0", "--json").stdout)
-    strict = json.loads(invoke_cli("resolve", "--driver", "535.104.05", "--gpu-arch", "8.0", "--strict-driver", "--json").stdout)
+    relaxed = json.loads(
+        invoke_cli("resolve", "--driver", "535.104.05", "--gpu-arch", "8.0", "--json").stdout
+    )
+    strict = json.loads(
+        invoke_cli(
+            "resolve", "--driver", "535.104.05", "--gpu-arch", "8.0", "--strict-driver", "--json"
+        ).stdout
+    )
     assert relaxed["framework_cuda"] == "12.6" and relaxed["cuda"] == "12.2"
     assert strict["framework_cuda"] == strict["cuda"] == "12.1"
 
@@ -135,8 +177,16 @@ def test_resolve_with_the_real_wheelhouse(invoke_cli):
 @pytest.mark.parametrize(
     "args, code, fragment",
     [
-        (["resolve", "--cuda", "cpu", "--wheelhouse", "/nonexistent/wheels"], 2, "--wheelhouse /nonexistent/wheels: no such folder"),
-        (["lock", "--cuda", "cpu", "--wheelhouse", "/nonexistent/wheels"], 2, "--wheelhouse /nonexistent/wheels: no such folder"),
+        (
+            ["resolve", "--cuda", "cpu", "--wheelhouse", "/nonexistent/wheels"],
+            2,
+            "--wheelhouse /nonexistent/wheels: no such folder",
+        ),
+        (
+            ["lock", "--cuda", "cpu", "--wheelhouse", "/nonexistent/wheels"],
+            2,
+            "--wheelhouse /nonexistent/wheels: no such folder",
+        ),
         (["resolve", "--cuda", "13.0", "--gpu-arch", "7.0"], 3, "CUDA 13 dropped Volta"),
         (["resolve", "--torch", "2.1", "--cuda", "13.2"], 3, "never crosses a CUDA major"),
     ],
@@ -154,8 +204,17 @@ def test_lock_with_wheelhouse_picks_uv_and_the_wheel_it_holds(invoke_cli, tmp_pa
 
     if not any(Path("/opt/wheels").glob("torch-2.13.0+cpu-cp311-*.whl")):
         pytest.skip("/opt/wheels holds no torch-2.13.0+cpu cp311 wheel on this machine")
-    out = invoke_cli("lock", "--cuda", "cpu", "--framework", "torch", "--wheelhouse", "/opt/wheels",
-                     env={"GPUENV_LOCKS_DIR": str(tmp_path)}, timeout=600)
+    out = invoke_cli(
+        "lock",
+        "--cuda",
+        "cpu",
+        "--framework",
+        "torch",
+        "--wheelhouse",
+        "/opt/wheels",
+        env={"GPUENV_LOCKS_DIR": str(tmp_path)},
+        timeout=600,
+    )
     if out.returncode != 0 and "could not reach" in out.stderr:
         pytest.skip(f"an index was unreachable: {out.stderr.strip()}")
     assert out.returncode == 0, out.stderr
@@ -166,10 +225,18 @@ def test_lock_with_wheelhouse_picks_uv_and_the_wheel_it_holds(invoke_cli, tmp_pa
 
 
 def test_matrix_check_unreachable_index_is_one_line(invoke_cli):
-    out = invoke_cli("matrix", "--check", env={"HTTPS_PROXY": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9"})
+    out = invoke_cli(
+        "matrix",
+        "--check",
+        env={"HTTPS_PROXY": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9"},
+    )
     assert out.returncode == 1
-    errors = [line for line in out.stderr.splitlines() if not line.startswith("  ")]  # "  ..." lines are progress
-    assert len(errors) == 1 and errors[0].startswith("gpuenv: cannot reach the package index at https://pypi.org/pypi/"), out.stderr
+    errors = [
+        line for line in out.stderr.splitlines() if not line.startswith("  ")
+    ]  # "  ..." lines are progress
+    assert len(errors) == 1 and errors[0].startswith(
+        "gpuenv: cannot reach the package index at https://pypi.org/pypi/"
+    ), out.stderr
     assert "Traceback" not in out.stderr and out.stdout == ""
 
 
@@ -184,8 +251,14 @@ def test_matrix_check_exit_code_follows_the_report(invoke_cli):
 
 
 def test_resolve_a_t4_on_470_as_json(invoke_cli):
-    out = invoke_cli("resolve", "--driver", "470.82.01", "--gpu-arch", "7.5", "--tensorflow", "2.12", "--json")
+    out = invoke_cli(
+        "resolve", "--driver", "470.82.01", "--gpu-arch", "7.5", "--tensorflow", "2.12", "--json"
+    )
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    assert (data["framework_version"], data["min_driver"], data["require_cuda"]) == ("2.12.1", "450.80.02", "cuda>=11.0,driver>=450.80.02")
+    assert (data["framework_version"], data["min_driver"], data["require_cuda"]) == (
+        "2.12.1",
+        "450.80.02",
+        "cuda>=11.0,driver>=450.80.02",
+    )
     assert data["base_image"] == "nvidia/cuda:11.8.0-cudnn8-runtime-ubuntu22.04"

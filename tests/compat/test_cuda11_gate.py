@@ -15,14 +15,16 @@ from pathlib import Path
 import pytest
 
 from gpuenv import PROJECT_ROOT
-from gpuenv.images.plan import cuda_driver_floors, require_cuda
 from gpuenv.compat.resolve import Request, resolve_stack
+from gpuenv.images.plan import cuda_driver_floors, require_cuda
 
 ENTRYPOINT = PROJECT_ROOT / "docker" / "entrypoint.sh"
 
 
 def _proc(version: str) -> str:
-    return f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {version}  Wed Oct 27 01:15:15 UTC 2021\n"
+    return (
+        f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {version}  Wed Oct 27 01:15:15 UTC 2021\n"
+    )
 
 
 def _start(tmp_path: Path, driver: str, stack) -> subprocess.CompletedProcess:
@@ -34,12 +36,22 @@ def _start(tmp_path: Path, driver: str, stack) -> subprocess.CompletedProcess:
         "GPUENV_CUDA_FLOORS": cuda_driver_floors(stack),
         "GPUENV_DRIVER_VERSION_FILE": str(version_file),
     }
-    return subprocess.run(["/bin/sh", str(ENTRYPOINT), "echo", "started"], env=env, capture_output=True, text=True, timeout=30)
+    return subprocess.run(
+        ["/bin/sh", str(ENTRYPOINT), "echo", "started"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
 
 
 @pytest.mark.parametrize("framework", ["torch", "tensorflow"])
 def test_a_t4_on_470_gets_a_cuda11_image_whose_gates_let_it_start(tmp_path, framework):
-    stack = resolve_stack(Request(driver="470.82.01", gpu_archs=("7.5",), framework=framework, today=date(2026, 11, 23)))
+    stack = resolve_stack(
+        Request(
+            driver="470.82.01", gpu_archs=("7.5",), framework=framework, today=date(2026, 11, 23)
+        )
+    )
     assert (stack.cuda, stack.min_driver) == ("11.8", "450.80.02")
     assert require_cuda(stack) == "cuda>=11.0,driver>=450.80.02"
     started = _start(tmp_path, "470.82.01", stack)

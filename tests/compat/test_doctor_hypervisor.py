@@ -15,7 +15,11 @@ def test_doctor_plans_no_stack_for_a_vgpu_hypervisor(invoke_cli, tmp_path):
     data = json.loads(invoke_cli("doctor", "--host", str(capture), "--json").stdout)
     for framework in ("torch", "tensorflow"):
         rec = data["recommended"][framework]
-        assert not rec["available"] and "not a CUDA host for containers" in rec["why"] and "Host VGPU" in rec["why"]
+        assert (
+            not rec["available"]
+            and "not a CUDA host for containers" in rec["why"]
+            and "Host VGPU" in rec["why"]
+        )
     text = invoke_cli("doctor", "--host", str(capture))
     assert text.returncode == 0, text.stderr
     assert "CUDA driver API not reported" in text.stdout and "None" not in text.stdout
@@ -24,7 +28,9 @@ def test_doctor_plans_no_stack_for_a_vgpu_hypervisor(invoke_cli, tmp_path):
 
 def test_doctor_still_plans_for_a_licensed_vgpu_guest(invoke_cli, tmp_path):
     capture = tmp_path / "guest.xml"
-    capture.write_text(v.vgpu_guest_xml("Licensed (Expiry: 2024-10-19 6:51:17 GMT)"), encoding="utf-8")
+    capture.write_text(
+        v.vgpu_guest_xml("Licensed (Expiry: 2024-10-19 6:51:17 GMT)"), encoding="utf-8"
+    )
     data = json.loads(invoke_cli("doctor", "--host", str(capture), "--json").stdout)
     assert data["recommended"]["torch"]["available"], data["recommended"]["torch"]
 

@@ -23,7 +23,11 @@ def test_resolve_reads_the_driver_and_gpus_of_a_capture(invoke_cli):
 
 
 def test_command_line_driver_wins_over_the_capture(invoke_cli):
-    stack = _ok(invoke_cli("resolve", "--host", str(GB200), "--driver", "535.104.05", "--gpu-arch", "8.0", "--json"))
+    stack = _ok(
+        invoke_cli(
+            "resolve", "--host", str(GB200), "--driver", "535.104.05", "--gpu-arch", "8.0", "--json"
+        )
+    )
     assert not any("read from" in reason for reason in stack["reasons"])
 
 
@@ -38,10 +42,15 @@ def test_doctor_shows_the_captured_server(invoke_cli):
 def test_an_unknown_product_is_said_not_guessed(invoke_cli, tmp_path):
     capture = tmp_path / "mystery.xml"
     text = A100.read_text(encoding="utf-8").replace("NVIDIA A100-SXM4-40GB", "NVIDIA Mystery 9000")
-    capture.write_text(text.replace("<pci_device_id>20B010DE</pci_device_id>", ""), encoding="utf-8")  # no A100 id
+    capture.write_text(
+        text.replace("<pci_device_id>20B010DE</pci_device_id>", ""), encoding="utf-8"
+    )  # no A100 id
     out = invoke_cli("resolve", "--host", str(capture))
     assert out.returncode == 2, out.stderr
-    assert "NVIDIA Mystery 9000 is unknown (not in validate/host/gpu_archs.yaml)" in out.stderr and "--gpu-arch" in out.stderr
+    assert (
+        "NVIDIA Mystery 9000 is unknown (not in validate/host/gpu_archs.yaml)" in out.stderr
+        and "--gpu-arch" in out.stderr
+    )
     assert "Traceback" not in out.stderr
 
 
@@ -63,13 +72,21 @@ def test_doctor_names_the_last_driver_line_of_a_kepler_host(invoke_cli, tmp_path
     data = _ok(invoke_cli("doctor", "--host", str(capture), "--json"))
     assert data["nvml"]["gpus"][0]["compute_capability"] == "3.5"
     (line,) = data["legacy"]["lines"]
-    assert "Kepler (cc 3.5)" in line and "R470" in line and "--cuda 11.8" in line and "340.24 is older" in line
+    assert (
+        "Kepler (cc 3.5)" in line
+        and "R470" in line
+        and "--cuda 11.8" in line
+        and "340.24 is older" in line
+    )
 
 
 def test_doctor_reads_an_old_drivers_a100_name(invoke_cli, tmp_path):
     """SYNTHETIC: the A100 capture with the name driver 460 reports ("A100-SXM4-40GB", no "NVIDIA ")."""
     capture = tmp_path / "a100-old-name.xml"
-    capture.write_text(A100.read_text(encoding="utf-8").replace("NVIDIA A100-SXM4-40GB", "A100-SXM4-40GB"), encoding="utf-8")
+    capture.write_text(
+        A100.read_text(encoding="utf-8").replace("NVIDIA A100-SXM4-40GB", "A100-SXM4-40GB"),
+        encoding="utf-8",
+    )
     data = _ok(invoke_cli("doctor", "--host", str(capture), "--json"))
     assert data["nvml"]["gpus"][0]["compute_capability"] == "8.0" and data["legacy"]["lines"] == []
     assert data["recommended"]["torch"]["available"], data["recommended"]["torch"]
@@ -86,8 +103,14 @@ def test_resolve_refuses_a_kepler_host_as_doctor_describes_it(invoke_cli, tmp_pa
     out = invoke_cli("resolve", "--host", str(capture))
     assert out.returncode == 3, out.stderr
     assert out.stderr.strip().count("\n") == 0, out.stderr
-    assert "Kepler (cc 3.5): the last driver branch that runs it is R470, the last CUDA that builds for it 11.8" in out.stderr
-    assert "no PyTorch stack gpuenv knows runs on it" in out.stderr and "--framework tensorflow on an R470 driver" in out.stderr
+    assert (
+        "Kepler (cc 3.5): the last driver branch that runs it is R470, the last CUDA that builds for it 11.8"
+        in out.stderr
+    )
+    assert (
+        "no PyTorch stack gpuenv knows runs on it" in out.stderr
+        and "--framework tensorflow on an R470 driver" in out.stderr
+    )
     assert "520.61.05" not in out.stderr and "upgrade the driver" not in out.stderr
 
 
@@ -98,13 +121,18 @@ def test_resolve_tells_a_k80_on_an_old_driver_its_last_branch(invoke_cli, tmp_pa
     from tests.validate.host_variants import driver340_kepler
 
     capture = tmp_path / "k80-340.xml"
-    k80 = driver340_kepler().replace("Tesla K20m", "Tesla K80").replace("102810DE", "102D10DE")  # GK210GL [Tesla K80]
+    k80 = (
+        driver340_kepler().replace("Tesla K20m", "Tesla K80").replace("102810DE", "102D10DE")
+    )  # GK210GL [Tesla K80]
     capture.write_text(k80, encoding="utf-8")
     out = invoke_cli("resolve", "--host", str(capture))
     assert out.returncode == 3, out.stderr
     assert out.stderr.strip().count("\n") == 0, out.stderr
     assert "Kepler (cc 3.7): the last driver branch that runs it is R470" in out.stderr
-    assert "install an R470 driver (gives PyTorch 2.7.1 cu118" in out.stderr and "upgrade the driver" not in out.stderr
+    assert (
+        "install an R470 driver (gives PyTorch 2.7.1 cu118" in out.stderr
+        and "upgrade the driver" not in out.stderr
+    )
 
 
 def test_doctor_and_the_replay_agree_that_a_cc_3_0_kepler_ends_with_cuda_10_2(invoke_cli, tmp_path):
@@ -116,19 +144,46 @@ def test_doctor_and_the_replay_agree_that_a_cc_3_0_kepler_ends_with_cuda_10_2(in
     import sys
 
     text = A100.read_text(encoding="utf-8").replace("NVIDIA A100-SXM4-40GB", "Tesla K10.G1.8GB")
-    text = text.replace("<pci_device_id>20B010DE</pci_device_id>", "")  # the A100's id would name an A100
+    text = text.replace(
+        "<pci_device_id>20B010DE</pci_device_id>", ""
+    )  # the A100's id would name an A100
     capture = tmp_path / "k10-470.xml"
-    capture.write_text(text.replace("<driver_version>570.148.08", "<driver_version>470.256.02"), encoding="utf-8")
+    capture.write_text(
+        text.replace("<driver_version>570.148.08", "<driver_version>470.256.02"), encoding="utf-8"
+    )
     data = _ok(invoke_cli("doctor", "--host", str(capture), "--json"))
     assert data["nvml"]["gpus"][0]["compute_capability"] == "3.0"
     (line,) = data["legacy"]["lines"]
-    assert "(cc 3.0): the last driver branch that runs it is R470, the last CUDA that builds for it 10.2" in line, line
+    assert (
+        "(cc 3.0): the last driver branch that runs it is R470, the last CUDA that builds for it 10.2"
+        in line
+    ), line
     root = Path(__file__).resolve().parents[2]
-    replay = subprocess.run([sys.executable, "-m", "validate", "--replay", str(capture), "--json", str(tmp_path / "r.json")], cwd=root,
-                            env={**os.environ, "PYTHONPATH": str(root)}, capture_output=True, text=True, timeout=300)
-    rows = [c for section in json.loads((tmp_path / "r.json").read_text(encoding="utf-8")).values()
-            if isinstance(section, dict) for c in section.get("checks", [])]
+    replay = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "validate",
+            "--replay",
+            str(capture),
+            "--json",
+            str(tmp_path / "r.json"),
+        ],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    rows = [
+        c
+        for section in json.loads((tmp_path / "r.json").read_text(encoding="utf-8")).values()
+        if isinstance(section, dict)
+        for c in section.get("checks", [])
+    ]
     (identity,) = [c["measured"] for c in rows if c["check"] == "gpu identity"]
     assert "Kepler, cc 3.0: legacy, last driver branch R470, last CUDA 10.2" in identity, identity
-    printed = " ".join(" ".join(line.split()) for line in replay.stdout.splitlines())  # the table wraps the cell, never cuts it
+    printed = " ".join(
+        " ".join(line.split()) for line in replay.stdout.splitlines()
+    )  # the table wraps the cell, never cuts it
     assert "last CUDA 10.2" in printed and "11.8" not in printed, replay.stdout[-3000:]

@@ -36,8 +36,9 @@ def _aarch64_build(stack: dict) -> object:
     return next((v for v in builds if v.name == stack["wheel_variant"]), None)
 
 
-@pytest.mark.parametrize("capture, product",
-                         [(GB200, "NVIDIA GB200"), (GH200, "NVIDIA GH200 480GB")])
+@pytest.mark.parametrize(
+    "capture, product", [(GB200, "NVIDIA GB200"), (GH200, "NVIDIA GH200 480GB")]
+)
 def test_a_grace_capture_plans_an_aarch64_build_that_exists(invoke_cli, capture, product):
     stack = _ok(invoke_cli("resolve", "--host", str(capture), "--json"))
     assert stack["platform"] == LINUX_AARCH64 and stack["stack_id"].endswith("-aarch64")
@@ -66,15 +67,26 @@ def test_the_gh200_on_r570_gets_the_cu128_index_build_and_says_why(invoke_cli):
 def test_an_x86_64_capture_plans_what_it_always_did(invoke_cli):
     stack = _ok(invoke_cli("resolve", "--host", str(H100), "--json"))
     assert stack["platform"] == LINUX_64 and not stack["stack_id"].endswith("-aarch64")
-    old = resolve_stack(Request(driver="580.105.08", gpu_archs=("9.0",),
-                                driver_source=f"read from {H100}"))
+    old = resolve_stack(
+        Request(driver="580.105.08", gpu_archs=("9.0",), driver_source=f"read from {H100}")
+    )
     assert stack["stack_id"] == old.stack_id and stack["pip_requirement"] == old.pip_requirement
     assert stack["reasons"] == list(old.reasons)  # no platform line on linux-64
 
 
 def test_platform_option_wins_and_a_bad_value_is_one_line(invoke_cli):
-    arm = _ok(invoke_cli("resolve", "--platform", "linux-aarch64", "--gpu-arch", "10.0",
-                         "--driver", "580.65.06", "--json"))
+    arm = _ok(
+        invoke_cli(
+            "resolve",
+            "--platform",
+            "linux-aarch64",
+            "--gpu-arch",
+            "10.0",
+            "--driver",
+            "580.65.06",
+            "--json",
+        )
+    )
     assert arm["platform"] == LINUX_AARCH64 and any("(--platform)" in r for r in arm["reasons"])
     x86 = _ok(invoke_cli("resolve", "--host", str(GB200), "--platform", "linux-64", "--json"))
     assert x86["platform"] == LINUX_64  # the user's word over the GPU's inference
@@ -102,8 +114,9 @@ def test_every_grace_gpu_gets_sass_from_an_aarch64_build(cc):
 
 
 def test_tensorflow_on_grace_says_what_is_true_there():
-    request = Request(driver="580.173.02", gpu_archs=("10.0",), framework="tensorflow",
-                      platform=LINUX_AARCH64)
+    request = Request(
+        driver="580.173.02", gpu_archs=("10.0",), framework="tensorflow", platform=LINUX_AARCH64
+    )
     with pytest.raises(NoCompatibleStack) as err:
         resolve_stack(request)
     assert "PyPI's aarch64 tensorflow wheel is a CPU build" in err.value.message
@@ -127,8 +140,9 @@ def test_cuda_cpu_on_grace_is_the_aarch64_cpu_build():
 
 def test_a_release_with_no_aarch64_build_is_refused_naming_those_that_have_one():
     with pytest.raises(NoCompatibleStack) as err:
-        resolve_stack(Request(torch="2.3", gpu_archs=("9.0",), driver="570.133.20",
-                              platform=LINUX_AARCH64))
+        resolve_stack(
+            Request(torch="2.3", gpu_archs=("9.0",), driver="570.133.20", platform=LINUX_AARCH64)
+        )
     assert "PyTorch 2.3 has no linux-aarch64 GPU build" in err.value.message
     assert "2.6" in err.value.message
     assert "drop --torch (gives PyTorch" in err.value.fix

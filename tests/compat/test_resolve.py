@@ -11,9 +11,16 @@ from datetime import date
 
 import pytest
 
-from gpuenv.compat.matrix import TorchVariant, load_matrix, version_key as V
+from gpuenv.compat.matrix import TorchVariant, load_matrix
+from gpuenv.compat.matrix import version_key as V
+from gpuenv.compat.resolve import (
+    Request,
+    default_python,
+    framework_wheels,
+    kernel_coverage,
+    resolve_stack,
+)
 from gpuenv.errors import BadInput, NoCompatibleStack
-from gpuenv.compat.resolve import Request, default_python, framework_wheels, kernel_coverage, resolve_stack
 from gpuenv.stack import Stack
 
 TODAY = date(2026, 11, 23)
@@ -28,7 +35,9 @@ def failure(**wishes) -> str:
         resolve(**wishes)
     text = err.value.render()
     assert "\n" not in text, "one line"
-    assert ": ," not in text and "()" not in text and "supported: )" not in text, f"no empty lists: {text}"
+    assert ": ," not in text and "()" not in text and "supported: )" not in text, (
+        f"no empty lists: {text}"
+    )
     return text
 
 
@@ -44,28 +53,62 @@ def check(stack: Stack, expected: dict) -> None:
 EXACT = [
     (
         dict(cuda="12.1", torch="2.1", python="3.11"),
-        dict(framework_version="2.1.2", wheel_variant="cu121", cuda="12.1", cuda_version="12.1.1", framework_cuda="12.1",
-             min_driver="530.30.02", base_image="nvidia/cuda:12.1.1-base-ubuntu22.04",
-             index_url="https://download.pytorch.org/whl/cu121", pip_requirement="torch==2.1.2+cu121"),
+        dict(
+            framework_version="2.1.2",
+            wheel_variant="cu121",
+            cuda="12.1",
+            cuda_version="12.1.1",
+            framework_cuda="12.1",
+            min_driver="530.30.02",
+            base_image="nvidia/cuda:12.1.1-base-ubuntu22.04",
+            index_url="https://download.pytorch.org/whl/cu121",
+            pip_requirement="torch==2.1.2+cu121",
+        ),
     ),
     (
         dict(cuda="11.8", torch="2.3.1", python="3.10"),
-        dict(framework_version="2.3.1", wheel_variant="cu118", cuda_version="11.8.0", min_driver="520.61.05",
-             base_image="nvidia/cuda:11.8.0-base-ubuntu22.04", python="3.10"),
+        dict(
+            framework_version="2.3.1",
+            wheel_variant="cu118",
+            cuda_version="11.8.0",
+            min_driver="520.61.05",
+            base_image="nvidia/cuda:11.8.0-base-ubuntu22.04",
+            python="3.10",
+        ),
     ),
     (
         dict(cuda="cpu", torch="2.13.0", python="3.11"),
-        dict(cuda="cpu", cuda_version=None, framework_cuda=None, min_driver=None, wheel_variant="cpu", pip_requirement="torch==2.13.0+cpu",
-             index_url="https://download.pytorch.org/whl/cpu", require_cuda=None),
+        dict(
+            cuda="cpu",
+            cuda_version=None,
+            framework_cuda=None,
+            min_driver=None,
+            wheel_variant="cpu",
+            pip_requirement="torch==2.13.0+cpu",
+            index_url="https://download.pytorch.org/whl/cpu",
+            require_cuda=None,
+        ),
     ),
     (
         dict(framework="tensorflow", tensorflow="2.15", python="3.11"),
-        dict(framework="tensorflow", framework_version="2.15.1", cuda="12.2", cudnn="8.9", wheel_variant=None,
-             index_url=None, pip_requirement="tensorflow[and-cuda]==2.15.1"),
+        dict(
+            framework="tensorflow",
+            framework_version="2.15.1",
+            cuda="12.2",
+            cudnn="8.9",
+            wheel_variant=None,
+            index_url=None,
+            pip_requirement="tensorflow[and-cuda]==2.15.1",
+        ),
     ),
     (
         dict(framework="tf", cuda="cpu", tensorflow="2.16.1"),
-        dict(framework="tensorflow", cuda="cpu", pip_requirement="tensorflow-cpu==2.16.1", base_image="ubuntu:22.04"),
+        dict(
+            framework="tensorflow",
+            cuda="cpu",
+            pip_requirement="tensorflow-cpu==2.16.1",
+            base_image="ubuntu:22.04",
+        ),
     ),
     (
         dict(cuda="12.1.1", torch="2.2", driver="535.104.05", gpu_archs=("sm_86",)),
@@ -74,12 +117,23 @@ EXACT = [
     # TF 2.12/2.13 have no and-cuda extra: cuDNN from the image (older servers: Python 3.8, CUDA 11.8)
     (
         dict(framework="tf", tensorflow="2.13", python="3.8"),
-        dict(cuda="11.8", framework_version="2.13.1", pip_requirement="tensorflow==2.13.1", cudnn="8.6",
-             base_image="nvidia/cuda:11.8.0-cudnn8-runtime-ubuntu22.04"),
+        dict(
+            cuda="11.8",
+            framework_version="2.13.1",
+            pip_requirement="tensorflow==2.13.1",
+            cudnn="8.6",
+            base_image="nvidia/cuda:11.8.0-cudnn8-runtime-ubuntu22.04",
+        ),
     ),
     (
         dict(cuda="11.8", python="3.8"),
-        dict(cuda="11.8", framework_cuda="11.8", python="3.8", wheel_variant="cu118", framework_version="2.4.1"),
+        dict(
+            cuda="11.8",
+            framework_cuda="11.8",
+            python="3.8",
+            wheel_variant="cu118",
+            framework_version="2.4.1",
+        ),
     ),
     (
         dict(torch="2.0", cuda="11.8"),
@@ -97,22 +151,87 @@ def test_exact_stacks(wishes, expected):
 
 CUDA_RULE = [
     # --cuda as nvidia-smi prints it: the container's CUDA; the build is the newest <= it within the major
-    (dict(cuda="12.2", framework="torch"), dict(cuda="12.2", cuda_version="12.2.2", framework_cuda="12.1", wheel_variant="cu121",
-                                                  framework_version="2.5.1", min_driver="535.104.05",
-                                                  base_image="nvidia/cuda:12.2.2-base-ubuntu22.04")),
-    (dict(cuda="12.3"), dict(cuda="12.3", cuda_version="12.3.2", framework_cuda="12.1", min_driver="545.23.08")),
-    (dict(cuda="12.5"), dict(cuda="12.5", cuda_version="12.5.1", framework_cuda="12.4", wheel_variant="cu124", framework_version="2.6.0")),
-    (dict(cuda="13.1"), dict(cuda="13.1", cuda_version="13.1.2", framework_cuda="13.0", wheel_variant="cu130", framework_version="2.15.0",
-                             min_driver="590.48.01")),
-    (dict(cuda="12.6"), dict(cuda="12.6", framework_cuda="12.6", wheel_variant="cu126", framework_version="2.14.1")),
-    (dict(cuda="12.2", torch="2.1"), dict(framework_cuda="12.1", wheel_variant="cu121", framework_version="2.1.2", cuda_version="12.2.2")),
+    (
+        dict(cuda="12.2", framework="torch"),
+        dict(
+            cuda="12.2",
+            cuda_version="12.2.2",
+            framework_cuda="12.1",
+            wheel_variant="cu121",
+            framework_version="2.5.1",
+            min_driver="535.104.05",
+            base_image="nvidia/cuda:12.2.2-base-ubuntu22.04",
+        ),
+    ),
+    (
+        dict(cuda="12.3"),
+        dict(cuda="12.3", cuda_version="12.3.2", framework_cuda="12.1", min_driver="545.23.08"),
+    ),
+    (
+        dict(cuda="12.5"),
+        dict(
+            cuda="12.5",
+            cuda_version="12.5.1",
+            framework_cuda="12.4",
+            wheel_variant="cu124",
+            framework_version="2.6.0",
+        ),
+    ),
+    (
+        dict(cuda="13.1"),
+        dict(
+            cuda="13.1",
+            cuda_version="13.1.2",
+            framework_cuda="13.0",
+            wheel_variant="cu130",
+            framework_version="2.15.0",
+            min_driver="590.48.01",
+        ),
+    ),
+    (
+        dict(cuda="12.6"),
+        dict(cuda="12.6", framework_cuda="12.6", wheel_variant="cu126", framework_version="2.14.1"),
+    ),
+    (
+        dict(cuda="12.2", torch="2.1"),
+        dict(
+            framework_cuda="12.1",
+            wheel_variant="cu121",
+            framework_version="2.1.2",
+            cuda_version="12.2.2",
+        ),
+    ),
     # 12.0: no build at most 12.0 in CUDA 12 -> the lowest above it (cu121) by minor-version compatibility, its newest release
-    (dict(cuda="12.0"), dict(cuda="12.0", cuda_version="12.0.1", framework_cuda="12.1", wheel_variant="cu121", framework_version="2.5.1", min_driver="525.85.12")),
+    (
+        dict(cuda="12.0"),
+        dict(
+            cuda="12.0",
+            cuda_version="12.0.1",
+            framework_cuda="12.1",
+            wheel_variant="cu121",
+            framework_version="2.5.1",
+            min_driver="525.85.12",
+        ),
+    ),
     # 12.8: the cu128 build the user asked for (2.11.0 is the newest release that has it), not 2.14.1 cu126
-    (dict(cuda="12.8"), dict(cuda="12.8", framework_cuda="12.8", wheel_variant="cu128", framework_version="2.11.0")),
+    (
+        dict(cuda="12.8"),
+        dict(cuda="12.8", framework_cuda="12.8", wheel_variant="cu128", framework_version="2.11.0"),
+    ),
     # TensorFlow follows the same rule: 2.21 is built for 12.5
-    (dict(framework="tf", cuda="12.8"), dict(cuda="12.8", framework_cuda="12.5", framework_version="2.21.0", pip_requirement="tensorflow[and-cuda]==2.21.0")),
-    (dict(framework="tf", cuda="12.4"), dict(cuda="12.4", framework_cuda="12.3", framework_version="2.17.1")),
+    (
+        dict(framework="tf", cuda="12.8"),
+        dict(
+            cuda="12.8",
+            framework_cuda="12.5",
+            framework_version="2.21.0",
+            pip_requirement="tensorflow[and-cuda]==2.21.0",
+        ),
+    ),
+    (
+        dict(framework="tf", cuda="12.4"),
+        dict(cuda="12.4", framework_cuda="12.3", framework_version="2.17.1"),
+    ),
 ]
 
 
@@ -121,17 +240,29 @@ def test_cuda_rule(wishes, expected):
     stack = resolve(**wishes)
     check(stack, expected)
     assert V(stack.min_driver) >= V(load_matrix().cuda_release(stack.cuda).floor)
-    assert stack.framework_cuda.split(".")[0] == stack.cuda.split(".")[0], "never crosses a CUDA major"
+    assert stack.framework_cuda.split(".")[0] == stack.cuda.split(".")[0], (
+        "never crosses a CUDA major"
+    )
     if stack.framework_cuda != stack.cuda:
-        assert any("Cog's rule" in r or "minor-version compatibility" in r for r in stack.reasons), stack.reasons
+        assert any(
+            "Cog's rule" in r or "minor-version compatibility" in r for r in stack.reasons
+        ), stack.reasons
 
 
 def test_cuda_rule_says_what_newer_releases_need():
     stack = resolve(cuda="12.2", driver="550.54.15")
-    assert any(r.startswith("newer PyTorch releases need a newer CUDA 12.x build: use --cuda 12.4 (gives PyTorch 2.6.0 cu124") for r in stack.reasons), stack.reasons
+    assert any(
+        r.startswith(
+            "newer PyTorch releases need a newer CUDA 12.x build: use --cuda 12.4 (gives PyTorch 2.6.0 cu124"
+        )
+        for r in stack.reasons
+    ), stack.reasons
     # the driver rule would give a newer release on this host: the reason names the exact command, without --cuda
-    assert any("without --cuda the driver rule gives a newer release on driver 550.54.15: `invoke resolve --driver 550.54.15` gives PyTorch 2.14.1 cu126" in r
-               for r in stack.reasons), stack.reasons
+    assert any(
+        "without --cuda the driver rule gives a newer release on driver 550.54.15: `invoke resolve --driver 550.54.15` gives PyTorch 2.14.1 cu126"
+        in r
+        for r in stack.reasons
+    ), stack.reasons
     assert not any(r.startswith("newer PyTorch") for r in resolve(cuda="13.2").reasons)
 
 
@@ -159,7 +290,11 @@ def test_strict_driver_keeps_exact_cuda_when_no_older_build():
 
 def test_json_keeps_image_cuda_and_adds_framework_cuda():
     data = resolve(cuda="12.2").to_dict()
-    assert (data["cuda"], data["cuda_version"], data["framework_cuda"]) == ("12.2", "12.2.2", "12.1")
+    assert (data["cuda"], data["cuda_version"], data["framework_cuda"]) == (
+        "12.2",
+        "12.2.2",
+        "12.1",
+    )
 
 
 def test_stack_json_without_framework_cuda_still_loads():
@@ -174,22 +309,65 @@ def test_stack_json_without_framework_cuda_still_loads():
 
 DRIVER_RULE = [
     # H100 on 550.54.15: image 12.4.1 (its floor), the newest 12.x build (cu126) by minor-version compatibility
-    (dict(driver="550.54.15", gpu_archs=("9.0",)), dict(cuda="12.4", cuda_version="12.4.1", framework_cuda="12.6", wheel_variant="cu126",
-                                                       framework_version="2.14.1", min_driver="550.54.15")),
+    (
+        dict(driver="550.54.15", gpu_archs=("9.0",)),
+        dict(
+            cuda="12.4",
+            cuda_version="12.4.1",
+            framework_cuda="12.6",
+            wheel_variant="cu126",
+            framework_version="2.14.1",
+            min_driver="550.54.15",
+        ),
+    ),
     # A100 on 535.104.05
-    (dict(driver="535.104.05", gpu_archs=("8.0",)), dict(cuda="12.2", cuda_version="12.2.2", framework_cuda="12.6", wheel_variant="cu126",
-                                                        min_driver="535.104.05")),
+    (
+        dict(driver="535.104.05", gpu_archs=("8.0",)),
+        dict(
+            cuda="12.2",
+            cuda_version="12.2.2",
+            framework_cuda="12.6",
+            wheel_variant="cu126",
+            min_driver="535.104.05",
+        ),
+    ),
     # RTX 5090 (sm_120) on 570.86.10: 12.8.0 needs only 570.26, and cu128 has sm_120 kernels
-    (dict(driver="570.86.10", gpu_archs=("12.0",)), dict(cuda="12.8", cuda_version="12.8.0", framework_cuda="12.8", wheel_variant="cu128",
-                                                        framework_version="2.11.0", min_driver="570.26")),
+    (
+        dict(driver="570.86.10", gpu_archs=("12.0",)),
+        dict(
+            cuda="12.8",
+            cuda_version="12.8.0",
+            framework_cuda="12.8",
+            wheel_variant="cu128",
+            framework_version="2.11.0",
+            min_driver="570.26",
+        ),
+    ),
     # 13.0.0 needs 580.65.06 (13.0.2 needs 580.95.05)
-    (dict(driver="580.65.06", gpu_archs=("10.0",)), dict(cuda="13.0", cuda_version="13.0.0", framework_cuda="13.2", wheel_variant="cu132",
-                                                        framework_version="2.15.0", min_driver="580.65.06")),
+    (
+        dict(driver="580.65.06", gpu_archs=("10.0",)),
+        dict(
+            cuda="13.0",
+            cuda_version="13.0.0",
+            framework_cuda="13.2",
+            wheel_variant="cu132",
+            framework_version="2.15.0",
+            min_driver="580.65.06",
+        ),
+    ),
     (dict(driver="999.99"), dict(framework_version="2.15.0", wheel_variant="cu132", cuda="13.2")),
     # a 525.60.x driver runs CUDA 12.0.0's image: a CUDA 12 build, never the cu118 one
-    (dict(driver="525.60.13"), dict(cuda="12.0", cuda_version="12.0.0", framework_cuda="12.6", min_driver="525.60.13")),
+    (
+        dict(driver="525.60.13"),
+        dict(cuda="12.0", cuda_version="12.0.0", framework_cuda="12.6", min_driver="525.60.13"),
+    ),
     # TensorFlow follows the same rule: 2.21 (CUDA 12.5 and-cuda libraries) on the 12.2 image of a 535 driver
-    (dict(driver="535.104.05", framework="tf"), dict(cuda="12.2", framework_cuda="12.5", framework_version="2.21.0", min_driver="535.104.05")),
+    (
+        dict(driver="535.104.05", framework="tf"),
+        dict(
+            cuda="12.2", framework_cuda="12.5", framework_version="2.21.0", min_driver="535.104.05"
+        ),
+    ),
 ]
 
 
@@ -199,14 +377,26 @@ def test_driver_rule(wishes, expected):
     check(stack, expected)
     assert V(stack.min_driver) <= V(wishes["driver"])
     if stack.framework_cuda != stack.cuda:
-        assert any("minor-version compatibility" in r and "cannot JIT-compile PTX" in r for r in stack.reasons), stack.reasons
+        assert any(
+            "minor-version compatibility" in r and "cannot JIT-compile PTX" in r
+            for r in stack.reasons
+        ), stack.reasons
 
 
 STRICT = [
     # today's rule: the build's own CUDA image, which the driver runs natively; still never CUDA 11 over 12
-    (dict(driver="535.104.05", gpu_archs=("8.0",), strict_driver=True), dict(cuda="12.1", framework_cuda="12.1", wheel_variant="cu121", framework_version="2.5.1")),
-    (dict(driver="550.54.15", gpu_archs=("9.0",), strict_driver=True), dict(cuda="12.4", framework_cuda="12.4", wheel_variant="cu124", framework_version="2.6.0")),
-    (dict(driver="570.86.10", gpu_archs=("12.0",), strict_driver=True), dict(cuda="12.8", cuda_version="12.8.0", wheel_variant="cu128")),
+    (
+        dict(driver="535.104.05", gpu_archs=("8.0",), strict_driver=True),
+        dict(cuda="12.1", framework_cuda="12.1", wheel_variant="cu121", framework_version="2.5.1"),
+    ),
+    (
+        dict(driver="550.54.15", gpu_archs=("9.0",), strict_driver=True),
+        dict(cuda="12.4", framework_cuda="12.4", wheel_variant="cu124", framework_version="2.6.0"),
+    ),
+    (
+        dict(driver="570.86.10", gpu_archs=("12.0",), strict_driver=True),
+        dict(cuda="12.8", cuda_version="12.8.0", wheel_variant="cu128"),
+    ),
 ]
 
 
@@ -217,7 +407,9 @@ def test_strict_driver(wishes, expected):
     assert stack.framework_cuda == stack.cuda
 
 
-@pytest.mark.parametrize("driver", ["450.80.02", "525.60.13", "535.104.05", "550.54.15", "570.86.10", "580.65.06"])
+@pytest.mark.parametrize(
+    "driver", ["450.80.02", "525.60.13", "535.104.05", "550.54.15", "570.86.10", "580.65.06"]
+)
 def test_never_a_cuda11_build_when_the_driver_runs_cuda12(driver):
     m = load_matrix()
     try:
@@ -227,7 +419,11 @@ def test_never_a_cuda11_build_when_the_driver_runs_cuda12(driver):
         return
     assert V(stack.min_driver) <= V(driver)
     runs12 = V(driver) >= V(m.cuda_major(12).minor_compat_min_driver) and any(
-        i for c in m.cuda_releases if c.major == 12 for i in m.images_of(c.minor) if V(c.update(i.version).min_driver) <= V(driver)
+        i
+        for c in m.cuda_releases
+        if c.major == 12
+        for i in m.images_of(c.minor)
+        if V(c.update(i.version).min_driver) <= V(driver)
     )
     if runs12:
         assert V(stack.framework_cuda) >= V("12.0"), stack.stack_id
@@ -243,6 +439,7 @@ def test_kernels_under_minor_compat_must_be_native():
 
 # ---------------------------------------------------------------- 8. fixes that are right
 
+
 def test_volta_asked_for_cuda13_is_told_cuda13_dropped_volta_with_working_values():
     text = failure(cuda="13.0", gpu_archs=("7.0",))
     assert "CUDA 13 dropped Volta (compute capability 7.0)" in text
@@ -250,7 +447,10 @@ def test_volta_asked_for_cuda13_is_told_cuda13_dropped_volta_with_working_values
     assert "use --cuda 12.9 (gives PyTorch 2.8.0 cu129" in text
     assert "--cuda 13.0" not in text
     # and the suggestion really works
-    check(resolve(cuda="12.9", gpu_archs=("7.0",)), dict(wheel_variant="cu129", framework_version="2.8.0"))
+    check(
+        resolve(cuda="12.9", gpu_archs=("7.0",)),
+        dict(wheel_variant="cu129", framework_version="2.8.0"),
+    )
 
 
 def test_no_kernels_names_a_release_that_has_them():
@@ -270,13 +470,21 @@ def test_driver_too_old_names_the_needed_driver_and_a_stack_that_fits():
     # 12.0.0's image needs only 525.60.13, and a cu126 build runs on it by minor-version compatibility
     assert "use --cuda 12.0 (gives PyTorch 2.5.1 cu121" in text
     assert "minor-version compatibility" in text
-    check(resolve(driver="525.60.13", cuda="12.0"), dict(cuda_version="12.0.0", min_driver="525.60.13", wheel_variant="cu121"))
+    check(
+        resolve(driver="525.60.13", cuda="12.0"),
+        dict(cuda_version="12.0.0", min_driver="525.60.13", wheel_variant="cu121"),
+    )
 
 
 def test_driver_too_old_for_the_wished_cuda_gets_the_newest_cuda_it_runs():
     text = failure(driver="570.86.10", cuda="12.9")
-    assert "driver 570.86.10 is older than 575.57.08 needed by CUDA 12.9" in text  # its only image, 12.9.1
-    assert "use --cuda 12.8 (gives PyTorch 2.11.0 cu128, Python 3.14 on nvidia/cuda 12.8.0, driver >= 570.26)" in text
+    assert (
+        "driver 570.86.10 is older than 575.57.08 needed by CUDA 12.9" in text
+    )  # its only image, 12.9.1
+    assert (
+        "use --cuda 12.8 (gives PyTorch 2.11.0 cu128, Python 3.14 on nvidia/cuda 12.8.0, driver >= 570.26)"
+        in text
+    )
 
 
 def test_forward_compat_branch_is_mentioned():
@@ -286,12 +494,21 @@ def test_forward_compat_branch_is_mentioned():
 
 def test_pinned_release_with_only_a_cpu_build_is_one_line(monkeypatch):
     m = load_matrix()
-    cpu_only = tuple(replace(t, variants=tuple(v for v in t.variants if v.cuda is None)) if t.series == "2.15" else t for t in m.torch_releases)
+    cpu_only = tuple(
+        replace(t, variants=tuple(v for v in t.variants if v.cuda is None))
+        if t.series == "2.15"
+        else t
+        for t in m.torch_releases
+    )
     matrix = replace(m, torch_releases=cpu_only)
     with pytest.raises(NoCompatibleStack) as err:
         resolve_stack(Request(torch="2.15", today=TODAY), matrix)
     text = err.value.render()
-    assert "PyTorch 2.15 has only a CPU build in the data" in text and "--cuda cpu" in text and "2.14.1" in text
+    assert (
+        "PyTorch 2.15 has only a CPU build in the data" in text
+        and "--cuda cpu" in text
+        and "2.14.1" in text
+    )
 
 
 def test_pinned_release_without_that_cuda_major():
@@ -307,7 +524,9 @@ def test_cuda_without_a_known_driver_floor_or_image():
 
 def test_python_not_supported():
     text = failure(torch="2.3", python="3.7")
-    assert "Python 3.7 is not supported by PyTorch 2.3 (supported: 3.8, 3.9, 3.10, 3.11, 3.12)" in text
+    assert (
+        "Python 3.7 is not supported by PyTorch 2.3 (supported: 3.8, 3.9, 3.10, 3.11, 3.12)" in text
+    )
 
 
 @pytest.mark.parametrize(
@@ -333,12 +552,24 @@ def test_bad_input(wishes, fragment):
 
 PYTHON_RULE = [
     # (offered, today, expected): the newest whose X.Y.0 is at least six months old
-    (("3.11", "3.12", "3.13", "3.14", "3.15"), date(2026, 11, 23), "3.14"),  # 3.15.0 is under two months old
-    (("3.11", "3.12", "3.13", "3.14", "3.15"), date(2027, 4, 1), "3.15"),  # exactly six months after 2026-10-01
+    (
+        ("3.11", "3.12", "3.13", "3.14", "3.15"),
+        date(2026, 11, 23),
+        "3.14",
+    ),  # 3.15.0 is under two months old
+    (
+        ("3.11", "3.12", "3.13", "3.14", "3.15"),
+        date(2027, 4, 1),
+        "3.15",
+    ),  # exactly six months after 2026-10-01
     (("3.11", "3.12", "3.13", "3.14", "3.15"), date(2027, 3, 31), "3.14"),
     (("3.10", "3.11", "3.12", "3.13", "3.14"), date(2026, 11, 23), "3.14"),
     (("3.9", "3.10", "3.11"), date(2026, 11, 23), "3.11"),
-    (("3.15",), date(2026, 11, 23), "3.15"),  # nothing old enough: the oldest offered, and it says so
+    (
+        ("3.15",),
+        date(2026, 11, 23),
+        "3.15",
+    ),  # nothing old enough: the oldest offered, and it says so
 ]
 
 
@@ -370,15 +601,31 @@ WHEELS = (
 WHEELHOUSE_RULE = [
     (dict(cuda="cpu"), dict(framework_version="2.13.0", wheel_variant="cpu", python="3.11")),
     (dict(), dict(framework_version="2.13.0", wheel_variant="cu126", python="3.10", cuda="12.6")),
-    (dict(driver="550.54.15"), dict(framework_version="2.13.0", wheel_variant="cu126", python="3.10", cuda="12.4")),
-    (dict(framework="tf", cuda="cpu"), dict(framework_version="2.20.0", pip_requirement="tensorflow-cpu==2.20.0", python="3.12")),
+    (
+        dict(driver="550.54.15"),
+        dict(framework_version="2.13.0", wheel_variant="cu126", python="3.10", cuda="12.4"),
+    ),
+    (
+        dict(framework="tf", cuda="cpu"),
+        dict(framework_version="2.20.0", pip_requirement="tensorflow-cpu==2.20.0", python="3.12"),
+    ),
     # a PyPI torch wheel (no +local) is its release's PyPI-default CUDA build, installed from PyPI's name
-    (dict(wheelhouse=("torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl",)),
-     dict(framework_version="2.15.0", wheel_variant="cu132", pip_requirement="torch==2.15.0", index_url=None, python="3.12")),
+    (
+        dict(wheelhouse=("torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl",)),
+        dict(
+            framework_version="2.15.0",
+            wheel_variant="cu132",
+            pip_requirement="torch==2.15.0",
+            index_url=None,
+            python="3.12",
+        ),
+    ),
 ]
 
 
-@pytest.mark.parametrize("wishes, expected", WHEELHOUSE_RULE, ids=[str(w) for w, _ in WHEELHOUSE_RULE])
+@pytest.mark.parametrize(
+    "wishes, expected", WHEELHOUSE_RULE, ids=[str(w) for w, _ in WHEELHOUSE_RULE]
+)
 def test_wheelhouse_rule(wishes, expected):
     wishes = {"wheelhouse": WHEELS, "wheelhouse_dir": "/srv/wheels", **wishes}
     stack = resolve(**wishes)
@@ -387,7 +634,11 @@ def test_wheelhouse_rule(wishes, expected):
 
 
 def test_wheelhouse_without_the_framework_does_not_restrict():
-    stack = resolve(cuda="cpu", wheelhouse=("numpy-2.3.0-cp311-cp311-manylinux_2_28_x86_64.whl",), wheelhouse_dir="/srv/w")
+    stack = resolve(
+        cuda="cpu",
+        wheelhouse=("numpy-2.3.0-cp311-cp311-manylinux_2_28_x86_64.whl",),
+        wheelhouse_dir="/srv/w",
+    )
     assert stack.framework_version == "2.15.0"
     assert any("holds no PyTorch wheel" in r for r in stack.reasons)
 
@@ -395,14 +646,19 @@ def test_wheelhouse_without_the_framework_does_not_restrict():
 def test_wheelhouse_failure_says_what_it_holds_against_what_is_needed():
     text = failure(cuda="cpu", python="3.12", wheelhouse=WHEELS, wheelhouse_dir="/srv/wheels")
     assert "wheelhouse /srv/wheels holds" in text
-    assert "torch 2.13.0+cpu (cp311, manylinux_2_28_x86_64)" in text and "torch 2.12.1+cpu (cp312, macosx_14_0_arm64)" in text
+    assert (
+        "torch 2.13.0+cpu (cp311, manylinux_2_28_x86_64)" in text
+        and "torch 2.12.1+cpu (cp312, macosx_14_0_arm64)" in text
+    )
     assert "Python 3.12" in text and "Linux x86_64" in text
 
 
 def test_framework_wheels_reads_names_with_packaging():
     wheels = framework_wheels(WHEELS, "torch")
     assert [(w.version, w.local, w.python, w.linux_x86_64) for w in wheels] == [
-        ("2.13.0", "cpu", "3.11", True), ("2.13.0", "cu126", "3.10", True), ("2.12.1", "cpu", "3.12", False),
+        ("2.13.0", "cpu", "3.11", True),
+        ("2.13.0", "cu126", "3.10", True),
+        ("2.12.1", "cpu", "3.12", False),
     ]
 
 
@@ -427,14 +683,15 @@ def test_missing_wheelhouse_folder_is_bad_input(tmp_path):
 
 # ---------------------------------------------------------------- kernels
 
+
 @pytest.mark.parametrize(
     "cc, archs, ptx, expected",
     [
         ("8.6", ("8.0", "8.6"), None, "sm_86"),
-        ("8.9", ("8.0", "8.6"), None, "sm_86"),      # same major, newer minor: binary compatible
+        ("8.9", ("8.0", "8.6"), None, "sm_86"),  # same major, newer minor: binary compatible
         ("9.0", ("8.0", "8.6"), "8.6", "PTX JIT from compute_86"),
-        ("9.0", ("8.0", "8.6"), None, None),          # a new major needs its own cubin or PTX
-        ("7.5", ("8.0", "9.0"), "9.0", None),         # PTX only runs forward
+        ("9.0", ("8.0", "8.6"), None, None),  # a new major needs its own cubin or PTX
+        ("7.5", ("8.0", "9.0"), "9.0", None),  # PTX only runs forward
     ],
 )
 def test_kernel_coverage(cc, archs, ptx, expected):

@@ -16,15 +16,27 @@ import itertools
 import re
 
 import pytest
+from test_resolve import (
+    failure,
+    resolve,
+)  # one resolve-with-a-fixed-day and one one-line failure for both tables
 
-from gpuenv.compat.matrix import load_matrix, version_key as V
+from gpuenv.compat.matrix import load_matrix
+from gpuenv.compat.matrix import version_key as V
+from gpuenv.compat.resolve import Request, command_for
 from gpuenv.errors import GpuenvError, NoCompatibleStack
 from gpuenv.images.plan import require_cuda
-from gpuenv.compat.resolve import Request, command_for
 from gpuenv.stack import Stack
-from test_resolve import failure, resolve  # one resolve-with-a-fixed-day and one one-line failure for both tables
 
-T4, H100, B200, RTX5090, MAXWELL, A100, V100 = ("7.5",), ("9.0",), ("10.0",), ("12.0",), ("5.2",), ("8.0",), ("7.0",)
+T4, H100, B200, RTX5090, MAXWELL, A100, V100 = (
+    ("7.5",),
+    ("9.0",),
+    ("10.0",),
+    ("12.0",),
+    ("5.2",),
+    ("8.0",),
+    ("7.0",),
+)
 
 
 def check(stack: Stack, expected: dict) -> None:
@@ -37,34 +49,94 @@ def check(stack: Stack, expected: dict) -> None:
 
 SCENARIOS = [
     # CUDA 11 host: T4 on 470.82.01 gets a CUDA 11 stack on the 11.8 image by minor-version compatibility
-    (dict(driver="470.82.01", gpu_archs=T4),
-     dict(framework_version="2.7.1", wheel_variant="cu118", cuda="11.8", cuda_version="11.8.0", min_driver="450.80.02",
-          base_image="nvidia/cuda:11.8.0-base-ubuntu22.04", require_cuda="cuda>=11.0,driver>=450.80.02")),
-    (dict(driver="470.82.01", gpu_archs=T4, framework="tf"),
-     dict(framework_version="2.14.1", framework_cuda="11.8", min_driver="450.80.02", pip_requirement="tensorflow[and-cuda]==2.14.1")),
-    (dict(driver="470.82.01", gpu_archs=T4, tensorflow="2.12"),
-     dict(framework_version="2.12.1", base_image="nvidia/cuda:11.8.0-cudnn8-runtime-ubuntu22.04", min_driver="450.80.02", pip_requirement="tensorflow==2.12.1")),
+    (
+        dict(driver="470.82.01", gpu_archs=T4),
+        dict(
+            framework_version="2.7.1",
+            wheel_variant="cu118",
+            cuda="11.8",
+            cuda_version="11.8.0",
+            min_driver="450.80.02",
+            base_image="nvidia/cuda:11.8.0-base-ubuntu22.04",
+            require_cuda="cuda>=11.0,driver>=450.80.02",
+        ),
+    ),
+    (
+        dict(driver="470.82.01", gpu_archs=T4, framework="tf"),
+        dict(
+            framework_version="2.14.1",
+            framework_cuda="11.8",
+            min_driver="450.80.02",
+            pip_requirement="tensorflow[and-cuda]==2.14.1",
+        ),
+    ),
+    (
+        dict(driver="470.82.01", gpu_archs=T4, tensorflow="2.12"),
+        dict(
+            framework_version="2.12.1",
+            base_image="nvidia/cuda:11.8.0-cudnn8-runtime-ubuntu22.04",
+            min_driver="450.80.02",
+            pip_requirement="tensorflow==2.12.1",
+        ),
+    ),
     (dict(driver="450.80.02", gpu_archs=T4), dict(wheel_variant="cu118", min_driver="450.80.02")),
-    (dict(driver="470.82.01", gpu_archs=T4, cuda="11.8"), dict(wheel_variant="cu118", cuda_version="11.8.0", min_driver="450.80.02")),
+    (
+        dict(driver="470.82.01", gpu_archs=T4, cuda="11.8"),
+        dict(wheel_variant="cu118", cuda_version="11.8.0", min_driver="450.80.02"),
+    ),
     # H100: PyTorch has SASS for it; TensorFlow only PTX, which a 550 driver can JIT for 12.3 builds but not for 12.5 ones
-    (dict(driver="550.54.15", gpu_archs=H100), dict(framework_version="2.14.1", wheel_variant="cu126", cuda_version="12.4.1")),
-    (dict(driver="550.54.15", gpu_archs=H100, framework="tf"), dict(framework_version="2.17.1", framework_cuda="12.3", cuda="12.3", min_driver="545.23.08")),
-    (dict(driver="535.104.05", gpu_archs=H100, framework="tf"), dict(framework_version="2.15.1", framework_cuda="12.2", cuda="12.2")),
+    (
+        dict(driver="550.54.15", gpu_archs=H100),
+        dict(framework_version="2.14.1", wheel_variant="cu126", cuda_version="12.4.1"),
+    ),
+    (
+        dict(driver="550.54.15", gpu_archs=H100, framework="tf"),
+        dict(
+            framework_version="2.17.1", framework_cuda="12.3", cuda="12.3", min_driver="545.23.08"
+        ),
+    ),
+    (
+        dict(driver="535.104.05", gpu_archs=H100, framework="tf"),
+        dict(framework_version="2.15.1", framework_cuda="12.2", cuda="12.2"),
+    ),
     # no driver given: the PTX build is kept, and the server needs the build CUDA's own floor
-    (dict(gpu_archs=H100, framework="tf"), dict(framework_version="2.21.0", min_driver="555.42.06")),
+    (
+        dict(gpu_archs=H100, framework="tf"),
+        dict(framework_version="2.21.0", min_driver="555.42.06"),
+    ),
     # Maxwell 5.2: no TensorFlow from 2.17 has sm_5x; 2.16 has sm_50
-    (dict(driver="535.104.05", gpu_archs=MAXWELL, framework="tf"), dict(framework_version="2.16.2")),
+    (
+        dict(driver="535.104.05", gpu_archs=MAXWELL, framework="tf"),
+        dict(framework_version="2.16.2"),
+    ),
     # Blackwell on a 570 driver
-    (dict(driver="570.86.10", gpu_archs=RTX5090), dict(framework_version="2.11.0", wheel_variant="cu128", cuda_version="12.8.0", min_driver="570.26")),
-    (dict(driver="580.65.06", gpu_archs=B200), dict(framework_version="2.15.0", wheel_variant="cu132", cuda_version="13.0.0")),
+    (
+        dict(driver="570.86.10", gpu_archs=RTX5090),
+        dict(
+            framework_version="2.11.0",
+            wheel_variant="cu128",
+            cuda_version="12.8.0",
+            min_driver="570.26",
+        ),
+    ),
+    (
+        dict(driver="580.65.06", gpu_archs=B200),
+        dict(framework_version="2.15.0", wheel_variant="cu132", cuda_version="13.0.0"),
+    ),
     # --cuda asks for a CUDA: the build CUDA first, then the newest release with it
     (dict(cuda="12.0"), dict(framework_version="2.5.1", wheel_variant="cu121", cuda="12.0")),
     (dict(cuda="12.2"), dict(framework_version="2.5.1", wheel_variant="cu121", cuda="12.2")),
     (dict(cuda="12.6"), dict(framework_version="2.14.1", wheel_variant="cu126", cuda="12.6")),
     (dict(cuda="12.8"), dict(framework_version="2.11.0", wheel_variant="cu128", cuda="12.8")),
     (dict(cuda="12.9"), dict(framework_version="2.11.0", wheel_variant="cu129", cuda="12.9")),
-    (dict(cuda="12.8", gpu_archs=V100), dict(framework_version="2.10.0", wheel_variant="cu128")),  # 2.11 dropped sm_70 from cu128
-    (dict(cuda="12.8", gpu_archs=("5.0",)), dict(framework_version="2.14.1", wheel_variant="cu126")),  # no cu128 has sm_50
+    (
+        dict(cuda="12.8", gpu_archs=V100),
+        dict(framework_version="2.10.0", wheel_variant="cu128"),
+    ),  # 2.11 dropped sm_70 from cu128
+    (
+        dict(cuda="12.8", gpu_archs=("5.0",)),
+        dict(framework_version="2.14.1", wheel_variant="cu126"),
+    ),  # no cu128 has sm_50
 ]
 
 
@@ -92,11 +164,23 @@ REFUSED = [
     (dict(gpu_archs=("11.0",)), "Jetson Thor", "JetPack"),
     (dict(gpu_archs=("10.1",), cuda="12.9"), "Jetson Thor", "JetPack"),
     # Maxwell with a TensorFlow that has no kernels for it
-    (dict(driver="535.104.05", gpu_archs=MAXWELL, tensorflow="2.17"), "no TensorFlow 2.17 build has kernels for compute capability 5.2", "--tensorflow"),
+    (
+        dict(driver="535.104.05", gpu_archs=MAXWELL, tensorflow="2.17"),
+        "no TensorFlow 2.17 build has kernels for compute capability 5.2",
+        "--tensorflow",
+    ),
     # H100 on 535 cannot JIT 2.21's CUDA 12.5 PTX
-    (dict(driver="535.104.05", gpu_archs=H100, tensorflow="2.21"), "PTX is JIT-compiled only by a driver that runs the build's CUDA natively", "drop --tensorflow"),
+    (
+        dict(driver="535.104.05", gpu_archs=H100, tensorflow="2.21"),
+        "PTX is JIT-compiled only by a driver that runs the build's CUDA natively",
+        "drop --tensorflow",
+    ),
     # a driver below CUDA 11's minor-version floor
-    (dict(driver="450.36.06", gpu_archs=T4), "older than 520.61.05 needed by CUDA 11.8", "upgrade the driver"),
+    (
+        dict(driver="450.36.06", gpu_archs=T4),
+        "older than 520.61.05 needed by CUDA 11.8",
+        "upgrade the driver",
+    ),
 ]
 
 
@@ -115,7 +199,10 @@ def test_jit_only_gpus_are_said_so_and_never_claim_sass():
     assert not any("ship SASS" in r for r in stack.reasons)
     # torch on the same host has the real thing
     torch = resolve(driver="550.54.15", gpu_archs=H100)
-    assert any(r.startswith("GPU compute capability 9.0") and "has SASS for it (sm_90)" in r for r in torch.reasons)
+    assert any(
+        r.startswith("GPU compute capability 9.0") and "has SASS for it (sm_90)" in r
+        for r in torch.reasons
+    )
 
 
 def test_cuda11_image_gate_and_nvidia_require_cuda_agree():
@@ -123,7 +210,9 @@ def test_cuda11_image_gate_and_nvidia_require_cuda_agree():
     assert stack.min_driver == load_matrix().cuda_major(11).minor_compat_min_driver
     # NVIDIA_REQUIRE_CUDA no longer demands CUDA 11.8 natively (which needs 520.61.05): the same floor as the gate
     assert require_cuda(stack) == f"cuda>=11.0,driver>={stack.min_driver}"
-    assert any("minor-version compatibility" in r and "NVIDIA_REQUIRE_CUDA" in r for r in stack.reasons)
+    assert any(
+        "minor-version compatibility" in r and "NVIDIA_REQUIRE_CUDA" in r for r in stack.reasons
+    )
     # a CUDA 12 host keeps the image's own NVIDIA_REQUIRE_CUDA
     assert resolve(driver="550.54.15").require_cuda.startswith("cuda>=12.4 ")
 
@@ -146,16 +235,29 @@ def test_cuda_reasons_name_the_driver_rule_command():
     assert (stack.framework_version, stack.wheel_variant) == ("2.5.1", "cu121")
     line = next(r for r in stack.reasons if r.startswith("without --cuda"))
     command = re.search(r"`(invoke resolve[^`]*)`", line)[1]
-    assert command == "invoke resolve --driver 535.104.05 --gpu-arch 9.0" and "--cuda" not in command
+    assert (
+        command == "invoke resolve --driver 535.104.05 --gpu-arch 9.0" and "--cuda" not in command
+    )
     assert f"gives {describe(resolve(driver='535.104.05', gpu_archs=H100))}" in line
 
 
 def test_command_for_names_every_option():
-    request = Request(driver="535.104.05", cuda="12.2", tensorflow="2.15", python="3.11", gpu_archs=("9.0", "8.0"), strict_driver=True)
-    assert command_for(request) == "invoke resolve --driver 535.104.05 --cuda 12.2 --tensorflow 2.15 --python 3.11 --gpu-arch 9.0,8.0 --strict-driver"
+    request = Request(
+        driver="535.104.05",
+        cuda="12.2",
+        tensorflow="2.15",
+        python="3.11",
+        gpu_archs=("9.0", "8.0"),
+        strict_driver=True,
+    )
+    assert (
+        command_for(request)
+        == "invoke resolve --driver 535.104.05 --cuda 12.2 --tensorflow 2.15 --python 3.11 --gpu-arch 9.0,8.0 --strict-driver"
+    )
 
 
 # ---------------------------------------------------------------- properties over the whole data
+
 
 def _describe(stack: Stack) -> str:
     from gpuenv.compat.resolve import _describe as d
@@ -241,11 +343,25 @@ def test_the_build_is_at_or_below_the_wish_when_one_exists():
         if not m.images_of(c.minor):
             continue
         stack = resolve(cuda=c.minor)
-        builds = {v.cuda for t in m.torch_releases for v in t.variants if v.cuda and V(v.cuda).major == V(c.minor).major}
+        builds = {
+            v.cuda
+            for t in m.torch_releases
+            for v in t.variants
+            if v.cuda and V(v.cuda).major == V(c.minor).major
+        }
         below = [b for b in builds if V(b) <= V(c.minor)]
         expected = max(below, key=V) if below else min(builds, key=V)
         assert stack.framework_cuda == expected, c.minor
-        newest = max((p for t in m.torch_releases for v in t.variants if v.cuda == expected for p in t.patches), key=V)
+        newest = max(
+            (
+                p
+                for t in m.torch_releases
+                for v in t.variants
+                if v.cuda == expected
+                for p in t.patches
+            ),
+            key=V,
+        )
         assert stack.framework_version == newest, c.minor
 
 

@@ -47,10 +47,20 @@ def python_home() -> tuple[Path, str]:
 def pip_wheel() -> Path:
     """pip's wheel as this Python carries it: ensurepip's bundled one, or Debian's python3-pip-whl."""
     home, _ = python_home()
-    bundled = home / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "ensurepip" / "_bundled"
-    found = sorted(bundled.glob("pip-*.whl")) or sorted(Path("/usr/share/python-wheels").glob("pip-*.whl"))
+    bundled = (
+        home
+        / "lib"
+        / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+        / "ensurepip"
+        / "_bundled"
+    )
+    found = sorted(bundled.glob("pip-*.whl")) or sorted(
+        Path("/usr/share/python-wheels").glob("pip-*.whl")
+    )
     if not found:
-        raise FileNotFoundError(f"no pip wheel on this machine (not in {bundled}, nor /usr/share/python-wheels: Debian package python3-pip-whl)")
+        raise FileNotFoundError(
+            f"no pip wheel on this machine (not in {bundled}, nor /usr/share/python-wheels: Debian package python3-pip-whl)"
+        )
     return found[-1]
 
 
@@ -89,9 +99,18 @@ def build_channel(root: Path | None = None) -> Path:
         # In a child process: py-rattler-build and py-rattler may crash at interpreter exit
         # (see gpuenv/envs/conda.py); the channel is judged by its files, not the exit code.
         subprocess.run([sys.executable, __file__, "--into", str(work)], check=False, timeout=600)
-        built = all(list(work.glob(pattern)) for pattern in ("noarch/repodata.json", "linux-64/gpuenv-accel-*.conda", "linux-aarch64/python-*.conda"))
+        built = all(
+            list(work.glob(pattern))
+            for pattern in (
+                "noarch/repodata.json",
+                "linux-64/gpuenv-accel-*.conda",
+                "linux-aarch64/python-*.conda",
+            )
+        )
         if not built:
-            raise RuntimeError(f"the test channel was not built in {work}; run {__file__} --into DIR to see why")
+            raise RuntimeError(
+                f"the test channel was not built in {work}; run {__file__} --into DIR to see why"
+            )
         try:
             work.rename(channel)
         except OSError:
@@ -120,7 +139,12 @@ def standin_wheel(folder: Path, name: str, version: str, arch: str = "x86_64") -
     }
     # Every file with its sha256 and size, as the wheel format requires (installers copy these
     # rows into the installed RECORD, which `invoke verify` checks).
-    record = "".join(f"{n},sha256={_record_digest(t.encode())},{len(t.encode())}\n" for n, t in files.items()) + f"{dist}/RECORD,,\n"
+    record = (
+        "".join(
+            f"{n},sha256={_record_digest(t.encode())},{len(t.encode())}\n" for n, t in files.items()
+        )
+        + f"{dist}/RECORD,,\n"
+    )
     with zipfile.ZipFile(path, "w") as archive:
         for member, text in {**files, f"{dist}/RECORD": record}.items():
             archive.writestr(zipfile.ZipInfo(member, (1980, 1, 1, 0, 0, 0)), text)
@@ -143,10 +167,14 @@ def served(folder: Path) -> Iterator[str]:
     import threading
 
     class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *_args: object) -> None:  # one line per request would bury the test's output
+        def log_message(
+            self, *_args: object
+        ) -> None:  # one line per request would bury the test's output
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder))
+    )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -160,23 +188,35 @@ def served(folder: Path) -> Iterator[str]:
 def _build_into(out: Path) -> None:
     import rattler_build
 
-    warnings.simplefilter("ignore", DeprecationWarning)  # build_recipes: still the one-call API in 0.73
+    warnings.simplefilter(
+        "ignore", DeprecationWarning
+    )  # build_recipes: still the one-call API in 0.73
     from rattler.index import index_fs
 
     home, version = python_home()
     wheel = pip_wheel()
-    os.environ.update({
-        "GPUENV_STANDIN_PYTHON": str(home),
-        "GPUENV_STANDIN_PYTHON_VERSION": version,
-        "GPUENV_STANDIN_PIP_WHEEL": str(wheel),
-        "GPUENV_STANDIN_PIP_VERSION": wheel.name.split("-")[1],
-    })
-    common = dict(output_dir=str(out), channel=[out.as_uri()], test="skip", no_include_recipe=True, package_format="conda:1")
+    os.environ.update(
+        {
+            "GPUENV_STANDIN_PYTHON": str(home),
+            "GPUENV_STANDIN_PYTHON_VERSION": version,
+            "GPUENV_STANDIN_PIP_WHEEL": str(wheel),
+            "GPUENV_STANDIN_PIP_VERSION": wheel.name.split("-")[1],
+        }
+    )
+    common = dict(
+        output_dir=str(out),
+        channel=[out.as_uri()],
+        test="skip",
+        no_include_recipe=True,
+        package_format="conda:1",
+    )
     for name in ("python", "gpuenv-hello"):
         started = time.monotonic()
         rattler_build.build_recipes([RECIPES / name / "recipe.yaml"], **common)
         print(f"built {name} in {time.monotonic() - started:.1f} s", flush=True)
-    rattler_build.build_recipes([RECIPES / "python-aarch64" / "recipe.yaml"], **common, target_platform="linux-aarch64")
+    rattler_build.build_recipes(
+        [RECIPES / "python-aarch64" / "recipe.yaml"], **common, target_platform="linux-aarch64"
+    )
     for variant in ACCEL_VARIANTS:
         os.environ["GPUENV_ACCEL_VARIANT"] = variant
         rattler_build.build_recipes([RECIPES / "gpuenv-accel" / "recipe.yaml"], **common)

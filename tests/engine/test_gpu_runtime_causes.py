@@ -15,7 +15,11 @@ FIXTURES = yaml.safe_load((Path(__file__).parent / "nvidia_container_errors.yaml
 TOOLKIT = "install the NVIDIA Container Toolkit"
 
 
-@pytest.mark.parametrize("case", FIXTURES, ids=lambda c: f"{c['cause']}:{c['source'].rsplit('/', 3)[-3]}#{c['source'].rsplit('/', 1)[-1]}")
+@pytest.mark.parametrize(
+    "case",
+    FIXTURES,
+    ids=lambda c: f"{c['cause']}:{c['source'].rsplit('/', 3)[-3]}#{c['source'].rsplit('/', 1)[-1]}",
+)
 def test_each_recorded_error_gets_its_cause(case):
     found = gpu_runtime_problem(case["text"])
     assert found is not None, case["text"]
@@ -40,10 +44,13 @@ def test_every_fixture_cites_a_public_source_and_unconfirmed_ones_say_so():
             assert case["note"].startswith("unconfirmed:"), case
 
 
-@pytest.mark.parametrize("text", [
-    "pull access denied for x, repository does not exist",
-    "No such image: gpuenv:latest",
-    'exec: "python": executable file not found in $PATH',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "pull access denied for x, repository does not exist",
+        "No such image: gpuenv:latest",
+        'exec: "python": executable file not found in $PATH',
+    ],
+)
 def test_other_engine_errors_are_not_gpu_problems(text):
     assert gpu_runtime_problem(text) is None

@@ -8,9 +8,9 @@ import subprocess
 import time
 import uuid
 
+import dockercases
 import pytest
 
-import dockercases
 from gpuenv.errors import ToolError
 
 pytestmark = pytest.mark.docker
@@ -20,10 +20,16 @@ pytestmark = pytest.mark.docker
 def image_without_sh(docker_engine):
     """An empty image (no /bin/sh, nothing at all), imported from an empty tar, removed afterwards."""
     name = f"gpuenv-test-empty:{uuid.uuid4().hex[:12]}"
-    done = subprocess.run(["docker", "import", "-", name], input=subprocess.run(["tar", "-c", "-T", "/dev/null"], capture_output=True).stdout,
-                          capture_output=True, timeout=120)
+    done = subprocess.run(
+        ["docker", "import", "-", name],
+        input=subprocess.run(["tar", "-c", "-T", "/dev/null"], capture_output=True).stdout,
+        capture_output=True,
+        timeout=120,
+    )
     if done.returncode != 0:
-        pytest.skip(f"docker import of an empty tar failed: {done.stderr.decode(errors='replace').strip()}")
+        pytest.skip(
+            f"docker import of an empty tar failed: {done.stderr.decode(errors='replace').strip()}"
+        )
     yield name
     subprocess.run(["docker", "rmi", "-f", name], capture_output=True, timeout=120)
 
@@ -35,4 +41,6 @@ def test_a_probe_whose_start_fails_leaves_no_container(image_without_sh):
     with pytest.raises(ToolError) as err:
         Engine.local().image_python(image_without_sh, "3.11")
     assert "check that the image has /bin/sh" in err.value.render()
-    assert dockercases.containers_created_since(since, ancestor=image_without_sh) == [], "the probe's container was left behind"
+    assert dockercases.containers_created_since(since, ancestor=image_without_sh) == [], (
+        "the probe's container was left behind"
+    )

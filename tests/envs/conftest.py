@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from lockcases import CPU_TORCH_WHEEL, WHEELHOUSE, unreachable
 
 
@@ -27,5 +26,7 @@ def pypi() -> None:
 @pytest.fixture(scope="session")
 def cpu_wheelhouse() -> Path:
     if not CPU_TORCH_WHEEL.is_file():
-        pytest.skip(f"the CPU PyTorch wheel {CPU_TORCH_WHEEL} is not on this machine (it is the only source of torch+cpu here)")
+        pytest.skip(
+            f"the CPU PyTorch wheel {CPU_TORCH_WHEEL} is not on this machine (it is the only source of torch+cpu here)"
+        )
     return WHEELHOUSE

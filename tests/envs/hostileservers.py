@@ -18,7 +18,9 @@ ENDLESS, SILENT, TRICKLE = "endless", "silent", "trickle"
 
 
 @contextmanager
-def hostile_server(mode: str, *, seconds: float = 30, requests: int = 64, only: str = "") -> Iterator[str]:
+def hostile_server(
+    mode: str, *, seconds: float = 30, requests: int = 64, only: str = ""
+) -> Iterator[str]:
     """The base URL (http://127.0.0.1:PORT) of a server behaving as `mode` for every path that
     ends with `only` (any path when empty); other paths are 404 (so rattler falls back from
     sharded and compressed repodata to the plain repodata.json)."""
@@ -62,7 +64,9 @@ def hostile_server(mode: str, *, seconds: float = 30, requests: int = 64, only: 
 
     server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
+    )
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"

@@ -12,7 +12,12 @@ FIXTURES = Path(__file__).parent / "fixtures"
 WHEELHOUSE = Path("/opt/wheels")
 CPU_TORCH_WHEEL = WHEELHOUSE / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
 
-ALL_STACKS = {"torch-cu121": TORCH_CU121, "torch-cpu": TORCH_CPU, "tf-cuda": TF_CUDA, "tf-cpu": TF_CPU}
+ALL_STACKS = {
+    "torch-cu121": TORCH_CU121,
+    "torch-cpu": TORCH_CPU,
+    "tf-cuda": TF_CUDA,
+    "tf-cpu": TF_CPU,
+}
 
 
 def unreachable(url: str, timeout: float = 10) -> str | None:

@@ -99,7 +99,10 @@ def test_full_device_gives_one_line(tmp_path):
     _mknod_char(full, 1, 7)  # /dev/full: every write fails with ENOSPC
     with pytest.raises(WriteFailed) as caught:
         write_text_atomic(full, "x\n")
-    assert str(caught.value) == f"cannot write {full}: No space left on device (the previous file, if any, is unchanged)"
+    assert (
+        str(caught.value)
+        == f"cannot write {full}: No space left on device (the previous file, if any, is unchanged)"
+    )
     assert stat.S_ISCHR(full.lstat().st_mode)
 
 
@@ -158,7 +161,10 @@ def tiny_tmpfs(tmp_path):
 def test_read_only_mount_gives_one_line_and_keeps_the_old_file(read_only_dir):
     with pytest.raises(WriteFailed) as caught:
         write_text_atomic(read_only_dir / "old.txt", "new\n")
-    assert str(caught.value) == f"cannot write {read_only_dir / 'old.txt'}: the file system is read-only"
+    assert (
+        str(caught.value)
+        == f"cannot write {read_only_dir / 'old.txt'}: the file system is read-only"
+    )
     assert caught.value.user_fault
     assert (read_only_dir / "old.txt").read_text() == "old\n"
 
@@ -169,7 +175,9 @@ def test_full_tmpfs_gives_one_line_and_keeps_the_old_file(tiny_tmpfs):
     assert "No space left on device" in str(caught.value)
     assert not caught.value.user_fault
     assert (tiny_tmpfs / "old.txt").read_text() == "old\n"
-    assert [p.name for p in tiny_tmpfs.iterdir()] == ["old.txt"], "the temporary file was left behind"
+    assert [p.name for p in tiny_tmpfs.iterdir()] == ["old.txt"], (
+        "the temporary file was left behind"
+    )
 
 
 def test_dev_stdout_into_a_pipe_is_written_through(tmp_path):
@@ -178,7 +186,9 @@ def test_dev_stdout_into_a_pipe_is_written_through(tmp_path):
 
     code = "import sys; from validate.files import write_text_atomic; write_text_atomic('/dev/stdout', 'to the pipe\\n')"
     root = Path(__file__).resolve().parents[2]
-    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "to the pipe\n"
 

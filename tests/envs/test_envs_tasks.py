@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from lockcases import FIXTURES
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_task(*args: str, locks: Path, cwd: Path = ROOT, timeout: float = 300) -> subprocess.CompletedProcess:
+def run_task(
+    *args: str, locks: Path, cwd: Path = ROOT, timeout: float = 300
+) -> subprocess.CompletedProcess:
     env = {**os.environ, "GPUENV_LOCKS_DIR": str(locks), "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "invoke", "--search-root", str(ROOT), *args]
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
@@ -25,9 +26,29 @@ def run_task(*args: str, locks: Path, cwd: Path = ROOT, timeout: float = 300) ->
 def test_lock_help_explains_every_option(tmp_path):
     done = run_task("lock", "--help", locks=tmp_path)
     assert done.returncode == 0, done.stderr
-    for name in ("--cuda", "--framework", "--torch", "--tensorflow", "--python", "--driver", "--gpu-arch",
-                 "--platform", "--backend", "--wheelhouse", "--file", "--force", "--team-file"):
-        line = next((l for l in done.stdout.splitlines() if l.strip().startswith(name.split("=")[0]) or f", {name}" in l), None)
+    for name in (
+        "--cuda",
+        "--framework",
+        "--torch",
+        "--tensorflow",
+        "--python",
+        "--driver",
+        "--gpu-arch",
+        "--platform",
+        "--backend",
+        "--wheelhouse",
+        "--file",
+        "--force",
+        "--team-file",
+    ):
+        line = next(
+            (
+                l
+                for l in done.stdout.splitlines()
+                if l.strip().startswith(name.split("=")[0]) or f", {name}" in l
+            ),
+            None,
+        )
         assert line is not None and len(line.split(None, 1)) == 2, f"{name} has no help text"
 
 
@@ -39,10 +60,29 @@ def test_export_help_explains_output(tmp_path):
 @pytest.mark.parametrize(
     "args, fragment",
     [
-        (["--cuda", "12.1", "--platform", "linux-32"], "gpuenv: --platform: unknown platform 'linux-32': use one of linux-64, linux-aarch64"),
+        (
+            ["--cuda", "12.1", "--platform", "linux-32"],
+            "gpuenv: --platform: unknown platform 'linux-32': use one of linux-64, linux-aarch64",
+        ),
         (["--cuda", "12.1", "--backend", "pip"], "gpuenv: --backend 'pip' is not known"),
-        (["--cuda", "12.1", "--file", str(FIXTURES / "malformed" / "file-bad-pip" / "environment.yml")], "environment.yml:8: 'numpy>>1.26' is not a pip requirement"),
-        (["--cuda", "12.1", "--team-file", str(FIXTURES / "malformed" / "team-bad-yaml" / "team.yml")], "team.yml:4: bad YAML"),
+        (
+            [
+                "--cuda",
+                "12.1",
+                "--file",
+                str(FIXTURES / "malformed" / "file-bad-pip" / "environment.yml"),
+            ],
+            "environment.yml:8: 'numpy>>1.26' is not a pip requirement",
+        ),
+        (
+            [
+                "--cuda",
+                "12.1",
+                "--team-file",
+                str(FIXTURES / "malformed" / "team-bad-yaml" / "team.yml"),
+            ],
+            "team.yml:4: bad YAML",
+        ),
     ],
 )
 def test_lock_user_mistakes_are_one_line_exit_2_and_write_nothing(args, fragment, tmp_path):
@@ -57,10 +97,23 @@ def test_lock_user_mistakes_are_one_line_exit_2_and_write_nothing(args, fragment
 
 def test_export_into_a_missing_folder_names_it_and_makes_nothing(tmp_path):
     out = tmp_path / "missing" / "dir" / "environment.yml"
-    done = run_task("export", "--cuda", "12.1", "--torch", "2.5", "--python", "3.11", "-o", str(out), locks=tmp_path / "locks")
+    done = run_task(
+        "export",
+        "--cuda",
+        "12.1",
+        "--torch",
+        "2.5",
+        "--python",
+        "3.11",
+        "-o",
+        str(out),
+        locks=tmp_path / "locks",
+    )
     assert done.returncode == 2, done.stderr
-    assert done.stderr.strip() == (f"gpuenv: --output {out}: the folder {out.parent} does not exist: "
-                                   "create it first, or give a path in an existing folder")
+    assert done.stderr.strip() == (
+        f"gpuenv: --output {out}: the folder {out.parent} does not exist: "
+        "create it first, or give a path in an existing folder"
+    )
     assert not (tmp_path / "missing").exists()
 
 
@@ -69,8 +122,14 @@ def test_export_without_a_lock_is_refused_unless_unpinned_is_asked(tmp_path):
     options = ("--cuda", "12.1", "--torch", "2.5", "--python", "3.11", "--output", str(out))
     done = run_task("export", *options, locks=tmp_path / "locks")
     assert done.returncode == 2 and not out.exists(), done.stderr
-    assert done.stderr.count("\n") == 1 and "the environment.yml would not be pinned" in done.stderr and "--unpinned" in done.stderr
-    assert run_task("export", *options, "--lock", locks=tmp_path / "locks").returncode == 2, "no lock: no hashed form either"
+    assert (
+        done.stderr.count("\n") == 1
+        and "the environment.yml would not be pinned" in done.stderr
+        and "--unpinned" in done.stderr
+    )
+    assert run_task("export", *options, "--lock", locks=tmp_path / "locks").returncode == 2, (
+        "no lock: no hashed form either"
+    )
     done = run_task("export", *options, "--unpinned", locks=tmp_path / "locks")
     assert done.returncode == 0, done.stderr
     assert "NOT pinned" in done.stdout
@@ -83,13 +142,27 @@ def test_export_without_a_lock_is_refused_unless_unpinned_is_asked(tmp_path):
 @pytest.mark.network
 def test_lock_cpu_stack_with_uv_from_the_wheelhouse_then_skip(pypi, cpu_wheelhouse, tmp_path):
     locks = tmp_path / "locks"
-    args = ["lock", "--cuda", "cpu", "--torch", "2.13.0", "--python", "3.11", "--backend", "uv", "--wheelhouse", str(cpu_wheelhouse)]
+    args = [
+        "lock",
+        "--cuda",
+        "cpu",
+        "--torch",
+        "2.13.0",
+        "--python",
+        "3.11",
+        "--backend",
+        "uv",
+        "--wheelhouse",
+        str(cpu_wheelhouse),
+    ]
     started = time.monotonic()
     first = run_task(*args, locks=locks)
     cold_s = time.monotonic() - started
     assert first.returncode == 0, first.stderr
     assert "stack: torch2.13.0-cpu-py3.11" in first.stdout
-    assert "locking with uv for Python 3.11" in first.stdout  # a progress step (plain lines when piped)
+    assert (
+        "locking with uv for Python 3.11" in first.stdout
+    )  # a progress step (plain lines when piped)
     assert "locked: " in first.stdout
     lock = locks / "torch2.13.0-cpu-py3.11" / "requirements.lock.txt"
     assert "torch==2.13.0+cpu" in lock.read_text()
@@ -106,11 +179,34 @@ def test_lock_cpu_stack_with_uv_from_the_wheelhouse_then_skip(pypi, cpu_wheelhou
 
 @pytest.mark.network
 def test_lock_without_wheelhouse_names_the_unreachable_index_in_one_line(pypi, tmp_path):
-    why_ok = subprocess.run([sys.executable, "-c", "import urllib.request; urllib.request.urlopen('https://download.pytorch.org/whl/cpu/', timeout=10)"], capture_output=True)
+    why_ok = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import urllib.request; urllib.request.urlopen('https://download.pytorch.org/whl/cpu/', timeout=10)",
+        ],
+        capture_output=True,
+    )
     if why_ok.returncode == 0:
-        pytest.skip("download.pytorch.org answers here; this test is for hosts that cannot reach it")
-    done = run_task("lock", "--cuda", "cpu", "--torch", "2.13.0", "--python", "3.11", "--backend", "uv", locks=tmp_path / "locks")
+        pytest.skip(
+            "download.pytorch.org answers here; this test is for hosts that cannot reach it"
+        )
+    done = run_task(
+        "lock",
+        "--cuda",
+        "cpu",
+        "--torch",
+        "2.13.0",
+        "--python",
+        "3.11",
+        "--backend",
+        "uv",
+        locks=tmp_path / "locks",
+    )
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
-    assert "could not reach https://download.pytorch.org/whl/cpu/" in done.stderr and "--wheelhouse DIR" in done.stderr
+    assert (
+        "could not reach https://download.pytorch.org/whl/cpu/" in done.stderr
+        and "--wheelhouse DIR" in done.stderr
+    )

@@ -20,7 +20,18 @@ CPU_ARGS = ("--cuda", "cpu", "--framework", "torch", "--torch", "2.13.0", "--pyt
 
 def export(output: Path, tmp_path: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "GPUENV_LOCKS_DIR": str(tmp_path / "locks"), "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "invoke", "--search-root", str(ROOT), "export", *CPU_ARGS, "--unpinned", "--output", str(output)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "invoke",
+        "--search-root",
+        str(ROOT),
+        "export",
+        *CPU_ARGS,
+        "--unpinned",
+        "--output",
+        str(output),
+    ]
     return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
 
 

@@ -5,8 +5,6 @@ and the install's (condalock.read_lock, which hands the same text to conda-lock)
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from gpuenv.envs import condalock, lockdir
@@ -17,14 +15,21 @@ MD5 = "0123456789abcdef" * 2
 
 
 def _entry(name: str, version: str) -> str:
-    return (f"- name: {name}\n  version: {version}\n  manager: conda\n  platform: linux-64\n  dependencies: {{}}\n"
-            f"  url: https://conda.anaconda.org/conda-forge/linux-64/{name}-{version}-h_0.conda\n"
-            f"  hash: {{md5: {MD5}, sha256: {HASH}}}\n  category: main\n  optional: false\n")
+    return (
+        f"- name: {name}\n  version: {version}\n  manager: conda\n  platform: linux-64\n  dependencies: {{}}\n"
+        f"  url: https://conda.anaconda.org/conda-forge/linux-64/{name}-{version}-h_0.conda\n"
+        f"  hash: {{md5: {MD5}, sha256: {HASH}}}\n  category: main\n  optional: false\n"
+    )
 
 
 def _lock(*entries: str, extra: str = "") -> str:
-    return ("version: 1\nmetadata:\n  content_hash: {linux-64: abc}\n  channels: [{url: conda-forge, used_env_vars: []}]\n"
-            "  platforms: [linux-64]\n  sources: [environment.yml]\n" + extra + "package:\n" + "".join(entries))
+    return (
+        "version: 1\nmetadata:\n  content_hash: {linux-64: abc}\n  channels: [{url: conda-forge, used_env_vars: []}]\n"
+        "  platforms: [linux-64]\n  sources: [environment.yml]\n"
+        + extra
+        + "package:\n"
+        + "".join(entries)
+    )
 
 
 def _bomb(levels: int = 9) -> str:
@@ -36,14 +41,28 @@ def _bomb(levels: int = 9) -> str:
 
 
 CASES = {
-    "alias-bomb": (_lock(_entry("python", "3.11.0"), extra=_bomb()), "expands to more than 1,000,000 values (YAML aliases followed)"),
-    "deep": (_lock(_entry("python", "3.11.0"), extra="deep: " + "[" * 50_000 + "]" * 50_000 + "\n"), "nested more than 32 levels deep"),
-    "deep-block": (_lock(_entry("python", "3.11.0"), extra="".join("  " * i + f"k{i}:\n" for i in range(1, 2000))),
-                   "nested more than 32 levels deep"),
-    "listed-twice": (_lock(_entry("python", "3.11.0"), _entry("python", "3.11.1")),
-                     "conda package python is listed twice for linux-64"),
-    "listed-twice-same": (_lock(_entry("python", "3.11.0"), _entry("python", "3.11.0")),
-                          "conda package python is listed twice for linux-64"),
+    "alias-bomb": (
+        _lock(_entry("python", "3.11.0"), extra=_bomb()),
+        "expands to more than 1,000,000 values (YAML aliases followed)",
+    ),
+    "deep": (
+        _lock(_entry("python", "3.11.0"), extra="deep: " + "[" * 50_000 + "]" * 50_000 + "\n"),
+        "nested more than 32 levels deep",
+    ),
+    "deep-block": (
+        _lock(
+            _entry("python", "3.11.0"), extra="".join("  " * i + f"k{i}:\n" for i in range(1, 2000))
+        ),
+        "nested more than 32 levels deep",
+    ),
+    "listed-twice": (
+        _lock(_entry("python", "3.11.0"), _entry("python", "3.11.1")),
+        "conda package python is listed twice for linux-64",
+    ),
+    "listed-twice-same": (
+        _lock(_entry("python", "3.11.0"), _entry("python", "3.11.0")),
+        "conda package python is listed twice for linux-64",
+    ),
 }
 
 
@@ -66,7 +85,9 @@ def test_the_bounds_leave_a_real_lock_and_its_aliases_alone(tmp_path):
     """A few aliases that expand to little are YAML as any dumper may write it: read."""
     path = tmp_path / "conda-lock.yml"
     first = _entry("python", "3.11.0").replace("  hash: {", "  hash: &h {")
-    second = _entry("pip", "24.0.1").replace(f"  hash: {{md5: {MD5}, sha256: {HASH}}}", "  hash: *h")
+    second = _entry("pip", "24.0.1").replace(
+        f"  hash: {{md5: {MD5}, sha256: {HASH}}}", "  hash: *h"
+    )
     path.write_text(_lock(first, second))
     assert "*h" in path.read_text()
     assert [p.name for p in lockdir.read_conda_lock(path)] == ["python", "pip"]
@@ -75,4 +96,7 @@ def test_the_bounds_leave_a_real_lock_and_its_aliases_alone(tmp_path):
 
 def test_the_shape_check_counts_aliases_as_expanded():
     assert lockdir.yaml_shape_problem(_bomb(levels=5), max_values=10**6) is None
-    assert lockdir.yaml_shape_problem(_bomb(levels=7), max_values=10**6) == "expands to more than 1,000,000 values (YAML aliases followed)"
+    assert (
+        lockdir.yaml_shape_problem(_bomb(levels=7), max_values=10**6)
+        == "expands to more than 1,000,000 values (YAML aliases followed)"
+    )

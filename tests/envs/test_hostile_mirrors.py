@@ -6,20 +6,29 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 import pytest
+from hostileservers import ENDLESS, SILENT, TRICKLE, hostile_server
 
 from gpuenv.envs import conda
 from gpuenv.errors import ToolError
-from hostileservers import ENDLESS, SILENT, TRICKLE, hostile_server
 
 VIRTUAL = conda.virtual_packages(cuda=None, glibc="2.35", arch="x86_64")
 
 
 def _package(url: str) -> conda.CondaPackage:
-    return conda.CondaPackage(name="gpuenv-hello", version="1.0", build="0", build_number=0, subdir="noarch", url=url,
-                              sha256="0" * 64, md5="", depends=(), channel="")
+    return conda.CondaPackage(
+        name="gpuenv-hello",
+        version="1.0",
+        build="0",
+        build_number=0,
+        subdir="noarch",
+        url=url,
+        sha256="0" * 64,
+        md5="",
+        depends=(),
+        channel="",
+    )
 
 
 @pytest.fixture
@@ -36,15 +45,25 @@ def short_bounds(monkeypatch):
 
 
 @pytest.mark.parametrize("mode", [SILENT, ENDLESS, TRICKLE])
-def test_a_mirror_that_never_answers_streams_without_end_or_trickles_is_cut_off_naming_it(mode, short_bounds, tmp_path):
+def test_a_mirror_that_never_answers_streams_without_end_or_trickles_is_cut_off_naming_it(
+    mode, short_bounds, tmp_path
+):
     with hostile_server(mode, seconds=60, only="repodata.json") as base:
         started = time.monotonic()
         with pytest.raises(ToolError) as err:
-            conda.solve(channels=["conda-forge"], specs=["gpuenv-hello"], platform="linux-64", virtual=VIRTUAL,
-                        mirrors=conda.check_mirrors({"conda-forge": f"{base}/conda-forge"}), cache_dir=tmp_path / "cache")
+            conda.solve(
+                channels=["conda-forge"],
+                specs=["gpuenv-hello"],
+                platform="linux-64",
+                virtual=VIRTUAL,
+                mirrors=conda.check_mirrors({"conda-forge": f"{base}/conda-forge"}),
+                cache_dir=tmp_path / "cache",
+            )
         took = time.monotonic() - started
     text = err.value.render()
-    assert text.startswith("cannot read the conda channel") and base.removeprefix("http://") in text, text
+    assert (
+        text.startswith("cannot read the conda channel") and base.removeprefix("http://") in text
+    ), text
     assert "did not finish" not in text and "\n" not in text, text
     assert took < 45, f"cut off after {took:.0f} s"
 
@@ -56,15 +75,23 @@ def test_a_fifo_as_repodata_json_is_refused_naming_it_not_waited_on(short_bounds
         os.mkfifo(channel / subdir / "repodata.json")
     started = time.monotonic()
     with pytest.raises(ToolError) as err:
-        conda.solve(channels=["conda-forge"], specs=["gpuenv-hello"], platform="linux-64", virtual=VIRTUAL,
-                    mirrors=conda.check_mirrors({"conda-forge": channel.as_uri()}), cache_dir=tmp_path / "cache")
+        conda.solve(
+            channels=["conda-forge"],
+            specs=["gpuenv-hello"],
+            platform="linux-64",
+            virtual=VIRTUAL,
+            mirrors=conda.check_mirrors({"conda-forge": channel.as_uri()}),
+            cache_dir=tmp_path / "cache",
+        )
     text = err.value.render()
     assert "repodata.json is a FIFO" in text and "\n" not in text, text
     assert time.monotonic() - started < 30
 
 
 @pytest.mark.parametrize("kind", ["device", "fifo"])
-def test_a_locked_url_naming_dev_zero_or_a_fifo_is_refused_before_any_byte(kind, short_bounds, tmp_path):
+def test_a_locked_url_naming_dev_zero_or_a_fifo_is_refused_before_any_byte(
+    kind, short_bounds, tmp_path
+):
     if kind == "device":
         url = "file:///dev/zero"
     else:
@@ -73,16 +100,25 @@ def test_a_locked_url_naming_dev_zero_or_a_fifo_is_refused_before_any_byte(kind,
     with pytest.raises(ToolError) as err:
         conda.fetch_verified([_package(url)], tmp_path / "downloads")
     text = err.value.render()
-    assert text.startswith("cannot download gpuenv-hello") and ("a device" in text or "a FIFO" in text), text
+    assert text.startswith("cannot download gpuenv-hello") and (
+        "a device" in text or "a FIFO" in text
+    ), text
     assert not any((tmp_path / "downloads").iterdir())
 
 
-@pytest.mark.parametrize(("mode", "words"), [(ENDLESS, "more than"), (TRICKLE, "stalled"), (SILENT, "timed out")])
-def test_a_package_download_is_bounded_in_size_and_time_and_names_the_server(mode, words, short_bounds, tmp_path):
+@pytest.mark.parametrize(
+    ("mode", "words"), [(ENDLESS, "more than"), (TRICKLE, "stalled"), (SILENT, "timed out")]
+)
+def test_a_package_download_is_bounded_in_size_and_time_and_names_the_server(
+    mode, words, short_bounds, tmp_path
+):
     with hostile_server(mode, seconds=60) as base:
         started = time.monotonic()
         with pytest.raises(ToolError) as err:
-            conda.fetch_verified([_package(f"{base}/conda-forge/noarch/gpuenv-hello-1.0-0.conda")], tmp_path / "downloads")
+            conda.fetch_verified(
+                [_package(f"{base}/conda-forge/noarch/gpuenv-hello-1.0-0.conda")],
+                tmp_path / "downloads",
+            )
         took = time.monotonic() - started
     text = err.value.render()
     assert words in text and "127.0.0.1" in text and "\n" not in text, text
@@ -92,9 +128,23 @@ def test_a_package_download_is_bounded_in_size_and_time_and_names_the_server(mod
 
 def test_a_mirror_password_is_never_in_the_error(short_bounds, tmp_path):
     with pytest.raises(ToolError) as err:
-        conda.solve(channels=["conda-forge"], specs=["gpuenv-hello"], platform="linux-64", virtual=VIRTUAL,
-                    mirrors=conda.check_mirrors({"conda-forge": "http://bob:hunter2@127.0.0.1:9/conda-forge"}), cache_dir=tmp_path / "cache")
-    assert "hunter2" not in err.value.render() and "bob:***@127.0.0.1:9" in err.value.render(), err.value.render()
+        conda.solve(
+            channels=["conda-forge"],
+            specs=["gpuenv-hello"],
+            platform="linux-64",
+            virtual=VIRTUAL,
+            mirrors=conda.check_mirrors(
+                {"conda-forge": "http://bob:hunter2@127.0.0.1:9/conda-forge"}
+            ),
+            cache_dir=tmp_path / "cache",
+        )
+    assert "hunter2" not in err.value.render() and "bob:***@127.0.0.1:9" in err.value.render(), (
+        err.value.render()
+    )
     with pytest.raises(ToolError) as err:
-        conda.fetch_verified([_package("http://bob:hunter2@127.0.0.1:9/c/noarch/x.conda")], tmp_path / "downloads")
-    assert "hunter2" not in err.value.render() and "bob:***@127.0.0.1:9" in err.value.render(), err.value.render()
+        conda.fetch_verified(
+            [_package("http://bob:hunter2@127.0.0.1:9/c/noarch/x.conda")], tmp_path / "downloads"
+        )
+    assert "hunter2" not in err.value.render() and "bob:***@127.0.0.1:9" in err.value.render(), (
+        err.value.render()
+    )

@@ -56,7 +56,9 @@ def test_an_interrupt_ends_the_installer_and_every_worker_it_started(stop):
 
     started = time.monotonic()
     with pytest.raises(stop):
-        lockers.run_installer([sys.executable, "-c", WORKERS], on_line=on_line, tool="a pool of workers")
+        lockers.run_installer(
+            [sys.executable, "-c", WORKERS], on_line=on_line, tool="a pool of workers"
+        )
     assert len(seen) == 2
     assert _gone_within(seen, 10) == [], "workers were left running"
     assert time.monotonic() - started < 30
@@ -75,7 +77,9 @@ def test_an_interrupt_during_the_real_bytecode_step_leaves_no_compileall_worker(
     def on_line(_line: str) -> None:
         pass
 
-    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))  # Ctrl-C, as the terminal sends it
+    timer = threading.Timer(
+        1.0, os.kill, (os.getpid(), signal.SIGINT)
+    )  # Ctrl-C, as the terminal sends it
     timer.start()
     started = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
@@ -95,6 +99,8 @@ def _children_of_group_compileall() -> list[int]:
                 cmd = (entry / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"compileall" in cmd or any(b"multiprocessing" in part and b"spawn" in part for part in cmd):
+            if b"compileall" in cmd or any(
+                b"multiprocessing" in part and b"spawn" in part for part in cmd
+            ):
                 found.append(int(entry.name))
     return [p for p in found if _alive(p)]

@@ -17,8 +17,9 @@ from gpuenv.stack import LINUX_AARCH64, lock_platforms
 
 def _grace_gpu_stack(python: str):
     """What a GB200 (compute capability 10.0, driver 580.173.02 as in its capture) plans."""
-    return resolve_stack(Request(driver="580.173.02", gpu_archs=("10.0",), platform=LINUX_AARCH64,
-                                 python=python))
+    return resolve_stack(
+        Request(driver="580.173.02", gpu_archs=("10.0",), platform=LINUX_AARCH64, python=python)
+    )
 
 
 def test_an_aarch64_gpu_plan_locks_its_aarch64_cuda_build_with_uv(pypi, locks_dir):
@@ -27,8 +28,11 @@ def test_an_aarch64_gpu_plan_locks_its_aarch64_cuda_build_with_uv(pypi, locks_di
     assert stack.platform == LINUX_AARCH64 and stack.index_url is None
     result = ensure_lock(stack, backend="uv", platforms=lock_platforms(stack, ()))
     text = result.files.read_text(encoding="utf-8")
-    pins = {line.split("==")[0]: line.split("==")[1].split()[0]
-            for line in text.splitlines() if "==" in line}
+    pins = {
+        line.split("==")[0]: line.split("==")[1].split()[0]
+        for line in text.splitlines()
+        if "==" in line
+    }
     assert pins["torch"] == stack.framework_version
     # the aarch64 file pins CUDA 13 (cuda-toolkit) on every Linux machine: a CUDA build
     assert pins["cuda-toolkit"].startswith("13.0.") and "nvidia-cudnn-cu13" in pins
@@ -43,8 +47,12 @@ def test_an_aarch64_cpu_plan_locks_with_the_local_conda_channel(conda_channel, p
     stack = resolve_stack(Request(cuda="cpu", platform=LINUX_AARCH64, python=python))
     # PyPI's aarch64 CPU file
     assert stack.pip_requirement == "torch==2.10.0" and stack.index_url is None
-    result = ensure_lock(stack, backend="conda-lock", platforms=lock_platforms(stack, ()),
-                         mirrors={"conda-forge": conda_channel.as_uri()})
+    result = ensure_lock(
+        stack,
+        backend="conda-lock",
+        platforms=lock_platforms(stack, ()),
+        mirrors={"conda-forge": conda_channel.as_uri()},
+    )
     part = condalock.read_lock(result.files, LINUX_AARCH64)
     assert {p.name: p.subdir for p in part.conda} == {"python": LINUX_AARCH64, "pip": "noarch"}
     wheels = {p.name: p.url.rsplit("/", 1)[-1] for p in part.pip}
@@ -55,11 +63,13 @@ def test_an_aarch64_cpu_plan_locks_with_the_local_conda_channel(conda_channel, p
         condalock.read_lock(result.files, "linux-64")
 
 
-@pytest.mark.skipif(platform.machine() != "x86_64",
-                    reason="shows the refusal an x86_64 host gives an aarch64 stack")
+@pytest.mark.skipif(
+    platform.machine() != "x86_64", reason="shows the refusal an x86_64 host gives an aarch64 stack"
+)
 def test_installing_an_aarch64_stack_here_is_refused_in_one_line(invoke_cli, locks_dir, tmp_path):
-    result = invoke_cli("install", "--prefix", str(tmp_path / "env"), "--platform", "linux-aarch64",
-                        "--cuda", "cpu")
+    result = invoke_cli(
+        "install", "--prefix", str(tmp_path / "env"), "--platform", "linux-aarch64", "--cuda", "cpu"
+    )
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "is a linux-aarch64 stack, but this host is linux-64" in result.stderr
     assert not (tmp_path / "env").exists()

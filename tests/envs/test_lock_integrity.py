@@ -15,12 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
-
-from gpuenv.images import plan as images
-from gpuenv.envs import lockdir, locking
-from gpuenv.errors import BadInput, DataError
-from gpuenv.envs.export import export_environment
 from lockcases import CPU_TORCH_WHEEL, TORCH_CPU, WHEELHOUSE
+
+from gpuenv.envs import lockdir, locking
+from gpuenv.envs.export import export_environment
+from gpuenv.errors import BadInput, DataError
+from gpuenv.images import plan as images
 
 ROOT = Path(__file__).resolve().parents[2]
 HASH = "--hash=sha256:" + "a" * 64
@@ -32,7 +32,14 @@ CPU_CONDA_LOCK = (
 )
 
 
-def make_lock(locks_dir: Path, *, text: str = CPU_UV_LOCK, backend: str = "uv", team_file: Path | None = None, stack=TORCH_CPU) -> Path:
+def make_lock(
+    locks_dir: Path,
+    *,
+    text: str = CPU_UV_LOCK,
+    backend: str = "uv",
+    team_file: Path | None = None,
+    stack=TORCH_CPU,
+) -> Path:
     """A lock directory of `stack` whose metadata matches the inputs `ensure_lock` would plan."""
     if team_file is None:
         team_file = locks_dir.parent / "team.yml"
@@ -46,9 +53,14 @@ def make_lock(locks_dir: Path, *, text: str = CPU_UV_LOCK, backend: str = "uv", 
     lockdir.write_metadata(
         directory,
         lockdir.LockMetadata(
-            stack=stack, backend=backend, input_hash=plan.input_hash(), lock_sha256=lockdir.file_sha256(lock_file),
-            platforms=plan.platforms, source=plan.source,
-            team_file=str(plan.origin) if plan.team_file_sha256 else None, team_file_sha256=plan.team_file_sha256,
+            stack=stack,
+            backend=backend,
+            input_hash=plan.input_hash(),
+            lock_sha256=lockdir.file_sha256(lock_file),
+            platforms=plan.platforms,
+            source=plan.source,
+            team_file=str(plan.origin) if plan.team_file_sha256 else None,
+            team_file_sha256=plan.team_file_sha256,
         ),
     )
     return directory
@@ -74,7 +86,9 @@ def test_a_sound_lock_is_unchanged_pinned_and_buildable(locks_dir, tmp_path):
     ],
     ids=["truncated", "emptied", "deleted"],
 )
-def test_a_damaged_lock_is_an_error_for_lock_export_and_build(locks_dir, tmp_path, damage, fragment):
+def test_a_damaged_lock_is_an_error_for_lock_export_and_build(
+    locks_dir, tmp_path, damage, fragment
+):
     directory = make_lock(locks_dir)
     damage(directory / "requirements.lock.txt")
     team = locks_dir.parent / "team.yml"
@@ -92,12 +106,16 @@ def test_a_damaged_lock_is_an_error_for_lock_export_and_build(locks_dir, tmp_pat
 
 def test_a_lock_whose_content_is_not_the_stack_is_refused_even_with_a_matching_hash(locks_dir):
     directory = make_lock(locks_dir, text=f"torch==2.1.0 \\\n    {HASH}\n")
-    with pytest.raises(DataError, match=r"does not hold the stack torch2.13.0-cpu-py3.11: it has torch 2.1.0"):
+    with pytest.raises(
+        DataError, match=r"does not hold the stack torch2.13.0-cpu-py3.11: it has torch 2.1.0"
+    ):
         images.read_lock(directory, TORCH_CPU)
 
 
 def test_conda_lock_python_must_be_the_stacks(locks_dir):
-    directory = make_lock(locks_dir, backend="conda-lock", text=CPU_CONDA_LOCK.replace("3.11.9", "3.12.1"))
+    directory = make_lock(
+        locks_dir, backend="conda-lock", text=CPU_CONDA_LOCK.replace("3.11.9", "3.12.1")
+    )
     with pytest.raises(DataError, match=r"it has Python 3.12.1, the stack wants 3.11"):
         images.read_lock(directory, TORCH_CPU)
 
@@ -125,17 +143,44 @@ def test_a_lock_file_without_metadata_is_not_trusted(locks_dir):
         (b"\xc3binary", "stack.json: not UTF-8 text (byte 0xc3 on line 1)"),
         (b"[1, 2]", "stack.json: not a JSON object"),
         (b"{}", "stack.json: no lock_format: not a gpuenv lock's metadata"),
-        (json.dumps({"lock_format": lockdir.LOCK_FORMAT, "backend": "uv"}).encode(), "'input_hash' is missing"),
-        (json.dumps({"lock_format": lockdir.LOCK_FORMAT, "backend": "pip", "input_hash": "x", "lock_sha256": "y", "source": "s", "stack_id": "z"}).encode(), "unknown backend 'pip'"),
+        (
+            json.dumps({"lock_format": lockdir.LOCK_FORMAT, "backend": "uv"}).encode(),
+            "'input_hash' is missing",
+        ),
+        (
+            json.dumps(
+                {
+                    "lock_format": lockdir.LOCK_FORMAT,
+                    "backend": "pip",
+                    "input_hash": "x",
+                    "lock_sha256": "y",
+                    "source": "s",
+                    "stack_id": "z",
+                }
+            ).encode(),
+            "unknown backend 'pip'",
+        ),
     ],
-    ids=["not-json", "binary", "not-utf8", "list", "empty-object", "missing-key", "unknown-backend"],
+    ids=[
+        "not-json",
+        "binary",
+        "not-utf8",
+        "list",
+        "empty-object",
+        "missing-key",
+        "unknown-backend",
+    ],
 )
 def test_corrupt_metadata_is_one_line_everywhere(locks_dir, tmp_path, content, fragment):
     directory = make_lock(locks_dir)
     (directory / "stack.json").write_bytes(content)
     for use in (
-        lambda: locking.ensure_lock(TORCH_CPU, backend="uv", team_file=locks_dir.parent / "team.yml"),
-        lambda: export_environment(TORCH_CPU, tmp_path / "env.yml", team_file=locks_dir.parent / "team.yml"),
+        lambda: locking.ensure_lock(
+            TORCH_CPU, backend="uv", team_file=locks_dir.parent / "team.yml"
+        ),
+        lambda: export_environment(
+            TORCH_CPU, tmp_path / "env.yml", team_file=locks_dir.parent / "team.yml"
+        ),
         lambda: images.read_lock(directory, TORCH_CPU),
     ):
         with pytest.raises(DataError) as caught:
@@ -150,15 +195,23 @@ def test_a_lock_of_an_older_format_is_relocked_by_lock_and_refused_by_build(lock
     with pytest.raises(DataError, match="made by another gpuenv"):
         images.read_lock(directory, TORCH_CPU)
     calls = []
-    monkeypatch.setattr(locking, "_lock_into", lambda *args: calls.append(args) or (_ for _ in ()).throw(RuntimeError("stop here")))
-    with pytest.raises(RuntimeError, match="stop here"):  # it went on to lock again instead of refusing
+    monkeypatch.setattr(
+        locking,
+        "_lock_into",
+        lambda *args: calls.append(args) or (_ for _ in ()).throw(RuntimeError("stop here")),
+    )
+    with pytest.raises(
+        RuntimeError, match="stop here"
+    ):  # it went on to lock again instead of refusing
         locking.ensure_lock(TORCH_CPU, backend="uv", team_file=locks_dir.parent / "team.yml")
     assert calls and not any(p.name.endswith(".tmp") for p in locks_dir.iterdir())
 
 
 def test_metadata_of_another_stack_is_refused(locks_dir):
     directory = make_lock(locks_dir)
-    with pytest.raises(DataError, match="is the lock of torch2.13.0-cpu-py3.11, not of torch2.5.1-cu121-py3.11"):
+    with pytest.raises(
+        DataError, match="is the lock of torch2.13.0-cpu-py3.11, not of torch2.5.1-cu121-py3.11"
+    ):
         from lockcases import TORCH_CU121
 
         images.read_lock(directory, TORCH_CU121)
@@ -170,7 +223,9 @@ def test_export_notices_a_team_file_that_changed_since_the_lock(locks_dir, tmp_p
     make_lock(locks_dir, team_file=team)
     export_environment(TORCH_CPU, tmp_path / "a.yml", team_file=team)  # unchanged: fine
     team.write_text("pip:\n  - six==1.16.0\n")
-    with pytest.raises(DataError, match=rf"out of date: {team} changed since the lock: run invoke lock"):
+    with pytest.raises(
+        DataError, match=rf"out of date: {team} changed since the lock: run invoke lock"
+    ):
         export_environment(TORCH_CPU, tmp_path / "b.yml", team_file=team)
     other = tmp_path / "other-team.yml"
     other.write_text("pip:\n  - six==1.17.0\n  - rich\n")
@@ -185,18 +240,35 @@ def test_export_notices_a_team_file_that_changed_since_the_lock(locks_dir, tmp_p
 @pytest.mark.parametrize(
     "text, fragment",
     [
-        ("dependencies:\n  - python=3.11\n  - pip\n  - pip:\n    - torch==2.1.0\n", "shared.yml:5: 'torch==2.1.0' contradicts the stack torch2.13.0-cpu-py3.11"),
-        ("dependencies:\n  - python=3.12\n  - pip\n  - pip:\n    - torch==2.13.0\n", "shared.yml:2: 'python=3.12' contradicts the stack's Python 3.11"),
-        ("dependencies:\n  - python>=3.12\n  - pip\n  - pip:\n    - torch\n", "shared.yml:2: 'python>=3.12' contradicts the stack's Python 3.11"),
-        ("dependencies:\n  - python=3.11\n  - pip\n  - pip:\n    - six\n", "shared.yml: has no torch requirement"),
-        ("dependencies:\n  - python=3.11\n  - pytorch=2.13\n  - pip\n  - pip:\n    - torch==2.13.0\n", None),
+        (
+            "dependencies:\n  - python=3.11\n  - pip\n  - pip:\n    - torch==2.1.0\n",
+            "shared.yml:5: 'torch==2.1.0' contradicts the stack torch2.13.0-cpu-py3.11",
+        ),
+        (
+            "dependencies:\n  - python=3.12\n  - pip\n  - pip:\n    - torch==2.13.0\n",
+            "shared.yml:2: 'python=3.12' contradicts the stack's Python 3.11",
+        ),
+        (
+            "dependencies:\n  - python>=3.12\n  - pip\n  - pip:\n    - torch\n",
+            "shared.yml:2: 'python>=3.12' contradicts the stack's Python 3.11",
+        ),
+        (
+            "dependencies:\n  - python=3.11\n  - pip\n  - pip:\n    - six\n",
+            "shared.yml: has no torch requirement",
+        ),
+        (
+            "dependencies:\n  - python=3.11\n  - pytorch=2.13\n  - pip\n  - pip:\n    - torch==2.13.0\n",
+            None,
+        ),
     ],
     ids=["torch-pin", "python-pin", "python-range", "no-framework", "conda-pytorch-is-not-torch"],
 )
 def test_lock_file_is_checked_against_the_stack_before_locking(locks_dir, tmp_path, text, fragment):
     shared = tmp_path / "shared.yml"
     shared.write_text(text)
-    if fragment is None:  # conda's pytorch is another package name: not the stack's pip build, not refused here
+    if (
+        fragment is None
+    ):  # conda's pytorch is another package name: not the stack's pip build, not refused here
         locking.plan_lock(TORCH_CPU, backend="conda-lock", env_file=shared)
         return
     with pytest.raises(BadInput) as caught:
@@ -209,22 +281,38 @@ def test_lock_file_with_another_build_of_the_framework_is_refused(tmp_path):
     from lockcases import TF_CPU
 
     shared = tmp_path / "shared.yml"
-    shared.write_text("dependencies:\n  - python=3.11\n  - pip\n  - pip:\n    - tensorflow==2.15.1\n")
-    with pytest.raises(BadInput, match=r"shared.yml:5: 'tensorflow==2.15.1' is not the stack's build \(tensorflow-cpu==2.15.1\)"):
+    shared.write_text(
+        "dependencies:\n  - python=3.11\n  - pip\n  - pip:\n    - tensorflow==2.15.1\n"
+    )
+    with pytest.raises(
+        BadInput,
+        match=r"shared.yml:5: 'tensorflow==2.15.1' is not the stack's build \(tensorflow-cpu==2.15.1\)",
+    ):
         locking.plan_lock(TF_CPU, backend="uv", env_file=shared)
 
 
 def test_lock_file_matching_the_stack_passes_the_check(tmp_path):
     shared = tmp_path / "shared.yml"
-    shared.write_text("dependencies:\n  - python=3.11\n  - pip\n  - pip:\n    - torch==2.13.0\n    - six\n")
+    shared.write_text(
+        "dependencies:\n  - python=3.11\n  - pip\n  - pip:\n    - torch==2.13.0\n    - six\n"
+    )
     plan = locking.plan_lock(TORCH_CPU, backend="uv", env_file=shared)
     assert plan.env_file == shared
 
 
-def run_invoke(*args: str, locks: Path, cwd: Path = ROOT, timeout: float = 300, **popen) -> subprocess.CompletedProcess:
+def run_invoke(
+    *args: str, locks: Path, cwd: Path = ROOT, timeout: float = 300, **popen
+) -> subprocess.CompletedProcess:
     env = {**os.environ, "GPUENV_LOCKS_DIR": str(locks), "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(ROOT), *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout, **popen)
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", "--search-root", str(ROOT), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **popen,
+    )
 
 
 CPU_ARGS = ("--cuda", "cpu", "--framework", "torch", "--torch", "2.13.0", "--python", "3.11")
@@ -233,7 +321,9 @@ CPU_ARGS = ("--cuda", "cpu", "--framework", "torch", "--torch", "2.13.0", "--pyt
 def test_invoke_lock_file_with_another_torch_exits_2_in_one_line(tmp_path):
     shared = tmp_path / "shared.yml"
     shared.write_text("dependencies:\n  - python=3.11\n  - pip\n  - pip:\n    - torch==2.1.0\n")
-    done = run_invoke("lock", *CPU_ARGS, "--backend", "uv", "--file", str(shared), locks=tmp_path / "locks")
+    done = run_invoke(
+        "lock", *CPU_ARGS, "--backend", "uv", "--file", str(shared), locks=tmp_path / "locks"
+    )
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines() == [
         f"gpuenv: {shared}:5: 'torch==2.1.0' contradicts the stack torch2.13.0-cpu-py3.11 (torch 2.13.0): "
@@ -261,11 +351,19 @@ def test_a_huge_environment_file_is_refused_before_it_is_read(tmp_path):
         line = "    - package-with-a-long-name-0000000\n"
         fh.write(line * (50 * 2**20 // len(line)))
     started = time.monotonic()
-    with pytest.raises(BadInput, match=r"--file .*big.yml: larger than the 1 MiB an environment file may be \(50.0 MiB\)"):
+    with pytest.raises(
+        BadInput,
+        match=r"--file .*big.yml: larger than the 1 MiB an environment file may be \(50.0 MiB\)",
+    ):
         locking.plan_lock(TORCH_CPU, backend="uv", env_file=big)
-    with pytest.raises(BadInput, match=r"--team-file .*big.yml: larger than the 1 MiB an environment file may be \(50.0 MiB\)"):
+    with pytest.raises(
+        BadInput,
+        match=r"--team-file .*big.yml: larger than the 1 MiB an environment file may be \(50.0 MiB\)",
+    ):
         locking.plan_lock(TORCH_CPU, backend="uv", team_file=big)
-    with pytest.raises(BadInput, match=r"--file /dev/zero: larger than the 1 MiB an environment file may be: "):
+    with pytest.raises(
+        BadInput, match=r"--file /dev/zero: larger than the 1 MiB an environment file may be: "
+    ):
         locking.plan_lock(TORCH_CPU, backend="uv", env_file=Path("/dev/zero"))
     with pytest.raises(BadInput, match=r"--team-file /dev/zero: larger than the 1 MiB"):
         locking.plan_lock(TORCH_CPU, backend="uv", team_file=Path("/dev/zero"))
@@ -278,7 +376,11 @@ def test_a_huge_environment_file_is_refused_before_it_is_read(tmp_path):
 def test_unwritable_lock_folder_is_one_line(tmp_path, monkeypatch):
     view = tmp_path / "ro"
     view.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(view)], capture_output=True, text=True)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(view)],
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         pytest.skip(f"mount -t tmpfs -o ro is not permitted here: {proc.stderr.strip()}")
     try:
@@ -304,7 +406,9 @@ def test_stale_temp_folders_of_gone_processes_are_removed(tmp_path):
         stale = root / f".torch2.13.0-cpu-py3.11.{gone.pid}.abc123.tmp"
         stale_old = root / f".torch2.13.0-cpu-py3.11.old-{gone.pid}"
         live = root / f".torch2.13.0-cpu-py3.11.{alive.pid}.def456.tmp"
-        reused = root / f".torch2.13.0-cpu-py3.11.{alive.pid}.ghi789.tmp"  # older than the process with that id
+        reused = (
+            root / f".torch2.13.0-cpu-py3.11.{alive.pid}.ghi789.tmp"
+        )  # older than the process with that id
         for folder in (stale, stale_old, live, reused):
             folder.mkdir()
             (folder / "requirements.in").write_text("x\n")
@@ -313,7 +417,9 @@ def test_stale_temp_folders_of_gone_processes_are_removed(tmp_path):
         (root / "torch2.13.0-cpu-py3.11").mkdir()  # a lock: never touched
         removed = lockdir.clean_stale(root)
         assert sorted(p.name for p in removed) == sorted([stale.name, stale_old.name, reused.name])
-        assert sorted(p.name for p in root.iterdir()) == sorted([live.name, "torch2.13.0-cpu-py3.11"])
+        assert sorted(p.name for p in root.iterdir()) == sorted(
+            [live.name, "torch2.13.0-cpu-py3.11"]
+        )
     finally:
         alive.kill()
         alive.wait()
@@ -338,13 +444,21 @@ def test_two_writers_swapping_at_once_both_finish_and_leave_one_whole_lock(tmp_p
     root.mkdir()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     writers = [
-        subprocess.Popen([sys.executable, "-c", _SWAPPER, str(root), who, "300"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", _SWAPPER, str(root), who, "300"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for who in ("a", "b")
     ]
     results = [w.communicate(timeout=120) for w in writers]
     for writer, (out, err) in zip(writers, results):
         assert writer.returncode == 0, err[-2000:]
-    assert sorted(p.name for p in root.iterdir()) == ["torch2.13.0-cpu-py3.11"], "leftover temp or old folders"
+    assert sorted(p.name for p in root.iterdir()) == ["torch2.13.0-cpu-py3.11"], (
+        "leftover temp or old folders"
+    )
     lines = (root / "torch2.13.0-cpu-py3.11" / "requirements.lock.txt").read_text().splitlines()
     assert len(lines) == 50 and len(set(lines)) == 1 and lines[0].endswith(" 299")
 
@@ -354,9 +468,28 @@ def test_sigterm_during_lock_exits_cleanly_and_leaves_no_temp_folder(pypi, tmp_p
     if not CPU_TORCH_WHEEL.is_file():
         pytest.skip(f"the CPU PyTorch wheel {CPU_TORCH_WHEEL} is not on this machine")
     locks = tmp_path / "locks"
-    env = {**os.environ, "GPUENV_LOCKS_DIR": str(locks), "PYTHONPATH": str(ROOT), "UV_NO_CACHE": "1"}
-    cmd = [sys.executable, "-m", "invoke", "--search-root", str(ROOT), "lock", *CPU_ARGS, "--backend", "uv", "--wheelhouse", str(WHEELHOUSE)]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {
+        **os.environ,
+        "GPUENV_LOCKS_DIR": str(locks),
+        "PYTHONPATH": str(ROOT),
+        "UV_NO_CACHE": "1",
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "invoke",
+        "--search-root",
+        str(ROOT),
+        "lock",
+        *CPU_ARGS,
+        "--backend",
+        "uv",
+        "--wheelhouse",
+        str(WHEELHOUSE),
+    ]
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         if locks.is_dir() and any(p.name.endswith(".tmp") for p in locks.iterdir()):

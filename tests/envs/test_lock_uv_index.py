@@ -16,10 +16,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from lockcases import CPU_TORCH_WHEEL, TORCH_CPU
 
 from gpuenv.envs import lockers
 from gpuenv.envs.locking import ensure_lock, read_requirements_lock
-from lockcases import CPU_TORCH_WHEEL, TORCH_CPU
 
 pytestmark = pytest.mark.network
 
@@ -38,9 +38,17 @@ def decoy_index(tmp_path, cpu_wheelhouse):
     files.mkdir(parents=True)
     decoy = files / DECOY
     with zipfile.ZipFile(decoy, "w") as z:
-        z.writestr("numpy/__init__.py", "raise ImportError('decoy numpy from the framework index')\n")
-        z.writestr("numpy-99.0.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: numpy\nVersion: 99.0.0\n")
-        z.writestr("numpy-99.0.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: decoy\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr(
+            "numpy/__init__.py", "raise ImportError('decoy numpy from the framework index')\n"
+        )
+        z.writestr(
+            "numpy-99.0.0.dist-info/METADATA",
+            "Metadata-Version: 2.1\nName: numpy\nVersion: 99.0.0\n",
+        )
+        z.writestr(
+            "numpy-99.0.0.dist-info/WHEEL",
+            "Wheel-Version: 1.0\nGenerator: decoy\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
         z.writestr("numpy-99.0.0.dist-info/RECORD", "")
     os.symlink(CPU_TORCH_WHEEL, files / CPU_TORCH_WHEEL.name)
     for name, wheel in (("numpy", decoy), ("torch", CPU_TORCH_WHEEL)):
@@ -75,8 +83,12 @@ def test_plain_extra_index_takes_the_decoy(decoy_index, pypi, tmp_path):
     req.write_text("torch==2.13.0+cpu\nnumpy\n")
     out = tmp_path / "lock.txt"
     cmd = lockers.uv_compile_command(
-        uv=lockers.uv_binary(), requirements=req, output=out, python="3.11",
-        python_platform="x86_64-manylinux_2_28", extra_index_urls=[url],
+        uv=lockers.uv_binary(),
+        requirements=req,
+        output=out,
+        python="3.11",
+        python_platform="x86_64-manylinux_2_28",
+        extra_index_urls=[url],
     )
     lockers.run_uv_compile(cmd, cwd=tmp_path)
     assert "numpy==99.0.0" in out.read_text()
@@ -96,13 +108,17 @@ def test_lock_takes_numpy_from_pypi_not_the_framework_index(decoy_index, pypi, l
     assert pins["numpy"].version != "99.0.0", text
     assert decoy_hash not in text
     assert _sha256(CPU_TORCH_WHEEL) in text  # torch did come from the framework index
-    assert not any("/numpy" in p for p in served), f"uv asked the framework index for numpy: {served}"
+    assert not any("/numpy" in p for p in served), (
+        f"uv asked the framework index for numpy: {served}"
+    )
     # pip install --require-hashes needs the framework index for torch; the hashes pin every file
     assert f"--extra-index-url {url}" in text
 
 
 def test_uv_lock_project_pins_only_framework_packages():
-    text = lockers.uv_lock_project(["torch==2.5.1+cu121", "numpy<2", "jinja2"], "https://download.pytorch.org/whl/cu121")
+    text = lockers.uv_lock_project(
+        ["torch==2.5.1+cu121", "numpy<2", "jinja2"], "https://download.pytorch.org/whl/cu121"
+    )
     assert 'torch = { index = "framework" }' in text
     assert "numpy = {" not in text and "jinja2 = {" not in text
     assert "explicit = true" in text and '"numpy<2",' in text

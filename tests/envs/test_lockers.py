@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from lockcases import FIXTURES
 
 from gpuenv.envs import lockers
 from gpuenv.errors import BadInput
-from lockcases import FIXTURES
 
 OUTPUTS = FIXTURES / "tool-output"
 
@@ -19,8 +19,12 @@ def option(cmd: list[str], name: str) -> list[str]:
 
 def test_uv_command_targets_the_stack_python_and_platform_not_this_host():
     cmd = lockers.uv_compile_command(
-        uv="uv", requirements=Path("req.in"), output=Path("out.txt"), python="3.10",
-        python_platform="aarch64-manylinux_2_35", extra_index_urls=["https://download.pytorch.org/whl/cu121"],
+        uv="uv",
+        requirements=Path("req.in"),
+        output=Path("out.txt"),
+        python="3.10",
+        python_platform="aarch64-manylinux_2_35",
+        extra_index_urls=["https://download.pytorch.org/whl/cu121"],
         find_links=Path("/srv/wheels"),
     )
     assert cmd[:4] == ["uv", "pip", "compile", "req.in"]
@@ -32,11 +36,23 @@ def test_uv_command_targets_the_stack_python_and_platform_not_this_host():
 
 
 def test_uv_command_without_wheelhouse_or_index():
-    cmd = lockers.uv_compile_command(uv="uv", requirements=Path("r"), output=Path("o"), python="3.11", python_platform="x86_64-manylinux_2_28")
+    cmd = lockers.uv_compile_command(
+        uv="uv",
+        requirements=Path("r"),
+        output=Path("o"),
+        python="3.11",
+        python_platform="x86_64-manylinux_2_28",
+    )
     assert "--find-links" not in cmd and "--extra-index-url" not in cmd
 
 
-@pytest.mark.parametrize("platform, glibc, expected", [("linux-64", "2.35", "x86_64-manylinux_2_35"), ("linux-aarch64", "2.28", "aarch64-manylinux_2_28")])
+@pytest.mark.parametrize(
+    "platform, glibc, expected",
+    [
+        ("linux-64", "2.35", "x86_64-manylinux_2_35"),
+        ("linux-aarch64", "2.28", "aarch64-manylinux_2_28"),
+    ],
+)
 def test_uv_python_platform(platform, glibc, expected):
     assert lockers.uv_python_platform(platform, glibc) == expected
 
@@ -55,7 +71,9 @@ def test_unreachable_index_is_found_in_uv_output():
 def test_uv_resolution_failure_in_one_line():
     line = lockers.summarize_tool_output((OUTPUTS / "uv-no-solution.txt").read_text())
     assert "\n" not in line
-    assert line.startswith("No solution found when resolving dependencies; Because there is no version of numpy==0.0.1")
+    assert line.startswith(
+        "No solution found when resolving dependencies; Because there is no version of numpy==0.0.1"
+    )
 
 
 def test_a_long_disk_full_line_keeps_the_root_cause_whole():

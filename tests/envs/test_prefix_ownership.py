@@ -24,13 +24,20 @@ def _project(folder) -> None:
     (folder / "src" / "train.py").write_text("print('the project')\n")
 
 
-@pytest.mark.parametrize(("spoil", "words"), [
-    (lambda f: (f / install.RECORD_FILE).touch(), "is not a record gpuenv wrote"),
-    (lambda f: _record(f, lock_sha256=LOCK_HASH), "is not a record gpuenv wrote"),
-    (lambda f: _record(f, lock_sha256="x", manifest=["bin"]), "is not a record gpuenv wrote"),
-    (lambda f: _record(f, lock_sha256=LOCK_HASH, manifest=["bin", "lib"]), "it holds src, which gpuenv did not install"),
-    (lambda f: None, f"no {install.RECORD_FILE}"),
-], ids=["touched-marker", "no-manifest", "bad-hash", "not-in-manifest", "no-record"])
+@pytest.mark.parametrize(
+    ("spoil", "words"),
+    [
+        (lambda f: (f / install.RECORD_FILE).touch(), "is not a record gpuenv wrote"),
+        (lambda f: _record(f, lock_sha256=LOCK_HASH), "is not a record gpuenv wrote"),
+        (lambda f: _record(f, lock_sha256="x", manifest=["bin"]), "is not a record gpuenv wrote"),
+        (
+            lambda f: _record(f, lock_sha256=LOCK_HASH, manifest=["bin", "lib"]),
+            "it holds src, which gpuenv did not install",
+        ),
+        (lambda f: None, f"no {install.RECORD_FILE}"),
+    ],
+    ids=["touched-marker", "no-manifest", "bad-hash", "not-in-manifest", "no-record"],
+)
 def test_a_folder_whose_only_claim_is_a_marker_is_never_replaced(tmp_path, spoil, words):
     prefix = tmp_path / "env"
     _project(prefix)
@@ -39,7 +46,9 @@ def test_a_folder_whose_only_claim_is_a_marker_is_never_replaced(tmp_path, spoil
     with pytest.raises(BadInput) as caught:
         install.check_prefix(prefix)
     line = caught.value.render()
-    assert line.startswith(f"--prefix {prefix} is a folder gpuenv did not make (") and words in line, line
+    assert (
+        line.startswith(f"--prefix {prefix} is a folder gpuenv did not make (") and words in line
+    ), line
     assert "\n" not in line
     assert (prefix / "src" / "train.py").read_text() == "print('the project')\n"
 

@@ -44,11 +44,14 @@ def test_a_mirror_password_is_masked_in_progress_show_and_the_error_line(capsys)
         assert "hunter2" not in text and "bob:***@mirror.example" in text, text
 
 
-@pytest.mark.parametrize(("given", "shown"), [
-    ("http://bob:pw@h/x", "http://bob:***@h/x"),
-    ("see http://bob:p@ss@h:8/x and ftp://a:b@c", "see http://bob:***@h:8/x and ftp://a:***@c"),
-    ("https://ghp_0123456789abcdefghij@github.com/x", "https://***@github.com/x"),
-    ("ssh://bob@host and mail bob@example.org", "ssh://bob@host and mail bob@example.org"),
-])
+@pytest.mark.parametrize(
+    ("given", "shown"),
+    [
+        ("http://bob:pw@h/x", "http://bob:***@h/x"),
+        ("see http://bob:p@ss@h:8/x and ftp://a:b@c", "see http://bob:***@h:8/x and ftp://a:***@c"),
+        ("https://ghp_0123456789abcdefghij@github.com/x", "https://***@github.com/x"),
+        ("ssh://bob@host and mail bob@example.org", "ssh://bob@host and mail bob@example.org"),
+    ],
+)
 def test_credentials_are_masked_wherever_a_url_stands(given, shown):
     assert mask_credentials(given) == shown

@@ -47,12 +47,24 @@ def _folder_of_files(folder: Path, count: int, text: str) -> None:
         (sub / f"f{i}").write_text(text)
 
 
-@pytest.mark.parametrize("signum, code, words", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
-def test_an_interrupt_during_the_swap_waits_for_it_and_leaves_no_old_folder(tmp_path, signum, code, words):
-    _folder_of_files(tmp_path / "target", 12_000, "old\n")  # its removal is the window the signal lands in
+@pytest.mark.parametrize(
+    "signum, code, words",
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
+)
+def test_an_interrupt_during_the_swap_waits_for_it_and_leaves_no_old_folder(
+    tmp_path, signum, code, words
+):
+    _folder_of_files(
+        tmp_path / "target", 12_000, "old\n"
+    )  # its removal is the window the signal lands in
     _folder_of_files(tmp_path / "new", 10, "new\n")
-    proc = subprocess.Popen([sys.executable, "-c", _SWAP, str(tmp_path)], env={**os.environ, "PYTHONPATH": str(ROOT)},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SWAP, str(tmp_path)],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     seen = False
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None:
@@ -64,7 +76,9 @@ def test_an_interrupt_during_the_swap_waits_for_it_and_leaves_no_old_folder(tmp_
     assert seen, f"the swap ended before its old folder was seen (raise the file count): {out}{err}"
     assert proc.returncode == code, out + err
     assert f"{words} after the swap" in out and "Traceback" not in err
-    assert sorted(os.listdir(tmp_path)) == ["target"], "an .old folder (or the new one) was left beside the target"
+    assert sorted(os.listdir(tmp_path)) == ["target"], (
+        "an .old folder (or the new one) was left beside the target"
+    )
     assert (tmp_path / "target" / "d0" / "f0").read_text() == "new\n"
 
 
@@ -74,8 +88,13 @@ def test_a_swap_without_signals_returns_none_held(tmp_path):
     _folder_of_files(tmp_path / "target", 3, "old\n")
     _folder_of_files(tmp_path / "new", 3, "new\n")
     assert replace_dir(tmp_path / "new", tmp_path / "target", redeliver=False) == []
-    assert sorted(os.listdir(tmp_path)) == ["target"] and (tmp_path / "target" / "d0" / "f0").read_text() == "new\n"
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "the program's own handler is back"
+    assert (
+        sorted(os.listdir(tmp_path)) == ["target"]
+        and (tmp_path / "target" / "d0" / "f0").read_text() == "new\n"
+    )
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, (
+        "the program's own handler is back"
+    )
 
 
 def test_a_signal_the_program_ignores_stays_ignored(tmp_path):

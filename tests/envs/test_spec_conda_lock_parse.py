@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from lockcases import ALL_STACKS, FIXTURES
 
 from gpuenv.envs import lockers, spec
 from gpuenv.envs.locking import MAPPING_FILE
-from lockcases import ALL_STACKS, FIXTURES
 
 
 @pytest.fixture(autouse=True)
@@ -27,7 +27,9 @@ def no_network(monkeypatch):
 def conda_lock_parse(path: Path, platforms):
     from conda_lock.src_parser import make_lock_spec
 
-    return make_lock_spec(src_files=[path], platform_overrides=list(platforms), mapping_url=str(MAPPING_FILE))
+    return make_lock_spec(
+        src_files=[path], platform_overrides=list(platforms), mapping_url=str(MAPPING_FILE)
+    )
 
 
 def team_basic() -> spec.Packages:
@@ -51,13 +53,17 @@ def test_rendered_spec_parses_with_conda_lock(tmp_path, name, with_team, platfor
         deps = {d.name: d for d in parsed.dependencies[platform]}
         framework = stack.pip_requirement.split("[")[0].split("==")[0]
         assert deps[framework].manager == "pip"
-        assert deps[framework].version == "==" + stack.framework_version + (f"+{stack.wheel_variant}" if stack.index_url else "")
+        assert deps[framework].version == "==" + stack.framework_version + (
+            f"+{stack.wheel_variant}" if stack.index_url else ""
+        )
         assert deps["python"].manager == "conda" and deps["python"].version == "3.11.*"
         if "and-cuda" in stack.pip_requirement:
             assert deps["tensorflow"].extras == ["and-cuda"]
         if with_team:
             assert deps["numpy"].manager == "conda" and deps["transformers"].manager == "pip"
-    expected_repos = ([stack.index_url] if stack.index_url else []) + (["https://pypi.example.com/simple"] if with_team else [])
+    expected_repos = ([stack.index_url] if stack.index_url else []) + (
+        ["https://pypi.example.com/simple"] if with_team else []
+    )
     assert [r.url for r in parsed.pip_repositories] == expected_repos
     assert [c.url for c in parsed.channels] == ["conda-forge"]
     # gpuenv's own wrapper around the same parser agrees
@@ -91,7 +97,11 @@ def test_virtual_packages_file_is_read_by_conda_lock(tmp_path, name):
     path.write_text(spec.render_virtual_packages(stack, ["linux-64", "linux-aarch64"]))
     repo = virtual_package_repo_from_specification(path)
     for platform in ("linux-64", "linux-aarch64"):
-        names = {pkg.name: pkg.version for pkg in repo.packages_by_subdir if platform in repo.packages_by_subdir[pkg]}
+        names = {
+            pkg.name: pkg.version
+            for pkg in repo.packages_by_subdir
+            if platform in repo.packages_by_subdir[pkg]
+        }
         assert names["__glibc"] == "2.35"
         assert names.get("__cuda") == (None if stack.is_cpu else stack.cuda)
 
@@ -101,7 +111,10 @@ def test_the_local_mapping_is_valid_for_conda_lock():
     assert data["torch"]["conda_name"] == "pytorch"
     from conda_lock.lookup import pypi_name_to_conda_name
 
-    assert pypi_name_to_conda_name("typing-extensions", mapping_url=str(MAPPING_FILE)) == "typing_extensions"
+    assert (
+        pypi_name_to_conda_name("typing-extensions", mapping_url=str(MAPPING_FILE))
+        == "typing_extensions"
+    )
 
 
 RESOLVER_REQUESTS = [
@@ -121,7 +134,11 @@ def test_specs_of_resolved_stacks_parse_with_conda_lock(tmp_path, wish):
     path = tmp_path / "environment.yml"
     path.write_text(spec.render_environment(stack, None, ["linux-64"]))
     deps = {d.name: d for d in conda_lock_parse(path, ["linux-64"]).dependencies["linux-64"]}
-    framework = "torch" if stack.framework == "torch" else stack.pip_requirement.split("[")[0].split("==")[0]
+    framework = (
+        "torch"
+        if stack.framework == "torch"
+        else stack.pip_requirement.split("[")[0].split("==")[0]
+    )
     assert deps[framework].manager == "pip"
     assert stack.framework_version in deps[framework].version
     assert deps["python"].version == f"{stack.python}.*"

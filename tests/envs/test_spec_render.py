@@ -6,15 +6,17 @@ import dataclasses
 
 import pytest
 import yaml
+from lockcases import FIXTURES, TF_CPU, TF_CUDA, TORCH_CPU, TORCH_CU121
 
 from gpuenv.envs import spec
 from gpuenv.errors import BadInput
 
-from lockcases import FIXTURES, TF_CPU, TF_CUDA, TORCH_CPU, TORCH_CU121
-
-
 #: the validation suite's own needs, in every environment so `python -m validate` runs in every image
-SUITE = ["numpy", "pytest>=7", "nvidia-ml-py>=12.535"]  # numpy: the framework companion, then the suite's needs
+SUITE = [
+    "numpy",
+    "pytest>=7",
+    "nvidia-ml-py>=12.535",
+]  # numpy: the framework companion, then the suite's needs
 
 
 def team_basic() -> spec.Packages:
@@ -32,7 +34,9 @@ def test_torch_gpu_stack_pins_cuda_build_from_pytorch_index_as_pip_repository():
     assert data["pip-repositories"] == ["https://download.pytorch.org/whl/cu121"]
     assert data["dependencies"][:2] == ["python=3.11", "pip"]
     assert pip_section(data) == ["torch==2.5.1+cu121", *SUITE]
-    assert not any(line.startswith("-") for line in pip_section(data)), "no pip options: conda-lock cannot parse them"
+    assert not any(line.startswith("-") for line in pip_section(data)), (
+        "no pip options: conda-lock cannot parse them"
+    )
 
 
 def test_cpu_stack_uses_cpu_build_and_cpu_index():
@@ -53,16 +57,28 @@ def test_tensorflow_cpu_stack_uses_tensorflow_cpu():
 
 
 def test_team_packages_are_merged_after_the_stack_pins():
-    data = yaml.safe_load(spec.render_environment(TORCH_CU121, team_basic(), ["linux-64", "linux-aarch64"]))
+    data = yaml.safe_load(
+        spec.render_environment(TORCH_CU121, team_basic(), ["linux-64", "linux-aarch64"])
+    )
     assert data["platforms"] == ["linux-64", "linux-aarch64"]
     assert data["dependencies"][:4] == ["python=3.11", "pip", "numpy >=1.26,<3", "jupyterlab=4.2"]
     # the team's conda numpy wins: no second numpy from pip
-    assert pip_section(data) == ["torch==2.5.1+cu121", *SUITE[1:], "transformers==4.44.2", "accelerate>=0.33 ; sys_platform == 'linux'"]
-    assert data["pip-repositories"] == ["https://download.pytorch.org/whl/cu121", "https://pypi.example.com/simple"]
+    assert pip_section(data) == [
+        "torch==2.5.1+cu121",
+        *SUITE[1:],
+        "transformers==4.44.2",
+        "accelerate>=0.33 ; sys_platform == 'linux'",
+    ]
+    assert data["pip-repositories"] == [
+        "https://download.pytorch.org/whl/cu121",
+        "https://pypi.example.com/simple",
+    ]
 
 
 def test_render_is_pure_same_inputs_same_text():
-    assert spec.render_environment(TORCH_CU121, team_basic()) == spec.render_environment(TORCH_CU121, team_basic())
+    assert spec.render_environment(TORCH_CU121, team_basic()) == spec.render_environment(
+        TORCH_CU121, team_basic()
+    )
     other = dataclasses.replace(TORCH_CU121, python="3.10")
     assert spec.render_environment(other) != spec.render_environment(TORCH_CU121)
 
@@ -98,16 +114,26 @@ def test_export_puts_the_index_into_the_pip_section_for_conda():
     text = spec.render_export(TORCH_CU121, spec.merge_packages(TORCH_CU121, team_basic()))
     data = yaml.safe_load(text)
     assert "pip-repositories" not in data  # conda ignores that key
-    assert pip_section(data)[:2] == ["--extra-index-url https://download.pytorch.org/whl/cu121", "--extra-index-url https://pypi.example.com/simple"]
+    assert pip_section(data)[:2] == [
+        "--extra-index-url https://download.pytorch.org/whl/cu121",
+        "--extra-index-url https://pypi.example.com/simple",
+    ]
     assert "torch==2.5.1+cu121" in pip_section(data)
     assert "not pinned" in text.splitlines()[0]
 
 
 def test_export_pinned_from_lock_uses_the_pins():
-    pinned = spec.Pinned(conda=("python=3.11.9=hab00c5b_0_cpython", "pip=24.2=pyh8b19718_1"), pip=("torch==2.5.1+cu121", "filelock==3.16.1"))
+    pinned = spec.Pinned(
+        conda=("python=3.11.9=hab00c5b_0_cpython", "pip=24.2=pyh8b19718_1"),
+        pip=("torch==2.5.1+cu121", "filelock==3.16.1"),
+    )
     data = yaml.safe_load(spec.render_export(TORCH_CU121, spec.merge_packages(TORCH_CU121), pinned))
     assert data["dependencies"][:2] == ["python=3.11.9=hab00c5b_0_cpython", "pip=24.2=pyh8b19718_1"]
-    assert pip_section(data) == ["--extra-index-url https://download.pytorch.org/whl/cu121", "torch==2.5.1+cu121", "filelock==3.16.1"]
+    assert pip_section(data) == [
+        "--extra-index-url https://download.pytorch.org/whl/cu121",
+        "torch==2.5.1+cu121",
+        "filelock==3.16.1",
+    ]
 
 
 def test_received_file_index_option_becomes_pip_repository():
@@ -135,12 +161,16 @@ def test_unknown_platform_option_names_the_choices():
 
 def test_empty_team_file_is_no_extra_packages():
     assert spec.parse_team_file("# nothing yet\n", "team.yml") == spec.Packages()
-    shipped = spec.parse_team_file((FIXTURES.parents[2] / "envs" / "team.yml").read_text(), "envs/team.yml")
+    shipped = spec.parse_team_file(
+        (FIXTURES.parents[2] / "envs" / "team.yml").read_text(), "envs/team.yml"
+    )
     assert shipped == spec.Packages()
 
 
 def test_tensorflow_stack_refuses_team_tensorflow_builds_but_not_other_frameworks():
     with pytest.raises(BadInput, match="tensorflow-cpu"):
         spec.render_environment(TF_CUDA, spec.Packages(pip=("tensorflow-cpu==2.15.1",)))
-    data = yaml.safe_load(spec.render_environment(TF_CUDA, spec.Packages(pip=("keras-nlp==0.12.1",))))
+    data = yaml.safe_load(
+        spec.render_environment(TF_CUDA, spec.Packages(pip=("keras-nlp==0.12.1",)))
+    )
     assert pip_section(data) == ["tensorflow[and-cuda]==2.15.1", *SUITE, "keras-nlp==0.12.1"]

@@ -6,15 +6,14 @@ without it."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 import yaml
+from lockcases import TORCH_CPU
 
 from gpuenv.envs import condalock, lockdir
 from gpuenv.envs.locking import ensure_lock
-from lockcases import TORCH_CPU
 
 
 def test_a_lost_added_or_changed_entry_is_named(tmp_path):
@@ -35,7 +34,9 @@ def test_a_lost_added_or_changed_entry_is_named(tmp_path):
     (staged / "stray").write_text("x")
     assert condalock.staged_damage(staged, manifest) == "stray was added"
     manifest.unlink()
-    assert condalock.staged_damage(staged, manifest).startswith("its manifest abc-linux-64.manifest.json: it does not exist")
+    assert condalock.staged_damage(staged, manifest).startswith(
+        "its manifest abc-linux-64.manifest.json: it does not exist"
+    )
 
 
 @pytest.fixture
@@ -43,8 +44,13 @@ def staged_lock(conda_channel, standin_wheels, locks_dir, pypi, tmp_path):
     team = tmp_path / "team.yml"
     team.write_text(yaml.safe_dump({"conda": ["gpuenv-probe", "gpuenv-hello"], "pip": []}))
     mirrors = {"https://conda.anaconda.org/conda-forge": conda_channel.as_uri()}
-    lock = ensure_lock(TORCH_CPU, backend="conda-lock", wheelhouse=standin_wheels, mirrors={"conda-forge": conda_channel.as_uri()},
-                       team_file=team)
+    lock = ensure_lock(
+        TORCH_CPU,
+        backend="conda-lock",
+        wheelhouse=standin_wheels,
+        mirrors={"conda-forge": conda_channel.as_uri()},
+        team_file=team,
+    )
     path = lock.directory / condalock.CONDA_LOCK_FILE
     return path, lockdir.file_sha256(path), mirrors, standin_wheels
 
@@ -55,9 +61,18 @@ def test_a_damaged_staged_environment_is_staged_again(staged_lock, tmp_path, dam
     said: list[str] = []
 
     def stage() -> Path:
-        return condalock.stage_for_image(lock_path, stack=TORCH_CPU, lock_sha256=lock_sha256, platform="linux-64",
-                                         target="the base image", mirrors=mirrors, wheelhouse=wheels, offline=False,
-                                         cache_root=tmp_path / "cache", say=said.append)
+        return condalock.stage_for_image(
+            lock_path,
+            stack=TORCH_CPU,
+            lock_sha256=lock_sha256,
+            platform="linux-64",
+            target="the base image",
+            mirrors=mirrors,
+            wheelhouse=wheels,
+            offline=False,
+            cache_root=tmp_path / "cache",
+            say=said.append,
+        )
 
     staged = stage()
     whole = condalock.tree_manifest(staged)
@@ -76,4 +91,6 @@ def test_a_damaged_staged_environment_is_staged_again(staged_lock, tmp_path, dam
     said.clear()
     stage()
     assert any("is staged already" in line for line in said), said
-    assert not [p for p in (tmp_path / "cache").iterdir() if p.name.startswith(".")], "nothing left beside it"
+    assert not [p for p in (tmp_path / "cache").iterdir() if p.name.startswith(".")], (
+        "nothing left beside it"
+    )

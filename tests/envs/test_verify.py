@@ -46,7 +46,9 @@ def _install(backend: str, folder: Path, channel: Path, wheels: Path, stack):
     return folder / "prefix"
 
 
-def _made(backend: str, tmp_path_factory, conda_channel, standin_wheels, cpu_stack) -> tuple[str, Path]:
+def _made(
+    backend: str, tmp_path_factory, conda_channel, standin_wheels, cpu_stack
+) -> tuple[str, Path]:
     folder = tmp_path_factory.mktemp(f"verify-{backend}")
     return backend, _install(backend, folder, conda_channel, standin_wheels, cpu_stack)
 
@@ -87,7 +89,9 @@ def test_a_fresh_prefix_is_intact_and_compared_with_its_lock(prefix):
 
 
 #: Each change on each prefix it applies to: a uv prefix holds no conda package.
-CHANGES = [("conda_prefix", t) for t in TAMPERS + CONDA_TAMPERS] + [("uv_prefix", t) for t in TAMPERS]
+CHANGES = [("conda_prefix", t) for t in TAMPERS + CONDA_TAMPERS] + [
+    ("uv_prefix", t) for t in TAMPERS
+]
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,18 @@ BASE_IMAGE = os.environ.get("GPUENV_TEST_BASE_IMAGE", "gpuenv-test-base:bookworm
 SUITE_IMAGE = "gpuenv-fleet-test-suite:latest"
 #: What `python -m validate` imports besides itself, copied from this venv (same Python 3.11 ABI
 #: as the base image). No torch: the suite skips the framework checks with that reason.
-SUITE_PACKAGES = ("_pytest", "pytest", "pluggy", "iniconfig", "packaging", "pygments", "yaml", "_yaml", "py.py", "pynvml.py")
+SUITE_PACKAGES = (
+    "_pytest",
+    "pytest",
+    "pluggy",
+    "iniconfig",
+    "packaging",
+    "pygments",
+    "yaml",
+    "_yaml",
+    "py.py",
+    "pynvml.py",
+)
 
 
 def _suite_context() -> bytes:
@@ -44,8 +55,14 @@ def _suite_context() -> bytes:
         tar.addfile(link)
         for name in SUITE_PACKAGES:
             if (site / name).exists():
-                tar.add(site / name, f"lib/{name}", filter=lambda t: None if "__pycache__" in t.name else t)
-        tar.add(ROOT / "validate", "validate", filter=lambda t: None if "__pycache__" in t.name else t)
+                tar.add(
+                    site / name,
+                    f"lib/{name}",
+                    filter=lambda t: None if "__pycache__" in t.name else t,
+                )
+        tar.add(
+            ROOT / "validate", "validate", filter=lambda t: None if "__pycache__" in t.name else t
+        )
     buf.seek(0)
     return buf.getvalue()
 
@@ -57,11 +74,21 @@ def suite_image(docker_engine) -> str:
 
     engine = Engine.local()
 
-    if engine.image_info(BASE_IMAGE) is None:  # made by this machine's setup, so no outside cause: a failure
-        pytest.fail(f"the local base image {BASE_IMAGE} is missing: run scripts/setup.sh "
-                    f"(or scripts/make-test-base-image.sh {BASE_IMAGE})", pytrace=False)
-    result = engine.build_image(io.BytesIO(_suite_context()), dockerfile="Dockerfile", tags=[SUITE_IMAGE], buildargs={},
-                                progress=lambda text: None)
+    if (
+        engine.image_info(BASE_IMAGE) is None
+    ):  # made by this machine's setup, so no outside cause: a failure
+        pytest.fail(
+            f"the local base image {BASE_IMAGE} is missing: run scripts/setup.sh "
+            f"(or scripts/make-test-base-image.sh {BASE_IMAGE})",
+            pytrace=False,
+        )
+    result = engine.build_image(
+        io.BytesIO(_suite_context()),
+        dockerfile="Dockerfile",
+        tags=[SUITE_IMAGE],
+        buildargs={},
+        progress=lambda text: None,
+    )
     yield SUITE_IMAGE
     dockercases.remove_image(engine, result.image.id)
 
@@ -79,7 +106,9 @@ def ssh_server(tmp_path):
 def slurm_cluster(tmp_path_factory):
     """One cluster for the module's tests (starting and stopping slurmd takes seconds), with
     SLURM_CONF pointing the client commands (sbatch, squeue ...) at it while it runs."""
-    reason = servers.missing("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel")
+    reason = servers.missing(
+        "munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel"
+    )
     if reason:
         pytest.skip(f"Slurm test cluster: {reason}")
     yield from servers.running_cluster(tmp_path_factory.mktemp("slurm"))

@@ -44,13 +44,17 @@ def wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout: float =
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}: {log.read_text()[-2000:] if log.exists() else ''}")
+            raise RuntimeError(
+                f"server exited with {proc.returncode}: {log.read_text()[-2000:] if log.exists() else ''}"
+            )
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                 return
         except OSError:
             time.sleep(0.1)
-    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout}s: {log.read_text()[-2000:] if log.exists() else ''}")
+    raise RuntimeError(
+        f"nothing listens on 127.0.0.1:{port} after {timeout}s: {log.read_text()[-2000:] if log.exists() else ''}"
+    )
 
 
 def listening_addresses(pid: int) -> list[str]:
@@ -101,7 +105,9 @@ class SshServer:
 
 
 def _keygen(path: Path, comment: str) -> None:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)], check=True)
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)], check=True
+    )
 
 
 @contextmanager
@@ -129,21 +135,36 @@ def sshd(folder: Path, environment: dict[str, str] | None = None) -> Iterator[Ss
         f"AuthorizedKeysFile {authorized}\nPermitRootLogin prohibit-password\nPasswordAuthentication no\n"
         "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nX11Forwarding no\nAllowTcpForwarding no\n"
         "PrintMotd no\nLogLevel VERBOSE\nSubsystem sftp internal-sftp\n"
-        + (("ForceCommand env " + " ".join(f"{k}={v}" for k, v in environment.items()) + ' /bin/sh -c "$SSH_ORIGINAL_COMMAND"\n')
-           if environment else "")
+        + (
+            (
+                "ForceCommand env "
+                + " ".join(f"{k}={v}" for k, v in environment.items())
+                + ' /bin/sh -c "$SSH_ORIGINAL_COMMAND"\n'
+            )
+            if environment
+            else ""
+        )
     )
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation directory
     log = folder / "sshd.log"
-    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config), "-E", str(log)], stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [SSHD, "-D", "-e", "-f", str(config), "-E", str(log)], stdin=subprocess.DEVNULL
+    )
     try:
         wait_for_port(port, proc, log)
         home = folder / "home"
         (home / ".ssh").mkdir(parents=True)
         os.chmod(home / ".ssh", 0o700)
         pub = host_key.with_suffix(".pub").read_text().split()
-        (home / ".ssh" / "known_hosts").write_text("".join(f"[{name}]:{port} {pub[0]} {pub[1]}\n" for name in ("127.0.0.1", "localhost")))
-        (home / ".ssh" / "config").write_text(f"Host 127.0.0.1 localhost\n    IdentityFile {user_key}\n")
-        yield SshServer(port, os.environ.get("USER") or "root", home, user_key, proc.pid, authorized)
+        (home / ".ssh" / "known_hosts").write_text(
+            "".join(f"[{name}]:{port} {pub[0]} {pub[1]}\n" for name in ("127.0.0.1", "localhost"))
+        )
+        (home / ".ssh" / "config").write_text(
+            f"Host 127.0.0.1 localhost\n    IdentityFile {user_key}\n"
+        )
+        yield SshServer(
+            port, os.environ.get("USER") or "root", home, user_key, proc.pid, authorized
+        )
     finally:
         _stop(proc.pid)
 
@@ -202,7 +223,8 @@ def slurm_cluster(folder: Path, node: str | None = None, nodes: int = 1) -> Iter
     each = "%n" if nodes > 1 else ""  # slurmd's own name in its spool, pid and log paths
     conf = folder / "slurm.conf"
     cpus = os.cpu_count() or 1
-    conf.write_text(f"""# one-node test cluster written by tests/fleet/servers.py
+    conf.write_text(
+        f"""# one-node test cluster written by tests/fleet/servers.py
 ClusterName=gpuenvtest
 SlurmctldHost={node}(127.0.0.1)
 SlurmctldPort={ctld_port}
@@ -215,12 +237,12 @@ SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket={socket_path}
-StateSaveLocation={folder / 'state'}
-SlurmdSpoolDir={folder / 'spool'}{'/' + each if each else ''}
-SlurmctldPidFile={folder / 'slurmctld.pid'}
-SlurmdPidFile={folder / f'slurmd{each}.pid'}
-SlurmctldLogFile={folder / 'log' / 'slurmctld.log'}
-SlurmdLogFile={folder / 'log' / f'slurmd{each}.log'}
+StateSaveLocation={folder / "state"}
+SlurmdSpoolDir={folder / "spool"}{"/" + each if each else ""}
+SlurmctldPidFile={folder / "slurmctld.pid"}
+SlurmdPidFile={folder / f"slurmd{each}.pid"}
+SlurmctldLogFile={folder / "log" / "slurmctld.log"}
+SlurmdLogFile={folder / "log" / f"slurmd{each}.log"}
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
@@ -236,12 +258,28 @@ MinJobAge=600
 KillWait=2
 OverTimeLimit=0
 InactiveLimit=0
-""" + "".join(f"NodeName={n} NodeAddr=127.0.0.1 CPUs={cpus}{f' Port={free_port()}' if nodes > 1 else ''} State=UNKNOWN\n" for n in names)
-        + f"PartitionName=debug Nodes={','.join(names)} Default=YES MaxTime=INFINITE State=UP\n")
+"""
+        + "".join(
+            f"NodeName={n} NodeAddr=127.0.0.1 CPUs={cpus}{f' Port={free_port()}' if nodes > 1 else ''} State=UNKNOWN\n"
+            for n in names
+        )
+        + f"PartitionName=debug Nodes={','.join(names)} Default=YES MaxTime=INFINITE State=UP\n"
+    )
     env = {**os.environ, "SLURM_CONF": str(conf)}
     try:
-        subprocess.run(["munged", "--force", f"--socket={socket_path}", f"--key-file={key}", f"--log-file={munge / 'munged.log'}",
-                        f"--pid-file={munge / 'munged.pid'}", f"--seed-file={munge / 'munged.seed'}"], check=True, env=env)
+        subprocess.run(
+            [
+                "munged",
+                "--force",
+                f"--socket={socket_path}",
+                f"--key-file={key}",
+                f"--log-file={munge / 'munged.log'}",
+                f"--pid-file={munge / 'munged.pid'}",
+                f"--seed-file={munge / 'munged.seed'}",
+            ],
+            check=True,
+            env=env,
+        )
         pid = _daemon_pid(munge / "munged.pid")
         if pid:
             pids.append(pid)
@@ -250,21 +288,34 @@ InactiveLimit=0
         if pid:
             pids.append(pid)
         for name in names:
-            subprocess.run(["slurmd", "-f", str(conf), *(["-N", name] if nodes > 1 else [])], check=True, env=env)
+            subprocess.run(
+                ["slurmd", "-f", str(conf), *(["-N", name] if nodes > 1 else [])],
+                check=True,
+                env=env,
+            )
             pid = _daemon_pid(folder / f"slurmd{name if nodes > 1 else ''}.pid")
             if pid:
                 pids.append(pid)
         deadline = time.monotonic() + 30
         state = ""
         while time.monotonic() < deadline:
-            proc = subprocess.run(["sinfo", "--noheader", "--nodes", ",".join(names), "--format=%T"], env=env, capture_output=True, text=True)
+            proc = subprocess.run(
+                ["sinfo", "--noheader", "--nodes", ",".join(names), "--format=%T"],
+                env=env,
+                capture_output=True,
+                text=True,
+            )
             state = " ".join(sorted(set(proc.stdout.split())))
             if state in ("idle", "mixed", "allocated"):
                 break
             time.sleep(0.3)
         else:
-            logs = "".join(f.read_text()[-1500:] for f in sorted((folder / "log").glob("slurm*.log")))
-            raise RuntimeError(f"node(s) {', '.join(names)} are {state or 'not reported'} after 30s:\n{logs}")
+            logs = "".join(
+                f.read_text()[-1500:] for f in sorted((folder / "log").glob("slurm*.log"))
+            )
+            raise RuntimeError(
+                f"node(s) {', '.join(names)} are {state or 'not reported'} after 30s:\n{logs}"
+            )
         yield SlurmCluster(conf, names[0], "debug", folder, tuple(pids), tuple(names))
     finally:
         for pid in reversed(pids):
@@ -301,7 +352,12 @@ def registry(folder: Path, pids: list[int] | None = None) -> Iterator[str]:
     )
     log = folder / "registry.log"
     with open(log, "w") as out:
-        proc = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            ["docker-registry", "serve", str(config)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
     if pids is not None:
         pids.append(proc.pid)
     try:
@@ -375,13 +431,32 @@ def stalling_registry(layer_bytes: int = 4 * 2**20) -> Iterator[StallingRegistry
         tar.addfile(info, io.BytesIO(data))
     layer = gzip.compress(raw.getvalue(), compresslevel=1)
     sha = lambda b: "sha256:" + hashlib.sha256(b).hexdigest()  # noqa: E731
-    config = json.dumps({"architecture": "amd64", "os": "linux", "config": {},
-                         "rootfs": {"type": "layers", "diff_ids": [sha(raw.getvalue())]}}).encode()
-    manifest = json.dumps({
-        "schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-        "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "size": len(config), "digest": sha(config)},
-        "layers": [{"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip", "size": len(layer), "digest": sha(layer)}],
-    }).encode()
+    config = json.dumps(
+        {
+            "architecture": "amd64",
+            "os": "linux",
+            "config": {},
+            "rootfs": {"type": "layers", "diff_ids": [sha(raw.getvalue())]},
+        }
+    ).encode()
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+            "config": {
+                "mediaType": "application/vnd.docker.container.image.v1+json",
+                "size": len(config),
+                "digest": sha(config),
+            },
+            "layers": [
+                {
+                    "mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip",
+                    "size": len(layer),
+                    "digest": sha(layer),
+                }
+            ],
+        }
+    ).encode()
     blobs = {sha(config): config, sha(layer): layer}
     stop = threading.Event()
     served: list = []
@@ -392,7 +467,9 @@ def stalling_registry(layer_bytes: int = 4 * 2**20) -> Iterator[StallingRegistry
         def log_message(self, *args: object) -> None:
             pass
 
-        def _send(self, code: int, body: bytes, kind: str = "application/json", digest: str | None = None) -> None:
+        def _send(
+            self, code: int, body: bytes, kind: str = "application/json", digest: str | None = None
+        ) -> None:
             self.send_response(code)
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
@@ -411,7 +488,12 @@ def stalling_registry(layer_bytes: int = 4 * 2**20) -> Iterator[StallingRegistry
             if self.path == "/v2/":
                 return self._send(200, b"{}")
             if "/manifests/" in self.path:
-                return self._send(200, manifest, "application/vnd.docker.distribution.manifest.v2+json", sha(manifest))
+                return self._send(
+                    200,
+                    manifest,
+                    "application/vnd.docker.distribution.manifest.v2+json",
+                    sha(manifest),
+                )
             digest = self.path.rsplit("/", 1)[-1]
             if "/blobs/" in self.path and digest in blobs:
                 body = blobs[digest]
@@ -454,7 +536,9 @@ def hanging_suite_image(base_image: str, tag: str, sleep_s: int) -> Iterator[str
     engine = Engine.local()
 
     if engine.image_info(base_image) is None:
-        pytest.skip(f"the local base image {base_image} is missing: make it with scripts/make-test-base-image.sh")
+        pytest.skip(
+            f"the local base image {base_image} is missing: make it with scripts/make-test-base-image.sh"
+        )
     dockerfile = f"FROM {base_image}\nCOPY python /usr/local/bin/python\nUSER 1000:1000\n".encode()
     script = f"#!/bin/sh\nexec sleep {sleep_s}\n".encode()
     buf = io.BytesIO()
@@ -464,7 +548,9 @@ def hanging_suite_image(base_image: str, tag: str, sleep_s: int) -> Iterator[str
             info.size, info.mode = len(data), mode
             tar.addfile(info, io.BytesIO(data))
     buf.seek(0)
-    built = engine.build_image(buf, dockerfile="Dockerfile", tags=[tag], buildargs={}, progress=lambda _t: None)
+    built = engine.build_image(
+        buf, dockerfile="Dockerfile", tags=[tag], buildargs={}, progress=lambda _t: None
+    )
     try:
         yield tag
     finally:

@@ -21,29 +21,96 @@ def cpu_report() -> dict[str, Any]:
 
 def gpu(index: int, name: str = H100, host: int = 0) -> dict[str, Any]:
     return {
-        "index": index, "name": name, "uuid": f"GPU-{host:04x}{index:04x}-0000-4000-8000-{host:06x}{index:06x}",
-        "pci_bus_id": f"00000000:{index + 0x18:02X}:00.0", "compute_capability": "9.0",
-        "memory_total_bytes": 85899345920, "memory_used_bytes": 0,
+        "index": index,
+        "name": name,
+        "uuid": f"GPU-{host:04x}{index:04x}-0000-4000-8000-{host:06x}{index:06x}",
+        "pci_bus_id": f"00000000:{index + 0x18:02X}:00.0",
+        "compute_capability": "9.0",
+        "memory_total_bytes": 85899345920,
+        "memory_used_bytes": 0,
     }
 
 
-def gpu_report(gpus: list[tuple[dict[str, Any], float, float]], failed: list[str] = (), verdicts: dict[str, str] | None = None) -> dict[str, Any]:
+def gpu_report(
+    gpus: list[tuple[dict[str, Any], float, float]],
+    failed: list[str] = (),
+    verdicts: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """A GPU host's report: per GPU (info, bf16 TFLOPS, memory GB/s); checks named in `failed` fail,
     checks named in `verdicts` get that verdict (before the summary is counted, as the suite does)."""
-    records = [Record("driver version", None, "550.54.15", "", "info", 0.0, test="checks/test_01_environment.py::test_driver"),
-               Record("cuda visible devices [torch]", None, "ok", "-", "pass", 1.0, test="checks/test_04_masking.py::test_cuda_visible_devices[torch]")]
+    records = [
+        Record(
+            "driver version",
+            None,
+            "550.54.15",
+            "",
+            "info",
+            0.0,
+            test="checks/test_01_environment.py::test_driver",
+        ),
+        Record(
+            "cuda visible devices [torch]",
+            None,
+            "ok",
+            "-",
+            "pass",
+            1.0,
+            test="checks/test_04_masking.py::test_cuda_visible_devices[torch]",
+        ),
+    ]
     for info, bf16, bandwidth in gpus:
         uuid = info["uuid"]
         records += [
-            Record("torch matmul correct", uuid, "1.0e-06", "relative error <= 0.01", "pass", 0.1, test="checks/test_02_visibility.py::test_torch_computes_on_gpu"),
-            Record("tensorflow memory growth [growth-env]", uuid, "0.5 GiB", "<= 25%", "pass", 2.0, test="checks/test_03_memory.py::test_tensorflow_memory_growth"),
-            Record("matmul bf16 TFLOPS", uuid, f"{bf16:.1f} TFLOPS", ">= 35% of peak", "pass", 1.0, value=bf16, test="checks/test_05_speed.py::test_matmul_throughput"),
-            Record("device memory GB/s", uuid, f"{bandwidth:.1f} GB/s", ">= 60% of peak", "pass", 1.0, value=bandwidth, test="checks/test_05_speed.py::test_memory_bandwidth"),
+            Record(
+                "torch matmul correct",
+                uuid,
+                "1.0e-06",
+                "relative error <= 0.01",
+                "pass",
+                0.1,
+                test="checks/test_02_visibility.py::test_torch_computes_on_gpu",
+            ),
+            Record(
+                "tensorflow memory growth [growth-env]",
+                uuid,
+                "0.5 GiB",
+                "<= 25%",
+                "pass",
+                2.0,
+                test="checks/test_03_memory.py::test_tensorflow_memory_growth",
+            ),
+            Record(
+                "matmul bf16 TFLOPS",
+                uuid,
+                f"{bf16:.1f} TFLOPS",
+                ">= 35% of peak",
+                "pass",
+                1.0,
+                value=bf16,
+                test="checks/test_05_speed.py::test_matmul_throughput",
+            ),
+            Record(
+                "device memory GB/s",
+                uuid,
+                f"{bandwidth:.1f} GB/s",
+                ">= 60% of peak",
+                "pass",
+                1.0,
+                value=bandwidth,
+                test="checks/test_05_speed.py::test_memory_bandwidth",
+            ),
         ]
     for record in records:
         record.verdict = (verdicts or {}).get(record.check, record.verdict)
         if record.check in failed:
             record.verdict, record.reason = "fail", f"{record.check} below threshold"
-    host = {"driver_version": "550.54.15", "cuda_driver_version": "12.4", "gpus": [g for g, _, _ in gpus], "error": None}
+    host = {
+        "driver_version": "550.54.15",
+        "cuda_driver_version": "12.4",
+        "gpus": [g for g, _, _ in gpus],
+        "error": None,
+    }
     fails = sum(r.verdict == "fail" for r in records)
-    return build_json(records, host, [g for g, _, _ in gpus], {"torch": {"version": "2.3.1"}}, 1 if fails else 0)
+    return build_json(
+        records, host, [g for g, _, _ in gpus], {"torch": {"version": "2.3.1"}}, 1 if fails else 0
+    )

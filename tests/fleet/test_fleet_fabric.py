@@ -42,7 +42,9 @@ def test_the_network_nccl_used_is_read_from_its_info_lines():
     ]
     sockets = worker.nccl_transport(lines("nccl-socket.log"))
     assert sockets["network"] == "Socket" and "NET/IB : No device found." in sockets["lines"]
-    assert "Failed to open libibverbs.so[.1]" in sockets["lines"]  # a container without the verbs library
+    assert (
+        "Failed to open libibverbs.so[.1]" in sockets["lines"]
+    )  # a container without the verbs library
     assert worker.nccl_transport(["NCCL version 2.19.3+cuda12.3"]) == {"network": None, "lines": []}
     env = worker.nccl_log_env("/tmp/x")
     assert (

@@ -11,15 +11,17 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from suitecases import A100, H100, gpu, gpu_report
+from test_fleet_report import PEAKS, rack
 
 from gpuenv.fleet.outcome import UNREACHABLE, HostOutcome, status_from_report
 from gpuenv.fleet.report.analysis import analyse
 from gpuenv.fleet.report.htmlreport import render_html
-from suitecases import A100, H100, gpu, gpu_report
-from test_fleet_report import PEAKS, rack
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed: run scripts/install-test-servers.sh as root")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium not installed: run scripts/install-test-servers.sh as root"
+)
 #: Where the 1,000-host screenshot is kept for a person to look at (else the test's tmp folder).
 SHOTS = os.environ.get("GPUENV_SCREENSHOTS")
 
@@ -28,22 +30,46 @@ def chromium(tmp_path, *args: str) -> subprocess.CompletedProcess:
     # Offline by construction: no background networking, no component updates, and every host
     # name resolves to nothing, so a page that tried to fetch an asset would log a load failure.
     return subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-extensions",
-         "--host-resolver-rules=MAP * ~NOTFOUND", f"--user-data-dir={tmp_path / 'profile'}",
-         "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000", *args],
-        capture_output=True, text=True, timeout=120,
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-extensions",
+            "--host-resolver-rules=MAP * ~NOTFOUND",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--virtual-time-budget=5000",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
 def _colour(pixels, rgb: int):
     r, g, b = ((rgb >> 16) & 255) / 255, ((rgb >> 8) & 255) / 255, (rgb & 255) / 255
-    return (abs(pixels[..., 0] - r) < 0.03) & (abs(pixels[..., 1] - g) < 0.03) & (abs(pixels[..., 2] - b) < 0.03)
+    return (
+        (abs(pixels[..., 0] - r) < 0.03)
+        & (abs(pixels[..., 1] - g) < 0.03)
+        & (abs(pixels[..., 2] - b) < 0.03)
+    )
 
 
 def _no_page_errors(run: subprocess.CompletedProcess) -> None:
     console = [line for line in run.stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
-    load_errors = [line for line in run.stderr.splitlines() if "net::ERR" in line or "Failed to load resource" in line]
+    load_errors = [
+        line
+        for line in run.stderr.splitlines()
+        if "net::ERR" in line or "Failed to load resource" in line
+    ]
     assert console == [] and load_errors == []
 
 
@@ -56,7 +82,11 @@ def test_fleet_page_renders_in_chromium(tmp_path):
     assert dom.returncode == 0, dom.stderr[-2000:]
     html = dom.stdout
     # the parsed DOM holds the not-ready hosts, the plots and the collapsed ready hosts
-    assert html.count('<tr class="bad"') == 3 and html.count('<tr class="ready">') == 2 and html.count("<svg") == 3
+    assert (
+        html.count('<tr class="bad"') == 3
+        and html.count('<tr class="ready">') == 2
+        and html.count("<svg") == 3
+    )
     assert 'id="dist-nvidia-h100-80gb-hbm3"' in html and 'id="heat-nvidia-h100-80gb-hbm3"' in html
     assert "ssh://ops@gpu2 GPU 1 matmul bf16 TFLOPS 400.0 (57%)" in html and "OUTLIER" in html
 
@@ -80,13 +110,23 @@ def thousand_hosts() -> list[HostOutcome]:
     outs = []
     for h in range(1000):
         if h == 500:
-            outs.append(HostOutcome(f"node{h:04d}", UNREACHABLE, "cannot reach node0500 over SSH (timed out)"))
+            outs.append(
+                HostOutcome(
+                    f"node{h:04d}", UNREACHABLE, "cannot reach node0500 over SSH (timed out)"
+                )
+            )
             continue
         model, bf16, bandwidth = (H100, 700.0, 3000.0) if h % 3 else (A100, 250.0, 1700.0)
         gpus = []
         for i in range(8):
             slow = 0.5 if (h % 97 == 13 and i == 3) else 1.0
-            gpus.append((gpu(i, model, host=h), bf16 * slow * (1 + ((h * 8 + i) * 37 % 41 - 20) / 1000), bandwidth * (1 + ((h + i) * 11 % 31 - 15) / 1000)))
+            gpus.append(
+                (
+                    gpu(i, model, host=h),
+                    bf16 * slow * (1 + ((h * 8 + i) * 37 % 41 - 20) / 1000),
+                    bandwidth * (1 + ((h + i) * 11 % 31 - 15) / 1000),
+                )
+            )
         report = gpu_report(gpus, failed=["device memory GB/s"] if h % 100 == 37 else [])
         status, reason = status_from_report(report, report["summary"]["pytest_exit_status"])
         outs.append(HostOutcome(f"node{h:04d}", status, reason, report=report))
@@ -104,16 +144,32 @@ def test_a_thousand_host_page_loads_with_the_summary_and_worst_hosts_first(tmp_p
     assert dom.returncode == 0, dom.stderr[-2000:]
     html = dom.stdout
     assert html.rstrip().endswith("</html>") and 'id="ready-table"' in html  # parsed to the end
-    order = [html.index(f'id="{name}"') for name in
-             ("fleet-summary", "fleet-not-ready", "fleet-distributions", "fleet-heatmap", "fleet-not-ready-details", "fleet-ready")]
+    order = [
+        html.index(f'id="{name}"')
+        for name in (
+            "fleet-summary",
+            "fleet-not-ready",
+            "fleet-distributions",
+            "fleet-heatmap",
+            "fleet-not-ready-details",
+            "fleet-ready",
+        )
+    ]
     assert order == sorted(order)
-    assert re.search(r'<b>\d+ of 1000</b> host\(s\) ready', html[:order[1]])
+    assert re.search(r"<b>\d+ of 1000</b> host\(s\) ready", html[: order[1]])
     worst = re.findall(r'<tr class="bad" data-status="([^"]+)"><td>\d+</td><td>([^<]+)</td>', html)
-    assert sorted(worst[:10]) == [("not ready", f"node{h:04d}") for h in (37, 137, 237, 337, 437, 537, 637, 737, 837, 937)]
+    assert sorted(worst[:10]) == [
+        ("not ready", f"node{h:04d}") for h in (37, 137, 237, 337, 437, 537, 637, 737, 837, 937)
+    ]
     assert worst[10] == ("unreachable", "node0500")
-    assert {status for status, _ in worst[11:]} == {"degraded"} and len(worst) == 11 + 11  # every 97th host from 13
-    ready_section = html[order[-1]:]
-    assert "<details><summary>978 ready host(s)" in ready_section and "<details open" not in ready_section
+    assert {status for status, _ in worst[11:]} == {"degraded"} and len(
+        worst
+    ) == 11 + 11  # every 97th host from 13
+    ready_section = html[order[-1] :]
+    assert (
+        "<details><summary>978 ready host(s)" in ready_section
+        and "<details open" not in ready_section
+    )
 
     shot = Path(SHOTS) / "fleet-1000-hosts.png" if SHOTS else tmp_path / "fleet-1000-hosts.png"
     shot.parent.mkdir(parents=True, exist_ok=True)

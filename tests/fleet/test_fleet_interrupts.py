@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 import servers
 from conftest import BASE_IMAGE
 
@@ -31,12 +30,20 @@ class Run:
     def __init__(self, args: list[str], home: Path, cwd: Path) -> None:
         env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(ROOT)}
         env.pop("SSH_AUTH_SOCK", None)
-        self.proc = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(ROOT), "validate", *args], cwd=cwd, env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "invoke", "--search-root", str(ROOT), "validate", *args],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.out: list[str] = []
         self.err: list[str] = []
         for stream, sink in ((self.proc.stdout, self.out), (self.proc.stderr, self.err)):
-            threading.Thread(target=lambda s=stream, k=sink: k.extend(iter(s.readline, "")), daemon=True).start()
+            threading.Thread(
+                target=lambda s=stream, k=sink: k.extend(iter(s.readline, "")), daemon=True
+            ).start()
 
     def wait_for(self, text: str, timeout: float = 180) -> None:
         deadline = time.monotonic() + timeout
@@ -44,7 +51,9 @@ class Run:
             if any(text in line for line in self.out):
                 return
             time.sleep(0.1)
-        raise AssertionError(f"never saw {text!r}: {''.join(self.out)[-2000:]} {''.join(self.err)[-2000:]}")
+        raise AssertionError(
+            f"never saw {text!r}: {''.join(self.out)[-2000:]} {''.join(self.err)[-2000:]}"
+        )
 
     def stop(self, *signals: int, gap: float = 0.3) -> tuple[int, float]:
         started = time.monotonic()
@@ -59,7 +68,9 @@ class Run:
 
 
 def fleet_containers(docker_engine) -> list[str]:
-    return [c.id for c in docker_engine.containers.list(all=True, filters={"label": "io.gpuenv.fleet"})]
+    return [
+        c.id for c in docker_engine.containers.list(all=True, filters={"label": "io.gpuenv.fleet"})
+    ]
 
 
 @pytest.fixture
@@ -71,8 +82,20 @@ def hanging_image(docker_engine):
 
 def test_sigterm_during_a_stalled_pull(ssh_server, tmp_path, docker_engine):
     with servers.stalling_registry() as registry:
-        run = Run(["--hosts", ssh_server.url, "--image", registry.reference, "--gpus", "none", "--json", "fleet.json"],
-                  ssh_server.home, tmp_path)
+        run = Run(
+            [
+                "--hosts",
+                ssh_server.url,
+                "--image",
+                registry.reference,
+                "--gpus",
+                "none",
+                "--json",
+                "fleet.json",
+            ],
+            ssh_server.home,
+            tmp_path,
+        )
         run.wait_for("pulling")
         time.sleep(1)  # well into the stalled layer
         code, seconds = run.stop(signal.SIGTERM)
@@ -82,17 +105,32 @@ def test_sigterm_during_a_stalled_pull(ssh_server, tmp_path, docker_engine):
     assert seconds < 10, seconds
     assert "Traceback" not in err and "nothing half-written" not in err
     assert err.strip().splitlines()[-1] == (
-        "gpuenv: interrupted (SIGTERM): no suite container was running; no fleet report was written")
+        "gpuenv: interrupted (SIGTERM): no suite container was running; no fleet report was written"
+    )
     assert not (tmp_path / "fleet.json").exists()
     assert fleet_containers(docker_engine) == []
 
 
-def test_ctrl_c_twice_during_the_suite_removes_it_and_starts_nothing_more(ssh_server, tmp_path, docker_engine, hanging_image):
+def test_ctrl_c_twice_during_the_suite_removes_it_and_starts_nothing_more(
+    ssh_server, tmp_path, docker_engine, hanging_image
+):
     """Two entries for the server, one at a time: Ctrl-C while the first runs its suite, a second
     Ctrl-C 0.3 s later. The first container goes, the second host never starts one."""
     second = f"ssh://127.0.0.1:{ssh_server.port}"  # the same server under another name: another host entry
-    run = Run(["--hosts", f"{ssh_server.url},{second}", "--image", hanging_image, "--gpus", "none", "--parallel", "1"],
-              ssh_server.home, tmp_path)
+    run = Run(
+        [
+            "--hosts",
+            f"{ssh_server.url},{second}",
+            "--image",
+            hanging_image,
+            "--gpus",
+            "none",
+            "--parallel",
+            "1",
+        ],
+        ssh_server.home,
+        tmp_path,
+    )
     run.wait_for("running: the suite")
     assert len(fleet_containers(docker_engine)) == 1
     code, seconds = run.stop(signal.SIGINT, signal.SIGINT)
@@ -101,6 +139,9 @@ def test_ctrl_c_twice_during_the_suite_removes_it_and_starts_nothing_more(ssh_se
     assert code == 130, err[-2000:]
     assert seconds < 15, seconds
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
-    assert "gpuenv: interrupted (Ctrl-C): removed 1 suite container(s); no fleet report was written" in err
+    assert (
+        "gpuenv: interrupted (Ctrl-C): removed 1 suite container(s); no fleet report was written"
+        in err
+    )
     assert not any(second in line and "running" in line for line in out.splitlines()), out
     assert fleet_containers(docker_engine) == []

@@ -23,12 +23,44 @@ def ddp_host(host: int, efficiency: float, rate: float) -> HostOutcome:
     lead = gpus[0]["uuid"]
     test = "checks/test_07_multigpu.py::test_ddp_training"
     records = [
-        Record("ddp parameters identical (2 ranks, nccl)", None, "sha256 0123456789ab... on 2 ranks", "one sha256", "pass", 0.0, test=test),
-        Record(RATE, lead, f"{rate:.0f} samples/s", "no --baseline", "not judged", 0.0, value=rate, test=test, fleet_judged=False),
-        Record(EFFICIENCY, lead, f"{efficiency:.2f} (speedup {2 * efficiency:.2f} on 2; over nvlink)", ">= 0.75 x reference", "pass", 0.0,
-               value=efficiency, test=test),
+        Record(
+            "ddp parameters identical (2 ranks, nccl)",
+            None,
+            "sha256 0123456789ab... on 2 ranks",
+            "one sha256",
+            "pass",
+            0.0,
+            test=test,
+        ),
+        Record(
+            RATE,
+            lead,
+            f"{rate:.0f} samples/s",
+            "no --baseline",
+            "not judged",
+            0.0,
+            value=rate,
+            test=test,
+            fleet_judged=False,
+        ),
+        Record(
+            EFFICIENCY,
+            lead,
+            f"{efficiency:.2f} (speedup {2 * efficiency:.2f} on 2; over nvlink)",
+            ">= 0.75 x reference",
+            "pass",
+            0.0,
+            value=efficiency,
+            test=test,
+        ),
     ]
-    report = build_json(records, {"driver_version": "550.54.15", "gpus": gpus, "error": None}, gpus, {"torch": {"version": "2.5.1"}}, 0)
+    report = build_json(
+        records,
+        {"driver_version": "550.54.15", "gpus": gpus, "error": None},
+        gpus,
+        {"torch": {"version": "2.5.1"}},
+        0,
+    )
     return HostOutcome(f"ssh://ops@gpu{host}", READY, "", report=report)
 
 
@@ -57,7 +89,9 @@ def test_the_outlier_floor_decides_and_a_rate_the_suite_does_not_judge_stays_out
     strict = analysis.analyse(hosts)
     names = sorted(name for row, name, _ in strict.outliers if row.host == "ssh://ops@gpu3")
     assert names == [EFFICIENCY]
-    rate = next(row for row in strict.rows if row.host == "ssh://ops@gpu3" and RATE in row.figures).figures[RATE]
+    rate = next(
+        row for row in strict.rows if row.host == "ssh://ops@gpu3" and RATE in row.figures
+    ).figures[RATE]
     assert rate.value == 2000.0 and rate.median is None and not rate.outlier
 
 
@@ -68,14 +102,40 @@ def dataparallel_only_host(host: int, rate: float) -> HostOutcome:
     """A two-GPU host whose only figure is the information-only DataParallel row."""
     gpus = [gpu(0, H100, host), gpu(1, H100, host)]
     test = "checks/test_07_multigpu.py::test_ddp_training"
-    records = [Record(DATAPARALLEL, gpus[0]["uuid"], f"{rate:.0f} samples/s", "reported beside DDP, never judged", "info", 0.0,
-                      value=rate, test=test)]  # as reports before the fleet_judged marker wrote it: the verdict decides
-    report = build_json(records, {"driver_version": "550.54.15", "gpus": gpus, "error": None}, gpus, {"torch": {"version": "2.5.1"}}, 0)
+    records = [
+        Record(
+            DATAPARALLEL,
+            gpus[0]["uuid"],
+            f"{rate:.0f} samples/s",
+            "reported beside DDP, never judged",
+            "info",
+            0.0,
+            value=rate,
+            test=test,
+        )
+    ]  # as reports before the fleet_judged marker wrote it: the verdict decides
+    report = build_json(
+        records,
+        {"driver_version": "550.54.15", "gpus": gpus, "error": None},
+        gpus,
+        {"torch": {"version": "2.5.1"}},
+        0,
+    )
     return HostOutcome(f"ssh://ops@gpu{host}", READY, "", report=report)
 
 
 def test_an_information_only_dataparallel_figure_never_makes_a_host_degraded():
     """The review's reproduction: three H100 hosts at 3000, 3050 and 2600 samples/s (87% of the
     median) made the third DEGRADED and the fleet not ready."""
-    fleet = analysis.analyse([dataparallel_only_host(1, 3000.0), dataparallel_only_host(2, 3050.0), dataparallel_only_host(3, 2600.0)])
-    assert [o.status for o in fleet.outcomes] == [READY, READY, READY] and fleet.ready and not fleet.outliers
+    fleet = analysis.analyse(
+        [
+            dataparallel_only_host(1, 3000.0),
+            dataparallel_only_host(2, 3050.0),
+            dataparallel_only_host(3, 2600.0),
+        ]
+    )
+    assert (
+        [o.status for o in fleet.outcomes] == [READY, READY, READY]
+        and fleet.ready
+        and not fleet.outliers
+    )

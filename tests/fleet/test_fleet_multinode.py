@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
 import servers
+
 from gpuenv.fleet import multinode, slurm
-from gpuenv.fleet.report import analysis, jsonreport, junitreport, terminal
 from gpuenv.fleet.outcome import FAILED, READY, TIMEOUT, HostOutcome
+from gpuenv.fleet.report import analysis, jsonreport, junitreport, terminal
 
 FIXTURE = Path(__file__).parent / "fixtures" / "multinode" / "result-gloo-2nodes.json"
 PREFIX = Path(sys.prefix)
@@ -36,10 +36,19 @@ def job(**kw) -> slurm.SlurmJob:
 
 def test_the_node_script_runs_torchrun_with_one_rendezvous_on_the_first_node():
     script = multinode.render_node_script(job(image="reg/gpuenv/x@sha256:" + "a" * 64))
-    assert "--rdzv-backend=c10d" in script and '--rdzv-endpoint="$addr:$port"' in script and multinode.PORT_SHELL in script
+    assert (
+        "--rdzv-backend=c10d" in script
+        and '--rdzv-endpoint="$addr:$port"' in script
+        and multinode.PORT_SHELL in script
+    )
     assert "NodeAddr=" in script and 'is_host=0; [ "$node" = "$head" ] && is_host=1' in script
-    assert "--network host --ipc host" in script and "--gpus all" in script  # NCCL's sockets and shared memory
-    assert '"$prefix/bin/python" -m torch.distributed.run' in script and "-m validate.measure.multinode" in script
+    assert (
+        "--network host --ipc host" in script and "--gpus all" in script
+    )  # NCCL's sockets and shared memory
+    assert (
+        '"$prefix/bin/python" -m torch.distributed.run' in script
+        and "-m validate.measure.multinode" in script
+    )
     assert "--sizes full" in script  # the suite's sizes the nodes ran, so the rates compare
     assert "--sizes quick" in multinode.render_node_script(job(suite_args=["--quick"]))
     batch = multinode.render_batch_script(job())
@@ -55,13 +64,22 @@ def test_each_job_takes_its_own_rendezvous_port_the_same_on_every_node():
     import subprocess
 
     ports = {job_id: multinode.rendezvous_port(job_id) for job_id in ("41", "42", "43", "1000141")}
-    assert len(set(ports.values())) == 4 and all(multinode.RDZV_PORT_BASE <= p < multinode.RDZV_PORT_BASE + multinode.RDZV_PORT_SPAN
-                                                  for p in ports.values())
+    assert len(set(ports.values())) == 4 and all(
+        multinode.RDZV_PORT_BASE <= p < multinode.RDZV_PORT_BASE + multinode.RDZV_PORT_SPAN
+        for p in ports.values()
+    )
     for job_id, port in ports.items():
-        shell = subprocess.run(["bash", "-c", f'{multinode.PORT_SHELL}; echo "$port"'], env={"SLURM_JOB_ID": job_id},
-                               capture_output=True, text=True, check=True)
+        shell = subprocess.run(
+            ["bash", "-c", f'{multinode.PORT_SHELL}; echo "$port"'],
+            env={"SLURM_JOB_ID": job_id},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         assert int(shell.stdout) == port
-    assert multinode.rendezvous_port("cac28fba936a") != multinode.rendezvous_port("63763ef6ea62")  # SSH runs' ids
+    assert multinode.rendezvous_port("cac28fba936a") != multinode.rendezvous_port(
+        "63763ef6ea62"
+    )  # SSH runs' ids
 
 
 def fake_tools(folder: Path, gpus: int = 0) -> dict[str, str]:
@@ -70,17 +88,29 @@ def fake_tools(folder: Path, gpus: int = 0) -> dict[str, str]:
     bin_ = folder / "bin"
     bin_.mkdir()
     calls = folder / "calls"
-    (bin_ / "docker").write_text(f'#!/bin/bash\necho "docker $*" >> {calls}\n'
-                                 f'case "$*" in *--count-gpus*) echo {gpus}; exit 0 ;; esac\n[ "$1" = run ] && exec sleep 60\nexit 0\n')
-    (bin_ / "scontrol").write_text('#!/bin/bash\n[ "$2" = hostnames ] && echo n1 && exit 0\necho "NodeName=n1 NodeAddr=10.0.0.1 State=IDLE"\n')
-    (bin_ / "nvidia-smi").write_text("#!/bin/bash\n" + "".join(f'echo "GPU {i}: NVIDIA H100 (UUID: GPU-{i})"\n' for i in range(gpus))
-                                     + ("" if gpus else 'echo "No devices were found"; exit 6\n'))
+    (bin_ / "docker").write_text(
+        f'#!/bin/bash\necho "docker $*" >> {calls}\n'
+        f'case "$*" in *--count-gpus*) echo {gpus}; exit 0 ;; esac\n[ "$1" = run ] && exec sleep 60\nexit 0\n'
+    )
+    (bin_ / "scontrol").write_text(
+        '#!/bin/bash\n[ "$2" = hostnames ] && echo n1 && exit 0\necho "NodeName=n1 NodeAddr=10.0.0.1 State=IDLE"\n'
+    )
+    (bin_ / "nvidia-smi").write_text(
+        "#!/bin/bash\n"
+        + "".join(f'echo "GPU {i}: NVIDIA H100 (UUID: GPU-{i})"\n' for i in range(gpus))
+        + ("" if gpus else 'echo "No devices were found"; exit 6\n')
+    )
     for tool in bin_.iterdir():
         tool.chmod(0o755)
     import os
 
-    return {"PATH": f"{bin_}:{os.environ['PATH']}", "SLURMD_NODENAME": "n1", "SLURM_JOB_ID": "42", "SLURM_NNODES": "2",
-            "SLURM_JOB_NODELIST": "n[1-2]"}
+    return {
+        "PATH": f"{bin_}:{os.environ['PATH']}",
+        "SLURMD_NODENAME": "n1",
+        "SLURM_JOB_ID": "42",
+        "SLURM_NNODES": "2",
+        "SLURM_JOB_NODELIST": "n[1-2]",
+    }
 
 
 def test_a_killed_step_removes_its_container_which_runs_as_the_caller_named_and_labelled(tmp_path):
@@ -95,14 +125,23 @@ def test_a_killed_step_removes_its_container_which_runs_as_the_caller_named_and_
     rundir = tmp_path / "run"
     rundir.mkdir()
     script = tmp_path / "multinode.sh"
-    script.write_text(multinode.render_node_script(slurm.SlurmJob(rundir=str(rundir), image="reg/gpuenv/x:1")))
+    script.write_text(
+        multinode.render_node_script(slurm.SlurmJob(rundir=str(rundir), image="reg/gpuenv/x:1"))
+    )
     env = fake_tools(tmp_path)
     proc = subprocess.Popen(["bash", str(script)], env=env, start_new_session=True)
     calls = tmp_path / "calls"
     deadline = time.monotonic() + 20
-    while "--name" not in (calls.read_text() if calls.exists() else "") and time.monotonic() < deadline:
+    while (
+        "--name" not in (calls.read_text() if calls.exists() else "")
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.1)
-    run = next(line for line in calls.read_text().splitlines() if line.startswith("docker run") and "--name" in line)
+    run = next(
+        line
+        for line in calls.read_text().splitlines()
+        if line.startswith("docker run") and "--name" in line
+    )
     assert f"-u {os.getuid()}:{os.getgid()}" in run and "-e HOME=/tmp" in run
     assert "--name gpuenv-multinode-42-n1" in run and "--label io.gpuenv.fleet.run=42" in run
     assert "--rdzv-endpoint=10.0.0.1:" + str(multinode.rendezvous_port("42")) in run
@@ -118,8 +157,10 @@ def run_node(tmp_path: Path, script: str, gpus: int) -> tuple[int, str, str]:
     import subprocess
 
     env = fake_tools(tmp_path, gpus)
-    (tmp_path / "bin" / "docker").write_text(f'#!/bin/bash\necho "docker $*" >> {tmp_path / "calls"}\n'
-                                             f'case "$*" in *--count-gpus*) echo {gpus} ;; esac\nexit 0\n')
+    (tmp_path / "bin" / "docker").write_text(
+        f'#!/bin/bash\necho "docker $*" >> {tmp_path / "calls"}\n'
+        f'case "$*" in *--count-gpus*) echo {gpus} ;; esac\nexit 0\n'
+    )
     path = tmp_path / "multinode.sh"
     path.write_text(script)
     code = subprocess.run(["bash", str(path)], env=env, timeout=30).returncode
@@ -127,19 +168,33 @@ def run_node(tmp_path: Path, script: str, gpus: int) -> tuple[int, str, str]:
     return code, (tmp_path / "calls").read_text(), error.read_text() if error.exists() else ""
 
 
-def test_ranks_per_node_are_the_gpus_the_container_sees_and_none_where_the_suite_saw_some_fails(tmp_path):
+def test_ranks_per_node_are_the_gpus_the_container_sees_and_none_where_the_suite_saw_some_fails(
+    tmp_path,
+):
     """D13: `--gpus 0,1` on an 8-GPU node starts 2 ranks (counted inside the container, not by the
     host's nvidia-smi); D7: a step that sees no GPU where the node's suite saw 8 (a GRES-managed
     rack given no GPUs) is a named failure, not a quiet gloo job on CPUs."""
-    job = slurm.SlurmJob(rundir=str(tmp_path / "run"), image="reg/gpuenv/x:1", gpus="0,1", env={"NCCL_SOCKET_IFNAME": "ib0"})
-    code, calls, error = run_node(tmp_path, multinode.render_node_script(job, expect_gpus=2), gpus=2)
+    job = slurm.SlurmJob(
+        rundir=str(tmp_path / "run"),
+        image="reg/gpuenv/x:1",
+        gpus="0,1",
+        env={"NCCL_SOCKET_IFNAME": "ib0"},
+    )
+    code, calls, error = run_node(
+        tmp_path, multinode.render_node_script(job, expect_gpus=2), gpus=2
+    )
     run = next(line for line in calls.splitlines() if "--name" in line)
     assert code == 0 and "--nproc-per-node=2" in run and "--gpus 0,1" in run, calls
     assert "-e NCCL_SOCKET_IFNAME=ib0" in run  # D9: invoke.yaml's fleet.env reaches the container
-    assert "--count-gpus" in calls.splitlines()[1] and "-e NCCL_SOCKET_IFNAME=ib0" in calls.splitlines()[1]
+    assert (
+        "--count-gpus" in calls.splitlines()[1]
+        and "-e NCCL_SOCKET_IFNAME=ib0" in calls.splitlines()[1]
+    )
     (tmp_path / "calls").unlink()
     (tmp_path / "bin").rename(tmp_path / "bin-old")
-    code, calls, error = run_node(tmp_path, multinode.render_node_script(job, expect_gpus=8), gpus=0)
+    code, calls, error = run_node(
+        tmp_path, multinode.render_node_script(job, expect_gpus=8), gpus=0
+    )
     assert code == 3 and "--name" not in calls
     assert error.startswith("the job sees 0 GPU(s) here where the node's own suite saw 8")
 
@@ -149,12 +204,16 @@ def test_a_node_with_infiniband_gives_the_container_its_devices(tmp_path):
     IPC_LOCK to the job's container; a node without it gets neither."""
     (tmp_path / "sys" / "class" / "infiniband" / "mlx5_0").mkdir(parents=True)
     job = slurm.SlurmJob(rundir=str(tmp_path / "run"), image="reg/gpuenv/x:1")
-    code, calls, _ = run_node(tmp_path, multinode.render_node_script(job, sys_root=str(tmp_path / "sys")), gpus=0)
+    code, calls, _ = run_node(
+        tmp_path, multinode.render_node_script(job, sys_root=str(tmp_path / "sys")), gpus=0
+    )
     run = next(line for line in calls.splitlines() if "--name" in line)
     assert code == 0 and "--device=/dev/infiniband --cap-add=IPC_LOCK" in run
     (tmp_path / "calls").unlink()
     (tmp_path / "bin").rename(tmp_path / "bin-old")
-    code, calls, _ = run_node(tmp_path, multinode.render_node_script(job, sys_root=str(tmp_path / "none")), gpus=0)
+    code, calls, _ = run_node(
+        tmp_path, multinode.render_node_script(job, sys_root=str(tmp_path / "none")), gpus=0
+    )
     assert code == 0 and "--device=/dev/infiniband" not in calls and "IPC_LOCK" not in calls
 
 
@@ -167,35 +226,63 @@ def test_the_jobs_ask_slurm_for_whole_nodes_their_gpus_and_cpus():
     assert "--gpus-per-node" not in " ".join(multinode.sbatch_command(job(), ["a", "b"], gpus=0))
     assert '--cpus-per-task="${SLURM_CPUS_ON_NODE:-1}"' in multinode.render_batch_script(job())
     pinned = job(cpus_per_task=16)
-    assert "--cpus-per-task=16" in multinode.sbatch_command(pinned, ["a", "b"]) and "--cpus-per-task=16" in multinode.render_batch_script(pinned)
+    assert "--cpus-per-task=16" in multinode.sbatch_command(
+        pinned, ["a", "b"]
+    ) and "--cpus-per-task=16" in multinode.render_batch_script(pinned)
     suite = slurm.sbatch_command(job(nodes=2, suite_args=["--expect-gpus", "8"]))
     assert "--exclusive" in suite and "--gpus-per-node=8" in suite
     assert "--cpus-per-task" in slurm.render_batch_script(job())
     # the suite's own container and prefix run get invoke.yaml's fleet.env too
     env = job(image="reg/x:1", env={"NCCL_IB_HCA": "mlx5_0,mlx5_1"})
-    assert "-e NCCL_IB_HCA=mlx5_0,mlx5_1" in slurm.render_node_script(env) and "export NCCL_IB_HCA=mlx5_0,mlx5_1" in slurm.render_node_script(env)
+    assert "-e NCCL_IB_HCA=mlx5_0,mlx5_1" in slurm.render_node_script(
+        env
+    ) and "export NCCL_IB_HCA=mlx5_0,mlx5_1" in slurm.render_node_script(env)
     from gpuenv.fleet.outcome import HostOutcome as Outcome
     from validate.report.record import build_json
 
     def node(gpus: list[dict]) -> Outcome:
-        return Outcome("n", READY, "", report=build_json([], {"gpus": gpus, "error": None}, [], {}, 0))
+        return Outcome(
+            "n", READY, "", report=build_json([], {"gpus": gpus, "error": None}, [], {}, 0)
+        )
 
     eight = node([{"index": i, "uuid": f"GPU-{i}"} for i in range(8)])
-    mig = node([{"index": 0, "uuid": "GPU-0", "mig_enabled": True}, {"index": 1, "uuid": "GPU-1", "mig_enabled": False}])
+    mig = node(
+        [
+            {"index": 0, "uuid": "GPU-0", "mig_enabled": True},
+            {"index": 1, "uuid": "GPU-1", "mig_enabled": False},
+        ]
+    )
     assert multinode.job_gpus([eight, eight]) == 8 and multinode.job_gpus([eight, mig]) == 1
-    assert multinode.job_gpus([eight, eight], "0,1") == 2 and multinode.job_gpus([eight], "none") == 0
+    assert (
+        multinode.job_gpus([eight, eight], "0,1") == 2 and multinode.job_gpus([eight], "none") == 0
+    )
 
 
 def test_a_healthy_result_is_ready_with_its_rows(result):
-    outcome = multinode.multinode_outcome(["node0", "node1"], "7", None, result, {}, {}, {"node0": 1.5})
+    outcome = multinode.multinode_outcome(
+        ["node0", "node1"], "7", None, result, {}, {}, {"node0": 1.5}
+    )
     assert outcome.status == READY, outcome.reason
     rows = {c.split(" (")[0]: c for c in (r["check"] for r in outcome.report["host"]["checks"])}
-    assert {"multi-node ranks joined", "multi-node ddp parameters identical", "multi-node all-reduce busbw GB/s",
-            "multi-node slowest link", "multi-node slowest node", "multi-node ddp training loss"} <= set(rows)
-    busbw = next(r for r in outcome.report["host"]["checks"] if r["check"].startswith("multi-node all-reduce"))
+    assert {
+        "multi-node ranks joined",
+        "multi-node ddp parameters identical",
+        "multi-node all-reduce busbw GB/s",
+        "multi-node slowest link",
+        "multi-node slowest node",
+        "multi-node ddp training loss",
+    } <= set(rows)
+    busbw = next(
+        r
+        for r in outcome.report["host"]["checks"]
+        if r["check"].startswith("multi-node all-reduce")
+    )
     assert busbw["verdict"] == "not judged" and busbw["value"] == result["allreduce"]["busbw_gbs"]
     assert "slowest node alone node0 1.5 GB/s (0.24 of it)" in busbw["measured"]  # 0.36 / 1.5
-    assert "slowest link node0 -> node1 1.23 GB/s" in busbw["measured"] and "nccl-tests' own binaries" in busbw["reason"]
+    assert (
+        "slowest link node0 -> node1 1.23 GB/s" in busbw["measured"]
+        and "nccl-tests' own binaries" in busbw["reason"]
+    )
 
 
 def two_by_two(result: dict, rates: tuple[float, float], job_rate: float) -> dict:
@@ -203,12 +290,21 @@ def two_by_two(result: dict, rates: tuple[float, float], job_rate: float) -> dic
     local rank), its DDP rate set; `rates` are each node's ranks' own compute rates."""
     out = copy.deepcopy(result)
     out["backend"], out["world"] = "nccl", 4
-    out["links"] = [{**link, "gbs": 20.0} for link in out["links"]]  # healthy links: only the rates differ
+    out["links"] = [
+        {**link, "gbs": 20.0} for link in out["links"]
+    ]  # healthy links: only the rates differ
     ranks = []
     for rank in result["ranks"]:
         for local in (0, 1):
-            ranks.append({**rank, "rank": len(ranks), "local_rank": local, "uuid": f"GPU-{rank['node']}-{local}",
-                          "local_samples_per_s": rates[result["ranks"].index(rank)]})
+            ranks.append(
+                {
+                    **rank,
+                    "rank": len(ranks),
+                    "local_rank": local,
+                    "uuid": f"GPU-{rank['node']}-{local}",
+                    "local_samples_per_s": rates[result["ranks"].index(rank)],
+                }
+            )
     out["ranks"] = ranks
     out["ddp"] = {**out["ddp"], "samples_per_s": job_rate, "sizes": "quick"}
     return out
@@ -219,48 +315,128 @@ def own(rate: float) -> multinode.NodeRate:
 
 
 def efficiency_row(outcome: HostOutcome) -> dict:
-    return next(r for r in outcome.report["host"]["checks"] if r["check"].startswith("multi-node ddp efficiency"))
+    return next(
+        r
+        for r in outcome.report["host"]["checks"]
+        if r["check"].startswith("multi-node ddp efficiency")
+    )
 
 
 def test_the_job_rate_is_judged_against_the_sum_of_the_nodes_own_rates(result):
     job = two_by_two(result, (3000.0, 3000.0), 9000.0)
-    outcome = multinode.multinode_outcome(["node0", "node1"], "7", None, job, {}, {}, {}, node_ddp={"node0": own(6000.0), "node1": own(5000.0)})
+    outcome = multinode.multinode_outcome(
+        ["node0", "node1"],
+        "7",
+        None,
+        job,
+        {},
+        {},
+        {},
+        node_ddp={"node0": own(6000.0), "node1": own(5000.0)},
+    )
     row = efficiency_row(outcome)
-    assert row["check"] == "multi-node ddp efficiency over the nodes' own rates (4 ranks on 2 nodes, nccl)"
+    assert (
+        row["check"]
+        == "multi-node ddp efficiency over the nodes' own rates (4 ranks on 2 nodes, nccl)"
+    )
     assert row["verdict"] == "pass" and row["value"] == 9000.0 / 11000.0
-    assert row["measured"].startswith("0.82: 9000 samples/s over the sum of the nodes' own 11000 (node0 6000, node1 5000; slowest node alone node1)")
+    assert row["measured"].startswith(
+        "0.82: 9000 samples/s over the sum of the nodes' own 11000 (node0 6000, node1 5000; slowest node alone node1)"
+    )
     assert "fastest node alone (node0 6000 samples/s" in row["threshold"]
     # slower than one of its nodes alone: the fabric sets the pace; a warning, so the job stays ready
-    slow = multinode.multinode_outcome(["node0", "node1"], "7", None, two_by_two(result, (3000.0, 3000.0), 4000.0), {}, {}, {},
-                                       node_ddp={"node0": own(6000.0), "node1": own(5000.0)})
+    slow = multinode.multinode_outcome(
+        ["node0", "node1"],
+        "7",
+        None,
+        two_by_two(result, (3000.0, 3000.0), 4000.0),
+        {},
+        {},
+        {},
+        node_ddp={"node0": own(6000.0), "node1": own(5000.0)},
+    )
     row = efficiency_row(slow)
-    assert row["verdict"] == "warn" and "trains slower than node0 alone" in row["reason"] and slow.status == READY
+    assert (
+        row["verdict"] == "warn"
+        and "trains slower than node0 alone" in row["reason"]
+        and slow.status == READY
+    )
 
 
 def test_the_efficiency_is_not_judged_when_a_node_has_no_like_figure(result):
     job = two_by_two(result, (3000.0, 3000.0), 9000.0)
-    missing = efficiency_row(multinode.multinode_outcome(["node0", "node1"], "7", None, job, {}, {}, {}, node_ddp={"node0": own(6000.0)}))
-    assert missing["verdict"] == "not judged" and "node1 has no DDP figure of its own" in missing["reason"]
-    unlike = {"node0": own(6000.0), "node1": multinode.NodeRate("ddp samples/s (4 ranks, nccl)", 4, "nccl", 9000.0)}
-    row = efficiency_row(multinode.multinode_outcome(["node0", "node1"], "7", None, job, {}, {}, {}, node_ddp=unlike))
-    assert row["verdict"] == "not judged" and "node1's own DDP ran 4 ranks with nccl, its part of the job 2 with nccl" in row["reason"]
+    missing = efficiency_row(
+        multinode.multinode_outcome(
+            ["node0", "node1"], "7", None, job, {}, {}, {}, node_ddp={"node0": own(6000.0)}
+        )
+    )
+    assert (
+        missing["verdict"] == "not judged"
+        and "node1 has no DDP figure of its own" in missing["reason"]
+    )
+    unlike = {
+        "node0": own(6000.0),
+        "node1": multinode.NodeRate("ddp samples/s (4 ranks, nccl)", 4, "nccl", 9000.0),
+    }
+    row = efficiency_row(
+        multinode.multinode_outcome(["node0", "node1"], "7", None, job, {}, {}, {}, node_ddp=unlike)
+    )
+    assert (
+        row["verdict"] == "not judged"
+        and "node1's own DDP ran 4 ranks with nccl, its part of the job 2 with nccl"
+        in row["reason"]
+    )
     # the recorded CPU job (one gloo rank per node) against CPU nodes' own two-rank DDP: not like for like
-    cpu = {n: multinode.NodeRate("ddp samples/s (2 ranks, gloo)", 2, "gloo", 5000.0) for n in ("node0", "node1")}
+    cpu = {
+        n: multinode.NodeRate("ddp samples/s (2 ranks, gloo)", 2, "gloo", 5000.0)
+        for n in ("node0", "node1")
+    }
     recorded = {**result, "ddp": {**result["ddp"], "sizes": "quick"}}
-    row = efficiency_row(multinode.multinode_outcome(["node0", "node1"], "7", None, recorded, {}, {}, {}, node_ddp=cpu))
-    assert row["verdict"] == "not judged" and "node0's own DDP ran 2 ranks with gloo, its part of the job 1 with gloo" in row["reason"]
+    row = efficiency_row(
+        multinode.multinode_outcome(
+            ["node0", "node1"], "7", None, recorded, {}, {}, {}, node_ddp=cpu
+        )
+    )
+    assert (
+        row["verdict"] == "not judged"
+        and "node0's own DDP ran 2 ranks with gloo, its part of the job 1 with gloo"
+        in row["reason"]
+    )
 
 
 def test_each_nodes_own_ddp_rate_is_read_from_its_suite_report():
     from suitecases import gpu
+
     from validate.report.record import Record, build_json
 
     gpus = [gpu(0, host=1), gpu(1, host=1)]
-    records = [Record("ddp samples/s (2 ranks, nccl)", gpus[0]["uuid"], "6000 samples/s", "-", "not judged", 0.0, value=6000.0),
-               Record("ddp samples/s (per GPU without all-reduce, median of 2, nccl)", gpus[0]["uuid"], "3100 samples/s", "-", "not judged", 0.0, value=3100.0)]
+    records = [
+        Record(
+            "ddp samples/s (2 ranks, nccl)",
+            gpus[0]["uuid"],
+            "6000 samples/s",
+            "-",
+            "not judged",
+            0.0,
+            value=6000.0,
+        ),
+        Record(
+            "ddp samples/s (per GPU without all-reduce, median of 2, nccl)",
+            gpus[0]["uuid"],
+            "3100 samples/s",
+            "-",
+            "not judged",
+            0.0,
+            value=3100.0,
+        ),
+    ]
     report = build_json(records, {"gpus": gpus, "error": None}, gpus, {}, 0)
-    rates = multinode.node_ddp_rates([HostOutcome("gpu01", READY, "", report=report), HostOutcome("gpu02", READY, "")])
-    assert rates == {"gpu01": multinode.NodeRate("ddp samples/s (2 ranks, nccl)", 2, "nccl", 6000.0)}
+    rates = multinode.node_ddp_rates(
+        [HostOutcome("gpu01", READY, "", report=report), HostOutcome("gpu02", READY, "")]
+    )
+    assert rates == {
+        "gpu01": multinode.NodeRate("ddp samples/s (2 ranks, nccl)", 2, "nccl", 6000.0)
+    }
 
 
 def test_a_slow_link_is_named(result):
@@ -280,37 +456,75 @@ def test_a_slow_node_and_differing_parameters_are_named(result):
     # is the host CPU's as much as the GPU's (review D19), so a rack of two CPU SKUs stays ready
     bad["ranks"][1]["checksum"] = bad["ranks"][0]["checksum"]
     slow = multinode.multinode_outcome(["node0", "node1"], "7", None, bad, {}, {}, {})
-    row = next(r for r in slow.report["host"]["checks"] if r["check"].startswith("multi-node slowest node"))
-    assert row["verdict"] == "warn" and "node node1 runs at" in row["reason"] and slow.status == READY
+    row = next(
+        r for r in slow.report["host"]["checks"] if r["check"].startswith("multi-node slowest node")
+    )
+    assert (
+        row["verdict"] == "warn" and "node node1 runs at" in row["reason"] and slow.status == READY
+    )
 
 
 def test_a_job_without_a_result_names_the_node_and_the_time_limit():
     state = slurm.JobState("9", "TIMEOUT")
     outcome = multinode.multinode_outcome(["a", "b"], "9", state, None, {"a": None, "b": 1}, {}, {})
-    assert outcome.status == TIMEOUT and "b exited 1" in outcome.reason and "while a had not finished" in outcome.reason
-    failed = multinode.multinode_outcome(["a", "b"], "9", slurm.JobState("9", "FAILED"), None, {"a": 0, "b": None}, {"b": "no way"}, {})
-    assert failed.status == FAILED and "b: no way" in failed.reason and "b wrote no exit status" in failed.reason
+    assert (
+        outcome.status == TIMEOUT
+        and "b exited 1" in outcome.reason
+        and "while a had not finished" in outcome.reason
+    )
+    failed = multinode.multinode_outcome(
+        ["a", "b"],
+        "9",
+        slurm.JobState("9", "FAILED"),
+        None,
+        {"a": 0, "b": None},
+        {"b": "no way"},
+        {},
+    )
+    assert (
+        failed.status == FAILED
+        and "b: no way" in failed.reason
+        and "b wrote no exit status" in failed.reason
+    )
 
 
-@pytest.mark.parametrize("edit, words", [
-    (lambda r: r.update(ranks=[]), "0 of 2 ranks reported (missing rank 0, 1)"),
-    (lambda r: r["ranks"].pop(), "1 of 2 ranks reported (missing rank 1)"),
-    (lambda r: r["ranks"].append(dict(r["ranks"][0])), "3 rank entries for a world of 2"),
-    (lambda r: r["ranks"][1].update(node="elsewhere"), "ranks on elsewhere, not one of the job's nodes"),
-    (lambda r: r.update(world="2"), "world is '2', not a number of ranks"),
-])
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        (lambda r: r.update(ranks=[]), "0 of 2 ranks reported (missing rank 0, 1)"),
+        (lambda r: r["ranks"].pop(), "1 of 2 ranks reported (missing rank 1)"),
+        (lambda r: r["ranks"].append(dict(r["ranks"][0])), "3 rank entries for a world of 2"),
+        (
+            lambda r: r["ranks"][1].update(node="elsewhere"),
+            "ranks on elsewhere, not one of the job's nodes",
+        ),
+        (lambda r: r.update(world="2"), "world is '2', not a number of ranks"),
+    ],
+)
 def test_a_result_short_of_ranks_is_a_failed_job_not_a_crash(result, edit, words):
     """Issue 38: an empty rank list crashed the fleet run; a missing rank read ready."""
     edit(result)
-    outcome = multinode.multinode_outcome(["node0", "node1"], "7", None, result, {"node0": 0, "node1": 0}, {}, {})
+    outcome = multinode.multinode_outcome(
+        ["node0", "node1"], "7", None, result, {"node0": 0, "node1": 0}, {}, {}
+    )
     assert outcome.status == FAILED and words in outcome.reason, outcome.reason
 
 
 def test_a_node_killed_after_rank_0_wrote_the_result_is_not_ready(result):
     """Issue 38: a node that exited 137 (SIGKILL: the OOM killer) read ready beside a result file."""
-    outcome = multinode.multinode_outcome(["node0", "node1"], "7", None, result, {"node0": 0, "node1": 137}, {}, {})
-    assert outcome.status == FAILED and "node1 exited 137 (killed: SIGKILL, often the OOM killer)" in outcome.reason
-    assert multinode.multinode_outcome(["node0", "node1"], "7", None, result, {"node0": 0, "node1": 0}, {}, {}).status == READY
+    outcome = multinode.multinode_outcome(
+        ["node0", "node1"], "7", None, result, {"node0": 0, "node1": 137}, {}, {}
+    )
+    assert (
+        outcome.status == FAILED
+        and "node1 exited 137 (killed: SIGKILL, often the OOM killer)" in outcome.reason
+    )
+    assert (
+        multinode.multinode_outcome(
+            ["node0", "node1"], "7", None, result, {"node0": 0, "node1": 0}, {}, {}
+        ).status
+        == READY
+    )
 
 
 def test_the_fleet_report_shows_the_job_as_its_own_row(result):
@@ -318,7 +532,9 @@ def test_the_fleet_report_shows_the_job_as_its_own_row(result):
     fleet = analysis.analyse([HostOutcome("node0", READY), HostOutcome("node1", READY), joint])
     assert fleet.ready
     text = terminal.render_table(fleet, verbose=True)
-    section = text[text.index("\nmulti-node job (node0,node1): ready"):]  # its own section, after the tables
+    section = text[
+        text.index("\nmulti-node job (node0,node1): ready") :
+    ]  # its own section, after the tables
     assert "pass: multi-node slowest link" in section and "slowest link node0 -> node1" in section
     assert "not judged: multi-node all-reduce busbw GB/s" in section
     data = json.loads(jsonreport.render_json(fleet))
@@ -328,7 +544,9 @@ def test_the_fleet_report_shows_the_job_as_its_own_row(result):
 
 @pytest.fixture(scope="module")
 def two_nodes(tmp_path_factory):
-    reason = servers.missing("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel", "srun")
+    reason = servers.missing(
+        "munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel", "srun"
+    )
     if reason:
         pytest.skip(f"Slurm test cluster: {reason}")
     yield from servers.running_cluster(tmp_path_factory.mktemp("slurm2"), nodes=2)
@@ -338,22 +556,43 @@ def two_nodes(tmp_path_factory):
 def test_two_slurm_nodes_run_their_suites_then_one_job_across_them(two_nodes, tmp_path):
     if not (PREFIX / "bin" / "python").exists():
         pytest.skip(f"no python in the prefix {PREFIX}")
-    run = slurm.SlurmJob(rundir=str(tmp_path / "run"), nodes=2, prefix=str(PREFIX), time="15",
-                         suite_args=["--expect-gpus", "0", "--quick", "-k", "torch_version or shared_memory"])
+    run = slurm.SlurmJob(
+        rundir=str(tmp_path / "run"),
+        nodes=2,
+        prefix=str(PREFIX),
+        time="15",
+        suite_args=["--expect-gpus", "0", "--quick", "-k", "torch_version or shared_memory"],
+    )
     seen: list[tuple[str, str, str]] = []
     outcomes = slurm.run_job(run, progress=lambda *a: seen.append(a), poll_s=1.0)
-    assert sorted(o.host for o in outcomes) == sorted(two_nodes.nodes) and all(o.report for o in outcomes), outcomes
+    assert sorted(o.host for o in outcomes) == sorted(two_nodes.nodes) and all(
+        o.report for o in outcomes
+    ), outcomes
     joint = multinode.run_multinode(run, outcomes, lambda *a: seen.append(a), poll_s=1.0)
-    assert joint is not None and joint.host == f"multi-node job ({','.join(o.host for o in outcomes)})"
+    assert (
+        joint is not None and joint.host == f"multi-node job ({','.join(o.host for o in outcomes)})"
+    )
     log = Path(joint.details["log"])
-    assert joint.status == READY, f"{joint.reason}\n{log.read_text()[-3000:] if log.exists() else ''}"
+    assert joint.status == READY, (
+        f"{joint.reason}\n{log.read_text()[-3000:] if log.exists() else ''}"
+    )
     result = joint.report["multinode"]
-    assert result["world"] == 2 and sorted(result["nodes"]) == sorted(two_nodes.nodes) and result["backend"] == "gloo"
-    assert {(link["source"], link["target"]) for link in result["links"]} == {tuple(two_nodes.nodes), tuple(reversed(two_nodes.nodes))}
+    assert (
+        result["world"] == 2
+        and sorted(result["nodes"]) == sorted(two_nodes.nodes)
+        and result["backend"] == "gloo"
+    )
+    assert {(link["source"], link["target"]) for link in result["links"]} == {
+        tuple(two_nodes.nodes),
+        tuple(reversed(two_nodes.nodes)),
+    }
     assert result["allreduce"]["busbw_gbs"] > 0 and result["ddp"]["sizes"] == "quick"
     assert any(who.startswith("multi-node job") and phase == "done" for who, phase, _ in seen)
     row = efficiency_row(joint)  # the nodes' suites ran no DDP check (-k): nothing to sum
-    assert row["verdict"] == "not judged" and f"{two_nodes.nodes[0]} has no DDP figure of its own" in row["reason"]
+    assert (
+        row["verdict"] == "not judged"
+        and f"{two_nodes.nodes[0]} has no DDP figure of its own" in row["reason"]
+    )
 
 
 @pytest.mark.frameworks
@@ -367,12 +606,40 @@ def test_invoke_validate_slurm_nodes_2_adds_the_multinode_row(two_nodes, tmp_pat
         pytest.skip(f"no python in the prefix {PREFIX}")
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, **two_nodes.env, "PYTHONPATH": str(root)}
-    proc = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(root), "validate", "--slurm", "--nodes", "2",
-                           "--prefix", str(PREFIX), "--time", "30", "--expect-gpus", "0", "--quick", "--rundir", str(tmp_path / "run"),
-                           "--json", "fleet.json", "--verbose",
-                           # both "nodes" share this two-core machine: their CPU figures differ by load, not
-                           # health, so the fleet median must not degrade either of them here
-                           "--outlier-floor", "0.05"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=3000)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "invoke",
+            "--search-root",
+            str(root),
+            "validate",
+            "--slurm",
+            "--nodes",
+            "2",
+            "--prefix",
+            str(PREFIX),
+            "--time",
+            "30",
+            "--expect-gpus",
+            "0",
+            "--quick",
+            "--rundir",
+            str(tmp_path / "run"),
+            "--json",
+            "fleet.json",
+            "--verbose",
+            # both "nodes" share this two-core machine: their CPU figures differ by load, not
+            # health, so the fleet median must not degrade either of them here
+            "--outlier-floor",
+            "0.05",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3000,
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
     name = f"multi-node job ({','.join(two_nodes.nodes)})"
     assert name in proc.stdout and "multi-node job" in proc.stdout
@@ -385,4 +652,6 @@ def test_invoke_validate_slurm_nodes_2_adds_the_multinode_row(two_nodes, tmp_pat
     # node has a rate of its own to hold the job's against: each is named, and the row is not judged.
     efficiency = checks["multi-node ddp efficiency over the nodes' own rates"]
     assert efficiency["verdict"] == "not judged", efficiency
-    assert all(f"{node} has no DDP figure of its own" in efficiency["reason"] for node in two_nodes.nodes), efficiency
+    assert all(
+        f"{node} has no DDP figure of its own" in efficiency["reason"] for node in two_nodes.nodes
+    ), efficiency

@@ -8,15 +8,24 @@ import re
 import xml.etree.ElementTree as ET
 
 import pytest
+from suitecases import A100, cpu_report, gpu, gpu_report
 
-from gpuenv.fleet.outcome import DEGRADED, FAILED, NOT_READY, READY, UNREACHABLE, HostOutcome, fleet_ready, status_from_report
+from gpuenv.fleet.outcome import (
+    DEGRADED,
+    FAILED,
+    NOT_READY,
+    READY,
+    UNREACHABLE,
+    HostOutcome,
+    fleet_ready,
+    status_from_report,
+)
 from gpuenv.fleet.report.analysis import AREAS, analyse, check_area, summarise_verdicts
 from gpuenv.fleet.report.htmlreport import render_html
 from gpuenv.fleet.report.jsonreport import build_json, render_json
 from gpuenv.fleet.report.junitreport import render_junit
 from gpuenv.fleet.report.terminal import render_live, render_table
 from gpuenv.fleet.suitereport import load_suite_report
-from suitecases import A100, cpu_report, gpu, gpu_report
 from validate.judge.peaks import load_peaks
 
 PEAKS = load_peaks()
@@ -25,14 +34,38 @@ PEAKS = load_peaks()
 def rack() -> list[HostOutcome]:
     """Three H100 hosts (one slow GPU), one A100 host with a failed check, one unreachable host."""
     a = gpu_report([(gpu(0, host=1), 700.0, 3000.0), (gpu(1, host=1), 690.0, 2950.0)])
-    b = gpu_report([(gpu(0, host=2), 710.0, 3010.0), (gpu(1, host=2), 400.0, 2980.0)])  # GPU 1: bf16 far below
+    b = gpu_report(
+        [(gpu(0, host=2), 710.0, 3010.0), (gpu(1, host=2), 400.0, 2980.0)]
+    )  # GPU 1: bf16 far below
     c = gpu_report([(gpu(0, host=3), 705.0, 2990.0)])
-    d = gpu_report([(gpu(0, A100, host=4), 250.0, 1800.0)], failed=["tensorflow memory growth [growth-env]"])
+    d = gpu_report(
+        [(gpu(0, A100, host=4), 250.0, 1800.0)], failed=["tensorflow memory growth [growth-env]"]
+    )
     outs = []
-    for name, report in (("ssh://ops@gpu1", a), ("ssh://ops@gpu2", b), ("ssh://ops@gpu3", c), ("ssh://ops@gpu4", d)):
+    for name, report in (
+        ("ssh://ops@gpu1", a),
+        ("ssh://ops@gpu2", b),
+        ("ssh://ops@gpu3", c),
+        ("ssh://ops@gpu4", d),
+    ):
         status, reason = status_from_report(report, report["summary"]["pytest_exit_status"])
-        outs.append(HostOutcome(name, status, reason, report=report, seconds=12.5, exit_code=report["summary"]["pytest_exit_status"]))
-    outs.append(HostOutcome("ssh://ops@gpu5", UNREACHABLE, "cannot reach gpu5 over SSH (NoValidConnectionsError: refused)"))
+        outs.append(
+            HostOutcome(
+                name,
+                status,
+                reason,
+                report=report,
+                seconds=12.5,
+                exit_code=report["summary"]["pytest_exit_status"],
+            )
+        )
+    outs.append(
+        HostOutcome(
+            "ssh://ops@gpu5",
+            UNREACHABLE,
+            "cannot reach gpu5 over SSH (NoValidConnectionsError: refused)",
+        )
+    )
     return outs
 
 
@@ -42,7 +75,9 @@ def test_status_from_report_needs_ok_and_exit_zero():
     failing = gpu_report([(gpu(0), 700.0, 3000.0)], failed=["device memory GB/s"])
     status, reason = status_from_report(failing, 1)
     assert status == NOT_READY and "device memory GB/s" in reason
-    assert status_from_report(cpu_report(), 2)[0] == NOT_READY  # report says ok, but the suite was interrupted
+    assert (
+        status_from_report(cpu_report(), 2)[0] == NOT_READY
+    )  # report says ok, but the suite was interrupted
 
 
 def test_fleet_ready_only_when_every_host_is():
@@ -55,7 +90,9 @@ def test_analyse_medians_are_per_gpu_model_and_flag_outliers():
     fleet = analyse(rack(), PEAKS)
     h100 = fleet.medians["NVIDIA H100 80GB HBM3"]
     assert h100["matmul bf16 TFLOPS"] == 700.0  # median of 700, 690, 710, 400, 705
-    assert fleet.medians[A100]["matmul bf16 TFLOPS"] == 250.0  # the A100 is not judged against H100s
+    assert (
+        fleet.medians[A100]["matmul bf16 TFLOPS"] == 250.0
+    )  # the A100 is not judged against H100s
     outliers = [(row.host, row.index, check) for row, check, _ in fleet.outliers]
     assert outliers == [("ssh://ops@gpu2", 1, "matmul bf16 TFLOPS")]
     slow = next(r for r in fleet.rows if r.host == "ssh://ops@gpu2" and r.index == 1)
@@ -66,7 +103,10 @@ def test_analyse_medians_are_per_gpu_model_and_flag_outliers():
 
 
 def test_baseline_applies_per_gpu_model():
-    baseline = {"NVIDIA H100 80GB HBM3": {"matmul bf16 TFLOPS": 720.0}, A100: {"device memory GB/s": 1900.0}}
+    baseline = {
+        "NVIDIA H100 80GB HBM3": {"matmul bf16 TFLOPS": 720.0},
+        A100: {"device memory GB/s": 1900.0},
+    }
     fleet = analyse(rack(), PEAKS, baseline)
     h100 = next(r for r in fleet.rows if r.host == "ssh://ops@gpu1" and r.index == 0)
     a100 = next(r for r in fleet.rows if r.host == "ssh://ops@gpu4")
@@ -74,12 +114,19 @@ def test_baseline_applies_per_gpu_model():
     # no baseline for that check, and no reference measured like the suite's copy: the fleet judges
     assert h100.figures["device memory GB/s"].reference()[0] == "fleet median"
     assert a100.figures["device memory GB/s"].reference() == ("baseline", 1900.0)
-    assert a100.figures["matmul bf16 TFLOPS"].baseline is None  # the H100 figure does not leak to the A100
+    assert (
+        a100.figures["matmul bf16 TFLOPS"].baseline is None
+    )  # the H100 figure does not leak to the A100
     assert "baseline applied per GPU model" in render_table(fleet)
 
 
 def test_unknown_model_without_peak_is_judged_against_the_fleet():
-    report = gpu_report([(gpu(0, "NVIDIA Future GPU", host=9), 100.0, 500.0), (gpu(1, "NVIDIA Future GPU", host=9), 80.0, 500.0)])
+    report = gpu_report(
+        [
+            (gpu(0, "NVIDIA Future GPU", host=9), 100.0, 500.0),
+            (gpu(1, "NVIDIA Future GPU", host=9), 80.0, 500.0),
+        ]
+    )
     fleet = analyse([HostOutcome("n1", READY, report=report)], PEAKS)
     fig = fleet.rows[1].figures["matmul bf16 TFLOPS"]
     assert fig.peak is None and fig.reference() == ("fleet median", 90.0)
@@ -89,23 +136,42 @@ def test_unknown_model_without_peak_is_judged_against_the_fleet():
 def test_text_table_puts_the_summary_and_the_worst_hosts_first():
     text = render_table(analyse(rack(), PEAKS))
     lines = text.splitlines()
-    assert lines[0] == ("2 of 5 host(s) ready (2 ready, 1 not ready, 1 degraded, 1 unreachable); "
-                        "outlier floor 90% of the fleet median")
+    assert lines[0] == (
+        "2 of 5 host(s) ready (2 ready, 1 not ready, 1 degraded, 1 unreachable); "
+        "outlier floor 90% of the fleet median"
+    )
     assert lines[1] == "  NVIDIA H100 80GB HBM3: 3 host(s), 5 GPU(s): 1 degraded, 2 ready"
     assert lines[2] == "  NVIDIA A100-SXM4-80GB: 1 host(s), 1 GPU(s): 1 not ready"
     assert lines[5] == "not ready, worst first (3):"
-    hosts = [line.split(": ")[1] for line in lines[6:] if line and not line.startswith(" ") and ": " in line][:3]
-    assert hosts == ["ssh://ops@gpu4", "ssh://ops@gpu5", "ssh://ops@gpu2"]  # failed, then unreachable, then slow
-    assert "  fail: tensorflow memory growth [growth-env] [GPU 0]: tensorflow memory growth [growth-env] below threshold" in lines
-    assert ("degraded: ssh://ops@gpu2: 1 figure(s) below 90% of the fleet median; lowest: GPU 1 matmul bf16 TFLOPS 400.0 "
-            "is 57% of the fleet median 700.0 of NVIDIA H100 80GB HBM3") in lines
+    hosts = [
+        line.split(": ")[1]
+        for line in lines[6:]
+        if line and not line.startswith(" ") and ": " in line
+    ][:3]
+    assert hosts == [
+        "ssh://ops@gpu4",
+        "ssh://ops@gpu5",
+        "ssh://ops@gpu2",
+    ]  # failed, then unreachable, then slow
+    assert (
+        "  fail: tensorflow memory growth [growth-env] [GPU 0]: tensorflow memory growth [growth-env] below threshold"
+        in lines
+    )
+    assert (
+        "degraded: ssh://ops@gpu2: 1 figure(s) below 90% of the fleet median; lowest: GPU 1 matmul bf16 TFLOPS 400.0 "
+        "is 57% of the fleet median 700.0 of NVIDIA H100 80GB HBM3"
+    ) in lines
     header = next(n for n, line in enumerate(lines) if line.startswith("host "))
     assert lines[header].split() == ["host", "GPU", "status", *AREAS, "worst", "figure"]
-    gpu2 = next(line for line in lines[header:] if line.startswith("ssh://ops@gpu2") and " 1 NVIDIA" in line)
+    gpu2 = next(
+        line for line in lines[header:] if line.startswith("ssh://ops@gpu2") and " 1 NVIDIA" in line
+    )
     assert "matmul bf16 TFLOPS 400.0 (50% of reference) OUTLIER" in gpu2 and "degraded" in gpu2
     gpu4 = next(line for line in lines[header:] if line.startswith("ssh://ops@gpu4"))
     assert "not ready" in gpu4 and "FAIL 1" in gpu4
-    assert not any(line.startswith(("ssh://ops@gpu1", "ssh://ops@gpu3")) for line in lines)  # ready: collapsed
+    assert not any(
+        line.startswith(("ssh://ops@gpu1", "ssh://ops@gpu3")) for line in lines
+    )  # ready: collapsed
     assert lines[-1].startswith("2 ready host(s) not listed (--verbose lists them")
 
 
@@ -113,7 +179,10 @@ def test_text_table_lists_ready_hosts_with_verbose():
     lines = render_table(analyse(rack(), PEAKS), verbose=True).splitlines()
     start = lines.index("ready (2):")
     assert lines[start + 1].split()[:3] == ["host", "GPUs", "status"]
-    assert [line.split()[:3] for line in lines[start + 3:]] == [["ssh://ops@gpu1", "2", "ready"], ["ssh://ops@gpu3", "1", "ready"]]
+    assert [line.split()[:3] for line in lines[start + 3 :]] == [
+        ["ssh://ops@gpu1", "2", "ready"],
+        ["ssh://ops@gpu3", "1", "ready"],
+    ]
 
 
 def test_an_outlier_makes_its_host_degraded_and_the_floor_is_a_setting():
@@ -129,31 +198,85 @@ def test_an_outlier_makes_its_host_degraded_and_the_floor_is_a_setting():
 
 
 def test_every_area_has_a_column_and_unknown_checks_go_to_other():
-    assert AREAS == ("environment", "visibility", "memory", "masking", "speed", "sustained", "multigpu", "other")
-    assert check_area({"test": "checks/test_07_multigpu.py::test_ddp_training", "check": "ddp scaling efficiency (8 ranks, nccl)"}) == "multigpu"
-    assert check_area({"test": "multinode", "check": "multi-node slowest link (16 ranks on 2 nodes, nccl)"}) == "multigpu"
-    assert check_area({"test": "checks/test_06_sustained.py::test_sustained_load", "check": "sustained load"}) == "sustained"
+    assert AREAS == (
+        "environment",
+        "visibility",
+        "memory",
+        "masking",
+        "speed",
+        "sustained",
+        "multigpu",
+        "other",
+    )
+    assert (
+        check_area(
+            {
+                "test": "checks/test_07_multigpu.py::test_ddp_training",
+                "check": "ddp scaling efficiency (8 ranks, nccl)",
+            }
+        )
+        == "multigpu"
+    )
+    assert (
+        check_area(
+            {"test": "multinode", "check": "multi-node slowest link (16 ranks on 2 nodes, nccl)"}
+        )
+        == "multigpu"
+    )
+    assert (
+        check_area(
+            {"test": "checks/test_06_sustained.py::test_sustained_load", "check": "sustained load"}
+        )
+        == "sustained"
+    )
     assert check_area({"test": "", "check": "clock events under load"}) == "sustained"
-    assert check_area({"test": "checks/test_07_nvlink.py::test_x", "check": "nvlink GB/s"}) == "other"
+    assert (
+        check_area({"test": "checks/test_07_nvlink.py::test_x", "check": "nvlink GB/s"}) == "other"
+    )
     report = gpu_report([(gpu(0, host=1), 700.0, 3000.0)])
     uuid = gpu(0, host=1)["uuid"]
     report[uuid]["checks"] += [
-        {"check": "clock events under load", "gpu": uuid, "measured": "HW_SLOWDOWN", "threshold": "none", "verdict": "fail",
-         "seconds": 0.0, "reason": "throttled", "value": None, "test": "checks/test_06_sustained.py::test_sustained_load"},
-        {"check": "nvlink GB/s", "gpu": uuid, "measured": "400", "threshold": "-", "verdict": "not judged",
-         "seconds": 1.0, "reason": "", "value": 400.0, "test": "checks/test_07_nvlink.py::test_nvlink"},
+        {
+            "check": "clock events under load",
+            "gpu": uuid,
+            "measured": "HW_SLOWDOWN",
+            "threshold": "none",
+            "verdict": "fail",
+            "seconds": 0.0,
+            "reason": "throttled",
+            "value": None,
+            "test": "checks/test_06_sustained.py::test_sustained_load",
+        },
+        {
+            "check": "nvlink GB/s",
+            "gpu": uuid,
+            "measured": "400",
+            "threshold": "-",
+            "verdict": "not judged",
+            "seconds": 1.0,
+            "reason": "",
+            "value": 400.0,
+            "test": "checks/test_07_nvlink.py::test_nvlink",
+        },
     ]
     status, reason = status_from_report(report, 1)
     fleet = analyse([HostOutcome("hot", status, reason, report=report)], PEAKS)
     verdicts = fleet.rows[0].area_verdicts()
-    assert verdicts["sustained"] == "FAIL 1" and verdicts["other"] == "not judged" and verdicts["speed"] == "pass"
+    assert (
+        verdicts["sustained"] == "FAIL 1"
+        and verdicts["other"] == "not judged"
+        and verdicts["speed"] == "pass"
+    )
 
 
 def test_neutral_verdicts_are_neither_pass_nor_fail():
     assert summarise_verdicts(["info"]) == "info"
     assert summarise_verdicts(["not judged", "no reference"]) == "not judged"
     assert summarise_verdicts(["pass", "warn", "not judged"]) == "pass, 1 warn"
-    report = gpu_report([(gpu(0, host=1), 700.0, 3000.0)], verdicts={"matmul bf16 TFLOPS": "not judged", "device memory GB/s": "not judged"})
+    report = gpu_report(
+        [(gpu(0, host=1), 700.0, 3000.0)],
+        verdicts={"matmul bf16 TFLOPS": "not judged", "device memory GB/s": "not judged"},
+    )
     assert report["summary"]["verdicts"]["not judged"] == 2
     assert status_from_report(report, 0) == (READY, "")
 
@@ -178,14 +301,21 @@ def test_text_table_of_cpu_hosts_uses_the_real_suite_report():
     one = analyse([HostOutcome("ssh://root@127.0.0.1:2222", READY, report=cpu_report())], PEAKS)
     line = render_table(one, verbose=True).splitlines()[-1]
     assert line.split()[:3] == ["ssh://root@127.0.0.1:2222", "0", "ready"]
-    assert line.split()[-1] == "-"  # one host: no peak, no baseline, and a median of one is no reference
+    assert (
+        line.split()[-1] == "-"
+    )  # one host: no peak, no baseline, and a median of one is no reference
     slower = cpu_report()
     for check in slower["host"]["checks"]:
         if check["value"] is not None:
             check["value"] *= 0.5
-    two = analyse([HostOutcome("a", READY, report=cpu_report()), HostOutcome("b", READY, report=slower)], PEAKS)
+    two = analyse(
+        [HostOutcome("a", READY, report=cpu_report()), HostOutcome("b", READY, report=slower)],
+        PEAKS,
+    )
     lines = render_table(two, verbose=True).splitlines()
-    assert "(67% of fleet median) OUTLIER" in next(line for line in lines if line.startswith("b  ") and "degraded" in line)
+    assert "(67% of fleet median) OUTLIER" in next(
+        line for line in lines if line.startswith("b  ") and "degraded" in line
+    )
     assert "(133% of fleet median)" in next(line for line in lines if line.startswith("a  "))
 
 
@@ -197,21 +327,34 @@ def test_json_is_keyed_by_host_then_gpu_uuid():
     assert data["format"] == "gpuenv-fleet-report/1" and data["ready"] is False
     assert list(data["hosts"]) == [o.host for o in outs]
     assert data["not_ready"] == ["ssh://ops@gpu4", "ssh://ops@gpu5", "ssh://ops@gpu2"]
-    assert data["counts"] == {"ready": 2, "not ready": 1, "degraded": 1, "unreachable": 1, "malformed": 0}
+    assert data["counts"] == {
+        "ready": 2,
+        "not ready": 1,
+        "degraded": 1,
+        "unreachable": 1,
+        "malformed": 0,
+    }
     slow_uuid = gpu(1, host=2)["uuid"]
     entry = data["hosts"]["ssh://ops@gpu2"]["gpus"][slow_uuid]
     assert data["hosts"]["ssh://ops@gpu2"]["status"] == "degraded"
     assert entry["gpu"]["index"] == 1 and entry["model"] == "NVIDIA H100 80GB HBM3"
     assert entry["figures"]["matmul bf16 TFLOPS"]["outlier"] is True
-    assert entry["figures"]["matmul bf16 TFLOPS"]["fraction_of_median"] == pytest.approx(400 / 700, abs=1e-4)
+    assert entry["figures"]["matmul bf16 TFLOPS"]["fraction_of_median"] == pytest.approx(
+        400 / 700, abs=1e-4
+    )
     assert any(c["check"] == "matmul bf16 TFLOPS" for c in entry["checks"])
-    assert data["hosts"]["ssh://ops@gpu5"]["status"] == "unreachable" and data["hosts"]["ssh://ops@gpu5"]["gpus"] == {}
+    assert (
+        data["hosts"]["ssh://ops@gpu5"]["status"] == "unreachable"
+        and data["hosts"]["ssh://ops@gpu5"]["gpus"] == {}
+    )
 
 
 def test_json_maps_non_finite_numbers_from_backends_to_null():
     outs = rack()
     outs[4].details = {"connect_seconds": float("inf"), "ratio": float("nan")}
-    data = json.loads(render_json(analyse(outs, PEAKS)), parse_constant=lambda name: pytest.fail(f"bare {name}"))
+    data = json.loads(
+        render_json(analyse(outs, PEAKS)), parse_constant=lambda name: pytest.fail(f"bare {name}")
+    )
     assert data["hosts"]["ssh://ops@gpu5"]["details"] == {"connect_seconds": None, "ratio": None}
 
 
@@ -221,7 +364,9 @@ def test_junit_has_one_testsuite_per_host():
     assert [s.get("name") for s in suites] == [f"ssh://ops@gpu{i}" for i in range(1, 6)]
     gpu2 = suites[1]
     outlier = gpu2.find("testcase[@classname='ssh://ops@gpu2.fleet']/failure")
-    assert gpu2.get("failures") == "1" and "400.0 is 57% of the fleet median 700.0" in outlier.get("message")
+    assert gpu2.get("failures") == "1" and "400.0 is 57% of the fleet median 700.0" in outlier.get(
+        "message"
+    )
     gpu4 = suites[3]
     assert gpu4.get("failures") == "1" and gpu4.find("testcase/failure") is not None
     gpu5 = suites[4]
@@ -233,15 +378,34 @@ def test_junit_has_one_testsuite_per_host():
 def test_html_puts_summary_and_worst_hosts_first_and_is_self_contained():
     page = render_html(analyse(rack(), PEAKS), generated="2026-01-01 00:00 UTC")
     assert page.startswith("<!DOCTYPE html>")
-    order = ['id="fleet-summary"', 'id="fleet-counts"', 'id="fleet-models"', 'id="fleet-not-ready"', 'id="fleet-distributions"',
-             'id="fleet-heatmap"', 'id="fleet-not-ready-details"', 'id="fleet-ready"']
-    assert [page.index(marker) for marker in order] == sorted(page.index(marker) for marker in order)
+    order = [
+        'id="fleet-summary"',
+        'id="fleet-counts"',
+        'id="fleet-models"',
+        'id="fleet-not-ready"',
+        'id="fleet-distributions"',
+        'id="fleet-heatmap"',
+        'id="fleet-not-ready-details"',
+        'id="fleet-ready"',
+    ]
+    assert [page.index(marker) for marker in order] == sorted(
+        page.index(marker) for marker in order
+    )
     worst = re.findall(r'<tr class="bad" data-status="([^"]+)"><td>\d+</td><td>([^<]+)</td>', page)
-    assert worst == [("not ready", "ssh://ops@gpu4"), ("unreachable", "ssh://ops@gpu5"), ("degraded", "ssh://ops@gpu2")]
+    assert worst == [
+        ("not ready", "ssh://ops@gpu4"),
+        ("unreachable", "ssh://ops@gpu5"),
+        ("degraded", "ssh://ops@gpu2"),
+    ]
     assert 'data-hosts="5" data-ready="2" data-not-ready="3" data-outliers="1"' in page
-    assert page.count("<svg") == 3  # distributions of both models, the H100 heatmap (one A100 GPU has no median)
-    assert "1 outlier(s) below 90% of the fleet median: ssh://ops@gpu2 GPU 1 matmul bf16 TFLOPS 400.0 (57%)" in page
-    ready = page[page.index('id="fleet-ready"'):]
+    assert (
+        page.count("<svg") == 3
+    )  # distributions of both models, the H100 heatmap (one A100 GPU has no median)
+    assert (
+        "1 outlier(s) below 90% of the fleet median: ssh://ops@gpu2 GPU 1 matmul bf16 TFLOPS 400.0 (57%)"
+        in page
+    )
+    ready = page[page.index('id="fleet-ready"') :]
     assert "<details><summary>2 ready host(s)" in ready and ready.count('<tr class="ready">') == 2
     # no network assets: nothing fetched from http(s), no scripts, no external stylesheets or images
     assert "<script" not in page and "<link" not in page and "<img" not in page
@@ -253,9 +417,15 @@ def test_html_plot_size_does_not_grow_with_the_fleet():
     def fleet_of(hosts: int) -> list[HostOutcome]:
         outs = []
         for h in range(hosts):
-            report = gpu_report([(gpu(i, host=h), 700.0 + (h * 7 + i) % 13, 3000.0 + (h * 3 + i) % 17) for i in range(8)])
+            report = gpu_report(
+                [
+                    (gpu(i, host=h), 700.0 + (h * 7 + i) % 13, 3000.0 + (h * 3 + i) % 17)
+                    for i in range(8)
+                ]
+            )
             outs.append(HostOutcome(f"n{h:04d}", READY, report=report))
         return outs
+
     small = analyse(fleet_of(60), PEAKS)  # past the heatmap's labelled worst hosts, sizes are fixed
     large = analyse(fleet_of(400), PEAKS)
     from gpuenv.fleet.report.plots import plot_distributions, plot_heatmap
@@ -276,25 +446,39 @@ def test_html_grows_by_a_short_row_per_ready_host_and_opens_only_the_worst_hosts
     def fleet_of(ready: int, slow: int) -> list[HostOutcome]:
         outs = []
         for h in range(ready + slow):
-            figures = [(gpu(i, host=h), (350.0 if h >= ready and i == 0 else 700.0) + (h + i) % 7, 3000.0) for i in range(8)]
+            figures = [
+                (gpu(i, host=h), (350.0 if h >= ready and i == 0 else 700.0) + (h + i) % 7, 3000.0)
+                for i in range(8)
+            ]
             outs.append(HostOutcome(f"n{h:05d}", READY, report=gpu_report(figures)))
         return outs[::-1]  # not in name order
 
-    small, large = render_html(analyse(fleet_of(100, 30), PEAKS)), render_html(analyse(fleet_of(300, 30), PEAKS))
-    ready = large[large.index('id="fleet-ready"'):]
+    small, large = (
+        render_html(analyse(fleet_of(100, 30), PEAKS)),
+        render_html(analyse(fleet_of(300, 30), PEAKS)),
+    )
+    ready = large[large.index('id="fleet-ready"') :]
     assert ready.count('<tr class="ready">') == 300 and (len(large) - len(small)) / 200 < 160
     names = re.findall(r'<tr class="ready"><td>([^<]+)</td>', ready)
     assert names == sorted(names)  # by name, so that one host is found
-    details = large[large.index('id="fleet-not-ready-details"'):large.index('id="fleet-ready"')]
+    details = large[large.index('id="fleet-not-ready-details"') : large.index('id="fleet-ready"')]
     assert details.count('<details class="host" open>') == htmlreport.OPEN_DETAILS == 20
     assert details.count('<details class="host">') == 10
-    assert details.count("<td") < 30 * 30  # three cells a GPU (was one per area: 80 a host), so the page is light to build
-    assert "<td>0 NVIDIA H100 80GB HBM3" in details and '<span class="outlier">matmul bf16 TFLOPS 3' in details
+    assert (
+        details.count("<td") < 30 * 30
+    )  # three cells a GPU (was one per area: 80 a host), so the page is light to build
+    assert (
+        "<td>0 NVIDIA H100 80GB HBM3" in details
+        and '<span class="outlier">matmul bf16 TFLOPS 3' in details
+    )
 
     monkeypatch.setattr(htmlreport, "MAX_DETAILS", 25)
     capped = render_html(analyse(fleet_of(10, 30), PEAKS))
     assert capped.count('<details class="host"') == 25 and capped.count('<tr class="bad"') == 30
-    assert "5 more host(s) that are not ready: each is named with its reason in the table above" in capped
+    assert (
+        "5 more host(s) that are not ready: each is named with its reason in the table above"
+        in capped
+    )
 
 
 def test_html_without_gpus_says_there_is_nothing_to_plot():
@@ -311,7 +495,9 @@ def test_small_helpers():
     assert check_area({"test": "checks/test_99_custom_site.py::test_y"}) == "other"
     assert load_suite_report("not json") is None
     assert status_from_report(load_suite_report('{"format": "other"}'), 0) == (
-        "malformed", "malformed report: format 'other' is not gpuenv-validate-report/N")
+        "malformed",
+        "malformed report: format 'other' is not gpuenv-validate-report/N",
+    )
     assert load_suite_report(json.dumps(cpu_report()))["summary"]["ok"] is True
 
 
@@ -344,12 +530,28 @@ def test_the_fleet_is_computed_once_by_analyse():
         A100: {"hosts": 1, "gpus": 1, "status": {NOT_READY: 1}},
         "no GPU shown": {"hosts": 1, "gpus": 0, "status": {UNREACHABLE: 1}},
     }
-    assert [o.host for o, _ in fleet.not_ready] == ["ssh://ops@gpu4", "ssh://ops@gpu5", "ssh://ops@gpu2"]
+    assert [o.host for o, _ in fleet.not_ready] == [
+        "ssh://ops@gpu4",
+        "ssh://ops@gpu5",
+        "ssh://ops@gpu2",
+    ]
     assert [o.host for o, _ in fleet.ready_hosts] == ["ssh://ops@gpu1", "ssh://ops@gpu3"]
-    assert [o.host for o, _ in fleet.hosts] == [o.host for o in fleet.outcomes] == [f"ssh://ops@gpu{i}" for i in range(1, 6)]
-    (row, check, fig), = fleet.outliers
-    assert (row.host, row.index, check, fig.value) == ("ssh://ops@gpu2", 1, "matmul bf16 TFLOPS", 400.0)
-    assert row in fleet.rows and next(rows for o, rows in fleet.hosts if o.host == "ssh://ops@gpu2")[1] is row
+    assert (
+        [o.host for o, _ in fleet.hosts]
+        == [o.host for o in fleet.outcomes]
+        == [f"ssh://ops@gpu{i}" for i in range(1, 6)]
+    )
+    ((row, check, fig),) = fleet.outliers
+    assert (row.host, row.index, check, fig.value) == (
+        "ssh://ops@gpu2",
+        1,
+        "matmul bf16 TFLOPS",
+        400.0,
+    )
+    assert (
+        row in fleet.rows
+        and next(rows for o, rows in fleet.hosts if o.host == "ssh://ops@gpu2")[1] is row
+    )
 
 
 def test_write_reports_writes_each_asked_format_and_nothing_else(tmp_path):
@@ -357,7 +559,15 @@ def test_write_reports_writes_each_asked_format_and_nothing_else(tmp_path):
 
     fleet = analyse(rack(), PEAKS)
     json_path, junit_path = tmp_path / "fleet.json", tmp_path / "fleet.xml"
-    assert write_reports(fleet, json_path=str(json_path), junit_path=str(junit_path)) == [str(json_path), str(junit_path)]
-    assert json_path.read_text() == render_json(fleet) and junit_path.read_text() == render_junit(fleet)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["fleet.json", "fleet.xml"]  # no HTML, no temporary file left
+    assert write_reports(fleet, json_path=str(json_path), junit_path=str(junit_path)) == [
+        str(json_path),
+        str(junit_path),
+    ]
+    assert json_path.read_text() == render_json(fleet) and junit_path.read_text() == render_junit(
+        fleet
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "fleet.json",
+        "fleet.xml",
+    ]  # no HTML, no temporary file left
     assert write_reports(fleet) == []

@@ -9,11 +9,11 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from servers import free_port
 
+from gpuenv.errors import BadInput
 from gpuenv.fleet.outcome import AUTH_REFUSED, FAILED, NO_GPU_RUNTIME, READY, TIMEOUT, UNREACHABLE
 from gpuenv.fleet.sshhosts import SuiteRun, parse_hosts, validate_hosts
-from gpuenv.errors import BadInput
-from servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (tests/fleet/../..)
 
@@ -29,31 +29,76 @@ def ssh_home(ssh_server, monkeypatch):
 
 
 def leftover_containers(docker_engine) -> list[str]:
-    return [c.id for c in docker_engine.containers.list(all=True, filters={"label": "io.gpuenv.fleet"})]
+    return [
+        c.id for c in docker_engine.containers.list(all=True, filters={"label": "io.gpuenv.fleet"})
+    ]
 
 
-def test_two_hosts_one_unreachable_real_suite_through_invoke(ssh_server, suite_image, docker_engine, tmp_path):
+def test_two_hosts_one_unreachable_real_suite_through_invoke(
+    ssh_server, suite_image, docker_engine, tmp_path
+):
     """The real suite runs in the image on the reachable host; the other is reported unreachable;
     the fleet exits 1 and writes JSON, JUnit and HTML."""
     dead = f"ssh://{ssh_server.user}@127.0.0.1:{free_port()}"
     out = tmp_path / "out"
-    baseline = tmp_path / "baseline.json"  # copied into the container; a missing file would stop the suite
-    baseline.write_text(json.dumps({"format": "gpuenv-validate-baseline/1", "models": {"host": {"cnn training samples/s (cpu)": 1.0}}}))
+    baseline = (
+        tmp_path / "baseline.json"
+    )  # copied into the container; a missing file would stop the suite
+    baseline.write_text(
+        json.dumps(
+            {
+                "format": "gpuenv-validate-baseline/1",
+                "models": {"host": {"cnn training samples/s (cpu)": 1.0}},
+            }
+        )
+    )
     env = {**os.environ, "HOME": str(ssh_server.home), "PYTHONPATH": str(ROOT)}
     env.pop("SSH_AUTH_SOCK", None)
     import subprocess
     import sys
 
     proc = subprocess.run(
-        [sys.executable, "-m", "invoke", "--search-root", str(ROOT), "validate", "--hosts", f"{ssh_server.url},{dead}",
-         "--image", suite_image, "--gpus", "none", "--expect-gpus", "0", "--quick", "--parallel", "2", "--baseline", str(baseline),
-         "--json", str(out / "fleet.json"), "--junit", str(out / "fleet.xml"), "--report", str(out / "fleet.html")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "invoke",
+            "--search-root",
+            str(ROOT),
+            "validate",
+            "--hosts",
+            f"{ssh_server.url},{dead}",
+            "--image",
+            suite_image,
+            "--gpus",
+            "none",
+            "--expect-gpus",
+            "0",
+            "--quick",
+            "--parallel",
+            "2",
+            "--baseline",
+            str(baseline),
+            "--json",
+            str(out / "fleet.json"),
+            "--junit",
+            str(out / "fleet.xml"),
+            "--report",
+            str(out / "fleet.html"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     # progress per host, as plain lines (not a terminal)
-    assert f"{ssh_server.url}" in proc.stdout and "running: the suite" in proc.stdout and "\x1b[" not in proc.stdout
+    assert (
+        f"{ssh_server.url}" in proc.stdout
+        and "running: the suite" in proc.stdout
+        and "\x1b[" not in proc.stdout
+    )
     assert "1 of 2 host(s) ready" in proc.stdout
     data = json.loads((out / "fleet.json").read_text())
     good, bad = data["hosts"][ssh_server.url], data["hosts"][dead]
@@ -62,28 +107,47 @@ def test_two_hosts_one_unreachable_real_suite_through_invoke(ssh_server, suite_i
     assert good["host"]["nvml"]["gpus"] == [] and "NVML" in good["host"]["nvml"]["error"]
     checks = {c["check"]: c for c in good["host"]["checks"]}
     # the image holds the suite without frameworks: their checks skip with that reason
-    assert checks["torch build"]["verdict"] == "skip" and "PyTorch is not installed" in checks["torch build"]["reason"]
-    assert checks["driver"]["verdict"] == "skip" and "libnvidia-ml.so.1 not found" in checks["driver"]["reason"]
+    assert (
+        checks["torch build"]["verdict"] == "skip"
+        and "PyTorch is not installed" in checks["torch build"]["reason"]
+    )
+    assert (
+        checks["driver"]["verdict"] == "skip"
+        and "libnvidia-ml.so.1 not found" in checks["driver"]["reason"]
+    )
     assert good["details"]["engine"]["server_version"]
-    assert bad["status"] == UNREACHABLE and f"cannot reach 127.0.0.1:{dead.rsplit(':', 1)[1]} over SSH: connection refused" in bad["reason"]
+    assert (
+        bad["status"] == UNREACHABLE
+        and f"cannot reach 127.0.0.1:{dead.rsplit(':', 1)[1]} over SSH: connection refused"
+        in bad["reason"]
+    )
     assert data["ready"] is False
     suites = ET.parse(out / "fleet.xml").getroot().findall("testsuite")
     assert [s.get("name") for s in suites] == [ssh_server.url, dead]
-    assert int(suites[0].get("tests")) == len(good["host"]["checks"]) and suites[1].get("errors") == "1"
+    assert (
+        int(suites[0].get("tests")) == len(good["host"]["checks"])
+        and suites[1].get("errors") == "1"
+    )
     assert 'data-hosts="2" data-ready="1"' in (out / "fleet.html").read_text()
     assert leftover_containers(docker_engine) == []
 
 
-def test_gpus_asked_of_an_engine_without_gpu_runtime(ssh_server, ssh_home, suite_image, docker_engine):
+def test_gpus_asked_of_an_engine_without_gpu_runtime(
+    ssh_server, ssh_home, suite_image, docker_engine
+):
     if "nvidia" in (docker_engine.info().get("Runtimes") or {}):
-        pytest.skip("this engine has the NVIDIA runtime: it can give GPUs, so the no-runtime path cannot be shown here")
+        pytest.skip(
+            "this engine has the NVIDIA runtime: it can give GPUs, so the no-runtime path cannot be shown here"
+        )
     [outcome] = validate_hosts([ssh_server.url], SuiteRun(image=suite_image, gpus="all"))
     assert outcome.status == NO_GPU_RUNTIME, outcome.reason
     assert "NVIDIA Container Toolkit" in outcome.reason
     assert leftover_containers(docker_engine) == []
 
 
-def test_a_missing_image_is_pulled_by_digest_over_ssh(ssh_server, ssh_home, suite_image, docker_engine, tmp_path):
+def test_a_missing_image_is_pulled_by_digest_over_ssh(
+    ssh_server, ssh_home, suite_image, docker_engine, tmp_path
+):
     """Push the suite image to a real registry on loopback, drop that reference, then validate
     with REGISTRY/...@sha256:...: the host's engine pulls it by digest and runs the suite."""
     import servers
@@ -99,10 +163,15 @@ def test_a_missing_image_is_pulled_by_digest_over_ssh(ssh_server, ssh_home, suit
                 assert "error" not in event, event
             digest = docker_engine.images.get(f"{repo}:push").attrs["RepoDigests"][0]
             assert digest.startswith(f"{repo}@sha256:")
-            docker_engine.images.remove(f"{repo}:push")  # the engine no longer knows the digest reference
+            docker_engine.images.remove(
+                f"{repo}:push"
+            )  # the engine no longer knows the digest reference
             events = []
-            [outcome] = validate_hosts([ssh_server.url], SuiteRun(image=digest, gpus="none", suite_args=["--expect-gpus", "0", "--quick"]),
-                                       progress=lambda *e: events.append(e))
+            [outcome] = validate_hosts(
+                [ssh_server.url],
+                SuiteRun(image=digest, gpus="none", suite_args=["--expect-gpus", "0", "--quick"]),
+                progress=lambda *e: events.append(e),
+            )
             assert (ssh_server.url, "pulling", f"pulling {digest} by digest") in events
             assert outcome.status == READY, outcome.reason
             assert outcome.details["image_id"] == docker_engine.images.get(suite_image).id
@@ -116,10 +185,18 @@ def test_a_missing_image_is_pulled_by_digest_over_ssh(ssh_server, ssh_home, suit
 
 
 def test_a_digest_that_cannot_be_pulled_fails_that_host(ssh_server, ssh_home, docker_engine):
-    ref = "127.0.0.1:9/gpuenv/nothing@sha256:" + "0" * 64  # a registry port nobody listens on (loopback)
+    ref = (
+        "127.0.0.1:9/gpuenv/nothing@sha256:" + "0" * 64
+    )  # a registry port nobody listens on (loopback)
     events = []
-    [outcome] = validate_hosts([ssh_server.url], SuiteRun(image=ref, gpus="none"), progress=lambda *e: events.append(e))
-    assert outcome.status == FAILED and "cannot be pulled" in outcome.reason and "invoke push" in outcome.reason
+    [outcome] = validate_hosts(
+        [ssh_server.url], SuiteRun(image=ref, gpus="none"), progress=lambda *e: events.append(e)
+    )
+    assert (
+        outcome.status == FAILED
+        and "cannot be pulled" in outcome.reason
+        and "invoke push" in outcome.reason
+    )
     assert (ssh_server.url, "pulling", f"pulling {ref} by digest") in events
 
 
@@ -131,8 +208,12 @@ def test_a_suite_past_its_time_limit_is_stopped(ssh_server, ssh_home, docker_eng
     from servers import hanging_suite_image
 
     with hanging_suite_image(BASE_IMAGE, "gpuenv-fleet-hanging:test", 120) as hanging:
-        [outcome] = validate_hosts([ssh_server.url], SuiteRun(image=hanging, gpus="none", timeout_s=3))
-        assert outcome.status == TIMEOUT and "did not finish within --time (3s)" in outcome.reason, outcome.reason
+        [outcome] = validate_hosts(
+            [ssh_server.url], SuiteRun(image=hanging, gpus="none", timeout_s=3)
+        )
+        assert (
+            outcome.status == TIMEOUT and "did not finish within --time (3s)" in outcome.reason
+        ), outcome.reason
         assert leftover_containers(docker_engine) == []
 
 
@@ -146,7 +227,9 @@ def test_ctrl_c_removes_the_containers_it_started(ssh_server, ssh_home, suite_im
             threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
 
     with pytest.raises(KeyboardInterrupt):
-        validate_hosts([ssh_server.url], SuiteRun(image=suite_image, gpus="none"), progress=progress)
+        validate_hosts(
+            [ssh_server.url], SuiteRun(image=suite_image, gpus="none"), progress=progress
+        )
     assert leftover_containers(docker_engine) == []
 
 
@@ -154,14 +237,21 @@ def test_unknown_host_key_is_refused_with_the_fix(ssh_server, ssh_home):
     (ssh_home / ".ssh" / "known_hosts").write_text("")
     [outcome] = validate_hosts([ssh_server.url], SuiteRun(image="x", gpus="none"))
     assert outcome.status == AUTH_REFUSED
-    assert "host key" in outcome.reason and f"ssh-keyscan -p {ssh_server.port} 127.0.0.1 >> ~/.ssh/known_hosts" in outcome.reason
+    assert (
+        "host key" in outcome.reason
+        and f"ssh-keyscan -p {ssh_server.port} 127.0.0.1 >> ~/.ssh/known_hosts" in outcome.reason
+    )
 
 
 @pytest.mark.parametrize("parallel", [1, 2])
 def test_parallel_is_a_bound(ssh_server, ssh_home, parallel):
     """Three host entries (one server, three names); never more than N in flight at once."""
     port = ssh_server.port
-    hosts = [f"ssh://root@127.0.0.1:{port}", f"ssh://127.0.0.1:{port}", f"ssh://root@localhost:{port}"]
+    hosts = [
+        f"ssh://root@127.0.0.1:{port}",
+        f"ssh://127.0.0.1:{port}",
+        f"ssh://root@localhost:{port}",
+    ]
     ref = "127.0.0.1:9/gpuenv/nothing@sha256:" + "0" * 64
     active, peak, order = set(), [0], []
 
@@ -173,14 +263,18 @@ def test_parallel_is_a_bound(ssh_server, ssh_home, parallel):
             active.discard(host)
             order.append(host)
 
-    outcomes = validate_hosts(hosts, SuiteRun(image=ref, gpus="none"), parallel=parallel, progress=progress)
+    outcomes = validate_hosts(
+        hosts, SuiteRun(image=ref, gpus="none"), parallel=parallel, progress=progress
+    )
     assert [o.host for o in outcomes] == hosts and all(o.status == FAILED for o in outcomes)
     assert 1 <= peak[0] <= parallel
     if parallel == 1:
         assert order == hosts
 
 
-@pytest.mark.parametrize("bad", ["http://gpu1", "gpu1", "ssh://", "ssh://gpu1:99999", "ssh://gpu1/path", "ssh://a b"])
+@pytest.mark.parametrize(
+    "bad", ["http://gpu1", "gpu1", "ssh://", "ssh://gpu1:99999", "ssh://gpu1/path", "ssh://a b"]
+)
 def test_bad_host_urls_are_refused(bad):
     with pytest.raises(BadInput, match="ssh://"):
         parse_hosts(bad)
@@ -189,4 +283,7 @@ def test_bad_host_urls_are_refused(bad):
 def test_bad_hosts_through_invoke_is_one_line_exit_2(invoke_cli):
     proc = invoke_cli("validate", "--hosts", "gpu1.example,ssh://ops@gpu2")
     assert proc.returncode == 2
-    assert proc.stderr.strip() == "gpuenv: host 'gpu1.example' is not an ssh:// URL: write it as ssh://user@host or ssh://user@host:2222"
+    assert (
+        proc.stderr.strip()
+        == "gpuenv: host 'gpu1.example' is not an ssh:// URL: write it as ssh://user@host or ssh://user@host:2222"
+    )

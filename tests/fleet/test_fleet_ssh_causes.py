@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 import servers
+
 from gpuenv import engine
 from gpuenv.errors import ToolError
 from gpuenv.fleet.outcome import AUTH_REFUSED, ENGINE_NOT_ANSWERING, NO_DOCKER, TIMEOUT, UNREACHABLE
@@ -47,7 +47,9 @@ def _server(tmp_path, monkeypatch, environment=None):
 
 def _one(server, **run) -> tuple:
     started = time.monotonic()
-    [outcome] = validate_hosts([server.url], SuiteRun(image="gpuenv-never-pulled:x", gpus="none", **run))
+    [outcome] = validate_hosts(
+        [server.url], SuiteRun(image="gpuenv-never-pulled:x", gpus="none", **run)
+    )
     return outcome, time.monotonic() - started
 
 
@@ -64,11 +66,17 @@ def test_login_refused(tmp_path, monkeypatch):
     context, server = _server(tmp_path, monkeypatch)
     try:
         other = tmp_path / "other_key"
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
-        server.authorized_keys.write_text(other.with_suffix(".pub").read_text())  # our key is no longer let in
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True
+        )
+        server.authorized_keys.write_text(
+            other.with_suffix(".pub").read_text()
+        )  # our key is no longer let in
         outcome, _ = _one(server)
         assert outcome.status == AUTH_REFUSED, outcome.reason
-        assert outcome.reason.startswith(f"SSH login to 127.0.0.1:{server.port} as {server.user} refused")
+        assert outcome.reason.startswith(
+            f"SSH login to 127.0.0.1:{server.port} as {server.user} refused"
+        )
         assert "ssh-copy-id" in outcome.reason
     finally:
         context.__exit__(None, None, None)
@@ -79,18 +87,26 @@ def test_no_docker_command_on_the_remote(tmp_path, monkeypatch):
     try:
         outcome, _ = _one(server)
         assert outcome.status == NO_DOCKER, outcome.reason
-        assert "SSH to root@127.0.0.1 works but there is no `docker` command on its PATH" in outcome.reason
+        assert (
+            "SSH to root@127.0.0.1 works but there is no `docker` command on its PATH"
+            in outcome.reason
+        )
         assert "install Docker there" in outcome.reason
     finally:
         context.__exit__(None, None, None)
 
 
 def test_engine_down_on_the_remote(tmp_path, monkeypatch):
-    context, server = _server(tmp_path, monkeypatch, environment={"DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"})
+    context, server = _server(
+        tmp_path, monkeypatch, environment={"DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
+    )
     try:
         outcome, _ = _one(server)
         assert outcome.status == ENGINE_NOT_ANSWERING, outcome.reason
-        assert "works but its Docker engine does not answer" in outcome.reason and "Cannot connect to the Docker daemon" in outcome.reason
+        assert (
+            "works but its Docker engine does not answer" in outcome.reason
+            and "Cannot connect to the Docker daemon" in outcome.reason
+        )
         assert "start dockerd there" in outcome.reason
     finally:
         context.__exit__(None, None, None)
@@ -98,7 +114,9 @@ def test_engine_down_on_the_remote(tmp_path, monkeypatch):
 
 def test_engine_that_hangs_is_given_up_within_the_connect_timeout(tmp_path, monkeypatch):
     with servers.hung_unix_socket(tmp_path / "hung.sock") as sock:
-        context, server = _server(tmp_path, monkeypatch, environment={"DOCKER_HOST": f"unix://{sock}"})
+        context, server = _server(
+            tmp_path, monkeypatch, environment={"DOCKER_HOST": f"unix://{sock}"}
+        )
         try:
             outcome, seconds = _one(server, connect_timeout_s=3)
             assert outcome.status == ENGINE_NOT_ANSWERING, outcome.reason
@@ -113,7 +131,10 @@ def test_refused_port_is_unreachable_at_once(client_home, monkeypatch):
     port = servers.free_port()
     started = time.monotonic()
     [outcome] = validate_hosts([f"ssh://root@127.0.0.1:{port}"], SuiteRun(image="x", gpus="none"))
-    assert outcome.status == UNREACHABLE and f"cannot reach 127.0.0.1:{port} over SSH: connection refused" in outcome.reason
+    assert (
+        outcome.status == UNREACHABLE
+        and f"cannot reach 127.0.0.1:{port} over SSH: connection refused" in outcome.reason
+    )
     assert time.monotonic() - started < 5
 
 
@@ -133,12 +154,22 @@ _DROPPED = textwrap.dedent("""
 def test_thirty_hosts_that_drop_syns_take_one_connect_timeout_per_wave(tmp_path):
     """30 hosts, --parallel 8: 4 waves, each ends at the connect timeout (2 s here), not at the
     kernel's ~130 s of SYN retries. In a network namespace of its own (unshare -n), loopback only."""
-    if os.geteuid() != 0 or not (shutil.which("unshare") and shutil.which("iptables") and shutil.which("ip")):
-        pytest.skip("needs root, unshare, ip and iptables to drop SYNs in a private network namespace")
+    if os.geteuid() != 0 or not (
+        shutil.which("unshare") and shutil.which("iptables") and shutil.which("ip")
+    ):
+        pytest.skip(
+            "needs root, unshare, ip and iptables to drop SYNs in a private network namespace"
+        )
     script = tmp_path / "dropped.py"
     script.write_text(_DROPPED)
-    proc = subprocess.run(["unshare", "--net", sys.executable, str(script), "2"], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)}, cwd=tmp_path)
+    proc = subprocess.run(
+        ["unshare", "--net", sys.executable, str(script), "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)},
+        cwd=tmp_path,
+    )
     if proc.returncode != 0 and "iptables" in proc.stderr and "Permission denied" in proc.stderr:
         pytest.skip(f"iptables refused in the namespace: {proc.stderr.strip()[-200:]}")
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -146,7 +177,9 @@ def test_thirty_hosts_that_drop_syns_take_one_connect_timeout_per_wave(tmp_path)
     statuses = {status for status, _ in result["outcomes"]}
     assert statuses == {UNREACHABLE}, result["outcomes"][:3]
     assert all("no answer within 2s" in reason for _, reason in result["outcomes"])
-    assert result["seconds"] < 4 * 2 + 6, result["seconds"]  # 4 waves x 2 s, and a margin for a loaded machine
+    assert result["seconds"] < 4 * 2 + 6, result[
+        "seconds"
+    ]  # 4 waves x 2 s, and a margin for a loaded machine
     # paramiko's transport thread prints no traceback per host (issue 21, item 11)
     assert "Traceback" not in proc.stderr and "paramiko" not in proc.stderr, proc.stderr[-2000:]
 
@@ -167,7 +200,9 @@ def test_a_pull_is_stopped_at_its_deadline(docker_engine):
     with servers.stalling_registry() as registry:
         started = time.monotonic()
         with pytest.raises(ToolError, match="did not finish in time"):
-            engine.Engine.local(timeout=60).pull_image(registry.reference, deadline=time.monotonic() + 3)
+            engine.Engine.local(timeout=60).pull_image(
+                registry.reference, deadline=time.monotonic() + 3
+            )
         assert time.monotonic() - started < 3 + 5
 
 
@@ -177,9 +212,13 @@ def test_time_covers_the_pull_on_a_host(tmp_path, monkeypatch, docker_engine):
     try:
         with servers.stalling_registry() as registry:
             started = time.monotonic()
-            [outcome] = validate_hosts([server.url], SuiteRun(image=registry.reference, gpus="none", timeout_s=5))
+            [outcome] = validate_hosts(
+                [server.url], SuiteRun(image=registry.reference, gpus="none", timeout_s=5)
+            )
             seconds = time.monotonic() - started
-        assert outcome.status == TIMEOUT and "--time (5s) ran out while pulling" in outcome.reason, outcome.reason
+        assert (
+            outcome.status == TIMEOUT and "--time (5s) ran out while pulling" in outcome.reason
+        ), outcome.reason
         assert seconds < 5 + 6, seconds
     finally:
         context.__exit__(None, None, None)
@@ -192,7 +231,9 @@ def test_the_test_registry_listens_on_loopback_only(tmp_path):
     pids: list[int] = []
     with servers.registry(tmp_path / "registry", pids) as address:
         addresses = servers.listening_addresses(pids[0])
-        assert address in addresses and all(a.startswith("127.0.0.1:") for a in addresses), addresses
+        assert address in addresses and all(a.startswith("127.0.0.1:") for a in addresses), (
+            addresses
+        )
 
 
 _NOISE = textwrap.dedent("""
@@ -218,10 +259,17 @@ def test_paramiko_prints_no_traceback_for_a_host_that_is_not_ssh(tmp_path, monke
     try:
         script = tmp_path / "noise.py"
         script.write_text(_NOISE)
-        proc = subprocess.run([sys.executable, str(script), server.url], capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(server.home)})
+        proc = subprocess.run(
+            [sys.executable, str(script), server.url],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(server.home)},
+        )
         assert proc.returncode == 0, proc.stderr[-2000:]
-        assert proc.stdout.strip().splitlines()[-1] == "['failed', 'unreachable', 'unreachable']", proc.stdout
+        assert proc.stdout.strip().splitlines()[-1] == "['failed', 'unreachable', 'unreachable']", (
+            proc.stdout
+        )
         assert proc.stderr.strip() == "", proc.stderr[-2000:]
     finally:
         context.__exit__(None, None, None)

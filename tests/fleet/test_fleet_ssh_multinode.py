@@ -13,15 +13,14 @@ from __future__ import annotations
 import io
 import json
 import socket
-import sys
 import tarfile
 import tempfile
 from pathlib import Path
 
 import dockercases
 import pytest
-
 from conftest import BASE_IMAGE, ROOT, SUITE_PACKAGES
+
 from gpuenv.fleet import multinode, sshmultinode
 from gpuenv.fleet.outcome import READY, HostOutcome
 from gpuenv.fleet.report import analysis, jsonreport, terminal
@@ -29,14 +28,40 @@ from validate.report.record import Record, build_json
 
 TORCH_IMAGE = "gpuenv-fleet-test-torch:latest"
 #: What `import torch` needs besides torch itself in this venv (its CPU build bundles libgomp).
-TORCH_PACKAGES = ("torch", "torchgen", "typing_extensions.py", "sympy", "mpmath", "networkx", "jinja2", "markupsafe", "fsspec", "filelock",
-                  "numpy", "numpy.libs")
+TORCH_PACKAGES = (
+    "torch",
+    "torchgen",
+    "typing_extensions.py",
+    "sympy",
+    "mpmath",
+    "networkx",
+    "jinja2",
+    "markupsafe",
+    "fsspec",
+    "filelock",
+    "numpy",
+    "numpy.libs",
+)
 
 
 def report(gpus: int, torch: bool = True) -> dict:
     """A suite report: NVML saw `gpus` GPUs; without torch, its PyTorch check skipped as the suite skips it."""
     nvml = {"gpus": [{"index": i, "uuid": f"GPU-{i}"} for i in range(gpus)], "error": None}
-    skipped = [] if torch else [Record("torch build", None, "-", "-", "skip", 0.0, "PyTorch is not installed here (No module named 'torch')")]
+    skipped = (
+        []
+        if torch
+        else [
+            Record(
+                "torch build",
+                None,
+                "-",
+                "-",
+                "skip",
+                0.0,
+                "PyTorch is not installed here (No module named 'torch')",
+            )
+        ]
+    )
     return build_json(skipped, nvml, [], {}, 0)
 
 
@@ -45,22 +70,55 @@ def test_each_host_runs_torchrun_with_the_rendezvous_on_the_first_host():
     second = sshmultinode.node_command("ssh://ops@gpu02", 2, 4, "gpu01", False, "abc", "full")
     assert sshmultinode.rendezvous_host("ssh://ops@gpu01:2222") == "gpu01"
     for words, procs, host in ((first, 8, 1), (second, 4, 0)):
-        assert words[:3] == ["python", "-m", "torch.distributed.run"] and "--nnodes=2" in words and f"--nproc-per-node={procs}" in words
-        assert f"--rdzv-endpoint=gpu01:{multinode.rendezvous_port('abc')}" in words and "--rdzv-id=gpuenv-abc" in words
-        assert f"--rdzv-conf=is_host={host},join_timeout={multinode.JOIN_TIMEOUT}" in words  # a bounded rendezvous
+        assert (
+            words[:3] == ["python", "-m", "torch.distributed.run"]
+            and "--nnodes=2" in words
+            and f"--nproc-per-node={procs}" in words
+        )
+        assert (
+            f"--rdzv-endpoint=gpu01:{multinode.rendezvous_port('abc')}" in words
+            and "--rdzv-id=gpuenv-abc" in words
+        )
+        assert (
+            f"--rdzv-conf=is_host={host},join_timeout={multinode.JOIN_TIMEOUT}" in words
+        )  # a bounded rendezvous
     # each agent is known to the rendezvous by its host's name from the URL, not its (shared) host name and PID
     assert "--local-addr=gpu01" in first and "--local-addr=gpu02" in second
-    assert first[-6:] == ["--out", sshmultinode.RESULT_IN_CONTAINER, "--sizes", "quick", "--fleet-node", "ssh://ops@gpu01:2222"]
+    assert first[-6:] == [
+        "--out",
+        sshmultinode.RESULT_IN_CONTAINER,
+        "--sizes",
+        "quick",
+        "--fleet-node",
+        "ssh://ops@gpu01:2222",
+    ]
     assert sshmultinode.gpu_count(HostOutcome("a", READY, "", report=report(4))) == 4
-    assert sshmultinode.gpu_count(HostOutcome("a", READY, "", report=report(0))) == 1  # one process without GPUs
+    assert (
+        sshmultinode.gpu_count(HostOutcome("a", READY, "", report=report(0))) == 1
+    )  # one process without GPUs
 
 
 def test_no_job_without_two_suites_or_without_pytorch():
-    with_torch, without = HostOutcome("ssh://a", READY, "", report=report(0)), HostOutcome("ssh://b", READY, "", report=report(0, torch=False))
+    with_torch, without = (
+        HostOutcome("ssh://a", READY, "", report=report(0)),
+        HostOutcome("ssh://b", READY, "", report=report(0, torch=False)),
+    )
     seen: list[tuple[str, str, str]] = []
-    assert sshmultinode.run_ssh_multinode([with_torch, HostOutcome("ssh://c", READY, "")], None) is None  # type: ignore[arg-type]
-    assert sshmultinode.run_ssh_multinode([with_torch, without], None, lambda *a: seen.append(a)) is None  # type: ignore[arg-type]
-    assert seen == [("multi-node job (ssh://a,ssh://b)", "done", "not run: the image has no PyTorch (the multi-node job trains with it)")]
+    assert (
+        sshmultinode.run_ssh_multinode([with_torch, HostOutcome("ssh://c", READY, "")], None)
+        is None
+    )  # type: ignore[arg-type]
+    assert (
+        sshmultinode.run_ssh_multinode([with_torch, without], None, lambda *a: seen.append(a))
+        is None
+    )  # type: ignore[arg-type]
+    assert seen == [
+        (
+            "multi-node job (ssh://a,ssh://b)",
+            "done",
+            "not run: the image has no PyTorch (the multi-node job trains with it)",
+        )
+    ]
 
 
 def _torch_context(folder: Path) -> Path:
@@ -70,9 +128,13 @@ def _torch_context(folder: Path) -> Path:
 
     site = Path(pytest_module.__file__).resolve().parents[1]
     if Path(torch.__file__).resolve().parents[1] != site:
-        pytest.skip(f"PyTorch ({torch.__file__}) is not in the site folder of pytest ({site}): nothing to copy one folder from")
-    dockerfile = (f"FROM {BASE_IMAGE}\nCOPY lib/ /opt/suite/lib/\nCOPY validate/ /opt/suite/validate/\nCOPY bin/ /usr/local/bin/\n"
-                  "ENV PYTHONPATH=/opt/suite/lib:/opt/suite HOME=/tmp\nUSER 1000:1000\nWORKDIR /tmp\n").encode()
+        pytest.skip(
+            f"PyTorch ({torch.__file__}) is not in the site folder of pytest ({site}): nothing to copy one folder from"
+        )
+    dockerfile = (
+        f"FROM {BASE_IMAGE}\nCOPY lib/ /opt/suite/lib/\nCOPY validate/ /opt/suite/validate/\nCOPY bin/ /usr/local/bin/\n"
+        "ENV PYTHONPATH=/opt/suite/lib:/opt/suite HOME=/tmp\nUSER 1000:1000\nWORKDIR /tmp\n"
+    ).encode()
     path = folder / "context.tar"
     skip = lambda t: None if "__pycache__" in t.name else t  # noqa: E731
     with tarfile.open(path, "w") as tar:
@@ -96,12 +158,23 @@ def torch_image(docker_engine):
 
     pytest.importorskip("torch", reason="needs PyTorch in this venv to copy into the image")
     engine = Engine.local()
-    if engine.image_info(BASE_IMAGE) is None:  # made by this machine's setup, so no outside cause: a failure
-        pytest.fail(f"the local base image {BASE_IMAGE} is missing: run scripts/setup.sh "
-                    f"(or scripts/make-test-base-image.sh {BASE_IMAGE})", pytrace=False)
+    if (
+        engine.image_info(BASE_IMAGE) is None
+    ):  # made by this machine's setup, so no outside cause: a failure
+        pytest.fail(
+            f"the local base image {BASE_IMAGE} is missing: run scripts/setup.sh "
+            f"(or scripts/make-test-base-image.sh {BASE_IMAGE})",
+            pytrace=False,
+        )
     with tempfile.TemporaryDirectory() as folder:
         with open(_torch_context(Path(folder)), "rb") as context:
-            result = engine.build_image(context, dockerfile="Dockerfile", tags=[TORCH_IMAGE], buildargs={}, progress=lambda text: None)
+            result = engine.build_image(
+                context,
+                dockerfile="Dockerfile",
+                tags=[TORCH_IMAGE],
+                buildargs={},
+                progress=lambda text: None,
+            )
     yield TORCH_IMAGE
     dockercases.remove_image(engine, result.image.id)
 
@@ -111,8 +184,9 @@ def result_run_id(outcome: HostOutcome) -> str:
 
 
 @pytest.mark.frameworks
-def test_two_ssh_hosts_run_their_suites_then_one_job_across_them(ssh_server, torch_image, docker_engine, tmp_path, monkeypatch,
-                                                                  request):
+def test_two_ssh_hosts_run_their_suites_then_one_job_across_them(
+    ssh_server, torch_image, docker_engine, tmp_path, monkeypatch, request
+):
     """The task layer's own path (gpuenv.cli.fleet.run_fleet, as `invoke validate --hosts` calls
     it): each host's suite, then the job across both, READY, as the fleet report's own row."""
     from gpuenv.cli.fleet import FleetOptions, run_fleet
@@ -126,21 +200,43 @@ def test_two_ssh_hosts_run_their_suites_then_one_job_across_them(ssh_server, tor
     stale.bind(("::", 29531))
     stale.listen()
     request.addfinalizer(stale.close)
-    hosts = [f"ssh://{ssh_server.user}@127.0.0.1:{ssh_server.port}", f"ssh://{ssh_server.user}@localhost:{ssh_server.port}"]
-    opts = FleetOptions(hosts=hosts, image=torch_image, gpus="none", parallel=2, time="20")  # minutes, as Slurm writes it
-    outcomes = run_fleet(opts, ["--expect-gpus", "0", "--quick", "-k", "torch_build or shared_memory"], say=lambda text: None)
+    hosts = [
+        f"ssh://{ssh_server.user}@127.0.0.1:{ssh_server.port}",
+        f"ssh://{ssh_server.user}@localhost:{ssh_server.port}",
+    ]
+    opts = FleetOptions(
+        hosts=hosts, image=torch_image, gpus="none", parallel=2, time="20"
+    )  # minutes, as Slurm writes it
+    outcomes = run_fleet(
+        opts,
+        ["--expect-gpus", "0", "--quick", "-k", "torch_build or shared_memory"],
+        say=lambda text: None,
+    )
     assert [o.host for o in outcomes[:2]] == hosts and all(o.report for o in outcomes[:2]), outcomes
     assert [o.status for o in outcomes[:2]] == [READY, READY], [o.reason for o in outcomes[:2]]
     joint = outcomes[2]
-    assert joint.host == f"multi-node job ({','.join(hosts)})" and joint.status == READY, (joint.reason, joint.details)
+    assert joint.host == f"multi-node job ({','.join(hosts)})" and joint.status == READY, (
+        joint.reason,
+        joint.details,
+    )
     result = joint.report["multinode"]
-    assert result["backend"] == "gloo" and result["world"] == 2 and result["nodes"] == hosts  # one rank per host, named by its URL
-    assert {(link["source"], link["target"]) for link in result["links"]} == {tuple(hosts), tuple(reversed(hosts))}
+    assert (
+        result["backend"] == "gloo" and result["world"] == 2 and result["nodes"] == hosts
+    )  # one rank per host, named by its URL
+    assert {(link["source"], link["target"]) for link in result["links"]} == {
+        tuple(hosts),
+        tuple(reversed(hosts)),
+    }
     assert result["ddp"]["sizes"] == "quick" and result["allreduce"]["busbw_gbs"] > 0
-    assert joint.details["rendezvous"] == f"127.0.0.1:{multinode.rendezvous_port(result_run_id(joint))}"
+    assert (
+        joint.details["rendezvous"]
+        == f"127.0.0.1:{multinode.rendezvous_port(result_run_id(joint))}"
+    )
     checks = {c["check"].split(" (")[0]: c for c in joint.report["host"]["checks"]}
     assert checks["multi-node ddp parameters identical"]["verdict"] == "pass"
-    assert checks["multi-node ddp efficiency over the nodes' own rates"]["verdict"] == "not judged"  # the suites ran no DDP (-k)
+    assert (
+        checks["multi-node ddp efficiency over the nodes' own rates"]["verdict"] == "not judged"
+    )  # the suites ran no DDP (-k)
     fleet = analysis.analyse(outcomes)
     text = terminal.render_table(fleet, verbose=True)
     assert f"\n{joint.host}: ready" in text
@@ -188,9 +284,18 @@ def test_one_machines_gpus_split_between_its_engine_reached_twice_give_each_cont
     from gpuenv.fleet.sshhosts import SuiteRun
 
     run = SuiteRun(image="img", suite_args=["--quick"], host_gpus={ONE: "0", TWICE: "1"})
-    parts = [sshmultinode.node_part(HostOutcome(url, READY, "", report=report(1)), run, 2,
-                                    "127.0.0.1", url == ONE, "abc", 29600)
-             for url in (ONE, TWICE)]
+    parts = [
+        sshmultinode.node_part(
+            HostOutcome(url, READY, "", report=report(1)),
+            run,
+            2,
+            "127.0.0.1",
+            url == ONE,
+            "abc",
+            29600,
+        )
+        for url in (ONE, TWICE)
+    ]
     assert [gpus for _, gpus in parts] == ["0", "1"]
     requests = [container_options(gpus, "8g", {})["device_requests"] for _, gpus in parts]
     assert [r[0]["DeviceIDs"] for r in requests] == [["0"], ["1"]]
@@ -217,14 +322,16 @@ def test_a_container_seeing_fewer_gpus_than_its_suite_fails_named(torch_image, d
     has none), the host's suite saw 2: exit 3, and the last log line (the job's reason) says so."""
     from gpuenv.engine import Engine
 
-    command = sshmultinode.node_command(ONE, 2, 2, "127.0.0.1", True, "abc", "quick", 29600,
-                                        expect_gpus=2, gpus="0,1")
+    command = sshmultinode.node_command(
+        ONE, 2, 2, "127.0.0.1", True, "abc", "quick", 29600, expect_gpus=2, gpus="0,1"
+    )
     labels = {"io.gpuenv.test": "gpu-guard"}
     container = Engine.local().start_container(torch_image, command, gpus="none", labels=labels)
     try:
         assert container.wait(120) == 3
         assert container.log_tail(1)[-1].strip() == (
             "the job sees 0 GPU(s) here where the host's own suite saw 2: "
-            "check --gpus (0,1) for this host and that the container gets them")
+            "check --gpus (0,1) for this host and that the container gets them"
+        )
     finally:
         container.remove()

@@ -19,7 +19,9 @@ from gpuenv.cli.common import Terminated, terminate_as_interrupt, user_errors
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("signum, name, code", [(signal.SIGHUP, "SIGHUP", 129), (signal.SIGTERM, "SIGTERM", 143)])
+@pytest.mark.parametrize(
+    "signum, name, code", [(signal.SIGHUP, "SIGHUP", 129), (signal.SIGTERM, "SIGTERM", 143)]
+)
 def test_a_task_ends_cleanly_on_sighup_as_on_sigterm(signum, name, code):
     cleaned: list[str] = []
 
@@ -33,9 +35,14 @@ def test_a_task_ends_cleanly_on_sighup_as_on_sigterm(signum, name, code):
 
     with pytest.raises(Exit) as ended:
         task()
-    assert ended.value.code == code and ended.value.message == f"gpuenv: terminated ({name}); nothing half-written was left"
+    assert (
+        ended.value.code == code
+        and ended.value.message == f"gpuenv: terminated ({name}); nothing half-written was left"
+    )
     assert cleaned == ["cleanup ran"]
-    assert signal.getsignal(signum) is signal.SIG_DFL or callable(signal.getsignal(signum)), "the previous handler is back"
+    assert signal.getsignal(signum) is signal.SIG_DFL or callable(signal.getsignal(signum)), (
+        "the previous handler is back"
+    )
 
 
 def test_nohup_stays_nohup():
@@ -49,38 +56,65 @@ def test_nohup_stays_nohup():
             time.sleep(0.2)
             print("still running")
     """)
-    done = subprocess.run([sys.executable, "-c", child], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", child],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0 and done.stdout.strip() == "still running", done.stderr
 
 
 def test_terminated_names_its_signal():
-    assert (Terminated(signal.SIGHUP).signal_name, Terminated(signal.SIGHUP).exit_code) == ("SIGHUP", 129)
+    assert (Terminated(signal.SIGHUP).signal_name, Terminated(signal.SIGHUP).exit_code) == (
+        "SIGHUP",
+        129,
+    )
     assert (Terminated().signal_name, Terminated().exit_code) == ("SIGTERM", 143)
     with terminate_as_interrupt():
         assert signal.getsignal(signal.SIGHUP) is not signal.SIG_DFL
 
 
 @pytest.mark.docker
-def test_sighup_during_the_suite_removes_the_remote_container(ssh_server, tmp_path, docker_engine, hanging_image):
+def test_sighup_during_the_suite_removes_the_remote_container(
+    ssh_server, tmp_path, docker_engine, hanging_image
+):
     from test_fleet_interrupts import Run
 
-    def ours() -> list[str]:  # the shared engine runs other developers' fleet tests too: count this image's only
-        return [c.id for c in docker_engine.containers.list(all=True, filters={"label": "io.gpuenv.fleet", "ancestor": hanging_image})]
+    def ours() -> list[
+        str
+    ]:  # the shared engine runs other developers' fleet tests too: count this image's only
+        return [
+            c.id
+            for c in docker_engine.containers.list(
+                all=True, filters={"label": "io.gpuenv.fleet", "ancestor": hanging_image}
+            )
+        ]
 
-    run = Run(["--hosts", ssh_server.url, "--image", hanging_image, "--gpus", "none"], ssh_server.home, tmp_path)
+    run = Run(
+        ["--hosts", ssh_server.url, "--image", hanging_image, "--gpus", "none"],
+        ssh_server.home,
+        tmp_path,
+    )
     try:
         run.wait_for("running: the suite")
         assert len(ours()) == 1
         code, seconds = run.stop(signal.SIGHUP)
     finally:
-        if run.proc.poll() is None:  # a failed assertion must not leave the run (and its container) behind
+        if (
+            run.proc.poll() is None
+        ):  # a failed assertion must not leave the run (and its container) behind
             run.stop(signal.SIGINT)
     err = "".join(run.err)
     assert code == 129, err[-2000:]
     assert seconds < 15, seconds
     assert "Traceback" not in err
-    assert "gpuenv: interrupted (SIGHUP): removed 1 suite container(s); no fleet report was written" in err
+    assert (
+        "gpuenv: interrupted (SIGHUP): removed 1 suite container(s); no fleet report was written"
+        in err
+    )
     assert ours() == []
 
 

@@ -31,7 +31,9 @@ class RunPlan:
         return container_options(self.gpus, self.shm_size, self.env)
 
 
-def run_plan(image: str, command: str, env: dict[str, str] | None = None, seconds: int = 1800) -> RunPlan:
+def run_plan(
+    image: str, command: str, env: dict[str, str] | None = None, seconds: int = 1800
+) -> RunPlan:
     """A shell command in `image`, bounded inside the container by coreutils' timeout (the engine's
     wait has no bound of its own)."""
     return RunPlan(image, ["timeout", str(seconds), "sh", "-c", command], dict(env or {}))
@@ -47,12 +49,24 @@ def torch_build_args(driver: str, compute_capabilities: list[str]) -> dict[str, 
     archs = tuple(sorted(set(compute_capabilities)))
     first = resolve_stack(Request(driver=driver, framework="torch", gpu_archs=archs))
     python = UBUNTU_PYTHON.get(first.base_image.rsplit("-", 1)[-1])
-    stack = first if python is None else resolve_stack(
-        Request(driver=driver, framework="torch", gpu_archs=archs, python=python, cuda=first.cuda))
-    tensorflow = resolve_stack(Request(driver=driver, framework="tensorflow", gpu_archs=archs, python=stack.python))
-    return {"CUDA_BASE": stack.base_image, "TORCH_REQUIREMENT": stack.pip_requirement,
-            "TORCH_INDEX": stack.index_url or "https://pypi.org/simple",
-            "TENSORFLOW_REQUIREMENT": tensorflow.pip_requirement}
+    stack = (
+        first
+        if python is None
+        else resolve_stack(
+            Request(
+                driver=driver, framework="torch", gpu_archs=archs, python=python, cuda=first.cuda
+            )
+        )
+    )
+    tensorflow = resolve_stack(
+        Request(driver=driver, framework="tensorflow", gpu_archs=archs, python=stack.python)
+    )
+    return {
+        "CUDA_BASE": stack.base_image,
+        "TORCH_REQUIREMENT": stack.pip_requirement,
+        "TORCH_INDEX": stack.index_url or "https://pypi.org/simple",
+        "TENSORFLOW_REQUIREMENT": tensorflow.pip_requirement,
+    }
 
 
 # --- what a healthy host's report must hold -----------------------------------------------------
@@ -90,7 +104,9 @@ def health_problems(report: dict[str, Any], gpus: list[Any]) -> list[str]:
             elif row["verdict"] == "fail":
                 problems.append(f"GPU {gpu.index}: '{check}' failed: {row.get('reason')}")
             elif supported and row["verdict"] == "skip":
-                problems.append(f"GPU {gpu.index}: '{check}' skipped ({row.get('reason')}) though the host's NVML reads it")
+                problems.append(
+                    f"GPU {gpu.index}: '{check}' skipped ({row.get('reason')}) though the host's NVML reads it"
+                )
     return problems
 
 
@@ -103,21 +119,36 @@ def multigpu_problems(report: dict[str, Any], gpus: list[Any], tensorflow: bool)
     rows, n = _host_rows(report), len(whole)
     for gpu in gpus:  # the job's figures are filed under rank 0's GPU
         rows.update(_rows(report, gpu.uuid))
-    expected = [f"ddp ranks joined ({n} ranks, nccl)", f"ddp parameters identical ({n} ranks, nccl)",
-                f"ddp training loss ({n} ranks, nccl)", f"ddp slowest rank ({n} ranks, nccl)"]
-    problems = [f"no passing '{name}' row: {rows[name]['verdict'] if name in rows else 'missing'}"
-                for name in expected if rows.get(name, {}).get("verdict") != "pass"]
+    expected = [
+        f"ddp ranks joined ({n} ranks, nccl)",
+        f"ddp parameters identical ({n} ranks, nccl)",
+        f"ddp training loss ({n} ranks, nccl)",
+        f"ddp slowest rank ({n} ranks, nccl)",
+    ]
+    problems = [
+        f"no passing '{name}' row: {rows[name]['verdict'] if name in rows else 'missing'}"
+        for name in expected
+        if rows.get(name, {}).get("verdict") != "pass"
+    ]
     if tensorflow:
-        mirrored = [row for name, row in rows.items() if name.startswith(f"tensorflow mirrored variables identical ({n} replicas")]
+        mirrored = [
+            row
+            for name, row in rows.items()
+            if name.startswith(f"tensorflow mirrored variables identical ({n} replicas")
+        ]
         if not mirrored or mirrored[0]["verdict"] != "pass":
-            problems.append(f"no passing 'tensorflow mirrored variables identical ({n} replicas, ...)' row")
+            problems.append(
+                f"no passing 'tensorflow mirrored variables identical ({n} replicas, ...)' row"
+            )
     return problems
 
 
 def shm_problem(report: dict[str, Any]) -> str | None:
     """The suite's own /dev/shm row, which fails a multi-GPU host below 1 GiB."""
     row = _host_rows(report).get("/dev/shm size")
-    return None if row is None or row["verdict"] != "fail" else f"/dev/shm failed: {row.get('reason')}"
+    return (
+        None if row is None or row["verdict"] != "fail" else f"/dev/shm failed: {row.get('reason')}"
+    )
 
 
 def _all_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -133,8 +164,11 @@ def masking_problems(report: dict[str, Any], framework: str = "torch") -> list[s
     rows = [row for row in _all_rows(report) if str(row.get("check", "")).startswith(prefix)]
     if not rows:
         return [f"no '{prefix}...' masking row: the masking check did not run"]
-    return [f"'{row['check']}' {row['verdict']}: {row.get('reason') or row.get('measured')}"
-            for row in rows if row.get("verdict") != "pass"]
+    return [
+        f"'{row['check']}' {row['verdict']}: {row.get('reason') or row.get('measured')}"
+        for row in rows
+        if row.get("verdict") != "pass"
+    ]
 
 
 def nvlink_expected(gpus: list[Any], peaks: list[Any]) -> bool:
@@ -151,8 +185,11 @@ def interconnect_problem(report: dict[str, Any], gpus: list[Any], peaks: list[An
     say 'over nvlink': a host judged on the PCIe floor, or whose row skipped, passes nothing."""
     if not nvlink_expected(gpus, peaks):
         return None
-    rows = [row for row in _all_rows(report)
-            if str(row.get("check", "")).startswith("nccl all-reduce busbw")]
+    rows = [
+        row
+        for row in _all_rows(report)
+        if str(row.get("check", "")).startswith("nccl all-reduce busbw")
+    ]
     if not rows:
         return "no 'nccl all-reduce busbw' row on an NVLink host"
     row = rows[0]
@@ -168,8 +205,11 @@ def split_gpus(hosts: list[str], gpus: list[Any]) -> dict[str, str]:
     `--gpus 'URL=0,1;URL=2,3'` gives them: in index order, the first host the larger half."""
     whole = sorted((g for g in gpus if not g.mig_enabled), key=lambda g: g.index)
     size = -(-len(whole) // len(hosts))
-    return {host: ",".join(str(g.index) for g in whole[i * size:(i + 1) * size])
-            for i, host in enumerate(hosts) if whole[i * size:(i + 1) * size]}
+    return {
+        host: ",".join(str(g.index) for g in whole[i * size : (i + 1) * size])
+        for i, host in enumerate(hosts)
+        if whole[i * size : (i + 1) * size]
+    }
 
 
 def multinode_problems(joint: Any, split: dict[str, str]) -> list[str]:
@@ -181,8 +221,9 @@ def multinode_problems(joint: Any, split: dict[str, str]) -> list[str]:
     result = (joint.report or {}).get("multinode") or {}
     world = sum(len(value.split(",")) for value in split.values())
     if result.get("backend") != "nccl" or result.get("world") != world:
-        problems.append(f"ran {result.get('backend')} over {result.get('world')} ranks, "
-                        f"not nccl over {world}")
+        problems.append(
+            f"ran {result.get('backend')} over {result.get('world')} ranks, not nccl over {world}"
+        )
     ranks = result.get("ranks") or []
     for host, value in split.items():
         mine = sorted(r.get("local_rank", -1) for r in ranks if r.get("node") == host)

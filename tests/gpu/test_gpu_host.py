@@ -80,9 +80,14 @@ def gpu_images(nvidia_engine, host_gpus, tmp_path_factory):
     from validate.host import nvml
 
     context = tmp_path_factory.mktemp("gpu-context")
-    shutil.copytree(ROOT / "validate", context / "validate", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        ROOT / "validate", context / "validate", ignore=shutil.ignore_patterns("__pycache__")
+    )
     shutil.copy(DOCKERFILE, context / "Dockerfile")
-    args = gpuset.torch_build_args(nvml.read_host().driver_version, [g.compute_capability for g in host_gpus if g.compute_capability])
+    args = gpuset.torch_build_args(
+        nvml.read_host().driver_version,
+        [g.compute_capability for g in host_gpus if g.compute_capability],
+    )
     if CUDA_BASE:
         args["CUDA_BASE"] = CUDA_BASE
     session = uuidlib.uuid4().hex[:12]
@@ -90,11 +95,29 @@ def gpu_images(nvidia_engine, host_gpus, tmp_path_factory):
     try:
         for target in ("bare", "torch", "tensorflow"):
             tag = f"gpuenv-test-gpu-set:{target}-{session}"
-            flags = [arg for key, value in args.items() for arg in ("--build-arg", f"{key}={value}")]
-            done = subprocess.run(["docker", "build", "--target", target, *flags,
-                                   "--label", f"{LABEL}={session}", "-t", tag, str(context)],
-                                  capture_output=True, text=True, timeout=BUILD_TIMEOUT)
-            assert done.returncode == 0, f"building the {target} CUDA image ({args}) failed:\n{done.stderr[-3000:]}"
+            flags = [
+                arg for key, value in args.items() for arg in ("--build-arg", f"{key}={value}")
+            ]
+            done = subprocess.run(
+                [
+                    "docker",
+                    "build",
+                    "--target",
+                    target,
+                    *flags,
+                    "--label",
+                    f"{LABEL}={session}",
+                    "-t",
+                    tag,
+                    str(context),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=BUILD_TIMEOUT,
+            )
+            assert done.returncode == 0, (
+                f"building the {target} CUDA image ({args}) failed:\n{done.stderr[-3000:]}"
+            )
             tags[target] = tag
         yield tags
     finally:
@@ -102,7 +125,9 @@ def gpu_images(nvidia_engine, host_gpus, tmp_path_factory):
             subprocess.run(["docker", "image", "rm", "-f", tag], capture_output=True, timeout=300)
 
 
-def _run(image: str, command: str, env: dict[str, str] | None = None, timeout: int = SUITE_TIMEOUT) -> subprocess.CompletedProcess:
+def _run(
+    image: str, command: str, env: dict[str, str] | None = None, timeout: int = SUITE_TIMEOUT
+) -> subprocess.CompletedProcess:
     """The command in `image` through `Engine.run_container`, the product's own run options
     (gpuset.RunPlan), removed when done; bounded inside the container by `timeout`."""
     import tempfile
@@ -111,26 +136,44 @@ def _run(image: str, command: str, env: dict[str, str] | None = None, timeout: i
 
     plan = gpuset.run_plan(image, command, env, timeout)
     out: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="gpuenv-gpu-set-") as folder:  # /workspace: nothing of the host's
-        status = Engine.local().run_container(plan.image, plan.command, gpus=plan.gpus, env=plan.env, shm_size=plan.shm_size,
-                                              stream=out.append, workdir_mount=Path(folder))
+    with tempfile.TemporaryDirectory(
+        prefix="gpuenv-gpu-set-"
+    ) as folder:  # /workspace: nothing of the host's
+        status = Engine.local().run_container(
+            plan.image,
+            plan.command,
+            gpus=plan.gpus,
+            env=plan.env,
+            shm_size=plan.shm_size,
+            stream=out.append,
+            workdir_mount=Path(folder),
+        )
     text = "".join(out)
     return subprocess.CompletedProcess(plan.command, status, text, text)
 
 
-def _suite(image: str, *args: str, env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, dict, str]:
+def _suite(
+    image: str, *args: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess, dict, str]:
     """The whole suite live in `image`: (the run, its JSON report, its own output)."""
-    command = (f"python3 -m validate --quick --json /tmp/report.json {' '.join(args)} > /tmp/out.txt 2>&1; s=$?; "
-               f"cat /tmp/out.txt; echo {REPORT_MARK}; cat /tmp/report.json; exit $s")
+    command = (
+        f"python3 -m validate --quick --json /tmp/report.json {' '.join(args)} > /tmp/out.txt 2>&1; s=$?; "
+        f"cat /tmp/out.txt; echo {REPORT_MARK}; cat /tmp/report.json; exit $s"
+    )
     done = _run(image, command, env)
     output, _, report = done.stdout.partition(REPORT_MARK)
-    assert report.strip(), f"no JSON report came back:\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}"
+    assert report.strip(), (
+        f"no JSON report came back:\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}"
+    )
     return done, json.loads(report), output
 
 
 def test_a_small_cuda_container_sees_the_hosts_gpus(gpu_images, host_gpus):
-    done = _run(gpu_images["bare"], "python3 -c 'import json; from validate.host import nvml; "
-                                    "print(json.dumps([g.uuid for g in sorted(nvml.read_host().gpus, key=lambda g: g.index)]))'")
+    done = _run(
+        gpu_images["bare"],
+        "python3 -c 'import json; from validate.host import nvml; "
+        "print(json.dumps([g.uuid for g in sorted(nvml.read_host().gpus, key=lambda g: g.index)]))'",
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == [g.uuid for g in host_gpus]
 
@@ -140,7 +183,9 @@ def test_without_a_framework_a_gpu_host_is_not_validated_unless_health_only(gpu_
     assert done.returncode == 1, output[-3000:]
     assert "NOT VALIDATED: no framework in this environment" in output.strip().splitlines()[-1]
     assert report["summary"]["ok"] is False
-    assert report["summary"]["not_validated"].startswith("not validated: no framework in this environment")
+    assert report["summary"]["not_validated"].startswith(
+        "not validated: no framework in this environment"
+    )
     done, report, output = _suite(gpu_images["bare"], "--health-only")
     assert done.returncode == 0, output[-3000:]  # a healthy host: every NVML health row passes
     assert report["summary"]["ok"] is True and report["summary"]["health_only"] is True
@@ -151,20 +196,32 @@ def test_the_whole_suite_reads_ready_on_a_healthy_host(gpu_images, host_gpus):
 
     done, report, output = _suite(gpu_images["torch"])
     assert done.returncode == 0, output[-4000:]
-    assert output.strip().splitlines()[-1] == "validate: every check passed (or skipped with its reason)"
+    assert (
+        output.strip().splitlines()[-1]
+        == "validate: every check passed (or skipped with its reason)"
+    )
     assert report["format"] == "gpuenv-validate-report/1"
-    assert set(report["host"]) >= {"nvml", "frameworks", "checks"} and "torch" in report["host"]["frameworks"]
+    assert (
+        set(report["host"]) >= {"nvml", "frameworks", "checks"}
+        and "torch" in report["host"]["frameworks"]
+    )
     for gpu in host_gpus:
         section = report[gpu.uuid]
         assert section["gpu"]["index"] == gpu.index and section["gpu"]["name"] == gpu.name
         rows = {row["check"]: row for row in section["checks"]}
         assert rows["torch matmul correct"]["verdict"] == "pass"
-        figures = [row for name, row in rows.items() if name.startswith("matmul ") and name.endswith(" TFLOPS")]
+        figures = [
+            row
+            for name, row in rows.items()
+            if name.startswith("matmul ") and name.endswith(" TFLOPS")
+        ]
         assert figures and all(row["value"] > 0 for row in figures)
         assert rows["device memory GB/s"]["value"] > 0
     every = report["host"]["checks"] + [row for g in host_gpus for row in report[g.uuid]["checks"]]
     assert not [row for row in every if row["verdict"] == "fail"]
-    assert any(row["check"].startswith("sustained") for row in every), "the sustained-load check ran"
+    assert any(row["check"].startswith("sustained") for row in every), (
+        "the sustained-load check ran"
+    )
     assert gpuset.shm_problem(report) is None
     assert not gpuset.health_problems(report, host_gpus)
     assert not gpuset.multigpu_problems(report, host_gpus, tensorflow=False)
@@ -173,7 +230,11 @@ def test_the_whole_suite_reads_ready_on_a_healthy_host(gpu_images, host_gpus):
 
     assert gpuset.interconnect_problem(report, host_gpus, load_peaks()) is None  # SXM: over nvlink
     summary = report["summary"]
-    assert summary["ok"] is True and summary["pytest_exit_status"] == 0 and summary["not_validated"] is None
+    assert (
+        summary["ok"] is True
+        and summary["pytest_exit_status"] == 0
+        and summary["not_validated"] is None
+    )
     assert status_from_report(report, 0) == (READY, "")
 
 
@@ -189,7 +250,11 @@ def test_mirrored_strategy_trains_over_every_whole_gpu(gpu_images, host_gpus):
 def _masks(gpus: list) -> list[tuple[str, str, list[int]]]:
     """(id, CUDA_VISIBLE_DEVICES, the NVML indexes CUDA must then show, in its order)."""
     last = gpus[-1]
-    cases = [("first-ordinal", "0", [0]), ("last-by-uuid", last.uuid, [last.index]), ("empty", "", [])]
+    cases = [
+        ("first-ordinal", "0", [0]),
+        ("last-by-uuid", last.uuid, [last.index]),
+        ("empty", "", []),
+    ]
     if len(gpus) > 1:
         cases.append(("reordered", "1,0", [1, 0]))
     return cases
@@ -198,24 +263,42 @@ def _masks(gpus: list) -> list[tuple[str, str, list[int]]]:
 @pytest.mark.parametrize("case", ["first-ordinal", "last-by-uuid", "empty", "reordered"])
 def test_cuda_visible_devices_masks_as_cuda_documents(gpu_images, host_gpus, case):
     if any(g.mig_enabled for g in host_gpus):
-        pytest.skip("a GPU of this host is in MIG mode: CUDA then lists MIG instances, not these GPUs")
+        pytest.skip(
+            "a GPU of this host is in MIG mode: CUDA then lists MIG instances, not these GPUs"
+        )
     masks = {name: (value, indexes) for name, value, indexes in _masks(host_gpus)}
     if case not in masks:
         pytest.skip("this host has one GPU: a reordered mask needs two")
     value, indexes = masks[case]
-    probe = ("python3 -c 'import json, torch; from validate.host import nvml; from validate.host.devices import torch_gpus; "
-             "print(json.dumps(torch_gpus(torch, [g.uuid for g in nvml.read_host().gpus])))'")
-    done = _run(gpu_images["torch"], probe, {"CUDA_VISIBLE_DEVICES": value, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
+    probe = (
+        "python3 -c 'import json, torch; from validate.host import nvml; from validate.host.devices import torch_gpus; "
+        "print(json.dumps(torch_gpus(torch, [g.uuid for g in nvml.read_host().gpus])))'"
+    )
+    done = _run(
+        gpu_images["torch"],
+        probe,
+        {"CUDA_VISIBLE_DEVICES": value, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     by_index = {g.index: g.uuid for g in host_gpus}
     assert json.loads(done.stdout.strip().splitlines()[-1]) == [by_index[i] for i in indexes]
-    if indexes:  # the suite's own masking check, and the GPUs the mask leaves computing, under the same mask
-        done, report, output = _suite(gpu_images["torch"], "-k", "'cuda_visible_devices or computes_on_gpu'",
-                                      env={"CUDA_VISIBLE_DEVICES": value})
+    if (
+        indexes
+    ):  # the suite's own masking check, and the GPUs the mask leaves computing, under the same mask
+        done, report, output = _suite(
+            gpu_images["torch"],
+            "-k",
+            "'cuda_visible_devices or computes_on_gpu'",
+            env={"CUDA_VISIBLE_DEVICES": value},
+        )
         assert done.returncode == 0, output[-3000:]
         assert not gpuset.masking_problems(report)
-        proven = {row["gpu"] for g in host_gpus for row in report[g.uuid]["checks"]
-                  if row["check"] == "torch matmul correct" and row["verdict"] == "pass"}
+        proven = {
+            row["gpu"]
+            for g in host_gpus
+            for row in report[g.uuid]["checks"]
+            if row["check"] == "torch matmul correct" and row["verdict"] == "pass"
+        }
         assert proven == {by_index[i] for i in indexes}
 
 
@@ -233,7 +316,8 @@ def ssh_server(tmp_path):
 
 
 def test_a_multinode_job_on_one_host_over_two_containers_each_with_its_own_gpus(
-        gpu_images, host_gpus, ssh_server, monkeypatch):
+    gpu_images, host_gpus, ssh_server, monkeypatch
+):
     """The fleet's SSH path on one GPU host: its engine reached twice (127.0.0.1 and localhost, as
     the CPU test does), its whole GPUs split between the two with `--gpus 'URL=0,1;URL=2,3'`; each
     host's suite, then the job over NCCL across both containers, one rank per GPU given."""
@@ -241,14 +325,17 @@ def test_a_multinode_job_on_one_host_over_two_containers_each_with_its_own_gpus(
     from gpuenv.fleet.outcome import READY
 
     if len([g for g in host_gpus if not g.mig_enabled]) < 2:
-        pytest.skip("splitting a host's GPUs between two containers needs 2 or more whole GPUs; "
-                    "this host has fewer")
+        pytest.skip(
+            "splitting a host's GPUs between two containers needs 2 or more whole GPUs; "
+            "this host has fewer"
+        )
     monkeypatch.setenv("HOME", str(ssh_server.home))  # the test's SSH key and known_hosts
     names = ("127.0.0.1", "localhost")
     hosts = [f"ssh://{ssh_server.user}@{name}:{ssh_server.port}" for name in names]
     split = gpuset.split_gpus(hosts, host_gpus)
-    opts = FleetOptions(hosts=hosts, image=gpu_images["torch"], host_gpus=split, parallel=2,
-                        time="30")
+    opts = FleetOptions(
+        hosts=hosts, image=gpu_images["torch"], host_gpus=split, parallel=2, time="30"
+    )
     suite = ["--quick", "-k", "torch_build or nvml_gpu_count"]
     outcomes = run_fleet(opts, suite, say=lambda text: None)
     assert [o.status for o in outcomes[:2]] == [READY, READY], [o.reason for o in outcomes[:2]]

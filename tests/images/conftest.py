@@ -15,9 +15,17 @@ from pathlib import Path
 
 import dockercases
 import pytest
+from imagecases import (
+    BASE_IMAGE,
+    CA_MARKER,
+    FIXTURES,
+    HOST_CA_BUNDLE,
+    ROOT,
+    WHEELHOUSE,
+    build_args,
+    run_task,
+)
 from outsidecauses import cannot_lock, skip_only_if_unreachable
-
-from imagecases import BASE_IMAGE, CA_MARKER, FIXTURES, HOST_CA_BUNDLE, ROOT, WHEELHOUSE, build_args, run_task
 
 
 @pytest.fixture(scope="session")
@@ -29,10 +37,15 @@ def base_image(docker_engine) -> str:
 
     if engine.image_info(BASE_IMAGE) is None:
         proc = subprocess.run(
-            [str(ROOT / "scripts" / "make-test-base-image.sh"), BASE_IMAGE], capture_output=True, text=True, timeout=900
+            [str(ROOT / "scripts" / "make-test-base-image.sh"), BASE_IMAGE],
+            capture_output=True,
+            text=True,
+            timeout=900,
         )
         if proc.returncode != 0:
-            skip_only_if_unreachable(f"making the base image {BASE_IMAGE}", proc.stderr + proc.stdout)
+            skip_only_if_unreachable(
+                f"making the base image {BASE_IMAGE}", proc.stderr + proc.stdout
+            )
     return BASE_IMAGE
 
 
@@ -58,14 +71,18 @@ class Lock:
 @pytest.fixture(scope="session")
 def cpu_lock(locks_root, cpu_stack) -> Lock:
     """The uv lock of the CPU stack with TensorFlow CPU added (fixtures/environment.yml)."""
-    from gpuenv.images import plan as images
-    from gpuenv.errors import GpuenvError
     from gpuenv.envs.locking import ensure_lock
+    from gpuenv.errors import GpuenvError
+    from gpuenv.images import plan as images
 
     if not any(WHEELHOUSE.glob("torch-2.13.0+cpu-*.whl")):
-        pytest.skip(f"no torch-2.13.0+cpu wheel in {WHEELHOUSE} (the CPU image installs it from there)")
+        pytest.skip(
+            f"no torch-2.13.0+cpu wheel in {WHEELHOUSE} (the CPU image installs it from there)"
+        )
     try:
-        result = ensure_lock(cpu_stack, backend="uv", env_file=FIXTURES / "environment.yml", wheelhouse=WHEELHOUSE)
+        result = ensure_lock(
+            cpu_stack, backend="uv", env_file=FIXTURES / "environment.yml", wheelhouse=WHEELHOUSE
+        )
     except GpuenvError as err:
         cannot_lock(err)
     return Lock(result.directory, images.read_lock(result.directory).sha256)
@@ -97,9 +114,15 @@ def cpu_image(cpu_lock, base_image, cpu_stack, ca_bundle, locks_root):
     from gpuenv.images import plan as images
 
     engine = Engine.local()
-    proc = run_task(*build_args(base_image, ca_bundle), env={"GPUENV_LOCKS_DIR": str(locks_root)}, timeout=1800)
-    assert proc.returncode == 0, f"invoke build failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    tags = images.image_tags(cpu_stack, dockercases.stack_image_tag(cpu_stack, cpu_lock.sha256).rsplit(":", 1)[1])
+    proc = run_task(
+        *build_args(base_image, ca_bundle), env={"GPUENV_LOCKS_DIR": str(locks_root)}, timeout=1800
+    )
+    assert proc.returncode == 0, (
+        f"invoke build failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    )
+    tags = images.image_tags(
+        cpu_stack, dockercases.stack_image_tag(cpu_stack, cpu_lock.sha256).rsplit(":", 1)[1]
+    )
     info = engine.image_info(tags[0])
     assert info is not None, f"{tags[0]} is missing after a successful build"
     yield BuiltImage(info.id, tags, info.labels, proc.stdout)
@@ -118,8 +141,14 @@ def bare_base_image(docker_engine) -> str:
     from gpuenv.engine import Engine
 
     if Engine.local().image_info(BARE_BASE) is None:
-        proc = subprocess.run([str(ROOT / "scripts" / "make-test-base-image.sh"), "--bare", BARE_BASE],
-                              capture_output=True, text=True, timeout=900)
+        proc = subprocess.run(
+            [str(ROOT / "scripts" / "make-test-base-image.sh"), "--bare", BARE_BASE],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         if proc.returncode != 0:
-            skip_only_if_unreachable(f"making the bare base image {BARE_BASE}", proc.stderr + proc.stdout)
+            skip_only_if_unreachable(
+                f"making the bare base image {BARE_BASE}", proc.stderr + proc.stdout
+            )
     return BARE_BASE

@@ -25,14 +25,18 @@ def _tasks_wired() -> bool:
     return tasks.is_file() and re.search(r"\bimages\b", tasks.read_text()) is not None
 
 
-def run_task(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
+def run_task(
+    *args: str, cwd: Path = ROOT, env: dict[str, str] | None = None, timeout: float = 900
+) -> subprocess.CompletedProcess:
     """Run a task of gpuenv/cli/images.py as a user would: `invoke ARGS` in a subprocess.
 
     Through tasks.py once the lead has wired the module in; until then through an Invoke
     Program over the module itself (same parser, same `--` remainder, same exit codes).
     """
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    return subprocess.run(task_argv(*args), cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        task_argv(*args), cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 #: `invoke` over gpuenv/cli/images.py alone (used by run_task and the interrupt test).
@@ -50,4 +54,13 @@ def task_argv(*args: str) -> list[str]:
 
 
 def build_args(base_image: str, ca_bundle: Path) -> list[str]:
-    return ["build", *CPU_STACK_ARGS, "--base-image", base_image, "--ca-cert", str(ca_bundle), "--wheelhouse", str(WHEELHOUSE)]
+    return [
+        "build",
+        *CPU_STACK_ARGS,
+        "--base-image",
+        base_image,
+        "--ca-cert",
+        str(ca_bundle),
+        "--wheelhouse",
+        str(WHEELHOUSE),
+    ]

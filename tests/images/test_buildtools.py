@@ -41,15 +41,21 @@ def test_the_standalone_python_download_honours_the_mirror_setting(cache, monkey
     assert "UV_PYTHON_INSTALL_MIRROR" in text
 
 
-def test_a_base_with_python_needs_no_standalone_python_and_a_conda_lock_needs_no_installer(cache, monkeypatch):
+def test_a_base_with_python_needs_no_standalone_python_and_a_conda_lock_needs_no_installer(
+    cache, monkeypatch
+):
     import platform
 
     arch = buildtools.normalise_arch(platform.machine())
     tools = buildtools.gather(backend="uv", python="3.11", arch=arch, base_has_python=True)
     assert tools.uv.is_file() and tools.python is None and tools.conda_env is None
-    monkeypatch.setenv("UV_PYTHON_INSTALL_MIRROR", f"http://127.0.0.1:{_closed_port()}")  # any download would fail
+    monkeypatch.setenv(
+        "UV_PYTHON_INSTALL_MIRROR", f"http://127.0.0.1:{_closed_port()}"
+    )  # any download would fail
     tools = buildtools.gather(backend="conda-lock", python="3.11", arch=arch, base_has_python=False)
-    assert tools.python is None and tools.conda_env is None  # the environment is staged later, from the lock
+    assert (
+        tools.python is None and tools.conda_env is None
+    )  # the environment is staged later, from the lock
     assert not cache.exists(), "nothing was downloaded"
 
 

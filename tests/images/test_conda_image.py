@@ -17,6 +17,7 @@ import yaml
 
 pytestmark = [pytest.mark.docker, pytest.mark.network]
 
+
 def test_a_conda_image_on_the_bare_base_builds_offline_runs_its_entry_point_and_is_reproducible(
     bare_base_image, conda_channel, standin_wheels, cpu_stack, tmp_path, monkeypatch
 ):
@@ -28,32 +29,56 @@ def test_a_conda_image_on_the_bare_base_builds_offline_runs_its_entry_point_and_
     team = tmp_path / "team.yml"
     team.write_text(yaml.safe_dump({"conda": ["gpuenv-probe", "gpuenv-hello"], "pip": []}))
     mirrors = {"conda-forge": conda_channel.as_uri()}
-    lock = ensure_lock(cpu_stack, backend="conda-lock", wheelhouse=standin_wheels, team_file=team, mirrors=mirrors)
+    lock = ensure_lock(
+        cpu_stack, backend="conda-lock", wheelhouse=standin_wheels, team_file=team, mirrors=mirrors
+    )
     engine = Engine.local()
 
     built = []
     try:
         for run in ("first", "second"):  # the second from an empty staging cache
             monkeypatch.setenv("GPUENV_CACHE_DIR", str(tmp_path / f"cache-{run}"))
-            plan = images.plan_build(cpu_stack, lock.directory, base_image=bare_base_image, wheelhouse=standin_wheels, mirrors=mirrors)
+            plan = images.plan_build(
+                cpu_stack,
+                lock.directory,
+                base_image=bare_base_image,
+                wheelhouse=standin_wheels,
+                mirrors=mirrors,
+            )
             plan = dataclasses.replace(plan, tags=[f"gpuenv-test/conda-{os.getpid()}:{run}"])
             said: list[str] = []
             result = images.build_stack_image(plan, progress=said.append)
             built.append(result.image.id)
             # staging for the image is a long step: each part of it is said as it starts (an empty cache each run)
-            for start in ("fetching ", "linking ", "installing ", "compiling the bytecode for the final path"):
+            for start in (
+                "fetching ",
+                "linking ",
+                "installing ",
+                "compiling the bytecode for the final path",
+            ):
                 assert any(line.startswith(start) for line in said), (run, start, said)
-            assert any(line.startswith("linking ") and "(for /opt/gpuenv/env)" in line for line in said), said
+            assert any(
+                line.startswith("linking ") and "(for /opt/gpuenv/env)" in line for line in said
+            ), said
         assert built[0] == built[1], "the same lock gave another image"
         out: list[str] = []
-        code = engine.run_container(built[0], ["gpuenv-probe"], gpus="none", workdir_mount=tmp_path, stream=out.append)
+        code = engine.run_container(
+            built[0], ["gpuenv-probe"], gpus="none", workdir_mount=tmp_path, stream=out.append
+        )
         assert code == 0 and "gpuenv-probe ok /opt/gpuenv/env" in "".join(out)
         out.clear()
-        code = engine.run_container(built[0], ["gpuenv-hello"], gpus="none", workdir_mount=tmp_path, stream=out.append)
+        code = engine.run_container(
+            built[0], ["gpuenv-hello"], gpus="none", workdir_mount=tmp_path, stream=out.append
+        )
         assert code == 0 and "hello from /opt/gpuenv/env" in "".join(out)
         out.clear()
-        code = engine.run_container(built[0], ["python", "-c", "import torch; print(torch.__version__)"], gpus="none", workdir_mount=tmp_path,
-                                    stream=out.append)
+        code = engine.run_container(
+            built[0],
+            ["python", "-c", "import torch; print(torch.__version__)"],
+            gpus="none",
+            workdir_mount=tmp_path,
+            stream=out.append,
+        )
         assert code == 0 and "2.13.0+cpu" in "".join(out)
     finally:
         for image_id in dict.fromkeys(built):

@@ -7,14 +7,13 @@ named under gpuenv-safety-test/ or labelled for a stack no other test uses, and 
 
 from __future__ import annotations
 
-import re
 import json
 import os
+import re
 import uuid
 
-import pytest
-
 import dockercases
+import pytest
 from dockercases import containers_labelled, dockerfile_context
 from imagecases import run_task
 
@@ -35,12 +34,24 @@ def tiny_build(base_image):
     made: list[str] = []
 
     def build(tags: list[str], labels: dict[str, str] | None = None):
-        lines = [f"FROM {base_image}"] + [f"LABEL {k}={json.dumps(v)}" for k, v in (labels or {}).items()]
+        lines = [f"FROM {base_image}"] + [
+            f"LABEL {k}={json.dumps(v)}" for k, v in (labels or {}).items()
+        ]
         lines.append(f'LABEL gpuenv.safety-test="{uuid.uuid4().hex}"')  # a new image each time
         try:
-            result = engine.build_image(dockerfile_context("\n".join(lines) + "\n"), dockerfile="Dockerfile", tags=tags, buildargs={}, progress=lambda _t: None)
+            result = engine.build_image(
+                dockerfile_context("\n".join(lines) + "\n"),
+                dockerfile="Dockerfile",
+                tags=tags,
+                buildargs={},
+                progress=lambda _t: None,
+            )
         finally:
-            made.extend(info.id for info in engine.find_images({"gpuenv.safety-test": None}) if info.id not in made)
+            made.extend(
+                info.id
+                for info in engine.find_images({"gpuenv.safety-test": None})
+                if info.id not in made
+            )
         return result
 
     yield build
@@ -67,10 +78,14 @@ def test_a_tag_the_engine_refuses_moves_no_tag(tiny_build, base_image):
         message = caught.value.render()
         assert message.startswith(f"the engine refused the tag {refused} after the build: ")
         assert "no tag was moved" in message and "\n" not in message
-        assert cli.images.get(moved_before).id == base_id, "a tag moved to the new image although the build's tags failed"
+        assert cli.images.get(moved_before).id == base_id, (
+            "a tag moved to the new image although the build's tags failed"
+        )
         assert engine.image_info(new_name) is None, "a new tag was left on the new image"
     finally:
-        dockercases.remove_image(engine, moved_before) if cli.images.get(moved_before).id != base_id else cli.api.remove_image(moved_before, noprune=True)
+        dockercases.remove_image(engine, moved_before) if cli.images.get(
+            moved_before
+        ).id != base_id else cli.api.remove_image(moved_before, noprune=True)
     assert engine.image_info(base_image) is not None
 
 
@@ -80,13 +95,19 @@ def test_all_tags_move_when_the_engine_accepts_them(tiny_build):
     engine = Engine.local()
 
     run = uuid.uuid4().hex[:8]
-    tags = [f"gpuenv-safety-test/stack:{run}", f"gpuenv-safety-test/stack:latest-{run}", f"localhost:5000/gpuenv-safety-test/x:Prod{run}"]
+    tags = [
+        f"gpuenv-safety-test/stack:{run}",
+        f"gpuenv-safety-test/stack:latest-{run}",
+        f"localhost:5000/gpuenv-safety-test/x:Prod{run}",
+    ]
     result = tiny_build(tags)
     assert sorted(result.image.tags) == sorted(tags)
     assert all(engine.image_info(t).id == result.image.id for t in tags)
 
 
-def test_the_container_runs_as_the_caller_and_writes_a_folder_only_the_caller_may(tiny_build, tmp_path):
+def test_the_container_runs_as_the_caller_and_writes_a_folder_only_the_caller_may(
+    tiny_build, tmp_path
+):
     """`invoke validate --json` into a root-owned folder: the container's files belong to the caller."""
     from gpuenv.engine import Engine
 
@@ -98,8 +119,11 @@ def test_the_container_runs_as_the_caller_and_writes_a_folder_only_the_caller_ma
     folder.mkdir(mode=0o700)  # private to the caller, as pytest's own tmp_path is: no chmod 0777
     out: list[str] = []
     code = engine.run_container(
-        image.id, ["sh", "-c", "id -u; id -g; echo report > /workspace/report.json; echo HOME=$HOME"],
-        gpus="none", workdir_mount=folder, stream=out.append,
+        image.id,
+        ["sh", "-c", "id -u; id -g; echo report > /workspace/report.json; echo HOME=$HOME"],
+        gpus="none",
+        workdir_mount=folder,
+        stream=out.append,
     )
     text = "".join(out)
     assert code == 0, text
@@ -117,15 +141,23 @@ def test_errors_name_the_image_by_its_tag_not_its_sha256(tiny_build, tmp_path):
     engine = Engine.local()
 
     if "nvidia" in engine.runtimes():
-        pytest.skip("this engine has the NVIDIA runtime: the GPU request that fails here would be granted")
+        pytest.skip(
+            "this engine has the NVIDIA runtime: the GPU request that fails here would be granted"
+        )
     tag = f"gpuenv-safety-test/run:{uuid.uuid4().hex[:8]}"
     image = tiny_build([tag]).image
-    mine = image.labels["gpuenv.safety-test"]  # this image's own: its containers carry it, no one else's do
+    mine = image.labels[
+        "gpuenv.safety-test"
+    ]  # this image's own: its containers carry it, no one else's do
     with pytest.raises(ToolError) as caught:  # the engine cannot give GPUs: the run fails at start
-        engine.run_container(image.id, ["true"], gpus="0", workdir_mount=tmp_path, stream=lambda _t: None)
+        engine.run_container(
+            image.id, ["true"], gpus="0", workdir_mount=tmp_path, stream=lambda _t: None
+        )
     assert caught.value.render().startswith(f"could not run {tag}: "), caught.value.render()
     assert "sha256" not in caught.value.render()
-    assert containers_labelled("gpuenv.safety-test", mine) == [], "the failed run left its container"
+    assert containers_labelled("gpuenv.safety-test", mine) == [], (
+        "the failed run left its container"
+    )
 
 
 def test_invoke_run_on_a_cpu_stack_asks_for_no_gpu_by_default(tiny_build, tmp_path):
@@ -135,9 +167,23 @@ def test_invoke_run_on_a_cpu_stack_asks_for_no_gpu_by_default(tiny_build, tmp_pa
     engine = Engine.local()
 
     if "nvidia" in engine.runtimes():
-        pytest.skip("this engine has the NVIDIA runtime: a GPU request would be granted, which proves nothing here")
-    mine = tiny_build([f"gpuenv-safety-test/{STACK_ID}:{uuid.uuid4().hex[:8]}"], labels={"io.gpuenv.stack": STACK_ID}).image.labels["gpuenv.safety-test"]
-    done = run_task("run", *STACK_ARGS, "--", "sh", "-c", "echo visible=$NVIDIA_VISIBLE_DEVICES", cwd=tmp_path, timeout=300)
+        pytest.skip(
+            "this engine has the NVIDIA runtime: a GPU request would be granted, which proves nothing here"
+        )
+    mine = tiny_build(
+        [f"gpuenv-safety-test/{STACK_ID}:{uuid.uuid4().hex[:8]}"],
+        labels={"io.gpuenv.stack": STACK_ID},
+    ).image.labels["gpuenv.safety-test"]
+    done = run_task(
+        "run",
+        *STACK_ARGS,
+        "--",
+        "sh",
+        "-c",
+        "echo visible=$NVIDIA_VISIBLE_DEVICES",
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert "visible=void" in done.stdout
     # and asking explicitly still asks, and says why the engine cannot
@@ -151,7 +197,10 @@ def _holds(image_id: str, run: str) -> bool:
     from gpuenv.engine import Engine
 
     try:
-        return any(run in (h.get("CreatedBy") or "") for h in dockercases.image_history(Engine.local(), image_id))
+        return any(
+            run in (h.get("CreatedBy") or "")
+            for h in dockercases.image_history(Engine.local(), image_id)
+        )
     except Exception:  # noqa: BLE001 (removed meanwhile)
         return False
 
@@ -174,14 +223,19 @@ def test_a_build_leaves_no_dangling_image_failed_or_not(base_image, fails_in, bu
     engine = Engine.local()
 
     run = uuid.uuid4().hex[:8]
-    dockerfile = "\n".join([
-        f"FROM {base_image} AS install",
-        f"RUN echo {run} > /made",
-        "RUN false" if fails_in == "install" else "RUN true",
-        f"FROM {base_image}",
-        "COPY --from=install /made /made",
-        "RUN false" if fails_in == "final" else "RUN cat /made",
-    ]) + "\n"
+    dockerfile = (
+        "\n".join(
+            [
+                f"FROM {base_image} AS install",
+                f"RUN echo {run} > /made",
+                "RUN false" if fails_in == "install" else "RUN true",
+                f"FROM {base_image}",
+                "COPY --from=install /made /made",
+                "RUN false" if fails_in == "final" else "RUN cat /made",
+            ]
+        )
+        + "\n"
+    )
     cache_tag = f"gpuenv-safety-test/cache:{run}"
     tag = f"gpuenv-safety-test/two-stage:{run}"
     before = _dangling()
@@ -189,18 +243,40 @@ def test_a_build_leaves_no_dangling_image_failed_or_not(base_image, fails_in, bu
     try:
         if fails_in:
             with pytest.raises(ToolError):
-                engine.build_image(dockerfile_context(dockerfile), dockerfile="Dockerfile", tags=[tag], buildargs={}, cache_tag=cache_tag,
-                                   labels={"gpuenv.safety-test": run}, builder=builder, progress=log.append)
+                engine.build_image(
+                    dockerfile_context(dockerfile),
+                    dockerfile="Dockerfile",
+                    tags=[tag],
+                    buildargs={},
+                    cache_tag=cache_tag,
+                    labels={"gpuenv.safety-test": run},
+                    builder=builder,
+                    progress=log.append,
+                )
         else:
-            result = engine.build_image(dockerfile_context(dockerfile), dockerfile="Dockerfile", tags=[tag], buildargs={}, cache_tag=cache_tag,
-                                        labels={"gpuenv.safety-test": run}, builder=builder, progress=log.append)
+            result = engine.build_image(
+                dockerfile_context(dockerfile),
+                dockerfile="Dockerfile",
+                tags=[tag],
+                buildargs={},
+                cache_tag=cache_tag,
+                labels={"gpuenv.safety-test": run},
+                builder=builder,
+                progress=log.append,
+            )
             assert result.image.labels["gpuenv.safety-test"] == run, "labels= reaches the image"
             assert result.builder == builder
         made = set(re.findall(r"^ ---> ([0-9a-f]{12})$", "".join(log), re.M))
-        left = {i for i in _dangling() - before if i.removeprefix("sha256:")[:12] in made or _holds(i, run)}
+        left = {
+            i
+            for i in _dangling() - before
+            if i.removeprefix("sha256:")[:12] in made or _holds(i, run)
+        }
         assert not left, f"the build left dangling images {left}"
         kept = engine.image_info(cache_tag)
-        assert (kept is not None) == (builder == "classic" and fails_in != "install"), "the install stage is kept (tagged) once it was built"
+        assert (kept is not None) == (builder == "classic" and fails_in != "install"), (
+            "the install stage is kept (tagged) once it was built"
+        )
     finally:
         for ref in (tag, cache_tag):
             dockercases.remove_image(engine, ref)

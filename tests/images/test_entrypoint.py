@@ -12,7 +12,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from imagecases import ROOT
 
 ENTRYPOINT = ROOT / "docker" / "entrypoint.sh"
@@ -30,7 +29,9 @@ OPEN_550 = (
 FLOORS_12 = "12.4=550.54.14 12.2=535.54.03 12.1=530.30.02 12.0=525.60.13"
 
 
-def _gate(tmp_path: Path, version_text: str | None, min_driver: str, *command: str, **env: str) -> subprocess.CompletedProcess:
+def _gate(
+    tmp_path: Path, version_text: str | None, min_driver: str, *command: str, **env: str
+) -> subprocess.CompletedProcess:
     version_file = tmp_path / "version"
     if version_text is not None:
         version_file.write_text(version_text)
@@ -41,7 +42,13 @@ def _gate(tmp_path: Path, version_text: str | None, min_driver: str, *command: s
         "GPUENV_DRIVER_VERSION_FILE": str(version_file),
         **env,
     }
-    return subprocess.run(["/bin/sh", str(ENTRYPOINT), *command], env=full_env, capture_output=True, text=True, timeout=30)
+    return subprocess.run(
+        ["/bin/sh", str(ENTRYPOINT), *command],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
 
 
 def test_an_older_driver_stops_the_container_naming_both_and_a_cuda_it_runs(tmp_path):
@@ -69,7 +76,9 @@ def test_versions_compare_as_numbers_not_text(tmp_path):
 
 
 def test_a_new_enough_driver_runs_the_command_with_its_arguments_intact(tmp_path):
-    proc = _gate(tmp_path, OPEN_550, "550.54.15", "sh", "-c", 'printf "%s|" "$@"', "_", "a b", "", "c")
+    proc = _gate(
+        tmp_path, OPEN_550, "550.54.15", "sh", "-c", 'printf "%s|" "$@"', "_", "a b", "", "c"
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "a b||c|"
 
@@ -90,7 +99,9 @@ def test_no_floor_older_than_the_driver_says_upgrade_and_how_to_find_one(tmp_pat
         ("gate skipped on purpose", {"GPUENV_SKIP_DRIVER_GATE": "1"}, PROPRIETARY_535),
     ],
 )
-def test_the_gate_lets_the_command_run_when_it_has_nothing_to_judge(tmp_path, case, env, version_text):
+def test_the_gate_lets_the_command_run_when_it_has_nothing_to_judge(
+    tmp_path, case, env, version_text
+):
     proc = _gate(tmp_path, version_text, "590.0", "echo", "ran", **env)
     assert proc.returncode == 0, f"{case}: {proc.stderr}"
     assert proc.stdout == "ran\n", case
@@ -112,13 +123,30 @@ def test_the_built_image_runs_the_gate_at_start(cpu_image, tmp_path):
     (tmp_path / "version").write_text(PROPRIETARY_535)
     (tmp_path / "version").chmod(0o644)
     seen: list[str] = []
-    env = {"GPUENV_MIN_DRIVER": "550.54.14", "GPUENV_CUDA_FLOORS": FLOORS_12, "GPUENV_DRIVER_VERSION_FILE": "/workspace/version"}
-    code = engine.run_container(cpu_image.id, ["python", "-c", "print('ran')"], gpus="none", workdir_mount=tmp_path, env=env, stream=seen.append)
+    env = {
+        "GPUENV_MIN_DRIVER": "550.54.14",
+        "GPUENV_CUDA_FLOORS": FLOORS_12,
+        "GPUENV_DRIVER_VERSION_FILE": "/workspace/version",
+    }
+    code = engine.run_container(
+        cpu_image.id,
+        ["python", "-c", "print('ran')"],
+        gpus="none",
+        workdir_mount=tmp_path,
+        env=env,
+        stream=seen.append,
+    )
     assert code == 1
     assert "driver 535.104.05 is older than 550.54.14 needed by this image" in "".join(seen)
     assert "ran" not in "".join(seen)
     # The CPU image itself has no floor, so the same start runs the command.
     seen.clear()
-    code = engine.run_container(cpu_image.id, ["python", "-c", "print('ran')"], gpus="none", workdir_mount=tmp_path,
-                                env={"GPUENV_DRIVER_VERSION_FILE": "/workspace/version"}, stream=seen.append)
+    code = engine.run_container(
+        cpu_image.id,
+        ["python", "-c", "print('ran')"],
+        gpus="none",
+        workdir_mount=tmp_path,
+        env={"GPUENV_DRIVER_VERSION_FILE": "/workspace/version"},
+        stream=seen.append,
+    )
     assert code == 0 and "ran" in "".join(seen)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,7 +86,10 @@ def test_the_offline_check_never_hangs_on_a_special_file(tmp_path):
     os.mkfifo(fifo)
     zero = tmp_path / "zero.whl"
     zero.symlink_to("/dev/zero")
-    for path, words in ((fifo, "it is a FIFO (named pipe), not a regular file"), (zero, "it is a device, not a regular file")):
+    for path, words in (
+        (fifo, "it is a FIFO (named pipe), not a regular file"),
+        (zero, "it is a device, not a regular file"),
+    ):
         started = time.monotonic()
         with pytest.raises(BadInput, match=words.replace("(", r"\(").replace(")", r"\)")):
             wheelhouse._sha256(path)
@@ -113,9 +115,14 @@ def test_resolve_and_build_refuse_in_one_line(tmp_path, invoke_cli):
     cases = hostile_entries(tmp_path)
     tried = 0
     for kind in ("folder", "fifo", "zero"):
-        for args in (("resolve", "--framework", "torch", "--cuda", "cpu"), ("--dry", "build", "--framework", "torch", "--cuda", "cpu")):
+        for args in (
+            ("resolve", "--framework", "torch", "--cuda", "cpu"),
+            ("--dry", "build", "--framework", "torch", "--cuda", "cpu"),
+        ):
             out = invoke_cli(*args, "--wheelhouse", str(tmp_path / kind), timeout=60)
             assert out.returncode == 2 and "Traceback" not in out.stderr, (args, kind, out.stderr)
-            assert out.stderr.strip().count("\n") == 0 and cases[kind].split(" is ")[-1] in out.stderr, out.stderr
+            assert (
+                out.stderr.strip().count("\n") == 0 and cases[kind].split(" is ")[-1] in out.stderr
+            ), out.stderr
             tried += 1
     assert tried == 6

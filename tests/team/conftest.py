@@ -21,7 +21,6 @@ from pathlib import Path
 import dockercases
 import pytest
 from outsidecauses import cannot_lock, skip_only_if_unreachable
-
 from teamcases import BASE_IMAGE, ROOT, WHEELHOUSE, free_port, run_gpuenv, team_build_args
 
 REGISTRY_BINARY = os.environ.get("GPUENV_TEST_REGISTRY_BINARY", "docker-registry")
@@ -34,9 +33,13 @@ class Registry:
 
 
 def _start_registry(tmp: Path, *, readonly: bool = False):
-    binary = shutil.which(REGISTRY_BINARY) or (REGISTRY_BINARY if Path(REGISTRY_BINARY).is_file() else None)
+    binary = shutil.which(REGISTRY_BINARY) or (
+        REGISTRY_BINARY if Path(REGISTRY_BINARY).is_file() else None
+    )
     if binary is None:
-        pytest.skip(f"no {REGISTRY_BINARY} binary (Debian package docker-registry: run scripts/install-test-servers.sh as root)")
+        pytest.skip(
+            f"no {REGISTRY_BINARY} binary (Debian package docker-registry: run scripts/install-test-servers.sh as root)"
+        )
     port = free_port()
     storage = tmp / "storage"
     storage.mkdir(parents=True)
@@ -104,14 +107,16 @@ class CpuLock:
 @pytest.fixture(scope="session")
 def cpu_uv_lock(locks_dir, cpu_stack) -> CpuLock:
     """The uv lock of the CPU torch stack (torch from the wheelhouse, the rest from PyPI)."""
-    from gpuenv.images import plan as images
-    from gpuenv.errors import GpuenvError
     from gpuenv.envs.locking import ensure_lock
+    from gpuenv.errors import GpuenvError
+    from gpuenv.images import plan as images
 
     if not any(WHEELHOUSE.glob("torch-2.13.0+cpu-*.whl")):
         pytest.skip(f"no torch-2.13.0+cpu wheel in {WHEELHOUSE}")
     old = os.environ.get("GPUENV_LOCKS_DIR")
-    os.environ["GPUENV_LOCKS_DIR"] = str(locks_dir)  # only for this call: other test folders set their own
+    os.environ["GPUENV_LOCKS_DIR"] = str(
+        locks_dir
+    )  # only for this call: other test folders set their own
     try:
         result = ensure_lock(cpu_stack, backend="uv", wheelhouse=WHEELHOUSE)
     except GpuenvError as err:
@@ -133,11 +138,30 @@ def complete_wheelhouse(cpu_uv_lock, tmp_path_factory) -> Path:
     if python is None:
         pytest.skip("no python3.11 on PATH to download the lock's wheels for CPython 3.11")
     folder = tmp_path_factory.mktemp("wheelhouse")
-    proc = subprocess.run([python, "-m", "pip", "download", "--quiet", "--no-deps", "--require-hashes", "--dest", str(folder),
-                           "--find-links", str(WHEELHOUSE), "-r", str(cpu_uv_lock.directory / "requirements.lock.txt")],
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [
+            python,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--require-hashes",
+            "--dest",
+            str(folder),
+            "--find-links",
+            str(WHEELHOUSE),
+            "-r",
+            str(cpu_uv_lock.directory / "requirements.lock.txt"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     if proc.returncode != 0:
-        skip_only_if_unreachable("downloading the lock's wheels with pip --require-hashes", proc.stderr + proc.stdout)
+        skip_only_if_unreachable(
+            "downloading the lock's wheels with pip --require-hashes", proc.stderr + proc.stdout
+        )
     return folder
 
 
@@ -148,9 +172,16 @@ def base_image(docker_engine) -> str:
     engine = Engine.local()
 
     if engine.image_info(BASE_IMAGE) is None:
-        proc = subprocess.run([str(ROOT / "scripts" / "make-test-base-image.sh"), BASE_IMAGE], capture_output=True, text=True, timeout=900)
+        proc = subprocess.run(
+            [str(ROOT / "scripts" / "make-test-base-image.sh"), BASE_IMAGE],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         if proc.returncode != 0:
-            skip_only_if_unreachable(f"making the base image {BASE_IMAGE}", proc.stderr + proc.stdout)
+            skip_only_if_unreachable(
+                f"making the base image {BASE_IMAGE}", proc.stderr + proc.stdout
+            )
     return BASE_IMAGE
 
 
@@ -170,8 +201,14 @@ def team_image(base_image, cpu_uv_lock, cpu_stack, locks_dir, complete_wheelhous
     # Always through `gpuenv build`: the same inputs give the same image, so when an earlier session
     # left it, the build says "unchanged: reused" in seconds (an image found by its tag alone could
     # be one built otherwise, by another session on a shared engine).
-    proc = run_gpuenv(*team_build_args(base_image, complete_wheelhouse), env={"GPUENV_LOCKS_DIR": str(locks_dir)}, timeout=1800)
-    assert proc.returncode == 0, f"invoke build failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    proc = run_gpuenv(
+        *team_build_args(base_image, complete_wheelhouse),
+        env={"GPUENV_LOCKS_DIR": str(locks_dir)},
+        timeout=1800,
+    )
+    assert proc.returncode == 0, (
+        f"invoke build failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    )
     tag = dockercases.stack_image_tag(cpu_stack, cpu_uv_lock.sha256)
     info = engine.image_info(tag)
     assert info is not None, f"{tag} is missing after a successful build"

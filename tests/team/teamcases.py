@@ -15,18 +15,34 @@ HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 CPU_STACK_ARGS = ("--cuda", "cpu", "--framework", "torch", "--torch", "2.13.0", "--python", "3.11")
 
 
-def run_invoke(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
+def run_invoke(
+    *args: str, cwd: Path = ROOT, env: dict[str, str] | None = None, timeout: float = 900
+) -> subprocess.CompletedProcess:
     """`invoke ARGS` from the repository root (tasks.py), output captured: not a terminal."""
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(ROOT), *args], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", "--search-root", str(ROOT), *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
-def run_gpuenv(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
+def run_gpuenv(
+    *args: str, cwd: Path = ROOT, env: dict[str, str] | None = None, timeout: float = 900
+) -> subprocess.CompletedProcess:
     """The `gpuenv` console command (gpuenv.cli.program:main), run from `cwd`."""
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "gpuenv.cli.program", *args], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "gpuenv.cli.program", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def one_line_exit_2(proc: subprocess.CompletedProcess) -> str:
@@ -46,4 +62,13 @@ def free_port() -> int:
 
 def team_build_args(base_image: str, wheelhouse: Path) -> list[str]:
     """`build` of the team's CPU image from a wheelhouse holding every locked wheel (no network needed)."""
-    return ["build", *CPU_STACK_ARGS, "--base-image", base_image, "--backend", "uv", "--wheelhouse", str(wheelhouse)]
+    return [
+        "build",
+        *CPU_STACK_ARGS,
+        "--base-image",
+        base_image,
+        "--backend",
+        "uv",
+        "--wheelhouse",
+        str(wheelhouse),
+    ]

@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from teamcases import ROOT, WHEELHOUSE
 
 pytestmark = pytest.mark.network
@@ -40,7 +39,9 @@ def no_network_available() -> str | None:
 
 
 def copy_checkout(target: Path) -> Path:
-    ignore = shutil.ignore_patterns(".git", ".venv", "__pycache__", ".pytest_cache", "locks", "wheelhouse", "gpuenv-fleet")
+    ignore = shutil.ignore_patterns(
+        ".git", ".venv", "__pycache__", ".pytest_cache", "locks", "wheelhouse", "gpuenv-fleet"
+    )
     shutil.copytree(ROOT, target, ignore=ignore)
     return target
 
@@ -52,7 +53,9 @@ def test_the_air_gapped_recipe_as_written(tmp_path):
     if not any(WHEELHOUSE.glob("torch-2.13.0+cpu-*.whl")):
         pytest.skip(f"no torch-2.13.0+cpu wheel in {WHEELHOUSE} (the recipe's framework wheel)")
     if shutil.which("python3.11") is None:
-        pytest.skip("no python3.11 on PATH (the recipe's pip download and the server's venv use it)")
+        pytest.skip(
+            "no python3.11 on PATH (the recipe's pip download and the server's venv use it)"
+        )
     online, offline = recipe_blocks()
     checkout = copy_checkout(tmp_path / "checkout")
     home = tmp_path / "home"
@@ -63,15 +66,28 @@ def test_the_air_gapped_recipe_as_written(tmp_path):
         "PYTHONPATH": str(checkout),
         "HOME": str(home),
     }
-    done = subprocess.run(["bash", "-euo", "pipefail", "-c", online], cwd=checkout, env=env, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", online],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert any((checkout / "wheelhouse").glob("torch-*.whl"))
     # the server: no network but its own loopback (a new namespace starts with lo down; an
     # air-gapped server has it up, and the suite's multi-process checks talk over it), an empty uv cache
     cache = tmp_path / "empty-uv-cache"
     cache.mkdir()
-    done = subprocess.run(["unshare", "-n", "bash", "-euo", "pipefail", "-c", "ip link set lo up\n" + offline], cwd=checkout,
-                          env={**env, "UV_CACHE_DIR": str(cache)}, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        ["unshare", "-n", "bash", "-euo", "pipefail", "-c", "ip link set lo up\n" + offline],
+        cwd=checkout,
+        env={**env, "UV_CACHE_DIR": str(cache)},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-4000:]
     assert "Traceback" not in out

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from teamcases import run_gpuenv, run_invoke
 
 from gpuenv.cli.config import (
     DEFAULT_ORIGIN,
@@ -24,7 +25,6 @@ from gpuenv.cli.config import (
     stack_request,
 )
 from gpuenv.errors import BadInput
-from teamcases import run_gpuenv, run_invoke
 
 # ---------------------------------------------------------------- pure: origins and checks
 
@@ -37,7 +37,13 @@ def layers(**sections) -> list[Layer]:
 
 
 def test_later_layer_wins_and_is_named():
-    where = origins(layers(user_yaml={"python": "3.10", "cuda": "12.1"}, invoke_yaml={"python": "3.11"}, env={"python": "3.12"}))
+    where = origins(
+        layers(
+            user_yaml={"python": "3.10", "cuda": "12.1"},
+            invoke_yaml={"python": "3.11"},
+            env={"python": "3.12"},
+        )
+    )
     assert where["python"] == "INVOKE_GPUENV_PYTHON"
     assert where["cuda"] == "user.yaml"
     assert where["backend"] == DEFAULT_ORIGIN
@@ -55,10 +61,22 @@ def test_nested_keys_and_their_variables():
 
 
 def test_settings_are_checked_and_normalised():
-    merged = {"framework": "PyTorch", "cuda": "12.1.1", "python": "py3.11", "backend": "uv", "platforms": "linux-64,linux-aarch64",
-              "registry": "Registry.Example.com:5000", "fleet": {"hosts": ["ssh://a", "ssh://b"], "parallel": "8"}}
+    merged = {
+        "framework": "PyTorch",
+        "cuda": "12.1.1",
+        "python": "py3.11",
+        "backend": "uv",
+        "platforms": "linux-64,linux-aarch64",
+        "registry": "Registry.Example.com:5000",
+        "fleet": {"hosts": ["ssh://a", "ssh://b"], "parallel": "8"},
+    }
     settings = settings_from(merged, layers(invoke_yaml=merged))
-    assert (settings.framework, settings.cuda, settings.python, settings.backend) == ("torch", "12.1", "3.11", "uv")
+    assert (settings.framework, settings.cuda, settings.python, settings.backend) == (
+        "torch",
+        "12.1",
+        "3.11",
+        "uv",
+    )
     assert settings.platforms == ("linux-64", "linux-aarch64")
     assert settings.registry == "registry.example.com:5000"
     assert settings.fleet.hosts == ("ssh://a", "ssh://b") and settings.fleet.parallel == 8
@@ -73,7 +91,10 @@ def test_settings_are_checked_and_normalised():
         ({"cuda": "12.7"}, ["invoke.yaml", "gpuenv.cuda", "12.7", "'cpu'"]),
         ({"framework": "jax"}, ["invoke.yaml", "gpuenv.framework", "'jax'", "torch, tensorflow"]),
         ({"platforms": ["win-64"]}, ["invoke.yaml", "gpuenv.platforms", "'win-64'", "linux-64"]),
-        ({"registry": "https://r.example.com/x"}, ["invoke.yaml", "gpuenv.registry", "scheme", "r.example.com"]),
+        (
+            {"registry": "https://r.example.com/x"},
+            ["invoke.yaml", "gpuenv.registry", "scheme", "r.example.com"],
+        ),
         ({"fleet": {"parallel": 0}}, ["invoke.yaml", "gpuenv.fleet.parallel", "1 or more"]),
         ({"frameworks": "torch"}, ["invoke.yaml", "unknown key gpuenv.frameworks", "framework"]),
     ],
@@ -92,33 +113,66 @@ def test_a_bad_variable_is_named_as_the_variable():
         settings_from({"backend": "poetry"}, layers(env={"backend": "poetry"}))
 
 
-@pytest.mark.parametrize("value, expected", [("127.0.0.1:5000", "127.0.0.1:5000"), ("localhost", "localhost"), ("REG.example.com", "reg.example.com")])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("127.0.0.1:5000", "127.0.0.1:5000"),
+        ("localhost", "localhost"),
+        ("REG.example.com", "reg.example.com"),
+    ],
+)
 def test_registry_hosts(value, expected):
     assert parse_registry(value) == expected
 
 
-@pytest.mark.parametrize("value, word", [("myteam", "Docker Hub"), ("r.example.com:99999", "out of range"), ("http://r:5000", "scheme"), ("r.io/team", "path")])
+@pytest.mark.parametrize(
+    "value, word",
+    [
+        ("myteam", "Docker Hub"),
+        ("r.example.com:99999", "out of range"),
+        ("http://r:5000", "scheme"),
+        ("r.io/team", "path"),
+    ],
+)
 def test_bad_registry_hosts(value, word):
     with pytest.raises(BadInput, match=word):
         parse_registry(value)
 
 
 def test_command_line_beats_file():
-    settings = Settings(framework="torch", cuda="12.1", python="3.11", backend="uv", platforms=("linux-64",), base_image="local/cuda:12")
+    settings = Settings(
+        framework="torch",
+        cuda="12.1",
+        python="3.11",
+        backend="uv",
+        platforms=("linux-64",),
+        base_image="local/cuda:12",
+    )
     request = stack_request({"cuda": "cpu", "python": None, "platforms": []}, settings)
-    assert request == StackRequest(framework="torch", cuda="cpu", python="3.11", backend="uv", platforms=("linux-64",), base_image="local/cuda:12")
+    assert request == StackRequest(
+        framework="torch",
+        cuda="cpu",
+        python="3.11",
+        backend="uv",
+        platforms=("linux-64",),
+        base_image="local/cuda:12",
+    )
     assert request.resolver_options()["cuda"] == "cpu"
 
 
 def test_a_framework_pin_on_the_command_line_implies_its_framework():
     settings = Settings(framework="torch")
     assert stack_request({"tensorflow": "2.15"}, settings).framework == "tensorflow"
-    assert stack_request({"tensorflow": "2.15", "framework": "torch"}, settings).framework == "torch"
+    assert (
+        stack_request({"tensorflow": "2.15", "framework": "torch"}, settings).framework == "torch"
+    )
 
 
 def test_effective_rows_say_what_none_means_and_where_values_came_from():
     settings = settings_from({"python": "3.11"}, layers(invoke_yaml={"python": "3.11"}))
-    rows = {key: (value, source) for key, value, source in effective_rows(settings, {"cuda": "cpu"})}
+    rows = {
+        key: (value, source) for key, value, source in effective_rows(settings, {"cuda": "cpu"})
+    }
     assert rows["python"] == ("3.11", "invoke.yaml")
     assert rows["cuda"] == ("cpu", "command line")
     assert rows["backend"] == ("(conda-lock)", DEFAULT_ORIGIN)
@@ -144,25 +198,46 @@ def test_gpuenv_command_reads_the_nearest_invoke_yaml_and_every_layer_in_order(t
     write(project, "invoke.yaml", 'gpuenv:\n  cuda: cpu\n  framework: torch\n  python: "3.11"\n')
     home = tmp_path / "home"
     home.mkdir()
-    write(home, ".invoke.yaml", 'gpuenv:\n  python: "3.12"\n  cuda: "12.1"\n')  # user file: below the project's
+    write(
+        home, ".invoke.yaml", 'gpuenv:\n  python: "3.12"\n  cuda: "12.1"\n'
+    )  # user file: below the project's
     env = {"HOME": str(home)}
     stack = resolve_json(run_gpuenv("resolve", "--json", cwd=project / "sub", env=env))
     assert (stack["cuda"], stack["python"]) == ("cpu", "3.11")
-    stack = resolve_json(run_gpuenv("resolve", "--json", cwd=project / "sub", env={**env, "INVOKE_GPUENV_PYTHON": "3.12"}))
+    stack = resolve_json(
+        run_gpuenv(
+            "resolve", "--json", cwd=project / "sub", env={**env, "INVOKE_GPUENV_PYTHON": "3.12"}
+        )
+    )
     assert stack["python"] == "3.12"
     other = write(tmp_path, "other.yaml", 'gpuenv:\n  python: "3.10"\n')
-    stack = resolve_json(run_gpuenv("-f", str(other), "resolve", "--json", cwd=project, env={**env, "INVOKE_GPUENV_PYTHON": "3.12"}))
+    stack = resolve_json(
+        run_gpuenv(
+            "-f",
+            str(other),
+            "resolve",
+            "--json",
+            cwd=project,
+            env={**env, "INVOKE_GPUENV_PYTHON": "3.12"},
+        )
+    )
     assert stack["python"] == "3.10"
-    stack = resolve_json(run_gpuenv("-f", str(other), "resolve", "--json", "-p", "3.12", cwd=project, env=env))
+    stack = resolve_json(
+        run_gpuenv("-f", str(other), "resolve", "--json", "-p", "3.12", cwd=project, env=env)
+    )
     assert stack["python"] == "3.12"
 
 
 def test_doctor_shows_each_value_and_its_origin(tmp_path):
-    write(tmp_path, "invoke.yaml", 'gpuenv:\n  cuda: cpu\n  registry: 127.0.0.1:5000\n')
-    proc = run_gpuenv("doctor", "--json", cwd=tmp_path, env={"INVOKE_GPUENV_BACKEND": "uv", "HOME": str(tmp_path)})
+    write(tmp_path, "invoke.yaml", "gpuenv:\n  cuda: cpu\n  registry: 127.0.0.1:5000\n")
+    proc = run_gpuenv(
+        "doctor", "--json", cwd=tmp_path, env={"INVOKE_GPUENV_BACKEND": "uv", "HOME": str(tmp_path)}
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
-    assert report["team_stack"]["cuda"] == "cpu", "the stack the tasks build from the settings alone"
+    assert report["team_stack"]["cuda"] == "cpu", (
+        "the stack the tasks build from the settings alone"
+    )
     rows = {row["key"]: row for row in report["settings"]["values"]}
     assert rows["cuda"]["value"] == "cpu" and rows["cuda"]["source"] == "invoke.yaml"
     assert rows["backend"]["value"] == "uv" and rows["backend"]["source"] == "INVOKE_GPUENV_BACKEND"
@@ -176,8 +251,16 @@ def test_doctor_reports_a_bad_file_and_exits_2(tmp_path):
     write(tmp_path, "invoke.yaml", "gpuenv:\n  backend: pip\n")
     proc = run_gpuenv("doctor", cwd=tmp_path, env={"HOME": str(tmp_path)})
     assert proc.returncode == 2, "doctor must not pass while the settings are invalid"
-    assert "settings  not available: invoke.yaml: gpuenv.backend 'pip' is not a lock backend" in proc.stdout
-    assert proc.stderr.strip().startswith("gpuenv: the settings are invalid: invoke.yaml: gpuenv.backend") and "Traceback" not in proc.stderr
+    assert (
+        "settings  not available: invoke.yaml: gpuenv.backend 'pip' is not a lock backend"
+        in proc.stdout
+    )
+    assert (
+        proc.stderr.strip().startswith(
+            "gpuenv: the settings are invalid: invoke.yaml: gpuenv.backend"
+        )
+        and "Traceback" not in proc.stderr
+    )
 
 
 def test_a_bad_file_value_is_one_line_with_exit_2(tmp_path):
@@ -223,7 +306,6 @@ def test_short_flags_mean_the_same_in_every_task():
 
 def test_the_gpuenv_command_is_declared_and_runs_outside_the_project(tmp_path):
     import tomllib
-
     from teamcases import ROOT
 
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]

@@ -41,8 +41,11 @@ def named_keys(text: str) -> list[str]:
 @pytest.mark.parametrize("page", PAGES)
 def test_every_invoke_yaml_key_a_page_names_exists(page):
     sections = {key.rsplit(".", 1)[0] for key in KNOWN_KEYS if "." in key}
-    unknown = [key for key in named_keys((ROOT / page).read_text(encoding="utf-8"))
-               if key not in KNOWN_KEYS and key not in sections]
+    unknown = [
+        key
+        for key in named_keys((ROOT / page).read_text(encoding="utf-8"))
+        if key not in KNOWN_KEYS and key not in sections
+    ]
     assert unknown == [], f"{page} names invoke.yaml keys the config does not know: {unknown}"
 
 

@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
+from teamcases import one_line_exit_2, run_gpuenv
 
 from gpuenv.cli.configfiles import ConfigFileError, load_file
 from gpuenv.compat.resolve import Request, resolve_stack
 from gpuenv.errors import BadInput
-from teamcases import one_line_exit_2, run_gpuenv
 
 
 @pytest.fixture
@@ -32,13 +32,43 @@ def project(tmp_path):
 # --- repeated keys --------------------------------------------------------------------------
 
 REPEATED = [
-    ("two-sections.yaml", 'gpuenv:\n  cuda: "12.1"\n  torch: "2.3.1"\nother: 1\ngpuenv:\n  python: "3.11"\n', "'gpuenv' is given again", 1, 5),
-    ("nested.yaml", "gpuenv:\n  fleet:\n    parallel: 2\n    hosts: [a]\n    parallel: 3\n", "'parallel' is given again", 3, 5),
+    (
+        "two-sections.yaml",
+        'gpuenv:\n  cuda: "12.1"\n  torch: "2.3.1"\nother: 1\ngpuenv:\n  python: "3.11"\n',
+        "'gpuenv' is given again",
+        1,
+        5,
+    ),
+    (
+        "nested.yaml",
+        "gpuenv:\n  fleet:\n    parallel: 2\n    hosts: [a]\n    parallel: 3\n",
+        "'parallel' is given again",
+        3,
+        5,
+    ),
     ("flow.yaml", "gpuenv: {cuda: cpu, cuda: '12.1'}\n", "'cuda' is given again", 1, 1),
     ("quoted.yaml", "gpuenv:\n  cuda: cpu\n  'cuda': '12.1'\n", "'cuda' is given again", 2, 3),
-    ("two-sections.json", '{"gpuenv": {"cuda": "12.1"},\n "gpuenv": {}}', "'gpuenv' is given again", 1, 2),
-    ("nested.json", '{"gpuenv": {"fleet": {\n"parallel": 2,\n"parallel": 3}}}', "'parallel' is given again", 2, 3),
-    ("same-line.json", '{"gpuenv": {"cuda": "cpu", "cuda": "12.1"}}', "'cuda' is given again", 1, 1),
+    (
+        "two-sections.json",
+        '{"gpuenv": {"cuda": "12.1"},\n "gpuenv": {}}',
+        "'gpuenv' is given again",
+        1,
+        2,
+    ),
+    (
+        "nested.json",
+        '{"gpuenv": {"fleet": {\n"parallel": 2,\n"parallel": 3}}}',
+        "'parallel' is given again",
+        2,
+        3,
+    ),
+    (
+        "same-line.json",
+        '{"gpuenv": {"cuda": "cpu", "cuda": "12.1"}}',
+        "'cuda' is given again",
+        1,
+        1,
+    ),
 ]
 
 
@@ -49,7 +79,11 @@ def test_a_repeated_key_names_the_file_and_both_lines(tmp_path, name, text, word
     with pytest.raises(ConfigFileError) as caught:
         load_file(str(path))
     line = caught.value.render()
-    assert line.startswith(f"{path}:{second}: ") and words in line and f"(first on line {first})" in line, line
+    assert (
+        line.startswith(f"{path}:{second}: ")
+        and words in line
+        and f"(first on line {first})" in line
+    ), line
     assert "\n" not in line
 
 
@@ -58,18 +92,28 @@ def test_a_repeated_key_names_the_file_and_both_lines(tmp_path, name, text, word
 DECODED_REPEATS = [
     ("escape.json", '{"gpuenv": {"cuda": "12.1", "cu\\u0064a": "cpu"}}', "cuda", 1, 1),
     ("section.json", '{"gpuenv": {"cuda": "12.1"},\n"gpu\\u0065nv": {}}', "gpuenv", 1, 2),
-    ("upper-hex.json", '{"gpuenv": {"fleet": {\n"\\u0070arallel": 2,\n\n"parallel": 3}}}', "parallel", 2, 4),
+    (
+        "upper-hex.json",
+        '{"gpuenv": {"fleet": {\n"\\u0070arallel": 2,\n\n"parallel": 3}}}',
+        "parallel",
+        2,
+        4,
+    ),
     ("solidus.json", '{"a/b": 1,\n"a\\/b": 2}', "a/b", 1, 2),
 ]
 
 
-@pytest.mark.parametrize("name, text, key, first, second", DECODED_REPEATS, ids=[r[0] for r in DECODED_REPEATS])
+@pytest.mark.parametrize(
+    "name, text, key, first, second", DECODED_REPEATS, ids=[r[0] for r in DECODED_REPEATS]
+)
 def test_a_key_spelled_with_escapes_is_the_same_key(tmp_path, name, text, key, first, second):
     path = tmp_path / name
     path.write_text(text)
     with pytest.raises(ConfigFileError) as caught:
         load_file(str(path))
-    assert caught.value.render().startswith(f"{path}:{second}: {key!r} is given again (first on line {first})"), caught.value.render()
+    assert caught.value.render().startswith(
+        f"{path}:{second}: {key!r} is given again (first on line {first})"
+    ), caught.value.render()
 
 
 LONG_NUMBERS = [
@@ -91,20 +135,39 @@ def test_a_number_longer_than_any_setting_is_one_line(tmp_path, name, text, line
     path.write_text(text)
     with pytest.raises(ConfigFileError) as caught:
         load_file(str(path))
-    assert caught.value.render().startswith(f"{path}:{line}: a {digits}-digit number; at most 30 digits are read"), caught.value.render()
+    assert caught.value.render().startswith(
+        f"{path}:{line}: a {digits}-digit number; at most 30 digits are read"
+    ), caught.value.render()
 
 
 def test_numbers_up_to_the_bound_are_read(tmp_path):
     path = tmp_path / "ok.yaml"
-    path.write_text("gpuenv:\n  a: " + "9" * 30 + "\n  b: 0x" + "f" * 30 + "\n  c: '" + "9" * 5000 + "'\n")
-    assert load_file(str(path))["gpuenv"] == {"a": int("9" * 30), "b": int("f" * 30, 16), "c": "9" * 5000}
+    path.write_text(
+        "gpuenv:\n  a: " + "9" * 30 + "\n  b: 0x" + "f" * 30 + "\n  c: '" + "9" * 5000 + "'\n"
+    )
+    assert load_file(str(path))["gpuenv"] == {
+        "a": int("9" * 30),
+        "b": int("f" * 30, 16),
+        "c": "9" * 5000,
+    }
 
 
 def test_a_long_number_given_with_f_is_exit_2(project):
     run = project / "run.json"
     run.write_text('{"gpuenv": {"fleet": {"parallel": ' + "9" * 5000 + "}}}")
-    line = one_line_exit_2(run_gpuenv("-f", str(run), "doctor", cwd=project / "team", env={"HOME": str(project / "home")}, timeout=120))
-    assert line.startswith(f"gpuenv: {run}:1: a 5000-digit number; at most 30 digits are read"), line
+    line = one_line_exit_2(
+        run_gpuenv(
+            "-f",
+            str(run),
+            "doctor",
+            cwd=project / "team",
+            env={"HOME": str(project / "home")},
+            timeout=120,
+        )
+    )
+    assert line.startswith(f"gpuenv: {run}:1: a 5000-digit number; at most 30 digits are read"), (
+        line
+    )
 
 
 def test_the_same_key_in_different_mappings_and_merge_keys_are_fine(tmp_path):
@@ -127,18 +190,30 @@ def test_a_second_gpuenv_block_is_an_error_in_every_layer(project):
     team, home = project / "team", project / "home"
     (team / "invoke.yaml").write_text(text)
     line = one_line_exit_2(run_gpuenv("doctor", cwd=team, env={"HOME": str(home)}, timeout=120))
-    assert line.startswith(f"gpuenv: {team / 'invoke.yaml'}:6: 'gpuenv' is given again (first on line 1)"), line
+    assert line.startswith(
+        f"gpuenv: {team / 'invoke.yaml'}:6: 'gpuenv' is given again (first on line 1)"
+    ), line
     (team / "invoke.yaml").unlink()
     (home / ".invoke.yaml").write_text(text)
     line = one_line_exit_2(run_gpuenv("doctor", cwd=team, env={"HOME": str(home)}, timeout=120))
     assert f"{home / '.invoke.yaml'}:6: 'gpuenv' is given again" in line, line
     (home / ".invoke.yaml").unlink()
     (project / "run.json").write_text('{"gpuenv": {"cuda": "cpu"}, "gpuenv": {"python": "3.11"}}')
-    line = one_line_exit_2(run_gpuenv("-f", str(project / "run.json"), "doctor", cwd=team, env={"HOME": str(home)}, timeout=120))
+    line = one_line_exit_2(
+        run_gpuenv(
+            "-f",
+            str(project / "run.json"),
+            "doctor",
+            cwd=team,
+            env={"HOME": str(home)},
+            timeout=120,
+        )
+    )
     assert f"{project / 'run.json'}:1: 'gpuenv' is given again" in line, line
 
 
 # --- the one bounded reader ---------------------------------------------------------------
+
 
 def test_only_small_regular_files_in_a_known_encoding(tmp_path):
     fifo = tmp_path / "fifo.yaml"
@@ -164,7 +239,10 @@ def test_only_small_regular_files_in_a_known_encoding(tmp_path):
             load_file(str(path))
         assert words in caught.value.render() and str(path) in caught.value.render()
         assert time.monotonic() - started < 2
-    for codec in ("utf-16", "utf-8-sig"):  # PowerShell and Notepad write these: read as the same file
+    for codec in (
+        "utf-16",
+        "utf-8-sig",
+    ):  # PowerShell and Notepad write these: read as the same file
         marked = tmp_path / f"{codec}.yaml"
         marked.write_bytes("gpuenv:\n  cuda: cpu\n".encode(codec))
         assert load_file(str(marked)) == {"gpuenv": {"cuda": "cpu"}}
@@ -172,13 +250,25 @@ def test_only_small_regular_files_in_a_known_encoding(tmp_path):
 
 # --- errors blame where the value came from ------------------------------------------------
 
-@pytest.mark.parametrize("where, value, blamed", [
-    ("file", 'torch: "9.9"', "invoke.yaml: gpuenv.torch 9.9: no PyTorch release 9.9 is known"),
-    ("file", 'tensorflow: "1.0"', "invoke.yaml: gpuenv.tensorflow 1.0: no TensorFlow release 1.0 is known"),
-    ("variable", "INVOKE_GPUENV_TORCH=9.9", "INVOKE_GPUENV_TORCH 9.9: no PyTorch release 9.9 is known"),
-    ("option", "--torch=9.9", "--torch 9.9: no PyTorch release 9.9 is known"),
-    ("file+option", 'torch: "2.3.1"|--torch=9.9', "--torch 9.9: no PyTorch release"),
-])
+
+@pytest.mark.parametrize(
+    "where, value, blamed",
+    [
+        ("file", 'torch: "9.9"', "invoke.yaml: gpuenv.torch 9.9: no PyTorch release 9.9 is known"),
+        (
+            "file",
+            'tensorflow: "1.0"',
+            "invoke.yaml: gpuenv.tensorflow 1.0: no TensorFlow release 1.0 is known",
+        ),
+        (
+            "variable",
+            "INVOKE_GPUENV_TORCH=9.9",
+            "INVOKE_GPUENV_TORCH 9.9: no PyTorch release 9.9 is known",
+        ),
+        ("option", "--torch=9.9", "--torch 9.9: no PyTorch release 9.9 is known"),
+        ("file+option", 'torch: "2.3.1"|--torch=9.9', "--torch 9.9: no PyTorch release"),
+    ],
+)
 def test_an_unknown_release_blames_its_source(project, where, value, blamed):
     team, env, args = project / "team", {"HOME": str(project / "home")}, []
     for part in value.split("|"):
@@ -194,8 +284,13 @@ def test_an_unknown_release_blames_its_source(project, where, value, blamed):
 
 
 def test_a_capture_or_this_host_is_blamed_for_their_gpus():
-    for origins, words in (((("gpu_archs", "the GPUs of --host x.xml"),), "the GPUs of --host x.xml 1.0: compute capability 1.0 is not known"),
-                           ((), "--gpu-arch 1.0: compute capability 1.0 is not known")):
+    for origins, words in (
+        (
+            (("gpu_archs", "the GPUs of --host x.xml"),),
+            "the GPUs of --host x.xml 1.0: compute capability 1.0 is not known",
+        ),
+        ((), "--gpu-arch 1.0: compute capability 1.0 is not known"),
+    ):
         with pytest.raises(BadInput) as caught:
             resolve_stack(Request(driver="550.54.15", gpu_archs=("1.0",), origins=origins))
         assert caught.value.render().startswith(words), caught.value.render()
@@ -204,11 +299,24 @@ def test_a_capture_or_this_host_is_blamed_for_their_gpus():
 def test_request_for_host_records_the_capture_as_the_origin_of_gpu_archs():
     from gpuenv.compat.host import request_for_host
 
-    capture = Path(__file__).resolve().parents[1] / "validate" / "captures" / "nvidia-smi-xml" / "a100-sxm4-40gb-570.148.08.xml"
-    request = request_for_host(host_file=str(capture), origins={"torch": "invoke.yaml: gpuenv.torch"})
+    capture = (
+        Path(__file__).resolve().parents[1]
+        / "validate"
+        / "captures"
+        / "nvidia-smi-xml"
+        / "a100-sxm4-40gb-570.148.08.xml"
+    )
+    request = request_for_host(
+        host_file=str(capture), origins={"torch": "invoke.yaml: gpuenv.torch"}
+    )
     assert request.blame("gpu_archs") == f"the GPUs of --host {capture}"
-    assert request.blame("torch") == "invoke.yaml: gpuenv.torch" and request.blame("python") == "--python"
-    assert request_for_host(host_file=str(capture), gpu_arch="8.0").blame("gpu_archs") == "--gpu-arch"
+    assert (
+        request.blame("torch") == "invoke.yaml: gpuenv.torch"
+        and request.blame("python") == "--python"
+    )
+    assert (
+        request_for_host(host_file=str(capture), gpu_arch="8.0").blame("gpu_archs") == "--gpu-arch"
+    )
 
 
 # --- a conflict between settings names their file and key, and fixes them there --------------
@@ -218,7 +326,11 @@ FILE = "invoke.yaml"
 
 def _from_file(**values: str) -> Request:
     """A request whose values all came from the project's invoke.yaml, as gpuenv.cli.config makes it."""
-    return Request(driver="570.148.08", origins=tuple(sorted((k, f"{FILE}: gpuenv.{k}") for k in values)), **values)
+    return Request(
+        driver="570.148.08",
+        origins=tuple(sorted((k, f"{FILE}: gpuenv.{k}") for k in values)),
+        **values,
+    )
 
 
 def _refusal(request: Request) -> str | None:
@@ -232,10 +344,12 @@ def _refusal(request: Request) -> str | None:
 
 
 # The review's three and held-out combinations: each value from invoke.yaml.
-COMBINATIONS = [{"torch": t, "python": p, "cuda": c}
-                for t in ("2.0", "2.3.1", "2.15", "2.7.1")
-                for p in ("2.7", "3.8", "3.14", "3.15")
-                for c in ("11.8", "12.1", "13.2", "cpu")]
+COMBINATIONS = [
+    {"torch": t, "python": p, "cuda": c}
+    for t in ("2.0", "2.3.1", "2.15", "2.7.1")
+    for p in ("2.7", "3.8", "3.14", "3.15")
+    for c in ("11.8", "12.1", "13.2", "cpu")
+]
 
 
 def test_every_refusal_of_values_from_a_file_names_them_and_fixes_them_there():
@@ -255,11 +369,23 @@ def test_every_refusal_of_values_from_a_file_names_them_and_fixes_them_there():
     assert refused >= 20, "the combinations hold enough conflicts to mean something"
 
 
-@pytest.mark.parametrize("values, words", [
-    ({"torch": "2.0", "python": "3.14"}, ['set gpuenv.python: "3.11" in invoke.yaml', "remove gpuenv.torch from invoke.yaml"]),
-    ({"python": "2.7"}, ["python 2.7 from invoke.yaml: gpuenv.python", 'set gpuenv.python: "3.']),
-    ({"torch": "2.15", "cuda": "11.8"}, ["cuda 11.8 from invoke.yaml: gpuenv.cuda", 'set gpuenv.torch: "2.']),  # driver 570: no CUDA 13
-])
+@pytest.mark.parametrize(
+    "values, words",
+    [
+        (
+            {"torch": "2.0", "python": "3.14"},
+            ['set gpuenv.python: "3.11" in invoke.yaml', "remove gpuenv.torch from invoke.yaml"],
+        ),
+        (
+            {"python": "2.7"},
+            ["python 2.7 from invoke.yaml: gpuenv.python", 'set gpuenv.python: "3.'],
+        ),
+        (
+            {"torch": "2.15", "cuda": "11.8"},
+            ["cuda 11.8 from invoke.yaml: gpuenv.cuda", 'set gpuenv.torch: "2.'],
+        ),  # driver 570: no CUDA 13
+    ],
+)
 def test_the_reviews_conflicts_are_fixed_in_the_file(values, words):
     line = _refusal(_from_file(**values))
     assert line is not None and all(w in line for w in words), line
@@ -268,19 +394,48 @@ def test_the_reviews_conflicts_are_fixed_in_the_file(values, words):
 
 def test_a_typed_option_and_a_file_value_are_each_fixed_where_they_are():
     """--python typed, torch from the file: the fix names the option for one and the file for the other."""
-    request = Request(driver="570.148.08", torch="2.0", python="3.14", origins=(("torch", f"{FILE}: gpuenv.torch"),))
+    request = Request(
+        driver="570.148.08",
+        torch="2.0",
+        python="3.14",
+        origins=(("torch", f"{FILE}: gpuenv.torch"),),
+    )
     line = _refusal(request)
-    assert "use --python 3.11" in line and "remove gpuenv.torch from invoke.yaml" in line and "drop --torch" not in line, line
-    variable = Request(driver="570.148.08", torch="2.0", python="3.14", origins=(("python", "INVOKE_GPUENV_PYTHON"), ("torch", "INVOKE_GPUENV_TORCH")))
+    assert (
+        "use --python 3.11" in line
+        and "remove gpuenv.torch from invoke.yaml" in line
+        and "drop --torch" not in line
+    ), line
+    variable = Request(
+        driver="570.148.08",
+        torch="2.0",
+        python="3.14",
+        origins=(("python", "INVOKE_GPUENV_PYTHON"), ("torch", "INVOKE_GPUENV_TORCH")),
+    )
     line = _refusal(variable)
-    assert "set INVOKE_GPUENV_PYTHON=3.11" in line and "unset INVOKE_GPUENV_TORCH" in line and "--" not in line.split(": ", 1)[1].split("(gives")[0], line
+    assert (
+        "set INVOKE_GPUENV_PYTHON=3.11" in line
+        and "unset INVOKE_GPUENV_TORCH" in line
+        and "--" not in line.split(": ", 1)[1].split("(gives")[0]
+    ), line
 
 
 def test_a_conflict_in_invoke_yaml_end_to_end(project):
     team = project / "team"
     (team / "invoke.yaml").write_text('gpuenv:\n  torch: "2.0"\n  python: "3.14"\n')
-    proc = run_gpuenv("resolve", "--driver", "570.148.08", cwd=team, env={"HOME": str(project / "home")}, timeout=120)
+    proc = run_gpuenv(
+        "resolve",
+        "--driver",
+        "570.148.08",
+        cwd=team,
+        env={"HOME": str(project / "home")},
+        timeout=120,
+    )
     assert proc.returncode == 3, proc.stderr
     line = proc.stderr.strip()
-    assert "\n" not in line and "torch 2.0 from invoke.yaml: gpuenv.torch" in line and "remove gpuenv.torch from invoke.yaml" in line, line
+    assert (
+        "\n" not in line
+        and "torch 2.0 from invoke.yaml: gpuenv.torch" in line
+        and "remove gpuenv.torch from invoke.yaml" in line
+    ), line
     assert "drop --torch" not in line and "use --python" not in line, line

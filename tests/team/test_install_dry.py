@@ -10,7 +10,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from teamcases import CPU_STACK_ARGS, WHEELHOUSE, run_invoke
 
 
@@ -30,7 +29,9 @@ def test_dry_export_writes_nothing(tmp_path):
 
 
 def test_dry_lock_prints_the_spec_and_makes_no_lock(tmp_path):
-    proc = run_invoke("--dry", "lock", *CPU_STACK_ARGS, "--backend", "uv", env={"GPUENV_LOCKS_DIR": str(tmp_path)})
+    proc = run_invoke(
+        "--dry", "lock", *CPU_STACK_ARGS, "--backend", "uv", env={"GPUENV_LOCKS_DIR": str(tmp_path)}
+    )
     assert proc.returncode == 0, proc.stderr
     assert "stack: torch2.13.0-cpu-py3.11" in proc.stdout
     assert "would be (re)locked" in proc.stdout and "torch==2.13.0+cpu" in proc.stdout
@@ -38,12 +39,21 @@ def test_dry_lock_prints_the_spec_and_makes_no_lock(tmp_path):
 
 
 def test_dry_build_prints_stack_build_arguments_and_dockerfile(tmp_path):
-    proc = run_invoke("--dry", "build", *CPU_STACK_ARGS, "--base-image", "local/base:1", env={"GPUENV_LOCKS_DIR": str(tmp_path)})
+    proc = run_invoke(
+        "--dry",
+        "build",
+        *CPU_STACK_ARGS,
+        "--base-image",
+        "local/base:1",
+        env={"GPUENV_LOCKS_DIR": str(tmp_path)},
+    )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "lock: none in" in out and "it would be locked first" in out
     assert "  BASE_IMAGE=local/base:1" in out and "  PYTHON_VERSION=3.11" in out
-    assert re.search(r"^  FROM \$\{BASE_IMAGE\} AS install$", out, re.M), "the Dockerfile is printed"
+    assert re.search(r"^  FROM \$\{BASE_IMAGE\} AS install$", out, re.M), (
+        "the Dockerfile is printed"
+    )
     assert out.rstrip().endswith("nothing was built (--dry)")
     assert list(tmp_path.iterdir()) == []
 
@@ -55,8 +65,14 @@ def test_dry_run_and_validate_run_nothing(tmp_path):
     assert f"would run touch made in {ref}" in proc.stdout and not (tmp_path / "made").exists()
     proc = run_invoke("--dry", "validate", "--image", ref, cwd=tmp_path)
     assert proc.returncode == 0 and "nothing run (--dry)" in proc.stdout, proc.stderr
-    proc = run_invoke("--dry", "validate", "--local", "--json", str(tmp_path / "r.json"), cwd=tmp_path)
-    assert proc.returncode == 0 and "-m validate --json" in proc.stdout and not (tmp_path / "r.json").exists()
+    proc = run_invoke(
+        "--dry", "validate", "--local", "--json", str(tmp_path / "r.json"), cwd=tmp_path
+    )
+    assert (
+        proc.returncode == 0
+        and "-m validate --json" in proc.stdout
+        and not (tmp_path / "r.json").exists()
+    )
 
 
 def test_dry_push_names_what_it_would_push(team_image, cpu_stack, locks_dir, monkeypatch):
@@ -64,28 +80,56 @@ def test_dry_push_names_what_it_would_push(team_image, cpu_stack, locks_dir, mon
     from gpuenv.engine import Engine
     from gpuenv.images import plan as images
 
-    proc = run_invoke("--dry", "push", *CPU_STACK_ARGS, "-r", "127.0.0.1:1", env={"GPUENV_LOCKS_DIR": str(locks_dir)})
+    proc = run_invoke(
+        "--dry",
+        "push",
+        *CPU_STACK_ARGS,
+        "-r",
+        "127.0.0.1:1",
+        env={"GPUENV_LOCKS_DIR": str(locks_dir)},
+    )
     assert proc.returncode == 0, proc.stderr
     monkeypatch.setenv("GPUENV_LOCKS_DIR", str(locks_dir))
     chosen = Engine.local().image_info(images.image_for_stack(cpu_stack))
     repo = "127.0.0.1:1/gpuenv/torch2.13.0-cpu-py3.11"
-    assert f"would push: {repo}:{chosen.labels[images.INPUTS_LABEL][:12]}, {repo}:latest" in proc.stdout
+    assert (
+        f"would push: {repo}:{chosen.labels[images.INPUTS_LABEL][:12]}, {repo}:latest"
+        in proc.stdout
+    )
     assert "nothing pushed (--dry)" in proc.stdout
 
 
 # ---------------------------------------------------------------- install
 
 
-
-def install(prefix: Path, locks_dir: Path, *extra: str, timeout: float = 1200, env: dict | None = None) -> subprocess.CompletedProcess:
-    return run_invoke("install", *CPU_STACK_ARGS, "--prefix", str(prefix), *extra, env={"GPUENV_LOCKS_DIR": str(locks_dir), **(env or {})}, timeout=timeout)
+def install(
+    prefix: Path, locks_dir: Path, *extra: str, timeout: float = 1200, env: dict | None = None
+) -> subprocess.CompletedProcess:
+    return run_invoke(
+        "install",
+        *CPU_STACK_ARGS,
+        "--prefix",
+        str(prefix),
+        *extra,
+        env={"GPUENV_LOCKS_DIR": str(locks_dir), **(env or {})},
+        timeout=timeout,
+    )
 
 
 @pytest.mark.network
 def test_install_then_validate_from_the_prefix_then_nothing_to_do(cpu_uv_lock, locks_dir, tmp_path):
     prefix = tmp_path / "envs" / "torch-cpu"
-    dry = run_invoke("--dry", "install", *CPU_STACK_ARGS, "--prefix", str(prefix), env={"GPUENV_LOCKS_DIR": str(locks_dir)})
-    assert dry.returncode == 0 and "would be (re)installed" in dry.stdout and not prefix.exists(), dry.stdout + dry.stderr
+    dry = run_invoke(
+        "--dry",
+        "install",
+        *CPU_STACK_ARGS,
+        "--prefix",
+        str(prefix),
+        env={"GPUENV_LOCKS_DIR": str(locks_dir)},
+    )
+    assert dry.returncode == 0 and "would be (re)installed" in dry.stdout and not prefix.exists(), (
+        dry.stdout + dry.stderr
+    )
 
     proc = install(prefix, locks_dir)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -96,14 +140,27 @@ def test_install_then_validate_from_the_prefix_then_nothing_to_do(cpu_uv_lock, l
     assert record["lock_sha256"] == cpu_uv_lock.sha256 and record["lock_backend"] == "uv"
 
     python = prefix / "bin" / "python"
-    done = subprocess.run([str(python), "-c", "import torch, sys; print(torch.__version__, sys.prefix)"], capture_output=True, text=True)
+    done = subprocess.run(
+        [str(python), "-c", "import torch, sys; print(torch.__version__, sys.prefix)"],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["2.13.0+cpu", str(prefix)], "built beside, renamed into place, and it still knows where it is"
+    assert done.stdout.split() == ["2.13.0+cpu", str(prefix)], (
+        "built beside, renamed into place, and it still knows where it is"
+    )
 
     # The suite, from the prefix, on this (GPU-less) host: the stack file says CPU, so it is ready.
     report = tmp_path / "report.json"
     env = {k: v for k, v in os.environ.items() if k != "GPUENV_STACK_FILE"}
-    done = subprocess.run([str(python), "-m", "validate", "--quick", "--json", str(report)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
+    done = subprocess.run(
+        [str(python), "-m", "validate", "--quick", "--json", str(report)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert json.loads(report.read_text())
 
@@ -124,7 +181,9 @@ def test_install_then_validate_from_the_prefix_then_nothing_to_do(cpu_uv_lock, l
     failed = install(prefix, broken, "--wheelhouse", str(WHEELHOUSE))
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert "Traceback" not in failed.stderr and failed.stderr.strip().count("\n") == 0
-    assert json.loads((prefix / "gpuenv-prefix.json").read_text())["lock_sha256"] == cpu_uv_lock.sha256
+    assert (
+        json.loads((prefix / "gpuenv-prefix.json").read_text())["lock_sha256"] == cpu_uv_lock.sha256
+    )
     assert prefix.stat().st_ino == inode and siblings(prefix.parent) == ["torch-cpu"]
 
 
@@ -140,21 +199,41 @@ def test_install_refuses_a_folder_it_did_not_make(cpu_uv_lock, locks_dir, tmp_pa
 def test_install_without_prefix_or_lock_is_one_line(tmp_path):
     proc = run_invoke("install", *CPU_STACK_ARGS, env={"GPUENV_LOCKS_DIR": str(tmp_path)})
     assert proc.returncode == 2 and "--prefix is missing" in proc.stderr
-    proc = run_invoke("install", *CPU_STACK_ARGS, "--prefix", str(tmp_path / "p"), env={"GPUENV_LOCKS_DIR": str(tmp_path)})
-    assert proc.returncode == 1 and "run invoke lock" in proc.stderr and "Traceback" not in proc.stderr
+    proc = run_invoke(
+        "install",
+        *CPU_STACK_ARGS,
+        "--prefix",
+        str(tmp_path / "p"),
+        env={"GPUENV_LOCKS_DIR": str(tmp_path)},
+    )
+    assert (
+        proc.returncode == 1 and "run invoke lock" in proc.stderr and "Traceback" not in proc.stderr
+    )
 
 
-def test_offline_install_names_every_missing_wheel_before_installing(cpu_uv_lock, locks_dir, tmp_path):
+def test_offline_install_names_every_missing_wheel_before_installing(
+    cpu_uv_lock, locks_dir, tmp_path
+):
     """--offline without every wheel: one line naming each missing one, before anything is made.
     (The whole recipe, offline install included, is tests/team/test_airgapped_recipe.py.)"""
     partial = tmp_path / "partial"
     partial.mkdir()
     for wheel in WHEELHOUSE.glob("torch-2.13.0+cpu-*.whl"):
         (partial / wheel.name).symlink_to(wheel)
-    proc = install(tmp_path / "other", locks_dir, "--wheelhouse", str(partial), "--offline", "--force", timeout=120)
+    proc = install(
+        tmp_path / "other",
+        locks_dir,
+        "--wheelhouse",
+        str(partial),
+        "--offline",
+        "--force",
+        timeout=120,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     line = proc.stderr.strip()
-    assert "\n" not in line and line.startswith(f"gpuenv: --offline: 16 of the lock's 17 wheels are not in {partial}: ")
+    assert "\n" not in line and line.startswith(
+        f"gpuenv: --offline: 16 of the lock's 17 wheels are not in {partial}: "
+    )
     assert "numpy==" in line and "torch==" not in line
     assert not (tmp_path / "other").exists()
     assert "installing" not in proc.stdout

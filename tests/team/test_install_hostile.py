@@ -26,16 +26,32 @@ import time
 from pathlib import Path
 
 import pytest
-
 from teamcases import CPU_STACK_ARGS, ROOT, WHEELHOUSE, run_invoke
 
-TF_STACK_ARGS = ("--cuda", "cpu", "--framework", "tensorflow", "--tensorflow", "2.21.0", "--python", "3.11")
+TF_STACK_ARGS = (
+    "--cuda",
+    "cpu",
+    "--framework",
+    "tensorflow",
+    "--tensorflow",
+    "2.21.0",
+    "--python",
+    "3.11",
+)
 TF_STACK_ID = "tensorflow2.21.0-cpu-py3.11"
 RECORD = "gpuenv-prefix.json"
 
 
 def install_args(prefix: Path | str, *extra: str) -> tuple[str, ...]:
-    return ("install", *CPU_STACK_ARGS, "--prefix", str(prefix), "--wheelhouse", str(WHEELHOUSE), *extra)
+    return (
+        "install",
+        *CPU_STACK_ARGS,
+        "--prefix",
+        str(prefix),
+        "--wheelhouse",
+        str(WHEELHOUSE),
+        *extra,
+    )
 
 
 def one_line(proc: subprocess.CompletedProcess, code: int = 2) -> str:
@@ -51,9 +67,15 @@ def mount(tmp_path):
 
     def make(folder: Path, options: str = "size=1m") -> Path:
         folder.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)], capture_output=True, text=True)
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)],
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs here (root and CAP_SYS_ADMIN needed): {done.stderr.strip()}")
+            pytest.skip(
+                f"cannot mount a tmpfs here (root and CAP_SYS_ADMIN needed): {done.stderr.strip()}"
+            )
         made.append(folder)
         return folder
 
@@ -79,26 +101,38 @@ def test_prefixes_that_cannot_be_installed_into_are_one_line_in_dry_and_real_run
         "/proc/gpuenv-env": "it is under /proc, which the kernel provides",
         "/sys/fs/gpuenv": "it is under /sys, which the kernel provides",
         str(tmp_path / ("x" * 300)): "is 300 bytes long; a file or folder name is at most 255",
-        str(tmp_path / ("y" * 240)): "the folder name is 240 bytes; with the temporary names gpuenv makes beside it, it may be 233 at most",
-        str(tmp_path / "dangling"): f"is a symbolic link to {tmp_path / 'nowhere'}, which does not exist",
+        str(
+            tmp_path / ("y" * 240)
+        ): "the folder name is 240 bytes; with the temporary names gpuenv makes beside it, it may be 233 at most",
+        str(
+            tmp_path / "dangling"
+        ): f"is a symbolic link to {tmp_path / 'nowhere'}, which does not exist",
         str(tmp_path / "a-file"): "is a file",
         str(tmp_path / "a-file" / "env"): f"{tmp_path / 'a-file'} is a file, not a folder",
         str(tmp_path / "mnt"): "is a mount point, which cannot be replaced by a rename",
         str(tmp_path / "outer"): f"holds the mount point {tmp_path / 'outer' / 'data'}",
         str(tmp_path / "ro" / "env"): f"{tmp_path / 'ro'} is on a read-only file system",
-        str(tmp_path / "noexec" / "env"): f"{tmp_path / 'noexec'} is on a file system mounted noexec",
+        str(
+            tmp_path / "noexec" / "env"
+        ): f"{tmp_path / 'noexec'} is on a file system mounted noexec",
         "/proc/a\nb\x1b[31m": "--prefix /proc/a\\nb\\x1b[31m: it is under /proc",  # one line, the escape made inert
     }
     before = sorted(p.name for p in tmp_path.iterdir())
     for prefix, words in cases.items():
         for dry in ((), ("--dry",)):
             started = time.monotonic()
-            line = one_line(run_invoke(*dry, *install_args(prefix), env={"GPUENV_LOCKS_DIR": str(locks)}, timeout=120))
+            line = one_line(
+                run_invoke(
+                    *dry, *install_args(prefix), env={"GPUENV_LOCKS_DIR": str(locks)}, timeout=120
+                )
+            )
             assert line.startswith("gpuenv: --prefix ") and words in line, (prefix, line)
             assert len(line) < 400, "a 300-byte name is shortened in the message"
             assert time.monotonic() - started < 60
     assert sorted(p.name for p in tmp_path.iterdir()) == before, "nothing was made"
-    assert not locks.exists() and all(os.listdir(tmp_path / name) == [] for name in ("mnt", "ro", "noexec"))
+    assert not locks.exists() and all(
+        os.listdir(tmp_path / name) == [] for name in ("mnt", "ro", "noexec")
+    )
 
 
 # ---------------------------------------------------------------- the lock belongs to the stack
@@ -113,7 +147,9 @@ def _tf_locks_holding_the_torch_lock(cpu_uv_lock, where: Path, *, rewrite_metada
     lock_dir = locks / TF_STACK_ID
     shutil.copytree(cpu_uv_lock.directory, lock_dir)
     if rewrite_metadata:
-        tf = resolve_stack(Request(cuda="cpu", framework="tensorflow", tensorflow="2.21.0", python="3.11"))
+        tf = resolve_stack(
+            Request(cuda="cpu", framework="tensorflow", tensorflow="2.21.0", python="3.11")
+        )
         assert tf.stack_id == TF_STACK_ID
         meta = json.loads((lock_dir / "stack.json").read_text())
         meta.update(tf.to_dict())
@@ -122,11 +158,16 @@ def _tf_locks_holding_the_torch_lock(cpu_uv_lock, where: Path, *, rewrite_metada
 
 
 @pytest.mark.network
-@pytest.mark.parametrize("rewrite, words", [
-    (False, f"is the lock of torch2.13.0-cpu-py3.11, not of {TF_STACK_ID}"),
-    (True, f"does not hold the stack {TF_STACK_ID}: tensorflow-cpu is not in it"),
-])
-def test_a_torch_lock_under_a_tensorflow_stacks_name_is_refused_by_install_and_push(cpu_uv_lock, tmp_path, rewrite, words):
+@pytest.mark.parametrize(
+    "rewrite, words",
+    [
+        (False, f"is the lock of torch2.13.0-cpu-py3.11, not of {TF_STACK_ID}"),
+        (True, f"does not hold the stack {TF_STACK_ID}: tensorflow-cpu is not in it"),
+    ],
+)
+def test_a_torch_lock_under_a_tensorflow_stacks_name_is_refused_by_install_and_push(
+    cpu_uv_lock, tmp_path, rewrite, words
+):
     locks = _tf_locks_holding_the_torch_lock(cpu_uv_lock, tmp_path, rewrite_metadata=rewrite)
     env = {"GPUENV_LOCKS_DIR": str(locks)}
     prefix = tmp_path / "envs" / "tf"
@@ -163,8 +204,12 @@ def linked_install(cpu_uv_lock, locks_dir, shared_folder):
     link = shared_folder / "torch"
     link.symlink_to(Path("real") / "torch-1")  # relative, as people make them
     proc = subprocess.run(
-        [sys.executable, "-m", "invoke", "--search-root", str(ROOT), *install_args(link)], cwd=ROOT,
-        env={**os.environ, "GPUENV_LOCKS_DIR": str(locks_dir)}, capture_output=True, text=True, timeout=1200,
+        [sys.executable, "-m", "invoke", "--search-root", str(ROOT), *install_args(link)],
+        cwd=ROOT,
+        env={**os.environ, "GPUENV_LOCKS_DIR": str(locks_dir)},
+        capture_output=True,
+        text=True,
+        timeout=1200,
         preexec_fn=lambda: os.umask(0o077),
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
@@ -172,40 +217,69 @@ def linked_install(cpu_uv_lock, locks_dir, shared_folder):
 
 
 @pytest.mark.network
-def test_a_linked_prefix_under_umask_077_keeps_its_link_and_is_usable_by_others(linked_install, cpu_uv_lock):
+def test_a_linked_prefix_under_umask_077_keeps_its_link_and_is_usable_by_others(
+    linked_install, cpu_uv_lock
+):
     link, real, proc = linked_install
     assert f"installed torch2.13.0-cpu-py3.11 into {link} (a link to {real})" in proc.stdout
     assert link.is_symlink() and os.readlink(link) == "real/torch-1", "the link is kept as it was"
-    assert sorted(os.listdir(link.parent)) == ["real", "torch"] and os.listdir(real.parent) == ["torch-1"], "nothing left beside"
+    assert sorted(os.listdir(link.parent)) == ["real", "torch"] and os.listdir(real.parent) == [
+        "torch-1"
+    ], "nothing left beside"
     assert json.loads((real / RECORD).read_text())["lock_sha256"] == cpu_uv_lock.sha256
 
     def mode(path: Path) -> int:
         return stat.S_IMODE(path.stat().st_mode)
 
     # The parent is 0755: the prefix follows it, not the installer's umask 077.
-    assert mode(real) == 0o755 and mode(real / "bin") == 0o755 and mode(real / "stack.json") == 0o644
+    assert (
+        mode(real) == 0o755 and mode(real / "bin") == 0o755 and mode(real / "stack.json") == 0o644
+    )
     torch_init = next(real.glob("lib/python3.*/site-packages/torch/__init__.py"))
     assert mode(torch_init) == 0o644 and mode(torch_init.parent) == 0o755
     assert mode(real / "bin" / "activate") == 0o644
     if shutil.which("runuser"):
         for path in (real / "stack.json", torch_init):
-            done = subprocess.run(["runuser", "-u", "nobody", "--", "cat", str(path)], capture_output=True, text=True)
+            done = subprocess.run(
+                ["runuser", "-u", "nobody", "--", "cat", str(path)], capture_output=True, text=True
+            )
             assert done.returncode == 0, f"another user cannot read {path}: {done.stderr}"
-    done = subprocess.run([str(link / "bin" / "python"), "-c", "import torch, sys; print(torch.__version__)"], capture_output=True, text=True)
+    done = subprocess.run(
+        [str(link / "bin" / "python"), "-c", "import torch, sys; print(torch.__version__)"],
+        capture_output=True,
+        text=True,
+    )
     assert done.stdout.strip() == "2.13.0+cpu", done.stderr
 
 
 @pytest.mark.network
-def test_sigterm_while_the_old_prefix_is_removed_lets_the_swap_finish_and_says_so(linked_install, locks_dir):
+def test_sigterm_while_the_old_prefix_is_removed_lets_the_swap_finish_and_says_so(
+    linked_install, locks_dir
+):
     link, real, _ = linked_install
     before = json.loads((real / RECORD).read_text())["installed_at"]
     time.sleep(1.1)  # a new installed_at second
-    proc = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(ROOT), *install_args(link, "--force")], cwd=ROOT,
-                            env={**os.environ, "GPUENV_LOCKS_DIR": str(locks_dir)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "invoke",
+            "--search-root",
+            str(ROOT),
+            *install_args(link, "--force"),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "GPUENV_LOCKS_DIR": str(locks_dir)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     sent = False
     deadline = time.monotonic() + 1200
     while time.monotonic() < deadline and proc.poll() is None:
-        if any(".old-" in name for name in os.listdir(real.parent)):  # the old prefix renamed aside: the swap is under way
+        if any(
+            ".old-" in name for name in os.listdir(real.parent)
+        ):  # the old prefix renamed aside: the swap is under way
             proc.send_signal(signal.SIGTERM)
             sent = True
             break
@@ -213,21 +287,26 @@ def test_sigterm_while_the_old_prefix_is_removed_lets_the_swap_finish_and_says_s
     out, err = proc.communicate(timeout=300)
     assert sent, f"the install ended before the swap was seen:\n{out[-2000:]}{err[-2000:]}"
     line = one_line(subprocess.CompletedProcess(proc.args, proc.returncode, out, err), code=143)
-    assert "SIGTERM arrived while the new prefix was moved into place; the move was finished first" in line
+    assert (
+        "SIGTERM arrived while the new prefix was moved into place; the move was finished first"
+        in line
+    )
     assert "nothing half-written" not in line
     assert os.listdir(real.parent) == ["torch-1"], "an .old or temporary folder was left"
     assert link.is_symlink() and json.loads((real / RECORD).read_text())["installed_at"] != before
 
 
 @pytest.mark.network
-def test_a_full_disk_while_copying_the_suite_is_one_line_and_leaves_nothing(linked_install, cpu_uv_lock, cpu_stack, tmp_path, mount):
+def test_a_full_disk_while_copying_the_suite_is_one_line_and_leaves_nothing(
+    linked_install, cpu_uv_lock, cpu_stack, tmp_path, mount
+):
     """A tmpfs with room for the environment but not for the suite (padded with 16 MiB): the copy fails.
 
     The room is measured from the real prefix the module installed, counted as tmpfs counts
     (whole pages per file)."""
+    from gpuenv import VALIDATE_DIR
     from gpuenv.envs import install as installer
     from gpuenv.errors import ToolError
-    from gpuenv import VALIDATE_DIR
 
     _, real, _ = linked_install
     page = os.sysconf("SC_PAGE_SIZE")
@@ -240,32 +319,55 @@ def test_a_full_disk_while_copying_the_suite_is_one_line_and_leaves_nothing(link
     suite = tmp_path / "suite"
     shutil.copytree(VALIDATE_DIR, suite, ignore=shutil.ignore_patterns("__pycache__"))
     (suite / "padding.bin").write_bytes(os.urandom(16 << 20))
-    disk = mount(tmp_path / "disk", f"size={used + (8 << 20)}")  # the environment fits; the padded suite does not
-    plan = installer.plan_install(cpu_stack, cpu_uv_lock.directory, disk / "env", wheelhouse=WHEELHOUSE, validate_dir=suite)
+    disk = mount(
+        tmp_path / "disk", f"size={used + (8 << 20)}"
+    )  # the environment fits; the padded suite does not
+    plan = installer.plan_install(
+        cpu_stack, cpu_uv_lock.directory, disk / "env", wheelhouse=WHEELHOUSE, validate_dir=suite
+    )
     said: list[str] = []
     with pytest.raises(ToolError) as caught:
         installer.install(plan, say=said.append, output=lambda _line: None)
     text = caught.value.render()
-    assert "copying the validation suite into the prefix" in said, f"it failed before the suite: {text}"
-    assert f"install into {disk / 'env'} failed while copying the validation suite: No space left on device" in text
+    assert "copying the validation suite into the prefix" in said, (
+        f"it failed before the suite: {text}"
+    )
+    assert (
+        f"install into {disk / 'env'} failed while copying the validation suite: No space left on device"
+        in text
+    )
     assert "\n" not in text and "nothing was left beside it" in text
     assert os.listdir(disk) == [], "a temporary folder was left on the full disk"
 
 
 @pytest.mark.network
-def test_a_full_disk_while_uv_installs_is_one_line_with_the_systems_words_and_leaves_nothing(cpu_uv_lock, locks_dir, tmp_path, mount):
+def test_a_full_disk_while_uv_installs_is_one_line_with_the_systems_words_and_leaves_nothing(
+    cpu_uv_lock, locks_dir, tmp_path, mount
+):
     disk = mount(tmp_path / "disk", "size=2m")
-    line = one_line(run_invoke(*install_args(disk / "env"), env={"GPUENV_LOCKS_DIR": str(locks_dir)}, timeout=600), code=1)
-    assert line.startswith("gpuenv: uv pip install could not install") and "No space left on device (os error 28)" in line, line
+    line = one_line(
+        run_invoke(
+            *install_args(disk / "env"), env={"GPUENV_LOCKS_DIR": str(locks_dir)}, timeout=600
+        ),
+        code=1,
+    )
+    assert (
+        line.startswith("gpuenv: uv pip install could not install")
+        and "No space left on device (os error 28)" in line
+    ), line
     assert os.listdir(disk) == [], "a temporary folder was left on the full disk"
 
 
-@pytest.mark.parametrize("spoil", [
-    lambda p: os.mkfifo(p),
-    lambda p: p.symlink_to("/dev/zero"),
-    lambda p: p.write_text('{"stack": ' + "9" * 5000 + "}"),
-    lambda p: p.write_text("[" * 100_000 + "]" * 100_000),
-], ids=["fifo", "dev-zero", "digits", "deep"])
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        lambda p: os.mkfifo(p),
+        lambda p: p.symlink_to("/dev/zero"),
+        lambda p: p.write_text('{"stack": ' + "9" * 5000 + "}"),
+        lambda p: p.write_text("[" * 100_000 + "]" * 100_000),
+    ],
+    ids=["fifo", "dev-zero", "digits", "deep"],
+)
 def test_a_hostile_prefix_record_reads_as_no_record(tmp_path, spoil):
     """A shared prefix's gpuenv-prefix.json goes through the bounded reader: before, a FIFO hung the
     read, /dev/zero filled memory, and deep or long-number JSON was a traceback. Unreadable means

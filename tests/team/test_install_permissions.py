@@ -31,14 +31,22 @@ def private_tree(root: Path) -> None:
         os.umask(old)
 
 
-@pytest.mark.parametrize("parent_mode, folder, data, program", [
-    (0o755, 0o755, 0o644, 0o755),   # a world-readable shared path: everyone may use it
-    (0o750, 0o750, 0o640, 0o750),   # a group's folder: the group may
-    (0o711, 0o755, 0o644, 0o755),   # others may reach in (not list): they may use the prefix
-    (0o700, 0o700, 0o600, 0o700),   # a private folder stays private
-    (0o2775, 0o775, 0o664, 0o775),  # a team folder (setgid, group-writable): the team may reinstall
-    (0o1777, 0o755, 0o644, 0o755),  # /tmp-like: world-writable, but nobody else ever gets write
-])
+@pytest.mark.parametrize(
+    "parent_mode, folder, data, program",
+    [
+        (0o755, 0o755, 0o644, 0o755),  # a world-readable shared path: everyone may use it
+        (0o750, 0o750, 0o640, 0o750),  # a group's folder: the group may
+        (0o711, 0o755, 0o644, 0o755),  # others may reach in (not list): they may use the prefix
+        (0o700, 0o700, 0o600, 0o700),  # a private folder stays private
+        (
+            0o2775,
+            0o775,
+            0o664,
+            0o775,
+        ),  # a team folder (setgid, group-writable): the team may reinstall
+        (0o1777, 0o755, 0o644, 0o755),  # /tmp-like: world-writable, but nobody else ever gets write
+    ],
+)
 def test_modes_follow_the_parent(tmp_path, parent_mode, folder, data, program):
     parent = tmp_path / "parent"
     parent.mkdir()
@@ -75,11 +83,18 @@ def test_leftovers_of_killed_installs_are_named_never_removed(tmp_path):
     gone = subprocess.Popen(["true"])
     gone.wait()
     prefix = tmp_path / "torch"
-    names = [f".torch.{gone.pid}.abcd1234.tmp", f".torch.old-{gone.pid}", f".torch.{os.getpid()}.efgh5678.tmp",
-             f".other.{gone.pid}.abcd1234.tmp", ".torch.notapid.tmp"]
+    names = [
+        f".torch.{gone.pid}.abcd1234.tmp",
+        f".torch.old-{gone.pid}",
+        f".torch.{os.getpid()}.efgh5678.tmp",
+        f".other.{gone.pid}.abcd1234.tmp",
+        ".torch.notapid.tmp",
+    ]
     for name in names:
         (tmp_path / name).mkdir()
     found = leftovers(prefix)
-    assert [p.name for p in found] == sorted([f".torch.{gone.pid}.abcd1234.tmp", f".torch.old-{gone.pid}"])
+    assert [p.name for p in found] == sorted(
+        [f".torch.{gone.pid}.abcd1234.tmp", f".torch.old-{gone.pid}"]
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names)
     assert leftovers(tmp_path / "missing" / "torch") == []

@@ -5,7 +5,16 @@ from __future__ import annotations
 import io
 
 from gpuenv.engine import LayerProgress
-from gpuenv.progress import LIVE, PLAIN, QUIET, VERBOSE, Reporter, build_step, choose_mode, format_bytes
+from gpuenv.progress import (
+    LIVE,
+    PLAIN,
+    QUIET,
+    VERBOSE,
+    Reporter,
+    build_step,
+    choose_mode,
+    format_bytes,
+)
 
 
 class Tty(io.StringIO):
@@ -23,7 +32,10 @@ def test_mode_follows_the_output_and_the_flags():
 
 
 def test_build_steps_become_phases():
-    assert build_step("Step 7/14 : RUN /opt/gpuenv-build/install-env.sh /opt/gpuenv-build") == "step 7/14: RUN /opt/gpuenv-build/install-env.sh /opt/gpuenv-build"
+    assert (
+        build_step("Step 7/14 : RUN /opt/gpuenv-build/install-env.sh /opt/gpuenv-build")
+        == "step 7/14: RUN /opt/gpuenv-build/install-env.sh /opt/gpuenv-build"
+    )
     assert build_step(" ---> Running in 1234") is None
     assert format_bytes(1_234_567_890) == "1.2 GB" and format_bytes(999) == "999 B"
 
@@ -55,12 +67,16 @@ def test_plain_output_has_steps_not_the_raw_stream_and_no_control_codes():
     assert "step 2/3: RUN install-env.sh" in text
     assert "Successfully installed" not in text and "Running in" not in text
     assert text.splitlines()[-1] == "built sha256:abc"
-    assert all(line.startswith("[") for line in text.splitlines()[:-1]), text  # elapsed time on each step
+    assert all(line.startswith("[") for line in text.splitlines()[:-1]), (
+        text
+    )  # elapsed time on each step
 
 
 def test_verbose_gives_the_full_log_and_quiet_only_the_result():
     verbose = run_build(VERBOSE)
-    assert "Collecting torch==2.13.0" in verbose and "Successfully installed torch-2.13.0" in verbose
+    assert (
+        "Collecting torch==2.13.0" in verbose and "Successfully installed torch-2.13.0" in verbose
+    )
     assert run_build(QUIET) == "built sha256:abc\n"
 
 
@@ -84,7 +100,13 @@ def test_live_block_shows_phase_bytes_and_the_last_line():
 def test_plain_transfers_print_each_finished_layer_once():
     out = io.StringIO()
     report = Reporter(PLAIN, out=out)
-    for status, current in (("Preparing", None), ("Pushing", 10), ("Pushing", 20), ("Pushed", None), ("Pushed", None)):
+    for status, current in (
+        ("Preparing", None),
+        ("Pushing", 10),
+        ("Pushing", 20),
+        ("Pushed", None),
+        ("Pushed", None),
+    ):
         report.layer(LayerProgress("abcdef123456789", status, current, 20 if current else None))
     lines = out.getvalue().splitlines()
     assert lines == ["  layer abcdef123456: pushed (20 B)"]
@@ -95,8 +117,13 @@ def test_a_failure_shows_the_tools_last_lines_even_without_verbose():
     out = io.StringIO()
     try:
         with Reporter(PLAIN, out=out) as report:
-            report.output("Step 2/3 : RUN install-env.sh\ngpuenv-install: Python 3.11 from the base image\n")
-            report.output("".join(f"noise {i}\n" for i in range(100)) + "ERROR: THESE PACKAGES DO NOT MATCH THE HASHES\n")
+            report.output(
+                "Step 2/3 : RUN install-env.sh\ngpuenv-install: Python 3.11 from the base image\n"
+            )
+            report.output(
+                "".join(f"noise {i}\n" for i in range(100))
+                + "ERROR: THESE PACKAGES DO NOT MATCH THE HASHES\n"
+            )
             raise RuntimeError("build failed")
     except RuntimeError:
         pass
@@ -104,4 +131,3 @@ def test_a_failure_shows_the_tools_last_lines_even_without_verbose():
     assert "gpuenv-install: Python 3.11 from the base image" in text  # gpuenv's own steps are shown
     assert "ERROR: THESE PACKAGES DO NOT MATCH THE HASHES" in text
     assert "noise 0\n" not in text and "noise 99" in text
-

@@ -11,24 +11,27 @@ import json
 import re
 import urllib.request
 
-import pytest
-
 import dockercases
+import pytest
 from teamcases import CPU_STACK_ARGS, free_port, run_invoke
 
 pytestmark = pytest.mark.docker
 
 DIGEST_REF = re.compile(r"^(?P<repo>\S+/gpuenv/[\w.-]+)@(?P<digest>sha256:[0-9a-f]{64})$", re.M)
-MANIFEST_TYPES = ", ".join([
-    "application/vnd.docker.distribution.manifest.v2+json",
-    "application/vnd.oci.image.manifest.v1+json",
-    "application/vnd.oci.image.index.v1+json",
-    "application/vnd.docker.distribution.manifest.list.v2+json",
-])
+MANIFEST_TYPES = ", ".join(
+    [
+        "application/vnd.docker.distribution.manifest.v2+json",
+        "application/vnd.oci.image.manifest.v1+json",
+        "application/vnd.oci.image.index.v1+json",
+        "application/vnd.docker.distribution.manifest.list.v2+json",
+    ]
+)
 
 
 def registry_get(host: str, path: str, method: str = "GET"):
-    request = urllib.request.Request(f"http://{host}{path}", method=method, headers={"Accept": MANIFEST_TYPES})
+    request = urllib.request.Request(
+        f"http://{host}{path}", method=method, headers={"Accept": MANIFEST_TYPES}
+    )
     with urllib.request.urlopen(request, timeout=10) as response:
         return response.headers, response.read()
 
@@ -42,7 +45,9 @@ def local_tags(image_id: str) -> list[str]:
     return sorted(info.tags) if info else []
 
 
-def test_push_then_pull_by_digest_then_run_and_validate(team_image, registry, locks_dir, cpu_stack, tmp_path, monkeypatch):
+def test_push_then_pull_by_digest_then_run_and_validate(
+    team_image, registry, locks_dir, cpu_stack, tmp_path, monkeypatch
+):
     from gpuenv.engine import Engine
     from gpuenv.images import plan as images
 
@@ -72,23 +77,47 @@ def test_push_then_pull_by_digest_then_run_and_validate(team_image, registry, lo
     hash_tag = pushed_tag.rsplit(":", 1)[1]
     assert sorted(json.loads(body)["tags"]) == sorted([hash_tag, "latest"])
     for tag in (hash_tag, "latest"):
-        headers, _ = registry_get(registry.host, f"/v2/gpuenv/{cpu_stack.stack_id}/manifests/{tag}", method="HEAD")
+        headers, _ = registry_get(
+            registry.host, f"/v2/gpuenv/{cpu_stack.stack_id}/manifests/{tag}", method="HEAD"
+        )
         assert headers["Docker-Content-Digest"] == match["digest"]
 
     # Delete the image from the engine entirely; `run --image` must pull it back by digest.
     dockercases.remove_image(engine, pushed.id)
     assert engine.image_info(ref) is None
     try:
-        proc = run_invoke("run", "--image", ref, "--gpus", "none", "--", "python", "-c", "import torch; print('torch', torch.__version__)",
-                          cwd=tmp_path, timeout=900)
+        proc = run_invoke(
+            "run",
+            "--image",
+            ref,
+            "--gpus",
+            "none",
+            "--",
+            "python",
+            "-c",
+            "import torch; print('torch', torch.__version__)",
+            cwd=tmp_path,
+            timeout=900,
+        )
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         assert f"{ref} is not on this engine: pulling it by digest" in proc.stdout
         assert "torch 2.13.0+cpu" in proc.stdout
         pulled = engine.image_info(ref)
-        assert pulled is not None and pulled.id == pushed.id, "the pulled image is the pushed one, byte for byte"
+        assert pulled is not None and pulled.id == pushed.id, (
+            "the pulled image is the pushed one, byte for byte"
+        )
 
         # Present now: validate in it without pulling again.
-        proc = run_invoke("validate", "--image", ref, "--quick", "--json", "report.json", cwd=tmp_path, timeout=900)
+        proc = run_invoke(
+            "validate",
+            "--image",
+            ref,
+            "--quick",
+            "--json",
+            "report.json",
+            cwd=tmp_path,
+            timeout=900,
+        )
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         assert "pulling" not in proc.stdout
         assert json.loads((tmp_path / "report.json").read_text())
@@ -96,18 +125,28 @@ def test_push_then_pull_by_digest_then_run_and_validate(team_image, registry, lo
         if engine.image_info(ref) is not None:
             repository, tag = pushed_tag.rsplit(":", 1)
             engine.client.images.get(ref).tag(repository, tag)  # its own tag, back
-            dockercases.untag(engine, ref)  # and no reference to this session's registry left behind
+            dockercases.untag(
+                engine, ref
+            )  # and no reference to this session's registry left behind
 
 
-def test_push_to_a_registry_that_is_down_is_one_line_and_removes_nothing(team_image, locks_dir, tmp_path):
+def test_push_to_a_registry_that_is_down_is_one_line_and_removes_nothing(
+    team_image, locks_dir, tmp_path
+):
     before = local_tags(team_image.id)
     host = f"127.0.0.1:{free_port()}"  # nothing listens there
     home, docker_config = tmp_path / "home", tmp_path / "docker-config"
     home.mkdir()
     docker_config.mkdir()
-    env = {"GPUENV_LOCKS_DIR": str(locks_dir), "HOME": str(home), "DOCKER_CONFIG": str(docker_config)}
+    env = {
+        "GPUENV_LOCKS_DIR": str(locks_dir),
+        "HOME": str(home),
+        "DOCKER_CONFIG": str(docker_config),
+    }
     proc = run_invoke("push", *CPU_STACK_ARGS, "--registry", host, env=env, timeout=300)
-    assert list(home.iterdir()) == [] and list(docker_config.iterdir()) == [], "gpuenv writes no credentials or config"
+    assert list(home.iterdir()) == [] and list(docker_config.iterdir()) == [], (
+        "gpuenv writes no credentials or config"
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and "Traceback" not in proc.stderr
     assert f"the registry {host} does not answer" in proc.stderr
@@ -115,9 +154,18 @@ def test_push_to_a_registry_that_is_down_is_one_line_and_removes_nothing(team_im
     assert local_tags(team_image.id) == before
 
 
-def test_push_refused_by_the_registry_is_one_line_and_removes_nothing(team_image, readonly_registry, locks_dir):
+def test_push_refused_by_the_registry_is_one_line_and_removes_nothing(
+    team_image, readonly_registry, locks_dir
+):
     before = local_tags(team_image.id)
-    proc = run_invoke("push", *CPU_STACK_ARGS, "--registry", readonly_registry.host, env={"GPUENV_LOCKS_DIR": str(locks_dir)}, timeout=600)
+    proc = run_invoke(
+        "push",
+        *CPU_STACK_ARGS,
+        "--registry",
+        readonly_registry.host,
+        env={"GPUENV_LOCKS_DIR": str(locks_dir)},
+        timeout=600,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and "Traceback" not in proc.stderr
     assert f"push {readonly_registry.host}/gpuenv/" in proc.stderr
@@ -127,7 +175,9 @@ def test_push_refused_by_the_registry_is_one_line_and_removes_nothing(team_image
 def test_push_without_an_image_for_the_lock_names_the_build(locks_dir, registry, tmp_path):
     empty = tmp_path / "locks"
     empty.mkdir()
-    proc = run_invoke("push", *CPU_STACK_ARGS, "--registry", registry.host, env={"GPUENV_LOCKS_DIR": str(empty)})
+    proc = run_invoke(
+        "push", *CPU_STACK_ARGS, "--registry", registry.host, env={"GPUENV_LOCKS_DIR": str(empty)}
+    )
     assert proc.returncode != 0
     assert "invoke lock" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -138,7 +188,10 @@ def test_push_without_an_image_for_the_lock_names_the_build(locks_dir, registry,
         (["run", "--image", "Not A Ref"], ["--image 'Not A Ref' is not an image reference"]),
         (["run", "--image", "r.example.com/gpuenv/x@sha256:abc"], ["64 hex"]),
         (["run", "--image", "r.example.com/gpuenv/x:1", "--cuda", "cpu"], ["--cuda cannot choose"]),
-        (["validate", "--image", "r.example.com/gpuenv/x:1", "--python", "3.11"], ["--python cannot choose"]),
+        (
+            ["validate", "--image", "r.example.com/gpuenv/x:1", "--python", "3.11"],
+            ["--python cannot choose"],
+        ),
         (["push", "--registry", "https://r.example.com"], ["has a scheme"]),
         (["push", *CPU_STACK_ARGS], ["no registry given", "gpuenv.registry"]),
     ],
@@ -151,7 +204,9 @@ def test_bad_options_are_one_line_before_any_engine_call(args, words, tmp_path):
         assert word in proc.stderr
 
 
-def test_a_refused_push_keeps_local_tags_it_did_not_create(team_image, readonly_registry, locks_dir, base_image, cpu_stack):
+def test_a_refused_push_keeps_local_tags_it_did_not_create(
+    team_image, readonly_registry, locks_dir, base_image, cpu_stack
+):
     """Issue 21 item 5: the registry names of the push already exist locally, one on another image
     (a `latest` pulled earlier), one on this image. The refused push must leave both where they
     were: it removes only the tags it created."""
@@ -163,14 +218,27 @@ def test_a_refused_push_keeps_local_tags_it_did_not_create(team_image, readonly_
     hash_tag = team_image.tag.rsplit(":", 1)[1]
     other = engine.image_info(base_image)
     client = engine.client
-    client.images.get(other.id).tag(repo, "latest")  # an older image's tag, as a pull would leave it
+    client.images.get(other.id).tag(
+        repo, "latest"
+    )  # an older image's tag, as a pull would leave it
     client.images.get(team_image.id).tag(repo, hash_tag)
     try:
-        before = {ref: engine.image_info(ref).id for ref in (f"{repo}:latest", f"{repo}:{hash_tag}")}
-        proc = run_invoke("push", *CPU_STACK_ARGS, "--registry", readonly_registry.host, env={"GPUENV_LOCKS_DIR": str(locks_dir)}, timeout=600)
+        before = {
+            ref: engine.image_info(ref).id for ref in (f"{repo}:latest", f"{repo}:{hash_tag}")
+        }
+        proc = run_invoke(
+            "push",
+            *CPU_STACK_ARGS,
+            "--registry",
+            readonly_registry.host,
+            env={"GPUENV_LOCKS_DIR": str(locks_dir)},
+            timeout=600,
+        )
         assert proc.returncode == 1, proc.stdout + proc.stderr
         assert proc.stderr.strip().count("\n") == 0 and "Traceback" not in proc.stderr
-        after = {ref: (engine.image_info(ref).id if engine.image_info(ref) else None) for ref in before}
+        after = {
+            ref: (engine.image_info(ref).id if engine.image_info(ref) else None) for ref in before
+        }
         assert after == before, "a local tag the push did not create was removed or moved"
         assert team_image.tag in local_tags(team_image.id)
     finally:

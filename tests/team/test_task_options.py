@@ -12,10 +12,10 @@ import re
 import sys
 
 import pytest
+from teamcases import ROOT
 
 from gpuenv.cli import namespace
 from gpuenv.cli.common import SHORT_FLAGS, STACK_HELP, STACK_OPTIONS
-from teamcases import ROOT
 
 #: The tasks that address a stack (they resolve one from the stack options).
 STACK_TASKS = {"build", "push", "run", "lock", "export", "install", "resolve", "validate", "verify"}
@@ -32,15 +32,21 @@ def parameters(task) -> list[str]:
 
 def test_every_task_that_addresses_a_stack_takes_every_stack_option():
     found = {name for name, task in tasks().items() if "cuda" in parameters(task)}
-    assert found == STACK_TASKS, "a task that addresses a stack must be listed here (and take every stack option)"
+    assert found == STACK_TASKS, (
+        "a task that addresses a stack must be listed here (and take every stack option)"
+    )
     for name in sorted(STACK_TASKS):
         task = tasks()[name]
         missing = [option for option in STACK_OPTIONS if option not in parameters(task)]
-        assert not missing, f"invoke {name} lacks --{', --'.join(m.replace('_', '-') for m in missing)}"
+        assert not missing, (
+            f"invoke {name} lacks --{', --'.join(m.replace('_', '-') for m in missing)}"
+        )
         for option in STACK_OPTIONS:
             assert task.help.get(option), f"invoke {name} --{option.replace('_', '-')} has no help"
         defaults = inspect.signature(task.body).parameters
-        assert defaults["strict_driver"].default is False, f"invoke {name} --strict-driver must be a flag"
+        assert defaults["strict_driver"].default is False, (
+            f"invoke {name} --strict-driver must be a flag"
+        )
         assert all(defaults[o].default is None for o in STACK_OPTIONS if o != "strict_driver"), name
 
 
@@ -65,14 +71,38 @@ def test_the_readme_documents_the_short_flags_the_code_has():
 
 def task_with(option: str) -> str:
     """A task that has `option` (stack tasks first, so a value like 'cpu' makes sense)."""
-    for name in ("resolve", "build", "run", "push", "export", "lock", "install", "validate", "doctor"):
-        if option.replace("-", "_") in parameters(tasks()[name]) or option == "json" and "json_" in parameters(tasks()[name]):
+    for name in (
+        "resolve",
+        "build",
+        "run",
+        "push",
+        "export",
+        "lock",
+        "install",
+        "validate",
+        "doctor",
+    ):
+        if (
+            option.replace("-", "_") in parameters(tasks()[name])
+            or option == "json"
+            and "json_" in parameters(tasks()[name])
+        ):
             return name
     raise AssertionError(f"no task has --{option}")
 
 
-VALUES = {"cuda": "cpu", "framework": "torch", "python": "3.11", "backend": "uv", "registry": "127.0.0.1:5000", "image": "x:y",
-          "gpus": "none", "tag": "x:y", "wheelhouse": "/opt/wheels", "output": "env.yml"}
+VALUES = {
+    "cuda": "cpu",
+    "framework": "torch",
+    "python": "3.11",
+    "backend": "uv",
+    "registry": "127.0.0.1:5000",
+    "image": "x:y",
+    "gpus": "none",
+    "tag": "x:y",
+    "wheelhouse": "/opt/wheels",
+    "output": "env.yml",
+}
 
 
 def run_gpuenv(argv: list[str], monkeypatch, capsys) -> tuple[int, str]:
@@ -81,12 +111,18 @@ def run_gpuenv(argv: list[str], monkeypatch, capsys) -> tuple[int, str]:
     monkeypatch.setattr(sys, "argv", ["gpuenv", *argv])
     with pytest.raises(SystemExit) as done:
         program.main()
-    code = done.value.code if isinstance(done.value.code, int) else (0 if done.value.code is None else 1)
+    code = (
+        done.value.code
+        if isinstance(done.value.code, int)
+        else (0 if done.value.code is None else 1)
+    )
     return code, capsys.readouterr().err
 
 
 @pytest.mark.parametrize("flag", sorted(documented_short_flags()))
-def test_each_short_flag_before_and_after_the_task_name_is_never_a_traceback(flag, tmp_path, monkeypatch, capsys):
+def test_each_short_flag_before_and_after_the_task_name_is_never_a_traceback(
+    flag, tmp_path, monkeypatch, capsys
+):
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.chdir(tmp_path)
     (tmp_path / "invoke.yaml").write_text("gpuenv: {}\n")
@@ -103,7 +139,9 @@ def test_each_short_flag_before_and_after_the_task_name_is_never_a_traceback(fla
 
     # Invoke's own option of that letter parses when it takes a value exactly as the task's does;
     # otherwise (no such letter, or a value left over) the line says where task options go.
-    invokes_own = {n: a.takes_value for a in GpuenvProgram().core_args() for n in a.names if len(n) == 1}
+    invokes_own = {
+        n: a.takes_value for a in GpuenvProgram().core_args() for n in a.names if len(n) == 1
+    }
     parses = flag.lstrip("-") in invokes_own and invokes_own[flag.lstrip("-")] == bool(value)
     assert code == (0 if parses else 2), err
     if code == 2:
@@ -118,7 +156,9 @@ def test_a_reader_that_goes_away_ends_gpuenv_quietly():
     import subprocess
 
     code = f"import sys; sys.path.insert(0, {str(ROOT)!r}); sys.argv = ['gpuenv', '--list']; from gpuenv.cli.program import main; main()"
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     proc.stdout.close()  # the reader is gone before gpuenv writes a byte
     err = proc.stderr.read().decode()
     assert (proc.wait(timeout=60), err) == (0, "")

@@ -44,9 +44,13 @@ def driver340_kepler(processes: int = 8) -> str:
     )
     text = _read(A100_XML)
     text = _one(r"<product_name>[^<]*", "<product_name>Tesla K20m", text)
-    text = _one(r"<pci_device_id>[^<]*", "<pci_device_id>102810DE", text)  # 10de:1028, pci.ids "Tesla K20m"
+    text = _one(
+        r"<pci_device_id>[^<]*", "<pci_device_id>102810DE", text
+    )  # 10de:1028, pci.ids "Tesla K20m"
     text = _one(r"<driver_version>[^<]*", "<driver_version>340.24", text)
-    text = _one(r"<processes>\s*</processes>", f"<compute_processes>\n{entries}</compute_processes>", text)
+    text = _one(
+        r"<processes>\s*</processes>", f"<compute_processes>\n{entries}</compute_processes>", text
+    )
     return _one(r"clocks_event_reason", "clocks_throttle_reason", text)
 
 
@@ -73,21 +77,37 @@ def power_brake_at_idle(path: Path = H100_XML) -> str:
     86 MHz: the baseboard's power brake (issue 26's 8xH100)."""
     text = _read(path)
     for reason in ("hw_slowdown", "hw_power_brake_slowdown"):
-        text = _one(rf"<clocks_event_reason_{reason}>Not Active", f"<clocks_event_reason_{reason}>Active", text)
-    return _one(r"(<clocks>\s*<graphics_clock>)[^<]*(</graphics_clock>\s*<sm_clock>)[^<]*", r"\g<1>86 MHz\g<2>86 MHz", text)
+        text = _one(
+            rf"<clocks_event_reason_{reason}>Not Active",
+            f"<clocks_event_reason_{reason}>Active",
+            text,
+        )
+    return _one(
+        r"(<clocks>\s*<graphics_clock>)[^<]*(</graphics_clock>\s*<sm_clock>)[^<]*",
+        r"\g<1>86 MHz\g<2>86 MHz",
+        text,
+    )
 
 
 def thermal_at_idle(path: Path = H100_XML) -> str:
     """Every GPU with HW Slowdown and HW Thermal Slowdown active."""
     text = _read(path)
     for reason in ("hw_slowdown", "hw_thermal_slowdown"):
-        text = _one(rf"<clocks_event_reason_{reason}>Not Active", f"<clocks_event_reason_{reason}>Active", text)
+        text = _one(
+            rf"<clocks_event_reason_{reason}>Not Active",
+            f"<clocks_event_reason_{reason}>Active",
+            text,
+        )
     return text
 
 
 def power_cap_at_idle(path: Path = H100_XML) -> str:
     """Every GPU with SW Power Cap active: the power limit at work, not a fault."""
-    return _one(r"<clocks_event_reason_sw_power_cap>Not Active", "<clocks_event_reason_sw_power_cap>Active", _read(path))
+    return _one(
+        r"<clocks_event_reason_sw_power_cap>Not Active",
+        "<clocks_event_reason_sw_power_cap>Active",
+        _read(path),
+    )
 
 
 def fabric(path: Path, state: str, status: str) -> str:
@@ -105,7 +125,9 @@ def text_old_spelling(processes: int = 0) -> str:
         block = "    Compute Processes\n" + "".join(
             f"        Process ID                                     : {7000 + n}\n"
             f"            Name                                       : /opt/solver/bin/solver\n"
-            f"            Used GPU Memory                            : 98 MiB\n" for n in range(processes))
+            f"            Used GPU Memory                            : 98 MiB\n"
+            for n in range(processes)
+        )
         text = _one(r"    Processes +: None\n", block, text)
     else:
         text = _one(r"    Processes( +): None", r"    Compute Processes\1: None", text)
@@ -125,7 +147,9 @@ def text_power_brake() -> str:
 
 # --- the DCGM-style health rows (validate/judge/health_watches.py) ---------------------------------
 GB200_XML = CAPTURES / "nvidia-smi-xml" / "gb200x4-arm64.xml"
-MOCK_COUNTERS_XML = CAPTURES / "nvidia-smi-xml" / "MOCK-gb200-throttle-counters.xml"  # NVIDIA's NVML mock, not hardware
+MOCK_COUNTERS_XML = (
+    CAPTURES / "nvidia-smi-xml" / "MOCK-gb200-throttle-counters.xml"
+)  # NVIDIA's NVML mock, not hardware
 
 
 def clock_reasons_active(reasons: tuple[str, ...], path: Path = H100_XML) -> str:
@@ -133,7 +157,11 @@ def clock_reasons_active(reasons: tuple[str, ...], path: Path = H100_XML) -> str
     with neither of its sub-reasons)."""
     text = _read(path)
     for reason in reasons:
-        text = _one(rf"<clocks_event_reason_{reason}>Not Active", f"<clocks_event_reason_{reason}>Active", text)
+        text = _one(
+            rf"<clocks_event_reason_{reason}>Not Active",
+            f"<clocks_event_reason_{reason}>Active",
+            text,
+        )
     return text
 
 
@@ -165,7 +193,9 @@ def text_tlimit_margin(celsius: int) -> str:
 
 def clock_counter(tag: str, micros: int, path: Path = MOCK_COUNTERS_XML) -> str:
     """Every GPU's clock-event counter `clocks_event_reasons_counters_<tag>` set to `micros` us."""
-    return _one(rf"(<clocks_event_reasons_counters_{tag}>)\d+ us", rf"\g<1>{micros} us", _read(path))
+    return _one(
+        rf"(<clocks_event_reasons_counters_{tag}>)\d+ us", rf"\g<1>{micros} us", _read(path)
+    )
 
 
 def text_clock_counter(label: str, micros: int) -> str:

@@ -24,7 +24,9 @@ import pynvml
 
 def _error(name: str) -> BaseException:
     cls = getattr(pynvml, name)
-    return cls() if name == "NVMLLibraryMismatchError" else cls.__new__(cls)  # NVMLError subclasses take no args
+    return (
+        cls() if name == "NVMLLibraryMismatchError" else cls.__new__(cls)
+    )  # NVMLError subclasses take no args
 
 
 class _Memory:

@@ -15,7 +15,13 @@ from invoke import Config, Context
 from invoke.exceptions import Exit
 
 from validate.report.baseline import (
-    BASELINE_FORMAT, MAX_BASELINE_BYTES, BaselineError, build_baseline, load_baseline, parse_baseline, read_baseline_bytes,
+    BASELINE_FORMAT,
+    MAX_BASELINE_BYTES,
+    BaselineError,
+    build_baseline,
+    load_baseline,
+    parse_baseline,
+    read_baseline_bytes,
 )
 from validate.report.record import Record
 
@@ -37,7 +43,10 @@ def test_a_good_baseline_reads_back_as_floats(tmp_path):
     ("content", "words"),
     [
         (b"[" * 100_000 + b"]" * 100_000, "nested more than 16 levels deep"),
-        (baseline_with(b'{"host": {"x": ' + b"[" * 40 + b"]" * 40 + b"}}"), "nested more than 16 levels deep"),
+        (
+            baseline_with(b'{"host": {"x": ' + b"[" * 40 + b"]" * 40 + b"}}"),
+            "nested more than 16 levels deep",
+        ),
         (baseline_with(b'{"host": {"x": ' + b"7" * 5000 + b"}}"), "a 5000-digit number"),
         (baseline_with(b'{"host": {"x": 1.' + b"5" * 5000 + b"}}"), "a number of 5002 characters"),
         (baseline_with(b'{"host": {"x": NaN}}'), "NaN is not a JSON number"),
@@ -48,7 +57,10 @@ def test_a_good_baseline_reads_back_as_floats(tmp_path):
         (baseline_with(b'{"host": {"x": true}}'), "must map check names to numbers"),
         (b'{"format": "gpuenv-validate-baseline/1", "models": {"a": 1}', "not JSON (Expecting"),
         (b"\x80\x81{}", "not UTF-8 text (byte 0x80 on line 1)"),
-        ("{}".encode("utf-16"), "is not a gpuenv-validate-baseline/1 file"),  # UTF-16 with its mark is read, then judged,
+        (
+            "{}".encode("utf-16"),
+            "is not a gpuenv-validate-baseline/1 file",
+        ),  # UTF-16 with its mark is read, then judged,
     ],
 )
 def test_hostile_content_is_one_baseline_error(tmp_path, content, words):
@@ -56,7 +68,11 @@ def test_hostile_content_is_one_baseline_error(tmp_path, content, words):
     path.write_bytes(content)
     with pytest.raises(BaselineError) as caught:
         load_baseline(path)
-    assert words in str(caught.value) and str(path) in str(caught.value) and "\n" not in str(caught.value)
+    assert (
+        words in str(caught.value)
+        and str(path) in str(caught.value)
+        and "\n" not in str(caught.value)
+    )
 
 
 def test_only_regular_files_of_at_most_one_mib(tmp_path):
@@ -99,7 +115,13 @@ def test_saving_keeps_only_figures_a_later_run_can_be_held_to(tmp_path):
     def record(check: str, value: float | None) -> Record:
         return Record(check, None, "", "", "pass", value=value)
 
-    records = [record("matmul", 2.0), record("zero", 0.0), record("nan", float("nan")), record("neg", -1.0), record("none", None)]
+    records = [
+        record("matmul", 2.0),
+        record("zero", 0.0),
+        record("nan", float("nan")),
+        record("neg", -1.0),
+        record("none", None),
+    ]
     saved = build_baseline(records, {})
     assert saved["models"] == {"host": {"matmul": 2.0}}
     import json
@@ -108,14 +130,26 @@ def test_saving_keeps_only_figures_a_later_run_can_be_held_to(tmp_path):
 
 
 def test_the_suite_refuses_dev_zero_and_a_fifo_in_one_line(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("NVIDIA_VISIBLE_DEVICES", "GPUENV_STACK_FILE")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("NVIDIA_VISIBLE_DEVICES", "GPUENV_STACK_FILE")
+    }
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     for path, words in (("/dev/zero", "is a device"), (str(fifo), "is a FIFO")):
-        done = subprocess.run([sys.executable, "-m", "validate", "--baseline", path], cwd=REPO, env=env, capture_output=True,
-                              text=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-m", "validate", "--baseline", path],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 2, done.stdout + done.stderr
-        assert done.stdout.startswith(f"validate: --baseline: baseline file {path}: it {words}"), done.stdout
+        assert done.stdout.startswith(f"validate: --baseline: baseline file {path}: it {words}"), (
+            done.stdout
+        )
         assert len(done.stdout.splitlines()) == 1 and "Traceback" not in done.stderr
 
 

@@ -21,7 +21,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_a_bad_value_is_one_line_naming_the_variable(name, value):
     with pytest.raises(envvars.BadVariable) as caught:
         envvars.seconds(name, {name: value})
-    assert str(caught.value).startswith(f"{name}={value!r} is not a number of seconds") and "unset it" in str(caught.value)
+    assert str(caught.value).startswith(
+        f"{name}={value!r} is not a number of seconds"
+    ) and "unset it" in str(caught.value)
     assert envvars.problem({name: value}) == str(caught.value)
 
 
@@ -33,9 +35,18 @@ def test_unset_gives_the_default_and_a_good_value_is_read():
 
 @pytest.mark.parametrize("name", ["VALIDATE_DDP_JOIN_TIMEOUT", "VALIDATE_PROBE_TIMEOUT"])
 def test_the_suite_refuses_an_empty_variable_in_one_line_before_running(name):
-    proc = subprocess.run([sys.executable, "-m", "validate", "--quick"], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, name: "", "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [sys.executable, "-m", "validate", "--quick"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, name: "", "PYTHONPATH": str(ROOT)},
+    )
     out = (proc.stdout + proc.stderr).strip()
     assert proc.returncode == 2, out[-2000:]
-    assert out == f"validate: {name}='' is not a number of seconds between 0 and 86400: unset it (the default is " \
-                  f"{envvars.SECONDS[name]:g}) or give e.g. {name}={envvars.SECONDS[name]:g}", out
+    assert (
+        out
+        == f"validate: {name}='' is not a number of seconds between 0 and 86400: unset it (the default is "
+        f"{envvars.SECONDS[name]:g}) or give e.g. {name}={envvars.SECONDS[name]:g}"
+    ), out

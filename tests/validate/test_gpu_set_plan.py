@@ -32,14 +32,31 @@ GPU_SET = ROOT / "tests" / "gpu" / "test_gpu_host.py"
 
 
 def host_gpus(capture: Path) -> list[nvml.GpuInfo]:
-    return nvml.read_host(ReplayNvml(parse_capture(capture.read_text(encoding="utf-8"), capture.name))).gpus
+    return nvml.read_host(
+        ReplayNvml(parse_capture(capture.read_text(encoding="utf-8"), capture.name))
+    ).gpus
 
 
 def replay_report(capture: Path, tmp_path: Path) -> dict:
     """The suite's health rows on a replayed capture, as `python -m validate --json` writes them."""
     out = tmp_path / f"{capture.stem}.json"
-    done = subprocess.run([sys.executable, "-m", "validate", "--replay", str(capture), "-k", "gpu_health_watches or shared_memory",
-                           "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "validate",
+            "--replay",
+            str(capture),
+            "-k",
+            "gpu_health_watches or shared_memory",
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.exists(), done.stdout[-2000:] + done.stderr[-2000:]
     return json.loads(out.read_text())
 
@@ -50,14 +67,18 @@ def replay_report(capture: Path, tmp_path: Path) -> dict:
 def test_the_sets_containers_get_the_products_shm_and_the_suite_passes_it_on_eight_gpus():
     options = gpuset.run_plan("image", "true").options()
     assert shm_verdict(options["shm_size"], 8).verdict == PASS
-    assert {u["Name"] for u in options["ulimits"]} == {"memlock", "stack"} and options["init"] is True
+    assert {u["Name"] for u in options["ulimits"]} == {"memlock", "stack"} and options[
+        "init"
+    ] is True
     assert options["device_requests"] and options["device_requests"][0]["Count"] == -1  # --gpus all
 
 
 def test_the_set_runs_its_containers_through_the_engine_not_a_bare_docker_run():
     source = GPU_SET.read_text(encoding="utf-8")
     assert "run_container(" in source and "gpuset.run_plan(" in source
-    assert not re.search(r'"docker",\s*"run"', source), "a bare docker run gets Docker's 64 MiB /dev/shm"
+    assert not re.search(r'"docker",\s*"run"', source), (
+        "a bare docker run gets Docker's 64 MiB /dev/shm"
+    )
 
 
 def test_the_set_does_not_skip_on_an_engine_without_a_runtime_named_nvidia():
@@ -83,7 +104,9 @@ def test_the_torch_build_is_pinned_to_the_resolvers_choice_for_the_driver(driver
     assert cuda <= NATIVE_CUDA[driver], args
     assert re.fullmatch(r"tensorflow\[and-cuda\]==[\d.]+", args["TENSORFLOW_REQUIREMENT"]), args
     ubuntu = args["CUDA_BASE"].rsplit("-", 1)[-1]
-    assert ubuntu in gpuset.UBUNTU_PYTHON  # the image's python3 is the Python the build was resolved for
+    assert (
+        ubuntu in gpuset.UBUNTU_PYTHON
+    )  # the image's python3 is the Python the build was resolved for
 
 
 # --- what a healthy host's report must hold (D17) -------------------------------------------------
@@ -101,7 +124,9 @@ def test_a_health_row_that_skipped_where_nvml_reads_it_is_named(tmp_path):
         if row["check"] == "clock event time":
             row["verdict"], row["reason"] = "skip", "not reported"
     assert gpus[3].health.clock_event_us is not None
-    assert gpuset.health_problems(broken, gpus) == ["GPU 3: 'clock event time' skipped (not reported) though the host's NVML reads it"]
+    assert gpuset.health_problems(broken, gpus) == [
+        "GPU 3: 'clock event time' skipped (not reported) though the host's NVML reads it"
+    ]
 
 
 def test_a_reading_the_hosts_nvml_lacks_may_skip(tmp_path):
@@ -113,10 +138,22 @@ def test_a_reading_the_hosts_nvml_lacks_may_skip(tmp_path):
 
 
 def _ddp_report(gpus: list, world: int, tensorflow: bool = True) -> dict:
-    checks = [{"check": f"{name} ({world} ranks, nccl)", "verdict": "pass"}
-              for name in ("ddp ranks joined", "ddp parameters identical", "ddp training loss", "ddp slowest rank")]
+    checks = [
+        {"check": f"{name} ({world} ranks, nccl)", "verdict": "pass"}
+        for name in (
+            "ddp ranks joined",
+            "ddp parameters identical",
+            "ddp training loss",
+            "ddp slowest rank",
+        )
+    ]
     if tensorflow:
-        checks.append({"check": f"tensorflow mirrored variables identical ({world} replicas, nccl all-reduce)", "verdict": "pass"})
+        checks.append(
+            {
+                "check": f"tensorflow mirrored variables identical ({world} replicas, nccl all-reduce)",
+                "verdict": "pass",
+            }
+        )
     return {"host": {"checks": checks}, **{g.uuid: {"checks": []} for g in gpus}}
 
 
@@ -126,13 +163,17 @@ def test_ddp_rows_must_cover_every_whole_gpu():
     short = gpuset.multigpu_problems(_ddp_report(gpus, 4), gpus, tensorflow=True)
     assert "no passing 'ddp parameters identical (8 ranks, nccl)' row: missing" in short
     assert any("tensorflow mirrored variables identical (8 replicas" in p for p in short)
-    assert gpuset.multigpu_problems({"host": {"checks": []}}, gpus, tensorflow=False)  # the check never ran
+    assert gpuset.multigpu_problems(
+        {"host": {"checks": []}}, gpus, tensorflow=False
+    )  # the check never ran
 
 
 def test_the_shm_assertion_names_the_suites_own_row(tmp_path):
     report = replay_report(H100, tmp_path)
     small = copy.deepcopy(report)
-    small["host"]["checks"].append({"check": "/dev/shm size", "verdict": "fail", "reason": "/dev/shm holds only 64 MiB"})
+    small["host"]["checks"].append(
+        {"check": "/dev/shm size", "verdict": "fail", "reason": "/dev/shm holds only 64 MiB"}
+    )
     assert gpuset.shm_problem(small) == "/dev/shm failed: /dev/shm holds only 64 MiB"
 
 
@@ -157,12 +198,16 @@ def test_a_masking_row_that_failed_or_never_ran_is_named():
     rows = skipped["host"]["checks"]
     skipped["host"]["checks"] = [r for r in rows if "CUDA_VISIBLE_DEVICES=" not in r["check"]]
     assert gpuset.masking_problems(skipped) == [
-        "no 'torch CUDA_VISIBLE_DEVICES=...' masking row: the masking check did not run"]
+        "no 'torch CUDA_VISIBLE_DEVICES=...' masking row: the masking check did not run"
+    ]
 
 
 def _busbw_report(gpus: list, measured: str, verdict: str = "pass") -> dict:
-    row = {"check": f"nccl all-reduce busbw GB/s ({len(gpus)} GPUs)", "measured": measured,
-           "verdict": verdict}
+    row = {
+        "check": f"nccl all-reduce busbw GB/s ({len(gpus)} GPUs)",
+        "measured": measured,
+        "verdict": verdict,
+    }
     return {"host": {"checks": [row]}, **{g.uuid: {"checks": []} for g in gpus}}
 
 
@@ -177,12 +222,15 @@ def test_an_sxm_hosts_busbw_row_must_say_over_nvlink():
     pcie = _busbw_report(gpus, "21.0 GB/s over pcie (NCCL 2.21.5)")
     assert gpuset.interconnect_problem(pcie, gpus, peaks) == (
         "'nccl all-reduce busbw GB/s (8 GPUs)' ran '21.0 GB/s over pcie (NCCL 2.21.5)', "
-        "not over nvlink, on an NVLink host")
+        "not over nvlink, on an NVLink host"
+    )
     skipped = _busbw_report(gpus, "-", "skip")
     assert gpuset.interconnect_problem(skipped, gpus, peaks) == (
-        "'nccl all-reduce busbw GB/s (8 GPUs)' skip: -")
+        "'nccl all-reduce busbw GB/s (8 GPUs)' skip: -"
+    )
     assert gpuset.interconnect_problem({"host": {"checks": []}}, gpus, peaks) == (
-        "no 'nccl all-reduce busbw' row on an NVLink host")
+        "no 'nccl all-reduce busbw' row on an NVLink host"
+    )
 
 
 def test_a_pcie_host_or_one_gpu_expects_no_nvlink():
@@ -216,10 +264,15 @@ def test_an_eight_gpu_host_splits_four_and_four_and_the_fleet_takes_the_split():
 def _joint(split: dict[str, str], status: str = "ready", backend: str = "nccl") -> object:
     from gpuenv.fleet.outcome import HostOutcome
 
-    given = [(host, local, index) for host, value in split.items()
-             for local, index in enumerate(value.split(","))]
-    ranks = [{"rank": r, "node": host, "local_rank": local, "uuid": f"GPU-{index}"}
-             for r, (host, local, index) in enumerate(given)]
+    given = [
+        (host, local, index)
+        for host, value in split.items()
+        for local, index in enumerate(value.split(","))
+    ]
+    ranks = [
+        {"rank": r, "node": host, "local_rank": local, "uuid": f"GPU-{index}"}
+        for r, (host, local, index) in enumerate(given)
+    ]
     result = {"backend": backend, "world": len(ranks), "ranks": ranks}
     reason = "" if status == "ready" else "rendezvous timed out"
     return HostOutcome("multi-node job", status, reason, report={"multinode": result})

@@ -35,16 +35,19 @@ def depth_by_characters(text: str, stop_above: int | None = None) -> int:
     return deepest
 
 
-@pytest.mark.parametrize("text, expected", [
-    ('{"a": [1, {"b": 2}]}', 3),
-    ('{"a": "[[[[{{{{"}', 1),           # brackets in a string do not count
-    ('{"a": "x\\"[[[", "b": [1]}', 2),  # an escaped quote does not end the string
-    ('["\\\\", [[1]]]', 3),             # an escaped backslash does: the string ends at the next quote
-    ('[["never closed [[[[', 2),        # after an unterminated string's quote nothing counts
-    ('"a\\\n[["', 0),                   # an escaped newline stays inside the string
-    ("]]}[", 0),                       # closing brackets first never make depth
-    ("", 0),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ('{"a": [1, {"b": 2}]}', 3),
+        ('{"a": "[[[[{{{{"}', 1),  # brackets in a string do not count
+        ('{"a": "x\\"[[[", "b": [1]}', 2),  # an escaped quote does not end the string
+        ('["\\\\", [[1]]]', 3),  # an escaped backslash does: the string ends at the next quote
+        ('[["never closed [[[[', 2),  # after an unterminated string's quote nothing counts
+        ('"a\\\n[["', 0),  # an escaped newline stays inside the string
+        ("]]}[", 0),  # closing brackets first never make depth
+        ("", 0),
+    ],
+)
 def test_depth_of_known_texts(text, expected):
     assert json_nesting_depth(text) == depth_by_characters(text) == expected
 
@@ -58,4 +61,7 @@ def test_depth_matches_the_character_scan_on_random_texts():
     for _ in range(20_000):
         text = "".join(rng.choice('[]{}"\\a\n,:') for _ in range(rng.randint(0, 40)))
         for limit in (None, 2):
-            assert json_nesting_depth(text, limit) == depth_by_characters(text, limit), (text, limit)
+            assert json_nesting_depth(text, limit) == depth_by_characters(text, limit), (
+                text,
+                limit,
+            )

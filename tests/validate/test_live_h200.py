@@ -21,7 +21,10 @@ LIVE = CAPTURES / "live" / "h200-580.159.04"
 LIVE_B = CAPTURES / "live" / "h200-580.159.04-b"
 SOURCES = {
     "xml": (LIVE, CAPTURES / "nvidia-smi-xml" / "h200-580.159.04-gpuenv-live.xml"),
-    "text": (LIVE, CAPTURES / "nvidia-smi-text" / "linux-x86_64__nvidia-h200__580.159.04__gpuenv-live.txt"),
+    "text": (
+        LIVE,
+        CAPTURES / "nvidia-smi-text" / "linux-x86_64__nvidia-h200__580.159.04__gpuenv-live.txt",
+    ),
     "recording": (LIVE, LIVE / "recording.json"),
     "xml-b": (LIVE_B, LIVE_B / "nvidia-smi-q-x.xml"),
     "recording-b": (LIVE_B, LIVE_B / "recording.json"),
@@ -37,7 +40,10 @@ def _rows(report: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     """Every row by (check, "host" or "gpu": the host has one GPU); a recording's replay names a
     kept row 'recorded: CHECK'."""
     rows: dict[tuple[str, str], dict[str, Any]] = {}
-    sections = [("host", report["host"]), *(("gpu", value) for key, value in report.items() if key.startswith("GPU-"))]
+    sections = [
+        ("host", report["host"]),
+        *(("gpu", value) for key, value in report.items() if key.startswith("GPU-")),
+    ]
     for scope, section in sections:
         for row in section["checks"]:
             key = (row["check"].removeprefix("recorded: "), scope)
@@ -50,8 +56,22 @@ def _replay(source: Path, tmp_path: Path) -> tuple[int, dict[str, Any]]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for name in ("GPUENV_STACK_FILE", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
         env.pop(name, None)
-    out = subprocess.run([sys.executable, "-m", "validate", "--replay", str(source), "--json", str(tmp_path / "r.json")],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "validate",
+            "--replay",
+            str(source),
+            "--json",
+            str(tmp_path / "r.json"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return out.returncode, json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
 
 
@@ -60,7 +80,9 @@ def test_the_replay_judges_every_row_it_can_read_as_the_live_run(kind, tmp_path)
     run, source = SOURCES[kind]
     live_report = json.loads((run / "live-full.json").read_text(encoding="utf-8"))
     status, report = _replay(source, tmp_path)
-    assert live_report["summary"]["ok"] is True and status == 0, report["summary"]  # ready live, ready replayed
+    assert live_report["summary"]["ok"] is True and status == 0, report[
+        "summary"
+    ]  # ready live, ready replayed
     live, replayed = _rows(live_report), _rows(report)
     compared = 0
     for key, row in replayed.items():
@@ -70,13 +92,19 @@ def test_the_replay_judges_every_row_it_can_read_as_the_live_run(kind, tmp_path)
         if row["verdict"] == "skip":
             # a replay may only lack what the capture does not hold, or what runs a framework
             assert not kind.startswith("recording") or "runs PyTorch" in row["reason"], (key, row)
-            assert kind.startswith("recording") or key[0] in NOT_IN_CAPTURES or "runs PyTorch" in row["reason"], (key, row)
+            assert (
+                kind.startswith("recording")
+                or key[0] in NOT_IN_CAPTURES
+                or "runs PyTorch" in row["reason"]
+            ), (key, row)
             continue
         assert row["verdict"] == was["verdict"], (key, was, row)
         if key[0] not in MOMENT and kind.startswith("recording"):
             assert row["measured"] == was["measured"], (key, was["measured"], row["measured"])
         compared += 1
-    assert compared >= (60 if kind.startswith("recording") else 14), compared  # the comparison covers the host, not a corner
+    assert compared >= (60 if kind.startswith("recording") else 14), (
+        compared
+    )  # the comparison covers the host, not a corner
     # the live GPU ran nothing (its process rows passed): the replay sees no work on it either,
     # whichever NVML memory answer it has (a capture: v2, the reserve apart; the recording: v1)
     assert live[("other compute processes", "gpu")]["verdict"] == "pass"
@@ -87,6 +115,10 @@ def test_the_replay_judges_every_row_it_can_read_as_the_live_run(kind, tmp_path)
 def test_the_live_quick_run_agrees_with_the_full_one(run):
     full = _rows(json.loads((run / "live-full.json").read_text(encoding="utf-8")))
     quick = _rows(json.loads((run / "live-quick.json").read_text(encoding="utf-8")))
-    both = [key for key in quick if key in full and "skip" not in (quick[key]["verdict"], full[key]["verdict"])]
+    both = [
+        key
+        for key in quick
+        if key in full and "skip" not in (quick[key]["verdict"], full[key]["verdict"])
+    ]
     assert len(both) >= 30
     assert [key for key in both if quick[key]["verdict"] != full[key]["verdict"]] == []

@@ -32,8 +32,10 @@ INPUTS.update({f"issue34-{name}": make for name, make in CASES.items()})
 INPUTS["variant-no-device-max.xml"] = lambda: v.without(v.A100_XML, "max_device_link_gen")
 # A vGPU guest with no PCIe link and power readings (nvidia-smi prints N/A for them in a guest).
 INPUTS["issue34-guest-no-pcie.txt"] = lambda: re.sub(
-    r"(Device Max|Device Current|Host Max|Max|Current)( +): (\d+x?|Gen\d)\n", r"\1\2: N/A\n",
-    g.vgpu_guest_text("Licensed (Expiry: 2024-10-19 6:51:17 GMT)"))
+    r"(Device Max|Device Current|Host Max|Max|Current)( +): (\d+x?|Gen\d)\n",
+    r"\1\2: N/A\n",
+    g.vgpu_guest_text("Licensed (Expiry: 2024-10-19 6:51:17 GMT)"),
+)
 
 
 def _replay(name: str, text: str, tmp: Path) -> tuple[str, str, dict]:
@@ -43,8 +45,14 @@ def _replay(name: str, text: str, tmp: Path) -> tuple[str, str, dict]:
     for var in ("GPUENV_STACK_FILE", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
         env.pop(var, None)
     out = tmp / f"{name}.json"
-    done = subprocess.run([sys.executable, "-m", "validate", "--replay", str(path), "--verbose", "--json", str(out)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "validate", "--replay", str(path), "--verbose", "--json", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode in (0, 1), (name, done.stdout[-2000:], done.stderr[-2000:])
     return name, done.stdout, json.loads(out.read_text(encoding="utf-8"))
 
@@ -62,20 +70,39 @@ def _cells(report: dict) -> list[tuple[str, str]]:
     for key, section in report.items():
         if isinstance(section, dict):
             for row in section.get("checks", []):
-                out += [(f"{key}/{row['check']}/{field}", str(row.get(field) or "")) for field in ("measured", "threshold", "reason")]
+                out += [
+                    (f"{key}/{row['check']}/{field}", str(row.get(field) or ""))
+                    for field in ("measured", "threshold", "reason")
+                ]
     return out
 
 
 @pytest.mark.parametrize("name", sorted(INPUTS))
 def test_no_none_on_screen_or_in_a_cell(name, replayed):
     screen, report = replayed[name]
-    report_part = screen[screen.index("gpuenv validation report"):]
+    report_part = screen[screen.index("gpuenv validation report") :]
     printed = [line for line in report_part.splitlines() if NONE.search(line)]
     assert not printed, printed
     cells = [(where, text) for where, text in _cells(report) if NONE.search(text)]
     assert not cells, cells
-    records = [Record(r["check"], r.get("gpu"), r.get("measured", ""), r.get("threshold", ""), r["verdict"], 0.0, r.get("reason", ""))
-               for s in report.values() if isinstance(s, dict) for r in s.get("checks", [])]
+    records = [
+        Record(
+            r["check"],
+            r.get("gpu"),
+            r.get("measured", ""),
+            r.get("threshold", ""),
+            r["verdict"],
+            0.0,
+            r.get("reason", ""),
+        )
+        for s in report.values()
+        if isinstance(s, dict)
+        for r in s.get("checks", [])
+    ]
     index = {k: n for n, k in enumerate(k for k in report if k.startswith("GPU-"))}
-    summary = [line for line in render_summary(records, index, replayed=True).splitlines() if NONE.search(line)]
+    summary = [
+        line
+        for line in render_summary(records, index, replayed=True).splitlines()
+        if NONE.search(line)
+    ]
     assert not summary, summary

@@ -10,11 +10,18 @@ from validate.host.replay import ReplayNvml
 
 
 def _ours() -> dict[str, int]:
-    return {name: value for name, value in vars(NvmlConstants).items() if name.startswith(("NVML_", "nvmlMemory_"))}
+    return {
+        name: value
+        for name, value in vars(NvmlConstants).items()
+        if name.startswith(("NVML_", "nvmlMemory_"))
+    }
 
 
 def test_the_constants_are_the_installed_nvidia_ml_pys():
-    pynvml = pytest.importorskip("pynvml", reason="nvidia-ml-py (pynvml) is not installed, so there is nothing to compare with")
+    pynvml = pytest.importorskip(
+        "pynvml",
+        reason="nvidia-ml-py (pynvml) is not installed, so there is nothing to compare with",
+    )
     assert _ours(), "NvmlConstants defines no constant"
     assert {name: getattr(pynvml, name, None) for name in _ours()} == _ours()
 

@@ -19,7 +19,9 @@ PROBE = "import sys, tempfile, time\nd = tempfile.mkdtemp(prefix='gpuenv-ddp-')\
 
 
 def test_a_probe_killed_at_its_timeout_leaves_no_temporary_folder():
-    status, stdout, _stderr, _seconds = run_command([sys.executable, "-c", PROBE], dict(os.environ), timeout=3)
+    status, stdout, _stderr, _seconds = run_command(
+        [sys.executable, "-c", PROBE], dict(os.environ), timeout=3
+    )
     assert status is None
     made = Path(stdout.split()[0])
     assert made.name.startswith("gpuenv-ddp-") and not made.exists(), made

@@ -34,8 +34,10 @@ def test_every_suite_option_is_a_parameter_of_invoke_validate_with_its_help():
 def test_every_suite_option_travels_from_the_command_line_to_pytest():
     """Each option set on `python -m validate` reaches pytest as the plugin's flag, and `invoke
     validate` builds the same command line from the same values."""
-    values = {o.name: True if o.metavar is None else "3" if o.metavar == "N" else f"x-{o.name}"
-              for o in SUITE_OPTIONS}
+    values = {
+        o.name: True if o.metavar is None else "3" if o.metavar == "N" else f"x-{o.name}"
+        for o in SUITE_OPTIONS
+    }
     argv = suite_arguments(**values)
     args, extra = parse_args(argv)
     assert extra == []
@@ -49,9 +51,21 @@ def test_every_suite_option_travels_from_the_command_line_to_pytest():
 def test_the_pytest_plugin_declares_each_option_under_its_dest():
     suite = str(ROOT / "validate")
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-c", f"{suite}/pytest.ini", "--rootdir", suite, suite,
-         "--help"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-c",
+            f"{suite}/pytest.ini",
+            "--rootdir",
+            suite,
+            suite,
+            "--help",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     for option in SUITE_OPTIONS:
@@ -67,8 +81,13 @@ def _without_timing(text: str) -> str:
 def test_invoke_validate_replay_judges_a_capture_as_python_m_validate_does(capture, invoke_cli):
     path = str(CAPTURES / capture)
     task = invoke_cli("validate", "--replay", path, timeout=300)
-    suite = subprocess.run([sys.executable, "-m", "validate", "--replay", path], cwd=ROOT,
-                           capture_output=True, text=True, timeout=300)
+    suite = subprocess.run(
+        [sys.executable, "-m", "validate", "--replay", path],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert "No idea what" not in task.stderr
     assert task.returncode == suite.returncode
     assert _without_timing(task.stdout) == _without_timing(suite.stdout)

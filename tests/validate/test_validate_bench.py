@@ -30,6 +30,7 @@ def device_context(cuda: Any) -> type:
 
     return Device
 
+
 class RecordingCuda:
     """torch.cuda as far as bench uses it, recording (call, current device, argument)."""
 
@@ -71,7 +72,9 @@ def _fake_torch(cuda: RecordingCuda) -> types.SimpleNamespace:
 def test_every_cuda_call_happens_on_the_timed_gpu():
     cuda = RecordingCuda()
     launches: list[int] = []
-    seconds = bench._time_cuda(_fake_torch(cuda), "cuda:5", lambda: launches.append(cuda.current), repeats=3, inner=2)
+    seconds = bench._time_cuda(
+        _fake_torch(cuda), "cuda:5", lambda: launches.append(cuda.current), repeats=3, inner=2
+    )
     assert seconds == 1.0 / 1000.0 / 2
     assert set(launches) == {5}  # the work is launched with GPU 5 current
     assert cuda.log and all(device == 5 for _, device, _ in cuda.log), cuda.log
@@ -148,7 +151,9 @@ class ThreadCuda:
         return self.current
 
 
-def _fake_load_torch(cuda: ThreadCuda, slow: dict[int, float]) -> tuple[types.SimpleNamespace, dict[int, int]]:
+def _fake_load_torch(
+    cuda: ThreadCuda, slow: dict[int, float]
+) -> tuple[types.SimpleNamespace, dict[int, int]]:
     launched: dict[int, int] = {}
     lock = threading.Lock()
 
@@ -160,9 +165,14 @@ def _fake_load_torch(cuda: ThreadCuda, slow: dict[int, float]) -> tuple[types.Si
         return torch.mm(a, b, out=out)
 
     fake = types.SimpleNamespace(
-        cuda=cuda, device=torch.device, float32=torch.float32, bfloat16=torch.bfloat16, float16=torch.float16,
+        cuda=cuda,
+        device=torch.device,
+        float32=torch.float32,
+        bfloat16=torch.bfloat16,
+        float16=torch.float16,
         randn=lambda n, m, device, dtype: torch.randn(n, m, dtype=torch.float32),
-        empty_like=torch.empty_like, mm=mm,
+        empty_like=torch.empty_like,
+        mm=mm,
     )
     return fake, launched
 
@@ -173,7 +183,14 @@ def test_sustained_load_measures_each_gpu_on_its_own_all_at_once():
     cuda = ThreadCuda()
     fake, launched = _fake_load_torch(cuda, {3: 0.02})
     samples: list[float] = []
-    tflops = bench.sustained_load(fake, {"cuda:0": "bf16", "cuda:1": "bf16", "cuda:3": "fp32"}, 0.6, lambda: samples.append(time.perf_counter()), every=0.05, n=64)
+    tflops = bench.sustained_load(
+        fake,
+        {"cuda:0": "bf16", "cuda:1": "bf16", "cuda:3": "fp32"},
+        0.6,
+        lambda: samples.append(time.perf_counter()),
+        every=0.05,
+        n=64,
+    )
     assert set(tflops) == {"cuda:0", "cuda:1", "cuda:3"} and all(v > 0 for v in tflops.values())
     assert set(launched) == {0, 1, 3}
     assert launched[0] > 3 * launched[3] and launched[1] > 3 * launched[3]  # not lockstep
@@ -200,7 +217,13 @@ def test_sustained_load_error_on_one_gpu_stops_the_others_and_is_raised():
 
 @pytest.mark.parametrize(
     ("capability", "precisions"),
-    [("9.0", ["fp32", "tf32", "bf16"]), ("8.9", ["fp32", "tf32", "bf16"]), ("7.5", ["fp32", "fp16"]), ("6.0", ["fp32"]), (None, ["fp32"])],
+    [
+        ("9.0", ["fp32", "tf32", "bf16"]),
+        ("8.9", ["fp32", "tf32", "bf16"]),
+        ("7.5", ["fp32", "fp16"]),
+        ("6.0", ["fp32"]),
+        (None, ["fp32"]),
+    ],
 )
 def test_precisions_follow_the_tensor_core_modes(capability, precisions):
     """Shared by PyTorch's and TensorFlow's matmul checks: T4 (7.5) has fp16 Tensor Cores, no bf16/tf32."""

@@ -13,15 +13,28 @@ from pathlib import Path
 
 import pytest
 
-from validate.cli import image_suite, preflight, parse_args, unwritable, verdict
+from validate.cli import image_suite, parse_args, preflight, unwritable, verdict
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run_suite(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None, timeout: int = 300) -> subprocess.CompletedProcess[str]:
-    full_env = {k: v for k, v in os.environ.items() if k not in ("NVIDIA_VISIBLE_DEVICES", "GPUENV_STACK_FILE")}
+def run_suite(
+    *args: str, cwd: Path = REPO, env: dict[str, str] | None = None, timeout: int = 300
+) -> subprocess.CompletedProcess[str]:
+    full_env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("NVIDIA_VISIBLE_DEVICES", "GPUENV_STACK_FILE")
+    }
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "validate", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "validate", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.mark.parametrize("flag", ["--json", "--junit", "--save-baseline"])
@@ -34,7 +47,10 @@ def test_a_folder_as_report_path_is_refused_before_measuring(tmp_path, flag):
 def test_a_report_under_a_file_is_refused(tmp_path):
     (tmp_path / "file").write_text("x")
     problem = unwritable(str(tmp_path / "file" / "r.json"))
-    assert problem == f"cannot write {tmp_path / 'file' / 'r.json'}: {tmp_path / 'file'} is not a folder"
+    assert (
+        problem
+        == f"cannot write {tmp_path / 'file' / 'r.json'}: {tmp_path / 'file'} is not a folder"
+    )
 
 
 def test_special_files_are_written_through():
@@ -45,14 +61,20 @@ def test_a_read_only_mount_is_refused_before_measuring(tmp_path):
     """A read-only bind mount of a folder (root is not stopped by permissions, only by the mount)."""
     folder = tmp_path / "ro"
     folder.mkdir()
-    mounted = subprocess.run(["mount", "--bind", "-o", "ro", str(folder), str(folder)], capture_output=True, text=True)
+    mounted = subprocess.run(
+        ["mount", "--bind", "-o", "ro", str(folder), str(folder)], capture_output=True, text=True
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot make a read-only bind mount here: {mounted.stderr.strip()}")
     try:
-        subprocess.run(["mount", "-o", "remount,bind,ro", str(folder)], check=False, capture_output=True)
+        subprocess.run(
+            ["mount", "-o", "remount,bind,ro", str(folder)], check=False, capture_output=True
+        )
         done = run_suite("--json", str(folder / "r.json"), timeout=60)
         assert done.returncode == 2, done.stdout
-        assert done.stdout.startswith(f"validate: --json: cannot write {folder / 'r.json'}: Read-only file system")
+        assert done.stdout.startswith(
+            f"validate: --json: cannot write {folder / 'r.json'}: Read-only file system"
+        )
         assert list(folder.iterdir()) == []
     finally:
         subprocess.run(["umount", str(folder)], check=True)
@@ -62,8 +84,14 @@ def test_a_read_only_mount_is_refused_before_measuring(tmp_path):
     ("content", "message"),
     [
         (b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe", "binary data (a NUL byte at offset 8), not text"),
-        (b'{"format": "gpuenv-validate-baseline/1", "models": {"NVIDIA A100-SXM4-80GB": [1, 2]}}', "model 'NVIDIA A100-SXM4-80GB' must map check names to numbers"),
-        (b'{"format": "gpuenv-validate-baseline/1", "models": {"host": {"x": "fast"}}}', "model 'host' must map check names to numbers"),
+        (
+            b'{"format": "gpuenv-validate-baseline/1", "models": {"NVIDIA A100-SXM4-80GB": [1, 2]}}',
+            "model 'NVIDIA A100-SXM4-80GB' must map check names to numbers",
+        ),
+        (
+            b'{"format": "gpuenv-validate-baseline/1", "models": {"host": {"x": "fast"}}}',
+            "model 'host' must map check names to numbers",
+        ),
         (b"[1, 2]", "is not a gpuenv-validate-baseline/1 file"),
     ],
 )
@@ -72,13 +100,19 @@ def test_bad_baselines_are_one_line_and_exit_2(tmp_path, content, message):
     path.write_bytes(content)
     done = run_suite("--baseline", str(path), timeout=60)
     assert done.returncode == 2
-    assert done.stdout.startswith(f"validate: --baseline: baseline file {path}") and message in done.stdout
+    assert (
+        done.stdout.startswith(f"validate: --baseline: baseline file {path}")
+        and message in done.stdout
+    )
     assert len(done.stdout.splitlines()) == 1 and "Traceback" not in done.stderr
 
 
 def test_a_folder_as_baseline_is_one_line(tmp_path):
     args, _ = parse_args(["--baseline", str(tmp_path)])
-    assert preflight(args) == f"--baseline: baseline file {tmp_path}: it is a folder, not a regular file: give a file saved with --save-baseline"
+    assert (
+        preflight(args)
+        == f"--baseline: baseline file {tmp_path}: it is a folder, not a regular file: give a file saved with --save-baseline"
+    )
 
 
 @pytest.mark.parametrize("mode", ["--collect-only", "--setup-only", "--setup-plan", "--fixtures"])
@@ -100,7 +134,9 @@ def test_exit_status_mapping():
 
 def test_junit_and_json_are_whole_and_leave_no_temp_files(tmp_path):
     out = tmp_path / "reports"
-    done = run_suite("-k", "computes_on_cpu", "--json", str(out / "r.json"), "--junit", str(out / "r.xml"))
+    done = run_suite(
+        "-k", "computes_on_cpu", "--json", str(out / "r.json"), "--junit", str(out / "r.xml")
+    )
     assert done.returncode == 0, done.stdout[-2000:]
     assert sorted(p.name for p in out.iterdir()) == ["r.json", "r.xml"]
     assert (out / "r.xml").read_text().rstrip().endswith("</testsuites>")
@@ -114,9 +150,27 @@ def test_a_stopped_run_leaves_no_temporary_report(tmp_path):
     import time
 
     out = tmp_path / "reports"
-    env = {k: v for k, v in os.environ.items() if k not in ("NVIDIA_VISIBLE_DEVICES", "GPUENV_STACK_FILE")}
-    run = subprocess.Popen([sys.executable, "-m", "validate", "--junit", str(out / "r.xml"), "--json", str(out / "r.json")],
-                           cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("NVIDIA_VISIBLE_DEVICES", "GPUENV_STACK_FILE")
+    }
+    run = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "validate",
+            "--junit",
+            str(out / "r.xml"),
+            "--json",
+            str(out / "r.json"),
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         waited = time.monotonic()
         while not (out.is_dir() and any(out.iterdir())) and time.monotonic() - waited < 120:
@@ -136,8 +190,12 @@ def test_a_stopped_run_leaves_no_temporary_report(tmp_path):
 def _image_layout(tmp_path: Path) -> Path:
     """/opt/gpuenv as the image has it: stack.json beside the baked suite."""
     opt = tmp_path / "opt" / "gpuenv"
-    shutil.copytree(REPO / "validate", opt / "validate", ignore=shutil.ignore_patterns("__pycache__"))
-    (opt / "stack.json").write_text(json.dumps({"framework": "torch", "cuda": "cpu", "stack_id": "torch-cpu"}))
+    shutil.copytree(
+        REPO / "validate", opt / "validate", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    (opt / "stack.json").write_text(
+        json.dumps({"framework": "torch", "cuda": "cpu", "stack_id": "torch-cpu"})
+    )
     return opt
 
 
@@ -164,8 +222,15 @@ def test_main_run_as_a_file_imports_its_own_package(tmp_path):
     opt = _image_layout(tmp_path)
     done = subprocess.run(
         [sys.executable, str(opt / "validate" / "__main__.py"), "-k", "computes_on_cpu"],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
-        env={k: v for k, v in os.environ.items() if k not in ("GPUENV_STACK_FILE", "NVIDIA_VISIBLE_DEVICES")},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("GPUENV_STACK_FILE", "NVIDIA_VISIBLE_DEVICES")
+        },
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert f"suite: {(opt / 'validate').resolve()}" in done.stdout
@@ -174,9 +239,20 @@ def test_main_run_as_a_file_imports_its_own_package(tmp_path):
 def test_the_suite_runs_in_pci_bus_order_whatever_the_caller_set(tmp_path):
     """CUDA's default order is "fastest first": on a mixed-GPU workstation ordinals in
     CUDA_VISIBLE_DEVICES would name other GPUs than NVML's. The suite sets PCI_BUS_ID first."""
-    done = run_suite("-k", "device_order", "--json", str(tmp_path / "r.json"), env={"CUDA_DEVICE_ORDER": "FASTEST_FIRST"}, timeout=120)
+    done = run_suite(
+        "-k",
+        "device_order",
+        "--json",
+        str(tmp_path / "r.json"),
+        env={"CUDA_DEVICE_ORDER": "FASTEST_FIRST"},
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout[-2000:]
-    row = next(c for c in json.loads((tmp_path / "r.json").read_text())["host"]["checks"] if c["check"] == "cuda device order")
+    row = next(
+        c
+        for c in json.loads((tmp_path / "r.json").read_text())["host"]["checks"]
+        if c["check"] == "cuda device order"
+    )
     assert row["measured"] == "PCI_BUS_ID (was FASTEST_FIRST)" and row["verdict"] == "pass"
 
 
@@ -185,15 +261,25 @@ def test_a_full_disk_at_the_end_leaves_no_partial_report(tmp_path):
     half-written file (the atomic writer keeps the old one, here none)."""
     folder = tmp_path / "full"
     folder.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)], capture_output=True, text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)],
+        capture_output=True,
+        text=True,
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.strip()}")
     try:
         # Room for the start-up check's empty file, none for a report.
-        subprocess.run(["dd", "if=/dev/zero", f"of={folder / 'filler'}", "bs=4k", "count=64"], capture_output=True)
+        subprocess.run(
+            ["dd", "if=/dev/zero", f"of={folder / 'filler'}", "bs=4k", "count=64"],
+            capture_output=True,
+        )
         done = run_suite("-k", "device_order", "--json", str(folder / "r.json"), timeout=120)
         assert done.returncode == 2, done.stdout[-2000:]
-        assert f"validate: cannot write the JSON report {folder / 'r.json'}: No space left on device" in done.stdout
+        assert (
+            f"validate: cannot write the JSON report {folder / 'r.json'}: No space left on device"
+            in done.stdout
+        )
         assert sorted(p.name for p in folder.iterdir()) == ["filler"]
     finally:
         subprocess.run(["umount", str(folder)], check=True)

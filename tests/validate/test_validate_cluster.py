@@ -11,7 +11,6 @@ import time
 import pytest
 
 from validate.conftest import exclusive_first
-from validate.measure.subproc import probe_env, run_command, run_probe
 from validate.judge.thresholds import (
     BARE_HOST,
     FAIL,
@@ -26,13 +25,19 @@ from validate.judge.thresholds import (
     shm_verdict,
     versions_agree,
 )
+from validate.measure.subproc import probe_env, run_command, run_probe
 
 GIB = 2**30
 
 # tf.sysconfig.get_build_info() of TensorFlow 2.18.0 (Linux x86_64 wheel with CUDA).
 TF_218_BUILD_INFO = {
-    "cpu_compiler": "/usr/lib/llvm-18/bin/clang", "cuda_compute_capabilities": ["sm_60", "sm_70", "sm_80", "sm_89", "compute_90"],
-    "cuda_version": "12.5.1", "cudnn_version": "9", "is_cuda_build": True, "is_rocm_build": False, "is_tensorrt_build": False,
+    "cpu_compiler": "/usr/lib/llvm-18/bin/clang",
+    "cuda_compute_capabilities": ["sm_60", "sm_70", "sm_80", "sm_89", "compute_90"],
+    "cuda_version": "12.5.1",
+    "cudnn_version": "9",
+    "is_cuda_build": True,
+    "is_rocm_build": False,
+    "is_tensorrt_build": False,
 }
 
 
@@ -66,7 +71,11 @@ def test_timeout_kills_the_probe_and_its_workers(tmp_path):
 
 def test_probe_timeout_says_the_group_was_killed():
     result = run_probe(["tf-info"], timeout=0.01)
-    assert result.error is not None and "did not finish within" in result.error and "process group was killed" in result.error
+    assert (
+        result.error is not None
+        and "did not finish within" in result.error
+        and "process group was killed" in result.error
+    )
 
 
 def test_exclusive_process_runs_masking_probes_one_at_a_time():
@@ -76,10 +85,26 @@ def test_exclusive_process_runs_masking_probes_one_at_a_time():
 
 
 def test_exclusive_process_runs_child_process_checks_first():
-    items = ["driver gate", "driver", "torch computes", "memory[growth]", "masking[torch]", "matmul", "nccl"]
+    items = [
+        "driver gate",
+        "driver",
+        "torch computes",
+        "memory[growth]",
+        "masking[torch]",
+        "matmul",
+        "nccl",
+    ]
     isolated = {"memory[growth]", "masking[torch]", "nccl"}
     ordered = exclusive_first(items, isolated.__contains__, lambda item: item == "driver gate")
-    assert ordered == ["driver gate", "memory[growth]", "masking[torch]", "nccl", "driver", "torch computes", "matmul"]
+    assert ordered == [
+        "driver gate",
+        "memory[growth]",
+        "masking[torch]",
+        "nccl",
+        "driver",
+        "torch computes",
+        "matmul",
+    ]
 
 
 def test_tensorflow_with_only_ptx_for_the_gpu_is_flagged():
@@ -88,7 +113,9 @@ def test_tensorflow_with_only_ptx_for_the_gpu_is_flagged():
     assert ptx_only("10.0", archs) is True  # B200: PTX 9.0 runs through JIT too
     assert kernel_image_verdict("10.0", archs).verdict == PASS
     assert ptx_only("8.0", archs) is False and ptx_only("8.6", archs) is False  # sm_80 cubin
-    assert ptx_only("7.5", ["compute_80"]) is False  # nothing runs at all: the kernel check fails instead
+    assert (
+        ptx_only("7.5", ["compute_80"]) is False
+    )  # nothing runs at all: the kernel check fails instead
 
 
 def test_tensorflow_probe_times_the_first_op():
@@ -116,9 +143,15 @@ def test_bare_host_expects_a_gpu_unless_told_otherwise():
     assert expectation is not None and expectation.count == 1 and not expectation.exact
     assert expectation.source == BARE_HOST and "--expect-gpus 0" in expectation.describe()
     assert expected_gpus(0, None, in_image=False) is None
-    assert expected_gpus(None, None, in_image=True) is None  # a CPU image without NVIDIA_VISIBLE_DEVICES
-    assert expected_gpus(None, None, in_image=False, cpu_only_host=True) is None  # no driver, no device: CPU-only
-    assert expected_gpus(2, None, in_image=False, cpu_only_host=True).count == 2  # unless the team asks for GPUs
+    assert (
+        expected_gpus(None, None, in_image=True) is None
+    )  # a CPU image without NVIDIA_VISIBLE_DEVICES
+    assert (
+        expected_gpus(None, None, in_image=False, cpu_only_host=True) is None
+    )  # no driver, no device: CPU-only
+    assert (
+        expected_gpus(2, None, in_image=False, cpu_only_host=True).count == 2
+    )  # unless the team asks for GPUs
 
 
 def test_growth_limit_is_a_realistic_figure():
@@ -127,13 +160,19 @@ def test_growth_limit_is_a_realistic_figure():
     failed = growth_on_verdict(6 * GIB, 80 * GIB)
     assert failed.verdict == FAIL and failed.threshold == "<= 2.0 GiB"
     assert growth_on_verdict(int(1.5 * GIB), 2 * GIB).verdict == FAIL  # half of a small GPU
-    assert growth_on_verdict(int(0.5 * GIB), None).verdict == PASS  # memory unreadable (MIG container)
+    assert (
+        growth_on_verdict(int(0.5 * GIB), None).verdict == PASS
+    )  # memory unreadable (MIG container)
 
 
 def test_tensorflow_cudnn_major_only_agrees_with_the_label():
     """TF's build info says cuDNN "9"; the image label says "9.3": compare what both state."""
     claimed = {"framework_version": "2.18.0", "cuda": "12.5", "cudnn": "9.3"}
-    installed = {"framework_version": "2.18.0", "cuda": TF_218_BUILD_INFO["cuda_version"], "cudnn": TF_218_BUILD_INFO["cudnn_version"]}
+    installed = {
+        "framework_version": "2.18.0",
+        "cuda": TF_218_BUILD_INFO["cuda_version"],
+        "cudnn": TF_218_BUILD_INFO["cudnn_version"],
+    }
     assert claims_verdict(claimed, installed).verdict == PASS
     wrong = claims_verdict({**claimed, "cudnn": "8.9"}, installed)
     assert wrong.verdict == FAIL and "cuDNN 9 loaded, image claims 8.9" in wrong.reason
@@ -143,7 +182,7 @@ def test_tensorflow_cudnn_major_only_agrees_with_the_label():
 
 def test_tensorflow_build_info_is_read_without_importing_tensorflow():
     """The file TensorFlow 2.18's GPU wheel ships, parsed as a literal, never executed."""
-    from validate.host.tfbuild import installed_build_info, parse_build_info
+    from validate.host.tfbuild import parse_build_info
 
     text = (
         '"""Auto-generated module providing information about the build."""\nimport collections\n\n'
@@ -167,8 +206,13 @@ def test_the_installed_tensorflows_build_info_is_what_tensorflow_itself_says():
     if importlib.util.find_spec("tensorflow") is None:
         pytest.skip("TensorFlow is not installed in this venv: no build_info file to read")
     status, stdout, stderr, _ = run_command(
-        [sys.executable, "-c", "import json, tensorflow as tf; print(json.dumps(dict(tf.sysconfig.get_build_info())))"],
-        env=dict(os.environ), timeout=300,
+        [
+            sys.executable,
+            "-c",
+            "import json, tensorflow as tf; print(json.dumps(dict(tf.sysconfig.get_build_info())))",
+        ],
+        env=dict(os.environ),
+        timeout=300,
     )
     assert status == 0, stderr[-2000:]
     assert installed_build_info() == json.loads(stdout.strip().splitlines()[-1])
@@ -182,7 +226,8 @@ def test_tensorflow_info_probe_pauses_for_the_memory_measurement():
 
     seen: list[tuple[str, int]] = []
     result = run_stepped_probe(
-        ["tf-info", "--pause", "--speed-quick"], {"CUDA_VISIBLE_DEVICES": "", "TF_FORCE_GPU_ALLOW_GROWTH": "true"},
+        ["tf-info", "--pause", "--speed-quick"],
+        {"CUDA_VISIBLE_DEVICES": "", "TF_FORCE_GPU_ALLOW_GROWTH": "true"},
         lambda step, pid: seen.append((step, pid)) or {"bytes": 0, "method": "test"},
     )
     assert result.error is None, result.error

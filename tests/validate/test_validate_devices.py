@@ -13,8 +13,17 @@ MIG1 = "MIG-5e6f7a8b-1111-2c3d-4e5f-6a7b8c9d0e1f"
 
 
 def _mig_gpu() -> GpuInfo:
-    return GpuInfo(0, "NVIDIA A100-SXM4-80GB", GPU0, "00000000:18:00.0", "8.0", None, None,
-                   mig_enabled=True, mig_devices=[MigDevice(0, MIG0, 10 * 2**30), MigDevice(2, MIG1, 20 * 2**30)])
+    return GpuInfo(
+        0,
+        "NVIDIA A100-SXM4-80GB",
+        GPU0,
+        "00000000:18:00.0",
+        "8.0",
+        None,
+        None,
+        mig_enabled=True,
+        mig_devices=[MigDevice(0, MIG0, 10 * 2**30), MigDevice(2, MIG1, 20 * 2**30)],
+    )
 
 
 def test_torch_uuid_of_a_mig_instance_is_not_rewritten_as_a_gpu():
@@ -24,7 +33,10 @@ def test_torch_uuid_of_a_mig_instance_is_not_rewritten_as_a_gpu():
     assert uuids == [GPU0, MIG0, MIG1]
     assert nvml_uuid(body, uuids) == MIG1
     assert nvml_uuid(GPU0.removeprefix("GPU-"), uuids) == GPU0
-    assert nvml_uuid("0badc0de-0000-0000-0000-000000000000", uuids) == "GPU-0badc0de-0000-0000-0000-000000000000"
+    assert (
+        nvml_uuid("0badc0de-0000-0000-0000-000000000000", uuids)
+        == "GPU-0badc0de-0000-0000-0000-000000000000"
+    )
     assert uuid_body("MIG-ABC") == uuid_body("abc")
 
 

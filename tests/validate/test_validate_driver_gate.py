@@ -27,7 +27,10 @@ def test_message_shape_with_the_cuda_this_driver_runs():
     assert driver_too_old("535.104.05", "550.54.14", "12.2") == (
         "driver 535.104.05 is older than 550.54.14 needed by this image: upgrade, or build for --cuda 12.2"
     )
-    assert driver_too_old("535.104.05", "550.54.14") == "driver 535.104.05 is older than 550.54.14 needed by this image: upgrade the driver"
+    assert (
+        driver_too_old("535.104.05", "550.54.14")
+        == "driver 535.104.05 is older than 550.54.14 needed by this image: upgrade the driver"
+    )
 
 
 def test_unparseable_versions_are_not_judged():

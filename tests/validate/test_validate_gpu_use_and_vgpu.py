@@ -48,8 +48,14 @@ def _run(path: Path, out: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for name in ("GPUENV_STACK_FILE", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
         env.pop(name, None)
-    done = subprocess.run([sys.executable, "-m", "validate", "--replay", str(path), "--json", str(out)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "validate", "--replay", str(path), "--json", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     report = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {}
     return {"status": done.returncode, "out": done.stdout + done.stderr, "json": report}
 
@@ -67,12 +73,23 @@ def replays(tmp_path_factory) -> dict[str, dict]:
 
 
 def rows(result: dict, check: str) -> list[dict]:
-    return [c for s in result["json"].values() if isinstance(s, dict) for c in s.get("checks", []) if c["check"] == check]
+    return [
+        c
+        for s in result["json"].values()
+        if isinstance(s, dict)
+        for c in s.get("checks", [])
+        if c["check"] == check
+    ]
 
 
 def failed(result: dict) -> dict[str, str]:
-    return {c["check"]: c["reason"] for s in result["json"].values() if isinstance(s, dict)
-            for c in s.get("checks", []) if c["verdict"] == "fail"}
+    return {
+        c["check"]: c["reason"]
+        for s in result["json"].values()
+        if isinstance(s, dict)
+        for c in s.get("checks", [])
+        if c["verdict"] == "fail"
+    }
 
 
 # --- item 1: GPU use judged from what the GPU reports ------------------------------------------
@@ -85,7 +102,9 @@ def test_a_busy_gpu_with_no_listed_process_is_foreign_work(name, replays):
     reason = failed(result)["gpu in use"]
     assert "65% utilisation" in reason and "no process is listed" in reason
     assert "another container's, VM's or MIG tenant's" in reason
-    assert rows(result, "other compute processes")[0]["verdict"] == "pass", "the process list alone said ready"
+    assert rows(result, "other compute processes")[0]["verdict"] == "pass", (
+        "the process list alone said ready"
+    )
 
 
 def test_a_desktop_whose_processes_hold_most_memory_is_not_ready(replays):
@@ -93,7 +112,11 @@ def test_a_desktop_whose_processes_hold_most_memory_is_not_ready(replays):
     result = replays["desktop-full.txt"]
     assert result["status"] == 1, result["out"][-2000:]
     reason = failed(result)["gpu in use"]
-    assert "0.79 GiB of 1.00 GiB in use" in reason and "5 listed process(es)" in reason and "no training job" in reason
+    assert (
+        "0.79 GiB of 1.00 GiB in use" in reason
+        and "5 listed process(es)" in reason
+        and "no training job" in reason
+    )
 
 
 def test_an_idle_gpu_with_its_driver_reserve_in_used_stays_ready(replays):
@@ -104,17 +127,35 @@ def test_an_idle_gpu_with_its_driver_reserve_in_used_stays_ready(replays):
     assert rows(result, "gpu in use")[0]["verdict"] == "pass"
 
 
-@pytest.mark.parametrize("path", sorted([*CAPTURES.glob("nvidia-smi-xml/*.xml"), *CAPTURES.glob("nvidia-smi-text/*.txt")]),
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path",
+    sorted([*CAPTURES.glob("nvidia-smi-xml/*.xml"), *CAPTURES.glob("nvidia-smi-text/*.txt")]),
+    ids=lambda p: p.name,
+)
 def test_no_real_capture_reads_as_foreign_work(path):
     """Every real capture (idle datacenter GPUs with a reserve, MIG parents, desktops, the L40S at
     100% with nothing in memory) keeps clear of the failing side of the rule."""
     host = nvml.read_host(ReplayNvml(parse_capture(path.read_text(encoding="utf-8"), str(path))))
     for gpu in host.gpus:
-        listed = [p for group in (gpu.compute_processes or [], gpu.graphics_processes or []) for p in group]
-        used = gpu.memory_allocated_bytes if gpu.memory_allocated_bytes is not None else gpu.memory_used_bytes
-        verdict = gpu_in_use_verdict(gpu.index, gpu.utilization_percent, used, gpu.memory_total_bytes,
-                                     gpu.memory_allocated_bytes is not None, sum(p.used_bytes or 0 for p in listed), len(listed))
+        listed = [
+            p
+            for group in (gpu.compute_processes or [], gpu.graphics_processes or [])
+            for p in group
+        ]
+        used = (
+            gpu.memory_allocated_bytes
+            if gpu.memory_allocated_bytes is not None
+            else gpu.memory_used_bytes
+        )
+        verdict = gpu_in_use_verdict(
+            gpu.index,
+            gpu.utilization_percent,
+            used,
+            gpu.memory_total_bytes,
+            gpu.memory_allocated_bytes is not None,
+            sum(p.used_bytes or 0 for p in listed),
+            len(listed),
+        )
         assert verdict.verdict in ("pass", "warn"), (path.name, verdict)
 
 
@@ -124,7 +165,9 @@ def test_the_rule_on_live_readings():
     assert gpu_in_use_verdict(0, 0, 512 * 2**20, 80 * GIB, False, None, None).verdict == "pass"
     busy = gpu_in_use_verdict(2, 65, 9 * GIB, 10 * GIB, False, None, None)
     assert busy.verdict == "fail" and "the process list is not reported" in busy.reason
-    wddm = gpu_in_use_verdict(0, 30, 3 * GIB, 16 * GIB, True, None, 4)  # Windows: processes, memory not reported
+    wddm = gpu_in_use_verdict(
+        0, 30, 3 * GIB, 16 * GIB, True, None, 4
+    )  # Windows: processes, memory not reported
     assert wddm.verdict == "pass"
 
 
@@ -136,7 +179,11 @@ def test_an_unlicensed_vgpu_guest_fails(name, replays):
     result = replays[name]
     assert result["status"] == 1, result["out"][-2000:]
     reason = failed(result)["virtualization"]
-    assert "unlicensed vGPU guest" in reason and "CUDA disabled" in reason and "docs.nvidia.com/vgpu" in reason
+    assert (
+        "unlicensed vGPU guest" in reason
+        and "CUDA disabled" in reason
+        and "docs.nvidia.com/vgpu" in reason
+    )
     assert "licence" in rows(result, "virtualization")[0]["measured"]
 
 
@@ -153,20 +200,30 @@ def test_a_vgpu_hypervisor_is_not_a_cuda_host(name, replays):
     result = replays[name]
     assert result["status"] == 1, result["out"][-2000:]
     reason = failed(result)["virtualization"]
-    assert "not a CUDA host for containers" in reason and "Host VGPU" in reason and "CUDA Version: Not Found" in reason
+    assert (
+        "not a CUDA host for containers" in reason
+        and "Host VGPU" in reason
+        and "CUDA Version: Not Found" in reason
+    )
 
 
 def test_bare_metal_and_pass_through_read_as_such():
     a100 = nvml.read_host(ReplayNvml(parse_capture(v.A100_XML.read_text(encoding="utf-8"))))
     desktop = nvml.read_host(ReplayNvml(parse_capture(v.DESKTOP_TEXT.read_text(encoding="utf-8"))))
-    assert (a100.gpus[0].virtualization_mode, desktop.gpus[0].virtualization_mode) == ("Pass-Through", "None")
+    assert (a100.gpus[0].virtualization_mode, desktop.gpus[0].virtualization_mode) == (
+        "Pass-Through",
+        "None",
+    )
     assert a100.gpus[0].vgpu_licensed is None
 
 
 # --- item 5: captures read as what they are ------------------------------------------------------
 
 
-@pytest.mark.parametrize(("name", "missing"), [("cut-text.txt", "3 of 4 GPUs missing"), ("cut-xml.xml", "7 of 8 GPUs missing")])
+@pytest.mark.parametrize(
+    ("name", "missing"),
+    [("cut-text.txt", "3 of 4 GPUs missing"), ("cut-xml.xml", "7 of 8 GPUs missing")],
+)
 def test_a_capture_cut_short_is_not_ready(name, missing, replays):
     result = replays[name]
     assert result["status"] == 1, result["out"][-2000:]

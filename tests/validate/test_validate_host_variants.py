@@ -16,7 +16,13 @@ from validate.host import nvml
 from validate.host.archs import identity_text, load_archs
 from validate.host.capture import parse_capture
 from validate.host.replay import RecordingNvml, ReplayNvml
-from validate.judge.health import clock_events_verdict, clocks_verdict, compute_processes_verdict, fabric_verdict, graphics_processes_verdict
+from validate.judge.health import (
+    clock_events_verdict,
+    clocks_verdict,
+    compute_processes_verdict,
+    fabric_verdict,
+    graphics_processes_verdict,
+)
 from validate.judge.thresholds import FAIL, PASS, SKIP
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,9 +35,11 @@ def host(text: str) -> nvml.HostInfo:
 
 
 def processes(gpu: nvml.GpuInfo) -> tuple:
-    as_dicts = (lambda ps: None if ps is None else [p.__dict__ for p in ps])
-    return (compute_processes_verdict(gpu.index, as_dicts(gpu.compute_processes)),
-            graphics_processes_verdict(gpu.index, as_dicts(gpu.graphics_processes)))
+    as_dicts = lambda ps: None if ps is None else [p.__dict__ for p in ps]
+    return (
+        compute_processes_verdict(gpu.index, as_dicts(gpu.compute_processes)),
+        graphics_processes_verdict(gpu.index, as_dicts(gpu.graphics_processes)),
+    )
 
 
 # --- absence is never health ---------------------------------------------------------------------
@@ -41,18 +49,33 @@ def test_driver_340_compute_processes_are_read_and_fail():
     gpu = host(v.driver340_kepler(processes=8)).gpus[0]
     compute, graphics = processes(gpu)
     assert [p.pid for p in gpu.compute_processes] == list(range(5490, 5498))
-    assert compute.verdict == FAIL and "PID 5490 (/opt/solver/bin/solver) holding 0.10 GiB" in compute.reason
-    assert gpu.graphics_processes is None and graphics.verdict == SKIP and "not reported" in graphics.reason
+    assert (
+        compute.verdict == FAIL
+        and "PID 5490 (/opt/solver/bin/solver) holding 0.10 GiB" in compute.reason
+    )
+    assert (
+        gpu.graphics_processes is None
+        and graphics.verdict == SKIP
+        and "not reported" in graphics.reason
+    )
 
 
 def test_driver_340_clock_reasons_and_kepler_identity():
     gpu = host(v.driver340_kepler()).gpus[0]
-    assert gpu.throttle_reasons is not None and "gpu_idle" in gpu.throttle_reasons  # clocks_throttle_* spelling
-    assert (gpu.compute_capability, identity_text(gpu.name, gpu.compute_capability)) == ("3.5", "Kepler, cc 3.5: legacy, last driver branch R470, last CUDA 11.8")
+    assert (
+        gpu.throttle_reasons is not None and "gpu_idle" in gpu.throttle_reasons
+    )  # clocks_throttle_* spelling
+    assert (gpu.compute_capability, identity_text(gpu.name, gpu.compute_capability)) == (
+        "3.5",
+        "Kepler, cc 3.5: legacy, last driver branch R470, last CUDA 11.8",
+    )
 
 
-@pytest.mark.parametrize("text", [v.without(v.A100_XML, "processes"), v.section_not_available(v.A100_XML, "processes")],
-                         ids=["section-missing", "section-N/A"])
+@pytest.mark.parametrize(
+    "text",
+    [v.without(v.A100_XML, "processes"), v.section_not_available(v.A100_XML, "processes")],
+    ids=["section-missing", "section-N/A"],
+)
 def test_a_process_list_the_capture_lacks_is_not_reported(text):
     gpu = host(text).gpus[0]
     compute, graphics = processes(gpu)
@@ -85,15 +108,32 @@ def _live_like(answers: dict) -> nvml.GpuInfo:
 
 @pytest.mark.parametrize("error", ["NVMLError_NoPermission", "NVMLError_NotSupported"])
 def test_live_process_list_nvml_cannot_read_skips(error):
-    gpu = _live_like({"nvmlDeviceGetComputeRunningProcesses": {"$error": error}, "nvmlDeviceGetGraphicsRunningProcesses": {"$error": error}})
+    gpu = _live_like(
+        {
+            "nvmlDeviceGetComputeRunningProcesses": {"$error": error},
+            "nvmlDeviceGetGraphicsRunningProcesses": {"$error": error},
+        }
+    )
     assert gpu.compute_processes is None
     assert [x.verdict for x in processes(gpu)] == [SKIP, SKIP]
 
 
 def test_live_applications_clocks_without_defaults_skip():
-    gpu = _live_like({"nvmlDeviceGetDefaultApplicationsClock(0)": None, "nvmlDeviceGetDefaultApplicationsClock(2)": None})
-    assert gpu.applications_clocks_mhz == (1095, 1215) and gpu.default_applications_clocks_mhz is None
-    verdict = clocks_verdict(gpu.index, gpu.applications_clocks_mhz, gpu.default_applications_clocks_mhz, gpu.throttle_reasons)
+    gpu = _live_like(
+        {
+            "nvmlDeviceGetDefaultApplicationsClock(0)": None,
+            "nvmlDeviceGetDefaultApplicationsClock(2)": None,
+        }
+    )
+    assert (
+        gpu.applications_clocks_mhz == (1095, 1215) and gpu.default_applications_clocks_mhz is None
+    )
+    verdict = clocks_verdict(
+        gpu.index,
+        gpu.applications_clocks_mhz,
+        gpu.default_applications_clocks_mhz,
+        gpu.throttle_reasons,
+    )
     assert verdict.verdict == SKIP and "defaults not reported" in verdict.reason
     set_clocks = clocks_verdict(0, (1095, 1215), None, ["applications_clocks_setting"])
     assert set_clocks.verdict == FAIL  # a clock held by a setting still fails without the defaults
@@ -107,13 +147,19 @@ def test_power_brake_at_idle_fails_every_gpu_naming_psu_and_bmc():
     assert len(gpus) == 8
     for gpu in gpus:
         verdict = clock_events_verdict(gpu.index, gpu.throttle_reasons)
-        assert verdict.verdict == FAIL and "power brake" in verdict.reason and "BMC" in verdict.reason
+        assert (
+            verdict.verdict == FAIL and "power brake" in verdict.reason and "BMC" in verdict.reason
+        )
         assert "hw_slowdown:" not in verdict.reason  # named through its sub-reason
 
 
 def test_thermal_slowdown_names_cooling():
     verdict = clock_events_verdict(0, host(v.thermal_at_idle()).gpus[0].throttle_reasons)
-    assert verdict.verdict == FAIL and "hardware slowdown temperature" in verdict.reason and "airflow" in verdict.reason
+    assert (
+        verdict.verdict == FAIL
+        and "hardware slowdown temperature" in verdict.reason
+        and "airflow" in verdict.reason
+    )
 
 
 def test_power_cap_and_idle_pass():
@@ -139,7 +185,11 @@ def test_clock_reasons_a_capture_lacks_skip():
 def test_fabric_not_completed_fails_naming_the_fabric_manager(path):
     for gpu in host(v.fabric(path, "In Progress", "N/A")).gpus:
         verdict = fabric_verdict(gpu.index, gpu.fabric_state, gpu.fabric_status)
-        assert verdict.verdict == FAIL and "nvidia-fabricmanager" in verdict.reason and "system not yet initialized" in verdict.reason
+        assert (
+            verdict.verdict == FAIL
+            and "nvidia-fabricmanager" in verdict.reason
+            and "system not yet initialized" in verdict.reason
+        )
 
 
 def test_fabric_completed_with_an_error_status_fails():
@@ -150,13 +200,18 @@ def test_fabric_completed_with_an_error_status_fails():
 
 def test_fabric_text_capture_and_no_fabric():
     gpu = host(v.text_fabric("Not Started")).gpus[0]
-    assert (gpu.fabric_state, fabric_verdict(0, gpu.fabric_state, gpu.fabric_status).verdict) == ("Not Started", FAIL)
+    assert (gpu.fabric_state, fabric_verdict(0, gpu.fabric_state, gpu.fabric_status).verdict) == (
+        "Not Started",
+        FAIL,
+    )
     a100 = host(v.A100_XML.read_text(encoding="utf-8")).gpus[0]  # <state>N/A</state>: no fabric
     assert a100.fabric_state is None and fabric_verdict(0, None, None).verdict == SKIP
 
 
 def test_fabric_state_survives_gpuenvs_own_recording():
-    recorder = RecordingNvml(ReplayNvml(parse_capture(v.fabric(v.B200_XML, "In Progress", "N/A"), "synthetic")))
+    recorder = RecordingNvml(
+        ReplayNvml(parse_capture(v.fabric(v.B200_XML, "In Progress", "N/A"), "synthetic"))
+    )
     nvml.read_host(recorder)
     again = nvml.read_host(ReplayNvml(recorder.recording())).gpus
     assert {(g.fabric_state, g.fabric_status) for g in again} == {("In Progress", None)}
@@ -169,15 +224,21 @@ def test_fabric_state_survives_gpuenvs_own_recording():
 def test_every_gpu_in_the_records_has_a_known_identity(path):
     for gpu in host(path.read_text(encoding="utf-8")).gpus:
         text = identity_text(gpu.name, gpu.compute_capability)
-        assert gpu.compute_capability and "unknown" not in text and "None" not in text, (gpu.name, text)
+        assert gpu.compute_capability and "unknown" not in text and "None" not in text, (
+            gpu.name,
+            text,
+        )
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("A100-SXM4-40GB", "Ampere, cc 8.0"),  # driver 460 spells it without "NVIDIA "
-    ("NVIDIA GB300", "Blackwell Ultra, cc 10.3"),
-    ("Tesla K80", "Kepler, cc 3.7: legacy, last driver branch R470, last CUDA 11.8"),
-    ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "Blackwell, cc 12.0"),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("A100-SXM4-40GB", "Ampere, cc 8.0"),  # driver 460 spells it without "NVIDIA "
+        ("NVIDIA GB300", "Blackwell Ultra, cc 10.3"),
+        ("Tesla K80", "Kepler, cc 3.7: legacy, last driver branch R470, last CUDA 11.8"),
+        ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "Blackwell, cc 12.0"),
+    ],
+)
 def test_renamed_gpus_are_identified(name, expected):
     gpu = host(v.renamed(v.A100_XML, name)).gpus[0]
     assert identity_text(gpu.name, gpu.compute_capability) == expected
@@ -186,7 +247,11 @@ def test_renamed_gpus_are_identified(name, expected):
 def test_an_unknown_product_says_so_and_what_to_do():
     gpu = host(v.renamed(v.A100_XML, "NVIDIA Imaginary 9000")).gpus[0]
     text = identity_text(gpu.name, gpu.compute_capability)
-    assert gpu.compute_capability is None and text.startswith("unknown product") and "gpu_archs.yaml" in text
+    assert (
+        gpu.compute_capability is None
+        and text.startswith("unknown product")
+        and "gpu_archs.yaml" in text
+    )
 
 
 def test_the_arch_table_loads_every_entry_with_a_source():
@@ -204,8 +269,14 @@ def test_replayed_power_brake_host_is_not_ready(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for name in ("GPUENV_STACK_FILE", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
         env.pop(name, None)
-    done = subprocess.run([sys.executable, "-m", "validate", "--replay", str(capture)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "validate", "--replay", str(capture)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode != 0
     assert "power brake" in done.stdout and "BMC" in done.stdout
 
@@ -222,9 +293,13 @@ def test_a_recorded_process_list_error_stays_not_reported():
     """A live host whose NVML answered NoPermission for the process list records that error, and
     its replay skips the row as the live run did (never an empty list)."""
     recording = parse_capture(v.A100_XML.read_text(encoding="utf-8"), "synthetic")
-    recording["devices"][0]["nvmlDeviceGetComputeRunningProcesses"] = {"$error": "NVMLError_NoPermission"}
+    recording["devices"][0]["nvmlDeviceGetComputeRunningProcesses"] = {
+        "$error": "NVMLError_NoPermission"
+    }
     recorder = RecordingNvml(ReplayNvml(recording))
     live = nvml.read_host(recorder).gpus[0]
     replayed = nvml.read_host(ReplayNvml(recorder.recording())).gpus[0]
     assert live.compute_processes is None and replayed.compute_processes is None
-    assert recorder.recording()["devices"][0]["nvmlDeviceGetComputeRunningProcesses"] == {"$error": "NVMLError_NoPermission"}
+    assert recorder.recording()["devices"][0]["nvmlDeviceGetComputeRunningProcesses"] == {
+        "$error": "NVMLError_NoPermission"
+    }

@@ -16,7 +16,9 @@ CURRENT, OLDER = "a" * 64, "b" * 64
 
 
 def _image(id_: str, lock_hash: str, created: str) -> ImageInfo:
-    return ImageInfo(id_, [], 1, created, {STACK_LABEL: TORCH_CPU.stack_id, LOCK_HASH_LABEL: lock_hash})
+    return ImageInfo(
+        id_, [], 1, created, {STACK_LABEL: TORCH_CPU.stack_id, LOCK_HASH_LABEL: lock_hash}
+    )
 
 
 def _engine_answers(monkeypatch, find_images) -> None:
@@ -38,13 +40,19 @@ def test_no_image_of_the_current_lock_says_so_and_how_to_build_it():
     with pytest.raises(GpuenvError) as err:
         pick_image([_image("sha256:x", OLDER, "2026-11-20T10:00:00Z")], TORCH_CPU, CURRENT)
     text = str(err.value)
-    assert f"no image of stack {TORCH_CPU.stack_id} was built from the current lock {CURRENT[:12]}" in text
+    assert (
+        f"no image of stack {TORCH_CPU.stack_id} was built from the current lock {CURRENT[:12]}"
+        in text
+    )
     assert f"built from locks {OLDER[:12]}" in text
     assert "invoke build" in text
 
 
 def test_without_a_lock_the_newest_image_of_the_stack_is_used():
-    found = [_image("sha256:a", OLDER, "2026-11-01T10:00:00Z"), _image("sha256:b", CURRENT, "2026-11-02T10:00:00Z")]
+    found = [
+        _image("sha256:a", OLDER, "2026-11-01T10:00:00Z"),
+        _image("sha256:b", CURRENT, "2026-11-02T10:00:00Z"),
+    ]
     assert pick_image(found, TORCH_CPU, None) == "sha256:b"
     with pytest.raises(GpuenvError, match="no gpuenv image for stack"):
         pick_image([], TORCH_CPU, None)
@@ -54,16 +62,28 @@ def test_image_for_stack_hashes_the_lock_it_is_given(tmp_path, monkeypatch):
     """The real lock file is read and hashed; the engine's answer is the recorded image list."""
     import hashlib
 
-    from gpuenv.envs import lockers
-
-    from gpuenv.envs import lockdir
+    from gpuenv.envs import lockdir, lockers
 
     (tmp_path / lockers.UV_LOCK_FILE).write_text("torch==2.13.0+cpu --hash=sha256:00\\n")
     current = hashlib.sha256((tmp_path / lockers.UV_LOCK_FILE).read_bytes()).hexdigest()
-    lockdir.write_metadata(tmp_path, lockdir.LockMetadata(stack=TORCH_CPU, backend="uv", input_hash="0" * 64, lock_sha256=current,
-                                                          platforms=("linux-64",), source="written by the test"))
-    found = [_image("sha256:older", OLDER, "2026-11-20T10:00:00Z"), _image("sha256:mine", current, "2026-11-01T10:00:00Z")]
-    _engine_answers(monkeypatch, lambda labels: found if labels == {STACK_LABEL: TORCH_CPU.stack_id} else [])
+    lockdir.write_metadata(
+        tmp_path,
+        lockdir.LockMetadata(
+            stack=TORCH_CPU,
+            backend="uv",
+            input_hash="0" * 64,
+            lock_sha256=current,
+            platforms=("linux-64",),
+            source="written by the test",
+        ),
+    )
+    found = [
+        _image("sha256:older", OLDER, "2026-11-20T10:00:00Z"),
+        _image("sha256:mine", current, "2026-11-01T10:00:00Z"),
+    ]
+    _engine_answers(
+        monkeypatch, lambda labels: found if labels == {STACK_LABEL: TORCH_CPU.stack_id} else []
+    )
     assert image_for_stack(TORCH_CPU, tmp_path) == "sha256:mine"
 
 
@@ -72,30 +92,48 @@ def test_image_for_stack_refuses_a_lock_of_another_stack(tmp_path, monkeypatch):
     never an image chosen by the hash of another stack's lock."""
     import hashlib
 
+    from stackcases import TF_CPU
+
     from gpuenv.envs import lockdir, lockers
     from gpuenv.errors import GpuenvError
 
-    from stackcases import TF_CPU
-
     (tmp_path / lockers.UV_LOCK_FILE).write_text("tensorflow-cpu==2.15.1 --hash=sha256:00\\n")
     digest = hashlib.sha256((tmp_path / lockers.UV_LOCK_FILE).read_bytes()).hexdigest()
-    lockdir.write_metadata(tmp_path, lockdir.LockMetadata(stack=TF_CPU, backend="uv", input_hash="0" * 64, lock_sha256=digest,
-                                                          platforms=("linux-64",), source="written by the test"))
-    _engine_answers(monkeypatch, lambda labels: [_image("sha256:any", digest, "2026-11-01T10:00:00Z")])
+    lockdir.write_metadata(
+        tmp_path,
+        lockdir.LockMetadata(
+            stack=TF_CPU,
+            backend="uv",
+            input_hash="0" * 64,
+            lock_sha256=digest,
+            platforms=("linux-64",),
+            source="written by the test",
+        ),
+    )
+    _engine_answers(
+        monkeypatch, lambda labels: [_image("sha256:any", digest, "2026-11-01T10:00:00Z")]
+    )
     with pytest.raises(GpuenvError) as err:
         image_for_stack(TORCH_CPU, tmp_path)
     assert TF_CPU.stack_id in str(err.value) and TORCH_CPU.stack_id in str(err.value)
 
 
-@pytest.mark.parametrize("carried, warned", [("this checkout's", False), ("another checkout's", True)])
-def test_run_and_validate_say_when_the_image_carries_another_suite(monkeypatch, capsys, carried, warned):
+@pytest.mark.parametrize(
+    "carried, warned", [("this checkout's", False), ("another checkout's", True)]
+)
+def test_run_and_validate_say_when_the_image_carries_another_suite(
+    monkeypatch, capsys, carried, warned
+):
     """An image of the current lock built with another suite (another checkout, or before the suite
     changed here) is still used, but never silently: one line says whose suite will judge."""
     from gpuenv.cli import common
     from gpuenv.images import identity, plan
 
     ours = identity.checkout_suite()
-    labels = {STACK_LABEL: TORCH_CPU.stack_id, plan.SUITE_LABEL: ours if warned is False else "0" * 64}
+    labels = {
+        STACK_LABEL: TORCH_CPU.stack_id,
+        plan.SUITE_LABEL: ours if warned is False else "0" * 64,
+    }
     image = ImageInfo("sha256:only", [], 1, "2026-11-01T10:00:00Z", labels)
     recorded = SimpleNamespace(image_info=lambda ref: image, image_name=lambda ref: "gpuenv/x:y")
     monkeypatch.setattr(Engine, "local", classmethod(lambda cls, timeout=None: recorded))

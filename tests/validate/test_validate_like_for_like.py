@@ -8,7 +8,12 @@ import dataclasses
 
 import pytest
 
-from validate.judge.peaks import SUITE_MATMUL_METHODS, SUITE_TF_MATMUL_METHODS, Measurement, load_peaks
+from validate.judge.peaks import (
+    SUITE_MATMUL_METHODS,
+    SUITE_TF_MATMUL_METHODS,
+    Measurement,
+    load_peaks,
+)
 from validate.judge.thresholds import FAIL, PASS, WARN, judge_figure
 
 PEAKS = load_peaks()
@@ -26,7 +31,9 @@ def test_tensorflow_figures_against_torch_references_are_unconfirmed(entry, metr
     tf_ref = entry.reference_for(metric, SUITE_TF_MATMUL_METHODS)
     assert torch_ref.confirmed and not tf_ref.confirmed
     assert tf_ref.describe().startswith("unconfirmed: ")
-    slow = 0.70 * tf_ref.value  # below 75%, above 55%: a confirmed floor fails it, an unconfirmed one warns
+    slow = (
+        0.70 * tf_ref.value
+    )  # below 75%, above 55%: a confirmed floor fails it, an unconfirmed one warns
     assert judge_figure(metric, slow, torch_ref).verdict == FAIL
     assert judge_figure(metric, slow, tf_ref).verdict == WARN
     assert judge_figure(metric, 0.50 * tf_ref.value, tf_ref).verdict == FAIL
@@ -35,7 +42,9 @@ def test_tensorflow_figures_against_torch_references_are_unconfirmed(entry, metr
 def test_a_tensorflow_measured_reference_confirms_tensorflow_figures_only():
     entry, metric = CONFIRMED[0]
     dtype = metric.removesuffix("_tflops")
-    tf_measured = Measurement(metric, 500.0, "tf.matmul", 8192, dtype, "https://example.invalid/tf", "2026-01-01")
+    tf_measured = Measurement(
+        metric, 500.0, "tf.matmul", 8192, dtype, "https://example.invalid/tf", "2026-01-01"
+    )
     with_tf = dataclasses.replace(entry, measured=entry.measured + (tf_measured,))
     tf_ref = with_tf.reference_for(metric, SUITE_TF_MATMUL_METHODS)
     assert tf_ref.confirmed and tf_ref.value == 500.0
@@ -45,4 +54,8 @@ def test_a_tensorflow_measured_reference_confirms_tensorflow_figures_only():
     assert with_tf.reference_for(metric, SUITE_MATMUL_METHODS) == entry.reference_for(metric)
     # A tf.matmul figure at another size is no like-for-like reference either.
     other_n = dataclasses.replace(tf_measured, n=4096)
-    assert not dataclasses.replace(entry, measured=entry.measured + (other_n,)).reference_for(metric, SUITE_TF_MATMUL_METHODS).confirmed
+    assert (
+        not dataclasses.replace(entry, measured=entry.measured + (other_n,))
+        .reference_for(metric, SUITE_TF_MATMUL_METHODS)
+        .confirmed
+    )

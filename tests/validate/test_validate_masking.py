@@ -150,18 +150,30 @@ def test_masking_cases_inside_gpus_1_and_3():
     assert set(n for n in cases if n.startswith("index ")) == {"index 1", "index 3"}
     assert cases["index 3"].expected_uuids == (HOST[3],)
     assert cases["uuid of GPU 1"].visible_devices == HOST[1]
-    assert cases["reversed"].visible_devices == "3,1" and cases["reversed"].expected_uuids == (HOST[3], HOST[1])
+    assert cases["reversed"].visible_devices == "3,1" and cases["reversed"].expected_uuids == (
+        HOST[3],
+        HOST[1],
+    )
     assert cases["invalid entry cuts the list"].visible_devices == "1,11,3"
     assert cases["invalid entry cuts the list"].expected_uuids == (HOST[1],)
     assert cases["repeated entry hides every GPU"].visible_devices == "1,1"
     quick = [case.name for case in quick_cases(list(cases.values()), HOST)]
-    assert quick == ["as the caller set it", "index 1", "uuid of GPU 3", "empty string", "invalid entry cuts the list", "repeated entry hides every GPU"]
+    assert quick == [
+        "as the caller set it",
+        "index 1",
+        "uuid of GPU 3",
+        "empty string",
+        "invalid entry cuts the list",
+        "repeated entry hides every GPU",
+    ]
 
 
 def test_old_behaviour_would_have_widened_the_mask():
     """Before: the cases were built for every NVML GPU and the unset case removed the variable."""
     for case in masking_cases(HOST):  # caller unset: the old cases, unchanged
-        assert narrows(None if case.visible_devices == "<unset>" else case.visible_devices, None, HOST)
+        assert narrows(
+            None if case.visible_devices == "<unset>" else case.visible_devices, None, HOST
+        )
     assert not narrows(None, "1,3", HOST)  # unset in the child: all four GPUs
     assert not narrows("0", "1,3", HOST)
 
@@ -190,9 +202,19 @@ def test_volume_mounts_count_the_mounted_devices_not_one(tmp_path):
     value = str(folder)
     mounted = device_list(value)  # the real folder, read with os.listdir
     expectation = expected_gpus(None, value, mounted=mounted)
-    assert expectation.count == 2 and expectation.exact and "2 device(s) mounted there" in expectation.source
-    unreadable = expected_gpus(None, "/var/run/nvidia-container-devices-missing", mounted=device_list("/var/run/nvidia-container-devices-missing"))
-    assert unreadable.count == 1 and not unreadable.exact and "could not be read" in unreadable.source
+    assert (
+        expectation.count == 2
+        and expectation.exact
+        and "2 device(s) mounted there" in expectation.source
+    )
+    unreadable = expected_gpus(
+        None,
+        "/var/run/nvidia-container-devices-missing",
+        mounted=device_list("/var/run/nvidia-container-devices-missing"),
+    )
+    assert (
+        unreadable.count == 1 and not unreadable.exact and "could not be read" in unreadable.source
+    )
     assert expected_gpus(None, value, mounted=["all"]).exact is False
     assert expected_gpus(None, value, mounted=[]) is None
 
@@ -204,7 +226,11 @@ def test_mixed_mig_host_checks_its_whole_gpus_by_uuid():
     assert "unset, PCI_BUS_ID order" not in cases and not any(n.startswith("index ") for n in cases)
     assert cases["uuid of GPU 2"].expected_uuids == (HOST[2],)
     assert cases["reversed"].visible_devices == ",".join(HOST[:0:-1])
-    assert cases["invalid entry cuts the list"].visible_devices.split(",")[1].startswith("GPU-ffffffff")
+    assert (
+        cases["invalid entry cuts the list"]
+        .visible_devices.split(",")[1]
+        .startswith("GPU-ffffffff")
+    )
     assert cases["invalid entry cuts the list"].expected_uuids == (HOST[1],)
     assert cases["repeated entry hides every GPU"].expected_uuids == ()
     assert all(HOST[0] not in case.visible_devices for case in cases.values())
@@ -217,7 +243,10 @@ def test_visible_gpus_follow_the_callers_mask_in_cuda_order():
     from validate.host.nvml import GpuInfo, MigDevice
 
     mig = "MIG-1a2b3c4d-0000-5e6f-7a8b-9c0d1e2f3a4b"
-    gpus = [GpuInfo(i, "NVIDIA H100 80GB HBM3", uuid, f"00000000:{i:02x}:00.0", "9.0", None, None) for i, uuid in enumerate(HOST)]
+    gpus = [
+        GpuInfo(i, "NVIDIA H100 80GB HBM3", uuid, f"00000000:{i:02x}:00.0", "9.0", None, None)
+        for i, uuid in enumerate(HOST)
+    ]
     gpus[0].mig_enabled, gpus[0].mig_devices = True, [MigDevice(0, mig)]
     assert [g.index for g in visible_gpus(gpus, None)] == [0, 1, 2, 3]
     assert [g.index for g in visible_gpus(gpus, "3,1")] == [3, 1]  # the child's device 0 is GPU 3
@@ -236,15 +265,23 @@ def test_mirrored_strategy_runs_on_the_same_whole_gpus_as_ddp_on_a_mig_host(monk
     from validate.host.nvml import GpuInfo, MigDevice
     from validate.measure.subproc import ProbeResult
 
-    gpus = [GpuInfo(i, "NVIDIA H100 80GB HBM3", uuid, f"00000000:{i:02x}:00.0", "9.0", None, None) for i, uuid in enumerate(HOST)]
-    gpus[0].mig_enabled, gpus[0].mig_devices = True, [MigDevice(0, "MIG-1a2b3c4d-0000-5e6f-7a8b-9c0d1e2f3a4b")]
+    gpus = [
+        GpuInfo(i, "NVIDIA H100 80GB HBM3", uuid, f"00000000:{i:02x}:00.0", "9.0", None, None)
+        for i, uuid in enumerate(HOST)
+    ]
+    gpus[0].mig_enabled, gpus[0].mig_devices = (
+        True,
+        [MigDevice(0, "MIG-1a2b3c4d-0000-5e6f-7a8b-9c0d1e2f3a4b")],
+    )
     host = SimpleNamespace(gpus=gpus, mig_gpus=[gpus[0]])
     suite = SimpleNamespace(host=host, quick=False, visible_gpus=lambda: visible_gpus(gpus, None))
     asked = []
 
     def probe(args, env=None, timeout=None):  # the probe's answer on a host without TensorFlow
         asked.append(env)
-        return ProbeResult({"error": "no tensorflow", "missing": "tensorflow"}, "no tensorflow", 0.0)
+        return ProbeResult(
+            {"error": "no tensorflow", "missing": "tensorflow"}, "no tensorflow", 0.0
+        )
 
     monkeypatch.setattr(check, "run_probe", probe)
     with pytest.raises(pytest.skip.Exception):

@@ -24,7 +24,9 @@ from validate.measure.ddp import missing_ranks, summarise
 from validate.simpleyaml import PeakTableError, parse_simple_yaml
 
 NVLINK_OTHER = ScalingReference("nvlink", 8, 0.97, "ResNet-50", False, "https://example.org/a")
-NVLINK_LIKE = ScalingReference("nvlink", 8, 0.9, "the suite's DDP job", True, "https://example.org/b")
+NVLINK_LIKE = ScalingReference(
+    "nvlink", 8, 0.9, "the suite's DDP job", True, "https://example.org/b"
+)
 
 
 def test_the_shipped_table_loads_with_and_without_pyyaml():
@@ -35,13 +37,65 @@ def test_the_shipped_table_loads_with_and_without_pyyaml():
     assert parse_scaling(parse_simple_yaml(SCALING_FILE.read_text())) == rows
 
 
-@pytest.mark.parametrize("row, fragment", [
-    ({"interconnect": "token-ring", "gpus": 8, "efficiency": 0.9, "workload": "x", "like_suite": False, "source": "https://a"}, "interconnect"),
-    ({"interconnect": "pcie", "gpus": 8, "efficiency": 1.5, "workload": "x", "like_suite": False, "source": "https://a"}, "efficiency"),
-    ({"interconnect": "pcie", "gpus": 1, "efficiency": 0.9, "workload": "x", "like_suite": False, "source": "https://a"}, "gpus"),
-    ({"interconnect": "pcie", "gpus": 8, "efficiency": 0.9, "workload": "x", "like_suite": False, "source": "a blog"}, "source"),
-    ({"interconnect": "pcie", "gpus": 8, "efficiency": 0.9, "workload": "x", "source": "https://a"}, "like_suite"),
-])
+@pytest.mark.parametrize(
+    "row, fragment",
+    [
+        (
+            {
+                "interconnect": "token-ring",
+                "gpus": 8,
+                "efficiency": 0.9,
+                "workload": "x",
+                "like_suite": False,
+                "source": "https://a",
+            },
+            "interconnect",
+        ),
+        (
+            {
+                "interconnect": "pcie",
+                "gpus": 8,
+                "efficiency": 1.5,
+                "workload": "x",
+                "like_suite": False,
+                "source": "https://a",
+            },
+            "efficiency",
+        ),
+        (
+            {
+                "interconnect": "pcie",
+                "gpus": 1,
+                "efficiency": 0.9,
+                "workload": "x",
+                "like_suite": False,
+                "source": "https://a",
+            },
+            "gpus",
+        ),
+        (
+            {
+                "interconnect": "pcie",
+                "gpus": 8,
+                "efficiency": 0.9,
+                "workload": "x",
+                "like_suite": False,
+                "source": "a blog",
+            },
+            "source",
+        ),
+        (
+            {
+                "interconnect": "pcie",
+                "gpus": 8,
+                "efficiency": 0.9,
+                "workload": "x",
+                "source": "https://a",
+            },
+            "like_suite",
+        ),
+    ],
+)
 def test_a_row_without_its_facts_is_refused(row, fragment):
     with pytest.raises(PeakTableError, match=fragment):
         parse_scaling({"scaling": [row]})
@@ -51,15 +105,25 @@ def test_identical_parameters_pass_and_a_differing_rank_is_named():
     labels = ["rank 0 (GPU 0 GPU-aaaa)", "rank 1 (GPU 1 GPU-bbbb)", "rank 2 (GPU 2 GPU-cccc)"]
     assert identical_verdict(["x", "x", "x"], labels).verdict == PASS
     verdict = identical_verdict(["x", "x", "y"], labels)
-    assert verdict.verdict == FAIL and "rank 2 (GPU 2 GPU-cccc)" in verdict.reason and "rank 1" not in verdict.reason
+    assert (
+        verdict.verdict == FAIL
+        and "rank 2 (GPU 2 GPU-cccc)" in verdict.reason
+        and "rank 1" not in verdict.reason
+    )
 
 
 def test_the_slowest_rank_is_named_below_the_peers_share_on_gpus_and_half_on_a_cpu():
     labels = ["rank 0 (GPU 0)", "rank 1 (GPU 1)", "rank 2 (GPU 2)", "rank 3 (GPU 3)"]
     measured, verdict = slowest_rank_verdict([1000, 1010, 800, 990], labels, on_cpu=False)
-    assert verdict.verdict == FAIL and "rank 2 (GPU 2)" in verdict.reason and "rank 2 (GPU 2) 800" in measured
+    assert (
+        verdict.verdict == FAIL
+        and "rank 2 (GPU 2)" in verdict.reason
+        and "rank 2 (GPU 2) 800" in measured
+    )
     assert slowest_rank_verdict([1000, 1010, 900, 990], labels, on_cpu=False)[1].verdict == PASS
-    assert slowest_rank_verdict([1000, 300], labels[:2], on_cpu=True)[1].verdict == PASS  # shared cores: noise
+    assert (
+        slowest_rank_verdict([1000, 300], labels[:2], on_cpu=True)[1].verdict == PASS
+    )  # shared cores: noise
     assert slowest_rank_verdict([1000, 100], labels[:2], on_cpu=True)[1].verdict == FAIL
 
 
@@ -72,11 +136,14 @@ def test_efficiency_follows_the_speed_floors_rules():
     assert efficiency_verdict(0.7, "nvlink", 8, [NVLINK_LIKE]).verdict == PASS
     # another workload's figure only warns, and says so
     other = efficiency_verdict(0.3, "nvlink", 8, [NVLINK_OTHER])
-    assert other.verdict == WARN and "another model" in other.reason and "https://example.org/a" in other.threshold
+    assert (
+        other.verdict == WARN
+        and "another model" in other.reason
+        and "https://example.org/a" in other.threshold
+    )
     # no reference for the interconnect, or ranks on a CPU: not judged
     assert efficiency_verdict(0.3, "pcie", 8, [NVLINK_LIKE]).verdict == NOT_JUDGED
     assert efficiency_verdict(0.3, None, 2, [NVLINK_LIKE]).verdict == NOT_JUDGED
-
 
 
 def test_the_shipped_table_judges_pcie_and_nvlink_hosts_warn_only():
@@ -91,6 +158,7 @@ def test_the_shipped_table_judges_pcie_and_nvlink_hosts_warn_only():
         assert efficiency_verdict(row.efficiency, kind, row.gpus, rows).verdict == PASS
     # fabrics between nodes have no row: the multi-node job's efficiency is not judged by a reference
     assert not [r for r in rows if r.interconnect in ("infiniband", "ethernet")]
+
 
 def test_a_pcie_host_without_p2p_is_named_not_failed():
     pcie = ScalingReference("pcie", 4, 0.9, "the suite's DDP job", True, "https://example.org/c")
@@ -107,8 +175,24 @@ def test_dataparallel_is_reported_with_the_gap_and_never_fails():
 
 def test_summary_takes_the_slowest_rank_for_the_job_and_the_median_for_one_gpu():
     ranks = [
-        {"batch": 32, "timed_steps": 10, "ddp_seconds": 1.0, "local_seconds": 0.5, "checksum": "a", "first_loss": 2.3, "last_loss": 0.1},
-        {"batch": 32, "timed_steps": 10, "ddp_seconds": 2.0, "local_seconds": 0.5, "checksum": "a", "first_loss": 2.3, "last_loss": 0.2},
+        {
+            "batch": 32,
+            "timed_steps": 10,
+            "ddp_seconds": 1.0,
+            "local_seconds": 0.5,
+            "checksum": "a",
+            "first_loss": 2.3,
+            "last_loss": 0.1,
+        },
+        {
+            "batch": 32,
+            "timed_steps": 10,
+            "ddp_seconds": 2.0,
+            "local_seconds": 0.5,
+            "checksum": "a",
+            "first_loss": 2.3,
+            "last_loss": 0.2,
+        },
     ]
     out = summarise(ranks)
     assert out["samples_per_s"] == 10 * 32 * 2 / 2.0  # the slow rank sets the pace
@@ -117,15 +201,24 @@ def test_summary_takes_the_slowest_rank_for_the_job_and_the_median_for_one_gpu()
 
 
 def test_a_failed_rendezvous_blames_the_ranks_that_never_came_first():
-    assert missing_ranks(4, arrived={0, 1, 3}, joined=set()) == ("never reached the rendezvous", [2])
+    assert missing_ranks(4, arrived={0, 1, 3}, joined=set()) == (
+        "never reached the rendezvous",
+        [2],
+    )
     why, ranks = missing_ranks(2, arrived={0, 1}, joined={0})
     assert ranks == [1] and "first collective" in why
 
 
 def test_rank_labels_name_the_nvml_gpu_by_uuid():
-    gpus = [SimpleNamespace(index=0, uuid="GPU-aaaaaaaa-0000"), SimpleNamespace(index=1, uuid="GPU-bbbbbbbb-0000")]
+    gpus = [
+        SimpleNamespace(index=0, uuid="GPU-aaaaaaaa-0000"),
+        SimpleNamespace(index=1, uuid="GPU-bbbbbbbb-0000"),
+    ]
     # CUDA_VISIBLE_DEVICES may reorder: rank 0 runs on NVML's GPU 1
-    assert rank_labels(["bbbbbbbb-0000", "aaaaaaaa-0000"], gpus) == ["rank 0 (GPU 1 GPU-bbbbbbbb)", "rank 1 (GPU 0 GPU-aaaaaaaa)"]
+    assert rank_labels(["bbbbbbbb-0000", "aaaaaaaa-0000"], gpus) == [
+        "rank 0 (GPU 1 GPU-bbbbbbbb)",
+        "rank 1 (GPU 0 GPU-aaaaaaaa)",
+    ]
     assert rank_labels([None, None], []) == ["rank 0 (cpu)", "rank 1 (cpu)"]
 
 
@@ -179,10 +272,24 @@ def test_joined_is_marked_only_after_the_first_collective_completed(tmp_path):
     events: list = []
     cuda = SimpleNamespace(type="cuda", index=0)
     with pytest.raises(TimeoutError):
-        join_first_collective(_FakeCudaTorch(events, hang=True), _FakeDist(events), cuda, str(tmp_path), 1, time.perf_counter())
+        join_first_collective(
+            _FakeCudaTorch(events, hang=True),
+            _FakeDist(events),
+            cuda,
+            str(tmp_path),
+            1,
+            time.perf_counter(),
+        )
     assert events == ["all_reduce enqueued", "synchronize"]
     assert not (tmp_path / "rank1.joined").exists()  # the launcher names rank 1's first collective
-    join_first_collective(_FakeCudaTorch(events, hang=False), _FakeDist(events), cuda, str(tmp_path), 1, time.perf_counter())
+    join_first_collective(
+        _FakeCudaTorch(events, hang=False),
+        _FakeDist(events),
+        cuda,
+        str(tmp_path),
+        1,
+        time.perf_counter(),
+    )
     assert (tmp_path / "rank1.joined").exists()
 
 
@@ -193,16 +300,25 @@ def test_on_the_cpu_gloos_all_reduce_is_complete_when_it_returns(tmp_path):
     from validate.measure.ddp import join_first_collective
 
     events: list = []
-    join_first_collective(_FakeCudaTorch(events, hang=True), _FakeDist(events), SimpleNamespace(type="cpu"), str(tmp_path), 0,
-                          time.perf_counter())
+    join_first_collective(
+        _FakeCudaTorch(events, hang=True),
+        _FakeDist(events),
+        SimpleNamespace(type="cpu"),
+        str(tmp_path),
+        0,
+        time.perf_counter(),
+    )
     assert events == ["all_reduce enqueued"] and (tmp_path / "rank0.joined").exists()
 
 
 # --- the GPU ranks' workload is bound by the GPU, not by kernel launches (D6) --------------------
 
+
 @pytest.fixture
 def torch():
-    return pytest.importorskip("torch", reason="PyTorch is not installed here: the workload's FLOPs are counted with it")
+    return pytest.importorskip(
+        "torch", reason="PyTorch is not installed here: the workload's FLOPs are counted with it"
+    )
 
 
 def _flops_per_step(torch, model, batch: int, width: int) -> int:
@@ -221,7 +337,9 @@ def _reference_fp32(name: str) -> float:
     return peaks_for(name, load_peaks()).reference_for("fp32_tflops").value
 
 
-@pytest.mark.parametrize("gpu, memory", [("NVIDIA H100 80GB HBM3", 80 * 2**30), ("NVIDIA L4", 23 * 2**30)])
+@pytest.mark.parametrize(
+    "gpu, memory", [("NVIDIA H100 80GB HBM3", 80 * 2**30), ("NVIDIA L4", 23 * 2**30)]
+)
 @pytest.mark.parametrize("quick", [False, True], ids=["full", "quick"])
 def test_the_gpu_step_is_mostly_gpu_time_at_the_gpus_measured_rate(torch, gpu, memory, quick):
     """FLOPs per step / the GPU's measured fp32 rate (gpu_peaks.yaml) is at least half the expected
@@ -235,7 +353,9 @@ def test_the_gpu_step_is_mostly_gpu_time_at_the_gpus_measured_rate(torch, gpu, m
     flops = _flops_per_step(torch, ddp.wide_mlp(torch, width, depth), 8, width) * batch / 8
     gpu_seconds = flops / (tflops * 1e12)
     assert gpu_seconds >= 0.5 * (gpu_seconds + ddp.LAUNCH_SECONDS), (batch, gpu_seconds)
-    assert flops == pytest.approx(ddp.mlp_flops_per_sample(width, depth) * batch, rel=0.1)  # no input gradient
+    assert flops == pytest.approx(
+        ddp.mlp_flops_per_sample(width, depth) * batch, rel=0.1
+    )  # no input gradient
 
 
 def test_the_old_small_cnn_was_launch_bound_on_an_h100(torch):
@@ -247,7 +367,9 @@ def test_the_old_small_cnn_was_launch_bound_on_an_h100(torch):
     from torch.utils.flop_counter import FlopCounterMode
 
     with FlopCounterMode(display=False) as counter:
-        torch.nn.functional.cross_entropy(model(torch.randn(batch, 3, image, image)), torch.randint(0, 10, (batch,))).backward()
+        torch.nn.functional.cross_entropy(
+            model(torch.randn(batch, 3, image, image)), torch.randint(0, 10, (batch,))
+        ).backward()
     gpu_seconds = counter.get_total_flops() / (_reference_fp32("NVIDIA H100 80GB HBM3") * 1e12)
     assert gpu_seconds < 0.5 * (gpu_seconds + ddp.LAUNCH_SECONDS)
 
@@ -264,7 +386,9 @@ def test_the_batch_follows_the_gpus_rate_and_memory():
     from validate.measure import ddp
 
     assert ddp.gpu_batch(False, 51.81, 80 * 2**30) > ddp.gpu_batch(False, 10.66, 23 * 2**30)
-    assert ddp.gpu_batch(False, 51.81, 2 * 2**30) < ddp.gpu_batch(False, 51.81, 80 * 2**30)  # small memory caps it
+    assert ddp.gpu_batch(False, 51.81, 2 * 2**30) < ddp.gpu_batch(
+        False, 51.81, 80 * 2**30
+    )  # small memory caps it
     assert ddp.gpu_batch(False, None, None) == ddp.gpu_batch(False, ddp.DEFAULT_FP32_TFLOPS, None)
 
 
@@ -284,7 +408,14 @@ def test_the_gpu_mlp_learns_within_the_first_steps(torch):
     torch.manual_seed(0)
     model, cpu = ddp.wide_mlp(torch, 256, 4), torch.device("cpu")
     pool = ddp.vector_batches(torch, ddp.BATCH_POOL, 32, 256, cpu, 0)
-    losses, _ = ddp.train_steps(torch, model, [pool[i % ddp.BATCH_POOL] for i in range(ddp.WARMUP + ddp.MIN_STEPS)], cpu, 0.0, 0.01)
+    losses, _ = ddp.train_steps(
+        torch,
+        model,
+        [pool[i % ddp.BATCH_POOL] for i in range(ddp.WARMUP + ddp.MIN_STEPS)],
+        cpu,
+        0.0,
+        0.01,
+    )
     values = [float(v) for v in losses]
     assert sum(values[-3:]) / 3 < 0.7 * sum(values[:3]) / 3
 
@@ -299,8 +430,12 @@ def test_a_reference_on_another_gpu_count_only_warns_and_says_so():
     two = [replace(r, like_suite=True) for r in load_scaling() if r.interconnect == "pcie"]
     assert [r.gpus for r in two] == [2]
     eight = efficiency_verdict(0.3, "pcie", 8, two)
-    assert eight.verdict == "warn" and "the reference ran on 2 GPUs and this job on 8" in eight.reason
-    assert efficiency_verdict(0.3, "pcie", 2, two).verdict == "fail"  # like for like: the count matches
+    assert (
+        eight.verdict == "warn" and "the reference ran on 2 GPUs and this job on 8" in eight.reason
+    )
+    assert (
+        efficiency_verdict(0.3, "pcie", 2, two).verdict == "fail"
+    )  # like for like: the count matches
 
 
 def test_the_rendezvous_port_stays_bound_while_the_ranks_start(torch):

@@ -30,21 +30,49 @@ DATAPARALLEL_BOUND = 25
 
 pytestmark = [
     pytest.mark.frameworks,
-    pytest.mark.skipif(bool(MISSING), reason=f"needs PyTorch and TensorFlow; not importable here: {', '.join(MISSING)}"),
+    pytest.mark.skipif(
+        bool(MISSING),
+        reason=f"needs PyTorch and TensorFlow; not importable here: {', '.join(MISSING)}",
+    ),
 ]
 
 
 def run_suite(out: Path, *args: str, env: dict[str, str] | None = None, quick: bool = True) -> dict:
-    full_env = {k: v for k, v in os.environ.items() if k not in ("NVIDIA_VISIBLE_DEVICES", "GPUENV_STACK_FILE", "VALIDATE_DDP_FAULT")}
+    full_env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("NVIDIA_VISIBLE_DEVICES", "GPUENV_STACK_FILE", "VALIDATE_DDP_FAULT")
+    }
     full_env["PYTHONPATH"] = str(REPO)
     full_env.update(env or {})
     out.mkdir()
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "validate", *(["--quick"] if quick else []), "--json", str(out / "r.json"), "--junit", str(out / "r.xml"), *args],
-                          cwd=REPO, env=full_env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "validate",
+            *(["--quick"] if quick else []),
+            "--json",
+            str(out / "r.json"),
+            "--junit",
+            str(out / "r.xml"),
+            *args,
+        ],
+        cwd=REPO,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     report = json.loads((out / "r.json").read_text())
-    return {"status": done.returncode, "out": done.stdout + done.stderr, "seconds": time.perf_counter() - started,
-            "rows": {c["check"]: c for c in report["host"]["checks"]}, "junit": ET.parse(out / "r.xml").getroot()}
+    return {
+        "status": done.returncode,
+        "out": done.stdout + done.stderr,
+        "seconds": time.perf_counter() - started,
+        "rows": {c["check"]: c for c in report["host"]["checks"]},
+        "junit": ET.parse(out / "r.xml").getroot(),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -59,11 +87,22 @@ def runs(tmp_path_factory) -> dict[str, dict]:
         "quick": ("-k", "ddp or mirrored", "--expect-gpus", "0"),
         "dataparallel-hangs": ("-k", "ddp", "--expect-gpus", "0"),
     }
-    faults = {"absent": {"VALIDATE_DDP_FAULT": "absent:1", "VALIDATE_DDP_JOIN_TIMEOUT": str(JOIN_BOUND)},
-              "slow": {"VALIDATE_DDP_FAULT": "slow:1"},
-              "dataparallel-hangs": {"VALIDATE_DATAPARALLEL_FAULT": "hang", "VALIDATE_DATAPARALLEL_TIMEOUT": str(DATAPARALLEL_BOUND)}}
+    faults = {
+        "absent": {"VALIDATE_DDP_FAULT": "absent:1", "VALIDATE_DDP_JOIN_TIMEOUT": str(JOIN_BOUND)},
+        "slow": {"VALIDATE_DDP_FAULT": "slow:1"},
+        "dataparallel-hangs": {
+            "VALIDATE_DATAPARALLEL_FAULT": "hang",
+            "VALIDATE_DATAPARALLEL_TIMEOUT": str(DATAPARALLEL_BOUND),
+        },
+    }
     with ThreadPoolExecutor(max_workers=2) as pool:
-        done = pool.map(lambda key: (key, run_suite(tmp / key, *jobs[key], env=faults.get(key), quick=key == "quick")), jobs)
+        done = pool.map(
+            lambda key: (
+                key,
+                run_suite(tmp / key, *jobs[key], env=faults.get(key), quick=key == "quick"),
+            ),
+            jobs,
+        )
         return dict(done)
 
 
@@ -72,18 +111,42 @@ def test_ddp_and_mirrored_train_on_the_cpu_and_pass(runs):
     run = runs["healthy"]
     rows = run["rows"]
     assert run["status"] == 0, run["out"][-3000:]
-    for name in ("ddp ranks joined (2 ranks, gloo)", "ddp parameters identical (2 ranks, gloo)", "ddp training loss (2 ranks, gloo)",
-                 "ddp slowest rank (2 ranks, gloo)", "tensorflow mirrored variables identical (2 replicas, reduction to one device)",
-                 "tensorflow mirrored training loss (2 replicas, reduction to one device)"):
+    for name in (
+        "ddp ranks joined (2 ranks, gloo)",
+        "ddp parameters identical (2 ranks, gloo)",
+        "ddp training loss (2 ranks, gloo)",
+        "ddp slowest rank (2 ranks, gloo)",
+        "tensorflow mirrored variables identical (2 replicas, reduction to one device)",
+        "tensorflow mirrored training loss (2 replicas, reduction to one device)",
+    ):
         assert rows[name]["verdict"] == "pass", rows[name]
-    for name in ("ddp samples/s (2 ranks, gloo)", "ddp samples/s (per GPU without all-reduce, median of 2, gloo)", "ddp scaling efficiency (2 ranks, gloo)",
-                 "tensorflow mirrored scaling efficiency (2 replicas, reduction to one device)"):
-        assert rows[name]["verdict"] == "not judged" and rows[name]["value"] > 0, rows[name]  # no reference for a CPU
+    for name in (
+        "ddp samples/s (2 ranks, gloo)",
+        "ddp samples/s (per GPU without all-reduce, median of 2, gloo)",
+        "ddp scaling efficiency (2 ranks, gloo)",
+        "tensorflow mirrored scaling efficiency (2 replicas, reduction to one device)",
+    ):
+        assert rows[name]["verdict"] == "not judged" and rows[name]["value"] > 0, rows[
+            name
+        ]  # no reference for a CPU
     dataparallel = rows["dataparallel samples/s (0 GPUs, one process)"]
-    assert dataparallel["verdict"] == "info" and dataparallel["value"] > 0 and "DDP's" in dataparallel["measured"]
+    assert (
+        dataparallel["verdict"] == "info"
+        and dataparallel["value"] > 0
+        and "DDP's" in dataparallel["measured"]
+    )
     # the rates a --baseline judges and DataParallel stay out of the fleet median; the efficiency meets it
-    assert [rows[n]["fleet_judged"] for n in ("ddp samples/s (2 ranks, gloo)", "ddp samples/s (per GPU without all-reduce, median of 2, gloo)")] == [False, False]
-    assert dataparallel["fleet_judged"] is False and rows["ddp scaling efficiency (2 ranks, gloo)"]["fleet_judged"] is True
+    assert [
+        rows[n]["fleet_judged"]
+        for n in (
+            "ddp samples/s (2 ranks, gloo)",
+            "ddp samples/s (per GPU without all-reduce, median of 2, gloo)",
+        )
+    ] == [False, False]
+    assert (
+        dataparallel["fleet_judged"] is False
+        and rows["ddp scaling efficiency (2 ranks, gloo)"]["fleet_judged"] is True
+    )
     properties = {p.get("name") for p in run["junit"].iter("property")}
     assert "ddp scaling efficiency (2 ranks, gloo) [host]" in properties
 
@@ -104,8 +167,14 @@ def test_a_slow_rank_fails_named(runs):
     run = runs["slow"]
     row = run["rows"]["ddp slowest rank (2 ranks, gloo)"]
     assert run["status"] != 0
-    assert row["verdict"] == "fail" and row["measured"].startswith("rank 1 (cpu)") and "rank 1 (cpu) trains at" in row["reason"], row
-    assert run["rows"]["ddp parameters identical (2 ranks, gloo)"]["verdict"] == "pass"  # slow, not wrong
+    assert (
+        row["verdict"] == "fail"
+        and row["measured"].startswith("rank 1 (cpu)")
+        and "rank 1 (cpu) trains at" in row["reason"]
+    ), row
+    assert (
+        run["rows"]["ddp parameters identical (2 ranks, gloo)"]["verdict"] == "pass"
+    )  # slow, not wrong
 
 
 @no_gpu_only
@@ -114,18 +183,29 @@ def test_a_hanging_dataparallel_warns_and_the_ddp_rows_stand(runs):
     run = runs["dataparallel-hangs"]
     rows = run["rows"]
     assert run["status"] == 0, run["out"][-3000:]
-    for name in ("ddp ranks joined (2 ranks, gloo)", "ddp parameters identical (2 ranks, gloo)", "ddp slowest rank (2 ranks, gloo)"):
+    for name in (
+        "ddp ranks joined (2 ranks, gloo)",
+        "ddp parameters identical (2 ranks, gloo)",
+        "ddp slowest rank (2 ranks, gloo)",
+    ):
         assert rows[name]["verdict"] == "pass", rows[name]
     assert rows["ddp samples/s (2 ranks, gloo)"]["value"] > 0
     dataparallel = rows["dataparallel samples/s (0 GPUs, one process)"]
-    assert dataparallel["verdict"] == "warn" and f"did not finish within {DATAPARALLEL_BOUND}s" in dataparallel["reason"], dataparallel
+    assert (
+        dataparallel["verdict"] == "warn"
+        and f"did not finish within {DATAPARALLEL_BOUND}s" in dataparallel["reason"]
+    ), dataparallel
 
 
 def test_a_dataparallel_that_dies_without_a_result_is_an_error_of_its_own_probe():
     from validate.measure.subproc import run_probe
 
-    result = run_probe(["dataparallel", "2", "quick"], {"VALIDATE_DATAPARALLEL_FAULT": "abort"}, timeout=120)
-    assert result.data is None and "exited" in result.error and "without a result" in result.error, result
+    result = run_probe(
+        ["dataparallel", "2", "quick"], {"VALIDATE_DATAPARALLEL_FAULT": "abort"}, timeout=120
+    )
+    assert (
+        result.data is None and "exited" in result.error and "without a result" in result.error
+    ), result
 
 
 @no_gpu_only
@@ -137,8 +217,15 @@ def test_quick_on_a_host_without_gpus_skips_the_check_naming_the_full_suite(runs
     for name in ("ddp training", "tensorflow mirrored"):
         row = run["rows"][name]
         assert row["verdict"] == "skip" and row["reason"] == QUICK_CPU_MULTIGPU_SKIP, row
-    assert "runs in the full suite (python -m validate, or invoke validate, without --quick)" in QUICK_CPU_MULTIGPU_SKIP
-    assert not [name for name in run["rows"] if name.startswith(("ddp ranks", "tensorflow mirrored variables"))]
+    assert (
+        "runs in the full suite (python -m validate, or invoke validate, without --quick)"
+        in QUICK_CPU_MULTIGPU_SKIP
+    )
+    assert not [
+        name
+        for name in run["rows"]
+        if name.startswith(("ddp ranks", "tensorflow mirrored variables"))
+    ]
 
 
 def test_a_replayed_host_skips_the_multigpu_checks_with_the_reason(tmp_path):
@@ -146,6 +233,13 @@ def test_a_replayed_host_skips_the_multigpu_checks_with_the_reason(tmp_path):
     for name in ("ddp training", "tensorflow mirrored"):
         row = run["rows"][name]
         assert row["verdict"] == "skip" and row["replayed"], row
-        assert row["reason"].startswith("replayed host") and "runs PyTorch/TensorFlow on the host itself" in row["reason"], row
-    skipped = [case.get("name") for case in run["junit"].iter("testcase") if case.find("skipped") is not None]
+        assert (
+            row["reason"].startswith("replayed host")
+            and "runs PyTorch/TensorFlow on the host itself" in row["reason"]
+        ), row
+    skipped = [
+        case.get("name")
+        for case in run["junit"].iter("testcase")
+        if case.find("skipped") is not None
+    ]
     assert sorted(skipped) == ["test_ddp_training", "test_tensorflow_mirrored"]

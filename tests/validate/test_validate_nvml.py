@@ -12,8 +12,6 @@ from validate.host import nvml
 NO_DRIVER = "NVML: libnvidia-ml.so.1 not found (no NVIDIA driver on this host)"
 
 
-
-
 def test_read_host_never_raises_and_serialises():
     host = nvml.read_host()
     data = host.to_dict()
@@ -25,9 +23,13 @@ def test_read_host_never_raises_and_serialises():
         assert (host.error, host.gpus, host.driver_version) == (NO_DRIVER, [], None)
 
 
-@pytest.mark.skipif(nvml_library_present(), reason="libnvidia-ml.so.1 is present: this host has an NVIDIA driver")
+@pytest.mark.skipif(
+    nvml_library_present(), reason="libnvidia-ml.so.1 is present: this host has an NVIDIA driver"
+)
 def test_without_driver_the_reason_is_exact():
-    assert importlib.util.find_spec("pynvml") is not None, "nvidia-ml-py must be installed for this test"
+    assert importlib.util.find_spec("pynvml") is not None, (
+        "nvidia-ml-py must be installed for this test"
+    )
     host = nvml.read_host()
     assert host.error == NO_DRIVER
     assert nvml.gpu_used_memory("GPU-00000000-0000-0000-0000-000000000000") is None
@@ -35,7 +37,9 @@ def test_without_driver_the_reason_is_exact():
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not nvml_library_present(), reason="libnvidia-ml.so.1 not found (no NVIDIA driver on this host)")
+@pytest.mark.skipif(
+    not nvml_library_present(), reason="libnvidia-ml.so.1 not found (no NVIDIA driver on this host)"
+)
 def test_with_driver_every_gpu_is_described():
     host = nvml.read_host()
     assert host.error is None, host.error
@@ -56,8 +60,10 @@ def test_nvml_is_imported_only_by_validate_nvml():
         for folder in ("validate", "gpuenv")
         if (root / folder).is_dir()
         for path in (root / folder).rglob("*.py")
-        if path.name != "nvml.py" and ("import pynvml" in path.read_text(encoding="utf-8") or "from pynvml" in path.read_text(encoding="utf-8"))
+        if path.name != "nvml.py"
+        and (
+            "import pynvml" in path.read_text(encoding="utf-8")
+            or "from pynvml" in path.read_text(encoding="utf-8")
+        )
     ]
     assert offenders == []
-
-

@@ -7,20 +7,46 @@ from __future__ import annotations
 import copy
 
 import pytest
-
 from nvml_synthetic import SyntheticNvml
+
 from validate.host import nvml
-from validate.judge.thresholds import FAIL, INFO, PASS, SKIP, pcie_gen_verdict, power_limit_verdict, sustained_clocks_verdict
+from validate.judge.thresholds import (
+    FAIL,
+    INFO,
+    PASS,
+    SKIP,
+    pcie_gen_verdict,
+    power_limit_verdict,
+    sustained_clocks_verdict,
+)
 
 GIB = 2**30
 # SYNTHETIC: two GPUs shaped like a DGX H100's in nvidia-smi -q (driver 550.54.15, CUDA 12.4); UUIDs invented.
 H100 = {
-    "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-4b2c1e0a-93d1-7f3c-5a8e-1c2d3e4f5a60", "bus": "00000000:18:00.0",
-    "cc": (9, 0), "memory": (80 * GIB, 512 * 2**20), "ecc_uncorrected": 0, "pcie": (5, 5, 5, 16, 16),
-    "power_mw": (700000, 700000), "reasons": 0x1, "compute_mode": 0, "mig": False, "nvlink": 18,
-    "clocks": (1980, 1980), "power_usage_mw": 690000, "temperature": 61,
+    "name": "NVIDIA H100 80GB HBM3",
+    "uuid": "GPU-4b2c1e0a-93d1-7f3c-5a8e-1c2d3e4f5a60",
+    "bus": "00000000:18:00.0",
+    "cc": (9, 0),
+    "memory": (80 * GIB, 512 * 2**20),
+    "ecc_uncorrected": 0,
+    "pcie": (5, 5, 5, 16, 16),
+    "power_mw": (700000, 700000),
+    "reasons": 0x1,
+    "compute_mode": 0,
+    "mig": False,
+    "nvlink": 18,
+    "clocks": (1980, 1980),
+    "power_usage_mw": 690000,
+    "temperature": 61,
 }
-HOST = {"driver": "550.54.15", "cuda": 12040, "gpus": [H100, {**H100, "uuid": "GPU-9f8e7d6c-5b4a-3928-1706-f5e4d3c2b1a0", "bus": "00000000:2A:00.0"}]}
+HOST = {
+    "driver": "550.54.15",
+    "cuda": 12040,
+    "gpus": [
+        H100,
+        {**H100, "uuid": "GPU-9f8e7d6c-5b4a-3928-1706-f5e4d3c2b1a0", "bus": "00000000:2A:00.0"},
+    ],
+}
 
 
 def synthetic(host=HOST) -> SyntheticNvml:
@@ -36,7 +62,9 @@ def test_healthy_host_reads_every_field():
     assert gpu.compute_capability == "9.0" and gpu.memory_total_bytes == 80 * GIB
     assert (gpu.pcie_link_gen, gpu.pcie_link_gen_max, gpu.pcie_link_gen_gpu_max) == (5, 5, 5)
     assert (gpu.power_limit_watts, gpu.power_default_limit_watts) == (700.0, 700.0)
-    assert gpu.compute_mode == "Default" and gpu.mig_enabled is False and gpu.nvlink_active_links == 18
+    assert (
+        gpu.compute_mode == "Default" and gpu.mig_enabled is False and gpu.nvlink_active_links == 18
+    )
     assert gpu.throttle_reasons == ["gpu_idle"]
 
 
@@ -44,7 +72,8 @@ def test_mig_in_a_container_keeps_the_gpu_and_lists_instances():
     """In a container the MIG parent's memory answers NoPermission: the GPU must stay, memory
     unknown, and its instances come from NVML's MIG handles with their MIG- UUIDs."""
     mig_gpu = {
-        **H100, "fail": {"nvmlDeviceGetMemoryInfo": "NVMLError_NoPermission"},
+        **H100,
+        "fail": {"nvmlDeviceGetMemoryInfo": "NVMLError_NoPermission"},
         "mig": [
             {"uuid": "MIG-1a2b3c4d-0000-5e6f-7a8b-9c0d1e2f3a4b", "memory": (10 * GIB, 0)},
             None,  # an empty slot: NVML_ERROR_NOT_FOUND
@@ -56,7 +85,10 @@ def test_mig_in_a_container_keeps_the_gpu_and_lists_instances():
     gpu = host.gpus[0]
     assert gpu.memory_total_bytes is None and gpu.memory_used_bytes is None
     assert gpu.mig_enabled is True
-    assert [(m.index, m.uuid[:8], m.memory_total_bytes) for m in gpu.mig_devices] == [(0, "MIG-1a2b", 10 * GIB), (2, "MIG-5e6f", 20 * GIB)]
+    assert [(m.index, m.uuid[:8], m.memory_total_bytes) for m in gpu.mig_devices] == [
+        (0, "MIG-1a2b", 10 * GIB),
+        (2, "MIG-5e6f", 20 * GIB),
+    ]
     assert host.mig_gpus == [gpu]
 
 
@@ -72,8 +104,14 @@ def test_one_lost_gpu_does_not_hide_the_others():
 @pytest.mark.parametrize(
     ("init_error", "expected"),
     [
-        ("NVMLLibraryMismatchError", "NVML: initialisation failed: NVMLLibraryMismatchError"),  # not an NVMLError
-        ("NVMLError_LibRmVersionMismatch", "NVML: initialisation failed: NVMLError_LibRmVersionMismatch"),
+        (
+            "NVMLLibraryMismatchError",
+            "NVML: initialisation failed: NVMLLibraryMismatchError",
+        ),  # not an NVMLError
+        (
+            "NVMLError_LibRmVersionMismatch",
+            "NVML: initialisation failed: NVMLError_LibRmVersionMismatch",
+        ),
         ("NVMLError_DriverNotLoaded", "NVML: the NVIDIA kernel driver is not loaded"),
     ],
 )
@@ -84,7 +122,9 @@ def test_every_init_error_becomes_a_reason(init_error, expected):
 
 def test_counting_failure_is_a_reason_not_a_crash():
     host = nvml.read_host(synthetic({**HOST, "count_error": "NVMLLibraryMismatchError"}))
-    assert host.error is not None and host.error.startswith("NVML: counting the GPUs failed: NVMLLibraryMismatchError")
+    assert host.error is not None and host.error.startswith(
+        "NVML: counting the GPUs failed: NVMLLibraryMismatchError"
+    )
     assert host.driver_version == "550.54.15"
 
 
@@ -100,9 +140,15 @@ def test_old_bindings_use_the_throttle_reasons_name():
 
 
 def test_power_limit_against_its_default():
-    capped = nvml.read_host(synthetic({**HOST, "gpus": [{**H100, "power_mw": (350000, 700000)}]})).gpus[0]
+    capped = nvml.read_host(
+        synthetic({**HOST, "gpus": [{**H100, "power_mw": (350000, 700000)}]})
+    ).gpus[0]
     verdict = power_limit_verdict(capped.power_limit_watts, capped.power_default_limit_watts)
-    assert verdict.verdict == FAIL and "350 W is below the default 700 W" in verdict.reason and "nvidia-smi -pl 700" in verdict.reason
+    assert (
+        verdict.verdict == FAIL
+        and "350 W is below the default 700 W" in verdict.reason
+        and "nvidia-smi -pl 700" in verdict.reason
+    )
     assert power_limit_verdict(700.0, 700.0).verdict == PASS
     assert power_limit_verdict(None, 700.0).verdict == SKIP
 
@@ -113,7 +159,9 @@ def test_gen5_card_in_a_gen4_slot_is_as_built_and_below_the_slot_fails():
     the same slot it fails."""
     gpu = nvml.read_host(synthetic({**HOST, "gpus": [{**H100, "pcie": (4, 4, 5, 16, 16)}]})).gpus[0]
     verdict = pcie_gen_verdict(gpu.pcie_link_gen, gpu.pcie_link_gen_gpu_max, gpu.pcie_link_gen_max)
-    assert verdict.verdict == INFO and "as built: the host allows gen4, the GPU gen5" in verdict.reason
+    assert (
+        verdict.verdict == INFO and "as built: the host allows gen4, the GPU gen5" in verdict.reason
+    )
     slow = pcie_gen_verdict(3, gpu.pcie_link_gen_gpu_max, gpu.pcie_link_gen_max)
     assert slow.verdict == FAIL and "gen3 under load, GPU and slot allow gen4" in slow.reason
     assert pcie_gen_verdict(5, 5, 5).verdict == PASS
@@ -139,9 +187,14 @@ def test_sampler_reads_a_throttling_gpu_under_load():
     verdict = sustained_clocks_verdict(samples)
     assert verdict.verdict == FAIL and "hw_thermal_slowdown in 5/10 samples" in verdict.reason
     # The same GPU at its power cap only (sw_power_cap) is healthy.
-    assert sustained_clocks_verdict([{**s, "reasons": ["sw_power_cap"]} for s in samples]).verdict == PASS
+    assert (
+        sustained_clocks_verdict([{**s, "reasons": ["sw_power_cap"]} for s in samples]).verdict
+        == PASS
+    )
 
 
 def test_sampler_without_nvml_says_why():
-    sampler = nvml.Sampler(["GPU-x"], synthetic({**HOST, "init_error": "NVMLError_LibraryNotFound"}))
+    sampler = nvml.Sampler(
+        ["GPU-x"], synthetic({**HOST, "init_error": "NVMLError_LibraryNotFound"})
+    )
     assert sampler.sample() == [] and "libnvidia-ml.so.1 not found" in (sampler.error or "")

@@ -34,31 +34,45 @@ def _host(text: str) -> list[nvml.GpuInfo]:
 
 def _xml_double_bit(total: str) -> str:
     """A100 capture (570.148.08) with its volatile ECC counters in the old single/double-bit form."""
-    old = ("<volatile><single_bit><device_memory>0</device_memory><register_file>0</register_file>"
-           "<total>0</total></single_bit><double_bit><device_memory>{0}</device_memory>"
-           "<register_file>0</register_file><total>{0}</total></double_bit></volatile>").format(total)
+    old = (
+        "<volatile><single_bit><device_memory>0</device_memory><register_file>0</register_file>"
+        "<total>0</total></single_bit><double_bit><device_memory>{0}</device_memory>"
+        "<register_file>0</register_file><total>{0}</total></double_bit></volatile>"
+    ).format(total)
     return v._one(r"<volatile>.*?</volatile>", old, v.A100_XML.read_text(encoding="utf-8"))
 
 
 def _text_double_bit(total: str) -> str:
     """H100 text capture (590.48.01) with every GPU's volatile ECC counters in the old form."""
-    block = ("        Volatile\n"
-             "            Single Bit\n"
-             "                Device Memory             : 0\n"
-             "                Total                     : 0\n"
-             "            Double Bit\n"
-             f"                Device Memory             : {total}\n"
-             "                Register File             : 0\n"
-             f"                Total                     : {total}\n")
-    return v._one(r"(    ECC Errors\n)        Volatile\n(?:            [^\n]*\n)+", lambda m: m.group(1) + block,
-                 v.H100_TEXT.read_text(encoding="utf-8"))
+    block = (
+        "        Volatile\n"
+        "            Single Bit\n"
+        "                Device Memory             : 0\n"
+        "                Total                     : 0\n"
+        "            Double Bit\n"
+        f"                Device Memory             : {total}\n"
+        "                Register File             : 0\n"
+        f"                Total                     : {total}\n"
+    )
+    return v._one(
+        r"(    ECC Errors\n)        Volatile\n(?:            [^\n]*\n)+",
+        lambda m: m.group(1) + block,
+        v.H100_TEXT.read_text(encoding="utf-8"),
+    )
 
 
-@pytest.mark.parametrize("make", [_xml_double_bit, _text_double_bit], ids=["xml-double_bit/total", "text-Double Bit/Total"])
+@pytest.mark.parametrize(
+    "make",
+    [_xml_double_bit, _text_double_bit],
+    ids=["xml-double_bit/total", "text-Double Bit/Total"],
+)
 def test_double_bit_totals_are_read(make):
     for total, verdict in (("3", FAIL), ("0", PASS)):
         gpus = _host(make(total))
-        assert gpus and all(g.ecc_uncorrected_volatile == int(total) for g in gpus), (total, [g.ecc_uncorrected_volatile for g in gpus])
+        assert gpus and all(g.ecc_uncorrected_volatile == int(total) for g in gpus), (
+            total,
+            [g.ecc_uncorrected_volatile for g in gpus],
+        )
         assert {ecc_verdict(g.ecc_uncorrected_volatile, g.index).verdict for g in gpus} == {verdict}
 
 
@@ -66,7 +80,11 @@ def test_double_bit_totals_are_read(make):
 def test_a_double_bit_total_nvidia_smi_could_not_read_is_not_reported(make):
     for gpu in _host(make("N/A")):
         verdict = ecc_verdict(gpu.ecc_uncorrected_volatile, gpu.index)
-        assert gpu.ecc_uncorrected_volatile is None and verdict.verdict == SKIP and "not reported" in verdict.reason
+        assert (
+            gpu.ecc_uncorrected_volatile is None
+            and verdict.verdict == SKIP
+            and "not reported" in verdict.reason
+        )
 
 
 def test_a_capture_without_volatile_ecc_counters_is_not_reported():
@@ -87,28 +105,44 @@ def _xml_pending(tag: str, value: str) -> str:
 
 def _text_pending(label: str, value: str) -> str:
     """H100 text capture with every GPU's "Pending Page Blacklist" line relabelled and set."""
-    return v._one(r"Pending Page Blacklist *: [^\n]*", f"{label:<39}: {value}", v.H100_TEXT.read_text(encoding="utf-8"))
+    return v._one(
+        r"Pending Page Blacklist *: [^\n]*",
+        f"{label:<39}: {value}",
+        v.H100_TEXT.read_text(encoding="utf-8"),
+    )
 
 
-@pytest.mark.parametrize("make, spelling", [
-    (_xml_pending, "pending_blacklist"),
-    (_xml_pending, "pending_retirement"),
-    (_text_pending, "Pending Page Blacklist"),
-    (_text_pending, "Pending Page Retirement"),
-])
+@pytest.mark.parametrize(
+    "make, spelling",
+    [
+        (_xml_pending, "pending_blacklist"),
+        (_xml_pending, "pending_retirement"),
+        (_text_pending, "Pending Page Blacklist"),
+        (_text_pending, "Pending Page Retirement"),
+    ],
+)
 def test_each_pending_retirement_spelling_is_read(make, spelling):
     for value, pending, verdict in (("Yes", True, FAIL), ("No", False, PASS)):
         gpus = _host(make(spelling, value))
         assert gpus and all(g.retired_pages_pending is pending for g in gpus), (spelling, value)
-        assert {retired_pages_verdict(g.index, g.retired_pages_pending).verdict for g in gpus} == {verdict}
+        assert {retired_pages_verdict(g.index, g.retired_pages_pending).verdict for g in gpus} == {
+            verdict
+        }
 
 
 def test_pending_retirement_the_capture_lacks_is_not_reported():
-    text = v._one(r"\s*<pending_(?:blacklist|retirement)>[^<]*</pending_(?:blacklist|retirement)>", "",
-                 v.A100_XML.read_text(encoding="utf-8"))
+    text = v._one(
+        r"\s*<pending_(?:blacklist|retirement)>[^<]*</pending_(?:blacklist|retirement)>",
+        "",
+        v.A100_XML.read_text(encoding="utf-8"),
+    )
     gpu = _host(text)[0]
     verdict = retired_pages_verdict(gpu.index, gpu.retired_pages_pending)
-    assert gpu.retired_pages_pending is None and verdict.verdict == SKIP and "not reported" in verdict.reason
+    assert (
+        gpu.retired_pages_pending is None
+        and verdict.verdict == SKIP
+        and "not reported" in verdict.reason
+    )
 
 
 def test_the_real_text_captures_print_n_a_and_read_not_reported():

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from validate.judge.peaks import PEAKS_FILE, PeakTableError, load_peaks, parse_simple_yaml, parse_table, peaks_for
+from validate.judge.peaks import (
+    PEAKS_FILE,
+    PeakTableError,
+    load_peaks,
+    parse_simple_yaml,
+    parse_table,
+    peaks_for,
+)
 
 
 def test_table_loads_and_every_entry_has_a_source():
@@ -46,8 +53,14 @@ def test_unknown_model_has_no_entry():
 
 def _entry(**changes):
     entry = {
-        "model": "X", "nvml_names": ["X"], "fp32_tflops": 1, "tf32_tflops": None, "bf16_tflops": None,
-        "fp16_tflops": None, "memory_bandwidth_gbs": 100, "source": "https://example.com/x.pdf",
+        "model": "X",
+        "nvml_names": ["X"],
+        "fp32_tflops": 1,
+        "tf32_tflops": None,
+        "bf16_tflops": None,
+        "fp16_tflops": None,
+        "memory_bandwidth_gbs": 100,
+        "source": "https://example.com/x.pdf",
     }
     entry.update(changes)
     return entry
@@ -60,12 +73,30 @@ def _entry(**changes):
         ([_entry(source="http://example.com")], "'source' must be an https:// URL"),
         ([_entry(fp32_tflops=-3)], "fp32_tflops must be a positive number"),
         ([_entry(memory_bandwidth_gbs=0)], "memory_bandwidth_gbs must be a positive number"),
-        ([{k: v for k, v in _entry().items() if k != "fp32_tflops"}], "fp32_tflops is missing (null when NVIDIA publishes"),
+        (
+            [{k: v for k, v in _entry().items() if k != "fp32_tflops"}],
+            "fp32_tflops is missing (null when NVIDIA publishes",
+        ),
         ([_entry(no_reference={"fp64_tflops": "x"})], "no_reference: unknown metric 'fp64_tflops'"),
         ([_entry(no_reference={"bf16_tflops": " "})], "no_reference: bf16_tflops needs the reason"),
-        ([_entry(no_reference={"fp32_tflops": "none found"}, measured_fp32_tflops=[
-            {"value": 1, "method": "torch.matmul", "n": 8192, "dtype": "fp32", "source": "https://example.com", "date": "2026"}])],
-         "fp32_tflops is both measured and listed under no_reference"),
+        (
+            [
+                _entry(
+                    no_reference={"fp32_tflops": "none found"},
+                    measured_fp32_tflops=[
+                        {
+                            "value": 1,
+                            "method": "torch.matmul",
+                            "n": 8192,
+                            "dtype": "fp32",
+                            "source": "https://example.com",
+                            "date": "2026",
+                        }
+                    ],
+                )
+            ],
+            "fp32_tflops is both measured and listed under no_reference",
+        ),
         ([_entry(nvml_names=[])], "'nvml_names' must be a non-empty list"),
         ([_entry(), _entry(model="Y")], "NVML name 'X' is also listed by X"),
     ],

@@ -18,8 +18,8 @@ import pytest
 
 from validate.host import nvml
 from validate.host.capture import CaptureError, compute_capability_for, load_capture, parse_capture
-from validate.host.replay import RecordingNvml, ReplayNvml
 from validate.host.masking import normalise_pci_bus_id
+from validate.host.replay import RecordingNvml, ReplayNvml
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = Path(__file__).parent / "captures"
@@ -40,7 +40,9 @@ def host_of(path: Path) -> nvml.HostInfo:
 @pytest.mark.parametrize("path", ALL, ids=lambda p: p.name)
 def test_every_capture_reads_every_gpu(path):
     host = host_of(path)
-    assert host.error is None and host.driver_version and re.match(r"^\d+\.\d+", host.driver_version)
+    assert (
+        host.error is None and host.driver_version and re.match(r"^\d+\.\d+", host.driver_version)
+    )
     assert host.replayed_from and path.name in host.replayed_from
     for gpu in host.gpus:
         assert gpu.uuid.startswith("GPU-") and gpu.name.startswith(("NVIDIA", "Tesla"))
@@ -54,7 +56,11 @@ def test_counts_and_fields_of_real_hosts():
     gb200 = host_of(XML / "gb200x4-arm64.xml").gpus
     assert [(g.pcie_link_gen, g.pcie_link_gen_gpu_max) for g in gb200] == [(5, 6)] * 4
     a100 = host_of(XML / "a100-sxm4-40gb-570.148.08.xml").gpus[0]
-    assert (a100.compute_capability, a100.remapped_rows_pending, a100.applications_clocks_mhz) == ("8.0", False, (1095, 1215))
+    assert (a100.compute_capability, a100.remapped_rows_pending, a100.applications_clocks_mhz) == (
+        "8.0",
+        False,
+        (1095, 1215),
+    )
 
 
 def test_mig_instances_come_with_their_uuids_and_sm_counts():
@@ -62,8 +68,10 @@ def test_mig_instances_come_with_their_uuids_and_sm_counts():
     gpu = host_of(TEXT / "linux-x86_64__nvidia-h100-mig__590.48.01.txt").gpus[0]
     assert gpu.mig_enabled
     assert [(m.uuid, m.multiprocessor_count) for m in gpu.mig_devices] == [
-        ("MIG-00000000-0000-0000-0000-000000000000", 60), ("MIG-00000001-0000-0000-0000-000000000001", 32),
-        ("MIG-00000002-0000-0000-0000-000000000002", 16), ("MIG-00000003-0000-0000-0000-000000000003", 16),
+        ("MIG-00000000-0000-0000-0000-000000000000", 60),
+        ("MIG-00000001-0000-0000-0000-000000000001", 32),
+        ("MIG-00000002-0000-0000-0000-000000000002", 16),
+        ("MIG-00000003-0000-0000-0000-000000000003", 16),
     ]
 
 
@@ -76,24 +84,39 @@ def test_a_text_capture_of_idle_and_load_gives_the_idle_host():
 def test_desktop_processes_are_graphics_not_compute():
     gpu = host_of(TEXT / "linux-x86_64__nvidia-geforce-rtx-4080-super__595.71.05.txt").gpus[0]
     assert gpu.compute_processes == []
-    assert "/usr/bin/kwin_wayland" in [p.name for p in gpu.graphics_processes]  # type C+G: a compositor
+    assert "/usr/bin/kwin_wayland" in [
+        p.name for p in gpu.graphics_processes
+    ]  # type C+G: a compositor
 
 
 def test_the_mock_lost_gpu_is_unreadable_and_named():
     host = host_of(XML / "MOCK-gb200-gpu-lost.xml")
     assert [g.index for g in host.gpus] == [0] and [u.index for u in host.unreadable] == [1]
     lost = host.unreadable[0]
-    assert lost.pci_bus_id == "0000:0B:00.0" and "NVMLError_GpuIsLost" in lost.error and "reset the GPU" in lost.error
+    assert (
+        lost.pci_bus_id == "0000:0B:00.0"
+        and "NVMLError_GpuIsLost" in lost.error
+        and "reset the GPU" in lost.error
+    )
 
 
 def test_a_gpu_that_needs_a_reset_is_reported_with_the_fix():
-    text = variant(2, lambda b: b.replace("<used>0 MiB</used>", "<used>[GPU requires reset]</used>", 1))
+    text = variant(
+        2, lambda b: b.replace("<used>0 MiB</used>", "<used>[GPU requires reset]</used>", 1)
+    )
     host = nvml.read_host(ReplayNvml(parse_capture(text, "reset.xml")))
     assert [u.index for u in host.unreadable] == [2] and len(host.gpus) == 7
-    assert "NVMLError_ResetRequired" in host.unreadable[0].error and "nvidia-smi -r -i 2" in host.unreadable[0].error
+    assert (
+        "NVMLError_ResetRequired" in host.unreadable[0].error
+        and "nvidia-smi -r -i 2" in host.unreadable[0].error
+    )
 
 
-@pytest.mark.parametrize("path", [H100, TEXT / "linux-x86_64__nvidia-h100-mig__590.48.01.txt", XML / "MOCK-gb200-gpu-lost.xml"], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path",
+    [H100, TEXT / "linux-x86_64__nvidia-h100-mig__590.48.01.txt", XML / "MOCK-gb200-gpu-lost.xml"],
+    ids=lambda p: p.name,
+)
 def test_recording_through_the_replay_seam_replays_the_same_host(path):
     """RecordingNvml keeps every answer read_host used; replaying that recording reads the same host."""
     recorder = RecordingNvml(ReplayNvml(load_capture(path)), source="test")
@@ -111,7 +134,10 @@ def test_recording_through_the_replay_seam_replays_the_same_host(path):
         ("<html></html>", "not nvidia-smi's <nvidia_smi_log>"),
         ("<nvidia_smi_log>", "not well-formed"),
         ('{"format": "something-else/1"}', "not a gpuenv-nvml-recording/1 file"),
-        ('{"format": "gpuenv-nvml-recording/9", "system": {}, "devices": []}', "newer than this suite reads"),
+        (
+            '{"format": "gpuenv-nvml-recording/9", "system": {}, "devices": []}',
+            "newer than this suite reads",
+        ),
         ("GPU 0: nothing", "no '==NVSMI LOG==' block"),
     ],
 )
@@ -126,9 +152,13 @@ def test_unknown_product_has_no_compute_capability():
 
 
 def test_pci_bus_id_unknown_does_not_crash():
-    """"unknown" is what nvml.py gives when the PCI query fails: it matches nothing, never raises."""
+    """ "unknown" is what nvml.py gives when the PCI query fails: it matches nothing, never raises."""
     assert normalise_pci_bus_id("unknown") == "unknown"
-    assert normalise_pci_bus_id("00000000:17:00.0") == normalise_pci_bus_id("0000:17:00.0") == "0000:17:00.0"
+    assert (
+        normalise_pci_bus_id("00000000:17:00.0")
+        == normalise_pci_bus_id("0000:17:00.0")
+        == "0000:17:00.0"
+    )
 
 
 # --- the suite end to end ---------------------------------------------------------------------
@@ -146,15 +176,41 @@ def variant(index: int, edit) -> str:
     return text[:start] + edit(text[start:end]) + text[end:]
 
 
-PROCESS = ("<processes>\n<process_info><gpu_instance_id>N/A</gpu_instance_id><compute_instance_id>N/A</compute_instance_id>"
-           "<pid>4242</pid><type>C</type><process_name>python train.py</process_name><used_memory>10240 MiB</used_memory></process_info>\n")
+PROCESS = (
+    "<processes>\n<process_info><gpu_instance_id>N/A</gpu_instance_id><compute_instance_id>N/A</compute_instance_id>"
+    "<pid>4242</pid><type>C</type><process_name>python train.py</process_name><used_memory>10240 MiB</used_memory></process_info>\n"
+)
 VARIANTS = {
-    "power-cap-half": (lambda b: b.replace("<current_power_limit>700.00 W", "<current_power_limit>350.00 W"), "power limit", "350 W is below the default 700 W"),
-    "lost-gpu": (lambda b: re.sub(r"(<fb_memory_usage>\s*<total>)[^<]*", r"\1GPU is lost", b), "GPU 3 readable", "GpuIsLost"),
-    "row-remap-pending": (lambda b: b.replace("<remapped_row_pending>No", "<remapped_row_pending>Yes"), "row remapping", "GPU 3 has a row remap pending"),
-    "second-process": (lambda b: b.replace("<processes>\n", PROCESS, 1), "other compute processes", "PID 4242 (python train.py) holding 10.00 GiB"),
-    "retired-page-pending": (lambda b: b.replace("<pending_retirement>N/A", "<pending_retirement>Yes"), "retired pages", "GPU 3 has retired pages pending"),
-    "locked-clocks": (lambda b: re.sub(r"(<applications_clocks>\s*<graphics_clock>)[^<]*", r"\g<1>1410 MHz", b), "user-set clocks", "applications clocks set to 1410/"),
+    "power-cap-half": (
+        lambda b: b.replace("<current_power_limit>700.00 W", "<current_power_limit>350.00 W"),
+        "power limit",
+        "350 W is below the default 700 W",
+    ),
+    "lost-gpu": (
+        lambda b: re.sub(r"(<fb_memory_usage>\s*<total>)[^<]*", r"\1GPU is lost", b),
+        "GPU 3 readable",
+        "GpuIsLost",
+    ),
+    "row-remap-pending": (
+        lambda b: b.replace("<remapped_row_pending>No", "<remapped_row_pending>Yes"),
+        "row remapping",
+        "GPU 3 has a row remap pending",
+    ),
+    "second-process": (
+        lambda b: b.replace("<processes>\n", PROCESS, 1),
+        "other compute processes",
+        "PID 4242 (python train.py) holding 10.00 GiB",
+    ),
+    "retired-page-pending": (
+        lambda b: b.replace("<pending_retirement>N/A", "<pending_retirement>Yes"),
+        "retired pages",
+        "GPU 3 has retired pages pending",
+    ),
+    "locked-clocks": (
+        lambda b: re.sub(r"(<applications_clocks>\s*<graphics_clock>)[^<]*", r"\g<1>1410 MHz", b),
+        "user-set clocks",
+        "applications clocks set to 1410/",
+    ),
 }
 
 
@@ -163,7 +219,14 @@ def run_suite(*args: str, env_extra: dict[str, str] | None = None) -> dict:
     for name in ("GPUENV_STACK_FILE", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
         env.pop(name, None)
     env.update(env_extra or {})
-    done = subprocess.run([sys.executable, "-m", "validate", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "validate", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return {"status": done.returncode, "out": done.stdout + done.stderr}
 
 
@@ -182,7 +245,16 @@ def replays(tmp_path_factory) -> dict[str, dict]:
         key, path = item
         out = tmp / re.sub(r"[^\w.-]", "_", key)
         out.mkdir()
-        result = run_suite("--replay", str(path), "--json", str(out / "report.json"), "--junit", str(out / "junit.xml"), "--record", str(out / "rec"))
+        result = run_suite(
+            "--replay",
+            str(path),
+            "--json",
+            str(out / "report.json"),
+            "--junit",
+            str(out / "junit.xml"),
+            "--record",
+            str(out / "rec"),
+        )
         result["json"] = json.loads((out / "report.json").read_text(encoding="utf-8"))
         result["junit"] = (out / "junit.xml").read_text(encoding="utf-8")
         recordings = sorted((out / "rec").glob("gpuenv-recording-*.json"))
@@ -197,11 +269,20 @@ def replays(tmp_path_factory) -> dict[str, dict]:
     return results
 
 
-ROUND_TRIP = ("b200x8-580.105.08.xml", "MOCK-gb200-gpu-lost.xml", "linux-x86_64__nvidia-h100-mig__590.48.01.txt")
+ROUND_TRIP = (
+    "b200x8-580.105.08.xml",
+    "MOCK-gb200-gpu-lost.xml",
+    "linux-x86_64__nvidia-h100-mig__590.48.01.txt",
+)
 
 
 def checks(report: dict) -> list[dict]:
-    return [c for key, section in report.items() if isinstance(section, dict) and "checks" in section for c in section["checks"]]
+    return [
+        c
+        for key, section in report.items()
+        if isinstance(section, dict) and "checks" in section
+        for c in section["checks"]
+    ]
 
 
 def verdicts(report: dict) -> dict[tuple[str, str | None], str]:
@@ -230,37 +311,68 @@ def test_a_healthy_real_host_reads_ready(path, replays):
         assert (ran["other compute processes"], ran["user-set clocks"]) == ("pass", "pass"), ran
         assert ran["torch computes on gpu"] == "skip"
     skipped = [c for c in checks(report) if c["check"] == "matmul throughput"]
-    assert skipped and all("replayed host" in c["reason"] and "PyTorch/TensorFlow" in c["reason"] for c in skipped)
+    assert skipped and all(
+        "replayed host" in c["reason"] and "PyTorch/TensorFlow" in c["reason"] for c in skipped
+    )
 
 
 def test_persistence_off_is_information_on_the_b200(replays):
-    rows = [c for c in checks(replays["b200x8-580.105.08.xml"]["json"]) if c["check"] == "persistence mode"]
-    assert len(rows) == 8 and all(c["verdict"] == "info" and "persistence mode is off" in c["reason"] for c in rows)
+    rows = [
+        c
+        for c in checks(replays["b200x8-580.105.08.xml"]["json"])
+        if c["check"] == "persistence mode"
+    ]
+    assert len(rows) == 8 and all(
+        c["verdict"] == "info" and "persistence mode is off" in c["reason"] for c in rows
+    )
 
 
 def test_gb200_gen5_of_device_max_6_is_as_built(replays):
-    rows = [c for c in checks(replays["gb200x4-arm64.xml"]["json"]) if c["check"] == "pcie generation"]
-    assert len(rows) == 4 and all(c["verdict"] == "info" and "as built" in c["reason"] and "gen6" in c["reason"] for c in rows)
+    rows = [
+        c for c in checks(replays["gb200x4-arm64.xml"]["json"]) if c["check"] == "pcie generation"
+    ]
+    assert len(rows) == 4 and all(
+        c["verdict"] == "info" and "as built" in c["reason"] and "gen6" in c["reason"] for c in rows
+    )
 
 
 def test_a_busy_capture_is_judged_under_load(replays):
     """The L40S capture was taken at 100% utilisation: its link (gen4 x16) is judged, and passes."""
-    rows = {c["check"]: c for c in checks(replays["linux-x86_64__nvidia-l40s__595.80.txt"]["json"]) if c["gpu"]}
+    rows = {
+        c["check"]: c
+        for c in checks(replays["linux-x86_64__nvidia-l40s__595.80.txt"]["json"])
+        if c["gpu"]
+    }
     assert rows["pcie generation"]["verdict"] == "pass" and rows["pcie generation"]["value"] == 4
     assert rows["pcie link width"]["verdict"] == "pass" and rows["pcie link width"]["value"] == 16
 
 
 def test_a_workstation_desktop_warns(replays):
-    rows = [c for c in checks(replays["linux-x86_64__nvidia-geforce-rtx-4080-super__595.71.05.txt"]["json"]) if c["check"] == "graphics processes"]
+    rows = [
+        c
+        for c in checks(
+            replays["linux-x86_64__nvidia-geforce-rtx-4080-super__595.71.05.txt"]["json"]
+        )
+        if c["check"] == "graphics processes"
+    ]
     assert rows[0]["verdict"] == "warn" and "kwin_wayland" in rows[0]["reason"]
 
 
-@pytest.mark.parametrize("name", ["linux-x86_64__nvidia-h100-mig__590.48.01.txt", "linux-x86_64__nvidia-h200-mig__590.48.01.txt"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "linux-x86_64__nvidia-h100-mig__590.48.01.txt",
+        "linux-x86_64__nvidia-h200-mig__590.48.01.txt",
+    ],
+)
 def test_a_mig_host_reads_ready_with_its_instances_as_devices(name, replays):
     report = replays[name]["json"]
     rows = {c["check"]: c for c in checks(report)}
     assert rows["mig mode"]["verdict"] == "pass"
-    assert rows["NVML GPU count"]["verdict"] == "pass" and "in MIG mode with" in rows["NVML GPU count"]["measured"]
+    assert (
+        rows["NVML GPU count"]["verdict"] == "pass"
+        and "in MIG mode with" in rows["NVML GPU count"]["measured"]
+    )
     gpu = report["host"]["nvml"]["gpus"][0]
     assert gpu["mig_enabled"] and all(m["multiprocessor_count"] for m in gpu["mig_devices"])
 
@@ -268,8 +380,15 @@ def test_a_mig_host_reads_ready_with_its_instances_as_devices(name, replays):
 def test_the_mock_lost_gpu_fails_naming_it(replays):
     result = replays["MOCK-gb200-gpu-lost.xml"]
     assert result["status"] == 1 and "NOT READY" in result["out"]
-    failed = {(c["check"], c["gpu"]): c["reason"] for c in checks(result["json"]) if c["verdict"] == "fail"}
-    assert "0000:0B:00.0" in failed[("GPU 1 readable", None)] and "GpuIsLost" in failed[("GPU 1 readable", None)]
+    failed = {
+        (c["check"], c["gpu"]): c["reason"]
+        for c in checks(result["json"])
+        if c["verdict"] == "fail"
+    }
+    assert (
+        "0000:0B:00.0" in failed[("GPU 1 readable", None)]
+        and "GpuIsLost" in failed[("GPU 1 readable", None)]
+    )
     gpu0 = "GPU-b200b200-0000-0000-0000-000000000000"
     assert "GPU 0: 5 uncorrected ECC errors" in failed[("ecc uncorrected errors", gpu0)]
     assert "GPU 0 failed to remap a memory row" in failed[("row remapping", gpu0)]
@@ -321,7 +440,9 @@ def test_mig_instances_are_the_devices_expected(env, status, expected, tmp_path)
     devices; CUDA_VISIBLE_DEVICES naming an instance validates that one, and a typo fails."""
     result = run_suite("--replay", str(MIG_TEXT), "--json", str(tmp_path / "r.json"), env_extra=env)
     assert result["status"] == status, result["out"][-2000:]
-    rows = {c["check"]: c for c in checks(json.loads((tmp_path / "r.json").read_text(encoding="utf-8")))}
+    rows = {
+        c["check"]: c for c in checks(json.loads((tmp_path / "r.json").read_text(encoding="utf-8")))
+    }
     check, verdict = expected
     assert rows[check]["verdict"] == verdict, rows[check]
 
@@ -331,11 +452,30 @@ def test_replay_runs_with_only_the_validate_folder(tmp_path):
     no PyYAML, no nvidia-ml-py: the replay answers NVML's calls itself)."""
     import shutil
 
-    shutil.copytree(ROOT / "validate", tmp_path / "validate", ignore=shutil.ignore_patterns("__pycache__"))
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GPUENV_STACK_FILE", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")}
+    shutil.copytree(
+        ROOT / "validate", tmp_path / "validate", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in ("PYTHONPATH", "GPUENV_STACK_FILE", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
+    }
     done = subprocess.run(
-        [sys.executable, "-m", "validate", "--replay", str(XML / "MOCK-gb200-gpu-lost.xml"), "--json", str(tmp_path / "r.json")],
-        cwd=tmp_path, env={**env, "PYTHONPATH": str(tmp_path)}, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "validate",
+            "--replay",
+            str(XML / "MOCK-gb200-gpu-lost.xml"),
+            "--json",
+            str(tmp_path / "r.json"),
+        ],
+        cwd=tmp_path,
+        env={**env, "PYTHONPATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
     assert f"suite: {tmp_path / 'validate'}" in done.stdout
@@ -347,17 +487,40 @@ def test_a_recording_holds_the_framework_measurements_of_its_host(tmp_path):
     """--record on this machine (no GPU: NVML's start-up failure is recorded too) keeps what
     PyTorch measured; --replay of it shows that measurement as recorded instead of skipping."""
     pytest.importorskip("torch")
-    recorded = run_suite("--record", str(tmp_path / "rec"), "--expect-gpus", "0", "-k", "torch_computes_on_cpu or test_driver")
+    recorded = run_suite(
+        "--record",
+        str(tmp_path / "rec"),
+        "--expect-gpus",
+        "0",
+        "-k",
+        "torch_computes_on_cpu or test_driver",
+    )
     assert recorded["status"] == 0, recorded["out"][-2000:]
     path = next((tmp_path / "rec").glob("gpuenv-recording-*.json"))
     data = json.loads(path.read_text(encoding="utf-8"))
     assert "nvmlInit" in data["system"]
-    replayed = run_suite("--replay", str(path), "--expect-gpus", "0", "--json", str(tmp_path / "r.json"), "-k", "torch_computes_on_cpu or recorded or test_driver")
+    replayed = run_suite(
+        "--replay",
+        str(path),
+        "--expect-gpus",
+        "0",
+        "--json",
+        str(tmp_path / "r.json"),
+        "-k",
+        "torch_computes_on_cpu or recorded or test_driver",
+    )
     assert replayed["status"] == 0, replayed["out"][-2000:]
-    rows = {c["check"]: c for c in checks(json.loads((tmp_path / "r.json").read_text(encoding="utf-8")))}
+    rows = {
+        c["check"]: c for c in checks(json.loads((tmp_path / "r.json").read_text(encoding="utf-8")))
+    }
     assert rows["recorded: torch matmul correct (cpu)"]["verdict"] == "pass"
-    assert rows["torch computes on cpu"]["verdict"] == "skip" and "recorded measurements" in rows["torch computes on cpu"]["reason"]
-    nvml_error = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["host"]["nvml"]["error"]
+    assert (
+        rows["torch computes on cpu"]["verdict"] == "skip"
+        and "recorded measurements" in rows["torch computes on cpu"]["reason"]
+    )
+    nvml_error = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["host"]["nvml"][
+        "error"
+    ]
     live = nvml.read_host()
     assert nvml_error == live.error  # the recorded host's NVML state, replayed
 
@@ -365,7 +528,10 @@ def test_a_recording_holds_the_framework_measurements_of_its_host(tmp_path):
 @pytest.mark.parametrize(
     ("args", "said"),
     [
-        (["--replay", "/nonexistent/server.xml"], "--replay: /nonexistent/server.xml: it does not exist"),
+        (
+            ["--replay", "/nonexistent/server.xml"],
+            "--replay: /nonexistent/server.xml: it does not exist",
+        ),
         (["--replay", str(CAPTURES / "README.md")], "no '==NVSMI LOG==' block"),
         (["--record", str(H100)], "is a file: give a folder for the recording"),
     ],
@@ -380,31 +546,43 @@ def test_older_driver_element_names_are_read():
     """Drivers before the 'clocks event' rename print clocks_throttle_reasons and power_readings
     (with enforced_power_limit): the same answers come out."""
     text = (XML / "a100-sxm4-40gb-570.148.08.xml").read_text(encoding="utf-8")
-    old = (text.replace("clocks_event_reason", "clocks_throttle_reason")
-               .replace("<gpu_power_readings>", "<power_readings>").replace("</gpu_power_readings>", "</power_readings>")
-               .replace("current_power_limit>", "enforced_power_limit>")
-               .replace("<clocks_throttle_reason_sw_power_cap>Not Active", "<clocks_throttle_reason_sw_power_cap>Active"))
+    old = (
+        text.replace("clocks_event_reason", "clocks_throttle_reason")
+        .replace("<gpu_power_readings>", "<power_readings>")
+        .replace("</gpu_power_readings>", "</power_readings>")
+        .replace("current_power_limit>", "enforced_power_limit>")
+        .replace(
+            "<clocks_throttle_reason_sw_power_cap>Not Active",
+            "<clocks_throttle_reason_sw_power_cap>Active",
+        )
+    )
     new_gpu = nvml.read_host(ReplayNvml(parse_capture(text, "new.xml"))).gpus[0]
     old_gpu = nvml.read_host(ReplayNvml(parse_capture(old, "old.xml"))).gpus[0]
     assert old_gpu.power_limit_watts == new_gpu.power_limit_watts == 400.0
-    assert old_gpu.throttle_reasons == ["gpu_idle", "sw_power_cap"] and new_gpu.throttle_reasons == ["gpu_idle"]
+    assert old_gpu.throttle_reasons == [
+        "gpu_idle",
+        "sw_power_cap",
+    ] and new_gpu.throttle_reasons == ["gpu_idle"]
 
 
 def test_xml_mig_devices_with_and_without_uuids():
     """An XML capture of a MIG GPU: instances keep the UUID the driver printed; a driver that
     prints none gives a name that says so, never an invented UUID."""
-    mig = ("<mig_mode><current_mig>Enabled</current_mig><pending_mig>Enabled</pending_mig></mig_mode><mig_devices>"
-           "<mig_device><index>0</index><gpu_instance_id>1</gpu_instance_id><compute_instance_id>0</compute_instance_id>"
-           "<uuid>MIG-aaaaaaaa-0000-0000-0000-000000000000</uuid><device_attributes><shared><multiprocessor_count>42"
-           "</multiprocessor_count></shared></device_attributes><fb_memory_usage><total>19968 MiB</total><used>13 MiB</used>"
-           "</fb_memory_usage></mig_device><mig_device><index>1</index><fb_memory_usage><total>9728 MiB</total>"
-           "<used>0 MiB</used></fb_memory_usage></mig_device></mig_devices>")
+    mig = (
+        "<mig_mode><current_mig>Enabled</current_mig><pending_mig>Enabled</pending_mig></mig_mode><mig_devices>"
+        "<mig_device><index>0</index><gpu_instance_id>1</gpu_instance_id><compute_instance_id>0</compute_instance_id>"
+        "<uuid>MIG-aaaaaaaa-0000-0000-0000-000000000000</uuid><device_attributes><shared><multiprocessor_count>42"
+        "</multiprocessor_count></shared></device_attributes><fb_memory_usage><total>19968 MiB</total><used>13 MiB</used>"
+        "</fb_memory_usage></mig_device><mig_device><index>1</index><fb_memory_usage><total>9728 MiB</total>"
+        "<used>0 MiB</used></fb_memory_usage></mig_device></mig_devices>"
+    )
     text = (XML / "a100-sxm4-40gb-570.148.08.xml").read_text(encoding="utf-8")
     text = re.sub(r"<mig_mode>.*?</mig_devices>", mig, text, count=1, flags=re.S)
     gpu = nvml.read_host(ReplayNvml(parse_capture(text, "mig.xml"))).gpus[0]
     assert gpu.mig_enabled
     assert [(m.uuid, m.multiprocessor_count, m.memory_total_bytes) for m in gpu.mig_devices] == [
-        ("MIG-aaaaaaaa-0000-0000-0000-000000000000", 42, 19968 * 2**20), ("MIG-unrecorded-gpu0-instance1", None, 9728 * 2**20),
+        ("MIG-aaaaaaaa-0000-0000-0000-000000000000", 42, 19968 * 2**20),
+        ("MIG-unrecorded-gpu0-instance1", None, 9728 * 2**20),
     ]
 
 
@@ -416,7 +594,11 @@ def test_a_replayed_capture_is_parsed_once(monkeypatch, tmp_path):
 
     parsed: list[str] = []
     real = capture.parse_capture
-    monkeypatch.setattr(capture, "parse_capture", lambda text, source="capture": parsed.append(source) or real(text, source))
+    monkeypatch.setattr(
+        capture,
+        "parse_capture",
+        lambda text, source="capture": parsed.append(source) or real(text, source),
+    )
     args, _ = cli.parse_args(["--replay", str(H100)])
     assert cli.preflight(args) is None and parsed == [str(H100)]
     first = load_capture(str(H100))  # as the session loads it
@@ -427,4 +609,7 @@ def test_a_replayed_capture_is_parsed_once(monkeypatch, tmp_path):
     copy.write_bytes(H100.read_bytes())
     load_capture(str(copy), keep=True)
     copy.write_text(H100.read_text().replace("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", 1))
-    assert load_capture(str(copy))["devices"][0]["nvmlDeviceGetName"] == "NVIDIA H100 PCIe" and len(parsed) == 4
+    assert (
+        load_capture(str(copy))["devices"][0]["nvmlDeviceGetName"] == "NVIDIA H100 PCIe"
+        and len(parsed) == 4
+    )

@@ -35,16 +35,34 @@ def _report(path: Path, tmp_path: Path) -> tuple[int, list[str]]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for name in ("GPUENV_STACK_FILE", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
         env.pop(name, None)
-    out = subprocess.run([sys.executable, "-m", "validate", "--replay", str(path), "--json", str(tmp_path / "r.json")],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "validate",
+            "--replay",
+            str(path),
+            "--json",
+            str(tmp_path / "r.json"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     lines = out.stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if "gpuenv validation report" in line)
-    return out.returncode, lines[start + 1:]
+    return out.returncode, lines[start + 1 :]
 
 
 def _gpus(path: Path) -> int:
     text = path.read_text(encoding="utf-8")
-    return text.count("<gpu id=") if path.suffix == ".xml" else sum(line.startswith("GPU 0000") for line in text.splitlines())
+    return (
+        text.count("<gpu id=")
+        if path.suffix == ".xml"
+        else sum(line.startswith("GPU 0000") for line in text.splitlines())
+    )
 
 
 def _check(path: Path, tmp_path: Path) -> None:
@@ -73,13 +91,16 @@ def test_the_lost_gpu_line_is_wrapped_not_cut(tmp_path):
     word of it is still printed."""
     _, report = _report(CAPTURES / "nvidia-smi-xml" / "MOCK-gb200-gpu-lost.xml", tmp_path)
     start = next(i for i, line in enumerate(report) if line.startswith("NVML cannot read GPU 1"))
-    joined = " ".join(line.strip() for line in report[start:start + 3])
+    joined = " ".join(line.strip() for line in report[start : start + 3])
     assert "NVMLError_GpuIsLost" in joined and "check dmesg for Xid errors" in joined
 
 
 def test_the_eight_gpu_records_are_among_those_replayed():
     """The one-screen rule above must bite: at least the 8x H100 and 8x B200 captures have 8 GPUs."""
-    assert {p.name for p in RECORDS if _gpus(p) >= 8} >= {"h100x8-580.105.08.xml", "b200x8-580.105.08.xml"}
+    assert {p.name for p in RECORDS if _gpus(p) >= 8} >= {
+        "h100x8-580.105.08.xml",
+        "b200x8-580.105.08.xml",
+    }
 
 
 def test_a_long_cell_wraps_in_the_summary_and_in_verbose_and_loses_no_word():
@@ -97,6 +118,10 @@ def test_a_long_cell_wraps_in_the_summary_and_in_verbose_and_loses_no_word():
         lines = text.splitlines()
         header = next(line for line in lines if line.startswith("check "))
         start, end = header.index("measured"), header.index("threshold")
-        column = " ".join(line[start:end].strip() for line in lines[lines.index(header) + 2:] if line[start:end].strip())
+        column = " ".join(
+            line[start:end].strip()
+            for line in lines[lines.index(header) + 2 :]
+            if line[start:end].strip()
+        )
         assert column.startswith(measured), text
     assert max(len(line) for line in summary.splitlines()) <= WIDTH

@@ -19,8 +19,23 @@ HOST = nvml.read_host()
 
 def test_suite_arguments():
     assert suite_arguments(expect_gpus=None, json=None, quick=False) == []
-    assert suite_arguments(expect_gpus="2", json="r.json", junit="r.xml", quick=True, save_baseline="b.json", baseline=None) == [
-        "--expect-gpus", "2", "--json", "r.json", "--junit", "r.xml", "--save-baseline", "b.json", "--quick",
+    assert suite_arguments(
+        expect_gpus="2",
+        json="r.json",
+        junit="r.xml",
+        quick=True,
+        save_baseline="b.json",
+        baseline=None,
+    ) == [
+        "--expect-gpus",
+        "2",
+        "--json",
+        "r.json",
+        "--junit",
+        "r.xml",
+        "--save-baseline",
+        "b.json",
+        "--quick",
     ]
 
 
@@ -52,8 +67,13 @@ def test_local_with_a_stack_option_is_refused_with_exit_2():
 
 
 @pytest.mark.frameworks
-@pytest.mark.skipif(bool(MISSING), reason=f"needs PyTorch and TensorFlow; not importable here: {', '.join(MISSING)}")
-@pytest.mark.skipif(bool(HOST.gpus), reason=f"NVML sees {len(HOST.gpus)} GPU(s): the no-GPU outcome cannot be checked here")
+@pytest.mark.skipif(
+    bool(MISSING), reason=f"needs PyTorch and TensorFlow; not importable here: {', '.join(MISSING)}"
+)
+@pytest.mark.skipif(
+    bool(HOST.gpus),
+    reason=f"NVML sees {len(HOST.gpus)} GPU(s): the no-GPU outcome cannot be checked here",
+)
 def test_local_run_without_gpu_passes_and_expecting_one_fails(tmp_path):
     report = tmp_path / "r.json"
     assert validate(Context(), local=True, quick=True, expect_gpus="0", json=str(report)) is None
@@ -62,5 +82,3 @@ def test_local_run_without_gpu_passes_and_expecting_one_fails(tmp_path):
         validate(Context(), local=True, quick=True, expect_gpus="1", json=str(report))
     assert err.value.code == 1
     assert json.loads(report.read_text())["summary"]["ok"] is False
-
-

@@ -28,29 +28,65 @@ BUSES = ("00000000:18:00.0", "00000000:2A:00.0")
 def _probe_answer(figures: list[float]) -> dict:
     """TensorFlow's probe answer, shaped as `tf-info --speed` prints it, with one bf16 figure per GPU."""
     return {
-        "version": "2.21.0", "is_cuda_build": True, "cuda_version": "12.5.1", "cudnn_version": "9",
-        "gpus": [{"name": f"/physical_device:GPU:{i}", "pci_bus_id": bus} for i, bus in enumerate(BUSES)],
-        "speed": {"gpus": [{"matmul": {"bf16": tflops}, "errors": {}, "conv": {}} for tflops in figures]},
+        "version": "2.21.0",
+        "is_cuda_build": True,
+        "cuda_version": "12.5.1",
+        "cudnn_version": "9",
+        "gpus": [
+            {"name": f"/physical_device:GPU:{i}", "pci_bus_id": bus} for i, bus in enumerate(BUSES)
+        ],
+        "speed": {
+            "gpus": [{"matmul": {"bf16": tflops}, "errors": {}, "conv": {}} for tflops in figures]
+        },
     }
 
 
-def test_tensorflow_figures_against_a_torch_reference_warn_below_75_and_fail_below_55_percent(tmp_path):
+def test_tensorflow_figures_against_a_torch_reference_warn_below_75_and_fail_below_55_percent(
+    tmp_path,
+):
     reference = peaks_for(H100, load_peaks()).reference_for("bf16_tflops", SUITE_MATMUL_METHODS)
-    assert reference is not None and reference.confirmed, "the table must hold a torch.matmul bf16 reference for the H100"
-    between = (REFERENCE_FRACTION + UNCONFIRMED_FAIL_FRACTION) / 2 * reference.value  # 65%: a confirmed floor fails it
+    assert reference is not None and reference.confirmed, (
+        "the table must hold a torch.matmul bf16 reference for the H100"
+    )
+    between = (
+        (REFERENCE_FRACTION + UNCONFIRMED_FAIL_FRACTION) / 2 * reference.value
+    )  # 65%: a confirmed floor fails it
     below = (UNCONFIRMED_FAIL_FRACTION - 0.05) * reference.value  # 50%: fails under either rule
     answer = tmp_path / "tf-probe.json"
     answer.write_text(json.dumps(_probe_answer([between, below])))
     report = tmp_path / "report.json"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(Path(__file__).parent)]),
-           "GPUENV_TEST_TF_PROBE": str(answer)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(Path(__file__).parent)]),
+        "GPUENV_TEST_TF_PROBE": str(answer),
+    }
     env.pop("CUDA_VISIBLE_DEVICES", None)
-    done = subprocess.run([sys.executable, "-m", "validate", "--json", str(report), "-p", "synthetic_gpu_host", "-p", "tf_probe_answer",
-                           "-k", "tensorflow_matmul_throughput"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "validate",
+            "--json",
+            str(report),
+            "-p",
+            "synthetic_gpu_host",
+            "-p",
+            "tf_probe_answer",
+            "-k",
+            "tensorflow_matmul_throughput",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert report.is_file(), done.stdout[-3000:] + done.stderr[-2000:]
     data = json.loads(report.read_text())
-    rows = [next(c for c in data[uuid]["checks"] if c["check"] == "tensorflow matmul bf16 TFLOPS")
-            for uuid in (key for key, s in data.items() if isinstance(s, dict) and "gpu" in s)]
+    rows = [
+        next(c for c in data[uuid]["checks"] if c["check"] == "tensorflow matmul bf16 TFLOPS")
+        for uuid in (key for key, s in data.items() if isinstance(s, dict) and "gpu" in s)
+    ]
     assert [r["value"] for r in rows] == [between, below]
     assert [r["verdict"] for r in rows] == ["warn", "fail"], rows
     assert all(f"unconfirmed reference {reference.value:.4g}" in r["threshold"] for r in rows), rows

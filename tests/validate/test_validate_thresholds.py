@@ -6,9 +6,8 @@ import pytest
 
 from validate.host.nvml_names import BAD_THROTTLE_REASONS, cuda_version_text, throttle_reason_names
 from validate.judge.thresholds import (
-    INFO,
-    pcie_gen_verdict,
     FAIL,
+    INFO,
     NO_REFERENCE,
     NOT_JUDGED,
     PASS,
@@ -27,6 +26,7 @@ from validate.judge.thresholds import (
     host_to_device_verdict,
     kernel_image_verdict,
     loss_falls_verdict,
+    pcie_gen_verdict,
     pcie_link_theoretical_gbs,
     pcie_width_verdict,
     throttle_verdict,
@@ -43,7 +43,9 @@ class TestThroughput:
         assert not verdict.failed
 
     def test_confirmed_reference_fails_below_75_percent_and_says_by_how_much(self):
-        verdict = throughput_verdict("bf16_tflops", 40.0, reference=59.4, reference_note="torch.matmul bf16 n=8192")
+        verdict = throughput_verdict(
+            "bf16_tflops", 40.0, reference=59.4, reference_note="torch.matmul bf16 n=8192"
+        )
         assert verdict.verdict == FAIL and "40 is below 44.55" in verdict.reason
         assert verdict.threshold == ">= 0.75 x measured reference 59.4 (torch.matmul bf16 n=8192)"
         assert throughput_verdict("bf16_tflops", 45.0, reference=59.4).verdict == PASS
@@ -51,8 +53,12 @@ class TestThroughput:
     def test_unconfirmed_reference_warns_and_fails_only_half_speed(self):
         verdict = throughput_verdict("fp32_tflops", 3.5, reference=5.5, confirmed=False)
         assert verdict.verdict == WARN and "unconfirmed reference 5.5" in verdict.threshold
-        assert throughput_verdict("fp32_tflops", 2.75, reference=5.5, confirmed=False).verdict == FAIL
-        assert throughput_verdict("fp32_tflops", 4.2, reference=5.5, confirmed=False).verdict == PASS
+        assert (
+            throughput_verdict("fp32_tflops", 2.75, reference=5.5, confirmed=False).verdict == FAIL
+        )
+        assert (
+            throughput_verdict("fp32_tflops", 4.2, reference=5.5, confirmed=False).verdict == PASS
+        )
 
     def test_baseline_wins_over_the_reference(self):
         # Far above the reference floor, but 20% under the known-good server: fails.
@@ -102,7 +108,9 @@ class TestPcie:
             ("Gen4 card in a Gen3 host, trained to gen2", 2, 4, 3, FAIL),
         ],
     )
-    def test_generation_against_the_platform(self, platform, under_load, gpu_max, slot_max, verdict):
+    def test_generation_against_the_platform(
+        self, platform, under_load, gpu_max, slot_max, verdict
+    ):
         assert pcie_gen_verdict(under_load, gpu_max, slot_max).verdict == verdict, platform
 
     def test_as_built_x8_slot_passes_with_a_note(self):
@@ -208,7 +216,13 @@ class TestDriverAndClaims:
         assert "built for CUDA 12.1, image claims 12.4" in verdict.reason
 
     def test_cpu_claim(self):
-        assert claims_verdict({"framework_version": "2.13.0", "cuda": "cpu"}, {"framework_version": "2.13.0+cpu", "cuda": None}).verdict == PASS
+        assert (
+            claims_verdict(
+                {"framework_version": "2.13.0", "cuda": "cpu"},
+                {"framework_version": "2.13.0+cpu", "cuda": None},
+            ).verdict
+            == PASS
+        )
         assert claims_verdict({"cuda": "cpu"}, {"cuda": "12.1"}).verdict == FAIL
 
 
@@ -247,7 +261,6 @@ def test_loss_falls():
     assert loss_falls_verdict(2.31, 0.28).verdict == PASS
     flat = loss_falls_verdict(2.31, 2.29)
     assert flat.verdict == FAIL and "does not learn" in flat.reason
-
 
 
 class TestPeers:

@@ -15,13 +15,11 @@ from validate import intact
 from validate.host import nvml
 from validate.host.archs import identity_text
 from validate.host.stackfile import read_stack_file
-from validate.judge.peaks import nvlink_links_verdict
 from validate.judge import health_watches as watches
 from validate.judge.capture import capture_text, capture_verdict
-from validate.judge.gpu_use import gpu_in_use_verdict, in_use_text
-from validate.judge.virtualization import virtualization_text, virtualization_verdict
-from validate.judge.driver_gate import driver_too_old
 from validate.judge.driver_floor import load_floors, too_old_for_frameworks
+from validate.judge.driver_gate import driver_too_old
+from validate.judge.gpu_use import gpu_in_use_verdict, in_use_text
 from validate.judge.health import (
     clock_events_verdict,
     clocks_verdict,
@@ -35,6 +33,7 @@ from validate.judge.health import (
     retired_pages_verdict,
     row_remap_verdict,
 )
+from validate.judge.peaks import nvlink_links_verdict
 from validate.judge.thresholds import (
     FAIL,
     INFO,
@@ -52,6 +51,7 @@ from validate.judge.thresholds import (
     power_limit_verdict,
     shm_verdict,
 )
+from validate.judge.virtualization import virtualization_text, virtualization_verdict
 
 
 def test_driver_gate(suite, record):
@@ -59,16 +59,26 @@ def test_driver_gate(suite, record):
     container toolkit skips its own NVIDIA_REQUIRE_CUDA gate when GPUs come through CDI."""
     stack = read_stack_file()
     if stack is None:
-        pytest.skip("GPUENV_STACK_FILE is not set or unreadable: not inside a gpuenv image, no min_driver to compare")
+        pytest.skip(
+            "GPUENV_STACK_FILE is not set or unreadable: not inside a gpuenv image, no min_driver to compare"
+        )
     min_driver = stack.get("min_driver")
     if not min_driver:
-        pytest.skip(f"the image's stack ({stack.get('stack_id', 'unknown')}) names no min_driver (CPU stack)")
+        pytest.skip(
+            f"the image's stack ({stack.get('stack_id', 'unknown')}) names no min_driver (CPU stack)"
+        )
     if suite.host.driver_version is None:
         suite.require_gpus()
         pytest.skip(f"NVML does not report the driver version: {suite.no_gpu_reason()}")
-    problem = driver_too_old(suite.host.driver_version, str(min_driver), suite.host.cuda_driver_version)
+    problem = driver_too_old(
+        suite.host.driver_version, str(min_driver), suite.host.cuda_driver_version
+    )
     threshold = f">= {min_driver}"
-    record.add("driver gate", suite.host.driver_version, Verdict(FAIL, threshold, problem) if problem else Verdict(PASS, threshold))
+    record.add(
+        "driver gate",
+        suite.host.driver_version,
+        Verdict(FAIL, threshold, problem) if problem else Verdict(PASS, threshold),
+    )
     record.finish()
 
 
@@ -80,7 +90,15 @@ def test_device_order(suite, record):
     was = suite.device_order_was
     measured = f"{value}" + (f" (was {was})" if was and was != value else "")
     ok = value == "PCI_BUS_ID"
-    record.add("cuda device order", measured, Verdict(PASS if ok else FAIL, "PCI_BUS_ID", "" if ok else "CUDA_DEVICE_ORDER was not set by the suite"))
+    record.add(
+        "cuda device order",
+        measured,
+        Verdict(
+            PASS if ok else FAIL,
+            "PCI_BUS_ID",
+            "" if ok else "CUDA_DEVICE_ORDER was not set by the suite",
+        ),
+    )
     record.finish()
 
 
@@ -103,10 +121,14 @@ def test_every_gpu_readable(suite, record):
         suite.require_gpus()
         pytest.skip(suite.no_gpu_reason())
     for lost in suite.host.unreadable:
-        record.add(f"GPU {lost.index} readable", "no", Verdict(FAIL, "readable through NVML", lost.error))
+        record.add(
+            f"GPU {lost.index} readable", "no", Verdict(FAIL, "readable through NVML", lost.error)
+        )
     scope = (suite.replay or {}).get("capture")
     whole = None
-    if isinstance(scope, dict):  # an nvidia-smi capture: whole (said in the row below), cut short, or an excerpt
+    if isinstance(
+        scope, dict
+    ):  # an nvidia-smi capture: whole (said in the row below), cut short, or an excerpt
         whole = capture_verdict(scope)
         if whole.verdict != PASS:
             record.add("capture holds every GPU", capture_text(scope), whole)
@@ -126,9 +148,17 @@ def _gpu_in_use(gpu: nvml.GpuInfo) -> tuple[str, Verdict]:
     lists = [p for p in (gpu.compute_processes, gpu.graphics_processes) if p is not None]
     listed = [p for group in lists for p in group]
     count = len(listed) if lists else None
-    held = None if any(p.used_bytes is None for p in listed) else sum(p.used_bytes or 0 for p in listed)
-    verdict = gpu_in_use_verdict(gpu.index, gpu.utilization_percent, used, gpu.memory_total_bytes, reserve_apart, held, count)
-    return in_use_text(gpu.utilization_percent, used, gpu.memory_total_bytes, reserve_apart), verdict
+    held = (
+        None
+        if any(p.used_bytes is None for p in listed)
+        else sum(p.used_bytes or 0 for p in listed)
+    )
+    verdict = gpu_in_use_verdict(
+        gpu.index, gpu.utilization_percent, used, gpu.memory_total_bytes, reserve_apart, held, count
+    )
+    return in_use_text(
+        gpu.utilization_percent, used, gpu.memory_total_bytes, reserve_apart
+    ), verdict
 
 
 def test_gpu_health(gpu: nvml.GpuInfo, suite, record):
@@ -140,11 +170,30 @@ def test_gpu_health(gpu: nvml.GpuInfo, suite, record):
     record.add("gpu identity", f"{gpu.name} ({identity}) {gpu.pci_bus_id}", gpu=gpu.uuid)
     measured, verdict = _gpu_in_use(gpu)
     record.add("gpu in use", measured, verdict, gpu=gpu.uuid)
-    record.add("virtualization", virtualization_text(gpu.virtualization_mode, gpu.host_vgpu_mode, gpu.vgpu_license),
-               virtualization_verdict(gpu.index, gpu.virtualization_mode, gpu.host_vgpu_mode, gpu.vgpu_licensed,
-                                      gpu.vgpu_license, suite.host.cuda_driver_version), gpu=gpu.uuid)
-    ecc = "not reported" if gpu.ecc_uncorrected_volatile is None else str(gpu.ecc_uncorrected_volatile)
-    record.add("ecc uncorrected errors", ecc, ecc_verdict(gpu.ecc_uncorrected_volatile, gpu.index), gpu=gpu.uuid)
+    record.add(
+        "virtualization",
+        virtualization_text(gpu.virtualization_mode, gpu.host_vgpu_mode, gpu.vgpu_license),
+        virtualization_verdict(
+            gpu.index,
+            gpu.virtualization_mode,
+            gpu.host_vgpu_mode,
+            gpu.vgpu_licensed,
+            gpu.vgpu_license,
+            suite.host.cuda_driver_version,
+        ),
+        gpu=gpu.uuid,
+    )
+    ecc = (
+        "not reported"
+        if gpu.ecc_uncorrected_volatile is None
+        else str(gpu.ecc_uncorrected_volatile)
+    )
+    record.add(
+        "ecc uncorrected errors",
+        ecc,
+        ecc_verdict(gpu.ecc_uncorrected_volatile, gpu.index),
+        gpu=gpu.uuid,
+    )
     _pcie(gpu, suite, record)
     record.add(
         "power limit",
@@ -156,15 +205,42 @@ def test_gpu_health(gpu: nvml.GpuInfo, suite, record):
     when = f"at {gpu.utilization_percent}% load" if loaded else "at idle"
     # A bare hw_slowdown is read again over about a second before it fails (P-state changes set it).
     pause = 0.0 if suite.host.replayed_from else 0.3  # a capture answers the same every time
-    rereads = nvml.reread_clock_events(gpu.uuid, interval_s=pause) if only_bare_hw_slowdown(gpu.throttle_reasons) else None
+    rereads = (
+        nvml.reread_clock_events(gpu.uuid, interval_s=pause)
+        if only_bare_hw_slowdown(gpu.throttle_reasons)
+        else None
+    )
     verdict = clock_events_verdict(gpu.index, gpu.throttle_reasons, when, rereads)
-    record.add(f"clock events {'under load' if loaded else 'at idle'}", reasons_text(gpu.throttle_reasons), verdict, gpu=gpu.uuid)
-    record.add("nvswitch fabric", fabric_text(gpu.fabric_state, gpu.fabric_status), fabric_verdict(gpu.index, gpu.fabric_state, gpu.fabric_status), gpu=gpu.uuid)
+    record.add(
+        f"clock events {'under load' if loaded else 'at idle'}",
+        reasons_text(gpu.throttle_reasons),
+        verdict,
+        gpu=gpu.uuid,
+    )
+    record.add(
+        "nvswitch fabric",
+        fabric_text(gpu.fabric_state, gpu.fabric_status),
+        fabric_verdict(gpu.index, gpu.fabric_state, gpu.fabric_status),
+        gpu=gpu.uuid,
+    )
     mode = gpu.compute_mode or "unknown"
-    note = "masking probes run one at a time, child-process checks first" if mode == "Exclusive_Process" else ""
+    note = (
+        "masking probes run one at a time, child-process checks first"
+        if mode == "Exclusive_Process"
+        else ""
+    )
     record.add("compute mode", mode, Verdict(INFO, "", note), gpu=gpu.uuid)
     if mode == "Prohibited":
-        record.add("compute mode allows work", mode, Verdict(FAIL, "Default or Exclusive_Process", "compute mode Prohibited: no process may use this GPU (nvidia-smi -c DEFAULT)"), gpu=gpu.uuid)
+        record.add(
+            "compute mode allows work",
+            mode,
+            Verdict(
+                FAIL,
+                "Default or Exclusive_Process",
+                "compute mode Prohibited: no process may use this GPU (nvidia-smi -c DEFAULT)",
+            ),
+            gpu=gpu.uuid,
+        )
     record.finish()
 
 
@@ -183,22 +259,32 @@ def _pcie(gpu: nvml.GpuInfo, suite, record) -> None:
     record.add(
         "pcie link width",
         f"{_link('x', gpu.pcie_link_width)} {when} (with slot {_link('x', gpu.pcie_link_width_max)})",
-        width, gpu=gpu.uuid, value=float(gpu.pcie_link_width) if loaded and gpu.pcie_link_width else None,
+        width,
+        gpu=gpu.uuid,
+        value=float(gpu.pcie_link_width) if loaded and gpu.pcie_link_width else None,
     )
     if loaded:
         baseline = suite.baseline_for(gpu.name, "pcie generation")
-        gen = pcie_gen_verdict(gpu.pcie_link_gen, gpu.pcie_link_gen_gpu_max, gpu.pcie_link_gen_max, baseline)
+        gen = pcie_gen_verdict(
+            gpu.pcie_link_gen, gpu.pcie_link_gen_gpu_max, gpu.pcie_link_gen_max, baseline
+        )
     elif gpu.pcie_link_gen_max is None:
-        gen = Verdict(SKIP, "the platform's PCIe generation", "NVML does not report the PCIe generation")
+        gen = Verdict(
+            SKIP, "the platform's PCIe generation", "NVML does not report the PCIe generation"
+        )
     else:  # at idle only what the platform allows is told (a slot slower than the GPU is as built)
-        expected = pcie_gen_verdict(gpu.pcie_link_gen_max, gpu.pcie_link_gen_gpu_max, gpu.pcie_link_gen_max)
+        expected = pcie_gen_verdict(
+            gpu.pcie_link_gen_max, gpu.pcie_link_gen_gpu_max, gpu.pcie_link_gen_max
+        )
         note = expected.reason + "; " if expected.verdict == INFO else ""
         gen = Verdict(INFO, expected.threshold, note + "read at idle: judged under load")
     record.add(
         "pcie generation",
         f"{_link('gen', gpu.pcie_link_gen)} {when} (GPU max {_link('gen', gpu.pcie_link_gen_gpu_max)}, "
         f"with slot {_link('gen', gpu.pcie_link_gen_max)})",
-        gen, gpu=gpu.uuid, value=float(gpu.pcie_link_gen) if loaded and gpu.pcie_link_gen else None,
+        gen,
+        gpu=gpu.uuid,
+        value=float(gpu.pcie_link_gen) if loaded and gpu.pcie_link_gen else None,
     )
 
 
@@ -214,16 +300,65 @@ def test_gpu_health_dcgm(gpu: nvml.GpuInfo, record):
     """The health checks DCGM runs before a job: other processes on the GPU, memory repairs
     waiting for a reset (row remaps, retired pages) or failed, clocks a user set, persistence."""
     compute, graphics = _processes(gpu.compute_processes), _processes(gpu.graphics_processes)
-    record.add("other compute processes", _count(compute), compute_processes_verdict(gpu.index, compute), gpu=gpu.uuid)
-    record.add("graphics processes", _count(graphics), graphics_processes_verdict(gpu.index, graphics), gpu=gpu.uuid)
-    rows = "not reported" if gpu.remapped_rows_pending is None else f"pending {'yes' if gpu.remapped_rows_pending else 'no'}, failure {'yes' if gpu.remapped_rows_failure else 'no'}"
-    record.add("row remapping", rows, row_remap_verdict(gpu.index, gpu.remapped_rows_pending, gpu.remapped_rows_failure, gpu.remapped_rows_uncorrectable), gpu=gpu.uuid)
-    pages = "not reported" if gpu.retired_pages_pending is None else ("pending" if gpu.retired_pages_pending else "none pending")
-    record.add("retired pages", pages, retired_pages_verdict(gpu.index, gpu.retired_pages_pending), gpu=gpu.uuid)
-    clocks = "applications clocks " + ("/".join(str(c) for c in gpu.applications_clocks_mhz) + " MHz" if gpu.applications_clocks_mhz else "not reported")
-    record.add("user-set clocks", clocks, clocks_verdict(gpu.index, gpu.applications_clocks_mhz, gpu.default_applications_clocks_mhz, gpu.throttle_reasons), gpu=gpu.uuid)
+    record.add(
+        "other compute processes",
+        _count(compute),
+        compute_processes_verdict(gpu.index, compute),
+        gpu=gpu.uuid,
+    )
+    record.add(
+        "graphics processes",
+        _count(graphics),
+        graphics_processes_verdict(gpu.index, graphics),
+        gpu=gpu.uuid,
+    )
+    rows = (
+        "not reported"
+        if gpu.remapped_rows_pending is None
+        else f"pending {'yes' if gpu.remapped_rows_pending else 'no'}, failure {'yes' if gpu.remapped_rows_failure else 'no'}"
+    )
+    record.add(
+        "row remapping",
+        rows,
+        row_remap_verdict(
+            gpu.index,
+            gpu.remapped_rows_pending,
+            gpu.remapped_rows_failure,
+            gpu.remapped_rows_uncorrectable,
+        ),
+        gpu=gpu.uuid,
+    )
+    pages = (
+        "not reported"
+        if gpu.retired_pages_pending is None
+        else ("pending" if gpu.retired_pages_pending else "none pending")
+    )
+    record.add(
+        "retired pages",
+        pages,
+        retired_pages_verdict(gpu.index, gpu.retired_pages_pending),
+        gpu=gpu.uuid,
+    )
+    clocks = "applications clocks " + (
+        "/".join(str(c) for c in gpu.applications_clocks_mhz) + " MHz"
+        if gpu.applications_clocks_mhz
+        else "not reported"
+    )
+    record.add(
+        "user-set clocks",
+        clocks,
+        clocks_verdict(
+            gpu.index,
+            gpu.applications_clocks_mhz,
+            gpu.default_applications_clocks_mhz,
+            gpu.throttle_reasons,
+        ),
+        gpu=gpu.uuid,
+    )
     mode = "unknown" if gpu.persistence_mode is None else ("on" if gpu.persistence_mode else "off")
-    record.add("persistence mode", mode, persistence_verdict(gpu.index, gpu.persistence_mode), gpu=gpu.uuid)
+    record.add(
+        "persistence mode", mode, persistence_verdict(gpu.index, gpu.persistence_mode), gpu=gpu.uuid
+    )
     record.finish()
 
 
@@ -234,18 +369,49 @@ def test_gpu_health_watches(gpu: nvml.GpuInfo, suite, record):
     A healthy GPU's cells read the same on every GPU; the JSON keeps each reading ("health")."""
     h, limits = gpu.health, watches.load_limits()
     # The rate limit is named for the link as it runs under load (its maximum): an idle link drops to Gen1.
-    gen, width = gpu.pcie_link_gen_max or gpu.pcie_link_gen, gpu.pcie_link_width_max or gpu.pcie_link_width
-    record.add("pcie replays", watches.pcie_replays_text(h.pcie_replays, limits),
-               watches.pcie_replays_verdict(gpu.index, h.pcie_replays, gen, width, limits), gpu=gpu.uuid)
-    inforom = "not reported" if h.inforom_valid is None else ("valid" if h.inforom_valid else "corrupted")
-    record.add("inforom", inforom, watches.inforom_verdict(gpu.index, h.inforom_valid), gpu=gpu.uuid)
-    record.add("temperature", watches.temperature_text(h), watches.temperature_verdict(gpu.index, h), gpu=gpu.uuid)
-    record.add("nvlink errors", watches.nvlink_errors_text(h.nvlink_errors), watches.nvlink_errors_verdict(gpu.index, h.nvlink_errors, limits), gpu=gpu.uuid)
-    record.add("nvswitch fabric health", watches.fabric_health_text(h.fabric_health), watches.fabric_health_verdict(gpu.index, h.fabric_health), gpu=gpu.uuid)
+    gen, width = (
+        gpu.pcie_link_gen_max or gpu.pcie_link_gen,
+        gpu.pcie_link_width_max or gpu.pcie_link_width,
+    )
+    record.add(
+        "pcie replays",
+        watches.pcie_replays_text(h.pcie_replays, limits),
+        watches.pcie_replays_verdict(gpu.index, h.pcie_replays, gen, width, limits),
+        gpu=gpu.uuid,
+    )
+    inforom = (
+        "not reported" if h.inforom_valid is None else ("valid" if h.inforom_valid else "corrupted")
+    )
+    record.add(
+        "inforom", inforom, watches.inforom_verdict(gpu.index, h.inforom_valid), gpu=gpu.uuid
+    )
+    record.add(
+        "temperature",
+        watches.temperature_text(h),
+        watches.temperature_verdict(gpu.index, h),
+        gpu=gpu.uuid,
+    )
+    record.add(
+        "nvlink errors",
+        watches.nvlink_errors_text(h.nvlink_errors),
+        watches.nvlink_errors_verdict(gpu.index, h.nvlink_errors, limits),
+        gpu=gpu.uuid,
+    )
+    record.add(
+        "nvswitch fabric health",
+        watches.fabric_health_text(h.fabric_health),
+        watches.fabric_health_verdict(gpu.index, h.fabric_health),
+        gpu=gpu.uuid,
+    )
     whole = len([g for g in suite.host.gpus if not g.mig_enabled])
     measured, verdict = nvlink_links_verdict(gpu, suite.peaks, whole)
     record.add("nvlink links", measured, verdict, gpu=gpu.uuid)
-    record.add("clock event time", watches.clock_event_counters_text(h.clock_event_us), watches.clock_event_counters_verdict(gpu.index, h.clock_event_us, h.clock_event_note), gpu=gpu.uuid)
+    record.add(
+        "clock event time",
+        watches.clock_event_counters_text(h.clock_event_us),
+        watches.clock_event_counters_verdict(gpu.index, h.clock_event_us, h.clock_event_note),
+        gpu=gpu.uuid,
+    )
     record.finish()
 
 
@@ -256,12 +422,19 @@ def test_recorded_measurements(suite, record):
         pytest.skip("not a replay (--replay FILE)")
     kept = suite.recorded_records()
     if not kept:
-        pytest.skip("the replayed file holds no measurements (an nvidia-smi capture, or a --record run without frameworks)")
+        pytest.skip(
+            "the replayed file holds no measurements (an nvidia-smi capture, or a --record run without frameworks)"
+        )
     for r in kept:
         record.add(
-            f"recorded: {r.get('check')}", str(r.get("measured", "")),
-            Verdict(str(r.get("verdict", INFO)), str(r.get("threshold", "")), str(r.get("reason", ""))),
-            gpu=r.get("gpu"), value=r.get("value"), seconds=0,
+            f"recorded: {r.get('check')}",
+            str(r.get("measured", "")),
+            Verdict(
+                str(r.get("verdict", INFO)), str(r.get("threshold", "")), str(r.get("reason", ""))
+            ),
+            gpu=r.get("gpu"),
+            value=r.get("value"),
+            seconds=0,
         )
     record.finish()
 
@@ -272,7 +445,12 @@ def test_mig_mode(gpu: nvml.GpuInfo, suite, record):
         pytest.skip(f"GPU {gpu.index} is not in MIG mode")
     uuids = [m.uuid for m in gpu.mig_devices]
     selected = suite.selected_mig if suite.selected_mig in uuids else None
-    record.add("mig mode", f"{len(uuids)} instance(s)", mig_verdict(gpu.index, uuids, selected), gpu=gpu.uuid)
+    record.add(
+        "mig mode",
+        f"{len(uuids)} instance(s)",
+        mig_verdict(gpu.index, uuids, selected),
+        gpu=gpu.uuid,
+    )
     record.finish()
 
 
@@ -288,7 +466,9 @@ def test_shared_memory(suite, record):
     """/dev/shm is large enough for NCCL between GPUs and DataLoader workers (containers get 64 MB)."""
     size = _shm_bytes()
     verdict = shm_verdict(size, len(suite.host.gpus))
-    record.add("/dev/shm size", "not mounted" if size is None else f"{size / 2**20:.0f} MiB", verdict)
+    record.add(
+        "/dev/shm size", "not mounted" if size is None else f"{size / 2**20:.0f} MiB", verdict
+    )
     record.finish()
 
 
@@ -296,7 +476,10 @@ def test_torch_build(torch, suite, record):
     """PyTorch's version, CUDA, cuDNN, NCCL and compiled architectures; the driver must run its CUDA."""
     info: dict[str, Any] = suite.frameworks["torch"]
     record.add("torch version", info["version"])
-    record.add("torch CUDA / cuDNN / NCCL", f"{info['cuda'] or 'CPU build'} / {info['cudnn'] or '-'} / {info['nccl'] or '-'}")
+    record.add(
+        "torch CUDA / cuDNN / NCCL",
+        f"{info['cuda'] or 'CPU build'} / {info['cudnn'] or '-'} / {info['nccl'] or '-'}",
+    )
     record.add("torch architectures", ",".join(info["arch_list"]) or "none (CPU build)")
     if info["cuda"] and not suite.host.error:
         record.add(
@@ -312,7 +495,9 @@ def test_tensorflow_build(tf_info, suite, record):
     record.add("tensorflow version", tf_info["version"])
     record.add(
         "tensorflow CUDA / cuDNN",
-        f"{tf_info['cuda_version'] or 'CPU build'} / {tf_info['cudnn_version'] or '-'}" if tf_info["is_cuda_build"] else "CPU build",
+        f"{tf_info['cuda_version'] or 'CPU build'} / {tf_info['cudnn_version'] or '-'}"
+        if tf_info["is_cuda_build"]
+        else "CPU build",
     )
     if tf_info["is_cuda_build"] and not suite.host.error:
         record.add(
@@ -341,15 +526,29 @@ def test_stack_matches_image_labels(suite, record, request):
     # the build's CUDA (framework_cuda) can differ from the image's (`cuda`): older by the CUDA rule, or
     # newer within the major by minor-version compatibility; stack.json files without it predate that
     build_cuda = stack.get("framework_cuda") or stack.get("cuda")
-    claimed = {"framework_version": stack.get("framework_version"), "cuda": build_cuda, "cudnn": stack.get("cudnn")}
+    claimed = {
+        "framework_version": stack.get("framework_version"),
+        "cuda": build_cuda,
+        "cudnn": stack.get("cudnn"),
+    }
     if framework == "torch":
         info = request.getfixturevalue("torch") and suite.frameworks["torch"]
-        installed = {"framework_version": info["version"], "cuda": info["cuda"], "cudnn": cudnn_version_text(info["cudnn"])}
+        installed = {
+            "framework_version": info["version"],
+            "cuda": info["cuda"],
+            "cudnn": cudnn_version_text(info["cudnn"]),
+        }
     elif framework == "tensorflow":
         tf = request.getfixturevalue("tf_info")
-        installed = {"framework_version": tf["version"], "cuda": tf["cuda_version"], "cudnn": tf["cudnn_version"]}
+        installed = {
+            "framework_version": tf["version"],
+            "cuda": tf["cuda_version"],
+            "cudnn": tf["cudnn_version"],
+        }
     else:
-        pytest.fail(f"stack file names framework {framework!r}, expected torch or tensorflow", pytrace=False)
+        pytest.fail(
+            f"stack file names framework {framework!r}, expected torch or tensorflow", pytrace=False
+        )
     measured = ", ".join(f"{k}={v}" for k, v in installed.items() if v)
     verdict: Verdict = claims_verdict(claimed, installed)
     record.add(f"{framework} build vs {stack.get('stack_id', 'image labels')}", measured, verdict)
@@ -377,20 +576,25 @@ def test_environment_intact(suite, record):
     removed or added file fails. With --quick, files over 1 MiB are checked by size only."""
     prefix = sys.prefix
     if not gpuenv_environment(prefix, dict(os.environ)):
-        pytest.skip(f"{prefix} is not an environment gpuenv made (an image's /opt/gpuenv/env or an installed prefix)")
+        pytest.skip(
+            f"{prefix} is not an environment gpuenv made (an image's /opt/gpuenv/env or an installed prefix)"
+        )
     limit = QUICK_HASH_LIMIT if suite.quick else None
     try:
         verdict = intact.check(intact.FolderTree(prefix), prefix, hash_limit=limit)
     except (OSError, intact.TreeError) as err:
         pytest.fail(f"{prefix} cannot be read: {err}", pytrace=False)
     measured = f"{verdict.files_checked} files of {len(verdict.packages)} packages" + (
-        f" ({verdict.sampled})" if verdict.sampled else "")
+        f" ({verdict.sampled})" if verdict.sampled else ""
+    )
     threshold = "every file as its package declares"
     if verdict.ok:
         record.add("environment intact", measured, Verdict(PASS, threshold))
     else:
         named = "; ".join(p.line() for p in verdict.problems[:SHOWN_PROBLEMS])
         more = len(verdict.problems) - SHOWN_PROBLEMS
-        reason = named + (f"; and {more} more" if more > 0 else "") + " (invoke verify names every one)"
+        reason = (
+            named + (f"; and {more} more" if more > 0 else "") + " (invoke verify names every one)"
+        )
         record.add("environment intact", measured, Verdict(FAIL, threshold, reason))
     record.finish()

@@ -9,7 +9,17 @@ import pytest
 
 from validate.host.devices import MAX_RELATIVE_ERROR, compiled_archs, tf_gpu_uuids, torch_gpus
 from validate.host.masking import expected_visible
-from validate.judge.thresholds import FAIL, INFO, PASS, SKIP, WARN, Verdict, gpu_count_verdict, kernel_image_verdict, ptx_only
+from validate.judge.thresholds import (
+    FAIL,
+    INFO,
+    PASS,
+    SKIP,
+    WARN,
+    Verdict,
+    gpu_count_verdict,
+    kernel_image_verdict,
+    ptx_only,
+)
 from validate.judge.visibility import unique_gpus_verdict
 
 CORRECT = f"relative error <= {MAX_RELATIVE_ERROR:g}"
@@ -19,14 +29,18 @@ def _expected_for_frameworks(suite) -> list[str]:
     """The NVML GPUs (or the MIG instance) a framework in this process should see, given
     CUDA_VISIBLE_DEVICES."""
     mig = [m.uuid for g in suite.host.gpus for m in g.mig_devices]
-    return expected_visible(os.environ.get("CUDA_VISIBLE_DEVICES"), [g.uuid for g in suite.host.gpus], mig)
+    return expected_visible(
+        os.environ.get("CUDA_VISIBLE_DEVICES"), [g.uuid for g in suite.host.gpus], mig
+    )
 
 
 def _skip_whole_mig_host(suite) -> None:
     """With a GPU in MIG mode and no instance chosen, CUDA sees instances while PyTorch counts
     parent GPUs and trips its own assert (pytorch#131650): the MIG check says what to run."""
     if suite.host.mig_gpus and not suite.selected_mig:
-        pytest.skip("a GPU is in MIG mode: each instance is validated in its own run (see the MIG check)")
+        pytest.skip(
+            "a GPU is in MIG mode: each instance is validated in its own run (see the MIG check)"
+        )
 
 
 def _compare(who: str, seen: list[str], suite, record, build_note: str = "") -> None:
@@ -41,7 +55,11 @@ def _compare(who: str, seen: list[str], suite, record, build_note: str = "") -> 
     if sorted(seen) == sorted(expected):
         same = Verdict(PASS, f"NVML's {len(expected)} GPU(s)")
     else:
-        same = Verdict(FAIL, f"NVML's {len(expected)} GPU(s)", f"{who} sees {seen or 'none'}{build_note}, NVML expects {expected or 'none'}")
+        same = Verdict(
+            FAIL,
+            f"NVML's {len(expected)} GPU(s)",
+            f"{who} sees {seen or 'none'}{build_note}, NVML expects {expected or 'none'}",
+        )
     record.add(f"{who} sees NVML's GPUs", ", ".join(u[:12] for u in seen) or "none", same)
     record.finish()
 
@@ -49,7 +67,9 @@ def _compare(who: str, seen: list[str], suite, record, build_note: str = "") -> 
 def nvml_devices(gpus) -> list[str]:
     """The devices CUDA can be given: each whole GPU, and each MIG instance in place of its
     MIG-mode parent (NVIDIA_VISIBLE_DEVICES=MIG-... gives a container instances, not GPUs)."""
-    return [m.uuid for g in gpus for m in g.mig_devices] + [g.uuid for g in gpus if not g.mig_enabled]
+    return [m.uuid for g in gpus for m in g.mig_devices] + [
+        g.uuid for g in gpus if not g.mig_enabled
+    ]
 
 
 def mig_requested(nvidia_visible_devices: str | None) -> bool:
@@ -64,7 +84,11 @@ def test_nvml_gpu_count(suite, record):
     container was given MIG instances (NVIDIA_VISIBLE_DEVICES=MIG-...), its instances are the
     devices counted."""
     devices = nvml_devices(suite.host.gpus)
-    seen = len(devices) if mig_requested(os.environ.get("NVIDIA_VISIBLE_DEVICES")) else len(suite.host.gpus)
+    seen = (
+        len(devices)
+        if mig_requested(os.environ.get("NVIDIA_VISIBLE_DEVICES"))
+        else len(suite.host.gpus)
+    )
     verdict = gpu_count_verdict(seen, suite.expectation, "NVML")
     if verdict.verdict == SKIP:
         pytest.skip(suite.no_gpu_reason())
@@ -72,11 +96,19 @@ def test_nvml_gpu_count(suite, record):
         why = suite.driverless or suite.host.error
         verdict = Verdict(FAIL, verdict.threshold, f"{verdict.reason}: {why}")
     elif verdict.verdict == FAIL and suite.host.unreadable:
-        verdict = Verdict(FAIL, verdict.threshold, f"{verdict.reason}: " + "; ".join(u.error for u in suite.host.unreadable))
+        verdict = Verdict(
+            FAIL,
+            verdict.threshold,
+            f"{verdict.reason}: " + "; ".join(u.error for u in suite.host.unreadable),
+        )
     verdict = unique_gpus_verdict(verdict, [g.uuid for g in suite.host.gpus])
     mig = sum(len(g.mig_devices) for g in suite.host.mig_gpus)
     whole = len(suite.host.gpus) - len(suite.host.mig_gpus)
-    measured = str(seen) + (f" ({whole} whole GPU(s), {len(suite.host.mig_gpus)} in MIG mode with {mig} instance(s))" if suite.host.mig_gpus else "")
+    measured = str(seen) + (
+        f" ({whole} whole GPU(s), {len(suite.host.mig_gpus)} in MIG mode with {mig} instance(s))"
+        if suite.host.mig_gpus
+        else ""
+    )
     record.add("NVML GPU count", measured, verdict)
     record.finish()
 
@@ -90,7 +122,11 @@ def test_visible_devices(suite, record):
     value = os.environ.get("CUDA_VISIBLE_DEVICES")
     if value is None:
         devices = nvml_devices(suite.host.gpus)
-        record.add("visible devices", f"{len(devices)}: " + ", ".join(u[:12] for u in devices), Verdict(INFO, "CUDA_VISIBLE_DEVICES unset: every device"))
+        record.add(
+            "visible devices",
+            f"{len(devices)}: " + ", ".join(u[:12] for u in devices),
+            Verdict(INFO, "CUDA_VISIBLE_DEVICES unset: every device"),
+        )
         return record.finish()
     devices = _expected_for_frameworks(suite)
     shown = ", ".join(u[:12] for u in devices) or "none"
@@ -99,7 +135,15 @@ def test_visible_devices(suite, record):
         record.add("visible devices", shown, Verdict(PASS if devices else INFO, threshold))
     else:
         known = ", ".join(nvml_devices(suite.host.gpus))
-        record.add("visible devices", shown, Verdict(FAIL, threshold, f"CUDA_VISIBLE_DEVICES={value!r} names no device NVML lists ({known}): use an index or a UUID from nvidia-smi -L"))
+        record.add(
+            "visible devices",
+            shown,
+            Verdict(
+                FAIL,
+                threshold,
+                f"CUDA_VISIBLE_DEVICES={value!r} names no device NVML lists ({known}): use an index or a UUID from nvidia-smi -L",
+            ),
+        )
     record.finish()
 
 
@@ -123,7 +167,15 @@ def test_torch_computes_on_cpu(torch, record):
     a, b = torch.randn(128, 64, generator=generator), torch.randn(64, 32, generator=generator)
     expected = a.double() @ b.double()
     error = float((a @ b).double().sub(expected).abs().max() / expected.abs().max())
-    record.add("torch matmul correct (cpu)", f"{error:.2e}", Verdict(PASS if error <= MAX_RELATIVE_ERROR else FAIL, CORRECT, "" if error <= MAX_RELATIVE_ERROR else "wrong product on CPU"))
+    record.add(
+        "torch matmul correct (cpu)",
+        f"{error:.2e}",
+        Verdict(
+            PASS if error <= MAX_RELATIVE_ERROR else FAIL,
+            CORRECT,
+            "" if error <= MAX_RELATIVE_ERROR else "wrong product on CPU",
+        ),
+    )
     record.finish()
 
 
@@ -136,7 +188,12 @@ def test_torch_computes_on_gpu(gpu, torch, cuda_device, record):
     product = (a.to(device) @ b.to(device)).cpu()
     error = float(product.double().sub(expected).abs().max() / expected.abs().max())
     ok = error <= MAX_RELATIVE_ERROR
-    record.add("torch matmul correct", f"{error:.2e}", Verdict(PASS if ok else FAIL, CORRECT, "" if ok else "wrong product on this GPU"), gpu=gpu.uuid)
+    record.add(
+        "torch matmul correct",
+        f"{error:.2e}",
+        Verdict(PASS if ok else FAIL, CORRECT, "" if ok else "wrong product on this GPU"),
+        gpu=gpu.uuid,
+    )
     record.finish()
 
 
@@ -159,9 +216,16 @@ def test_tensorflow_computes(tf_info, suite, record):
 def test_torch_kernel_image(gpu, torch, record):
     """This GPU's compute capability is among PyTorch's compiled architectures."""
     if torch.version.cuda is None:
-        pytest.skip("PyTorch is a CPU build: it has no CUDA kernels (the visibility check reports it)")
+        pytest.skip(
+            "PyTorch is a CPU build: it has no CUDA kernels (the visibility check reports it)"
+        )
     verdict = kernel_image_verdict(gpu.compute_capability or "0.0", compiled_archs(torch))
-    record.add("torch kernel image", f"sm_{(gpu.compute_capability or '?').replace('.', '')}", verdict, gpu=gpu.uuid)
+    record.add(
+        "torch kernel image",
+        f"sm_{(gpu.compute_capability or '?').replace('.', '')}",
+        verdict,
+        gpu=gpu.uuid,
+    )
     record.finish()
 
 
@@ -178,16 +242,24 @@ def test_tensorflow_kernel_image(gpu, tf_info, suite, record):
     if verdict.verdict == PASS and ptx_only(capability, list(archs)):
         uuids = tf_gpu_uuids(tf_info["gpus"], suite.host.gpus)
         first = next(
-            (r.get("first_op_seconds") for r in tf_info.get("compute", []) if r["device"].startswith("/GPU")
-             and uuids[int(r["device"].rsplit(":", 1)[1])] == gpu.uuid),
+            (
+                r.get("first_op_seconds")
+                for r in tf_info.get("compute", [])
+                if r["device"].startswith("/GPU")
+                and uuids[int(r["device"].rsplit(":", 1)[1])] == gpu.uuid
+            ),
             None,
         )
         timed = f"first op took {first:.1f} s" if first is not None else "first op not timed"
         record.add(
             "tensorflow PTX JIT",
             timed,
-            Verdict(WARN, "a cubin for this GPU", f"TensorFlow ships only PTX for {sm}: every new process JIT-compiles its kernels "
-                    f"({timed}); raise CUDA_CACHE_MAXSIZE to keep them, or use a TensorFlow build with {sm} kernels"),
+            Verdict(
+                WARN,
+                "a cubin for this GPU",
+                f"TensorFlow ships only PTX for {sm}: every new process JIT-compiles its kernels "
+                f"({timed}); raise CUDA_CACHE_MAXSIZE to keep them, or use a TensorFlow build with {sm} kernels",
+            ),
             gpu=gpu.uuid,
         )
     record.finish()

@@ -14,8 +14,6 @@ import importlib.util
 import pytest
 
 from validate.host import nvml
-from validate.measure.memory_modes import QUICK_MODES, SHARED_TF_MODE, TF_MODES, TORCH_MODES, outside_measurer
-from validate.measure.subproc import run_stepped_probe
 from validate.judge.thresholds import (
     FAIL,
     PASS,
@@ -25,7 +23,14 @@ from validate.judge.thresholds import (
     growth_off_verdict,
     growth_on_verdict,
 )
-
+from validate.measure.memory_modes import (
+    QUICK_MODES,
+    SHARED_TF_MODE,
+    TF_MODES,
+    TORCH_MODES,
+    outside_measurer,
+)
+from validate.measure.subproc import run_stepped_probe
 
 
 def _first_gpu(suite) -> nvml.GpuInfo:
@@ -35,13 +40,19 @@ def _first_gpu(suite) -> nvml.GpuInfo:
     suite.require_gpus()
     visible = suite.visible_gpus()
     if not visible:
-        pytest.skip(f"CUDA_VISIBLE_DEVICES={suite.caller_mask!r} hides every GPU NVML lists: nothing to measure")
+        pytest.skip(
+            f"CUDA_VISIBLE_DEVICES={suite.caller_mask!r} hides every GPU NVML lists: nothing to measure"
+        )
     whole = [g for g in visible if not g.mig_enabled]
     if not whole:
-        pytest.skip("every visible GPU is in MIG mode: memory is measured on whole GPUs (see the MIG check)")
+        pytest.skip(
+            "every visible GPU is in MIG mode: memory is measured on whole GPUs (see the MIG check)"
+        )
     gpu = whole[0]
     if gpu.memory_total_bytes is None:
-        pytest.skip(f"NVML cannot read GPU {gpu.index}'s memory here, so the child's use cannot be measured")
+        pytest.skip(
+            f"NVML cannot read GPU {gpu.index}'s memory here, so the child's use cannot be measured"
+        )
     return gpu
 
 
@@ -67,22 +78,40 @@ def test_tensorflow_memory_growth(mode, suite, record):
     gpu = _first_gpu(suite)
     _skip_outside_quick(suite, mode)
     # The TensorFlow info probe measured the first visible GPU on the way: only that one counts.
-    shared = suite.tf_memory_on_the_way() if mode == SHARED_TF_MODE and suite.visible_gpus()[0] is gpu else None
+    shared = (
+        suite.tf_memory_on_the_way()
+        if mode == SHARED_TF_MODE and suite.visible_gpus()[0] is gpu
+        else None
+    )
     if shared is not None and shared[1].steps.get("small", {}).get("bytes") is not None:
         # The TensorFlow info probe runs with TF_FORCE_GPU_ALLOW_GROWTH=true and paused after its
         # small products for this measurement: no second TensorFlow start-up for the same thing.
         before, result = shared
     else:
         before, measure = outside_measurer(gpu.uuid)
-        env = {**TF_MODES[mode], "CUDA_VISIBLE_DEVICES": gpu.uuid, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}  # within the caller's mask
+        env = {
+            **TF_MODES[mode],
+            "CUDA_VISIBLE_DEVICES": gpu.uuid,
+            "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        }  # within the caller's mask
         result = run_stepped_probe(["tf-memory", mode], env, measure)
     if result.error:
         pytest.fail(result.error, pytrace=False)
     held = result.steps.get("small", {}).get("bytes")
     if held is None:
         pytest.fail("NVML could not measure the child's GPU memory", pytrace=False)
-    verdict = growth_off_verdict(held, gpu.memory_total_bytes - before) if mode == "no-growth" else growth_on_verdict(held, gpu.memory_total_bytes)
-    record.add(f"tensorflow memory {mode}", f"{_gib(held)} ({result.steps['small']['method']})", verdict, gpu=gpu.uuid, seconds=result.seconds)
+    verdict = (
+        growth_off_verdict(held, gpu.memory_total_bytes - before)
+        if mode == "no-growth"
+        else growth_on_verdict(held, gpu.memory_total_bytes)
+    )
+    record.add(
+        f"tensorflow memory {mode}",
+        f"{_gib(held)} ({result.steps['small']['method']})",
+        verdict,
+        gpu=gpu.uuid,
+        seconds=result.seconds,
+    )
     record.finish()
 
 
@@ -99,25 +128,61 @@ def test_torch_caching_allocator(mode, suite, record):
     result = run_stepped_probe(["torch-memory", mode, str(alloc)], env, measure)
     if result.error:
         pytest.fail(result.error, pytrace=False)
-    small, freed, emptied = (result.steps.get(s, {}).get("bytes") for s in ("small", "freed", "emptied"))
+    small, freed, emptied = (
+        result.steps.get(s, {}).get("bytes") for s in ("small", "freed", "emptied")
+    )
     if small is None or freed is None or emptied is None:
         pytest.fail("NVML could not measure the child's GPU memory", pytrace=False)
     uuid = gpu.uuid
-    record.add(f"torch {mode}: small work", _gib(small), growth_on_verdict(small, gpu.memory_total_bytes), gpu=uuid, seconds=result.seconds)
+    record.add(
+        f"torch {mode}: small work",
+        _gib(small),
+        growth_on_verdict(small, gpu.memory_total_bytes),
+        gpu=uuid,
+        seconds=result.seconds,
+    )
     if mode == "caching":
-        record.add(f"torch {mode}: freed block kept", _gib(freed), cache_holds_verdict(freed - small, alloc), gpu=uuid, seconds=0)
-        record.add(f"torch {mode}: empty_cache releases", _gib(emptied), cache_released_verdict(emptied, small, alloc), gpu=uuid, seconds=0)
+        record.add(
+            f"torch {mode}: freed block kept",
+            _gib(freed),
+            cache_holds_verdict(freed - small, alloc),
+            gpu=uuid,
+            seconds=0,
+        )
+        record.add(
+            f"torch {mode}: empty_cache releases",
+            _gib(emptied),
+            cache_released_verdict(emptied, small, alloc),
+            gpu=uuid,
+            seconds=0,
+        )
     elif mode == "no-caching":
-        record.add(f"torch {mode}: freed block released", _gib(freed), cache_released_verdict(freed, small, alloc), gpu=uuid, seconds=0)
+        record.add(
+            f"torch {mode}: freed block released",
+            _gib(freed),
+            cache_released_verdict(freed, small, alloc),
+            gpu=uuid,
+            seconds=0,
+        )
     else:
         backend = (result.data or {}).get("allocator_backend")
         ok = backend == "cudaMallocAsync"
         record.add(
             f"torch {mode}: allocator backend",
             str(backend),
-            Verdict(PASS if ok else FAIL, "cudaMallocAsync", "" if ok else "PYTORCH_CUDA_ALLOC_CONF was not honoured"),
+            Verdict(
+                PASS if ok else FAIL,
+                "cudaMallocAsync",
+                "" if ok else "PYTORCH_CUDA_ALLOC_CONF was not honoured",
+            ),
             gpu=uuid,
             seconds=0,
         )
-        record.add(f"torch {mode}: empty_cache releases", _gib(emptied), cache_released_verdict(emptied, small, alloc), gpu=uuid, seconds=0)
+        record.add(
+            f"torch {mode}: empty_cache releases",
+            _gib(emptied),
+            cache_released_verdict(emptied, small, alloc),
+            gpu=uuid,
+            seconds=0,
+        )
     record.finish()

@@ -11,8 +11,8 @@ import pytest
 
 from validate.host.devices import nvml_uuid, tf_gpu_uuids, torch_gpus
 from validate.host.masking import UNSET_CASE, MaskCase, env_for_case, masking_cases, quick_cases
-from validate.measure.subproc import ProbeResult, run_probe
 from validate.judge.thresholds import FAIL, PASS, Verdict, probe_parallelism
+from validate.measure.subproc import ProbeResult, run_probe
 
 PROBES = {"torch": ["torch-devices"], "tensorflow": ["tf-info", "--no-compute"]}
 
@@ -33,12 +33,16 @@ def test_cuda_visible_devices(framework, suite, record, request):
     # numbers MIG instances among them, so ordinals cannot be predicted there).
     whole = [g.uuid for g in suite.host.gpus if not g.mig_enabled] if suite.host.mig_gpus else None
     if whole is not None and not whole:
-        pytest.skip("every GPU is in MIG mode: masking is checked on whole GPUs (each instance is validated on its own)")
+        pytest.skip(
+            "every GPU is in MIG mode: masking is checked on whole GPUs (each instance is validated on its own)"
+        )
     # Cases inside the caller's CUDA_VISIBLE_DEVICES: a container or job given GPUs 1,3 is
     # checked on GPUs 1 and 3 only, and no child ever sees a GPU the caller hid.
     cases = masking_cases(uuids, suite.caller_mask, only=whole)
     if not any(case.expected_uuids for case in cases):
-        pytest.skip(f"CUDA_VISIBLE_DEVICES={suite.caller_mask!r} hides every GPU NVML lists: no masking case can show a GPU")
+        pytest.skip(
+            f"CUDA_VISIBLE_DEVICES={suite.caller_mask!r} hides every GPU NVML lists: no masking case can show a GPU"
+        )
     if suite.quick:
         cases = quick_cases(cases, uuids)
     # Shared work: with CUDA_VISIBLE_DEVICES unset here, the unset case is what this process's
@@ -65,7 +69,12 @@ def test_cuda_visible_devices(framework, suite, record, request):
     for case, result in zip(cases, results):
         check = f"{framework} CUDA_VISIBLE_DEVICES={case.visible_devices!s} ({case.name})"
         if result.error or result.data is None:
-            record.add(check, "-", Verdict(FAIL, _short(case.expected_uuids), result.error or "no result"), seconds=result.seconds)
+            record.add(
+                check,
+                "-",
+                Verdict(FAIL, _short(case.expected_uuids), result.error or "no result"),
+                seconds=result.seconds,
+            )
             continue
         if framework == "torch":
             seen = [nvml_uuid(g["uuid"], suite.nvml_uuids) for g in result.data["gpus"]]
@@ -73,5 +82,10 @@ def test_cuda_visible_devices(framework, suite, record, request):
             seen = tf_gpu_uuids(result.data["gpus"], suite.host.gpus)
         ok = tuple(seen) == case.expected_uuids
         reason = "" if ok else f"saw {_short(seen)}, expected {_short(case.expected_uuids)}"
-        record.add(check, _short(seen), Verdict(PASS if ok else FAIL, _short(case.expected_uuids), reason), seconds=result.seconds)
+        record.add(
+            check,
+            _short(seen),
+            Verdict(PASS if ok else FAIL, _short(case.expected_uuids), reason),
+            seconds=result.seconds,
+        )
     record.finish()

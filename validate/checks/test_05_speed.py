@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import pytest
 
-from validate.measure import bench
 from validate.checks.world import whole_gpus
 from validate.host.devices import tf_gpu_uuids
-from validate.judge.peaks import SUITE_TF_MATMUL_METHODS, interconnect_of, load_interconnects, nccl_floor
-from validate.measure.subproc import run_probe
+from validate.judge.peaks import (
+    SUITE_TF_MATMUL_METHODS,
+    interconnect_of,
+    load_interconnects,
+    nccl_floor,
+)
 from validate.judge.thresholds import (
     FAIL,
     INFO,
@@ -27,6 +30,8 @@ from validate.judge.thresholds import (
     loss_falls_verdict,
     throughput_verdict,
 )
+from validate.measure import bench
+from validate.measure.subproc import run_probe
 
 SIZES = {
     # quick, full. Matmuls stay at n = 8192 in both: the references were measured there.
@@ -59,7 +64,9 @@ def test_matmul_throughput(gpu, torch, cuda_device, suite, record):
     against 75% of what healthy GPUs of this model measured."""
     repeats = size(suite, "matmul_repeats")
     for precision in bench.precisions_for(gpu.compute_capability):
-        tflops = bench.matmul_tflops(torch, cuda_device, precision, bench.MATMUL_N, repeats=repeats, inner=2 * repeats)
+        tflops = bench.matmul_tflops(
+            torch, cuda_device, precision, bench.MATMUL_N, repeats=repeats, inner=2 * repeats
+        )
         check = f"matmul {precision} TFLOPS"
         measured, verdict = suite.judge(gpu, check, f"{precision}_tflops", tflops, "TFLOPS")
         record.add(check, measured, verdict, gpu=gpu.uuid, value=tflops)
@@ -91,21 +98,55 @@ def test_host_to_device(gpu, torch, cuda_device, suite, record):
     pageable = bench.host_to_device_gbs(torch, cuda_device, nbytes, pinned=False)
     check = "host-to-device pageable GB/s"
     verdict = throughput_verdict(check, pageable, suite.baseline_for(gpu.name, check))
-    record.add(check, f"{pageable:.1f} GB/s", verdict if verdict.verdict != NOT_JUDGED else INFO, gpu=gpu.uuid, value=pageable)
+    record.add(
+        check,
+        f"{pageable:.1f} GB/s",
+        verdict if verdict.verdict != NOT_JUDGED else INFO,
+        gpu=gpu.uuid,
+        value=pageable,
+    )
     record.finish()
 
 
-def _training(suite, record, torch, device: str, gpu_name: str | None, uuid: str | None, steps: int, batch: int, image: int = 32,
-              note: str = "") -> None:
+def _training(
+    suite,
+    record,
+    torch,
+    device: str,
+    gpu_name: str | None,
+    uuid: str | None,
+    steps: int,
+    batch: int,
+    image: int = 32,
+    note: str = "",
+) -> None:
     result = bench.train_cnn(torch, device, steps=steps, batch=batch, image=image)
     where = "gpu" if uuid else "cpu"
-    _record_training(record, suite, "cnn training", result, where, gpu_name, uuid, note=note,
-                     loss_where=f"{where}, {result['amp_dtype']} autocast")
+    _record_training(
+        record,
+        suite,
+        "cnn training",
+        result,
+        where,
+        gpu_name,
+        uuid,
+        note=note,
+        loss_where=f"{where}, {result['amp_dtype']} autocast",
+    )
     record.finish()
 
 
-def _record_training(record, suite, name: str, result: dict, where: str, gpu_name: str | None, uuid: str | None,
-                     note: str = "", loss_where: str | None = None) -> None:
+def _record_training(
+    record,
+    suite,
+    name: str,
+    result: dict,
+    where: str,
+    gpu_name: str | None,
+    uuid: str | None,
+    note: str = "",
+    loss_where: str | None = None,
+) -> None:
     """A training run's two rows, the same for both frameworks: the loss must fall, and the
     samples/s figure is judged against the baseline (no reference: a CNN is no standard load)."""
     record.add(
@@ -123,7 +164,16 @@ def _record_training(record, suite, name: str, result: dict, where: str, gpu_nam
 
 def test_training_loop_gpu(gpu, torch, cuda_device, suite, record):
     """A small CNN trained with mixed precision on this GPU: the loss falls; samples/s reported."""
-    _training(suite, record, torch, cuda_device, gpu.name, gpu.uuid, size(suite, "train_steps_gpu"), size(suite, "train_batch_gpu"))
+    _training(
+        suite,
+        record,
+        torch,
+        cuda_device,
+        gpu.name,
+        gpu.uuid,
+        size(suite, "train_steps_gpu"),
+        size(suite, "train_batch_gpu"),
+    )
 
 
 def test_training_loop_cpu(torch, suite, record):
@@ -135,7 +185,18 @@ def test_training_loop_cpu(torch, suite, record):
     threads = torch.get_num_threads()
     torch.set_num_threads(QUICK_CPU_THREADS)
     try:
-        _training(suite, record, torch, "cpu", None, None, steps, batch, image, note=f" ({QUICK_CPU_THREADS} thread, --quick)")
+        _training(
+            suite,
+            record,
+            torch,
+            "cpu",
+            None,
+            None,
+            steps,
+            batch,
+            image,
+            note=f" ({QUICK_CPU_THREADS} thread, --quick)",
+        )
     finally:
         torch.set_num_threads(threads)
 
@@ -148,7 +209,9 @@ def test_nccl_all_reduce(torch, suite, record):
     if torch.version.cuda is None:
         pytest.fail("PyTorch is a CPU build: no NCCL", pytrace=False)
     _, env, gpus = whole_gpus(suite, torch, "all-reduce")
-    result = run_probe(["allreduce", str(size(suite, "allreduce_bytes")), "10" if suite.quick else "20"], env)
+    result = run_probe(
+        ["allreduce", str(size(suite, "allreduce_bytes")), "10" if suite.quick else "20"], env
+    )
     if result.error or result.data is None:
         pytest.fail(f"NCCL all-reduce failed: {result.error}", pytrace=False)
     busbw = float(result.data["busbw_gbs"])
@@ -160,8 +223,20 @@ def test_nccl_all_reduce(torch, suite, record):
         verdict = throughput_verdict(check, busbw, baseline)
     else:
         minimum, rule = floor
-        verdict = Verdict("pass", rule) if busbw >= minimum else Verdict("fail", rule, f"{kind} all-reduce busbw {busbw:.1f} GB/s is below {minimum:.1f}")
-    record.add(check, f"{busbw:.1f} GB/s over {kind} (NCCL {result.data['nccl']})", verdict, value=busbw, seconds=result.seconds)
+        verdict = (
+            Verdict("pass", rule)
+            if busbw >= minimum
+            else Verdict(
+                "fail", rule, f"{kind} all-reduce busbw {busbw:.1f} GB/s is below {minimum:.1f}"
+            )
+        )
+    record.add(
+        check,
+        f"{busbw:.1f} GB/s over {kind} (NCCL {result.data['nccl']})",
+        verdict,
+        value=busbw,
+        seconds=result.seconds,
+    )
     record.finish()
 
 
@@ -172,11 +247,17 @@ def test_nccl_all_reduce(torch, suite, record):
 def _tf_gpu_entry(gpu, tf_info, tf_speed, suite) -> dict:
     """TensorFlow's speed entry for this NVML GPU (matched by PCI bus id), or skip saying why."""
     if not tf_info["is_cuda_build"]:
-        pytest.skip("TensorFlow is a CPU build: it has no GPU to measure (its CPU figures are in 'tensorflow ... (cpu)')")
+        pytest.skip(
+            "TensorFlow is a CPU build: it has no GPU to measure (its CPU figures are in 'tensorflow ... (cpu)')"
+        )
     if gpu.mig_enabled and suite.selected_mig_device(gpu) is None:
-        pytest.skip(f"GPU {gpu.index} is in MIG mode: its instances are validated one per run (see the MIG check)")
+        pytest.skip(
+            f"GPU {gpu.index} is in MIG mode: its instances are validated one per run (see the MIG check)"
+        )
     if gpu not in suite.visible_gpus():
-        pytest.skip(f"GPU {gpu.index} is hidden from this run by CUDA_VISIBLE_DEVICES={suite.caller_mask!r}")
+        pytest.skip(
+            f"GPU {gpu.index} is hidden from this run by CUDA_VISIBLE_DEVICES={suite.caller_mask!r}"
+        )
     uuids = tf_gpu_uuids(tf_info["gpus"], suite.host.gpus)
     for entry, uuid in zip(tf_speed["gpus"], uuids):
         if uuid == gpu.uuid:
@@ -192,7 +273,9 @@ def test_tensorflow_matmul_throughput(gpu, tf_info, tf_speed, suite, record):
     entry = _tf_gpu_entry(gpu, tf_info, tf_speed, suite)
     for precision, tflops in entry["matmul"].items():
         check = f"tensorflow matmul {precision} TFLOPS"
-        measured, verdict = suite.judge(gpu, check, f"{precision}_tflops", tflops, "TFLOPS", SUITE_TF_MATMUL_METHODS)
+        measured, verdict = suite.judge(
+            gpu, check, f"{precision}_tflops", tflops, "TFLOPS", SUITE_TF_MATMUL_METHODS
+        )
         record.add(check, measured, verdict, gpu=gpu.uuid, value=tflops)
     for what, error in entry["errors"].items():
         if what.startswith("matmul"):
@@ -206,13 +289,34 @@ def test_tensorflow_conv_training_gpu(gpu, tf_info, tf_speed, suite, record):
     entry = _tf_gpu_entry(gpu, tf_info, tf_speed, suite)
     cudnn = tf_info.get("cudnn_version") or "?"
     if "conv" in entry["errors"]:
-        record.add("tensorflow conv training loss (gpu)", "-", Verdict(FAIL, "runs on the GPU", f"cuDNN {cudnn}: {entry['errors']['conv']}"), gpu=gpu.uuid)
+        record.add(
+            "tensorflow conv training loss (gpu)",
+            "-",
+            Verdict(FAIL, "runs on the GPU", f"cuDNN {cudnn}: {entry['errors']['conv']}"),
+            gpu=gpu.uuid,
+        )
         record.finish()
     conv = entry["conv"]
     placed = conv.get("conv_device") or ""
     if "GPU" not in placed.upper():
-        record.add("tensorflow conv on the GPU", placed or "unknown", Verdict(FAIL, "GPU", f"TensorFlow ran the convolution on {placed or 'an unknown device'}"), gpu=gpu.uuid)
-    _record_training(record, suite, "tensorflow conv training", conv, "gpu", gpu.name, gpu.uuid, f" (cuDNN {cudnn})")
+        record.add(
+            "tensorflow conv on the GPU",
+            placed or "unknown",
+            Verdict(
+                FAIL, "GPU", f"TensorFlow ran the convolution on {placed or 'an unknown device'}"
+            ),
+            gpu=gpu.uuid,
+        )
+    _record_training(
+        record,
+        suite,
+        "tensorflow conv training",
+        conv,
+        "gpu",
+        gpu.name,
+        gpu.uuid,
+        f" (cuDNN {cudnn})",
+    )
     record.finish()
 
 
@@ -222,6 +326,11 @@ def test_tensorflow_cpu_speed(tf_info, tf_speed, suite, record):
     cpu = tf_speed["cpu"]
     for precision, tflops in cpu["matmul"].items():
         check = f"tensorflow matmul {precision} TFLOPS (cpu)"
-        record.add(check, f"{tflops:.3f} TFLOPS at n={cpu['n']}", throughput_verdict(check, tflops, suite.baseline_for(None, check)), value=tflops)
+        record.add(
+            check,
+            f"{tflops:.3f} TFLOPS at n={cpu['n']}",
+            throughput_verdict(check, tflops, suite.baseline_for(None, check)),
+            value=tflops,
+        )
     _record_training(record, suite, "tensorflow conv training", cpu["conv"], "cpu", None, None)
     record.finish()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import pytest
 
-from validate.measure import bench
 from validate.host import nvml
 from validate.host.devices import device_for_gpu, torch_gpus
 from validate.judge import health_watches as watches
@@ -25,6 +24,7 @@ from validate.judge.thresholds import (
     peer_verdict,
     sustained_clocks_verdict,
 )
+from validate.measure import bench
 
 SECONDS = {True: 10.0, False: 30.0}  # --quick, full
 
@@ -41,9 +41,13 @@ def test_sustained_load(torch, suite, record):
     if torch.version.cuda is None or not torch.cuda.is_available():
         pytest.skip("PyTorch cannot use CUDA here: the visibility checks say why")
     # MIG GPUs take part only through the instance this run validates; the others keep the check.
-    gpus_here = [g for g in suite.host.gpus if not g.mig_enabled or suite.selected_mig_device(g) is not None]
+    gpus_here = [
+        g for g in suite.host.gpus if not g.mig_enabled or suite.selected_mig_device(g) is not None
+    ]
     if not gpus_here:
-        pytest.skip("every GPU is in MIG mode: each instance is validated in its own run (see the MIG check)")
+        pytest.skip(
+            "every GPU is in MIG mode: each instance is validated in its own run (see the MIG check)"
+        )
     visible = torch_gpus(torch, suite.nvml_uuids)
     devices: dict[str, str] = {}
     gpus: dict[str, nvml.GpuInfo] = {}
@@ -59,7 +63,9 @@ def test_sustained_load(torch, suite, record):
     sampler = nvml.Sampler([g.uuid for g in gpus.values()])
     samples: list[nvml.Sample] = []
     try:
-        tflops = bench.sustained_load(torch, devices, seconds, lambda: samples.extend(sampler.sample()))
+        tflops = bench.sustained_load(
+            torch, devices, seconds, lambda: samples.extend(sampler.sample())
+        )
     finally:
         sampler.close()
     for device, gpu in gpus.items():
@@ -67,20 +73,53 @@ def test_sustained_load(torch, suite, record):
         mine = [s.to_dict() for s in samples if s.uuid == gpu.uuid]
         check = "sustained load"  # the name baselines and the fleet report know
         measured, verdict = suite.judge(gpu, check, f"{precision}_tflops", tflops[device], "TFLOPS")
-        record.add(check, f"{measured} {precision} for {seconds:.0f} s; {clock_summary(mine)}", verdict, gpu=gpu.uuid, value=tflops[device])
+        record.add(
+            check,
+            f"{measured} {precision} for {seconds:.0f} s; {clock_summary(mine)}",
+            verdict,
+            gpu=gpu.uuid,
+            value=tflops[device],
+        )
         if sampler.error:
-            record.add("nvml sampling under load", "-", Verdict(INFO, "", sampler.error), gpu=gpu.uuid, seconds=0)
+            record.add(
+                "nvml sampling under load",
+                "-",
+                Verdict(INFO, "", sampler.error),
+                gpu=gpu.uuid,
+                seconds=0,
+            )
         if not gpu.mig_enabled:
-            peers = [tflops[d] for d, g in gpus.items() if g.name == gpu.name and devices[d] == precision and not g.mig_enabled]
+            peers = [
+                tflops[d]
+                for d, g in gpus.items()
+                if g.name == gpu.name and devices[d] == precision and not g.mig_enabled
+            ]
             peer = peer_verdict(tflops[device], peers)
-            record.add("sustained vs same-model GPUs", f"{tflops[device]:.1f} TFLOPS", peer, gpu=gpu.uuid, seconds=0)
-        record.add("clock events under load", _reasons(mine), sustained_clocks_verdict(mine), gpu=gpu.uuid, seconds=0)
+            record.add(
+                "sustained vs same-model GPUs",
+                f"{tflops[device]:.1f} TFLOPS",
+                peer,
+                gpu=gpu.uuid,
+                seconds=0,
+            )
+        record.add(
+            "clock events under load",
+            _reasons(mine),
+            sustained_clocks_verdict(mine),
+            gpu=gpu.uuid,
+            seconds=0,
+        )
         gens = [s["pcie_link_gen"] for s in mine if s.get("pcie_link_gen") is not None]
         check = "pcie generation under load"
         record.add(
             check,
             f"gen{max(gens)}" if gens else "unknown",
-            pcie_gen_verdict(max(gens) if gens else None, gpu.pcie_link_gen_gpu_max, gpu.pcie_link_gen_max, suite.baseline_for(gpu.name, check)),
+            pcie_gen_verdict(
+                max(gens) if gens else None,
+                gpu.pcie_link_gen_gpu_max,
+                gpu.pcie_link_gen_max,
+                suite.baseline_for(gpu.name, check),
+            ),
             gpu=gpu.uuid,
             value=float(max(gens)) if gens else None,
             seconds=0,
@@ -89,23 +128,35 @@ def test_sustained_load(torch, suite, record):
         record.add(
             "pcie link width under load",
             f"x{max(widths)}" if widths else "unknown",
-            pcie_width_verdict(max(widths) if widths else None, gpu.pcie_link_width_max, under_load=True),
+            pcie_width_verdict(
+                max(widths) if widths else None, gpu.pcie_link_width_max, under_load=True
+            ),
             gpu=gpu.uuid,
             seconds=0,
         )
-        _replay_rate(gpu, mine, max(gens) if gens else None, max(widths) if widths else None, record)
+        _replay_rate(
+            gpu, mine, max(gens) if gens else None, max(widths) if widths else None, record
+        )
         measured, verdict = watches.temperature_under_load(gpu.index, gpu.health, mine)
         record.add("temperature under load", measured, verdict, gpu=gpu.uuid, seconds=0)
     record.finish()
 
 
-def _replay_rate(gpu: nvml.GpuInfo, samples: list[dict], gen: int | None, width: int | None, record) -> None:
+def _replay_rate(
+    gpu: nvml.GpuInfo, samples: list[dict], gen: int | None, width: int | None, record
+) -> None:
     """PCIe replays per minute between the first and the last sample of the load."""
     read = [(s["seconds"], s["pcie_replays"]) for s in samples if s.get("pcie_replays") is not None]
     first, last = (read[0][1], read[-1][1]) if len(read) > 1 else (None, None)
     minutes = (read[-1][0] - read[0][0]) / 60 if len(read) > 1 else 0.0
-    measured = "not read twice" if first is None else f"{abs(last - first)} replays in {minutes * 60:.0f} s"
-    verdict = watches.pcie_replay_rate_verdict(gpu.index, first, last, minutes, gen, width, watches.load_limits())
+    measured = (
+        "not read twice"
+        if first is None
+        else f"{abs(last - first)} replays in {minutes * 60:.0f} s"
+    )
+    verdict = watches.pcie_replay_rate_verdict(
+        gpu.index, first, last, minutes, gen, width, watches.load_limits()
+    )
     record.add("pcie replay rate under load", measured, verdict, gpu=gpu.uuid, seconds=0)
 
 

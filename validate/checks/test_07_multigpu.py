@@ -30,7 +30,11 @@ from validate.judge.scaling import (
     slowest_rank_verdict,
 )
 from validate.judge.thresholds import FAIL, PASS, Verdict, loss_falls_verdict, throughput_verdict
-from validate.measure.budget import CPU_RANKS, QUICK_CPU_MULTIGPU_SKIP, multigpu_runs  # CPU_RANKS: two, as CI's two cores allow
+from validate.measure.budget import (
+    CPU_RANKS,
+    QUICK_CPU_MULTIGPU_SKIP,
+    multigpu_runs,
+)  # CPU_RANKS: two, as CI's two cores allow
 from validate.measure.ddp import JOIN_TIMEOUT, RUN_TIMEOUT, gpu_batch
 from validate.measure.subproc import DEFAULT_TIMEOUT, run_probe
 
@@ -69,40 +73,102 @@ def test_ddp_training(torch, suite, record):
     else:
         world, env, gpus, backend, kind = CPU_RANKS, {}, [], "gloo", None
     where = f"{world} ranks, {backend}"
-    sized = ["--gpu-batch", str(gpu_batch_for(gpus, suite))] if backend == "nccl" else []  # the CPU keeps the small CNN
+    sized = (
+        ["--gpu-batch", str(gpu_batch_for(gpus, suite))] if backend == "nccl" else []
+    )  # the CPU keeps the small CNN
     args = ["ddp", str(world), backend, probe_size(suite), *sized]
     result = run_probe(args, env, timeout=JOIN_TIMEOUT + RUN_TIMEOUT + DEFAULT_TIMEOUT)
     data = result.data or {}
     failed = data.get("failed")
     if result.error or failed:
-        _record_failure(record, where, failed, result.error, [g for g in suite.visible_gpus() if not g.mig_enabled], world, backend)
+        _record_failure(
+            record,
+            where,
+            failed,
+            result.error,
+            [g for g in suite.visible_gpus() if not g.mig_enabled],
+            world,
+            backend,
+        )
         record.finish()
     labels = rank_labels(data["uuids"], gpus)
     joins = data["join_seconds"]
     slow_join = max(range(world), key=lambda r: joins[r] or 0)
-    record.add(f"ddp ranks joined ({where})", f"{world}/{world}, last {labels[slow_join]} after {joins[slow_join]:.1f} s",
-               Verdict(PASS, f"every rank within {JOIN_TIMEOUT:.0f} s"), seconds=result.seconds)
-    record.add(f"ddp parameters identical ({where})", f"sha256 {data['checksums'][0][:12]}... on {world} ranks",
-               identical_verdict(data["checksums"], labels), seconds=0)
-    first, last = max(data["losses"], key=lambda pair: pair[1] / pair[0])  # the rank that learnt least
-    record.add(f"ddp training loss ({where})", f"{first:.3f} -> {last:.3f} (worst rank)", loss_falls_verdict(first, last), seconds=0)
+    record.add(
+        f"ddp ranks joined ({where})",
+        f"{world}/{world}, last {labels[slow_join]} after {joins[slow_join]:.1f} s",
+        Verdict(PASS, f"every rank within {JOIN_TIMEOUT:.0f} s"),
+        seconds=result.seconds,
+    )
+    record.add(
+        f"ddp parameters identical ({where})",
+        f"sha256 {data['checksums'][0][:12]}... on {world} ranks",
+        identical_verdict(data["checksums"], labels),
+        seconds=0,
+    )
+    first, last = max(
+        data["losses"], key=lambda pair: pair[1] / pair[0]
+    )  # the rank that learnt least
+    record.add(
+        f"ddp training loss ({where})",
+        f"{first:.3f} -> {last:.3f} (worst rank)",
+        loss_falls_verdict(first, last),
+        seconds=0,
+    )
     lead = lead_gpu(data["uuids"][0], gpus)
     model = lead.name if lead else None
-    for check, rate in ((f"ddp samples/s ({where})", data["samples_per_s"]), (f"ddp samples/s (per GPU without all-reduce, median of {world}, {backend})", data["single_samples_per_s"])):
-        record.add(check, f"{rate:.0f} samples/s", throughput_verdict(check, rate, suite.baseline_for(model, check)), value=rate, seconds=0,
-                   gpu=lead.uuid if lead else None, fleet_judged=False)  # the baseline judges it; other hosts' CPUs differ
+    for check, rate in (
+        (f"ddp samples/s ({where})", data["samples_per_s"]),
+        (
+            f"ddp samples/s (per GPU without all-reduce, median of {world}, {backend})",
+            data["single_samples_per_s"],
+        ),
+    ):
+        record.add(
+            check,
+            f"{rate:.0f} samples/s",
+            throughput_verdict(check, rate, suite.baseline_for(model, check)),
+            value=rate,
+            seconds=0,
+            gpu=lead.uuid if lead else None,
+            fleet_judged=False,
+        )  # the baseline judges it; other hosts' CPUs differ
     no_p2p = no_p2p_text(data.get("peer_access"), kind)
     check = f"ddp scaling efficiency ({where})"
-    verdict = efficiency_verdict(data["efficiency"], kind, world, load_scaling(), suite.baseline_for(model, check), no_p2p=bool(no_p2p))
+    verdict = efficiency_verdict(
+        data["efficiency"],
+        kind,
+        world,
+        load_scaling(),
+        suite.baseline_for(model, check),
+        no_p2p=bool(no_p2p),
+    )
     over = no_p2p or (kind and f"over {kind}") or "ranks sharing this CPU"
-    record.add(check, f"{data['efficiency']:.2f} (speedup {data['speedup']:.2f} on {world}; {over})", verdict,
-               value=data["efficiency"], seconds=0, gpu=lead.uuid if lead else None)
-    measured, verdict = slowest_rank_verdict(data["rank_samples_per_s"], labels, on_cpu=backend == "gloo")
+    record.add(
+        check,
+        f"{data['efficiency']:.2f} (speedup {data['speedup']:.2f} on {world}; {over})",
+        verdict,
+        value=data["efficiency"],
+        seconds=0,
+        gpu=lead.uuid if lead else None,
+    )
+    measured, verdict = slowest_rank_verdict(
+        data["rank_samples_per_s"], labels, on_cpu=backend == "gloo"
+    )
     record.add(f"ddp slowest rank ({where})", measured, verdict, seconds=0)
     dp = _dataparallel(world, env, suite, sized)
-    measured, verdict = dataparallel_verdict(dp.get("samples_per_s"), data["samples_per_s"], dp.get("error"))
-    record.add(f"dataparallel samples/s ({dp.get('gpus', world)} GPUs, one process)", measured, verdict,
-               value=dp.get("samples_per_s"), seconds=0, gpu=lead.uuid if lead else None, fleet_judged=False)  # information only
+    measured, verdict = dataparallel_verdict(
+        dp.get("samples_per_s"), data["samples_per_s"], dp.get("error")
+    )
+    record.add(
+        f"dataparallel samples/s ({dp.get('gpus', world)} GPUs, one process)",
+        measured,
+        verdict,
+        value=dp.get("samples_per_s"),
+        seconds=0,
+        gpu=lead.uuid if lead else None,
+        fleet_judged=False,
+    )  # information only
     record.finish()
 
 
@@ -120,31 +186,58 @@ def gpu_batch_for(gpus: list[Any], suite: Any) -> int:
         reference = entry.reference_for("fp32_tflops") if entry else None
         rates.append(reference.value if reference else None)
     known = [r for r in rates if r]
-    rate = min(known) if known and len(known) == len(rates) else None  # an unknown GPU: ddp.py's default
+    rate = (
+        min(known) if known and len(known) == len(rates) else None
+    )  # an unknown GPU: ddp.py's default
     return gpu_batch(suite.quick, rate, min(memories) if memories else None)
 
 
 def _dataparallel(world: int, env: dict, suite: Any, sized: list[str]) -> dict[str, Any]:
     """DataParallel in a probe of its own, after DDP's: a hang (NCCL's broadcast on a broken P2P
     path) or a crash is its own warning, and DDP's figures stand."""
-    result = run_probe(["dataparallel", str(world), probe_size(suite), *sized], env, timeout=DATAPARALLEL_TIMEOUT)
+    result = run_probe(
+        ["dataparallel", str(world), probe_size(suite), *sized], env, timeout=DATAPARALLEL_TIMEOUT
+    )
     data = result.data or {}
     error = result.error or data.get("dataparallel_error")
     return {"error": error, "gpus": world if suite.host.gpus else 0} if error else data
 
 
-def _record_failure(record: Any, where: str, failed: dict | None, error: str | None, gpus: list[Any], world: int, backend: str) -> None:
+def _record_failure(
+    record: Any,
+    where: str,
+    failed: dict | None,
+    error: str | None,
+    gpus: list[Any],
+    world: int,
+    backend: str,
+) -> None:
     """`gpus`: the whole GPUs this run sees, in CUDA's order. The named fail of a job that did not finish: which rank (and GPU), at which stage, within which bound."""
     if not failed:
-        record.add(f"ddp training ({where})", "-", Verdict(FAIL, "the job finishes", f"DDP probe failed: {error}"))
+        record.add(
+            f"ddp training ({where})",
+            "-",
+            Verdict(FAIL, "the job finishes", f"DDP probe failed: {error}"),
+        )
         return
     uuids: list[str | None] = [None] * world
-    if backend == "nccl":  # a rank that never started cannot say its GPU: rank r runs on CUDA's GPU r
+    if (
+        backend == "nccl"
+    ):  # a rank that never started cannot say its GPU: rank r runs on CUDA's GPU r
         uuids = [gpus[r].uuid if r < len(gpus) else None for r in range(world)]
     labels = rank_labels(uuids, gpus)
-    named = ", ".join(labels[r] for r in failed.get("ranks") or [] if r is not None and r < world) or "a rank"
-    stage = {"join": "ddp ranks joined", "run": "ddp training steps", "crash": "ddp training"}.get(failed.get("stage"), "ddp training")
-    bound = f"every rank within {failed['bound']:.0f} s" if failed.get("bound") else "every rank finishes"
+    named = (
+        ", ".join(labels[r] for r in failed.get("ranks") or [] if r is not None and r < world)
+        or "a rank"
+    )
+    stage = {"join": "ddp ranks joined", "run": "ddp training steps", "crash": "ddp training"}.get(
+        failed.get("stage"), "ddp training"
+    )
+    bound = (
+        f"every rank within {failed['bound']:.0f} s"
+        if failed.get("bound")
+        else "every rank finishes"
+    )
     record.add(f"{stage} ({where})", "-", Verdict(FAIL, bound, f"{named} {failed.get('error')}"))
 
 
@@ -159,8 +252,12 @@ def test_tensorflow_mirrored(suite, record):
     falls, samples/s on N and on one replica, and the efficiency. One process: a hang is the
     probe's timeout, which kills it and says so."""
     skip_quick_on_cpu(suite)
-    args = ["tf-mirrored", str(CPU_REPLICAS), probe_size(suite)] + ([] if suite.host.gpus else ["--cpu"])
-    env, _ = whole_gpu_env(suite)  # on a MIG host: whole GPUs only, as DDP (NCCL does not run across MIG instances)
+    args = ["tf-mirrored", str(CPU_REPLICAS), probe_size(suite)] + (
+        [] if suite.host.gpus else ["--cpu"]
+    )
+    env, _ = whole_gpu_env(
+        suite
+    )  # on a MIG host: whole GPUs only, as DDP (NCCL does not run across MIG instances)
     result = run_probe(args, env)
     data = result.data or {}
     if data.get("missing") == "tensorflow":
@@ -169,25 +266,59 @@ def test_tensorflow_mirrored(suite, record):
         pytest.fail(f"MirroredStrategy training failed: {result.error}", pytrace=False)
     replicas = data["replicas"]
     if replicas < 2:
-        pytest.skip(f"MirroredStrategy needs 2 or more GPUs; TensorFlow sees {replicas} (a CPU build sees none)")
+        pytest.skip(
+            f"MirroredStrategy needs 2 or more GPUs; TensorFlow sees {replicas} (a CPU build sees none)"
+        )
     on_gpus = str(data["devices"][0]).startswith("/gpu")
     where = f"{replicas} replicas, {data['reduction']}"
     labels = [f"replica {i} ({device})" for i, device in enumerate(data["devices"])]
-    record.add(f"tensorflow mirrored variables identical ({where})", f"sha256 {data['checksums'][0][:12]}... on {replicas} replicas",
-               identical_verdict(data["checksums"], labels), seconds=result.seconds)
-    record.add(f"tensorflow mirrored training loss ({where})", f"{data['first_loss']:.3f} -> {data['last_loss']:.3f}",
-               loss_falls_verdict(data["first_loss"], data["last_loss"]), seconds=0)
+    record.add(
+        f"tensorflow mirrored variables identical ({where})",
+        f"sha256 {data['checksums'][0][:12]}... on {replicas} replicas",
+        identical_verdict(data["checksums"], labels),
+        seconds=result.seconds,
+    )
+    record.add(
+        f"tensorflow mirrored training loss ({where})",
+        f"{data['first_loss']:.3f} -> {data['last_loss']:.3f}",
+        loss_falls_verdict(data["first_loss"], data["last_loss"]),
+        seconds=0,
+    )
     visible = [g for g in suite.visible_gpus() if not g.mig_enabled] if on_gpus else []
     lead = visible[0] if visible else None  # TensorFlow's /gpu:0
     model = lead.name if lead else None
-    for check, rate in ((f"tensorflow mirrored samples/s ({where})", data["samples_per_s"]),
-                        (f"tensorflow mirrored samples/s (1 replica, {'gpu' if on_gpus else 'cpu'})", data["single_samples_per_s"])):
-        record.add(check, f"{rate:.0f} samples/s", throughput_verdict(check, rate, suite.baseline_for(model, check)), value=rate, seconds=0,
-                   gpu=lead.uuid if lead else None, fleet_judged=False)  # the baseline judges it; other hosts' CPUs differ
+    for check, rate in (
+        (f"tensorflow mirrored samples/s ({where})", data["samples_per_s"]),
+        (
+            f"tensorflow mirrored samples/s (1 replica, {'gpu' if on_gpus else 'cpu'})",
+            data["single_samples_per_s"],
+        ),
+    ):
+        record.add(
+            check,
+            f"{rate:.0f} samples/s",
+            throughput_verdict(check, rate, suite.baseline_for(model, check)),
+            value=rate,
+            seconds=0,
+            gpu=lead.uuid if lead else None,
+            fleet_judged=False,
+        )  # the baseline judges it; other hosts' CPUs differ
     kind = interconnect_of(visible, suite.peaks)[0] if len(visible) >= 2 else None
     check = f"tensorflow mirrored scaling efficiency ({where})"
-    verdict = efficiency_verdict(data["efficiency"], kind, replicas, load_scaling(), suite.baseline_for(model, check))
-    over = f"over {kind}" if kind else ("replicas sharing this CPU" if not on_gpus else "interconnect unknown")
-    record.add(check, f"{data['efficiency']:.2f} (speedup {data['speedup']:.2f} on {replicas}; {over})", verdict,
-               value=data["efficiency"], seconds=0, gpu=lead.uuid if lead else None)
+    verdict = efficiency_verdict(
+        data["efficiency"], kind, replicas, load_scaling(), suite.baseline_for(model, check)
+    )
+    over = (
+        f"over {kind}"
+        if kind
+        else ("replicas sharing this CPU" if not on_gpus else "interconnect unknown")
+    )
+    record.add(
+        check,
+        f"{data['efficiency']:.2f} (speedup {data['speedup']:.2f} on {replicas}; {over})",
+        verdict,
+        value=data["efficiency"],
+        seconds=0,
+        gpu=lead.uuid if lead else None,
+    )
     record.finish()

@@ -26,7 +26,9 @@ def whole_gpus(suite: Any, torch: Any, what: str) -> tuple[int, dict[str, str | 
     env, gpus = whole_gpu_env(suite)
     if suite.host.mig_gpus:
         if len(gpus) < 2:
-            pytest.skip(f"{what} needs 2 or more whole GPUs; {len(gpus)} visible GPU(s) are not in MIG mode")
+            pytest.skip(
+                f"{what} needs 2 or more whole GPUs; {len(gpus)} visible GPU(s) are not in MIG mode"
+            )
         return len(gpus), env, gpus
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if count < 2:

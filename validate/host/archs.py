@@ -38,7 +38,9 @@ class ArchTable:
 
     exact: dict[str, KnownArch]
     products: tuple[tuple[str, KnownArch], ...]  # longest first
-    legacy: tuple[tuple[str, tuple[str, ...], str, str], ...] = ()  # (architecture, its ccs, last driver branch, last CUDA)
+    legacy: tuple[
+        tuple[str, tuple[str, ...], str, str], ...
+    ] = ()  # (architecture, its ccs, last driver branch, last CUDA)
     vgpu_boards: tuple[tuple[str, str, str], ...] = ()  # (board, product, source), board normalised
 
     def get(self, name: str, default: KnownArch | None = None) -> KnownArch | None:
@@ -65,13 +67,23 @@ def lookup(name: str, table: ArchTable) -> KnownArch | None:
 
 def _entry(number: int, entry: dict, path: Path) -> tuple[KnownArch, list[str], list[str]]:
     names, products = entry.get("nvml_names", []), entry.get("products", [])
-    cc, source, arch = entry.get("compute_capability"), entry.get("source"), entry.get("architecture")
+    cc, source, arch = (
+        entry.get("compute_capability"),
+        entry.get("source"),
+        entry.get("architecture"),
+    )
     if not isinstance(names, list) or not isinstance(products, list) or not (names or products):
         raise ArchsFileError(f"{path}: entry {number} needs products or nvml_names (lists)")
     if not isinstance(cc, str) or not re.match(r"^\d+\.\d+$", cc) or not source or not arch:
-        raise ArchsFileError(f"{path}: entry {number} needs architecture, compute_capability (\"X.Y\") and source")
+        raise ArchsFileError(
+            f'{path}: entry {number} needs architecture, compute_capability ("X.Y") and source'
+        )
     confirmed = entry.get("confirmed", True) not in (False, "false")
-    return KnownArch(cc, str(source), str(arch), confirmed), [str(n) for n in names], [str(p) for p in products]
+    return (
+        KnownArch(cc, str(source), str(arch), confirmed),
+        [str(n) for n in names],
+        [str(p) for p in products],
+    )
 
 
 @lru_cache(maxsize=4)
@@ -87,7 +99,9 @@ def load_archs(path: Path = ARCHS_FILE) -> ArchTable:
         for store, keys in ((exact, names), (products, prods)):
             for key in map(normalise, keys):
                 if key in store and store[key] != known:
-                    raise ArchsFileError(f"{path}: {key!r} is listed twice with different answers (entry {number})")
+                    raise ArchsFileError(
+                        f"{path}: {key!r} is listed twice with different answers (entry {number})"
+                    )
                 store[key] = known
     ordered = tuple(sorted(products.items(), key=lambda item: -len(item[0])))
     legacy = _legacy(data.get("legacy", []), path)
@@ -100,7 +114,8 @@ def _boards(entries: list, path: Path) -> tuple[tuple[str, str, str], ...]:
         board, product, source = entry.get("board"), entry.get("product"), entry.get("source")
         if not board or not product or not source:
             raise ArchsFileError(
-                f"{path}: vgpu_boards entry {number} needs board, product and source")
+                f"{path}: vgpu_boards entry {number} needs board, product and source"
+            )
         out.append((str(board).lower(), str(product), str(source)))
     return tuple(out)
 
@@ -110,12 +125,25 @@ def _legacy(entries: list, path: Path) -> tuple[tuple[str, tuple[str, ...], str,
     (Kepler 3.0 after CUDA 10.2, 3.5 and 3.7 after 11.8)."""
     out = []
     for number, entry in enumerate(entries, start=1):
-        arch, branch, cuda = entry.get("architecture"), entry.get("last_driver_branch"), entry.get("last_cuda")
+        arch, branch, cuda = (
+            entry.get("architecture"),
+            entry.get("last_driver_branch"),
+            entry.get("last_cuda"),
+        )
         ccs = entry.get("compute_capabilities")
-        if (not arch or not re.match(r"^\d{3}$", str(branch)) or not re.match(r"^\d+\.\d+$", str(cuda)) or not entry.get("source")
-                or not isinstance(ccs, list) or not ccs or not all(re.match(r"^\d+\.\d+$", str(c)) for c in ccs)):
-            raise ArchsFileError(f"{path}: legacy entry {number} needs architecture, compute_capabilities ([\"3.5\"]), "
-                                 "last_driver_branch (\"470\"), last_cuda (\"11.8\") and source")
+        if (
+            not arch
+            or not re.match(r"^\d{3}$", str(branch))
+            or not re.match(r"^\d+\.\d+$", str(cuda))
+            or not entry.get("source")
+            or not isinstance(ccs, list)
+            or not ccs
+            or not all(re.match(r"^\d+\.\d+$", str(c)) for c in ccs)
+        ):
+            raise ArchsFileError(
+                f'{path}: legacy entry {number} needs architecture, compute_capabilities (["3.5"]), '
+                'last_driver_branch ("470"), last_cuda ("11.8") and source'
+            )
         out.append((str(arch), tuple(str(c) for c in ccs), str(branch), str(cuda)))
     return tuple(out)
 
@@ -225,8 +253,12 @@ def identify(
     return Identity(lookup(name, table))
 
 
-def identity_text(name: str, compute_capability: str | None, table: ArchTable | None = None,
-                  pci_device_id: int | None = None) -> str:
+def identity_text(
+    name: str,
+    compute_capability: str | None,
+    table: ArchTable | None = None,
+    pci_device_id: int | None = None,
+) -> str:
     """'Hopper, cc 9.0' for the identity row (with the product when the PCI id or a vGPU profile
     named it), or what to do when the product is unknown."""
     table = table if table is not None else load_archs()
@@ -237,12 +269,20 @@ def identity_text(name: str, compute_capability: str | None, table: ArchTable | 
     if known is not None:
         note = "" if known.confirmed else " (unconfirmed)"
         cc = compute_capability or known.compute_capability
-        legacy = next((f": legacy, last driver branch R{b}, last CUDA {c}" for a, ccs, b, c in table.legacy
-                       if a == known.architecture and cc in ccs), "")
+        legacy = next(
+            (
+                f": legacy, last driver branch R{b}, last CUDA {c}"
+                for a, ccs, b, c in table.legacy
+                if a == known.architecture and cc in ccs
+            ),
+            "",
+        )
         return f"{named}{known.architecture}, cc {cc}{note}{legacy}"
     if compute_capability:
         return f"{named}cc {compute_capability} (product not in validate/host/gpu_archs.yaml)"
     if found.product:
-        return (f"{found.product}: compute capability not in validate/host/gpu_archs.yaml; "
-                "add the product there from https://developer.nvidia.com/cuda-gpus")
+        return (
+            f"{found.product}: compute capability not in validate/host/gpu_archs.yaml; "
+            "add the product there from https://developer.nvidia.com/cuda-gpus"
+        )
     return "unknown product: compute capability not reported; add it to validate/host/gpu_archs.yaml from https://developer.nvidia.com/cuda-gpus"

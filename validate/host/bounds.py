@@ -65,14 +65,18 @@ def check_counts(recording: dict[str, Any], source: str, tree: Any = None) -> di
         node, counting = stack.pop()
         counting = counting or bool(_COUNTER_SECTIONS.search(node.tag))
         if counting and re.match(r"^\s*-\s*\d", node.text):
-            raise refuse(f"{node.tag} is {node.text.strip()[:40]}, but an error or event counter is never negative")
+            raise refuse(
+                f"{node.tag} is {node.text.strip()[:40]}, but an error or event counter is never negative"
+            )
         stack.extend((child, counting) for child in node.children)
 
     count = recording["system"].get("nvmlDeviceGetCount", 0)
     if isinstance(count, dict) and ERROR_KEY in count:
         count = 0
     if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_GPUS_PER_HOST:
-        raise refuse(f"nvmlDeviceGetCount is {str(count)[:40]}; a host has 0 to {MAX_GPUS_PER_HOST} GPUs")
+        raise refuse(
+            f"nvmlDeviceGetCount is {str(count)[:40]}; a host has 0 to {MAX_GPUS_PER_HOST} GPUs"
+        )
     if len(recording["devices"]) > MAX_GPUS_PER_HOST:
         raise refuse(f"{len(recording['devices'])} GPUs; a host has at most {MAX_GPUS_PER_HOST}")
     for index, calls in enumerate(recording["devices"]):
@@ -80,26 +84,52 @@ def check_counts(recording: dict[str, Any], source: str, tree: Any = None) -> di
         if not isinstance(mig, dict):
             raise refuse(f"GPU {index}'s MIG instances are a {type(mig).__name__}, not a mapping")
         for slot, answers in mig.items():
-            if not (slot.isascii() and slot.isdigit()) or int(slot[:4]) >= MAX_MIG_PER_GPU or not isinstance(answers, dict):
-                raise refuse(f"GPU {index} has MIG instance {slot[:40]}; a GPU's instances are numbered 0 to {MAX_MIG_PER_GPU - 1}")
+            if (
+                not (slot.isascii() and slot.isdigit())
+                or int(slot[:4]) >= MAX_MIG_PER_GPU
+                or not isinstance(answers, dict)
+            ):
+                raise refuse(
+                    f"GPU {index} has MIG instance {slot[:40]}; a GPU's instances are numbered 0 to {MAX_MIG_PER_GPU - 1}"
+                )
         most = calls.get("nvmlDeviceGetMaxMigDeviceCount", 0)
-        if not isinstance(most, dict) and (isinstance(most, bool) or not isinstance(most, int) or most > MAX_MIG_PER_GPU):
-            raise refuse(f"GPU {index} claims {str(most)[:40]} MIG instances; a GPU has at most {MAX_MIG_PER_GPU}")
+        if not isinstance(most, dict) and (
+            isinstance(most, bool) or not isinstance(most, int) or most > MAX_MIG_PER_GPU
+        ):
+            raise refuse(
+                f"GPU {index} claims {str(most)[:40]} MIG instances; a GPU has at most {MAX_MIG_PER_GPU}"
+            )
     uuids = [calls.get("nvmlDeviceGetUUID") for calls in recording["devices"]]
     repeated = repeated_uuid(uuids)
     if repeated:
         uuid, first, second = repeated
-        raise refuse(f"GPU {first} and GPU {second} share the UUID {safe_text(uuid, limit=80)}, but each GPU has its own")
-    mig_uuids = [(index, slot, answers.get("nvmlDeviceGetUUID")) for index, calls in enumerate(recording["devices"])
-                 for slot, answers in sorted((calls.get("mig") or {}).items())]
+        raise refuse(
+            f"GPU {first} and GPU {second} share the UUID {safe_text(uuid, limit=80)}, but each GPU has its own"
+        )
+    mig_uuids = [
+        (index, slot, answers.get("nvmlDeviceGetUUID"))
+        for index, calls in enumerate(recording["devices"])
+        for slot, answers in sorted((calls.get("mig") or {}).items())
+    ]
     repeated = repeated_uuid([uuid for _, _, uuid in mig_uuids] + uuids)
     if repeated:
         uuid, first, second = repeated
-        named = [f"GPU {mig_uuids[n][0]} MIG {mig_uuids[n][1]}" if n < len(mig_uuids) else f"GPU {n - len(mig_uuids)}" for n in (first, second)]
-        raise refuse(f"{named[0]} and {named[1]} share the UUID {safe_text(uuid, limit=80)}, but each device has its own")
-    for where, value in _numbers({"system": recording["system"], "devices": recording["devices"]}, ""):
+        named = [
+            f"GPU {mig_uuids[n][0]} MIG {mig_uuids[n][1]}"
+            if n < len(mig_uuids)
+            else f"GPU {n - len(mig_uuids)}"
+            for n in (first, second)
+        ]
+        raise refuse(
+            f"{named[0]} and {named[1]} share the UUID {safe_text(uuid, limit=80)}, but each device has its own"
+        )
+    for where, value in _numbers(
+        {"system": recording["system"], "devices": recording["devices"]}, ""
+    ):
         if value < 0 and not _SIGNED_ANSWER.search(where):
-            raise refuse(f"{where.lstrip('.')} is {value}, but NVML's counts and readings are never negative")
+            raise refuse(
+                f"{where.lstrip('.')} is {value}, but NVML's counts and readings are never negative"
+            )
     return recording
 
 
@@ -141,10 +171,12 @@ def bounded_xml(text: str, source: str) -> ET.Element:
     parser = ET.XMLPullParser(events=("start", "end"))
     root: ET.Element | None = None
     depth = 0
-    counts = ItemCounts(source, "XML elements", "capture it again with nvidia-smi -q -x > server.xml")
+    counts = ItemCounts(
+        source, "XML elements", "capture it again with nvidia-smi -q -x > server.xml"
+    )
     try:
         for start in range(0, len(text), 1 << 16):
-            parser.feed(text[start:start + (1 << 16)])
+            parser.feed(text[start : start + (1 << 16)])
             for event, element in parser.read_events():
                 if event == "start":
                     depth += 1
@@ -154,13 +186,19 @@ def bounded_xml(text: str, source: str) -> ET.Element:
                     counts.closed()
                 root = element if root is None else root
                 if depth > MAX_CAPTURE_DEPTH:
-                    raise CaptureError(f"{source}: XML nested more than {MAX_CAPTURE_DEPTH} levels deep, which no nvidia-smi output is: "
-                                       "capture it again with nvidia-smi -q -x > server.xml")
+                    raise CaptureError(
+                        f"{source}: XML nested more than {MAX_CAPTURE_DEPTH} levels deep, which no nvidia-smi output is: "
+                        "capture it again with nvidia-smi -q -x > server.xml"
+                    )
         parser.close()
     except ET.ParseError as err:
-        raise CaptureError(f"{source}: not well-formed nvidia-smi XML ({err}): capture it again with nvidia-smi -q -x > server.xml") from None
+        raise CaptureError(
+            f"{source}: not well-formed nvidia-smi XML ({err}): capture it again with nvidia-smi -q -x > server.xml"
+        ) from None
     if root is None:
-        raise CaptureError(f"{source}: no XML element: capture it again with nvidia-smi -q -x > server.xml")
+        raise CaptureError(
+            f"{source}: no XML element: capture it again with nvidia-smi -q -x > server.xml"
+        )
     return root
 
 
@@ -168,15 +206,21 @@ def count_items(text: str, source: str, *, xml: bool) -> None:
     """The whole file's XML tags or lines counted in C, before any parsing or other scan: building
     262,144 elements in Python already takes seconds. CaptureError past MAX_CAPTURE_ITEMS."""
     if xml:
-        starts = text.count("<") - text.count("</")  # at least one per element (comments and the prolog add a few)
+        starts = text.count("<") - text.count(
+            "</"
+        )  # at least one per element (comments and the prolog add a few)
         if starts > MAX_CAPTURE_ITEMS:
-            raise CaptureError(f"{source}: {starts:,} XML tags; a host of {MAX_GPUS_PER_HOST} GPUs has at most {MAX_CAPTURE_ITEMS:,}: "
-                               "capture it again with nvidia-smi -q -x > server.xml")
+            raise CaptureError(
+                f"{source}: {starts:,} XML tags; a host of {MAX_GPUS_PER_HOST} GPUs has at most {MAX_CAPTURE_ITEMS:,}: "
+                "capture it again with nvidia-smi -q -x > server.xml"
+            )
     else:
         lines = text.count("\n") + 1
         if lines > MAX_CAPTURE_ITEMS:
-            raise CaptureError(f"{source}: {lines:,} lines; a host of {MAX_GPUS_PER_HOST} GPUs prints at most {MAX_CAPTURE_ITEMS:,}: "
-                               "capture it again with nvidia-smi -q")
+            raise CaptureError(
+                f"{source}: {lines:,} lines; a host of {MAX_GPUS_PER_HOST} GPUs prints at most {MAX_CAPTURE_ITEMS:,}: "
+                "capture it again with nvidia-smi -q"
+            )
 
 
 class ItemCounts:
@@ -193,16 +237,22 @@ class ItemCounts:
         """An item starts at `depth` (1: the root); CaptureError past a bound."""
         self.total += 1
         if self.total > MAX_CAPTURE_ITEMS:
-            self._refuse(f"more than {MAX_CAPTURE_ITEMS:,} {self.what}; a host of {MAX_GPUS_PER_HOST} GPUs has at most that many")
+            self._refuse(
+                f"more than {MAX_CAPTURE_ITEMS:,} {self.what}; a host of {MAX_GPUS_PER_HOST} GPUs has at most that many"
+            )
         del self.children[depth:]  # text captures close items by indentation, not by an end event
         self.children[-1] += 1
         if self.children[-1] > MAX_ITEMS_PER_GPU:
-            self._refuse(f"more than {MAX_ITEMS_PER_GPU:,} {self.what} in one section (the last <{safe_text(tag, limit=40)}>), "
-                         "which no nvidia-smi output has")
+            self._refuse(
+                f"more than {MAX_ITEMS_PER_GPU:,} {self.what} in one section (the last <{safe_text(tag, limit=40)}>), "
+                "which no nvidia-smi output has"
+            )
         if depth == 2 and tag == "gpu":
             self.gpus += 1
             if self.gpus > MAX_GPUS_PER_HOST:
-                self._refuse(f"more than {MAX_GPUS_PER_HOST} GPUs; a host has at most {MAX_GPUS_PER_HOST}")
+                self._refuse(
+                    f"more than {MAX_GPUS_PER_HOST} GPUs; a host has at most {MAX_GPUS_PER_HOST}"
+                )
         self.children.append(0)
 
     def closed(self) -> None:
@@ -218,7 +268,13 @@ def terminal_safe(recording: dict[str, Any]) -> dict[str, Any]:
     stack: list[Any] = [recording]
     while stack:  # iteratively: the depth was bounded when the capture was read
         item = stack.pop()
-        pairs = list(item.items()) if isinstance(item, dict) else list(enumerate(item)) if isinstance(item, list) else []
+        pairs = (
+            list(item.items())
+            if isinstance(item, dict)
+            else list(enumerate(item))
+            if isinstance(item, list)
+            else []
+        )
         for key, value in pairs:
             if isinstance(value, str):
                 item[key] = safe_text(value, limit=MAX_TEXT)

@@ -23,16 +23,43 @@ from typing import Any, Iterator
 from validate.files import InputRefused, load_json_input, longest_digit_run, read_text_input
 from validate.host import smi_health, smi_sections
 from validate.host.archs import (  # noqa: F401 (compute_capability_for: tests import it here)
-    compute_capability_for, identify, load_archs,
+    compute_capability_for,
+    identify,
+    load_archs,
+)
+from validate.host.bounds import (  # noqa: F401 (CaptureError, ERROR_KEY and call_key are this module's names too)
+    ERROR_KEY,
+    MAX_CAPTURE_BYTES,
+    MAX_CAPTURE_DEPTH,
+    MAX_CAPTURE_ITEMS,
+    MAX_DIGITS,
+    CaptureError,
+    ItemCounts,
+    bounded_xml,
+    call_key,
+    check_counts,
+    count_items,
+    terminal_safe,
 )
 from validate.host.pci_ids import capture_pci_info, device_id_of
-from validate.host.bounds import (  # noqa: F401 (CaptureError, ERROR_KEY and call_key are this module's names too)
-    ERROR_KEY, MAX_CAPTURE_BYTES, MAX_CAPTURE_DEPTH, MAX_CAPTURE_ITEMS, MAX_DIGITS, CaptureError, ItemCounts,
-    bounded_xml, call_key, count_items, check_counts, terminal_safe,
+from validate.host.smi_values import (
+    Node,
 )
-from validate.host.smi_values import Node, error_of as _error_of, number as _number, to_bytes as _bytes, yes as _yes
+from validate.host.smi_values import (
+    error_of as _error_of,
+)
+from validate.host.smi_values import (
+    number as _number,
+)
+from validate.host.smi_values import (
+    to_bytes as _bytes,
+)
+from validate.host.smi_values import (
+    yes as _yes,
+)
 
 RECORDING_FORMAT = "gpuenv-nvml-recording/1"
+
 
 class NvmlConstants:
     """The NVML constants the suite passes or compares, defined once: the recorded argument keys
@@ -47,11 +74,14 @@ class NvmlConstants:
     NVML_CLOCK_MEM = 2
     NVML_TEMPERATURE_GPU = 0
     NVML_DEVICE_MIG_ENABLE = 1
-    NVML_NVLINK_MAX_LINKS = 36  # 18 before nvidia-ml-py 13; a link a recording lacks replays as unsupported
+    NVML_NVLINK_MAX_LINKS = (
+        36  # 18 before nvidia-ml-py 13; a link a recording lacks replays as unsupported
+    )
     NVML_FEATURE_ENABLED = 1
     #: nvmlDeviceGetMemoryInfo(handle, nvmlMemory_v2): `used` without the driver's reserve, and
     #: `reserved` (nvidia-smi's "Used" and "Reserved"); version 1's `used` includes the reserve.
     nvmlMemory_v2 = 0x02000028
+
 
 #: Clock-event reasons: NVML bit, nvidia-smi XML tag suffix, nvidia-smi text label.
 CLOCK_EVENTS = (
@@ -136,10 +166,22 @@ def _put_memory(a: _Answers, total: int, used: int, reserved: int | None) -> Non
     if reserved is None:
         a.put("nvmlDeviceGetMemoryInfo", None, {"total": total, "used": used, "free": total - used})
         return
-    a.put("nvmlDeviceGetMemoryInfo", None, {"total": total, "used": used + reserved, "free": max(0, total - used - reserved)})
-    a.put(call_key("nvmlDeviceGetMemoryInfo", NvmlConstants.nvmlMemory_v2), None,
-          {"version": NvmlConstants.nvmlMemory_v2, "total": total, "used": used, "reserved": reserved,
-           "free": max(0, total - used - reserved)})
+    a.put(
+        "nvmlDeviceGetMemoryInfo",
+        None,
+        {"total": total, "used": used + reserved, "free": max(0, total - used - reserved)},
+    )
+    a.put(
+        call_key("nvmlDeviceGetMemoryInfo", NvmlConstants.nvmlMemory_v2),
+        None,
+        {
+            "version": NvmlConstants.nvmlMemory_v2,
+            "total": total,
+            "used": used,
+            "reserved": reserved,
+            "free": max(0, total - used - reserved),
+        },
+    )
 
 
 def _first_error(*raws: str | None) -> str | None:
@@ -159,7 +201,11 @@ def _ecc_uncorrected(gpu: Node) -> tuple[str | None, int | None]:
     old = volatile.find("double_bit/total|Double Bit/Total")
     if old is not None:
         return old.text, None if _number(old.text) is None else int(_number(old.text))  # type: ignore[arg-type]
-    parts = [c for c in volatile.children if "uncorrect" in c.tag.lower() and "threshold" not in c.tag.lower()]
+    parts = [
+        c
+        for c in volatile.children
+        if "uncorrect" in c.tag.lower() and "threshold" not in c.tag.lower()
+    ]
     raws = [c.text for c in parts]
     numbers = [_number(t) for t in raws]
     known = [int(n) for n in numbers if n is not None]
@@ -167,7 +213,9 @@ def _ecc_uncorrected(gpu: Node) -> tuple[str | None, int | None]:
 
 
 def _clock_events(gpu: Node) -> tuple[str | None, int | None]:
-    section = gpu.find("clocks_event_reasons|clocks_throttle_reasons|Clocks Event Reasons|Clocks Throttle Reasons")
+    section = gpu.find(
+        "clocks_event_reasons|clocks_throttle_reasons|Clocks Event Reasons|Clocks Throttle Reasons"
+    )
     if section is None:
         return None, None
     mask, seen, raw = 0, False, None
@@ -201,12 +249,26 @@ def _mig_devices(gpu: Node, mig_uuids: dict[int, str], gpu_index: int) -> dict[s
         # instance keeps a name that says so, never an invented UUID.
         own = node.value("uuid|UUID|MIG UUID") or ""
         uuid = own if own.upper().startswith("MIG-") else mig_uuids.get(slot)
-        answers.put("nvmlDeviceGetUUID", None, uuid or f"MIG-unrecorded-gpu{gpu_index}-instance{slot}")
-        total = node.value("fb_memory_usage/total|Shared FB Memory Usage/Total|FB Memory Usage/Total")
+        answers.put(
+            "nvmlDeviceGetUUID", None, uuid or f"MIG-unrecorded-gpu{gpu_index}-instance{slot}"
+        )
+        total = node.value(
+            "fb_memory_usage/total|Shared FB Memory Usage/Total|FB Memory Usage/Total"
+        )
         used = node.value("fb_memory_usage/used|Shared FB Memory Usage/Used|FB Memory Usage/Used")
         if _bytes(total) is not None:
-            answers.put("nvmlDeviceGetMemoryInfo", total, {"total": _bytes(total), "used": _bytes(used) or 0, "free": (_bytes(total) or 0) - (_bytes(used) or 0)})
-        sms = node.value("device_attributes/shared/multiprocessor_count|Device Attributes/Shared/Multiprocessor count")
+            answers.put(
+                "nvmlDeviceGetMemoryInfo",
+                total,
+                {
+                    "total": _bytes(total),
+                    "used": _bytes(used) or 0,
+                    "free": (_bytes(total) or 0) - (_bytes(used) or 0),
+                },
+            )
+        sms = node.value(
+            "device_attributes/shared/multiprocessor_count|Device Attributes/Shared/Multiprocessor count"
+        )
         if _number(sms) is not None:
             answers.put("nvmlDeviceGetAttributes", sms, {"multiprocessorCount": int(_number(sms))})  # type: ignore[arg-type]
         out[str(slot)] = answers.calls
@@ -223,7 +285,10 @@ def _put_processes(a: _Answers, listed: dict[str, Any] | None) -> None:
         a.calls["nvmlDeviceGetGraphicsRunningProcesses"] = error_answer(listed["error"])
         return
     names: dict[str, str] = {}
-    for key, kind in (("nvmlDeviceGetComputeRunningProcesses", "compute"), ("nvmlDeviceGetGraphicsRunningProcesses", "graphics")):
+    for key, kind in (
+        ("nvmlDeviceGetComputeRunningProcesses", "compute"),
+        ("nvmlDeviceGetGraphicsRunningProcesses", "graphics"),
+    ):
         if listed[kind] is not None:
             a.calls[key] = [{"pid": p["pid"], "usedGpuMemory": p["used"]} for p in listed[kind]]
             names.update({str(p["pid"]): p["name"] for p in listed[kind] if p["name"]})
@@ -242,7 +307,9 @@ def _descendant_value(section: Node | None, *names: str) -> str | None:
     return None
 
 
-def _gpu_answers(gpu: Node, index: int, mig_uuids: dict[int, str], driver_version: str | None = None) -> dict[str, Any]:
+def _gpu_answers(
+    gpu: Node, index: int, mig_uuids: dict[int, str], driver_version: str | None = None
+) -> dict[str, Any]:
     a = _Answers()
     name = gpu.value("product_name|Product Name")
     a.put("nvmlDeviceGetName", name, name)
@@ -250,59 +317,142 @@ def _gpu_answers(gpu: Node, index: int, mig_uuids: dict[int, str], driver_versio
     a.put("nvmlDeviceGetUUID", uuid, uuid)
     bus = gpu.value("pci/pci_bus_id|PCI/Bus Id") or gpu.text
     a.put("nvmlDeviceGetPciInfo", bus, capture_pci_info(bus, gpu))
-    total, used = gpu.value("fb_memory_usage/total|FB Memory Usage/Total"), gpu.value("fb_memory_usage/used|FB Memory Usage/Used")
+    total, used = (
+        gpu.value("fb_memory_usage/total|FB Memory Usage/Total"),
+        gpu.value("fb_memory_usage/used|FB Memory Usage/Used"),
+    )
     if _bytes(total) is not None and _bytes(used) is not None:
-        _put_memory(a, _bytes(total), _bytes(used), _bytes(gpu.value("fb_memory_usage/reserved|FB Memory Usage/Reserved")))  # type: ignore[arg-type]
+        _put_memory(
+            a,
+            _bytes(total),
+            _bytes(used),
+            _bytes(gpu.value("fb_memory_usage/reserved|FB Memory Usage/Reserved")),
+        )  # type: ignore[arg-type]
     else:
         a.put("nvmlDeviceGetMemoryInfo", _first_error(total, used), None)
     ecc = gpu.value("ecc_mode/current_ecc|ECC Mode/Current")
     a.put("nvmlDeviceGetCurrentEccMode", ecc, None if _yes(ecc) is None else int(bool(_yes(ecc))))
     raw, uncorrected = _ecc_uncorrected(gpu)
-    a.put(call_key("nvmlDeviceGetTotalEccErrors", NvmlConstants.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NvmlConstants.NVML_VOLATILE_ECC), raw, uncorrected)
+    a.put(
+        call_key(
+            "nvmlDeviceGetTotalEccErrors",
+            NvmlConstants.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+            NvmlConstants.NVML_VOLATILE_ECC,
+        ),
+        raw,
+        uncorrected,
+    )
     link = "pci/pci_gpu_link_info|PCI/GPU Link Info"
     for key, path in (
-        ("nvmlDeviceGetCurrPcieLinkGeneration", "pcie_gen/current_link_gen|PCIe Generation/Current"),
+        (
+            "nvmlDeviceGetCurrPcieLinkGeneration",
+            "pcie_gen/current_link_gen|PCIe Generation/Current",
+        ),
         ("nvmlDeviceGetMaxPcieLinkGeneration", "pcie_gen/max_link_gen|PCIe Generation/Max"),
-        ("nvmlDeviceGetGpuMaxPcieLinkGeneration", "pcie_gen/max_device_link_gen|PCIe Generation/Device Max"),
+        (
+            "nvmlDeviceGetGpuMaxPcieLinkGeneration",
+            "pcie_gen/max_device_link_gen|PCIe Generation/Device Max",
+        ),
         ("nvmlDeviceGetCurrPcieLinkWidth", "link_widths/current_link_width|Link Width/Current"),
         ("nvmlDeviceGetMaxPcieLinkWidth", "link_widths/max_link_width|Link Width/Max"),
     ):
         section = gpu.find(link)
         text = section.value(path) if section is not None else None
         number = _number(text)
-        a.put(key, text, int(number) if number else None)  # 0 (host max on some hosts) means unknown
+        a.put(
+            key, text, int(number) if number else None
+        )  # 0 (host max on some hosts) means unknown
     power = gpu.find("gpu_power_readings|power_readings|GPU Power Readings|Power Readings")
-    limit = _descendant_value(power, "current_power_limit", "enforced_power_limit", "Current Power Limit", "Enforced Power Limit", "power_limit", "Power Limit")
+    limit = _descendant_value(
+        power,
+        "current_power_limit",
+        "enforced_power_limit",
+        "Current Power Limit",
+        "Enforced Power Limit",
+        "power_limit",
+        "Power Limit",
+    )
     default = _descendant_value(power, "default_power_limit", "Default Power Limit")
-    draw = _descendant_value(power, "instant_power_draw", "power_draw", "Instantaneous Power Draw", "Power Draw")
-    a.put("nvmlDeviceGetEnforcedPowerLimit", limit, None if _number(limit) is None else int(_number(limit) * 1000))  # type: ignore[operator]
-    a.put("nvmlDeviceGetPowerManagementDefaultLimit", default, None if _number(default) is None else int(_number(default) * 1000))  # type: ignore[operator]
-    a.put("nvmlDeviceGetPowerUsage", draw, None if _number(draw) is None else int(_number(draw) * 1000))  # type: ignore[operator]
+    draw = _descendant_value(
+        power, "instant_power_draw", "power_draw", "Instantaneous Power Draw", "Power Draw"
+    )
+    a.put(
+        "nvmlDeviceGetEnforcedPowerLimit",
+        limit,
+        None if _number(limit) is None else int(_number(limit) * 1000),
+    )  # type: ignore[operator]
+    a.put(
+        "nvmlDeviceGetPowerManagementDefaultLimit",
+        default,
+        None if _number(default) is None else int(_number(default) * 1000),
+    )  # type: ignore[operator]
+    a.put(
+        "nvmlDeviceGetPowerUsage",
+        draw,
+        None if _number(draw) is None else int(_number(draw) * 1000),
+    )  # type: ignore[operator]
     raw, mask = _clock_events(gpu)
     a.put("nvmlDeviceGetCurrentClocksEventReasons", raw, mask)
     mode = gpu.value("compute_mode|Compute Mode")
     modes = {"default": 0, "exclusive_thread": 1, "prohibited": 2, "exclusive_process": 3}
     a.put("nvmlDeviceGetComputeMode", mode, modes.get((mode or "").lower().replace(" ", "_")))
     persistence = gpu.value("persistence_mode|Persistence Mode")
-    a.put("nvmlDeviceGetPersistenceMode", persistence, None if _yes(persistence) is None else int(bool(_yes(persistence))))
+    a.put(
+        "nvmlDeviceGetPersistenceMode",
+        persistence,
+        None if _yes(persistence) is None else int(bool(_yes(persistence))),
+    )
     util = gpu.value("utilization/gpu_util|Utilization/GPU")
     mem_util = gpu.value("utilization/memory_util|Utilization/Memory")
-    a.put("nvmlDeviceGetUtilizationRates", util, None if _number(util) is None else {"gpu": int(_number(util)), "memory": int(_number(mem_util) or 0)})  # type: ignore[arg-type]
+    a.put(
+        "nvmlDeviceGetUtilizationRates",
+        util,
+        None
+        if _number(util) is None
+        else {"gpu": int(_number(util)), "memory": int(_number(mem_util) or 0)},
+    )  # type: ignore[arg-type]
     for key, path in (
-        (call_key("nvmlDeviceGetClockInfo", NvmlConstants.NVML_CLOCK_SM), "clocks/sm_clock|Clocks/SM"),
-        (call_key("nvmlDeviceGetMaxClockInfo", NvmlConstants.NVML_CLOCK_SM), "max_clocks/sm_clock|Max Clocks/SM"),
-        (call_key("nvmlDeviceGetApplicationsClock", NvmlConstants.NVML_CLOCK_GRAPHICS), "applications_clocks/graphics_clock|Applications Clocks/Graphics"),
-        (call_key("nvmlDeviceGetDefaultApplicationsClock", NvmlConstants.NVML_CLOCK_GRAPHICS), "default_applications_clocks/graphics_clock|Default Applications Clocks/Graphics"),
-        (call_key("nvmlDeviceGetApplicationsClock", NvmlConstants.NVML_CLOCK_MEM), "applications_clocks/mem_clock|Applications Clocks/Memory"),
-        (call_key("nvmlDeviceGetDefaultApplicationsClock", NvmlConstants.NVML_CLOCK_MEM), "default_applications_clocks/mem_clock|Default Applications Clocks/Memory"),
-        (call_key("nvmlDeviceGetTemperature", NvmlConstants.NVML_TEMPERATURE_GPU), "temperature/gpu_temp|Temperature/GPU Current Temp"),
+        (
+            call_key("nvmlDeviceGetClockInfo", NvmlConstants.NVML_CLOCK_SM),
+            "clocks/sm_clock|Clocks/SM",
+        ),
+        (
+            call_key("nvmlDeviceGetMaxClockInfo", NvmlConstants.NVML_CLOCK_SM),
+            "max_clocks/sm_clock|Max Clocks/SM",
+        ),
+        (
+            call_key("nvmlDeviceGetApplicationsClock", NvmlConstants.NVML_CLOCK_GRAPHICS),
+            "applications_clocks/graphics_clock|Applications Clocks/Graphics",
+        ),
+        (
+            call_key("nvmlDeviceGetDefaultApplicationsClock", NvmlConstants.NVML_CLOCK_GRAPHICS),
+            "default_applications_clocks/graphics_clock|Default Applications Clocks/Graphics",
+        ),
+        (
+            call_key("nvmlDeviceGetApplicationsClock", NvmlConstants.NVML_CLOCK_MEM),
+            "applications_clocks/mem_clock|Applications Clocks/Memory",
+        ),
+        (
+            call_key("nvmlDeviceGetDefaultApplicationsClock", NvmlConstants.NVML_CLOCK_MEM),
+            "default_applications_clocks/mem_clock|Default Applications Clocks/Memory",
+        ),
+        (
+            call_key("nvmlDeviceGetTemperature", NvmlConstants.NVML_TEMPERATURE_GPU),
+            "temperature/gpu_temp|Temperature/GPU Current Temp",
+        ),
     ):
         # the temperature given twice is judged by its hotter reading (a hostile or pasted capture)
         text = gpu.worst(path) if "Temperature" in path else gpu.value(path)
         a.put(key, text, None if _number(text) is None else int(_number(text)))  # type: ignore[arg-type]
-    pending = gpu.value("retired_pages/pending_retirement|retired_pages/pending_blacklist"
-                        "|Retired Pages/Pending Page Retirement|Retired Pages/Pending Page Blacklist|Retired Pages/Pending")
-    a.put("nvmlDeviceGetRetiredPagesPendingStatus", pending, None if _yes(pending) is None else int(bool(_yes(pending))))
+    pending = gpu.value(
+        "retired_pages/pending_retirement|retired_pages/pending_blacklist"
+        "|Retired Pages/Pending Page Retirement|Retired Pages/Pending Page Blacklist|Retired Pages/Pending"
+    )
+    a.put(
+        "nvmlDeviceGetRetiredPagesPendingStatus",
+        pending,
+        None if _yes(pending) is None else int(bool(_yes(pending))),
+    )
     rows = gpu.find("remapped_rows|Remapped Rows")
     if rows is not None and rows.children:
         corr = rows.value("remapped_row_corr|Correctable Error")
@@ -310,13 +460,29 @@ def _gpu_answers(gpu: Node, index: int, mig_uuids: dict[int, str], driver_versio
         row_pending = rows.value("remapped_row_pending|Pending")
         failure = rows.value("remapped_row_failure|Remapping Failure Occurred")
         if _yes(row_pending) is not None and _yes(failure) is not None:
-            a.put("nvmlDeviceGetRemappedRows", None, [int(_number(corr) or 0), int(_number(unc) or 0), int(bool(_yes(row_pending))), int(bool(_yes(failure)))])
+            a.put(
+                "nvmlDeviceGetRemappedRows",
+                None,
+                [
+                    int(_number(corr) or 0),
+                    int(_number(unc) or 0),
+                    int(bool(_yes(row_pending))),
+                    int(bool(_yes(failure))),
+                ],
+            )
         else:
             a.put("nvmlDeviceGetRemappedRows", _first_error(corr, unc, row_pending, failure), None)
     mig = gpu.value("mig_mode/current_mig|MIG Mode/Current")
     pending_mig = gpu.value("mig_mode/pending_mig|MIG Mode/Pending")
     if _yes(mig) is not None:
-        a.put("nvmlDeviceGetMigMode", mig, [int(bool(_yes(mig))), int(bool(_yes(pending_mig) if _yes(pending_mig) is not None else _yes(mig)))])
+        a.put(
+            "nvmlDeviceGetMigMode",
+            mig,
+            [
+                int(bool(_yes(mig))),
+                int(bool(_yes(pending_mig) if _yes(pending_mig) is not None else _yes(mig))),
+            ],
+        )
         if _yes(mig):
             devices = _mig_devices(gpu, mig_uuids, index)
             a.calls["mig"] = devices
@@ -329,7 +495,9 @@ def _gpu_answers(gpu: Node, index: int, mig_uuids: dict[int, str], driver_versio
     fabric = smi_sections.fabric(gpu)
     if fabric is not None:
         a.calls["nvmlDeviceGetGpuFabricInfo"] = fabric
-    a.calls.update(smi_health.answers(gpu, fabric, driver_version))  # the DCGM-style health rows' readings
+    a.calls.update(
+        smi_health.answers(gpu, fabric, driver_version)
+    )  # the DCGM-style health rows' readings
     return a.calls
 
 
@@ -352,17 +520,24 @@ def capture_scope(root: Node, header: bool) -> dict[str, Any]:
     Kept beside the NVML answers (NVML has no word for "cut short"); validate/judge/capture.py
     judges it."""
     attached = _number(root.value("attached_gpus|Attached GPUs")) if header else None
-    return {"gpu_sections": len(root.all("gpu")), "attached_gpus": None if attached is None else int(attached),
-            "header": header, "absent": [] if header else list(HEADER_FIELDS)}
+    return {
+        "gpu_sections": len(root.all("gpu")),
+        "attached_gpus": None if attached is None else int(attached),
+        "header": header,
+        "absent": [] if header else list(HEADER_FIELDS),
+    }
 
 
-def recording_from_tree(root: Node, source: str, mig_uuids: dict[int, dict[int, str]] | None = None,
-                        header: bool = True) -> dict[str, Any]:
+def recording_from_tree(
+    root: Node, source: str, mig_uuids: dict[int, dict[int, str]] | None = None, header: bool = True
+) -> dict[str, Any]:
     """A recording of NVML answers from nvidia-smi's tree (XML or text); `header` False for an
     excerpt that starts at a GPU section (no driver, CUDA version or GPU count in it)."""
     gpus = root.all("gpu")
     system: dict[str, Any] = {}
-    driver = re.match(r"^\s*(\d+(?:\.\d+)+)", root.value("driver_version|Driver Version|KMD Version") or "")
+    driver = re.match(
+        r"^\s*(\d+(?:\.\d+)+)", root.value("driver_version|Driver Version|KMD Version") or ""
+    )
     if driver:  # "610.57.04 [Deprecated ...]" on new drivers: the version only
         system["nvmlSystemGetDriverVersion"] = driver.group(1)
     cuda = _cuda_encoded(root.value("cuda_version|CUDA Version"))
@@ -370,12 +545,20 @@ def recording_from_tree(root: Node, source: str, mig_uuids: dict[int, dict[int, 
         system["nvmlSystemGetCudaDriverVersion_v2"] = cuda
     system["nvmlDeviceGetCount"] = len(gpus)
     driver_version = system.get("nvmlSystemGetDriverVersion")
-    devices = [_gpu_answers(gpu, i, (mig_uuids or {}).get(i, {}), driver_version) for i, gpu in enumerate(gpus)]
+    devices = [
+        _gpu_answers(gpu, i, (mig_uuids or {}).get(i, {}), driver_version)
+        for i, gpu in enumerate(gpus)
+    ]
     names = {pid: name for d in devices for pid, name in d.pop("process_names", {}).items()}
     for pid, name in names.items():
         system[call_key("nvmlSystemGetProcessName", pid)] = name
-    recording = {"format": RECORDING_FORMAT, "source": source, "system": system, "devices": devices,
-                 "capture": capture_scope(root, header)}
+    recording = {
+        "format": RECORDING_FORMAT,
+        "source": source,
+        "system": system,
+        "devices": devices,
+        "capture": capture_scope(root, header),
+    }
     return with_compute_capabilities(check_counts(recording, source, root))
 
 
@@ -385,9 +568,13 @@ def parse_xml(text: str, source: str = "nvidia-smi -q -x") -> dict[str, Any]:
         text = re.sub(r"<!DOCTYPE[^>]*>", "", text, count=1)
     element = bounded_xml(text, source)
     if element.tag == "gpu":  # an excerpt: one <gpu> section without the log around it
-        return recording_from_tree(Node("nvidia_smi_log", "", [_from_element(element)]), source, header=False)
+        return recording_from_tree(
+            Node("nvidia_smi_log", "", [_from_element(element)]), source, header=False
+        )
     if element.tag != "nvidia_smi_log":
-        raise CaptureError(f"{source}: XML root is <{element.tag}>, not nvidia-smi's <nvidia_smi_log> (make it with nvidia-smi -q -x)")
+        raise CaptureError(
+            f"{source}: XML root is <{element.tag}>, not nvidia-smi's <nvidia_smi_log> (make it with nvidia-smi -q -x)"
+        )
     return recording_from_tree(_from_element(element), source)
 
 
@@ -451,22 +638,42 @@ def parse_text(text: str, source: str = "nvidia-smi -q") -> dict[str, Any]:
     if not blocks:
         excerpt = _excerpt(lines)
         if excerpt is None:
-            raise CaptureError(f"{source}: no '==NVSMI LOG==' block and no 'GPU 00000000:..' section: "
-                               "give the output of nvidia-smi -q or nvidia-smi -q -x")
-        return recording_from_tree(_text_tree(excerpt, source), source, _mig_uuids_from_list(lines), header=False)
+            raise CaptureError(
+                f"{source}: no '==NVSMI LOG==' block and no 'GPU 00000000:..' section: "
+                "give the output of nvidia-smi -q or nvidia-smi -q -x"
+            )
+        return recording_from_tree(
+            _text_tree(excerpt, source), source, _mig_uuids_from_list(lines), header=False
+        )
     banner, block = next(((b, l) for b, l in blocks if "idle" in b.lower()), blocks[0])
-    recording = recording_from_tree(_text_tree(block, source), source + (f" ({banner.lstrip('# ').strip()})" if banner else ""), _mig_uuids_from_list(lines))
+    recording = recording_from_tree(
+        _text_tree(block, source),
+        source + (f" ({banner.lstrip('# ').strip()})" if banner else ""),
+        _mig_uuids_from_list(lines),
+    )
     return recording
 
 
 def check_recording(data: Any, source: str) -> dict[str, Any]:
     """gpuenv's own recording, checked enough that replay cannot trip on its shape."""
-    if not isinstance(data, dict) or not str(data.get("format", "")).startswith("gpuenv-nvml-recording/"):
-        raise CaptureError(f"{source}: JSON but not a {RECORDING_FORMAT} file (make one with python -m validate --record DIR)")
+    if not isinstance(data, dict) or not str(data.get("format", "")).startswith(
+        "gpuenv-nvml-recording/"
+    ):
+        raise CaptureError(
+            f"{source}: JSON but not a {RECORDING_FORMAT} file (make one with python -m validate --record DIR)"
+        )
     if data["format"] != RECORDING_FORMAT:
-        raise CaptureError(f"{source}: recording format {data['format']} is newer than this suite reads ({RECORDING_FORMAT}): update gpuenv")
-    if not isinstance(data.get("system"), dict) or not isinstance(data.get("devices"), list) or not all(isinstance(d, dict) for d in data["devices"]):
-        raise CaptureError(f"{source}: {RECORDING_FORMAT} file without 'system' and 'devices': it is damaged; record it again with python -m validate --record DIR")
+        raise CaptureError(
+            f"{source}: recording format {data['format']} is newer than this suite reads ({RECORDING_FORMAT}): update gpuenv"
+        )
+    if (
+        not isinstance(data.get("system"), dict)
+        or not isinstance(data.get("devices"), list)
+        or not all(isinstance(d, dict) for d in data["devices"])
+    ):
+        raise CaptureError(
+            f"{source}: {RECORDING_FORMAT} file without 'system' and 'devices': it is damaged; record it again with python -m validate --record DIR"
+        )
     return data
 
 
@@ -478,18 +685,28 @@ def parse_capture(text: str, source: str = "capture") -> dict[str, Any]:
         try:
             data = load_json_input(text, max_depth=MAX_CAPTURE_DEPTH, max_values=MAX_CAPTURE_ITEMS)
         except InputRefused as err:
-            raise CaptureError(f"{source}: {err}: give a recording python -m validate --record DIR wrote, unchanged") from None
+            raise CaptureError(
+                f"{source}: {err}: give a recording python -m validate --record DIR wrote, unchanged"
+            ) from None
         return terminal_safe(check_counts(check_recording(data, source), source))
     count_items(text, source, xml=head.startswith("<"))  # the cheapest refusal first
     digits, line = longest_digit_run(text, MAX_DIGITS)
     if digits:
-        raise CaptureError(f"{source}:{line}: a {digits}-digit number, which no nvidia-smi value has: capture it again with nvidia-smi -q -x")
+        raise CaptureError(
+            f"{source}:{line}: a {digits}-digit number, which no nvidia-smi value has: capture it again with nvidia-smi -q -x"
+        )
     if head.startswith("<"):
-        return terminal_safe(parse_xml(text, source))  # both nvidia-smi forms are checked by recording_from_tree
+        return terminal_safe(
+            parse_xml(text, source)
+        )  # both nvidia-smi forms are checked by recording_from_tree
     indent = max((len(line) - len(line.lstrip(" ")) for line in text.splitlines()), default=0)
-    if indent // 4 > MAX_CAPTURE_DEPTH:  # four spaces a level: readers of the tree recurse per level
-        raise CaptureError(f"{source}: lines indented {indent // 4} levels deep, which no nvidia-smi -q output is: "
-                           "capture it again with nvidia-smi -q")
+    if (
+        indent // 4 > MAX_CAPTURE_DEPTH
+    ):  # four spaces a level: readers of the tree recurse per level
+        raise CaptureError(
+            f"{source}: lines indented {indent // 4} levels deep, which no nvidia-smi -q output is: "
+            "capture it again with nvidia-smi -q"
+        )
     return terminal_safe(parse_text(text, source))
 
 
@@ -507,10 +724,14 @@ def load_capture(path: str | Path, *, keep: bool = False) -> dict[str, Any]:
     try:
         text = read_text_input(path, MAX_CAPTURE_BYTES)
     except InputRefused as err:
-        raise CaptureError(f"{path}: {err}: give an nvidia-smi -q -x capture or a gpuenv recording (python -m validate --record DIR)") from None
+        raise CaptureError(
+            f"{path}: {err}: give an nvidia-smi -q -x capture or a gpuenv recording (python -m validate --record DIR)"
+        ) from None
     if _kept:
         source, kept_text, recording = _kept.pop()
-        if source == str(path) and kept_text == text:  # the same file, unchanged since it was checked
+        if (
+            source == str(path) and kept_text == text
+        ):  # the same file, unchanged since it was checked
             return recording
     recording = parse_capture(text, str(path))
     if keep:
@@ -540,5 +761,7 @@ def with_compute_capabilities(recording: dict[str, Any]) -> dict[str, Any]:
         if known is not None:
             major, minor = (int(p) for p in known.compute_capability.split("."))
             calls["nvmlDeviceGetCudaComputeCapability"] = [major, minor]
-            derived[f"GPU {index} compute capability"] = f"{known.compute_capability} for {name} ({known.source})"
+            derived[f"GPU {index} compute capability"] = (
+                f"{known.compute_capability} for {name} ({known.source})"
+            )
     return recording

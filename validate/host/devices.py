@@ -17,7 +17,7 @@ def uuid_body(uuid: str) -> str:
     text = uuid.strip().lower()
     for prefix in ("gpu-", "mig-"):
         if text.startswith(prefix):
-            return text[len(prefix):]
+            return text[len(prefix) :]
     return text
 
 
@@ -88,7 +88,9 @@ def visible_gpus(gpus: list[GpuInfo], caller_mask: str | None) -> list[GpuInfo]:
     numbers them: the first is a child's device 0. A GPU counts when it or one of its MIG
     instances is named. Children of the suite only ever narrow this set."""
     owner = {g.uuid: g for g in gpus} | {m.uuid: g for g in gpus for m in g.mig_devices}
-    named = expected_visible(caller_mask, [g.uuid for g in gpus], [m.uuid for g in gpus for m in g.mig_devices])
+    named = expected_visible(
+        caller_mask, [g.uuid for g in gpus], [m.uuid for g in gpus for m in g.mig_devices]
+    )
     out: list[GpuInfo] = []
     for uuid in named:
         if all(owner[uuid] is not seen for seen in out):

@@ -45,7 +45,9 @@ def _resolve_prefix(entry: str, candidates: list[str]) -> str | None:
     return matches[0] if len(matches) == 1 else None
 
 
-def expected_visible(visible_devices: str | None, uuids: list[str], mig_uuids: list[str] | None = None) -> list[str]:
+def expected_visible(
+    visible_devices: str | None, uuids: list[str], mig_uuids: list[str] | None = None
+) -> list[str]:
     """Physical GPUs or MIG instances (UUIDs, in the order the framework numbers them) for a
     CUDA_VISIBLE_DEVICES value, following the rules PyTorch copies from CUDA
     (torch/cuda/__init__.py, `_parse_visible_devices` and `_transform_uuid_to_ordinals`):
@@ -94,7 +96,9 @@ def expected_visible(visible_devices: str | None, uuids: list[str], mig_uuids: l
 NO_SUCH_UUID = "GPU-ffffffff-ffff-ffff-ffff-ffffffffffff"
 
 
-def masking_cases(uuids: list[str], caller: str | None = None, only: list[str] | None = None) -> list[MaskCase]:
+def masking_cases(
+    uuids: list[str], caller: str | None = None, only: list[str] | None = None
+) -> list[MaskCase]:
     """The experiments the suite runs on a host with these GPUs (NVML order), inside the caller's
     CUDA_VISIBLE_DEVICES (`caller`; None: unset). Every case names only GPUs the caller lets the
     suite see (by their ordinals in PCI order, which is what CUDA reads with
@@ -162,13 +166,17 @@ def env_for_case(case: MaskCase) -> dict[str, str | None]:
     return {"CUDA_VISIBLE_DEVICES": value, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
 
-def narrows(child: str | None, caller: str | None, uuids: list[str], mig_uuids: list[str] | None = None) -> bool:
+def narrows(
+    child: str | None, caller: str | None, uuids: list[str], mig_uuids: list[str] | None = None
+) -> bool:
     """Does a child given CUDA_VISIBLE_DEVICES=`child` see only devices the caller's value lets it see?"""
     allowed = set(expected_visible(caller, uuids, mig_uuids))
     return set(expected_visible(child, uuids, mig_uuids)) <= allowed
 
 
-def device_list(value: str | None, listdir: Callable[[str], list[str]] = os.listdir) -> list[str] | None:
+def device_list(
+    value: str | None, listdir: Callable[[str], list[str]] = os.listdir
+) -> list[str] | None:
     """The devices NVIDIA_VISIBLE_DEVICES asks for: its comma-separated entries, or, for a path
     (Kubernetes' volume-mounts strategy, VOLUME_MOUNTS_DIR), the names of the files mounted there
     (UUIDs or indexes), sorted. None when the value is unset/void/none, or the folder is unreadable."""
@@ -189,7 +197,9 @@ def normalise_pci_bus_id(bus_id: str) -> str:
     Anything else ("unknown" when NVML could not read it) comes back lower-cased as it is, so
     it matches no real bus id instead of raising."""
     parts = bus_id.strip().lower().split(":")
-    if len(parts) not in (2, 3) or not all(re.fullmatch(r"[0-9a-f]+(\.[0-9a-f]+)?", p) for p in parts):
+    if len(parts) not in (2, 3) or not all(
+        re.fullmatch(r"[0-9a-f]+(\.[0-9a-f]+)?", p) for p in parts
+    ):
         return bus_id.strip().lower()
     domain = int(parts[0], 16) if len(parts) == 3 else 0
     return f"{domain:04x}:{parts[-2]}:{parts[-1]}"

@@ -19,11 +19,12 @@ from typing import Any, Callable, TypeVar
 
 from validate.host.nvml_health import HealthReadings, read_health
 from validate.host.nvml_names import COMPUTE_MODES, cuda_version_text, throttle_reason_names
-from validate.host.virtualization import memory_v2_info, read_vgpu_license, read_virtualization
 from validate.host.pci_ids import device_id_of
 from validate.host.pcibus import nvidia_gpus
+from validate.host.virtualization import memory_v2_info, read_vgpu_license, read_virtualization
 
 T = TypeVar("T")
+
 
 @dataclass
 class GpuProcess:
@@ -80,7 +81,9 @@ class GpuInfo:
     applications_clocks_mhz: tuple[int | None, int | None] | None = None  # (graphics, memory) set
     default_applications_clocks_mhz: tuple[int | None, int | None] | None = None
     persistence_mode: bool | None = None
-    utilization_percent: int | None = None  # GPU busy when the host was read (PCIe is judged under load)
+    utilization_percent: int | None = (
+        None  # GPU busy when the host was read (PCIe is judged under load)
+    )
     nvlink_active_links: int | None = None
     multiprocessor_count: int | None = None
     # NVSwitch fabric registration (HGX/DGX H100 and newer): "Not Started", "In Progress",
@@ -158,14 +161,18 @@ class GpuLost(Exception):
 
 def _lost(err: BaseException) -> bool:
     """GpuIsLost (15) or ResetRequired (16): the GPU cannot be used until it is reset."""
-    return type(err).__name__ in ("NVMLError_GpuIsLost", "NVMLError_ResetRequired") or getattr(err, "value", None) in (15, 16)
+    return type(err).__name__ in ("NVMLError_GpuIsLost", "NVMLError_ResetRequired") or getattr(
+        err, "value", None
+    ) in (15, 16)
 
 
 def _optional(probe: Callable[[], T]) -> T | None:
     """One optional NVML query: its value, or None when this GPU/driver does not support it."""
     try:
         return probe()
-    except Exception:  # NVMLError_NotSupported, _NoPermission, a symbol missing in an old driver ...
+    except (
+        Exception
+    ):  # NVMLError_NotSupported, _NoPermission, a symbol missing in an old driver ...
         return None
 
 
@@ -234,17 +241,25 @@ def _init(nv: Any = None) -> tuple[Any, str | None]:
     except nv.NVMLError_LibraryNotFound:
         return None, NO_DRIVER
     except nv.NVMLError_DriverNotLoaded:
-        return None, "NVML: the NVIDIA kernel driver is not loaded (is the GPU passed into this container?)"
+        return (
+            None,
+            "NVML: the NVIDIA kernel driver is not loaded (is the GPU passed into this container?)",
+        )
     except nv.NVMLError_NoPermission:
         return None, "NVML: no permission to open the GPU device files (/dev/nvidia*)"
-    except Exception as err:  # NVMLError_LibRmVersionMismatch, NVMLLibraryMismatchError, OSError ...
+    except (
+        Exception
+    ) as err:  # NVMLError_LibRmVersionMismatch, NVMLLibraryMismatchError, OSError ...
         return None, f"NVML: initialisation failed: {_describe(err)}"
     return nv, None
 
 
 def _clock_event_reasons(nv: Any, handle: Any) -> int | None:
     """nvmlDeviceGetCurrentClocksEventReasons (nvidia-ml-py 12.535+), else its older name."""
-    for name in ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"):
+    for name in (
+        "nvmlDeviceGetCurrentClocksEventReasons",
+        "nvmlDeviceGetCurrentClocksThrottleReasons",
+    ):
         function = getattr(nv, name, None)
         if function is not None:
             value = _optional(lambda: function(handle))
@@ -276,7 +291,11 @@ def _mig_devices(nv: Any, handle: Any) -> list[MigDevice]:
         if uuid is None:
             continue
         memory = _optional(lambda: nv.nvmlDeviceGetMemoryInfo(mig))
-        out.append(MigDevice(slot, uuid, None if memory is None else int(memory.total), _multiprocessors(nv, mig)))
+        out.append(
+            MigDevice(
+                slot, uuid, None if memory is None else int(memory.total), _multiprocessors(nv, mig)
+            )
+        )
     return out
 
 
@@ -307,7 +326,10 @@ FABRIC_STATES = {1: "Not Started", 2: "In Progress", 3: "Completed"}
 def _fabric(nv: Any, handle: Any) -> tuple[str | None, str | None]:
     """The GPU's NVSwitch fabric state and status (nvmlDeviceGetGpuFabricInfo, driver 530+);
     (None, None) when the GPU has no fabric or the driver or nvidia-ml-py lacks the call."""
-    make, call = getattr(nv, "c_nvmlGpuFabricInfo_t", None), getattr(nv, "nvmlDeviceGetGpuFabricInfo", None)
+    make, call = (
+        getattr(nv, "c_nvmlGpuFabricInfo_t", None),
+        getattr(nv, "nvmlDeviceGetGpuFabricInfo", None),
+    )
     if make is None or call is None:
         return None, None
     info = make()
@@ -330,7 +352,9 @@ def _fabric(nv: Any, handle: Any) -> tuple[str | None, str | None]:
 
 
 def _clock_pair(nv: Any, handle: Any, function: str) -> tuple[int | None, int | None] | None:
-    graphics = _optional(lambda: int(getattr(nv, function)(handle, getattr(nv, "NVML_CLOCK_GRAPHICS", 0))))
+    graphics = _optional(
+        lambda: int(getattr(nv, function)(handle, getattr(nv, "NVML_CLOCK_GRAPHICS", 0)))
+    )
     memory = _optional(lambda: int(getattr(nv, function)(handle, getattr(nv, "NVML_CLOCK_MEM", 2))))
     return None if graphics is None and memory is None else (graphics, memory)
 
@@ -346,7 +370,9 @@ def _read_gpu(nv: Any, index: int, driver_version: str | None = None) -> GpuInfo
     reasons = _clock_event_reasons(nv, handle)
     mode = _gpu_field(lambda: nv.nvmlDeviceGetComputeMode(handle))
     mig_mode = _gpu_field(lambda: nv.nvmlDeviceGetMigMode(handle))
-    mig_enabled = None if mig_mode is None else bool(mig_mode[0] == getattr(nv, "NVML_DEVICE_MIG_ENABLE", 1))
+    mig_enabled = (
+        None if mig_mode is None else bool(mig_mode[0] == getattr(nv, "NVML_DEVICE_MIG_ENABLE", 1))
+    )
     compute = _processes(nv, handle, "nvmlDeviceGetComputeRunningProcesses")
     graphics = _processes(nv, handle, "nvmlDeviceGetGraphicsRunningProcesses")
     graphic_pids = {p.pid for p in graphics or []}
@@ -371,7 +397,9 @@ def _read_gpu(nv: Any, index: int, driver_version: str | None = None) -> GpuInfo
         ecc_enabled=None if ecc_mode is None else bool(ecc_mode),
         ecc_uncorrected_volatile=_gpu_field(
             lambda: int(
-                nv.nvmlDeviceGetTotalEccErrors(handle, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC)
+                nv.nvmlDeviceGetTotalEccErrors(
+                    handle, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC
+                )
             )
         ),
         pcie_link_gen=_gpu_field(lambda: nv.nvmlDeviceGetCurrPcieLinkGeneration(handle)),
@@ -386,14 +414,20 @@ def _read_gpu(nv: Any, index: int, driver_version: str | None = None) -> GpuInfo
         mig_enabled=mig_enabled,
         mig_devices=_mig_devices(nv, handle) if mig_enabled else [],
         nvlink_active_links=_nvlink_active(nv, handle),
-        compute_processes=None if compute is None else [p for p in compute if p.pid not in graphic_pids],
+        compute_processes=None
+        if compute is None
+        else [p for p in compute if p.pid not in graphic_pids],
         graphics_processes=graphics,
-        retired_pages_pending=None if pending is None else bool(pending == getattr(nv, "NVML_FEATURE_ENABLED", 1)),
+        retired_pages_pending=None
+        if pending is None
+        else bool(pending == getattr(nv, "NVML_FEATURE_ENABLED", 1)),
         remapped_rows_pending=None if rows is None else bool(rows[2]),
         remapped_rows_failure=None if rows is None else bool(rows[3]),
         remapped_rows_uncorrectable=None if rows is None else int(rows[1]),
         applications_clocks_mhz=_clock_pair(nv, handle, "nvmlDeviceGetApplicationsClock"),
-        default_applications_clocks_mhz=_clock_pair(nv, handle, "nvmlDeviceGetDefaultApplicationsClock"),
+        default_applications_clocks_mhz=_clock_pair(
+            nv, handle, "nvmlDeviceGetDefaultApplicationsClock"
+        ),
         persistence_mode=None if persistence is None else bool(persistence),
         utilization_percent=None if utilization is None else int(utilization.gpu),
         multiprocessor_count=_multiprocessors(nv, handle),
@@ -421,7 +455,11 @@ def _unreadable(nv: Any, index: int, err: BaseException) -> UnreadableGpu:
 
     handle = quietly(lambda: nv.nvmlDeviceGetHandleByIndex(index))
     uuid = quietly(lambda: _text(nv.nvmlDeviceGetUUID(handle))) if handle is not None else None
-    bus = quietly(lambda: _text(nv.nvmlDeviceGetPciInfo(handle).busId)) if handle is not None else None
+    bus = (
+        quietly(lambda: _text(nv.nvmlDeviceGetPciInfo(handle).busId))
+        if handle is not None
+        else None
+    )
     named = ", ".join(x for x in (bus, uuid) if x)
     where = f"GPU {index}" + (f" ({named})" if named else "")
     fix = ""
@@ -440,13 +478,19 @@ def read_host(nv: Any = None) -> HostInfo:
     try:
         info = HostInfo(
             driver_version=_optional(lambda: _text(nv.nvmlSystemGetDriverVersion())),
-            cuda_driver_version=_optional(lambda: cuda_version_text(nv.nvmlSystemGetCudaDriverVersion_v2())),
+            cuda_driver_version=_optional(
+                lambda: cuda_version_text(nv.nvmlSystemGetCudaDriverVersion_v2())
+            ),
             replayed_from=getattr(nv, "replayed_from", None),
         )
         try:
             count = int(nv.nvmlDeviceGetCount())
         except Exception as err:
-            return HostInfo(info.driver_version, info.cuda_driver_version, error=f"NVML: counting the GPUs failed: {_describe(err)}")
+            return HostInfo(
+                info.driver_version,
+                info.cuda_driver_version,
+                error=f"NVML: counting the GPUs failed: {_describe(err)}",
+            )
         for index in range(count):
             try:
                 info.gpus.append(_read_gpu(nv, index, info.driver_version))
@@ -508,8 +552,12 @@ class Sample:
     pcie_link_gen: int | None
     reasons: list[str] | None
     pcie_link_width: int | None = None  # under load: an idle link may narrow, a loaded one must not
-    pcie_replays: int | None = None  # read at each sample: the first and last give DCGM's replay rate
-    margin_c: int | None = None  # degrees below the GPU's limit (T.Limit), judged under load as DCGM does
+    pcie_replays: int | None = (
+        None  # read at each sample: the first and last give DCGM's replay rate
+    )
+    margin_c: int | None = (
+        None  # degrees below the GPU's limit (T.Limit), judged under load as DCGM does
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -543,12 +591,24 @@ class Sampler:
                     uuid=uuid,
                     seconds=round(now, 3),
                     sm_clock_mhz=_optional(lambda: int(nv.nvmlDeviceGetClockInfo(handle, sm))),
-                    max_sm_clock_mhz=_optional(lambda: int(nv.nvmlDeviceGetMaxClockInfo(handle, sm))),
+                    max_sm_clock_mhz=_optional(
+                        lambda: int(nv.nvmlDeviceGetMaxClockInfo(handle, sm))
+                    ),
                     power_watts=None if power_mw is None else power_mw / 1000.0,
-                    temperature_c=_optional(lambda: int(nv.nvmlDeviceGetTemperature(handle, getattr(nv, "NVML_TEMPERATURE_GPU", 0)))),
-                    pcie_link_gen=_optional(lambda: int(nv.nvmlDeviceGetCurrPcieLinkGeneration(handle))),
+                    temperature_c=_optional(
+                        lambda: int(
+                            nv.nvmlDeviceGetTemperature(
+                                handle, getattr(nv, "NVML_TEMPERATURE_GPU", 0)
+                            )
+                        )
+                    ),
+                    pcie_link_gen=_optional(
+                        lambda: int(nv.nvmlDeviceGetCurrPcieLinkGeneration(handle))
+                    ),
                     reasons=None if reasons is None else throttle_reason_names(reasons),
-                    pcie_link_width=_optional(lambda: int(nv.nvmlDeviceGetCurrPcieLinkWidth(handle))),
+                    pcie_link_width=_optional(
+                        lambda: int(nv.nvmlDeviceGetCurrPcieLinkWidth(handle))
+                    ),
                     pcie_replays=_optional(lambda: int(nv.nvmlDeviceGetPcieReplayCounter(handle))),
                     margin_c=_optional(lambda: int(nv.nvmlDeviceGetMarginTemperature(handle))),
                 )
@@ -561,8 +621,13 @@ class Sampler:
             self.nv = None
 
 
-def reread_clock_events(uuid: str, times: int = 4, interval_s: float = 0.3, nv: Any = None,
-                        sleep: Callable[[float], None] = time.sleep) -> list[list[str] | None]:
+def reread_clock_events(
+    uuid: str,
+    times: int = 4,
+    interval_s: float = 0.3,
+    nv: Any = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[list[str] | None]:
     """The GPU's clock-event reasons read `times` more times, `interval_s` apart (bounded: about a
     second by default): a reason a P-state change set for a moment is gone by then."""
     sampler = Sampler([uuid], nv)

@@ -35,7 +35,11 @@ STABLE_CLOCK_EVENT_COUNTERS = {
     "sync_boost": FI_PERF_POLICY_SYNC_BOOST,
 }
 #: The counters NVIDIA renumbered between driver releases (nvml_fields.yaml holds the ids).
-RENUMBERED_CLOCK_EVENT_COUNTERS = ("sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
+RENUMBERED_CLOCK_EVENT_COUNTERS = (
+    "sw_thermal_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+)
 FIELDS_FILE = Path(__file__).with_name("nvml_fields.yaml")
 
 #: nvmlTemperatureThresholds_t: the GPU's own limits, in degrees C.
@@ -47,17 +51,36 @@ NVLINK_COUNTERS = {"replay": 0, "recovery": 1, "crc_flit": 2, "crc_data": 3}
 #: nvmlGpuFabricInfo_v3's healthMask: (name, shift); each 2-bit field is 0 not supported, 1 true,
 #: 2 false (NVML_GPU_FABRIC_HEALTH_MASK_*). Incorrect configuration is 4 bits: 0 not supported,
 #: 1 none, higher values the kind of misconfiguration.
-HEALTH_MASK_FLAGS = (("degraded_bandwidth", 0), ("route_recovery", 2), ("route_unhealthy", 4), ("access_timeout_recovery", 6))
+HEALTH_MASK_FLAGS = (
+    ("degraded_bandwidth", 0),
+    ("route_recovery", 2),
+    ("route_unhealthy", 4),
+    ("access_timeout_recovery", 6),
+)
 HEALTH_MASK_CONFIGURATION_SHIFT = 8
 INCORRECT_CONFIGURATIONS = {
-    1: "none", 2: "incorrect system GUID", 3: "incorrect chassis serial number", 4: "no partition",
-    5: "insufficient NVLinks", 6: "incompatible GPU firmware", 7: "invalid location", 8: "GPU state invalid",
+    1: "none",
+    2: "incorrect system GUID",
+    3: "incorrect chassis serial number",
+    4: "no partition",
+    5: "insufficient NVLinks",
+    6: "incompatible GPU firmware",
+    7: "invalid location",
+    8: "GPU state invalid",
 }
 #: nvmlGpuFabricInfo_v3's healthSummary (NVML_GPU_FABRIC_HEALTH_SUMMARY_*).
 HEALTH_SUMMARIES = {1: "Healthy", 2: "Unhealthy", 3: "Limited Capacity"}
 
 #: nvmlValueType_t -> the member of nvmlValue_t that holds the value.
-_VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+_VALUE_MEMBERS = {
+    0: "dVal",
+    1: "uiVal",
+    2: "ulVal",
+    3: "ullVal",
+    4: "sllVal",
+    5: "siVal",
+    6: "usVal",
+}
 
 
 @dataclass
@@ -65,7 +88,9 @@ class HealthReadings:
     """One GPU's readings for the DCGM-style health rows; None where NVML or the capture has none."""
 
     pcie_replays: int | None = None  # since the driver loaded or the GPU was reset
-    inforom_valid: bool | None = None  # nvmlDeviceValidateInforom: False = NVML_ERROR_CORRUPTED_INFOROM
+    inforom_valid: bool | None = (
+        None  # nvmlDeviceValidateInforom: False = NVML_ERROR_CORRUPTED_INFOROM
+    )
     temperature_c: int | None = None
     slowdown_c: int | None = None
     shutdown_c: int | None = None
@@ -80,7 +105,9 @@ class HealthReadings:
     max_operating_margin_c: int | None = None
     nvlink_errors: dict[str, int] | None = None  # summed over the GPU's links
     fabric_health: dict[str, Any] | None = None
-    clock_event_us: dict[str, int] | None = None  # time each reason held the clocks since the driver loaded
+    clock_event_us: dict[str, int] | None = (
+        None  # time each reason held the clocks since the driver loaded
+    )
     clock_event_note: str | None = None  # why the renumbered counters were not read, when not
 
 
@@ -110,7 +137,12 @@ def _inforom(nv: Any, handle: Any) -> bool | None:
     try:
         call(handle)
     except Exception as err:
-        return False if type(err).__name__ == "NVMLError_CorruptedInforom" or getattr(err, "value", None) == 14 else None
+        return (
+            False
+            if type(err).__name__ == "NVMLError_CorruptedInforom"
+            or getattr(err, "value", None) == 14
+            else None
+        )
     return True
 
 
@@ -156,42 +188,67 @@ def _fabric_health(nv: Any, handle: Any, probe: Probe) -> dict[str, Any] | None:
         info = make()
         if probe(lambda: call(handle, nv.byref(info)) or True) is None:
             continue
-        if int(getattr(info, "state", 0) or 0) == 0:  # NVML_GPU_FABRIC_STATE_NOT_SUPPORTED: no fabric
+        if (
+            int(getattr(info, "state", 0) or 0) == 0
+        ):  # NVML_GPU_FABRIC_STATE_NOT_SUPPORTED: no fabric
             return None
-        return decode_fabric_health(_int(getattr(info, "healthMask", None)), _int(getattr(info, "healthSummary", None)))
+        return decode_fabric_health(
+            _int(getattr(info, "healthMask", None)), _int(getattr(info, "healthSummary", None))
+        )
     return None
 
 
 def _version(text: str) -> tuple[int, int] | None:
     """'580.65.06' (or the NVML version '12.580.65.06') -> (580, 65); None when unreadable."""
     parts = re.findall(r"\d+", text or "")
-    if len(parts) >= 4 or (len(parts) == 3 and int(parts[0]) < 100):  # the NVML version's CUDA major
+    if len(parts) >= 4 or (
+        len(parts) == 3 and int(parts[0]) < 100
+    ):  # the NVML version's CUDA major
         parts = parts[1:]
     return (int(parts[0]), int(parts[1])) if len(parts) >= 2 else None
 
 
 @lru_cache(maxsize=4)
-def load_clock_event_ranges(path: Path = FIELDS_FILE) -> tuple[tuple[tuple[int, int], tuple[int, int], dict[str, int]], ...]:
+def load_clock_event_ranges(
+    path: Path = FIELDS_FILE,
+) -> tuple[tuple[tuple[int, int], tuple[int, int], dict[str, int]], ...]:
     """nvml_fields.yaml's clock-event ranges: ((first, last) driver, ids), oldest first."""
     from validate.simpleyaml import PeakTableError, parse_simple_yaml
 
     out = []
-    for number, entry in enumerate(parse_simple_yaml(path.read_text(encoding="utf-8")).get("clock_event_counters", []), 1):
-        first, last = _version(str(entry.get("first_driver"))), _version(str(entry.get("last_driver")))
+    for number, entry in enumerate(
+        parse_simple_yaml(path.read_text(encoding="utf-8")).get("clock_event_counters", []), 1
+    ):
+        first, last = (
+            _version(str(entry.get("first_driver"))),
+            _version(str(entry.get("last_driver"))),
+        )
         ids = {name: entry.get(name) for name in RENUMBERED_CLOCK_EVENT_COUNTERS}
-        if first is None or last is None or not entry.get("source") or not all(isinstance(i, int) for i in ids.values()):
-            raise PeakTableError(f"{path}: clock_event_counters entry {number} needs first_driver, last_driver, "
-                                 f"{', '.join(RENUMBERED_CLOCK_EVENT_COUNTERS)} and source")
+        if (
+            first is None
+            or last is None
+            or not entry.get("source")
+            or not all(isinstance(i, int) for i in ids.values())
+        ):
+            raise PeakTableError(
+                f"{path}: clock_event_counters entry {number} needs first_driver, last_driver, "
+                f"{', '.join(RENUMBERED_CLOCK_EVENT_COUNTERS)} and source"
+            )
         out.append((first, last, ids))
     return tuple(sorted(out))
 
 
-def clock_event_field_ids(driver_version: str | None, ranges=None) -> tuple[dict[str, int] | None, str]:
+def clock_event_field_ids(
+    driver_version: str | None, ranges=None
+) -> tuple[dict[str, int] | None, str]:
     """The field ids of the renumbered counters on this driver, or (None, why not). An id whose
     meaning on this driver no public source confirms is never asked for: on another release the
     same id is a power-smoothing setting, and its value would read as seconds of slowdown."""
     ranges = load_clock_event_ranges() if ranges is None else ranges
-    known = "; ".join(f"{a[0]}.{a[1]:02d} to {b[0]}.{b[1]:02d}: {min(i.values())}-{max(i.values())}" for a, b, i in ranges)
+    known = "; ".join(
+        f"{a[0]}.{a[1]:02d} to {b[0]}.{b[1]:02d}: {min(i.values())}-{max(i.values())}"
+        for a, b, i in ranges
+    )
     version = _version(driver_version or "")
     if version is None:
         return None, "the driver version is not reported, so their NVML field ids cannot be chosen"
@@ -199,9 +256,14 @@ def clock_event_field_ids(driver_version: str | None, ranges=None) -> tuple[dict
         if first <= version <= last:
             return dict(ids), ""
     if ranges and version < ranges[0][0]:
-        return None, f"driver {driver_version}'s NVML has no such counters (added in driver {ranges[0][0][0]}.{ranges[0][0][1]})"
-    return None, (f"which NVML field ids driver {driver_version} uses for them is unconfirmed (known: {known}; "
-                  "validate/host/nvml_fields.yaml)")
+        return (
+            None,
+            f"driver {driver_version}'s NVML has no such counters (added in driver {ranges[0][0][0]}.{ranges[0][0][1]})",
+        )
+    return None, (
+        f"which NVML field ids driver {driver_version} uses for them is unconfirmed (known: {known}; "
+        "validate/host/nvml_fields.yaml)"
+    )
 
 
 def clock_event_fields(driver_version: str | None) -> dict[str, int]:
@@ -210,7 +272,9 @@ def clock_event_fields(driver_version: str | None) -> dict[str, int]:
     return dict(STABLE_CLOCK_EVENT_COUNTERS, **(clock_event_field_ids(driver_version)[0] or {}))
 
 
-def _clock_event_us(nv: Any, handle: Any, probe: Probe, driver_version: str | None) -> tuple[dict[str, int] | None, str | None]:
+def _clock_event_us(
+    nv: Any, handle: Any, probe: Probe, driver_version: str | None
+) -> tuple[dict[str, int] | None, str | None]:
     """The counters in microseconds, and why the renumbered ones were not read (None if they were)."""
     why = clock_event_field_ids(driver_version)[1]
     fields = clock_event_fields(driver_version)
@@ -222,15 +286,21 @@ def _clock_event_us(nv: Any, handle: Any, probe: Probe, driver_version: str | No
     return out or None, (why or None)
 
 
-def read_health(nv: Any, handle: Any, probe: Probe, driver_version: str | None = None) -> HealthReadings:
+def read_health(
+    nv: Any, handle: Any, probe: Probe, driver_version: str | None = None
+) -> HealthReadings:
     """Every reading of HealthReadings for one GPU, each on its own. `driver_version` (NVML's
     nvmlSystemGetDriverVersion) picks the field ids of the counters NVIDIA renumbered."""
     counters, note = _clock_event_us(nv, handle, probe, driver_version)
-    threshold = (lambda kind: _int(probe(lambda: nv.nvmlDeviceGetTemperatureThreshold(handle, kind))))
+    threshold = lambda kind: _int(probe(lambda: nv.nvmlDeviceGetTemperatureThreshold(handle, kind)))
     return HealthReadings(
         pcie_replays=_int(probe(lambda: nv.nvmlDeviceGetPcieReplayCounter(handle))),
         inforom_valid=_inforom(nv, handle),
-        temperature_c=_int(probe(lambda: nv.nvmlDeviceGetTemperature(handle, getattr(nv, "NVML_TEMPERATURE_GPU", 0)))),
+        temperature_c=_int(
+            probe(
+                lambda: nv.nvmlDeviceGetTemperature(handle, getattr(nv, "NVML_TEMPERATURE_GPU", 0))
+            )
+        ),
         slowdown_c=threshold(THRESHOLD_SLOWDOWN),
         shutdown_c=threshold(THRESHOLD_SHUTDOWN),
         max_operating_c=threshold(THRESHOLD_GPU_MAX),

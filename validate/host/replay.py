@@ -38,9 +38,16 @@ def _error_class(name: str) -> type[NVMLError]:
 
 _ERRORS: dict[str, type[NVMLError]] = {}
 for _name in (
-    "NVMLError_NotSupported", "NVMLError_NotFound", "NVMLError_GpuIsLost", "NVMLError_NoPermission",
-    "NVMLError_Unknown", "NVMLError_LibraryNotFound", "NVMLError_DriverNotLoaded", "NVMLError_InvalidArgument",
-    "NVMLError_ResetRequired", "NVMLError_LibRmVersionMismatch",
+    "NVMLError_NotSupported",
+    "NVMLError_NotFound",
+    "NVMLError_GpuIsLost",
+    "NVMLError_NoPermission",
+    "NVMLError_Unknown",
+    "NVMLError_LibraryNotFound",
+    "NVMLError_DriverNotLoaded",
+    "NVMLError_InvalidArgument",
+    "NVMLError_ResetRequired",
+    "NVMLError_LibRmVersionMismatch",
 ):
     _error_class(_name)
 
@@ -70,7 +77,9 @@ class ReplayNvml(NvmlConstants):
     #: nvmlDeviceGetGpuFabricInfo fills a structure passed by reference; replayed, the structure
     #: is a plain object and the reference the object itself.
     c_nvmlGpuFabricInfo_t = types.SimpleNamespace
-    c_nvmlGpuFabricInfo_v3_t = types.SimpleNamespace  # nvmlDeviceGetGpuFabricInfoV: adds healthMask, healthSummary
+    c_nvmlGpuFabricInfo_v3_t = (
+        types.SimpleNamespace
+    )  # nvmlDeviceGetGpuFabricInfoV: adds healthMask, healthSummary
 
     @staticmethod
     def byref(obj: Any) -> Any:
@@ -169,7 +178,9 @@ def _plain(value: Any) -> Any:
         return value.decode(errors="replace")
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
-    if isinstance(value, (list, tuple, ctypes.Array)):  # nvmlDeviceGetFieldValues answers a ctypes array
+    if isinstance(
+        value, (list, tuple, ctypes.Array)
+    ):  # nvmlDeviceGetFieldValues answers a ctypes array
         return [_plain(v) for v in value]
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
@@ -234,13 +245,16 @@ class RecordingNvml:
         def call(handle: Any, *args: Any) -> Any:
             if not isinstance(handle, _RecordedHandle):
                 return target(handle, *args)
-            return self._keep(handle.calls, call_key(name, *args), lambda: target(handle.real, *args))
+            return self._keep(
+                handle.calls, call_key(name, *args), lambda: target(handle.real, *args)
+            )
 
         return call
 
     def _fabric(self, name: str, target: Callable[..., Any]) -> Callable[..., Any]:
         """nvmlDeviceGetGpuFabricInfo(V) answers by filling the structure it is given: keep the
         structure's state, status and (V) fabric health, not the call's return value."""
+
         def call(handle: Any, ref: Any) -> Any:
             if not isinstance(handle, _RecordedHandle):
                 return target(handle, ref)
@@ -248,7 +262,11 @@ class RecordingNvml:
             def filled() -> dict[str, Any]:
                 target(handle.real, ref)
                 info = getattr(ref, "_obj", ref)  # ctypes.byref keeps the structure as _obj
-                kept = ("state", "status", "healthMask", "healthSummary") if name.endswith("V") else ("state", "status")
+                kept = (
+                    ("state", "status", "healthMask", "healthSummary")
+                    if name.endswith("V")
+                    else ("state", "status")
+                )
                 return {field: _plain(getattr(info, field, None)) for field in kept}
 
             return self._keep(handle.calls, name, filled)
@@ -278,7 +296,9 @@ class RecordingNvml:
     def _mig(self, handle: Any, slot: int) -> Any:
         if not isinstance(handle, _RecordedHandle):
             return self.nv.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
-        real = self.nv.nvmlDeviceGetMigDeviceHandleByIndex(handle.real, slot)  # an empty slot raises, unrecorded
+        real = self.nv.nvmlDeviceGetMigDeviceHandleByIndex(
+            handle.real, slot
+        )  # an empty slot raises, unrecorded
         return _RecordedHandle(real, handle.calls.setdefault("mig", {}).setdefault(str(slot), {}))
 
     def recording(self) -> dict[str, Any]:

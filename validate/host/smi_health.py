@@ -30,12 +30,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from validate.host.nvml_health import (
-    FI_TEMPERATURE_GPU_MAX_TLIMIT, FI_TEMPERATURE_SHUTDOWN_TLIMIT, FI_TEMPERATURE_SLOWDOWN_TLIMIT,
-    HEALTH_MASK_CONFIGURATION_SHIFT, HEALTH_MASK_FLAGS, HEALTH_SUMMARIES, INCORRECT_CONFIGURATIONS,
-    THRESHOLD_GPU_MAX, THRESHOLD_SHUTDOWN, THRESHOLD_SLOWDOWN, clock_event_fields,
-)
 from validate.host.bounds import ERROR_KEY, call_key
+from validate.host.nvml_health import (
+    FI_TEMPERATURE_GPU_MAX_TLIMIT,
+    FI_TEMPERATURE_SHUTDOWN_TLIMIT,
+    FI_TEMPERATURE_SLOWDOWN_TLIMIT,
+    HEALTH_MASK_CONFIGURATION_SHIFT,
+    HEALTH_MASK_FLAGS,
+    HEALTH_SUMMARIES,
+    INCORRECT_CONFIGURATIONS,
+    THRESHOLD_GPU_MAX,
+    THRESHOLD_SHUTDOWN,
+    THRESHOLD_SLOWDOWN,
+    clock_event_fields,
+)
 from validate.host.smi_values import Node, error_of, number, yes
 
 #: Clock-event counters: the name nvml_health.clock_event_fields gives, its XML tag suffix and label.
@@ -61,7 +69,9 @@ def _put(out: dict[str, Any], key: str, raw: str | None, value: Any) -> None:
 
 def _field(field_id: int, value_type: int, member: str, value: int) -> list[dict[str, Any]]:
     """One nvmlDeviceGetFieldValues answer, as nvidia-ml-py's c_nvmlFieldValue_t holds it."""
-    return [{"fieldId": field_id, "nvmlReturn": 0, "valueType": value_type, "value": {member: value}}]
+    return [
+        {"fieldId": field_id, "nvmlReturn": 0, "valueType": value_type, "value": {member: value}}
+    ]
 
 
 def _int(text: str | None) -> int | None:
@@ -73,19 +83,36 @@ def _temperatures(gpu: Node, out: dict[str, Any]) -> None:
     section = gpu.find("temperature|Temperature")
     if section is None:
         return
-    for kind, path in ((THRESHOLD_SLOWDOWN, "gpu_temp_slow_threshold|GPU Slowdown Temp"),
-                       (THRESHOLD_SHUTDOWN, "gpu_temp_max_threshold|GPU Shutdown Temp"),
-                       (THRESHOLD_GPU_MAX, "gpu_temp_max_gpu_threshold|GPU Max Operating Temp")):
+    for kind, path in (
+        (THRESHOLD_SLOWDOWN, "gpu_temp_slow_threshold|GPU Slowdown Temp"),
+        (THRESHOLD_SHUTDOWN, "gpu_temp_max_threshold|GPU Shutdown Temp"),
+        (THRESHOLD_GPU_MAX, "gpu_temp_max_gpu_threshold|GPU Max Operating Temp"),
+    ):
         raw = section.worst(path, higher=False)  # the lowest of twins: the strictest limit
         _put(out, call_key("nvmlDeviceGetTemperatureThreshold", kind), raw, _int(raw))
-    raw = section.worst("gpu_temp_tlimit|GPU T.Limit Temp", higher=False)  # degrees left: the fewest
+    raw = section.worst(
+        "gpu_temp_tlimit|GPU T.Limit Temp", higher=False
+    )  # degrees left: the fewest
     _put(out, "nvmlDeviceGetMarginTemperature", raw, _int(raw))
-    for field, path in ((FI_TEMPERATURE_SLOWDOWN_TLIMIT, "gpu_temp_slow_tlimit_threshold|GPU Slowdown T.Limit Temp"),
-                        (FI_TEMPERATURE_SHUTDOWN_TLIMIT, "gpu_temp_max_tlimit_threshold|GPU Shutdown T.Limit Temp"),
-                        (FI_TEMPERATURE_GPU_MAX_TLIMIT, "gpu_temp_max_gpu_tlimit_threshold|GPU Max Operating T.Limit Temp")):
+    for field, path in (
+        (
+            FI_TEMPERATURE_SLOWDOWN_TLIMIT,
+            "gpu_temp_slow_tlimit_threshold|GPU Slowdown T.Limit Temp",
+        ),
+        (FI_TEMPERATURE_SHUTDOWN_TLIMIT, "gpu_temp_max_tlimit_threshold|GPU Shutdown T.Limit Temp"),
+        (
+            FI_TEMPERATURE_GPU_MAX_TLIMIT,
+            "gpu_temp_max_gpu_tlimit_threshold|GPU Max Operating T.Limit Temp",
+        ),
+    ):
         raw = section.worst(path)  # a margin limit: the highest of twins is the strictest
         value = _int(raw)
-        _put(out, call_key("nvmlDeviceGetFieldValues", [field]), raw, None if value is None else _field(field, _SIGNED_INT, "siVal", value))
+        _put(
+            out,
+            call_key("nvmlDeviceGetFieldValues", [field]),
+            raw,
+            None if value is None else _field(field, _SIGNED_INT, "siVal", value),
+        )
 
 
 def _clock_event_counters(gpu: Node, out: dict[str, Any], driver_version: str | None) -> None:
@@ -101,8 +128,12 @@ def _clock_event_counters(gpu: Node, out: dict[str, Any], driver_version: str | 
         field = fields.get(name)
         if field is None:
             continue
-        _put(out, call_key("nvmlDeviceGetFieldValues", [field]), raw,
-             None if micros is None else _field(field, _UNSIGNED_LONG_LONG, "ullVal", micros * 1000))
+        _put(
+            out,
+            call_key("nvmlDeviceGetFieldValues", [field]),
+            raw,
+            None if micros is None else _field(field, _UNSIGNED_LONG_LONG, "ullVal", micros * 1000),
+        )
 
 
 def fabric_health_mask(gpu: Node) -> tuple[int, int] | None:
@@ -113,16 +144,22 @@ def fabric_health_mask(gpu: Node) -> tuple[int, int] | None:
         return None
     mask = 0
     words = {
-        "degraded_bandwidth": {"full": 2, "degraded": 1}.get((health.value("bandwidth|Bandwidth") or "").lower(), 0),
+        "degraded_bandwidth": {"full": 2, "degraded": 1}.get(
+            (health.value("bandwidth|Bandwidth") or "").lower(), 0
+        ),
     }
-    for name, path in (("route_recovery", "route_recovery_in_progress|Route Recovery in progress"),
-                       ("route_unhealthy", "route_unhealthy|Route Unhealthy"),
-                       ("access_timeout_recovery", "access_timeout_recovery|Access Timeout Recovery")):
+    for name, path in (
+        ("route_recovery", "route_recovery_in_progress|Route Recovery in progress"),
+        ("route_unhealthy", "route_unhealthy|Route Unhealthy"),
+        ("access_timeout_recovery", "access_timeout_recovery|Access Timeout Recovery"),
+    ):
         flag = yes(health.value(path))
         words[name] = 0 if flag is None else (1 if flag else 2)
     for name, shift in HEALTH_MASK_FLAGS:
         mask |= words[name] << shift
-    config_text = (health.value("incorrect_configuration|Incorrect Configuration") or "").strip().lower()
+    config_text = (
+        (health.value("incorrect_configuration|Incorrect Configuration") or "").strip().lower()
+    )
     codes = {text.lower(): code for code, text in INCORRECT_CONFIGURATIONS.items()}
     if config_text and config_text not in ("n/a", "not supported"):
         mask |= codes.get(config_text, 15) << HEALTH_MASK_CONFIGURATION_SHIFT
@@ -131,7 +168,9 @@ def fabric_health_mask(gpu: Node) -> tuple[int, int] | None:
     return (mask, summary) if mask or summary else None
 
 
-def answers(gpu: Node, fabric: dict[str, Any] | None, driver_version: str | None = None) -> dict[str, Any]:
+def answers(
+    gpu: Node, fabric: dict[str, Any] | None, driver_version: str | None = None
+) -> dict[str, Any]:
     """The NVML answers these sections give for one GPU (`fabric`: smi_sections.fabric's answer;
     `driver_version`: the capture's, which picks the clock-event counters' field ids)."""
     out: dict[str, Any] = {}
@@ -141,5 +180,7 @@ def answers(gpu: Node, fabric: dict[str, Any] | None, driver_version: str | None
     _clock_event_counters(gpu, out, driver_version)
     health = fabric_health_mask(gpu)
     if fabric is not None and health is not None:
-        out["nvmlDeviceGetGpuFabricInfoV"] = dict(fabric, healthMask=health[0], healthSummary=health[1])
+        out["nvmlDeviceGetGpuFabricInfoV"] = dict(
+            fabric, healthMask=health[0], healthSummary=health[1]
+        )
     return out

@@ -31,15 +31,23 @@ FABRIC_STATES = {"not supported": 0, "not started": 1, "in progress": 2, "comple
 def _process_entries(section: Node) -> list[dict[str, Any]]:
     out = []
     for info in section.all("process_info"):  # XML, every generation
-        out.append({
-            "pid": int(number(info.value("pid")) or 0), "type": info.value("type"),
-            "name": info.value("process_name") or "", "used": to_bytes(info.value("used_memory")),
-        })
+        out.append(
+            {
+                "pid": int(number(info.value("pid")) or 0),
+                "type": info.value("type"),
+                "name": info.value("process_name") or "",
+                "used": to_bytes(info.value("used_memory")),
+            }
+        )
     for info in section.all("Process ID"):  # text: details nest under the pid
-        out.append({
-            "pid": int(number(info.text) or 0), "type": info.value("Type"),
-            "name": info.value("Name") or "", "used": to_bytes(info.value("Used GPU Memory")),
-        })
+        out.append(
+            {
+                "pid": int(number(info.text) or 0),
+                "type": info.value("Type"),
+                "name": info.value("Name") or "",
+                "used": to_bytes(info.value("Used GPU Memory")),
+            }
+        )
     return out
 
 
@@ -108,8 +116,12 @@ def virtualization(gpu: Node) -> tuple[int | None, int | None]:
     section = gpu.find("gpu_virtualization_mode|GPU Virtualization Mode")
     if section is None:
         return None, None
-    mode = VIRTUALIZATION_MODES.get((section.value("virtualization_mode|Virtualization Mode") or "").strip().lower())
-    host = HOST_VGPU_MODES.get((section.value("host_vgpu_mode|Host VGPU Mode") or "").strip().lower())
+    mode = VIRTUALIZATION_MODES.get(
+        (section.value("virtualization_mode|Virtualization Mode") or "").strip().lower()
+    )
+    host = HOST_VGPU_MODES.get(
+        (section.value("host_vgpu_mode|Host VGPU Mode") or "").strip().lower()
+    )
     return mode, host
 
 
@@ -131,6 +143,14 @@ def vgpu_license(gpu: Node) -> dict[str, Any] | None:
         return None
     product = (section.value("licensed_product_name|Product Name") or "").strip()
     licensed = status.lower().startswith("licensed")
-    feature = {"featureState": int(licensed), "productName": "" if not_available(product) else product,
-               "licenseInfo": status, "featureEnabled": 1}
-    return {"isGridLicenseSupported": 1, "licensableFeaturesCount": 1, "gridLicensableFeatures": [feature]}
+    feature = {
+        "featureState": int(licensed),
+        "productName": "" if not_available(product) else product,
+        "licenseInfo": status,
+        "featureEnabled": 1,
+    }
+    return {
+        "isGridLicenseSupported": 1,
+        "licensableFeaturesCount": 1,
+        "gridLicensableFeatures": [feature],
+    }

@@ -17,7 +17,15 @@ ERROR_WORDS = {
     "gpu requires reset": "NVMLError_ResetRequired",
 }
 #: nvidia-smi's words for "not reported" (NVML NotSupported, or a field this driver lacks).
-NOT_AVAILABLE = {"", "n/a", "[n/a]", "not supported", "[not supported]", "none", "requested functionality has been deprecated"}
+NOT_AVAILABLE = {
+    "",
+    "n/a",
+    "[n/a]",
+    "not supported",
+    "[not supported]",
+    "none",
+    "requested functionality has been deprecated",
+}
 
 
 def error_of(text: str | None) -> str | None:
@@ -42,7 +50,15 @@ def to_bytes(text: str | None) -> int | None:
     if value is None:
         return None
     unit = (text or "").split()[-1].lower() if len((text or "").split()) > 1 else "mib"
-    scale = {"b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "kb": 10**3, "mb": 10**6, "gb": 10**9}.get(unit, 2**20)
+    scale = {
+        "b": 1,
+        "kib": 2**10,
+        "mib": 2**20,
+        "gib": 2**30,
+        "kb": 10**3,
+        "mb": 10**6,
+        "gb": 10**9,
+    }.get(unit, 2**20)
     return int(value * scale)
 
 

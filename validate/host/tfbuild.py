@@ -23,10 +23,15 @@ def parse_build_info(text: str) -> dict[str, Any] | None:
     except SyntaxError:
         return None
     for node in tree.body:
-        if not (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "build_info" for t in node.targets)):
+        if not (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "build_info" for t in node.targets)
+        ):
             continue
         value = node.value
-        if isinstance(value, ast.Call) and value.args:  # collections.OrderedDict([...]) or dict([...])
+        if (
+            isinstance(value, ast.Call) and value.args
+        ):  # collections.OrderedDict([...]) or dict([...])
             value = value.args[0]
         try:
             data = ast.literal_eval(value)

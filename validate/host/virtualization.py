@@ -25,11 +25,15 @@ def read_virtualization(nv: Any, handle: Any, field: Field) -> tuple[str | None,
     """(virtualization mode, host vGPU mode) as nvidia-smi names them; None where not answered."""
     mode = field(lambda: nv.nvmlDeviceGetVirtualizationMode(handle))
     host = field(lambda: nv.nvmlDeviceGetHostVgpuMode(handle))
-    return (None if mode is None else VIRTUALIZATION_MODES.get(int(mode), str(mode)),
-            None if host is None else HOST_VGPU_MODES.get(int(host), str(host)))
+    return (
+        None if mode is None else VIRTUALIZATION_MODES.get(int(mode), str(mode)),
+        None if host is None else HOST_VGPU_MODES.get(int(host), str(host)),
+    )
 
 
-def read_vgpu_license(nv: Any, handle: Any, field: Field, text: Callable[[Any], str]) -> tuple[bool | None, str | None]:
+def read_vgpu_license(
+    nv: Any, handle: Any, field: Field, text: Callable[[Any], str]
+) -> tuple[bool | None, str | None]:
     """(licensed, "product: status words") of the enabled licensable feature; (None, None) where
     the GPU has no licence to hold (bare metal) or the driver does not say."""
     features = field(lambda: nv.nvmlDeviceGetGridLicensableFeatures(handle))
@@ -40,7 +44,9 @@ def read_vgpu_license(nv: Any, handle: Any, field: Field, text: Callable[[Any], 
     for feature in listed[:count]:
         if getattr(feature, "featureEnabled", 1):
             licensed = bool(getattr(feature, "featureState", 0))
-            words = text(getattr(feature, "licenseInfo", "") or "") or ("Licensed" if licensed else "Unlicensed")
+            words = text(getattr(feature, "licenseInfo", "") or "") or (
+                "Licensed" if licensed else "Unlicensed"
+            )
             product = text(getattr(feature, "productName", "") or "")
             return licensed, f"{product}: {words}" if product else words
     return None, None
@@ -53,11 +59,15 @@ def memory_v2_info(nv: Any, handle: Any, field: Field) -> Any:
     return None if version is None else field(lambda: nv.nvmlDeviceGetMemoryInfo(handle, version))
 
 
-def hypervisor_reason(gpu_index: int | None, mode: str, host_mode: str | None, cuda: str | None) -> str:
+def hypervisor_reason(
+    gpu_index: int | None, mode: str, host_mode: str | None, cuda: str | None
+) -> str:
     """Why a vGPU hypervisor is not a CUDA host for containers, in one line (replay and doctor)."""
     who = "this host" if gpu_index is None else f"GPU {gpu_index}"
     host = f", Host VGPU Mode {host_mode}" if host_mode else ""
     driver_cuda = "CUDA Version: Not Found" if cuda is None else f"CUDA {cuda}"
-    return (f"not a CUDA host for containers: {who} is driven by the NVIDIA vGPU manager of a hypervisor "
-            f"(Virtualization Mode {mode}{host}; {driver_cuda}): it serves vGPUs to VMs and runs no CUDA "
-            "itself; validate and build inside a VM given a vGPU (or pass the GPU through)")
+    return (
+        f"not a CUDA host for containers: {who} is driven by the NVIDIA vGPU manager of a hypervisor "
+        f"(Virtualization Mode {mode}{host}; {driver_cuda}): it serves vGPUs to VMs and runs no CUDA "
+        "itself; validate and build inside a VM given a vGPU (or pass the GPU through)"
+    )

@@ -26,15 +26,27 @@ def capture_verdict(scope: dict[str, Any]) -> Verdict:
     sections, attached = int(scope.get("gpu_sections") or 0), scope.get("attached_gpus")
     if not scope.get("header"):
         absent = ", ".join(scope.get("absent") or []) or "the header block"
-        return Verdict(WARN, THRESHOLD, (
-            f"an excerpt that starts at a GPU section: {absent} are not in it, so the driver is not judged and "
-            "GPUs outside the excerpt are not seen: judged on the GPU section(s) it holds; give the whole "
-            "output (nvidia-smi -q > host.txt) to judge the host"))
+        return Verdict(
+            WARN,
+            THRESHOLD,
+            (
+                f"an excerpt that starts at a GPU section: {absent} are not in it, so the driver is not judged and "
+                "GPUs outside the excerpt are not seen: judged on the GPU section(s) it holds; give the whole "
+                "output (nvidia-smi -q > host.txt) to judge the host"
+            ),
+        )
     if attached is None:
-        return Verdict(SKIP, THRESHOLD, "the capture's header has no count of attached GPUs: not reported")
+        return Verdict(
+            SKIP, THRESHOLD, "the capture's header has no count of attached GPUs: not reported"
+        )
     if sections < attached:
-        return Verdict(FAIL, THRESHOLD, (
-            f"{attached - sections} of {attached} GPUs missing from the capture: its header counts {attached} attached "
-            f"GPUs and {sections} GPU section(s) follow: it was cut short (or filtered with -i); capture the whole "
-            "output again (nvidia-smi -q -x > host.xml)"))
+        return Verdict(
+            FAIL,
+            THRESHOLD,
+            (
+                f"{attached - sections} of {attached} GPUs missing from the capture: its header counts {attached} attached "
+                f"GPUs and {sections} GPU section(s) follow: it was cut short (or filtered with -i); capture the whole "
+                "output again (nvidia-smi -q -x > host.xml)"
+            ),
+        )
     return Verdict(PASS, THRESHOLD)

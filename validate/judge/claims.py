@@ -40,8 +40,16 @@ def driver_runs_runtime_verdict(driver_cuda: str | None, runtime_cuda: str | Non
     if driver >= runtime:
         return Verdict(PASS, threshold)
     if driver[0] == runtime[0]:
-        return Verdict(PASS, threshold, "older driver minor: runs through CUDA minor-version compatibility (no PTX JIT)")
-    return Verdict(FAIL, threshold, f"the driver supports CUDA {driver_cuda}, the framework needs {runtime_cuda}: update the driver")
+        return Verdict(
+            PASS,
+            threshold,
+            "older driver minor: runs through CUDA minor-version compatibility (no PTX JIT)",
+        )
+    return Verdict(
+        FAIL,
+        threshold,
+        f"the driver supports CUDA {driver_cuda}, the framework needs {runtime_cuda}: update the driver",
+    )
 
 
 def public_version(version: str) -> str:

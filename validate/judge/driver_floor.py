@@ -119,5 +119,7 @@ def driverless_text(
 def driverless_brief(gpus: list[PciGpu]) -> str:
     """driverless_text in short, for the lines around the one failing row that carries it in full
     (the start line, the host header, each skip): one run says the fix once."""
-    return (f"{len(gpus)} NVIDIA GPU(s) on the PCI bus but no usable NVML "
-            "(the 'NVML GPU count' row names them and the fix)")
+    return (
+        f"{len(gpus)} NVIDIA GPU(s) on the PCI bus but no usable NVML "
+        "(the 'NVML GPU count' row names them and the fix)"
+    )

@@ -33,12 +33,18 @@ def proves_gpu(check: str, verdict: str) -> bool:
 
 def unknown_verdicts(rows: Iterable[Mapping[str, Any]]) -> list[str]:
     """'check: verdict' for each row whose verdict is no word the suite writes ("error", "FAILED" ...)."""
-    return [f"{row.get('check')}: {row.get('verdict')!r}" for row in rows if row.get("verdict") not in KNOWN_VERDICTS]
+    return [
+        f"{row.get('check')}: {row.get('verdict')!r}"
+        for row in rows
+        if row.get("verdict") not in KNOWN_VERDICTS
+    ]
 
 
 def unproven_gpus(rows: Iterable[Mapping[str, Any]], gpus: Iterable[str]) -> list[str]:
     """The GPU UUIDs (of `gpus`, in order) that no passing compute row proves."""
-    proven = {row.get("gpu") for row in rows if proves_gpu(str(row.get("check")), str(row.get("verdict")))}
+    proven = {
+        row.get("gpu") for row in rows if proves_gpu(str(row.get("check")), str(row.get("verdict")))
+    }
     return [uuid for uuid in gpus if uuid not in proven]
 
 
@@ -80,6 +86,8 @@ def missing_evidence(
 def local_fix(reason: str) -> str:
     """The fix to print under a live run's reason."""
     if reason.startswith(NO_FRAMEWORK):
-        return (f"run in the team's image (invoke validate --image ...) or install the stack (invoke install); "
-                f"{HEALTH_ONLY_FLAG} validates the GPUs' health alone")
+        return (
+            f"run in the team's image (invoke validate --image ...) or install the stack (invoke install); "
+            f"{HEALTH_ONLY_FLAG} validates the GPUs' health alone"
+        )
     return f"see the rows above; {HEALTH_ONLY_FLAG} validates the GPUs' health alone"

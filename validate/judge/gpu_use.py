@@ -44,12 +44,16 @@ def _gib(n: int) -> str:
     return f"{n / GIB:.2f} GiB"
 
 
-def in_use_text(utilisation: int | None, used: int | None, total: int | None, reserve_apart: bool) -> str:
+def in_use_text(
+    utilisation: int | None, used: int | None, total: int | None, reserve_apart: bool
+) -> str:
     """The measured cell: '65% busy, 9.00 of 10.00 GiB in use', each part 'not reported' when absent."""
     busy = "utilisation not reported" if utilisation is None else f"{utilisation}% busy"
     if used is None or total is None:
         return f"{busy}, memory not reported"
-    return f"{busy}, {_gib(used)} of {_gib(total)} in use" + ("" if reserve_apart else " (with the driver's reserve)")
+    return f"{busy}, {_gib(used)} of {_gib(total)} in use" + (
+        "" if reserve_apart else " (with the driver's reserve)"
+    )
 
 
 def gpu_in_use_verdict(
@@ -70,7 +74,11 @@ def gpu_in_use_verdict(
     not reported or say nothing of memory); `listed_count`: how many processes are listed."""
     if used is None or total is None or total <= 0:
         if utilisation is None:
-            return Verdict(SKIP, THRESHOLD, f"GPU {gpu_index}: neither memory in use nor utilisation is reported")
+            return Verdict(
+                SKIP,
+                THRESHOLD,
+                f"GPU {gpu_index}: neither memory in use nor utilisation is reported",
+            )
         used = None
     if listed_count is None:
         who = "the process list is not reported"
@@ -87,19 +95,34 @@ def gpu_in_use_verdict(
         foreign = used - (listed_bytes or 0)
         if attributable and foreign >= allowance:
             busy = "" if utilisation is None else f" at {utilisation}% utilisation"
-            return Verdict(FAIL, THRESHOLD, (
-                f"GPU {gpu_index} is running work this host cannot see: {_gib(used)} of {_gib(total)} in use{busy}, "
-                f"{who}: another container's, VM's or MIG tenant's processes (their PIDs are not in this "
-                "namespace, or the GPU is shared under vGPU): find the owner on the host or in the scheduler and "
-                "drain the GPU before validating"))
+            return Verdict(
+                FAIL,
+                THRESHOLD,
+                (
+                    f"GPU {gpu_index} is running work this host cannot see: {_gib(used)} of {_gib(total)} in use{busy}, "
+                    f"{who}: another container's, VM's or MIG tenant's processes (their PIDs are not in this "
+                    "namespace, or the GPU is shared under vGPU): find the owner on the host or in the scheduler and "
+                    "drain the GPU before validating"
+                ),
+            )
         if used >= IN_USE_FAIL_FRACTION * total:
-            return Verdict(FAIL, THRESHOLD, (
-                f"GPU {gpu_index}: {_gib(used)} of {_gib(total)} in use, {who}: less than half the memory is free, "
-                "so no training job sized for this GPU fits: stop them (a desktop session: run headless, "
-                "or give this GPU a larger vGPU profile) before validating"))
+            return Verdict(
+                FAIL,
+                THRESHOLD,
+                (
+                    f"GPU {gpu_index}: {_gib(used)} of {_gib(total)} in use, {who}: less than half the memory is free, "
+                    "so no training job sized for this GPU fits: stop them (a desktop session: run headless, "
+                    "or give this GPU a larger vGPU profile) before validating"
+                ),
+            )
     if utilisation is not None and utilisation >= BUSY_UTILISATION and not listed_count:
-        return Verdict(WARN, THRESHOLD, (
-            f"GPU {gpu_index} reads {utilisation}% busy with no process listed and no memory held beyond the idle "
-            "reserve: work that ended within the last sample period (up to a second), or another tenant's; "
-            "read it again (nvidia-smi -q -d UTILIZATION) before trusting a speed figure"))
+        return Verdict(
+            WARN,
+            THRESHOLD,
+            (
+                f"GPU {gpu_index} reads {utilisation}% busy with no process listed and no memory held beyond the idle "
+                "reserve: work that ended within the last sample period (up to a second), or another tenant's; "
+                "read it again (nvidia-smi -q -d UTILIZATION) before trusting a speed figure"
+            ),
+        )
     return Verdict(PASS, THRESHOLD)

@@ -45,14 +45,22 @@ def parse_limits(data: Any) -> dict[str, Limit]:
     out: dict[str, Limit] = {}
     for position, row in enumerate(rows):
         where = f"limits[{position}]"
-        name, value, source = (row.get(k) for k in ("name", "value", "source")) if isinstance(row, dict) else (None, None, None)
+        name, value, source = (
+            (row.get(k) for k in ("name", "value", "source"))
+            if isinstance(row, dict)
+            else (None, None, None)
+        )
         if not isinstance(name, str) or name in out:
             raise PeakTableError(f"{where}: 'name' must be a text given once, got {name!r}")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
             raise PeakTableError(f"{where} ({name}): 'value' must be a positive number")
         if not isinstance(source, str) or not source.startswith("https://"):
-            raise PeakTableError(f"{where} ({name}): 'source' must be an https:// URL a reader can open, got {source!r}")
-        out[name] = Limit(name, float(value), str(row.get("unit") or ""), str(row.get("meaning") or ""), source)
+            raise PeakTableError(
+                f"{where} ({name}): 'source' must be an https:// URL a reader can open, got {source!r}"
+            )
+        out[name] = Limit(
+            name, float(value), str(row.get("unit") or ""), str(row.get("meaning") or ""), source
+        )
     return out
 
 
@@ -72,34 +80,67 @@ def load_limits(path: Path = LIMITS_FILE) -> dict[str, Limit]:
 def pcie_replay_rate_limit(gen: int, width: int, limits: dict[str, Limit]) -> int:
     """DCGM's expected replays per minute: ceil(per-lane rate of the generation x lanes); a
     generation newer than DCGM knows is capped at the newest it knows, as DCGM does."""
-    known = sorted(int(n.rsplit("gen", 1)[1]) for n in limits if n.startswith("pcie_replays_per_lane_per_minute_gen"))
+    known = sorted(
+        int(n.rsplit("gen", 1)[1])
+        for n in limits
+        if n.startswith("pcie_replays_per_lane_per_minute_gen")
+    )
     gen = min(max(gen, known[0]), known[-1])
     return math.ceil(limits[f"pcie_replays_per_lane_per_minute_gen{gen}"].value * width)
 
 
-def pcie_replays_verdict(gpu_index: int, replays: int | None, gen: int | None, width: int | None,
-                         limits: dict[str, Limit]) -> Verdict:
+def pcie_replays_verdict(
+    gpu_index: int,
+    replays: int | None,
+    gen: int | None,
+    width: int | None,
+    limits: dict[str, Limit],
+) -> Verdict:
     """One reading of the replay counter (since the driver loaded or the GPU was reset) is
     information, never a warning: it counts over an unknown time (a healthy 8 x H100 capture holds
     144 to 174 after its uptime), and DCGM judges replays only per run or per minute. The sustained
     load reads the counter twice and judges the rate (pcie_replay_rate_verdict)."""
     threshold = "information: no rate yet"
     if replays is None:
-        return Verdict(SKIP, threshold, f"GPU {gpu_index}: the PCIe replay counter is not reported (NVML NotSupported, or the capture lacks it)")
-    rate = f"; DCGM warns above {pcie_replay_rate_limit(gen, width, limits)}/min at gen{gen} x{width}" if gen and width else ""
+        return Verdict(
+            SKIP,
+            threshold,
+            f"GPU {gpu_index}: the PCIe replay counter is not reported (NVML NotSupported, or the capture lacks it)",
+        )
+    rate = (
+        f"; DCGM warns above {pcie_replay_rate_limit(gen, width, limits)}/min at gen{gen} x{width}"
+        if gen and width
+        else ""
+    )
     # The count itself is the row's measured text and the JSON's reading; the reason stays the same
     # on every GPU of a host, so a replay's summary shows one row for all of them.
-    return Verdict(INFO, threshold, (
-        f"GPU {gpu_index}: one reading of the PCIe replay counter since reset, over an unknown time; the rate over the run "
-        f"is judged under load{rate}"))
+    return Verdict(
+        INFO,
+        threshold,
+        (
+            f"GPU {gpu_index}: one reading of the PCIe replay counter since reset, over an unknown time; the rate over the run "
+            f"is judged under load{rate}"
+        ),
+    )
 
 
-def pcie_replay_rate_verdict(gpu_index: int, first: int | None, last: int | None, minutes: float, gen: int | None,
-                             width: int | None, limits: dict[str, Limit]) -> Verdict:
+def pcie_replay_rate_verdict(
+    gpu_index: int,
+    first: int | None,
+    last: int | None,
+    minutes: float,
+    gen: int | None,
+    width: int | None,
+    limits: dict[str, Limit],
+) -> Verdict:
     """The counter read at the start and the end of the run: replays per minute against DCGM's
     PCIe health watch (a warning, as DCGM gives)."""
     if first is None or last is None or not gen or not width or minutes <= 0:
-        return Verdict(SKIP, "DCGM replay rate", f"GPU {gpu_index}: the PCIe replay counter or link was not read twice over the run")
+        return Verdict(
+            SKIP,
+            "DCGM replay rate",
+            f"GPU {gpu_index}: the PCIe replay counter or link was not read twice over the run",
+        )
     limit = pcie_replay_rate_limit(gen, width, limits)
     threshold = f"<= {limit} per minute at gen{gen} x{width}"
     # A window shorter than a minute is not scaled up (a burst of replays in a 10 s --quick load
@@ -107,9 +148,17 @@ def pcie_replay_rate_verdict(gpu_index: int, first: int | None, last: int | None
     rate = abs(last - first) / max(minutes, 1.0)
     if rate <= limit:
         return Verdict(PASS, threshold)
-    over = "per minute over the run" if minutes >= 1.0 else f"in {minutes * 60:.0f} s (under a minute: the count itself)"
-    return Verdict(WARN, threshold, f"GPU {gpu_index}: {rate:.1f} PCIe replays {over}: reseat the GPU and check its "
-                   "riser and slot (DCGM: reconnect the PCIe card, run the system's PCIe diagnostics)")
+    over = (
+        "per minute over the run"
+        if minutes >= 1.0
+        else f"in {minutes * 60:.0f} s (under a minute: the count itself)"
+    )
+    return Verdict(
+        WARN,
+        threshold,
+        f"GPU {gpu_index}: {rate:.1f} PCIe replays {over}: reseat the GPU and check its "
+        "riser and slot (DCGM: reconnect the PCIe card, run the system's PCIe diagnostics)",
+    )
 
 
 # --- infoROM ------------------------------------------------------------------------------------
@@ -119,12 +168,20 @@ def inforom_verdict(gpu_index: int, valid: bool | None) -> Verdict:
     """nvmlDeviceValidateInforom: a corrupted infoROM is DCGM's DCGM_FR_CORRUPT_INFOROM (a warning)."""
     threshold = "infoROM checksums valid"
     if valid is None:
-        return Verdict(SKIP, threshold, f"GPU {gpu_index}: the infoROM check is not reported (NVML NotSupported, or an nvidia-smi "
-                       "capture: nvidia-smi -q does not print it)")
+        return Verdict(
+            SKIP,
+            threshold,
+            f"GPU {gpu_index}: the infoROM check is not reported (NVML NotSupported, or an nvidia-smi "
+            "capture: nvidia-smi -q does not print it)",
+        )
     if valid:
         return Verdict(PASS, threshold)
-    return Verdict(WARN, threshold, f"GPU {gpu_index}: NVML reports a corrupted infoROM: flash the infoROM to clear the corruption "
-                   "(DCGM's next step)")
+    return Verdict(
+        WARN,
+        threshold,
+        f"GPU {gpu_index}: NVML reports a corrupted infoROM: flash the infoROM to clear the corruption "
+        "(DCGM's next step)",
+    )
 
 
 # --- temperature --------------------------------------------------------------------------------
@@ -137,24 +194,47 @@ def temperature_text(r: HealthReadings) -> str:
         return "not reported"
     if temperature_verdict(0, r).verdict == PASS:
         return "within its limits"
-    return ", ".join(([] if r.temperature_c is None else [f"{r.temperature_c} C"]) + ([] if r.margin_c is None else [f"T.Limit margin {r.margin_c} C"]))
+    return ", ".join(
+        ([] if r.temperature_c is None else [f"{r.temperature_c} C"])
+        + ([] if r.margin_c is None else [f"T.Limit margin {r.margin_c} C"])
+    )
 
 
-def _past_thresholds(gpu_index: int, reading: int, limit: int, slowdown: int | None, shutdown: int | None,
-                     margin: bool) -> Verdict:
+def _past_thresholds(
+    gpu_index: int,
+    reading: int,
+    limit: int,
+    slowdown: int | None,
+    shutdown: int | None,
+    margin: bool,
+) -> Verdict:
     """A temperature at or above the GPU's shutdown or slowdown point, or above its maximum
     operating point, fails; for a T.Limit margin (degrees left) the same points are read downwards."""
     sign = -1 if margin else 1
     if margin:
-        threshold, head, unit = f"T.Limit margin >= {limit} C", f"GPU {gpu_index} T.Limit margin {reading} C", "margin"
+        threshold, head, unit = (
+            f"T.Limit margin >= {limit} C",
+            f"GPU {gpu_index} T.Limit margin {reading} C",
+            "margin",
+        )
     else:
-        threshold = f"<= {limit} C" + (f" (slowdown {slowdown} C)" if slowdown is not None and limit != slowdown else "")
+        threshold = f"<= {limit} C" + (
+            f" (slowdown {slowdown} C)" if slowdown is not None and limit != slowdown else ""
+        )
         head, unit = f"GPU {gpu_index} at {reading} C", "temperature"
-    for bound, what, reached_is_past in ((shutdown, "shutdown", True), (slowdown, "hardware slowdown", True), (limit, "maximum operating", False)):
+    for bound, what, reached_is_past in (
+        (shutdown, "shutdown", True),
+        (slowdown, "hardware slowdown", True),
+        (limit, "maximum operating", False),
+    ):
         if bound is None:
             continue
         if sign * reading > sign * bound or (reached_is_past and reading == bound):
-            return Verdict(FAIL, threshold, f"{head}, past its {what} {unit} {bound} C: {BAD_CLOCK_EVENTS['hw_thermal_slowdown'][1]}")
+            return Verdict(
+                FAIL,
+                threshold,
+                f"{head}, past its {what} {unit} {bound} C: {BAD_CLOCK_EVENTS['hw_thermal_slowdown'][1]}",
+            )
     return Verdict(PASS, threshold)
 
 
@@ -164,32 +244,61 @@ def temperature_verdict(gpu_index: int, r: HealthReadings) -> Verdict:
     reported). Drivers that print the T.Limit form give the margin below the limit instead."""
     if r.temperature_c is not None and (r.max_operating_c is not None or r.slowdown_c is not None):
         limit = r.max_operating_c if r.max_operating_c is not None else r.slowdown_c
-        return _past_thresholds(gpu_index, r.temperature_c, limit, r.slowdown_c, r.shutdown_c, margin=False)  # type: ignore[arg-type]
-    if r.margin_c is not None and (r.max_operating_margin_c is not None or r.slowdown_margin_c is not None):
-        limit = r.max_operating_margin_c if r.max_operating_margin_c is not None else r.slowdown_margin_c
-        return _past_thresholds(gpu_index, r.margin_c, limit, r.slowdown_margin_c, r.shutdown_margin_c, margin=True)  # type: ignore[arg-type]
+        return _past_thresholds(
+            gpu_index, r.temperature_c, limit, r.slowdown_c, r.shutdown_c, margin=False
+        )  # type: ignore[arg-type]
+    if r.margin_c is not None and (
+        r.max_operating_margin_c is not None or r.slowdown_margin_c is not None
+    ):
+        limit = (
+            r.max_operating_margin_c
+            if r.max_operating_margin_c is not None
+            else r.slowdown_margin_c
+        )
+        return _past_thresholds(
+            gpu_index, r.margin_c, limit, r.slowdown_margin_c, r.shutdown_margin_c, margin=True
+        )  # type: ignore[arg-type]
     # only the shutdown point known: at or past it fails; below it the operating range is unknown
     if r.temperature_c is not None and r.shutdown_c is not None:
-        verdict = _past_thresholds(gpu_index, r.temperature_c, r.shutdown_c, None, r.shutdown_c, margin=False)
+        verdict = _past_thresholds(
+            gpu_index, r.temperature_c, r.shutdown_c, None, r.shutdown_c, margin=False
+        )
         if verdict.verdict == FAIL:
             return verdict
     if r.margin_c is not None and r.shutdown_margin_c is not None:
-        verdict = _past_thresholds(gpu_index, r.margin_c, r.shutdown_margin_c, None, r.shutdown_margin_c, margin=True)
+        verdict = _past_thresholds(
+            gpu_index, r.margin_c, r.shutdown_margin_c, None, r.shutdown_margin_c, margin=True
+        )
         if verdict.verdict == FAIL:
             return verdict
-    return Verdict(SKIP, "below the GPU's own thresholds", f"GPU {gpu_index}: the temperature or the GPU's thresholds are not reported")
+    return Verdict(
+        SKIP,
+        "below the GPU's own thresholds",
+        f"GPU {gpu_index}: the temperature or the GPU's thresholds are not reported",
+    )
 
 
-def temperature_under_load(gpu_index: int, r: HealthReadings, samples: list[dict[str, Any]]) -> tuple[str, Verdict]:
+def temperature_under_load(
+    gpu_index: int, r: HealthReadings, samples: list[dict[str, Any]]
+) -> tuple[str, Verdict]:
     """(measured, verdict): the hottest reading (and the least T.Limit margin) over the sustained
     load against the GPU's own thresholds. DCGM's diagnostic judges temperature while it loads the
     GPU; an idle reading alone hides a GPU that overheats only when it works."""
     temps = [int(s["temperature_c"]) for s in samples if s.get("temperature_c") is not None]
     margins = [int(s["margin_c"]) for s in samples if s.get("margin_c") is not None]
     if not temps and not margins:
-        return "not read under load", Verdict(SKIP, "below the GPU's own thresholds", f"GPU {gpu_index}: no temperature read under load")
-    loaded = dataclasses.replace(r, temperature_c=max(temps) if temps else None, margin_c=min(margins) if margins else None)
-    measured = ", ".join(([f"{max(temps)} C at most"] if temps else []) + ([f"T.Limit margin {min(margins)} C at least"] if margins else []))
+        return "not read under load", Verdict(
+            SKIP,
+            "below the GPU's own thresholds",
+            f"GPU {gpu_index}: no temperature read under load",
+        )
+    loaded = dataclasses.replace(
+        r, temperature_c=max(temps) if temps else None, margin_c=min(margins) if margins else None
+    )
+    measured = ", ".join(
+        ([f"{max(temps)} C at most"] if temps else [])
+        + ([f"T.Limit margin {min(margins)} C at least"] if margins else [])
+    )
     return measured, temperature_verdict(gpu_index, loaded)
 
 
@@ -202,20 +311,30 @@ def nvlink_errors_text(errors: dict[str, int] | None) -> str:
     return ", ".join(f"{k} {v}" for k, v in errors.items() if v) or "0 errors"
 
 
-def nvlink_errors_verdict(gpu_index: int, errors: dict[str, int] | None, limits: dict[str, Limit]) -> Verdict:
+def nvlink_errors_verdict(
+    gpu_index: int, errors: dict[str, int] | None, limits: dict[str, Limit]
+) -> Verdict:
     """NVLink replay, recovery and CRC error counters since the last reset: DCGM's NVLink watch
     fails a GPU when replay or recovery errors grow by one in a minute; one reading only warns."""
     window = int(limits["nvlink_errors_in_window"].value)
     threshold = "0 since reset"
     if errors is None:
-        return Verdict(SKIP, threshold, f"GPU {gpu_index}: NVLink error counters are not reported (no NVLink, NVML NotSupported, or an "
-                       "nvidia-smi capture: nvidia-smi -q does not print them)")
+        return Verdict(
+            SKIP,
+            threshold,
+            f"GPU {gpu_index}: NVLink error counters are not reported (no NVLink, NVML NotSupported, or an "
+            "nvidia-smi capture: nvidia-smi -q does not print them)",
+        )
     found = {k: v for k, v in errors.items() if v}
     if not found:
         return Verdict(PASS, threshold)
-    return Verdict(WARN, threshold, f"GPU {gpu_index}: NVLink errors since the last reset ({nvlink_errors_text(found)}); one reading "
-                   f"gives no rate: DCGM fails a GPU whose replay or recovery errors grow by {window} in a minute. Read them again "
-                   "(nvidia-smi nvlink -e); if they grow, drain the node and check the NVLink/NVSwitch trays")
+    return Verdict(
+        WARN,
+        threshold,
+        f"GPU {gpu_index}: NVLink errors since the last reset ({nvlink_errors_text(found)}); one reading "
+        f"gives no rate: DCGM fails a GPU whose replay or recovery errors grow by {window} in a minute. Read them again "
+        "(nvidia-smi nvlink -e); if they grow, drain the node and check the NVLink/NVSwitch trays",
+    )
 
 
 # --- NVSwitch fabric health ---------------------------------------------------------------------
@@ -240,19 +359,29 @@ def fabric_health_verdict(gpu_index: int, health: dict[str, Any] | None) -> Verd
     Health): each fault DCGM's NVLink watch fails on fails here, naming it."""
     threshold = "fabric healthy"
     if health is None:
-        return Verdict(SKIP, threshold, f"GPU {gpu_index}: fabric health is not reported (no NVSwitch fabric, or the driver or the capture does not give it)")
+        return Verdict(
+            SKIP,
+            threshold,
+            f"GPU {gpu_index}: fabric health is not reported (no NVSwitch fabric, or the driver or the capture does not give it)",
+        )
     faults = [text for name, text in FABRIC_FAULTS.items() if health.get(name)]
     config = health.get("incorrect_configuration")
     if config and config != "none":
         faults.append(f"incorrect configuration: {config}")
     if health.get("summary") == "Unhealthy":
         faults.append("the driver sums it up as Unhealthy")
-    fix = ("check the fabric manager's log (journalctl -u nvidia-fabricmanager) and the NVSwitch/NVLink trays, then reset the "
-           "GPUs or reboot; DCGM's NVLink health watch fails the GPU on this")
+    fix = (
+        "check the fabric manager's log (journalctl -u nvidia-fabricmanager) and the NVSwitch/NVLink trays, then reset the "
+        "GPUs or reboot; DCGM's NVLink health watch fails the GPU on this"
+    )
     if faults:
-        return Verdict(FAIL, threshold, f"GPU {gpu_index}: NVSwitch fabric: {'; '.join(faults)}: {fix}")
+        return Verdict(
+            FAIL, threshold, f"GPU {gpu_index}: NVSwitch fabric: {'; '.join(faults)}: {fix}"
+        )
     if health.get("summary") == "Limited Capacity":
-        return Verdict(WARN, threshold, f"GPU {gpu_index}: NVSwitch fabric at Limited Capacity: {fix}")
+        return Verdict(
+            WARN, threshold, f"GPU {gpu_index}: NVSwitch fabric at Limited Capacity: {fix}"
+        )
     return Verdict(PASS, threshold)
 
 
@@ -263,9 +392,13 @@ BAD_COUNTERS = ("hw_power_brake_slowdown", "hw_thermal_slowdown", "sw_thermal_sl
 #: The thermal perf-policy counter (NVML field 75): read on every driver, so a driver whose
 #: renumbered counters cannot be read still shows thermal time.
 THERMAL_VIOLATION = "thermal_violation"
-_CAUSES = dict(BAD_CLOCK_EVENTS, thermal_violation=(
-    "thermal limits held the clocks below those asked for (NVML's thermal perf-policy counter)",
-    "check airflow, fans and inlet temperature (nvidia-smi -q -d TEMPERATURE)"))
+_CAUSES = dict(
+    BAD_CLOCK_EVENTS,
+    thermal_violation=(
+        "thermal limits held the clocks below those asked for (NVML's thermal perf-policy counter)",
+        "check airflow, fans and inlet temperature (nvidia-smi -q -d TEMPERATURE)",
+    ),
+)
 
 
 def clock_event_counters_text(counters_us: dict[str, int] | None) -> str:
@@ -275,7 +408,10 @@ def clock_event_counters_text(counters_us: dict[str, int] | None) -> str:
     if not any(k in (counters_us or {}) for k in BAD_COUNTERS):
         thermal = (counters_us or {}).get(THERMAL_VIOLATION)
         return "not reported" if not thermal else f"{THERMAL_VIOLATION} {thermal / 1e6:.1f} s"
-    return ", ".join(f"{k} {counters_us[k] / 1e6:.1f} s" for k in read if counters_us[k]) or "no thermal or power-brake time"
+    return (
+        ", ".join(f"{k} {counters_us[k] / 1e6:.1f} s" for k in read if counters_us[k])
+        or "no thermal or power-brake time"
+    )
 
 
 def pcie_replays_text(replays: int | None, limits: dict[str, Limit]) -> str:
@@ -287,7 +423,9 @@ def pcie_replays_text(replays: int | None, limits: dict[str, Limit]) -> str:
     return f"{'more than' if replays > per_run else 'at most'} {per_run} since reset (one reading)"
 
 
-def clock_event_counters_verdict(gpu_index: int, counters_us: dict[str, int] | None, note: str | None = None) -> Verdict:
+def clock_event_counters_verdict(
+    gpu_index: int, counters_us: dict[str, int] | None, note: str | None = None
+) -> Verdict:
     """How long each clock-event reason held the clocks since the driver loaded. Time under a
     power brake or thermal slowdown warns (DCGM's thermal and power watches warn when these grow);
     one reading cannot say when it happened: the clock-event row says whether it happens now.
@@ -302,12 +440,22 @@ def clock_event_counters_verdict(gpu_index: int, counters_us: dict[str, int] | N
     if counters_us.get(THERMAL_VIOLATION) and not held:
         held = [THERMAL_VIOLATION]
     if held:
-        causes = "; ".join(f"{name} {counters_us[name] / 1e6:.1f} s: {_CAUSES[name][0]}: {_CAUSES[name][1]}"
-                           for name in held)
-        return Verdict(WARN, threshold, f"GPU {gpu_index} clocks were held down since the driver loaded ({causes}); one reading "
-                       "cannot say when: read the counters again under load, and the clock-event row says whether it is happening now")
+        causes = "; ".join(
+            f"{name} {counters_us[name] / 1e6:.1f} s: {_CAUSES[name][0]}: {_CAUSES[name][1]}"
+            for name in held
+        )
+        return Verdict(
+            WARN,
+            threshold,
+            f"GPU {gpu_index} clocks were held down since the driver loaded ({causes}); one reading "
+            "cannot say when: read the counters again under load, and the clock-event row says whether it is happening now",
+        )
     if len(missing) == len(BAD_COUNTERS):
-        return Verdict(SKIP, threshold, f"GPU {gpu_index}: the thermal and power-brake clock-event counters are not reported{why}")
+        return Verdict(
+            SKIP,
+            threshold,
+            f"GPU {gpu_index}: the thermal and power-brake clock-event counters are not reported{why}",
+        )
     if missing:
         return Verdict(PASS, threshold, f"GPU {gpu_index}: {', '.join(missing)} not reported")
     return Verdict(PASS, threshold)

@@ -7,7 +7,6 @@ YAML subset that `parse_simple_yaml` reads when PyYAML is missing (a test checks
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,7 +52,11 @@ class Measurement:
 
     def taken_like(self, methods: tuple[str, ...]) -> bool:
         """Taken with one of these methods at the suite's n = 8192, in the figure's own dtype?"""
-        return self.method in methods and self.n == SUITE_MATMUL_N and self.metric == f"{self.dtype}_tflops"
+        return (
+            self.method in methods
+            and self.n == SUITE_MATMUL_N
+            and self.metric == f"{self.dtype}_tflops"
+        )
 
     def describe(self) -> str:
         size = f"n={self.n}" if self.n else "no single n"
@@ -99,7 +102,9 @@ class GpuPeaks:
         """The datasheet figure: shown beside a measurement, never a floor."""
         return getattr(self, metric)
 
-    def reference_for(self, metric: str, methods: tuple[str, ...] = SUITE_MATMUL_METHODS) -> ReferenceFigure | None:
+    def reference_for(
+        self, metric: str, methods: tuple[str, ...] = SUITE_MATMUL_METHODS
+    ) -> ReferenceFigure | None:
         """What the floor for this metric is drawn from, or None: the figure is not judged.
 
         `methods` is how the figure being judged was measured: only a reference taken the same way
@@ -139,7 +144,9 @@ def _measurements(entry: dict[str, Any], where: str) -> tuple[Measurement, ...]:
             continue
         metric = key.removeprefix("measured_")
         if metric not in METRICS:
-            raise PeakTableError(f"{where}: {key}: unknown metric (use one of {', '.join(METRICS)})")
+            raise PeakTableError(
+                f"{where}: {key}: unknown metric (use one of {', '.join(METRICS)})"
+            )
         if not isinstance(raw, list) or not raw:
             raise PeakTableError(f"{where}: {key} must be a non-empty list of measurements")
         for position, item in enumerate(raw):
@@ -158,34 +165,57 @@ def _measurements(entry: dict[str, Any], where: str) -> tuple[Measurement, ...]:
             if item.get("dtype") not in _DTYPES:
                 raise PeakTableError(f"{at}: 'dtype' must be one of {', '.join(sorted(_DTYPES))}")
             size = item.get("n", "missing")
-            if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size <= 0):
+            if size is not None and (
+                isinstance(size, bool) or not isinstance(size, int) or size <= 0
+            ):
                 raise PeakTableError(f"{at}: 'n' must be a matrix size or null, got {size!r}")
             source = item.get("source")
             if not isinstance(source, str) or not source.startswith(("https://", OWN_SOURCE)):
-                raise PeakTableError(f"{at}: 'source' must be an https:// URL a reader can open, or {OWN_SOURCE}PATH "
-                                     f"(this project's own measurement, kept in the repository), got {source!r}")
+                raise PeakTableError(
+                    f"{at}: 'source' must be an https:// URL a reader can open, or {OWN_SOURCE}PATH "
+                    f"(this project's own measurement, kept in the repository), got {source!r}"
+                )
             out.append(
-                Measurement(metric, float(value), item["method"], size, item["dtype"], source, str(item["date"]), str(item.get("note") or ""))
+                Measurement(
+                    metric,
+                    float(value),
+                    item["method"],
+                    size,
+                    item["dtype"],
+                    source,
+                    str(item["date"]),
+                    str(item.get("note") or ""),
+                )
             )
     return tuple(out)
 
 
-def _no_reference(entry: dict[str, Any], where: str, measured: tuple[Measurement, ...]) -> tuple[tuple[str, str], ...]:
+def _no_reference(
+    entry: dict[str, Any], where: str, measured: tuple[Measurement, ...]
+) -> tuple[tuple[str, str], ...]:
     """`no_reference`: metric -> why no public figure is used (the sources searched); a metric
     listed here and measured too is a contradiction in the data."""
     raw = entry.get("no_reference")
     if raw is None:
         return ()
     if not isinstance(raw, dict) or not raw:
-        raise PeakTableError(f"{where}: no_reference must be a mapping of metric to the reason no public figure is used")
+        raise PeakTableError(
+            f"{where}: no_reference must be a mapping of metric to the reason no public figure is used"
+        )
     out = []
     for metric, why in raw.items():
         if metric not in METRICS:
-            raise PeakTableError(f"{where}: no_reference: unknown metric {metric!r} (use one of {', '.join(METRICS)})")
+            raise PeakTableError(
+                f"{where}: no_reference: unknown metric {metric!r} (use one of {', '.join(METRICS)})"
+            )
         if not isinstance(why, str) or not why.strip():
-            raise PeakTableError(f"{where}: no_reference: {metric} needs the reason (what was searched)")
+            raise PeakTableError(
+                f"{where}: no_reference: {metric} needs the reason (what was searched)"
+            )
         if any(m.metric == metric for m in measured):
-            raise PeakTableError(f"{where}: {metric} is both measured and listed under no_reference")
+            raise PeakTableError(
+                f"{where}: {metric} is both measured and listed under no_reference"
+            )
         out.append((metric, why.strip()))
     return tuple(out)
 
@@ -193,17 +223,25 @@ def _no_reference(entry: dict[str, Any], where: str, measured: tuple[Measurement
 def parse_interconnects(data: Any) -> dict[str, Interconnect]:
     """The 'interconnects:' list: NCCL floors per link kind, each with its source."""
     out: dict[str, Interconnect] = {}
-    for position, entry in enumerate(data.get("interconnects") or [] if isinstance(data, dict) else []):
+    for position, entry in enumerate(
+        data.get("interconnects") or [] if isinstance(data, dict) else []
+    ):
         where = f"interconnects[{position}]"
         if not isinstance(entry, dict) or entry.get("name") not in ("nvlink", "pcie"):
             raise PeakTableError(f"{where}: 'name' must be nvlink or pcie")
         fraction = entry.get("min_fraction")
-        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
+        if (
+            isinstance(fraction, bool)
+            or not isinstance(fraction, (int, float))
+            or not 0 < fraction <= 1
+        ):
             raise PeakTableError(f"{where}: 'min_fraction' must be a number in (0, 1]")
         source = entry.get("source")
         if not isinstance(source, str) or not source.startswith("https://"):
             raise PeakTableError(f"{where}: 'source' must be an https:// URL, got {source!r}")
-        out[entry["name"]] = Interconnect(entry["name"], float(fraction), str(entry.get("of", "")), source)
+        out[entry["name"]] = Interconnect(
+            entry["name"], float(fraction), str(entry.get("of", "")), source
+        )
     return out
 
 
@@ -216,7 +254,9 @@ def _nvlink_links(entry: dict[str, Any], where: str) -> int | None:
     if isinstance(links, bool) or not isinstance(links, int) or links < 1:
         raise PeakTableError(f"{where}: 'nvlink_links' must be a whole number of links")
     if not isinstance(source, str) or not source.startswith("https://"):
-        raise PeakTableError(f"{where}: 'nvlink_links' needs 'nvlink_links_source', an https:// URL")
+        raise PeakTableError(
+            f"{where}: 'nvlink_links' needs 'nvlink_links_source', an https:// URL"
+        )
     return links
 
 
@@ -241,11 +281,18 @@ def parse_table(data: Any) -> list[GpuPeaks]:
             raise PeakTableError(f"{where}: 'source' must be an https:// URL, got {source!r}")
         for name in names:
             if name.lower() in seen:
-                raise PeakTableError(f"{where}: NVML name {name!r} is also listed by {seen[name.lower()]}")
+                raise PeakTableError(
+                    f"{where}: NVML name {name!r} is also listed by {seen[name.lower()]}"
+                )
             seen[name.lower()] = model
-        for key in ("fp32_tflops", "memory_bandwidth_gbs"):  # null is allowed, but must be written: a forgotten key is an error
+        for key in (
+            "fp32_tflops",
+            "memory_bandwidth_gbs",
+        ):  # null is allowed, but must be written: a forgotten key is an error
             if key not in entry:
-                raise PeakTableError(f"{where}: {key} is missing (null when NVIDIA publishes no datasheet figure)")
+                raise PeakTableError(
+                    f"{where}: {key} is missing (null when NVIDIA publishes no datasheet figure)"
+                )
         measured = _measurements(entry, where)
         entries.append(
             GpuPeaks(
@@ -292,7 +339,10 @@ def nccl_floor(
     rule = rules.get(interconnect)
     if rule is None or not link_gbs:
         return None
-    return rule.min_fraction * link_gbs, f">= {rule.min_fraction:.2f} x {link_gbs:.4g} GB/s ({rule.of})"
+    return (
+        rule.min_fraction * link_gbs,
+        f">= {rule.min_fraction:.2f} x {link_gbs:.4g} GB/s ({rule.of})",
+    )
 
 
 def _bare(name: str) -> str:
@@ -341,18 +391,45 @@ def nvlink_links_verdict(gpu: Any, table: list[GpuPeaks], whole_gpus: int) -> tu
     active = gpu.nvlink_active_links
     threshold = f"all {expected} NVLinks active" if expected else "every NVLink the product has"
     if expected is None:
-        return ("not judged", Verdict(SKIP, threshold, f"GPU {gpu.index}: how many NVLinks a {gpu.name} has is not in "
-                                      "validate/judge/gpu_peaks.yaml (nvlink_links)"))
+        return (
+            "not judged",
+            Verdict(
+                SKIP,
+                threshold,
+                f"GPU {gpu.index}: how many NVLinks a {gpu.name} has is not in "
+                "validate/judge/gpu_peaks.yaml (nvlink_links)",
+            ),
+        )
     if active is None:
-        return ("not reported", Verdict(SKIP, threshold, f"GPU {gpu.index}: NVLink state not reported (NVML NotSupported: "
-                                        "a virtual machine, or the capture does not hold it)"))
+        return (
+            "not reported",
+            Verdict(
+                SKIP,
+                threshold,
+                f"GPU {gpu.index}: NVLink state not reported (NVML NotSupported: "
+                "a virtual machine, or the capture does not hold it)",
+            ),
+        )
     text = f"{active} of {expected} active"
     if whole_gpus < 2:
         return (text, Verdict(INFO, threshold, "one GPU here: no peer to link to"))
     if active >= expected:
         return (text, Verdict(PASS, threshold))
-    fix = ("check nvidia-smi nvlink -s -i N and nvidia-smi -q -d FABRIC, the fabric manager (journalctl -u nvidia-fabricmanager), "
-           "then reset the GPU or reseat it; DCGM's NVLink health watch fails a link down (DCGM_FR_NVLINK_DOWN)")
-    what = "every NVLink is down: it reaches its peers over PCIe only" if active == 0 else f"{expected - active} NVLink(s) down"
-    return (text, Verdict(FAIL, threshold, f"GPU {gpu.index}: {active} of {expected} NVLinks active (the {gpu.name} has "
-                          f"{expected}): {what}: {fix}"))
+    fix = (
+        "check nvidia-smi nvlink -s -i N and nvidia-smi -q -d FABRIC, the fabric manager (journalctl -u nvidia-fabricmanager), "
+        "then reset the GPU or reseat it; DCGM's NVLink health watch fails a link down (DCGM_FR_NVLINK_DOWN)"
+    )
+    what = (
+        "every NVLink is down: it reaches its peers over PCIe only"
+        if active == 0
+        else f"{expected - active} NVLink(s) down"
+    )
+    return (
+        text,
+        Verdict(
+            FAIL,
+            threshold,
+            f"GPU {gpu.index}: {active} of {expected} NVLinks active (the {gpu.name} has "
+            f"{expected}): {what}: {fix}",
+        ),
+    )

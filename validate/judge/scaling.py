@@ -56,19 +56,38 @@ def parse_scaling(data: Any) -> list[ScalingReference]:
     for position, row in enumerate(rows):
         where = f"scaling[{position}]"
         if not isinstance(row, dict) or row.get("interconnect") not in INTERCONNECTS:
-            raise PeakTableError(f"{where}: 'interconnect' must be one of {', '.join(INTERCONNECTS)}")
+            raise PeakTableError(
+                f"{where}: 'interconnect' must be one of {', '.join(INTERCONNECTS)}"
+            )
         efficiency, gpus = row.get("efficiency"), row.get("gpus")
-        if isinstance(efficiency, bool) or not isinstance(efficiency, (int, float)) or not 0 < efficiency <= 1:
+        if (
+            isinstance(efficiency, bool)
+            or not isinstance(efficiency, (int, float))
+            or not 0 < efficiency <= 1
+        ):
             raise PeakTableError(f"{where}: 'efficiency' must be a number in (0, 1]")
         if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 2:
             raise PeakTableError(f"{where}: 'gpus' must be a count of 2 or more")
         source = row.get("source")
         if not isinstance(source, str) or not source.startswith("https://"):
-            raise PeakTableError(f"{where}: 'source' must be an https:// URL a reader can open, got {source!r}")
+            raise PeakTableError(
+                f"{where}: 'source' must be an https:// URL a reader can open, got {source!r}"
+            )
         if not isinstance(row.get("workload"), str) or not isinstance(row.get("like_suite"), bool):
-            raise PeakTableError(f"{where}: needs 'workload' (text) and 'like_suite' (true or false)")
-        out.append(ScalingReference(row["interconnect"], gpus, float(efficiency), row["workload"], row["like_suite"],
-                                    source, str(row.get("note") or "")))
+            raise PeakTableError(
+                f"{where}: needs 'workload' (text) and 'like_suite' (true or false)"
+            )
+        out.append(
+            ScalingReference(
+                row["interconnect"],
+                gpus,
+                float(efficiency),
+                row["workload"],
+                row["like_suite"],
+                source,
+                str(row.get("note") or ""),
+            )
+        )
     return out
 
 
@@ -87,22 +106,34 @@ def identical_verdict(checksums: list[str], labels: list[str]) -> Verdict:
     differ = [label for label, checksum in zip(labels, checksums) if checksum != checksums[0]]
     if not differ:
         return Verdict(PASS, threshold)
-    return Verdict(FAIL, threshold, f"parameters differ from {labels[0]}'s after the same steps on {', '.join(differ)}: "
-                                    "gradients were not all-reduced alike")
+    return Verdict(
+        FAIL,
+        threshold,
+        f"parameters differ from {labels[0]}'s after the same steps on {', '.join(differ)}: "
+        "gradients were not all-reduced alike",
+    )
 
 
-def slowest_rank_verdict(rates: list[float], labels: list[str], on_cpu: bool) -> tuple[str, Verdict]:
+def slowest_rank_verdict(
+    rates: list[float], labels: list[str], on_cpu: bool
+) -> tuple[str, Verdict]:
     """(measured text, verdict) for the slowest rank's one-GPU samples/s against the ranks' median,
     naming its rank and GPU."""
     share = CPU_MIN_SHARE if on_cpu else MIN_SHARE_OF_PEERS
     median = statistics.median(rates)
     slowest = min(range(len(rates)), key=lambda i: rates[i])
     measured = f"{labels[slowest]} {rates[slowest]:.0f} samples/s, {rates[slowest] / median:.2f} of the median {median:.0f}"
-    threshold = f">= {share:.2f} x the ranks' median" + (" (ranks share this CPU)" if on_cpu else "")
+    threshold = f">= {share:.2f} x the ranks' median" + (
+        " (ranks share this CPU)" if on_cpu else ""
+    )
     if rates[slowest] >= share * median:
         return measured, Verdict(PASS, threshold)
-    return measured, Verdict(FAIL, threshold, f"{labels[slowest]} trains at {rates[slowest] / median:.2f} of the other ranks' "
-                                              "median: it drags every step of the job (its GPU's clocks, NUMA node or link)")
+    return measured, Verdict(
+        FAIL,
+        threshold,
+        f"{labels[slowest]} trains at {rates[slowest] / median:.2f} of the other ranks' "
+        "median: it drags every step of the job (its GPU's clocks, NUMA node or link)",
+    )
 
 
 def efficiency_verdict(
@@ -132,26 +163,45 @@ def efficiency_verdict(
     reference = max(like or rows, key=lambda r: r.efficiency)
     minimum = REFERENCE_FRACTION * reference.efficiency
     kind = "measured reference" if reference.like_suite else "reference of another workload"
-    threshold = f">= {REFERENCE_FRACTION:.2f} x {kind} {reference.efficiency:.2f} ({reference.describe()})"
+    threshold = (
+        f">= {REFERENCE_FRACTION:.2f} x {kind} {reference.efficiency:.2f} ({reference.describe()})"
+    )
     if efficiency >= minimum:
         return Verdict(PASS, threshold)
     reason = f"{metric} {efficiency:.2f} is below {minimum:.2f}"
     if no_p2p:
-        return Verdict(WARN, threshold, f"{reason}: a PCIe server without peer-to-peer copies through host memory (named, not failed)")
+        return Verdict(
+            WARN,
+            threshold,
+            f"{reason}: a PCIe server without peer-to-peer copies through host memory (named, not failed)",
+        )
     if reference.gpus != world:
-        return Verdict(WARN, threshold, f"{reason}, but the reference ran on {reference.gpus} GPUs and this job on {world}: "
-                       "confirm with --baseline or the fleet median")
+        return Verdict(
+            WARN,
+            threshold,
+            f"{reason}, but the reference ran on {reference.gpus} GPUs and this job on {world}: "
+            "confirm with --baseline or the fleet median",
+        )
     if not reference.like_suite:
-        return Verdict(WARN, threshold, f"{reason}, but the reference trained another model: confirm with --baseline or the fleet median")
+        return Verdict(
+            WARN,
+            threshold,
+            f"{reason}, but the reference trained another model: confirm with --baseline or the fleet median",
+        )
     return Verdict(FAIL, threshold, reason)
 
 
-def dataparallel_verdict(dp_rate: float | None, ddp_rate: float, error: str | None = None) -> tuple[str, Verdict]:
+def dataparallel_verdict(
+    dp_rate: float | None, ddp_rate: float, error: str | None = None
+) -> tuple[str, Verdict]:
     """DataParallel's samples/s beside DDP's, with the gap: information only, never a fail."""
     threshold = "reported beside DDP, never judged"
     if error or not dp_rate:
         return "-", Verdict(WARN, threshold, f"DataParallel did not run: {error or 'no figure'}")
-    return (f"{dp_rate:.0f} samples/s; DDP's {ddp_rate:.0f} is {ddp_rate / dp_rate:.2f}x it", Verdict(INFO, threshold))
+    return (
+        f"{dp_rate:.0f} samples/s; DDP's {ddp_rate:.0f} is {ddp_rate / dp_rate:.2f}x it",
+        Verdict(INFO, threshold),
+    )
 
 
 def rank_labels(uuids: list[str | None], gpus: list[Any]) -> list[str]:
@@ -159,7 +209,11 @@ def rank_labels(uuids: list[str | None], gpus: list[Any]) -> list[str]:
     labels = []
     for rank, uuid in enumerate(uuids):
         gpu = next((g for g in gpus if uuid and uuid_body(g.uuid) == uuid_body(uuid)), None)
-        where = f"GPU {gpu.index} {gpu.uuid[:12]}" if gpu else (f"GPU {uuid_body(uuid)[:8]}" if uuid else "cpu")
+        where = (
+            f"GPU {gpu.index} {gpu.uuid[:12]}"
+            if gpu
+            else (f"GPU {uuid_body(uuid)[:8]}" if uuid else "cpu")
+        )
         labels.append(f"rank {rank} ({where})")
     return labels
 

@@ -58,7 +58,9 @@ def throughput_verdict(
     """
     if baseline is not None:
         minimum = baseline * (1 - tolerance)
-        return at_least(measured, minimum, f">= {1 - tolerance:.2f} x baseline {baseline:.4g}", metric)
+        return at_least(
+            measured, minimum, f">= {1 - tolerance:.2f} x baseline {baseline:.4g}", metric
+        )
     if reference is not None:
         note = f" ({reference_note})" if reference_note else ""
         kind = "measured reference" if confirmed else "unconfirmed reference"
@@ -67,11 +69,13 @@ def throughput_verdict(
         if verdict.failed and not confirmed:
             if measured < UNCONFIRMED_FAIL_FRACTION * reference:
                 return Verdict(
-                    FAIL, threshold,
+                    FAIL,
+                    threshold,
                     f"{metric} {measured:.4g} is below {UNCONFIRMED_FAIL_FRACTION:.2f} x {reference:.4g}: about half speed or worse",
                 )
             return Verdict(
-                WARN, threshold,
+                WARN,
+                threshold,
                 f"{verdict.reason}, but the reference was not measured like the suite's figure: "
                 "confirm with --baseline from a known-good unit or the fleet median",
             )
@@ -104,19 +108,35 @@ def judge_figure(
     if mig:
         if not metric.endswith("_tflops"):
             return Verdict(
-                NOT_JUDGED, "MIG instance: no share for this figure",
+                NOT_JUDGED,
+                "MIG instance: no share for this figure",
                 "a MIG instance's memory bandwidth follows its memory slices, not its share of SMs",
             )
         if share is None:
-            return Verdict(NOT_JUDGED, "MIG instance's share of SMs unknown", "NVML did not give the instance's or the GPU's multiprocessor count")
+            return Verdict(
+                NOT_JUDGED,
+                "MIG instance's share of SMs unknown",
+                "NVML did not give the instance's or the GPU's multiprocessor count",
+            )
         if reference is None:
             return throughput_verdict(metric, measured)
         note = f"{share:.3f} of the GPU's SMs x {reference.value:.4g}; {reference.describe()}"
-        return throughput_verdict(metric, measured, reference=share * reference.value, reference_note=note, confirmed=reference.confirmed)
+        return throughput_verdict(
+            metric,
+            measured,
+            reference=share * reference.value,
+            reference_note=note,
+            confirmed=reference.confirmed,
+        )
     if reference is None:
         return throughput_verdict(metric, measured, baseline)
     return throughput_verdict(
-        metric, measured, baseline, reference=reference.value, reference_note=reference.describe(), confirmed=reference.confirmed
+        metric,
+        measured,
+        baseline,
+        reference=reference.value,
+        reference_note=reference.describe(),
+        confirmed=reference.confirmed,
     )
 
 
@@ -141,7 +161,11 @@ def loss_falls_verdict(first_loss: float, last_loss: float) -> Verdict:
     threshold = f"last <= {1 - MIN_LOSS_DROP:.2f} x first"
     if last_loss <= (1 - MIN_LOSS_DROP) * first_loss:
         return Verdict(PASS, threshold)
-    return Verdict(FAIL, threshold, f"loss went from {first_loss:.4g} to {last_loss:.4g}: the model does not learn")
+    return Verdict(
+        FAIL,
+        threshold,
+        f"loss went from {first_loss:.4g} to {last_loss:.4g}: the model does not learn",
+    )
 
 
 #: Share of the loaded samples that may show a bad clock-event reason before the GPU fails.
@@ -167,17 +191,27 @@ def sustained_clocks_verdict(samples: list[dict]) -> Verdict:
     worst = max(bad.values(), default=0)
     if worst <= MAX_BAD_SAMPLE_SHARE * len(read):
         return Verdict(PASS, threshold)
-    listed = ", ".join(f"{name} in {count}/{len(read)} samples" for name, count in sorted(bad.items()))
-    return Verdict(FAIL, threshold, f"clocks held down under load: {listed}; {clock_event_causes(list(bad))}")
+    listed = ", ".join(
+        f"{name} in {count}/{len(read)} samples" for name, count in sorted(bad.items())
+    )
+    return Verdict(
+        FAIL, threshold, f"clocks held down under load: {listed}; {clock_event_causes(list(bad))}"
+    )
 
 
 def clock_summary(samples: list[dict]) -> str:
     """'1980/1980 MHz median, 690 W, 71 C' over the samples that have the figures."""
+
     def median(key: str) -> float | None:
         values = sorted(s[key] for s in samples if s.get(key) is not None)
         return values[len(values) // 2] if values else None
 
-    sm, top, watts, temp = median("sm_clock_mhz"), median("max_sm_clock_mhz"), median("power_watts"), median("temperature_c")
+    sm, top, watts, temp = (
+        median("sm_clock_mhz"),
+        median("max_sm_clock_mhz"),
+        median("power_watts"),
+        median("temperature_c"),
+    )
     parts = [f"SM {sm:.0f}/{top:.0f} MHz" if sm is not None and top else "SM clock unknown"]
     if watts is not None:
         parts.append(f"{watts:.0f} W")

@@ -42,14 +42,22 @@ def virtualization_text(mode: str | None, host_mode: str | None, license_text: s
 
 
 def virtualization_verdict(
-    gpu_index: int, mode: str | None, host_mode: str | None, licensed: bool | None,
-    license_text: str | None, cuda: str | None,
+    gpu_index: int,
+    mode: str | None,
+    host_mode: str | None,
+    licensed: bool | None,
+    license_text: str | None,
+    cuda: str | None,
 ) -> Verdict:
     """Bare metal and pass-through pass; a licensed vGPU guest passes; an unlicensed guest fails
     (NVIDIA's software restricts it, CUDA included); a hypervisor fails (no CUDA for containers)."""
     if mode is None:
-        return Verdict(SKIP, THRESHOLD, f"GPU {gpu_index}: the virtualization mode is not reported (a driver or "
-                       "capture without it)")
+        return Verdict(
+            SKIP,
+            THRESHOLD,
+            f"GPU {gpu_index}: the virtualization mode is not reported (a driver or "
+            "capture without it)",
+        )
     if mode in HYPERVISOR_MODES:
         return Verdict(FAIL, THRESHOLD, hypervisor_reason(gpu_index, mode, host_mode, cuda))
     if mode != "VGPU":
@@ -57,12 +65,21 @@ def virtualization_verdict(
     if licensed:
         return Verdict(PASS, THRESHOLD)
     if licensed is None:
-        return Verdict(WARN, THRESHOLD, f"GPU {gpu_index} is a vGPU guest whose licence state is not reported: "
-                       "check it (nvidia-smi -q | grep -i -A2 licensed); an unlicensed vGPU loses CUDA "
-                       f"({LICENSING_GUIDE})")
-    return Verdict(FAIL, THRESHOLD, (
-        f"GPU {gpu_index} is an unlicensed vGPU guest ({license_text or 'Unlicensed'}): NVIDIA's vGPU software "
-        "restricts an unlicensed vGPU after its grace period (20 minutes from boot): frame rate capped, resources "
-        "limited, CUDA disabled; configure the licence (a client configuration token in "
-        "/etc/nvidia/ClientConfigToken, FeatureType in /etc/nvidia/gridd.conf, restart nvidia-gridd) and check "
-        f"'License Status : Licensed' ({LICENSING_GUIDE})"))
+        return Verdict(
+            WARN,
+            THRESHOLD,
+            f"GPU {gpu_index} is a vGPU guest whose licence state is not reported: "
+            "check it (nvidia-smi -q | grep -i -A2 licensed); an unlicensed vGPU loses CUDA "
+            f"({LICENSING_GUIDE})",
+        )
+    return Verdict(
+        FAIL,
+        THRESHOLD,
+        (
+            f"GPU {gpu_index} is an unlicensed vGPU guest ({license_text or 'Unlicensed'}): NVIDIA's vGPU software "
+            "restricts an unlicensed vGPU after its grace period (20 minutes from boot): frame rate capped, resources "
+            "limited, CUDA disabled; configure the licence (a client configuration token in "
+            "/etc/nvidia/ClientConfigToken, FeatureType in /etc/nvidia/gridd.conf, restart nvidia-gridd) and check "
+            f"'License Status : Licensed' ({LICENSING_GUIDE})"
+        ),
+    )

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from validate.host.bounds import repeated_uuid
 from validate.judge.verdict import FAIL, PASS, SKIP, Verdict
 
-
 _ARCH = re.compile(r"^(sm|compute)_(\d+)(\d)([a-z]?)$")
 
 
@@ -25,7 +24,12 @@ def kernel_image_verdict(compute_capability: str, arch_list: list[str]) -> Verdi
         match = _ARCH.match(arch.strip())
         if not match:
             continue
-        kind, a_major, a_minor, suffix = match.group(1), int(match.group(2)), int(match.group(3)), match.group(4)
+        kind, a_major, a_minor, suffix = (
+            match.group(1),
+            int(match.group(2)),
+            int(match.group(3)),
+            match.group(4),
+        )
         if kind == "sm" and suffix and (major, minor) == (a_major, a_minor):
             return Verdict(PASS, threshold)
         if kind == "sm" and not suffix and major == a_major and minor >= a_minor:
@@ -49,7 +53,9 @@ def ptx_only(compute_capability: str, arch_list: list[str]) -> bool:
         if not match or match.group(1) != "sm":
             continue
         a_major, a_minor, suffix = int(match.group(2)), int(match.group(3)), match.group(4)
-        if (suffix and (major, minor) == (a_major, a_minor)) or (not suffix and major == a_major and minor >= a_minor):
+        if (suffix and (major, minor) == (a_major, a_minor)) or (
+            not suffix and major == a_major and minor >= a_minor
+        ):
             cubin = True
     return not cubin and kernel_image_verdict(compute_capability, arch_list).verdict == PASS
 
@@ -85,12 +91,18 @@ def expected_gpus(
     a host with no NVIDIA driver and no NVIDIA device (`cpu_only_host`) is validated as CPU-only.
     A path (Kubernetes' volume-mounts strategy) counts the device files `mounted` under it."""
     if option is not None:
-        return GpuExpectation(option, exact=True, source=f"--expect-gpus {option}") if option > 0 else None
+        return (
+            GpuExpectation(option, exact=True, source=f"--expect-gpus {option}")
+            if option > 0
+            else None
+        )
     if cpu_stack:
         return None
     value = (nvidia_visible_devices or "").strip()
     if value.lower() in ("", "void", "none"):
-        return None if in_image or cpu_only_host else GpuExpectation(1, exact=False, source=BARE_HOST)
+        return (
+            None if in_image or cpu_only_host else GpuExpectation(1, exact=False, source=BARE_HOST)
+        )
     source = f"NVIDIA_VISIBLE_DEVICES={value}"
     if value.lower() == "all":
         return GpuExpectation(1, exact=False, source=source)
@@ -98,22 +110,32 @@ def expected_gpus(
         # Kubernetes' volume-mounts strategy: the devices are the files mounted in that folder
         # (`mounted`, read by the caller with validate.host.masking.device_list), not one GPU.
         if mounted is None:
-            return GpuExpectation(1, exact=False, source=f"{source} (its device list could not be read)")
+            return GpuExpectation(
+                1, exact=False, source=f"{source} (its device list could not be read)"
+            )
         if any(name.lower() == "all" for name in mounted):
             return GpuExpectation(1, exact=False, source=f"{source} (mounts 'all')")
         if not mounted:
             return None
-        return GpuExpectation(len(mounted), exact=True, source=f"{source} ({len(mounted)} device(s) mounted there)")
-    return GpuExpectation(len([v for v in value.split(",") if v.strip()]), exact=True, source=source)
+        return GpuExpectation(
+            len(mounted), exact=True, source=f"{source} ({len(mounted)} device(s) mounted there)"
+        )
+    return GpuExpectation(
+        len([v for v in value.split(",") if v.strip()]), exact=True, source=source
+    )
 
 
 def gpu_count_verdict(seen: int, expectation: GpuExpectation | None, who: str) -> Verdict:
     if expectation is None:
-        return Verdict(PASS if seen else SKIP, "no expectation", "" if seen else f"{who} sees no GPU")
+        return Verdict(
+            PASS if seen else SKIP, "no expectation", "" if seen else f"{who} sees no GPU"
+        )
     ok = seen == expectation.count if expectation.exact else seen >= expectation.count
     if ok:
         return Verdict(PASS, expectation.describe())
-    return Verdict(FAIL, expectation.describe(), f"{who} sees {seen} GPU(s), expected {expectation.describe()}")
+    return Verdict(
+        FAIL, expectation.describe(), f"{who} sees {seen} GPU(s), expected {expectation.describe()}"
+    )
 
 
 def unique_gpus_verdict(count: Verdict, uuids: list[str]) -> Verdict:
@@ -124,8 +146,12 @@ def unique_gpus_verdict(count: Verdict, uuids: list[str]) -> Verdict:
     if repeated is None:
         return count
     uuid, first, second = repeated
-    return Verdict(FAIL, count.threshold, f"GPU {first} and GPU {second} share the UUID {uuid}, but each GPU has its own: "
-                   "NVML lists one GPU twice (reset the GPU or reboot), or the capture was edited")
+    return Verdict(
+        FAIL,
+        count.threshold,
+        f"GPU {first} and GPU {second} share the UUID {uuid}, but each GPU has its own: "
+        "NVML lists one GPU twice (reset the GPU or reboot), or the capture was edited",
+    )
 
 
 def probe_parallelism(compute_modes: list[str | None], cpus: int) -> int:
@@ -141,8 +167,16 @@ def mig_verdict(gpu_index: int, mig_uuids: list[str], selected: str | None) -> V
     sees instances, not the parent). It fails only with no instance, when nothing can use it."""
     threshold = "at least one MIG instance"
     if not mig_uuids:
-        return Verdict(FAIL, threshold, f"GPU {gpu_index} is in MIG mode with no instance: create instances (nvidia-smi mig -cgi ... -C) or disable MIG (nvidia-smi -i {gpu_index} -mig 0)")
+        return Verdict(
+            FAIL,
+            threshold,
+            f"GPU {gpu_index} is in MIG mode with no instance: create instances (nvidia-smi mig -cgi ... -C) or disable MIG (nvidia-smi -i {gpu_index} -mig 0)",
+        )
     if selected:
         return Verdict(PASS, threshold, f"validating MIG instance {selected}")
-    return Verdict(PASS, threshold, f"{len(mig_uuids)} instance(s); the framework checks run one instance per run, "
-                   f"e.g. CUDA_VISIBLE_DEVICES={mig_uuids[0]} python -m validate")
+    return Verdict(
+        PASS,
+        threshold,
+        f"{len(mig_uuids)} instance(s); the framework checks run one instance per run, "
+        f"e.g. CUDA_VISIBLE_DEVICES={mig_uuids[0]} python -m validate",
+    )

@@ -23,7 +23,9 @@ def _device_index(torch: Any, device: str | int) -> int:
     return torch.cuda.current_device() if index is None else int(index)
 
 
-def _time_cuda(torch: Any, device: str | int, work: Callable[[], None], repeats: int, inner: int) -> float:
+def _time_cuda(
+    torch: Any, device: str | int, work: Callable[[], None], repeats: int, inner: int
+) -> float:
     """Median seconds of one `work()` call on `device`, timed with CUDA events over `inner` calls.
 
     Everything happens inside `torch.cuda.device(device)`: the events are recorded on that
@@ -90,13 +92,20 @@ def precisions_for(capability: str | None) -> list[str]:
 MATMUL_N = 8192
 
 
-def matmul_tflops(torch: Any, device: str, precision: str, n: int = MATMUL_N, repeats: int = 5, inner: int = 10) -> float:
+def matmul_tflops(
+    torch: Any, device: str, precision: str, n: int = MATMUL_N, repeats: int = 5, inner: int = 10
+) -> float:
     """Dense n x n matrix multiply throughput in TFLOPS (2 n^3 flops per product).
 
     precision: "fp32" (full IEEE fp32, TF32 off), "tf32" (fp32 inputs on TF32 Tensor Cores),
     "bf16" or "fp16" (half-precision inputs, fp32 accumulate).
     """
-    dtype = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    dtype = {
+        "fp32": torch.float32,
+        "tf32": torch.float32,
+        "bf16": torch.bfloat16,
+        "fp16": torch.float16,
+    }[precision]
     restore = fp32_precision_setter(torch)("tf32" if precision == "tf32" else "ieee")
     try:
         with torch.cuda.device(_device_index(torch, device)):
@@ -109,7 +118,9 @@ def matmul_tflops(torch: Any, device: str, precision: str, n: int = MATMUL_N, re
     return 2 * n**3 / seconds / 1e12
 
 
-def device_copy_gbs(torch: Any, device: str, nbytes: int, repeats: int = 5, inner: int = 5) -> float:
+def device_copy_gbs(
+    torch: Any, device: str, nbytes: int, repeats: int = 5, inner: int = 5
+) -> float:
     """Device-memory bandwidth in GB/s from a device-to-device copy (reads + writes nbytes each)."""
     src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).fill_(1.0)
     dst = torch.empty_like(src)
@@ -117,7 +128,9 @@ def device_copy_gbs(torch: Any, device: str, nbytes: int, repeats: int = 5, inne
     return 2 * nbytes / seconds / 1e9
 
 
-def host_to_device_gbs(torch: Any, device: str, nbytes: int, pinned: bool, repeats: int = 5) -> float:
+def host_to_device_gbs(
+    torch: Any, device: str, nbytes: int, pinned: bool, repeats: int = 5
+) -> float:
     """Host-to-device copy bandwidth in GB/s from pinned or pageable host memory."""
     host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pinned).fill_(1)
     target = torch.empty(nbytes, dtype=torch.uint8, device=device)
@@ -128,9 +141,18 @@ def host_to_device_gbs(torch: Any, device: str, nbytes: int, pinned: bool, repea
 def _small_cnn(torch: Any, classes: int) -> Any:
     nn = torch.nn
     return nn.Sequential(
-        nn.Conv2d(3, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+        nn.Conv2d(3, 32, 3, padding=1),
+        nn.BatchNorm2d(32),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1),
+        nn.BatchNorm2d(64),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(64, 64, 3, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
         nn.Linear(64, classes),
     )
 
@@ -142,7 +164,9 @@ def _grad_scaler(torch: Any, enabled: bool) -> Any:
     return torch.cuda.amp.GradScaler(enabled=enabled)
 
 
-def train_cnn(torch: Any, device: str, steps: int, batch: int, image: int = 32, classes: int = 10) -> dict[str, Any]:
+def train_cnn(
+    torch: Any, device: str, steps: int, batch: int, image: int = 32, classes: int = 10
+) -> dict[str, Any]:
     """Train a small CNN on synthetic, learnable data with mixed precision.
 
     Each class is a fixed random image; samples are that image plus noise, so a working stack
@@ -180,7 +204,9 @@ def train_cnn(torch: Any, device: str, steps: int, batch: int, image: int = 32, 
         scaler.scale(loss).backward()
         scaler.step(optimizer)
         scaler.update()
-        losses.append(loss.detach())  # read after the loop: a .item() per step would serialise the GPU
+        losses.append(
+            loss.detach()
+        )  # read after the loop: a .item() per step would serialise the GPU
     if is_cuda:
         torch.cuda.synchronize()
     elapsed = time.perf_counter() - (timed_from or time.perf_counter())
@@ -197,12 +223,23 @@ def train_cnn(torch: Any, device: str, steps: int, batch: int, image: int = 32, 
 
 
 def _load_one_gpu(
-    torch: Any, device: str, precision: str, n: int, stop: threading.Event, ready: threading.Barrier, out: dict[str, float]
+    torch: Any,
+    device: str,
+    precision: str,
+    n: int,
+    stop: threading.Event,
+    ready: threading.Barrier,
+    out: dict[str, float],
 ) -> None:
     """One GPU's share of the sustained load, in its own thread: matmuls until `stop`, at most two
     rounds queued, timed with CUDA events on this GPU's stream. Its figure is its own work over its
     own time, whatever the other GPUs do."""
-    dtypes = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+    dtypes = {
+        "fp32": torch.float32,
+        "tf32": torch.float32,
+        "bf16": torch.bfloat16,
+        "fp16": torch.float16,
+    }
     index = _device_index(torch, device)
     with torch.cuda.device(index):  # the current device is per thread in PyTorch
         a = torch.randn(n, n, device=device, dtype=dtypes[precision])
@@ -226,7 +263,9 @@ def _load_one_gpu(
         end.record(stream)
         end.synchronize()
         seconds = start.elapsed_time(end) / 1000.0
-    out[device] = 2 * n**3 * SUSTAINED_PER_ROUND * rounds / seconds / 1e12 if seconds > 0 else float("nan")
+    out[device] = (
+        2 * n**3 * SUSTAINED_PER_ROUND * rounds / seconds / 1e12 if seconds > 0 else float("nan")
+    )
 
 
 #: Products per round of the sustained load (a round is what one GPU has queued at most twice).
@@ -261,7 +300,10 @@ def sustained_load(
             errors.append(err)
             ready.abort()
 
-    threads = [threading.Thread(target=run, args=item, name=f"load-{item[0]}", daemon=True) for item in devices.items()]
+    threads = [
+        threading.Thread(target=run, args=item, name=f"load-{item[0]}", daemon=True)
+        for item in devices.items()
+    ]
     for thread in threads:
         thread.start()
     try:

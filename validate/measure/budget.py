@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 
 from validate.host.masking import UNSET_CASE, masking_cases, quick_cases
-from validate.measure.memory_modes import QUICK_MODES, SHARED_TF_MODE, TF_MODES, TORCH_MODES
 from validate.judge.thresholds import probe_parallelism
+from validate.measure.memory_modes import QUICK_MODES, SHARED_TF_MODE, TF_MODES, TORCH_MODES
 
 #: Ranks the DDP check starts on a host without GPUs (validate/checks/test_07_multigpu.py).
 CPU_RANKS = 2
@@ -27,9 +27,11 @@ QUICK_BUDGET_SECONDS_ONE_GPU = 60.0
 QUICK_BUDGET_SECONDS_CPU = 30.0
 
 #: The skip reason of the multi-GPU checks in --quick on a host without GPUs: where they do run.
-QUICK_CPU_MULTIGPU_SKIP = ("--quick on a host without GPUs: multi-GPU training on the CPU (DDP with gloo, DataParallel, "
-                           "MirroredStrategy) runs in the full suite (python -m validate, or invoke validate, without --quick); "
-                           f"its process starts alone exceed --quick's CPU budget of {QUICK_BUDGET_SECONDS_CPU:.0f} s")
+QUICK_CPU_MULTIGPU_SKIP = (
+    "--quick on a host without GPUs: multi-GPU training on the CPU (DDP with gloo, DataParallel, "
+    "MirroredStrategy) runs in the full suite (python -m validate, or invoke validate, without --quick); "
+    f"its process starts alone exceed --quick's CPU budget of {QUICK_BUDGET_SECONDS_CPU:.0f} s"
+)
 
 
 def multigpu_runs(gpus: int, quick: bool) -> bool:
@@ -46,10 +48,16 @@ def framework_processes(gpus: int, quick: bool, share_work: bool = True) -> dict
     cases = masking_cases(uuids)
     if quick:
         cases = quick_cases(cases, uuids)
-    per_framework = len([c for c in cases if not (share_work and c.name == UNSET_CASE)]) if gpus else 0
+    per_framework = (
+        len([c for c in cases if not (share_work and c.name == UNSET_CASE)]) if gpus else 0
+    )
 
     def modes(names: dict) -> int:
-        kept = [m for m in names if (not quick or m in QUICK_MODES) and not (share_work and m == SHARED_TF_MODE)]
+        kept = [
+            m
+            for m in names
+            if (not quick or m in QUICK_MODES) and not (share_work and m == SHARED_TF_MODE)
+        ]
         return len(kept) if gpus else 0
 
     return {
@@ -61,7 +69,9 @@ def framework_processes(gpus: int, quick: bool, share_work: bool = True) -> dict
         "masking probes (tensorflow)": per_framework,
         "all-reduce probe and its workers (torch)": 1 + gpus if gpus >= 2 else 0,
         # The multi-GPU check: a rank per GPU, or CPU_RANKS gloo ranks on a host without GPUs.
-        "ddp launcher and its ranks (torch)": 1 + (gpus if gpus >= 2 else CPU_RANKS) if multigpu_runs(gpus, quick) else 0,
+        "ddp launcher and its ranks (torch)": 1 + (gpus if gpus >= 2 else CPU_RANKS)
+        if multigpu_runs(gpus, quick)
+        else 0,
         # DataParallel in a probe of its own, so its hang or crash cannot take DDP's result with it.
         "dataparallel probe (torch)": 1 if multigpu_runs(gpus, quick) else 0,
         "mirrored strategy probe (tensorflow)": 1 if multigpu_runs(gpus, quick) else 0,

@@ -74,10 +74,17 @@ def gpu_batch(quick: bool, fp32_tflops: float | None, memory_bytes: int | None) 
     """The per-rank batch whose step takes about TARGET_STEP_SECONDS at the GPU's measured fp32
     rate, a power of two, its activations within ACTIVATION_SHARE of the GPU's memory."""
     width, depth = GPU_MODEL["quick" if quick else "full"]
-    wanted = TARGET_STEP_SECONDS * (fp32_tflops or DEFAULT_FP32_TFLOPS) * 1e12 / mlp_flops_per_sample(width, depth)
+    wanted = (
+        TARGET_STEP_SECONDS
+        * (fp32_tflops or DEFAULT_FP32_TFLOPS)
+        * 1e12
+        / mlp_flops_per_sample(width, depth)
+    )
     cap = MAX_BATCH
     if memory_bytes:
-        cap = min(cap, int(ACTIVATION_SHARE * memory_bytes / (4 * 4 * width * depth)))  # fp32 activations, grads, ReLU masks
+        cap = min(
+            cap, int(ACTIVATION_SHARE * memory_bytes / (4 * 4 * width * depth))
+        )  # fp32 activations, grads, ReLU masks
     batch = MIN_BATCH
     while batch * 2 <= min(wanted, cap):
         batch *= 2
@@ -100,7 +107,9 @@ def wide_mlp(torch: Any, width: int, depth: int) -> Any:
     return model
 
 
-def vector_batches(torch: Any, count: int, batch: int, width: int, device: Any, seed: int) -> list[tuple[Any, Any]]:
+def vector_batches(
+    torch: Any, count: int, batch: int, width: int, device: Any, seed: int
+) -> list[tuple[Any, Any]]:
     """`count` learnable batches made on the device (each class a fixed random vector plus noise);
     `seed` differs per rank, as a DistributedSampler's shares do."""
     generator = torch.Generator().manual_seed(0)
@@ -137,8 +146,14 @@ def small_cnn(torch: Any, image: int) -> Any:
     """The model every rank trains: small, real (convolutions, batch norm, a classifier)."""
     nn = torch.nn
     return nn.Sequential(
-        nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+        nn.Conv2d(3, 16, 3, padding=1),
+        nn.BatchNorm2d(16),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
         nn.Linear(32 * (image // 4) ** 2, CLASSES),
     )
 
@@ -171,7 +186,9 @@ def _mark(folder: str, rank: int, what: str, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def join_first_collective(torch: Any, dist: Any, device: Any, folder: str, rank: int, began: float) -> None:
+def join_first_collective(
+    torch: Any, dist: Any, device: Any, folder: str, rank: int, began: float
+) -> None:
     """The first all-reduce, then the "joined" marker. On CUDA a collective returns once it is
     enqueued (torch.distributed docs, "Synchronous and asynchronous collective operations"; NCCL's
     "CUDA Stream Semantics"), so the marker waits for the device: a first all-reduce that never
@@ -187,7 +204,9 @@ def rank_device(torch: Any, backend: str, local_rank: int, threads: int) -> tupl
     requires), else the CPU with `threads` threads."""
     if backend == "nccl":
         torch.cuda.set_device(local_rank)
-        return torch.device("cuda", local_rank), str(torch.cuda.get_device_properties(local_rank).uuid)
+        return torch.device("cuda", local_rank), str(
+            torch.cuda.get_device_properties(local_rank).uuid
+        )
     torch.set_num_threads(threads)
     return torch.device("cpu"), None
 
@@ -198,13 +217,21 @@ def _batches(loader: Any, sampler: Any, device: Any, count: int) -> list[tuple[A
     epoch = 0
     while len(out) < count:
         sampler.set_epoch(epoch)
-        out += [(x.to(device, non_blocking=True), y.to(device, non_blocking=True)) for x, y in loader]
+        out += [
+            (x.to(device, non_blocking=True), y.to(device, non_blocking=True)) for x, y in loader
+        ]
         epoch += 1
     return out[:count]
 
 
-def train_steps(torch: Any, model: Any, batches: list[tuple[Any, Any]], device: Any, delay: float,
-                lr: float = 0.05) -> tuple[list[Any], float]:
+def train_steps(
+    torch: Any,
+    model: Any,
+    batches: list[tuple[Any, Any]],
+    device: Any,
+    delay: float,
+    lr: float = 0.05,
+) -> tuple[list[Any], float]:
     """SGD over `batches`; (losses, seconds of the steps after WARMUP). `delay` is the slow fault."""
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     losses: list[Any] = []
@@ -226,8 +253,16 @@ def train_steps(torch: Any, model: Any, batches: list[tuple[Any, Any]], device: 
     return losses, time.perf_counter() - started
 
 
-def worker(rank: int, world: int, port: int, backend: str, sizes: tuple[int, int, int], folder: str, join_timeout: float,
-           gpu_mlp: tuple[int, int, int] | None = None) -> None:
+def worker(
+    rank: int,
+    world: int,
+    port: int,
+    backend: str,
+    sizes: tuple[int, int, int],
+    folder: str,
+    join_timeout: float,
+    gpu_mlp: tuple[int, int, int] | None = None,
+) -> None:
     """One rank: rendezvous, DDP training with a DistributedSampler and a checksum of the
     parameters, and the same steps as a one-GPU job for the speedup. With `gpu_mlp` (width, depth,
     batch; NCCL) it trains the wide MLP for as many steps as fill MIN_WINDOW_SECONDS on the
@@ -246,13 +281,22 @@ def worker(rank: int, world: int, port: int, backend: str, sizes: tuple[int, int
     # The framework's own timeout is longer than the launcher's join bound, so the launcher names
     # the missing rank first (a timeout raised here would blame the rank that waited).
     bound = join_timeout + RUN_TIMEOUT
-    dist.init_process_group(backend, store=rank_store(dist, port, bound), rank=rank, world_size=world,
-                            timeout=timedelta(seconds=bound))
+    dist.init_process_group(
+        backend,
+        store=rank_store(dist, port, bound),
+        rank=rank,
+        world_size=world,
+        timeout=timedelta(seconds=bound),
+    )
     join_first_collective(torch, dist, device, folder, rank, began)
     peer_access = None
     if backend == "nccl" and rank == 0:
-        peer_access = {f"{i}-{j}": bool(torch.cuda.can_device_access_peer(i, j))
-                       for i in range(world) for j in range(world) if i != j}
+        peer_access = {
+            f"{i}-{j}": bool(torch.cuda.can_device_access_peer(i, j))
+            for i in range(world)
+            for j in range(world)
+            if i != j
+        }
     lr = 0.05
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
@@ -264,22 +308,35 @@ def worker(rank: int, world: int, port: int, backend: str, sizes: tuple[int, int
     if gpu_mlp:
         pool = vector_batches(torch, BATCH_POOL, batch, width, device, rank)
         # The pace of this GPU, measured on a throwaway copy; the slowest rank's sets the steps.
-        _, probe_seconds = train_steps(torch, copy.deepcopy(model), [pool[i % BATCH_POOL] for i in range(WARMUP + 5)], device, 0.0, lr)
+        _, probe_seconds = train_steps(
+            torch,
+            copy.deepcopy(model),
+            [pool[i % BATCH_POOL] for i in range(WARMUP + 5)],
+            device,
+            0.0,
+            lr,
+        )
         needed = torch.tensor([steps_for(probe_seconds / 5)], device=device)
         dist.all_reduce(needed, op=dist.ReduceOp.MAX)
         steps = int(needed.item())
         batches = [pool[i % BATCH_POOL] for i in range(WARMUP + steps)]
     else:
         data = dataset(torch, world * batch * 8, image)
-        sampler = torch.utils.data.distributed.DistributedSampler(data, num_replicas=world, rank=rank, shuffle=True, seed=0)
-        loader = torch.utils.data.DataLoader(data, batch_size=batch, sampler=sampler, drop_last=True)
+        sampler = torch.utils.data.distributed.DistributedSampler(
+            data, num_replicas=world, rank=rank, shuffle=True, seed=0
+        )
+        loader = torch.utils.data.DataLoader(
+            data, batch_size=batch, sampler=sampler, drop_last=True
+        )
         batches = _batches(loader, sampler, device, WARMUP + steps)
     # The one-GPU job: the same steps on a plain copy of the model (no gradient all-reduce), on
     # every rank at the same time, before and after the DDP steps; the faster of the two counts
     # (other load on the host only ever slows a run down).
     dist.barrier()
     _, local_seconds = train_steps(torch, copy.deepcopy(model), batches, device, delay, lr)
-    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank] if backend == "nccl" else None)
+    ddp = torch.nn.parallel.DistributedDataParallel(
+        model, device_ids=[rank] if backend == "nccl" else None
+    )
     dist.barrier()
     losses, seconds = train_steps(torch, ddp, batches, device, delay, lr)
     checksum = state_checksum(ddp.module)
@@ -287,12 +344,23 @@ def worker(rank: int, world: int, port: int, backend: str, sizes: tuple[int, int
     _, again = train_steps(torch, copy.deepcopy(ddp.module), batches, device, delay, lr)
     local_seconds = min(local_seconds, again)
     values = [float(v) for v in losses]
-    _mark(folder, rank, "result", {
-        "rank": rank, "uuid": uuid, "checksum": checksum,
-        "first_loss": sum(values[:3]) / 3, "last_loss": sum(values[-3:]) / 3,
-        "ddp_seconds": seconds, "local_seconds": local_seconds, "timed_steps": steps, "batch": batch,
-        "peer_access": peer_access,
-    })
+    _mark(
+        folder,
+        rank,
+        "result",
+        {
+            "rank": rank,
+            "uuid": uuid,
+            "checksum": checksum,
+            "first_loss": sum(values[:3]) / 3,
+            "last_loss": sum(values[-3:]) / 3,
+            "ddp_seconds": seconds,
+            "local_seconds": local_seconds,
+            "timed_steps": steps,
+            "batch": batch,
+            "peer_access": peer_access,
+        },
+    )
     dist.destroy_process_group()
 
 
@@ -302,7 +370,9 @@ def rendezvous_store(seconds: float) -> Any:
     take it in between (a crash in init_process_group)."""
     import torch.distributed as dist
 
-    return dist.TCPStore("127.0.0.1", 0, None, True, timedelta(seconds=seconds), wait_for_workers=False)
+    return dist.TCPStore(
+        "127.0.0.1", 0, None, True, timedelta(seconds=seconds), wait_for_workers=False
+    )
 
 
 def rank_store(dist: Any, port: int, seconds: float) -> Any:
@@ -329,11 +399,19 @@ def missing_ranks(world: int, arrived: set[int], joined: set[int]) -> tuple[str,
     absent = [r for r in range(world) if r not in arrived]
     if absent:
         return "never reached the rendezvous", absent
-    return "reached the rendezvous but its first collective did not return", [r for r in range(world) if r not in joined]
+    return "reached the rendezvous but its first collective did not return", [
+        r for r in range(world) if r not in joined
+    ]
 
 
-def launch(world: int, backend: str, quick: bool, join_timeout: float = JOIN_TIMEOUT, run_timeout: float = RUN_TIMEOUT,
-           gpu_batch_size: int = 0) -> dict[str, Any]:
+def launch(
+    world: int,
+    backend: str,
+    quick: bool,
+    join_timeout: float = JOIN_TIMEOUT,
+    run_timeout: float = RUN_TIMEOUT,
+    gpu_batch_size: int = 0,
+) -> dict[str, Any]:
     """Spawn `world` ranks and watch them within the bounds; the ranks' results, or which rank
     failed where (`stage` join, run or crash, `ranks`, `error`). `gpu_batch_size`: see worker."""
     import torch.multiprocessing as mp
@@ -341,19 +419,32 @@ def launch(world: int, backend: str, quick: bool, join_timeout: float = JOIN_TIM
     sizes = SIZES["quick" if quick else "full"]
     with tempfile.TemporaryDirectory(prefix="gpuenv-ddp-") as folder:
         started = time.perf_counter()
-        gpu_mlp = (*GPU_MODEL["quick" if quick else "full"], gpu_batch_size) if gpu_batch_size else None
+        gpu_mlp = (
+            (*GPU_MODEL["quick" if quick else "full"], gpu_batch_size) if gpu_batch_size else None
+        )
         store = rendezvous_store(join_timeout + run_timeout)  # held here until the ranks are done
-        context = mp.start_processes(worker, args=(world, store.port, backend, sizes, folder, join_timeout, gpu_mlp),
-                                     nprocs=world, join=False, start_method="spawn")
+        context = mp.start_processes(
+            worker,
+            args=(world, store.port, backend, sizes, folder, join_timeout, gpu_mlp),
+            nprocs=world,
+            join=False,
+            start_method="spawn",
+        )
         stage, deadline = "join", started + join_timeout
         try:
             while True:
                 try:
                     if context.join(timeout=0.2):
                         break
-                except Exception as err:  # a rank died: ProcessRaisedException / ProcessExitedException
+                except (
+                    Exception
+                ) as err:  # a rank died: ProcessRaisedException / ProcessExitedException
                     rank = getattr(err, "error_index", None)
-                    return {"stage": "crash", "ranks": [rank] if rank is not None else [], "error": str(err).strip().splitlines()[-1]}
+                    return {
+                        "stage": "crash",
+                        "ranks": [rank] if rank is not None else [],
+                        "error": str(err).strip().splitlines()[-1],
+                    }
                 joined = {r for r in range(world) if _read(folder, r, "joined")}
                 if stage == "join" and len(joined) == world:
                     stage, deadline = "run", time.perf_counter() + run_timeout
@@ -361,17 +452,30 @@ def launch(world: int, backend: str, quick: bool, join_timeout: float = JOIN_TIM
                     if stage == "join":
                         arrived = {r for r in range(world) if _read(folder, r, "arrived")}
                         why, ranks = missing_ranks(world, arrived, joined)
-                        return {"stage": "join", "ranks": ranks, "bound": join_timeout,
-                                "error": f"{why} within {join_timeout:.0f} s"}
+                        return {
+                            "stage": "join",
+                            "ranks": ranks,
+                            "bound": join_timeout,
+                            "error": f"{why} within {join_timeout:.0f} s",
+                        }
                     late = [r for r in range(world) if not _read(folder, r, "result")]
-                    return {"stage": "run", "ranks": late, "bound": run_timeout,
-                            "error": f"did not finish its training steps within {run_timeout:.0f} s of joining"}
+                    return {
+                        "stage": "run",
+                        "ranks": late,
+                        "bound": run_timeout,
+                        "error": f"did not finish its training steps within {run_timeout:.0f} s of joining",
+                    }
         finally:
             _stop(context)
         ranks = [_read(folder, r, "result") for r in range(world)]
         joins = [(_read(folder, r, "joined") or {}).get("seconds") for r in range(world)]
-    return {"world": world, "backend": backend, "ranks": ranks, "join_seconds": joins,
-            "wall_seconds": time.perf_counter() - started}
+    return {
+        "world": world,
+        "backend": backend,
+        "ranks": ranks,
+        "join_seconds": joins,
+        "wall_seconds": time.perf_counter() - started,
+    }
 
 
 def dataparallel(world: int, quick: bool, gpu_batch_size: int = 0) -> dict[str, Any]:
@@ -388,7 +492,9 @@ def dataparallel(world: int, quick: bool, gpu_batch_size: int = 0) -> dict[str, 
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     device = torch.device("cuda", 0) if gpus else torch.device("cpu")
     if not gpus:
-        torch.set_num_threads(cpu_threads(world))  # as one DDP rank: on the CPU DataParallel is the plain module
+        torch.set_num_threads(
+            cpu_threads(world)
+        )  # as one DDP rank: on the CPU DataParallel is the plain module
     lr = 0.05
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
@@ -400,21 +506,32 @@ def dataparallel(world: int, quick: bool, gpu_batch_size: int = 0) -> dict[str, 
         model = torch.nn.DataParallel(module.to(device))
     if gpus and gpu_batch_size:
         pool = vector_batches(torch, BATCH_POOL, world * batch, width, device, 0)
-        _, probe_seconds = train_steps(torch, model, [pool[i % BATCH_POOL] for i in range(WARMUP + 5)], device, 0.0, lr)
+        _, probe_seconds = train_steps(
+            torch, model, [pool[i % BATCH_POOL] for i in range(WARMUP + 5)], device, 0.0, lr
+        )
         steps = steps_for(probe_seconds / 5)
         batches = [pool[i % BATCH_POOL] for i in range(WARMUP + steps)]
     else:
         data = dataset(torch, world * batch * 8, image)
-        loader = torch.utils.data.DataLoader(data, batch_size=world * batch, shuffle=True,
-                                             generator=torch.Generator().manual_seed(0), drop_last=True)
+        loader = torch.utils.data.DataLoader(
+            data,
+            batch_size=world * batch,
+            shuffle=True,
+            generator=torch.Generator().manual_seed(0),
+            drop_last=True,
+        )
         batches = []
         while len(batches) < WARMUP + steps:
             batches += [(x.to(device), y.to(device)) for x, y in loader]
-        batches = batches[:WARMUP + steps]
+        batches = batches[: WARMUP + steps]
     losses, seconds = train_steps(torch, model, batches, device, 0.0, lr)
     values = [float(v) for v in losses]
-    return {"gpus": gpus, "samples_per_s": steps * world * batch / seconds if seconds > 0 else None,
-            "first_loss": sum(values[:3]) / 3, "last_loss": sum(values[-3:]) / 3}
+    return {
+        "gpus": gpus,
+        "samples_per_s": steps * world * batch / seconds if seconds > 0 else None,
+        "first_loss": sum(values[:3]) / 3,
+        "last_loss": sum(values[-3:]) / 3,
+    }
 
 
 def summarise(ranks: list[dict[str, Any]]) -> dict[str, Any]:
@@ -440,15 +557,21 @@ def summarise(ranks: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def probe(world: int, backend: str, quick: bool, with_dataparallel: bool = False, gpu_batch_size: int = 0) -> dict[str, Any]:
+def probe(
+    world: int, backend: str, quick: bool, with_dataparallel: bool = False, gpu_batch_size: int = 0
+) -> dict[str, Any]:
     """The probe command: the DDP job, its summary, and (asked for, in the same process)
     DataParallel's run after it. The suite runs DataParallel in a probe of its own
     (`dataparallel_probe`), so its hang or crash cannot take DDP's figures with it."""
     job = launch(world, backend, quick, gpu_batch_size=gpu_batch_size)
     if "stage" in job:
         return {"failed": job}
-    out: dict[str, Any] = {"backend": backend, "wall_seconds": job["wall_seconds"], "join_seconds": job["join_seconds"],
-                           **summarise(job["ranks"])}
+    out: dict[str, Any] = {
+        "backend": backend,
+        "wall_seconds": job["wall_seconds"],
+        "join_seconds": job["join_seconds"],
+        **summarise(job["ranks"]),
+    }
     if with_dataparallel:
         try:
             out["dataparallel"] = dataparallel(world, quick, gpu_batch_size)

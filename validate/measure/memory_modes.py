@@ -15,7 +15,10 @@ TF_MODES: dict[str, dict[str, str | None]] = {
 TORCH_MODES: dict[str, dict[str, str | None]] = {
     "caching": {"PYTORCH_NO_CUDA_MEMORY_CACHING": None, "PYTORCH_CUDA_ALLOC_CONF": None},
     "no-caching": {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "PYTORCH_CUDA_ALLOC_CONF": None},
-    "alloc-conf": {"PYTORCH_NO_CUDA_MEMORY_CACHING": None, "PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"},
+    "alloc-conf": {
+        "PYTORCH_NO_CUDA_MEMORY_CACHING": None,
+        "PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync",
+    },
 }
 QUICK_MODES = {"growth-env", "no-growth", "caching"}
 #: The TensorFlow mode the TensorFlow info probe measures on the way (it runs with growth on):
@@ -34,6 +37,9 @@ def outside_measurer(uuid: str) -> tuple[int, Callable[[str, int], dict[str, Any
         if own is not None:
             return {"bytes": own, "method": "NVML per-process"}
         used = nvml.gpu_used_memory(uuid)
-        return {"bytes": None if used is None else max(used - before, 0), "method": "NVML GPU used minus before"}
+        return {
+            "bytes": None if used is None else max(used - before, 0),
+            "method": "NVML GPU used minus before",
+        }
 
     return before, measure

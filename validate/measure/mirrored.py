@@ -27,8 +27,14 @@ def _devices(tf: Any, replicas: int, cpu: bool) -> tuple[list[str], Any, str]:
     if gpus or not cpu:
         return [f"/gpu:{i}" for i in range(len(gpus))], tf.distribute.NcclAllReduce(), "nccl"
     cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(replicas)])
-    return [f"/cpu:{i}" for i in range(replicas)], tf.distribute.ReductionToOneDevice(), "reduction to one device"
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(replicas)]
+    )
+    return (
+        [f"/cpu:{i}" for i in range(replicas)],
+        tf.distribute.ReductionToOneDevice(),
+        "reduction to one device",
+    )
 
 
 def _train(tf: Any, strategy: Any, steps: int, batch: int, image: int) -> dict[str, Any]:
@@ -37,25 +43,37 @@ def _train(tf: Any, strategy: Any, steps: int, batch: int, image: int) -> dict[s
     generator = tf.random.Generator.from_seed(0)
     prototypes = generator.normal((CLASSES, image, image, 3))
     labels = generator.uniform((batch * replicas * 8,), 0, CLASSES, dtype=tf.int32)
-    inputs = tf.gather(prototypes, labels) + 0.5 * generator.normal((batch * replicas * 8, image, image, 3))
-    data = tf.data.Dataset.from_tensor_slices((inputs, labels)).repeat().batch(batch * replicas, drop_remainder=True)
+    inputs = tf.gather(prototypes, labels) + 0.5 * generator.normal(
+        (batch * replicas * 8, image, image, 3)
+    )
+    data = (
+        tf.data.Dataset.from_tensor_slices((inputs, labels))
+        .repeat()
+        .batch(batch * replicas, drop_remainder=True)
+    )
     with strategy.scope():
         init = tf.random.Generator.from_seed(1)
         weights = [
-            tf.Variable(init.normal((3, 3, 3, 16)) * 0.2), tf.Variable(tf.zeros((16,))),
-            tf.Variable(init.normal(((image // 2) * (image // 2) * 16, CLASSES)) * 0.01), tf.Variable(tf.zeros((CLASSES,))),
+            tf.Variable(init.normal((3, 3, 3, 16)) * 0.2),
+            tf.Variable(tf.zeros((16,))),
+            tf.Variable(init.normal(((image // 2) * (image // 2) * 16, CLASSES)) * 0.01),
+            tf.Variable(tf.zeros((CLASSES,))),
         ]
     iterator = iter(strategy.experimental_distribute_dataset(data))
 
     def apply(distribution: Any, grads: list[Any]) -> None:
         for variable, grad in zip(weights, grads):
-            distribution.extended.update(variable, lambda v, g: v.assign_sub(0.05 * g), args=(grad,))
+            distribution.extended.update(
+                variable, lambda v, g: v.assign_sub(0.05 * g), args=(grad,)
+            )
 
     def replica_step(x: Any, y: Any) -> Any:
         with tf.GradientTape() as tape:
             h = tf.nn.relu(tf.nn.conv2d(x, weights[0], 1, "SAME") + weights[1])
             h = tf.reshape(tf.nn.max_pool2d(h, 2, 2, "SAME"), (tf.shape(x)[0], -1))
-            per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=tf.matmul(h, weights[2]) + weights[3])
+            per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(
+                labels=y, logits=tf.matmul(h, weights[2]) + weights[3]
+            )
             loss = tf.reduce_sum(per_example) / (batch * replicas)
         context = tf.distribute.get_replica_context()
         grads = context.all_reduce("sum", tape.gradient(loss, weights))
@@ -82,8 +100,12 @@ def _train(tf: Any, strategy: Any, steps: int, batch: int, image: int) -> dict[s
         for variable in weights:
             digest.update(variable.values[replica].numpy().tobytes())
         checksums.append(digest.hexdigest())
-    return {"samples_per_s": steps * batch * replicas / seconds, "first_loss": sum(values[:3]) / 3,
-            "last_loss": sum(values[-3:]) / 3, "checksums": checksums}
+    return {
+        "samples_per_s": steps * batch * replicas / seconds,
+        "first_loss": sum(values[:3]) / 3,
+        "last_loss": sum(values[-3:]) / 3,
+        "checksums": checksums,
+    }
 
 
 def mirrored(replicas: int, quick: bool, cpu: bool) -> dict[str, Any]:
@@ -96,8 +118,27 @@ def mirrored(replicas: int, quick: bool, cpu: bool) -> dict[str, Any]:
     if len(devices) < 2:
         return {"replicas": len(devices), "devices": devices}
     steps, batch, image = SIZES["quick" if quick else "full"]
-    many = _train(tf, tf.distribute.MirroredStrategy(devices=devices, cross_device_ops=ops), steps, batch, image)
-    one = _train(tf, tf.distribute.MirroredStrategy(devices=devices[:1], cross_device_ops=ops), steps, batch, image)
+    many = _train(
+        tf,
+        tf.distribute.MirroredStrategy(devices=devices, cross_device_ops=ops),
+        steps,
+        batch,
+        image,
+    )
+    one = _train(
+        tf,
+        tf.distribute.MirroredStrategy(devices=devices[:1], cross_device_ops=ops),
+        steps,
+        batch,
+        image,
+    )
     speedup = many["samples_per_s"] / one["samples_per_s"]
-    return {"replicas": len(devices), "devices": devices, "reduction": reduction, **many,
-            "single_samples_per_s": one["samples_per_s"], "speedup": speedup, "efficiency": speedup / len(devices)}
+    return {
+        "replicas": len(devices),
+        "devices": devices,
+        "reduction": reduction,
+        **many,
+        "single_samples_per_s": one["samples_per_s"],
+        "speedup": speedup,
+        "efficiency": speedup / len(devices),
+    }

@@ -41,7 +41,12 @@ TIMEOUT = float(os.environ.get("VALIDATE_MULTINODE_TIMEOUT", "300"))
 def node_name(given: str | None = None) -> str:
     """--fleet-node (the fleet's name for this host: its SSH URL, so the same engine reached twice is two
     nodes), else Slurm's name for this node (SLURMD_NODENAME), else GPUENV_NODE, else the host name."""
-    return given or os.environ.get("SLURMD_NODENAME") or os.environ.get("GPUENV_NODE") or socket.gethostname()
+    return (
+        given
+        or os.environ.get("SLURMD_NODENAME")
+        or os.environ.get("GPUENV_NODE")
+        or socket.gethostname()
+    )
 
 
 def whole_gpu_count(names: list[str]) -> int:
@@ -87,10 +92,15 @@ def node_fabric(sys_root: Path = Path("/sys")) -> dict[str, Any]:
         for port in sorted((device / "ports").glob("*")):
             rate = re.match(r"\s*([0-9.]+)\s*Gb/sec", _sysfs(port / "rate") or "")
             state = (_sysfs(port / "state") or "").split(":")[-1].strip() or None
-            ports.append({
-                "device": device.name, "port": port.name, "gbps": float(rate.group(1)) if rate else None,
-                "state": state, "link_layer": _sysfs(port / "link_layer"),
-            })
+            ports.append(
+                {
+                    "device": device.name,
+                    "port": port.name,
+                    "gbps": float(rate.group(1)) if rate else None,
+                    "state": state,
+                    "link_layer": _sysfs(port / "link_layer"),
+                }
+            )
     nics = []
     for iface in sorted((sys_root / "class" / "net").glob("*")):
         if iface.name == "lo" or not (iface / "device").exists():
@@ -107,7 +117,8 @@ def node_fabric(sys_root: Path = Path("/sys")) -> dict[str, Any]:
 #: vllm-project/vllm#9329 ("Failed to open libibverbs.so[.1]", then "Using network Socket").
 _NETWORK = re.compile(r"NCCL INFO Using (?:non-device )?network (\S+)")
 _NET_LINE = re.compile(
-    r"NCCL INFO (NET/\S+ : (?:Using .*|No device found\.?)|Failed to open libibverbs\S*)\s*$")
+    r"NCCL INFO (NET/\S+ : (?:Using .*|No device found\.?)|Failed to open libibverbs\S*)\s*$"
+)
 
 
 def nccl_transport(lines: list[str]) -> dict[str, Any]:
@@ -128,9 +139,11 @@ def nccl_transport(lines: list[str]) -> dict[str, Any]:
 def nccl_log_env(folder: str) -> dict[str, str]:
     """What makes NCCL write the lines nccl_transport reads into a file of this process's own
     (NCCL_DEBUG_FILE, %p: the pid); a level the caller set (invoke.yaml fleet.env) is kept."""
-    return {"NCCL_DEBUG": os.environ.get("NCCL_DEBUG") or "INFO",
-            "NCCL_DEBUG_SUBSYS": os.environ.get("NCCL_DEBUG_SUBSYS") or "INIT,NET",
-            "NCCL_DEBUG_FILE": os.environ.get("NCCL_DEBUG_FILE") or f"{folder}/gpuenv-nccl.%p.log"}
+    return {
+        "NCCL_DEBUG": os.environ.get("NCCL_DEBUG") or "INFO",
+        "NCCL_DEBUG_SUBSYS": os.environ.get("NCCL_DEBUG_SUBSYS") or "INIT,NET",
+        "NCCL_DEBUG_FILE": os.environ.get("NCCL_DEBUG_FILE") or f"{folder}/gpuenv-nccl.%p.log",
+    }
 
 
 def busbw(nbytes: int, seconds: float, world: int) -> tuple[float, float]:
@@ -171,12 +184,16 @@ def link_pairs(everyone: list[dict[str, Any]]) -> list[tuple[int, int, int]]:
         return []
     by_node = {n: {r["local_rank"]: r["rank"] for r in everyone if r["node"] == n} for n in nodes}
     rails = sorted(set.intersection(*(set(ranks) for ranks in by_node.values())))
-    return [(by_node[n][rail], by_node[nodes[(i + 1) % len(nodes)]][rail], rail)
-            for rail in rails for i, n in enumerate(nodes)]
+    return [
+        (by_node[n][rail], by_node[nodes[(i + 1) % len(nodes)]][rail], rail)
+        for rail in rails
+        for i, n in enumerate(nodes)
+    ]
 
 
-def _links(torch: Any, dist: Any, device: Any, pairs: list[tuple[int, int, int]],
-           nbytes: int) -> list[dict[str, Any]]:
+def _links(
+    torch: Any, dist: Any, device: Any, pairs: list[tuple[int, int, int]], nbytes: int
+) -> list[dict[str, Any]]:
     """GB/s of each link of the ring of nodes on each rail, measured one at a time by its
     receiving end."""
     rank = dist.get_rank()
@@ -218,12 +235,24 @@ def rank_share(torch: Any, samples: int, image: int, rank: int) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="gpuenv multi-node all-reduce and DDP step (run by torchrun)")
+    parser = argparse.ArgumentParser(
+        description="gpuenv multi-node all-reduce and DDP step (run by torchrun)"
+    )
     parser.add_argument("--out", help="rank 0 writes the result here (JSON)")
-    parser.add_argument("--count-gpus", action="store_true",
-                        help="print how many whole GPUs this process sees, and exit")
-    parser.add_argument("--fleet-node", help="this node's name in the result (default: Slurm's, else the host name)")
-    parser.add_argument("--sizes", choices=("quick", "full"), default="quick", help="the suite's DDP sizes the nodes' own suites ran")
+    parser.add_argument(
+        "--count-gpus",
+        action="store_true",
+        help="print how many whole GPUs this process sees, and exit",
+    )
+    parser.add_argument(
+        "--fleet-node", help="this node's name in the result (default: Slurm's, else the host name)"
+    )
+    parser.add_argument(
+        "--sizes",
+        choices=("quick", "full"),
+        default="quick",
+        help="the suite's DDP sizes the nodes' own suites ran",
+    )
     args = parser.parse_args(argv)
     if args.count_gpus:
         print(count_gpus())
@@ -236,7 +265,13 @@ def main(argv: list[str] | None = None) -> int:
     import torch.distributed as dist
 
     from validate.measure.ddp import (
-        SIZES, WARMUP, rank_device, small_cnn, state_checksum, train_steps)
+        SIZES,
+        WARMUP,
+        rank_device,
+        small_cnn,
+        state_checksum,
+        train_steps,
+    )
 
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     backend = "nccl" if torch.cuda.is_available() else "gloo"
@@ -261,36 +296,74 @@ def main(argv: list[str] | None = None) -> int:
         lines: list[str] = []
         for log in Path(logs).glob("gpuenv-nccl.*.log"):
             lines += log.read_text(encoding="utf-8", errors="replace").splitlines()
-        node_facts = {"fabric": {**node_fabric(), "verbs": verbs_library()},
-                      "transport": nccl_transport(lines) if backend == "nccl" else None}
+        node_facts = {
+            "fabric": {**node_fabric(), "verbs": verbs_library()},
+            "transport": nccl_transport(lines) if backend == "nccl" else None,
+        }
     steps, batch, image = SIZES[args.sizes]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         model = small_cnn(torch, image).to(device)
     samples = batch * (WARMUP + steps)
     inputs, labels = rank_share(torch, samples, image, rank)
-    batches = [(inputs[i:i + batch].to(device), labels[i:i + batch].to(device))
-               for i in range(0, samples, batch)]
-    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local_rank] if backend == "nccl" else None)
+    batches = [
+        (inputs[i : i + batch].to(device), labels[i : i + batch].to(device))
+        for i in range(0, samples, batch)
+    ]
+    ddp = torch.nn.parallel.DistributedDataParallel(
+        model, device_ids=[local_rank] if backend == "nccl" else None
+    )
     losses, ddp_seconds = train_steps(torch, ddp, batches, device, 0.0)
-    _, local_seconds = train_steps(torch, small_cnn(torch, image).to(device), batches, device, 0.0)  # this rank's compute alone
-    mine = {**me, **node_facts, "samples": samples, "checksum": state_checksum(ddp.module),
-            "local_samples_per_s": steps * batch / local_seconds,
-            "ddp_seconds": ddp_seconds, "first_loss": float(losses[0]), "last_loss": float(losses[-1])}
+    _, local_seconds = train_steps(
+        torch, small_cnn(torch, image).to(device), batches, device, 0.0
+    )  # this rank's compute alone
+    mine = {
+        **me,
+        **node_facts,
+        "samples": samples,
+        "checksum": state_checksum(ddp.module),
+        "local_samples_per_s": steps * batch / local_seconds,
+        "ddp_seconds": ddp_seconds,
+        "first_loss": float(losses[0]),
+        "last_loss": float(losses[-1]),
+    }
     ranks: list[Any] = [None] * world
     dist.all_gather_object(ranks, mine)
     if rank == 0:
         result = {
-            "format": "gpuenv-multinode/1", "backend": backend, "world": world, "nodes": nodes, "join_seconds": joined,
-            "allreduce": {"bytes": nbytes, "seconds": seconds, "algbw_gbs": algbw, "busbw_gbs": bus},
-            "links": [{**link, "source": everyone[link["source"]]["node"], "target": everyone[link["target"]]["node"]} for link in links],
+            "format": "gpuenv-multinode/1",
+            "backend": backend,
+            "world": world,
+            "nodes": nodes,
+            "join_seconds": joined,
+            "allreduce": {
+                "bytes": nbytes,
+                "seconds": seconds,
+                "algbw_gbs": algbw,
+                "busbw_gbs": bus,
+            },
+            "links": [
+                {
+                    **link,
+                    "source": everyone[link["source"]]["node"],
+                    "target": everyone[link["target"]]["node"],
+                }
+                for link in links
+            ],
             "fabric": {r["node"]: r["fabric"] for r in ranks if r.get("fabric") is not None},
-            "transport": {r["node"]: r["transport"] for r in ranks
-                          if r.get("transport") is not None},
-            "ddp": {"samples_per_s": steps * batch * world / max(r["ddp_seconds"] for r in ranks), "steps": steps, "batch": batch,
-                    "image": image, "sizes": args.sizes},
-            "ranks": [{k: v for k, v in r.items() if k not in ("fabric", "transport")}
-                      for r in ranks],
+            "transport": {
+                r["node"]: r["transport"] for r in ranks if r.get("transport") is not None
+            },
+            "ddp": {
+                "samples_per_s": steps * batch * world / max(r["ddp_seconds"] for r in ranks),
+                "steps": steps,
+                "batch": batch,
+                "image": image,
+                "sizes": args.sizes,
+            },
+            "ranks": [
+                {k: v for k, v in r.items() if k not in ("fabric", "transport")} for r in ranks
+            ],
         }
         path = Path(args.out)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -45,7 +45,9 @@ def _inputs() -> tuple[Any, Any]:
     import numpy as np
 
     rng = np.random.default_rng(0)
-    return rng.standard_normal((128, 64), dtype=np.float32), rng.standard_normal((64, 32), dtype=np.float32)
+    return rng.standard_normal((128, 64), dtype=np.float32), rng.standard_normal(
+        (64, 32), dtype=np.float32
+    )
 
 
 _PCI = re.compile(r"pci bus id:\s*([0-9a-fA-F:.]+)")
@@ -65,7 +67,12 @@ def tf_info(compute: bool) -> dict[str, Any]:
         desc = dev.physical_device_desc or ""
         pci, cc = _PCI.search(desc), _CC.search(desc)
         devices.append(
-            {"name": dev.name, "pci_bus_id": pci.group(1) if pci else None, "compute_capability": cc.group(1) if cc else None, "desc": desc}
+            {
+                "name": dev.name,
+                "pci_bus_id": pci.group(1) if pci else None,
+                "compute_capability": cc.group(1) if cc else None,
+                "desc": desc,
+            }
         )
     results = []
     if compute:
@@ -75,7 +82,13 @@ def tf_info(compute: bool) -> dict[str, Any]:
             with tf.device(name):
                 product = tf.matmul(tf.constant(a), tf.constant(b)).numpy()
             seconds = time.perf_counter() - started
-            results.append({"device": name, "relative_error": _check_matmul(product, a, b), "first_op_seconds": round(seconds, 3)})
+            results.append(
+                {
+                    "device": name,
+                    "relative_error": _check_matmul(product, a, b),
+                    "first_op_seconds": round(seconds, 3),
+                }
+            )
     return {
         "version": tf.version.VERSION,
         "is_cuda_build": bool(build.get("is_cuda_build")),
@@ -94,7 +107,9 @@ TF_GPU_SIZES = {"quick": (8192, 3, 30, 64, 32), "full": (8192, 5, 60, 128, 32)}
 TF_CPU_SIZES = (256, 2, 25, 16, 16)
 
 
-def tf_matmul_tflops(tf: Any, device: str, precision: str, n: int, repeats: int, inner: int = 4) -> float:
+def tf_matmul_tflops(
+    tf: Any, device: str, precision: str, n: int, repeats: int, inner: int = 4
+) -> float:
     """Dense n x n products on `device` in TensorFlow, TFLOPS (2 n^3 flops per product).
 
     precision as in validate.measure.bench: "fp32" (TF32 off), "tf32", "bf16", "fp16". The products are
@@ -103,7 +118,9 @@ def tf_matmul_tflops(tf: Any, device: str, precision: str, n: int, repeats: int,
     the host clock then spans finished GPU work, not queued launches. Median of `repeats` calls."""
     import numpy as np
 
-    dtype = {"fp32": tf.float32, "tf32": tf.float32, "bf16": tf.bfloat16, "fp16": tf.float16}[precision]
+    dtype = {"fp32": tf.float32, "tf32": tf.float32, "bf16": tf.bfloat16, "fp16": tf.float16}[
+        precision
+    ]
     previous = tf.config.experimental.tensor_float_32_execution_enabled()
     tf.config.experimental.enable_tensor_float_32_execution(precision == "tf32")
     try:
@@ -129,7 +146,9 @@ def tf_matmul_tflops(tf: Any, device: str, precision: str, n: int, repeats: int,
     return 2 * n**3 * inner / samples[len(samples) // 2] / 1e12
 
 
-def tf_conv_training(tf: Any, device: str, steps: int, batch: int, image: int, classes: int = 10) -> dict[str, Any]:
+def tf_conv_training(
+    tf: Any, device: str, steps: int, batch: int, image: int, classes: int = 10
+) -> dict[str, Any]:
     """A short training run of a small convolutional network on `device` (on a GPU, Conv2D and its
     gradients run through cuDNN: a missing or broken cuDNN fails here, at run time). Synthetic,
     learnable data as in validate.measure.bench.train_cnn. Returns first/last loss (mean of 3 steps),
@@ -149,7 +168,9 @@ def tf_conv_training(tf: Any, device: str, steps: int, batch: int, image: int, c
         batches = []
         for _ in range(min(steps, 8)):
             labels = generator.uniform((batch,), 0, classes, dtype=tf.int32)
-            inputs = tf.gather(prototypes, labels) + 0.5 * generator.normal((batch, image, image, 3))
+            inputs = tf.gather(prototypes, labels) + 0.5 * generator.normal(
+                (batch, image, image, 3)
+            )
             batches.append((inputs, labels))
 
         def forward(x: Any) -> Any:
@@ -162,13 +183,17 @@ def tf_conv_training(tf: Any, device: str, steps: int, batch: int, image: int, c
         @tf.function
         def train_step(x: Any, y: Any) -> Any:
             with tf.GradientTape() as tape:
-                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=forward(x)))
+                loss = tf.reduce_mean(
+                    tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=forward(x))
+                )
             for w, v, g in zip(weights, velocity, tape.gradient(loss, weights)):
                 v.assign(0.9 * v + g)
                 w.assign_sub(0.01 * v)
             return loss
 
-        placed = tf.nn.conv2d(batches[0][0][:1], weights[0], 1, "SAME").device  # eager: where it ran
+        placed = tf.nn.conv2d(
+            batches[0][0][:1], weights[0], 1, "SAME"
+        ).device  # eager: where it ran
         losses = []
         timed_from = None
         for number in range(steps):
@@ -207,16 +232,26 @@ def tf_speed(quick: bool) -> dict[str, Any]:
         for precision in precisions_for(details.get("compute_capability")):
             try:
                 entry["matmul"][precision] = tf_matmul_tflops(tf, name, precision, n, repeats)
-            except Exception as err:  # a kernel that cannot run is a finding, reported per precision
-                entry["errors"][f"matmul {precision}"] = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+            except (
+                Exception
+            ) as err:  # a kernel that cannot run is a finding, reported per precision
+                entry["errors"][f"matmul {precision}"] = (
+                    f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+                )
         try:
             entry["conv"] = tf_conv_training(tf, name, steps, batch, image)
         except Exception as err:
-            entry["errors"]["conv"] = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+            entry["errors"]["conv"] = (
+                f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+            )
         entry["n"] = n
         out["gpus"].append(entry)
     n, repeats, steps, batch, image = TF_CPU_SIZES
-    out["cpu"] = {"n": n, "matmul": {"fp32": tf_matmul_tflops(tf, "/CPU:0", "fp32", n, repeats, inner=2)}, "conv": tf_conv_training(tf, "/CPU:0", steps, batch, image)}
+    out["cpu"] = {
+        "n": n,
+        "matmul": {"fp32": tf_matmul_tflops(tf, "/CPU:0", "fp32", n, repeats, inner=2)},
+        "conv": tf_conv_training(tf, "/CPU:0", steps, batch, image),
+    }
     return out
 
 
@@ -243,9 +278,15 @@ def torch_devices() -> dict[str, Any]:
     if torch.cuda.is_available():
         for index in range(torch.cuda.device_count()):
             uuid = str(torch.cuda.get_device_properties(index).uuid)
-            product = (torch.from_numpy(a).to(f"cuda:{index}") @ torch.from_numpy(b).to(f"cuda:{index}")).cpu().numpy()
+            product = (
+                (torch.from_numpy(a).to(f"cuda:{index}") @ torch.from_numpy(b).to(f"cuda:{index}"))
+                .cpu()
+                .numpy()
+            )
             # The bare UUID as PyTorch prints it: the parent writes it as NVML does (GPU- or MIG-).
-            gpus.append({"index": index, "uuid": uuid, "relative_error": _check_matmul(product, a, b)})
+            gpus.append(
+                {"index": index, "uuid": uuid, "relative_error": _check_matmul(product, a, b)}
+            )
     return {"version": torch.__version__, "cuda": torch.version.cuda, "gpus": gpus}
 
 
@@ -284,7 +325,9 @@ def torch_memory(mode: str, alloc_bytes: int) -> dict[str, Any]:
     torch.cuda.empty_cache()
     torch.cuda.synchronize()
     step("emptied")
-    backend = torch.cuda.get_allocator_backend() if hasattr(torch.cuda, "get_allocator_backend") else None
+    backend = (
+        torch.cuda.get_allocator_backend() if hasattr(torch.cuda, "get_allocator_backend") else None
+    )
     return {"mode": mode, "allocator_backend": backend}
 
 
@@ -295,7 +338,9 @@ def nccl_version_text(version: Any) -> str:
     return ".".join(str(part) for part in version)
 
 
-def _allreduce_worker(rank: int, world: int, port: int, nbytes: int, iters: int, out_path: str) -> None:
+def _allreduce_worker(
+    rank: int, world: int, port: int, nbytes: int, iters: int, out_path: str
+) -> None:
     import torch
     import torch.distributed as dist
 
@@ -321,7 +366,17 @@ def _allreduce_worker(rank: int, world: int, port: int, nbytes: int, iters: int,
         seconds = times[len(times) // 2]
         algbw = nbytes / seconds / 1e9
         with open(out_path, "w", encoding="utf-8") as handle:
-            json.dump({"seconds": seconds, "algbw_gbs": algbw, "busbw_gbs": algbw * 2 * (world - 1) / world, "world": world, "bytes": nbytes, "nccl": nccl_version_text(torch.cuda.nccl.version())}, handle)
+            json.dump(
+                {
+                    "seconds": seconds,
+                    "algbw_gbs": algbw,
+                    "busbw_gbs": algbw * 2 * (world - 1) / world,
+                    "world": world,
+                    "bytes": nbytes,
+                    "nccl": nccl_version_text(torch.cuda.nccl.version()),
+                },
+                handle,
+            )
     dist.destroy_process_group()
 
 
@@ -338,7 +393,9 @@ def allreduce(nbytes: int, iters: int) -> dict[str, Any]:
     store = rendezvous_store(600)  # held until the workers are done: no free port to race for
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "allreduce.json")
-        mp.spawn(_allreduce_worker, args=(world, store.port, nbytes, iters, out), nprocs=world, join=True)
+        mp.spawn(
+            _allreduce_worker, args=(world, store.port, nbytes, iters, out), nprocs=world, join=True
+        )
         with open(out, encoding="utf-8") as handle:
             return json.load(handle)
 
@@ -355,7 +412,9 @@ def main(argv: list[str]) -> int:
             data = tf_info(compute="--no-compute" not in args)
             if "--pause" in args:  # let the parent measure this process's GPU memory first
                 step("small")
-            if "--speed" in args or "--speed-quick" in args:  # after the memory step: one TensorFlow start for both
+            if (
+                "--speed" in args or "--speed-quick" in args
+            ):  # after the memory step: one TensorFlow start for both
                 data["speed"] = tf_speed(quick="--speed-quick" in args)
             emit(data)
         elif command == "torch-devices":
@@ -369,7 +428,15 @@ def main(argv: list[str]) -> int:
         elif command == "ddp":  # WORLD BACKEND quick|full [--dataparallel] [--gpu-batch N]
             from validate.measure.ddp import probe as ddp_probe
 
-            emit(ddp_probe(int(args[0]), args[1], args[2] == "quick", "--dataparallel" in args, _gpu_batch(args)))
+            emit(
+                ddp_probe(
+                    int(args[0]),
+                    args[1],
+                    args[2] == "quick",
+                    "--dataparallel" in args,
+                    _gpu_batch(args),
+                )
+            )
         elif command == "dataparallel":  # WORLD quick|full [--gpu-batch N]
             from validate.measure.ddp import dataparallel_probe
 
@@ -387,7 +454,9 @@ def main(argv: list[str]) -> int:
         else:
             emit({"error": f"import failed: {err}"})
         return 1
-    except ImportError as err:  # installed but broken, e.g. a CUDA library it links against is missing
+    except (
+        ImportError
+    ) as err:  # installed but broken, e.g. a CUDA library it links against is missing
         emit({"error": f"import failed: {err}"})
         return 1
     return 0

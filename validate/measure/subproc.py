@@ -54,7 +54,7 @@ def _python() -> list[str]:
 def _parse(stdout_lines: list[str]) -> dict[str, Any] | None:
     for line in reversed(stdout_lines):
         if line.startswith(RESULT):
-            return json.loads(line[len(RESULT):])
+            return json.loads(line[len(RESULT) :])
     return None
 
 
@@ -76,7 +76,9 @@ def kill_group(proc: subprocess.Popen[str]) -> None:
     proc.wait()
 
 
-def run_command(command: list[str], env: dict[str, str], timeout: float) -> tuple[int | None, str, str, float]:
+def run_command(
+    command: list[str], env: dict[str, str], timeout: float
+) -> tuple[int | None, str, str, float]:
     """Run `command` in a process group of its own: (exit status or None on timeout, stdout,
     stderr, seconds). On a timeout the whole group is killed, not only the direct child.
 
@@ -87,8 +89,13 @@ def run_command(command: list[str], env: dict[str, str], timeout: float) -> tupl
     scratch = tempfile.mkdtemp(prefix="validate-probe-")
     try:
         proc = subprocess.Popen(
-            command, env={**env, "TMPDIR": scratch}, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True, start_new_session=True,
+            command,
+            env={**env, "TMPDIR": scratch},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
         )
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -99,7 +106,9 @@ def run_command(command: list[str], env: dict[str, str], timeout: float) -> tupl
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _wait(proc: subprocess.Popen[str], timeout: float, started: float) -> tuple[int | None, str, str, float]:
+def _wait(
+    proc: subprocess.Popen[str], timeout: float, started: float
+) -> tuple[int | None, str, str, float]:
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -112,14 +121,26 @@ def _wait(proc: subprocess.Popen[str], timeout: float, started: float) -> tuple[
     return proc.returncode, stdout, stderr, time.perf_counter() - started
 
 
-def run_probe(args: list[str], env: dict[str, str | None] | None = None, timeout: float = DEFAULT_TIMEOUT) -> ProbeResult:
+def run_probe(
+    args: list[str], env: dict[str, str | None] | None = None, timeout: float = DEFAULT_TIMEOUT
+) -> ProbeResult:
     """Run one probe to completion (in its own process group, killed as a group on timeout)."""
-    status, stdout, stderr, seconds = run_command([*_python(), "-m", "validate.measure.probe", *args], probe_env(env or {}), timeout)
+    status, stdout, stderr, seconds = run_command(
+        [*_python(), "-m", "validate.measure.probe", *args], probe_env(env or {}), timeout
+    )
     if status is None:
-        return ProbeResult(None, f"probe {' '.join(args)} did not finish within {timeout:.0f}s (its process group was killed)", seconds)
+        return ProbeResult(
+            None,
+            f"probe {' '.join(args)} did not finish within {timeout:.0f}s (its process group was killed)",
+            seconds,
+        )
     data = _parse(stdout.splitlines())
     if data is None:
-        return ProbeResult(None, f"probe {' '.join(args)} exited {status} without a result: {_tail(stderr)}", seconds)
+        return ProbeResult(
+            None,
+            f"probe {' '.join(args)} exited {status} without a result: {_tail(stderr)}",
+            seconds,
+        )
     if "error" in data:
         return ProbeResult(data, f"probe {' '.join(args)}: {data['error']}", seconds)
     return ProbeResult(data, None, seconds)
@@ -173,7 +194,7 @@ def run_stepped_probe(
                 break
             seen.append(line)
             if line.startswith(STEP):
-                name = line[len(STEP):].strip()
+                name = line[len(STEP) :].strip()
                 steps[name] = measure(name, proc.pid)
                 assert proc.stdin is not None
                 proc.stdin.write("next\n")
@@ -184,11 +205,21 @@ def run_stepped_probe(
         raise
     except (TimeoutError, subprocess.TimeoutExpired):
         kill_group(proc)
-        return ProbeResult(None, f"probe {' '.join(args)} did not finish within {timeout:.0f}s", time.perf_counter() - started, steps)
+        return ProbeResult(
+            None,
+            f"probe {' '.join(args)} did not finish within {timeout:.0f}s",
+            time.perf_counter() - started,
+            steps,
+        )
     seconds = time.perf_counter() - started
     data = _parse(seen)
     if data is None:
-        return ProbeResult(None, f"probe {' '.join(args)} exited {proc.returncode} without a result: {_tail(''.join(stderr_chunks))}", seconds, steps)
+        return ProbeResult(
+            None,
+            f"probe {' '.join(args)} exited {proc.returncode} without a result: {_tail(''.join(stderr_chunks))}",
+            seconds,
+            steps,
+        )
     if "error" in data:
         return ProbeResult(data, f"probe {' '.join(args)}: {data['error']}", seconds, steps)
     return ProbeResult(data, None, seconds, steps)

@@ -63,7 +63,11 @@ def read_baseline_bytes(path: str | Path) -> bytes:
     try:
         return read_input(path, MAX_BASELINE_BYTES)
     except InputRefused as err:
-        fix = "make one with --save-baseline" if "does not exist" in str(err) else "give a file saved with --save-baseline"
+        fix = (
+            "make one with --save-baseline"
+            if "does not exist" in str(err)
+            else "give a file saved with --save-baseline"
+        )
         raise BaselineError(f"baseline file {path}: {err}", fix) from None
 
 
@@ -74,25 +78,37 @@ def parse_baseline(data: bytes, path: str | Path) -> dict[str, dict[str, float]]
     nothing), JSON must be shallow and its numbers short: no input can raise past this function.
     """
     try:
-        parsed = load_json_input(decode_input(data), max_depth=MAX_DEPTH, max_digits=MAX_NUMBER_CHARS)
+        parsed = load_json_input(
+            decode_input(data), max_depth=MAX_DEPTH, max_digits=MAX_NUMBER_CHARS
+        )
     except InputRefused as err:
         raise BaselineError(f"baseline file {path}: {err}") from None
-    if not isinstance(parsed, dict) or parsed.get("format") != BASELINE_FORMAT or not isinstance(parsed.get("models"), dict):
+    if (
+        not isinstance(parsed, dict)
+        or parsed.get("format") != BASELINE_FORMAT
+        or not isinstance(parsed.get("models"), dict)
+    ):
         raise BaselineError(f"baseline file {path} is not a {BASELINE_FORMAT} file")
     models: dict[str, dict[str, float]] = {}
     for model, checks in parsed["models"].items():
         if not isinstance(checks, dict) or not all(
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in checks.values()
         ):
-            raise BaselineError(f"baseline file {path}: model {model!r} must map check names to numbers")
+            raise BaselineError(
+                f"baseline file {path}: model {model!r} must map check names to numbers"
+            )
         for check, value in checks.items():
             if not math.isfinite(value) or value <= 0:
-                raise BaselineError(f"baseline file {path}: model {model!r}, check {check!r}: {value:g} is not a figure above zero")
+                raise BaselineError(
+                    f"baseline file {path}: model {model!r}, check {check!r}: {value:g} is not a figure above zero"
+                )
         models[model] = {check: float(value) for check, value in checks.items()}
     return models
 
 
-def baseline_value(models: dict[str, dict[str, float]] | None, model: str | None, check: str) -> float | None:
+def baseline_value(
+    models: dict[str, dict[str, float]] | None, model: str | None, check: str
+) -> float | None:
     """The baseline figure for this model and check, or None (no baseline, other model)."""
     if not models:
         return None

@@ -4,15 +4,14 @@ and (through pytest's --junitxml) JUnit XML. Rendering is pure; only `write_json
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import os
-
 from validate.files import write_text_atomic
-from validate.report.tables import format_table, wrap_rows
 from validate.judge.thresholds import FAIL, PASS, SKIP
+from validate.report.tables import format_table, wrap_rows
 
 #: Set by `invoke validate` for an in-image run: {path in the container: the path the user gave},
 #: so the report paths the suite prints are the user's, not /workspace/... or /gpuenv-reports/...
@@ -26,6 +25,7 @@ def shown_path(path: str) -> str:
     except ValueError:
         return path
     return mapping.get(path, path) if isinstance(mapping, dict) else path
+
 
 REPORT_FORMAT = "gpuenv-validate-report/1"
 
@@ -75,11 +75,15 @@ def render_table(records: list[Record], gpu_index: dict[str, int]) -> str:
         )
         for r in records
     ]
-    out = [format_table(header, wrap_rows(rows, [48] * len(header)))]  # long cells wrap: --verbose is the full detail
+    out = [
+        format_table(header, wrap_rows(rows, [48] * len(header)))
+    ]  # long cells wrap: --verbose is the full detail
     notes = [(n, r) for n, r in enumerate(records, start=1) if r.reason and r.verdict != PASS]
     if notes:
         out.append("")
-        out += [f"{r.verdict}: {r.check} [{_gpu_label(r.gpu, gpu_index)}]: {r.reason}" for _, r in notes]
+        out += [
+            f"{r.verdict}: {r.check} [{_gpu_label(r.gpu, gpu_index)}]: {r.reason}" for _, r in notes
+        ]
     return "\n".join(out)
 
 
@@ -144,7 +148,9 @@ def not_judged_note(records: list[Record], gpu_names: dict[str, str]) -> str | N
     figures = [r for r in records if r.verdict in NOT_JUDGED_WORDS and r.value is not None]
     if not figures:
         return None
-    models = sorted({gpu_names.get(r.gpu, "this host's CPU") if r.gpu else "this host's CPU" for r in figures})
+    models = sorted(
+        {gpu_names.get(r.gpu, "this host's CPU") if r.gpu else "this host's CPU" for r in figures}
+    )
     return (
         f"validate: {len(figures)} figure(s) measured but not judged (no measured reference for {', '.join(models)}): "
         "save a baseline on a known-good server (--save-baseline, then --baseline) or compare the fleet median"

@@ -61,12 +61,21 @@ def _each(text: str) -> str:
     return _same(text).replace("GPU n", "each GPU")
 
 
-def collapse(records: Sequence[Record], gpu_index: dict[str, int]) -> list[tuple[list[int | None], Record]]:
+def collapse(
+    records: Sequence[Record], gpu_index: dict[str, int]
+) -> list[tuple[list[int | None], Record]]:
     """Records grouped by (check, verdict, measured, threshold, reason) with per-GPU details
     removed, in first-seen order; each group keeps its first record and the GPUs it covers."""
     groups: dict[tuple[str, ...], tuple[list[int | None], Record]] = {}
     for r in records:
-        key = (r.check, r.verdict, _same(r.measured), _same(r.threshold), _same(r.reason), "host" if r.gpu is None else "gpu")
+        key = (
+            r.check,
+            r.verdict,
+            _same(r.measured),
+            _same(r.threshold),
+            _same(r.reason),
+            "host" if r.gpu is None else "gpu",
+        )
         index = None if r.gpu is None else gpu_index.get(r.gpu, -1)
         if key in groups:
             groups[key][0].append(index)
@@ -80,9 +89,15 @@ def verdict_line(records: Sequence[Record], replayed: bool) -> str:
     counts: dict[str, int] = {}
     for r in records:
         counts[r.verdict] = counts.get(r.verdict, 0) + 1
-    order = [FAIL, WARN, PASS] + sorted(v for v in counts if v not in (FAIL, WARN, PASS, SKIP)) + [SKIP]
+    order = (
+        [FAIL, WARN, PASS] + sorted(v for v in counts if v not in (FAIL, WARN, PASS, SKIP)) + [SKIP]
+    )
     head = "result (replayed)" if replayed else "result"
-    state = "FAILING ROWS BELOW" if counts.get(FAIL) else ("warnings below" if counts.get(WARN) else "no failing row")
+    state = (
+        "FAILING ROWS BELOW"
+        if counts.get(FAIL)
+        else ("warnings below" if counts.get(WARN) else "no failing row")
+    )
     return f"{head}: {state}: " + ", ".join(f"{counts.get(v, 0)} {v}" for v in order)
 
 
@@ -103,7 +118,10 @@ def failing_lines(groups: list[tuple[list[int | None], Record]]) -> list[str]:
                 continue
             where = "host" if gpus == [None] else f"GPU {_gpus_text(gpus)}"
             measured = "" if r.measured in ("", "-") else f": {_same(r.measured)}"
-            out += _wrapped(f"{verdict.upper()} {r.check} [{where}]{measured}", r.reason if len(gpus) == 1 else _each(r.reason))
+            out += _wrapped(
+                f"{verdict.upper()} {r.check} [{where}]{measured}",
+                r.reason if len(gpus) == 1 else _each(r.reason),
+            )
     return out
 
 
@@ -114,14 +132,26 @@ def table(groups: list[tuple[list[int | None], Record]]) -> str:
     for gpus, r in groups:
         if r.verdict in (SKIP, FAIL, WARN):
             continue
-        rows.append((r.check, _gpus_text(gpus), _same(r.measured) if len(gpus) > 1 else r.measured, r.threshold, r.verdict))
-    return format_table(("check", "GPU", "measured", "threshold", "verdict"), wrap_rows(rows, COLUMNS))
+        rows.append(
+            (
+                r.check,
+                _gpus_text(gpus),
+                _same(r.measured) if len(gpus) > 1 else r.measured,
+                r.threshold,
+                r.verdict,
+            )
+        )
+    return format_table(
+        ("check", "GPU", "measured", "threshold", "verdict"), wrap_rows(rows, COLUMNS)
+    )
 
 
 def skip_lines(groups: list[tuple[list[int | None], Record]]) -> list[str]:
     """One line for every skipped framework check, then one per other reason, each with its count."""
     skipped = [(gpus, r) for gpus, r in groups if r.verdict == SKIP]
-    framework = [(g, r) for g, r in skipped if _FRAMEWORK.search(r.reason) or _FRAMEWORK.search(r.check)]
+    framework = [
+        (g, r) for g, r in skipped if _FRAMEWORK.search(r.reason) or _FRAMEWORK.search(r.check)
+    ]
     others = [(g, r) for g, r in skipped if (g, r) not in framework]
     out: list[str] = []
     if framework:
@@ -131,14 +161,24 @@ def skip_lines(groups: list[tuple[list[int | None], Record]]) -> list[str]:
         for g, r in framework:
             weight[_same(r.reason)] = weight.get(_same(r.reason), 0) + len(g)
         reasons = sorted(weight, key=lambda text: -weight[text])  # the most common first
-        why = reasons[0].replace("GPU n", "each GPU") if len(reasons) == 1 else f"{reasons[0]} (and {len(reasons) - 1} other reason(s); --verbose lists them)"
+        why = (
+            reasons[0].replace("GPU n", "each GPU")
+            if len(reasons) == 1
+            else f"{reasons[0]} (and {len(reasons) - 1} other reason(s); --verbose lists them)"
+        )
         out.append(_cut(f"skipped {count} framework check(s) ({', '.join(names)})", WIDTH))
-        out += textwrap.wrap(f"because: {why}", WIDTH, initial_indent="    ", subsequent_indent="    ")
+        out += textwrap.wrap(
+            f"because: {why}", WIDTH, initial_indent="    ", subsequent_indent="    "
+        )
     unreported = [(g, r) for g, r in others if _NOT_REPORTED.search(r.reason)]
-    if len(unreported) > 1:  # readings the GPUs or the capture do not give: one line, the reasons in --verbose
+    if (
+        len(unreported) > 1
+    ):  # readings the GPUs or the capture do not give: one line, the reasons in --verbose
         names = ", ".join(dict.fromkeys(r.check for _, r in unreported))
-        out += _wrapped(f"skipped {sum(len(g) for g, _ in unreported)}, not reported here: {names}",
-                        "absence is never read as health; --verbose gives each reason")
+        out += _wrapped(
+            f"skipped {sum(len(g) for g, _ in unreported)}, not reported here: {names}",
+            "absence is never read as health; --verbose gives each reason",
+        )
         others = [(g, r) for g, r in others if (g, r) not in unreported]
     by_reason: dict[str, list[str]] = {}
     counts: dict[str, int] = {}
@@ -152,7 +192,9 @@ def skip_lines(groups: list[tuple[list[int | None], Record]]) -> list[str]:
     return out
 
 
-def render_summary(records: Sequence[Record], gpu_index: dict[str, int], replayed: bool = False) -> str:
+def render_summary(
+    records: Sequence[Record], gpu_index: dict[str, int], replayed: bool = False
+) -> str:
     """The one-screen report: verdict, failing rows, collapsed table, skips."""
     groups = collapse(records, gpu_index)
     out = [verdict_line(records, replayed)]
@@ -163,11 +205,15 @@ def render_summary(records: Sequence[Record], gpu_index: dict[str, int], replaye
     skips = skip_lines(groups)
     if skips:
         out += [""] + skips
-    out.append("(python -m validate --verbose prints every row and reason; --json and --junit keep them all)")
+    out.append(
+        "(python -m validate --verbose prints every row and reason; --json and --junit keep them all)"
+    )
     return "\n".join(out)
 
 
-def host_lines(driver: str | None, cuda: str | None, gpus: Sequence, no_gpu_reason, full: bool = False) -> list[str]:
+def host_lines(
+    driver: str | None, cuda: str | None, gpus: Sequence, no_gpu_reason, full: bool = False
+) -> list[str]:
     """The driver and the GPUs above the report: models counted in one line (each GPU with its
     UUID when `full`); `no_gpu_reason` is called only when there is no GPU."""
     head = f"driver {driver or '-'}, CUDA driver {cuda or '-'}"
@@ -178,7 +224,9 @@ def host_lines(driver: str | None, cuda: str | None, gpus: Sequence, no_gpu_reas
     models: dict[str, list[int]] = {}
     for g in gpus:
         models.setdefault(g.name, []).append(g.index)
-    listed = "; ".join(f"{len(i)}x {name} (GPU {_gpus_text(list(i))})" for name, i in models.items())
+    listed = "; ".join(
+        f"{len(i)}x {name} (GPU {_gpus_text(list(i))})" for name, i in models.items()
+    )
     return textwrap.wrap(f"{head}, {len(gpus)} GPU(s): {listed}", WIDTH, subsequent_indent="    ")
 
 

@@ -1,5 +1,6 @@
 """The fixes a refusal offers: the exact options to change, each re-resolved before it is printed,
 and the `invoke resolve` command line of a request."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -15,7 +16,11 @@ def describe(stack: Stack) -> str:
     """The one-line summary of a stack a fix prints after "gives"."""
     name = FRAMEWORK_NAMES[stack.framework]
     build = stack.wheel_variant or ("CPU" if stack.is_cpu else f"CUDA {stack.framework_cuda}")
-    where = "" if stack.is_cpu else f" on nvidia/cuda {stack.cuda_version}, driver >= {stack.min_driver}"
+    where = (
+        ""
+        if stack.is_cpu
+        else f" on nvidia/cuda {stack.cuda_version}, driver >= {stack.min_driver}"
+    )
     return f"{name} {stack.framework_version} {build}, Python {stack.python}{where}"
 
 
@@ -68,7 +73,11 @@ def drop_pin(request: Request) -> dict[str, object]:
     pinned = "torch" if request.torch else "tensorflow" if request.tensorflow else None
     if pinned is None:
         return {}
-    return {pinned: None} if request.framework or pinned == "torch" else {"framework": pinned, pinned: None}
+    return (
+        {pinned: None}
+        if request.framework or pinned == "torch"
+        else {"framework": pinned, pinned: None}
+    )
 
 
 def _options_text(changes: dict[str, object], request: Request | None = None) -> str:
@@ -76,7 +85,11 @@ def _options_text(changes: dict[str, object], request: Request | None = None) ->
     the options a fix changes. A value that came from a config file, a variable or a capture is
     changed there instead ('set gpuenv.python: "3.11" in invoke.yaml', 'remove gpuenv.torch from
     invoke.yaml'): a fix never names an option nobody typed."""
-    elsewhere = [text for key, value in sorted(changes.items()) if request and (text := request.change(key, value))]
+    elsewhere = [
+        text
+        for key, value in sorted(changes.items())
+        if request and (text := request.change(key, value))
+    ]
     changes = {k: v for k, v in changes.items() if not (request and request.change(k, v))}
     options = _flags_text(changes) if changes else ""
     return " and ".join(([options] if options else []) + elsewhere)

@@ -1,5 +1,6 @@
 """The framework rules: the candidate builds of PyTorch and TensorFlow (one per release, build and
 Python), the patch a version pin picks, and the Stack a chosen build makes."""
+
 from __future__ import annotations
 
 import re
@@ -13,6 +14,8 @@ from gpuenv.compat.matrix import (
     TensorflowRelease,
     TorchRelease,
     TorchVariant,
+)
+from gpuenv.compat.matrix import (
     version_key as V,
 )
 from gpuenv.errors import BadInput
@@ -82,12 +85,16 @@ def pick_patch(pin: str | None, name: str, releases: list, option: str) -> list[
         chosen = [rp for rp in pairs if rp[1] == text]
     if not chosen:
         known = ", ".join(sorted({r.series for r in releases}, key=V))
-        raise BadInput(f"{option} {pin}: no {name} release {pin} is known", fix=f"use a release of series {known}")
+        raise BadInput(
+            f"{option} {pin}: no {name} release {pin} is known",
+            fix=f"use a release of series {known}",
+        )
     return chosen
 
 
-def platform_variants(matrix: Matrix, release: TorchRelease,
-                      platform: str) -> tuple[TorchVariant, ...]:
+def platform_variants(
+    matrix: Matrix, release: TorchRelease, platform: str
+) -> tuple[TorchVariant, ...]:
     """The builds a torch release has for `platform`: the x86_64 ones on linux-64, the aarch64
     section's on linux-aarch64 (none when the data knows no aarch64 build of the series)."""
     if platform == LINUX_64:
@@ -110,7 +117,9 @@ def _torch_candidates(matrix: Matrix, pin: str | None, platform: str) -> list[Ca
 def _tf_candidates(matrix: Matrix, pin: str | None, platform: str) -> list[Candidate]:
     out = []
     aarch64_series = matrix.aarch64.tf_series if matrix.aarch64 else ()
-    for release, patch in pick_patch(pin, "TensorFlow", list(matrix.tensorflow_releases), "--tensorflow"):
+    for release, patch in pick_patch(
+        pin, "TensorFlow", list(matrix.tensorflow_releases), "--tensorflow"
+    ):
         assert isinstance(release, TensorflowRelease)
         for py in release.python:
             if platform == LINUX_64:
@@ -121,8 +130,9 @@ def _tf_candidates(matrix: Matrix, pin: str | None, platform: str) -> list[Candi
     return out
 
 
-def framework_candidates(matrix: Matrix, framework: str, pin: str | None,
-                         platform: str = LINUX_64) -> list[Candidate]:
+def framework_candidates(
+    matrix: Matrix, framework: str, pin: str | None, platform: str = LINUX_64
+) -> list[Candidate]:
     """Every build of the framework (one per release, build and Python) made for `platform`."""
     if framework == "torch":
         return _torch_candidates(matrix, pin, platform)
@@ -159,11 +169,16 @@ def stack_of(matrix: Matrix, c: Candidate, framework: str, reasons: list[str]) -
         wheel_variant = variant.name
         if c.from_pypi or (c.platform != LINUX_64 and variant.pypi):
             requirement, index_url = f"torch=={c.framework_version}", None
-        elif c.platform != LINUX_64:  # the index's aarch64 files: torch==X picks them (test-infra#7652)
+        elif (
+            c.platform != LINUX_64
+        ):  # the index's aarch64 files: torch==X picks them (test-infra#7652)
             requirement = f"torch=={c.framework_version}"
             index_url = TORCH_INDEX.format(variant=variant.name)
         else:
-            requirement, index_url = f"torch=={c.framework_version}+{variant.name}", TORCH_INDEX.format(variant=variant.name)
+            requirement, index_url = (
+                f"torch=={c.framework_version}+{variant.name}",
+                TORCH_INDEX.format(variant=variant.name),
+            )
         gpu_archs = variant.archs
         cudnn = None
     else:

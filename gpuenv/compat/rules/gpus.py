@@ -1,12 +1,14 @@
 """The GPU rules: the kernels a build has for a compute capability (SASS or PTX JIT), the driver
 that needs, the GPUs refused outright (Jetson modules, a driver branch older than the GPU, a
 legacy GPU no build of the request targets), and the refusal when no build has kernels for them."""
+
 from __future__ import annotations
 
 from dataclasses import replace
 
 from gpuenv.compat.legacy import last_served
-from gpuenv.compat.matrix import Matrix, TensorflowRelease, TorchVariant, version_key as V
+from gpuenv.compat.matrix import Matrix, TensorflowRelease, TorchVariant
+from gpuenv.compat.matrix import version_key as V
 from gpuenv.compat.rules.cuda import higher_driver, image_minors
 from gpuenv.compat.rules.fixes import cuda_tries, drop_pin, join_fixes
 from gpuenv.compat.rules.frameworks import Candidate, Placement, framework_candidates
@@ -23,7 +25,9 @@ def kernel_coverage(cc: str, variant: "TorchVariant | TensorflowRelease") -> str
     build's CUDA natively: see kernel_min_driver).
     """
     major, minor = (int(x) for x in cc.split("."))
-    native = [a for a in variant.archs if int(a.split(".")[0]) == major and int(a.split(".")[1]) <= minor]
+    native = [
+        a for a in variant.archs if int(a.split(".")[0]) == major and int(a.split(".")[1]) <= minor
+    ]
     if native:
         best = max(native, key=V)
         return "sm_" + best.replace(".", "")
@@ -41,7 +45,9 @@ def _cuda_supports_arch(matrix: Matrix, minor: str, cc: str) -> bool:
     return arch.last_cuda is None or V(minor) <= V(arch.last_cuda)
 
 
-def kernel_min_driver(matrix: Matrix, c: Candidate, archs: list[str], driver: str | None) -> str | None:
+def kernel_min_driver(
+    matrix: Matrix, c: Candidate, archs: list[str], driver: str | None
+) -> str | None:
     """The driver the build needs for these GPUs (its placement's, raised by PTX JIT and GPU families), or None when it cannot run them.
 
     A cubin of the GPU's major at or below its minor runs on any driver that runs the build; PTX
@@ -53,7 +59,10 @@ def kernel_min_driver(matrix: Matrix, c: Candidate, archs: list[str], driver: st
     assert c.placement is not None
     need = c.placement.min_driver
     for cc in archs:
-        if not (_cuda_supports_arch(matrix, c.release.minor, cc) and _cuda_supports_arch(matrix, c.placement.container.minor, cc)):
+        if not (
+            _cuda_supports_arch(matrix, c.release.minor, cc)
+            and _cuda_supports_arch(matrix, c.placement.container.minor, cc)
+        ):
             return None
         how = kernel_coverage(cc, c.kernels)
         if how is None:
@@ -81,7 +90,9 @@ def refuse_integrated(matrix: Matrix, archs: list[str]) -> None:
             )
 
 
-def check_driver_branches(matrix: Matrix, archs: list[str], driver: str | None, source: str) -> None:
+def check_driver_branches(
+    matrix: Matrix, archs: list[str], driver: str | None, source: str
+) -> None:
     """A driver older than the first branch that knows a GPU runs nothing on it, under every rule."""
     if driver is None:
         return
@@ -106,7 +117,9 @@ def _runs_on_branch(matrix: Matrix, c: Candidate, cc: str, branch: int) -> bool:
     if how is None:
         return False
     major = matrix.cuda_major(c.release.major)
-    floor = c.release.floor if how.startswith("PTX") or major is None else major.minor_compat_min_driver
+    floor = (
+        c.release.floor if how.startswith("PTX") or major is None else major.minor_compat_min_driver
+    )
     return floor is not None and int(floor.split(".")[0]) <= branch
 
 
@@ -122,12 +135,18 @@ def refuse_legacy(w: Wishes) -> None:
         if arch is None or arch.last_driver_branch is None:
             continue
         last = int(arch.last_driver_branch)
-        if any(_runs_on_branch(matrix, c, cc, last) for c in framework_candidates(matrix, framework, None, w.platform) if c.cuda is not None):
+        if any(
+            _runs_on_branch(matrix, c, cc, last)
+            for c in framework_candidates(matrix, framework, None, w.platform)
+            if c.cuda is not None
+        ):
             continue
         fix = join_fixes([w.fixes.fix(cuda=CPU)], "use --cuda cpu")
         other = "tensorflow" if framework == "torch" else "torch"
         if not (request.torch or request.tensorflow) and any(
-            _runs_on_branch(matrix, c, cc, last) for c in framework_candidates(matrix, other, None, w.platform) if c.cuda is not None
+            _runs_on_branch(matrix, c, cc, last)
+            for c in framework_candidates(matrix, other, None, w.platform)
+            if c.cuda is not None
         ):
             fix = f"use --framework {other} on an R{last} driver (its CUDA {arch.last_cuda} or older builds still target {arch.name}), or {fix}"
         raise NoCompatibleStack(
@@ -153,7 +172,9 @@ def check_kernels(cands: list[Candidate], w: Wishes) -> list[Candidate]:
     if not w.gpu:
         return cands
     kept = []
-    plans: dict[tuple[int, int], Placement | None] = {}  # per placement and build: the same for every Python
+    plans: dict[
+        tuple[int, int], Placement | None
+    ] = {}  # per placement and build: the same for every Python
     for c in cands:
         key = (id(c.placement), id(c.kernels))
         if key not in plans:
@@ -172,7 +193,11 @@ def arch_failure(cands: list[Candidate], w: Wishes) -> tuple[str, str]:
     matrix, request, archs, cuda_wish, what = w.matrix, w.request, w.archs, w.cuda, w.what
     scope = f" for CUDA {cuda_wish}" if cuda_wish else ""
     message = f"no {what} build{scope} has kernels for compute capability {', '.join(archs)}"
-    jit = f" that driver {request.driver} can run (PTX is JIT-compiled only by a driver that runs the build's CUDA natively)" if request.driver else ""
+    jit = (
+        f" that driver {request.driver} can run (PTX is JIT-compiled only by a driver that runs the build's CUDA natively)"
+        if request.driver
+        else ""
+    )
     dropped = []
     for cc in archs:
         arch = matrix.architecture_of(cc)
@@ -181,7 +206,11 @@ def arch_failure(cands: list[Candidate], w: Wishes) -> tuple[str, str]:
     early = [(cc, matrix.architecture_of(cc)) for cc in archs]
     early = [(cc, a) for cc, a in early if a and cuda_wish and V(cuda_wish) < V(a.first_cuda)]
     newest = max((c.release.minor for c in cands if c.cuda is not None), key=V, default=None)
-    predates = [(cc, a) for cc, a in ((cc, matrix.architecture_of(cc)) for cc in archs) if newest and a and V(newest) < V(a.first_cuda)]
+    predates = [
+        (cc, a)
+        for cc, a in ((cc, matrix.architecture_of(cc)) for cc in archs)
+        if newest and a and V(newest) < V(a.first_cuda)
+    ]
     if early:
         cc, arch = early[0]
         message += f" (CUDA {cuda_wish} predates {arch.name}: its first CUDA is {arch.first_cuda})"  # type: ignore[union-attr]
@@ -200,7 +229,14 @@ def arch_failure(cands: list[Candidate], w: Wishes) -> tuple[str, str]:
     if cuda_wish:
         wish_major = int(cuda_wish.split(".")[0])
         # the nearest newer CUDA of the same major first (the first to know the GPU), then the others, newest first
-        above = sorted((m for m in image_minors(matrix) if int(m.split(".")[0]) == wish_major and V(m) > V(cuda_wish)), key=V)
+        above = sorted(
+            (
+                m
+                for m in image_minors(matrix)
+                if int(m.split(".")[0]) == wish_major and V(m) > V(cuda_wish)
+            ),
+            key=V,
+        )
         rest = [m for m in image_minors(matrix) if m not in above and m != cuda_wish]
         tries = cuda_tries(above + rest)
     fixes = [w.fixes.first(tries)]

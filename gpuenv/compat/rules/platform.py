@@ -6,9 +6,11 @@ TensorFlow publishes no aarch64 CUDA build. The candidates are already the platf
 (gpuenv.compat.rules.frameworks.framework_candidates); this step says, in the platform's words,
 why none fits when none does, and the reasons say why the chosen one is the platform's.
 """
+
 from __future__ import annotations
 
-from gpuenv.compat.matrix import Matrix, version_key as V
+from gpuenv.compat.matrix import Matrix
+from gpuenv.compat.matrix import version_key as V
 from gpuenv.compat.rules.fixes import drop_pin, join_fixes
 from gpuenv.compat.rules.frameworks import (
     Candidate,
@@ -37,18 +39,24 @@ def keep_platform_builds(cands: list[Candidate], w: Wishes) -> list[Candidate]:
         raise NoCompatibleStack(
             f"TensorFlow has no {w.platform} GPU build: PyPI's aarch64 tensorflow wheel is a CPU "
             f"build and TensorFlow publishes no aarch64 CUDA wheel; for the GPUs use "
-            f"{w.matrix.aarch64.tf_gpu_use}", fix=fix)
+            f"{w.matrix.aarch64.tf_gpu_use}",
+            fix=fix,
+        )
     every = framework_candidates(w.matrix, w.framework, None, w.platform)
     kind = "GPU" if w.gpu else "CPU"
-    have = version_list(c.framework_version.rsplit(".", 1)[0] for c in every
-                        if (c.cuda is not None) == w.gpu)
+    have = version_list(
+        c.framework_version.rsplit(".", 1)[0] for c in every if (c.cuda is not None) == w.gpu
+    )
     tries: list[dict[str, object]] = [drop_pin(w.request)] if w.pin else []
     tries.append({"cuda": None} if not w.gpu else {"cuda": CPU})
-    fix = join_fixes((w.fixes.fix(**t) for t in tries if t),
-                     "see envs/compat.yaml's aarch64 section")
+    fix = join_fixes(
+        (w.fixes.fix(**t) for t in tries if t), "see envs/compat.yaml's aarch64 section"
+    )
     raise NoCompatibleStack(
         f"{w.what} has no {w.platform} {kind} build in the data ({w.platform} {kind} builds of "
-        f"{w.name}: {have})", fix=fix)
+        f"{w.name}: {have})",
+        fix=fix,
+    )
 
 
 def platform_reasons(c: Candidate, w: Wishes) -> list[str]:
@@ -58,12 +66,16 @@ def platform_reasons(c: Candidate, w: Wishes) -> list[str]:
         return []
     matrix, request = w.matrix, w.request
     assert matrix.aarch64 is not None
-    out = [f"platform {c.platform} ({request.platform_source}): only builds made for aarch64 are "
-           "considered; the nvidia/cuda and ubuntu base images are multi-architecture (arm64)"]
+    out = [
+        f"platform {c.platform} ({request.platform_source}): only builds made for aarch64 are "
+        "considered; the nvidia/cuda and ubuntu base images are multi-architecture (arm64)"
+    ]
     if c.tf is not None:
-        out.append(f"TensorFlow {c.framework_version} on {c.platform}: PyPI's aarch64 tensorflow "
-                   "wheel is a CPU build (tensorflow-cpu has no aarch64 file); for the GPUs use "
-                   f"{matrix.aarch64.tf_gpu_use}")
+        out.append(
+            f"TensorFlow {c.framework_version} on {c.platform}: PyPI's aarch64 tensorflow "
+            "wheel is a CPU build (tensorflow-cpu has no aarch64 file); for the GPUs use "
+            f"{matrix.aarch64.tf_gpu_use}"
+        )
         return out
     variant = c.variant
     assert variant is not None
@@ -73,18 +85,24 @@ def platform_reasons(c: Candidate, w: Wishes) -> list[str]:
     builds = _series_variants(matrix, c.framework_version, c.platform)
     pypi = next((v for v in builds if v.pypi), None)
     pypi_is = "a CPU build" if pypi is None or pypi.cuda is None else f"its {pypi.name} build"
-    where = ("PyPI's aarch64 file of this release is this CUDA build" if variant.pypi else
-             f"from download.pytorch.org/whl/{variant.name}: PyPI's aarch64 torch "
-             f"{c.framework_version} is {pypi_is}")
+    where = (
+        "PyPI's aarch64 file of this release is this CUDA build"
+        if variant.pypi
+        else f"from download.pytorch.org/whl/{variant.name}: PyPI's aarch64 torch "
+        f"{c.framework_version} is {pypi_is}"
+    )
     sass = ", ".join("sm_" + a.replace(".", "") for a in variant.archs)
-    out.append(f"{variant.name}: the aarch64 build of PyTorch {c.framework_version} for CUDA "
-               f"{variant.cuda} ({where}), SASS for {sass}")
+    out.append(
+        f"{variant.name}: the aarch64 build of PyTorch {c.framework_version} for CUDA "
+        f"{variant.cuda} ({where}), SASS for {sass}"
+    )
     for cc in w.archs:
         first = first_build_with_sass(matrix, cc, c.platform)
         if first is not None:
             sm = "sm_" + cc.replace(".", "")
-            out.append(f"{first[1]}: the first aarch64 build with SASS for {sm} "
-                       f"(PyTorch {first[0]})")
+            out.append(
+                f"{first[1]}: the first aarch64 build with SASS for {sm} (PyTorch {first[0]})"
+            )
     return out
 
 

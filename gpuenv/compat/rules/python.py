@@ -1,11 +1,13 @@
 """The Python rules: a --python pin keeps only the builds for it; otherwise the default Python is
 the newest the chosen build supports whose X.Y.0 is at least six months old."""
+
 from __future__ import annotations
 
 from datetime import date
 from typing import Iterable
 
-from gpuenv.compat.matrix import Matrix, version_key as V
+from gpuenv.compat.matrix import Matrix
+from gpuenv.compat.matrix import version_key as V
 from gpuenv.compat.rules.fixes import drop_pin, join_fixes
 from gpuenv.compat.rules.frameworks import Candidate, build_name, version_list
 from gpuenv.compat.rules.wishes import Wishes
@@ -26,8 +28,10 @@ def apply_python_pin(cands: list[Candidate], w: Wishes) -> list[Candidate]:
         scope = f" for CUDA {w.cuda_version}" if w.cuda_version else ""
         tries = [{"python": p} for p in sorted({c.python for c in cands}, key=V, reverse=True)]
         unpinned = w.fixes.fix(**drop_pin(w.request)) if w.pin else None
-        fix = join_fixes([w.fixes.first(tries), unpinned],
-                         f"use --python with one of {have}, or pin another release")
+        fix = join_fixes(
+            [w.fixes.first(tries), unpinned],
+            f"use --python with one of {have}, or pin another release",
+        )
         raise NoCompatibleStack(
             f"Python {w.python} is not supported by {w.what}{scope} (supported: {have})", fix=fix
         )
@@ -41,8 +45,10 @@ def pick_python(cands: list[Candidate], w: Wishes) -> tuple[Candidate, str]:
     if w.python:
         return best, "requested with --python"
     same_build = [
-        c for c in cands
-        if c.sort_key() == best.sort_key() and build_name(c) == build_name(best)
+        c
+        for c in cands
+        if c.sort_key() == best.sort_key()
+        and build_name(c) == build_name(best)
         and c.from_pypi == best.from_pypi
     ]
     today = w.request.today or date.today()
@@ -78,4 +84,7 @@ def default_python(matrix: Matrix, pythons: Iterable[str], today: date) -> tuple
             why += f"; {', '.join(newer)} is newer than that, pick it with --python"
         return chosen, why
     chosen = offered[0]
-    return chosen, f"the oldest Python it supports: none of {', '.join(offered)} is {DEFAULT_PYTHON_MIN_AGE_MONTHS} months old yet"
+    return (
+        chosen,
+        f"the oldest Python it supports: none of {', '.join(offered)} is {DEFAULT_PYTHON_MIN_AGE_MONTHS} months old yet",
+    )

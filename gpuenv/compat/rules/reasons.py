@@ -1,12 +1,13 @@
 """What the resolver says about the stack it chose: the reason for each of its parts, and under
 --cuda what a newer CUDA or the driver rule would give instead."""
+
 from __future__ import annotations
 
 import re
-
 from dataclasses import replace
 
-from gpuenv.compat.matrix import Matrix, version_key as V
+from gpuenv.compat.matrix import Matrix
+from gpuenv.compat.matrix import version_key as V
 from gpuenv.compat.rules.cuda import image_driver_floor
 from gpuenv.compat.rules.fixes import command_for, describe
 from gpuenv.compat.rules.frameworks import Candidate, build_name, image_require_cuda
@@ -22,16 +23,23 @@ def cuda_alternatives(stack: Stack, chosen: Candidate, w: Wishes) -> list[str]:
     out = []
     major = chosen.release.major
     best: tuple[str, Stack] | None = None
-    for minor in sorted((c.minor for c in matrix.cuda_releases if c.major == major and V(c.minor) > V(stack.cuda)), key=V):
+    for minor in sorted(
+        (c.minor for c in matrix.cuda_releases if c.major == major and V(c.minor) > V(stack.cuda)),
+        key=V,
+    ):
         found = w.fixes.fix(cuda=minor)
-        if found and V(found[1].framework_version) > V((best[1] if best else stack).framework_version):
+        if found and V(found[1].framework_version) > V(
+            (best[1] if best else stack).framework_version
+        ):
             best = found  # the lowest CUDA that gives the newest release
     if best is not None:
         out.append(f"newer {name} releases need a newer CUDA {major}.x build: {best[0]}")
     alt = w.fixes.suggest(cuda=None)
     if alt is not None and not alt.is_cpu and V(alt.framework_version) > V(stack.framework_version):
         on = f"on driver {request.driver}" if request.driver else "for a driver that runs it"
-        out.append(f"without --cuda the driver rule gives a newer release {on}: `{command_for(replace(request, cuda=None))}` gives {describe(alt)}")
+        out.append(
+            f"without --cuda the driver rule gives a newer release {on}: `{command_for(replace(request, cuda=None))}` gives {describe(alt)}"
+        )
     return out
 
 
@@ -42,7 +50,14 @@ def reasons_for(c: Candidate, w: Wishes, py_reason: str) -> list[str]:
     driver, cuda_wish, archs = w.driver, w.cuda, w.archs
     reasons: list[str] = []
     pinned = request.torch if framework == "torch" else request.tensorflow
-    reasons.append(f"{name} {c.framework_version}: " + (f"matches --{framework} {pinned}" if pinned else "the newest release that fits every other constraint"))
+    reasons.append(
+        f"{name} {c.framework_version}: "
+        + (
+            f"matches --{framework} {pinned}"
+            if pinned
+            else "the newest release that fits every other constraint"
+        )
+    )
     reasons += w.notes
     place = c.placement
     if c.cuda is None:
@@ -52,7 +67,9 @@ def reasons_for(c: Candidate, w: Wishes, py_reason: str) -> list[str]:
         image_cuda = place.container.minor
         if cuda_wish and not place.minor_compat:
             if c.release.minor == cuda_wish:
-                reasons.append(f"CUDA {cuda_wish} (image {place.image.version}): requested with --cuda; {name} has a build for exactly it ({build_name(c)})")
+                reasons.append(
+                    f"CUDA {cuda_wish} (image {place.image.version}): requested with --cuda; {name} has a build for exactly it ({build_name(c)})"
+                )
             else:
                 reasons.append(
                     f"CUDA {cuda_wish} (image {place.image.version}): requested with --cuda, the container's CUDA; {name} {c.framework_version} has no CUDA {cuda_wish} build, "
@@ -73,36 +90,58 @@ def reasons_for(c: Candidate, w: Wishes, py_reason: str) -> list[str]:
         elif place.minor_compat:
             major = matrix.cuda_major(c.release.major)
             assert major is not None
-            picked = (f"requested with --cuda, and no {name} build has a CUDA {c.release.major}.x at most {cuda_wish}, so the lowest above it" if cuda_wish
-                      else f"the newest CUDA {c.release.major}.x image driver {driver} runs natively")
+            picked = (
+                f"requested with --cuda, and no {name} build has a CUDA {c.release.major}.x at most {cuda_wish}, so the lowest above it"
+                if cuda_wish
+                else f"the newest CUDA {c.release.major}.x image driver {driver} runs natively"
+            )
             reasons.append(
                 f"CUDA {image_cuda} (image {place.image.version}): {picked}; "
                 f"the {build_name(c)} build (CUDA {c.release.minor}) runs on it by CUDA minor-version compatibility (CUDA {c.release.major}.x wheels run on any driver from "
                 f"{major.minor_compat_min_driver}); its limits: {major.limits}; use --strict-driver to require a build the driver runs natively"
             )
         else:
-            how = f"the CUDA of the newest {name} build" + (" this driver runs natively" if driver else "")
+            how = f"the CUDA of the newest {name} build" + (
+                " this driver runs natively" if driver else ""
+            )
             reasons.append(f"CUDA {image_cuda} (image {place.image.version}): {how}")
         if driver:
-            reasons.append(f"driver {driver} ({request.driver_source}) >= {place.min_driver}, the highest of the image's, the build's, its PTX JIT's and the GPUs' minimum")
+            reasons.append(
+                f"driver {driver} ({request.driver_source}) >= {place.min_driver}, the highest of the image's, the build's, its PTX JIT's and the GPUs' minimum"
+            )
         else:
-            reasons.append(f"driver not checked: none given and none detected on this host; the server needs >= {place.min_driver} (the highest of the image's, the build's, its PTX JIT's and the GPUs' minimum)")
+            reasons.append(
+                f"driver not checked: none given and none detected on this host; the server needs >= {place.min_driver} (the highest of the image's, the build's, its PTX JIT's and the GPUs' minimum)"
+            )
         if c.tf is not None and not c.tf.and_cuda:
-            reasons.append(f"cudnn runtime flavour of nvidia/cuda: TensorFlow {c.tf.series} has no and-cuda extra, so cuDNN {c.tf.cudnn} comes from the image")
+            reasons.append(
+                f"cudnn runtime flavour of nvidia/cuda: TensorFlow {c.tf.series} has no and-cuda extra, so cuDNN {c.tf.cudnn} comes from the image"
+            )
         else:
-            reasons.append("base flavour of nvidia/cuda: the framework wheels carry their own CUDA libraries (cuBLAS, cuDNN, NCCL), so runtime/devel layers would only add size")
+            reasons.append(
+                "base flavour of nvidia/cuda: the framework wheels carry their own CUDA libraries (cuBLAS, cuDNN, NCCL), so runtime/devel layers would only add size"
+            )
     if c.cuda is not None:
         reasons += _gpu_reasons(matrix, c, archs, name)
     reasons += platform_reasons(c, w)
     reasons.append(f"Python {c.python}: {py_reason}")
     if c.variant is not None and not c.variant.confirmed:
-        reasons.append(f"{c.variant.name} of {name} {c.framework_version} is marked unconfirmed in the data (see envs/compat.yaml)")
+        reasons.append(
+            f"{c.variant.name} of {name} {c.framework_version} is marked unconfirmed in the data (see envs/compat.yaml)"
+        )
     if c.from_pypi and c.variant is not None:
-        reasons.append(f"the wheelhouse holds the PyPI wheel of torch {c.framework_version}, a {c.variant.name} build (its Requires-Dist pins CUDA {c.variant.cuda})")
+        reasons.append(
+            f"the wheelhouse holds the PyPI wheel of torch {c.framework_version}, a {c.variant.name} build (its Requires-Dist pins CUDA {c.variant.cuda})"
+        )
     if c.tf is not None and c.cuda and c.tf.and_cuda:
-        reasons.append(f"cuDNN {c.tf.cudnn}: TensorFlow {c.tf.series}'s tested build configuration (installed by tensorflow[and-cuda])")
+        reasons.append(
+            f"cuDNN {c.tf.cudnn}: TensorFlow {c.tf.series}'s tested build configuration (installed by tensorflow[and-cuda])"
+        )
     # a value pinned in invoke.yaml or a variable is named there, not as an option nobody typed
-    return [re.sub(r"--(python|cuda|torch|tensorflow)\b", lambda m: request.blame(m.group(1)), r) for r in reasons]
+    return [
+        re.sub(r"--(python|cuda|torch|tensorflow)\b", lambda m: request.blame(m.group(1)), r)
+        for r in reasons
+    ]
 
 
 def _gpu_reasons(matrix: Matrix, c: Candidate, archs: list[str], name: str) -> list[str]:
@@ -114,13 +153,19 @@ def _gpu_reasons(matrix: Matrix, c: Candidate, archs: list[str], name: str) -> l
         assert how is not None
         if how.startswith("PTX"):
             ptx = how.rsplit(" ", 1)[1]
-            line = (f"GPU compute capability {cc}: {build} has no SASS for it and runs only by JIT-compiling its {ptx} PTX, which needs a driver "
-                    f"that runs CUDA {c.release.minor} natively (>= {c.release.floor}); the first start compiles kernels for minutes "
-                    f"(then cached in ~/.nv/ComputeCache; raise CUDA_CACHE_MAXSIZE so the cache holds them)")
+            line = (
+                f"GPU compute capability {cc}: {build} has no SASS for it and runs only by JIT-compiling its {ptx} PTX, which needs a driver "
+                f"that runs CUDA {c.release.minor} natively (>= {c.release.floor}); the first start compiles kernels for minutes "
+                f"(then cached in ~/.nv/ComputeCache; raise CUDA_CACHE_MAXSIZE so the cache holds them)"
+            )
         else:
             line = f"GPU compute capability {cc}: {build} has SASS for it ({how})"
         branch = matrix.driver_branch(cc)
-        if branch is not None and c.placement is not None and int(branch.branch) >= int(c.placement.min_driver.split(".")[0]):
+        if (
+            branch is not None
+            and c.placement is not None
+            and int(branch.branch) >= int(c.placement.min_driver.split(".")[0])
+        ):
             line += f"; {branch.name} needs a driver of branch R{branch.branch} or newer"
         out.append(line)
     return out

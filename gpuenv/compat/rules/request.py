@@ -1,5 +1,6 @@
 """What the user asks for: `Request`, and the parsing of each option into a value the rules use
 (a BadInput naming the fix otherwise)."""
+
 from __future__ import annotations
 
 import re
@@ -7,11 +8,17 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Iterable
 
-from gpuenv.compat.matrix import Matrix, version_key as V
+from gpuenv.compat.matrix import Matrix
+from gpuenv.compat.matrix import version_key as V
 from gpuenv.errors import BadInput
 from gpuenv.stack import CPU, FRAMEWORKS, LINUX_64, LINUX_AARCH64, platform_of_machine
 
-_FRAMEWORK_ALIASES = {"torch": "torch", "pytorch": "torch", "tensorflow": "tensorflow", "tf": "tensorflow"}
+_FRAMEWORK_ALIASES = {
+    "torch": "torch",
+    "pytorch": "torch",
+    "tensorflow": "tensorflow",
+    "tf": "tensorflow",
+}
 FRAMEWORK_NAMES = {"torch": "PyTorch", "tensorflow": "TensorFlow"}
 
 
@@ -61,11 +68,19 @@ class Request:
         shown = ",".join(value) if isinstance(value, tuple) else str(value)
         file, sep, setting = origin.partition(": ")
         if sep and setting.startswith("gpuenv."):  # a config file and its key
-            return f"remove {setting} from {file}" if dropped else f'set {setting}: "{shown}" in {file}'
+            return (
+                f"remove {setting} from {file}"
+                if dropped
+                else f'set {setting}: "{shown}" in {file}'
+            )
         if origin.startswith("INVOKE_"):  # an environment variable
             return f"unset {origin}" if dropped else f"set {origin}={shown}"
         option = {"gpu_archs": "--gpu-arch"}.get(key, "--" + key.replace("_", "-"))
-        return f"use {option} to replace {origin}" if dropped else f"use {option} {shown} instead of {origin}"
+        return (
+            f"use {option} to replace {origin}"
+            if dropped
+            else f"use {option} {shown} instead of {origin}"
+        )
 
     def provenance(self) -> str:
         """Where the values not typed as options came from, for an error's message: "python 3.14
@@ -74,7 +89,9 @@ class Request:
         for key, origin in self.origins:
             value = getattr(self, key, None)
             if value not in (None, "", ()):
-                shown.append(f"{key} {','.join(value) if isinstance(value, tuple) else value} from {origin}")
+                shown.append(
+                    f"{key} {','.join(value) if isinstance(value, tuple) else value} from {origin}"
+                )
         return ", ".join(shown)
 
 
@@ -88,10 +105,16 @@ def parse_cuda(value: str | None, matrix: Matrix, option: str = "--cuda") -> str
     match = re.fullmatch(r"(\d+)\.(\d+)(?:\.\d+)?", text)
     known = ", ".join(c.minor for c in sorted(matrix.cuda_releases, key=lambda c: V(c.minor)))
     if not match:
-        raise BadInput(f"{option} {value!r} is not a CUDA version", fix=f"use X.Y such as 12.4 (known: {known}) or 'cpu'")
+        raise BadInput(
+            f"{option} {value!r} is not a CUDA version",
+            fix=f"use X.Y such as 12.4 (known: {known}) or 'cpu'",
+        )
     minor = f"{int(match[1])}.{int(match[2])}"
     if matrix.cuda_release(minor) is None:
-        raise BadInput(f"{option} {value}: no CUDA {minor} release is known", fix=f"use one of {known}, or 'cpu'")
+        raise BadInput(
+            f"{option} {value}: no CUDA {minor} release is known",
+            fix=f"use one of {known}, or 'cpu'",
+        )
     return minor
 
 
@@ -105,8 +128,9 @@ def parse_platform(value: str | None, option: str = "--platform") -> str:
         return text
     found = platform_of_machine(text)
     if found is None:
-        raise BadInput(f"{option}: unknown platform {value!r}",
-                       fix=f"use one of {LINUX_64}, {LINUX_AARCH64}")
+        raise BadInput(
+            f"{option}: unknown platform {value!r}", fix=f"use one of {LINUX_64}, {LINUX_AARCH64}"
+        )
     return found
 
 
@@ -115,7 +139,10 @@ def parse_driver(value: str | None, source: str = "--driver") -> str | None:
         return None
     text = str(value).strip()
     if not re.fullmatch(r"\d+\.\d+(\.\d+)?", text):
-        raise BadInput(f"{source} {value!r} is not an NVIDIA driver version", fix="give it as nvidia-smi shows it, e.g. 535.104.05")
+        raise BadInput(
+            f"{source} {value!r} is not an NVIDIA driver version",
+            fix="give it as nvidia-smi shows it, e.g. 535.104.05",
+        )
     return text
 
 
@@ -124,7 +151,9 @@ def parse_framework(value: str | None) -> str | None:
         return None
     name = _FRAMEWORK_ALIASES.get(str(value).strip().lower())
     if name is None:
-        raise BadInput(f"--framework {value!r} is not supported", fix=f"use one of {', '.join(FRAMEWORKS)}")
+        raise BadInput(
+            f"--framework {value!r} is not supported", fix=f"use one of {', '.join(FRAMEWORKS)}"
+        )
     return name
 
 
@@ -140,13 +169,20 @@ def parse_python(value: str | None, option: str = "--python") -> str | None:
 def parse_gpu_arch(value: str, matrix: Matrix, option: str = "--gpu-arch") -> str:
     """'8.6', 'sm_86', '86', 'compute_90' -> '8.6'; unknown capabilities are a BadInput."""
     text = str(value).strip().lower()
-    match = re.fullmatch(r"(\d+)\.(\d+)", text) or re.fullmatch(r"(?:sm_|compute_)?(\d+?)(\d)a?", text)
+    match = re.fullmatch(r"(\d+)\.(\d+)", text) or re.fullmatch(
+        r"(?:sm_|compute_)?(\d+?)(\d)a?", text
+    )
     known = sorted({cc for a in matrix.gpu_architectures for cc in a.compute_capabilities}, key=V)
     if not match:
-        raise BadInput(f"{option} {value!r} is not a compute capability", fix="use X.Y such as 8.6, or sm_86")
+        raise BadInput(
+            f"{option} {value!r} is not a compute capability", fix="use X.Y such as 8.6, or sm_86"
+        )
     cc = f"{int(match[1])}.{int(match[2])}"
     if matrix.architecture_of(cc) is None:
-        raise BadInput(f"{option} {value}: compute capability {cc} is not known", fix=f"use one of {', '.join(known)}")
+        raise BadInput(
+            f"{option} {value}: compute capability {cc} is not known",
+            fix=f"use one of {', '.join(known)}",
+        )
     return cc
 
 

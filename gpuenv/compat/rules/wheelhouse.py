@@ -1,4 +1,5 @@
 """The wheelhouse rule: the framework wheels a folder holds, and only the builds they serve."""
+
 from __future__ import annotations
 
 import re
@@ -54,7 +55,15 @@ def framework_wheels(names: Iterable[str], framework: str) -> list[WheelBuild]:
         platforms = sorted({t.platform for t in tags})
         label = "tensorflow-cpu" if name == "tensorflow-cpu" else framework
         out.append(
-            WheelBuild(filename, label, version.public, version.local, python, platforms[0], any(_LINUX_X86.match(p) for p in platforms))
+            WheelBuild(
+                filename,
+                label,
+                version.public,
+                version.local,
+                python,
+                platforms[0],
+                any(_LINUX_X86.match(p) for p in platforms),
+            )
         )
     return out
 
@@ -70,11 +79,18 @@ def _wheel_serves(w: WheelBuild, c: Candidate, framework: str) -> bool:
     return (w.framework == "tensorflow-cpu") == (c.cuda is None)
 
 
-def _pypi_torch_candidates(matrix: Matrix, c: Candidate, wheels: list[WheelBuild]) -> list[Candidate]:
+def _pypi_torch_candidates(
+    matrix: Matrix, c: Candidate, wheels: list[WheelBuild]
+) -> list[Candidate]:
     """A PyPI torch wheel (no +local) is the build of its release's pypi_default_cuda."""
     out = []
     for w in wheels:
-        if w.local is None and w.linux_x86_64 and w.version == c.framework_version and (w.python in (None, c.python)):
+        if (
+            w.local is None
+            and w.linux_x86_64
+            and w.version == c.framework_version
+            and (w.python in (None, c.python))
+        ):
             release = next(t for t in matrix.torch_releases if c.framework_version in t.patches)
             if c.variant is not None and release.pypi_default_cuda == c.variant.cuda:
                 out.append(replace(c, from_pypi=True))
@@ -89,7 +105,9 @@ def narrow_to_wheelhouse(cands: list[Candidate], w: Wishes) -> list[Candidate]:
     folder = w.request.wheelhouse_dir or "the wheelhouse"
     wheels = framework_wheels(w.request.wheelhouse or (), w.framework)
     if not wheels:
-        w.notes.append(f"wheelhouse {folder} holds no {w.name} wheel: the framework comes from its index")
+        w.notes.append(
+            f"wheelhouse {folder} holds no {w.name} wheel: the framework comes from its index"
+        )
         return cands
     if w.python:
         cands = [c for c in cands if c.python == w.python] or cands
@@ -105,5 +123,7 @@ def narrow_to_wheelhouse(cands: list[Candidate], w: Wishes) -> list[Candidate]:
             fix="add the wheel, or pin the release and Python the folder holds (--torch/--tensorflow, --python)",
         )
     held = ", ".join(sorted({wheel.describe() for wheel in wheels}))
-    w.notes.append(f"wheelhouse {folder}: only the {w.name} builds it holds ({held}) are considered")
+    w.notes.append(
+        f"wheelhouse {folder}: only the {w.name} builds it holds ({held}) are considered"
+    )
     return kept

@@ -1,5 +1,6 @@
 """The request read once: every option parsed and checked against the others, in one `Wishes`
 that each rule step of gpuenv.compat.resolve receives beside the candidates it narrows."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -69,20 +70,31 @@ def read_wishes(request: Request, matrix: Matrix, resolve: Resolver) -> Wishes:
     cuda = parse_cuda(request.cuda, matrix, request.blame("cuda"))
     driver = parse_driver(request.driver, request.driver_source)
     python = parse_python(request.python, request.blame("python"))
-    archs = [parse_gpu_arch(a, matrix, request.blame("gpu_archs")) for a in split_arch_list(request.gpu_archs)]
+    archs = [
+        parse_gpu_arch(a, matrix, request.blame("gpu_archs"))
+        for a in split_arch_list(request.gpu_archs)
+    ]
     framework = parse_framework(request.framework)
-    for pin, label, releases, key in ((request.torch, "PyTorch", matrix.torch_releases, "torch"),
-                                      (request.tensorflow, "TensorFlow", matrix.tensorflow_releases, "tensorflow")):
+    for pin, label, releases, key in (
+        (request.torch, "PyTorch", matrix.torch_releases, "torch"),
+        (request.tensorflow, "TensorFlow", matrix.tensorflow_releases, "tensorflow"),
+    ):
         if pin:  # an unknown release, blamed on where it came from (candidates are listed later)
             pick_patch(pin, label, list(releases), request.blame(key))
     if request.torch and request.tensorflow:
-        raise BadInput(f"{request.blame('torch')} and {request.blame('tensorflow')} were both given",
-                       fix="a stack has one framework: build one image per framework")
+        raise BadInput(
+            f"{request.blame('torch')} and {request.blame('tensorflow')} were both given",
+            fix="a stack has one framework: build one image per framework",
+        )
     implied = "torch" if request.torch else "tensorflow" if request.tensorflow else None
     if framework and implied and framework != implied:
-        raise BadInput(f"--{implied} was given with --framework {framework}", fix=f"drop one, or use --framework {implied}")
+        raise BadInput(
+            f"--{implied} was given with --framework {framework}",
+            fix=f"drop one, or use --framework {implied}",
+        )
     framework = framework or implied or "torch"
     pin = request.torch if framework == "torch" else request.tensorflow
     fixes = FixSearch(request, matrix, resolve)
-    return Wishes(request, matrix, fixes, framework, pin, cuda, driver, python, archs,
-                  platform=platform)
+    return Wishes(
+        request, matrix, fixes, framework, pin, cuda, driver, python, archs, platform=platform
+    )

@@ -25,11 +25,21 @@ from gpuenv.fleet.report.junitreport import iter_junit
 from validate.files import write_text_atomic
 
 
-def write_reports(fleet: Fleet, *, json_path: str | None = None, junit_path: str | None = None, html_path: str | None = None) -> list[str]:
+def write_reports(
+    fleet: Fleet,
+    *,
+    json_path: str | None = None,
+    junit_path: str | None = None,
+    html_path: str | None = None,
+) -> list[str]:
     """Write the asked-for files atomically; returns the paths written. JSON and JUnit are written
     host by host as they are made (at 100,000 GPUs fleet.json is about 470 MB)."""
     written = []
-    for path, render in ((json_path, iter_json), (junit_path, iter_junit), (html_path, render_html)):
+    for path, render in (
+        (json_path, iter_json),
+        (junit_path, iter_junit),
+        (html_path, render_html),
+    ):
         if path:
             write_text_atomic(path, render(fleet))
             written.append(path)

@@ -21,9 +21,26 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from gpuenv.fleet.outcome import (
-    AUTH_REFUSED, CANCELLED, CPU_ONLY, DEGRADED, DUPLICATE, ENGINE_NOT_ANSWERING, FAILED, IMPLAUSIBLE, MALFORMED, MULTINODE_TEST, NO_DOCKER,
-    NO_GPU_RUNTIME, NOT_READY, READY, TIMEOUT, UNREACHABLE, HostOutcome,
-    fleet_ready, host_checks, suite_gpus,
+    AUTH_REFUSED,
+    CANCELLED,
+    CPU_ONLY,
+    DEGRADED,
+    DUPLICATE,
+    ENGINE_NOT_ANSWERING,
+    FAILED,
+    IMPLAUSIBLE,
+    MALFORMED,
+    MULTINODE_TEST,
+    NO_DOCKER,
+    NO_GPU_RUNTIME,
+    NOT_READY,
+    READY,
+    TIMEOUT,
+    UNREACHABLE,
+    HostOutcome,
+    fleet_ready,
+    host_checks,
+    suite_gpus,
 )
 from gpuenv.fleet.suitereport import CheckedReport, MalformedReport, check_report
 from validate.judge.verdict import INFO, SKIP
@@ -38,7 +55,16 @@ PLOTTED = {
 }
 #: Suite areas, one column each, in report order. A check's area comes from its test file
 #: (validate/checks/test_NN_<area>.py), else from its name below; anything else is "other".
-AREAS = ("environment", "visibility", "memory", "masking", "speed", "sustained", "multigpu", "other")
+AREAS = (
+    "environment",
+    "visibility",
+    "memory",
+    "masking",
+    "speed",
+    "sustained",
+    "multigpu",
+    "other",
+)
 AREA_OF_FILE = {area: area for area in AREAS if area != "other"}
 #: Report lines that come from no test file: the fleet's multi-node job (gpuenv/fleet/multinode.py).
 AREA_OF_TEST = {MULTINODE_TEST: "multigpu"}
@@ -48,13 +74,31 @@ AREA_OF_CHECK = {
     "pcie generation under load": "sustained",
 }
 #: Hosts that are not ready, worst first: proven broken, then cannot run, then unknown, then slow.
-STATUS_ORDER = (NOT_READY, NO_GPU_RUNTIME, FAILED, TIMEOUT, MALFORMED, IMPLAUSIBLE, DUPLICATE, ENGINE_NOT_ANSWERING, NO_DOCKER,
-                AUTH_REFUSED, UNREACHABLE,
-                CANCELLED, CPU_ONLY, DEGRADED, READY)
+STATUS_ORDER = (
+    NOT_READY,
+    NO_GPU_RUNTIME,
+    FAILED,
+    TIMEOUT,
+    MALFORMED,
+    IMPLAUSIBLE,
+    DUPLICATE,
+    ENGINE_NOT_ANSWERING,
+    NO_DOCKER,
+    AUTH_REFUSED,
+    UNREACHABLE,
+    CANCELLED,
+    CPU_ONLY,
+    DEGRADED,
+    READY,
+)
 STATUS_RANK = {status: n for n, status in enumerate(STATUS_ORDER)}
-CPU_ONLY_REASON = ("no GPU shown, in a fleet whose other hosts show GPUs: a CPU-only host (not counted as ready; "
-                   "validate it with --expect-gpus N to fail it, or leave it out of the fleet)")
-HOST_MODEL = "host"  # baseline key of host-wide (CPU) figures, as validate/report/baseline.py writes it
+CPU_ONLY_REASON = (
+    "no GPU shown, in a fleet whose other hosts show GPUs: a CPU-only host (not counted as ready; "
+    "validate it with --expect-gpus N to fail it, or leave it out of the fleet)"
+)
+HOST_MODEL = (
+    "host"  # baseline key of host-wide (CPU) figures, as validate/report/baseline.py writes it
+)
 _PEAK_METRIC = re.compile(r"^matmul (fp32|tf32|bf16|fp16) TFLOPS$")
 _AREA = re.compile(r"test_\d+_([a-z_]+)\.py")
 #: How many lines a host's list of failures (and a plot's caption) holds.
@@ -79,7 +123,9 @@ class Figure:
 
     @property
     def outlier(self) -> bool:
-        return self.median is not None and self.samples > 1 and self.value < self.floor * self.median
+        return (
+            self.median is not None and self.samples > 1 and self.value < self.floor * self.median
+        )
 
     def of_median(self) -> float | None:
         return self.value / self.median if self.median and self.samples > 1 else None
@@ -89,7 +135,11 @@ class Figure:
         reference, else the fleet median. Never the datasheet: healthy power-capped parts sit far
         below it (the suite's own rule, validate/judge/speed.py)."""
         fleet = self.median if self.samples > 1 else None  # a median of one is the figure itself
-        for name, ref in (("baseline", self.baseline), ("reference", self.measured), ("fleet median", fleet)):
+        for name, ref in (
+            ("baseline", self.baseline),
+            ("reference", self.measured),
+            ("fleet median", fleet),
+        ):
             if ref:
                 return name, ref
         return None
@@ -130,7 +180,9 @@ class Row:
     def gpu_label(self) -> str:
         if self.uuid is None:
             return "-"
-        return f"{self.index if self.index is not None else '?'} {self.model or ''} {self.uuid[:12]}".replace("  ", " ")
+        return f"{self.index if self.index is not None else '?'} {self.model or ''} {self.uuid[:12]}".replace(
+            "  ", " "
+        )
 
     def area_verdicts(self) -> dict[str, str]:
         by_area: dict[str, list[str]] = {}
@@ -159,11 +211,15 @@ class Fleet:
     """The fleet after analysis: what every format renders, each part computed once by analyse()."""
 
     outcomes: list[HostOutcome]  # malformed reports and outliers reflected
-    hosts: list[tuple[HostOutcome, list[Row]]]  # each outcome and its rows, in the order the hosts came
+    hosts: list[
+        tuple[HostOutcome, list[Row]]
+    ]  # each outcome and its rows, in the order the hosts came
     rows: list[Row]
     medians: dict[str, dict[str, float]]  # model -> check -> fleet median
     counts: dict[str, int]  # hosts per status; the headline statuses kept at zero
-    models: dict[str, dict[str, Any]]  # GPU model -> hosts, GPUs, hosts per status; most hosts first
+    models: dict[
+        str, dict[str, Any]
+    ]  # GPU model -> hosts, GPUs, hosts per status; most hosts first
     not_ready: list[tuple[HostOutcome, list[Row]]]  # worst first
     ready_hosts: list[tuple[HostOutcome, list[Row]]]  # in the order the hosts came
     outliers: list[tuple[Row, str, Figure]]
@@ -230,7 +286,9 @@ def _checked(outcome: HostOutcome) -> HostOutcome:
         report = check_report(outcome.report)
     except (MalformedReport, RecursionError) as err:
         why = str(err) if isinstance(err, MalformedReport) else "nested too deep"
-        return dataclasses.replace(outcome, status=MALFORMED, reason=f"malformed report: {why}", report=None)
+        return dataclasses.replace(
+            outcome, status=MALFORMED, reason=f"malformed report: {why}", report=None
+        )
     return outcome if report is outcome.report else dataclasses.replace(outcome, report=report)
 
 
@@ -239,8 +297,10 @@ def _outlier_reason(rows: list[Row], floor: float) -> str:
     the fleet median 699.5 of NVIDIA H100 80GB HBM3'."""
     found = [(row, name, fig) for row in rows for name, fig in row.outliers()]
     row, name, fig = min(found, key=lambda item: item[2].value / item[2].median)  # type: ignore[operator]
-    return (f"{len(found)} figure(s) below {floor:.0%} of the fleet median; lowest: GPU {row.index} {name} {fig.value:.1f} "
-            f"is {fig.value / fig.median:.0%} of the fleet median {fig.median:.1f} of {row.model or 'this host type'}")  # type: ignore[operator]
+    return (
+        f"{len(found)} figure(s) below {floor:.0%} of the fleet median; lowest: GPU {row.index} {name} {fig.value:.1f} "
+        f"is {fig.value / fig.median:.0%} of the fleet median {fig.median:.1f} of {row.model or 'this host type'}"
+    )  # type: ignore[operator]
 
 
 def analyse(
@@ -271,10 +331,17 @@ def analyse(
             mine.append(Row(outcome.host, outcome.status, outcome.reason, checks=host_wide))
         for uuid, section in gpus:
             gpu = section["gpu"]
-            mine.append(Row(
-                outcome.host, outcome.status, outcome.reason, uuid=uuid, index=gpu.get("index"),
-                model=gpu.get("name"), checks=host_wide + list(section.get("checks") or []),
-            ))
+            mine.append(
+                Row(
+                    outcome.host,
+                    outcome.status,
+                    outcome.reason,
+                    uuid=uuid,
+                    index=gpu.get("index"),
+                    model=gpu.get("name"),
+                    checks=host_wide + list(section.get("checks") or []),
+                )
+            )
         rows += mine
         host_rows.append(mine)
     # figures: a GPU row holds its own; a GPU-less row holds the host-wide ones (CPU training ...)
@@ -303,9 +370,13 @@ def analyse(
             metric = _peak_metric(name)
             fig.peak = entry.peak(metric) if (entry and metric) else None
             measured = entry.reference_for(metric) if (entry and metric) else None
-            fig.measured = measured.value if (measured and measured.confirmed) else None  # measured like the suite
+            fig.measured = (
+                measured.value if (measured and measured.confirmed) else None
+            )  # measured like the suite
             ref = (baseline or {}).get(model, {}).get(name)
-            fig.baseline = float(ref) if isinstance(ref, (int, float)) and not isinstance(ref, bool) else None
+            fig.baseline = (
+                float(ref) if isinstance(ref, (int, float)) and not isinstance(ref, bool) else None
+            )
     final = []
     gpu_fleet = any(row.uuid for row in rows)
     for outcome, mine in zip(checked, host_rows):
@@ -315,16 +386,25 @@ def analyse(
             for row in mine:
                 row.status, row.reason = outcome.status, outcome.reason
         if outcome.status == READY and any(row.outliers() for row in mine):
-            outcome = dataclasses.replace(outcome, status=DEGRADED, reason=_outlier_reason(mine, outlier_floor))
+            outcome = dataclasses.replace(
+                outcome, status=DEGRADED, reason=_outlier_reason(mine, outlier_floor)
+            )
             for row in mine:
                 row.status, row.reason = outcome.status, outcome.reason
         final.append(outcome)
     hosts = list(zip(final, host_rows))
     return Fleet(
-        final, hosts, rows, medians, counts=_counts(final), models=_models(hosts), not_ready=_worst_first(hosts),
+        final,
+        hosts,
+        rows,
+        medians,
+        counts=_counts(final),
+        models=_models(hosts),
+        not_ready=_worst_first(hosts),
         ready_hosts=[(outcome, mine) for outcome, mine in hosts if outcome.ready],
         outliers=[(row, name, fig) for row in rows for name, fig in row.outliers()],
-        baseline_applied=bool(baseline), floor=outlier_floor,
+        baseline_applied=bool(baseline),
+        floor=outlier_floor,
     )
 
 
@@ -362,20 +442,36 @@ def _ceiling(metric: str, model: str | None, peaks: list[Any]) -> tuple[float, s
     entry = peaks_for(model, peaks) if model else None
     if entry is not None:
         peak = entry.peak(metric)
-        return (peak * PEAK_MARGIN, f"{PEAK_MARGIN:.2f} x the datasheet peak {peak:g} of {entry.model}") if peak else None
+        return (
+            (
+                peak * PEAK_MARGIN,
+                f"{PEAK_MARGIN:.2f} x the datasheet peak {peak:g} of {entry.model}",
+            )
+            if peak
+            else None
+        )
     known = [p.peak(metric) for p in peaks if p.peak(metric)]
     if not known:
         return None
     fastest = max(known)
-    return fastest * UNKNOWN_MODEL_MARGIN, f"{UNKNOWN_MODEL_MARGIN:g} x the fastest datasheet peak in the table ({fastest:g})"
+    return (
+        fastest * UNKNOWN_MODEL_MARGIN,
+        f"{UNKNOWN_MODEL_MARGIN:g} x the fastest datasheet peak in the table ({fastest:g})",
+    )
 
 
 def impossible_figures(report: dict[str, Any], peaks: list[Any]) -> list[str]:
     """Each figure of a checked report that no GPU of its model can reach (or that is negative)."""
     found: list[str] = []
-    ceilings: dict[tuple[str, str | None], tuple[float, str] | None] = {}  # a report's GPUs share a few (metric, model)
+    ceilings: dict[
+        tuple[str, str | None], tuple[float, str] | None
+    ] = {}  # a report's GPUs share a few (metric, model)
     for key, section in report.items():
-        if key in ("format", "host", "summary") or not isinstance(section, dict) or not isinstance(section.get("gpu"), dict):
+        if (
+            key in ("format", "host", "summary")
+            or not isinstance(section, dict)
+            or not isinstance(section.get("gpu"), dict)
+        ):
             continue
         model = section["gpu"].get("name")
         for check in section.get("checks") or ():
@@ -407,7 +503,13 @@ def _shape(report: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def _gpu_uuids(report: dict[str, Any]) -> list[str]:
-    return [k for k, v in report.items() if k not in ("format", "host", "summary") and isinstance(v, dict) and isinstance(v.get("gpu"), dict)]
+    return [
+        k
+        for k, v in report.items()
+        if k not in ("format", "host", "summary")
+        and isinstance(v, dict)
+        and isinstance(v.get("gpu"), dict)
+    ]
 
 
 def duplicate_reasons(outcomes: list[HostOutcome]) -> dict[int, str]:
@@ -423,7 +525,9 @@ def duplicate_reasons(outcomes: list[HostOutcome]) -> dict[int, str]:
         for uuid in _gpu_uuids(outcome.report):
             owners.setdefault(uuid, []).append(n)
     same: dict[str, list[int]] = {}
-    for candidates in alike.values():  # identical reports have the same shape: only these are written out whole
+    for (
+        candidates
+    ) in alike.values():  # identical reports have the same shape: only these are written out whole
         for n in candidates if len(candidates) > 1 else ():
             same.setdefault(_same(outcomes[n].report), []).append(n)  # type: ignore[arg-type]
     for group in same.values():
@@ -435,7 +539,9 @@ def duplicate_reasons(outcomes: list[HostOutcome]) -> dict[int, str]:
             if n in reasons:
                 continue
             others = ", ".join(sorted({outcomes[m].host for m in group if m != n})) or "itself"
-            reasons[n] = f"GPU {uuid} is also in the report of {others}: one GPU cannot be in two hosts"
+            reasons[n] = (
+                f"GPU {uuid} is also in the report of {others}: one GPU cannot be in two hosts"
+            )
     return reasons
 
 
@@ -448,19 +554,28 @@ def set_lies_aside(outcomes: list[HostOutcome], peaks: list[Any]) -> list[HostOu
     screened: list[HostOutcome] = []
     for n, outcome in enumerate(outcomes):
         if n in duplicates:
-            outcome = dataclasses.replace(outcome, status=DUPLICATE, reason=duplicates[n], report=None)
+            outcome = dataclasses.replace(
+                outcome, status=DUPLICATE, reason=duplicates[n], report=None
+            )
         elif isinstance(outcome.report, CheckedReport):
             impossible = impossible_figures(outcome.report, peaks)
             if impossible:
                 more = f" (and {len(impossible) - 1} more)" if len(impossible) > 1 else ""
-                outcome = dataclasses.replace(outcome, status=IMPLAUSIBLE, reason=f"implausible report: {impossible[0]}{more}", report=None)
+                outcome = dataclasses.replace(
+                    outcome,
+                    status=IMPLAUSIBLE,
+                    reason=f"implausible report: {impossible[0]}{more}",
+                    report=None,
+                )
         screened.append(outcome)
     return screened
 
 
 def _counts(outcomes: list[HostOutcome]) -> dict[str, int]:
     """Hosts per status, ready first; zero counts of the headline ones kept."""
-    counts = {s: 0 for s in (READY, NOT_READY, DEGRADED, UNREACHABLE, MALFORMED)}  # CPU_ONLY only when there is one
+    counts = {
+        s: 0 for s in (READY, NOT_READY, DEGRADED, UNREACHABLE, MALFORMED)
+    }  # CPU_ONLY only when there is one
     for outcome in outcomes:
         counts[outcome.status] = counts.get(outcome.status, 0) + 1
     return counts
@@ -481,11 +596,15 @@ def _models(hosts: list[tuple[HostOutcome, list[Row]]]) -> dict[str, dict[str, A
 
 def _worst_first(hosts: list[tuple[HostOutcome, list[Row]]]) -> list[tuple[HostOutcome, list[Row]]]:
     """Hosts that are not ready, worst first: by status, then failed checks, then lowest figure."""
+
     def key(item: tuple[HostOutcome, list[Row]]) -> tuple[Any, ...]:
         outcome, rows = item
         failed = sum(1 for c in host_checks(outcome) if c["verdict"] == "fail")
-        lowest = min((s for s in (r.lowest_of_median() for r in rows) if s is not None), default=1.0)
+        lowest = min(
+            (s for s in (r.lowest_of_median() for r in rows) if s is not None), default=1.0
+        )
         return STATUS_RANK.get(outcome.status, len(STATUS_RANK)), -failed, lowest, outcome.host
+
     return sorted((item for item in hosts if not item[0].ready), key=key)
 
 
@@ -530,8 +649,10 @@ def failure_lines(outcome: HostOutcome, rows: list[Row], limit: int = NAMED) -> 
             out.append(f"fail: {check['check']} [{where}]: {check['reason'] or check['measured']}")
     for row in rows:
         for name, fig in row.outliers():
-            out.append(f"outlier: GPU {row.index} {name} {fig.value:.1f} is {fig.value / fig.median:.0%} of the fleet median "  # type: ignore[operator]
-                       f"{fig.median:.1f} ({row.model or 'this host type'})")
+            out.append(
+                f"outlier: GPU {row.index} {name} {fig.value:.1f} is {fig.value / fig.median:.0%} of the fleet median "  # type: ignore[operator]
+                f"{fig.median:.1f} ({row.model or 'this host type'})"
+            )
     if len(out) > limit:
         out = out[:limit] + [f"... {len(out) - limit} more (see the JSON report)"]
     return out

@@ -12,7 +12,15 @@ from typing import Any
 from gpuenv.fleet.outcome import DEGRADED, READY, HostOutcome
 from gpuenv.fleet.report import plots
 from gpuenv.fleet.report.analysis import (
-    NAMED, PLOTTED, Fleet, Row, failure_lines, figure_text, host_checks, host_worst, summarise_verdicts,
+    NAMED,
+    PLOTTED,
+    Fleet,
+    Row,
+    failure_lines,
+    figure_text,
+    host_checks,
+    host_worst,
+    summarise_verdicts,
 )
 from gpuenv.fleet.suitereport import safe_text
 
@@ -40,7 +48,15 @@ ul.why{margin:.2em 0 .2em 1.2em;padding:0}
 
 
 def _cell(text: str) -> str:
-    cls = "fail" if text.startswith("FAIL") or text == "fail" else "skip" if text in ("skip", "-") else "pass" if text.startswith("pass") else ""
+    cls = (
+        "fail"
+        if text.startswith("FAIL") or text == "fail"
+        else "skip"
+        if text in ("skip", "-")
+        else "pass"
+        if text.startswith("pass")
+        else ""
+    )
     return f'<td class="{cls}">{html.escape(text)}</td>'
 
 
@@ -59,16 +75,29 @@ def _summary_html(fleet: Fleet, title: str, when: str) -> list[str]:
         f'<section id="fleet-summary"><p class="summary"><b>{counts[READY]} of {len(fleet.outcomes)}</b> host(s) ready'
         + (" &mdash; baseline applied per GPU model" if fleet.baseline_applied else "")
         + f"; a GPU below {fleet.floor:.0%} of its model's fleet median makes its host degraded. Generated {html.escape(when)}.</p>",
-        '<table id="fleet-counts"><thead><tr>' + "".join(f"<th>{html.escape(s)}</th>" for s in counts) + "</tr></thead><tbody><tr>"
-        + "".join(f'<td class="{_status_class(s) if n else "muted"}">{n}</td>' for s, n in counts.items()) + "</tr></tbody></table>",
+        '<table id="fleet-counts"><thead><tr>'
+        + "".join(f"<th>{html.escape(s)}</th>" for s in counts)
+        + "</tr></thead><tbody><tr>"
+        + "".join(
+            f'<td class="{_status_class(s) if n else "muted"}">{n}</td>' for s, n in counts.items()
+        )
+        + "</tr></tbody></table>",
     ]
     statuses = list(counts)
-    parts.append('<table id="fleet-models"><thead><tr><th>GPU model</th><th>hosts</th><th>GPUs</th>'
-                 + "".join(f"<th>{html.escape(s)}</th>" for s in statuses) + "</tr></thead><tbody>")
+    parts.append(
+        '<table id="fleet-models"><thead><tr><th>GPU model</th><th>hosts</th><th>GPUs</th>'
+        + "".join(f"<th>{html.escape(s)}</th>" for s in statuses)
+        + "</tr></thead><tbody>"
+    )
     for model, entry in fleet.models.items():
-        parts.append(f"<tr><td>{_e(model)}</td><td>{entry['hosts']}</td><td>{entry['gpus']}</td>"
-                     + "".join(f'<td class="{_status_class(s) if entry["status"].get(s) else "muted"}">{entry["status"].get(s, 0)}</td>'
-                               for s in statuses) + "</tr>")
+        parts.append(
+            f"<tr><td>{_e(model)}</td><td>{entry['hosts']}</td><td>{entry['gpus']}</td>"
+            + "".join(
+                f'<td class="{_status_class(s) if entry["status"].get(s) else "muted"}">{entry["status"].get(s, 0)}</td>'
+                for s in statuses
+            )
+            + "</tr>"
+        )
     parts.append("</tbody></table></section>")
     return parts
 
@@ -77,13 +106,21 @@ def _not_ready_html(fleet: Fleet, bad: list[tuple[HostOutcome, list[Row]]]) -> l
     parts = [f'<section id="fleet-not-ready"><h2>Not ready, worst first ({len(bad)})</h2>']
     if not bad:
         return parts + ['<p class="st-ready">Every host is ready.</p></section>']
-    parts.append('<table id="not-ready-table"><thead><tr><th>#</th><th>host</th><th>status</th><th>reason</th></tr></thead><tbody>')
+    parts.append(
+        '<table id="not-ready-table"><thead><tr><th>#</th><th>host</th><th>status</th><th>reason</th></tr></thead><tbody>'
+    )
     for n, (outcome, rows) in enumerate(bad, start=1):
         why = failure_lines(outcome, rows, limit=3)
-        detail = ('<ul class="why">' + "".join(f"<li>{_e(w)}</li>" for w in why) + "</ul>") if why else ""
-        parts.append(f'<tr class="bad" data-status="{html.escape(outcome.status)}"><td>{n}</td><td>{_e(outcome.host)}</td>'
-                     f'<td class="{_status_class(outcome.status)}">{html.escape(outcome.status)}</td>'
-                     f"<td>{_e(outcome.reason or 'see its report')}{detail}</td></tr>")
+        detail = (
+            ('<ul class="why">' + "".join(f"<li>{_e(w)}</li>" for w in why) + "</ul>")
+            if why
+            else ""
+        )
+        parts.append(
+            f'<tr class="bad" data-status="{html.escape(outcome.status)}"><td>{n}</td><td>{_e(outcome.host)}</td>'
+            f'<td class="{_status_class(outcome.status)}">{html.escape(outcome.status)}</td>'
+            f"<td>{_e(outcome.reason or 'see its report')}{detail}</td></tr>"
+        )
     parts.append("</tbody></table></section>")
     return parts
 
@@ -95,16 +132,22 @@ def _not_plotted_note(every: list[str], drawn: list[str], without: list[str]) ->
         return None
     why = []
     if without:
-        why.append(f"{len(without)} with no figure to plot: {', '.join(without[:NAMED])}{' ...' if len(without) > NAMED else ''}")
+        why.append(
+            f"{len(without)} with no figure to plot: {', '.join(without[:NAMED])}{' ...' if len(without) > NAMED else ''}"
+        )
     if beyond:
-        why.append(f"{len(beyond)} beyond the {MAX_MODELS} with the most hosts: {', '.join(beyond[:NAMED])}{' ...' if len(beyond) > NAMED else ''}")
+        why.append(
+            f"{len(beyond)} beyond the {MAX_MODELS} with the most hosts: {', '.join(beyond[:NAMED])}{' ...' if len(beyond) > NAMED else ''}"
+        )
     return f"{len(drawn)} of {len(every)} GPU model(s) plotted; not plotted: " + "; ".join(why)
 
 
 def _plots_html(fleet: Fleet) -> list[str]:
     every = [m for m in fleet.models if m != "no GPU shown"]
     models = every[:MAX_MODELS]
-    parts = ['<section id="fleet-distributions"><h2>Figures per GPU model, against the reference and the fleet median</h2>']
+    parts = [
+        '<section id="fleet-distributions"><h2>Figures per GPU model, against the reference and the fleet median</h2>'
+    ]
     drawn: list[str] = []
     without: list[str] = []
     for model in models:
@@ -114,15 +157,32 @@ def _plots_html(fleet: Fleet) -> list[str]:
             continue
         drawn.append(model)
         slug = re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")
-        named = sorted(((r, c, f) for r, c, f in fleet.outliers if (r.model or "unknown GPU") == model),
-                       key=lambda item: item[2].value / item[2].median)  # type: ignore[operator]
-        caption = (f"{len(named)} outlier(s) below {fleet.floor:.0%} of the fleet median: "
-                   + "; ".join(f"{_e(r.host)} GPU {r.index} {_e(c)} {f.value:.1f} ({f.value / f.median:.0%})" for r, c, f in named[:NAMED])  # type: ignore[operator]
-                   + (f"; and {len(named) - NAMED} more" if len(named) > NAMED else "")) if named else "No outlier."
-        parts.append(f'<figure id="dist-{slug}" class="plot">{svg}<figcaption class="{"outlier" if named else ""}">{caption}</figcaption></figure>')
-    for check in PLOTTED:  # the headline figures missing from every GPU are said so, not silently left out
+        named = sorted(
+            ((r, c, f) for r, c, f in fleet.outliers if (r.model or "unknown GPU") == model),
+            key=lambda item: item[2].value / item[2].median,
+        )  # type: ignore[operator]
+        caption = (
+            (
+                f"{len(named)} outlier(s) below {fleet.floor:.0%} of the fleet median: "
+                + "; ".join(
+                    f"{_e(r.host)} GPU {r.index} {_e(c)} {f.value:.1f} ({f.value / f.median:.0%})"
+                    for r, c, f in named[:NAMED]
+                )  # type: ignore[operator]
+                + (f"; and {len(named) - NAMED} more" if len(named) > NAMED else "")
+            )
+            if named
+            else "No outlier."
+        )
+        parts.append(
+            f'<figure id="dist-{slug}" class="plot">{svg}<figcaption class="{"outlier" if named else ""}">{caption}</figcaption></figure>'
+        )
+    for (
+        check
+    ) in PLOTTED:  # the headline figures missing from every GPU are said so, not silently left out
         if not any(check in r.figures for r in fleet.rows if r.uuid):
-            parts.append(f'<p class="noplot">No GPU in this fleet reported {html.escape(check)}.</p>')
+            parts.append(
+                f'<p class="noplot">No GPU in this fleet reported {html.escape(check)}.</p>'
+            )
     note = _not_plotted_note(every, drawn, without)
     if note:
         parts.append(f'<p class="noplot">{_e(note)}</p>')
@@ -134,10 +194,16 @@ def _plots_html(fleet: Fleet) -> list[str]:
         svg = _drawn(plots.plot_heatmap, fleet, model, heatmaps)
         if svg:
             slug = re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")
-            heatmaps.append(f'<figure id="heat-{slug}" class="plot">{svg}<figcaption>Red: below {fleet.floor:.0%} of the fleet median '
-                            f"of {_e(model)}; grey: no figure.</figcaption></figure>")
+            heatmaps.append(
+                f'<figure id="heat-{slug}" class="plot">{svg}<figcaption>Red: below {fleet.floor:.0%} of the fleet median '
+                f"of {_e(model)}; grey: no figure.</figcaption></figure>"
+            )
     if heatmaps:  # a heading with nothing under it says nothing: the section is left out
-        parts += ['<section id="fleet-heatmap"><h2>Host &times; GPU: lowest figure against the fleet median</h2>', *heatmaps, "</section>"]
+        parts += [
+            '<section id="fleet-heatmap"><h2>Host &times; GPU: lowest figure against the fleet median</h2>',
+            *heatmaps,
+            "</section>",
+        ]
     return parts
 
 
@@ -147,8 +213,10 @@ def _drawn(plot: Any, fleet: Fleet, model: str, parts: list[str]) -> str | None:
     try:
         return plot(fleet, model)
     except Exception as err:  # noqa: BLE001 - a diagnostic never crashes; the reason is shown
-        parts.append(f'<p class="noplot">{html.escape(plot.__name__)} of {_e(model)} could not be drawn: '
-                     f"{_e(type(err).__name__)}: {_e(str(err)[:300])}</p>")
+        parts.append(
+            f'<p class="noplot">{html.escape(plot.__name__)} of {_e(model)} could not be drawn: '
+            f"{_e(type(err).__name__)}: {_e(str(err)[:300])}</p>"
+        )
         return None
 
 
@@ -156,7 +224,9 @@ def _gpu_rows_html(rows: list[Row]) -> list[str]:
     """A host's GPUs, one row each: the areas of the suite that did not simply pass (an area with
     no check is left out) and the worst figure. Three cells, not one per area: at 12,500 hosts
     the details of 855 hosts held 77,000 cells for a browser to build."""
-    parts = ["<table><thead><tr><th>GPU</th><th>areas not passed</th><th>worst figure</th></tr></thead><tbody>"]
+    parts = [
+        "<table><thead><tr><th>GPU</th><th>areas not passed</th><th>worst figure</th></tr></thead><tbody>"
+    ]
     for row in rows:
         worst = row.worst_figure()
         verdicts = row.area_verdicts() if row.checks else {}
@@ -180,29 +250,42 @@ def _details_html(bad: list[tuple[HostOutcome, list[Row]]]) -> list[str]:
     """Each host that is not ready in detail (its GPUs' verdicts and worst figures, its failed
     checks), the worst OPEN_DETAILS open, the rest collapsed, at most MAX_DETAILS of them."""
     shown = bad[:MAX_DETAILS]
-    parts = [f'<section id="fleet-not-ready-details"><h2>Hosts that are not ready, in detail ({len(bad)})</h2>']
+    parts = [
+        f'<section id="fleet-not-ready-details"><h2>Hosts that are not ready, in detail ({len(bad)})</h2>'
+    ]
     if len(bad) > OPEN_DETAILS:
-        parts.append(f'<p class="muted">The worst {OPEN_DETAILS} are open; click a host for the others.</p>')
+        parts.append(
+            f'<p class="muted">The worst {OPEN_DETAILS} are open; click a host for the others.</p>'
+        )
     for n, (outcome, rows) in enumerate(shown):
-        parts.append(f'<details class="host"{" open" if n < OPEN_DETAILS else ""}><summary>{_e(outcome.host)}: '
-                     f'<span class="{_status_class(outcome.status)}">{html.escape(outcome.status)}</span></summary>')
+        parts.append(
+            f'<details class="host"{" open" if n < OPEN_DETAILS else ""}><summary>{_e(outcome.host)}: '
+            f'<span class="{_status_class(outcome.status)}">{html.escape(outcome.status)}</span></summary>'
+        )
         parts.append(f"<p>{_e(outcome.reason or 'no reason given')}</p>")
         if any(r.uuid or r.checks for r in rows):
             parts += _gpu_rows_html(rows)
         index = {r.uuid: r.index for r in rows if r.uuid}
         noted = [c for c in host_checks(outcome) if c["verdict"] in ("fail", "warn")]
         if noted:
-            parts.append("<table><thead><tr><th>check</th><th>GPU</th><th>measured</th><th>threshold</th>"
-                         "<th>verdict</th><th>reason</th></tr></thead><tbody>")
+            parts.append(
+                "<table><thead><tr><th>check</th><th>GPU</th><th>measured</th><th>threshold</th>"
+                "<th>verdict</th><th>reason</th></tr></thead><tbody>"
+            )
             for c in noted[:200]:
-                parts.append(f"<tr><td>{_e(c['check'])}</td><td>{'host' if c['gpu'] is None else index.get(c['gpu'], '?')}</td>"
-                             f"<td>{_e(c['measured'])}</td><td>{_e(c['threshold'])}</td>" + _cell(c["verdict"])
-                             + f"<td>{_e(c['reason'])}</td></tr>")
+                parts.append(
+                    f"<tr><td>{_e(c['check'])}</td><td>{'host' if c['gpu'] is None else index.get(c['gpu'], '?')}</td>"
+                    f"<td>{_e(c['measured'])}</td><td>{_e(c['threshold'])}</td>"
+                    + _cell(c["verdict"])
+                    + f"<td>{_e(c['reason'])}</td></tr>"
+                )
             parts.append("</tbody></table>")
         parts.append("</details>")
     if len(bad) > len(shown):
-        parts.append(f'<p class="noplot">{len(bad) - len(shown)} more host(s) that are not ready: each is named with its '
-                     "reason in the table above, and every check is in the JSON report.</p>")
+        parts.append(
+            f'<p class="noplot">{len(bad) - len(shown)} more host(s) that are not ready: each is named with its '
+            "reason in the table above, and every check is in the JSON report.</p>"
+        )
     parts.append("</section>")
     return parts
 
@@ -214,14 +297,18 @@ def _ready_html(fleet: Fleet) -> list[str]:
     ready = sorted(fleet.ready_hosts, key=lambda item: item[0].host)
     parts = [f'<section id="fleet-ready"><h2>Ready hosts ({len(ready)})</h2>']
     if ready:
-        parts.append(f"<details><summary>{len(ready)} ready host(s), by name: one row each (every check is in the JSON report)"
-                     '</summary><table id="ready-table"><thead><tr><th>host</th><th>GPUs</th><th>checks</th>'
-                     "<th>worst figure</th></tr></thead><tbody>")
+        parts.append(
+            f"<details><summary>{len(ready)} ready host(s), by name: one row each (every check is in the JSON report)"
+            '</summary><table id="ready-table"><thead><tr><th>host</th><th>GPUs</th><th>checks</th>'
+            "<th>worst figure</th></tr></thead><tbody>"
+        )
         for outcome, rows in ready:
             worst = host_worst(rows)
             verdicts = summarise_verdicts(c["verdict"] for c in host_checks(outcome))
-            parts.append(f'<tr class="ready"><td>{_e(outcome.host)}</td><td>{_gpus_text(rows)}</td>{_cell(verdicts)}'
-                         f"<td>{_e(figure_text(*worst)) if worst else '-'}</td></tr>")
+            parts.append(
+                f'<tr class="ready"><td>{_e(outcome.host)}</td><td>{_gpus_text(rows)}</td>{_cell(verdicts)}'
+                f"<td>{_e(figure_text(*worst)) if worst else '-'}</td></tr>"
+            )
         parts.append("</tbody></table></details>")
     parts.append("</section>")
     return parts
@@ -238,7 +325,9 @@ def _gpus_text(rows: list[Row]) -> str:
     return _e(", ".join(f"{n} {model}" for model, n in models.items()))
 
 
-def render_html(fleet: Fleet, title: str = "gpuenv fleet validation", generated: str | None = None) -> str:
+def render_html(
+    fleet: Fleet, title: str = "gpuenv fleet validation", generated: str | None = None
+) -> str:
     """One self-contained page (inline CSS and SVG, no script, no network asset), in the order a
     person reads it at any fleet size: the summary and the hosts that are not ready (worst first,
     with reasons); the distribution of each figure per GPU model; a host x GPU heatmap; the details

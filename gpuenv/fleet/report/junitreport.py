@@ -19,13 +19,25 @@ _XML_SPECIAL = re.compile('[&<>"]')
 
 
 def _x(text: Any) -> str:
-    if type(text) is str and len(text) <= MAX_TEXT and text.isprintable() and not _XML_SPECIAL.search(text):
-        return text  # the common case, as xml_escape(safe_text(...)) would give it, without the calls
+    if (
+        type(text) is str
+        and len(text) <= MAX_TEXT
+        and text.isprintable()
+        and not _XML_SPECIAL.search(text)
+    ):
+        return (
+            text  # the common case, as xml_escape(safe_text(...)) would give it, without the calls
+        )
     return xml_escape(safe_text(text, newlines=True))
 
 
 def _xa(text: Any) -> str:
-    if type(text) is str and len(text) <= MAX_TEXT and text.isprintable() and not _XML_SPECIAL.search(text):
+    if (
+        type(text) is str
+        and len(text) <= MAX_TEXT
+        and text.isprintable()
+        and not _XML_SPECIAL.search(text)
+    ):
         return f'"{text}"'
     return quoteattr(safe_text(text, newlines=True))
 
@@ -55,7 +67,9 @@ def iter_junit(fleet: Fleet) -> Iterator[str]:
 def _checks(outcome: HostOutcome) -> list[tuple[str | None, dict[str, Any]]]:
     """(GPU UUID or None, check) of every check of a host's report, the host-wide ones first."""
     report = outcome.report or {}
-    checks: list[tuple[str | None, dict[str, Any]]] = [(None, c) for c in (report.get("host") or {}).get("checks") or []]
+    checks: list[tuple[str | None, dict[str, Any]]] = [
+        (None, c) for c in (report.get("host") or {}).get("checks") or []
+    ]
     for uuid, section in suite_gpus(report):
         checks += [(uuid, c) for c in section.get("checks") or []]
     return checks
@@ -67,11 +81,17 @@ def _counts(outcome: HostOutcome, rows: list[Row]) -> dict[str, int]:
     outliers = sum(len(row.outliers()) for row in rows)
     failures = sum(1 for _, c in checks if c["verdict"] == "fail") + outliers
     error = int(not outcome.ready and not failures)
-    return {"tests": len(checks) + outliers + error, "failures": failures, "errors": error,
-            "skipped": sum(1 for _, c in checks if c["verdict"] == "skip")}
+    return {
+        "tests": len(checks) + outliers + error,
+        "failures": failures,
+        "errors": error,
+        "skipped": sum(1 for _, c in checks if c["verdict"] == "skip"),
+    }
 
 
-def _suite(fleet: Fleet, outcome: HostOutcome, rows: list[Row], areas: dict[tuple[str, str], str]) -> str:
+def _suite(
+    fleet: Fleet, outcome: HostOutcome, rows: list[Row], areas: dict[tuple[str, str], str]
+) -> str:
     """One host's <testsuite>: a <testcase> per check, a failing one per outlier figure, an
     erroring one when the run gave nothing else that fails."""
     cases: list[str] = []
@@ -81,28 +101,44 @@ def _suite(fleet: Fleet, outcome: HostOutcome, rows: list[Row], areas: dict[tupl
         key = (check["test"], check["check"])
         area = areas.get(key) or areas.setdefault(key, check_area(check))
         classname = classnames.get(area) or classnames.setdefault(area, _xa(host + "." + area))
-        head = (f'<testcase classname={classname} name={_xa(check["check"] + " [" + (uuid or "host") + "]")} '
-                f'time="{check["seconds"] or 0:.3f}">')
+        head = (
+            f"<testcase classname={classname} name={_xa(check['check'] + ' [' + (uuid or 'host') + ']')} "
+            f'time="{check["seconds"] or 0:.3f}">'
+        )
         verdict = check["verdict"]
         if verdict == "fail":
-            cases.append(f'{head}<failure message={_xa(check["reason"] or check["measured"] or "failed")}/></testcase>')
+            cases.append(
+                f"{head}<failure message={_xa(check['reason'] or check['measured'] or 'failed')}/></testcase>"
+            )
         elif verdict == "skip":
-            cases.append(f'{head}<skipped message={_xa(check["reason"] or "skipped")}/></testcase>')
+            cases.append(f"{head}<skipped message={_xa(check['reason'] or 'skipped')}/></testcase>")
         else:
-            cases.append(f'{head}<system-out>{_x(check["measured"] + " | " + check["threshold"] + " | " + verdict)}</system-out></testcase>')
+            cases.append(
+                f"{head}<system-out>{_x(check['measured'] + ' | ' + check['threshold'] + ' | ' + verdict)}</system-out></testcase>"
+            )
     for row in rows:
         for name, fig in row.outliers():
-            message = (f"{fig.value:.1f} is {fig.value / fig.median:.0%} of the fleet median {fig.median:.1f} of "  # type: ignore[operator]
-                       f"{row.model or 'this host type'} (floor {fleet.floor:.0%})")
-            cases.append(f'<testcase classname={_xa(host + ".fleet")} name={_xa("outlier: " + name + " [" + str(row.uuid or "host") + "]")} '
-                         f'time="0.000"><failure message={_xa(message)}/></testcase>')
+            message = (
+                f"{fig.value:.1f} is {fig.value / fig.median:.0%} of the fleet median {fig.median:.1f} of "  # type: ignore[operator]
+                f"{row.model or 'this host type'} (floor {fleet.floor:.0%})"
+            )
+            cases.append(
+                f"<testcase classname={_xa(host + '.fleet')} name={_xa('outlier: ' + name + ' [' + str(row.uuid or 'host') + ']')} "
+                f'time="0.000"><failure message={_xa(message)}/></testcase>'
+            )
     counts = _counts(outcome, rows)
     if counts["errors"]:
-        cases.append(f'<testcase classname={_xa(host + ".run")} name="validation run" time="{outcome.seconds or 0:.3f}">'
-                     f'<error message={_xa(outcome.status + ": " + outcome.reason)} type={_xa(outcome.status)}/></testcase>')
+        cases.append(
+            f'<testcase classname={_xa(host + ".run")} name="validation run" time="{outcome.seconds or 0:.3f}">'
+            f"<error message={_xa(outcome.status + ': ' + outcome.reason)} type={_xa(outcome.status)}/></testcase>"
+        )
     props = f'<property name="status" value={_xa(outcome.status)}/>'
     if outcome.reason:
         props += f'<property name="reason" value={_xa(outcome.reason)}/>'
     attrs = " ".join(f'{k}="{v}"' for k, v in counts.items())
-    return (f'  <testsuite name={_xa(host)} hostname={_xa(host)} {attrs} time="{outcome.seconds or 0:.3f}">\n'
-            f"    <properties>{props}</properties>\n" + "".join(f"    {c}\n" for c in cases) + "  </testsuite>\n")
+    return (
+        f'  <testsuite name={_xa(host)} hostname={_xa(host)} {attrs} time="{outcome.seconds or 0:.3f}">\n'
+        f"    <properties>{props}</properties>\n"
+        + "".join(f"    {c}\n" for c in cases)
+        + "  </testsuite>\n"
+    )

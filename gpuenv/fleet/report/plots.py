@@ -26,14 +26,21 @@ def _mpl_context() -> Any:
     `$\\frac{a}{b}$` or a lone `$` is shown as written, never handed to mathtext."""
     import matplotlib
 
-    return matplotlib.rc_context({"text.usetex": False, "svg.fonttype": "none", "svg.hashsalt": "gpuenv-fleet", "font.size": 8})
+    return matplotlib.rc_context(
+        {
+            "text.usetex": False,
+            "svg.fonttype": "none",
+            "svg.hashsalt": "gpuenv-fleet",
+            "font.size": 8,
+        }
+    )
 
 
 def _svg(fig: Any) -> str:
     out = io.StringIO()
     fig.savefig(out, format="svg", metadata={"Date": None})
     svg = out.getvalue()
-    return svg[svg.index("<svg"):]  # drop the XML prolog and DOCTYPE: inline in HTML
+    return svg[svg.index("<svg") :]  # drop the XML prolog and DOCTYPE: inline in HTML
 
 
 def _model_figures(fleet: Fleet, model: str) -> list[tuple[str, list[tuple[Row, Figure]]]]:
@@ -43,7 +50,9 @@ def _model_figures(fleet: Fleet, model: str) -> list[tuple[str, list[tuple[Row, 
         if row.uuid and (row.model or "unknown GPU") == model:
             for name, fig in row.figures.items():
                 by_check.setdefault(name, []).append((row, fig))
-    order = [c for c in PLOTTED if c in by_check] + sorted((c for c in by_check if c not in PLOTTED), key=lambda c: (-len(by_check[c]), c))
+    order = [c for c in PLOTTED if c in by_check] + sorted(
+        (c for c in by_check if c not in PLOTTED), key=lambda c: (-len(by_check[c]), c)
+    )
     return [(c, by_check[c]) for c in order[:MAX_FIGURES]]
 
 
@@ -68,7 +77,10 @@ def _plot_counts(ax: Any, check: str, points: list[tuple[Row, Figure]]) -> None:
     for n, total in enumerate(g + b for g, b in zip(good, low)):
         ax.annotate(str(total), (n, total), ha="center", va="bottom", fontsize=7)
     ax.set_ylabel("GPUs")
-    ax.set_xlabel("gen" if "gen" in check.lower() else "lanes" if "width" in check.lower() else "value", fontsize=7)
+    ax.set_xlabel(
+        "gen" if "gen" in check.lower() else "lanes" if "width" in check.lower() else "value",
+        fontsize=7,
+    )
 
 
 def plot_distributions(fleet: Fleet, model: str) -> str | None:
@@ -100,14 +112,34 @@ def plot_distributions(fleet: Fleet, model: str) -> str | None:
             span = (hi - lo) or max(abs(hi), 1.0) * 0.1
             bins = [lo - span * 0.02 + i * span * 1.04 / 40 for i in range(41)]
             # a log count axis, so that one slow GPU among thousands is still a visible bar
-            ax.hist([f.value for _, f in points if not f.outlier], bins=bins, color="#1565c0", label="GPUs", log=True)
+            ax.hist(
+                [f.value for _, f in points if not f.outlier],
+                bins=bins,
+                color="#1565c0",
+                label="GPUs",
+                log=True,
+            )
             if low:
                 ax.hist(low, bins=bins, color="#c62828", label=f"outliers ({len(low)})", log=True)
             if sample.median and sample.samples > 1:
-                ax.axvline(sample.median, color="#ef6c00", linestyle="--", linewidth=1.2, label="fleet median")
-                ax.axvline(fleet.floor * sample.median, color="#ef6c00", linestyle=":", linewidth=1, label=f"{fleet.floor:.0%} of median")
+                ax.axvline(
+                    sample.median,
+                    color="#ef6c00",
+                    linestyle="--",
+                    linewidth=1.2,
+                    label="fleet median",
+                )
+                ax.axvline(
+                    fleet.floor * sample.median,
+                    color="#ef6c00",
+                    linestyle=":",
+                    linewidth=1,
+                    label=f"{fleet.floor:.0%} of median",
+                )
             if sample.measured:
-                ax.axvline(sample.measured, color="black", linewidth=1.2, label="measured reference")
+                ax.axvline(
+                    sample.measured, color="black", linewidth=1.2, label="measured reference"
+                )
             if sample.baseline:
                 ax.axvline(sample.baseline, color="#2e7d32", linewidth=1.2, label="team baseline")
             ax.set_title(f"{check} ({len(values)} GPUs)", fontsize=8, parse_math=False)
@@ -119,8 +151,14 @@ def plot_distributions(fleet: Fleet, model: str) -> str | None:
         # margins in inches, set once: tight_layout measured every text in a draw of its own, a
         # third of the plot's time, to find about the same margins for 8-point labels
         width, height = fig.get_size_inches()
-        fig.subplots_adjust(left=0.75 / width, right=1 - 0.15 / width, bottom=0.45 / height, top=1 - 0.6 / height,
-                            wspace=0.75 / (width / cols), hspace=0.7 / (height / rows))
+        fig.subplots_adjust(
+            left=0.75 / width,
+            right=1 - 0.15 / width,
+            bottom=0.45 / height,
+            top=1 - 0.6 / height,
+            wspace=0.75 / (width / cols),
+            hspace=0.7 / (height / rows),
+        )
         return _svg(fig)
 
 
@@ -142,10 +180,17 @@ def plot_heatmap(fleet: Fleet, model: str) -> str | None:
         hosts.append((outcome.host, cells))
     if not hosts or not any(v is not None for _, cells in hosts for v in cells.values()):
         return None
-    columns = sorted(indexes)[:MAX_COLUMNS]  # the GPU indexes seen (a report may skip or invent some)
+    columns = sorted(indexes)[
+        :MAX_COLUMNS
+    ]  # the GPU indexes seen (a report may skip or invent some)
     width = len(columns)
-    hosts.sort(key=lambda hc: (min((v for v in hc[1].values() if v is not None), default=9.0), hc[0]))
-    grid = [[(cells.get(i) if cells.get(i) is not None else math.nan) for i in columns] for _, cells in hosts]
+    hosts.sort(
+        key=lambda hc: (min((v for v in hc[1].values() if v is not None), default=9.0), hc[0])
+    )
+    grid = [
+        [(cells.get(i) if cells.get(i) is not None else math.nan) for i in columns]
+        for _, cells in hosts
+    ]
     labelled = grid[:WORST_LABELLED]
     import matplotlib
 
@@ -154,14 +199,25 @@ def plot_heatmap(fleet: Fleet, model: str) -> str | None:
         norm = TwoSlopeNorm(vmin=min(0.5, fleet.floor - 0.05), vcenter=fleet.floor, vmax=1.1)
         two = len(hosts) > WORST_LABELLED
         fig = MplFigure(figsize=(10, max(2.6, 1.4 + 0.16 * len(labelled))), layout="constrained")
-        axes = fig.subplots(1, 2 if two else 1, width_ratios=[1, 1] if two else None, squeeze=False)[0]
+        axes = fig.subplots(
+            1, 2 if two else 1, width_ratios=[1, 1] if two else None, squeeze=False
+        )[0]
         ax = axes[0]
         image = ax.imshow(labelled, cmap=cmap, norm=norm, aspect="auto", interpolation="nearest")
-        ax.set_yticks(range(len(labelled)), [h.removeprefix("ssh://")[:40] for h, _ in hosts[:WORST_LABELLED]], fontsize=6,
-                      parse_math=False)
+        ax.set_yticks(
+            range(len(labelled)),
+            [h.removeprefix("ssh://")[:40] for h, _ in hosts[:WORST_LABELLED]],
+            fontsize=6,
+            parse_math=False,
+        )
         ax.set_xticks(range(width), [str(i) for i in columns], fontsize=7)
         ax.set_xlabel("GPU index")
-        ax.set_title(f"worst {len(labelled)} of {len(hosts)} hosts" if two else f"{len(hosts)} hosts, worst first", fontsize=8)
+        ax.set_title(
+            f"worst {len(labelled)} of {len(hosts)} hosts"
+            if two
+            else f"{len(hosts)} hosts, worst first",
+            fontsize=8,
+        )
         if two:
             whole = axes[1]
             whole.imshow(grid, cmap=cmap, norm=norm, aspect="auto", interpolation="nearest")
@@ -172,5 +228,9 @@ def plot_heatmap(fleet: Fleet, model: str) -> str | None:
         bar = fig.colorbar(image, ax=list(axes), fraction=0.04, pad=0.02)
         bar.set_label("lowest figure / fleet median", fontsize=7)
         bar.ax.axhline(fleet.floor, color="black", linewidth=1)
-        fig.suptitle(f"{model}: each GPU's lowest figure against the fleet median", fontsize=9, parse_math=False)
+        fig.suptitle(
+            f"{model}: each GPU's lowest figure against the fleet median",
+            fontsize=9,
+            parse_math=False,
+        )
         return _svg(fig)

@@ -7,7 +7,18 @@ import sys
 import zipfile
 from pathlib import Path
 
-SKIP = {"test", "tests", "idlelib", "tkinter", "turtledemo", "lib2to3", "ensurepip", "site-packages", "lib-dynload", "__pycache__"}
+SKIP = {
+    "test",
+    "tests",
+    "idlelib",
+    "tkinter",
+    "turtledemo",
+    "lib2to3",
+    "ensurepip",
+    "site-packages",
+    "lib-dynload",
+    "__pycache__",
+}
 
 
 def main(src: str, out: str) -> None:
@@ -22,7 +33,11 @@ def main(src: str, out: str) -> None:
                 zf.writepy(str(path), filterfunc=lambda p: not (set(Path(p).parts) & SKIP))
                 # data files packages read (email's, importlib's...) beside the bytecode
                 for data in path.rglob("*"):
-                    if data.is_file() and data.suffix not in (".py", ".pyc") and not (set(data.relative_to(root).parts) & SKIP):
+                    if (
+                        data.is_file()
+                        and data.suffix not in (".py", ".pyc")
+                        and not (set(data.relative_to(root).parts) & SKIP)
+                    ):
                         zf.write(data, str(data.relative_to(root)))
 
 
