@@ -2,7 +2,7 @@
 its own stage or a lower one, never a higher one (README: Layout), and no modules import each other
 in a ring, within a stage or across. Read from the source's own import statements (top-level and
 inside functions), so a new upward import or a new cycle fails here.
-A module's size is not bounded here: ruff's complexity rule bounds each function (tests/test_ruff.py)."""
+No module is over 1000 lines; ruff's complexity rule bounds each function (tests/test_ruff.py)."""
 
 from __future__ import annotations
 
@@ -237,3 +237,42 @@ def test_a_ring_within_a_stage_is_caught(tmp_path):
     assert import_cycles(import_graph("gpuenv", root=tmp_path)) == [
         ["gpuenv.envs.a", "gpuenv.envs.b", "gpuenv.envs.a"]
     ]
+
+
+# ---------------------------------------------------------------- size
+
+#: A loose bound on a module's length, as ruff formats it: past it, a module holds more than one
+#: job. Functions are bounded by ruff's complexity rule (pyproject.toml, tests/test_ruff.py).
+MAX_MODULE_LINES = 1000
+#: Modules that are pure data tables (no logic), which may be longer; none today.
+DATA_TABLES: frozenset[str] = frozenset()
+
+
+def long_modules(root: Path = ROOT) -> list[str]:
+    """Every Python module of the checkout over MAX_MODULE_LINES lines, outside DATA_TABLES."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if (
+            any(
+                part.startswith(".") or part in ("__pycache__", "node_modules")
+                for part in rel.parts
+            )
+            or rel.as_posix() in DATA_TABLES
+        ):
+            continue
+        lines = len(path.read_text(encoding="utf-8", errors="replace").splitlines())
+        if lines > MAX_MODULE_LINES:
+            found.append(f"{rel.as_posix()}: {lines} lines")
+    return found
+
+
+def test_no_module_is_over_1000_lines():
+    assert long_modules() == []
+
+
+def test_a_long_module_is_caught(tmp_path):
+    (tmp_path / "gpuenv").mkdir()
+    (tmp_path / "gpuenv" / "short.py").write_text("x = 1\n" * MAX_MODULE_LINES)
+    (tmp_path / "gpuenv" / "long.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
+    assert long_modules(tmp_path) == [f"gpuenv/long.py: {MAX_MODULE_LINES + 1} lines"]
