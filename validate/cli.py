@@ -50,6 +50,10 @@ def pytest_args(
 
     `junit_path` is where pytest writes the XML: a temporary file beside --junit, moved into
     place only when the run is over, so no half-written report is ever left.
+
+    Each value is joined to its flag (`--replay=PATH`): pytest reads its command line before it
+    knows the suite's flags, so a separate PATH would count as a test path, and pytest would load
+    every conftest.py from the folders of a capture, a baseline or a report (a checkout's tests/).
     """
     out = [
         str(SUITE_DIR),
@@ -70,7 +74,7 @@ def pytest_args(
         elif option.metavar is None:
             out.append(option.in_plugin)
         else:
-            out += [option.in_plugin, str(value)]
+            out.append(f"{option.in_plugin}={value}")
     return out + extra
 
 

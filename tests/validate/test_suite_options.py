@@ -44,7 +44,14 @@ def test_every_suite_option_travels_from_the_command_line_to_pytest():
     assert {o.name: getattr(args, o.name) for o in SUITE_OPTIONS} == {**values, "expect_gpus": 3}
     out = pytest_args(args, extra)
     for option in SUITE_OPTIONS:
-        expected = option.in_plugin or "--junitxml=x-junit"  # --junit is pytest's own option
+        value = getattr(args, option.name)
+        expected = (
+            "--junitxml=x-junit"  # --junit is pytest's own option
+            if not option.in_plugin
+            else option.in_plugin
+            if option.metavar is None
+            else f"{option.in_plugin}={value}"  # one word: pytest never takes the value for a path
+        )
         assert expected in out, option.flag
 
 

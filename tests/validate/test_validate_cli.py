@@ -283,3 +283,27 @@ def test_a_full_disk_at_the_end_leaves_no_partial_report(tmp_path):
         assert sorted(p.name for p in folder.iterdir()) == ["filler"]
     finally:
         subprocess.run(["umount", str(folder)], check=True)
+
+
+def test_no_conftest_beside_a_capture_or_report_is_loaded(tmp_path):
+    """The capture's, baseline's and report's folders are no test folders: a conftest.py there
+    (a checkout's tests/, a shared drive) is never imported into the suite's run."""
+    capture = REPO / "tests" / "validate" / "captures" / "nvidia-smi-xml" / "h100x8-580.105.08.xml"
+    marker = tmp_path / "imported"
+    for name in ("capture", "reports"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "conftest.py").write_text(
+            f"open({str(marker)!r}, 'a').write({name!r} + '\\n')\n"
+        )
+    shutil.copy(capture, tmp_path / "capture" / capture.name)
+    done = run_suite(
+        "--replay",
+        str(tmp_path / "capture" / capture.name),
+        "--json",
+        str(tmp_path / "reports" / "r.json"),
+        "-k",
+        "test_driver",
+    )
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert json.loads((tmp_path / "reports" / "r.json").read_text())["host"]["checks"]
+    assert not marker.exists(), marker.read_text()

@@ -117,10 +117,10 @@ def test_cli_options_become_pytest_options():
     out = pytest_args(args, extra)
     assert out[0].endswith("validate")
     for expected in (
-        ["--expect-gpus", "2"],
-        ["--json", "r.json"],
+        ["--expect-gpus=2"],
+        ["--json=r.json"],
         ["--quick"],
-        ["--baseline", "b.json"],
+        ["--baseline=b.json"],
         ["-k", "masking"],
     ):
         start = out.index(expected[0])

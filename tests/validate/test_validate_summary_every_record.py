@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,26 @@ def _report(path: Path, tmp_path: Path) -> tuple[int, list[str]]:
     return out.returncode, lines[start + 1 :]
 
 
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory) -> dict[str, tuple[Path, int, list[str]]]:
+    """Every record and every variant replayed, each a `python -m validate` of its own, two at a
+    time (each is a pytest run of its own): name -> (path, exit status, the report's lines)."""
+    tmp = tmp_path_factory.mktemp("every-record")
+    paths = {path.name: path for path in RECORDS}
+    for name, make in VARIANTS.items():
+        paths[name] = tmp / name
+        paths[name].write_text(make(), encoding="utf-8")
+
+    def replay(item: tuple[int, str]) -> tuple[str, tuple[Path, int, list[str]]]:
+        number, name = item
+        out = tmp / str(number)  # a short folder: the report prints the JSON file's path
+        out.mkdir()
+        return name, (paths[name], *_report(paths[name], out))
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(pool.map(replay, enumerate(paths)))
+
+
 def _gpus(path: Path) -> int:
     text = path.read_text(encoding="utf-8")
     return (
@@ -65,8 +86,7 @@ def _gpus(path: Path) -> int:
     )
 
 
-def _check(path: Path, tmp_path: Path) -> None:
-    status, report = _report(path, tmp_path)
+def _check(path: Path, status: int, report: list[str]) -> None:
     assert status in (0, 1), (status, report)
     widest = max(report, key=len)
     assert len(widest) <= WIDTH, f"{len(widest)} columns: {widest}"
@@ -75,21 +95,19 @@ def _check(path: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", RECORDS, ids=lambda p: p.name)
-def test_every_record_replays_within_120_columns(path, tmp_path):
-    _check(path, tmp_path)
+def test_every_record_replays_within_120_columns(path, reports):
+    _check(*reports[path.name])
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
-def test_every_fault_variant_replays_within_120_columns(name, tmp_path):
-    path = tmp_path / name
-    path.write_text(VARIANTS[name](), encoding="utf-8")
-    _check(path, tmp_path)
+def test_every_fault_variant_replays_within_120_columns(name, reports):
+    _check(*reports[name])
 
 
-def test_the_lost_gpu_line_is_wrapped_not_cut(tmp_path):
+def test_the_lost_gpu_line_is_wrapped_not_cut(reports):
     """The mock's lost GPU: its error (bus id, UUID, the fix) was one 220-column line; wrapped, every
     word of it is still printed."""
-    _, report = _report(CAPTURES / "nvidia-smi-xml" / "MOCK-gb200-gpu-lost.xml", tmp_path)
+    _, _, report = reports["MOCK-gb200-gpu-lost.xml"]
     start = next(i for i, line in enumerate(report) if line.startswith("NVML cannot read GPU 1"))
     joined = " ".join(line.strip() for line in report[start : start + 3])
     assert "NVMLError_GpuIsLost" in joined and "check dmesg for Xid errors" in joined
