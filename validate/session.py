@@ -23,7 +23,6 @@ from validate.host.tfbuild import installed_build_info
 from validate.judge.driver_floor import driverless_brief, driverless_text
 from validate.judge.peaks import (
     SUITE_MATMUL_METHODS,
-    PeakTableError,
     ReferenceFigure,
     load_peaks,
     peaks_for,
@@ -44,6 +43,7 @@ from validate.measure.subproc import DEFAULT_TIMEOUT, ProbeResult, run_probe, ru
 from validate.options import suite_option
 from validate.report.baseline import BaselineError, baseline_value, load_baseline
 from validate.report.record import Record
+from validate.simpleyaml import TableError
 
 DEVICE_ORDER = "PCI_BUS_ID"
 #: How long TensorFlow's probe may take when it must JIT-compile PTX for a GPU (seconds).
@@ -107,7 +107,7 @@ class Suite:
         self.save_baseline_path: str | None = suite_option(config, "save_baseline")
         try:
             self.peaks = load_peaks()
-        except (OSError, PeakTableError) as err:
+        except (OSError, TableError) as err:
             raise pytest.UsageError(f"validate: the GPU peak table cannot be used: {err}") from None
         baseline_path = suite_option(config, "baseline")
         try:

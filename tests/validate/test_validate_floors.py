@@ -13,7 +13,6 @@ import pytest
 
 from validate.host.nvml import GpuInfo
 from validate.judge.peaks import (
-    PeakTableError,
     interconnect_of,
     load_interconnects,
     load_peaks,
@@ -31,6 +30,7 @@ from validate.judge.thresholds import (
     judge_figure,
     mig_share,
 )
+from validate.simpleyaml import TableError
 
 H100_SXM = "NVIDIA H100 80GB HBM3"
 ZZC = "https://github.com/zzc0721/torch-performance-test-data/issues/"
@@ -314,7 +314,7 @@ def test_measurements_are_validated():
         ({"measured_bf16_tflops": [{**good, "where": "x"}]}, "unknown keys"),
     ]
     for extra, message in cases:
-        with pytest.raises(PeakTableError, match=message):
+        with pytest.raises(TableError, match=message):
             parse_table({"gpus": [{**base, **extra}]})
 
 
@@ -551,7 +551,7 @@ def test_nvlink_counts_need_their_own_source():
         "memory_bandwidth_gbs": 100,
         "source": "https://example.com/x",
     }
-    with pytest.raises(PeakTableError, match="nvlink_links_source"):
+    with pytest.raises(TableError, match="nvlink_links_source"):
         parse_table({"gpus": [{**base, "nvlink_links": 18}]})
     counted = [e for e in load_peaks() if e.nvlink_links]
     assert {e.model for e in counted} >= {
