@@ -38,6 +38,7 @@ GPUENV_RANK = {
 VALIDATE_RANK = {
     "validate": 0,
     "validate.files": 0,
+    "validate.signals": 0,
     "validate.simpleyaml": 0,
     "validate.host": 1,
     "validate.judge": 2,
