@@ -16,7 +16,7 @@ import pytest
 from validate.envvars import seconds
 from validate.host import nvml
 from validate.host.devices import all_nvml_uuids, visible_gpus
-from validate.host.masking import device_list
+from validate.host.masking import DEVICE_ORDER, device_list
 from validate.host.pcibus import in_container, nvidia_gpus
 from validate.host.stackfile import read_stack_file
 from validate.host.tfbuild import installed_build_info
@@ -45,7 +45,6 @@ from validate.report.baseline import BaselineError, baseline_value, load_baselin
 from validate.report.record import Record
 from validate.simpleyaml import TableError
 
-DEVICE_ORDER = "PCI_BUS_ID"
 #: How long TensorFlow's probe may take when it must JIT-compile PTX for a GPU (seconds).
 TF_JIT_TIMEOUT = seconds("VALIDATE_TF_JIT_TIMEOUT")
 RECORDS = pytest.StashKey[list[Record]]()

@@ -14,6 +14,7 @@ import pytest
 from validate import intact
 from validate.host import nvml
 from validate.host.archs import identity_text
+from validate.host.masking import DEVICE_ORDER
 from validate.host.stackfile import read_stack_file
 from validate.judge import health_watches as watches
 from validate.judge.capture import capture_text, capture_verdict
@@ -89,13 +90,13 @@ def test_device_order(suite, record):
     value = os.environ.get("CUDA_DEVICE_ORDER")
     was = suite.device_order_was
     measured = f"{value}" + (f" (was {was})" if was and was != value else "")
-    ok = value == "PCI_BUS_ID"
+    ok = value == DEVICE_ORDER
     record.add(
         "cuda device order",
         measured,
         Verdict(
             PASS if ok else FAIL,
-            "PCI_BUS_ID",
+            DEVICE_ORDER,
             "" if ok else "CUDA_DEVICE_ORDER was not set by the suite",
         ),
     )
