@@ -19,7 +19,7 @@ from validate.host import nvml
 from validate.host.devices import compiled_archs, device_for_gpu, torch_gpus
 from validate.host.masking import DEVICE_ORDER
 from validate.judge.evidence import missing_evidence
-from validate.judge.thresholds import FAIL, PASS, SKIP
+from validate.judge.verdict import FAIL, PASS, SKIP
 from validate.measure.probe import nccl_version_text
 from validate.options import (
     add_options,

@@ -27,17 +27,9 @@ from validate.judge.peaks import (
     load_peaks,
     peaks_for,
 )
-from validate.judge.thresholds import (
-    FAIL,
-    INFO,
-    GpuExpectation,
-    Verdict,
-    expected_gpus,
-    judge_figure,
-    mig_share,
-    probe_parallelism,
-    ptx_only,
-)
+from validate.judge.speed import judge_figure, mig_share
+from validate.judge.verdict import FAIL, INFO, Verdict
+from validate.judge.visibility import GpuExpectation, expected_gpus, probe_parallelism, ptx_only
 from validate.measure.memory_modes import outside_measurer
 from validate.measure.subproc import DEFAULT_TIMEOUT, ProbeResult, run_probe, run_stepped_probe
 from validate.options import suite_option

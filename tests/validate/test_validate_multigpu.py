@@ -19,7 +19,7 @@ from validate.judge.scaling import (
     rank_labels,
     slowest_rank_verdict,
 )
-from validate.judge.thresholds import FAIL, INFO, NOT_JUDGED, PASS, WARN
+from validate.judge.verdict import FAIL, INFO, NOT_JUDGED, PASS, WARN
 from validate.measure.ddp import missing_ranks, summarise
 from validate.simpleyaml import TableError
 

@@ -15,15 +15,13 @@ import pytest
 
 from validate.host import nvml
 from validate.host.masking import DEVICE_ORDER
-from validate.judge.thresholds import (
-    FAIL,
-    PASS,
-    Verdict,
+from validate.judge.memory import (
     cache_holds_verdict,
     cache_released_verdict,
     growth_off_verdict,
     growth_on_verdict,
 )
+from validate.judge.verdict import FAIL, PASS, Verdict
 from validate.measure.memory_modes import (
     QUICK_MODES,
     SHARED_TF_MODE,

@@ -357,7 +357,7 @@ def interconnect_of(gpus: list[Any], table: list[GpuPeaks]) -> tuple[str, float 
     (NVML); else ("pcie", the slowest GPU's link). From the product, not from the links that
     happen to be up: a GPU whose NVLinks are all down keeps its host judged by the NVLink floor
     (and nvlink_links_verdict names it). The figure is None when unknown (then only --baseline judges)."""
-    from validate.judge.thresholds import pcie_link_theoretical_gbs
+    from validate.judge.pcie import pcie_link_theoretical_gbs
 
     by_product = bool(gpus) and all(expected_nvlinks(g, table) for g in gpus)
     if by_product or (gpus and all(g.nvlink_active_links for g in gpus)):

@@ -10,17 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from validate.host.devices import uuid_body
-from validate.judge.thresholds import (
-    FAIL,
-    INFO,
-    MIN_SHARE_OF_PEERS,
-    NOT_JUDGED,
-    PASS,
-    REFERENCE_FRACTION,
-    WARN,
-    Verdict,
-    throughput_verdict,
-)
+from validate.judge.speed import MIN_SHARE_OF_PEERS, REFERENCE_FRACTION, throughput_verdict
+from validate.judge.verdict import FAIL, INFO, NOT_JUDGED, PASS, WARN, Verdict
 from validate.simpleyaml import TableError, load_table
 
 SCALING_FILE = Path(__file__).with_name("scaling.yaml")

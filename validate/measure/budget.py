@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from validate.host.masking import UNSET_CASE, masking_cases, quick_cases
-from validate.judge.thresholds import probe_parallelism
+from validate.judge.visibility import probe_parallelism
 from validate.measure.memory_modes import QUICK_MODES, SHARED_TF_MODE, TF_MODES, TORCH_MODES
 
 #: Ranks the DDP check starts on a host without GPUs (validate/checks/test_07_multigpu.py).
