@@ -5,8 +5,8 @@ output parsed by one, so both are tested on recorded text; `run_job` below runs 
 (slurm_job.py), watches the queue (slurm_queue.py) and collects each node's outcome
 (slurm_results.py). Each node runs the suite in the stack's image when the node has a working
 Docker, else from a prefix on a shared path (`invoke install --prefix`), and writes its report,
-exit status and runner into the run folder, which must be on a path every node sees. Every name
-of the three modules callers use is imported here, so `from gpuenv.fleet.slurm import ...` works.
+exit status and runner into the run folder, which must be on a path every node sees. Callers import
+each name from the module that defines it.
 """
 
 from __future__ import annotations
@@ -18,112 +18,29 @@ from gpuenv.errors import ToolError
 from gpuenv.fleet.interrupts import shielded
 from gpuenv.fleet.outcome import FAILED, TIMEOUT, HostOutcome
 from gpuenv.fleet.slurm_job import (
-    BASELINE_FILE,
-    BATCH_SCRIPT,
     DEFAULT_QUEUE_TIME,
-    JOB_NAME,
     MAX_LIMIT_S,
-    NODE_SCRIPT,
-    NODES_DIR,
     SlurmJob,
     check_job,
-    check_rundir,
-    docker_run_command,
     limit_seconds,
-    parse_sbatch,
-    render_batch_script,
-    render_node_script,
-    run_slurm,
-    sbatch_command,
     submit,
-    suite_command,
-    writable_folder_problem,
     write_scripts,
 )
 from gpuenv.fleet.slurm_queue import (
-    FINAL_STATES,
-    REASONS_SOURCE,
-    STUCK_REASONS,
     JobState,
-    StuckReason,
     cancel,
     jobs_of_rundir,
     node_states,
-    parse_sacct,
-    parse_scontrol_job,
-    parse_sinfo_states,
-    parse_squeue,
     pending_text,
     query,
-    sacct_command,
-    scancel_command,
-    scontrol_job_command,
-    squeue_command,
-    state_word,
     stuck,
     unavailable_nodes,
 )
 from gpuenv.fleet.slurm_results import (
-    NodeFiles,
     expand_nodelist,
-    hostnames_command,
     job_outcomes,
-    node_outcome,
     read_node_files,
 )
-
-__all__ = [
-    "BASELINE_FILE",
-    "BATCH_SCRIPT",
-    "DEFAULT_QUEUE_TIME",
-    "FINAL_STATES",
-    "JOB_NAME",
-    "MAX_LIMIT_S",
-    "NODES_DIR",
-    "NODE_SCRIPT",
-    "REASONS_SOURCE",
-    "STUCK_REASONS",
-    "JobState",
-    "NodeFiles",
-    "Progress",
-    "SlurmJob",
-    "StuckReason",
-    "cancel",
-    "check_job",
-    "check_rundir",
-    "docker_run_command",
-    "expand_nodelist",
-    "hostnames_command",
-    "job_outcomes",
-    "jobs_of_rundir",
-    "limit_seconds",
-    "node_outcome",
-    "node_states",
-    "parse_sacct",
-    "parse_sbatch",
-    "parse_scontrol_job",
-    "parse_sinfo_states",
-    "parse_squeue",
-    "pending_text",
-    "query",
-    "read_node_files",
-    "render_batch_script",
-    "render_node_script",
-    "run_job",
-    "run_slurm",
-    "sacct_command",
-    "sbatch_command",
-    "scancel_command",
-    "scontrol_job_command",
-    "squeue_command",
-    "state_word",
-    "stuck",
-    "submit",
-    "suite_command",
-    "unavailable_nodes",
-    "writable_folder_problem",
-    "write_scripts",
-]
 
 Progress = Callable[[str, str, str], None]  # (job or node, phase, detail)
 
