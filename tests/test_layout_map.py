@@ -1,7 +1,8 @@
 """README's Layout map says, per folder, what it may import: that column is the real import graph.
 Every import from a folder's modules into another row of the map is named in its "may import"
 cell, and every name there is imported (a stale permission is as untrue as a missing one).
-tests/test_layers.py checks that those imports run down the stages and close no ring."""
+tests/test_layers.py reads the stages from the same map and checks that those imports run down
+them and close no ring."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from test_layers import ROOT
+ROOT = Path(__file__).resolve().parent.parent
 
 #: Folders whose modules the map's "may import" column speaks for (tests/ and benchmarks/ import anything).
 CHECKED = ("gpuenv", "validate", "scripts", "tasks.py")
