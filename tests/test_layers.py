@@ -1,7 +1,8 @@
 """The folders are the product's stages, and imports run one way down them: a module may import
 its own stage or a lower one, never a higher one (README: Layout, whose rows are the stages),
-and no modules import each other in a ring, within a stage or across. Read from the source's own import statements (top-level and
-inside functions), so a new upward import or a new cycle fails here.
+and no modules import each other in a ring, within a stage or across. Read from the source's own
+import statements (top-level and inside functions), so a new upward import or a new cycle fails
+here.
 No module is over 1000 lines; ruff's complexity rule bounds each function (tests/test_ruff.py)."""
 
 from __future__ import annotations
