@@ -92,10 +92,11 @@ def _held_out_units():
 
 
 HELD_OUT = _held_out_units()
-#: Held-out units the other units' floor fails: the slow RTX 5090 of issue #200 is 74.4% (bf16)
-#: and 74.8% (tf32) of the slower of the two fast units, just under DCGM's 75%. The rule stays
-#: right only because that slow unit is published and sets the floor itself: a finding, kept
-#: visible here (strict: the day the table or the rule changes this, the test says so).
+#: Held-out units the other units' floor fails: the slow RTX 5090 of
+#: zzc0721/torch-performance-test-data #200 is 74.4% (bf16) and 74.8% (tf32) of the slower of the
+#: two fast units, just under DCGM's 75%. The rule stays right only because that slow unit is
+#: published and sets the floor itself: a finding, kept visible here (strict: the day the table or
+#: the rule changes this, the test says so).
 BELOW_THE_OTHERS = {
     ("NVIDIA GeForce RTX 5090", "bf16_tflops", 174.68),
     ("NVIDIA GeForce RTX 5090", "tf32_tflops", 85.43),
@@ -181,7 +182,8 @@ def test_unconfirmed_reference_warns_below_75_percent_and_fails_half_speed(name,
 
 
 def test_the_unconfirmed_fail_line_is_below_the_widest_published_gap():
-    """L4 fp32: n=8192 10.66 against its best of sizes 15.38 (issue #120): 0.69, above 0.55."""
+    """L4 fp32: n=8192 10.66 against its best of sizes 15.38
+    (zzc0721/torch-performance-test-data #120): 0.69, above 0.55."""
     from validate.judge.speed import UNCONFIRMED_FAIL_FRACTION
 
     assert 10.66 / 15.38 > UNCONFIRMED_FAIL_FRACTION > 0.5

@@ -234,7 +234,7 @@ def test_nccl_all_reduce(torch, suite, record):
     record.finish()
 
 
-# TensorFlow (issue 17 item 5): the same references and verdicts as PyTorch's figures above, from
+# TensorFlow: the same references and verdicts as PyTorch's figures above, from
 # TensorFlow's own matmuls, plus a short convolutional training run that needs cuDNN on a GPU.
 
 
