@@ -11,8 +11,7 @@ import ast
 from pathlib import Path
 
 import pytest
-from test_layout_map import ROOT, parse_map, row_of
-
+from layoutmap import ROOT, parse_map, row_of
 
 #: README's Layout map is the one list of stages: its rows run from the top stage down, and a
 #: stage folder's subfolder (`compat/rules/`, `fleet/report/`) is one stage with it.
