@@ -46,6 +46,15 @@ def crossings(source: str, filename: str = "<planted>") -> list[str]:
             assert isinstance(node, ast.Attribute)
             if _private(node.attr):
                 out.append(f"{node.lineno}: {node.value.id}.{node.attr}")
+    out += _rebindings(tree, modules)
+    return sorted(set(out), key=lambda line: int(line.split(":")[0]))
+
+
+def _rebindings(tree: ast.AST, modules: set[str]) -> list[str]:
+    """Each assignment to (or deletion of) an attribute of a product module bound in `modules`,
+    however dotted, and each setattr/delattr on one."""
+    out = []
+    for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)):
             root = node.value
             while isinstance(root, ast.Attribute):
@@ -56,7 +65,7 @@ def crossings(source: str, filename: str = "<planted>") -> list[str]:
             first = node.args[0] if node.args else None
             if isinstance(first, ast.Name) and first.id in modules:
                 out.append(f"{node.lineno}: assigns {first.id} through {node.func.id}")
-    return sorted(set(out), key=lambda line: int(line.split(":")[0]))
+    return out
 
 
 def offenders(root: Path = ROOT) -> list[str]:
