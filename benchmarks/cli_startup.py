@@ -1,5 +1,6 @@
 """Print how long `invoke --list` and `invoke resolve` take against a bare Python start in the same
-run, and their goals (issue 37): `invoke --list` under 0.15 s, `invoke resolve` under 0.2 s.
+run, and their goals (docs/decisions.md, issue 37): `invoke --list` under 0.15 s, `invoke resolve`
+under 0.2 s.
 
 Each command runs `--repeats` times, interleaved with the bare start so that a loaded machine
 stretches them alike; wall and CPU seconds (the child's user + system) are the medians. On a

@@ -209,7 +209,8 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    from gpuenv.compat.resolve import Request, resolve_stack
+    from gpuenv.compat.resolve import resolve_stack
+    from gpuenv.compat.rules.request import Request
     from gpuenv.envs import install as installer
     from gpuenv.envs.locking import ensure_lock
 

@@ -1,5 +1,5 @@
 """A new user's first hour, timed: each step of README.md's quickstart after the set-up, run as
-written through `invoke` in this checkout, on this machine (issue 28).
+written through `invoke` in this checkout, on this machine (docs/decisions.md, issue 28).
 
 The commands are read from README.md ("## Quickstart": its second block, the main job here), so
 the benchmark times whatever the README says. The steps:

@@ -224,7 +224,8 @@ def make_folder(folder: Path, hosts: int, malformed: bool = True) -> None:
         path.write_text(json.dumps(host_report(rng, host), indent=2) + "\n")
 
 
-#: hosts -> (seconds for every format, peak MB, page MB): the issue's goals (37); None: no goal.
+#: hosts -> (seconds for every format, peak MB, page MB): issue 37's goals
+#: (docs/decisions.md); None: no goal.
 GOALS = {1000: (10.0, 500, 5.0), 12500: (20.0, 2000, 10.0)}
 CHROMIUM_GOAL = 5.0
 

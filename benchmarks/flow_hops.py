@@ -93,7 +93,8 @@ def replay() -> None:
 
 
 def resolve() -> None:
-    from gpuenv.compat.resolve import Request, resolve_stack
+    from gpuenv.compat.resolve import resolve_stack
+    from gpuenv.compat.rules.request import Request
     from gpuenv.errors import GpuenvError
 
     for request in (

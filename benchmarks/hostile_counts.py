@@ -1,4 +1,5 @@
-"""Time to refuse captures and recordings whose element counts no host can have (issue 29).
+"""Time to refuse captures and recordings whose element counts no host can have
+(docs/decisions.md, issue 29).
 
     .venv/bin/python benchmarks/hostile_counts.py
 

@@ -72,7 +72,8 @@ def main() -> int:
 
         import dockercases
 
-        from gpuenv.compat.resolve import Request, resolve_stack
+        from gpuenv.compat.resolve import resolve_stack
+        from gpuenv.compat.rules.request import Request
         from gpuenv.engine import Engine
         from gpuenv.envs.locking import ensure_lock
         from gpuenv.images import plan as images

@@ -1,9 +1,10 @@
 """Print how long a push and a pull by digest take against a local registry, and the bytes moved.
 
-Needs Debian's docker-registry (scripts/install-registry.sh) and a gpuenv image on the engine, named
-as the first argument (default: the newest; build one with `invoke build --cuda cpu ...`). The registry runs on
-127.0.0.1:<free port> with storage in a temporary folder and is stopped at the end; the image is
-pulled back under its own id, so the engine ends as it began.
+Needs Debian's docker-registry (scripts/install-test-servers.sh installs it) and a gpuenv image on
+the engine, named as the first argument (default: the newest; build one with
+`invoke build --cuda cpu ...`). The registry runs on 127.0.0.1:<free port> with storage in a
+temporary folder and is stopped at the end; the image is pulled back under its own id, so the
+engine ends as it began.
 Run: .venv/bin/python benchmarks/registry_push_pull.py [IMAGE]
 """
 

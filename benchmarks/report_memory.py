@@ -1,4 +1,5 @@
-"""Peak memory of a fleet report over twenty hostile node reports of 15.75 MiB each (issue 29).
+"""Peak memory of a fleet report over twenty hostile node reports of 15.75 MiB each
+(docs/decisions.md, issue 29).
 
 Each report is a valid suite report, just big, in one of four shapes: tens of thousands of
 checks on one GPU, a few checks with long texts, a huge free-form `nvml` section, or as big as a

@@ -15,7 +15,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gpuenv.compat.matrix import load_matrix  # noqa: E402
-from gpuenv.compat.resolve import Request, resolve_stack  # noqa: E402
+from gpuenv.compat.resolve import resolve_stack  # noqa: E402
+from gpuenv.compat.rules.request import Request  # noqa: E402
 from gpuenv.errors import GpuenvError  # noqa: E402
 
 CASES = {

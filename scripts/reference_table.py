@@ -14,7 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from validate.judge.peaks import load_peaks  # noqa: E402
-from validate.judge.thresholds import REFERENCE_FRACTION, UNCONFIRMED_FAIL_FRACTION  # noqa: E402
+from validate.judge.speed import REFERENCE_FRACTION, UNCONFIRMED_FAIL_FRACTION  # noqa: E402
 
 LABELS = {
     "fp32_tflops": "fp32 TFLOPS",

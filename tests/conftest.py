@@ -51,7 +51,8 @@ def docker_engine():
 @pytest.fixture(scope="session")
 def cpu_stack():
     """The CPU stack the image, registry and install tests build: torch 2.13.0+cpu (the wheel on disk), Python 3.11."""
-    from gpuenv.compat.resolve import Request, resolve_stack
+    from gpuenv.compat.resolve import resolve_stack
+    from gpuenv.compat.rules.request import Request
 
     return resolve_stack(Request(cuda="cpu", framework="torch", torch="2.13.0", python="3.11"))
 

@@ -1,7 +1,8 @@
 """The folders are the product's stages, and imports run one way down them: a module may import
-its own stage or a lower one, never a higher one (README: Layout), and no modules import each other
-in a ring, within a stage or across. Read from the source's own import statements (top-level and
-inside functions), so a new upward import or a new cycle fails here.
+its own stage or a lower one, never a higher one (README: Layout, whose rows are the stages),
+and no modules import each other in a ring, within a stage or across. Read from the source's own
+import statements (top-level and inside functions), so a new upward import or a new cycle fails
+here.
 No module is over 1000 lines; ruff's complexity rule bounds each function (tests/test_ruff.py)."""
 
 from __future__ import annotations
@@ -10,45 +11,32 @@ import ast
 from pathlib import Path
 
 import pytest
+from layoutmap import ROOT, parse_map, row_of
 
-ROOT = Path(__file__).resolve().parent.parent
+#: README's Layout map is the one list of stages: its rows run from the top stage down, and a
+#: stage folder's subfolder (`compat/rules/`, `fleet/report/`) is one stage with it.
+README = ROOT / "README.md"
 
-#: Stage of each part of gpuenv/, lowest first. A dotted prefix names the part; the longest wins.
-GPUENV_RANK = {
-    "gpuenv": 0,  # the package face (PROJECT_ROOT, VALIDATE_DIR)
-    "gpuenv.stack": 0,
-    "gpuenv.errors": 0,
-    "gpuenv.progress": 0,
-    # the Docker owner, its parts in the order they build on each other; `Engine` composes them
-    "gpuenv.engine.common": 1,
-    "gpuenv.engine.buildkit": 1,
-    "gpuenv.engine.causes": 2,
-    "gpuenv.engine.connection": 3,
-    "gpuenv.engine.images": 4,
-    "gpuenv.engine.build": 5,
-    "gpuenv.engine.containers": 5,
-    "gpuenv.engine": 6,
-    "gpuenv.envs": 7,
-    "gpuenv.compat": 8,
-    "gpuenv.images": 9,
-    "gpuenv.fleet": 9,
-    "gpuenv.cli": 10,
-}
-#: validate/ is copied alone into images: it never imports gpuenv, and its own parts stack up too.
-VALIDATE_RANK = {
-    "validate": 0,
-    "validate.files": 0,
-    "validate.simpleyaml": 0,
-    "validate.host": 1,
-    "validate.judge": 2,
-    "validate.report": 3,
-    "validate.measure": 4,
-    "validate.session": 5,
-    "validate.conftest": 5,
-    "validate.checks": 6,
-    "validate.cli": 6,
-    "validate.__main__": 7,
-}
+
+def stage_table(package: str, readme: str | None = None, root: Path = ROOT) -> dict[str, int]:
+    """Each module of `package` (its files under `root`) -> its stage, higher runs first: the
+    number of the map's rows of `package` below its own row, a subfolder's row counted as its
+    folder's. A module no row holds is left out (the check then names it)."""
+    rows = parse_map(readme if readme is not None else README.read_text(encoding="utf-8"))
+    mine = [row for row in rows if (row.folders + row.files)[0].startswith(package + "/")]
+    stage = {id(row): len(mine) - i for i, row in enumerate(mine)}
+    for row in mine:
+        for folder in row.folders:
+            parent = folder.rstrip("/").rpartition("/")[0] + "/"
+            holder = [r for r in mine if parent in r.folders and parent.count("/") > 1]
+            if holder:
+                stage[id(row)] = stage[id(holder[0])]
+    table = {}
+    for path in sorted((root / package).rglob("*.py")):
+        row = row_of(path.relative_to(root).as_posix(), rows)
+        if row is not None and id(row) in stage:
+            table[_module_name(path, root)] = stage[id(row)]
+    return table
 
 
 def _rank(module: str, table: dict[str, int]) -> tuple[str, int] | None:
@@ -90,7 +78,7 @@ def upward_imports(
         me = _module_name(path, root)
         my_stage = _rank(me, table)
         assert my_stage is not None, (
-            f"{path} belongs to no stage: add it to the table in tests/test_layers.py"
+            f"{path} belongs to no stage: add its folder to README's Layout map"
         )
         above: set[str] = set()
         for target in _imported(ast.parse(path.read_text(encoding="utf-8"))):
@@ -100,19 +88,20 @@ def upward_imports(
             other = _rank(target, table) if target.split(".")[0] == package else None
             if other and other[0] != my_stage[0] and other[1] > my_stage[1]:
                 above.add(other[0])
+        shown = {s for s in above if not any(s.startswith(o + ".") for o in above)}
         problems += [
             f"{me} ({my_stage[0]}) imports {stage}, a higher stage or a forbidden package"
-            for stage in sorted(above)
+            for stage in sorted(shown)  # a package, not each of its modules again
         ]
     return problems
 
 
 def test_gpuenv_imports_run_down_the_stages():
-    assert upward_imports("gpuenv", GPUENV_RANK) == []
+    assert upward_imports("gpuenv", stage_table("gpuenv")) == []
 
 
 def test_validate_never_imports_gpuenv_and_runs_down_its_parts():
-    assert upward_imports("validate", VALIDATE_RANK, forbidden=("gpuenv",)) == []
+    assert upward_imports("validate", stage_table("validate"), forbidden=("gpuenv",)) == []
 
 
 @pytest.mark.parametrize(
@@ -130,7 +119,7 @@ def test_an_upward_import_is_caught(tmp_path, source, expected):
     fake = tmp_path / "gpuenv" / "envs"
     fake.mkdir(parents=True)
     (fake / "x.py").write_text(source)
-    problems = upward_imports("gpuenv", GPUENV_RANK, root=tmp_path)
+    problems = upward_imports("gpuenv", stage_table("gpuenv"), root=tmp_path)
     assert len(problems) == 1 and problems[0].startswith(expected), problems
 
 
@@ -276,3 +265,27 @@ def test_a_long_module_is_caught(tmp_path):
     (tmp_path / "gpuenv" / "short.py").write_text("x = 1\n" * MAX_MODULE_LINES)
     (tmp_path / "gpuenv" / "long.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
     assert long_modules(tmp_path) == [f"gpuenv/long.py: {MAX_MODULE_LINES + 1} lines"]
+
+
+def test_the_stages_are_the_rows_of_the_readme_map_in_order():
+    """The stages are read from README's map, not kept here: its rows in order, a subfolder one
+    stage with its folder; a map whose rows are swapped makes the real imports run up."""
+    table = stage_table("gpuenv")
+    assert (
+        table["gpuenv.cli.common"]
+        > table["gpuenv.images.plan"]
+        > table["gpuenv.compat.resolve"]
+        > table["gpuenv.envs.spec"]
+        > table["gpuenv.engine.build"]
+        > table["gpuenv.stack"]
+    )
+    assert table["gpuenv.compat.rules.cuda"] == table["gpuenv.compat.matrix"]
+    assert table["gpuenv.fleet.report.analysis"] == table["gpuenv.fleet.outcome"]
+    checks = stage_table("validate")
+    assert checks["validate.cli"] > checks["validate.checks.world"] > checks["validate.host.nvml"]
+    lines = README.read_text(encoding="utf-8").splitlines()
+    cli = next(i for i, line in enumerate(lines) if line.startswith("| `gpuenv/cli/` |"))
+    envs = next(i for i, line in enumerate(lines) if line.startswith("| `gpuenv/envs/` |"))
+    lines[cli], lines[envs] = lines[envs], lines[cli]
+    problems = upward_imports("gpuenv", stage_table("gpuenv", "\n".join(lines)))
+    assert any(p.startswith("gpuenv.cli.") and "imports gpuenv.envs" in p for p in problems)

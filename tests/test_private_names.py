@@ -46,9 +46,26 @@ def crossings(source: str, filename: str = "<planted>") -> list[str]:
             assert isinstance(node, ast.Attribute)
             if _private(node.attr):
                 out.append(f"{node.lineno}: {node.value.id}.{node.attr}")
-            elif isinstance(node.ctx, ast.Store):
-                out.append(f"{node.lineno}: assigns {node.value.id}.{node.attr}")
+    out += _rebindings(tree, modules)
     return sorted(set(out), key=lambda line: int(line.split(":")[0]))
+
+
+def _rebindings(tree: ast.AST, modules: set[str]) -> list[str]:
+    """Each assignment to (or deletion of) an attribute of a product module bound in `modules`,
+    however dotted, and each setattr/delattr on one."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            root = node.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id in modules:
+                out.append(f"{node.lineno}: assigns {ast.unparse(node)}")
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("setattr", "delattr"):
+            first = node.args[0] if node.args else None
+            if isinstance(first, ast.Name) and first.id in modules:
+                out.append(f"{node.lineno}: assigns {first.id} through {node.func.id}")
+    return out
 
 
 def offenders(root: Path = ROOT) -> list[str]:
@@ -74,6 +91,9 @@ def test_the_check_sees_each_form(tmp_path):
         "import gpuenv.compat.rules.fixes as fixes\nfixes._suggest(1)": "fixes._suggest",
         "from gpuenv.compat.rules import fixes\nfixes.RESOLVER = print": "assigns fixes.RESOLVER",
         "import validate._internal": "import validate._internal",
+        "import gpuenv.compat.rules.fixes\ngpuenv.compat.rules.fixes.RESOLVER = print": "assigns",
+        "from gpuenv.compat.rules import fixes\nsetattr(fixes, 'RESOLVER', print)": "setattr",
+        "from validate.host import nvml\nnvml.MODULE: object = None": "assigns nvml.MODULE",
     }
     for text, seen in planted.items():
         assert any(seen in line for line in crossings(text)), text

@@ -17,8 +17,9 @@ import pytest
 
 from validate.host import nvml
 from validate.host.devices import compiled_archs, device_for_gpu, torch_gpus
+from validate.host.masking import DEVICE_ORDER
 from validate.judge.evidence import missing_evidence
-from validate.judge.thresholds import FAIL, PASS, SKIP
+from validate.judge.verdict import FAIL, PASS, SKIP
 from validate.measure.probe import nccl_version_text
 from validate.options import (
     add_options,
@@ -34,7 +35,7 @@ from validate.report.record import (
     write_json,
 )
 from validate.report.summary import fit, host_lines, render_summary
-from validate.session import DEVICE_ORDER, RECORDS, Recorder, Suite  # noqa: F401 (the plugin's names)
+from validate.session import RECORDS, Recorder, Suite  # noqa: F401 (the plugin's names)
 
 SUITE = pytest.StashKey["Suite"]()
 SETUP_SECONDS = pytest.StashKey[float]()

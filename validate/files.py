@@ -23,14 +23,12 @@ import json
 import os
 import re
 import shutil
-import signal
 import stat
 import tempfile
-import threading
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from validate.signals import deliver, held_signals
 from validate.text import safe_text
 
 
@@ -164,44 +162,6 @@ def _lock_folder(folder: Path) -> int:
         os.close(fd)
         raise
     return fd
-
-
-#: The signals that end a run from outside (Ctrl-C, kill, a closed terminal).
-HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-@contextmanager
-def held_signals() -> Iterator[list[int]]:
-    """Hold Ctrl-C, SIGTERM and SIGHUP while a few steps must finish together (a swap and its
-    cleanup); yields the list of those that arrived, for the caller to act on afterwards.
-
-    Python runs signal handlers between bytecodes, so an interrupt could otherwise land between
-    two renames, or halfway through removing the old folder, and leave it behind. Only the main
-    thread can set handlers (signals are delivered there): elsewhere nothing is held.
-    """
-    arrived: list[int] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield arrived
-        return
-    # A signal the program ignores (nohup, a background job) stays ignored: holding it would revive it.
-    ignored = {signum for signum in HELD_SIGNALS if signal.getsignal(signum) is signal.SIG_IGN}
-    previous = {
-        signum: signal.signal(signum, lambda signum, _frame: arrived.append(signum))
-        for signum in HELD_SIGNALS
-        if signum not in ignored
-    }
-    try:
-        yield arrived
-    finally:
-        for signum, handler in previous.items():
-            # None: a handler set outside Python, which cannot be put back; the default is the nearest
-            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
-
-
-def deliver(signums: list[int]) -> None:
-    """Deliver held signals now, to the handlers the program had (KeyboardInterrupt for Ctrl-C)."""
-    for signum in dict.fromkeys(signums):
-        signal.raise_signal(signum)
 
 
 def replace_dir(new: Path, target: Path, *, redeliver: bool = True) -> list[int]:

@@ -16,36 +16,27 @@ import pytest
 from validate.envvars import seconds
 from validate.host import nvml
 from validate.host.devices import all_nvml_uuids, visible_gpus
-from validate.host.masking import device_list
+from validate.host.masking import DEVICE_ORDER, device_list
 from validate.host.pcibus import in_container, nvidia_gpus
 from validate.host.stackfile import read_stack_file
 from validate.host.tfbuild import installed_build_info
 from validate.judge.driver_floor import driverless_brief, driverless_text
 from validate.judge.peaks import (
     SUITE_MATMUL_METHODS,
-    PeakTableError,
     ReferenceFigure,
     load_peaks,
     peaks_for,
 )
-from validate.judge.thresholds import (
-    FAIL,
-    INFO,
-    GpuExpectation,
-    Verdict,
-    expected_gpus,
-    judge_figure,
-    mig_share,
-    probe_parallelism,
-    ptx_only,
-)
+from validate.judge.speed import judge_figure, mig_share
+from validate.judge.verdict import FAIL, INFO, Verdict
+from validate.judge.visibility import GpuExpectation, expected_gpus, probe_parallelism, ptx_only
 from validate.measure.memory_modes import outside_measurer
 from validate.measure.subproc import DEFAULT_TIMEOUT, ProbeResult, run_probe, run_stepped_probe
 from validate.options import suite_option
 from validate.report.baseline import BaselineError, baseline_value, load_baseline
 from validate.report.record import Record
+from validate.simpleyaml import TableError
 
-DEVICE_ORDER = "PCI_BUS_ID"
 #: How long TensorFlow's probe may take when it must JIT-compile PTX for a GPU (seconds).
 TF_JIT_TIMEOUT = seconds("VALIDATE_TF_JIT_TIMEOUT")
 RECORDS = pytest.StashKey[list[Record]]()
@@ -107,7 +98,7 @@ class Suite:
         self.save_baseline_path: str | None = suite_option(config, "save_baseline")
         try:
             self.peaks = load_peaks()
-        except (OSError, PeakTableError) as err:
+        except (OSError, TableError) as err:
             raise pytest.UsageError(f"validate: the GPU peak table cannot be used: {err}") from None
         baseline_path = suite_option(config, "baseline")
         try:

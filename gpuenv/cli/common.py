@@ -17,7 +17,7 @@ import invoke
 from invoke.exceptions import Exit
 
 from gpuenv.errors import BadInput, GpuenvError, NoCompatibleStack
-from gpuenv.fleet.interrupts import handling
+from validate.signals import handling
 from validate.text import mask_credentials, safe_text
 
 F = TypeVar("F", bound=Callable[..., Any])

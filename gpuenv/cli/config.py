@@ -456,7 +456,7 @@ def stack_request(cli: Mapping[str, Any], settings: Settings) -> StackRequest:
             framework = "tensorflow"
         elif settings.torch and not settings.tensorflow:
             framework = "torch"
-    from gpuenv.compat.resolve import parse_framework
+    from gpuenv.compat.rules.request import parse_framework
 
     framework = parse_framework(framework)  # "PyTorch", "TF": one spelling from here on
     name = framework or "torch"  # the resolver's default
@@ -531,7 +531,7 @@ def effective_rows(
 def _fleet_env(key: str, value: Any) -> dict[str, str]:
     """`fleet.env`: NCCL_*/GLOO_*/TORCH_* names and one-line values
     (gpuenv.fleet.slurm.check_env)."""
-    from gpuenv.fleet.slurm import check_env
+    from gpuenv.fleet.slurm_job import check_env
 
     if not isinstance(value, Mapping):
         raise BadInput(

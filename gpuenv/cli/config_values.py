@@ -38,20 +38,20 @@ def _no_float(key: str, value: Any) -> str:
 
 
 def as_framework(key: str, value: Any) -> str:
-    from gpuenv.compat.resolve import parse_framework
+    from gpuenv.compat.rules.request import parse_framework
 
     return parse_framework(_no_float(key, value)) or ""
 
 
 def as_cuda(key: str, value: Any) -> str:
     from gpuenv.compat.matrix import load_matrix
-    from gpuenv.compat.resolve import parse_cuda
+    from gpuenv.compat.rules.request import parse_cuda
 
     return parse_cuda(_no_float(key, value), load_matrix()) or ""
 
 
 def as_python(key: str, value: Any) -> str:
-    from gpuenv.compat.resolve import parse_python
+    from gpuenv.compat.rules.request import parse_python
 
     return parse_python(_no_float(key, value)) or ""
 

@@ -112,7 +112,7 @@ def merge_options(cli: dict[str, Any], config: dict[str, Any]) -> FleetOptions:
             f"gpuenv.fleet.env in invoke.yaml is {env!r}, not a mapping",
             fix="write env: {NCCL_SOCKET_IFNAME: ib0}",
         )
-    from gpuenv.fleet.slurm import check_env
+    from gpuenv.fleet.slurm_job import check_env
 
     try:
         env = check_env(env)
@@ -189,7 +189,7 @@ def outlier_floor(value: Any) -> float:
 def time_limit_seconds(text: str) -> float:
     """Slurm's --time forms (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S) in seconds, for SSH hosts too;
     at most 7 days (gpuenv.fleet.slurm.MAX_LIMIT_S)."""
-    from gpuenv.fleet.slurm import limit_seconds
+    from gpuenv.fleet.slurm_job import limit_seconds
 
     return limit_seconds(text, "--time", unlimited=False) or 0.0
 
@@ -266,7 +266,7 @@ def check_output_path(flag: str, path: str, example: str) -> None:
         folder = folder.parent
     if not folder.is_dir():
         raise BadInput(f"{flag} {path}: {folder} is not a folder", fix=fix)
-    from gpuenv.fleet.slurm import writable_folder_problem
+    from gpuenv.fleet.slurm_job import writable_folder_problem
 
     problem = writable_folder_problem(
         folder
@@ -287,10 +287,10 @@ def check_fleet_options(opts: FleetOptions) -> None:
     if opts.time and opts.time.strip().upper() not in ("UNLIMITED", "INFINITE"):
         time_limit_seconds(opts.time)
     if opts.slurm:
-        from gpuenv.fleet.slurm import limit_seconds
+        from gpuenv.fleet.slurm_job import limit_seconds
 
         limit_seconds(opts.queue_time or "1:00:00", "--queue-time", unlimited=False)
-        from gpuenv.fleet.slurm import check_rundir
+        from gpuenv.fleet.slurm_job import check_rundir
 
         check_rundir(
             str(Path(opts.rundir or Path.cwd() / "gpuenv-fleet").absolute())
@@ -389,14 +389,14 @@ def run_fleet(
     baseline_bytes = baseline if baseline is not None else _read_baseline(opts.baseline)[0]
     device_requests(opts.gpus or "all")  # a bad --gpus stops here, before any host is contacted
     if opts.slurm:
-        from gpuenv.fleet import slurm
+        from gpuenv.fleet import slurm, slurm_job
 
         rundir = opts.rundir or str(
             Path.cwd()
             / "gpuenv-fleet"
             / datetime.now(timezone.utc).strftime("slurm-%Y%m%dT%H%M%SZ")
         )
-        job = slurm.SlurmJob(
+        job = slurm_job.SlurmJob(
             rundir=str(Path(rundir).absolute()),
             nodes=opts.nodes,
             nodelist=opts.nodelist,
@@ -411,7 +411,7 @@ def run_fleet(
             env=dict(opts.env or {}),
             extra_sbatch=list(opts.sbatch_args or []),
         )
-        slurm.check_job(job)
+        slurm_job.check_job(job)
         say(
             f"validating through Slurm: {opts.nodelist or (str(opts.nodes) + ' node(s)' if opts.nodes else '1 node')}, "
             f"run folder {job.rundir}"

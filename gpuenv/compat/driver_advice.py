@@ -8,7 +8,8 @@ and a driver too old for every supported framework build (418 runs CUDA 10.1).
 from __future__ import annotations
 
 from gpuenv.compat.matrix import Matrix, load_matrix, version_key
-from gpuenv.compat.resolve import Request, resolve_stack
+from gpuenv.compat.resolve import resolve_stack
+from gpuenv.compat.rules.request import Request
 from gpuenv.errors import GpuenvError
 from gpuenv.stack import Stack
 

@@ -5,7 +5,8 @@ The resolver stays pure; this is the one place that decides which host facts go 
 
 from __future__ import annotations
 
-from gpuenv.compat.resolve import Request, resolve_stack, split_arch_list
+from gpuenv.compat.resolve import resolve_stack
+from gpuenv.compat.rules.request import Request, split_arch_list
 from gpuenv.stack import Stack
 
 #: The capture every host read of this process uses instead of this machine (`--host FILE`).
@@ -18,7 +19,7 @@ def use_platform(value: str | None) -> None:
     """Make every plan of this task be for `value` (linux-64, linux-aarch64, or a machine name
     such as aarch64); checked now, so a bad value fails in one line before any slow work."""
     global _PLATFORM
-    from gpuenv.compat.resolve import parse_platform
+    from gpuenv.compat.rules.request import parse_platform
 
     _PLATFORM = parse_platform(value) if value else None
 

@@ -20,56 +20,21 @@ from gpuenv.compat.rules.cuda import (
     pick_build_cuda,
     place_on_driver,
 )
-from gpuenv.compat.rules.fixes import command_for, describe
-from gpuenv.compat.rules.frameworks import TORCH_INDEX, Candidate, framework_candidates, stack_of
-from gpuenv.compat.rules.gpus import check_kernels, kernel_coverage, refuse_gpus
+from gpuenv.compat.rules.frameworks import Candidate, framework_candidates, stack_of
+from gpuenv.compat.rules.gpus import check_kernels, refuse_gpus
 from gpuenv.compat.rules.platform import keep_platform_builds
 from gpuenv.compat.rules.python import (
-    DEFAULT_PYTHON_MIN_AGE_MONTHS,
     apply_python_pin,
-    default_python,
     pick_python,
 )
 from gpuenv.compat.rules.reasons import cuda_alternatives, reasons_for
 from gpuenv.compat.rules.request import (
     Request,
-    parse_cuda,
-    parse_driver,
-    parse_framework,
-    parse_gpu_arch,
-    parse_platform,
-    parse_python,
-    split_arch_list,
 )
-from gpuenv.compat.rules.wheelhouse import WheelBuild, framework_wheels, narrow_to_wheelhouse
+from gpuenv.compat.rules.wheelhouse import narrow_to_wheelhouse
 from gpuenv.compat.rules.wishes import Wishes, read_wishes
 from gpuenv.errors import BadInput, NoCompatibleStack
 from gpuenv.stack import Stack
-
-#: Imported here for callers that import them from gpuenv.compat.resolve.
-__all__ = [
-    "DEFAULT_PYTHON_MIN_AGE_MONTHS",
-    "STEPS",
-    "TORCH_INDEX",
-    "Request",
-    "WheelBuild",
-    "command_for",
-    "default_python",
-    "describe",
-    "framework_wheels",
-    "kernel_coverage",
-    "parse_cuda",
-    "parse_driver",
-    "parse_framework",
-    "parse_gpu_arch",
-    "parse_platform",
-    "parse_python",
-    "resolve_stack",
-    "split_arch_list",
-]
-
-#: tests/compat/test_resolve_rules.py reads the one-line summary under its old name.
-_describe = describe
 
 Step = Callable[[list[Candidate], Wishes], list[Candidate]]
 

@@ -7,8 +7,8 @@ Dockerfile purges curl after fetching its apt key). So the host puts into the bu
     image has no Python of the stack's version, cached on the host by version.
 A conda lock needs no installer in the image at all: its environment is installed on the host by
 py-rattler into a staging folder for the image's prefix (gpuenv.envs.condalock) and copied in.
-docker/tools.yaml names the sources. A download that fails is one line naming the URL and the
-setting that points elsewhere.
+docker/tools.yaml documents the sources for people (no code reads it). A download that fails is
+one line naming the URL and the setting that points elsewhere.
 """
 
 from __future__ import annotations

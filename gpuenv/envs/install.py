@@ -38,12 +38,12 @@ from gpuenv.stack import Stack, stack_json
 from validate.files import (
     NAME_MAX,
     InputRefused,
-    held_signals,
     load_json_input,
     path_problem,
     read_text_input,
     replace_dir,
 )
+from validate.signals import held_signals
 
 #: A prefix's install record: a few hundred bytes of what it was installed from.
 MAX_RECORD_BYTES = 1024 * 1024

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from validate.judge.thresholds import FAIL, NOT_JUDGED, PASS, Verdict
+from validate.judge.verdict import FAIL, NOT_JUDGED, PASS, Verdict
 
 #: The fabric's floor as a share of the line rate its nodes report: a bar for a broken fabric (a
 #: TCP fallback, a link trained down, a dead rail), not a performance target. nccl-tests compares

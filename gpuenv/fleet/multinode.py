@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuenv.fleet import slurm
+from gpuenv.fleet import slurm, slurm_job, slurm_queue
 from gpuenv.fleet.fabric import busbw_floor, link_floor_records, link_name, transport_verdict
 from gpuenv.fleet.outcome import (
     CANCELLED,
@@ -33,16 +33,8 @@ from gpuenv.fleet.outcome import (
     host_checks,
 )
 from validate.judge.scaling import CPU_MIN_SHARE, identical_verdict
-from validate.judge.thresholds import (
-    FAIL,
-    INFO,
-    MIN_SHARE_OF_PEERS,
-    NOT_JUDGED,
-    PASS,
-    WARN,
-    Verdict,
-    loss_falls_verdict,
-)
+from validate.judge.speed import MIN_SHARE_OF_PEERS, loss_falls_verdict
+from validate.judge.verdict import FAIL, INFO, NOT_JUDGED, PASS, WARN, Verdict
 from validate.report.record import Record, build_json
 
 FOLDER = "multinode"
@@ -87,9 +79,9 @@ LABEL = "io.gpuenv.fleet"
 RUN_LABEL = "io.gpuenv.fleet.run"
 
 
-def sbatch_command(job: slurm.SlurmJob, nodes: list[str], gpus: int = 0) -> list[str]:
+def sbatch_command(job: slurm_job.SlurmJob, nodes: list[str], gpus: int = 0) -> list[str]:
     """`sbatch` for one task on each of `nodes`, the nodes whose own suite ran, each whole
-    (--exclusive) with the `gpus` GPUs its suite saw (slurm.resource_options)."""
+    (--exclusive) with the `gpus` GPUs its suite saw (slurm_job.resource_options)."""
     folder = f"{job.rundir}/{FOLDER}"
     cmd = [
         "sbatch",
@@ -104,17 +96,17 @@ def sbatch_command(job: slurm.SlurmJob, nodes: list[str], gpus: int = 0) -> list
     ]
     if job.partition:
         cmd.append(f"--partition={job.partition}")
-    cmd += slurm.resource_options(job, gpus)
+    cmd += slurm_job.resource_options(job, gpus)
     return [*cmd, *job.extra_sbatch, f"{job.rundir}/{BATCH_SCRIPT}"]
 
 
-def render_batch_script(job: slurm.SlurmJob) -> str:
+def render_batch_script(job: slurm_job.SlurmJob) -> str:
     """One srun task per node with the node's CPUs; a node that fails ends the job (the others
     would wait at the rendezvous)."""
     return (
         "#!/bin/bash\n"
         "# gpuenv multi-node job (written by gpuenv): torchrun on every node, one rendezvous.\n"
-        f"exec srun --ntasks-per-node=1 {slurm.srun_cpus(job)} --kill-on-bad-exit=1 "
+        f"exec srun --ntasks-per-node=1 {slurm_job.srun_cpus(job)} --kill-on-bad-exit=1 "
         f"bash {shlex.quote(job.rundir + '/' + NODE_SCRIPT)}\n"
     )
 
@@ -136,7 +128,9 @@ def torchrun_words(python: str, out: str, sizes: str = "quick") -> str:
     )
 
 
-def render_node_script(job: slurm.SlurmJob, expect_gpus: int = 0, sys_root: str = "/sys") -> str:
+def render_node_script(
+    job: slurm_job.SlurmJob, expect_gpus: int = 0, sys_root: str = "/sys"
+) -> str:
     """What each node runs: the rendezvous address is the first node's NodeAddr (Slurm's own
     address for it), in the image with the host's network and IPC (NCCL's sockets, RDMA and shared
     memory) or from the prefix. One process per whole GPU counted where torchrun runs (inside the
@@ -508,7 +502,7 @@ def _named(records: list[Record]) -> str:
 def multinode_outcome(
     nodes: list[str],
     job_id: str,
-    state: slurm.JobState | None,
+    state: slurm_queue.JobState | None,
     result: dict[str, Any] | None,
     exits: dict[str, int | None],
     errors: dict[str, str],
@@ -646,7 +640,7 @@ def job_gpus(outcomes: list[HostOutcome], gpus: str = "all") -> int:
     return seen
 
 
-def write_scripts(job: slurm.SlurmJob, expect_gpus: int = 0) -> None:
+def write_scripts(job: slurm_job.SlurmJob, expect_gpus: int = 0) -> None:
     from validate.files import write_text_atomic
 
     (Path(job.rundir) / FOLDER).mkdir(parents=True, exist_ok=True)
@@ -717,7 +711,7 @@ def read_result(
 
 
 def run_multinode(
-    job: slurm.SlurmJob, outcomes: list[HostOutcome], say: slurm.Progress, poll_s: float = 2.0
+    job: slurm_job.SlurmJob, outcomes: list[HostOutcome], say: slurm.Progress, poll_s: float = 2.0
 ) -> HostOutcome | None:
     """Submit the multi-node job over the nodes whose own suite ran, wait for it within its time
     limit (plus the queue time), and return its outcome; None when fewer than two nodes ran."""
@@ -727,30 +721,31 @@ def run_multinode(
         return None
     gpus = job_gpus(ran, job.gpus)
     write_scripts(job, gpus)
-    proc = slurm.run_slurm(sbatch_command(job, nodes, gpus))
+    proc = slurm_job.run_slurm(sbatch_command(job, nodes, gpus))
     if proc.returncode != 0:
         return HostOutcome(
             f"{MULTINODE_HOST} ({','.join(nodes)})",
             FAILED,
             f"sbatch refused the multi-node job: {proc.stderr.strip()[:300]}",
         )
-    job_id = slurm.parse_sbatch(proc.stdout)
+    job_id = slurm_job.parse_sbatch(proc.stdout)
     say(f"multi-node job {job_id}", "queued", f"{len(nodes)} nodes: {','.join(nodes)}")
-    limit = (slurm.limit_seconds(job.time or DEFAULT_TIME) or 3600.0) + (
-        slurm.limit_seconds(job.queue_time or slurm.DEFAULT_QUEUE_TIME, unlimited=False) or 3600.0
+    limit = (slurm_job.limit_seconds(job.time or DEFAULT_TIME) or 3600.0) + (
+        slurm_job.limit_seconds(job.queue_time or slurm_job.DEFAULT_QUEUE_TIME, unlimited=False)
+        or 3600.0
     )
     started = time.monotonic()
     state = None
     try:
         while time.monotonic() - started < limit:
-            state = slurm.query(job_id)
+            state = slurm_queue.query(job_id)
             if state is None or state.final:
                 break
             time.sleep(poll_s)
         else:
-            slurm.cancel(job_id)
+            slurm_queue.cancel(job_id)
     except KeyboardInterrupt as interrupt:
-        ok = slurm.cancel(job_id)
+        ok = slurm_queue.cancel(job_id)
         interrupt.cleanup = (
             f"cancelled multi-node job {job_id} (scancel)"
             if ok

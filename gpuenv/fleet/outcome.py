@@ -60,12 +60,10 @@ STATUSES = (
     IMPLAUSIBLE,
     DUPLICATE,
 )
-#: Phases a backend reports as progress while a host runs (free text is allowed too).
 #: The fleet's multi-node job is one more outcome named "multi-node job (NODES)" (gpuenv/fleet/multinode.py);
 #: its report lines carry test MULTINODE_TEST.
 MULTINODE_HOST = "multi-node job"
 MULTINODE_TEST = "multinode"
-PHASES = ("queued", "connecting", "pulling", "running", "collecting", "done")
 
 
 @dataclass

@@ -130,11 +130,6 @@ def parse_host_gpus(value: str | None, hosts: list[str]) -> tuple[str | None, di
     return default, own
 
 
-def check_host_url(url: str) -> None:
-    """One-line error for a host that is not `ssh://[user@]host[:port]`."""
-    normalise_host_url(url)
-
-
 def shown_url(url: str) -> str:
     """A host URL as messages show it, quoted: without its password, safe for the terminal."""
     return repr(safe_url(url))

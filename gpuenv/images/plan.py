@@ -10,7 +10,6 @@ engine is touched only through `gpuenv.engine`'s `Engine`; the helpers at the en
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,6 +21,7 @@ from gpuenv.envs.offline import require_local_channels
 from gpuenv.errors import BadInput, DataError, GpuenvError, ToolError
 from gpuenv.images import identity
 from gpuenv.images.context import Tree, context_entries, suite_entries, write_context  # noqa: F401 (Tree and write_context: the build's context, named here too)
+from gpuenv.images.reference import check_image_reference
 from gpuenv.progress import Say
 from gpuenv.stack import Stack, check_engine_platform, stack_json
 
@@ -85,57 +85,6 @@ def image_tags(stack: Stack, inputs_hash: str, extra: Iterable[str] = ()) -> lis
     repo = image_repository(stack)
     tags = [f"{repo}:{inputs_hash[:TAG_HASH_LENGTH]}", f"{repo}:{MOVING_TAG}"]
     return tags + [t for t in extra if t and t not in tags]
-
-
-# The grammar of distribution/reference (reference.go / regexp.go), which the engine applies:
-#   name      := [domain "/"] path-component ("/" path-component)*   (a domain has '.' or ':' or is localhost)
-#   domain    := host [":" port]            host: DNS name, IPv4 or [IPv6]
-#   path-component := [a-z0-9]+ (separator [a-z0-9]+)*    separator := [_.] | "__" | "-"+
-#   tag       := [\w][\w.-]{0,127}          (upper case allowed in tags, never in paths)
-# A name is at most 255 characters, and the engine refuses a 64-hex name (it is an image id).
-_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
-_HOST = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[a-fA-F0-9:]+\])"
-_DOMAIN = rf"{_HOST}(?::[0-9]+)?"
-_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_REFERENCE = re.compile(
-    rf"(?:(?P<domain>{_DOMAIN})/)?(?P<path>{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)(?::(?P<tag>[\w][\w.-]{{0,127}}))?",
-    re.ASCII,  # Go's \w: [A-Za-z0-9_], not every Unicode letter
-)
-_IMAGE_ID = re.compile(r"[a-f0-9]{64}")
-MAX_NAME_LENGTH = 255
-
-
-def check_image_reference(value: str, option: str = "--tag") -> str:
-    """`value` as a full reference (`repo:tag`, the tag `latest` when none), or BadInput naming it.
-
-    Follows distribution/reference, so what passes here the engine accepts too: `x:Prod` and
-    `registry.local:5000/team/torch:v1` pass; `foo:bar:baz`, `Team/torch`, `a b` do not.
-    """
-    match = _REFERENCE.fullmatch(value) if isinstance(value, str) else None
-    fix = "use [registry[:port]/]path[:tag]: a lower-case path such as myteam/torch, a tag of letters, digits, '_', '.', '-' (at most 128)"
-    if not match:
-        raise BadInput(f"{option} {value!r} is not a valid image reference", fix=fix)
-    domain = match.group("domain")
-    if (
-        domain
-        and not ("." in domain or ":" in domain or domain == "localhost")
-        and domain != domain.lower()
-    ):
-        # Not a host (no '.', ':' or localhost): engines before distribution/reference v0.5 read it
-        # as the first path component, which must be lower case, and refuse it.
-        raise BadInput(f"{option} {value!r}: the repository path must be lower case", fix=fix)
-    name = value if match.group("tag") is None else value[: -len(match.group("tag")) - 1]
-    if len(name) > MAX_NAME_LENGTH:
-        raise BadInput(
-            f"{option} {value[:40]!r}...: the name is {len(name)} characters, the limit is {MAX_NAME_LENGTH}",
-            fix="use a shorter name",
-        )
-    if _IMAGE_ID.fullmatch(match.group("path")) and not match.group("domain"):
-        raise BadInput(
-            f"{option} {value!r} is a 64-hex image id, which the engine refuses as a name",
-            fix="use a name such as myteam/torch",
-        )
-    return value if match.group("tag") is not None else f"{value}:latest"
 
 
 def require_cuda(stack: Stack) -> str:

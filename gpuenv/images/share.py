@@ -14,6 +14,7 @@ from gpuenv.engine import Engine, ImageInfo, LayerCallback
 from gpuenv.envs import lockdir
 from gpuenv.errors import BadInput, GpuenvError
 from gpuenv.images import plan as images
+from gpuenv.images.reference import check_image_reference
 from gpuenv.stack import Stack
 
 #: The digest registries and the engine use for content addresses.
@@ -41,7 +42,7 @@ def digest_reference(repository: str, digest: str) -> str:
 
 def parse_image_ref(value: str, option: str = "--image") -> str:
     """Check an image reference (name[:tag][@sha256:...]) before any engine call: the name by
-    the same distribution/reference grammar `--tag` is checked with (images.check_image_reference:
+    the same distribution/reference grammar `--tag` is checked with (gpuenv/images/reference.py:
     lower-case path, at most 255 characters), the digest as sha256 and 64 hex digits."""
     text = str(value or "").strip()
     name, at, digest = text.partition("@")
@@ -51,7 +52,7 @@ def parse_image_ref(value: str, option: str = "--image") -> str:
             fix="give e.g. registry.example.com/gpuenv/<stack>@sha256:<64 hex>, as invoke push printed it",
         )
     try:
-        images.check_image_reference(name, option)
+        check_image_reference(name, option)
     except BadInput as err:
         reason = _reason(err.message, option, name)
         fix = (
@@ -72,7 +73,7 @@ def _shown(text: str) -> str:
 
 
 def _reason(message: str, option: str, name: str) -> str:
-    """images.check_image_reference's reason, without its own repetition of the option and value."""
+    """check_image_reference's reason, without its own repetition of the option and value."""
     for head in (f"{option} {name!r}: ", f"{option} {name!r} ", f"{option} {name[:40]!r}...: "):
         if message.startswith(head):
             message = message[len(head) :]

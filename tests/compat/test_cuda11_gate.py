@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from gpuenv import PROJECT_ROOT
-from gpuenv.compat.resolve import Request, resolve_stack
+from gpuenv.compat.resolve import resolve_stack
+from gpuenv.compat.rules.request import Request
 from gpuenv.images.plan import cuda_driver_floors, require_cuda
 
 ENTRYPOINT = PROJECT_ROOT / "docker" / "entrypoint.sh"

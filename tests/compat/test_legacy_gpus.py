@@ -7,7 +7,8 @@ import pytest
 
 from gpuenv.compat.legacy import last_served, legacy_lines
 from gpuenv.compat.matrix import load_matrix
-from gpuenv.compat.resolve import Request, resolve_stack
+from gpuenv.compat.resolve import resolve_stack
+from gpuenv.compat.rules.request import Request
 from gpuenv.errors import NoCompatibleStack
 
 

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from gpuenv.compat.matrix import load_matrix, parse_matrix
-from gpuenv.compat.resolve import Request, resolve_stack
+from gpuenv.compat.resolve import resolve_stack
 from gpuenv.compat.rules.frameworks import platform_variants
+from gpuenv.compat.rules.request import Request
 from gpuenv.errors import BadInput, DataError, NoCompatibleStack
 from gpuenv.stack import LINUX_64, LINUX_AARCH64, Stack, check_engine_platform, lock_platforms
 

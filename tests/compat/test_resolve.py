@@ -13,13 +13,11 @@ import pytest
 
 from gpuenv.compat.matrix import TorchVariant, load_matrix
 from gpuenv.compat.matrix import version_key as V
-from gpuenv.compat.resolve import (
-    Request,
-    default_python,
-    framework_wheels,
-    kernel_coverage,
-    resolve_stack,
-)
+from gpuenv.compat.resolve import resolve_stack
+from gpuenv.compat.rules.gpus import kernel_coverage
+from gpuenv.compat.rules.python import default_python
+from gpuenv.compat.rules.request import Request
+from gpuenv.compat.rules.wheelhouse import framework_wheels
 from gpuenv.errors import BadInput, NoCompatibleStack
 from gpuenv.stack import Stack
 

@@ -23,7 +23,8 @@ from test_resolve import (
 
 from gpuenv.compat.matrix import load_matrix
 from gpuenv.compat.matrix import version_key as V
-from gpuenv.compat.resolve import Request, command_for
+from gpuenv.compat.rules.fixes import command_for, describe
+from gpuenv.compat.rules.request import Request
 from gpuenv.errors import GpuenvError, NoCompatibleStack
 from gpuenv.images.plan import require_cuda
 from gpuenv.stack import Stack
@@ -259,15 +260,6 @@ def test_command_for_names_every_option():
 # ---------------------------------------------------------------- properties over the whole data
 
 
-def _describe(stack: Stack) -> str:
-    from gpuenv.compat.resolve import _describe as d
-
-    return d(stack)
-
-
-describe = _describe
-
-
 _KEYS = {"--gpu-arch": "gpu_archs", "--strict-driver": "strict_driver"}
 
 
@@ -293,7 +285,7 @@ def assert_fixes_reproduce(wishes: dict, text: str) -> int:
     for match in re.finditer(r"(use|drop) (--[^()]*?) \(gives ([^()]*)\)", text):
         verb, options, gives = match.groups()
         stack = resolve(**{**wishes, **_changes(verb, options)})
-        assert _describe(stack) == gives, (wishes, match[0])
+        assert describe(stack) == gives, (wishes, match[0])
         count += 1
     return count
 

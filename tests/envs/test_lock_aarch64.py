@@ -9,7 +9,8 @@ import platform
 
 import pytest
 
-from gpuenv.compat.resolve import Request, resolve_stack
+from gpuenv.compat.resolve import resolve_stack
+from gpuenv.compat.rules.request import Request
 from gpuenv.envs import condalock
 from gpuenv.envs.locking import ensure_lock, lock_directory, read_metadata
 from gpuenv.stack import LINUX_AARCH64, lock_platforms

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuenv.compat.resolve import Request, resolve_stack
+from gpuenv.compat.resolve import resolve_stack
+from gpuenv.compat.rules.request import Request
 
 
 @pytest.mark.parametrize(

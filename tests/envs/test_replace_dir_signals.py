@@ -99,7 +99,7 @@ def test_a_swap_without_signals_returns_none_held(tmp_path):
 
 def test_a_signal_the_program_ignores_stays_ignored(tmp_path):
     """nohup makes SIGHUP ignored: holding it during a swap must not turn it into a delivery."""
-    from validate.files import held_signals
+    from validate.signals import held_signals
 
     previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:

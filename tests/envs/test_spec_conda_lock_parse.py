@@ -128,7 +128,8 @@ RESOLVER_REQUESTS = [
 
 @pytest.mark.parametrize("wish", RESOLVER_REQUESTS, ids=lambda w: f"{w['framework']}-{w['cuda']}")
 def test_specs_of_resolved_stacks_parse_with_conda_lock(tmp_path, wish):
-    from gpuenv.compat.resolve import Request, resolve_stack
+    from gpuenv.compat.resolve import resolve_stack
+    from gpuenv.compat.rules.request import Request
 
     stack = resolve_stack(Request(**wish))
     path = tmp_path / "environment.yml"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import servers
 
-from gpuenv.fleet import multinode, slurm
+from gpuenv.fleet import multinode, slurm, slurm_job, slurm_queue
 from gpuenv.fleet.outcome import FAILED, READY, TIMEOUT, HostOutcome
 from gpuenv.fleet.report import analysis, jsonreport, junitreport, terminal
 
@@ -30,8 +30,8 @@ def result() -> dict:
     return json.loads(FIXTURE.read_text())
 
 
-def job(**kw) -> slurm.SlurmJob:
-    return slurm.SlurmJob(rundir="/shared/run", prefix="/shared/env", **kw)
+def job(**kw) -> slurm_job.SlurmJob:
+    return slurm_job.SlurmJob(rundir="/shared/run", prefix="/shared/env", **kw)
 
 
 def test_the_node_script_runs_torchrun_with_one_rendezvous_on_the_first_node():
@@ -126,7 +126,7 @@ def test_a_killed_step_removes_its_container_which_runs_as_the_caller_named_and_
     rundir.mkdir()
     script = tmp_path / "multinode.sh"
     script.write_text(
-        multinode.render_node_script(slurm.SlurmJob(rundir=str(rundir), image="reg/gpuenv/x:1"))
+        multinode.render_node_script(slurm_job.SlurmJob(rundir=str(rundir), image="reg/gpuenv/x:1"))
     )
     env = fake_tools(tmp_path)
     proc = subprocess.Popen(["bash", str(script)], env=env, start_new_session=True)
@@ -174,7 +174,7 @@ def test_ranks_per_node_are_the_gpus_the_container_sees_and_none_where_the_suite
     """D13: `--gpus 0,1` on an 8-GPU node starts 2 ranks (counted inside the container, not by the
     host's nvidia-smi); D7: a step that sees no GPU where the node's suite saw 8 (a GRES-managed
     rack given no GPUs) is a named failure, not a quiet gloo job on CPUs."""
-    job = slurm.SlurmJob(
+    job = slurm_job.SlurmJob(
         rundir=str(tmp_path / "run"),
         image="reg/gpuenv/x:1",
         gpus="0,1",
@@ -203,7 +203,7 @@ def test_a_node_with_infiniband_gives_the_container_its_devices(tmp_path):
     """D1: /sys/class/infiniband not empty (a fake sysfs tree here) adds the verbs devices and
     IPC_LOCK to the job's container; a node without it gets neither."""
     (tmp_path / "sys" / "class" / "infiniband" / "mlx5_0").mkdir(parents=True)
-    job = slurm.SlurmJob(rundir=str(tmp_path / "run"), image="reg/gpuenv/x:1")
+    job = slurm_job.SlurmJob(rundir=str(tmp_path / "run"), image="reg/gpuenv/x:1")
     code, calls, _ = run_node(
         tmp_path, multinode.render_node_script(job, sys_root=str(tmp_path / "sys")), gpus=0
     )
@@ -229,14 +229,14 @@ def test_the_jobs_ask_slurm_for_whole_nodes_their_gpus_and_cpus():
     assert "--cpus-per-task=16" in multinode.sbatch_command(
         pinned, ["a", "b"]
     ) and "--cpus-per-task=16" in multinode.render_batch_script(pinned)
-    suite = slurm.sbatch_command(job(nodes=2, suite_args=["--expect-gpus", "8"]))
+    suite = slurm_job.sbatch_command(job(nodes=2, suite_args=["--expect-gpus", "8"]))
     assert "--exclusive" in suite and "--gpus-per-node=8" in suite
-    assert "--cpus-per-task" in slurm.render_batch_script(job())
+    assert "--cpus-per-task" in slurm_job.render_batch_script(job())
     # the suite's own container and prefix run get invoke.yaml's fleet.env too
     env = job(image="reg/x:1", env={"NCCL_IB_HCA": "mlx5_0,mlx5_1"})
-    assert "-e NCCL_IB_HCA=mlx5_0,mlx5_1" in slurm.render_node_script(
+    assert "-e NCCL_IB_HCA=mlx5_0,mlx5_1" in slurm_job.render_node_script(
         env
-    ) and "export NCCL_IB_HCA=mlx5_0,mlx5_1" in slurm.render_node_script(env)
+    ) and "export NCCL_IB_HCA=mlx5_0,mlx5_1" in slurm_job.render_node_script(env)
     from gpuenv.fleet.outcome import HostOutcome as Outcome
     from validate.report.record import build_json
 
@@ -465,7 +465,7 @@ def test_a_slow_node_and_differing_parameters_are_named(result):
 
 
 def test_a_job_without_a_result_names_the_node_and_the_time_limit():
-    state = slurm.JobState("9", "TIMEOUT")
+    state = slurm_queue.JobState("9", "TIMEOUT")
     outcome = multinode.multinode_outcome(["a", "b"], "9", state, None, {"a": None, "b": 1}, {}, {})
     assert (
         outcome.status == TIMEOUT
@@ -475,7 +475,7 @@ def test_a_job_without_a_result_names_the_node_and_the_time_limit():
     failed = multinode.multinode_outcome(
         ["a", "b"],
         "9",
-        slurm.JobState("9", "FAILED"),
+        slurm_queue.JobState("9", "FAILED"),
         None,
         {"a": 0, "b": None},
         {"b": "no way"},
@@ -556,7 +556,7 @@ def two_nodes(tmp_path_factory):
 def test_two_slurm_nodes_run_their_suites_then_one_job_across_them(two_nodes, tmp_path):
     if not (PREFIX / "bin" / "python").exists():
         pytest.skip(f"no python in the prefix {PREFIX}")
-    run = slurm.SlurmJob(
+    run = slurm_job.SlurmJob(
         rundir=str(tmp_path / "run"),
         nodes=2,
         prefix=str(PREFIX),

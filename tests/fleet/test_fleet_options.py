@@ -14,7 +14,7 @@ from invoke.exceptions import Exit
 from gpuenv.cli.fleet import merge_options, time_limit_seconds
 from gpuenv.cli.validation import validate
 from gpuenv.errors import BadInput
-from gpuenv.fleet.slurm import MAX_LIMIT_S, limit_seconds
+from gpuenv.fleet.slurm_job import MAX_LIMIT_S, limit_seconds
 from gpuenv.fleet.sshhosts import normalise_host_url, parse_hosts
 
 HOST = "ssh://ops@gpu-does-not-exist.invalid"

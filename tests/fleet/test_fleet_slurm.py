@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 
 from gpuenv.fleet.outcome import CANCELLED, FAILED, READY, TIMEOUT
-from gpuenv.fleet.slurm import SlurmJob, parse_scontrol_job, run_job, scontrol_job_command
+from gpuenv.fleet.slurm import run_job
+from gpuenv.fleet.slurm_job import SlurmJob
+from gpuenv.fleet.slurm_queue import parse_scontrol_job, scontrol_job_command
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (tests/fleet/../..)
 

@@ -344,7 +344,8 @@ def test_a_password_never_reaches_the_terminal_end_to_end():
 
 
 def test_slurm_node_files_are_read_bounded_and_inside_the_run_folder(tmp_path):
-    from gpuenv.fleet.slurm import NODES_DIR, read_node_files
+    from gpuenv.fleet.slurm_job import NODES_DIR
+    from gpuenv.fleet.slurm_results import read_node_files
 
     node = tmp_path / NODES_DIR / "gpu01"
     node.mkdir(parents=True)

@@ -10,22 +10,22 @@ from suitecases import FIXTURES, cpu_report, gpu, gpu_report
 
 from gpuenv.errors import BadInput, ToolError
 from gpuenv.fleet.outcome import CANCELLED, FAILED, NOT_READY, READY, TIMEOUT, UNREACHABLE
-from gpuenv.fleet.slurm import (
-    JobState,
-    NodeFiles,
+from gpuenv.fleet.slurm_job import (
     SlurmJob,
     check_job,
-    job_outcomes,
-    node_outcome,
-    parse_sacct,
     parse_sbatch,
-    parse_scontrol_job,
-    parse_squeue,
     render_batch_script,
     render_node_script,
     sbatch_command,
+)
+from gpuenv.fleet.slurm_queue import (
+    JobState,
+    parse_sacct,
+    parse_scontrol_job,
+    parse_squeue,
     state_word,
 )
+from gpuenv.fleet.slurm_results import NodeFiles, job_outcomes, node_outcome
 
 DIGEST = "registry.example:5000/gpuenv/torch-cu121@sha256:" + "ab" * 32
 

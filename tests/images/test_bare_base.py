@@ -132,7 +132,8 @@ def test_the_cpu_stack_builds_on_a_bare_base_or_names_the_python_download(
 
 def test_the_real_nvidia_cuda_base_is_pulled_or_named_in_one_line(docker_engine):
     """The production default stays the real nvidia/cuda tag; where no registry answers, one line says so."""
-    from gpuenv.compat.resolve import Request, resolve_stack
+    from gpuenv.compat.resolve import resolve_stack
+    from gpuenv.compat.rules.request import Request
     from gpuenv.engine import Engine
     from gpuenv.errors import ToolError
     from gpuenv.images import plan as images

@@ -17,6 +17,7 @@ from stackcases import TORCH_CPU, TORCH_CU121
 
 from gpuenv.errors import BadInput, DataError
 from gpuenv.images import plan as images
+from gpuenv.images.reference import check_image_reference
 from gpuenv.progress import format_size
 from gpuenv.stack import Stack
 
@@ -349,9 +350,9 @@ INVALID_REFERENCES = [
 def test_valid_references_pass(value, normalised):
     if normalised is None:  # "my__team/torch-gpu..x": '..' is no separator
         with pytest.raises(BadInput):
-            images.check_image_reference(value)
+            check_image_reference(value)
         return
-    assert images.check_image_reference(value) == normalised
+    assert check_image_reference(value) == normalised
 
 
 @pytest.mark.parametrize(
@@ -359,7 +360,7 @@ def test_valid_references_pass(value, normalised):
 )
 def test_invalid_references_are_one_line_naming_the_value(value):
     with pytest.raises(BadInput) as caught:
-        images.check_image_reference(value)
+        check_image_reference(value)
     message = caught.value.render()
     assert message.startswith("--tag ") and "\n" not in message.replace(repr(value), "")
     assert repr(value)[:30] in message

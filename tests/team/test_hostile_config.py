@@ -18,7 +18,8 @@ import pytest
 from teamcases import one_line_exit_2, run_gpuenv
 
 from gpuenv.cli.configfiles import ConfigFileError, load_file
-from gpuenv.compat.resolve import Request, resolve_stack
+from gpuenv.compat.resolve import resolve_stack
+from gpuenv.compat.rules.request import Request
 from gpuenv.errors import BadInput
 
 

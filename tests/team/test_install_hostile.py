@@ -141,7 +141,8 @@ def test_prefixes_that_cannot_be_installed_into_are_one_line_in_dry_and_real_run
 def _tf_locks_holding_the_torch_lock(cpu_uv_lock, where: Path, *, rewrite_metadata: bool) -> Path:
     """The CPU torch lock copied under the TensorFlow stack's name (and, when asked, its metadata
     rewritten to claim the TensorFlow stack, as a hand edit would)."""
-    from gpuenv.compat.resolve import Request, resolve_stack
+    from gpuenv.compat.resolve import resolve_stack
+    from gpuenv.compat.rules.request import Request
 
     locks = where / "locks"
     lock_dir = locks / TF_STACK_ID

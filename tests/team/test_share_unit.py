@@ -86,7 +86,7 @@ def test_registry_errors_map_to_one_cause_and_fix():
     ],
 )
 def test_image_references_use_the_tag_grammar_and_its_length_limit(ref, words):
-    """One grammar for --tag, --image and --base-image (images.check_image_reference)."""
+    """One grammar for --tag, --image and --base-image (gpuenv/images/reference.py)."""
     with pytest.raises(BadInput) as caught:
         share.parse_image_ref(ref)
     assert words in caught.value.message and "\n" not in caught.value.render()

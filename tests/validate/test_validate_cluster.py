@@ -11,19 +11,15 @@ import time
 import pytest
 
 from validate.conftest import exclusive_first
-from validate.judge.thresholds import (
+from validate.judge.claims import claims_verdict, versions_agree
+from validate.judge.memory import growth_on_verdict, shm_verdict
+from validate.judge.verdict import FAIL, INFO, PASS
+from validate.judge.visibility import (
     BARE_HOST,
-    FAIL,
-    INFO,
-    PASS,
-    claims_verdict,
     expected_gpus,
-    growth_on_verdict,
     kernel_image_verdict,
     probe_parallelism,
     ptx_only,
-    shm_verdict,
-    versions_agree,
 )
 from validate.measure.subproc import probe_env, run_command, run_probe
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from validate.host.devices import all_nvml_uuids, device_for_gpu, nvml_uuid, uuid_body
 from validate.host.nvml import GpuInfo, MigDevice
-from validate.judge.thresholds import FAIL, PASS, mig_verdict
+from validate.judge.verdict import FAIL, PASS
+from validate.judge.visibility import mig_verdict
 
 GPU0 = "GPU-4b2c1e0a-93d1-7f3c-5a8e-1c2d3e4f5a60"
 MIG0 = "MIG-1a2b3c4d-0000-5e6f-7a8b-9c0d1e2f3a4b"

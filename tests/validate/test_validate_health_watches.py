@@ -21,7 +21,7 @@ from validate.host.replay import RecordingNvml, ReplayNvml, _plain
 from validate.judge import health_watches as w
 from validate.judge.health import clock_events_verdict
 from validate.judge.verdict import FAIL, INFO, PASS, SKIP, WARN
-from validate.simpleyaml import PeakTableError, parse_simple_yaml
+from validate.simpleyaml import TableError, parse_simple_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = Path(__file__).parent / "captures"
@@ -139,10 +139,11 @@ def test_a_window_under_a_minute_is_not_scaled_up(grown, expected):
 def test_the_idle_replay_row_names_the_limit_of_the_link_under_load():
     """Idle, an H100's link reads Gen1; the limit the row names is the one the load meets (gen5)."""
     source = (ROOT / "validate" / "checks" / "test_01_environment.py").read_text(encoding="utf-8")
+    words = " ".join(source.replace("(", " ").replace(")", " ").replace(",", " , ").split())
     assert (
-        "gen, width = gpu.pcie_link_gen_max or gpu.pcie_link_gen, gpu.pcie_link_width_max or gpu.pcie_link_width"
-        in source
-    )
+        "gen , width = gpu.pcie_link_gen_max or gpu.pcie_link_gen , "
+        "gpu.pcie_link_width_max or gpu.pcie_link_width"
+    ) in words  # whatever the formatter's line breaks
     verdict = w.pcie_replays_verdict(0, 10, 5, 16, LIMITS)
     assert "DCGM warns above 31/min at gen5 x16" in verdict.reason
 
@@ -449,10 +450,7 @@ def test_every_limit_has_a_source_a_reader_can_open():
     assert all(
         limit.source.startswith("https://github.com/NVIDIA/DCGM/blob/") for limit in LIMITS.values()
     )
-    assert (
-        w.parse_limits(parse_simple_yaml(w.LIMITS_FILE.read_text(encoding="utf-8"))) == LIMITS
-    )  # images without PyYAML
-    with pytest.raises(PeakTableError, match="source"):
+    with pytest.raises(TableError, match="source"):
         w.parse_limits({"limits": [{"name": "x", "value": 1}]})
 
 

@@ -23,7 +23,7 @@ from validate.judge.health import (
     fabric_verdict,
     graphics_processes_verdict,
 )
-from validate.judge.thresholds import FAIL, PASS, SKIP
+from validate.judge.verdict import FAIL, PASS, SKIP
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = Path(__file__).parent / "captures"

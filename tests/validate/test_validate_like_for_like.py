@@ -14,7 +14,8 @@ from validate.judge.peaks import (
     Measurement,
     load_peaks,
 )
-from validate.judge.thresholds import FAIL, PASS, WARN, judge_figure
+from validate.judge.speed import judge_figure
+from validate.judge.verdict import FAIL, PASS, WARN
 
 PEAKS = load_peaks()
 #: (model, metric) of every reference the table confirms for PyTorch's own matmul.

@@ -193,7 +193,7 @@ def test_volume_mounted_device_list_is_read_from_the_folder():
 
 
 def test_volume_mounts_count_the_mounted_devices_not_one(tmp_path):
-    from validate.judge.thresholds import expected_gpus
+    from validate.judge.visibility import expected_gpus
 
     folder = tmp_path / "nvidia-container-devices"
     folder.mkdir()

@@ -19,9 +19,9 @@ from validate.judge.scaling import (
     rank_labels,
     slowest_rank_verdict,
 )
-from validate.judge.thresholds import FAIL, INFO, NOT_JUDGED, PASS, WARN
+from validate.judge.verdict import FAIL, INFO, NOT_JUDGED, PASS, WARN
 from validate.measure.ddp import missing_ranks, summarise
-from validate.simpleyaml import PeakTableError, parse_simple_yaml
+from validate.simpleyaml import TableError
 
 NVLINK_OTHER = ScalingReference("nvlink", 8, 0.97, "ResNet-50", False, "https://example.org/a")
 NVLINK_LIKE = ScalingReference(
@@ -29,12 +29,9 @@ NVLINK_LIKE = ScalingReference(
 )
 
 
-def test_the_shipped_table_loads_with_and_without_pyyaml():
+def test_the_shipped_table_loads_and_every_row_has_a_source():
     rows = load_scaling()
     assert rows and all(r.source.startswith("https://") for r in rows)
-    from validate.judge.scaling import SCALING_FILE
-
-    assert parse_scaling(parse_simple_yaml(SCALING_FILE.read_text())) == rows
 
 
 @pytest.mark.parametrize(
@@ -97,7 +94,7 @@ def test_the_shipped_table_loads_with_and_without_pyyaml():
     ],
 )
 def test_a_row_without_its_facts_is_refused(row, fragment):
-    with pytest.raises(PeakTableError, match=fragment):
+    with pytest.raises(TableError, match=fragment):
         parse_scaling({"scaling": [row]})
 
 

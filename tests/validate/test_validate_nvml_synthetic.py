@@ -10,15 +10,10 @@ import pytest
 from nvml_synthetic import SyntheticNvml
 
 from validate.host import nvml
-from validate.judge.thresholds import (
-    FAIL,
-    INFO,
-    PASS,
-    SKIP,
-    pcie_gen_verdict,
-    power_limit_verdict,
-    sustained_clocks_verdict,
-)
+from validate.judge.health import power_limit_verdict
+from validate.judge.pcie import pcie_gen_verdict
+from validate.judge.speed import sustained_clocks_verdict
+from validate.judge.verdict import FAIL, INFO, PASS, SKIP
 
 GIB = 2**30
 # SYNTHETIC: two GPUs shaped like a DGX H100's in nvidia-smi -q (driver 550.54.15, CUDA 12.4); UUIDs invented.

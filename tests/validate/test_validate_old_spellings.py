@@ -22,7 +22,7 @@ from validate.host import nvml
 from validate.host.capture import parse_capture
 from validate.host.replay import ReplayNvml
 from validate.judge.health import ecc_verdict, retired_pages_verdict
-from validate.judge.thresholds import FAIL, PASS, SKIP
+from validate.judge.verdict import FAIL, PASS, SKIP
 
 
 def _host(text: str) -> list[nvml.GpuInfo]:

@@ -1,18 +1,17 @@
-"""The GPU peak table: every entry valid and sourced, matched by NVML name, loadable without PyYAML."""
+"""The GPU peak table: every entry valid and sourced, matched by NVML name; the suite's tables
+read by one reader (validate/simpleyaml.py), which reads them as PyYAML does."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 import yaml
 
-from validate.judge.peaks import (
-    PEAKS_FILE,
-    PeakTableError,
-    load_peaks,
-    parse_simple_yaml,
-    parse_table,
-    peaks_for,
-)
+from validate.judge.peaks import load_peaks, parse_table, peaks_for
+from validate.simpleyaml import TableError, parse_simple_yaml
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_table_loads_and_every_entry_has_a_source():
@@ -26,8 +25,13 @@ def test_table_loads_and_every_entry_has_a_source():
     assert blank == {"NVIDIA A10G", "NVIDIA GB200"}
 
 
-def test_subset_reader_agrees_with_pyyaml():
-    text = PEAKS_FILE.read_text(encoding="utf-8")
+@pytest.mark.parametrize(
+    "table", sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "validate").rglob("*.yaml"))
+)
+def test_every_table_of_the_suite_reads_as_pyyaml_reads_it(table):
+    """The suite reads its tables with the subset reader alone; each is also plain YAML, read
+    alike by PyYAML, so a person or another tool sees what the suite sees."""
+    text = (ROOT / table).read_text(encoding="utf-8")
     assert parse_simple_yaml(text) == yaml.safe_load(text)
 
 
@@ -102,11 +106,11 @@ def _entry(**changes):
     ],
 )
 def test_malformed_tables_are_refused_with_the_entry_named(entries, message):
-    with pytest.raises(PeakTableError, match="gpus\\[") as err:
+    with pytest.raises(TableError, match="gpus\\[") as err:
         parse_table({"gpus": entries})
     assert message in str(err.value)
 
 
 def test_subset_reader_refuses_what_it_does_not_understand():
-    with pytest.raises(PeakTableError, match="line 2"):
+    with pytest.raises(TableError, match="line 2"):
         parse_simple_yaml("gpus:\n  - model X\n")

@@ -5,33 +5,23 @@ from __future__ import annotations
 import pytest
 
 from validate.host.nvml_names import BAD_THROTTLE_REASONS, cuda_version_text, throttle_reason_names
-from validate.judge.thresholds import (
-    FAIL,
-    INFO,
-    NO_REFERENCE,
-    NOT_JUDGED,
-    PASS,
-    SKIP,
-    WARN,
+from validate.judge.claims import claims_verdict, cudnn_version_text, driver_runs_runtime_verdict
+from validate.judge.health import ecc_verdict, throttle_verdict
+from validate.judge.memory import (
     cache_holds_verdict,
     cache_released_verdict,
-    claims_verdict,
-    cudnn_version_text,
-    driver_runs_runtime_verdict,
-    ecc_verdict,
-    expected_gpus,
-    gpu_count_verdict,
     growth_off_verdict,
     growth_on_verdict,
+)
+from validate.judge.pcie import (
     host_to_device_verdict,
-    kernel_image_verdict,
-    loss_falls_verdict,
     pcie_gen_verdict,
     pcie_link_theoretical_gbs,
     pcie_width_verdict,
-    throttle_verdict,
-    throughput_verdict,
 )
+from validate.judge.speed import loss_falls_verdict, throughput_verdict
+from validate.judge.verdict import FAIL, INFO, NOT_JUDGED, PASS, SKIP, WARN
+from validate.judge.visibility import expected_gpus, gpu_count_verdict, kernel_image_verdict
 
 GIB = 2**30
 
@@ -85,7 +75,7 @@ class TestPcie:
         assert slow.verdict == FAIL and "pinned host-to-device" in slow.reason
 
     def test_unknown_link_is_no_reference(self):
-        assert host_to_device_verdict(24.8, None, None).verdict == NO_REFERENCE
+        assert host_to_device_verdict(24.8, None, None).verdict == NOT_JUDGED
 
     def test_width_degraded(self):
         assert pcie_width_verdict(16, 16, under_load=True).verdict == PASS
@@ -267,7 +257,7 @@ class TestPeers:
     """Sustained figures of same-model GPUs loaded at the same time (issue 17 item 8)."""
 
     def test_the_odd_gpu_out_fails_and_the_others_pass(self):
-        from validate.judge.thresholds import peer_verdict
+        from validate.judge.speed import peer_verdict
 
         figures = [690.0, 702.0, 695.0, 410.0, 688.0, 699.0, 701.0, 693.0]  # GPU 3 throttles
         verdicts = [peer_verdict(f, figures) for f in figures]
@@ -275,6 +265,6 @@ class TestPeers:
         assert "median 694 of 8 same-model GPUs" in verdicts[3].threshold
 
     def test_one_gpu_has_no_peers(self):
-        from validate.judge.thresholds import peer_verdict
+        from validate.judge.speed import peer_verdict
 
         assert peer_verdict(100.0, [100.0]).verdict == NOT_JUDGED

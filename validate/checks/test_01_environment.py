@@ -14,44 +14,36 @@ import pytest
 from validate import intact
 from validate.host import nvml
 from validate.host.archs import identity_text
+from validate.host.masking import DEVICE_ORDER
 from validate.host.stackfile import read_stack_file
 from validate.judge import health_watches as watches
 from validate.judge.capture import capture_text, capture_verdict
+from validate.judge.claims import claims_verdict, cudnn_version_text, driver_runs_runtime_verdict
 from validate.judge.driver_floor import load_floors, too_old_for_frameworks
 from validate.judge.driver_gate import driver_too_old
 from validate.judge.gpu_use import gpu_in_use_verdict, in_use_text
 from validate.judge.health import (
+    LOADED_UTILISATION,
     clock_events_verdict,
     clocks_verdict,
     compute_processes_verdict,
+    ecc_verdict,
     fabric_text,
     fabric_verdict,
     graphics_processes_verdict,
     only_bare_hw_slowdown,
     persistence_verdict,
+    power_limit_verdict,
     reasons_text,
     retired_pages_verdict,
     row_remap_verdict,
 )
+from validate.judge.memory import shm_verdict
+from validate.judge.pcie import pcie_gen_verdict, pcie_width_verdict
 from validate.judge.peaks import nvlink_links_verdict
-from validate.judge.thresholds import (
-    FAIL,
-    INFO,
-    LOADED_UTILISATION,
-    PASS,
-    SKIP,
-    Verdict,
-    claims_verdict,
-    cudnn_version_text,
-    driver_runs_runtime_verdict,
-    ecc_verdict,
-    mig_verdict,
-    pcie_gen_verdict,
-    pcie_width_verdict,
-    power_limit_verdict,
-    shm_verdict,
-)
+from validate.judge.verdict import FAIL, INFO, PASS, SKIP, Verdict
 from validate.judge.virtualization import virtualization_text, virtualization_verdict
+from validate.judge.visibility import mig_verdict
 
 
 def test_driver_gate(suite, record):
@@ -89,13 +81,13 @@ def test_device_order(suite, record):
     value = os.environ.get("CUDA_DEVICE_ORDER")
     was = suite.device_order_was
     measured = f"{value}" + (f" (was {was})" if was and was != value else "")
-    ok = value == "PCI_BUS_ID"
+    ok = value == DEVICE_ORDER
     record.add(
         "cuda device order",
         measured,
         Verdict(
             PASS if ok else FAIL,
-            "PCI_BUS_ID",
+            DEVICE_ORDER,
             "" if ok else "CUDA_DEVICE_ORDER was not set by the suite",
         ),
     )

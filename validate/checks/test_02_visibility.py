@@ -9,18 +9,13 @@ import pytest
 
 from validate.host.devices import MAX_RELATIVE_ERROR, compiled_archs, tf_gpu_uuids, torch_gpus
 from validate.host.masking import expected_visible
-from validate.judge.thresholds import (
-    FAIL,
-    INFO,
-    PASS,
-    SKIP,
-    WARN,
-    Verdict,
+from validate.judge.verdict import FAIL, INFO, PASS, SKIP, WARN, Verdict
+from validate.judge.visibility import (
     gpu_count_verdict,
     kernel_image_verdict,
     ptx_only,
+    unique_gpus_verdict,
 )
-from validate.judge.visibility import unique_gpus_verdict
 
 CORRECT = f"relative error <= {MAX_RELATIVE_ERROR:g}"
 

@@ -14,15 +14,14 @@ import importlib.util
 import pytest
 
 from validate.host import nvml
-from validate.judge.thresholds import (
-    FAIL,
-    PASS,
-    Verdict,
+from validate.host.masking import DEVICE_ORDER
+from validate.judge.memory import (
     cache_holds_verdict,
     cache_released_verdict,
     growth_off_verdict,
     growth_on_verdict,
 )
+from validate.judge.verdict import FAIL, PASS, Verdict
 from validate.measure.memory_modes import (
     QUICK_MODES,
     SHARED_TF_MODE,
@@ -92,7 +91,7 @@ def test_tensorflow_memory_growth(mode, suite, record):
         env = {
             **TF_MODES[mode],
             "CUDA_VISIBLE_DEVICES": gpu.uuid,
-            "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+            "CUDA_DEVICE_ORDER": DEVICE_ORDER,
         }  # within the caller's mask
         result = run_stepped_probe(["tf-memory", mode], env, measure)
     if result.error:
@@ -124,7 +123,7 @@ def test_torch_caching_allocator(mode, suite, record):
     _skip_outside_quick(suite, mode)
     alloc = min(2 * 2**30, gpu.memory_total_bytes // 8)
     _, measure = outside_measurer(gpu.uuid)
-    env = {**TORCH_MODES[mode], "CUDA_VISIBLE_DEVICES": gpu.uuid, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    env = {**TORCH_MODES[mode], "CUDA_VISIBLE_DEVICES": gpu.uuid, "CUDA_DEVICE_ORDER": DEVICE_ORDER}
     result = run_stepped_probe(["torch-memory", mode, str(alloc)], env, measure)
     if result.error:
         pytest.fail(result.error, pytrace=False)

@@ -11,7 +11,8 @@ import pytest
 
 from validate.host.devices import nvml_uuid, tf_gpu_uuids, torch_gpus
 from validate.host.masking import UNSET_CASE, MaskCase, env_for_case, masking_cases, quick_cases
-from validate.judge.thresholds import FAIL, PASS, Verdict, probe_parallelism
+from validate.judge.verdict import FAIL, PASS, Verdict
+from validate.judge.visibility import probe_parallelism
 from validate.measure.subproc import ProbeResult, run_probe
 
 PROBES = {"torch": ["torch-devices"], "tensorflow": ["tf-info", "--no-compute"]}

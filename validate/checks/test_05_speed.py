@@ -15,21 +15,15 @@ import pytest
 
 from validate.checks.world import whole_gpus
 from validate.host.devices import tf_gpu_uuids
+from validate.judge.pcie import host_to_device_verdict
 from validate.judge.peaks import (
     SUITE_TF_MATMUL_METHODS,
     interconnect_of,
     load_interconnects,
     nccl_floor,
 )
-from validate.judge.thresholds import (
-    FAIL,
-    INFO,
-    NOT_JUDGED,
-    Verdict,
-    host_to_device_verdict,
-    loss_falls_verdict,
-    throughput_verdict,
-)
+from validate.judge.speed import loss_falls_verdict, throughput_verdict
+from validate.judge.verdict import FAIL, INFO, NOT_JUDGED, Verdict
 from validate.measure import bench
 from validate.measure.subproc import run_probe
 
@@ -240,7 +234,7 @@ def test_nccl_all_reduce(torch, suite, record):
     record.finish()
 
 
-# TensorFlow (issue 17 item 5): the same references and verdicts as PyTorch's figures above, from
+# TensorFlow: the same references and verdicts as PyTorch's figures above, from
 # TensorFlow's own matmuls, plus a short convolutional training run that needs cuDNN on a GPU.
 
 

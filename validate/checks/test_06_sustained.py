@@ -15,15 +15,9 @@ import pytest
 from validate.host import nvml
 from validate.host.devices import device_for_gpu, torch_gpus
 from validate.judge import health_watches as watches
-from validate.judge.thresholds import (
-    INFO,
-    Verdict,
-    clock_summary,
-    pcie_gen_verdict,
-    pcie_width_verdict,
-    peer_verdict,
-    sustained_clocks_verdict,
-)
+from validate.judge.pcie import pcie_gen_verdict, pcie_width_verdict
+from validate.judge.speed import clock_summary, peer_verdict, sustained_clocks_verdict
+from validate.judge.verdict import INFO, Verdict
 from validate.measure import bench
 
 SECONDS = {True: 10.0, False: 30.0}  # --quick, full

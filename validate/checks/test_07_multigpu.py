@@ -29,7 +29,8 @@ from validate.judge.scaling import (
     rank_labels,
     slowest_rank_verdict,
 )
-from validate.judge.thresholds import FAIL, PASS, Verdict, loss_falls_verdict, throughput_verdict
+from validate.judge.speed import loss_falls_verdict, throughput_verdict
+from validate.judge.verdict import FAIL, PASS, Verdict
 from validate.measure.budget import (
     CPU_RANKS,
     QUICK_CPU_MULTIGPU_SKIP,

@@ -8,11 +8,13 @@ from typing import Any
 
 import pytest
 
+from validate.host.masking import DEVICE_ORDER
+
 
 def whole_gpu_env(suite: Any) -> tuple[dict[str, str | None], list[Any]]:
     """(environment for the child, the whole GPUs it gets): on a MIG host CUDA_VISIBLE_DEVICES
     narrowed to the visible GPUs not in MIG mode, by UUID; elsewhere the caller's mask is kept."""
-    env: dict[str, str | None] = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    env: dict[str, str | None] = {"CUDA_DEVICE_ORDER": DEVICE_ORDER}
     if not suite.host.mig_gpus:
         return env, suite.host.gpus
     gpus = [g for g in suite.visible_gpus() if not g.mig_enabled]

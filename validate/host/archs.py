@@ -89,11 +89,11 @@ def _entry(number: int, entry: dict, path: Path) -> tuple[KnownArch, list[str], 
 @lru_cache(maxsize=4)
 def load_archs(path: Path = ARCHS_FILE) -> ArchTable:
     """gpu_archs.yaml as a lookup table; a name listed twice with two answers is an error."""
-    from validate.simpleyaml import parse_simple_yaml
+    from validate.simpleyaml import load_table
 
     exact: dict[str, KnownArch] = {}
     products: dict[str, KnownArch] = {}
-    data = parse_simple_yaml(path.read_text(encoding="utf-8"))
+    data = load_table(path)
     for number, entry in enumerate(data.get("gpus", []), start=1):
         known, names, prods = _entry(number, entry, path)
         for store, keys in ((exact, names), (products, prods)):

@@ -18,6 +18,9 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
+#: CUDA_DEVICE_ORDER as the suite sets it for itself and every child: NVML's order, so an
+#: ordinal in CUDA_VISIBLE_DEVICES names the GPU NVML numbers so (CUDA's default is fastest first).
+DEVICE_ORDER = "PCI_BUS_ID"
 #: NVIDIA_VISIBLE_DEVICES under Kubernetes' "volume-mounts" device-list strategy: the device
 #: plugin mounts one file per device under this folder, named by the device's UUID or index, and
 #: the NVIDIA container runtime reads the names (NVIDIA/k8s-device-plugin, DEVICE_LIST_STRATEGY).
@@ -146,7 +149,7 @@ def masking_cases(
 QUICK_CASES = ("empty string", "invalid entry cuts the list", "repeated entry hides every GPU")
 #: The case a process already running the suite answers without a new child, when the caller
 #: left CUDA_VISIBLE_DEVICES unset (PyTorch in the pytest process, TensorFlow's info probe).
-UNSET_CASE = "unset, PCI_BUS_ID order"
+UNSET_CASE = f"unset, {DEVICE_ORDER} order"
 #: The first case when the caller set CUDA_VISIBLE_DEVICES: the child keeps the caller's value.
 CALLER_CASE = "as the caller set it"
 
@@ -163,7 +166,7 @@ def quick_cases(cases: list[MaskCase], uuids: list[str]) -> list[MaskCase]:
 def env_for_case(case: MaskCase) -> dict[str, str | None]:
     """Environment changes for one case (None = remove the variable)."""
     value = None if case.visible_devices == "<unset>" else case.visible_devices
-    return {"CUDA_VISIBLE_DEVICES": value, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    return {"CUDA_VISIBLE_DEVICES": value, "CUDA_DEVICE_ORDER": DEVICE_ORDER}
 
 
 def narrows(

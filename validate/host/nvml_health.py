@@ -213,12 +213,10 @@ def load_clock_event_ranges(
     path: Path = FIELDS_FILE,
 ) -> tuple[tuple[tuple[int, int], tuple[int, int], dict[str, int]], ...]:
     """nvml_fields.yaml's clock-event ranges: ((first, last) driver, ids), oldest first."""
-    from validate.simpleyaml import PeakTableError, parse_simple_yaml
+    from validate.simpleyaml import TableError, load_table
 
     out = []
-    for number, entry in enumerate(
-        parse_simple_yaml(path.read_text(encoding="utf-8")).get("clock_event_counters", []), 1
-    ):
+    for number, entry in enumerate(load_table(path).get("clock_event_counters", []), 1):
         first, last = (
             _version(str(entry.get("first_driver"))),
             _version(str(entry.get("last_driver"))),
@@ -230,7 +228,7 @@ def load_clock_event_ranges(
             or not entry.get("source")
             or not all(isinstance(i, int) for i in ids.values())
         ):
-            raise PeakTableError(
+            raise TableError(
                 f"{path}: clock_event_counters entry {number} needs first_driver, last_driver, "
                 f"{', '.join(RENUMBERED_CLOCK_EVENT_COUNTERS)} and source"
             )

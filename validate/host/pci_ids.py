@@ -72,9 +72,9 @@ def device_id_of(text: object) -> int | None:
 @lru_cache(maxsize=4)
 def load_pci_ids(path: Path = PCI_IDS_FILE) -> PciTable:
     """pci_ids.yaml as a lookup by device id; an id listed twice is an error."""
-    from validate.simpleyaml import parse_simple_yaml
+    from validate.simpleyaml import load_table
 
-    data = parse_simple_yaml(path.read_text(encoding="utf-8"))
+    data = load_table(path)
     release = (data.get("release") or [{}])[0]
     products: dict[int, PciProduct] = {}
     for number, entry in enumerate(data.get("gpus", []), start=1):

@@ -27,9 +27,9 @@ class DriverFloors:
 
 @lru_cache(maxsize=2)
 def load_floors(path: Path = FLOOR_FILE) -> DriverFloors:
-    from validate.simpleyaml import parse_simple_yaml
+    from validate.simpleyaml import load_table
 
-    data = parse_simple_yaml(path.read_text(encoding="utf-8"))
+    data = load_table(path)
     frameworks = (data.get("frameworks") or [{}])[0]
     driver = str(frameworks.get("driver") or "")
     if version_tuple(driver) is None or not frameworks.get("source"):

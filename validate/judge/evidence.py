@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from validate.judge.thresholds import FAIL, INFO, NOT_JUDGED_WORDS, PASS, SKIP, WARN
+from validate.judge.verdict import FAIL, INFO, NOT_JUDGED_WORDS, PASS, SKIP, WARN
 
 #: Every verdict word the suite writes into a row; any other word is not evidence of anything.
 KNOWN_VERDICTS = frozenset({PASS, FAIL, SKIP, INFO, WARN, *NOT_JUDGED_WORDS})

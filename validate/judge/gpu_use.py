@@ -13,12 +13,12 @@ Thresholds, from the real captures in tests/validate/captures/ (idle hosts):
   processes do not account for is 35 MiB (RTX 2080 Super) and 244 MiB (RTX 4080 Super: the
   compositor's surfaces). FOREIGN_MEMORY_MIN, 1 GiB, is four times the largest of these, and
   below what one more CUDA process holds once it has work on the GPU;
-- NVML's version-1 `used` includes the reserve ("used: sum of reserved and allocated device
-  memory", NVML API reference, nvmlMemory_t; an idle A100 reads 912 MB in v1 and 7.8 MB in v2,
-  rust-nvml/nvml-wrapper issue 57). The reserves seen are 400 to 742 MiB on physical GPUs and
-  2134 MiB on an RTX A6000-24Q vGPU guest (driver 535.183.06, pasted in a public README). Where
-  only v1 is reported, RESERVE_ALLOWANCE (2.5 GiB) is allowed on top, so an idle GPU with its
-  reserve still reads free;
+- NVML's version-1 `used` includes the reserve ("used: sum of reserved and allocated device memory",
+  NVML API reference, nvmlMemory_t; an idle A100 reads 912 MB in v1 and 7.8 MB in v2,
+  https://github.com/rust-nvml/nvml-wrapper/issues/57). The reserves seen are 400 to 742 MiB on
+  physical GPUs and 2134 MiB on an RTX A6000-24Q vGPU guest (driver 535.183.06, pasted in a public
+  README). Where only v1 is reported, RESERVE_ALLOWANCE (2.5 GiB) is allowed on top, so an idle GPU
+  with its reserve still reads free;
 - BUSY_UTILISATION: utilisation is "percent of time over the past sample period during which one
   or more kernels was executing" (nvml.h, nvmlUtilization_t); the L40S capture reads 100% with
   no memory in use and no process (its idle run, taken before the load), so utilisation alone,

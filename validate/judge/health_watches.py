@@ -21,7 +21,7 @@ from typing import Any
 from validate.host.nvml_health import HealthReadings
 from validate.judge.health import BAD_CLOCK_EVENTS
 from validate.judge.verdict import FAIL, INFO, PASS, SKIP, WARN, Verdict
-from validate.simpleyaml import PeakTableError, parse_simple_yaml
+from validate.simpleyaml import TableError, load_table
 
 LIMITS_FILE = Path(__file__).with_name("health_limits.yaml")
 
@@ -41,7 +41,7 @@ def parse_limits(data: Any) -> dict[str, Limit]:
     """Validate the 'limits:' list: every row a name, a number, and an https:// source."""
     rows = data.get("limits") if isinstance(data, dict) else None
     if not isinstance(rows, list):
-        raise PeakTableError("the health limits need a top-level 'limits:' list")
+        raise TableError("the health limits need a top-level 'limits:' list")
     out: dict[str, Limit] = {}
     for position, row in enumerate(rows):
         where = f"limits[{position}]"
@@ -51,11 +51,11 @@ def parse_limits(data: Any) -> dict[str, Limit]:
             else (None, None, None)
         )
         if not isinstance(name, str) or name in out:
-            raise PeakTableError(f"{where}: 'name' must be a text given once, got {name!r}")
+            raise TableError(f"{where}: 'name' must be a text given once, got {name!r}")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise PeakTableError(f"{where} ({name}): 'value' must be a positive number")
+            raise TableError(f"{where} ({name}): 'value' must be a positive number")
         if not isinstance(source, str) or not source.startswith("https://"):
-            raise PeakTableError(
+            raise TableError(
                 f"{where} ({name}): 'source' must be an https:// URL a reader can open, got {source!r}"
             )
         out[name] = Limit(
@@ -66,12 +66,7 @@ def parse_limits(data: Any) -> dict[str, Limit]:
 
 @lru_cache(maxsize=None)
 def load_limits(path: Path = LIMITS_FILE) -> dict[str, Limit]:
-    text = path.read_text(encoding="utf-8")
-    try:
-        import yaml
-    except ImportError:
-        return parse_limits(parse_simple_yaml(text))
-    return parse_limits(yaml.safe_load(text))
+    return parse_limits(load_table(path))
 
 
 # --- PCIe replays -------------------------------------------------------------------------------

@@ -3,7 +3,7 @@ generation under load against what the GPU and slot allow."""
 
 from __future__ import annotations
 
-from validate.judge.verdict import FAIL, INFO, NO_REFERENCE, PASS, SKIP, Verdict, at_least
+from validate.judge.verdict import FAIL, INFO, NOT_JUDGED, PASS, SKIP, Verdict, at_least
 
 #: Usable bytes/s per PCIe lane after line encoding, by generation (GB/s).
 PCIE_LANE_GBS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
@@ -25,7 +25,7 @@ def host_to_device_verdict(
     """Pinned host-to-device copies against the link NVML says the GPU can run at."""
     link = pcie_link_theoretical_gbs(generation, width)
     if link is None:
-        return Verdict(NO_REFERENCE, "PCIe link generation/width unknown")
+        return Verdict(NOT_JUDGED, "PCIe link generation/width unknown")
     return at_least(
         measured_gbs,
         MIN_FRACTION_OF_PCIE * link,

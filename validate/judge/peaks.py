@@ -1,8 +1,8 @@
 """The GPU table (gpu_peaks.yaml): datasheet peaks and the figures healthy GPUs measured (each
 with its public source), loaded, validated, and matched by NVML's GPU name.
 
-Images get only `validate/`, and PyYAML is not always there, so the file is kept to a strict
-YAML subset that `parse_simple_yaml` reads when PyYAML is missing (a test checks both agree).
+Images get only `validate/`, and PyYAML is not always there, so the file is kept to the strict
+YAML subset that validate/simpleyaml.py reads, everywhere (a test checks PyYAML reads it alike).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from validate.judge.verdict import FAIL, INFO, PASS, SKIP, Verdict
-from validate.simpleyaml import PeakTableError, parse_simple_yaml
+from validate.simpleyaml import TableError, load_table
 
 PEAKS_FILE = Path(__file__).with_name("gpu_peaks.yaml")
 
@@ -132,7 +132,7 @@ def _number(entry: dict[str, Any], key: str, where: str, optional: bool) -> floa
     if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise PeakTableError(f"{where}: {key} must be a positive number, got {value!r}")
+        raise TableError(f"{where}: {key} must be a positive number, got {value!r}")
     return float(value)
 
 
@@ -144,34 +144,32 @@ def _measurements(entry: dict[str, Any], where: str) -> tuple[Measurement, ...]:
             continue
         metric = key.removeprefix("measured_")
         if metric not in METRICS:
-            raise PeakTableError(
-                f"{where}: {key}: unknown metric (use one of {', '.join(METRICS)})"
-            )
+            raise TableError(f"{where}: {key}: unknown metric (use one of {', '.join(METRICS)})")
         if not isinstance(raw, list) or not raw:
-            raise PeakTableError(f"{where}: {key} must be a non-empty list of measurements")
+            raise TableError(f"{where}: {key} must be a non-empty list of measurements")
         for position, item in enumerate(raw):
             at = f"{where}: {key}[{position}]"
             if not isinstance(item, dict):
-                raise PeakTableError(f"{at} must be a mapping")
+                raise TableError(f"{at} must be a mapping")
             unknown = set(item) - {"value", "method", "n", "dtype", "source", "date", "note"}
             if unknown:
-                raise PeakTableError(f"{at} has unknown keys {sorted(unknown)}")
+                raise TableError(f"{at} has unknown keys {sorted(unknown)}")
             value = item.get("value")
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise PeakTableError(f"{at}: 'value' must be a positive number, got {value!r}")
+                raise TableError(f"{at}: 'value' must be a positive number, got {value!r}")
             for field in ("method", "date"):
                 if not isinstance(item.get(field), str) or not item[field]:
-                    raise PeakTableError(f"{at} needs a '{field}'")
+                    raise TableError(f"{at} needs a '{field}'")
             if item.get("dtype") not in _DTYPES:
-                raise PeakTableError(f"{at}: 'dtype' must be one of {', '.join(sorted(_DTYPES))}")
+                raise TableError(f"{at}: 'dtype' must be one of {', '.join(sorted(_DTYPES))}")
             size = item.get("n", "missing")
             if size is not None and (
                 isinstance(size, bool) or not isinstance(size, int) or size <= 0
             ):
-                raise PeakTableError(f"{at}: 'n' must be a matrix size or null, got {size!r}")
+                raise TableError(f"{at}: 'n' must be a matrix size or null, got {size!r}")
             source = item.get("source")
             if not isinstance(source, str) or not source.startswith(("https://", OWN_SOURCE)):
-                raise PeakTableError(
+                raise TableError(
                     f"{at}: 'source' must be an https:// URL a reader can open, or {OWN_SOURCE}PATH "
                     f"(this project's own measurement, kept in the repository), got {source!r}"
                 )
@@ -199,23 +197,21 @@ def _no_reference(
     if raw is None:
         return ()
     if not isinstance(raw, dict) or not raw:
-        raise PeakTableError(
+        raise TableError(
             f"{where}: no_reference must be a mapping of metric to the reason no public figure is used"
         )
     out = []
     for metric, why in raw.items():
         if metric not in METRICS:
-            raise PeakTableError(
+            raise TableError(
                 f"{where}: no_reference: unknown metric {metric!r} (use one of {', '.join(METRICS)})"
             )
         if not isinstance(why, str) or not why.strip():
-            raise PeakTableError(
+            raise TableError(
                 f"{where}: no_reference: {metric} needs the reason (what was searched)"
             )
         if any(m.metric == metric for m in measured):
-            raise PeakTableError(
-                f"{where}: {metric} is both measured and listed under no_reference"
-            )
+            raise TableError(f"{where}: {metric} is both measured and listed under no_reference")
         out.append((metric, why.strip()))
     return tuple(out)
 
@@ -228,17 +224,17 @@ def parse_interconnects(data: Any) -> dict[str, Interconnect]:
     ):
         where = f"interconnects[{position}]"
         if not isinstance(entry, dict) or entry.get("name") not in ("nvlink", "pcie"):
-            raise PeakTableError(f"{where}: 'name' must be nvlink or pcie")
+            raise TableError(f"{where}: 'name' must be nvlink or pcie")
         fraction = entry.get("min_fraction")
         if (
             isinstance(fraction, bool)
             or not isinstance(fraction, (int, float))
             or not 0 < fraction <= 1
         ):
-            raise PeakTableError(f"{where}: 'min_fraction' must be a number in (0, 1]")
+            raise TableError(f"{where}: 'min_fraction' must be a number in (0, 1]")
         source = entry.get("source")
         if not isinstance(source, str) or not source.startswith("https://"):
-            raise PeakTableError(f"{where}: 'source' must be an https:// URL, got {source!r}")
+            raise TableError(f"{where}: 'source' must be an https:// URL, got {source!r}")
         out[entry["name"]] = Interconnect(
             entry["name"], float(fraction), str(entry.get("of", "")), source
         )
@@ -252,36 +248,34 @@ def _nvlink_links(entry: dict[str, Any], where: str) -> int | None:
         return None
     source = entry.get("nvlink_links_source")
     if isinstance(links, bool) or not isinstance(links, int) or links < 1:
-        raise PeakTableError(f"{where}: 'nvlink_links' must be a whole number of links")
+        raise TableError(f"{where}: 'nvlink_links' must be a whole number of links")
     if not isinstance(source, str) or not source.startswith("https://"):
-        raise PeakTableError(
-            f"{where}: 'nvlink_links' needs 'nvlink_links_source', an https:// URL"
-        )
+        raise TableError(f"{where}: 'nvlink_links' needs 'nvlink_links_source', an https:// URL")
     return links
 
 
 def parse_table(data: Any) -> list[GpuPeaks]:
     """Validate the loaded document and build the entries (every entry needs a source URL)."""
     if not isinstance(data, dict) or not isinstance(data.get("gpus"), list):
-        raise PeakTableError("the peak table must have a top-level 'gpus:' list")
+        raise TableError("the peak table must have a top-level 'gpus:' list")
     entries: list[GpuPeaks] = []
     seen: dict[str, str] = {}
     for position, entry in enumerate(data["gpus"]):
         if not isinstance(entry, dict):
-            raise PeakTableError(f"gpus[{position}] must be a mapping")
+            raise TableError(f"gpus[{position}] must be a mapping")
         where = f"gpus[{position}] ({entry.get('model', '?')})"
         model = entry.get("model")
         names = entry.get("nvml_names")
         source = entry.get("source")
         if not isinstance(model, str) or not model:
-            raise PeakTableError(f"{where}: 'model' is missing")
+            raise TableError(f"{where}: 'model' is missing")
         if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
-            raise PeakTableError(f"{where}: 'nvml_names' must be a non-empty list of names")
+            raise TableError(f"{where}: 'nvml_names' must be a non-empty list of names")
         if not isinstance(source, str) or not source.startswith("https://"):
-            raise PeakTableError(f"{where}: 'source' must be an https:// URL, got {source!r}")
+            raise TableError(f"{where}: 'source' must be an https:// URL, got {source!r}")
         for name in names:
             if name.lower() in seen:
-                raise PeakTableError(
+                raise TableError(
                     f"{where}: NVML name {name!r} is also listed by {seen[name.lower()]}"
                 )
             seen[name.lower()] = model
@@ -290,7 +284,7 @@ def parse_table(data: Any) -> list[GpuPeaks]:
             "memory_bandwidth_gbs",
         ):  # null is allowed, but must be written: a forgotten key is an error
             if key not in entry:
-                raise PeakTableError(
+                raise TableError(
                     f"{where}: {key} is missing (null when NVIDIA publishes no datasheet figure)"
                 )
         measured = _measurements(entry, where)
@@ -313,22 +307,13 @@ def parse_table(data: Any) -> list[GpuPeaks]:
     return entries
 
 
-def _load(path: Path) -> Any:
-    text = path.read_text(encoding="utf-8")
-    try:
-        import yaml
-    except ImportError:
-        return parse_simple_yaml(text)
-    return yaml.safe_load(text)
-
-
 def load_peaks(path: Path = PEAKS_FILE) -> list[GpuPeaks]:
-    """Load and validate the table, with PyYAML when installed, else with the subset reader."""
-    return parse_table(_load(path))
+    """Load and validate the table."""
+    return parse_table(load_table(path))
 
 
 def load_interconnects(path: Path = PEAKS_FILE) -> dict[str, Interconnect]:
-    return parse_interconnects(_load(path))
+    return parse_interconnects(load_table(path))
 
 
 def nccl_floor(
@@ -372,7 +357,7 @@ def interconnect_of(gpus: list[Any], table: list[GpuPeaks]) -> tuple[str, float 
     (NVML); else ("pcie", the slowest GPU's link). From the product, not from the links that
     happen to be up: a GPU whose NVLinks are all down keeps its host judged by the NVLink floor
     (and nvlink_links_verdict names it). The figure is None when unknown (then only --baseline judges)."""
-    from validate.judge.thresholds import pcie_link_theoretical_gbs
+    from validate.judge.pcie import pcie_link_theoretical_gbs
 
     by_product = bool(gpus) and all(expected_nvlinks(g, table) for g in gpus)
     if by_product or (gpus and all(g.nvlink_active_links for g in gpus)):

@@ -10,18 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from validate.host.devices import uuid_body
-from validate.judge.thresholds import (
-    FAIL,
-    INFO,
-    MIN_SHARE_OF_PEERS,
-    NOT_JUDGED,
-    PASS,
-    REFERENCE_FRACTION,
-    WARN,
-    Verdict,
-    throughput_verdict,
-)
-from validate.simpleyaml import PeakTableError, parse_simple_yaml
+from validate.judge.speed import MIN_SHARE_OF_PEERS, REFERENCE_FRACTION, throughput_verdict
+from validate.judge.verdict import FAIL, INFO, NOT_JUDGED, PASS, WARN, Verdict
+from validate.simpleyaml import TableError, load_table
 
 SCALING_FILE = Path(__file__).with_name("scaling.yaml")
 #: Ranks that share one CPU (gloo in CI) vary with whatever else runs there: two suites on one
@@ -51,32 +42,28 @@ def parse_scaling(data: Any) -> list[ScalingReference]:
     """Validate the 'scaling:' list; every row needs a figure in (0, 1] and an https:// source."""
     rows = data.get("scaling") if isinstance(data, dict) else None
     if not isinstance(rows, list):
-        raise PeakTableError("the scaling table needs a top-level 'scaling:' list")
+        raise TableError("the scaling table needs a top-level 'scaling:' list")
     out = []
     for position, row in enumerate(rows):
         where = f"scaling[{position}]"
         if not isinstance(row, dict) or row.get("interconnect") not in INTERCONNECTS:
-            raise PeakTableError(
-                f"{where}: 'interconnect' must be one of {', '.join(INTERCONNECTS)}"
-            )
+            raise TableError(f"{where}: 'interconnect' must be one of {', '.join(INTERCONNECTS)}")
         efficiency, gpus = row.get("efficiency"), row.get("gpus")
         if (
             isinstance(efficiency, bool)
             or not isinstance(efficiency, (int, float))
             or not 0 < efficiency <= 1
         ):
-            raise PeakTableError(f"{where}: 'efficiency' must be a number in (0, 1]")
+            raise TableError(f"{where}: 'efficiency' must be a number in (0, 1]")
         if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 2:
-            raise PeakTableError(f"{where}: 'gpus' must be a count of 2 or more")
+            raise TableError(f"{where}: 'gpus' must be a count of 2 or more")
         source = row.get("source")
         if not isinstance(source, str) or not source.startswith("https://"):
-            raise PeakTableError(
+            raise TableError(
                 f"{where}: 'source' must be an https:// URL a reader can open, got {source!r}"
             )
         if not isinstance(row.get("workload"), str) or not isinstance(row.get("like_suite"), bool):
-            raise PeakTableError(
-                f"{where}: needs 'workload' (text) and 'like_suite' (true or false)"
-            )
+            raise TableError(f"{where}: needs 'workload' (text) and 'like_suite' (true or false)")
         out.append(
             ScalingReference(
                 row["interconnect"],
@@ -92,12 +79,7 @@ def parse_scaling(data: Any) -> list[ScalingReference]:
 
 
 def load_scaling(path: Path = SCALING_FILE) -> list[ScalingReference]:
-    text = path.read_text(encoding="utf-8")
-    try:
-        import yaml
-    except ImportError:
-        return parse_scaling(parse_simple_yaml(text))
-    return parse_scaling(yaml.safe_load(text))
+    return parse_scaling(load_table(path))
 
 
 def identical_verdict(checksums: list[str], labels: list[str]) -> Verdict:

@@ -19,8 +19,6 @@ WARN = "warn"  # works, but a user will notice (PTX JIT at first use): never fai
 #: model (nor --baseline). Never a pass, never a fail; a saved baseline or the fleet median judges it.
 NOT_JUDGED = "not judged"
 
-NO_REFERENCE = NOT_JUDGED  # the old name, kept for code that imports it
-
 #: Every word a report may carry for "measured, not judged" (reports before NOT_JUDGED say "no reference").
 NOT_JUDGED_WORDS = (NOT_JUDGED, "no reference")
 

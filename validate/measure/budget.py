@@ -8,13 +8,14 @@ from __future__ import annotations
 import math
 
 from validate.host.masking import UNSET_CASE, masking_cases, quick_cases
-from validate.judge.thresholds import probe_parallelism
+from validate.judge.visibility import probe_parallelism
 from validate.measure.memory_modes import QUICK_MODES, SHARED_TF_MODE, TF_MODES, TORCH_MODES
 
 #: Ranks the DDP check starts on a host without GPUs (validate/checks/test_07_multigpu.py).
 CPU_RANKS = 2
 
-#: Wall seconds `python -m validate --quick` may take on a server with one GPU: issue 11's budget.
+#: Wall seconds `python -m validate --quick` may take on a server with one GPU: the budget the
+#: quick suite was given (docs/decisions.md, issue 11).
 QUICK_BUDGET_SECONDS_ONE_GPU = 60.0
 
 #: Wall seconds `--quick` may take on a host without GPUs (the quickstart's last step, CI's

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from validate.files import write_text_atomic
-from validate.judge.thresholds import FAIL, PASS, SKIP
+from validate.judge.verdict import FAIL, PASS, SKIP
 from validate.report.tables import format_table, wrap_rows
 
 #: Set by `invoke validate` for an in-image run: {path in the container: the path the user gave},
@@ -143,7 +143,7 @@ def not_judged_note(records: list[Record], gpu_names: dict[str, str]) -> str | N
     """One line under the table when figures were measured but not judged (no like-for-like
     reference for the model, no --baseline), naming the models, so "not judged" is never read
     as a pass; None when every figure was judged."""
-    from validate.judge.thresholds import NOT_JUDGED_WORDS
+    from validate.judge.verdict import NOT_JUDGED_WORDS
 
     figures = [r for r in records if r.verdict in NOT_JUDGED_WORDS and r.value is not None]
     if not figures:

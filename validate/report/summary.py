@@ -13,7 +13,7 @@ import re
 import textwrap
 from typing import Sequence
 
-from validate.judge.thresholds import FAIL, PASS, SKIP, WARN
+from validate.judge.verdict import FAIL, PASS, SKIP, WARN
 from validate.report.record import Record
 from validate.report.tables import format_table, wrap_rows
 
