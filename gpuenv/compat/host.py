@@ -165,9 +165,11 @@ def request_for_host(
 
     With a wheelhouse folder the resolver considers only the framework wheels it holds.
     """
-    from gpuenv.envs.wheelhouse import wheel_names
+    wheels = None
+    if wheelhouse:
+        from gpuenv.envs.wheelhouse import wheel_names
 
-    wheels = wheel_names(wheelhouse) if wheelhouse else None
+        wheels = wheel_names(wheelhouse)
     archs = tuple(split_arch_list(gpu_arch))
     source = "--driver"
     blamed = dict(origins or {})
