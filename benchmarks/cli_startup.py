@@ -2,11 +2,15 @@
 run, and their goals (docs/decisions.md, issue 37): `invoke --list` under 0.15 s, `invoke resolve`
 under 0.2 s.
 
-Each command runs `--repeats` times, interleaved with the bare start so that a loaded machine
-stretches them alike; wall and CPU seconds (the child's user + system) are the medians. On a
-shared machine the CPU time and the ratio to the bare start are the fairer figures. With
---compare DIR the same commands run from another checkout (e.g. `git worktree add /tmp/base
-main`), interleaved too, so that a before/after is side by side.
+Each command runs `--repeats` times, interleaved with the bare start and with `import invoke`
+alone, so that a loaded machine stretches them alike; the figures are medians of wall seconds and
+of CPU seconds (the child's user + system time). A goal is judged on CPU seconds, not wall: the
+command's CPU less the bare start's in the same run, plus 0.03 s for the bare start of a calm
+machine (its CPU time here, measured on this 2-core machine: 0.028 s). `import invoke` is the floor
+gpuenv cannot go below (Invoke's own package: its config, its vendored YAML, unittest.mock), so
+each command also shows what gpuenv adds over it. With --compare DIR the same commands run from
+another checkout (e.g. `git worktree add /tmp/base main`), interleaved too, so that a before/after
+is side by side. gpuenv's parsed-data cache (gpuenv/datacache.py) is warm, as after a first run.
 
 Also checks that the resolve path imports none of the heavy modules (torch, tensorflow, conda_lock,
 docker), which is what keeps it fast. Run: .venv/bin/python benchmarks/cli_startup.py
@@ -26,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CASES = {
     "python -c pass (bare start)": (None, ["-c", "pass"]),
+    "python -c 'import invoke' (floor)": (None, ["-c", "import invoke"]),
     "invoke --list": (0.15, ["-m", "invoke", "--list"]),
     "invoke resolve --cuda 12.1": (0.2, ["-m", "invoke", "resolve", "--cuda", "12.1"]),
     "invoke resolve --json (detects host)": (0.2, ["-m", "invoke", "resolve", "--json"]),
@@ -54,8 +59,9 @@ def heavy_imports() -> list[str]:
         "resolve_stack(request_for_host(cuda='12.1'));"
         f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
     )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's gpuenv, not an installed one
     out = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True, text=True
+        [sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True, text=True, env=env
     )
     return [m for m in out.stdout.strip().split(",") if m]
 
@@ -77,22 +83,36 @@ def main() -> None:
             for code, root in roots if argv[0] == "-m" else roots[-1:]:
                 times.setdefault((label, code), []).append(run_once(root, argv))
     print(
-        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; medians of {args.repeats} interleaved runs"
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; medians of {args.repeats}"
+        " interleaved runs; CPU s: the child's user + system seconds"
     )
-    print(f"{'command':38} {'code':6} {'wall s':>7} {'CPU s':>7} {'x bare':>7}  goal")
-    bare_wall = statistics.median(w for w, _ in times[(next(iter(CASES)), "this")])
-    bare_cpu = statistics.median(c for _, c in times[(next(iter(CASES)), "this")])
+    print(
+        f"{'command':38} {'code':6} {'wall s':>7} {'CPU s':>7} {'x bare':>7} {'+ invoke':>8}"
+        "  goal (judged on CPU s - bare CPU s + 0.03 s)"
+    )
+    labels = list(CASES)
+    bare_wall = statistics.median(w for w, _ in times[(labels[0], "this")])
+    bare_cpu = statistics.median(c for _, c in times[(labels[0], "this")])
+    floor_cpu = statistics.median(c for _, c in times[(labels[1], "this")])
     for (label, code), runs in times.items():
         wall, cpu = statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs)
         goal = CASES[label][0]
-        # the goal is a calm machine's wall time; here, a command's own cost (less the bare start,
-        # which the load stretches alike) is judged by CPU seconds on top of a calm bare start
+        # the goal is a calm machine's; here a command's own cost (less the bare start, which the
+        # load stretches alike) is judged by CPU seconds on top of a calm bare start
+        judged = cpu - bare_cpu + 0.03
         verdict = (
             ""
             if goal is None
-            else f"< {goal:g} s: CPU {'met' if cpu - bare_cpu + 0.03 < goal else 'NOT met'}"
+            else f"< {goal:g} s: {judged:.3f} s, {'met' if judged < goal else 'NOT met'}"
         )
-        print(f"{label:38} {code:6} {wall:7.3f} {cpu:7.3f} {wall / bare_wall:7.1f}  {verdict}")
+        over = "" if goal is None else f"{cpu - floor_cpu:+.3f}"
+        ratio = wall / bare_wall
+        print(f"{label:38} {code:6} {wall:7.3f} {cpu:7.3f} {ratio:7.1f} {over:>8}  {verdict}")
+    floor = floor_cpu - bare_cpu + 0.03
+    print(
+        f"Invoke's own import alone is {floor:.3f} s judged the same way: gpuenv's code cannot"
+        " take a command below it"
+    )
     print("heavy modules imported on the resolve path:", ", ".join(heavy_imports()) or "none")
 
 

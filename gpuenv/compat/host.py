@@ -59,11 +59,16 @@ def plan_platform(
 
 def live_platform() -> tuple[str | None, str]:
     """This machine's platform from `platform.machine()` (None for one gpuenv plans nothing for)."""
-    import platform as host_platform
+    import os
 
     from gpuenv.stack import platform_of_machine
 
-    machine = host_platform.machine()
+    if hasattr(os, "uname"):  # what platform.machine() returns on POSIX, without its regexes
+        machine = os.uname().machine
+    else:
+        import platform as host_platform
+
+        machine = host_platform.machine()
     return platform_of_machine(machine), f"this host: platform.machine() is {machine}"
 
 
@@ -138,10 +143,14 @@ def capture_archs(host, host_file: str) -> tuple[str, ...]:
 def pci_archs() -> tuple[str, ...]:
     """The compute capabilities of the NVIDIA GPUs on this host's PCI bus, known by their PCI
     device ids (validate/host/pci_ids.yaml, then gpu_archs.yaml); unknown ones are left out."""
-    from validate.host.archs import identify
     from validate.host.pcibus import nvidia_gpus
 
-    known = (identify("", gpu.device_id).known for gpu in nvidia_gpus())
+    gpus = nvidia_gpus()
+    if not gpus:  # a machine without NVIDIA GPUs: the tables are not needed
+        return ()
+    from validate.host.archs import identify
+
+    known = (identify("", gpu.device_id).known for gpu in gpus)
     return tuple(sorted({k.compute_capability for k in known if k is not None}))
 
 
@@ -166,9 +175,11 @@ def request_for_host(
 
     With a wheelhouse folder the resolver considers only the framework wheels it holds.
     """
-    from gpuenv.envs.wheelhouse import wheel_names
+    wheels = None
+    if wheelhouse:
+        from gpuenv.envs.wheelhouse import wheel_names
 
-    wheels = wheel_names(wheelhouse) if wheelhouse else None
+        wheels = wheel_names(wheelhouse)
     archs = tuple(split_arch_list(gpu_arch))
     source = "--driver"
     blamed = dict(origins or {})

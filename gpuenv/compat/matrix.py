@@ -33,6 +33,7 @@ from gpuenv.compat.matrix_model import (
     version_key,
 )
 from gpuenv.compat.matrix_parse import SCHEMA, parse_matrix
+from gpuenv.datacache import parsed_once
 from gpuenv.errors import DataError
 
 __all__ = [
@@ -82,18 +83,32 @@ def load_matrix(path: Path | None = None) -> Matrix:
 @lru_cache(maxsize=4)
 def _load(path: Path) -> Matrix:
     try:
-        text = path.read_bytes().decode("utf-8")
+        raw = path.read_bytes()
     except OSError as err:
         raise DataError(
             f"cannot read compatibility data {path}: {err.strerror}",
             fix="restore envs/compat.yaml from the repository",
         ) from None
+    # the YAML parsed once per content (gpuenv/datacache.py); parse_matrix checks it every time
+    data = parsed_once(raw, lambda raw: _parse_yaml(raw, path), name=path.name, kind=_YAML_KIND)
+    return parse_matrix(data, path)
+
+
+#: What turns the file's bytes into data, for the cache's key: change the version when
+#: `_UniqueKeyLoader` or `_parse_yaml` changes what they make of a file.
+_YAML_KIND = f"compat.yaml v1, PyYAML {yaml.__version__}, {_UniqueKeyLoader.__mro__[1].__name__}"
+
+
+def _parse_yaml(raw: bytes, path: Path) -> Any:
+    """The file's data: UTF-8 YAML without duplicate keys, else a DataError naming the place."""
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise DataError(
             f"{path} is not UTF-8 text (byte {err.start})", fix="save it as UTF-8"
         ) from None
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)
+        return yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark else ""
@@ -101,4 +116,3 @@ def _load(path: Path) -> Matrix:
             f"{path}:{line} is not valid YAML ({getattr(err, 'problem', err)})",
             fix="fix the syntax",
         ) from None
-    return parse_matrix(data, path)

@@ -13,10 +13,10 @@ one line naming the URL and the setting that points elsewhere.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuenv.datacache import cache_dir
 from gpuenv.envs import lockers
 from gpuenv.errors import ToolError
 from gpuenv.progress import Say
@@ -35,14 +35,6 @@ class BuildTools:
     python: Path | None = None  # root of a relocatable CPython tree (bin/, lib/)
     #: a conda lock's environment, installed on the host for the image's /opt/gpuenv/env
     conda_env: Path | None = None
-
-
-def cache_dir() -> Path:
-    """Where downloaded tools are kept between builds (GPUENV_CACHE_DIR, else XDG's cache)."""
-    if os.environ.get("GPUENV_CACHE_DIR"):
-        return Path(os.environ["GPUENV_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "gpuenv"
 
 
 def normalise_arch(arch: str) -> str:

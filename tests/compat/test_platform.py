@@ -213,3 +213,18 @@ def test_the_unconfirmed_aarch64_builds_are_open_items_of_the_data():
     items = pending_curation(load_matrix())
     assert "torch 2.11 cu128 on linux-aarch64: unconfirmed" in items
     assert not any("2.10 cpu on linux-aarch64" in item for item in items)  # read from PyPI
+
+
+def test_this_host_platform_is_what_platform_machine_says():
+    """live_platform reads os.uname() where there is one (platform's module compiles regexes at
+    import): the same value and the same words as platform.machine()."""
+    import platform
+
+    from gpuenv.compat.host import live_platform
+    from gpuenv.stack import platform_of_machine
+
+    machine = platform.machine()
+    assert live_platform() == (
+        platform_of_machine(machine),
+        f"this host: platform.machine() is {machine}",
+    )

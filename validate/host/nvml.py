@@ -214,6 +214,30 @@ def use_module(nv: Any) -> None:
 
 #: NVML's answer on a host with no NVIDIA driver installed.
 NO_DRIVER = "NVML: libnvidia-ml.so.1 not found (no NVIDIA driver on this host)"
+#: The library nvidia-ml-py opens on Linux (its _LoadNvmlLibrary: `CDLL("libnvidia-ml.so.1")`).
+NVML_LIBRARY = "libnvidia-ml.so.1"
+
+
+def library_missing() -> bool:
+    """True on a Linux host where pynvml is installed but NVML's library cannot be opened: all
+    that importing pynvml (5,000 lines, most of a CPU-only `invoke resolve`'s host read) and
+    calling nvmlInit would find out is NVMLError_LibraryNotFound, so the answer is NO_DRIVER
+    without it. False wherever pynvml must be asked (another OS, the library present)."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    import importlib.util
+
+    if importlib.util.find_spec("pynvml") is None:
+        return False  # import_pynvml says that it is not installed
+    import ctypes
+
+    try:
+        ctypes.CDLL(NVML_LIBRARY)
+    except OSError:
+        return True
+    return False
 
 
 def cpu_only_host(
@@ -233,6 +257,8 @@ def _init(nv: Any = None) -> tuple[Any, str | None]:
     if nv is None:
         nv = _MODULE
     if nv is None:
+        if library_missing():
+            return None, NO_DRIVER
         nv, error = import_pynvml()
         if nv is None:
             return None, error

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterable
 
 from gpuenv.compat.matrix import (
@@ -134,9 +135,34 @@ def framework_candidates(
     matrix: Matrix, framework: str, pin: str | None, platform: str = LINUX_64
 ) -> list[Candidate]:
     """Every build of the framework (one per release, build and Python) made for `platform`."""
+    return list(_candidates(_Same(matrix), framework, pin, platform))
+
+
+class _Same:
+    """A matrix as a cache key by identity (a Matrix's own hash walks every fact); holding it keeps
+    its id from being reused while it is cached."""
+
+    __slots__ = ("matrix",)
+
+    def __init__(self, matrix: Matrix) -> None:
+        self.matrix = matrix
+
+    def __hash__(self) -> int:
+        return id(self.matrix)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.matrix is self.matrix
+
+
+@lru_cache(maxsize=16)
+def _candidates(
+    same: _Same, framework: str, pin: str | None, platform: str
+) -> tuple[Candidate, ...]:
+    """The builds once per matrix and wishes: a resolve re-resolves its fixes over the same matrix
+    up to ten times (the candidates are frozen, so every caller may share them)."""
     if framework == "torch":
-        return _torch_candidates(matrix, pin, platform)
-    return _tf_candidates(matrix, pin, platform)
+        return tuple(_torch_candidates(same.matrix, pin, platform))
+    return tuple(_tf_candidates(same.matrix, pin, platform))
 
 
 def version_list(versions: Iterable[str]) -> str:

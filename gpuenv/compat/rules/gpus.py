@@ -179,9 +179,17 @@ def check_kernels(cands: list[Candidate], w: Wishes) -> list[Candidate]:
         key = (id(c.placement), id(c.kernels))
         if key not in plans:
             need = kernel_min_driver(w.matrix, c, w.archs, w.driver)
-            plans[key] = None if need is None else replace(c.placement, min_driver=need)  # type: ignore[arg-type]
-        if plans[key] is not None:
-            kept.append(replace(c, placement=plans[key]))
+            if need is None:
+                plans[key] = None
+            elif need == c.placement.min_driver:  # type: ignore[union-attr]
+                plans[key] = (
+                    c.placement
+                )  # the floor stays: no copies (thousands per --cuda resolve)
+            else:
+                plans[key] = replace(c.placement, min_driver=need)  # type: ignore[arg-type]
+        plan = plans[key]
+        if plan is not None:
+            kept.append(c if plan is c.placement else replace(c, placement=plan))
     if not kept:
         message, fix = arch_failure(cands, w)
         raise NoCompatibleStack(message, fix=fix)

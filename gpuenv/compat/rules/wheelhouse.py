@@ -6,9 +6,6 @@ import re
 from dataclasses import dataclass, replace
 from typing import Iterable
 
-from packaging.tags import Tag
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
 from gpuenv.compat.matrix import Matrix
 from gpuenv.compat.rules.frameworks import Candidate, version_list
 from gpuenv.compat.rules.wishes import Wishes
@@ -37,6 +34,9 @@ class WheelBuild:
 
 def framework_wheels(names: Iterable[str], framework: str) -> list[WheelBuild]:
     """The wheels of `framework` among file names (tensorflow also as tensorflow_cpu), read with packaging."""
+    # imported here: packaging's tags read the platform, which a resolve without wheels skips
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
     wanted = {"torch": ("torch",), "tensorflow": ("tensorflow", "tensorflow-cpu")}[framework]
     out = []
     for filename in names:
@@ -48,7 +48,7 @@ def framework_wheels(names: Iterable[str], framework: str) -> list[WheelBuild]:
             continue
         if name not in wanted:
             continue
-        tag: Tag = sorted(tags, key=str)[0]
+        tag = sorted(tags, key=str)[0]
         python = None
         if re.fullmatch(r"cp3\d+", tag.interpreter) and tag.abi != "abi3":
             python = f"3.{tag.interpreter[3:]}"
