@@ -4,13 +4,19 @@ Two folders, one per stage, so each stage takes its inputs in one COPY (one laye
   install/   what the install stage needs: install-env.sh, ca-env.sh, tools/, ca/, wheels/, lock/
   image/     what the final image carries beside the environment: bin/gpuenv-entrypoint,
              stack.json and validate/
-and docker/Dockerfile. Pure but for reading the files: the engine is never asked here.
+and docker/Dockerfile; for a conda lock also env/environment.tar, the environment the host
+installed, as a tar whose every header is fixed (EnvArchive): the final stage ADDs it, which
+gives the same layer from every build. Pure but for reading the files: the engine is never
+asked here.
 """
 
 from __future__ import annotations
 
 import io
+import os
+import stat
 import tarfile
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -31,7 +37,27 @@ class Tree:
     root: Path
 
 
-Source = Path | bytes | Tree
+@dataclass(frozen=True)
+class EnvArchive:
+    """A folder sent as one tar file that the Dockerfile ADDs (the engine unpacks it), its members
+    under `under` ("opt/gpuenv/env") with every header fixed: names in sorted order, owner 0:0, the
+    time `epoch`, modes readable by all. A COPY cannot give that: on the engine measured (20.10,
+    both builders) the folder that receives a COPY takes the build's time, which the layer
+    records; an unpacked archive's folders take the archive's times, so the layer depends only on
+    the files."""
+
+    root: Path
+    under: str
+    epoch: int
+
+
+Source = Path | bytes | Tree | EnvArchive
+#: Where a conda lock's environment travels in the context (docker/Dockerfile: ENV_FROM_HOST).
+ENV_ARCHIVE = "env/environment.tar"
+#: The Dockerfile's instruction that puts the environment built in the install stage into the
+#: image; for an environment the host installed, it becomes ENV_FROM_HOST.
+ENV_FROM_INSTALL = "COPY --from=install /opt/gpuenv/ /opt/gpuenv/"
+ENV_FROM_HOST = f"ADD {ENV_ARCHIVE} /"
 
 
 class BuildPlan(Protocol):
@@ -47,6 +73,7 @@ class BuildPlan(Protocol):
     no_index: bool
     tools: Any  # gpuenv.envs.buildtools.BuildTools | None
     locked_wheels: tuple[Path, ...]
+    epoch: int  # the time of every file of an EnvArchive (plan.BuildPlan.epoch)
 
 
 def label_instruction(labels: dict[str, str]) -> str:
@@ -67,8 +94,20 @@ def label_instruction(labels: dict[str, str]) -> str:
     return "LABEL " + " \\\n      ".join(pairs) + "\n"
 
 
-def render_dockerfile(template: bytes, labels: dict[str, str]) -> bytes:
-    """docker/Dockerfile with the image's labels appended as its last instruction (final stage)."""
+def render_dockerfile(
+    template: bytes, labels: dict[str, str], *, env_from_host: bool = False
+) -> bytes:
+    """docker/Dockerfile with the image's labels appended as its last instruction (final stage),
+    and, for an environment the host installed (`env_from_host`), its one ENV_FROM_INSTALL line
+    made ENV_FROM_HOST."""
+    if env_from_host:
+        lines = template.decode().split("\n")
+        if lines.count(ENV_FROM_INSTALL) != 1:
+            raise DataError(
+                f"docker/Dockerfile must hold the line {ENV_FROM_INSTALL!r} once",
+                fix="restore docker/Dockerfile from the repository",
+            )
+        template = "\n".join(ENV_FROM_HOST if x == ENV_FROM_INSTALL else x for x in lines).encode()
     note = "\n# The image's labels, given once by gpuenv (gpuenv/images/plan.py), in one step.\n"
     return (
         template.rstrip(b"\n") + b"\n" + (note + label_instruction(labels)).encode()
@@ -86,9 +125,12 @@ def context_entries(plan: BuildPlan, *, labelled: bool = True) -> list[tuple[str
     computed before its own hash is a label).
     """
     template = plan.docker_dir / "Dockerfile"
+    env = plan.tools.conda_env if plan.tools is not None else None
     dockerfile: Source = (
-        render_dockerfile(template.read_bytes(), plan.labels)
-        if labelled and plan.labels
+        render_dockerfile(
+            template.read_bytes(), plan.labels if labelled else {}, env_from_host=env is not None
+        )
+        if (labelled and plan.labels) or env is not None
         else template
     )
     entries: list[tuple[str, Source]] = [
@@ -100,12 +142,12 @@ def context_entries(plan: BuildPlan, *, labelled: bool = True) -> list[tuple[str
         *([("install/wheels/.no-index", b"")] if plan.no_index else []),
         ("install/tools/.keep", b""),
     ]
-    if plan.tools is not None:
+    if env is not None:
+        # A conda lock's environment, installed on the host for /opt/gpuenv/env: no installer
+        # goes in (uv alone is 38 MB), and the install stage has nothing to do.
+        entries.append((ENV_ARCHIVE, EnvArchive(env, "opt/gpuenv/env", plan.epoch)))
+    elif plan.tools is not None:
         entries.append(("install/tools/uv", plan.tools.uv))
-        if (
-            plan.tools.conda_env is not None
-        ):  # a conda lock's environment, installed on the host for /opt/gpuenv/env
-            entries.append(("install/tools/conda-env", Tree(plan.tools.conda_env)))
         if plan.tools.python is not None:
             entries.append(("install/tools/python", Tree(plan.tools.python)))
     # Only the wheels the lock allows: a wheelhouse of 200,000 files sends the few the install uses.
@@ -148,6 +190,14 @@ def write_context(plan: BuildPlan, out: IO[bytes]) -> None:
                 info.size = len(source)
                 info.mode = 0o644
                 tar.addfile(_normalised(info), io.BytesIO(source))
+            elif isinstance(source, EnvArchive):
+                with tempfile.TemporaryFile(prefix="gpuenv-env-") as archive:
+                    write_env_archive(source, archive)
+                    info = tarfile.TarInfo(name)
+                    info.size = archive.tell()
+                    info.mode = 0o644
+                    archive.seek(0)
+                    tar.addfile(_normalised(info), archive)
             elif isinstance(source, Tree):
                 # A standalone Python: relocatable, with relative links (python3 -> python3.11).
                 tar.add(str(source.root), arcname=name, recursive=True, filter=_normalised)
@@ -158,6 +208,56 @@ def write_context(plan: BuildPlan, out: IO[bytes]) -> None:
                 info = tar.gettarinfo(str(real), arcname=name)
                 with open(real, "rb") as fh:
                     tar.addfile(_normalised(info), fh)
+
+
+def write_env_archive(archive: EnvArchive, out: IO[bytes]) -> None:
+    """`archive.root` as a tar stream whose bytes depend only on its files' paths, bytes, link
+    targets and executable bits: members in sorted order under `archive.under` (its parent
+    folders first), owner 0:0 with no names, every time `archive.epoch`, modes 0755 (folders,
+    executables) or 0644, a hard link written as a file. Unpacked by ADD, the layer's folders take
+    these times too (a COPY would stamp the receiving folder with the build's)."""
+
+    def header(name: str, kind: bytes, mode: int) -> tarfile.TarInfo:
+        info = tarfile.TarInfo(name)
+        info.type = kind
+        info.mode = mode
+        info.mtime = archive.epoch
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        return info
+
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        parts = archive.under.strip("/").split("/")
+        for depth in range(1, len(parts) + 1):
+            tar.addfile(header("/".join(parts[:depth]), tarfile.DIRTYPE, 0o755))
+        for path in _entries_sorted(archive.root):
+            name = f"{archive.under.strip('/')}/{path.relative_to(archive.root).as_posix()}"
+            if path.is_symlink():
+                info = header(name, tarfile.SYMTYPE, 0o777)
+                info.linkname = os.readlink(path)
+                tar.addfile(info)
+            elif path.is_dir():
+                tar.addfile(header(name, tarfile.DIRTYPE, 0o755))
+            else:
+                mode = os.stat(path).st_mode
+                if not stat.S_ISREG(mode):
+                    raise DataError(
+                        f"{path} is neither a file, a folder nor a link",
+                        fix="remove it from the staged environment (or its cache folder)",
+                    )
+                info = header(name, tarfile.REGTYPE, 0o755 if mode & 0o111 else 0o644)
+                with open(path, "rb") as fh:
+                    info.size = os.fstat(fh.fileno()).st_size
+                    tar.addfile(info, fh)
+
+
+def _entries_sorted(root: Path) -> list[Path]:
+    """Every entry under `root`, links not followed, in an order that does not depend on the
+    file system: by path, folders before what they hold."""
+    found: list[Path] = []
+    for folder, dirs, files in os.walk(root):
+        found += [Path(folder, name) for name in dirs + files]
+    return sorted(found, key=lambda p: p.relative_to(root).parts)
 
 
 def _normalised(info: tarfile.TarInfo) -> tarfile.TarInfo:
