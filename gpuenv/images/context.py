@@ -16,10 +16,9 @@ import io
 import os
 import stat
 import tarfile
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any, Iterator, Protocol
 
 from gpuenv.errors import DataError
 from gpuenv.stack import Stack, stack_json
@@ -191,13 +190,11 @@ def write_context(plan: BuildPlan, out: IO[bytes]) -> None:
                 info.mode = 0o644
                 tar.addfile(_normalised(info), io.BytesIO(source))
             elif isinstance(source, EnvArchive):
-                with tempfile.TemporaryFile(prefix="gpuenv-env-") as archive:
-                    write_env_archive(source, archive)
-                    info = tarfile.TarInfo(name)
-                    info.size = archive.tell()
-                    info.mode = 0o644
-                    archive.seek(0)
-                    tar.addfile(_normalised(info), archive)
+                members = env_archive_members(source)
+                info = tarfile.TarInfo(name)
+                info.size = env_archive_size(members)
+                info.mode = 0o644
+                tar.addfile(_normalised(info), _ChunkReader(env_archive_chunks(members)))
             elif isinstance(source, Tree):
                 # A standalone Python: relocatable, with relative links (python3 -> python3.11).
                 tar.add(str(source.root), arcname=name, recursive=True, filter=_normalised)
@@ -211,44 +208,118 @@ def write_context(plan: BuildPlan, out: IO[bytes]) -> None:
 
 
 def write_env_archive(archive: EnvArchive, out: IO[bytes]) -> None:
-    """`archive.root` as a tar stream whose bytes depend only on its files' paths, bytes, link
-    targets and executable bits: members in sorted order under `archive.under` (its parent
-    folders first), owner 0:0 with no names, every time `archive.epoch`, modes 0755 (folders,
-    executables) or 0644, a hard link written as a file. Unpacked by ADD, the layer's folders take
-    these times too (a COPY would stamp the receiving folder with the build's)."""
+    """`archive.root` as a tar stream (EnvArchive says what is fixed in it)."""
+    for chunk in env_archive_chunks(env_archive_members(archive)):
+        out.write(chunk)
 
-    def header(name: str, kind: bytes, mode: int) -> tarfile.TarInfo:
+
+def env_archive_members(archive: EnvArchive) -> list[tuple[tarfile.TarInfo, Path | None]]:
+    """The members of the archive, each with the file its bytes come from: the parent folders of
+    `archive.under` first, then every entry of `archive.root` by path; owner 0:0 with no names,
+    every time `archive.epoch`, modes 0755 (folders, executables) or 0644, a hard link as a file."""
+
+    def header(name: str, kind: bytes, mode: int, size: int = 0) -> tarfile.TarInfo:
         info = tarfile.TarInfo(name)
-        info.type = kind
-        info.mode = mode
-        info.mtime = archive.epoch
+        info.type, info.mode, info.size, info.mtime = kind, mode, size, archive.epoch
         info.uid = info.gid = 0
         info.uname = info.gname = ""
         return info
 
-    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        parts = archive.under.strip("/").split("/")
-        for depth in range(1, len(parts) + 1):
-            tar.addfile(header("/".join(parts[:depth]), tarfile.DIRTYPE, 0o755))
-        for path in _entries_sorted(archive.root):
-            name = f"{archive.under.strip('/')}/{path.relative_to(archive.root).as_posix()}"
-            if path.is_symlink():
-                info = header(name, tarfile.SYMTYPE, 0o777)
-                info.linkname = os.readlink(path)
-                tar.addfile(info)
-            elif path.is_dir():
-                tar.addfile(header(name, tarfile.DIRTYPE, 0o755))
-            else:
-                mode = os.stat(path).st_mode
-                if not stat.S_ISREG(mode):
+    under = archive.under.strip("/")
+    parts = under.split("/")
+    members: list[tuple[tarfile.TarInfo, Path | None]] = [
+        (header("/".join(parts[:depth]), tarfile.DIRTYPE, 0o755), None)
+        for depth in range(1, len(parts) + 1)
+    ]
+    for path in _entries_sorted(archive.root):
+        name = f"{under}/{path.relative_to(archive.root).as_posix()}"
+        info = os.lstat(path)
+        if stat.S_ISLNK(info.st_mode):
+            link = header(name, tarfile.SYMTYPE, 0o777)
+            link.linkname = os.readlink(path)
+            members.append((link, None))
+        elif stat.S_ISDIR(info.st_mode):
+            members.append((header(name, tarfile.DIRTYPE, 0o755), None))
+        elif stat.S_ISREG(info.st_mode):
+            mode = 0o755 if info.st_mode & 0o111 else 0o644
+            members.append((header(name, tarfile.REGTYPE, mode, info.st_size), path))
+        else:
+            raise DataError(
+                f"{path} is neither a file, a folder nor a link",
+                fix="remove it from the staged environment (or its cache folder)",
+            )
+    return members
+
+
+def env_archive_size(members: list[tuple[tarfile.TarInfo, Path | None]]) -> int:
+    """The archive's size in bytes before it is written (the context's tar header needs it)."""
+    size = sum(len(_header_bytes(info)) + _padded(info.size) for info, _path in members)
+    return _padded(size + 2 * tarfile.BLOCKSIZE, tarfile.RECORDSIZE)
+
+
+def env_archive_chunks(members: list[tuple[tarfile.TarInfo, Path | None]]) -> Iterator[bytes]:
+    """The archive's bytes, as tarfile would write them in PAX format, read from the files as
+    they are sent: no copy of the environment is written on the way."""
+    written = 0
+    for info, path in members:
+        head = _header_bytes(info)
+        written += len(head)
+        yield head
+        if path is None:
+            continue
+        left = info.size
+        with open(path, "rb") as fh:
+            while left:
+                block = fh.read(min(left, 1 << 20))
+                if not block:
                     raise DataError(
-                        f"{path} is neither a file, a folder nor a link",
-                        fix="remove it from the staged environment (or its cache folder)",
+                        f"{path} shrank while it was sent",
+                        fix="build again; keep the cache as it is",
                     )
-                info = header(name, tarfile.REGTYPE, 0o755 if mode & 0o111 else 0o644)
-                with open(path, "rb") as fh:
-                    info.size = os.fstat(fh.fileno()).st_size
-                    tar.addfile(info, fh)
+                left -= len(block)
+                yield block
+        padding = _padded(info.size) - info.size
+        written += info.size + padding
+        yield b"\0" * padding
+    end = _padded(written + 2 * tarfile.BLOCKSIZE, tarfile.RECORDSIZE) - written
+    yield b"\0" * end
+
+
+def _header_bytes(info: tarfile.TarInfo) -> bytes:
+    return info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+
+
+def _padded(size: int, unit: int = tarfile.BLOCKSIZE) -> int:
+    return -(-size // unit) * unit
+
+
+class _ChunkReader(io.RawIOBase):
+    """A file object over an iterator of bytes: each read gives all it asks for until the end
+    (tarfile takes a short read for the end of the data)."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self._chunk = b""
+        self._at = 0  # how much of the current chunk was given
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        parts: list[bytes] = []
+        want = size
+        while want:
+            if self._at == len(self._chunk):
+                self._chunk, self._at = next(self._chunks, b""), 0
+                if not self._chunk:
+                    break
+            take = (
+                len(self._chunk) - self._at if want < 0 else min(want, len(self._chunk) - self._at)
+            )
+            parts.append(self._chunk[self._at : self._at + take])
+            self._at += take
+            want = want - take if want > 0 else want
+        return b"".join(parts)
 
 
 def _entries_sorted(root: Path) -> list[Path]:

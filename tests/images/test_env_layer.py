@@ -138,3 +138,24 @@ def test_the_label_is_checked_against_the_engines_layers():
     assert wrong and "do not include the environment layer sha256:ffffffffffff" in said
     said, wrong = env_layer_finding({}, layers)
     assert not wrong and "not recorded" in said
+
+
+def test_the_archive_streams_what_tarfile_writes_in_the_size_said_before(tmp_path):
+    """Sent as it is read (no copy of the environment written on the way), so its size is
+    computed first: both must match tarfile's own PAX writing, long names included."""
+    root = _tree(tmp_path / "a", reverse=False, hardlink=False, mtime=1, private=False)
+    deep = root / "lib" / ("d" * 90) / ("n" * 120 + "-é.py")
+    deep.parent.mkdir(parents=True)
+    deep.write_bytes(b"x" * 1000)
+    members = context.env_archive_members(context.EnvArchive(root, "opt/gpuenv/env", EPOCH))
+    data = _archive(root)
+    assert len(data) == context.env_archive_size(members)
+    expected = io.BytesIO()
+    with tarfile.open(fileobj=expected, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for info, path in members:
+            if path is None:
+                tar.addfile(info)
+            else:
+                with open(path, "rb") as fh:
+                    tar.addfile(info, fh)
+    assert data == expected.getvalue()
