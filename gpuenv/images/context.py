@@ -194,7 +194,7 @@ def write_context(plan: BuildPlan, out: IO[bytes]) -> None:
                 info = tarfile.TarInfo(name)
                 info.size = env_archive_size(members)
                 info.mode = 0o644
-                tar.addfile(_normalised(info), _ChunkReader(env_archive_chunks(members)))
+                tar.addfile(_normalised(info), ChunkReader(env_archive_chunks(members)))
             elif isinstance(source, Tree):
                 # A standalone Python: relocatable, with relative links (python3 -> python3.11).
                 tar.add(str(source.root), arcname=name, recursive=True, filter=_normalised)
@@ -293,7 +293,7 @@ def _padded(size: int, unit: int = tarfile.BLOCKSIZE) -> int:
     return -(-size // unit) * unit
 
 
-class _ChunkReader(io.RawIOBase):
+class ChunkReader(io.RawIOBase):
     """A file object over an iterator of bytes: each read gives all it asks for until the end
     (tarfile takes a short read for the end of the data)."""
 
@@ -310,9 +310,11 @@ class _ChunkReader(io.RawIOBase):
         want = size
         while want:
             if self._at == len(self._chunk):
-                self._chunk, self._at = next(self._chunks, b""), 0
-                if not self._chunk:
+                chunk = next(self._chunks, None)
+                if chunk is None:
                     break
+                self._chunk, self._at = chunk, 0
+                continue
             take = (
                 len(self._chunk) - self._at if want < 0 else min(want, len(self._chunk) - self._at)
             )

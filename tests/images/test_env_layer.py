@@ -159,3 +159,8 @@ def test_the_archive_streams_what_tarfile_writes_in_the_size_said_before(tmp_pat
                 with open(path, "rb") as fh:
                     tar.addfile(info, fh)
     assert data == expected.getvalue()
+
+
+def test_the_context_reads_every_chunk_even_past_an_empty_one():
+    reader = context.ChunkReader(iter([b"ab", b"", b"cde", b"", b"f"]))
+    assert [reader.read(4), reader.read(4), reader.read(4)] == [b"abcd", b"ef", b""]
