@@ -7,9 +7,10 @@
 # (optional extra CA bundle, may be empty) and wheels/ (optional local wheelhouse, may be empty).
 # Nothing is downloaded here but the lock's packages: real base images (nvidia/cuda, ubuntu) have
 # no curl, wget or python3, so the host supplies every installer (gpuenv/envs/buildtools.py):
-#   conda-lock.yml        -> tools/conda-env: the environment the host installed for this prefix
-#                            (py-rattler, every package checked against the lock's sha256), moved
-#                            into place; nothing is fetched
+#   conda-lock.yml        -> nothing: the host installed the environment (py-rattler, every
+#                            package checked against the lock's sha256) and the final stage ADDs it
+#                            from env/environment.tar; BuildKit skips this stage, the classic
+#                            builder runs it and this says so
 #   requirements.lock.txt -> a venv on the base's python3 of the stack's X.Y, or on the
 #                            standalone CPython in tools/python; tools/uv installs the lock with
 #                            every hash required
@@ -49,11 +50,6 @@ if [ -f "$WHEELS/.no-index" ]; then
     index=(--no-index --offline)
 fi
 
-install_conda_lock() {
-    [ -x "$TOOLS/conda-env/bin/python" ] || die "tools/conda-env is missing from the build context (gpuenv installs conda locks on the host)"
-    say "the conda environment installed on the host for $ENV_DIR"
-    mv "$TOOLS/conda-env" "$ENV_DIR"
-}
 
 # The base image's python of the stack's X.Y that can make a venv, if any.
 system_python() {
@@ -101,7 +97,8 @@ install_requirements_lock() {
 
 mkdir -p "$PREFIX"
 if [ -f "$LOCK_DIR/conda-lock.yml" ]; then
-    install_conda_lock
+    say "a conda lock: the environment installed on the host comes in the final stage (env/environment.tar)"
+    exit 0
 elif [ -f "$LOCK_DIR/requirements.lock.txt" ]; then
     install_requirements_lock
 else

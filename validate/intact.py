@@ -324,6 +324,8 @@ class Verdict:
     sampled: str = ""
     #: how the package list was compared ("" when it was not)
     compared: str = ""
+    #: what was found of the image's environment layer ("" for a prefix)
+    layer: str = ""
 
     @property
     def ok(self) -> bool:
@@ -349,6 +351,7 @@ class Verdict:
             "scaffolding": self.scaffolding,
             "sampled": self.sampled,
             "compared_with_lock": self.compared,
+            "environment_layer": self.layer,
         }
 
 

@@ -497,4 +497,5 @@ def verify(
             f"NOT INTACT: {verdict.root}: {len(verdict.problems)} problems; {counts}; {compared}",
             code=1,
         )
-    report.result(f"intact: {verdict.root}: {counts}; {compared}")
+    layer = f"; {verdict.layer}" if verdict.layer else ""
+    report.result(f"intact: {verdict.root}: {counts}; {compared}{layer}")

@@ -148,6 +148,58 @@ class BuildMixin:
                 result.removed.append(old)
         return result
 
+    def layer_ids(self, ref: str) -> list[str]:
+        """The diff_ids of the image's layers, base first (`RootFS.Layers` of its config): the
+        sha256 of each layer's uncompressed tar, as the engine computed it when storing it."""
+        return list((self.client.api.inspect_image(ref).get("RootFS") or {}).get("Layers") or [])
+
+    def label_image(
+        self,
+        ref: str,
+        label_instruction: str,
+        *,
+        tags: list[str],
+        builder: str = "auto",
+        owner_prefix: str | None = None,
+        progress: Say | None = None,
+    ) -> BuildResult:
+        """A build of `FROM ref` plus one LABEL instruction, tagged `tags`: the same layers, a label
+        more. For a label that names what the build of `ref` made (a layer's diff_id), which that
+        build could not know. `ref` is a name: BuildKit takes no image id in FROM."""
+        import io
+        import tarfile
+
+        dockerfile = f"FROM {ref}\n{label_instruction}".encode()
+        context = io.BytesIO()
+        with tarfile.open(fileobj=context, mode="w") as tar:
+            info = tarfile.TarInfo("Dockerfile")
+            info.size = len(dockerfile)
+            tar.addfile(info, io.BytesIO(dockerfile))
+        context.seek(0)
+        return self.build_image(
+            context,
+            dockerfile="Dockerfile",
+            tags=tags,
+            buildargs={},
+            network_mode="none",
+            builder=builder,
+            owner_prefix=owner_prefix,
+            progress=progress,
+        )
+
+    def drop_tag(self, ref: str, owner_prefix: str | None) -> None:
+        """Untag `ref`, then remove its image when it has no name left, is this program's and
+        nothing uses it (a classic build's image stays as the parent of the one built on it)."""
+        from docker.errors import ImageNotFound
+
+        try:
+            image_id = self.client.images.get(ref).id
+        except ImageNotFound:
+            return
+        repo, tag = split_tag(ref)
+        quietly(lambda: self.client.api.remove_image(f"{repo}:{tag}", noprune=True))
+        self._remove_if_ours_and_unused(image_id, owner_prefix)
+
     def offers_buildkit(self) -> bool:
         """Whether the engine builds with BuildKit through its API: Linux engines of API 1.39
         (Docker 18.09) or newer. The engine may still refuse; the build then falls back."""

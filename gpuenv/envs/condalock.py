@@ -469,7 +469,10 @@ def stage_for_image(
         make_reproducible(into)
         partial = Path(tempfile.mkdtemp(prefix=f".{staged.name}.", dir=cache_root))
         try:  # into the cache whole or not at all (the cache may be on another file system)
-            shutil.copytree(into, partial / "env", symlinks=True)
+            try:
+                os.replace(into, partial / "env")  # the same file system: nothing copied
+            except OSError:
+                shutil.copytree(into, partial / "env", symlinks=True)
             listed = json.dumps(tree_manifest(partial / "env"))
             (partial / "manifest.json").write_text(listed, encoding="utf-8")
             if not staged.exists():

@@ -4,16 +4,21 @@ Two folders, one per stage, so each stage takes its inputs in one COPY (one laye
   install/   what the install stage needs: install-env.sh, ca-env.sh, tools/, ca/, wheels/, lock/
   image/     what the final image carries beside the environment: bin/gpuenv-entrypoint,
              stack.json and validate/
-and docker/Dockerfile. Pure but for reading the files: the engine is never asked here.
+and docker/Dockerfile; for a conda lock also env/environment.tar, the environment the host
+installed, as a tar whose every header is fixed (EnvArchive): the final stage ADDs it, which
+gives the same layer from every build. Pure but for reading the files: the engine is never
+asked here.
 """
 
 from __future__ import annotations
 
 import io
+import os
+import stat
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any, Iterator, Protocol
 
 from gpuenv.errors import DataError
 from gpuenv.stack import Stack, stack_json
@@ -31,7 +36,27 @@ class Tree:
     root: Path
 
 
-Source = Path | bytes | Tree
+@dataclass(frozen=True)
+class EnvArchive:
+    """A folder sent as one tar file that the Dockerfile ADDs (the engine unpacks it), its members
+    under `under` ("opt/gpuenv/env") with every header fixed: names in sorted order, owner 0:0, the
+    time `epoch`, modes readable by all. A COPY cannot give that: on the engine measured (20.10,
+    both builders) the folder that receives a COPY takes the build's time, which the layer
+    records; an unpacked archive's folders take the archive's times, so the layer depends only on
+    the files."""
+
+    root: Path
+    under: str
+    epoch: int
+
+
+Source = Path | bytes | Tree | EnvArchive
+#: Where a conda lock's environment travels in the context (docker/Dockerfile: ENV_FROM_HOST).
+ENV_ARCHIVE = "env/environment.tar"
+#: The Dockerfile's instruction that puts the environment built in the install stage into the
+#: image; for an environment the host installed, it becomes ENV_FROM_HOST.
+ENV_FROM_INSTALL = "COPY --from=install /opt/gpuenv/ /opt/gpuenv/"
+ENV_FROM_HOST = f"ADD {ENV_ARCHIVE} /"
 
 
 class BuildPlan(Protocol):
@@ -47,6 +72,7 @@ class BuildPlan(Protocol):
     no_index: bool
     tools: Any  # gpuenv.envs.buildtools.BuildTools | None
     locked_wheels: tuple[Path, ...]
+    epoch: int  # the time of every file of an EnvArchive (plan.BuildPlan.epoch)
 
 
 def label_instruction(labels: dict[str, str]) -> str:
@@ -67,8 +93,20 @@ def label_instruction(labels: dict[str, str]) -> str:
     return "LABEL " + " \\\n      ".join(pairs) + "\n"
 
 
-def render_dockerfile(template: bytes, labels: dict[str, str]) -> bytes:
-    """docker/Dockerfile with the image's labels appended as its last instruction (final stage)."""
+def render_dockerfile(
+    template: bytes, labels: dict[str, str], *, env_from_host: bool = False
+) -> bytes:
+    """docker/Dockerfile with the image's labels appended as its last instruction (final stage),
+    and, for an environment the host installed (`env_from_host`), its one ENV_FROM_INSTALL line
+    made ENV_FROM_HOST."""
+    if env_from_host:
+        lines = template.decode().split("\n")
+        if lines.count(ENV_FROM_INSTALL) != 1:
+            raise DataError(
+                f"docker/Dockerfile must hold the line {ENV_FROM_INSTALL!r} once",
+                fix="restore docker/Dockerfile from the repository",
+            )
+        template = "\n".join(ENV_FROM_HOST if x == ENV_FROM_INSTALL else x for x in lines).encode()
     note = "\n# The image's labels, given once by gpuenv (gpuenv/images/plan.py), in one step.\n"
     return (
         template.rstrip(b"\n") + b"\n" + (note + label_instruction(labels)).encode()
@@ -86,9 +124,12 @@ def context_entries(plan: BuildPlan, *, labelled: bool = True) -> list[tuple[str
     computed before its own hash is a label).
     """
     template = plan.docker_dir / "Dockerfile"
+    env = plan.tools.conda_env if plan.tools is not None else None
     dockerfile: Source = (
-        render_dockerfile(template.read_bytes(), plan.labels)
-        if labelled and plan.labels
+        render_dockerfile(
+            template.read_bytes(), plan.labels if labelled else {}, env_from_host=env is not None
+        )
+        if (labelled and plan.labels) or env is not None
         else template
     )
     entries: list[tuple[str, Source]] = [
@@ -100,12 +141,12 @@ def context_entries(plan: BuildPlan, *, labelled: bool = True) -> list[tuple[str
         *([("install/wheels/.no-index", b"")] if plan.no_index else []),
         ("install/tools/.keep", b""),
     ]
-    if plan.tools is not None:
+    if env is not None:
+        # A conda lock's environment, installed on the host for /opt/gpuenv/env: no installer
+        # goes in (uv alone is 38 MB), and the install stage has nothing to do.
+        entries.append((ENV_ARCHIVE, EnvArchive(env, "opt/gpuenv/env", plan.epoch)))
+    elif plan.tools is not None:
         entries.append(("install/tools/uv", plan.tools.uv))
-        if (
-            plan.tools.conda_env is not None
-        ):  # a conda lock's environment, installed on the host for /opt/gpuenv/env
-            entries.append(("install/tools/conda-env", Tree(plan.tools.conda_env)))
         if plan.tools.python is not None:
             entries.append(("install/tools/python", Tree(plan.tools.python)))
     # Only the wheels the lock allows: a wheelhouse of 200,000 files sends the few the install uses.
@@ -148,6 +189,12 @@ def write_context(plan: BuildPlan, out: IO[bytes]) -> None:
                 info.size = len(source)
                 info.mode = 0o644
                 tar.addfile(_normalised(info), io.BytesIO(source))
+            elif isinstance(source, EnvArchive):
+                members = env_archive_members(source)
+                info = tarfile.TarInfo(name)
+                info.size = env_archive_size(members)
+                info.mode = 0o644
+                tar.addfile(_normalised(info), ChunkReader(env_archive_chunks(members)))
             elif isinstance(source, Tree):
                 # A standalone Python: relocatable, with relative links (python3 -> python3.11).
                 tar.add(str(source.root), arcname=name, recursive=True, filter=_normalised)
@@ -158,6 +205,132 @@ def write_context(plan: BuildPlan, out: IO[bytes]) -> None:
                 info = tar.gettarinfo(str(real), arcname=name)
                 with open(real, "rb") as fh:
                     tar.addfile(_normalised(info), fh)
+
+
+def write_env_archive(archive: EnvArchive, out: IO[bytes]) -> None:
+    """`archive.root` as a tar stream (EnvArchive says what is fixed in it)."""
+    for chunk in env_archive_chunks(env_archive_members(archive)):
+        out.write(chunk)
+
+
+def env_archive_members(archive: EnvArchive) -> list[tuple[tarfile.TarInfo, Path | None]]:
+    """The members of the archive, each with the file its bytes come from: the parent folders of
+    `archive.under` first, then every entry of `archive.root` by path; owner 0:0 with no names,
+    every time `archive.epoch`, modes 0755 (folders, executables) or 0644, a hard link as a file."""
+
+    def header(name: str, kind: bytes, mode: int, size: int = 0) -> tarfile.TarInfo:
+        info = tarfile.TarInfo(name)
+        info.type, info.mode, info.size, info.mtime = kind, mode, size, archive.epoch
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        return info
+
+    under = archive.under.strip("/")
+    parts = under.split("/")
+    members: list[tuple[tarfile.TarInfo, Path | None]] = [
+        (header("/".join(parts[:depth]), tarfile.DIRTYPE, 0o755), None)
+        for depth in range(1, len(parts) + 1)
+    ]
+    for path in _entries_sorted(archive.root):
+        name = f"{under}/{path.relative_to(archive.root).as_posix()}"
+        info = os.lstat(path)
+        if stat.S_ISLNK(info.st_mode):
+            link = header(name, tarfile.SYMTYPE, 0o777)
+            link.linkname = os.readlink(path)
+            members.append((link, None))
+        elif stat.S_ISDIR(info.st_mode):
+            members.append((header(name, tarfile.DIRTYPE, 0o755), None))
+        elif stat.S_ISREG(info.st_mode):
+            mode = 0o755 if info.st_mode & 0o111 else 0o644
+            members.append((header(name, tarfile.REGTYPE, mode, info.st_size), path))
+        else:
+            raise DataError(
+                f"{path} is neither a file, a folder nor a link",
+                fix="remove it from the staged environment (or its cache folder)",
+            )
+    return members
+
+
+def env_archive_size(members: list[tuple[tarfile.TarInfo, Path | None]]) -> int:
+    """The archive's size in bytes before it is written (the context's tar header needs it)."""
+    size = sum(len(_header_bytes(info)) + _padded(info.size) for info, _path in members)
+    return _padded(size + 2 * tarfile.BLOCKSIZE, tarfile.RECORDSIZE)
+
+
+def env_archive_chunks(members: list[tuple[tarfile.TarInfo, Path | None]]) -> Iterator[bytes]:
+    """The archive's bytes, as tarfile would write them in PAX format, read from the files as
+    they are sent: no copy of the environment is written on the way."""
+    written = 0
+    for info, path in members:
+        head = _header_bytes(info)
+        written += len(head)
+        yield head
+        if path is None:
+            continue
+        left = info.size
+        with open(path, "rb") as fh:
+            while left:
+                block = fh.read(min(left, 1 << 20))
+                if not block:
+                    raise DataError(
+                        f"{path} shrank while it was sent",
+                        fix="build again; keep the cache as it is",
+                    )
+                left -= len(block)
+                yield block
+        padding = _padded(info.size) - info.size
+        written += info.size + padding
+        yield b"\0" * padding
+    end = _padded(written + 2 * tarfile.BLOCKSIZE, tarfile.RECORDSIZE) - written
+    yield b"\0" * end
+
+
+def _header_bytes(info: tarfile.TarInfo) -> bytes:
+    return info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+
+
+def _padded(size: int, unit: int = tarfile.BLOCKSIZE) -> int:
+    return -(-size // unit) * unit
+
+
+class ChunkReader(io.RawIOBase):
+    """A file object over an iterator of bytes: each read gives all it asks for until the end
+    (tarfile takes a short read for the end of the data)."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self._chunk = b""
+        self._at = 0  # how much of the current chunk was given
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        parts: list[bytes] = []
+        want = size
+        while want:
+            if self._at == len(self._chunk):
+                chunk = next(self._chunks, None)
+                if chunk is None:
+                    break
+                self._chunk, self._at = chunk, 0
+                continue
+            take = (
+                len(self._chunk) - self._at if want < 0 else min(want, len(self._chunk) - self._at)
+            )
+            parts.append(self._chunk[self._at : self._at + take])
+            self._at += take
+            want = want - take if want > 0 else want
+        return b"".join(parts)
+
+
+def _entries_sorted(root: Path) -> list[Path]:
+    """Every entry under `root`, links not followed, in an order that does not depend on the
+    file system: by path, folders before what they hold."""
+    found: list[Path] = []
+    for folder, dirs, files in os.walk(root):
+        found += [Path(folder, name) for name in dirs + files]
+    return sorted(found, key=lambda p: p.relative_to(root).parts)
 
 
 def _normalised(info: tarfile.TarInfo) -> tarfile.TarInfo:

@@ -19,7 +19,7 @@ from typing import Iterable
 
 from gpuenv import VALIDATE_DIR
 from gpuenv.envs.lockdir import file_sha256
-from gpuenv.images.context import Source, Tree, suite_entries
+from gpuenv.images.context import EnvArchive, Source, Tree, suite_entries
 
 #: Context entries the install stage copies or is defined by (the Dockerfile is under docker/).
 INSTALL_STAGE = ("docker/", "install/")
@@ -50,6 +50,8 @@ def entry_digest(name: str, source: Source) -> str:
         return hashlib.sha256(source).hexdigest()
     if isinstance(source, Tree):
         return _tree_digest(source.root)
+    if isinstance(source, EnvArchive):  # its headers are fixed but for these two
+        return f"{_tree_digest(source.root)} {source.under} {source.epoch}"
     if name.startswith("install/wheels/") and name.endswith(".whl"):
         return f"wheel {source.stat().st_size}"
     # The context follows links (context.write_context), so the identity does too.

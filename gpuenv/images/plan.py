@@ -20,7 +20,13 @@ from gpuenv.envs import conda, lockdir
 from gpuenv.envs.offline import require_local_channels
 from gpuenv.errors import BadInput, DataError, GpuenvError, ToolError
 from gpuenv.images import identity
-from gpuenv.images.context import Tree, context_entries, suite_entries, write_context  # noqa: F401 (Tree and write_context: the build's context, named here too)
+from gpuenv.images.context import (  # noqa: F401 (Tree and write_context: named here too)
+    Tree,
+    context_entries,
+    label_instruction,
+    suite_entries,
+    write_context,
+)
 from gpuenv.images.reference import check_image_reference
 from gpuenv.progress import Say
 from gpuenv.stack import Stack, check_engine_platform, stack_json
@@ -50,6 +56,9 @@ BASE_ID_LABEL = LABEL_PREFIX + "base_id"
 INSTALL_STAGE_LABEL = LABEL_PREFIX + "build_cache"
 #: The hash of the install stage's inputs: its cache name (build_cache_tag) holds the first 12 characters.
 INSTALL_HASH_LABEL = LABEL_PREFIX + "install_hash"
+#: The diff_id of the image's environment layer (/opt/gpuenv/env): given by a second, one-LABEL
+#: build once the first has made the layer (a build cannot name a layer it is still making).
+ENV_LAYER_LABEL = LABEL_PREFIX + "env_layer"
 SOURCE_URL = "https://github.com/gpuenv/gpuenv"
 
 DOCKER_DIR = PROJECT_ROOT / "docker"
@@ -226,6 +235,9 @@ class BuildPlan:
     cache_tag: str | None = None
     #: Conda channel URL -> mirror URL (the team's settings), for a conda lock's install on the host.
     mirrors: dict[str, str] = field(default_factory=dict)
+    #: The time of every file of an environment the host installed (SOURCE_DATE_EPOCH, else when
+    #: the lock was made, else 0): its layer then depends on the lock and nothing else.
+    epoch: int = 0
 
 
 def cuda_driver_floors(stack: Stack, matrix: Matrix | None = None) -> str:
@@ -262,6 +274,9 @@ def build_args(stack: Stack, lock: LockFile, *, base_image: str | None = None) -
         "REQUIRE_CUDA": require_cuda(stack),
         "CUDA_DRIVER_FLOORS": cuda_driver_floors(stack),
         "MIN_DRIVER": stack.min_driver or "",
+        # The reproducible-builds date (the lock's): BuildKit 0.11+ (Docker 23+) stamps the
+        # image and its history with it instead of the build's time.
+        "SOURCE_DATE_EPOCH": str(source_date_epoch(lock) or 0),
     }
 
 
@@ -376,6 +391,7 @@ def plan_build(
         locked_wheels=wheels,
         offline=offline,
         mirrors=conda.check_mirrors(mirrors or {}),
+        epoch=source_date_epoch(lock) or 0,
     )
     return replace(
         plan,
@@ -631,6 +647,10 @@ def build_stack_image(
     carrying an io.gpuenv.* label are gpuenv's: only those are ever removed or have the cache
     name taken from them. `BuildResult.reused` says that the first tag already named the very
     image the build gave (nothing changed).
+
+    Two builds: the image, under `unlabelled_tag`, then `FROM` it one LABEL step naming its
+    environment layer's diff_id (io.gpuenv.env_layer), which only exists once the first is done;
+    the tags go to the second, and the first's name is dropped.
     """
     import tempfile
 
@@ -640,13 +660,14 @@ def build_stack_image(
         plan = supply_tools(plan, progress)
     engine = Engine.local()
     before = engine.image_info(plan.tags[0])
+    unlabelled = unlabelled_tag(plan)
     with tempfile.TemporaryFile(prefix="gpuenv-context-") as context:
         write_context(plan, context)
         context.seek(0)
-        result = engine.build_image(
+        first = engine.build_image(
             context,
             dockerfile=plan.dockerfile,
-            tags=plan.tags,
+            tags=[unlabelled],
             buildargs=plan.buildargs,
             labels=None,  # in the Dockerfile, one LABEL step (context.render_dockerfile)
             network_mode="none"
@@ -658,5 +679,41 @@ def build_stack_image(
             owner_prefix=LABEL_PREFIX,
             progress=progress,
         )
+    try:
+        layer = env_layer(engine.layer_ids(first.image.id), len(engine.layer_ids(plan.base_id)))
+        result = engine.label_image(
+            unlabelled,
+            label_instruction({ENV_LAYER_LABEL: layer}),
+            tags=plan.tags,
+            builder=first.builder,
+            owner_prefix=LABEL_PREFIX,
+            progress=progress,
+        )
+    finally:
+        engine.drop_tag(unlabelled, LABEL_PREFIX)
+    result.log = first.log + result.log
+    result.removed += [i for i in first.removed if i not in result.removed]
     result.reused = before is not None and before.id == result.image.id
     return result
+
+
+def unlabelled_tag(plan: BuildPlan) -> str:
+    """Where the first build of `plan` puts its image until the second gives it the label of its
+    environment layer: gpuenv-cache/<stack_id>:<inputs-hash-12>-unlabelled."""
+    inputs = plan.labels.get(INPUTS_LABEL, identity.PENDING)
+    return (
+        f"{CACHE_REPOSITORY}/{plan.stack.stack_id}".lower()
+        + f":{inputs[:TAG_HASH_LENGTH]}-unlabelled"
+    )
+
+
+def env_layer(layers: list[str], base_layers: int) -> str:
+    """The diff_id of the environment layer among an image's `layers`: the second-to-last, as
+    docker/Dockerfile ends (the environment, then image/). Refused when that falls in the base."""
+    if len(layers) < base_layers + 2:
+        raise GpuenvError(
+            f"the image has {len(layers)} layers over a base of {base_layers}: "
+            "no environment layer where docker/Dockerfile puts it",
+            fix="restore docker/Dockerfile: its last two layers are the environment, then image/",
+        )
+    return layers[-2]

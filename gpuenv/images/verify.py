@@ -2,9 +2,10 @@
 
 The image is never run: its /opt/gpuenv/env is read through the engine from a container that
 is created and never started (Engine.read_image_path), as a tar stream hashed as it passes
-(gpuenv/envs/installed.py: TarTree). Nothing the image holds is executed or trusted beyond its files:
-the lock the packages are compared with is this checkout's lock of the image's stack (from the
-image's labels), used only when its sha256 is the one the image's label names.
+(gpuenv/envs/installed.py: TarTree). Nothing the image holds is executed or trusted beyond its
+files: the lock the packages are compared with is this checkout's lock of the image's stack (from
+the image's labels), used only when its sha256 is the one the image's label names. The label
+io.gpuenv.env_layer is checked against the layers the engine records for the image.
 """
 
 from __future__ import annotations
@@ -83,10 +84,39 @@ def verify_image(
             stream, strip=IMAGE_ENV_DIR.name, progress=envs_verify.byte_progress(say, None, where)
         )
 
+    layer, wrong = env_layer_finding(info.labels, engine.layer_ids(info.id))
+    say(layer)
     try:
         tree = engine.read_image_path(
             info.id, str(IMAGE_ENV_DIR), read, labels={READ_LABEL: "1", **(labels or {})}
         )
     except intact.TreeError as err:
         raise DataError(f"{where}: {err}", fix="check the engine, then run it again") from None
-    return intact.check(tree, where, expected=compared.expected, expected_from=compared.what)
+    verdict = intact.check(tree, where, expected=compared.expected, expected_from=compared.what)
+    verdict.layer = layer
+    if wrong:
+        verdict.problems.append(
+            intact.Problem("layer", str(IMAGE_ENV_DIR), images.ENV_LAYER_LABEL, layer)
+        )
+    return verdict
+
+
+def env_layer_finding(labels: dict[str, str], layers: list[str]) -> tuple[str, bool]:
+    """What the image's label io.gpuenv.env_layer says against the diff_ids of its layers (the
+    engine's record of the image, base first; nothing is run), and whether that is a problem: the
+    label names a layer the image does not have. An image built before gpuenv recorded the label
+    has none, which is said and is no problem."""
+    want = labels.get(images.ENV_LAYER_LABEL, "")
+    if not want:
+        return "environment layer: not recorded (no io.gpuenv.env_layer label)", False
+    if want in layers:
+        return (
+            f"environment layer {want[:19]}: layer {layers.index(want) + 1} of {len(layers)} "
+            "of the image, as its io.gpuenv.env_layer label records (read from the engine's "
+            "record of the image; the image was not run)"
+        ), False
+    return (
+        f"the image's layers do not include the environment layer {want[:19]} that its "
+        f"io.gpuenv.env_layer label records (its last layers: "
+        f"{', '.join(x[:19] for x in layers[-3:]) or 'none'})"
+    ), True

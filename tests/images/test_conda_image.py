@@ -1,9 +1,11 @@
 """A conda lock's image on the bare base (no python3, curl or wget), built with no network.
 
 The environment is installed on the host by py-rattler from the local test channel (a mirror of
-conda-forge here) into a staging folder for /opt/gpuenv/env, then only copied in: no installer
-is fetched. Re-staged from an empty cache, the same lock gives the same image. The framework
-wheel is a STAND-IN (tests/conftest.py: standin_wheels).
+conda-forge here) into a staging folder for /opt/gpuenv/env, then ADDed as an archive with fixed
+times: no installer is fetched. Two cold builds (`--no-cache`, each from an empty staging cache)
+give the same environment layer, which the label io.gpuenv.env_layer names and `verify --image`
+finds; a rebuild through the cache gives the same image. The framework wheel is a STAND-IN
+(tests/conftest.py: standin_wheels).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ def test_a_conda_image_on_the_bare_base_builds_offline_runs_its_entry_point_and_
     from gpuenv.engine import Engine
     from gpuenv.envs.locking import ensure_lock
     from gpuenv.images import plan as images
+    from gpuenv.images.verify import verify_image
 
     monkeypatch.setenv("GPUENV_LOCKS_DIR", str(tmp_path / "locks"))
     team = tmp_path / "team.yml"
@@ -36,7 +39,8 @@ def test_a_conda_image_on_the_bare_base_builds_offline_runs_its_entry_point_and_
 
     built = []
     try:
-        for run in ("first", "second"):  # the second from an empty staging cache
+        # cold twice: no build cache, each from an empty staging cache; then through the cache
+        for run in ("first", "second", "cached"):
             monkeypatch.setenv("GPUENV_CACHE_DIR", str(tmp_path / f"cache-{run}"))
             plan = images.plan_build(
                 cpu_stack,
@@ -44,12 +48,18 @@ def test_a_conda_image_on_the_bare_base_builds_offline_runs_its_entry_point_and_
                 base_image=bare_base_image,
                 wheelhouse=standin_wheels,
                 mirrors=mirrors,
+                nocache=run != "cached",
             )
             plan = dataclasses.replace(plan, tags=[f"gpuenv-test/conda-{os.getpid()}:{run}"])
             said: list[str] = []
             result = images.build_stack_image(plan, progress=said.append)
             built.append(result.image.id)
-            # staging for the image is a long step: each part of it is said as it starts (an empty cache each run)
+            labels = engine.image_info(result.image.id).labels
+            assert labels[images.ENV_LAYER_LABEL] == engine.layer_ids(result.image.id)[-2]
+            cache = images.CACHE_REPOSITORY + "/" + cpu_stack.stack_id.lower()
+            kept = [t for i in engine.client.images.list(name=cache) for t in i.tags]
+            assert not [t for t in kept if t.endswith("-unlabelled")], "the first build's name"
+            # staging for the image is a long step: each part is said as it starts (empty caches)
             for start in (
                 "fetching ",
                 "linking ",
@@ -60,7 +70,13 @@ def test_a_conda_image_on_the_bare_base_builds_offline_runs_its_entry_point_and_
             assert any(
                 line.startswith("linking ") and "(for /opt/gpuenv/env)" in line for line in said
             ), said
-        assert built[0] == built[1], "the same lock gave another image"
+        layers = [engine.image_info(i).labels[images.ENV_LAYER_LABEL] for i in built]
+        assert layers[0] == layers[1] == layers[2], "a cold build gave another environment layer"
+        assert built[2] == built[1], "a rebuild through the cache gave another image"
+        said.clear()
+        verdict = verify_image(engine, built[0], say=said.append, lock_dir=lock.directory)
+        assert verdict.ok and "as its io.gpuenv.env_layer label records" in verdict.layer, said
+        assert layers[0][:19] in verdict.layer and any(verdict.layer in line for line in said)
         out: list[str] = []
         code = engine.run_container(
             built[0], ["gpuenv-probe"], gpus="none", workdir_mount=tmp_path, stream=out.append

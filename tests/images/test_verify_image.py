@@ -172,6 +172,7 @@ def test_a_fresh_image_is_intact_without_running_it(built):
     verdict = _verify(image, lock_dir)
     assert verdict.ok, [p.line() for p in verdict.problems]
     assert verdict.files_hashed > 100 and "sha256" in verdict.compared, verdict.compared
+    assert "as its io.gpuenv.env_layer label records" in verdict.layer, verdict.layer
     # the container it read from was created, never started, and is gone
     assert dockercases.containers_labelled("io.gpuenv.verify") == []
     assert dockercases.containers_created_since(since, ancestor=image) == []
@@ -196,6 +197,31 @@ def test_each_change_fails_the_image_naming_the_file(request, which, tamper):
         dockercases.remove_image(Engine.local(), copy)
 
 
+def test_an_environment_layer_label_the_image_does_not_have_fails_it(conda_image):
+    """A copy of the conda image whose io.gpuenv.env_layer names a layer it lacks: every file is
+    intact, and still the image fails, naming the label (read from the engine's record)."""
+    from gpuenv.engine import Engine
+    from gpuenv.images import plan as images
+    from gpuenv.images.context import label_instruction
+
+    _backend, image, lock_dir = conda_image
+    engine = Engine.local()
+    wrong = "sha256:" + "0" * 64
+    copy = engine.label_image(
+        next(t for t in engine.image_info(image).tags if t.startswith("gpuenv-test/")),
+        label_instruction({images.ENV_LAYER_LABEL: wrong}),
+        tags=[f"gpuenv-test/verify-wrong-layer-{os.getpid()}:1"],
+        progress=lambda _l: None,
+    ).image.id
+    try:
+        verdict = _verify(copy, lock_dir)
+        assert [p.kind for p in verdict.problems] == ["layer"], [p.line() for p in verdict.problems]
+        line = verdict.problems[0].line()
+        assert images.ENV_LAYER_LABEL in line and wrong[:19] in line and "do not include" in line
+    finally:
+        dockercases.remove_image(engine, copy)
+
+
 def test_the_task_checks_an_image_by_reference_exits_1_and_writes_the_json(conda_image, tmp_path):
     """On the conda image: the task's side is the same for both paths."""
     from pathlib import Path
@@ -217,6 +243,7 @@ def test_the_task_checks_an_image_by_reference_exits_1_and_writes_the_json(conda
         proc.returncode == 0
         and "intact:" in proc.stdout
         and "packages compared with" in proc.stdout
+        and "as its io.gpuenv.env_layer label records" in proc.stdout
     ), proc.stdout + proc.stderr
     copy = _tampered(image, TAMPERS[2])
     try:
