@@ -530,8 +530,8 @@ def effective_rows(
 
 def _fleet_env(key: str, value: Any) -> dict[str, str]:
     """`fleet.env`: NCCL_*/GLOO_*/TORCH_* names and one-line values
-    (gpuenv.fleet.slurm.check_env)."""
-    from gpuenv.fleet.slurm import check_env
+    (gpuenv.fleet.slurm_job.check_env)."""
+    from gpuenv.fleet.slurm_job import check_env
 
     if not isinstance(value, Mapping):
         raise BadInput(
