@@ -1,7 +1,9 @@
-"""The `validate` task: run the validation suite on this host (--local) or inside a stack's image.
+"""The `validate` task: the validation suite on this server (inside a stack's image, or with this
+Python: --local, --replay) or on a fleet (--hosts, --slurm, --from-reports: gpuenv/cli/fleet.py).
 
-The suite itself is `validate/` (`python -m validate`); this task only builds its command line,
-and for the in-image path resolves the stack, finds its image and runs the suite there.
+The suite itself is `validate/` (`python -m validate`); which run the flags ask for, and the
+refusal of a mix, is gpuenv/fleet/modes.py. For this server the task builds the suite's command
+line and, for the in-image path, resolves the stack, finds its image and runs the suite there.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ _HELP = {
         + (f"; {_TASK_NOTES[option.name]}" if option.name in _TASK_NOTES else "")
         for option in SUITE_OPTIONS
     },
-    # fleet validation (gpuenv/cli/fleet.py); defaults from the gpuenv.fleet section of invoke.yaml
+    # fleet validation (gpuenv/fleet/modes.py, gpuenv/cli/fleet.py); defaults from gpuenv.fleet
     "hosts": "validate these Docker hosts over SSH, comma-separated ssh://user@host[:port]; --hosts alone: the hosts in invoke.yaml (gpuenv.fleet.hosts)",
     "parallel": "with --hosts: validate at most N hosts at once (default: 8)",
     "report": "with --hosts/--slurm: write the fleet report as one self-contained HTML page (e.g. fleet.html)",
