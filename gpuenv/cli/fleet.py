@@ -185,15 +185,14 @@ class HostProgress:
             self.console.file.flush()  # CI reads the log while it runs
 
 
-def _stack_image_ref() -> str:
-    """Without --image: the local image of the stack resolved for this host, by its tag."""
+def stack_image_ref(engine: Any) -> str:
+    """Without --image: the local image (on `engine`) of the stack resolved for this host, by its
+    tag."""
     from gpuenv.compat.host import resolve_for_host
-    from gpuenv.engine import Engine
     from gpuenv.images import plan as images
 
     stack = resolve_for_host()
-    image_id = images.image_for_stack(stack)
-    info = Engine.local().image_info(image_id)
+    info = engine.image_info(images.image_for_stack(engine, stack))
     if info is None or not info.tags:
         raise BadInput(
             f"the local image of {stack.stack_id} has no tag the hosts could know it by",
@@ -258,7 +257,12 @@ def run_fleet(
     assert opts.hosts
     if opts.time and opts.time.upper() not in ("UNLIMITED", "INFINITE"):
         time_limit_seconds(opts.time)  # a bad value stops here, before any host is contacted
-    image = opts.image or _stack_image_ref()
+    if opts.image:
+        image = opts.image
+    else:
+        from gpuenv.engine import Engine
+
+        image = stack_image_ref(Engine.local())
     if not opts.time:
         timeout: float | None = (
             sshhosts.DEFAULT_HOST_TIME_S

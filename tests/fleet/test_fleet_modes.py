@@ -76,3 +76,29 @@ def test_the_old_spelling_still_reaches_the_fleet_through_invoke(tmp_path, invok
     proc = invoke_cli("validate", "--from-reports", str(empty))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr.count("\n") == 1 and str(empty) in proc.stderr
+
+
+def test_without_image_the_fleet_uses_the_tag_of_this_hosts_stack_image(tmp_path, monkeypatch):
+    """`invoke validate --hosts URL` with no --image: the local image of the stack this host
+    resolves to, found on the engine the task passes (here a recorded answer), named by its tag;
+    an image with no tag is refused in one line (the hosts could not know it)."""
+    from types import SimpleNamespace
+
+    from gpuenv.cli.fleet import stack_image_ref
+    from gpuenv.compat.host import resolve_for_host
+    from gpuenv.engine import ImageInfo
+    from gpuenv.images import plan as images
+
+    monkeypatch.setenv("GPUENV_LOCKS_DIR", str(tmp_path))  # no lock: the newest image of the stack
+    stack = resolve_for_host()
+    labels = {images.STACK_LABEL: stack.stack_id}
+    tagged = ImageInfo("sha256:tagged", ["gpuenv/x:abc"], 1, "2026-11-27T10:00:00Z", labels)
+    engine = SimpleNamespace(
+        find_images=lambda wanted: [tagged] if wanted == labels else [],
+        image_info=lambda ref: tagged if ref == tagged.id else None,
+    )
+    assert stack_image_ref(engine) == "gpuenv/x:abc"
+    bare = ImageInfo("sha256:bare", [], 1, "2026-11-27T10:00:00Z", labels)
+    engine = SimpleNamespace(find_images=lambda wanted: [bare], image_info=lambda ref: bare)
+    with pytest.raises(BadInput, match="has no tag the hosts could know it by"):
+        stack_image_ref(engine)
