@@ -18,7 +18,8 @@ from gpuenv.cli.common import (
 
 def settings_report(c) -> tuple[object | None, dict]:
     """The team's Settings (read once, for the whole of `doctor`) and the report of the effective
-    `gpuenv:` settings and where each came from; a bad file is reported, not raised (no Settings)."""
+    `gpuenv:` settings and where each came from; a bad file is reported, not raised (no
+    Settings)."""
     from gpuenv.cli.config import effective_rows
     from gpuenv.errors import GpuenvError
 

@@ -179,7 +179,7 @@ def validate(
     record=None,
     health_only=False,
 ):
-    """Tell whether this server is ready for the team's images, and why not (exit 0 only when ready).
+    """Tell whether this server is ready for the team's images, and why not (exit 0 when ready).
 
     This server: in the stack's image (default), in --image REF, or with this Python (--local;
     --replay FILE judges a capture instead). A fleet, with the same suite: --hosts (Docker hosts

@@ -206,7 +206,7 @@ def _gpus(gpus: Any, listed: list[str] | None) -> tuple[str | None, dict[str, st
 
 
 def merge_options(cli: dict[str, Any], config: dict[str, Any]) -> FleetOptions:
-    """Command line beats invoke.yaml beats defaults; slurm settings live under `slurm:` in the file."""
+    """Command line beats invoke.yaml beats defaults; the Slurm settings are under `slurm:`."""
     from gpuenv.fleet.sshhosts import parse_hosts
 
     slurm_cfg = _mapping(config, "slurm", "{partition: gpu, time: '30'}")

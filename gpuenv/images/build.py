@@ -60,7 +60,8 @@ class BuildOrder:
 
 @dataclass(frozen=True)
 class StackBuild:
-    """What a build did: its plan (tags, lock, base), the engine's result, and whether it locked first."""
+    """What a build did: its plan (tags, lock, base), the engine's result, and whether it locked
+    first."""
 
     plan: images.BuildPlan
     result: BuildResult
@@ -191,7 +192,7 @@ def describe_build(built: StackBuild) -> str:
 
 
 def describe_plan(plan: images.BuildPlan, lock_missing: bool) -> str:
-    """What `invoke --dry build` prints: stack, lock, build arguments, labels, and the Dockerfile."""
+    """What `invoke --dry build` prints: stack, lock, build arguments, labels, the Dockerfile."""
     lines = [f"stack: {plan.stack.stack_id}"]
     if lock_missing:
         lines.append(f"lock: none in {plan.lock_dir}: it would be locked first")
