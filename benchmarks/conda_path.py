@@ -292,7 +292,8 @@ def main() -> int:
                 plan = dataclasses.replace(plan, tags=["gpuenv-bench/conda:1"])
                 built.append(
                     timed(
-                        label, lambda: images.build_stack_image(plan, progress=lambda _t: None)
+                        label,
+                        lambda: images.build_stack_image(engine, plan, progress=lambda _t: None),
                     ).image.id
                 )
             for image_id in dict.fromkeys(built):

@@ -101,7 +101,9 @@ def main() -> int:
             tags=["gpuenv-bench/cold:1"],
         )
         started = time.monotonic()
-        cold = images.build_stack_image(cold_plan, progress=lambda _t: None, builder=args.builder)
+        cold = images.build_stack_image(
+            Engine.local(), cold_plan, progress=lambda _t: None, builder=args.builder
+        )
         cold_s = time.monotonic() - started
 
         suite = Path(tmp) / "validate"
@@ -112,7 +114,9 @@ def main() -> int:
             tags=["gpuenv-bench/cached:1"],
         )
         started = time.monotonic()
-        warm = images.build_stack_image(warm_plan, progress=lambda _t: None, builder=args.builder)
+        warm = images.build_stack_image(
+            Engine.local(), warm_plan, progress=lambda _t: None, builder=args.builder
+        )
         warm_s = time.monotonic() - started
 
         above = dockercases.image_history(local, cold.image.id)[

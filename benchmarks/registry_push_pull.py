@@ -61,7 +61,7 @@ def main() -> None:
         if image is None or images.STACK_LABEL not in image.labels:
             raise SystemExit(f"{sys.argv[1]} is not a gpuenv image on this engine")
     else:
-        found = images.built_images()
+        found = images.built_images(engine)
         if not found:
             raise SystemExit("no gpuenv image on the engine: build one first")
         image = found[0]

@@ -10,8 +10,9 @@ import contextlib
 import functools
 import os
 import signal
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 
 import invoke
 from invoke.exceptions import Exit
@@ -19,6 +20,9 @@ from invoke.exceptions import Exit
 from gpuenv.errors import BadInput, GpuenvError, NoCompatibleStack
 from validate.signals import handling
 from validate.text import mask_credentials, safe_text
+
+if TYPE_CHECKING:  # progress loads rich's helpers: not at every command's start
+    from gpuenv.progress import Say
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -215,18 +219,27 @@ def config_layers(config: Any) -> list[Any]:
 
 
 def team_settings(c: Any) -> Any:
-    """The checked `gpuenv:` settings of this run (BadInput naming file, key or variable, and the fix)."""
+    """The checked `gpuenv:` settings of this run (BadInput naming file, key or variable, and the
+    fix). Read once per task and passed down: every helper below takes the Settings, not `c`."""
     from gpuenv.cli.config import check_variables, settings_from
 
     check_variables(os.environ)
     return settings_from(None, config_layers(c.config))
 
 
-def stack_request(c: Any, **cli: Any) -> Any:
+def stack_request(settings: Any, **cli: Any) -> Any:
     """The one StackRequest of a task: command-line values over invoke.yaml over defaults."""
     from gpuenv.cli.config import stack_request as build
 
-    return build(cli, team_settings(c))
+    return build(cli, settings)
+
+
+def resolve(request: Any) -> Any:
+    """The stack of a StackRequest on this host, by the team's pin policy
+    (gpuenv.compat.host.resolve_request)."""
+    from gpuenv.compat.host import resolve_request
+
+    return resolve_request(request.resolver_options(), pinned=request.pinned)
 
 
 #: The stack options, the same in every task that addresses a stack (tests/team walks every task's
@@ -263,7 +276,7 @@ STACK_CHOOSERS = (
 )
 
 
-def current_stack_reason(c: Any, cli: dict[str, Any]) -> tuple[str, Any]:
+def current_stack_reason(settings: Any, cli: dict[str, Any]) -> tuple[str, Any]:
     """Why a task with these options addresses the stack it does: ("options" | "pinned" | "remembered" | "floats", entry).
 
     Command-line stack options win, then the team's invoke.yaml pins, then the stack that `lock`
@@ -275,7 +288,6 @@ def current_stack_reason(c: Any, cli: dict[str, Any]) -> tuple[str, Any]:
 
     if any(cli.get(name) not in (None, "", False) for name in STACK_CHOOSERS):
         return "options", None
-    settings = team_settings(c)
     if settings.pins() or settings.strict_driver:
         return "pinned", None
     entry = current.read(locks_root())
@@ -283,7 +295,7 @@ def current_stack_reason(c: Any, cli: dict[str, Any]) -> tuple[str, Any]:
 
 
 def resolve_for_task(
-    c: Any, cli: dict[str, Any], announce: bool = True, **extra: Any
+    settings: Any, cli: dict[str, Any], announce: bool = True, **extra: Any
 ) -> tuple[Any, Any]:
     """(StackRequest, Stack) for a task that uses a stack (build, run, validate, push, install, export).
 
@@ -296,13 +308,13 @@ def resolve_for_task(
     from gpuenv.envs.locking import locks_root
     from gpuenv.errors import DataError
 
-    why, entry = current_stack_reason(c, cli)
+    why, entry = current_stack_reason(settings, cli)
     if why != "remembered":
-        request = stack_request(c, **cli, **extra)
+        request = stack_request(settings, **cli, **extra)
         return request, resolve(request)
     where = current.current_file(locks_root())
     try:  # the file's values, not options: a failure names the file and the gpuenv that wrote it
-        request = stack_request(c, **{**cli, **entry.options()}, **extra)
+        request = stack_request(settings, **{**cli, **entry.options()}, **extra)
         stack = resolve(request)
     except (BadInput, NoCompatibleStack) as err:
         raise entry.unusable(where, err.message) from None
@@ -320,9 +332,7 @@ def resolve_for_task(
     return request, stack
 
 
-def remember_stack(
-    stack: Any, request: Any, made_by: str, lock_file: Path, say: Callable[[str], None]
-) -> None:
+def remember_stack(stack: Any, request: Any, made_by: str, lock_file: Path, say: Say) -> None:
     """After `lock` or `build`: make `stack` the project's current stack, and say which lock is now current."""
     from gpuenv.envs import current
     from gpuenv.envs.locking import locks_root
@@ -339,42 +349,6 @@ def remember_stack(
             f"current stack: {stack.stack_id} (lock {lock_file}), recorded in {path}: build, run, validate, push, install and "
             "export use it when no stack option is given"
         )
-
-
-PIN_FIX = "upgrade the driver, or pin another stack (gpuenv.cuda / gpuenv.torch / gpuenv.tensorflow in invoke.yaml)"
-
-
-def resolve(request: Any) -> Any:
-    """The stack for a StackRequest on this host.
-
-    A pinned request (CUDA, Python and the framework release, from invoke.yaml or the command
-    line) names one stack whatever the host: it is resolved without the host's driver and GPUs,
-    which are then only checked. A host that cannot run it is an error that says so, never a
-    silently different stack.
-    """
-    from gpuenv.compat.host import resolve_for_host
-    from gpuenv.errors import GpuenvError, NoCompatibleStack
-
-    options = request.resolver_options()
-    if not request.pinned:
-        return resolve_for_host(**options)
-    stack = resolve_for_host(**{**options, "driver": None, "gpu_arch": None}, detect=False)
-    if stack.is_cpu:
-        return stack
-    try:
-        here = resolve_for_host(**options)
-    except NoCompatibleStack as err:
-        raise NoCompatibleStack(
-            f"this host cannot run the pinned stack {stack.stack_id}: {err.message}", fix=PIN_FIX
-        ) from None
-    except GpuenvError:
-        raise
-    if here.stack_id != stack.stack_id:
-        raise NoCompatibleStack(
-            f"on this host the pinned options give {here.stack_id}, not the team's {stack.stack_id} (driver >= {stack.min_driver})",
-            fix=PIN_FIX,
-        )
-    return stack
 
 
 def is_dry(c: Any) -> bool:
@@ -394,12 +368,27 @@ def reporter(verbose: bool = False, quiet: bool = False) -> Any:
     return Reporter.choose(verbose=verbose, quiet=quiet)
 
 
+@dataclass(frozen=True)
+class ChosenImage:
+    """The image `run` and `validate` use, and the engine that has it (None only under --dry with
+    --image: nothing asked the engine)."""
+
+    ref: str
+    name: str  # for people: the reference, or the stack and the image's tag
+    cpu: bool  # a CPU image (from the stack, or from the image's labels): no GPU by default
+    engine: Any
+
+
 def image_or_stack(
-    c: Any, image: str | None, stack_options: dict[str, Any], verbose: bool, quiet: bool
-) -> tuple[str, str, bool]:
-    """The image `run` and `validate` use: --image REF (pulled when missing), or the image of the
-    stack the options resolve to. Returns (reference, its name for people, whether it is a CPU
-    image: from the stack, or from REF's labels)."""
+    c: Any,
+    settings: Any,
+    image: str | None,
+    stack_options: dict[str, Any],
+    verbose: bool,
+    quiet: bool,
+) -> ChosenImage:
+    """--image REF (pulled when missing), or the image of the stack the options resolve to, on
+    this machine's engine (opened here, once for the task)."""
     from gpuenv.engine import Engine
     from gpuenv.errors import BadInput
     from gpuenv.images import plan as images
@@ -415,14 +404,15 @@ def image_or_stack(
             )
         ref = share.parse_image_ref(image)
         if is_dry(c):
-            return ref, ref, False
+            return ChosenImage(ref, ref, False, None)
+        engine = Engine.local()
         report = reporter(verbose, quiet)
         with report:
-            share.ensure_image(ref, progress=report.layer, say=report.phase)
-        return ref, ref, images.is_cpu_image(ref)
-    _request, stack = resolve_for_task(c, stack_options)
-    ref = images.image_for_stack(stack)
+            share.ensure_image(engine, ref, progress=report.layer, say=report.phase)
+        return ChosenImage(ref, ref, images.is_cpu_image(engine, ref), engine)
+    _request, stack = resolve_for_task(settings, stack_options)
     engine = Engine.local()
+    ref = images.image_for_stack(engine, stack)
     info = engine.image_info(ref)
     suite = checkout_suite()
     if info is not None and suite is not None and info.labels.get(images.SUITE_LABEL) != suite:
@@ -431,8 +421,8 @@ def image_or_stack(
         # Never silent: the image of this lock was built with another suite (another checkout, or
         # before the suite changed here), and that is the suite that will judge this server.
         show(
-            f"gpuenv: the image of {stack.stack_id} carries another validation suite than this checkout's: "
-            "invoke build to use this one",
+            f"gpuenv: the image of {stack.stack_id} carries another validation suite than this "
+            "checkout's: invoke build to use this one",
             file=sys.stderr,
         )
-    return ref, f"{stack.stack_id} ({engine.image_name(ref)})", stack.is_cpu
+    return ChosenImage(ref, f"{stack.stack_id} ({engine.image_name(ref)})", stack.is_cpu, engine)

@@ -16,19 +16,23 @@ from gpuenv.cli.common import (
 )
 
 
-def settings_report(c) -> dict:
-    """The effective `gpuenv:` settings and where each came from; a bad file is reported, not raised."""
+def settings_report(c) -> tuple[object | None, dict]:
+    """The team's Settings (read once, for the whole of `doctor`) and the report of the effective
+    `gpuenv:` settings and where each came from; a bad file is reported, not raised (no
+    Settings)."""
     from gpuenv.cli.config import effective_rows
     from gpuenv.errors import GpuenvError
 
     try:
-        rows = effective_rows(team_settings(c))
+        settings = team_settings(c)
+        rows = effective_rows(settings)
     except GpuenvError as err:
-        return {"available": False, "why": err.render()}
-    return {"available": True, "values": [{"key": k, "value": v, "source": s} for k, v, s in rows]}
+        return None, {"available": False, "why": err.render()}
+    values = [{"key": k, "value": v, "source": s} for k, v, s in rows]
+    return settings, {"available": True, "values": values}
 
 
-def team_stack_report(c) -> dict:
+def team_stack_report(settings) -> dict:
     """The stack every task addresses with no command-line stack options, and why: the team pinned
     it in invoke.yaml, `lock`/`build` remembered it for this project (envs/locks/current.json), or
     it floats (each host resolves its own)."""
@@ -38,11 +42,11 @@ def team_stack_report(c) -> dict:
     from gpuenv.errors import GpuenvError
 
     try:
-        why, entry = current_stack_reason(c, {})
+        why, entry = current_stack_reason(settings, {})
         request, stack = (
-            resolve_for_task(c, {}, announce=False)
+            resolve_for_task(settings, {}, announce=False)
             if why == "remembered"
-            else (stack_request(c), None)
+            else (stack_request(settings), None)
         )
         stack = stack or resolve(request)
     except GpuenvError as err:
@@ -115,14 +119,15 @@ def doctor(c, json_=False, host=None, platform=None):
 
     from gpuenv.compat.doctor import collect_report, format_report
     from gpuenv.compat.host import use_host_file, use_platform
+    from gpuenv.engine import Engine
 
     use_platform(platform)  # --platform: checked before anything slow
     use_host_file(host)  # --host: the team's stack below is chosen for that server too
-    report = collect_report(host)
-    report["settings"] = settings_report(c)
+    report = collect_report(Engine.local, host)
+    settings, report["settings"] = settings_report(c)
     report["team_stack"] = (
-        team_stack_report(c)
-        if report["settings"].get("available")
+        team_stack_report(settings)
+        if settings is not None
         else {"available": False, "why": "the settings cannot be used"}
     )
     if json_:
@@ -208,6 +213,6 @@ def resolve_(
         host
     )  # --host: that server's driver and GPUs instead of this machine's (checked now)
 
-    request = stack_request(c, **stack_options(locals()))
+    request = stack_request(team_settings(c), **stack_options(locals()))
     stack = resolve(request)
     show(json.dumps(stack.to_dict(), indent=2) if json_ else format_stack(stack))

@@ -316,6 +316,41 @@ def check_layers(layers: Sequence[Layer]) -> None:
                 )
 
 
+#: Each Settings field: the key under `gpuenv:` and the check its value goes through (None: a
+#: folder, relative to the file that set it). An unset or empty value leaves the field's default.
+SETTINGS_KEYS: dict[str, tuple[str, Any]] = {
+    "framework": ("framework", as_framework),
+    "torch": ("torch", as_release),
+    "tensorflow": ("tensorflow", as_release),
+    "cuda": ("cuda", as_cuda),
+    "python": ("python", as_python),
+    "backend": ("backend", as_backend),
+    "platforms": ("platforms", as_platforms),
+    "base_image": ("base_image", as_image_name),
+    "wheelhouse": ("wheelhouse", None),
+    "strict_driver": ("strict_driver", as_bool),
+    "registry": ("registry", lambda _key, value: parse_registry(value)),
+    "conda_channels": ("conda_channels", as_string_list),
+    "conda_mirrors": ("conda_mirrors", as_mirror_list),
+    "expect_gpus": ("expect_gpus", as_gpu_count),
+}
+#: The same for FleetSettings, under `gpuenv.fleet`.
+FLEET_KEYS: dict[str, tuple[str, Any]] = {
+    "hosts": ("fleet.hosts", as_string_list),
+    "parallel": ("fleet.parallel", as_positive_int),
+    "slurm_partition": ("fleet.slurm.partition", as_text),
+    "slurm_time": ("fleet.slurm.time", as_text),
+    "slurm_queue_time": ("fleet.slurm.queue_time", as_text),
+    "slurm_nodes": ("fleet.slurm.nodes", as_positive_int),
+    "slurm_nodelist": ("fleet.slurm.nodelist", as_text),
+    "slurm_prefix": ("fleet.slurm.prefix", as_text),
+    "slurm_rundir": ("fleet.slurm.rundir", as_text),
+    "outlier_floor": ("fleet.outlier_floor", as_fraction),
+    "env": ("fleet.env", lambda key, value: _fleet_env(key, value)),
+    "slurm_sbatch_args": ("fleet.slurm.sbatch_args", as_string_list),
+}
+
+
 def settings_from(merged: Mapping[str, Any] | None, layers: Sequence[Layer]) -> Settings:
     """Check the layers' `gpuenv` sections; a bad value names its file (or variable), key and fix.
 
@@ -341,43 +376,19 @@ def settings_from(merged: Mapping[str, Any] | None, layers: Sequence[Layer]) -> 
         base = layer_of[key].folder if key in layer_of else None
         path = os.path.join(base, os.path.expanduser(text)) if base else os.path.expanduser(text)
         if not os.path.isdir(path):
+            read_from = f" (read from {base})" if base and not os.path.isabs(text) else ""
             raise BadInput(
-                f"{text!r}: no such folder{f' (read from {base})' if base and not os.path.isabs(text) else ''}",
+                f"{text!r}: no such folder{read_from}",
                 fix="give the folder that holds the .whl files, or remove the key",
             )
         return os.path.normpath(path)
 
-    floor = checked("fleet.outlier_floor", as_fraction)
+    def fields(table: dict[str, tuple[str, Any]]) -> dict[str, Any]:
+        found = {name: checked(key, parse or folder_path) for name, (key, parse) in table.items()}
+        return {name: value for name, value in found.items() if value not in (None, [], (), {})}
+
     return Settings(
-        framework=checked("framework", as_framework),
-        torch=checked("torch", as_release),
-        tensorflow=checked("tensorflow", as_release),
-        cuda=checked("cuda", as_cuda),
-        python=checked("python", as_python),
-        backend=checked("backend", as_backend),
-        platforms=checked("platforms", as_platforms) or (),
-        base_image=checked("base_image", as_image_name),
-        wheelhouse=checked("wheelhouse", folder_path),
-        strict_driver=bool(checked("strict_driver", as_bool)),
-        registry=checked("registry", lambda _k, v: parse_registry(v)),
-        conda_channels=checked("conda_channels", as_string_list) or (),
-        conda_mirrors=checked("conda_mirrors", as_mirror_list) or (),
-        expect_gpus=checked("expect_gpus", as_gpu_count),
-        fleet=FleetSettings(
-            hosts=checked("fleet.hosts", as_string_list) or (),
-            parallel=checked("fleet.parallel", as_positive_int),
-            slurm_partition=checked("fleet.slurm.partition", as_text),
-            slurm_time=checked("fleet.slurm.time", as_text),
-            slurm_queue_time=checked("fleet.slurm.queue_time", as_text),
-            slurm_nodes=checked("fleet.slurm.nodes", as_positive_int),
-            slurm_nodelist=checked("fleet.slurm.nodelist", as_text),
-            slurm_prefix=checked("fleet.slurm.prefix", as_text),
-            slurm_rundir=checked("fleet.slurm.rundir", as_text),
-            outlier_floor=0.9 if floor is None else floor,
-            env=checked("fleet.env", _fleet_env) or {},
-            slurm_sbatch_args=checked("fleet.slurm.sbatch_args", as_string_list) or (),
-        ),
-        origin=where,
+        **fields(SETTINGS_KEYS), fleet=FleetSettings(**fields(FLEET_KEYS)), origin=where
     )
 
 
@@ -530,7 +541,7 @@ def effective_rows(
 
 def _fleet_env(key: str, value: Any) -> dict[str, str]:
     """`fleet.env`: NCCL_*/GLOO_*/TORCH_* names and one-line values
-    (gpuenv.fleet.slurm.check_env)."""
+    (gpuenv.fleet.slurm_job.check_env)."""
     from gpuenv.fleet.slurm_job import check_env
 
     if not isinstance(value, Mapping):

@@ -160,59 +160,79 @@ def _count(value: Any, budget: int) -> int:
 
 
 def load_text(text: str, name: str, kind: str) -> dict:
-    """The data of one config file's text (kind: yaml, yml or json), checked; ConfigFileError otherwise."""
-    if kind == "json":
-        try:  # the reader every untrusted JSON goes through: depth, integer size, repeated decoded keys
-            data = load_json_input(text, max_depth=MAX_DEPTH, max_digits=MAX_DIGITS)
-        except RepeatedKey as err:
-            raise _repeated_error(name, err.key, err.first, err.line or 0) from None
-        except InputRefused as err:
-            raise ConfigFileError(refusal_line(name, err), fix=FIX) from None
-    else:
-        aliases = depth = 0
-        try:
-            for event in yaml.parse(text, Loader=_Loader):  # events only: no nesting is built yet
-                if isinstance(event, yaml.AliasEvent):
-                    aliases += 1
-                elif isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
-                    depth += 1
-                    if (
-                        depth > MAX_DEPTH
-                    ):  # libyaml's composer recurses in C: deeper would crash the process
-                        raise ConfigFileError(
-                            f"{name}: nested more than {MAX_DEPTH} levels deep", fix=FIX
-                        )
-                elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
-                    depth -= 1
-        except yaml.YAMLError as err:
-            if "nesting depth" in str(
-                getattr(err, "problem", "") or ""
-            ):  # PyYAML >= 6.0.3's libyaml refuses deep nesting before we count it
-                raise ConfigFileError(
-                    f"{name}: nested more than {MAX_DEPTH} levels deep", fix=FIX
-                ) from None
-            raise ConfigFileError(_yaml_problem(err, name), fix=FIX) from None
-        if aliases > MAX_ALIASES:
-            raise ConfigFileError(
-                f"{name} uses {aliases} YAML aliases; at most {MAX_ALIASES} are allowed",
-                fix="write the values out",
-            )
-        try:
-            data = yaml.load(text, Loader=_Loader)  # noqa: S506 (a safe loader)
-        except _RepeatedKey as err:
-            raise _repeated_error(name, *err.args) from None
-        except _LongNumber as err:
-            digits, line = err.args
-            raise ConfigFileError(
-                f"{name}:{line}: a {digits}-digit number; at most {MAX_DIGITS} digits are read",
-                fix=FIX,
-            ) from None
-        except yaml.YAMLError as err:
-            raise ConfigFileError(_yaml_problem(err, name), fix=FIX) from None
-        except RecursionError:
-            raise ConfigFileError(f"{name}: nested too deeply", fix=FIX) from None
+    """The data of one config file's text (kind: yaml, yml or json), checked; ConfigFileError
+    otherwise."""
+    data = _load_json(text, name) if kind == "json" else _load_yaml(text, name)
     if data is None:
         return {}
+    _check_top_level(data, name)
+    if SECTION in data:
+        section = _without_nulls(data[SECTION])
+        if section is None:
+            del data[SECTION]  # `gpuenv:` with every key commented out
+        else:
+            data[SECTION] = section
+    return data
+
+
+def _load_json(text: str, name: str) -> Any:
+    try:  # the reader every untrusted JSON goes through: depth, integer size, repeated decoded keys
+        return load_json_input(text, max_depth=MAX_DEPTH, max_digits=MAX_DIGITS)
+    except RepeatedKey as err:
+        raise _repeated_error(name, err.key, err.first, err.line or 0) from None
+    except InputRefused as err:
+        raise ConfigFileError(refusal_line(name, err), fix=FIX) from None
+
+
+def _too_deep(name: str) -> ConfigFileError:
+    return ConfigFileError(f"{name}: nested more than {MAX_DEPTH} levels deep", fix=FIX)
+
+
+def _check_yaml_shape(text: str, name: str) -> None:
+    """Aliases and nesting counted on the parser's events, before any nesting is built."""
+    aliases = depth = 0
+    try:
+        for event in yaml.parse(text, Loader=_Loader):
+            if isinstance(event, yaml.AliasEvent):
+                aliases += 1
+            elif isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:  # libyaml's composer recurses in C: deeper would crash
+                    raise _too_deep(name)
+            elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+                depth -= 1
+    except yaml.YAMLError as err:
+        # PyYAML >= 6.0.3's libyaml refuses deep nesting before we count it
+        if "nesting depth" in str(getattr(err, "problem", "") or ""):
+            raise _too_deep(name) from None
+        raise ConfigFileError(_yaml_problem(err, name), fix=FIX) from None
+    if aliases > MAX_ALIASES:
+        raise ConfigFileError(
+            f"{name} uses {aliases} YAML aliases; at most {MAX_ALIASES} are allowed",
+            fix="write the values out",
+        )
+
+
+def _load_yaml(text: str, name: str) -> Any:
+    _check_yaml_shape(text, name)
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 (a safe loader)
+    except _RepeatedKey as err:
+        raise _repeated_error(name, *err.args) from None
+    except _LongNumber as err:
+        digits, line = err.args
+        raise ConfigFileError(
+            f"{name}:{line}: a {digits}-digit number; at most {MAX_DIGITS} digits are read",
+            fix=FIX,
+        ) from None
+    except yaml.YAMLError as err:
+        raise ConfigFileError(_yaml_problem(err, name), fix=FIX) from None
+    except RecursionError:
+        raise ConfigFileError(f"{name}: nested too deeply", fix=FIX) from None
+
+
+def _check_top_level(data: Any, name: str) -> None:
+    """A mapping, with no misspelt `gpuenv:` section, of a bounded number of values."""
     if not isinstance(data, dict):
         what = {list: "a list", str: "a text"}.get(type(data), f"a {type(data).__name__}")
         raise ConfigFileError(
@@ -228,13 +248,6 @@ def load_text(text: str, name: str, kind: str) -> dict:
         raise ConfigFileError(
             f"{name} expands to more than {MAX_NODES} values", fix="write a smaller file"
         )
-    if SECTION in data:
-        section = _without_nulls(data[SECTION])
-        if section is None:
-            del data[SECTION]  # `gpuenv:` with every key commented out
-        else:
-            data[SECTION] = section
-    return data
 
 
 def _repeated_error(name: str, key: Any, first: int, second: int) -> ConfigFileError:

@@ -125,10 +125,10 @@ def lock(
     from gpuenv.envs.locking import ensure_lock, lock_directory, lock_file_name
 
     check_paths(wheelhouse=wheelhouse, file=file, team_file=team_file)
-    request = stack_request(
-        c, **stack_options(locals()), backend=backend, platforms=list(platform or [])
-    )
     settings = team_settings(c)
+    request = stack_request(
+        settings, **stack_options(locals()), backend=backend, platforms=list(platform or [])
+    )
     wheelhouse = request.wheelhouse
     report = reporter(verbose, quiet)
     stack = resolve(request)
@@ -217,7 +217,7 @@ def export(
         check_output(
             Path(output)
         )  # before the stack is resolved: a missing folder is named, never made
-    _request, stack = resolve_for_task(c, stack_options(locals()))
+    _request, stack = resolve_for_task(team_settings(c), stack_options(locals()))
     if lock:
         source = lock_file_for_sharing(stack)
         target = Path(output or source.name)
@@ -341,7 +341,8 @@ def install(
     report = reporter(verbose, quiet)
     # --platform resolves the stack, never takes the remembered one
     chosen = {**stack_options(locals()), "platform": platform}
-    request, stack = resolve_for_task(c, chosen)
+    settings = team_settings(c)
+    request, stack = resolve_for_task(settings, chosen)
     lock_dir = lock_directory(stack)
     _refuse_other_platform(stack, read_metadata(lock_dir) if lock_dir.is_dir() else None)
     wheels = Path(request.wheelhouse) if request.wheelhouse else None
@@ -356,7 +357,7 @@ def install(
         prefix,
         wheelhouse=wheels,
         offline=offline,
-        mirrors=mirror_map(team_settings(c).conda_mirrors),
+        mirrors=mirror_map(settings.conda_mirrors),
     )
     plan = _no_index_when_complete(plan, offline)
     where = f"{plan.prefix}" + (f" (a link to {plan.folder})" if plan.folder != plan.prefix else "")
@@ -462,13 +463,15 @@ def verify(
                     fix="drop them or --image",
                 )
             ref = image
+            engine = Engine.local()
         else:
             from gpuenv.images import plan as images
 
-            _request, stack = resolve_for_task(c, stack_options(locals()))
-            ref = images.image_for_stack(stack)
+            _request, stack = resolve_for_task(team_settings(c), stack_options(locals()))
+            engine = Engine.local()
+            ref = images.image_for_stack(engine, stack)
         with report:
-            verdict = verify_image(Engine.local(), ref, say=report.phase)
+            verdict = verify_image(engine, ref, say=report.phase)
     if json:
         try:
             write_text_atomic(json, jsonlib.dumps(verdict.to_dict(), indent=2) + "\n")

@@ -1,189 +1,27 @@
-"""`invoke validate --hosts ...` and `invoke validate --slurm ...`: the fleet side of the validate task.
+"""`invoke validate --hosts ...`, `--slurm ...` and `--from-reports DIR`: the fleet side of the
+validate task.
 
-Thin on purpose: check every option, call the backend (gpuenv.fleet.sshhosts or .slurm) or read
-reports already collected (`--from-reports`, gpuenv.fleet.collected), show progress per host, then
-render the fleet report and turn "every host ready" into the exit code.
-The task in validation.py reads invoke.yaml (`gpuenv.fleet`) and hands plain values here.
+Thin on purpose: the mode rules and the merge of the fleet settings are gpuenv.fleet.modes; here
+every option is checked, the backend called (gpuenv.fleet.sshhosts or .slurm) or reports already
+collected read (`--from-reports`, gpuenv.fleet.collected), progress shown per host, then the fleet
+report rendered and "every host ready" turned into the exit code.
 """
 
 from __future__ import annotations
 
-import math
 import sys
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
 from gpuenv.cli.common import show
 from gpuenv.errors import BadInput
+from gpuenv.fleet.modes import FleetOptions
 from gpuenv.fleet.outcome import HostOutcome
 
 #: Width of the host column in the plain progress lines.
 _PAD = 28
-
-
-@dataclass(frozen=True)
-class FleetOptions:
-    """The fleet settings after command line over invoke.yaml over defaults."""
-
-    hosts: list[str] | None = None
-    slurm: bool = False
-    image: str | None = None
-    parallel: int = 8
-    partition: str | None = None
-    nodes: int | None = None
-    nodelist: str | None = None
-    time: str | None = None
-    prefix: str | None = None
-    rundir: str | None = None
-    report: str | None = None  # HTML
-    json: str | None = None
-    junit: str | None = None
-    baseline: str | None = None
-    gpus: str | None = None
-    host_gpus: dict[str, str] | None = None  # SSH hosts: a host's own --gpus (URL=0,1;URL=2)
-    from_reports: str | None = None  # a folder of per-host suite reports collected by any means
-    outlier_floor: float = (
-        0.9  # a GPU below this share of its model's fleet median degrades its host
-    )
-    verbose: bool = False  # the table lists ready hosts too
-    queue_time: str | None = None  # Slurm: longest wait in the queue
-    env: dict[str, str] | None = (
-        None  # NCCL_*/GLOO_*/TORCH_* for every container and prefix run (fleet.env)
-    )
-    sbatch_args: list[str] | None = (
-        None  # Slurm: more sbatch options (--sbatch-arg, slurm.sbatch_args)
-    )
-
-
-def merge_options(cli: dict[str, Any], config: dict[str, Any]) -> FleetOptions:
-    """Command line beats invoke.yaml beats defaults; slurm settings live under `slurm:` in the file."""
-    slurm_cfg = config.get("slurm") or {}
-    if not isinstance(slurm_cfg, dict):
-        raise BadInput(
-            f"gpuenv.fleet.slurm in invoke.yaml is {slurm_cfg!r}, not a mapping",
-            fix="write slurm: {partition: gpu, time: '30'}",
-        )
-
-    def pick(name: str, *, section: dict[str, Any] = config) -> Any:
-        value = cli.get(name)
-        return value if value not in (None, "") else section.get(name)
-
-    hosts = cli.get("hosts")
-    if hosts is True:  # a bare --hosts: the team's list from invoke.yaml
-        hosts = config.get("hosts")
-        if not hosts:
-            raise BadInput(
-                "--hosts without a value, and invoke.yaml has no gpuenv.fleet.hosts",
-                fix="give --hosts ssh://user@host,... or list them under gpuenv: fleet: hosts: in invoke.yaml",
-            )
-    if isinstance(hosts, (list, tuple)):
-        hosts = ",".join(str(h) for h in hosts)
-    parallel = pick("parallel")
-    try:
-        parallel = int(parallel) if parallel not in (None, "") else 8
-    except (TypeError, ValueError):
-        raise BadInput(
-            f"--parallel {parallel!r} is not a number",
-            fix="give how many hosts to validate at once, e.g. --parallel 8",
-        ) from None
-    if parallel < 1:
-        raise BadInput(
-            f"--parallel {parallel} is less than 1", fix="give 1 or more, e.g. --parallel 8"
-        )
-    nodes = cli.get("nodes") if cli.get("nodes") not in (None, "") else slurm_cfg.get("nodes")
-    if nodes not in (None, ""):
-        try:
-            nodes = int(nodes)
-        except (TypeError, ValueError):
-            raise BadInput(
-                f"--nodes {nodes!r} is not a number", fix="give the node count, e.g. --nodes 4"
-            ) from None
-    else:
-        nodes = None
-    from gpuenv.fleet.sshhosts import parse_hosts
-
-    floor = pick("outlier_floor")
-    env = config.get("env") or {}
-    if not isinstance(env, dict):
-        raise BadInput(
-            f"gpuenv.fleet.env in invoke.yaml is {env!r}, not a mapping",
-            fix="write env: {NCCL_SOCKET_IFNAME: ib0}",
-        )
-    from gpuenv.fleet.slurm_job import check_env
-
-    try:
-        env = check_env(env)
-    except BadInput as err:
-        raise BadInput(f"gpuenv.fleet.env in invoke.yaml {err.message}", fix=err.fix) from None
-    sbatch_args = list(cli.get("sbatch_arg") or []) or slurm_cfg.get("sbatch_args") or []
-    if isinstance(sbatch_args, str) or not all(isinstance(a, str) for a in sbatch_args):
-        raise BadInput(
-            f"gpuenv.fleet.slurm.sbatch_args in invoke.yaml is {sbatch_args!r}, "
-            "not a list of options",
-            fix="write sbatch_args: [--account=ml, --qos=high]",
-        )
-    for arg in sbatch_args:
-        if not arg.startswith("-") or "\n" in arg:
-            raise BadInput(
-                f"--sbatch-arg {arg!r} is not an sbatch option",
-                fix="give one option a time, e.g. --sbatch-arg=--account=ml",
-            )
-    from gpuenv.fleet.sshhosts import parse_host_gpus
-
-    listed = parse_hosts(hosts) if hosts and not cli.get("slurm") else None
-    gpus, host_gpus = cli.get("gpus"), {}
-    if listed:
-        gpus, host_gpus = parse_host_gpus(gpus, listed)
-    elif gpus and "=" in str(gpus):
-        raise BadInput(
-            f"--gpus {gpus!r} gives hosts their own GPUs, which only --hosts takes",
-            fix="give one --gpus for every Slurm node (all, none, 0,1)",
-        )
-    return FleetOptions(
-        hosts=listed,
-        slurm=bool(cli.get("slurm")),
-        image=pick("image"),
-        parallel=parallel,
-        partition=pick("partition", section=slurm_cfg),
-        nodes=nodes,
-        nodelist=pick("nodelist", section=slurm_cfg),
-        time=str(pick("time", section=slurm_cfg))
-        if pick("time", section=slurm_cfg) not in (None, "")
-        else None,
-        prefix=pick("prefix", section=slurm_cfg),
-        rundir=pick("rundir", section=slurm_cfg),
-        report=cli.get("report"),
-        json=cli.get("json"),
-        junit=cli.get("junit"),
-        baseline=cli.get("baseline"),
-        gpus=gpus,
-        host_gpus=host_gpus,
-        from_reports=cli.get("from_reports") or None,
-        outlier_floor=outlier_floor(floor),
-        verbose=bool(cli.get("verbose")),
-        queue_time=pick("queue_time", section=slurm_cfg),
-        env=env,
-        sbatch_args=list(sbatch_args),
-    )
-
-
-def outlier_floor(value: Any) -> float:
-    """--outlier-floor / gpuenv.fleet.outlier_floor: a share of the fleet median in (0, 1]."""
-    if value in (None, ""):
-        return 0.9
-    try:
-        floor = float(value)
-    except (TypeError, ValueError):
-        floor = math.nan
-    if isinstance(value, bool) or not 0 < floor <= 1:
-        raise BadInput(
-            f"--outlier-floor {value!r} is not a share of the fleet median in (0, 1]",
-            fix="give e.g. --outlier-floor 0.9 (a GPU below 90% of its model's fleet median degrades its host)",
-        )
-    return floor
 
 
 def time_limit_seconds(text: str) -> float:
@@ -192,14 +30,6 @@ def time_limit_seconds(text: str) -> float:
     from gpuenv.fleet.slurm_job import limit_seconds
 
     return limit_seconds(text, "--time", unlimited=False) or 0.0
-
-
-def wants_fleet(cli: dict[str, Any]) -> bool:
-    """A fleet run is asked for on the command line (--hosts, bare or with hosts, --slurm, or
-    --from-reports for reports already collected): hosts
-    listed in a shared invoke.yaml must not turn someone's `invoke validate` of their own machine
-    into a run across the rack."""
-    return bool(cli.get("hosts") or cli.get("slurm") or cli.get("from_reports"))
 
 
 def _read_baseline(path: str | None) -> tuple[bytes | None, dict[str, dict[str, float]] | None]:
@@ -355,15 +185,14 @@ class HostProgress:
             self.console.file.flush()  # CI reads the log while it runs
 
 
-def _stack_image_ref() -> str:
-    """Without --image: the local image of the stack resolved for this host, by its tag."""
+def stack_image_ref(engine: Any) -> str:
+    """Without --image: the local image (on `engine`) of the stack resolved for this host, by its
+    tag."""
     from gpuenv.compat.host import resolve_for_host
-    from gpuenv.engine import Engine
     from gpuenv.images import plan as images
 
     stack = resolve_for_host()
-    image_id = images.image_for_stack(stack)
-    info = Engine.local().image_info(image_id)
+    info = engine.image_info(images.image_for_stack(engine, stack))
     if info is None or not info.tags:
         raise BadInput(
             f"the local image of {stack.stack_id} has no tag the hosts could know it by",
@@ -428,7 +257,12 @@ def run_fleet(
     assert opts.hosts
     if opts.time and opts.time.upper() not in ("UNLIMITED", "INFINITE"):
         time_limit_seconds(opts.time)  # a bad value stops here, before any host is contacted
-    image = opts.image or _stack_image_ref()
+    if opts.image:
+        image = opts.image
+    else:
+        from gpuenv.engine import Engine
+
+        image = stack_image_ref(Engine.local())
     if not opts.time:
         timeout: float | None = (
             sshhosts.DEFAULT_HOST_TIME_S

@@ -22,8 +22,6 @@ from gpuenv.cli.common import (
     team_settings,
     user_errors,
 )
-from gpuenv.cli.config import mirror_map
-from gpuenv.stack import lock_platforms
 
 _BUILD_HELP = {
     "platform": "the CPU architecture of the stack (linux-64, linux-aarch64; default: this host's); "
@@ -59,36 +57,6 @@ def _remainder_argv(remainder: str) -> list[str]:
     return shlex.split(remainder)
 
 
-def _build_plan_text(plan, lock_missing: bool) -> str:
-    """What `invoke --dry build` prints: stack, lock, build arguments, labels, and the Dockerfile."""
-    from gpuenv.images import plan as images
-
-    lines = [f"stack: {plan.stack.stack_id}"]
-    if lock_missing:
-        lines.append(f"lock: none in {plan.lock_dir}: it would be locked first")
-    else:
-        lines.append(
-            f"lock: {plan.lock.path} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})"
-        )
-    lines.append(f"base image: {plan.base_image}")
-    lines.append(f"tags: {', '.join(plan.tags or images.pending_tags(plan))}")
-    if plan.no_index:
-        lines.append(
-            f"network: none (the wheelhouse {plan.wheelhouse} holds every wheel of the lock)"
-        )
-    lines.append("build arguments:")
-    lines += [f"  {k}={v}" for k, v in sorted(plan.buildargs.items())]
-    lines.append("labels:")
-    lines += [f"  {k}={v}" for k, v in sorted(plan.labels.items())]
-    lines.append(f"Dockerfile ({plan.docker_dir / 'Dockerfile'}):")
-    lines += [
-        f"  {line}"
-        for line in (plan.docker_dir / "Dockerfile").read_text(encoding="utf-8").splitlines()
-    ]
-    lines.append("nothing was built (--dry)")
-    return "\n".join(lines)
-
-
 @task(help=_BUILD_HELP)
 @user_errors
 def build(
@@ -115,131 +83,72 @@ def build(
     platform=None,
 ):
     """Build the stack's image from its lock (locking first when there is none) and tag it."""
+    from gpuenv.images.build import build_stack, describe_build, describe_plan, plan_stack_build
+
+    # Every option is checked before anything slow: resolving, locking, the engine.
+    check_build_arguments(locals())
+    report = reporter(verbose, quiet)
+    settings = team_settings(c)
+    # --platform resolves the stack, never takes the remembered one
+    chosen = {**stack_options(locals()), "platform": platform}
+    request, stack = resolve_for_task(settings, chosen, backend=backend, base_image=base_image)
+    order = build_order(stack, request, settings, locals())
+    if is_dry(c):
+        show(describe_plan(*plan_stack_build(order)))
+        return
+    from gpuenv.engine import Engine
+
+    with report:
+        built = build_stack(
+            Engine.local(), order, say=report.say, phase=report.phase, log=report.output
+        )
+        remember_stack(stack, request, "build", built.plan.lock.path, report.say)
+    report.result(describe_build(built))
+
+
+def check_build_arguments(given: dict) -> None:
+    """`invoke build`'s own options (`given`: the task's arguments), each one line naming the value
+    and the fix, before any work."""
     from gpuenv.cli.paths import check_paths
     from gpuenv.compat.host import use_platform
-    from gpuenv.envs import lockdir
-    from gpuenv.envs.locking import ensure_lock, lock_directory
     from gpuenv.images import plan as images
     from gpuenv.images import share
 
-    # Every option is checked before anything slow: resolving, locking, the engine.
-    use_platform(platform)
-    check_paths(ca_cert=ca_cert, wheelhouse=wheelhouse, team_file=team_file)
+    use_platform(given["platform"])
+    paths = {name: given[name] for name in ("ca_cert", "wheelhouse", "team_file")}
+    check_paths(**paths)
     images.check_build_options(
-        tag=tag,
-        ca_cert=ca_cert,
-        wheelhouse=wheelhouse,
-        team_file=team_file,
-        backend=backend,
-        builder=builder,
+        tag=given["tag"], backend=given["backend"], builder=given["builder"], **paths
     )
-    if (
-        base_image
-    ):  # the engine's grammar, as for --tag: 'x y' or 'Ubuntu' is one line here, not a failed pull
+    base_image = given["base_image"]
+    if base_image:  # the engine's grammar, as for --tag: 'x y' is one line here, not a failed pull
         share.parse_image_ref(base_image, "--base-image")
-    report = reporter(verbose, quiet)
-    # --platform resolves the stack, never takes the remembered one
-    chosen = {**stack_options(locals()), "platform": platform}
-    request, stack = resolve_for_task(c, chosen, backend=backend, base_image=base_image)
-    wheelhouse = request.wheelhouse
-    if request.base_image and not base_image:
+
+
+def build_order(stack, request, settings, given: dict):
+    """The build `given` (the task's arguments) and the settings ask for
+    (gpuenv.images.build.BuildOrder)."""
+    from gpuenv.cli.config import mirror_map
+    from gpuenv.images import share
+    from gpuenv.images.build import BuildOrder
+
+    if request.base_image and not given["base_image"]:  # from invoke.yaml: checked as --base-image
         share.parse_image_ref(request.base_image, "gpuenv.base_image")
-    lock_dir = lock_directory(stack)
-    lock_missing = not lockdir.has_lock(lock_dir)
-    lock_backend = request.backend or ("uv" if wheelhouse else "conda-lock")
-    if offline and lock_missing:
-        from gpuenv.errors import BadInput
-
-        raise BadInput(
-            f"--offline: there is no lock in {lock_dir}, and locking needs an index",
-            fix="run invoke lock (same stack options, --backend uv) where PyPI answers, then carry envs/locks/ here",
-        )
-    settings = team_settings(c)
-    mirrors = mirror_map(settings.conda_mirrors)
-    options = dict(
-        base_image=request.base_image,
-        tag=tag,
-        ca_cert=Path(ca_cert) if ca_cert else None,
-        wheelhouse=Path(wheelhouse) if wheelhouse else None,
-        nocache=no_cache,
-        mirrors=mirrors,
-    )
-    if is_dry(c):
-        if lock_missing:
-            plan = _plan_without_lock(images, stack, lock_dir, lock_backend, options)
-        else:
-            plan = images.plan_build(stack, lock_dir, offline=offline, **options)
-        show(_build_plan_text(plan, lock_missing))
-        return
-    with report:
-        report.say(f"stack: {stack.stack_id}")
-        if lock_missing:
-            report.phase(f"no lock in {lock_dir}: locking first")
-            if request.backend is None and wheelhouse:
-                report.say("backend: uv (--wheelhouse given and no --backend)")
-            ensure_lock(
-                stack,
-                backend=lock_backend,
-                platforms=lock_platforms(stack, request.platforms),
-                wheelhouse=Path(wheelhouse) if wheelhouse else None,
-                team_file=Path(team_file) if team_file else None,
-                progress=report.phase,
-                conda_channels=settings.conda_channels,
-                mirrors=mirrors,
-            )
-        plan = images.plan_build(stack, lock_dir, offline=offline, **options)
-        report.say(f"lock: {plan.lock.path} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})")
-        report.say(f"base image: {plan.base_image}")
-        if plan.no_index:
-            report.say(
-                f"wheelhouse {plan.wheelhouse} holds every wheel of the lock: no index, and no network during the build"
-            )
-        plan = images.supply_tools(plan, progress=report.phase)
-        report.phase("sending the build context")
-        result = images.build_stack_image(plan, progress=report.output, builder=builder or "auto")
-        remember_stack(stack, request, "build", plan.lock.path, report.say)
-    image = result.image
-    first = (
-        f"unchanged: reused {image.id} (same lock and inputs: every step came from the build cache)"
-        if result.reused
-        else f"built {image.id}"
-    )
-    from gpuenv.progress import format_size
-
-    lines = [
-        first,
-        f"tags: {', '.join(plan.tags)}",
-        f"size: {format_size(image.size)}",
-        f"builder: {result.builder}",
-    ]
-    if result.removed:
-        lines.append(
-            f"removed the image the tags replaced: {', '.join(i.removeprefix('sha256:')[:12] for i in result.removed)}"
-        )
-    lines.append("labels:")
-    lines += [
-        f"  {key}={image.labels[key]}"
-        for key in sorted(image.labels)
-        if key != images.LABEL_PREFIX + "stack_json"
-    ]
-    report.result("\n".join(lines))
-
-
-def _plan_without_lock(images, stack, lock_dir, backend: str, options: dict):
-    """A build plan for --dry when there is no lock yet (the lock hash is not known)."""
-    placeholder = images.LockFile(lock_dir / "(not locked yet)", backend, "0" * 64)
-    return images.BuildPlan(
+    ca_cert, team_file = given["ca_cert"], given["team_file"]
+    return BuildOrder(
         stack=stack,
-        lock=placeholder,
-        lock_dir=lock_dir,
-        base_image=options["base_image"] or stack.base_image,
-        tags=[],
-        extra_tags=(options["tag"],) if options["tag"] else (),
-        buildargs=images.build_args(stack, placeholder, base_image=options["base_image"]),
-        labels={
-            **images.image_labels(stack, placeholder.sha256, placeholder.backend),
-            **images.oci_labels(stack, placeholder, options["base_image"] or stack.base_image),
-        },
+        backend=request.backend,
+        platforms=tuple(request.platforms),
+        base_image=request.base_image,
+        tag=given["tag"],
+        ca_cert=Path(ca_cert) if ca_cert else None,
+        wheelhouse=Path(request.wheelhouse) if request.wheelhouse else None,
+        team_file=Path(team_file) if team_file else None,
+        nocache=given["no_cache"],
+        offline=given["offline"],
+        builder=given["builder"] or "auto",
+        conda_channels=tuple(settings.conda_channels),
+        mirrors=mirror_map(settings.conda_mirrors),
     )
 
 
@@ -268,6 +177,7 @@ def push(
 ):
     """Push the stack's image (built from its current lock) to a registry; prints HOST/gpuenv/<stack>@sha256:... to share."""
     from gpuenv.cli.config import parse_registry
+    from gpuenv.engine import Engine
     from gpuenv.envs.locking import lock_directory
     from gpuenv.errors import BadInput
     from gpuenv.images import share
@@ -283,8 +193,9 @@ def push(
             fix="pass --registry HOST[:PORT], or set gpuenv.registry in invoke.yaml",
         )
     report = reporter(verbose, quiet)
-    _request, stack = resolve_for_task(c, stack_options(locals()))
-    plan = share.plan_push(stack, lock_directory(stack), host)
+    _request, stack = resolve_for_task(settings, stack_options(locals()))
+    engine = Engine.local()
+    plan = share.plan_push(engine, stack, lock_directory(stack), host)
     if is_dry(c):
         show(
             f"stack: {stack.stack_id}\nimage: {plan.source}\nwould push: {', '.join(f'{plan.repository}:{t}' for t in plan.tags)}\nnothing pushed (--dry)"
@@ -292,7 +203,7 @@ def push(
         return
     with report:
         report.phase(f"pushing {plan.source} to {plan.repository} ({', '.join(plan.tags)})")
-        ref = share.push(plan, progress=report.layer)
+        ref = share.push(engine, plan, progress=report.layer)
     report.result(ref)
 
 
@@ -331,25 +242,24 @@ def run(
     the container is removed, and the command's exit code is returned. With --image REF a
     missing image is pulled (by digest); the stack's own image is never pulled.
     """
-    from gpuenv.engine import Engine, parse_gpus, parse_shm_size
+    from gpuenv.engine import parse_gpus, parse_shm_size
 
     command = _remainder_argv(c.remainder or "")
     if gpus is not None:
         parse_gpus(gpus)  # checked before the stack is resolved or the engine asked
     if shm_size is not None:
         parse_shm_size(shm_size)
-    ref, _name, cpu = image_or_stack(c, image, stack_options(locals()), verbose, quiet)
+    chosen = image_or_stack(c, team_settings(c), image, stack_options(locals()), verbose, quiet)
+    ref = chosen.ref
     # A CPU stack asks for no GPU by default: it then runs on hosts without the NVIDIA runtime.
-    gpus = gpus if gpus is not None else ("none" if cpu else "all")
+    gpus = gpus if gpus is not None else ("none" if chosen.cpu else "all")
     if is_dry(c):
         show(
             f"would run {shlex.join(command) or '(the image command)'} in {ref} with GPUs {gpus}, {Path.cwd()} at /workspace; nothing run (--dry)"
         )
         return
     options = {"shm_size": shm_size} if shm_size else {}
-    code = Engine.local().run_container(
-        ref, command, gpus=gpus, workdir_mount=Path.cwd(), **options
-    )
+    code = chosen.engine.run_container(ref, command, gpus=gpus, workdir_mount=Path.cwd(), **options)
     if code:
         raise Exit(code=code)
 
@@ -358,9 +268,10 @@ def run(
 @user_errors
 def images(c):
     """List the gpuenv images on this engine, newest first, with their stack and size."""
+    from gpuenv.engine import Engine
     from gpuenv.images import plan as images_mod
 
-    found = images_mod.built_images()
+    found = images_mod.built_images(Engine.local())
     if not found:
         show("no gpuenv images: build one with invoke build --cuda <version>|cpu")
         return

@@ -1,7 +1,9 @@
-"""The `validate` task: run the validation suite on this host (--local) or inside a stack's image.
+"""The `validate` task: the validation suite on this server (inside a stack's image, or with this
+Python: --local, --replay) or on a fleet (--hosts, --slurm, --from-reports: gpuenv/cli/fleet.py).
 
-The suite itself is `validate/` (`python -m validate`); this task only builds its command line,
-and for the in-image path resolves the stack, finds its image and runs the suite there.
+The suite itself is `validate/` (`python -m validate`); which run the flags ask for, and the
+refusal of a mix, is gpuenv/fleet/modes.py. For this server the task builds the suite's command
+line and, for the in-image path, resolves the stack, finds its image and runs the suite there.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ _HELP = {
         + (f"; {_TASK_NOTES[option.name]}" if option.name in _TASK_NOTES else "")
         for option in SUITE_OPTIONS
     },
-    # fleet validation (gpuenv/cli/fleet.py); defaults from the gpuenv.fleet section of invoke.yaml
+    # fleet validation (gpuenv/fleet/modes.py, gpuenv/cli/fleet.py); defaults from gpuenv.fleet
     "hosts": "validate these Docker hosts over SSH, comma-separated ssh://user@host[:port]; --hosts alone: the hosts in invoke.yaml (gpuenv.fleet.hosts)",
     "parallel": "with --hosts: validate at most N hosts at once (default: 8)",
     "report": "with --hosts/--slurm: write the fleet report as one self-contained HTML page (e.g. fleet.html)",
@@ -177,9 +179,15 @@ def validate(
     record=None,
     health_only=False,
 ):
-    """Tell whether this server (or a fleet: --hosts, --slurm, --from-reports DIR) is ready for the team's images, and why not (exit 0 only when ready)."""
-    from gpuenv.cli import fleet
+    """Tell whether this server is ready for the team's images, and why not (exit 0 when ready).
+
+    This server: in the stack's image (default), in --image REF, or with this Python (--local;
+    --replay FILE judges a capture instead). A fleet, with the same suite: --hosts (Docker hosts
+    over SSH), --slurm (the nodes of a Slurm job) or --from-reports DIR (reports already collected).
+    """
+    given = {name: value for name, value in locals().items() if name != "c"}
     from gpuenv.cli.paths import check_paths
+    from gpuenv.fleet.modes import check_mode, merge_options
 
     check_paths(
         json=json,
@@ -193,136 +201,78 @@ def validate(
         record=record,
         folders=("rundir", "prefix", "record"),
     )
-    if (
-        expect_gpus is None
-    ):  # the team may say every server must have GPUs (or, with 0, that none need them)
-        expect_gpus = team_settings(c).expect_gpus
-    if image:  # the engine's grammar and length limit, before any host (the fleet) or engine (run in an image) is asked
+    settings = team_settings(c)
+    # the team may say every server must have GPUs (or, with 0, that none need them)
+    given["expect_gpus"] = settings.expect_gpus if expect_gpus is None else expect_gpus
+    if image:  # the engine's grammar and length limit, before any host or engine is asked
         from gpuenv.images.share import parse_image_ref
 
         parse_image_ref(image)
-
-    given_here = locals()
-    stack = stack_options(given_here)
+    stack = stack_options(given)
     named = [f"--{k.replace('_', '-')}" for k in STACK_OPTIONS if stack[k] not in (None, False)]
-    given = dict(
-        hosts=hosts,
-        image=image,
-        parallel=parallel,
-        report=report,
-        slurm=slurm,
-        partition=partition,
-        nodes=nodes,
-        nodelist=nodelist,
-        time=time,
-        prefix=prefix,
-        rundir=rundir,
-        json=json,
-        junit=junit,
-        baseline=baseline,
-        queue_time=queue_time,
-        gpus=gpus,
-        local=local,
-        from_reports=from_reports,
-        outlier_floor=outlier_floor,
-        verbose=verbose,
-        sbatch_arg=sbatch_arg,
-    )
-    if fleet.wants_fleet(given):
-        if local or save_baseline or replay or record or health_only or named:
-            raise BadInput(
-                "a fleet run validates other servers in one image, so --local, --save-baseline, --replay, --record, "
-                "--health-only and the stack options do not apply",
-                fix="drop them (give --image REF for the image), or drop --hosts/--slurm",
-            )
-        if hosts and slurm:
-            raise BadInput(
-                "--hosts and --slurm both given",
-                fix="validate SSH Docker hosts or a Slurm job, one at a time",
-            )
-        if from_reports and (hosts or slurm):
-            raise BadInput(
-                "--from-reports renders reports already collected, so --hosts/--slurm do not apply",
-                fix="drop --hosts/--slurm, or drop --from-reports to run the suite on the servers",
-            )
-        opts = fleet.merge_options(given, team_settings(c).fleet.as_config())
-        code = fleet.fleet_validate(opts, suite_arguments(expect_gpus=expect_gpus, quick=quick))
-        if code != 0:
-            raise Exit(code=code)
-        return
-    if any(
-        v not in (None, False, [])
-        for v in (
-            parallel,
-            report,
-            partition,
-            nodes,
-            nodelist,
-            time,
-            prefix,
-            rundir,
-            queue_time,
-            outlier_floor,
-            sbatch_arg,
-        )
-    ):
-        raise BadInput(
-            "--parallel/--report/--partition/--nodes/--nodelist/--time/--queue-time/--prefix/--rundir/--outlier-floor/"
-            "--sbatch-arg are fleet options",
-            fix="add --hosts ssh://user@host,..., --slurm or --from-reports DIR",
-        )
-    suite = {
-        option.name: given_here[option.name] for option in SUITE_OPTIONS
-    }  # the suite's own options
-    if replay and image is None and not named and gpus is None:
-        local = (
-            True  # a capture is judged by this host's suite, as `python -m validate --replay` does
-        )
-    if local:
-        if named or gpus is not None or image is not None:
-            raise BadInput(
-                "--local runs on this host's Python, so a stack option makes no sense with it",
-                fix=f"drop {' '.join(named + ['--gpus'] * (gpus is not None) + ['--image'] * (image is not None))}, or drop --local",
-            )
-        args = suite_arguments(**suite)
-        if is_dry(c):
-            show(
-                f"would run {sys.executable} -m validate {' '.join(args)}; nothing run (--dry)".replace(
-                    "  ", " "
-                )
-            )
-            return
-        code = run_local(args)
+    if check_mode(given, named):
+        from gpuenv.cli.fleet import fleet_validate
+
+        opts = merge_options(given, settings.fleet.as_config())
+        code = fleet_validate(opts, suite_arguments(expect_gpus=given["expect_gpus"], quick=quick))
     else:
-        from gpuenv.engine import Engine, parse_gpus
-
-        workdir = Path.cwd()
-        if gpus is not None:
-            parse_gpus(gpus)  # before the stack is resolved or the engine asked
-        reports = ReportPaths(workdir)
-        args = suite_arguments(path_for=reports, **suite)
-        ref, name, cpu = image_or_stack(c, image, stack, verbose, quiet)
-        if is_dry(c):
-            show(
-                f"would validate in {name}{' (pulled by digest if missing)' if image else ''}; nothing run (--dry)"
-            )
-            return
-        gpus = gpus or ("none" if cpu else "all")
-        show(f"validating in {name}, GPUs: {gpus}", flush=True)
-        from validate.report.record import (
-            HOST_PATHS_VARIABLE,
-        )  # here: the suite's report writer costs every command's start
-
-        shown = (
-            {"env": {HOST_PATHS_VARIABLE: jsonlib.dumps(reports.shown)}} if reports.shown else {}
-        )
-        code = Engine.local().run_container(
-            ref,
-            ["python", SUITE_IN_IMAGE, *args],
-            gpus=gpus,
-            workdir_mount=workdir,
-            mounts=reports.mounts,
-            **shown,
-        )
+        code = validate_this_server(c, settings, given, named)
     if code != 0:
         raise Exit(code=code)
+
+
+def validate_this_server(c, settings, given: dict, named: list[str]) -> int:
+    """The suite on this server: with this Python (--local, and a --replay with no image named),
+    else inside an image; the suite's exit code (0 under --dry)."""
+    suite = {option.name: given[option.name] for option in SUITE_OPTIONS}
+    image, gpus = given["image"], given["gpus"]
+    # a capture is judged by this host's suite, as `python -m validate --replay` does
+    local = given["local"] or bool(given["replay"] and image is None and not named and gpus is None)
+    if not local:
+        return validate_in_image(c, settings, given, suite)
+    if named or gpus is not None or image is not None:
+        wrong = named + ["--gpus"] * (gpus is not None) + ["--image"] * (image is not None)
+        raise BadInput(
+            "--local runs on this host's Python, so a stack option makes no sense with it",
+            fix=f"drop {' '.join(wrong)}, or drop --local",
+        )
+    args = suite_arguments(**suite)
+    if is_dry(c):
+        text = f"would run {sys.executable} -m validate {' '.join(args)}; nothing run (--dry)"
+        show(text.replace("  ", " "))
+        return 0
+    return run_local(args)
+
+
+def validate_in_image(c, settings, given: dict, suite: dict) -> int:
+    """The suite inside the stack's image (or --image REF), the current folder at /workspace and
+    the report files where the user asked for them."""
+    from gpuenv.engine import parse_gpus
+
+    image, gpus = given["image"], given["gpus"]
+    workdir = Path.cwd()
+    if gpus is not None:
+        parse_gpus(gpus)  # before the stack is resolved or the engine asked
+    reports = ReportPaths(workdir)
+    args = suite_arguments(path_for=reports, **suite)
+    chosen = image_or_stack(
+        c, settings, image, stack_options(given), given["verbose"], given["quiet"]
+    )
+    if is_dry(c):
+        pulled = " (pulled by digest if missing)" if image else ""
+        show(f"would validate in {chosen.name}{pulled}; nothing run (--dry)")
+        return 0
+    gpus = gpus or ("none" if chosen.cpu else "all")
+    show(f"validating in {chosen.name}, GPUs: {gpus}", flush=True)
+    # here: the suite's report writer costs every command's start
+    from validate.report.record import HOST_PATHS_VARIABLE
+
+    shown = {"env": {HOST_PATHS_VARIABLE: jsonlib.dumps(reports.shown)}} if reports.shown else {}
+    return chosen.engine.run_container(
+        chosen.ref,
+        ["python", SUITE_IN_IMAGE, *args],
+        gpus=gpus,
+        workdir_mount=workdir,
+        mounts=reports.mounts,
+        **shown,
+    )

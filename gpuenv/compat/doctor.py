@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import platform
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from gpuenv.compat.legacy import probe_legacy
 from gpuenv.errors import GpuenvError
 from validate.report.tables import format_table
+
+if TYPE_CHECKING:  # the engine module imports the Docker SDK: only at run time, lazily
+    from gpuenv.engine import Engine
 
 #: Where the NVIDIA Container Toolkit writes CDI specs (nvidia-ctk cdi generate).
 CDI_DIRS = (Path("/etc/cdi"), Path("/var/run/cdi"))
@@ -65,12 +68,11 @@ def probe_driver_advice(nvml: dict[str, Any], pci: dict[str, Any]) -> dict[str, 
     return {"available": True, "lines": advice_lines(archs, driver)}
 
 
-def probe_docker() -> dict[str, Any]:
-    """Does the daemon answer, and can it hand GPUs to containers (nvidia runtime or CDI)?"""
-    from gpuenv.engine import Engine
-
+def probe_docker(open_engine: Callable[[], Engine]) -> dict[str, Any]:
+    """Does the daemon answer, and can it hand GPUs to containers (nvidia runtime or CDI)?
+    `open_engine` is called here, so an engine that does not answer is a row, not a crash."""
     try:
-        info = Engine.local().info()
+        info = open_engine().info()
     except GpuenvError as err:
         return {"available": False, "why": err.render()}
     runtimes = sorted((info.get("Runtimes") or {}).keys())
@@ -182,9 +184,12 @@ def _safe(probe, *args) -> dict[str, Any]:
         return {"available": False, "why": f"could not collect: {type(err).__name__}: {err}"}
 
 
-def collect_report(host_file: str | None = None) -> dict[str, Any]:
+def collect_report(
+    open_engine: Callable[[], Engine], host_file: str | None = None
+) -> dict[str, Any]:
     """The report; with `host_file` the driver, GPUs and recommended stacks are the captured
-    server's (Docker, the data and the settings stay this machine's)."""
+    server's (Docker, the data and the settings stay this machine's). `open_engine` gives the
+    Docker engine to probe (the task passes `Engine.local`)."""
     from gpuenv.compat.host import read_host
 
     if host_file:
@@ -198,7 +203,7 @@ def collect_report(host_file: str | None = None) -> dict[str, Any]:
             "python": platform.python_version(),
         },
         "nvml": nvml,
-        "docker": _safe(probe_docker),
+        "docker": _safe(probe_docker, open_engine),
         "platform": _safe(probe_platform, host_file),
         "recommended": {
             fw: {"available": False, "why": blocker}

@@ -240,3 +240,40 @@ def request_for_host(
 def resolve_for_host(**options: str | bool | None) -> Stack:
     """The stack for these command-line options on this host: what every task that takes them uses."""
     return resolve_stack(request_for_host(**options))  # type: ignore[arg-type]
+
+
+#: The way out when this host cannot run the stack the team pinned.
+PIN_FIX = (
+    "upgrade the driver, or pin another stack "
+    "(gpuenv.cuda / gpuenv.torch / gpuenv.tensorflow in invoke.yaml)"
+)
+
+
+def resolve_request(options: dict[str, str | bool | None], *, pinned: bool) -> Stack:
+    """The stack for a task's options (`StackRequest.resolver_options()`) on this host.
+
+    A pinned request (CUDA, Python and the framework release, from invoke.yaml or the command
+    line) names one stack whatever the host: it is resolved without the host's driver and GPUs,
+    which are then only checked. A host that cannot run it is an error that says so, never a
+    silently different stack.
+    """
+    from gpuenv.errors import NoCompatibleStack
+
+    if not pinned:
+        return resolve_for_host(**options)
+    stack = resolve_for_host(**{**options, "driver": None, "gpu_arch": None}, detect=False)
+    if stack.is_cpu:
+        return stack
+    try:
+        here = resolve_for_host(**options)
+    except NoCompatibleStack as err:
+        raise NoCompatibleStack(
+            f"this host cannot run the pinned stack {stack.stack_id}: {err.message}", fix=PIN_FIX
+        ) from None
+    if here.stack_id != stack.stack_id:
+        raise NoCompatibleStack(
+            f"on this host the pinned options give {here.stack_id}, not the team's "
+            f"{stack.stack_id} (driver >= {stack.min_driver})",
+            fix=PIN_FIX,
+        )
+    return stack

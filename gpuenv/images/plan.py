@@ -2,9 +2,9 @@
 
 Render, then act: everything here is decided from the stack, the lock directory, the files of
 the build context and the base image's id (`identify`), so it is tested on its output. The Docker
-engine is touched only through `gpuenv.engine`'s `Engine`; the helpers at the end
-(`image_for_stack`, `built_images`, `supply_tools`, `build_stack_image`) ask this machine's
-`Engine.local()`.
+engine is touched only through `gpuenv.engine`'s `Engine`: the helpers at the end
+(`image_for_stack`, `built_images`, `supply_tools`, `build_stack_image`) ask the engine they are
+given (the task opens `Engine.local()` once; the fleet or a test may pass another).
 """
 
 from __future__ import annotations
@@ -511,7 +511,7 @@ def pick_image(
     return max(ours or matching, key=lambda img: img.created).id
 
 
-def image_for_stack(stack: Stack, lock_dir: Path | None = None) -> str:
+def image_for_stack(engine: Engine, stack: Stack, lock_dir: Path | None = None) -> str:
     """The id of the newest gpuenv image of `stack` built from its current lock (found by labels,
     not by tag name). `lock_dir` defaults to the stack's lock directory; without a lock file
     there, the newest image of the stack.
@@ -519,8 +519,6 @@ def image_for_stack(stack: Stack, lock_dir: Path | None = None) -> str:
     Raises GpuenvError with the build command when there is none: `invoke run` and the
     validation task never pull.
     """
-    from gpuenv.engine import Engine
-
     if lock_dir is None:
         from gpuenv.envs.locking import lock_directory  # not at module level: locking is heavier
 
@@ -529,29 +527,25 @@ def image_for_stack(stack: Stack, lock_dir: Path | None = None) -> str:
     # a silent fallback to whatever image is newest.
     lock_hash = read_lock(lock_dir, stack).sha256 if lockdir.has_lock(lock_dir) else None
     return pick_image(
-        Engine.local().find_images({STACK_LABEL: stack.stack_id}),
+        engine.find_images({STACK_LABEL: stack.stack_id}),
         stack,
         lock_hash,
         identity.checkout_suite(),
     )
 
 
-def is_cpu_image(ref: str) -> bool:
+def is_cpu_image(engine: Engine, ref: str) -> bool:
     """Whether a local image was built for a CPU stack (its labels say so): `invoke run --image`
     then asks for no GPU by default, so it runs on hosts without the NVIDIA runtime."""
-    from gpuenv.engine import Engine
-
-    info = Engine.local().image_info(ref)
+    info = engine.image_info(ref)
     labels = info.labels if info else {}
     stack = stack_from_labels(labels)
     return stack.is_cpu if stack else labels.get(LABEL_PREFIX + "cuda") == "cpu"
 
 
-def built_images() -> list[ImageInfo]:
+def built_images(engine: Engine) -> list[ImageInfo]:
     """The tagged gpuenv images on the engine, newest first (an untagged one is no image to use)."""
-    from gpuenv.engine import Engine
-
-    found = [img for img in Engine.local().find_images({STACK_LABEL: None}) if img.tags]
+    found = [img for img in engine.find_images({STACK_LABEL: None}) if img.tags]
     return sorted(found, key=lambda img: img.created, reverse=True)
 
 
@@ -571,7 +565,7 @@ def ensure_base_image(engine: Engine, ref: str, progress: Say | None = None) -> 
         ) from None
 
 
-def supply_tools(plan: BuildPlan, progress: Say | None = None) -> BuildPlan:
+def supply_tools(engine: Engine, plan: BuildPlan, progress: Say | None = None) -> BuildPlan:
     """`plan` with the installers its install stage needs, gathered on the host (gpuenv.envs.buildtools),
     then named from its inputs (`identify`).
 
@@ -579,10 +573,8 @@ def supply_tools(plan: BuildPlan, progress: Say | None = None) -> BuildPlan:
     with --offline, where a missing base is one line) and asked whether it has the stack's
     Python; when it has none, a standalone CPython goes in.
     """
-    from gpuenv.engine import Engine
     from gpuenv.envs import buildtools
 
-    engine = Engine.local()
     arch = engine.architecture()
     check_engine_platform(plan.stack, arch)  # before the base image is pulled
     base = engine.image_info(plan.base_image)
@@ -635,7 +627,7 @@ def supply_tools(plan: BuildPlan, progress: Say | None = None) -> BuildPlan:
 
 
 def build_stack_image(
-    plan: BuildPlan, progress: Say | None = None, builder: str = "auto"
+    engine: Engine, plan: BuildPlan, progress: Say | None = None, builder: str = "auto"
 ) -> BuildResult:
     """Assemble the context of `plan` in a temporary file and build it through the engine.
 
@@ -654,11 +646,8 @@ def build_stack_image(
     """
     import tempfile
 
-    from gpuenv.engine import Engine
-
     if plan.tools is None or plan.base_id is None:
-        plan = supply_tools(plan, progress)
-    engine = Engine.local()
+        plan = supply_tools(engine, plan, progress)
     before = engine.image_info(plan.tags[0])
     unlabelled = unlabelled_tag(plan)
     with tempfile.TemporaryFile(prefix="gpuenv-context-") as context:

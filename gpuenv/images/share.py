@@ -1,7 +1,8 @@
 """Sharing a stack's image through a registry, pinned by content (`HOST/gpuenv/<stack>@sha256:...`).
 
-Names are decided here as pure functions; the pushes and pulls go through this machine's
-`Engine` (`gpuenv.engine`, the only Docker SDK user). Credentials are the Docker credential store's, read by the SDK.
+Names are decided here as pure functions; the pushes and pulls go through the `Engine` the caller
+gives (`gpuenv.engine`, the only Docker SDK user). Credentials are the Docker credential store's,
+read by the SDK.
 """
 
 from __future__ import annotations
@@ -81,15 +82,15 @@ def _reason(message: str, option: str, name: str) -> str:
     return "" if message == "is not a valid image reference" else message
 
 
-def plan_push(stack: Stack, lock_dir: Path, registry: str) -> PushPlan:
+def plan_push(engine: Engine, stack: Stack, lock_dir: Path, registry: str) -> PushPlan:
     """The local image of `stack` built from its current lock (found by its labels, this checkout's
     suite preferred), and its registry names: its inputs hash and latest.
 
     The lock is verified against `stack`, as a build does: a lock copied under another stack's
     name names no image of this stack."""
     lockdir.verify(Path(lock_dir), stack)
-    image = images.image_for_stack(stack, lock_dir)
-    info = Engine.local().image_info(image)
+    image = images.image_for_stack(engine, stack, lock_dir)
+    info = engine.image_info(image)
     inputs = (info.labels.get(images.INPUTS_LABEL) if info else None) or image.removeprefix(
         "sha256:"
     )
@@ -102,9 +103,8 @@ def plan_push(stack: Stack, lock_dir: Path, registry: str) -> PushPlan:
     )
 
 
-def push(plan: PushPlan, progress: LayerCallback | None = None) -> str:
+def push(engine: Engine, plan: PushPlan, progress: LayerCallback | None = None) -> str:
     """Push the plan's image; the digest reference the team shares."""
-    engine = Engine.local()
     if engine.image_info(plan.source) is None:
         raise GpuenvError(
             f"no image {plan.source} (the stack's image for its current lock) on this engine",
@@ -115,7 +115,7 @@ def push(plan: PushPlan, progress: LayerCallback | None = None) -> str:
 
 
 def ensure_image(
-    ref: str, progress: LayerCallback | None = None, say=lambda _msg: None
+    engine: Engine, ref: str, progress: LayerCallback | None = None, say=lambda _msg: None
 ) -> ImageInfo:
     """The local image `ref` (checked first); pulled (by digest when the reference has one) when it is missing."""
     ref = parse_image_ref(ref)
@@ -124,6 +124,6 @@ def ensure_image(
         if "@sha256:" in ref
         else "by tag (pin it by digest to get the same bytes everywhere)"
     )
-    return Engine.local().ensure_image(
+    return engine.ensure_image(
         ref, f"{ref} is not on this engine: pulling it {how}", say=say, progress=progress
     )

@@ -94,9 +94,16 @@ def test_an_unknown_gpu_on_driver_418_still_names_the_driver(tmp_path):
     assert line.startswith("driver 418.67 is the blocker") and "R450 (>= 450.80.02" in line
 
 
+def _no_engine():
+    """The Docker row is not what this test reads: the engine is not asked."""
+    from gpuenv.errors import ToolError
+
+    raise ToolError("not asked by this test")
+
+
 def test_doctor_names_a_generic_gpu_by_its_pci_id(tmp_path):
     capture = tmp_path / "gtx1660-418.txt"
     capture.write_text(v.text_driver418_gtx1660(), encoding="utf-8")
-    text = doctor.format_report(doctor.collect_report(str(capture)))
+    text = doctor.format_report(doctor.collect_report(_no_engine, str(capture)))
     assert "Graphics Device (GeForce GTX 1660 (PCI 10de:2184))" in text
     assert "driver 418.67 is the blocker" in text

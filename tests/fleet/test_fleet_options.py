@@ -11,9 +11,10 @@ import pytest
 from invoke import Config, Context
 from invoke.exceptions import Exit
 
-from gpuenv.cli.fleet import merge_options, time_limit_seconds
+from gpuenv.cli.fleet import time_limit_seconds
 from gpuenv.cli.validation import validate
 from gpuenv.errors import BadInput
+from gpuenv.fleet.modes import merge_options
 from gpuenv.fleet.slurm_job import MAX_LIMIT_S, limit_seconds
 from gpuenv.fleet.sshhosts import normalise_host_url, parse_hosts
 

@@ -189,7 +189,8 @@ def test_two_ssh_hosts_run_their_suites_then_one_job_across_them(
 ):
     """The task layer's own path (gpuenv.cli.fleet.run_fleet, as `invoke validate --hosts` calls
     it): each host's suite, then the job across both, READY, as the fleet report's own row."""
-    from gpuenv.cli.fleet import FleetOptions, run_fleet
+    from gpuenv.cli.fleet import run_fleet
+    from gpuenv.fleet.modes import FleetOptions
     from gpuenv.fleet.sshhosts import LABEL
 
     monkeypatch.setenv("HOME", str(ssh_server.home))  # the test's SSH key and known_hosts
@@ -268,8 +269,8 @@ def test_per_host_gpus_parse_from_the_command_line_and_name_a_stranger():
 
 
 def test_the_cli_hands_each_host_its_own_gpus():
-    from gpuenv.cli.fleet import merge_options
     from gpuenv.errors import BadInput
+    from gpuenv.fleet.modes import merge_options
 
     opts = merge_options({"hosts": f"{ONE},{TWICE}", "gpus": f"{ONE}=0;{TWICE}=1"}, {})
     assert opts.gpus is None and opts.host_gpus == {ONE: "0", TWICE: "1"}

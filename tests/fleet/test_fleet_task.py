@@ -8,9 +8,9 @@ from invoke import Config, Context
 from invoke.exceptions import Exit
 
 from gpuenv.cli.common import team_settings
-from gpuenv.cli.fleet import merge_options, wants_fleet
 from gpuenv.cli.validation import validate
 from gpuenv.errors import BadInput
+from gpuenv.fleet.modes import merge_options, wants_fleet
 
 TEAM = {
     "gpuenv": {

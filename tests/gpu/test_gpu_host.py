@@ -321,7 +321,8 @@ def test_a_multinode_job_on_one_host_over_two_containers_each_with_its_own_gpus(
     """The fleet's SSH path on one GPU host: its engine reached twice (127.0.0.1 and localhost, as
     the CPU test does), its whole GPUs split between the two with `--gpus 'URL=0,1;URL=2,3'`; each
     host's suite, then the job over NCCL across both containers, one rank per GPU given."""
-    from gpuenv.cli.fleet import FleetOptions, run_fleet
+    from gpuenv.cli.fleet import run_fleet
+    from gpuenv.fleet.modes import FleetOptions
     from gpuenv.fleet.outcome import READY
 
     if len([g for g in host_gpus if not g.mig_enabled]) < 2:

@@ -38,7 +38,7 @@ def test_build_tags_after_success_and_prints_image_size_labels(cpu_image, cpu_st
 
     engine = Engine.local()
 
-    assert images.image_for_stack(cpu_stack) == cpu_image.id
+    assert images.image_for_stack(engine, cpu_stack) == cpu_image.id
     assert engine.client.images.get(cpu_image.id).attrs["Config"]["User"] == "1000:1000"
     expected = images.image_labels(cpu_stack, cpu_lock.sha256, "uv")
     stack_json = images.LABEL_PREFIX + "stack_json"
@@ -227,7 +227,7 @@ def test_cached_rebuild_after_a_suite_change_keeps_the_environment(
         validate_dir=suite,
     )
     plan = dataclasses.replace(plan, tags=["gpuenv-test/rebuild:suite-change"])
-    result = images.build_stack_image(plan, progress=lambda _text: None)
+    result = images.build_stack_image(engine, plan, progress=lambda _text: None)
     try:
         log = result.log
         assert _cached(log, "RUN /opt/gpuenv-build/install-env.sh"), (

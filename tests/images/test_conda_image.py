@@ -52,7 +52,7 @@ def test_a_conda_image_on_the_bare_base_builds_offline_runs_its_entry_point_and_
             )
             plan = dataclasses.replace(plan, tags=[f"gpuenv-test/conda-{os.getpid()}:{run}"])
             said: list[str] = []
-            result = images.build_stack_image(plan, progress=said.append)
+            result = images.build_stack_image(engine, plan, progress=said.append)
             built.append(result.image.id)
             labels = engine.image_info(result.image.id).labels
             assert labels[images.ENV_LAYER_LABEL] == engine.layer_ids(result.image.id)[-2]

@@ -117,7 +117,7 @@ def _building(
             offline=backend == "uv",
         )
         plan = dataclasses.replace(plan, tags=[f"gpuenv-test/verify-{backend}-{os.getpid()}:fresh"])
-        result = images.build_stack_image(plan, progress=lambda _l: None)
+        result = images.build_stack_image(Engine.local(), plan, progress=lambda _l: None)
     finally:
         os.environ.pop("GPUENV_CACHE_DIR", None)
         os.environ.pop("GPUENV_LOCKS_DIR", None)

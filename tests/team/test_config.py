@@ -315,3 +315,37 @@ def test_the_gpuenv_command_is_declared_and_runs_outside_the_project(tmp_path):
     for name in ("build", "push", "install", "lock", "validate", "doctor"):
         assert f"  {name} " in proc.stdout
     assert run_gpuenv("--version", cwd=tmp_path).stdout.strip() == "gpuenv 0.1.0"
+
+
+# ---------------------------------------------------------------- read once per task
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--dry", "build", "--driver", "550.54.15", "--gpu-arch", "9.0"],
+        ["--dry", "lock", "--driver", "550.54.15", "--gpu-arch", "9.0"],
+        ["resolve", "--driver", "550.54.15", "--gpu-arch", "9.0"],
+        ["--dry", "validate", "--local"],
+    ],
+    ids=lambda argv: argv[1] if argv[0] == "--dry" else argv[0],
+)
+def test_each_task_reads_the_settings_once(argv, tmp_path, monkeypatch, capsys):
+    """Invoke's layers are checked once per task and the Settings passed down (build read them
+    three times, lock twice): the real task, in this process, with settings_from counted."""
+    from invoke import Program
+
+    from gpuenv.cli import config, namespace
+
+    reads = []
+
+    def counted(merged, found):
+        reads.append(1)
+        return settings_from(merged, found)
+
+    monkeypatch.setattr(config, "settings_from", counted)
+    monkeypatch.setenv("GPUENV_LOCKS_DIR", str(tmp_path / "locks"))  # no lock, no current stack
+    monkeypatch.chdir(tmp_path)
+    Program(namespace=namespace()).run(["invoke", *argv], exit=False)
+    assert "gpuenv:" not in capsys.readouterr().err
+    assert len(reads) == 1

@@ -90,7 +90,7 @@ def test_dry_push_names_what_it_would_push(team_image, cpu_stack, locks_dir, mon
     )
     assert proc.returncode == 0, proc.stderr
     monkeypatch.setenv("GPUENV_LOCKS_DIR", str(locks_dir))
-    chosen = Engine.local().image_info(images.image_for_stack(cpu_stack))
+    chosen = Engine.local().image_info(images.image_for_stack(Engine.local(), cpu_stack))
     repo = "127.0.0.1:1/gpuenv/torch2.13.0-cpu-py3.11"
     assert (
         f"would push: {repo}:{chosen.labels[images.INPUTS_LABEL][:12]}, {repo}:latest"

@@ -58,7 +58,7 @@ def test_push_then_pull_by_digest_then_run_and_validate(
     # Other tests of this session may have built one of the same lock after the team image
     # (another base, another builder): each has its own name now, so ask, never assume.
     monkeypatch.setenv("GPUENV_LOCKS_DIR", str(locks_dir))
-    pushed = engine.image_info(images.image_for_stack(cpu_stack))
+    pushed = engine.image_info(images.image_for_stack(engine, cpu_stack))
     assert pushed is not None
     pushed_tag = images.image_tags(cpu_stack, pushed.labels[images.INPUTS_LABEL])[0]
     tmp_path.chmod(0o777)  # the container's user writes the report into the mounted folder

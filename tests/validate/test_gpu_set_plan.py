@@ -252,7 +252,7 @@ TWO = ["ssh://ops@127.0.0.1:2222", "ssh://ops@localhost:2222"]
 
 
 def test_an_eight_gpu_host_splits_four_and_four_and_the_fleet_takes_the_split():
-    from gpuenv.cli.fleet import merge_options
+    from gpuenv.fleet.modes import merge_options
 
     split = gpuset.split_gpus(TWO, host_gpus(H100))
     assert split == {TWO[0]: "0,1,2,3", TWO[1]: "4,5,6,7"}

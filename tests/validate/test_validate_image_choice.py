@@ -21,10 +21,9 @@ def _image(id_: str, lock_hash: str, created: str) -> ImageInfo:
     )
 
 
-def _engine_answers(monkeypatch, find_images) -> None:
-    """This machine's engine, as image_for_stack asks it, answers find_images with the recorded list."""
-    recorded = SimpleNamespace(find_images=find_images)
-    monkeypatch.setattr(Engine, "local", classmethod(lambda cls, timeout=None: recorded))
+def _engine_answers(find_images) -> SimpleNamespace:
+    """An engine for image_for_stack that answers find_images with the recorded list."""
+    return SimpleNamespace(find_images=find_images)
 
 
 def test_the_image_of_the_current_lock_wins_over_a_newer_one_of_an_older_lock():
@@ -58,7 +57,7 @@ def test_without_a_lock_the_newest_image_of_the_stack_is_used():
         pick_image([], TORCH_CPU, None)
 
 
-def test_image_for_stack_hashes_the_lock_it_is_given(tmp_path, monkeypatch):
+def test_image_for_stack_hashes_the_lock_it_is_given(tmp_path):
     """The real lock file is read and hashed; the engine's answer is the recorded image list."""
     import hashlib
 
@@ -81,13 +80,13 @@ def test_image_for_stack_hashes_the_lock_it_is_given(tmp_path, monkeypatch):
         _image("sha256:older", OLDER, "2026-11-20T10:00:00Z"),
         _image("sha256:mine", current, "2026-11-01T10:00:00Z"),
     ]
-    _engine_answers(
-        monkeypatch, lambda labels: found if labels == {STACK_LABEL: TORCH_CPU.stack_id} else []
+    engine = _engine_answers(
+        lambda labels: found if labels == {STACK_LABEL: TORCH_CPU.stack_id} else []
     )
-    assert image_for_stack(TORCH_CPU, tmp_path) == "sha256:mine"
+    assert image_for_stack(engine, TORCH_CPU, tmp_path) == "sha256:mine"
 
 
-def test_image_for_stack_refuses_a_lock_of_another_stack(tmp_path, monkeypatch):
+def test_image_for_stack_refuses_a_lock_of_another_stack(tmp_path):
     """A lock copied under this stack's folder is refused, as build, install and push refuse it:
     never an image chosen by the hash of another stack's lock."""
     import hashlib
@@ -110,11 +109,9 @@ def test_image_for_stack_refuses_a_lock_of_another_stack(tmp_path, monkeypatch):
             source="written by the test",
         ),
     )
-    _engine_answers(
-        monkeypatch, lambda labels: [_image("sha256:any", digest, "2026-11-01T10:00:00Z")]
-    )
+    engine = _engine_answers(lambda labels: [_image("sha256:any", digest, "2026-11-01T10:00:00Z")])
     with pytest.raises(GpuenvError) as err:
-        image_for_stack(TORCH_CPU, tmp_path)
+        image_for_stack(engine, TORCH_CPU, tmp_path)
     assert TF_CPU.stack_id in str(err.value) and TORCH_CPU.stack_id in str(err.value)
 
 
@@ -137,9 +134,9 @@ def test_run_and_validate_say_when_the_image_carries_another_suite(
     image = ImageInfo("sha256:only", [], 1, "2026-11-01T10:00:00Z", labels)
     recorded = SimpleNamespace(image_info=lambda ref: image, image_name=lambda ref: "gpuenv/x:y")
     monkeypatch.setattr(Engine, "local", classmethod(lambda cls, timeout=None: recorded))
-    monkeypatch.setattr(common, "resolve_for_task", lambda c, options: (None, TORCH_CPU))
-    monkeypatch.setattr(plan, "image_for_stack", lambda stack: image.id)
-    ref, _name, _cpu = common.image_or_stack(SimpleNamespace(), None, {}, False, False)
-    assert ref == "sha256:only"
+    monkeypatch.setattr(common, "resolve_for_task", lambda settings, options: (None, TORCH_CPU))
+    monkeypatch.setattr(plan, "image_for_stack", lambda engine, stack: image.id)
+    chosen = common.image_or_stack(SimpleNamespace(), None, None, {}, False, False)
+    assert chosen.ref == "sha256:only" and chosen.engine is recorded
     said = capsys.readouterr().err
     assert ("carries another validation suite than this checkout's" in said) is warned, said
