@@ -8,9 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from dockercases import BASE_IMAGE
 
 # The session-end check that no test left a container behind (tests/leftovers.py): hooks, taken in here.
 from leftovers import pytest_runtest_protocol, pytest_sessionfinish, pytest_sessionstart  # noqa: F401
+from outsidecauses import skip_only_if_unreachable
 
 ROOT = Path(__file__).resolve().parent.parent
 INVOKE = [sys.executable, "-m", "invoke"]
@@ -46,6 +48,27 @@ def docker_engine():
         return Engine.local().client
     except ToolError as err:
         pytest.skip(f"no Docker engine: {err.render()}")
+
+
+@pytest.fixture(scope="session")
+def base_image(docker_engine) -> str:
+    """The local base image (debootstrapped bookworm, Python 3.11), made once and kept by name."""
+    from gpuenv.engine import Engine
+
+    engine = Engine.local()
+
+    if engine.image_info(BASE_IMAGE) is None:
+        proc = subprocess.run(
+            [str(ROOT / "scripts" / "make-test-base-image.sh"), BASE_IMAGE],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        if proc.returncode != 0:
+            skip_only_if_unreachable(
+                f"making the base image {BASE_IMAGE}", proc.stderr + proc.stdout
+            )
+    return BASE_IMAGE
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.validate.test_validate_multigpu_run import run_suite
+from tests.validate.checks.test_validate_multigpu_run import run_suite
 from tests.validate.test_validate_suite import MISSING
 
 pytestmark = [

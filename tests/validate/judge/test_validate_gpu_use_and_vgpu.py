@@ -21,8 +21,8 @@ from validate.host.capture import parse_capture
 from validate.host.replay import ReplayNvml
 from validate.judge.gpu_use import gpu_in_use_verdict
 
-ROOT = Path(__file__).resolve().parents[2]
-CAPTURES = Path(__file__).parent / "captures"
+ROOT = Path(__file__).resolve().parents[3]
+CAPTURES = Path(__file__).parent.parent / "captures"
 GIB = 2**30
 
 CASES = {

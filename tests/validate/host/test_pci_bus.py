@@ -16,7 +16,7 @@ from validate.host import nvml
 from validate.host.pcibus import in_container, nvidia_gpus
 from validate.judge.driver_floor import branch_to_install, driverless_text
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 HOST = nvml.read_host()
 no_nvml_here = pytest.mark.skipif(
     HOST.error != nvml.NO_DRIVER or any(Path("/dev").glob("nvidia[0-9]*")),

@@ -25,7 +25,7 @@ from validate.report.baseline import (
 )
 from validate.report.record import Record
 
-REPO = Path(__file__).resolve().parent.parent.parent
+REPO = Path(__file__).resolve().parents[3]
 GOOD = b'{"format": "gpuenv-validate-baseline/1", "models": {"host": {"matmul fp32 TFLOPS": 1.25, "steps/s": 40}}}'
 
 

@@ -25,8 +25,8 @@ from validate.judge.health import (
 )
 from validate.judge.thresholds import FAIL, PASS, SKIP
 
-ROOT = Path(__file__).resolve().parents[2]
-CAPTURES = Path(__file__).parent / "captures"
+ROOT = Path(__file__).resolve().parents[3]
+CAPTURES = Path(__file__).parent.parent / "captures"
 RECORDS = sorted([*CAPTURES.glob("nvidia-smi-xml/*.xml"), *CAPTURES.glob("nvidia-smi-text/*.txt")])
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from tests.validate.test_validate_suite import MISSING, no_gpu_only
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 B200 = REPO / "tests" / "validate" / "captures" / "nvidia-smi-xml" / "b200x8-580.105.08.xml"
 #: The join bound the absent-rank run is given: long enough for rank 0's framework import on a
 #: busy two-core machine, short enough for a test.

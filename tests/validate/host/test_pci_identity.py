@@ -18,7 +18,7 @@ from validate.host.capture import parse_capture
 from validate.host.pci_ids import PCI_IDS_FILE, device_id_of, load_pci_ids
 from validate.host.replay import RecordingNvml, ReplayNvml
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def replayed(text: str) -> nvml.HostInfo:

@@ -15,8 +15,8 @@ import pytest
 from tests.validate import host_variants as v
 from validate.report.summary import WIDTH
 
-ROOT = Path(__file__).resolve().parents[2]
-CAPTURES = Path(__file__).parent / "captures"
+ROOT = Path(__file__).resolve().parents[3]
+CAPTURES = Path(__file__).parent.parent / "captures"
 RECORDS = sorted([*CAPTURES.glob("nvidia-smi-xml/*.xml"), *CAPTURES.glob("nvidia-smi-text/*.txt")])
 VARIANTS = {
     "h100x8-power-brake.xml": v.power_brake_at_idle,
