@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from test_layers import ROOT
+ROOT = Path(__file__).resolve().parent.parent
 
 #: Folders whose modules the map's "may import" column speaks for (tests/ and benchmarks/ import anything).
 CHECKED = ("gpuenv", "validate", "scripts", "tasks.py")

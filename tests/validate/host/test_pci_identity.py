@@ -9,9 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pci_variants as v
 import pytest
 
-from tests.validate import pci_variants as v
 from validate.host import nvml
 from validate.host.archs import chip_families, identify, identity_text, load_archs
 from validate.host.capture import parse_capture

@@ -12,9 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import host_variants as v
 import pytest
 
-from tests.validate import host_variants as v
 from validate.host import nvml
 from validate.host.capture import parse_capture
 from validate.host.replay import RecordingNvml, ReplayNvml, _plain

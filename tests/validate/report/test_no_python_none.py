@@ -14,12 +14,12 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import host_variants as v
 import pytest
+import vgpu_variants as g
+from host_variants import RECORDS, VARIANTS
+from vgpu_variants import CASES
 
-from tests.validate import host_variants as v
-from tests.validate import vgpu_variants as g
-from tests.validate.judge.test_validate_gpu_use_and_vgpu import CASES
-from tests.validate.report.test_validate_summary_every_record import RECORDS, VARIANTS
 from validate.report.record import Record
 from validate.report.summary import render_summary
 

@@ -10,9 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import host_variants as v
 import pytest
 
-from tests.validate import host_variants as v
 from validate.report.record import Record
 from validate.report.summary import WIDTH, collapse, render_summary
 
