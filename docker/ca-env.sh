@@ -4,7 +4,7 @@
 #   . ca-env.sh /path/to/ca-bundle.crt
 #
 # Each tool reads its own setting, and a missed one fails only behind a TLS-inspecting proxy, so
-# all of them are set together here and tests/images/test_ca_env.py checks each against a
+# all of them are set together here and tests/envs/test_ca_env.py checks each against a
 # loopback HTTPS server signed by a private CA.
 _gpuenv_ca=${1:?usage: . ca-env.sh CA_BUNDLE}
 export SSL_CERT_FILE="$_gpuenv_ca"       # uv (and OpenSSL-based tools, Python's ssl module)

@@ -1,7 +1,7 @@
 """Print the table of measured references in docs/suite.md ("What the suite checks and how it
 judges") from validate/judge/gpu_peaks.yaml, then the table of metrics with no public figure and
-why, to paste there when a reference changes; tests/validate/test_validate_floors.py fails while
-docs/suite.md and the data disagree.
+why, to paste there when a reference changes; tests/validate/judge/test_validate_floors.py fails
+while docs/suite.md and the data disagree.
 
     python scripts/reference_table.py
 """

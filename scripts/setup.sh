@@ -13,6 +13,9 @@
 #              CPU builds of PyTorch and TensorFlow for the tests and `invoke validate --local`), every
 #              file checked against the lock's sha256 (scripts/install_lock.py), then gpuenv itself,
 #              editable. scripts/relock_own.py makes the lock.
+#   testtools  what the tests' local conda channel is built with (tests/condachannel/build.py): a C
+#              compiler (Debian gcc, libc6-dev) and pip's wheel (python3-pip-whl); then it writes
+#              .venv/gpuenv-test-tools, so that the tests fail, not skip, when either goes missing.
 #   wheelhouse wheelhouse/: every wheel of the quickstart's lock (envs/locks/torch2.13.0-cpu-py3.11,
 #              committed), so the quickstart's build asks no index and needs no network.
 #
@@ -21,7 +24,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-STEPS=${GPUENV_SETUP_STEPS:-docker images venv wheelhouse}
+STEPS=${GPUENV_SETUP_STEPS:-docker images venv testtools wheelhouse}
 QUICKSTART_LOCK=envs/locks/torch2.13.0-cpu-py3.11/requirements.lock.txt
 TORCH_CPU_INDEX=https://download.pytorch.org/whl/cpu
 if [ -n "${1:-}" ] && [ "$1" != "--with-test-servers" ]; then
@@ -47,6 +50,28 @@ if wants venv; then
     python3 scripts/install_lock.py --python .venv/bin/python --lock requirements/dev.lock.txt
     # the lock holds the build backend: nothing is fetched to build gpuenv, nothing unlocked comes in
     .venv/bin/pip install -q --no-deps --no-build-isolation -e .
+fi
+if wants testtools; then
+    say "the test channel's tools: a C compiler and pip's wheel"
+    python=$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )
+    # the tests' own check (tests/condachannel/build.py: standin_problem): one line, exit 1 if not
+    if ! "$python" tests/condachannel/build.py --check 2>/dev/null || [ ! -e /usr/include/stdio.h ]; then
+        need=()
+        command -v cc >/dev/null 2>&1 || need+=(gcc)
+        [ -e /usr/include/stdio.h ] || need+=(libc6-dev)
+        ls /usr/share/python-wheels/pip-*.whl >/dev/null 2>&1 || need+=(python3-pip-whl)
+        if [ "$(id -u)" -ne 0 ]; then
+            echo "setup: step testtools needs root to install ${need[*]} (Debian packages)" >&2
+            exit 1
+        fi
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+        "$python" tests/condachannel/build.py --check
+    fi
+    mkdir -p .venv
+    echo "scripts/setup.sh (step testtools) installed the conda test channel's C compiler and pip wheel" \
+        > .venv/gpuenv-test-tools
 fi
 if wants wheelhouse; then
     say "wheelhouse/: the wheels of $QUICKSTART_LOCK (Python 3.11)"

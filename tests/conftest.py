@@ -8,9 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from condachannel import build as condachannel
+from dockercases import BASE_IMAGE
 
 # The session-end check that no test left a container behind (tests/leftovers.py): hooks, taken in here.
 from leftovers import pytest_runtest_protocol, pytest_sessionfinish, pytest_sessionstart  # noqa: F401
+from outsidecauses import skip_only_if_unreachable
 
 ROOT = Path(__file__).resolve().parent.parent
 INVOKE = [sys.executable, "-m", "invoke"]
@@ -49,6 +52,27 @@ def docker_engine():
 
 
 @pytest.fixture(scope="session")
+def base_image(docker_engine) -> str:
+    """The local base image (debootstrapped bookworm, Python 3.11), made once and kept by name."""
+    from gpuenv.engine import Engine
+
+    engine = Engine.local()
+
+    if engine.image_info(BASE_IMAGE) is None:
+        proc = subprocess.run(
+            [str(ROOT / "scripts" / "make-test-base-image.sh"), BASE_IMAGE],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        if proc.returncode != 0:
+            skip_only_if_unreachable(
+                f"making the base image {BASE_IMAGE}", proc.stderr + proc.stdout
+            )
+    return BASE_IMAGE
+
+
+@pytest.fixture(scope="session")
 def cpu_stack():
     """The CPU stack the image, registry and install tests build: torch 2.13.0+cpu (the wheel on disk), Python 3.11."""
     from gpuenv.compat.resolve import resolve_stack
@@ -57,52 +81,39 @@ def cpu_stack():
     return resolve_stack(Request(cuda="cpu", framework="torch", torch="2.13.0", python="3.11"))
 
 
-def _condachannel():
-    """tests/condachannel/build.py, loaded by path (tests/ is not a package)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "gpuenv_test_condachannel", ROOT / "tests" / "condachannel" / "build.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="session")
 def conda_channel() -> Path:
     """The real local conda channel (tests/condachannel): built with py-rattler-build from its
     recipes on first use, then reused by their hash (GPUENV_TEST_CACHE, else ~/.cache/gpuenv-tests)."""
-    module = _condachannel()
-    why = module.standin_problem()
-    if why:
+    problem = condachannel.tools_problem()
+    if problem:
+        promised, why = problem
+        if promised:  # a machine scripts/setup.sh set up: a missing tool fails, it never skips
+            pytest.fail(why, pytrace=False)
         pytest.skip(why)
-    return module.build_channel()
+    return condachannel.build_channel()
 
 
 @pytest.fixture
 def conda_channel_http(conda_channel):
     """The test channel served over http on 127.0.0.1 (tests/condachannel/build.py: served), stopped after the test."""
-    with _condachannel().served(conda_channel) as url:
+    with condachannel.served(conda_channel) as url:
         yield url
 
 
 @pytest.fixture(scope="session")
 def standin_wheels(tmp_path_factory) -> Path:
     """A wheelhouse with STAND-IN torch 2.13.0+cpu and 2.5.1+cu121 wheels (tests/condachannel/build.py: standin_wheel)."""
-    module = _condachannel()
     folder = tmp_path_factory.mktemp("standin-wheels")
-    module.standin_wheel(folder, "torch", "2.13.0+cpu")
-    module.standin_wheel(folder, "torch", "2.5.1+cu121")
+    condachannel.standin_wheel(folder, "torch", "2.13.0+cpu")
+    condachannel.standin_wheel(folder, "torch", "2.5.1+cu121")
     return folder
 
 
 @pytest.fixture(scope="session")
 def standin_wheels_both_arches(tmp_path_factory) -> Path:
     """A wheelhouse with STAND-IN torch 2.13.0+cpu wheels for x86_64 and aarch64: what an aarch64 lock must tell apart."""
-    module = _condachannel()
     folder = tmp_path_factory.mktemp("standin-wheels-both-arches")
     for arch in ("x86_64", "aarch64"):
-        module.standin_wheel(folder, "torch", "2.13.0+cpu", arch=arch)
+        condachannel.standin_wheel(folder, "torch", "2.13.0+cpu", arch=arch)
     return folder

@@ -8,9 +8,13 @@ containers: by a label its image carries (containers inherit their image's label
 from __future__ import annotations
 
 import io
+import os
 import tarfile
 from datetime import datetime, timezone
 from typing import Any, Iterator
+
+#: The local base image the image, engine and team tests build on (scripts/make-test-base-image.sh).
+BASE_IMAGE = os.environ.get("GPUENV_TEST_BASE_IMAGE", "gpuenv-test-base:bookworm")
 
 
 def _client(timeout: float | None = None) -> Any:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from tests.validate import vgpu_variants as v
+import vgpu_variants as v
 
 
 def test_doctor_plans_no_stack_for_a_vgpu_hypervisor(invoke_cli, tmp_path):

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pci_variants as v
 import pytest
+from suiteruns import no_nvml_here
+from sysfs_trees import hgx_h100
 
 from gpuenv.compat import doctor
 from gpuenv.compat.driver_advice import oldest_serving_driver
 from gpuenv.compat.host import request_for_host
 from gpuenv.compat.matrix import load_matrix, version_key
-from tests.validate import pci_variants as v
-from tests.validate.test_pci_bus import hgx_h100, no_nvml_here
 from validate.judge.driver_floor import load_floors
 
 

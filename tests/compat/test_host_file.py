@@ -65,7 +65,7 @@ def test_a_file_that_is_no_capture_is_one_line_exit_2(invoke_cli, tmp_path):
 
 def test_doctor_names_the_last_driver_line_of_a_kepler_host(invoke_cli, tmp_path):
     """SYNTHETIC: the A100 capture as driver 340 prints a Tesla K20m (tests/validate/host_variants.py)."""
-    from tests.validate.host_variants import driver340_kepler
+    from host_variants import driver340_kepler
 
     capture = tmp_path / "k20m-340.xml"
     capture.write_text(driver340_kepler(), encoding="utf-8")
@@ -96,7 +96,7 @@ def test_resolve_refuses_a_kepler_host_as_doctor_describes_it(invoke_cli, tmp_pa
     """SYNTHETIC driver, real name: the A100 capture as driver 340.24 prints a Tesla K20m (Kepler, cc
     3.5), for which no PyTorch build has kernels: the refusal names R470 and CUDA 11.8, as doctor
     does, never a driver no Kepler card runs."""
-    from tests.validate.host_variants import driver340_kepler
+    from host_variants import driver340_kepler
 
     capture = tmp_path / "k20m-340.xml"
     capture.write_text(driver340_kepler(), encoding="utf-8")
@@ -118,7 +118,7 @@ def test_resolve_tells_a_k80_on_an_old_driver_its_last_branch(invoke_cli, tmp_pa
     """SYNTHETIC driver, real name: a Tesla K80 (cc 3.7) on driver 340.24. PyTorch's CUDA 11.8
     builds have sm_37, so an R470 driver runs one (minor-version compatibility): the fix is that
     branch, re-resolved, not the CUDA 11.8 image's own floor 520.61.05."""
-    from tests.validate.host_variants import driver340_kepler
+    from host_variants import driver340_kepler
 
     capture = tmp_path / "k80-340.xml"
     k80 = (

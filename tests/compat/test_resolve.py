@@ -10,6 +10,7 @@ from dataclasses import replace
 from datetime import date
 
 import pytest
+from resolvecases import TODAY, failure, resolve
 
 from gpuenv.compat.matrix import TorchVariant, load_matrix
 from gpuenv.compat.matrix import version_key as V
@@ -20,23 +21,6 @@ from gpuenv.compat.rules.request import Request
 from gpuenv.compat.rules.wheelhouse import framework_wheels
 from gpuenv.errors import BadInput, NoCompatibleStack
 from gpuenv.stack import Stack
-
-TODAY = date(2026, 11, 23)
-
-
-def resolve(**wishes) -> Stack:
-    return resolve_stack(Request(today=TODAY, **wishes))
-
-
-def failure(**wishes) -> str:
-    with pytest.raises(NoCompatibleStack) as err:
-        resolve(**wishes)
-    text = err.value.render()
-    assert "\n" not in text, "one line"
-    assert ": ," not in text and "()" not in text and "supported: )" not in text, (
-        f"no empty lists: {text}"
-    )
-    return text
 
 
 def check(stack: Stack, expected: dict) -> None:

@@ -16,10 +16,7 @@ import itertools
 import re
 
 import pytest
-from test_resolve import (
-    failure,
-    resolve,
-)  # one resolve-with-a-fixed-day and one one-line failure for both tables
+from resolvecases import failure, resolve  # a resolve on a fixed day, a one-line failure
 
 from gpuenv.compat.matrix import load_matrix
 from gpuenv.compat.matrix import version_key as V

@@ -75,6 +75,26 @@ def standin_problem() -> str | None:
     return None
 
 
+#: What scripts/setup.sh (step testtools) writes into the environment it made, having installed
+#: the compiler and pip wheel: in that environment their absence is a broken set-up, not a skip.
+SETUP_MARKER = "gpuenv-test-tools"
+
+
+def tools_problem(prefix: Path | None = None) -> tuple[bool, str] | None:
+    """(whether the set-up promised the tools, why the channel cannot be built), or None when it
+    can. `prefix` is the environment the tests run in (sys.prefix), where setup.sh made .venv."""
+    why = standin_problem()
+    if why is None:
+        return None
+    marker = Path(prefix or sys.prefix) / SETUP_MARKER
+    if marker.is_file():
+        return True, (
+            f"{why}; scripts/setup.sh installed it for this environment ({marker}): "
+            "rerun GPUENV_SETUP_STEPS=testtools bash scripts/setup.sh"
+        )
+    return False, f"{why} (scripts/setup.sh, step testtools, installs it)"
+
+
 def recipes_hash() -> str:
     """What decides the channel's content: the recipes, the stand-in Python and the builder."""
     digest = hashlib.sha256(BUILDER_VERSION.encode())
@@ -234,4 +254,7 @@ if __name__ == "__main__":
         _build_into(Path(sys.argv[2]))
         sys.stdout.flush()
         os._exit(0)
+    if sys.argv[1:] == ["--check"]:  # scripts/setup.sh (step testtools): can this machine build it?
+        problem = standin_problem()
+        sys.exit(f"test channel: {problem}" if problem else 0)
     print(build_channel())

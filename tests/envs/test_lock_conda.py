@@ -24,6 +24,10 @@ from gpuenv.errors import BadInput, DataError, ToolError
 CONDA_FORGE = "https://conda.anaconda.org/conda-forge"
 
 
+#: The lock's pip part asks PyPI (the `pypi` fixture): `network`, as in test_lock_uv.py.
+needs_pypi = pytest.mark.network
+
+
 def mirror_of(channel: Path) -> dict[str, str]:
     return {"conda-forge": channel.as_uri()}
 
@@ -47,6 +51,7 @@ def test_the_solver_picks_the_build_the_cuda_virtual_package_allows(conda_channe
     assert [(p.name, p.build) for p in found] == [("gpuenv-accel", build)]
 
 
+@needs_pypi
 def test_lock_through_a_mirror_keeps_conda_forge_urls_and_conda_lock_reads_it(
     conda_channel, standin_wheels, locks_dir, pypi, tmp_path
 ):
@@ -86,6 +91,7 @@ def test_lock_through_a_mirror_keeps_conda_forge_urls_and_conda_lock_reads_it(
     assert again.skipped and again.files.read_bytes() == result.files.read_bytes()
 
 
+@needs_pypi
 def test_a_gpu_stack_locks_the_cuda_build(conda_channel, standin_wheels, locks_dir, pypi, tmp_path):
     result = ensure_lock(
         TORCH_CU121,
@@ -170,6 +176,7 @@ def _install(lock, prefix: Path, mirrors: dict[str, str], wheels: Path) -> insta
     return installer.install(plan, say=lambda _m: None, output=lambda _m: None)
 
 
+@needs_pypi
 def test_install_into_a_prefix_rewrites_the_prefix_and_runs_the_entry_point(
     cpu_lock, conda_channel, standin_wheels, tmp_path
 ):
@@ -207,6 +214,7 @@ def test_install_into_a_prefix_rewrites_the_prefix_and_runs_the_entry_point(
     assert _install(cpu_lock, prefix, mirror_of(conda_channel), standin_wheels).skipped
 
 
+@needs_pypi
 def test_a_tampered_package_is_refused_by_its_hash_and_nothing_is_left(
     cpu_lock, conda_channel, standin_wheels, tmp_path
 ):
@@ -224,6 +232,7 @@ def test_a_tampered_package_is_refused_by_its_hash_and_nothing_is_left(
     assert not (tmp_path / "envs").exists(), "the folders made for the prefix are removed too"
 
 
+@needs_pypi
 def test_the_channel_served_over_http_locks_and_installs_as_a_mirror(
     conda_channel_http, standin_wheels, locks_dir, pypi, tmp_path
 ):
@@ -248,6 +257,7 @@ def test_the_channel_served_over_http_locks_and_installs_as_a_mirror(
     )
 
 
+@needs_pypi
 def test_a_lock_that_needs_cuda_is_refused_on_a_host_without_it(
     conda_channel, standin_wheels, locks_dir, pypi, tmp_path, monkeypatch
 ):
@@ -298,6 +308,7 @@ def test_virtual_package_requirements_are_compared_as_versions(have, needs, unme
     assert (condalock.unmet_virtual([package], {name: have}) is not None) is unmet
 
 
+@needs_pypi
 def test_export_is_pinned_from_the_conda_lock_and_locks_again_as_a_received_file(
     cpu_lock, conda_channel, standin_wheels, tmp_path, monkeypatch
 ):
@@ -324,6 +335,7 @@ def test_export_is_pinned_from_the_conda_lock_and_locks_again_as_a_received_file
     assert {(p.manager, p.name, p.version, p.build) for p in read_conda_lock(again.files)} == locked
 
 
+@needs_pypi
 def test_the_teams_channels_replace_the_environments_and_enter_the_input_hash(
     conda_channel, standin_wheels, locks_dir, pypi, tmp_path
 ):
@@ -348,6 +360,7 @@ def test_the_teams_channels_replace_the_environments_and_enter_the_input_hash(
     assert urls and all(u.startswith(conda_channel.as_uri() + "/") for u in urls)
 
 
+@needs_pypi
 def test_an_aarch64_lock_holds_aarch64_wheels_and_the_linux_64_part_x86_64_ones(
     conda_channel, standin_wheels_both_arches, locks_dir, pypi, tmp_path
 ):

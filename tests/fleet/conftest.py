@@ -5,35 +5,17 @@ image is removed at the end of the session."""
 from __future__ import annotations
 
 import io
-import os
-import sys
 import tarfile
 from pathlib import Path
 
+import dockercases
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-
-import dockercases  # noqa: E402
-import servers  # noqa: E402
+import servers
+from dockercases import BASE_IMAGE
+from servers import SUITE_PACKAGES
 
 ROOT = Path(__file__).resolve().parents[2]
-BASE_IMAGE = os.environ.get("GPUENV_TEST_BASE_IMAGE", "gpuenv-test-base:bookworm")
 SUITE_IMAGE = "gpuenv-fleet-test-suite:latest"
-#: What `python -m validate` imports besides itself, copied from this venv (same Python 3.11 ABI
-#: as the base image). No torch: the suite skips the framework checks with that reason.
-SUITE_PACKAGES = (
-    "_pytest",
-    "pytest",
-    "pluggy",
-    "iniconfig",
-    "packaging",
-    "pygments",
-    "yaml",
-    "_yaml",
-    "py.py",
-    "pynvml.py",
-)
 
 
 def _suite_context() -> bytes:

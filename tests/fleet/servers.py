@@ -13,6 +13,8 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,6 +23,22 @@ from typing import Iterator
 
 import dockercases
 
+ROOT = Path(__file__).resolve().parents[2]
+
+#: What `python -m validate` imports besides itself, copied from this venv (same Python 3.11 ABI
+#: as the base image). No torch: the suite skips the framework checks with that reason.
+SUITE_PACKAGES = (
+    "_pytest",
+    "pytest",
+    "pluggy",
+    "iniconfig",
+    "packaging",
+    "pygments",
+    "yaml",
+    "_yaml",
+    "py.py",
+    "pynvml.py",
+)
 SSHD = "/usr/sbin/sshd"
 
 
@@ -578,3 +596,46 @@ def hanging_suite_image(base_image: str, tag: str, sleep_s: int) -> Iterator[str
         yield tag
     finally:
         dockercases.remove_image(engine, built.image.id)
+
+
+class Run:
+    """`invoke validate ...` in the background, its output read as it comes."""
+
+    def __init__(self, args: list[str], home: Path, cwd: Path) -> None:
+        env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(ROOT)}
+        env.pop("SSH_AUTH_SOCK", None)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "invoke", "--search-root", str(ROOT), "validate", *args],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.out: list[str] = []
+        self.err: list[str] = []
+        for stream, sink in ((self.proc.stdout, self.out), (self.proc.stderr, self.err)):
+            threading.Thread(
+                target=lambda s=stream, k=sink: k.extend(iter(s.readline, "")), daemon=True
+            ).start()
+
+    def wait_for(self, text: str, timeout: float = 180) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if any(text in line for line in self.out):
+                return
+            time.sleep(0.1)
+        raise AssertionError(
+            f"never saw {text!r}: {''.join(self.out)[-2000:]} {''.join(self.err)[-2000:]}"
+        )
+
+    def stop(self, *signals: int, gap: float = 0.3) -> tuple[int, float]:
+        started = time.monotonic()
+        for n, sig in enumerate(signals):
+            if n:
+                time.sleep(gap)
+            self.proc.send_signal(sig)
+        code = self.proc.wait(timeout=60)
+        seconds = time.monotonic() - started
+        time.sleep(0.2)  # the reader threads take the last lines
+        return code, seconds

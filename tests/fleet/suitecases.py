@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from gpuenv.fleet.outcome import UNREACHABLE, HostOutcome, status_from_report
+from validate.judge.peaks import load_peaks
 from validate.report.record import Record, build_json
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -114,3 +116,45 @@ def gpu_report(
     return build_json(
         records, host, [g for g, _, _ in gpus], {"torch": {"version": "2.3.1"}}, 1 if fails else 0
     )
+
+
+#: The suite's peak table, as the fleet report reads it.
+PEAKS = load_peaks()
+
+
+def rack() -> list[HostOutcome]:
+    """Three H100 hosts (one slow GPU), one A100 host with a failed check, one unreachable host."""
+    a = gpu_report([(gpu(0, host=1), 700.0, 3000.0), (gpu(1, host=1), 690.0, 2950.0)])
+    b = gpu_report(
+        [(gpu(0, host=2), 710.0, 3010.0), (gpu(1, host=2), 400.0, 2980.0)]
+    )  # GPU 1: bf16 far below
+    c = gpu_report([(gpu(0, host=3), 705.0, 2990.0)])
+    d = gpu_report(
+        [(gpu(0, A100, host=4), 250.0, 1800.0)], failed=["tensorflow memory growth [growth-env]"]
+    )
+    outs = []
+    for name, report in (
+        ("ssh://ops@gpu1", a),
+        ("ssh://ops@gpu2", b),
+        ("ssh://ops@gpu3", c),
+        ("ssh://ops@gpu4", d),
+    ):
+        status, reason = status_from_report(report, report["summary"]["pytest_exit_status"])
+        outs.append(
+            HostOutcome(
+                name,
+                status,
+                reason,
+                report=report,
+                seconds=12.5,
+                exit_code=report["summary"]["pytest_exit_status"],
+            )
+        )
+    outs.append(
+        HostOutcome(
+            "ssh://ops@gpu5",
+            UNREACHABLE,
+            "cannot reach gpu5 over SSH (NoValidConnectionsError: refused)",
+        )
+    )
+    return outs

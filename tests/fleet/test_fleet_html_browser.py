@@ -11,8 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from suitecases import A100, H100, gpu, gpu_report
-from test_fleet_report import PEAKS, rack
+from suitecases import A100, H100, PEAKS, gpu, gpu_report, rack
 
 from gpuenv.fleet.outcome import UNREACHABLE, HostOutcome, status_from_report
 from gpuenv.fleet.report.analysis import analyse

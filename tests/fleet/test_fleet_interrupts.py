@@ -6,65 +6,19 @@ runs (an image whose `python` hangs)."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 import servers
-from conftest import BASE_IMAGE
+from dockercases import BASE_IMAGE
+from servers import Run
 
 ROOT = Path(__file__).resolve().parents[2]
 HANGING = "gpuenv-fleet-hanging-interrupt:test"
 
 pytestmark = pytest.mark.docker
-
-
-class Run:
-    """`invoke validate ...` in the background, its output read as it comes."""
-
-    def __init__(self, args: list[str], home: Path, cwd: Path) -> None:
-        env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(ROOT)}
-        env.pop("SSH_AUTH_SOCK", None)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "invoke", "--search-root", str(ROOT), "validate", *args],
-            cwd=cwd,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.out: list[str] = []
-        self.err: list[str] = []
-        for stream, sink in ((self.proc.stdout, self.out), (self.proc.stderr, self.err)):
-            threading.Thread(
-                target=lambda s=stream, k=sink: k.extend(iter(s.readline, "")), daemon=True
-            ).start()
-
-    def wait_for(self, text: str, timeout: float = 180) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            if any(text in line for line in self.out):
-                return
-            time.sleep(0.1)
-        raise AssertionError(
-            f"never saw {text!r}: {''.join(self.out)[-2000:]} {''.join(self.err)[-2000:]}"
-        )
-
-    def stop(self, *signals: int, gap: float = 0.3) -> tuple[int, float]:
-        started = time.monotonic()
-        for n, sig in enumerate(signals):
-            if n:
-                time.sleep(gap)
-            self.proc.send_signal(sig)
-        code = self.proc.wait(timeout=60)
-        seconds = time.monotonic() - started
-        time.sleep(0.2)  # the reader threads take the last lines
-        return code, seconds
 
 
 def fleet_containers(docker_engine) -> list[str]:

@@ -8,7 +8,7 @@ import re
 import xml.etree.ElementTree as ET
 
 import pytest
-from suitecases import A100, cpu_report, gpu, gpu_report
+from suitecases import A100, PEAKS, cpu_report, gpu, gpu_report, rack
 
 from gpuenv.fleet.outcome import (
     DEGRADED,
@@ -26,47 +26,6 @@ from gpuenv.fleet.report.jsonreport import build_json, render_json
 from gpuenv.fleet.report.junitreport import render_junit
 from gpuenv.fleet.report.terminal import render_live, render_table
 from gpuenv.fleet.suitereport import load_suite_report
-from validate.judge.peaks import load_peaks
-
-PEAKS = load_peaks()
-
-
-def rack() -> list[HostOutcome]:
-    """Three H100 hosts (one slow GPU), one A100 host with a failed check, one unreachable host."""
-    a = gpu_report([(gpu(0, host=1), 700.0, 3000.0), (gpu(1, host=1), 690.0, 2950.0)])
-    b = gpu_report(
-        [(gpu(0, host=2), 710.0, 3010.0), (gpu(1, host=2), 400.0, 2980.0)]
-    )  # GPU 1: bf16 far below
-    c = gpu_report([(gpu(0, host=3), 705.0, 2990.0)])
-    d = gpu_report(
-        [(gpu(0, A100, host=4), 250.0, 1800.0)], failed=["tensorflow memory growth [growth-env]"]
-    )
-    outs = []
-    for name, report in (
-        ("ssh://ops@gpu1", a),
-        ("ssh://ops@gpu2", b),
-        ("ssh://ops@gpu3", c),
-        ("ssh://ops@gpu4", d),
-    ):
-        status, reason = status_from_report(report, report["summary"]["pytest_exit_status"])
-        outs.append(
-            HostOutcome(
-                name,
-                status,
-                reason,
-                report=report,
-                seconds=12.5,
-                exit_code=report["summary"]["pytest_exit_status"],
-            )
-        )
-    outs.append(
-        HostOutcome(
-            "ssh://ops@gpu5",
-            UNREACHABLE,
-            "cannot reach gpu5 over SSH (NoValidConnectionsError: refused)",
-        )
-    )
-    return outs
 
 
 def test_status_from_report_needs_ok_and_exit_zero():

@@ -204,7 +204,7 @@ def test_a_suite_past_its_time_limit_is_stopped(ssh_server, ssh_home, docker_eng
     """--time for SSH hosts: a suite that hangs (a wedged GPU, here a `python` that sleeps) is
     stopped at the limit and reported as such. A hanging stand-in, because the real CPU suite can
     finish inside any limit short enough for a test."""
-    from conftest import BASE_IMAGE
+    from dockercases import BASE_IMAGE
     from servers import hanging_suite_image
 
     with hanging_suite_image(BASE_IMAGE, "gpuenv-fleet-hanging:test", 120) as hanging:

@@ -19,13 +19,15 @@ from pathlib import Path
 
 import dockercases
 import pytest
-from conftest import BASE_IMAGE, ROOT, SUITE_PACKAGES
+from dockercases import BASE_IMAGE
+from servers import SUITE_PACKAGES
 
 from gpuenv.fleet import multinode, sshmultinode
 from gpuenv.fleet.outcome import READY, HostOutcome
 from gpuenv.fleet.report import analysis, jsonreport, terminal
 from validate.report.record import Record, build_json
 
+ROOT = Path(__file__).resolve().parents[2]
 TORCH_IMAGE = "gpuenv-fleet-test-torch:latest"
 #: What `import torch` needs besides torch itself in this venv (its CPU build bundles libgomp).
 TORCH_PACKAGES = (

@@ -81,7 +81,7 @@ def test_terminated_names_its_signal():
 def test_sighup_during_the_suite_removes_the_remote_container(
     ssh_server, tmp_path, docker_engine, hanging_image
 ):
-    from test_fleet_interrupts import Run
+    from servers import Run
 
     def ours() -> list[
         str
@@ -121,7 +121,7 @@ def test_sighup_during_the_suite_removes_the_remote_container(
 @pytest.fixture
 def hanging_image(docker_engine):
     import servers
-    from conftest import BASE_IMAGE
+    from dockercases import BASE_IMAGE
 
     # 599 s, not the 600 of test_fleet_interrupts: an image of its own, so its containers are told apart
     with servers.hanging_suite_image(BASE_IMAGE, "gpuenv-fleet-hanging-sighup:test", 599) as tag:

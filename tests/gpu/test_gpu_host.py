@@ -25,14 +25,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import uuid as uuidlib
 from pathlib import Path
 
+import gpuset
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-import gpuset  # noqa: E402  (this folder is no package: pytest collects it only with -m gpu)
 
 pytestmark = [pytest.mark.gpu, pytest.mark.docker, pytest.mark.network]
 
@@ -305,7 +302,6 @@ def test_cuda_visible_devices_masks_as_cuda_documents(gpu_images, host_gpus, cas
 @pytest.fixture
 def ssh_server(tmp_path):
     """The fleet tests' loopback sshd (tests/fleet/servers.py) in front of this host's engine."""
-    sys.path.insert(0, str(ROOT / "tests" / "fleet"))
     import servers
 
     reason = servers.missing(servers.SSHD, "ssh-keygen", "docker")

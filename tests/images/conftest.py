@@ -16,7 +16,6 @@ from pathlib import Path
 import dockercases
 import pytest
 from imagecases import (
-    BASE_IMAGE,
     CA_MARKER,
     FIXTURES,
     HOST_CA_BUNDLE,
@@ -26,27 +25,6 @@ from imagecases import (
     run_task,
 )
 from outsidecauses import cannot_lock, skip_only_if_unreachable
-
-
-@pytest.fixture(scope="session")
-def base_image(docker_engine) -> str:
-    """The local base image (debootstrapped bookworm, Python 3.11), made once and kept by name."""
-    from gpuenv.engine import Engine
-
-    engine = Engine.local()
-
-    if engine.image_info(BASE_IMAGE) is None:
-        proc = subprocess.run(
-            [str(ROOT / "scripts" / "make-test-base-image.sh"), BASE_IMAGE],
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        if proc.returncode != 0:
-            skip_only_if_unreachable(
-                f"making the base image {BASE_IMAGE}", proc.stderr + proc.stdout
-            )
-    return BASE_IMAGE
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from gpuenv.stack import Stack
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 BASE_IMAGE = os.environ.get("GPUENV_TEST_BASE_IMAGE", "gpuenv-test-base:bookworm")
@@ -64,3 +66,28 @@ def build_args(base_image: str, ca_bundle: Path) -> list[str]:
         "--wheelhouse",
         str(WHEELHOUSE),
     ]
+
+
+def write_uv_lock(d: Path, stack: Stack, text: str) -> Path:
+    """A uv lock directory as `invoke lock` leaves it: the lock file, metadata vouching for it."""
+    from gpuenv.envs import lockdir
+
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "requirements.lock.txt").write_text(text)
+    meta = lockdir.LockMetadata(
+        stack=stack,
+        backend="uv",
+        input_hash="i" * 64,
+        lock_sha256=lockdir.file_sha256(d / "requirements.lock.txt"),
+        platforms=("linux-64",),
+        source="rendered from the stack",
+    )
+    lockdir.write_metadata(d, meta)
+    return d
+
+
+#: A small uv lock of the CPU stack with made-up hashes: for tests that read a lock, not install it.
+CPU_LOCK_TEXT = (
+    "six==1.17.0 \\\n    --hash=sha256:" + "a" * 64 + "\n"
+    "torch==2.13.0+cpu \\\n    --hash=sha256:" + "b" * 64 + "\n"
+)

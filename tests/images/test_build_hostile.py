@@ -23,9 +23,8 @@ import uuid
 import dockercases
 import pytest
 from dockercases import dockerfile_context
-from imagecases import CPU_STACK_ARGS, run_task
+from imagecases import CPU_STACK_ARGS, run_task, write_uv_lock
 from stackcases import TORCH_CPU as CPU
-from test_images_unit import write_uv_lock
 
 pytestmark = pytest.mark.docker
 
@@ -125,7 +124,7 @@ def test_two_bases_with_one_lock_never_share_a_cache_name(base_image, tmp_path, 
     from gpuenv.engine import Engine
 
     engine = Engine.local()
-    from test_images_unit import CPU_LOCK_TEXT
+    from imagecases import CPU_LOCK_TEXT
 
     from gpuenv.images import plan as images
 
@@ -305,7 +304,7 @@ def test_the_plan_never_names_two_different_images_alike(tmp_path, base_image):
     from gpuenv.engine import Engine
 
     engine = Engine.local()
-    from test_images_unit import CPU_LOCK_TEXT
+    from imagecases import CPU_LOCK_TEXT
 
     from gpuenv.images import plan as images
 

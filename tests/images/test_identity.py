@@ -8,9 +8,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from imagecases import ROOT
+from imagecases import CPU_LOCK_TEXT, ROOT, write_uv_lock
 from stackcases import TORCH_CPU as CPU
-from test_images_unit import CPU_LOCK_TEXT, write_uv_lock
 
 from gpuenv.images import plan as images
 

@@ -12,7 +12,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from imagecases import ROOT
+from imagecases import CPU_LOCK_TEXT, ROOT, write_uv_lock
 from stackcases import TORCH_CPU, TORCH_CU121
 
 from gpuenv.errors import BadInput, DataError
@@ -23,30 +23,6 @@ from gpuenv.stack import Stack
 
 CPU, GPU = TORCH_CPU, TORCH_CU121
 DOCKERFILE = ROOT / "docker" / "Dockerfile"
-
-
-def write_uv_lock(d: Path, stack: Stack, text: str) -> Path:
-    """A uv lock directory as `invoke lock` leaves it: the lock file and metadata vouching for it."""
-    from gpuenv.envs import lockdir
-
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "requirements.lock.txt").write_text(text)
-    meta = lockdir.LockMetadata(
-        stack=stack,
-        backend="uv",
-        input_hash="i" * 64,
-        lock_sha256=lockdir.file_sha256(d / "requirements.lock.txt"),
-        platforms=("linux-64",),
-        source="rendered from the stack",
-    )
-    lockdir.write_metadata(d, meta)
-    return d
-
-
-CPU_LOCK_TEXT = (
-    "six==1.17.0 \\\n    --hash=sha256:" + "a" * 64 + "\n"
-    "torch==2.13.0+cpu \\\n    --hash=sha256:" + "b" * 64 + "\n"
-)
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from pathlib import Path
 import dockercases
 import pytest
 from outsidecauses import cannot_lock, skip_only_if_unreachable
-from teamcases import BASE_IMAGE, ROOT, WHEELHOUSE, free_port, run_gpuenv, team_build_args
+from teamcases import WHEELHOUSE, free_port, run_gpuenv, team_build_args
 
 REGISTRY_BINARY = os.environ.get("GPUENV_TEST_REGISTRY_BINARY", "docker-registry")
 
@@ -163,26 +163,6 @@ def complete_wheelhouse(cpu_uv_lock, tmp_path_factory) -> Path:
             "downloading the lock's wheels with pip --require-hashes", proc.stderr + proc.stdout
         )
     return folder
-
-
-@pytest.fixture(scope="session")
-def base_image(docker_engine) -> str:
-    from gpuenv.engine import Engine
-
-    engine = Engine.local()
-
-    if engine.image_info(BASE_IMAGE) is None:
-        proc = subprocess.run(
-            [str(ROOT / "scripts" / "make-test-base-image.sh"), BASE_IMAGE],
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        if proc.returncode != 0:
-            skip_only_if_unreachable(
-                f"making the base image {BASE_IMAGE}", proc.stderr + proc.stdout
-            )
-    return BASE_IMAGE
 
 
 @dataclass(frozen=True)

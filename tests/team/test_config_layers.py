@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hangbound import HANG_BOUND_S
 from teamcases import ROOT, one_line_exit_2, run_gpuenv
 
 from gpuenv.cli.config import (
@@ -282,7 +283,7 @@ def test_a_bad_runtime_file_is_one_line_exit_2(project, name, text, expected):
     )
 
 
-def test_an_alias_bomb_is_refused_within_a_second_by_the_loader(tmp_path):
+def test_an_alias_bomb_is_refused_at_once_by_the_loader(tmp_path):
     from gpuenv.cli.configfiles import ConfigFileError, load_file
 
     assert len(BOMB) < 420
@@ -294,7 +295,7 @@ def test_an_alias_bomb_is_refused_within_a_second_by_the_loader(tmp_path):
         started = time.monotonic()
         with pytest.raises(ConfigFileError):
             load_file(str(path))
-        assert time.monotonic() - started < 1.0
+        assert time.monotonic() - started < HANG_BOUND_S
 
 
 def test_base_60_is_read_as_the_text_written(project):

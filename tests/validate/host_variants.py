@@ -210,3 +210,16 @@ def fabric_health(tag: str, value: str, path: Path = GB200_XML) -> str:
 def text_fabric_health(label: str, value: str) -> str:
     """The H100 text capture's "Fabric / Health / <label>" set to `value` (its fabric is Completed)."""
     return _one(rf"(            {re.escape(label)} +: )N/A", rf"\g<1>{value}", _read(H100_TEXT))
+
+
+#: Every real record in captures/, and the fault variants the summary tests replay beside them.
+RECORDS = sorted([*CAPTURES.glob("nvidia-smi-xml/*.xml"), *CAPTURES.glob("nvidia-smi-text/*.txt")])
+VARIANTS = {
+    "h100x8-power-brake.xml": power_brake_at_idle,
+    "h100x8-thermal.xml": thermal_at_idle,
+    "h100x8-power-cap.xml": power_cap_at_idle,
+    "b200x8-fabric-not-started.xml": lambda: fabric(B200_XML, "Not Started", "N/A"),
+    "k20m-driver-340.xml": driver340_kepler,
+    "h100-text-old-spelling.txt": lambda: text_old_spelling(processes=3),
+    "h100-text-power-brake.txt": text_power_brake,
+}

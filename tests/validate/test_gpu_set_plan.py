@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import gpuset
 import pytest
 
 from validate.host import nvml
@@ -22,8 +23,6 @@ from validate.judge.memory import shm_verdict
 from validate.judge.verdict import PASS
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "gpu"))
-import gpuset  # noqa: E402  (tests/gpu is no package; its tests run only with -m gpu)
 
 CAPTURES = Path(__file__).parent / "captures" / "nvidia-smi-xml"
 H100 = CAPTURES / "h100x8-580.105.08.xml"

@@ -19,12 +19,12 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from suiteruns import HOST, MISSING, no_gpu_only
 
 from validate.host import nvml
 
 REPO = Path(__file__).resolve().parents[2]
 NO_DRIVER = "NVML: libnvidia-ml.so.1 not found (no NVIDIA driver on this host)"
-MISSING = [m for m in ("torch", "tensorflow") if importlib.util.find_spec(m) is None]
 
 pytestmark = [
     pytest.mark.frameworks,
@@ -34,11 +34,6 @@ pytestmark = [
     ),
 ]
 
-HOST = nvml.read_host()
-no_gpu_only = pytest.mark.skipif(
-    bool(HOST.gpus),
-    reason=f"NVML sees {len(HOST.gpus)} GPU(s): the no-GPU behaviour cannot be checked here",
-)
 cpu_only_here = pytest.mark.skipif(
     not nvml.cpu_only_host(HOST),
     reason=f"this host has an NVIDIA driver or device ({HOST.error or 'NVML answers'}): it is no CPU-only host",

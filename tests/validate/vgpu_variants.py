@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.validate.host_variants import A100_XML, CAPTURES, H100_TEXT, H100_XML, _one, _read
+from host_variants import A100_XML, CAPTURES, H100_TEXT, H100_XML, _one, _read
 
 DESKTOP_TEXT = (
     CAPTURES / "nvidia-smi-text" / "linux-x86_64__nvidia-geforce-rtx-4080-super__595.71.05.txt"
@@ -147,3 +147,23 @@ def excerpt_text(remap_pending: bool = True, indent: str = "  ") -> str:
     return "".join(
         indent + line if line.strip() else line for line in section.splitlines(keepends=True)
     )
+
+
+#: Every variant above by the file name its replay is written to.
+CASES = {
+    "foreign-xml.xml": foreign_work_xml,
+    "foreign-text.txt": foreign_work_text,
+    "foreign-no-reserve.xml": lambda: foreign_work_xml(reserved=False),
+    "idle-v1-reserve.xml": lambda: foreign_work_xml(util=0, used_mib=518, reserved=False),
+    "desktop-full.txt": desktop_full,
+    "guest-unlicensed.txt": lambda: vgpu_guest_text("Unlicensed (Unrestricted)"),
+    "guest-unlicensed.xml": lambda: vgpu_guest_xml("Unlicensed"),
+    "guest-licensed.txt": lambda: vgpu_guest_text("Licensed (Expiry: 2024-10-19 6:51:17 GMT)"),
+    "guest-licensed.xml": lambda: vgpu_guest_xml("Licensed (Expiry: 2024-10-19 6:51:17 GMT)"),
+    "hypervisor.xml": hypervisor_xml,
+    "hypervisor.txt": hypervisor_text,
+    "cut-text.txt": cut_short_text,
+    "cut-xml.xml": cut_short_xml,
+    "excerpt.xml": excerpt_xml,
+    "excerpt.txt": excerpt_text,
+}

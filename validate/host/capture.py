@@ -65,7 +65,7 @@ class NvmlConstants:
     """The NVML constants the suite passes or compares, defined once: the recorded argument keys
     use them, and `ReplayNvml` answers them as pynvml does, with no nvidia-ml-py installed. Values
     as nvidia-ml-py's pynvml.py (https://pypi.org/project/nvidia-ml-py/) defines them;
-    tests/validate/test_nvml_constants.py holds them against the installed one."""
+    tests/validate/host/test_nvml_constants.py holds them against the installed one."""
 
     NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
     NVML_VOLATILE_ECC = 0

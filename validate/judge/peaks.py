@@ -27,7 +27,8 @@ SUITE_MATMUL_METHODS = ("torch.matmul", "torch.mm")
 SUITE_TF_MATMUL_METHODS = ("tf.matmul", "tf.linalg.matmul")
 SUITE_MATMUL_N = 8192
 #: A measurement's source that is this project's own run, kept with its raw output in the
-#: repository (the path after the prefix; tests/validate/test_peaks_own_runs.py checks it exists).
+#: repository (the path after the prefix; tests/validate/judge/test_peaks_own_runs.py checks it
+#: exists).
 OWN_SOURCE = "gpuenv:"
 _DTYPES = {"fp32", "tf32", "bf16", "fp16", "bytes"}
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hangbound import HANG_BOUND_S
 
 from gpuenv.envs import wheelhouse
 from gpuenv.errors import BadInput
@@ -55,7 +56,7 @@ def test_every_non_file_wheel_is_named_at_once(tmp_path):
             wheelhouse.wheel_names(tmp_path / kind)
         line = caught.value.render()
         assert words in line and "\n" not in line and str(tmp_path / kind) in line, line
-        assert time.monotonic() - started < 2
+        assert time.monotonic() - started < HANG_BOUND_S
     assert len(cases) == 6
 
 
@@ -93,14 +94,14 @@ def test_the_offline_check_never_hangs_on_a_special_file(tmp_path):
         started = time.monotonic()
         with pytest.raises(BadInput, match=words.replace("(", r"\(").replace(")", r"\)")):
             wheelhouse._sha256(path)
-        assert time.monotonic() - started < 2
+        assert time.monotonic() - started < HANG_BOUND_S
     house = tmp_path / "house"
     house.mkdir()
     os.mkfifo(house / WHEEL)
     started = time.monotonic()
     with pytest.raises(BadInput, match="is a FIFO"):
         wheelhouse.coverage([Pin("demo", "1.0")], house, python="3.11", arch="x86_64")
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < HANG_BOUND_S
 
 
 def test_the_hash_of_a_real_wheel_is_unchanged(tmp_path):

@@ -8,9 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from tests.validate.test_validate_multigpu_run import run_suite
-from tests.validate.test_validate_suite import MISSING
+from suiteruns import MISSING, run_suite
 
 pytestmark = [
     pytest.mark.frameworks,

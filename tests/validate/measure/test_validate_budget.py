@@ -7,7 +7,7 @@ from pathlib import Path
 
 from validate.measure.budget import framework_processes, masking_waves
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_quick_on_one_gpu_starts_few_framework_processes():

@@ -15,9 +15,9 @@ The spellings come from public captures of older drivers:
 
 from __future__ import annotations
 
+import host_variants as v
 import pytest
 
-from tests.validate import host_variants as v
 from validate.host import nvml
 from validate.host.capture import parse_capture
 from validate.host.replay import ReplayNvml

@@ -7,20 +7,13 @@ skips it with the reason."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import time
-import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from suiteruns import MISSING, no_gpu_only, run_suite
 
-from tests.validate.test_validate_suite import MISSING, no_gpu_only
-
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 B200 = REPO / "tests" / "validate" / "captures" / "nvidia-smi-xml" / "b200x8-580.105.08.xml"
 #: The join bound the absent-rank run is given: long enough for rank 0's framework import on a
 #: busy two-core machine, short enough for a test.
@@ -35,44 +28,6 @@ pytestmark = [
         reason=f"needs PyTorch and TensorFlow; not importable here: {', '.join(MISSING)}",
     ),
 ]
-
-
-def run_suite(out: Path, *args: str, env: dict[str, str] | None = None, quick: bool = True) -> dict:
-    full_env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("NVIDIA_VISIBLE_DEVICES", "GPUENV_STACK_FILE", "VALIDATE_DDP_FAULT")
-    }
-    full_env["PYTHONPATH"] = str(REPO)
-    full_env.update(env or {})
-    out.mkdir()
-    started = time.perf_counter()
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "validate",
-            *(["--quick"] if quick else []),
-            "--json",
-            str(out / "r.json"),
-            "--junit",
-            str(out / "r.xml"),
-            *args,
-        ],
-        cwd=REPO,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    report = json.loads((out / "r.json").read_text())
-    return {
-        "status": done.returncode,
-        "out": done.stdout + done.stderr,
-        "seconds": time.perf_counter() - started,
-        "rows": {c["check"]: c for c in report["host"]["checks"]},
-        "junit": ET.parse(out / "r.xml").getroot(),
-    }
 
 
 @pytest.fixture(scope="module")

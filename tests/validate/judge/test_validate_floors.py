@@ -385,7 +385,7 @@ def test_readme_table_lists_every_reference_with_its_floor():
     import importlib.util
     from pathlib import Path
 
-    repo = Path(__file__).resolve().parents[2]
+    repo = Path(__file__).resolve().parents[3]
     spec = importlib.util.spec_from_file_location(
         "reference_table", repo / "scripts" / "reference_table.py"
     )

@@ -4,9 +4,9 @@ capability from SYNTHETIC variants of the real A100 capture (only the product na
 
 from __future__ import annotations
 
+import host_variants as v
 import pytest
 
-from tests.validate import host_variants as v
 from validate.host import nvml
 from validate.host.archs import ARCHS_FILE, compute_capability_for, identity_text
 from validate.host.capture import parse_capture

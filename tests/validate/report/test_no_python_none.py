@@ -14,16 +14,16 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import host_variants as v
 import pytest
+import vgpu_variants as g
+from host_variants import RECORDS, VARIANTS
+from vgpu_variants import CASES
 
-from tests.validate import host_variants as v
-from tests.validate import vgpu_variants as g
-from tests.validate.test_validate_gpu_use_and_vgpu import CASES
-from tests.validate.test_validate_summary_every_record import RECORDS, VARIANTS
 from validate.report.record import Record
 from validate.report.summary import render_summary
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 NONE = re.compile(r"None(?![a-z])")  # "genNone" too: no word boundary before it
 INPUTS = {p.name: (lambda p=p: p.read_text(encoding="utf-8")) for p in RECORDS}
 INPUTS.update({f"variant-{name}": make for name, make in VARIANTS.items()})

@@ -12,9 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import host_variants as v
 import pytest
 
-from tests.validate import host_variants as v
 from validate.host import nvml
 from validate.host.capture import parse_capture
 from validate.host.replay import RecordingNvml, ReplayNvml, _plain
@@ -23,8 +23,8 @@ from validate.judge.health import clock_events_verdict
 from validate.judge.verdict import FAIL, INFO, PASS, SKIP, WARN
 from validate.simpleyaml import TableError, parse_simple_yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-CAPTURES = Path(__file__).parent / "captures"
+ROOT = Path(__file__).resolve().parents[3]
+CAPTURES = Path(__file__).parent.parent / "captures"
 RECORDS = sorted([*CAPTURES.glob("nvidia-smi-xml/*.xml"), *CAPTURES.glob("nvidia-smi-text/*.txt")])
 LIMITS = w.load_limits()
 

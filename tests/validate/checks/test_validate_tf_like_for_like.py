@@ -20,7 +20,7 @@ from pathlib import Path
 from validate.judge.peaks import SUITE_MATMUL_METHODS, load_peaks, peaks_for
 from validate.judge.speed import REFERENCE_FRACTION, UNCONFIRMED_FAIL_FRACTION
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 H100 = "NVIDIA H100 80GB HBM3"  # the synthetic host's GPUs
 BUSES = ("00000000:18:00.0", "00000000:2A:00.0")
 
@@ -57,7 +57,7 @@ def test_tensorflow_figures_against_a_torch_reference_warn_below_75_and_fail_bel
     report = tmp_path / "report.json"
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), str(Path(__file__).parent)]),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(Path(__file__).parent.parent)]),
         "GPUENV_TEST_TF_PROBE": str(answer),
     }
     env.pop("CUDA_VISIBLE_DEVICES", None)

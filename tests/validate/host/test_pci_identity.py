@@ -9,16 +9,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pci_variants as v
 import pytest
 
-from tests.validate import pci_variants as v
 from validate.host import nvml
 from validate.host.archs import chip_families, identify, identity_text, load_archs
 from validate.host.capture import parse_capture
 from validate.host.pci_ids import PCI_IDS_FILE, device_id_of, load_pci_ids
 from validate.host.replay import RecordingNvml, ReplayNvml
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def replayed(text: str) -> nvml.HostInfo:

@@ -10,13 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import host_variants as v
 import pytest
 
-from tests.validate import host_variants as v
 from validate.report.record import Record
 from validate.report.summary import WIDTH, collapse, render_summary
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 UUIDS = [f"GPU-0000000{i}-0000-0000-0000-00000000000{i}" for i in range(8)]
 INDEX = {u: i for i, u in enumerate(UUIDS)}
 

@@ -24,9 +24,9 @@ import pytest
 from validate.host.bounds import MAX_CAPTURE_BYTES, MAX_GPUS_PER_HOST, MAX_MIG_PER_GPU
 from validate.host.capture import RECORDING_FORMAT, CaptureError, load_capture
 
-REPO = Path(__file__).resolve().parents[2]
-XML = Path(__file__).resolve().parent / "captures" / "nvidia-smi-xml"
-TEXT = Path(__file__).resolve().parent / "captures" / "nvidia-smi-text"
+REPO = Path(__file__).resolve().parents[3]
+XML = Path(__file__).resolve().parent.parent / "captures" / "nvidia-smi-xml"
+TEXT = Path(__file__).resolve().parent.parent / "captures" / "nvidia-smi-text"
 A100 = XML / "a100-sxm4-40gb-570.148.08.xml"
 H100_TEXT = TEXT / "linux-x86_64__nvidia-h100-80gb-hbm3__590.48.01.txt"
 

@@ -9,9 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import host_variants as v
 import pytest
 
-from tests.validate import host_variants as v
 from validate.host import nvml
 from validate.host.archs import identity_text, load_archs
 from validate.host.capture import parse_capture
@@ -25,8 +25,8 @@ from validate.judge.health import (
 )
 from validate.judge.verdict import FAIL, PASS, SKIP
 
-ROOT = Path(__file__).resolve().parents[2]
-CAPTURES = Path(__file__).parent / "captures"
+ROOT = Path(__file__).resolve().parents[3]
+CAPTURES = Path(__file__).parent.parent / "captures"
 RECORDS = sorted([*CAPTURES.glob("nvidia-smi-xml/*.xml"), *CAPTURES.glob("nvidia-smi-text/*.txt")])
 
 

@@ -14,34 +14,17 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import vgpu_variants as v
+from vgpu_variants import CASES
 
-from tests.validate import vgpu_variants as v
 from validate.host import nvml
 from validate.host.capture import parse_capture
 from validate.host.replay import ReplayNvml
 from validate.judge.gpu_use import gpu_in_use_verdict
 
-ROOT = Path(__file__).resolve().parents[2]
-CAPTURES = Path(__file__).parent / "captures"
+ROOT = Path(__file__).resolve().parents[3]
+CAPTURES = Path(__file__).parent.parent / "captures"
 GIB = 2**30
-
-CASES = {
-    "foreign-xml.xml": v.foreign_work_xml,
-    "foreign-text.txt": v.foreign_work_text,
-    "foreign-no-reserve.xml": lambda: v.foreign_work_xml(reserved=False),
-    "idle-v1-reserve.xml": lambda: v.foreign_work_xml(util=0, used_mib=518, reserved=False),
-    "desktop-full.txt": v.desktop_full,
-    "guest-unlicensed.txt": lambda: v.vgpu_guest_text("Unlicensed (Unrestricted)"),
-    "guest-unlicensed.xml": lambda: v.vgpu_guest_xml("Unlicensed"),
-    "guest-licensed.txt": lambda: v.vgpu_guest_text("Licensed (Expiry: 2024-10-19 6:51:17 GMT)"),
-    "guest-licensed.xml": lambda: v.vgpu_guest_xml("Licensed (Expiry: 2024-10-19 6:51:17 GMT)"),
-    "hypervisor.xml": v.hypervisor_xml,
-    "hypervisor.txt": v.hypervisor_text,
-    "cut-text.txt": v.cut_short_text,
-    "cut-xml.xml": v.cut_short_xml,
-    "excerpt.xml": v.excerpt_xml,
-    "excerpt.txt": v.excerpt_text,
-}
 
 
 def _run(path: Path, out: Path) -> dict:

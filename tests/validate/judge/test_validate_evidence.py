@@ -18,8 +18,8 @@ from validate.host.capture import load_capture
 from validate.judge.evidence import NO_FRAMEWORK, missing_evidence
 from validate.report.record import Record, build_json
 
-ROOT = Path(__file__).resolve().parents[2]
-CAPTURES = Path(__file__).parent / "captures"
+ROOT = Path(__file__).resolve().parents[3]
+CAPTURES = Path(__file__).parent.parent / "captures"
 
 
 def _capture_gpus() -> dict[str, str]:
@@ -162,7 +162,10 @@ def _suite_on_a_synthetic_gpu_host(
     import os
 
     report = tmp_path / "report.json"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(Path(__file__).parent)])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(Path(__file__).parent.parent)]),
+    }
     done = subprocess.run(
         [
             sys.executable,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from validate.judge import peaks
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 #: The report row that holds each metric's figure (validate/checks/test_05_speed.py's names).
 ROWS = {
     "fp32_tflops": "matmul fp32 TFLOPS",

@@ -12,22 +12,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from host_variants import RECORDS, VARIANTS
 
-from tests.validate import host_variants as v
 from validate.report.summary import WIDTH
 
-ROOT = Path(__file__).resolve().parents[2]
-CAPTURES = Path(__file__).parent / "captures"
-RECORDS = sorted([*CAPTURES.glob("nvidia-smi-xml/*.xml"), *CAPTURES.glob("nvidia-smi-text/*.txt")])
-VARIANTS = {
-    "h100x8-power-brake.xml": v.power_brake_at_idle,
-    "h100x8-thermal.xml": v.thermal_at_idle,
-    "h100x8-power-cap.xml": v.power_cap_at_idle,
-    "b200x8-fabric-not-started.xml": lambda: v.fabric(v.B200_XML, "Not Started", "N/A"),
-    "k20m-driver-340.xml": v.driver340_kepler,
-    "h100-text-old-spelling.txt": lambda: v.text_old_spelling(processes=3),
-    "h100-text-power-brake.txt": v.text_power_brake,
-}
+ROOT = Path(__file__).resolve().parents[3]
+CAPTURES = Path(__file__).parent.parent / "captures"
 #: A terminal's screen: the report below its header line must fit in it for an 8-GPU host.
 SCREEN_LINES = 60
 

@@ -1,0 +1,51 @@
+"""The conda test channel's tools (a C compiler, pip's wheel): on a machine scripts/setup.sh set up
+the tests that need the channel fail when one is missing; elsewhere they skip, naming the tool and
+the set-up step that installs it (docs/testing.md)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from condachannel import build as condachannel
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def no_compiler(tmp_path, monkeypatch):
+    """A PATH with no `cc` on it: the machine of a slim runner."""
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+
+
+def test_a_missing_compiler_fails_where_the_set_up_installed_it(no_compiler, tmp_path):
+    prefix = tmp_path / "venv"
+    prefix.mkdir()
+    (prefix / condachannel.SETUP_MARKER).write_text("made by scripts/setup.sh\n")
+    promised, why = condachannel.tools_problem(prefix)
+    assert promised, why
+    assert "no C compiler (cc)" in why and "GPUENV_SETUP_STEPS=testtools" in why
+
+
+def test_a_missing_compiler_skips_elsewhere_naming_the_step(no_compiler, tmp_path):
+    promised, why = condachannel.tools_problem(tmp_path)
+    assert not promised
+    assert "no C compiler (cc)" in why and "step testtools" in why
+
+
+def test_nothing_is_said_when_the_tools_are_here(tmp_path):
+    if condachannel.standin_problem():
+        pytest.skip(f"this machine lacks them: {condachannel.standin_problem()}")
+    assert condachannel.tools_problem(tmp_path) is None
+
+
+def test_the_set_up_writes_the_marker_the_tests_read_and_runs_their_check():
+    script = (ROOT / "scripts" / "setup.sh").read_text(encoding="utf-8")
+    step = script[script.index("if wants testtools; then") :]
+    step = step[: step.index("\nfi\n")]
+    assert f".venv/{condachannel.SETUP_MARKER}" in step
+    assert "tests/condachannel/build.py --check" in step
+    assert re.search(r"STEPS=\$\{GPUENV_SETUP_STEPS:-[^}]*\btesttools\b", script)
