@@ -236,7 +236,21 @@ KERNEL_PLACES = ("proc", "sys", "dev")
 _JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
 #: A run of anything but brackets: json_nesting_depth's cut.
 _NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
-_BRACKET_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+_BRACKET_BYTE_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+#: Every byte but a quote and the four brackets: what _brackets_outside_strings deletes.
+_NOT_QUOTE_OR_BRACKET = bytes(b for b in range(256) if b not in b'"[]{}')
+
+
+def _brackets_outside_strings(text: str) -> bytes:
+    """The brackets of JSON text that are outside its strings, when no quote in it follows a
+    backslash: then every quote opens or closes a string (an escape inside a string skips a
+    character that is not a quote; outside one a backslash means nothing), so what lies between
+    the 2nth and the (2n+1)th quote is outside. In C: the text's UTF-8 bytes (no multi-byte
+    character holds an ASCII byte) cut down to quotes and brackets, split at the quotes. A
+    string that never closes leaves the last piece at an odd place: dropped, as it should be.
+    About 20 times faster than the regex: a 12,500-host folder is 500 M characters."""
+    kept = text.encode("utf-8", "surrogatepass").translate(None, _NOT_QUOTE_OR_BRACKET)
+    return b"".join(kept.split(b'"')[0::2])
 
 
 def _without_strings(text: str) -> str:
@@ -251,15 +265,18 @@ def json_nesting_depth(text: str, stop_above: int | None = None) -> int:
 
     The regex engine does the per-character work (a 1,000-host report folder is 40 M characters,
     and a loop per character took 1.4 s of its 3.8): strings are cut out whole (an unterminated
-    one with everything after it), then only the brackets left are counted."""
-    outside = _JSON_STRING.sub("", text)
-    open_quote = outside.find('"')
-    if open_quote >= 0:  # a string that never closes: nothing after its quote is outside a string
-        outside = outside[:open_quote]
+    one with everything after it), then only the brackets left are counted. Text with no quote
+    after a backslash (nearly every report) takes a faster cut, _brackets_outside_strings."""
+    if "\\" not in text or '\\"' not in text:  # the first test is a memchr: no backslash at all
+        brackets = _brackets_outside_strings(text)
+    else:
+        outside = _JSON_STRING.sub("", text)
+        open_quote = outside.find('"')
+        if open_quote >= 0:  # a string that never closes: nothing after its quote is outside one
+            outside = outside[:open_quote]
+        brackets = _NOT_BRACKETS.sub("", outside).encode("ascii")
     deepest = 0
-    for depth in itertools.accumulate(
-        map(_BRACKET_STEP.__getitem__, _NOT_BRACKETS.sub("", outside))
-    ):
+    for depth in itertools.accumulate(map(_BRACKET_BYTE_STEP.__getitem__, brackets)):
         if depth > deepest:
             deepest = depth
             if stop_above is not None and deepest > stop_above:

@@ -98,9 +98,9 @@ def test_pcie_generation_and_width_are_counted_not_binned(small_fleet):
     assert "GPUs (log)" in svg, "the continuous figures keep their log count axis"
     from matplotlib.figure import Figure as MplFigure
 
-    points = dict(plots._model_figures(small_fleet, H100))["pcie link width under load"]
+    panels = {p.check: p for p in plots.distribution_panels(small_fleet, H100)}
     ax = MplFigure().add_subplot()
-    plots._plot_counts(ax, "pcie link width under load", points)
+    plots._plot_counts(ax, panels["pcie link width under load"])
     assert ax.get_yscale() == "linear"
     assert sorted(p.get_height() for p in ax.patches if p.get_height()) == [1, 3], (
         "one bar per width: 1 GPU at x8, 3 at x16"

@@ -14,6 +14,7 @@ Every step is linear in the number of hosts, the worst-first sort aside (benchma
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 import statistics
@@ -149,7 +150,8 @@ class Figure:
         return self.value / ref[1] if ref else None
 
     def to_dict(self) -> dict[str, Any]:
-        ratio = self.ratio()
+        reference = self.reference()  # once: fleet.json has a million figures at 100,000 GPUs
+        ratio = self.value / reference[1] if reference else None
         return {
             "value": self.value,
             "datasheet_peak": self.peak,
@@ -158,7 +160,7 @@ class Figure:
             "fleet_median": self.median,
             "fraction_of_median": round(self.value / self.median, 4) if self.median else None,
             "outlier": self.outlier,
-            "reference": (self.reference() or ("none",))[0],
+            "reference": (reference or ("none",))[0],
             "fraction_of_reference": round(ratio, 4) if ratio is not None else None,
         }
 
@@ -270,6 +272,7 @@ def summarise_verdicts(verdicts: Iterable[str]) -> str:
     return ", ".join(parts) or "info"
 
 
+@functools.lru_cache(maxsize=4096)  # a fleet has a few dozen check names, over a million figures
 def _peak_metric(check: str) -> str | None:
     """The datasheet metric (validate/judge/gpu_peaks.yaml) a check's figure is measured in, if any."""
     if check in PLOTTED:
@@ -429,6 +432,7 @@ PEAK_MARGIN = 1.25
 UNKNOWN_MODEL_MARGIN = 4.0
 
 
+@functools.lru_cache(maxsize=4096)
 def figure_metric(check: str) -> str | None:
     """The datasheet metric a suite figure is bounded by, PyTorch's or TensorFlow's
     ('tensorflow matmul bf16 TFLOPS' -> 'bf16_tflops')."""
@@ -460,12 +464,16 @@ def _ceiling(metric: str, model: str | None, peaks: list[Any]) -> tuple[float, s
     )
 
 
-def impossible_figures(report: dict[str, Any], peaks: list[Any]) -> list[str]:
-    """Each figure of a checked report that no GPU of its model can reach (or that is negative)."""
+def impossible_figures(
+    report: dict[str, Any],
+    peaks: list[Any],
+    ceilings: dict[tuple[str, str | None], tuple[float, str] | None] | None = None,
+) -> list[str]:
+    """Each figure of a checked report that no GPU of its model can reach (or that is negative).
+    `ceilings`: the (metric, model) ceilings found so far for these peaks, filled as it goes (a
+    fleet's GPUs share a few: set_lies_aside hands the same to every report)."""
     found: list[str] = []
-    ceilings: dict[
-        tuple[str, str | None], tuple[float, str] | None
-    ] = {}  # a report's GPUs share a few (metric, model)
+    ceilings = {} if ceilings is None else ceilings
     for key, section in report.items():
         if (
             key in ("format", "host", "summary")
@@ -475,8 +483,9 @@ def impossible_figures(report: dict[str, Any], peaks: list[Any]) -> list[str]:
             continue
         model = section["gpu"].get("name")
         for check in section.get("checks") or ():
-            value, metric = check.get("value"), figure_metric(check["check"])
-            if value is None or metric is None:
+            value = check.get("value")
+            metric = None if value is None else figure_metric(check["check"])
+            if metric is None:
                 continue
             label = f"GPU {section['gpu'].get('index')} {check['check']} {value:g}"
             if value < 0:
@@ -551,6 +560,7 @@ def set_lies_aside(outcomes: list[HostOutcome], peaks: list[Any]) -> list[HostOu
     still lie: two reports claiming 1e17 TFLOPS once read "ready" and pulled the median so high that
     the one honest host read "degraded"; a report copied under two host names counts its GPUs twice."""
     duplicates = duplicate_reasons(outcomes)
+    ceilings: dict[tuple[str, str | None], tuple[float, str] | None] = {}
     screened: list[HostOutcome] = []
     for n, outcome in enumerate(outcomes):
         if n in duplicates:
@@ -558,7 +568,7 @@ def set_lies_aside(outcomes: list[HostOutcome], peaks: list[Any]) -> list[HostOu
                 outcome, status=DUPLICATE, reason=duplicates[n], report=None
             )
         elif isinstance(outcome.report, CheckedReport):
-            impossible = impossible_figures(outcome.report, peaks)
+            impossible = impossible_figures(outcome.report, peaks, ceilings)
             if impossible:
                 more = f" (and {len(impossible) - 1} more)" if len(impossible) > 1 else ""
                 outcome = dataclasses.replace(

@@ -142,16 +142,30 @@ def _not_plotted_note(every: list[str], drawn: list[str], without: list[str]) ->
     return f"{len(drawn)} of {len(every)} GPU model(s) plotted; not plotted: " + "; ".join(why)
 
 
-def _plots_html(fleet: Fleet) -> list[str]:
+def _plotted_models(fleet: Fleet) -> tuple[list[str], list[str]]:
+    """(every GPU model, the ones the page plots)."""
     every = [m for m in fleet.models if m != "no GPU shown"]
-    models = every[:MAX_MODELS]
+    return every, every[:MAX_MODELS]
+
+
+def plots_wanted(fleet: Fleet) -> list[tuple[str, str]]:
+    """(plot, model) of every plot the page draws, for plots.draw_in_background."""
+    return [
+        (plot.__name__, model)
+        for model in _plotted_models(fleet)[1]
+        for plot in (plots.plot_distributions, plots.plot_heatmap)
+    ]
+
+
+def _plots_html(fleet: Fleet, predrawn: dict[tuple[str, str], Any] | None = None) -> list[str]:
+    every, models = _plotted_models(fleet)
     parts = [
         '<section id="fleet-distributions"><h2>Figures per GPU model, against the reference and the fleet median</h2>'
     ]
     drawn: list[str] = []
     without: list[str] = []
     for model in models:
-        svg = _drawn(plots.plot_distributions, fleet, model, parts)
+        svg = _drawn(plots.plot_distributions, fleet, model, parts, predrawn)
         if not svg:
             without.append(model)
             continue
@@ -191,7 +205,7 @@ def _plots_html(fleet: Fleet) -> list[str]:
     parts.append("</section>")
     heatmaps = []
     for model in models:
-        svg = _drawn(plots.plot_heatmap, fleet, model, heatmaps)
+        svg = _drawn(plots.plot_heatmap, fleet, model, heatmaps, predrawn)
         if svg:
             slug = re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")
             heatmaps.append(
@@ -207,17 +221,29 @@ def _plots_html(fleet: Fleet) -> list[str]:
     return parts
 
 
-def _drawn(plot: Any, fleet: Fleet, model: str, parts: list[str]) -> str | None:
+def _drawn(
+    plot: Any,
+    fleet: Fleet,
+    model: str,
+    parts: list[str],
+    predrawn: dict[tuple[str, str], Any] | None = None,
+) -> str | None:
     """A plot, or None with a line on the page saying why it could not be drawn: the page and the
-    other formats are still written (the figures come from reports we do not control)."""
-    try:
-        return plot(fleet, model)
-    except Exception as err:  # noqa: BLE001 - a diagnostic never crashes; the reason is shown
-        parts.append(
-            f'<p class="noplot">{html.escape(plot.__name__)} of {_e(model)} could not be drawn: '
-            f"{_e(type(err).__name__)}: {_e(str(err)[:300])}</p>"
-        )
-        return None
+    other formats are still written (the figures come from reports we do not control). Taken
+    from `predrawn` (plots.draw_all's answer) when it holds it, else drawn here."""
+    done = (predrawn or {}).get((plot.__name__, model))
+    if done is None:
+        try:
+            return plot(fleet, model)
+        except Exception as err:  # noqa: BLE001 - a diagnostic never crashes; the reason is shown
+            done = ("error", type(err).__name__, str(err)[:300])
+    if done[0] == "svg":
+        return done[1]
+    parts.append(
+        f'<p class="noplot">{html.escape(plot.__name__)} of {_e(model)} could not be drawn: '
+        f"{_e(done[1])}: {_e(done[2])}</p>"
+    )
+    return None
 
 
 def _gpu_rows_html(rows: list[Row]) -> list[str]:
@@ -326,14 +352,18 @@ def _gpus_text(rows: list[Row]) -> str:
 
 
 def render_html(
-    fleet: Fleet, title: str = "gpuenv fleet validation", generated: str | None = None
+    fleet: Fleet,
+    title: str = "gpuenv fleet validation",
+    generated: str | None = None,
+    drawn: dict[tuple[str, str], Any] | None = None,
 ) -> str:
     """One self-contained page (inline CSS and SVG, no script, no network asset), in the order a
     person reads it at any fleet size: the summary and the hosts that are not ready (worst first,
     with reasons); the distribution of each figure per GPU model; a host x GPU heatmap; the details
     of each host that is not ready (the worst open); then the ready hosts, one short row each, by
     name, collapsed. Its size grows with the hosts that are not ready, and by one short row per
-    ready host: 100,000 GPUs make a page of a few MB that a browser opens at once."""
+    ready host: 100,000 GPUs make a page of a few MB that a browser opens at once. `drawn`: the
+    plots drawn already (plots.draw_all's answer, for plots_wanted); the others are drawn here."""
     when = generated or datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     counts = fleet.counts
     bad = fleet.not_ready
@@ -346,7 +376,7 @@ def render_html(
     ]
     parts += _summary_html(fleet, title, when)
     parts += _not_ready_html(fleet, bad)
-    parts += _plots_html(fleet)
+    parts += _plots_html(fleet, drawn)
     if bad:
         parts += _details_html(bad)
     parts += _ready_html(fleet)

@@ -51,16 +51,18 @@ def render_junit(fleet: Fleet) -> str:
 
 def iter_junit(fleet: Fleet) -> Iterator[str]:
     """render_junit's text in pieces, one host at a time (write_reports writes them as they come).
-    The totals go on the root element, which XML puts first: a first pass counts them."""
+    The totals go on the root element, which XML puts first: a first pass counts them, and
+    keeps each host's counts for its <testsuite>."""
+    counts = [_counts(outcome, rows) for outcome, rows in fleet.hosts]
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-    for outcome, rows in fleet.hosts:
-        for key, value in _counts(outcome, rows).items():
+    for host_counts in counts:
+        for key, value in host_counts.items():
             totals[key] += value
     attrs = " ".join(f'{k}="{v}"' for k, v in totals.items())
     yield f'<?xml version="1.0" encoding="utf-8"?>\n<testsuites name="gpuenv fleet validation" {attrs}>\n'
     areas: dict[tuple[str, str], str] = {}  # (test, check) -> area: a few dozen distinct pairs
-    for outcome, rows in fleet.hosts:
-        yield _suite(fleet, outcome, rows, areas)
+    for (outcome, rows), host_counts in zip(fleet.hosts, counts):
+        yield _suite(fleet, outcome, rows, areas, host_counts)
     yield "</testsuites>\n"
 
 
@@ -90,10 +92,14 @@ def _counts(outcome: HostOutcome, rows: list[Row]) -> dict[str, int]:
 
 
 def _suite(
-    fleet: Fleet, outcome: HostOutcome, rows: list[Row], areas: dict[tuple[str, str], str]
+    fleet: Fleet,
+    outcome: HostOutcome,
+    rows: list[Row],
+    areas: dict[tuple[str, str], str],
+    counts: dict[str, int],
 ) -> str:
     """One host's <testsuite>: a <testcase> per check, a failing one per outlier figure, an
-    erroring one when the run gave nothing else that fails."""
+    erroring one when the run gave nothing else that fails (its `counts`, _counts')."""
     cases: list[str] = []
     host = safe_text(outcome.host)
     classnames: dict[str, str] = {}
@@ -126,7 +132,6 @@ def _suite(
                 f"<testcase classname={_xa(host + '.fleet')} name={_xa('outlier: ' + name + ' [' + str(row.uuid or 'host') + ']')} "
                 f'time="0.000"><failure message={_xa(message)}/></testcase>'
             )
-    counts = _counts(outcome, rows)
     if counts["errors"]:
         cases.append(
             f'<testcase classname={_xa(host + ".run")} name="validation run" time="{outcome.seconds or 0:.3f}">'
