@@ -63,7 +63,8 @@ def lock_dir(d: Path, six: bytes, torch: bytes) -> Path:
 
 
 def measure(others: int, work: Path) -> tuple[float, int]:
-    """(seconds to plan and write the context, wheels in it) for a wheelhouse of `others` extra wheels."""
+    """(seconds to plan and write the context, wheels in it) for a wheelhouse of `others` extra
+    wheels."""
     wheels = work / f"wheels-{others}"
     wheels.mkdir()
     six, torch = b"PK\x03\x04six", b"PK\x03\x04torch"

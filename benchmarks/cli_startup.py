@@ -42,7 +42,8 @@ def run_once(root: Path, args: list[str]) -> tuple[float, float]:
     """(wall, CPU) seconds of one run of `python ARGS` in `root`, its modules first on the path."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    # as an installed gpuenv runs: its bytecode cached (PYTHONDONTWRITEBYTECODE would compile every module each time)
+    # as an installed gpuenv runs: its bytecode cached (PYTHONDONTWRITEBYTECODE would compile every
+    # module each time)
     env = {
         **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
         "PYTHONPATH": str(root),
@@ -55,9 +56,10 @@ def run_once(root: Path, args: list[str]) -> tuple[float, float]:
 
 def heavy_imports() -> list[str]:
     code = (
-        "import sys; from gpuenv.compat.host import request_for_host; from gpuenv.compat.resolve import resolve_stack;"
-        "resolve_stack(request_for_host(cuda='12.1'));"
-        f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
+        "import sys; from gpuenv.compat.host import request_for_host; from "
+        "gpuenv.compat.resolve import "
+        "resolve_stack;resolve_stack(request_for_host(cuda='12.1'));print(','.join(m for m in "
+        f"{HEAVY!r} if m in sys.modules))"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's gpuenv, not an installed one
     out = subprocess.run(

@@ -82,7 +82,8 @@ def write_big_channel(real: Path, into: Path, records: int) -> tuple[Path, str]:
     real_linux = json.loads((real / "linux-64" / "repodata.json").read_text(encoding="utf-8"))
     with open(into / "linux-64" / "repodata.json", "w", encoding="utf-8") as out:
         out.write(
-            '{"info": {"subdir": "linux-64"}, "packages": {}, "repodata_version": 1, "packages.conda": {'
+            '{"info": {"subdir": "linux-64"}, "packages": {}, "repodata_version": 1, '
+            '"packages.conda": {'
         )
         first = True
         for file_name, record in real_linux["packages.conda"].items():
@@ -121,7 +122,9 @@ def write_big_channel(real: Path, into: Path, records: int) -> tuple[Path, str]:
                     + json.dumps(record)
                 )
         out.write("}}")
-    try:  # conda-forge serves repodata.json.zst too, and rattler fetches it first (zstandard: a dependency of conda-package-streaming)
+    # conda-forge serves repodata.json.zst too, and rattler fetches it first (zstandard: a
+    # dependency of conda-package-streaming)
+    try:
         import zstandard
     except ImportError:
         print("  (no zstandard module: the http channel serves repodata.json only)", flush=True)
@@ -137,8 +140,8 @@ def write_big_channel(real: Path, into: Path, records: int) -> tuple[Path, str]:
 def big_repodata(
     channels: ModuleType, channel: Path, tmp: Path, records: int, stack: Stack, wheels: Path
 ) -> None:
-    """Solve and lock against a conda-forge-sized channel, cold and warm, file:// and http. A lock is
-    the solve plus uv's pip part (its cache warm by now); rattler caches what it read over http
+    """Solve and lock against a conda-forge-sized channel, cold and warm, file:// and http. A lock
+    is the solve plus uv's pip part (its cache warm by now); rattler caches what it read over http
     (the decompressed repodata), but reads a file:// channel in place, with no cache to warm."""
     from gpuenv.envs import conda, spec
     from gpuenv.envs.locking import ensure_lock
@@ -150,7 +153,8 @@ def big_repodata(
     for name in ("repodata.json", "repodata.json.zst"):
         if (big / "linux-64" / name).is_file():
             print(
-                f"{'  linux-64/' + name:<44} {(big / 'linux-64' / name).stat().st_size / 1e6:7.1f} MB",
+                f"{'  linux-64/' + name:<44} "
+                f"{(big / 'linux-64' / name).stat().st_size / 1e6:7.1f} MB",
                 flush=True,
             )
     os.environ["GPUENV_LOCKS_DIR"] = str(
@@ -205,7 +209,8 @@ def main() -> int:
         type=int,
         default=0,
         metavar="N",
-        help="also solve and lock against a channel of N synthetic records (conda-forge: over 150,000)",
+        help="also solve and lock against a channel of N synthetic records (conda-forge: over "
+        "150,000)",
     )
     args = parser.parse_args()
 

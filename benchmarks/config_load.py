@@ -37,7 +37,8 @@ def main() -> int:
         started = time.perf_counter()
         load_file(str(big))
         print(
-            f"plain {big.stat().st_size / 1000:.0f} KB file, loader      {time.perf_counter() - started:7.3f} s"
+            f"plain {big.stat().st_size / 1000:.0f} KB file, loader      "
+            f"{time.perf_counter() - started:7.3f} s"
         )
         started = time.perf_counter()
         subprocess.run(
@@ -48,7 +49,8 @@ def main() -> int:
             env={"PYTHONPATH": str(ROOT), "HOME": tmp, "PATH": "/usr/bin:/bin"},
         )
         print(
-            f"plain {big.stat().st_size / 1000:.0f} KB file, gpuenv resolve {time.perf_counter() - started:7.3f} s"
+            f"plain {big.stat().st_size / 1000:.0f} KB file, gpuenv resolve "
+            f"{time.perf_counter() - started:7.3f} s"
         )
         wide = folder / "wide"
         wide.mkdir()
@@ -66,7 +68,8 @@ def main() -> int:
         )
         size = (wide / "invoke.yaml").stat().st_size / 1000
         print(
-            f"{size:.0f} KB file, a 14,000-key section, gpuenv resolve {time.perf_counter() - started:7.3f} s  (Invoke's own env crawl: ~12 s)"
+            f"{size:.0f} KB file, a 14,000-key section, gpuenv resolve "
+            f"{time.perf_counter() - started:7.3f} s  (Invoke's own env crawl: ~12 s)"
         )
         for name, text in (("alias bomb", BOMB), ("2**30 values", DEEP)):
             path = folder / f"{name.replace(' ', '-').replace('*', '')}.yaml"

@@ -47,7 +47,8 @@ def main_job(readme: Path) -> tuple[list[str], list[str]]:
     validate = next((c for c in commands if c[:2] == ["invoke", "validate"]), None)
     if build is None or validate is None:
         raise SystemExit(
-            f"{readme}: the main job has no `invoke build` and `invoke validate`: {blocks[1].strip()}"
+            f"{readme}: the main job has no `invoke build` and `invoke validate`: "
+            f"{blocks[1].strip()}"
         )
     return build, validate
 
@@ -121,7 +122,8 @@ def main() -> int:
         ("run-bare", "run, no option (the image's command: the full suite)", ["invoke", "run"]),
     ]
     print(
-        f"README.md: {len((checkout / 'README.md').read_text().splitlines())} lines; {os.cpu_count()} CPUs"
+        f"README.md: {len((checkout / 'README.md').read_text().splitlines())} lines; "
+        f"{os.cpu_count()} CPUs"
     )
     results = []
     for key, name, argv in plan:
@@ -133,7 +135,8 @@ def main() -> int:
             f", {k} {step[k]}" for k in ("builder", "builder steps", "size") if k in step
         )
         print(
-            f"{step['seconds']:7.1f}s  {name}: exit {step['exit']}{extra}; load average {step['load']}",
+            f"{step['seconds']:7.1f}s  {name}: exit {step['exit']}{extra}; load average "
+            f"{step['load']}",
             flush=True,
         )
         if "tail" in step:

@@ -2,9 +2,9 @@
 against its goals.
 
 The per-host suite reports are synthetic but written by the suite's own writer
-(`validate.report.record.build_json`), with a realistic spread: two GPU models, a few percent of noise,
-one slow GPU in about 150, a failed check on one host in 100 and one unreadable file in 500. They
-go into a folder, one file per host, and are rendered as `invoke validate --from-reports` does
+(`validate.report.record.build_json`), with a realistic spread: two GPU models, a few percent of
+noise, one slow GPU in about 150, a failed check on one host in 100 and one unreadable file in 500.
+They go into a folder, one file per host, and are rendered as `invoke validate --from-reports` does
 (`gpuenv.fleet.collected.read_report_folder`, which hands a large folder to worker processes, the
 cycle collector paused, JSON and JUnit written host by host), each size in its own subprocess so
 that its peak memory (ru_maxrss) is its own. The readers' CPU time is counted with the reading,
@@ -247,7 +247,8 @@ def _goal(hosts: int) -> tuple[float | None, float, float]:
 
 
 def measure(folder: Path, formats: list[str], out: Path) -> dict:
-    """Read the folder, analyse, render each format to `out` as the CLI does: seconds and bytes per step."""
+    """Read the folder, analyse, render each format to `out` as the CLI does: seconds and bytes per
+    step."""
     from contextlib import nullcontext
 
     from gpuenv.fleet.collected import read_report_folder
@@ -480,7 +481,8 @@ def main() -> None:
     )
     if args.chromium:
         print(
-            f"Chromium opening an empty page: {_chromium_empty():.1f} s (its own start, part of every figure below)"
+            f"Chromium opening an empty page: {_chromium_empty():.1f} s (its own start, part of "
+            "every figure below)"
         )
     print(
         f"{'code':6} {'hosts':>6} {'read+analyse':>17} {'table':>17} {'files':>17} "

@@ -69,8 +69,9 @@ def main() -> int:
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     waves = -(-count // parallel)
     print(
-        f"{count} hosts dropping SYNs, --parallel {parallel}, connect timeout {timeout:.0f}s: {result['seconds']:.1f}s "
-        f"({waves} wave(s); bound {waves * timeout:.0f}s; before: 540s for 30 at --parallel 8)"
+        f"{count} hosts dropping SYNs, --parallel {parallel}, connect timeout {timeout:.0f}s: "
+        f"{result['seconds']:.1f}s ({waves} wave(s); bound {waves * timeout:.0f}s; before: 540s "
+        "for 30 at --parallel 8)"
     )
     print(f"statuses: {', '.join(result['statuses'])}; first reason: {result['reason']}")
     print(f"stderr lines: {len(proc.stderr.splitlines())}")

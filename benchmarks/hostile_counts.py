@@ -56,7 +56,8 @@ def main() -> None:
             except CaptureError as err:
                 outcome = str(err).split(": ", 1)[1][:70]
             print(
-                f"{name:26} {path.stat().st_size / 2**20:5.1f} MiB  {time.perf_counter() - started:5.2f} s  {outcome}"
+                f"{name:26} {path.stat().st_size / 2**20:5.1f} MiB  "
+                f"{time.perf_counter() - started:5.2f} s  {outcome}"
             )
 
 

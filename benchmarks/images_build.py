@@ -131,15 +131,18 @@ def main() -> int:
             f"image size                 {format_size(cold.image.size)} ({cold.image.size} bytes)"
         )
         print(
-            f"largest layer (the env)    {format_size(max((h.get('Size', 0) for h in above), default=0))}"
+            "largest layer (the env)    "
+            f"{format_size(max((h.get('Size', 0) for h in above), default=0))}"
         )
         print(
-            f"above the base             {len(above)} history entries, {sum(1 for h in above if h.get('Size', 0) > 0)} layers with files"
+            f"above the base             {len(above)} history entries, "
+            f"{sum(1 for h in above if h.get('Size', 0) > 0)} layers with files"
         )
         print(f"cold build (--no-cache)    {cold_s:7.1f} s  ({cold_steps} steps)")
         print(
-            f"cached rebuild (validate/) {warm_s:7.1f} s  ({warm_steps} steps, {warm_cached} from cache; "
-            f"install layer from cache: {'yes' if install_cached(warm.log) else 'NO'})"
+            f"cached rebuild (validate/) {warm_s:7.1f} s  ({warm_steps} steps, {warm_cached} "
+            "from cache; install layer from cache: "
+            f"{'yes' if install_cached(warm.log) else 'NO'})"
         )
         if not args.keep:
             for built in (warm, cold):

@@ -36,8 +36,8 @@ def start_registry(folder: Path) -> tuple[subprocess.Popen, str]:
         port = sock.getsockname()[1]
     config = folder / "config.yml"
     config.write_text(
-        f"version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {folder / 'data'}\n"
-        f"http:\n  addr: 127.0.0.1:{port}\n"
+        "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: "
+        f"{folder / 'data'}\nhttp:\n  addr: 127.0.0.1:{port}\n"
     )
     proc = subprocess.Popen(
         [shutil.which("docker-registry") or "docker-registry", "serve", str(config)],

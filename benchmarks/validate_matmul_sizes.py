@@ -1,7 +1,8 @@
 """Matmul TFLOPS by matrix size and precision on each GPU: how large the speed check's matrices
 must be to reach a stable figure, beside the datasheet and the measured reference (the check uses
-n = 8192 in both modes, the size of the like-for-like references in gpu_peaks.yaml). Each GPU is timed inside its own
-torch.cuda.device context (validate.measure.bench), so GPUs 1..7 are not timed on GPU 0's stream.
+n = 8192 in both modes, the size of the like-for-like references in gpu_peaks.yaml). Each GPU is
+timed inside its own torch.cuda.device context (validate.measure.bench), so GPUs 1..7 are not timed
+on GPU 0's stream.
 
     .venv/bin/python benchmarks/validate_matmul_sizes.py --sizes 1024 2048 4096 8192
 
@@ -35,7 +36,8 @@ def main() -> int:
         return 0
     if not torch.cuda.is_available():
         print(
-            f"skipped: no CUDA GPU for PyTorch ({nvml.read_host().error or 'torch.cuda.is_available() is False'})"
+            "skipped: no CUDA GPU for PyTorch "
+            f"({nvml.read_host().error or 'torch.cuda.is_available() is False'})"
         )
         return 0
     table = load_peaks()

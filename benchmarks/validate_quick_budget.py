@@ -14,7 +14,8 @@ The 8-GPU estimate scales a one-GPU run: per-GPU checks (records with a GPU UUID
 GPU; host checks once; masking children grow with the case list and run in parallel waves; the
 sustained load runs on all GPUs at once (same time); the all-reduce adds one probe that spawns a
 worker per GPU, and the multi-GPU training check a DDP launcher with a rank per GPU and a
-TensorFlow MirroredStrategy probe (a one-GPU host skips them). Processes that import PyTorch or TensorFlow are counted from the case lists.
+TensorFlow MirroredStrategy probe (a one-GPU host skips them). Processes that import PyTorch or
+TensorFlow are counted from the case lists.
 """
 
 from __future__ import annotations
@@ -123,7 +124,8 @@ def main() -> int:
     for count in (0, 1, args.gpus):  # 0: a host without GPUs (the CPU budget)
         processes = framework_processes(count, quick=True)
         print(
-            f"processes importing torch/tensorflow with --quick on {count} GPU(s): {sum(processes.values())}"
+            f"processes importing torch/tensorflow with --quick on {count} GPU(s): "
+            f"{sum(processes.values())}"
         )
         for name, n in processes.items():
             print(f"  {n:3d}  {name}")
@@ -139,7 +141,8 @@ def main() -> int:
                 slowest[key] = max(slowest.get(key, 0.0), check["seconds"] or 0.0)
             load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
             print(
-                f"run: {wall:.1f}s wall, {cpu:.1f}s CPU (user+system of its processes), exit {code}; load average {load} on {cpus} CPUs"
+                f"run: {wall:.1f}s wall, {cpu:.1f}s CPU (user+system of its processes), exit "
+                f"{code}; load average {load} on {cpus} CPUs"
             )
         for name, seconds in sorted(slowest.items(), key=lambda kv: -kv[1])[:10]:
             print(f"  {seconds:6.2f}s  {name}")
@@ -149,22 +152,26 @@ def main() -> int:
     if gpus_in_report == 0:
         verdict = "within" if median <= budget else "OVER"
         print(
-            f"median wall time of the quick suite on this host without GPUs: {median:.1f}s, {verdict} the CPU budget of {budget:.0f}s"
+            f"median wall time of the quick suite on this host without GPUs: {median:.1f}s, "
+            f"{verdict} the CPU budget of {budget:.0f}s"
         )
     else:
         print(
-            f"median wall time of the quick suite: {median:.1f}s on {gpus_in_report} GPU(s) (budget {BUDGET_SECONDS:.0f}s on one GPU)"
+            f"median wall time of the quick suite: {median:.1f}s on {gpus_in_report} GPU(s) "
+            f"(budget {BUDGET_SECONDS:.0f}s on one GPU)"
         )
     guess: dict[str, float] = {}
     if gpus_in_report == 0:
         print(
-            f"no GPU in this run: the {args.gpus}-GPU estimate needs a one-GPU --quick report (--from-report R --wall S)"
+            f"no GPU in this run: the {args.gpus}-GPU estimate needs a one-GPU --quick report "
+            "(--from-report R --wall S)"
         )
     else:
         guess = estimate(median, report, args.gpus, cpus)
         if gpus_in_report != 1:
             print(
-                f"  (the estimate scales a one-GPU run; this one saw {gpus_in_report} GPUs, so it overestimates)"
+                f"  (the estimate scales a one-GPU run; this one saw {gpus_in_report} GPUs, so "
+                "it overestimates)"
             )
         print(f"estimated quick suite on {args.gpus} GPUs ({cpus} CPUs):")
         for name, seconds in guess.items():

@@ -25,8 +25,8 @@ def main(prefix: str) -> None:
         verdict = intact.check(intact.FolderTree(prefix), prefix, hash_limit=limit)
         took = time.perf_counter() - start
         print(
-            f"{label:>10}: {took:6.2f} s  {verdict.files_checked} files, {verdict.files_hashed} hashed "
-            f"({verdict.bytes_hashed / 2**20:.0f} MiB), {len(verdict.problems)} problems"
+            f"{label:>10}: {took:6.2f} s  {verdict.files_checked} files, {verdict.files_hashed} "
+            f"hashed ({verdict.bytes_hashed / 2**20:.0f} MiB), {len(verdict.problems)} problems"
         )
 
 

@@ -41,4 +41,5 @@ class DataError(GpuenvError):
 
 
 class ToolError(GpuenvError):
-    """An outside tool (conda-lock, uv, the Docker engine) failed; the message carries its reason."""
+    """An outside tool (conda-lock, uv, the Docker engine) failed; the message carries its
+    reason."""

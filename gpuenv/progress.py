@@ -25,7 +25,8 @@ from validate.text import mask_credentials, safe_text
 
 LIVE, PLAIN, VERBOSE, QUIET = "live", "plain", "verbose", "quiet"
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)")
-#: A step as gpuenv prints BuildKit's trace (gpuenv/engine/buildkit.py): `#7 [install 2/3] COPY ...`.
+#: A step as gpuenv prints BuildKit's trace (gpuenv/engine/buildkit.py): `#7 [install 2/3] COPY
+#: ...`.
 _BUILDKIT_STEP = re.compile(r"^#\d+ \[(?:(\S+) )?(\d+)/(\d+)\] (.*)")
 #: The `#N ` BuildKit puts before each line a step printed.
 _BUILDKIT_PREFIX = re.compile(r"^#\d+ ")
@@ -66,8 +67,8 @@ def choose_mode(
 
 
 def build_step(line: str) -> str | None:
-    """`Step 7/14 : RUN ...` -> `step 7/14: RUN ...` (shortened), BuildKit's `#7 [install 2/3] RUN ...`
-    -> `step install 2/3: RUN ...`; None for any other line."""
+    """`Step 7/14 : RUN ...` -> `step 7/14: RUN ...` (shortened), BuildKit's `#7 [install 2/3] RUN
+    ...` -> `step install 2/3: RUN ...`; None for any other line."""
     match = _STEP.match(line.strip())
     if match:
         where, command = f"{match.group(1)}/{match.group(2)}", match.group(3)
@@ -92,7 +93,8 @@ def format_bytes(size: float, places: int = 1) -> str:
 
 
 def format_size(size: int) -> str:
-    """An image's size as `invoke images` and a build's summary show it: two places, e.g. ``1.93 GB``."""
+    """An image's size as `invoke images` and a build's summary show it: two places, e.g. ``1.93
+    GB``."""
     return format_bytes(float(size), places=2)
 
 

@@ -52,7 +52,8 @@ class Stack:
     platform: str = LINUX_64
 
     def __post_init__(self) -> None:
-        # A stack written without framework_cuda (older stack.json, hand-written) has its build on its own CUDA.
+        # A stack written without framework_cuda (older stack.json, hand-written) has its build on
+        # its own CUDA.
         if self.framework_cuda is None and self.cuda != CPU:
             object.__setattr__(self, "framework_cuda", self.cuda)
 
@@ -117,7 +118,8 @@ def check_engine_platform(stack: Stack, arch: str) -> None:
     engine_platform = platform_of_machine(arch)
     if engine_platform is not None and engine_platform != stack.platform:
         raise BadInput(
-            f"{stack.stack_id} is a {stack.platform} stack, but the Docker engine builds {arch} images",
+            f"{stack.stack_id} is a {stack.platform} stack, but the Docker engine builds {arch} "
+            "images",
             fix=f"build it on a {stack.platform} engine (DOCKER_HOST), or plan for this one with "
             f"--platform {engine_platform}",
         )

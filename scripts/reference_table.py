@@ -56,7 +56,10 @@ def rows() -> list[str]:
             else:
                 kinds = sorted({_kind(m) for m in ref.measurements})
                 how = "unconfirmed: " + "; ".join(kinds) + units
-                floor = f"{REFERENCE_FRACTION * ref.value:.4g} (warns; fails below {UNCONFIRMED_FAIL_FRACTION * ref.value:.4g})"
+                floor = (
+                    f"{REFERENCE_FRACTION * ref.value:.4g} (warns; fails below "
+                    f"{UNCONFIRMED_FAIL_FRACTION * ref.value:.4g})"
+                )
             sources = ", ".join(dict.fromkeys(_link(m.source) for m in ref.measurements))
             out.append(f"| {entry.model} | {label} | {ref.value:g} ({how}) | {floor} | {sources} |")
     return out

@@ -11,7 +11,8 @@ import pytest
 from condachannel import build as condachannel
 from dockercases import BASE_IMAGE
 
-# The session-end check that no test left a container behind (tests/leftovers.py): hooks, taken in here.
+# The session-end check that no test left a container behind (tests/leftovers.py): hooks, taken in
+# here.
 from leftovers import pytest_runtest_protocol, pytest_sessionfinish, pytest_sessionstart  # noqa: F401
 from outsidecauses import skip_only_if_unreachable
 
@@ -74,7 +75,8 @@ def base_image(docker_engine) -> str:
 
 @pytest.fixture(scope="session")
 def cpu_stack():
-    """The CPU stack the image, registry and install tests build: torch 2.13.0+cpu (the wheel on disk), Python 3.11."""
+    """The CPU stack the image, registry and install tests build: torch 2.13.0+cpu (the wheel on
+    disk), Python 3.11."""
     from gpuenv.compat.resolve import resolve_stack
     from gpuenv.compat.rules.request import Request
 
@@ -84,7 +86,8 @@ def cpu_stack():
 @pytest.fixture(scope="session")
 def conda_channel() -> Path:
     """The real local conda channel (tests/condachannel): built with py-rattler-build from its
-    recipes on first use, then reused by their hash (GPUENV_TEST_CACHE, else ~/.cache/gpuenv-tests)."""
+    recipes on first use, then reused by their hash (GPUENV_TEST_CACHE, else
+    ~/.cache/gpuenv-tests)."""
     problem = condachannel.tools_problem()
     if problem:
         promised, why = problem
@@ -96,14 +99,16 @@ def conda_channel() -> Path:
 
 @pytest.fixture
 def conda_channel_http(conda_channel):
-    """The test channel served over http on 127.0.0.1 (tests/condachannel/build.py: served), stopped after the test."""
+    """The test channel served over http on 127.0.0.1 (tests/condachannel/build.py: served), stopped
+    after the test."""
     with condachannel.served(conda_channel) as url:
         yield url
 
 
 @pytest.fixture(scope="session")
 def standin_wheels(tmp_path_factory) -> Path:
-    """A wheelhouse with STAND-IN torch 2.13.0+cpu and 2.5.1+cu121 wheels (tests/condachannel/build.py: standin_wheel)."""
+    """A wheelhouse with STAND-IN torch 2.13.0+cpu and 2.5.1+cu121 wheels
+    (tests/condachannel/build.py: standin_wheel)."""
     folder = tmp_path_factory.mktemp("standin-wheels")
     condachannel.standin_wheel(folder, "torch", "2.13.0+cpu")
     condachannel.standin_wheel(folder, "torch", "2.5.1+cu121")
@@ -112,7 +117,8 @@ def standin_wheels(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def standin_wheels_both_arches(tmp_path_factory) -> Path:
-    """A wheelhouse with STAND-IN torch 2.13.0+cpu wheels for x86_64 and aarch64: what an aarch64 lock must tell apart."""
+    """A wheelhouse with STAND-IN torch 2.13.0+cpu wheels for x86_64 and aarch64: what an aarch64
+    lock must tell apart."""
     folder = tmp_path_factory.mktemp("standin-wheels-both-arches")
     for arch in ("x86_64", "aarch64"):
         condachannel.standin_wheel(folder, "torch", "2.13.0+cpu", arch=arch)

@@ -63,7 +63,8 @@ def containers_created_since(
 def build_step_containers_since(since: float) -> list[str]:
     """Containers created after `since` that run a step of gpuenv's Dockerfile (every RUN step of
     docker/Dockerfile names gpuenv): a classic build runs each RUN step in one, so a failed or
-    interrupted build must leave none. Another user's containers on a shared engine are not counted."""
+    interrupted build must leave none. Another user's containers on a shared engine are not
+    counted."""
     return containers_created_since(since, command_has="gpuenv")
 
 
@@ -108,7 +109,8 @@ def remove_build_cache(labels: dict[str, str]) -> None:
 
 
 def stack_image_tag(stack: Any, lock_sha256: str) -> str:
-    """The inputs-hash tag of the newest image of `stack` built from that lock (found by its labels)."""
+    """The inputs-hash tag of the newest image of `stack` built from that lock (found by its
+    labels)."""
     from gpuenv.engine import Engine
     from gpuenv.images.plan import INPUTS_LABEL, LOCK_HASH_LABEL, STACK_LABEL, image_tags
 

@@ -99,7 +99,8 @@ def describe(leftovers: list[Leftover]) -> str:
     ]
     for c in leftovers:
         lines.append(
-            f"  {c.id[:12]} {c.name} ({c.status}, image {c.image}), made during {c.module or 'no test (a fixture or hook)'}"
+            f"  {c.id[:12]} {c.name} ({c.status}, image {c.image}), made during "
+            f"{c.module or 'no test (a fixture or hook)'}"
         )
     return "\n".join(lines)
 
@@ -143,7 +144,8 @@ def _engine_answers() -> bool:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Report this session's leftover containers as an error (which fails the run), then remove them."""
+    """Report this session's leftover containers as an error (which fails the run), then remove
+    them."""
     if not _STARTED or not _engine_answers():
         return
     factory = getattr(session.config, "_tmp_path_factory", None)

@@ -15,16 +15,18 @@ import pytest
 #: Words the network stack, pip, uv, apt and debootstrap use when a host cannot be reached at all.
 #: A hash mismatch, a resolution failure or a script error matches none of them.
 _NO_ROUTE = re.compile(
-    r"Temporary failure in name resolution|Name or service not known|No address associated with hostname"
-    r"|Network is unreachable|No route to host|Connection refused|Failed to establish a new connection"
-    r"|NewConnectionError|ConnectTimeoutError|Connection timed out|connect timed out|dns error"
-    r"|Temporary failure resolving|Could not resolve host|Failed getting release file",
+    r"Temporary failure in name resolution|Name or service not known|No address associated with "
+    r"hostname|Network is unreachable|No route to host|Connection refused|Failed to establish a "
+    r"new connection|NewConnectionError|ConnectTimeoutError|Connection timed out|connect timed "
+    r"out|dns error|Temporary failure resolving|Could not resolve host|Failed getting release "
+    r"file",
     re.IGNORECASE,
 )
 
 
 def no_route_cause(output: str) -> str | None:
-    """The line of `output` that says a host could not be reached, or None when it says no such thing."""
+    """The line of `output` that says a host could not be reached, or None when it says no such
+    thing."""
     for line in output.splitlines():
         if _NO_ROUTE.search(line):
             return line.strip()[:300]
@@ -32,7 +34,8 @@ def no_route_cause(output: str) -> str | None:
 
 
 def skip_only_if_unreachable(what: str, output: str) -> None:
-    """Skip naming the unreachable host when `output` shows one; otherwise fail with the product's words."""
+    """Skip naming the unreachable host when `output` shows one; otherwise fail with the product's
+    words."""
     cause = no_route_cause(output)
     if cause is not None:
         pytest.skip(f"no route from this machine ({what}): {cause}")
@@ -43,7 +46,8 @@ def skip_only_if_unreachable(what: str, output: str) -> None:
 
 
 def cannot_lock(err: Exception) -> None:
-    """A lock that failed: skip only when uv could not reach an index, fail on every other reason."""
+    """A lock that failed: skip only when uv could not reach an index, fail on every other
+    reason."""
     from gpuenv.envs.lockers import IndexUnreachable
 
     if isinstance(err, IndexUnreachable):

@@ -142,7 +142,8 @@ def test_a_runtime_config_that_is_not_yaml_is_one_line_exit_2(tmp_path):
 
 
 def test_a_project_invoke_yaml_that_is_not_yaml_is_one_line_exit_2(tmp_path):
-    """Invoke loads the invoke.yaml beside tasks.py from code gpuenv cannot wrap: tasks.py checks it first."""
+    """Invoke loads the invoke.yaml beside tasks.py from code gpuenv cannot wrap: tasks.py checks it
+    first."""
     project = tmp_path / "project"
     project.mkdir()
     (project / "tasks.py").write_text((ROOT / "tasks.py").read_text())

@@ -57,7 +57,8 @@ def _module_name(path: Path, root: Path) -> str:
 
 
 def _imported(tree: ast.AST) -> set[str]:
-    """Every absolute module an import statement names (`from a import b` counts a.b too, since b may be a module)."""
+    """Every absolute module an import statement names (`from a import b` counts a.b too, since b
+    may be a module)."""
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -159,8 +160,8 @@ def import_graph(package: str, root: Path = ROOT) -> dict[str, set[str]]:
 
 
 def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Every ring of modules that import each other (Tarjan's strongly connected components), each as
-    one path that closes on its first module: "a -> b -> a"."""
+    """Every ring of modules that import each other (Tarjan's strongly connected components), each
+    as one path that closes on its first module: "a -> b -> a"."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []

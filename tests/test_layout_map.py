@@ -11,7 +11,8 @@ from pathlib import Path
 
 from layoutmap import ROOT, file_of, parse_map, row_of
 
-#: Folders whose modules the map's "may import" column speaks for (tests/ and benchmarks/ import anything).
+#: Folders whose modules the map's "may import" column speaks for (tests/ and benchmarks/ import
+#: anything).
 CHECKED = ("gpuenv", "validate", "scripts", "tasks.py")
 
 
@@ -20,7 +21,8 @@ def _module(path: str) -> str:
 
 
 def _targets(path: Path) -> set[str]:
-    """The project modules a file imports: `from a import b` is a.b when that is a module, else a."""
+    """The project modules a file imports: `from a import b` is a.b when that is a module, else
+    a."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
@@ -66,7 +68,8 @@ def map_problems(readme: str, root: Path = ROOT) -> list[str]:
             ]
             if not names:
                 problems.append(
-                    f"{rel} imports {target}, which its row's 'may import' ({mine.cell}) does not name"
+                    f"{rel} imports {target}, which its row's 'may import' ({mine.cell}) does "
+                    "not name"
                 )
             used.setdefault(id(mine), set()).update(names)
     for row in rows:
@@ -79,7 +82,8 @@ def map_problems(readme: str, root: Path = ROOT) -> list[str]:
                 f.startswith(CHECKED) for f in row.folders + row.files
             ):
                 problems.append(
-                    f"the row of {(row.folders + row.files)[0]} says it may import {name}, but nothing in it does"
+                    f"the row of {(row.folders + row.files)[0]} says it may import {name}, but "
+                    "nothing in it does"
                 )
     return problems
 

@@ -1,10 +1,12 @@
-"""The fixtures of the image, team and fleet tests skip only when something outside gpuenv is unreachable.
+"""The fixtures of the image, team and fleet tests skip only when something outside gpuenv is
+unreachable.
 
 A broken lock, a lock with a wrong hash, a failing base-image script or a missing local base image
 must fail the tests that depend on them: as skips, a regression would leave CI green. These tests
 break the fixtures' real inputs (a wheelhouse, the lock through tests/wrong_hash_lock.py, the
 script's PATH, the base image's name) and run the real dependent tests in a fresh pytest; the
-bare-base build's skip is checked against real uv downloads (no network, a 404 mirror, a refused one).
+bare-base build's skip is checked against real uv downloads (no network, a 404 mirror, a refused
+one).
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ def _pytest(
 
 @pytest.fixture
 def broken_wheelhouse(tmp_path) -> Path:
-    """A wheelhouse whose torch wheel is not a zip: uv cannot lock from it, for a reason that is no network's."""
+    """A wheelhouse whose torch wheel is not a zip: uv cannot lock from it, for a reason that is no
+    network's."""
     folder = tmp_path / "wheels"
     folder.mkdir()
     (folder / TORCH_WHEEL).write_bytes(b"not a wheel\n")
@@ -85,8 +88,10 @@ def _tiny_wheel(folder: Path) -> Path:
     path = folder / "gpuenvprobe-1.0-py3-none-any.whl"
     files = {
         "gpuenvprobe.py": b"VALUE = 1\n",
-        "gpuenvprobe-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: gpuenvprobe\nVersion: 1.0\n",
-        "gpuenvprobe-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        "gpuenvprobe-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: gpuenvprobe\n"
+        b"Version: 1.0\n",
+        "gpuenvprobe-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: hand\n"
+        b"Root-Is-Purelib: true\nTag: py3-none-any\n",
     }
     record = []
     with zipfile.ZipFile(path, "w") as zf:
@@ -169,8 +174,8 @@ def test_a_lock_with_a_wrong_hash_fails_the_tests_that_download_its_wheels():
     summary = _summary(proc)
     assert "1 error" in summary and "skipped" not in summary, proc.stdout[-3000:]
     assert (
-        "downloading the lock's wheels with pip --require-hashes failed, and not for want of a network route"
-        in proc.stdout
+        "downloading the lock's wheels with pip --require-hashes failed, and not for want of a "
+        "network route" in proc.stdout
     )
     assert "0" * 64 in proc.stdout, proc.stdout[
         -3000:
@@ -179,7 +184,8 @@ def test_a_lock_with_a_wrong_hash_fails_the_tests_that_download_its_wheels():
 
 
 def _path_without_debootstrap() -> str:
-    """This PATH less every folder that holds debootstrap (as for a login without sbin on its PATH)."""
+    """This PATH less every folder that holds debootstrap (as for a login without sbin on its
+    PATH)."""
     return os.pathsep.join(
         d
         for d in os.environ["PATH"].split(os.pathsep)
@@ -229,9 +235,11 @@ def _python_download_error(env: dict[str, str], *, offline: bool = False) -> str
     """gpuenv's one-line error when `install_standalone_python` fails, from a real uv in a child
     (in a network namespace of its own when `offline`: no route to any host)."""
     code = (
-        "import sys, tempfile\nfrom pathlib import Path\nfrom gpuenv.envs.lockers import install_standalone_python\n"
-        "from gpuenv.errors import ToolError\ntry:\n    install_standalone_python('3.11', 'x86_64', Path(tempfile.mkdtemp()))\n"
-        "except ToolError as err:\n    print(err.render())\nelse:\n    print('installed')\n"
+        "import sys, tempfile\nfrom pathlib import Path\n"
+        "from gpuenv.envs.lockers import install_standalone_python\n"
+        "from gpuenv.errors import ToolError\ntry:\n    install_standalone_python('3.11', "
+        "'x86_64', Path(tempfile.mkdtemp()))\nexcept ToolError as err:\n    "
+        "print(err.render())\nelse:\n    print('installed')\n"
     )
     command = [sys.executable, "-c", code]
     if offline:

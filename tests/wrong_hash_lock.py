@@ -1,4 +1,5 @@
-"""pytest plugin for a guard run in a subprocess: every uv lock this session makes holds a wrong hash.
+"""pytest plugin for a guard run in a subprocess: every uv lock this session makes holds a wrong
+hash.
 
 `pytest -p wrong_hash_lock ...` (tests/ on PYTHONPATH): after the real `ensure_lock`, every hash of
 the first package that is not torch is replaced by one no file has, and the metadata's lock_sha256

@@ -202,14 +202,16 @@ def verdict(status: int, ran: int, not_validated: str | None = None) -> tuple[in
     if status == 0 and ran == 0:
         return (
             1,
-            "validate: NOT VALIDATED: no check ran (pytest mode that runs none, e.g. --collect-only)",
+            "validate: NOT VALIDATED: no check ran (pytest mode that runs none, e.g. "
+            "--collect-only)",
         )
     if not_validated:
         from validate.judge.evidence import local_fix
 
         return (
             1,
-            f"validate: NOT VALIDATED: {not_validated.removeprefix('not validated: ')}: {local_fix(not_validated)}",
+            f"validate: NOT VALIDATED: {not_validated.removeprefix('not validated: ')}: "
+            f"{local_fix(not_validated)}",
         )
     if status == 0:
         return 0, "validate: every check passed (or skipped with its reason)"
@@ -262,7 +264,8 @@ def main(argv: list[str]) -> int:
         import pytest
     except ImportError:
         print(
-            "validate: pytest is not installed in this Python environment: pip install pytest nvidia-ml-py"
+            "validate: pytest is not installed in this Python environment: pip install pytest "
+            "nvidia-ml-py"
         )
         return 1
 

@@ -49,7 +49,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SUITE] = Suite(config)
 
 
-CPU_ONLY_LINE = "no NVIDIA GPU or driver here: validating as a CPU-only host (--expect-gpus N if this server must have GPUs)"
+CPU_ONLY_LINE = (
+    "no NVIDIA GPU or driver here: validating as a CPU-only host (--expect-gpus N if this "
+    "server must have GPUs)"
+)
 
 
 @pytest.hookimpl(trylast=True)
@@ -199,12 +202,14 @@ def torch(suite: Suite) -> Any:
 
 @pytest.fixture
 def cuda_device(gpu: nvml.GpuInfo, torch: Any, request: pytest.FixtureRequest) -> Any:
-    """'cuda:N' for this NVML GPU in this PyTorch process (matched by UUID); frees the cache after."""
+    """'cuda:N' for this NVML GPU in this PyTorch process (matched by UUID); frees the cache
+    after."""
     if torch.version.cuda is None:
         pytest.fail(f"PyTorch is a CPU build but NVML sees {gpu.name}", pytrace=False)
     if gpu.mig_enabled and not request.config.stash[SUITE].selected_mig:
         pytest.skip(
-            f"GPU {gpu.index} is in MIG mode: its instances are validated one per run (see the MIG check)"
+            f"GPU {gpu.index} is in MIG mode: its instances are validated one per run (see the "
+            "MIG check)"
         )
     if not torch.cuda.is_available():
         pytest.fail(
@@ -214,7 +219,8 @@ def cuda_device(gpu: nvml.GpuInfo, torch: Any, request: pytest.FixtureRequest) -
     index = device_for_gpu(gpu, torch_gpus(torch, request.config.stash[SUITE].nvml_uuids))
     if index is None:
         pytest.skip(
-            f"GPU {gpu.index} is hidden from this process by CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}"
+            f"GPU {gpu.index} is hidden from this process by "
+            f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}"
         )
     yield f"cuda:{index}"
     torch.cuda.empty_cache()
@@ -331,7 +337,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """A run that passed without evidence (no GPU computed, say) fails: see validate/judge/evidence.py."""
+    """A run that passed without evidence (no GPU computed, say) fails: see
+    validate/judge/evidence.py."""
     suite = session.config.stash.get(SUITE, None)
     if suite is None or exitstatus != 0 or suite.replayed_from or not suite.host.gpus:
         return  # a replay judges recorded NVML answers only; a host with no GPU proves none

@@ -215,12 +215,18 @@ def path_problem(path: str | Path, *, folder: bool = False) -> str | None:
     for part in Path(absolute).parts[1:]:
         size = len(os.fsencode(part))
         if size > NAME_MAX:
-            return f"the name {part[:24]}... is {size} bytes long; a file or folder name is at most {NAME_MAX}"
+            return (
+                f"the name {part[:24]}... is {size} bytes long; a file or folder name is at most "
+                f"{NAME_MAX}"
+            )
     if folder:
         for candidate in (absolute, os.path.realpath(absolute)):
             parts = Path(candidate).parts[1:3]
             if parts and parts[0] in KERNEL_PLACES and parts[:2] != ("dev", "shm"):
-                return f"it is under /{parts[0]}, which the kernel provides: no folder can be made there"
+                return (
+                    f"it is under /{parts[0]}, which the kernel provides: no folder can be made "
+                    "there"
+                )
     return None
 
 
@@ -363,7 +369,8 @@ class RepeatedKey(InputRefused):
 
     def __init__(self, key: str, first: int, second: int) -> None:
         super().__init__(
-            f"key {safe_text(key, limit=60)!r} given twice in one object (lines {first} and {second})",
+            f"key {safe_text(key, limit=60)!r} given twice in one object (lines {first} and "
+            f"{second})",
             second,
         )
         self.key = key
@@ -573,7 +580,9 @@ def longest_digit_run(text: str, stop_above: int) -> tuple[int, int]:
     count or figure that long is an attack on int() and float(), not a measurement."""
     if text.isascii():  # the common case, in C: every digit made "0", then one substring search
         start = text.encode("ascii").translate(_DIGITS_AS_ZERO).find(b"0" * (stop_above + 1))
-    else:  # int() reads every script's digits: the regex knows them all (a regex scan is 50 ns a character)
+    # int() reads every script's digits: the regex knows them all (a regex scan is 50 ns a
+    # character)
+    else:
         match = re.search(r"\d{%d,}" % (stop_above + 1), text)
         start = -1 if match is None else match.start()
     if start < 0:

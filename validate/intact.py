@@ -66,7 +66,8 @@ _CONDA_META = re.compile(r"^conda-meta/[^/]+\.json$")
 
 
 def is_cache(path: str) -> bool:
-    """Bytecode caches: Python (or an installer's compile step) writes them; no package owns them."""
+    """Bytecode caches: Python (or an installer's compile step) writes them; no package owns
+    them."""
     parts = path.split("/")
     return "__pycache__" in parts or ".pytest_cache" in parts or path.endswith((".pyc", ".pyo"))
 

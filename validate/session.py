@@ -294,11 +294,13 @@ class Suite:
                     f"GPU {g.index} (sm_{g.compute_capability.replace('.', '')})" for g in jit
                 )  # type: ignore[union-attr]
                 self.say_now(
-                    f"validate: warning: TensorFlow ships only PTX for {names}: its first use JIT-compiles the kernels, "
-                    f"which can take many minutes; waiting up to {timeout:.0f} s (VALIDATE_TF_JIT_TIMEOUT)"
+                    f"validate: warning: TensorFlow ships only PTX for {names}: its first use "
+                    "JIT-compiles the kernels, which can take many minutes; waiting up to "
+                    f"{timeout:.0f} s (VALIDATE_TF_JIT_TIMEOUT)"
                 )
             env: dict[str, str | None] = {"TF_FORCE_GPU_ALLOW_GROWTH": "true"}
-            # The speed figures come from the same child, after the memory step: one TensorFlow start.
+            # The speed figures come from the same child, after the memory step: one TensorFlow
+            # start.
             speed = "--speed-quick" if self.quick else "--speed"
             visible = self.visible_gpus()
             first = (
@@ -327,7 +329,8 @@ class Suite:
 
 
 class Recorder:
-    """The `record` fixture: checks add report lines; `finish()` fails the test if any line failed."""
+    """The `record` fixture: checks add report lines; `finish()` fails the test if any line
+    failed."""
 
     def __init__(self, item: pytest.Item) -> None:
         self.item = item

@@ -1,4 +1,5 @@
-"""Invoke tasks, one module per area; `namespace()` composes them for tasks.py and the `gpuenv` command.
+"""Invoke tasks, one module per area; `namespace()` composes them for tasks.py and the `gpuenv`
+command.
 
 Tasks stay thin: parse, call, print.
 """

@@ -28,23 +28,29 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 #: help= texts for the stack options that several tasks share, so they read the same everywhere.
 STACK_HELP = {
-    "cuda": "the container's CUDA, e.g. 12.2 as nvidia-smi shows it, or 'cpu' for a CPU-only stack; the framework build is "
-    "the newest of that major whose CUDA is at most this (default: invoke.yaml gpuenv.cuda, else the newest the driver runs)",
+    "cuda": "the container's CUDA, e.g. 12.2 as nvidia-smi shows it, or 'cpu' for a CPU-only "
+    "stack; the framework build is the newest of that major whose CUDA is at most this "
+    "(default: invoke.yaml gpuenv.cuda, else the newest the driver runs)",
     "framework": "torch or tensorflow (default: invoke.yaml gpuenv.framework, else torch)",
     "torch": "pin the PyTorch release, e.g. 2.3.1 or 2.3 (default: invoke.yaml gpuenv.torch)",
     "tensorflow": "pin the TensorFlow release, e.g. 2.15 (default: invoke.yaml gpuenv.tensorflow)",
     "python": "pin the Python version, e.g. 3.11 (default: invoke.yaml gpuenv.python)",
-    "driver": "NVIDIA driver version to plan for, e.g. 535.104.05 (default: read from this host through NVML)",
-    "gpu_arch": "GPU compute capability to plan for, e.g. 8.6 or sm_86; comma-separated for several (default: detected)",
-    "strict_driver": "only builds whose CUDA the driver runs natively, on their own CUDA's image (default: invoke.yaml "
-    "gpuenv.strict_driver, else a build of the same CUDA major may run on an older image by CUDA minor-version "
-    "compatibility, e.g. a cu126 wheel on a 535 driver)",
-    "wheelhouse": "folder of .whl files (air-gapped servers): when it holds framework wheels, only the releases, builds "
-    "and Pythons it holds are considered (default: invoke.yaml gpuenv.wheelhouse)",
+    "driver": "NVIDIA driver version to plan for, e.g. 535.104.05 (default: read from this host "
+    "through NVML)",
+    "gpu_arch": "GPU compute capability to plan for, e.g. 8.6 or sm_86; comma-separated for "
+    "several (default: detected)",
+    "strict_driver": "only builds whose CUDA the driver runs natively, on their own CUDA's "
+    "image (default: invoke.yaml gpuenv.strict_driver, else a build of the same CUDA major may "
+    "run on an older image by CUDA minor-version compatibility, e.g. a cu126 wheel on a 535 "
+    "driver)",
+    "wheelhouse": "folder of .whl files (air-gapped servers): when it holds framework wheels, "
+    "only the releases, builds and Pythons it holds are considered (default: invoke.yaml "
+    "gpuenv.wheelhouse)",
 }
 #: Options for long work, the same in every task that has them.
 OUTPUT_HELP = {
-    "verbose": "print the full log of the tools (every builder and installer line) instead of progress",
+    "verbose": "print the full log of the tools (every builder and installer line) instead of "
+    "progress",
     "quiet": "print only the result and errors",
 }
 
@@ -173,7 +179,8 @@ def user_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-# ---------------------------------------------------------------- the team's settings (Invoke's config)
+# ---------------------------------------------------------------- the team's settings (Invoke's
+# config)
 
 
 def _label(path: Any, fallback: str) -> str:
@@ -187,7 +194,8 @@ def _label(path: Any, fallback: str) -> str:
 
 
 def config_layers(config: Any) -> list[Any]:
-    """Invoke's layers, in its merge order, as (label, `gpuenv` section, folder) for gpuenv.cli.config.
+    """Invoke's layers, in its merge order, as (label, `gpuenv` section, folder) for
+    gpuenv.cli.config.
 
     Invoke merges them but keeps each one on the Config object; reading them here is how
     `invoke doctor` knows where a value came from, and how a `null` in one file is kept from
@@ -262,7 +270,8 @@ def stack_options(values: dict[str, Any]) -> dict[str, Any]:
     return {name: values.get(name) for name in STACK_OPTIONS}
 
 
-#: The options that choose a stack (the wheelhouse only narrows the choice, so it combines with a remembered one).
+#: The options that choose a stack (the wheelhouse only narrows the choice, so it combines with a
+#: remembered one).
 STACK_CHOOSERS = (
     "cuda",
     "framework",
@@ -277,7 +286,8 @@ STACK_CHOOSERS = (
 
 
 def current_stack_reason(settings: Any, cli: dict[str, Any]) -> tuple[str, Any]:
-    """Why a task with these options addresses the stack it does: ("options" | "pinned" | "remembered" | "floats", entry).
+    """Why a task with these options addresses the stack it does: ("options" | "pinned" |
+    "remembered" | "floats", entry).
 
     Command-line stack options win, then the team's invoke.yaml pins, then the stack that `lock`
     or `build` last recorded for this project (envs/locks/current.json), else the stack floats
@@ -297,7 +307,8 @@ def current_stack_reason(settings: Any, cli: dict[str, Any]) -> tuple[str, Any]:
 def resolve_for_task(
     settings: Any, cli: dict[str, Any], announce: bool = True, **extra: Any
 ) -> tuple[Any, Any]:
-    """(StackRequest, Stack) for a task that uses a stack (build, run, validate, push, install, export).
+    """(StackRequest, Stack) for a task that uses a stack (build, run, validate, push, install,
+    export).
 
     With no stack option and no invoke.yaml pin, it is the project's remembered stack, said in
     one line on stderr (stdout stays the task's result).
@@ -320,12 +331,14 @@ def resolve_for_task(
         raise entry.unusable(where, err.message) from None
     if stack.stack_id != entry.stack_id:
         raise DataError(
-            f"{where} names {entry.stack_id}, but its options give {stack.stack_id} today (the compatibility data changed)",
+            f"{where} names {entry.stack_id}, but its options give {stack.stack_id} today (the "
+            "compatibility data changed)",
             fix="give stack options, or rebuild with them so the project remembers the new stack",
         )
     if announce:
         show(
-            f"stack: {stack.stack_id}, remembered from the last `invoke {entry.made_by}` ({where}); stack options choose another",
+            f"stack: {stack.stack_id}, remembered from the last `invoke {entry.made_by}` "
+            f"({where}); stack options choose another",
             file=sys.stderr,
             flush=True,
         )
@@ -333,7 +346,8 @@ def resolve_for_task(
 
 
 def remember_stack(stack: Any, request: Any, made_by: str, lock_file: Path, say: Say) -> None:
-    """After `lock` or `build`: make `stack` the project's current stack, and say which lock is now current."""
+    """After `lock` or `build`: make `stack` the project's current stack, and say which lock is now
+    current."""
     from gpuenv.envs import current
     from gpuenv.envs.locking import locks_root
 
@@ -346,8 +360,8 @@ def remember_stack(stack: Any, request: Any, made_by: str, lock_file: Path, say:
     )
     if changed:
         say(
-            f"current stack: {stack.stack_id} (lock {lock_file}), recorded in {path}: build, run, validate, push, install and "
-            "export use it when no stack option is given"
+            f"current stack: {stack.stack_id} (lock {lock_file}), recorded in {path}: build, "
+            "run, validate, push, install and export use it when no stack option is given"
         )
 
 

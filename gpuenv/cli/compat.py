@@ -64,23 +64,26 @@ def team_stack_report(settings) -> dict:
 def format_team_stack(team: dict) -> str:
     if not team.get("available"):
         return f"current   no stack: {team['why']}"
-    line = f"current   {team['stack_id']}  base {team['base_image']}  ({team['pip_requirement']}): what tasks address with no stack options"
+    line = (
+        f"current   {team['stack_id']}  base {team['base_image']}  ({team['pip_requirement']}): "
+        "what tasks address with no stack options"
+    )
     if team.get("current") == "pinned":
         return (
-            line
-            + "\n          pinned (invoke.yaml): every server addresses this stack; a driver that cannot run it is an error"
+            line + "\n          pinned (invoke.yaml): every server addresses this stack; a driver "
+            "that cannot run it is an error"
         )
     if team.get("current") == "remembered":
         source = team["remembered_from"]
         return (
-            line
-            + f"\n          remembered: the last `invoke {source['made_by']}` recorded it in {source['file']} (commit it with the lock); "
-            "invoke.yaml pins or stack options choose another"
+            line + f"\n          remembered: the last `invoke {source['made_by']}` recorded it in "
+            f"{source['file']} (commit it with the lock); invoke.yaml pins or stack options "
+            "choose another"
         )
     return (
-        line
-        + "\n          the stack floats: each host resolves its own from its driver and the data; pin gpuenv.cuda, "
-        "gpuenv.python and gpuenv.torch (or tensorflow) in invoke.yaml for one stack everywhere, or `invoke build` one to remember it"
+        line + "\n          the stack floats: each host resolves its own from its driver and the "
+        "data; pin gpuenv.cuda, gpuenv.python and gpuenv.torch (or tensorflow) in invoke.yaml "
+        "for one stack everywhere, or `invoke build` one to remember it"
     )
 
 
@@ -100,8 +103,8 @@ PLATFORM_HELP = (
     "GB300, GB10); default: read from this host, or inferred from a capture's GPUs"
 )
 HOST_HELP = (
-    "a capture of a server (nvidia-smi -q -x > server.xml, nvidia-smi -q, or a python -m validate --record file): "
-    "its driver and GPUs are used instead of this machine's"
+    "a capture of a server (nvidia-smi -q -x > server.xml, nvidia-smi -q, or a python -m "
+    "validate --record file): its driver and GPUs are used instead of this machine's"
 )
 
 
@@ -146,9 +149,11 @@ def doctor(c, json_=False, host=None, platform=None):
 
 @task(
     help={
-        "json": "print the whole validated data as JSON (for machines); with --check, the drift report as JSON",
-        "check": "compare the data with PyPI (JSON API and wheel METADATA through range requests, never whole wheels; "
-        "pip's index-url, proxy and cert are honoured): exit 1 when upstream has moved on, 0 when current",
+        "json": "print the whole validated data as JSON (for machines); with --check, the drift "
+        "report as JSON",
+        "check": "compare the data with PyPI (JSON API and wheel METADATA through range "
+        "requests, never whole wheels; pip's index-url, proxy and cert are honoured): exit 1 "
+        "when upstream has moved on, 0 when current",
     }
 )
 @user_errors
@@ -172,7 +177,8 @@ def matrix(c, json_=False, check=False):
     say = lambda line: show(f"  {line}", file=sys.stderr, flush=True)  # noqa: E731 (progress goes to stderr: --json stays clean)
     report = compare(data, gather(client, data, progress=say), index=client.settings.index_url)
     report.notes.append(
-        f"{client.requests} requests, {client.bytes_fetched / 2**20:.1f} MiB read from {client.settings.json_base}"
+        f"{client.requests} requests, {client.bytes_fetched / 2**20:.1f} MiB read from "
+        f"{client.settings.json_base}"
     )
     show(json.dumps(report.to_dict(), indent=2) if json_ else format_drift(report))
     if report.drift:
@@ -185,7 +191,9 @@ def matrix(c, json_=False, check=False):
         **STACK_HELP,
         "host": HOST_HELP + " (--driver and --gpu-arch still win)",
         "platform": PLATFORM_HELP,
-        "json": "print the stack as JSON (keys: cuda and cuda_version of the image, framework_cuda of the build, min_driver, base_image, python, framework, framework_version, wheel_variant, index_url, reasons, ...)",
+        "json": "print the stack as JSON (keys: cuda and cuda_version of the image, "
+        "framework_cuda of the build, min_driver, base_image, python, framework, "
+        "framework_version, wheel_variant, index_url, reasons, ...)",
     },
 )
 @user_errors

@@ -147,7 +147,8 @@ _SECTIONS = ("fleet", "fleet.slurm")
 
 
 def _is_set(value: Any) -> bool:
-    """`key: null` (or an empty value) in a file means "not set here": a lower layer's value stays."""
+    """`key: null` (or an empty value) in a file means "not set here": a lower layer's value
+    stays."""
     return value is not None and value != ""
 
 
@@ -174,12 +175,14 @@ def effective_values(
 
 
 def origins(layers: Sequence[Layer]) -> dict[str, str]:
-    """For every known key, the last layer (in Invoke's merge order) that set it (default: gpuenv's)."""
+    """For every known key, the last layer (in Invoke's merge order) that set it (default:
+    gpuenv's)."""
     return effective_values(layers)[1]
 
 
 def unknown_variables(names: Iterable[str]) -> list[str]:
-    """The INVOKE_GPUENV_* names among `names` that are no gpuenv setting (a typo is never ignored)."""
+    """The INVOKE_GPUENV_* names among `names` that are no gpuenv setting (a typo is never
+    ignored)."""
     known = {env_var(key) for key in KNOWN_KEYS}
     prefix = ENV_PREFIX + SECTION.upper() + "_"
     return sorted(
@@ -235,7 +238,8 @@ class FleetSettings:
     slurm_sbatch_args: tuple[str, ...] = ()
 
     def as_config(self) -> dict[str, Any]:
-        """The `gpuenv.fleet` section as plain data, shaped as invoke.yaml writes it (unset keys left out)."""
+        """The `gpuenv.fleet` section as plain data, shaped as invoke.yaml writes it (unset keys
+        left out)."""
         slurm = {
             key: getattr(self, f"slurm_{key}")
             for key in ("partition", "time", "queue_time", "nodes", "nodelist", "prefix", "rundir")
@@ -269,7 +273,8 @@ class Settings:
     conda_channels: tuple[str, ...] = ()
     #: CHANNEL=URL lines: a conda channel (name or URL) read from a mirror (file:// or http)
     conda_mirrors: tuple[str, ...] = ()
-    #: GPUs every server must show (`validate --expect-gpus`); None: a host with no NVIDIA driver is CPU-only.
+    #: GPUs every server must show (`validate --expect-gpus`); None: a host with no NVIDIA driver is
+    #: CPU-only.
     expect_gpus: int | None = None
     fleet: FleetSettings = field(default_factory=FleetSettings)
     origin: Mapping[str, str] = field(default_factory=dict, compare=False)
@@ -287,24 +292,28 @@ class Settings:
 
 
 def check_layers(layers: Sequence[Layer]) -> None:
-    """An unknown key in any layer (a typo such as `frameworks:` or `fleet.paralel`) is a one-line error naming it."""
+    """An unknown key in any layer (a typo such as `frameworks:` or `fleet.paralel`) is a one-line
+    error naming it."""
     for layer in layers:
         if layer.label == DEFAULT_ORIGIN or layer.is_env:
-            continue  # Invoke reads a variable only for a known key: check_variables names the others
+            # Invoke reads a variable only for a known key: check_variables names the others
+            continue
         section = layer.section
         if section is None:
             continue
         if not isinstance(section, Mapping):
             raise BadInput(
                 f"{layer.label}: `{SECTION}:` is a {type(section).__name__}, not a mapping",
-                fix=f"write it as `{SECTION}:` followed by indented `key: value` lines (see invoke.yaml)",
+                fix=f"write it as `{SECTION}:` followed by indented `key: value` lines (see "
+                "invoke.yaml)",
             )
         for key, value in flatten(section).items():
             if key in _SECTIONS:
                 if _is_set(value):
                     raise BadInput(
                         f"{layer.label}: {SECTION}.{key} is {value!r}, but it is a section",
-                        fix=f"write it as `{key.split('.')[-1]}:` followed by indented `key: value` lines (see invoke.yaml)",
+                        fix=f"write it as `{key.split('.')[-1]}:` followed by indented `key: "
+                        "value` lines (see invoke.yaml)",
                     )
                 continue
             if key not in KNOWN_KEYS:
@@ -417,7 +426,8 @@ class StackRequest:
 
     @property
     def pinned(self) -> bool:
-        """Whether these options name one stack whatever the host: CUDA, Python and the framework release."""
+        """Whether these options name one stack whatever the host: CUDA, Python and the framework
+        release."""
         release = self.tensorflow if self.framework == "tensorflow" else self.torch
         return bool(self.cuda and self.python and release)
 
@@ -520,7 +530,8 @@ def _origin_label(source: str, key: str) -> str:
 def effective_rows(
     settings: Settings, cli: Mapping[str, Any] | None = None
 ) -> list[tuple[str, str, str]]:
-    """(key, value, source) for `invoke doctor`: every setting, what it is now and where it came from."""
+    """(key, value, source) for `invoke doctor`: every setting, what it is now and where it came
+    from."""
     rows = []
     cli = cli or {}
     for key in KNOWN_KEYS:

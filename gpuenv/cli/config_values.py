@@ -14,7 +14,8 @@ PLATFORMS = ("linux-64", "linux-aarch64")
 
 
 def after_option(message: str, value: Any) -> str:
-    """The part of a parser's message after its option name: "--cuda '1' is not ..." -> "'1' is not ..."."""
+    """The part of a parser's message after its option name: "--cuda '1' is not ..." -> "'1' is not
+    ..."."""
     if message.startswith("--"):
         return message.split(" ", 1)[1] if " " in message else message
     return message
@@ -198,7 +199,8 @@ _REGISTRY = re.compile(
 
 
 def parse_registry(value: Any, option: str = "--registry") -> str:
-    """HOST[:PORT] of an image registry, lower-cased; a scheme, a path or a bad port is a BadInput."""
+    """HOST[:PORT] of an image registry, lower-cased; a scheme, a path or a bad port is a
+    BadInput."""
     text = str(value).strip()
     if "://" in text:
         raise BadInput(
@@ -208,13 +210,15 @@ def parse_registry(value: Any, option: str = "--registry") -> str:
     if "/" in text:
         raise BadInput(
             f"{option} {text!r} has a path",
-            fix=f"give HOST[:PORT] only, e.g. {option} {text.split('/')[0]}; images go to HOST/gpuenv/<stack>",
+            fix=f"give HOST[:PORT] only, e.g. {option} {text.split('/')[0]}; images go to "
+            "HOST/gpuenv/<stack>",
         )
     match = _REGISTRY.fullmatch(text.lower())
     if not match or "." not in text and ":" not in text and text.lower() != "localhost":
         raise BadInput(
             f"{option} {text!r} is not a registry host",
-            fix="give HOST[:PORT], e.g. registry.example.com or 127.0.0.1:5000 (a bare name would be read as a Docker Hub user)",
+            fix="give HOST[:PORT], e.g. registry.example.com or 127.0.0.1:5000 (a bare name "
+            "would be read as a Docker Hub user)",
         )
     port = match.group("port")
     if port is not None and not 0 < int(port) < 65536:

@@ -27,11 +27,13 @@ from validate.files import InputRefused, RepeatedKey, load_json_input, read_text
 MAX_CONFIG_BYTES = 1024 * 1024
 #: YAML aliases allowed in one file (a team file needs none; a bomb needs dozens).
 MAX_ALIASES = 64
-#: Values (mappings, lists, scalars) a file may expand to, aliases followed: bounds the merge's work.
+#: Values (mappings, lists, scalars) a file may expand to, aliases followed: bounds the merge's
+#: work.
 MAX_NODES = 100_000
 #: Nesting of mappings and lists (invoke.yaml needs 4).
 MAX_DEPTH = 50
-#: Digits in one number: no setting is longer, and int() of thousands of digits is refused by Python.
+#: Digits in one number: no setting is longer, and int() of thousands of digits is refused by
+#: Python.
 MAX_DIGITS = 30
 SUFFIXES = ("yaml", "yml", "json")
 FIX = "fix the file (see the committed invoke.yaml)"
@@ -45,7 +47,8 @@ _Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class _Loader(_Base):  # type: ignore[misc, valid-type]
-    """PyYAML's safe loader (libyaml when present) without YAML 1.1's base-60 and leading-zero octal numbers.
+    """PyYAML's safe loader (libyaml when present) without YAML 1.1's base-60 and leading-zero octal
+    numbers.
 
     `1:00:00` stays the text "1:00:00" (Slurm reads it as an hour) instead of the number 3600, and
     `010` the text "010" instead of the number 8; every other implicit type is PyYAML's own.
@@ -58,7 +61,8 @@ def _without_sexagesimal() -> dict:
         kept = []
         for tag, regexp in entries:
             if tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float"):
-                # drop the alternatives with '(?::' (the base-60 forms), keep the rest as PyYAML has them
+                # drop the alternatives with '(?::' (the base-60 forms), keep the rest as PyYAML has
+                # them
                 body = regexp.pattern.strip().removeprefix("^(?:").removesuffix(")$")
                 kept_alternatives = [
                     alt.strip()
@@ -143,7 +147,8 @@ def _read(path: str, *, runtime: bool) -> str:
 
 
 def _count(value: Any, budget: int) -> int:
-    """How many values `value` expands to (aliases counted each time they are used), stopping past `budget`."""
+    """How many values `value` expands to (aliases counted each time they are used), stopping past
+    `budget`."""
     total = 0
     stack = [value]
     while stack:
@@ -259,7 +264,8 @@ def _repeated_error(name: str, key: Any, first: int, second: int) -> ConfigFileE
 
 
 def _near_section(key: str) -> bool:
-    """`gpuenvs:`, `gpu_env:`, `GPUenv:`: a mistyped `gpuenv:` section, whose keys would be ignored."""
+    """`gpuenvs:`, `gpu_env:`, `GPUenv:`: a mistyped `gpuenv:` section, whose keys would be
+    ignored."""
     import difflib
 
     folded = key.lower().replace("_", "").replace("-", "").strip()
@@ -304,7 +310,8 @@ class GpuenvConfig(Config):
         if prefix == "runtime" and getattr(self, "_runtime_found", None) is None:
             path = getattr(self, "_runtime_path", None)
             if path is not None:
-                # Invoke skips a missing -f file silently and would read a .txt or /dev/null by suffix
+                # Invoke skips a missing -f file silently and would read a .txt or /dev/null by
+                # suffix
                 self._set("_runtime", load_file(os.path.expanduser(str(path)), runtime=True))
                 self._set("_runtime_found", True)
                 if merge:
@@ -318,8 +325,8 @@ class GpuenvConfig(Config):
         Invoke crawls every key of the merged config and copies its map of variable names at each
         step: a file with a 14,000-key section costs seconds per command. Only the sections some
         INVOKE_* variable names are crawled here. The `gpuenv` section is read against its
-        defaults (all unset), so every variable arrives as text for gpuenv.cli.config to check: a value
-        a file set to a list or a number cannot turn a variable into a traceback.
+        defaults (all unset), so every variable arrives as text for gpuenv.cli.config to check: a
+        value a file set to a list or a number cannot turn a variable into a traceback.
         """
         import copy
 

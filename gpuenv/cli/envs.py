@@ -28,23 +28,26 @@ _LOCK_HELP = {
     "platform": "conda platform to lock for: linux-64 or linux-aarch64 (default: invoke.yaml "
     "gpuenv.platforms, else the stack's: this host's, aarch64 on Grace); one also resolves the "
     "stack for it; repeat for several (an aarch64 stack locks for aarch64 alone)",
-    "backend": "conda-lock (default: invoke.yaml gpuenv.backend, else conda-lock; a conda-lock.yml solved by py-rattler, needs a conda "
-    "channel or its mirror, gpuenv.conda_mirrors) or uv (pip-only, "
-    "with hashes; the default when a wheelhouse folder is given)",
-    "wheelhouse": "folder of .whl files searched before the indexes (both backends; the same option `invoke build` takes), "
-    "for air-gapped servers; only the framework releases, builds and Pythons it holds are considered, and when it holds "
-    "the framework build, the framework's wheel index is not contacted (default: invoke.yaml gpuenv.wheelhouse)",
-    "file": "lock this environment.yml (e.g. one received from a colleague) instead of the rendered spec; "
-    "the team file is not merged into it",
-    "force": "relock even when the inputs are unchanged since the last lock; and replace a lock made from another source "
-    "(the team's spec, or another --file), which is refused otherwise",
+    "backend": "conda-lock (default: invoke.yaml gpuenv.backend, else conda-lock; a "
+    "conda-lock.yml solved by py-rattler, needs a conda channel or its mirror, "
+    "gpuenv.conda_mirrors) or uv (pip-only, with hashes; the default when a wheelhouse folder "
+    "is given)",
+    "wheelhouse": "folder of .whl files searched before the indexes (both backends; the same "
+    "option `invoke build` takes), for air-gapped servers; only the framework releases, builds "
+    "and Pythons it holds are considered, and when it holds the framework build, the "
+    "framework's wheel index is not contacted (default: invoke.yaml gpuenv.wheelhouse)",
+    "file": "lock this environment.yml (e.g. one received from a colleague) instead of the "
+    "rendered spec; the team file is not merged into it",
+    "force": "relock even when the inputs are unchanged since the last lock; and replace a lock "
+    "made from another source (the team's spec, or another --file), which is refused otherwise",
     "team_file": "the team's extra packages (default: envs/team.yml)",
     **OUTPUT_HELP,
 }
 
 
 def _lock_plan_text(stack, request, wheelhouse, team_file, file) -> str:
-    """What `invoke --dry lock` prints: the resolved stack, the lock it would make or reuse, the spec."""
+    """What `invoke --dry lock` prints: the resolved stack, the lock it would make or reuse, the
+    spec."""
     from gpuenv.envs import locking
 
     plan = locking.plan_lock(
@@ -60,8 +63,10 @@ def _lock_plan_text(stack, request, wheelhouse, team_file, file) -> str:
     current = bool(meta and meta.input_hash == plan.input_hash() and meta.backend == plan.backend)
     lines = [
         f"stack: {stack.stack_id} (base {stack.base_image}, {stack.pip_requirement})",
-        f"backend: {plan.backend}; platforms: {', '.join(plan.platforms)}; inputs {plan.input_hash()[:12]}",
-        f"lock directory: {directory} ({'up to date: nothing would be done' if current else 'would be (re)locked'})",
+        f"backend: {plan.backend}; platforms: {', '.join(plan.platforms)}; inputs "
+        f"{plan.input_hash()[:12]}",
+        f"lock directory: {directory} "
+        f"({'up to date: nothing would be done' if current else 'would be (re)locked'})",
         "spec:",
         *(f"  {line}" for line in plan.spec_text.rstrip().splitlines()),
     ]
@@ -94,8 +99,10 @@ def _refuse_replacing(lock_dir: Path, file: str | None, force: bool) -> None:
     new = str(Path(file).resolve()) if file else None
     if old != new:
         raise BadInput(
-            f"{lock_dir} holds the lock of {_source(meta.env_file)}; locking {_source(file)} would replace it",
-            fix="pass --force to replace it (it becomes the stack's current lock), or keep the current one",
+            f"{lock_dir} holds the lock of {_source(meta.env_file)}; locking {_source(file)} "
+            "would replace it",
+            fix="pass --force to replace it (it becomes the stack's current lock), or keep the "
+            "current one",
         )
 
 
@@ -163,19 +170,22 @@ def lock(
     state = "unchanged" if result.skipped else "locked"
     report.result(
         f"{state}: {result.files} (backend {result.backend}, inputs {result.input_hash[:12]})\n"
-        f"current lock of {stack.stack_id}: {lock_directory(stack) / lock_file_name(result.backend)}, from {_source(file)}"
+        f"current lock of {stack.stack_id}: "
+        f"{lock_directory(stack) / lock_file_name(result.backend)}, from {_source(file)}"
     )
 
 
 @task(
     help={
         **STACK_HELP,
-        "output": "where to write the file (default: environment.yml; with --lock the lock's own name, "
-        "requirements.lock.txt or conda-lock.yml, in the current folder)",
+        "output": "where to write the file (default: environment.yml; with --lock the lock's "
+        "own name, requirements.lock.txt or conda-lock.yml, in the current folder)",
         "team_file": "the team's extra packages (default: envs/team.yml)",
-        "unpinned": "write the environment.yml even when the stack has no lock: version ranges, not pins (refused otherwise)",
-        "lock": "hand over the hashed form instead: the stack's lock file itself (conda-lock.yml or requirements.lock.txt, "
-        "every package with its hash), for conda-lock, pixi, uv or pip --require-hashes",
+        "unpinned": "write the environment.yml even when the stack has no lock: version ranges, "
+        "not pins (refused otherwise)",
+        "lock": "hand over the hashed form instead: the stack's lock file itself "
+        "(conda-lock.yml or requirements.lock.txt, every package with its hash), for "
+        "conda-lock, pixi, uv or pip --require-hashes",
     }
 )
 @user_errors
@@ -223,12 +233,14 @@ def export(
         target = Path(output or source.name)
         if is_dry(c):
             show(
-                f"would copy {source} (hashed) to {target} for {stack.stack_id}; nothing written (--dry)"
+                f"would copy {source} (hashed) to {target} for {stack.stack_id}; nothing written "
+                "(--dry)"
             )
             return
         result = export_lock(stack, target)
         show(
-            f"wrote {result.path} for {stack.stack_id}: the lock itself, every package with its hash (from {result.lock})"
+            f"wrote {result.path} for {stack.stack_id}: the lock itself, every package with its "
+            f"hash (from {result.lock})"
         )
         return
     target = Path(output or "environment.yml")
@@ -252,7 +264,8 @@ def export(
     show(f"wrote {result.path} for {stack.stack_id}, {how}")
     if result.lock:
         show(
-            f"the hashed form (every package with its hash): invoke export --lock, or share {result.lock}"
+            "the hashed form (every package with its hash): invoke export --lock, or share "
+            f"{result.lock}"
         )
 
 
@@ -284,7 +297,8 @@ def _refuse_other_platform(stack, meta) -> None:
     if stack.platform != here:
         raise BadInput(
             f"{stack.stack_id} is a {stack.platform} stack, but this host is {here} ({why})",
-            fix=f"install it on a {stack.platform} host, or drop --platform to install this host's stack",
+            fix=f"install it on a {stack.platform} host, or drop --platform to install this "
+            "host's stack",
         )
     if meta is not None and meta.platforms and here not in meta.platforms:
         locked = ", ".join(meta.platforms)
@@ -298,11 +312,14 @@ def _refuse_other_platform(stack, meta) -> None:
     help={
         **STACK_HELP,
         "platform": "the CPU architecture of the stack (linux-64, linux-aarch64): this host's",
-        "prefix": "the folder to install into, e.g. /shared/envs/torch (built beside it, then renamed into place)",
-        "wheelhouse": "folder of .whl files the lock's wheels are looked for in; when it holds every wheel of the lock no index is "
-        "asked (default: invoke.yaml gpuenv.wheelhouse, else the one the lock was made with, if it still exists)",
+        "prefix": "the folder to install into, e.g. /shared/envs/torch (built beside it, then "
+        "renamed into place)",
+        "wheelhouse": "folder of .whl files the lock's wheels are looked for in; when it holds "
+        "every wheel of the lock no index is asked (default: invoke.yaml gpuenv.wheelhouse, "
+        "else the one the lock was made with, if it still exists)",
         "force": "reinstall even when the prefix already holds this lock",
-        "offline": "ask no index: every wheel of the (uv) lock must be in --wheelhouse; the missing ones are named before anything is installed (air-gapped servers)",
+        "offline": "ask no index: every wheel of the (uv) lock must be in --wheelhouse; the "
+        "missing ones are named before anything is installed (air-gapped servers)",
         **OUTPUT_HELP,
     }
 )
@@ -368,14 +385,16 @@ def install(
             else "would be (re)installed"
         )
         show(
-            f"stack: {stack.stack_id}\nlock: {plan.lock.path} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})\n"
+            f"stack: {stack.stack_id}\nlock: {plan.lock.path} ({plan.lock.backend}, sha256 "
+            f"{plan.lock.sha256[:12]})\n"
             f"prefix: {where} ({state})\nwheelhouse: {plan.wheelhouse or 'none'}"
             f"{' (holds every locked wheel: no index is asked)' if plan.offline else ''}"
         )
         return
     with report:
         report.say(
-            f"stack: {stack.stack_id}; lock {plan.lock.path.name} ({plan.lock.backend}, sha256 {plan.lock.sha256[:12]})"
+            f"stack: {stack.stack_id}; lock {plan.lock.path.name} ({plan.lock.backend}, sha256 "
+            f"{plan.lock.sha256[:12]})"
         )
         result = installer.install(plan, say=report.phase, output=report.output, force=force)
     if result.skipped:
@@ -384,13 +403,15 @@ def install(
         # The interrupt came during the swap, which was let finish: say so, and exit as interrupted.
         signum = result.interrupted[0]
         raise Exit(
-            f"gpuenv: {signal.Signals(signum).name} arrived while the new prefix was moved into place; the move was "
-            f"finished first: {where} holds lock {result.lock_sha256[:12]}, the old one (if any) was removed and nothing was left beside it",
+            f"gpuenv: {signal.Signals(signum).name} arrived while the new prefix was moved into "
+            f"place; the move was finished first: {where} holds lock {result.lock_sha256[:12]}, "
+            "the old one (if any) was removed and nothing was left beside it",
             code=128 + signum,
         )
     else:
         report.result(
-            f"installed {stack.stack_id} into {where}\ncheck this host with: {result.prefix}/bin/python -m validate"
+            f"installed {stack.stack_id} into {where}\ncheck this host with: "
+            f"{result.prefix}/bin/python -m validate"
         )
 
 
@@ -401,10 +422,13 @@ _SHOWN_PROBLEMS = 40
 @task(
     help={
         **STACK_HELP,
-        "prefix": "check this folder (one `invoke install` made, or any conda or venv prefix) instead of an image",
-        "image": "check this image's environment (/opt/gpuenv/env), read through the engine without running the image "
-        "(default: the image of the current stack, or of the stack options given)",
-        "json": "also write the verdict to this file (every problem, the counts, what the packages were compared with)",
+        "prefix": "check this folder (one `invoke install` made, or any conda or venv prefix) "
+        "instead of an image",
+        "image": "check this image's environment (/opt/gpuenv/env), read through the engine "
+        "without running the image (default: the image of the current stack, or of the stack "
+        "options given)",
+        "json": "also write the verdict to this file (every problem, the counts, what the "
+        "packages were compared with)",
         **OUTPUT_HELP,
     }
 )
@@ -427,7 +451,8 @@ def verify(
     quiet=False,
 ):
     """Prove an environment holds exactly its lock's bytes: every file against its package's record
-    (conda-meta, RECORD), every package against the lock; exits 1 naming each altered, missing or unowned file."""
+    (conda-meta, RECORD), every package against the lock; exits 1 naming each altered, missing or
+    unowned file."""
     import json as jsonlib
 
     from invoke.exceptions import Exit
@@ -488,7 +513,8 @@ def verify(
         )
     counts = (
         f"{len(verdict.packages)} package records, {verdict.files_checked} files checked "
-        f"({verdict.files_hashed} hashed), {verdict.caches} cache files and {len(verdict.scaffolding)} installer files skipped"
+        f"({verdict.files_hashed} hashed), {verdict.caches} cache files and "
+        f"{len(verdict.scaffolding)} installer files skipped"
     )
     compared = (
         f"packages compared with {verdict.compared}"

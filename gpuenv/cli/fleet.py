@@ -37,7 +37,9 @@ def _read_baseline(path: str | None) -> tuple[bytes | None, dict[str, dict[str, 
         return None, None
     from validate.report.baseline import BaselineError, parse_baseline, read_baseline_bytes
 
-    try:  # read once: the same bytes are checked here and copied to every host (a FIFO has no second read)
+    # read once: the same bytes are checked here and copied to every host (a FIFO has no second
+    # read)
+    try:
         data = read_baseline_bytes(path)
         return data, parse_baseline(data, path)
     except BaselineError as err:
@@ -132,7 +134,8 @@ def check_fleet_options(opts: FleetOptions) -> None:
 
 
 class HostProgress:
-    """Progress per host: a live rich table on a terminal, plain lines (no control codes) otherwise."""
+    """Progress per host: a live rich table on a terminal, plain lines (no control codes)
+    otherwise."""
 
     def __init__(self, stream: Any = None, total: int = 0) -> None:
         from rich.console import Console
@@ -176,7 +179,8 @@ class HostProgress:
             elapsed = time.monotonic() - self.started
             done = sum(1 for s in self.state.values() if s[0] == "done")
             line = f"{host:<{_PAD}} {phase}{': ' + detail if detail else ''}"
-            # soft_wrap: a long line stays one line in a CI log, never cut at the console's 80 columns
+            # soft_wrap: a long line stays one line in a CI log, never cut at the console's 80
+            # columns
             self.console.print(
                 f"[{elapsed:6.1f}s {done}/{max(self.total, len(self.state))}] {safe_text(line)}",
                 markup=False,
@@ -199,7 +203,8 @@ def stack_image_ref(engine: Any) -> str:
             fix="push it (invoke push) and pass --image HOST/gpuenv/...@sha256:...",
         )
     show(
-        f"no --image: using {info.tags[0]} (hosts that lack it pull it by tag; share images by digest with invoke push)",
+        f"no --image: using {info.tags[0]} (hosts that lack it pull it by tag; share images by "
+        "digest with invoke push)",
         flush=True,
     )
     return info.tags[0]
@@ -242,12 +247,14 @@ def run_fleet(
         )
         slurm_job.check_job(job)
         say(
-            f"validating through Slurm: {opts.nodelist or (str(opts.nodes) + ' node(s)' if opts.nodes else '1 node')}, "
-            f"run folder {job.rundir}"
+            "validating through Slurm: "
+            f"{opts.nodelist or (str(opts.nodes) + ' node(s)' if opts.nodes else '1 node')}, run "
+            f"folder {job.rundir}"
         )
         with HostProgress(total=opts.nodes or 0) as progress:
             outcomes = slurm.run_job(job, baseline=baseline_bytes, progress=progress)
-            # Two or more nodes: one job across them after their own suites (gpuenv/fleet/multinode.py).
+            # Two or more nodes: one job across them after their own suites
+            # (gpuenv/fleet/multinode.py).
             from gpuenv.fleet.multinode import run_multinode
 
             joint = run_multinode(job, outcomes, progress)
@@ -284,7 +291,8 @@ def run_fleet(
     )
     limit = f", each within {timeout / 60:g} min (--time)" if timeout else ""
     say(
-        f"validating {len(opts.hosts)} host(s) over SSH, {min(opts.parallel, len(opts.hosts))} at a time, in {image}{limit}"
+        f"validating {len(opts.hosts)} host(s) over SSH, {min(opts.parallel, len(opts.hosts))} "
+        f"at a time, in {image}{limit}"
     )
     with HostProgress(total=len(opts.hosts)) as progress:
         state = sshhosts.FleetState()

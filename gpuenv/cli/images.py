@@ -1,4 +1,5 @@
-"""Tasks that make, share and use images: build (lock if needed, then docker build), push, run, images."""
+"""Tasks that make, share and use images: build (lock if needed, then docker build), push, run,
+images."""
 
 from __future__ import annotations
 
@@ -24,23 +25,33 @@ from gpuenv.cli.common import (
 )
 
 _BUILD_HELP = {
-    "platform": "the CPU architecture of the stack (linux-64, linux-aarch64; default: this host's); "
-    "the Docker engine must be of it",
+    "platform": "the CPU architecture of the stack (linux-64, linux-aarch64; default: this "
+    "host's); the Docker engine must be of it",
     **STACK_HELP,
-    "base_image": "build FROM this image instead of the stack's nvidia/cuda tag (default: invoke.yaml gpuenv.base_image; a local image on air-gapped servers)",
-    "tag": "an extra tag for the image, e.g. myteam/torch:prod (it always gets gpuenv/<stack>:<lock-hash> and :latest)",
+    "base_image": "build FROM this image instead of the stack's nvidia/cuda tag (default: "
+    "invoke.yaml gpuenv.base_image; a local image on air-gapped servers)",
+    "tag": "an extra tag for the image, e.g. myteam/torch:prod (it always gets "
+    "gpuenv/<stack>:<lock-hash> and :latest)",
     "no_cache": "rebuild every layer instead of reusing the engine's build cache",
-    "ca_cert": "CA bundle (PEM) trusted for HTTPS during the build, e.g. a corporate proxy's; it stays out of every layer of the image",
-    "wheelhouse": "folder of .whl files installed from before any index; when it holds every wheel of the lock the build asks "
-    "no index and runs without network (air-gapped servers); also used to lock when the lock is missing (default: invoke.yaml gpuenv.wheelhouse)",
-    "backend": "lock backend when the lock is missing: conda-lock or uv (default: invoke.yaml gpuenv.backend, else conda-lock; uv when a wheelhouse folder is given)",
+    "ca_cert": "CA bundle (PEM) trusted for HTTPS during the build, e.g. a corporate proxy's; "
+    "it stays out of every layer of the image",
+    "wheelhouse": "folder of .whl files installed from before any index; when it holds every "
+    "wheel of the lock the build asks no index and runs without network (air-gapped servers); "
+    "also used to lock when the lock is missing (default: invoke.yaml gpuenv.wheelhouse)",
+    "backend": "lock backend when the lock is missing: conda-lock or uv (default: invoke.yaml "
+    "gpuenv.backend, else conda-lock; uv when a wheelhouse folder is given)",
     "team_file": "the team's extra packages, when the lock is missing (default: envs/team.yml)",
-    "builder": "the engine's builder: auto (BuildKit where the engine offers it, else the classic builder), buildkit or classic",
-    "offline": "ask no index and build with no network: every wheel of the (uv) lock must be in --wheelhouse (the missing ones "
-    "are named first), the lock and the base image must be here (a complete wheelhouse does this without --offline too)",
+    "builder": "the engine's builder: auto (BuildKit where the engine offers it, else the "
+    "classic builder), buildkit or classic",
+    "offline": "ask no index and build with no network: every wheel of the (uv) lock must be in "
+    "--wheelhouse (the missing ones are named first), the lock and the base image must be here "
+    "(a complete wheelhouse does this without --offline too)",
     **OUTPUT_HELP,
 }
-_IMAGE_HELP = "run in this image instead of the stack's, e.g. HOST/gpuenv/<stack>@sha256:... as invoke push printed it; pulled (by digest) when missing"
+_IMAGE_HELP = (
+    "run in this image instead of the stack's, e.g. HOST/gpuenv/<stack>@sha256:... as invoke "
+    "push printed it; pulled (by digest) when missing"
+)
 
 
 def _remainder_argv(remainder: str) -> list[str]:
@@ -155,7 +166,8 @@ def build_order(stack, request, settings, given: dict):
 @task(
     help={
         **STACK_HELP,
-        "registry": "the registry, HOST[:PORT] (default: invoke.yaml gpuenv.registry); the image goes to HOST/gpuenv/<stack>",
+        "registry": "the registry, HOST[:PORT] (default: invoke.yaml gpuenv.registry); the "
+        "image goes to HOST/gpuenv/<stack>",
         **OUTPUT_HELP,
     }
 )
@@ -198,7 +210,9 @@ def push(
     plan = share.plan_push(engine, stack, lock_directory(stack), host)
     if is_dry(c):
         show(
-            f"stack: {stack.stack_id}\nimage: {plan.source}\nwould push: {', '.join(f'{plan.repository}:{t}' for t in plan.tags)}\nnothing pushed (--dry)"
+            f"stack: {stack.stack_id}\nimage: {plan.source}\n"
+            f"would push: {', '.join(f'{plan.repository}:{t}' for t in plan.tags)}\n"
+            "nothing pushed (--dry)"
         )
         return
     with report:
@@ -211,10 +225,11 @@ def push(
     help={
         **STACK_HELP,
         "image": _IMAGE_HELP,
-        "gpus": "GPUs given to the container: all, none, or indices/UUIDs like 0,1 (default: all; none for a CPU stack)",
+        "gpus": "GPUs given to the container: all, none, or indices/UUIDs like 0,1 (default: "
+        "all; none for a CPU stack)",
         "shm_size": "size of /dev/shm for data loaders and NCCL (default: 8g)",
-        "wheelhouse": "the wheel folder the image was built with (`invoke build --wheelhouse`), so the same stack is chosen "
-        "(default: invoke.yaml gpuenv.wheelhouse)",
+        "wheelhouse": "the wheel folder the image was built with (`invoke build --wheelhouse`), "
+        "so the same stack is chosen (default: invoke.yaml gpuenv.wheelhouse)",
         **OUTPUT_HELP,
     }
 )
@@ -255,7 +270,8 @@ def run(
     gpus = gpus if gpus is not None else ("none" if chosen.cpu else "all")
     if is_dry(c):
         show(
-            f"would run {shlex.join(command) or '(the image command)'} in {ref} with GPUs {gpus}, {Path.cwd()} at /workspace; nothing run (--dry)"
+            f"would run {shlex.join(command) or '(the image command)'} in {ref} with GPUs "
+            f"{gpus}, {Path.cwd()} at /workspace; nothing run (--dry)"
         )
         return
     options = {"shm_size": shm_size} if shm_size else {}

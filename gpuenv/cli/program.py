@@ -80,7 +80,8 @@ CORE_SHORT_FLAGS = {
 def short_flag_hint(
     argv: List[str], task_names: Any = (), core: dict[str, str] | None = None
 ) -> str:
-    """When a task's short flag came before the task name (`gpuenv -f torch resolve`), what it meant there.
+    """When a task's short flag came before the task name (`gpuenv -f torch resolve`), what it meant
+    there.
 
     Empty when there is nothing to say. Pure: tested on argv lists.
     """
@@ -105,7 +106,10 @@ def short_flag_hint(
             continue  # a config file, meant as one: its own error says what is wrong with it
         if flag in ours:
             if flag in core:
-                return f"before the task name {flag} is Invoke's {core[flag]}, not {ours[flag]}: task options go after the task name"
+                return (
+                    f"before the task name {flag} is Invoke's {core[flag]}, not {ours[flag]}: "
+                    "task options go after the task name"
+                )
             return f"{flag} ({ours[flag]}) is a task option: it goes after the task name"
     return ""
 
@@ -218,7 +222,8 @@ CONFIG_NAMES = ("invoke.yaml", "invoke.yml", "invoke.json")
 
 
 def project_dir(start: Path) -> Path | None:
-    """The nearest folder, from `start` up, holding an Invoke project config; else gpuenv's checkout."""
+    """The nearest folder, from `start` up, holding an Invoke project config; else gpuenv's
+    checkout."""
     for folder in (start, *start.parents):
         if any((folder / name).is_file() for name in CONFIG_NAMES):
             return folder
@@ -254,11 +259,15 @@ def config_file_problem(err: BaseException) -> str | None:
     if mark is not None and hasattr(
         err, "problem"
     ):  # yaml.MarkedYAMLError, Invoke's vendored copy or not
-        return f"{mark.name}:{mark.line + 1}: not valid YAML ({err.problem}): fix the file (see the committed invoke.yaml)"
+        return (
+            f"{mark.name}:{mark.line + 1}: not valid YAML ({err.problem}): fix the file (see the "
+            "committed invoke.yaml)"
+        )
     if isinstance(err, AmbiguousMergeError):
         return (
-            "a config file sets a section (`gpuenv:`, `gpuenv.fleet:` or `gpuenv.fleet.slurm:`) to a single value: "
-            "write it as indented `key: value` lines (see the committed invoke.yaml)"
+            "a config file sets a section (`gpuenv:`, `gpuenv.fleet:` or `gpuenv.fleet.slurm:`) "
+            "to a single value: write it as indented `key: value` lines (see the committed "
+            "invoke.yaml)"
         )
     return None
 

@@ -35,44 +35,63 @@ from validate.options import SUITE_OPTIONS, command_line
 #: by file path: `python -m validate` in /workspace would import a mounted checkout's validate/.
 SUITE_IN_IMAGE = "/opt/gpuenv/validate/__main__.py"
 
-#: What the suite options (validate/options.py, declared there once) mean beyond the suite in this task.
+#: What the suite options (validate/options.py, declared there once) mean beyond the suite in this
+#: task.
 _TASK_NOTES = {
-    "expect_gpus": "default: invoke.yaml gpuenv.expect_gpus; else on a bare host at least 1, except a host with no NVIDIA "
-    "driver and no NVIDIA device, which is validated as CPU-only",
+    "expect_gpus": "default: invoke.yaml gpuenv.expect_gpus; else on a bare host at least 1, "
+    "except a host with no NVIDIA driver and no NVIDIA device, which is validated as CPU-only",
     "json": "with --hosts/--slurm the fleet's, keyed by host then GPU UUID",
     "junit": "with --hosts/--slurm one testsuite per host",
-    "replay": "runs with this Python (as --local) unless --image or a stack option names an image to judge it in",
-    "verbose": "with --hosts/--slurm the fleet table lists ready hosts too; in an image also the full log of its pull",
+    "replay": "runs with this Python (as --local) unless --image or a stack option names an "
+    "image to judge it in",
+    "verbose": "with --hosts/--slurm the fleet table lists ready hosts too; in an image also "
+    "the full log of its pull",
 }
 
 _HELP = {
-    "local": "run the suite on this host with this Python (`python -m validate`) instead of inside an image",
+    "local": "run the suite on this host with this Python (`python -m validate`) instead of "
+    "inside an image",
     **STACK_HELP,
     "cuda": STACK_HELP["cuda"]
-    + "; picks the image to validate in (default without --local: the stack resolved for this host)",
-    "image": "validate in this image instead of the stack's, e.g. HOST/gpuenv/<stack>@sha256:... as invoke push printed it; pulled (by digest) when missing",
-    "gpus": "GPUs given to the container, as `docker run --gpus`: all, none, or 0,1 / GPU UUIDs (default: all; none for a CPU stack); with --hosts, a host's own after its URL: 'URL=0,1;URL=2,3'",
+    + "; picks the image to validate in (default without --local: the stack resolved for this "
+    "host)",
+    "image": "validate in this image instead of the stack's, e.g. "
+    "HOST/gpuenv/<stack>@sha256:... as invoke push printed it; pulled (by digest) when missing",
+    "gpus": "GPUs given to the container, as `docker run --gpus`: all, none, or 0,1 / GPU UUIDs "
+    "(default: all; none for a CPU stack); with --hosts, a host's own after its URL: "
+    "'URL=0,1;URL=2,3'",
     **{
         option.name: option.help
         + (f"; {_TASK_NOTES[option.name]}" if option.name in _TASK_NOTES else "")
         for option in SUITE_OPTIONS
     },
     # fleet validation (gpuenv/fleet/modes.py, gpuenv/cli/fleet.py); defaults from gpuenv.fleet
-    "hosts": "validate these Docker hosts over SSH, comma-separated ssh://user@host[:port]; --hosts alone: the hosts in invoke.yaml (gpuenv.fleet.hosts)",
+    "hosts": "validate these Docker hosts over SSH, comma-separated ssh://user@host[:port]; "
+    "--hosts alone: the hosts in invoke.yaml (gpuenv.fleet.hosts)",
     "parallel": "with --hosts: validate at most N hosts at once (default: 8)",
-    "report": "with --hosts/--slurm: write the fleet report as one self-contained HTML page (e.g. fleet.html)",
+    "report": "with --hosts/--slurm: write the fleet report as one self-contained HTML page "
+    "(e.g. fleet.html)",
     "slurm": "validate the nodes of a Slurm job (one task per node) instead of this host",
-    "partition": "with --slurm: the partition to submit to (default: gpuenv.fleet.slurm.partition, else Slurm's default)",
+    "partition": "with --slurm: the partition to submit to (default: "
+    "gpuenv.fleet.slurm.partition, else Slurm's default)",
     "nodes": "with --slurm: validate this many nodes (default: 1)",
     "nodelist": "with --slurm: validate exactly these nodes, e.g. gpu[01-04] (instead of --nodes)",
-    "time": "time limit, at most 7-0: with --slurm the job's, with --hosts each host's whole visit (connect, pull, suite); e.g. 30 (minutes), 0:30 (M:S) or 1:00:00",
-    "queue_time": "with --slurm: cancel the job if it waits in the queue longer than this (default 1:00:00, at most 7-0); a job that can never start is cancelled at once",
-    "prefix": "with --slurm: on nodes without Docker, run the suite from this prefix on a shared path (made by invoke install --prefix)",
-    "rundir": "with --slurm: shared folder for the job's scripts and per-node reports (default: ./gpuenv-fleet/slurm-TIME)",
-    "from_reports": "render the fleet report (table, --report/--json/--junit) from a folder of per-host `python -m validate --json` reports named HOST.json, collected by any means (Slurm, pdsh, Ansible, cron)",
-    "sbatch_arg": "with --slurm: one more sbatch option for the jobs, repeatable (e.g. --sbatch-arg=--account=ml "
-    "--sbatch-arg=--gres=gpu:h100:8); default: gpuenv.fleet.slurm.sbatch_args",
-    "outlier_floor": "fleet: a GPU below this share of its model's fleet median makes its host degraded, not ready (default: gpuenv.fleet.outlier_floor, else 0.9)",
+    "time": "time limit, at most 7-0: with --slurm the job's, with --hosts each host's whole "
+    "visit (connect, pull, suite); e.g. 30 (minutes), 0:30 (M:S) or 1:00:00",
+    "queue_time": "with --slurm: cancel the job if it waits in the queue longer than this "
+    "(default 1:00:00, at most 7-0); a job that can never start is cancelled at once",
+    "prefix": "with --slurm: on nodes without Docker, run the suite from this prefix on a "
+    "shared path (made by invoke install --prefix)",
+    "rundir": "with --slurm: shared folder for the job's scripts and per-node reports (default: "
+    "./gpuenv-fleet/slurm-TIME)",
+    "from_reports": "render the fleet report (table, --report/--json/--junit) from a folder of "
+    "per-host `python -m validate --json` reports named HOST.json, collected by any means "
+    "(Slurm, pdsh, Ansible, cron)",
+    "sbatch_arg": "with --slurm: one more sbatch option for the jobs, repeatable (e.g. "
+    "--sbatch-arg=--account=ml --sbatch-arg=--gres=gpu:h100:8); default: "
+    "gpuenv.fleet.slurm.sbatch_args",
+    "outlier_floor": "fleet: a GPU below this share of its model's fleet median makes its host "
+    "degraded, not ready (default: gpuenv.fleet.outlier_floor, else 0.9)",
     "quiet": OUTPUT_HELP["quiet"],
 }
 
@@ -133,7 +152,8 @@ class ReportPaths:
 
 
 def run_local(args: list[str]) -> int:
-    """Run the suite on this host with this interpreter; its output goes straight to the terminal."""
+    """Run the suite on this host with this interpreter; its output goes straight to the
+    terminal."""
     return subprocess.run([sys.executable, "-m", "validate", *args], check=False).returncode
 
 

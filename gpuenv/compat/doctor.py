@@ -126,7 +126,8 @@ def probe_recommendation(framework: str, host_file: str | None = None) -> dict[s
     return {"available": True, **stack.to_dict()}
 
 
-#: doctor must stay quick offline: PyPI gets this long before the freshness probe says "not checked".
+#: doctor must stay quick offline: PyPI gets this long before the freshness probe says "not
+#: checked".
 PYPI_TIMEOUT_S = 3.0
 
 
@@ -221,7 +222,8 @@ def collect_report(
     return report
 
 
-#: Width of the label column: the longest label ("tensorflow") and two spaces, so no label runs into its value.
+#: Width of the label column: the longest label ("tensorflow") and two spaces, so no label runs into
+#: its value.
 LABEL_WIDTH = len("tensorflow") + 2
 
 
@@ -245,14 +247,16 @@ def format_report(report: dict[str, Any]) -> str:
     lines = [
         _line(
             "host",
-            f"{report['host']['hostname']}  ({report['host']['os']}, Python {report['host']['python']})",
+            f"{report['host']['hostname']}  ({report['host']['os']}, Python "
+            f"{report['host']['python']})",
         )
     ]
     if report.get("host_file"):
         lines.append(
             _line(
                 "captured",
-                f"{report['host_file']}: driver, GPUs and recommended stacks below are that server's",
+                f"{report['host_file']}: driver, GPUs and recommended stacks below are that "
+                "server's",
             )
         )
     nvml = report["nvml"]
@@ -304,13 +308,15 @@ def format_report(report: dict[str, Any]) -> str:
         gpu = (
             "yes"
             if docker["gpu_ready"]
-            else "no (install the NVIDIA Container Toolkit, then nvidia-ctk runtime configure or cdi generate)"
+            else "no (install the NVIDIA Container Toolkit, then nvidia-ctk runtime configure "
+            "or cdi generate)"
         )
         arch = f"; engine {docker['architecture']}" if docker.get("architecture") else ""
         lines.append(
             _line(
                 "docker",
-                f"{docker['server_version']}{arch}; runtimes: {', '.join(docker['runtimes']) or '-'}; GPUs to containers: {gpu}",
+                f"{docker['server_version']}{arch}; runtimes: "
+                f"{', '.join(docker['runtimes']) or '-'}; GPUs to containers: {gpu}",
             )
         )
     else:
@@ -337,17 +343,21 @@ def format_report(report: dict[str, Any]) -> str:
 
 
 def compat_data_lines(data: dict[str, Any]) -> list[str]:
-    """The data-freshness line(s): warnings when the check date is old or PyPI has newer releases."""
+    """The data-freshness line(s): warnings when the check date is old or PyPI has newer
+    releases."""
     if not data.get("available"):
         return [f"data      not available: {data.get('why')}"]
     lines = [f"data      envs/compat.yaml checked {data['checked']}"]
     if data.get("stale_days"):
         lines.append(
-            f"warning   the compatibility data was checked {data['stale_days']} days ago (over {data['stale_after_days']}): run `invoke matrix --check` and update envs/compat.yaml"
+            f"warning   the compatibility data was checked {data['stale_days']} days ago (over "
+            f"{data['stale_after_days']}): run `invoke matrix --check` and update "
+            "envs/compat.yaml"
         )
     if data.get("newer_on_pypi"):
         lines.append(
-            f"warning   PyPI has releases newer than the data ({', '.join(data['newer_on_pypi'])}): run `invoke matrix --check`"
+            "warning   PyPI has releases newer than the data "
+            f"({', '.join(data['newer_on_pypi'])}): run `invoke matrix --check`"
         )
     elif data.get("pypi"):
         lines.append(f"data      newer releases on PyPI {data['pypi']}")

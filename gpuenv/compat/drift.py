@@ -1,9 +1,9 @@
 """Has upstream moved on? Compare envs/compat.yaml with what PyPI says (`invoke matrix --check`).
 
-`gather` asks a PyPI client (gpuenv.compat.pypi, the one module that talks HTTP) for the few documents
-and wheel METADATA files the comparison needs; `compare` is pure and turns those observations
-into findings, each with its source URL. Facts PyPI cannot give (driver floors, image tags,
-download.pytorch.org variants) are listed as needing a curated update.
+`gather` asks a PyPI client (gpuenv.compat.pypi, the one module that talks HTTP) for the few
+documents and wheel METADATA files the comparison needs; `compare` is pure and turns those
+observations into findings, each with its source URL. Facts PyPI cannot give (driver floors, image
+tags, download.pytorch.org variants) are listed as needing a curated update.
 """
 
 from __future__ import annotations
@@ -27,12 +27,18 @@ TF_AND_CUDA_FROM = Version("2.14")
 #: How old the data's check date may be before doctor warns.
 STALE_AFTER_DAYS = 60
 CURATED = (
-    "driver floor of each new CUDA update (NVIDIA CUDA release notes, Table 3 'CUDA Toolkit and Corresponding Driver Versions')",
-    "nvidia/cuda image tags and their NVIDIA_REQUIRE_CUDA (gitlab.com/nvidia/container-images/cuda, Docker Hub)",
-    "torch wheel variants on download.pytorch.org and their GPU architectures (pytorch/pytorch RELEASE.md CUDA support matrix)",
-    "TensorFlow's tested cuDNN where the and-cuda extra pins only a range (tensorflow.org/install/source#gpu)",
-    "the first driver branch of each GPU family (NVIDIA driver and CUDA release notes) and Jetson compute capabilities (developer.nvidia.com/cuda-gpus)",
-    "GPU architectures per CUDA release (NVIDIA CUDA release notes) and Python X.Y.0 release dates (python.org PEPs)",
+    "driver floor of each new CUDA update (NVIDIA CUDA release notes, Table 3 'CUDA Toolkit and "
+    "Corresponding Driver Versions')",
+    "nvidia/cuda image tags and their NVIDIA_REQUIRE_CUDA "
+    "(gitlab.com/nvidia/container-images/cuda, Docker Hub)",
+    "torch wheel variants on download.pytorch.org and their GPU architectures (pytorch/pytorch "
+    "RELEASE.md CUDA support matrix)",
+    "TensorFlow's tested cuDNN where the and-cuda extra pins only a range "
+    "(tensorflow.org/install/source#gpu)",
+    "the first driver branch of each GPU family (NVIDIA driver and CUDA release notes) and "
+    "Jetson compute capabilities (developer.nvidia.com/cuda-gpus)",
+    "GPU architectures per CUDA release (NVIDIA CUDA release notes) and Python X.Y.0 release "
+    "dates (python.org PEPs)",
 )
 
 
@@ -43,7 +49,8 @@ class Client(Protocol):
     def wheel_member(self, url: str, size: int, wanted: str) -> str: ...
 
 
-#: The file of a TensorFlow wheel that records the CUDA, cuDNN and GPU architectures it was built for.
+#: The file of a TensorFlow wheel that records the CUDA, cuDNN and GPU architectures it was built
+#: for.
 TF_BUILD_INFO = "tensorflow/python/platform/build_info.py"
 
 
@@ -168,7 +175,8 @@ def gather(
                     )
                 )
     say(
-        f"reading the METADATA of {len(jobs)} wheels (PEP 658 files or range requests, never whole wheels)"
+        f"reading the METADATA of {len(jobs)} wheels (PEP 658 files or range requests, never "
+        "whole wheels)"
     )
 
     def read(job):
@@ -190,7 +198,8 @@ def gather(
         for name, v, filename, requires in pool.map(read, jobs):
             metadata[name][v] = {"wheel": filename, "requires_dist": requires}
 
-    # TensorFlow's GPU kernels: build_info.py of the newest patch of every series in the data, and of new releases
+    # TensorFlow's GPU kernels: build_info.py of the newest patch of every series in the data, and
+    # of new releases
     tf_known = {p for r in matrix.tensorflow_releases for p in r.patches}
     tf_versions = [v for v in final_versions(docs["tensorflow"]) if v.count(".") == 2]
     newest: dict[str, str] = {}
@@ -233,7 +242,8 @@ def gather(
 
 
 def parse_build_info(text: str) -> dict[str, Any]:
-    """TensorFlow's build_info.py (an OrderedDict literal) -> {cuda, archs (SASS, 'X.Y'), ptx ('X.Y' or None)}.
+    """TensorFlow's build_info.py (an OrderedDict literal) -> {cuda, archs (SASS, 'X.Y'), ptx ('X.Y'
+    or None)}.
 
     Read with ast.literal_eval, never executed. `cuda_compute_capabilities` lists sm_XY (SASS) and
     compute_XY (PTX) entries.
@@ -261,7 +271,8 @@ def parse_build_info(text: str) -> dict[str, Any]:
 
 
 def torch_cuda_update(requires: list[str]) -> str | None:
-    """The exact CUDA update a PyPI torch wheel installs (cuda-toolkit==X.Y.Z, torch 2.11 on); None before."""
+    """The exact CUDA update a PyPI torch wheel installs (cuda-toolkit==X.Y.Z, torch 2.11 on); None
+    before."""
     req = _pins(requires).get("cuda-toolkit")
     if req is None:
         return None
@@ -312,7 +323,8 @@ def _minor(version: Version | None) -> str | None:
 
 
 def torch_cuda(requires: list[str]) -> str | None:
-    """The CUDA minor a PyPI torch wheel pins (cuda-toolkit from 2.11, nvidia-cuda-runtime-cu1x before)."""
+    """The CUDA minor a PyPI torch wheel pins (cuda-toolkit from 2.11, nvidia-cuda-runtime-cu1x
+    before)."""
     pins = _pins(requires)
     for name in (
         "cuda-toolkit",
@@ -327,7 +339,8 @@ def torch_cuda(requires: list[str]) -> str | None:
 
 
 def tensorflow_cuda(requires: list[str]) -> tuple[str | None, str | None]:
-    """(CUDA minor, cuDNN X.Y) of TensorFlow's and-cuda extra: its == pins, or the >= floors from 2.20."""
+    """(CUDA minor, cuDNN X.Y) of TensorFlow's and-cuda extra: its == pins, or the >= floors from
+    2.20."""
     pins = _pins(requires, extra="and-cuda")
     cuda = next(
         (
@@ -433,7 +446,10 @@ def compare(
     ):
         release = tf_known.get(v)
         got = parse_build_info(seen["text"])
-        upstream_text = f"CUDA {got['cuda']}, SASS {' '.join(got['archs']) or 'none'}, PTX {got['ptx'] or 'none'} (build_info.py of {seen['wheel']})"
+        upstream_text = (
+            f"CUDA {got['cuda']}, SASS {' '.join(got['archs']) or 'none'}, PTX "
+            f"{got['ptx'] or 'none'} (build_info.py of {seen['wheel']})"
+        )
         if release is None:
             continue  # a release the data lacks is reported above
         if (list(release.archs), release.ptx, release.kernels_cuda) != (
@@ -441,7 +457,10 @@ def compare(
             got["ptx"],
             got["cuda"],
         ):
-            data = f"CUDA {release.kernels_cuda}, SASS {' '.join(release.archs)}, PTX {release.ptx or 'none'}"
+            data = (
+                f"CUDA {release.kernels_cuda}, SASS {' '.join(release.archs)}, PTX "
+                f"{release.ptx or 'none'}"
+            )
             add(
                 Finding(
                     "tensorflow kernels",
@@ -477,7 +496,8 @@ def compare(
                     _page("cuda-toolkit", v),
                 )
             )
-    # a CUDA update a current torch wheel installs must have a driver floor: the resolver cannot place it otherwise
+    # a CUDA update a current torch wheel installs must have a driver floor: the resolver cannot
+    # place it otherwise
     floors = {u.version: u.min_driver for c in matrix.cuda_releases for u in c.updates}
     for v, seen in sorted(metadata["torch"].items(), key=lambda kv: Version(kv[0])):
         update = torch_cuda_update(seen["requires_dist"])

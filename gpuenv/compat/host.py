@@ -37,7 +37,10 @@ def platform_of_host(host, host_file: str | None) -> tuple[str | None, str]:
         product = builds.grace_gpu(gpu.name or "")
         if product:
             where = f" of --host {host_file}" if host_file else ""
-            why = f"inferred from the GPU: {gpu.name}{where} is only made with Grace, an Arm (aarch64) CPU"
+            why = (
+                f"inferred from the GPU: {gpu.name}{where} is only made with Grace, an Arm "
+                "(aarch64) CPU"
+            )
             return builds.platform, why
     return None, ""
 
@@ -82,8 +85,8 @@ def use_host_file(path: str | None) -> None:
 
 
 def read_host(host_file: str | None = None):
-    """The driver and GPUs through NVML (`validate.host.nvml`, the one module that talks to it): this
-    host's, or a server's from a capture (`nvidia-smi -q -x`, `-q`, or a `python -m validate
+    """The driver and GPUs through NVML (`validate.host.nvml`, the one module that talks to it):
+    this host's, or a server's from a capture (`nvidia-smi -q -x`, `-q`, or a `python -m validate
     --record` file) replayed through the same readers, so a stack is chosen for a server from a
     workstation. A file that is no capture is a BadInput naming it."""
     from validate.host.nvml import read_host as _read
@@ -127,15 +130,17 @@ def _refuse_hypervisor(host, where: str) -> None:
 
 def capture_archs(host, host_file: str) -> tuple[str, ...]:
     """The compute capabilities of a captured server's GPUs. nvidia-smi does not print them, so they
-    come from validate/host/gpu_archs.yaml by product name; a product not there is an error that says
-    so (never a guess) and how to go on."""
+    come from validate/host/gpu_archs.yaml by product name; a product not there is an error that
+    says so (never a guess) and how to go on."""
     from gpuenv.errors import BadInput
 
     unknown = sorted({g.name for g in host.gpus if not g.compute_capability})
     if unknown:
         raise BadInput(
-            f"--host {host_file}: the compute capability of {', '.join(unknown)} is unknown (not in validate/host/gpu_archs.yaml)",
-            fix="give it with --gpu-arch X.Y (https://developer.nvidia.com/cuda-gpus), or add the product there with its source",
+            f"--host {host_file}: the compute capability of {', '.join(unknown)} is unknown (not "
+            "in validate/host/gpu_archs.yaml)",
+            fix="give it with --gpu-arch X.Y (https://developer.nvidia.com/cuda-gpus), or add "
+            "the product there with its source",
         )
     return tuple(sorted({g.compute_capability for g in host.gpus if g.compute_capability}))
 
@@ -170,8 +175,8 @@ def request_for_host(
     origins: dict[str, str] | None = None,
     platform: str | None = None,
 ) -> Request:
-    """A Request from command-line values; the driver and GPU architectures come from NVML when not given
-    (from a captured server's with `host_file`).
+    """A Request from command-line values; the driver and GPU architectures come from NVML when not
+    given (from a captured server's with `host_file`).
 
     With a wheelhouse folder the resolver considers only the framework wheels it holds.
     """
@@ -195,7 +200,8 @@ def request_for_host(
             from gpuenv.errors import BadInput
 
             raise BadInput(
-                f"--host {host_file}: the capture names no driver ({host.error or 'no driver version'})",
+                f"--host {host_file}: the capture names no driver "
+                f"({host.error or 'no driver version'})",
                 fix="capture it with nvidia-smi -q -x on the server",
             )
         _refuse_hypervisor(host, f"--host {host_file}")
@@ -238,7 +244,8 @@ def request_for_host(
 
 
 def resolve_for_host(**options: str | bool | None) -> Stack:
-    """The stack for these command-line options on this host: what every task that takes them uses."""
+    """The stack for these command-line options on this host: what every task that takes them
+    uses."""
     return resolve_stack(request_for_host(**options))  # type: ignore[arg-type]
 
 

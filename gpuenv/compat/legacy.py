@@ -20,8 +20,12 @@ def _branch(driver: str | None) -> int | None:
 
 def last_served(arch: GpuArchitecture, cc: str) -> str:
     """What still serves a legacy GPU, in the words `doctor` and the resolver's refusal share:
-    "Kepler (cc 3.5): the last driver branch that runs it is R470, the last CUDA that builds for it 11.8"."""
-    return f"{arch.name} (cc {cc}): the last driver branch that runs it is R{arch.last_driver_branch}, the last CUDA that builds for it {arch.last_cuda}"
+    "Kepler (cc 3.5): the last driver branch that runs it is R470, the last CUDA that builds for it
+    11.8"."""
+    return (
+        f"{arch.name} (cc {cc}): the last driver branch that runs it is "
+        f"R{arch.last_driver_branch}, the last CUDA that builds for it {arch.last_cuda}"
+    )
 
 
 def legacy_lines(gpus: list[dict[str, Any]], driver: str | None, matrix: Matrix) -> list[str]:
@@ -35,15 +39,16 @@ def legacy_lines(gpus: list[dict[str, Any]], driver: str | None, matrix: Matrix)
         seen.add((name, cc))
         if not cc:
             lines.append(
-                f"{name}: unknown product, compute capability not reported: add it to validate/host/gpu_archs.yaml "
-                "from https://developer.nvidia.com/cuda-gpus, or give --gpu-arch X.Y"
+                f"{name}: unknown product, compute capability not reported: add it to "
+                "validate/host/gpu_archs.yaml from https://developer.nvidia.com/cuda-gpus, or "
+                "give --gpu-arch X.Y"
             )
             continue
         arch = matrix.architecture_of(cc)
         if arch is None:
             lines.append(
-                f"{name} (cc {cc}): no architecture in envs/compat.yaml has this compute capability: "
-                "no driver branch or CUDA release line gpuenv knows serves it"
+                f"{name} (cc {cc}): no architecture in envs/compat.yaml has this compute "
+                "capability: no driver branch or CUDA release line gpuenv knows serves it"
             )
             continue
         if arch.last_driver_branch is None:
@@ -53,17 +58,20 @@ def legacy_lines(gpus: list[dict[str, Any]], driver: str | None, matrix: Matrix)
         have = _branch(driver)
         if have is not None and have < last:
             lines.append(
-                f"{where}: driver {driver} is older: install an R{last} driver, then a CUDA {arch.last_cuda} (or older) stack (--cuda {arch.last_cuda})"
+                f"{where}: driver {driver} is older: install an R{last} driver, then a CUDA "
+                f"{arch.last_cuda} (or older) stack (--cuda {arch.last_cuda})"
             )
         else:
             lines.append(
-                f"{where}: stay on R{last} and CUDA {arch.last_cuda} or older (--cuda {arch.last_cuda}); no newer driver or CUDA line serves it"
+                f"{where}: stay on R{last} and CUDA {arch.last_cuda} or older (--cuda "
+                f"{arch.last_cuda}); no newer driver or CUDA line serves it"
             )
     return lines
 
 
 def probe_legacy(nvml: dict[str, Any]) -> dict[str, Any]:
-    """The doctor's probe: lines for the host's legacy or unknown GPUs (none when NVML is not read)."""
+    """The doctor's probe: lines for the host's legacy or unknown GPUs (none when NVML is not
+    read)."""
     from gpuenv.compat.matrix import load_matrix
 
     if not nvml.get("available"):

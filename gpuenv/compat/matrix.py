@@ -61,7 +61,8 @@ __all__ = [
 
 
 class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """libyaml's parser when present (the pure-Python one is most of `invoke resolve`'s time), refusing duplicate keys."""
+    """libyaml's parser when present (the pure-Python one is most of `invoke resolve`'s time),
+    refusing duplicate keys."""
 
     def construct_mapping(self, node, deep=False):  # type: ignore[no-untyped-def]
         seen: set[Any] = set()

@@ -1,4 +1,5 @@
-"""The typed model of envs/compat.yaml: one frozen dataclass per kind of fact, and `Matrix`, their whole.
+"""The typed model of envs/compat.yaml: one frozen dataclass per kind of fact, and `Matrix`, their
+whole.
 
 Kept apart from the parsers (matrix_parse.py) and the loader (matrix.py) so the rules, which only
 read facts, import plain data; every name here is also importable from gpuenv.compat.matrix.
@@ -36,7 +37,8 @@ class CudaMajor:
 
 @dataclass(frozen=True)
 class CudaUpdate:
-    """One shipped toolkit version (12.8.0 GA, 12.8.1 Update 1) and the driver it needs (None: unknown)."""
+    """One shipped toolkit version (12.8.0 GA, 12.8.1 Update 1) and the driver it needs (None:
+    unknown)."""
 
     version: str
     min_driver: str | None
@@ -56,7 +58,8 @@ class CudaRelease:
 
     @property
     def floor(self) -> str | None:
-        """The lowest driver that runs any update of this minor natively (its GA floor, when known)."""
+        """The lowest driver that runs any update of this minor natively (its GA floor, when
+        known)."""
         known = [u.min_driver for u in self.updates if u.min_driver]
         return min(known, key=Version) if known else None
 
@@ -114,7 +117,8 @@ class GpuArchitecture:
 
 @dataclass(frozen=True)
 class DriverBranch:
-    """The first driver branch (its leading number, "570") that runs GPUs of these compute capabilities."""
+    """The first driver branch (its leading number, "570") that runs GPUs of these compute
+    capabilities."""
 
     name: str
     compute_capabilities: tuple[str, ...]
@@ -197,7 +201,8 @@ class TensorflowRelease:
     python: tuple[str, ...]
     source: tuple[str, ...]
     and_cuda: bool = True
-    #: From the wheel's tensorflow/python/platform/build_info.py: SASS archs, the PTX arch, the exact CUDA.
+    #: From the wheel's tensorflow/python/platform/build_info.py: SASS archs, the PTX arch, the
+    #: exact CUDA.
     archs: tuple[str, ...] = ()
     ptx: str | None = None
     kernels_cuda: str | None = None

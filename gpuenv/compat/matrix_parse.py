@@ -146,7 +146,8 @@ def _entries(
 
 
 def parse_matrix(data: Any, path: Path = COMPAT_FILE) -> Matrix:
-    """Build a Matrix from the parsed YAML, raising DataError on the first bad or inconsistent entry."""
+    """Build a Matrix from the parsed YAML, raising DataError on the first bad or inconsistent
+    entry."""
     check = _Checker(path)
     top = check.mapping(data, "top level", ("schema",) + _SECTIONS)
     if top["schema"] != SCHEMA:
@@ -249,7 +250,8 @@ def _cuda_releases(top: dict[str, Any], check: _Checker) -> tuple[CudaRelease, .
             if Version(newer.min_driver) < Version(older.min_driver):  # type: ignore[arg-type]
                 raise check.fail(
                     where,
-                    f"update {newer.version} needs driver {newer.min_driver}, lower than {older.version}'s {older.min_driver}",
+                    f"update {newer.version} needs driver {newer.min_driver}, lower than "
+                    f"{older.version}'s {older.min_driver}",
                 )
         releases.append(CudaRelease(minor, tuple(updates)))
     return tuple(releases)
@@ -536,7 +538,8 @@ def _check_aarch64(m: Matrix, a: Aarch64Builds, known_ccs: set[str], check: _Che
 
 
 def _check_cuda(m: Matrix, check: _Checker) -> None:
-    """Every CUDA minor has its major, a floor above the major's; every image has its update and a base flavour."""
+    """Every CUDA minor has its major, a floor above the major's; every image has its update and a
+    base flavour."""
     for c in m.cuda_releases:
         major = m.cuda_major(c.major)
         if major is None:
@@ -546,7 +549,8 @@ def _check_cuda(m: Matrix, check: _Checker) -> None:
         if c.floor and Version(c.floor) < Version(major.minor_compat_min_driver):
             raise check.fail(
                 f"cuda_releases ({c.minor})",
-                f"driver floor {c.floor} is below the CUDA {c.major}.x minor-version floor {major.minor_compat_min_driver}",
+                f"driver floor {c.floor} is below the CUDA {c.major}.x minor-version floor "
+                f"{major.minor_compat_min_driver}",
             )
     for i in m.images:
         release = m.cuda_release(i.minor)
@@ -593,7 +597,8 @@ def _check_torch(m: Matrix, t: TorchRelease, known_ccs: set[str], check: _Checke
             if arch and arch.last_cuda and Version(v.cuda) > Version(arch.last_cuda):
                 raise check.fail(
                     vwhere,
-                    f"arch {cc} ({arch.name}) is not supported by CUDA {v.cuda} (its last CUDA is {arch.last_cuda})",
+                    f"arch {cc} ({arch.name}) is not supported by CUDA {v.cuda} (its last CUDA "
+                    f"is {arch.last_cuda})",
                 )
 
 

@@ -1,4 +1,5 @@
-"""The compatibility data as tables for people (`invoke matrix`), and the drift report (`--check`)."""
+"""The compatibility data as tables for people (`invoke matrix`), and the drift report
+(`--check`)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ UNCONFIRMED = " (unconfirmed)"
 def format_matrix(m: Matrix) -> str:
     parts = [f"Compatibility data: {m.path} (checked against upstream {m.checked})", ""]
     parts.append(
-        "CUDA releases (every update and its driver floor; images are the nvidia/cuda tags listed in the data)"
+        "CUDA releases (every update and its driver floor; images are the nvidia/cuda tags "
+        "listed in the data)"
     )
     rows = []
     for c in sorted(m.cuda_releases, key=lambda c: V(c.minor)):
@@ -110,7 +112,8 @@ def format_matrix(m: Matrix) -> str:
     parts.append(format_table(("family", "compute capability", "first cuda", "last cuda"), rows))
     parts.append("")
     parts.append(
-        "First driver branch per GPU (minor-version compatibility cannot make a driver run a GPU it predates)"
+        "First driver branch per GPU (minor-version compatibility cannot make a driver run a "
+        "GPU it predates)"
     )
     rows = [
         (
@@ -155,13 +158,14 @@ def _aarch64_lines(m: Matrix) -> list[str]:
         "",
         f"PyTorch on {a.platform} (Grace: {', '.join(a.grace_products)})",
         format_table(("series", "build (? unconfirmed)", "from", "sass"), rows),
-        f"TensorFlow on {a.platform}: {a.tf_cpu_requirement} {', '.join(a.tf_series)} (CPU builds); "
-        f"GPUs: {a.tf_gpu_use}",
+        f"TensorFlow on {a.platform}: {a.tf_cpu_requirement} {', '.join(a.tf_series)} (CPU "
+        f"builds); GPUs: {a.tf_gpu_use}",
     ]
 
 
 def format_drift(report: "DriftReport") -> str:
-    """The drift report for people: what PyPI knows that the data does not, each with its source URL."""
+    """The drift report for people: what PyPI knows that the data does not, each with its source
+    URL."""
     lines = [f"Compared {report.data_path} (checked {report.checked}) with {report.index}"]
     if report.findings:
         rows = [(f.kind, f.subject, f.data or "-", f.upstream, f.source) for f in report.findings]

@@ -32,7 +32,8 @@ class IndexUnreachable(ToolError):
         self.url = url
         super().__init__(
             f"cannot reach the package index at {url} ({reason})",
-            fix="check the network, pip's index-url/proxy/cert settings, or run it where PyPI is reachable",
+            fix="check the network, pip's index-url/proxy/cert settings, or run it where PyPI "
+            "is reachable",
         )
 
 
@@ -58,7 +59,8 @@ class IndexSettings:
 
 
 def parse_pip_config(text: str) -> dict[str, tuple[str, str]]:
-    """`pip config list` lines (`global.index-url='https://…'`) -> {key: (value, scope)}; later lines win."""
+    """`pip config list` lines (`global.index-url='https://…'`) -> {key: (value, scope)}; later
+    lines win."""
     out: dict[str, tuple[str, str]] = {}
     for line in text.splitlines():
         if "=" not in line or "." not in line.split("=", 1)[0]:
@@ -76,7 +78,8 @@ def parse_pip_config(text: str) -> dict[str, tuple[str, str]]:
 def settings_from_pip_config(
     config: dict[str, tuple[str, str]], timeout: float = 20.0
 ) -> IndexSettings:
-    """Pure: pip's index-url, cert and proxy become the drift check's settings (file:// indexes are skipped)."""
+    """Pure: pip's index-url, cert and proxy become the drift check's settings (file:// indexes are
+    skipped)."""
     index = config.get("index-url", (PYPI_SIMPLE, "default"))
     index_url = index[0] if index[0].startswith(("https://", "http://")) else PYPI_SIMPLE
     return IndexSettings(
@@ -89,7 +92,8 @@ def settings_from_pip_config(
 
 
 def read_index_settings(timeout: float = 20.0) -> IndexSettings:
-    """pip's configuration on this machine (files and PIP_* variables), as `pip config list` shows it.
+    """pip's configuration on this machine (files and PIP_* variables), as `pip config list` shows
+    it.
 
     pip's own Configuration class is read in-process when it imports (the `pip config list`
     subprocess costs seconds, too slow for doctor); the subprocess is the fallback.
@@ -118,7 +122,8 @@ def read_index_settings(timeout: float = 20.0) -> IndexSettings:
 
 
 class PyPI:
-    """A requests session configured like pip; counts the bytes it fetched (the drift check prints them)."""
+    """A requests session configured like pip; counts the bytes it fetched (the drift check prints
+    them)."""
 
     def __init__(self, settings: IndexSettings | None = None) -> None:
         import requests
@@ -142,7 +147,8 @@ class PyPI:
         try:
             response = self.session.get(url, headers=headers or {}, timeout=self.settings.timeout)
         except requests.RequestException as err:
-            # urllib3 buries the cause in a long text: keep its class ("Caused by NameResolutionError(...)")
+            # urllib3 buries the cause in a long text: keep its class ("Caused by
+            # NameResolutionError(...)")
             import re
 
             causes = re.findall(r"Caused by (\w+)\(", str(err))
@@ -156,11 +162,13 @@ class PyPI:
         return response
 
     def project(self, name: str) -> dict[str, Any]:
-        """The JSON API document of a project (releases with their files, and the latest's metadata)."""
+        """The JSON API document of a project (releases with their files, and the latest's
+        metadata)."""
         return self._get(self.json_url(name)).json()
 
     def file_url(self, name: str, url: str) -> str:
-        """File URLs in the JSON API may be relative (mirrors): resolve them against the document's URL."""
+        """File URLs in the JSON API may be relative (mirrors): resolve them against the document's
+        URL."""
         return urljoin(self.json_url(name), url)
 
     def wheel_metadata(self, url: str, size: int, pep658: bool = False) -> str:
@@ -181,8 +189,8 @@ class PyPI:
     def wheel_member(
         self, url: str, size: int, wanted: "Callable[[str], bool] | str", what: str | None = None
     ) -> str:
-        """One text file of a remote wheel (the first whose name `wanted` accepts, or that ends with it),
-        read with range requests on the zip's central directory and that member only."""
+        """One text file of a remote wheel (the first whose name `wanted` accepts, or that ends with
+        it), read with range requests on the zip's central directory and that member only."""
         match = wanted if callable(wanted) else (lambda n: n.endswith(wanted))  # type: ignore[operator]
         remote = _RangeFile(self, url, size)
         with zipfile.ZipFile(remote) as wheel:
@@ -193,7 +201,8 @@ class PyPI:
 
 
 class _RangeFile(io.RawIOBase):
-    """A read-only, seekable view of a remote file that fetches only the byte ranges zipfile asks for."""
+    """A read-only, seekable view of a remote file that fetches only the byte ranges zipfile asks
+    for."""
 
     def __init__(self, client: PyPI, url: str, size: int) -> None:
         self.client, self.url, self.size, self.pos = client, url, size, 0

@@ -101,9 +101,10 @@ class BuildMixin:
         `builder`: "auto" (BuildKit when the engine offers it, else the classic builder),
         "buildkit" or "classic". `labels` are set on the image by the engine (the classic builder
         makes one step of each: gpuenv's own images carry theirs as one LABEL in the Dockerfile
-        instead); `network_mode` "none" runs every RUN step without network. `owner_prefix` ("io.gpuenv."): an image with a label under it is
-        this program's; only such an image is ever removed or has a name taken from it, and an
-        image the new tags replaced is removed when it is this program's and nothing uses it.
+        instead); `network_mode` "none" runs every RUN step without network. `owner_prefix`
+        ("io.gpuenv."): an image with a label under it is this program's; only such an image is ever
+        removed or has a name taken from it, and an image the new tags replaced is removed when it
+        is this program's and nothing uses it.
         With BuildKit, a build whose every layer and setting equals the image already under
         `tags[0]` keeps that image (BuildKit stamps each build with its own time): the same
         inputs give the same image id. The classic builder's install stage (the next build's
@@ -134,7 +135,8 @@ class BuildMixin:
                         fix="build with the classic builder",
                     ) from None
                 emit(
-                    f"the engine refused a BuildKit build ({err}): building with the classic builder\n"
+                    f"the engine refused a BuildKit build ({err}): building with the classic "
+                    "builder\n"
                 )
                 context.seek(0)
         if result is None:
@@ -411,13 +413,14 @@ class BuildMixin:
                 and not _owned(previous, owner_prefix)
             ):
                 request.emit(
-                    f"{cache_tag} names an image this build did not make: it is left as it is, and the install "
-                    f"stage is not kept as the next build's cache\n"
+                    f"{cache_tag} names an image this build did not make: it is left as it is, "
+                    "and the install stage is not kept as the next build's cache\n"
                 )
             else:
                 quietly(lambda: self.client.api.tag(earlier[-1], repo, tag, force=True))
                 if previous is not None and previous.id != earlier[-1]:
-                    # the name moved off an install stage this program kept: untagged now, it is nobody's cache
+                    # the name moved off an install stage this program kept: untagged now, it is
+                    # nobody's cache
                     quietly(lambda: self._remove_if_ours_and_unused(previous.id, owner_prefix))
         made = {i.removeprefix("sha256:")[:12] for i in trace.made | set(trace.stages)}
         if final:

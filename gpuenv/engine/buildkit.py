@@ -219,7 +219,8 @@ class Trace:
 
 def request(api: Any, context: IO[bytes], params: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """POST /build?version=2 through the SDK's own connection (its URL, auth and transport: local
-    socket or ssh://), the decoded records streamed back. A stream silent for SILENCE_LIMIT fails."""
+    socket or ssh://), the decoded records streamed back. A stream silent for SILENCE_LIMIT
+    fails."""
     query = {**params, "version": "2"}
     for key in ("buildargs", "labels"):
         if key in query:

@@ -1,5 +1,6 @@
 """What every part of the engine package shares: how an SDK failure reads in one line, the
-failures of the wire below the SDK, and cleanup that must never raise over the error a caller sees."""
+failures of the wire below the SDK, and cleanup that must never raise over the error a caller
+sees."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Any, Callable
 
 
 def short_reason(err: BaseException) -> str:
-    """The engine's (or the wire's) reason in one line for a message: its last line, at most 300 characters."""
+    """The engine's (or the wire's) reason in one line for a message: its last line, at most 300
+    characters."""
     text = str(getattr(err, "explanation", None) or err).strip().splitlines()
     return text[-1][:300] if text else type(err).__name__
 

@@ -19,8 +19,12 @@ from gpuenv.engine.common import quietly, short_reason, transport_errors
 from gpuenv.errors import ToolError
 from validate.text import safe_url
 
-ENGINE_FIX = "start the Docker engine (sudo systemctl start docker, or sudo scripts/install-docker.sh) or set DOCKER_HOST"
-#: Seconds for the SDK's reads of the local engine (a call that streams nothing for this long fails).
+ENGINE_FIX = (
+    "start the Docker engine (sudo systemctl start docker, or sudo scripts/install-docker.sh) "
+    "or set DOCKER_HOST"
+)
+#: Seconds for the SDK's reads of the local engine (a call that streams nothing for this long
+#: fails).
 READ_TIMEOUT = 60
 #: Seconds to reach a remote engine: the TCP connect, SSH banner, key exchange and login, and then
 #: `docker version` over that connection, each within this limit.
@@ -141,7 +145,8 @@ def ssh_problem(target: SshTarget, err: BaseException, limit: float) -> EngineUn
         return EngineUnavailable(
             UNREACHABLE,
             f"cannot reach {where} over SSH: no answer within {limit:.0f}s",
-            fix="the host is down or a firewall drops the packets; check it, or drop it from --hosts",
+            fix="the host is down or a firewall drops the packets; check it, or drop it from "
+            "--hosts",
         )
     if "banner" in text.lower():
         return EngineUnavailable(
@@ -163,8 +168,12 @@ def ssh_problem(target: SshTarget, err: BaseException, limit: float) -> EngineUn
 
 
 #: Run over SSH before the SDK is given the host: `docker` must be on the login's PATH (the SDK
-#: runs `docker system dial-stdio` there) and its engine must answer; prints the engine's API version.
-_REMOTE_PROBE = "command -v docker >/dev/null 2>&1 || exit 127; exec docker version --format '{{.Server.APIVersion}}'"
+#: runs `docker system dial-stdio` there) and its engine must answer; prints the engine's API
+#: version.
+_REMOTE_PROBE = (
+    "command -v docker >/dev/null 2>&1 || exit 127; exec docker version --format "
+    "'{{.Server.APIVersion}}'"
+)
 
 
 def remote_engine_problem(
@@ -177,13 +186,15 @@ def remote_engine_problem(
         return EngineUnavailable(
             ENGINE_NOT_ANSWERING,
             f"SSH to {who} works but its Docker engine did not answer within {limit:.0f}s",
-            fix="the engine hangs: look at dockerd there (systemctl status docker, journalctl -u docker) and restart it",
+            fix="the engine hangs: look at dockerd there (systemctl status docker, journalctl "
+            "-u docker) and restart it",
         )
     if status == 127:
         return EngineUnavailable(
             NO_DOCKER,
             f"SSH to {who} works but there is no `docker` command on its PATH",
-            fix="install Docker there (the SDK runs `docker system dial-stdio` over SSH), or put docker on that user's PATH",
+            fix="install Docker there (the SDK runs `docker system dial-stdio` over SSH), or "
+            "put docker on that user's PATH",
         )
     if status == 0 and re.fullmatch(r"\d+\.\d+", out.strip()):
         return None
@@ -191,11 +202,13 @@ def remote_engine_problem(
         return EngineUnavailable(
             ENGINE_NOT_ANSWERING,
             f"SSH to {who} works but that user may not use its Docker engine ({last})",
-            fix="add the user to the docker group there (sudo usermod -aG docker USER), then log in again",
+            fix="add the user to the docker group there (sudo usermod -aG docker USER), then "
+            "log in again",
         )
     return EngineUnavailable(
         ENGINE_NOT_ANSWERING,
-        f"SSH to {who} works but its Docker engine does not answer ({last or f'docker version exited {status}'})",
+        f"SSH to {who} works but its Docker engine does not answer "
+        f"({last or f'docker version exited {status}'})",
         fix="start dockerd there (sudo systemctl start docker)",
     )
 
@@ -266,7 +279,8 @@ def _probe_remote(target: SshTarget, limit: float) -> str:
         except (paramiko.SSHException, OSError, EOFError) as err:
             raise EngineUnavailable(
                 ENGINE_NOT_ANSWERING,
-                f"SSH to {target.hostname} works but running docker there failed ({short_reason(err)})",
+                f"SSH to {target.hostname} works but running docker there failed "
+                f"({short_reason(err)})",
                 fix="check that the user may run commands (no ForceCommand or restricted shell)",
             ) from None
         problem = remote_engine_problem(target, status, out, err_text, limit)
@@ -294,10 +308,11 @@ class Connection:
 
     @classmethod
     def local(cls: type[_C], timeout: float = READ_TIMEOUT) -> _C:
-        """This machine's engine (DOCKER_HOST honoured): one per DOCKER_HOST and read timeout for the
-        life of the process, pinged when first opened; a closed one is opened again.
+        """This machine's engine (DOCKER_HOST honoured): one per DOCKER_HOST and read timeout for
+        the life of the process, pinged when first opened; a closed one is opened again.
 
-        `timeout` is the SDK's read timeout: calls that stream large data (saving an image) need more.
+        `timeout` is the SDK's read timeout: calls that stream large data (saving an image) need
+        more.
         """
         key = (cls, os.environ.get("DOCKER_HOST"), timeout)
         with _LOCAL_LOCK:
@@ -331,7 +346,8 @@ class Connection:
         connect_timeout: float = CONNECT_TIMEOUT,
         read_timeout: float = READ_TIMEOUT,
     ) -> _C:
-        """The engine behind `ssh://user@host[:port]`, or EngineUnavailable with the step that failed.
+        """The engine behind `ssh://user@host[:port]`, or EngineUnavailable with the step that
+        failed.
 
         The SDK's paramiko connect takes no timeout and its constructor negotiates the API version
         with no limit of its own, so first a bounded SSH login of our own runs `docker version`
@@ -384,7 +400,8 @@ class Connection:
         return engine
 
     def close(self) -> None:
-        """Drop the connection (and, for ssh://, the SSH session): every read in flight on it ends."""
+        """Drop the connection (and, for ssh://, the SSH session): every read in flight on it
+        ends."""
         self._closed = True
         quietly(self.client.close)
 
@@ -409,7 +426,8 @@ class Connection:
         return sorted((self.info().get("Runtimes") or {}).keys())
 
     def architecture(self) -> str:
-        """The engine's CPU architecture as `docker info` reports it (x86_64, aarch64): the image's."""
+        """The engine's CPU architecture as `docker info` reports it (x86_64, aarch64): the
+        image's."""
         return str(self.info().get("Architecture") or "unknown")
 
 

@@ -29,10 +29,9 @@ WORKDIR_IN_CONTAINER = "/workspace"
 T = TypeVar("T")
 
 _PYTHON_PROBE = (
-    'for p in "python$0" python3; do '
-    'if command -v "$p" >/dev/null 2>&1 '
-    '&& [ "$("$p" -c "import sys; print(\'%d.%d\' % sys.version_info[:2])" 2>/dev/null)" = "$0" ] '
-    '&& "$p" -c "import venv, ensurepip" >/dev/null 2>&1; then command -v "$p"; exit 0; fi; done; exit 3'
+    'for p in "python$0" python3; do if command -v "$p" >/dev/null 2>&1 && [ "$("$p" -c "import '
+    'sys; print(\'%d.%d\' % sys.version_info[:2])" 2>/dev/null)" = "$0" ] && "$p" -c "import '
+    'venv, ensurepip" >/dev/null 2>&1; then command -v "$p"; exit 0; fi; done; exit 3'
 )
 
 
@@ -45,9 +44,9 @@ class ContainersMixin:
         """The path of a usable Python `version` (X.Y) inside `image`, or None when it has none.
 
         Runs a throwaway container with the image's entrypoint replaced (nvidia/cuda's prints a
-        banner), no network, and removes it whatever happens. (The SDK's `containers.run(remove=True)`
-        removes only a container that ran: one whose start failed, or a wait cut short, stayed behind
-        in the Created state.)
+        banner), no network, and removes it whatever happens. (The SDK's
+        `containers.run(remove=True)` removes only a container that ran: one whose start failed, or
+        a wait cut short, stayed behind in the Created state.)
         """
         from docker.errors import APIError
 
@@ -94,8 +93,8 @@ class ContainersMixin:
 
         `workdir_mount` (default: the current folder) is mounted read-write at /workspace, the
         working directory; `mounts` adds host folders read-write at the container paths given
-        (reports written outside the current folder). GPUs are requested the way `docker run --gpus` does. The image must be
-        present: this never pulls.
+        (reports written outside the current folder). GPUs are requested the way `docker run --gpus`
+        does. The image must be present: this never pulls.
         """
         from docker.errors import APIError, ImageNotFound
 
@@ -109,13 +108,14 @@ class ContainersMixin:
                 f"image {self.image_name(image)} is not present on this engine",
                 fix="build it with invoke build",
             ) from None
-        # The container runs as the caller's uid:gid, root included (like `docker run -u $(id -u):$(id -g)`).
+        # The container runs as the caller's uid:gid, root included (like `docker run -u $(id
+        # -u):$(id -g)`).
         # What it writes into the mounted folder (reports, checkpoints) must be writable there and
-        # belong to the caller: the image's own user (1000) cannot write a folder that root or anyone
-        # else owns with mode 0755/0700, and making it world-writable would be the wrong fix. Running
-        # as root is no escalation for a root caller, who already commands the engine; the image stays
-        # non-root for everyone who runs it without gpuenv. The caller's uid has no home in the image,
-        # hence HOME=/tmp.
+        # belong to the caller: the image's own user (1000) cannot write a folder that root or
+        # anyone else owns with mode 0755/0700, and making it world-writable would be the wrong fix.
+        # Running as root is no escalation for a root caller, who already commands the engine; the
+        # image stays non-root for everyone who runs it without gpuenv. The caller's uid has no home
+        # in the image, hence HOME=/tmp.
         options["environment"].setdefault("HOME", "/tmp")
         container = None
         try:
@@ -163,7 +163,8 @@ class ContainersMixin:
         infiniband: bool = False,
     ) -> "Container":
         """Create and start a detached container with the run options of `run_container` (GPUs,
-        /dev/shm, memlock, init) as the image's own user; `files` is a tar put at / before it starts.
+        /dev/shm, memlock, init) as the image's own user; `files` is a tar put at / before it
+        starts.
         `host_network`: the host's network and IPC namespaces (`--network host --ipc host`), which a
         job across hosts needs: its rendezvous and NCCL reach the other hosts' addresses directly.
 
@@ -417,7 +418,8 @@ def parse_gpus(gpus: str) -> str | list[str]:
 
 
 def parse_shm_size(value: str | int) -> int:
-    """`--shm-size` in bytes, checked by the SDK's own parser before anything is asked of the engine."""
+    """`--shm-size` in bytes, checked by the SDK's own parser before anything is asked of the
+    engine."""
     from docker.errors import DockerException
     from docker.utils import parse_bytes
 

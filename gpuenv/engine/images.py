@@ -62,7 +62,8 @@ def info_of(image: Any) -> ImageInfo:
 
 
 def split_tag(ref: str) -> tuple[str, str]:
-    """(repository, tag) of `ref`, the tag `latest` when it names none (a registry port is no tag)."""
+    """(repository, tag) of `ref`, the tag `latest` when it names none (a registry port is no
+    tag)."""
     return (
         (ref.rpartition(":")[0], ref.rpartition(":")[2])
         if ":" in ref.split("/")[-1]
@@ -90,7 +91,8 @@ class ImagesMixin:
         return [info_of(img) for img in self.client.images.list(filters={"label": filters})]
 
     def image_name(self, ref: str) -> str:
-        """How a message names an image: by a tag when it has one, else by its short id (never sha256:...)."""
+        """How a message names an image: by a tag when it has one, else by its short id (never
+        sha256:...)."""
         if not re.fullmatch(r"(sha256:)?[0-9a-f]{12,64}", ref):
             return ref  # already a name
         try:
@@ -102,7 +104,8 @@ class ImagesMixin:
         return ref.removeprefix("sha256:")[:12]
 
     def tag_all_or_none(self, image_id: str, tags: list[str]) -> None:
-        """Give `image_id` every tag in `tags`, or, when the engine refuses one, put back the ones moved.
+        """Give `image_id` every tag in `tags`, or, when the engine refuses one, put back the ones
+        moved.
 
         Tags move together: a refused tag (a name the engine will not take) must not leave the
         stack's `latest` on the new image while the team's tag stays on the old one.
@@ -124,7 +127,8 @@ class ImagesMixin:
                     quietly(lambda r=done_ref, p=previous: self._restore_tag(r, p))
                 raise ToolError(
                     f"the engine refused the tag {ref} after the build: {short_reason(err)}",
-                    fix="no tag was moved; choose a valid --tag and build again (the layers are cached)",
+                    fix="no tag was moved; choose a valid --tag and build again (the layers are "
+                    "cached)",
                 ) from None
             moved.append((f"{repo}:{tag}", before))
 
@@ -229,7 +233,8 @@ class ImagesMixin:
         deadline: float | None = None,
         stall_timeout: float | None = None,
     ) -> ImageInfo:
-        """Pull `ref` (name@sha256:... or name:tag) into the engine; the image, as image_info gives it.
+        """Pull `ref` (name@sha256:... or name:tag) into the engine; the image, as image_info gives
+        it.
 
         Bounded twice. The SDK's own pull reads with no timeout at all (it passes timeout=None), so
         a registry that stalls mid-download would hang it forever; this sends the same request

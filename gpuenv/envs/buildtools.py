@@ -76,7 +76,8 @@ def gather(
         # conda locks carry their own Python; the uv lock needs one of the stack's version.
         if progress:
             progress(
-                f"the base image has no Python {python}: using uv's standalone CPython {python} ({arch})"
+                f"the base image has no Python {python}: using uv's standalone CPython {python} "
+                f"({arch})"
             )
         standalone = lockers.install_standalone_python(
             python, arch, cache_dir() / "python", ca_cert=ca_cert

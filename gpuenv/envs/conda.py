@@ -107,7 +107,8 @@ def check_mirrors(mirrors: Mapping[str, str], option: str = "conda_mirrors") -> 
         if not isinstance(mirror, str) or not mirror.startswith(("file://", "http://", "https://")):
             raise BadInput(
                 f"{option}: the mirror {mirror!r} of {channel} is not a URL",
-                fix="give a file:///path or http(s):// URL of a folder laid out as the channel (noarch/, linux-64/)",
+                fix="give a file:///path or http(s):// URL of a folder laid out as the channel "
+                "(noarch/, linux-64/)",
             )
         checked[channel_url(channel)] = mirror.rstrip("/")
     return checked
@@ -152,8 +153,8 @@ def solve(
     mirrors: Mapping[str, str] | None = None,
     cache_dir: Path | None = None,
 ) -> list[CondaPackage]:
-    """The packages that satisfy `specs` on `platform` from `channels` (the solver prefers the highest
-    versions and build numbers), sorted by name.
+    """The packages that satisfy `specs` on `platform` from `channels` (the solver prefers the
+    highest versions and build numbers), sorted by name.
 
     An unknown package, a conflict or an unreachable channel is a ToolError naming it and the
     channels asked.
@@ -183,9 +184,11 @@ def solve(
         kind, text = answer["error"]
         if kind == "fetch":
             fix = (
-                "check the mirrors (invoke.yaml gpuenv.conda_mirrors): are they reachable from here and laid out as the channels?"
+                "check the mirrors (invoke.yaml gpuenv.conda_mirrors): are they reachable from "
+                "here and laid out as the channels?"
                 if mirrors
-                else "check the channel URL and the network, or set a mirror of it (invoke.yaml gpuenv.conda_mirrors)"
+                else "check the channel URL and the network, or set a mirror of it (invoke.yaml "
+                "gpuenv.conda_mirrors)"
             )
             raise ToolError(f"cannot read the conda channel {where}: {text}", fix=fix)
         if kind == "spec":
@@ -195,7 +198,8 @@ def solve(
             )
         raise ToolError(
             f"the conda solve for {platform} failed against {where}: {text}",
-            fix="check the package names and pins of the environment's conda part (each must exist in those channels)",
+            fix="check the package names and pins of the environment's conda part (each must "
+            "exist in those channels)",
         )
     return [
         CondaPackage(
@@ -351,8 +355,10 @@ def fetch_verified(
         if got != package.sha256:
             path.unlink(missing_ok=True)
             raise DataError(
-                f"{package.name} {package.version} from {safe_url(url)} has sha256 {got}, the lock says {package.sha256}",
-                fix="the package on the channel or mirror is not the one locked: check the mirror, or relock (invoke lock --force)",
+                f"{package.name} {package.version} from {safe_url(url)} has sha256 {got}, the "
+                f"lock says {package.sha256}",
+                fix="the package on the channel or mirror is not the one locked: check the "
+                "mirror, or relock (invoke lock --force)",
             )
         paths.append(path)
     return paths
@@ -476,11 +482,14 @@ def download_fix(url: str, mirror: bool) -> str:
     fix when it is the one failing), a file:// folder is no network, a channel is the network."""
     if mirror:
         return (
-            "check the mirror (invoke.yaml gpuenv.conda_mirrors): is it reachable from here and laid out as the "
-            "channel (noarch/, linux-64/)?"
+            "check the mirror (invoke.yaml gpuenv.conda_mirrors): is it reachable from here and "
+            "laid out as the channel (noarch/, linux-64/)?"
         )
     if url.startswith("file://"):
-        return "check that the channel folder exists and holds the package (a file:// channel needs no network)"
+        return (
+            "check that the channel folder exists and holds the package (a file:// channel "
+            "needs no network)"
+        )
     return "check the network, or set a mirror of the channel (invoke.yaml gpuenv.conda_mirrors)"
 
 
@@ -508,7 +517,8 @@ def _run_child(
         if not outbox.is_file():
             lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
             raise ToolError(
-                f"the conda {action} stopped (exit {done.returncode}) before it finished: {lines[-1] if lines else 'no output'}",
+                f"the conda {action} stopped (exit {done.returncode}) before it finished: "
+                f"{lines[-1] if lines else 'no output'}",
                 fix="this is a bug in gpuenv or py-rattler; run again with --verbose and report it",
             )
         return json.loads(outbox.read_text(encoding="utf-8"))

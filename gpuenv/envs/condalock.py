@@ -1,4 +1,5 @@
-"""A stack's conda-lock.yml, made and installed without the conda-lock program or an installer binary.
+"""A stack's conda-lock.yml, made and installed without the conda-lock program or an installer
+binary.
 
 Lock: the conda part of the spec is solved per platform by gpuenv.envs.conda (py-rattler) with the
 stack's virtual packages; the pip part is locked by uv for the same platform, with hashes (so an
@@ -55,7 +56,8 @@ def read_pylock(path: Path) -> list[PipPin]:
         wheels = package.get("wheels") or []
         if len(wheels) != 1 or not (wheels[0].get("hashes") or {}).get("sha256"):
             raise ToolError(
-                f"uv locked {package.get('name')} without exactly one hashed wheel for the platform",
+                f"uv locked {package.get('name')} without exactly one hashed wheel for the "
+                "platform",
                 fix="pin a version that publishes a wheel for it (sdists are not locked)",
             )
         wheel = wheels[0]
@@ -184,7 +186,8 @@ def read_lock(path: Path, platform: str) -> LockedEnvironment:
                     f"{path}: {dep.name} has no sha256", fix="relock: invoke lock --force"
                 )
             conda_part.append(
-                conda.CondaPackage(  # build_number and channel: not in conda-lock.yml, not needed to install
+                # build_number and channel: not in conda-lock.yml, not needed to install
+                conda.CondaPackage(
                     name=dep.name,
                     version=dep.version,
                     build=dep.build or "",
@@ -208,7 +211,8 @@ def read_lock(path: Path, platform: str) -> LockedEnvironment:
 
 
 def host_virtual_versions(environ: Mapping[str, str] | None = None) -> dict[str, str | None]:
-    """This host's `__cuda` and `__glibc` (None: none). CONDA_OVERRIDE_CUDA / _GLIBC win, as in conda."""
+    """This host's `__cuda` and `__glibc` (None: none). CONDA_OVERRIDE_CUDA / _GLIBC win, as in
+    conda."""
     environ = os.environ if environ is None else environ
     cuda = environ.get("CONDA_OVERRIDE_CUDA")
     if cuda is None:
@@ -249,7 +253,10 @@ def unmet_virtual(
                     + f", and there is no {name} here"
                 )
             if spec and not all(_meets(value, part.strip()) for part in spec.split(",")):
-                return f"{package.name} {package.version} ({package.build}) needs {name} {spec}, and this has {value}"
+                return (
+                    f"{package.name} {package.version} ({package.build}) needs {name} {spec}, "
+                    f"and this has {value}"
+                )
     return None
 
 
@@ -303,7 +310,8 @@ def install(
     if problem:
         raise BadInput(
             f"{lock_path.name} cannot run on {target}: {problem}",
-            fix="install where the driver (or base image) meets it, or lock the stack for this machine's CUDA (--cuda)",
+            fix="install where the driver (or base image) meets it, or lock the stack for this "
+            "machine's CUDA (--cuda)",
         )
     if not any(p.name == "python" for p in environment.conda):
         raise DataError(f"{lock_path}: no python for {platform}", fix="relock: invoke lock --force")
@@ -367,7 +375,8 @@ def compile_bytecode(into: Path, final_prefix: Path, output: Say) -> None:
 
 
 def pip_requirements(pins: Iterable[PipPin], wheelhouse: Path | None) -> str:
-    """Direct-URL requirements with their hashes; a wheel that the wheelhouse holds comes from there."""
+    """Direct-URL requirements with their hashes; a wheel that the wheelhouse holds comes from
+    there."""
     lines = []
     for pin in pins:
         file_name = urllib.parse.unquote(pin.url.rsplit("/", 1)[-1])

@@ -33,7 +33,10 @@ FILE_NAME = "current.json"
 FORMAT = "gpuenv-current-stack/1"
 #: At most this many bytes are read: the file is a few lines.
 MAX_BYTES = 64 * 1024
-FIX = "delete it, or run `invoke build` (or `invoke lock`) with your stack options to record a stack again"
+FIX = (
+    "delete it, or run `invoke build` (or `invoke lock`) with your stack options to record a "
+    "stack again"
+)
 
 
 @dataclass(frozen=True)

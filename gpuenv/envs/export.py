@@ -55,7 +55,8 @@ def pinned_from_lock(
 
 
 def check_team_file_unchanged(meta: lockdir.LockMetadata, team_file: Path | None) -> None:
-    """The lock merged a team file: the one in use now must be the same bytes, or the pins are stale."""
+    """The lock merged a team file: the one in use now must be the same bytes, or the pins are
+    stale."""
     if meta.env_file:
         return  # a received file was locked as the whole spec; the team file was not part of it
     path, _team, sha = locking.read_team_file_hashed(team_file)
@@ -76,7 +77,8 @@ def check_team_file_unchanged(meta: lockdir.LockMetadata, team_file: Path | None
 
 
 def check_output(output: Path) -> None:
-    """`--output` must name a file in a folder that exists: a typo in a folder is named, never created."""
+    """`--output` must name a file in a folder that exists: a typo in a folder is named, never
+    created."""
     if output.is_dir():
         raise BadInput(
             f"--output {output} is a folder", fix="give a file name such as environment.yml"
@@ -90,7 +92,10 @@ def check_output(output: Path) -> None:
         )
 
 
-UNPINNED_FIX = "run invoke lock with the same stack options first (then the file is pinned), or pass --unpinned to share ranges on purpose"
+UNPINNED_FIX = (
+    "run invoke lock with the same stack options first (then the file is pinned), or pass "
+    "--unpinned to share ranges on purpose"
+)
 
 
 def export_environment(
@@ -125,7 +130,8 @@ def export_environment(
 def lock_channels(lock_path: Path, backend: str) -> tuple[str, ...]:
     """The channels a conda lock was solved from (conda-lock.yml's `metadata.channels`), as an
     environment.yml names them: `conda-forge` for the default alias's channel, else its URL (a
-    `file://` channel stays one, so a colleague's conda reads the same packages). None for a uv lock."""
+    `file://` channel stays one, so a colleague's conda reads the same packages). None for a uv
+    lock."""
     import yaml
 
     from gpuenv.envs.conda import DEFAULT_CHANNEL_ALIAS

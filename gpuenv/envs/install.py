@@ -51,9 +51,13 @@ MAX_RECORD_BYTES = 1024 * 1024
 #: The record a prefix keeps of what it was made from.
 RECORD_FILE = "gpuenv-prefix.json"
 #: A .pth line runs at interpreter start-up (site.py): it points the suite at PREFIX/stack.json.
-STACK_PTH = 'import os, sys; os.environ.setdefault("GPUENV_STACK_FILE", os.path.join(sys.prefix, "stack.json"))\n'
+STACK_PTH = (
+    'import os, sys; os.environ.setdefault("GPUENV_STACK_FILE", os.path.join(sys.prefix, '
+    '"stack.json"))\n'
+)
 _SKIP_DIRS = {"__pycache__", ".pytest_cache"}
-#: What gpuenv adds to the prefix's folder name beside it: ".NAME.PID.XXXXXXXX.tmp" (a PID has at most 7 digits).
+#: What gpuenv adds to the prefix's folder name beside it: ".NAME.PID.XXXXXXXX.tmp" (a PID has at
+#: most 7 digits).
 _TEMP_NAME_EXTRA = len("..1234567.abcdefgh.tmp")
 
 
@@ -132,7 +136,8 @@ def _check_prefix(prefix: str | Path | None) -> tuple[Path, Path]:
     if given.is_symlink() and not target.exists():
         raise BadInput(
             f"--prefix {given} is a symbolic link to {os.readlink(given)}, which does not exist",
-            fix="make the folder it points to, point the link at a gpuenv prefix, or remove the link",
+            fix="make the folder it points to, point the link at a gpuenv prefix, or remove the "
+            "link",
         )
     problem = path_problem(target, folder=True)
     if problem:
@@ -147,8 +152,8 @@ def _check_prefix(prefix: str | Path | None) -> tuple[Path, Path]:
     room = NAME_MAX - _TEMP_NAME_EXTRA
     if len(os.fsencode(target.name)) > room:
         raise BadInput(
-            f"--prefix {_short(text)}: the folder name is {len(os.fsencode(target.name))} bytes; with the temporary "
-            f"names gpuenv makes beside it, it may be {room} at most",
+            f"--prefix {_short(text)}: the folder name is {len(os.fsencode(target.name))} bytes; "
+            f"with the temporary names gpuenv makes beside it, it may be {room} at most",
             fix="give a shorter folder name",
         )
     if target.exists() and not target.is_dir():
@@ -166,7 +171,8 @@ def _check_prefix(prefix: str | Path | None) -> tuple[Path, Path]:
         inside = mounts_under(target)
         if inside:
             raise BadInput(
-                f"--prefix {given} holds the mount point {inside[0]}: replacing the folder would reach into it",
+                f"--prefix {given} holds the mount point {inside[0]}: replacing the folder would "
+                "reach into it",
                 fix="unmount it, or give another prefix",
             )
         try:
@@ -196,8 +202,8 @@ def _check_prefix(prefix: str | Path | None) -> tuple[Path, Path]:
         )
     if flags & os.ST_NOEXEC:
         raise BadInput(
-            f"--prefix {given}: {existing} is on a file system mounted noexec, where the prefix's programs and "
-            "libraries (torch's .so files) could not be loaded",
+            f"--prefix {given}: {existing} is on a file system mounted noexec, where the "
+            "prefix's programs and libraries (torch's .so files) could not be loaded",
             fix="choose a folder on a file system mounted with exec",
         )
     if not os.access(existing, os.W_OK | os.X_OK):
@@ -218,12 +224,14 @@ def plan_install(
     validate_dir: Path = VALIDATE_DIR,
     mirrors: dict[str, str] | None = None,
 ) -> InstallPlan:
-    """Check the prefix and the lock (against `stack`, as a build does); a folder that is not ours is never replaced."""
+    """Check the prefix and the lock (against `stack`, as a build does); a folder that is not ours
+    is never replaced."""
     given, target = check_prefix(prefix)
     suite = Path(os.path.realpath(validate_dir))
     if target == suite or suite in target.parents:
         raise BadInput(
-            f"--prefix {given} is inside the validation suite's folder {suite}, which is copied into every prefix",
+            f"--prefix {given} is inside the validation suite's folder {suite}, which is copied "
+            "into every prefix",
             fix="give a folder outside the gpuenv checkout, e.g. /opt/envs/torch",
         )
     if wheelhouse is not None and not Path(wheelhouse).is_dir():
@@ -240,7 +248,8 @@ def plan_install(
     if offline and wheelhouse is None:
         raise BadInput(
             "--offline needs --wheelhouse",
-            fix="give the folder that holds every wheel of the lock (see the README's offline recipe)",
+            fix="give the folder that holds every wheel of the lock (see the README's offline "
+            "recipe)",
         )
     mirrors = conda.check_mirrors(mirrors or {})
     if offline and lock.backend != "uv":
@@ -317,13 +326,15 @@ def install(plan: InstallPlan, *, say: Say, output: Say, force: bool = False) ->
     """
     if not force and is_current(plan):
         say(
-            f"{plan.prefix} already holds lock {plan.lock.sha256[:12]} ({plan.lock.backend}): nothing to do"
+            f"{plan.prefix} already holds lock {plan.lock.sha256[:12]} ({plan.lock.backend}): "
+            "nothing to do"
         )
         return InstallResult(plan.prefix, True, plan.lock.sha256)
     folder = plan.folder
     for path in leftovers(folder):
         say(
-            f"left by an install that was killed (its process is gone): {path}; remove it with rm -rf once no install runs"
+            f"left by an install that was killed (its process is gone): {path}; remove it with "
+            "rm -rf once no install runs"
         )
     step = f"making {folder.parent}"
     work: Path | None = None
@@ -481,7 +492,8 @@ def share_like_parent(root: Path, parent: Path, *, walk: bool = True) -> None:
 
 
 def mounts_under(folder: Path) -> list[str]:
-    """Mount points strictly inside `folder` (from /proc/self/mountinfo; none where it is missing)."""
+    """Mount points strictly inside `folder` (from /proc/self/mountinfo; none where it is
+    missing)."""
     try:
         lines = (
             Path("/proc/self/mountinfo").read_text(encoding="utf-8", errors="replace").splitlines()
@@ -515,7 +527,8 @@ def _copy_tree(source: Path, dest: Path) -> None:
 
 
 def _mount_flags(folder: Path) -> int:
-    """The statvfs flags of the file system holding `folder` (ST_RDONLY, ST_NOEXEC); 0 when unknown."""
+    """The statvfs flags of the file system holding `folder` (ST_RDONLY, ST_NOEXEC); 0 when
+    unknown."""
     try:
         return os.statvfs(folder).f_flag
     except OSError:
@@ -573,7 +586,8 @@ def _install_uv(plan: InstallPlan, work: Path, say: Say, output: Say) -> None:
 
 def _install_conda(plan: InstallPlan, work: Path, say: Say, output: Say) -> None:
     """The conda lock through py-rattler (gpuenv.envs.condalock): packages checked by sha256, linked
-    for the prefix's final path, pip entries by uv; refused first when this host lacks its __cuda/__glibc."""
+    for the prefix's final path, pip entries by uv; refused first when this host lacks its
+    __cuda/__glibc."""
     import platform as host
 
     from gpuenv.envs import condalock

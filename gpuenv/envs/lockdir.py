@@ -7,8 +7,9 @@ sha256 of the lock file's bytes recorded when it was made, and its content (the 
 and, for conda-lock, Python). A lock that fails any of these is a `DataError`, never "unchanged",
 never "pinned", never built.
 
-The swap of a new lock into place holds an `fcntl` lock on the locks folder, so two writers that finish
-together take turns; temporary folders of processes that are gone are removed at the next lock.
+The swap of a new lock into place holds an `fcntl` lock on the locks folder, so two writers that
+finish together take turns; temporary folders of processes that are gone are removed at the next
+lock.
 """
 
 from __future__ import annotations
@@ -61,13 +62,15 @@ class LockedPackage:
     manager: str  # "conda" or "pip"
     platform: str
     build: str = ""
-    #: The sha256 hashes a uv lock allows for this pin (every file of the release), for the wheelhouse check.
+    #: The sha256 hashes a uv lock allows for this pin (every file of the release), for the
+    #: wheelhouse check.
     hashes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class LockMetadata:
-    """stack.json: what a lock was made for and from, and the hash of the lock file it vouches for."""
+    """stack.json: what a lock was made for and from, and the hash of the lock file it vouches
+    for."""
 
     stack: Stack
     backend: str
@@ -79,13 +82,15 @@ class LockMetadata:
     tool_versions: dict[str, str] = field(default_factory=dict)
     extra_index_urls: tuple[str, ...] = ()
     wheelhouse: str | None = None
-    #: The team file merged into the spec (None: none, or a received --file was locked) and its sha256.
+    #: The team file merged into the spec (None: none, or a received --file was locked) and its
+    #: sha256.
     team_file: str | None = None
     team_file_sha256: str | None = None
     #: The received environment.yml locked instead of the rendered spec (`invoke lock --file`).
     env_file: str | None = None
     #: When it was locked (epoch seconds): an image built from the lock takes its date from here
-    #: (SOURCE_DATE_EPOCH, org.opencontainers.image.created), never from the build. None: older locks.
+    #: (SOURCE_DATE_EPOCH, org.opencontainers.image.created), never from the build. None: older
+    #: locks.
     locked_at: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -117,7 +122,8 @@ class LockMetadata:
             raise DataError(f"{where}: no lock_format: not a gpuenv lock's metadata", fix=RELOCK)
         if data.get("lock_format") != LOCK_FORMAT:
             raise OlderLockFormat(
-                f"{where}: made by another gpuenv (lock format {data.get('lock_format')!r}, this one reads {LOCK_FORMAT})",
+                f"{where}: made by another gpuenv (lock format {data.get('lock_format')!r}, this "
+                f"one reads {LOCK_FORMAT})",
                 fix=RELOCK,
             )
         for key in ("backend", "input_hash", "lock_sha256", "source", "stack_id"):
@@ -140,7 +146,8 @@ class LockMetadata:
             ) from None
         if stack.stack_id != data["stack_id"]:
             raise DataError(
-                f"{where}: stack_id {data['stack_id']!r} does not match its own fields ({stack.stack_id})",
+                f"{where}: stack_id {data['stack_id']!r} does not match its own fields "
+                f"({stack.stack_id})",
                 fix=RELOCK,
             )
         return cls(
@@ -195,7 +202,8 @@ def read_metadata(directory: Path) -> LockMetadata | None:
     path = Path(directory) / METADATA_FILE
     if not path.exists() and not path.is_symlink():
         return None
-    try:  # a lock comes from the team's repository: read bounded, like every input someone else wrote
+    # a lock comes from the team's repository: read bounded, like every input someone else wrote
+    try:
         data = load_json_input(read_text_input(path, MAX_LOCK_TEXT_BYTES), max_depth=16)
     except InputRefused as err:
         raise DataError(refusal_line(path, err), fix=RELOCK) from None
@@ -209,7 +217,8 @@ def write_metadata(directory: Path, metadata: LockMetadata) -> None:
 
 
 def has_lock(directory: Path) -> bool:
-    """Whether anything that claims to be a lock is in `directory` (verify tells whether it is sound)."""
+    """Whether anything that claims to be a lock is in `directory` (verify tells whether it is
+    sound)."""
     return (Path(directory) / METADATA_FILE).exists() or any(
         (Path(directory) / n).exists() for n in LOCK_FILES.values()
     )
@@ -227,12 +236,14 @@ def verify(directory: Path, stack: Stack | None = None) -> Lock:
         found = [n for n in LOCK_FILES.values() if (directory / n).exists()]
         if found:
             raise DataError(
-                f"{directory / found[0]} has no {METADATA_FILE} beside it, so nothing vouches for it",
+                f"{directory / found[0]} has no {METADATA_FILE} beside it, so nothing vouches "
+                "for it",
                 fix=RELOCK,
             )
         raise DataError(
             f"no lock in {directory}",
-            fix="run invoke lock for this stack (or invoke build, which locks when the lock is missing)",
+            fix="run invoke lock for this stack (or invoke build, which locks when the lock is "
+            "missing)",
         )
     where = directory / METADATA_FILE
     if stack is not None and meta.stack.stack_id != stack.stack_id:
@@ -247,7 +258,8 @@ def verify(directory: Path, stack: Stack | None = None) -> Lock:
     sha = file_sha256(path)
     if sha != meta.lock_sha256:
         raise DataError(
-            f"{path} changed since it was locked (sha256 {sha[:12]}, the metadata says {meta.lock_sha256[:12]})",
+            f"{path} changed since it was locked (sha256 {sha[:12]}, the metadata says "
+            f"{meta.lock_sha256[:12]})",
             fix=RELOCK,
         )
     packages = tuple(read_lock_file(path, meta.backend, meta.platforms))
@@ -312,7 +324,8 @@ def content_problem(
 
 
 def read_requirements_lock(path: Path, platform: str = "linux-64") -> list[LockedPackage]:
-    """The pins of a uv lock; a pin without a hash is an error (the build installs with --require-hashes)."""
+    """The pins of a uv lock; a pin without a hash is an error (the build installs with
+    --require-hashes)."""
     packages: list[LockedPackage] = []
     entry: list[str] = []
 
@@ -477,11 +490,13 @@ def _text(path: Path) -> str:
         ) from None
 
 
-# ---------------------------------------------------------------- writing: temp folders and the swap
+# ---------------------------------------------------------------- writing: temp folders and the
+# swap
 
 
 def new_work_dir(root: Path, stack_id: str) -> Path:
-    """A private folder beside the lock directory; its name carries this process's id for cleanup."""
+    """A private folder beside the lock directory; its name carries this process's id for
+    cleanup."""
     root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{stack_id}.{os.getpid()}.", suffix=".tmp", dir=root))
     work.chmod(0o755)  # mkdtemp makes it private; a lock directory is shared with the team
@@ -489,7 +504,8 @@ def new_work_dir(root: Path, stack_id: str) -> Path:
 
 
 def clean_stale(root: Path) -> list[Path]:
-    """Remove temp and old folders left by lock processes that are gone (killed, SIGKILL, power loss).
+    """Remove temp and old folders left by lock processes that are gone (killed, SIGKILL, power
+    loss).
 
     A folder is stale when the process named in it no longer runs, or runs but started after the
     folder was last changed (its id was reused).

@@ -3,7 +3,8 @@ py-rattler, in gpuenv.envs.conda).
 
 Command lines are built by pure functions (tested on their output); `run_*` execute them,
 capture the output, and turn a failure into a one-line `ToolError` (the solver's own reason,
-not a stack trace). conda-lock's spec parser is only imported here (its lockfile models: gpuenv.envs.condalock).
+not a stack trace). conda-lock's spec parser is only imported here (its lockfile models:
+gpuenv.envs.condalock).
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ class IndexUnreachable(ToolError):
 # ---------------------------------------------------------------- command lines (pure)
 
 #: The packages a framework index (download.pytorch.org/whl/<variant>) may serve; every other name
-#: comes from PyPI, so a name the framework index also hosts (numpy, jinja2, ...) cannot be swapped in.
+#: comes from PyPI, so a name the framework index also hosts (numpy, jinja2, ...) cannot be swapped
+#: in.
 FRAMEWORK_INDEX_PACKAGES = ("torch", "torchvision", "torchaudio")
 UV_PROJECT_FILE = "pyproject.toml"
 
@@ -66,11 +68,13 @@ def uv_lock_project(
     deps = "".join(f"    {json.dumps(r.strip())},\n" for r in requirements if r.strip())
     sources = "".join(f'{name} = {{ index = "framework" }}\n' for name in pinned if name in names)
     return (
-        "# Rendered by gpuenv for uv pip compile: the framework index serves the framework packages only.\n"
+        "# Rendered by gpuenv for uv pip compile: the framework index serves the framework "
+        "packages only.\n"
         '[project]\nname = "gpuenv-lock"\nversion = "0"\n'
         f"dependencies = [\n{deps}]\n\n"
         f"[tool.uv.sources]\n{sources}\n"
-        f'[[tool.uv.index]]\nname = "framework"\nurl = {json.dumps(framework_index)}\nexplicit = true\n'
+        f'[[tool.uv.index]]\nname = "framework"\nurl = {json.dumps(framework_index)}\n'
+        "explicit = true\n"
     )
 
 
@@ -92,7 +96,8 @@ def with_install_index(lock_text: str, framework_index: str) -> str:
 
 
 def uv_python_platform(platform: str, glibc: str) -> str:
-    """uv's --python-platform for a conda subdir and the base image's glibc, e.g. x86_64-manylinux_2_35."""
+    """uv's --python-platform for a conda subdir and the base image's glibc, e.g.
+    x86_64-manylinux_2_35."""
     arch = {"linux-64": "x86_64", "linux-aarch64": "aarch64"}.get(platform)
     if arch is None:
         raise BadInput(f"unknown platform {platform!r}", fix="use linux-64 or linux-aarch64")
@@ -272,7 +277,8 @@ def summarize_tool_output(output: str, limit: int = 400) -> str:
 def parse_spec_with_conda_lock(
     spec: Path, platforms: Sequence[str], mapping: Path, source: Path | None = None
 ) -> dict[str, list[str]]:
-    """Parse a spec with conda-lock's own parser, offline; returns the dependency names per platform.
+    """Parse a spec with conda-lock's own parser, offline; returns the dependency names per
+    platform.
 
     Catches what the YAML checks cannot (conda-lock's requirement rules). A failure is a
     BadInput naming `source` (the file the user wrote; default the spec itself) and the line
@@ -292,7 +298,8 @@ def parse_spec_with_conda_lock(
 
 
 def conda_spec_problem(value: str) -> str | None:
-    """Why conda-lock's MatchSpec rejects `value` (e.g. "Invalid version '1..2'"), or None when it parses."""
+    """Why conda-lock's MatchSpec rejects `value` (e.g. "Invalid version '1..2'"), or None when it
+    parses."""
     from conda_lock.src_parser.conda_common import conda_spec_to_versioned_dep
 
     try:
@@ -324,7 +331,8 @@ def _spec_error(spec: Path, err: Exception) -> BadInput:
 
 
 def python_request(version: str, arch: str) -> str:
-    """uv's request for a glibc CPython X.Y of one architecture, e.g. ``cpython-3.11-linux-x86_64-gnu``.
+    """uv's request for a glibc CPython X.Y of one architecture, e.g.
+    ``cpython-3.11-linux-x86_64-gnu``.
 
     Explicit, so a Python fetched on one host fits the engine's architecture, and never a
     musl or free-threaded build. nvidia/cuda and ubuntu bases are glibc.
@@ -338,7 +346,8 @@ def python_install_command(uv: str, request: str, install_dir: Path) -> list[str
 
 
 def python_find_command(uv: str, request: str) -> list[str]:
-    """`uv python find` restricted to managed Pythons (the install dir comes from the environment)."""
+    """`uv python find` restricted to managed Pythons (the install dir comes from the
+    environment)."""
     return [uv, "python", "find", request, "--managed-python", "--no-project"]
 
 
@@ -398,13 +407,15 @@ def install_standalone_python(
     )
     if not executable:
         raise ToolError(
-            f"uv installed Python {version} ({arch}) but cannot find it in {install_dir}: {summarize_tool_output(found.stderr)}",
+            f"uv installed Python {version} ({arch}) but cannot find it in {install_dir}: "
+            f"{summarize_tool_output(found.stderr)}",
             fix=f"remove {install_dir} and build again",
         )
     return Path(executable).resolve().parent.parent
 
 
-# ---------------------------------------------------------------- installing a lock into a prefix (invoke install)
+# ---------------------------------------------------------------- installing a lock into a prefix
+# (invoke install)
 
 
 def uv_venv_command(*, uv: str, prefix: Path, python: str) -> list[str]:

@@ -83,7 +83,8 @@ class _Plan:
     origin: Path | None = None  # the file the user wrote (team file or --file), for messages
     team_file_sha256: str | None = None  # of the team file merged in (the export checks it later)
     env_file: Path | None = None  # the received file locked instead of the rendered spec
-    #: canonical channel URL -> mirror URL (the team's settings): where repodata is read; not in the hash
+    #: canonical channel URL -> mirror URL (the team's settings): where repodata is read; not in the
+    #: hash
     mirrors: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
 
     def input_hash(self) -> str:
@@ -148,7 +149,8 @@ def ensure_lock(
     lock_path = directory / lock_file_name(plan.backend)
     if not force and _is_current(directory, stack, plan.backend, input_hash):
         say(
-            f"lock of {stack.stack_id} is up to date ({plan.backend}, inputs {input_hash[:12]}): {lock_path}"
+            f"lock of {stack.stack_id} is up to date ({plan.backend}, inputs {input_hash[:12]}): "
+            f"{lock_path}"
         )
         return LockResult(
             directory=directory,
@@ -173,7 +175,8 @@ def ensure_lock(
     except OSError as err:
         raise GpuenvError(
             f"cannot write the lock under {root}: {os_error_reason(err)}",
-            fix=f"make {root} writable (or set {LOCKS_ENV_VAR} to a writable folder); the previous lock is unchanged",
+            fix=f"make {root} writable (or set {LOCKS_ENV_VAR} to a writable folder); the "
+            "previous lock is unchanged",
         ) from None
     finally:
         if work is not None:
@@ -341,8 +344,10 @@ def check_received_against_stack(
             )
     if not found:
         raise BadInput(
-            f"{source}: has no {framework} requirement, but the stack {stack.stack_id} is built around it",
-            fix=f"add '{stack.pip_requirement}' to its pip list (or lock the rendered spec without --file)",
+            f"{source}: has no {framework} requirement, but the stack {stack.stack_id} is built "
+            "around it",
+            fix=f"add '{stack.pip_requirement}' to its pip list (or lock the rendered spec "
+            "without --file)",
         )
 
 
@@ -365,7 +370,8 @@ def python_pin_allows(line: str, python: str) -> bool:
 
 
 def _is_current(directory: Path, stack: Stack, backend: str, input_hash: str) -> bool:
-    """Whether the lock there was made from the same inputs; a damaged lock is an error, not "unchanged"."""
+    """Whether the lock there was made from the same inputs; a damaged lock is an error, not
+    "unchanged"."""
     try:
         meta = lockdir.read_metadata(directory)
     except lockdir.OlderLockFormat:
@@ -377,7 +383,8 @@ def _is_current(directory: Path, stack: Stack, backend: str, input_hash: str) ->
 
 
 def _parse_like_conda_lock(spec_text: str, platforms: tuple[str, ...], source: Path | None) -> None:
-    """conda-lock's own parser must accept the spec (both backends), before any lock folder exists."""
+    """conda-lock's own parser must accept the spec (both backends), before any lock folder
+    exists."""
     with tempfile.TemporaryDirectory(prefix="gpuenv-spec-") as tmp:
         path = Path(tmp) / SPEC_FILE
         path.write_text(spec_text, encoding="utf-8")
@@ -387,7 +394,8 @@ def _parse_like_conda_lock(spec_text: str, platforms: tuple[str, ...], source: P
 def wheelhouse_has_framework(
     wheelhouse: Path | None, stack: Stack, platforms: Iterable[str]
 ) -> bool:
-    """Whether the wheelhouse holds the stack's exact framework build for the stack's Python on every platform."""
+    """Whether the wheelhouse holds the stack's exact framework build for the stack's Python on
+    every platform."""
     if wheelhouse is None or not wheelhouse.is_dir():
         return False
     req = Requirement(stack.pip_requirement)
@@ -466,10 +474,12 @@ def _lock_with_uv(work: Path, stack: Stack, plan: _Plan, say: Say) -> list[Locke
 def _uv_compile(
     work: Path, stack: Stack, plan: _Plan, platform: str, out: Path, say: Say, pylock: bool = False
 ) -> None:
-    """The pip part of the plan locked by uv for one platform into `out` (a requirements lock, or pylock.toml)."""
+    """The pip part of the plan locked by uv for one platform into `out` (a requirements lock, or
+    pylock.toml)."""
     requirements = work / "requirements.in"
     requirements.write_text("".join(f"{line}\n" for line in plan.packages.pip), encoding="utf-8")
-    # The framework index serves the framework packages only (uv explicit index, lockers.uv_lock_project).
+    # The framework index serves the framework packages only (uv explicit index,
+    # lockers.uv_lock_project).
     framework_index = stack.index_url if stack.index_url in plan.extra_index_urls else None
     extra_index = tuple(u for u in plan.extra_index_urls if u != framework_index)
     if framework_index:
@@ -501,8 +511,12 @@ def _uv_compile(
     except lockers.IndexUnreachable as err:
         fix = f"this host cannot reach {err.url}"
         if stack.index_url and err.url.startswith(stack.index_url):
-            fix = f"put the {stack.pip_requirement} wheel for Python {stack.python} ({platform}) in a folder and pass --wheelhouse DIR"
-        # Still an IndexUnreachable: callers (and the tests' fixtures) tell "no route" from a bad lock by its type.
+            fix = (
+                f"put the {stack.pip_requirement} wheel for Python {stack.python} ({platform}) "
+                "in a folder and pass --wheelhouse DIR"
+            )
+        # Still an IndexUnreachable: callers (and the tests' fixtures) tell "no route" from a bad
+        # lock by its type.
         raise lockers.IndexUnreachable(err.message, url=err.url, fix=fix) from None
     if framework_index and not pylock:
         out.write_text(
@@ -524,7 +538,8 @@ def _lock_with_rattler(
             arch=spec.PLATFORM_ARCH[platform],
         )
         say(
-            f"solving the conda part for {platform} from {', '.join(plan.channels)} ({', '.join(virtual)})"
+            f"solving the conda part for {platform} from {', '.join(plan.channels)} "
+            f"({', '.join(virtual)})"
         )
         conda_part[platform] = conda.solve(
             channels=plan.channels,
@@ -558,7 +573,8 @@ def _lock_with_rattler(
 def cpu_only_problem(
     stack: Stack, packages: list[LockedPackage], platforms: Iterable[str]
 ) -> str | None:
-    """Why a GPU stack's lock holds CPU-only builds, or None when it is fine (and always for CPU stacks).
+    """Why a GPU stack's lock holds CPU-only builds, or None when it is fine (and always for CPU
+    stacks).
 
     The framework build must carry the stack's CUDA local label (torch `+cu121`), or, for builds
     that take CUDA from pip packages (TensorFlow `[and-cuda]`, PyPI's torch), the lock must hold
@@ -594,7 +610,10 @@ def cpu_only_problem(
             for p in here
         )
         if local is None and not has_cuda_libs:
-            return f"{framework}=={build.version} comes without CUDA libraries on {platform} (no nvidia-* packages)"
+            return (
+                f"{framework}=={build.version} comes without CUDA libraries on {platform} (no "
+                "nvidia-* packages)"
+            )
     return None
 
 
@@ -634,7 +653,8 @@ def _read(path: Path, option: str) -> str:
             size = 0
         known = f" ({size / 2**20:.1f} MiB)" if size else ""  # devices and pipes report no size
         raise BadInput(
-            f"{option} {path}: larger than the {MAX_SPEC_BYTES // 2**20} MiB an environment file may be{known}",
+            f"{option} {path}: larger than the {MAX_SPEC_BYTES // 2**20} MiB an environment file "
+            f"may be{known}",
             fix="give the environment file itself, a list of packages of a few kB",
         )
     try:

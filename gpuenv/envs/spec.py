@@ -87,7 +87,8 @@ class EnvironmentFile:
 
 @dataclass(frozen=True)
 class Pinned:
-    """Exact versions read from a lock, for the export: conda `name=version=build`, pip `name==version`."""
+    """Exact versions read from a lock, for the export: conda `name=version=build`, pip
+    `name==version`."""
 
     conda: tuple[str, ...] = ()
     pip: tuple[str, ...] = ()
@@ -128,7 +129,8 @@ def conda_name(line: str) -> str:
 
 
 def framework_packages(stack: Stack) -> set[str]:
-    """The pip names that install the stack's framework, in any build: the team may not add these."""
+    """The pip names that install the stack's framework, in any build: the team may not add
+    these."""
     names: set[str] = {canonicalize_name(Requirement(stack.pip_requirement).name)}
     if stack.framework == "tensorflow":
         names |= {"tensorflow", "tensorflow-cpu", "tf-nightly"}
@@ -173,17 +175,20 @@ def merge_packages(stack: Stack, team: Packages | None = None) -> Packages:
 def render_environment(
     stack: Stack, team: Packages | None = None, platforms: Iterable[str] = DEFAULT_PLATFORMS
 ) -> str:
-    """The environment.yml gpuenv locks for `stack` (conda part by py-rattler, pip part by uv), with the team's packages merged in."""
+    """The environment.yml gpuenv locks for `stack` (conda part by py-rattler, pip part by uv), with
+    the team's packages merged in."""
     packages = merge_packages(stack, team)
     header = (
-        f"# Rendered by gpuenv for the stack {stack.stack_id} (CUDA {stack.cuda}, {stack.framework} "
-        f"{stack.framework_version}).\n# Do not edit: change envs/team.yml and run `invoke lock`.\n"
+        f"# Rendered by gpuenv for the stack {stack.stack_id} (CUDA {stack.cuda}, "
+        f"{stack.framework} {stack.framework_version}).\n"
+        "# Do not edit: change envs/team.yml and run `invoke lock`.\n"
     )
     return header + _dump_environment(environment_name(stack), CHANNELS, packages, tuple(platforms))
 
 
 def render_environment_file(received: EnvironmentFile, platforms: Iterable[str]) -> str:
-    """A received environment.yml in the form conda-lock reads (index options -> pip-repositories)."""
+    """A received environment.yml in the form conda-lock reads (index options ->
+    pip-repositories)."""
     header = "# Normalised by gpuenv from a received environment.yml for conda-lock.\n"
     channels = received.channels or CHANNELS
     return header + _dump_environment(
@@ -213,7 +218,10 @@ def render_export(
         "channels": [*channels, "nodefaults"] if channels else list(CHANNELS),
         "dependencies": [*conda, {"pip": [*index_lines, *pip]}],
     }
-    header = f"# Exported by gpuenv: {origin}.\n# Use: conda env create -f THIS_FILE (or mamba env create -f THIS_FILE)\n"
+    header = (
+        f"# Exported by gpuenv: {origin}.\n# Use: conda env create -f THIS_FILE (or mamba env "
+        "create -f THIS_FILE)\n"
+    )
     return header + yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
 
 
@@ -270,7 +278,8 @@ def check_platforms(values: Iterable[str], source: str = "--platform") -> tuple[
 
 
 def parse_team_file(text: str, name: str, conda_check: CondaCheck | None = None) -> Packages:
-    """The team's extra packages: `conda:` MatchSpecs, `pip:` requirements, `pip-repositories:` URLs.
+    """The team's extra packages: `conda:` MatchSpecs, `pip:` requirements, `pip-repositories:`
+    URLs.
 
     `conda_check` is conda-lock's MatchSpec check (`lockers.conda_spec_problem`), passed in so
     this module stays free of conda-lock; without it a syntax check catches the gross mistakes.
@@ -298,7 +307,8 @@ def parse_team_file(text: str, name: str, conda_check: CondaCheck | None = None)
 def parse_environment_file(
     text: str, name: str, conda_check: CondaCheck | None = None
 ) -> EnvironmentFile:
-    """A conda environment.yml; pip `--extra-index-url`/`--index-url` lines become pip-repositories."""
+    """A conda environment.yml; pip `--extra-index-url`/`--index-url` lines become
+    pip-repositories."""
     src = _Source(name, conda_check)
     root = _compose(text, src)
     if root is None:

@@ -1,5 +1,5 @@
-"""A wheel folder for air-gapped servers: the one place that lists it (the resolver reads names only)
-and the one place that says whether it holds every wheel of a lock.
+"""A wheel folder for air-gapped servers: the one place that lists it (the resolver reads names
+only) and the one place that says whether it holds every wheel of a lock.
 
 A wheelhouse that holds every locked wheel (same name, version, a hash the lock allows, and tags
 this Python and architecture can install) lets `install` and `build` ask no index at all
@@ -52,8 +52,8 @@ def wheel_names(folder: str | Path) -> tuple[str, ...]:
     if odd:
         kind = _kind(path / sorted(odd)[0])
         raise BadInput(
-            f"--wheelhouse {folder}: {safe_text(sorted(odd)[0], limit=200)} is {kind}, not a wheel file"
-            + (f" (and {len(odd) - 1} more such)" if len(odd) > 1 else ""),
+            f"--wheelhouse {folder}: {safe_text(sorted(odd)[0], limit=200)} is {kind}, not a "
+            "wheel file" + (f" (and {len(odd) - 1} more such)" if len(odd) > 1 else ""),
             fix="remove it from the wheelhouse, or put the wheel itself there",
         )
     return tuple(sorted(names))
@@ -80,7 +80,8 @@ class Coverage:
     folder: Path
     locked: int
     missing: tuple[str, ...]
-    #: The wheels of the folder that the lock allows (name, version, a locked hash, installable tags):
+    #: The wheels of the folder that the lock allows (name, version, a locked hash, installable
+    #: tags):
     #: all a build needs from it, so only these go into the build context.
     wheels: tuple[Path, ...] = ()
 
@@ -89,11 +90,15 @@ class Coverage:
         return self.locked > 0 and not self.missing
 
     def describe(self) -> str:
-        return f"{len(self.missing)} of the lock's {self.locked} wheels are not in {self.folder}: {', '.join(self.missing)}"
+        return (
+            f"{len(self.missing)} of the lock's {self.locked} wheels are not in {self.folder}: "
+            f"{', '.join(self.missing)}"
+        )
 
 
 def installable(tags: Iterable[object], python: str, arch: str) -> bool:
-    """Whether a wheel with these packaging Tags installs on CPython `python` (X.Y) on Linux `arch` (glibc)."""
+    """Whether a wheel with these packaging Tags installs on CPython `python` (X.Y) on Linux `arch`
+    (glibc)."""
     major, minor = (int(part) for part in python.split(".")[:2])
     for tag in tags:
         interpreter, abi, platform = tag.interpreter, tag.abi, tag.platform  # type: ignore[attr-defined]
@@ -117,7 +122,8 @@ def installable(tags: Iterable[object], python: str, arch: str) -> bool:
 
 
 def coverage(packages: Iterable[object], folder: str | Path, *, python: str, arch: str) -> Coverage:
-    """Which pins of a uv lock (lockdir.LockedPackage, with hashes) `folder` holds a usable wheel for."""
+    """Which pins of a uv lock (lockdir.LockedPackage, with hashes) `folder` holds a usable wheel
+    for."""
     from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
     root = Path(folder).expanduser()
@@ -175,7 +181,8 @@ def _sha256(path: Path) -> str:
 def lock_coverage(
     lock_path: Path, folder: str | Path, *, python: str, arch: str, backend: str = "uv"
 ) -> Coverage:
-    """The coverage of the lock file at `lock_path` (uv's, or the pip entries of a conda-lock.yml) by `folder`."""
+    """The coverage of the lock file at `lock_path` (uv's, or the pip entries of a conda-lock.yml)
+    by `folder`."""
     from gpuenv.envs.lockdir import read_conda_lock, read_requirements_lock
 
     packages = (
@@ -191,6 +198,6 @@ def require_complete(cover: Coverage, option: str = "--offline") -> None:
     if not cover.complete:
         raise BadInput(
             f"{option}: {cover.describe()}",
-            fix="download them where an index answers (pip download --no-deps --require-hashes -r LOCK, see the README's "
-            "air-gapped recipe), or drop --offline",
+            fix="download them where an index answers (pip download --no-deps --require-hashes "
+            "-r LOCK, see the README's air-gapped recipe), or drop --offline",
         )

@@ -3,7 +3,7 @@
 
 Each backend turns "these servers" into a list of `HostOutcome` (outcome.py); the report
 (report/) analyses that list once into a `Fleet` and renders it per format, each a pure function;
-after the nodes' own suites, multinode.py (Slurm) and sshmultinode.py (SSH hosts) run one job across them,
-judged by multinode.py. See docs/fleet-backends.md for the shape a new
+after the nodes' own suites, multinode.py (Slurm) and sshmultinode.py (SSH hosts) run one job across
+them, judged by multinode.py. See docs/fleet-backends.md for the shape a new
 backend (a Kubernetes Job, say) follows.
 """

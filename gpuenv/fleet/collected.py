@@ -77,7 +77,8 @@ def input_files(folder: str | Path, outputs: dict[str, str | None]) -> dict[str,
     for flag, path in outputs.items():
         if path and path.endswith(".json") and is_within(path, where):
             found[
-                f"a report file of --from-reports {safe_text(folder)} (host {safe_text(Path(path).stem, limit=60)} on the next run)"
+                f"a report file of --from-reports {safe_text(folder)} (host "
+                f"{safe_text(Path(path).stem, limit=60)} on the next run)"
             ] = Path(path)
     return found
 
@@ -127,12 +128,15 @@ def read_report(host: str, path: Path, within: Path | None = None) -> HostOutcom
 
 
 def read_report_folder(folder: str | Path) -> list[HostOutcome]:
-    """Every host's outcome from a folder of per-host suite reports; BadInput when there are none."""
+    """Every host's outcome from a folder of per-host suite reports; BadInput when there are
+    none."""
     where = Path(folder)
     if not where.is_dir():
         raise BadInput(
-            f"--from-reports {safe_text(folder)}: {'no such folder' if not where.exists() else 'not a folder'}",
-            fix="give the folder that holds one `python -m validate --json` report per host, named HOST.json",
+            f"--from-reports {safe_text(folder)}: "
+            f"{'no such folder' if not where.exists() else 'not a folder'}",
+            fix="give the folder that holds one `python -m validate --json` report per host, "
+            "named HOST.json",
         )
     try:
         files = report_files(where)

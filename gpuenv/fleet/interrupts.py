@@ -3,8 +3,8 @@
 
 The fleet backends stop what they started (containers, Slurm jobs) after an interrupt; that
 takes a few seconds, and an impatient second Ctrl-C must not turn it into a traceback with a
-container left running. While `shielded()` is active, SIGINT, SIGTERM and SIGHUP are noted and a line
-says the stop is under way; the first interrupt already decided how the run ends.
+container left running. While `shielded()` is active, SIGINT, SIGTERM and SIGHUP are noted and a
+line says the stop is under way; the first interrupt already decided how the run ends.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ def shielded(
     message: str = "gpuenv: stopping what was started; a few seconds more",
 ) -> Iterator[None]:
     """SIGINT, SIGTERM and SIGHUP only print `message` (once) inside the block (a signal the
-    program ignores stays ignored). Main thread only (where Python delivers signals); elsewhere a no-op."""
+    program ignores stays ignored). Main thread only (where Python delivers signals); elsewhere a
+    no-op."""
     told = [False]
 
     def note(signum: int, frame: Any) -> None:

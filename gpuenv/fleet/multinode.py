@@ -121,7 +121,8 @@ def torchrun_words(python: str, out: str, sizes: str = "quick") -> str:
     """torchrun's command line on a node; $nnodes, $gpus, $addr, $port, $is_host come from the
     node script."""
     return (
-        f'{python} -m torch.distributed.run --nnodes="$nnodes" --nproc-per-node="$gpus" --rdzv-backend=c10d '
+        f'{python} -m torch.distributed.run --nnodes="$nnodes" --nproc-per-node="$gpus" '
+        "--rdzv-backend=c10d "
         f'--rdzv-endpoint="$addr:$port" --rdzv-id="gpuenv-$SLURM_JOB_ID" '
         f'--rdzv-conf="is_host=$is_host,join_timeout={JOIN_TIMEOUT}" --max-restarts=0 '
         f"-m validate.measure.multinode --out {out} --sizes {sizes}"
@@ -165,14 +166,16 @@ def render_node_script(
     infiniband = "--device=/dev/infiniband --cap-add=IPC_LOCK"
     lines = [
         "#!/bin/bash",
-        "# gpuenv multi-node job, one node's part (written by gpuenv; srun starts it once per node).",
+        "# gpuenv multi-node job, one node's part (written by gpuenv; srun starts it once per "
+        "node).",
         "set -u",
         "node=${SLURMD_NODENAME:-$(hostname -s)}",
         f"out={folder}",
         'mkdir -p "$out" && : > "$out/started-$node"',
         "nnodes=${SLURM_NNODES:-1}",
         'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-        "addr=$(scontrol show node \"$head\" | sed -n 's/.*NodeAddr=\\([^ ]*\\).*/\\1/p' | head -n 1)",
+        "addr=$(scontrol show node \"$head\" | sed -n 's/.*NodeAddr=\\([^ ]*\\).*/\\1/p' | head "
+        "-n 1)",
         "addr=${addr:-$head}",
         'is_host=0; [ "$node" = "$head" ] && is_host=1',
         PORT_SHELL,
@@ -184,7 +187,8 @@ def render_node_script(
         f'if [ -n "$(ls -A {shlex.quote(sys_root)}/class/infiniband 2>/dev/null)" ]; then',
         f'    ib="{infiniband}"',
         "fi",
-        'if [ -n "$image" ] && command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then',
+        'if [ -n "$image" ] && command -v docker >/dev/null 2>&1 && docker info >/dev/null '
+        "2>&1; then",
         "    runner=docker",
         "    trap 'docker rm -f \"$name\" >/dev/null 2>&1' EXIT",
         "    trap 'docker rm -f \"$name\" >/dev/null 2>&1; exit 143' TERM INT",
@@ -194,14 +198,17 @@ def render_node_script(
         *(f"    export {shlex.quote(f'{k}={v}')}" for k, v in job.env.items()),
         f'    gpus=$("$prefix/bin/python" {count})',
         "else",
-        '    echo "no way to run the multi-node job here: give --image for nodes with Docker or --prefix on a shared path" > "$out/error-$node"',
+        '    echo "no way to run the multi-node job here: give --image for nodes with Docker or '
+        '--prefix on a shared path" > "$out/error-$node"',
         '    echo 127 > "$out/exit-$node"',
         "    exit 127",
         "fi",
         "case \"$gpus\" in ''|*[!0-9]*) gpus=0 ;; esac",
         'if [ "$gpus" -lt "$expected" ]; then',
-        "    echo \"the job sees $gpus GPU(s) here where the node's own suite saw $expected: ask Slurm for them "
-        '(--sbatch-arg=--gres=gpu:N if the cluster names them so) or check --gpus" > "$out/error-$node"',
+        "    echo \"the job sees $gpus GPU(s) here where the node's own suite saw $expected: "
+        "ask Slurm for them "
+        '(--sbatch-arg=--gres=gpu:N if the cluster names them so) or check --gpus" > '
+        '"$out/error-$node"',
         '    echo 3 > "$out/exit-$node"',
         "    exit 3",
         "fi",
@@ -230,7 +237,10 @@ def _peers(
     share = CPU_MIN_SHARE if on_cpu else MIN_SHARE_OF_PEERS
     median = statistics.median(values.values())
     name = min(values, key=lambda k: values[k])
-    measured = f"slowest {what} {name}: {values[name]:.2f} {unit}, {values[name] / median:.2f} of the median {median:.2f}"
+    measured = (
+        f"slowest {what} {name}: {values[name]:.2f} {unit}, {values[name] / median:.2f} of the "
+        f"median {median:.2f}"
+    )
     threshold = f">= {share:.2f} x the median of {len(values)} {what}s" + (
         " (on CPUs)" if on_cpu else ""
     )
@@ -245,11 +255,13 @@ def _peers(
     return measured, Verdict(FAIL, threshold, reason)
 
 
-#: Why the job's busbw has no floor: no public fabric figure measured like it (scaling.yaml says so),
-#: and a node's own all-reduce crosses only its NVLink or PCIe, faster than a network by design.
+#: Why the job's busbw has no floor: no public fabric figure measured like it (scaling.yaml says
+#: so), and a node's own all-reduce crosses only its NVLink or PCIe, faster than a network by
+#: design.
 BUSBW_UNJUDGED = (
-    "no published fabric figure measured like this job, no --baseline: the public nccl-tests results found ran "
-    "nccl-tests' own binaries under MPI; a node's own figure crosses no network, so it is shown, not a floor"
+    "no published fabric figure measured like this job, no --baseline: the public nccl-tests "
+    "results found ran nccl-tests' own binaries under MPI; a node's own figure crosses no "
+    "network, so it is shown, not a floor"
 )
 _NODE_DDP = re.compile(r"^ddp samples/s \((\d+) ranks, (\w+)\)$")
 
@@ -271,8 +283,8 @@ def efficiency_line(
 
     Like for like only when every node ran the same sizes, backend and ranks as its part of the job;
     else not judged, naming the node. No published multi-node figure exists (scaling.yaml), so the
-    bar is the fastest node alone: a job slower than one of its nodes warns (the fabric sets its pace),
-    never fails."""
+    bar is the fastest node alone: a job slower than one of its nodes warns (the fabric sets its
+    pace), never fails."""
     rate = float(result["ddp"]["samples_per_s"])
     sizes = result["ddp"].get("sizes")
     if sizes is None:
@@ -297,7 +309,8 @@ def efficiency_line(
             )
         elif (own.ranks, own.backend) != (ranks_on.get(node), result["backend"]):
             unlike.append(
-                f"{node}'s own DDP ran {own.ranks} ranks with {own.backend}, its part of the job {ranks_on.get(node)} with {result['backend']}"
+                f"{node}'s own DDP ran {own.ranks} ranks with {own.backend}, its part of the job "
+                f"{ranks_on.get(node)} with {result['backend']}"
             )
     if unlike:
         return (
@@ -315,11 +328,13 @@ def efficiency_line(
     slowest = min(result["nodes"], key=lambda n: node_ddp[n].rate)
     measured = (
         f"{efficiency:.2f}: {rate:.0f} samples/s over the sum of the nodes' own {total:.0f} "
-        f"({', '.join(f'{n} {node_ddp[n].rate:.0f}' for n in result['nodes'])}; slowest node alone {slowest})"
+        f"({', '.join(f'{n} {node_ddp[n].rate:.0f}' for n in result['nodes'])}; slowest node "
+        f"alone {slowest})"
     )
     threshold = (
-        f">= the fastest node alone ({fastest} {node_ddp[fastest].rate:.0f} samples/s, {node_ddp[fastest].rate / total:.2f} of the sum); "
-        "no published multi-node figure, so warn only"
+        f">= the fastest node alone ({fastest} {node_ddp[fastest].rate:.0f} samples/s, "
+        f"{node_ddp[fastest].rate / total:.2f} of the sum); no published multi-node figure, so "
+        "warn only"
     )
     if rate >= node_ddp[fastest].rate:
         return measured, Verdict(PASS, threshold), efficiency
@@ -487,7 +502,10 @@ def result_problem(result: Any) -> str | None:
         )
         if missing:
             return f"{len(ranks)} of {world} ranks reported (missing rank {shown})"
-        return f"{len(ranks)} rank entries for a world of {world} (a rank reported twice, or out of range)"
+        return (
+            f"{len(ranks)} rank entries for a world of {world} (a rank reported twice, or out of "
+            "range)"
+        )
     strangers = sorted({str(r.get("node")) for r in ranks} - {str(n) for n in nodes})
     if strangers:
         return f"ranks on {', '.join(strangers[:3])}, not one of the job's nodes"
@@ -525,7 +543,8 @@ def multinode_outcome(
         problem = result_problem(result)
         if problem is None and bad:
             problem = "; ".join(
-                f"{n} exited {code}{' (killed: SIGKILL, often the OOM killer)' if code == 137 else ''}"
+                f"{n} exited "
+                f"{code}{' (killed: SIGKILL, often the OOM killer)' if code == 137 else ''}"
                 for n, code in bad.items()
             )
         if problem is not None:
@@ -686,7 +705,8 @@ def read_result(
                 exits[node] = int(text)
             elif text:
                 reasons.append(
-                    f"exit-{safe_text(node, limit=60)} holds {safe_text(text, limit=20)!r}, not an exit status"
+                    f"exit-{safe_text(node, limit=60)} holds {safe_text(text, limit=20)!r}, not "
+                    "an exit status"
                 )
         except InputRefused as err:
             reasons.append(f"exit-{safe_text(node, limit=60)} refused: {err}")

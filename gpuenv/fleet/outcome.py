@@ -60,7 +60,8 @@ STATUSES = (
     IMPLAUSIBLE,
     DUPLICATE,
 )
-#: The fleet's multi-node job is one more outcome named "multi-node job (NODES)" (gpuenv/fleet/multinode.py);
+#: The fleet's multi-node job is one more outcome named "multi-node job (NODES)"
+#: (gpuenv/fleet/multinode.py);
 #: its report lines carry test MULTINODE_TEST.
 MULTINODE_HOST = "multi-node job"
 MULTINODE_TEST = "multinode"
@@ -68,7 +69,8 @@ MULTINODE_TEST = "multinode"
 
 @dataclass
 class HostOutcome:
-    """One server's result. `report` is the suite's JSON (gpuenv-validate-report/1) when one came back."""
+    """One server's result. `report` is the suite's JSON (gpuenv-validate-report/1) when one came
+    back."""
 
     host: str
     status: str
@@ -168,7 +170,8 @@ def status_from_report(report: dict[str, Any] | None, exit_code: int | None) -> 
         return NOT_READY, why
     return (
         NOT_READY,
-        f"the suite exited with {exit_code if exit_code is not None else summary.get('pytest_exit_status')}",
+        "the suite exited with "
+        f"{exit_code if exit_code is not None else summary.get('pytest_exit_status')}",
     )
 
 

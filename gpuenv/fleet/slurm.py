@@ -174,7 +174,8 @@ def _give_up(
         status = TIMEOUT
         reason = (
             f"job {job_id} waited {waited:.0f}s in the queue, past --queue-time {limit} "
-            f"({pending_text(state.reason)}); {cancelled}: give a longer --queue-time or a less busy partition"
+            f"({pending_text(state.reason)}); {cancelled}: give a longer --queue-time or a less "
+            "busy partition"
         )
     say(f"job {job_id}", "cancelled" if ok else "pending", reason[:60])
     outcome = HostOutcome(

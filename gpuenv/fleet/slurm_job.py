@@ -1,5 +1,6 @@
 """Slurm, the job: `SlurmJob` and its checks, the batch and node scripts, the sbatch line, and
-the submission (pure builders, tested on recorded text; `write_scripts`, `submit` and `run_slurm` run them)."""
+the submission (pure builders, tested on recorded text; `write_scripts`, `submit` and `run_slurm`
+run them)."""
 
 from __future__ import annotations
 
@@ -148,7 +149,8 @@ def check_job(job: SlurmJob) -> None:
     if not job.image and not job.prefix:
         raise BadInput(
             "nothing to run on the nodes",
-            fix="give --image REF (nodes with Docker) and/or --prefix PATH (made by invoke install --prefix on a shared path)",
+            fix="give --image REF (nodes with Docker) and/or --prefix PATH (made by invoke "
+            "install --prefix on a shared path)",
         )
     if job.prefix and not Path(job.prefix).is_absolute():
         raise BadInput(
@@ -251,10 +253,10 @@ def sbatch_command(job: SlurmJob) -> list[str]:
 def render_batch_script(job: SlurmJob) -> str:
     """The batch script: one srun task per node; one node's failure does not stop the others."""
     return (
-        "#!/bin/bash\n"
-        "# gpuenv fleet validation (written by gpuenv): run node.sh once on every node of the job.\n"
-        "# --kill-on-bad-exit=0: a node whose suite fails must not kill the other nodes' runs.\n"
-        f"exec srun --ntasks-per-node=1 {srun_cpus(job)} --kill-on-bad-exit=0 bash {shlex.quote(job.rundir + '/' + NODE_SCRIPT)}\n"
+        "#!/bin/bash\n# gpuenv fleet validation (written by gpuenv): run node.sh once on every "
+        "node of the job.\n# --kill-on-bad-exit=0: a node whose suite fails must not kill the "
+        f"other nodes' runs.\nexec srun --ntasks-per-node=1 {srun_cpus(job)} "
+        f"--kill-on-bad-exit=0 bash {shlex.quote(job.rundir + '/' + NODE_SCRIPT)}\n"
     )
 
 
@@ -268,7 +270,8 @@ def suite_command(python: str, report: str, job: SlurmJob, baseline: str) -> str
 
 
 def docker_run_command(job: SlurmJob) -> str:
-    """`docker run` of the suite in the image, as the node's user, writing into the node's folder."""
+    """`docker run` of the suite in the image, as the node's user, writing into the node's
+    folder."""
     assert job.image
     words = [
         "docker",
@@ -314,7 +317,8 @@ def render_node_script(job: SlurmJob) -> str:
     baseline = f"{job.rundir}/{BASELINE_FILE}"
     lines = [
         "#!/bin/bash",
-        "# gpuenv fleet validation, one node's run (written by gpuenv; srun starts it once per node).",
+        "# gpuenv fleet validation, one node's run (written by gpuenv; srun starts it once per "
+        "node).",
         "set -u",
         "node=${SLURMD_NODENAME:-$(hostname -s)}",
         f'out={rundir}/{NODES_DIR}/"$node"',
@@ -322,13 +326,15 @@ def render_node_script(job: SlurmJob) -> str:
         "status=0",
         f"image={image}",
         f"prefix={prefix}",
-        'if [ -n "$image" ] && command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then',
+        'if [ -n "$image" ] && command -v docker >/dev/null 2>&1 && docker info >/dev/null '
+        "2>&1; then",
         '    echo docker > "$out/runner"',
         '    if ! docker image inspect "$image" >/dev/null 2>&1; then',
         '        echo "pulling $image" >&2',
         '        docker pull -q "$image" >/dev/null 2>"$out/error" || status=125',
         "    fi",
-        f'    [ "$status" = 0 ] && {{ {docker_run_command(job) if job.image else "true"}; status=$?; }}',
+        f'    [ "$status" = 0 ] && {{ {docker_run_command(job) if job.image else "true"}; '
+        "status=$?; }",
         'elif [ -n "$prefix" ] && [ -x "$prefix/bin/python" ]; then',
         '    echo prefix > "$out/runner"',
         *(f"    export {shlex.quote(f'{k}={v}')}" for k, v in job.env.items()),
@@ -336,7 +342,9 @@ def render_node_script(job: SlurmJob) -> str:
         + suite_command('"$prefix/bin/python"', '"$out/report.json"', job, shlex.quote(baseline)),
         "    status=$?",
         "else",
-        '    echo "no way to run the suite here: ${image:+no working Docker engine for $image; }${prefix:+no $prefix/bin/python; }give --image for nodes with Docker or --prefix on a shared path" > "$out/error"',
+        '    echo "no way to run the suite here: ${image:+no working Docker engine for $image; '
+        "}${prefix:+no $prefix/bin/python; }give --image for nodes with Docker or --prefix on a "
+        'shared path" > "$out/error"',
         "    status=127",
         "fi",
         'echo "$status" > "$out/exit"',
@@ -363,7 +371,8 @@ def run_slurm(cmd: list[str], timeout: float = 60) -> subprocess.CompletedProces
     except FileNotFoundError:
         raise ToolError(
             f"{cmd[0]} is not installed on this machine",
-            fix="run invoke validate --slurm on a Slurm login node (where sbatch and squeue are on PATH)",
+            fix="run invoke validate --slurm on a Slurm login node (where sbatch and squeue are "
+            "on PATH)",
         ) from None
     except subprocess.TimeoutExpired:
         raise ToolError(

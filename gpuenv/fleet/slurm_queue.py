@@ -1,5 +1,6 @@
 """Slurm, the queue: a job's state as squeue, sacct and scontrol tell it, the pending reasons that
-cannot clear (then the job is cancelled at once), and scancel. Parsers are pure; the calls at the bottom run them."""
+cannot clear (then the job is cancelled at once), and scancel. Parsers are pure; the calls at the
+bottom run them."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ REASONS_SOURCE = "https://slurm.schedmd.com/job_reason_codes.html"
 
 @dataclass(frozen=True)
 class StuckReason:
-    """A pending reason that no amount of waiting clears: the job is cancelled at once with `fix`."""
+    """A pending reason that no amount of waiting clears: the job is cancelled at once with
+    `fix`."""
 
     reason: str
     meaning: str  # Slurm's own description, shortened (REASONS_SOURCE)
@@ -43,7 +45,8 @@ STUCK_REASONS: dict[str, StuckReason] = {
         StuckReason(
             "PartitionNodeLimit",
             "the number of nodes asked for is outside the partition's limits",
-            "ask for fewer nodes (--nodes) or another partition; sinfo -s shows each partition's nodes",
+            "ask for fewer nodes (--nodes) or another partition; sinfo -s shows each "
+            "partition's nodes",
         ),
         StuckReason(
             "PartitionTimeLimit",
@@ -154,7 +157,8 @@ def state_word(text: str) -> str:
 
 
 def parse_squeue(output: str, job_id: str) -> JobState | None:
-    """The job's line of `squeue --format=%i|%T|%M|%N|%r`, or None when squeue no longer lists it."""
+    """The job's line of `squeue --format=%i|%T|%M|%N|%r`, or None when squeue no longer lists
+    it."""
     for line in output.splitlines():
         parts = line.strip().split("|")
         if len(parts) >= 5 and parts[0] == job_id:
@@ -165,7 +169,8 @@ def parse_squeue(output: str, job_id: str) -> JobState | None:
 
 
 def parse_sacct(output: str, job_id: str) -> JobState | None:
-    """The allocation's line of `sacct --parsable2 --format=JobID,State,ExitCode,NodeList,Elapsed`."""
+    """The allocation's line of `sacct --parsable2
+    --format=JobID,State,ExitCode,NodeList,Elapsed`."""
     for line in output.splitlines():
         parts = line.strip().split("|")
         if len(parts) >= 5 and parts[0] == job_id:
@@ -234,7 +239,10 @@ def stuck(state: JobState, node_states: dict[str, str] | None = None) -> str | N
         )
         if dead and len(dead) == len(node_states):
             listed = ", ".join(f"{node} ({node_states[node]})" for node in dead)
-            return f"ReqNodeNotAvail: the node(s) it needs are down or drained: {listed}: ask for other nodes, or have them resumed"
+            return (
+                f"ReqNodeNotAvail: the node(s) it needs are down or drained: {listed}: ask for "
+                "other nodes, or have them resumed"
+            )
     return None
 
 
@@ -245,7 +253,8 @@ def pending_text(reason: str) -> str:
 
 
 def query(job_id: str) -> JobState | None:
-    """The job's state: squeue while it is known there, else sacct, else scontrol (no accounting)."""
+    """The job's state: squeue while it is known there, else sacct, else scontrol (no
+    accounting)."""
     proc = run_slurm(squeue_command(job_id))
     state = parse_squeue(proc.stdout, job_id) if proc.returncode == 0 else None
     if state is not None and not state.final:

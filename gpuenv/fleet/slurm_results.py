@@ -51,8 +51,9 @@ def node_outcome(node: str, files: NodeFiles, job: JobState, time_limit: str | N
         return HostOutcome(
             node,
             TIMEOUT,
-            f"job {job.job_id} reached its time limit{' (--time ' + time_limit + ')' if time_limit else ''} "
-            f"before this node's suite finished: give a longer --time",
+            f"job {job.job_id} reached its time "
+            f"limit{' (--time ' + time_limit + ')' if time_limit else ''} before this node's "
+            "suite finished: give a longer --time",
             details=details,
         )
     if job.state in ("CANCELLED", "PREEMPTED", "REVOKED", "DEADLINE"):

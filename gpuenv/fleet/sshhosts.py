@@ -51,7 +51,8 @@ READ_TIMEOUT = 60
 #: A host's whole visit when --time is not given (--time UNLIMITED lifts it): the full suite,
 #: sustained load included, takes well under this on a healthy server.
 DEFAULT_HOST_TIME_S = 2 * 3600
-#: Labels on every suite container: what it is, and which run made it (so an interrupt finds them all).
+#: Labels on every suite container: what it is, and which run made it (so an interrupt finds them
+#: all).
 LABEL = "io.gpuenv.fleet"
 RUN_LABEL = "io.gpuenv.fleet.run"
 _HOST = re.compile(r"^[A-Za-z0-9._-]+$|^\[[0-9A-Fa-f:.]+\]$")
@@ -92,7 +93,8 @@ class SuiteRun:
 
 def parse_hosts(text: str | list[str]) -> list[str]:
     """`ssh://user@host[:port],...` -> the list of URLs, each checked and written one way
-    (`:052222` is `:52222`, `:22` is no port, the host name in lower case); duplicates dropped in order."""
+    (`:052222` is `:52222`, `:22` is no port, the host name in lower case); duplicates dropped in
+    order."""
     items = text if isinstance(text, list) else str(text).split(",")
     hosts = [h.strip() for h in items if h and h.strip()]
     if not hosts:
@@ -337,7 +339,8 @@ class FleetState:
 def validate_host(
     url: str, run: SuiteRun, progress: Progress | None = None, state: FleetState | None = None
 ) -> HostOutcome:
-    """Run the suite on one host; never raises for a problem of that host (it becomes the outcome)."""
+    """Run the suite on one host; never raises for a problem of that host (it becomes the
+    outcome)."""
     state = state or FleetState()
     say = (
         (lambda phase, detail="": progress(url, phase, detail))
@@ -360,7 +363,8 @@ def validate_host(
     def timed_out(step: str) -> HostOutcome:
         return outcome(
             TIMEOUT,
-            f"--time ({run.timeout_s:.0f}s) ran out {step}: give a longer --time or look at the host",
+            f"--time ({run.timeout_s:.0f}s) ran out {step}: give a longer --time or look at the "
+            "host",
         )
 
     engine: engines.Engine | None = None
@@ -419,8 +423,9 @@ def validate_host(
                     return timed_out(f"while pulling {run.image}")
                 return outcome(
                     FAILED,
-                    f"image {run.image} is not on this host and cannot be pulled ({err.message}): push it with "
-                    "invoke push and pass --image HOST/gpuenv/...@sha256:...",
+                    f"image {run.image} is not on this host and cannot be pulled "
+                    f"({err.message}): push it with invoke push and pass --image "
+                    "HOST/gpuenv/...@sha256:...",
                 )
         details["image_id"] = image.id
         if deadline is not None and (remaining() or 0) <= 0:
@@ -451,8 +456,8 @@ def validate_host(
         if code is None:
             return outcome(
                 TIMEOUT,
-                f"the suite did not finish within --time ({run.timeout_s:.0f}s); stopped it: give a longer --time "
-                "or look at the host",
+                f"the suite did not finish within --time ({run.timeout_s:.0f}s); stopped it: "
+                "give a longer --time or look at the host",
             )
         say("collecting", "report")
         data = container.read_file(REPORT_IN_CONTAINER)

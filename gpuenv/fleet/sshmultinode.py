@@ -27,7 +27,8 @@ from gpuenv.fleet.sshhosts import LABEL, READ_TIMEOUT, RUN_LABEL, FleetState, Pr
 
 #: Where rank 0 writes the result inside its container (the image's user can write /tmp).
 RESULT_IN_CONTAINER = "/tmp/gpuenv-multinode/result.json"
-#: The job's time limit when --time is not given: the rendezvous bound plus a short all-reduce and DDP run.
+#: The job's time limit when --time is not given: the rendezvous bound plus a short all-reduce and
+#: DDP run.
 DEFAULT_JOB_TIME_S = 15 * 60
 
 
@@ -35,7 +36,8 @@ DEFAULT_JOB_TIME_S = 15 * 60
 
 
 def rendezvous_host(url: str) -> str:
-    """The first host's address for the others: its name as the URL gives it (`ssh://u@gpu01:2222` -> gpu01)."""
+    """The first host's address for the others: its name as the URL gives it (`ssh://u@gpu01:2222`
+    -> gpu01)."""
     return urlsplit(url).hostname or url
 
 

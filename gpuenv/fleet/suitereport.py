@@ -27,7 +27,8 @@ MAX_REPORT_BYTES = 16 * 2**20
 #: figures are added for a median.
 MAX_VALUE = 1e18
 #: What one report may keep (see _check_size): GPUs as a host can have (validate.host.capture's
-#: bound), checks and their text far above a real report's (200 checks, 60 kB for 8 GPUs; 64 GPUs x 64 checks).
+#: bound), checks and their text far above a real report's (200 checks, 60 kB for 8 GPUs; 64 GPUs x
+#: 64 checks).
 MAX_GPU_SECTIONS = 64
 MAX_CHECKS = 4_096
 MAX_CHECK_TEXT = 2**20
@@ -142,7 +143,8 @@ def _check(raw: Any, section: str, index: int, gpu: str | None) -> dict[str, Any
     owner = raw.get("gpu", gpu)
     if owner is not None and not isinstance(owner, str):
         raise MalformedReport(
-            f"{_where(section, index, raw)}: 'gpu' is {safe_text(repr(owner), limit=40)}, not a GPU UUID"
+            f"{_where(section, index, raw)}: 'gpu' is {safe_text(repr(owner), limit=40)}, not a "
+            "GPU UUID"
         )
     get = raw.get
     measured, threshold, reason, test = (
@@ -242,7 +244,8 @@ def check_report(data: Any, source_chars: int | None = None) -> CheckedReport:
     )
     if repeated:  # the GPU sections are keyed by UUID: a second GPU with the same one would be lost
         raise MalformedReport(
-            f"GPU {repeated[1]} and GPU {repeated[2]} share the UUID {safe_text(repeated[0], limit=80)}: each GPU has its own"
+            f"GPU {repeated[1]} and GPU {repeated[2]} share the UUID "
+            f"{safe_text(repeated[0], limit=80)}: each GPU has its own"
         )
     indexes: dict[int, str] = {}
     for key, value in data.items():
@@ -256,13 +259,16 @@ def check_report(data: Any, source_chars: int | None = None) -> CheckedReport:
         index = section["gpu"]["index"]
         if index in indexes:
             raise MalformedReport(
-                f"GPU index {index} given twice ({safe_text(indexes[index], limit=60)} and {safe_text(key, limit=60)})"
+                f"GPU index {index} given twice ({safe_text(indexes[index], limit=60)} and "
+                f"{safe_text(key, limit=60)})"
             )
         indexes[index] = key
         uuid = section["gpu"]["uuid"]
         if (
             uuid in clean
-        ):  # two keys that read the same once made safe (or cut to length): neither may hide the other
+            # two keys that read the same once made safe (or cut to length): neither may hide the
+            # other
+        ):
             raise MalformedReport(
                 f"GPU UUID {uuid!r} given twice (as {safe_text(key, limit=60)!r} too)"
             )
@@ -282,7 +288,8 @@ def check_report(data: Any, source_chars: int | None = None) -> CheckedReport:
         isinstance(exit_status, bool) or not isinstance(exit_status, int)
     ):
         raise MalformedReport(
-            f"summary: pytest_exit_status is {safe_text(repr(exit_status), limit=40)}, not a whole number"
+            f"summary: pytest_exit_status is {safe_text(repr(exit_status), limit=40)}, not a "
+            "whole number"
         )
     verdicts = summary.get("verdicts")
     clean["summary"] = {
@@ -294,7 +301,8 @@ def check_report(data: Any, source_chars: int | None = None) -> CheckedReport:
         # a report whose checks failed is not ok, whatever its summary claims
         "ok": summary.get("ok") is True and failed == 0,
         "seconds": _number(summary.get("seconds"), "summary: 'seconds'"),
-        # why the node's own suite found its run no proof of a ready host (validate/judge/evidence.py)
+        # why the node's own suite found its run no proof of a ready host
+        # (validate/judge/evidence.py)
         "not_validated": safe_text(summary["not_validated"], limit=500)
         if summary.get("not_validated")
         else None,
@@ -364,13 +372,15 @@ def _check_size(data: dict[str, Any], count_text: bool = True) -> None:
     )
     if text > MAX_CHECK_TEXT:
         raise MalformedReport(
-            f"{text / 2**20:.1f} M characters of check text; a suite report has at most {MAX_CHECK_TEXT // 2**20} M"
+            f"{text / 2**20:.1f} M characters of check text; a suite report has at most "
+            f"{MAX_CHECK_TEXT // 2**20} M"
         )
 
 
 def _plain(value: Any, budget: list[int], depth: int = 0) -> Any:
     """Free-form sections (NVML facts, framework versions): kept as plain JSON, text made safe;
-    at most `budget[0]` values in all (shared, so many wide levels cannot multiply), the rest dropped."""
+    at most `budget[0]` values in all (shared, so many wide levels cannot multiply), the rest
+    dropped."""
     budget[0] -= 1
     if depth > 8 or budget[0] < 0:
         return None

@@ -1,4 +1,5 @@
-"""The build context of an image: which files go to the engine, under which names, as one tar stream.
+"""The build context of an image: which files go to the engine, under which names, as one tar
+stream.
 
 Two folders, one per stage, so each stage takes its inputs in one COPY (one layer each):
   install/   what the install stage needs: install-env.sh, ca-env.sh, tools/, ca/, wheels/, lock/
@@ -25,7 +26,8 @@ from gpuenv.stack import Stack, stack_json
 
 #: Files and folders never sent to the engine (bytecode, editor litter).
 _SKIP_NAMES = {"__pycache__", ".pytest_cache", ".mypy_cache", ".DS_Store"}
-#: The suite's folder in the context (gpuenv/images/identity.py hashes it for the io.gpuenv.suite label).
+#: The suite's folder in the context (gpuenv/images/identity.py hashes it for the io.gpuenv.suite
+#: label).
 SUITE_PREFIX = "image/validate/"
 
 

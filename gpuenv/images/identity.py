@@ -28,7 +28,8 @@ PENDING = "<inputs-hash>"
 
 
 def _tree_digest(root: Path) -> str:
-    """A folder kept as it is in the context (links as links): its paths, link targets, modes and bytes."""
+    """A folder kept as it is in the context (links as links): its paths, link targets, modes and
+    bytes."""
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root).as_posix()
@@ -89,14 +90,16 @@ def image_hash(
     base_id: str,
 ) -> str:
     """The identity of the final image: every input of the build. Even the CA bundle and the wheels,
-    which reach no layer, name the install stage the image records (its io.gpuenv.install_hash label)."""
+    which reach no layer, name the install stage the image records (its io.gpuenv.install_hash
+    label)."""
     return inputs_hash(entries, buildargs=buildargs, labels=labels, base_id=base_id)
 
 
 def install_hash(
     entries: list[tuple[str, Source]], *, buildargs: dict[str, str], base_id: str
 ) -> str:
-    """The identity of the install stage: what it copies, the Dockerfile, the build arguments and the base.
+    """The identity of the install stage: what it copies, the Dockerfile, the build arguments and
+    the base.
 
     The labels are left out: the engine sets them on the final stage only."""
     return inputs_hash(entries, buildargs=buildargs, base_id=base_id, only=INSTALL_STAGE)
@@ -104,10 +107,12 @@ def install_hash(
 
 def suite_hash(entries: Iterable[tuple[str, Source]]) -> str:
     """The identity of the validation suite in an image (validate/ of the context), for the
-    io.gpuenv.suite label: `validate` can then prefer the image that carries this checkout's suite."""
+    io.gpuenv.suite label: `validate` can then prefer the image that carries this checkout's
+    suite."""
     return inputs_hash(entries, buildargs={}, base_id="", only=("image/validate/",))
 
 
 def checkout_suite() -> str | None:
-    """The hash of this checkout's validation suite, as images carry it (io.gpuenv.suite); None without one."""
+    """The hash of this checkout's validation suite, as images carry it (io.gpuenv.suite); None
+    without one."""
     return suite_hash(suite_entries(VALIDATE_DIR)) if VALIDATE_DIR.is_dir() else None

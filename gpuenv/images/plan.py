@@ -37,7 +37,8 @@ if TYPE_CHECKING:  # the engine module imports the Docker SDK: only at run time,
     from gpuenv.envs.buildtools import BuildTools
 
 #: Every gpuenv image lives under this repository prefix: gpuenv/<stack_id>:<inputs-hash-12>, the
-#: hash of everything in the image (gpuenv/images/identity.py), so two different images never share a name.
+#: hash of everything in the image (gpuenv/images/identity.py), so two different images never share
+#: a name.
 REPOSITORY_PREFIX = "gpuenv"
 #: The moving tag that always names the newest build of a stack.
 MOVING_TAG = "latest"
@@ -52,9 +53,11 @@ INPUTS_LABEL = LABEL_PREFIX + "inputs"
 SUITE_LABEL = LABEL_PREFIX + "suite"
 #: The id of the base image the image was built on.
 BASE_ID_LABEL = LABEL_PREFIX + "base_id"
-#: Set by docker/Dockerfile on the install stage: the mark that an image under the cache name is gpuenv's.
+#: Set by docker/Dockerfile on the install stage: the mark that an image under the cache name is
+#: gpuenv's.
 INSTALL_STAGE_LABEL = LABEL_PREFIX + "build_cache"
-#: The hash of the install stage's inputs: its cache name (build_cache_tag) holds the first 12 characters.
+#: The hash of the install stage's inputs: its cache name (build_cache_tag) holds the first 12
+#: characters.
 INSTALL_HASH_LABEL = LABEL_PREFIX + "install_hash"
 #: The diff_id of the image's environment layer (/opt/gpuenv/env): given by a second, one-LABEL
 #: build once the first has made the layer (a build cannot name a layer it is still making).
@@ -62,7 +65,8 @@ ENV_LAYER_LABEL = LABEL_PREFIX + "env_layer"
 SOURCE_URL = "https://github.com/gpuenv/gpuenv"
 
 DOCKER_DIR = PROJECT_ROOT / "docker"
-#: The engine's builders `invoke build --builder` takes: auto is BuildKit where the engine offers it.
+#: The engine's builders `invoke build --builder` takes: auto is BuildKit where the engine offers
+#: it.
 BUILDERS = ("auto", "buildkit", "classic")
 #: Path of the Dockerfile inside the build context (gpuenv/images/context.py lays the context out).
 DOCKERFILE_IN_CONTEXT = "docker/Dockerfile"
@@ -85,7 +89,8 @@ CACHE_REPOSITORY = "gpuenv-cache"
 
 
 def build_cache_tag(stack: Stack, install_hash: str) -> str:
-    """``gpuenv-cache/torch2.13.0-cpu-py3.11:5ff00e74a961``: the install stage of exactly those inputs."""
+    """``gpuenv-cache/torch2.13.0-cpu-py3.11:5ff00e74a961``: the install stage of exactly those
+    inputs."""
     return f"{CACHE_REPOSITORY}/{stack.stack_id}".lower() + f":{install_hash[:TAG_HASH_LENGTH]}"
 
 
@@ -155,7 +160,8 @@ def oci_labels(stack: Stack, lock: "LockFile", base_image: str) -> dict[str, str
 
 
 def source_date_epoch(lock: "LockFile") -> int | None:
-    """The image's date: SOURCE_DATE_EPOCH (the reproducible-builds convention) when set, else the lock's."""
+    """The image's date: SOURCE_DATE_EPOCH (the reproducible-builds convention) when set, else the
+    lock's."""
     import os
 
     value = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
@@ -185,15 +191,17 @@ class LockFile:
     path: Path
     backend: str
     sha256: str
-    #: When it was locked (epoch seconds), from its metadata; None for locks made before gpuenv recorded it.
+    #: When it was locked (epoch seconds), from its metadata; None for locks made before gpuenv
+    #: recorded it.
     locked_at: int | None = None
 
 
 def read_lock(lock_dir: Path, stack: Stack | None = None) -> LockFile:
-    """The lock file of `lock_dir`, verified against its metadata (and `stack`): its hash names the image.
+    """The lock file of `lock_dir`, verified against its metadata (and `stack`): its hash names the
+    image.
 
-    Through gpuenv.envs.lockdir, the owner of the lock directory: the backend's file that the metadata
-    names (never a stray file of the other backend), unchanged since it was locked.
+    Through gpuenv.envs.lockdir, the owner of the lock directory: the backend's file that the
+    metadata names (never a stray file of the other backend), unchanged since it was locked.
     """
     lock = lockdir.verify(Path(lock_dir), stack)
     return LockFile(lock.path, lock.backend, lock.sha256, lock.metadata.locked_at)
@@ -210,7 +218,8 @@ class BuildPlan:
     lock: LockFile
     lock_dir: Path
     base_image: str
-    #: Every tag of the image: empty until the inputs are known (`identify`), unless a caller names them.
+    #: Every tag of the image: empty until the inputs are known (`identify`), unless a caller names
+    #: them.
     tags: list[str]
     buildargs: dict[str, str]
     labels: dict[str, str]
@@ -220,9 +229,11 @@ class BuildPlan:
     docker_dir: Path = DOCKER_DIR
     dockerfile: str = DOCKERFILE_IN_CONTEXT
     nocache: bool = False
-    #: The wheelhouse holds every wheel of the lock: the install asks no index and the build has no network.
+    #: The wheelhouse holds every wheel of the lock: the install asks no index and the build has no
+    #: network.
     no_index: bool = False
-    #: What the host supplies (uv, a standalone Python, a conda lock's environment); None: not gathered yet.
+    #: What the host supplies (uv, a standalone Python, a conda lock's environment); None: not
+    #: gathered yet.
     tools: BuildTools | None = None
     #: The user's extra tag (--tag), given to the image beside the stack's tags.
     extra_tags: tuple[str, ...] = ()
@@ -230,10 +241,12 @@ class BuildPlan:
     locked_wheels: tuple[Path, ...] = ()
     #: --offline: the engine is never asked to pull (a missing base image is an error).
     offline: bool = False
-    #: The base image's id on the engine, and the install stage's cache name: known after `identify`.
+    #: The base image's id on the engine, and the install stage's cache name: known after
+    #: `identify`.
     base_id: str | None = None
     cache_tag: str | None = None
-    #: Conda channel URL -> mirror URL (the team's settings), for a conda lock's install on the host.
+    #: Conda channel URL -> mirror URL (the team's settings), for a conda lock's install on the
+    #: host.
     mirrors: dict[str, str] = field(default_factory=dict)
     #: The time of every file of an environment the host installed (SOURCE_DATE_EPOCH, else when
     #: the lock was made, else 0): its layer then depends on the lock and nothing else.
@@ -400,7 +413,8 @@ def plan_build(
 
 
 def pending_tags(plan: BuildPlan) -> list[str]:
-    """The tags `plan` will get, with a placeholder for the inputs hash (known once the base is inspected)."""
+    """The tags `plan` will get, with a placeholder for the inputs hash (known once the base is
+    inspected)."""
     return [
         t.replace("0" * TAG_HASH_LENGTH, identity.PENDING)
         for t in image_tags(plan.stack, "0" * 64, plan.extra_tags)
@@ -447,7 +461,8 @@ def _wheels_only(
     if offline and wheelhouse is None:
         raise BadInput(
             "--offline needs --wheelhouse",
-            fix="give the folder that holds every wheel of the lock (see the README's air-gapped recipe)",
+            fix="give the folder that holds every wheel of the lock (see the README's "
+            "air-gapped recipe)",
         )
     if lock.backend != "uv":
         return offline and require_local_channels(
@@ -561,13 +576,14 @@ def ensure_base_image(engine: Engine, ref: str, progress: Say | None = None) -> 
     except ToolError as err:
         raise ToolError(
             f"the base image {ref} is not on this engine and cannot be pulled ({err.message})",
-            fix="pull it where a registry is reachable (docker save/load), or pass --base-image with a local image",
+            fix="pull it where a registry is reachable (docker save/load), or pass --base-image "
+            "with a local image",
         ) from None
 
 
 def supply_tools(engine: Engine, plan: BuildPlan, progress: Say | None = None) -> BuildPlan:
-    """`plan` with the installers its install stage needs, gathered on the host (gpuenv.envs.buildtools),
-    then named from its inputs (`identify`).
+    """`plan` with the installers its install stage needs, gathered on the host
+    (gpuenv.envs.buildtools), then named from its inputs (`identify`).
 
     The base image is made present first (pulled once when missing, as the build would; never
     with --offline, where a missing base is one line) and asked whether it has the stack's
@@ -581,8 +597,10 @@ def supply_tools(engine: Engine, plan: BuildPlan, progress: Say | None = None) -
     if base is None and plan.offline:
         # The classic builder pulls a missing FROM image whatever `pull` says: the check is here.
         raise BadInput(
-            f"--offline: the base image {plan.base_image} is not on this engine, and an offline build never pulls",
-            fix="docker load it here (docker save it where a registry answers), or pass --base-image with an image this engine has",
+            f"--offline: the base image {plan.base_image} is not on this engine, and an offline "
+            "build never pulls",
+            fix="docker load it here (docker save it where a registry answers), or pass "
+            "--base-image with an image this engine has",
         )
     if base is None:
         base = ensure_base_image(engine, plan.base_image, progress)
@@ -600,7 +618,8 @@ def supply_tools(engine: Engine, plan: BuildPlan, progress: Say | None = None) -
     )
     if base is None:
         raise GpuenvError(
-            f"the base image {plan.base_image} vanished from the engine during the build's preparation",
+            f"the base image {plan.base_image} vanished from the engine during the build's "
+            "preparation",
             fix="build again; keep the base image while gpuenv builds on it",
         )
     if (

@@ -24,7 +24,8 @@ _SHA256 = re.compile(r"sha256:[0-9a-f]{64}")
 
 @dataclass(frozen=True)
 class PushPlan:
-    """One push: the local image (by id) and the names it gets in the registry (its inputs-hash tag, latest)."""
+    """One push: the local image (by id) and the names it gets in the registry (its inputs-hash tag,
+    latest)."""
 
     stack: Stack
     source: str
@@ -49,15 +50,18 @@ def parse_image_ref(value: str, option: str = "--image") -> str:
     name, at, digest = text.partition("@")
     if at and not _SHA256.fullmatch(digest):
         raise BadInput(
-            f"{option} {_shown(text)} is not an image reference (a digest is sha256: and 64 hex digits)",
-            fix="give e.g. registry.example.com/gpuenv/<stack>@sha256:<64 hex>, as invoke push printed it",
+            f"{option} {_shown(text)} is not an image reference (a digest is sha256: and 64 hex "
+            "digits)",
+            fix="give e.g. registry.example.com/gpuenv/<stack>@sha256:<64 hex>, as invoke push "
+            "printed it",
         )
     try:
         check_image_reference(name, option)
     except BadInput as err:
         reason = _reason(err.message, option, name)
         fix = (
-            "give e.g. registry.example.com/gpuenv/<stack>@sha256:<64 hex>, as invoke push printed it"
+            "give e.g. registry.example.com/gpuenv/<stack>@sha256:<64 hex>, as invoke push "
+            "printed it"
             if option == "--image"
             else str(err.fix)
         )
@@ -117,7 +121,8 @@ def push(engine: Engine, plan: PushPlan, progress: LayerCallback | None = None) 
 def ensure_image(
     engine: Engine, ref: str, progress: LayerCallback | None = None, say=lambda _msg: None
 ) -> ImageInfo:
-    """The local image `ref` (checked first); pulled (by digest when the reference has one) when it is missing."""
+    """The local image `ref` (checked first); pulled (by digest when the reference has one) when it
+    is missing."""
     ref = parse_image_ref(ref)
     how = (
         "by digest"

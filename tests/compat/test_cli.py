@@ -1,4 +1,5 @@
-"""`invoke doctor / matrix / resolve` run as a user runs them: a subprocess, exit codes, no tracebacks."""
+"""`invoke doctor / matrix / resolve` run as a user runs them: a subprocess, exit codes, no
+tracebacks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The compatibility data file: it loads, every entry is sourced and consistent, and bad edits fail loudly."""
+"""The compatibility data file: it loads, every entry is sourced and consistent, and bad edits fail
+loudly."""
 
 from __future__ import annotations
 
@@ -67,7 +68,8 @@ def test_driver_floors_per_update_never_decrease_and_respect_the_major_floor():
     ],
 )
 def test_every_update_keeps_its_own_driver_floor(update, driver):
-    # The issue's cases: 12.8.0 needs 570.26 although 12.8.1 needs 570.124.06 (NVIDIA release notes, Table 3).
+    # The issue's cases: 12.8.0 needs 570.26 although 12.8.1 needs 570.124.06 (NVIDIA release notes,
+    # Table 3).
     release = load_matrix().cuda_release(update.rsplit(".", 1)[0])
     assert release.update(update).min_driver == driver
 
@@ -281,7 +283,8 @@ def test_invalid_yaml_names_the_line(tmp_path):
 
 
 def test_duplicate_keys_are_refused(tmp_path):
-    # YAML loaders keep the last of two equal keys silently; a second "cuda_releases:" would hide the first.
+    # YAML loaders keep the last of two equal keys silently; a second "cuda_releases:" would hide
+    # the first.
     bad = tmp_path / "compat.yaml"
     text = COMPAT_FILE.read_text(encoding="utf-8")
     bad.write_text(text + "\nschema: 2\n", encoding="utf-8")
@@ -331,7 +334,8 @@ def test_second_round_facts():
         "10.1",
         "11.0",
     }
-    # runfile names fill the floors the issue lists; 12.8.0 keeps its release-notes floor and notes the runfile's driver
+    # runfile names fill the floors the issue lists; 12.8.0 keeps its release-notes floor and notes
+    # the runfile's driver
     floors = {u.version: u.min_driver for c in m.cuda_releases for u in c.updates}
     assert (
         floors["12.8.2"],

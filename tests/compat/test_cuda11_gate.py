@@ -1,5 +1,5 @@
-"""CUDA 11 hosts: the resolver's stack, the image's start-up gate (docker/entrypoint.sh, run by the real
-/bin/sh) and NVIDIA_REQUIRE_CUDA agree on the minor-version-compatibility floor (450.80.02).
+"""CUDA 11 hosts: the resolver's stack, the image's start-up gate (docker/entrypoint.sh, run by the
+real /bin/sh) and NVIDIA_REQUIRE_CUDA agree on the minor-version-compatibility floor (450.80.02).
 
 The /proc/driver/nvidia/version lines use the proprietary module's format (recorded lines of real
 hosts are in tests/images/test_entrypoint.py); only the version differs.
@@ -57,7 +57,8 @@ def test_a_t4_on_470_gets_a_cuda11_image_whose_gates_let_it_start(tmp_path, fram
     assert require_cuda(stack) == "cuda>=11.0,driver>=450.80.02"
     started = _start(tmp_path, "470.82.01", stack)
     assert (started.returncode, started.stdout.strip()) == (0, "started"), started.stderr
-    # the lowest driver of CUDA 11's minor-version compatibility starts it too; one below it does not
+    # the lowest driver of CUDA 11's minor-version compatibility starts it too; one below it does
+    # not
     assert _start(tmp_path, "450.80.02", stack).returncode == 0
     refused = _start(tmp_path, "450.57", stack)
     assert refused.returncode == 1 and refused.stdout == ""

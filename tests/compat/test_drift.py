@@ -1,4 +1,5 @@
-"""The drift check: pure comparison on recorded PyPI responses, range reads on a loopback server, and real PyPI.
+"""The drift check: pure comparison on recorded PyPI responses, range reads on a loopback server,
+and real PyPI.
 
 tests/compat/fixtures/pypi/ holds PyPI JSON API documents recorded on 2026-11-23 (trimmed to the
 Linux x86_64 wheels) and the Requires-Dist lines of the wheels the check read.
@@ -161,7 +162,8 @@ def _drop_torch(m, series):
             "13.4.3",
             "needs its driver floor",
         ),
-        # TensorFlow's kernels disagree with the wheel's build_info.py (2.21 has SASS for 8.9, PTX 9.0)
+        # TensorFlow's kernels disagree with the wheel's build_info.py (2.21 has SASS for 8.9, PTX
+        # 9.0)
         (
             lambda m: replace(
                 m,
@@ -176,7 +178,8 @@ def _drop_torch(m, series):
             "2.21",
             "SASS 6.0 7.0 8.0 8.9, PTX 9.0",
         ),
-        # the update torch 2.15.0's wheel installs (cuda-toolkit==13.2.2) has no driver floor in the data
+        # the update torch 2.15.0's wheel installs (cuda-toolkit==13.2.2) has no driver floor in the
+        # data
         (
             lambda m: replace(
                 m,
@@ -234,7 +237,8 @@ def test_new_release_on_pypi_is_found():
         (['cuda-toolkit[cublas,cudart]==13.2.2; platform_system == "Linux"'], "13.2"),
         (
             [
-                'nvidia-cuda-runtime-cu12==12.8.90; platform_system == "Linux" and platform_machine == "x86_64"'
+                'nvidia-cuda-runtime-cu12==12.8.90; platform_system == "Linux" and '
+                'platform_machine == "x86_64"'
             ],
             "12.8",
         ),
@@ -327,7 +331,8 @@ def test_metadata_is_read_with_range_requests_not_the_whole_wheel():
         )  # 3 MB the check must not read
         z.writestr(
             "fake-1.0.dist-info/METADATA",
-            "Metadata-Version: 2.1\nName: fake\nVersion: 1.0\nRequires-Dist: cuda-toolkit==13.2.2\n",
+            "Metadata-Version: 2.1\nName: fake\nVersion: 1.0\n"
+            "Requires-Dist: cuda-toolkit==13.2.2\n",
         )
     handler = type("H", (_RangeHandler,), {"body": buffer.getvalue(), "ranges": []})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -451,13 +456,15 @@ def test_doctor_warns_when_pypi_has_newer_releases():
     )
     assert (
         lines[-1]
-        == "warning   PyPI has releases newer than the data (torch 2.16.0): run `invoke matrix --check`"
+        == "warning   PyPI has releases newer than the data (torch 2.16.0): run `invoke matrix "
+        "--check`"
     )
 
 
 # ---------------------------------------------------------------- TensorFlow's build_info.py
 
-#: What each recorded wheel says (tests/compat/fixtures/tensorflow_build_info), read by hand from the files.
+#: What each recorded wheel says (tests/compat/fixtures/tensorflow_build_info), read by hand from
+#: the files.
 BUILD_INFO_EXPECTED = {
     "2.12.1": ("11.8", ["3.5", "5.0", "6.0", "7.0", "7.5"], "8.0"),
     "2.15.1": ("12.2", ["5.0", "6.0", "7.0", "7.5"], "8.0"),

@@ -64,7 +64,8 @@ def test_a_file_that_is_no_capture_is_one_line_exit_2(invoke_cli, tmp_path):
 
 
 def test_doctor_names_the_last_driver_line_of_a_kepler_host(invoke_cli, tmp_path):
-    """SYNTHETIC: the A100 capture as driver 340 prints a Tesla K20m (tests/validate/host_variants.py)."""
+    """SYNTHETIC: the A100 capture as driver 340 prints a Tesla K20m
+    (tests/validate/host_variants.py)."""
     from host_variants import driver340_kepler
 
     capture = tmp_path / "k20m-340.xml"
@@ -81,7 +82,8 @@ def test_doctor_names_the_last_driver_line_of_a_kepler_host(invoke_cli, tmp_path
 
 
 def test_doctor_reads_an_old_drivers_a100_name(invoke_cli, tmp_path):
-    """SYNTHETIC: the A100 capture with the name driver 460 reports ("A100-SXM4-40GB", no "NVIDIA ")."""
+    """SYNTHETIC: the A100 capture with the name driver 460 reports ("A100-SXM4-40GB", no "NVIDIA
+    ")."""
     capture = tmp_path / "a100-old-name.xml"
     capture.write_text(
         A100.read_text(encoding="utf-8").replace("NVIDIA A100-SXM4-40GB", "A100-SXM4-40GB"),
@@ -93,8 +95,8 @@ def test_doctor_reads_an_old_drivers_a100_name(invoke_cli, tmp_path):
 
 
 def test_resolve_refuses_a_kepler_host_as_doctor_describes_it(invoke_cli, tmp_path):
-    """SYNTHETIC driver, real name: the A100 capture as driver 340.24 prints a Tesla K20m (Kepler, cc
-    3.5), for which no PyTorch build has kernels: the refusal names R470 and CUDA 11.8, as doctor
+    """SYNTHETIC driver, real name: the A100 capture as driver 340.24 prints a Tesla K20m (Kepler,
+    cc 3.5), for which no PyTorch build has kernels: the refusal names R470 and CUDA 11.8, as doctor
     does, never a driver no Kepler card runs."""
     from host_variants import driver340_kepler
 
@@ -104,8 +106,8 @@ def test_resolve_refuses_a_kepler_host_as_doctor_describes_it(invoke_cli, tmp_pa
     assert out.returncode == 3, out.stderr
     assert out.stderr.strip().count("\n") == 0, out.stderr
     assert (
-        "Kepler (cc 3.5): the last driver branch that runs it is R470, the last CUDA that builds for it 11.8"
-        in out.stderr
+        "Kepler (cc 3.5): the last driver branch that runs it is R470, the last CUDA that "
+        "builds for it 11.8" in out.stderr
     )
     assert (
         "no PyTorch stack gpuenv knows runs on it" in out.stderr
@@ -155,8 +157,8 @@ def test_doctor_and_the_replay_agree_that_a_cc_3_0_kepler_ends_with_cuda_10_2(in
     assert data["nvml"]["gpus"][0]["compute_capability"] == "3.0"
     (line,) = data["legacy"]["lines"]
     assert (
-        "(cc 3.0): the last driver branch that runs it is R470, the last CUDA that builds for it 10.2"
-        in line
+        "(cc 3.0): the last driver branch that runs it is R470, the last CUDA that builds for "
+        "it 10.2" in line
     ), line
     root = Path(__file__).resolve().parents[2]
     replay = subprocess.run(

@@ -1,5 +1,5 @@
-"""Legacy GPUs in `doctor` and the resolver: the last driver branch and CUDA line from envs/compat.yaml, or that
-none serves the GPU (pure, on the real compatibility data)."""
+"""Legacy GPUs in `doctor` and the resolver: the last driver branch and CUDA line from
+envs/compat.yaml, or that none serves the GPU (pure, on the real compatibility data)."""
 
 from __future__ import annotations
 
@@ -64,8 +64,8 @@ def test_a_cc_3_0_kepler_ends_with_cuda_10_2_in_doctor_and_in_replay():
         [{"name": "Tesla K10.G1.8GB", "compute_capability": "3.0"}], "470.256.02", load_matrix()
     )
     assert (
-        "(cc 3.0): the last driver branch that runs it is R470, the last CUDA that builds for it 10.2"
-        in line
+        "(cc 3.0): the last driver branch that runs it is R470, the last CUDA that builds for "
+        "it 10.2" in line
     ), line
     assert "stay on R470 and CUDA 10.2 or older (--cuda 10.2)" in line, line
     assert (

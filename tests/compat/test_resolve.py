@@ -1,4 +1,5 @@
-"""Table-driven resolver tests against the real compatibility data (facts cited in envs/compat.yaml).
+"""Table-driven resolver tests against the real compatibility data (facts cited in
+envs/compat.yaml).
 
 One table per rule (README "How the stack is chosen"). `today` is fixed so the default-Python
 rule does not move with the calendar.
@@ -30,7 +31,8 @@ def check(stack: Stack, expected: dict) -> None:
     assert stack.reasons, "every stack explains its choices"
 
 
-# ---------------------------------------------------------------- pinned stacks (unchanged contract)
+# ---------------------------------------------------------------- pinned stacks (unchanged
+# contract)
 
 EXACT = [
     (
@@ -96,7 +98,8 @@ EXACT = [
         dict(cuda="12.1.1", torch="2.2", driver="535.104.05", gpu_archs=("sm_86",)),
         dict(cuda="12.1", framework_version="2.2.2", wheel_variant="cu121"),
     ),
-    # TF 2.12/2.13 have no and-cuda extra: cuDNN from the image (older servers: Python 3.8, CUDA 11.8)
+    # TF 2.12/2.13 have no and-cuda extra: cuDNN from the image (older servers: Python 3.8, CUDA
+    # 11.8)
     (
         dict(framework="tf", tensorflow="2.13", python="3.8"),
         dict(
@@ -132,7 +135,8 @@ def test_exact_stacks(wishes, expected):
 # ---------------------------------------------------------------- 1. the CUDA rule
 
 CUDA_RULE = [
-    # --cuda as nvidia-smi prints it: the container's CUDA; the build is the newest <= it within the major
+    # --cuda as nvidia-smi prints it: the container's CUDA; the build is the newest <= it within the
+    # major
     (
         dict(cuda="12.2", framework="torch"),
         dict(
@@ -183,7 +187,8 @@ CUDA_RULE = [
             cuda_version="12.2.2",
         ),
     ),
-    # 12.0: no build at most 12.0 in CUDA 12 -> the lowest above it (cu121) by minor-version compatibility, its newest release
+    # 12.0: no build at most 12.0 in CUDA 12 -> the lowest above it (cu121) by minor-version
+    # compatibility, its newest release
     (
         dict(cuda="12.0"),
         dict(
@@ -195,7 +200,8 @@ CUDA_RULE = [
             min_driver="525.85.12",
         ),
     ),
-    # 12.8: the cu128 build the user asked for (2.11.0 is the newest release that has it), not 2.14.1 cu126
+    # 12.8: the cu128 build the user asked for (2.11.0 is the newest release that has it), not
+    # 2.14.1 cu126
     (
         dict(cuda="12.8"),
         dict(cuda="12.8", framework_cuda="12.8", wheel_variant="cu128", framework_version="2.11.0"),
@@ -235,14 +241,16 @@ def test_cuda_rule_says_what_newer_releases_need():
     stack = resolve(cuda="12.2", driver="550.54.15")
     assert any(
         r.startswith(
-            "newer PyTorch releases need a newer CUDA 12.x build: use --cuda 12.4 (gives PyTorch 2.6.0 cu124"
+            "newer PyTorch releases need a newer CUDA 12.x build: use --cuda 12.4 (gives "
+            "PyTorch 2.6.0 cu124"
         )
         for r in stack.reasons
     ), stack.reasons
-    # the driver rule would give a newer release on this host: the reason names the exact command, without --cuda
+    # the driver rule would give a newer release on this host: the reason names the exact command,
+    # without --cuda
     assert any(
-        "without --cuda the driver rule gives a newer release on driver 550.54.15: `invoke resolve --driver 550.54.15` gives PyTorch 2.14.1 cu126"
-        in r
+        "without --cuda the driver rule gives a newer release on driver 550.54.15: `invoke "
+        "resolve --driver 550.54.15` gives PyTorch 2.14.1 cu126" in r
         for r in stack.reasons
     ), stack.reasons
     assert not any(r.startswith("newer PyTorch") for r in resolve(cuda="13.2").reasons)
@@ -287,10 +295,12 @@ def test_stack_json_without_framework_cuda_still_loads():
     assert stack.framework_cuda == "12.1" and stack.stack_id == "torch2.1.2-cu121-py3.11"
 
 
-# ---------------------------------------------------------------- 7. the driver rule (minor-version compatibility)
+# ---------------------------------------------------------------- 7. the driver rule (minor-version
+# compatibility)
 
 DRIVER_RULE = [
-    # H100 on 550.54.15: image 12.4.1 (its floor), the newest 12.x build (cu126) by minor-version compatibility
+    # H100 on 550.54.15: image 12.4.1 (its floor), the newest 12.x build (cu126) by minor-version
+    # compatibility
     (
         dict(driver="550.54.15", gpu_archs=("9.0",)),
         dict(
@@ -343,7 +353,8 @@ DRIVER_RULE = [
         dict(driver="525.60.13"),
         dict(cuda="12.0", cuda_version="12.0.0", framework_cuda="12.6", min_driver="525.60.13"),
     ),
-    # TensorFlow follows the same rule: 2.21 (CUDA 12.5 and-cuda libraries) on the 12.2 image of a 535 driver
+    # TensorFlow follows the same rule: 2.21 (CUDA 12.5 and-cuda libraries) on the 12.2 image of a
+    # 535 driver
     (
         dict(driver="535.104.05", framework="tf"),
         dict(
@@ -366,7 +377,8 @@ def test_driver_rule(wishes, expected):
 
 
 STRICT = [
-    # today's rule: the build's own CUDA image, which the driver runs natively; still never CUDA 11 over 12
+    # today's rule: the build's own CUDA image, which the driver runs natively; still never CUDA 11
+    # over 12
     (
         dict(driver="535.104.05", gpu_archs=("8.0",), strict_driver=True),
         dict(cuda="12.1", framework_cuda="12.1", wheel_variant="cu121", framework_version="2.5.1"),
@@ -412,7 +424,8 @@ def test_never_a_cuda11_build_when_the_driver_runs_cuda12(driver):
 
 
 def test_kernels_under_minor_compat_must_be_native():
-    # A PTX-only build cannot JIT newer-toolkit PTX on an older driver: minor-version compat needs SASS.
+    # A PTX-only build cannot JIT newer-toolkit PTX on an older driver: minor-version compat needs
+    # SASS.
     variant = TorchVariant("cu126", "12.6", ("8.0",), "8.0")
     assert kernel_coverage("9.0", variant) == "PTX JIT from compute_80"
     stack = resolve(driver="550.54.15", gpu_archs=("9.0",))
@@ -449,7 +462,8 @@ def test_driver_too_old_names_the_needed_driver_and_a_stack_that_fits():
     text = failure(driver="525.60.13", cuda="12.1")
     assert "driver 525.60.13 is older than 530.30.02 needed by CUDA 12.1" in text
     assert "upgrade the driver to >= 530.30.02" in text
-    # 12.0.0's image needs only 525.60.13, and a cu126 build runs on it by minor-version compatibility
+    # 12.0.0's image needs only 525.60.13, and a cu126 build runs on it by minor-version
+    # compatibility
     assert "use --cuda 12.0 (gives PyTorch 2.5.1 cu121" in text
     assert "minor-version compatibility" in text
     check(
@@ -464,13 +478,14 @@ def test_driver_too_old_for_the_wished_cuda_gets_the_newest_cuda_it_runs():
         "driver 570.86.10 is older than 575.57.08 needed by CUDA 12.9" in text
     )  # its only image, 12.9.1
     assert (
-        "use --cuda 12.8 (gives PyTorch 2.11.0 cu128, Python 3.14 on nvidia/cuda 12.8.0, driver >= 570.26)"
-        in text
+        "use --cuda 12.8 (gives PyTorch 2.11.0 cu128, Python 3.14 on nvidia/cuda 12.8.0, driver "
+        ">= 570.26)" in text
     )
 
 
 def test_forward_compat_branch_is_mentioned():
-    # 470 is a long-term branch that the 12.x images list in NVIDIA_REQUIRE_CUDA (brand=tesla,driver>=470,driver<471).
+    # 470 is a long-term branch that the 12.x images list in NVIDIA_REQUIRE_CUDA
+    # (brand=tesla,driver>=470,driver<471).
     assert "forward compatibility" in failure(driver="470.239.06", cuda="12.1")
 
 
@@ -591,7 +606,8 @@ WHEELHOUSE_RULE = [
         dict(framework="tf", cuda="cpu"),
         dict(framework_version="2.20.0", pip_requirement="tensorflow-cpu==2.20.0", python="3.12"),
     ),
-    # a PyPI torch wheel (no +local) is its release's PyPI-default CUDA build, installed from PyPI's name
+    # a PyPI torch wheel (no +local) is its release's PyPI-default CUDA build, installed from PyPI's
+    # name
     (
         dict(wheelhouse=("torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl",)),
         dict(

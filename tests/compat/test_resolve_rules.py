@@ -1,12 +1,15 @@
-"""The second round of resolver rules (issue 18), table-driven on the real data, plus properties over all of it.
+"""The second round of resolver rules (issue 18), table-driven on the real data, plus properties
+over all of it.
 
-- TensorFlow's kernels are data (each wheel's build_info.py): SASS of the GPU's major at or below its
-  minor, or PTX that the driver can JIT, which needs a driver that runs the build's CUDA natively.
-- CUDA 11 hosts run CUDA 11.x builds on the 11.8 image by minor-version compatibility (>= 450.80.02).
+- TensorFlow's kernels are data (each wheel's build_info.py): SASS of the GPU's major at or below
+  its minor, or PTX that the driver can JIT, which needs a driver that runs the build's CUDA
+  natively.
+- CUDA 11 hosts run CUDA 11.x builds on the 11.8 image by minor-version compatibility (>=
+  450.80.02).
 - Each GPU needs a driver branch that knows it, under every rule.
 - Jetson is refused with a pointer to JetPack.
-- --cuda X.Y picks the build CUDA first (newest at or below X.Y in X's major, else the lowest above),
-  then the newest release that has that build.
+- --cuda X.Y picks the build CUDA first (newest at or below X.Y in X's major, else the lowest
+  above), then the newest release that has that build.
 - Every suggested fix is the exact options re-resolved.
 """
 
@@ -46,7 +49,8 @@ def check(stack: Stack, expected: dict) -> None:
 # ---------------------------------------------------------------- the issue's scenarios
 
 SCENARIOS = [
-    # CUDA 11 host: T4 on 470.82.01 gets a CUDA 11 stack on the 11.8 image by minor-version compatibility
+    # CUDA 11 host: T4 on 470.82.01 gets a CUDA 11 stack on the 11.8 image by minor-version
+    # compatibility
     (
         dict(driver="470.82.01", gpu_archs=T4),
         dict(
@@ -82,7 +86,8 @@ SCENARIOS = [
         dict(driver="470.82.01", gpu_archs=T4, cuda="11.8"),
         dict(wheel_variant="cu118", cuda_version="11.8.0", min_driver="450.80.02"),
     ),
-    # H100: PyTorch has SASS for it; TensorFlow only PTX, which a 550 driver can JIT for 12.3 builds but not for 12.5 ones
+    # H100: PyTorch has SASS for it; TensorFlow only PTX, which a 550 driver can JIT for 12.3 builds
+    # but not for 12.5 ones
     (
         dict(driver="550.54.15", gpu_archs=H100),
         dict(framework_version="2.14.1", wheel_variant="cu126", cuda_version="12.4.1"),
@@ -206,7 +211,8 @@ def test_jit_only_gpus_are_said_so_and_never_claim_sass():
 def test_cuda11_image_gate_and_nvidia_require_cuda_agree():
     stack = resolve(driver="470.82.01", gpu_archs=T4)
     assert stack.min_driver == load_matrix().cuda_major(11).minor_compat_min_driver
-    # NVIDIA_REQUIRE_CUDA no longer demands CUDA 11.8 natively (which needs 520.61.05): the same floor as the gate
+    # NVIDIA_REQUIRE_CUDA no longer demands CUDA 11.8 natively (which needs 520.61.05): the same
+    # floor as the gate
     assert require_cuda(stack) == f"cuda>=11.0,driver>={stack.min_driver}"
     assert any(
         "minor-version compatibility" in r and "NVIDIA_REQUIRE_CUDA" in r for r in stack.reasons
@@ -250,7 +256,8 @@ def test_command_for_names_every_option():
     )
     assert (
         command_for(request)
-        == "invoke resolve --driver 535.104.05 --cuda 12.2 --tensorflow 2.15 --python 3.11 --gpu-arch 9.0,8.0 --strict-driver"
+        == "invoke resolve --driver 535.104.05 --cuda 12.2 --tensorflow 2.15 --python 3.11 "
+        "--gpu-arch 9.0,8.0 --strict-driver"
     )
 
 
@@ -261,7 +268,8 @@ _KEYS = {"--gpu-arch": "gpu_archs", "--strict-driver": "strict_driver"}
 
 
 def _changes(verb: str, options: str) -> dict:
-    """The resolver changes a fix names: 'use --cuda 12.6 and drop --torch', 'drop --cuda', 'drop --strict-driver'."""
+    """The resolver changes a fix names: 'use --cuda 12.6 and drop --torch', 'drop --cuda', 'drop
+    --strict-driver'."""
     out: dict = {}
     for i, part in enumerate(options.split(" and ")):
         dropped = verb == "drop" if i == 0 else part.startswith("drop ")
@@ -277,7 +285,8 @@ def _changes(verb: str, options: str) -> dict:
 
 
 def assert_fixes_reproduce(wishes: dict, text: str) -> int:
-    """Every 'use ... (gives X)' / 'drop ... (gives X)' in a message: resolving exactly those options gives X."""
+    """Every 'use ... (gives X)' / 'drop ... (gives X)' in a message: resolving exactly those
+    options gives X."""
     count = 0
     for match in re.finditer(r"(use|drop) (--[^()]*?) \(gives ([^()]*)\)", text):
         verb, options, gives = match.groups()
@@ -294,7 +303,8 @@ GRID_CUDA = [None, "11.8", "12.0", "12.2", "12.8", "13.0", "13.2"]
 
 @pytest.mark.parametrize("framework", ["torch", "tensorflow"])
 def test_every_suggested_fix_reproduces(framework):
-    """Over a grid of hosts and wishes: each fix a failure prints is exactly what its options give."""
+    """Over a grid of hosts and wishes: each fix a failure prints is exactly what its options
+    give."""
     failures = fixes = 0
     for driver, archs, cuda in itertools.product(GRID_DRIVERS, GRID_ARCHS, GRID_CUDA):
         wishes = dict(driver=driver, gpu_archs=archs, cuda=cuda, framework=framework)

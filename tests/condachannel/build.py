@@ -39,13 +39,15 @@ def cache_root() -> Path:
 
 
 def python_home() -> tuple[Path, str]:
-    """(the installation root of this interpreter, its full version): the stand-in Python's source."""
+    """(the installation root of this interpreter, its full version): the stand-in Python's
+    source."""
     home = Path(sysconfig.get_config_var("prefix") or sys.base_prefix)
     return home, ".".join(map(str, sys.version_info[:3]))
 
 
 def pip_wheel() -> Path:
-    """pip's wheel as this Python carries it: ensurepip's bundled one, or Debian's python3-pip-whl."""
+    """pip's wheel as this Python carries it: ensurepip's bundled one, or Debian's
+    python3-pip-whl."""
     home, _ = python_home()
     bundled = (
         home
@@ -59,7 +61,8 @@ def pip_wheel() -> Path:
     )
     if not found:
         raise FileNotFoundError(
-            f"no pip wheel on this machine (not in {bundled}, nor /usr/share/python-wheels: Debian package python3-pip-whl)"
+            f"no pip wheel on this machine (not in {bundled}, nor /usr/share/python-wheels: "
+            "Debian package python3-pip-whl)"
         )
     return found[-1]
 
@@ -67,7 +70,10 @@ def pip_wheel() -> Path:
 def standin_problem() -> str | None:
     """Why this machine cannot build the test channel (an outside cause), or None."""
     if shutil.which("cc") is None:
-        return "no C compiler (cc) on this machine: the test channel's compiled package needs one (Debian package gcc)"
+        return (
+            "no C compiler (cc) on this machine: the test channel's compiled package needs one "
+            "(Debian package gcc)"
+        )
     try:
         pip_wheel()
     except FileNotFoundError as err:
@@ -155,7 +161,8 @@ def standin_wheel(folder: Path, name: str, version: str, arch: str = "x86_64") -
     files = {
         f"{name}/__init__.py": f"__version__ = {version!r}\nSTANDIN = True\n",
         f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-        f"{dist}/WHEEL": f"Wheel-Version: 1.0\nGenerator: gpuenv-tests\nRoot-Is-Purelib: true\nTag: {tag}\n",
+        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: gpuenv-tests\nRoot-Is-Purelib: true\n"
+        f"Tag: {tag}\n",
     }
     # Every file with its sha256 and size, as the wheel format requires (installers copy these
     # rows into the installed RECORD, which `invoke verify` checks).

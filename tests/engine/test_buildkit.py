@@ -89,8 +89,9 @@ def test_buildkit_steps_and_gpuenv_install_lines_show_as_progress():
     out = _io.StringIO()
     with Reporter(PLAIN, out=out) as report:
         report.output(
-            "#8 [install 3/3] RUN /opt/gpuenv-build/install-env.sh\n#8 gpuenv-install: Python 3.11 from the base image\n"
-            "#8 Downloading torch\n#8 DONE 12.0s\n"
+            "#8 [install 3/3] RUN /opt/gpuenv-build/install-env.sh\n"
+            "#8 gpuenv-install: Python 3.11 from the base image\n#8 Downloading torch\n"
+            "#8 DONE 12.0s\n"
         )
     text = out.getvalue()
     assert "step install 3/3: RUN /opt/gpuenv-build/install-env.sh" in text

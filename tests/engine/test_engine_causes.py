@@ -75,7 +75,8 @@ def test_ssh_failures_each_have_their_cause(err, cause, words):
         (
             1,
             "",
-            "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?",
+            "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker "
+            "daemon running?",
             ENGINE_NOT_ANSWERING,
             "start dockerd there",
         ),

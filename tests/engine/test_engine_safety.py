@@ -108,7 +108,8 @@ def test_all_tags_move_when_the_engine_accepts_them(tiny_build):
 def test_the_container_runs_as_the_caller_and_writes_a_folder_only_the_caller_may(
     tiny_build, tmp_path
 ):
-    """`invoke validate --json` into a root-owned folder: the container's files belong to the caller."""
+    """`invoke validate --json` into a root-owned folder: the container's files belong to the
+    caller."""
     from gpuenv.engine import Engine
 
     engine = Engine.local()
@@ -168,7 +169,8 @@ def test_invoke_run_on_a_cpu_stack_asks_for_no_gpu_by_default(tiny_build, tmp_pa
 
     if "nvidia" in engine.runtimes():
         pytest.skip(
-            "this engine has the NVIDIA runtime: a GPU request would be granted, which proves nothing here"
+            "this engine has the NVIDIA runtime: a GPU request would be granted, which proves "
+            "nothing here"
         )
     mine = tiny_build(
         [f"gpuenv-safety-test/{STACK_ID}:{uuid.uuid4().hex[:8]}"],

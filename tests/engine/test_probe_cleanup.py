@@ -18,7 +18,8 @@ pytestmark = pytest.mark.docker
 
 @pytest.fixture
 def image_without_sh(docker_engine):
-    """An empty image (no /bin/sh, nothing at all), imported from an empty tar, removed afterwards."""
+    """An empty image (no /bin/sh, nothing at all), imported from an empty tar, removed
+    afterwards."""
     name = f"gpuenv-test-empty:{uuid.uuid4().hex[:12]}"
     done = subprocess.run(
         ["docker", "import", "-", name],

@@ -27,6 +27,7 @@ def pypi() -> None:
 def cpu_wheelhouse() -> Path:
     if not CPU_TORCH_WHEEL.is_file():
         pytest.skip(
-            f"the CPU PyTorch wheel {CPU_TORCH_WHEEL} is not on this machine (it is the only source of torch+cpu here)"
+            f"the CPU PyTorch wheel {CPU_TORCH_WHEEL} is not on this machine (it is the only "
+            "source of torch+cpu here)"
         )
     return WHEELHOUSE

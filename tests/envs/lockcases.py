@@ -21,7 +21,8 @@ ALL_STACKS = {
 
 
 def unreachable(url: str, timeout: float = 10) -> str | None:
-    """None when `url` answers over HTTP(S), else why not (for a skip reason that says what failed)."""
+    """None when `url` answers over HTTP(S), else why not (for a skip reason that says what
+    failed)."""
     try:
         with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout):
             return None

@@ -181,10 +181,14 @@ def test_full_tmpfs_gives_one_line_and_keeps_the_old_file(tiny_tmpfs):
 
 
 def test_dev_stdout_into_a_pipe_is_written_through(tmp_path):
-    """`invoke export --output /dev/stdout | less`: /dev/stdout is a link to a pipe, not a path to replace."""
+    """`invoke export --output /dev/stdout | less`: /dev/stdout is a link to a pipe, not a path to
+    replace."""
     import sys
 
-    code = "import sys; from validate.files import write_text_atomic; write_text_atomic('/dev/stdout', 'to the pipe\\n')"
+    code = (
+        "import sys; from validate.files import write_text_atomic; "
+        "write_text_atomic('/dev/stdout', 'to the pipe\\n')"
+    )
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60

@@ -33,7 +33,8 @@ def _openssl(*args: str, cwd: Path) -> None:
 
 @pytest.fixture(scope="module")
 def private_ca(tmp_path_factory) -> tuple[Path, Path, Path]:
-    """(ca.pem, server.pem, server.key): a CA no system trusts, and a 127.0.0.1 certificate it signed."""
+    """(ca.pem, server.pem, server.key): a CA no system trusts, and a 127.0.0.1 certificate it
+    signed."""
     if shutil.which("openssl") is None:
         pytest.skip("the openssl command is not installed (Debian package openssl)")
     d = tmp_path_factory.mktemp("ca")
@@ -93,7 +94,8 @@ def _make_wheel(path: Path) -> str:
     files = {
         "gpuenv_ca_probe.py": "OK = True\n",
         f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {PACKAGE}\nVersion: 1.0\n",
-        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: gpuenv-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: gpuenv-tests\nRoot-Is-Purelib: true\n"
+        "Tag: py3-none-any\n",
     }
     with zipfile.ZipFile(path, "w") as zf:
         for name, text in files.items():
@@ -135,7 +137,8 @@ def https_server(private_ca, tmp_path_factory):
 def _through_ca_env(
     ca: Path | None, command: list[str], tmp_path: Path
 ) -> subprocess.CompletedProcess:
-    """Run `command` as install-env.sh would: after sourcing ca-env.sh with `ca` (None: not sourced)."""
+    """Run `command` as install-env.sh would: after sourcing ca-env.sh with `ca` (None: not
+    sourced)."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -179,7 +182,8 @@ def _both_ways(ca: Path, command: list[str], tmp_path: Path) -> None:
     )
     trusted = _through_ca_env(ca, command, tmp_path)
     assert trusted.returncode == 0, (
-        f"{command[0]} ignored the CA that ca-env.sh set:\n{trusted.stdout[-1500:]}{trusted.stderr[-1500:]}"
+        f"{command[0]} ignored the CA that ca-env.sh set:\n"
+        f"{trusted.stdout[-1500:]}{trusted.stderr[-1500:]}"
     )
 
 

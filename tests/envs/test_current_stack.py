@@ -1,4 +1,5 @@
-"""envs/locks/current.json, the project's remembered stack: written, read back, refused when damaged."""
+"""envs/locks/current.json, the project's remembered stack: written, read back, refused when
+damaged."""
 
 from __future__ import annotations
 

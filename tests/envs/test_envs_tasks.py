@@ -1,4 +1,5 @@
-"""`invoke lock` and `invoke export` as a user runs them (a real invoke process through tasks.py, the real resolver)."""
+"""`invoke lock` and `invoke export` as a user runs them (a real invoke process through tasks.py,
+the real resolver)."""
 
 from __future__ import annotations
 
@@ -183,7 +184,8 @@ def test_lock_without_wheelhouse_names_the_unreachable_index_in_one_line(pypi, t
         [
             sys.executable,
             "-c",
-            "import urllib.request; urllib.request.urlopen('https://download.pytorch.org/whl/cpu/', timeout=10)",
+            "import urllib.request; "
+            "urllib.request.urlopen('https://download.pytorch.org/whl/cpu/', timeout=10)",
         ],
         capture_output=True,
     )

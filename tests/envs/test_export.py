@@ -1,4 +1,5 @@
-"""invoke export's library side: an environment.yml for conda/mamba, pinned from the lock when there is one."""
+"""invoke export's library side: an environment.yml for conda/mamba, pinned from the lock when there
+is one."""
 
 from __future__ import annotations
 
@@ -61,7 +62,8 @@ def test_export_is_pinned_from_the_uv_lock_and_locks_again_as_a_received_file(
     assert set(pip[1:]) == pins and "torch==2.13.0+cpu" in pip
     assert data["dependencies"][:2] == ["python=3.11", "pip"]
 
-    # a colleague receives it and locks it (`invoke lock --file environment.yml`), here into another folder
+    # a colleague receives it and locks it (`invoke lock --file environment.yml`), here into another
+    # folder
     monkeypatch.setenv("GPUENV_LOCKS_DIR", str(tmp_path / "colleague-locks"))
     again = ensure_lock(TORCH_CPU, backend="uv", wheelhouse=cpu_wheelhouse, env_file=out)
     assert {f"{p.name}=={p.version}" for p in read_requirements_lock(again.files)} == pins

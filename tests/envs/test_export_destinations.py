@@ -1,4 +1,5 @@
-"""`invoke export --output X` for every kind of X people give: devices, links, read-only and full mounts.
+"""`invoke export --output X` for every kind of X people give: devices, links, read-only and full
+mounts.
 
 A real invoke process each time; devices are made with mknod in a temporary folder, mounts are
 made by the test (as root) and unmounted by it.
@@ -78,7 +79,8 @@ def test_export_to_a_read_only_mount_is_one_line_exit_2(tmp_path):
         subprocess.run(["umount", str(view)], check=True)
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines() == [
-        f"gpuenv: --output cannot write {view / 'environment.yml'}: the file system is read-only: give a path in a folder you can write"
+        f"gpuenv: --output cannot write {view / 'environment.yml'}: the file system is "
+        "read-only: give a path in a folder you can write"
     ]
     assert (source / "environment.yml").read_text() == "old\n"
 

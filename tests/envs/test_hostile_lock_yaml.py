@@ -16,19 +16,18 @@ MD5 = "0123456789abcdef" * 2
 
 def _entry(name: str, version: str) -> str:
     return (
-        f"- name: {name}\n  version: {version}\n  manager: conda\n  platform: linux-64\n  dependencies: {{}}\n"
-        f"  url: https://conda.anaconda.org/conda-forge/linux-64/{name}-{version}-h_0.conda\n"
-        f"  hash: {{md5: {MD5}, sha256: {HASH}}}\n  category: main\n  optional: false\n"
+        f"- name: {name}\n  version: {version}\n  manager: conda\n  platform: linux-64\n  "
+        "dependencies: {}\n  url: "
+        f"https://conda.anaconda.org/conda-forge/linux-64/{name}-{version}-h_0.conda\n  hash: "
+        f"{{md5: {MD5}, sha256: {HASH}}}\n  category: main\n  optional: false\n"
     )
 
 
 def _lock(*entries: str, extra: str = "") -> str:
     return (
-        "version: 1\nmetadata:\n  content_hash: {linux-64: abc}\n  channels: [{url: conda-forge, used_env_vars: []}]\n"
-        "  platforms: [linux-64]\n  sources: [environment.yml]\n"
-        + extra
-        + "package:\n"
-        + "".join(entries)
+        "version: 1\nmetadata:\n  content_hash: {linux-64: abc}\n  channels: [{url: "
+        "conda-forge, used_env_vars: []}]\n  platforms: [linux-64]\n  sources: "
+        "[environment.yml]\n" + extra + "package:\n" + "".join(entries)
     )
 
 

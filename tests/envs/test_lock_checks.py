@@ -1,4 +1,5 @@
-"""Checks on a finished lock, fed with recorded lock contents: hashes on every line, no CPU fallback."""
+"""Checks on a finished lock, fed with recorded lock contents: hashes on every line, no CPU
+fallback."""
 
 from __future__ import annotations
 
@@ -80,9 +81,9 @@ def test_cpu_only_problem(stack, packages, fragment):
 def test_requirements_lock_without_a_hash_is_refused(tmp_path):
     lock = tmp_path / "requirements.lock.txt"
     lock.write_text(
-        "--index-url https://pypi.org/simple\n\n"
-        "filelock==3.16.1 \\\n    --hash=sha256:2082e5703d51fbf98ea75855d9d5527e33d8ff23099bec374a134febee6946b0\n    # via torch\n"
-        "torch==2.13.0+cpu\n    # via -r requirements.in\n"
+        "--index-url https://pypi.org/simple\n\nfilelock==3.16.1 \\\n    "
+        "--hash=sha256:2082e5703d51fbf98ea75855d9d5527e33d8ff23099bec374a134febee6946b0\n    # "
+        "via torch\ntorch==2.13.0+cpu\n    # via -r requirements.in\n"
     )
     with pytest.raises(DataError, match="torch==2.13.0\\+cpu has no hash"):
         read_requirements_lock(lock)
@@ -92,8 +93,11 @@ def test_requirements_lock_is_read_with_versions(tmp_path):
     lock = tmp_path / "requirements.lock.txt"
     lock.write_text(
         "--extra-index-url https://download.pytorch.org/whl/cpu\n"
-        "Jinja2==3.1.6 \\\n    --hash=sha256:85ece4451f492d0c13c5dd7c13a64681a86afae63a5f347908daf103ce6d2f67\n"
-        "torch==2.13.0+cpu \\\n    --hash=sha256:6746dbcbeb526eb61330b76b41ff1b4eb848951103a892eeb080dfa2b264667b\n    # via -r requirements.in\n"
+        "Jinja2==3.1.6 \\\n    "
+        "--hash=sha256:85ece4451f492d0c13c5dd7c13a64681a86afae63a5f347908daf103ce6d2f67\n"
+        "torch==2.13.0+cpu \\\n    "
+        "--hash=sha256:6746dbcbeb526eb61330b76b41ff1b4eb848951103a892eeb080dfa2b264667b\n    # "
+        "via -r requirements.in\n"
     )
     assert [(p.name, p.version) for p in read_requirements_lock(lock)] == [
         ("jinja2", "3.1.6"),

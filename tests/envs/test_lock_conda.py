@@ -128,7 +128,8 @@ def test_an_unknown_package_is_one_line_naming_it_and_the_channel(
 def test_a_conflict_is_one_line_naming_the_packages_and_the_channel(
     conda_channel, standin_wheels, locks_dir, tmp_path
 ):
-    """Two wishes no build satisfies together: the solver's reason, in one line, with the channel."""
+    """Two wishes no build satisfies together: the solver's reason, in one line, with the
+    channel."""
     with pytest.raises(ToolError) as err:
         ensure_lock(
             TORCH_CPU,
@@ -280,7 +281,8 @@ def test_a_lock_that_needs_cuda_is_refused_on_a_host_without_it(
     with pytest.raises(BadInput) as err:
         installer.install(plan, say=lambda _m: None, output=lambda _m: None)
     assert err.value.render().startswith(
-        "conda-lock.yml cannot run on this host: gpuenv-accel 1.0 (cuda118_100) needs __cuda >=11.8, and there is no __cuda here"
+        "conda-lock.yml cannot run on this host: gpuenv-accel 1.0 (cuda118_100) needs __cuda "
+        ">=11.8, and there is no __cuda here"
     )
     monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "11.4")
     with pytest.raises(BadInput, match=r"needs __cuda >=11.8, and this has 11.4"):
@@ -323,7 +325,8 @@ def test_export_is_pinned_from_the_conda_lock_and_locks_again_as_a_received_file
     conda_pins = [d for d in data["dependencies"] if isinstance(d, str)]
     assert {f"{n}={v}={b}" for m, n, v, b in locked if m == "conda"} == set(conda_pins)
 
-    # a colleague receives it and locks it (`invoke lock --file environment.yml`), here into another folder
+    # a colleague receives it and locks it (`invoke lock --file environment.yml`), here into another
+    # folder
     monkeypatch.setenv("GPUENV_LOCKS_DIR", str(tmp_path / "colleague-locks"))
     again = ensure_lock(
         TORCH_CPU,

@@ -1,7 +1,9 @@
-"""A lock is checked against its metadata and the stack every time it is used; bad ones are one line.
+"""A lock is checked against its metadata and the stack every time it is used; bad ones are one
+line.
 
 The lock directories here are real files laid out as `invoke lock` leaves them (metadata written
-by gpuenv.envs.lockdir, the input hash from the real plan), then damaged the ways people damage them.
+by gpuenv.envs.lockdir, the input hash from the real plan), then damaged the ways people damage
+them.
 """
 
 from __future__ import annotations
@@ -27,9 +29,9 @@ ROOT = Path(__file__).resolve().parents[2]
 HASH = "--hash=sha256:" + "a" * 64
 CPU_UV_LOCK = f"numpy==2.1.0 \\\n    {HASH}\ntorch==2.13.0+cpu \\\n    {HASH}\n"
 CPU_CONDA_LOCK = (
-    "version: 1\npackage:\n"
-    "- {name: python, version: 3.11.9, manager: conda, platform: linux-64, build: h1_0, hash: {md5: abc}}\n"
-    "- {name: torch, version: 2.13.0+cpu, manager: pip, platform: linux-64, hash: {sha256: abc}}\n"
+    "version: 1\npackage:\n- {name: python, version: 3.11.9, manager: conda, platform: "
+    "linux-64, build: h1_0, hash: {md5: abc}}\n- {name: torch, version: 2.13.0+cpu, manager: "
+    "pip, platform: linux-64, hash: {sha256: abc}}\n"
 )
 
 
@@ -235,7 +237,8 @@ def test_export_notices_a_team_file_that_changed_since_the_lock(locks_dir, tmp_p
     assert not (tmp_path / "b.yml").exists()
 
 
-# ---------------------------------------------------------------- invoke lock --file against the stack
+# ---------------------------------------------------------------- invoke lock --file against the
+# stack
 
 
 @pytest.mark.parametrize(
@@ -258,7 +261,8 @@ def test_export_notices_a_team_file_that_changed_since_the_lock(locks_dir, tmp_p
             "shared.yml: has no torch requirement",
         ),
         (
-            "dependencies:\n  - python=3.11\n  - pytorch=2.13\n  - pip\n  - pip:\n    - torch==2.13.0\n",
+            "dependencies:\n  - python=3.11\n  - pytorch=2.13\n  - pip\n  - pip:\n    - "
+            "torch==2.13.0\n",
             None,
         ),
     ],
@@ -287,7 +291,8 @@ def test_lock_file_with_another_build_of_the_framework_is_refused(tmp_path):
     )
     with pytest.raises(
         BadInput,
-        match=r"shared.yml:5: 'tensorflow==2.15.1' is not the stack's build \(tensorflow-cpu==2.15.1\)",
+        match=r"shared.yml:5: 'tensorflow==2.15.1' is not the stack's build "
+        r"\(tensorflow-cpu==2.15.1\)",
     ):
         locking.plan_lock(TF_CPU, backend="uv", env_file=shared)
 
@@ -327,8 +332,8 @@ def test_invoke_lock_file_with_another_torch_exits_2_in_one_line(tmp_path):
     )
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines() == [
-        f"gpuenv: {shared}:5: 'torch==2.1.0' contradicts the stack torch2.13.0-cpu-py3.11 (torch 2.13.0): "
-        "lock it with --torch matching the file, or change the pin"
+        f"gpuenv: {shared}:5: 'torch==2.1.0' contradicts the stack torch2.13.0-cpu-py3.11 (torch "
+        "2.13.0): lock it with --torch matching the file, or change the pin"
     ]
     assert not (tmp_path / "locks" / "torch2.13.0-cpu-py3.11").exists()
 
@@ -359,7 +364,8 @@ def test_a_huge_environment_file_is_refused_before_it_is_read(tmp_path):
         locking.plan_lock(TORCH_CPU, backend="uv", env_file=big)
     with pytest.raises(
         BadInput,
-        match=r"--team-file .*big.yml: larger than the 1 MiB an environment file may be \(50.0 MiB\)",
+        match=r"--team-file .*big.yml: larger than the 1 MiB an environment file may be \(50.0 "
+        r"MiB\)",
     ):
         locking.plan_lock(TORCH_CPU, backend="uv", team_file=big)
     with pytest.raises(
@@ -392,7 +398,8 @@ def test_unwritable_lock_folder_is_one_line(tmp_path, monkeypatch):
     assert done.returncode == 1, done.stderr
     assert done.stderr.strip().splitlines() == [
         f"gpuenv: cannot write the lock under {view / 'locks'}: the file system is read-only: "
-        f"make {view / 'locks'} writable (or set GPUENV_LOCKS_DIR to a writable folder); the previous lock is unchanged"
+        f"make {view / 'locks'} writable (or set GPUENV_LOCKS_DIR to a writable folder); the "
+        "previous lock is unchanged"
     ]
 
 

@@ -30,7 +30,8 @@ def snapshot(root: Path) -> dict[str, str]:
 
 @pytest.fixture
 def previous_lock(locks_dir: Path) -> Path:
-    """A lock directory as an earlier `invoke lock` left it (content is irrelevant, only that it survives)."""
+    """A lock directory as an earlier `invoke lock` left it (content is irrelevant, only that it
+    survives)."""
     directory = locks_dir / TORCH_CU121.stack_id
     directory.mkdir(parents=True)
     (directory / "stack.json").write_text('{"backend": "conda-lock", "input_hash": "earlier"}\n')
@@ -77,7 +78,8 @@ def test_malformed_input_is_one_line_with_file_and_line_and_writes_nothing(
         (dict(env_file=Path("/nonexistent/env.yml")), "--file /nonexistent/env.yml: no such file"),
         (
             dict(backend="uv", team_file=FIXTURES / "team-basic" / "team.yml"),
-            "the uv backend is pip-only and cannot lock conda packages: numpy >=1.26,<3, jupyterlab=4.2",
+            "the uv backend is pip-only and cannot lock conda packages: numpy >=1.26,<3, "
+            "jupyterlab=4.2",
         ),
     ],
 )

@@ -124,7 +124,8 @@ def test_interrupted_lock_leaves_the_previous_lock_intact(
 def test_unreachable_framework_index_is_a_one_line_error_naming_the_wheelhouse(
     pypi, locks_dir, tmp_path
 ):
-    # .invalid never resolves (RFC 2606): the same failure as download.pytorch.org from this machine.
+    # .invalid never resolves (RFC 2606): the same failure as download.pytorch.org from this
+    # machine.
     stack = dataclasses.replace(TORCH_CPU, index_url="https://download.pytorch.invalid/whl/cpu")
     empty = tmp_path / "wheels"
     empty.mkdir()
@@ -146,7 +147,8 @@ def test_tensorflow_gpu_stack_locks_cuda_wheels_on_a_gpu_less_machine(pypi, lock
 
 
 def test_gpu_stack_that_resolves_to_cpu_builds_is_an_error_not_a_lock(pypi, locks_dir):
-    # A GPU stack whose requirement names the CPU package: the lock succeeds in uv, gpuenv refuses it.
+    # A GPU stack whose requirement names the CPU package: the lock succeeds in uv, gpuenv refuses
+    # it.
     wrong = dataclasses.replace(TF_CUDA, pip_requirement=TF_CPU.pip_requirement)
     with pytest.raises(ToolError) as err:
         ensure_lock(wrong, backend="uv")
@@ -159,14 +161,16 @@ def test_gpu_stack_that_resolves_to_cpu_builds_is_an_error_not_a_lock(pypi, lock
 
 
 def test_the_lock_installs_with_require_hashes(pypi, cpu_wheelhouse, locks_dir, tmp_path):
-    """What the image build does: pip --require-hashes from the lock, the wheelhouse as --find-links."""
+    """What the image build does: pip --require-hashes from the lock, the wheelhouse as
+    --find-links."""
     import subprocess
     import sys
     import venv
 
     if sys.version_info[:2] != (3, 11):
         pytest.skip(
-            f"the lock is for Python 3.11 and the test runs on {sys.version_info[0]}.{sys.version_info[1]}"
+            "the lock is for Python 3.11 and the test runs on "
+            f"{sys.version_info[0]}.{sys.version_info[1]}"
         )
     lock = ensure_lock(TORCH_CPU, backend="uv", wheelhouse=cpu_wheelhouse)
     target = tmp_path / "venv"

@@ -32,7 +32,8 @@ def _sha256(path: Path) -> str:
 
 @pytest.fixture
 def decoy_index(tmp_path, cpu_wheelhouse):
-    """http://127.0.0.1:<port>/whl/cpu: torch (real wheel) and a decoy numpy; yields (url, served paths, decoy hash)."""
+    """http://127.0.0.1:<port>/whl/cpu: torch (real wheel) and a decoy numpy; yields (url, served
+    paths, decoy hash)."""
     root = tmp_path / "index"
     files = root / "files"
     files.mkdir(parents=True)

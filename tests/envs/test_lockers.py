@@ -1,4 +1,5 @@
-"""The conda-lock and uv command lines (pure) and the one-line reading of their failures (recorded output)."""
+"""The conda-lock and uv command lines (pure) and the one-line reading of their failures (recorded
+output)."""
 
 from __future__ import annotations
 

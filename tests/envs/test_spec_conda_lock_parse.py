@@ -82,7 +82,8 @@ def test_received_file_normalised_for_conda_lock_parses(tmp_path):
 
 
 def test_received_file_as_is_does_not_parse_which_is_why_it_is_normalised(tmp_path):
-    """conda-lock reads `--extra-index-url` in the pip list as a package: the reason for pip-repositories."""
+    """conda-lock reads `--extra-index-url` in the pip list as a package: the reason for
+    pip-repositories."""
     source = FIXTURES / "received" / "environment.yml"
     with pytest.raises(Exception):
         conda_lock_parse(source, ["linux-64"])

@@ -11,7 +11,8 @@ from lockcases import FIXTURES, TF_CPU, TF_CUDA, TORCH_CPU, TORCH_CU121
 from gpuenv.envs import spec
 from gpuenv.errors import BadInput
 
-#: the validation suite's own needs, in every environment so `python -m validate` runs in every image
+#: the validation suite's own needs, in every environment so `python -m validate` runs in every
+#: image
 SUITE = [
     "numpy",
     "pytest>=7",

@@ -24,8 +24,10 @@ def _suite_context() -> bytes:
     site = Path(pytest_module.__file__).resolve().parents[1]
     dockerfile = (
         f"FROM {BASE_IMAGE}\n"
-        "# the suite and the few pure-Python packages it imports; python -> python3 as in gpuenv images\n"
-        "COPY lib/ /opt/suite/lib/\nCOPY validate/ /opt/suite/validate/\nCOPY bin/ /usr/local/bin/\n"
+        "# the suite and the few pure-Python packages it imports; python -> python3 as in "
+        "gpuenv images\n"
+        "COPY lib/ /opt/suite/lib/\nCOPY validate/ /opt/suite/validate/\n"
+        "COPY bin/ /usr/local/bin/\n"
         "ENV PYTHONPATH=/opt/suite/lib:/opt/suite\nUSER 1000:1000\nWORKDIR /tmp\n"
         'CMD ["python", "-m", "validate"]\n'
     )

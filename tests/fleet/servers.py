@@ -63,7 +63,8 @@ def wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout: float =
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(
-                f"server exited with {proc.returncode}: {log.read_text()[-2000:] if log.exists() else ''}"
+                f"server exited with {proc.returncode}: "
+                f"{log.read_text()[-2000:] if log.exists() else ''}"
             )
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
@@ -71,7 +72,8 @@ def wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout: float =
         except OSError:
             time.sleep(0.1)
     raise RuntimeError(
-        f"nothing listens on 127.0.0.1:{port} after {timeout}s: {log.read_text()[-2000:] if log.exists() else ''}"
+        f"nothing listens on 127.0.0.1:{port} after {timeout}s: "
+        f"{log.read_text()[-2000:] if log.exists() else ''}"
     )
 
 
@@ -149,10 +151,11 @@ def sshd(folder: Path, environment: dict[str, str] | None = None) -> Iterator[Ss
     port = free_port()
     config = folder / "sshd_config"
     config.write_text(
-        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {host_key}\nPidFile {folder / 'sshd.pid'}\n"
-        f"AuthorizedKeysFile {authorized}\nPermitRootLogin prohibit-password\nPasswordAuthentication no\n"
-        "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nX11Forwarding no\nAllowTcpForwarding no\n"
-        "PrintMotd no\nLogLevel VERBOSE\nSubsystem sftp internal-sftp\n"
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {host_key}\n"
+        f"PidFile {folder / 'sshd.pid'}\nAuthorizedKeysFile {authorized}\n"
+        "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
+        "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nX11Forwarding no\n"
+        "AllowTcpForwarding no\nPrintMotd no\nLogLevel VERBOSE\nSubsystem sftp internal-sftp\n"
         + (
             (
                 "ForceCommand env "
@@ -388,8 +391,8 @@ def registry(folder: Path, pids: list[int] | None = None) -> Iterator[str]:
     port = free_port()
     config = folder / "config.yml"
     config.write_text(
-        "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
-        f"    rootdirectory: {folder / 'data'}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n"
+        "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: "
+        f"{folder / 'data'}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n"
     )
     log = folder / "registry.log"
     with open(log, "w") as out:
@@ -578,7 +581,8 @@ def hanging_suite_image(base_image: str, tag: str, sleep_s: int) -> Iterator[str
 
     if engine.image_info(base_image) is None:
         pytest.skip(
-            f"the local base image {base_image} is missing: make it with scripts/make-test-base-image.sh"
+            f"the local base image {base_image} is missing: make it with "
+            "scripts/make-test-base-image.sh"
         )
     dockerfile = f"FROM {base_image}\nCOPY python /usr/local/bin/python\nUSER 1000:1000\n".encode()
     script = f"#!/bin/sh\nexec sleep {sleep_s}\n".encode()

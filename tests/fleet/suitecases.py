@@ -1,5 +1,6 @@
-"""Suite reports for the fleet tests, written by the suite's own writer (validate.report.record.build_json)
-so their shape is always the suite's. The figures are inputs chosen for each case, not results."""
+"""Suite reports for the fleet tests, written by the suite's own writer
+(validate.report.record.build_json) so their shape is always the suite's. The figures are inputs
+chosen for each case, not results."""
 
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ def gpu_report(
     verdicts: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """A GPU host's report: per GPU (info, bf16 TFLOPS, memory GB/s); checks named in `failed` fail,
-    checks named in `verdicts` get that verdict (before the summary is counted, as the suite does)."""
+    checks named in `verdicts` get that verdict (before the summary is counted, as the suite
+    does)."""
     records = [
         Record(
             "driver version",

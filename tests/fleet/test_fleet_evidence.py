@@ -1,6 +1,6 @@
-"""A node's report reads "ready" only with proof: its summary agrees with its rows, its exit status with
-its verdicts, every verdict is a known word, each GPU it declares (its sections and host.nvml.gpus)
-computed, and no row hides behind another key.
+"""A node's report reads "ready" only with proof: its summary agrees with its rows, its exit status
+with its verdicts, every verdict is a known word, each GPU it declares (its sections and
+host.nvml.gpus) computed, and no row hides behind another key.
 
 Reports are written by the suite's own writer (suitecases.gpu_report), then altered as a lying or
 broken node would, and read back through `--from-reports` as the fleet reads them.

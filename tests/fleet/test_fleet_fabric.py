@@ -189,7 +189,8 @@ def test_busbw_and_every_rail_have_a_floor_from_the_line_rate(result):
         slow_bus.status == FAILED
         and "below 50.0 GB/s" in row(slow_bus, "multi-node all-reduce busbw")["reason"]
     )
-    # one rail's HCA trained down: its two links are below half a 400 Gb/s port (25 GB/s), named by rail
+    # one rail's HCA trained down: its two links are below half a 400 Gb/s port (25 GB/s), named by
+    # rail
     rail = multinode.multinode_outcome(
         ["node0", "node1"],
         "7",

@@ -70,7 +70,8 @@ def test_ctrl_c_twice_during_the_suite_removes_it_and_starts_nothing_more(
 ):
     """Two entries for the server, one at a time: Ctrl-C while the first runs its suite, a second
     Ctrl-C 0.3 s later. The first container goes, the second host never starts one."""
-    second = f"ssh://127.0.0.1:{ssh_server.port}"  # the same server under another name: another host entry
+    # the same server under another name: another host entry
+    second = f"ssh://127.0.0.1:{ssh_server.port}"
     run = Run(
         [
             "--hosts",

@@ -1,7 +1,8 @@
 """Fleet verdicts resist lies: impossible figures and reports of one machine under two names are set
 aside ("implausible report", "duplicate report"), not ready, and feed no median.
 
-Reports are written by the suite's own writer (suitecases.gpu_report) and read as the fleet reads them.
+Reports are written by the suite's own writer (suitecases.gpu_report) and read as the fleet reads
+them.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ def _host(
 
 
 def test_every_published_healthy_measurement_is_plausible():
-    # Figures healthy GPUs measured, from the public sources in gpu_peaks.yaml: none derives from the margin.
+    # Figures healthy GPUs measured, from the public sources in gpu_peaks.yaml: none derives from
+    # the margin.
     checked = 0
     for entry in PEAKS:
         for m in entry.measured:
@@ -207,7 +209,8 @@ def _shared_uuid_report(model: str = H100, case: str = "same") -> dict:
 
 @pytest.mark.parametrize("case", ["same", "lower", "spaced"])
 def test_two_gpus_of_one_report_sharing_a_uuid_make_it_malformed(case):
-    """Before: the report's GPU sections (keyed by UUID) merged, the fleet showed 7 GPUs and ready."""
+    """Before: the report's GPU sections (keyed by UUID) merged, the fleet showed 7 GPUs and
+    ready."""
     from gpuenv.fleet.suitereport import MalformedReport
 
     shared = gpu(2, host=5)["uuid"]

@@ -89,11 +89,12 @@ def fake_tools(folder: Path, gpus: int = 0) -> dict[str, str]:
     bin_.mkdir()
     calls = folder / "calls"
     (bin_ / "docker").write_text(
-        f'#!/bin/bash\necho "docker $*" >> {calls}\n'
-        f'case "$*" in *--count-gpus*) echo {gpus}; exit 0 ;; esac\n[ "$1" = run ] && exec sleep 60\nexit 0\n'
+        f'#!/bin/bash\necho "docker $*" >> {calls}\ncase "$*" in *--count-gpus*) echo {gpus}; '
+        'exit 0 ;; esac\n[ "$1" = run ] && exec sleep 60\nexit 0\n'
     )
     (bin_ / "scontrol").write_text(
-        '#!/bin/bash\n[ "$2" = hostnames ] && echo n1 && exit 0\necho "NodeName=n1 NodeAddr=10.0.0.1 State=IDLE"\n'
+        '#!/bin/bash\n[ "$2" = hostnames ] && echo n1 && exit 0\n'
+        'echo "NodeName=n1 NodeAddr=10.0.0.1 State=IDLE"\n'
     )
     (bin_ / "nvidia-smi").write_text(
         "#!/bin/bash\n"
@@ -341,10 +342,12 @@ def test_the_job_rate_is_judged_against_the_sum_of_the_nodes_own_rates(result):
     )
     assert row["verdict"] == "pass" and row["value"] == 9000.0 / 11000.0
     assert row["measured"].startswith(
-        "0.82: 9000 samples/s over the sum of the nodes' own 11000 (node0 6000, node1 5000; slowest node alone node1)"
+        "0.82: 9000 samples/s over the sum of the nodes' own 11000 (node0 6000, node1 5000; "
+        "slowest node alone node1)"
     )
     assert "fastest node alone (node0 6000 samples/s" in row["threshold"]
-    # slower than one of its nodes alone: the fabric sets the pace; a warning, so the job stays ready
+    # slower than one of its nodes alone: the fabric sets the pace; a warning, so the job stays
+    # ready
     slow = multinode.multinode_outcome(
         ["node0", "node1"],
         "7",
@@ -386,7 +389,8 @@ def test_the_efficiency_is_not_judged_when_a_node_has_no_like_figure(result):
         and "node1's own DDP ran 4 ranks with nccl, its part of the job 2 with nccl"
         in row["reason"]
     )
-    # the recorded CPU job (one gloo rank per node) against CPU nodes' own two-rank DDP: not like for like
+    # the recorded CPU job (one gloo rank per node) against CPU nodes' own two-rank DDP: not like
+    # for like
     cpu = {
         n: multinode.NodeRate("ddp samples/s (2 ranks, gloo)", 2, "gloo", 5000.0)
         for n in ("node0", "node1")
@@ -511,7 +515,8 @@ def test_a_result_short_of_ranks_is_a_failed_job_not_a_crash(result, edit, words
 
 
 def test_a_node_killed_after_rank_0_wrote_the_result_is_not_ready(result):
-    """Issue 38: a node that exited 137 (SIGKILL: the OOM killer) read ready beside a result file."""
+    """Issue 38: a node that exited 137 (SIGKILL: the OOM killer) read ready beside a result
+    file."""
     outcome = multinode.multinode_outcome(
         ["node0", "node1"], "7", None, result, {"node0": 0, "node1": 137}, {}, {}
     )
@@ -649,7 +654,8 @@ def test_invoke_validate_slurm_nodes_2_adds_the_multinode_row(two_nodes, tmp_pat
     assert checks["multi-node ddp parameters identical"]["verdict"] == "pass"
     assert checks["multi-node all-reduce busbw GB/s"]["value"] > 0
     # Each node's --quick suite on a CPU skips its own DDP check (it runs in the full suite), so no
-    # node has a rate of its own to hold the job's against: each is named, and the row is not judged.
+    # node has a rate of its own to hold the job's against: each is named, and the row is not
+    # judged.
     efficiency = checks["multi-node ddp efficiency over the nodes' own rates"]
     assert efficiency["verdict"] == "not judged", efficiency
     assert all(

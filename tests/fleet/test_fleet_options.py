@@ -59,7 +59,8 @@ def test_an_output_in_a_folder_yet_to_be_made_is_fine(tmp_path):
 
 def test_an_output_name_over_255_bytes(tmp_path):
     message = refused(hosts=HOST, image="x", junit=str(tmp_path / ("x" * 300 + ".xml")))
-    # the task layer's path check (gpuenv/cli/paths.py) answers first, naming the option and the limit
+    # the task layer's path check (gpuenv/cli/paths.py) answers first, naming the option and the
+    # limit
     assert (
         message.startswith("gpuenv: --junit ")
         and "at most 255" in message
@@ -167,7 +168,8 @@ def test_queue_time_is_checked_and_only_for_slurm():
 def test_one_line_exit_2_through_invoke(invoke_cli, tmp_path):
     proc = invoke_cli("validate", "--hosts", "ssh://h/", "--image", "x")
     assert proc.returncode == 2 and proc.stderr.strip() == (
-        "gpuenv: host 'ssh://h/' has a path, query or fragment; an SSH host has none: write it as ssh://user@host or ssh://user@host:2222"
+        "gpuenv: host 'ssh://h/' has a path, query or fragment; an SSH host has none: write it "
+        "as ssh://user@host or ssh://user@host:2222"
     )
     proc = invoke_cli(
         "validate", "--hosts", "ssh://h", "--image", "x", "--json", "/proc/fleet.json"
@@ -180,7 +182,8 @@ def test_one_line_exit_2_through_invoke(invoke_cli, tmp_path):
 
 
 def test_plain_progress_lines_are_never_cut_at_80_columns():
-    """Off a terminal (CI logs) each progress line stays one line, however long (issue 20, item 4)."""
+    """Off a terminal (CI logs) each progress line stays one line, however long (issue 20, item
+    4)."""
     import io
 
     from gpuenv.cli.fleet import HostProgress

@@ -113,12 +113,12 @@ def test_text_table_puts_the_summary_and_the_worst_hosts_first():
         "ssh://ops@gpu2",
     ]  # failed, then unreachable, then slow
     assert (
-        "  fail: tensorflow memory growth [growth-env] [GPU 0]: tensorflow memory growth [growth-env] below threshold"
-        in lines
+        "  fail: tensorflow memory growth [growth-env] [GPU 0]: tensorflow memory growth "
+        "[growth-env] below threshold" in lines
     )
     assert (
-        "degraded: ssh://ops@gpu2: 1 figure(s) below 90% of the fleet median; lowest: GPU 1 matmul bf16 TFLOPS 400.0 "
-        "is 57% of the fleet median 700.0 of NVIDIA H100 80GB HBM3"
+        "degraded: ssh://ops@gpu2: 1 figure(s) below 90% of the fleet median; lowest: GPU 1 "
+        "matmul bf16 TFLOPS 400.0 is 57% of the fleet median 700.0 of NVIDIA H100 80GB HBM3"
     ) in lines
     header = next(n for n, line in enumerate(lines) if line.startswith("host "))
     assert lines[header].split() == ["host", "GPU", "status", *AREAS, "worst", "figure"]
@@ -361,8 +361,8 @@ def test_html_puts_summary_and_worst_hosts_first_and_is_self_contained():
         page.count("<svg") == 3
     )  # distributions of both models, the H100 heatmap (one A100 GPU has no median)
     assert (
-        "1 outlier(s) below 90% of the fleet median: ssh://ops@gpu2 GPU 1 matmul bf16 TFLOPS 400.0 (57%)"
-        in page
+        "1 outlier(s) below 90% of the fleet median: ssh://ops@gpu2 GPU 1 matmul bf16 TFLOPS "
+        "400.0 (57%)" in page
     )
     ready = page[page.index('id="fleet-ready"') :]
     assert "<details><summary>2 ready host(s)" in ready and ready.count('<tr class="ready">') == 2

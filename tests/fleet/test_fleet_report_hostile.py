@@ -268,7 +268,8 @@ def test_safe_text_escapes_controls_and_keeps_the_rest():
 
 
 def test_validate_from_reports_writes_every_format(tmp_path):
-    """The task end to end: a folder with a malformed node renders every format; exit 1 (not ready)."""
+    """The task end to end: a folder with a malformed node renders every format; exit 1 (not
+    ready)."""
     folder = _folder(tmp_path, "host-is-a-string.json")
     out = tmp_path / "out"
     run = subprocess.run(
@@ -413,6 +414,6 @@ def test_a_report_with_many_models_and_figures_keeps_the_page_bounded(monkeypatc
     page = render_html(fleet)
     assert page.count('<figure id="dist-') == 2 and page.count('<figure id="heat-') == 2
     assert (
-        "2 of 12 GPU model(s) plotted; not plotted: 10 beyond the 2 with the most hosts: Made-up GPU 02"
-        in page
+        "2 of 12 GPU model(s) plotted; not plotted: 10 beyond the 2 with the most hosts: "
+        "Made-up GPU 02" in page
     )

@@ -1,6 +1,7 @@
 """The fleet report of a small mixed fleet (issue 28 item 10): a few hosts of several models and
 one CPU-only host. Categorical figures are counted, the "not plotted" note is true, no section is
-left empty, and a CPU-only host in a GPU fleet is named as such, neither ready nor silently failed."""
+left empty, and a CPU-only host in a GPU fleet is named as such, neither ready nor silently
+failed."""
 
 from __future__ import annotations
 
@@ -116,8 +117,8 @@ def test_the_not_plotted_note_is_true_and_no_section_is_empty(small_fleet, monke
     page = render_html(small_fleet)
     assert page.count('<figure id="dist-') == 1
     assert (
-        "1 of 2 GPU model(s) plotted; not plotted: 1 beyond the 1 with the most hosts: NVIDIA A100-SXM4-80GB"
-        in page
+        "1 of 2 GPU model(s) plotted; not plotted: 1 beyond the 1 with the most hosts: NVIDIA "
+        "A100-SXM4-80GB" in page
     )
     heat = page.split('id="fleet-heatmap"')
     assert len(heat) == 1 or '<figure id="heat-' in heat[1].split("</section>")[0], (

@@ -228,7 +228,8 @@ def test_an_interrupt_cancels_the_job(slurm_cluster, tmp_path, sig, code, name):
 
 
 def test_a_node_that_cannot_run_the_suite_fails_with_why(slurm_cluster, tmp_path):
-    """No Docker image given and the prefix is not on this node: the job fails, the node says why."""
+    """No Docker image given and the prefix is not on this node: the job fails, the node says
+    why."""
     [node] = run_job(
         SlurmJob(
             rundir=str(tmp_path / "run"),
@@ -267,7 +268,8 @@ def test_a_job_cancelled_by_someone_else_says_so_per_node(slurm_cluster, tmp_pat
 
 
 def test_slurm_daemons_listen_on_loopback_only(slurm_cluster):
-    """slurmctld and slurmd bind 127.0.0.1 (CommunicationParameters in tests/fleet/servers.py), as `ss` sees them."""
+    """slurmctld and slurmd bind 127.0.0.1 (CommunicationParameters in tests/fleet/servers.py), as
+    `ss` sees them."""
     import servers
 
     daemons = slurm_cluster.pids[1:]  # munged talks over a unix socket only
@@ -329,7 +331,8 @@ def test_a_job_pending_past_queue_time_is_cancelled(slurm_cluster, tmp_path):
 
 
 def test_a_job_for_a_down_node_fails_at_once(slurm_cluster, tmp_path):
-    """ReqNodeNotAvail for a node that is down cannot clear by waiting: cancelled at once, the node named."""
+    """ReqNodeNotAvail for a node that is down cannot clear by waiting: cancelled at once, the node
+    named."""
     env = {**os.environ, **slurm_cluster.env}
     node = slurm_cluster.node
     subprocess.run(

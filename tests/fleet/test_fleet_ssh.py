@@ -137,7 +137,8 @@ def test_gpus_asked_of_an_engine_without_gpu_runtime(
 ):
     if "nvidia" in (docker_engine.info().get("Runtimes") or {}):
         pytest.skip(
-            "this engine has the NVIDIA runtime: it can give GPUs, so the no-runtime path cannot be shown here"
+            "this engine has the NVIDIA runtime: it can give GPUs, so the no-runtime path "
+            "cannot be shown here"
         )
     [outcome] = validate_hosts([ssh_server.url], SuiteRun(image=suite_image, gpus="all"))
     assert outcome.status == NO_GPU_RUNTIME, outcome.reason
@@ -218,7 +219,8 @@ def test_a_suite_past_its_time_limit_is_stopped(ssh_server, ssh_home, docker_eng
 
 
 def test_ctrl_c_removes_the_containers_it_started(ssh_server, ssh_home, suite_image, docker_engine):
-    """Ctrl-C (SIGINT to this process) while the suite runs on a host: the container goes, the interrupt propagates."""
+    """Ctrl-C (SIGINT to this process) while the suite runs on a host: the container goes, the
+    interrupt propagates."""
     import signal
     import threading
 

@@ -154,7 +154,8 @@ _DROPPED = textwrap.dedent("""
 
 def test_thirty_hosts_that_drop_syns_take_one_connect_timeout_per_wave(tmp_path):
     """30 hosts, --parallel 8: 4 waves, each ends at the connect timeout (2 s here), not at the
-    kernel's ~130 s of SYN retries. In a network namespace of its own (unshare -n), loopback only."""
+    kernel's ~130 s of SYN retries. In a network namespace of its own (unshare -n), loopback
+    only."""
     if os.geteuid() != 0 or not (
         shutil.which("unshare") and shutil.which("iptables") and shutil.which("ip")
     ):
@@ -208,7 +209,8 @@ def test_a_pull_is_stopped_at_its_deadline(docker_engine):
 
 
 def test_time_covers_the_pull_on_a_host(tmp_path, monkeypatch, docker_engine):
-    """--time is the host's whole visit: a pull that stalls is cut at the limit (issue 21, item 9)."""
+    """--time is the host's whole visit: a pull that stalls is cut at the limit (issue 21, item
+    9)."""
     context, server = _server(tmp_path, monkeypatch)
     try:
         with servers.stalling_registry() as registry:

@@ -47,7 +47,8 @@ TORCH_PACKAGES = (
 
 
 def report(gpus: int, torch: bool = True) -> dict:
-    """A suite report: NVML saw `gpus` GPUs; without torch, its PyTorch check skipped as the suite skips it."""
+    """A suite report: NVML saw `gpus` GPUs; without torch, its PyTorch check skipped as the suite
+    skips it."""
     nvml = {"gpus": [{"index": i, "uuid": f"GPU-{i}"} for i in range(gpus)], "error": None}
     skipped = (
         []
@@ -84,7 +85,8 @@ def test_each_host_runs_torchrun_with_the_rendezvous_on_the_first_host():
         assert (
             f"--rdzv-conf=is_host={host},join_timeout={multinode.JOIN_TIMEOUT}" in words
         )  # a bounded rendezvous
-    # each agent is known to the rendezvous by its host's name from the URL, not its (shared) host name and PID
+    # each agent is known to the rendezvous by its host's name from the URL, not its (shared) host
+    # name and PID
     assert "--local-addr=gpu01" in first and "--local-addr=gpu02" in second
     assert first[-6:] == [
         "--out",
@@ -124,18 +126,21 @@ def test_no_job_without_two_suites_or_without_pytorch():
 
 
 def _torch_context(folder: Path) -> Path:
-    """A build context (a tar file on disk: PyTorch is most of a gigabyte) with the suite and PyTorch."""
+    """A build context (a tar file on disk: PyTorch is most of a gigabyte) with the suite and
+    PyTorch."""
     import pytest as pytest_module
     import torch
 
     site = Path(pytest_module.__file__).resolve().parents[1]
     if Path(torch.__file__).resolve().parents[1] != site:
         pytest.skip(
-            f"PyTorch ({torch.__file__}) is not in the site folder of pytest ({site}): nothing to copy one folder from"
+            f"PyTorch ({torch.__file__}) is not in the site folder of pytest ({site}): nothing "
+            "to copy one folder from"
         )
     dockerfile = (
-        f"FROM {BASE_IMAGE}\nCOPY lib/ /opt/suite/lib/\nCOPY validate/ /opt/suite/validate/\nCOPY bin/ /usr/local/bin/\n"
-        "ENV PYTHONPATH=/opt/suite/lib:/opt/suite HOME=/tmp\nUSER 1000:1000\nWORKDIR /tmp\n"
+        f"FROM {BASE_IMAGE}\nCOPY lib/ /opt/suite/lib/\nCOPY validate/ /opt/suite/validate/\n"
+        "COPY bin/ /usr/local/bin/\nENV PYTHONPATH=/opt/suite/lib:/opt/suite HOME=/tmp\n"
+        "USER 1000:1000\nWORKDIR /tmp\n"
     ).encode()
     path = folder / "context.tar"
     skip = lambda t: None if "__pycache__" in t.name else t  # noqa: E731

@@ -58,7 +58,8 @@ def test_command_line_beats_config_beats_defaults():
 
 
 def test_only_the_command_line_asks_for_a_fleet_run():
-    """Hosts in a shared invoke.yaml do not turn `invoke validate` of this machine into a rack run."""
+    """Hosts in a shared invoke.yaml do not turn `invoke validate` of this machine into a rack
+    run."""
     assert (
         not wants_fleet({}) and wants_fleet({"hosts": True}) and wants_fleet({"hosts": "ssh://a"})
     )

@@ -90,8 +90,8 @@ def test_slurm_time_forms_are_accepted(limit):
 def test_batch_script_runs_the_node_script_once_per_node():
     text = render_batch_script(job())
     assert (
-        "srun --ntasks-per-node=1 --cpus-per-task=\"${SLURM_CPUS_ON_NODE:-1}\" --kill-on-bad-exit=0 bash '/shared/fleet run/node.sh'"
-        in text
+        'srun --ntasks-per-node=1 --cpus-per-task="${SLURM_CPUS_ON_NODE:-1}" '
+        "--kill-on-bad-exit=0 bash '/shared/fleet run/node.sh'" in text
     )
 
 
@@ -99,12 +99,13 @@ def test_node_script_prefers_docker_then_prefix_and_records_its_exit(tmp_path):
     text = render_node_script(job(baseline=True))
     assert f"image={DIGEST}" in text and "prefix=/shared/envs/torch" in text
     assert (
-        f"--gpus all -v '/shared/fleet run/baseline.json':/gpuenv-baseline.json:ro {DIGEST} python -m validate --json /gpuenv-out/report.json --expect-gpus 8 --baseline /gpuenv-baseline.json"
-        in text
+        f"--gpus all -v '/shared/fleet run/baseline.json':/gpuenv-baseline.json:ro {DIGEST} "
+        "python -m validate --json /gpuenv-out/report.json --expect-gpus 8 --baseline "
+        "/gpuenv-baseline.json" in text
     )
     assert (
-        '"$prefix/bin/python" -m validate --json "$out/report.json" --expect-gpus 8 --baseline \'/shared/fleet run/baseline.json\''
-        in text
+        '"$prefix/bin/python" -m validate --json "$out/report.json" --expect-gpus 8 --baseline '
+        "'/shared/fleet run/baseline.json'" in text
     )
     assert text.index("docker info") < text.index('"$prefix/bin/python"')
     assert 'echo "$status" > "$out/exit"' in text
@@ -121,7 +122,8 @@ def test_node_script_quotes_hostile_suite_arguments(tmp_path):
 
 
 def test_node_script_without_docker_or_prefix_explains_itself(tmp_path):
-    """Run the real node script on this machine with a prefix that does not exist: it records why."""
+    """Run the real node script on this machine with a prefix that does not exist: it records
+    why."""
     rundir = tmp_path / "run"
     text = render_node_script(
         job(rundir=str(rundir), image=None, prefix=str(tmp_path / "missing-prefix"))

@@ -22,8 +22,9 @@ from gpuenv.fleet.slurm_queue import (
 # submitted with --nodelist=vm after `scontrol update nodename=vm state=down` (recorded).
 SQUEUE_DOWN_NODE = "1|PENDING|0:00||ReqNodeNotAvail, UnavailableNodes:vm\n"
 SCONTROL_DOWN_NODE = (
-    "JobId=1 JobName=j.sh UserId=root(0) JobState=PENDING Reason=ReqNodeNotAvail,_UnavailableNodes:vm "
-    "Dependency=(null) NodeList= NumNodes=1 RunTime=00:00:00 ExitCode=0:0\n"
+    "JobId=1 JobName=j.sh UserId=root(0) JobState=PENDING "
+    "Reason=ReqNodeNotAvail,_UnavailableNodes:vm Dependency=(null) NodeList= NumNodes=1 "
+    "RunTime=00:00:00 ExitCode=0:0\n"
 )
 SINFO_DOWN = "vm|down\n"
 

@@ -72,7 +72,8 @@ def torch_build_args(driver: str, compute_capabilities: list[str]) -> dict[str, 
 # --- what a healthy host's report must hold -----------------------------------------------------
 
 #: Health rows and the NVML reading (validate/host/nvml_health.py's HealthReadings) behind each:
-#: where the host's NVML gives the reading, the row must have been read in the container, not skipped.
+#: where the host's NVML gives the reading, the row must have been read in the container, not
+#: skipped.
 HEALTH_ROWS = {
     "pcie replays": "pcie_replays",
     "temperature": "temperature_c",
@@ -105,7 +106,8 @@ def health_problems(report: dict[str, Any], gpus: list[Any]) -> list[str]:
                 problems.append(f"GPU {gpu.index}: '{check}' failed: {row.get('reason')}")
             elif supported and row["verdict"] == "skip":
                 problems.append(
-                    f"GPU {gpu.index}: '{check}' skipped ({row.get('reason')}) though the host's NVML reads it"
+                    f"GPU {gpu.index}: '{check}' skipped ({row.get('reason')}) though the host's "
+                    "NVML reads it"
                 )
     return problems
 

@@ -39,7 +39,8 @@ DOCKERFILE = Path(__file__).parent / "fixtures" / "Dockerfile"
 CUDA_BASE = os.environ.get("GPUENV_TEST_CUDA_BASE")
 DRIVER_FILE = Path("/proc/driver/nvidia/version")
 LABEL = "gpuenv.test.gpu-set"
-#: Bounds: a build that pulls the CUDA base and PyTorch's wheel; a --quick suite run on up to 8 GPUs.
+#: Bounds: a build that pulls the CUDA base and PyTorch's wheel; a --quick suite run on up to 8
+#: GPUs.
 BUILD_TIMEOUT = 3600
 SUITE_TIMEOUT = 1800
 REPORT_MARK = "=====gpuenv-report====="
@@ -154,8 +155,8 @@ def _suite(
 ) -> tuple[subprocess.CompletedProcess, dict, str]:
     """The whole suite live in `image`: (the run, its JSON report, its own output)."""
     command = (
-        f"python3 -m validate --quick --json /tmp/report.json {' '.join(args)} > /tmp/out.txt 2>&1; s=$?; "
-        f"cat /tmp/out.txt; echo {REPORT_MARK}; cat /tmp/report.json; exit $s"
+        f"python3 -m validate --quick --json /tmp/report.json {' '.join(args)} > /tmp/out.txt "
+        f"2>&1; s=$?; cat /tmp/out.txt; echo {REPORT_MARK}; cat /tmp/report.json; exit $s"
     )
     done = _run(image, command, env)
     output, _, report = done.stdout.partition(REPORT_MARK)
@@ -168,8 +169,8 @@ def _suite(
 def test_a_small_cuda_container_sees_the_hosts_gpus(gpu_images, host_gpus):
     done = _run(
         gpu_images["bare"],
-        "python3 -c 'import json; from validate.host import nvml; "
-        "print(json.dumps([g.uuid for g in sorted(nvml.read_host().gpus, key=lambda g: g.index)]))'",
+        "python3 -c 'import json; from validate.host import nvml; print(json.dumps([g.uuid for "
+        "g in sorted(nvml.read_host().gpus, key=lambda g: g.index)]))'",
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == [g.uuid for g in host_gpus]
@@ -268,8 +269,9 @@ def test_cuda_visible_devices_masks_as_cuda_documents(gpu_images, host_gpus, cas
         pytest.skip("this host has one GPU: a reordered mask needs two")
     value, indexes = masks[case]
     probe = (
-        "python3 -c 'import json, torch; from validate.host import nvml; from validate.host.devices import torch_gpus; "
-        "print(json.dumps(torch_gpus(torch, [g.uuid for g in nvml.read_host().gpus])))'"
+        "python3 -c 'import json, torch; from validate.host import nvml; from "
+        "validate.host.devices import torch_gpus; print(json.dumps(torch_gpus(torch, [g.uuid "
+        "for g in nvml.read_host().gpus])))'"
     )
     done = _run(
         gpu_images["torch"],

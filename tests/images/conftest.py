@@ -106,7 +106,8 @@ def cpu_image(cpu_lock, base_image, cpu_stack, ca_bundle, locks_root):
     yield BuiltImage(info.id, tags, info.labels, proc.stdout)
     dockercases.remove_image(engine, info.id)
     if not os.environ.get("GPUENV_TEST_KEEP_BUILD_CACHE"):
-        # The install stage the build kept as gpuenv-cache/<stack>:<lock-hash>: kept only when asked, for fast reruns.
+        # The install stage the build kept as gpuenv-cache/<stack>:<lock-hash>: kept only when
+        # asked, for fast reruns.
         dockercases.remove_build_cache(info.labels)
 
 

@@ -91,11 +91,12 @@ def test_the_cpu_stack_builds_on_a_bare_base_or_names_the_python_download(
         )
         assert dockercases.build_step_containers_since(since) == []
         pytest.skip(
-            f"no route from this machine to {PYTHON_BUILD_STANDALONE_HOST} for the standalone Python, so no "
-            f"image was built (checked the one-line error): {err}"
+            f"no route from this machine to {PYTHON_BUILD_STANDALONE_HOST} for the standalone "
+            f"Python, so no image was built (checked the one-line error): {err}"
         )
 
-    # This build's image: the stack on the bare base (another image of the stack may share the engine)
+    # This build's image: the stack on the bare base (another image of the stack may share the
+    # engine)
     built = engine.find_images(
         {
             "io.gpuenv.stack": "torch2.13.0-cpu-py3.11",
@@ -108,7 +109,10 @@ def test_the_cpu_stack_builds_on_a_bare_base_or_names_the_python_download(
     image = max(built, key=lambda img: img.created)
     try:
         tmp_path.chmod(0o755)
-        probe = "import sys, torch; print('PY', sys.version_info[:2], sys.base_prefix, torch.__version__)"
+        probe = (
+            "import sys, torch; print('PY', sys.version_info[:2], sys.base_prefix, "
+            "torch.__version__)"
+        )
         proc = run_task(
             "run",
             *CPU_STACK_ARGS,
@@ -131,7 +135,8 @@ def test_the_cpu_stack_builds_on_a_bare_base_or_names_the_python_download(
 
 
 def test_the_real_nvidia_cuda_base_is_pulled_or_named_in_one_line(docker_engine):
-    """The production default stays the real nvidia/cuda tag; where no registry answers, one line says so."""
+    """The production default stays the real nvidia/cuda tag; where no registry answers, one line
+    says so."""
     from gpuenv.compat.resolve import resolve_stack
     from gpuenv.compat.rules.request import Request
     from gpuenv.engine import Engine

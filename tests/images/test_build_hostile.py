@@ -108,7 +108,8 @@ def test_a_foreign_image_under_the_cache_name_survives_a_classic_build(base_imag
 
 
 def _made_after(image_id: str, run: str) -> bool:
-    """Whether the dangling image `image_id` is one of this run's steps (its history holds `run`)."""
+    """Whether the dangling image `image_id` is one of this run's steps (its history holds
+    `run`)."""
     from gpuenv.engine import Engine
 
     engine = Engine.local()
@@ -257,7 +258,8 @@ def test_a_wheelhouse_of_many_other_wheels_sends_only_the_locked_ones(tmp_path):
 def test_offline_with_a_missing_base_is_one_line_and_the_engine_pulls_nothing(
     docker_engine, tmp_path
 ):
-    """The engine's own event stream is the witness: no pull of the missing base, during the whole run."""
+    """The engine's own event stream is the witness: no pull of the missing base, during the whole
+    run."""
     from gpuenv.engine import Engine
 
     engine = Engine.local()

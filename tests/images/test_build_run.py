@@ -215,7 +215,8 @@ def test_cached_rebuild_after_a_suite_change_keeps_the_environment(
     shutil.copytree(ROOT / "validate", suite, ignore=shutil.ignore_patterns("__pycache__"))
     # A change no earlier build made: the engine's build cache outlives this run (CI reuses it)
     (suite / "CHANGED_BY_TEST").write_text(f"a change to the validation suite: {uuid.uuid4()}\n")
-    # The stack exactly as the image was built for it (the reasons, which the wheelhouse adds to, included)
+    # The stack exactly as the image was built for it (the reasons, which the wheelhouse adds to,
+    # included)
     built_for = images.stack_from_labels(cpu_image.labels)
     assert built_for == cpu_stack
     plan = images.plan_build(
@@ -258,7 +259,8 @@ def _cached(log: list[str], step: str) -> bool:
 
 
 def _broken_locks_root(tmp_path: Path, cpu_lock, lock_text: str) -> Path:
-    """A copy of the lock with `lock_text`, its metadata vouching for it (build verifies the hash)."""
+    """A copy of the lock with `lock_text`, its metadata vouching for it (build verifies the
+    hash)."""
     from gpuenv.envs import lockdir
 
     root = tmp_path / "locks"
@@ -366,7 +368,8 @@ def test_engine_down_is_one_clear_line(tmp_path):
 def test_build_behind_a_tls_proxy_names_the_ca_cert_fix(
     cpu_image, cpu_lock, base_image, locks_root, tmp_path
 ):
-    """Without --ca-cert, HTTPS inside the build fails here (a TLS-inspecting proxy): the message says so."""
+    """Without --ca-cert, HTTPS inside the build fails here (a TLS-inspecting proxy): the message
+    says so."""
     from gpuenv.engine import Engine
 
     engine = Engine.local()

@@ -1,4 +1,5 @@
-"""The image's start-up driver gate (docker/entrypoint.sh), run by the real /bin/sh on recorded drivers.
+"""The image's start-up driver gate (docker/entrypoint.sh), run by the real /bin/sh on recorded
+drivers.
 
 With CDI the NVIDIA toolkit skips NVIDIA_REQUIRE_CUDA (nvidia-container-toolkit#1470), so the
 image checks its own min_driver at every start. The driver version comes from the kernel module's

@@ -184,7 +184,8 @@ def test_context_has_lock_suite_and_empty_secrets_when_none_given(lock_dir, tmp_
 
 
 def locked_wheel(tmp_path: Path, folder: Path, content: bytes = b"PK\x03\x04six") -> Path:
-    """A lock directory whose one pin is the wheel `content` written into `folder` (its real hash)."""
+    """A lock directory whose one pin is the wheel `content` written into `folder` (its real
+    hash)."""
     import hashlib
 
     folder.mkdir(exist_ok=True)
@@ -275,7 +276,8 @@ def test_shellcheck_passes_on_the_scripts():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-# ---------------------------------------------------------------- --tag: the Docker reference grammar
+# ---------------------------------------------------------------- --tag: the Docker reference
+# grammar
 
 VALID_REFERENCES = [
     ("x:Prod", "x:Prod"),  # upper case is allowed in tags

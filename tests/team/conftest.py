@@ -38,7 +38,8 @@ def _start_registry(tmp: Path, *, readonly: bool = False):
     )
     if binary is None:
         pytest.skip(
-            f"no {REGISTRY_BINARY} binary (Debian package docker-registry: run scripts/install-test-servers.sh as root)"
+            f"no {REGISTRY_BINARY} binary (Debian package docker-registry: run "
+            "scripts/install-test-servers.sh as root)"
         )
     port = free_port()
     storage = tmp / "storage"
@@ -46,9 +47,8 @@ def _start_registry(tmp: Path, *, readonly: bool = False):
     maintenance = "\n  maintenance:\n    readonly:\n      enabled: true" if readonly else ""
     config = tmp / "config.yml"
     config.write_text(
-        "version: 0.1\nlog:\n  level: warn\n"
-        f"storage:\n  filesystem:\n    rootdirectory: {storage}\n  delete:\n    enabled: true{maintenance}\n"
-        f"http:\n  addr: 127.0.0.1:{port}\n"
+        "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: "
+        f"{storage}\n  delete:\n    enabled: true{maintenance}\nhttp:\n  addr: 127.0.0.1:{port}\n"
     )
     log = open(tmp / "registry.log", "w")
     proc = subprocess.Popen([binary, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)
@@ -131,7 +131,8 @@ def cpu_uv_lock(locks_dir, cpu_stack) -> CpuLock:
 
 @pytest.fixture(scope="session")
 def complete_wheelhouse(cpu_uv_lock, tmp_path_factory) -> Path:
-    """Every wheel of the CPU lock in one folder (pip download, as the README's air-gapped recipe)."""
+    """Every wheel of the CPU lock in one folder (pip download, as the README's air-gapped
+    recipe)."""
     import shutil as _shutil
 
     python = _shutil.which("python3.11")

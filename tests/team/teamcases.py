@@ -1,4 +1,5 @@
-"""Shared helpers of the team-workflow tests: where things are, and running tasks as a user would."""
+"""Shared helpers of the team-workflow tests: where things are, and running tasks as a user
+would."""
 
 from __future__ import annotations
 
@@ -61,7 +62,8 @@ def free_port() -> int:
 
 
 def team_build_args(base_image: str, wheelhouse: Path) -> list[str]:
-    """`build` of the team's CPU image from a wheelhouse holding every locked wheel (no network needed)."""
+    """`build` of the team's CPU image from a wheelhouse holding every locked wheel (no network
+    needed)."""
     return [
         "build",
         *CPU_STACK_ARGS,

@@ -1,9 +1,9 @@
 """The README's air-gapped recipe, run exactly as written (issue 19 item 1).
 
-The commands are read from docs/team.md ("Air-gapped servers", linked from the README): the first block runs where PyPI
-answers, in a fresh copy of the checkout; the second runs inside a network namespace with no
-network at all (`unshare -n`) and an empty uv cache, as on a server behind an air gap. If the
-page changes, this test runs the new text.
+The commands are read from docs/team.md ("Air-gapped servers", linked from the README): the first
+block runs where PyPI answers, in a fresh copy of the checkout; the second runs inside a network
+namespace with no network at all (`unshare -n`) and an empty uv cache, as on a server behind an air
+gap. If the page changes, this test runs the new text.
 """
 
 from __future__ import annotations
@@ -77,7 +77,8 @@ def test_the_air_gapped_recipe_as_written(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert any((checkout / "wheelhouse").glob("torch-*.whl"))
     # the server: no network but its own loopback (a new namespace starts with lo down; an
-    # air-gapped server has it up, and the suite's multi-process checks talk over it), an empty uv cache
+    # air-gapped server has it up, and the suite's multi-process checks talk over it), an empty uv
+    # cache
     cache = tmp_path / "empty-uv-cache"
     cache.mkdir()
     done = subprocess.run(

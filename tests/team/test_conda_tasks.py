@@ -1,6 +1,7 @@
 """`invoke lock` (also `--file`), `invoke export --lock` and `invoke install --prefix` on the conda
 path, as a user runs them: the team's mirror setting (INVOKE_GPUENV_CONDA_MIRRORS, as
-invoke.yaml's gpuenv.conda_mirrors) points conda-forge at the local test channel. The framework wheel is a STAND-IN (tests/conftest.py)."""
+invoke.yaml's gpuenv.conda_mirrors) points conda-forge at the local test channel. The framework
+wheel is a STAND-IN (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -114,7 +115,8 @@ def test_a_conda_lock_installs_with_no_network_from_the_channel_mirror_and_a_whe
         or subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode != 0
     ):
         pytest.skip(
-            "unshare -n is not available here (util-linux, and the right to make a network namespace)"
+            "unshare -n is not available here (util-linux, and the right to make a network "
+            "namespace)"
         )
     env = {
         "GPUENV_LOCKS_DIR": str(tmp_path / "locks"),
@@ -170,7 +172,8 @@ def test_a_conda_lock_installs_with_no_network_from_the_channel_mirror_and_a_whe
 
 @pytest.fixture(scope="module")
 def team_lock(conda_channel, standin_wheels, tmp_path_factory) -> dict[str, str]:
-    """The environment of a team whose `invoke lock` made a conda lock of the CPU stack from its mirror."""
+    """The environment of a team whose `invoke lock` made a conda lock of the CPU stack from its
+    mirror."""
     root = tmp_path_factory.mktemp("team")
     env = {
         "GPUENV_LOCKS_DIR": str(root / "locks"),
@@ -200,7 +203,8 @@ def test_export_lock_hands_over_the_hashed_conda_lock_itself(team_lock, tmp_path
     assert shared.read_bytes() == made.read_bytes()
     assert (
         done.stdout
-        == f"wrote conda-lock.yml for {made.parent.name}: the lock itself, every package with its hash (from {made})\n"
+        == f"wrote conda-lock.yml for {made.parent.name}: the lock itself, every package with "
+        f"its hash (from {made})\n"
     )
     lock = parse_conda_lock_file(shared)  # what `conda-lock install` and pixi read
     managers = {d.manager for d in lock.package}
@@ -212,7 +216,8 @@ def test_export_lock_hands_over_the_hashed_conda_lock_itself(team_lock, tmp_path
 def test_lock_file_locks_a_received_environment_with_the_conda_backend(
     team_lock, standin_wheels, tmp_path
 ):
-    """A colleague receives the exported environment.yml and locks it as users do: `invoke lock --file`."""
+    """A colleague receives the exported environment.yml and locks it as users do: `invoke lock
+    --file`."""
     made = next(Path(team_lock["GPUENV_LOCKS_DIR"]).glob("*/conda-lock.yml"))
     received = tmp_path / "environment.yml"
     done = run_invoke("export", *CPU_STACK_ARGS, "--output", str(received), env=team_lock)

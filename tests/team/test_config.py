@@ -1,4 +1,5 @@
-"""The team's settings: Invoke's layers, where each value came from, one-line errors, the StackRequest.
+"""The team's settings: Invoke's layers, where each value came from, one-line errors, the
+StackRequest.
 
 Unit tests feed layer data to the pure functions; the CLI tests run the real Invoke (tasks.py and
 the `gpuenv` command) against invoke.yaml files written by the test.

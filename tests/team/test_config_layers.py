@@ -191,7 +191,8 @@ def test_home_and_system_files_take_effect_beside_the_committed_file_and_doctor_
     [
         (
             "gpuenv:\n  fleet:\n    paralel: 4\n",
-            "gpuenv: invoke.yaml: unknown key gpuenv.fleet.paralel: did you mean gpuenv.fleet.parallel?",
+            "gpuenv: invoke.yaml: unknown key gpuenv.fleet.paralel: did you mean "
+            "gpuenv.fleet.parallel?",
         ),
         (
             "gpuenv:\n  fleet:\n    parallel: true\n",
@@ -229,7 +230,8 @@ def test_a_mistyped_variable_is_an_error_naming_it(project):
         )
     )
     assert line.startswith(
-        "gpuenv: INVOKE_GPUENV_FLEET_PARALEL is not a gpuenv setting: did you mean INVOKE_GPUENV_FLEET_PARALLEL?"
+        "gpuenv: INVOKE_GPUENV_FLEET_PARALEL is not a gpuenv setting: did you mean "
+        "INVOKE_GPUENV_FLEET_PARALLEL?"
     )
 
 
@@ -349,7 +351,8 @@ def test_pinned_stack_is_the_same_on_every_driver(project):
     assert proc.returncode == 3 and "Traceback" not in proc.stderr, proc.stderr
     line = proc.stderr.strip()
     assert line.startswith(
-        "gpuenv: this host cannot run the pinned stack torch2.3.1-cu121-py3.11: driver 470.57.02 is older than"
+        "gpuenv: this host cannot run the pinned stack torch2.3.1-cu121-py3.11: driver "
+        "470.57.02 is older than"
     )
     assert "upgrade the driver, or pin another stack" in line
     doctor = run_gpuenv("doctor", cwd=project / "team", env=env).stdout

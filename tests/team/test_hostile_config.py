@@ -174,9 +174,11 @@ def test_a_long_number_given_with_f_is_exit_2(project):
 
 def test_the_same_key_in_different_mappings_and_merge_keys_are_fine(tmp_path):
     ok = {
-        "siblings.yaml": "gpuenv:\n  fleet:\n    slurm: {time: '1:00'}\n  cuda: cpu\nother:\n  cuda: x\n",
+        "siblings.yaml": "gpuenv:\n  fleet:\n    slurm: {time: '1:00'}\n  cuda: cpu\n"
+        "other:\n  cuda: x\n",
         "merge.yaml": "base: &b {cuda: '12.1'}\ngpuenv:\n  <<: *b\n  cuda: '12.4'\n",
-        "lists.json": '{"gpuenv": {"platforms": ["linux-64", "linux-64"]}, "x": [{"a": 1}, {"a": 2}]}',
+        "lists.json": '{"gpuenv": {"platforms": ["linux-64", "linux-64"]}, "x": [{"a": 1}, '
+        '{"a": 2}]}',
         "escaped.json": '{"a\\"b": 1, "a\\\\": 2, "k": "\\"k\\": 3"}',
     }
     for name, text in ok.items():
@@ -327,7 +329,8 @@ FILE = "invoke.yaml"
 
 
 def _from_file(**values: str) -> Request:
-    """A request whose values all came from the project's invoke.yaml, as gpuenv.cli.config makes it."""
+    """A request whose values all came from the project's invoke.yaml, as gpuenv.cli.config makes
+    it."""
     return Request(
         driver="570.148.08",
         origins=tuple(sorted((k, f"{FILE}: gpuenv.{k}") for k in values)),
@@ -395,7 +398,8 @@ def test_the_reviews_conflicts_are_fixed_in_the_file(values, words):
 
 
 def test_a_typed_option_and_a_file_value_are_each_fixed_where_they_are():
-    """--python typed, torch from the file: the fix names the option for one and the file for the other."""
+    """--python typed, torch from the file: the fix names the option for one and the file for the
+    other."""
     request = Request(
         driver="570.148.08",
         torch="2.0",

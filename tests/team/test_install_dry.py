@@ -1,4 +1,5 @@
-"""invoke install (a lock into a folder, no Docker) and Invoke's --dry (print the plan, change nothing)."""
+"""invoke install (a lock into a folder, no Docker) and Invoke's --dry (print the plan, change
+nothing)."""
 
 from __future__ import annotations
 
@@ -76,7 +77,8 @@ def test_dry_run_and_validate_run_nothing(tmp_path):
 
 
 def test_dry_push_names_what_it_would_push(team_image, cpu_stack, locks_dir, monkeypatch):
-    """The names come from the image push would send (its inputs hash), which must exist: push never builds."""
+    """The names come from the image push would send (its inputs hash), which must exist: push never
+    builds."""
     from gpuenv.engine import Engine
     from gpuenv.images import plan as images
 

@@ -103,7 +103,8 @@ def test_prefixes_that_cannot_be_installed_into_are_one_line_in_dry_and_real_run
         str(tmp_path / ("x" * 300)): "is 300 bytes long; a file or folder name is at most 255",
         str(
             tmp_path / ("y" * 240)
-        ): "the folder name is 240 bytes; with the temporary names gpuenv makes beside it, it may be 233 at most",
+        ): "the folder name is 240 bytes; with the temporary names gpuenv makes beside it, it "
+        "may be 233 at most",
         str(
             tmp_path / "dangling"
         ): f"is a symbolic link to {tmp_path / 'nowhere'}, which does not exist",
@@ -115,7 +116,8 @@ def test_prefixes_that_cannot_be_installed_into_are_one_line_in_dry_and_real_run
         str(
             tmp_path / "noexec" / "env"
         ): f"{tmp_path / 'noexec'} is on a file system mounted noexec",
-        "/proc/a\nb\x1b[31m": "--prefix /proc/a\\nb\\x1b[31m: it is under /proc",  # one line, the escape made inert
+        # one line, the escape made inert
+        "/proc/a\nb\x1b[31m": "--prefix /proc/a\\nb\\x1b[31m: it is under /proc",
     }
     before = sorted(p.name for p in tmp_path.iterdir())
     for prefix, words in cases.items():
@@ -197,7 +199,8 @@ def shared_folder():
 
 @pytest.fixture(scope="module")
 def linked_install(cpu_uv_lock, locks_dir, shared_folder):
-    """The CPU lock installed under `umask 077` through a symbolic link: shared/torch -> shared/real/torch-1."""
+    """The CPU lock installed under `umask 077` through a symbolic link: shared/torch ->
+    shared/real/torch-1."""
     real = shared_folder / "real" / "torch-1"
     real.parent.mkdir()
     real.parent.chmod(0o755)
@@ -301,7 +304,8 @@ def test_sigterm_while_the_old_prefix_is_removed_lets_the_swap_finish_and_says_s
 def test_a_full_disk_while_copying_the_suite_is_one_line_and_leaves_nothing(
     linked_install, cpu_uv_lock, cpu_stack, tmp_path, mount
 ):
-    """A tmpfs with room for the environment but not for the suite (padded with 16 MiB): the copy fails.
+    """A tmpfs with room for the environment but not for the suite (padded with 16 MiB): the copy
+    fails.
 
     The room is measured from the real prefix the module installed, counted as tmpfs counts
     (whole pages per file)."""
@@ -334,8 +338,8 @@ def test_a_full_disk_while_copying_the_suite_is_one_line_and_leaves_nothing(
         f"it failed before the suite: {text}"
     )
     assert (
-        f"install into {disk / 'env'} failed while copying the validation suite: No space left on device"
-        in text
+        f"install into {disk / 'env'} failed while copying the validation suite: No space left "
+        "on device" in text
     )
     assert "\n" not in text and "nothing was left beside it" in text
     assert os.listdir(disk) == [], "a temporary folder was left on the full disk"

@@ -39,7 +39,8 @@ def quickstart_blocks() -> list[str]:
 
 
 def copy_checkout(target: Path) -> Path:
-    """The checkout as a fresh clone has it: the committed lock and current.json, no wheelhouse, no venv."""
+    """The checkout as a fresh clone has it: the committed lock and current.json, no wheelhouse, no
+    venv."""
     ignore = shutil.ignore_patterns(
         ".git", ".venv", "__pycache__", ".pytest_cache", "wheelhouse", "gpuenv-fleet", "reports"
     )
@@ -78,7 +79,8 @@ def test_the_readme_quickstart_runs_as_written_to_a_ready_verdict(tmp_path, dock
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     if not any((checkout / "wheelhouse").glob("torch-2.13.0+cpu-*.whl")):
         pytest.skip(
-            "the set-up found no torch 2.13.0+cpu wheel (pip's find-links and download.pytorch.org both out of reach)"
+            "the set-up found no torch 2.13.0+cpu wheel (pip's find-links and "
+            "download.pytorch.org both out of reach)"
         )
 
     engine = Engine.local()
@@ -145,11 +147,14 @@ def test_the_readme_quickstart_runs_as_written_to_a_ready_verdict(tmp_path, dock
             for image in engine.find_images(stack_label):
                 if (
                     image.id not in before
-                ):  # this build's image (tagged by its inputs' hash), and a classic build's install stage
+                    # this build's image (tagged by its inputs' hash), and a classic build's install
+                    # stage
+                ):
                     dockercases.remove_build_cache(image.labels)
                     dockercases.remove_image(engine, image.id)
 
-    # the GPU server's line, planned here (no driver: the stack is not checked against one); nothing is built
+    # the GPU server's line, planned here (no driver: the stack is not checked against one); nothing
+    # is built
     first = gpu_server.strip().split(" && ")[0]
     assert first.startswith("invoke build ")
     done = subprocess.run(

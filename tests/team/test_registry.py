@@ -1,4 +1,5 @@
-"""invoke push, and run/validate --image, against a real registry (Debian's docker-registry on loopback).
+"""invoke push, and run/validate --image, against a real registry (Debian's docker-registry on
+loopback).
 
 Push the session's CPU image, delete it from the engine, pull it back by digest through
 `invoke run --image`, run in it, validate in it. A registry that is down or refuses the push is one

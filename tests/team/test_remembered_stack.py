@@ -1,5 +1,6 @@
-"""The project remembers its stack (issue 28): `lock` and `build` record it in envs/locks/current.json, and
-`export`, `install`, `push`, `run` and `validate` address it when no stack option is given;
+"""The project remembers its stack (issue 28): `lock` and `build` record it in
+envs/locks/current.json, and `export`, `install`, `push`, `run` and `validate` address it when no
+stack option is given;
 invoke.yaml pins and stack options still win, and `doctor` says which stack is current and why.
 
 Real tasks in subprocesses, with their own lock folder (GPUENV_LOCKS_DIR).
@@ -64,7 +65,8 @@ def test_tasks_without_stack_options_address_the_remembered_stack_and_say_so(loc
         assert STACK in done.stdout, args
         said = [line for line in done.stderr.splitlines() if "remembered" in line]
         assert said == [
-            f"stack: {STACK}, remembered from the last `invoke lock` ({locked / 'current.json'}); stack options choose another"
+            f"stack: {STACK}, remembered from the last `invoke lock` "
+            f"({locked / 'current.json'}); stack options choose another"
         ], args
 
 
@@ -162,16 +164,17 @@ def test_lock_file_never_replaces_the_team_lock_without_force(locked, tmp_path):
     done = run_gpuenv(*args, env=env_for(locked))
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.strip() == (
-        f"gpuenv: {locked / STACK} holds the lock of the team's spec (the stack and envs/team.yml); "
-        f"locking {received.resolve()} (invoke lock --file) would replace it: pass --force to replace it "
-        "(it becomes the stack's current lock), or keep the current one"
+        f"gpuenv: {locked / STACK} holds the lock of the team's spec (the stack and "
+        f"envs/team.yml); locking {received.resolve()} (invoke lock --file) would replace it: "
+        "pass --force to replace it (it becomes the stack's current lock), or keep the current "
+        "one"
     ), done.stderr
     assert (locked / STACK / "stack.json").read_bytes() == before
     done = run_gpuenv(*args, "--force", env=env_for(locked))
     assert done.returncode == 0, done.stdout + done.stderr
     assert (
-        f"current lock of {STACK}: {locked / STACK / 'requirements.lock.txt'}, from {received} (invoke lock --file)"
-        in done.stdout
+        f"current lock of {STACK}: {locked / STACK / 'requirements.lock.txt'}, from {received} "
+        "(invoke lock --file)" in done.stdout
     )
     # and the next plain lock does not silently flip it back
     done = run_gpuenv(
@@ -202,7 +205,8 @@ def test_lock_file_never_replaces_the_team_lock_without_force(locked, tmp_path):
 
 
 def test_the_team_can_require_gpus_in_invoke_yaml(tmp_path):
-    """gpuenv.expect_gpus reaches the suite as --expect-gpus (here seen through --dry); a bad value is one line."""
+    """gpuenv.expect_gpus reaches the suite as --expect-gpus (here seen through --dry); a bad value
+    is one line."""
     done = run_gpuenv("--dry", "validate", "--local", env={"INVOKE_GPUENV_EXPECT_GPUS": "8"})
     assert done.returncode == 0 and "-m validate --expect-gpus 8" in done.stdout, (
         done.stdout + done.stderr
@@ -250,8 +254,8 @@ def test_build_records_the_stack_it_built(built):
         data["python"],
     ) == ("cpu", "2.13.0", "3.11")
     assert (
-        f"current stack: {STACK} (lock {root / STACK / 'requirements.lock.txt'}), recorded in {root / 'current.json'}"
-        in output
+        f"current stack: {STACK} (lock {root / STACK / 'requirements.lock.txt'}), recorded in "
+        f"{root / 'current.json'}" in output
     )
 
 
@@ -270,6 +274,7 @@ def test_run_and_validate_without_stack_options_address_the_built_stack(
         assert done.returncode == 0, (args, done.stdout + done.stderr)
         said = [line for line in done.stderr.splitlines() if "remembered" in line]
         assert said == [
-            f"stack: {STACK}, remembered from the last `invoke build` ({root / 'current.json'}); stack options choose another"
+            f"stack: {STACK}, remembered from the last `invoke build` ({root / 'current.json'}); "
+            "stack options choose another"
         ], args
         assert done.stdout.startswith(says), (args, done.stdout)

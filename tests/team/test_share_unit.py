@@ -1,4 +1,5 @@
-"""Sharing images, the pure parts: registry names, image references, the engine's registry errors."""
+"""Sharing images, the pure parts: registry names, image references, the engine's registry
+errors."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ def test_bad_image_references(ref):
         share.parse_image_ref(ref)
 
 
-# ---------------------------------------------------------------- the engine's registry errors, as recorded
+# ---------------------------------------------------------------- the engine's registry errors, as
+# recorded
 
 
 def test_registry_errors_map_to_one_cause_and_fix():
@@ -47,7 +49,8 @@ def test_registry_errors_map_to_one_cause_and_fix():
             "does not answer",
             "start it",
         ),
-        'Get "https://reg.invalid/v2/": dial tcp: lookup reg.invalid on 10.0.0.2:53: no such host': (
+        'Get "https://reg.invalid/v2/": dial tcp: lookup reg.invalid on 10.0.0.2:53: no such '
+        "host": (
             "is unknown",
             "spelling",
         ),

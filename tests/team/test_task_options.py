@@ -155,7 +155,10 @@ def test_a_reader_that_goes_away_ends_gpuenv_quietly():
     nothing on stderr (no BrokenPipeError traceback)."""
     import subprocess
 
-    code = f"import sys; sys.path.insert(0, {str(ROOT)!r}); sys.argv = ['gpuenv', '--list']; from gpuenv.cli.program import main; main()"
+    code = (
+        f"import sys; sys.path.insert(0, {str(ROOT)!r}); sys.argv = ['gpuenv', '--list']; from "
+        "gpuenv.cli.program import main; main()"
+    )
     proc = subprocess.Popen(
         [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )

@@ -36,7 +36,8 @@ def _one(pattern: str, replacement: str, text: str) -> str:
 
 def driver340_kepler(processes: int = 8) -> str:
     """A100 capture as driver 340 printed a Kepler card: product "Tesla K20m" (its PCI id
-    10de:1028), driver 340.24, `<processes>` replaced by `<compute_processes>` listing `processes` foreign processes (no type:
+    10de:1028), driver 340.24, `<processes>` replaced by `<compute_processes>` listing `processes`
+    foreign processes (no type:
     340 lists compute processes only), clock reasons under their 340 name (clocks_throttle_*)."""
     entries = "".join(
         f"<process_info><pid>{5490 + n}</pid><process_name>/opt/solver/bin/solver</process_name><used_memory>98 MiB</used_memory></process_info>\n"
@@ -145,7 +146,8 @@ def text_power_brake() -> str:
     return _one(r"(            HW Power Brake Slowdown +: )Not Active", r"\g<1>Active", text)
 
 
-# --- the DCGM-style health rows (validate/judge/health_watches.py) ---------------------------------
+# --- the DCGM-style health rows (validate/judge/health_watches.py)
+# ---------------------------------
 GB200_XML = CAPTURES / "nvidia-smi-xml" / "gb200x4-arm64.xml"
 MOCK_COUNTERS_XML = (
     CAPTURES / "nvidia-smi-xml" / "MOCK-gb200-throttle-counters.xml"
@@ -208,7 +210,8 @@ def fabric_health(tag: str, value: str, path: Path = GB200_XML) -> str:
 
 
 def text_fabric_health(label: str, value: str) -> str:
-    """The H100 text capture's "Fabric / Health / <label>" set to `value` (its fabric is Completed)."""
+    """The H100 text capture's "Fabric / Health / <label>" set to `value` (its fabric is
+    Completed)."""
     return _one(rf"(            {re.escape(label)} +: )N/A", rf"\g<1>{value}", _read(H100_TEXT))
 
 

@@ -43,7 +43,8 @@ _use_module = nvml.use_module
 
 
 def _synthetic_unless_given(nv: Any) -> None:
-    """The suite sets NVML's module at start (None: the real one): the synthetic host stands in for that."""
+    """The suite sets NVML's module at start (None: the real one): the synthetic host stands in for
+    that."""
     _use_module(SyntheticNvml(HOST) if nv is None else nv)
 
 

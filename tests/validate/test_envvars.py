@@ -46,7 +46,6 @@ def test_the_suite_refuses_an_empty_variable_in_one_line_before_running(name):
     out = (proc.stdout + proc.stderr).strip()
     assert proc.returncode == 2, out[-2000:]
     assert (
-        out
-        == f"validate: {name}='' is not a number of seconds between 0 and 86400: unset it (the default is "
-        f"{envvars.SECONDS[name]:g}) or give e.g. {name}={envvars.SECONDS[name]:g}"
+        out == f"validate: {name}='' is not a number of seconds between 0 and 86400: unset it (the "
+        f"default is {envvars.SECONDS[name]:g}) or give e.g. {name}={envvars.SECONDS[name]:g}"
     ), out

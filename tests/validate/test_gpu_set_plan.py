@@ -149,7 +149,8 @@ def _ddp_report(gpus: list, world: int, tensorflow: bool = True) -> dict:
     if tensorflow:
         checks.append(
             {
-                "check": f"tensorflow mirrored variables identical ({world} replicas, nccl all-reduce)",
+                "check": f"tensorflow mirrored variables identical ({world} replicas, nccl "
+                "all-reduce)",
                 "verdict": "pass",
             }
         )

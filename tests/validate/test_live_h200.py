@@ -17,7 +17,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = Path(__file__).parent / "captures"
 LIVE = CAPTURES / "live" / "h200-580.159.04"
-#: The second run (another H200, after this session's merges: NVML v2 memory, PCI ids, vGPU readers).
+#: The second run (another H200, after this session's merges: NVML v2 memory, PCI ids, vGPU
+#: readers).
 LIVE_B = CAPTURES / "live" / "h200-580.159.04-b"
 SOURCES = {
     "xml": (LIVE, CAPTURES / "nvidia-smi-xml" / "h200-580.159.04-gpuenv-live.xml"),

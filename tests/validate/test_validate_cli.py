@@ -58,7 +58,8 @@ def test_special_files_are_written_through():
 
 
 def test_a_read_only_mount_is_refused_before_measuring(tmp_path):
-    """A read-only bind mount of a folder (root is not stopped by permissions, only by the mount)."""
+    """A read-only bind mount of a folder (root is not stopped by permissions, only by the
+    mount)."""
     folder = tmp_path / "ro"
     folder.mkdir()
     mounted = subprocess.run(
@@ -85,7 +86,8 @@ def test_a_read_only_mount_is_refused_before_measuring(tmp_path):
     [
         (b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe", "binary data (a NUL byte at offset 8), not text"),
         (
-            b'{"format": "gpuenv-validate-baseline/1", "models": {"NVIDIA A100-SXM4-80GB": [1, 2]}}',
+            b'{"format": "gpuenv-validate-baseline/1", "models": {"NVIDIA A100-SXM4-80GB": [1, '
+            b"2]}}",
             "model 'NVIDIA A100-SXM4-80GB' must map check names to numbers",
         ),
         (
@@ -111,7 +113,8 @@ def test_a_folder_as_baseline_is_one_line(tmp_path):
     args, _ = parse_args(["--baseline", str(tmp_path)])
     assert (
         preflight(args)
-        == f"--baseline: baseline file {tmp_path}: it is a folder, not a regular file: give a file saved with --save-baseline"
+        == f"--baseline: baseline file {tmp_path}: it is a folder, not a regular file: give a "
+        "file saved with --save-baseline"
     )
 
 
@@ -218,7 +221,8 @@ def test_a_mounted_checkout_does_not_replace_the_image_suite(tmp_path):
 
 
 def test_main_run_as_a_file_imports_its_own_package(tmp_path):
-    """`python /opt/gpuenv/validate/__main__.py` from the checkout: its own package, not ./validate."""
+    """`python /opt/gpuenv/validate/__main__.py` from the checkout: its own package, not
+    ./validate."""
     opt = _image_layout(tmp_path)
     done = subprocess.run(
         [sys.executable, str(opt / "validate" / "__main__.py"), "-k", "computes_on_cpu"],

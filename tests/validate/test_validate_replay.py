@@ -118,7 +118,8 @@ def test_a_gpu_that_needs_a_reset_is_reported_with_the_fix():
     ids=lambda p: p.name,
 )
 def test_recording_through_the_replay_seam_replays_the_same_host(path):
-    """RecordingNvml keeps every answer read_host used; replaying that recording reads the same host."""
+    """RecordingNvml keeps every answer read_host used; replaying that recording reads the same
+    host."""
     recorder = RecordingNvml(ReplayNvml(load_capture(path)), source="test")
     first = nvml.read_host(recorder)
     data = json.loads(json.dumps(recorder.recording()))  # what --record writes: plain JSON
@@ -152,7 +153,8 @@ def test_unknown_product_has_no_compute_capability():
 
 
 def test_pci_bus_id_unknown_does_not_crash():
-    """ "unknown" is what nvml.py gives when the PCI query fails: it matches nothing, never raises."""
+    """ "unknown" is what nvml.py gives when the PCI query fails: it matches nothing, never
+    raises."""
     assert normalise_pci_bus_id("unknown") == "unknown"
     assert (
         normalise_pci_bus_id("00000000:17:00.0")
@@ -178,7 +180,8 @@ def variant(index: int, edit) -> str:
 
 PROCESS = (
     "<processes>\n<process_info><gpu_instance_id>N/A</gpu_instance_id><compute_instance_id>N/A</compute_instance_id>"
-    "<pid>4242</pid><type>C</type><process_name>python train.py</process_name><used_memory>10240 MiB</used_memory></process_info>\n"
+    "<pid>4242</pid><type>C</type><process_name>python "
+    "train.py</process_name><used_memory>10240 MiB</used_memory></process_info>\n"
 )
 VARIANTS = {
     "power-cap-half": (
@@ -572,7 +575,8 @@ def test_xml_mig_devices_with_and_without_uuids():
         "<mig_mode><current_mig>Enabled</current_mig><pending_mig>Enabled</pending_mig></mig_mode><mig_devices>"
         "<mig_device><index>0</index><gpu_instance_id>1</gpu_instance_id><compute_instance_id>0</compute_instance_id>"
         "<uuid>MIG-aaaaaaaa-0000-0000-0000-000000000000</uuid><device_attributes><shared><multiprocessor_count>42"
-        "</multiprocessor_count></shared></device_attributes><fb_memory_usage><total>19968 MiB</total><used>13 MiB</used>"
+        "</multiprocessor_count></shared></device_attributes><fb_memory_usage><total>19968 "
+        "MiB</total><used>13 MiB</used>"
         "</fb_memory_usage></mig_device><mig_device><index>1</index><fb_memory_usage><total>9728 MiB</total>"
         "<used>0 MiB</used></fb_memory_usage></mig_device></mig_devices>"
     )

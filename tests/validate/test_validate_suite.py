@@ -3,8 +3,8 @@
 On a machine without a GPU (CI) told `--expect-gpus 0` the CPU checks run and pass and every GPU
 check skips with NVML's exact reason; without it, a host with no NVIDIA driver and no NVIDIA device
 says so in one line and is validated as CPU-only (a bare host whose driver is broken still expects
-a GPU), and `--expect-gpus 1` fails the run with that one reason, once. With a GPU present these no-GPU
-expectations do not apply, so those tests skip saying so.
+a GPU), and `--expect-gpus 1` fails the run with that one reason, once. With a GPU present these
+no-GPU expectations do not apply, so those tests skip saying so.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ pytestmark = [
 
 cpu_only_here = pytest.mark.skipif(
     not nvml.cpu_only_host(HOST),
-    reason=f"this host has an NVIDIA driver or device ({HOST.error or 'NVML answers'}): it is no CPU-only host",
+    reason=f"this host has an NVIDIA driver or device ({HOST.error or 'NVML answers'}): it is no "
+    "CPU-only host",
 )
 
 
@@ -50,7 +51,8 @@ def run_suite(
     }
     full_env.update(env or {})
     return subprocess.run(
-        # A bound on a hang, not a speed target: a --quick run took over 300 s on a shared 2-CPU machine at load 18.
+        # A bound on a hang, not a speed target: a --quick run took over 300 s on a shared 2-CPU
+        # machine at load 18.
         [sys.executable, "-m", "validate", *args],
         cwd=cwd,
         env=full_env,
@@ -148,7 +150,8 @@ def test_json_report_has_cpu_results_and_exact_skip_reasons(quick_run):
     assert checks["memory bandwidth"]["verdict"] == "skip"
     assert checks["memory bandwidth"]["reason"] == NO_DRIVER
     assert data["host"]["frameworks"]["torch"]["version"].startswith("2.")
-    # What the installed TensorFlow's build_info.py says, read without importing it (validate/host/tfbuild.py).
+    # What the installed TensorFlow's build_info.py says, read without importing it
+    # (validate/host/tfbuild.py).
     from validate.host.tfbuild import installed_build_info
 
     assert data["host"]["frameworks"]["tensorflow"]["is_cuda_build"] is bool(
@@ -215,7 +218,8 @@ def test_a_host_without_nvidia_driver_or_device_is_validated_as_cpu_only(tmp_pat
 
 
 def test_only_a_host_with_no_driver_and_no_device_counts_as_cpu_only(tmp_path):
-    """A broken driver (another NVML error, or a /dev/nvidia0 left) must not read as a CPU-only host."""
+    """A broken driver (another NVML error, or a /dev/nvidia0 left) must not read as a CPU-only
+    host."""
     dev = tmp_path / "dev"
     dev.mkdir()
     assert nvml.cpu_only_host(nvml.HostInfo(error=nvml.NO_DRIVER), dev)
@@ -316,7 +320,8 @@ def test_unusable_baseline_is_bad_input_named_in_one_line(tmp_path):
     assert done.returncode == 2
     assert (
         done.stdout
-        == f"validate: --baseline: baseline file {tmp_path / 'missing.json'}: it does not exist: make one with --save-baseline\n"
+        == f"validate: --baseline: baseline file {tmp_path / 'missing.json'}: it does not exist: "
+        "make one with --save-baseline\n"
     )
 
 

@@ -52,12 +52,14 @@ def test_driver_gate(suite, record):
     stack = read_stack_file()
     if stack is None:
         pytest.skip(
-            "GPUENV_STACK_FILE is not set or unreadable: not inside a gpuenv image, no min_driver to compare"
+            "GPUENV_STACK_FILE is not set or unreadable: not inside a gpuenv image, no "
+            "min_driver to compare"
         )
     min_driver = stack.get("min_driver")
     if not min_driver:
         pytest.skip(
-            f"the image's stack ({stack.get('stack_id', 'unknown')}) names no min_driver (CPU stack)"
+            f"the image's stack ({stack.get('stack_id', 'unknown')}) names no min_driver (CPU "
+            "stack)"
         )
     if suite.host.driver_version is None:
         suite.require_gpus()
@@ -108,7 +110,8 @@ def test_driver(suite, record):
 
 
 def test_every_gpu_readable(suite, record):
-    """Every GPU NVML counts can be read; a lost GPU fails here while the others are still checked."""
+    """Every GPU NVML counts can be read; a lost GPU fails here while the others are still
+    checked."""
     if suite.host.error:
         suite.require_gpus()
         pytest.skip(suite.no_gpu_reason())
@@ -250,7 +253,8 @@ def _pcie(gpu: nvml.GpuInfo, suite, record) -> None:
     width = pcie_width_verdict(gpu.pcie_link_width, gpu.pcie_link_width_max, under_load=loaded)
     record.add(
         "pcie link width",
-        f"{_link('x', gpu.pcie_link_width)} {when} (with slot {_link('x', gpu.pcie_link_width_max)})",
+        f"{_link('x', gpu.pcie_link_width)} {when} (with slot "
+        f"{_link('x', gpu.pcie_link_width_max)})",
         width,
         gpu=gpu.uuid,
         value=float(gpu.pcie_link_width) if loaded and gpu.pcie_link_width else None,
@@ -272,8 +276,9 @@ def _pcie(gpu: nvml.GpuInfo, suite, record) -> None:
         gen = Verdict(INFO, expected.threshold, note + "read at idle: judged under load")
     record.add(
         "pcie generation",
-        f"{_link('gen', gpu.pcie_link_gen)} {when} (GPU max {_link('gen', gpu.pcie_link_gen_gpu_max)}, "
-        f"with slot {_link('gen', gpu.pcie_link_gen_max)})",
+        f"{_link('gen', gpu.pcie_link_gen)} {when} (GPU max "
+        f"{_link('gen', gpu.pcie_link_gen_gpu_max)}, with slot "
+        f"{_link('gen', gpu.pcie_link_gen_max)})",
         gen,
         gpu=gpu.uuid,
         value=float(gpu.pcie_link_gen) if loaded and gpu.pcie_link_gen else None,
@@ -307,7 +312,8 @@ def test_gpu_health_dcgm(gpu: nvml.GpuInfo, record):
     rows = (
         "not reported"
         if gpu.remapped_rows_pending is None
-        else f"pending {'yes' if gpu.remapped_rows_pending else 'no'}, failure {'yes' if gpu.remapped_rows_failure else 'no'}"
+        else f"pending {'yes' if gpu.remapped_rows_pending else 'no'}, failure "
+        f"{'yes' if gpu.remapped_rows_failure else 'no'}"
     )
     record.add(
         "row remapping",
@@ -360,7 +366,8 @@ def test_gpu_health_watches(gpu: nvml.GpuInfo, suite, record):
     how long clock events held the clocks. Counters read once only warn (no rate from one reading).
     A healthy GPU's cells read the same on every GPU; the JSON keeps each reading ("health")."""
     h, limits = gpu.health, watches.load_limits()
-    # The rate limit is named for the link as it runs under load (its maximum): an idle link drops to Gen1.
+    # The rate limit is named for the link as it runs under load (its maximum): an idle link drops
+    # to Gen1.
     gen, width = (
         gpu.pcie_link_gen_max or gpu.pcie_link_gen,
         gpu.pcie_link_width_max or gpu.pcie_link_width,
@@ -415,7 +422,8 @@ def test_recorded_measurements(suite, record):
     kept = suite.recorded_records()
     if not kept:
         pytest.skip(
-            "the replayed file holds no measurements (an nvidia-smi capture, or a --record run without frameworks)"
+            "the replayed file holds no measurements (an nvidia-smi capture, or a --record run "
+            "without frameworks)"
         )
     for r in kept:
         record.add(
@@ -455,7 +463,8 @@ def _shm_bytes() -> int | None:
 
 
 def test_shared_memory(suite, record):
-    """/dev/shm is large enough for NCCL between GPUs and DataLoader workers (containers get 64 MB)."""
+    """/dev/shm is large enough for NCCL between GPUs and DataLoader workers (containers get 64
+    MB)."""
     size = _shm_bytes()
     verdict = shm_verdict(size, len(suite.host.gpus))
     record.add(
@@ -465,7 +474,8 @@ def test_shared_memory(suite, record):
 
 
 def test_torch_build(torch, suite, record):
-    """PyTorch's version, CUDA, cuDNN, NCCL and compiled architectures; the driver must run its CUDA."""
+    """PyTorch's version, CUDA, cuDNN, NCCL and compiled architectures; the driver must run its
+    CUDA."""
     info: dict[str, Any] = suite.frameworks["torch"]
     record.add("torch version", info["version"])
     record.add(
@@ -515,8 +525,9 @@ def test_stack_matches_image_labels(suite, record, request):
     """The framework build installed is the one the image's labels (stack.json) claim."""
     stack = _stack_claims()
     framework = stack.get("framework")
-    # the build's CUDA (framework_cuda) can differ from the image's (`cuda`): older by the CUDA rule, or
-    # newer within the major by minor-version compatibility; stack.json files without it predate that
+    # the build's CUDA (framework_cuda) can differ from the image's (`cuda`): older by the CUDA
+    # rule, or newer within the major by minor-version compatibility; stack.json files without it
+    # predate that
     build_cuda = stack.get("framework_cuda") or stack.get("cuda")
     claimed = {
         "framework_version": stack.get("framework_version"),
@@ -569,7 +580,8 @@ def test_environment_intact(suite, record):
     prefix = sys.prefix
     if not gpuenv_environment(prefix, dict(os.environ)):
         pytest.skip(
-            f"{prefix} is not an environment gpuenv made (an image's /opt/gpuenv/env or an installed prefix)"
+            f"{prefix} is not an environment gpuenv made (an image's /opt/gpuenv/env or an "
+            "installed prefix)"
         )
     limit = QUICK_HASH_LIMIT if suite.quick else None
     try:

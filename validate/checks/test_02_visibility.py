@@ -136,7 +136,8 @@ def test_visible_devices(suite, record):
             Verdict(
                 FAIL,
                 threshold,
-                f"CUDA_VISIBLE_DEVICES={value!r} names no device NVML lists ({known}): use an index or a UUID from nvidia-smi -L",
+                f"CUDA_VISIBLE_DEVICES={value!r} names no device NVML lists ({known}): use an "
+                "index or a UUID from nvidia-smi -L",
             ),
         )
     record.finish()
@@ -226,7 +227,8 @@ def test_torch_kernel_image(gpu, torch, record):
 
 def test_tensorflow_kernel_image(gpu, tf_info, suite, record):
     """This GPU's compute capability is among TensorFlow's compiled architectures. Only PTX for it
-    works but is JIT-compiled at first use (it can take half an hour): warned, with the first op timed."""
+    works but is JIT-compiled at first use (it can take half an hour): warned, with the first op
+    timed."""
     archs = tf_info.get("compute_capabilities")
     if not archs:
         pytest.skip("TensorFlow's build info lists no CUDA compute capabilities (CPU build)")
@@ -253,7 +255,8 @@ def test_tensorflow_kernel_image(gpu, tf_info, suite, record):
                 WARN,
                 "a cubin for this GPU",
                 f"TensorFlow ships only PTX for {sm}: every new process JIT-compiles its kernels "
-                f"({timed}); raise CUDA_CACHE_MAXSIZE to keep them, or use a TensorFlow build with {sm} kernels",
+                f"({timed}); raise CUDA_CACHE_MAXSIZE to keep them, or use a TensorFlow build "
+                f"with {sm} kernels",
             ),
             gpu=gpu.uuid,
         )

@@ -40,7 +40,8 @@ def _first_gpu(suite) -> nvml.GpuInfo:
     visible = suite.visible_gpus()
     if not visible:
         pytest.skip(
-            f"CUDA_VISIBLE_DEVICES={suite.caller_mask!r} hides every GPU NVML lists: nothing to measure"
+            f"CUDA_VISIBLE_DEVICES={suite.caller_mask!r} hides every GPU NVML lists: nothing to "
+            "measure"
         )
     whole = [g for g in visible if not g.mig_enabled]
     if not whole:

@@ -35,14 +35,16 @@ def test_cuda_visible_devices(framework, suite, record, request):
     whole = [g.uuid for g in suite.host.gpus if not g.mig_enabled] if suite.host.mig_gpus else None
     if whole is not None and not whole:
         pytest.skip(
-            "every GPU is in MIG mode: masking is checked on whole GPUs (each instance is validated on its own)"
+            "every GPU is in MIG mode: masking is checked on whole GPUs (each instance is "
+            "validated on its own)"
         )
     # Cases inside the caller's CUDA_VISIBLE_DEVICES: a container or job given GPUs 1,3 is
     # checked on GPUs 1 and 3 only, and no child ever sees a GPU the caller hid.
     cases = masking_cases(uuids, suite.caller_mask, only=whole)
     if not any(case.expected_uuids for case in cases):
         pytest.skip(
-            f"CUDA_VISIBLE_DEVICES={suite.caller_mask!r} hides every GPU NVML lists: no masking case can show a GPU"
+            f"CUDA_VISIBLE_DEVICES={suite.caller_mask!r} hides every GPU NVML lists: no masking "
+            "case can show a GPU"
         )
     if suite.quick:
         cases = quick_cases(cases, uuids)

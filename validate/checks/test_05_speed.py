@@ -44,7 +44,8 @@ CPU_TRAIN = {"quick": (30, 16, 16), "full": (40, 32, 32)}
 #: loss falls) and keeps within its CPU budget (validate/measure/budget.py); one thread cannot
 #: oversubscribe a busy host's cores, where OpenMP threads waiting on each other crawl: on two
 #: cores at load average 17, the quick run took 142.8 s with two threads and 4.8 s with one
-#: (docs/validation-results.md). The full suite keeps PyTorch's default, so its figure is the host's.
+#: (docs/validation-results.md). The full suite keeps PyTorch's default, so its figure is the
+#: host's.
 QUICK_CPU_THREADS = 1
 
 
@@ -242,11 +243,13 @@ def _tf_gpu_entry(gpu, tf_info, tf_speed, suite) -> dict:
     """TensorFlow's speed entry for this NVML GPU (matched by PCI bus id), or skip saying why."""
     if not tf_info["is_cuda_build"]:
         pytest.skip(
-            "TensorFlow is a CPU build: it has no GPU to measure (its CPU figures are in 'tensorflow ... (cpu)')"
+            "TensorFlow is a CPU build: it has no GPU to measure (its CPU figures are in "
+            "'tensorflow ... (cpu)')"
         )
     if gpu.mig_enabled and suite.selected_mig_device(gpu) is None:
         pytest.skip(
-            f"GPU {gpu.index} is in MIG mode: its instances are validated one per run (see the MIG check)"
+            f"GPU {gpu.index} is in MIG mode: its instances are validated one per run (see the "
+            "MIG check)"
         )
     if gpu not in suite.visible_gpus():
         pytest.skip(

@@ -40,7 +40,8 @@ def test_sustained_load(torch, suite, record):
     ]
     if not gpus_here:
         pytest.skip(
-            "every GPU is in MIG mode: each instance is validated in its own run (see the MIG check)"
+            "every GPU is in MIG mode: each instance is validated in its own run (see the MIG "
+            "check)"
         )
     visible = torch_gpus(torch, suite.nvml_uuids)
     devices: dict[str, str] = {}

@@ -63,7 +63,8 @@ def lead_gpu(uuid: str | None, gpus: list[Any]) -> Any:
 
 @pytest.mark.isolated
 def test_ddp_training(torch, suite, record):
-    """DDP over every GPU (NCCL), or over CPU_RANKS processes with gloo on a machine without GPUs."""
+    """DDP over every GPU (NCCL), or over CPU_RANKS processes with gloo on a machine without
+    GPUs."""
     skip_quick_on_cpu(suite)
     if suite.host.gpus:
         if torch.version.cuda is None:
@@ -213,7 +214,8 @@ def _record_failure(
     world: int,
     backend: str,
 ) -> None:
-    """`gpus`: the whole GPUs this run sees, in CUDA's order. The named fail of a job that did not finish: which rank (and GPU), at which stage, within which bound."""
+    """`gpus`: the whole GPUs this run sees, in CUDA's order. The named fail of a job that did not
+    finish: which rank (and GPU), at which stage, within which bound."""
     if not failed:
         record.add(
             f"ddp training ({where})",
@@ -268,7 +270,8 @@ def test_tensorflow_mirrored(suite, record):
     replicas = data["replicas"]
     if replicas < 2:
         pytest.skip(
-            f"MirroredStrategy needs 2 or more GPUs; TensorFlow sees {replicas} (a CPU build sees none)"
+            f"MirroredStrategy needs 2 or more GPUs; TensorFlow sees {replicas} (a CPU build "
+            "sees none)"
         )
     on_gpus = str(data["devices"][0]).startswith("/gpu")
     where = f"{replicas} replicas, {data['reduction']}"

@@ -141,8 +141,8 @@ def _legacy(entries: list, path: Path) -> tuple[tuple[str, tuple[str, ...], str,
             or not all(re.match(r"^\d+\.\d+$", str(c)) for c in ccs)
         ):
             raise ArchsFileError(
-                f'{path}: legacy entry {number} needs architecture, compute_capabilities (["3.5"]), '
-                'last_driver_branch ("470"), last_cuda ("11.8") and source'
+                f"{path}: legacy entry {number} needs architecture, compute_capabilities "
+                '(["3.5"]), last_driver_branch ("470"), last_cuda ("11.8") and source'
             )
         out.append((str(arch), tuple(str(c) for c in ccs), str(branch), str(cuda)))
     return tuple(out)
@@ -285,4 +285,7 @@ def identity_text(
             f"{found.product}: compute capability not in validate/host/gpu_archs.yaml; "
             "add the product there from https://developer.nvidia.com/cuda-gpus"
         )
-    return "unknown product: compute capability not reported; add it to validate/host/gpu_archs.yaml from https://developer.nvidia.com/cuda-gpus"
+    return (
+        "unknown product: compute capability not reported; add it to "
+        "validate/host/gpu_archs.yaml from https://developer.nvidia.com/cuda-gpus"
+    )

@@ -66,7 +66,8 @@ def check_counts(recording: dict[str, Any], source: str, tree: Any = None) -> di
         counting = counting or bool(_COUNTER_SECTIONS.search(node.tag))
         if counting and re.match(r"^\s*-\s*\d", node.text):
             raise refuse(
-                f"{node.tag} is {node.text.strip()[:40]}, but an error or event counter is never negative"
+                f"{node.tag} is {node.text.strip()[:40]}, but an error or event counter is never "
+                "negative"
             )
         stack.extend((child, counting) for child in node.children)
 
@@ -90,21 +91,24 @@ def check_counts(recording: dict[str, Any], source: str, tree: Any = None) -> di
                 or not isinstance(answers, dict)
             ):
                 raise refuse(
-                    f"GPU {index} has MIG instance {slot[:40]}; a GPU's instances are numbered 0 to {MAX_MIG_PER_GPU - 1}"
+                    f"GPU {index} has MIG instance {slot[:40]}; a GPU's instances are numbered 0 "
+                    f"to {MAX_MIG_PER_GPU - 1}"
                 )
         most = calls.get("nvmlDeviceGetMaxMigDeviceCount", 0)
         if not isinstance(most, dict) and (
             isinstance(most, bool) or not isinstance(most, int) or most > MAX_MIG_PER_GPU
         ):
             raise refuse(
-                f"GPU {index} claims {str(most)[:40]} MIG instances; a GPU has at most {MAX_MIG_PER_GPU}"
+                f"GPU {index} claims {str(most)[:40]} MIG instances; a GPU has at most "
+                f"{MAX_MIG_PER_GPU}"
             )
     uuids = [calls.get("nvmlDeviceGetUUID") for calls in recording["devices"]]
     repeated = repeated_uuid(uuids)
     if repeated:
         uuid, first, second = repeated
         raise refuse(
-            f"GPU {first} and GPU {second} share the UUID {safe_text(uuid, limit=80)}, but each GPU has its own"
+            f"GPU {first} and GPU {second} share the UUID {safe_text(uuid, limit=80)}, but each "
+            "GPU has its own"
         )
     mig_uuids = [
         (index, slot, answers.get("nvmlDeviceGetUUID"))
@@ -121,7 +125,8 @@ def check_counts(recording: dict[str, Any], source: str, tree: Any = None) -> di
             for n in (first, second)
         ]
         raise refuse(
-            f"{named[0]} and {named[1]} share the UUID {safe_text(uuid, limit=80)}, but each device has its own"
+            f"{named[0]} and {named[1]} share the UUID {safe_text(uuid, limit=80)}, but each "
+            "device has its own"
         )
     for where, value in _numbers(
         {"system": recording["system"], "devices": recording["devices"]}, ""
@@ -150,7 +155,8 @@ def repeated_uuid(uuids: list[Any]) -> tuple[str, int, int] | None:
 
 
 def _numbers(value: Any, where: str) -> Iterator[tuple[str, float]]:
-    """Every number in a recording's answers, with where it is (iteratively: depth was bounded when read)."""
+    """Every number in a recording's answers, with where it is (iteratively: depth was bounded when
+    read)."""
     stack = [(where, value)]
     while stack:
         where, value = stack.pop()
@@ -187,13 +193,15 @@ def bounded_xml(text: str, source: str) -> ET.Element:
                 root = element if root is None else root
                 if depth > MAX_CAPTURE_DEPTH:
                     raise CaptureError(
-                        f"{source}: XML nested more than {MAX_CAPTURE_DEPTH} levels deep, which no nvidia-smi output is: "
-                        "capture it again with nvidia-smi -q -x > server.xml"
+                        f"{source}: XML nested more than {MAX_CAPTURE_DEPTH} levels deep, which "
+                        "no nvidia-smi output is: capture it again with nvidia-smi -q -x > "
+                        "server.xml"
                     )
         parser.close()
     except ET.ParseError as err:
         raise CaptureError(
-            f"{source}: not well-formed nvidia-smi XML ({err}): capture it again with nvidia-smi -q -x > server.xml"
+            f"{source}: not well-formed nvidia-smi XML ({err}): capture it again with nvidia-smi "
+            "-q -x > server.xml"
         ) from None
     if root is None:
         raise CaptureError(
@@ -211,15 +219,15 @@ def count_items(text: str, source: str, *, xml: bool) -> None:
         )  # at least one per element (comments and the prolog add a few)
         if starts > MAX_CAPTURE_ITEMS:
             raise CaptureError(
-                f"{source}: {starts:,} XML tags; a host of {MAX_GPUS_PER_HOST} GPUs has at most {MAX_CAPTURE_ITEMS:,}: "
-                "capture it again with nvidia-smi -q -x > server.xml"
+                f"{source}: {starts:,} XML tags; a host of {MAX_GPUS_PER_HOST} GPUs has at most "
+                f"{MAX_CAPTURE_ITEMS:,}: capture it again with nvidia-smi -q -x > server.xml"
             )
     else:
         lines = text.count("\n") + 1
         if lines > MAX_CAPTURE_ITEMS:
             raise CaptureError(
-                f"{source}: {lines:,} lines; a host of {MAX_GPUS_PER_HOST} GPUs prints at most {MAX_CAPTURE_ITEMS:,}: "
-                "capture it again with nvidia-smi -q"
+                f"{source}: {lines:,} lines; a host of {MAX_GPUS_PER_HOST} GPUs prints at most "
+                f"{MAX_CAPTURE_ITEMS:,}: capture it again with nvidia-smi -q"
             )
 
 
@@ -238,14 +246,15 @@ class ItemCounts:
         self.total += 1
         if self.total > MAX_CAPTURE_ITEMS:
             self._refuse(
-                f"more than {MAX_CAPTURE_ITEMS:,} {self.what}; a host of {MAX_GPUS_PER_HOST} GPUs has at most that many"
+                f"more than {MAX_CAPTURE_ITEMS:,} {self.what}; a host of {MAX_GPUS_PER_HOST} "
+                "GPUs has at most that many"
             )
         del self.children[depth:]  # text captures close items by indentation, not by an end event
         self.children[-1] += 1
         if self.children[-1] > MAX_ITEMS_PER_GPU:
             self._refuse(
-                f"more than {MAX_ITEMS_PER_GPU:,} {self.what} in one section (the last <{safe_text(tag, limit=40)}>), "
-                "which no nvidia-smi output has"
+                f"more than {MAX_ITEMS_PER_GPU:,} {self.what} in one section (the last "
+                f"<{safe_text(tag, limit=40)}>), which no nvidia-smi output has"
             )
         if depth == 2 and tag == "gpu":
             self.gpus += 1

@@ -267,7 +267,8 @@ def _mig_devices(gpu: Node, mig_uuids: dict[int, str], gpu_index: int) -> dict[s
                 },
             )
         sms = node.value(
-            "device_attributes/shared/multiprocessor_count|Device Attributes/Shared/Multiprocessor count"
+            "device_attributes/shared/multiprocessor_count|Device "
+            "Attributes/Shared/Multiprocessor count"
         )
         if _number(sms) is not None:
             answers.put("nvmlDeviceGetAttributes", sms, {"multiprocessorCount": int(_number(sms))})  # type: ignore[arg-type]
@@ -445,8 +446,8 @@ def _gpu_answers(
         text = gpu.worst(path) if "Temperature" in path else gpu.value(path)
         a.put(key, text, None if _number(text) is None else int(_number(text)))  # type: ignore[arg-type]
     pending = gpu.value(
-        "retired_pages/pending_retirement|retired_pages/pending_blacklist"
-        "|Retired Pages/Pending Page Retirement|Retired Pages/Pending Page Blacklist|Retired Pages/Pending"
+        "retired_pages/pending_retirement|retired_pages/pending_blacklist|Retired Pages/Pending "
+        "Page Retirement|Retired Pages/Pending Page Blacklist|Retired Pages/Pending"
     )
     a.put(
         "nvmlDeviceGetRetiredPagesPendingStatus",
@@ -573,7 +574,8 @@ def parse_xml(text: str, source: str = "nvidia-smi -q -x") -> dict[str, Any]:
         )
     if element.tag != "nvidia_smi_log":
         raise CaptureError(
-            f"{source}: XML root is <{element.tag}>, not nvidia-smi's <nvidia_smi_log> (make it with nvidia-smi -q -x)"
+            f"{source}: XML root is <{element.tag}>, not nvidia-smi's <nvidia_smi_log> (make it "
+            "with nvidia-smi -q -x)"
         )
     return recording_from_tree(_from_element(element), source)
 
@@ -660,11 +662,13 @@ def check_recording(data: Any, source: str) -> dict[str, Any]:
         "gpuenv-nvml-recording/"
     ):
         raise CaptureError(
-            f"{source}: JSON but not a {RECORDING_FORMAT} file (make one with python -m validate --record DIR)"
+            f"{source}: JSON but not a {RECORDING_FORMAT} file (make one with python -m validate "
+            "--record DIR)"
         )
     if data["format"] != RECORDING_FORMAT:
         raise CaptureError(
-            f"{source}: recording format {data['format']} is newer than this suite reads ({RECORDING_FORMAT}): update gpuenv"
+            f"{source}: recording format {data['format']} is newer than this suite reads "
+            f"({RECORDING_FORMAT}): update gpuenv"
         )
     if (
         not isinstance(data.get("system"), dict)
@@ -672,7 +676,8 @@ def check_recording(data: Any, source: str) -> dict[str, Any]:
         or not all(isinstance(d, dict) for d in data["devices"])
     ):
         raise CaptureError(
-            f"{source}: {RECORDING_FORMAT} file without 'system' and 'devices': it is damaged; record it again with python -m validate --record DIR"
+            f"{source}: {RECORDING_FORMAT} file without 'system' and 'devices': it is damaged; "
+            "record it again with python -m validate --record DIR"
         )
     return data
 
@@ -686,14 +691,16 @@ def parse_capture(text: str, source: str = "capture") -> dict[str, Any]:
             data = load_json_input(text, max_depth=MAX_CAPTURE_DEPTH, max_values=MAX_CAPTURE_ITEMS)
         except InputRefused as err:
             raise CaptureError(
-                f"{source}: {err}: give a recording python -m validate --record DIR wrote, unchanged"
+                f"{source}: {err}: give a recording python -m validate --record DIR wrote, "
+                "unchanged"
             ) from None
         return terminal_safe(check_counts(check_recording(data, source), source))
     count_items(text, source, xml=head.startswith("<"))  # the cheapest refusal first
     digits, line = longest_digit_run(text, MAX_DIGITS)
     if digits:
         raise CaptureError(
-            f"{source}:{line}: a {digits}-digit number, which no nvidia-smi value has: capture it again with nvidia-smi -q -x"
+            f"{source}:{line}: a {digits}-digit number, which no nvidia-smi value has: capture "
+            "it again with nvidia-smi -q -x"
         )
     if head.startswith("<"):
         return terminal_safe(
@@ -704,8 +711,8 @@ def parse_capture(text: str, source: str = "capture") -> dict[str, Any]:
         indent // 4 > MAX_CAPTURE_DEPTH
     ):  # four spaces a level: readers of the tree recurse per level
         raise CaptureError(
-            f"{source}: lines indented {indent // 4} levels deep, which no nvidia-smi -q output is: "
-            "capture it again with nvidia-smi -q"
+            f"{source}: lines indented {indent // 4} levels deep, which no nvidia-smi -q output "
+            "is: capture it again with nvidia-smi -q"
         )
     return terminal_safe(parse_text(text, source))
 
@@ -725,7 +732,8 @@ def load_capture(path: str | Path, *, keep: bool = False) -> dict[str, Any]:
         text = read_text_input(path, MAX_CAPTURE_BYTES)
     except InputRefused as err:
         raise CaptureError(
-            f"{path}: {err}: give an nvidia-smi -q -x capture or a gpuenv recording (python -m validate --record DIR)"
+            f"{path}: {err}: give an nvidia-smi -q -x capture or a gpuenv recording (python -m "
+            "validate --record DIR)"
         ) from None
     if _kept:
         source, kept_text, recording = _kept.pop()

@@ -29,7 +29,8 @@ VOLUME_MOUNTS_DIR = "/var/run/nvidia-container-devices"
 
 @dataclass(frozen=True)
 class MaskCase:
-    """One masking experiment: the variable's value and the physical GPUs (UUIDs) expected, in order."""
+    """One masking experiment: the variable's value and the physical GPUs (UUIDs) expected, in
+    order."""
 
     name: str
     visible_devices: str
@@ -172,7 +173,8 @@ def env_for_case(case: MaskCase) -> dict[str, str | None]:
 def narrows(
     child: str | None, caller: str | None, uuids: list[str], mig_uuids: list[str] | None = None
 ) -> bool:
-    """Does a child given CUDA_VISIBLE_DEVICES=`child` see only devices the caller's value lets it see?"""
+    """Does a child given CUDA_VISIBLE_DEVICES=`child` see only devices the caller's value lets it
+    see?"""
     allowed = set(expected_visible(caller, uuids, mig_uuids))
     return set(expected_visible(child, uuids, mig_uuids)) <= allowed
 
@@ -182,7 +184,8 @@ def device_list(
 ) -> list[str] | None:
     """The devices NVIDIA_VISIBLE_DEVICES asks for: its comma-separated entries, or, for a path
     (Kubernetes' volume-mounts strategy, VOLUME_MOUNTS_DIR), the names of the files mounted there
-    (UUIDs or indexes), sorted. None when the value is unset/void/none, or the folder is unreadable."""
+    (UUIDs or indexes), sorted. None when the value is unset/void/none, or the folder is
+    unreadable."""
     text = (value or "").strip()
     if text.lower() in ("", "void", "none"):
         return None

@@ -1,4 +1,5 @@
-"""Everything gpuenv reads from the NVIDIA driver, through NVML (the only module that imports pynvml).
+"""Everything gpuenv reads from the NVIDIA driver, through NVML (the only module that imports
+pynvml).
 
 It runs on bare hosts and inside images where only `validate/` is copied, so it needs nothing but
 the stdlib and nvidia-ml-py. Like torch/utils/collect_env.py it never crashes: when NVML cannot be
@@ -253,7 +254,8 @@ def cpu_only_host(
 
 def _init(nv: Any = None) -> tuple[Any, str | None]:
     """Initialise NVML: (module, None) or (None, why not). Catches every error, not only NVMLError:
-    nvidia-ml-py raises NVMLLibraryMismatchError (not an NVMLError) when it and the library differ."""
+    nvidia-ml-py raises NVMLLibraryMismatchError (not an NVMLError) when it and the library
+    differ."""
     if nv is None:
         nv = _MODULE
     if nv is None:
@@ -490,7 +492,10 @@ def _unreadable(nv: Any, index: int, err: BaseException) -> UnreadableGpu:
     where = f"GPU {index}" + (f" ({named})" if named else "")
     fix = ""
     if "GpuIsLost" in reason:
-        fix = "; the GPU fell off the bus: drain the node, then reset the GPU (nvidia-smi -r) or reboot, and check dmesg for Xid errors"
+        fix = (
+            "; the GPU fell off the bus: drain the node, then reset the GPU (nvidia-smi -r) or "
+            "reboot, and check dmesg for Xid errors"
+        )
     elif "ResetRequired" in reason:
         fix = f"; the GPU needs a reset: drain it, then nvidia-smi -r -i {index} (or reboot)"
     return UnreadableGpu(index, f"NVML cannot read {where}: {reason}{fix}", uuid, bus)

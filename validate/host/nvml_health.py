@@ -85,7 +85,8 @@ _VALUE_MEMBERS = {
 
 @dataclass
 class HealthReadings:
-    """One GPU's readings for the DCGM-style health rows; None where NVML or the capture has none."""
+    """One GPU's readings for the DCGM-style health rows; None where NVML or the capture has
+    none."""
 
     pcie_replays: int | None = None  # since the driver loaded or the GPU was reset
     inforom_valid: bool | None = (
@@ -97,8 +98,8 @@ class HealthReadings:
     max_operating_c: int | None = None
     # T.Limit form (what the 580+ captures of Ada, Hopper and Blackwell print): degrees left below
     # the GPU's limit, and the margins at which it slows down, shuts down, and leaves its operating
-    # range. Live: nvmlDeviceGetMarginTemperature and the *_TLIMIT fields (smi_health.py: unconfirmed
-    # that nvidia-smi prints exactly these).
+    # range. Live: nvmlDeviceGetMarginTemperature and the *_TLIMIT fields (smi_health.py:
+    # unconfirmed that nvidia-smi prints exactly these).
     margin_c: int | None = None
     slowdown_margin_c: int | None = None
     shutdown_margin_c: int | None = None
@@ -256,11 +257,12 @@ def clock_event_field_ids(
     if ranges and version < ranges[0][0]:
         return (
             None,
-            f"driver {driver_version}'s NVML has no such counters (added in driver {ranges[0][0][0]}.{ranges[0][0][1]})",
+            f"driver {driver_version}'s NVML has no such counters (added in driver "
+            f"{ranges[0][0][0]}.{ranges[0][0][1]})",
         )
     return None, (
-        f"which NVML field ids driver {driver_version} uses for them is unconfirmed (known: {known}; "
-        "validate/host/nvml_fields.yaml)"
+        f"which NVML field ids driver {driver_version} uses for them is unconfirmed (known: "
+        f"{known}; validate/host/nvml_fields.yaml)"
     )
 
 
@@ -273,7 +275,8 @@ def clock_event_fields(driver_version: str | None) -> dict[str, int]:
 def _clock_event_us(
     nv: Any, handle: Any, probe: Probe, driver_version: str | None
 ) -> tuple[dict[str, int] | None, str | None]:
-    """The counters in microseconds, and why the renumbered ones were not read (None if they were)."""
+    """The counters in microseconds, and why the renumbered ones were not read (None if they
+    were)."""
     why = clock_event_field_ids(driver_version)[1]
     fields = clock_event_fields(driver_version)
     out = {}

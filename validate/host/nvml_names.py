@@ -28,7 +28,8 @@ COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclu
 
 
 def cuda_version_text(encoded: int) -> str:
-    """NVML encodes the CUDA version the driver supports as 1000*major + 10*minor (12040 -> 12.4)."""
+    """NVML encodes the CUDA version the driver supports as 1000*major + 10*minor (12040 ->
+    12.4)."""
     return f"{encoded // 1000}.{(encoded % 1000) // 10}"
 
 

@@ -302,7 +302,8 @@ class RecordingNvml:
         return _RecordedHandle(real, handle.calls.setdefault("mig", {}).setdefault(str(slot), {}))
 
     def recording(self) -> dict[str, Any]:
-        """What was recorded, as a `gpuenv-nvml-recording/1` document (without the suite's figures)."""
+        """What was recorded, as a `gpuenv-nvml-recording/1` document (without the suite's
+        figures)."""
         count = max(self.devices) + 1 if self.devices else 0
         system = dict(self.system)
         system.setdefault("nvmlDeviceGetCount", count)

@@ -46,7 +46,8 @@ from validate.host.nvml_health import (
 )
 from validate.host.smi_values import Node, error_of, number, yes
 
-#: Clock-event counters: the name nvml_health.clock_event_fields gives, its XML tag suffix and label.
+#: Clock-event counters: the name nvml_health.clock_event_fields gives, its XML tag suffix and
+#: label.
 _COUNTER_SPELLINGS = {
     "sw_power_cap": ("sw_power_cap", "SW Power Capping"),
     "sync_boost": ("sync_boost", "Sync Boost"),

@@ -1,4 +1,5 @@
-"""nvidia-smi's values as numbers and flags, and the tree (`Node`) both of its forms are read into (pure, stdlib only), shared by every section parser.
+"""nvidia-smi's values as numbers and flags, and the tree (`Node`) both of its forms are read into
+(pure, stdlib only), shared by every section parser.
 
 A value nvidia-smi could not read is printed as "N/A" (NVML answered NotSupported) or as the
 error itself ("GPU is lost"); both read here as None or as the NVML error, never as 0 or "no".

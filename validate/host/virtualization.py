@@ -67,7 +67,8 @@ def hypervisor_reason(
     host = f", Host VGPU Mode {host_mode}" if host_mode else ""
     driver_cuda = "CUDA Version: Not Found" if cuda is None else f"CUDA {cuda}"
     return (
-        f"not a CUDA host for containers: {who} is driven by the NVIDIA vGPU manager of a hypervisor "
-        f"(Virtualization Mode {mode}{host}; {driver_cuda}): it serves vGPUs to VMs and runs no CUDA "
-        "itself; validate and build inside a VM given a vGPU (or pass the GPU through)"
+        f"not a CUDA host for containers: {who} is driven by the NVIDIA vGPU manager of a "
+        f"hypervisor (Virtualization Mode {mode}{host}; {driver_cuda}): it serves vGPUs to VMs "
+        "and runs no CUDA itself; validate and build inside a VM given a vGPU (or pass the GPU "
+        "through)"
     )

@@ -30,9 +30,10 @@ def capture_verdict(scope: dict[str, Any]) -> Verdict:
             WARN,
             THRESHOLD,
             (
-                f"an excerpt that starts at a GPU section: {absent} are not in it, so the driver is not judged and "
-                "GPUs outside the excerpt are not seen: judged on the GPU section(s) it holds; give the whole "
-                "output (nvidia-smi -q > host.txt) to judge the host"
+                f"an excerpt that starts at a GPU section: {absent} are not in it, so the driver "
+                "is not judged and GPUs outside the excerpt are not seen: judged on the GPU "
+                "section(s) it holds; give the whole output (nvidia-smi -q > host.txt) to judge "
+                "the host"
             ),
         )
     if attached is None:
@@ -44,9 +45,10 @@ def capture_verdict(scope: dict[str, Any]) -> Verdict:
             FAIL,
             THRESHOLD,
             (
-                f"{attached - sections} of {attached} GPUs missing from the capture: its header counts {attached} attached "
-                f"GPUs and {sections} GPU section(s) follow: it was cut short (or filtered with -i); capture the whole "
-                "output again (nvidia-smi -q -x > host.xml)"
+                f"{attached - sections} of {attached} GPUs missing from the capture: its header "
+                f"counts {attached} attached GPUs and {sections} GPU section(s) follow: it was "
+                "cut short (or filtered with -i); capture the whole output again (nvidia-smi -q "
+                "-x > host.xml)"
             ),
         )
     return Verdict(PASS, THRESHOLD)

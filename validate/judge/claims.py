@@ -32,7 +32,8 @@ def _major_minor(version: str | None) -> tuple[int, int] | None:
 
 
 def driver_runs_runtime_verdict(driver_cuda: str | None, runtime_cuda: str | None) -> Verdict:
-    """The driver must support the CUDA major the framework was built with (minor: forward compat)."""
+    """The driver must support the CUDA major the framework was built with (minor: forward
+    compat)."""
     driver, runtime = _major_minor(driver_cuda), _major_minor(runtime_cuda)
     threshold = f"driver CUDA >= {runtime_cuda}"
     if driver is None or runtime is None:
@@ -48,12 +49,14 @@ def driver_runs_runtime_verdict(driver_cuda: str | None, runtime_cuda: str | Non
     return Verdict(
         FAIL,
         threshold,
-        f"the driver supports CUDA {driver_cuda}, the framework needs {runtime_cuda}: update the driver",
+        f"the driver supports CUDA {driver_cuda}, the framework needs {runtime_cuda}: update the "
+        "driver",
     )
 
 
 def public_version(version: str) -> str:
-    """'2.5.1+cu121' -> '2.5.1' (the local build tag is compared separately through the CUDA field)."""
+    """'2.5.1+cu121' -> '2.5.1' (the local build tag is compared separately through the CUDA
+    field)."""
     return version.split("+", 1)[0]
 
 
@@ -67,7 +70,8 @@ def cudnn_version_text(version: int | None) -> str | None:
 
 
 def claims_verdict(claimed: dict[str, str | None], installed: dict[str, str | None]) -> Verdict:
-    """Compare what the image's labels claim (framework version, CUDA, cuDNN) with what is installed.
+    """Compare what the image's labels claim (framework version, CUDA, cuDNN) with what is
+    installed.
 
     CUDA and cuDNN compare on major.minor, or on what both state when one side says less
     (TensorFlow reports cuDNN "9"); a claim of "cpu" for CUDA means no CUDA build.

@@ -1,4 +1,5 @@
-"""What a "ready" verdict must rest on: the GPUs computed, the exit status agrees, every word is known.
+"""What a "ready" verdict must rest on: the GPUs computed, the exit status agrees, every word is
+known.
 
 A run whose checks all skipped passes pytest, yet proves nothing: a GPU server without PyTorch or
 TensorFlow would read "every check passed" with no GPU exercised. So readiness needs evidence, and
@@ -8,7 +9,8 @@ the same rule judges a live run (validate/conftest.py) and a node's report read 
   matched float64): the checks that prove the GPU ran;
 - the verdict of every row is one the suite writes;
 - the exit status agrees with the rows (no failing row in a run that exited 0, and the reverse).
-Health-only validation (`--health-only`) waives the first rule, and says so, only when asked by name.
+Health-only validation (`--health-only`) waives the first rule, and says so, only when asked by
+name.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ def proves_gpu(check: str, verdict: str) -> bool:
 
 
 def unknown_verdicts(rows: Iterable[Mapping[str, Any]]) -> list[str]:
-    """'check: verdict' for each row whose verdict is no word the suite writes ("error", "FAILED" ...)."""
+    """'check: verdict' for each row whose verdict is no word the suite writes ("error", "FAILED"
+    ...)."""
     return [
         f"{row.get('check')}: {row.get('verdict')!r}"
         for row in rows
@@ -66,7 +69,10 @@ def missing_evidence(
         return "not validated: no check ran"
     unknown = unknown_verdicts(rows)
     if unknown:
-        return f"not validated: {len(unknown)} row(s) with a verdict the suite never writes: {', '.join(unknown[:3])}"
+        return (
+            f"not validated: {len(unknown)} row(s) with a verdict the suite never writes: "
+            f"{', '.join(unknown[:3])}"
+        )
     failing = sum(row.get("verdict") == FAIL for row in rows)
     if exit_status == 0 and failing:
         return f"the exit status 0 disagrees with its rows: {failing} failed"
@@ -87,7 +93,7 @@ def local_fix(reason: str) -> str:
     """The fix to print under a live run's reason."""
     if reason.startswith(NO_FRAMEWORK):
         return (
-            f"run in the team's image (invoke validate --image ...) or install the stack (invoke install); "
-            f"{HEALTH_ONLY_FLAG} validates the GPUs' health alone"
+            "run in the team's image (invoke validate --image ...) or install the stack (invoke "
+            f"install); {HEALTH_ONLY_FLAG} validates the GPUs' health alone"
         )
     return f"see the rows above; {HEALTH_ONLY_FLAG} validates the GPUs' health alone"

@@ -47,7 +47,8 @@ def _gib(n: int) -> str:
 def in_use_text(
     utilisation: int | None, used: int | None, total: int | None, reserve_apart: bool
 ) -> str:
-    """The measured cell: '65% busy, 9.00 of 10.00 GiB in use', each part 'not reported' when absent."""
+    """The measured cell: '65% busy, 9.00 of 10.00 GiB in use', each part 'not reported' when
+    absent."""
     busy = "utilisation not reported" if utilisation is None else f"{utilisation}% busy"
     if used is None or total is None:
         return f"{busy}, memory not reported"
@@ -90,7 +91,8 @@ def gpu_in_use_verdict(
         who = f"the {listed_count} listed process(es) hold {_gib(listed_bytes)}"
     allowance = FOREIGN_MEMORY_MIN + (0 if reserve_apart else RESERVE_ALLOWANCE)
     if used is not None:
-        # listed processes whose memory is not reported (Windows' WDDM) may hold all of it: not foreign
+        # listed processes whose memory is not reported (Windows' WDDM) may hold all of it: not
+        # foreign
         attributable = not listed_count or listed_bytes is not None
         foreign = used - (listed_bytes or 0)
         if attributable and foreign >= allowance:
@@ -99,9 +101,10 @@ def gpu_in_use_verdict(
                 FAIL,
                 THRESHOLD,
                 (
-                    f"GPU {gpu_index} is running work this host cannot see: {_gib(used)} of {_gib(total)} in use{busy}, "
-                    f"{who}: another container's, VM's or MIG tenant's processes (their PIDs are not in this "
-                    "namespace, or the GPU is shared under vGPU): find the owner on the host or in the scheduler and "
+                    f"GPU {gpu_index} is running work this host cannot see: {_gib(used)} of "
+                    f"{_gib(total)} in use{busy}, {who}: another container's, VM's or MIG "
+                    "tenant's processes (their PIDs are not in this namespace, or the GPU is "
+                    "shared under vGPU): find the owner on the host or in the scheduler and "
                     "drain the GPU before validating"
                 ),
             )
@@ -110,9 +113,10 @@ def gpu_in_use_verdict(
                 FAIL,
                 THRESHOLD,
                 (
-                    f"GPU {gpu_index}: {_gib(used)} of {_gib(total)} in use, {who}: less than half the memory is free, "
-                    "so no training job sized for this GPU fits: stop them (a desktop session: run headless, "
-                    "or give this GPU a larger vGPU profile) before validating"
+                    f"GPU {gpu_index}: {_gib(used)} of {_gib(total)} in use, {who}: less than "
+                    "half the memory is free, so no training job sized for this GPU fits: stop "
+                    "them (a desktop session: run headless, or give this GPU a larger vGPU "
+                    "profile) before validating"
                 ),
             )
     if utilisation is not None and utilisation >= BUSY_UTILISATION and not listed_count:
@@ -120,9 +124,10 @@ def gpu_in_use_verdict(
             WARN,
             THRESHOLD,
             (
-                f"GPU {gpu_index} reads {utilisation}% busy with no process listed and no memory held beyond the idle "
-                "reserve: work that ended within the last sample period (up to a second), or another tenant's; "
-                "read it again (nvidia-smi -q -d UTILIZATION) before trusting a speed figure"
+                f"GPU {gpu_index} reads {utilisation}% busy with no process listed and no memory "
+                "held beyond the idle reserve: work that ended within the last sample period "
+                "(up to a second), or another tenant's; read it again (nvidia-smi -q -d "
+                "UTILIZATION) before trusting a speed figure"
             ),
         )
     return Verdict(PASS, THRESHOLD)

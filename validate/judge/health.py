@@ -29,8 +29,8 @@ def ecc_verdict(uncorrected: int | None, gpu_index: int | None = None) -> Verdic
     return Verdict(
         FAIL,
         "0 uncorrected",
-        f"{who}{uncorrected} uncorrected ECC errors since the driver loaded: drain it, check dmesg for "
-        "Xid 48/94/95, and reset the GPU so the bad memory is remapped or retired",
+        f"{who}{uncorrected} uncorrected ECC errors since the driver loaded: drain it, check "
+        "dmesg for Xid 48/94/95, and reset the GPU so the bad memory is remapped or retired",
     )
 
 
@@ -62,7 +62,8 @@ def power_limit_verdict(
         threshold,
         (f"GPU {gpu_index}: " if gpu_index is not None else "")
         + f"power limit {enforced_watts:.0f} W is below the default {default_watts:.0f} W: "
-        f"restore it (nvidia-smi{f' -i {gpu_index}' if gpu_index is not None else ''} -pl {default_watts:.0f}) or ask who capped it",
+        f"restore it (nvidia-smi{f' -i {gpu_index}' if gpu_index is not None else ''} -pl "
+        f"{default_watts:.0f}) or ask who capped it",
     )
 
 
@@ -70,15 +71,18 @@ def power_limit_verdict(
 BAD_CLOCK_EVENTS = {
     "hw_power_brake_slowdown": (
         "the baseboard asserted the external power brake",
-        "check the power supplies and the BMC's power policy and event log (ipmitool sel list), then reseat or replace the failed PSU",
+        "check the power supplies and the BMC's power policy and event log (ipmitool sel list), "
+        "then reseat or replace the failed PSU",
     ),
     "hw_thermal_slowdown": (
         "the GPU reached its hardware slowdown temperature",
         "check airflow, fans and inlet temperature (nvidia-smi -q -d TEMPERATURE)",
     ),
     "hw_slowdown": (
-        "the hardware halved the clocks or more (too hot, a power-brake signal, or power draw over the fast trigger)",
-        "check temperatures (nvidia-smi -q -d TEMPERATURE), the power supplies and the BMC event log",
+        "the hardware halved the clocks or more (too hot, a power-brake signal, or power draw "
+        "over the fast trigger)",
+        "check temperatures (nvidia-smi -q -d TEMPERATURE), the power supplies and the BMC "
+        "event log",
     ),
     "sw_thermal_slowdown": (
         "the driver cut the clocks because the GPU is above its maximum operating temperature",
@@ -138,7 +142,8 @@ def clock_events_verdict(
         return Verdict(
             SKIP,
             threshold,
-            "clock event reasons not reported (NVML NotSupported, or the capture lacks the section)",
+            "clock event reasons not reported (NVML NotSupported, or the capture lacks the "
+            "section)",
         )
     if rereads and only_bare_hw_slowdown(reasons):
         later = [r for r in rereads if r is not None]
@@ -147,8 +152,9 @@ def clock_events_verdict(
             return Verdict(
                 PASS,
                 threshold,
-                f"GPU {gpu_index}: hw_slowdown read once {when}, cleared in {cleared} of {len(later)} "
-                "readings over about a second (nvml.h: also reported during a P-state or clock change)",
+                f"GPU {gpu_index}: hw_slowdown read once {when}, cleared in {cleared} of "
+                f"{len(later)} readings over about a second (nvml.h: also reported during a "
+                "P-state or clock change)",
             )
         reasons = next((r for r in reversed(later) if only_bare_hw_slowdown(r)), reasons)
         when = f"{when}, in {len(later) + 1} readings over about a second"
@@ -166,25 +172,29 @@ def fabric_verdict(gpu_index: int, state: str | None, status: str | None) -> Ver
         return Verdict(
             SKIP,
             threshold,
-            "no NVSwitch fabric reported for this GPU (PCIe or NVLink-bridge part, or a driver before 530)",
+            "no NVSwitch fabric reported for this GPU (PCIe or NVLink-bridge part, or a driver "
+            "before 530)",
         )
     if state == "Completed" and status == "Success":
         return Verdict(PASS, threshold)
     if state == "Completed" and status is None:
         return Verdict(SKIP, threshold, f"GPU {gpu_index}: fabric Completed, status not reported")
     fix = (
-        "start the fabric manager (systemctl enable --now nvidia-fabricmanager; on B200 and newer also its NVLSM "
-        "dependency), check journalctl -u nvidia-fabricmanager, and reset the GPUs if the state stays In Progress"
+        "start the fabric manager (systemctl enable --now nvidia-fabricmanager; on B200 and "
+        "newer also its NVLSM dependency), check journalctl -u nvidia-fabricmanager, and reset "
+        "the GPUs if the state stays In Progress"
     )
     if state == "Completed":
-        why = f"GPU {gpu_index} finished fabric registration with an error ({status}): the fabric manager reported a failed NVSwitch/NVLink setup"
+        why = (
+            f"GPU {gpu_index} finished fabric registration with an error ({status}): the fabric "
+            "manager reported a failed NVSwitch/NVLink setup"
+        )
         return Verdict(FAIL, threshold, f"{why}: {fix}")
     return Verdict(
         FAIL,
         threshold,
-        f"GPU {gpu_index} fabric {state}"
-        f"{', status ' + status if status else ''}: CUDA will fail with 'system not yet initialized' until "
-        f"nvidia-fabricmanager registers it: {fix}",
+        f"GPU {gpu_index} fabric {state}{', status ' + status if status else ''}: CUDA will fail "
+        f"with 'system not yet initialized' until nvidia-fabricmanager registers it: {fix}",
     )
 
 
@@ -208,7 +218,8 @@ def _gib_text(n: int | None) -> str:
 
 def _listed(processes: list[dict]) -> str:
     return ", ".join(
-        f"PID {p['pid']}{' (' + p['name'] + ')' if p.get('name') else ''} holding {_gib_text(p.get('used_bytes'))}"
+        f"PID {p['pid']}{' (' + p['name'] + ')' if p.get('name') else ''} holding "
+        f"{_gib_text(p.get('used_bytes'))}"
         for p in processes
     )
 
@@ -222,15 +233,16 @@ def compute_processes_verdict(gpu_index: int, processes: list[dict] | None) -> V
         return Verdict(
             SKIP,
             threshold,
-            f"GPU {gpu_index}: the process list is not reported (NVML could not list it, or the capture lacks it)",
+            f"GPU {gpu_index}: the process list is not reported (NVML could not list it, or the "
+            "capture lacks it)",
         )
     if not processes:
         return Verdict(PASS, threshold)
     return Verdict(
         FAIL,
         threshold,
-        f"GPU {gpu_index} is in use by {_listed(processes)}: stop them or drain the GPU before validating "
-        "(nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv)",
+        f"GPU {gpu_index} is in use by {_listed(processes)}: stop them or drain the GPU before "
+        "validating (nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv)",
     )
 
 
@@ -241,15 +253,16 @@ def graphics_processes_verdict(gpu_index: int, processes: list[dict] | None) -> 
         return Verdict(
             SKIP,
             threshold,
-            f"GPU {gpu_index}: graphics processes are not reported (NVML could not list them, or the capture lists compute processes only)",
+            f"GPU {gpu_index}: graphics processes are not reported (NVML could not list them, or "
+            "the capture lists compute processes only)",
         )
     if not processes:
         return Verdict(PASS, threshold)
     return Verdict(
         WARN,
         threshold,
-        f"GPU {gpu_index} drives graphics: {_listed(processes)}; "
-        "for training run the server headless (systemctl set-default multi-user.target) or use another GPU for display",
+        f"GPU {gpu_index} drives graphics: {_listed(processes)}; for training run the server "
+        "headless (systemctl set-default multi-user.target) or use another GPU for display",
     )
 
 
@@ -269,14 +282,16 @@ def row_remap_verdict(
         return Verdict(
             FAIL,
             threshold,
-            f"GPU {gpu_index} failed to remap a memory row ({uncorrectable or 0} uncorrectable remaps): "
-            "drain the node and replace the GPU (RMA), as NVIDIA's memory error guide says",
+            f"GPU {gpu_index} failed to remap a memory row ({uncorrectable or 0} uncorrectable "
+            "remaps): drain the node and replace the GPU (RMA), as NVIDIA's memory error guide "
+            "says",
         )
     if pending:
         return Verdict(
             FAIL,
             threshold,
-            f"GPU {gpu_index} has a row remap pending: drain it, then reset the GPU (nvidia-smi -r -i {gpu_index}) or reboot to apply it",
+            f"GPU {gpu_index} has a row remap pending: drain it, then reset the GPU (nvidia-smi "
+            f"-r -i {gpu_index}) or reboot to apply it",
         )
     return Verdict(PASS, threshold)
 
@@ -294,7 +309,8 @@ def retired_pages_verdict(gpu_index: int, pending: bool | None) -> Verdict:
         return Verdict(
             FAIL,
             threshold,
-            f"GPU {gpu_index} has retired pages pending: reset the GPU (nvidia-smi -r -i {gpu_index}) or reboot so they take effect",
+            f"GPU {gpu_index} has retired pages pending: reset the GPU (nvidia-smi -r -i "
+            f"{gpu_index}) or reboot so they take effect",
         )
     return Verdict(PASS, threshold)
 
@@ -325,18 +341,21 @@ def clocks_verdict(
             return Verdict(
                 SKIP,
                 threshold,
-                f"GPU {gpu_index}: applications clocks read, their defaults not reported: cannot tell whether someone set them",
+                f"GPU {gpu_index}: applications clocks read, their defaults not reported: cannot "
+                "tell whether someone set them",
             )
         return Verdict(PASS, threshold)
     what = (
-        f"applications clocks set to {applications[0]}/{applications[1]} MHz, default {default[0]}/{default[1]} MHz"
+        f"applications clocks set to {applications[0]}/{applications[1]} MHz, default "
+        f"{default[0]}/{default[1]} MHz"
         if changed
         else "clocks held by an applications/locked clocks setting"
     )  # type: ignore[index]
     return Verdict(
         FAIL,
         threshold,
-        f"GPU {gpu_index}: {what}: reset them (nvidia-smi -i {gpu_index} -rac; -rgc and -rmc for locked clocks) or ask who set them",
+        f"GPU {gpu_index}: {what}: reset them (nvidia-smi -i {gpu_index} -rac; -rgc and -rmc for "
+        "locked clocks) or ask who set them",
     )
 
 
@@ -349,6 +368,6 @@ def persistence_verdict(gpu_index: int, enabled: bool | None) -> Verdict:
     return Verdict(
         INFO,
         "",
-        f"GPU {gpu_index}: persistence mode is off: the driver sets the GPU up again for each first process "
-        "(seconds per start); run nvidia-persistenced (or nvidia-smi -pm 1)",
+        f"GPU {gpu_index}: persistence mode is off: the driver sets the GPU up again for each "
+        "first process (seconds per start); run nvidia-persistenced (or nvidia-smi -pm 1)",
     )

@@ -56,7 +56,8 @@ def parse_limits(data: Any) -> dict[str, Limit]:
             raise TableError(f"{where} ({name}): 'value' must be a positive number")
         if not isinstance(source, str) or not source.startswith("https://"):
             raise TableError(
-                f"{where} ({name}): 'source' must be an https:// URL a reader can open, got {source!r}"
+                f"{where} ({name}): 'source' must be an https:// URL a reader can open, got "
+                f"{source!r}"
             )
         out[name] = Limit(
             name, float(value), str(row.get("unit") or ""), str(row.get("meaning") or ""), source
@@ -100,7 +101,8 @@ def pcie_replays_verdict(
         return Verdict(
             SKIP,
             threshold,
-            f"GPU {gpu_index}: the PCIe replay counter is not reported (NVML NotSupported, or the capture lacks it)",
+            f"GPU {gpu_index}: the PCIe replay counter is not reported (NVML NotSupported, or "
+            "the capture lacks it)",
         )
     rate = (
         f"; DCGM warns above {pcie_replay_rate_limit(gen, width, limits)}/min at gen{gen} x{width}"
@@ -113,8 +115,8 @@ def pcie_replays_verdict(
         INFO,
         threshold,
         (
-            f"GPU {gpu_index}: one reading of the PCIe replay counter since reset, over an unknown time; the rate over the run "
-            f"is judged under load{rate}"
+            f"GPU {gpu_index}: one reading of the PCIe replay counter since reset, over an "
+            f"unknown time; the rate over the run is judged under load{rate}"
         ),
     )
 
@@ -160,22 +162,23 @@ def pcie_replay_rate_verdict(
 
 
 def inforom_verdict(gpu_index: int, valid: bool | None) -> Verdict:
-    """nvmlDeviceValidateInforom: a corrupted infoROM is DCGM's DCGM_FR_CORRUPT_INFOROM (a warning)."""
+    """nvmlDeviceValidateInforom: a corrupted infoROM is DCGM's DCGM_FR_CORRUPT_INFOROM (a
+    warning)."""
     threshold = "infoROM checksums valid"
     if valid is None:
         return Verdict(
             SKIP,
             threshold,
-            f"GPU {gpu_index}: the infoROM check is not reported (NVML NotSupported, or an nvidia-smi "
-            "capture: nvidia-smi -q does not print it)",
+            f"GPU {gpu_index}: the infoROM check is not reported (NVML NotSupported, or an "
+            "nvidia-smi capture: nvidia-smi -q does not print it)",
         )
     if valid:
         return Verdict(PASS, threshold)
     return Verdict(
         WARN,
         threshold,
-        f"GPU {gpu_index}: NVML reports a corrupted infoROM: flash the infoROM to clear the corruption "
-        "(DCGM's next step)",
+        f"GPU {gpu_index}: NVML reports a corrupted infoROM: flash the infoROM to clear the "
+        "corruption (DCGM's next step)",
     )
 
 
@@ -204,7 +207,8 @@ def _past_thresholds(
     margin: bool,
 ) -> Verdict:
     """A temperature at or above the GPU's shutdown or slowdown point, or above its maximum
-    operating point, fails; for a T.Limit margin (degrees left) the same points are read downwards."""
+    operating point, fails; for a T.Limit margin (degrees left) the same points are read
+    downwards."""
     sign = -1 if margin else 1
     if margin:
         threshold, head, unit = (
@@ -228,7 +232,8 @@ def _past_thresholds(
             return Verdict(
                 FAIL,
                 threshold,
-                f"{head}, past its {what} {unit} {bound} C: {BAD_CLOCK_EVENTS['hw_thermal_slowdown'][1]}",
+                f"{head}, past its {what} {unit} {bound} C: "
+                f"{BAD_CLOCK_EVENTS['hw_thermal_slowdown'][1]}",
             )
     return Verdict(PASS, threshold)
 
@@ -317,8 +322,8 @@ def nvlink_errors_verdict(
         return Verdict(
             SKIP,
             threshold,
-            f"GPU {gpu_index}: NVLink error counters are not reported (no NVLink, NVML NotSupported, or an "
-            "nvidia-smi capture: nvidia-smi -q does not print them)",
+            f"GPU {gpu_index}: NVLink error counters are not reported (no NVLink, NVML "
+            "NotSupported, or an nvidia-smi capture: nvidia-smi -q does not print them)",
         )
     found = {k: v for k, v in errors.items() if v}
     if not found:
@@ -326,9 +331,10 @@ def nvlink_errors_verdict(
     return Verdict(
         WARN,
         threshold,
-        f"GPU {gpu_index}: NVLink errors since the last reset ({nvlink_errors_text(found)}); one reading "
-        f"gives no rate: DCGM fails a GPU whose replay or recovery errors grow by {window} in a minute. Read them again "
-        "(nvidia-smi nvlink -e); if they grow, drain the node and check the NVLink/NVSwitch trays",
+        f"GPU {gpu_index}: NVLink errors since the last reset ({nvlink_errors_text(found)}); one "
+        "reading gives no rate: DCGM fails a GPU whose replay or recovery errors grow by "
+        f"{window} in a minute. Read them again (nvidia-smi nvlink -e); if they grow, drain the "
+        "node and check the NVLink/NVSwitch trays",
     )
 
 
@@ -357,7 +363,8 @@ def fabric_health_verdict(gpu_index: int, health: dict[str, Any] | None) -> Verd
         return Verdict(
             SKIP,
             threshold,
-            f"GPU {gpu_index}: fabric health is not reported (no NVSwitch fabric, or the driver or the capture does not give it)",
+            f"GPU {gpu_index}: fabric health is not reported (no NVSwitch fabric, or the driver "
+            "or the capture does not give it)",
         )
     faults = [text for name, text in FABRIC_FAULTS.items() if health.get(name)]
     config = health.get("incorrect_configuration")
@@ -366,8 +373,9 @@ def fabric_health_verdict(gpu_index: int, health: dict[str, Any] | None) -> Verd
     if health.get("summary") == "Unhealthy":
         faults.append("the driver sums it up as Unhealthy")
     fix = (
-        "check the fabric manager's log (journalctl -u nvidia-fabricmanager) and the NVSwitch/NVLink trays, then reset the "
-        "GPUs or reboot; DCGM's NVLink health watch fails the GPU on this"
+        "check the fabric manager's log (journalctl -u nvidia-fabricmanager) and the "
+        "NVSwitch/NVLink trays, then reset the GPUs or reboot; DCGM's NVLink health watch fails "
+        "the GPU on this"
     )
     if faults:
         return Verdict(
@@ -442,14 +450,16 @@ def clock_event_counters_verdict(
         return Verdict(
             WARN,
             threshold,
-            f"GPU {gpu_index} clocks were held down since the driver loaded ({causes}); one reading "
-            "cannot say when: read the counters again under load, and the clock-event row says whether it is happening now",
+            f"GPU {gpu_index} clocks were held down since the driver loaded ({causes}); one "
+            "reading cannot say when: read the counters again under load, and the clock-event "
+            "row says whether it is happening now",
         )
     if len(missing) == len(BAD_COUNTERS):
         return Verdict(
             SKIP,
             threshold,
-            f"GPU {gpu_index}: the thermal and power-brake clock-event counters are not reported{why}",
+            f"GPU {gpu_index}: the thermal and power-brake clock-event counters are not "
+            f"reported{why}",
         )
     if missing:
         return Verdict(PASS, threshold, f"GPU {gpu_index}: {', '.join(missing)} not reported")

@@ -41,12 +41,14 @@ def growth_off_verdict(used_bytes: int, free_before_bytes: int) -> Verdict:
     return Verdict(
         FAIL,
         threshold,
-        f"holds only {used_bytes / 2**30:.2f} GiB with growth off: the measurement is not seeing it",
+        f"holds only {used_bytes / 2**30:.2f} GiB with growth off: the measurement is not seeing "
+        "it",
     )
 
 
 def cache_holds_verdict(used_after_free: int, allocated: int) -> Verdict:
-    """PyTorch's caching allocator keeps freed blocks: NVML still counts them until empty_cache()."""
+    """PyTorch's caching allocator keeps freed blocks: NVML still counts them until
+    empty_cache()."""
     minimum = int(0.9 * allocated)
     return at_least(
         used_after_free, minimum, f">= 0.9 x {allocated / 2**30:.2f} GiB freed", "bytes held"
@@ -80,6 +82,6 @@ def shm_verdict(shm_bytes: int | None, gpus: int) -> Verdict:
     return Verdict(
         verdict,
         threshold,
-        f"/dev/shm holds only {shm_bytes / 2**20:.0f} MiB: NCCL across GPUs and DataLoader workers need more; "
-        "run the container with --shm-size=1g or --ipc=host",
+        f"/dev/shm holds only {shm_bytes / 2**20:.0f} MiB: NCCL across GPUs and DataLoader "
+        "workers need more; run the container with --shm-size=1g or --ipc=host",
     )

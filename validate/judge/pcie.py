@@ -47,7 +47,8 @@ def pcie_width_verdict(
         note = (
             ""
             if current >= maximum
-            else f"x{current} of x{maximum} at idle: links narrow at idle, the width is judged under load"
+            else f"x{current} of x{maximum} at idle: links narrow at idle, the width is judged "
+            "under load"
         )
         return Verdict(INFO, threshold, note)
     if current >= maximum:
@@ -59,7 +60,8 @@ def pcie_width_verdict(
     return Verdict(
         FAIL,
         threshold,
-        f"PCIe link runs at x{current} under load, the GPU and slot allow x{maximum}: reseat the GPU or check the riser/slot",
+        f"PCIe link runs at x{current} under load, the GPU and slot allow x{maximum}: reseat the "
+        "GPU or check the riser/slot",
     )
 
 
@@ -86,13 +88,15 @@ def pcie_gen_verdict(
         return Verdict(
             FAIL,
             threshold,
-            f"PCIe link runs at gen{under_load} under load, GPU and slot allow gen{expected}: reseat the GPU, check the riser and the BIOS PCIe setting",
+            f"PCIe link runs at gen{under_load} under load, GPU and slot allow gen{expected}: "
+            "reseat the GPU, check the riser and the BIOS PCIe setting",
         )
     if baseline is not None and under_load < baseline:
         return Verdict(
             FAIL,
             f"{threshold}, baseline gen{baseline:.0f}",
-            f"PCIe link runs at gen{under_load}, below the gen{baseline:.0f} this model reached on the baseline server",
+            f"PCIe link runs at gen{under_load}, below the gen{baseline:.0f} this model reached "
+            "on the baseline server",
         )
     if gpu_max and slot_max and slot_max < gpu_max:
         return Verdict(

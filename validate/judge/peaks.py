@@ -19,7 +19,8 @@ PEAKS_FILE = Path(__file__).with_name("gpu_peaks.yaml")
 #: Metric name -> field of the table; the speed checks use these names.
 METRICS = ("fp32_tflops", "tf32_tflops", "bf16_tflops", "fp16_tflops", "memory_bandwidth_gbs")
 
-#: The suite's own matmul (validate/measure/bench.py): a measurement taken this way confirms a floor.
+#: The suite's own matmul (validate/measure/bench.py): a measurement taken this way confirms a
+#: floor.
 SUITE_MATMUL_METHODS = ("torch.matmul", "torch.mm")
 #: TensorFlow's matmul as the suite times it (validate/measure: chained tf.matmul, timed on the
 #: host): only a reference measured this way confirms a floor for TensorFlow's figures. A
@@ -138,7 +139,8 @@ def _number(entry: dict[str, Any], key: str, where: str, optional: bool) -> floa
 
 
 def _measurements(entry: dict[str, Any], where: str) -> tuple[Measurement, ...]:
-    """The `measured_<metric>` lists: each item needs a value, method, n, dtype and an https source."""
+    """The `measured_<metric>` lists: each item needs a value, method, n, dtype and an https
+    source."""
     out: list[Measurement] = []
     for key, raw in entry.items():
         if not key.startswith("measured_"):
@@ -171,8 +173,9 @@ def _measurements(entry: dict[str, Any], where: str) -> tuple[Measurement, ...]:
             source = item.get("source")
             if not isinstance(source, str) or not source.startswith(("https://", OWN_SOURCE)):
                 raise TableError(
-                    f"{at}: 'source' must be an https:// URL a reader can open, or {OWN_SOURCE}PATH "
-                    f"(this project's own measurement, kept in the repository), got {source!r}"
+                    f"{at}: 'source' must be an https:// URL a reader can open, or "
+                    f"{OWN_SOURCE}PATH (this project's own measurement, kept in the repository), "
+                    f"got {source!r}"
                 )
             out.append(
                 Measurement(
@@ -199,13 +202,15 @@ def _no_reference(
         return ()
     if not isinstance(raw, dict) or not raw:
         raise TableError(
-            f"{where}: no_reference must be a mapping of metric to the reason no public figure is used"
+            f"{where}: no_reference must be a mapping of metric to the reason no public figure "
+            "is used"
         )
     out = []
     for metric, why in raw.items():
         if metric not in METRICS:
             raise TableError(
-                f"{where}: no_reference: unknown metric {metric!r} (use one of {', '.join(METRICS)})"
+                f"{where}: no_reference: unknown metric {metric!r} (use one of "
+                f"{', '.join(METRICS)})"
             )
         if not isinstance(why, str) or not why.strip():
             raise TableError(
@@ -357,7 +362,8 @@ def interconnect_of(gpus: list[Any], table: list[GpuPeaks]) -> tuple[str, float 
     nvlink_links) or, for products the table does not count, when every GPU has active NVLinks
     (NVML); else ("pcie", the slowest GPU's link). From the product, not from the links that
     happen to be up: a GPU whose NVLinks are all down keeps its host judged by the NVLink floor
-    (and nvlink_links_verdict names it). The figure is None when unknown (then only --baseline judges)."""
+    (and nvlink_links_verdict names it). The figure is None when unknown (then only --baseline
+    judges)."""
     from validate.judge.pcie import pcie_link_theoretical_gbs
 
     by_product = bool(gpus) and all(expected_nvlinks(g, table) for g in gpus)
@@ -402,8 +408,9 @@ def nvlink_links_verdict(gpu: Any, table: list[GpuPeaks], whole_gpus: int) -> tu
     if active >= expected:
         return (text, Verdict(PASS, threshold))
     fix = (
-        "check nvidia-smi nvlink -s -i N and nvidia-smi -q -d FABRIC, the fabric manager (journalctl -u nvidia-fabricmanager), "
-        "then reset the GPU or reseat it; DCGM's NVLink health watch fails a link down (DCGM_FR_NVLINK_DOWN)"
+        "check nvidia-smi nvlink -s -i N and nvidia-smi -q -d FABRIC, the fabric manager "
+        "(journalctl -u nvidia-fabricmanager), then reset the GPU or reseat it; DCGM's NVLink "
+        "health watch fails a link down (DCGM_FR_NVLINK_DOWN)"
     )
     what = (
         "every NVLink is down: it reaches its peers over PCIe only"

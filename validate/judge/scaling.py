@@ -104,7 +104,10 @@ def slowest_rank_verdict(
     share = CPU_MIN_SHARE if on_cpu else MIN_SHARE_OF_PEERS
     median = statistics.median(rates)
     slowest = min(range(len(rates)), key=lambda i: rates[i])
-    measured = f"{labels[slowest]} {rates[slowest]:.0f} samples/s, {rates[slowest] / median:.2f} of the median {median:.0f}"
+    measured = (
+        f"{labels[slowest]} {rates[slowest]:.0f} samples/s, {rates[slowest] / median:.2f} of the "
+        f"median {median:.0f}"
+    )
     threshold = f">= {share:.2f} x the ranks' median" + (
         " (ranks share this CPU)" if on_cpu else ""
     )
@@ -129,7 +132,8 @@ def efficiency_verdict(
     """Scaling efficiency (speedup / N), higher is better, by the speed floors' rules:
     --baseline first; a like-for-like reference for the interconnect fails below 0.75 of it;
     another workload's reference only warns; none (or the CPU, interconnect None) is not judged.
-    A PCIe server without peer-to-peer is slower by design: below a reference it warns, naming it."""
+    A PCIe server without peer-to-peer is slower by design: below a reference it warns, naming
+    it."""
     metric = f"ddp scaling efficiency ({world} ranks)"
     if baseline is not None:
         return throughput_verdict(metric, efficiency, baseline)
@@ -155,7 +159,8 @@ def efficiency_verdict(
         return Verdict(
             WARN,
             threshold,
-            f"{reason}: a PCIe server without peer-to-peer copies through host memory (named, not failed)",
+            f"{reason}: a PCIe server without peer-to-peer copies through host memory (named, "
+            "not failed)",
         )
     if reference.gpus != world:
         return Verdict(
@@ -168,7 +173,8 @@ def efficiency_verdict(
         return Verdict(
             WARN,
             threshold,
-            f"{reason}, but the reference trained another model: confirm with --baseline or the fleet median",
+            f"{reason}, but the reference trained another model: confirm with --baseline or the "
+            "fleet median",
         )
     return Verdict(FAIL, threshold, reason)
 
@@ -187,7 +193,8 @@ def dataparallel_verdict(
 
 
 def rank_labels(uuids: list[str | None], gpus: list[Any]) -> list[str]:
-    """'rank 1 (GPU 1 GPU-3f2a6b...)' per rank, matched to NVML by UUID; 'rank 1 (cpu)' on the CPU."""
+    """'rank 1 (GPU 1 GPU-3f2a6b...)' per rank, matched to NVML by UUID; 'rank 1 (cpu)' on the
+    CPU."""
     labels = []
     for rank, uuid in enumerate(uuids):
         gpu = next((g for g in gpus if uuid and uuid_body(g.uuid) == uuid_body(uuid)), None)
@@ -201,7 +208,8 @@ def rank_labels(uuids: list[str | None], gpus: list[Any]) -> list[str]:
 
 
 def no_p2p_text(peer_access: dict[str, bool] | None, kind: str | None) -> str | None:
-    """'PCIe without P2P between 0-1, 1-0' (the GPU pairs without peer access) on a PCIe host, else None."""
+    """'PCIe without P2P between 0-1, 1-0' (the GPU pairs without peer access) on a PCIe host, else
+    None."""
     if kind != "pcie" or not peer_access:
         return None
     off = sorted(pair for pair, ok in peer_access.items() if not ok)

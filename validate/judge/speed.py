@@ -10,7 +10,8 @@ from validate.judge.verdict import FAIL, NOT_JUDGED, PASS, SKIP, WARN, Verdict, 
 
 
 class ReferenceLike(Protocol):
-    """What a verdict needs of a reference (validate.judge.peaks.ReferenceFigure; no import cycle)."""
+    """What a verdict needs of a reference (validate.judge.peaks.ReferenceFigure; no import
+    cycle)."""
 
     value: float
     confirmed: bool
@@ -27,7 +28,8 @@ REFERENCE_FRACTION = 0.75
 #: Against an UNCONFIRMED reference (measured another way: DCGM's own SGEMM, a best-of-sizes table)
 #: a figure below 75% only warns, but half speed still fails: below 0.55 of it. The widest gap
 #: published between a healthy unit measured like the suite and such a figure is an L4's fp32 at
-#: n=8192, 10.66 TFLOPS, against its best-of-sizes 15.38 (0.69; zzc0721/torch-performance-test-data#120).
+#: n=8192, 10.66 TFLOPS, against its best-of-sizes 15.38 (0.69;
+#: zzc0721/torch-performance-test-data#120).
 UNCONFIRMED_FAIL_FRACTION = 0.55
 
 #: A server of the same model may be this much slower than the saved known-good baseline.
@@ -71,7 +73,8 @@ def throughput_verdict(
                 return Verdict(
                     FAIL,
                     threshold,
-                    f"{metric} {measured:.4g} is below {UNCONFIRMED_FAIL_FRACTION:.2f} x {reference:.4g}: about half speed or worse",
+                    f"{metric} {measured:.4g} is below {UNCONFIRMED_FAIL_FRACTION:.2f} x "
+                    f"{reference:.4g}: about half speed or worse",
                 )
             return Verdict(
                 WARN,
@@ -153,7 +156,10 @@ def peer_verdict(measured: float, peers: list[float]) -> Verdict:
     ordered = sorted(peers)
     middle = len(ordered) // 2
     median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-    threshold = f">= {MIN_SHARE_OF_PEERS:.2f} x median {median:.4g} of {len(peers)} same-model GPUs under the same load"
+    threshold = (
+        f">= {MIN_SHARE_OF_PEERS:.2f} x median {median:.4g} of {len(peers)} same-model GPUs "
+        "under the same load"
+    )
     return at_least(measured, MIN_SHARE_OF_PEERS * median, threshold, "sustained TFLOPS")
 
 

@@ -16,10 +16,12 @@ INFO = "info"  # reported figure without a pass/fail line (e.g. pageable copies)
 WARN = "warn"  # works, but a user will notice (PTX JIT at first use): never fails the run
 
 #: Measured, and shown, but no rule says whether it is good: no like-for-like reference for the
-#: model (nor --baseline). Never a pass, never a fail; a saved baseline or the fleet median judges it.
+#: model (nor --baseline). Never a pass, never a fail; a saved baseline or the fleet median judges
+#: it.
 NOT_JUDGED = "not judged"
 
-#: Every word a report may carry for "measured, not judged" (reports before NOT_JUDGED say "no reference").
+#: Every word a report may carry for "measured, not judged" (reports before NOT_JUDGED say "no
+#: reference").
 NOT_JUDGED_WORDS = (NOT_JUDGED, "no reference")
 
 
@@ -37,7 +39,8 @@ class Verdict:
 
 
 def at_least(measured: float, minimum: float, threshold: str, what: str) -> Verdict:
-    """PASS when `measured` reaches `minimum`, else FAIL naming `what` (the speed, memory and PCIe rules)."""
+    """PASS when `measured` reaches `minimum`, else FAIL naming `what` (the speed, memory and PCIe
+    rules)."""
     if measured >= minimum:
         return Verdict(PASS, threshold)
     return Verdict(FAIL, threshold, f"{what} {measured:.4g} is below {minimum:.4g}")

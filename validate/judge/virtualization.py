@@ -76,10 +76,11 @@ def virtualization_verdict(
         FAIL,
         THRESHOLD,
         (
-            f"GPU {gpu_index} is an unlicensed vGPU guest ({license_text or 'Unlicensed'}): NVIDIA's vGPU software "
-            "restricts an unlicensed vGPU after its grace period (20 minutes from boot): frame rate capped, resources "
-            "limited, CUDA disabled; configure the licence (a client configuration token in "
-            "/etc/nvidia/ClientConfigToken, FeatureType in /etc/nvidia/gridd.conf, restart nvidia-gridd) and check "
-            f"'License Status : Licensed' ({LICENSING_GUIDE})"
+            f"GPU {gpu_index} is an unlicensed vGPU guest ({license_text or 'Unlicensed'}): "
+            "NVIDIA's vGPU software restricts an unlicensed vGPU after its grace period (20 "
+            "minutes from boot): frame rate capped, resources limited, CUDA disabled; configure "
+            "the licence (a client configuration token in /etc/nvidia/ClientConfigToken, "
+            "FeatureType in /etc/nvidia/gridd.conf, restart nvidia-gridd) and check 'License "
+            f"Status : Licensed' ({LICENSING_GUIDE})"
         ),
     )

@@ -39,7 +39,8 @@ def kernel_image_verdict(compute_capability: str, arch_list: list[str]) -> Verdi
     return Verdict(
         FAIL,
         threshold,
-        f"no kernel image for sm_{major}{minor}: this build ships {', '.join(arch_list) or 'no CUDA kernels'}",
+        f"no kernel image for sm_{major}{minor}: this build ships "
+        f"{', '.join(arch_list) or 'no CUDA kernels'}",
     )
 
 
@@ -170,7 +171,8 @@ def mig_verdict(gpu_index: int, mig_uuids: list[str], selected: str | None) -> V
         return Verdict(
             FAIL,
             threshold,
-            f"GPU {gpu_index} is in MIG mode with no instance: create instances (nvidia-smi mig -cgi ... -C) or disable MIG (nvidia-smi -i {gpu_index} -mig 0)",
+            f"GPU {gpu_index} is in MIG mode with no instance: create instances (nvidia-smi mig "
+            f"-cgi ... -C) or disable MIG (nvidia-smi -i {gpu_index} -mig 0)",
         )
     if selected:
         return Verdict(PASS, threshold, f"validating MIG instance {selected}")

@@ -1,7 +1,8 @@
 """How many processes a run starts that import PyTorch or TensorFlow, and what the quick suite
 should cost on N GPUs: each such process pays the framework import and a CUDA start-up (seconds),
 so they are the budget's unit. Counted from the same case lists the checks use. The quick suite's
-budgets (one GPU, no GPU) are here too; benchmarks/validate_quick_budget.py measures against them."""
+budgets (one GPU, no GPU) are here too; benchmarks/validate_quick_budget.py measures against
+them."""
 
 from __future__ import annotations
 
@@ -22,16 +23,18 @@ QUICK_BUDGET_SECONDS_ONE_GPU = 60.0
 #: smoke run). Half the one-GPU budget: such a host has no GPU to measure, so the quick run only
 #: proves that the frameworks import, see the host and train (the pytest process, TensorFlow's
 #: info probe, one short CPU training run: 13 s of 44 s measured, docs/validation-results.md),
-#: with room for a slower two-core runner (not for a host busy with other work: see there). The multi-GPU check on the CPU costs four framework
-#: process starts (31.1 s of those 44 s) and does not fit, so --quick skips it on such a host with
-#: QUICK_CPU_MULTIGPU_SKIP, and the full suite runs it.
+#: with room for a slower two-core runner (not for a host busy with other work: see there). The
+#: multi-GPU check on the CPU costs four framework process starts (31.1 s of those 44 s) and does
+#: not fit, so --quick skips it on such a host with QUICK_CPU_MULTIGPU_SKIP, and the full suite runs
+#: it.
 QUICK_BUDGET_SECONDS_CPU = 30.0
 
 #: The skip reason of the multi-GPU checks in --quick on a host without GPUs: where they do run.
 QUICK_CPU_MULTIGPU_SKIP = (
-    "--quick on a host without GPUs: multi-GPU training on the CPU (DDP with gloo, DataParallel, "
-    "MirroredStrategy) runs in the full suite (python -m validate, or invoke validate, without --quick); "
-    f"its process starts alone exceed --quick's CPU budget of {QUICK_BUDGET_SECONDS_CPU:.0f} s"
+    "--quick on a host without GPUs: multi-GPU training on the CPU (DDP with gloo, "
+    "DataParallel, MirroredStrategy) runs in the full suite (python -m validate, or invoke "
+    "validate, without --quick); its process starts alone exceed --quick's CPU budget of "
+    f"{QUICK_BUDGET_SECONDS_CPU:.0f} s"
 )
 
 
@@ -80,6 +83,7 @@ def framework_processes(gpus: int, quick: bool, share_work: bool = True) -> dict
 
 
 def masking_waves(gpus: int, quick: bool, cpus: int) -> int:
-    """Rounds of parallel masking children per framework (they run `probe_parallelism` at a time)."""
+    """Rounds of parallel masking children per framework (they run `probe_parallelism` at a
+    time)."""
     count = framework_processes(gpus, quick)["masking probes (torch)"]
     return math.ceil(count / probe_parallelism(["Default"], cpus)) if count else 0

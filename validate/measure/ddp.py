@@ -9,7 +9,8 @@ is named, with its GPU, when the join bound passes, instead of the job hanging i
 `init_process_group`. On GPUs (NCCL) the ranks train a wide MLP sized from the GPU (GPU_MODEL,
 gpu_batch) for at least MIN_WINDOW_SECONDS; on the CPU (gloo) the small CNN at SIZES.
 `VALIDATE_DDP_FAULT=slow:R` or `absent:R` makes rank R slow or absent, and
-`VALIDATE_DATAPARALLEL_FAULT=hang` or `abort` DataParallel: the fault tests prove the named failures.
+`VALIDATE_DATAPARALLEL_FAULT=hang` or `abort` DataParallel: the fault tests prove the named
+failures.
 """
 
 from __future__ import annotations
@@ -212,7 +213,8 @@ def rank_device(torch: Any, backend: str, local_rank: int, threads: int) -> tupl
 
 
 def _batches(loader: Any, sampler: Any, device: Any, count: int) -> list[tuple[Any, Any]]:
-    """`count` batches from the DistributedSampler's share, epoch after epoch (set_epoch reshuffles)."""
+    """`count` batches from the DistributedSampler's share, epoch after epoch (set_epoch
+    reshuffles)."""
     out: list[tuple[Any, Any]] = []
     epoch = 0
     while len(out) < count:
@@ -232,7 +234,8 @@ def train_steps(
     delay: float,
     lr: float = 0.05,
 ) -> tuple[list[Any], float]:
-    """SGD over `batches`; (losses, seconds of the steps after WARMUP). `delay` is the slow fault."""
+    """SGD over `batches`; (losses, seconds of the steps after WARMUP). `delay` is the slow
+    fault."""
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     losses: list[Any] = []
     started = time.perf_counter()
@@ -463,7 +466,8 @@ def launch(
                         "stage": "run",
                         "ranks": late,
                         "bound": run_timeout,
-                        "error": f"did not finish its training steps within {run_timeout:.0f} s of joining",
+                        "error": f"did not finish its training steps within {run_timeout:.0f} s "
+                        "of joining",
                     }
         finally:
             _stop(context)
@@ -480,7 +484,8 @@ def launch(
 
 def dataparallel(world: int, quick: bool, gpu_batch_size: int = 0) -> dict[str, Any]:
     """The same model and global batch as DDP's, trained with torch.nn.DataParallel in this one
-    process (over every visible GPU; on a machine without GPUs DataParallel runs the plain module)."""
+    process (over every visible GPU; on a machine without GPUs DataParallel runs the plain
+    module)."""
     import torch
 
     injected = os.environ.get(DATAPARALLEL_FAULT_ENV, "")

@@ -1,6 +1,6 @@
 """TensorFlow's multi-GPU training, tf.distribute.MirroredStrategy, as a probe command
-(`python -m validate.measure.probe tf-mirrored REPLICAS quick|full [--cpu]`): one replica per GPU with
-NCCL all-reduce, or several logical CPU devices on a machine without GPUs (CI), same code.
+(`python -m validate.measure.probe tf-mirrored REPLICAS quick|full [--cpu]`): one replica per GPU
+with NCCL all-reduce, or several logical CPU devices on a machine without GPUs (CI), same code.
 
 Gradients are summed across replicas with the replica context's all_reduce, then each replica's
 copy of every variable is updated with its own copy of the sum (merge_call and
@@ -38,7 +38,8 @@ def _devices(tf: Any, replicas: int, cpu: bool) -> tuple[list[str], Any, str]:
 
 
 def _train(tf: Any, strategy: Any, steps: int, batch: int, image: int) -> dict[str, Any]:
-    """A small CNN trained under `strategy`; losses, samples/s after warm-up, per-replica checksums."""
+    """A small CNN trained under `strategy`; losses, samples/s after warm-up, per-replica
+    checksums."""
     replicas = strategy.num_replicas_in_sync
     generator = tf.random.Generator.from_seed(0)
     prototypes = generator.normal((CLASSES, image, image, 3))

@@ -1,6 +1,7 @@
 """The multi-node job's worker, one process per GPU on every node, started by torchrun's elastic
-launcher with its c10d rendezvous (`python -m torch.distributed.run ... -m validate.measure.multinode
---out FILE`; gpuenv/fleet/multinode.py writes the job). NCCL on GPUs, gloo on CPUs.
+launcher with its c10d rendezvous (`python -m torch.distributed.run ... -m
+validate.measure.multinode --out FILE`; gpuenv/fleet/multinode.py writes the job). NCCL on GPUs,
+gloo on CPUs.
 
 It measures, in order: an all-reduce over every rank (bus bandwidth as nccl-tests reports it:
 busbw = algbw x 2 (n - 1) / n, nccl-tests doc/PERFORMANCE.md); each link of the ring of nodes
@@ -39,8 +40,9 @@ TIMEOUT = float(os.environ.get("VALIDATE_MULTINODE_TIMEOUT", "300"))
 
 
 def node_name(given: str | None = None) -> str:
-    """--fleet-node (the fleet's name for this host: its SSH URL, so the same engine reached twice is two
-    nodes), else Slurm's name for this node (SLURMD_NODENAME), else GPUENV_NODE, else the host name."""
+    """--fleet-node (the fleet's name for this host: its SSH URL, so the same engine reached twice
+    is two nodes), else Slurm's name for this node (SLURMD_NODENAME), else GPUENV_NODE, else the
+    host name."""
     return (
         given
         or os.environ.get("SLURMD_NODENAME")

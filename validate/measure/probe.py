@@ -1,4 +1,5 @@
-"""Child side of the isolated checks: run as `python -m validate.measure.probe COMMAND ...` in a fresh process.
+"""Child side of the isolated checks: run as `python -m validate.measure.probe COMMAND ...` in a
+fresh process.
 
 Masking and memory checks need a process that has not touched CUDA yet, with its own
 environment; TensorFlow also runs here so it never maps GPU memory inside the pytest process.
@@ -30,7 +31,8 @@ def step(name: str) -> None:
 
 
 def _check_matmul(result: Any, a: Any, b: Any) -> float:
-    """Largest error of a float32 product against numpy's float64 one, relative to its largest entry.
+    """Largest error of a float32 product against numpy's float64 one, relative to its largest
+    entry.
 
     TF32 (TensorFlow's default on Ampere and newer) stays near 1e-3; a wrong kernel is near 1.
     """
@@ -101,8 +103,9 @@ def tf_info(compute: bool) -> dict[str, Any]:
 
 
 #: TensorFlow speed sizes: (matmul n, repeats, training steps, batch, image side). On a GPU the
-#: matmul is the speed check's n (validate.measure.bench.MATMUL_N), so the same references judge it; on
-#: the CPU (CI's tensorflow-cpu) the same code runs at sizes that take a second, and is not judged.
+#: matmul is the speed check's n (validate.measure.bench.MATMUL_N), so the same references judge it;
+#: on the CPU (CI's tensorflow-cpu) the same code runs at sizes that take a second, and is not
+#: judged.
 TF_GPU_SIZES = {"quick": (8192, 3, 30, 64, 32), "full": (8192, 5, 60, 128, 32)}
 TF_CPU_SIZES = (256, 2, 25, 16, 16)
 
@@ -112,8 +115,8 @@ def tf_matmul_tflops(
 ) -> float:
     """Dense n x n products on `device` in TensorFlow, TFLOPS (2 n^3 flops per product).
 
-    precision as in validate.measure.bench: "fp32" (TF32 off), "tf32", "bf16", "fp16". The products are
-    chained (c = c @ b, b scaled by 1/sqrt(n) so values stay near 1) inside one tf.function, so
+    precision as in validate.measure.bench: "fp32" (TF32 off), "tf32", "bf16", "fp16". The products
+    are chained (c = c @ b, b scaled by 1/sqrt(n) so values stay near 1) inside one tf.function, so
     graph optimisation cannot merge them, and each timed call ends by reading one element back:
     the host clock then spans finished GPU work, not queued launches. Median of `repeats` calls."""
     import numpy as np
@@ -151,8 +154,8 @@ def tf_conv_training(
 ) -> dict[str, Any]:
     """A short training run of a small convolutional network on `device` (on a GPU, Conv2D and its
     gradients run through cuDNN: a missing or broken cuDNN fails here, at run time). Synthetic,
-    learnable data as in validate.measure.bench.train_cnn. Returns first/last loss (mean of 3 steps),
-    samples/s after warm-up, and the device the convolution's output was placed on."""
+    learnable data as in validate.measure.bench.train_cnn. Returns first/last loss (mean of 3
+    steps), samples/s after warm-up, and the device the convolution's output was placed on."""
     with tf.device(device):
         generator = tf.random.Generator.from_seed(0)  # its state lives on this device too
         prototypes = generator.normal((classes, image, image, 3))
@@ -332,7 +335,8 @@ def torch_memory(mode: str, alloc_bytes: int) -> dict[str, Any]:
 
 
 def nccl_version_text(version: Any) -> str:
-    """torch.cuda.nccl.version() is a tuple (2, 18, 1) in new releases, an int (2708) in old ones."""
+    """torch.cuda.nccl.version() is a tuple (2, 18, 1) in new releases, an int (2708) in old
+    ones."""
     if isinstance(version, int):
         return f"{version // 1000}.{(version % 1000) // 100}.{version % 100}"
     return ".".join(str(part) for part in version)

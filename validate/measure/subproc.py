@@ -131,7 +131,8 @@ def run_probe(
     if status is None:
         return ProbeResult(
             None,
-            f"probe {' '.join(args)} did not finish within {timeout:.0f}s (its process group was killed)",
+            f"probe {' '.join(args)} did not finish within {timeout:.0f}s (its process group was "
+            "killed)",
             seconds,
         )
     data = _parse(stdout.splitlines())
@@ -152,7 +153,8 @@ def run_stepped_probe(
     measure: Callable[[str, int], Any],
     timeout: float = DEFAULT_TIMEOUT,
 ) -> ProbeResult:
-    """Run a probe that pauses at named steps; call `measure(step, pid)` at each, then let it go on."""
+    """Run a probe that pauses at named steps; call `measure(step, pid)` at each, then let it go
+    on."""
     started = time.perf_counter()
     deadline = started + timeout
     proc = subprocess.Popen(
@@ -216,7 +218,8 @@ def run_stepped_probe(
     if data is None:
         return ProbeResult(
             None,
-            f"probe {' '.join(args)} exited {proc.returncode} without a result: {_tail(''.join(stderr_chunks))}",
+            f"probe {' '.join(args)} exited {proc.returncode} without a result: "
+            f"{_tail(''.join(stderr_chunks))}",
             seconds,
             steps,
         )

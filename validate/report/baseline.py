@@ -15,7 +15,8 @@ from validate.report.record import Record, write_json
 
 BASELINE_FORMAT = "gpuenv-validate-baseline/1"
 HOST_KEY = "host"  # CPU figures (training on CPU) are kept under this key
-#: A baseline holds a few figures per GPU model: a file past this size is not one (nor is /dev/zero).
+#: A baseline holds a few figures per GPU model: a file past this size is not one (nor is
+#: /dev/zero).
 MAX_BASELINE_BYTES = 1 << 20
 #: {"format", "models": {model: {check: figure}}} is three levels; a little room for later fields.
 MAX_DEPTH = 16
@@ -100,7 +101,8 @@ def parse_baseline(data: bytes, path: str | Path) -> dict[str, dict[str, float]]
         for check, value in checks.items():
             if not math.isfinite(value) or value <= 0:
                 raise BaselineError(
-                    f"baseline file {path}: model {model!r}, check {check!r}: {value:g} is not a figure above zero"
+                    f"baseline file {path}: model {model!r}, check {check!r}: {value:g} is not a "
+                    "figure above zero"
                 )
         models[model] = {check: float(value) for check, value in checks.items()}
     return models

@@ -61,8 +61,8 @@ def _gpu_label(uuid: str | None, gpu_index: dict[str, int]) -> str:
 
 
 def render_table(records: list[Record], gpu_index: dict[str, int]) -> str:
-    """A plain-text table (check, GPU, measured, threshold, verdict, time), long cells wrapped within
-    48 columns, and the reasons below it."""
+    """A plain-text table (check, GPU, measured, threshold, verdict, time), long cells wrapped
+    within 48 columns, and the reasons below it."""
     header = ("check", "GPU", "measured", "threshold", "verdict", "time")
     rows = [
         (
@@ -152,6 +152,7 @@ def not_judged_note(records: list[Record], gpu_names: dict[str, str]) -> str | N
         {gpu_names.get(r.gpu, "this host's CPU") if r.gpu else "this host's CPU" for r in figures}
     )
     return (
-        f"validate: {len(figures)} figure(s) measured but not judged (no measured reference for {', '.join(models)}): "
-        "save a baseline on a known-good server (--save-baseline, then --baseline) or compare the fleet median"
+        f"validate: {len(figures)} figure(s) measured but not judged (no measured reference for "
+        f"{', '.join(models)}): save a baseline on a known-good server (--save-baseline, then "
+        "--baseline) or compare the fleet median"
     )

@@ -1,6 +1,7 @@
 """The report a person reads in one screen (pure): the verdict first, then the failing rows with
 their causes, then one collapsed table that fits 120 columns (long cells wrap within their
-column), then one line per kind of skip (the framework checks in one, the readings not reported in one).
+column), then one line per kind of skip (the framework checks in one, the readings not reported in
+one).
 
 Rows that say the same on several GPUs collapse into one ("GPU 0-7"). The full table, one row per
 check and GPU with every reason, is `render_table` (python -m validate --verbose); the JSON and
@@ -147,7 +148,8 @@ def table(groups: list[tuple[list[int | None], Record]]) -> str:
 
 
 def skip_lines(groups: list[tuple[list[int | None], Record]]) -> list[str]:
-    """One line for every skipped framework check, then one per other reason, each with its count."""
+    """One line for every skipped framework check, then one per other reason, each with its
+    count."""
     skipped = [(gpus, r) for gpus, r in groups if r.verdict == SKIP]
     framework = [
         (g, r) for g, r in skipped if _FRAMEWORK.search(r.reason) or _FRAMEWORK.search(r.check)
@@ -206,7 +208,8 @@ def render_summary(
     if skips:
         out += [""] + skips
     out.append(
-        "(python -m validate --verbose prints every row and reason; --json and --junit keep them all)"
+        "(python -m validate --verbose prints every row and reason; --json and --junit keep "
+        "them all)"
     )
     return "\n".join(out)
 

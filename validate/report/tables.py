@@ -13,7 +13,8 @@ from typing import Sequence
 def format_table(
     headers: Sequence[str], rows: Sequence[Sequence[object]], max_width: int | None = None
 ) -> str:
-    """Left-aligned columns separated by two spaces, a dashed rule under the header; cells cut at max_width."""
+    """Left-aligned columns separated by two spaces, a dashed rule under the header; cells cut at
+    max_width."""
     cells = [[str(h) for h in headers]] + [
         ["" if v is None else str(v) for v in row] for row in rows
     ]

@@ -17,7 +17,8 @@ from gpuenv.stack import CPU, Stack
 
 
 def runnable_images(matrix: Matrix, minor: str, driver: str | None, cudnn: bool) -> list[CudaImage]:
-    """Images of a CUDA minor (oldest first) whose update's floor the driver meets (all when no driver)."""
+    """Images of a CUDA minor (oldest first) whose update's floor the driver meets (all when no
+    driver)."""
     out = []
     release = matrix.cuda_release(minor)
     for image in matrix.images_of(minor):
@@ -42,7 +43,8 @@ def higher_driver(a: str, b: str | None) -> str:
 def place_build(
     matrix: Matrix, c: Candidate, cuda_wish: str | None, driver: str | None, strict: bool
 ) -> Placement | None:
-    """Choose the container CUDA and base image for a GPU build, or None when this driver runs none."""
+    """Choose the container CUDA and base image for a GPU build, or None when this driver runs
+    none."""
     build = c.release
     cudnn = c.tf is not None and not c.tf.and_cuda
     if cuda_wish:
@@ -81,7 +83,8 @@ def place_build(
     major = matrix.cuda_major(build.major)
     if major is None or V(driver) < V(major.minor_compat_min_driver):
         return None
-    # Minor-version compatibility: an image of the same major the driver runs natively, older than the build.
+    # Minor-version compatibility: an image of the same major the driver runs natively, older than
+    # the build.
     older = sorted(
         (r for r in matrix.cuda_releases if r.major == build.major and V(r.minor) < V(build.minor)),
         key=lambda r: V(r.minor),
@@ -108,7 +111,8 @@ def _place_by_minor_compat(
     strict: bool,
     cudnn: bool,
 ) -> Placement | None:
-    """The image itself under minor-version compatibility, when no image of the build's major runs natively.
+    """The image itself under minor-version compatibility, when no image of the build's major runs
+    natively.
 
     CUDA 11 hosts: a driver from 450.80.02 runs CUDA 11.x, but the only CUDA 11 image in the data
     (11.8.0) needs 520.61.05 natively. When the major has an image the driver runs natively, that
@@ -177,7 +181,10 @@ def keep_cpu_or_gpu(cands: list[Candidate], w: Wishes) -> list[Candidate]:
             tries.append({w.framework: series[-1]})
         fix = join_fixes((w.fixes.fix(**t) for t in tries), "use --cuda cpu")
         if request.wheelhouse is not None:
-            fix += f", or add the wheel of a {name} CUDA build to {request.wheelhouse_dir or 'the wheelhouse'}"
+            fix += (
+                f", or add the wheel of a {name} CUDA build to "
+                f"{request.wheelhouse_dir or 'the wheelhouse'}"
+            )
         where = " in the wheelhouse" if request.wheelhouse is not None else " in the data"
         raise NoCompatibleStack(f"{w.what} has only a CPU build{where}", fix=fix)
     return gpu
@@ -200,10 +207,16 @@ def apply_cuda_rule(cands: list[Candidate], w: Wishes) -> list[Candidate]:
     minors = sorted({c.release.minor for c in same_major}, key=V)
     have = version_list(c.release.minor for c in cands)
     if minors:
-        message = f"{what} has no build for CUDA {wish} or an older CUDA {major}.x (its CUDA {major}.x builds: {', '.join(minors)})"
+        message = (
+            f"{what} has no build for CUDA {wish} or an older CUDA {major}.x (its CUDA {major}.x "
+            f"builds: {', '.join(minors)})"
+        )
         tries = cuda_tries(minors) + [{"strict_driver": False}]
     else:
-        message = f"{what} has no CUDA {major}.x build (it has CUDA {have}), and gpuenv never crosses a CUDA major"
+        message = (
+            f"{what} has no CUDA {major}.x build (it has CUDA {have}), and gpuenv never crosses "
+            "a CUDA major"
+        )
         tries = cuda_tries(sorted({c.release.minor for c in cands}, key=V, reverse=True))
     fixes = [w.fixes.first(tries)]
     if not minors:
@@ -228,7 +241,8 @@ def place_on_driver(cands: list[Candidate], w: Wishes) -> list[Candidate]:
     if not w.gpu:
         return cands
     matrix, driver = w.matrix, w.driver
-    # a placement depends only on the build's CUDA and whether it needs a cuDNN image: compute each once
+    # a placement depends only on the build's CUDA and whether it needs a cuDNN image: compute each
+    # once
     memo: dict[tuple[str, bool], Placement | None] = {}
     placed = []
     for c in cands:
@@ -246,7 +260,8 @@ def place_on_driver(cands: list[Candidate], w: Wishes) -> list[Candidate]:
             "use --cuda with a release `invoke matrix` lists with images",
         )
         raise NoCompatibleStack(
-            f"no nvidia/cuda image with a known driver floor is in the data for CUDA {w.cuda or minors}",
+            "no nvidia/cuda image with a known driver floor is in the data for CUDA "
+            f"{w.cuda or minors}",
             fix=fix,
         )
     message, fix = driver_failure(cands, w)
@@ -266,8 +281,8 @@ def pick_build_cuda(cands: list[Candidate], w: Wishes) -> list[Candidate]:
 
 
 def driver_failure(cands: list[Candidate], w: Wishes) -> tuple[str, str]:
-    """The message when the driver is too old: which CUDA it needed, and the nearest re-resolved fixes
-    (never a driver past a legacy GPU's last branch: that GPU's last branch instead)."""
+    """The message when the driver is too old: which CUDA it needed, and the nearest re-resolved
+    fixes (never a driver past a legacy GPU's last branch: that GPU's last branch instead)."""
     matrix, request, cuda_wish, strict, archs = (
         w.matrix,
         w.request,
@@ -279,7 +294,8 @@ def driver_failure(cands: list[Candidate], w: Wishes) -> tuple[str, str]:
     assert driver is not None
 
     def image_floor(minor: str) -> str | None:
-        """The lowest driver that runs an image of this CUDA in the data (an update without an image does not count)."""
+        """The lowest driver that runs an image of this CUDA in the data (an update without an image
+        does not count)."""
         floors = [image_driver_floor(matrix, i) for i in matrix.images_of(minor)]
         return min(floors, key=V) if floors else None
 
@@ -294,13 +310,15 @@ def driver_failure(cands: list[Candidate], w: Wishes) -> tuple[str, str]:
             "use --cuda with a release `invoke matrix` lists with a driver floor",
         )
         return (
-            f"no nvidia/cuda image with a known driver floor is in the data for {what} (see `invoke matrix`)",
+            f"no nvidia/cuda image with a known driver floor is in the data for {what} (see "
+            "`invoke matrix`)",
             fix,
         )
     message = f"driver {driver} is older than {needed} needed by {what}"
     fixes: list[tuple[str, Stack] | None] = []
     if cuda_wish:
-        # the newest CUDA of the same major whose image this driver runs natively, then of any major; then no --cuda
+        # the newest CUDA of the same major whose image this driver runs natively, then of any
+        # major; then no --cuda
         major_no = int(cuda_wish.split(".")[0])
         runnable = [
             m
@@ -330,7 +348,8 @@ def driver_failure(cands: list[Candidate], w: Wishes) -> tuple[str, str]:
         if (
             request.explain
         ):  # a re-resolution behind a suggestion suggests nothing (fixes never recurse)
-            # the lowest driver of the last branch: if it gives a stack, every driver of that branch does
+            # the lowest driver of the last branch: if it gives a stack, every driver of that branch
+            # does
             on_last = w.fixes.suggest(driver=f"{last}.0")
             if on_last is not None:
                 options[0] += f" (gives {describe(on_last)})"
@@ -341,7 +360,11 @@ def driver_failure(cands: list[Candidate], w: Wishes) -> tuple[str, str]:
     major_no = int((cuda_wish or cands[0].release.minor).split(".")[0])
     major = matrix.cuda_major(major_no)
     if major and V(driver) >= V(major.minor_compat_min_driver):
-        message += f" (CUDA {major_no}.x wheels run on it by minor-version compatibility, from {major.minor_compat_min_driver}, but the CUDA {cuda_wish or cands[0].release.minor} image needs its own driver floor)"
+        message += (
+            f" (CUDA {major_no}.x wheels run on it by minor-version compatibility, from "
+            f"{major.minor_compat_min_driver}, but the CUDA "
+            f"{cuda_wish or cands[0].release.minor} image needs its own driver floor)"
+        )
     branch = driver.split(".")[0]
     images = matrix.images_of(cuda_wish) if cuda_wish else []
     if (
@@ -349,5 +372,8 @@ def driver_failure(cands: list[Candidate], w: Wishes) -> tuple[str, str]:
         and images[-1].require_cuda
         and re.search(rf"driver>={branch},driver<{int(branch) + 1}\b", images[-1].require_cuda)
     ):
-        message += f"; on a data-center GPU, CUDA forward compatibility (the cuda-compat package) supports the {branch} branch for this image"
+        message += (
+            "; on a data-center GPU, CUDA forward compatibility (the cuda-compat package) "
+            f"supports the {branch} branch for this image"
+        )
     return message, " or ".join(options)

@@ -69,7 +69,8 @@ _OPTION_NAMES = {"gpu_archs": "--gpu-arch", "strict_driver": "--strict-driver"}
 
 
 def drop_pin(request: Request) -> dict[str, object]:
-    """Changes that drop the --torch/--tensorflow pin and keep its framework (else it would fall back to PyTorch)."""
+    """Changes that drop the --torch/--tensorflow pin and keep its framework (else it would fall
+    back to PyTorch)."""
     pinned = "torch" if request.torch else "tensorflow" if request.tensorflow else None
     if pinned is None:
         return {}
@@ -112,7 +113,8 @@ def _flags_text(changes: dict[str, object]) -> str:
 
 
 def join_fixes(fixes: Iterable[tuple[str, Stack] | None], fallback: str) -> str:
-    """Up to two distinct re-resolved fixes joined with 'or' (a second one only when it gives another stack)."""
+    """Up to two distinct re-resolved fixes joined with 'or' (a second one only when it gives
+    another stack)."""
     out: list[tuple[str, Stack]] = []
     for found in fixes:
         if found is not None and all(found[1] != s for _, s in out):
@@ -125,7 +127,8 @@ def cuda_tries(minors: Iterable[str]) -> list[dict[str, object]]:
 
 
 def command_for(request: Request) -> str:
-    """The `invoke resolve` command line that asks exactly for this request (for reasons that name a command)."""
+    """The `invoke resolve` command line that asks exactly for this request (for reasons that name a
+    command)."""
     parts = ["invoke resolve"]
     if request.driver:
         parts.append(f"--driver {request.driver}")

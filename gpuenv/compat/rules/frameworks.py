@@ -45,12 +45,13 @@ class Candidate:
 
     @property
     def kernels(self) -> "TorchVariant | TensorflowRelease":
-        """What the build compiled: torch's variant or TensorFlow's release (both have archs and ptx)."""
+        """What the build compiled: torch's variant or TensorFlow's release (both have archs and
+        ptx)."""
         return self.variant if self.variant is not None else self.tf  # type: ignore[return-value]
 
     def sort_key(self) -> tuple:
-        """Newest CUDA major first (never a CUDA 11 build when a CUDA 12 one runs), then newest release, then a
-        build the data confirms, then the newest build CUDA."""
+        """Newest CUDA major first (never a CUDA 11 build when a CUDA 12 one runs), then newest
+        release, then a build the data confirms, then the newest build CUDA."""
         if self.cuda is None:
             return (0, V(self.framework_version), True, V("0"))
         confirmed = self.variant is None or self.variant.confirmed
@@ -70,7 +71,8 @@ class Placement:
 
 
 def pick_patch(pin: str | None, name: str, releases: list, option: str) -> list[tuple[object, str]]:
-    """Expand releases to (release, patch) pairs, newest first, honouring '--torch 2.3' or '2.3.1'."""
+    """Expand releases to (release, patch) pairs, newest first, honouring '--torch 2.3' or
+    '2.3.1'."""
     pairs = [(r, p) for r in releases for p in r.patches]
     pairs.sort(key=lambda rp: V(rp[1]), reverse=True)
     if pin is None:
@@ -187,7 +189,8 @@ def image_require_cuda(c: Candidate) -> str | None:
 
 
 def stack_of(matrix: Matrix, c: Candidate, framework: str, reasons: list[str]) -> Stack:
-    """The Stack of build `c` (placed, when a GPU build): base image, wheel and index, with `reasons`."""
+    """The Stack of build `c` (placed, when a GPU build): base image, wheel and index, with
+    `reasons`."""
     place = c.placement
     if framework == "torch":
         variant = c.variant

@@ -18,7 +18,8 @@ from gpuenv.stack import CPU
 
 
 def kernel_coverage(cc: str, variant: "TorchVariant | TensorflowRelease") -> str | None:
-    """How a build runs on compute capability `cc`: 'sm_XY' (native), 'PTX JIT from compute_XY', or None.
+    """How a build runs on compute capability `cc`: 'sm_XY' (native), 'PTX JIT from compute_XY', or
+    None.
 
     A cubin for sm_XY runs on the same major with an equal or higher minor; PTX for X.Y is
     JIT-compiled for any newer capability (slow first start, and only by a driver that runs the
@@ -48,7 +49,8 @@ def _cuda_supports_arch(matrix: Matrix, minor: str, cc: str) -> bool:
 def kernel_min_driver(
     matrix: Matrix, c: Candidate, archs: list[str], driver: str | None
 ) -> str | None:
-    """The driver the build needs for these GPUs (its placement's, raised by PTX JIT and GPU families), or None when it cannot run them.
+    """The driver the build needs for these GPUs (its placement's, raised by PTX JIT and GPU
+    families), or None when it cannot run them.
 
     A cubin of the GPU's major at or below its minor runs on any driver that runs the build; PTX
     is JIT-compiled by the driver, which can only compile PTX of a CUDA it runs natively (not
@@ -84,8 +86,9 @@ def refuse_integrated(matrix: Matrix, archs: list[str]) -> None:
         gpu = matrix.integrated_gpu(cc)
         if gpu is not None:
             raise NoCompatibleStack(
-                f"compute capability {cc} is {gpu.name}, an integrated Jetson GPU: gpuenv builds x86_64 nvidia/cuda images "
-                f"with download.pytorch.org/PyPI wheels, which do not target Jetson",
+                f"compute capability {cc} is {gpu.name}, an integrated Jetson GPU: gpuenv builds "
+                "x86_64 nvidia/cuda images with download.pytorch.org/PyPI wheels, which do not "
+                "target Jetson",
                 fix=f"use {matrix.jetson_use} ({matrix.jetson_use_source[0]})",
             )
 
@@ -93,15 +96,17 @@ def refuse_integrated(matrix: Matrix, archs: list[str]) -> None:
 def check_driver_branches(
     matrix: Matrix, archs: list[str], driver: str | None, source: str
 ) -> None:
-    """A driver older than the first branch that knows a GPU runs nothing on it, under every rule."""
+    """A driver older than the first branch that knows a GPU runs nothing on it, under every
+    rule."""
     if driver is None:
         return
     for cc in archs:
         branch = matrix.driver_branch(cc)
         if branch is not None and int(driver.split(".")[0]) < int(branch.branch):
             raise NoCompatibleStack(
-                f"driver {driver} ({source}) predates {branch.name} (compute capability {cc}): the first driver branch that runs it is "
-                f"R{branch.branch}, and minor-version compatibility cannot make a driver run a GPU it predates",
+                f"driver {driver} ({source}) predates {branch.name} (compute capability {cc}): "
+                f"the first driver branch that runs it is R{branch.branch}, and minor-version "
+                "compatibility cannot make a driver run a GPU it predates",
                 fix=f"install a driver of branch R{branch.branch} or newer",
             )
 
@@ -148,10 +153,13 @@ def refuse_legacy(w: Wishes) -> None:
             for c in framework_candidates(matrix, other, None, w.platform)
             if c.cuda is not None
         ):
-            fix = f"use --framework {other} on an R{last} driver (its CUDA {arch.last_cuda} or older builds still target {arch.name}), or {fix}"
+            fix = (
+                f"use --framework {other} on an R{last} driver (its CUDA {arch.last_cuda} or "
+                f"older builds still target {arch.name}), or {fix}"
+            )
         raise NoCompatibleStack(
-            f"{last_served(arch, cc)}; no {name} build gpuenv knows has kernels for it that such a driver runs, "
-            f"so no {name} stack gpuenv knows runs on it",
+            f"{last_served(arch, cc)}; no {name} build gpuenv knows has kernels for it that such "
+            f"a driver runs, so no {name} stack gpuenv knows runs on it",
             fix=fix,
         )
 
@@ -197,12 +205,14 @@ def check_kernels(cands: list[Candidate], w: Wishes) -> list[Candidate]:
 
 
 def arch_failure(cands: list[Candidate], w: Wishes) -> tuple[str, str]:
-    """Why no build has kernels for these GPUs (that this driver can run), and re-resolved values that work."""
+    """Why no build has kernels for these GPUs (that this driver can run), and re-resolved values
+    that work."""
     matrix, request, archs, cuda_wish, what = w.matrix, w.request, w.archs, w.cuda, w.what
     scope = f" for CUDA {cuda_wish}" if cuda_wish else ""
     message = f"no {what} build{scope} has kernels for compute capability {', '.join(archs)}"
     jit = (
-        f" that driver {request.driver} can run (PTX is JIT-compiled only by a driver that runs the build's CUDA natively)"
+        f" that driver {request.driver} can run (PTX is JIT-compiled only by a driver that runs "
+        "the build's CUDA natively)"
         if request.driver
         else ""
     )
@@ -230,13 +240,17 @@ def arch_failure(cands: list[Candidate], w: Wishes) -> tuple[str, str]:
     if dropped:
         cc, arch = dropped[0]
         major = cuda_wish.split(".")[0]  # type: ignore[union-attr]
-        message = f"CUDA {major} dropped {arch.name} (compute capability {cc}): CUDA {arch.last_cuda} is the last CUDA for it"
+        message = (
+            f"CUDA {major} dropped {arch.name} (compute capability {cc}): CUDA {arch.last_cuda} "
+            "is the last CUDA for it"
+        )
         usable = [m for m in image_minors(matrix) if V(m) <= V(arch.last_cuda)]
         return message, join_fixes([w.fixes.first(cuda_tries(usable))], "use --cuda cpu")
     tries: list[dict[str, object]] = []
     if cuda_wish:
         wish_major = int(cuda_wish.split(".")[0])
-        # the nearest newer CUDA of the same major first (the first to know the GPU), then the others, newest first
+        # the nearest newer CUDA of the same major first (the first to know the GPU), then the
+        # others, newest first
         above = sorted(
             (
                 m
@@ -256,7 +270,10 @@ def arch_failure(cands: list[Candidate], w: Wishes) -> tuple[str, str]:
             fixes.append(w.fixes.fix(cuda=None, **drop_pin(request)))
     fallback = "use --cuda cpu, or a GPU the data knows builds for"
     if any(c.placement and c.placement.minor_compat for c in cands):
-        fallback = "upgrade the driver (newer builds need a newer driver to run natively), or use --cuda cpu"
+        fallback = (
+            "upgrade the driver (newer builds need a newer driver to run natively), or use "
+            "--cuda cpu"
+        )
     if not any(fixes):
         fixes.append(w.fixes.fix(cuda=CPU))
     return message, join_fixes(fixes, fallback)

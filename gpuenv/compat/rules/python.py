@@ -68,7 +68,8 @@ def _add_months(day: date, months: int) -> date:
 
 
 def default_python(matrix: Matrix, pythons: Iterable[str], today: date) -> tuple[str, str]:
-    """The default Python among `pythons` and the reason: the newest whose X.Y.0 is six months old."""
+    """The default Python among `pythons` and the reason: the newest whose X.Y.0 is six months
+    old."""
     offered = sorted(set(pythons), key=V)
     mature = []
     for py in offered:
@@ -79,12 +80,16 @@ def default_python(matrix: Matrix, pythons: Iterable[str], today: date) -> tuple
         chosen = mature[-1]
         rel = matrix.python_release(chosen)
         newer = [p for p in offered if V(p) > V(chosen)]
-        why = f"the newest Python it supports whose {chosen}.0 is at least {DEFAULT_PYTHON_MIN_AGE_MONTHS} months old (released {rel.released})"
+        why = (
+            f"the newest Python it supports whose {chosen}.0 is at least "
+            f"{DEFAULT_PYTHON_MIN_AGE_MONTHS} months old (released {rel.released})"
+        )
         if newer:
             why += f"; {', '.join(newer)} is newer than that, pick it with --python"
         return chosen, why
     chosen = offered[0]
     return (
         chosen,
-        f"the oldest Python it supports: none of {', '.join(offered)} is {DEFAULT_PYTHON_MIN_AGE_MONTHS} months old yet",
+        f"the oldest Python it supports: none of {', '.join(offered)} is "
+        f"{DEFAULT_PYTHON_MIN_AGE_MONTHS} months old yet",
     )

@@ -18,7 +18,8 @@ from gpuenv.stack import Stack
 
 
 def cuda_alternatives(stack: Stack, chosen: Candidate, w: Wishes) -> list[str]:
-    """Under --cuda: what a newer CUDA of the major, and the driver rule (no --cuda), give instead, each re-resolved."""
+    """Under --cuda: what a newer CUDA of the major, and the driver rule (no --cuda), give instead,
+    each re-resolved."""
     matrix, request, name = w.matrix, w.request, w.name
     out = []
     major = chosen.release.major
@@ -38,7 +39,8 @@ def cuda_alternatives(stack: Stack, chosen: Candidate, w: Wishes) -> list[str]:
     if alt is not None and not alt.is_cpu and V(alt.framework_version) > V(stack.framework_version):
         on = f"on driver {request.driver}" if request.driver else "for a driver that runs it"
         out.append(
-            f"without --cuda the driver rule gives a newer release {on}: `{command_for(replace(request, cuda=None))}` gives {describe(alt)}"
+            f"without --cuda the driver rule gives a newer release {on}: "
+            f"`{command_for(replace(request, cuda=None))}` gives {describe(alt)}"
         )
     return out
 
@@ -68,13 +70,17 @@ def reasons_for(c: Candidate, w: Wishes, py_reason: str) -> list[str]:
         if cuda_wish and not place.minor_compat:
             if c.release.minor == cuda_wish:
                 reasons.append(
-                    f"CUDA {cuda_wish} (image {place.image.version}): requested with --cuda; {name} has a build for exactly it ({build_name(c)})"
+                    f"CUDA {cuda_wish} (image {place.image.version}): requested with --cuda; "
+                    f"{name} has a build for exactly it ({build_name(c)})"
                 )
             else:
                 reasons.append(
-                    f"CUDA {cuda_wish} (image {place.image.version}): requested with --cuda, the container's CUDA; {name} {c.framework_version} has no CUDA {cuda_wish} build, "
-                    f"so the newest CUDA {c.release.major}.x build at most {cuda_wish} ({build_name(c)}, CUDA {c.release.minor}) runs on it: the wheels carry their own "
-                    f"CUDA libraries and an older runtime runs on a newer driver (Cog's rule); never across a CUDA major"
+                    f"CUDA {cuda_wish} (image {place.image.version}): requested with --cuda, the "
+                    f"container's CUDA; {name} {c.framework_version} has no CUDA {cuda_wish} "
+                    f"build, so the newest CUDA {c.release.major}.x build at most {cuda_wish} "
+                    f"({build_name(c)}, CUDA {c.release.minor}) runs on it: the wheels carry "
+                    "their own CUDA libraries and an older runtime runs on a newer driver "
+                    "(Cog's rule); never across a CUDA major"
                 )
         elif place.image_minor_compat:
             major = matrix.cuda_major(c.release.major)
@@ -82,23 +88,28 @@ def reasons_for(c: Candidate, w: Wishes, py_reason: str) -> list[str]:
             own = image_driver_floor(matrix, place.image)
             require = image_require_cuda(c)
             reasons.append(
-                f"CUDA {image_cuda} (image {place.image.version}): no CUDA {c.release.major}.x image in the data runs natively on driver {driver} "
-                f"({place.image.version} needs {own}), so the image and the {build_name(c)} build run by CUDA minor-version compatibility "
-                f"(CUDA {c.release.major}.x from {major.minor_compat_min_driver}); its limits: {major.limits}; "
-                f"the image's driver gate and NVIDIA_REQUIRE_CUDA ({require}) say the same"
+                f"CUDA {image_cuda} (image {place.image.version}): no CUDA {c.release.major}.x "
+                f"image in the data runs natively on driver {driver} ({place.image.version} "
+                f"needs {own}), so the image and the {build_name(c)} build run by CUDA "
+                f"minor-version compatibility (CUDA {c.release.major}.x from "
+                f"{major.minor_compat_min_driver}); its limits: {major.limits}; the image's "
+                f"driver gate and NVIDIA_REQUIRE_CUDA ({require}) say the same"
             )
         elif place.minor_compat:
             major = matrix.cuda_major(c.release.major)
             assert major is not None
             picked = (
-                f"requested with --cuda, and no {name} build has a CUDA {c.release.major}.x at most {cuda_wish}, so the lowest above it"
+                f"requested with --cuda, and no {name} build has a CUDA {c.release.major}.x at "
+                f"most {cuda_wish}, so the lowest above it"
                 if cuda_wish
                 else f"the newest CUDA {c.release.major}.x image driver {driver} runs natively"
             )
             reasons.append(
-                f"CUDA {image_cuda} (image {place.image.version}): {picked}; "
-                f"the {build_name(c)} build (CUDA {c.release.minor}) runs on it by CUDA minor-version compatibility (CUDA {c.release.major}.x wheels run on any driver from "
-                f"{major.minor_compat_min_driver}); its limits: {major.limits}; use --strict-driver to require a build the driver runs natively"
+                f"CUDA {image_cuda} (image {place.image.version}): {picked}; the {build_name(c)} "
+                f"build (CUDA {c.release.minor}) runs on it by CUDA minor-version compatibility "
+                f"(CUDA {c.release.major}.x wheels run on any driver from "
+                f"{major.minor_compat_min_driver}); its limits: {major.limits}; use "
+                "--strict-driver to require a build the driver runs natively"
             )
         else:
             how = f"the CUDA of the newest {name} build" + (
@@ -107,19 +118,24 @@ def reasons_for(c: Candidate, w: Wishes, py_reason: str) -> list[str]:
             reasons.append(f"CUDA {image_cuda} (image {place.image.version}): {how}")
         if driver:
             reasons.append(
-                f"driver {driver} ({request.driver_source}) >= {place.min_driver}, the highest of the image's, the build's, its PTX JIT's and the GPUs' minimum"
+                f"driver {driver} ({request.driver_source}) >= {place.min_driver}, the highest "
+                "of the image's, the build's, its PTX JIT's and the GPUs' minimum"
             )
         else:
             reasons.append(
-                f"driver not checked: none given and none detected on this host; the server needs >= {place.min_driver} (the highest of the image's, the build's, its PTX JIT's and the GPUs' minimum)"
+                "driver not checked: none given and none detected on this host; the server "
+                f"needs >= {place.min_driver} (the highest of the image's, the build's, its PTX "
+                "JIT's and the GPUs' minimum)"
             )
         if c.tf is not None and not c.tf.and_cuda:
             reasons.append(
-                f"cudnn runtime flavour of nvidia/cuda: TensorFlow {c.tf.series} has no and-cuda extra, so cuDNN {c.tf.cudnn} comes from the image"
+                f"cudnn runtime flavour of nvidia/cuda: TensorFlow {c.tf.series} has no and-cuda "
+                f"extra, so cuDNN {c.tf.cudnn} comes from the image"
             )
         else:
             reasons.append(
-                "base flavour of nvidia/cuda: the framework wheels carry their own CUDA libraries (cuBLAS, cuDNN, NCCL), so runtime/devel layers would only add size"
+                "base flavour of nvidia/cuda: the framework wheels carry their own CUDA "
+                "libraries (cuBLAS, cuDNN, NCCL), so runtime/devel layers would only add size"
             )
     if c.cuda is not None:
         reasons += _gpu_reasons(matrix, c, archs, name)
@@ -127,15 +143,18 @@ def reasons_for(c: Candidate, w: Wishes, py_reason: str) -> list[str]:
     reasons.append(f"Python {c.python}: {py_reason}")
     if c.variant is not None and not c.variant.confirmed:
         reasons.append(
-            f"{c.variant.name} of {name} {c.framework_version} is marked unconfirmed in the data (see envs/compat.yaml)"
+            f"{c.variant.name} of {name} {c.framework_version} is marked unconfirmed in the data "
+            "(see envs/compat.yaml)"
         )
     if c.from_pypi and c.variant is not None:
         reasons.append(
-            f"the wheelhouse holds the PyPI wheel of torch {c.framework_version}, a {c.variant.name} build (its Requires-Dist pins CUDA {c.variant.cuda})"
+            f"the wheelhouse holds the PyPI wheel of torch {c.framework_version}, a "
+            f"{c.variant.name} build (its Requires-Dist pins CUDA {c.variant.cuda})"
         )
     if c.tf is not None and c.cuda and c.tf.and_cuda:
         reasons.append(
-            f"cuDNN {c.tf.cudnn}: TensorFlow {c.tf.series}'s tested build configuration (installed by tensorflow[and-cuda])"
+            f"cuDNN {c.tf.cudnn}: TensorFlow {c.tf.series}'s tested build configuration "
+            "(installed by tensorflow[and-cuda])"
         )
     # a value pinned in invoke.yaml or a variable is named there, not as an option nobody typed
     return [
@@ -145,7 +164,8 @@ def reasons_for(c: Candidate, w: Wishes, py_reason: str) -> list[str]:
 
 
 def _gpu_reasons(matrix: Matrix, c: Candidate, archs: list[str], name: str) -> list[str]:
-    """One line per GPU: the SASS it runs, or that it runs only by JIT (and what that costs); never SASS that is not there."""
+    """One line per GPU: the SASS it runs, or that it runs only by JIT (and what that costs); never
+    SASS that is not there."""
     out = []
     build = f"{name} {c.framework_version} {build_name(c)}"
     for cc in archs:
@@ -154,9 +174,11 @@ def _gpu_reasons(matrix: Matrix, c: Candidate, archs: list[str], name: str) -> l
         if how.startswith("PTX"):
             ptx = how.rsplit(" ", 1)[1]
             line = (
-                f"GPU compute capability {cc}: {build} has no SASS for it and runs only by JIT-compiling its {ptx} PTX, which needs a driver "
-                f"that runs CUDA {c.release.minor} natively (>= {c.release.floor}); the first start compiles kernels for minutes "
-                f"(then cached in ~/.nv/ComputeCache; raise CUDA_CACHE_MAXSIZE so the cache holds them)"
+                f"GPU compute capability {cc}: {build} has no SASS for it and runs only by "
+                f"JIT-compiling its {ptx} PTX, which needs a driver that runs CUDA "
+                f"{c.release.minor} natively (>= {c.release.floor}); the first start compiles "
+                "kernels for minutes (then cached in ~/.nv/ComputeCache; raise "
+                "CUDA_CACHE_MAXSIZE so the cache holds them)"
             )
         else:
             line = f"GPU compute capability {cc}: {build} has SASS for it ({how})"

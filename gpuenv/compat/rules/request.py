@@ -24,7 +24,8 @@ FRAMEWORK_NAMES = {"torch": "PyTorch", "tensorflow": "TensorFlow"}
 
 @dataclass(frozen=True)
 class Request:
-    """What the user wants; every field optional. Values are raw strings as typed on the command line.
+    """What the user wants; every field optional. Values are raw strings as typed on the command
+    line.
 
     `wheelhouse` holds the file names of a wheel folder (None: no wheelhouse), `wheelhouse_dir`
     its path for messages; `today` fixes the date for the default-Python rule (tests).
@@ -57,10 +58,10 @@ class Request:
         return dict(self.origins).get(key) or {"gpu_archs": "--gpu-arch"}.get(key, "--" + key)
 
     def change(self, key: str, value: object) -> str | None:
-        """A fix's change of field `key` in the place its value came from: "set gpuenv.python: "3.11"
-        in invoke.yaml", "unset INVOKE_GPUENV_TORCH", "use --gpu-arch 8.0 instead of the GPUs of
-        --host x.xml"; None for a value from the command line (the caller names the option). A fix
-        never points at an option nobody typed."""
+        """A fix's change of field `key` in the place its value came from: "set gpuenv.python:
+        "3.11" in invoke.yaml", "unset INVOKE_GPUENV_TORCH", "use --gpu-arch 8.0 instead of the GPUs
+        of --host x.xml"; None for a value from the command line (the caller names the option). A
+        fix never points at an option nobody typed."""
         origin = dict(self.origins).get(key)
         if origin is None:
             return None

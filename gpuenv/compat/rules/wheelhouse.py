@@ -33,7 +33,8 @@ class WheelBuild:
 
 
 def framework_wheels(names: Iterable[str], framework: str) -> list[WheelBuild]:
-    """The wheels of `framework` among file names (tensorflow also as tensorflow_cpu), read with packaging."""
+    """The wheels of `framework` among file names (tensorflow also as tensorflow_cpu), read with
+    packaging."""
     # imported here: packaging's tags read the platform, which a resolve without wheels skips
     from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
@@ -119,8 +120,10 @@ def narrow_to_wheelhouse(cands: list[Candidate], w: Wishes) -> list[Candidate]:
         wanted = version_list(c.python for c in cands)
         versions = version_list(c.framework_version for c in cands)
         raise NoCompatibleStack(
-            f"wheelhouse {folder} holds {holds}, but {w.what} needs one of {versions} for Python {wanted} on Linux x86_64",
-            fix="add the wheel, or pin the release and Python the folder holds (--torch/--tensorflow, --python)",
+            f"wheelhouse {folder} holds {holds}, but {w.what} needs one of {versions} for Python "
+            f"{wanted} on Linux x86_64",
+            fix="add the wheel, or pin the release and Python the folder holds "
+            "(--torch/--tensorflow, --python)",
         )
     held = ", ".join(sorted({wheel.describe() for wheel in wheels}))
     w.notes.append(

@@ -8,7 +8,8 @@ baseline, the measured reference of its model and the fleet median of the same G
 with a GPU below the outlier floor marked "degraded" (reports that lie set aside first: an
 impossible figure, or one machine under two names), then the counts, the GPU models, the
 outliers and the hosts that are not ready, worst first. Pure: plain data in, plain data out.
-Every step is linear in the number of hosts, the worst-first sort aside (benchmarks/fleet_report.py).
+Every step is linear in the number of hosts, the worst-first sort aside
+(benchmarks/fleet_report.py).
 """
 
 from __future__ import annotations
@@ -274,7 +275,8 @@ def summarise_verdicts(verdicts: Iterable[str]) -> str:
 
 @functools.lru_cache(maxsize=4096)  # a fleet has a few dozen check names, over a million figures
 def _peak_metric(check: str) -> str | None:
-    """The datasheet metric (validate/judge/gpu_peaks.yaml) a check's figure is measured in, if any."""
+    """The datasheet metric (validate/judge/gpu_peaks.yaml) a check's figure is measured in, if
+    any."""
     if check in PLOTTED:
         return PLOTTED[check][0]
     match = _PEAK_METRIC.match(check)
@@ -301,8 +303,9 @@ def _outlier_reason(rows: list[Row], floor: float) -> str:
     found = [(row, name, fig) for row in rows for name, fig in row.outliers()]
     row, name, fig = min(found, key=lambda item: item[2].value / item[2].median)  # type: ignore[operator]
     return (
-        f"{len(found)} figure(s) below {floor:.0%} of the fleet median; lowest: GPU {row.index} {name} {fig.value:.1f} "
-        f"is {fig.value / fig.median:.0%} of the fleet median {fig.median:.1f} of {row.model or 'this host type'}"
+        f"{len(found)} figure(s) below {floor:.0%} of the fleet median; lowest: GPU {row.index} "
+        f"{name} {fig.value:.1f} is {fig.value / fig.median:.0%} of the fleet median "
+        f"{fig.median:.1f} of {row.model or 'this host type'}"
     )  # type: ignore[operator]
 
 
@@ -313,10 +316,11 @@ def analyse(
     outlier_floor: float = OUTLIER_FLOOR,
 ) -> Fleet:
     """The Fleet: rows per GPU with figures against peak, baseline (per GPU model) and the fleet
-    median, the statuses after outliers, the counts, the models and the hosts not ready, worst first.
+    median, the statuses after outliers, the counts, the models and the hosts not ready, worst
+    first.
 
-    `peaks` is validate.judge.peaks' table (list of GpuPeaks) or None; `baseline` the models section of
-    a gpuenv-validate-baseline/1 file. Both are plain data so this stays a pure function. A host
+    `peaks` is validate.judge.peaks' table (list of GpuPeaks) or None; `baseline` the models section
+    of a gpuenv-validate-baseline/1 file. Both are plain data so this stays a pure function. A host
     whose checks all passed but which has a GPU below `outlier_floor` of its model's fleet median
     comes back DEGRADED (not ready), with the figure and the median in its reason.
     """
@@ -384,7 +388,8 @@ def analyse(
     gpu_fleet = any(row.uuid for row in rows)
     for outcome, mine in zip(checked, host_rows):
         if outcome.status == READY and gpu_fleet and not any(row.uuid for row in mine):
-            # a CPU-only host passes its own CPU-only checks: in a GPU fleet that is neither ready nor a failure, but named
+            # a CPU-only host passes its own CPU-only checks: in a GPU fleet that is neither ready
+            # nor a failure, but named
             outcome = dataclasses.replace(outcome, status=CPU_ONLY, reason=CPU_ONLY_REASON)
             for row in mine:
                 row.status, row.reason = outcome.status, outcome.reason
@@ -440,7 +445,8 @@ def figure_metric(check: str) -> str | None:
 
 
 def _ceiling(metric: str, model: str | None, peaks: list[Any]) -> tuple[float, str] | None:
-    """(highest plausible figure, what it rests on) for this metric on this model, or None (no bound)."""
+    """(highest plausible figure, what it rests on) for this metric on this model, or None (no
+    bound)."""
     from validate.judge.peaks import peaks_for
 
     entry = peaks_for(model, peaks) if model else None
@@ -505,8 +511,8 @@ def _same(report: dict[str, Any]) -> str:
 
 
 def _shape(report: dict[str, Any]) -> tuple[Any, ...]:
-    """What two identical reports must share, cheap to take: its sections (GPU UUIDs) and its summary's
-    seconds. Only reports that share it are compared whole: on an honest fleet, none."""
+    """What two identical reports must share, cheap to take: its sections (GPU UUIDs) and its
+    summary's seconds. Only reports that share it are compared whole: on an honest fleet, none."""
     summary = report.get("summary")
     return tuple(sorted(report)), summary.get("seconds") if isinstance(summary, dict) else None
 
@@ -523,7 +529,8 @@ def _gpu_uuids(report: dict[str, Any]) -> list[str]:
 
 def duplicate_reasons(outcomes: list[HostOutcome]) -> dict[int, str]:
     """Position in `outcomes` -> why that host's report is a duplicate: the same report as another
-    host's, or a GPU UUID another host also claims. Every host involved is named, none is trusted."""
+    host's, or a GPU UUID another host also claims. Every host involved is named, none is
+    trusted."""
     reasons: dict[int, str] = {}
     alike: dict[tuple[Any, ...], list[int]] = {}
     owners: dict[str, list[int]] = {}
@@ -558,7 +565,8 @@ def set_lies_aside(outcomes: list[HostOutcome], peaks: list[Any]) -> list[HostOu
     """The (checked) outcomes with every lying report set aside: DUPLICATE or IMPLAUSIBLE with the
     reason, and no report, so none of its figures reaches a median. A report can be well formed and
     still lie: two reports claiming 1e17 TFLOPS once read "ready" and pulled the median so high that
-    the one honest host read "degraded"; a report copied under two host names counts its GPUs twice."""
+    the one honest host read "degraded"; a report copied under two host names counts its GPUs
+    twice."""
     duplicates = duplicate_reasons(outcomes)
     ceilings: dict[tuple[str, str | None], tuple[float, str] | None] = {}
     screened: list[HostOutcome] = []
@@ -592,7 +600,8 @@ def _counts(outcomes: list[HostOutcome]) -> dict[str, int]:
 
 
 def _models(hosts: list[tuple[HostOutcome, list[Row]]]) -> dict[str, dict[str, Any]]:
-    """Per GPU model: hosts, GPUs, and hosts per status ("no GPU shown" for hosts that showed none)."""
+    """Per GPU model: hosts, GPUs, and hosts per status ("no GPU shown" for hosts that showed
+    none)."""
     out: dict[str, dict[str, Any]] = {}
     for outcome, rows in hosts:
         names = {r.model or "unknown GPU" for r in rows if r.uuid} or {"no GPU shown"}
@@ -618,7 +627,8 @@ def _worst_first(hosts: list[tuple[HostOutcome, list[Row]]]) -> list[tuple[HostO
     return sorted((item for item in hosts if not item[0].ready), key=key)
 
 
-# ---------------------------------------------------------------- what every format says the same way
+# ---------------------------------------------------------------- what every format says the same
+# way
 
 
 def figure_text(check: str, fig: Figure) -> str:

@@ -72,9 +72,11 @@ def _summary_html(fleet: Fleet, title: str, when: str) -> list[str]:
     counts = fleet.counts
     parts = [
         f"<h1>{html.escape(title)}</h1>",
-        f'<section id="fleet-summary"><p class="summary"><b>{counts[READY]} of {len(fleet.outcomes)}</b> host(s) ready'
+        f'<section id="fleet-summary"><p class="summary"><b>{counts[READY]} of '
+        f"{len(fleet.outcomes)}</b> host(s) ready"
         + (" &mdash; baseline applied per GPU model" if fleet.baseline_applied else "")
-        + f"; a GPU below {fleet.floor:.0%} of its model's fleet median makes its host degraded. Generated {html.escape(when)}.</p>",
+        + f"; a GPU below {fleet.floor:.0%} of its model's fleet median makes its host degraded. "
+        f"Generated {html.escape(when)}.</p>",
         '<table id="fleet-counts"><thead><tr>'
         + "".join(f"<th>{html.escape(s)}</th>" for s in counts)
         + "</tr></thead><tbody><tr>"
@@ -117,7 +119,8 @@ def _not_ready_html(fleet: Fleet, bad: list[tuple[HostOutcome, list[Row]]]) -> l
             else ""
         )
         parts.append(
-            f'<tr class="bad" data-status="{html.escape(outcome.status)}"><td>{n}</td><td>{_e(outcome.host)}</td>'
+            '<tr class="bad" '
+            f'data-status="{html.escape(outcome.status)}"><td>{n}</td><td>{_e(outcome.host)}</td>'
             f'<td class="{_status_class(outcome.status)}">{html.escape(outcome.status)}</td>'
             f"<td>{_e(outcome.reason or 'see its report')}{detail}</td></tr>"
         )
@@ -133,11 +136,13 @@ def _not_plotted_note(every: list[str], drawn: list[str], without: list[str]) ->
     why = []
     if without:
         why.append(
-            f"{len(without)} with no figure to plot: {', '.join(without[:NAMED])}{' ...' if len(without) > NAMED else ''}"
+            f"{len(without)} with no figure to plot: "
+            f"{', '.join(without[:NAMED])}{' ...' if len(without) > NAMED else ''}"
         )
     if beyond:
         why.append(
-            f"{len(beyond)} beyond the {MAX_MODELS} with the most hosts: {', '.join(beyond[:NAMED])}{' ...' if len(beyond) > NAMED else ''}"
+            f"{len(beyond)} beyond the {MAX_MODELS} with the most hosts: "
+            f"{', '.join(beyond[:NAMED])}{' ...' if len(beyond) > NAMED else ''}"
         )
     return f"{len(drawn)} of {len(every)} GPU model(s) plotted; not plotted: " + "; ".join(why)
 
@@ -160,7 +165,8 @@ def plots_wanted(fleet: Fleet) -> list[tuple[str, str]]:
 def _plots_html(fleet: Fleet, predrawn: dict[tuple[str, str], Any] | None = None) -> list[str]:
     every, models = _plotted_models(fleet)
     parts = [
-        '<section id="fleet-distributions"><h2>Figures per GPU model, against the reference and the fleet median</h2>'
+        '<section id="fleet-distributions"><h2>Figures per GPU model, against the reference and '
+        "the fleet median</h2>"
     ]
     drawn: list[str] = []
     without: list[str] = []
@@ -188,7 +194,8 @@ def _plots_html(fleet: Fleet, predrawn: dict[tuple[str, str], Any] | None = None
             else "No outlier."
         )
         parts.append(
-            f'<figure id="dist-{slug}" class="plot">{svg}<figcaption class="{"outlier" if named else ""}">{caption}</figcaption></figure>'
+            f'<figure id="dist-{slug}" class="plot">{svg}<figcaption '
+            f'class="{"outlier" if named else ""}">{caption}</figcaption></figure>'
         )
     for (
         check
@@ -209,12 +216,14 @@ def _plots_html(fleet: Fleet, predrawn: dict[tuple[str, str], Any] | None = None
         if svg:
             slug = re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")
             heatmaps.append(
-                f'<figure id="heat-{slug}" class="plot">{svg}<figcaption>Red: below {fleet.floor:.0%} of the fleet median '
+                f'<figure id="heat-{slug}" class="plot">{svg}<figcaption>Red: below '
+                f"{fleet.floor:.0%} of the fleet median "
                 f"of {_e(model)}; grey: no figure.</figcaption></figure>"
             )
     if heatmaps:  # a heading with nothing under it says nothing: the section is left out
         parts += [
-            '<section id="fleet-heatmap"><h2>Host &times; GPU: lowest figure against the fleet median</h2>',
+            '<section id="fleet-heatmap"><h2>Host &times; GPU: lowest figure against the fleet '
+            "median</h2>",
             *heatmaps,
             "</section>",
         ]
@@ -251,7 +260,8 @@ def _gpu_rows_html(rows: list[Row]) -> list[str]:
     no check is left out) and the worst figure. Three cells, not one per area: at 12,500 hosts
     the details of 855 hosts held 77,000 cells for a browser to build."""
     parts = [
-        "<table><thead><tr><th>GPU</th><th>areas not passed</th><th>worst figure</th></tr></thead><tbody>"
+        "<table><thead><tr><th>GPU</th><th>areas not passed</th><th>worst "
+        "figure</th></tr></thead><tbody>"
     ]
     for row in rows:
         worst = row.worst_figure()
@@ -277,7 +287,8 @@ def _details_html(bad: list[tuple[HostOutcome, list[Row]]]) -> list[str]:
     checks), the worst OPEN_DETAILS open, the rest collapsed, at most MAX_DETAILS of them."""
     shown = bad[:MAX_DETAILS]
     parts = [
-        f'<section id="fleet-not-ready-details"><h2>Hosts that are not ready, in detail ({len(bad)})</h2>'
+        '<section id="fleet-not-ready-details"><h2>Hosts that are not ready, in detail '
+        f"({len(bad)})</h2>"
     ]
     if len(bad) > OPEN_DETAILS:
         parts.append(
@@ -285,7 +296,8 @@ def _details_html(bad: list[tuple[HostOutcome, list[Row]]]) -> list[str]:
         )
     for n, (outcome, rows) in enumerate(shown):
         parts.append(
-            f'<details class="host"{" open" if n < OPEN_DETAILS else ""}><summary>{_e(outcome.host)}: '
+            "<details "
+            f'class="host"{" open" if n < OPEN_DETAILS else ""}><summary>{_e(outcome.host)}: '
             f'<span class="{_status_class(outcome.status)}">{html.escape(outcome.status)}</span></summary>'
         )
         parts.append(f"<p>{_e(outcome.reason or 'no reason given')}</p>")
@@ -309,7 +321,8 @@ def _details_html(bad: list[tuple[HostOutcome, list[Row]]]) -> list[str]:
         parts.append("</details>")
     if len(bad) > len(shown):
         parts.append(
-            f'<p class="noplot">{len(bad) - len(shown)} more host(s) that are not ready: each is named with its '
+            f'<p class="noplot">{len(bad) - len(shown)} more host(s) that are not ready: each is '
+            "named with its "
             "reason in the table above, and every check is in the JSON report.</p>"
         )
     parts.append("</section>")
@@ -324,7 +337,8 @@ def _ready_html(fleet: Fleet) -> list[str]:
     parts = [f'<section id="fleet-ready"><h2>Ready hosts ({len(ready)})</h2>']
     if ready:
         parts.append(
-            f"<details><summary>{len(ready)} ready host(s), by name: one row each (every check is in the JSON report)"
+            f"<details><summary>{len(ready)} ready host(s), by name: one row each (every check "
+            "is in the JSON report)"
             '</summary><table id="ready-table"><thead><tr><th>host</th><th>GPUs</th><th>checks</th>'
             "<th>worst figure</th></tr></thead><tbody>"
         )

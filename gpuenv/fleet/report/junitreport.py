@@ -59,7 +59,10 @@ def iter_junit(fleet: Fleet) -> Iterator[str]:
         for key, value in host_counts.items():
             totals[key] += value
     attrs = " ".join(f'{k}="{v}"' for k, v in totals.items())
-    yield f'<?xml version="1.0" encoding="utf-8"?>\n<testsuites name="gpuenv fleet validation" {attrs}>\n'
+    yield (
+        '<?xml version="1.0" encoding="utf-8"?>\n<testsuites name="gpuenv fleet validation" '
+        f"{attrs}>\n"
+    )
     areas: dict[tuple[str, str], str] = {}  # (test, check) -> area: a few dozen distinct pairs
     for (outcome, rows), host_counts in zip(fleet.hosts, counts):
         yield _suite(fleet, outcome, rows, areas, host_counts)
@@ -108,13 +111,15 @@ def _suite(
         area = areas.get(key) or areas.setdefault(key, check_area(check))
         classname = classnames.get(area) or classnames.setdefault(area, _xa(host + "." + area))
         head = (
-            f"<testcase classname={classname} name={_xa(check['check'] + ' [' + (uuid or 'host') + ']')} "
+            f"<testcase classname={classname} "
+            f"name={_xa(check['check'] + ' [' + (uuid or 'host') + ']')} "
             f'time="{check["seconds"] or 0:.3f}">'
         )
         verdict = check["verdict"]
         if verdict == "fail":
             cases.append(
-                f"{head}<failure message={_xa(check['reason'] or check['measured'] or 'failed')}/></testcase>"
+                f"{head}<failure "
+                f"message={_xa(check['reason'] or check['measured'] or 'failed')}/></testcase>"
             )
         elif verdict == "skip":
             cases.append(f"{head}<skipped message={_xa(check['reason'] or 'skipped')}/></testcase>")
@@ -129,20 +134,24 @@ def _suite(
                 f"{row.model or 'this host type'} (floor {fleet.floor:.0%})"
             )
             cases.append(
-                f"<testcase classname={_xa(host + '.fleet')} name={_xa('outlier: ' + name + ' [' + str(row.uuid or 'host') + ']')} "
+                f"<testcase classname={_xa(host + '.fleet')} "
+                f"name={_xa('outlier: ' + name + ' [' + str(row.uuid or 'host') + ']')} "
                 f'time="0.000"><failure message={_xa(message)}/></testcase>'
             )
     if counts["errors"]:
         cases.append(
-            f'<testcase classname={_xa(host + ".run")} name="validation run" time="{outcome.seconds or 0:.3f}">'
-            f"<error message={_xa(outcome.status + ': ' + outcome.reason)} type={_xa(outcome.status)}/></testcase>"
+            f'<testcase classname={_xa(host + ".run")} name="validation run" '
+            f'time="{outcome.seconds or 0:.3f}">'
+            f"<error message={_xa(outcome.status + ': ' + outcome.reason)} "
+            f"type={_xa(outcome.status)}/></testcase>"
         )
     props = f'<property name="status" value={_xa(outcome.status)}/>'
     if outcome.reason:
         props += f'<property name="reason" value={_xa(outcome.reason)}/>'
     attrs = " ".join(f'{k}="{v}"' for k, v in counts.items())
     return (
-        f'  <testsuite name={_xa(host)} hostname={_xa(host)} {attrs} time="{outcome.seconds or 0:.3f}">\n'
+        f"  <testsuite name={_xa(host)} hostname={_xa(host)} {attrs} "
+        f'time="{outcome.seconds or 0:.3f}">\n'
         f"    <properties>{props}</properties>\n"
         + "".join(f"    {c}\n" for c in cases)
         + "  </testsuite>\n"

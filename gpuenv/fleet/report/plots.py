@@ -95,7 +95,8 @@ def distribution_panels(fleet: Fleet, model: str) -> list[Panel]:
     return panels
 
 
-#: Figures that take a few whole values (a PCIe generation, a link width): counted per value, not binned.
+#: Figures that take a few whole values (a PCIe generation, a link width): counted per value, not
+#: binned.
 CATEGORICAL = re.compile(r"\bpcie\b.*\b(generation|gen|width)\b", re.IGNORECASE)
 
 
@@ -125,7 +126,8 @@ def _plot_counts(ax: Any, panel: Panel) -> None:
 
 def plot_distributions(fleet: Fleet, model: str) -> str | None:
     """One SVG per GPU model: a histogram per figure of every GPU of that model, with the fleet
-    median, the outlier floor, the measured reference and the team baseline as lines, outliers in red.
+    median, the outlier floor, the measured reference and the team baseline as lines, outliers in
+    red.
     Its size depends on the number of figures, never on the number of hosts."""
     return draw_distributions(model, distribution_panels(fleet, model), fleet.floor)
 

@@ -55,7 +55,8 @@ def render_table(fleet: Fleet, verbose: bool = False) -> str:
         out += ["", f"not ready, worst first ({len(bad)}):"]
         for outcome, rows in bad:
             out.append(
-                f"{outcome.status}: {safe_text(outcome.host)}: {safe_text(outcome.reason or 'see its report')}"
+                f"{outcome.status}: {safe_text(outcome.host)}: "
+                f"{safe_text(outcome.reason or 'see its report')}"
             )
             out += ["  " + safe_text(line) for line in failure_lines(outcome, rows)]
         headers = ("host", "GPU", "status", *AREAS, "worst figure")
@@ -94,7 +95,8 @@ def render_table(fleet: Fleet, verbose: bool = False) -> str:
     elif ready:
         out += [
             "",
-            f"{len(ready)} ready host(s) not listed (--verbose lists them; the JSON report has every check)",
+            f"{len(ready)} ready host(s) not listed (--verbose lists them; the JSON report has "
+            "every check)",
         ]
     return "\n".join(out + _multinode_section(fleet))
 
@@ -114,7 +116,8 @@ def _multinode_section(fleet: Fleet) -> list[str]:
         for check in ((outcome.report or {}).get("host") or {}).get("checks") or []:
             if check.get("test") == MULTINODE_TEST:
                 out.append(
-                    f"  {check['verdict']}: {safe_text(check['check'])}: {safe_text(check['measured'])}"
+                    f"  {check['verdict']}: {safe_text(check['check'])}: "
+                    f"{safe_text(check['measured'])}"
                 )
     return out
 

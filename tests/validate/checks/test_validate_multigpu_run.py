@@ -90,7 +90,8 @@ def test_ddp_and_mirrored_train_on_the_cpu_and_pass(runs):
         and dataparallel["value"] > 0
         and "DDP's" in dataparallel["measured"]
     )
-    # the rates a --baseline judges and DataParallel stay out of the fleet median; the efficiency meets it
+    # the rates a --baseline judges and DataParallel stay out of the fleet median; the efficiency
+    # meets it
     assert [
         rows[n]["fleet_judged"]
         for n in (

@@ -26,7 +26,8 @@ BUSES = ("00000000:18:00.0", "00000000:2A:00.0")
 
 
 def _probe_answer(figures: list[float]) -> dict:
-    """TensorFlow's probe answer, shaped as `tf-info --speed` prints it, with one bf16 figure per GPU."""
+    """TensorFlow's probe answer, shaped as `tf-info --speed` prints it, with one bf16 figure per
+    GPU."""
     return {
         "version": "2.21.0",
         "is_cuda_build": True,

@@ -32,7 +32,8 @@ H100_TEXT = TEXT / "linux-x86_64__nvidia-h100-80gb-hbm3__590.48.01.txt"
 
 
 def refused(path: Path | str, words: str) -> str:
-    """load_capture refuses `path` within 10 s (a hang bound: such inputs once took a minute or more; the times are benchmarks/hostile_counts.py) with one line naming it and `words`."""
+    """load_capture refuses `path` within 10 s (a hang bound: such inputs once took a minute or
+    more; the times are benchmarks/hostile_counts.py) with one line naming it and `words`."""
     started = time.monotonic()
     with pytest.raises(CaptureError) as caught:
         load_capture(path)
@@ -114,7 +115,8 @@ def test_a_huge_capture_is_refused_unread(tmp_path):
     ],
 )
 def test_byte_order_marks_are_read(tmp_path, codec, bom):
-    """PowerShell's `nvidia-smi -q -x > host.xml` writes UTF-16 with a mark: read as the same capture."""
+    """PowerShell's `nvidia-smi -q -x > host.xml` writes UTF-16 with a mark: read as the same
+    capture."""
     for source, name in ((A100, "host.xml"), (H100_TEXT, "host.txt")):
         path = tmp_path / name
         path.write_bytes(bom + source.read_text(encoding="utf-8").encode(codec))
@@ -201,7 +203,8 @@ def test_nesting_and_number_sizes_are_bounded(tmp_path, name, content, words):
 def _mig_capture(index: str) -> str:
     mig = (
         "<mig_mode><current_mig>Enabled</current_mig><pending_mig>Enabled</pending_mig></mig_mode><mig_devices>"
-        f"<mig_device><index>{index}</index><fb_memory_usage><total>9728 MiB</total><used>0 MiB</used></fb_memory_usage>"
+        f"<mig_device><index>{index}</index><fb_memory_usage><total>9728 MiB</total><used>0 "
+        "MiB</used></fb_memory_usage>"
         "</mig_device></mig_devices>"
     )
     return re.sub(
@@ -258,7 +261,8 @@ GPU = {"nvmlDeviceGetName": "NVIDIA A100-SXM4-40GB", "nvmlDeviceGetUUID": "GPU-1
         (
             "ecc-neg.json",
             recording({"nvmlDeviceGetCount": 1}, [{**GPU, "nvmlDeviceGetTotalEccErrors(1,0)": -5}]),
-            "devices[0].nvmlDeviceGetTotalEccErrors(1,0) is -5, but NVML's counts and readings are never negative",
+            "devices[0].nvmlDeviceGetTotalEccErrors(1,0) is -5, but NVML's counts and readings "
+            "are never negative",
         ),
         (
             "rows-neg.json",
@@ -531,7 +535,8 @@ def _h100x8_shared(second: int, spelling=lambda uuid: uuid) -> str:
 
 
 def _text_shared() -> tuple[str, str]:
-    """The real H100 text capture with its GPU printed twice, at a second bus address: two GPUs, one UUID."""
+    """The real H100 text capture with its GPU printed twice, at a second bus address: two GPUs, one
+    UUID."""
     text = H100_TEXT.read_text(encoding="utf-8")
     start = text.index("\nGPU 00000000:00:09.0\n") + 1
     end = text.index("\n#####", start) + 1

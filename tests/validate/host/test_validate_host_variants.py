@@ -217,7 +217,8 @@ def test_fabric_state_survives_gpuenvs_own_recording():
     assert {(g.fabric_state, g.fabric_status) for g in again} == {("In Progress", None)}
 
 
-# --- identity ---------------------------------------------------------------------------------------
+# --- identity
+# ---------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("path", RECORDS, ids=lambda p: p.name)

@@ -23,7 +23,8 @@ NAMES = [
 
 @pytest.mark.parametrize("name, entry", NAMES, ids=[name for name, _ in NAMES])
 def test_every_name_in_the_data_round_trips_to_its_entry(name, entry):
-    """As listed, and as a driver would print it (drivers from ~470 add "NVIDIA ", older ones omit it)."""
+    """As listed, and as a driver would print it (drivers from ~470 add "NVIDIA ", older ones omit
+    it)."""
     spellings = {name, name.removeprefix("NVIDIA "), "NVIDIA " + name.removeprefix("NVIDIA ")}
     for spelling in spellings:
         known = compute_capability_for(spelling)
@@ -40,7 +41,8 @@ def test_every_name_in_the_data_round_trips_to_its_entry(name, entry):
 
 
 def test_the_data_spans_kepler_to_blackwell_ultra_and_every_entry_cites_a_page():
-    """A guard against a bad edit dropping a generation: the issue asks for Kepler to Blackwell Ultra."""
+    """A guard against a bad edit dropping a generation: the issue asks for Kepler to Blackwell
+    Ultra."""
     assert {entry["architecture"] for entry in ENTRIES} == {
         "Kepler",
         "Maxwell",
@@ -98,6 +100,7 @@ def test_added_products_replay_with_their_compute_capability(name, expected):
 
 
 def test_a_longer_product_is_not_taken_for_a_shorter_one():
-    """ "RTX A400" is a prefix of "RTX A4000" as text but not as a name: each keeps its own entry."""
+    """ "RTX A400" is a prefix of "RTX A4000" as text but not as a name: each keeps its own
+    entry."""
     assert compute_capability_for("NVIDIA RTX A4000").confirmed
     assert not compute_capability_for("NVIDIA RTX A400").confirmed

@@ -16,7 +16,8 @@ from validate.judge.speed import sustained_clocks_verdict
 from validate.judge.verdict import FAIL, INFO, PASS, SKIP
 
 GIB = 2**30
-# SYNTHETIC: two GPUs shaped like a DGX H100's in nvidia-smi -q (driver 550.54.15, CUDA 12.4); UUIDs invented.
+# SYNTHETIC: two GPUs shaped like a DGX H100's in nvidia-smi -q (driver 550.54.15, CUDA 12.4); UUIDs
+# invented.
 H100 = {
     "name": "NVIDIA H100 80GB HBM3",
     "uuid": "GPU-4b2c1e0a-93d1-7f3c-5a8e-1c2d3e4f5a60",

@@ -33,7 +33,8 @@ def _host(text: str) -> list[nvml.GpuInfo]:
 
 
 def _xml_double_bit(total: str) -> str:
-    """A100 capture (570.148.08) with its volatile ECC counters in the old single/double-bit form."""
+    """A100 capture (570.148.08) with its volatile ECC counters in the old single/double-bit
+    form."""
     old = (
         "<volatile><single_bit><device_memory>0</device_memory><register_file>0</register_file>"
         "<total>0</total></single_bit><double_bit><device_memory>{0}</device_memory>"

@@ -25,7 +25,8 @@ def test_versions_compare_as_numbers(driver, minimum, old):
 
 def test_message_shape_with_the_cuda_this_driver_runs():
     assert driver_too_old("535.104.05", "550.54.14", "12.2") == (
-        "driver 535.104.05 is older than 550.54.14 needed by this image: upgrade, or build for --cuda 12.2"
+        "driver 535.104.05 is older than 550.54.14 needed by this image: upgrade, or build for "
+        "--cuda 12.2"
     )
     assert (
         driver_too_old("535.104.05", "550.54.14")

@@ -1,4 +1,5 @@
-"""Ready needs proof: a GPU run where no GPU computed, or whose rows and exit status disagree, is not validated.
+"""Ready needs proof: a GPU run where no GPU computed, or whose rows and exit status disagree, is
+not validated.
 
 The GPUs here are the real ones of recorded captures (tests/validate/captures); the rows are the
 suite's own records, as its checks write them.
@@ -23,7 +24,8 @@ CAPTURES = Path(__file__).parent.parent / "captures"
 
 
 def _capture_gpus() -> dict[str, str]:
-    """UUID -> label of every GPU of a recorded 8-GPU H100 host, read through the suite's own NVML reader."""
+    """UUID -> label of every GPU of a recorded 8-GPU H100 host, read through the suite's own NVML
+    reader."""
     from validate.host import nvml
     from validate.host.replay import ReplayNvml
 
@@ -158,7 +160,8 @@ def test_health_only_is_asked_by_name_and_documented():
 def _suite_on_a_synthetic_gpu_host(
     tmp_path, *args: str
 ) -> tuple[subprocess.CompletedProcess, dict]:
-    """`python -m validate` in a subprocess on the SYNTHETIC two-GPU host of synthetic_gpu_host.py."""
+    """`python -m validate` in a subprocess on the SYNTHETIC two-GPU host of
+    synthetic_gpu_host.py."""
     import os
 
     report = tmp_path / "report.json"

@@ -2,7 +2,8 @@
 of the same model measured, on the published figures the issue names. The rule is checked on
 figures it was not drawn from (a unit held out from the others, DCGM's own figure for a model):
 those pass; a unit at half its reference fails; a model with no reference is "not judged" (never a
-pass or a fail from a datasheet fraction). Every figure below is also in gpu_peaks.yaml with its public source;
+pass or a fail from a datasheet fraction). Every figure below is also in gpu_peaks.yaml with its
+public source;
 the tests read it from there and check the number, so a changed table shows here."""
 
 from __future__ import annotations
@@ -74,7 +75,8 @@ def test_each_published_unit_is_cited_confirms_its_floor_and_half_of_it_fails(
 
 
 def _held_out_units():
-    """(model, metric, held-out figure, the other units) for every model with several published units."""
+    """(model, metric, held-out figure, the other units) for every model with several published
+    units."""
     cases = []
     for entry in load_peaks():
         for metric in {m.metric for m in entry.measured}:
@@ -132,7 +134,8 @@ def test_there_are_held_out_units_to_check_the_rule_with():
 
 
 #: DCGM's own figure for a healthy unit (nvvs/diag-skus.yaml.in, another tool: cuBLAS SGEMM), for
-#: models whose floor comes from torch.matmul figures only: a healthy figure the floor was not drawn from.
+#: models whose floor comes from torch.matmul figures only: a healthy figure the floor was not drawn
+#: from.
 OTHER_TOOL = [
     (e.nvml_names[0], m.metric, m.value)
     for e in load_peaks()
@@ -158,7 +161,8 @@ def test_there_are_other_tool_figures_to_check_the_rule_with():
 
 
 def test_the_old_datasheet_floor_would_have_failed_these_healthy_units():
-    """The reason for the change: 0.55 x datasheet is above what healthy power-capped parts measure."""
+    """The reason for the change: 0.55 x datasheet is above what healthy power-capped parts
+    measure."""
     for name, metric, figure, _ in HEALTHY:
         if name == "NVIDIA L4" or figure == 56.06:
             assert figure < 0.55 * peaks_for(name, load_peaks()).peak(metric)
@@ -380,8 +384,8 @@ def test_nccl_floor_on_pcie_and_unknown_links():
 
 
 def test_readme_table_lists_every_reference_with_its_floor():
-    """docs/suite.md ("What the suite checks and how it judges") stays true to gpu_peaks.yaml: its table is
-    what scripts/reference_table.py prints (run it and paste when a reference changes)."""
+    """docs/suite.md ("What the suite checks and how it judges") stays true to gpu_peaks.yaml: its
+    table is what scripts/reference_table.py prints (run it and paste when a reference changes)."""
     import importlib.util
     from pathlib import Path
 
@@ -469,7 +473,8 @@ def test_the_a10g_is_judged_like_for_like_and_its_dcgm_figures_only_warn():
 
 def test_the_gb200_has_only_dcgms_figures_and_they_only_warn():
     """GB200: DCGM's entry for its device and subsystem (2941/2046) is the only public figure, taken
-    another way: unconfirmed, a figure below 75% of it warns; the data records that DCGM names it B200."""
+    another way: unconfirmed, a figure below 75% of it warns; the data records that DCGM names it
+    B200."""
     entry = peaks_for("NVIDIA GB200", load_peaks())
     fp32 = entry.reference_for("fp32_tflops")
     assert (

@@ -63,7 +63,8 @@ def through_recording(recording: dict) -> nvml.GpuInfo:
     return nvml.read_host(ReplayNvml(recorder.recording())).gpus[0]
 
 
-# --- every real record is judged as before: no new row fails it ------------------------------------
+# --- every real record is judged as before: no new row fails it
+# ------------------------------------
 
 
 @pytest.mark.parametrize("path", RECORDS, ids=lambda p: p.name)
@@ -91,7 +92,8 @@ def test_the_real_hgx_h100_pcie_replays_since_reset_are_information():
     assert "31/min at gen5 x16" in verdict.reason
 
 
-# --- 1. PCIe replays --------------------------------------------------------------------------------
+# --- 1. PCIe replays
+# --------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("count", [0, 80, 81, 10_000_000])
@@ -148,7 +150,8 @@ def test_the_idle_replay_row_names_the_limit_of_the_link_under_load():
     assert "DCGM warns above 31/min at gen5 x16" in verdict.reason
 
 
-# --- 2. infoROM -------------------------------------------------------------------------------------
+# --- 2. infoROM
+# -------------------------------------------------------------------------------------
 
 
 def test_a_corrupted_inforom_warns_live_and_through_the_recording():
@@ -167,7 +170,8 @@ def test_a_valid_inforom_passes():
     assert gpu.health.inforom_valid is True and rows(gpu)["inforom"].verdict == PASS
 
 
-# --- 3. temperature against the GPU's own thresholds -----------------------------------------------
+# --- 3. temperature against the GPU's own thresholds
+# -----------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -205,7 +209,8 @@ def test_temperature_from_text_and_through_gpuenvs_recording():
     )["temperature"].verdict == FAIL
 
 
-# --- 4. NVLink error counters and the fabric's health ----------------------------------------------
+# --- 4. NVLink error counters and the fabric's health
+# ----------------------------------------------
 
 
 def _links(errors: dict[int, dict[int, int]]) -> dict:
@@ -275,7 +280,8 @@ def test_fabric_health_from_text_and_through_gpuenvs_recording():
     )
 
 
-# --- 5. clock-event counters (the MOCK capture is NVIDIA's NVML mock: a synthetic base) ------------
+# --- 5. clock-event counters (the MOCK capture is NVIDIA's NVML mock: a synthetic base)
+# ------------
 
 
 def test_the_mock_captures_counters_are_read_and_pass():
@@ -338,7 +344,8 @@ def test_the_recorder_keeps_nvmls_field_value_arrays():
     )
 
 
-# --- 6. the clock-event reasons the review found untested ---------------------------------------------
+# --- 6. the clock-event reasons the review found untested
+# ---------------------------------------------
 
 
 def test_hw_slowdown_alone_fails_naming_every_cause():
@@ -362,7 +369,8 @@ def test_sw_thermal_slowdown_fails_naming_cooling():
     )
 
 
-# --- absence is never health ---------------------------------------------------------------------------
+# --- absence is never health
+# ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -386,7 +394,8 @@ def test_a_reading_the_capture_lacks_is_not_reported(row, text):
 
 
 def test_a_temperature_without_thresholds_skips_and_shows_the_reading():
-    """Thresholds the capture lacks leave the reading unjudged: shown, never called within limits."""
+    """Thresholds the capture lacks leave the reading unjudged: shown, never called within
+    limits."""
     text = v.without(v.A100_XML, "gpu_temp_slow_threshold")
     for tag in ("gpu_temp_max_threshold", "gpu_temp_max_gpu_threshold"):
         text = v._one(rf"\s*<{tag}>.*?</{tag}>", "", text)
@@ -443,7 +452,8 @@ def test_counters_printed_as_na_are_not_reported():
     assert gpu.health.clock_event_us is None and rows(gpu)["clock event time"].verdict == SKIP
 
 
-# --- the limits file ------------------------------------------------------------------------------------
+# --- the limits file
+# ------------------------------------------------------------------------------------
 
 
 def test_every_limit_has_a_source_a_reader_can_open():
@@ -454,7 +464,8 @@ def test_every_limit_has_a_source_a_reader_can_open():
         w.parse_limits({"limits": [{"name": "x", "value": 1}]})
 
 
-# --- end to end -----------------------------------------------------------------------------------------
+# --- end to end
+# -----------------------------------------------------------------------------------------
 
 
 def test_replayed_unhealthy_fabric_is_not_ready(tmp_path):
@@ -485,7 +496,8 @@ def test_replayed_unhealthy_fabric_is_not_ready(tmp_path):
 
 
 def test_the_sampler_reads_the_replay_counter_the_rate_is_made_from():
-    """The sustained load's sampler reads the counter at every sample (here from a replayed capture)."""
+    """The sustained load's sampler reads the counter at every sample (here from a replayed
+    capture)."""
     recording = parse_capture(v.pcie_replays(500), "synthetic")
     uuid = recording["devices"][0]["nvmlDeviceGetUUID"]
     sampler = nvml.Sampler([uuid], ReplayNvml(recording))
@@ -500,7 +512,8 @@ def test_the_sampler_reads_the_replay_counter_the_rate_is_made_from():
 
 
 def _field_answer(field_id: int, nanoseconds: int) -> list[dict]:
-    """nvmlDeviceGetFieldValues' answer for one id, as nvidia-ml-py's c_nvmlFieldValue_t holds it."""
+    """nvmlDeviceGetFieldValues' answer for one id, as nvidia-ml-py's c_nvmlFieldValue_t holds
+    it."""
     return [
         {"fieldId": field_id, "nvmlReturn": 0, "valueType": 3, "value": {"ullVal": nanoseconds}}
     ]
@@ -574,7 +587,8 @@ def test_only_the_power_cap_and_sync_boost_read_is_not_reported():
 
 def test_power_smoothing_fields_are_never_read_as_slowdown_time():
     """On 575.51 to 580.65, 269-271 are power-smoothing fields (a profile, a percentage, a ramp rate
-    in mW/s): answered so, they must not read as seconds of power brake; 251-253 are the counters."""
+    in mW/s): answered so, they must not read as seconds of power brake; 251-253 are the
+    counters."""
     answers = {
         f"nvmlDeviceGetFieldValues([{f}])": _field_answer(f, value)
         for f, value in ((251, 0), (252, 0), (253, 0), (269, 2), (270, 40), (271, 500_000_000))
@@ -694,7 +708,8 @@ H200_FIELDS = (
 
 
 def test_a_live_h200_on_580_159_answers_the_counters_at_269_to_271_and_not_at_251_to_253():
-    """Recorded live: driver 580.159.04 answers 269-271 as counters (0 ns) and 251-253 NotSupported."""
+    """Recorded live: driver 580.159.04 answers 269-271 as counters (0 ns) and 251-253
+    NotSupported."""
     answers = _recorded_field_answers(H200_FIELDS)
     assert answers["nvmlDeviceGetFieldValues([251])"][0]["nvmlReturn"] == 3
     recording = _with_driver(live_like(answers, v.H100_XML), "580.159.04")
@@ -711,7 +726,8 @@ def test_a_live_h200_on_580_159_answers_the_counters_at_269_to_271_and_not_at_25
         ).verdict
         == PASS
     )
-    # the older numbering asked of this driver finds nothing: the row would be "not reported", never pass
+    # the older numbering asked of this driver finds nothing: the row would be "not reported", never
+    # pass
     old = _with_driver(live_like(answers, v.H100_XML), "580.65.06")
     gpu = nvml.read_host(ReplayNvml(old)).gpus[0]
     assert not {"sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"} & set(

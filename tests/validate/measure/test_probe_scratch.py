@@ -15,7 +15,10 @@ import pytest
 from validate.measure.subproc import run_command
 
 # What the DDP check does: a tempfile.TemporaryDirectory, then work that never finishes.
-PROBE = "import sys, tempfile, time\nd = tempfile.mkdtemp(prefix='gpuenv-ddp-')\nprint(d, flush=True)\ntime.sleep(300)\n"
+PROBE = (
+    "import sys, tempfile, time\nd = tempfile.mkdtemp(prefix='gpuenv-ddp-')\n"
+    "print(d, flush=True)\ntime.sleep(300)\n"
+)
 
 
 def test_a_probe_killed_at_its_timeout_leaves_no_temporary_folder():

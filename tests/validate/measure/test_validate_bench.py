@@ -17,7 +17,8 @@ from validate.measure import bench
 
 
 def device_context(cuda: Any) -> type:
-    """torch.cuda.device as both fakes need it: a context that makes `index` cuda.current inside it."""
+    """torch.cuda.device as both fakes need it: a context that makes `index` cuda.current inside
+    it."""
 
     class Device:
         def __init__(self, index: int) -> None:
@@ -227,5 +228,6 @@ def test_sustained_load_error_on_one_gpu_stops_the_others_and_is_raised():
     ],
 )
 def test_precisions_follow_the_tensor_core_modes(capability, precisions):
-    """Shared by PyTorch's and TensorFlow's matmul checks: T4 (7.5) has fp16 Tensor Cores, no bf16/tf32."""
+    """Shared by PyTorch's and TensorFlow's matmul checks: T4 (7.5) has fp16 Tensor Cores, no
+    bf16/tf32."""
     assert bench.precisions_for(capability) == precisions

@@ -183,8 +183,10 @@ def test_tensorflow_build_info_is_read_without_importing_tensorflow():
     text = (
         '"""Auto-generated module providing information about the build."""\nimport collections\n\n'
         "build_info = collections.OrderedDict([('cpu_compiler', '/usr/lib/llvm-18/bin/clang'), "
-        "('cuda_compute_capabilities', ['sm_60', 'sm_70', 'sm_80', 'sm_89', 'compute_90']), ('cuda_version', '12.5.1'), "
-        "('cudnn_version', '9'), ('is_cuda_build', True), ('is_rocm_build', False), ('is_tensorrt_build', False)])\n"
+        "('cuda_compute_capabilities', ['sm_60', 'sm_70', 'sm_80', 'sm_89', 'compute_90']), "
+        "('cuda_version', '12.5.1'), "
+        "('cudnn_version', '9'), ('is_cuda_build', True), ('is_rocm_build', False), "
+        "('is_tensorrt_build', False)])\n"
     )
     assert parse_build_info(text) == TF_218_BUILD_INFO
     assert parse_build_info("build_info = os.system('x')\n") is None

@@ -153,7 +153,8 @@ def test_the_shipped_table_judges_pcie_and_nvlink_hosts_warn_only():
         low = efficiency_verdict(0.5 * row.efficiency, kind, row.gpus, rows)
         assert low.verdict == WARN and row.source in low.threshold and "another model" in low.reason
         assert efficiency_verdict(row.efficiency, kind, row.gpus, rows).verdict == PASS
-    # fabrics between nodes have no row: the multi-node job's efficiency is not judged by a reference
+    # fabrics between nodes have no row: the multi-node job's efficiency is not judged by a
+    # reference
     assert not [r for r in rows if r.interconnect in ("infiniband", "ethernet")]
 
 

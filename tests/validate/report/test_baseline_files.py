@@ -27,7 +27,10 @@ from validate.report.baseline import (
 from validate.report.record import Record
 
 REPO = Path(__file__).resolve().parents[3]
-GOOD = b'{"format": "gpuenv-validate-baseline/1", "models": {"host": {"matmul fp32 TFLOPS": 1.25, "steps/s": 40}}}'
+GOOD = (
+    b'{"format": "gpuenv-validate-baseline/1", "models": {"host": {"matmul fp32 TFLOPS": 1.25, '
+    b'"steps/s": 40}}}'
+)
 
 
 def baseline_with(models: bytes) -> bytes:
@@ -157,7 +160,8 @@ def test_the_suite_refuses_dev_zero_and_a_fifo_in_one_line(tmp_path):
 
 
 def test_a_fleet_run_refuses_a_fifo_baseline_at_once(tmp_path):
-    """`invoke validate --hosts ... --baseline FIFO` used to read it twice and hang: now refused at once."""
+    """`invoke validate --hosts ... --baseline FIFO` used to read it twice and hang: now refused at
+    once."""
     from gpuenv.cli.validation import validate
 
     fifo = tmp_path / "baseline.fifo"

@@ -161,6 +161,7 @@ def test_not_judged_figures_are_named_under_the_table():
         records, {"GPU-b200": "NVIDIA B200", "GPU-h100": "NVIDIA H100 80GB HBM3"}
     )
     assert note.startswith(
-        "validate: 2 figure(s) measured but not judged (no measured reference for NVIDIA B200, this host's CPU)"
+        "validate: 2 figure(s) measured but not judged (no measured reference for NVIDIA B200, "
+        "this host's CPU)"
     )
     assert not_judged_note(records[1:2], {}) is None

@@ -1,7 +1,7 @@
 """Every replay a person reads fits 120 columns, and an 8-GPU host's fits one screen: each real
-record in tests/validate/captures/ (copies of the project's shared records, with their provenance) and the
-SYNTHETIC fault variants tests/validate/host_variants.py makes of them, replayed end to end through
-`python -m validate --replay`, as an operator runs it."""
+record in tests/validate/captures/ (copies of the project's shared records, with their provenance)
+and the SYNTHETIC fault variants tests/validate/host_variants.py makes of them, replayed end to end
+through `python -m validate --replay`, as an operator runs it."""
 
 from __future__ import annotations
 
@@ -95,8 +95,8 @@ def test_every_fault_variant_replays_within_120_columns(name, reports):
 
 
 def test_the_lost_gpu_line_is_wrapped_not_cut(reports):
-    """The mock's lost GPU: its error (bus id, UUID, the fix) was one 220-column line; wrapped, every
-    word of it is still printed."""
+    """The mock's lost GPU: its error (bus id, UUID, the fix) was one 220-column line; wrapped,
+    every word of it is still printed."""
     _, _, report = reports["MOCK-gb200-gpu-lost.xml"]
     start = next(i for i, line in enumerate(report) if line.startswith("NVML cannot read GPU 1"))
     joined = " ".join(line.strip() for line in report[start : start + 3])
@@ -104,7 +104,8 @@ def test_the_lost_gpu_line_is_wrapped_not_cut(reports):
 
 
 def test_the_eight_gpu_records_are_among_those_replayed():
-    """The one-screen rule above must bite: at least the 8x H100 and 8x B200 captures have 8 GPUs."""
+    """The one-screen rule above must bite: at least the 8x H100 and 8x B200 captures have 8
+    GPUs."""
     assert {p.name for p in RECORDS if _gpus(p) >= 8} >= {
         "h100x8-580.105.08.xml",
         "b200x8-580.105.08.xml",
@@ -118,7 +119,10 @@ def test_a_long_cell_wraps_in_the_summary_and_in_verbose_and_loses_no_word():
     from validate.report.summary import COLUMNS, render_summary
 
     uuid = "GPU-00000000-0000-0000-0000-000000000000"
-    measured = "Tesla K10.G1.8GB (Kepler, cc 3.0: legacy, last driver branch R470, last CUDA 10.2) 00000000:06:00.0"
+    measured = (
+        "Tesla K10.G1.8GB (Kepler, cc 3.0: legacy, last driver branch R470, last CUDA 10.2) "
+        "00000000:06:00.0"
+    )
     records = [Record("gpu identity", uuid, measured, "", "info", 0.0, "")]
     summary, verbose = render_summary(records, {uuid: 0}), render_table(records, {uuid: 0})
     assert len(measured) > max(COLUMNS) and len(measured) > 48
