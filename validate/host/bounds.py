@@ -54,43 +54,57 @@ def check_counts(recording: dict[str, Any], source: str, tree: Any = None) -> di
     unsigned integers: ECC and other error counters, memory, clocks). A count of 10^7 GPUs or a
     MIG index of 10^9 would otherwise make every reader loop that long. With nvidia-smi's `tree`,
     its counter sections too, whose parts are summed into one answer (5 and -5 would read as 0).
-    CaptureError otherwise."""
-    fix = "capture it again on the server (nvidia-smi -q -x, or python -m validate --record DIR)"
+    CaptureError otherwise, naming the first rule broken in the order of _COUNT_RULES."""
+    for rule in _COUNT_RULES:
+        what = rule(recording, tree)
+        if what:
+            raise CaptureError(
+                f"{source}: {what}: capture it again on the server (nvidia-smi -q -x, or python "
+                "-m validate --record DIR)"
+            )
+    return recording
 
-    def refuse(what: str) -> CaptureError:
-        return CaptureError(f"{source}: {what}: {fix}")
 
+def _negative_counter(recording: dict[str, Any], tree: Any) -> str | None:
+    """A negative number in one of nvidia-smi's counter sections (summed, it would hide a count)."""
     stack = [(tree, False)] if tree is not None else []
     while stack:  # iteratively: the depth was bounded when the capture was read
         node, counting = stack.pop()
         counting = counting or bool(_COUNTER_SECTIONS.search(node.tag))
         if counting and re.match(r"^\s*-\s*\d", node.text):
-            raise refuse(
+            return (
                 f"{node.tag} is {node.text.strip()[:40]}, but an error or event counter is never "
                 "negative"
             )
         stack.extend((child, counting) for child in node.children)
+    return None
 
+
+def _gpu_count(recording: dict[str, Any], tree: Any) -> str | None:
+    """More GPUs than a host can have, in NVML's count or in the recorded devices."""
     count = recording["system"].get("nvmlDeviceGetCount", 0)
     if isinstance(count, dict) and ERROR_KEY in count:
         count = 0
     if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_GPUS_PER_HOST:
-        raise refuse(
-            f"nvmlDeviceGetCount is {str(count)[:40]}; a host has 0 to {MAX_GPUS_PER_HOST} GPUs"
-        )
+        return f"nvmlDeviceGetCount is {str(count)[:40]}; a host has 0 to {MAX_GPUS_PER_HOST} GPUs"
     if len(recording["devices"]) > MAX_GPUS_PER_HOST:
-        raise refuse(f"{len(recording['devices'])} GPUs; a host has at most {MAX_GPUS_PER_HOST}")
+        return f"{len(recording['devices'])} GPUs; a host has at most {MAX_GPUS_PER_HOST}"
+    return None
+
+
+def _mig_count(recording: dict[str, Any], tree: Any) -> str | None:
+    """A MIG instance numbered, or a MIG maximum, beyond what one GPU can have."""
     for index, calls in enumerate(recording["devices"]):
         mig = calls.get("mig") or {}
         if not isinstance(mig, dict):
-            raise refuse(f"GPU {index}'s MIG instances are a {type(mig).__name__}, not a mapping")
+            return f"GPU {index}'s MIG instances are a {type(mig).__name__}, not a mapping"
         for slot, answers in mig.items():
             if (
                 not (slot.isascii() and slot.isdigit())
                 or int(slot[:4]) >= MAX_MIG_PER_GPU
                 or not isinstance(answers, dict)
             ):
-                raise refuse(
+                return (
                     f"GPU {index} has MIG instance {slot[:40]}; a GPU's instances are numbered 0 "
                     f"to {MAX_MIG_PER_GPU - 1}"
                 )
@@ -98,15 +112,20 @@ def check_counts(recording: dict[str, Any], source: str, tree: Any = None) -> di
         if not isinstance(most, dict) and (
             isinstance(most, bool) or not isinstance(most, int) or most > MAX_MIG_PER_GPU
         ):
-            raise refuse(
+            return (
                 f"GPU {index} claims {str(most)[:40]} MIG instances; a GPU has at most "
                 f"{MAX_MIG_PER_GPU}"
             )
+    return None
+
+
+def _shared_uuid(recording: dict[str, Any], tree: Any) -> str | None:
+    """Two GPUs, or two MIG instances, or a MIG instance and a GPU, with one UUID."""
     uuids = [calls.get("nvmlDeviceGetUUID") for calls in recording["devices"]]
     repeated = repeated_uuid(uuids)
     if repeated:
         uuid, first, second = repeated
-        raise refuse(
+        return (
             f"GPU {first} and GPU {second} share the UUID {safe_text(uuid, limit=80)}, but each "
             "GPU has its own"
         )
@@ -124,18 +143,28 @@ def check_counts(recording: dict[str, Any], source: str, tree: Any = None) -> di
             else f"GPU {n - len(mig_uuids)}"
             for n in (first, second)
         ]
-        raise refuse(
+        return (
             f"{named[0]} and {named[1]} share the UUID {safe_text(uuid, limit=80)}, but each "
             "device has its own"
         )
+    return None
+
+
+def _negative_answer(recording: dict[str, Any], tree: Any) -> str | None:
+    """A negative number where NVML answers in an unsigned integer."""
     for where, value in _numbers(
         {"system": recording["system"], "devices": recording["devices"]}, ""
     ):
         if value < 0 and not _SIGNED_ANSWER.search(where):
-            raise refuse(
+            return (
                 f"{where.lstrip('.')} is {value}, but NVML's counts and readings are never negative"
             )
-    return recording
+    return None
+
+
+#: check_counts' rules in the order it applies them: the counts first, so that the later rules
+#: loop over at most MAX_GPUS_PER_HOST GPUs of MAX_MIG_PER_GPU instances.
+_COUNT_RULES = (_negative_counter, _gpu_count, _mig_count, _shared_uuid, _negative_answer)
 
 
 def repeated_uuid(uuids: list[Any]) -> tuple[str, int, int] | None:
