@@ -361,70 +361,78 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """The report after the checks: what was judged, the verdicts, then the files the options
+    asked for; a file that cannot be written is named last, never a traceback."""
     suite = config.stash[SUITE]
-    index = {gpu.uuid: gpu.index for gpu in suite.host.gpus}
-    terminalreporter.section("gpuenv validation report")
-    if suite.replayed_from:
-        for line in fit(
-            f"REPLAYED: every line judges the recorded host {suite.replayed_from}, not this machine"
-        ):
-            terminalreporter.write_line(line)
+    write = terminalreporter.write_line
     full = bool(suite_option(config, "verbose"))
-    for line in host_lines(
-        suite.host.driver_version,
-        suite.host.cuda_driver_version,
-        suite.host.gpus,
-        suite.no_gpu_reason,
-        full,
-    ):
-        terminalreporter.write_line(line)
-    for (
-        lost
-    ) in suite.host.unreadable:  # wrapped: the error names the GPU, its bus id, UUID and the fix
-        for line in fit(lost.error):
-            terminalreporter.write_line(line)
-    for line in fit(f"suite: {Path(__file__).resolve().parent}, CUDA_DEVICE_ORDER={DEVICE_ORDER}"):
-        terminalreporter.write_line(line)
+    terminalreporter.section("gpuenv validation report")
+    for line in _judged_lines(suite, full):
+        write(line)
+    index = {gpu.uuid: gpu.index for gpu in suite.host.gpus}
     if full:
-        terminalreporter.write_line(render_table(suite.records, index))
+        write(render_table(suite.records, index))
     else:
-        terminalreporter.write_line(
-            render_summary(suite.records, index, replayed=bool(suite.replayed_from))
-        )
+        write(render_summary(suite.records, index, replayed=bool(suite.replayed_from)))
     note = not_judged_note(suite.records, suite.gpu_names)
     if note:
-        terminalreporter.write_line(note)
+        write(note)
+    _write_files(suite, int(exitstatus), write)
+    for problem in suite.write_errors:
+        write(f"validate: {problem}")
+
+
+def _judged_lines(suite: Suite, full: bool) -> list[str]:
+    """What the verdicts judge: the host (a replayed one said first), its GPUs, the GPUs NVML
+    could not read, and the suite that judged them."""
+    lines: list[str] = []
+    if suite.replayed_from:
+        lines += fit(
+            f"REPLAYED: every line judges the recorded host {suite.replayed_from}, not this machine"
+        )
+    host = suite.host
+    lines += host_lines(
+        host.driver_version, host.cuda_driver_version, host.gpus, suite.no_gpu_reason, full
+    )
+    for lost in host.unreadable:  # wrapped: the error names the GPU, its bus id, UUID and the fix
+        lines += fit(lost.error)
+    lines += fit(f"suite: {Path(__file__).resolve().parent}, CUDA_DEVICE_ORDER={DEVICE_ORDER}")
+    return lines
+
+
+def _write_files(suite: Suite, exitstatus: int, write: Callable[[str], None]) -> None:
+    """Write the JSON report, the baseline and the recording the options asked for, and say where;
+    one that cannot be written goes into suite.write_errors (the JSON report is written atomically:
+    the old report, or none, stays, never half of one)."""
     if suite.json_path:
         data = build_json(
             suite.records,
             suite.host.to_dict(),
             [g.to_dict() for g in suite.host.gpus],
             suite.frameworks,
-            int(exitstatus),
+            exitstatus,
             not_validated=suite.not_validated,
             health_only=suite.health_only,
         )
         try:
             write_json(suite.json_path, data)
-            terminalreporter.write_line(f"JSON report: {shown_path(suite.json_path)}")
-        except OSError as err:  # atomic: the old report (or none) stays, never half of one
+            write(f"JSON report: {shown_path(suite.json_path)}")
+        except OSError as err:
             suite.write_errors.append(
                 f"cannot write the JSON report {suite.json_path}: {err.strerror or err}"
             )
     if suite.save_baseline_path:
         try:
             save_baseline(suite.save_baseline_path, suite.records, suite.gpu_names)
-            terminalreporter.write_line(f"baseline saved: {shown_path(suite.save_baseline_path)}")
+            write(f"baseline saved: {shown_path(suite.save_baseline_path)}")
         except OSError as err:
             suite.write_errors.append(
                 f"cannot write the baseline {suite.save_baseline_path}: {err.strerror or err}"
             )
     if suite.recorder is not None:
         try:
-            terminalreporter.write_line(f"recording: {suite.write_recording(int(exitstatus))}")
+            write(f"recording: {suite.write_recording(exitstatus)}")
         except OSError as err:
             suite.write_errors.append(
                 f"cannot write the recording into {suite.record_dir}: {err.strerror or err}"
             )
-    for problem in suite.write_errors:
-        terminalreporter.write_line(f"validate: {problem}")
