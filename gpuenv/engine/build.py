@@ -310,9 +310,26 @@ class BuildMixin:
         BuildKit makes no image for a step or stage, so a failed build leaves none; the one it
         made is removed when tagging fails, or when it equals the image under `tags[0]`.
         """
+        trace = buildkit.Trace(request.emit)
+        image_id = self._follow_buildkit(context, request, trace)
+        if not image_id:
+            raise ToolError(
+                "docker build ended without an image",
+                fix="see the build log above; nothing was tagged",
+            )
+        image_id = self._tag_buildkit_image(image_id, request)
+        return BuildResult(
+            image=info_of(self.client.images.get(image_id)), log=trace.log, builder="buildkit"
+        )
+
+    def _follow_buildkit(
+        self, context: IO[bytes], request: _Request, trace: buildkit.Trace
+    ) -> str | None:
+        """Send the build and follow its stream into `trace`: the id of the image it made, or
+        None. A failed step, a refused build or a broken stream is a ToolError naming the step;
+        buildkit.Refused when the engine cannot build with BuildKit at all."""
         from docker.errors import APIError
 
-        trace = buildkit.Trace(request.emit)
         params: dict[str, Any] = {
             "dockerfile": request.dockerfile,
             "buildargs": request.buildargs,
@@ -341,7 +358,8 @@ class BuildMixin:
                 elif (text := record.get("stream") or "").strip():
                     trace.say(text.rstrip("\n"))
         except KeyboardInterrupt:
-            self.close()  # type: ignore[attr-defined]  # drops the connection: the engine cancels the build
+            # drops the connection: the engine cancels the build
+            self.close()  # type: ignore[attr-defined]
             raise
         except APIError as err:
             if buildkit.refusal(err):
@@ -353,11 +371,12 @@ class BuildMixin:
             raise ToolError(
                 f"the BuildKit build stream broke off: {err}", fix="build again; nothing was tagged"
             ) from None
-        if not image_id:
-            raise ToolError(
-                "docker build ended without an image",
-                fix="see the build log above; nothing was tagged",
-            )
+        return image_id
+
+    def _tag_buildkit_image(self, image_id: str, request: _Request) -> str:
+        """Tag the built image under all of `request.tags` or none, and return the id tagged.
+        BuildKit stamps new times on the same layers and settings, so when `tags[0]` already
+        holds such an image that one is kept and the new one removed."""
         same = self._same_image_under(request.tags[0], image_id) if request.tags else None
         if same is not None:  # the same layers and settings: keep the image the name already has
             quietly(lambda: self.client.images.remove(image_id))
@@ -368,9 +387,7 @@ class BuildMixin:
             if same is None:
                 quietly(lambda: self.client.images.remove(image_id))
             raise
-        return BuildResult(
-            image=info_of(self.client.images.get(image_id)), log=trace.log, builder="buildkit"
-        )
+        return image_id
 
     def _same_image_under(self, ref: str, new_id: str) -> str | None:
         """The id of the image under `ref` when it has the same layers, settings and steps as
