@@ -371,9 +371,22 @@ def compare(
     """Findings: releases the data lacks, and facts that disagree with PyPI's metadata."""
     report = DriftReport(str(matrix.path), matrix.checked.isoformat(), index)
     report.pending = pending_curation(matrix)
-    add = report.findings.append
     versions, metadata = upstream["versions"], upstream["metadata"]
+    report.findings += _torch_findings(matrix, versions, metadata)
+    report.findings += _tensorflow_findings(
+        matrix, versions, metadata, upstream.get("tensorflow_build_info", {})
+    )
+    report.findings += _cuda_findings(matrix, versions, metadata)
+    return report
 
+
+def _torch_findings(
+    matrix: Matrix, versions: dict[str, Any], metadata: dict[str, Any]
+) -> list[Finding]:
+    """torch releases the data lacks, and a PyPI wheel whose pinned CUDA disagrees with the
+    release's PyPI default or is a build the data does not list."""
+    findings: list[Finding] = []
+    add = findings.append
     torch_known = {p: r for r in matrix.torch_releases for p in r.patches}
     oldest = min((Version(p) for p in torch_known), default=Version("0"))
     for v in versions["torch"]:
@@ -417,7 +430,16 @@ def compare(
                     _page("torch", v),
                 )
             )
+    return findings
 
+
+def _tensorflow_findings(
+    matrix: Matrix, versions: dict[str, Any], metadata: dict[str, Any], build_info: dict[str, Any]
+) -> list[Finding]:
+    """TensorFlow releases the data lacks, and an and-cuda extra or a build_info.py (its
+    kernels) that disagrees with the release's entry."""
+    findings: list[Finding] = []
+    add = findings.append
     tf_known = {p: r for r in matrix.tensorflow_releases for p in r.patches}
     tf_oldest = min((Version(p) for p in tf_known), default=Version("0"))
     for v in versions["tensorflow"]:
@@ -441,9 +463,7 @@ def compare(
                     _page("tensorflow", v),
                 )
             )
-    for v, seen in sorted(
-        upstream.get("tensorflow_build_info", {}).items(), key=lambda kv: Version(kv[0])
-    ):
+    for v, seen in sorted(build_info.items(), key=lambda kv: Version(kv[0])):
         release = tf_known.get(v)
         got = parse_build_info(seen["text"])
         upstream_text = (
@@ -470,7 +490,16 @@ def compare(
                     _page("tensorflow", v),
                 )
             )
+    return findings
 
+
+def _cuda_findings(
+    matrix: Matrix, versions: dict[str, Any], metadata: dict[str, Any]
+) -> list[Finding]:
+    """CUDA minors and updates on PyPI that the data lacks, and an update a torch wheel installs
+    that has no driver floor."""
+    findings: list[Finding] = []
+    add = findings.append
     listed = {u.version for c in matrix.cuda_releases for u in c.updates}
     minors = {c.minor for c in matrix.cuda_releases}
     oldest_cuda = min((Version(c.minor) for c in matrix.cuda_releases), default=Version("0"))
@@ -511,7 +540,7 @@ def compare(
                     _page("torch", v),
                 )
             )
-    return report
+    return findings
 
 
 def pending_curation(matrix: Matrix) -> list[str]:
