@@ -330,25 +330,7 @@ def analyse(
     rows: list[Row] = []
     host_rows: list[list[Row]] = []
     for outcome in checked:
-        report = outcome.report or {}
-        host_wide = list((report.get("host") or {}).get("checks") or [])
-        gpus = suite_gpus(report)
-        mine = []
-        if not gpus:
-            mine.append(Row(outcome.host, outcome.status, outcome.reason, checks=host_wide))
-        for uuid, section in gpus:
-            gpu = section["gpu"]
-            mine.append(
-                Row(
-                    outcome.host,
-                    outcome.status,
-                    outcome.reason,
-                    uuid=uuid,
-                    index=gpu.get("index"),
-                    model=gpu.get("name"),
-                    checks=host_wide + list(section.get("checks") or []),
-                )
-            )
+        mine = _host_rows(outcome)
         rows += mine
         host_rows.append(mine)
     # figures: a GPU row holds its own; a GPU-less row holds the host-wide ones (CPU training ...)
@@ -377,9 +359,8 @@ def analyse(
             metric = _peak_metric(name)
             fig.peak = entry.peak(metric) if (entry and metric) else None
             measured = entry.reference_for(metric) if (entry and metric) else None
-            fig.measured = (
-                measured.value if (measured and measured.confirmed) else None
-            )  # measured like the suite
+            # measured like the suite
+            fig.measured = measured.value if (measured and measured.confirmed) else None
             ref = (baseline or {}).get(model, {}).get(name)
             fig.baseline = (
                 float(ref) if isinstance(ref, (int, float)) and not isinstance(ref, bool) else None
@@ -387,19 +368,7 @@ def analyse(
     final = []
     gpu_fleet = any(row.uuid for row in rows)
     for outcome, mine in zip(checked, host_rows):
-        if outcome.status == READY and gpu_fleet and not any(row.uuid for row in mine):
-            # a CPU-only host passes its own CPU-only checks: in a GPU fleet that is neither ready
-            # nor a failure, but named
-            outcome = dataclasses.replace(outcome, status=CPU_ONLY, reason=CPU_ONLY_REASON)
-            for row in mine:
-                row.status, row.reason = outcome.status, outcome.reason
-        if outcome.status == READY and any(row.outliers() for row in mine):
-            outcome = dataclasses.replace(
-                outcome, status=DEGRADED, reason=_outlier_reason(mine, outlier_floor)
-            )
-            for row in mine:
-                row.status, row.reason = outcome.status, outcome.reason
-        final.append(outcome)
+        final.append(_fleet_status(outcome, mine, gpu_fleet, outlier_floor))
     hosts = list(zip(final, host_rows))
     return Fleet(
         final,
@@ -414,6 +383,48 @@ def analyse(
         baseline_applied=bool(baseline),
         floor=outlier_floor,
     )
+
+
+def _host_rows(outcome: HostOutcome) -> list[Row]:
+    """One host's rows: one per GPU, each with the host-wide checks and its own, or one row of
+    the host-wide checks when the report has no GPU."""
+    report = outcome.report or {}
+    host_wide = list((report.get("host") or {}).get("checks") or [])
+    gpus = suite_gpus(report)
+    if not gpus:
+        return [Row(outcome.host, outcome.status, outcome.reason, checks=host_wide)]
+    return [
+        Row(
+            outcome.host,
+            outcome.status,
+            outcome.reason,
+            uuid=uuid,
+            index=section["gpu"].get("index"),
+            model=section["gpu"].get("name"),
+            checks=host_wide + list(section.get("checks") or []),
+        )
+        for uuid, section in gpus
+    ]
+
+
+def _fleet_status(
+    outcome: HostOutcome, mine: list[Row], gpu_fleet: bool, outlier_floor: float
+) -> HostOutcome:
+    """The host's outcome once the fleet is seen: a ready host is CPU_ONLY in a GPU fleet when it
+    has no GPU, and DEGRADED with a GPU below the floor of its model's median; its rows follow."""
+    if outcome.status == READY and gpu_fleet and not any(row.uuid for row in mine):
+        # a CPU-only host passes its own CPU-only checks: in a GPU fleet that is neither ready
+        # nor a failure, but named
+        outcome = dataclasses.replace(outcome, status=CPU_ONLY, reason=CPU_ONLY_REASON)
+        for row in mine:
+            row.status, row.reason = outcome.status, outcome.reason
+    if outcome.status == READY and any(row.outliers() for row in mine):
+        outcome = dataclasses.replace(
+            outcome, status=DEGRADED, reason=_outlier_reason(mine, outlier_floor)
+        )
+        for row in mine:
+            row.status, row.reason = outcome.status, outcome.reason
+    return outcome
 
 
 def fleet_judged(check: dict[str, Any]) -> bool:
