@@ -376,6 +376,36 @@ def check(
     """
     verdict = Verdict(root)
     entries = tree.entries()
+    claims, conda_owned = _read_claims(tree, entries, verdict)
+    skipped_large = sum(
+        _check_claims(tree, path, entries.get(path), claims[path], verdict, hash_limit)
+        for path in sorted(claims)
+    )
+    for path, entry in sorted(entries.items()):
+        if entry.kind == DIR or path in claims:
+            continue
+        if is_cache(path):
+            verdict.caches += 1
+        elif is_scaffolding(path):
+            verdict.scaffolding.append(path)
+        else:
+            verdict.problems.append(Problem(UNOWNED, path, "", "no package declares it"))
+    if hash_limit is not None:
+        verdict.sampled = (
+            f"files over {hash_limit} bytes checked by size only ({skipped_large} of them)"
+        )
+    verdict.compared = expected_from or ("the lock" if expected is not None else "")
+    if expected is not None:
+        verdict.problems += compare_packages(verdict.packages, conda_owned, expected, expected_from)
+    return verdict
+
+
+def _read_claims(
+    tree: Tree, entries: Mapping[str, Entry], verdict: Verdict
+) -> tuple[dict[str, list[Claim]], set[str]]:
+    """What every package record in `tree` declares (conda-meta/*.json, *.dist-info/RECORD, and
+    gpuenv's own files), by path; and the paths conda's records claim. Each package read goes
+    into `verdict.packages`; a record that cannot be read is an ALTERED problem."""
     claims: dict[str, list[Claim]] = {}
     conda_owned: set[str] = set()
     for path in sorted(entries):
@@ -399,74 +429,65 @@ def check(
             claims.setdefault(claim.path, []).append(claim)
     for claim in gpuenv_claims(tree):
         claims.setdefault(claim.path, []).append(claim)
+    return claims, conda_owned
+
+
+def _check_claims(
+    tree: Tree,
+    path: str,
+    entry: Entry | None,
+    path_claims: list[Claim],
+    verdict: Verdict,
+    hash_limit: int | None,
+) -> int:
+    """Hold the entry at `path` to each package's claim on it, adding a problem to `verdict`
+    (the first missing, altered or differing file ends the path's checks: one problem a path).
+    Returns how many claims were checked by size only, being over `hash_limit`."""
     skipped_large = 0
-    for path in sorted(claims):
-        entry = entries.get(path)
-        for claim in claims[path]:
-            if claim.kind == DIR:
-                if entry is None or entry.kind != DIR:
-                    verdict.problems.append(
-                        Problem(MISSING, path, claim.owner, "a folder the package declares")
-                    )
-                continue
-            if entry is None:
-                verdict.problems.append(Problem(MISSING, path, claim.owner, ""))
-                break
-            if claim.kind != entry.kind:
+    for claim in path_claims:
+        if claim.kind == DIR:
+            if entry is None or entry.kind != DIR:
                 verdict.problems.append(
-                    Problem(
-                        ALTERED, path, claim.owner, f"declared a {claim.kind}, found a {entry.kind}"
-                    )
+                    Problem(MISSING, path, claim.owner, "a folder the package declares")
                 )
-                break
-            if claim.path.endswith(".dist-info/RECORD") and claim.sha256 is None:
-                continue  # a RECORD names itself without a hash
-            verdict.files_checked += 1
-            if entry.kind == LINK:
-                if (
-                    claim.sha256
-                    and hashlib.sha256(entry.target.encode()).hexdigest() != claim.sha256
-                ):
-                    verdict.problems.append(
-                        Problem(ALTERED, path, claim.owner, f"the link points to {entry.target!r}")
-                    )
-                continue
-            if claim.size is not None and claim.size != entry.size:
-                verdict.problems.append(
-                    Problem(
-                        ALTERED, path, claim.owner, f"{entry.size} bytes, declared {claim.size}"
-                    )
-                )
-                break
-            if claim.sha256 is None:
-                continue
-            if hash_limit is not None and entry.size > hash_limit:
-                skipped_large += 1
-                continue
-            verdict.files_hashed += 1
-            verdict.bytes_hashed += entry.size
-            if tree.sha256(path) != claim.sha256:
-                verdict.problems.append(
-                    Problem(ALTERED, path, claim.owner, "its sha256 differs from the declared one")
-                )
-                break
-    for path, entry in sorted(entries.items()):
-        if entry.kind == DIR or path in claims:
             continue
-        if is_cache(path):
-            verdict.caches += 1
-        elif is_scaffolding(path):
-            verdict.scaffolding.append(path)
-        else:
-            verdict.problems.append(Problem(UNOWNED, path, "", "no package declares it"))
-    if hash_limit is not None:
-        verdict.sampled = (
-            f"files over {hash_limit} bytes checked by size only ({skipped_large} of them)"
-        )
-    verdict.compared = expected_from or ("the lock" if expected is not None else "")
-    if expected is not None:
-        verdict.problems += compare_packages(verdict.packages, conda_owned, expected, expected_from)
-    return verdict
+        if entry is None:
+            verdict.problems.append(Problem(MISSING, path, claim.owner, ""))
+            break
+        if claim.kind != entry.kind:
+            verdict.problems.append(
+                Problem(
+                    ALTERED, path, claim.owner, f"declared a {claim.kind}, found a {entry.kind}"
+                )
+            )
+            break
+        if claim.path.endswith(".dist-info/RECORD") and claim.sha256 is None:
+            continue  # a RECORD names itself without a hash
+        verdict.files_checked += 1
+        if entry.kind == LINK:
+            if claim.sha256 and hashlib.sha256(entry.target.encode()).hexdigest() != claim.sha256:
+                verdict.problems.append(
+                    Problem(ALTERED, path, claim.owner, f"the link points to {entry.target!r}")
+                )
+            continue
+        if claim.size is not None and claim.size != entry.size:
+            verdict.problems.append(
+                Problem(ALTERED, path, claim.owner, f"{entry.size} bytes, declared {claim.size}")
+            )
+            break
+        if claim.sha256 is None:
+            continue
+        if hash_limit is not None and entry.size > hash_limit:
+            skipped_large += 1
+            continue
+        verdict.files_hashed += 1
+        verdict.bytes_hashed += entry.size
+        if tree.sha256(path) != claim.sha256:
+            verdict.problems.append(
+                Problem(ALTERED, path, claim.owner, "its sha256 differs from the declared one")
+            )
+            break
+    return skipped_large
 
 
 def compare_packages(
