@@ -163,31 +163,45 @@ def _check_prefix(prefix: str | Path | None) -> tuple[Path, Path]:
             fix="give a folder path (it is created)",
         )
     if target.is_dir():
-        if os.path.ismount(target):
-            raise BadInput(
-                f"--prefix {given} is a mount point, which cannot be replaced by a rename",
-                fix=f"install into a folder inside it, e.g. --prefix {given / 'env'}",
-            )
-        inside = mounts_under(target)
-        if inside:
-            raise BadInput(
-                f"--prefix {given} holds the mount point {inside[0]}: replacing the folder would "
-                "reach into it",
-                fix="unmount it, or give another prefix",
-            )
-        try:
-            why = not_ours(target)
-        except OSError as err:
-            raise BadInput(
-                f"--prefix {given} cannot be read: {err.strerror}",
-                fix="give a folder this user can read and write",
-            ) from None
-        if why:
-            raise BadInput(
-                f"--prefix {given} is a folder gpuenv did not make ({why})",
-                fix="give a new or empty folder; gpuenv replaces only prefixes its record "
-                "proves it made",
-            )
+        _check_replaceable(given, target)
+    _check_writable_parent(given, target)
+    return given, target
+
+
+def _check_replaceable(given: Path, target: Path) -> None:
+    """BadInput unless the existing folder `target` can be replaced: gpuenv made it, and no mount
+    point is it or under it (a rename cannot move a mount point, and removing the old folder
+    would reach into the mount)."""
+    if os.path.ismount(target):
+        raise BadInput(
+            f"--prefix {given} is a mount point, which cannot be replaced by a rename",
+            fix=f"install into a folder inside it, e.g. --prefix {given / 'env'}",
+        )
+    inside = mounts_under(target)
+    if inside:
+        raise BadInput(
+            f"--prefix {given} holds the mount point {inside[0]}: replacing the folder would "
+            "reach into it",
+            fix="unmount it, or give another prefix",
+        )
+    try:
+        why = not_ours(target)
+    except OSError as err:
+        raise BadInput(
+            f"--prefix {given} cannot be read: {err.strerror}",
+            fix="give a folder this user can read and write",
+        ) from None
+    if why:
+        raise BadInput(
+            f"--prefix {given} is a folder gpuenv did not make ({why})",
+            fix="give a new or empty folder; gpuenv replaces only prefixes its record "
+            "proves it made",
+        )
+
+
+def _check_writable_parent(given: Path, target: Path) -> None:
+    """BadInput unless the nearest existing folder above `target` is a folder this user can
+    write, on a file system mounted writable and with exec (torch's .so files load from it)."""
     existing = next(p for p in target.parents if p.exists())
     if not existing.is_dir():
         raise BadInput(
@@ -211,7 +225,6 @@ def _check_prefix(prefix: str | Path | None) -> tuple[Path, Path]:
             f"--prefix {given}: {existing} is not writable by this user",
             fix="choose a folder you can write, or ask for one on the shared path",
         )
-    return given, target
 
 
 def plan_install(
