@@ -22,7 +22,7 @@ from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from gpuenv import engine as engines
-from gpuenv.errors import BadInput, GpuenvError, ToolError
+from gpuenv.errors import BadInput, ToolError
 from gpuenv.fleet.interrupts import shielded
 from gpuenv.fleet.outcome import (
     AUTH_REFUSED,
@@ -340,99 +340,147 @@ def validate_host(
     url: str, run: SuiteRun, progress: Progress | None = None, state: FleetState | None = None
 ) -> HostOutcome:
     """Run the suite on one host; never raises for a problem of that host (it becomes the
-    outcome)."""
-    state = state or FleetState()
-    say = (
-        (lambda phase, detail="": progress(url, phase, detail))
-        if progress
-        else (lambda phase, detail="": None)
-    )
-    started = time.monotonic()
-    deadline = started + run.timeout_s if run.timeout_s else None
-    details: dict[str, Any] = {"image": run.image, "gpus": run.gpus_for(url)}
-
-    def outcome(status: str, reason: str, **kw: Any) -> HostOutcome:
-        say("done", status)
-        return HostOutcome(
-            url, status, reason, seconds=round(time.monotonic() - started, 2), details=details, **kw
-        )
-
-    def remaining() -> float | None:
-        return None if deadline is None else deadline - time.monotonic()
-
-    def timed_out(step: str) -> HostOutcome:
-        return outcome(
-            TIMEOUT,
-            f"--time ({run.timeout_s:.0f}s) ran out {step}: give a longer --time or look at the "
-            "host",
-        )
-
-    engine: engines.Engine | None = None
-    container: engines.Container | None = None
+    outcome). A BadInput (the user's mistake, the same for every host) is raised."""
+    visit = _Visit(url, run, state or FleetState(), progress)
     try:
-        say("connecting")
+        # each step ends the visit with an outcome, or returns None to go on
+        for step in (visit.connect, visit.find_image, visit.start_suite):
+            ended = step()
+            if ended is not None:
+                return ended
+        return visit.wait_for_report()
+    except _Stopped:
+        return visit.outcome(CANCELLED, "stopped by an interrupt before the suite finished")
+    except BadInput:
+        raise
+    except Exception as err:  # the engine or the SSH channel failed mid-visit
+        return visit.broke_off(err)
+    finally:
+        visit.clean_up()
+
+
+class _Visit:
+    """One host's visit: the engine and the container it opened (closed and removed at the end
+    whatever happens), its deadline, and the details its outcome carries."""
+
+    def __init__(
+        self, url: str, run: SuiteRun, state: FleetState, progress: Progress | None
+    ) -> None:
+        self.url, self.run, self.state, self.progress = url, run, state, progress
+        self.started = time.monotonic()
+        self.deadline = self.started + run.timeout_s if run.timeout_s else None
+        self.details: dict[str, Any] = {"image": run.image, "gpus": run.gpus_for(url)}
+        self.engine: engines.Engine | None = None
+        self.container: engines.Container | None = None
+
+    def say(self, phase: str, detail: str = "") -> None:
+        if self.progress:
+            self.progress(self.url, phase, detail)
+
+    def outcome(self, status: str, reason: str, **kw: Any) -> HostOutcome:
+        self.say("done", status)
+        seconds = round(time.monotonic() - self.started, 2)
+        return HostOutcome(self.url, status, reason, seconds=seconds, details=self.details, **kw)
+
+    def remaining(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def out_of_time(self) -> bool:
+        return self.deadline is not None and (self.remaining() or 0) <= 0
+
+    def timed_out(self, step: str) -> HostOutcome:
+        return self.outcome(
+            TIMEOUT,
+            f"--time ({self.run.timeout_s:.0f}s) ran out {step}: give a longer --time or look at "
+            "the host",
+        )
+
+    def connect(self) -> HostOutcome | None:
+        """Open the host's engine within --connect-timeout (and what --time leaves)."""
+        url, run, state = self.url, self.run, self.state
+        self.say("connecting")
         state.set_phase(url, "connecting")
-        if deadline is not None:
+        if self.deadline is not None:
             with state.lock:
-                state.deadline[url] = deadline
+                state.deadline[url] = self.deadline
         limit = (
             run.connect_timeout_s
-            if deadline is None
-            else max(0.5, min(run.connect_timeout_s, remaining() or 0))
+            if self.deadline is None
+            else max(0.5, min(run.connect_timeout_s, self.remaining() or 0))
         )
         try:
-            engine = engines.Engine.connect(url, connect_timeout=limit, read_timeout=READ_TIMEOUT)
+            self.engine = engines.Engine.connect(
+                url, connect_timeout=limit, read_timeout=READ_TIMEOUT
+            )
         except engines.EngineUnavailable as err:
             if state.stop.is_set():
                 raise _Stopped() from None
-            if deadline is not None and (remaining() or 0) <= 0:
-                return timed_out("while connecting")
-            return outcome(_CAUSE_STATUS.get(err.cause, UNREACHABLE), err.render())
-        state.track_engine(url, engine)
-        info = engine.info()
-        details["engine"] = {
+            if self.out_of_time():
+                return self.timed_out("while connecting")
+            return self.outcome(_CAUSE_STATUS.get(err.cause, UNREACHABLE), err.render())
+        state.track_engine(url, self.engine)
+        info = self.engine.info()
+        self.details["engine"] = {
             "name": info.get("Name"),
             "server_version": info.get("ServerVersion"),
             "runtimes": sorted((info.get("Runtimes") or {}).keys()),
         }
-        image = engine.image_info(run.image)
+        return None
+
+    def find_image(self) -> HostOutcome | None:
+        """The suite's image on the host, pulled when it is not there yet."""
+        assert self.engine is not None
+        run = self.run
+        image = self.engine.image_info(run.image)
         if image is None:
-            state.set_phase(url, "pulling")
+            self.state.set_phase(self.url, "pulling")
             how = (
                 "by digest"
                 if "@sha256:" in run.image
                 else "by tag (pin it by digest: invoke push prints one)"
             )
-            say("pulling", f"pulling {run.image} {how}")
-            layers: dict[str, tuple[int, int]] = {}
-            shown = [0.0]
-
-            def pulled(record: engines.LayerProgress) -> None:
-                if record.layer and record.total:
-                    layers[record.layer] = (int(record.current or 0), int(record.total))
-                    if time.monotonic() - shown[0] > 2:  # a line every 2 s at most
-                        say("pulling", pull_progress_text(layers))
-                        shown[0] = time.monotonic()
-
+            self.say("pulling", f"pulling {run.image} {how}")
             try:
-                image = engine.pull_image(run.image, progress=pulled, deadline=deadline)
+                image = self.engine.pull_image(
+                    run.image, progress=self._pull_progress(), deadline=self.deadline
+                )
             except ToolError as err:
-                if state.stop.is_set():
+                if self.state.stop.is_set():
                     raise _Stopped() from None
-                if deadline is not None and (remaining() or 0) <= 0:
-                    return timed_out(f"while pulling {run.image}")
-                return outcome(
+                if self.out_of_time():
+                    return self.timed_out(f"while pulling {run.image}")
+                return self.outcome(
                     FAILED,
                     f"image {run.image} is not on this host and cannot be pulled "
                     f"({err.message}): push it with invoke push and pass --image "
                     "HOST/gpuenv/...@sha256:...",
                 )
-        details["image_id"] = image.id
-        if deadline is not None and (remaining() or 0) <= 0:
-            return timed_out("before the suite could start")
+        self.details["image_id"] = image.id
+        if self.out_of_time():
+            return self.timed_out("before the suite could start")
+        return None
+
+    def _pull_progress(self) -> Callable[[engines.LayerProgress], None]:
+        """A pull's progress, said every 2 s at most."""
+        layers: dict[str, tuple[int, int]] = {}
+        shown = [0.0]
+
+        def pulled(record: engines.LayerProgress) -> None:
+            if record.layer and record.total:
+                layers[record.layer] = (int(record.current or 0), int(record.total))
+                if time.monotonic() - shown[0] > 2:  # a line every 2 s at most
+                    self.say("pulling", pull_progress_text(layers))
+                    shown[0] = time.monotonic()
+
+        return pulled
+
+    def start_suite(self) -> HostOutcome | None:
+        """The suite's container, started with the GPUs and the baseline the run gives."""
+        assert self.engine is not None
+        url, run, state = self.url, self.run, self.state
         state.set_phase(url, "creating")
         try:
-            container = engine.start_container(
+            self.container = self.engine.start_container(
                 run.image,
                 suite_command(run.suite_args, run.baseline is not None),
                 gpus=run.gpus_for(url),
@@ -442,52 +490,59 @@ def validate_host(
                 on_created=lambda c: state.track_container(url, c),
             )
         except engines.GpuRuntimeError as err:
-            return outcome(
+            return self.outcome(
                 NO_GPU_RUNTIME,
                 f"the engine cannot give GPUs to containers ({err.message}): {err.fix} "
                 "(on that host; or pass --gpus none for a CPU check)",
             )
         except ToolError as err:
-            return outcome(FAILED, f"could not start the suite in {run.image}: {err.message}")
-        state.set_phase(url, "running")
-        say("running", "the suite")
-        left = remaining()
+            return self.outcome(FAILED, f"could not start the suite in {run.image}: {err.message}")
+        return None
+
+    def wait_for_report(self) -> HostOutcome:
+        """Wait for the suite within what --time leaves, and read its report."""
+        container = self.container
+        assert container is not None
+        self.state.set_phase(self.url, "running")
+        self.say("running", "the suite")
+        left = self.remaining()
         code = container.wait(max(1.0, left) if left is not None else None)
         if code is None:
-            return outcome(
+            return self.outcome(
                 TIMEOUT,
-                f"the suite did not finish within --time ({run.timeout_s:.0f}s); stopped it: "
-                "give a longer --time or look at the host",
+                f"the suite did not finish within --time ({self.run.timeout_s:.0f}s); stopped "
+                "it: give a longer --time or look at the host",
             )
-        say("collecting", "report")
+        self.say("collecting", "report")
         data = container.read_file(REPORT_IN_CONTAINER)
         report = load_suite_report(data.decode("utf-8", errors="replace")) if data else None
         status, reason = status_from_report(report, code)
         if report is None:
             tail = container.log_tail(5)
             reason += f": {tail[-1][:300]}" if tail else ""
-        return outcome(status, reason, report=report, exit_code=code)
-    except _Stopped:
-        return outcome(CANCELLED, "stopped by an interrupt before the suite finished")
-    except BadInput:
-        raise
-    except (GpuenvError, Exception) as err:  # the engine or the SSH channel failed mid-visit
-        if state.stop.is_set():
-            return outcome(CANCELLED, "stopped by an interrupt before the suite finished")
-        if deadline is not None and (remaining() or 0) <= 0:
-            return timed_out(f"while talking to the engine ({engines.short_reason(err)})")
-        if engine is not None and engine.closed:
-            return outcome(
-                UNREACHABLE, f"lost the connection to {url} ({engines.short_reason(err)})"
-            )
-        return outcome(FAILED, f"the engine failed: {engines.short_reason(err)}")
-    finally:
-        if container is not None and not container.remove():
+        return self.outcome(status, reason, report=report, exit_code=code)
+
+    def broke_off(self, err: Exception) -> HostOutcome:
+        """The outcome when the engine or the SSH channel failed mid-visit: stopped, out of
+        time, the connection lost, or the engine's failure."""
+        if self.state.stop.is_set():
+            return self.outcome(CANCELLED, "stopped by an interrupt before the suite finished")
+        why = engines.short_reason(err)
+        if self.out_of_time():
+            return self.timed_out(f"while talking to the engine ({why})")
+        if self.engine is not None and self.engine.closed:
+            return self.outcome(UNREACHABLE, f"lost the connection to {self.url} ({why})")
+        return self.outcome(FAILED, f"the engine failed: {why}")
+
+    def clean_up(self) -> None:
+        """Remove the container (or name it as left behind) and close the engine."""
+        state = self.state
+        if self.container is not None and not self.container.remove():
             with state.lock:
-                state.left.append(f"{url} (container {container.id[:12]})")
-        state.forget(url)
-        if engine is not None:
-            engine.close()
+                state.left.append(f"{self.url} (container {self.container.id[:12]})")
+        state.forget(self.url)
+        if self.engine is not None:
+            self.engine.close()
 
 
 def validate_hosts(
