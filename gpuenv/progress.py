@@ -18,10 +18,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import IO, Any, Callable
 
+from validate.text import mask_credentials, safe_text
+
 #: A progress callback: one line of text for the person or the log (the library's one type for it).
 Say = Callable[[str], None]
-
-from validate.text import mask_credentials, safe_text
 
 LIVE, PLAIN, VERBOSE, QUIET = "live", "plain", "verbose", "quiet"
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)")

@@ -89,7 +89,11 @@ def with_install_index(lock_text: str, framework_index: str) -> str:
         return lock_text
     lines = lock_text.splitlines(keepends=True)
     at = max(
-        (i + 1 for i, l in enumerate(lines) if l.startswith(("--index-url", "--extra-index-url"))),
+        (
+            i + 1
+            for i, ln in enumerate(lines)
+            if ln.startswith(("--index-url", "--extra-index-url"))
+        ),
         default=0,
     )
     return "".join(lines[:at] + [line] + lines[at:])

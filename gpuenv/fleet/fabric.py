@@ -182,7 +182,7 @@ def link_floor_records(result: dict[str, Any]) -> tuple[str, Verdict, float | No
 
 def link_name(link: dict[str, Any], links: list[dict[str, Any]]) -> str:
     """'gpu01 -> gpu02', with its rail (local rank) when the job measured more than one."""
-    rails = {l.get("rail") for l in links}
+    rails = {other.get("rail") for other in links}
     return f"{link['source']} -> {link['target']}" + (
         f" rail {link.get('rail')}" if len(rails) > 1 else ""
     )

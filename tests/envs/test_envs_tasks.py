@@ -44,9 +44,9 @@ def test_lock_help_explains_every_option(tmp_path):
     ):
         line = next(
             (
-                l
-                for l in done.stdout.splitlines()
-                if l.strip().startswith(name.split("=")[0]) or f", {name}" in l
+                shown
+                for shown in done.stdout.splitlines()
+                if shown.strip().startswith(name.split("=")[0]) or f", {name}" in shown
             ),
             None,
         )

@@ -647,7 +647,7 @@ def parse_text(text: str, source: str = "nvidia-smi -q") -> dict[str, Any]:
         return recording_from_tree(
             _text_tree(excerpt, source), source, _mig_uuids_from_list(lines), header=False
         )
-    banner, block = next(((b, l) for b, l in blocks if "idle" in b.lower()), blocks[0])
+    banner, block = next(((b, body) for b, body in blocks if "idle" in b.lower()), blocks[0])
     recording = recording_from_tree(
         _text_tree(block, source),
         source + (f" ({banner.lstrip('# ').strip()})" if banner else ""),

@@ -293,7 +293,10 @@ def read_health(
     """Every reading of HealthReadings for one GPU, each on its own. `driver_version` (NVML's
     nvmlSystemGetDriverVersion) picks the field ids of the counters NVIDIA renumbered."""
     counters, note = _clock_event_us(nv, handle, probe, driver_version)
-    threshold = lambda kind: _int(probe(lambda: nv.nvmlDeviceGetTemperatureThreshold(handle, kind)))
+
+    def threshold(kind: int) -> int | None:
+        return _int(probe(lambda: nv.nvmlDeviceGetTemperatureThreshold(handle, kind)))
+
     return HealthReadings(
         pcie_replays=_int(probe(lambda: nv.nvmlDeviceGetPcieReplayCounter(handle))),
         inforom_valid=_inforom(nv, handle),

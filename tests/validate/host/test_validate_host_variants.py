@@ -35,7 +35,9 @@ def host(text: str) -> nvml.HostInfo:
 
 
 def processes(gpu: nvml.GpuInfo) -> tuple:
-    as_dicts = lambda ps: None if ps is None else [p.__dict__ for p in ps]
+    def as_dicts(ps: list | None) -> list[dict] | None:
+        return None if ps is None else [p.__dict__ for p in ps]
+
     return (
         compute_processes_verdict(gpu.index, as_dicts(gpu.compute_processes)),
         graphics_processes_verdict(gpu.index, as_dicts(gpu.graphics_processes)),
