@@ -234,7 +234,11 @@ def arch_failure(cands: list[Candidate], w: Wishes) -> tuple[str, str]:
         message += f" (CUDA {cuda_wish} predates {arch.name}: its first CUDA is {arch.first_cuda})"  # type: ignore[union-attr]
     elif predates:
         cc, arch = predates[0]
-        message += f" (its newest build is for CUDA {newest}, which predates {arch.name}: its first CUDA is {arch.first_cuda})"  # type: ignore[union-attr]
+        name, first = arch.name, arch.first_cuda  # type: ignore[union-attr]
+        message += (
+            f" (its newest build is for CUDA {newest}, which predates {name}: its first CUDA is "
+            f"{first})"
+        )
     else:
         message += jit
     if dropped:
