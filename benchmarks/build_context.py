@@ -1,4 +1,4 @@
-"""Time to plan a build and write its context when the wheelhouse holds many wheels the lock does not name.
+"""Time to plan a build and write its context from a wheelhouse of many wheels the lock omits.
 
     .venv/bin/python benchmarks/build_context.py [--others 5000 50000]
 

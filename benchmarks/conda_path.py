@@ -1,6 +1,7 @@
-"""Times of the conda path against the local test channel: channel build, lock, install, image build.
+"""Times of the conda path on the local test channel: channel build, lock, install, image build.
 
-    .venv/bin/python benchmarks/conda_path.py [--image] [--base-image gpuenv-test-base:bookworm-bare]
+    .venv/bin/python benchmarks/conda_path.py [--image]
+        [--base-image gpuenv-test-base:bookworm-bare]
 
 Builds the test channel (tests/condachannel) into a fresh cache folder (cold), then again (warm:
 found by its recipes' hash). Locks the CPU stack (conda part from the channel, read as a mirror of

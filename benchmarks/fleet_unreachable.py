@@ -23,13 +23,19 @@ ROOT = Path(__file__).resolve().parent.parent
 INSIDE = """
 import json, subprocess, sys, time
 subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
-subprocess.run(["iptables", "-A", "INPUT", "-i", "lo", "-p", "tcp", "--dport", "40000:40099", "--syn", "-j", "DROP"], check=True)
+subprocess.run(
+    ["iptables", "-A", "INPUT", "-i", "lo", "-p", "tcp", "--dport", "40000:40099", "--syn",
+     "-j", "DROP"],
+    check=True,
+)
 from gpuenv.fleet.sshhosts import SuiteRun, validate_hosts
 count, parallel, timeout = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
 hosts = [f"ssh://root@127.0.0.1:{40000 + n}" for n in range(count)]
 started = time.monotonic()
-outcomes = validate_hosts(hosts, SuiteRun(image="x", gpus="none", connect_timeout_s=timeout), parallel=parallel)
-print(json.dumps({"seconds": time.monotonic() - started, "statuses": sorted({o.status for o in outcomes}),
+run = SuiteRun(image="x", gpus="none", connect_timeout_s=timeout)
+outcomes = validate_hosts(hosts, run, parallel=parallel)
+print(json.dumps({"seconds": time.monotonic() - started,
+                  "statuses": sorted({o.status for o in outcomes}),
                   "reason": outcomes[0].reason}))
 """
 

@@ -96,12 +96,13 @@ def main() -> None:
             proc.wait()
     print(f"image {stack} ({format_size(image.size)} unpacked), registry {host}")
     print(f"{'step':<22}{'seconds':>9}{'bytes':>12}{'rate':>12}")
-    print(
-        f"{'push (cold registry)':<22}{push_s:>9.1f}{format_bytes(pushed):>12}{format_bytes(pushed / push_s) + '/s':>12}"
-    )
-    print(
-        f"{'pull by digest':<22}{pull_s:>9.1f}{format_bytes(sum(moved.values())):>12}{format_bytes(sum(moved.values()) / pull_s) + '/s':>12}"
-    )
+    pulled_bytes = sum(moved.values())
+    for step, seconds, moved_bytes in (
+        ("push (cold registry)", push_s, pushed),
+        ("pull by digest", pull_s, pulled_bytes),
+    ):
+        rate = format_bytes(moved_bytes / seconds) + "/s"
+        print(f"{step:<22}{seconds:>9.1f}{format_bytes(moved_bytes):>12}{rate:>12}")
     print(f"same image id after the round trip: {pulled.id == image.id}")
 
 

@@ -248,10 +248,8 @@ def unmet_virtual(
                 continue
             value = have.get(name)
             if value is None:
-                return (
-                    f"{package.name} {package.version} ({package.build}) needs {name} {spec}".rstrip()
-                    + f", and there is no {name} here"
-                )
+                needs = f"{package.name} {package.version} ({package.build}) needs {name} {spec}"
+                return needs.rstrip() + f", and there is no {name} here"
             if spec and not all(_meets(value, part.strip()) for part in spec.split(",")):
                 return (
                     f"{package.name} {package.version} ({package.build}) needs {name} {spec}, "

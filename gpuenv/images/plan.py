@@ -518,7 +518,8 @@ def pick_image(
             sorted({(img.labels.get(LOCK_HASH_LABEL) or "none")[:TAG_HASH_LENGTH] for img in found})
         )
         raise GpuenvError(
-            f"no image of stack {stack.stack_id} was built from the current lock {lock_hash[:TAG_HASH_LENGTH]} "  # type: ignore[index]
+            f"no image of stack {stack.stack_id} was built from the current lock "
+            f"{lock_hash[:TAG_HASH_LENGTH]} "  # type: ignore[index]
             f"(images here were built from locks {others})",
             fix=build_hint(stack) + " to build it from the current lock",
         )

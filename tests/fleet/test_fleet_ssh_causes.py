@@ -143,12 +143,18 @@ _DROPPED = textwrap.dedent("""
     import json, logging, subprocess, sys, time
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     # this namespace's loopback drops every SYN to these ports: hosts that are down or firewalled
-    subprocess.run(["iptables", "-A", "INPUT", "-i", "lo", "-p", "tcp", "--dport", "40000:40029", "--syn", "-j", "DROP"], check=True)
+    subprocess.run(
+        ["iptables", "-A", "INPUT", "-i", "lo", "-p", "tcp", "--dport", "40000:40029", "--syn",
+         "-j", "DROP"],
+        check=True,
+    )
     from gpuenv.fleet.sshhosts import SuiteRun, validate_hosts
     hosts = [f"ssh://root@127.0.0.1:{40000 + n}" for n in range(30)]
     started = time.monotonic()
-    outcomes = validate_hosts(hosts, SuiteRun(image="x", gpus="none", connect_timeout_s=float(sys.argv[1])), parallel=8)
-    print(json.dumps({"seconds": time.monotonic() - started, "outcomes": [[o.status, o.reason] for o in outcomes]}))
+    run = SuiteRun(image="x", gpus="none", connect_timeout_s=float(sys.argv[1]))
+    outcomes = validate_hosts(hosts, run, parallel=8)
+    print(json.dumps({"seconds": time.monotonic() - started,
+                      "outcomes": [[o.status, o.reason] for o in outcomes]}))
 """)
 
 
@@ -250,8 +256,8 @@ _NOISE = textwrap.dedent("""
     threading.Thread(target=serve, daemon=True).start()
     good, bad = sys.argv[1], f"ssh://root@127.0.0.1:{server.getsockname()[1]}"
     # the good host first: the SDK's own connect resets paramiko's log level on the way
-    outcomes = validate_hosts([good, bad, bad.replace("root@", "")], SuiteRun(image="gpuenv-never-pulled:x", gpus="none",
-                              connect_timeout_s=3), parallel=1)
+    run = SuiteRun(image="gpuenv-never-pulled:x", gpus="none", connect_timeout_s=3)
+    outcomes = validate_hosts([good, bad, bad.replace("root@", "")], run, parallel=1)
     print([o.status for o in outcomes])
 """)
 

@@ -18,7 +18,8 @@ pytestmark = pytest.mark.network  # numpy, pytest and nvidia-ml-py come from PyP
 
 
 def progress_steps(stdout: str) -> list[str]:
-    """The progress lines of a task's output (not a terminal: one "[  12s] step" line per step), without the times."""
+    """The progress lines of a task's output (not a terminal: one "[  12s] step" line per step),
+    without the times."""
     return [m.group(1) for m in re.finditer(r"^\[\s*\d+s\] (.+)$", stdout, re.MULTILINE)]
 
 

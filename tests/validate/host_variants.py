@@ -37,10 +37,11 @@ def _one(pattern: str, replacement: str, text: str) -> str:
 def driver340_kepler(processes: int = 8) -> str:
     """A100 capture as driver 340 printed a Kepler card: product "Tesla K20m" (its PCI id
     10de:1028), driver 340.24, `<processes>` replaced by `<compute_processes>` listing `processes`
-    foreign processes (no type:
-    340 lists compute processes only), clock reasons under their 340 name (clocks_throttle_*)."""
+    foreign processes (no type: 340 lists compute processes only), clock reasons under their 340
+    name (clocks_throttle_*)."""
     entries = "".join(
-        f"<process_info><pid>{5490 + n}</pid><process_name>/opt/solver/bin/solver</process_name><used_memory>98 MiB</used_memory></process_info>\n"
+        f"<process_info><pid>{5490 + n}</pid><process_name>/opt/solver/bin/solver</process_name>"
+        "<used_memory>98 MiB</used_memory></process_info>\n"
         for n in range(processes)
     )
     text = _read(A100_XML)

@@ -572,13 +572,15 @@ def test_xml_mig_devices_with_and_without_uuids():
     """An XML capture of a MIG GPU: instances keep the UUID the driver printed; a driver that
     prints none gives a name that says so, never an invented UUID."""
     mig = (
-        "<mig_mode><current_mig>Enabled</current_mig><pending_mig>Enabled</pending_mig></mig_mode><mig_devices>"
-        "<mig_device><index>0</index><gpu_instance_id>1</gpu_instance_id><compute_instance_id>0</compute_instance_id>"
-        "<uuid>MIG-aaaaaaaa-0000-0000-0000-000000000000</uuid><device_attributes><shared><multiprocessor_count>42"
-        "</multiprocessor_count></shared></device_attributes><fb_memory_usage><total>19968 "
-        "MiB</total><used>13 MiB</used>"
-        "</fb_memory_usage></mig_device><mig_device><index>1</index><fb_memory_usage><total>9728 MiB</total>"
-        "<used>0 MiB</used></fb_memory_usage></mig_device></mig_devices>"
+        "<mig_mode><current_mig>Enabled</current_mig><pending_mig>Enabled</pending_mig></mig_mode>"
+        "<mig_devices><mig_device><index>0</index><gpu_instance_id>1</gpu_instance_id>"
+        "<compute_instance_id>0</compute_instance_id>"
+        "<uuid>MIG-aaaaaaaa-0000-0000-0000-000000000000</uuid>"
+        "<device_attributes><shared><multiprocessor_count>42</multiprocessor_count></shared>"
+        "</device_attributes><fb_memory_usage><total>19968 MiB</total><used>13 MiB</used>"
+        "</fb_memory_usage></mig_device><mig_device><index>1</index>"
+        "<fb_memory_usage><total>9728 MiB</total><used>0 MiB</used></fb_memory_usage></mig_device>"
+        "</mig_devices>"
     )
     text = (XML / "a100-sxm4-40gb-570.148.08.xml").read_text(encoding="utf-8")
     text = re.sub(r"<mig_mode>.*?</mig_devices>", mig, text, count=1, flags=re.S)

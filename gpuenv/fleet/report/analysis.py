@@ -183,9 +183,8 @@ class Row:
     def gpu_label(self) -> str:
         if self.uuid is None:
             return "-"
-        return f"{self.index if self.index is not None else '?'} {self.model or ''} {self.uuid[:12]}".replace(
-            "  ", " "
-        )
+        index = self.index if self.index is not None else "?"
+        return f"{index} {self.model or ''} {self.uuid[:12]}".replace("  ", " ")
 
     def area_verdicts(self) -> dict[str, str]:
         by_area: dict[str, list[str]] = {}
@@ -681,7 +680,8 @@ def failure_lines(outcome: HostOutcome, rows: list[Row], limit: int = NAMED) -> 
     for row in rows:
         for name, fig in row.outliers():
             out.append(
-                f"outlier: GPU {row.index} {name} {fig.value:.1f} is {fig.value / fig.median:.0%} of the fleet median "  # type: ignore[operator]
+                f"outlier: GPU {row.index} {name} {fig.value:.1f} is "
+                f"{fig.value / fig.median:.0%} of the fleet median "  # type: ignore[operator]
                 f"{fig.median:.1f} ({row.model or 'this host type'})"
             )
     if len(out) > limit:

@@ -35,14 +35,19 @@ MAX_DETAILS = 2_000
 
 
 _CSS = """
-body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2em;color:#212121;max-width:1400px}
-h1{font-size:1.5em;margin-bottom:.2em} h2{font-size:1.2em;margin-top:1.6em} .summary{font-size:1.1em;margin:.5em 0 1em}
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2em;color:#212121;
+max-width:1400px}
+h1{font-size:1.5em;margin-bottom:.2em} h2{font-size:1.2em;margin-top:1.6em}
+.summary{font-size:1.1em;margin:.5em 0 1em}
 table{border-collapse:collapse;margin-bottom:1em;font-size:.85em}
 th,td{border:1px solid #ccc;padding:.2em .5em;text-align:left;vertical-align:top}
-th{background:#eceff1} .ready{background:#e8f5e9} .bad{background:#ffebee} .skip,.muted{color:#757575}
+th{background:#eceff1} .ready{background:#e8f5e9} .bad{background:#ffebee}
+.skip,.muted{color:#757575}
 .pass{color:#2e7d32} .fail{color:#c62828;font-weight:bold} .outlier{color:#c62828;font-weight:bold}
-.st-ready{color:#2e7d32;font-weight:bold} .st-bad{color:#c62828;font-weight:bold} .st-degraded{color:#ef6c00;font-weight:bold}
-figure{margin:0 0 2em} svg{max-width:100%;height:auto} details{margin:.4em 0} summary{cursor:pointer}
+.st-ready{color:#2e7d32;font-weight:bold} .st-bad{color:#c62828;font-weight:bold}
+.st-degraded{color:#ef6c00;font-weight:bold}
+figure{margin:0 0 2em} svg{max-width:100%;height:auto} details{margin:.4em 0}
+summary{cursor:pointer}
 ul.why{margin:.2em 0 .2em 1.2em;padding:0}
 """
 
@@ -95,7 +100,8 @@ def _summary_html(fleet: Fleet, title: str, when: str) -> list[str]:
         parts.append(
             f"<tr><td>{_e(model)}</td><td>{entry['hosts']}</td><td>{entry['gpus']}</td>"
             + "".join(
-                f'<td class="{_status_class(s) if entry["status"].get(s) else "muted"}">{entry["status"].get(s, 0)}</td>'
+                f'<td class="{_status_class(s) if entry["status"].get(s) else "muted"}">'
+                f"{entry['status'].get(s, 0)}</td>"
                 for s in statuses
             )
             + "</tr>"
@@ -109,7 +115,8 @@ def _not_ready_html(fleet: Fleet, bad: list[tuple[HostOutcome, list[Row]]]) -> l
     if not bad:
         return parts + ['<p class="st-ready">Every host is ready.</p></section>']
     parts.append(
-        '<table id="not-ready-table"><thead><tr><th>#</th><th>host</th><th>status</th><th>reason</th></tr></thead><tbody>'
+        '<table id="not-ready-table"><thead><tr><th>#</th><th>host</th><th>status</th>'
+        "<th>reason</th></tr></thead><tbody>"
     )
     for n, (outcome, rows) in enumerate(bad, start=1):
         why = failure_lines(outcome, rows, limit=3)
@@ -296,9 +303,10 @@ def _details_html(bad: list[tuple[HostOutcome, list[Row]]]) -> list[str]:
         )
     for n, (outcome, rows) in enumerate(shown):
         parts.append(
-            "<details "
-            f'class="host"{" open" if n < OPEN_DETAILS else ""}><summary>{_e(outcome.host)}: '
-            f'<span class="{_status_class(outcome.status)}">{html.escape(outcome.status)}</span></summary>'
+            f'<details class="host"{" open" if n < OPEN_DETAILS else ""}>'
+            f"<summary>{_e(outcome.host)}: "
+            f'<span class="{_status_class(outcome.status)}">{html.escape(outcome.status)}</span>'
+            "</summary>"
         )
         parts.append(f"<p>{_e(outcome.reason or 'no reason given')}</p>")
         if any(r.uuid or r.checks for r in rows):
@@ -312,7 +320,8 @@ def _details_html(bad: list[tuple[HostOutcome, list[Row]]]) -> list[str]:
             )
             for c in noted[:200]:
                 parts.append(
-                    f"<tr><td>{_e(c['check'])}</td><td>{'host' if c['gpu'] is None else index.get(c['gpu'], '?')}</td>"
+                    f"<tr><td>{_e(c['check'])}</td>"
+                    f"<td>{'host' if c['gpu'] is None else index.get(c['gpu'], '?')}</td>"
                     f"<td>{_e(c['measured'])}</td><td>{_e(c['threshold'])}</td>"
                     + _cell(c["verdict"])
                     + f"<td>{_e(c['reason'])}</td></tr>"
@@ -346,7 +355,8 @@ def _ready_html(fleet: Fleet) -> list[str]:
             worst = host_worst(rows)
             verdicts = summarise_verdicts(c["verdict"] for c in host_checks(outcome))
             parts.append(
-                f'<tr class="ready"><td>{_e(outcome.host)}</td><td>{_gpus_text(rows)}</td>{_cell(verdicts)}'
+                f'<tr class="ready"><td>{_e(outcome.host)}</td><td>{_gpus_text(rows)}</td>'
+                f"{_cell(verdicts)}"
                 f"<td>{_e(figure_text(*worst)) if worst else '-'}</td></tr>"
             )
         parts.append("</tbody></table></details>")

@@ -125,12 +125,15 @@ def _suite(
             cases.append(f"{head}<skipped message={_xa(check['reason'] or 'skipped')}/></testcase>")
         else:
             cases.append(
-                f"{head}<system-out>{_x(check['measured'] + ' | ' + check['threshold'] + ' | ' + verdict)}</system-out></testcase>"
+                f"{head}<system-out>"
+                f"{_x(check['measured'] + ' | ' + check['threshold'] + ' | ' + verdict)}"
+                "</system-out></testcase>"
             )
     for row in rows:
         for name, fig in row.outliers():
             message = (
-                f"{fig.value:.1f} is {fig.value / fig.median:.0%} of the fleet median {fig.median:.1f} of "  # type: ignore[operator]
+                f"{fig.value:.1f} is {fig.value / fig.median:.0%} of the fleet median "  # type: ignore[operator]
+                f"{fig.median:.1f} of "
                 f"{row.model or 'this host type'} (floor {fleet.floor:.0%})"
             )
             cases.append(
