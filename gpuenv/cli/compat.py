@@ -117,7 +117,11 @@ HOST_HELP = (
 )
 @user_errors
 def doctor(c, json_=False, host=None, platform=None):
-    """The host as seen from here: driver, GPUs, Docker and NVIDIA runtime, the team's settings and where each came from, and the recommended stack (exit 2 when the settings are invalid)."""
+    """The host as seen from here: driver, GPUs, Docker, NVIDIA runtime, settings, stack.
+
+    Each of the team's settings says where it came from, and the recommended stack follows
+    (exit 2 when the settings are invalid).
+    """
     from invoke.exceptions import Exit
 
     from gpuenv.compat.doctor import collect_report, format_report
@@ -158,7 +162,7 @@ def doctor(c, json_=False, host=None, platform=None):
 )
 @user_errors
 def matrix(c, json_=False, check=False):
-    """Show the compatibility data (envs/compat.yaml): CUDA releases, images, PyTorch, TensorFlow, GPUs."""
+    """Show the compatibility data (envs/compat.yaml): CUDA, images, PyTorch, TensorFlow, GPUs."""
     from gpuenv.compat.matrix import load_matrix
     from gpuenv.compat.matrix_view import format_drift, format_matrix
 
@@ -212,7 +216,10 @@ def resolve_(
     host=None,
     platform=None,
 ):
-    """Choose the stack (CUDA, base image, framework build, Python) for this host, your wishes and the team's invoke.yaml."""
+    """Choose the stack (CUDA, base image, framework build, Python) for this host and your wishes.
+
+    The team's invoke.yaml gives the defaults and pins.
+    """
     from gpuenv.compat.host import use_host_file, use_platform
     from gpuenv.compat.stack_view import format_stack
 

@@ -127,7 +127,10 @@ def lock(
     verbose=False,
     quiet=False,
 ):
-    """Pin every package of the stack's environment into envs/locks/<stack>/ (skipped when nothing changed)."""
+    """Pin every package of the stack's environment into envs/locks/<stack>/.
+
+    Skipped when nothing changed.
+    """
     from gpuenv.cli.paths import check_paths
     from gpuenv.envs.locking import ensure_lock, lock_directory, lock_file_name
 
@@ -205,7 +208,10 @@ def export(
     unpinned=False,
     lock=False,
 ):
-    """Share the stack's environment: an environment.yml pinned from its lock (unpinned only when asked), or with --lock the hashed lock itself."""
+    """Share the stack's environment: an environment.yml pinned from its lock, or the lock.
+
+    Unpinned only when asked; with --lock, the hashed lock itself.
+    """
     from gpuenv.cli.paths import check_paths
     from gpuenv.envs.export import (
         check_output,
@@ -342,7 +348,10 @@ def install(
     quiet=False,
     platform=None,
 ):
-    """Install the stack's lock into a folder on this host, without Docker (servers and clusters); then `PREFIX/bin/python -m validate` checks it."""
+    """Install the stack's lock into a folder on this host, without Docker (servers, clusters).
+
+    Then `PREFIX/bin/python -m validate` checks it.
+    """
     import signal
 
     from invoke.exceptions import Exit

@@ -187,7 +187,10 @@ def push(
     verbose=False,
     quiet=False,
 ):
-    """Push the stack's image (built from its current lock) to a registry; prints HOST/gpuenv/<stack>@sha256:... to share."""
+    """Push the stack's image (built from its current lock) to a registry, to share by digest.
+
+    Prints HOST/gpuenv/<stack>@sha256:... to share.
+    """
     from gpuenv.cli.config import parse_registry
     from gpuenv.engine import Engine
     from gpuenv.envs.locking import lock_directory

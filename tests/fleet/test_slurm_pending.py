@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from gpuenv.fleet.slurm_queue import (
-    JobState,
     REASONS_SOURCE,
     STUCK_REASONS,
+    JobState,
     parse_scontrol_job,
     parse_sinfo_states,
     parse_squeue,
