@@ -20,6 +20,8 @@ LIVE = CAPTURES / "live" / "h200-580.159.04"
 #: The second run (another H200, after this session's merges: NVML v2 memory, PCI ids, vGPU
 #: readers).
 LIVE_B = CAPTURES / "live" / "h200-580.159.04-b"
+#: The third run (another H200, after the style round: ruff format, thin tasks, --replay=PATH).
+LIVE_C = CAPTURES / "live" / "h200-580.159.04-c"
 SOURCES = {
     "xml": (LIVE, CAPTURES / "nvidia-smi-xml" / "h200-580.159.04-gpuenv-live.xml"),
     "text": (
@@ -29,6 +31,8 @@ SOURCES = {
     "recording": (LIVE, LIVE / "recording.json"),
     "xml-b": (LIVE_B, LIVE_B / "nvidia-smi-q-x.xml"),
     "recording-b": (LIVE_B, LIVE_B / "recording.json"),
+    "xml-c": (LIVE_C, LIVE_C / "nvidia-smi-q-x.xml"),
+    "recording-c": (LIVE_C, LIVE_C / "recording.json"),
 }
 #: Rows nvidia-smi does not print, so a capture's replay says "not reported" where live NVML
 #: answered: the infoROM checksum check (nvmlDeviceValidateInforom) has no line in -q or -q -x.
@@ -112,7 +116,7 @@ def test_the_replay_judges_every_row_it_can_read_as_the_live_run(kind, tmp_path)
     assert replayed[("gpu in use", "gpu")]["verdict"] == "pass", replayed[("gpu in use", "gpu")]
 
 
-@pytest.mark.parametrize("run", [LIVE, LIVE_B], ids=lambda p: p.name)
+@pytest.mark.parametrize("run", [LIVE, LIVE_B, LIVE_C], ids=lambda p: p.name)
 def test_the_live_quick_run_agrees_with_the_full_one(run):
     full = _rows(json.loads((run / "live-full.json").read_text(encoding="utf-8")))
     quick = _rows(json.loads((run / "live-quick.json").read_text(encoding="utf-8")))
