@@ -108,8 +108,11 @@ def resolve() -> None:
 
 
 def main() -> None:
+    flows = {"build": build, "replay": replay, "resolve": resolve}
+    if len(sys.argv) != 2 or sys.argv[1] not in flows:
+        sys.exit(f"usage: python benchmarks/flow_hops.py {{{','.join(flows)}}}")
     flow = sys.argv[1]
-    entered, edges = trace({"build": build, "replay": replay, "resolve": resolve}[flow])
+    entered, edges = trace(flows[flow])
     stages = {(_stage(a), _stage(b)) for a, b in edges if _stage(a) != _stage(b)}
     both_ways = {tuple(sorted(edge)) for edge in edges if (edge[1], edge[0]) in edges}
     print(
