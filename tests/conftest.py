@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,13 @@ from leftovers import pytest_runtest_protocol, pytest_sessionfinish, pytest_sess
 from outsidecauses import skip_only_if_unreachable
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# A run started under nohup inherits SIGHUP ignored, and an ignored signal stays ignored across
+# exec: every child (a task, a suite run) would then ignore the SIGHUP its test sends and wait it
+# out. A Python handler is reset to the default across exec, so children start as from a terminal,
+# while this process still outlives a closed terminal, as nohup asked.
+if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, lambda _signum, _frame: None)
 INVOKE = [sys.executable, "-m", "invoke"]
 
 
