@@ -89,12 +89,10 @@ def ssh_server(tmp_path):
 @pytest.fixture(scope="module")
 def slurm_cluster(tmp_path_factory):
     """One cluster for the module's tests (starting and stopping slurmd takes seconds), with
-    SLURM_CONF pointing the client commands (sbatch, squeue ...) at it while it runs. Its spare
-    node, in partition "spare", runs the job that waits out its time limit (over a minute) while
-    the other tests use the default partition's node."""
+    SLURM_CONF pointing the client commands (sbatch, squeue ...) at it while it runs."""
     reason = servers.missing(
         "munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel"
     )
     if reason:
         pytest.skip(f"Slurm test cluster: {reason}")
-    yield from servers.running_cluster(tmp_path_factory.mktemp("slurm"), spare="spare")
+    yield from servers.running_cluster(tmp_path_factory.mktemp("slurm"))

@@ -199,9 +199,8 @@ class SlurmCluster:
     node: str
     partition: str
     folder: Path
-    pids: tuple[int, ...] = ()  # munged, slurmctld, slurmd (one per node, the spare's last)
-    nodes: tuple[str, ...] = ()  # every node's name in the default partition (one slurmd each)
-    spare_node: str | None = None  # alone in the partition of slurm_cluster's `spare`
+    pids: tuple[int, ...] = ()  # munged, slurmctld, slurmd
+    nodes: tuple[str, ...] = ()  # every node's name (one slurmd each)
 
     @property
     def env(self) -> dict[str, str]:
@@ -219,14 +218,10 @@ def _daemon_pid(pidfile: Path, timeout: float = 10) -> int | None:
 
 
 @contextmanager
-def slurm_cluster(
-    folder: Path, node: str | None = None, nodes: int = 1, spare: str | None = None
-) -> Iterator[SlurmCluster]:
+def slurm_cluster(folder: Path, node: str | None = None, nodes: int = 1) -> Iterator[SlurmCluster]:
     """munged + slurmctld + slurmd for one node named after this host, on loopback ports.
     With `nodes` > 1, that many nodes NODE-1, NODE-2 ..., each its own slurmd on 127.0.0.1 with
     its own port (`slurmd -N`: Debian's slurm-wlm runs several slurmd on one host).
-    With `spare`, one more node NODE-SPARE alone in a partition of that name (not the default):
-    a job that holds it for a minute (a time limit running out) leaves the default partition free.
 
     cgroup-free (proctrack/linuxproc, task/none) so it runs inside containers and VMs, no
     accounting daemon (sacct answers "accounting storage is disabled"; gpuenv falls back to
@@ -246,10 +241,7 @@ def slurm_cluster(
     pids: list[int] = []
     ctld_port, slurmd_port = free_port(), free_port()
     names = [node] if nodes == 1 else [f"{node}-{i}" for i in range(1, nodes + 1)]
-    daemons = [*names, *([f"{node}-{spare}"] if spare else [])]  # one slurmd each
-    many = len(daemons) > 1
-    each = "%n" if many else ""  # slurmd's own name in its spool, pid and log paths
-    ports = {n: f" Port={free_port()}" if many else "" for n in daemons}
+    each = "%n" if nodes > 1 else ""  # slurmd's own name in its spool, pid and log paths
     conf = folder / "slurm.conf"
     cpus = os.cpu_count() or 1
     conf.write_text(
@@ -289,15 +281,10 @@ OverTimeLimit=0
 InactiveLimit=0
 """
         + "".join(
-            f"NodeName={n} NodeAddr=127.0.0.1 CPUs={cpus}{ports[n]} State=UNKNOWN\n"
-            for n in daemons
+            f"NodeName={n} NodeAddr=127.0.0.1 CPUs={cpus}{f' Port={free_port()}' if nodes > 1 else ''} State=UNKNOWN\n"
+            for n in names
         )
         + f"PartitionName=debug Nodes={','.join(names)} Default=YES MaxTime=INFINITE State=UP\n"
-        + (
-            f"PartitionName={spare} Nodes={daemons[-1]} MaxTime=INFINITE State=UP\n"
-            if spare
-            else ""
-        )
     )
     env = {**os.environ, "SLURM_CONF": str(conf)}
     try:
@@ -321,20 +308,20 @@ InactiveLimit=0
         pid = _daemon_pid(folder / "slurmctld.pid")
         if pid:
             pids.append(pid)
-        for name in daemons:
+        for name in names:
             subprocess.run(
-                ["slurmd", "-f", str(conf), *(["-N", name] if many else [])],
+                ["slurmd", "-f", str(conf), *(["-N", name] if nodes > 1 else [])],
                 check=True,
                 env=env,
             )
-            pid = _daemon_pid(folder / f"slurmd{name if many else ''}.pid")
+            pid = _daemon_pid(folder / f"slurmd{name if nodes > 1 else ''}.pid")
             if pid:
                 pids.append(pid)
         deadline = time.monotonic() + 30
         state = ""
         while time.monotonic() < deadline:
             proc = subprocess.run(
-                ["sinfo", "--noheader", "--nodes", ",".join(daemons), "--format=%T"],
+                ["sinfo", "--noheader", "--nodes", ",".join(names), "--format=%T"],
                 env=env,
                 capture_output=True,
                 text=True,
@@ -348,28 +335,18 @@ InactiveLimit=0
                 f.read_text()[-1500:] for f in sorted((folder / "log").glob("slurm*.log"))
             )
             raise RuntimeError(
-                f"node(s) {', '.join(daemons)} are {state or 'not reported'} after 30s:\n{logs}"
+                f"node(s) {', '.join(names)} are {state or 'not reported'} after 30s:\n{logs}"
             )
-        yield SlurmCluster(
-            conf,
-            names[0],
-            "debug",
-            folder,
-            tuple(pids),
-            tuple(names),
-            daemons[-1] if spare else None,
-        )
+        yield SlurmCluster(conf, names[0], "debug", folder, tuple(pids), tuple(names))
     finally:
         for pid in reversed(pids):
             _stop(pid)
 
 
-def running_cluster(
-    folder: Path, nodes: int = 1, spare: str | None = None
-) -> Iterator[SlurmCluster]:
+def running_cluster(folder: Path, nodes: int = 1) -> Iterator[SlurmCluster]:
     """slurm_cluster with SLURM_CONF set in this process while it runs (a fixture's body)."""
     old = os.environ.get("SLURM_CONF")
-    with slurm_cluster(folder, nodes=nodes, spare=spare) as cluster:
+    with slurm_cluster(folder, nodes=nodes) as cluster:
         os.environ["SLURM_CONF"] = str(cluster.conf)
         try:
             yield cluster

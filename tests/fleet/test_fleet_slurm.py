@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -49,47 +48,6 @@ def job_state(cluster, job_id: str):
         text=True,
     )
     return parse_scontrol_job(proc.stdout, job_id)
-
-
-TIME_LIMIT_TEST = "test_a_job_past_its_time_limit_says_timeout_per_node"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def time_limit_job(request, slurm_cluster, tmp_path_factory):
-    """The job that waits out its time limit, started with the module's first test on the
-    cluster's spare node (its own partition): Slurm ends it a minute or more later (limits are
-    whole minutes, checked every half minute), while the module's other tests run beside it.
-    Its test, last in the module, takes the result. Not started when that test is deselected."""
-    if not any(
-        item.name == TIME_LIMIT_TEST and getattr(item, "module", None) is request.module
-        for item in request.session.items
-    ):
-        yield None
-        return
-    tmp = tmp_path_factory.mktemp("time-limit")
-    hung = tmp / "hung-prefix"
-    (hung / "bin").mkdir(parents=True)
-    (hung / "bin" / "python").write_text("#!/bin/sh\nexec sleep 600\n")
-    (hung / "bin" / "python").chmod(0o755)
-    events: list[tuple[str, str, str]] = []
-
-    def run() -> tuple[list, list, float]:
-        started = time.monotonic()
-        outcomes = run_job(
-            SlurmJob(
-                rundir=str(tmp / "run"),
-                nodes=1,
-                partition="spare",
-                prefix=str(hung),
-                time="0:05",
-            ),
-            progress=lambda *e: events.append(e),
-            poll_s=1,
-        )
-        return outcomes, events, time.monotonic() - started
-
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        yield pool.submit(run)
 
 
 def test_cpu_suite_through_sbatch_from_a_prefix(slurm_cluster, tmp_path):
@@ -180,6 +138,34 @@ def test_node_with_docker_runs_the_suite_in_the_image(slurm_cluster, suite_image
     assert node.status == READY, node.reason
     reasons = [c["reason"] for c in node.report["host"]["checks"] if c["check"] == "torch build"]
     assert reasons and "PyTorch is not installed" in reasons[0]  # the image's suite, not the venv's
+
+
+def test_a_job_past_its_time_limit_says_timeout_per_node(slurm_cluster, tmp_path):
+    """A node that hangs (its python never returns, as on a wedged GPU) until --time 0:05 runs out."""
+    hung = tmp_path / "hung-prefix"
+    (hung / "bin").mkdir(parents=True)
+    (hung / "bin" / "python").write_text("#!/bin/sh\nexec sleep 600\n")
+    (hung / "bin" / "python").chmod(0o755)
+    events = []
+    started = time.monotonic()
+    [node] = run_job(
+        SlurmJob(rundir=str(tmp_path / "run"), nodes=1, prefix=str(hung), time="0:05"),
+        progress=lambda *e: events.append(e),
+        poll_s=1,
+    )
+    assert node.host == slurm_cluster.node and node.status == TIMEOUT
+    assert "time limit (--time 0:05)" in node.reason and node.details["job_state"] == "TIMEOUT"
+    job_events = [(phase, detail) for who, phase, detail in events if who.startswith("job ")]
+    node_events = [(phase, detail) for who, phase, detail in events if who == slurm_cluster.node]
+    assert ("running", "0/1 node(s) done") in [
+        (p, d.split(",")[0]) for p, d in job_events
+    ] and job_events[-1][0] == "timeout"
+    # a node is "queued" until its started file appears (under load the first poll can come first),
+    # then "running", and it ends in a timeout
+    phases = [phase for phase, _ in node_events]
+    assert next(p for p in phases if p != "queued") == "running", phases
+    assert node_events[-1] == ("done", TIMEOUT)
+    print(f"timeout noticed after {time.monotonic() - started:.0f}s")
 
 
 @pytest.mark.parametrize(
@@ -273,7 +259,7 @@ def test_slurm_daemons_listen_on_loopback_only(slurm_cluster):
     import servers
 
     daemons = slurm_cluster.pids[1:]  # munged talks over a unix socket only
-    assert len(daemons) == 3  # slurmctld, the node's slurmd, the spare node's slurmd
+    assert len(daemons) == 2
     for pid in daemons:
         addresses = servers.listening_addresses(pid)
         assert addresses and all(a.startswith("127.0.0.1:") for a in addresses), (pid, addresses)
@@ -367,22 +353,3 @@ def test_a_job_for_a_down_node_fails_at_once(slurm_cluster, tmp_path):
             if state in ("idle", "mixed", "allocated"):
                 break
             time.sleep(0.3)
-
-
-def test_a_job_past_its_time_limit_says_timeout_per_node(time_limit_job, slurm_cluster):
-    """A node that hangs (its python never returns, as on a wedged GPU) until --time 0:05 runs
-    out (the job started with the module: time_limit_job)."""
-    [node], events, seconds = time_limit_job.result(timeout=300)
-    assert node.host == slurm_cluster.spare_node and node.status == TIMEOUT
-    assert "time limit (--time 0:05)" in node.reason and node.details["job_state"] == "TIMEOUT"
-    job_events = [(phase, detail) for who, phase, detail in events if who.startswith("job ")]
-    node_events = [(phase, detail) for who, phase, detail in events if who == node.host]
-    assert ("running", "0/1 node(s) done") in [
-        (p, d.split(",")[0]) for p, d in job_events
-    ] and job_events[-1][0] == "timeout"
-    # a node is "queued" until its started file appears (under load the first poll can come first),
-    # then "running", and it ends in a timeout
-    phases = [phase for phase, _ in node_events]
-    assert next(p for p in phases if p != "queued") == "running", phases
-    assert node_events[-1] == ("done", TIMEOUT)
-    print(f"timeout noticed after {seconds:.0f}s")
