@@ -281,7 +281,8 @@ OverTimeLimit=0
 InactiveLimit=0
 """
         + "".join(
-            f"NodeName={n} NodeAddr=127.0.0.1 CPUs={cpus}{f' Port={free_port()}' if nodes > 1 else ''} State=UNKNOWN\n"
+            f"NodeName={n} NodeAddr=127.0.0.1 "
+            f"CPUs={cpus}{f' Port={free_port()}' if nodes > 1 else ''} State=UNKNOWN\n"
             for n in names
         )
         + f"PartitionName=debug Nodes={','.join(names)} Default=YES MaxTime=INFINITE State=UP\n"

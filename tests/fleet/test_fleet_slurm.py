@@ -141,7 +141,8 @@ def test_node_with_docker_runs_the_suite_in_the_image(slurm_cluster, suite_image
 
 
 def test_a_job_past_its_time_limit_says_timeout_per_node(slurm_cluster, tmp_path):
-    """A node that hangs (its python never returns, as on a wedged GPU) until --time 0:05 runs out."""
+    """A node that hangs (its python never returns, as on a wedged GPU) until --time 0:05 runs
+    out."""
     hung = tmp_path / "hung-prefix"
     (hung / "bin").mkdir(parents=True)
     (hung / "bin" / "python").write_text("#!/bin/sh\nexec sleep 600\n")
