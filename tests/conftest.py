@@ -25,6 +25,11 @@ ROOT = Path(__file__).resolve().parent.parent
 # while this process still outlives a closed terminal, as nohup asked.
 if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
     signal.signal(signal.SIGHUP, lambda _signum, _frame: None)
+# Likewise a run started as a background job of a non-interactive shell (`cmd &` in a script)
+# inherits SIGINT ignored: a task under test would then ignore the Ctrl-C its test sends and
+# never cancel what it started. Python's own Ctrl-C handler here, the default in children.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 INVOKE = [sys.executable, "-m", "invoke"]
 
 
