@@ -12,9 +12,8 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from imagecases import ROOT
+from imagecases import CPU_LOCK_TEXT, ROOT, write_uv_lock
 from stackcases import TORCH_CPU
-from test_images_unit import CPU_LOCK_TEXT, write_uv_lock
 
 from gpuenv.envs.buildtools import BuildTools
 from gpuenv.errors import DataError, GpuenvError
