@@ -119,7 +119,7 @@ def tools_side(tmp, stack, channel, wheels, base, lock_dir, made) -> dict[str, f
     import yaml
 
     from gpuenv.engine import Engine
-    from gpuenv.envs import conda, lockers, spec
+    from gpuenv.envs import conda, spec, uv
 
     fresh_caches(tmp)
     rendered = yaml.safe_load((lock_dir / "environment.yml").read_text(encoding="utf-8"))
@@ -127,7 +127,7 @@ def tools_side(tmp, stack, channel, wheels, base, lock_dir, made) -> dict[str, f
     pip_lines = next(d["pip"] for d in rendered["dependencies"] if isinstance(d, dict))
     glibc = spec.glibc_for(stack)
     virtual = conda.virtual_packages(cuda=None, glibc=glibc, arch="x86_64")
-    uv = lockers.uv_binary()
+    uv_bin = uv.uv_binary()
     prefix = tmp / "prefix"
     times: dict[str, float] = {}
 
@@ -150,9 +150,9 @@ def tools_side(tmp, stack, channel, wheels, base, lock_dir, made) -> dict[str, f
         )
         (tmp / "requirements.in").write_text("".join(f"{line}\n" for line in pip_lines))
         subprocess.run(
-            [uv, "pip", "compile", str(tmp / "requirements.in"), "-o", str(tmp / "req.txt")]
+            [uv_bin, "pip", "compile", str(tmp / "requirements.in"), "-o", str(tmp / "req.txt")]
             + ["--python-version", stack.python, "--generate-hashes", "--quiet", "--no-config"]
-            + ["--python-platform", lockers.uv_python_platform("linux-64", glibc)]
+            + ["--python-platform", uv.uv_python_platform("linux-64", glibc)]
             + ["--find-links", str(wheels)],
             check=True,
         )
@@ -169,7 +169,7 @@ def tools_side(tmp, stack, channel, wheels, base, lock_dir, made) -> dict[str, f
             )
         )
         subprocess.run(
-            [uv, "pip", "install", "--python", str(prefix / "bin" / "python"), "--quiet"]
+            [uv_bin, "pip", "install", "--python", str(prefix / "bin" / "python"), "--quiet"]
             + ["--require-hashes", "--no-deps", "--no-config", "--compile-bytecode"]
             + ["--link-mode", "copy", "--find-links", str(wheels), "-r", str(tmp / "req.txt")],
             check=True,

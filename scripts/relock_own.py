@@ -74,7 +74,7 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/envs/test_spec_conda_lock_parse.py",
     ),
     "py-rattler": ("tests/envs/test_lock_conda.py",),
-    "uv": ("tests/envs/test_lockers.py", "tests/envs/test_lock_uv.py"),
+    "uv": ("tests/envs/test_uv_cli.py", "tests/envs/test_lock_uv.py"),
     "requests": ("tests/compat/test_drift.py", "tests/engine/test_engine_causes.py"),
     "paramiko": ("tests/engine/test_engine_causes.py", "tests/fleet/test_fleet_ssh_causes.py"),
     "matplotlib": ("tests/fleet/test_fleet_report.py",),

@@ -48,7 +48,7 @@ def skip_only_if_unreachable(what: str, output: str) -> None:
 def cannot_lock(err: Exception) -> None:
     """A lock that failed: skip only when uv could not reach an index, fail on every other
     reason."""
-    from gpuenv.envs.lockers import IndexUnreachable
+    from gpuenv.envs.uv import IndexUnreachable
 
     if isinstance(err, IndexUnreachable):
         pytest.skip(f"no route from this machine to the package index {err.url}: {err.render()}")

@@ -236,7 +236,7 @@ def _python_download_error(env: dict[str, str], *, offline: bool = False) -> str
     (in a network namespace of its own when `offline`: no route to any host)."""
     code = (
         "import sys, tempfile\nfrom pathlib import Path\n"
-        "from gpuenv.envs.lockers import install_standalone_python\n"
+        "from gpuenv.envs.uv import install_standalone_python\n"
         "from gpuenv.errors import ToolError\ntry:\n    install_standalone_python('3.11', "
         "'x86_64', Path(tempfile.mkdtemp()))\nexcept ToolError as err:\n    "
         "print(err.render())\nelse:\n    print('installed')\n"

@@ -24,7 +24,7 @@ OWNERS: dict[str, tuple[str, ...]] = {
     "paramiko": ("gpuenv/engine/",),
     "rattler": ("gpuenv/envs/conda.py",),
     "pynvml": ("validate/host/nvml.py",),
-    "conda_lock": ("gpuenv/envs/lockers.py", "gpuenv/envs/condalock.py"),
+    "conda_lock": ("gpuenv/envs/condalock.py",),
     "yaml": ("gpuenv/",),
 }
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuenv.datacache import cache_dir
-from gpuenv.envs import lockers
+from gpuenv.envs import uv
 from gpuenv.errors import ToolError
 from gpuenv.progress import Say
 
@@ -79,7 +79,7 @@ def gather(
                 f"the base image has no Python {python}: using uv's standalone CPython {python} "
                 f"({arch})"
             )
-        standalone = lockers.install_standalone_python(
+        standalone = uv.install_standalone_python(
             python, arch, cache_dir() / "python", ca_cert=ca_cert
         )
-    return BuildTools(uv=Path(lockers.uv_binary()), python=standalone)
+    return BuildTools(uv=Path(uv.uv_binary()), python=standalone)

@@ -27,12 +27,68 @@ from typing import Iterable, Mapping, Sequence
 import tomllib
 from packaging.version import InvalidVersion, Version
 
-from gpuenv.envs import conda, installed, lockdir, lockers, spec
+from gpuenv.envs import conda, installed, lockdir, spec, uv
 from gpuenv.errors import BadInput, DataError, ToolError
 from gpuenv.progress import Say
 from gpuenv.stack import Stack
 
-CONDA_LOCK_FILE = lockers.CONDA_LOCK_FILE
+CONDA_LOCK_FILE = lockdir.CONDA_LOCK_FILE
+
+
+# ---------------------------------------------------------------- conda-lock's own parser
+
+
+def parse_spec_with_conda_lock(
+    spec: Path, platforms: Sequence[str], mapping: Path, source: Path | None = None
+) -> dict[str, list[str]]:
+    """Parse a spec with conda-lock's own parser, offline; returns the dependency names per
+    platform.
+
+    Catches what the YAML checks cannot (conda-lock's requirement rules). A failure is a
+    BadInput naming `source` (the file the user wrote; default the spec itself) and the line
+    there that holds the entry conda-lock names.
+    """
+    from conda_lock.src_parser import make_lock_spec
+
+    try:
+        lock_spec = make_lock_spec(
+            src_files=[spec], platform_overrides=list(platforms), mapping_url=str(mapping)
+        )
+    except Exception as err:  # conda-lock raises plain ValueError/RuntimeError for bad specs
+        raise _spec_error(source or spec, err) from None
+    return {
+        platform: [dep.name for dep in deps] for platform, deps in lock_spec.dependencies.items()
+    }
+
+
+def conda_spec_problem(value: str) -> str | None:
+    """Why conda-lock's MatchSpec rejects `value` (e.g. "Invalid version '1..2'"), or None when it
+    parses."""
+    from conda_lock.src_parser.conda_common import conda_spec_to_versioned_dep
+
+    try:
+        conda_spec_to_versioned_dep(value, "main")
+    except Exception as err:  # it wraps conda's InvalidMatchSpec in a RuntimeError
+        cause = err.__cause__ or err
+        return str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+    return None
+
+
+def _spec_error(spec: Path, err: Exception) -> BadInput:
+    reason = str(err) or type(err).__name__
+    if err.__cause__ is not None:
+        reason = f"{reason} ({err.__cause__})"
+    quoted = re.findall(r"[`'](.+?)[`']", reason)
+    line_no = 1
+    text = spec.read_text(encoding="utf-8") if spec.is_file() else ""
+    for number, line in enumerate(text.splitlines(), start=1):
+        if any(q and q in line for q in quoted):
+            line_no = number
+            break
+    return BadInput(
+        f"{spec}:{line_no}: conda-lock cannot parse it: {reason.splitlines()[0]}",
+        fix="write the entry as a conda spec (name=1.2) or pip requirement (name==1.2)",
+    )
 
 
 @dataclass(frozen=True)
@@ -324,7 +380,7 @@ def install(
         requirements = cache / "pip-requirements.txt"
         requirements.write_text(pip_requirements(environment.pip, wheelhouse), encoding="utf-8")
         cmd = [
-            lockers.uv_binary(),
+            uv.uv_binary(),
             "pip",
             "install",
             "--python",
@@ -339,7 +395,7 @@ def install(
         ]
         if offline:
             cmd += ["--offline", "--no-index"]
-        lockers.run_installer(cmd, on_line=output, tool="uv pip install")
+        uv.run_installer(cmd, on_line=output, tool="uv pip install")
         say("compiling the bytecode for the final path")
         compile_bytecode(into, final_prefix, output)
 
@@ -369,7 +425,7 @@ def compile_bytecode(into: Path, final_prefix: Path, output: Say) -> None:
         str(final_prefix),
         str(site[0]),
     ]
-    lockers.run_installer(cmd, on_line=output, tool="python -m compileall")
+    uv.run_installer(cmd, on_line=output, tool="python -m compileall")
 
 
 def pip_requirements(pins: Iterable[PipPin], wheelhouse: Path | None) -> str:

@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from gpuenv import VALIDATE_DIR, __version__
-from gpuenv.envs import conda, installed, lockdir, lockers
+from gpuenv.envs import conda, installed, lockdir, uv
 from gpuenv.envs.lockdir import Lock
 from gpuenv.errors import BadInput, DataError, ToolError
 from gpuenv.progress import Say
@@ -565,10 +565,10 @@ def _printable(text: str) -> str:
 
 
 def _install_uv(plan: InstallPlan, work: Path, say: Say, output: Say) -> None:
-    uv = lockers.uv_binary()
+    uv_bin = uv.uv_binary()
     say(f"creating a venv on this host's Python {plan.stack.python}")
-    lockers.run_installer(
-        lockers.uv_venv_command(uv=uv, prefix=work, python=plan.stack.python),
+    uv.run_installer(
+        uv.uv_venv_command(uv=uv_bin, prefix=work, python=plan.stack.python),
         on_line=output,
         tool="uv venv",
         env={},
@@ -584,9 +584,9 @@ def _install_uv(plan: InstallPlan, work: Path, say: Say, output: Say) -> None:
         else ""
     )
     say(f"installing {plan.lock.path.name} with hashes required{source}")
-    lockers.run_installer(
-        lockers.uv_install_command(
-            uv=uv,
+    uv.run_installer(
+        uv.uv_install_command(
+            uv=uv_bin,
             prefix=work,
             lock=plan.lock.path,
             find_links=plan.wheelhouse,

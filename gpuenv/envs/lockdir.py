@@ -29,7 +29,6 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from gpuenv.envs import lockers
 from gpuenv.errors import DataError
 from gpuenv.stack import Stack
 from validate.files import InputRefused, load_json_input, read_text_input, refusal_line, replace_dir
@@ -40,7 +39,9 @@ MAX_LOCK_TEXT_BYTES = 64 * 1024 * 1024
 METADATA_FILE = "stack.json"
 SPEC_FILE = "environment.yml"
 #: The file each backend writes; only the one the metadata names is ever read.
-LOCK_FILES = {"conda-lock": lockers.CONDA_LOCK_FILE, "uv": lockers.UV_LOCK_FILE}
+CONDA_LOCK_FILE = "conda-lock.yml"
+UV_LOCK_FILE = "requirements.lock.txt"
+LOCK_FILES = {"conda-lock": CONDA_LOCK_FILE, "uv": UV_LOCK_FILE}
 #: Bump when the lock directory layout or the hashed inputs change: old locks are then relocked.
 #: 2: metadata records the lock file's sha256 and the team file's.
 LOCK_FORMAT = 2

@@ -32,7 +32,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from gpuenv import PROJECT_ROOT
-from gpuenv.envs import BACKENDS, conda, condalock, lockdir, lockers, spec
+from gpuenv.envs import BACKENDS, conda, condalock, lockdir, spec, uv
 from gpuenv.errors import BadInput, GpuenvError, ToolError
 from gpuenv.progress import Say
 from gpuenv.stack import Stack
@@ -208,7 +208,7 @@ def plan_lock(
         )
     if env_file is not None:
         text = _read(env_file, "--file")
-        received = spec.parse_environment_file(text, str(env_file), lockers.conda_spec_problem)
+        received = spec.parse_environment_file(text, str(env_file), condalock.conda_spec_problem)
         check_received_against_stack(received.packages, stack, env_file, text)
         chosen = spec.check_platforms(platforms or received.platforms or ())
         spec_text = spec.render_environment_file(received, chosen)
@@ -286,7 +286,7 @@ def read_team_file_hashed(team_file: Path | None) -> tuple[Path, spec.Packages |
         return team_path, None, None
     text = _read(team_path, "--team-file")
     sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    return team_path, spec.parse_team_file(text, str(team_path), lockers.conda_spec_problem), sha
+    return team_path, spec.parse_team_file(text, str(team_path), condalock.conda_spec_problem), sha
 
 
 def check_received_against_stack(
@@ -388,7 +388,7 @@ def _parse_like_conda_lock(spec_text: str, platforms: tuple[str, ...], source: P
     with tempfile.TemporaryDirectory(prefix="gpuenv-spec-") as tmp:
         path = Path(tmp) / SPEC_FILE
         path.write_text(spec_text, encoding="utf-8")
-        lockers.parse_spec_with_conda_lock(path, platforms, MAPPING_FILE, source=source)
+        condalock.parse_spec_with_conda_lock(path, platforms, MAPPING_FILE, source=source)
 
 
 def wheelhouse_has_framework(
@@ -445,7 +445,7 @@ def _lock_into(work: Path, stack: Stack, plan: _Plan, input_hash: str, say: Say)
         lock_sha256=lockdir.file_sha256(lock_file),
         platforms=plan.platforms,
         source=plan.source,
-        tool_versions=lockers.tool_versions(plan.backend),
+        tool_versions=uv.tool_versions(plan.backend),
         extra_index_urls=plan.extra_index_urls,
         wheelhouse=str(plan.wheelhouse) if plan.wheelhouse else None,
         team_file=str(plan.origin) if plan.team_file_sha256 else None,
@@ -465,7 +465,7 @@ def _lock_into(work: Path, stack: Stack, plan: _Plan, input_hash: str, say: Say)
 def _lock_with_uv(work: Path, stack: Stack, plan: _Plan, say: Say) -> list[LockedPackage]:
     packages: list[LockedPackage] = []
     for index, platform in enumerate(plan.platforms):
-        out = work / (lockers.UV_LOCK_FILE if index == 0 else f"requirements.{platform}.lock.txt")
+        out = work / (lockdir.UV_LOCK_FILE if index == 0 else f"requirements.{platform}.lock.txt")
         _uv_compile(work, stack, plan, platform, out, say)
         packages += read_requirements_lock(out, platform)
     return packages
@@ -479,15 +479,15 @@ def _uv_compile(
     requirements = work / "requirements.in"
     requirements.write_text("".join(f"{line}\n" for line in plan.packages.pip), encoding="utf-8")
     # The framework index serves the framework packages only (uv explicit index,
-    # lockers.uv_lock_project).
+    # uv.uv_lock_project).
     framework_index = stack.index_url if stack.index_url in plan.extra_index_urls else None
     extra_index = tuple(u for u in plan.extra_index_urls if u != framework_index)
     if framework_index:
-        requirements = work / lockers.UV_PROJECT_FILE
+        requirements = work / uv.UV_PROJECT_FILE
         requirements.write_text(
-            lockers.uv_lock_project(plan.packages.pip, framework_index), encoding="utf-8"
+            uv.uv_lock_project(plan.packages.pip, framework_index), encoding="utf-8"
         )
-    target = lockers.uv_python_platform(platform, spec.glibc_for(stack))
+    target = uv.uv_python_platform(platform, spec.glibc_for(stack))
     sources = ", ".join(
         [
             *(["wheelhouse " + str(plan.wheelhouse)] if plan.wheelhouse else []),
@@ -496,8 +496,8 @@ def _uv_compile(
         ]
     )
     say(f"locking with uv for Python {stack.python} on {target} from {sources}")
-    cmd = lockers.uv_compile_command(
-        uv=lockers.uv_binary(),
+    cmd = uv.uv_compile_command(
+        uv=uv.uv_binary(),
         requirements=requirements,
         output=out,
         python=stack.python,
@@ -507,8 +507,8 @@ def _uv_compile(
         pylock=pylock,
     )
     try:
-        lockers.run_uv_compile(cmd, cwd=work)
-    except lockers.IndexUnreachable as err:
+        uv.run_uv_compile(cmd, cwd=work)
+    except uv.IndexUnreachable as err:
         fix = f"this host cannot reach {err.url}"
         if stack.index_url and err.url.startswith(stack.index_url):
             fix = (
@@ -517,10 +517,10 @@ def _uv_compile(
             )
         # Still an IndexUnreachable: callers (and the tests' fixtures) tell "no route" from a bad
         # lock by its type.
-        raise lockers.IndexUnreachable(err.message, url=err.url, fix=fix) from None
+        raise uv.IndexUnreachable(err.message, url=err.url, fix=fix) from None
     if framework_index and not pylock:
         out.write_text(
-            lockers.with_install_index(out.read_text(encoding="utf-8"), framework_index),
+            uv.with_install_index(out.read_text(encoding="utf-8"), framework_index),
             encoding="utf-8",
         )
 
@@ -553,9 +553,9 @@ def _lock_with_rattler(
             _uv_compile(work, stack, plan, platform, pin_file, say, pylock=True)
             pip_part[platform] = condalock.read_pylock(pin_file)
             pin_file.unlink()
-    for leftover in ("requirements.in", lockers.UV_PROJECT_FILE):
+    for leftover in ("requirements.in", uv.UV_PROJECT_FILE):
         (work / leftover).unlink(missing_ok=True)
-    lockfile = work / lockers.CONDA_LOCK_FILE
+    lockfile = work / lockdir.CONDA_LOCK_FILE
     condalock.write_lock(
         lockfile,
         conda_part=conda_part,

@@ -281,7 +281,7 @@ def parse_team_file(text: str, name: str, conda_check: CondaCheck | None = None)
     """The team's extra packages: `conda:` MatchSpecs, `pip:` requirements, `pip-repositories:`
     URLs.
 
-    `conda_check` is conda-lock's MatchSpec check (`lockers.conda_spec_problem`), passed in so
+    `conda_check` is conda-lock's MatchSpec check (`condalock.conda_spec_problem`), passed in so
     this module stays free of conda-lock; without it a syntax check catches the gross mistakes.
     """
     src = _Source(name, conda_check)

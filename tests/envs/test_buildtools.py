@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuenv.envs import buildtools, lockers
+from gpuenv.envs import buildtools, uv
 from gpuenv.errors import ToolError
 
 
@@ -34,7 +34,7 @@ def test_the_standalone_python_download_honours_the_mirror_setting(cache, monkey
     mirror = f"http://127.0.0.1:{_closed_port()}/pbs"
     monkeypatch.setenv("UV_PYTHON_INSTALL_MIRROR", mirror)
     with pytest.raises(ToolError) as caught:
-        lockers.install_standalone_python("3.11", "x86_64", cache / "python")
+        uv.install_standalone_python("3.11", "x86_64", cache / "python")
     text = caught.value.render()
     assert "\n" not in text
     assert f"from {mirror}/" in text and "cpython-3.11" in text

@@ -188,7 +188,7 @@ def _both_ways(ca: Path, command: list[str], tmp_path: Path) -> None:
 
 
 def test_uv_gets_the_ca(private_ca, https_server, tmp_path):
-    from gpuenv.envs.lockers import uv_binary
+    from gpuenv.envs.uv import uv_binary
 
     ca = private_ca[0]
     _both_ways(

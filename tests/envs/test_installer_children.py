@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuenv.envs import condalock, lockers
+from gpuenv.envs import condalock, uv
 
 
 def _alive(pid: int) -> bool:
@@ -56,9 +56,7 @@ def test_an_interrupt_ends_the_installer_and_every_worker_it_started(stop):
 
     started = time.monotonic()
     with pytest.raises(stop):
-        lockers.run_installer(
-            [sys.executable, "-c", WORKERS], on_line=on_line, tool="a pool of workers"
-        )
+        uv.run_installer([sys.executable, "-c", WORKERS], on_line=on_line, tool="a pool of workers")
     assert len(seen) == 2
     assert _gone_within(seen, 10) == [], "workers were left running"
     assert time.monotonic() - started < 30

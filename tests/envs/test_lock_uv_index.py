@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from lockcases import CPU_TORCH_WHEEL, TORCH_CPU
 
-from gpuenv.envs import lockers
+from gpuenv.envs import uv
 from gpuenv.envs.locking import ensure_lock, read_requirements_lock
 
 pytestmark = pytest.mark.network
@@ -83,15 +83,15 @@ def test_plain_extra_index_takes_the_decoy(decoy_index, pypi, tmp_path):
     req = tmp_path / "requirements.in"
     req.write_text("torch==2.13.0+cpu\nnumpy\n")
     out = tmp_path / "lock.txt"
-    cmd = lockers.uv_compile_command(
-        uv=lockers.uv_binary(),
+    cmd = uv.uv_compile_command(
+        uv=uv.uv_binary(),
         requirements=req,
         output=out,
         python="3.11",
         python_platform="x86_64-manylinux_2_28",
         extra_index_urls=[url],
     )
-    lockers.run_uv_compile(cmd, cwd=tmp_path)
+    uv.run_uv_compile(cmd, cwd=tmp_path)
     assert "numpy==99.0.0" in out.read_text()
 
 
@@ -117,7 +117,7 @@ def test_lock_takes_numpy_from_pypi_not_the_framework_index(decoy_index, pypi, l
 
 
 def test_uv_lock_project_pins_only_framework_packages():
-    text = lockers.uv_lock_project(
+    text = uv.uv_lock_project(
         ["torch==2.5.1+cu121", "numpy<2", "jinja2"], "https://download.pytorch.org/whl/cu121"
     )
     assert 'torch = { index = "framework" }' in text

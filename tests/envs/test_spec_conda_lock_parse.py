@@ -9,7 +9,7 @@ import pytest
 import yaml
 from lockcases import ALL_STACKS, FIXTURES
 
-from gpuenv.envs import lockers, spec
+from gpuenv.envs import condalock, spec
 from gpuenv.envs.locking import MAPPING_FILE
 
 
@@ -67,7 +67,9 @@ def test_rendered_spec_parses_with_conda_lock(tmp_path, name, with_team, platfor
     assert [r.url for r in parsed.pip_repositories] == expected_repos
     assert [c.url for c in parsed.channels] == ["conda-forge"]
     # gpuenv's own wrapper around the same parser agrees
-    assert set(lockers.parse_spec_with_conda_lock(path, platforms, MAPPING_FILE)) == set(platforms)
+    assert set(condalock.parse_spec_with_conda_lock(path, platforms, MAPPING_FILE)) == set(
+        platforms
+    )
 
 
 def test_received_file_normalised_for_conda_lock_parses(tmp_path):

@@ -61,10 +61,10 @@ def test_image_for_stack_hashes_the_lock_it_is_given(tmp_path):
     """The real lock file is read and hashed; the engine's answer is the recorded image list."""
     import hashlib
 
-    from gpuenv.envs import lockdir, lockers
+    from gpuenv.envs import lockdir
 
-    (tmp_path / lockers.UV_LOCK_FILE).write_text("torch==2.13.0+cpu --hash=sha256:00\\n")
-    current = hashlib.sha256((tmp_path / lockers.UV_LOCK_FILE).read_bytes()).hexdigest()
+    (tmp_path / lockdir.UV_LOCK_FILE).write_text("torch==2.13.0+cpu --hash=sha256:00\\n")
+    current = hashlib.sha256((tmp_path / lockdir.UV_LOCK_FILE).read_bytes()).hexdigest()
     lockdir.write_metadata(
         tmp_path,
         lockdir.LockMetadata(
@@ -93,11 +93,11 @@ def test_image_for_stack_refuses_a_lock_of_another_stack(tmp_path):
 
     from stackcases import TF_CPU
 
-    from gpuenv.envs import lockdir, lockers
+    from gpuenv.envs import lockdir
     from gpuenv.errors import GpuenvError
 
-    (tmp_path / lockers.UV_LOCK_FILE).write_text("tensorflow-cpu==2.15.1 --hash=sha256:00\\n")
-    digest = hashlib.sha256((tmp_path / lockers.UV_LOCK_FILE).read_bytes()).hexdigest()
+    (tmp_path / lockdir.UV_LOCK_FILE).write_text("tensorflow-cpu==2.15.1 --hash=sha256:00\\n")
+    digest = hashlib.sha256((tmp_path / lockdir.UV_LOCK_FILE).read_bytes()).hexdigest()
     lockdir.write_metadata(
         tmp_path,
         lockdir.LockMetadata(

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from lockcases import FIXTURES
 
-from gpuenv.envs import lockers
+from gpuenv.envs import uv
 from gpuenv.errors import BadInput
 
 OUTPUTS = FIXTURES / "tool-output"
@@ -19,7 +19,7 @@ def option(cmd: list[str], name: str) -> list[str]:
 
 
 def test_uv_command_targets_the_stack_python_and_platform_not_this_host():
-    cmd = lockers.uv_compile_command(
+    cmd = uv.uv_compile_command(
         uv="uv",
         requirements=Path("req.in"),
         output=Path("out.txt"),
@@ -37,7 +37,7 @@ def test_uv_command_targets_the_stack_python_and_platform_not_this_host():
 
 
 def test_uv_command_without_wheelhouse_or_index():
-    cmd = lockers.uv_compile_command(
+    cmd = uv.uv_compile_command(
         uv="uv",
         requirements=Path("r"),
         output=Path("o"),
@@ -55,22 +55,22 @@ def test_uv_command_without_wheelhouse_or_index():
     ],
 )
 def test_uv_python_platform(platform, glibc, expected):
-    assert lockers.uv_python_platform(platform, glibc) == expected
+    assert uv.uv_python_platform(platform, glibc) == expected
 
 
 def test_uv_python_platform_refuses_unknown():
     with pytest.raises(BadInput, match="osx-arm64"):
-        lockers.uv_python_platform("osx-arm64", "2.28")
+        uv.uv_python_platform("osx-arm64", "2.28")
 
 
 def test_unreachable_index_is_found_in_uv_output():
     text = (OUTPUTS / "uv-unreachable.txt").read_text()
-    assert lockers.unreachable_url(text) == "https://download.pytorch.org/whl/cpu/torch/"
-    assert lockers.unreachable_url((OUTPUTS / "uv-no-solution.txt").read_text()) is None
+    assert uv.unreachable_url(text) == "https://download.pytorch.org/whl/cpu/torch/"
+    assert uv.unreachable_url((OUTPUTS / "uv-no-solution.txt").read_text()) is None
 
 
 def test_uv_resolution_failure_in_one_line():
-    line = lockers.summarize_tool_output((OUTPUTS / "uv-no-solution.txt").read_text())
+    line = uv.summarize_tool_output((OUTPUTS / "uv-no-solution.txt").read_text())
     assert "\n" not in line
     assert line.startswith(
         "No solution found when resolving dependencies; Because there is no version of numpy==0.0.1"
@@ -80,7 +80,7 @@ def test_uv_resolution_failure_in_one_line():
 def test_a_long_disk_full_line_keeps_the_root_cause_whole():
     """uv's disk-full output (recorded on a 1 MiB tmpfs) names two long paths before the reason:
     the one line cuts the front, never "No space left on device"."""
-    line = lockers.summarize_tool_output((OUTPUTS / "uv-disk-full.txt").read_text())
+    line = uv.summarize_tool_output((OUTPUTS / "uv-disk-full.txt").read_text())
     assert "\n" not in line and len(line) <= 400
     assert line.startswith("Failed to install: filelock-4.2.12")
     assert line.endswith("No space left on device (os error 28)")

@@ -3,8 +3,7 @@ py-rattler, in gpuenv.envs.conda).
 
 Command lines are built by pure functions (tested on their output); `run_*` execute them,
 capture the output, and turn a failure into a one-line `ToolError` (the solver's own reason,
-not a stack trace). conda-lock's spec parser is only imported here (its lockfile models:
-gpuenv.envs.condalock).
+not a stack trace).
 """
 
 from __future__ import annotations
@@ -18,8 +17,6 @@ from typing import Sequence
 from gpuenv.errors import BadInput, ToolError
 from gpuenv.progress import Say
 
-CONDA_LOCK_FILE = "conda-lock.yml"
-UV_LOCK_FILE = "requirements.lock.txt"
 #: Where a lock that needs a channel may take long: a solve that hangs is cut off.
 SOLVE_TIMEOUT_S = 1800
 
@@ -273,62 +270,6 @@ def summarize_tool_output(output: str, limit: int = 400) -> str:
         return "..." + last[-(limit - 3) :]
     room = limit - len(last) - 5
     return ("; ".join(picked[:-1])[:room] + "...; " if room > 0 else "...; ") + last
-
-
-# ---------------------------------------------------------------- conda-lock's own parser
-
-
-def parse_spec_with_conda_lock(
-    spec: Path, platforms: Sequence[str], mapping: Path, source: Path | None = None
-) -> dict[str, list[str]]:
-    """Parse a spec with conda-lock's own parser, offline; returns the dependency names per
-    platform.
-
-    Catches what the YAML checks cannot (conda-lock's requirement rules). A failure is a
-    BadInput naming `source` (the file the user wrote; default the spec itself) and the line
-    there that holds the entry conda-lock names.
-    """
-    from conda_lock.src_parser import make_lock_spec
-
-    try:
-        lock_spec = make_lock_spec(
-            src_files=[spec], platform_overrides=list(platforms), mapping_url=str(mapping)
-        )
-    except Exception as err:  # conda-lock raises plain ValueError/RuntimeError for bad specs
-        raise _spec_error(source or spec, err) from None
-    return {
-        platform: [dep.name for dep in deps] for platform, deps in lock_spec.dependencies.items()
-    }
-
-
-def conda_spec_problem(value: str) -> str | None:
-    """Why conda-lock's MatchSpec rejects `value` (e.g. "Invalid version '1..2'"), or None when it
-    parses."""
-    from conda_lock.src_parser.conda_common import conda_spec_to_versioned_dep
-
-    try:
-        conda_spec_to_versioned_dep(value, "main")
-    except Exception as err:  # it wraps conda's InvalidMatchSpec in a RuntimeError
-        cause = err.__cause__ or err
-        return str(cause).splitlines()[0] if str(cause) else type(cause).__name__
-    return None
-
-
-def _spec_error(spec: Path, err: Exception) -> BadInput:
-    reason = str(err) or type(err).__name__
-    if err.__cause__ is not None:
-        reason = f"{reason} ({err.__cause__})"
-    quoted = re.findall(r"[`'](.+?)[`']", reason)
-    line_no = 1
-    text = spec.read_text(encoding="utf-8") if spec.is_file() else ""
-    for number, line in enumerate(text.splitlines(), start=1):
-        if any(q and q in line for q in quoted):
-            line_no = number
-            break
-    return BadInput(
-        f"{spec}:{line_no}: conda-lock cannot parse it: {reason.splitlines()[0]}",
-        fix="write the entry as a conda spec (name=1.2) or pip requirement (name==1.2)",
-    )
 
 
 # ---------------------------------------------------------------- uv's managed Pythons (for images)
