@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuenv.compat.doctor import format_report
+from gpuenv.cli.doctor import format_report
 
 ROOT = Path(__file__).resolve().parent.parent
 CPU = ("--cuda", "cpu", "--framework", "torch", "--torch", "2.13.0", "--python", "3.11")

@@ -124,7 +124,7 @@ def doctor(c, json_=False, host=None, platform=None):
     """
     from invoke.exceptions import Exit
 
-    from gpuenv.compat.doctor import collect_report, format_report
+    from gpuenv.cli.doctor import collect_report, format_report
     from gpuenv.compat.host import use_host_file, use_platform
     from gpuenv.engine import Engine
 

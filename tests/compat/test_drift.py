@@ -422,7 +422,7 @@ def test_real_pypi_drift_check():
 def test_doctor_warns_when_the_data_is_old_and_says_why_pypi_was_not_checked(monkeypatch):
     import time
 
-    from gpuenv.compat.doctor import compat_data_lines, probe_compat_data
+    from gpuenv.cli.doctor import compat_data_lines, probe_compat_data
 
     monkeypatch.setenv(
         "HTTPS_PROXY", "http://127.0.0.1:9"
@@ -443,7 +443,7 @@ def test_doctor_warns_when_the_data_is_old_and_says_why_pypi_was_not_checked(mon
 
 
 def test_doctor_warns_when_pypi_has_newer_releases():
-    from gpuenv.compat.doctor import compat_data_lines
+    from gpuenv.cli.doctor import compat_data_lines
 
     lines = compat_data_lines(
         {

@@ -13,7 +13,7 @@ import pytest
 from suiteruns import no_nvml_here
 from sysfs_trees import hgx_h100
 
-from gpuenv.compat import doctor
+from gpuenv.cli import doctor
 from gpuenv.compat.driver_advice import oldest_serving_driver
 from gpuenv.compat.host import request_for_host
 from gpuenv.compat.matrix import load_matrix, version_key
