@@ -108,7 +108,7 @@ def test_validate_never_imports_gpuenv_and_runs_down_its_parts():
 @pytest.mark.parametrize(
     "source, expected",
     [
-        ("from gpuenv.cli import common\n", "gpuenv.envs.x (gpuenv.envs) imports gpuenv.cli"),
+        ("from gpuenv.cli import settings\n", "gpuenv.envs.x (gpuenv.envs) imports gpuenv.cli"),
         (
             "def f():\n    from gpuenv.images import plan\n",
             "gpuenv.envs.x (gpuenv.envs) imports gpuenv.images",
@@ -273,7 +273,7 @@ def test_the_stages_are_the_rows_of_the_readme_map_in_order():
     stage with its folder; a map whose rows are swapped makes the real imports run up."""
     table = stage_table("gpuenv")
     assert (
-        table["gpuenv.cli.common"]
+        table["gpuenv.cli.settings"]
         > table["gpuenv.images.plan"]
         > table["gpuenv.compat.resolve"]
         > table["gpuenv.envs.spec"]

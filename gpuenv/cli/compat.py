@@ -4,16 +4,9 @@ from __future__ import annotations
 
 import json
 
-from gpuenv.cli.common import (
-    STACK_HELP,
-    resolve,
-    show,
-    stack_options,
-    stack_request,
-    task,
-    team_settings,
-    user_errors,
-)
+from gpuenv.cli.output import show
+from gpuenv.cli.settings import resolve, stack_request, team_settings
+from gpuenv.cli.task import STACK_HELP, stack_options, task, user_errors
 
 
 def settings_report(c) -> tuple[object | None, dict]:
@@ -36,7 +29,7 @@ def team_stack_report(settings) -> dict:
     """The stack every task addresses with no command-line stack options, and why: the team pinned
     it in invoke.yaml, `lock`/`build` remembered it for this project (envs/locks/current.json), or
     it floats (each host resolves its own)."""
-    from gpuenv.cli.common import current_stack_reason, resolve_for_task
+    from gpuenv.cli.settings import current_stack_reason, resolve_for_task
     from gpuenv.envs.current import current_file
     from gpuenv.envs.locking import locks_root
     from gpuenv.errors import GpuenvError

@@ -5,22 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuenv.cli.common import (
-    OUTPUT_HELP,
-    STACK_HELP,
-    is_dry,
+from gpuenv.cli.config import mirror_map
+from gpuenv.cli.output import reporter, show
+from gpuenv.cli.settings import (
     remember_stack,
-    reporter,
     resolve,
     resolve_for_task,
-    show,
-    stack_options,
     stack_request,
-    task,
     team_settings,
-    user_errors,
 )
-from gpuenv.cli.config import mirror_map
+from gpuenv.cli.task import OUTPUT_HELP, STACK_HELP, is_dry, stack_options, task, user_errors
 from gpuenv.stack import lock_platforms
 
 _LOCK_HELP = {

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from gpuenv.cli.common import show
+from gpuenv.cli.output import show
 from gpuenv.errors import BadInput
 from gpuenv.fleet.modes import FleetOptions
 from gpuenv.fleet.outcome import HostOutcome
@@ -310,7 +310,7 @@ def fleet_validate(opts: FleetOptions, suite_args: list[str]) -> int:
     """The whole fleet run: outcomes, table, report files; 0 only if every host is ready."""
     from invoke.exceptions import Exit
 
-    from gpuenv.cli.common import Terminated
+    from gpuenv.cli.task import Terminated
     from gpuenv.fleet.report import cycles_uncollected, write_reports
     from gpuenv.fleet.report.analysis import analyse
     from gpuenv.fleet.report.terminal import render_table

@@ -9,20 +9,9 @@ from pathlib import Path
 
 from invoke.exceptions import Exit
 
-from gpuenv.cli.common import (
-    OUTPUT_HELP,
-    STACK_HELP,
-    image_or_stack,
-    is_dry,
-    remember_stack,
-    reporter,
-    resolve_for_task,
-    show,
-    stack_options,
-    task,
-    team_settings,
-    user_errors,
-)
+from gpuenv.cli.output import reporter, show
+from gpuenv.cli.settings import image_or_stack, remember_stack, resolve_for_task, team_settings
+from gpuenv.cli.task import OUTPUT_HELP, STACK_HELP, is_dry, stack_options, task, user_errors
 
 _BUILD_HELP = {
     "platform": "the CPU architecture of the stack (linux-64, linux-aarch64; default: this "

@@ -16,16 +16,15 @@ from typing import Callable
 
 from invoke.exceptions import Exit
 
-from gpuenv.cli.common import (
+from gpuenv.cli.output import show
+from gpuenv.cli.settings import image_or_stack, team_settings
+from gpuenv.cli.task import (
     OUTPUT_HELP,
     STACK_HELP,
     STACK_OPTIONS,
-    image_or_stack,
     is_dry,
-    show,
     stack_options,
     task,
-    team_settings,
     user_errors,
 )
 from gpuenv.errors import BadInput

@@ -8,7 +8,8 @@ import io
 import pytest
 from invoke.exceptions import Exit
 
-from gpuenv.cli.common import show, user_errors
+from gpuenv.cli.output import show
+from gpuenv.cli.task import user_errors
 from gpuenv.errors import ToolError
 from gpuenv.progress import PLAIN, VERBOSE, Reporter
 from validate.text import mask_credentials

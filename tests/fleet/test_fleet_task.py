@@ -7,7 +7,7 @@ import pytest
 from invoke import Config, Context
 from invoke.exceptions import Exit
 
-from gpuenv.cli.common import team_settings
+from gpuenv.cli.settings import team_settings
 from gpuenv.cli.validation import validate
 from gpuenv.errors import BadInput
 from gpuenv.fleet.modes import merge_options, wants_fleet

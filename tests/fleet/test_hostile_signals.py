@@ -16,7 +16,7 @@ import pytest
 from hangbound import HANG_BOUND_S
 from invoke.exceptions import Exit
 
-from gpuenv.cli.common import Terminated, terminate_as_interrupt, user_errors
+from gpuenv.cli.task import Terminated, terminate_as_interrupt, user_errors
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,7 +62,7 @@ def test_nohup_stays_nohup():
     child = textwrap.dedent("""
         import os, signal, time
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
-        from gpuenv.cli.common import terminate_as_interrupt
+        from gpuenv.cli.task import terminate_as_interrupt
         with terminate_as_interrupt():
             os.kill(os.getpid(), signal.SIGHUP)
             time.sleep(0.2)

@@ -20,7 +20,7 @@ NAMED = re.compile(r"`gpuenv\.([a-z_][a-z_.]*[a-z_])`")
 
 
 def _module(path: str) -> bool:
-    """Whether gpuenv.PATH is a module, or a name in one (gpuenv.cli.common.show)."""
+    """Whether gpuenv.PATH is a module, or a name in one (gpuenv.cli.output.show)."""
     name = f"gpuenv.{path}"
     try:
         if importlib.util.find_spec(name) is not None:
@@ -56,7 +56,7 @@ def test_the_nccl_settings_page_names_the_fleet_env_key():
 
 
 def test_a_key_the_config_does_not_know_is_found():
-    assert named_keys("set `gpuenv.fleet.nccl_env` or `gpuenv.cli.common`") == ["fleet.nccl_env"]
+    assert named_keys("set `gpuenv.fleet.nccl_env` or `gpuenv.cli.output`") == ["fleet.nccl_env"]
 
 
 def test_the_ddp_join_reasons_the_page_quotes_are_the_codes():

@@ -123,7 +123,7 @@ def test_run_and_validate_say_when_the_image_carries_another_suite(
 ):
     """An image of the current lock built with another suite (another checkout, or before the suite
     changed here) is still used, but never silently: one line says whose suite will judge."""
-    from gpuenv.cli import common
+    from gpuenv.cli import settings
     from gpuenv.images import identity, plan
 
     ours = identity.checkout_suite()
@@ -134,9 +134,9 @@ def test_run_and_validate_say_when_the_image_carries_another_suite(
     image = ImageInfo("sha256:only", [], 1, "2026-11-01T10:00:00Z", labels)
     recorded = SimpleNamespace(image_info=lambda ref: image, image_name=lambda ref: "gpuenv/x:y")
     monkeypatch.setattr(Engine, "local", classmethod(lambda cls, timeout=None: recorded))
-    monkeypatch.setattr(common, "resolve_for_task", lambda settings, options: (None, TORCH_CPU))
+    monkeypatch.setattr(settings, "resolve_for_task", lambda settings, options: (None, TORCH_CPU))
     monkeypatch.setattr(plan, "image_for_stack", lambda engine, stack: image.id)
-    chosen = common.image_or_stack(SimpleNamespace(), None, None, {}, False, False)
+    chosen = settings.image_or_stack(SimpleNamespace(), None, None, {}, False, False)
     assert chosen.ref == "sha256:only" and chosen.engine is recorded
     said = capsys.readouterr().err
     assert ("carries another validation suite than this checkout's" in said) is warned, said
