@@ -14,6 +14,7 @@ of it (the task's options).
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import sys
 from pathlib import Path
@@ -26,6 +27,18 @@ from gpuenv import PROJECT_ROOT, __version__
 from gpuenv.errors import EXIT_BAD_INPUT
 
 _NEEDS_VALUE = re.compile(r"Flag <Argument: (?P<names>[^>]*)> needed value and was not given one!")
+
+
+@contextlib.contextmanager
+def _reader_gone_is_quiet() -> Iterator[None]:
+    """The reader of stdout went away (`| head`): end with 0 and no traceback, as Unix tools do.
+
+    stdout is pointed at /dev/null first, so Python's flush at exit cannot fail a second time."""
+    try:
+        yield
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise Exit(code=0) from None
 
 
 def parse_error_message(err: ParseError) -> str:
@@ -85,7 +98,7 @@ def short_flag_hint(
 
     Empty when there is nothing to say. Pure: tested on argv lists.
     """
-    from gpuenv.cli.common import SHORT_FLAGS
+    from gpuenv.cli.task import SHORT_FLAGS
 
     ours = {
         f"-{flag}": f"--{name.rstrip('_').replace('_', '-')}" for name, flag in SHORT_FLAGS.items()
@@ -152,7 +165,8 @@ class ParseErrorsAreBadInput(Program):
             super().parse_tasks()
 
     def parse_cleanup(self) -> None:
-        with _parse_errors_are_bad_input(self):
+        # where Invoke prints --list and --help: `invoke --list | head` closes the pipe early
+        with _parse_errors_are_bad_input(self), _reader_gone_is_quiet():
             super().parse_cleanup()
 
     def update_config(self, merge: bool = True) -> None:
@@ -296,7 +310,7 @@ def main() -> None:
         problem = config_file_problem(err)
         if problem is None:
             raise
-        from gpuenv.cli.common import show
+        from gpuenv.cli.output import show
 
         show(f"gpuenv: {problem}", file=sys.stderr)
         sys.exit(2)  # bad input, as every task's one-line errors

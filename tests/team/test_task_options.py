@@ -10,12 +10,13 @@ from __future__ import annotations
 import inspect
 import re
 import sys
+from pathlib import Path
 
 import pytest
 from teamcases import ROOT
 
 from gpuenv.cli import namespace
-from gpuenv.cli.common import SHORT_FLAGS, STACK_HELP, STACK_OPTIONS
+from gpuenv.cli.task import SHORT_FLAGS, STACK_HELP, STACK_OPTIONS
 
 #: The tasks that address a stack (they resolve one from the stack options).
 STACK_TASKS = {"build", "push", "run", "lock", "export", "install", "resolve", "validate", "verify"}
@@ -163,5 +164,20 @@ def test_a_reader_that_goes_away_ends_gpuenv_quietly():
         [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     proc.stdout.close()  # the reader is gone before gpuenv writes a byte
+    err = proc.stderr.read().decode()
+    assert (proc.wait(timeout=60), err) == (0, "")
+
+
+@pytest.mark.parametrize("argv", [["--list"], ["build", "--help"]])
+def test_a_reader_that_goes_away_ends_the_plain_invoke_command_quietly(argv):
+    """`invoke --list | head` and `invoke build --help | head` (Invoke's own command, which loads
+    tasks.py): the pipe closes early; exit 0, nothing on stderr."""
+    import subprocess
+
+    invoke = Path(sys.executable).with_name("invoke")
+    proc = subprocess.Popen(
+        [str(invoke), *argv], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    proc.stdout.close()  # the reader is gone before a byte is written
     err = proc.stderr.read().decode()
     assert (proc.wait(timeout=60), err) == (0, "")
