@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from gpuenv.cli.output import show
 from gpuenv.cli.settings import resolve, stack_request, team_settings
 from gpuenv.cli.task import STACK_HELP, stack_options, task, user_errors
+
+if TYPE_CHECKING:  # compat loads the resolver: not at every command's start
+    from gpuenv.compat.host import HostSource
 
 
 def settings_report(c) -> tuple[object | None, dict]:
@@ -25,10 +29,11 @@ def settings_report(c) -> tuple[object | None, dict]:
     return settings, {"available": True, "values": values}
 
 
-def team_stack_report(settings) -> dict:
+def team_stack_report(settings, host: HostSource | None = None) -> dict:
     """The stack every task addresses with no command-line stack options, and why: the team pinned
     it in invoke.yaml, `lock`/`build` remembered it for this project (envs/locks/current.json), or
-    it floats (each host resolves its own)."""
+    it floats (each host resolves its own); on `host` (doctor's --host and --platform; None: this
+    machine)."""
     from gpuenv.cli.settings import current_stack_reason, resolve_for_task
     from gpuenv.envs.current import current_file
     from gpuenv.envs.locking import locks_root
@@ -37,11 +42,11 @@ def team_stack_report(settings) -> dict:
     try:
         why, entry = current_stack_reason(settings, {})
         request, stack = (
-            resolve_for_task(settings, {}, announce=False)
+            resolve_for_task(settings, {}, announce=False, host=host)
             if why == "remembered"
             else (stack_request(settings), None)
         )
-        stack = stack or resolve(request)
+        stack = stack or resolve(request, host)
     except GpuenvError as err:
         return {"available": False, "why": err.render()}
     report = {"available": True, "pinned": why == "pinned", "current": why, **stack.to_dict()}
@@ -118,15 +123,16 @@ def doctor(c, json_=False, host=None, platform=None):
     from invoke.exceptions import Exit
 
     from gpuenv.cli.doctor import collect_report, format_report
-    from gpuenv.compat.host import use_host_file, use_platform
+    from gpuenv.compat.host import HostSource
     from gpuenv.engine import Engine
 
-    use_platform(platform)  # --platform: checked before anything slow
-    use_host_file(host)  # --host: the team's stack below is chosen for that server too
-    report = collect_report(Engine.local, host)
+    # --platform and --host, checked before anything slow: the team's stack below is chosen for
+    # that server too
+    server = HostSource.checked(host, platform)
+    report = collect_report(Engine.local, server)
     settings, report["settings"] = settings_report(c)
     report["team_stack"] = (
-        team_stack_report(settings)
+        team_stack_report(settings, server)
         if settings is not None
         else {"available": False, "why": "the settings cannot be used"}
     )
@@ -213,14 +219,11 @@ def resolve_(
 
     The team's invoke.yaml gives the defaults and pins.
     """
-    from gpuenv.compat.host import use_host_file, use_platform
+    from gpuenv.compat.host import HostSource
     from gpuenv.compat.stack_view import format_stack
 
-    use_platform(platform)  # --platform: checked before anything slow
-    use_host_file(
-        host
-    )  # --host: that server's driver and GPUs instead of this machine's (checked now)
-
+    # --platform, and --host: that server's driver and GPUs instead of this machine's (checked now)
+    server = HostSource.checked(host, platform)
     request = stack_request(team_settings(c), **stack_options(locals()))
-    stack = resolve(request)
+    stack = resolve(request, server)
     show(json.dumps(stack.to_dict(), indent=2) if json_ else format_stack(stack))

@@ -10,6 +10,13 @@ import platform
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from gpuenv.compat.host import (
+    THIS_HOST,
+    HostSource,
+    plan_platform,
+    read_host,
+    resolve_for_host,
+)
 from gpuenv.compat.legacy import probe_legacy
 from gpuenv.errors import GpuenvError
 from validate.report.tables import format_table
@@ -22,8 +29,6 @@ CDI_DIRS = (Path("/etc/cdi"), Path("/var/run/cdi"))
 
 
 def probe_nvml(host_file: str | None = None) -> dict[str, Any]:
-    from gpuenv.compat.host import read_host
-
     host = read_host(host_file)
     if host.error:
         return {"available": False, "why": host.error}
@@ -97,13 +102,12 @@ def probe_docker(open_engine: Callable[[], Engine]) -> dict[str, Any]:
     }
 
 
-def probe_platform(host_file: str | None = None) -> dict[str, Any]:
+def probe_platform(host: HostSource = THIS_HOST) -> dict[str, Any]:
     """The CPU architecture the stacks below are planned for, and how it is known."""
-    from gpuenv.compat.host import plan_platform
     from gpuenv.stack import LINUX_64
 
     try:
-        found, why = plan_platform(host_file)
+        found, why = plan_platform(host)
     except GpuenvError as err:
         return {"available": False, "why": err.render()}
     if found is None:  # a capture naming no Grace GPU: gpuenv plans x86_64 unless told
@@ -116,11 +120,9 @@ def probe_platform(host_file: str | None = None) -> dict[str, Any]:
     return {"available": True, "platform": found, "why": why}
 
 
-def probe_recommendation(framework: str, host_file: str | None = None) -> dict[str, Any]:
-    from gpuenv.compat.host import resolve_for_host
-
+def probe_recommendation(framework: str, host: HostSource = THIS_HOST) -> dict[str, Any]:
     try:
-        stack = resolve_for_host(framework=framework, host_file=host_file)
+        stack = resolve_for_host(host, framework=framework)
     except GpuenvError as err:
         return {"available": False, "why": err.render()}
     return {"available": True, **stack.to_dict()}
@@ -186,13 +188,13 @@ def _safe(probe, *args) -> dict[str, Any]:
 
 
 def collect_report(
-    open_engine: Callable[[], Engine], host_file: str | None = None
+    open_engine: Callable[[], Engine], host: HostSource = THIS_HOST
 ) -> dict[str, Any]:
-    """The report; with `host_file` the driver, GPUs and recommended stacks are the captured
-    server's (Docker, the data and the settings stay this machine's). `open_engine` gives the
-    Docker engine to probe (the task passes `Engine.local`)."""
-    from gpuenv.compat.host import read_host
-
+    """The report; with `host.host_file` the driver, GPUs and recommended stacks are the captured
+    server's (Docker, the data and the settings stay this machine's), planned for
+    `host.platform` when given. `open_engine` gives the Docker engine to probe (the task passes
+    `Engine.local`)."""
+    host_file = host.host_file
     if host_file:
         read_host(host_file)  # a file that is no capture is the user's mistake: one line, exit 2
     nvml = _safe(probe_nvml, host_file)
@@ -205,11 +207,11 @@ def collect_report(
         },
         "nvml": nvml,
         "docker": _safe(probe_docker, open_engine),
-        "platform": _safe(probe_platform, host_file),
+        "platform": _safe(probe_platform, host),
         "recommended": {
             fw: {"available": False, "why": blocker}
             if blocker
-            else _safe(probe_recommendation, fw, host_file)
+            else _safe(probe_recommendation, fw, host)
             for fw in ("torch", "tensorflow")
         },
         "compat_data": _safe(probe_compat_data),

@@ -351,18 +351,18 @@ def install(
     from invoke.exceptions import Exit
 
     from gpuenv.cli.paths import check_paths
-    from gpuenv.compat.host import use_platform
+    from gpuenv.compat.host import HostSource
     from gpuenv.envs import install as installer
     from gpuenv.envs.locking import lock_directory, read_metadata
 
-    use_platform(platform)  # --platform: checked before anything slow
+    host = HostSource.checked(platform=platform)  # --platform: checked before anything slow
     installer.check_prefix(prefix)  # before anything slow: a bad prefix is one line at once
     check_paths(wheelhouse=wheelhouse)
     report = reporter(verbose, quiet)
     # --platform resolves the stack, never takes the remembered one
     chosen = {**stack_options(locals()), "platform": platform}
     settings = team_settings(c)
-    request, stack = resolve_for_task(settings, chosen)
+    request, stack = resolve_for_task(settings, chosen, host=host)
     lock_dir = lock_directory(stack)
     _refuse_other_platform(stack, read_metadata(lock_dir) if lock_dir.is_dir() else None)
     wheels = Path(request.wheelhouse) if request.wheelhouse else None

@@ -6,12 +6,16 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from invoke.exceptions import Exit
 
 from gpuenv.cli.output import reporter, show
 from gpuenv.cli.settings import image_or_stack, remember_stack, resolve_for_task, team_settings
 from gpuenv.cli.task import OUTPUT_HELP, STACK_HELP, is_dry, stack_options, task, user_errors
+
+if TYPE_CHECKING:  # compat loads the resolver: not at every command's start
+    from gpuenv.compat.host import HostSource
 
 _BUILD_HELP = {
     "platform": "the CPU architecture of the stack (linux-64, linux-aarch64; default: this "
@@ -86,12 +90,14 @@ def build(
     from gpuenv.images.build import build_stack, describe_build, describe_plan, plan_stack_build
 
     # Every option is checked before anything slow: resolving, locking, the engine.
-    check_build_arguments(locals())
+    host = check_build_arguments(locals())
     report = reporter(verbose, quiet)
     settings = team_settings(c)
     # --platform resolves the stack, never takes the remembered one
     chosen = {**stack_options(locals()), "platform": platform}
-    request, stack = resolve_for_task(settings, chosen, backend=backend, base_image=base_image)
+    request, stack = resolve_for_task(
+        settings, chosen, host=host, backend=backend, base_image=base_image
+    )
     order = build_order(stack, request, settings, locals())
     if is_dry(c):
         show(describe_plan(*plan_stack_build(order)))
@@ -106,15 +112,16 @@ def build(
     report.result(describe_build(built))
 
 
-def check_build_arguments(given: dict) -> None:
+def check_build_arguments(given: dict) -> HostSource:
     """`invoke build`'s own options (`given`: the task's arguments), each one line naming the value
-    and the fix, before any work."""
+    and the fix, before any work; the host the stack is planned for (this machine, or the
+    platform --platform names)."""
     from gpuenv.cli.paths import check_paths
-    from gpuenv.compat.host import use_platform
+    from gpuenv.compat.host import HostSource
     from gpuenv.images import plan as images
     from gpuenv.images import share
 
-    use_platform(given["platform"])
+    host = HostSource.checked(platform=given["platform"])
     paths = {name: given[name] for name in ("ca_cert", "wheelhouse", "team_file")}
     check_paths(**paths)
     images.check_build_options(
@@ -123,6 +130,7 @@ def check_build_arguments(given: dict) -> None:
     base_image = given["base_image"]
     if base_image:  # the engine's grammar, as for --tag: 'x y' is one line here, not a failed pull
         share.parse_image_ref(base_image, "--base-image")
+    return host
 
 
 def build_order(stack, request, settings, given: dict):

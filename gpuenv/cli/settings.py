@@ -14,7 +14,8 @@ from gpuenv.cli.output import reporter, show
 from gpuenv.cli.task import is_dry
 from gpuenv.errors import BadInput, NoCompatibleStack
 
-if TYPE_CHECKING:  # progress loads rich's helpers: not at every command's start
+if TYPE_CHECKING:  # progress loads rich's helpers, compat the resolver: not at every start
+    from gpuenv.compat.host import HostSource
     from gpuenv.progress import Say
 
 
@@ -77,12 +78,13 @@ def stack_request(settings: Any, **cli: Any) -> Any:
     return build(cli, settings)
 
 
-def resolve(request: Any) -> Any:
-    """The stack of a StackRequest on this host, by the team's pin policy
-    (gpuenv.compat.host.resolve_request)."""
-    from gpuenv.compat.host import resolve_request
+def resolve(request: Any, host: HostSource | None = None) -> Any:
+    """The stack of a StackRequest on `host` (the task's --host and --platform; None: this
+    machine), by the team's pin policy (gpuenv.compat.host.resolve_request)."""
+    from gpuenv.compat.host import THIS_HOST, resolve_request
 
-    return resolve_request(request.resolver_options(), pinned=request.pinned)
+    options = request.resolver_options()
+    return resolve_request(options, pinned=request.pinned, host=host or THIS_HOST)
 
 
 #: The options that choose a stack (the wheelhouse only narrows the choice, so it combines with a
@@ -120,10 +122,14 @@ def current_stack_reason(settings: Any, cli: dict[str, Any]) -> tuple[str, Any]:
 
 
 def resolve_for_task(
-    settings: Any, cli: dict[str, Any], announce: bool = True, **extra: Any
+    settings: Any,
+    cli: dict[str, Any],
+    announce: bool = True,
+    host: HostSource | None = None,
+    **extra: Any,
 ) -> tuple[Any, Any]:
     """(StackRequest, Stack) for a task that uses a stack (build, run, validate, push, install,
-    export).
+    export), resolved on `host` (the task's --host and --platform; None: this machine).
 
     With no stack option and no invoke.yaml pin, it is the project's remembered stack, said in
     one line on stderr (stdout stays the task's result).
@@ -137,11 +143,11 @@ def resolve_for_task(
     why, entry = current_stack_reason(settings, cli)
     if why != "remembered":
         request = stack_request(settings, **cli, **extra)
-        return request, resolve(request)
+        return request, resolve(request, host)
     where = current.current_file(locks_root())
     try:  # the file's values, not options: a failure names the file and the gpuenv that wrote it
         request = stack_request(settings, **{**cli, **entry.options()}, **extra)
-        stack = resolve(request)
+        stack = resolve(request, host)
     except (BadInput, NoCompatibleStack) as err:
         raise entry.unusable(where, err.message) from None
     if stack.stack_id != entry.stack_id:

@@ -5,23 +5,34 @@ The resolver stays pure; this is the one place that decides which host facts go 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from gpuenv.compat.resolve import resolve_stack
-from gpuenv.compat.rules.request import Request, split_arch_list
+from gpuenv.compat.rules.request import Request, parse_platform, split_arch_list
 from gpuenv.stack import Stack
 
-#: The capture every host read of this process uses instead of this machine (`--host FILE`).
-_HOST_FILE: str | None = None
-#: The platform every plan of this process is for (`--platform`), checked when it is set.
-_PLATFORM: str | None = None
+
+@dataclass(frozen=True)
+class HostSource:
+    """Which host a task plans for, handed down from the task to every host read (detection, the
+    pinned-stack check, doctor's probes): a server's capture (`--host FILE`) instead of this
+    machine, and the platform the task's `--platform` names. The default is this machine."""
+
+    host_file: str | None = None
+    platform: str | None = None
+
+    @classmethod
+    def checked(cls, host_file: str | None = None, platform: str | None = None) -> HostSource:
+        """The task's `--host` and `--platform`, checked now, so a bad platform or a file that is
+        no capture fails in one line before any slow work."""
+        platform = parse_platform(platform) if platform else None
+        if host_file:
+            read_host(host_file)
+        return cls(host_file or None, platform)
 
 
-def use_platform(value: str | None) -> None:
-    """Make every plan of this task be for `value` (linux-64, linux-aarch64, or a machine name
-    such as aarch64); checked now, so a bad value fails in one line before any slow work."""
-    global _PLATFORM
-    from gpuenv.compat.rules.request import parse_platform
-
-    _PLATFORM = parse_platform(value) if value else None
+#: This machine, planned for its own platform: what a task without --host and --platform reads.
+THIS_HOST = HostSource()
 
 
 def platform_of_host(host, host_file: str | None) -> tuple[str | None, str]:
@@ -46,17 +57,16 @@ def platform_of_host(host, host_file: str | None) -> tuple[str | None, str]:
 
 
 def plan_platform(
-    host_file: str | None = None, given: str | None = None, given_by: str = "--platform"
+    host: HostSource = THIS_HOST, given: str | None = None, given_by: str = "--platform"
 ) -> tuple[str | None, str]:
     """The platform to plan for and how it is known: given (an option or the team's setting),
-    else `--platform` of this task, else a capture's Grace GPU, else this machine's CPU."""
+    else the task's `--platform`, else a capture's Grace GPU, else this machine's CPU."""
     if given:
         return given, given_by
-    if _PLATFORM:
-        return _PLATFORM, "--platform"
-    host_file = host_file or _HOST_FILE
-    if host_file:
-        return platform_of_host(read_host(host_file), host_file)
+    if host.platform:
+        return host.platform, "--platform"
+    if host.host_file:
+        return platform_of_host(read_host(host.host_file), host.host_file)
     return live_platform()
 
 
@@ -75,15 +85,6 @@ def live_platform() -> tuple[str | None, str]:
     return platform_of_machine(machine), f"this host: platform.machine() is {machine}"
 
 
-def use_host_file(path: str | None) -> None:
-    """Make every host read of this task (detection, the pinned-stack check, doctor's probes) use
-    a server's capture; checked now, so a file that is no capture fails before any work."""
-    global _HOST_FILE
-    if path:
-        read_host(path)
-    _HOST_FILE = path or None
-
-
 def read_host(host_file: str | None = None):
     """The driver and GPUs through NVML (`validate.host.nvml`, the one module that talks to it):
     this host's, or a server's from a capture (`nvidia-smi -q -x`, `-q`, or a `python -m validate
@@ -91,7 +92,6 @@ def read_host(host_file: str | None = None):
     workstation. A file that is no capture is a BadInput naming it."""
     from validate.host.nvml import read_host as _read
 
-    host_file = host_file or _HOST_FILE
     if not host_file:
         return _read()
     from gpuenv.errors import BadInput
@@ -171,12 +171,12 @@ def request_for_host(
     detect: bool = True,
     strict_driver: bool = False,
     wheelhouse: str | None = None,
-    host_file: str | None = None,
+    host: HostSource = THIS_HOST,
     origins: dict[str, str] | None = None,
     platform: str | None = None,
 ) -> Request:
     """A Request from command-line values; the driver and GPU architectures come from NVML when not
-    given (from a captured server's with `host_file`).
+    given (from a captured server's with `host.host_file`).
 
     With a wheelhouse folder the resolver considers only the framework wheels it holds.
     """
@@ -189,36 +189,36 @@ def request_for_host(
     source = "--driver"
     blamed = dict(origins or {})
     wants_gpu = str(cuda or "").strip().lower() not in ("cpu", "none")
-    host_file = host_file or _HOST_FILE
+    host_file = host.host_file
     # The platform even when the driver and GPUs are not detected (a pinned stack): a lock or image
     # is for one CPU architecture whatever the driver.
     given_by = dict(origins or {}).get("platform", "--platform")
-    platform, platform_source = plan_platform(host_file, platform, given_by)
+    platform, platform_source = plan_platform(host, platform, given_by)
     if host_file and detect and wants_gpu and (driver is None or not archs):
-        host = read_host(host_file)
-        if host.error or not host.driver_version:
+        seen = read_host(host_file)
+        if seen.error or not seen.driver_version:
             from gpuenv.errors import BadInput
 
             raise BadInput(
                 f"--host {host_file}: the capture names no driver "
-                f"({host.error or 'no driver version'})",
+                f"({seen.error or 'no driver version'})",
                 fix="capture it with nvidia-smi -q -x on the server",
             )
-        _refuse_hypervisor(host, f"--host {host_file}")
+        _refuse_hypervisor(seen, f"--host {host_file}")
         if driver is None:
-            driver, source = host.driver_version, f"read from {host_file}"
+            driver, source = seen.driver_version, f"read from {host_file}"
         if not archs:
-            archs = capture_archs(host, host_file)
+            archs = capture_archs(seen, host_file)
             blamed["gpu_archs"] = f"the GPUs of --host {host_file}"
     elif detect and wants_gpu and (driver is None or not archs):
-        host = read_host()
-        if host.error is None and host.driver_version:
-            _refuse_hypervisor(host, "this host")
+        seen = read_host()
+        if seen.error is None and seen.driver_version:
+            _refuse_hypervisor(seen, "this host")
             if driver is None:
-                driver, source = host.driver_version, "detected by NVML"
+                driver, source = seen.driver_version, "detected by NVML"
             if not archs:
                 archs = tuple(
-                    sorted({g.compute_capability for g in host.gpus if g.compute_capability})
+                    sorted({g.compute_capability for g in seen.gpus if g.compute_capability})
                 )
                 blamed["gpu_archs"] = "this host's GPUs (NVML)"
         elif not archs:  # no driver: the GPUs the PCI bus lists still choose the kernels
@@ -243,10 +243,10 @@ def request_for_host(
     )
 
 
-def resolve_for_host(**options: str | bool | None) -> Stack:
-    """The stack for these command-line options on this host: what every task that takes them
-    uses."""
-    return resolve_stack(request_for_host(**options))  # type: ignore[arg-type]
+def resolve_for_host(host: HostSource = THIS_HOST, **options: str | bool | None) -> Stack:
+    """The stack for these command-line options on `host` (this machine, or a capture): what
+    every task that takes them uses."""
+    return resolve_stack(request_for_host(host=host, **options))  # type: ignore[arg-type]
 
 
 #: The way out when this host cannot run the stack the team pinned.
@@ -256,8 +256,10 @@ PIN_FIX = (
 )
 
 
-def resolve_request(options: dict[str, str | bool | None], *, pinned: bool) -> Stack:
-    """The stack for a task's options (`StackRequest.resolver_options()`) on this host.
+def resolve_request(
+    options: dict[str, str | bool | None], *, pinned: bool, host: HostSource = THIS_HOST
+) -> Stack:
+    """The stack for a task's options (`StackRequest.resolver_options()`) on `host`.
 
     A pinned request (CUDA, Python and the framework release, from invoke.yaml or the command
     line) names one stack whatever the host: it is resolved without the host's driver and GPUs,
@@ -267,12 +269,12 @@ def resolve_request(options: dict[str, str | bool | None], *, pinned: bool) -> S
     from gpuenv.errors import NoCompatibleStack
 
     if not pinned:
-        return resolve_for_host(**options)
-    stack = resolve_for_host(**{**options, "driver": None, "gpu_arch": None}, detect=False)
+        return resolve_for_host(host, **options)
+    stack = resolve_for_host(host, **{**options, "driver": None, "gpu_arch": None}, detect=False)
     if stack.is_cpu:
         return stack
     try:
-        here = resolve_for_host(**options)
+        here = resolve_for_host(host, **options)
     except NoCompatibleStack as err:
         raise NoCompatibleStack(
             f"this host cannot run the pinned stack {stack.stack_id}: {err.message}", fix=PIN_FIX

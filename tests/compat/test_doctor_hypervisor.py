@@ -50,14 +50,14 @@ def test_the_library_refuses_it_for_every_task_that_reads_the_host(tmp_path):
     """request_for_host is where every --host task (resolve, lock, build) reads the server."""
     import pytest
 
-    from gpuenv.compat.host import request_for_host
+    from gpuenv.compat.host import HostSource, request_for_host
     from gpuenv.errors import NoCompatibleStack
 
     capture = tmp_path / "hypervisor.xml"
     capture.write_text(v.hypervisor_xml(), encoding="utf-8")
     with pytest.raises(NoCompatibleStack, match="not a CUDA host for containers"):
-        request_for_host(framework="torch", host_file=str(capture))
+        request_for_host(framework="torch", host=HostSource(str(capture)))
     guest = tmp_path / "guest.xml"
     licensed = v.vgpu_guest_xml("Licensed (Expiry: 2024-10-19 6:51:17 GMT)")
     guest.write_text(licensed, encoding="utf-8")
-    assert request_for_host(framework="torch", host_file=str(guest)).driver
+    assert request_for_host(framework="torch", host=HostSource(str(guest))).driver

@@ -15,7 +15,7 @@ from sysfs_trees import hgx_h100
 
 from gpuenv.cli import doctor
 from gpuenv.compat.driver_advice import oldest_serving_driver
-from gpuenv.compat.host import request_for_host
+from gpuenv.compat.host import HostSource, request_for_host
 from gpuenv.compat.matrix import load_matrix, version_key
 from validate.judge.driver_floor import load_floors
 
@@ -105,6 +105,6 @@ def _no_engine():
 def test_doctor_names_a_generic_gpu_by_its_pci_id(tmp_path):
     capture = tmp_path / "gtx1660-418.txt"
     capture.write_text(v.text_driver418_gtx1660(), encoding="utf-8")
-    text = doctor.format_report(doctor.collect_report(_no_engine, str(capture)))
+    text = doctor.format_report(doctor.collect_report(_no_engine, HostSource(str(capture))))
     assert "Graphics Device (GeForce GTX 1660 (PCI 10de:2184))" in text
     assert "driver 418.67 is the blocker" in text

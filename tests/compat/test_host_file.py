@@ -189,3 +189,40 @@ def test_doctor_and_the_replay_agree_that_a_cc_3_0_kepler_ends_with_cuda_10_2(in
         " ".join(line.split()) for line in replay.stdout.splitlines()
     )  # the table wraps the cell, never cuts it
     assert "last CUDA 10.2" in printed and "11.8" not in printed, replay.stdout[-3000:]
+
+
+def _in_process(argv: list[str], capsys) -> str:
+    """`invoke ARGV` run by Invoke's Program in this process (as a user's script or a test runs
+    several tasks in one interpreter); its stdout, after checking it exited 0."""
+    from invoke import Program
+
+    from gpuenv.cli import namespace
+
+    tasks = namespace().tasks
+    # Invoke pops each option's help from the task's table as it parses: put it back for later tests
+    helps = {name: dict(task.help) for name, task in tasks.items()}
+    try:
+        Program(namespace=namespace()).run(["invoke", *argv], exit=False)
+    finally:
+        for name, task in tasks.items():
+            task.help.clear()
+            task.help.update(helps[name])
+    out, err = capsys.readouterr()
+    assert "gpuenv:" not in err, err
+    return out
+
+
+def test_a_tasks_host_and_platform_stay_with_that_task(tmp_path, monkeypatch, capsys):
+    """--host and --platform are arguments of the task that takes them: a later task in the same
+    process (lock takes neither) plans for this machine again. When they were module globals set
+    by resolve, the next lock planned for the GB200 capture, or for aarch64."""
+    monkeypatch.setenv("GPUENV_LOCKS_DIR", str(tmp_path / "locks"))  # no lock, no current stack
+    monkeypatch.chdir(tmp_path)  # no invoke.yaml: gpuenv's defaults
+    lock = ["--dry", "lock", "--framework", "torch"]
+    here = _in_process(lock, capsys)
+    server = json.loads(_in_process(["resolve", "--host", str(GB200), "--json"], capsys))
+    assert server["platform"] == "linux-aarch64"
+    assert _in_process(lock, capsys) == here
+    arm = ["resolve", "--platform", "linux-aarch64", "--cuda", "cpu", "--json"]
+    assert json.loads(_in_process(arm, capsys))["platform"] == "linux-aarch64"
+    assert _in_process(lock, capsys) == here

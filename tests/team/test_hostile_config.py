@@ -301,7 +301,7 @@ def test_a_capture_or_this_host_is_blamed_for_their_gpus():
 
 
 def test_request_for_host_records_the_capture_as_the_origin_of_gpu_archs():
-    from gpuenv.compat.host import request_for_host
+    from gpuenv.compat.host import HostSource, request_for_host
 
     capture = (
         Path(__file__).resolve().parents[1]
@@ -310,17 +310,14 @@ def test_request_for_host_records_the_capture_as_the_origin_of_gpu_archs():
         / "nvidia-smi-xml"
         / "a100-sxm4-40gb-570.148.08.xml"
     )
-    request = request_for_host(
-        host_file=str(capture), origins={"torch": "invoke.yaml: gpuenv.torch"}
-    )
+    server = HostSource(str(capture))
+    request = request_for_host(host=server, origins={"torch": "invoke.yaml: gpuenv.torch"})
     assert request.blame("gpu_archs") == f"the GPUs of --host {capture}"
     assert (
         request.blame("torch") == "invoke.yaml: gpuenv.torch"
         and request.blame("python") == "--python"
     )
-    assert (
-        request_for_host(host_file=str(capture), gpu_arch="8.0").blame("gpu_archs") == "--gpu-arch"
-    )
+    assert request_for_host(host=server, gpu_arch="8.0").blame("gpu_archs") == "--gpu-arch"
 
 
 # --- a conflict between settings names their file and key, and fixes them there --------------
