@@ -218,7 +218,9 @@ def _die_with(parent: int) -> Callable[[], None]:
     """preexec_fn for a daemon kept in the foreground under this process: the kernel sends it
     SIGKILL when this process ends, however it ends (pytest killed by SIGKILL, a CI job cancelled),
     so no munged or slurmd outlives the test run. `parent` closes the race of a parent that died
-    before prctl ran (the child was then already adopted by init)."""
+    before prctl ran (the child was then already adopted by init). The kernel watches the thread
+    that started the daemon, not the process (prctl(2)): start it from the thread that keeps it
+    (pytest's main thread, where fixtures run)."""
 
     def preexec() -> None:
         libc = ctypes.CDLL(None, use_errno=True)
