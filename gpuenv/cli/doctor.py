@@ -163,21 +163,11 @@ def probe_compat_data(today=None) -> dict[str, Any]:
 
 
 def cuda_host_blocker(nvml: dict[str, Any]) -> str | None:
-    """Why no stack can run on this host whatever its driver, or None: a vGPU hypervisor (its
-    driver is the vGPU manager: CUDA runs in the VMs it serves, not in containers beside it)."""
-    from validate.host.virtualization import HYPERVISOR_MODES, hypervisor_reason
+    """Why no stack can run on this host whatever its driver, or None: the planner's own rule
+    (compat.host.cuda_host_refusal, a vGPU hypervisor) on the NVML record of this report."""
+    from gpuenv.compat.host import cuda_host_refusal
 
-    if not nvml.get("available"):
-        return None
-    for gpu in nvml.get("gpus") or []:
-        if gpu.get("virtualization_mode") in HYPERVISOR_MODES:
-            return hypervisor_reason(
-                None,
-                gpu["virtualization_mode"],
-                gpu.get("host_vgpu_mode"),
-                nvml.get("cuda_driver_version"),
-            )
-    return None
+    return cuda_host_refusal(nvml) if nvml.get("available") else None
 
 
 def _safe(probe, *args) -> dict[str, Any]:

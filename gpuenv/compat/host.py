@@ -5,7 +5,9 @@ The resolver stays pure; this is the one place that decides which host facts go 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from gpuenv.compat.resolve import resolve_stack
 from gpuenv.compat.rules.request import Request, parse_platform, split_arch_list
@@ -105,16 +107,22 @@ def read_host(host_file: str | None = None):
     return _read(ReplayNvml(recording))
 
 
-def cuda_host_refusal(host) -> str | None:
+def cuda_host_refusal(host: Mapping[str, Any]) -> str | None:
     """Why no stack can be planned for this host whatever its driver, or None: a GPU driven by a
-    vGPU hypervisor's manager (CUDA runs in the VMs it serves, not in containers beside it). The
-    same reason doctor gives (validate.host.virtualization.hypervisor_reason)."""
+    vGPU hypervisor's manager (CUDA runs in the VMs it serves, not in containers beside it).
+
+    The one owner of this rule: planning (`_refuse_hypervisor`) and doctor's "no stack" line
+    (doctor.cuda_host_blocker) both ask it. `host` is the host as HostInfo.to_dict() writes it,
+    the form doctor's report holds; the reason is validate.host.virtualization.hypervisor_reason."""
     from validate.host.virtualization import HYPERVISOR_MODES, hypervisor_reason
 
-    for gpu in host.gpus:
-        if gpu.virtualization_mode in HYPERVISOR_MODES:
+    for gpu in host.get("gpus") or []:
+        if gpu.get("virtualization_mode") in HYPERVISOR_MODES:
             return hypervisor_reason(
-                None, gpu.virtualization_mode, gpu.host_vgpu_mode, host.cuda_driver_version
+                None,
+                gpu["virtualization_mode"],
+                gpu.get("host_vgpu_mode"),
+                host.get("cuda_driver_version"),
             )
     return None
 
@@ -123,7 +131,7 @@ def _refuse_hypervisor(host, where: str) -> None:
     """No stack for a hypervisor: NoCompatibleStack (exit 3), as doctor's 'no stack' line."""
     from gpuenv.errors import NoCompatibleStack
 
-    reason = cuda_host_refusal(host)
+    reason = cuda_host_refusal(host.to_dict())
     if reason is not None:  # the reason ends with its fix (plan inside a VM given a vGPU)
         raise NoCompatibleStack(f"{where}: {reason}")
 

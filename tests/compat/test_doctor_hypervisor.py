@@ -61,3 +61,29 @@ def test_the_library_refuses_it_for_every_task_that_reads_the_host(tmp_path):
     licensed = v.vgpu_guest_xml("Licensed (Expiry: 2024-10-19 6:51:17 GMT)")
     guest.write_text(licensed, encoding="utf-8")
     assert request_for_host(framework="torch", host=HostSource(str(guest))).driver
+
+
+def test_doctor_and_planning_ask_one_rule(tmp_path):
+    """doctor's "no stack" reason is the planner's refusal itself (compat.host.cuda_host_refusal,
+    given the NVML record as doctor's report holds it), word for word; a vGPU guest and an NVML
+    that could not be read are refused by neither."""
+    import pytest
+
+    from gpuenv.cli import doctor
+    from gpuenv.compat.host import HostSource, cuda_host_refusal, read_host, request_for_host
+    from gpuenv.errors import NoCompatibleStack
+
+    capture = tmp_path / "hypervisor.xml"
+    capture.write_text(v.hypervisor_xml(), encoding="utf-8")
+    reason = cuda_host_refusal(read_host(str(capture)).to_dict())
+    assert reason is not None and reason.startswith("not a CUDA host for containers: this host")
+    assert doctor.cuda_host_blocker(doctor.probe_nvml(str(capture))) == reason
+    with pytest.raises(NoCompatibleStack) as refused:
+        request_for_host(framework="torch", host=HostSource(str(capture)))
+    assert refused.value.message == f"--host {capture}: {reason}"
+
+    guest = tmp_path / "guest.xml"
+    guest.write_text(v.vgpu_guest_xml("Licensed (Expiry: 2024-10-19 6:51:17 GMT)"), "utf-8")
+    assert cuda_host_refusal(read_host(str(guest)).to_dict()) is None
+    assert doctor.cuda_host_blocker(doctor.probe_nvml(str(guest))) is None
+    assert doctor.cuda_host_blocker({"available": False, "why": "NVML: not found"}) is None

@@ -1,6 +1,8 @@
 """Real servers on loopback for the fleet tests: Debian's sshd, and a one-node Slurm (munge,
 slurmctld, slurmd). Each is started in a temporary folder with generated keys and config,
-listens on 127.0.0.1 only, and is stopped (by its own pid) when the context ends.
+listens on 127.0.0.1 only, and is stopped (by its own pid) when the context ends. The Slurm
+daemons run in the foreground as children of the test process and die with it, so a pytest
+killed mid-run leaves none behind (tests/fleet/test_slurm_daemons_die.py).
 
 Both need root (sshd's privilege separation, slurmd's job launch) and the packages of
 scripts/install-test-servers.sh; `missing()` says exactly what is absent so tests skip with it.
@@ -8,6 +10,7 @@ scripts/install-test-servers.sh; `missing()` says exactly what is absent so test
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import signal
@@ -19,7 +22,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import dockercases
 
@@ -207,14 +210,51 @@ class SlurmCluster:
         return {"SLURM_CONF": str(self.conf)}
 
 
-def _daemon_pid(pidfile: Path, timeout: float = 10) -> int | None:
+#: prctl(2) option: the signal the kernel sends this process when the thread that forked it ends.
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with(parent: int) -> Callable[[], None]:
+    """preexec_fn for a daemon kept in the foreground under this process: the kernel sends it
+    SIGKILL when this process ends, however it ends (pytest killed by SIGKILL, a CI job cancelled),
+    so no munged or slurmd outlives the test run. `parent` closes the race of a parent that died
+    before prctl ran (the child was then already adopted by init). The kernel watches the thread
+    that started the daemon, not the process (prctl(2)): start it from the thread that keeps it
+    (pytest's main thread, where fixtures run)."""
+
+    def preexec() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")  # Popen raises it
+        if os.getppid() != parent:
+            os._exit(1)  # nobody is left to run it for
+
+    return preexec
+
+
+def _foreground(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+    """Start daemon `args` in the foreground (it does not fork away), a child of this process
+    that dies with it (_die_with); its stdout and stderr go to `log`."""
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            args,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with(os.getpid()),
+        )
+
+
+def _wait_for_path(path: Path, proc: subprocess.Popen, log: Path, timeout: float = 10) -> None:
+    """Until `path` exists (a daemon's socket); a daemon that exits first, or a timeout, raises
+    with the end of its log."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            return int(pidfile.read_text().strip())
-        except (OSError, ValueError):
-            time.sleep(0.1)
-    return None
+    while not path.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            why = f"exited with {proc.returncode}" if proc.returncode is not None else "timed out"
+            raise RuntimeError(f"{proc.args[0]} {why} before {path}:\n{log.read_text()[-1500:]}")
+        time.sleep(0.05)
 
 
 @contextmanager
@@ -225,7 +265,9 @@ def slurm_cluster(folder: Path, node: str | None = None, nodes: int = 1) -> Iter
 
     cgroup-free (proctrack/linuxproc, task/none) so it runs inside containers and VMs, no
     accounting daemon (sacct answers "accounting storage is disabled"; gpuenv falls back to
-    scontrol), all state under `folder`. Stopped by pid in reverse order.
+    scontrol), all state under `folder`. Each daemon runs in the foreground as a child of this
+    process and dies with it (a pytest killed mid-run leaves none behind: _die_with); stopped by
+    pid in reverse order when the context ends.
     """
     node = node or socket.gethostname().split(".")[0]
     folder.mkdir(parents=True, exist_ok=True)
@@ -288,10 +330,12 @@ InactiveLimit=0
         + f"PartitionName=debug Nodes={','.join(names)} Default=YES MaxTime=INFINITE State=UP\n"
     )
     env = {**os.environ, "SLURM_CONF": str(conf)}
+    log = folder / "log"
     try:
-        subprocess.run(
+        munged = _foreground(
             [
                 "munged",
+                "--foreground",
                 "--force",
                 f"--socket={socket_path}",
                 f"--key-file={key}",
@@ -299,25 +343,17 @@ InactiveLimit=0
                 f"--pid-file={munge / 'munged.pid'}",
                 f"--seed-file={munge / 'munged.seed'}",
             ],
-            check=True,
-            env=env,
+            env,
+            log / "munged.out",
         )
-        pid = _daemon_pid(munge / "munged.pid")
-        if pid:
-            pids.append(pid)
-        subprocess.run(["slurmctld", "-f", str(conf), "-i"], check=True, env=env)
-        pid = _daemon_pid(folder / "slurmctld.pid")
-        if pid:
-            pids.append(pid)
+        pids.append(munged.pid)
+        _wait_for_path(socket_path, munged, munge / "munged.log")  # slurmctld authenticates at once
+        pids.append(
+            _foreground(["slurmctld", "-D", "-f", str(conf), "-i"], env, log / "ctld.out").pid
+        )
         for name in names:
-            subprocess.run(
-                ["slurmd", "-f", str(conf), *(["-N", name] if nodes > 1 else [])],
-                check=True,
-                env=env,
-            )
-            pid = _daemon_pid(folder / f"slurmd{name if nodes > 1 else ''}.pid")
-            if pid:
-                pids.append(pid)
+            slurmd = ["slurmd", "-D", "-f", str(conf), *(["-N", name] if nodes > 1 else [])]
+            pids.append(_foreground(slurmd, env, log / f"slurmd-{name}.out").pid)
         deadline = time.monotonic() + 30
         state = ""
         while time.monotonic() < deadline:
@@ -332,9 +368,7 @@ InactiveLimit=0
                 break
             time.sleep(0.3)
         else:
-            logs = "".join(
-                f.read_text()[-1500:] for f in sorted((folder / "log").glob("slurm*.log"))
-            )
+            logs = "".join(f.read_text()[-1500:] for f in sorted(log.glob("*")))
             raise RuntimeError(
                 f"node(s) {', '.join(names)} are {state or 'not reported'} after 30s:\n{logs}"
             )

@@ -7,6 +7,8 @@ them.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from suitecases import A100, H100, gpu, gpu_report
 
@@ -146,16 +148,9 @@ def test_an_unreadable_report_stays_malformed_and_is_no_duplicate():
     assert [o.status for o in out] == [MALFORMED, MALFORMED, READY]
 
 
-def test_from_reports_end_to_end_sets_the_liars_and_the_copy_aside(tmp_path):
+def test_from_reports_end_to_end_sets_the_liars_and_the_copy_aside(tmp_path, invoke_cli):
     """`invoke validate --from-reports`: the issue's liars, a report copied under a second name, an
     honest host; the honest host alone is ready, the fleet is not (exit 1), the JSON says why."""
-    import json
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[2]
     folder, out = tmp_path / "reports", tmp_path / "fleet.json"
     folder.mkdir()
     for name, host, bf16 in (
@@ -168,23 +163,7 @@ def test_from_reports_end_to_end_sets_the_liars_and_the_copy_aside(tmp_path):
             json.dumps(gpu_report([(gpu(0, host=host), bf16, 3000.0)]))
         )
     (folder / "copied-again.json").write_text((folder / "copied.json").read_text())
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "invoke",
-            "validate",
-            "--from-reports",
-            str(folder),
-            "--json",
-            str(out),
-        ],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(root)},
-    )
+    run = invoke_cli("validate", "--from-reports", str(folder), "--json", str(out))
     assert run.returncode == 1, run.stdout + run.stderr
     assert "1 of 5 host(s) ready" in run.stdout
     hosts = json.loads(out.read_text())["hosts"]
@@ -230,34 +209,11 @@ def test_two_gpus_of_one_report_sharing_a_uuid_make_it_malformed(case):
     assert [o.status for o in out] == [MALFORMED, READY]
 
 
-def test_from_reports_flags_a_shared_uuid_in_one_line(tmp_path):
-    import json
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[2]
+def test_from_reports_flags_a_shared_uuid_in_one_line(tmp_path, invoke_cli):
     folder, out = tmp_path / "reports", tmp_path / "fleet.json"
     folder.mkdir()
     (folder / "gpu05.json").write_text(json.dumps(_shared_uuid_report()))
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "invoke",
-            "validate",
-            "--from-reports",
-            str(folder),
-            "--json",
-            str(out),
-        ],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(root)},
-    )
+    run = invoke_cli("validate", "--from-reports", str(folder), "--json", str(out))
     assert run.returncode == 1, run.stdout + run.stderr
     host = json.loads(out.read_text())["hosts"]["gpu05"]
     assert (

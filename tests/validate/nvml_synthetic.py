@@ -12,6 +12,9 @@ Host format (one dict per GPU; absent keys raise NVMLError_NotSupported, as NVML
     max gen, gpu max gen, cur width, max width), power_mw (enforced, default), reasons (mask),
     compute_mode, mig (list of instance dicts, None for an empty slot), nvlink (active links),
     clocks (sm, max sm), power_usage_mw, temperature, fail {function name: error class name}.
+
+`H100` and `TWO_H100_HOST` are the one healthy H100 host every test starts from (the unit tests in
+host/test_validate_nvml_synthetic.py and the suite-run plugin synthetic_gpu_host.py).
 """
 
 from __future__ import annotations
@@ -20,6 +23,35 @@ import types
 from typing import Any
 
 import pynvml
+
+GIB = 2**30
+# SYNTHETIC: a GPU shaped like a DGX H100's in nvidia-smi -q (driver 550.54.15, CUDA 12.4); UUIDs
+# invented. One table for every test that wants a healthy H100 host: copy it before changing it.
+H100: dict[str, Any] = {
+    "name": "NVIDIA H100 80GB HBM3",
+    "uuid": "GPU-4b2c1e0a-93d1-7f3c-5a8e-1c2d3e4f5a60",
+    "bus": "00000000:18:00.0",
+    "cc": (9, 0),
+    "memory": (80 * GIB, 512 * 2**20),
+    "ecc_uncorrected": 0,
+    "pcie": (5, 5, 5, 16, 16),
+    "power_mw": (700000, 700000),
+    "reasons": 0x1,
+    "compute_mode": 0,
+    "mig": False,
+    "nvlink": 18,
+    "clocks": (1980, 1980),
+    "power_usage_mw": 690000,
+    "temperature": 61,
+}
+TWO_H100_HOST: dict[str, Any] = {
+    "driver": "550.54.15",
+    "cuda": 12040,
+    "gpus": [
+        H100,
+        {**H100, "uuid": "GPU-9f8e7d6c-5b4a-3928-1706-f5e4d3c2b1a0", "bus": "00000000:2A:00.0"},
+    ],
+}
 
 
 def _error(name: str) -> BaseException:

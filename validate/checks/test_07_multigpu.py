@@ -12,12 +12,12 @@ full suite trains the quick sizes there (probe_size)."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
 
 from validate.checks.world import whole_gpu_env, whole_gpus
+from validate.envvars import seconds
 from validate.host.devices import uuid_body
 from validate.judge.peaks import interconnect_of, peaks_for
 from validate.judge.scaling import (
@@ -176,7 +176,7 @@ def test_ddp_training(torch, suite, record):
 
 #: DataParallel's own bound (a Python start, the framework import, its steps): its hang is named
 #: and warned about when it passes, never the DDP probe's.
-DATAPARALLEL_TIMEOUT = float(os.environ.get("VALIDATE_DATAPARALLEL_TIMEOUT", str(DEFAULT_TIMEOUT)))
+DATAPARALLEL_TIMEOUT = seconds("VALIDATE_DATAPARALLEL_TIMEOUT")
 
 
 def gpu_batch_for(gpus: list[Any], suite: Any) -> int:

@@ -14,16 +14,14 @@ folder; the suite's VALIDATE_SYSFS_ROOT (a test and diagnostic seam) sets it for
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from validate.envvars import sysfs_root
 from validate.host.pci_ids import NVIDIA_VENDOR, PciTable, product_for
 
 #: PCI base class 0x03 (display), subclasses VGA-compatible (0x00) and 3D controller (0x02).
 GPU_CLASSES = (0x0300, 0x0302)
-#: The environment variable that points the suite at another root (tests, diagnosis).
-ROOT_VARIABLE = "VALIDATE_SYSFS_ROOT"
 
 
 @dataclass(frozen=True)
@@ -47,7 +45,7 @@ class PciGpu:
 
 def default_root() -> Path:
     """The root the suite reads: VALIDATE_SYSFS_ROOT when set, else the real one."""
-    return Path(os.environ.get(ROOT_VARIABLE) or "/")
+    return sysfs_root()
 
 
 def _hex(path: Path) -> int | None:

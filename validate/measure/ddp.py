@@ -9,8 +9,9 @@ is named, with its GPU, when the join bound passes, instead of the job hanging i
 `init_process_group`. On GPUs (NCCL) the ranks train a wide MLP sized from the GPU (GPU_MODEL,
 gpu_batch) for at least MIN_WINDOW_SECONDS; on the CPU (gloo) the small CNN at SIZES.
 `VALIDATE_DDP_FAULT=slow:R` or `absent:R` makes rank R slow or absent, and
-`VALIDATE_DATAPARALLEL_FAULT=hang` or `abort` DataParallel: the fault tests prove the named
-failures.
+`VALIDATE_DATAPARALLEL_FAULT=hang` or `abort` DataParallel (it runs in a probe of its own, with
+its own bound, so its hang or death cannot fail DDP): the fault tests prove the named failures.
+The settings and faults are read through validate/envvars.py, which checks them before the run.
 """
 
 from __future__ import annotations
@@ -26,15 +27,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from validate.envvars import dataparallel_fault, ddp_fault, seconds
+
 #: Seconds every rank has, from its spawn, to reach the rendezvous and finish its first collective
 #: (a Python start, the framework import, a CUDA context, NCCL's communicator set-up).
-JOIN_TIMEOUT = float(os.environ.get("VALIDATE_DDP_JOIN_TIMEOUT", "90"))
+JOIN_TIMEOUT = seconds("VALIDATE_DDP_JOIN_TIMEOUT")
 #: Seconds the training steps may take once every rank joined.
-RUN_TIMEOUT = float(os.environ.get("VALIDATE_DDP_RUN_TIMEOUT", "120"))
-FAULT_ENV = "VALIDATE_DDP_FAULT"
-#: `hang` or `abort` makes the DataParallel probe hang or die without a result: the tests prove it
-#: cannot fail DDP (it runs in a probe of its own, with its own bound).
-DATAPARALLEL_FAULT_ENV = "VALIDATE_DATAPARALLEL_FAULT"
+RUN_TIMEOUT = seconds("VALIDATE_DDP_RUN_TIMEOUT")
 #: The slow fault's extra seconds per step on its rank: on the CPU (steps of 10 to 30 ms) a rank
 #: at a tenth of its peers' speed or less, well below CPU_MIN_SHARE of their median.
 SLOW_STEP_SECONDS = 0.3
@@ -134,13 +133,6 @@ def cpu_threads(world: int) -> int:
     """Threads per rank on the CPU: the cores split between the ranks. More would oversubscribe
     them, and OpenMP threads waiting on each other then run many times slower."""
     return max(1, (os.cpu_count() or 1) // world)
-
-
-def fault() -> tuple[str, int] | None:
-    """('slow' | 'absent', rank) from VALIDATE_DDP_FAULT, or None."""
-    value = os.environ.get(FAULT_ENV, "")
-    kind, _, rank = value.partition(":")
-    return (kind, int(rank)) if kind in ("slow", "absent") and rank.isdigit() else None
 
 
 def small_cnn(torch: Any, image: int) -> Any:
@@ -274,7 +266,7 @@ def worker(
     import torch.distributed as dist
 
     steps, batch, image = sizes
-    injected = fault()
+    injected = ddp_fault()
     if injected == ("absent", rank):
         time.sleep(10 * join_timeout)  # never reaches the rendezvous; the launcher's bound ends it
     delay = SLOW_STEP_SECONDS if injected == ("slow", rank) else 0.0
@@ -488,7 +480,7 @@ def dataparallel(world: int, quick: bool, gpu_batch_size: int = 0) -> dict[str, 
     module)."""
     import torch
 
-    injected = os.environ.get(DATAPARALLEL_FAULT_ENV, "")
+    injected = dataparallel_fault()
     if injected == "hang":
         time.sleep(3600)  # the probe's own bound ends it
     elif injected == "abort":

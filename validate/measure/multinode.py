@@ -31,12 +31,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from validate.envvars import seconds
+
 #: The all-reduce and link message sizes (bytes): large enough to measure bandwidth, not latency.
 GPU_BYTES, CPU_BYTES = 256 * 2**20, 16 * 2**20
 ITERS = 10
 #: The DDP run's sizes are the suite's (validate/measure/ddp.py SIZES, "quick" or "full", as the
 #: nodes' own suites ran): the job's samples/s is then comparable with each node's own DDP figure.
-TIMEOUT = float(os.environ.get("VALIDATE_MULTINODE_TIMEOUT", "300"))
+TIMEOUT = seconds("VALIDATE_MULTINODE_TIMEOUT")
 
 
 def node_name(given: str | None = None) -> str:

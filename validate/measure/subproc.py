@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from validate.envvars import seconds
 from validate.measure.probe import RESULT, STEP
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])  # the folder holding validate/
-DEFAULT_TIMEOUT = float(os.environ.get("VALIDATE_PROBE_TIMEOUT", "180"))
+DEFAULT_TIMEOUT = seconds("VALIDATE_PROBE_TIMEOUT")
 
 
 @dataclass

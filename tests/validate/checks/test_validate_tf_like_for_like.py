@@ -17,12 +17,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from nvml_synthetic import TWO_H100_HOST
+
 from validate.judge.peaks import SUITE_MATMUL_METHODS, load_peaks, peaks_for
 from validate.judge.speed import REFERENCE_FRACTION, UNCONFIRMED_FAIL_FRACTION
 
 ROOT = Path(__file__).resolve().parents[3]
-H100 = "NVIDIA H100 80GB HBM3"  # the synthetic host's GPUs
-BUSES = ("00000000:18:00.0", "00000000:2A:00.0")
+# the synthetic host's GPUs (the table synthetic_gpu_host.py serves)
+H100 = TWO_H100_HOST["gpus"][0]["name"]
+BUSES = tuple(gpu["bus"] for gpu in TWO_H100_HOST["gpus"])
 
 
 def _probe_answer(figures: list[float]) -> dict:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from nvml_synthetic import SyntheticNvml
+from nvml_synthetic import GIB, H100, TWO_H100_HOST, SyntheticNvml
 
 from validate.host import nvml
 from validate.judge.health import power_limit_verdict
@@ -15,37 +15,8 @@ from validate.judge.pcie import pcie_gen_verdict
 from validate.judge.speed import sustained_clocks_verdict
 from validate.judge.verdict import FAIL, INFO, PASS, SKIP
 
-GIB = 2**30
-# SYNTHETIC: two GPUs shaped like a DGX H100's in nvidia-smi -q (driver 550.54.15, CUDA 12.4); UUIDs
-# invented.
-H100 = {
-    "name": "NVIDIA H100 80GB HBM3",
-    "uuid": "GPU-4b2c1e0a-93d1-7f3c-5a8e-1c2d3e4f5a60",
-    "bus": "00000000:18:00.0",
-    "cc": (9, 0),
-    "memory": (80 * GIB, 512 * 2**20),
-    "ecc_uncorrected": 0,
-    "pcie": (5, 5, 5, 16, 16),
-    "power_mw": (700000, 700000),
-    "reasons": 0x1,
-    "compute_mode": 0,
-    "mig": False,
-    "nvlink": 18,
-    "clocks": (1980, 1980),
-    "power_usage_mw": 690000,
-    "temperature": 61,
-}
-HOST = {
-    "driver": "550.54.15",
-    "cuda": 12040,
-    "gpus": [
-        H100,
-        {**H100, "uuid": "GPU-9f8e7d6c-5b4a-3928-1706-f5e4d3c2b1a0", "bus": "00000000:2A:00.0"},
-    ],
-}
 
-
-def synthetic(host=HOST) -> SyntheticNvml:
+def synthetic(host=TWO_H100_HOST) -> SyntheticNvml:
     return SyntheticNvml(copy.deepcopy(host))
 
 
@@ -76,7 +47,7 @@ def test_mig_in_a_container_keeps_the_gpu_and_lists_instances():
             {"uuid": "MIG-5e6f7a8b-1111-2c3d-4e5f-6a7b8c9d0e1f", "memory": (20 * GIB, 0)},
         ],
     }
-    host = nvml.read_host(synthetic({**HOST, "gpus": [mig_gpu]}))
+    host = nvml.read_host(synthetic({**TWO_H100_HOST, "gpus": [mig_gpu]}))
     assert host.error is None and len(host.gpus) == 1
     gpu = host.gpus[0]
     assert gpu.memory_total_bytes is None and gpu.memory_used_bytes is None
@@ -90,7 +61,9 @@ def test_mig_in_a_container_keeps_the_gpu_and_lists_instances():
 
 def test_one_lost_gpu_does_not_hide_the_others():
     lost = {**H100, "uuid": "GPU-lost", "fail": {"nvmlDeviceGetName": "NVMLError_GpuIsLost"}}
-    host = nvml.read_host(synthetic({**HOST, "gpus": [H100, lost, HOST["gpus"][1]]}))
+    host = nvml.read_host(
+        synthetic({**TWO_H100_HOST, "gpus": [H100, lost, TWO_H100_HOST["gpus"][1]]})
+    )
     assert [g.index for g in host.gpus] == [0, 2]
     assert len(host.unreadable) == 1 and host.unreadable[0].index == 1
     assert "GPU 1" in host.unreadable[0].error and "NVMLError_GpuIsLost" in host.unreadable[0].error
@@ -112,12 +85,12 @@ def test_one_lost_gpu_does_not_hide_the_others():
     ],
 )
 def test_every_init_error_becomes_a_reason(init_error, expected):
-    host = nvml.read_host(synthetic({**HOST, "init_error": init_error}))
+    host = nvml.read_host(synthetic({**TWO_H100_HOST, "init_error": init_error}))
     assert host.gpus == [] and host.error is not None and host.error.startswith(expected)
 
 
 def test_counting_failure_is_a_reason_not_a_crash():
-    host = nvml.read_host(synthetic({**HOST, "count_error": "NVMLLibraryMismatchError"}))
+    host = nvml.read_host(synthetic({**TWO_H100_HOST, "count_error": "NVMLLibraryMismatchError"}))
     assert host.error is not None and host.error.startswith(
         "NVML: counting the GPUs failed: NVMLLibraryMismatchError"
     )
@@ -131,13 +104,13 @@ def test_old_bindings_use_the_throttle_reasons_name():
         def nvmlDeviceGetCurrentClocksThrottleReasons(self, h):
             return 0x4 | 0x40
 
-    gpu = nvml.read_host(OldBindings(copy.deepcopy(HOST))).gpus[0]
+    gpu = nvml.read_host(OldBindings(copy.deepcopy(TWO_H100_HOST))).gpus[0]
     assert gpu.throttle_reasons == ["sw_power_cap", "hw_thermal_slowdown"]
 
 
 def test_power_limit_against_its_default():
     capped = nvml.read_host(
-        synthetic({**HOST, "gpus": [{**H100, "power_mw": (350000, 700000)}]})
+        synthetic({**TWO_H100_HOST, "gpus": [{**H100, "power_mw": (350000, 700000)}]})
     ).gpus[0]
     verdict = power_limit_verdict(capped.power_limit_watts, capped.power_default_limit_watts)
     assert (
@@ -153,7 +126,9 @@ def test_gen5_card_in_a_gen4_slot_is_as_built_and_below_the_slot_fails():
     """NVML's max generation is min(GPU, slot): 4 for a Gen5 H100 in a Gen4 slot. At gen4 the
     link is what the platform allows (information naming the host, not a GPU fault); at gen3 in
     the same slot it fails."""
-    gpu = nvml.read_host(synthetic({**HOST, "gpus": [{**H100, "pcie": (4, 4, 5, 16, 16)}]})).gpus[0]
+    gpu = nvml.read_host(
+        synthetic({**TWO_H100_HOST, "gpus": [{**H100, "pcie": (4, 4, 5, 16, 16)}]})
+    ).gpus[0]
     verdict = pcie_gen_verdict(gpu.pcie_link_gen, gpu.pcie_link_gen_gpu_max, gpu.pcie_link_gen_max)
     assert (
         verdict.verdict == INFO and "as built: the host allows gen4, the GPU gen5" in verdict.reason
@@ -175,7 +150,7 @@ def test_sampler_reads_a_throttling_gpu_under_load():
         "power_usage_mw": [695000] * 10,
         "pcie": ([5] * 10, 5, 5, 16, 16),
     }
-    sampler = nvml.Sampler([hot["uuid"]], synthetic({**HOST, "gpus": [hot]}))
+    sampler = nvml.Sampler([hot["uuid"]], synthetic({**TWO_H100_HOST, "gpus": [hot]}))
     samples = [s.to_dict() for _ in range(10) for s in sampler.sample()]
     sampler.close()
     assert len(samples) == 10 and samples[0]["max_sm_clock_mhz"] == 1980
@@ -191,6 +166,6 @@ def test_sampler_reads_a_throttling_gpu_under_load():
 
 def test_sampler_without_nvml_says_why():
     sampler = nvml.Sampler(
-        ["GPU-x"], synthetic({**HOST, "init_error": "NVMLError_LibraryNotFound"})
+        ["GPU-x"], synthetic({**TWO_H100_HOST, "init_error": "NVMLError_LibraryNotFound"})
     )
     assert sampler.sample() == [] and "libnvidia-ml.so.1 not found" in (sampler.error or "")
