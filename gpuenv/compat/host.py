@@ -61,12 +61,13 @@ def platform_of_host(host, host_file: str | None) -> tuple[str | None, str]:
 def plan_platform(
     host: HostSource = THIS_HOST, given: str | None = None, given_by: str = "--platform"
 ) -> tuple[str | None, str]:
-    """The platform to plan for and how it is known: given (an option or the team's setting),
-    else the task's `--platform`, else a capture's Grace GPU, else this machine's CPU."""
-    if given:
-        return given, given_by
+    """The platform to plan for and how it is known: the task's `--platform` (the command line
+    beats the team's files), else `given` (lock's option or the team's setting), else a capture's
+    Grace GPU, else this machine's CPU."""
     if host.platform:
         return host.platform, "--platform"
+    if given:
+        return given, given_by
     if host.host_file:
         return platform_of_host(read_host(host.host_file), host.host_file)
     return live_platform()

@@ -226,3 +226,17 @@ def test_a_tasks_host_and_platform_stay_with_that_task(tmp_path, monkeypatch, ca
     arm = ["resolve", "--platform", "linux-aarch64", "--cuda", "cpu", "--json"]
     assert json.loads(_in_process(arm, capsys))["platform"] == "linux-aarch64"
     assert _in_process(lock, capsys) == here
+
+
+def test_the_tasks_platform_beats_the_teams_one_platform(invoke_cli):
+    """The command line beats the team's files: with invoke.yaml's platforms (here through its
+    environment variable) naming linux-64, `resolve --platform linux-aarch64` plans for aarch64
+    and says the option is why; without the option the team's platform stands."""
+    env = {"INVOKE_GPUENV_PLATFORMS": "linux-64"}
+    pinned = ("--driver", "570.86.15", "--gpu-arch", "9.0", "--json")
+    told = invoke_cli("resolve", "--platform", "linux-aarch64", *pinned, env=env)
+    assert told.returncode == 0, told.stderr
+    assert json.loads(told.stdout)["platform"] == "linux-aarch64"
+    team = invoke_cli("resolve", *pinned, env=env)
+    assert team.returncode == 0, team.stderr
+    assert json.loads(team.stdout)["platform"] == "linux-64"
