@@ -105,13 +105,13 @@ def test_a_map_that_is_not_the_imports_is_caught():
     wrong = readme.replace(
         engine_row, engine_row.replace(", `validate.text` (terminal-safe text)", "")
     )
-    wrong = wrong.replace(ground_row, ground_row.rsplit("|", 2)[0] + "| `validate.files` |")
+    wrong = wrong.replace(ground_row, ground_row.rsplit("|", 2)[0] + "| `validate.writing` |")
     problems = map_problems(wrong)
     assert [
         p for p in problems if p.startswith("gpuenv/engine/") and "imports validate.text" in p
     ], problems
     assert (
-        "the row of gpuenv/__init__.py says it may import validate.files, but nothing in it does"
+        "the row of gpuenv/__init__.py says it may import validate.writing, but nothing in it does"
         in problems
     ), problems
     assert len(problems) == 1 + sum("imports validate.text" in p for p in problems), problems

@@ -82,7 +82,7 @@ def unwritable(path: str) -> str | None:
     """Why a report cannot be written at `path`, or None. Checked before any measuring: the
     nearest existing folder must take a new file (a read-only mount or a root-owned folder
     fails here, not after minutes of measurements)."""
-    from validate.files import path_problem
+    from validate.writing import path_problem
 
     impossible = path_problem(path)  # a 300-character name makes every stat below raise
     if impossible:
@@ -136,7 +136,7 @@ def preflight(args: argparse.Namespace) -> str | None:
         except CaptureError as err:
             return f"--replay: {err}"
     if args.record:
-        from validate.files import path_problem
+        from validate.writing import path_problem
 
         folder = Path(args.record)
         impossible = path_problem(
@@ -149,7 +149,7 @@ def preflight(args: argparse.Namespace) -> str | None:
         problem = unwritable(str(folder / "gpuenv-recording.json"))
         if problem:
             return f"--record: {problem}"
-    from validate.files import output_clash
+    from validate.writing import output_clash
 
     clash = output_clash(
         {"--json": args.json, "--junit": args.junit, "--save-baseline": args.save_baseline},
@@ -221,7 +221,7 @@ def verdict(status: int, ran: int, not_validated: str | None = None) -> tuple[in
 
 def _move_junit(tmp: str, target: str) -> str | None:
     """Put the finished JUnit file in place through the atomic writer; the reason on failure."""
-    from validate.files import write_text_atomic
+    from validate.writing import write_text_atomic
 
     try:
         if Path(tmp).is_file():

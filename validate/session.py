@@ -247,7 +247,7 @@ class Suite:
 
     def write_recording(self, exit_status: int) -> str:
         """Write gpuenv's recording of this run into --record DIR; returns its path."""
-        from validate.files import path_component, write_text_atomic
+        from validate.writing import path_component, write_text_atomic
 
         data = self.recorder.recording()
         if isinstance(

@@ -21,7 +21,13 @@ from invoke.config import Config
 
 from gpuenv.cli.config import SECTION
 from gpuenv.errors import BadInput
-from validate.files import InputRefused, RepeatedKey, load_json_input, read_text_input, refusal_line
+from validate.reading import (
+    InputRefused,
+    RepeatedKey,
+    load_json_input,
+    read_text_input,
+    refusal_line,
+)
 
 #: A config file is a page of settings: far bigger is a mistake (or an attack), refused unread.
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -127,7 +133,7 @@ _Loader.add_constructor("tag:yaml.org,2002:float", _bounded_number("float"))
 
 
 def _read(path: str, *, runtime: bool) -> str:
-    """The text of a config file through the one bounded reader (validate.files): a small regular
+    """The text of a config file through the one bounded reader (validate.reading): a small regular
     file, UTF-8 or marked UTF-16; ConfigFileError naming the file otherwise. A missing file is
     FileNotFoundError (Invoke skips the layers nobody wrote) unless it was asked for by name."""
     if not os.path.exists(path):

@@ -462,7 +462,7 @@ def verify(
 
     from gpuenv.cli.paths import check_paths
     from gpuenv.errors import BadInput
-    from validate.files import WriteFailed, write_text_atomic
+    from validate.writing import WriteFailed, write_text_atomic
 
     if prefix and image:
         raise BadInput("--prefix and --image name two environments", fix="give one of them")

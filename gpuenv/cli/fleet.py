@@ -47,7 +47,7 @@ def _read_baseline(path: str | None) -> tuple[bytes | None, dict[str, dict[str, 
 
 
 def _check_outputs(opts: FleetOptions) -> None:
-    from validate.files import output_clash
+    from validate.writing import output_clash
 
     outputs = {"--report": opts.report, "--json": opts.json, "--junit": opts.junit}
     for flag, path in outputs.items():
@@ -78,7 +78,7 @@ def check_output_path(flag: str, path: str, example: str) -> None:
 
     target = Path(path)
     fix = f"give a file name in a folder you can write, e.g. {flag} {example}"
-    from validate.files import path_problem
+    from validate.writing import path_problem
 
     problem = path_problem(
         path

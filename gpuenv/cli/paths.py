@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from gpuenv.errors import BadInput
-from validate.files import path_problem
+from validate.writing import path_problem
 
 
 def check_paths(*, folders: tuple[str, ...] = (), **paths: str | None) -> None:

@@ -44,7 +44,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 from gpuenv.envs import lockdir
 from gpuenv.errors import BadInput, DataError, ToolError
 from gpuenv.progress import Say
-from validate.files import InputRefused, file_kind, input_blocks
+from validate.reading import InputRefused, file_kind, input_blocks
 from validate.text import safe_url
 
 DEFAULT_CHANNEL_ALIAS = "https://conda.anaconda.org"

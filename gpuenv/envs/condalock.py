@@ -576,7 +576,7 @@ def staged_damage(staged: Path, manifest: Path) -> str | None:
     """What is wrong with a staged environment, in a few words, or None when it is whole: its
     manifest missing or unreadable, or an entry lost, added or changed in size since staging
     (a package's files, or its conda-meta record)."""
-    from validate.files import InputRefused, decode_input, load_json_input, read_input
+    from validate.reading import InputRefused, decode_input, load_json_input, read_input
 
     if not staged.is_dir() or staged.is_symlink():
         return "the folder is missing"

@@ -20,14 +20,8 @@ from typing import Any
 from gpuenv import __version__
 from gpuenv.errors import DataError
 from gpuenv.stack import Stack
-from validate.files import (
-    InputRefused,
-    WriteFailed,
-    decode_input,
-    load_json_input,
-    read_input,
-    write_text_atomic,
-)
+from validate.reading import InputRefused, decode_input, load_json_input, read_input
+from validate.writing import WriteFailed, write_text_atomic
 
 FILE_NAME = "current.json"
 FORMAT = "gpuenv-current-stack/1"

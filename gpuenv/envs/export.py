@@ -15,13 +15,8 @@ from pathlib import Path
 from gpuenv.envs import lockdir, locking, spec
 from gpuenv.errors import BadInput, DataError, GpuenvError
 from gpuenv.stack import Stack
-from validate.files import (
-    InputRefused,
-    WriteFailed,
-    read_text_input,
-    refusal_line,
-    write_text_atomic,
-)
+from validate.reading import InputRefused, read_text_input, refusal_line
+from validate.writing import WriteFailed, write_text_atomic
 
 
 @dataclass(frozen=True)

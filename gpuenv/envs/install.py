@@ -35,15 +35,9 @@ from gpuenv.envs.lockdir import Lock
 from gpuenv.errors import BadInput, DataError, ToolError
 from gpuenv.progress import Say
 from gpuenv.stack import Stack, stack_json
-from validate.files import (
-    NAME_MAX,
-    InputRefused,
-    load_json_input,
-    path_problem,
-    read_text_input,
-    replace_dir,
-)
+from validate.reading import InputRefused, load_json_input, read_text_input
 from validate.signals import held_signals
+from validate.writing import NAME_MAX, path_problem, replace_dir
 
 #: A prefix's install record: a few hundred bytes of what it was installed from.
 MAX_RECORD_BYTES = 1024 * 1024
@@ -332,7 +326,7 @@ def is_current(plan: InstallPlan) -> bool:
 def install(plan: InstallPlan, *, say: Say, output: Say, force: bool = False) -> InstallResult:
     """Install the lock of `plan` into its prefix unless the prefix already holds exactly that lock.
 
-    Built in a hidden sibling folder and swapped in (validate.files.replace_dir). Whatever stops
+    Built in a hidden sibling folder and swapped in (validate.writing.replace_dir). Whatever stops
     it before the swap (a failure, Ctrl-C, SIGTERM) removes that folder and leaves the prefix as
     it was; an interrupt during the swap waits for the swap and the removal of the old prefix,
     and is reported in the result. A file-system failure (a full disk) is one ToolError line.

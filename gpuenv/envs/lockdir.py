@@ -31,7 +31,8 @@ from packaging.version import InvalidVersion, Version
 
 from gpuenv.errors import DataError
 from gpuenv.stack import Stack
-from validate.files import InputRefused, load_json_input, read_text_input, refusal_line, replace_dir
+from validate.reading import InputRefused, load_json_input, read_text_input, refusal_line
+from validate.writing import replace_dir
 
 #: A lock file's text: conda-lock.yml for a full CUDA stack is a few MiB; far more is no lock.
 MAX_LOCK_TEXT_BYTES = 64 * 1024 * 1024
@@ -555,7 +556,7 @@ def _process_start(pid: int) -> float | None:
 def replace_directory(new: Path, target: Path) -> None:
     """Put `new` in place of `target`: the old lock stays whole until the new one is complete.
 
-    Two writers that finish together take turns (validate.files.replace_dir): neither renames
+    Two writers that finish together take turns (validate.writing.replace_dir): neither renames
     the other's half-swapped folder away, and the loser's lock simply becomes the newer one.
     """
     replace_dir(new, target)

@@ -36,7 +36,7 @@ from gpuenv.envs import BACKENDS, conda, condalock, lockdir, spec, uv
 from gpuenv.errors import BadInput, GpuenvError, ToolError
 from gpuenv.progress import Say
 from gpuenv.stack import Stack
-from validate.files import os_error_reason
+from validate.writing import os_error_reason
 
 ENVS_DIR = PROJECT_ROOT / "envs"
 DEFAULT_TEAM_FILE = ENVS_DIR / "team.yml"

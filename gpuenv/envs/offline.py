@@ -15,7 +15,7 @@ import yaml
 
 from gpuenv.envs import conda, lockdir
 from gpuenv.errors import BadInput, DataError
-from validate.files import InputRefused, read_text_input
+from validate.reading import InputRefused, read_text_input
 
 FIX = (
     "set gpuenv.conda_mirrors in invoke.yaml to a file:// copy of that channel "

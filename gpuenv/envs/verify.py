@@ -16,7 +16,7 @@ from gpuenv.envs import lockdir
 from gpuenv.errors import BadInput, DataError
 from gpuenv.stack import Stack
 from validate import intact
-from validate.files import InputRefused, load_json_input, read_text_input
+from validate.reading import InputRefused, load_json_input, read_text_input
 
 #: The record gpuenv writes into a prefix (gpuenv/envs/install.py: RECORD_FILE).
 PREFIX_RECORD = intact.GPUENV_RECORD

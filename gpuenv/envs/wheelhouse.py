@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterable
 
 from gpuenv.errors import BadInput
-from validate.files import InputRefused, file_kind, input_blocks
+from validate.reading import InputRefused, file_kind, input_blocks
 from validate.text import safe_text
 
 #: The largest wheel a wheelhouse may hold: the biggest on PyPI (CUDA builds of torch and the

@@ -31,7 +31,7 @@ from gpuenv.fleet.suitereport import (
     parse_report,
     safe_text,
 )
-from validate.files import InputRefused, is_within, read_input
+from validate.reading import InputRefused, is_within, read_input
 
 #: How deep below the folder a `report.json` is looked for (DIR/nodes/NODE/report.json is 2).
 _DEPTH = 3

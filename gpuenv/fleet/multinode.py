@@ -660,7 +660,7 @@ def job_gpus(outcomes: list[HostOutcome], gpus: str = "all") -> int:
 
 
 def write_scripts(job: slurm_job.SlurmJob, expect_gpus: int = 0) -> None:
-    from validate.files import write_text_atomic
+    from validate.writing import write_text_atomic
 
     (Path(job.rundir) / FOLDER).mkdir(parents=True, exist_ok=True)
     write_text_atomic(Path(job.rundir) / BATCH_SCRIPT, render_batch_script(job))
@@ -682,10 +682,10 @@ def read_result(
     """(rank 0's result or None, each node's exit status, each node's error line).
 
     The nodes wrote these files, so they are untrusted input and go through the one bounded
-    reader (validate.files): a FIFO, a link to /dev/zero or out of the folder, a huge, deep or
+    reader (validate.reading): a FIFO, a link to /dev/zero or out of the folder, a huge, deep or
     many-digit file spoils only its node's part (rank 0's, the first node's, for result.json),
     as a one-line reason in that node's error; it never hangs or ends the fleet run."""
-    from validate.files import InputRefused, decode_input, load_json_input, read_input
+    from validate.reading import InputRefused, decode_input, load_json_input, read_input
     from validate.text import safe_text
 
     def read(name: str, limit: int) -> str | None:

@@ -197,7 +197,7 @@ def check_rundir(rundir: str) -> None:
 
     path = Path(rundir)
     fix = "give --rundir a folder on a shared path you can write (home is shared on most clusters)"
-    from validate.files import path_problem
+    from validate.writing import path_problem
 
     problem = path_problem(rundir)  # names and lengths: the task layer's one check
     if problem:
@@ -383,7 +383,7 @@ def run_slurm(cmd: list[str], timeout: float = 60) -> subprocess.CompletedProces
 
 def write_scripts(job: SlurmJob, baseline: bytes | None = None) -> None:
     """The run folder with its two scripts (and the baseline); written before sbatch sees it."""
-    from validate.files import write_text_atomic
+    from validate.writing import write_text_atomic
 
     folder = Path(job.rundir)
     (folder / NODES_DIR).mkdir(parents=True, exist_ok=True)

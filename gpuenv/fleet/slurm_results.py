@@ -18,8 +18,9 @@ from gpuenv.fleet.outcome import (
 )
 from gpuenv.fleet.slurm_job import NODES_DIR, run_slurm
 from gpuenv.fleet.slurm_queue import JobState
-from validate.files import InputRefused, path_component, read_input
+from validate.reading import InputRefused, read_input
 from validate.text import safe_text
+from validate.writing import path_component
 
 
 def hostnames_command(nodelist: str) -> list[str]:

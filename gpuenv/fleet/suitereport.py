@@ -17,8 +17,8 @@ import re
 import sys
 from typing import Any
 
-from validate.files import InputRefused, decode_input, load_json_input
 from validate.host.bounds import repeated_uuid
+from validate.reading import InputRefused, decode_input, load_json_input
 from validate.text import MAX_TEXT, safe_text
 
 #: A report bigger than this is refused unread (an 8-GPU report is about 60 kB).
@@ -72,7 +72,7 @@ def parse_report(data: bytes) -> CheckedReport:
 
 
 def load_json(text: str) -> Any:
-    """JSON through the one bounded reader (validate.files): a 400-digit integer, NaN, deep
+    """JSON through the one bounded reader (validate.reading): a 400-digit integer, NaN, deep
     nesting or a key given twice in one object (a second GPU section or "summary" would silently
     replace the first, failing rows and all) is refused here rather than misread later."""
     try:

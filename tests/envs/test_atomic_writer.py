@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from validate.files import WriteFailed, write_text_atomic
+from validate.writing import WriteFailed, write_text_atomic
 
 
 def test_new_file_follows_the_umask_and_leaves_no_temp_file(tmp_path):
@@ -186,7 +186,7 @@ def test_dev_stdout_into_a_pipe_is_written_through(tmp_path):
     import sys
 
     code = (
-        "import sys; from validate.files import write_text_atomic; "
+        "import sys; from validate.writing import write_text_atomic; "
         "write_text_atomic('/dev/stdout', 'to the pipe\\n')"
     )
     root = Path(__file__).resolve().parents[2]

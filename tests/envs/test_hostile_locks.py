@@ -1,6 +1,6 @@
 """Hostile lock files (issue 29): a lock directory comes from the team's repository, so its
 stack.json and lock file are untrusted input and go through the one bounded reader
-(validate.files): regular files only, a size limit, a nesting and an integer-size limit, decoded
+(validate.reading): regular files only, a size limit, a nesting and an integer-size limit, decoded
 repeated keys, encodings detected or named. Each case is one line naming the file and the fix,
 never a hang (a FIFO), a MemoryError (/dev/zero) or a traceback (deep JSON, 5,000 digits)."""
 

@@ -1,4 +1,4 @@
-"""validate.files.replace_dir under Ctrl-C and SIGTERM: an interrupt that lands during the swap
+"""validate.writing.replace_dir under Ctrl-C and SIGTERM: an interrupt that lands during the swap
 waits until the new folder is in place and the old one is gone, then is delivered. The signals
 are sent by watching the file system for the old folder renamed aside (the swap under way)."""
 
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 _SWAP = """
 import signal, sys
 from pathlib import Path
-from validate.files import replace_dir
+from validate.writing import replace_dir
 
 class Terminated(BaseException):
     pass
@@ -83,7 +83,7 @@ def test_an_interrupt_during_the_swap_waits_for_it_and_leaves_no_old_folder(
 
 
 def test_a_swap_without_signals_returns_none_held(tmp_path):
-    from validate.files import replace_dir
+    from validate.writing import replace_dir
 
     _folder_of_files(tmp_path / "target", 3, "old\n")
     _folder_of_files(tmp_path / "new", 3, "new\n")

@@ -136,7 +136,7 @@ def test_the_suite_refuses_an_output_that_is_its_input(tmp_path):
 
 
 def test_record_names_stay_one_path_component():
-    from validate.files import path_component
+    from validate.writing import path_component
 
     cases = {
         "gpu01": "gpu01",

@@ -1,4 +1,4 @@
-"""validate.files.json_nesting_depth cuts strings out with a regex before it counts brackets; it
+"""validate.reading.json_nesting_depth cuts strings out with a regex before it counts brackets; it
 must give the depth a scan character by character gives (that scan, the old code, is the oracle)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from validate.files import json_nesting_depth
+from validate.reading import json_nesting_depth
 
 
 def depth_by_characters(text: str, stop_above: int | None = None) -> int:

@@ -20,7 +20,6 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any, Iterator
 
-from validate.files import InputRefused, load_json_input, longest_digit_run, read_text_input
 from validate.host import smi_health, smi_sections
 from validate.host.archs import (  # noqa: F401 (compute_capability_for: tests import it here)
     compute_capability_for,
@@ -57,6 +56,7 @@ from validate.host.smi_values import (
 from validate.host.smi_values import (
     yes as _yes,
 )
+from validate.reading import InputRefused, load_json_input, longest_digit_run, read_text_input
 
 RECORDING_FORMAT = "gpuenv-nvml-recording/1"
 
@@ -724,7 +724,7 @@ _kept: list[tuple[str, str, dict[str, Any]]] = []
 
 
 def load_capture(path: str | Path, *, keep: bool = False) -> dict[str, Any]:
-    """Read a capture file through the one bounded reader (validate.files); every way it is
+    """Read a capture file through the one bounded reader (validate.reading); every way it is
     unusable is a CaptureError naming the file. With `keep` (a check that only looks at it), the
     recording is also kept for the next load of the same unchanged file, which takes it: later
     loads parse again, so no two sessions share one mutable recording."""

@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from validate.files import InputRefused, decode_input, load_json_input, read_input
+from validate.reading import InputRefused, decode_input, load_json_input, read_input
 from validate.report.record import Record, write_json
 
 BASELINE_FORMAT = "gpuenv-validate-baseline/1"

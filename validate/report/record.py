@@ -9,9 +9,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from validate.files import write_text_atomic
 from validate.judge.verdict import FAIL, PASS, SKIP
 from validate.report.tables import format_table, wrap_rows
+from validate.writing import write_text_atomic
 
 #: Set by `invoke validate` for an in-image run: {path in the container: the path the user gave},
 #: so the report paths the suite prints are the user's, not /workspace/... or /gpuenv-reports/...

@@ -23,7 +23,7 @@ from gpuenv.fleet.report.analysis import Fleet
 from gpuenv.fleet.report.htmlreport import plots_wanted, render_html
 from gpuenv.fleet.report.jsonreport import iter_json
 from gpuenv.fleet.report.junitreport import iter_junit
-from validate.files import write_text_atomic
+from validate.writing import write_text_atomic
 
 
 def write_reports(
