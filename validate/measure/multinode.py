@@ -328,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     mine = {
         **me,
         **node_facts,
-        "samples": samples,
+        "samples": int(labels.shape[0]),  # what this rank generated: its share, not the world's
         "checksum": state_checksum(ddp.module),
         "local_samples_per_s": steps * batch / local_seconds,
         "ddp_seconds": ddp_seconds,
