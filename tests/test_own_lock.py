@@ -169,3 +169,17 @@ def test_a_moved_transitive_pin_runs_the_tests_of_who_pulls_it_in():
     assert relock_own.owners("pyyaml", via, direct) == {"pyyaml", "conda-lock"}
     moved = relock_own.changes({"a": "1", "b": "2"}, {"b": "3", "c": "1"})
     assert [str(c) for c in moved] == ["a 1 -> (removed)", "b 2 -> 3", "c (new) -> 1"]
+
+
+def test_a_relock_says_which_tests_broke_by_name(tmp_path):
+    """What the relock prints per changed dependency: pytest's last line, then each FAILED or
+    ERROR line, so a bump's breakage is named, not only counted."""
+    case = tmp_path / "test_case.py"
+    case.write_text("def test_good():\n    pass\n\n\ndef test_bad():\n    assert 1 == 2\n")
+    passed, summary = relock_own.run_tests(sys.executable, [str(case)])
+    last, *broken = summary.splitlines()
+    assert not passed and "1 failed, 1 passed" in last, summary
+    assert len(broken) == 1 and broken[0].lstrip().startswith("FAILED "), summary
+    assert "test_case.py::test_bad" in broken[0], summary
+    case.write_text("def test_good():\n    pass\n")
+    assert relock_own.run_tests(sys.executable, [str(case)])[0] is True

@@ -263,6 +263,10 @@ BUSBW_UNJUDGED = (
     "results found ran nccl-tests' own binaries under MPI; a node's own figure crosses no "
     "network, so it is shown, not a floor"
 )
+#: What a node's own DDP check trains (validate/checks/test_07_multigpu.py, by the names of
+#: validate/measure/ddp.py): over NCCL the GPU-bound MLP sized to the GPU (review D6), with gloo on
+#: CPUs the small CNN. The job's rate is like for like with theirs only where it trained the same.
+NODE_DDP_MODEL = {"nccl": "wide_mlp", "gloo": "small_cnn"}
 _NODE_DDP = re.compile(r"^ddp samples/s \((\d+) ranks, (\w+)\)$")
 
 
@@ -281,10 +285,11 @@ def efficiency_line(
 ) -> tuple[str, Verdict, float | None]:
     """(measured, verdict, value) of the job's DDP rate against the sum of the nodes' own DDP rates.
 
-    Like for like only when every node ran the same sizes, backend and ranks as its part of the job;
-    else not judged, naming the node. No published multi-node figure exists (scaling.yaml), so the
-    bar is the fastest node alone: a job slower than one of its nodes warns (the fabric sets its
-    pace), never fails."""
+    Like for like only when every node ran the same sizes, backend, ranks and model as its part of
+    the job (on GPUs a node's own DDP trains the GPU-bound MLP, the job the small CNN:
+    NODE_DDP_MODEL); else not judged, naming the node. No published multi-node figure exists
+    (scaling.yaml), so the bar is the fastest node alone: a job slower than one of its nodes warns
+    (the fabric sets its pace), never fails."""
     rate = float(result["ddp"]["samples_per_s"])
     sizes = result["ddp"].get("sizes")
     if sizes is None:
@@ -297,6 +302,7 @@ def efficiency_line(
             ),
             None,
         )
+    job_model = str(result["ddp"].get("model") or "small_cnn")  # an older worker's: the CNN
     ranks_on: dict[str, int] = {}
     for r in result["ranks"]:
         ranks_on[r["node"]] = ranks_on.get(r["node"], 0) + 1
@@ -311,6 +317,11 @@ def efficiency_line(
             unlike.append(
                 f"{node}'s own DDP ran {own.ranks} ranks with {own.backend}, its part of the job "
                 f"{ranks_on.get(node)} with {result['backend']}"
+            )
+        elif NODE_DDP_MODEL.get(own.backend) != job_model:
+            unlike.append(
+                f"{node}'s own DDP trained {NODE_DDP_MODEL.get(own.backend, 'another model')} "
+                f"over {own.backend}, the job {job_model}: samples/s of two models"
             )
     if unlike:
         return (

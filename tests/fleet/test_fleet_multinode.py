@@ -286,11 +286,13 @@ def test_a_healthy_result_is_ready_with_its_rows(result):
     )
 
 
-def two_by_two(result: dict, rates: tuple[float, float], job_rate: float) -> dict:
-    """The recorded result made a 2-node x 2-GPU NCCL job (each node's rank copied as a second
-    local rank), its DDP rate set; `rates` are each node's ranks' own compute rates."""
+def two_by_two(
+    result: dict, rates: tuple[float, float], job_rate: float, backend: str = "gloo"
+) -> dict:
+    """The recorded result made a 2-node x 2-rank job (each node's rank copied as a second local
+    rank), its DDP rate set; `rates` are each node's ranks' own compute rates."""
     out = copy.deepcopy(result)
-    out["backend"], out["world"] = "nccl", 4
+    out["backend"], out["world"] = backend, 4
     out["links"] = [
         {**link, "gbs": 20.0} for link in out["links"]
     ]  # healthy links: only the rates differ
@@ -311,8 +313,8 @@ def two_by_two(result: dict, rates: tuple[float, float], job_rate: float) -> dic
     return out
 
 
-def own(rate: float) -> multinode.NodeRate:
-    return multinode.NodeRate("ddp samples/s (2 ranks, nccl)", 2, "nccl", rate)
+def own(rate: float, backend: str = "gloo") -> multinode.NodeRate:
+    return multinode.NodeRate(f"ddp samples/s (2 ranks, {backend})", 2, backend, rate)
 
 
 def efficiency_row(outcome: HostOutcome) -> dict:
@@ -338,7 +340,7 @@ def test_the_job_rate_is_judged_against_the_sum_of_the_nodes_own_rates(result):
     row = efficiency_row(outcome)
     assert (
         row["check"]
-        == "multi-node ddp efficiency over the nodes' own rates (4 ranks on 2 nodes, nccl)"
+        == "multi-node ddp efficiency over the nodes' own rates (4 ranks on 2 nodes, gloo)"
     )
     assert row["verdict"] == "pass" and row["value"] == 9000.0 / 11000.0
     assert row["measured"].startswith(
@@ -366,6 +368,36 @@ def test_the_job_rate_is_judged_against_the_sum_of_the_nodes_own_rates(result):
     )
 
 
+def test_on_gpus_the_nodes_own_mlp_rate_is_not_the_jobs_cnn_rate(result):
+    """A node's own DDP over NCCL trains the GPU-bound MLP (review D6), the job the small CNN: their
+    samples/s are two models', so the efficiency is not judged, naming both, however the rates
+    fall (it read 0.82, pass, here before)."""
+    from validate.measure import ddp
+    from validate.measure import multinode as worker
+
+    job = two_by_two(result, (3000.0, 3000.0), 9000.0, backend="nccl")
+    job["ddp"]["model"] = worker.JOB_MODEL
+    outcome = multinode.multinode_outcome(
+        ["node0", "node1"],
+        "7",
+        None,
+        job,
+        {},
+        {},
+        {},
+        node_ddp={"node0": own(6000.0, "nccl"), "node1": own(5000.0, "nccl")},
+    )
+    row = efficiency_row(outcome)
+    assert row["verdict"] == "not judged" and row.get("value") is None, row
+    assert (
+        "node0's own DDP trained wide_mlp over nccl, the job small_cnn: samples/s of two models"
+        in row["reason"]
+    )
+    # the names are ddp.py's own: the GPU ranks' model and the one the job trains
+    assert all(callable(getattr(ddp, m)) for m in multinode.NODE_DDP_MODEL.values())
+    assert worker.JOB_MODEL == multinode.NODE_DDP_MODEL["gloo"]
+
+
 def test_the_efficiency_is_not_judged_when_a_node_has_no_like_figure(result):
     job = two_by_two(result, (3000.0, 3000.0), 9000.0)
     missing = efficiency_row(
@@ -379,14 +411,14 @@ def test_the_efficiency_is_not_judged_when_a_node_has_no_like_figure(result):
     )
     unlike = {
         "node0": own(6000.0),
-        "node1": multinode.NodeRate("ddp samples/s (4 ranks, nccl)", 4, "nccl", 9000.0),
+        "node1": multinode.NodeRate("ddp samples/s (4 ranks, gloo)", 4, "gloo", 9000.0),
     }
     row = efficiency_row(
         multinode.multinode_outcome(["node0", "node1"], "7", None, job, {}, {}, {}, node_ddp=unlike)
     )
     assert (
         row["verdict"] == "not judged"
-        and "node1's own DDP ran 4 ranks with nccl, its part of the job 2 with nccl"
+        and "node1's own DDP ran 4 ranks with gloo, its part of the job 2 with gloo"
         in row["reason"]
     )
     # the recorded CPU job (one gloo rank per node) against CPU nodes' own two-rank DDP: not like

@@ -343,3 +343,112 @@ def test_a_container_seeing_fewer_gpus_than_its_suite_fails_named(torch_image, d
         )
     finally:
         container.remove()
+
+
+# --- the fabric and the fleet's environment reach the job's containers (review D1, D9) ---------
+
+
+class _Created:
+    """What the Docker SDK's containers.create returns, as far as start_container uses it."""
+
+    id = "c0ffee"
+
+    def start(self) -> None:
+        pass
+
+    def remove(self, force: bool = False) -> None:
+        pass
+
+
+class _RecordingClient:
+    """A Docker SDK client whose containers.create records its options: the engine's own
+    start_container runs, nothing is created."""
+
+    def __init__(self) -> None:
+        self.created: list[dict] = []
+        outer = self
+
+        class _Containers:
+            @staticmethod
+            def create(**options):
+                outer.created.append(options)
+                return _Created()
+
+        self.containers = _Containers()
+
+
+def test_start_container_gives_an_infiniband_host_its_devices_and_the_fleets_environment():
+    """The options the engine really creates the job's container with (not only the pure
+    fabric_options): the verbs devices, IPC_LOCK and NCCL's settings on a host with ports."""
+    from gpuenv.engine import Engine
+
+    client = _RecordingClient()
+    engine = Engine(client, "fake")
+    engine.start_container(
+        "img",
+        ["true"],
+        gpus="none",
+        host_network=True,
+        env={"NCCL_SOCKET_IFNAME": "ib0"},
+        infiniband=True,
+    )
+    engine.start_container("img", ["true"], gpus="none", host_network=True)
+    with_ib, without = client.created
+    assert with_ib["devices"] == ["/dev/infiniband:/dev/infiniband:rwm"]
+    assert with_ib["cap_add"] == ["IPC_LOCK"] and with_ib["network_mode"] == "host"
+    assert with_ib["environment"]["NCCL_SOCKET_IFNAME"] == "ib0"
+    assert "devices" not in without and "cap_add" not in without
+
+
+class _Probe:
+    """The short container host_infiniband starts: it answers `ls -A /sys/class/infiniband | wc
+    -l`."""
+
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+
+    def wait(self, timeout):
+        return 0
+
+    def log_tail(self, lines):
+        return [self.answer]
+
+    def remove(self):
+        pass
+
+
+class _JobEngine:
+    """An engine reached over SSH: the IB probe answers `ports`; the job's container is recorded
+    and refused, so the job ends at once with that host's failure."""
+
+    def __init__(self, ports: str, started: list[dict]) -> None:
+        self.ports, self.started = ports, started
+
+    def start_container(self, image, command, **options):
+        if command == sshmultinode.IB_PROBE:
+            return _Probe(self.ports)
+        self.started.append(options)
+        raise RuntimeError("recorded, not started")
+
+    def close(self):
+        pass
+
+
+def test_each_ssh_hosts_job_container_gets_the_fabric_its_probe_found_and_fleet_env(monkeypatch):
+    """run_ssh_multinode as `invoke validate --hosts` runs it, up to the job container's start:
+    the host whose probe counts IB ports gets infiniband=True, and invoke.yaml's fleet.env reaches
+    the container (before, neither was checked past the pure option builders)."""
+    from gpuenv.engine import Engine
+    from gpuenv.fleet.sshhosts import SuiteRun
+
+    started: list[dict] = []
+    monkeypatch.setattr(
+        Engine, "connect", classmethod(lambda cls, url, **kw: _JobEngine("2", started))
+    )
+    hosts = [HostOutcome(f"ssh://gpu0{i}", READY, "", report=report(0)) for i in (1, 2)]
+    run = SuiteRun(image="reg/gpuenv/x:1", gpus="none", env={"NCCL_SOCKET_IFNAME": "ib0"})
+    outcome = sshmultinode.run_ssh_multinode(hosts, run)
+    assert outcome is not None and outcome.status != READY
+    assert started and started[0]["infiniband"] is True
+    assert started[0]["env"] == {"NCCL_SOCKET_IFNAME": "ib0"} and started[0]["host_network"]
+    assert sshmultinode.host_infiniband(_JobEngine("0", []), "img", {}) is False

@@ -225,6 +225,12 @@ def _links(
     return out
 
 
+#: The model the job's DDP trains on every backend: the suite's small CNN (validate/measure/ddp.py
+#: small_cnn). A node's own DDP on GPUs trains the GPU-bound MLP instead (ddp.py wide_mlp, sized to
+#: the GPU), so the fleet compares the job's rate with the nodes' only where both trained this one.
+JOB_MODEL = "small_cnn"
+
+
 def rank_share(torch: Any, samples: int, image: int, rank: int) -> Any:
     """This rank's own `samples` of the suite's learnable data (validate.measure.ddp.dataset's
     classes: the same prototypes on every rank, labels and noise of its own seed). Each rank makes
@@ -324,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     mine = {
         **me,
         **node_facts,
-        "samples": samples,
+        "samples": int(labels.shape[0]),  # what this rank generated: its share, not the world's
         "checksum": state_checksum(ddp.module),
         "local_samples_per_s": steps * batch / local_seconds,
         "ddp_seconds": ddp_seconds,
@@ -364,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
                 "batch": batch,
                 "image": image,
                 "sizes": args.sizes,
+                "model": JOB_MODEL,
             },
             "ranks": [
                 {k: v for k, v in r.items() if k not in ("fabric", "transport")} for r in ranks

@@ -668,6 +668,48 @@ def test_an_idle_hw_slowdown_that_stays_fails_after_the_rereads():
     assert verdict.verdict == FAIL and "hw_slowdown" in verdict.reason and 0.9 <= sum(slept) <= 2.0
 
 
+def test_the_suite_reads_a_bare_idle_hw_slowdown_again_before_it_fails(tmp_path):
+    """The suite's own path (python -m validate, check 1): GPU 0 of a SYNTHETIC host answers
+    hw_slowdown at its first reading and only gpu_idle after (synthetic_pstate_host.py); the check
+    re-reads it and passes, naming the clearing, where the judge alone on that reading fails."""
+    report = tmp_path / "report.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "validate",
+            "--json",
+            str(report),
+            "--health-only",
+            "-p",
+            "synthetic_pstate_host",
+            "-k",
+            "gpu_health and not dcgm",
+        ],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests/validate")]),
+        },
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert report.is_file(), done.stdout[-3000:] + done.stderr[-2000:]
+    rows = [
+        (section, row)
+        for section, value in json.loads(report.read_text()).items()
+        if section.startswith("GPU-")
+        for row in value["checks"]
+        if row["check"] == "clock events at idle"
+    ]
+    assert len(rows) == 2, rows
+    first = next(row for section, row in rows if section.startswith("GPU-5e000000"))
+    assert "hw_slowdown" in first["measured"], first
+    assert first["verdict"] == "pass" and "cleared" in first["reason"], first
+    assert done.returncode == 0, done.stdout[-3000:]
+
+
 @pytest.mark.parametrize(
     "specific", [0x40, 0x80, 0x20], ids=["hw_thermal", "power_brake", "sw_thermal"]
 )

@@ -391,12 +391,12 @@ def test_the_batch_follows_the_gpus_rate_and_memory():
 
 
 def test_the_timed_window_lasts_at_least_a_second_per_rank():
+    """The review's bar (D6: a timed window of at least 1-2 s per rank, so a scheduler pause of a
+    few ms is noise), held in seconds, not against the module's own constant."""
     from validate.measure import ddp
 
     for seconds_per_step in (0.0005, 0.004, 0.02, 0.09):
-        steps = ddp.steps_for(seconds_per_step)
-        assert steps * seconds_per_step >= ddp.MIN_WINDOW_SECONDS or steps == ddp.MAX_STEPS
-    assert ddp.MAX_STEPS * 0.0005 >= ddp.MIN_WINDOW_SECONDS  # even a 0.5 ms step fills the window
+        assert ddp.steps_for(seconds_per_step) * seconds_per_step >= 1.0, seconds_per_step
 
 
 def test_the_gpu_mlp_learns_within_the_first_steps(torch):
