@@ -1,4 +1,4 @@
-"""validate/files.py, the one writer of gpuenv and the suite, on real special files and mounts.
+"""validate/writing.py, the one writer of gpuenv and the suite, on real special files and mounts.
 
 Device nodes are made with mknod in a temporary folder; the read-only bind mount and the small
 tmpfs are mounted by the test (it runs as root) and unmounted by it.
