@@ -13,7 +13,8 @@
 #                            builder runs it and this says so
 #   requirements.lock.txt -> a venv on the base's python3 of the stack's X.Y, or on the
 #                            standalone CPython in tools/python; tools/uv installs the lock with
-#                            every hash required
+#                            every hash required; then /opt/gpuenv moves to $LAYER/opt/gpuenv, every
+#                            time ENV_EPOCH, for the final stage's `COPY --from=install $LAYER/ /`
 set -euo pipefail
 
 BUILD_DIR=${1:?usage: install-env.sh BUILD_DIR}
@@ -24,6 +25,10 @@ WHEELS=$BUILD_DIR/wheels
 TOOLS=$BUILD_DIR/tools
 CA=$BUILD_DIR/ca/ca-bundle.crt
 SCRATCH=$(mktemp -d)
+# The final stage copies this folder onto / (docker/Dockerfile): it holds opt/gpuenv, every entry
+# with the time ENV_EPOCH (the lock's date, gpuenv/images/plan.py: build_args).
+LAYER=/opt/gpuenv-layer
+EPOCH=${ENV_EPOCH:-0}
 trap 'rm -rf "$SCRATCH"' EXIT
 
 say() { echo "gpuenv-install: $*"; }
@@ -81,6 +86,10 @@ stack_python() {
 install_requirements_lock() {
     local lock=$LOCK_DIR/requirements.lock.txt py
     : "${PYTHON_VERSION:?}"
+    # py_compile writes checked-hash .pyc files (PEP 552) when SOURCE_DATE_EPOCH is set, for
+    # ensurepip's pip and uv's --compile-bytecode alike: their bytes then hold the source's hash,
+    # not the install's time, and Python still checks them against the source at import.
+    export SOURCE_DATE_EPOCH=$EPOCH
     [ -x "$TOOLS/uv" ] || die "tools/uv is missing from the build context (gpuenv supplies it)"
     py=$(stack_python)
     # ensurepip puts pip into the venv offline, so users can still `pip install` extras.
@@ -93,6 +102,31 @@ install_requirements_lock() {
         "${find_links[@]}" -r "$lock"
     # The .pyc files stay: the non-root user cannot write them at run time, and recompiling
     # TensorFlow on every start would cost seconds.
+    date_uv_cache_info
+}
+
+# uv writes, for each wheel it installs from a local file, <dist-info>/uv_cache.json: the file's
+# change time (its key for a later `uv pip install`), which is the build's. Dated ENV_EPOCH
+# instead, with the RECORD row that vouches for it rewritten to match (as an installer writes it).
+date_uv_cache_info() {
+    "$ENV_DIR/bin/python" - "$ENV_DIR" "$EPOCH" <<'PY'
+import base64, hashlib, json, pathlib, sys
+
+env, epoch = pathlib.Path(sys.argv[1]), int(sys.argv[2])
+for cache in sorted(env.glob("lib/python*/site-packages/*.dist-info/uv_cache.json")):
+    info = json.loads(cache.read_text())
+    info["timestamp"] = {"secs_since_epoch": epoch, "nanos_since_epoch": 0}
+    data = json.dumps(info, separators=(",", ":")).encode()
+    cache.write_bytes(data)
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    name = f"{cache.parent.name}/uv_cache.json"
+    record = cache.parent / "RECORD"
+    rows = [
+        f"{name},sha256={digest},{len(data)}" if row.split(",")[0] == name else row
+        for row in record.read_text().splitlines()
+    ]
+    record.write_text("\n".join(rows) + "\n")
+PY
 }
 
 mkdir -p "$PREFIX"
@@ -107,3 +141,11 @@ fi
 # The environment must belong to root and be readable by the non-root user of the final stage.
 chmod -R a+rX "$PREFIX"
 say "environment installed in $ENV_DIR ($(du -sh "$ENV_DIR" | cut -f1))"
+# The environment layer then depends on the files alone: the final stage copies $LAYER onto /,
+# and a copy keeps the times of what it copies, opt/ and opt/gpuenv/ included (a COPY into
+# /opt/gpuenv/ would stamp that folder, and /opt, with the build's time). Measured on Docker
+# Engine 20.10.24, BuildKit and the classic builder: the same layer from two --no-cache builds.
+mkdir -p "$LAYER/opt"
+mv "$PREFIX" "$LAYER/opt/"
+find "$LAYER" -exec touch -h -d "@$EPOCH" {} +
+say "every file of the environment dated @$EPOCH, for the final stage in $LAYER"

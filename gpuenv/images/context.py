@@ -57,7 +57,7 @@ Source = Path | bytes | Tree | EnvArchive
 ENV_ARCHIVE = "env/environment.tar"
 #: The Dockerfile's instruction that puts the environment built in the install stage into the
 #: image; for an environment the host installed, it becomes ENV_FROM_HOST.
-ENV_FROM_INSTALL = "COPY --from=install /opt/gpuenv/ /opt/gpuenv/"
+ENV_FROM_INSTALL = "COPY --from=install /opt/gpuenv-layer/ /"
 ENV_FROM_HOST = f"ADD {ENV_ARCHIVE} /"
 
 

@@ -287,10 +287,31 @@ def build_args(stack: Stack, lock: LockFile, *, base_image: str | None = None) -
         "REQUIRE_CUDA": require_cuda(stack),
         "CUDA_DRIVER_FLOORS": cuda_driver_floors(stack),
         "MIN_DRIVER": stack.min_driver or "",
-        # The reproducible-builds date (the lock's): BuildKit 0.11+ (Docker 23+) stamps the
-        # image and its history with it instead of the build's time.
-        "SOURCE_DATE_EPOCH": str(source_date_epoch(lock) or 0),
+        # The time of every file of the uv environment (docker/install-env.sh), as of a conda
+        # lock's archive (BuildPlan.epoch): the environment layer depends on the lock alone.
+        "ENV_EPOCH": str(source_date_epoch(lock) or 0),
     }
+
+
+#: The first Docker Engine release whose BuildKit reads the build argument SOURCE_DATE_EPOCH for
+#: the image config's and history's times: BuildKit v0.11 (moby/buildkit#2918), vendored by
+#: moby/moby#45367 (BuildKit v0.11.6) for Docker Engine 24.0. Earlier engines (20.10 here) take
+#: the argument and use the build's time.
+SOURCE_DATE_EPOCH_ENGINE = (24, 0)
+
+
+def source_date_epoch_arg(engine_version: str, builder: str, epoch: int) -> dict[str, str]:
+    """The build argument SOURCE_DATE_EPOCH for a build on an engine of `engine_version` by
+    `builder` ("buildkit" or "classic"): only where the engine's BuildKit reads it (never the
+    classic builder; a BuildKit build the engine refuses falls back to it with the argument, which
+    it ignores), so no image claims a date its engine did not use."""
+    import re
+
+    match = re.match(r"(\d+)\.(\d+)", engine_version or "")
+    version = (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+    if builder != "buildkit" or version < SOURCE_DATE_EPOCH_ENGINE:
+        return {}
+    return {"SOURCE_DATE_EPOCH": str(epoch)}
 
 
 def check_build_options(
@@ -669,6 +690,12 @@ def build_stack_image(
     if plan.tools is None or plan.base_id is None:
         plan = supply_tools(engine, plan, progress)
     before = engine.image_info(plan.tags[0])
+    uses_buildkit = builder == "buildkit" or (builder == "auto" and engine.offers_buildkit())
+    dated = source_date_epoch_arg(
+        str(engine.info().get("ServerVersion") or ""),
+        "buildkit" if uses_buildkit else "classic",
+        plan.epoch,
+    )
     unlabelled = unlabelled_tag(plan)
     with tempfile.TemporaryFile(prefix="gpuenv-context-") as context:
         write_context(plan, context)
@@ -677,7 +704,7 @@ def build_stack_image(
             context,
             dockerfile=plan.dockerfile,
             tags=[unlabelled],
-            buildargs=plan.buildargs,
+            buildargs={**plan.buildargs, **dated},
             labels=None,  # in the Dockerfile, one LABEL step (context.render_dockerfile)
             network_mode="none"
             if plan.no_index or plan.lock.backend == "conda-lock"

@@ -117,6 +117,45 @@ def test_a_uv_plan_keeps_the_install_stage_line():
     assert context.render_dockerfile(template, {}) == template
 
 
+def test_a_uv_environment_is_dated_by_its_lock_and_copied_from_its_fixed_folder(
+    tmp_path, monkeypatch
+):
+    """The uv path's environment layer: the install stage dates every file ENV_EPOCH (the lock's
+    date, as a conda lock's archive) under the folder the final stage copies onto /, which a COPY
+    dates itself (a folder it fills would take the build's time). Built: test_uv_image.py."""
+    lock = write_uv_lock(tmp_path / "lock", TORCH_CPU, CPU_LOCK_TEXT)
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", str(EPOCH))
+    plan = images.plan_build(TORCH_CPU, lock, base_image="local/base:1")
+    assert plan.buildargs["ENV_EPOCH"] == str(EPOCH) == str(plan.epoch)
+    assert "SOURCE_DATE_EPOCH" not in plan.buildargs, "given only to an engine that reads it"
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", str(EPOCH + 1))
+    later = images.plan_build(TORCH_CPU, lock, base_image="local/base:1")
+    assert later.buildargs["ENV_EPOCH"] == str(EPOCH + 1)
+    dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
+    install_stage = dockerfile.split("\nFROM ${BASE_IMAGE}\n")[0]
+    assert "ARG ENV_EPOCH" in install_stage
+    copied = context.ENV_FROM_INSTALL.split()[2].rstrip("/")
+    assert context.ENV_FROM_INSTALL.split()[3] == "/", "copied onto /: no folder it fills"
+    script = (ROOT / "docker" / "install-env.sh").read_text()
+    assert f"LAYER={copied}\n" in script and 'mv "$PREFIX" "$LAYER/opt/"' in script
+
+
+@pytest.mark.parametrize(
+    "version, builder, given",
+    [
+        ("20.10.24+dfsg1", "buildkit", False),  # this engine: BuildKit before v0.11
+        ("23.0.6", "buildkit", False),
+        ("24.0.0", "buildkit", True),
+        ("27.3.1", "buildkit", True),
+        ("27.3.1", "classic", False),  # the classic builder never reads it
+        ("", "buildkit", False),  # not reported: not given
+    ],
+)
+def test_source_date_epoch_goes_only_to_a_buildkit_that_reads_it(version, builder, given):
+    arg = images.source_date_epoch_arg(version, builder, EPOCH)
+    assert arg == ({"SOURCE_DATE_EPOCH": str(EPOCH)} if given else {})
+
+
 def test_a_dockerfile_without_the_environment_line_is_refused_for_a_host_environment():
     with pytest.raises(DataError, match="must hold the line"):
         context.render_dockerfile(b"FROM x\nCOPY image/ /opt/gpuenv/\n", {}, env_from_host=True)

@@ -18,6 +18,7 @@ import time
 import dockercases
 import pytest
 import yaml
+from imagecases import download_locked_wheels
 from verifycases import CONDA_TAMPERS, TAMPERS, Tamper, extra_package_files, named
 
 pytestmark = [pytest.mark.docker, pytest.mark.network]
@@ -85,29 +86,9 @@ def _building(
         )
         wheels = standin_wheels
         if backend == "uv":  # every wheel of the lock on the host: the build asks no index
-            wheels = folder / "wheels"
-            proc = subprocess.run(
-                [
-                    "python3.11",
-                    "-m",
-                    "pip",
-                    "--isolated",
-                    "download",
-                    "-q",
-                    "--no-deps",
-                    "--require-hashes",
-                    "--dest",
-                    str(wheels),
-                    "--find-links",
-                    str(standin_wheels),
-                    "-r",
-                    str(lock.directory / "requirements.lock.txt"),
-                ],
-                capture_output=True,
-                text=True,
-                timeout=600,
+            wheels = download_locked_wheels(
+                lock.directory / "requirements.lock.txt", standin_wheels, folder / "wheels"
             )
-            assert proc.returncode == 0, proc.stderr[-2000:]
         plan = images.plan_build(
             cpu_stack,
             lock.directory,
