@@ -148,6 +148,10 @@ def test_the_rule_on_live_readings():
     assert gpu_in_use_verdict(0, 0, 512 * 2**20, 80 * GIB, False, None, None).verdict == "pass"
     busy = gpu_in_use_verdict(2, 65, 9 * GIB, 10 * GIB, False, None, None)
     assert busy.verdict == "fail" and "the process list is not reported" in busy.reason
+    assert "another container's, VM's or MIG tenant's" in busy.reason
+    # Foreign work that leaves most of the memory free is foreign all the same (not "too full").
+    small = gpu_in_use_verdict(1, 65, 5 * GIB, 16 * GIB, False, 0, 0)
+    assert small.verdict == "fail" and "running work this host cannot see" in small.reason
     wddm = gpu_in_use_verdict(
         0, 30, 3 * GIB, 16 * GIB, True, None, 4
     )  # Windows: processes, memory not reported
