@@ -55,6 +55,8 @@ def test_a_grace_capture_plans_an_aarch64_build_that_exists(invoke_cli, capture,
     reasons = "\n".join(stack["reasons"])
     assert f"inferred from the GPU: {product}" in reasons and "only made with Grace" in reasons
     assert "the first aarch64 build with SASS for sm_" in reasons
+    # The driver floor is the x86_64 table's, and the reasons say that is not confirmed for arm64.
+    assert f"min driver on linux-aarch64: CUDA {build.cuda}'s Linux floor, unconfirmed" in reasons
 
 
 def test_the_gh200_on_r570_gets_the_cu128_index_build_and_says_why(invoke_cli):
