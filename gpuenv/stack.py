@@ -125,6 +125,25 @@ def check_engine_platform(stack: Stack, arch: str) -> None:
         )
 
 
+def check_image_platform(ref: str, image_arch: str, engine_arch: str) -> None:
+    """An image given by --image runs only on an engine of its architecture: another is refused
+    in one line before a container starts (it would end in 'exec format error')."""
+    from gpuenv.errors import BadInput
+
+    image_platform, engine_platform = (
+        platform_of_machine(image_arch),
+        platform_of_machine(engine_arch),
+    )
+    if image_platform is None or engine_platform is None or image_platform == engine_platform:
+        return
+    raise BadInput(
+        f"{ref} is a {image_platform} image ({image_arch}), but the Docker engine runs "
+        f"{engine_arch} containers",
+        fix=f"run it on a {image_platform} engine (DOCKER_HOST), or build the stack for this one "
+        f"(invoke build --platform {engine_platform})",
+    )
+
+
 def stack_json(stack: Stack) -> str:
     """The stack record as compact, stable JSON (label value and /opt/gpuenv/stack.json)."""
     return json.dumps(stack.to_dict(), sort_keys=True, separators=(",", ":"))

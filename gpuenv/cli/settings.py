@@ -212,6 +212,7 @@ def image_or_stack(
     from gpuenv.images import plan as images
     from gpuenv.images import share
     from gpuenv.images.identity import checkout_suite
+    from gpuenv.stack import check_image_platform
 
     if image:
         given = [f"--{k.replace('_', '-')}" for k, v in stack_options.items() if v]
@@ -227,6 +228,9 @@ def image_or_stack(
         report = reporter(verbose, quiet)
         with report:
             share.ensure_image(engine, ref, progress=report.layer, say=report.phase)
+        given_image = engine.image_info(ref)
+        if given_image is not None:
+            check_image_platform(ref, given_image.architecture, engine.architecture())
         return ChosenImage(ref, ref, images.is_cpu_image(engine, ref), engine)
     _request, stack = resolve_for_task(settings, stack_options)
     engine = Engine.local()

@@ -33,6 +33,7 @@ class ImageInfo:
     size: int
     created: str
     labels: dict[str, str] = field(default_factory=dict)
+    architecture: str = ""  # the image config's ("amd64", "arm64"); "" when it names none
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ def info_of(image: Any) -> ImageInfo:
         size=int(attrs.get("Size", 0)),
         created=str(attrs.get("Created", "")),
         labels=dict((attrs.get("Config") or {}).get("Labels") or {}),
+        architecture=str(attrs.get("Architecture") or ""),
     )
 
 

@@ -195,6 +195,14 @@ def render_node_script(
         f"    gpus=$(docker run --rm --init {caller} {gpus} {env}{image} python {count})",
         'elif [ -n "$prefix" ] && [ -x "$prefix/bin/python" ]; then',
         "    runner=prefix",
+        # The ranks' temporary files (NCCL's logs, torch's) go to a folder this script removes
+        # however the step ends: a rank killed by a failure or the time limit cannot run its own
+        # clean-up, and on a node without containers its /tmp folder stayed there.
+        '    scratch=$(mktemp -d "${TMPDIR:-/tmp}/gpuenv-multinode-XXXXXX") && export '
+        'TMPDIR="$scratch"',
+        "    trap 'rm -rf \"$scratch\"' EXIT",
+        '    trap \'[ -n "${child:-}" ] && kill -TERM "$child" 2>/dev/null && wait "$child"; '
+        'rm -rf "$scratch"; exit 143\' TERM INT',
         *(f"    export {shlex.quote(f'{k}={v}')}" for k, v in job.env.items()),
         f'    gpus=$("$prefix/bin/python" {count})',
         "else",
@@ -217,7 +225,9 @@ def render_node_script(
         f"    {docker} &",
         "    wait $!",
         "else",
-        "    " + torchrun_words('"$prefix/bin/python"', f'"$out/{RESULT}"', sizes),
+        "    " + torchrun_words('"$prefix/bin/python"', f'"$out/{RESULT}"', sizes) + " &",
+        "    child=$!",
+        '    wait "$child"',
         "fi",
         "status=$?",
         'echo "$status" > "$out/exit-$node"',

@@ -55,6 +55,8 @@ def test_a_grace_capture_plans_an_aarch64_build_that_exists(invoke_cli, capture,
     reasons = "\n".join(stack["reasons"])
     assert f"inferred from the GPU: {product}" in reasons and "only made with Grace" in reasons
     assert "the first aarch64 build with SASS for sm_" in reasons
+    # The driver floor is the x86_64 table's, and the reasons say that is not confirmed for arm64.
+    assert f"min driver on linux-aarch64: CUDA {build.cuda}'s Linux floor, unconfirmed" in reasons
 
 
 def test_the_gh200_on_r570_gets_the_cu128_index_build_and_says_why(invoke_cli):
@@ -228,3 +230,77 @@ def test_this_host_platform_is_what_platform_machine_says():
         platform_of_machine(machine),
         f"this host: platform.machine() is {machine}",
     )
+
+
+def test_an_image_of_another_architecture_is_refused_in_one_line():
+    """`invoke run --image` / `validate --image` of an arm64 image on an x86_64 engine: refused
+    before a container starts (it would end in 'exec format error')."""
+    from gpuenv.stack import check_image_platform
+
+    with pytest.raises(BadInput, match=r"r:1 is a linux-aarch64 image \(arm64\), but the Docker"):
+        check_image_platform("r:1", "arm64", "x86_64")
+    check_image_platform("r:1", "amd64", "x86_64")
+    check_image_platform("r:1", "arm64", "aarch64")
+    check_image_platform("r:1", "", "x86_64")  # an image that names no architecture: not judged
+
+
+def _arm64_image_archive(ref: str) -> bytes:
+    """A `docker save` archive of one arm64 image (an empty layer, a label to find it by), as a
+    registry's arm64 image loads; `docker import --platform` is ignored by older engines."""
+    import hashlib
+    import io
+    import json
+    import tarfile
+
+    layer = io.BytesIO()
+    with tarfile.open(fileobj=layer, mode="w") as tar:
+        tar.addfile(tarfile.TarInfo("empty"), io.BytesIO(b""))
+    layer_bytes = layer.getvalue()
+    config = json.dumps(
+        {
+            "architecture": "arm64",
+            "os": "linux",
+            "config": {"Labels": {"io.gpuenv.test": "platform"}, "Cmd": ["true"]},
+            "rootfs": {
+                "type": "layers",
+                "diff_ids": ["sha256:" + hashlib.sha256(layer_bytes).hexdigest()],
+            },
+        }
+    ).encode()
+    config_name = hashlib.sha256(config).hexdigest() + ".json"
+    manifest = json.dumps(
+        [{"Config": config_name, "RepoTags": [ref], "Layers": ["layer/layer.tar"]}]
+    ).encode()
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for name, data in (
+            (config_name, config),
+            ("layer/layer.tar", layer_bytes),
+            ("manifest.json", manifest),
+        ):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+@pytest.mark.docker
+def test_run_with_an_arm64_image_on_this_engine_is_one_line(docker_engine, invoke_cli):
+    """End to end through the engine: an arm64 image given to `invoke run --image` on this x86_64
+    engine."""
+    import platform
+    import uuid
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip(f"this engine is {platform.machine()}; the case is an arm64 image on x86_64")
+    client = docker_engine
+    ref = f"gpuenv-test-arm64:{uuid.uuid4().hex[:12]}"
+    client.images.load(_arm64_image_archive(ref))
+    try:
+        assert client.images.get(ref).attrs.get("Architecture") == "arm64"
+        done = invoke_cli("run", "--image", ref, "--gpus", "none", "--", "true")
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+        assert f"{ref} is a linux-aarch64 image (arm64), but the Docker engine runs" in done.stderr
+    finally:
+        client.images.remove(ref, force=True)

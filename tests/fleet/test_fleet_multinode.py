@@ -693,3 +693,50 @@ def test_invoke_validate_slurm_nodes_2_adds_the_multinode_row(two_nodes, tmp_pat
     assert all(
         f"{node} has no DDP figure of its own" in efficiency["reason"] for node in two_nodes.nodes
     ), efficiency
+
+
+@pytest.mark.parametrize("ending", ["crash", "term"])
+def test_a_prefix_nodes_ranks_leave_no_temporary_folder(tmp_path, ending):
+    """Issue 38's class (interrupts leave no debris): on a node without containers the ranks'
+    temporary files (NCCL's logs) stayed in the node's /tmp when a rank crashed or the step was
+    ended. The fake prefix python makes a folder in its TMPDIR as the ranks do, then crashes or
+    waits to be ended; the node's TMPDIR holds nothing afterwards."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    rundir, prefix, scratch = tmp_path / "run", tmp_path / "prefix", tmp_path / "tmp"
+    for folder in (rundir, prefix / "bin", scratch):
+        folder.mkdir(parents=True)
+    made = tmp_path / "made"
+    python = prefix / "bin" / "python"
+    python.write_text(
+        '#!/bin/bash\ncase "$*" in *--count-gpus*) echo 1; exit 0 ;; esac\n'
+        f'd=$(mktemp -d) && echo "$d" > {made}\n'
+        + ("exit 1\n" if ending == "crash" else "exec sleep 60\n")
+    )
+    python.chmod(0o755)
+    script = tmp_path / "multinode.sh"
+    script.write_text(
+        multinode.render_node_script(slurm_job.SlurmJob(rundir=str(rundir), prefix=str(prefix)))
+    )
+    env = {**fake_tools(tmp_path), "TMPDIR": str(scratch)}
+    proc = subprocess.Popen(["bash", str(script)], env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not made.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        rank_folder = Path(made.read_text().strip())
+        assert rank_folder.is_relative_to(scratch), rank_folder
+        if ending == "term":
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(10) == 143
+        else:
+            assert proc.wait(10) == 1
+        assert list(scratch.iterdir()) == [], "the ranks' temporary folder was left"
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

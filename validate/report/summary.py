@@ -25,7 +25,7 @@ COLUMNS = (28, 9, 38, 27, 10)
 
 _PCI = re.compile(r"\s*\(?\b[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]\)?")
 _GPU_N = re.compile(r"\bGPU \d+\b")
-_REPLAYED = re.compile(r"replayed host \([^)]*\)")
+_REPLAYED = "replayed host ("
 _FRAMEWORK = re.compile(r"PyTorch|TensorFlow|torch|tensorflow|framework", re.IGNORECASE)
 #: A health row's skip because its reading is not given (the rule: "not reported", never healthy).
 _NOT_REPORTED = re.compile(r"\bnot reported\b")
@@ -51,10 +51,28 @@ def _gpus_text(indexes: list[int | None]) -> str:
     return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ",".join(map(str, r)) for r in runs)
 
 
+def _without_replayed_source(text: str) -> str:
+    """'replayed host (/x/h100.txt (idle :: query (-q))): why' -> 'replayed host: why'. The
+    source is matched by its balanced parentheses: capture names carry their own (a regex that
+    stopped at the first ')' left 'replayed host)): why' on screen)."""
+    start = text.find(_REPLAYED)
+    while start >= 0:
+        depth, end = 0, start + len(_REPLAYED) - 1
+        for end in range(end, len(text)):
+            depth += {"(": 1, ")": -1}.get(text[end], 0)
+            if depth == 0:
+                break
+        if depth:  # unbalanced: leave the text as it is
+            return text
+        text = text[: start + len("replayed host")] + text[end + 1 :]
+        start = text.find(_REPLAYED, start)
+    return text
+
+
 def _same(text: str) -> str:
     """A cell or reason with what differs per GPU removed (its index, its PCI bus id), so rows
     that say the same on every GPU collapse."""
-    return _GPU_N.sub("GPU n", _PCI.sub("", _REPLAYED.sub("replayed host", text))).strip()
+    return _GPU_N.sub("GPU n", _PCI.sub("", _without_replayed_source(text))).strip()
 
 
 def _each(text: str) -> str:

@@ -96,6 +96,12 @@ def platform_reasons(c: Candidate, w: Wishes) -> list[str]:
         f"{variant.name}: the aarch64 build of PyTorch {c.framework_version} for CUDA "
         f"{variant.cuda} ({where}), SASS for {sass}"
     )
+    out.append(
+        f"min driver on {c.platform}: CUDA {variant.cuda}'s Linux floor, unconfirmed for arm64: "
+        "NVIDIA's table of CUDA releases and their drivers names Linux x86_64 only "
+        "(docs.nvidia.com/cuda/cuda-toolkit-release-notes), and gpuenv takes the same floor for "
+        "arm64 (SBSA) servers"
+    )
     for cc in w.archs:
         first = first_build_with_sass(matrix, cc, c.platform)
         if first is not None:

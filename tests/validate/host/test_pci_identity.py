@@ -205,12 +205,30 @@ def test_a_die_carrying_two_compute_capabilities_settles_nothing():
 
 
 def test_most_nvidia_gpu_ids_from_maxwell_on_are_identified():
-    """A guard on coverage: of the table's ids from Maxwell on, those left unknown are mobile
-    GM108 parts, a few Ada laptop dies, Jetson Thor and unnamed engineering ids."""
+    """A guard on coverage: of the table's ids from Maxwell on, those left unknown are Ada
+    laptop workstation parts (their dies also carry "GeForce RTX 3050 A Laptop GPU", which its
+    name calls Ampere), B100 (not in NVIDIA's table), Jetson Thor, a mining card and unnamed
+    engineering ids."""
     table = load_pci_ids()
     modern = [d for d, p in table.products.items() if not p.chip.startswith("GK")]
     unknown = [table.products[d].name for d in modern if identify("", d).known is None]
-    assert len(unknown) <= 35, unknown
+    assert len(unknown) <= 13, unknown
+
+
+@pytest.mark.parametrize(
+    "device_id, cc, confirmed",
+    [
+        (0x1347, "5.0", True),  # GeForce 940M (GM108M): on NVIDIA's legacy table
+        (0x139B, "5.0", True),  # GeForce GTX 960M (GM107M)
+        (0x13D7, "5.2", True),  # GeForce GTX 980M (GM204M)
+        (0x134B, "5.0", False),  # GeForce 940MX: not on the table, its die GM108 as the 940M
+        (0x174D, "5.0", False),  # GeForce MX130 (GM108M), the same
+    ],
+)
+def test_maxwell_notebook_gpus_are_identified_by_their_id(device_id, cc, confirmed):
+    """A laptop's GPU (a consumer product) is no longer "unknown product"."""
+    known = identify("Graphics Device", device_id).known
+    assert known is not None and (known.compute_capability, known.confirmed) == (cc, confirmed)
 
 
 CAPTURES = sorted((REPO / "tests" / "validate" / "captures").glob("nvidia-smi-*/*.*[lt]"))

@@ -148,6 +148,10 @@ def test_the_rule_on_live_readings():
     assert gpu_in_use_verdict(0, 0, 512 * 2**20, 80 * GIB, False, None, None).verdict == "pass"
     busy = gpu_in_use_verdict(2, 65, 9 * GIB, 10 * GIB, False, None, None)
     assert busy.verdict == "fail" and "the process list is not reported" in busy.reason
+    assert "another container's, VM's or MIG tenant's" in busy.reason
+    # Foreign work that leaves most of the memory free is foreign all the same (not "too full").
+    small = gpu_in_use_verdict(1, 65, 5 * GIB, 16 * GIB, False, 0, 0)
+    assert small.verdict == "fail" and "running work this host cannot see" in small.reason
     wddm = gpu_in_use_verdict(
         0, 30, 3 * GIB, 16 * GIB, True, None, 4
     )  # Windows: processes, memory not reported
@@ -222,3 +226,48 @@ def test_an_excerpt_is_judged_on_what_it_holds(name, replays):
     assert "row remap pending" in failed(result)["row remapping"]
     scope = rows(result, "capture holds every GPU")[0]
     assert scope["verdict"] == "warn" and "the driver version, the CUDA version" in scope["reason"]
+
+
+@pytest.mark.parametrize(
+    "state, words, verdict",
+    [
+        (0, "Unlicensed (Unrestricted)", "fail"),
+        (1, "Licensed (Expiry: 2024-10-19 6:51:17 GMT)", "pass"),
+    ],
+)
+def test_a_live_vgpu_guest_licence_is_read_from_nvmls_own_structure(state, words, verdict):
+    """Live NVML answers nvmlDeviceGetGridLicensableFeatures with nvidia-ml-py's ctypes structure
+    (v4: char arrays, three feature slots) and the virtualization mode as an enum: the same reader
+    the captures go through gives the licence, and the verdict follows it."""
+    import pynvml
+
+    from validate.host.virtualization import read_vgpu_license, read_virtualization
+    from validate.judge.virtualization import virtualization_verdict
+
+    features = pynvml.c_nvmlGridLicensableFeatures_v4_t()
+    features.isGridLicenseSupported, features.licensableFeaturesCount = 1, 1
+    feature = features.gridLicensableFeatures[0]
+    feature.featureState, feature.featureEnabled = state, 1
+    feature.licenseInfo, feature.productName = words.encode(), b"NVIDIA Virtual Compute Server"
+
+    class Live:
+        def nvmlDeviceGetGridLicensableFeatures(self, handle):
+            return features
+
+        def nvmlDeviceGetVirtualizationMode(self, handle):
+            return pynvml.NVML_GPU_VIRTUALIZATION_MODE_VGPU
+
+        def nvmlDeviceGetHostVgpuMode(self, handle):
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+
+    def field(read):
+        try:
+            return read()
+        except pynvml.NVMLError:
+            return None
+
+    mode, host_mode = read_virtualization(Live(), None, field)
+    licensed, text = read_vgpu_license(Live(), None, field, str)
+    assert (mode, host_mode, licensed) == ("VGPU", None, bool(state))
+    assert text == f"NVIDIA Virtual Compute Server: {words}"
+    assert virtualization_verdict(0, mode, host_mode, licensed, text, "13.0").verdict == verdict

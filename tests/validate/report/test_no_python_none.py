@@ -1,6 +1,7 @@
 """Issue 34, item 6: no Python `None` in any printed line or report cell. Every real capture in
-tests/validate/captures/, every SYNTHETIC variant made of them (tests/validate/host_variants.py
-and vgpu_variants.py: older schemas, vGPU guests whose PCIe and power read N/A, excerpts) is
+tests/validate/captures/, every SYNTHETIC variant made of them (tests/validate/host_variants.py,
+vgpu_variants.py and pci_variants.py: older schemas, vGPU guests whose PCIe and power read N/A,
+excerpts, driver 418) and the live runs' NVML recordings are
 replayed once with --verbose and --json; the screen (header and full table), the one-screen
 summary rendered from the same rows, and every JSON cell are searched for the word None."""
 
@@ -15,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import host_variants as v
+import pci_variants as pci
 import pytest
 import vgpu_variants as g
 from host_variants import RECORDS, VARIANTS
@@ -30,6 +32,16 @@ INPUTS.update({f"variant-{name}": make for name, make in VARIANTS.items()})
 INPUTS.update({f"issue34-{name}": make for name, make in CASES.items()})
 # Drivers before "Device Max" existed print no GPU-side PCIe maximum ("GPU max genNone" once).
 INPUTS["variant-no-device-max.xml"] = lambda: v.without(v.A100_XML, "max_device_link_gen")
+# The live runs' NVML recordings (tests/validate/captures/live/*/recording.json).
+INPUTS.update(
+    {
+        f"live-{p.parent.name}.json": (lambda p=p: p.read_text(encoding="utf-8"))
+        for p in sorted((v.CAPTURES / "live").glob("*/recording.json"))
+    }
+)
+# Identity by PCI id (pci_variants.py): driver 418's "Graphics Device", a vGPU profile without id.
+INPUTS["pci-gtx1660-418.txt"] = pci.text_driver418_gtx1660
+INPUTS["pci-grid-p4-no-id.xml"] = lambda: pci.xml_gpu("GRID P4-1Q", None)
 # A vGPU guest with no PCIe link and power readings (nvidia-smi prints N/A for them in a guest).
 INPUTS["issue34-guest-no-pcie.txt"] = lambda: re.sub(
     r"(Device Max|Device Current|Host Max|Max|Current)( +): (\d+x?|Gen\d)\n",

@@ -153,3 +153,20 @@ def test_a_failure_on_one_gpu_keeps_its_own_reason():
     text = render_summary(records, INDEX)
     assert "FAIL row remapping [GPU 3]: pending yes" in text and "nvidia-smi -r -i 3" in text
     assert text.splitlines()[0] == "result: FAILING ROWS BELOW: 1 fail, 0 warn, 7 pass, 0 skip"
+
+
+def test_a_replayed_source_with_parentheses_of_its_own_is_dropped_whole():
+    """A text capture's name carries parentheses ("h100.txt (idle :: query (-q))"): the skip line
+    read "replayed host)): it runs ..." when the source was cut at its first ')'."""
+    source = "/tmp/h100.txt (idle :: query (-q))"
+    records = [
+        Record(check, None, "", "", "skip", 0.0, f"replayed host ({source}): {why}")
+        for check, why in (
+            ("torch build", "it runs PyTorch/TensorFlow on the host itself"),
+            ("shared memory", "it checks this machine, not the recorded host"),
+        )
+    ]
+    text = render_summary(records, {}, replayed=True)
+    assert "replayed host: it runs PyTorch/TensorFlow" in text, text
+    assert "replayed host: it checks this machine" in text, text
+    assert ")):" not in text and "/tmp" not in text and "(-q)" not in text, text
