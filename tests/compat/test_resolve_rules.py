@@ -369,3 +369,17 @@ def test_dropping_a_pin_keeps_its_framework_and_reproduces():
     text = failure(**wishes)
     assert "use --framework tensorflow and drop --tensorflow (gives TensorFlow 2.15.1" in text
     assert assert_fixes_reproduce(wishes, text) >= 1
+
+
+def test_the_upgrade_advice_names_the_minor_version_floor_doctor_names():
+    """Below CUDA 11's minor-version floor: the advice names the image's own floor and the lower
+    one the resolver accepts (doctor's "oldest branch that serves these GPUs" is R450), so the two
+    lines never contradict each other; with --strict-driver only the image's floor is named."""
+    text = failure(driver="418.67", gpu_archs=T4)
+    assert (
+        "upgrade the driver to >= 520.61.05 (the image's own floor; CUDA 11.x wheels run from "
+        "450.80.02 by minor-version compatibility)"
+    ) in text, text
+    assert resolve(driver="450.80.02", gpu_archs=T4).cuda.startswith("11."), "the floor is real"
+    strict = failure(driver="418.67", gpu_archs=T4, strict_driver=True)
+    assert "450.80.02" not in strict, strict

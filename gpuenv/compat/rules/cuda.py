@@ -359,6 +359,19 @@ def driver_failure(cands: list[Candidate], w: Wishes) -> tuple[str, str]:
         break
     major_no = int((cuda_wish or cands[0].release.minor).split(".")[0])
     major = matrix.cuda_major(major_no)
+    needed_major = matrix.cuda_major(int(what.split()[-1].split(".")[0]))
+    compat_floor = needed_major.minor_compat_min_driver if needed_major else None
+    if (
+        not strict
+        and compat_floor
+        and V(driver) < V(compat_floor) < V(needed)
+        and options[0].startswith("upgrade the driver")
+    ):
+        # doctor names the oldest branch that serves the GPUs; this advice must not contradict it
+        options[0] += (
+            f" (the image's own floor; CUDA {needed_major.major}.x wheels run from {compat_floor}"
+            " by minor-version compatibility)"
+        )
     if major and V(driver) >= V(major.minor_compat_min_driver):
         message += (
             f" (CUDA {major_no}.x wheels run on it by minor-version compatibility, from "
