@@ -7,11 +7,13 @@ It measures, in order: an all-reduce over every rank (bus bandwidth as nccl-test
 busbw = algbw x 2 (n - 1) / n, nccl-tests doc/PERFORMANCE.md); each link of the ring of nodes
 alone, on every rail (local rank r of node i sends to local rank r of node i+1, one link at a
 time: NCCL's point-to-point uses the NIC nearest that GPU, so every rail is measured and a slow
-one named); and a short DDP training run over all ranks, each rank generating only its own share
-of the data (a checksum of the parameters per rank, and each rank's compute time, so a slow node
-is named). Each node's first rank also records what the node has for a fabric (InfiniBand/RoCE
-ports and their rates, NIC speeds, from sysfs; whether the verbs library loads) and the network
-NCCL said it used (its INIT/NET log lines). Rank 0 writes the result.
+one named); and a short DDP training run over all ranks of what each node's own DDP check trains
+(job_workload: on GPUs the wide MLP at the node's per-GPU batch, on CPUs the small CNN), each rank
+generating only its own share of the data (a checksum of the parameters per rank, and each
+rank's compute time, so a slow node is named). Each node's first rank also records what the
+node has for a fabric (InfiniBand/RoCE ports and their rates, NIC speeds, from sysfs; whether the
+verbs library loads) and the network NCCL said it used (its INIT/NET log lines).
+Rank 0 writes the result.
 
 `--count-gpus` prints how many whole GPUs (MIG instances left out) this process can use: the
 node script runs it where torchrun will run (in the container, or from the prefix) for the ranks
