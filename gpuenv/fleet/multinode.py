@@ -260,7 +260,10 @@ def _peers(
         f"{what} {name} runs at {values[name] / median:.2f} of the others' median: it drags the job"
     )
     if not fails:
-        why = "; warn only: this small model's rate per rank is its host CPU's as much as its GPU's"
+        why = (
+            "; warn only: a node's rate per rank is its own hardware's (its GPUs or CPUs, their "
+            "power settings), which its own suite judges"
+        )
         return measured, Verdict(WARN, threshold + why, reason)
     return measured, Verdict(FAIL, threshold, reason)
 
@@ -275,7 +278,8 @@ BUSBW_UNJUDGED = (
 )
 #: What a node's own DDP check trains (validate/checks/test_07_multigpu.py, by the names of
 #: validate/measure/ddp.py): over NCCL the GPU-bound MLP sized to the GPU (review D6), with gloo on
-#: CPUs the small CNN. The job's rate is like for like with theirs only where it trained the same.
+#: CPUs the small CNN. The job trains the same on each backend (validate/measure/multinode.py
+#: job_workload) and records it; its rate is like for like with theirs only where the two match.
 NODE_DDP_MODEL = {"nccl": "wide_mlp", "gloo": "small_cnn"}
 _NODE_DDP = re.compile(r"^ddp samples/s \((\d+) ranks, (\w+)\)$")
 
@@ -296,10 +300,10 @@ def efficiency_line(
     """(measured, verdict, value) of the job's DDP rate against the sum of the nodes' own DDP rates.
 
     Like for like only when every node ran the same sizes, backend, ranks and model as its part of
-    the job (on GPUs a node's own DDP trains the GPU-bound MLP, the job the small CNN:
-    NODE_DDP_MODEL); else not judged, naming the node. No published multi-node figure exists
-    (scaling.yaml), so the bar is the fastest node alone: a job slower than one of its nodes warns
-    (the fabric sets its pace), never fails."""
+    the job (the model the job recorded against NODE_DDP_MODEL: a job of an older worker trained
+    the small CNN over NCCL too, the nodes the MLP); else not judged, naming the node. No
+    published multi-node figure exists (scaling.yaml), so the bar is the fastest node alone: a job
+    slower than one of its nodes warns (the fabric sets its pace), never fails."""
     rate = float(result["ddp"]["samples_per_s"])
     sizes = result["ddp"].get("sizes")
     if sizes is None:
@@ -350,7 +354,8 @@ def efficiency_line(
     measured = (
         f"{efficiency:.2f}: {rate:.0f} samples/s over the sum of the nodes' own {total:.0f} "
         f"({', '.join(f'{n} {node_ddp[n].rate:.0f}' for n in result['nodes'])}; slowest node "
-        f"alone {slowest})"
+        f"alone {slowest}), both {job_model}"
+        + (f" at batch {result['ddp']['batch']} per rank" if result["ddp"].get("batch") else "")
     )
     threshold = (
         f">= the fastest node alone ({fastest} {node_ddp[fastest].rate:.0f} samples/s, "

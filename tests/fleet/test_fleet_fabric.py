@@ -305,6 +305,16 @@ def test_two_nodes_of_two_ranks_measure_every_rail_each_rank_making_only_its_sha
 
     steps, batch, _ = SIZES["quick"]
     assert {r["samples"] for r in data["ranks"]} == {batch * (WARMUP + steps)}  # not world x that
+    # on CPUs the job trains what a CPU node's own DDP trains, and says so: the small CNN at SIZES
+    ddp = data["ddp"]
+    assert (ddp["model"], ddp["batch"], ddp["steps"], ddp["sizes"]) == (
+        "small_cnn",
+        batch,
+        steps,
+        "quick",
+    )
+    assert ddp["model"] == multinode.NODE_DDP_MODEL["gloo"] and ddp["batch_sized_from"] is None
+    assert ddp["batches"] == {"node-a": batch, "node-b": batch}
     assert (
         set(data["fabric"]) == {"node-a", "node-b"} and data["transport"] == {}
     )  # gloo: no NCCL log

@@ -368,34 +368,99 @@ def test_the_job_rate_is_judged_against_the_sum_of_the_nodes_own_rates(result):
     )
 
 
-def test_on_gpus_the_nodes_own_mlp_rate_is_not_the_jobs_cnn_rate(result):
-    """A node's own DDP over NCCL trains the GPU-bound MLP (review D6), the job the small CNN: their
-    samples/s are two models', so the efficiency is not judged, naming both, however the rates
-    fall (it read 0.82, pass, here before)."""
+def test_a_rank_trains_what_its_nodes_own_ddp_check_trains_on_its_backend():
+    """Review D6 for the job: over NCCL a rank trains the node suite's GPU-bound MLP (ddp.py
+    GPU_MODEL at the sizes) at the node's own per-GPU batch, not the launch-bound small CNN; with
+    gloo on CPUs the small CNN at SIZES, as a CPU node's suite does. Its model is the one the
+    fleet expects of a node on that backend (NODE_DDP_MODEL)."""
     from validate.measure import ddp
     from validate.measure import multinode as worker
 
+    assert worker.job_workload("nccl", "full", 4096) == {
+        "model": "wide_mlp",
+        "width": 2048,
+        "depth": 6,
+        "batch": 4096,
+    }
+    quick = worker.job_workload("nccl", "quick", 512)
+    assert (quick["width"], quick["depth"], quick["batch"]) == (*ddp.GPU_MODEL["quick"], 512)
+    steps, batch, image = ddp.SIZES["quick"]
+    assert worker.job_workload("gloo", "quick", 0) == {
+        "model": "small_cnn",
+        "image": image,
+        "batch": batch,
+        "steps": steps,
+    }
+    # a CPU node's suite trains the quick sizes in the full suite too (test_07 probe_size)
+    assert worker.job_workload("gloo", "full", 0) == worker.job_workload("gloo", "quick", 0)
+    for backend in ("nccl", "gloo"):
+        model = worker.job_workload(backend, "full", 1024)["model"]
+        assert model == multinode.NODE_DDP_MODEL[backend] and callable(getattr(ddp, model))
+    with pytest.raises(ValueError, match="batch must be positive, not 0"):
+        worker.job_workload("nccl", "full", 0)  # a GPU rank never falls back to the CNN quietly
+
+
+def test_the_job_and_the_nodes_size_the_gpu_batch_with_one_rule():
+    """The node's suite (test_07 gpu_batch_for) and the job's ranks (node_gpu_batch) size the
+    MLP's batch from the same GPUs alike: the slowest GPU's measured fp32 reference and the
+    smallest memory; a GPU without a reference takes ddp.py's default rate."""
+    from types import SimpleNamespace
+
+    from validate.checks.test_07_multigpu import gpu_batch_for
+    from validate.judge.peaks import load_peaks, peaks_for
+    from validate.measure import ddp
+
+    peaks = load_peaks()
+    l4 = peaks_for("NVIDIA L4", peaks).reference_for("fp32_tflops").value
+    gpus = [("NVIDIA H100 80GB HBM3", 85899345920), ("NVIDIA L4", 24146608128)]
+    for quick in (True, False):
+        want = ddp.gpu_batch(quick, l4, 24146608128)
+        assert ddp.node_gpu_batch(quick, gpus, peaks) == want
+        suite = SimpleNamespace(quick=quick, peaks=peaks)
+        listed = [SimpleNamespace(name=n, memory_total_bytes=m) for n, m in gpus]
+        assert gpu_batch_for(listed, suite) == want
+    unknown = [("NVIDIA H100 80GB HBM3", 85899345920), ("Some New GPU", 85899345920)]
+    assert ddp.node_gpu_batch(False, unknown, peaks) == ddp.gpu_batch(False, None, 85899345920)
+
+
+def mlp_job(result: dict, model: str) -> dict:
+    """two_by_two over NCCL, the DDP section as the worker writes it for `model`."""
+    from validate.measure import multinode as worker
+
     job = two_by_two(result, (3000.0, 3000.0), 9000.0, backend="nccl")
-    job["ddp"]["model"] = worker.JOB_MODEL
-    outcome = multinode.multinode_outcome(
-        ["node0", "node1"],
-        "7",
-        None,
-        job,
-        {},
-        {},
-        {},
-        node_ddp={"node0": own(6000.0, "nccl"), "node1": own(5000.0, "nccl")},
+    work = (
+        worker.job_workload("nccl", "quick", 1024)
+        if model == "wide_mlp"
+        else {"model": model, "image": 16, "batch": 32}
     )
-    row = efficiency_row(outcome)
-    assert row["verdict"] == "not judged" and row.get("value") is None, row
+    job["ddp"] = {**job["ddp"], **work, "sizes": "quick"}
+    return job
+
+
+def test_on_gpus_the_jobs_mlp_rate_is_judged_against_the_nodes_mlp_rates(result):
+    """Over NCCL the job trains the nodes' own MLP, so its efficiency is judged (0.82 of the sum:
+    pass, naming the model and batch). A result of an older worker, which trained the small CNN
+    there, compares two models' samples/s: not judged, naming both."""
+    nodes = {"node0": own(6000.0, "nccl"), "node1": own(5000.0, "nccl")}
+    row = efficiency_row(
+        multinode.multinode_outcome(
+            ["node0", "node1"], "7", None, mlp_job(result, "wide_mlp"), {}, {}, {}, node_ddp=nodes
+        )
+    )
+    assert row["verdict"] == "pass" and row["value"] == 9000.0 / 11000.0, row
+    assert row["measured"].endswith(
+        "slowest node alone node1), both wide_mlp at batch 1024 per rank"
+    )
+    old = efficiency_row(
+        multinode.multinode_outcome(
+            ["node0", "node1"], "7", None, mlp_job(result, "small_cnn"), {}, {}, {}, node_ddp=nodes
+        )
+    )
+    assert old["verdict"] == "not judged" and old.get("value") is None, old
     assert (
         "node0's own DDP trained wide_mlp over nccl, the job small_cnn: samples/s of two models"
-        in row["reason"]
+        in old["reason"]
     )
-    # the names are ddp.py's own: the GPU ranks' model and the one the job trains
-    assert all(callable(getattr(ddp, m)) for m in multinode.NODE_DDP_MODEL.values())
-    assert worker.JOB_MODEL == multinode.NODE_DDP_MODEL["gloo"]
 
 
 def test_the_efficiency_is_not_judged_when_a_node_has_no_like_figure(result):

@@ -19,7 +19,7 @@ import pytest
 from validate.checks.world import whole_gpu_env, whole_gpus
 from validate.envvars import seconds
 from validate.host.devices import uuid_body
-from validate.judge.peaks import interconnect_of, peaks_for
+from validate.judge.peaks import interconnect_of
 from validate.judge.scaling import (
     dataparallel_verdict,
     efficiency_verdict,
@@ -36,7 +36,7 @@ from validate.measure.budget import (
     QUICK_CPU_MULTIGPU_SKIP,
     multigpu_runs,
 )  # CPU_RANKS: two, as CI's two cores allow
-from validate.measure.ddp import JOIN_TIMEOUT, RUN_TIMEOUT, gpu_batch
+from validate.measure.ddp import JOIN_TIMEOUT, RUN_TIMEOUT, node_gpu_batch
 from validate.measure.subproc import DEFAULT_TIMEOUT, run_probe
 
 
@@ -181,17 +181,9 @@ DATAPARALLEL_TIMEOUT = seconds("VALIDATE_DATAPARALLEL_TIMEOUT")
 
 def gpu_batch_for(gpus: list[Any], suite: Any) -> int:
     """The GPU ranks' batch, from the slowest GPU's measured fp32 matmul reference
-    (gpu_peaks.yaml) and the smallest GPU memory: a step the GPU, not the CPU, sets the pace of."""
-    rates, memories = [], [g.memory_total_bytes for g in gpus if g.memory_total_bytes]
-    for gpu in gpus:
-        entry = peaks_for(gpu.name, suite.peaks)
-        reference = entry.reference_for("fp32_tflops") if entry else None
-        rates.append(reference.value if reference else None)
-    known = [r for r in rates if r]
-    rate = (
-        min(known) if known and len(known) == len(rates) else None
-    )  # an unknown GPU: ddp.py's default
-    return gpu_batch(suite.quick, rate, min(memories) if memories else None)
+    (gpu_peaks.yaml) and the smallest GPU memory: a step the GPU, not the CPU, sets the pace of
+    (node_gpu_batch, which the multi-node job sizes its batch with too)."""
+    return node_gpu_batch(suite.quick, [(g.name, g.memory_total_bytes) for g in gpus], suite.peaks)
 
 
 def _dataparallel(world: int, env: dict, suite: Any, sized: list[str]) -> dict[str, Any]:

@@ -91,6 +91,24 @@ def gpu_batch(quick: bool, fp32_tflops: float | None, memory_bytes: int | None) 
     return batch
 
 
+def node_gpu_batch(quick: bool, gpus: list[tuple[str, int | None]], peaks: list[Any]) -> int:
+    """The GPU ranks' batch on a node whose whole GPUs are `gpus` ((name, memory bytes)): gpu_batch
+    at the slowest GPU's measured fp32 matmul reference (`peaks`: gpu_peaks.yaml; ddp.py's default
+    where one GPU has none) and the smallest memory. The node's own DDP check and the multi-node
+    job both size their batch here, so their samples/s measure the same step."""
+    from validate.judge.peaks import peaks_for
+
+    rates = []
+    for name, _ in gpus:
+        entry = peaks_for(name, peaks)
+        reference = entry.reference_for("fp32_tflops") if entry else None
+        rates.append(reference.value if reference else None)
+    known = [r for r in rates if r]
+    rate = min(known) if known and len(known) == len(rates) else None
+    memories = [m for _, m in gpus if m]
+    return gpu_batch(quick, rate, min(memories) if memories else None)
+
+
 def wide_mlp(torch: Any, width: int, depth: int) -> Any:
     """The model the GPU ranks train: `depth` width x width layers with ReLU, then a classifier.
     He initialisation keeps the signal's size through the layers, so the loss falls within the

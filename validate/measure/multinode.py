@@ -7,11 +7,13 @@ It measures, in order: an all-reduce over every rank (bus bandwidth as nccl-test
 busbw = algbw x 2 (n - 1) / n, nccl-tests doc/PERFORMANCE.md); each link of the ring of nodes
 alone, on every rail (local rank r of node i sends to local rank r of node i+1, one link at a
 time: NCCL's point-to-point uses the NIC nearest that GPU, so every rail is measured and a slow
-one named); and a short DDP training run over all ranks, each rank generating only its own share
-of the data (a checksum of the parameters per rank, and each rank's compute time, so a slow node
-is named). Each node's first rank also records what the node has for a fabric (InfiniBand/RoCE
-ports and their rates, NIC speeds, from sysfs; whether the verbs library loads) and the network
-NCCL said it used (its INIT/NET log lines). Rank 0 writes the result.
+one named); and a short DDP training run over all ranks of what each node's own DDP check trains
+(job_workload: on GPUs the wide MLP at the node's per-GPU batch, on CPUs the small CNN), each rank
+generating only its own share of the data (a checksum of the parameters per rank, and each
+rank's compute time, so a slow node is named). Each node's first rank also records what the
+node has for a fabric (InfiniBand/RoCE ports and their rates, NIC speeds, from sysfs; whether the
+verbs library loads) and the network NCCL said it used (its INIT/NET log lines).
+Rank 0 writes the result.
 
 `--count-gpus` prints how many whole GPUs (MIG instances left out) this process can use: the
 node script runs it where torchrun will run (in the container, or from the prefix) for the ranks
@@ -20,6 +22,7 @@ per node."""
 from __future__ import annotations
 
 import argparse
+import copy
 import ctypes
 import json
 import os
@@ -225,10 +228,41 @@ def _links(
     return out
 
 
-#: The model the job's DDP trains on every backend: the suite's small CNN (validate/measure/ddp.py
-#: small_cnn). A node's own DDP on GPUs trains the GPU-bound MLP instead (ddp.py wide_mlp, sized to
-#: the GPU), so the fleet compares the job's rate with the nodes' only where both trained this one.
-JOB_MODEL = "small_cnn"
+def job_workload(backend: str, sizes: str, gpu_batch_size: int) -> dict[str, Any]:
+    """What a rank of the job trains: what a node's own DDP check trains on that backend
+    (validate/checks/test_07_multigpu.py), so the job's rates and the nodes' measure one model.
+    Over NCCL the GPU-bound wide MLP (ddp.py GPU_MODEL at `sizes`) at the node's own per-GPU batch
+    (`gpu_batch_size`: node_gpu_batch), its steps filling MIN_WINDOW_SECONDS on the slowest rank
+    (steps_for; the caller measures them); with gloo on CPUs the small CNN at the quick SIZES, as
+    a CPU node's suite trains it in the full suite too (test_07 probe_size; the MLP's step is many
+    times the CNN's there, and would prove nothing more)."""
+    from validate.measure.ddp import GPU_MODEL, SIZES
+
+    steps, batch, image = SIZES["quick"]
+    if backend == "nccl":
+        if gpu_batch_size < 1:
+            raise ValueError(f"the GPU ranks' batch must be positive, not {gpu_batch_size}")
+        width, depth = GPU_MODEL[sizes]
+        return {"model": "wide_mlp", "width": width, "depth": depth, "batch": gpu_batch_size}
+    return {"model": "small_cnn", "image": image, "batch": batch, "steps": steps}
+
+
+def node_gpus(torch: Any) -> tuple[list[tuple[str, int | None]], str]:
+    """(name, memory bytes) of the whole GPUs this process sees, and where they were read: NVML,
+    as the node's own suite reads them (its batch is then the same), matched to CUDA's devices by
+    UUID; CUDA's own name and memory only where NVML cannot say ("cuda: NVML ...")."""
+    from validate.host.devices import uuid_body
+    from validate.host.nvml import read_host
+
+    cuda = [torch.cuda.get_device_properties(i) for i in range(torch.cuda.device_count())]
+    whole = [p for p in cuda if whole_gpu_count([p.name])]
+    seen = {uuid_body(str(p.uuid)) for p in whole}
+    host = read_host()
+    listed = [g for g in host.gpus if not g.mig_enabled and uuid_body(g.uuid) in seen]
+    if whole and len(listed) == len(whole):
+        return [(g.name, g.memory_total_bytes) for g in listed], "nvml"
+    why = host.error or f"lists {len(listed)} of the {len(whole)} GPUs CUDA sees"
+    return [(p.name, int(p.total_memory)) for p in whole], f"cuda: NVML {why}"
 
 
 def rank_share(torch: Any, samples: int, image: int, rank: int) -> Any:
@@ -274,13 +308,18 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import torch.distributed as dist
 
+    from validate.judge.peaks import load_peaks
     from validate.measure.ddp import (
-        SIZES,
+        BATCH_POOL,
         WARMUP,
+        node_gpu_batch,
         rank_device,
         small_cnn,
         state_checksum,
+        steps_for,
         train_steps,
+        vector_batches,
+        wide_mlp,
     )
 
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -310,27 +349,54 @@ def main(argv: list[str] | None = None) -> int:
             "fabric": {**node_fabric(), "verbs": verbs_library()},
             "transport": nccl_transport(lines) if backend == "nccl" else None,
         }
-    steps, batch, image = SIZES[args.sizes]
+    gpu_batch_size, sized_from = 0, None
+    if backend == "nccl":  # the node's own per-GPU batch, as its suite sized it
+        gpus, sized_from = node_gpus(torch)
+        gpu_batch_size = node_gpu_batch(args.sizes == "quick", gpus, load_peaks())
+    work = job_workload(backend, args.sizes, gpu_batch_size)
+    batch, lr = work["batch"], 0.05
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        model = small_cnn(torch, image).to(device)
-    samples = batch * (WARMUP + steps)
-    inputs, labels = rank_share(torch, samples, image, rank)
-    batches = [
-        (inputs[i : i + batch].to(device), labels[i : i + batch].to(device))
-        for i in range(0, samples, batch)
-    ]
+        if work["model"] == "wide_mlp":
+            model, lr = wide_mlp(torch, work["width"], work["depth"]).to(device), 0.01
+        else:
+            model = small_cnn(torch, work["image"]).to(device)
+    if work["model"] == "wide_mlp":
+        pool = vector_batches(torch, BATCH_POOL, batch, work["width"], device, rank)
+        samples = BATCH_POOL * batch
+        # this GPU's pace on a throwaway copy; the slowest rank's sets everyone's steps (ddp.py's)
+        _, probe = train_steps(
+            torch,
+            copy.deepcopy(model),
+            [pool[i % BATCH_POOL] for i in range(WARMUP + 5)],
+            device,
+            0.0,
+            lr,
+        )
+        needed = torch.tensor([steps_for(probe / 5)], device=device)
+        dist.all_reduce(needed, op=dist.ReduceOp.MAX)
+        steps = int(needed.item())
+        batches = [pool[i % BATCH_POOL] for i in range(WARMUP + steps)]
+    else:
+        steps = work["steps"]
+        samples = batch * (WARMUP + steps)
+        inputs, labels = rank_share(torch, samples, work["image"], rank)
+        samples = int(labels.shape[0])  # what this rank generated: its share, not the world's
+        batches = [
+            (inputs[i : i + batch].to(device), labels[i : i + batch].to(device))
+            for i in range(0, samples, batch)
+        ]
+    alone = copy.deepcopy(model)  # this rank's compute alone, on the same start
     ddp = torch.nn.parallel.DistributedDataParallel(
         model, device_ids=[local_rank] if backend == "nccl" else None
     )
-    losses, ddp_seconds = train_steps(torch, ddp, batches, device, 0.0)
-    _, local_seconds = train_steps(
-        torch, small_cnn(torch, image).to(device), batches, device, 0.0
-    )  # this rank's compute alone
+    losses, ddp_seconds = train_steps(torch, ddp, batches, device, 0.0, lr)
+    _, local_seconds = train_steps(torch, alone, batches, device, 0.0, lr)
     mine = {
         **me,
         **node_facts,
-        "samples": int(labels.shape[0]),  # what this rank generated: its share, not the world's
+        "samples": samples,
+        "batch": batch,
         "checksum": state_checksum(ddp.module),
         "local_samples_per_s": steps * batch / local_seconds,
         "ddp_seconds": ddp_seconds,
@@ -365,12 +431,14 @@ def main(argv: list[str] | None = None) -> int:
                 r["node"]: r["transport"] for r in ranks if r.get("transport") is not None
             },
             "ddp": {
-                "samples_per_s": steps * batch * world / max(r["ddp_seconds"] for r in ranks),
+                "samples_per_s": steps
+                * sum(r["batch"] for r in ranks)
+                / max(r["ddp_seconds"] for r in ranks),
                 "steps": steps,
-                "batch": batch,
-                "image": image,
                 "sizes": args.sizes,
-                "model": JOB_MODEL,
+                **work,  # the model, its size and this rank's batch: what the fleet compares
+                "batches": {r["node"]: r["batch"] for r in ranks},
+                "batch_sized_from": sized_from,
             },
             "ranks": [
                 {k: v for k, v in r.items() if k not in ("fabric", "transport")} for r in ranks
