@@ -13,7 +13,13 @@ import pci_variants as v
 import pytest
 
 from validate.host import nvml
-from validate.host.archs import chip_families, identify, identity_text, load_archs
+from validate.host.archs import (
+    ArchsFileError,
+    chip_families,
+    identify,
+    identity_text,
+    load_archs,
+)
 from validate.host.capture import parse_capture
 from validate.host.pci_ids import PCI_IDS_FILE, device_id_of, load_pci_ids
 from validate.host.replay import RecordingNvml, ReplayNvml
@@ -211,7 +217,8 @@ UNKNOWN_NON_PRODUCTS = {
     0x2186: 'TU116 "PG160 SKU18": a board and SKU code, no product name',
     0x2980: 'GB102 "Reserved Dev ID A": a reserved engineering id',
     0x29C0: 'GB102 "Reserved Dev ID B": a reserved engineering id',
-    0x29BB: 'GB102 "DRIVE P2021": NVIDIA DRIVE, an automotive computer, not a card in a server',
+    0x29BB: 'GB102 "DRIVE P2021": NVIDIA DRIVE, an automotive computer, not a card in a server'
+    " (https://developer.nvidia.com/drive)",
 }
 
 
@@ -257,6 +264,18 @@ def test_a_pci_name_alias_is_exact():
     assert table.get("RTX 2000 / 2000E Ada Generation").compute_capability == "8.9"
     assert table.get("RTX 2000 / 2000E") is None
     assert table.get("RTX 2000 / 2000E Ada Generation Laptop GPU") is None
+
+
+def test_an_alias_that_is_not_a_list_is_refused_naming_the_entry(tmp_path):
+    bad = tmp_path / "gpu_archs.yaml"
+    bad.write_text(
+        'gpus:\n  - architecture: Ada Lovelace\n    compute_capability: "8.9"\n'
+        '    products: []\n    nvml_names: []\n    pci_names: "RTX 2000 / 2000E Ada Generation"\n'
+        "    source: https://developer.nvidia.com/cuda-gpus\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ArchsFileError, match="entry 1: pci_names must be a list"):
+        load_archs(bad)
 
 
 @pytest.mark.parametrize(
