@@ -66,14 +66,26 @@ def lookup(name: str, table: ArchTable) -> KnownArch | None:
 
 
 def _entry(number: int, entry: dict, path: Path) -> tuple[KnownArch, list[str], list[str]]:
+    """One gpus entry: its answer, its exact names (nvml_names, and pci_names: how pci.ids names
+    a product whose name no product prefix matches, "RTX 2000 / 2000E Ada Generation"), and
+    its product prefixes."""
     names, products = entry.get("nvml_names", []), entry.get("products", [])
+    pci_names = entry.get("pci_names", [])
+    if not isinstance(pci_names, list):
+        raise ArchsFileError(f"{path}: entry {number}: pci_names must be a list")
     cc, source, arch = (
         entry.get("compute_capability"),
         entry.get("source"),
         entry.get("architecture"),
     )
-    if not isinstance(names, list) or not isinstance(products, list) or not (names or products):
-        raise ArchsFileError(f"{path}: entry {number} needs products or nvml_names (lists)")
+    if (
+        not isinstance(names, list)
+        or not isinstance(products, list)
+        or not (names or products or pci_names)
+    ):
+        raise ArchsFileError(
+            f"{path}: entry {number} needs products, nvml_names or pci_names (lists)"
+        )
     if not isinstance(cc, str) or not re.match(r"^\d+\.\d+$", cc) or not source or not arch:
         raise ArchsFileError(
             f'{path}: entry {number} needs architecture, compute_capability ("X.Y") and source'
@@ -81,7 +93,7 @@ def _entry(number: int, entry: dict, path: Path) -> tuple[KnownArch, list[str], 
     confirmed = entry.get("confirmed", True) not in (False, "false")
     return (
         KnownArch(cc, str(source), str(arch), confirmed),
-        [str(n) for n in names],
+        [str(n) for n in names + pci_names],
         [str(p) for p in products],
     )
 

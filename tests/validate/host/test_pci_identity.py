@@ -13,7 +13,13 @@ import pci_variants as v
 import pytest
 
 from validate.host import nvml
-from validate.host.archs import chip_families, identify, identity_text, load_archs
+from validate.host.archs import (
+    ArchsFileError,
+    chip_families,
+    identify,
+    identity_text,
+    load_archs,
+)
 from validate.host.capture import parse_capture
 from validate.host.pci_ids import PCI_IDS_FILE, device_id_of, load_pci_ids
 from validate.host.replay import RecordingNvml, ReplayNvml
@@ -204,15 +210,72 @@ def test_a_die_carrying_two_compute_capabilities_settles_nothing():
     assert identify("", 0x2330).known.confirmed  # H100 SXM5: NVIDIA's table lists it
 
 
-def test_most_nvidia_gpu_ids_from_maxwell_on_are_identified():
-    """A guard on coverage: of the table's ids from Maxwell on, those left unknown are Ada
-    laptop workstation parts (their dies also carry "GeForce RTX 3050 A Laptop GPU", which its
-    name calls Ampere), B100 (not in NVIDIA's table), Jetson Thor, a mining card and unnamed
-    engineering ids."""
+#: The ids from Maxwell on that stay unknown, each with why: none is a product a server or a
+#: workstation holds. Any other unknown id fails the guard below, and so does one of these once
+#: it is identified (then it leaves this list).
+UNKNOWN_NON_PRODUCTS = {
+    0x2186: 'TU116 "PG160 SKU18": a board and SKU code, no product name',
+    0x2980: 'GB102 "Reserved Dev ID A": a reserved engineering id',
+    0x29C0: 'GB102 "Reserved Dev ID B": a reserved engineering id',
+    0x29BB: 'GB102 "DRIVE P2021": NVIDIA DRIVE, an automotive computer, not a card in a server'
+    " (https://developer.nvidia.com/drive)",
+}
+
+
+def test_every_nvidia_gpu_id_from_maxwell_on_is_identified_but_the_listed_non_products():
+    """A guard on coverage: every consumer, workstation and data-center product in the PCI table
+    has a compute capability (cited, or derived and unconfirmed); the unknown ids are exactly
+    the listed engineering ids and embedded modules."""
     table = load_pci_ids()
     modern = [d for d, p in table.products.items() if not p.chip.startswith("GK")]
-    unknown = [table.products[d].name for d in modern if identify("", d).known is None]
-    assert len(unknown) <= 13, unknown
+    unknown = {d: table.products[d].name for d in modern if identify("", d).known is None}
+    unexpected = {f"{d:04x}": name for d, name in unknown.items() if d not in UNKNOWN_NON_PRODUCTS}
+    assert not unexpected, f"products with no compute capability: {unexpected}"
+    assert set(unknown) == set(UNKNOWN_NON_PRODUCTS), "identified now: drop from the list"
+
+
+@pytest.mark.parametrize(
+    "device_id, cc, confirmed",
+    [
+        (0x2838, "8.9", False),  # RTX 3000 Ada Generation Laptop GPU (AD106GLM): not on the table
+        (0x2878, "8.9", False),  # RTX 3000 Ada Generation Embedded GPU (AD106GLM)
+        (0x28B9, "8.9", False),  # RTX 1000 Ada Generation Laptop GPU (AD107GLM)
+        (0x28BA, "8.9", False),  # RTX 500 Ada Generation Laptop GPU (AD107GLM)
+        (0x28BB, "8.9", False),  # the same product's second id
+        (0x28B0, "8.9", False),  # "RTX 2000 / 2000E Ada Generation": by its pci_names alias
+        (0x29BC, "10.0", False),  # B100 (GB102): not on the table, B200's 10.0
+        (0x2189, "7.5", False),  # CMP 30HX (TU116): Turing, the GTX 1660's die
+        (0x2B00, "11.0", True),  # Jetson AGX Thor: its T5000 module is on the table
+    ],
+)
+def test_ada_laptop_parts_b100_cmp_30hx_and_thor_are_identified_by_their_id(
+    device_id, cc, confirmed
+):
+    """Workstation laptops and embedded boards, a data-center GPU and a mining card: no longer
+    "unknown product"; where NVIDIA's table omits them, derived from the die and unconfirmed."""
+    known = identify("Graphics Device", device_id).known
+    assert known is not None and (known.compute_capability, known.confirmed) == (cc, confirmed)
+    assert "https://" in known.source
+
+
+def test_a_pci_name_alias_is_exact():
+    """pci_names is an explicit list, not a fuzzy match: only the whole pci.ids name matches."""
+    table = load_archs()
+    assert table.get("RTX 2000 / 2000E Ada Generation").compute_capability == "8.9"
+    assert table.get("RTX 2000 / 2000E") is None
+    assert table.get("RTX 2000 / 2000E Ada Generation Laptop GPU") is None
+
+
+def test_an_alias_that_is_not_a_list_is_refused_naming_the_entry(tmp_path):
+    bad = tmp_path / "gpu_archs.yaml"
+    bad.write_text(
+        'gpus:\n  - architecture: Ada Lovelace\n    compute_capability: "8.9"\n'
+        '    products: []\n    nvml_names: []\n    pci_names: "RTX 2000 / 2000E Ada Generation"\n'
+        "    source: https://developer.nvidia.com/cuda-gpus\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ArchsFileError, match="entry 1: pci_names must be a list"):
+        load_archs(bad)
 
 
 @pytest.mark.parametrize(
