@@ -389,7 +389,7 @@ for folder, dirs, files in os.walk(site):
         path = os.path.join(folder, name)
         with open(path, "rb") as f:
             source = f.read()
-        rel = os.path.relpath(path, root).encode()
+        rel = os.fsencode(os.path.relpath(path, root))
         key = hashlib.sha256(importlib.util.MAGIC_NUMBER + b"checked-hash\0" + rel + b"\0" + source)
         key = key.hexdigest()
         entry = os.path.join(cache, key[:2], key + ".pyc")
