@@ -19,7 +19,9 @@ the engine tools (their caches empty too):
   image    one build of `FROM base` + `COPY env/ /opt/env/` from a context of that prefix,
            through the same engine and builder, with --no-cache
 With --rounds 2 the second round runs the tools first, so neither side always pays for a cold
-page cache. Goal (issue 36): gpuenv within 1.5x of the tools.
+page cache. Each step prints its wall time, the CPU time (user + sys) of this process and its
+children, and the CPU time of the engine's daemons meanwhile (shared with any other user of the
+engine); the totals give the ratio of each. Goal (issue 36): gpuenv within 1.5x of the tools.
 """
 
 from __future__ import annotations
