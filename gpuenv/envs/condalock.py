@@ -443,7 +443,7 @@ def compile_bytecode(into: Path, output: Say, *, cache: Path | None = None) -> N
         str(into),
         str(cache),
     ]
-    lockers.run_installer(cmd, on_line=output, tool="compiling the bytecode (compileall)")
+    lockers.run_installer(cmd, on_line=output, tool="python -m compileall")
 
 
 def pip_requirements(pins: Iterable[PipPin], wheelhouse: Path | None) -> str:
