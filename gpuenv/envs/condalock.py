@@ -27,6 +27,7 @@ from typing import Iterable, Mapping, Sequence
 import tomllib
 from packaging.version import InvalidVersion, Version
 
+from gpuenv.datacache import cache_dir
 from gpuenv.envs import conda, installed, lockdir, spec, uv
 from gpuenv.errors import BadInput, DataError, ToolError
 from gpuenv.progress import Say
@@ -396,34 +397,107 @@ def install(
         if offline:
             cmd += ["--offline", "--no-index"]
         uv.run_installer(cmd, on_line=output, tool="uv pip install")
-        say("compiling the bytecode for the final path")
-        compile_bytecode(into, final_prefix, output)
+        say("compiling the bytecode (each file once: the bytecode cache keeps it by content)")
+        compile_bytecode(into, output)
 
 
-def compile_bytecode(into: Path, final_prefix: Path, output: Say) -> None:
-    """The pip part's .pyc files, named for the final path (tracebacks show it) and hash-checked,
-    so the same lock gives the same bytes wherever it was staged. The .pyc files stay: a non-root
-    user cannot write them at run time."""
+#: Run by the environment's own Python (its version's compiler, magic number and cache tag):
+#: each .py under site-packages gets its .pyc from the bytecode cache when the cache holds one for
+#: these source bytes at this path, else it is compiled (as `compileall -j 0` does, one worker a
+#: core) and the result kept in the cache. argv: site-packages, the prefix, the cache folder.
+BYTECODE_SCRIPT = r"""
+import compileall, concurrent.futures, functools, hashlib, importlib.util, marshal, os
+import py_compile, sys
+
+site, root, cache = sys.argv[1:4]
+MODE = py_compile.PycInvalidationMode.CHECKED_HASH
+
+
+def cached_code(path):
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        # a whole .pyc of this Python (an entry cut short would break the import)
+        if data[:4] == importlib.util.MAGIC_NUMBER and hasattr(marshal.loads(data[16:]), "co_code"):
+            return data
+    except (OSError, ValueError, EOFError, TypeError):
+        pass
+    return None
+
+
+def keep(target, entry):
+    try:
+        os.makedirs(os.path.dirname(entry), exist_ok=True)
+        part = f"{entry}.{os.getpid()}.part"
+        with open(target, "rb") as f, open(part, "wb") as out:
+            out.write(f.read())
+        os.replace(part, entry)
+    except OSError:
+        pass  # the cache is an optimisation, never an error
+
+
+hits, todo = 0, []
+for folder, dirs, files in os.walk(site):
+    dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+    for name in sorted(files):
+        if not name.endswith(".py") or not os.path.isfile(os.path.join(folder, name)):
+            continue
+        path = os.path.join(folder, name)
+        with open(path, "rb") as f:
+            source = f.read()
+        rel = os.fsencode(os.path.relpath(path, root))
+        key = hashlib.sha256(importlib.util.MAGIC_NUMBER + b"checked-hash\0" + rel + b"\0" + source)
+        key = key.hexdigest()
+        entry = os.path.join(cache, key[:2], key + ".pyc")
+        target = importlib.util.cache_from_source(path)
+        data = cached_code(entry)
+        if data is None:
+            todo.append((path, target, entry))
+            continue
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "wb") as out:
+            out.write(data)
+        hits += 1
+compile_one = functools.partial(
+    compileall.compile_file, stripdir=root, quiet=1, force=True, invalidation_mode=MODE
+)
+ok = True
+if todo:
+    with concurrent.futures.ProcessPoolExecutor() as pool:
+        ok = all(pool.map(compile_one, [t[0] for t in todo], chunksize=4))
+for path, target, entry in todo:
+    if os.path.isfile(target):
+        keep(target, entry)
+print(f"{hits} .pyc files from the bytecode cache, {len(todo)} compiled", flush=True)
+sys.exit(0 if ok else 1)
+"""
+
+
+def compile_bytecode(into: Path, output: Say, *, cache: Path | None = None) -> None:
+    """The .pyc files of site-packages, hash-checked (`checked-hash`: valid as long as the source
+    bytes are the same, wherever and whenever they were made), so the same lock gives the same
+    bytes. The .pyc files stay: a non-root user cannot write them at run time.
+
+    Each names its source relative to the prefix (`lib/python3.11/site-packages/...`), not by a
+    prefix path: Python's import puts the real path in its place as it loads it
+    (`importlib._bootstrap_external._compile_bytecode` -> `_imp._fix_co_filename`), so tracebacks
+    show where the file is. A .pyc then depends only on its source, its path in the prefix and
+    the Python, and `cache` (gpuenv's `bytecode/`) keeps each by those: a prefix installed on the
+    host and the image's environment of the same lock compile each file once between them."""
     site = sorted(into.glob("lib/python3*/site-packages"))
     if not site:
         raise DataError(
             f"no lib/python3.*/site-packages in {into}",
             fix="the lock's python package made no environment",
         )
+    cache = cache if cache is not None else cache_dir() / "bytecode"
     cmd = [
         str(into / "bin" / "python"),
-        "-m",
-        "compileall",
-        "-q",
-        "-j",
-        "0",
-        "--invalidation-mode",
-        "checked-hash",
-        "-s",
-        str(into),
-        "-p",
-        str(final_prefix),
+        "-c",
+        BYTECODE_SCRIPT,
         str(site[0]),
+        str(into),
+        str(cache),
     ]
     uv.run_installer(cmd, on_line=output, tool="python -m compileall")
 

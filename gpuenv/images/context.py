@@ -193,10 +193,11 @@ def write_context(plan: BuildPlan, out: IO[bytes]) -> None:
                 tar.addfile(_normalised(info), io.BytesIO(source))
             elif isinstance(source, EnvArchive):
                 members = env_archive_members(source)
+                heads = [_header_bytes(member) for member, _path in members]  # made once
                 info = tarfile.TarInfo(name)
-                info.size = env_archive_size(members)
+                info.size = env_archive_size(members, heads)
                 info.mode = 0o644
-                tar.addfile(_normalised(info), ChunkReader(env_archive_chunks(members)))
+                tar.addfile(_normalised(info), ChunkReader(env_archive_chunks(members, heads)))
             elif isinstance(source, Tree):
                 # A standalone Python: relocatable, with relative links (python3 -> python3.11).
                 tar.add(str(source.root), arcname=name, recursive=True, filter=_normalised)
@@ -233,8 +234,9 @@ def env_archive_members(archive: EnvArchive) -> list[tuple[tarfile.TarInfo, Path
         (header("/".join(parts[:depth]), tarfile.DIRTYPE, 0o755), None)
         for depth in range(1, len(parts) + 1)
     ]
-    for path in _entries_sorted(archive.root):
-        name = f"{under}/{path.relative_to(archive.root).as_posix()}"
+    top = str(archive.root)
+    for rel in _entries_sorted(archive.root):
+        name, path = f"{under}/{rel}", os.path.join(top, rel)
         info = os.lstat(path)
         if stat.S_ISLNK(info.st_mode):
             link = header(name, tarfile.SYMTYPE, 0o777)
@@ -244,7 +246,7 @@ def env_archive_members(archive: EnvArchive) -> list[tuple[tarfile.TarInfo, Path
             members.append((header(name, tarfile.DIRTYPE, 0o755), None))
         elif stat.S_ISREG(info.st_mode):
             mode = 0o755 if info.st_mode & 0o111 else 0o644
-            members.append((header(name, tarfile.REGTYPE, mode, info.st_size), path))
+            members.append((header(name, tarfile.REGTYPE, mode, info.st_size), Path(path)))
         else:
             raise DataError(
                 f"{path} is neither a file, a folder nor a link",
@@ -253,18 +255,24 @@ def env_archive_members(archive: EnvArchive) -> list[tuple[tarfile.TarInfo, Path
     return members
 
 
-def env_archive_size(members: list[tuple[tarfile.TarInfo, Path | None]]) -> int:
-    """The archive's size in bytes before it is written (the context's tar header needs it)."""
-    size = sum(len(_header_bytes(info)) + _padded(info.size) for info, _path in members)
+def env_archive_size(
+    members: list[tuple[tarfile.TarInfo, Path | None]], heads: list[bytes] | None = None
+) -> int:
+    """The archive's size in bytes before it is written (the context's tar header needs it).
+    `heads`: the members' header bytes, when the caller made them already."""
+    heads = heads if heads is not None else [_header_bytes(info) for info, _path in members]
+    size = sum(len(head) + _padded(info.size) for head, (info, _path) in zip(heads, members))
     return _padded(size + 2 * tarfile.BLOCKSIZE, tarfile.RECORDSIZE)
 
 
-def env_archive_chunks(members: list[tuple[tarfile.TarInfo, Path | None]]) -> Iterator[bytes]:
+def env_archive_chunks(
+    members: list[tuple[tarfile.TarInfo, Path | None]], heads: list[bytes] | None = None
+) -> Iterator[bytes]:
     """The archive's bytes, as tarfile would write them in PAX format, read from the files as
     they are sent: no copy of the environment is written on the way."""
     written = 0
-    for info, path in members:
-        head = _header_bytes(info)
+    for index, (info, path) in enumerate(members):
+        head = heads[index] if heads is not None else _header_bytes(info)
         written += len(head)
         yield head
         if path is None:
@@ -326,13 +334,16 @@ class ChunkReader(io.RawIOBase):
         return b"".join(parts)
 
 
-def _entries_sorted(root: Path) -> list[Path]:
-    """Every entry under `root`, links not followed, in an order that does not depend on the
-    file system: by path, folders before what they hold."""
-    found: list[Path] = []
-    for folder, dirs, files in os.walk(root):
-        found += [Path(folder, name) for name in dirs + files]
-    return sorted(found, key=lambda p: p.relative_to(root).parts)
+def _entries_sorted(root: Path) -> list[str]:
+    """Every entry under `root` as its path relative to it ("a/b"), links not followed, in an
+    order that does not depend on the file system: by path, folders before what they hold.
+    Strings, not Paths: an environment holds tens of thousands of entries."""
+    found: list[str] = []
+    top = str(root)
+    for folder, dirs, files in os.walk(top):
+        rel = os.path.relpath(folder, top)
+        found += [name if rel == "." else f"{rel}/{name}" for name in dirs + files]
+    return sorted(found, key=lambda rel: rel.split("/"))
 
 
 def _normalised(info: tarfile.TarInfo) -> tarfile.TarInfo:

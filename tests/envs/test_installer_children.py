@@ -81,7 +81,7 @@ def test_an_interrupt_during_the_real_bytecode_step_leaves_no_compileall_worker(
     timer.start()
     started = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
-        condalock.compile_bytecode(tmp_path / "env", Path("/opt/gpuenv/env"), on_line)
+        condalock.compile_bytecode(tmp_path / "env", on_line, cache=tmp_path / "bytecode")
     timer.cancel()
     assert time.monotonic() - started < 15, "the interrupt waited for compileall to finish"
     left = [p for p in _gone_within(_children_of_group_compileall(), 10) if p not in before]

@@ -70,7 +70,7 @@ def test_lock_relock_and_install_a_conda_lock_from_the_teams_mirror_with_progres
         f"fetching {len(locked.conda)} conda packages, each checked against the lock's sha256",
         f"linking {len(locked.conda)} conda packages into ",
         f"installing {len(locked.pip)} pip packages with uv, every hash required",
-        "compiling the bytecode for the final path",
+        "compiling the bytecode (each file once",
         f"moving it into place: {prefix}",
     ):
         assert any(s.startswith(start) for s in steps), (start, done.stdout)
