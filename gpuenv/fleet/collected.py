@@ -15,6 +15,7 @@ report is pure Python, 1 to 2 ms a host, and a 12,500-host folder is 20 s of it 
 
 from __future__ import annotations
 
+import marshal
 import os
 import signal
 import sys
@@ -26,6 +27,7 @@ from gpuenv.errors import BadInput
 from gpuenv.fleet.outcome import MALFORMED, HostOutcome, status_from_report
 from gpuenv.fleet.suitereport import (
     MAX_REPORT_BYTES,
+    CheckedReport,
     MalformedReport,
     UnreadableReport,
     parse_report,
@@ -204,7 +206,7 @@ def read_in_workers(
     chunks = [named[n : n + chunk] for n in range(0, len(named), chunk)]
     try:
         for done in pool.map(_read_chunk, [str(folder)] * len(chunks), chunks):
-            outcomes += done
+            outcomes += _from_wire(done) if isinstance(done, bytes) else done
     except (BrokenProcessPool, OSError):
         return None
     finally:
@@ -218,6 +220,48 @@ def _worker_signals() -> None:
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
-def _read_chunk(folder: str, chunk: list[tuple[str, Path]]) -> list[HostOutcome]:
-    """A worker's task: read_report of each file of the chunk."""
-    return [read_report(host, path, within=Path(folder)) for host, path in chunk]
+def _read_chunk(folder: str, chunk: list[tuple[str, Path]]) -> bytes | list[HostOutcome]:
+    """A worker's task: read_report of each file of the chunk, sent back as marshal data
+    (_to_wire), or as they are when that cannot carry them."""
+    outcomes = [read_report(host, path, within=Path(folder)) for host, path in chunk]
+    try:
+        return _to_wire(outcomes)
+    except ValueError:  # something marshal does not carry: pickled, as the pool does by itself
+        return outcomes
+
+
+def _to_wire(outcomes: list[HostOutcome]) -> bytes:
+    """Outcomes as marshal data: a parsed report is plain JSON data, which marshal writes and
+    reads back in a third less time than pickle (a 12,500-host folder's 1.1 million checks pass
+    this way), and its shared texts (check names, thresholds) come back as one string each.
+    Between processes of one interpreter only, which these are (forked)."""
+    return marshal.dumps(
+        [
+            (
+                o.host,
+                o.status,
+                o.reason,
+                None if o.report is None else dict(o.report),
+                o.seconds,
+                o.exit_code,
+                o.details,
+            )
+            for o in outcomes
+        ]
+    )
+
+
+def _from_wire(data: bytes) -> list[HostOutcome]:
+    """_to_wire's outcomes back, each report a CheckedReport again (read_report checked it)."""
+    return [
+        HostOutcome(
+            host,
+            status,
+            reason,
+            report=None if report is None else CheckedReport(report),
+            seconds=seconds,
+            exit_code=exit_code,
+            details=details,
+        )
+        for host, status, reason, report, seconds, exit_code, details in marshal.loads(data)
+    ]

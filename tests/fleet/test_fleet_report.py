@@ -6,6 +6,8 @@ import io
 import json
 import re
 import xml.etree.ElementTree as ET
+from xml.sax.saxutils import escape as xml_escape
+from xml.sax.saxutils import quoteattr
 
 import pytest
 from suitecases import A100, PEAKS, cpu_report, gpu, gpu_report, rack
@@ -25,7 +27,7 @@ from gpuenv.fleet.report.htmlreport import render_html
 from gpuenv.fleet.report.jsonreport import build_json, render_json
 from gpuenv.fleet.report.junitreport import render_junit
 from gpuenv.fleet.report.terminal import render_live, render_table
-from gpuenv.fleet.suitereport import load_suite_report
+from gpuenv.fleet.suitereport import MAX_TEXT, load_suite_report, safe_text
 
 
 def test_status_from_report_needs_ok_and_exit_zero():
@@ -332,6 +334,42 @@ def test_junit_has_one_testsuite_per_host():
     assert gpu5.get("errors") == "1" and "unreachable" in gpu5.find("testcase/error").get("message")
     assert int(root.get("tests")) == sum(int(s.get("tests")) for s in suites)
     assert root.get("failures") == "2" and root.get("errors") == "1"
+
+
+def test_junit_writes_each_check_as_escaping_field_by_field_would():
+    """A passing check is written in one quick step when nothing in it needs escaping; whatever
+    does (XML's special characters, a control character, text past MAX_TEXT) must come out as
+    safe_text and XML escaping of the whole field give it, and the XML must read back."""
+    report = gpu_report([(gpu(i, host=1), 700.0, 3000.0) for i in range(3)])
+    tricky = [
+        ("plain check", "ok", "-"),
+        ("threshold with <", "0.5 GiB", "<= 25%"),
+        ("measured with &", "1 & 2", ">= 60% of peak"),
+        ('name with "quotes" & <tags>', "ok", "-"),
+        ("control in measured", "\x1b[31mred", "-"),
+        ("control in threshold", "ok", "\x1b[31m>= 1"),
+        ("long measured", "x" * (MAX_TEXT - 5), ">= 1"),
+        ("empty threshold", "ok", ""),
+    ]
+    passing = [
+        (uuid, c)
+        for uuid, section in report.items()
+        if uuid.startswith("GPU-")
+        for c in section["checks"]
+        if c["verdict"] == "pass"
+    ]
+    assert len(passing) >= len(tricky)
+    for (name, measured, threshold), (_, check) in zip(tricky, passing):
+        check.update(check=name, measured=measured, threshold=threshold)
+    outcome = HostOutcome("gpu1", READY, "", report=report, seconds=1.0, exit_code=0)
+    text = render_junit(analyse([outcome], PEAKS))
+    cases = {c.get("name"): c for c in ET.fromstring(text).iter("testcase")}
+    for (name, measured, threshold), (uuid, _) in zip(tricky, passing):
+        label = safe_text(f"{name} [{uuid}]", newlines=True)
+        out = safe_text(f"{measured} | {threshold} | pass", newlines=True)
+        assert f"name={quoteattr(label)} " in text, name
+        assert f"<system-out>{xml_escape(out)}</system-out>" in text, name
+        assert cases[label].find("system-out").text == out, name
 
 
 def test_html_puts_summary_and_worst_hosts_first_and_is_self_contained():

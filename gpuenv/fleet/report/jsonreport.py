@@ -81,9 +81,15 @@ def build_json(fleet: Fleet) -> dict[str, Any]:
     return {**_json_head(fleet), "hosts": dict(_json_hosts(fleet))}
 
 
+#: json.dumps' encoder with allow_nan=False and default=str, made once: fleet.json is encoded host
+#: by host. No check for circular references (a dict and a set per list and object, a tenth of
+#: the encoding): what it encodes is parsed JSON and the dicts made here, which hold no cycle.
+_ENCODER = json.JSONEncoder(allow_nan=False, default=str, check_circular=False)
+
+
 def _strict(value: Any) -> str:
     try:
-        return json.dumps(value, allow_nan=False, default=str)
+        return _ENCODER.encode(value)
     except ValueError:  # a non-finite number from a backend's details: mapped to null
         return json.dumps(_finite(value), allow_nan=False)
 
