@@ -107,7 +107,7 @@ def host_report(rng: random.Random, host: int, gpus: int = 8) -> dict:
                 "no XID",
                 "pass",
                 0.0,
-                test="checks/test_01_environment.py::test_gpu_health",
+                test="checks/test_01_health.py::test_gpu_health_nvml",
             ),
             Record(
                 "torch matmul correct",

@@ -34,7 +34,7 @@ from validate.measure.memory_modes import outside_measurer
 from validate.measure.subproc import DEFAULT_TIMEOUT, ProbeResult, run_probe, run_stepped_probe
 from validate.options import suite_option
 from validate.report.baseline import BaselineError, baseline_value, load_baseline
-from validate.report.record import Record
+from validate.report.record import Record, current_test
 from validate.simpleyaml import TableError
 
 #: How long TensorFlow's probe may take when it must JIT-compile PTX for a GPU (seconds).
@@ -238,11 +238,14 @@ class Suite:
         """The report lines a --record run kept, of checks this replay cannot run (one, or all)."""
         kept = (self.replay or {}).get("records") or []
         wanted = self.framework_tests if nodeid is None else {nodeid}
-        # lines a replay wrote were never measured on a host: only a live run's lines count
+        # lines a replay wrote were never measured on a host: only a live run's lines count; a
+        # recording made before a check moved names it by its old node id (MOVED_TESTS)
         return [
             r
             for r in kept
-            if isinstance(r, dict) and r.get("test") in wanted and not r.get("replayed")
+            if isinstance(r, dict)
+            and current_test(str(r.get("test") or "")) in wanted
+            and not r.get("replayed")
         ]
 
     def write_recording(self, exit_status: int) -> str:

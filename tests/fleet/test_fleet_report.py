@@ -28,6 +28,7 @@ from gpuenv.fleet.report.jsonreport import build_json, render_json
 from gpuenv.fleet.report.junitreport import render_junit
 from gpuenv.fleet.report.terminal import render_live, render_table
 from gpuenv.fleet.suitereport import MAX_TEXT, load_suite_report, safe_text
+from validate.report.record import MOVED_TESTS, current_test
 
 
 def test_status_from_report_needs_ok_and_exit_zero():
@@ -490,6 +491,16 @@ def test_small_helpers():
     assert summarise_verdicts(["pass", "fail", "fail"]) == "FAIL 2"
     assert check_area({"test": "checks/test_05_speed.py::test_x[gpu0]"}) == "speed"
     assert check_area({"test": "checks/test_99_custom_site.py::test_y"}) == "other"
+
+
+@pytest.mark.parametrize("old, new", sorted(MOVED_TESTS.items()))
+def test_a_moved_check_stays_in_its_column_in_old_and_new_reports(old, new):
+    """A fleet mixes reports saved before a check moved (its old node id) with new ones: both land
+    in the column the check had, never in "other" or a new one."""
+    before = check_area({"test": f"checks/{old}[gpu0]", "check": "x"})
+    assert before != "other"
+    assert check_area({"test": f"checks/{new}[gpu0]", "check": "x"}) == before
+    assert current_test(f"checks/{old}[gpu0]") == f"checks/{new}[gpu0]"
     assert load_suite_report("not json") is None
     assert status_from_report(load_suite_report('{"format": "other"}'), 0) == (
         "malformed",

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from nvml_synthetic import TWO_H100_HOST as HOST
 from nvml_synthetic import SyntheticNvml
-from synthetic_gpu_host import HOST
 
 from validate.host import nvml
 

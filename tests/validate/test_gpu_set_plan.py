@@ -47,7 +47,7 @@ def replay_report(capture: Path, tmp_path: Path) -> dict:
             "--replay",
             str(capture),
             "-k",
-            "gpu_health_watches or shared_memory",
+            "gpu_health_dcgm_watches or shared_memory",
             "--json",
             str(out),
         ],

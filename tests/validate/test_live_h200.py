@@ -57,7 +57,7 @@ def _rows(report: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     return rows
 
 
-def _replay(source: Path, tmp_path: Path) -> tuple[int, dict[str, Any]]:
+def _replay(source: Path, tmp_path: Path, *extra: str) -> tuple[int, dict[str, Any]]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for name in ("GPUENV_STACK_FILE", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
         env.pop(name, None)
@@ -70,6 +70,7 @@ def _replay(source: Path, tmp_path: Path) -> tuple[int, dict[str, Any]]:
             str(source),
             "--json",
             str(tmp_path / "r.json"),
+            *extra,
         ],
         cwd=ROOT,
         env=env,
@@ -127,3 +128,22 @@ def test_the_live_quick_run_agrees_with_the_full_one(run):
     ]
     assert len(both) >= 30
     assert [key for key in both if quick[key]["verdict"] != full[key]["verdict"]] == []
+
+
+def test_a_recording_made_before_a_check_moved_still_holds_its_row(tmp_path):
+    """The recordings name the NCCL all-reduce by the node id it had when they ran
+    (checks/test_05_speed.py::...); it now runs in test_07_multigpu.py. The stored files stay as
+    they ran: the replay maps the old id (validate/report/record.py, MOVED_TESTS), so the check
+    still says where its recorded result is, and the result is shown."""
+    recording = LIVE_C / "recording.json"
+    held = json.loads(recording.read_text(encoding="utf-8"))["records"]
+    assert [r["test"] for r in held if "nccl" in r["check"]] == [
+        "checks/test_05_speed.py::test_nccl_all_reduce"
+    ]
+    _, report = _replay(recording, tmp_path, "-k", "nccl_all_reduce or recorded_measurements")
+    rows = {row["check"]: row for row in report["host"]["checks"]}
+    assert rows["recorded: nccl all reduce"]["reason"] == (
+        "all-reduce needs 2 or more GPUs; PyTorch sees 1"
+    ), rows
+    assert rows["nccl all reduce"]["test"] == "checks/test_07_multigpu.py::test_nccl_all_reduce"
+    assert "under 'recorded measurements'" in rows["nccl all reduce"]["reason"], rows

@@ -1,8 +1,8 @@
 """Check 5, training speed: matmul throughput and memory bandwidth against 75% of what healthy
 GPUs of the same model measured (gpu_peaks.yaml, each figure with its public source: DCGM's
 rule), host-to-device copies against the PCIe link, a small mixed-precision CNN training loop
-(GPU and CPU) whose loss must fall, and NCCL all-reduce bus bandwidth against a floor for the
-interconnect (NVLink or PCIe).
+(GPU and CPU) whose loss must fall. NCCL all-reduce bus bandwidth is judged beside DDP, in
+test_07_multigpu.py.
 
 A model (or dtype) without a measured reference gets its figure recorded with the verdict "not
 judged", never a pass or a fail from a fraction of its datasheet; `--baseline` (a known-good server
@@ -13,19 +13,14 @@ from __future__ import annotations
 
 import pytest
 
-from validate.checks.world import whole_gpus
 from validate.host.devices import tf_gpu_uuids
 from validate.judge.pcie import host_to_device_verdict
 from validate.judge.peaks import (
     SUITE_TF_MATMUL_METHODS,
-    interconnect_of,
-    load_interconnects,
-    nccl_floor,
 )
 from validate.judge.speed import loss_falls_verdict, throughput_verdict
 from validate.judge.verdict import FAIL, INFO, NOT_JUDGED, Verdict
 from validate.measure import bench
-from validate.measure.subproc import run_probe
 
 SIZES = {
     # quick, full. Matmuls stay at n = 8192 in both: the references were measured there.
@@ -34,7 +29,6 @@ SIZES = {
     "h2d_bytes": (128 * 2**20, 512 * 2**20),
     "train_steps_gpu": (40, 100),
     "train_batch_gpu": (128, 256),
-    "allreduce_bytes": (64 * 2**20, 256 * 2**20),
 }
 #: The CPU run of the CNN (steps, batch, image side), quick and full. bf16 autocast on a CPU without
 #: bf16 instructions is slow (40 x 32 images of 32 px took 40-110 s on 2 cores), so --quick trains
@@ -194,45 +188,6 @@ def test_training_loop_cpu(torch, suite, record):
         )
     finally:
         torch.set_num_threads(threads)
-
-
-@pytest.mark.isolated
-def test_nccl_all_reduce(torch, suite, record):
-    """All-reduce bus bandwidth over NCCL across every GPU PyTorch sees (as nccl-tests reports
-    busbw), against the floor for the interconnect (NVLink or PCIe)."""
-    suite.require_gpus()
-    if torch.version.cuda is None:
-        pytest.fail("PyTorch is a CPU build: no NCCL", pytrace=False)
-    _, env, gpus = whole_gpus(suite, torch, "all-reduce")
-    result = run_probe(
-        ["allreduce", str(size(suite, "allreduce_bytes")), "10" if suite.quick else "20"], env
-    )
-    if result.error or result.data is None:
-        pytest.fail(f"NCCL all-reduce failed: {result.error}", pytrace=False)
-    busbw = float(result.data["busbw_gbs"])
-    check = f"nccl all-reduce busbw GB/s ({result.data['world']} GPUs)"
-    baseline = suite.baseline_for(gpus[0].name, check)
-    kind, link = interconnect_of(gpus, suite.peaks)
-    floor = nccl_floor(kind, link, load_interconnects())
-    if baseline is not None or floor is None:
-        verdict = throughput_verdict(check, busbw, baseline)
-    else:
-        minimum, rule = floor
-        verdict = (
-            Verdict("pass", rule)
-            if busbw >= minimum
-            else Verdict(
-                "fail", rule, f"{kind} all-reduce busbw {busbw:.1f} GB/s is below {minimum:.1f}"
-            )
-        )
-    record.add(
-        check,
-        f"{busbw:.1f} GB/s over {kind} (NCCL {result.data['nccl']})",
-        verdict,
-        value=busbw,
-        seconds=result.seconds,
-    )
-    record.finish()
 
 
 # TensorFlow: the same references and verdicts as PyTorch's figures above, from

@@ -1,4 +1,7 @@
-"""Check 7, multi-GPU training: a DistributedDataParallel job with one process per GPU (NCCL), as
+"""Check 7, multi-GPU: NCCL all-reduce bus bandwidth across every GPU against a floor for the
+interconnect (moved here from check 5: both run one process per GPU through world.py; reports
+saved before keep its old node id, which validate/report/record.py's MOVED_TESTS maps), then
+multi-GPU training: a DistributedDataParallel job with one process per GPU (NCCL), as
 users launch it, proves the GPUs train together: every rank joins within a bound (a hang is a
 fail naming the rank and its GPU), the parameters are bit-identical across ranks afterwards, the
 loss falls, no rank drags the others, and the scaling efficiency (speedup / N) is judged against
@@ -19,7 +22,7 @@ import pytest
 from validate.checks.world import whole_gpu_env, whole_gpus
 from validate.envvars import seconds
 from validate.host.devices import uuid_body
-from validate.judge.peaks import interconnect_of
+from validate.judge.peaks import interconnect_of, load_interconnects, nccl_floor
 from validate.judge.scaling import (
     dataparallel_verdict,
     efficiency_verdict,
@@ -38,6 +41,9 @@ from validate.measure.budget import (
 )  # CPU_RANKS: two, as CI's two cores allow
 from validate.measure.ddp import JOIN_TIMEOUT, RUN_TIMEOUT, node_gpu_batch
 from validate.measure.subproc import DEFAULT_TIMEOUT, run_probe
+
+#: The NCCL all-reduce's message size and timed iterations, quick and full (as nccl-tests' busbw).
+ALLREDUCE = {"quick": (64 * 2**20, 10), "full": (256 * 2**20, 20)}
 
 
 def probe_size(suite: Any) -> str:
@@ -59,6 +65,44 @@ def lead_gpu(uuid: str | None, gpus: list[Any]) -> Any:
     """The NVML GPU of rank 0 (None on the CPU). The job's figures are filed under it: a baseline
     then keeps them under its model, and the fleet report compares them with that model's median."""
     return next((g for g in gpus if uuid and uuid_body(g.uuid) == uuid_body(uuid)), None)
+
+
+@pytest.mark.isolated
+def test_nccl_all_reduce(torch, suite, record):
+    """All-reduce bus bandwidth over NCCL across every GPU PyTorch sees (as nccl-tests reports
+    busbw), against the floor for the interconnect (NVLink or PCIe)."""
+    suite.require_gpus()
+    if torch.version.cuda is None:
+        pytest.fail("PyTorch is a CPU build: no NCCL", pytrace=False)
+    _, env, gpus = whole_gpus(suite, torch, "all-reduce")
+    nbytes, iterations = ALLREDUCE["quick" if suite.quick else "full"]
+    result = run_probe(["allreduce", str(nbytes), str(iterations)], env)
+    if result.error or result.data is None:
+        pytest.fail(f"NCCL all-reduce failed: {result.error}", pytrace=False)
+    busbw = float(result.data["busbw_gbs"])
+    check = f"nccl all-reduce busbw GB/s ({result.data['world']} GPUs)"
+    baseline = suite.baseline_for(gpus[0].name, check)
+    kind, link = interconnect_of(gpus, suite.peaks)
+    floor = nccl_floor(kind, link, load_interconnects())
+    if baseline is not None or floor is None:
+        verdict = throughput_verdict(check, busbw, baseline)
+    else:
+        minimum, rule = floor
+        verdict = (
+            Verdict("pass", rule)
+            if busbw >= minimum
+            else Verdict(
+                "fail", rule, f"{kind} all-reduce busbw {busbw:.1f} GB/s is below {minimum:.1f}"
+            )
+        )
+    record.add(
+        check,
+        f"{busbw:.1f} GB/s over {kind} (NCCL {result.data['nccl']})",
+        verdict,
+        value=busbw,
+        seconds=result.seconds,
+    )
+    record.finish()
 
 
 @pytest.mark.isolated

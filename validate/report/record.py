@@ -29,6 +29,30 @@ def shown_path(path: str) -> str:
 
 REPORT_FORMAT = "gpuenv-validate-report/1"
 
+#: Checks that moved to another file or name, by node id without its path and parameters: old ->
+#: new. Reports saved before a move keep the old ids (a report is a record of what ran, never
+#: rewritten); whatever matches a row by its id (a replay's recorded measurements) reads it through
+#: `current_test`. The health checks left test_01_environment.py for their own file, named for the
+#: rules that judge them; the NCCL all-reduce went beside the DDP check it shares world.py with.
+MOVED_TESTS = {
+    "test_01_environment.py::test_gpu_health": "test_01_health.py::test_gpu_health_nvml",
+    "test_01_environment.py::test_gpu_health_dcgm": "test_01_health.py::test_gpu_health_dcgm",
+    "test_01_environment.py::test_gpu_health_watches": (
+        "test_01_health.py::test_gpu_health_dcgm_watches"
+    ),
+    "test_05_speed.py::test_nccl_all_reduce": "test_07_multigpu.py::test_nccl_all_reduce",
+}
+
+
+def current_test(test: str) -> str:
+    """A row's node id as the suite names that check today: 'checks/test_05_speed.py::
+    test_nccl_all_reduce' -> 'checks/test_07_multigpu.py::test_nccl_all_reduce'; the folder and a
+    parameter ('[gpu0]') are kept, any other id is returned as it is."""
+    name, bracket, params = test.partition("[")
+    folder, slash, node = name.rpartition("/")
+    moved = MOVED_TESTS.get(node)
+    return test if moved is None else folder + slash + moved + bracket + params
+
 
 @dataclass
 class Record:

@@ -56,7 +56,9 @@ PLOTTED = {
     "device memory GB/s": ("memory_bandwidth_gbs", "device memory bandwidth GB/s"),
 }
 #: Suite areas, one column each, in report order. A check's area comes from its test file
-#: (validate/checks/test_NN_<area>.py), else from its name below; anything else is "other".
+#: (validate/checks/test_NN_<area>.py), else from its name below; anything else is "other". A
+#: check that moved between files keeps its column, so reports saved before and after the move
+#: (validate/report/record.py, MOVED_TESTS) agree.
 AREAS = (
     "environment",
     "visibility",
@@ -67,7 +69,11 @@ AREAS = (
     "multigpu",
     "other",
 )
-AREA_OF_FILE = {area: area for area in AREAS if area != "other"}
+#: Check 1's health file (test_01_health.py) reports in "environment", where its rows were before.
+AREA_OF_FILE = {**{area: area for area in AREAS if area != "other"}, "health": "environment"}
+#: Checks whose column is not their file's: the NCCL all-reduce, moved from test_05_speed.py to
+#: test_07_multigpu.py beside DDP, keeps its "speed" column (its figure is a bus bandwidth).
+AREA_OF_FUNCTION = {"test_nccl_all_reduce": "speed"}
 #: Report lines that come from no test file: the fleet's multi-node job (gpuenv/fleet/multinode.py).
 AREA_OF_TEST = {MULTINODE_TEST: "multigpu"}
 AREA_OF_CHECK = {
@@ -102,7 +108,7 @@ HOST_MODEL = (
     "host"  # baseline key of host-wide (CPU) figures, as validate/report/baseline.py writes it
 )
 _PEAK_METRIC = re.compile(r"^matmul (fp32|tf32|bf16|fp16) TFLOPS$")
-_AREA = re.compile(r"test_\d+_([a-z_]+)\.py")
+_AREA = re.compile(r"test_\d+_([a-z_]+)\.py(?:::(\w+))?")
 #: How many lines a host's list of failures (and a plot's caption) holds.
 NAMED = 12
 #: Verdicts of figures that are information only: shown, but kept out of the fleet median and
@@ -240,6 +246,8 @@ def check_area(check: dict[str, Any]) -> str:
     """'checks/test_05_speed.py::test_matmul_throughput[gpu0]' -> 'speed'; by name when the file
     does not say ('sustained load' -> 'sustained'); anything else -> 'other', never dropped."""
     match = _AREA.search(str(check.get("test") or ""))
+    if match and match.group(2) in AREA_OF_FUNCTION:
+        return AREA_OF_FUNCTION[match.group(2)]
     if match and match.group(1) in AREA_OF_FILE:
         return AREA_OF_FILE[match.group(1)]
     if check.get("test") in AREA_OF_TEST:

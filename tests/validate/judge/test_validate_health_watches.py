@@ -34,7 +34,7 @@ def host(text: str) -> nvml.HostInfo:
 
 
 def rows(gpu: nvml.GpuInfo) -> dict:
-    """Each new row's verdict for one GPU, as test_gpu_health_watches records it."""
+    """Each new row's verdict for one GPU, as test_gpu_health_dcgm_watches records it."""
     h = gpu.health
     return {
         "pcie replays": w.pcie_replays_verdict(
@@ -140,7 +140,7 @@ def test_a_window_under_a_minute_is_not_scaled_up(grown, expected):
 
 def test_the_idle_replay_row_names_the_limit_of_the_link_under_load():
     """Idle, an H100's link reads Gen1; the limit the row names is the one the load meets (gen5)."""
-    source = (ROOT / "validate" / "checks" / "test_01_environment.py").read_text(encoding="utf-8")
+    source = (ROOT / "validate" / "checks" / "test_01_health.py").read_text(encoding="utf-8")
     words = " ".join(source.replace("(", " ").replace(")", " ").replace(",", " , ").split())
     assert (
         "gen , width = gpu.pcie_link_gen_max or gpu.pcie_link_gen , "
