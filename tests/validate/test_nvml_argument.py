@@ -6,12 +6,21 @@ from __future__ import annotations
 
 import ast
 import inspect
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+from nvml_synthetic import TWO_H100_HOST
+
 from validate.host import nvml
+from validate.host.capture import load_capture
+from validate.host.replay import ReplayNvml
 from validate.measure import memory_modes
 
 ROOT = Path(__file__).resolve().parents[2]
+CAPTURES = Path(__file__).parent / "captures"
 #: Every function of the suite that reads NVML, by the name a call site uses; each names its module
 #: `nv`.
 READERS = {
@@ -72,3 +81,40 @@ def test_the_check_names_a_call_that_leaves_the_module_out():
         "nvml.gpu_used_memory(uuid, nv)\n"
     )
     assert [line.split(":")[0] for line in calls_without_module(planted)] == ["1", "2", "3", "4"]
+
+
+def _suite(tmp_path: Path, *args: str) -> dict:
+    """`python -m validate --health-only` on the SYNTHETIC two-H100 host plugin; its JSON report."""
+    report = tmp_path / "report.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "validate", "--json", str(report), "--health-only"]
+        + ["-p", "synthetic_gpu_host", "-k", "gpu_health and not dcgm", *args],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests/validate")]),
+        },
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert report.is_file(), done.stdout[-3000:] + done.stderr[-2000:]
+    return json.loads(report.read_text())
+
+
+def _gpu_sections(report: dict) -> set[str]:
+    return {key for key in report if key.startswith("GPU-")}
+
+
+def test_a_plugins_nvml_module_is_read_recorded_and_given_way_to_by_a_replay(tmp_path):
+    """The hook's answer is this host's NVML for the run (the synthetic GPUs are judged), a
+    --record run records its answers, and --replay reads the capture without asking it."""
+    synthetic = {gpu["uuid"] for gpu in TWO_H100_HOST["gpus"]}
+    assert _gpu_sections(_suite(tmp_path / "live", "--record", str(tmp_path / "rec"))) == synthetic
+    (recording,) = (tmp_path / "rec").glob("gpuenv-recording-*.json")
+    devices = json.loads(recording.read_text())["devices"]
+    assert {d.get("nvmlDeviceGetUUID") for d in devices} == synthetic
+    capture = CAPTURES / "nvidia-smi-xml" / "h100x8-580.105.08.xml"
+    replayed = _gpu_sections(_suite(tmp_path / "replay", f"--replay={capture}"))
+    assert replayed == {g.uuid for g in nvml.read_host(ReplayNvml(load_capture(str(capture)))).gpus}
+    assert len(replayed) == 8 and not replayed & synthetic
