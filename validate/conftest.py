@@ -41,6 +41,13 @@ SUITE = pytest.StashKey["Suite"]()
 SETUP_SECONDS = pytest.StashKey[float]()
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    """The hooks the suite asks other plugins (pytest_validate_nvml_module)."""
+    from validate import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser.getgroup("validate", "gpuenv server validation").addoption, plugin=True)
 

@@ -63,8 +63,9 @@ class Suite:
         self.recorder: Any = None  # records this host's NVML answers (--record)
         self.record_dir: str | None = suite_option(config, "record")
         self.framework_tests: set[str] = set()  # checks that cannot run on a replayed host
-        self._use_nvml(suite_option(config, "replay"))
-        self.host = nvml.read_host()
+        #: The NVML module every reader of this run is given (None: this host's pynvml).
+        self.nvml: Any = self._nvml_module(suite_option(config, "replay"))
+        self.host = nvml.read_host(self.nvml)
         in_image = bool(os.environ.get("GPUENV_STACK_FILE"))
         option = suite_option(config, "expect_gpus")
         #: NVIDIA GPUs on the PCI bus while NVML sees none (no driver, or a container without
@@ -111,8 +112,10 @@ class Suite:
         #: Why this run proves no ready host though pytest passed (set at session finish), or None.
         self.not_validated: str | None = None
 
-    def _use_nvml(self, replay_path: str | None) -> None:
-        """Replay a capture instead of this host's NVML, and/or record every answer used."""
+    def _nvml_module(self, replay_path: str | None) -> Any:
+        """The NVML module this run reads: a replayed capture (--replay), else what a plugin
+        answers to pytest_validate_nvml_module, else None (this host's pynvml); wrapped in a
+        recorder of every answer used (--record)."""
         from validate.host.capture import CaptureError, load_capture
         from validate.host.replay import RecordingNvml, ReplayNvml
 
@@ -123,6 +126,8 @@ class Suite:
             except CaptureError as err:
                 raise pytest.UsageError(f"validate: --replay: {err}") from None
             module = ReplayNvml(self.replay)
+        else:
+            module = self.config.hook.pytest_validate_nvml_module(config=self.config)
         if self.record_dir:
             if module is None:
                 module, error = nvml.import_pynvml()
@@ -132,7 +137,7 @@ class Suite:
                 module, source=f"python -m validate --record on {platform.node() or 'this host'}"
             )
             module = self.recorder
-        nvml.use_module(module)
+        return module
 
     @property
     def replayed_from(self) -> str | None:
@@ -311,7 +316,7 @@ class Suite:
             )  # TensorFlow's /GPU:0 in the child (which keeps the caller's mask)
             if first is not None and first.memory_total_bytes is not None and not first.mig_enabled:
                 # Pause after the small products so the memory check can measure growth-env here.
-                before, measure = outside_measurer(first.uuid)
+                before, measure = outside_measurer(first.uuid, self.nvml)
                 self._tf_info = run_stepped_probe(
                     ["tf-info", "--pause", speed], env, measure, timeout=timeout
                 )

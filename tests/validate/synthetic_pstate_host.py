@@ -1,16 +1,16 @@
 """pytest plugin for a suite run in a subprocess: the SYNTHETIC two-GPU host of
 synthetic_gpu_host.py, whose GPU 0 answers one bare hw_slowdown (a P-state change, nvml.h) at its
 first clock-event reading and only gpu_idle after: the suite's own re-reading is what clears it.
+Given alone (`-p synthetic_pstate_host`), it answers the suite's pytest_validate_nvml_module.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
-from nvml_synthetic import TWO_H100_HOST as HOST
-from nvml_synthetic import SyntheticNvml
-
-from validate.host import nvml
+import pytest
+from nvml_synthetic import TWO_H100_HOST, SyntheticNvml
 
 #: nvmlClocksEventReasonGpuIdle and nvmlClocksEventReasonHwSlowdown (nvml.h).
 IDLE, HW_SLOWDOWN = 0x1, 0x8
@@ -24,16 +24,11 @@ class _Readings(list):
 
 
 def _host() -> dict[str, Any]:
-    first = {**HOST["gpus"][0], "reasons": _Readings([IDLE | HW_SLOWDOWN, IDLE])}
-    return {**HOST, "gpus": [first, *HOST["gpus"][1:]]}
+    host = copy.deepcopy(TWO_H100_HOST)
+    first = {**host["gpus"][0], "reasons": _Readings([IDLE | HW_SLOWDOWN, IDLE])}
+    return {**host, "gpus": [first, *host["gpus"][1:]]}
 
 
-_use_module = nvml.use_module
-
-
-def _synthetic_unless_given(nv: Any) -> None:
-    """The suite sets NVML's module at start (None: the real one): this host stands in for it."""
-    _use_module(SyntheticNvml(_host()) if nv is None else nv)
-
-
-nvml.use_module = _synthetic_unless_given
+def pytest_validate_nvml_module(config: pytest.Config) -> Any:
+    """This host stands in for this host's NVML."""
+    return SyntheticNvml(_host())

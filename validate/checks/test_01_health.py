@@ -100,7 +100,7 @@ def test_gpu_health_nvml(gpu: nvml.GpuInfo, suite, record):
     # A bare hw_slowdown is read again over about a second before it fails (P-state changes set it).
     pause = 0.0 if suite.host.replayed_from else 0.3  # a capture answers the same every time
     rereads = (
-        nvml.reread_clock_events(gpu.uuid, interval_s=pause)
+        nvml.reread_clock_events(gpu.uuid, suite.nvml, interval_s=pause)
         if only_bare_hw_slowdown(gpu.throttle_reasons)
         else None
     )

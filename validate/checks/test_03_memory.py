@@ -88,7 +88,7 @@ def test_tensorflow_memory_growth(mode, suite, record):
         # small products for this measurement: no second TensorFlow start-up for the same thing.
         before, result = shared
     else:
-        before, measure = outside_measurer(gpu.uuid)
+        before, measure = outside_measurer(gpu.uuid, suite.nvml)
         env = {
             **TF_MODES[mode],
             "CUDA_VISIBLE_DEVICES": gpu.uuid,
@@ -123,7 +123,7 @@ def test_torch_caching_allocator(mode, suite, record):
     gpu = _first_gpu(suite)
     _skip_outside_quick(suite, mode)
     alloc = min(2 * 2**30, gpu.memory_total_bytes // 8)
-    _, measure = outside_measurer(gpu.uuid)
+    _, measure = outside_measurer(gpu.uuid, suite.nvml)
     env = {**TORCH_MODES[mode], "CUDA_VISIBLE_DEVICES": gpu.uuid, "CUDA_DEVICE_ORDER": DEVICE_ORDER}
     result = run_stepped_probe(["torch-memory", mode, str(alloc)], env, measure)
     if result.error:

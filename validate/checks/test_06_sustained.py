@@ -55,7 +55,7 @@ def test_sustained_load(torch, suite, record):
         pytest.skip("CUDA_VISIBLE_DEVICES hides every GPU NVML lists from this process")
     seconds = SECONDS[suite.quick]
     suite.say_now(f"validate: sustained load on {len(devices)} GPU(s) for {seconds:.0f} s")
-    sampler = nvml.Sampler([g.uuid for g in gpus.values()])
+    sampler = nvml.Sampler([g.uuid for g in gpus.values()], suite.nvml)
     samples: list[nvml.Sample] = []
     try:
         tflops = bench.sustained_load(

@@ -7,7 +7,9 @@ used, `HostInfo.error` says why; a GPU that cannot be read (lost, fallen off the
 `HostInfo.unreadable` while the others are still read; each optional per-GPU field that one driver
 or GPU does not support (memory inside a MIG container, PCIe on a SoC, ...) stays None.
 
-Every reader takes the NVML module as an argument (default: pynvml), so the tests feed recorded
+Every reader takes the NVML module as an argument (None: this host's pynvml); there is no module
+of the process's own. The suite's session owns the one it reads (`Suite.nvml`: a replayed capture
+for --replay, a recorder for --record) and passes it to each reader, and the tests feed recorded
 observations of real servers through the same code.
 """
 
@@ -202,17 +204,6 @@ def import_pynvml() -> tuple[Any, str | None]:
     return pynvml, None
 
 
-#: The NVML module every reader uses when given none: pynvml, or what `use_module` set (a replayed
-#: capture for --replay, a recorder around pynvml for --record).
-_MODULE: Any = None
-
-
-def use_module(nv: Any) -> None:
-    """Make every reader (read_host, the memory readers, the Sampler) use this NVML module."""
-    global _MODULE
-    _MODULE = nv
-
-
 #: NVML's answer on a host with no NVIDIA driver installed.
 NO_DRIVER = "NVML: libnvidia-ml.so.1 not found (no NVIDIA driver on this host)"
 #: The library nvidia-ml-py opens on Linux (its _LoadNvmlLibrary: `CDLL("libnvidia-ml.so.1")`).
@@ -252,12 +243,10 @@ def cpu_only_host(
     return not any(dev.glob("nvidia[0-9]*")) and not nvidia_gpus(sysfs_root)
 
 
-def _init(nv: Any = None) -> tuple[Any, str | None]:
-    """Initialise NVML: (module, None) or (None, why not). Catches every error, not only NVMLError:
-    nvidia-ml-py raises NVMLLibraryMismatchError (not an NVMLError) when it and the library
-    differ."""
-    if nv is None:
-        nv = _MODULE
+def _init(nv: Any) -> tuple[Any, str | None]:
+    """Initialise NVML: (module, None) or (None, why not); `nv` None is this host's pynvml.
+    Catches every error, not only NVMLError: nvidia-ml-py raises NVMLLibraryMismatchError (not an
+    NVMLError) when it and the library differ."""
     if nv is None:
         if library_missing():
             return None, NO_DRIVER
@@ -502,10 +491,12 @@ def _unreadable(nv: Any, index: int, err: BaseException) -> UnreadableGpu:
 
 
 def read_host(nv: Any = None) -> HostInfo:
-    """Driver, CUDA driver version and every GPU, each read on its own; never raises."""
+    """Driver, CUDA driver version and every GPU, each read on its own; never raises. `nv` is the
+    NVML module to read (None: this host's pynvml)."""
+    given = nv
     nv, error = _init(nv)
     if nv is None:
-        return HostInfo(error=error, replayed_from=getattr(_MODULE, "replayed_from", None))
+        return HostInfo(error=error, replayed_from=getattr(given, "replayed_from", None))
     try:
         info = HostInfo(
             driver_version=_optional(lambda: _text(nv.nvmlSystemGetDriverVersion())),
@@ -536,8 +527,9 @@ def _handle_by_uuid(nv: Any, uuid: str) -> Any:
     return nv.nvmlDeviceGetHandleByUUID(uuid.encode() if isinstance(uuid, str) else uuid)
 
 
-def gpu_used_memory(uuid: str, nv: Any = None) -> int | None:
-    """Bytes in use on one GPU (all processes together), or None when NVML cannot say."""
+def gpu_used_memory(uuid: str, nv: Any) -> int | None:
+    """Bytes in use on one GPU (all processes together), or None when NVML cannot say. `nv` is the
+    suite's NVML module (None: this host's pynvml), so a --record run records this answer too."""
     nv, _ = _init(nv)
     if nv is None:
         return None
@@ -549,8 +541,9 @@ def gpu_used_memory(uuid: str, nv: Any = None) -> int | None:
         _optional(nv.nvmlShutdown)
 
 
-def process_used_memory(pid: int, uuid: str, nv: Any = None) -> int | None:
-    """Bytes one process holds on one GPU, read from outside that process.
+def process_used_memory(pid: int, uuid: str, nv: Any) -> int | None:
+    """Bytes one process holds on one GPU, read from outside that process through `nv` (None:
+    this host's pynvml).
 
     None when NVML does not list the process (inside a container NVML reports host PIDs, so
     the caller falls back to `gpu_used_memory` before and after) or cannot tell its usage.
@@ -596,9 +589,10 @@ class Sample:
 
 class Sampler:
     """Keeps NVML open over a load and reads clocks, power, PCIe generation and clock-event
-    reasons of the given GPUs on each `sample()`; a failed field reads None, never raises."""
+    reasons of the given GPUs on each `sample()`; a failed field reads None, never raises. `nv`
+    is the suite's NVML module (None: this host's pynvml)."""
 
-    def __init__(self, uuids: list[str], nv: Any = None) -> None:
+    def __init__(self, uuids: list[str], nv: Any) -> None:
         self.nv, self.error = _init(nv)
         self.handles: dict[str, Any] = {}
         self.started = time.perf_counter()
@@ -654,13 +648,14 @@ class Sampler:
 
 def reread_clock_events(
     uuid: str,
+    nv: Any,
     times: int = 4,
     interval_s: float = 0.3,
-    nv: Any = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> list[list[str] | None]:
-    """The GPU's clock-event reasons read `times` more times, `interval_s` apart (bounded: about a
-    second by default): a reason a P-state change set for a moment is gone by then."""
+    """The GPU's clock-event reasons read through `nv` (None: this host's pynvml) `times` more
+    times, `interval_s` apart (bounded: about a second by default): a reason a P-state change set
+    for a moment is gone by then."""
     sampler = Sampler([uuid], nv)
     readings: list[list[str] | None] = []
     try:

@@ -26,17 +26,17 @@ QUICK_MODES = {"growth-env", "no-growth", "caching"}
 SHARED_TF_MODE = "growth-env"
 
 
-def outside_measurer(uuid: str) -> tuple[int, Callable[[str, int], dict[str, Any]]]:
+def outside_measurer(uuid: str, nv: Any) -> tuple[int, Callable[[str, int], dict[str, Any]]]:
     """Used bytes before a child starts, and a function measuring the child at each step: NVML's
     per-process figure, or (inside containers, where NVML lists host PIDs) the GPU's used memory
-    minus what was used before."""
-    before = nvml.gpu_used_memory(uuid) or 0
+    minus what was used before. `nv` is the suite's NVML module (Suite.nvml)."""
+    before = nvml.gpu_used_memory(uuid, nv) or 0
 
     def measure(step: str, pid: int) -> dict[str, Any]:
-        own = nvml.process_used_memory(pid, uuid)
+        own = nvml.process_used_memory(pid, uuid, nv)
         if own is not None:
             return {"bytes": own, "method": "NVML per-process"}
-        used = nvml.gpu_used_memory(uuid)
+        used = nvml.gpu_used_memory(uuid, nv)
         return {
             "bytes": None if used is None else max(used - before, 0),
             "method": "NVML GPU used minus before",

@@ -32,8 +32,8 @@ def test_without_driver_the_reason_is_exact():
     )
     host = nvml.read_host()
     assert host.error == NO_DRIVER
-    assert nvml.gpu_used_memory("GPU-00000000-0000-0000-0000-000000000000") is None
-    assert nvml.process_used_memory(1, "GPU-00000000-0000-0000-0000-000000000000") is None
+    assert nvml.gpu_used_memory("GPU-00000000-0000-0000-0000-000000000000", None) is None
+    assert nvml.process_used_memory(1, "GPU-00000000-0000-0000-0000-000000000000", None) is None
 
 
 @pytest.mark.gpu

@@ -29,13 +29,9 @@ def _capture_gpus() -> dict[str, str]:
     from validate.host import nvml
     from validate.host.replay import ReplayNvml
 
-    nvml.use_module(
+    host = nvml.read_host(
         ReplayNvml(load_capture(str(CAPTURES / "nvidia-smi-xml" / "h100x8-580.105.08.xml")))
     )
-    try:
-        host = nvml.read_host()
-    finally:
-        nvml.use_module(None)
     assert len(host.gpus) == 8, host.error
     return {g.uuid: f"GPU {g.index} ({g.name})" for g in host.gpus}
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import host_variants as v
 import pytest
+from nvml_synthetic import TWO_H100_HOST
 
 from validate.host import nvml
 from validate.host.capture import parse_capture
@@ -704,7 +705,7 @@ def test_the_suite_reads_a_bare_idle_hw_slowdown_again_before_it_fails(tmp_path)
         if row["check"] == "clock events at idle"
     ]
     assert len(rows) == 2, rows
-    first = next(row for section, row in rows if section.startswith("GPU-5e000000"))
+    first = next(row for section, row in rows if section == TWO_H100_HOST["gpus"][0]["uuid"])
     assert "hw_slowdown" in first["measured"], first
     assert first["verdict"] == "pass" and "cleared" in first["reason"], first
     assert done.returncode == 0, done.stdout[-3000:]
