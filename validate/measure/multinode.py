@@ -257,7 +257,7 @@ def node_gpus(torch: Any) -> tuple[list[tuple[str, int | None]], str]:
     cuda = [torch.cuda.get_device_properties(i) for i in range(torch.cuda.device_count())]
     whole = [p for p in cuda if whole_gpu_count([p.name])]
     seen = {uuid_body(str(p.uuid)) for p in whole}
-    host = read_host()
+    host = read_host(nv=None)  # a rank runs outside any suite: this host's own NVML, live
     listed = [g for g in host.gpus if not g.mig_enabled and uuid_body(g.uuid) in seen]
     if whole and len(listed) == len(whole):
         return [(g.name, g.memory_total_bytes) for g in listed], "nvml"
