@@ -14,8 +14,18 @@ from dockercases import BASE_IMAGE
 
 # The session-end check that no test left a container behind (tests/leftovers.py): hooks, taken in
 # here.
-from leftovers import pytest_runtest_protocol, pytest_sessionfinish, pytest_sessionstart  # noqa: F401
+from leftovers import pytest_runtest_logreport, pytest_sessionfinish, pytest_sessionstart  # noqa: F401
 from outsidecauses import skip_only_if_unreachable
+
+# Which tests share a worker under the test command's `-n 2 --dist loadscope`
+# (tests/workergroups.py): hooks, taken in here.
+from workergroups import (  # noqa: F401
+    pytest_collection_modifyitems,
+    pytest_configure,
+    pytest_configure_node,
+    pytest_unconfigure,
+    pytest_xdist_make_scheduler,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
