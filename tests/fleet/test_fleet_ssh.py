@@ -8,6 +8,7 @@ import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import dockercases
 import pytest
 from servers import free_port
 
@@ -29,9 +30,9 @@ def ssh_home(ssh_server, monkeypatch):
 
 
 def leftover_containers(docker_engine) -> list[str]:
-    return [
-        c.id for c in docker_engine.containers.list(all=True, filters={"label": "io.gpuenv.fleet"})
-    ]
+    """This session's fleet containers: those made from this session's suite or hanging image
+    (dockercases.session_containers), never another run's on a shared engine."""
+    return dockercases.session_containers("io.gpuenv.fleet")
 
 
 def test_two_hosts_one_unreachable_real_suite_through_invoke(
@@ -208,7 +209,7 @@ def test_a_suite_past_its_time_limit_is_stopped(ssh_server, ssh_home, docker_eng
     from dockercases import BASE_IMAGE
     from servers import hanging_suite_image
 
-    with hanging_suite_image(BASE_IMAGE, "gpuenv-fleet-hanging:test", 120) as hanging:
+    with hanging_suite_image(BASE_IMAGE, "gpuenv-fleet-hanging", 120) as hanging:
         [outcome] = validate_hosts(
             [ssh_server.url], SuiteRun(image=hanging, gpus="none", timeout_s=3)
         )
