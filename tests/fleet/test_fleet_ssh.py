@@ -35,6 +35,30 @@ def leftover_containers(docker_engine) -> list[str]:
     return dockercases.session_containers("io.gpuenv.fleet")
 
 
+def test_only_this_sessions_fleet_containers_are_counted(docker_engine):
+    """A fleet container of another run on the same engine (another session's label, or none)
+    is not this session's leftover; one made from this session's images is."""
+    from dockercases import BASE_IMAGE, SESSION, SESSION_LABEL
+
+    api = docker_engine.api
+    made = {
+        who: api.create_container(
+            BASE_IMAGE, ["true"], labels={"io.gpuenv.fleet": "validate", **labels}
+        )["Id"]
+        for who, labels in (
+            ("ours", {SESSION_LABEL: SESSION}),
+            ("another session", {SESSION_LABEL: "another"}),
+            ("unlabelled", {}),
+        )
+    }
+    try:
+        counted = set(leftover_containers(docker_engine)) & set(made.values())
+        assert counted == {made["ours"]}, {who: cid in counted for who, cid in made.items()}
+    finally:
+        for cid in made.values():
+            api.remove_container(cid, force=True)
+
+
 def test_two_hosts_one_unreachable_real_suite_through_invoke(
     ssh_server, suite_image, docker_engine, tmp_path
 ):
