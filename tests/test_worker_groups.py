@@ -161,3 +161,34 @@ def test_two_workers_run_the_engine_group_on_one_in_order_and_a_module_once(tmp_
         assert len(ran) == 1, (module, ran)
     assert sum(test == "module fixture" for _, test in lines) == 2, "once per module"
     assert len({worker for worker, _ in lines}) == 2, "both workers worked"
+
+
+SIGHUP_PROBE = """
+import signal
+
+
+def test_sighup_is_handled_not_default():
+    assert signal.getsignal(signal.SIGHUP) not in (signal.SIG_DFL, signal.SIG_IGN)
+"""
+
+
+def test_the_workers_of_a_run_under_nohup_outlive_a_closed_terminal_too(tmp_path):
+    """A run started under nohup (SIGHUP ignored): tests/conftest.py, loaded as the test command
+    loads it, swaps the ignore for a handler in the controller, and each xdist worker, started
+    afterwards with SIGHUP at its default, gets the same handler rather than dying on a hang-up."""
+    import signal
+
+    (tmp_path / "test_probe.py").write_text(SIGHUP_PROBE)
+    path = [str(ROOT / "tests"), str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {k: v for k, v in os.environ.items() if k != "GPUENV_TEST_NOHUP"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "conftest"]
+        + ["-n", "2", "test_probe.py"],
+        cwd=tmp_path,
+        env={**env, "PYTHONPATH": os.pathsep.join(path)},
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),  # as nohup starts it
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout[-2000:]

@@ -545,10 +545,11 @@ def stalling_registry(layer_bytes: int = 4 * 2**20) -> Iterator[StallingRegistry
 
 
 @contextmanager
-def hanging_suite_image(base_image: str, name: str, sleep_s: int) -> Iterator[str]:
+def hanging_suite_image(base_image: str, repository: str, sleep_s: int) -> Iterator[str]:
     """A local image whose `python` only sleeps: a suite that never finishes, as on a wedged GPU
-    (the real CPU suite finishes inside any limit short enough for a test). Tagged `name:SESSION`
-    and labelled as this session's (dockercases.session_containers); removed afterwards."""
+    (the real CPU suite finishes inside any limit short enough for a test). Tagged
+    `repository:SESSION` and labelled as this session's (dockercases.session_containers); removed
+    afterwards."""
     import io
     import tarfile
 
@@ -575,7 +576,7 @@ def hanging_suite_image(base_image: str, name: str, sleep_s: int) -> Iterator[st
             info.size, info.mode = len(data), mode
             tar.addfile(info, io.BytesIO(data))
     buf.seek(0)
-    tag = f"{name}:{dockercases.SESSION}"
+    tag = f"{repository}:{dockercases.SESSION}"
     built = engine.build_image(
         buf, dockerfile="Dockerfile", tags=[tag], buildargs={}, progress=lambda _t: None
     )
