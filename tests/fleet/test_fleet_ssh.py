@@ -10,6 +10,7 @@ from pathlib import Path
 
 import dockercases
 import pytest
+from hangbound import HANG_BOUND_S
 from servers import free_port
 
 from gpuenv.errors import BadInput
@@ -233,12 +234,16 @@ def test_a_suite_past_its_time_limit_is_stopped(ssh_server, ssh_home, docker_eng
     from dockercases import BASE_IMAGE
     from servers import hanging_suite_image
 
+    # The limit is the whole visit: connecting over SSH and creating the container come first,
+    # and on a loaded two-core runner those alone took past 3 s ("ran out while talking to the
+    # engine"), so they get the project's hang bound before the suite is found hanging.
     with hanging_suite_image(BASE_IMAGE, "gpuenv-fleet-hanging", 120) as hanging:
         [outcome] = validate_hosts(
-            [ssh_server.url], SuiteRun(image=hanging, gpus="none", timeout_s=3)
+            [ssh_server.url], SuiteRun(image=hanging, gpus="none", timeout_s=HANG_BOUND_S)
         )
         assert (
-            outcome.status == TIMEOUT and "did not finish within --time (3s)" in outcome.reason
+            outcome.status == TIMEOUT
+            and f"did not finish within --time ({HANG_BOUND_S}s)" in outcome.reason
         ), outcome.reason
         assert leftover_containers(docker_engine) == []
 
