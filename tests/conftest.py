@@ -14,8 +14,18 @@ from dockercases import BASE_IMAGE
 
 # The session-end check that no test left a container behind (tests/leftovers.py): hooks, taken in
 # here.
-from leftovers import pytest_runtest_protocol, pytest_sessionfinish, pytest_sessionstart  # noqa: F401
+from leftovers import pytest_runtest_logreport, pytest_sessionfinish, pytest_sessionstart  # noqa: F401
 from outsidecauses import skip_only_if_unreachable
+
+# Which tests share a worker under the test command's `-n 2 --dist loadscope`
+# (tests/workergroups.py): hooks, taken in here.
+from workergroups import (  # noqa: F401
+    pytest_collection_modifyitems,
+    pytest_configure,
+    pytest_configure_node,
+    pytest_unconfigure,
+    pytest_xdist_make_scheduler,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,7 +33,11 @@ ROOT = Path(__file__).resolve().parent.parent
 # exec: every child (a task, a suite run) would then ignore the SIGHUP its test sends and wait it
 # out. A Python handler is reset to the default across exec, so children start as from a terminal,
 # while this process still outlives a closed terminal, as nohup asked.
-if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+# The test command's xdist workers start after this ran, with SIGHUP at its default again: the
+# variable carries "started under nohup" to them, so a closed terminal ends none of them either.
+NOHUP = "GPUENV_TEST_NOHUP"
+if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN or os.environ.get(NOHUP) == "1":
+    os.environ[NOHUP] = "1"
     signal.signal(signal.SIGHUP, lambda _signum, _frame: None)
 # Likewise a run started as a background job of a non-interactive shell (`cmd &` in a script)
 # inherits SIGINT ignored: a task under test would then ignore the Ctrl-C its test sends and

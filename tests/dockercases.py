@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import os
 import tarfile
+import uuid
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
@@ -36,6 +37,27 @@ def containers_labelled(key: str, value: str | None = None) -> list[str]:
     """Ids of all containers (running or not) carrying label `key` (=`value`)."""
     selector = key if value is None else f"{key}={value}"
     return [c["Id"] for c in _client().api.containers(all=True, filters={"label": selector})]
+
+
+#: A label that the images this test process builds for the fleet tests carry (the suite image,
+#: the hanging one, the PyTorch one), with this process's own value: the containers the fleet
+#: makes from them inherit it, so a test counts its own run's fleet containers and never another
+#: run's on a shared engine (another test session, CI job or worker has another value).
+SESSION_LABEL = "io.gpuenv.test-session"
+SESSION = uuid.uuid4().hex[:12]
+
+
+def session_label_line() -> str:
+    """The Dockerfile line that marks an image (and its containers) as this session's."""
+    return f"LABEL {SESSION_LABEL}={SESSION}\n"
+
+
+def session_containers(key: str, value: str | None = None) -> list[str]:
+    """Ids of this session's containers (made from an image with `session_label_line`) carrying
+    label `key` (=`value`)."""
+    selector = key if value is None else f"{key}={value}"
+    filters = {"label": [selector, f"{SESSION_LABEL}={SESSION}"]}  # the engine ANDs them
+    return [c["Id"] for c in _client().api.containers(all=True, filters=filters)]
 
 
 def containers_created_since(

@@ -61,8 +61,10 @@ def _mounts_under(info: dict[str, Any], roots: list[Path]) -> bool:
 
 
 def module_at(moment: float, windows: list[tuple[float, float, str]]) -> str | None:
-    """The test module whose test was running at `moment` (its set-up and teardown included)."""
-    return next((module for start, end, module in windows if start <= moment <= end), None)
+    """The test module whose test was running at `moment` (its set-up and teardown included);
+    under two workers, two tests run at once: both modules, "A or B"."""
+    modules = dict.fromkeys(module for start, end, module in windows if start <= moment <= end)
+    return " or ".join(modules) or None
 
 
 def find_leftovers(
@@ -116,20 +118,27 @@ def remove(leftovers: list[Leftover]) -> None:
             pass
 
 
-# The session's state: when it started, and which module ran when.
+# The session's state: when it started, and when each test ran (its set-up to its teardown).
 _STARTED: list[float] = []
-_WINDOWS: list[tuple[float, float, str]] = []
+_WINDOWS: dict[str, tuple[float, float]] = {}
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     _STARTED[:] = [time.time()]
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
-    start = time.time()
-    yield
-    _WINDOWS.append((start, time.time(), item.nodeid.split("::", 1)[0]))
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Each phase's report widens its test's window. Reports carry their times, and under
+    pytest-xdist the workers' reports reach the controller, which runs the check for them all."""
+    if not report.start:
+        return
+    start, stop = _WINDOWS.get(report.nodeid, (report.start, report.stop))
+    _WINDOWS[report.nodeid] = (min(start, report.start), max(stop, report.stop))
+
+
+def run_windows() -> list[tuple[float, float, str]]:
+    """(start, end, module) of every test reported so far."""
+    return [(start, stop, nodeid.split("::", 1)[0]) for nodeid, (start, stop) in _WINDOWS.items()]
 
 
 def _engine_answers() -> bool:
@@ -145,13 +154,15 @@ def _engine_answers() -> bool:
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Report this session's leftover containers as an error (which fails the run), then remove
-    them."""
-    if not _STARTED or not _engine_answers():
+    them. Under pytest-xdist the controller checks, once every worker is done: its basetemp holds
+    each worker's (popen-gw0, ...), and a report sent from a worker's session end would be
+    refused by xdist (it belongs to no test)."""
+    if hasattr(session.config, "workerinput") or not _STARTED or not _engine_answers():
         return
     factory = getattr(session.config, "_tmp_path_factory", None)
     if factory is None:
         return
-    leftovers = find_leftovers(_STARTED[0], [factory.getbasetemp()], _WINDOWS)
+    leftovers = find_leftovers(_STARTED[0], [factory.getbasetemp()], run_windows())
     if not leftovers:
         return
     remove(leftovers)

@@ -49,3 +49,28 @@ def test_the_set_up_writes_the_marker_the_tests_read_and_runs_their_check():
     assert f".venv/{condachannel.SETUP_MARKER}" in step
     assert "tests/condachannel/build.py --check" in step
     assert re.search(r"STEPS=\$\{GPUENV_SETUP_STEPS:-[^}]*\btesttools\b", script)
+
+
+def test_a_second_builder_waits_for_the_first_and_takes_its_channel(tmp_path):
+    """The test command's two workers may both miss the channel cache: the one that finds the
+    build lock held waits, then returns the channel the first one made, building nothing."""
+    import fcntl
+    import threading
+
+    channel = tmp_path / f"channel-{condachannel.recipes_hash()}"
+    got: list[Path] = []
+    with open(tmp_path / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the first builder, still at work
+        waiter = threading.Thread(
+            target=lambda: got.append(condachannel.build_channel(tmp_path)), daemon=True
+        )
+        waiter.start()
+        waiter.join(2)
+        assert waiter.is_alive() and not got, "the second builder waits while the lock is held"
+        (channel / "noarch").mkdir(parents=True)
+        (channel / "noarch" / "repodata.json").write_text("{}")  # the first builder's result
+    waiter.join(30)
+    assert got == [channel]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".build.lock", channel.name], (
+        "no second build was started"
+    )

@@ -97,9 +97,11 @@ def test_leaves_a_container(tmp_path):
 """
 
 
-def test_a_session_that_leaves_a_container_fails_naming_it_and_its_module(base, tmp_path):
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "two-workers"])
+def test_a_session_that_leaves_a_container_fails_naming_it_and_its_module(base, tmp_path, workers):
     """A real pytest session (`-p leftovers`, as tests/conftest.py loads it) whose one test passes
-    but leaves a container: the run fails with the error, and the container is gone."""
+    but leaves a container: the run fails with the error, and the container is gone. With two
+    pytest-xdist workers (the test command's), the controller finds what a worker left."""
     run = uuid.uuid4().hex
     folder = tmp_path / "inner"
     folder.mkdir()
@@ -116,6 +118,7 @@ def test_a_session_that_leaves_a_container_fails_naming_it_and_its_module(base, 
                 "no:cacheprovider",
                 "-p",
                 "leftovers",
+                *workers,
                 "test_leaves.py",
             ],
             cwd=folder,

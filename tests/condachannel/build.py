@@ -14,6 +14,7 @@ packages solve for an aarch64 lock.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -29,6 +30,8 @@ from typing import Iterator
 
 RECIPES = Path(__file__).parent / "recipes"
 ACCEL_VARIANTS = ("cpu", "cuda118", "cuda124")
+#: Seconds one build of the channel may take (a child process, killed at the limit).
+BUILD_TIMEOUT_S = 600
 #: Bump to rebuild every cached channel (a change of the build itself, not of a recipe).
 BUILDER_VERSION = "1"
 
@@ -120,11 +123,35 @@ def build_channel(root: Path | None = None) -> Path:
     if (channel / "noarch" / "repodata.json").is_file():
         return channel
     root.mkdir(parents=True, exist_ok=True)
+    # One builder at a time: the test command's two workers (or two sessions) that both miss the
+    # cache would each spend minutes building the same channel; the second waits, then finds it.
+    with open(root / ".build.lock", "w") as lock:
+        deadline = time.monotonic() + BUILD_TIMEOUT_S + 60
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:  # a build runs BUILD_TIMEOUT_S at most
+                    raise RuntimeError(
+                        f"another build of the test channel still holds {lock.name}"
+                    ) from None
+                time.sleep(1)
+        if (channel / "noarch" / "repodata.json").is_file():
+            return channel
+        _build_channel(root, channel)
+    return channel
+
+
+def _build_channel(root: Path, channel: Path) -> None:
+    """Build into a temporary sibling of `channel`, then rename it into place."""
     work = Path(tempfile.mkdtemp(prefix=".channel-", dir=root))
     try:
         # In a child process: py-rattler-build and py-rattler may crash at interpreter exit
         # (see gpuenv/envs/conda.py); the channel is judged by its files, not the exit code.
-        subprocess.run([sys.executable, __file__, "--into", str(work)], check=False, timeout=600)
+        subprocess.run(
+            [sys.executable, __file__, "--into", str(work)], check=False, timeout=BUILD_TIMEOUT_S
+        )
         built = all(
             list(work.glob(pattern))
             for pattern in (
@@ -144,7 +171,6 @@ def build_channel(root: Path | None = None) -> Path:
                 raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return channel
 
 
 def standin_wheel(folder: Path, name: str, version: str, arch: str = "x86_64") -> Path:

@@ -15,7 +15,8 @@ from dockercases import BASE_IMAGE
 from servers import SUITE_PACKAGES
 
 ROOT = Path(__file__).resolve().parents[2]
-SUITE_IMAGE = "gpuenv-fleet-test-suite:latest"
+# a tag of this session's own: another session on the engine builds and removes its own
+SUITE_IMAGE = f"gpuenv-fleet-test-suite:{dockercases.SESSION}"
 
 
 def _suite_context() -> bytes:
@@ -28,6 +29,7 @@ def _suite_context() -> bytes:
         "gpuenv images\n"
         "COPY lib/ /opt/suite/lib/\nCOPY validate/ /opt/suite/validate/\n"
         "COPY bin/ /usr/local/bin/\n"
+        f"{dockercases.session_label_line()}"
         "ENV PYTHONPATH=/opt/suite/lib:/opt/suite\nUSER 1000:1000\nWORKDIR /tmp\n"
         'CMD ["python", "-m", "validate"]\n'
     )

@@ -579,9 +579,11 @@ def stalling_registry(layer_bytes: int = 4 * 2**20) -> Iterator[StallingRegistry
 
 
 @contextmanager
-def hanging_suite_image(base_image: str, tag: str, sleep_s: int) -> Iterator[str]:
+def hanging_suite_image(base_image: str, repository: str, sleep_s: int) -> Iterator[str]:
     """A local image whose `python` only sleeps: a suite that never finishes, as on a wedged GPU
-    (the real CPU suite finishes inside any limit short enough for a test). Removed afterwards."""
+    (the real CPU suite finishes inside any limit short enough for a test). Tagged
+    `repository:SESSION` and labelled as this session's (dockercases.session_containers); removed
+    afterwards."""
     import io
     import tarfile
 
@@ -596,7 +598,10 @@ def hanging_suite_image(base_image: str, tag: str, sleep_s: int) -> Iterator[str
             f"the local base image {base_image} is missing: make it with "
             "scripts/make-test-base-image.sh"
         )
-    dockerfile = f"FROM {base_image}\nCOPY python /usr/local/bin/python\nUSER 1000:1000\n".encode()
+    dockerfile = (
+        f"FROM {base_image}\nCOPY python /usr/local/bin/python\nUSER 1000:1000\n"
+        f"{dockercases.session_label_line()}"
+    ).encode()
     script = f"#!/bin/sh\nexec sleep {sleep_s}\n".encode()
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -605,6 +610,7 @@ def hanging_suite_image(base_image: str, tag: str, sleep_s: int) -> Iterator[str
             info.size, info.mode = len(data), mode
             tar.addfile(info, io.BytesIO(data))
     buf.seek(0)
+    tag = f"{repository}:{dockercases.SESSION}"
     built = engine.build_image(
         buf, dockerfile="Dockerfile", tags=[tag], buildargs={}, progress=lambda _t: None
     )

@@ -10,21 +10,21 @@ import signal
 import time
 from pathlib import Path
 
+import dockercases
 import pytest
 import servers
 from dockercases import BASE_IMAGE
 from servers import Run
 
 ROOT = Path(__file__).resolve().parents[2]
-HANGING = "gpuenv-fleet-hanging-interrupt:test"
+HANGING = "gpuenv-fleet-hanging-interrupt"
 
 pytestmark = pytest.mark.docker
 
 
 def fleet_containers(docker_engine) -> list[str]:
-    return [
-        c.id for c in docker_engine.containers.list(all=True, filters={"label": "io.gpuenv.fleet"})
-    ]
+    """This session's fleet containers (never another run's on a shared engine)."""
+    return dockercases.session_containers("io.gpuenv.fleet")
 
 
 @pytest.fixture

@@ -8,7 +8,9 @@ import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import dockercases
 import pytest
+from hangbound import HANG_BOUND_S
 from servers import free_port
 
 from gpuenv.errors import BadInput
@@ -29,9 +31,33 @@ def ssh_home(ssh_server, monkeypatch):
 
 
 def leftover_containers(docker_engine) -> list[str]:
-    return [
-        c.id for c in docker_engine.containers.list(all=True, filters={"label": "io.gpuenv.fleet"})
-    ]
+    """This session's fleet containers: those made from this session's suite or hanging image
+    (dockercases.session_containers), never another run's on a shared engine."""
+    return dockercases.session_containers("io.gpuenv.fleet")
+
+
+def test_only_this_sessions_fleet_containers_are_counted(docker_engine):
+    """A fleet container of another run on the same engine (another session's label, or none)
+    is not this session's leftover; one made from this session's images is."""
+    from dockercases import BASE_IMAGE, SESSION, SESSION_LABEL
+
+    api = docker_engine.api
+    made = {
+        who: api.create_container(
+            BASE_IMAGE, ["true"], labels={"io.gpuenv.fleet": "validate", **labels}
+        )["Id"]
+        for who, labels in (
+            ("ours", {SESSION_LABEL: SESSION}),
+            ("another session", {SESSION_LABEL: "another"}),
+            ("unlabelled", {}),
+        )
+    }
+    try:
+        counted = set(leftover_containers(docker_engine)) & set(made.values())
+        assert counted == {made["ours"]}, {who: cid in counted for who, cid in made.items()}
+    finally:
+        for cid in made.values():
+            api.remove_container(cid, force=True)
 
 
 def test_two_hosts_one_unreachable_real_suite_through_invoke(
@@ -208,12 +234,16 @@ def test_a_suite_past_its_time_limit_is_stopped(ssh_server, ssh_home, docker_eng
     from dockercases import BASE_IMAGE
     from servers import hanging_suite_image
 
-    with hanging_suite_image(BASE_IMAGE, "gpuenv-fleet-hanging:test", 120) as hanging:
+    # The limit is the whole visit: connecting over SSH and creating the container come first,
+    # and on a loaded two-core runner those alone took past 3 s ("ran out while talking to the
+    # engine"), so they get the project's hang bound before the suite is found hanging.
+    with hanging_suite_image(BASE_IMAGE, "gpuenv-fleet-hanging", 120) as hanging:
         [outcome] = validate_hosts(
-            [ssh_server.url], SuiteRun(image=hanging, gpus="none", timeout_s=3)
+            [ssh_server.url], SuiteRun(image=hanging, gpus="none", timeout_s=HANG_BOUND_S)
         )
         assert (
-            outcome.status == TIMEOUT and "did not finish within --time (3s)" in outcome.reason
+            outcome.status == TIMEOUT
+            and f"did not finish within --time ({HANG_BOUND_S}s)" in outcome.reason
         ), outcome.reason
         assert leftover_containers(docker_engine) == []
 

@@ -28,7 +28,7 @@ from gpuenv.fleet.report import analysis, jsonreport, terminal
 from validate.report.record import Record, build_json
 
 ROOT = Path(__file__).resolve().parents[2]
-TORCH_IMAGE = "gpuenv-fleet-test-torch:latest"
+TORCH_IMAGE = f"gpuenv-fleet-test-torch:{dockercases.SESSION}"  # this session's own
 #: What `import torch` needs besides torch itself in this venv (its CPU build bundles libgomp).
 TORCH_PACKAGES = (
     "torch",
@@ -140,7 +140,7 @@ def _torch_context(folder: Path) -> Path:
     dockerfile = (
         f"FROM {BASE_IMAGE}\nCOPY lib/ /opt/suite/lib/\nCOPY validate/ /opt/suite/validate/\n"
         "COPY bin/ /usr/local/bin/\nENV PYTHONPATH=/opt/suite/lib:/opt/suite HOME=/tmp\n"
-        "USER 1000:1000\nWORKDIR /tmp\n"
+        f"USER 1000:1000\nWORKDIR /tmp\n{dockercases.session_label_line()}"
     ).encode()
     path = folder / "context.tar"
     skip = lambda t: None if "__pycache__" in t.name else t  # noqa: E731
@@ -249,9 +249,7 @@ def test_two_ssh_hosts_run_their_suites_then_one_job_across_them(
     text = terminal.render_table(fleet, verbose=True)
     assert f"\n{joint.host}: ready" in text
     assert json.loads(jsonreport.render_json(fleet))["hosts"][joint.host]["status"] == READY
-    from gpuenv.engine import Engine
-
-    left = Engine.local().client.containers.list(all=True, filters={"label": f"{LABEL}=multinode"})
+    left = dockercases.session_containers(LABEL, "multinode")
     assert left == [], "the job's containers are removed"
 
 

@@ -137,5 +137,5 @@ def hanging_image(docker_engine):
 
     # 599 s, not the 600 of test_fleet_interrupts: an image of its own, so its containers are told
     # apart
-    with servers.hanging_suite_image(BASE_IMAGE, "gpuenv-fleet-hanging-sighup:test", 599) as tag:
+    with servers.hanging_suite_image(BASE_IMAGE, "gpuenv-fleet-hanging-sighup", 599) as tag:
         yield tag
