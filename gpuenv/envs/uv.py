@@ -24,6 +24,28 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 #: Lines of solver output that carry the reason, in the order they are looked for.
 _UV_ERROR = re.compile(r"^error: (.*)")
 _UV_CAUSE = re.compile(r"^\s*(?:cause|Caused by|╰─▶): (.*)|^\s*╰─▶ (.*)")
+
+
+def uv_causes(output: str) -> list[str]:
+    """The `cause:` lines of uv's error chain, in order, each whole: uv wraps a long cause to the
+    terminal's width (COLUMNS), and the lines indented past a cause's own that follow it belong
+    to it ("...: Temporary" then "failure in name resolution")."""
+    causes: list[str] = []
+    indent: int | None = None  # the last cause line's, while a wrapped part of it may follow
+    for raw in output.splitlines():
+        line = _ANSI.sub("", raw).rstrip()
+        depth = len(line) - len(line.lstrip())
+        match = _UV_CAUSE.match(line)
+        if match:
+            causes.append(next(g for g in match.groups() if g).strip())
+            indent = depth
+        elif indent is not None and line.strip() and depth > indent:
+            causes[-1] += " " + line.strip()
+        else:
+            indent = None
+    return causes
+
+
 _PY_EXCEPTION = re.compile(r"^(?:\w+\.)*(\w*(?:Error|Exception|Unsatisfiable\w*|NotFound\w*): .+)$")
 
 
@@ -197,12 +219,8 @@ def run_uv_compile(cmd: list[str], *, cwd: Path) -> None:
         output = done.stderr + done.stdout
         url = unreachable_url(output)
         if url is not None:
-            causes = [
-                next(g for g in m.groups() if g)
-                for m in map(_UV_CAUSE.match, output.splitlines())
-                if m
-            ]
-            reason = causes[-1].strip() if causes else summarize_tool_output(output)
+            causes = uv_causes(output)
+            reason = causes[-1] if causes else summarize_tool_output(output)
             raise IndexUnreachable(f"uv could not reach {url} ({reason})", url=url)
         raise ToolError(
             f"uv could not lock: {summarize_tool_output(output)}",
@@ -254,7 +272,7 @@ def summarize_tool_output(output: str, limit: int = 400) -> str:
     lines = [_ANSI.sub("", line).rstrip() for line in output.splitlines() if line.strip()]
     picked: list[str] = []
     errors = [m.group(1) for m in map(_UV_ERROR.match, lines) if m]
-    causes = [next(g for g in m.groups() if g) for m in map(_UV_CAUSE.match, lines) if m]
+    causes = uv_causes(output)
     picked += errors[:1] + causes[:1] + causes[-1:]
     exceptions = [m.group(1) for m in map(_PY_EXCEPTION.match, lines) if m]
     picked += exceptions[-1:]
@@ -336,10 +354,8 @@ def install_standalone_python(
             if url
             else os.environ.get("UV_PYTHON_INSTALL_MIRROR") or "python-build-standalone"
         )
-        causes = [
-            next(g for g in m.groups() if g) for m in map(_UV_CAUSE.match, output.splitlines()) if m
-        ]
-        reason = causes[-1].strip() if causes else summarize_tool_output(output)
+        causes = uv_causes(output)
+        reason = causes[-1] if causes else summarize_tool_output(output)
         raise ToolError(
             f"cannot download Python {version} ({arch}) for the image from {where} ({reason})",
             fix=PYTHON_MIRROR_FIX,

@@ -3,6 +3,9 @@ output)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -84,3 +87,26 @@ def test_a_long_disk_full_line_keeps_the_root_cause_whole():
     assert "\n" not in line and len(line) <= 400
     assert line.startswith("Failed to install: filelock-4.2.12")
     assert line.endswith("No space left on device (os error 28)")
+
+
+@pytest.mark.parametrize("columns", ["60", "200"])
+def test_a_cause_uv_wraps_to_the_terminal_is_read_whole(tmp_path, columns):
+    """uv wraps a long cause line to COLUMNS (a CI runner or a pytest worker may set it): the
+    wrapped part belongs to the cause, so the DNS failure of a download with no network is read
+    whole, "... Temporary failure in name resolution", however wide the terminal says it is."""
+    if shutil.which("unshare") is None:
+        pytest.fail("no unshare (util-linux) to run uv with no network", pytrace=False)
+    env = {**os.environ, "NO_COLOR": "1", "UV_NO_PROGRESS": "1", "COLUMNS": columns}
+    done = subprocess.run(
+        ["unshare", "-n", uv.uv_binary(), "python", "install", "3.11.18"]
+        + ["--install-dir", str(tmp_path / "python")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0, done.stdout
+    causes = uv.uv_causes(done.stderr)
+    assert causes[-1] == (
+        "failed to lookup address information: Temporary failure in name resolution"
+    ), done.stderr
