@@ -283,6 +283,8 @@ def main(argv: list[str]) -> int:
     _stop_on_sigterm()
     try:
         status = int(pytest.main(pytest_args(args, extra, junit_tmp), plugins=[outcome]))
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM while pytest starts, before its session catches
+        status = int(pytest.ExitCode.INTERRUPTED)
     finally:
         junit_problem = _move_junit(junit_tmp, args.junit) if junit_tmp else None
     code, line = verdict(status, outcome.ran, outcome.not_validated)

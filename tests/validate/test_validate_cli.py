@@ -149,7 +149,9 @@ def test_junit_and_json_are_whole_and_leave_no_temp_files(tmp_path):
 def test_a_stopped_run_leaves_no_temporary_report(tmp_path):
     """`timeout` or a scheduler stops the suite with SIGTERM: it ends as an interrupt (130), and
     its JUnit file's temporary twin is not left behind (found on the live H200 run's dry run)."""
+    import re
     import signal
+    import threading
     import time
 
     out = tmp_path / "reports"
@@ -174,15 +176,21 @@ def test_a_stopped_run_leaves_no_temporary_report(tmp_path):
         stderr=subprocess.STDOUT,
         text=True,
     )
+    seen: list[str] = []
+    reader = threading.Thread(target=lambda: seen.extend(iter(lambda: run.stdout.read(1), "")))
+    reader.start()
     try:
         waited = time.monotonic()
-        while not (out.is_dir() and any(out.iterdir())) and time.monotonic() - waited < 120:
+        # into the checks: pytest's first progress mark ("." or "s") after the host line; a stop
+        # while pytest starts is test_a_stop_while_pytest_starts_is_an_interrupt_not_a_traceback
+        while not re.search(r"\n[.sFE]", "".join(seen)) and time.monotonic() - waited < 120:
             time.sleep(0.2)
-        time.sleep(3)  # into the checks
         run.send_signal(signal.SIGTERM)
-        output, _ = run.communicate(timeout=120)
+        run.wait(timeout=120)
     finally:
         run.kill()
+        reader.join(timeout=10)
+    output = "".join(seen)
     assert run.returncode == 130, output[-2000:]
     left = sorted(p.name for p in out.iterdir())
     assert [name for name in left if name.endswith(".tmp")] == [], left
@@ -311,3 +319,31 @@ def test_no_conftest_beside_a_capture_or_report_is_loaded(tmp_path):
     assert done.returncode == 0, done.stdout[-2000:]
     assert json.loads((tmp_path / "reports" / "r.json").read_text())["host"]["checks"]
     assert not marker.exists(), marker.read_text()
+
+
+def test_a_stop_while_pytest_starts_is_an_interrupt_not_a_traceback(tmp_path):
+    """SIGTERM (or Ctrl-C) can land while pytest is still loading its plugins and conftests, before
+    its session catches an interrupt (found under load: the run died by SIGINT with a traceback).
+    It ends as any interrupt does: 130, the verdict line, no traceback, no temporary report."""
+    plugin = tmp_path / "plugins" / "stop_at_import.py"
+    plugin.parent.mkdir()
+    plugin.write_text("import os, signal\n\nos.kill(os.getpid(), signal.SIGTERM)\n")
+    out = tmp_path / "reports"
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in ("NVIDIA_VISIBLE_DEVICES",)},
+        "PYTHONPATH": str(plugin.parent),
+    }
+    env.pop("GPUENV_STACK_FILE", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "validate", "--junit", str(out / "r.xml"), "-p", "stop_at_import"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 130, output[-2000:]
+    assert output.strip().splitlines()[-1] == "validate: NOT READY: the run was interrupted", output
+    assert "Traceback" not in output, output
+    assert [p.name for p in out.iterdir() if p.name.endswith(".tmp")] == []
