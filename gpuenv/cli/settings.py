@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuenv.cli.output import reporter, show
-from gpuenv.cli.task import is_dry
+from gpuenv.cli.task import STACK_OPTIONS, is_dry
 from gpuenv.errors import BadInput, NoCompatibleStack
 
 if TYPE_CHECKING:  # progress loads rich's helpers, compat the resolver: not at every start
@@ -89,17 +89,7 @@ def resolve(request: Any, host: HostSource | None = None) -> Any:
 
 #: The options that choose a stack (the wheelhouse only narrows the choice, so it combines with a
 #: remembered one).
-STACK_CHOOSERS = (
-    "cuda",
-    "framework",
-    "torch",
-    "tensorflow",
-    "python",
-    "driver",
-    "gpu_arch",
-    "strict_driver",
-    "platform",
-)
+STACK_CHOOSERS = (*(o for o in STACK_OPTIONS if o != "wheelhouse"), "platform")
 
 
 def current_stack_reason(settings: Any, cli: dict[str, Any]) -> tuple[str, Any]:

@@ -266,6 +266,27 @@ def train_steps(
     return losses, time.perf_counter() - started
 
 
+def paced_batches(
+    torch: Any, dist: Any, model: Any, pool: list[Any], device: Any, lr: float
+) -> tuple[int, list[Any]]:
+    """(steps, the warm-up and timed batches) of a GPU rank: the pace of this GPU is measured on a
+    throwaway copy of the model, and the slowest rank's pace sets everyone's steps (an all-reduce
+    of the steps each needs), so the timed window fills `steps_for`'s time on the slowest rank.
+    Shared by the suite's DDP check and the multi-node job, so both time the same way."""
+    _, probe_seconds = train_steps(
+        torch,
+        copy.deepcopy(model),
+        [pool[i % len(pool)] for i in range(WARMUP + 5)],
+        device,
+        0.0,
+        lr,
+    )
+    needed = torch.tensor([steps_for(probe_seconds / 5)], device=device)
+    dist.all_reduce(needed, op=dist.ReduceOp.MAX)
+    steps = int(needed.item())
+    return steps, [pool[i % len(pool)] for i in range(WARMUP + steps)]
+
+
 def worker(
     rank: int,
     world: int,
@@ -320,19 +341,7 @@ def worker(
             model = small_cnn(torch, image).to(device)
     if gpu_mlp:
         pool = vector_batches(torch, BATCH_POOL, batch, width, device, rank)
-        # The pace of this GPU, measured on a throwaway copy; the slowest rank's sets the steps.
-        _, probe_seconds = train_steps(
-            torch,
-            copy.deepcopy(model),
-            [pool[i % BATCH_POOL] for i in range(WARMUP + 5)],
-            device,
-            0.0,
-            lr,
-        )
-        needed = torch.tensor([steps_for(probe_seconds / 5)], device=device)
-        dist.all_reduce(needed, op=dist.ReduceOp.MAX)
-        steps = int(needed.item())
-        batches = [pool[i % BATCH_POOL] for i in range(WARMUP + steps)]
+        steps, batches = paced_batches(torch, dist, model, pool, device, lr)
     else:
         data = dataset(torch, world * batch * 8, image)
         sampler = torch.utils.data.distributed.DistributedSampler(

@@ -313,10 +313,10 @@ def main(argv: list[str] | None = None) -> int:
         BATCH_POOL,
         WARMUP,
         node_gpu_batch,
+        paced_batches,
         rank_device,
         small_cnn,
         state_checksum,
-        steps_for,
         train_steps,
         vector_batches,
         wide_mlp,
@@ -364,19 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     if work["model"] == "wide_mlp":
         pool = vector_batches(torch, BATCH_POOL, batch, work["width"], device, rank)
         samples = BATCH_POOL * batch
-        # this GPU's pace on a throwaway copy; the slowest rank's sets everyone's steps (ddp.py's)
-        _, probe = train_steps(
-            torch,
-            copy.deepcopy(model),
-            [pool[i % BATCH_POOL] for i in range(WARMUP + 5)],
-            device,
-            0.0,
-            lr,
-        )
-        needed = torch.tensor([steps_for(probe / 5)], device=device)
-        dist.all_reduce(needed, op=dist.ReduceOp.MAX)
-        steps = int(needed.item())
-        batches = [pool[i % BATCH_POOL] for i in range(WARMUP + steps)]
+        steps, batches = paced_batches(torch, dist, model, pool, device, lr)
     else:
         steps = work["steps"]
         samples = batch * (WARMUP + steps)

@@ -449,3 +449,25 @@ def test_the_rendezvous_port_stays_bound_while_the_ranks_start(torch):
     client = ddp.rank_store(torch.distributed, store.port, 10)
     client.set("rank0", "arrived")
     assert store.get("rank0") == b"arrived"
+
+
+def test_a_gpu_ranks_steps_follow_the_slowest_ranks_pace_and_cycle_its_batches(tmp_path):
+    """paced_batches, shared by the suite's DDP check and the multi-node job: the steps are the
+    maximum any rank needs (an all-reduce, here over a real one-rank gloo group on the CPU), and
+    the batches cycle the pool for the warm-up and those steps."""
+    torch = pytest.importorskip("torch")
+    import torch.distributed as dist
+
+    from validate.measure.ddp import MAX_STEPS, WARMUP, paced_batches, vector_batches, wide_mlp
+
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        model = wide_mlp(torch, 64, 2)
+        pool = vector_batches(torch, 3, 4, 64, torch.device("cpu"), 0)
+        steps, batches = paced_batches(torch, dist, model, pool, torch.device("cpu"), 0.01)
+    finally:
+        dist.destroy_process_group()
+    assert 1 <= steps <= MAX_STEPS
+    assert len(batches) == WARMUP + steps
+    assert all(batches[i] is pool[i % 3] for i in range(len(batches)))
