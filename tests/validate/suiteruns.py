@@ -67,3 +67,25 @@ def run_suite(out: Path, *args: str, env: dict[str, str] | None = None, quick: b
         "rows": {c["check"]: c for c in report["host"]["checks"]},
         "junit": ET.parse(out / "r.xml").getroot(),
     }
+
+
+def health_run(
+    tmp_path: Path, plugin: str, *args: str
+) -> tuple[subprocess.CompletedProcess[str], dict]:
+    """`python -m validate --health-only` of check 1's NVML health rows on a SYNTHETIC host (the
+    test plugin `plugin` answers the suite's NVML hook): the run and its JSON report."""
+    report = tmp_path / "report.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "validate", "--json", str(report), "--health-only"]
+        + ["-p", plugin, "-k", "gpu_health and not dcgm", *args],
+        cwd=REPO,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests/validate")]),
+        },
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert report.is_file(), done.stdout[-3000:] + done.stderr[-2000:]
+    return done, json.loads(report.read_text())

@@ -7,12 +7,10 @@ from __future__ import annotations
 import ast
 import inspect
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from nvml_synthetic import TWO_H100_HOST
+from suiteruns import health_run
 
 from validate.host import nvml
 from validate.host.capture import load_capture
@@ -85,21 +83,8 @@ def test_the_check_names_a_call_that_leaves_the_module_out():
 
 def _suite(tmp_path: Path, *args: str) -> dict:
     """`python -m validate --health-only` on the SYNTHETIC two-H100 host plugin; its JSON report."""
-    report = tmp_path / "report.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "validate", "--json", str(report), "--health-only"]
-        + ["-p", "synthetic_gpu_host", "-k", "gpu_health and not dcgm", *args],
-        cwd=ROOT,
-        env={
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests/validate")]),
-        },
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert report.is_file(), done.stdout[-3000:] + done.stderr[-2000:]
-    return json.loads(report.read_text())
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    return health_run(tmp_path, "synthetic_gpu_host", *args)[1]
 
 
 def _gpu_sections(report: dict) -> set[str]:

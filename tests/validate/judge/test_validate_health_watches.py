@@ -15,6 +15,7 @@ from pathlib import Path
 import host_variants as v
 import pytest
 from nvml_synthetic import TWO_H100_HOST
+from suiteruns import health_run
 
 from validate.host import nvml
 from validate.host.capture import parse_capture
@@ -673,33 +674,10 @@ def test_the_suite_reads_a_bare_idle_hw_slowdown_again_before_it_fails(tmp_path)
     """The suite's own path (python -m validate, check 1): GPU 0 of a SYNTHETIC host answers
     hw_slowdown at its first reading and only gpu_idle after (synthetic_pstate_host.py); the check
     re-reads it and passes, naming the clearing, where the judge alone on that reading fails."""
-    report = tmp_path / "report.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "validate",
-            "--json",
-            str(report),
-            "--health-only",
-            "-p",
-            "synthetic_pstate_host",
-            "-k",
-            "gpu_health and not dcgm",
-        ],
-        cwd=ROOT,
-        env={
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests/validate")]),
-        },
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert report.is_file(), done.stdout[-3000:] + done.stderr[-2000:]
+    done, report = health_run(tmp_path, "synthetic_pstate_host")
     rows = [
         (section, row)
-        for section, value in json.loads(report.read_text()).items()
+        for section, value in report.items()
         if section.startswith("GPU-")
         for row in value["checks"]
         if row["check"] == "clock events at idle"
