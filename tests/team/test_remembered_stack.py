@@ -61,8 +61,16 @@ def test_tasks_without_stack_options_address_the_remembered_stack_and_say_so(loc
         ["--dry", "push", "--registry", "127.0.0.1:5999"],
     ):
         done = run_gpuenv(*args, env=env_for(locked))
-        assert done.returncode == 0, (args, done.stdout + done.stderr)
-        assert STACK in done.stdout, args
+        if args[1] == "push" and done.returncode == 1:
+            # push plans from the engine's image of this lock, which this test does not build:
+            # whether one is there depends on the other tests, so its refusal is read instead
+            # (it still names the remembered stack it addressed)
+            assert f"image for stack {STACK}" in done.stderr or (
+                f"of stack {STACK} was built from the current lock" in done.stderr
+            ), done.stderr
+        else:
+            assert done.returncode == 0, (args, done.stdout + done.stderr)
+            assert STACK in done.stdout, args
         said = [line for line in done.stderr.splitlines() if "remembered" in line]
         assert said == [
             f"stack: {STACK}, remembered from the last `invoke lock` "
