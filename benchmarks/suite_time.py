@@ -1,6 +1,6 @@
 """Where the test command's time goes: seconds per test folder from pytest's JUnit files.
 
-    .venv/bin/python -m pytest -ra --junitxml=after.xml   # with a report
+    .venv/bin/python -m pytest -ra -n 2 --dist loadscope --junitxml=after.xml   # with a report
     .venv/bin/python benchmarks/suite_time.py after.xml        # per folder, the slowest tests
     .venv/bin/python benchmarks/suite_time.py before.xml after.xml   # before -> after
 
