@@ -86,16 +86,12 @@ def engine_unit(item: pytest.Item) -> str | None:
     return None
 
 
-def in_engine_group(item: pytest.Item) -> bool:
-    """Whether the test uses the Docker engine, SSH, Slurm, a registry or Chromium."""
-    return engine_unit(item) is not None
-
-
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         f"{ENGINE_GROUP}: uses the shared Docker engine, SSH, Slurm, a registry or Chromium "
-        "(added by tests/workergroups.py; one xdist worker runs these, in order)",
+        "(added by tests/workergroups.py; two units, `engine` and `engine-slurm`, each run in "
+        "order by one xdist worker)",
     )
 
 
