@@ -3,18 +3,24 @@
 No registry is reachable from CI, so the base image is a debootstrapped Debian bookworm
 (scripts/make-test-base-image.sh), cached by name. The CPU image (PyTorch CPU from the wheelhouse
 plus TensorFlow CPU from PyPI) is built once per session through `invoke build` and removed at the
-end; every other image or container a test makes is removed by that test.
+end, and so are the two STAND-IN images of the conda and the uv path (standin_conda_image,
+standin_uv_image), which the conda, uv and verify tests share; every other image or container a
+test makes is removed by that test.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import dockercases
 import pytest
+import yaml
 from imagecases import (
     CA_MARKER,
     FIXTURES,
@@ -22,6 +28,7 @@ from imagecases import (
     ROOT,
     WHEELHOUSE,
     build_args,
+    download_locked_wheels,
     run_task,
 )
 from outsidecauses import cannot_lock, skip_only_if_unreachable
@@ -131,3 +138,95 @@ def bare_base_image(docker_engine) -> str:
                 f"making the bare base image {BARE_BASE}", proc.stderr + proc.stdout
             )
     return BARE_BASE
+
+
+@dataclass(frozen=True)
+class StandinImage:
+    backend: str  # conda-lock or uv
+    id: str
+    lock_dir: Path
+    wheelhouse: Path  # the build's: the uv path's holds every wheel of the lock
+    said: tuple[str, ...]  # what the build said as it went
+
+
+@contextmanager
+def _environment(**values: str) -> Iterator[None]:
+    """Set these variables while the block runs, then put back what was there."""
+    old = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in old.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _standin_image(
+    backend: str, folder: Path, base: str, standin_wheels: Path, cpu_stack, mirrors: dict[str, str]
+) -> Iterator[StandinImage]:
+    """A cold build (no build cache, an empty staging cache, no network) of the CPU stack's image
+    on `backend`'s path, with the STAND-IN torch wheel; removed, with its kept install stage, at
+    the end of the session."""
+    from gpuenv.engine import Engine
+    from gpuenv.envs.locking import ensure_lock
+    from gpuenv.images import plan as images
+
+    team = folder / "team.yml"
+    conda = ["gpuenv-probe", "gpuenv-hello"] if backend == "conda-lock" else []
+    team.write_text(yaml.safe_dump({"conda": conda, "pip": []}))
+    engine = Engine.local()
+    said: list[str] = []
+    with _environment(
+        GPUENV_LOCKS_DIR=str(folder / "locks"), GPUENV_CACHE_DIR=str(folder / "cache")
+    ):
+        lock = ensure_lock(
+            cpu_stack, backend=backend, wheelhouse=standin_wheels, team_file=team, mirrors=mirrors
+        )
+        wheels = standin_wheels
+        if backend == "uv":  # every wheel of the lock on the host: the build asks no index
+            wheels = download_locked_wheels(
+                lock.directory / "requirements.lock.txt", standin_wheels, folder / "wheels"
+            )
+        plan = images.plan_build(
+            cpu_stack,
+            lock.directory,
+            base_image=base,
+            wheelhouse=wheels,
+            mirrors=mirrors,
+            offline=backend == "uv",
+            nocache=True,
+        )
+        tag = f"gpuenv-test/standin-{backend}-{os.getpid()}:fresh"
+        result = images.build_stack_image(
+            engine, dataclasses.replace(plan, tags=[tag]), progress=said.append
+        )
+    yield StandinImage(backend, result.image.id, lock.directory, wheels, tuple(said))
+    info = engine.image_info(result.image.id)
+    dockercases.remove_image(engine, result.image.id)
+    dockercases.remove_build_cache(info.labels if info else {})
+
+
+@pytest.fixture(scope="session")
+def standin_conda_image(
+    tmp_path_factory, bare_base_image, conda_channel, standin_wheels, cpu_stack
+) -> Iterator[StandinImage]:
+    """The conda path's image (a conda lock of the CPU stack with the test channel's gpuenv-probe
+    and gpuenv-hello, staged on the host) on the bare base, built cold once per session."""
+    folder = tmp_path_factory.mktemp("standin-conda-image")
+    mirrors = {"conda-forge": conda_channel.as_uri()}
+    yield from _standin_image(
+        "conda-lock", folder, bare_base_image, standin_wheels, cpu_stack, mirrors
+    )
+
+
+@pytest.fixture(scope="session")
+def standin_uv_image(
+    tmp_path_factory, base_image, standin_wheels, cpu_stack
+) -> Iterator[StandinImage]:
+    """The uv path's image (a uv lock of the CPU stack, installed from a complete wheelhouse) on
+    the Debian base's Python, built cold once per session."""
+    folder = tmp_path_factory.mktemp("standin-uv-image")
+    yield from _standin_image("uv", folder, base_image, standin_wheels, cpu_stack, {})

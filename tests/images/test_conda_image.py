@@ -4,8 +4,9 @@ The environment is installed on the host by py-rattler from the local test chann
 conda-forge here) into a staging folder for /opt/gpuenv/env, then ADDed as an archive with fixed
 times: no installer is fetched. Two cold builds (`--no-cache`, each from an empty staging cache)
 give the same environment layer, which the label io.gpuenv.env_layer names and `verify --image`
-finds; a rebuild through the cache gives the same image. The framework wheel is a STAND-IN
-(tests/conftest.py: standin_wheels).
+finds; a rebuild through the cache gives the same image. The first cold build is the session's
+conda image (tests/images/conftest.py: standin_conda_image), which the verify tests share. The
+framework wheel is a STAND-IN (tests/conftest.py: standin_wheels).
 """
 
 from __future__ import annotations
@@ -15,36 +16,56 @@ import os
 
 import dockercases
 import pytest
-import yaml
 
 pytestmark = [pytest.mark.docker, pytest.mark.network]
 
 
 def test_a_conda_image_on_the_bare_base_builds_offline_runs_its_entry_point_and_is_reproducible(
-    bare_base_image, conda_channel, standin_wheels, cpu_stack, tmp_path, monkeypatch
+    standin_conda_image,
+    bare_base_image,
+    conda_channel,
+    standin_wheels,
+    cpu_stack,
+    tmp_path,
+    monkeypatch,
 ):
     from gpuenv.engine import Engine
-    from gpuenv.envs.locking import ensure_lock
     from gpuenv.images import plan as images
     from gpuenv.images.verify import verify_image
 
-    monkeypatch.setenv("GPUENV_LOCKS_DIR", str(tmp_path / "locks"))
-    team = tmp_path / "team.yml"
-    team.write_text(yaml.safe_dump({"conda": ["gpuenv-probe", "gpuenv-hello"], "pip": []}))
+    # The first cold build is the session's conda image (tests/images/conftest.py), which the
+    # verify tests check too: built as the second is, it said what it did as it went.
+    lock_dir = standin_conda_image.lock_dir
     mirrors = {"conda-forge": conda_channel.as_uri()}
-    lock = ensure_lock(
-        cpu_stack, backend="conda-lock", wheelhouse=standin_wheels, team_file=team, mirrors=mirrors
-    )
     engine = Engine.local()
 
-    built = []
+    def check_build(run: str, image_id: str, said: list[str]) -> None:
+        labels = engine.image_info(image_id).labels
+        assert labels[images.ENV_LAYER_LABEL] == engine.layer_ids(image_id)[-2]
+        cache = images.CACHE_REPOSITORY + "/" + cpu_stack.stack_id.lower()
+        kept = [t for i in engine.client.images.list(name=cache) for t in i.tags]
+        assert not [t for t in kept if t.endswith("-unlabelled")], "the first build's name"
+        # staging for the image is a long step: each part is said as it starts (empty caches)
+        for start in (
+            "fetching ",
+            "linking ",
+            "installing ",
+            "compiling the bytecode (each file once",
+        ):
+            assert any(line.startswith(start) for line in said), (run, start, said)
+        assert any(
+            line.startswith("linking ") and "(for /opt/gpuenv/env)" in line for line in said
+        ), said
+
+    check_build("first", standin_conda_image.id, list(standin_conda_image.said))
+    built = [standin_conda_image.id]
     try:
-        # cold twice: no build cache, each from an empty staging cache; then through the cache
-        for run in ("first", "second", "cached"):
+        # cold again: no build cache, from an empty staging cache; then through the cache
+        for run in ("second", "cached"):
             monkeypatch.setenv("GPUENV_CACHE_DIR", str(tmp_path / f"cache-{run}"))
             plan = images.plan_build(
                 cpu_stack,
-                lock.directory,
+                lock_dir,
                 base_image=bare_base_image,
                 wheelhouse=standin_wheels,
                 mirrors=mirrors,
@@ -54,27 +75,12 @@ def test_a_conda_image_on_the_bare_base_builds_offline_runs_its_entry_point_and_
             said: list[str] = []
             result = images.build_stack_image(engine, plan, progress=said.append)
             built.append(result.image.id)
-            labels = engine.image_info(result.image.id).labels
-            assert labels[images.ENV_LAYER_LABEL] == engine.layer_ids(result.image.id)[-2]
-            cache = images.CACHE_REPOSITORY + "/" + cpu_stack.stack_id.lower()
-            kept = [t for i in engine.client.images.list(name=cache) for t in i.tags]
-            assert not [t for t in kept if t.endswith("-unlabelled")], "the first build's name"
-            # staging for the image is a long step: each part is said as it starts (empty caches)
-            for start in (
-                "fetching ",
-                "linking ",
-                "installing ",
-                "compiling the bytecode (each file once",
-            ):
-                assert any(line.startswith(start) for line in said), (run, start, said)
-            assert any(
-                line.startswith("linking ") and "(for /opt/gpuenv/env)" in line for line in said
-            ), said
+            check_build(run, result.image.id, said)
         layers = [engine.image_info(i).labels[images.ENV_LAYER_LABEL] for i in built]
         assert layers[0] == layers[1] == layers[2], "a cold build gave another environment layer"
         assert built[2] == built[1], "a rebuild through the cache gave another image"
         said.clear()
-        verdict = verify_image(engine, built[0], say=said.append, lock_dir=lock.directory)
+        verdict = verify_image(engine, built[0], say=said.append, lock_dir=lock_dir)
         assert verdict.ok and "as its io.gpuenv.env_layer label records" in verdict.layer, said
         assert layers[0][:19] in verdict.layer and any(verdict.layer in line for line in said)
         out: list[str] = []
@@ -96,8 +102,8 @@ def test_a_conda_image_on_the_bare_base_builds_offline_runs_its_entry_point_and_
             stream=out.append,
         )
         assert code == 0 and "2.13.0+cpu" in "".join(out)
-    finally:
-        for image_id in dict.fromkeys(built):
+    finally:  # this test's builds; the session's image is the fixture's to remove
+        for image_id in dict.fromkeys(built[1:]):
             labels = engine.image_info(image_id).labels if engine.image_info(image_id) else {}
             dockercases.remove_image(engine, image_id)
             dockercases.remove_build_cache(labels)

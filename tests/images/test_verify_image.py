@@ -2,11 +2,12 @@
 path (the Debian base's Python) is intact, read through the engine from a container that is
 created and never started; each of issue 36's five changes, committed into a copy of the image,
 fails it naming the file. Both images come from the local test channel and the STAND-IN torch
-wheel (a complete wheelhouse, so the builds need no network)."""
+wheel (a complete wheelhouse, so the builds need no network): the session's own
+(tests/images/conftest.py: standin_conda_image, standin_uv_image), built once for these tests and
+the conda and uv image tests."""
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 import os
@@ -17,8 +18,6 @@ import time
 
 import dockercases
 import pytest
-import yaml
-from imagecases import download_locked_wheels
 from verifycases import CONDA_TAMPERS, TAMPERS, Tamper, extra_package_files, named
 
 pytestmark = [pytest.mark.docker, pytest.mark.network]
@@ -26,87 +25,23 @@ pytestmark = [pytest.mark.docker, pytest.mark.network]
 ENV = "/opt/gpuenv/env"
 
 
-@pytest.fixture(scope="module")
-def conda_image(
-    tmp_path_factory, base_image, bare_base_image, conda_channel, standin_wheels, cpu_stack
-):
-    yield from _building(
-        "conda-lock",
-        tmp_path_factory,
-        base_image,
-        bare_base_image,
-        conda_channel,
-        standin_wheels,
-        cpu_stack,
-    )
+@pytest.fixture
+def conda_image(standin_conda_image):
+    """The conda path's image: the session's (tests/images/conftest.py), which the conda test's
+    first cold build is too."""
+    return "conda-lock", standin_conda_image.id, standin_conda_image.lock_dir
 
 
-@pytest.fixture(scope="module")
-def uv_image(
-    tmp_path_factory, base_image, bare_base_image, conda_channel, standin_wheels, cpu_stack
-):
-    yield from _building(
-        "uv",
-        tmp_path_factory,
-        base_image,
-        bare_base_image,
-        conda_channel,
-        standin_wheels,
-        cpu_stack,
-    )
+@pytest.fixture
+def uv_image(standin_uv_image):
+    """The uv path's image: the session's, which the uv test's first cold build is too."""
+    return "uv", standin_uv_image.id, standin_uv_image.lock_dir
 
 
 @pytest.fixture(params=["conda-lock", "uv"])
 def built(request):
-    """Each path's image, each built once per module."""
+    """Each path's image, each built once per session."""
     return request.getfixturevalue("conda_image" if request.param == "conda-lock" else "uv_image")
-
-
-def _building(
-    backend, tmp_path_factory, base_image, bare_base_image, conda_channel, standin_wheels, cpu_stack
-):
-    """One image of `backend`'s path, with its lock folder; removed at the end of the module."""
-    from gpuenv.engine import Engine
-    from gpuenv.envs.locking import ensure_lock
-    from gpuenv.images import plan as images
-
-    folder = tmp_path_factory.mktemp(f"verify-image-{backend}")
-    os.environ["GPUENV_LOCKS_DIR"] = str(folder / "locks")
-    os.environ["GPUENV_CACHE_DIR"] = str(folder / "cache")
-    try:
-        team = folder / "team.yml"
-        team.write_text(
-            yaml.safe_dump(
-                {"conda": ["gpuenv-probe", "gpuenv-hello"] if backend != "uv" else [], "pip": []}
-            )
-        )
-        mirrors = {"conda-forge": conda_channel.as_uri()}
-        lock = ensure_lock(
-            cpu_stack, backend=backend, wheelhouse=standin_wheels, team_file=team, mirrors=mirrors
-        )
-        wheels = standin_wheels
-        if backend == "uv":  # every wheel of the lock on the host: the build asks no index
-            wheels = download_locked_wheels(
-                lock.directory / "requirements.lock.txt", standin_wheels, folder / "wheels"
-            )
-        plan = images.plan_build(
-            cpu_stack,
-            lock.directory,
-            base_image=bare_base_image if backend != "uv" else base_image,
-            wheelhouse=wheels,
-            mirrors=mirrors,
-            offline=backend == "uv",
-        )
-        plan = dataclasses.replace(plan, tags=[f"gpuenv-test/verify-{backend}-{os.getpid()}:fresh"])
-        result = images.build_stack_image(Engine.local(), plan, progress=lambda _l: None)
-    finally:
-        os.environ.pop("GPUENV_CACHE_DIR", None)
-        os.environ.pop("GPUENV_LOCKS_DIR", None)
-    engine = Engine.local()
-    yield backend, result.image.id, lock.directory
-    labels = engine.image_info(result.image.id).labels if engine.image_info(result.image.id) else {}
-    dockercases.remove_image(engine, result.image.id)
-    dockercases.remove_build_cache(labels)
 
 
 def _verify(image: str, lock_dir):
