@@ -4,7 +4,13 @@ envs, images, validation); logic lives in gpuenv/.
 The same tasks run from any folder as the `gpuenv` command (gpuenv/cli/program.py).
 """
 
+import gc
 import sys
+
+# What Python and Invoke made so far (modules, classes, functions) lives as long as the command:
+# the collector need not walk it again in each full collection that loading gpuenv's modules and
+# data sets off (about 0.01 s of CPU per command)
+gc.freeze()
 
 # Invoke turns off writing .pyc files (unless --write-pyc) before it loads this file, so that no
 # tasks.pyc is left in a project; gpuenv's own modules would then be compiled again at every

@@ -294,9 +294,11 @@ def config_file_problem(err: BaseException) -> str | None:
 
 
 def main() -> None:
+    import gc
     import os
     import sys
 
+    gc.freeze()  # as tasks.py: what is loaded so far lives as long as the command
     from gpuenv.cli import namespace
 
     try:
