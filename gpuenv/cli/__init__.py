@@ -15,7 +15,7 @@ def namespace() -> Collection:
     import copy
 
     from gpuenv.cli import compat, envs, images, validation
-    from gpuenv.cli.config import DEFAULTS, SECTION
+    from gpuenv.cli.defaults import DEFAULTS, SECTION
 
     ns = Collection()
     for module in (compat, envs, images, validation):

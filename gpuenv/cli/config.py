@@ -33,46 +33,13 @@ from gpuenv.cli.config_values import (  # noqa: F401 (callers import parse_regis
     mirror_map,
     parse_registry,
 )
+from gpuenv.cli.defaults import (  # noqa: F401 (callers import DEFAULTS from here too)
+    DEFAULTS,
+    ENV_PREFIX,
+    SECTION,
+)
 from gpuenv.errors import BadInput
 
-SECTION = "gpuenv"
-ENV_PREFIX = "INVOKE_"
-
-#: The `gpuenv:` defaults registered with Invoke. Every key must exist here: Invoke reads an
-#: INVOKE_GPUENV_* variable only for keys it already knows. None means "gpuenv decides" (the
-#: resolver picks CUDA and Python for the host; conda-lock and linux-64 otherwise).
-DEFAULTS: dict[str, Any] = {
-    "framework": None,
-    "torch": None,
-    "tensorflow": None,
-    "cuda": None,
-    "python": None,
-    "backend": None,
-    "platforms": None,
-    "base_image": None,
-    "wheelhouse": None,
-    "strict_driver": None,
-    "registry": None,
-    "conda_channels": None,
-    "conda_mirrors": None,
-    "expect_gpus": None,
-    "fleet": {
-        "hosts": None,
-        "parallel": None,
-        "outlier_floor": None,
-        "env": None,
-        "slurm": {
-            "partition": None,
-            "time": None,
-            "queue_time": None,
-            "nodes": None,
-            "nodelist": None,
-            "prefix": None,
-            "rundir": None,
-            "sbatch_args": None,
-        },
-    },
-}
 #: What None means, for `invoke doctor`.
 IMPLIED = {
     "framework": "torch",

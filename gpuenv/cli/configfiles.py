@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from invoke.config import Config
 
-from gpuenv.cli.config import SECTION
+from gpuenv.cli.defaults import SECTION
 from gpuenv.errors import BadInput
 from validate.reading import (
     InputRefused,
@@ -339,7 +339,7 @@ class GpuenvConfig(Config):
         from invoke.env import Environment
         from invoke.exceptions import AmbiguousEnvVar, UncastableEnvVar
 
-        from gpuenv.cli.config import DEFAULTS
+        from gpuenv.cli.defaults import DEFAULTS
 
         self.merge()
         prefix = self._env_prefix or ""

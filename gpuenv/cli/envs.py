@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuenv.cli.config import mirror_map
 from gpuenv.cli.output import reporter, show
 from gpuenv.cli.settings import (
     remember_stack,
@@ -15,7 +14,6 @@ from gpuenv.cli.settings import (
     team_settings,
 )
 from gpuenv.cli.task import OUTPUT_HELP, STACK_HELP, is_dry, stack_options, task, user_errors
-from gpuenv.stack import lock_platforms
 
 _LOCK_HELP = {
     **STACK_HELP,
@@ -43,6 +41,7 @@ def _lock_plan_text(stack, request, wheelhouse, team_file, file) -> str:
     """What `invoke --dry lock` prints: the resolved stack, the lock it would make or reuse, the
     spec."""
     from gpuenv.envs import locking
+    from gpuenv.stack import lock_platforms
 
     plan = locking.plan_lock(
         stack,
@@ -125,8 +124,10 @@ def lock(
 
     Skipped when nothing changed.
     """
+    from gpuenv.cli.config import mirror_map
     from gpuenv.cli.paths import check_paths
     from gpuenv.envs.locking import ensure_lock, lock_directory, lock_file_name
+    from gpuenv.stack import lock_platforms
 
     check_paths(wheelhouse=wheelhouse, file=file, team_file=team_file)
     settings = team_settings(c)
@@ -350,6 +351,7 @@ def install(
 
     from invoke.exceptions import Exit
 
+    from gpuenv.cli.config import mirror_map
     from gpuenv.cli.paths import check_paths
     from gpuenv.compat.host import HostSource
     from gpuenv.envs import install as installer

@@ -249,6 +249,13 @@ def project_dir(start: Path) -> Path | None:
 class GpuenvProgram(ParseErrorsAreBadInput):
     """The `gpuenv` command: gpuenv's namespace, the team's invoke.yaml, parse errors exit 2."""
 
+    def parse_core(self, argv: Optional[List[str]]) -> None:
+        super().parse_core(argv)
+        # Invoke has just turned off writing .pyc files (unless --write-pyc): the modules a task
+        # imports are cached as Python caches any package's, unless -B or PYTHONDONTWRITEBYTECODE
+        # says not to (as tasks.py does for `invoke`)
+        sys.dont_write_bytecode = sys.dont_write_bytecode and bool(sys.flags.dont_write_bytecode)
+
     def parse_collection(self) -> None:
         super().parse_collection()
         folder = project_dir(Path.cwd())
@@ -287,9 +294,11 @@ def config_file_problem(err: BaseException) -> str | None:
 
 
 def main() -> None:
+    import gc
     import os
     import sys
 
+    gc.freeze()  # as tasks.py: what is loaded so far lives as long as the command
     from gpuenv.cli import namespace
 
     try:
