@@ -91,6 +91,19 @@ def test_a_cache_entry_cut_short_is_compiled_again_never_used(tmp_path):
     assert all(len(entry.read_bytes()) > 20 for entry in entries), "the cache was mended"
 
 
+def test_a_cache_entry_changed_in_place_is_compiled_again_never_used(tmp_path):
+    cache = tmp_path / "bytecode"
+    first = _prefix(tmp_path / "host" / "env")
+    _compile(first.parents[2], cache)
+    for entry in sorted(cache.rglob("*.pyc")):  # the same length, one byte of the code changed
+        data = bytearray(entry.read_bytes())
+        data[20] ^= 0xFF
+        entry.write_bytes(bytes(data))
+    site = _prefix(tmp_path / "stage" / "env")
+    assert "0 .pyc files from the bytecode cache, 3 compiled" in _compile(site.parents[2], cache)
+    assert _pycs(site) == _pycs(first)
+
+
 def test_an_unwritable_cache_is_no_error(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
