@@ -404,33 +404,47 @@ def install(
 #: Run by the environment's own Python (its version's compiler, magic number and cache tag):
 #: each .py under site-packages gets its .pyc from the bytecode cache when the cache holds one for
 #: these source bytes at this path, else it is compiled (as `compileall -j 0` does, one worker a
-#: core) and the result kept in the cache. argv: site-packages, the prefix, the cache folder.
+#: core) and the result kept in the cache. argv: site-packages, the prefix, the cache folder, then
+#: the top-level folders of site-packages left uncompiled (NOT_COMPILED). A cache entry is the .pyc
+#: followed by its own sha256: checking that costs a hash, where loading the code object to see
+#: that it is whole cost a fifth of a warm run.
 BYTECODE_SCRIPT = r"""
-import compileall, concurrent.futures, functools, hashlib, importlib.util, marshal, os
+import compileall, concurrent.futures, functools, hashlib, importlib.util, os
 import py_compile, sys
 
 site, root, cache = sys.argv[1:4]
+skipped = set(sys.argv[4:])
 MODE = py_compile.PycInvalidationMode.CHECKED_HASH
+made = set()  # folders known to exist: one mkdir each, not one a file
+
+
+def folder_of(path):
+    folder = os.path.dirname(path)
+    if folder not in made:
+        os.makedirs(folder, exist_ok=True)
+        made.add(folder)
 
 
 def cached_code(path):
     try:
         with open(path, "rb") as f:
             data = f.read()
-        # a whole .pyc of this Python (an entry cut short would break the import)
-        if data[:4] == importlib.util.MAGIC_NUMBER and hasattr(marshal.loads(data[16:]), "co_code"):
-            return data
-    except (OSError, ValueError, EOFError, TypeError):
-        pass
+    except OSError:
+        return None
+    # a whole .pyc of this Python (an entry cut short or changed would break the import)
+    code, check = data[:-32], data[-32:]
+    if code[:4] == importlib.util.MAGIC_NUMBER and hashlib.sha256(code).digest() == check:
+        return code
     return None
 
 
 def keep(target, entry):
     try:
-        os.makedirs(os.path.dirname(entry), exist_ok=True)
+        folder_of(entry)
         part = f"{entry}.{os.getpid()}.part"
         with open(target, "rb") as f, open(part, "wb") as out:
-            out.write(f.read())
+            code = f.read()
+            out.write(code + hashlib.sha256(code).digest())
         os.replace(part, entry)
     except OSError:
         pass  # the cache is an optimisation, never an error
@@ -438,7 +452,9 @@ def keep(target, entry):
 
 hits, todo = 0, []
 for folder, dirs, files in os.walk(site):
-    dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+    dirs[:] = sorted(
+        d for d in dirs if d != "__pycache__" and not (folder == site and d in skipped)
+    )
     for name in sorted(files):
         if not name.endswith(".py") or not os.path.isfile(os.path.join(folder, name)):
             continue
@@ -446,15 +462,15 @@ for folder, dirs, files in os.walk(site):
         with open(path, "rb") as f:
             source = f.read()
         rel = os.fsencode(os.path.relpath(path, root))
-        key = hashlib.sha256(importlib.util.MAGIC_NUMBER + b"checked-hash\0" + rel + b"\0" + source)
-        key = key.hexdigest()
+        key = importlib.util.MAGIC_NUMBER + b"checked-hash+sha256\0" + rel + b"\0" + source
+        key = hashlib.sha256(key).hexdigest()
         entry = os.path.join(cache, key[:2], key + ".pyc")
         target = importlib.util.cache_from_source(path)
         data = cached_code(entry)
         if data is None:
             todo.append((path, target, entry))
             continue
-        os.makedirs(os.path.dirname(target), exist_ok=True)
+        folder_of(target)
         with open(target, "wb") as out:
             out.write(data)
         hits += 1
@@ -473,6 +489,16 @@ sys.exit(0 if ok else 1)
 """
 
 
+#: Top-level packages of site-packages whose bytecode is not compiled: pip, the installer, which no
+#: workload imports. A user of the image cannot install into its root-owned environment anyway;
+#: `pip install --user` there compiles pip in memory, and a prefix's owner's first `pip` writes
+#: pip's .pyc files itself. It is the largest package of every conda environment (conda-forge's
+#: python depends on it: 491 of the 1,446 .py files of the test channel's CPU stack), and the
+#: bare tools leave it uncompiled too: rattler compiles no `noarch: python` package, uv only what
+#: it installs.
+NOT_COMPILED = ("pip",)
+
+
 def compile_bytecode(into: Path, output: Say, *, cache: Path | None = None) -> None:
     """The .pyc files of site-packages, hash-checked (`checked-hash`: valid as long as the source
     bytes are the same, wherever and whenever they were made), so the same lock gives the same
@@ -483,7 +509,8 @@ def compile_bytecode(into: Path, output: Say, *, cache: Path | None = None) -> N
     (`importlib._bootstrap_external._compile_bytecode` -> `_imp._fix_co_filename`), so tracebacks
     show where the file is. A .pyc then depends only on its source, its path in the prefix and
     the Python, and `cache` (gpuenv's `bytecode/`) keeps each by those: a prefix installed on the
-    host and the image's environment of the same lock compile each file once between them."""
+    host and the image's environment of the same lock compile each file once between them.
+    The packages of NOT_COMPILED are left as they are."""
     site = sorted(into.glob("lib/python3*/site-packages"))
     if not site:
         raise DataError(
@@ -498,6 +525,7 @@ def compile_bytecode(into: Path, output: Say, *, cache: Path | None = None) -> N
         str(site[0]),
         str(into),
         str(cache),
+        *NOT_COMPILED,
     ]
     uv.run_installer(cmd, on_line=output, tool="python -m compileall")
 

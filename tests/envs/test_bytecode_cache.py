@@ -17,6 +17,7 @@ SOURCES = {
     "pkg/__init__.py": "VALUE = 41 + 1\n",
     "pkg/mod.py": "from pkg import VALUE\n\n\ndef twice():\n    return VALUE * 2\n",
 }
+TAG = sys.implementation.cache_tag
 
 
 def _prefix(root: Path) -> Path:
@@ -90,9 +91,48 @@ def test_a_cache_entry_cut_short_is_compiled_again_never_used(tmp_path):
     assert all(len(entry.read_bytes()) > 20 for entry in entries), "the cache was mended"
 
 
+def test_a_cache_entry_changed_in_place_is_compiled_again_never_used(tmp_path):
+    cache = tmp_path / "bytecode"
+    first = _prefix(tmp_path / "host" / "env")
+    _compile(first.parents[2], cache)
+    for entry in sorted(cache.rglob("*.pyc")):  # the same length, one byte of the code changed
+        data = bytearray(entry.read_bytes())
+        data[20] ^= 0xFF
+        entry.write_bytes(bytes(data))
+    site = _prefix(tmp_path / "stage" / "env")
+    assert "0 .pyc files from the bytecode cache, 3 compiled" in _compile(site.parents[2], cache)
+    assert _pycs(site) == _pycs(first)
+
+
 def test_an_unwritable_cache_is_no_error(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     site = _prefix(tmp_path / "env")
     assert "3 compiled" in _compile(site.parents[2], blocker / "bytecode")
     assert len(_pycs(site)) == 3
+
+
+def test_pip_the_installer_is_left_uncompiled_and_still_runs_from_its_sources(tmp_path):
+    site = _prefix(tmp_path / "env")
+    (site / "pip").mkdir()
+    (site / "pip" / "__init__.py").write_text("VERSION = '23.2.1'\n")
+    (site / "pip" / "__main__.py").write_text("from pip import VERSION\n\nprint(VERSION)\n")
+    (site / "pkg" / "pip").mkdir()  # only the top-level pip is the installer
+    (site / "pkg" / "pip" / "__init__.py").write_text("INNER = True\n")
+    assert "0 .pyc files from the bytecode cache, 4 compiled" in _compile(
+        site.parents[2], tmp_path / "bytecode"
+    )
+    assert sorted(_pycs(site)) == [
+        f"__pycache__/boom.{TAG}.pyc",
+        f"pkg/__pycache__/__init__.{TAG}.pyc",
+        f"pkg/__pycache__/mod.{TAG}.pyc",
+        f"pkg/pip/__pycache__/__init__.{TAG}.pyc",
+    ]
+    done = subprocess.run(
+        [sys.executable, "-B", "-m", "pip"],
+        env={"PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.stdout == "23.2.1\n", done.stderr
