@@ -66,6 +66,7 @@ def run_suite(out: Path, *args: str, env: dict[str, str] | None = None, quick: b
         "seconds": time.perf_counter() - started,
         "rows": {c["check"]: c for c in report["host"]["checks"]},
         "junit": ET.parse(out / "r.xml").getroot(),
+        "folder": out,
     }
 
 
