@@ -1,11 +1,21 @@
 """What this machine can run of the suite, as skip markers the validate tests share, and the full
-suite run through its entry point (`python -m validate`) with its JSON and JUnit reports read."""
+suite run through its entry point (`python -m validate`) with its JSON and JUnit reports read.
+
+`validate_in_process` runs the same command line through the function `python -m validate` calls
+(validate.cli.main) in this process, for tests that judge the suite's verdicts, screen and reports
+rather than the process boundary: it saves a Python start and pytest's and the frameworks' imports
+per run (half a CPU-second a replay, some three with PyTorch). Tests of what only a process shows
+(a signal, an import path, the environment it starts with) keep the subprocess.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -66,6 +76,7 @@ def run_suite(out: Path, *args: str, env: dict[str, str] | None = None, quick: b
         "seconds": time.perf_counter() - started,
         "rows": {c["check"]: c for c in report["host"]["checks"]},
         "junit": ET.parse(out / "r.xml").getroot(),
+        "folder": out,
     }
 
 
@@ -89,3 +100,62 @@ def health_run(
     )
     assert report.is_file(), done.stdout[-3000:] + done.stderr[-2000:]
     return done, json.loads(report.read_text())
+
+
+def _suite_modules() -> dict[str, object]:
+    """The suite's own modules now imported (validate and validate.*)."""
+    return {
+        name: module
+        for name, module in sys.modules.items()
+        if name == "validate" or name.startswith("validate.")
+    }
+
+
+def validate_in_process(
+    args: list[str], env: dict[str, str] | None = None, unset: tuple[str, ...] = ()
+) -> tuple[int, str, str]:
+    """`python -m validate ARGS` run by validate.cli.main in this process, with `env` set and
+    `unset` removed: (its exit status, what it printed on stdout, what on stderr).
+
+    Each run starts as a new process would, from what could carry over in one:
+    - the suite's modules are imported afresh (their import-time settings read this run's
+      environment; the suite's conftest registers its plugin anew), and this process's own ones
+      are put back after;
+    - the environment, the working folder (the repository), sys.path, the SIGTERM handler the
+      command installs and PyTorch's thread count (the CPU checks set it) are put back after.
+    Libraries stay imported (PyTorch, pytest's plugins): that is the time it saves. One run at a
+    time: pytest's capture of the process's output is not thread-safe.
+    """
+    saved_env = dict(os.environ)
+    saved_path = list(sys.path)
+    saved_cwd = os.getcwd()
+    saved_term = signal.getsignal(signal.SIGTERM)
+    saved_modules = _suite_modules()
+    torch = sys.modules.get("torch")
+    threads = torch.get_num_threads() if torch is not None else None
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        for name in saved_modules:
+            del sys.modules[name]
+        for name in unset:
+            os.environ.pop(name, None)
+        os.environ.update(env or {})
+        os.chdir(REPO)
+        sys.path.insert(0, str(REPO))  # this checkout's suite, as PYTHONPATH gives the subprocess
+        from validate.cli import main
+
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            status = main(list(args))
+    finally:
+        for name in _suite_modules():
+            del sys.modules[name]
+        sys.modules.update(saved_modules)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        sys.path[:] = saved_path
+        os.chdir(saved_cwd)
+        signal.signal(signal.SIGTERM, saved_term)
+        torch = sys.modules.get("torch")
+        if torch is not None and threads is not None:
+            torch.set_num_threads(threads)
+    return status, out.getvalue(), err.getvalue()

@@ -11,10 +11,10 @@ import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from suiteruns import validate_in_process
 
 from validate.host import nvml
 from validate.host.capture import CaptureError, compute_capability_for, load_capture, parse_capture
@@ -233,10 +233,22 @@ def run_suite(*args: str, env_extra: dict[str, str] | None = None) -> dict:
     return {"status": done.returncode, "out": done.stdout + done.stderr}
 
 
+def replay_suite(*args: str, env_extra: dict[str, str] | None = None) -> dict:
+    """run_suite's result, the suite run in this process (suiteruns.validate_in_process): for the
+    tests that judge a replay's verdicts and reports; the command's own process is proven by
+    test_replay_runs_with_only_the_validate_folder and the bad-input tests."""
+    status, stdout, stderr = validate_in_process(
+        list(args),
+        env=env_extra,
+        unset=("GPUENV_STACK_FILE", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"),
+    )
+    return {"status": status, "out": stdout + stderr}
+
+
 @pytest.fixture(scope="module")
 def replays(tmp_path_factory) -> dict[str, dict]:
-    """Every capture, every variant, and each recording round trip, run through the suite
-    (two at a time: each is a pytest run of its own)."""
+    """Every capture, every variant, and each recording round trip, run through the suite (in this
+    process, one after another)."""
     tmp = tmp_path_factory.mktemp("replays")
     jobs: dict[str, Path] = {p.name: p for p in ALL}
     for name, (edit, _, _) in VARIANTS.items():
@@ -248,7 +260,7 @@ def replays(tmp_path_factory) -> dict[str, dict]:
         key, path = item
         out = tmp / re.sub(r"[^\w.-]", "_", key)
         out.mkdir()
-        result = run_suite(
+        result = replay_suite(
             "--replay",
             str(path),
             "--json",
@@ -264,11 +276,9 @@ def replays(tmp_path_factory) -> dict[str, dict]:
         result["recording"] = recordings[0] if recordings else None
         return key, result
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        results = dict(pool.map(run, jobs.items()))
+    results = dict(run(item) for item in jobs.items())
     again = {f"again:{k}": v["recording"] for k, v in results.items() if k in ROUND_TRIP}
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        results.update(dict(pool.map(run, again.items())))
+    results.update(run(item) for item in again.items())
     return results
 
 
@@ -441,7 +451,9 @@ MIG_UUIDS = [f"MIG-0000000{i}-0000-0000-0000-00000000000{i}" for i in range(4)]
 def test_mig_instances_are_the_devices_expected(env, status, expected, tmp_path):
     """A container given MIG instances (NVIDIA_VISIBLE_DEVICES=MIG-...) must see them as its
     devices; CUDA_VISIBLE_DEVICES naming an instance validates that one, and a typo fails."""
-    result = run_suite("--replay", str(MIG_TEXT), "--json", str(tmp_path / "r.json"), env_extra=env)
+    result = replay_suite(
+        "--replay", str(MIG_TEXT), "--json", str(tmp_path / "r.json"), env_extra=env
+    )
     assert result["status"] == status, result["out"][-2000:]
     rows = {
         c["check"]: c for c in checks(json.loads((tmp_path / "r.json").read_text(encoding="utf-8")))

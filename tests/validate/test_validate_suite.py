@@ -1,4 +1,5 @@
-"""The suite run for real on this host, as `python -m validate` in a subprocess.
+"""The suite run for real on this host, as `python -m validate` in a subprocess (or, where a
+verdict and its lines are the subject, through the same function in this process).
 
 On a machine without a GPU (CI) told `--expect-gpus 0` the CPU checks run and pass and every GPU
 check skips with NVML's exact reason; without it, a host with no NVIDIA driver and no NVIDIA device
@@ -19,7 +20,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from suiteruns import HOST, MISSING, no_gpu_only
+from suiteruns import HOST, MISSING, no_gpu_only, validate_in_process
 
 from validate.host import nvml
 
@@ -60,6 +61,19 @@ def run_suite(
         text=True,
         timeout=900,
     )
+
+
+def run_in_process(
+    *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """run_suite's result, the suite run by the function `python -m validate` calls, in this
+    process (suiteruns.validate_in_process): for the tests of a verdict, its exit status and its
+    lines. The command's own process is proven by the --quick run, the copy of validate/ alone,
+    the site without frameworks, the baseline runs and the one-line refusals."""
+    status, stdout, stderr = validate_in_process(
+        list(args), env=env, unset=("NVIDIA_VISIBLE_DEVICES", "GPUENV_STACK_FILE")
+    )
+    return subprocess.CompletedProcess(["python", "-m", "validate", *args], status, stdout, stderr)
 
 
 @pytest.fixture(scope="module")
@@ -177,7 +191,7 @@ def test_junit_xml_lists_every_check_and_skip_reason(quick_run):
 
 @no_gpu_only
 def test_expecting_a_gpu_fails_and_says_what_was_seen(tmp_path):
-    done = run_suite(
+    done = run_in_process(
         "--quick",
         "--expect-gpus",
         "1",
@@ -202,7 +216,7 @@ def test_expecting_a_gpu_fails_and_says_what_was_seen(tmp_path):
 @cpu_only_here
 def test_a_host_without_nvidia_driver_or_device_is_validated_as_cpu_only(tmp_path):
     """No --expect-gpus, no driver, no /dev/nvidia*: one line says so, and the CPU checks decide."""
-    done = run_suite(
+    done = run_in_process(
         "--quick",
         "-k",
         "nvml_gpu_count or computes_on_cpu or sees",
@@ -259,7 +273,7 @@ def test_stack_claims_compared_with_installed_build(tmp_path):
             }
         )
     )
-    done = run_suite("-k", "stack_matches", env={"GPUENV_STACK_FILE": str(stack)})
+    done = run_in_process("-k", "stack_matches", env={"GPUENV_STACK_FILE": str(stack)})
     assert done.returncode == 1
     assert f"framework {torch.__version__} installed, image claims 9.9.9" in done.stdout
     stack.write_text(
@@ -271,7 +285,9 @@ def test_stack_claims_compared_with_installed_build(tmp_path):
             }
         )
     )
-    assert run_suite("-k", "stack_matches", env={"GPUENV_STACK_FILE": str(stack)}).returncode == 0
+    assert (
+        run_in_process("-k", "stack_matches", env={"GPUENV_STACK_FILE": str(stack)}).returncode == 0
+    )
 
 
 def test_runs_from_a_copy_of_the_validate_folder_alone(tmp_path):
@@ -286,9 +302,15 @@ def test_runs_from_a_copy_of_the_validate_folder_alone(tmp_path):
     assert str(REPO) not in done.stdout
 
 
+#: The environment of the baseline test's runs: PyTorch's CPU training on one thread. The verdict
+#: under test follows the file, not the figure; an idle OpenMP thread spins on a busy two-core
+#: machine, and one thread halves the three full CPU trainings' CPU time (44 to 22 s each here).
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
+
+
 def test_baseline_saved_then_used(tmp_path):
     baseline = tmp_path / "baseline.json"
-    saved = run_suite("-k", "training_loop_cpu", "--save-baseline", str(baseline))
+    saved = run_suite("-k", "training_loop_cpu", "--save-baseline", str(baseline), env=ONE_THREAD)
     assert saved.returncode == 0, saved.stdout[-3000:]
     models = json.loads(baseline.read_text())["models"]
     assert models["host"]["cnn training samples/s (cpu)"] > 0
@@ -305,6 +327,7 @@ def test_baseline_saved_then_used(tmp_path):
             str(baseline),
             "--json",
             str(tmp_path / "r.json"),
+            env=ONE_THREAD,
         )
         row = next(
             c

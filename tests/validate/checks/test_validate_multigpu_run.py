@@ -3,10 +3,15 @@ the full suite): on this machine without GPUs, DDP with gloo over two processes 
 MirroredStrategy over two logical CPU devices, the same code as NCCL on GPUs. Two fault runs make
 rank 1 absent or slow (VALIDATE_DDP_FAULT) and expect the failure naming it, within the join
 bound. `--quick` on a host without GPUs skips the check, naming the full suite; a replayed host
-skips it with the reason."""
+skips it with the reason. The healthy run saves its figures with --save-baseline, and a later run
+is judged against that file, row by row, in both directions.
+
+One module holds these tests: the healthy run (about 40 CPU-seconds) serves both the training
+tests and the baseline test, and a module is the unit the test command hands to a worker."""
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -20,6 +25,8 @@ B200 = REPO / "tests" / "validate" / "captures" / "nvidia-smi-xml" / "b200x8-580
 JOIN_BOUND = 30
 #: The bound the hanging DataParallel run is given: its probe's Python start and torch import fit.
 DATAPARALLEL_BOUND = 25
+#: The file name of the baseline the healthy run saves, in its output folder.
+BASELINE = "baseline.json"
 
 pytestmark = [
     pytest.mark.frameworks,
@@ -32,11 +39,15 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, dict]:
-    """The healthy run and the two fault runs of the full suite, and a --quick run, two at a time
+    """The healthy run (saving its figures as a baseline, to BASELINE in its folder) and the two
+    fault runs of the full suite, the hanging DataParallel run and a --quick run, two at a time
     (each is a suite run of its own)."""
     tmp = tmp_path_factory.mktemp("multigpu")
     jobs = {
-        "healthy": ("-k", "ddp or mirrored", "--expect-gpus", "0"),
+        "healthy": (
+            *("-k", "ddp or mirrored", "--expect-gpus", "0"),
+            *("--save-baseline", str(tmp / "healthy" / BASELINE)),
+        ),
         "absent": ("-k", "ddp", "--expect-gpus", "0"),
         "slow": ("-k", "ddp", "--expect-gpus", "0"),
         "quick": ("-k", "ddp or mirrored", "--expect-gpus", "0"),
@@ -105,6 +116,62 @@ def test_ddp_and_mirrored_train_on_the_cpu_and_pass(runs):
     )
     properties = {p.get("name") for p in run["junit"].iter("property")}
     assert "ddp scaling efficiency (2 ranks, gloo) [host]" in properties
+
+
+def _ddp_rows(rows: dict[str, dict]) -> dict[str, dict]:
+    return {
+        name: row
+        for name, row in rows.items()
+        if name.startswith(("ddp samples/s (", "ddp scaling efficiency ("))
+    }
+
+
+def test_ddp_rows_are_saved_as_a_baseline_then_judged_by_it(runs, tmp_path):
+    """The saved file holds every DDP figure under the host key (no GPU, as the CPU training's
+    figures), and a later run is judged against it, row by row, in both directions."""
+    saved = runs["healthy"]  # the full suite: --quick on a CPU skips the check
+    assert saved["status"] == 0, saved["out"][-3000:]
+    figures = {name: row["value"] for name, row in _ddp_rows(saved["rows"]).items()}
+    rate = next(
+        name
+        for name in figures
+        if name.startswith("ddp samples/s (") and "(per GPU without all-reduce" not in name
+    )
+    single = next(name for name in figures if "(per GPU without all-reduce" in name)
+    efficiency = next(name for name in figures if name.startswith("ddp scaling efficiency ("))
+    data = json.loads((saved["folder"] / BASELINE).read_text())
+    host = data["models"]["host"]
+    assert {
+        name: host[name] for name in figures
+    } == figures  # every DDP figure, as the report measured it
+    assert all(value > 0 for value in figures.values())
+    # A baseline far below any real rate passes the job's rate; one far above fails the efficiency
+    # (and the run exits 1): the verdicts follow the file, not this machine's load.
+    host[rate] = 1e-6
+    host[efficiency] = 1e6
+    del host[single]
+    baseline = tmp_path / BASELINE  # a copy: the healthy run's own file stays as it saved it
+    baseline.write_text(json.dumps(data))
+    used = run_suite(
+        tmp_path / "use",
+        "-k",
+        "ddp",
+        "--expect-gpus",
+        "0",
+        "--baseline",
+        str(baseline),
+        quick=False,
+    )
+    rows = used["rows"]
+    assert (
+        rows[rate]["threshold"].startswith(">= 0.85 x baseline") and rows[rate]["verdict"] == "pass"
+    )
+    assert (
+        rows[efficiency]["threshold"].startswith(">= 0.85 x baseline")
+        and rows[efficiency]["verdict"] == "fail"
+    )
+    assert rows[single]["verdict"] == "not judged"  # no figure of it in the file
+    assert used["status"] == 1, used["out"][-3000:]
 
 
 @no_gpu_only

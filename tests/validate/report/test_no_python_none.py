@@ -2,17 +2,14 @@
 tests/validate/captures/, every SYNTHETIC variant made of them (tests/validate/host_variants.py,
 vgpu_variants.py and pci_variants.py: older schemas, vGPU guests whose PCIe and power read N/A,
 excerpts, driver 418) and the live runs' NVML recordings are
-replayed once with --verbose and --json; the screen (header and full table), the one-screen
-summary rendered from the same rows, and every JSON cell are searched for the word None."""
+replayed once with --verbose and --json (in this process: suiteruns.validate_in_process); the
+screen (header and full table), the one-screen summary rendered from the same rows, and every JSON
+cell are searched for the word None."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import host_variants as v
@@ -20,12 +17,12 @@ import pci_variants as pci
 import pytest
 import vgpu_variants as g
 from host_variants import RECORDS, VARIANTS
+from suiteruns import validate_in_process
 from vgpu_variants import CASES
 
 from validate.report.record import Record
 from validate.report.summary import render_summary
 
-ROOT = Path(__file__).resolve().parents[3]
 NONE = re.compile(r"None(?![a-z])")  # "genNone" too: no word boundary before it
 INPUTS = {p.name: (lambda p=p: p.read_text(encoding="utf-8")) for p in RECORDS}
 INPUTS.update({f"variant-{name}": make for name, make in VARIANTS.items()})
@@ -51,30 +48,24 @@ INPUTS["issue34-guest-no-pcie.txt"] = lambda: re.sub(
 
 
 def _replay(name: str, text: str, tmp: Path) -> tuple[str, str, dict]:
+    """`python -m validate --replay FILE --verbose --json OUT`, run in this process (the screen
+    and the report are the subject here, not the process: suiteruns.validate_in_process)."""
     path = tmp / name
     path.write_text(text, encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    for var in ("GPUENV_STACK_FILE", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
-        env.pop(var, None)
     out = tmp / f"{name}.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "validate", "--replay", str(path), "--verbose", "--json", str(out)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    status, stdout, stderr = validate_in_process(
+        ["--replay", str(path), "--verbose", "--json", str(out)],
+        unset=("GPUENV_STACK_FILE", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"),
     )
-    assert done.returncode in (0, 1), (name, done.stdout[-2000:], done.stderr[-2000:])
-    return name, done.stdout, json.loads(out.read_text(encoding="utf-8"))
+    assert status in (0, 1), (name, stdout[-2000:], stderr[-2000:])
+    return name, stdout, json.loads(out.read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")
 def replayed(tmp_path_factory) -> dict[str, tuple[str, dict]]:
     tmp = tmp_path_factory.mktemp("none")
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        done = pool.map(lambda item: _replay(item[0], item[1](), tmp), INPUTS.items())
-        return {name: (screen, report) for name, screen, report in done}
+    done = [_replay(name, make(), tmp) for name, make in INPUTS.items()]
+    return {name: (screen, report) for name, screen, report in done}
 
 
 def _cells(report: dict) -> list[tuple[str, str]]:
