@@ -6,10 +6,12 @@ The per-host suite reports are synthetic but written by the suite's own writer
 noise, one slow GPU in about 150, a failed check on one host in 100 and one unreadable file in 500.
 They go into a folder, one file per host, and are rendered as `invoke validate --from-reports` does
 (`gpuenv.fleet.collected.read_report_folder`, which hands a large folder to worker processes, the
-cycle collector paused, JSON and JUnit written host by host), each size in its own subprocess so
-that its peak memory (ru_maxrss) is its own. The readers' CPU time is counted with the reading,
-and the peak is the renderer's plus each reader's at its largest (an upper bound: they overlap
-only while the folder is read).
+cycle collector paused, JSON and JUnit written host by host), each size in its own subprocess.
+The readers' CPU time is counted with the reading, the forked writer's and the plots' with the
+files. The peak is the memory of that subprocess and every process it starts (readers, the forked
+JSON writer, the plots' process) together, sampled every 0.2 s from here: the sum of their
+proportional set sizes (Pss), so that a page a forked process still shares with its parent is
+counted once (the renderer's ru_maxrss plus each reader's is printed beside it).
 With --chromium, times headless Chromium opening the HTML page (--dump-dom), next to an empty page
 opened in the same run (the browser's own start, which a loaded machine stretches).
 
@@ -393,24 +395,69 @@ def _goal_words(
 
 def _run_one(code: Path, folder: Path, out: Path, formats: list[str]) -> dict | str:
     env = {**os.environ, "PYTHONPATH": str(code) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    run = subprocess.run(
-        [
-            sys.executable,
-            str(Path(__file__).resolve()),
-            "--one",
-            str(folder),
-            str(out),
-            ",".join(formats),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        cwd=code,
-    )
-    if run.returncode != 0:
-        return f"failed: {run.stderr.strip().splitlines()[-1:]}"
-    return json.loads(run.stdout.strip().splitlines()[-1])
+    with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
+        run = subprocess.Popen(
+            [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--one",
+                str(folder),
+                str(out),
+                ",".join(formats),
+            ],
+            stdout=stdout,
+            stderr=stderr,
+            text=True,
+            env=env,
+            cwd=code,
+        )
+        pss = _sample_pss(run)
+        stdout.seek(0)
+        stderr.seek(0)
+        if run.returncode != 0:
+            return f"failed: {stderr.read().strip().splitlines()[-1:]}"
+        result = json.loads(stdout.read().strip().splitlines()[-1])
+    result["tree_pss_mb"] = pss
+    return result
+
+
+#: How often the measured process tree's memory is sampled (seconds).
+PSS_EVERY_S = 0.2
+
+
+def _sample_pss(run: subprocess.Popen) -> float:
+    """The largest proportional set size (Pss: each shared page counted once, split between the
+    processes that share it) of the process and every process it started (readers, a forked
+    writer, the plots' process), summed, sampled every PSS_EVERY_S until it exits, in MB."""
+    peak = 0
+    while run.poll() is None:
+        total = 0
+        for pid in _tree(run.pid):
+            try:
+                with open(f"/proc/{pid}/smaps_rollup") as rollup:
+                    total += next(
+                        int(line.split()[1]) for line in rollup if line.startswith("Pss:")
+                    )
+            except (OSError, StopIteration, ValueError):
+                continue  # it ended meanwhile
+        peak = max(peak, total)
+        time.sleep(PSS_EVERY_S)
+    return peak / 1024
+
+
+def _tree(root: int) -> list[int]:
+    """root and its descendants, from each thread's /proc/PID/task/TID/children."""
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        try:
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as children:
+                    todo += [int(child) for child in children.read().split()]
+        except OSError:
+            continue  # it ended meanwhile
+    return tree
 
 
 def _line(label: str, hosts: int, res: dict, formats: list[str], opened: float | None) -> str:
@@ -424,7 +471,8 @@ def _line(label: str, hosts: int, res: dict, formats: list[str], opened: float |
     sizes = " ".join(f"{res['sizes'][f] / 1e6:9.2f}" for f in formats if f in FILES)
     page = res["sizes"]["html"] / 1e6 if "html" in res["sizes"] else None
     readers = res.get("readers", 0)
-    peak = res["peak_rss_mb"] + readers * res.get("reader_peak_mb", 0)
+    bound = res["peak_rss_mb"] + readers * res.get("reader_peak_mb", 0)
+    peak = res["tree_pss_mb"]
     return (
         f"{label:6} {hosts:>6} "
         + " ".join(f"{c:>17}" for c in cells)
@@ -438,6 +486,7 @@ def _line(label: str, hosts: int, res: dict, formats: list[str], opened: float |
             if readers
             else f" [{res['code']};"
         )
+        + f" renderer + readers' RSS {bound:.0f} MB, the files' processes uncounted;"
         + f" load {os.getloadavg()[0]:.1f}]"
     )
 
@@ -487,7 +536,7 @@ def main() -> None:
     print(
         f"{'code':6} {'hosts':>6} {'read+analyse':>17} {'table':>17} {'files':>17} "
         + " ".join(f"{f + ' MB':>9}" for f in formats if f in FILES)
-        + f" {'total':>17} {'peak RSS':>9}"
+        + f" {'total':>17} {'peak Pss':>9}"
         + (" chromium" if args.chromium else "")
     )
     with tempfile.TemporaryDirectory(prefix="gpuenv-fleet-bench-") as tmp:
