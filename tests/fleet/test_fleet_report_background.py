@@ -13,8 +13,10 @@ import threading
 import time
 
 import pytest
+from hangbound import HANG_BOUND_S
 from suitecases import A100, gpu, gpu_report
 
+from gpuenv.fleet import report
 from gpuenv.fleet.outcome import READY, HostOutcome
 from gpuenv.fleet.report import plots, write_elsewhere, write_reports
 from gpuenv.fleet.report.analysis import analyse
@@ -143,7 +145,12 @@ def _slow(fleet):
     yield from pieces
 
 
-def test_a_writer_stopped_halfway_leaves_neither_the_file_nor_its_temporary_file(tmp_path):
+def test_a_writer_stopped_halfway_leaves_neither_the_file_nor_its_temporary_file(
+    tmp_path, monkeypatch
+):
+    # a writer that ignored SIGTERM would be killed only after three hang bounds: ending within
+    # one says SIGTERM ended it (and its cleanup ran), not the kill
+    monkeypatch.setattr(report, "STOP_WAIT_S", 3 * HANG_BOUND_S)
     fleet = _fleet()
     elsewhere = write_elsewhere(str(tmp_path / "f.json"), _slow, fleet)
     assert elsewhere is not None
@@ -153,7 +160,7 @@ def test_a_writer_stopped_halfway_leaves_neither_the_file_nor_its_temporary_file
     assert _leftovers(tmp_path), "the writer never started its temporary file"
     started = time.monotonic()
     elsewhere.stop()  # as write_reports does on Ctrl-C or an error of its own
-    assert time.monotonic() - started < 5  # ended by SIGTERM, not by the kill after STOP_WAIT_S
+    assert time.monotonic() - started < HANG_BOUND_S  # ended by SIGTERM, not by the kill
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
