@@ -329,17 +329,12 @@ def test_a_stop_while_pytest_starts_is_an_interrupt_not_a_traceback(tmp_path):
     plugin.parent.mkdir()
     plugin.write_text("import os, signal\n\nos.kill(os.getpid(), signal.SIGTERM)\n")
     out = tmp_path / "reports"
-    env = {
-        **{k: v for k, v in os.environ.items() if k not in ("NVIDIA_VISIBLE_DEVICES",)},
-        "PYTHONPATH": str(plugin.parent),
-    }
-    env.pop("GPUENV_STACK_FILE", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "validate", "--junit", str(out / "r.xml"), "-p", "stop_at_import"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
+    done = run_suite(
+        "--junit",
+        str(out / "r.xml"),
+        "-p",
+        "stop_at_import",
+        env={"PYTHONPATH": str(plugin.parent)},
         timeout=120,
     )
     output = done.stdout + done.stderr
