@@ -93,6 +93,20 @@ def test_the_real_suites_server_tests_carry_the_engine_mark_and_no_other():
         assert mine & engine == want, (module, sorted(mine ^ want)[:5])
 
 
+def inner_pytest(args: list[str], cwd: Path, first_on_path: Path) -> subprocess.CompletedProcess:
+    """`python -m pytest -q ARGS` in a process of its own (no cache folder left), `first_on_path`
+    ahead of this run's PYTHONPATH (the plugin or helpers it loads by name)."""
+    path = [str(first_on_path), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
 UNIT_PRINTER = """
 import workergroups
 
@@ -107,15 +121,10 @@ def test_the_real_suites_slurm_and_chromium_tests_are_a_unit_beside_the_docker_o
     """A Slurm test that uses no Docker, and a Chromium test, are in `engine-slurm`; a Slurm test
     that runs the suite in an image, and every Docker, SSH and registry test, in `engine`."""
     (tmp_path / "unitprinter.py").write_text(UNIT_PRINTER)
-    path = [str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])]
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
-        + ["-p", "unitprinter", *sorted({nodeid.split("::")[0] for nodeid in UNITS})],
+    done = inner_pytest(
+        ["--collect-only", "-p", "unitprinter", *sorted({n.split("::")[0] for n in UNITS})],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(path)},
-        capture_output=True,
-        text=True,
-        timeout=300,
+        first_on_path=tmp_path,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     units = {
@@ -235,15 +244,8 @@ def test_two_workers_run_each_engine_unit_on_one_in_order_and_a_module_once(tmp_
     (folder / "test_engine_slurm.py").write_text(INNER_SLURM.format(log=str(log)))
     for name, count in (("big", 12), ("small", 3)):
         (folder / f"test_cpu_{name}.py").write_text(INNER_CPU.format(log=str(log), count=count))
-    path = [str(ROOT / "tests"), *filter(None, [os.environ.get("PYTHONPATH")])]
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2"]
-        + ["--dist", "loadscope"],
-        cwd=folder,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(path)},
-        capture_output=True,
-        text=True,
-        timeout=300,
+    done = inner_pytest(
+        ["-n", "2", "--dist", "loadscope"], cwd=folder, first_on_path=ROOT / "tests"
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "24 passed" in done.stdout, done.stdout[-2000:]
