@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import subprocess
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -149,21 +148,6 @@ class StandinImage:
     said: tuple[str, ...]  # what the build said as it went
 
 
-@contextmanager
-def _environment(**values: str) -> Iterator[None]:
-    """Set these variables while the block runs, then put back what was there."""
-    old = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in old.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
 def _standin_image(
     backend: str, folder: Path, base: str, standin_wheels: Path, cpu_stack, mirrors: dict[str, str]
 ) -> Iterator[StandinImage]:
@@ -179,9 +163,9 @@ def _standin_image(
     team.write_text(yaml.safe_dump({"conda": conda, "pip": []}))
     engine = Engine.local()
     said: list[str] = []
-    with _environment(
-        GPUENV_LOCKS_DIR=str(folder / "locks"), GPUENV_CACHE_DIR=str(folder / "cache")
-    ):
+    with pytest.MonkeyPatch.context() as env:  # a session's fixture: no test's monkeypatch
+        env.setenv("GPUENV_LOCKS_DIR", str(folder / "locks"))
+        env.setenv("GPUENV_CACHE_DIR", str(folder / "cache"))
         lock = ensure_lock(
             cpu_stack, backend=backend, wheelhouse=standin_wheels, team_file=team, mirrors=mirrors
         )
