@@ -6,7 +6,11 @@ import os
 import re
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import dockercases
 
 from gpuenv.stack import Stack
 
@@ -119,3 +123,35 @@ def download_locked_wheels(lock_file: Path, find_links: Path, dest: Path) -> Pat
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return dest
+
+
+@contextmanager
+def rebuilt_cold_then_cached(
+    engine: Any, first: str, build: Callable[[str], str]
+) -> Iterator[list[str]]:
+    """The image ids [first, second, cached]: `first` is a cold build already made (the session's
+    stand-in image), `build(run)` builds the same lock again, cold for run "second" and through
+    the build cache for "cached". Yields them once a cold rebuild gave the same environment layer
+    and the cached one the same image; removes the two it built (with their kept install stages)
+    at the end, whatever happened, and leaves `first` to its fixture."""
+    from gpuenv.images.plan import ENV_LAYER_LABEL
+
+    def check_label(image_id: str) -> None:  # the label names the image's environment layer
+        labels = engine.image_info(image_id).labels
+        assert labels[ENV_LAYER_LABEL] == engine.layer_ids(image_id)[-2]
+
+    check_label(first)
+    built = [first]
+    try:
+        for run in ("second", "cached"):
+            built.append(build(run))
+            check_label(built[-1])
+        layers = [engine.image_info(i).labels[ENV_LAYER_LABEL] for i in built]
+        assert layers[0] == layers[1] == layers[2], "a cold build gave another environment layer"
+        assert built[2] == built[1], "a rebuild through the cache gave another image"
+        yield built
+    finally:
+        for image_id in dict.fromkeys(built[1:]):
+            info = engine.image_info(image_id)
+            dockercases.remove_image(engine, image_id)
+            dockercases.remove_build_cache(info.labels if info else {})

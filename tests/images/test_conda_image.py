@@ -14,8 +14,8 @@ from __future__ import annotations
 import dataclasses
 import os
 
-import dockercases
 import pytest
+from imagecases import rebuilt_cold_then_cached
 
 pytestmark = [pytest.mark.docker, pytest.mark.network]
 
@@ -39,9 +39,7 @@ def test_a_conda_image_on_the_bare_base_builds_offline_runs_its_entry_point_and_
     mirrors = {"conda-forge": conda_channel.as_uri()}
     engine = Engine.local()
 
-    def check_build(run: str, image_id: str, said: list[str]) -> None:
-        labels = engine.image_info(image_id).labels
-        assert labels[images.ENV_LAYER_LABEL] == engine.layer_ids(image_id)[-2]
+    def check_progress(run: str, said: list[str]) -> None:
         cache = images.CACHE_REPOSITORY + "/" + cpu_stack.stack_id.lower()
         kept = [t for i in engine.client.images.list(name=cache) for t in i.tags]
         assert not [t for t in kept if t.endswith("-unlabelled")], "the first build's name"
@@ -57,32 +55,31 @@ def test_a_conda_image_on_the_bare_base_builds_offline_runs_its_entry_point_and_
             line.startswith("linking ") and "(for /opt/gpuenv/env)" in line for line in said
         ), said
 
-    check_build("first", standin_conda_image.id, list(standin_conda_image.said))
-    built = [standin_conda_image.id]
-    try:
-        # cold again: no build cache, from an empty staging cache; then through the cache
-        for run in ("second", "cached"):
-            monkeypatch.setenv("GPUENV_CACHE_DIR", str(tmp_path / f"cache-{run}"))
-            plan = images.plan_build(
-                cpu_stack,
-                lock_dir,
-                base_image=bare_base_image,
-                wheelhouse=standin_wheels,
-                mirrors=mirrors,
-                nocache=run != "cached",
-            )
-            plan = dataclasses.replace(plan, tags=[f"gpuenv-test/conda-{os.getpid()}:{run}"])
-            said: list[str] = []
-            result = images.build_stack_image(engine, plan, progress=said.append)
-            built.append(result.image.id)
-            check_build(run, result.image.id, said)
-        layers = [engine.image_info(i).labels[images.ENV_LAYER_LABEL] for i in built]
-        assert layers[0] == layers[1] == layers[2], "a cold build gave another environment layer"
-        assert built[2] == built[1], "a rebuild through the cache gave another image"
+    def build(run: str) -> str:
+        monkeypatch.setenv("GPUENV_CACHE_DIR", str(tmp_path / f"cache-{run}"))
+        plan = images.plan_build(
+            cpu_stack,
+            lock_dir,
+            base_image=bare_base_image,
+            wheelhouse=standin_wheels,
+            mirrors=mirrors,
+            nocache=run != "cached",
+        )
+        plan = dataclasses.replace(plan, tags=[f"gpuenv-test/conda-{os.getpid()}:{run}"])
+        said.clear()
+        image_id = images.build_stack_image(engine, plan, progress=said.append).image.id
+        check_progress(run, said)
+        return image_id
+
+    check_progress("first", list(standin_conda_image.said))
+    said: list[str] = []
+    # cold again: no build cache, from an empty staging cache; then through the cache
+    with rebuilt_cold_then_cached(engine, standin_conda_image.id, build) as built:
+        layer = engine.image_info(built[0]).labels[images.ENV_LAYER_LABEL]
         said.clear()
         verdict = verify_image(engine, built[0], say=said.append, lock_dir=lock_dir)
         assert verdict.ok and "as its io.gpuenv.env_layer label records" in verdict.layer, said
-        assert layers[0][:19] in verdict.layer and any(verdict.layer in line for line in said)
+        assert layer[:19] in verdict.layer and any(verdict.layer in line for line in said)
         out: list[str] = []
         code = engine.run_container(
             built[0], ["gpuenv-probe"], gpus="none", workdir_mount=tmp_path, stream=out.append
@@ -102,8 +99,3 @@ def test_a_conda_image_on_the_bare_base_builds_offline_runs_its_entry_point_and_
             stream=out.append,
         )
         assert code == 0 and "2.13.0+cpu" in "".join(out)
-    finally:  # this test's builds; the session's image is the fixture's to remove
-        for image_id in dict.fromkeys(built[1:]):
-            labels = engine.image_info(image_id).labels if engine.image_info(image_id) else {}
-            dockercases.remove_image(engine, image_id)
-            dockercases.remove_build_cache(labels)

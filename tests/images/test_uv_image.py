@@ -13,8 +13,8 @@ from __future__ import annotations
 import dataclasses
 import os
 
-import dockercases
 import pytest
+from imagecases import rebuilt_cold_then_cached
 
 pytestmark = [pytest.mark.docker, pytest.mark.network]
 
@@ -33,35 +33,26 @@ def test_a_uv_image_gives_the_same_environment_layer_from_two_cold_builds(
     wheels = standin_uv_image.wheelhouse  # every wheel of the lock: the builds ask no index
     engine = Engine.local()
 
-    def check_build(image_id: str) -> None:
-        labels = engine.image_info(image_id).labels
-        assert labels[images.ENV_LAYER_LABEL] == engine.layer_ids(image_id)[-2]
+    def build(run: str) -> str:
+        plan = images.plan_build(
+            cpu_stack,
+            lock_dir,
+            base_image=base_image,
+            wheelhouse=wheels,
+            offline=True,
+            nocache=run != "cached",
+        )
+        plan = dataclasses.replace(plan, tags=[f"gpuenv-test/uv-{os.getpid()}:{run}"])
+        return images.build_stack_image(engine, plan, progress=lambda _line: None).image.id
 
-    check_build(standin_uv_image.id)
-    built = [standin_uv_image.id]
-    try:
-        # cold again (no build cache), then through the cache
-        for run in ("second", "cached"):
-            plan = images.plan_build(
-                cpu_stack,
-                lock_dir,
-                base_image=base_image,
-                wheelhouse=wheels,
-                offline=True,
-                nocache=run != "cached",
-            )
-            plan = dataclasses.replace(plan, tags=[f"gpuenv-test/uv-{os.getpid()}:{run}"])
-            result = images.build_stack_image(engine, plan, progress=lambda _line: None)
-            built.append(result.image.id)
-            check_build(result.image.id)
-        layers = [engine.image_info(i).labels[images.ENV_LAYER_LABEL] for i in built]
-        assert layers[0] == layers[1] == layers[2], "a cold build gave another environment layer"
-        assert built[2] == built[1], "a rebuild through the cache gave another image"
+    # cold again (no build cache), then through the cache
+    with rebuilt_cold_then_cached(engine, standin_uv_image.id, build) as built:
+        layer = engine.image_info(built[0]).labels[images.ENV_LAYER_LABEL]
         said: list[str] = []
         verdict = verify_image(engine, built[0], say=said.append, lock_dir=lock_dir)
         assert verdict.ok, [p.line() for p in verdict.problems]
         assert "as its io.gpuenv.env_layer label records" in verdict.layer, said
-        assert layers[0][:19] in verdict.layer and any(verdict.layer in line for line in said)
+        assert layer[:19] in verdict.layer and any(verdict.layer in line for line in said)
         # the environment moved after its install still runs: its scripts name /opt/gpuenv/env
         out: list[str] = []
         code = engine.run_container(
@@ -81,8 +72,3 @@ def test_a_uv_image_gives_the_same_environment_layer_from_two_cold_builds(
             stream=out.append,
         )
         assert code == 0 and "2.13.0+cpu /opt/gpuenv/env" in "".join(out), out
-    finally:  # this test's builds; the session's image is the fixture's to remove
-        for image_id in dict.fromkeys(built[1:]):
-            labels = engine.image_info(image_id).labels if engine.image_info(image_id) else {}
-            dockercases.remove_image(engine, image_id)
-            dockercases.remove_build_cache(labels)
