@@ -418,7 +418,7 @@ MODE = py_compile.PycInvalidationMode.CHECKED_HASH
 made = set()  # folders known to exist: one mkdir each, not one a file
 
 
-def folder_of(path):
+def make_folder_of(path):
     folder = os.path.dirname(path)
     if folder not in made:
         os.makedirs(folder, exist_ok=True)
@@ -440,7 +440,7 @@ def cached_code(path):
 
 def keep(target, entry):
     try:
-        folder_of(entry)
+        make_folder_of(entry)
         part = f"{entry}.{os.getpid()}.part"
         with open(target, "rb") as f, open(part, "wb") as out:
             code = f.read()
@@ -470,7 +470,7 @@ for folder, dirs, files in os.walk(site):
         if data is None:
             todo.append((path, target, entry))
             continue
-        folder_of(target)
+        make_folder_of(target)
         with open(target, "wb") as out:
             out.write(data)
         hits += 1
