@@ -360,22 +360,14 @@ def install(
     `have`: the target's `__cuda` / `__glibc` (`target` names it in the refusal: "this host", "the
     base image"). `cache`: where packages are downloaded (removed by the caller).
     """
-    environment = read_lock(lock_path, platform)
-    problem = unmet_virtual(environment.conda, have)
-    if problem:
-        raise BadInput(
-            f"{lock_path.name} cannot run on {target}: {problem}",
-            fix="install where the driver (or base image) meets it, or lock the stack for this "
-            "machine's CUDA (--cuda)",
-        )
-    if not any(p.name == "python" for p in environment.conda):
-        raise DataError(f"{lock_path}: no python for {platform}", fix="relock: invoke lock --force")
+    environment = runnable_environment(lock_path, platform, have, target)
     say(f"fetching {len(environment.conda)} conda packages, each checked against the lock's sha256")
     # `output` takes chunks as a tool prints them: each fetch line ends with its own newline
     archives = conda.fetch_verified(
         environment.conda, cache, mirrors=mirrors, say=lambda line: output(line + "\n")
     )
     conda.link(archives, into, final_prefix=final_prefix, platform=platform, say=say)
+    settle_records(into, environment.conda)
     if environment.pip:
         say(f"installing {len(environment.pip)} pip packages with uv, every hash required")
         requirements = cache / "pip-requirements.txt"
@@ -399,6 +391,41 @@ def install(
         uv.run_installer(cmd, on_line=output, tool="uv pip install")
         say("compiling the bytecode (each file once: the bytecode cache keeps it by content)")
         compile_bytecode(into, output)
+
+
+def runnable_environment(
+    lock_path: Path, platform: str, have: Mapping[str, str | None], target: str
+) -> LockedEnvironment:
+    """The `platform` part of the lock, refused in one line when `target` lacks a `__cuda` or
+    `__glibc` its packages need, or when it has no Python."""
+    environment = read_lock(lock_path, platform)
+    problem = unmet_virtual(environment.conda, have)
+    if problem:
+        raise BadInput(
+            f"{lock_path.name} cannot run on {target}: {problem}",
+            fix="install where the driver (or base image) meets it, or lock the stack for this "
+            "machine's CUDA (--cuda)",
+        )
+    if not any(p.name == "python" for p in environment.conda):
+        raise DataError(f"{lock_path}: no python for {platform}", fix="relock: invoke lock --force")
+    return environment
+
+
+def settle_records(into: Path, packages: Sequence[conda.CondaPackage]) -> None:
+    """conda-meta's records name each package by the lock's URL, not by the temporary folder it
+    was fetched into, and keep no path of that folder (rattler's `extracted_package_dir`, `link`,
+    `package_tarball_full_path`): the same lock then writes the same records whoever installs it,
+    wherever (the image's environment layer is the same for every user of the lock)."""
+    from gpuenv.envs.fromhost import record_text
+
+    urls = {p.file_name: p.url for p in packages}
+    for meta in sorted((into / "conda-meta").glob("*.json")):
+        record = json.loads(meta.read_bytes())
+        if record.get("fn") in urls:
+            record["url"] = urls[record["fn"]]
+        for key in ("extracted_package_dir", "link", "package_tarball_full_path"):
+            record.pop(key, None)
+        meta.write_text(record_text(record), encoding="utf-8")
 
 
 #: Run by the environment's own Python (its version's compiler, magic number and cache tag):
@@ -616,21 +643,22 @@ def stage_for_image(
     shutil.rmtree(work, ignore_errors=True)
     try:
         into = work / "env"
-        install(
-            lock_path,
-            into=into,
-            final_prefix=IMAGE_ENV_DIR,
-            platform=platform,
-            have=have,
-            target=target,
-            mirrors=mirrors,
-            wheelhouse=wheelhouse,
-            offline=offline,
-            cache=work / "downloads",
-            say=say,
-            output=lambda _l: None,
-        )
-        retarget_scripts(into, IMAGE_ENV_DIR)
+        if not _copied_from_host(lock_path, into, lock_sha256, platform, have, target, say):
+            install(
+                lock_path,
+                into=into,
+                final_prefix=IMAGE_ENV_DIR,
+                platform=platform,
+                have=have,
+                target=target,
+                mirrors=mirrors,
+                wheelhouse=wheelhouse,
+                offline=offline,
+                cache=work / "downloads",
+                say=say,
+                output=lambda _l: None,
+            )
+            retarget_scripts(into, IMAGE_ENV_DIR)
         make_reproducible(into)
         partial = Path(tempfile.mkdtemp(prefix=f".{staged.name}.", dir=cache_root))
         try:  # into the cache whole or not at all (the cache may be on another file system)
@@ -649,6 +677,49 @@ def stage_for_image(
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return staged
+
+
+def _copied_from_host(
+    lock_path: Path,
+    into: Path,
+    lock_sha256: str,
+    platform: str,
+    have: Mapping[str, str | None],
+    target: str,
+    say: Say,
+) -> bool:
+    """Whether `into` now holds the image's environment copied from a prefix that `invoke install`
+    made of this lock here (gpuenv.envs.fromhost), rather than the lock installed a second time."""
+    import shutil
+
+    from gpuenv.envs import fromhost
+    from gpuenv.envs.verify import expected_from_lock
+
+    prefixes = [p for p in fromhost.remembered(lock_sha256, platform) if p.is_dir()]
+    if not prefixes:
+        return False
+    environment = runnable_environment(lock_path, platform, have, target)
+    compared = expected_from_lock(lock_path.parent, None, platform=platform)
+    assert compared.expected is not None
+
+    def attempt(prefix: Path) -> None:
+        say(f"copying the environment {prefix} installed for the image, checked against its lock")
+        shutil.rmtree(into, ignore_errors=True)
+        fromhost.copy_for_image(
+            prefix,
+            into,
+            final_prefix=IMAGE_ENV_DIR,
+            lock_sha256=lock_sha256,
+            expected=compared.expected,
+            expected_from=compared.what,
+        )
+        if environment.pip:  # as an install compiles it, from the bytecode cache
+            compile_bytecode(into, lambda _l: None)
+
+    if fromhost.first_of(prefixes, attempt, say) is None:
+        shutil.rmtree(into, ignore_errors=True)
+        return False
+    return True
 
 
 #: A staged environment's manifest: at most this many bytes are read (a CUDA stack lists some

@@ -336,6 +336,7 @@ def install(plan: InstallPlan, *, say: Say, output: Say, force: bool = False) ->
             f"{plan.prefix} already holds lock {plan.lock.sha256[:12]} ({plan.lock.backend}): "
             "nothing to do"
         )
+        _remember(plan)
         return InstallResult(plan.prefix, True, plan.lock.sha256)
     folder = plan.folder
     for path in leftovers(folder):
@@ -392,6 +393,7 @@ def install(plan: InstallPlan, *, say: Say, output: Say, force: bool = False) ->
         )
         step = "moving it into place"
         arrived = replace_dir(work, folder, redeliver=False)
+        _remember(plan)
     except BaseException as err:
         with held_signals():  # a second Ctrl-C must not stop the removal halfway
             if work is not None:
@@ -595,16 +597,9 @@ def _install_conda(plan: InstallPlan, work: Path, say: Say, output: Say) -> None
     """The conda lock through py-rattler (gpuenv.envs.condalock): packages checked by sha256, linked
     for the prefix's final path, pip entries by uv; refused first when this host lacks its
     __cuda/__glibc."""
-    import platform as host
-
     from gpuenv.envs import condalock
 
-    conda_platform = {"x86_64": "linux-64", "aarch64": "linux-aarch64"}.get(host.machine())
-    if conda_platform is None:
-        raise BadInput(
-            f"this host is {host.machine()}, for which gpuenv locks nothing",
-            fix="install on a linux-64 or linux-aarch64 host",
-        )
+    conda_platform = _conda_platform()
     cache = Path(tempfile.mkdtemp(prefix="gpuenv-conda-pkgs-"))
     try:
         condalock.install(
@@ -624,6 +619,26 @@ def _install_conda(plan: InstallPlan, work: Path, say: Say, output: Say) -> None
         condalock.retarget_scripts(work, plan.folder)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
+
+
+def _remember(plan: InstallPlan) -> None:
+    """An image of a conda lock copies the prefix that holds it (gpuenv.envs.fromhost)."""
+    if plan.lock.backend != "uv":
+        from gpuenv.envs import fromhost
+
+        fromhost.remember(plan.folder, plan.lock.sha256, _conda_platform())
+
+
+def _conda_platform() -> str:
+    import platform as host
+
+    found = {"x86_64": "linux-64", "aarch64": "linux-aarch64"}.get(host.machine())
+    if found is None:
+        raise BadInput(
+            f"this host is {host.machine()}, for which gpuenv locks nothing",
+            fix="install on a linux-64 or linux-aarch64 host",
+        )
+    return found
 
 
 def own_files(prefix: Path) -> dict[str, str]:

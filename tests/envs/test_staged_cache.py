@@ -5,6 +5,8 @@ without it."""
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 from pathlib import Path
 
@@ -13,7 +15,9 @@ import yaml
 from lockcases import TORCH_CPU
 
 from gpuenv.envs import condalock, lockdir
+from gpuenv.envs import install as installer
 from gpuenv.envs.locking import ensure_lock
+from gpuenv.images import context
 
 
 def test_a_lost_added_or_changed_entry_is_named(tmp_path):
@@ -94,3 +98,130 @@ def test_a_damaged_staged_environment_is_staged_again(staged_lock, tmp_path, dam
     assert not [p for p in (tmp_path / "cache").iterdir() if p.name.startswith(".")], (
         "nothing left beside it"
     )
+
+
+# ---------------------------------------------------------------- copied from the host's prefix
+
+
+def stage_in(staged_lock, cache_root: Path, said: list[str]) -> Path:
+    lock_path, lock_sha256, mirrors, wheels = staged_lock
+    return condalock.stage_for_image(
+        lock_path,
+        stack=TORCH_CPU,
+        lock_sha256=lock_sha256,
+        platform="linux-64",
+        target="the base image",
+        mirrors=mirrors,
+        wheelhouse=wheels,
+        offline=False,
+        cache_root=cache_root,
+        say=said.append,
+    )
+
+
+def install_into(staged_lock, prefix: Path) -> Path:
+    lock_path, _, mirrors, wheels = staged_lock
+    plan = installer.plan_install(
+        TORCH_CPU, lock_path.parent, prefix, wheelhouse=wheels, mirrors=mirrors
+    )
+    installer.install(plan, say=lambda _m: None, output=lambda _m: None)
+    return plan.folder
+
+
+def layer_sha256(staged: Path) -> str:
+    """The sha256 of the environment's tar as the image build sends it: the layer's bytes."""
+    out = io.BytesIO()
+    context.write_env_archive(context.EnvArchive(staged, "opt/gpuenv/env", 0), out)
+    return hashlib.sha256(out.getvalue()).hexdigest()
+
+
+@pytest.fixture
+def private_cache(tmp_path, monkeypatch) -> Path:
+    """gpuenv's cache of this test alone: no other test's prefix is remembered in it."""
+    monkeypatch.setenv("GPUENV_CACHE_DIR", str(tmp_path / "gpuenv-cache"))
+    return tmp_path / "gpuenv-cache"
+
+
+@pytest.mark.parametrize(
+    "where, copied_from_it",
+    [
+        ("p", True),
+        ("team/envs/torch-2.13-cpu", True),
+        # uv writes a /bin/sh trampoline, not a #! line, for so long a path: installed instead
+        ("a-path-too-long-for-a-plain-interpreter-line/" * 2 + "prefix", False),
+    ],
+)
+def test_the_image_environment_is_copied_from_the_installed_prefix_byte_for_byte(
+    staged_lock, tmp_path, private_cache, where, copied_from_it
+):
+    said: list[str] = []
+    direct = stage_in(staged_lock, tmp_path / "direct", said)
+    assert not any("copying the environment" in line for line in said), said
+    prefix = install_into(staged_lock, tmp_path / where)
+    said.clear()
+    copied = stage_in(staged_lock, tmp_path / "copied", said)
+    assert f"copying the environment {prefix} installed for the image" in " ".join(said), said
+    linked = any(line.startswith("linking") for line in said)
+    assert linked != copied_from_it, [line for line in said if "not copied" in line]
+    if not copied_from_it:
+        reasons = [line for line in said if line.startswith(f"not copied from {prefix}: ")]
+        assert reasons and ("#! line" in reasons[0] or "names the prefix's path" in reasons[0])
+    assert layer_sha256(copied) == layer_sha256(direct), "the same environment layer"
+    # the paths the packages asked for name the image's, in every form the test channel has
+    image = str(condalock.IMAGE_ENV_DIR).encode()
+    for path in ("bin/gpuenv-hello", "bin/gpuenv-hello-py", "share/gpuenv-hello/paths.conf"):
+        data = (copied / path).read_bytes()
+        assert image in data and str(prefix).encode() not in data, path
+    assert (copied / "bin" / "pytest").read_bytes().startswith(b"#!" + image + b"/bin/")
+    for meta in (copied / "conda-meta").glob("*.json"):  # no temporary folder of an install
+        record = json.loads(meta.read_text())
+        assert record["url"].startswith("https://conda.anaconda.org/conda-forge/"), meta.name
+        assert "extracted_package_dir" not in record and "link" not in record, meta.name
+    assert not (copied / installer.RECORD_FILE).exists(), "gpuenv's own files stay out"
+    assert not list(copied.glob("lib/python3*/site-packages/validate"))
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["edited placeholder file", "added module", "edited entry point", "edited pip script"],
+)
+def test_a_prefix_changed_since_its_install_is_installed_again_not_copied(
+    staged_lock, tmp_path, private_cache, damage
+):
+    prefix = install_into(staged_lock, tmp_path / "prefix")
+    site = next(prefix.glob("lib/python3*/site-packages"))
+    if damage == "edited placeholder file":
+        path = prefix / "share" / "gpuenv-hello" / "paths.conf"
+        path.write_text(path.read_text() + "extra=1\n")
+    elif damage == "added module":
+        (site / "sneaky.py").write_text("import os\n")
+    elif damage == "edited entry point":
+        path = prefix / "bin" / "gpuenv-probe"
+        path.write_text(path.read_text() + "print('changed')\n")
+    else:
+        path = prefix / "bin" / "pytest"
+        path.write_text(path.read_text().replace("sys.exit", "print('x'); sys.exit"))
+    said: list[str] = []
+    staged = stage_in(staged_lock, tmp_path / "cache", said)
+    refusal = [line for line in said if line.startswith(f"not copied from {prefix}:")]
+    assert refusal and "is not what its lock installed" in refusal[0], said
+    assert any(line.startswith("linking") for line in said), "installed from the lock instead"
+    assert b"changed" not in (staged / "bin" / "gpuenv-probe").read_bytes()
+    assert not list(staged.glob("lib/python3*/site-packages/sneaky.py"))
+    assert b"extra=1" not in (staged / "share" / "gpuenv-hello" / "paths.conf").read_bytes()
+    assert b"print('x')" not in (staged / "bin" / "pytest").read_bytes()
+
+
+def test_the_prefixes_remembered_are_read_safely(private_cache):
+    from gpuenv.envs import fromhost
+
+    assert fromhost.remembered("ab" * 32, "linux-64") == []
+    for n in range(fromhost.KEEP + 2):
+        fromhost.remember(Path(f"/p/{n}"), "ab" * 32, "linux-64")
+    fromhost.remember(Path("/p/2"), "ab" * 32, "linux-64")
+    assert fromhost.remembered("ab" * 32, "linux-64")[:2] == [Path("/p/2"), Path("/p/5")]
+    assert len(fromhost.remembered("ab" * 32, "linux-64")) == fromhost.KEEP
+    fromhost.registry_file("ab" * 32, "linux-64").write_text('{"not": "a list"}')
+    assert fromhost.remembered("ab" * 32, "linux-64") == []
+    fromhost.registry_file("ab" * 32, "linux-64").write_text('["relative/path", "/abs"]')
+    assert fromhost.remembered("ab" * 32, "linux-64") == [Path("/abs")]
