@@ -10,8 +10,9 @@ and nvidia-ml-py from PyPI, as the stack asks), the base image the bare Debian o
 gpuenv (every cache empty: rattler's, uv's, gpuenv's staging; the image with --no-cache):
   lock     gpuenv.envs.locking.ensure_lock (py-rattler solve in a child, uv pip compile)
   install  gpuenv.envs.install into a prefix (fetch and check each package, link, uv, bytecode)
-  image    gpuenv.images.plan.build_stack_image (the environment for /opt/gpuenv/env, the build,
-           the label build)
+  image    gpuenv.images.plan.build_stack_image (the environment for /opt/gpuenv/env copied
+           from the prefix the install step made and checked against the lock, the build, the
+           label build)
 the engine tools (their caches empty too):
   lock     rattler.solve of the same specs and virtual packages; uv pip compile of the same pip
            lines with hashes, for the same platform

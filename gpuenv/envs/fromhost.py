@@ -15,11 +15,13 @@ package declares; site-packages' bytecode is made again from the bytecode cache.
 
 Nothing is taken on trust: the copy is first judged as `invoke verify` judges a prefix
 (validate/intact.py: every file against its record, the packages against the lock), and every file
-is scanned for the prefix's path while it is copied; a file that names it and that no rule above
-covers, a file that differs from its record, a path too long for a plain `#!` line: the copy is
-dropped and the lock installed for the image as before, with the reason said. The copy is byte for
-byte what that install gives (tests/envs/test_stage_from_prefix.py), so the image's environment
-layer does not depend on which way it was made.
+is scanned for the prefix's path while it is copied. A file that names it where no rule above
+covers, a file that differs from its record, a `#!` line too long for the image's path: the copy is
+dropped and the lock installed for the image as before, with the reason said. Scripts that rattler
+or uv wrote as a /bin/sh trampoline (a long path, a path with a blank) are read back as the `#!`
+line a short path gets. The copy is byte for byte what installing the lock for the image gives
+(tests/envs/test_staged_cache.py), so the image's environment layer does not depend on which way
+it was made.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -43,8 +46,8 @@ REGISTRY = "installed-prefixes"
 KEEP = 4
 #: A remembered list or a prefix's record is a few lines: at most this many bytes are read.
 MAX_RECORD_BYTES = 1024 * 1024
-#: The longest `#!` line rattler and uv write as it is; a longer one they write another way
-#: (`#!/usr/bin/env`, a /bin/sh trampoline), which this copy does not rewrite.
+#: The longest `#!` line rattler and uv write as it is; for a longer one (or a path with a blank)
+#: they write a /bin/sh trampoline (_TRAMPOLINE), which this copy reads back as the `#!` line.
 MAX_SHEBANG = 127
 #: What the copy reads at a time (the scan for the prefix's path spans the pieces' seams).
 CHUNK = 1 << 20
@@ -99,7 +102,7 @@ def copy_for_image(
     if record.get("lock_sha256") != lock_sha256 or record.get("lock_backend") != "conda-lock":
         raise NotCopied(f"{prefix} holds another lock now")
     old, new = os.fsencode(prefix), os.fsencode(final_prefix)
-    if any(c in old for c in b" \t\n") or old in new or new in old:
+    if b"\n" in old or old in new or new in old:
         raise NotCopied(f"its path {prefix} cannot be told apart in its files")
     own = {intact.GPUENV_RECORD, *(record.get("files") or {})}
     naming = _copy_tree(prefix, into, old, leave_out=own)
@@ -116,8 +119,8 @@ def copy_for_image(
     left = sorted(set(naming) - rewritten)
     if left:
         raise NotCopied(
-            f"{left[0]} names the prefix's path in a form this copy does not rewrite (a long "
-            "path's /bin/sh trampoline?)"
+            f"{left[0]} names the prefix's path where no package record or installer script "
+            "says it does"
         )
 
 
@@ -250,6 +253,24 @@ def record_text(record: dict) -> str:
     return json.dumps(record, indent=2, ensure_ascii=False) + "\n"
 
 
+#: What rattler and uv write instead of a `#!` line too long for the kernel: a /bin/sh script
+#: that runs the interpreter on itself (uv: `'''exec' 'PY' "$0" "$@"` then `' '''`; rattler:
+#: `'''exec' "PY" "$0" "$@" #'''`).
+_TRAMPOLINE = re.compile(
+    rb"#!/bin/sh\n'''exec' (?P<q>['\"])(?P<interpreter>[^'\"\n]+)(?P=q) \"\$0\" \"\$@\""
+    rb"(?: #'''\n|\n' '''\n)"
+)
+
+
+def _as_shebang(data: bytes, old: bytes) -> bytes:
+    """A script that starts with such a trampoline for an interpreter under `old`, as the plain
+    `#!` line a shorter path gets; any other file as it is."""
+    found = _TRAMPOLINE.match(data)
+    if found is None or not found["interpreter"].startswith(old + b"/"):
+        return data
+    return b"#!" + found["interpreter"] + b"\n" + data[found.end() :]
+
+
 def _relinked(
     data: bytes,
     path: str,
@@ -261,16 +282,12 @@ def _relinked(
 ) -> bytes:
     """The file as linking its package for `new` writes it, from the file as linked for `old`:
     the package's own file rebuilt first, and checked by its sha256."""
+    if mode == "text":
+        data = _as_shebang(data, old)  # the package's file has a plain #! line
     original = (
         data.replace(old, placeholder) if mode == "text" else _cstrings(data, old, placeholder)
     )
     if original is None or hashlib.sha256(original).hexdigest() != sha256:
-        first = data.split(b"\n", 1)[0]
-        if mode == "text" and first.startswith(b"#!") and old not in first:
-            raise NotCopied(
-                f"{path}: its #! line was written another way for a long path (a /bin/sh "
-                "trampoline, /usr/bin/env)"
-            )
         raise NotCopied(f"{path}: its bytes do not rebuild its package's file")
     if mode == "binary":
         linked = _cstrings(original, placeholder, new)
@@ -306,8 +323,8 @@ def _cstrings(data: bytes, old: bytes, new: bytes) -> bytes | None:
 
 
 def _with_interpreter(data: bytes, path: str, old: bytes, new: bytes) -> bytes:
-    """A script whose `#!` line names `old`'s bin/ folder, naming `new`'s."""
-    first, sep, rest = data.partition(b"\n")
+    """A script whose `#!` line (or trampoline) names `old`'s bin/ folder, naming `new`'s."""
+    first, sep, rest = _as_shebang(data, old).partition(b"\n")
     if not first.startswith(b"#!" + old + b"/bin/"):
         raise NotCopied(f"{path}: its #! line does not name the prefix's bin/ (a long path?)")
     line = first.replace(b"#!" + old, b"#!" + new, 1)
@@ -329,8 +346,8 @@ def _retarget_scripts(into: Path, old: bytes, new: bytes) -> set[str]:
         if path in owned or script.is_symlink() or not script.is_file():
             continue
         with open(script, "rb") as handle:
-            head = handle.read(len(old) + 2)
-        if head != b"#!" + old:
+            head = _as_shebang(handle.read(len(old) + 64), old)
+        if not head.startswith(b"#!" + old):
             continue
         script.write_bytes(_with_interpreter(script.read_bytes(), path, old, new))
         changed.append(str(script))
