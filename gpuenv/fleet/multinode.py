@@ -162,6 +162,8 @@ def render_node_script(
     memory) or from the prefix. One process per whole GPU counted where torchrun runs (inside the
     container, after --gpus; or the prefix's, after Slurm's GRES), one without GPUs; fewer than
     `expect_gpus` (what the node's own suite saw) is a named failure, not a quiet gloo job.
+    The first node checks its rendezvous port first (PORT_CHECK): in use is exit PORT_BUSY_EXIT,
+    naming the port, before any container.
     A node with InfiniBand/RoCE ports (/sys/class/infiniband not empty) gives the container its
     verbs devices and IPC_LOCK (NCCL's IB transport registers memory). `job.env` (invoke.yaml
     fleet.env) reaches the container (-e) and the prefix run (export). `sys_root`: /sys (a test
