@@ -168,41 +168,45 @@ def test_a_killed_step_removes_its_container_which_runs_as_the_caller_named_and_
     os.killpg(proc.pid, signal.SIGKILL)  # the fake container's sleep
 
 
-@pytest.mark.parametrize("where", ["127.0.0.1", "127.0.0.2"])
-def test_the_head_names_its_port_in_use_and_starts_nothing(tmp_path, where):
-    """Something listening on the job's port on the first node (an earlier job's torchrun agent in
-    its exit barrier, another service) would take the head's store while the other agents joined
-    it. The head's script finds it, on loopback or on its NodeAddr (127.0.0.2 in fake_tools), and
-    exits PORT_BUSY_EXIT naming the port before any container; the job's reason is that line."""
+def node_beside_a_listener(tmp_path: Path, where: str, node: str = "n1"):
+    """The node script under bash as `node` (n1 is the head) while this test listens on its job's
+    port at `where`, with recording tools whose job container exits at once (so without a check
+    the script ends 0): (the finished process, the port, the job id)."""
     import socket
     import subprocess
 
     env = fake_tools(tmp_path)
     (tmp_path / "bin" / "docker").write_text(
         f'#!/bin/bash\necho "docker $*" >> {tmp_path / "calls"}\nexit 0\n'
-    )  # a job container that would exit at once: without the check the script ends 0
-    listener = socket.socket()
-    for job_id in range(42, 242):  # a job whose port nothing else here holds
-        try:
-            listener.bind((where, multinode.rendezvous_port(str(job_id))))
-            break
-        except OSError:
-            continue
-    listener.listen()
-    port = listener.getsockname()[1]
+    )
     script = tmp_path / "multinode.sh"
     job = slurm_job.SlurmJob(rundir=str(tmp_path / "run"), image="reg/gpuenv/x:1")
     script.write_text(multinode.render_node_script(job))
-    try:
+    with socket.socket() as listener:
+        for job_id in range(42, 242):  # a job whose port nothing else here holds
+            try:
+                listener.bind((where, multinode.rendezvous_port(str(job_id))))
+                break
+            except OSError:
+                continue
+        listener.listen()
         proc = subprocess.run(
             ["bash", str(script)],
-            env={**env, "SLURM_JOB_ID": str(job_id)},
+            env={**env, "SLURM_JOB_ID": str(job_id), "SLURMD_NODENAME": node},
             capture_output=True,
             text=True,
             timeout=30,
         )
-    finally:
-        listener.close()
+        return proc, listener.getsockname()[1], str(job_id)
+
+
+@pytest.mark.parametrize("where", ["127.0.0.1", "127.0.0.2"])
+def test_the_head_names_its_port_in_use_and_starts_nothing(tmp_path, where):
+    """Something listening on the job's port on the first node (an earlier job's torchrun agent in
+    its exit barrier, another service) would take the head's store while the other agents joined
+    it. The head's script finds it, on loopback or on its NodeAddr (127.0.0.2 in fake_tools), and
+    exits PORT_BUSY_EXIT naming the port before any container; the job's reason is that line."""
+    proc, port, job_id = node_beside_a_listener(tmp_path, where)
     assert proc.returncode == multinode.PORT_BUSY_EXIT, (proc.returncode, proc.stderr)
     assert not (tmp_path / "calls").exists()  # no container, not even the GPU count's
     named = (
@@ -212,10 +216,8 @@ def test_the_head_names_its_port_in_use_and_starts_nothing(tmp_path, where):
     assert proc.stderr.splitlines()[-1].startswith(named)  # the step's log (slurm-JOB.out)
     assert "ss -ltnp 'sport = :" + str(port) + "'" in proc.stderr
     result, exits, errors = multinode.read_result(tmp_path / "run" / "multinode", ["n1", "n2"])
-    state = slurm_queue.JobState(str(job_id), "FAILED")
-    outcome = multinode.multinode_outcome(
-        ["n1", "n2"], str(job_id), state, result, exits, errors, {}
-    )
+    state = slurm_queue.JobState(job_id, "FAILED")
+    outcome = multinode.multinode_outcome(["n1", "n2"], job_id, state, result, exits, errors, {})
     assert outcome.status == FAILED and outcome.reason.startswith(f"n1: {named}")
     assert "\n" not in outcome.reason and exits["n1"] == multinode.PORT_BUSY_EXIT
 
@@ -223,34 +225,7 @@ def test_the_head_names_its_port_in_use_and_starts_nothing(tmp_path, where):
 def test_only_the_head_checks_the_port(tmp_path):
     """The other nodes host nothing: a node that is not the head goes on to torchrun whatever
     listens on the port here (on one machine, the head's own store)."""
-    import socket
-    import subprocess
-
-    env = fake_tools(tmp_path)
-    (tmp_path / "bin" / "docker").write_text(
-        f'#!/bin/bash\necho "docker $*" >> {tmp_path / "calls"}\nexit 0\n'
-    )
-    listener = socket.socket()
-    for job_id in range(42, 242):
-        try:
-            listener.bind(("127.0.0.1", multinode.rendezvous_port(str(job_id))))
-            break
-        except OSError:
-            continue
-    listener.listen()
-    script = tmp_path / "multinode.sh"
-    job = slurm_job.SlurmJob(rundir=str(tmp_path / "run"), image="reg/gpuenv/x:1")
-    script.write_text(multinode.render_node_script(job))
-    try:
-        proc = subprocess.run(
-            ["bash", str(script)],
-            env={**env, "SLURM_JOB_ID": str(job_id), "SLURMD_NODENAME": "n2"},
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    finally:
-        listener.close()
+    proc, _, _ = node_beside_a_listener(tmp_path, "127.0.0.1", node="n2")
     assert proc.returncode == 0, proc.stderr
     assert "--rdzv-conf=is_host=0," in (tmp_path / "calls").read_text()
 
