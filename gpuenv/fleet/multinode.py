@@ -7,7 +7,19 @@ Its result comes back as one more HostOutcome, "multi-node job (NODES)", whose r
 suite's shape (gpuenv-validate-report/1): every renderer of the fleet report (text, JSON, JUnit,
 HTML) shows it as its own row, the slowest node and link named in its reason. Scripts and
 verdicts are pure functions tested on recorded output; `run_multinode` submits and waits, with
-slurm.py's commands (the module that owns Slurm)."""
+slurm.py's commands (the module that owns Slurm).
+
+The rendezvous port. Each run takes its own, from its id: a fixed port is met by whatever an
+earlier run left on it (a torchrun agent holds its store up to 300 s in its exit barrier; a killed
+step can leave its container), and the new head then cannot host its store while the other agents
+join the stale one. Slurm jobs take SLURM_PORTS (the job id modulo its size, computed by every
+node from SLURM_JOB_ID: no node can tell another of a change), SSH runs SSH_PORTS
+(sshmultinode.py): the two halves never meet, so a Slurm job and an SSH run on the same hosts (or
+this project's tests, which run both on 127.0.0.1 side by side) cannot compute one port. On Slurm
+the head's node script then checks its port before torchrun (a TCP connect to it on 127.0.0.1 and
+on its NodeAddr, PORT_PROBE_S each): a port that answers is a named failure, exit PORT_BUSY_EXIT
+with the port in its error line and log, which the job's reason shows, not a job that fails at the
+rendezvous. The other nodes cannot move to another port, so the job ends there."""
 
 from __future__ import annotations
 
@@ -42,13 +54,14 @@ BATCH_SCRIPT = "multinode-job.sh"
 NODE_SCRIPT = "multinode.sh"
 RESULT = "result.json"
 JOB_NAME = "gpuenv-multinode"
-#: The rendezvous port range on the first node (torchrun's default is 29500: ours keep clear of a
-#: user's job). A run takes its own port in it, from its id (rendezvous_port): a fixed port is met
-#: by whatever an earlier run left on it (an agent in torchrun's 300 s exit barrier, a container a
-#: killed step left), and the next run's head then cannot host its store while the other agents
-#: join the stale one.
-RDZV_PORT_BASE = 29600
-RDZV_PORT_SPAN = 400
+#: The rendezvous ports on the first node (torchrun's default is 29500: ours keep clear of a
+#: user's job): Slurm jobs take the lower half, SSH runs the upper (the module's docstring).
+SLURM_PORTS = range(29600, 29800)
+SSH_PORTS = range(29800, 30000)
+#: The head's node script's exit status when something already listens on the job's port.
+PORT_BUSY_EXIT = 4
+#: Seconds the head's check waits for one connection to its port (a free one refuses at once).
+PORT_PROBE_S = 1
 #: Seconds every node's agent waits at the rendezvous for the others (torchrun's join_timeout).
 JOIN_TIMEOUT = 120
 #: The multi-node job's own time limit when --time is not given (Slurm's minutes).
@@ -59,21 +72,33 @@ SOURCE_BUSBW = "https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE
 # ---------------------------------------------------------------- scripts (pure)
 
 
-def rendezvous_port(run_id: str) -> int:
-    """The run's rendezvous port: a Slurm job id (digits) is taken modulo the range, as the node
-    script computes it from SLURM_JOB_ID in shell; any other id (an SSH run's) by its sha256. Two
-    runs after each other (job ids n and n+1) never share a port."""
-    import hashlib
-
-    if run_id.isdigit():
-        number = int(run_id)
-    else:
-        number = int(hashlib.sha256(run_id.encode()).hexdigest()[:8], 16)
-    return RDZV_PORT_BASE + number % RDZV_PORT_SPAN
+def rendezvous_port(job_id: str) -> int:
+    """A Slurm job's rendezvous port: its id (digits) modulo SLURM_PORTS, as the node script
+    computes it from SLURM_JOB_ID in shell (PORT_SHELL). Two jobs after each other (ids n and n+1)
+    never share a port."""
+    return SLURM_PORTS[int(job_id) % len(SLURM_PORTS)]
 
 
 #: The node script's own computation of rendezvous_port from the job id (the same on every node).
-PORT_SHELL = f"port=$(( {RDZV_PORT_BASE} + SLURM_JOB_ID % {RDZV_PORT_SPAN} ))"
+PORT_SHELL = f"port=$(( {SLURM_PORTS.start} + SLURM_JOB_ID % {len(SLURM_PORTS)} ))"
+#: The head's check that nothing listens on the port yet (bash's /dev/tcp, bounded by `timeout`):
+#: on 127.0.0.1 (a store or service on every address or loopback) and on its NodeAddr (one bound
+#: to that address alone). A connection refused, or no answer in time, is a free port.
+PORT_CHECK = [
+    'if [ "$is_host" = 1 ]; then',
+    '    for probe in 127.0.0.1 "$addr"; do',
+    f'        if timeout {PORT_PROBE_S} bash -c \': < "/dev/tcp/$1/$2"\' _ "$probe" '
+    '"$port" 2>/dev/null; then',
+    '            echo "the rendezvous port $port is in use on the first node $head (something '
+    "listens at $probe:$port: an earlier job's torchrun agent, which keeps its store up to 300 s, "
+    "or another service): see it with ss -ltnp 'sport = :$port', stop it or wait, then run "
+    'again (a new job takes another port)" | tee "$out/error-$node" >&2',
+    f'            echo {PORT_BUSY_EXIT} > "$out/exit-$node"',
+    f"            exit {PORT_BUSY_EXIT}",
+    "        fi",
+    "    done",
+    "fi",
+]
 #: The label every multi-node container carries (with the run's id), as the suite's containers do.
 LABEL = "io.gpuenv.fleet"
 RUN_LABEL = "io.gpuenv.fleet.run"
@@ -137,6 +162,8 @@ def render_node_script(
     memory) or from the prefix. One process per whole GPU counted where torchrun runs (inside the
     container, after --gpus; or the prefix's, after Slurm's GRES), one without GPUs; fewer than
     `expect_gpus` (what the node's own suite saw) is a named failure, not a quiet gloo job.
+    The first node checks its rendezvous port first (PORT_CHECK): in use is exit PORT_BUSY_EXIT,
+    naming the port, before any container.
     A node with InfiniBand/RoCE ports (/sys/class/infiniband not empty) gives the container its
     verbs devices and IPC_LOCK (NCCL's IB transport registers memory). `job.env` (invoke.yaml
     fleet.env) reaches the container (-e) and the prefix run (export). `sys_root`: /sys (a test
@@ -179,6 +206,7 @@ def render_node_script(
         "addr=${addr:-$head}",
         'is_host=0; [ "$node" = "$head" ] && is_host=1',
         PORT_SHELL,
+        *PORT_CHECK,
         'name="gpuenv-multinode-$SLURM_JOB_ID-$node"',
         f"expected={int(expect_gpus)}",
         f"image={image}",

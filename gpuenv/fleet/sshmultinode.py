@@ -5,14 +5,23 @@ is judged by the same code (gpuenv/fleet/multinode.py), so it is the same fleet-
 
 The containers share their host's network and IPC (the rendezvous, NCCL's sockets and shared
 memory reach the other hosts directly), so every host must reach the first host's name as its
-URL gives it, on the run's own port (multinode.rendezvous_port of the run id). Every wait is
-bounded: torchrun's join_timeout at the rendezvous, and
-the job's whole time limit; every container is removed at the end, or on Ctrl-C."""
+URL gives it, on the run's own port. Every wait is bounded: torchrun's join_timeout at the
+rendezvous, and the job's whole time limit; every container is removed at the end, or on Ctrl-C.
+
+The port: the run's sequence (rendezvous_ports: from the sha256 of the run id, then the next ones,
+in multinode.SSH_PORTS, apart from the Slurm jobs' ports). The controller knows the head, so
+before it starts a container it probes the head's port (choose_port: a TCP connect bounded by
+PORT_PROBE_S): refused is free and taken; accepted is busy (what an earlier run or another
+service left there would take the head's store) and the next port of the sequence is tried, up to
+PORT_TRIES; no answer, or no address for the name, leaves it unknown, and the port is kept and the
+progress line says so. Every port tried busy is the job's named failure, before any container."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shlex
+import socket
 import threading
 import time
 from typing import Any
@@ -21,7 +30,7 @@ from urllib.parse import urlsplit
 from gpuenv import engine as engines
 from gpuenv.fleet import multinode
 from gpuenv.fleet.interrupts import shielded
-from gpuenv.fleet.outcome import MULTINODE_HOST, HostOutcome, host_checks
+from gpuenv.fleet.outcome import FAILED, MULTINODE_HOST, HostOutcome, host_checks
 from gpuenv.fleet.slurm_queue import JobState
 from gpuenv.fleet.sshhosts import LABEL, READ_TIMEOUT, RUN_LABEL, FleetState, Progress, SuiteRun
 
@@ -30,6 +39,12 @@ RESULT_IN_CONTAINER = "/tmp/gpuenv-multinode/result.json"
 #: The job's time limit when --time is not given: the rendezvous bound plus a short all-reduce and
 #: DDP run.
 DEFAULT_JOB_TIME_S = 15 * 60
+#: How many ports of the run's sequence the controller tries on the head.
+PORT_TRIES = 4
+#: Seconds one probe of the head's port waits for an answer (a free port refuses at once).
+PORT_PROBE_S = 1.0
+FREE = "free"
+BUSY = "busy"
 
 
 # ---------------------------------------------------------------- the command (pure)
@@ -39,6 +54,14 @@ def rendezvous_host(url: str) -> str:
     """The first host's address for the others: its name as the URL gives it (`ssh://u@gpu01:2222`
     -> gpu01)."""
     return urlsplit(url).hostname or url
+
+
+def rendezvous_ports(run_id: str, tries: int = PORT_TRIES) -> list[int]:
+    """The run's rendezvous ports in the order it tries them: the first from the sha256 of its id,
+    then the next ones, all in multinode.SSH_PORTS (wrapping at its end)."""
+    ports = multinode.SSH_PORTS
+    first = int(hashlib.sha256(run_id.encode()).hexdigest()[:8], 16)
+    return [ports[(first + i) % len(ports)] for i in range(tries)]
 
 
 def gpu_count(outcome: HostOutcome, gpus: str = "all") -> int:
@@ -99,11 +122,11 @@ def node_command(
     its host name and PID, and two containers with the host's network (one engine reached twice)
     share the host name and, each in its own PID namespace, can share the PID: then they are one
     participant to the rendezvous, which never fills and times out.
-    `port`: the run's rendezvous port (default: multinode.rendezvous_port of `run_id`).
+    `port`: the run's rendezvous port (default: the first of rendezvous_ports(`run_id`)).
     `expect_gpus`: the whole GPUs the host's own suite saw (with its `gpus`); the container first
     counts what it sees (the worker's --count-gpus, as Slurm's node script does) and fewer is a
     named failure (exit 3, the reason its last log line), not ranks failing on absent devices."""
-    port = port or multinode.rendezvous_port(run_id)
+    port = port or rendezvous_ports(run_id, 1)[0]
     words = [
         "python",
         "-m",
@@ -180,6 +203,41 @@ def job_host_name(nodes: list[str]) -> str:
 # ---------------------------------------------------------------- running (I/O)
 
 
+def port_state(host: str, port: int, timeout: float = PORT_PROBE_S) -> str:
+    """FREE when `host` refuses a connection to `port` (nothing listens), BUSY when it accepts
+    one, else why it cannot tell (no answer within `timeout`: a firewall drops it; no address)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return BUSY
+    except ConnectionRefusedError:
+        return FREE
+    except TimeoutError:
+        return f"no answer within {timeout:g} s"
+    except OSError as err:
+        return f"{err.strerror or err}"
+
+
+def choose_port(head: str, run_id: str) -> tuple[int | None, str]:
+    """(the run's first port on `head` not found busy, what the probes found for the progress
+    line); (None, the reason) when every port of its sequence is busy."""
+    ports = rendezvous_ports(run_id)
+    busy: list[str] = []
+    for port in ports:
+        found = port_state(head, port)
+        if found == BUSY:
+            busy.append(str(port))
+            continue
+        notes = [f"{', '.join(busy)} in use"] if busy else []
+        if found != FREE:
+            notes.append(f"its state not known: {found}")
+        return port, f" ({'; '.join(notes)})" if notes else ""
+    return None, (
+        f"not started: the rendezvous ports {', '.join(busy)} on {head} are all in use (earlier "
+        "runs' torchrun agents keep their stores up to 300 s, or other services listen there): "
+        "wait, or stop what listens there, then run again"
+    )
+
+
 def run_ssh_multinode(
     outcomes: list[HostOutcome],
     run: SuiteRun,
@@ -200,13 +258,16 @@ def run_ssh_multinode(
     state = state or FleetState()
     limit = min(run.timeout_s, DEFAULT_JOB_TIME_S) if run.timeout_s else DEFAULT_JOB_TIME_S
     head = rendezvous_host(nodes[0])
-    port = multinode.rendezvous_port(state.run_id)
+    port, found = choose_port(head, state.run_id)
+    if port is None:
+        say(name, "done", f"{FAILED}: {found}")
+        return HostOutcome(name, FAILED, found, details={"job_id": state.run_id, "nodes": nodes})
     opened: dict[str, engines.Engine] = {}
     containers: dict[str, engines.Container] = {}
     errors: dict[str, str] = {}
     exits: dict[str, int | None] = {n: None for n in nodes}
     started = time.monotonic()
-    say(name, "running", f"torchrun on {len(nodes)} hosts, rendezvous {head}:{port}")
+    say(name, "running", f"torchrun on {len(nodes)} hosts, rendezvous {head}:{port}{found}")
     try:
         for index, outcome in enumerate(ran):
             url = outcome.host
@@ -251,21 +312,7 @@ def run_ssh_multinode(
             for thread in waiters.values():
                 thread.join(max(0.0, limit - (time.monotonic() - started)) + 5)
             timed_out = any(code is None for code in exits.values())
-        result = None
-        for url, container in containers.items():
-            code = exits.get(url)
-            if code not in (None, 0):
-                tail = container.log_tail(3)
-                errors.setdefault(
-                    url, f"exited {code}: {tail[-1][:300]}" if tail else f"exited {code}"
-                )
-            data = container.read_file(RESULT_IN_CONTAINER)
-            if data and result is None:
-                try:
-                    parsed = json.loads(data.decode("utf-8", errors="replace"))
-                    result = parsed if isinstance(parsed, dict) else None
-                except ValueError:
-                    errors.setdefault(url, "its result file is not JSON")
+        result = _read_parts(containers, exits, errors)
         job_state = JobState(state.run_id, "TIMEOUT") if timed_out else None
         outcome = multinode.multinode_outcome(
             nodes,
@@ -293,6 +340,27 @@ def run_ssh_multinode(
         for url, engine in opened.items():
             state.forget(f"{url} (multi-node)")
             engine.close()
+
+
+def _read_parts(
+    containers: dict[str, engines.Container], exits: dict[str, Any], errors: dict[str, str]
+) -> dict[str, Any] | None:
+    """Rank 0's result from the first container that wrote one; each container that exited badly
+    gets its last log line (the guards' named failures) as its error."""
+    result = None
+    for url, container in containers.items():
+        code = exits.get(url)
+        if code not in (None, 0):
+            tail = container.log_tail(3)
+            errors.setdefault(url, f"exited {code}: {tail[-1][:300]}" if tail else f"exited {code}")
+        data = container.read_file(RESULT_IN_CONTAINER)
+        if data and result is None:
+            try:
+                parsed = json.loads(data.decode("utf-8", errors="replace"))
+                result = parsed if isinstance(parsed, dict) else None
+            except ValueError:
+                errors.setdefault(url, "its result file is not JSON")
+    return result
 
 
 def _wait(

@@ -64,10 +64,7 @@ def test_each_job_takes_its_own_rendezvous_port_the_same_on_every_node():
     import subprocess
 
     ports = {job_id: multinode.rendezvous_port(job_id) for job_id in ("41", "42", "43", "1000141")}
-    assert len(set(ports.values())) == 4 and all(
-        multinode.RDZV_PORT_BASE <= p < multinode.RDZV_PORT_BASE + multinode.RDZV_PORT_SPAN
-        for p in ports.values()
-    )
+    assert len(set(ports.values())) == 4 and all(p in multinode.SLURM_PORTS for p in ports.values())
     for job_id, port in ports.items():
         shell = subprocess.run(
             ["bash", "-c", f'{multinode.PORT_SHELL}; echo "$port"'],
@@ -77,14 +74,33 @@ def test_each_job_takes_its_own_rendezvous_port_the_same_on_every_node():
             check=True,
         )
         assert int(shell.stdout) == port
-    assert multinode.rendezvous_port("cac28fba936a") != multinode.rendezvous_port(
+
+
+def test_slurm_jobs_and_ssh_runs_never_compute_one_port():
+    """The test command runs the Slurm multi-node test (a fresh cluster: jobs 1, 2, ...) beside
+    the SSH one (a random run id), all on 127.0.0.1, and a site can run both on the same hosts:
+    each backend has its own half of the range, whatever its ids (an SSH run id of digits too)."""
+    from gpuenv.fleet import sshmultinode
+
+    assert not set(multinode.SLURM_PORTS) & set(multinode.SSH_PORTS)
+    slurm_ports = {multinode.rendezvous_port(str(job_id)) for job_id in range(1, 1000)}
+    assert slurm_ports == set(multinode.SLURM_PORTS)
+    ssh_ports = {
+        port
+        for run_id in ("cac28fba936a", "63763ef6ea62", "123456789012", "000000000000")
+        for port in sshmultinode.rendezvous_ports(run_id)
+    }
+    assert ssh_ports <= set(multinode.SSH_PORTS) and len(ssh_ports) > 4
+    assert sshmultinode.rendezvous_ports("cac28fba936a") != sshmultinode.rendezvous_ports(
         "63763ef6ea62"
-    )  # SSH runs' ids
+    )
 
 
 def fake_tools(folder: Path, gpus: int = 0) -> dict[str, str]:
     """A PATH whose docker, scontrol and nvidia-smi record their arguments (docker run waits, as a
-    job's container does), and the environment srun gives a node's task."""
+    job's container does), and the environment srun gives a node's task. scontrol makes n1 the
+    head, its NodeAddr 127.0.0.2: a head's NodeAddr is its own address (its port check connects
+    to it), and 127.0.0.0/8 is this machine's."""
     bin_ = folder / "bin"
     bin_.mkdir()
     calls = folder / "calls"
@@ -94,7 +110,7 @@ def fake_tools(folder: Path, gpus: int = 0) -> dict[str, str]:
     )
     (bin_ / "scontrol").write_text(
         '#!/bin/bash\n[ "$2" = hostnames ] && echo n1 && exit 0\n'
-        'echo "NodeName=n1 NodeAddr=10.0.0.1 State=IDLE"\n'
+        'echo "NodeName=n1 NodeAddr=127.0.0.2 State=IDLE"\n'
     )
     (bin_ / "nvidia-smi").write_text(
         "#!/bin/bash\n"
@@ -145,11 +161,73 @@ def test_a_killed_step_removes_its_container_which_runs_as_the_caller_named_and_
     )
     assert f"-u {os.getuid()}:{os.getgid()}" in run and "-e HOME=/tmp" in run
     assert "--name gpuenv-multinode-42-n1" in run and "--label io.gpuenv.fleet.run=42" in run
-    assert "--rdzv-endpoint=10.0.0.1:" + str(multinode.rendezvous_port("42")) in run
+    assert "--rdzv-endpoint=127.0.0.2:" + str(multinode.rendezvous_port("42")) in run
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(10) == 143
     assert "docker rm -f gpuenv-multinode-42-n1" in calls.read_text()
     os.killpg(proc.pid, signal.SIGKILL)  # the fake container's sleep
+
+
+def node_beside_a_listener(tmp_path: Path, where: str, node: str = "n1"):
+    """The node script under bash as `node` (n1 is the head) while this test listens on its job's
+    port at `where`, with recording tools whose job container exits at once (so without a check
+    the script ends 0): (the finished process, the port, the job id)."""
+    import socket
+    import subprocess
+
+    env = fake_tools(tmp_path)
+    (tmp_path / "bin" / "docker").write_text(
+        f'#!/bin/bash\necho "docker $*" >> {tmp_path / "calls"}\nexit 0\n'
+    )
+    script = tmp_path / "multinode.sh"
+    job = slurm_job.SlurmJob(rundir=str(tmp_path / "run"), image="reg/gpuenv/x:1")
+    script.write_text(multinode.render_node_script(job))
+    with socket.socket() as listener:
+        for job_id in range(42, 242):  # a job whose port nothing else here holds
+            try:
+                listener.bind((where, multinode.rendezvous_port(str(job_id))))
+                break
+            except OSError:
+                continue
+        listener.listen()
+        proc = subprocess.run(
+            ["bash", str(script)],
+            env={**env, "SLURM_JOB_ID": str(job_id), "SLURMD_NODENAME": node},
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        return proc, listener.getsockname()[1], str(job_id)
+
+
+@pytest.mark.parametrize("where", ["127.0.0.1", "127.0.0.2"])
+def test_the_head_names_its_port_in_use_and_starts_nothing(tmp_path, where):
+    """Something listening on the job's port on the first node (an earlier job's torchrun agent in
+    its exit barrier, another service) would take the head's store while the other agents joined
+    it. The head's script finds it, on loopback or on its NodeAddr (127.0.0.2 in fake_tools), and
+    exits PORT_BUSY_EXIT naming the port before any container; the job's reason is that line."""
+    proc, port, job_id = node_beside_a_listener(tmp_path, where)
+    assert proc.returncode == multinode.PORT_BUSY_EXIT, (proc.returncode, proc.stderr)
+    assert not (tmp_path / "calls").exists()  # no container, not even the GPU count's
+    named = (
+        f"the rendezvous port {port} is in use on the first node n1 (something listens at "
+        f"{where}:{port}"
+    )
+    assert proc.stderr.splitlines()[-1].startswith(named)  # the step's log (slurm-JOB.out)
+    assert "ss -ltnp 'sport = :" + str(port) + "'" in proc.stderr
+    result, exits, errors = multinode.read_result(tmp_path / "run" / "multinode", ["n1", "n2"])
+    state = slurm_queue.JobState(job_id, "FAILED")
+    outcome = multinode.multinode_outcome(["n1", "n2"], job_id, state, result, exits, errors, {})
+    assert outcome.status == FAILED and outcome.reason.startswith(f"n1: {named}")
+    assert "\n" not in outcome.reason and exits["n1"] == multinode.PORT_BUSY_EXIT
+
+
+def test_only_the_head_checks_the_port(tmp_path):
+    """The other nodes host nothing: a node that is not the head goes on to torchrun whatever
+    listens on the port here (on one machine, the head's own store)."""
+    proc, _, _ = node_beside_a_listener(tmp_path, "127.0.0.1", node="n2")
+    assert proc.returncode == 0, proc.stderr
+    assert "--rdzv-conf=is_host=0," in (tmp_path / "calls").read_text()
 
 
 def run_node(tmp_path: Path, script: str, gpus: int) -> tuple[int, str, str]:

@@ -79,7 +79,7 @@ def test_each_host_runs_torchrun_with_the_rendezvous_on_the_first_host():
             and f"--nproc-per-node={procs}" in words
         )
         assert (
-            f"--rdzv-endpoint=gpu01:{multinode.rendezvous_port('abc')}" in words
+            f"--rdzv-endpoint=gpu01:{sshmultinode.rendezvous_ports('abc')[0]}" in words
             and "--rdzv-id=gpuenv-abc" in words
         )
         assert (
@@ -236,10 +236,9 @@ def test_two_ssh_hosts_run_their_suites_then_one_job_across_them(
         tuple(reversed(hosts)),
     }
     assert result["ddp"]["sizes"] == "quick" and result["allreduce"]["busbw_gbs"] > 0
-    assert (
-        joint.details["rendezvous"]
-        == f"127.0.0.1:{multinode.rendezvous_port(result_run_id(joint))}"
-    )
+    assert joint.details["rendezvous"] in [
+        f"127.0.0.1:{port}" for port in sshmultinode.rendezvous_ports(result_run_id(joint))
+    ]
     checks = {c["check"].split(" (")[0]: c for c in joint.report["host"]["checks"]}
     assert checks["multi-node ddp parameters identical"]["verdict"] == "pass"
     assert (
@@ -251,6 +250,87 @@ def test_two_ssh_hosts_run_their_suites_then_one_job_across_them(
     assert json.loads(jsonreport.render_json(fleet))["hosts"][joint.host]["status"] == READY
     left = dockercases.session_containers(LABEL, "multinode")
     assert left == [], "the job's containers are removed"
+
+
+# --- the rendezvous port, probed on the head before the containers start ---
+
+
+def held_ports(count: int, listening: int) -> tuple[str, list[socket.socket]]:
+    """A run id whose first `count` ports this test can hold on 127.0.0.1, and their sockets: the
+    first `listening` listen (busy to a probe), the others are bound only (refused, so free to a
+    probe, and no other process can listen there while the test runs)."""
+    for n in range(200):
+        run_id = f"port-test-{n}"
+        held = []
+        try:
+            for port in sshmultinode.rendezvous_ports(run_id)[:count]:
+                sock = socket.socket()
+                held.append(sock)
+                sock.bind(("127.0.0.1", port))
+            for sock in held[:listening]:
+                sock.listen()
+            return run_id, held
+        except OSError:
+            for sock in held:
+                sock.close()
+    raise AssertionError("no run id whose ports are free here")
+
+
+def test_a_busy_rendezvous_port_makes_the_run_take_the_next_one_and_say_so():
+    """What an earlier run (or another service) left listening on the run's port would take the
+    head's store: the controller's probe of the head finds it, and the run takes the next port of
+    its sequence, naming the one in use in its progress line."""
+    run_id, held = held_ports(2, listening=1)
+    try:
+        ports = sshmultinode.rendezvous_ports(run_id)
+        assert sshmultinode.port_state("127.0.0.1", ports[0]) == sshmultinode.BUSY
+        assert sshmultinode.port_state("127.0.0.1", ports[1]) == sshmultinode.FREE
+        assert sshmultinode.choose_port("127.0.0.1", run_id) == (ports[1], f" ({ports[0]} in use)")
+    finally:
+        for sock in held:
+            sock.close()
+    free_id, held = held_ports(1, listening=0)
+    try:
+        first = sshmultinode.rendezvous_ports(free_id)[0]
+        assert sshmultinode.choose_port("127.0.0.1", free_id) == (first, "")
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_every_port_of_the_run_busy_is_a_named_failure_before_any_container():
+    """The job is not started (no engine is reached: nothing answers on ONE's SSH port here) and
+    its row names the ports in use on the head."""
+    from gpuenv.fleet.outcome import FAILED
+    from gpuenv.fleet.sshhosts import FleetState, SuiteRun
+
+    run_id, held = held_ports(sshmultinode.PORT_TRIES, listening=sshmultinode.PORT_TRIES)
+    state = FleetState()
+    state.run_id = run_id
+    said: list[tuple[str, str, str]] = []
+    try:
+        outcome = sshmultinode.run_ssh_multinode(
+            [HostOutcome(url, READY, "", report=report(0)) for url in (ONE, TWICE)],
+            SuiteRun(image="img", gpus="none"),
+            progress=lambda *line: said.append(line),
+            state=state,
+        )
+    finally:
+        for sock in held:
+            sock.close()
+    ports = ", ".join(map(str, sshmultinode.rendezvous_ports(run_id)))
+    named = f"not started: the rendezvous ports {ports} on 127.0.0.1 are all in use"
+    assert outcome is not None and outcome.status == FAILED, outcome
+    assert outcome.reason.startswith(named) and outcome.host == f"multi-node job ({ONE},{TWICE})"
+    assert said == [(outcome.host, "done", f"{FAILED}: {outcome.reason}")]
+
+
+def test_a_head_the_probe_cannot_tell_about_keeps_the_port_and_says_so():
+    """No answer (a firewall drops the probe) or no address for the name here: the port is kept,
+    and the progress line says its state is not known."""
+    first = sshmultinode.rendezvous_ports("abc")[0]
+    port, note = sshmultinode.choose_port("gpuenv-no-such-host.invalid", "abc")
+    assert port == first and note.startswith(" (its state not known: "), note
 
 
 # --- a host's own GPUs; a container that sees fewer than its suite did (issue 33 D17) ---
