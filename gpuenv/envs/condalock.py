@@ -693,7 +693,7 @@ def _copied_from_host(
     import shutil
 
     from gpuenv.envs import fromhost
-    from gpuenv.envs.verify import expected_from_lock
+    from gpuenv.envs.verify import byte_progress, expected_from_lock
 
     prefixes = [p for p in fromhost.remembered(lock_sha256, platform) if p.is_dir()]
     if not prefixes:
@@ -712,6 +712,7 @@ def _copied_from_host(
             lock_sha256=lock_sha256,
             expected=compared.expected,
             expected_from=compared.what,
+            progress=byte_progress(say, None, f"copying {prefix}"),
         )
         if environment.pip:  # as an install compiles it, from the bytecode cache
             compile_bytecode(into, lambda _l: None)

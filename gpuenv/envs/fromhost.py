@@ -94,6 +94,7 @@ def copy_for_image(
     lock_sha256: str,
     expected: intact.Expected,
     expected_from: str,
+    progress: Callable[[int], None] | None = None,
 ) -> None:
     """Copy `prefix` (gpuenv installed it from the lock `lock_sha256`) into `into`, rewritten for
     use at `final_prefix`. Raises NotCopied, naming why, and leaves `into` half made: the caller
@@ -105,10 +106,9 @@ def copy_for_image(
     if b"\n" in old or old in new or new in old:
         raise NotCopied(f"its path {prefix} cannot be told apart in its files")
     own = {intact.GPUENV_RECORD, *(record.get("files") or {})}
-    naming = _copy_tree(prefix, into, old, leave_out=own)
-    verdict = intact.check(
-        intact.FolderTree(into), str(prefix), expected=expected, expected_from=expected_from
-    )
+    copied = CopiedTree(into, progress=progress)
+    naming = _copy_tree(prefix, copied, old, leave_out=own)
+    verdict = intact.check(copied, str(prefix), expected=expected, expected_from=expected_from)
     if verdict.problems:
         first = verdict.problems[0]
         raise NotCopied(
@@ -149,11 +149,23 @@ def _declared_caches(prefix: Path) -> set[str]:
     return found
 
 
-def _copy_tree(source: Path, into: Path, old: bytes, *, leave_out: set[str]) -> list[str]:
-    """`source` into `into` (links as links, modes kept), but for `leave_out` and the bytecode no
-    package declares. Returns the files whose bytes hold `old`."""
+class CopiedTree(intact.FolderTree):
+    """The copy, each file's sha256 taken as it was written: the judge reads no file twice."""
+
+    def __init__(self, root: Path, *, progress: Callable[[int], None] | None = None) -> None:
+        super().__init__(root, progress=progress)
+        self.digests: dict[str, str] = {}
+
+    def sha256(self, path: str) -> str:
+        return self.digests.get(path) or super().sha256(path)
+
+
+def _copy_tree(source: Path, copied: CopiedTree, old: bytes, *, leave_out: set[str]) -> list[str]:
+    """`source` into `copied` (links as links), but for `leave_out` and the bytecode no package
+    declares. Returns the files whose bytes hold `old`."""
     declared = _declared_caches(source)
     naming = []
+    into = Path(copied.root)
     into.mkdir(parents=True)
     for folder, dirs, files in os.walk(source):
         rel = os.path.relpath(folder, source)
@@ -173,7 +185,8 @@ def _copy_tree(source: Path, into: Path, old: bytes, *, leave_out: set[str]) -> 
             elif stat.S_ISDIR(info.st_mode):
                 os.mkdir(dst)
             elif stat.S_ISREG(info.st_mode):
-                if _copy_file(src, dst, old):
+                found, copied.digests[path] = _copy_file(src, dst, old, copied.progress)
+                if found:
                     naming.append(path)
                 # the image keeps only whether a file runs (images/context.py); the prefix's
                 # group and other bits follow its parent folder (install.share_like_parent)
@@ -184,16 +197,21 @@ def _copy_tree(source: Path, into: Path, old: bytes, *, leave_out: set[str]) -> 
     return naming
 
 
-def _copy_file(src: str, dst: str, old: bytes) -> bool:
-    """Copy one file; whether `old` is in it."""
-    found, tail = False, b""
+def _copy_file(
+    src: str, dst: str, old: bytes, progress: Callable[[int], None] | None
+) -> tuple[bool, str]:
+    """Copy one file: whether `old` is in it, and its sha256."""
+    found, tail, digest = False, b"", hashlib.sha256()
     with open(src, "rb") as reader, open(dst, "wb") as writer:
         while block := reader.read(CHUNK):
             writer.write(block)
+            digest.update(block)
+            if progress:
+                progress(len(block))
             if not found:
                 found = old in tail + block
                 tail = block[-(len(old) - 1) :] if len(old) > 1 else b""
-    return found
+    return found, digest.hexdigest()
 
 
 def _drop_empty(root: Path) -> None:
