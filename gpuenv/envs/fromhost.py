@@ -13,15 +13,16 @@ the image's path, the files that name the prefix's own path. Those are exactly:
 gpuenv's own files (the suite, the stack record) are left out, as are the bytecode caches no
 package declares; site-packages' bytecode is made again from the bytecode cache.
 
-Nothing is taken on trust: the copy is first judged as `invoke verify` judges a prefix
-(validate/intact.py: every file against its record, the packages against the lock), and every file
-is scanned for the prefix's path while it is copied. A file that names it where no rule above
+Nothing is taken on trust. Only a prefix no other user can write is copied (its records vouch for
+its files, so another user could make both agree); the copy is judged as `invoke verify` judges a
+prefix (validate/intact.py: every file against its record, the packages against the lock), and every
+file is scanned for the prefix's path while it is copied. A file that names it where no rule above
 covers, a file that differs from its record, a `#!` line too long for the image's path: the copy is
 dropped and the lock installed for the image as before, with the reason said. Scripts that rattler
 or uv wrote as a /bin/sh trampoline (a long path, a path with a blank) are read back as the `#!`
 line a short path gets. The copy is byte for byte what installing the lock for the image gives
-(tests/envs/test_staged_cache.py), so the image's environment layer does not depend on which way
-it was made.
+(tests/envs/test_staged_cache.py), so the image's environment layer does not depend on which way it
+was made.
 """
 
 from __future__ import annotations
@@ -167,6 +168,7 @@ def _copy_tree(source: Path, copied: CopiedTree, old: bytes, *, leave_out: set[s
     naming = []
     into = Path(copied.root)
     into.mkdir(parents=True)
+    _only_yours(".", os.lstat(source))
     for folder, dirs, files in os.walk(source):
         rel = os.path.relpath(folder, source)
         dirs.sort()
@@ -178,6 +180,7 @@ def _copy_tree(source: Path, copied: CopiedTree, old: bytes, *, leave_out: set[s
                 continue
             src, dst = os.path.join(folder, name), os.path.join(into, path)
             info = os.lstat(src)
+            _only_yours(path, info)
             if stat.S_ISLNK(info.st_mode):
                 os.symlink(os.readlink(src), dst)
                 if name in dirs:
@@ -195,6 +198,18 @@ def _copy_tree(source: Path, copied: CopiedTree, old: bytes, *, leave_out: set[s
                 raise NotCopied(f"{path} is not a file, a folder or a link")
     _drop_empty(into)
     return naming
+
+
+def _only_yours(path: str, info: os.stat_result) -> None:
+    """A prefix another user can change (a group-writable team prefix, another owner's files)
+    would put that user's bytes into this user's image, its records rewritten to match: such a
+    prefix is installed for the image instead."""
+    others = stat.S_IWGRP | stat.S_IWOTH
+    if info.st_uid != os.geteuid() or (not stat.S_ISLNK(info.st_mode) and info.st_mode & others):
+        raise NotCopied(
+            f"{path} can be changed by another user (owner uid {info.st_uid}, mode "
+            f"{stat.filemode(info.st_mode)}): only a prefix no one else can write is copied"
+        )
 
 
 def _copy_file(

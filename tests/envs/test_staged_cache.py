@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import stat
 from pathlib import Path
 
 import pytest
@@ -180,7 +181,13 @@ def test_the_image_environment_is_copied_from_the_installed_prefix_byte_for_byte
 
 @pytest.mark.parametrize(
     "damage",
-    ["edited placeholder file", "added module", "edited entry point", "edited pip script"],
+    [
+        "edited placeholder file",
+        "added module",
+        "edited entry point",
+        "edited pip script",
+        "group-writable file",
+    ],
 )
 def test_a_prefix_changed_since_its_install_is_installed_again_not_copied(
     staged_lock, tmp_path, private_cache, damage
@@ -195,13 +202,21 @@ def test_a_prefix_changed_since_its_install_is_installed_again_not_copied(
     elif damage == "edited entry point":
         path = prefix / "bin" / "gpuenv-probe"
         path.write_text(path.read_text() + "print('changed')\n")
-    else:
+    elif damage == "edited pip script":
         path = prefix / "bin" / "pytest"
         path.write_text(path.read_text().replace("sys.exit", "print('x'); sys.exit"))
+    else:  # unchanged, but a team member could change it and its record together
+        path = site / "numpy" / "__init__.py"
+        path.chmod(path.stat().st_mode | stat.S_IWGRP)
     said: list[str] = []
     staged = stage_in(staged_lock, tmp_path / "cache", said)
     refusal = [line for line in said if line.startswith(f"not copied from {prefix}:")]
-    assert refusal and "is not what its lock installed" in refusal[0], said
+    why = (
+        "can be changed by another user"
+        if damage == "group-writable file"
+        else "is not what its lock installed"
+    )
+    assert refusal and why in refusal[0], said
     assert any(line.startswith("linking") for line in said), "installed from the lock instead"
     assert b"changed" not in (staged / "bin" / "gpuenv-probe").read_bytes()
     assert not list(staged.glob("lib/python3*/site-packages/sneaky.py"))
