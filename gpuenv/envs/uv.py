@@ -242,9 +242,7 @@ def _run(
             check=False,
         )
     except FileNotFoundError:
-        raise ToolError(
-            f"{tool} is not installed ({cmd[0]} not found)", fix=f"pip install {tool}"
-        ) from None
+        raise not_found(tool, cmd[0]) from None
     except subprocess.TimeoutExpired:
         raise ToolError(
             f"{tool} did not finish within {SOLVE_TIMEOUT_S} s",
@@ -425,6 +423,16 @@ def uv_install_command(
     return cmd
 
 
+def not_found(tool: str, program: str) -> ToolError:
+    """The one wording for a program that is not there: uv (gpuenv's own tool, from PyPI) or an
+    environment's Python (an installer that made no bin/python)."""
+    if os.path.basename(program) == "uv":
+        fix = "pip install uv (gpuenv runs the uv of its Python package, else the one on PATH)"
+    else:
+        fix = f"check that {program} exists: the environment it belongs to may be incomplete"
+    return ToolError(f"{tool} cannot run: {program} not found", fix=fix)
+
+
 def run_installer(
     cmd: list[str], *, on_line: Say, tool: str, env: dict[str, str] | None = None
 ) -> None:
@@ -444,9 +452,7 @@ def run_installer(
             start_new_session=True,
         )
     except FileNotFoundError:
-        raise ToolError(
-            f"{tool} is not installed ({cmd[0]} not found)", fix=f"install {tool}"
-        ) from None
+        raise not_found(tool, cmd[0]) from None
     lines: list[str] = []
     assert proc.stdout is not None
     try:

@@ -110,3 +110,21 @@ def test_a_cause_uv_wraps_to_the_terminal_is_read_whole(tmp_path, columns):
     assert causes[-1] == (
         "failed to lookup address information: Temporary failure in name resolution"
     ), done.stderr
+
+
+@pytest.mark.parametrize(
+    "program, fix",
+    [("/nowhere/uv", "pip install uv"), ("/nowhere/env/bin/python", "check that /nowhere/env")],
+)
+def test_a_missing_program_is_worded_one_way_whoever_starts_it(tmp_path, program, fix):
+    from gpuenv.errors import ToolError
+
+    with pytest.raises(ToolError) as installing:
+        uv.run_installer([program, "--version"], on_line=lambda _l: None, tool="the installer")
+    assert installing.value.message == f"the installer cannot run: {program} not found"
+    assert installing.value.fix.startswith(fix)
+    if program.endswith("uv"):  # a lock's uv runs through the other runner: the same words
+        with pytest.raises(ToolError) as locking:
+            uv.run_uv_compile([program, "pip", "compile"], cwd=tmp_path)
+        assert locking.value.message == f"uv cannot run: {program} not found"
+        assert locking.value.fix == installing.value.fix
