@@ -1,8 +1,8 @@
 """Real servers on loopback for the fleet tests: Debian's sshd, and a one-node Slurm (munge,
 slurmctld, slurmd). Each is started in a temporary folder with generated keys and config,
-listens on 127.0.0.1 only, and is stopped (by its own pid) when the context ends. The Slurm
-daemons run in the foreground as children of the test process and die with it, so a pytest
-killed mid-run leaves none behind (tests/fleet/test_slurm_daemons_die.py).
+listens on 127.0.0.1 only, and is stopped (by its own pid) when the context ends. The daemons run
+in the foreground as children of the test process and die with it (childdeath.die_with), so a
+pytest killed mid-run leaves none behind (tests/fleet/test_slurm_daemons_die.py).
 
 Both need root (sshd's privilege separation, slurmd's job launch) and the packages of
 scripts/install-test-servers.sh; `missing()` says exactly what is absent so tests skip with it.
@@ -10,7 +10,6 @@ scripts/install-test-servers.sh; `missing()` says exactly what is absent so test
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
 import signal
@@ -22,9 +21,10 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 import dockercases
+from childdeath import die_with
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -172,7 +172,9 @@ def sshd(folder: Path, environment: dict[str, str] | None = None) -> Iterator[Ss
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation directory
     log = folder / "sshd.log"
     proc = subprocess.Popen(
-        [SSHD, "-D", "-e", "-f", str(config), "-E", str(log)], stdin=subprocess.DEVNULL
+        [SSHD, "-D", "-e", "-f", str(config), "-E", str(log)],
+        stdin=subprocess.DEVNULL,
+        preexec_fn=die_with(os.getpid()),
     )
     try:
         wait_for_port(port, proc, log)
@@ -210,31 +212,9 @@ class SlurmCluster:
         return {"SLURM_CONF": str(self.conf)}
 
 
-#: prctl(2) option: the signal the kernel sends this process when the thread that forked it ends.
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with(parent: int) -> Callable[[], None]:
-    """preexec_fn for a daemon kept in the foreground under this process: the kernel sends it
-    SIGKILL when this process ends, however it ends (pytest killed by SIGKILL, a CI job cancelled),
-    so no munged or slurmd outlives the test run. `parent` closes the race of a parent that died
-    before prctl ran (the child was then already adopted by init). The kernel watches the thread
-    that started the daemon, not the process (prctl(2)): start it from the thread that keeps it
-    (pytest's main thread, where fixtures run)."""
-
-    def preexec() -> None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")  # Popen raises it
-        if os.getppid() != parent:
-            os._exit(1)  # nobody is left to run it for
-
-    return preexec
-
-
 def _foreground(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
     """Start daemon `args` in the foreground (it does not fork away), a child of this process
-    that dies with it (_die_with); its stdout and stderr go to `log`."""
+    that dies with it (childdeath.die_with); its stdout and stderr go to `log`."""
     with open(log, "ab") as out:
         return subprocess.Popen(
             args,
@@ -242,7 +222,7 @@ def _foreground(args: list[str], env: dict[str, str], log: Path) -> subprocess.P
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
-            preexec_fn=_die_with(os.getpid()),
+            preexec_fn=die_with(os.getpid()),
         )
 
 
@@ -266,8 +246,8 @@ def slurm_cluster(folder: Path, node: str | None = None, nodes: int = 1) -> Iter
     cgroup-free (proctrack/linuxproc, task/none) so it runs inside containers and VMs, no
     accounting daemon (sacct answers "accounting storage is disabled"; gpuenv falls back to
     scontrol), all state under `folder`. Each daemon runs in the foreground as a child of this
-    process and dies with it (a pytest killed mid-run leaves none behind: _die_with); stopped by
-    pid in reverse order when the context ends.
+    process and dies with it (a pytest killed mid-run leaves none behind: childdeath.die_with);
+    stopped by pid in reverse order when the context ends.
     """
     node = node or socket.gethostname().split(".")[0]
     folder.mkdir(parents=True, exist_ok=True)
@@ -413,6 +393,7 @@ def registry(folder: Path, pids: list[int] | None = None) -> Iterator[str]:
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
+            preexec_fn=die_with(os.getpid()),
         )
     if pids is not None:
         pids.append(proc.pid)

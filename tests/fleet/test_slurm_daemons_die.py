@@ -79,3 +79,52 @@ def test_the_slurm_daemons_die_with_the_test_run_that_started_them(tmp_path):
         for pid, cmdline in daemons.items():  # only the daemons this test started, by their pid
             if _running(pid, cmdline):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_sshd_and_the_registry_die_with_the_test_run_that_started_them(tmp_path):
+    reason = servers.missing(servers.SSHD, "docker-registry")
+    if reason:
+        pytest.skip(reason)
+    pids_file = tmp_path / "pids"
+    parent = textwrap.dedent(
+        f"""
+        import sys, time
+        from pathlib import Path
+        sys.path[:0] = [{str(TESTS / "fleet")!r}, {str(TESTS)!r}]
+        import servers
+        pids = []
+        with servers.sshd(Path({str(tmp_path / "sshd")!r})) as ssh:
+            with servers.registry(Path({str(tmp_path / "registry")!r}), pids):
+                Path({str(pids_file)!r}).write_text(" ".join(map(str, [ssh.pid, *pids])))
+                time.sleep(600)
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", parent], stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    servers_started: dict[int, bytes] = {}
+    try:
+        deadline = time.monotonic() + START_BOUND_S
+        while not pids_file.exists() or not pids_file.read_text():
+            assert proc.poll() is None, proc.communicate()[0].decode()[-3000:]
+            assert time.monotonic() < deadline, f"no servers within {START_BOUND_S} s"
+            time.sleep(0.2)
+        for pid in map(int, pids_file.read_text().split()):
+            servers_started[pid] = Path(f"/proc/{pid}/cmdline").read_bytes()
+        assert len(servers_started) == 2, servers_started
+        proc.kill()  # no finally runs: only the kernel can stop them now
+        proc.wait(timeout=DEATH_BOUND_S)
+        deadline = time.monotonic() + DEATH_BOUND_S
+        while (
+            any(_running(p, c) for p, c in servers_started.items()) and time.monotonic() < deadline
+        ):
+            time.sleep(0.1)
+        left = {p: c.split(b"\0")[0].decode() for p, c in servers_started.items() if _running(p, c)}
+        assert left == {}, f"outlived their test run by {DEATH_BOUND_S} s: {left}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=DEATH_BOUND_S)
+        for pid, cmdline in servers_started.items():  # only what this test started, by pid
+            if _running(pid, cmdline):
+                os.kill(pid, signal.SIGKILL)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import dockercases
 import pytest
+from childdeath import die_with
 from outsidecauses import cannot_lock, skip_only_if_unreachable
 from teamcases import WHEELHOUSE, free_port, run_gpuenv, team_build_args
 
@@ -51,7 +52,12 @@ def _start_registry(tmp: Path, *, readonly: bool = False):
         f"{storage}\n  delete:\n    enabled: true{maintenance}\nhttp:\n  addr: 127.0.0.1:{port}\n"
     )
     log = open(tmp / "registry.log", "w")
-    proc = subprocess.Popen([binary, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [binary, "serve", str(config)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        preexec_fn=die_with(os.getpid()),  # a killed pytest leaves no registry behind
+    )
     deadline = time.time() + 20
     while time.time() < deadline:
         try:
