@@ -14,6 +14,7 @@ import pytest
 
 from validate.host import nvml
 from validate.host.archs import (
+    ARCHS_FILE,
     ArchsFileError,
     chip_families,
     identify,
@@ -201,13 +202,35 @@ def test_a_product_nvidias_table_omits_takes_its_dies_compute_capability_unconfi
     assert known.source.startswith("derived: the ")
 
 
-def test_a_die_carrying_two_compute_capabilities_settles_nothing():
-    """pci.ids puts "GeForce RTX 3050 A Laptop GPU" on AD106, an Ada die: its name says Ampere
-    8.6, its die 8.9, so the name's answer is kept but unconfirmed, and nothing is derived."""
-    known = identify("", 0x2822).known
+def test_the_rtx_3050_a_laptop_gpu_is_ada_by_its_dies_not_ampere_by_its_name():
+    """pci.ids puts "GeForce RTX 3050 A Laptop GPU" on AD106M and AD107M, Ada dies: its own entry
+    (8.9, unconfirmed: NVIDIA's table lists no such product) wins over the "GeForce RTX 3050"
+    prefix of NVIDIA's 8.6 row, which the Ampere parts keep."""
+    for device_id in (0x2822, 0x28A3, 0x28E3):
+        known = identify("", device_id).known
+        assert (known.compute_capability, known.confirmed) == ("8.9", False), hex(device_id)
+        assert "AD106M" in known.source
+    assert identify("NVIDIA GeForce RTX 3050 A Laptop GPU").known.compute_capability == "8.9"
+    ampere = identify("NVIDIA GeForce RTX 3050 Laptop GPU").known
+    assert (ampere.compute_capability, ampere.confirmed) == ("8.6", True)
+    assert chip_families(load_archs())["AD106"].compute_capability == "8.9"
+
+
+def test_a_die_carrying_two_compute_capabilities_settles_nothing(tmp_path):
+    """Without that entry the name reads as Ampere 8.6 on an Ada die: the die then carries two
+    compute capabilities, so nothing is derived from it and the name's answer is unconfirmed."""
+    text = ARCHS_FILE.read_text()
+    start = text.index('    nvml_names: ["NVIDIA GeForce RTX 3050 A Laptop GPU"]')
+    start = text.rindex("  - architecture:", 0, start)
+    end = text.index("  - architecture:", start + 1)
+    without = tmp_path / "gpu_archs.yaml"
+    without.write_text(text[:start] + text[end:])
+    table = load_archs(without)
+    known = identify("", 0x2822, table=table).known
     assert (known.compute_capability, known.confirmed) == ("8.6", False)
-    assert chip_families(load_archs())["AD106"] is None
-    assert identify("", 0x2330).known.confirmed  # H100 SXM5: NVIDIA's table lists it
+    assert "also carries another compute capability" in known.source
+    assert chip_families(table)["AD106"] is None
+    assert identify("", 0x2330, table=table).known.confirmed  # H100 SXM5: NVIDIA's table lists it
 
 
 #: The ids from Maxwell on that stay unknown, each with why: none is a product a server or a
