@@ -2,7 +2,7 @@
 would judge it in a new one.
 
 A replay needs no GPU, no container and no environment of its own: a second interpreter would
-only start Python and import the suite again (about 0.35 s of CPU on an 8-GPU capture). What that
+only start Python and import the suite again (0.1 to 0.2 s of CPU, benchmarks/replay.py). What that
 process gave the suite, this one gives it the same way:
 - the same suite: only when a new `python -m validate` here would import the package this
   process imported (`suite_python_m_imports`), and not inside an image whose own suite the
@@ -10,7 +10,9 @@ process gave the suite, this one gives it the same way:
 - the same environment variables and working folder (this process's, which the child inherited),
   the same pytest plugins (pytest loads them from the same environment), output written straight
   to the same stdout and stderr;
-- the same exit status (validate.cli.main's), and sys.path put back after pytest's insertions;
+- the same exit status (validate.cli.main's); sys.path and the environment put back after the
+  suite's changes (pytest's insertions, the session's CUDA_DEVICE_ORDER), which ended with the
+  child;
 - the same ending signals: Ctrl-C stops pytest, which reports, then the task ends "interrupted"
   (130); SIGTERM and SIGHUP end the task as Terminated (143, 129) after pytest stops, as when the
   task killed its child; the suite's temporary JUnit file is never left behind.
@@ -91,13 +93,16 @@ def judge_replay_here(args: list[str]) -> int:
         arrived.append(signum)
         raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(signum)
 
-    saved_path = list(sys.path)
+    saved_path, saved_environ = list(sys.path), dict(os.environ)
     sys.stdout.flush()  # what this process printed comes first, as it did before a child's output
     try:
         with handling(ENDING, stop):
             code = main(args, own_sigterm=False)
     finally:
         sys.path[:] = saved_path  # pytest put the suite's root first
+        if dict(os.environ) != saved_environ:  # the session set CUDA_DEVICE_ORDER for its checks
+            os.environ.clear()
+            os.environ.update(saved_environ)
     if arrived:  # pytest stopped and reported: now the task ends as the signal says
         raise KeyboardInterrupt if arrived[0] == signal.SIGINT else Terminated(arrived[0])
     return code

@@ -221,6 +221,32 @@ def test_a_signal_ends_a_replay_in_the_tasks_process_as_it_ended_the_task(
     assert [p.name for p in junit.parent.iterdir() if p.name != "junit.xml"] == []
 
 
+def test_a_replay_in_this_process_leaves_it_as_it_found_it():
+    """After the suite ran in the task's process: the same environment (the session sets
+    CUDA_DEVICE_ORDER), sys.path (pytest puts the suite's root first) and SIGTERM handler, as a
+    child that ended would have left them. In a new Python of its own, so that this test's process
+    keeps its handlers."""
+    script = f"""
+import os, signal, sys
+os.environ.pop("CUDA_DEVICE_ORDER", None)
+before = (dict(os.environ), list(sys.path), signal.getsignal(signal.SIGTERM))
+from gpuenv.cli.replay import judge_replay_here
+code = judge_replay_here(["--replay", {str(H100)!r}])
+after = (dict(os.environ), list(sys.path), signal.getsignal(signal.SIGTERM))
+print("exit", code, "left as found:", before == after)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.stdout.splitlines()[-1] == "exit 0 left as found: True", done.stdout + done.stderr
+    assert "validate: every check passed" in done.stdout
+
+
 def test_a_folder_with_its_own_validate_keeps_the_new_python(invoke_cli, tmp_path):
     """`python -m validate` imports the current folder's validate/ first: where that is another
     suite than the task's, the replay still runs in a new Python, which runs that one."""
