@@ -3,12 +3,16 @@ second, the capture parsed once.
 
 Each capture is replayed `--repeats` times both ways a user runs it, `python -m validate --replay
 FILE` and `invoke validate --replay FILE`, interleaved with a bare Python start so that a loaded
-machine stretches them alike. The figures are medians of wall seconds and of CPU seconds (the
-child's user + system time). As in benchmarks/cli_startup.py, the goal is judged on CPU seconds:
-the command's CPU less the bare start's in the same run, plus 0.03 s for the bare start of a calm
-machine, because wall time on a loaded machine says more about the load than about the replay.
-That the capture is parsed once is proven by
-tests/validate/test_validate_replay.py::test_a_replayed_capture_is_parsed_once, not timed here.
+machine stretches them alike. The task judges the replay in its own process
+(gpuenv/cli/replay.py: the suite's main, no second Python start and import of the suite), so its
+figure is the direct command's plus Invoke's and gpuenv's start. The figures are medians of wall
+seconds and of CPU seconds (the child's user + system time). As in benchmarks/cli_startup.py, the
+goal is judged on CPU seconds: the command's CPU less the bare start's in the same run, plus
+0.03 s for the bare start of a calm machine, because wall time on a loaded machine says more about
+the load than about the replay. That the capture is parsed once is proven by
+tests/validate/test_validate_replay.py::test_a_replayed_capture_is_parsed_once and, in the task's
+process, by tests/validate/test_suite_options.py::
+test_invoke_validate_replay_parses_the_capture_once_in_its_own_process; it is not timed here.
 
 Bytecode is cached, as for an installed gpuenv (PYTHONDONTWRITEBYTECODE is dropped).
 Run: .venv/bin/python benchmarks/replay.py

@@ -248,7 +248,10 @@ def _stop_on_sigterm() -> None:
         pass
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], own_sigterm: bool = True) -> int:
+    """`python -m validate ARGV`: its exit status (see the module docstring). `own_sigterm=False`
+    leaves SIGTERM to a caller that runs the suite in its own process and already turns it into a
+    KeyboardInterrupt (`invoke validate --replay`, gpuenv/cli/replay.py)."""
     baked = image_suite(os.environ.get("GPUENV_STACK_FILE"))
     if baked is not None:
         print(f"validate: running the image's own suite {baked}, not {SUITE_DIR}", flush=True)
@@ -280,7 +283,8 @@ def main(argv: list[str]) -> int:
         )
         os.close(fd)
     outcome = RunOutcome()
-    _stop_on_sigterm()
+    if own_sigterm:
+        _stop_on_sigterm()
     try:
         status = int(pytest.main(pytest_args(args, extra, junit_tmp), plugins=[outcome]))
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM while pytest starts, before its session catches

@@ -3,12 +3,14 @@ Python: --local, --replay) or on a fleet (--hosts, --slurm, --from-reports: gpue
 
 The suite itself is `validate/` (`python -m validate`); which run the flags ask for, and the
 refusal of a mix, is gpuenv/fleet/modes.py. For this server the task builds the suite's command
-line and, for the in-image path, resolves the stack, finds its image and runs the suite there.
+line and, for the in-image path, resolves the stack, finds its image and runs the suite there; a
+--replay with this Python is judged in this process (gpuenv/cli/replay.py), a live run in a new one.
 """
 
 from __future__ import annotations
 
 import json as jsonlib  # `json` is the task's --json option
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -260,6 +262,11 @@ def validate_this_server(c, settings, given: dict, named: list[str]) -> int:
         text = f"would run {sys.executable} -m validate {' '.join(args)}; nothing run (--dry)"
         show(text.replace("  ", " "))
         return 0
+    if given["replay"]:  # no second Python where it would run this same suite
+        from gpuenv.cli.replay import judge_replay_here, judged_here
+
+        if judged_here(Path.cwd(), os.environ):
+            return judge_replay_here(args)
     return run_local(args)
 
 
