@@ -23,6 +23,8 @@ With --rounds 2 the second round runs the tools first, so neither side always pa
 page cache. Each step prints its wall time, the CPU time (user + sys) of this process and its
 children, and the CPU time of the engine's daemons meanwhile (shared with any other user of the
 engine); the totals give the ratio of each. Goal (issue 36): gpuenv within 1.5x of the tools.
+It also counts the conda packages gpuenv fetches from the channel in each step: the image's
+environment is copied from the prefix the install made, so the image step fetches none.
 """
 
 from __future__ import annotations
@@ -54,6 +56,29 @@ def _channel_module():
     assert spec.loader is not None
     spec.loader.exec_module(module)
     return module
+
+
+#: Conda packages fetched from the channel by gpuenv, per step: (count, bytes). A local file://
+#: channel makes a fetch cheap; a real mirror makes each one a download of the package.
+FETCHED: dict[str, list[int]] = {}
+
+
+def count_fetches(step: str) -> None:
+    """Count what gpuenv.envs.conda.fetch_verified fetches from now on under `step` (benchmark
+    code: the product is not changed)."""
+    from gpuenv.envs import conda
+
+    real = getattr(conda.fetch_verified, "__wrapped__", conda.fetch_verified)
+
+    def counting(packages, into, **kwargs):
+        paths = real(packages, into, **kwargs)
+        seen = FETCHED.setdefault(step, [0, 0])
+        seen[0] += len(paths)
+        seen[1] += sum(Path(p).stat().st_size for p in paths)
+        return paths
+
+    counting.__wrapped__ = real
+    conda.fetch_verified = counting
 
 
 #: CPU seconds (user + sys) by side: this process and its children, and the engine's daemons
@@ -138,12 +163,14 @@ def gpuenv_side(tmp, stack, channel, wheels, base, made) -> tuple[dict[str, floa
     plan = installer.plan_install(
         stack, lock.directory, tmp / "prefix", wheelhouse=wheels, mirrors=mirrors
     )
+    count_fetches("install")
     timed(
         times,
         "gpuenv",
         "install",
         lambda: installer.install(plan, say=lambda _m: None, output=lambda _m: None),
     )
+    count_fetches("image")
 
     def image() -> str:
         build = images.plan_build(
@@ -293,6 +320,14 @@ def main() -> int:
             labels = engine.image_info(image_id).labels if engine.image_info(image_id) else {}
             dockercases.remove_image(engine, image_id)
             dockercases.remove_build_cache(labels)
+    fetched = ", ".join(
+        f"{step} {count} ({size / 1e6:.1f} MB)" for step, (count, size) in FETCHED.items()
+    )
+    print(
+        f"conda packages gpuenv fetched from the channel, {args.rounds} round(s): {fetched}"
+        " (the tools fetch each once, in their install)",
+        flush=True,
+    )
     ratio = totals["gpuenv"] / totals["tools"]
     print(
         f"cold lock + install + image, {args.rounds} round(s): gpuenv {totals['gpuenv']:.1f} s, "
