@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import date
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +61,7 @@ class CudaRelease:
         """The lowest driver that runs any update of this minor natively (its GA floor, when
         known)."""
         known = [u.min_driver for u in self.updates if u.min_driver]
-        return min(known, key=Version) if known else None
+        return min(known, key=version_key) if known else None
 
     @property
     def source(self) -> tuple[str, ...]:
@@ -257,7 +257,7 @@ class Matrix:
             for i in self.images
             if i.minor == minor and (u := release.update(i.version)) and u.min_driver
         ]
-        return sorted(usable, key=lambda i: Version(i.version))
+        return sorted(usable, key=lambda i: version_key(i.version))
 
     def cuda_release(self, minor: str) -> CudaRelease | None:
         return next((c for c in self.cuda_releases if c.minor == minor), None)
@@ -269,9 +269,17 @@ class Matrix:
         return next((i for i in self.images if i.version == version), None)
 
     def architecture_of(self, capability: str) -> GpuArchitecture | None:
-        return next(
-            (a for a in self.gpu_architectures if capability in a.compute_capabilities), None
-        )
+        return self._architecture_by_capability.get(capability)
+
+    @cached_property
+    def _architecture_by_capability(self) -> dict[str, GpuArchitecture]:
+        """Each compute capability's family (the first that lists it): the data's checks and the
+        resolver ask hundreds of times per command."""
+        found: dict[str, GpuArchitecture] = {}
+        for arch in self.gpu_architectures:
+            for capability in arch.compute_capabilities:
+                found.setdefault(capability, arch)
+        return found
 
     def to_dict(self) -> dict[str, Any]:
         """The validated data as plain JSON-ready structures (for `invoke matrix --json`)."""
