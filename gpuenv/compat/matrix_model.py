@@ -52,11 +52,11 @@ class CudaRelease:
     minor: str
     updates: tuple[CudaUpdate, ...]
 
-    @property
+    @cached_property  # asked thousands of times per command by the resolver's rules
     def major(self) -> int:
         return int(self.minor.split(".")[0])
 
-    @property
+    @cached_property
     def floor(self) -> str | None:
         """The lowest driver that runs any update of this minor natively (its GA floor, when
         known)."""
@@ -89,7 +89,7 @@ class CudaImage:
     source: tuple[str, ...]
     confirmed: bool = True
 
-    @property
+    @cached_property  # asked for every image at each placement of a build
     def minor(self) -> str:
         return ".".join(self.version.split(".")[:2])
 
