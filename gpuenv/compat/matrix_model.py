@@ -29,6 +29,9 @@ def version_key(text: str) -> Version:
 
 @dataclass(frozen=True)
 class CudaMajor:
+    """A CUDA major (`cuda_majors:`): the driver its minor-version compatibility starts from, and
+    that compatibility's limits."""
+
     major: int
     minor_compat_min_driver: str
     limits: str
@@ -49,6 +52,8 @@ class CudaUpdate:
 
 @dataclass(frozen=True)
 class CudaRelease:
+    """A CUDA minor (`cuda_releases:`, e.g. 12.8) and its shipped updates (12.8.0, 12.8.1)."""
+
     minor: str
     updates: tuple[CudaUpdate, ...]
 
@@ -73,6 +78,9 @@ class CudaRelease:
 
 @dataclass(frozen=True)
 class CudnnTag:
+    """The cuDNN tag of an nvidia/cuda image (cudnn8, cudnn9, cudnn), and the flavours and Ubuntus
+    it has."""
+
     tag: str
     flavours: tuple[str, ...]
     ubuntu: tuple[str, ...] | None = None
@@ -81,6 +89,9 @@ class CudnnTag:
 
 @dataclass(frozen=True)
 class CudaImage:
+    """One nvidia/cuda image version (`images:`): its flavours, cuDNN tag, Ubuntus and
+    NVIDIA_REQUIRE_CUDA."""
+
     version: str
     flavours: tuple[str, ...]
     cudnn: CudnnTag | None
@@ -107,6 +118,9 @@ class CudaImage:
 
 @dataclass(frozen=True)
 class GpuArchitecture:
+    """A GPU family (`gpu_architectures:`): its compute capabilities and the CUDA releases that
+    build for it."""
+
     name: str
     compute_capabilities: tuple[str, ...]
     first_cuda: str
@@ -139,6 +153,8 @@ class IntegratedGpu:
 
 @dataclass(frozen=True)
 class TorchVariant:
+    """One PyTorch wheel build (cpu, cu126, ...): its CUDA, the SASS archs and PTX it carries."""
+
     name: str
     cuda: str | None
     archs: tuple[str, ...] = ()
@@ -184,6 +200,9 @@ class Aarch64Builds:
 
 @dataclass(frozen=True)
 class TorchRelease:
+    """A PyTorch series (`torch_releases:`): its patches, Pythons, wheel builds and PyPI's
+    default CUDA."""
+
     series: str
     patches: tuple[str, ...]
     python: tuple[str, ...]
@@ -194,6 +213,9 @@ class TorchRelease:
 
 @dataclass(frozen=True)
 class TensorflowRelease:
+    """A TensorFlow series (`tensorflow_releases:`): its patches, CUDA, cuDNN, Pythons and the
+    kernels its wheel was built with."""
+
     series: str
     patches: tuple[str, ...]
     cuda: str
@@ -211,6 +233,8 @@ class TensorflowRelease:
 
 @dataclass(frozen=True)
 class PythonRelease:
+    """A Python minor (`python_releases:`) and the day its X.Y.0 was released."""
+
     version: str
     released: date
     confirmed: bool
