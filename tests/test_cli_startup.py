@@ -76,6 +76,8 @@ def test_resolve_loads_no_other_task_s_machinery(tmp_path):
         "validate.judge",
     )
     assert not {m for m in loaded if m.startswith(others)}
+    # the wheels' reader comes with a wheelhouse only
+    assert "gpuenv.compat.rules.wheels" not in loaded
 
 
 def _pyc_written(tmp_path: Path, **env_change: str | None) -> list[str]:
