@@ -76,6 +76,8 @@ def test_resolve_loads_no_other_task_s_machinery(tmp_path):
         "validate.judge",
     )
     assert not {m for m in loaded if m.startswith(others)}
+    # the wheels' reader comes with a wheelhouse only
+    assert "gpuenv.compat.rules.wheels" not in loaded
 
 
 def _pyc_written(tmp_path: Path, **env_change: str | None) -> list[str]:
@@ -108,3 +110,22 @@ def test_invoke_caches_gpuenv_bytecode_but_not_tasks_py(tmp_path):
 
 def test_pythondontwritebytecode_still_turns_caching_off(tmp_path):
     assert _pyc_written(tmp_path, PYTHONDONTWRITEBYTECODE="1") == []
+
+
+def test_the_host_reader_loads_the_health_readers_only_to_read_a_gpu():
+    """`invoke resolve` on a host without NVIDIA GPUs imports the NVML reader to find none: the
+    health readings' module (a dataclass and its readers) comes with the first GPU read, and a
+    GpuInfo made without them still holds unread ones."""
+    code = (
+        "import sys, validate.host.nvml as n; before = 'validate.host.nvml_health' in sys.modules;"
+        "gpu = n.GpuInfo(0, 'g', 'u', '0000:01:00.0', '9.0', None, None);"
+        "from validate.host.nvml_health import HealthReadings;"
+        "print(before, gpu.health == HealthReadings(), gpu.health is not n.GpuInfo(0, 'g', 'u', "
+        "'b', None, None, None).health)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True", "True"]

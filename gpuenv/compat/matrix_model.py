@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import date
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,9 @@ def version_key(text: str) -> Version:
 
 @dataclass(frozen=True)
 class CudaMajor:
+    """A CUDA major (`cuda_majors:`): the driver its minor-version compatibility starts from, and
+    that compatibility's limits."""
+
     major: int
     minor_compat_min_driver: str
     limits: str
@@ -49,19 +52,21 @@ class CudaUpdate:
 
 @dataclass(frozen=True)
 class CudaRelease:
+    """A CUDA minor (`cuda_releases:`, e.g. 12.8) and its shipped updates (12.8.0, 12.8.1)."""
+
     minor: str
     updates: tuple[CudaUpdate, ...]
 
-    @property
+    @cached_property  # asked thousands of times per command by the resolver's rules
     def major(self) -> int:
         return int(self.minor.split(".")[0])
 
-    @property
+    @cached_property
     def floor(self) -> str | None:
         """The lowest driver that runs any update of this minor natively (its GA floor, when
         known)."""
         known = [u.min_driver for u in self.updates if u.min_driver]
-        return min(known, key=Version) if known else None
+        return min(known, key=version_key) if known else None
 
     @property
     def source(self) -> tuple[str, ...]:
@@ -73,6 +78,9 @@ class CudaRelease:
 
 @dataclass(frozen=True)
 class CudnnTag:
+    """The cuDNN tag of an nvidia/cuda image (cudnn8, cudnn9, cudnn), and the flavours and Ubuntus
+    it has."""
+
     tag: str
     flavours: tuple[str, ...]
     ubuntu: tuple[str, ...] | None = None
@@ -81,6 +89,9 @@ class CudnnTag:
 
 @dataclass(frozen=True)
 class CudaImage:
+    """One nvidia/cuda image version (`images:`): its flavours, cuDNN tag, Ubuntus and
+    NVIDIA_REQUIRE_CUDA."""
+
     version: str
     flavours: tuple[str, ...]
     cudnn: CudnnTag | None
@@ -89,7 +100,7 @@ class CudaImage:
     source: tuple[str, ...]
     confirmed: bool = True
 
-    @property
+    @cached_property  # asked for every image at each placement of a build
     def minor(self) -> str:
         return ".".join(self.version.split(".")[:2])
 
@@ -107,6 +118,9 @@ class CudaImage:
 
 @dataclass(frozen=True)
 class GpuArchitecture:
+    """A GPU family (`gpu_architectures:`): its compute capabilities and the CUDA releases that
+    build for it."""
+
     name: str
     compute_capabilities: tuple[str, ...]
     first_cuda: str
@@ -139,6 +153,8 @@ class IntegratedGpu:
 
 @dataclass(frozen=True)
 class TorchVariant:
+    """One PyTorch wheel build (cpu, cu126, ...): its CUDA, the SASS archs and PTX it carries."""
+
     name: str
     cuda: str | None
     archs: tuple[str, ...] = ()
@@ -184,6 +200,9 @@ class Aarch64Builds:
 
 @dataclass(frozen=True)
 class TorchRelease:
+    """A PyTorch series (`torch_releases:`): its patches, Pythons, wheel builds and PyPI's
+    default CUDA."""
+
     series: str
     patches: tuple[str, ...]
     python: tuple[str, ...]
@@ -194,6 +213,9 @@ class TorchRelease:
 
 @dataclass(frozen=True)
 class TensorflowRelease:
+    """A TensorFlow series (`tensorflow_releases:`): its patches, CUDA, cuDNN, Pythons and the
+    kernels its wheel was built with."""
+
     series: str
     patches: tuple[str, ...]
     cuda: str
@@ -211,6 +233,8 @@ class TensorflowRelease:
 
 @dataclass(frozen=True)
 class PythonRelease:
+    """A Python minor (`python_releases:`) and the day its X.Y.0 was released."""
+
     version: str
     released: date
     confirmed: bool
@@ -257,7 +281,7 @@ class Matrix:
             for i in self.images
             if i.minor == minor and (u := release.update(i.version)) and u.min_driver
         ]
-        return sorted(usable, key=lambda i: Version(i.version))
+        return sorted(usable, key=lambda i: version_key(i.version))
 
     def cuda_release(self, minor: str) -> CudaRelease | None:
         return next((c for c in self.cuda_releases if c.minor == minor), None)
@@ -269,9 +293,17 @@ class Matrix:
         return next((i for i in self.images if i.version == version), None)
 
     def architecture_of(self, capability: str) -> GpuArchitecture | None:
-        return next(
-            (a for a in self.gpu_architectures if capability in a.compute_capabilities), None
-        )
+        return self._architecture_by_capability.get(capability)
+
+    @cached_property
+    def _architecture_by_capability(self) -> dict[str, GpuArchitecture]:
+        """Each compute capability's family (the first that lists it): the data's checks and the
+        resolver ask hundreds of times per command."""
+        found: dict[str, GpuArchitecture] = {}
+        for arch in self.gpu_architectures:
+            for capability in arch.compute_capabilities:
+                found.setdefault(capability, arch)
+        return found
 
     def to_dict(self) -> dict[str, Any]:
         """The validated data as plain JSON-ready structures (for `invoke matrix --json`)."""

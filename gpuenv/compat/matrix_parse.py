@@ -12,7 +12,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import InvalidVersion
 
 from gpuenv.compat.matrix_model import (
     COMPAT_FILE,
@@ -32,6 +32,7 @@ from gpuenv.compat.matrix_model import (
     TorchRelease,
     TorchVariant,
 )
+from gpuenv.compat.matrix_model import version_key as V
 from gpuenv.errors import DataError
 
 _BRANCH = re.compile(r"^\d{3}$")
@@ -81,8 +82,8 @@ class _Checker:
         if pattern and not pattern.match(value):
             raise self.fail(where, f"{value!r} is not of the form {pattern.pattern}")
         if pattern is not None:
-            try:
-                Version(value)
+            try:  # version_key's cache: the resolver compares these same strings
+                V(value)
             except InvalidVersion:
                 raise self.fail(where, f"{value!r} is not a version") from None
         return value
@@ -245,9 +246,9 @@ def _cuda_releases(top: dict[str, Any], check: _Checker) -> tuple[CudaRelease, .
         ]
         check.unique([u.version for u in updates], where, "update")
         # A later update never needs an older driver than an earlier one: a lower floor is a typo.
-        known = [u for u in sorted(updates, key=lambda u: Version(u.version)) if u.min_driver]
+        known = [u for u in sorted(updates, key=lambda u: V(u.version)) if u.min_driver]
         for older, newer in zip(known, known[1:]):
-            if Version(newer.min_driver) < Version(older.min_driver):  # type: ignore[arg-type]
+            if V(newer.min_driver) < V(older.min_driver):  # type: ignore[arg-type]
                 raise check.fail(
                     where,
                     f"update {newer.version} needs driver {newer.min_driver}, lower than "
@@ -482,7 +483,7 @@ def _check_consistency(m: Matrix, check: _Checker) -> None:
     check.unique([t.series for t in m.tensorflow_releases], "tensorflow_releases", "series")
     _check_cuda(m, check)
     for a in m.gpu_architectures:
-        if a.last_cuda is not None and Version(a.last_cuda) < Version(a.first_cuda):
+        if a.last_cuda is not None and V(a.last_cuda) < V(a.first_cuda):
             raise check.fail(
                 f"gpu_architectures ({a.name})",
                 f"last_cuda {a.last_cuda} is before first_cuda {a.first_cuda}",
@@ -546,7 +547,7 @@ def _check_cuda(m: Matrix, check: _Checker) -> None:
             raise check.fail(
                 f"cuda_releases ({c.minor})", f"no cuda_majors entry for major {c.major}"
             )
-        if c.floor and Version(c.floor) < Version(major.minor_compat_min_driver):
+        if c.floor and V(c.floor) < V(major.minor_compat_min_driver):
             raise check.fail(
                 f"cuda_releases ({c.minor})",
                 f"driver floor {c.floor} is below the CUDA {c.major}.x minor-version floor "
@@ -594,7 +595,7 @@ def _check_torch(m: Matrix, t: TorchRelease, known_ccs: set[str], check: _Checke
         check.unique(list(v.archs), vwhere, "arch")
         for cc in v.archs:
             arch = m.architecture_of(cc)
-            if arch and arch.last_cuda and Version(v.cuda) > Version(arch.last_cuda):
+            if arch and arch.last_cuda and V(v.cuda) > V(arch.last_cuda):
                 raise check.fail(
                     vwhere,
                     f"arch {cc} ({arch.name}) is not supported by CUDA {v.cuda} (its last CUDA "

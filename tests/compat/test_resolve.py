@@ -19,7 +19,7 @@ from gpuenv.compat.resolve import resolve_stack
 from gpuenv.compat.rules.gpus import kernel_coverage
 from gpuenv.compat.rules.python import default_python
 from gpuenv.compat.rules.request import Request
-from gpuenv.compat.rules.wheelhouse import framework_wheels
+from gpuenv.compat.rules.wheels import framework_wheels
 from gpuenv.errors import BadInput, NoCompatibleStack
 from gpuenv.stack import Stack
 

@@ -10,7 +10,7 @@ import dataclasses
 from gpuenv.compat.matrix import load_matrix
 from gpuenv.compat.resolve import Request, resolve_stack
 from gpuenv.compat.rules.cuda import apply_cuda_rule, keep_cpu_or_gpu, place_on_driver
-from gpuenv.compat.rules.frameworks import framework_candidates
+from gpuenv.compat.rules.frameworks import Candidate, framework_candidates
 from gpuenv.compat.rules.gpus import check_kernels
 from gpuenv.compat.rules.wishes import read_wishes
 
@@ -70,3 +70,28 @@ def _floor(cands, k) -> str:
         if (c.framework_version, c.python, c.variant) == (k.framework_version, k.python, k.variant)
     }
     return same
+
+
+def test_placed_is_replace_for_every_field():
+    """Candidate.placed spells out dataclasses.replace (for speed): each field of a build with no
+    default value left is carried over, and a field added to Candidate must be added here."""
+    matrix = load_matrix()
+    torch_build = next(c for c in framework_candidates(matrix, "torch", None) if c.cuda)
+    tf_release = matrix.tensorflow_releases[0]
+    values = {
+        "framework_version": "9.9.9",
+        "python": "3.99",
+        "cuda": torch_build.cuda,
+        "variant": torch_build.variant,
+        "tf": tf_release,
+        "from_pypi": True,
+        "placement": object(),
+        "platform": "linux-aarch64",
+    }
+    assert set(values) == {f.name for f in dataclasses.fields(Candidate)}
+    build = Candidate(**values)
+    for f in dataclasses.fields(Candidate):  # none is its default: a field left out would show
+        assert getattr(build, f.name) != f.default
+    placement = placed(Request(cuda="12.8"))[0][0].placement
+    assert build.placed(placement) == dataclasses.replace(build, placement=placement)
+    assert build.placed(placement).placement is placement

@@ -18,15 +18,24 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
-from validate.host.nvml_health import HealthReadings, read_health
 from validate.host.nvml_names import COMPUTE_MODES, cuda_version_text, throttle_reason_names
 from validate.host.pci_ids import device_id_of
 from validate.host.pcibus import nvidia_gpus
 from validate.host.virtualization import memory_v2_info, read_vgpu_license, read_virtualization
 
+if TYPE_CHECKING:  # imported when a GPU is read: a host without one (`invoke resolve`) skips it
+    from validate.host.nvml_health import HealthReadings
+
 T = TypeVar("T")
+
+
+def _unread_health() -> HealthReadings:
+    """A GPU's health before it is read: no reading (each None, "not reported")."""
+    from validate.host.nvml_health import HealthReadings
+
+    return HealthReadings()
 
 
 @dataclass
@@ -97,7 +106,7 @@ class GpuInfo:
     # first (validate/host/archs.identify), since a driver may call a GPU "Graphics Device".
     pci_device_id: int | None = None
     # The readings DCGM's health watches and diagnostic judge (validate/host/nvml_health.py).
-    health: HealthReadings = field(default_factory=HealthReadings)
+    health: HealthReadings = field(default_factory=_unread_health)
     # Memory as NVML's v2 query splits it (nvidia-smi's "Reserved" and "Used"): the driver's own
     # reserve, and what contexts hold; None where the driver or capture gives only version 1,
     # whose `used` (memory_used_bytes) includes the reserve.
@@ -377,6 +386,8 @@ def _clock_pair(nv: Any, handle: Any, function: str) -> tuple[int | None, int | 
 
 
 def _read_gpu(nv: Any, index: int, driver_version: str | None = None) -> GpuInfo:
+    from validate.host.nvml_health import read_health
+
     handle = nv.nvmlDeviceGetHandleByIndex(index)
     # Memory is optional: inside a container a MIG GPU answers NoPermission for the parent.
     memory = _gpu_field(lambda: nv.nvmlDeviceGetMemoryInfo(handle))

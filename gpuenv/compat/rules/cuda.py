@@ -4,7 +4,6 @@ compatibility) and its driver floor, and the builds `--cuda X.Y` keeps."""
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 
 from gpuenv.compat.legacy import last_served
 from gpuenv.compat.matrix import CudaImage, Matrix
@@ -250,7 +249,7 @@ def place_on_driver(cands: list[Candidate], w: Wishes) -> list[Candidate]:
         if key not in memo:
             memo[key] = place_build(matrix, c, w.cuda, driver, w.request.strict_driver)
         if memo[key] is not None:
-            placed.append(replace(c, placement=memo[key]))
+            placed.append(c.placed(memo[key]))
     if placed:
         return placed
     if driver is None:

@@ -49,6 +49,21 @@ class Candidate:
         ptx)."""
         return self.variant if self.variant is not None else self.tf  # type: ignore[return-value]
 
+    def placed(self, placement: Placement) -> Candidate:
+        """This build on `placement`: `dataclasses.replace` spelt out, for it is made for every
+        candidate of every re-resolve (thousands per `--cuda` resolve, replace's field walk the
+        larger part of its time)."""
+        return Candidate(
+            self.framework_version,
+            self.python,
+            self.cuda,
+            self.variant,
+            self.tf,
+            self.from_pypi,
+            placement,
+            self.platform,
+        )
+
     def sort_key(self) -> tuple:
         """Newest CUDA major first (never a CUDA 11 build when a CUDA 12 one runs), then newest
         release, then a build the data confirms, then the newest build CUDA."""

@@ -197,7 +197,7 @@ def check_kernels(cands: list[Candidate], w: Wishes) -> list[Candidate]:
                 plans[key] = replace(c.placement, min_driver=need)  # type: ignore[arg-type]
         plan = plans[key]
         if plan is not None:
-            kept.append(c if plan is c.placement else replace(c, placement=plan))
+            kept.append(c if plan is c.placement else c.placed(plan))
     if not kept:
         message, fix = arch_failure(cands, w)
         raise NoCompatibleStack(message, fix=fix)

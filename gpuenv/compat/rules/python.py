@@ -44,10 +44,11 @@ def pick_python(cands: list[Candidate], w: Wishes) -> tuple[Candidate, str]:
     best = max(cands, key=Candidate.sort_key)
     if w.python:
         return best, "requested with --python"
+    best_key = best.sort_key()
     same_build = [
         c
         for c in cands
-        if c.sort_key() == best.sort_key()
+        if c.sort_key() == best_key
         and build_name(c) == build_name(best)
         and c.from_pypi == best.from_pypi
     ]

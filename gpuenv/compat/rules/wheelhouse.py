@@ -1,72 +1,20 @@
-"""The wheelhouse rule: the framework wheels a folder holds, and only the builds they serve."""
+"""The wheelhouse rule: with a folder of wheels, only the builds its framework wheels serve.
+
+The wheels' names are read into builds by gpuenv.compat.rules.wheels, imported only when a
+wheelhouse is given (its dataclass and patterns are not made at every resolve)."""
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, replace
-from typing import Iterable
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from gpuenv.compat.matrix import Matrix
 from gpuenv.compat.rules.frameworks import Candidate, version_list
 from gpuenv.compat.rules.wishes import Wishes
 from gpuenv.errors import NoCompatibleStack
 
-_LINUX_X86 = re.compile(r"^(manylinux\w*|linux)_x86_64$")
-
-
-@dataclass(frozen=True)
-class WheelBuild:
-    """A framework wheel a wheelhouse holds: which release, build and Python it serves."""
-
-    filename: str
-    framework: str
-    version: str  # public version, e.g. 2.13.0
-    local: str | None  # cpu, cu126, ... (torch); None for a PyPI wheel
-    python: str | None  # 3.11 for cp311, None for py3/abi3
-    platform: str  # first platform tag
-    linux_x86_64: bool
-
-    def describe(self) -> str:
-        local = f"+{self.local}" if self.local else ""
-        py = f"cp{self.python.replace('.', '')}" if self.python else "any Python"
-        return f"{self.framework} {self.version}{local} ({py}, {self.platform})"
-
-
-def framework_wheels(names: Iterable[str], framework: str) -> list[WheelBuild]:
-    """The wheels of `framework` among file names (tensorflow also as tensorflow_cpu), read with
-    packaging."""
-    # imported here: packaging's tags read the platform, which a resolve without wheels skips
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
-    wanted = {"torch": ("torch",), "tensorflow": ("tensorflow", "tensorflow-cpu")}[framework]
-    out = []
-    for filename in names:
-        if not filename.endswith(".whl"):
-            continue
-        try:
-            name, version, _build, tags = parse_wheel_filename(filename)
-        except InvalidWheelFilename:
-            continue
-        if name not in wanted:
-            continue
-        tag = sorted(tags, key=str)[0]
-        python = None
-        if re.fullmatch(r"cp3\d+", tag.interpreter) and tag.abi != "abi3":
-            python = f"3.{tag.interpreter[3:]}"
-        platforms = sorted({t.platform for t in tags})
-        label = "tensorflow-cpu" if name == "tensorflow-cpu" else framework
-        out.append(
-            WheelBuild(
-                filename,
-                label,
-                version.public,
-                version.local,
-                python,
-                platforms[0],
-                any(_LINUX_X86.match(p) for p in platforms),
-            )
-        )
-    return out
+if TYPE_CHECKING:
+    from gpuenv.compat.rules.wheels import WheelBuild
 
 
 def _wheel_serves(w: WheelBuild, c: Candidate, framework: str) -> bool:
@@ -103,6 +51,8 @@ def narrow_to_wheelhouse(cands: list[Candidate], w: Wishes) -> list[Candidate]:
     a note for the reasons either way."""
     if w.request.wheelhouse is None:
         return cands
+    from gpuenv.compat.rules.wheels import framework_wheels
+
     folder = w.request.wheelhouse_dir or "the wheelhouse"
     wheels = framework_wheels(w.request.wheelhouse or (), w.framework)
     if not wheels:
