@@ -60,24 +60,28 @@ def staged_lock(conda_channel, standin_wheels, locks_dir, pypi, tmp_path):
     return path, lockdir.file_sha256(path), mirrors, standin_wheels
 
 
-@pytest.mark.parametrize("damage", ["lost-file", "lost-package"])
-def test_a_damaged_staged_environment_is_staged_again(staged_lock, tmp_path, damage):
+def stage_in(staged_lock, cache_root: Path, said: list[str]) -> Path:
     lock_path, lock_sha256, mirrors, wheels = staged_lock
+    return condalock.stage_for_image(
+        lock_path,
+        stack=TORCH_CPU,
+        lock_sha256=lock_sha256,
+        platform="linux-64",
+        target="the base image",
+        mirrors=mirrors,
+        wheelhouse=wheels,
+        offline=False,
+        cache_root=cache_root,
+        say=said.append,
+    )
+
+
+@pytest.mark.parametrize("damage", ["lost-file", "lost-package"])
+def test_a_damaged_staged_environment_is_staged_again(staged_lock, tmp_path, private_cache, damage):
     said: list[str] = []
 
     def stage() -> Path:
-        return condalock.stage_for_image(
-            lock_path,
-            stack=TORCH_CPU,
-            lock_sha256=lock_sha256,
-            platform="linux-64",
-            target="the base image",
-            mirrors=mirrors,
-            wheelhouse=wheels,
-            offline=False,
-            cache_root=tmp_path / "cache",
-            say=said.append,
-        )
+        return stage_in(staged_lock, tmp_path / "cache", said)
 
     staged = stage()
     whole = condalock.tree_manifest(staged)
@@ -102,22 +106,6 @@ def test_a_damaged_staged_environment_is_staged_again(staged_lock, tmp_path, dam
 
 
 # ---------------------------------------------------------------- copied from the host's prefix
-
-
-def stage_in(staged_lock, cache_root: Path, said: list[str]) -> Path:
-    lock_path, lock_sha256, mirrors, wheels = staged_lock
-    return condalock.stage_for_image(
-        lock_path,
-        stack=TORCH_CPU,
-        lock_sha256=lock_sha256,
-        platform="linux-64",
-        target="the base image",
-        mirrors=mirrors,
-        wheelhouse=wheels,
-        offline=False,
-        cache_root=cache_root,
-        say=said.append,
-    )
 
 
 def install_into(staged_lock, prefix: Path) -> Path:
