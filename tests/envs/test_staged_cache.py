@@ -131,34 +131,33 @@ def private_cache(tmp_path, monkeypatch) -> Path:
     return tmp_path / "gpuenv-cache"
 
 
-@pytest.mark.parametrize(
-    "where",
-    [
-        "p",
-        "team envs/torch 2.13",  # blanks: rattler and uv write /bin/sh trampolines, not #! lines
-        "a-path-too-long-for-a-plain-interpreter-line/" * 2 + "prefix",  # trampolines too
-    ],
-)
+#: Install paths whose files the copy rewrites: short; with blanks and 110 characters long, for
+#: which rattler and uv write /bin/sh trampolines instead of #! lines.
+WHERE = ("p", "team envs/torch 2.13", "a-path-too-long-for-a-plain-interpreter-line/" * 2 + "p")
+
+
 def test_the_image_environment_is_copied_from_the_installed_prefix_byte_for_byte(
-    staged_lock, tmp_path, private_cache, where
+    staged_lock, tmp_path, private_cache
 ):
     said: list[str] = []
     direct = stage_in(staged_lock, tmp_path / "direct", said)
     assert not any("copying the environment" in line for line in said), said
-    prefix = install_into(staged_lock, tmp_path / where)
-    said.clear()
-    copied = stage_in(staged_lock, tmp_path / "copied", said)
-    assert f"copying the environment {prefix} installed for the image" in " ".join(said), said
-    assert not any(line.startswith("linking") for line in said), [
-        line for line in said if "not copied" in line
-    ]
-    assert layer_sha256(copied) == layer_sha256(direct), "the same environment layer"
-    # the paths the packages asked for name the image's, in every form the test channel has
+    layer = layer_sha256(direct)
     image = str(condalock.IMAGE_ENV_DIR).encode()
-    for path in ("bin/gpuenv-hello", "bin/gpuenv-hello-py", "share/gpuenv-hello/paths.conf"):
-        data = (copied / path).read_bytes()
-        assert image in data and str(prefix).encode() not in data, path
-    assert (copied / "bin" / "pytest").read_bytes().startswith(b"#!" + image + b"/bin/")
+    for number, where in enumerate(WHERE):
+        prefix = install_into(staged_lock, tmp_path / where)
+        said.clear()
+        copied = stage_in(staged_lock, tmp_path / f"copied-{number}", said)
+        assert f"copying the environment {prefix} installed for the image" in " ".join(said)
+        assert not any(line.startswith("linking") for line in said), [
+            line for line in said if "not copied" in line
+        ]
+        assert layer_sha256(copied) == layer, f"{where}: the same environment layer"
+        # the paths the packages asked for name the image's, in every form the channel has
+        for path in ("bin/gpuenv-hello", "bin/gpuenv-hello-py", "share/gpuenv-hello/paths.conf"):
+            data = (copied / path).read_bytes()
+            assert image in data and str(prefix).encode() not in data, (where, path)
+        assert (copied / "bin" / "pytest").read_bytes().startswith(b"#!" + image + b"/bin/")
     for meta in (copied / "conda-meta").glob("*.json"):  # no temporary folder of an install
         record = json.loads(meta.read_text())
         assert record["url"].startswith("https://conda.anaconda.org/conda-forge/"), meta.name
@@ -167,49 +166,62 @@ def test_the_image_environment_is_copied_from_the_installed_prefix_byte_for_byte
     assert not list(copied.glob("lib/python3*/site-packages/validate"))
 
 
-@pytest.mark.parametrize(
-    "damage",
-    [
-        "edited placeholder file",
-        "added module",
-        "edited entry point",
-        "edited pip script",
-        "group-writable file",
-    ],
-)
-def test_a_prefix_changed_since_its_install_is_installed_again_not_copied(
-    staged_lock, tmp_path, private_cache, damage
-):
+def test_a_prefix_changed_since_its_install_is_not_copied(staged_lock, tmp_path, private_cache):
+    """Each change is met by the copy's checks (the change undone before the next one); the
+    prefix as installed is then copied."""
+    from gpuenv.envs import fromhost
+    from gpuenv.envs.verify import expected_from_lock
+
+    lock_path, lock_sha256, _, _ = staged_lock
+    compared = expected_from_lock(lock_path.parent, None)
     prefix = install_into(staged_lock, tmp_path / "prefix")
     site = next(prefix.glob("lib/python3*/site-packages"))
-    if damage == "edited placeholder file":
-        path = prefix / "share" / "gpuenv-hello" / "paths.conf"
-        path.write_text(path.read_text() + "extra=1\n")
-    elif damage == "added module":
-        (site / "sneaky.py").write_text("import os\n")
-    elif damage == "edited entry point":
-        path = prefix / "bin" / "gpuenv-probe"
-        path.write_text(path.read_text() + "print('changed')\n")
-    elif damage == "edited pip script":
-        path = prefix / "bin" / "pytest"
-        path.write_text(path.read_text().replace("sys.exit", "print('x'); sys.exit"))
-    else:  # unchanged, but a team member could change it and its record together
-        path = site / "numpy" / "__init__.py"
-        path.chmod(path.stat().st_mode | stat.S_IWGRP)
+    edits = {
+        "edited placeholder file": (prefix / "share/gpuenv-hello/paths.conf", "extra=1\n"),
+        "edited entry point": (prefix / "bin/gpuenv-probe", "print('changed')\n"),
+        "edited pip script": (prefix / "bin/pytest", "print('x')\n"),
+        "added module": (site / "sneaky.py", "import os\n"),
+    }
+
+    def copy(number: int) -> None:
+        fromhost.copy_for_image(
+            prefix,
+            tmp_path / f"copy-{number}",
+            final_prefix=condalock.IMAGE_ENV_DIR,
+            lock_sha256=lock_sha256,
+            expected=compared.expected,
+            expected_from=compared.what,
+        )
+
+    for number, (damage, (path, extra)) in enumerate(edits.items()):
+        before = path.read_bytes() if path.exists() else None
+        path.write_bytes((before or b"") + extra.encode())
+        with pytest.raises(fromhost.NotCopied, match="is not what its lock installed"):
+            copy(number)
+        if before is None:
+            path.unlink()
+        else:
+            path.write_bytes(before)
+    # unchanged, but a team member could change it and its record together
+    shared = site / "numpy" / "__init__.py"
+    mode = shared.stat().st_mode
+    shared.chmod(mode | stat.S_IWGRP)
+    with pytest.raises(fromhost.NotCopied, match="can be changed by another user"):
+        copy(len(edits))
+    shared.chmod(mode)
+    copy(len(edits) + 1)  # as installed: copied
+
+
+def test_a_changed_prefix_gives_the_image_the_locks_bytes(staged_lock, tmp_path, private_cache):
+    prefix = install_into(staged_lock, tmp_path / "prefix")
+    script = prefix / "bin" / "gpuenv-probe"
+    script.write_text(script.read_text() + "print('changed')\n")
     said: list[str] = []
     staged = stage_in(staged_lock, tmp_path / "cache", said)
     refusal = [line for line in said if line.startswith(f"not copied from {prefix}:")]
-    why = (
-        "can be changed by another user"
-        if damage == "group-writable file"
-        else "is not what its lock installed"
-    )
-    assert refusal and why in refusal[0], said
+    assert refusal and "is not what its lock installed" in refusal[0], said
     assert any(line.startswith("linking") for line in said), "installed from the lock instead"
     assert b"changed" not in (staged / "bin" / "gpuenv-probe").read_bytes()
-    assert not list(staged.glob("lib/python3*/site-packages/sneaky.py"))
-    assert b"extra=1" not in (staged / "share" / "gpuenv-hello" / "paths.conf").read_bytes()
-    assert b"print('x')" not in (staged / "bin" / "pytest").read_bytes()
 
 
 def test_the_prefixes_remembered_are_read_safely(private_cache):
