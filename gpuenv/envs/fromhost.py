@@ -116,7 +116,8 @@ def copy_for_image(
             f"it is not what its lock installed ({len(verdict.problems)} problems; the first: "
             f"{first.path} {first.kind}{': ' + first.detail if first.detail else ''})"
         )
-    rewritten = _retarget_conda(into, old, new) | _retarget_scripts(into, old, new)
+    rewritten, conda_owned = _retarget_conda(into, old, new)
+    rewritten |= _retarget_scripts(into, old, new, conda_owned)
     left = sorted(set(naming) - rewritten)
     if left:
         raise NotCopied(
@@ -240,15 +241,18 @@ def _drop_empty(root: Path) -> None:
 # ---------------------------------------------------------------- conda's files
 
 
-def _retarget_conda(into: Path, old: bytes, new: bytes) -> set[str]:
+def _retarget_conda(into: Path, old: bytes, new: bytes) -> tuple[set[str], set[str]]:
     """Each conda record's placeholder files and entry points rewritten for `new`, and the record
-    updated with their new sha256 (and size). Returns the paths rewritten."""
+    updated with their new sha256 (and size). Returns the paths rewritten, and every path the
+    records own."""
     done: set[str] = set()
+    owned: set[str] = set()
     for meta in sorted((into / "conda-meta").glob("*.json")):
         record = json.loads(meta.read_bytes())
         changed = False
         for item in (record.get("paths_data") or {}).get("paths") or []:
             path = item.get("_path")
+            owned.add(path or "")
             placeholder = item.get("prefix_placeholder")
             if placeholder and item.get("file_mode") in ("text", "binary"):
                 target = into / path
@@ -277,7 +281,7 @@ def _retarget_conda(into: Path, old: bytes, new: bytes) -> set[str]:
             done.add(path)
         if changed:
             meta.write_text(record_text(record), encoding="utf-8")
-    return done
+    return done, owned
 
 
 def record_text(record: dict) -> str:
@@ -369,14 +373,14 @@ def _with_interpreter(data: bytes, path: str, old: bytes, new: bytes) -> bytes:
 # ---------------------------------------------------------------- uv's scripts
 
 
-def _retarget_scripts(into: Path, old: bytes, new: bytes) -> set[str]:
-    """The scripts uv wrote into bin/ (the pip part's entry points), and their RECORD rows."""
-    owned = _conda_owned(into)
+def _retarget_scripts(into: Path, old: bytes, new: bytes, conda_owned: set[str]) -> set[str]:
+    """The scripts uv wrote into bin/ (the pip part's entry points: no conda record owns them),
+    and their RECORD rows."""
     changed: list[str] = []
     done: set[str] = set()
     for script in sorted((into / "bin").iterdir()):
         path = f"bin/{script.name}"
-        if path in owned or script.is_symlink() or not script.is_file():
+        if path in conda_owned or script.is_symlink() or not script.is_file():
             continue
         with open(script, "rb") as handle:
             head = _as_shebang(handle.read(len(old) + 64), old)
@@ -388,16 +392,6 @@ def _retarget_scripts(into: Path, old: bytes, new: bytes) -> set[str]:
     for site in sorted(into.glob("lib/python3*/site-packages")):
         installed.update_record(site, changed)
     return done
-
-
-def _conda_owned(into: Path) -> set[str]:
-    owned: set[str] = set()
-    for meta in (into / "conda-meta").glob("*.json"):
-        record = json.loads(meta.read_bytes())
-        owned.update(
-            item.get("_path", "") for item in (record.get("paths_data") or {}).get("paths") or []
-        )
-    return owned
 
 
 def first_of(
