@@ -9,12 +9,13 @@ URL gives it, on the run's own port. Every wait is bounded: torchrun's join_time
 rendezvous, and the job's whole time limit; every container is removed at the end, or on Ctrl-C.
 
 The port: the run's sequence (rendezvous_ports: from the sha256 of the run id, then the next ones,
-in multinode.SSH_PORTS, apart from the Slurm jobs' ports). The controller knows the head, so
-before it starts a container it probes the head's port (choose_port: a TCP connect bounded by
-PORT_PROBE_S): refused is free and taken; accepted is busy (what an earlier run or another
-service left there would take the head's store) and the next port of the sequence is tried, up to
-PORT_TRIES; no answer, or no address for the name, leaves it unknown, and the port is kept and the
-progress line says so. Every port tried busy is the job's named failure, before any container."""
+in multinode.SSH_PORTS, apart from the Slurm jobs' ports). The controller knows the head, so before
+it starts a container it probes the head's port (choose_port: a TCP connect bounded by
+multinode.PORT_PROBE_S, the Slurm head's bound too): refused is free and taken; accepted is busy
+(what an earlier run or another service left there would take the head's store) and the next port
+of the sequence is tried, up to PORT_TRIES; no answer, or no address for the name, leaves it
+unknown, and the port is kept and the progress line says so. Every port tried busy is the job's
+named failure, before any container."""
 
 from __future__ import annotations
 
@@ -41,8 +42,6 @@ RESULT_IN_CONTAINER = "/tmp/gpuenv-multinode/result.json"
 DEFAULT_JOB_TIME_S = 15 * 60
 #: How many ports of the run's sequence the controller tries on the head.
 PORT_TRIES = 4
-#: Seconds one probe of the head's port waits for an answer (a free port refuses at once).
-PORT_PROBE_S = 1.0
 FREE = "free"
 BUSY = "busy"
 
@@ -203,7 +202,7 @@ def job_host_name(nodes: list[str]) -> str:
 # ---------------------------------------------------------------- running (I/O)
 
 
-def port_state(host: str, port: int, timeout: float = PORT_PROBE_S) -> str:
+def port_state(host: str, port: int, timeout: float = multinode.PORT_PROBE_S) -> str:
     """FREE when `host` refuses a connection to `port` (nothing listens), BUSY when it accepts
     one, else why it cannot tell (no answer within `timeout`: a firewall drops it; no address)."""
     try:
