@@ -15,11 +15,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpuenv.datacache import cache_dir
 from gpuenv.envs import uv
 from gpuenv.errors import ToolError
 from gpuenv.progress import Say
+
+if TYPE_CHECKING:
+    from gpuenv.envs.fromhost import PrefixForImage
 
 #: conda's platform names for the engine architectures `docker info` reports.
 CONDA_PLATFORMS = {"x86_64": "linux-64", "aarch64": "linux-aarch64"}
@@ -33,8 +37,9 @@ class BuildTools:
 
     uv: Path
     python: Path | None = None  # root of a relocatable CPython tree (bin/, lib/)
-    #: a conda lock's environment, installed on the host for the image's /opt/gpuenv/env
-    conda_env: Path | None = None
+    #: a conda lock's environment, installed on the host for the image's /opt/gpuenv/env (staged,
+    #: or read from a prefix `invoke install` made of the lock)
+    conda_env: Path | PrefixForImage | None = None
 
 
 def normalise_arch(arch: str) -> str:

@@ -22,7 +22,7 @@ import stat
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 import tomllib
 from packaging.version import InvalidVersion, Version
@@ -32,6 +32,9 @@ from gpuenv.envs import conda, installed, lockdir, spec, uv
 from gpuenv.errors import BadInput, DataError, ToolError
 from gpuenv.progress import Say
 from gpuenv.stack import Stack
+
+if TYPE_CHECKING:
+    from gpuenv.envs import fromhost
 
 CONDA_LOCK_FILE = lockdir.CONDA_LOCK_FILE
 
@@ -593,12 +596,13 @@ def retarget_scripts(into: Path, final_prefix: Path) -> None:
 
 def make_reproducible(prefix: Path) -> None:
     """Drop what differs between two installs of the same lock: the install time rattler writes into
-    conda-meta/history ("==> 2026-11-25 23:41:02 <=="), so the same lock gives the same image."""
+    conda-meta/history, so the same lock gives the same image."""
+    from gpuenv.envs.fromhost import without_install_times
+
     history = prefix / "conda-meta" / "history"
     if history.is_file():
-        lines = history.read_text(encoding="utf-8").splitlines(keepends=True)
         history.write_text(
-            "".join(line for line in lines if not line.startswith("==>")), encoding="utf-8"
+            without_install_times(history.read_text(encoding="utf-8")), encoding="utf-8"
         )
 
 
@@ -618,12 +622,14 @@ def stage_for_image(
     offline: bool,
     cache_root: Path,
     say: Say,
-) -> Path:
+) -> Path | fromhost.PrefixForImage:
     """The conda lock installed on the host for an image's /opt/gpuenv/env, kept in `cache_root`
     by the lock's hash: the image build only copies it, so the base needs no installer and the
-    build no network. Installed at a fixed path (the temporary folder, by user and lock), since
-    an install writes its own path into some files (uv's RECORD, rattler's conda-meta): the same
-    lock then gives the same bytes, and so the same image. The image's `__cuda` is the stack's CUDA,
+    build no network. When none is staged and `invoke install` put the lock into a prefix here,
+    that prefix is read instead (gpuenv.envs.fromhost): nothing is installed or written again.
+    Installed at a fixed path (the temporary folder, by user and lock), since an install writes
+    its own path into some files (uv's RECORD, rattler's conda-meta): the same lock then gives
+    the same bytes, and so the same image. The image's `__cuda` is the stack's CUDA,
     its `__glibc` the stack's base image's (the driver is checked when the container starts)."""
     import shutil
     import tempfile
@@ -638,27 +644,29 @@ def stage_for_image(
             return staged
         say(f"the staged conda environment {staged} is damaged ({damage}): staging it again")
         _discard(staged, manifest)
+    from_host = _from_host(lock_path, lock_sha256, platform, have, target, say)
+    if from_host is not None:
+        return from_host
     cache_root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.gettempdir()) / f"gpuenv-stage-{os.getuid()}-{lock_sha256[:16]}-{platform}"
     shutil.rmtree(work, ignore_errors=True)
     try:
         into = work / "env"
-        if not _copied_from_host(lock_path, into, lock_sha256, platform, have, target, say):
-            install(
-                lock_path,
-                into=into,
-                final_prefix=IMAGE_ENV_DIR,
-                platform=platform,
-                have=have,
-                target=target,
-                mirrors=mirrors,
-                wheelhouse=wheelhouse,
-                offline=offline,
-                cache=work / "downloads",
-                say=say,
-                output=lambda _l: None,
-            )
-            retarget_scripts(into, IMAGE_ENV_DIR)
+        install(
+            lock_path,
+            into=into,
+            final_prefix=IMAGE_ENV_DIR,
+            platform=platform,
+            have=have,
+            target=target,
+            mirrors=mirrors,
+            wheelhouse=wheelhouse,
+            offline=offline,
+            cache=work / "downloads",
+            say=say,
+            output=lambda _l: None,
+        )
+        retarget_scripts(into, IMAGE_ENV_DIR)
         make_reproducible(into)
         partial = Path(tempfile.mkdtemp(prefix=f".{staged.name}.", dir=cache_root))
         try:  # into the cache whole or not at all (the cache may be on another file system)
@@ -679,48 +687,42 @@ def stage_for_image(
     return staged
 
 
-def _copied_from_host(
+def _from_host(
     lock_path: Path,
-    into: Path,
     lock_sha256: str,
     platform: str,
     have: Mapping[str, str | None],
     target: str,
     say: Say,
-) -> bool:
-    """Whether `into` now holds the image's environment copied from a prefix that `invoke install`
-    made of this lock here (gpuenv.envs.fromhost), rather than the lock installed a second time."""
-    import shutil
-
+) -> fromhost.PrefixForImage | None:
+    """The image's environment read from a prefix that `invoke install` made of this lock here
+    (gpuenv.envs.fromhost), rather than the lock installed a second time; None when there is none
+    it can be taken from (each refusal said)."""
     from gpuenv.envs import fromhost
     from gpuenv.envs.verify import byte_progress, expected_from_lock
 
     prefixes = [p for p in fromhost.remembered(lock_sha256, platform) if p.is_dir()]
     if not prefixes:
-        return False
+        return None
     environment = runnable_environment(lock_path, platform, have, target)
     compared = expected_from_lock(lock_path.parent, None, platform=platform)
     assert compared.expected is not None
 
-    def attempt(prefix: Path) -> None:
-        say(f"copying the environment {prefix} installed for the image, checked against its lock")
-        shutil.rmtree(into, ignore_errors=True)
-        fromhost.copy_for_image(
+    def attempt(prefix: Path) -> fromhost.PrefixForImage:
+        say(f"taking the environment {prefix} installed for the image, checked against its lock")
+        return fromhost.for_image(
             prefix,
-            into,
             final_prefix=IMAGE_ENV_DIR,
             lock_sha256=lock_sha256,
             expected=compared.expected,
             expected_from=compared.what,
-            progress=byte_progress(say, None, f"copying {prefix}"),
+            # as an install compiles it (install: only with a pip part), from the bytecode cache
+            bytecode_cache=cache_dir() / "bytecode" if environment.pip else None,
+            not_compiled=NOT_COMPILED,
+            progress=byte_progress(say, None, f"reading {prefix}"),
         )
-        if environment.pip:  # as an install compiles it, from the bytecode cache
-            compile_bytecode(into, lambda _l: None)
 
-    if fromhost.first_of(prefixes, attempt, say) is None:
-        shutil.rmtree(into, ignore_errors=True)
-        return False
-    return True
+    return fromhost.first_of(prefixes, attempt, say)
 
 
 #: A staged environment's manifest: at most this many bytes are read (a CUDA stack lists some

@@ -125,23 +125,37 @@ def update_record(site_packages: str | os.PathLike[str], changed: Iterable[str])
         if not name.endswith(".dist-info") or not os.path.isfile(record):
             continue
         with open(record, encoding="utf-8", newline="") as handle:
-            rows = list(csv.reader(handle))
-        touched = False
-        for row in rows:
-            if row and os.path.normpath(os.path.join(site, row[0])) in wanted:
-                target = os.path.normpath(os.path.join(site, row[0]))
-                with open(target, "rb") as handle:
-                    data = handle.read()
-                digest = (
-                    base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-                )
-                row[1:] = [f"sha256={digest}", str(len(data))]
-                touched = True
-        if touched:
-            out = io.StringIO()
-            csv.writer(out, lineterminator="\n").writerows(rows)
+            text = handle.read()
+
+        def now(path: str) -> bytes | None:
+            if path not in wanted:
+                return None
+            with open(path, "rb") as handle:
+                return handle.read()
+
+        updated = record_with(text, site, now)
+        if updated is not None:
             with open(record + ".tmp", "w", encoding="utf-8", newline="") as handle:
-                handle.write(out.getvalue())
+                handle.write(updated)
             os.replace(record + ".tmp", record)
             rewritten.append(record)
     return rewritten
+
+
+def record_with(text: str, site: str, now: Callable[[str], bytes | None]) -> str | None:
+    """A RECORD's `text` with each row whose file (its path joined to `site`, normalised) `now`
+    gives bytes for naming those bytes' sha256 and size; None when no row changed. The rows are
+    written back as pip writes them."""
+    rows = list(csv.reader(io.StringIO(text, newline="")))
+    touched = False
+    for row in rows:
+        data = now(os.path.normpath(os.path.join(site, row[0]))) if row else None
+        if data is not None:
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            row[1:] = [f"sha256={digest}", str(len(data))]
+            touched = True
+    if not touched:
+        return None
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    return out.getvalue()

@@ -19,10 +19,13 @@ import stat
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Iterator, Protocol
+from typing import IO, TYPE_CHECKING, Any, Iterator, Protocol
 
 from gpuenv.errors import DataError
 from gpuenv.stack import Stack, stack_json
+
+if TYPE_CHECKING:
+    from gpuenv.envs.fromhost import Member, PrefixForImage
 
 #: Files and folders never sent to the engine (bytecode, editor litter).
 _SKIP_NAMES = {"__pycache__", ".pytest_cache", ".mypy_cache", ".DS_Store"}
@@ -45,9 +48,10 @@ class EnvArchive:
     time `epoch`, modes readable by all. A COPY cannot give that: on the engine measured (20.10,
     both builders) the folder that receives a COPY takes the build's time, which the layer
     records; an unpacked archive's folders take the archive's times, so the layer depends only on
-    the files."""
+    the files. `root`: a folder, or a prefix read for the image (gpuenv.envs.fromhost), whose files
+    are sent from where they are."""
 
-    root: Path
+    root: Path | PrefixForImage
     under: str
     epoch: int
 
@@ -216,7 +220,9 @@ def write_env_archive(archive: EnvArchive, out: IO[bytes]) -> None:
         out.write(chunk)
 
 
-def env_archive_members(archive: EnvArchive) -> list[tuple[tarfile.TarInfo, Path | None]]:
+def env_archive_members(
+    archive: EnvArchive,
+) -> list[tuple[tarfile.TarInfo, Path | Member | None]]:
     """The members of the archive, each with the file its bytes come from: the parent folders of
     `archive.under` first, then every entry of `archive.root` by path; owner 0:0 with no names,
     every time `archive.epoch`, modes 0755 (folders, executables) or 0644, a hard link as a file."""
@@ -230,10 +236,23 @@ def env_archive_members(archive: EnvArchive) -> list[tuple[tarfile.TarInfo, Path
 
     under = archive.under.strip("/")
     parts = under.split("/")
-    members: list[tuple[tarfile.TarInfo, Path | None]] = [
+    members: list[tuple[tarfile.TarInfo, Path | Member | None]] = [
         (header("/".join(parts[:depth]), tarfile.DIRTYPE, 0o755), None)
         for depth in range(1, len(parts) + 1)
     ]
+    if not isinstance(archive.root, Path):  # its members listed, each file with its sha256
+        for member in archive.root.members:
+            name = f"{under}/{member.path}"
+            if member.kind == "link":
+                link = header(name, tarfile.SYMTYPE, 0o777)
+                link.linkname = member.target
+                members.append((link, None))
+            elif member.kind == "dir":
+                members.append((header(name, tarfile.DIRTYPE, 0o755), None))
+            else:
+                mode = 0o755 if member.executable else 0o644
+                members.append((header(name, tarfile.REGTYPE, mode, member.size), member))
+        return members
     top = str(archive.root)
     for rel in _entries_sorted(archive.root):
         name, path = f"{under}/{rel}", os.path.join(top, rel)
@@ -256,7 +275,7 @@ def env_archive_members(archive: EnvArchive) -> list[tuple[tarfile.TarInfo, Path
 
 
 def env_archive_size(
-    members: list[tuple[tarfile.TarInfo, Path | None]], heads: list[bytes] | None = None
+    members: list[tuple[tarfile.TarInfo, Path | Member | None]], heads: list[bytes] | None = None
 ) -> int:
     """The archive's size in bytes before it is written (the context's tar header needs it).
     `heads`: the members' header bytes, when the caller made them already."""
@@ -266,10 +285,11 @@ def env_archive_size(
 
 
 def env_archive_chunks(
-    members: list[tuple[tarfile.TarInfo, Path | None]], heads: list[bytes] | None = None
+    members: list[tuple[tarfile.TarInfo, Path | Member | None]], heads: list[bytes] | None = None
 ) -> Iterator[bytes]:
     """The archive's bytes, as tarfile would write them in PAX format, read from the files as
-    they are sent: no copy of the environment is written on the way."""
+    they are sent: no copy of the environment is written on the way. A prefix's file is checked
+    against its sha256 as it goes (fromhost.Member.chunks)."""
     written = 0
     for index, (info, path) in enumerate(members):
         head = heads[index] if heads is not None else _header_bytes(info)
@@ -277,22 +297,29 @@ def env_archive_chunks(
         yield head
         if path is None:
             continue
-        left = info.size
-        with open(path, "rb") as fh:
-            while left:
-                block = fh.read(min(left, 1 << 20))
-                if not block:
-                    raise DataError(
-                        f"{path} shrank while it was sent",
-                        fix="build again; keep the cache as it is",
-                    )
-                left -= len(block)
-                yield block
+        if not isinstance(path, Path):
+            yield from path.chunks()
+        else:
+            yield from _file_chunks(path, info.size)
         padding = _padded(info.size) - info.size
         written += info.size + padding
         yield b"\0" * padding
     end = _padded(written + 2 * tarfile.BLOCKSIZE, tarfile.RECORDSIZE) - written
     yield b"\0" * end
+
+
+def _file_chunks(path: Path, size: int) -> Iterator[bytes]:
+    left = size
+    with open(path, "rb") as fh:
+        while left:
+            block = fh.read(min(left, 1 << 20))
+            if not block:
+                raise DataError(
+                    f"{path} shrank while it was sent",
+                    fix="build again; keep the cache as it is",
+                )
+            left -= len(block)
+            yield block
 
 
 def _header_bytes(info: tarfile.TarInfo) -> bytes:

@@ -15,11 +15,14 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from gpuenv import VALIDATE_DIR
 from gpuenv.envs.lockdir import file_sha256
 from gpuenv.images.context import EnvArchive, Source, Tree, suite_entries
+
+if TYPE_CHECKING:
+    from gpuenv.envs.fromhost import PrefixForImage
 
 #: Context entries the install stage copies or is defined by (the Dockerfile is under docker/).
 INSTALL_STAGE = ("docker/", "install/")
@@ -27,10 +30,18 @@ INSTALL_STAGE = ("docker/", "install/")
 PENDING = "<inputs-hash>"
 
 
-def _tree_digest(root: Path) -> str:
+def _tree_digest(root: Path | PrefixForImage) -> str:
     """A folder kept as it is in the context (links as links): its paths, link targets, modes and
-    bytes."""
+    bytes. A prefix read for the image (gpuenv.envs.fromhost) gives the digest its folder would:
+    from the sha256 each file had when it was judged, without reading it again."""
     digest = hashlib.sha256()
+    if not isinstance(root, Path):
+        for member in root.members:  # in the order of Path's: by the parts of the path
+            if member.kind == "link":
+                digest.update(f"L {member.path} {member.target}\n".encode())
+            elif member.kind == "file":
+                digest.update(f"F {member.path} {member.executable} {member.sha256}\n".encode())
+        return digest.hexdigest()
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root).as_posix()
         if path.is_symlink():

@@ -60,7 +60,7 @@ def staged_lock(conda_channel, standin_wheels, locks_dir, pypi, tmp_path):
     return path, lockdir.file_sha256(path), mirrors, standin_wheels
 
 
-def stage_in(staged_lock, cache_root: Path, said: list[str]) -> Path:
+def stage_in(staged_lock, cache_root: Path, said: list[str]):
     lock_path, lock_sha256, mirrors, wheels = staged_lock
     return condalock.stage_for_image(
         lock_path,
@@ -117,8 +117,9 @@ def install_into(staged_lock, prefix: Path) -> Path:
     return plan.folder
 
 
-def layer_sha256(staged: Path) -> str:
-    """The sha256 of the environment's tar as the image build sends it: the layer's bytes."""
+def layer_sha256(staged) -> str:
+    """The sha256 of the environment's tar as the image build sends it: the layer's bytes (a staged
+    folder, or a prefix read for the image)."""
     out = io.BytesIO()
     context.write_env_archive(context.EnvArchive(staged, "opt/gpuenv/env", 0), out)
     return hashlib.sha256(out.getvalue()).hexdigest()
@@ -136,34 +137,76 @@ def private_cache(tmp_path, monkeypatch) -> Path:
 WHERE = ("p", "team envs/torch 2.13", "a-path-too-long-for-a-plain-interpreter-line/" * 2 + "p")
 
 
-def test_the_image_environment_is_copied_from_the_installed_prefix_byte_for_byte(
+def test_the_image_environment_is_read_from_the_installed_prefix_byte_for_byte(
     staged_lock, tmp_path, private_cache
 ):
+    from gpuenv.envs import fromhost
+    from gpuenv.images import identity
+
     said: list[str] = []
     direct = stage_in(staged_lock, tmp_path / "direct", said)
-    assert not any("copying the environment" in line for line in said), said
+    assert isinstance(direct, Path), said
+    assert not any("taking the environment" in line for line in said), said
     layer = layer_sha256(direct)
+    archive = context.EnvArchive(direct, "opt/gpuenv/env", 0)
+    named = identity.entry_digest(context.ENV_ARCHIVE, archive)
     image = str(condalock.IMAGE_ENV_DIR).encode()
     for number, where in enumerate(WHERE):
         prefix = install_into(staged_lock, tmp_path / where)
         said.clear()
-        copied = stage_in(staged_lock, tmp_path / f"copied-{number}", said)
-        assert f"copying the environment {prefix} installed for the image" in " ".join(said)
-        assert not any(line.startswith("linking") for line in said), [
-            line for line in said if "not copied" in line
+        taken = stage_in(staged_lock, tmp_path / f"taken-{number}", said)
+        assert f"taking the environment {prefix} installed for the image" in " ".join(said)
+        assert isinstance(taken, fromhost.PrefixForImage), [
+            line for line in said if "not taken" in line
         ]
-        assert layer_sha256(copied) == layer, f"{where}: the same environment layer"
+        assert not (tmp_path / f"taken-{number}").exists(), "nothing staged: no copy written"
+        assert layer_sha256(taken) == layer, f"{where}: the same environment layer"
+        archive = context.EnvArchive(taken, "opt/gpuenv/env", 0)
+        assert identity.entry_digest(context.ENV_ARCHIVE, archive) == named, "the same image name"
         # the paths the packages asked for name the image's, in every form the channel has
         for path in ("bin/gpuenv-hello", "bin/gpuenv-hello-py", "share/gpuenv-hello/paths.conf"):
-            data = (copied / path).read_bytes()
+            data = taken.read_bytes(path)
             assert image in data and str(prefix).encode() not in data, (where, path)
-        assert (copied / "bin" / "pytest").read_bytes().startswith(b"#!" + image + b"/bin/")
-    for meta in (copied / "conda-meta").glob("*.json"):  # no temporary folder of an install
-        record = json.loads(meta.read_text())
-        assert record["url"].startswith("https://conda.anaconda.org/conda-forge/"), meta.name
-        assert "extracted_package_dir" not in record and "link" not in record, meta.name
-    assert not (copied / installer.RECORD_FILE).exists(), "gpuenv's own files stay out"
-    assert not list(copied.glob("lib/python3*/site-packages/validate"))
+        assert taken.read_bytes("bin/pytest").startswith(b"#!" + image + b"/bin/")
+    paths = [m.path for m in taken.members]
+    for meta in (p for p in paths if p.startswith("conda-meta/") and p.endswith(".json")):
+        record = json.loads(taken.read_bytes(meta))  # no temporary folder of an install
+        assert record["url"].startswith("https://conda.anaconda.org/conda-forge/"), meta
+        assert "extracted_package_dir" not in record and "link" not in record, meta
+    assert installer.RECORD_FILE not in paths, "gpuenv's own files stay out"
+    assert not [p for p in paths if "/site-packages/validate" in p]
+
+
+def test_a_file_changed_after_the_check_stops_the_build(staged_lock, tmp_path, private_cache):
+    """The image is the judged environment or none: a file of the prefix changed between the
+    check and the build's reading of it stops the archive (and so the build), naming it."""
+    from gpuenv.envs import fromhost
+
+    prefix = install_into(staged_lock, tmp_path / "prefix")
+    taken = stage_in(staged_lock, tmp_path / "cache", [])
+    assert isinstance(taken, fromhost.PrefixForImage)
+    numpy = next(prefix.glob("lib/python3*/site-packages/numpy/__init__.py"))
+    numpy.write_bytes(numpy.read_bytes().replace(b"import", b"imp0rt", 1))
+    with pytest.raises(fromhost.Changed, match=f"{numpy} changed after it was checked"):
+        layer_sha256(taken)
+
+
+def test_bytecode_missing_from_the_cache_gives_the_locks_install(
+    staged_lock, tmp_path, private_cache
+):
+    """The image's bytecode comes from the cache the install filled; when it was cleared the lock
+    is installed for the image, the reason said, and the layer is the same."""
+    import shutil
+
+    said: list[str] = []
+    layer = layer_sha256(stage_in(staged_lock, tmp_path / "direct", said))
+    prefix = install_into(staged_lock, tmp_path / "prefix")
+    shutil.rmtree(private_cache / "bytecode")
+    said.clear()
+    staged = stage_in(staged_lock, tmp_path / "cache", said)
+    refusal = [line for line in said if line.startswith(f"not taken from {prefix}:")]
+    assert refusal and "is not in gpuenv's bytecode cache" in refusal[0], said
+    assert isinstance(staged, Path) and layer_sha256(staged) == layer
 
 
 def test_a_prefix_changed_since_its_install_is_not_copied(staged_lock, tmp_path, private_cache):
@@ -184,9 +227,8 @@ def test_a_prefix_changed_since_its_install_is_not_copied(staged_lock, tmp_path,
     }
 
     def copy(number: int) -> None:
-        fromhost.copy_for_image(
+        fromhost.for_image(
             prefix,
-            tmp_path / f"copy-{number}",
             final_prefix=condalock.IMAGE_ENV_DIR,
             lock_sha256=lock_sha256,
             expected=compared.expected,
@@ -218,7 +260,7 @@ def test_a_changed_prefix_gives_the_image_the_locks_bytes(staged_lock, tmp_path,
     script.write_text(script.read_text() + "print('changed')\n")
     said: list[str] = []
     staged = stage_in(staged_lock, tmp_path / "cache", said)
-    refusal = [line for line in said if line.startswith(f"not copied from {prefix}:")]
+    refusal = [line for line in said if line.startswith(f"not taken from {prefix}:")]
     assert refusal and "is not what its lock installed" in refusal[0], said
     assert any(line.startswith("linking") for line in said), "installed from the lock instead"
     assert b"changed" not in (staged / "bin" / "gpuenv-probe").read_bytes()
@@ -237,3 +279,14 @@ def test_the_prefixes_remembered_are_read_safely(private_cache):
     assert fromhost.remembered("ab" * 32, "linux-64") == []
     fromhost.registry_file("ab" * 32, "linux-64").write_text('["relative/path", "/abs"]')
     assert fromhost.remembered("ab" * 32, "linux-64") == [Path("/abs")]
+
+
+def test_the_install_times_of_conda_meta_history_are_dropped():
+    """rattler versions that log each transaction write its time there: two installs of one lock
+    would differ in it."""
+    from gpuenv.envs import fromhost
+
+    history = "==> 2026-11-25 23:41:02 <==\n# cmd: rattler install\n+https://x/zlib-1.3-0.conda\n"
+    assert fromhost.without_install_times(history) == (
+        "# cmd: rattler install\n+https://x/zlib-1.3-0.conda\n"
+    )

@@ -1,12 +1,14 @@
 """A conda lock's image on the bare base (no python3, curl or wget), built with no network.
 
 The environment is installed on the host by py-rattler from the local test channel (a mirror of
-conda-forge here) into a staging folder for /opt/gpuenv/env, then ADDed as an archive with fixed
-times: no installer is fetched. Two cold builds (`--no-cache`, each from an empty staging cache)
-give the same environment layer, which the label io.gpuenv.env_layer names and `verify --image`
-finds; a rebuild through the cache gives the same image. The first cold build is the session's
-conda image (tests/images/conftest.py: standin_conda_image), which the verify tests share. The
-framework wheel is a STAND-IN (tests/conftest.py: standin_wheels).
+conda-forge here) into a staging folder for /opt/gpuenv/env, or read from a prefix `invoke
+install` made of the same lock, then ADDed as an archive with fixed times: no installer is
+fetched. Two cold builds (`--no-cache`: one staged from an empty staging cache, one read from such
+a prefix) give the same environment layer, which the label io.gpuenv.env_layer names and `verify
+--image` finds; a staged rebuild through the build cache gives the same image as the one read
+from the prefix. The first cold build is the session's conda image (tests/images/conftest.py:
+standin_conda_image), which the verify tests share. The framework wheel is a STAND-IN
+(tests/conftest.py: standin_wheels).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ def test_a_conda_image_on_the_bare_base_builds_offline_runs_its_entry_point_and_
     monkeypatch,
 ):
     from gpuenv.engine import Engine
+    from gpuenv.envs import install as installer
     from gpuenv.images import plan as images
     from gpuenv.images.verify import verify_image
 
@@ -43,6 +46,10 @@ def test_a_conda_image_on_the_bare_base_builds_offline_runs_its_entry_point_and_
         cache = images.CACHE_REPOSITORY + "/" + cpu_stack.stack_id.lower()
         kept = [t for i in engine.client.images.list(name=cache) for t in i.tags]
         assert not [t for t in kept if t.endswith("-unlabelled")], "the first build's name"
+        if run == "second":  # from the prefix `invoke install` made: nothing installed again
+            assert any(line.startswith("taking the environment ") for line in said), said
+            assert not any(line.startswith(("fetching ", "linking ")) for line in said), said
+            return
         # staging for the image is a long step: each part is said as it starts (empty caches)
         for start in (
             "fetching ",
@@ -57,6 +64,11 @@ def test_a_conda_image_on_the_bare_base_builds_offline_runs_its_entry_point_and_
 
     def build(run: str) -> str:
         monkeypatch.setenv("GPUENV_CACHE_DIR", str(tmp_path / f"cache-{run}"))
+        if run == "second":  # the lock installed into a prefix first: the image reads it
+            plan = installer.plan_install(
+                cpu_stack, lock_dir, tmp_path / "prefix", wheelhouse=standin_wheels, mirrors=mirrors
+            )
+            installer.install(plan, say=lambda _m: None, output=lambda _m: None)
         plan = images.plan_build(
             cpu_stack,
             lock_dir,
@@ -73,11 +85,12 @@ def test_a_conda_image_on_the_bare_base_builds_offline_runs_its_entry_point_and_
 
     check_progress("first", list(standin_conda_image.said))
     said: list[str] = []
-    # cold again: no build cache, from an empty staging cache; then through the cache
+    # cold again: no build cache, read from the prefix the lock was installed into; then from an
+    # empty staging cache through the build cache (the same image: the archives' bytes agree)
     with rebuilt_cold_then_cached(engine, standin_conda_image.id, build) as built:
-        layer = engine.image_info(built[0]).labels[images.ENV_LAYER_LABEL]
+        layer = engine.image_info(built[1]).labels[images.ENV_LAYER_LABEL]
         said.clear()
-        verdict = verify_image(engine, built[0], say=said.append, lock_dir=lock_dir)
+        verdict = verify_image(engine, built[1], say=said.append, lock_dir=lock_dir)
         assert verdict.ok and "as its io.gpuenv.env_layer label records" in verdict.layer, said
         assert layer[:19] in verdict.layer and any(verdict.layer in line for line in said)
         out: list[str] = []
