@@ -11,10 +11,11 @@ rendezvous, and the job's whole time limit; every container is removed at the en
 The port: the run's sequence (rendezvous_ports: from the sha256 of the run id, then the next ones,
 in multinode.SSH_PORTS, apart from the Slurm jobs' ports). The controller knows the head, so before
 it starts a container it probes the head's port (choose_port: a TCP connect bounded by
-multinode.PORT_PROBE_S, the Slurm head's bound too): refused is free and taken; accepted is busy
-(what an earlier run or another service left there would take the head's store) and the next port
-of the sequence is tried, up to PORT_TRIES; no answer, or no address for the name, leaves it
-unknown, and the port is kept and the progress line says so. Every port tried busy is the job's
+multinode.PORT_PROBE_S, the Slurm head's bound too, after a name lookup bounded by RESOLVE_S):
+refused is free and taken; accepted is busy (what an earlier run or another service left there
+would take the head's store) and the next port of the sequence is tried, up to PORT_TRIES; no
+answer, or no address for the name in time, leaves it unknown, and the port is kept and the
+progress line says so. Every port tried busy is the job's
 named failure, before any container."""
 
 from __future__ import annotations
@@ -202,6 +203,32 @@ def job_host_name(nodes: list[str]) -> str:
 # ---------------------------------------------------------------- running (I/O)
 
 
+#: How long the head's name may take to resolve: the system's resolver retries for longer (glibc:
+#: 5 s a server, twice), and past this the ports' state is not known and the first is kept.
+RESOLVE_S = 5.0
+
+
+def head_address(host: str, timeout: float = RESOLVE_S, lookup: Any = socket.getaddrinfo) -> str:
+    """`host`'s first address, looked up (`lookup`: getaddrinfo's signature) in a thread waited for
+    at most `timeout`: getaddrinfo itself takes no bound. Raises OSError naming why none came."""
+    found: list[Any] = []
+
+    def resolve() -> None:
+        try:
+            found.append(lookup(host, None, type=socket.SOCK_STREAM))
+        except OSError as err:
+            found.append(err)
+
+    thread = threading.Thread(target=resolve, name="gpuenv-resolve-head", daemon=True)
+    thread.start()
+    thread.join(timeout)  # a lookup still running is left to end on its own
+    if not found:
+        raise OSError(f"its name did not resolve within {timeout:g} s")
+    if isinstance(found[0], OSError):
+        raise found[0]
+    return str(found[0][0][4][0])
+
+
 def port_state(host: str, port: int, timeout: float = multinode.PORT_PROBE_S) -> str:
     """FREE when `host` refuses a connection to `port` (nothing listens), BUSY when it accepts
     one, else why it cannot tell (no answer within `timeout`: a firewall drops it; no address)."""
@@ -220,9 +247,13 @@ def choose_port(head: str, run_id: str) -> tuple[int | None, str]:
     """(the run's first port on `head` not found busy, what the probes found for the progress
     line); (None, the reason) when every port of its sequence is busy."""
     ports = rendezvous_ports(run_id)
+    try:
+        address = head_address(head)  # once, bounded: each probe then connects to it
+    except OSError as err:
+        return ports[0], f" (its state not known: {err.strerror or err})"
     busy: list[str] = []
     for port in ports:
-        found = port_state(head, port)
+        found = port_state(address, port)
         if found == BUSY:
             busy.append(str(port))
             continue

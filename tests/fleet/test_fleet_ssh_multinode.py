@@ -333,6 +333,21 @@ def test_a_head_the_probe_cannot_tell_about_keeps_the_port_and_says_so():
     assert port == first and note.startswith(" (its state not known: "), note
 
 
+def test_a_name_lookup_that_hangs_is_bounded():
+    """getaddrinfo takes no timeout: a resolver that does not answer (here a lookup that sleeps,
+    standing in for an unreachable DNS server) costs RESOLVE_S, not its own retries."""
+    import time
+
+    def hanging(*_args, **_kwargs):
+        time.sleep(30)
+
+    started = time.monotonic()
+    with pytest.raises(OSError, match="its name did not resolve within 0.2 s"):
+        sshmultinode.head_address("gpu01", timeout=0.2, lookup=hanging)
+    assert time.monotonic() - started < 5
+    assert sshmultinode.head_address("127.0.0.1") == "127.0.0.1"
+
+
 # --- a host's own GPUs; a container that sees fewer than its suite did (issue 33 D17) ---
 
 ONE = "ssh://ops@127.0.0.1:2222"
