@@ -430,19 +430,27 @@ def settle_records(into: Path, packages: Sequence[conda.CondaPackage]) -> None:
 
 #: Run by the environment's own Python (its version's compiler, magic number and cache tag):
 #: each .py under site-packages gets its .pyc from the bytecode cache when the cache holds one for
-#: these source bytes at this path, else it is compiled (as `compileall -j 0` does, one worker a
-#: core) and the result kept in the cache. argv: site-packages, the prefix, the cache folder, then
-#: the top-level folders of site-packages left uncompiled (NOT_COMPILED). A cache entry is the .pyc
-#: followed by its own sha256: checking that costs a hash, where loading the code object to see
-#: that it is whole cost a fifth of a warm run.
+#: these source bytes at this path, else it is compiled and the result kept in the cache. argv:
+#: site-packages, the prefix, the cache folder, then the top-level folders of site-packages left
+#: uncompiled (NOT_COMPILED). A cache entry is the .pyc followed by its own sha256: checking that
+#: costs a hash, where loading the code object to see that it is whole cost a fifth of a warm run.
+#: The main process only lists the files; a pool of worker processes, one a core (as
+#: `compileall -j 0` has), takes each file through in one pass: one read of the source, its key,
+#: the cache lookup, the compile on a miss, the .pyc written and the entry kept.
+#: A .pyc is what `py_compile.compile(source, dfile=its path in the prefix,
+#: invalidation_mode=CHECKED_HASH)` writes (as `compileall.compile_file(stripdir=prefix)` calls
+#: it): PEP 552's header (the magic number, flags 0b11: hash-based and checked, the source's
+#: hash) then the marshalled code compiled as importlib compiles it; its mode is the source's,
+#: writable by its owner (importlib's `_calc_mode`), less the umask. Like py_compile, a .pyc
+#: path that is a symlink or not a regular file is refused, never written through.
 BYTECODE_SCRIPT = r"""
-import compileall, concurrent.futures, functools, hashlib, importlib.util, os
-import py_compile, sys
+import concurrent.futures, hashlib, importlib.util, marshal, multiprocessing, os, stat, sys
 
 site, root, cache = sys.argv[1:4]
 skipped = set(sys.argv[4:])
-MODE = py_compile.PycInvalidationMode.CHECKED_HASH
-made = set()  # folders known to exist: one mkdir each, not one a file
+MAGIC = importlib.util.MAGIC_NUMBER
+CHECKED_HASH = (0b11).to_bytes(4, "little")  # PEP 552: hash-based, checked against the source
+made = set()  # folders known to exist (in this process): one mkdir each, not one a file
 
 
 def make_folder_of(path):
@@ -452,67 +460,101 @@ def make_folder_of(path):
         made.add(folder)
 
 
-def cached_code(path):
+def write_whole(path, data, mode):
+    # a temporary file renamed: a reader never sees part of it, a link at `path` is replaced
+    part = f"{path}.{os.getpid()}.part"
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode & 0o666)
     try:
-        with open(path, "rb") as f:
+        with open(fd, "wb", closefd=False) as out:
+            out.write(data)
+    finally:
+        os.close(fd)
+    os.replace(part, path)
+
+
+def cached_code(entry):
+    try:
+        with open(entry, "rb") as f:
             data = f.read()
     except OSError:
         return None
     # a whole .pyc of this Python (an entry cut short or changed would break the import)
     code, check = data[:-32], data[-32:]
-    if code[:4] == importlib.util.MAGIC_NUMBER and hashlib.sha256(code).digest() == check:
+    if code[:4] == MAGIC and hashlib.sha256(code).digest() == check:
         return code
     return None
 
 
-def keep(target, entry):
+def keep(entry, code):
     try:
         make_folder_of(entry)
-        part = f"{entry}.{os.getpid()}.part"
-        with open(target, "rb") as f, open(part, "wb") as out:
-            code = f.read()
-            out.write(code + hashlib.sha256(code).digest())
-        os.replace(part, entry)
+        write_whole(entry, code + hashlib.sha256(code).digest(), 0o666)
     except OSError:
         pass  # the cache is an optimisation, never an error
 
 
-hits, todo = 0, []
-for folder, dirs, files in os.walk(site):
-    dirs[:] = sorted(
-        d for d in dirs if d != "__pycache__" and not (folder == site and d in skipped)
-    )
-    for name in sorted(files):
-        if not name.endswith(".py") or not os.path.isfile(os.path.join(folder, name)):
-            continue
-        path = os.path.join(folder, name)
+def one(job):
+    # "hit", "compiled", or the error line of a file that could not be compiled
+    path, rel = job
+    target = importlib.util.cache_from_source(path)
+    try:
         with open(path, "rb") as f:
             source = f.read()
-        rel = os.fsencode(os.path.relpath(path, root))
-        key = importlib.util.MAGIC_NUMBER + b"checked-hash+sha256\0" + rel + b"\0" + source
-        key = hashlib.sha256(key).hexdigest()
-        entry = os.path.join(cache, key[:2], key + ".pyc")
-        target = importlib.util.cache_from_source(path)
-        data = cached_code(entry)
-        if data is None:
-            todo.append((path, target, entry))
-            continue
+            mode = os.fstat(f.fileno()).st_mode | 0o200
+        if not stat.S_ISREG(os.lstat(target).st_mode):
+            return f"*** Error compiling {path!r}: {target} is not a regular file"
+    except FileNotFoundError as err:
+        if err.filename != target:
+            return f"*** Error compiling {path!r}: {err}"
+    except OSError as err:
+        return f"*** Error compiling {path!r}: {err}"
+    key = MAGIC + b"checked-hash+sha256\0" + os.fsencode(rel) + b"\0" + source
+    key = hashlib.sha256(key).hexdigest()
+    entry = os.path.join(cache, key[:2], key + ".pyc")
+    code = cached_code(entry)
+    hit = code is not None
+    if not hit:
+        try:
+            compiled = compile(source, rel, "exec", dont_inherit=True)
+        except Exception as err:  # SyntaxError, ValueError, UnicodeDecodeError: as py_compile
+            return f"*** Error compiling {path!r}: {type(err).__name__}: {err}"
+        code = MAGIC + CHECKED_HASH + importlib.util.source_hash(source) + marshal.dumps(compiled)
+    try:
         make_folder_of(target)
-        with open(target, "wb") as out:
-            out.write(data)
-        hits += 1
-compile_one = functools.partial(
-    compileall.compile_file, stripdir=root, quiet=1, force=True, invalidation_mode=MODE
-)
-ok = True
-if todo:
-    with concurrent.futures.ProcessPoolExecutor() as pool:
-        ok = all(pool.map(compile_one, [t[0] for t in todo], chunksize=4))
-for path, target, entry in todo:
-    if os.path.isfile(target):
-        keep(target, entry)
-print(f"{hits} .pyc files from the bytecode cache, {len(todo)} compiled", flush=True)
-sys.exit(0 if ok else 1)
+        write_whole(target, code, mode)
+    except OSError as err:
+        return f"*** Error compiling {path!r}: {err}"
+    if not hit:
+        keep(entry, code)
+    return "hit" if hit else "compiled"
+
+
+def main():
+    jobs = []
+    for folder, dirs, files in os.walk(site):
+        dirs[:] = sorted(
+            d for d in dirs if d != "__pycache__" and not (folder == site and d in skipped)
+        )
+        rel = os.path.relpath(folder, root)
+        for name in sorted(files):
+            path = os.path.join(folder, name)
+            if name.endswith(".py") and os.path.isfile(path):
+                jobs.append((path, os.path.join(rel, name)))
+    done = []
+    if jobs:  # forked (not spawned): the workers need not import this script again
+        fork = multiprocessing.get_context("fork")
+        with concurrent.futures.ProcessPoolExecutor(mp_context=fork) as pool:
+            done = list(pool.map(one, jobs, chunksize=8))
+    hits, compiled = done.count("hit"), done.count("compiled")
+    print(f"{hits} .pyc files from the bytecode cache, {compiled} compiled", flush=True)
+    failed = [line for line in done if line not in ("hit", "compiled")]
+    for line in failed:  # last: the one-line error names the last file that failed
+        print(line, flush=True)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
 """
 
 
@@ -554,7 +596,7 @@ def compile_bytecode(into: Path, output: Say, *, cache: Path | None = None) -> N
         str(cache),
         *NOT_COMPILED,
     ]
-    uv.run_installer(cmd, on_line=output, tool="python -m compileall")
+    uv.run_installer(cmd, on_line=output, tool="the bytecode step (python)")
 
 
 def pip_requirements(pins: Iterable[PipPin], wheelhouse: Path | None) -> str:
