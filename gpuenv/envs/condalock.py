@@ -15,10 +15,13 @@ target does not have is refused in one line.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import shutil
 import stat
+import threading
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
@@ -358,7 +361,8 @@ def install(
     """Install the `platform` part of a conda-lock.yml into `into`, for use at `final_prefix`.
 
     `have`: the target's `__cuda` / `__glibc` (`target` names it in the refusal: "this host", "the
-    base image"). `cache`: where packages are downloaded (removed by the caller).
+    base image"). `cache`: where packages are downloaded (removed by the caller; the packages
+    are removed from it, once linked, while the pip part installs).
     """
     environment = runnable_environment(lock_path, platform, have, target)
     say(f"fetching {len(environment.conda)} conda packages, each checked against the lock's sha256")
@@ -368,6 +372,42 @@ def install(
     )
     conda.link(archives, into, final_prefix=final_prefix, platform=platform, say=say)
     settle_records(into, environment.conda)
+    # Linked: the archives and rattler's copies of them unpacked go while uv and the bytecode step
+    # work, rather than after them (the caller removes `cache` only once this returns).
+    removal = _remove_in_background(list(cache.iterdir()))
+    try:
+        _install_pip_part(environment, into, wheelhouse, offline, cache, say, output)
+    finally:
+        removal.join()
+
+
+def _remove_in_background(paths: Sequence[Path]) -> threading.Thread:
+    """A started thread that removes `paths` (folders whole); the caller joins it. Removing is an
+    optimisation of time: a path that cannot be removed is left for the caller's removal."""
+
+    def remove() -> None:
+        for path in paths:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+
+    thread = threading.Thread(target=remove, name="gpuenv-remove-packages", daemon=True)
+    thread.start()
+    return thread
+
+
+def _install_pip_part(
+    environment: LockedEnvironment,
+    into: Path,
+    wheelhouse: Path | None,
+    offline: bool,
+    cache: Path,
+    say: Say,
+    output: Say,
+) -> None:
+    """The lock's pip entries installed by uv, every hash required, then the bytecode compiled."""
     if environment.pip:
         say(f"installing {len(environment.pip)} pip packages with uv, every hash required")
         requirements = cache / "pip-requirements.txt"

@@ -225,6 +225,30 @@ def _install(lock, prefix: Path, mirrors: dict[str, str], wheels: Path) -> insta
 
 
 @needs_pypi
+def test_the_linked_packages_are_gone_from_the_download_folder_when_the_install_returns(
+    cpu_lock, conda_channel, standin_wheels, tmp_path
+):
+    """condalock.install removes the archives and rattler's unpacked copies of them while uv and
+    the bytecode step work (the caller then removes the folder), not after them."""
+    downloads = tmp_path / "downloads"
+    condalock.install(
+        cpu_lock.files,
+        into=tmp_path / "env",
+        final_prefix=tmp_path / "env",
+        platform="linux-64",
+        have={"__cuda": None, "__glibc": "2.28"},
+        target="this host",
+        mirrors=conda.check_mirrors(mirror_of(conda_channel)),
+        wheelhouse=standin_wheels,
+        cache=downloads,
+        say=lambda _m: None,
+        output=lambda _m: None,
+    )
+    assert sorted(p.name for p in downloads.iterdir()) == ["pip-requirements.txt"]
+    assert (tmp_path / "env" / "conda-meta" / "history").is_file()
+
+
+@needs_pypi
 def test_install_into_a_prefix_rewrites_the_prefix_and_runs_the_entry_point(
     cpu_lock, conda_channel, standin_wheels, tmp_path
 ):
