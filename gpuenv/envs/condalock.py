@@ -501,15 +501,21 @@ def make_folder_of(path):
 
 
 def write_whole(path, data, mode):
-    # a temporary file renamed: a reader never sees part of it, a link at `path` is replaced
+    # a temporary file renamed: a reader never sees part of it, a link at `path` is replaced;
+    # the temporary file is made new (O_EXCL: one a killed run left, or a link, is removed first)
     part = f"{path}.{os.getpid()}.part"
-    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode & 0o666)
     try:
-        with open(fd, "wb", closefd=False) as out:
+        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode & 0o666)
+    except FileExistsError:
+        os.unlink(part)
+        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode & 0o666)
+    try:
+        with open(fd, "wb") as out:
             out.write(data)
-    finally:
-        os.close(fd)
-    os.replace(part, path)
+        os.replace(part, path)
+    except OSError:
+        os.unlink(part)  # a full disk leaves no part file behind
+        raise
 
 
 def cached_code(entry):
