@@ -550,7 +550,9 @@ def _lock_with_rattler(
             )
             pin_file = work / f"pylock.{platform}.toml"
             pip_locked = (
-                uv_thread.submit(_uv_compile, work, stack, plan, platform, pin_file, say, True)
+                uv_thread.submit(
+                    _uv_compile, work, stack, plan, platform, pin_file, say, pylock=True
+                )
                 if plan.packages.pip
                 else None
             )
