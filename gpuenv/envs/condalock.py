@@ -500,22 +500,27 @@ def make_folder_of(path):
         made.add(folder)
 
 
-def write_whole(path, data, mode):
-    # a temporary file renamed: a reader never sees part of it, a link at `path` is replaced;
-    # the temporary file is made new (O_EXCL: one a killed run left, or a link, is removed first)
-    part = f"{path}.{os.getpid()}.part"
+def write_new(path, data, mode):
+    # made new (O_EXCL: never through a link or over a file; one a killed run left is removed
+    # first), and removed when the write fails (a full disk leaves no piece of a file behind)
     try:
-        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode & 0o666)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode & 0o666)
     except FileExistsError:
-        os.unlink(part)
-        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode & 0o666)
+        os.unlink(path)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode & 0o666)
     try:
         with open(fd, "wb") as out:
             out.write(data)
-        os.replace(part, path)
     except OSError:
-        os.unlink(part)  # a full disk leaves no part file behind
+        os.unlink(path)
         raise
+
+
+def write_whole(path, data, mode):
+    # a temporary file renamed: a reader never sees part of it, a link at `path` is replaced
+    part = f"{path}.{os.getpid()}.part"
+    write_new(part, data, mode)
+    os.replace(part, path)
 
 
 def cached_code(entry):
@@ -543,11 +548,13 @@ def one(job):
     # "hit", "compiled", or the error line of a file that could not be compiled
     path, rel = job
     target = importlib.util.cache_from_source(path)
+    there = False  # a .pyc at `target` already (a package's own): replaced whole
     try:
         with open(path, "rb") as f:
             source = f.read()
             mode = os.fstat(f.fileno()).st_mode | 0o200
-        if not stat.S_ISREG(os.lstat(target).st_mode):
+        there = stat.S_ISREG(os.lstat(target).st_mode)
+        if not there:
             return f"*** Error compiling {path!r}: {target} is not a regular file"
     except FileNotFoundError as err:
         if err.filename != target:
@@ -567,7 +574,7 @@ def one(job):
         code = MAGIC + CHECKED_HASH + importlib.util.source_hash(source) + marshal.dumps(compiled)
     try:
         make_folder_of(target)
-        write_whole(target, code, mode)
+        (write_whole if there else write_new)(target, code, mode)
     except OSError as err:
         return f"*** Error compiling {path!r}: {err}"
     if not hit:
