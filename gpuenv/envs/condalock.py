@@ -474,9 +474,11 @@ def settle_records(into: Path, packages: Sequence[conda.CondaPackage]) -> None:
 #: site-packages, the prefix, the cache folder, then the top-level folders of site-packages left
 #: uncompiled (NOT_COMPILED). A cache entry is the .pyc followed by its own sha256: checking that
 #: costs a hash, where loading the code object to see that it is whole cost a fifth of a warm run.
-#: The main process only lists the files; a pool of worker processes, one a core (as
-#: `compileall -j 0` has), takes each file through in one pass: one read of the source, its key,
-#: the cache lookup, the compile on a miss, the .pyc written and the entry kept.
+#: Each source is read once: the main process reads it, makes its key, looks it up and writes the
+#: .pyc of a hit (a warm run starts no worker); the misses go, eight at a time and with their
+#: bytes, to a pool of worker processes (one a core, as `compileall -j 0` has; started at the
+#: first miss), which compile each, write its .pyc and keep it in the cache, while the main
+#: process reads on. The last few misses are compiled by the main process itself.
 #: A .pyc is what `py_compile.compile(source, dfile=its path in the prefix,
 #: invalidation_mode=CHECKED_HASH)` writes (as `compileall.compile_file(stripdir=prefix)` calls
 #: it): PEP 552's header (the magic number, flags 0b11: hash-based and checked, the source's
@@ -484,7 +486,8 @@ def settle_records(into: Path, packages: Sequence[conda.CondaPackage]) -> None:
 #: writable by its owner (importlib's `_calc_mode`), less the umask. Like py_compile, a .pyc
 #: path that is a symlink or not a regular file is refused, never written through.
 BYTECODE_SCRIPT = r"""
-import concurrent.futures, hashlib, importlib.util, marshal, multiprocessing, os, stat, sys
+import concurrent.futures, contextlib, hashlib, importlib.util, marshal, multiprocessing, os
+import stat, sys
 
 site, root, cache = sys.argv[1:4]
 skipped = set(sys.argv[4:])
@@ -544,46 +547,32 @@ def keep(entry, code):
         pass  # the cache is an optimisation, never an error
 
 
-def one(job):
-    # "hit", "compiled", or the error line of a file that could not be compiled
-    path, rel = job
-    target = importlib.util.cache_from_source(path)
-    there = False  # a .pyc at `target` already (a package's own): replaced whole
-    try:
-        with open(path, "rb") as f:
-            source = f.read()
-            mode = os.fstat(f.fileno()).st_mode | 0o200
-        there = stat.S_ISREG(os.lstat(target).st_mode)
-        if not there:
-            return f"*** Error compiling {path!r}: {target} is not a regular file"
-    except FileNotFoundError as err:
-        if err.filename != target:
-            return f"*** Error compiling {path!r}: {err}"
-    except OSError as err:
-        return f"*** Error compiling {path!r}: {err}"
-    key = MAGIC + b"checked-hash+sha256\0" + os.fsencode(rel) + b"\0" + source
-    key = hashlib.sha256(key).hexdigest()
-    entry = os.path.join(cache, key[:2], key + ".pyc")
-    code = cached_code(entry)
-    hit = code is not None
-    if not hit:
-        try:
-            compiled = compile(source, rel, "exec", dont_inherit=True)
-        except Exception as err:  # SyntaxError, ValueError, UnicodeDecodeError: as py_compile
-            return f"*** Error compiling {path!r}: {type(err).__name__}: {err}"
-        code = MAGIC + CHECKED_HASH + importlib.util.source_hash(source) + marshal.dumps(compiled)
-    try:
-        make_folder_of(target)
-        (write_whole if there else write_new)(target, code, mode)
-    except OSError as err:
-        return f"*** Error compiling {path!r}: {err}"
-    if not hit:
-        keep(entry, code)
-    return "hit" if hit else "compiled"
+def place(target, code, mode, there):
+    make_folder_of(target)
+    (write_whole if there else write_new)(target, code, mode)
 
 
-def main():
-    jobs = []
+def compile_batch(batch):
+    # in a worker: each source compiled, its .pyc written and kept in the cache; per source None
+    # (done) or the error line of a source that could not be compiled
+    return [compile_one(*job) for job in batch]
+
+
+def compile_one(path, rel, target, there, entry, source, mode):
+    try:
+        compiled = compile(source, rel, "exec", dont_inherit=True)
+    except Exception as err:  # SyntaxError, ValueError, UnicodeDecodeError: as py_compile
+        return f"*** Error compiling {path!r}: {type(err).__name__}: {err}"
+    code = MAGIC + CHECKED_HASH + importlib.util.source_hash(source) + marshal.dumps(compiled)
+    try:
+        place(target, code, mode, there)
+    except OSError as err:
+        return f"*** Error compiling {path!r}: {err}"
+    keep(entry, code)
+    return None
+
+
+def sources():
     for folder, dirs, files in os.walk(site):
         dirs[:] = sorted(
             d for d in dirs if d != "__pycache__" and not (folder == site and d in skipped)
@@ -592,15 +581,56 @@ def main():
         for name in sorted(files):
             path = os.path.join(folder, name)
             if name.endswith(".py") and os.path.isfile(path):
-                jobs.append((path, os.path.join(rel, name)))
-    done = []
-    if jobs:  # forked (not spawned): the workers need not import this script again
-        fork = multiprocessing.get_context("fork")
-        with concurrent.futures.ProcessPoolExecutor(mp_context=fork) as pool:
-            done = list(pool.map(one, jobs, chunksize=8))
-    hits, compiled = done.count("hit"), done.count("compiled")
+                yield path, os.path.join(rel, name)
+
+
+def main():
+    hits, failed, batch, sent, pool = 0, [], [], [], None
+    for path, rel in sources():
+        target = importlib.util.cache_from_source(path)
+        there = False  # a .pyc at `target` already (a package's own): replaced whole
+        try:
+            with open(path, "rb") as f:
+                source = f.read()
+                mode = os.fstat(f.fileno()).st_mode | 0o200
+            there = stat.S_ISREG(os.lstat(target).st_mode)
+            if not there:
+                failed.append(f"*** Error compiling {path!r}: {target} is not a regular file")
+                continue
+        except FileNotFoundError as err:
+            if err.filename != target:
+                failed.append(f"*** Error compiling {path!r}: {err}")
+                continue
+        except OSError as err:
+            failed.append(f"*** Error compiling {path!r}: {err}")
+            continue
+        key = MAGIC + b"checked-hash+sha256\0" + os.fsencode(rel) + b"\0" + source
+        key = hashlib.sha256(key).hexdigest()
+        entry = os.path.join(cache, key[:2], key + ".pyc")
+        code = cached_code(entry)
+        if code is not None:
+            try:
+                place(target, code, mode, there)
+                hits += 1
+            except OSError as err:
+                failed.append(f"*** Error compiling {path!r}: {err}")
+            continue
+        batch.append((path, rel, target, there, entry, source, mode))
+        if len(batch) == 8:
+            if pool is None:  # forked (not spawned): the workers need not import this again
+                fork = multiprocessing.get_context("fork")
+                pool = concurrent.futures.ProcessPoolExecutor(mp_context=fork)
+            sent.append(pool.submit(compile_batch, batch))
+            batch = []
+    compiled, results = 0, compile_batch(batch)  # the last few here, while the workers finish
+    with pool or contextlib.nullcontext():
+        results += [result for future in sent for result in future.result()]
+    for result in results:
+        if result is None:
+            compiled += 1
+        else:
+            failed.append(result)
     print(f"{hits} .pyc files from the bytecode cache, {compiled} compiled", flush=True)
-    failed = [line for line in done if line not in ("hit", "compiled")]
     for line in failed:  # last: the one-line error names the last file that failed
         print(line, flush=True)
     sys.exit(1 if failed else 0)

@@ -142,25 +142,43 @@ def test_pip_the_installer_is_left_uncompiled_and_still_runs_from_its_sources(tm
     assert done.stdout == "23.2.1\n", done.stderr
 
 
+#: Enough sources that most of them go to the pool of workers (eight at a time), the last few
+#: compiled by the bytecode step's main process.
+MANY = {
+    **SOURCES,
+    **{f"many/m{i}.py": f"N = {i}\n\n\ndef f(x):\n    return x * N + {i}\n" for i in range(20)},
+}
+
+
+def _many(root: Path) -> Path:
+    site = _prefix(root)
+    for rel, text in MANY.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text(text)
+    (site / "pkg" / "mod.py").chmod(0o600)  # the .pyc takes its source's mode, as py_compile's
+    return site
+
+
 def test_each_pyc_is_the_one_py_compile_writes_for_its_path_in_the_prefix(tmp_path):
-    """The bytecode step compiles in its workers itself (one read of each source): each .pyc and
-    cache entry is still byte for byte, and mode for mode, what py_compile writes (as
-    `compileall.compile_file(stripdir=prefix)` calls it), whether compiled or from the cache."""
+    """The bytecode step compiles itself (one read of each source, in its workers or its main
+    process): each .pyc and cache entry is still byte for byte, and mode for mode, what
+    py_compile writes (as `compileall.compile_file(stripdir=prefix)` calls it), whether compiled
+    or from the cache."""
     import py_compile
 
-    root = tmp_path / "host" / "env"
-    site = _prefix(root)
-    (site / "pkg" / "mod.py").chmod(0o600)  # the .pyc takes its source's mode, as py_compile's
+    site = _many(tmp_path / "host" / "env")
     cache = tmp_path / "bytecode"
-    _compile(root, cache)
-    again = _prefix(tmp_path / "stage" / "env")
-    (again / "pkg" / "mod.py").chmod(0o600)
-    assert "3 .pyc files from the bytecode cache" in _compile(again.parents[2], cache)
-    for rel in SOURCES:
-        source = site / rel
+    assert f"0 .pyc files from the bytecode cache, {len(MANY)} compiled" in _compile(
+        site.parents[2], cache
+    )
+    again = _many(tmp_path / "stage" / "env")
+    assert f"{len(MANY)} .pyc files from the bytecode cache, 0 compiled" in _compile(
+        again.parents[2], cache
+    )
+    for rel in MANY:
         expected = tmp_path / "expected" / f"{rel}c"
         py_compile.compile(
-            str(source),
+            str(site / rel),
             cfile=str(expected),
             dfile=f"lib/python3.11/site-packages/{rel}",
             doraise=True,
@@ -172,7 +190,7 @@ def test_each_pyc_is_the_one_py_compile_writes_for_its_path_in_the_prefix(tmp_pa
             assert pyc.stat().st_mode == expected.stat().st_mode, rel
     entries = sorted(p.read_bytes()[:-32] for p in cache.rglob("*.pyc"))
     assert entries == sorted(
-        Path(importlib.util.cache_from_source(str(site / rel))).read_bytes() for rel in SOURCES
+        Path(importlib.util.cache_from_source(str(site / rel))).read_bytes() for rel in MANY
     )
 
 
