@@ -631,7 +631,7 @@ def main():
         else:
             failed.append(result)
     print(f"{hits} .pyc files from the bytecode cache, {compiled} compiled", flush=True)
-    for line in failed:  # last: the one-line error names the last file that failed
+    for line in failed:  # last: the one-line error (its last line) names a file that failed
         print(line, flush=True)
     sys.exit(1 if failed else 0)
 
