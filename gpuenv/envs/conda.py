@@ -22,7 +22,9 @@ py-rattler 0.26 to 0.28 can crash at interpreter exit after its work is done (Py
 exit 139 or 134, in some runs). So the rattler calls run in a child Python process that writes its
 answer to a file and leaves with os._exit (no interpreter teardown); the answer file, not the exit
 code, says whether the work was done. Users never see that crash, and it cannot turn a good lock
-or install into a failure.
+or install into a failure. That child imports this module for every solve and link: what only the
+parent needs (gpuenv.envs.lockdir, urllib.request: a third of a child's start) is imported where
+it is used (tests/envs/test_rattler_child.py).
 """
 
 from __future__ import annotations
@@ -34,14 +36,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from gpuenv.envs import lockdir
 from gpuenv.errors import BadInput, DataError, ToolError
 from gpuenv.progress import Say
 from validate.reading import InputRefused, file_kind, input_blocks
@@ -234,7 +233,9 @@ def local_repodata_problem(url: str, platform: str) -> str | None:
     client timeout and the child's limits bound those."""
     if not url.startswith("file://"):
         return None
-    root = Path(urllib.request.url2pathname(urllib.parse.urlparse(url).path))
+    from urllib.request import url2pathname
+
+    root = Path(url2pathname(urllib.parse.urlparse(url).path))
     for subdir in (platform, "noarch"):
         for name in REPODATA_FILES:
             path = root / subdir / name
@@ -342,6 +343,8 @@ def fetch_verified(
     A package whose bytes differ from the lock is refused in one line naming it and where it came
     from; nothing is linked before every package has passed.
     """
+    from gpuenv.envs import lockdir
+
     mirrors = dict(mirrors or {})
     into.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -430,6 +433,8 @@ def _download(url: str, path: Path, name: str, *, mirror: bool = False) -> None:
     STALL_BYTES in DOWNLOAD_STALL_S). A file:// URL must name a regular file: a FIFO would
     hang the read, /dev/zero never ends. Failures are one ToolError naming the server, with the
     advice that fits it (download_fix)."""
+    from urllib.error import URLError
+
     tmp = path.with_name(path.name + ".part")
     shown = safe_url(url)
     try:
@@ -437,7 +442,7 @@ def _download(url: str, path: Path, name: str, *, mirror: bool = False) -> None:
             for chunk in _bounded_blocks(url):
                 out.write(chunk)
         os.replace(tmp, path)
-    except (urllib.error.URLError, OSError, ValueError, InputRefused) as err:
+    except (URLError, OSError, ValueError, InputRefused) as err:
         tmp.unlink(missing_ok=True)
         reason = getattr(err, "reason", None) or getattr(err, "strerror", None) or err
         raise ToolError(
@@ -450,12 +455,14 @@ def _download(url: str, path: Path, name: str, *, mirror: bool = False) -> None:
 
 def _bounded_blocks(url: str) -> Iterator[bytes]:
     """The body of `url` in blocks, never more than MAX_PACKAGE_BYTES, never stalled."""
+    from urllib.request import url2pathname, urlopen
+
     if url.lower().startswith("file:"):  # urllib would open a FIFO or a device as a file
-        path = urllib.request.url2pathname(urllib.parse.urlparse(url).path)
+        path = url2pathname(urllib.parse.urlparse(url).path)
         yield from input_blocks(path, MAX_PACKAGE_BYTES)
         return
     host = urllib.parse.urlparse(url).hostname or url
-    with urllib.request.urlopen(url, timeout=DOWNLOAD_STALL_S) as response:  # each socket wait
+    with urlopen(url, timeout=DOWNLOAD_STALL_S) as response:  # each socket wait
         total, mark, since = 0, 0, time.monotonic()
         while True:
             # read1: what one receive brought (read(n) would wait for n bytes of a trickle)

@@ -15,10 +15,13 @@ target does not have is refused in one line.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import shutil
 import stat
+import threading
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
@@ -361,7 +364,8 @@ def install(
     """Install the `platform` part of a conda-lock.yml into `into`, for use at `final_prefix`.
 
     `have`: the target's `__cuda` / `__glibc` (`target` names it in the refusal: "this host", "the
-    base image"). `cache`: where packages are downloaded (removed by the caller).
+    base image"). `cache`: where packages are downloaded (removed by the caller; the packages
+    are removed from it, once linked, while the pip part installs).
     """
     environment = runnable_environment(lock_path, platform, have, target)
     say(f"fetching {len(environment.conda)} conda packages, each checked against the lock's sha256")
@@ -371,6 +375,42 @@ def install(
     )
     conda.link(archives, into, final_prefix=final_prefix, platform=platform, say=say)
     settle_records(into, environment.conda)
+    # Linked: the archives and rattler's copies of them unpacked go while uv and the bytecode step
+    # work, rather than after them (the caller removes `cache` only once this returns).
+    removal = _remove_in_background(list(cache.iterdir()))
+    try:
+        _install_pip_part(environment, into, wheelhouse, offline, cache, say, output)
+    finally:
+        removal.join()
+
+
+def _remove_in_background(paths: Sequence[Path]) -> threading.Thread:
+    """A started thread that removes `paths` (folders whole); the caller joins it. Removing is an
+    optimisation of time: a path that cannot be removed is left for the caller's removal."""
+
+    def remove() -> None:
+        for path in paths:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+
+    thread = threading.Thread(target=remove, name="gpuenv-remove-packages", daemon=True)
+    thread.start()
+    return thread
+
+
+def _install_pip_part(
+    environment: LockedEnvironment,
+    into: Path,
+    wheelhouse: Path | None,
+    offline: bool,
+    cache: Path,
+    say: Say,
+    output: Say,
+) -> None:
+    """The lock's pip entries installed by uv, every hash required, then the bytecode compiled."""
     if environment.pip:
         say(f"installing {len(environment.pip)} pip packages with uv, every hash required")
         requirements = cache / "pip-requirements.txt"
@@ -433,19 +473,30 @@ def settle_records(into: Path, packages: Sequence[conda.CondaPackage]) -> None:
 
 #: Run by the environment's own Python (its version's compiler, magic number and cache tag):
 #: each .py under site-packages gets its .pyc from the bytecode cache when the cache holds one for
-#: these source bytes at this path, else it is compiled (as `compileall -j 0` does, one worker a
-#: core) and the result kept in the cache. argv: site-packages, the prefix, the cache folder, then
-#: the top-level folders of site-packages left uncompiled (NOT_COMPILED). A cache entry is the .pyc
-#: followed by its own sha256: checking that costs a hash, where loading the code object to see
-#: that it is whole cost a fifth of a warm run.
+#: these source bytes at this path, else it is compiled and the result kept in the cache. argv:
+#: site-packages, the prefix, the cache folder, then the top-level folders of site-packages left
+#: uncompiled (NOT_COMPILED). A cache entry is the .pyc followed by its own sha256: checking that
+#: costs a hash, where loading the code object to see that it is whole cost a fifth of a warm run.
+#: Each source is read once: the main process reads it, makes its key, looks it up and writes the
+#: .pyc of a hit (a warm run starts no worker); the misses go, eight at a time and with their
+#: bytes, to a pool of worker processes (one a core, as `compileall -j 0` has; started at the
+#: first miss), which compile each, write its .pyc and keep it in the cache, while the main
+#: process reads on. The last few misses are compiled by the main process itself.
+#: A .pyc is what `py_compile.compile(source, dfile=its path in the prefix,
+#: invalidation_mode=CHECKED_HASH)` writes (as `compileall.compile_file(stripdir=prefix)` calls
+#: it): PEP 552's header (the magic number, flags 0b11: hash-based and checked, the source's
+#: hash) then the marshalled code compiled as importlib compiles it; its mode is the source's,
+#: writable by its owner (importlib's `_calc_mode`), less the umask. Like py_compile, a .pyc
+#: path that is a symlink or not a regular file is refused, never written through.
 BYTECODE_SCRIPT = r"""
-import compileall, concurrent.futures, functools, hashlib, importlib.util, os
-import py_compile, sys
+import concurrent.futures, contextlib, hashlib, importlib.util, marshal, multiprocessing, os
+import stat, sys
 
 site, root, cache = sys.argv[1:4]
 skipped = set(sys.argv[4:])
-MODE = py_compile.PycInvalidationMode.CHECKED_HASH
-made = set()  # folders known to exist: one mkdir each, not one a file
+MAGIC = importlib.util.MAGIC_NUMBER
+CHECKED_HASH = (0b11).to_bytes(4, "little")  # PEP 552: hash-based, checked against the source
+made = set()  # folders known to exist (in this process): one mkdir each, not one a file
 
 
 def make_folder_of(path):
@@ -455,67 +506,141 @@ def make_folder_of(path):
         made.add(folder)
 
 
-def cached_code(path):
+def write_new(path, data, mode):
+    # made new (O_EXCL: never through a link or over a file; one a killed run left is removed
+    # first), and removed when the write fails (a full disk leaves no piece of a file behind)
     try:
-        with open(path, "rb") as f:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode & 0o666)
+    except FileExistsError:
+        os.unlink(path)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode & 0o666)
+    try:
+        with open(fd, "wb") as out:
+            out.write(data)
+    except OSError:
+        os.unlink(path)
+        raise
+
+
+def write_whole(path, data, mode):
+    # a temporary file renamed: a reader never sees part of it, a link at `path` is replaced
+    part = f"{path}.{os.getpid()}.part"
+    write_new(part, data, mode)
+    os.replace(part, path)
+
+
+def cached_code(entry):
+    try:
+        with open(entry, "rb") as f:
             data = f.read()
     except OSError:
         return None
     # a whole .pyc of this Python (an entry cut short or changed would break the import)
     code, check = data[:-32], data[-32:]
-    if code[:4] == importlib.util.MAGIC_NUMBER and hashlib.sha256(code).digest() == check:
+    if code[:4] == MAGIC and hashlib.sha256(code).digest() == check:
         return code
     return None
 
 
-def keep(target, entry):
+def keep(entry, code):
     try:
         make_folder_of(entry)
-        part = f"{entry}.{os.getpid()}.part"
-        with open(target, "rb") as f, open(part, "wb") as out:
-            code = f.read()
-            out.write(code + hashlib.sha256(code).digest())
-        os.replace(part, entry)
+        write_whole(entry, code + hashlib.sha256(code).digest(), 0o666)
     except OSError:
         pass  # the cache is an optimisation, never an error
 
 
-hits, todo = 0, []
-for folder, dirs, files in os.walk(site):
-    dirs[:] = sorted(
-        d for d in dirs if d != "__pycache__" and not (folder == site and d in skipped)
-    )
-    for name in sorted(files):
-        if not name.endswith(".py") or not os.path.isfile(os.path.join(folder, name)):
+def place(target, code, mode, there):
+    make_folder_of(target)
+    (write_whole if there else write_new)(target, code, mode)
+
+
+def compile_batch(batch):
+    # in a worker: each source compiled, its .pyc written and kept in the cache; per source None
+    # (done) or the error line of a source that could not be compiled
+    return [compile_one(*job) for job in batch]
+
+
+def compile_one(path, rel, target, there, entry, source, mode):
+    try:
+        compiled = compile(source, rel, "exec", dont_inherit=True)
+    except Exception as err:  # SyntaxError, ValueError, UnicodeDecodeError: as py_compile
+        return f"*** Error compiling {path!r}: {type(err).__name__}: {err}"
+    code = MAGIC + CHECKED_HASH + importlib.util.source_hash(source) + marshal.dumps(compiled)
+    try:
+        place(target, code, mode, there)
+    except OSError as err:
+        return f"*** Error compiling {path!r}: {err}"
+    keep(entry, code)
+    return None
+
+
+def sources():
+    for folder, dirs, files in os.walk(site):
+        dirs[:] = sorted(
+            d for d in dirs if d != "__pycache__" and not (folder == site and d in skipped)
+        )
+        rel = os.path.relpath(folder, root)
+        for name in sorted(files):
+            path = os.path.join(folder, name)
+            if name.endswith(".py") and os.path.isfile(path):
+                yield path, os.path.join(rel, name)
+
+
+def main():
+    hits, failed, batch, sent, pool = 0, [], [], [], None
+    for path, rel in sources():
+        target = importlib.util.cache_from_source(path)
+        there = False  # a .pyc at `target` already (a package's own): replaced whole
+        try:
+            with open(path, "rb") as f:
+                source = f.read()
+                mode = os.fstat(f.fileno()).st_mode | 0o200
+            there = stat.S_ISREG(os.lstat(target).st_mode)
+            if not there:
+                failed.append(f"*** Error compiling {path!r}: {target} is not a regular file")
+                continue
+        except FileNotFoundError as err:
+            if err.filename != target:
+                failed.append(f"*** Error compiling {path!r}: {err}")
+                continue
+        except OSError as err:
+            failed.append(f"*** Error compiling {path!r}: {err}")
             continue
-        path = os.path.join(folder, name)
-        with open(path, "rb") as f:
-            source = f.read()
-        rel = os.fsencode(os.path.relpath(path, root))
-        key = importlib.util.MAGIC_NUMBER + b"checked-hash+sha256\0" + rel + b"\0" + source
+        key = MAGIC + b"checked-hash+sha256\0" + os.fsencode(rel) + b"\0" + source
         key = hashlib.sha256(key).hexdigest()
         entry = os.path.join(cache, key[:2], key + ".pyc")
-        target = importlib.util.cache_from_source(path)
-        data = cached_code(entry)
-        if data is None:
-            todo.append((path, target, entry))
+        code = cached_code(entry)
+        if code is not None:
+            try:
+                place(target, code, mode, there)
+                hits += 1
+            except OSError as err:
+                failed.append(f"*** Error compiling {path!r}: {err}")
             continue
-        make_folder_of(target)
-        with open(target, "wb") as out:
-            out.write(data)
-        hits += 1
-compile_one = functools.partial(
-    compileall.compile_file, stripdir=root, quiet=1, force=True, invalidation_mode=MODE
-)
-ok = True
-if todo:
-    with concurrent.futures.ProcessPoolExecutor() as pool:
-        ok = all(pool.map(compile_one, [t[0] for t in todo], chunksize=4))
-for path, target, entry in todo:
-    if os.path.isfile(target):
-        keep(target, entry)
-print(f"{hits} .pyc files from the bytecode cache, {len(todo)} compiled", flush=True)
-sys.exit(0 if ok else 1)
+        batch.append((path, rel, target, there, entry, source, mode))
+        if len(batch) == 8:
+            if pool is None:  # forked (not spawned): the workers need not import this again
+                fork = multiprocessing.get_context("fork")
+                pool = concurrent.futures.ProcessPoolExecutor(mp_context=fork)
+            sent.append(pool.submit(compile_batch, batch))
+            batch = []
+    compiled, results = 0, compile_batch(batch)  # the last few here, while the workers finish
+    with pool or contextlib.nullcontext():
+        results += [result for future in sent for result in future.result()]
+    for result in results:
+        if result is None:
+            compiled += 1
+        else:
+            failed.append(result)
+    print(f"{hits} .pyc files from the bytecode cache, {compiled} compiled", flush=True)
+    for line in failed:  # last: the one-line error (its last line) names a file that failed
+        print(line, flush=True)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
 """
 
 
@@ -557,7 +682,7 @@ def compile_bytecode(into: Path, output: Say, *, cache: Path | None = None) -> N
         str(cache),
         *NOT_COMPILED,
     ]
-    uv.run_installer(cmd, on_line=output, tool="python -m compileall")
+    uv.run_installer(cmd, on_line=output, tool="the bytecode step (python)")
 
 
 def pip_requirements(pins: Iterable[PipPin], wheelhouse: Path | None) -> str:

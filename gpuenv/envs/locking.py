@@ -529,30 +529,44 @@ def _lock_with_rattler(
     work: Path, stack: Stack, plan: _Plan, input_hash: str, say: Say
 ) -> list[LockedPackage]:
     """conda-lock.yml: the conda part solved by py-rattler per platform, with the stack's virtual
-    packages; the pip part locked by uv for the same platform (gpuenv.envs.condalock)."""
+    packages; the pip part locked by uv for the same platform (gpuenv.envs.condalock).
+
+    The two parts of a platform do not depend on each other: uv locks the pip part in a thread
+    while the solve's child runs, and both are waited for (each bounded by its own timeout)
+    before the next platform; a failed solve is the error said, as when they ran in turn."""
+    from concurrent.futures import ThreadPoolExecutor
+
     conda_part, pip_part = {}, {}
-    for platform in plan.platforms:
-        virtual = conda.virtual_packages(
-            cuda=None if stack.is_cpu else stack.cuda,
-            glibc=spec.glibc_for(stack),
-            arch=spec.PLATFORM_ARCH[platform],
-        )
-        say(
-            f"solving the conda part for {platform} from {', '.join(plan.channels)} "
-            f"({', '.join(virtual)})"
-        )
-        conda_part[platform] = conda.solve(
-            channels=plan.channels,
-            specs=plan.packages.conda,
-            platform=platform,
-            virtual=virtual,
-            mirrors=plan.mirrors,
-        )
-        pin_file = work / f"pylock.{platform}.toml"
-        if plan.packages.pip:
-            _uv_compile(work, stack, plan, platform, pin_file, say, pylock=True)
-            pip_part[platform] = condalock.read_pylock(pin_file)
-            pin_file.unlink()
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuenv-uv-lock") as uv_thread:
+        for platform in plan.platforms:
+            virtual = conda.virtual_packages(
+                cuda=None if stack.is_cpu else stack.cuda,
+                glibc=spec.glibc_for(stack),
+                arch=spec.PLATFORM_ARCH[platform],
+            )
+            say(
+                f"solving the conda part for {platform} from {', '.join(plan.channels)} "
+                f"({', '.join(virtual)})"
+            )
+            pin_file = work / f"pylock.{platform}.toml"
+            pip_locked = (
+                uv_thread.submit(
+                    _uv_compile, work, stack, plan, platform, pin_file, say, pylock=True
+                )
+                if plan.packages.pip
+                else None
+            )
+            conda_part[platform] = conda.solve(
+                channels=plan.channels,
+                specs=plan.packages.conda,
+                platform=platform,
+                virtual=virtual,
+                mirrors=plan.mirrors,
+            )
+            if pip_locked is not None:
+                pip_locked.result()  # uv's error, raised here as the sequential call raised it
+                pip_part[platform] = condalock.read_pylock(pin_file)
+                pin_file.unlink()
     for leftover in ("requirements.in", uv.UV_PROJECT_FILE):
         (work / leftover).unlink(missing_ok=True)
     lockfile = work / lockdir.CONDA_LOCK_FILE

@@ -439,8 +439,9 @@ def run_installer(
     """Run an installer, handing each line it prints to `on_line`; failure is a one-line ToolError.
 
     The installer runs in a process group of its own, and whatever stops gpuenv meanwhile (Ctrl-C,
-    SIGTERM, an error) ends the whole group: `compileall -j 0` and uv start workers of their own,
-    which killing the installer alone would leave running forever."""
+    SIGTERM, an error) ends the whole group: the bytecode step (a pool, as `compileall -j 0` has)
+    and uv start workers of their own, which killing the installer alone would leave running
+    forever."""
     environment = {**os.environ, "NO_COLOR": "1", "UV_NO_PROGRESS": "1", **(env or {})}
     try:
         proc = subprocess.Popen(

@@ -6,11 +6,15 @@ whose bin/python is it."""
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from gpuenv.envs import condalock
+from gpuenv.errors import ToolError
 
 SOURCES = {
     "boom.py": "def go():\n    raise RuntimeError('boom')\n",
@@ -136,3 +140,83 @@ def test_pip_the_installer_is_left_uncompiled_and_still_runs_from_its_sources(tm
         check=False,
     )
     assert done.stdout == "23.2.1\n", done.stderr
+
+
+#: Enough sources that most of them go to the pool of workers (eight at a time), the last few
+#: compiled by the bytecode step's main process.
+MANY = {
+    **SOURCES,
+    **{f"many/m{i}.py": f"N = {i}\n\n\ndef f(x):\n    return x * N + {i}\n" for i in range(20)},
+}
+
+
+def _many(root: Path) -> Path:
+    site = _prefix(root)
+    for rel, text in MANY.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text(text)
+    (site / "pkg" / "mod.py").chmod(0o600)  # the .pyc takes its source's mode, as py_compile's
+    return site
+
+
+def test_each_pyc_is_the_one_py_compile_writes_for_its_path_in_the_prefix(tmp_path):
+    """The bytecode step compiles itself (one read of each source, in its workers or its main
+    process): each .pyc and cache entry is still byte for byte, and mode for mode, what
+    py_compile writes (as `compileall.compile_file(stripdir=prefix)` calls it), whether compiled
+    or from the cache."""
+    import py_compile
+
+    site = _many(tmp_path / "host" / "env")
+    cache = tmp_path / "bytecode"
+    assert f"0 .pyc files from the bytecode cache, {len(MANY)} compiled" in _compile(
+        site.parents[2], cache
+    )
+    again = _many(tmp_path / "stage" / "env")
+    assert f"{len(MANY)} .pyc files from the bytecode cache, 0 compiled" in _compile(
+        again.parents[2], cache
+    )
+    for rel in MANY:
+        expected = tmp_path / "expected" / f"{rel}c"
+        py_compile.compile(
+            str(site / rel),
+            cfile=str(expected),
+            dfile=f"lib/python3.11/site-packages/{rel}",
+            doraise=True,
+            invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH,
+        )
+        for made in (site, again):
+            pyc = Path(importlib.util.cache_from_source(str(made / rel)))
+            assert pyc.read_bytes() == expected.read_bytes(), rel
+            assert pyc.stat().st_mode == expected.stat().st_mode, rel
+    entries = sorted(p.read_bytes()[:-32] for p in cache.rglob("*.pyc"))
+    assert entries == sorted(
+        Path(importlib.util.cache_from_source(str(site / rel))).read_bytes() for rel in MANY
+    )
+
+
+def test_a_source_that_does_not_compile_is_named_and_the_others_are_compiled(tmp_path):
+    site = _prefix(tmp_path / "env")
+    (site / "broken.py").write_text("def broken(:\n")
+    with pytest.raises(ToolError) as caught:
+        _compile(site.parents[2], tmp_path / "bytecode")
+    assert "broken.py" in caught.value.message, caught.value.message
+    assert len(_pycs(site)) == 3
+
+
+def test_a_pyc_path_that_is_a_link_is_refused_never_written_through(tmp_path):
+    """As py_compile refuses it: a package shipping __pycache__/x.pyc as a link to a file
+    elsewhere must not get that file overwritten, whether the .pyc is compiled or comes from the
+    cache."""
+    cache = tmp_path / "bytecode"
+    _compile(_prefix(tmp_path / "host" / "env").parents[2], cache)
+    for name, use in (("fresh", tmp_path / "empty"), ("cached", cache)):
+        site = _prefix(tmp_path / name / "env")
+        outside = tmp_path / f"outside-{name}"
+        outside.write_bytes(b"keep me")
+        pyc = Path(importlib.util.cache_from_source(str(site / "boom.py")))
+        pyc.parent.mkdir()
+        pyc.symlink_to(outside)
+        with pytest.raises(ToolError) as caught:
+            _compile(site.parents[2], use)
+        assert "boom.py" in caught.value.message, caught.value.message
+        assert outside.read_bytes() == b"keep me", name

@@ -1,6 +1,7 @@
-"""An installer's own workers end with it: Ctrl-C or SIGTERM while `python -m compileall -j 0`
-(the install's and the conda image build's bytecode step) runs used to leave its worker
-processes running forever. The installer runs in its own process group, ended as a whole."""
+"""An installer's own workers end with it: Ctrl-C or SIGTERM while a pool of workers like
+`python -m compileall -j 0` (the install's and the conda image build's bytecode step) runs used to
+leave its worker processes running forever. The installer runs in its own process group, ended
+as a whole."""
 
 from __future__ import annotations
 
@@ -63,7 +64,8 @@ def test_an_interrupt_ends_the_installer_and_every_worker_it_started(stop):
 
 
 def test_an_interrupt_during_the_real_bytecode_step_leaves_no_compileall_worker(tmp_path):
-    """compileall -j 0 itself, on a site-packages big enough to keep its workers busy."""
+    """The bytecode step itself (condalock.BYTECODE_SCRIPT and its pool of workers), on a
+    site-packages big enough to keep its workers busy."""
     site = tmp_path / "env" / "lib" / "python3.11" / "site-packages"
     site.mkdir(parents=True)
     for i in range(200):
@@ -71,25 +73,31 @@ def test_an_interrupt_during_the_real_bytecode_step_leaves_no_compileall_worker(
     (tmp_path / "env" / "bin").mkdir()
     (tmp_path / "env" / "bin" / "python").symlink_to(sys.executable)
     before = _children_of_group_compileall()
+    running: list[int] = []
 
     def on_line(_line: str) -> None:
         pass
 
-    timer = threading.Timer(
-        1.0, os.kill, (os.getpid(), signal.SIGINT)
-    )  # Ctrl-C, as the terminal sends it
+    def interrupt() -> None:  # Ctrl-C, as the terminal sends it, once the pool is at work
+        running.extend(p for p in _children_of_group_compileall() if p not in before)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Timer(1.0, interrupt)
     timer.start()
     started = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         condalock.compile_bytecode(tmp_path / "env", on_line, cache=tmp_path / "bytecode")
     timer.cancel()
     assert time.monotonic() - started < 15, "the interrupt waited for compileall to finish"
+    assert len(running) >= 2, "the bytecode step and its workers were not seen at work"
     left = [p for p in _gone_within(_children_of_group_compileall(), 10) if p not in before]
     assert left == [], f"compileall processes left: {left}"
 
 
 def _children_of_group_compileall() -> list[int]:
-    """Processes running `-m compileall` with this test's python (any parent: orphans too)."""
+    """Processes running `-m compileall` or the bytecode step's script with this test's python
+    (any parent: orphans too; the step's forked workers share its command line)."""
+    script = condalock.BYTECODE_SCRIPT.encode()
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -97,8 +105,10 @@ def _children_of_group_compileall() -> list[int]:
                 cmd = (entry / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"compileall" in cmd or any(
-                b"multiprocessing" in part and b"spawn" in part for part in cmd
+            if (
+                b"compileall" in cmd
+                or script in cmd
+                or any(b"multiprocessing" in part and b"spawn" in part for part in cmd)
             ):
                 found.append(int(entry.name))
     return [p for p in found if _alive(p)]

@@ -143,6 +143,53 @@ def test_a_conflict_is_one_line_naming_the_packages_and_the_channel(
     assert not (locks_dir / TORCH_CPU.stack_id).exists()
 
 
+def _team_with_pip(tmp_path: Path, conda_specs: list[str], pip: list[str]) -> Path:
+    path = tmp_path / "team.yml"
+    path.write_text(yaml.safe_dump({"conda": conda_specs, "pip": pip}))
+    return path
+
+
+@needs_pypi
+def test_a_pip_part_uv_cannot_lock_is_its_one_line_error_when_the_conda_part_solves(
+    conda_channel, standin_wheels, locks_dir, pypi, tmp_path
+):
+    """uv locks the pip part while the solve runs (locking._lock_with_rattler): its failure is
+    still the error, and nothing is written."""
+    with pytest.raises(ToolError) as err:
+        ensure_lock(
+            TORCH_CPU,
+            backend="conda-lock",
+            wheelhouse=standin_wheels,
+            mirrors=mirror_of(conda_channel),
+            team_file=_team_with_pip(tmp_path, ["gpuenv-hello"], ["gpuenv-no-such-project==1.0"]),
+        )
+    text = err.value.render()
+    assert text.startswith("uv could not lock") and "gpuenv-no-such-project" in text, text
+    assert "\n" not in text
+    assert not (locks_dir / TORCH_CPU.stack_id).exists()
+
+
+@needs_pypi
+def test_when_both_parts_fail_the_solve_is_the_error_said(
+    conda_channel, standin_wheels, locks_dir, pypi, tmp_path
+):
+    """As when the solve ran first and uv after it: the conda part's error, not uv's."""
+    with pytest.raises(ToolError) as err:
+        ensure_lock(
+            TORCH_CPU,
+            backend="conda-lock",
+            wheelhouse=standin_wheels,
+            mirrors=mirror_of(conda_channel),
+            team_file=_team_with_pip(
+                tmp_path, ["no-such-package"], ["gpuenv-no-such-project==1.0"]
+            ),
+        )
+    text = err.value.render()
+    assert "no-such-package" in text and CONDA_FORGE in text, text
+    assert "gpuenv-no-such-project" not in text and "\n" not in text
+    assert not (locks_dir / TORCH_CPU.stack_id).exists()
+
+
 def test_an_unreachable_channel_is_one_line(standin_wheels, locks_dir, tmp_path):
     with pytest.raises(ToolError) as err:
         ensure_lock(
@@ -175,6 +222,30 @@ def _install(lock, prefix: Path, mirrors: dict[str, str], wheels: Path) -> insta
         TORCH_CPU, lock.directory, prefix, wheelhouse=wheels, mirrors=mirrors
     )
     return installer.install(plan, say=lambda _m: None, output=lambda _m: None)
+
+
+@needs_pypi
+def test_the_linked_packages_are_gone_from_the_download_folder_when_the_install_returns(
+    cpu_lock, conda_channel, standin_wheels, tmp_path
+):
+    """condalock.install removes the archives and rattler's unpacked copies of them while uv and
+    the bytecode step work (the caller then removes the folder), not after them."""
+    downloads = tmp_path / "downloads"
+    condalock.install(
+        cpu_lock.files,
+        into=tmp_path / "env",
+        final_prefix=tmp_path / "env",
+        platform="linux-64",
+        have={"__cuda": None, "__glibc": "2.28"},
+        target="this host",
+        mirrors=conda.check_mirrors(mirror_of(conda_channel)),
+        wheelhouse=standin_wheels,
+        cache=downloads,
+        say=lambda _m: None,
+        output=lambda _m: None,
+    )
+    assert sorted(p.name for p in downloads.iterdir()) == ["pip-requirements.txt"]
+    assert (tmp_path / "env" / "conda-meta" / "history").is_file()
 
 
 @needs_pypi
