@@ -31,7 +31,7 @@ import tomllib
 from packaging.version import InvalidVersion, Version
 
 from gpuenv.datacache import cache_dir
-from gpuenv.envs import conda, installed, lockdir, spec, uv
+from gpuenv.envs import conda, installed, lockdir, pyccache, spec, uv
 from gpuenv.errors import BadInput, DataError, ToolError
 from gpuenv.progress import Say
 from gpuenv.stack import Stack
@@ -471,6 +471,10 @@ def settle_records(into: Path, packages: Sequence[conda.CondaPackage]) -> None:
         meta.write_text(record_text(record), encoding="utf-8")
 
 
+#: gpuenv/envs/pyccache.py's text, which leads BYTECODE_SCRIPT: the cache's key and entry in one
+#: place for the bytecode step and for fromhost.
+_PYC_CACHE_TEXT = Path(pyccache.__file__).read_text(encoding="utf-8")
+
 #: Run by the environment's own Python (its version's compiler, magic number and cache tag):
 #: each .py under site-packages gets its .pyc from the bytecode cache when the cache holds one for
 #: these source bytes at this path, else it is compiled and the result kept in the cache. argv:
@@ -488,7 +492,9 @@ def settle_records(into: Path, packages: Sequence[conda.CondaPackage]) -> None:
 #: hash) then the marshalled code compiled as importlib compiles it; its mode is the source's,
 #: writable by its owner (importlib's `_calc_mode`), less the umask. Like py_compile, a .pyc
 #: path that is a symlink or not a regular file is refused, never written through.
-BYTECODE_SCRIPT = r"""
+BYTECODE_SCRIPT = (
+    _PYC_CACHE_TEXT
+    + r"""
 import concurrent.futures, contextlib, hashlib, importlib.util, marshal, multiprocessing, os
 import stat, sys
 
@@ -527,19 +533,6 @@ def write_whole(path, data, mode):
     part = f"{path}.{os.getpid()}.part"
     write_new(part, data, mode)
     os.replace(part, path)
-
-
-def cached_code(entry):
-    try:
-        with open(entry, "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    # a whole .pyc of this Python (an entry cut short or changed would break the import)
-    code, check = data[:-32], data[-32:]
-    if code[:4] == MAGIC and hashlib.sha256(code).digest() == check:
-        return code
-    return None
 
 
 def keep(entry, code):
@@ -607,10 +600,8 @@ def main():
         except OSError as err:
             failed.append(f"*** Error compiling {path!r}: {err}")
             continue
-        key = MAGIC + b"checked-hash+sha256\0" + os.fsencode(rel) + b"\0" + source
-        key = hashlib.sha256(key).hexdigest()
-        entry = os.path.join(cache, key[:2], key + ".pyc")
-        code = cached_code(entry)
+        entry = entry_path(cache, MAGIC, rel, source)
+        code = cached_code(entry, MAGIC)
         if code is not None:
             try:
                 place(target, code, mode, there)
@@ -642,6 +633,7 @@ def main():
 if __name__ == "__main__":
     main()
 """
+)
 
 
 #: Top-level packages of site-packages whose bytecode is not compiled: pip, the installer, which no

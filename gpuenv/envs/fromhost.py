@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from gpuenv.datacache import cache_dir
-from gpuenv.envs import installed
+from gpuenv.envs import installed, pyccache
 from gpuenv.errors import DataError
 from validate import intact
 from validate.reading import InputRefused, load_json_input, read_text_input
@@ -561,9 +561,9 @@ _RECORD_IN = re.compile(r"/[^/]+\.dist-info/RECORD")
 def _add_bytecode(view: _Retargeting, prefix: Path, cache: Path, skipped: set[str]) -> None:
     """The .pyc of each source of site-packages (but the top-level folders of `skipped`), as
     condalock.compile_bytecode makes it (checked-hash, naming its source relative to the prefix),
-    taken from the bytecode cache by the key BYTECODE_SCRIPT files it under. The install of this
-    prefix compiled each of them into that cache; one missing (the cache was cleared) means the
-    lock is installed for the image instead."""
+    taken from the bytecode cache by the key the bytecode step files it under (pyccache). The
+    install of this prefix compiled each of them into that cache; one missing (the cache was
+    cleared) means the lock is installed for the image instead."""
     sites = sorted(
         p for p, m in view.members.items() if _SITE.fullmatch(p) and m.kind == intact.DIR
     )
@@ -589,10 +589,8 @@ def _add_bytecode(view: _Retargeting, prefix: Path, cache: Path, skipped: set[st
             source = view.read(path)
         else:
             continue
-        key = magic + b"checked-hash+sha256\0" + os.fsencode(path) + b"\0" + source
-        name = hashlib.sha256(key).hexdigest()
-        entry = cache / name[:2] / f"{name}.pyc"
-        code = _cached_code(entry, magic)
+        entry = pyccache.entry_path(str(cache), magic, path, source)
+        code = pyccache.cached_code(entry, magic)
         if code is None:
             raise NotCopied(f"the bytecode of {path} is not in gpuenv's bytecode cache {cache}")
         folder, _, file_name = path.rpartition("/")
@@ -600,22 +598,8 @@ def _add_bytecode(view: _Retargeting, prefix: Path, cache: Path, skipped: set[st
             view.members[f"{folder}/__pycache__"] = Member(f"{folder}/__pycache__", intact.DIR)
         pyc = f"{folder}/__pycache__/{file_name.rpartition('.')[0]}.{tag}.pyc"
         view.members[pyc] = Member(
-            pyc, intact.FILE, False, len(code), hashlib.sha256(code).hexdigest(), str(entry)
+            pyc, intact.FILE, False, len(code), hashlib.sha256(code).hexdigest(), entry
         )
-
-
-def _cached_code(entry: Path, magic: bytes) -> bytes | None:
-    """A bytecode cache entry's .pyc (the entry is the .pyc, then its own sha256), or None when it
-    is missing, cut short or of another Python."""
-    try:
-        with open(entry, "rb") as reader:
-            data = reader.read()
-    except OSError:
-        return None
-    code, check = data[:-32], data[-32:]
-    if code[:4] != magic or hashlib.sha256(code).digest() != check:
-        return None
-    return code
 
 
 #: How long the prefix's Python may take to say which bytecode it reads.
