@@ -10,9 +10,9 @@ and nvidia-ml-py from PyPI, as the stack asks), the base image the bare Debian o
 gpuenv (every cache empty: rattler's, uv's, gpuenv's staging; the image with --no-cache):
   lock     gpuenv.envs.locking.ensure_lock (py-rattler solve in a child, uv pip compile)
   install  gpuenv.envs.install into a prefix (fetch and check each package, link, uv, bytecode)
-  image    gpuenv.images.plan.build_stack_image (the environment for /opt/gpuenv/env copied
-           from the prefix the install step made and checked against the lock, the build, the
-           label build)
+  image    gpuenv.images.plan.build_stack_image (the environment for /opt/gpuenv/env read from
+           the prefix the install step made, checked against the lock, and sent from there; the
+           build, the label build)
 the engine tools (their caches empty too):
   lock     rattler.solve of the same specs and virtual packages; uv pip compile of the same pip
            lines with hashes, for the same platform
@@ -24,7 +24,7 @@ page cache. Each step prints its wall time, the CPU time (user + sys) of this pr
 children, and the CPU time of the engine's daemons meanwhile (shared with any other user of the
 engine); the totals give the ratio of each. Goal (issue 36): gpuenv within 1.5x of the tools.
 It also counts the conda packages gpuenv fetches from the channel in each step: the image's
-environment is copied from the prefix the install made, so the image step fetches none.
+environment is read from the prefix the install made, so the image step fetches none.
 """
 
 from __future__ import annotations
