@@ -31,7 +31,7 @@ import tomllib
 from packaging.version import InvalidVersion, Version
 
 from gpuenv.datacache import cache_dir
-from gpuenv.envs import conda, installed, lockdir, pyccache, spec, uv
+from gpuenv.envs import conda, installed, lockdir, spec, uv
 from gpuenv.errors import BadInput, DataError, ToolError
 from gpuenv.progress import Say
 from gpuenv.stack import Stack
@@ -473,7 +473,7 @@ def settle_records(into: Path, packages: Sequence[conda.CondaPackage]) -> None:
 
 #: gpuenv/envs/pyccache.py's text, which leads BYTECODE_SCRIPT: the cache's key and entry in one
 #: place for the bytecode step and for fromhost.
-_PYC_CACHE_TEXT = Path(pyccache.__file__).read_text(encoding="utf-8")
+_PYC_CACHE_TEXT = Path(__file__).with_name("pyccache.py").read_text(encoding="utf-8")
 
 #: Run by the environment's own Python (its version's compiler, magic number and cache tag):
 #: each .py under site-packages gets its .pyc from the bytecode cache when the cache holds one for
