@@ -104,18 +104,23 @@ def test_a_gpu_stack_locks_the_cuda_build(conda_channel, standin_wheels, locks_d
     assert builds["gpuenv-accel"] == "cuda118_100"
 
 
-def test_an_unknown_package_is_one_line_naming_it_and_the_channel(
-    conda_channel, standin_wheels, locks_dir, tmp_path
-):
+def lock_error(channel: Path, wheels: Path, team: Path) -> str:
+    """The one-line error of locking the CPU stack with `team` from the test channel."""
     with pytest.raises(ToolError) as err:
         ensure_lock(
             TORCH_CPU,
             backend="conda-lock",
-            wheelhouse=standin_wheels,
-            mirrors=mirror_of(conda_channel),
-            team_file=team_file(tmp_path, "no-such-package"),
+            wheelhouse=wheels,
+            mirrors=mirror_of(channel),
+            team_file=team,
         )
-    text = err.value.render()
+    return err.value.render()
+
+
+def test_an_unknown_package_is_one_line_naming_it_and_the_channel(
+    conda_channel, standin_wheels, locks_dir, tmp_path
+):
+    text = lock_error(conda_channel, standin_wheels, team_file(tmp_path, "no-such-package"))
     assert (
         "no-such-package" in text
         and CONDA_FORGE in text
@@ -130,15 +135,9 @@ def test_a_conflict_is_one_line_naming_the_packages_and_the_channel(
 ):
     """Two wishes no build satisfies together: the solver's reason, in one line, with the
     channel."""
-    with pytest.raises(ToolError) as err:
-        ensure_lock(
-            TORCH_CPU,
-            backend="conda-lock",
-            wheelhouse=standin_wheels,
-            mirrors=mirror_of(conda_channel),
-            team_file=team_file(tmp_path, "gpuenv-hello>=1.0", "gpuenv-hello<1.0"),
-        )
-    text = err.value.render()
+    text = lock_error(
+        conda_channel, standin_wheels, team_file(tmp_path, "gpuenv-hello>=1.0", "gpuenv-hello<1.0")
+    )
     assert "gpuenv-hello" in text and CONDA_FORGE in text and "\n" not in text, text
     assert not (locks_dir / TORCH_CPU.stack_id).exists()
 
@@ -155,15 +154,11 @@ def test_a_pip_part_uv_cannot_lock_is_its_one_line_error_when_the_conda_part_sol
 ):
     """uv locks the pip part while the solve runs (locking._lock_with_rattler): its failure is
     still the error, and nothing is written."""
-    with pytest.raises(ToolError) as err:
-        ensure_lock(
-            TORCH_CPU,
-            backend="conda-lock",
-            wheelhouse=standin_wheels,
-            mirrors=mirror_of(conda_channel),
-            team_file=_team_with_pip(tmp_path, ["gpuenv-hello"], ["gpuenv-no-such-project==1.0"]),
-        )
-    text = err.value.render()
+    text = lock_error(
+        conda_channel,
+        standin_wheels,
+        _team_with_pip(tmp_path, ["gpuenv-hello"], ["gpuenv-no-such-project==1.0"]),
+    )
     assert text.startswith("uv could not lock") and "gpuenv-no-such-project" in text, text
     assert "\n" not in text
     assert not (locks_dir / TORCH_CPU.stack_id).exists()
@@ -174,17 +169,11 @@ def test_when_both_parts_fail_the_solve_is_the_error_said(
     conda_channel, standin_wheels, locks_dir, pypi, tmp_path
 ):
     """As when the solve ran first and uv after it: the conda part's error, not uv's."""
-    with pytest.raises(ToolError) as err:
-        ensure_lock(
-            TORCH_CPU,
-            backend="conda-lock",
-            wheelhouse=standin_wheels,
-            mirrors=mirror_of(conda_channel),
-            team_file=_team_with_pip(
-                tmp_path, ["no-such-package"], ["gpuenv-no-such-project==1.0"]
-            ),
-        )
-    text = err.value.render()
+    text = lock_error(
+        conda_channel,
+        standin_wheels,
+        _team_with_pip(tmp_path, ["no-such-package"], ["gpuenv-no-such-project==1.0"]),
+    )
     assert "no-such-package" in text and CONDA_FORGE in text, text
     assert "gpuenv-no-such-project" not in text and "\n" not in text
     assert not (locks_dir / TORCH_CPU.stack_id).exists()
