@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from gpuenv import VALIDATE_DIR
 from gpuenv.envs.lockdir import file_sha256
@@ -35,20 +35,28 @@ def _tree_digest(root: Path | PrefixForImage) -> str:
     bytes. A prefix read for the image (gpuenv.envs.fromhost) gives the digest its folder would:
     from the sha256 each file had when it was judged, without reading it again."""
     digest = hashlib.sha256()
+    for rel, target, executable, sha256 in _tree_entries(root):
+        line = f"L {rel} {target}" if target is not None else f"F {rel} {executable} {sha256}"
+        digest.update(f"{line}\n".encode())
+    return digest.hexdigest()
+
+
+def _tree_entries(root: Path | PrefixForImage) -> Iterator[tuple[str, str | None, bool, str]]:
+    """(path, link target or None, executable, sha256) of each link and file, in the order of
+    Path's (by the parts of the path); folders give none."""
     if not isinstance(root, Path):
-        for member in root.members:  # in the order of Path's: by the parts of the path
+        for member in root.members:
             if member.kind == "link":
-                digest.update(f"L {member.path} {member.target}\n".encode())
+                yield member.path, member.target, False, ""
             elif member.kind == "file":
-                digest.update(f"F {member.path} {member.executable} {member.sha256}\n".encode())
-        return digest.hexdigest()
+                yield member.path, None, member.executable, member.sha256
+        return
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root).as_posix()
         if path.is_symlink():
-            digest.update(f"L {rel} {os.readlink(path)}\n".encode())
+            yield rel, os.readlink(path), False, ""
         elif path.is_file():
-            digest.update(f"F {rel} {os.access(path, os.X_OK)} {file_sha256(path)}\n".encode())
-    return digest.hexdigest()
+            yield rel, None, os.access(path, os.X_OK), file_sha256(path)
 
 
 def entry_digest(name: str, source: Source) -> str:
