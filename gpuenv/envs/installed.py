@@ -120,19 +120,19 @@ def update_record(site_packages: str | os.PathLike[str], changed: Iterable[str])
     site = os.fspath(site_packages)
     wanted = {os.path.normpath(p) for p in changed}
     rewritten = []
+
+    def now(path: str) -> bytes | None:
+        if path not in wanted:
+            return None
+        with open(path, "rb") as handle:
+            return handle.read()
+
     for name in sorted(os.listdir(site)):
         record = os.path.join(site, name, "RECORD")
         if not name.endswith(".dist-info") or not os.path.isfile(record):
             continue
         with open(record, encoding="utf-8", newline="") as handle:
             text = handle.read()
-
-        def now(path: str) -> bytes | None:
-            if path not in wanted:
-                return None
-            with open(path, "rb") as handle:
-                return handle.read()
-
         updated = record_with(text, site, now)
         if updated is not None:
             with open(record + ".tmp", "w", encoding="utf-8", newline="") as handle:
